@@ -1,0 +1,44 @@
+# scc — make help lists the targets.
+GO        ?= go
+PKGS      ?= ./...
+FUZZTIME  ?= 20s
+BENCHTIME ?= 1x
+
+.PHONY: help build test stress fuzz bench bench-peers demo lint tidy
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build every package and the scctl binary into bin/
+	$(GO) build $(PKGS)
+	$(GO) build -o bin/scctl ./cmd/scctl
+
+test: ## vet, then every test under the race detector (what CI runs)
+	$(GO) vet $(PKGS)
+	$(GO) test -race -timeout 15m $(PKGS)
+
+stress: ## the long race stress suites (minutes)
+	SCC_STRESS=long $(GO) test -race -timeout 60m -run 'Stress|Concurrent|Race' -v ./stress/... ./cache/... ./serialize/... ./resource/...
+
+fuzz: ## run every fuzz target for FUZZTIME each
+	@for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+bench: ## every benchmark once (BENCHTIME=1x); figures print beside their baselines
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem $(PKGS)
+
+bench-peers: ## install the comparison peers (HDF5 tools, h5py, zarr) from Debian
+	apt-get update && apt-get install -y hdf5-tools python3-h5py python3-zarr
+
+demo: ## the main job on its embedded default: a concurrent ingest, read back and verified
+	$(GO) run ./cmd/scctl ingest
+
+lint: ## gofmt and vet
+	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)
+	$(GO) vet $(PKGS)
+
+tidy:
+	$(GO) mod tidy

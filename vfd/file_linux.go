@@ -1,0 +1,171 @@
+package vfd
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// readV reads sorted extents with one preadv per run of adjacent extents.
+func (f *File) readV(sorted []Extent) error {
+	return f.vector(sorted, false)
+}
+
+// writeV writes sorted, disjoint extents with one pwritev per run.
+func (f *File) writeV(sorted []Extent) error {
+	return f.vector(sorted, true)
+}
+
+// iovScratch is the iovec list of one run, pooled so that a vector call in
+// steady state allocates nothing of its own.
+type iovScratch struct{ bufs [][]byte }
+
+var iovPool = sync.Pool{New: func() any { return new(iovScratch) }}
+
+func (f *File) vector(sorted []Extent, write bool) error {
+	var opErr error
+	scratch := iovPool.Get().(*iovScratch)
+	ctlErr := f.rc.Control(func(fd uintptr) {
+		opErr = forRuns(sorted, iovMax, func(run []Extent) error {
+			if len(run) == 1 {
+				// A lone extent needs no iovec list.
+				if write {
+					return f.pwriteFull(int(fd), run[0].Buf, run[0].Off)
+				}
+				return f.preadFull(int(fd), run[0].Buf, run[0].Off)
+			}
+			// The elements are copies of the callers' slice headers, which
+			// the transfer loop advances without touching the callers'
+			// extents.
+			bufs := scratch.bufs[:0]
+			for _, e := range run {
+				bufs = append(bufs, e.Buf)
+			}
+			scratch.bufs = bufs
+			if write {
+				return f.pwritevFull(int(fd), bufs, run[0].Off)
+			}
+			return f.preadvFull(int(fd), bufs, run[0].Off)
+		})
+	})
+	// Drop the references to the callers' buffers before pooling.
+	clear(scratch.bufs[:cap(scratch.bufs)])
+	scratch.bufs = scratch.bufs[:0]
+	iovPool.Put(scratch)
+	if ctlErr != nil {
+		return ctlErr
+	}
+	return opErr
+}
+
+// preadFull fills p from off, repeating pread after short transfers and EINTR.
+func (f *File) preadFull(fd int, p []byte, off int64) error {
+	start := off
+	for len(p) > 0 {
+		n, err := unix.Pread(fd, p, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "pread", Path: f.name, Err: err}
+		}
+		if n == 0 {
+			return fmt.Errorf("vfd: pread %s: extent at %d ends at end of file %d: %w", f.name, start, off, io.ErrUnexpectedEOF)
+		}
+		off += int64(n)
+		p = p[n:]
+	}
+	return nil
+}
+
+// pwriteFull writes all of p at off, repeating pwrite after short transfers
+// and EINTR.
+func (f *File) pwriteFull(fd int, p []byte, off int64) error {
+	for len(p) > 0 {
+		n, err := unix.Pwrite(fd, p, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "pwrite", Path: f.name, Err: err}
+		}
+		if n == 0 {
+			return &os.PathError{Op: "pwrite", Path: f.name, Err: io.ErrShortWrite}
+		}
+		off += int64(n)
+		p = p[n:]
+	}
+	return nil
+}
+
+// preadvFull fills bufs from off, repeating preadv after short transfers and
+// EINTR. It consumes bufs.
+func (f *File) preadvFull(fd int, bufs [][]byte, off int64) error {
+	start := off
+	for {
+		bufs = dropEmpty(bufs)
+		if len(bufs) == 0 {
+			return nil
+		}
+		n, err := unix.Preadv(fd, bufs, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "preadv", Path: f.name, Err: err}
+		}
+		if n == 0 {
+			return fmt.Errorf("vfd: preadv %s: run at %d ends at end of file %d: %w", f.name, start, off, io.ErrUnexpectedEOF)
+		}
+		off += int64(n)
+		bufs = advance(bufs, n)
+	}
+}
+
+// pwritevFull writes all of bufs at off, repeating pwritev after short
+// transfers and EINTR. It consumes bufs.
+func (f *File) pwritevFull(fd int, bufs [][]byte, off int64) error {
+	for {
+		bufs = dropEmpty(bufs)
+		if len(bufs) == 0 {
+			return nil
+		}
+		n, err := unix.Pwritev(fd, bufs, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "pwritev", Path: f.name, Err: err}
+		}
+		if n == 0 {
+			// A regular file never accepts zero bytes of a non-empty write
+			// without an error; stop rather than spin.
+			return &os.PathError{Op: "pwritev", Path: f.name, Err: io.ErrShortWrite}
+		}
+		off += int64(n)
+		bufs = advance(bufs, n)
+	}
+}
+
+func dropEmpty(bufs [][]byte) [][]byte {
+	for len(bufs) > 0 && len(bufs[0]) == 0 {
+		bufs = bufs[1:]
+	}
+	return bufs
+}
+
+// advance drops the first n bytes of bufs.
+func advance(bufs [][]byte, n int) [][]byte {
+	for n > 0 {
+		k := min(n, len(bufs[0]))
+		bufs[0] = bufs[0][k:]
+		n -= k
+		if len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+		}
+	}
+	return bufs
+}

@@ -1,0 +1,133 @@
+package vfd
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestFileSecondWriterLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "locked")
+	w, err := Open(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	mustWrite(t, w, pattern(4096, 1), 0)
+
+	for _, flag := range []int{os.O_RDWR, os.O_WRONLY, os.O_RDWR | os.O_TRUNC, os.O_RDWR | os.O_CREATE} {
+		if f, err := Open(path, flag, 0o644); !errors.Is(err, ErrLocked) {
+			if f != nil {
+				f.Close()
+			}
+			t.Fatalf("second writer (flag %#x): err = %v, want ErrLocked", flag, err)
+		}
+	}
+	// The O_TRUNC loser must not have truncated the winner's file.
+	if got := contents(t, w); !bytes.Equal(got, pattern(4096, 1)) {
+		t.Fatalf("a refused O_TRUNC open changed the file (size %d)", len(got))
+	}
+
+	// Readers take no lock: they may follow a writer.
+	r, err := Open(path, os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatalf("reader beside writer: %v", err)
+	}
+	defer r.Close()
+	if got := contents(t, r); !bytes.Equal(got, pattern(4096, 1)) {
+		t.Fatal("reader sees wrong bytes")
+	}
+	if _, err := r.WriteAt([]byte{1}, 0); err == nil {
+		t.Fatal("WriteAt on a read-only File succeeded")
+	}
+
+	// Closing the writer releases the lock.
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w2, err := Open(path, os.O_RDWR|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatalf("writer after the first closed: %v", err)
+	}
+	defer w2.Close()
+	if n, _ := w2.Size(); n != 0 {
+		t.Fatalf("O_TRUNC by the lock holder left %d bytes", n)
+	}
+}
+
+func TestFileOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(filepath.Join(dir, "a"), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644); !errors.Is(err, ErrInvalid) {
+		t.Errorf("O_APPEND: %v, want ErrInvalid", err)
+	}
+	if _, err := Open(filepath.Join(dir, "missing"), os.O_RDONLY, 0); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v, want os.ErrNotExist", err)
+	}
+}
+
+func TestFileName(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "named")
+	f, err := Open(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Name() != path {
+		t.Fatalf("Name = %q, want %q", f.Name(), path)
+	}
+}
+
+// TestFileVectorMatchesLoop compares the preadv/pwritev path with the
+// portable per-extent loop on the same file.
+func TestFileVectorMatchesLoop(t *testing.T) {
+	dir := t.TempDir()
+	vec, err := Open(filepath.Join(dir, "vec"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vec.Close()
+	loop, err := Open(filepath.Join(dir, "loop"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loop.Close()
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 20 {
+		exts := randomExtents(rng, 128<<10)
+		fillRandom(rng, exts)
+		if err := vec.WriteV(exts); err != nil {
+			t.Fatal(err)
+		}
+		sorted, _, err := sortExtents(exts, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := loop.writeVLoop(sorted); err != nil {
+			t.Fatal(err)
+		}
+		a, b := contents(t, vec), contents(t, loop)
+		if !bytes.Equal(a, b) {
+			t.Fatal("vector and loop writes differ")
+		}
+		reads := randomExtents(rng, int64(len(a)))
+		sortedReads, _, _ := sortExtents(reads, false)
+		copies := make([]Extent, len(sortedReads))
+		for i, e := range sortedReads {
+			copies[i] = Extent{Off: e.Off, Buf: make([]byte, len(e.Buf))}
+		}
+		if err := vec.ReadV(reads); err != nil {
+			t.Fatal(err)
+		}
+		if err := loop.readVLoop(copies); err != nil {
+			t.Fatal(err)
+		}
+		for i := range copies {
+			if !bytes.Equal(copies[i].Buf, sortedReads[i].Buf) {
+				t.Fatal("vector and loop reads differ")
+			}
+		}
+	}
+}
