@@ -1,0 +1,131 @@
+package format
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// CatalogEntry names one dataset and where its header block is.
+type CatalogEntry struct {
+	Name       string
+	ID         uint64 // unique, non-zero
+	HeaderAddr uint64 // >= DataStart
+	HeaderSize uint64 // whole header block, checksum included
+	// HeaderSum is the header block's CRC32C trailer, checked against the
+	// block read (see Superblock.CatalogSum).
+	HeaderSum uint32
+}
+
+// Catalog block layout (FORMAT.md "Catalog").
+const (
+	catalogFixed = 12               // magic, version, 3 reserved, u32 count
+	catalogMin   = catalogFixed + 4 // empty catalog
+	entryMin     = 2 + 1 + 3*8 + 4  // u16 name length, shortest name, ID, address, size, checksum
+)
+
+func checkCatalog(entries []CatalogEntry) error {
+	ids := make(map[uint64]struct{}, len(entries))
+	for i, e := range entries {
+		if err := checkName(e.Name); err != nil {
+			return fmt.Errorf("entry %d: %w", i, err)
+		}
+		if i > 0 && entries[i-1].Name >= e.Name {
+			return fmt.Errorf("entry %d: names not strictly increasing (%q then %q)", i, entries[i-1].Name, e.Name)
+		}
+		if e.ID == 0 {
+			return fmt.Errorf("entry %q: dataset ID 0 is reserved", e.Name)
+		}
+		if _, dup := ids[e.ID]; dup {
+			return fmt.Errorf("entry %q: duplicate dataset ID %d", e.Name, e.ID)
+		}
+		ids[e.ID] = struct{}{}
+		if e.HeaderAddr < DataStart || e.HeaderSize < headerMin || e.HeaderSize > MaxHeaderBytes ||
+			e.HeaderAddr > ^uint64(0)-e.HeaderSize {
+			return fmt.Errorf("entry %q: header [%d,+%d) invalid", e.Name, e.HeaderAddr, e.HeaderSize)
+		}
+	}
+	return nil
+}
+
+// sortedCatalog returns a copy of entries sorted by name.
+func sortedCatalog(entries []CatalogEntry) []CatalogEntry {
+	s := slices.Clone(entries)
+	slices.SortStableFunc(s, func(a, b CatalogEntry) int { return cmp.Compare(a.Name, b.Name) })
+	return s
+}
+
+// ValidateCatalog reports whether entries (in any order) may be encoded:
+// names valid and unique, IDs non-zero and unique, header extents plausible.
+// The error wraps ErrInvalid.
+func ValidateCatalog(entries []CatalogEntry) error {
+	if err := checkCatalog(sortedCatalog(entries)); err != nil {
+		return fmt.Errorf("%w: catalog: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// EncodeCatalog returns the catalog block for entries, sorted by name (the
+// argument is not modified). Encode only entries that pass ValidateCatalog:
+// duplicates or bad names encode to a block that DecodeCatalog rejects.
+func EncodeCatalog(entries []CatalogEntry) []byte {
+	s := sortedCatalog(entries)
+	n := catalogMin
+	for _, e := range s {
+		n += entryMin - 1 + len(e.Name)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, magicCatalog[:]...)
+	b = append(b, Version, 0, 0, 0)
+	b = le.AppendUint32(b, uint32(len(s)))
+	for _, e := range s {
+		b = le.AppendUint16(b, uint16(len(e.Name)))
+		b = append(b, e.Name...)
+		b = le.AppendUint64(b, e.ID)
+		b = le.AppendUint64(b, e.HeaderAddr)
+		b = le.AppendUint64(b, e.HeaderSize)
+		b = le.AppendUint32(b, e.HeaderSum)
+	}
+	return sealFrame(b)
+}
+
+// DecodeCatalog decodes a catalog block. The entries come back sorted by
+// name.
+func DecodeCatalog(b []byte) ([]CatalogEntry, error) {
+	if len(b) > MaxCatalogBytes {
+		return nil, corrupt("catalog", "%d bytes exceeds %d", len(b), MaxCatalogBytes)
+	}
+	p, err := openFrame("catalog", b, magicCatalog, catalogMin)
+	if err != nil {
+		return nil, err
+	}
+	r := reader{b: p}
+	if res := r.take(3); res[0]|res[1]|res[2] != 0 {
+		return nil, corrupt("catalog", "reserved bytes %x not zero", res)
+	}
+	count := r.u32()
+	// Bound the allocation by what the remaining bytes can hold.
+	if uint64(count) > uint64(len(r.b)/entryMin) {
+		return nil, corrupt("catalog", "%d entries cannot fit in %d bytes", count, len(r.b))
+	}
+	entries := make([]CatalogEntry, 0, count)
+	for i := uint32(0); i < count; i++ {
+		var e CatalogEntry
+		e.Name = string(r.take(int(r.u16())))
+		e.ID = r.u64()
+		e.HeaderAddr = r.u64()
+		e.HeaderSize = r.u64()
+		e.HeaderSum = r.u32()
+		if r.err != nil {
+			return nil, corrupt("catalog", "entry %d: %v", i, r.err)
+		}
+		entries = append(entries, e)
+	}
+	if len(r.b) != 0 {
+		return nil, corrupt("catalog", "%d trailing bytes", len(r.b))
+	}
+	if err := checkCatalog(entries); err != nil {
+		return nil, corrupt("catalog", "%v", err)
+	}
+	return entries, nil
+}

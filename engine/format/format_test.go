@@ -1,0 +1,575 @@
+package format
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func sampleSuperblock() Superblock {
+	return Superblock{
+		Generation:    7,
+		CatalogAddr:   DataStart + 100,
+		CatalogSize:   300,
+		EOF:           1 << 20,
+		NextDatasetID: 3,
+		FileID:        [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+	}
+}
+
+func sampleCatalog() []CatalogEntry {
+	return []CatalogEntry{
+		{Name: "frames", ID: 1, HeaderAddr: DataStart, HeaderSize: 200},
+		{Name: "a/b/c", ID: 7, HeaderAddr: 1 << 40, HeaderSize: headerMin},
+		{Name: "ü-unicode", ID: 2, HeaderAddr: DataStart + 4096, HeaderSize: MaxHeaderBytes},
+	}
+}
+
+func sampleHeaders() []DatasetHeader {
+	rank32 := make([]uint64, MaxRank)
+	ones := make([]uint64, MaxRank)
+	for i := range rank32 {
+		rank32[i] = uint64(i % 3)
+		ones[i] = 1
+	}
+	return []DatasetHeader{
+		{
+			Name: "frames", ID: 1, Type: TypeUint16,
+			Shape: []uint64{0, 512, 512}, MaxShape: []uint64{Unlimited, 512, 512}, Chunk: []uint64{1, 512, 512},
+			Layout: LayoutDense, Filters: []byte{2, 1, 0, 0, 0, 5, 1}, Fill: []byte{0xff, 0xfe},
+			MinCacheBytes: 10 << 20, IndexKind: 3, IndexRoot: []byte{9, 9, 9, 9, 9, 9, 9, 9},
+		},
+		{
+			Name: "x", ID: ^uint64(0), Type: TypeInt8,
+			Shape: []uint64{5}, MaxShape: []uint64{5}, Chunk: []uint64{MaxChunkBytes},
+			Layout: LayoutDense, MinCacheBytes: -1,
+		},
+		{
+			Name: strings.Repeat("n", MaxNameBytes), ID: 42, Type: TypeFloat64,
+			Shape: rank32, MaxShape: append([]uint64(nil), rank32...), Chunk: ones,
+			Layout: LayoutDense, Fill: []byte{1, 2, 3, 4, 5, 6, 7, 8},
+			Filters: bytes.Repeat([]byte{7}, MaxFilterBytes), IndexKind: 0, IndexRoot: bytes.Repeat([]byte{3}, 100),
+		},
+	}
+}
+
+// blocks returns one valid encoding of every block kind, for the tests that
+// treat blocks alike.
+func blocks() map[string]struct {
+	b      []byte
+	decode func([]byte) error
+} {
+	m := map[string]struct {
+		b      []byte
+		decode func([]byte) error
+	}{
+		"superblock": {EncodeSuperblock(sampleSuperblock()), func(b []byte) error { _, err := DecodeSuperblock(b); return err }},
+		"catalog":    {EncodeCatalog(sampleCatalog()), func(b []byte) error { _, err := DecodeCatalog(b); return err }},
+		"catalog-0":  {EncodeCatalog(nil), func(b []byte) error { _, err := DecodeCatalog(b); return err }},
+		"header":     {EncodeDatasetHeader(sampleHeaders()[0]), func(b []byte) error { _, err := DecodeDatasetHeader(b); return err }},
+		"header-1":   {EncodeDatasetHeader(sampleHeaders()[1]), func(b []byte) error { _, err := DecodeDatasetHeader(b); return err }},
+		"chunk":      {AppendChunkChecksum([]byte("some filtered chunk image")), func(b []byte) error { _, err := VerifyChunk(b); return err }},
+	}
+	return m
+}
+
+func TestSuperblockRoundTrip(t *testing.T) {
+	for _, sb := range []Superblock{
+		sampleSuperblock(),
+		{EOF: DataStart},
+		{Generation: ^uint64(0), EOF: 1<<63 - 1, CatalogAddr: 1<<63 - 1 - catalogMin, CatalogSize: catalogMin, NextDatasetID: ^uint64(0)},
+	} {
+		if err := sb.Validate(); err != nil {
+			t.Fatalf("Validate(%+v): %v", sb, err)
+		}
+		b := EncodeSuperblock(sb)
+		if len(b) != SlotSize {
+			t.Fatalf("encoded %d bytes, want %d", len(b), SlotSize)
+		}
+		got, err := DecodeSuperblock(b)
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		if got != sb {
+			t.Fatalf("round trip: got %+v want %+v", got, sb)
+		}
+	}
+}
+
+// TestSuperblockLayout pins the byte offsets FORMAT.md documents.
+func TestSuperblockLayout(t *testing.T) {
+	sb := sampleSuperblock()
+	b := EncodeSuperblock(sb)
+	want := make([]byte, SlotSize)
+	copy(want, "SCCF")
+	want[4] = 1
+	le.PutUint64(want[8:], sb.Generation)
+	le.PutUint64(want[16:], sb.CatalogAddr)
+	le.PutUint64(want[24:], sb.CatalogSize)
+	le.PutUint64(want[32:], sb.EOF)
+	le.PutUint64(want[40:], sb.NextDatasetID)
+	copy(want[48:64], sb.FileID[:])
+	le.PutUint32(want[64:], sb.CatalogSum)
+	le.PutUint32(want[508:], Checksum(want[:508]))
+	if !bytes.Equal(b, want) {
+		t.Fatalf("superblock bytes differ from FORMAT.md layout:\n got %x\nwant %x", b, want)
+	}
+}
+
+func TestCatalogRoundTrip(t *testing.T) {
+	in := sampleCatalog()
+	orig := append([]CatalogEntry(nil), in...)
+	if err := ValidateCatalog(in); err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeCatalog(EncodeCatalog(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, orig) {
+		t.Fatal("EncodeCatalog modified its argument")
+	}
+	want := []CatalogEntry{in[1], in[0], in[2]} // sorted by name
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	empty, err := DecodeCatalog(EncodeCatalog(nil))
+	if err != nil || len(empty) != 0 {
+		t.Fatalf("empty catalog: %v %v", empty, err)
+	}
+	if n := len(EncodeCatalog(nil)); n != catalogMin {
+		t.Fatalf("empty catalog is %d bytes, want %d", n, catalogMin)
+	}
+}
+
+// TestCatalogLayout pins the entry layout FORMAT.md documents.
+func TestCatalogLayout(t *testing.T) {
+	e := CatalogEntry{Name: "ab", ID: 5, HeaderAddr: DataStart, HeaderSize: 99, HeaderSum: 0xCAFEF00D}
+	want := []byte("SCCC\x01\x00\x00\x00\x01\x00\x00\x00\x02\x00ab")
+	want = le.AppendUint64(want, 5)
+	want = le.AppendUint64(want, DataStart)
+	want = le.AppendUint64(want, 99)
+	want = le.AppendUint32(want, 0xCAFEF00D)
+	want = le.AppendUint32(want, Checksum(want))
+	if got := EncodeCatalog([]CatalogEntry{e}); !bytes.Equal(got, want) {
+		t.Fatalf("got %x\nwant %x", got, want)
+	}
+}
+
+func TestDatasetHeaderRoundTrip(t *testing.T) {
+	for i, h := range sampleHeaders() {
+		if err := h.Validate(); err != nil {
+			t.Fatalf("sample %d: %v", i, err)
+		}
+		b := EncodeDatasetHeader(h)
+		if len(b) > MaxHeaderBytes {
+			t.Fatalf("sample %d: %d bytes exceeds MaxHeaderBytes", i, len(b))
+		}
+		got, err := DecodeDatasetHeader(b)
+		if err != nil {
+			t.Fatalf("sample %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(got, h) {
+			t.Fatalf("sample %d: got %+v\nwant %+v", i, got, h)
+		}
+		// The decoded slices must not alias the block.
+		for j := range b {
+			b[j] = 0
+		}
+		if !reflect.DeepEqual(got, h) {
+			t.Fatalf("sample %d: decoded header aliases the block", i)
+		}
+	}
+}
+
+// TestDatasetHeaderLayout pins the header layout FORMAT.md documents.
+func TestDatasetHeaderLayout(t *testing.T) {
+	h := DatasetHeader{Name: "d", ID: 9, Type: TypeInt32, Shape: []uint64{4}, MaxShape: []uint64{Unlimited},
+		Chunk: []uint64{2}, Layout: LayoutDense, Filters: []byte{0xf0}, Fill: []byte{1, 0, 0, 0},
+		MinCacheBytes: -1, IndexKind: 3, IndexRoot: []byte{0xaa, 0xbb}}
+	want := []byte("SCCD\x01\x03\x01\x01")
+	want = le.AppendUint64(want, 9)
+	want = le.AppendUint64(want, ^uint64(0)) // -1
+	want = append(want, 3, 4)                // index kind, fill length
+	want = le.AppendUint16(want, 1)
+	want = le.AppendUint32(want, 1)
+	want = le.AppendUint32(want, 2)
+	want = append(want, 'd')
+	want = le.AppendUint64(want, 4)
+	want = le.AppendUint64(want, Unlimited)
+	want = le.AppendUint64(want, 2)
+	want = append(want, 1, 0, 0, 0, 0xf0, 0xaa, 0xbb)
+	want = le.AppendUint32(want, Checksum(want))
+	if got := EncodeDatasetHeader(h); !bytes.Equal(got, want) {
+		t.Fatalf("got %x\nwant %x", got, want)
+	}
+}
+
+func TestChunkFrame(t *testing.T) {
+	for _, img := range [][]byte{nil, {}, []byte("x"), bytes.Repeat([]byte{0xab}, 1<<16)} {
+		frame := AppendChunkChecksum(append([]byte(nil), img...))
+		if len(frame) != len(img)+ChunkFrameOverhead {
+			t.Fatalf("frame of %d bytes for image of %d", len(frame), len(img))
+		}
+		got, err := VerifyChunk(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, img) {
+			t.Fatal("image differs")
+		}
+		// The returned image has no spare capacity into the checksum, so
+		// appending to it cannot overwrite the stored frame.
+		if cap(got) != len(got) {
+			t.Fatalf("image capacity %d exposes the checksum", cap(got))
+		}
+	}
+	if _, err := VerifyChunk([]byte{1, 2, 3}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("short frame: %v", err)
+	}
+	// Like append, it uses spare capacity.
+	buf := make([]byte, 3, 16)
+	if f := AppendChunkChecksum(buf); &f[0] != &buf[0] {
+		t.Fatal("AppendChunkChecksum reallocated despite spare capacity")
+	}
+}
+
+// TestEveryByteFlip: any change of any single byte of any block is detected
+// as corruption (never as a version mismatch, never accepted).
+func TestEveryByteFlip(t *testing.T) {
+	for name, blk := range blocks() {
+		if err := blk.decode(blk.b); err != nil {
+			t.Fatalf("%s: valid block rejected: %v", name, err)
+		}
+		for i := range blk.b {
+			for _, mask := range []byte{0x01, 0x10, 0x80, 0xff} {
+				b := append([]byte(nil), blk.b...)
+				b[i] ^= mask
+				err := blk.decode(b)
+				if !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrVersion) {
+					t.Fatalf("%s: byte %d ^ %#x: got %v, want ErrCorrupt", name, i, mask, err)
+				}
+			}
+		}
+	}
+}
+
+// TestTruncation: every prefix and every extension is corruption.
+func TestTruncation(t *testing.T) {
+	for name, blk := range blocks() {
+		for n := 0; n < len(blk.b); n++ {
+			if err := blk.decode(blk.b[:n]); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%s: prefix of %d bytes: %v", name, n, err)
+			}
+		}
+		for _, extra := range [][]byte{{0}, {1, 2, 3, 4}} {
+			if err := blk.decode(append(append([]byte(nil), blk.b...), extra...)); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%s: extended by %d bytes: %v", name, len(extra), err)
+			}
+		}
+	}
+}
+
+// reseal sets the version byte and recomputes the checksum, making an intact
+// block of another version.
+func reseal(b []byte, mutate func([]byte)) []byte {
+	b = append([]byte(nil), b...)
+	mutate(b)
+	n := len(b) - crcSize
+	le.PutUint32(b[n:], Checksum(b[:n]))
+	return b
+}
+
+func TestUnknownVersion(t *testing.T) {
+	for name, blk := range blocks() {
+		if name == "chunk" {
+			continue // chunk frames carry no version
+		}
+		for _, v := range []byte{0, 2, 255} {
+			b := reseal(blk.b, func(b []byte) { b[4] = v })
+			err := blk.decode(b)
+			if !errors.Is(err, ErrVersion) || errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%s version %d: got %v, want ErrVersion only", name, v, err)
+			}
+		}
+	}
+}
+
+func TestSuperblockInvalid(t *testing.T) {
+	good := sampleSuperblock()
+	cases := map[string]func(*Superblock){
+		"eof below data":        func(s *Superblock) { s.EOF = DataStart - 1; s.CatalogSize = 0; s.CatalogAddr = 0 },
+		"eof beyond int64":      func(s *Superblock) { s.EOF = 1 << 63 },
+		"catalog addr no size":  func(s *Superblock) { s.CatalogSize = 0 },
+		"catalog below data":    func(s *Superblock) { s.CatalogAddr = DataStart - 1 },
+		"catalog beyond eof":    func(s *Superblock) { s.CatalogAddr = s.EOF - 10 },
+		"catalog too small":     func(s *Superblock) { s.CatalogSize = catalogMin - 1 },
+		"catalog too large":     func(s *Superblock) { s.CatalogSize = MaxCatalogBytes + 1; s.EOF = 1 << 40 },
+		"catalog addr overflow": func(s *Superblock) { s.CatalogAddr = ^uint64(0) - 10 },
+	}
+	for name, mut := range cases {
+		sb := good
+		mut(&sb)
+		if err := sb.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Validate = %v, want ErrInvalid", name, err)
+		}
+		if _, err := DecodeSuperblock(EncodeSuperblock(sb)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: decode = %v, want ErrCorrupt", name, err)
+		}
+	}
+	// Reserved bytes, resealed so that only the reserved-byte rule can
+	// catch them.
+	for _, i := range []int{5, 6, 7, 68, 300, 507} {
+		b := reseal(EncodeSuperblock(good), func(b []byte) { b[i] = 1 })
+		if _, err := DecodeSuperblock(b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("reserved byte %d: %v", i, err)
+		}
+	}
+	// Wrong magic with a valid checksum.
+	b := reseal(EncodeSuperblock(good), func(b []byte) { copy(b, "SCCC") })
+	if _, err := DecodeSuperblock(b); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("wrong magic: %v", err)
+	}
+}
+
+func TestCatalogInvalid(t *testing.T) {
+	cases := map[string][]CatalogEntry{
+		"duplicate name":      {{Name: "a", ID: 1, HeaderAddr: DataStart, HeaderSize: 100}, {Name: "a", ID: 2, HeaderAddr: DataStart, HeaderSize: 100}},
+		"duplicate id":        {{Name: "a", ID: 1, HeaderAddr: DataStart, HeaderSize: 100}, {Name: "b", ID: 1, HeaderAddr: DataStart, HeaderSize: 100}},
+		"id zero":             {{Name: "a", ID: 0, HeaderAddr: DataStart, HeaderSize: 100}},
+		"empty name":          {{Name: "", ID: 1, HeaderAddr: DataStart, HeaderSize: 100}},
+		"long name":           {{Name: strings.Repeat("x", MaxNameBytes+1), ID: 1, HeaderAddr: DataStart, HeaderSize: 100}},
+		"bad utf8":            {{Name: "a\xff", ID: 1, HeaderAddr: DataStart, HeaderSize: 100}},
+		"header below data":   {{Name: "a", ID: 1, HeaderAddr: DataStart - 1, HeaderSize: 100}},
+		"header too small":    {{Name: "a", ID: 1, HeaderAddr: DataStart, HeaderSize: headerMin - 1}},
+		"header too large":    {{Name: "a", ID: 1, HeaderAddr: DataStart, HeaderSize: MaxHeaderBytes + 1}},
+		"header end overflow": {{Name: "a", ID: 1, HeaderAddr: ^uint64(0) - 50, HeaderSize: 100}},
+	}
+	for name, c := range cases {
+		if err := ValidateCatalog(c); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Validate = %v", name, err)
+		}
+		if _, err := DecodeCatalog(EncodeCatalog(c)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: decode = %v", name, err)
+		}
+	}
+	// Entries out of order in the block (a writer that did not sort).
+	b := EncodeCatalog([]CatalogEntry{{Name: "a", ID: 1, HeaderAddr: DataStart, HeaderSize: 100}, {Name: "b", ID: 2, HeaderAddr: DataStart, HeaderSize: 100}})
+	b = reseal(b, func(b []byte) { b[14], b[14+27] = 'b', 'a' })
+	if _, err := DecodeCatalog(b); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("unsorted: %v", err)
+	}
+	b = reseal(EncodeCatalog(nil), func(b []byte) { b[6] = 1 })
+	if _, err := DecodeCatalog(b); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("reserved byte: %v", err)
+	}
+}
+
+func TestDatasetHeaderInvalid(t *testing.T) {
+	cases := map[string]func(*DatasetHeader){
+		"id zero":          func(h *DatasetHeader) { h.ID = 0 },
+		"empty name":       func(h *DatasetHeader) { h.Name = "" },
+		"long name":        func(h *DatasetHeader) { h.Name = strings.Repeat("y", MaxNameBytes+1) },
+		"bad utf8":         func(h *DatasetHeader) { h.Name = "\xc0" },
+		"type 0":           func(h *DatasetHeader) { h.Type = 0 },
+		"type 11":          func(h *DatasetHeader) { h.Type = 11 },
+		"layout 0":         func(h *DatasetHeader) { h.Layout = 0 },
+		"layout 2":         func(h *DatasetHeader) { h.Layout = 2 },
+		"rank 0":           func(h *DatasetHeader) { h.Shape, h.MaxShape, h.Chunk = nil, nil, nil },
+		"rank 33":          func(h *DatasetHeader) { h.Shape, h.MaxShape, h.Chunk = ones(33), ones(33), ones(33) },
+		"rank mismatch":    func(h *DatasetHeader) { h.Chunk = []uint64{1, 1} },
+		"chunk zero":       func(h *DatasetHeader) { h.Chunk = []uint64{1, 0, 512} },
+		"shape over max":   func(h *DatasetHeader) { h.Shape = []uint64{0, 513, 512} },
+		"shape unlimited":  func(h *DatasetHeader) { h.Shape = []uint64{Unlimited, 512, 512} },
+		"chunk too large":  func(h *DatasetHeader) { h.Chunk = []uint64{4096, 512, 512} },
+		"chunk overflow":   func(h *DatasetHeader) { h.Chunk = []uint64{1 << 40, 1 << 40, 1 << 40} },
+		"elements > int64": func(h *DatasetHeader) { h.Shape = []uint64{1 << 62, 512, 512}; h.MaxShape[0] = Unlimited },
+		"fill size":        func(h *DatasetHeader) { h.Fill = []byte{1} },
+		"filters too long": func(h *DatasetHeader) { h.Filters = make([]byte, MaxFilterBytes+1) },
+		"root too long":    func(h *DatasetHeader) { h.IndexRoot = make([]byte, MaxIndexRoot+1) },
+		"min cache -2":     func(h *DatasetHeader) { h.MinCacheBytes = -2 },
+	}
+	for name, mut := range cases {
+		h := sampleHeaders()[0]
+		mut(&h)
+		if err := h.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Validate = %v", name, err)
+		}
+		if _, err := DecodeDatasetHeader(EncodeDatasetHeader(h)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: decode = %v", name, err)
+		}
+	}
+}
+
+func ones(n int) []uint64 {
+	s := make([]uint64, n)
+	for i := range s {
+		s[i] = 1
+	}
+	return s
+}
+
+func TestValidName(t *testing.T) {
+	if err := ValidName("ok"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"", strings.Repeat("a", MaxNameBytes+1), "\xff"} {
+		if err := ValidName(n); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ValidName(%q) = %v", n, err)
+		}
+	}
+}
+
+func TestElemSize(t *testing.T) {
+	want := map[uint8]int{1: 1, 2: 2, 3: 4, 4: 8, 5: 1, 6: 2, 7: 4, 8: 8, 9: 4, 10: 8, 0: 0, 11: 0, 255: 0}
+	for code, size := range want {
+		if got := ElemSize(code); got != size {
+			t.Errorf("ElemSize(%d) = %d, want %d", code, got, size)
+		}
+	}
+	h := sampleHeaders()[0]
+	if got := h.ChunkBytes(); got != 512*512*2 {
+		t.Errorf("ChunkBytes = %d", got)
+	}
+}
+
+// TestDecodeBoundedAllocation: counts and lengths claimed by a block cannot
+// make the decoder allocate more than the block implies.
+func TestDecodeBoundedAllocation(t *testing.T) {
+	huge := reseal(EncodeCatalog(nil), func(b []byte) { le.PutUint32(b[8:], ^uint32(0)) })
+	hdr := EncodeDatasetHeader(sampleHeaders()[1])
+	bigLens := reseal(hdr, func(b []byte) {
+		le.PutUint16(b[26:], 0xffff)
+		le.PutUint32(b[28:], ^uint32(0))
+		le.PutUint32(b[32:], ^uint32(0))
+	})
+	check := func(name string, decode func() error) {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := 0; i < 10; i++ {
+			if err := decode(); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+			t.Fatalf("%s: decoding allocated %d bytes", name, n)
+		}
+	}
+	check("catalog count", func() error { _, err := DecodeCatalog(huge); return err })
+	check("header lengths", func() error { _, err := DecodeDatasetHeader(bigLens); return err })
+}
+
+func TestSlotFor(t *testing.T) {
+	for gen, want := range map[uint64]int64{0: SlotA, 1: SlotB, 2: SlotA, ^uint64(0): SlotB} {
+		if got := SlotFor(gen); got != want {
+			t.Errorf("SlotFor(%d) = %d, want %d", gen, got, want)
+		}
+	}
+}
+
+func TestPickSuperblock(t *testing.T) {
+	at := func(gen uint64) []byte {
+		sb := sampleSuperblock()
+		sb.Generation = gen
+		return EncodeSuperblock(sb)
+	}
+	zero := make([]byte, SlotSize)
+	torn := append(append([]byte(nil), at(5)[:100]...), zero[100:]...)
+	newer := reseal(at(5), func(b []byte) { b[4] = 2 })
+	other := func(gen uint64) []byte {
+		sb := sampleSuperblock()
+		sb.Generation = gen
+		sb.FileID[0] ^= 1
+		return EncodeSuperblock(sb)
+	}
+	cases := []struct {
+		name    string
+		a, b    []byte
+		wantGen uint64
+		wantErr error
+	}{
+		{"fresh file", at(0), zero, 0, nil},
+		{"B newer", at(4), at(5), 5, nil},
+		{"A newer", at(6), at(5), 6, nil},
+		{"B torn", at(4), torn, 4, nil},
+		{"A torn", torn, at(3), 3, nil},
+		{"both bad", zero, torn, 0, ErrCorrupt},
+		{"empty reads", nil, nil, 0, ErrCorrupt},
+		{"misplaced generation", at(5), at(4), 0, ErrCorrupt},
+		{"misplaced in one slot", at(8), at(10), 8, nil},
+		{"newer version in B", at(4), newer, 0, ErrVersion},
+		{"newer version in A", reseal(at(6), func(b []byte) { b[4] = 9 }), at(5), 0, ErrVersion},
+		{"different files", at(4), other(5), 0, ErrCorrupt},
+	}
+	for _, c := range cases {
+		sb, err := PickSuperblock(c.a, c.b)
+		if c.wantErr != nil {
+			if !errors.Is(err, c.wantErr) {
+				t.Errorf("%s: err %v, want %v", c.name, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || sb.Generation != c.wantGen {
+			t.Errorf("%s: got gen %d err %v, want gen %d", c.name, sb.Generation, err, c.wantGen)
+		}
+	}
+}
+
+func BenchmarkDecodeDatasetHeader(b *testing.B) {
+	blk := EncodeDatasetHeader(sampleHeaders()[0])
+	b.Run("scc", func(b *testing.B) {
+		b.SetBytes(int64(len(blk)))
+		for b.Loop() {
+			if _, err := DecodeDatasetHeader(blk); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// The unavoidable part: checksumming the same bytes.
+	b.Run("baseline-crc32c", func(b *testing.B) {
+		b.SetBytes(int64(len(blk)))
+		for b.Loop() {
+			_ = Checksum(blk)
+		}
+	})
+}
+
+// BenchmarkChunkFrame compares verifying a 1 MiB chunk frame with copying it
+// (memory bandwidth, the project's baseline for per-byte work).
+func BenchmarkChunkFrame(b *testing.B) {
+	frame := AppendChunkChecksum(bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7}, 1<<20/7))
+	dst := make([]byte, len(frame))
+	b.Run("scc", func(b *testing.B) {
+		b.SetBytes(int64(len(frame)))
+		for b.Loop() {
+			if _, err := VerifyChunk(frame); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("baseline-copy", func(b *testing.B) {
+		b.SetBytes(int64(len(frame)))
+		for b.Loop() {
+			copy(dst, frame)
+		}
+	})
+}
+
+// TestDocumentedConstants pins figures FORMAT.md states.
+func TestDocumentedConstants(t *testing.T) {
+	if got := Checksum([]byte("123456789")); got != 0xE3069283 {
+		t.Errorf("CRC32C check value %08x, FORMAT.md says e3069283", got)
+	}
+	if MaxHeaderBytes != 1083184 || headerMin != 65 || catalogMin != 16 || entryMin != 31 {
+		t.Errorf("MaxHeaderBytes %d headerMin %d catalogMin %d entryMin %d differ from FORMAT.md",
+			MaxHeaderBytes, headerMin, catalogMin, entryMin)
+	}
+	if SlotA != 0 || SlotB != 4096 || DataStart != 8192 || SlotSize != 512 {
+		t.Error("file layout constants differ from FORMAT.md")
+	}
+}

@@ -1,0 +1,216 @@
+package format
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// DatasetHeader is everything the container keeps about one dataset.
+type DatasetHeader struct {
+	Name string
+	ID   uint64 // non-zero; equals the catalog entry's ID
+	// Type is the element type code (TypeInt8..TypeFloat64).
+	Type uint8
+	// Shape, MaxShape and Chunk have the same rank, 1..MaxRank.
+	// Shape[d] <= MaxShape[d]; MaxShape[d] == Unlimited for a dimension
+	// without bound; Chunk[d] >= 1.
+	Shape, MaxShape, Chunk []uint64
+	// Layout is the layout code; v1 knows LayoutDense only.
+	Layout uint8
+	// Filters is engine/filter's encoding of the filter pipeline; opaque
+	// here, at most MaxFilterBytes.
+	Filters []byte
+	// Fill is the fill value: empty (zero) or exactly one element.
+	Fill []byte
+	// MinCacheBytes is the dataset's reservation in the shared cache
+	// (seed 000 §2.3 min_dset_size); see engine.DatasetSpec.CacheMinBytes
+	// for the meaning of 0 and -1. Values below -1 are invalid.
+	MinCacheBytes int64
+	// IndexKind and IndexRoot are engine/index's; opaque here. IndexRoot is
+	// at most MaxIndexRoot bytes.
+	IndexKind uint8
+	IndexRoot []byte
+}
+
+// Dataset header layout (FORMAT.md "Dataset header"): a fixed part of
+// headerFixed bytes, then name, Shape, MaxShape, Chunk, Fill, Filters,
+// IndexRoot, checksum.
+const (
+	headerFixed = 36
+	headerMin   = headerFixed + 1 + 3*8 + crcSize // one-byte name, rank 1
+)
+
+// ChunkBytes is the decoded size of one chunk in bytes. It is only meaningful
+// for a header that passed Validate or came from DecodeDatasetHeader
+// (which bound it by MaxChunkBytes).
+func (h DatasetHeader) ChunkBytes() uint64 {
+	n := uint64(ElemSize(h.Type))
+	for _, c := range h.Chunk {
+		n *= c
+	}
+	return n
+}
+
+func (h DatasetHeader) validate() error {
+	if err := checkName(h.Name); err != nil {
+		return err
+	}
+	if h.ID == 0 {
+		return fmt.Errorf("dataset ID 0 is reserved")
+	}
+	esize := ElemSize(h.Type)
+	if esize == 0 {
+		return fmt.Errorf("element type code %d (want 1..10)", h.Type)
+	}
+	if h.Layout != LayoutDense {
+		return fmt.Errorf("layout code %d (v1 knows %d)", h.Layout, LayoutDense)
+	}
+	r := len(h.Shape)
+	if r == 0 || r > MaxRank {
+		return fmt.Errorf("rank %d (want 1..%d)", r, MaxRank)
+	}
+	if len(h.MaxShape) != r || len(h.Chunk) != r {
+		return fmt.Errorf("ranks differ: shape %d, max shape %d, chunk %d", r, len(h.MaxShape), len(h.Chunk))
+	}
+	chunkBytes := uint64(esize)
+	elems := uint64(1)
+	for d := 0; d < r; d++ {
+		if h.Shape[d] == Unlimited {
+			return fmt.Errorf("shape[%d] is the Unlimited marker", d)
+		}
+		if h.Shape[d] > h.MaxShape[d] {
+			return fmt.Errorf("shape[%d]=%d exceeds max shape %d", d, h.Shape[d], h.MaxShape[d])
+		}
+		if h.Chunk[d] == 0 {
+			return fmt.Errorf("chunk[%d] is zero", d)
+		}
+		hi, lo := bits.Mul64(chunkBytes, h.Chunk[d])
+		if hi != 0 || lo > MaxChunkBytes {
+			return fmt.Errorf("chunk %v of %d-byte elements exceeds %d bytes", h.Chunk, esize, MaxChunkBytes)
+		}
+		chunkBytes = lo
+		// The element count of the current extent must fit an int64 so
+		// that the engine's size arithmetic cannot overflow.
+		hi, elems = bits.Mul64(elems, h.Shape[d])
+		if hi != 0 || elems > math.MaxInt64 {
+			return fmt.Errorf("shape %v has more than 2^63-1 elements", h.Shape)
+		}
+	}
+	if len(h.Fill) != 0 && len(h.Fill) != esize {
+		return fmt.Errorf("fill value of %d bytes for %d-byte elements", len(h.Fill), esize)
+	}
+	if len(h.Filters) > MaxFilterBytes {
+		return fmt.Errorf("filter encoding of %d bytes (at most %d)", len(h.Filters), MaxFilterBytes)
+	}
+	if len(h.IndexRoot) > MaxIndexRoot {
+		return fmt.Errorf("index root of %d bytes (at most %d)", len(h.IndexRoot), MaxIndexRoot)
+	}
+	if h.MinCacheBytes < -1 {
+		return fmt.Errorf("MinCacheBytes %d (want >= -1)", h.MinCacheBytes)
+	}
+	return nil
+}
+
+// Validate reports whether h may be encoded; the error wraps ErrInvalid.
+func (h DatasetHeader) Validate() error {
+	if err := h.validate(); err != nil {
+		return fmt.Errorf("%w: dataset header: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// EncodeDatasetHeader returns the header block for h. Encode only headers
+// that pass Validate: an invalid one encodes to a block that
+// DecodeDatasetHeader rejects.
+func EncodeDatasetHeader(h DatasetHeader) []byte {
+	r := len(h.Shape)
+	n := headerFixed + len(h.Name) + 8*(r+len(h.MaxShape)+len(h.Chunk)) + len(h.Fill) + len(h.Filters) + len(h.IndexRoot) + crcSize
+	b := make([]byte, 0, n)
+	b = append(b, magicHeader[:]...)
+	b = append(b, Version, h.Type, h.Layout, uint8(r))
+	b = le.AppendUint64(b, h.ID)
+	b = le.AppendUint64(b, uint64(h.MinCacheBytes))
+	b = append(b, h.IndexKind, uint8(len(h.Fill)))
+	b = le.AppendUint16(b, uint16(len(h.Name)))
+	b = le.AppendUint32(b, uint32(len(h.Filters)))
+	b = le.AppendUint32(b, uint32(len(h.IndexRoot)))
+	b = append(b, h.Name...)
+	for _, dims := range [][]uint64{h.Shape, h.MaxShape, h.Chunk} {
+		for _, v := range dims {
+			b = le.AppendUint64(b, v)
+		}
+	}
+	b = append(b, h.Fill...)
+	b = append(b, h.Filters...)
+	b = append(b, h.IndexRoot...)
+	return sealFrame(b)
+}
+
+// DecodeDatasetHeader decodes a header block. The returned slices do not
+// alias b.
+func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
+	if len(b) > MaxHeaderBytes {
+		return DatasetHeader{}, corrupt("dataset header", "%d bytes exceeds %d", len(b), MaxHeaderBytes)
+	}
+	p, err := openFrame("dataset header", b, magicHeader, headerMin)
+	if err != nil {
+		return DatasetHeader{}, err
+	}
+	r := reader{b: p}
+	var h DatasetHeader
+	h.Type = r.u8()
+	h.Layout = r.u8()
+	rank := int(r.u8())
+	h.ID = r.u64()
+	h.MinCacheBytes = int64(r.u64())
+	h.IndexKind = r.u8()
+	fillLen := int(r.u8())
+	nameLen := int(r.u16())
+	filtersLen := int(r.u32())
+	rootLen := int(r.u32())
+	if r.err != nil {
+		return DatasetHeader{}, corrupt("dataset header", "fixed part: %v", r.err)
+	}
+	// Check the lengths against the limits before slicing anything, and
+	// their sum against the bytes that are actually there.
+	switch {
+	case rank == 0 || rank > MaxRank:
+		return DatasetHeader{}, corrupt("dataset header", "rank %d (want 1..%d)", rank, MaxRank)
+	case nameLen > MaxNameBytes:
+		return DatasetHeader{}, corrupt("dataset header", "name of %d bytes", nameLen)
+	case filtersLen > MaxFilterBytes:
+		return DatasetHeader{}, corrupt("dataset header", "filter encoding of %d bytes", filtersLen)
+	case rootLen > MaxIndexRoot:
+		return DatasetHeader{}, corrupt("dataset header", "index root of %d bytes", rootLen)
+	}
+	if want := nameLen + 3*8*rank + fillLen + filtersLen + rootLen; want != len(r.b) {
+		return DatasetHeader{}, corrupt("dataset header", "fields need %d bytes, block holds %d", want, len(r.b))
+	}
+	h.Name = string(r.take(nameLen))
+	dims := make([]uint64, 3*rank)
+	for i := range dims {
+		dims[i] = r.u64()
+	}
+	h.Shape, h.MaxShape, h.Chunk = dims[:rank:rank], dims[rank:2*rank:2*rank], dims[2*rank:]
+	h.Fill = cloneOrNil(r.take(fillLen))
+	h.Filters = cloneOrNil(r.take(filtersLen))
+	h.IndexRoot = cloneOrNil(r.take(rootLen))
+	if r.err != nil {
+		return DatasetHeader{}, corrupt("dataset header", "%v", r.err)
+	}
+	if err := h.validate(); err != nil {
+		return DatasetHeader{}, corrupt("dataset header", "%v", err)
+	}
+	return h, nil
+}
+
+// cloneOrNil copies p; empty becomes nil so that decoded headers compare
+// equal regardless of how the encoder's caller spelled "empty".
+func cloneOrNil(p []byte) []byte {
+	if len(p) == 0 {
+		return nil
+	}
+	return slices.Clone(p)
+}
