@@ -1,0 +1,122 @@
+package filter
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"runtime"
+	"testing"
+)
+
+func FuzzDecodeSpecs(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{1, 0})
+	f.Add(EncodeSpecs([]Spec{shuf, zstd1, crc}))
+	f.Add(EncodeSpecs([]Spec{defl9, lz4s}))
+	f.Add(EncodeSpecs(make([]Spec, MaxFilters)))
+	f.Add([]byte{1, 255})
+	f.Add([]byte{1, 1, 3, 0, 7, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		specs, err := DecodeSpecs(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("DecodeSpecs error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		if len(specs) > MaxFilters {
+			t.Fatalf("%d specs accepted", len(specs))
+		}
+		// Canonical: what decodes re-encodes to the same bytes, and is a
+		// valid pipeline.
+		if again := EncodeSpecs(specs); !bytes.Equal(again, b) {
+			t.Fatalf("EncodeSpecs(DecodeSpecs(%x)) = %x", b, again)
+		}
+		if _, err := NewPipeline(specs, 4); err != nil {
+			t.Fatalf("decoded specs %v rejected by NewPipeline: %v", specs, err)
+		}
+	})
+}
+
+// fuzzPipelines are the fixed pipelines FuzzPipelineDecode attacks.
+var fuzzPipelines = [][]Spec{
+	{shuf, zstd1},
+	{defl1},
+	{lz4s},
+	{zstd1},
+	{shuf, lz4s, crc},
+	{zstd1, defl1, lz4s},
+	{crc, zstd1, shuf},
+}
+
+// fuzzMaxSize bounds the decoded size the fuzzer may ask for, so a run
+// measures the decoder, not the allocator.
+const fuzzMaxSize = 1 << 16
+
+// fuzzSlack is what a decode may allocate beyond 2x its output when the
+// scratch pools are cold: one buffer per stage (each up to 25% over its
+// bound, zstd's with 128 KiB of headroom) plus decoder state. A decoder
+// trusting a claimed or produced size would blow through it.
+const fuzzSlack = 1 << 20
+
+func FuzzPipelineDecode(f *testing.F) {
+	// Valid images of each pipeline, with their masks.
+	for i, specs := range fuzzPipelines {
+		p, err := NewPipeline(specs, 2)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, src := range [][]byte{detectorData(3000), textData(1000), randomData(300, 1), nil} {
+			image, mask, err := p.Encode(src)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(uint8(i), image, mask, uint32(len(src)))
+		}
+	}
+	// Bombs: 1 MiB of zeros squeezed by each compressor, decoded small.
+	for i := range []int{1, 2, 3} {
+		p, _ := NewPipeline(fuzzPipelines[i], 2)
+		image, mask, _ := p.Encode(make([]byte, 1<<20))
+		f.Add(uint8(i), image, mask, uint32(1000))
+	}
+	lie := []byte{0, 0, 0, 0x40, 0x10, 0, 0}
+	binary.LittleEndian.PutUint32(lie, 1<<30)
+	f.Add(uint8(2), lie, uint32(0), uint32(100))
+	f.Add(uint8(0), []byte{0x28, 0xb5, 0x2f, 0xfd, 0x20, 0xff, 0}, uint32(0), uint32(255))
+	f.Add(uint8(4), []byte{}, uint32(0xFFFFFFFF), uint32(0))
+
+	f.Fuzz(func(t *testing.T, which uint8, image []byte, mask uint32, size uint32) {
+		p, err := NewPipeline(fuzzPipelines[int(which)%len(fuzzPipelines)], 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int(size % (fuzzMaxSize + 1))
+		var out []byte
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		out, err = p.Decode(image, mask, n)
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(2*n+fuzzSlack) {
+			t.Fatalf("%v: Decode allocated %d bytes for a %d-byte chunk", p, alloc, n)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%v: Decode error %v does not wrap ErrCorrupt", p, err)
+			}
+			return
+		}
+		if len(out) != n || cap(out) != n {
+			t.Fatalf("%v: Decode returned len %d cap %d, want %d", p, len(out), cap(out), n)
+		}
+		// What decodes must survive a fresh round trip.
+		img2, mask2, err := p.Encode(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := p.Decode(img2, mask2, n)
+		if err != nil || !bytes.Equal(back, out) {
+			t.Fatalf("%v: re-encoded output does not round trip: %v", p, err)
+		}
+	})
+}
