@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/vfd"
+)
+
+// LookupHarness holds N resident chunks of ChunkBytes in an scc cache so
+// that the cost of finding a resident chunk and copying it out (a
+// cache.Read that hits) can be measured beside a Go cache's Get of the same
+// keys (scenario cachemap, module bench/peers).
+//
+// It talks to package cache directly through a minimal layout, so what is
+// measured is the cache's hit path (chunk-table lookup, pin, access
+// recording, Scatter), not the engine's selection arithmetic.
+//
+// Safe for concurrent use: each goroutine takes its own LookupReader.
+type LookupHarness struct {
+	N, ChunkBytes int
+	c             *cache.Cache
+	f             *cache.File
+	d             *cache.Dataset
+}
+
+// NewLookupHarness loads n chunks of chunkBytes into a fresh cache (large
+// enough to hold them all) and flushes them, so they are resident and clean.
+func NewLookupHarness(ctx context.Context, n, chunkBytes int) (*LookupHarness, error) {
+	if n < 1 || chunkBytes < 1 {
+		return nil, fmt.Errorf("bench: lookup harness: n %d, chunk bytes %d", n, chunkBytes)
+	}
+	budget := int64(n)*int64(chunkBytes)*4 + 64<<20
+	c, err := cache.New(cache.Config{QuiescentBytes: budget, BypassBytes: -1})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := c.RegisterFile(vfd.NewMem())
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	d, err := cf.RegisterDataset(1, &memLayout{chunk: chunkBytes}, cache.DatasetOptions{})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	h := &LookupHarness{N: n, ChunkBytes: chunkBytes, c: c, f: cf, d: d}
+	reqs := make([]cache.Request, 0, 256)
+	for i := 0; i < n; {
+		reqs = reqs[:0]
+		for ; i < n && len(reqs) < cap(reqs); i++ {
+			p := &lookupPiece{src: LookupValue(i, chunkBytes)}
+			reqs = append(reqs, cache.Request{Dataset: d, Coord: cache.Coord{uint64(i)}, Full: true, Piece: p})
+		}
+		if err := c.Write(ctx, reqs); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if err := cf.Flush(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if st := c.Stats(); st.Chunks < int64(n) {
+		c.Close()
+		return nil, fmt.Errorf("bench: lookup harness: only %d of %d chunks resident", st.Chunks, n)
+	}
+	return h, nil
+}
+
+// LookupValue is the content of chunk i: byte j is byte(i+j).
+func LookupValue(i, chunkBytes int) []byte {
+	b := make([]byte, chunkBytes)
+	for j := range b {
+		b[j] = byte(i + j)
+	}
+	return b
+}
+
+// Stats returns the cache's snapshot.
+func (h *LookupHarness) Stats() cache.Stats { return h.c.Stats() }
+
+// Close releases the cache.
+func (h *LookupHarness) Close() error { return h.c.Close() }
+
+// LookupReader is one goroutine's reusable request.
+type LookupReader struct {
+	h     *LookupHarness
+	reqs  []cache.Request
+	coord cache.Coord
+	piece lookupPiece
+}
+
+// Reader returns a reader for one goroutine; dst receives each chunk.
+func (h *LookupHarness) Reader() *LookupReader {
+	r := &LookupReader{h: h, coord: cache.Coord{0}}
+	r.piece.dst = make([]byte, h.ChunkBytes)
+	r.reqs = []cache.Request{{Dataset: h.d, Coord: r.coord, Full: true, Piece: &r.piece}}
+	return r
+}
+
+// Get copies chunk i into the reader's buffer and returns it.
+func (r *LookupReader) Get(ctx context.Context, i int) ([]byte, error) {
+	r.coord[0] = uint64(i)
+	if err := r.h.c.Read(ctx, r.reqs); err != nil {
+		return nil, err
+	}
+	return r.piece.dst, nil
+}
+
+// lookupPiece: src for writes, dst for reads; whole chunks only.
+type lookupPiece struct{ src, dst []byte }
+
+type memChunk struct{ b []byte }
+
+func (m *memChunk) MemSize() int64 { return int64(len(m.b)) }
+
+var errNoDisk = errors.New("bench: lookup harness chunks are never read from disk")
+
+// memLayout is the smallest Layout: 1-D chunks of bytes, images kept by the
+// vfd the cache writes to, space handed out by a bump allocator.
+type memLayout struct {
+	chunk int
+	next  atomic.Int64
+}
+
+func (l *memLayout) ChunkDims() []uint64 { return []uint64{uint64(l.chunk)} }
+
+func (l *memLayout) Lookup(_ context.Context, coords []cache.Coord, locs []cache.Location) error {
+	for i := range coords {
+		locs[i] = cache.Location{SizeHint: int64(l.chunk)}
+	}
+	return nil
+}
+
+func (l *memLayout) NewChunk(cache.Coord, bool) (cache.Chunk, error) {
+	return &memChunk{b: make([]byte, l.chunk)}, nil
+}
+
+func (l *memLayout) Decode(cache.Coord, cache.Location, []byte) (cache.Chunk, error) {
+	return nil, errNoDisk
+}
+
+func (l *memLayout) Encode(_ cache.Coord, c cache.Chunk) (cache.Encoded, error) {
+	return cache.Encoded{Image: append([]byte(nil), c.(*memChunk).b...)}, nil
+}
+
+func (l *memLayout) Insert(_ context.Context, ins []cache.Insertion) error {
+	for i := range ins {
+		addr := l.next.Add(ins[i].Size) - ins[i].Size
+		ins[i].New = cache.Location{Addr: addr, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: int64(l.chunk)}
+	}
+	return nil
+}
+
+func (l *memLayout) Publish(context.Context, []cache.Insertion, error) error { return nil }
+
+func (l *memLayout) Scatter(c cache.Chunk, p cache.Piece) error {
+	copy(p.(*lookupPiece).dst, c.(*memChunk).b)
+	return nil
+}
+
+func (l *memLayout) ScatterFill(p cache.Piece) error {
+	clear(p.(*lookupPiece).dst)
+	return nil
+}
+
+func (l *memLayout) Gather(c cache.Chunk, p cache.Piece) error {
+	copy(c.(*memChunk).b, p.(*lookupPiece).src)
+	return nil
+}
+
+func (l *memLayout) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) { return false, nil }
+
+func (l *memLayout) Delete(context.Context, cache.Coord, cache.Location) error { return nil }

@@ -1,0 +1,524 @@
+// Package cache is scc's shared chunk cache (seed 000, seed 001, seed 002):
+// one memory budget serving every dataset of one or more files, with
+// per-dataset minimum reservations, pluggable replacement policies, eviction
+// that writes dirty victims with one vector write, loads with one vector
+// read, and encode/decode on a bounded worker set.
+//
+// The cache never looks inside a chunk; it knows chunks through the Layout
+// callbacks (layout.go) and the sizes they report.
+//
+// Concurrency: every exported method is safe for concurrent use. Finding a
+// resident chunk takes no lock shared by all goroutines: the chunk table is
+// a lock-free hash map, the entry is pinned with one CAS on its own state
+// word, and the access is recorded in a lossy striped buffer
+// (lockfree.Buffer) that is applied to the replacement order in batches
+// under the policy lock. The caller (the engine's serialize module) keeps
+// overlapping requests apart; the cache itself stays memory-safe and loses
+// no acknowledged write even when they overlap, but concurrent overlapping
+// writes land in some order.
+//
+// Memory: resident bytes (chunks plus reservations made before loading)
+// stay under QuiescentBytes×ActiveMultiplier, except for one indivisible
+// chunk admitted into an otherwise empty cache; a request that finds
+// nothing to evict blocks until others release memory. A background
+// goroutine trims back toward QuiescentBytes whenever no request runs.
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/scc-dev/scc/lockfree"
+	"github.com/scc-dev/scc/vfd"
+)
+
+var (
+	// ErrClosed is returned by calls on a closed Cache or an unregistered File.
+	ErrClosed = errors.New("cache: closed")
+	// ErrNotRegistered is returned for requests on an unregistered dataset.
+	ErrNotRegistered = errors.New("cache: dataset not registered")
+	// ErrExists is returned when registering a dataset id that is registered.
+	ErrExists = errors.New("cache: dataset already registered")
+	// ErrInvalid is returned for malformed requests (nil dataset, wrong rank,
+	// datasets of another Cache).
+	ErrInvalid = errors.New("cache: invalid request")
+	// ErrPanic wraps a panic raised by a layout callback on a worker.
+	ErrPanic = errors.New("cache: layout callback panicked")
+)
+
+type registry = *lockfree.Registry[uint64, *Dataset]
+
+// Cache is the shared chunk cache (seed 000 §2.4 H5SC_t). Create it with
+// New; share it between files with RegisterFile.
+type Cache struct {
+	cfg         Config
+	quiescent   int64
+	activeLimit int64
+	bypassBytes int64 // math.MaxInt64 when bypass is off
+
+	chunks *lockfree.Map[chunkKey, *entry]
+	files  *lockfree.Registry[uint64, *File]
+	serial atomic.Uint64 // last dataset/file serial handed out
+	run    runner
+
+	resident   atomic.Int64 // bytes charged: entries plus reservations in flight
+	dirtyBytes atomic.Int64
+	peak       atomic.Int64
+	inflight   atomic.Int64 // bytes reserved by sub-lists being loaded/applied
+	// active counts running requests (0: quiescent). Striped because every
+	// request bumps it twice; its sum is only approximate while requests
+	// come and go, which only affects when the background trim runs.
+	active     *lockfree.Counter
+	datasets   atomic.Int64
+	condensers atomic.Int64 // registered datasets whose layout is a Condenser
+
+	// mu is the policy lock. It protects the policy's order structures,
+	// the datasets' member lists and every field documented "guarded by
+	// Cache.mu". It is never taken on the hit path (accesses are buffered)
+	// and never held across I/O or layout callbacks.
+	// Lock order: Cache.mu before entry.mu.
+	mu struct {
+		sync.Mutex
+		pol policy
+	}
+	accesses *lockfree.Buffer[*entry]
+
+	space struct {
+		sync.Mutex
+		ch chan struct{} // closed (and cleared) whenever bytes are released
+	}
+
+	st counters
+
+	closed   atomic.Bool
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
+	trimCh   chan struct{}
+}
+
+// New creates a Cache.
+func New(cfg Config) (*Cache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	raw := cfg
+	cfg = cfg.withDefaults()
+	c := &Cache{
+		cfg:       cfg,
+		quiescent: cfg.QuiescentBytes,
+		chunks:    lockfree.NewMapWithHasher[chunkKey, *entry](chunkKey.hash),
+		files:     lockfree.NewRegistry[uint64, *File](),
+		run:       newSemRunner(cfg.Workers),
+		accesses:  lockfree.NewBuffer[*entry](64),
+		trimCh:    make(chan struct{}, 1),
+		st:        newCounters(),
+		active:    lockfree.NewCounter(),
+	}
+	c.activeLimit = int64(math.Min(float64(cfg.QuiescentBytes)*cfg.ActiveMultiplier, math.MaxInt64/2))
+	c.bypassBytes = cfg.BypassBytes
+	if raw.BypassBytes < 0 {
+		c.bypassBytes = math.MaxInt64
+	}
+	if cfg.Runner != nil {
+		c.run = userRunner{cfg.Runner}
+	}
+	c.mu.pol = newPolicy(cfg.Policy, cfg.PartialSecondChance == SecondChanceOn)
+	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
+	c.bgWG.Add(1)
+	go c.trimmer()
+	return c, nil
+}
+
+// Close stops the background goroutines and drops every chunk without
+// writing anything (seed 002 H5SC_destroy: "does not flush chunks"). Flush
+// or unregister files first to keep their data. Close is idempotent.
+func (c *Cache) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	c.bgCancel()
+	c.bgWG.Wait()
+	c.signalSpace() // wake reservations so they see ErrClosed
+	var all []*entry
+	c.chunks.Range(func(_ chunkKey, e *entry) bool {
+		if e.tryStartEvict() {
+			all = append(all, e)
+		}
+		return true
+	})
+	c.remove(all)
+	return nil
+}
+
+// RegisterFile adds a file to the cache (seed 001 §4.4). One Cache may serve
+// many files; their chunks share the budget.
+func (c *Cache) RegisterFile(drv vfd.Driver) (*File, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if drv == nil {
+		return nil, fmt.Errorf("%w: nil driver", ErrInvalid)
+	}
+	f := &File{c: c, serial: c.serial.Add(1), drv: drv, datasets: lockfree.NewRegistry[uint64, *Dataset]()}
+	c.files.Set(f.serial, f)
+	return f, nil
+}
+
+// RegisterDataset registers dataset id of f with its layout (seed 000 §3.2,
+// seed 001 §4.7). Registering an id that was unregistered earlier re-attaches
+// its still-cached chunks with the new Layout (warm reopen, seed 001 §4.8).
+func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset, error) {
+	c := f.c
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if l == nil {
+		return nil, fmt.Errorf("%w: nil layout", ErrInvalid)
+	}
+	if o.MinBytes < -1 {
+		return nil, fmt.Errorf("%w: MinBytes %d", ErrInvalidConfig, o.MinBytes)
+	}
+	dims := append([]uint64(nil), l.ChunkDims()...)
+	for _, d := range dims {
+		if d == 0 {
+			return nil, fmt.Errorf("%w: zero chunk dimension", ErrInvalid)
+		}
+	}
+	min := o.MinBytes
+	switch {
+	case min == 0:
+		min = c.cfg.MinBytes
+	case min < 0:
+		min = 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mu.closed {
+		return nil, ErrClosed
+	}
+	box := &layoutBox{l: l, dims: dims}
+	if d, ok := f.datasets.Get(id); ok {
+		if d.registered.Load() {
+			return nil, fmt.Errorf("%w: id %d", ErrExists, id)
+		}
+		if old := d.lay(); len(old.dims) != len(dims) {
+			// A different rank cannot reuse the old chunks' keys.
+			f.dropDataset(d)
+		} else {
+			c.noteCondenser(d.lay().l, -1)
+			c.noteCondenser(l, 1)
+			d.layout.Store(box)
+			d.min.Store(min)
+			d.registered.Store(true)
+			c.datasets.Add(1)
+			return d, nil
+		}
+	}
+	d := &Dataset{c: c, file: f, id: id, serial: c.serial.Add(1)}
+	d.layout.Store(box)
+	d.min.Store(min)
+	d.registered.Store(true)
+	f.datasets.Set(id, d)
+	c.datasets.Add(1)
+	c.noteCondenser(l, 1)
+	return d, nil
+}
+
+// noteCondenser counts datasets whose layout can condense, so eviction
+// skips the condense step entirely when there are none. The count covers
+// detached datasets too (their chunks can still be condensed).
+func (c *Cache) noteCondenser(l Layout, d int64) {
+	if _, ok := l.(Condenser); ok {
+		c.condensers.Add(d)
+	}
+}
+
+// dropDataset removes a detached dataset and its (clean) chunks at once.
+// Caller holds f.mu.
+func (f *File) dropDataset(d *Dataset) {
+	f.c.dropAll(d)
+	f.forget(d)
+}
+
+// forget removes d from the file's registry. Caller holds f.mu.
+func (f *File) forget(d *Dataset) {
+	if cur, ok := f.datasets.Get(d.id); ok && cur == d {
+		f.datasets.Del(d.id)
+		f.c.noteCondenser(d.lay().l, -1)
+	}
+}
+
+// dropAll evicts every idle clean chunk of d without writing; it returns how
+// many chunks stayed (in use or dirty).
+func (c *Cache) dropAll(d *Dataset) int {
+	var es []*entry
+	left := 0
+	var back []*entry
+	c.mu.Lock()
+	for e := d.members; e != nil; e = e.mnext {
+		// Check dirty only once evicting: before that a writer could
+		// dirty the entry between the check and the transition.
+		switch {
+		case !e.tryStartEvict():
+			left++
+		case e.dirty.Load():
+			back = append(back, e)
+			left++
+		default:
+			es = append(es, e)
+		}
+	}
+	c.mu.Unlock()
+	for _, e := range back {
+		e.settle(stateResident, false)
+	}
+	c.remove(es)
+	return left
+}
+
+// ID returns the id the dataset was registered with.
+func (d *Dataset) ID() uint64 { return d.id }
+
+// Unregister flushes the dataset's dirty chunks and detaches it, leaving its
+// clean chunks cached for a warm reopen (seed 001 §4.8); they age out
+// through normal eviction. On a flush error the dataset stays registered.
+func (d *Dataset) Unregister(ctx context.Context) error {
+	f := d.file
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !d.registered.Load() {
+		return ErrNotRegistered
+	}
+	if err := d.c.flushDatasets(ctx, []*Dataset{d}, true); err != nil {
+		return err
+	}
+	d.registered.Store(false)
+	d.c.datasets.Add(-1)
+	d.c.mu.Lock()
+	empty := d.members == nil && d.chunks.Load() == 0
+	d.c.mu.Unlock()
+	if empty {
+		f.forget(d)
+	}
+	return nil
+}
+
+// maybeExpire forgets a detached dataset whose last chunk left, so idle
+// unregistered datasets cost nothing. It gives way (TryLock) to a
+// registration in progress on the file, which then decides itself.
+func (d *Dataset) maybeExpire() {
+	if d.registered.Load() {
+		return
+	}
+	f := d.file
+	if !f.mu.TryLock() {
+		return // a (re)registration is in progress; it decides
+	}
+	defer f.mu.Unlock()
+	c := d.c
+	c.mu.Lock()
+	empty := d.members == nil && d.chunks.Load() == 0
+	c.mu.Unlock()
+	if empty && !d.registered.Load() {
+		f.forget(d)
+	}
+}
+
+// Flush writes every dirty chunk of the file's datasets (seed 001 §4.5):
+// encoded in parallel, inserted with one Layout.Insert per dataset, written
+// with one vector write, then synced. Chunks written concurrently with the
+// flush stay dirty. It returns nil only when every chunk that was dirty when
+// Flush began is on disk and synced.
+func (f *File) Flush(ctx context.Context) error {
+	if f.c.closed.Load() {
+		return ErrClosed
+	}
+	return f.c.flushDatasets(ctx, f.registered(), true)
+}
+
+func (f *File) registered() []*Dataset {
+	var ds []*Dataset
+	f.datasets.ForEach(func(_ uint64, d *Dataset) bool {
+		ds = append(ds, d)
+		return true
+	})
+	return ds
+}
+
+// Unregister flushes the file, evicts all of its chunks and drops its
+// datasets (seed 001 §4.6). On a flush error nothing is dropped.
+func (f *File) Unregister(ctx context.Context) error {
+	c := f.c
+	if err := f.Flush(ctx); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mu.closed {
+		return nil
+	}
+	for _, d := range f.registered() {
+		if left := c.dropAll(d); left > 0 {
+			return fmt.Errorf("cache: %d chunks of dataset %d still in use or dirty", left, d.id)
+		}
+	}
+	for _, d := range f.registered() {
+		if d.registered.CompareAndSwap(true, false) {
+			c.datasets.Add(-1)
+		}
+		f.forget(d)
+	}
+	f.mu.closed = true
+	c.files.Del(f.serial)
+	return nil
+}
+
+// Flush flushes every registered file.
+func (c *Cache) Flush(ctx context.Context) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	var errs []error
+	c.files.ForEach(func(_ uint64, f *File) bool {
+		if err := f.Flush(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		return true
+	})
+	return errors.Join(errs...)
+}
+
+// --- memory accounting ------------------------------------------------------
+
+func (c *Cache) notePeak(v int64) {
+	for {
+		p := c.peak.Load()
+		if v <= p || c.peak.CompareAndSwap(p, v) {
+			return
+		}
+	}
+}
+
+// charge adds d bytes (may be negative) to the resident total.
+func (c *Cache) charge(d int64) {
+	v := c.resident.Add(d)
+	if d > 0 {
+		c.notePeak(v)
+	} else if d < 0 {
+		c.signalSpace()
+	}
+}
+
+func (c *Cache) spaceWait() chan struct{} {
+	c.space.Lock()
+	defer c.space.Unlock()
+	if c.space.ch == nil {
+		c.space.ch = make(chan struct{})
+	}
+	return c.space.ch
+}
+
+func (c *Cache) signalSpace() {
+	c.space.Lock()
+	ch := c.space.ch
+	c.space.ch = nil
+	c.space.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// reserve charges n bytes before a chunk is loaded or created (seed 002
+// size_hint), evicting (and writing dirty victims) until they fit under the
+// active limit. Memory is a promise: when nothing can be evicted the caller
+// blocks until others release bytes. The only excess allowed is one
+// indivisible reservation made into an empty cache.
+//
+// INVARIANT: callers hold no pins and no reservation while they wait here,
+// so everyone they could wait for can finish.
+func (c *Cache) reserve(ctx context.Context, n int64) error {
+	for {
+		if c.closed.Load() {
+			return ErrClosed
+		}
+		cur := c.resident.Load()
+		if cur+n <= c.activeLimit || cur == 0 {
+			if c.resident.CompareAndSwap(cur, cur+n) {
+				c.notePeak(cur + n)
+				return nil
+			}
+			continue
+		}
+		wait := c.spaceWait()
+		freed, err := c.evict(ctx, cur+n-c.activeLimit, 2)
+		if err != nil {
+			return err
+		}
+		if freed > 0 {
+			continue
+		}
+		c.st.spaceWaits.Add(1)
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// begin/end bracket every request so the cache knows when it is quiescent
+// (seed 000 §2.4: the active size applies only while requests run).
+func (c *Cache) begin() error {
+	c.active.Add(1)
+	if c.closed.Load() {
+		c.end()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (c *Cache) end() {
+	c.active.Add(-1)
+	// Every request ending over the quiescent size pokes the trimmer, so the
+	// last one to end always does; the trimmer decides whether the cache
+	// is quiescent. The check reads a line hits never write.
+	if c.resident.Load() > c.quiescent {
+		select {
+		case c.trimCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// trimmer brings the cache back toward the quiescent size once no request
+// is running. Errors (a dirty victim that cannot be written) leave the
+// chunk dirty and cached; they surface on the next Flush.
+func (c *Cache) trimmer() {
+	defer c.bgWG.Done()
+	for {
+		select {
+		case <-c.bgCtx.Done():
+			return
+		case <-c.trimCh:
+		}
+		for c.active.Load() <= 0 {
+			over := c.resident.Load() - c.quiescent
+			if over <= 0 {
+				break
+			}
+			freed, err := c.evict(c.bgCtx, over, 1)
+			if err != nil {
+				c.st.trimErrors.Add(1)
+				break
+			}
+			if freed == 0 {
+				break
+			}
+		}
+	}
+}

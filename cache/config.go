@@ -1,0 +1,150 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+)
+
+// PolicyKind selects the replacement policy (seed 000 §4.2, §4.2.1; seed 001
+// §2.2 item 4). The zero value is the default two-stage LRU.
+type PolicyKind int
+
+const (
+	// PolicyTwoStageLRU is seed 000 §4.2: the least recently used dataset
+	// nominates its least recently used chunks until it reaches its minimum,
+	// then the next dataset; partially read or written chunks get a second
+	// pass.
+	PolicyTwoStageLRU PolicyKind = iota
+	// PolicyLRU is one global LRU over all chunks (minimums still honoured).
+	PolicyLRU
+	// PolicyMRU evicts the most recently used chunk first: right for cyclic
+	// scans larger than the cache.
+	PolicyMRU
+	// PolicyLFU evicts the least frequently used chunk first (seed 000
+	// §4.2.1 "frequency-based policies can use the integer counter").
+	PolicyLFU
+	// PolicyRandom evicts chunks in random order (seed 001 §3.3: random
+	// reads for machine learning).
+	PolicyRandom
+	// PolicySIEVE is the scan-resistant SIEVE policy: a FIFO with one
+	// visited bit per chunk and a hand that spares visited chunks once.
+	PolicySIEVE
+	numPolicies
+)
+
+func (k PolicyKind) String() string {
+	switch k {
+	case PolicyTwoStageLRU:
+		return "two-stage-lru"
+	case PolicyLRU:
+		return "lru"
+	case PolicyMRU:
+		return "mru"
+	case PolicyLFU:
+		return "lfu"
+	case PolicyRandom:
+		return "random"
+	case PolicySIEVE:
+		return "sieve"
+	}
+	return fmt.Sprintf("PolicyKind(%d)", int(k))
+}
+
+// SecondChance is a tri-state switch whose zero value means "default (on)".
+type SecondChance int
+
+const (
+	SecondChanceDefault SecondChance = iota // on
+	SecondChanceOn                          // partially used chunks get a second pass
+	SecondChanceOff                         // plain recency order
+)
+
+// Config configures a Cache. The zero Config is valid: every zero field
+// takes the documented default.
+type Config struct {
+	// QuiescentBytes is the budget for resident chunk bytes when no request
+	// is running (seed 000 §2.4 SCC_quiescent_size). Default 256 MiB.
+	QuiescentBytes int64
+	// ActiveMultiplier scales QuiescentBytes into the limit that holds while
+	// requests run (seed 000 §2.4 SCC_active_size). Default 2; must be >= 1.
+	ActiveMultiplier float64
+	// MinBytes is the default per-dataset minimum reservation (seed 000 §2.3
+	// min_dset_size): a dataset holding no more than this does not nominate
+	// eviction candidates while others can. Default 10 MiB; -1 means none.
+	// DatasetOptions.MinBytes overrides it per dataset.
+	MinBytes int64
+	// Policy selects the replacement policy. Default PolicyTwoStageLRU.
+	Policy PolicyKind
+	// PartialSecondChance gives partially read or written chunks a second
+	// pass before eviction (seed 000 §4.2). Default on.
+	PartialSecondChance SecondChance
+	// BypassBytes: chunks whose in-memory size (Location.SizeHint) exceeds
+	// this skip the cache: loaded or created, served, written back if
+	// modified, and dropped at once (seed 002 "Skip Cache"). Default 0 means
+	// QuiescentBytes/4; -1 means never bypass.
+	BypassBytes int64
+	// Workers bounds how many encode/decode calls run at once. Default
+	// GOMAXPROCS. Ignored when Runner is set.
+	Workers int
+	// Runner, if set, runs encode/decode work instead of the cache's own
+	// bounded worker set (for example the engine's shared pool).
+	Runner Runner
+}
+
+// ErrInvalidConfig is returned (wrapped) by Validate and New.
+var ErrInvalidConfig = errors.New("cache: invalid config")
+
+func (c Config) withDefaults() Config {
+	if c.QuiescentBytes == 0 {
+		c.QuiescentBytes = 256 << 20
+	}
+	if c.ActiveMultiplier == 0 {
+		c.ActiveMultiplier = 2
+	}
+	if c.MinBytes == 0 {
+		c.MinBytes = 10 << 20
+	}
+	if c.MinBytes < 0 {
+		c.MinBytes = 0
+	}
+	if c.PartialSecondChance == SecondChanceDefault {
+		c.PartialSecondChance = SecondChanceOn
+	}
+	if c.BypassBytes == 0 {
+		c.BypassBytes = c.QuiescentBytes / 4
+	}
+	if c.Workers == 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	return c
+}
+
+// Validate reports whether c (after defaults) is usable.
+func (c Config) Validate() error {
+	d := c.withDefaults()
+	switch {
+	case d.QuiescentBytes < 0:
+		return fmt.Errorf("%w: QuiescentBytes %d < 0", ErrInvalidConfig, c.QuiescentBytes)
+	case d.ActiveMultiplier < 1:
+		return fmt.Errorf("%w: ActiveMultiplier %v < 1", ErrInvalidConfig, c.ActiveMultiplier)
+	case c.MinBytes < -1:
+		return fmt.Errorf("%w: MinBytes %d < -1", ErrInvalidConfig, c.MinBytes)
+	case d.Policy < 0 || d.Policy >= numPolicies:
+		return fmt.Errorf("%w: unknown policy %v", ErrInvalidConfig, c.Policy)
+	case d.PartialSecondChance < SecondChanceDefault || d.PartialSecondChance > SecondChanceOff:
+		return fmt.Errorf("%w: PartialSecondChance %d", ErrInvalidConfig, c.PartialSecondChance)
+	case c.BypassBytes < -1:
+		return fmt.Errorf("%w: BypassBytes %d < -1", ErrInvalidConfig, c.BypassBytes)
+	case d.Workers < 0:
+		return fmt.Errorf("%w: Workers %d < 0", ErrInvalidConfig, c.Workers)
+	}
+	return nil
+}
+
+// DatasetOptions configures one registered dataset.
+type DatasetOptions struct {
+	// MinBytes is this dataset's minimum reservation (seed 000 §2.3
+	// min_dset_size): 0 takes Config.MinBytes, -1 means none.
+	MinBytes int64
+}

@@ -1,0 +1,237 @@
+package cache
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/scc-dev/scc/vfd"
+)
+
+// Waiting rules. Several paths wait for another goroutine (for space, for
+// an entry to settle, for a pinned entry to be released). They cannot
+// deadlock because of these rules:
+//
+//   - Pins are held only for bounded work: applying pieces, or a flush's
+//     encode/write/sync. Nobody waits for space while holding a pin.
+//   - A request waits for space (reserve) holding only entries it claimed
+//     in the loading state, which carry no bytes; whoever waits for those
+//     holds nothing itself.
+//   - Entries in the evicting state are settled by work that waits on no
+//     other entry (an evictor's write, SetExtent's Lookup/Delete of that
+//     one entry, a drop). Flushers may therefore wait for evicting entries
+//     while keeping their own pins.
+//   - Flushers take entries' flushMu with TryLock and come back to busy
+//     ones one at a time, holding no other flushMu.
+//
+// entryState is where an entry is in its life (seed 000 §2.2, extended with
+// the transient states the multi-threaded cache needs, seed 000 §5.1).
+//
+//	loading ──► resident ◄──► evicting ──► dead
+//	   └──────────────────────────────────► dead   (load failed or bypass)
+//
+// Only the goroutine that created a loading entry moves it out of loading;
+// only the goroutine that moved an entry to evicting moves it on. Waiters
+// for either transition wait on settled and then look the key up again.
+type entryState uint8
+
+const (
+	stateLoading entryState = iota
+	stateResident
+	stateEvicting
+	stateDead
+)
+
+// entry is one chunk in the cache (seed 000 §2.2 H5SC_chunk_t).
+type entry struct {
+	key   chunkKey
+	coord Coord
+	ds    *Dataset
+
+	// word packs the entry's state (bits 32-39) and its pin count (bits
+	// 0-31) so that pinning a resident entry is one CAS, without a lock.
+	// INVARIANT: an entry moves to evicting only when pins == 0 (one CAS
+	// from resident|0), and is pinned only while resident, so a pinned
+	// entry is never evicted.
+	word atomic.Uint64
+	mu   struct {
+		sync.Mutex // per-entry; taken only on state transitions and by waiters
+		// settled is closed when the entry leaves loading or evicting; nil
+		// otherwise. Changed together with the state bits of word, under mu,
+		// so a waiter holding mu sees the channel that belongs to the state.
+		settled chan struct{}
+	}
+
+	// latch serializes the layout callbacks on this chunk (layout.go
+	// contract): Scatter and Encode take it shared; Gather and Trim take it
+	// exclusive. Held only while pinned or evicting.
+	latch sync.RWMutex
+	// chunk is the decoded chunk (cache memory format). Written under latch
+	// exclusive (or before the entry becomes resident).
+	chunk Chunk
+	// encoded is the pre-encoded disk image (seed 002 "Data Formats": chunks
+	// near eviction may be encoded early). Nothing fills it yet; every write
+	// invalidates it under the exclusive latch.
+	encoded *Encoded
+
+	// flushMu makes encode→Insert→write→mark-clean of this entry exclusive
+	// between flushers; loc is guarded by it (or by the entry being loading
+	// or evicting, when no flusher can hold it).
+	flushMu sync.Mutex
+	loc     Location
+
+	size    atomic.Int64  // bytes charged to the cache for this entry
+	dirty   atomic.Bool   // differs from its stored image
+	partial atomic.Bool   // last access was a partial read/write (seed 000 §2.2 partial_io)
+	version atomic.Uint64 // bumped by every modification; lets a flush detect concurrent writes
+	bypass  bool          // set at creation: served and dropped, never resident
+	queued  atomic.Bool   // a record of an access is waiting in Cache.accesses
+
+	// Fields below are guarded by Cache.mu (the policy lock).
+	linked       bool   // on its dataset's member list and known to the policy
+	mnext, mprev *entry // dataset member list
+	pnext, pprev *entry // policy order list
+	counter      int32  // policy counter (seed 000 §2.2 chunk_counter)
+	visited      bool   // SIEVE visited bit
+}
+
+const pinMask = 1<<32 - 1
+
+func packWord(st entryState, pins uint64) uint64 { return uint64(st)<<32 | pins }
+
+func stateOf(w uint64) entryState { return entryState(w >> 32) }
+
+// initLoading prepares a new entry, before it is published, as loading.
+func (e *entry) initLoading() {
+	e.word.Store(packWord(stateLoading, 0))
+	e.mu.settled = make(chan struct{})
+}
+
+// pin makes e usable by the caller if it is resident; otherwise it returns
+// the channel to wait on (nil if the entry is dead and gone).
+func (e *entry) pin() (ok bool, wait chan struct{}) {
+	for {
+		w := e.word.Load()
+		if stateOf(w) == stateResident {
+			if e.word.CompareAndSwap(w, w+1) {
+				return true, nil
+			}
+			continue
+		}
+		e.mu.Lock()
+		if stateOf(e.word.Load()) == stateResident {
+			e.mu.Unlock() // settled meanwhile: pin it
+			continue
+		}
+		ch := e.mu.settled
+		e.mu.Unlock()
+		return false, ch
+	}
+}
+
+func (e *entry) unpin() { e.word.Add(^uint64(0)) }
+
+// tryStartEvict moves an idle resident entry to evicting.
+func (e *entry) tryStartEvict() bool {
+	if e.word.Load() != packWord(stateResident, 0) {
+		return false // fast refusal, no lock
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.word.CompareAndSwap(packWord(stateResident, 0), packWord(stateEvicting, 0)) {
+		return false
+	}
+	e.mu.settled = make(chan struct{})
+	return true
+}
+
+// settle moves e from loading or evicting to st and wakes waiters. With
+// pinned it also pins e for the caller (only when st is resident).
+func (e *entry) settle(st entryState, pinned bool) {
+	e.mu.Lock()
+	for {
+		w := e.word.Load()
+		pins := w & pinMask
+		if pinned {
+			pins++
+		}
+		if e.word.CompareAndSwap(w, packWord(st, pins)) {
+			break
+		}
+	}
+	ch := e.mu.settled
+	e.mu.settled = nil
+	e.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+func (e *entry) state() entryState { return stateOf(e.word.Load()) }
+
+// waitInfo returns the state and, for loading or evicting, the channel
+// closed when it settles.
+func (e *entry) waitInfo() (entryState, chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state(), e.mu.settled
+}
+
+// Dataset is a registered dataset's header (seed 000 §2.3
+// H5SC_dset_header_t). It stays in its file's registry after Unregister
+// while it still has cached chunks, so that registering the same id again
+// re-attaches them (warm reopen, seed 001 §4.8).
+type Dataset struct {
+	c      *Cache
+	file   *File
+	id     uint64
+	serial uint64 // identity in chunk keys; unique in the Cache
+
+	layout atomic.Pointer[layoutBox] // the current Layout and its chunk shape
+	min    atomic.Int64              // minimum reservation (min_dset_size)
+	size   atomic.Int64              // curr_dset_size: bytes charged to its entries
+	chunks atomic.Int64              // its entries in the chunk table
+	// hits and misses are written on every request: padded onto their own
+	// cache line so they do not evict the read-mostly fields above from
+	// other cores' caches (false sharing).
+	_      [64]byte
+	hits   atomic.Int64
+	misses atomic.Int64
+	_      [48]byte
+	// relocs counts Insert and Delete calls the cache made for this
+	// dataset: a location looked up before a claim is re-read when it moved.
+	relocs atomic.Uint64
+	// registered is false after Unregister (chunks kept for a warm reopen).
+	registered atomic.Bool
+
+	// Fields below are guarded by Cache.mu.
+	members      *entry // head of the member list (every linked entry, any order)
+	dnext, dprev *Dataset
+	onList       bool      // on the two-stage LRU's dataset list
+	exhausted    bool      // seed 000 §2.3 evict_exhausted: sits out the current round
+	lru          entryList // two-stage LRU: this dataset's chunk LRU (head = MRU)
+}
+
+// layoutBox lets the layout and its chunk shape be swapped atomically on a
+// warm reopen.
+type layoutBox struct {
+	l    Layout
+	dims []uint64
+}
+
+func (d *Dataset) lay() *layoutBox { return d.layout.Load() }
+
+// File is one file registered with a Cache (seed 001 §4.4).
+type File struct {
+	c      *Cache
+	serial uint64
+	drv    vfd.Driver
+
+	mu struct {
+		sync.Mutex      // serializes registration changes of the file's datasets
+		closed     bool // set by Unregister
+	}
+	// datasets maps dataset id → header. Registrations are long lived and
+	// removals rare (file unregister, expiry of a detached dataset), which is
+	// the usage haxmap handles correctly (see package lockfree).
+	datasets registry
+}

@@ -1,0 +1,388 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/scc-dev/scc/vfd"
+)
+
+// link makes freshly loaded entries known to their datasets and the
+// policy. Caller holds c.mu.
+func (c *Cache) linkLocked(e *entry) {
+	d := e.ds
+	e.mprev, e.mnext = nil, d.members
+	if d.members != nil {
+		d.members.mprev = e
+	}
+	d.members = e
+	e.linked = true
+	c.mu.pol.add(e)
+}
+
+func (c *Cache) unlinkLocked(e *entry) {
+	if !e.linked {
+		return
+	}
+	c.mu.pol.remove(e)
+	d := e.ds
+	if e.mprev != nil {
+		e.mprev.mnext = e.mnext
+	} else {
+		d.members = e.mnext
+	}
+	if e.mnext != nil {
+		e.mnext.mprev = e.mprev
+	}
+	e.mnext, e.mprev = nil, nil
+	e.linked = false
+}
+
+// drainLocked replays buffered accesses into the policy. Caller holds c.mu.
+func (c *Cache) drainLocked() {
+	c.accesses.Drain(c.touchLocked)
+}
+
+func (c *Cache) touchLocked(batch []*entry) {
+	for _, e := range batch {
+		e.queued.Store(false)
+		c.mu.pol.touch(e)
+	}
+}
+
+// recordAccess notes a hit for the policy without taking the policy lock
+// (see policy.go). An entry already waiting in the buffer is not queued
+// again: a hot chunk costs one atomic load per hit, and its single queued
+// record moves it to the front just the same.
+func (c *Cache) recordAccess(e *entry) {
+	if e.queued.Load() || !e.queued.CompareAndSwap(false, true) {
+		return
+	}
+	full, kept := c.accesses.Add(e)
+	if !kept {
+		e.queued.Store(false)
+		return
+	}
+	if full == nil {
+		return
+	}
+	if c.mu.TryLock() {
+		c.touchLocked(full)
+		c.mu.Unlock()
+	} else {
+		for _, x := range full { // dropped: let them be recorded again
+			x.queued.Store(false)
+		}
+	}
+	clear(full)
+}
+
+// remove takes entries that are in the evicting (or loading, for entries
+// never made resident) state out of the cache: unlink, delete from the
+// table, release their bytes, call Evicter, and wake waiters.
+func (c *Cache) remove(es []*entry) {
+	if len(es) == 0 {
+		return
+	}
+	c.mu.Lock()
+	for _, e := range es {
+		c.unlinkLocked(e)
+	}
+	c.mu.Unlock()
+	var expire []*Dataset
+	for _, e := range es {
+		c.chunks.CompareAndDelete(e.key, func(v *entry) bool { return v == e })
+		sz := e.size.Swap(0)
+		e.ds.size.Add(-sz)
+		if e.ds.chunks.Add(-1) == 0 && !e.ds.registered.Load() {
+			expire = append(expire, e.ds)
+		}
+		if e.dirty.Swap(false) {
+			c.dirtyBytes.Add(-sz)
+		}
+		if ev, ok := e.ds.lay().l.(Evicter); ok && e.chunk != nil {
+			ev.Evict(e.coord, e.chunk)
+		}
+		e.chunk = nil
+		e.encoded = nil
+		e.settle(stateDead, false)
+		c.charge(-sz)
+	}
+	for _, d := range expire {
+		d.maybeExpire()
+	}
+}
+
+// evict frees at least need bytes if it can (seed 000 §4.2): the policy
+// nominates victims; the first pass honours per-dataset minimums, a second
+// pass (when passes is 2 and the first fell short) ignores them: a request
+// that needs memory may take it from a dataset's reservation, the
+// background trim may not. Clean victims are
+// dropped; dirty ones are encoded in parallel, inserted with one
+// Layout.Insert per dataset and written with one WriteV per file
+// (seed 000 §3.6) before being dropped. It returns the bytes freed.
+//
+// A failed write returns the error and leaves those victims resident and
+// dirty; clean victims are still freed.
+func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error) {
+	if c.condensers.Load() > 0 {
+		if freed := c.condense(need); freed >= need {
+			return freed, nil
+		}
+	}
+	var victims []*entry
+	var planned int64
+	for pass := 0; pass < passes && planned < need; pass++ {
+		round := map[*Dataset]int64{}
+		c.mu.Lock()
+		c.drainLocked()
+		c.mu.pol.nominate(func(e *entry) verdict {
+			if planned >= need {
+				return stop
+			}
+			d := e.ds
+			sz := e.size.Load()
+			if pass == 0 {
+				if m := d.min.Load(); m > 0 && d.size.Load()-round[d] <= m {
+					return exhausted
+				}
+			}
+			if e.bypass || !e.tryStartEvict() {
+				return skip
+			}
+			victims = append(victims, e)
+			planned += sz
+			round[d] += sz
+			return take
+		})
+		c.mu.Unlock()
+	}
+	if len(victims) == 0 {
+		return 0, nil
+	}
+	var clean, dirty []*entry
+	for _, e := range victims {
+		if e.dirty.Load() {
+			dirty = append(dirty, e)
+		} else {
+			clean = append(clean, e)
+		}
+	}
+	var freed int64
+	for _, e := range clean {
+		freed += e.size.Load()
+	}
+	c.st.evictions.Add(int64(len(clean)))
+	c.remove(clean)
+	if len(dirty) == 0 {
+		return freed, nil
+	}
+	err := c.writeBack(ctx, dirty, false)
+	var gone, back []*entry
+	for _, e := range dirty {
+		if e.dirty.Load() {
+			back = append(back, e)
+		} else {
+			gone = append(gone, e)
+			freed += e.size.Load()
+		}
+	}
+	c.st.evictions.Add(int64(len(gone)))
+	c.st.dirtyEvictions.Add(int64(len(gone)))
+	c.remove(gone)
+	for _, e := range back {
+		e.settle(stateResident, false)
+	}
+	if err != nil {
+		return freed, fmt.Errorf("cache: evicting dirty chunks: %w", err)
+	}
+	return freed, nil
+}
+
+// writeBack writes the given dirty entries (seed 001 §3.2.3 chunk flush):
+// encode in parallel under the shared latch remembering each version,
+// one Layout.Insert per dataset, one WriteV per file, optionally Sync, then
+// mark clean each entry whose version did not change meanwhile.
+//
+// The caller guarantees exclusive write-back rights on every entry: the
+// entry is evicting, or the caller holds its flushMu. On error no entry is
+// marked clean (DESIGN.md "No data loss").
+func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
+	if len(es) == 0 {
+		return nil
+	}
+	enc := make([]Encoded, len(es))
+	ver := make([]uint64, len(es))
+	err := c.run.run(ctx, len(es), func(i int) (err error) {
+		e := es[i]
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%w: Encode: %v", ErrPanic, r)
+			}
+		}()
+		e.latch.RLock()
+		defer e.latch.RUnlock()
+		ver[i] = e.version.Load()
+		enc[i], err = e.ds.lay().l.Encode(e.coord, e.chunk)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// One Insert (allocation) per dataset.
+	byDS := map[*Dataset][]int{}
+	var order []*Dataset
+	for i, e := range es {
+		if _, ok := byDS[e.ds]; !ok {
+			order = append(order, e.ds)
+		}
+		byDS[e.ds] = append(byDS[e.ds], i)
+	}
+	var errs []error
+	insOf := map[*Dataset][]Insertion{}
+	for _, d := range order {
+		idx := byDS[d]
+		ins := make([]Insertion, len(idx))
+		for k, i := range idx {
+			e := es[i]
+			ins[k] = Insertion{Coord: e.coord, Old: e.loc, Size: int64(len(enc[i].Image)), Mask: enc[i].Mask}
+		}
+		if err := d.lay().l.Insert(ctx, ins); err != nil {
+			errs = append(errs, fmt.Errorf("cache: Layout.Insert: %w", err))
+			continue // this dataset's chunks stay dirty
+		}
+		insOf[d] = ins
+	}
+	// One WriteV per file, over every allocated image.
+	byFile := map[*File][]vfd.Extent{}
+	var files []*File
+	for _, d := range order {
+		ins, ok := insOf[d]
+		if !ok {
+			continue
+		}
+		f := d.file
+		if _, ok := byFile[f]; !ok {
+			files = append(files, f)
+		}
+		for k, i := range byDS[d] {
+			if len(enc[i].Image) > 0 {
+				byFile[f] = append(byFile[f], vfd.Extent{Off: ins[k].New.Addr, Buf: enc[i].Image})
+			}
+		}
+	}
+	fileErr := map[*File]error{}
+	for _, f := range files {
+		exts := byFile[f]
+		if len(exts) == 0 {
+			continue
+		}
+		var n int64
+		for _, x := range exts {
+			n += int64(len(x.Buf))
+		}
+		c.st.vectorWrites.Add(1)
+		c.st.vectorWriteBytes.Add(n)
+		if err := f.drv.WriteV(exts); err != nil {
+			fileErr[f] = fmt.Errorf("cache: writing %d chunks: %w", len(exts), err)
+			continue
+		}
+		if sync {
+			c.st.syncs.Add(1)
+			if err := f.drv.Sync(); err != nil {
+				fileErr[f] = fmt.Errorf("cache: sync: %w", err)
+			}
+		}
+	}
+	for _, err := range fileErr {
+		errs = append(errs, err)
+	}
+	// Publish the outcome; only published chunks can become clean.
+	var done []int
+	for _, d := range order {
+		ins, ok := insOf[d]
+		if !ok {
+			continue
+		}
+		werr := fileErr[d.file]
+		perr := d.lay().l.Publish(ctx, ins, werr)
+		d.relocs.Add(1) // after Publish: see group.epoch
+		if werr != nil {
+			continue
+		}
+		if perr != nil {
+			errs = append(errs, fmt.Errorf("cache: Layout.Publish: %w", perr))
+			continue
+		}
+		for k, i := range byDS[d] {
+			e := es[i]
+			nl := ins[k].New
+			nl.Size, nl.Mask = ins[k].Size, ins[k].Mask
+			if nl.SizeHint == 0 {
+				nl.SizeHint = e.loc.SizeHint
+			}
+			e.loc = nl
+			done = append(done, i)
+		}
+	}
+	for _, i := range done {
+		e := es[i]
+		c.st.bytesFlushed.Add(int64(len(enc[i].Image)))
+		c.st.chunksFlushed.Add(1)
+		e.latch.Lock()
+		if e.version.Load() == ver[i] && e.dirty.Swap(false) {
+			c.dirtyBytes.Add(-e.size.Load())
+		}
+		e.latch.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// condense asks Condenser layouts to give back slack memory of the chunks
+// next in eviction order (seed 002 H5SC_chunk_condense_t), before anything
+// is evicted for space. It returns the bytes given back.
+func (c *Cache) condense(need int64) int64 {
+	const maxCandidates = 64
+	var cands []*entry
+	c.mu.Lock()
+	c.mu.pol.nominate(func(e *entry) verdict {
+		if len(cands) >= maxCandidates {
+			return stop
+		}
+		if _, ok := e.ds.lay().l.(Condenser); ok && !e.bypass {
+			if ok, _ := e.pin(); ok {
+				cands = append(cands, e)
+			}
+		}
+		return skip
+	})
+	c.mu.Unlock()
+	var freed int64
+	for _, e := range cands {
+		if freed < need {
+			cd := e.ds.lay().l.(Condenser)
+			e.latch.Lock()
+			old := e.size.Load()
+			if nc := cd.Condense(e.coord, e.chunk); nc != nil {
+				e.chunk = nc
+				ms := nc.MemSize()
+				if ms != old {
+					e.size.Store(ms)
+					e.ds.size.Add(ms - old)
+					if e.dirty.Load() {
+						c.dirtyBytes.Add(ms - old)
+					}
+					c.charge(ms - old)
+					freed += old - ms
+				}
+			}
+			e.latch.Unlock()
+		}
+		e.unpin()
+	}
+	return freed
+}

@@ -1,0 +1,128 @@
+package cache
+
+import (
+	"sync/atomic"
+
+	"github.com/scc-dev/scc/lockfree"
+)
+
+// counters are the cache-wide event counts. Hits and misses are bumped on
+// every request and use striped counters; the rest are rarer.
+type counters struct {
+	hits, misses                                       *lockfree.Counter
+	loads, creates, evictions, dirtyEvictions          atomic.Int64
+	bytesFlushed, chunksFlushed                        atomic.Int64
+	vectorReads, vectorReadBytes                       atomic.Int64
+	vectorWrites, vectorWriteBytes                     atomic.Int64
+	bypasses, spaceWaits, trimErrors, coalesced, syncs atomic.Int64
+}
+
+func newCounters() counters {
+	return counters{hits: lockfree.NewCounter(), misses: lockfree.NewCounter()}
+}
+
+// Stats is a value snapshot of the cache's counters and gauges. Counters
+// only grow; use Sub to get the activity between two snapshots.
+type Stats struct {
+	Hits             int64 // chunk requests served by a resident chunk
+	Misses           int64 // chunk requests that found no resident chunk
+	Loads            int64 // chunks read from disk and decoded
+	Creates          int64 // chunks created with Layout.NewChunk
+	Coalesced        int64 // misses that waited for another goroutine's load
+	Evictions        int64 // chunks dropped to make room
+	DirtyEvictions   int64 // of those, written back first
+	BytesFlushed     int64 // encoded bytes written (flush, eviction, bypass)
+	ChunksFlushed    int64
+	VectorReads      int64 // vfd ReadV calls
+	VectorReadBytes  int64
+	VectorWrites     int64 // vfd WriteV calls
+	VectorWriteBytes int64
+	Syncs            int64
+	Bypasses         int64 // chunks served without staying resident
+	SpaceWaits       int64 // times a request blocked for memory
+	TrimErrors       int64 // background trims that failed to write a victim
+	AccessDrops      int64 // accesses the lossy buffer dropped
+
+	// Gauges.
+	ResidentBytes     int64 // bytes charged (resident chunks + reservations)
+	DirtyBytes        int64
+	PeakResidentBytes int64 // highest ResidentBytes seen
+	QuiescentLimit    int64
+	ActiveLimit       int64
+	Chunks            int64 // entries in the chunk table
+	Datasets          int64 // registered datasets
+}
+
+// Sub returns the counters of s minus those of o; gauges keep s's values.
+func (s Stats) Sub(o Stats) Stats {
+	r := s
+	r.Hits -= o.Hits
+	r.Misses -= o.Misses
+	r.Loads -= o.Loads
+	r.Creates -= o.Creates
+	r.Coalesced -= o.Coalesced
+	r.Evictions -= o.Evictions
+	r.DirtyEvictions -= o.DirtyEvictions
+	r.BytesFlushed -= o.BytesFlushed
+	r.ChunksFlushed -= o.ChunksFlushed
+	r.VectorReads -= o.VectorReads
+	r.VectorReadBytes -= o.VectorReadBytes
+	r.VectorWrites -= o.VectorWrites
+	r.VectorWriteBytes -= o.VectorWriteBytes
+	r.Syncs -= o.Syncs
+	r.Bypasses -= o.Bypasses
+	r.SpaceWaits -= o.SpaceWaits
+	r.TrimErrors -= o.TrimErrors
+	r.AccessDrops -= o.AccessDrops
+	return r
+}
+
+// Stats returns a snapshot.
+func (c *Cache) Stats() Stats {
+	return Stats{
+		Hits:              c.st.hits.Load(),
+		Misses:            c.st.misses.Load(),
+		Loads:             c.st.loads.Load(),
+		Creates:           c.st.creates.Load(),
+		Coalesced:         c.st.coalesced.Load(),
+		Evictions:         c.st.evictions.Load(),
+		DirtyEvictions:    c.st.dirtyEvictions.Load(),
+		BytesFlushed:      c.st.bytesFlushed.Load(),
+		ChunksFlushed:     c.st.chunksFlushed.Load(),
+		VectorReads:       c.st.vectorReads.Load(),
+		VectorReadBytes:   c.st.vectorReadBytes.Load(),
+		VectorWrites:      c.st.vectorWrites.Load(),
+		VectorWriteBytes:  c.st.vectorWriteBytes.Load(),
+		Syncs:             c.st.syncs.Load(),
+		Bypasses:          c.st.bypasses.Load(),
+		SpaceWaits:        c.st.spaceWaits.Load(),
+		TrimErrors:        c.st.trimErrors.Load(),
+		AccessDrops:       c.accesses.Drops(),
+		ResidentBytes:     c.resident.Load(),
+		DirtyBytes:        c.dirtyBytes.Load(),
+		PeakResidentBytes: c.peak.Load(),
+		QuiescentLimit:    c.quiescent,
+		ActiveLimit:       c.activeLimit,
+		Chunks:            int64(c.chunks.Len()),
+		Datasets:          c.datasets.Load(),
+	}
+}
+
+// DatasetStats is a snapshot of one dataset's header.
+type DatasetStats struct {
+	ResidentBytes int64 // curr_dset_size
+	Chunks        int64 // its entries in the chunk table
+	Hits, Misses  int64
+	MinBytes      int64 // its minimum reservation
+}
+
+// Stats returns the dataset's snapshot.
+func (d *Dataset) Stats() DatasetStats {
+	return DatasetStats{
+		ResidentBytes: d.size.Load(),
+		Chunks:        d.chunks.Load(),
+		Hits:          d.hits.Load(),
+		Misses:        d.misses.Load(),
+		MinBytes:      d.min.Load(),
+	}
+}

@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/alloc"
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/index"
+	"github.com/scc-dev/scc/vfd"
+)
+
+// CheckReport is what the offline consistency checker found.
+type CheckReport struct {
+	Generation  uint64 // committed superblock generation
+	SlotsValid  int    // how many of the two superblock slots decode (1 or 2)
+	Datasets    int
+	Chunks      int   // stored chunks, all verified
+	IndexBlocks int   // index blocks
+	LiveBytes   int64 // bytes the committed state references
+	EOF         int64
+	FileSize    int64
+	Problems    []string // empty when the file is consistent
+}
+
+// CheckPath runs Check on the file at path, opened read-only.
+func CheckPath(ctx context.Context, path string) (*CheckReport, error) {
+	drv, err := vfd.Open(path, 0, 0)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer drv.Close()
+	return Check(ctx, drv)
+}
+
+// Check verifies the committed state on drv without changing it: both
+// superblock slots, the catalog, every dataset header, every index block,
+// every stored chunk (its checksum and that it decodes through the dataset's
+// pipeline to a whole chunk); that every extent lies inside the file's space
+// and below the end of file; and that no two live extents overlap (so no
+// referenced space can be handed out as free — free space is exactly the
+// complement of the live extents, see FORMAT.md). A file with problems
+// returns the report and an error wrapping ErrCorrupt.
+func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
+	r := &CheckReport{}
+	for _, off := range []int64{format.SlotA, format.SlotB} {
+		buf := make([]byte, format.SlotSize)
+		if readFull(drv, buf, off) == nil {
+			if _, err := format.DecodeSuperblock(buf); err == nil {
+				r.SlotsValid++
+			}
+		}
+	}
+	size, err := drv.Size()
+	if err != nil {
+		return nil, classify(err)
+	}
+	r.FileSize = size
+	f, err := OpenWith(drv, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 1 << 20}})
+	if err != nil {
+		r.Problems = append(r.Problems, "open: "+err.Error())
+		return r, fmt.Errorf("%w: %s", ErrCorrupt, r.Problems[0])
+	}
+	defer f.Close()
+	r.Generation, r.EOF = f.sb.Generation, int64(f.sb.EOF)
+	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
+
+	type owned struct {
+		alloc.Extent
+		what string
+	}
+	var live []owned
+	add := func(off, size int64, what string) {
+		live = append(live, owned{alloc.Extent{Off: off, Size: size}, what})
+	}
+	add(int64(f.sb.CatalogAddr), int64(f.sb.CatalogSize), "catalog")
+	names := f.Datasets()
+	r.Datasets = len(names)
+	for _, name := range names {
+		f.mu.Lock()
+		e := f.mu.catalog[name]
+		f.mu.Unlock()
+		add(int64(e.HeaderAddr), int64(e.HeaderSize), "header "+name)
+		s, err := f.loadState(e)
+		if err != nil {
+			problem("dataset %q: %v", name, err)
+			continue
+		}
+		x, err := s.idx.get(ctx)
+		if err != nil {
+			problem("dataset %q index: %v", name, err)
+			continue
+		}
+		err = x.Extents(ctx, func(off, size int64) error {
+			r.IndexBlocks++
+			add(off, size, "index block of "+name)
+			return nil
+		})
+		if err != nil {
+			problem("dataset %q index: %v", name, err)
+			continue
+		}
+		type stored struct {
+			coord []uint64
+			e     index.Entry
+		}
+		var chunks []stored
+		if err := x.Range(ctx, func(c []uint64, ie index.Entry) bool {
+			chunks = append(chunks, stored{clone(c), ie})
+			return true
+		}); err != nil {
+			problem("dataset %q index: %v", name, err)
+			continue
+		}
+		g := geometry(s.shape(), s.maxShape, s.chunk)
+		for _, c := range chunks {
+			if ctx.Err() != nil {
+				return r, ctx.Err()
+			}
+			add(int64(c.e.Addr), int64(c.e.Size), fmt.Sprintf("chunk %v of %s", c.coord, name))
+			for d := range c.coord {
+				if c.coord[d] >= g.Grid[d] {
+					problem("dataset %q: chunk %v lies outside the extent's grid %v", name, c.coord, g.Grid)
+					break
+				}
+			}
+			if int64(c.e.Size) > s.layout.maxStored() || c.e.Addr+c.e.Size > f.sb.EOF || c.e.Addr < format.DataStart {
+				problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
+				continue
+			}
+			img := make([]byte, c.e.Size)
+			if err := readFull(drv, img, int64(c.e.Addr)); err != nil {
+				problem("dataset %q: chunk %v: %v", name, c.coord, err)
+				continue
+			}
+			loc := cache.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask}
+			if _, err := s.layout.Decode(c.coord, loc, img); err != nil {
+				problem("dataset %q: chunk %v: %v", name, c.coord, err)
+				continue
+			}
+			r.Chunks++
+		}
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].Off < live[j].Off })
+	var end int64 = format.DataStart
+	var prev string = "superblock slots"
+	for _, x := range live {
+		if x.Size <= 0 {
+			problem("%s has size %d", x.what, x.Size)
+			continue
+		}
+		if x.Off < end {
+			problem("%s [%d,+%d) overlaps %s", x.what, x.Off, x.Size, prev)
+		}
+		if x.Off+x.Size > int64(f.sb.EOF) {
+			problem("%s [%d,+%d) ends past the committed end of file %d", x.what, x.Off, x.Size, f.sb.EOF)
+		}
+		if x.Off+x.Size > size {
+			problem("%s [%d,+%d) ends past the file's size %d", x.what, x.Off, x.Size, size)
+		}
+		if x.Off+x.Size > end {
+			end, prev = x.Off+x.Size, x.what
+		}
+		r.LiveBytes += x.Size
+	}
+	exts := make([]alloc.Extent, len(live))
+	for i := range live {
+		exts[i] = live[i].Extent
+	}
+	if len(r.Problems) == 0 {
+		if _, err := alloc.Rebuild(format.DataStart, int64(f.sb.EOF), exts); err != nil {
+			problem("free-space rebuild: %v", err)
+		}
+	}
+	if len(r.Problems) > 0 {
+		return r, fmt.Errorf("%w: %d problems, first: %s", ErrCorrupt, len(r.Problems), r.Problems[0])
+	}
+	return r, nil
+}

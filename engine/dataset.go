@@ -1,0 +1,650 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/filter"
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/index"
+	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/serialize"
+	"github.com/scc-dev/scc/vfd"
+)
+
+// layoutDense is the header's layout code for dense chunked datasets.
+const layoutDense = 1
+
+// maxNameLen bounds a dataset name in bytes.
+const maxNameLen = 1024
+
+// dsState is everything the file knows of one dataset; all Dataset handles
+// of that dataset share it.
+type dsState struct {
+	f        *File
+	name     string
+	id       uint64
+	typ      Type
+	elemSize int
+	chunk    []uint64 // chunk shape in elements
+	maxShape []uint64
+	fill     []byte // element bytes; nil means zero
+	filters  []byte // encoded pipeline, as stored in the header
+	minCache int64
+	pipeline *filter.Pipeline
+	// unfiltered: the pipeline is empty, so a chunk's image is its memory
+	// format and encode/decode need no pipeline pass.
+	unfiltered bool
+	idx        *lazyIndex
+	layout     *denseLayout
+	// chunkBytes is the decoded size of one chunk.
+	chunkBytes int64
+
+	// extent orders data I/O against SetExtent and Refresh: reads and
+	// writes hold it shared, SetExtent and Refresh exclusively (seed 000
+	// §5.2: "when changing a dataset's extent, we drain all current I/O
+	// requests"). It also guards idx, which a read-only file's Refresh
+	// replaces.
+	extent sync.RWMutex
+
+	// dirty is set whenever the header or the index changed since the last
+	// commit wrote the header.
+	dirty atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		shape      []uint64
+		headerAddr uint64
+		headerSize uint64
+		headerSum  uint32
+		refs       int
+		cds        *cache.Dataset // registered while refs > 0
+	}
+}
+
+// Dataset is a handle on one dataset of an open File. Handles are safe for
+// concurrent use; Close releases this handle only.
+type Dataset struct {
+	s      *dsState
+	closed atomic.Bool
+}
+
+// CreateDataset creates a dataset; it is durable after the next Flush.
+func (f *File) CreateDataset(name string, spec DatasetSpec) (*Dataset, error) {
+	if err := f.checkOpen(); err != nil {
+		return nil, err
+	}
+	if f.readOnly {
+		return nil, ErrReadOnly
+	}
+	if name == "" || len(name) > maxNameLen || !utf8.ValidString(name) {
+		return nil, fmt.Errorf("%w: dataset name %q", ErrInvalid, name)
+	}
+	spec, err := spec.validate()
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]filter.Spec, len(spec.Filters))
+	for i, fl := range spec.Filters {
+		specs[i] = fl.spec
+	}
+	hdr := format.DatasetHeader{
+		Name:          name,
+		Type:          uint8(spec.Type),
+		Shape:         clone(spec.Shape),
+		MaxShape:      clone(spec.MaxShape),
+		Chunk:         clone(spec.Chunk),
+		Layout:        layoutDense,
+		Filters:       filter.EncodeSpecs(specs),
+		Fill:          clone(spec.Fill),
+		MinCacheBytes: spec.CacheMinBytes,
+	}
+	g := geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk)
+	hdr.IndexKind = uint8(index.ChooseKind(g.MaxGrid))
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mu.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := f.mu.catalog[name]; ok {
+		return nil, fmt.Errorf("%w: dataset %q", ErrExists, name)
+	}
+	hdr.ID = f.mu.nextID
+	idx, err := index.New(index.Kind(hdr.IndexKind), g, f.indexStore())
+	if err != nil {
+		return nil, classify(err)
+	}
+	s, err := f.newState(hdr)
+	if err != nil {
+		return nil, err
+	}
+	s.idx.set(idx)
+	ds, err := s.acquire()
+	if err != nil {
+		return nil, err
+	}
+	f.mu.nextID++
+	s.dirty.Store(true)
+	f.mu.open[name] = s
+	f.mu.catalog[name] = s.catalogEntry()
+	return ds, nil
+}
+
+// OpenDataset opens an existing dataset by name.
+func (f *File) OpenDataset(name string) (*Dataset, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mu.closed {
+		return nil, ErrClosed
+	}
+	if s, ok := f.mu.open[name]; ok {
+		return s.acquire()
+	}
+	e, ok := f.mu.catalog[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: dataset %q", ErrNotFound, name)
+	}
+	s, err := f.loadState(e)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := s.acquire()
+	if err != nil {
+		return nil, err
+	}
+	f.mu.open[name] = s
+	return ds, nil
+}
+
+// loadState reads a dataset's committed header; its index opens on first
+// use.
+func (f *File) loadState(e format.CatalogEntry) (*dsState, error) {
+	hdr, err := readHeader(f.drv, e, f.sb.EOF)
+	if err != nil {
+		return nil, classify(err)
+	}
+	if hdr.Name != e.Name || hdr.ID != e.ID || hdr.Layout != layoutDense {
+		return nil, fmt.Errorf("%w: dataset header %q does not match its catalog entry", ErrCorrupt, e.Name)
+	}
+	s, err := f.newState(hdr)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.headerAddr, s.mu.headerSize, s.mu.headerSum = e.HeaderAddr, e.HeaderSize, e.HeaderSum
+	return s, nil
+}
+
+func (f *File) newState(hdr format.DatasetHeader) (*dsState, error) {
+	t := Type(hdr.Type)
+	if !t.Valid() {
+		return nil, fmt.Errorf("%w: element type %d", ErrCorrupt, hdr.Type)
+	}
+	specs, err := filter.DecodeSpecs(hdr.Filters)
+	if err != nil {
+		return nil, classify(err)
+	}
+	pl, err := filter.NewPipeline(specs, t.Size())
+	if err != nil {
+		return nil, classify(err)
+	}
+	elems := uint64(1)
+	for _, c := range hdr.Chunk {
+		elems *= c
+	}
+	if elems == 0 || elems > maxChunkBytes || elems*uint64(t.Size()) > maxChunkBytes {
+		return nil, fmt.Errorf("%w: chunk shape %v", ErrCorrupt, hdr.Chunk)
+	}
+	s := &dsState{
+		f:          f,
+		name:       hdr.Name,
+		id:         hdr.ID,
+		typ:        t,
+		elemSize:   t.Size(),
+		chunk:      hdr.Chunk,
+		maxShape:   hdr.MaxShape,
+		filters:    hdr.Filters,
+		minCache:   hdr.MinCacheBytes,
+		pipeline:   pl,
+		unfiltered: len(specs) == 0,
+		idx:        newLazyIndex(f.indexStore(), index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot),
+		chunkBytes: int64(elems) * int64(t.Size()),
+	}
+	if len(hdr.Fill) != 0 && !allZero(hdr.Fill) {
+		s.fill = hdr.Fill
+	}
+	s.mu.shape = hdr.Shape
+	s.layout = &denseLayout{s: s}
+	return s, nil
+}
+
+// readHeader reads and decodes the header block a catalog entry names,
+// checking it is the very block the entry recorded.
+func readHeader(drv vfd.Driver, e format.CatalogEntry, eof uint64) (format.DatasetHeader, error) {
+	buf, err := readBlock(drv, e.HeaderAddr, e.HeaderSize, eof)
+	if err != nil {
+		return format.DatasetHeader{}, fmt.Errorf("dataset %q header: %w", e.Name, err)
+	}
+	if format.Trailer(buf) != e.HeaderSum {
+		return format.DatasetHeader{}, fmt.Errorf("%w: dataset %q: header at %d is not the one the catalog names", ErrCorrupt, e.Name, e.HeaderAddr)
+	}
+	hdr, err := format.DecodeDatasetHeader(buf)
+	if err != nil {
+		return hdr, classify(err)
+	}
+	return hdr, nil
+}
+
+// acquire returns a new handle, registering the dataset with the cache when
+// it was not open. Re-registering an id finds its chunks still cached (warm
+// reopen, seed 001 §4.8).
+func (s *dsState) acquire() (*Dataset, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.refs == 0 {
+		// The header's CacheMinBytes has the cache's meaning: 0 the
+		// cache's default, -1 no reservation.
+		cds, err := s.f.cfile.RegisterDataset(s.id, s.layout, cache.DatasetOptions{MinBytes: s.minCache})
+		if err != nil {
+			return nil, classify(err)
+		}
+		s.mu.cds = cds
+	}
+	s.mu.refs++
+	return &Dataset{s: s}, nil
+}
+
+func (s *dsState) cacheDataset() (*cache.Dataset, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.cds == nil {
+		return nil, ErrClosed
+	}
+	return s.mu.cds, nil
+}
+
+func (s *dsState) shape() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return clone(s.mu.shape)
+}
+
+func (s *dsState) catalogEntry() format.CatalogEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return format.CatalogEntry{Name: s.name, ID: s.id, HeaderAddr: s.mu.headerAddr, HeaderSize: s.mu.headerSize, HeaderSum: s.mu.headerSum}
+}
+
+// writeHeader flushes the index and writes a new header if anything changed
+// since the last commit. On error the dataset stays dirty.
+func (s *dsState) writeHeader(ctx context.Context) (err error) {
+	if !s.dirty.Swap(false) {
+		return nil
+	}
+	defer func() {
+		if err != nil {
+			s.dirty.Store(true)
+		}
+	}()
+	root, err := s.idx.flush(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	hdr := format.DatasetHeader{
+		Name: s.name, ID: s.id, Type: uint8(s.typ),
+		Shape: clone(s.mu.shape), MaxShape: s.maxShape, Chunk: s.chunk,
+		Layout: layoutDense, Filters: s.filters, Fill: s.fill,
+		MinCacheBytes: s.minCache, IndexKind: uint8(s.idx.kind()), IndexRoot: root,
+	}
+	s.mu.Unlock()
+	b := format.EncodeDatasetHeader(hdr)
+	addr, err := s.f.space.alloc(int64(len(b)))
+	if err != nil {
+		return err
+	}
+	if err := s.f.writeFull(b, addr); err != nil {
+		s.f.space.free(addr, int64(len(b)))
+		return err
+	}
+	s.mu.Lock()
+	oldAddr, oldSize := s.mu.headerAddr, s.mu.headerSize
+	s.mu.headerAddr, s.mu.headerSize, s.mu.headerSum = uint64(addr), uint64(len(b)), format.Trailer(b)
+	s.mu.Unlock()
+	if oldSize != 0 {
+		s.f.space.free(int64(oldAddr), int64(oldSize))
+	}
+	return nil
+}
+
+// Name returns the dataset's name.
+func (d *Dataset) Name() string { return d.s.name }
+
+// Type returns the element type.
+func (d *Dataset) Type() Type { return d.s.typ }
+
+// Shape returns the current extent.
+func (d *Dataset) Shape() []uint64 { return d.s.shape() }
+
+// MaxShape returns the maximum extent (Unlimited along growable dimensions).
+func (d *Dataset) MaxShape() []uint64 { return clone(d.s.maxShape) }
+
+// Chunk returns the chunk shape.
+func (d *Dataset) Chunk() []uint64 { return clone(d.s.chunk) }
+
+// Fill returns the fill value's element bytes (all zero when none was set).
+func (d *Dataset) Fill() []byte {
+	if d.s.fill == nil {
+		return make([]byte, d.s.elemSize)
+	}
+	return clone(d.s.fill)
+}
+
+// Filters returns the filter pipeline.
+func (d *Dataset) Filters() []Filter {
+	specs := d.s.pipeline.Specs()
+	out := make([]Filter, len(specs))
+	for i, sp := range specs {
+		out[i] = Filter{sp}
+	}
+	return out
+}
+
+// IndexKind names the dataset's chunk index ("extensible-array", ...).
+func (d *Dataset) IndexKind() string { return d.s.idx.kind().String() }
+
+// Storage describes what a dataset occupies in the file.
+type Storage struct {
+	Chunks      int    // chunks stored (chunks only in the cache are not counted until written)
+	StoredBytes uint64 // their stored (encoded, checksummed) size
+	IndexBlocks int    // blocks of the chunk index
+	IndexBytes  uint64
+}
+
+// Storage walks the dataset's chunk index.
+func (d *Dataset) Storage(ctx context.Context) (Storage, error) {
+	if d.closed.Load() {
+		return Storage{}, ErrClosed
+	}
+	d.s.extent.RLock()
+	defer d.s.extent.RUnlock()
+	x, err := d.s.idx.get(ctx)
+	if err != nil {
+		return Storage{}, err
+	}
+	var st Storage
+	err = x.Range(ctx, func(_ []uint64, e index.Entry) bool {
+		st.Chunks++
+		st.StoredBytes += e.Size
+		return true
+	})
+	if err == nil {
+		err = x.Extents(ctx, func(_, size int64) error {
+			st.IndexBlocks++
+			st.IndexBytes += uint64(size)
+			return nil
+		})
+	}
+	return st, classify(err)
+}
+
+// CacheStats returns the dataset's figures in the shared cache.
+func (d *Dataset) CacheStats() cache.DatasetStats {
+	cds, err := d.s.cacheDataset()
+	if err != nil {
+		return cache.DatasetStats{}
+	}
+	return cds.Stats()
+}
+
+func (d *Dataset) check(write bool) error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if err := d.s.f.checkOpen(); err != nil {
+		return err
+	}
+	if write && d.s.f.readOnly {
+		return ErrReadOnly
+	}
+	return nil
+}
+
+// Write stores buf into the selected elements. buf holds the selection's
+// elements packed in C order, little-endian. The data is durable after the
+// next successful File.Flush.
+func (d *Dataset) Write(ctx context.Context, sel Selection, buf []byte) error {
+	if err := d.check(true); err != nil {
+		return err
+	}
+	return d.io(ctx, sel, buf, true)
+}
+
+// Read fills buf with the selected elements; elements never written read as
+// the fill value without any I/O.
+//
+// On a read-only file whose writer has committed since, a block that fails
+// its checksum is most likely space the writer reused: the read refreshes
+// the file and tries again (see refresh.go).
+func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
+	if err := d.check(false); err != nil {
+		return err
+	}
+	err := d.io(ctx, sel, buf, false)
+	f := d.s.f
+	for try := 0; f.readOnly && errors.Is(err, ErrCorrupt) && try < refreshRetries && f.newerOnDisk(); try++ {
+		if rerr := f.Refresh(ctx); rerr != nil {
+			return rerr
+		}
+		err = d.io(ctx, sel, buf, false)
+	}
+	return err
+}
+
+func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool) error {
+	s := d.s
+	// Receipt order first (serialize): overlapping requests on this dataset
+	// run in the order they arrived, writes alone, overlapping reads
+	// together; SetExtent drains the dataset through the same module.
+	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{s.region(sel)}, Write: write})
+	if err != nil {
+		return classify(err)
+	}
+	defer release()
+	s.extent.RLock()
+	defer s.extent.RUnlock()
+	shape := s.shape()
+	if err := sel.h.Validate(shape); err != nil {
+		return classify(err)
+	}
+	n := sel.h.NumElements()
+	if uint64(len(buf)) != n*uint64(s.elemSize) {
+		return fmt.Errorf("%w: buffer has %d bytes, selection needs %d", ErrInvalid, len(buf), n*uint64(s.elemSize))
+	}
+	if n == 0 {
+		return nil
+	}
+	cds, err := s.cacheDataset()
+	if err != nil {
+		return err
+	}
+	bufShape := sel.h.Shape()
+	var reqs []cache.Request
+	err = selection.Split(sel.h, s.chunk, func(p *selection.Piece) error {
+		// Split reuses p for the next chunk: keep a copy.
+		cp := p.Clone()
+		pc := &piece{p: &cp, buf: buf, bufShape: bufShape}
+		reqs = append(reqs, cache.Request{
+			Dataset: cds,
+			Coord:   cache.Coord(pc.p.Coord),
+			Full:    pc.p.Full(s.chunk),
+			Piece:   pc,
+		})
+		return nil
+	})
+	if err != nil {
+		return classify(err)
+	}
+	err = s.f.runAdmitted(ctx, reqs, s.chunkBytes, write)
+	if write && err == nil {
+		s.dirty.Store(true)
+	}
+	return classify(err)
+}
+
+// SetExtent changes the dataset's extent within its max shape. Shrinking
+// deletes the chunks wholly outside the new extent and resets the elements
+// of edge chunks that fall outside it to the fill value, so that growing
+// again shows the fill value there.
+func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
+	if err := d.check(true); err != nil {
+		return err
+	}
+	s := d.s
+	if len(dims) != len(s.chunk) {
+		return fmt.Errorf("%w: extent %v has rank %d, dataset has %d", ErrInvalid, dims, len(dims), len(s.chunk))
+	}
+	for i, n := range dims {
+		if n > s.maxShape[i] {
+			return fmt.Errorf("%w: extent %v exceeds max shape %v", ErrOutOfRange, dims, s.maxShape)
+		}
+	}
+	release, err := s.f.ser.AcquireExclusive(ctx, s.id)
+	if err != nil {
+		return classify(err)
+	}
+	defer release()
+	s.extent.Lock()
+	defer s.extent.Unlock()
+	cds, err := s.cacheDataset()
+	if err != nil {
+		return err
+	}
+	old := s.shape()
+	if equal(old, dims) {
+		return nil
+	}
+	s.dirty.Store(true)
+	if err := cds.SetExtent(ctx, old, clone(dims)); err != nil {
+		return classify(err)
+	}
+	g := geometry(dims, s.maxShape, s.chunk)
+	x, err := s.idx.get(ctx)
+	if err != nil {
+		return err
+	}
+	err = x.Resize(ctx, g, func(_ []uint64, e index.Entry) {
+		s.f.space.free(int64(e.Addr), int64(e.Size))
+	})
+	if err != nil {
+		return classify(err)
+	}
+	s.mu.Lock()
+	s.mu.shape = clone(dims)
+	s.mu.Unlock()
+	return nil
+}
+
+// Close releases this handle. When the last handle of a dataset closes, its
+// dirty chunks are written (not committed) and its clean chunks stay in the
+// cache, so reopening finds them warm. Idempotent.
+func (d *Dataset) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	s := d.s
+	s.mu.Lock()
+	s.mu.refs--
+	var cds *cache.Dataset
+	if s.mu.refs == 0 {
+		cds, s.mu.cds = s.mu.cds, nil
+	}
+	s.mu.Unlock()
+	if cds != nil {
+		return classify(cds.Unregister(context.Background()))
+	}
+	return nil
+}
+
+// region is the box of chunk coordinates a selection touches, for the
+// serializer. It is computed before the selection is validated, so it
+// saturates instead of overflowing; an invalid selection is rejected right
+// after.
+func (s *dsState) region(sel Selection) serialize.Region {
+	h := sel.h
+	r := len(h.Start)
+	reg := serialize.Region{Dataset: s.id, Lo: make([]uint64, r), Hi: make([]uint64, r)}
+	if len(h.Stride) != r || len(h.Count) != r || len(h.Block) != r || r != len(s.chunk) {
+		return reg // empty: conflicts with nothing; Validate rejects it
+	}
+	for d := 0; d < r; d++ {
+		if h.Count[d] == 0 || h.Block[d] == 0 {
+			return serialize.Region{Dataset: s.id, Lo: make([]uint64, r), Hi: make([]uint64, r)}
+		}
+		hi, span := bits.Mul64(h.Count[d]-1, h.Stride[d])
+		last, c1 := bits.Add64(h.Start[d], span, 0)
+		last, c2 := bits.Add64(last, h.Block[d]-1, 0)
+		if hi != 0 || c1 != 0 || c2 != 0 {
+			last = ^uint64(0)
+		}
+		reg.Lo[d] = h.Start[d] / s.chunk[d]
+		reg.Hi[d] = last/s.chunk[d] + 1
+	}
+	return reg
+}
+
+// geometry derives the chunk grid of an extent.
+func geometry(shape, maxShape, chunk []uint64) index.Geometry {
+	g := index.Geometry{Grid: make([]uint64, len(shape)), MaxGrid: make([]uint64, len(shape))}
+	for i := range shape {
+		g.Grid[i] = ceilDiv(shape[i], chunk[i])
+		if maxShape[i] == Unlimited {
+			g.MaxGrid[i] = index.Unlimited
+		} else {
+			g.MaxGrid[i] = ceilDiv(maxShape[i], chunk[i])
+		}
+	}
+	return g
+}
+
+func ceilDiv(a, b uint64) uint64 {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
+}
+
+func clone[T any](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	return append([]T(nil), s...)
+}
+
+func equal(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}

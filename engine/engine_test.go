@@ -1,0 +1,275 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/vfd"
+)
+
+var pipelines = map[string][]Filter{
+	"none":         nil,
+	"shuffle+zstd": {Shuffle(), Zstd(1)},
+	"deflate":      {Deflate(1)},
+	"lz4":          {LZ4()},
+	"crc32c":       {CRC32C()},
+	"all":          {Shuffle(), CRC32C(), LZ4(), Zstd(2), Deflate(6)},
+}
+
+// TestRoundTripTypesFilters writes random hyperslabs of every element type
+// through every filter pipeline, checks every read against the reference
+// model, and checks again after close and reopen.
+func TestRoundTripTypesFilters(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx := context.Background()
+	for pname, filters := range pipelines {
+		for _, typ := range Types {
+			t.Run(pname+"/"+typ.String(), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(typ), uint64(len(pname))))
+				mem := vfd.NewMem()
+				// A tiny cache, so chunks are evicted and reloaded all along.
+				opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}}
+				f, err := CreateWith(mem, opts)
+				must(t, err)
+				dims := []uint64{13, 29}
+				var fill []byte
+				if typ.Size() > 1 && rng.IntN(2) == 0 {
+					fill = bytes.Repeat([]byte{0xA5}, typ.Size())
+				}
+				ds, err := f.CreateDataset("d", DatasetSpec{
+					Type: typ, Shape: dims, MaxShape: []uint64{Unlimited, 40},
+					Chunk: []uint64{4, 7}, Filters: filters, Fill: fill,
+				})
+				must(t, err)
+				ref := newRef(dims, typ.Size(), fill)
+				for i := 0; i < 40; i++ {
+					sel := randomSelection(rng, dims)
+					n := int(sel.NumElements()) * typ.Size()
+					var buf []byte
+					if i%2 == 0 {
+						buf = compressibleBytes(rng, n)
+					} else {
+						buf = randomBytes(rng, n)
+					}
+					must(t, ds.Write(ctx, sel, buf))
+					ref.write(sel, buf)
+					rsel := randomSelection(rng, dims)
+					got := make([]byte, int(rsel.NumElements())*typ.Size())
+					must(t, ds.Read(ctx, rsel, got))
+					if !bytes.Equal(got, ref.read(rsel)) {
+						t.Fatalf("step %d: read differs from model", i)
+					}
+					if i == 20 {
+						must(t, f.Flush(ctx))
+					}
+				}
+				ref.verify(t, ds)
+				must(t, f.Close())
+
+				f, err = OpenWith(mem, opts)
+				must(t, err)
+				ds, err = f.OpenDataset("d")
+				must(t, err)
+				ref.verify(t, ds)
+				if _, err := Check(ctx, mem); err != nil {
+					t.Fatal(err)
+				}
+				must(t, f.Close())
+			})
+		}
+	}
+}
+
+// TestFilePathLifecycle covers Create/Open on a real file, the writer lock,
+// read-only opens, and typed helpers.
+func TestFilePathLifecycle(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "x.scc")
+	f, err := Create(path, nil)
+	must(t, err)
+	if _, err := Open(path, nil); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second writer: %v, want ErrLocked", err)
+	}
+	ds, err := f.CreateDataset("frames", DatasetSpec{
+		Type: Float64, Shape: []uint64{0, 8}, MaxShape: []uint64{Unlimited, 8}, Chunk: []uint64{2, 8},
+		Filters: []Filter{Shuffle(), Zstd(1)},
+	})
+	must(t, err)
+	if _, err := f.CreateDataset("frames", DatasetSpec{Type: Int8, Shape: []uint64{1}, Chunk: []uint64{1}}); !errors.Is(err, ErrExists) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	must(t, ds.SetExtent(ctx, []uint64{5, 8}))
+	vals := make([]float64, 40)
+	for i := range vals {
+		vals[i] = float64(i) * 1.5
+	}
+	must(t, WriteSlice(ctx, ds, Box([]uint64{0, 0}, []uint64{5, 8}), vals))
+	if err := WriteSlice(ctx, ds, Box([]uint64{0, 0}, []uint64{5, 8}), make([]int32, 40)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("typed mismatch: %v", err)
+	}
+	must(t, f.Close())
+	must(t, f.Close()) // idempotent
+	if err := ds.Write(ctx, Box([]uint64{0, 0}, []uint64{1, 1}), make([]byte, 8)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after close: %v", err)
+	}
+
+	r, err := Open(path, &Options{ReadOnly: true})
+	must(t, err)
+	defer r.Close()
+	if got := r.Datasets(); len(got) != 1 || got[0] != "frames" {
+		t.Fatalf("datasets %v", got)
+	}
+	rd, err := r.OpenDataset("frames")
+	must(t, err)
+	got := make([]float64, 40)
+	must(t, ReadSlice(ctx, rd, Box([]uint64{0, 0}, []uint64{5, 8}), got))
+	for i := range got {
+		if got[i] != vals[i] {
+			t.Fatalf("value %d: %v want %v", i, got[i], vals[i])
+		}
+	}
+	if err := rd.Write(ctx, Box([]uint64{0, 0}, []uint64{1, 1}), make([]byte, 8)); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("write to read-only: %v", err)
+	}
+	if _, err := r.OpenDataset("nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing dataset: %v", err)
+	}
+	if _, err := CheckPath(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBadInput: invalid specs and selections give typed errors, never panics.
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	f, err := CreateWith(vfd.NewMem(), nil)
+	must(t, err)
+	defer f.Close()
+	bad := []DatasetSpec{
+		{Type: 0, Shape: []uint64{1}, Chunk: []uint64{1}},
+		{Type: Int8, Shape: nil, Chunk: nil},
+		{Type: Int8, Shape: []uint64{4}, Chunk: []uint64{0}},
+		{Type: Int8, Shape: []uint64{4}, MaxShape: []uint64{3}, Chunk: []uint64{1}},
+		{Type: Int16, Shape: []uint64{4}, Chunk: []uint64{2}, Fill: []byte{1}},
+		{Type: Int8, Shape: []uint64{4, 4}, Chunk: []uint64{1 << 40, 1 << 40}},
+		{Type: Int8, Shape: []uint64{4}, Chunk: []uint64{2}, Filters: []Filter{Deflate(42)}},
+	}
+	for i, s := range bad {
+		if _, err := f.CreateDataset(name(i), s); !errors.Is(err, ErrInvalid) {
+			t.Errorf("spec %d: %v, want ErrInvalid", i, err)
+		}
+	}
+	if _, err := f.CreateDataset("", DatasetSpec{Type: Int8, Shape: []uint64{1}, Chunk: []uint64{1}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("empty name: %v", err)
+	}
+	ds, err := f.CreateDataset("ok", DatasetSpec{Type: Uint16, Shape: []uint64{10, 10}, MaxShape: []uint64{20, 20}, Chunk: []uint64{3, 3}})
+	must(t, err)
+	cases := []struct {
+		sel  Selection
+		n    int
+		want error
+	}{
+		{Box([]uint64{9, 9}, []uint64{2, 1}), 4, ErrOutOfRange},
+		{Box([]uint64{0}, []uint64{1}), 2, ErrInvalid},
+		{Box([]uint64{0, 0}, []uint64{2, 2}), 7, ErrInvalid},
+		{Hyperslab([]uint64{0, 0}, []uint64{1, 1}, []uint64{2, 2}, []uint64{2, 2}), 32, ErrInvalid},
+		{Box([]uint64{^uint64(0), 0}, []uint64{2, 1}), 4, ErrOutOfRange},
+	}
+	for i, c := range cases {
+		err := ds.Write(ctx, c.sel, make([]byte, c.n))
+		if !errors.Is(err, c.want) {
+			t.Errorf("case %d write: %v, want %v", i, err, c.want)
+		}
+		err = ds.Read(ctx, c.sel, make([]byte, c.n))
+		if !errors.Is(err, c.want) {
+			t.Errorf("case %d read: %v, want %v", i, err, c.want)
+		}
+	}
+	if err := ds.SetExtent(ctx, []uint64{21, 1}); !errors.Is(err, ErrOutOfRange) {
+		t.Errorf("extent beyond max: %v", err)
+	}
+	if err := ds.SetExtent(ctx, []uint64{1}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("extent rank: %v", err)
+	}
+	if _, err := OpenWith(vfd.NewMem(), nil); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("open empty driver: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestSetExtent shrinks and grows datasets of every index kind and checks
+// that cut-off elements come back as the fill value, across reopen.
+func TestSetExtent(t *testing.T) {
+	ctx := context.Background()
+	specs := map[string]DatasetSpec{
+		"extensible": {Type: Int32, Shape: []uint64{10, 6}, MaxShape: []uint64{Unlimited, 6}, Chunk: []uint64{3, 4}},
+		"fixed":      {Type: Int32, Shape: []uint64{10, 6}, MaxShape: []uint64{12, 9}, Chunk: []uint64{3, 4}},
+		"general":    {Type: Int32, Shape: []uint64{10, 6}, MaxShape: []uint64{Unlimited, Unlimited}, Chunk: []uint64{3, 4}},
+	}
+	for kind, spec := range specs {
+		t.Run(kind, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(len(kind))))
+			mem := vfd.NewMem()
+			opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 10}}
+			f, err := CreateWith(mem, opts)
+			must(t, err)
+			spec.Fill = []byte{7, 0, 0, 0}
+			ds, err := f.CreateDataset("d", spec)
+			must(t, err)
+			ref := newRef(spec.Shape, 4, spec.Fill)
+			extents := [][]uint64{{4, 5}, {11, 6}, {2, 2}, {12, 6}, {0, 6}, {9, 6}}
+			for step, ext := range extents {
+				all := All(ref.dims)
+				if prod(ref.dims) > 0 {
+					buf := randomBytes(rng, int(all.NumElements())*4)
+					must(t, ds.Write(ctx, all, buf))
+					ref.write(all, buf)
+				}
+				if step%2 == 1 {
+					must(t, f.Flush(ctx))
+				}
+				must(t, ds.SetExtent(ctx, ext))
+				ref.resize(ext)
+				ref.verify(t, ds)
+			}
+			must(t, f.Close())
+			f, err = OpenWith(mem, opts)
+			must(t, err)
+			ds, err = f.OpenDataset("d")
+			must(t, err)
+			ref.verify(t, ds)
+			must(t, f.Close())
+			if _, err := Check(ctx, mem); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestUnwrittenReadsFillWithoutIO: reading chunks that exist nowhere does no
+// I/O at all.
+func TestUnwrittenReadsFillWithoutIO(t *testing.T) {
+	ctx := context.Background()
+	cnt := vfd.NewCounting(vfd.NewMem())
+	f, err := CreateWith(cnt, nil)
+	must(t, err)
+	defer f.Close()
+	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{100, 100}, Chunk: []uint64{10, 10}, Fill: []byte{9}})
+	must(t, err)
+	before := cnt.Snapshot()
+	buf := make([]byte, 100*100)
+	must(t, ds.Read(ctx, All([]uint64{100, 100}), buf))
+	if d := cnt.Snapshot().Sub(before); d.Ops != (vfd.Counts{}).Ops {
+		t.Fatalf("reading unwritten chunks did I/O: %+v", d)
+	}
+	if !bytes.Equal(buf, bytes.Repeat([]byte{9}, len(buf))) {
+		t.Fatal("unwritten elements do not read as the fill value")
+	}
+}

@@ -1,0 +1,469 @@
+// Package engine is scc's public API: files holding chunked n-dimensional
+// datasets whose raw-data I/O runs through one shared chunk cache.
+//
+// A File is a single container (FORMAT.md) on a vfd.Driver. Its datasets are
+// read and written with hyperslab selections; chunks go through the cache
+// (package cache) by way of the dense layout's callbacks (seed 002), and are
+// indexed on disk by a chunk index (package engine/index).
+//
+// Durability: Flush (and Close) write every dirty chunk to new space, write
+// the changed indexes, dataset headers and the catalog copy-on-write, sync,
+// and then commit a new superblock into the other of two slots and sync
+// again. A crash at any point leaves the last committed state readable.
+//
+// Files, Datasets and the Cache are safe for concurrent use by many
+// goroutines.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/alloc"
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/resource"
+	"github.com/scc-dev/scc/serialize"
+	"github.com/scc-dev/scc/vfd"
+)
+
+// Options configure a File. The zero value is valid.
+type Options struct {
+	// Cache is the shared chunk cache the file's datasets use; several files
+	// may share one. Nil gives the file a private cache built from
+	// CacheConfig and closed with the file.
+	Cache *cache.Cache
+	// CacheConfig configures the private cache when Cache is nil.
+	CacheConfig cache.Config
+	// ReadOnly opens the file for reading only: no lock is taken, so readers
+	// may follow a writer in another process (File.Refresh).
+	ReadOnly bool
+}
+
+// File is an open scc container.
+type File struct {
+	drv      vfd.Driver
+	ownDrv   bool
+	cache    *cache.Cache
+	ownCache bool
+	cfile    *cache.File
+	readOnly bool
+	// ser orders the requests on the file's datasets (seed 000 §5.2).
+	ser *serialize.Serializer
+	// admit is the cache's admission control, shared by every file of the
+	// cache (admit.go).
+	admit *resource.Admitter
+	space *space // nil when read-only
+
+	// commitMu serializes commits (Flush, Close, Refresh) and protects sb.
+	commitMu sync.Mutex
+	sb       format.Superblock
+
+	// failed is set when a sync failed: the OS may have dropped written
+	// pages, so no later commit may claim durability (see Flush).
+	failed atomic.Pointer[error]
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		nextID uint64
+		// catalog holds every dataset of the file by name: committed ones
+		// from the last superblock plus ones created since.
+		catalog map[string]format.CatalogEntry
+		// open holds the datasets loaded in this session by name.
+		open map[string]*dsState
+	}
+}
+
+// Create creates (or truncates) the file at path and opens it for writing.
+func Create(path string, opts *Options) (*File, error) {
+	drv, err := vfd.Open(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, classify(err)
+	}
+	if err := drv.Truncate(0); err != nil {
+		drv.Close()
+		return nil, classify(err)
+	}
+	f, err := CreateWith(drv, opts)
+	if err != nil {
+		drv.Close()
+		return nil, err
+	}
+	f.ownDrv = true
+	return f, nil
+}
+
+// Open opens the file at path; see Options.ReadOnly.
+func Open(path string, opts *Options) (*File, error) {
+	flag := os.O_RDWR
+	if opts != nil && opts.ReadOnly {
+		flag = os.O_RDONLY
+	}
+	drv, err := vfd.Open(path, flag, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+		}
+		return nil, classify(err)
+	}
+	f, err := OpenWith(drv, opts)
+	if err != nil {
+		drv.Close()
+		return nil, err
+	}
+	f.ownDrv = true
+	return f, nil
+}
+
+// CreateWith creates a new, empty container on drv, which must be empty.
+// The driver stays the caller's: Close does not close it.
+func CreateWith(drv vfd.Driver, opts *Options) (*File, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	if opts.ReadOnly {
+		return nil, fmt.Errorf("%w: cannot create a read-only file", ErrInvalid)
+	}
+	if n, err := drv.Size(); err != nil {
+		return nil, classify(err)
+	} else if n != 0 {
+		return nil, fmt.Errorf("%w: driver is not empty (%d bytes)", ErrExists, n)
+	}
+	f, err := newFile(drv, opts)
+	if err != nil {
+		return nil, err
+	}
+	f.space = newSpace(alloc.New(format.DataStart, format.DataStart))
+	if _, err := rand.Read(f.sb.FileID[:]); err != nil {
+		f.release()
+		return nil, err
+	}
+	f.mu.nextID = 1
+	f.sb.EOF = format.DataStart
+	// The first commit writes an empty catalog and superblock generation 1,
+	// so the file opens even if nothing else is ever written.
+	if err := f.commit(context.Background()); err != nil {
+		f.release()
+		return nil, err
+	}
+	return f, nil
+}
+
+// OpenWith opens the container on drv. The driver stays the caller's.
+func OpenWith(drv vfd.Driver, opts *Options) (*File, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	f, err := newFile(drv, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.load(context.Background()); err != nil {
+		f.release()
+		return nil, err
+	}
+	return f, nil
+}
+
+func newFile(drv vfd.Driver, opts *Options) (*File, error) {
+	f := &File{drv: drv, readOnly: opts.ReadOnly, cache: opts.Cache, ser: serialize.New()}
+	if f.cache == nil {
+		c, err := cache.New(opts.CacheConfig)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		f.cache, f.ownCache = c, true
+	}
+	f.admit = admitterFor(f.cache)
+	cf, err := f.cache.RegisterFile(drv)
+	if err != nil {
+		if f.ownCache {
+			f.cache.Close()
+		}
+		return nil, classify(err)
+	}
+	f.cfile = cf
+	f.mu.catalog = make(map[string]format.CatalogEntry)
+	f.mu.open = make(map[string]*dsState)
+	return f, nil
+}
+
+// load reads the newest valid superblock and the catalog and, for a writable
+// file, rebuilds the free-space map from the committed state's live extents.
+func (f *File) load(ctx context.Context) error {
+	sb, err := readSuperblock(f.drv)
+	if err != nil {
+		return err
+	}
+	cat, err := readCatalog(f.drv, sb)
+	if err != nil {
+		return err
+	}
+	f.sb = sb
+	f.mu.nextID = sb.NextDatasetID
+	for _, e := range cat {
+		f.mu.catalog[e.Name] = e
+	}
+	if f.readOnly {
+		return nil
+	}
+	live, err := f.liveExtents(ctx)
+	if err != nil {
+		return err
+	}
+	a, err := alloc.Rebuild(format.DataStart, int64(sb.EOF), live)
+	if err != nil {
+		// The committed metadata references space twice or outside the
+		// file: the file is damaged.
+		return fmt.Errorf("%w: free-space rebuild: %w", ErrCorrupt, err)
+	}
+	f.space = newSpace(a)
+	return nil
+}
+
+// readSuperblock reads both slots and returns the one that holds the
+// committed state (format.PickSuperblock: the valid slot with the highest
+// generation, slot parity and file identity checked).
+func readSuperblock(drv vfd.Driver) (format.Superblock, error) {
+	a := make([]byte, format.SlotSize)
+	b := make([]byte, format.SlotSize)
+	// A short file leaves a slot zero, which fails its checksum.
+	_, _ = drv.ReadAt(a, format.SlotA)
+	_, _ = drv.ReadAt(b, format.SlotB)
+	sb, err := format.PickSuperblock(a, b)
+	if err != nil {
+		return sb, fmt.Errorf("%w: no valid superblock: %w", ErrCorrupt, err)
+	}
+	return sb, nil
+}
+
+func readCatalog(drv vfd.Driver, sb format.Superblock) ([]format.CatalogEntry, error) {
+	buf, err := readBlock(drv, sb.CatalogAddr, sb.CatalogSize, sb.EOF)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	if format.Trailer(buf) != sb.CatalogSum {
+		return nil, fmt.Errorf("%w: catalog at %d is not the one the superblock names", ErrCorrupt, sb.CatalogAddr)
+	}
+	cat, err := format.DecodeCatalog(buf)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return cat, nil
+}
+
+// readBlock reads a metadata block that must lie inside [DataStart, eof).
+func readBlock(drv vfd.Driver, addr, size, eof uint64) ([]byte, error) {
+	if addr < format.DataStart || size == 0 || size > maxMetaBlock || addr+size < addr || addr+size > eof {
+		return nil, fmt.Errorf("%w: block [%d,+%d) outside the file's space (eof %d)", ErrCorrupt, addr, size, eof)
+	}
+	buf := make([]byte, size)
+	if err := readFull(drv, buf, int64(addr)); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// maxMetaBlock bounds one metadata block read from disk (256 MiB), so a
+// damaged address never drives an enormous allocation.
+const maxMetaBlock = 256 << 20
+
+// readFull reads len(p) bytes at off; a short file is corruption.
+func readFull(drv vfd.Driver, p []byte, off int64) error {
+	n, err := drv.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: short read of %d bytes at %d", ErrCorrupt, len(p), off)
+	}
+	return classify(err)
+}
+
+func (f *File) writeFull(p []byte, off int64) error {
+	_, err := f.drv.WriteAt(p, off)
+	return classify(err)
+}
+
+// Flush makes every write acknowledged before the call durable: dirty chunks
+// are written to new space, then the changed indexes, dataset headers and
+// the catalog, then a sync, the other superblock slot, and a sync. When it
+// returns nil, a crash from then on loses none of those writes.
+//
+// After a failed sync the file refuses further commits (the kernel may have
+// dropped the pages it failed to write, and a later successful sync would
+// not prove otherwise); reopen it to get its last committed state.
+func (f *File) Flush(ctx context.Context) error {
+	if err := f.checkOpen(); err != nil {
+		return err
+	}
+	if f.readOnly {
+		return nil
+	}
+	return f.commit(ctx)
+}
+
+func (f *File) commit(ctx context.Context) error {
+	f.commitMu.Lock()
+	defer f.commitMu.Unlock()
+	return f.commitLocked(ctx)
+}
+
+func (f *File) commitLocked(ctx context.Context) (err error) {
+	if p := f.failed.Load(); p != nil {
+		return *p
+	}
+	if err := f.cfile.Flush(ctx); err != nil {
+		return classify(err)
+	}
+	epoch := f.space.beginCommit()
+
+	f.mu.Lock()
+	states := make([]*dsState, 0, len(f.mu.open))
+	for _, s := range f.mu.open {
+		states = append(states, s)
+	}
+	nextID := f.mu.nextID
+	f.mu.Unlock()
+
+	// Headers of datasets that changed, copy-on-write. A failure leaves the
+	// datasets marked dirty, so the next commit writes them again.
+	for _, s := range states {
+		if err := s.writeHeader(ctx); err != nil {
+			return err
+		}
+	}
+
+	f.mu.Lock()
+	for _, s := range states {
+		f.mu.catalog[s.name] = s.catalogEntry()
+	}
+	entries := make([]format.CatalogEntry, 0, len(f.mu.catalog))
+	for _, e := range f.mu.catalog {
+		entries = append(entries, e)
+	}
+	f.mu.Unlock()
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+
+	cat := format.EncodeCatalog(entries)
+	catAddr, err := f.space.alloc(int64(len(cat)))
+	if err != nil {
+		return err
+	}
+	if err := f.writeFull(cat, catAddr); err != nil {
+		f.space.free(catAddr, int64(len(cat)))
+		return err
+	}
+	if err := f.sync(); err != nil {
+		return err
+	}
+	sb := f.sb
+	sb.Generation++
+	sb.CatalogAddr, sb.CatalogSize, sb.CatalogSum = uint64(catAddr), uint64(len(cat)), format.Trailer(cat)
+	sb.EOF = uint64(f.space.eof())
+	sb.NextDatasetID = nextID
+	if err := f.writeFull(format.EncodeSuperblock(sb), format.SlotFor(sb.Generation)); err != nil {
+		return err
+	}
+	if err := f.sync(); err != nil {
+		return err
+	}
+	if old := f.sb; old.CatalogSize != 0 {
+		f.space.free(int64(old.CatalogAddr), int64(old.CatalogSize))
+	}
+	f.sb = sb
+	if err := f.space.commit(epoch); err != nil {
+		return fmt.Errorf("%w: allocator: %w", ErrCorrupt, err)
+	}
+	return nil
+}
+
+func (f *File) sync() error {
+	if err := f.drv.Sync(); err != nil {
+		err = fmt.Errorf("sync failed, file needs reopening: %w", classify(err))
+		f.failed.CompareAndSwap(nil, &err)
+		return err
+	}
+	return nil
+}
+
+// Close commits (unless read-only), drops the file's chunks from the cache
+// and releases the file. It is idempotent; a commit error is returned, and
+// the file is closed all the same.
+func (f *File) Close() error {
+	f.mu.Lock()
+	if f.mu.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.mu.closed = true
+	f.mu.Unlock()
+
+	var err error
+	if !f.readOnly {
+		err = f.commit(context.Background())
+	}
+	if uerr := f.cfile.Unregister(context.Background()); uerr != nil && err == nil && !f.readOnly {
+		err = classify(uerr)
+	}
+	if rerr := f.release(); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// release frees the file's resources without committing.
+func (f *File) release() error {
+	var err error
+	if f.ownCache {
+		err = f.cache.Close()
+	}
+	if f.ownDrv {
+		if cerr := f.drv.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return classify(err)
+}
+
+func (f *File) checkOpen() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mu.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Cache returns the shared chunk cache the file uses.
+func (f *File) Cache() *cache.Cache { return f.cache }
+
+// ReadOnly reports whether the file was opened read-only.
+func (f *File) ReadOnly() bool { return f.readOnly }
+
+// Generation reports the generation of the last committed superblock.
+func (f *File) Generation() uint64 {
+	f.commitMu.Lock()
+	defer f.commitMu.Unlock()
+	return f.sb.Generation
+}
+
+// Datasets lists the names of the file's datasets, sorted.
+func (f *File) Datasets() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	names := make([]string, 0, len(f.mu.catalog))
+	for n := range f.mu.catalog {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/scc-dev/scc/engine/index"
+)
+
+// lazyIndex is a dataset's chunk index, opened on first use: an open
+// dataset that is never read or written costs no index memory, which keeps
+// thousands of idle open datasets cheap (HDF5 gives each open dataset its
+// own 1 MiB chunk cache; here an idle one costs about a kilobyte).
+//
+// The fast path is one atomic load. Opening is serialized by mu; reset (a
+// read-only file adopting a newer commit) happens while the dataset's I/O is
+// drained, so no caller holds the old index across it.
+type lazyIndex struct {
+	store index.Store
+	p     atomic.Pointer[indexBox]
+
+	mu struct {
+		sync.Mutex
+		kind index.Kind
+		g    index.Geometry
+		root []byte // the committed root to open from; nil once opened
+	}
+}
+
+type indexBox struct{ index.Index }
+
+func newLazyIndex(store index.Store, kind index.Kind, g index.Geometry, root []byte) *lazyIndex {
+	li := &lazyIndex{store: store}
+	li.mu.kind, li.mu.g, li.mu.root = kind, g, root
+	return li
+}
+
+// get returns the index, opening it from its root on first use.
+func (li *lazyIndex) get(ctx context.Context) (index.Index, error) {
+	if b := li.p.Load(); b != nil {
+		return b.Index, nil
+	}
+	li.mu.Lock()
+	defer li.mu.Unlock()
+	if b := li.p.Load(); b != nil {
+		return b.Index, nil
+	}
+	x, err := index.Open(ctx, li.mu.kind, li.mu.g, li.mu.root, li.store)
+	if err != nil {
+		return nil, classify(err)
+	}
+	li.p.Store(&indexBox{x})
+	li.mu.root = nil
+	return x, nil
+}
+
+// set installs an index created in memory (a new dataset).
+func (li *lazyIndex) set(x index.Index) {
+	li.mu.Lock()
+	defer li.mu.Unlock()
+	li.mu.kind, li.mu.root = x.Kind(), nil
+	li.p.Store(&indexBox{x})
+}
+
+// reset points the index at another committed root, to be opened on next
+// use.
+func (li *lazyIndex) reset(kind index.Kind, g index.Geometry, root []byte) {
+	li.mu.Lock()
+	defer li.mu.Unlock()
+	li.mu.kind, li.mu.g, li.mu.root = kind, g, root
+	li.p.Store(nil)
+}
+
+// kind reports the index kind without opening it.
+func (li *lazyIndex) kind() index.Kind {
+	li.mu.Lock()
+	defer li.mu.Unlock()
+	return li.mu.kind
+}
+
+// flush returns the root to record in the header: the opened index's new
+// root, or the unchanged committed root of an index never opened.
+func (li *lazyIndex) flush(ctx context.Context) ([]byte, error) {
+	if b := li.p.Load(); b != nil {
+		root, err := b.Flush(ctx)
+		return root, classify(err)
+	}
+	li.mu.Lock()
+	defer li.mu.Unlock()
+	if b := li.p.Load(); b != nil {
+		root, err := b.Flush(ctx)
+		return root, classify(err)
+	}
+	return li.mu.root, nil
+}

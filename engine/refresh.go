@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/index"
+)
+
+// Single writer, many readers (seed 003 §VII, §XVIII).
+//
+// A writer commits copy-on-write: chunks, index blocks (children before
+// parents: data block, super block, index block), the dataset header and the
+// catalog all go to new space, then a sync, then the superblock, then a
+// sync. A reader that opened the file read-only — another process, or
+// another File in this one — therefore always sees the consistent state of
+// the superblock it read, for as long as the writer has not reused that
+// state's space. Space is reused only after a later commit, so a reader
+// that falls behind may read a block that now holds something else: its
+// checksum fails. The reader then checks whether a newer superblock exists;
+// if so it refreshes and retries, otherwise the damage is real and the
+// error stands.
+
+// refreshRetries bounds how often a read chases a moving writer.
+const refreshRetries = 8
+
+// Refresh makes a read-only File see the writer's latest commit: new
+// datasets, new extents, new chunks. Datasets whose header changed drop
+// their cached chunks. On a writable File it does nothing.
+func (f *File) Refresh(ctx context.Context) error {
+	if err := f.checkOpen(); err != nil {
+		return err
+	}
+	if !f.readOnly {
+		return nil
+	}
+	var err error
+	for try := 0; try < refreshRetries; try++ {
+		if err = f.refreshOnce(ctx); err == nil || !errors.Is(err, ErrCorrupt) {
+			return err
+		}
+		// A stale block: the writer may have moved on while we read; start
+		// again from the superblock.
+	}
+	return err
+}
+
+func (f *File) refreshOnce(ctx context.Context) error {
+	f.commitMu.Lock()
+	defer f.commitMu.Unlock()
+	sb, err := readSuperblock(f.drv)
+	if err != nil {
+		return err
+	}
+	if sb.Generation == f.sb.Generation {
+		return nil
+	}
+	if sb.FileID != f.sb.FileID {
+		return fmt.Errorf("%w: the file was replaced (file id changed)", ErrCorrupt)
+	}
+	cat, err := readCatalog(f.drv, sb)
+	if err != nil {
+		return err
+	}
+	// Read every changed header of an open dataset before changing
+	// anything, so a stale block aborts the refresh cleanly.
+	type change struct {
+		s   *dsState
+		e   format.CatalogEntry
+		hdr format.DatasetHeader
+	}
+	var changes []change
+	f.mu.Lock()
+	open := make(map[string]*dsState, len(f.mu.open))
+	for n, s := range f.mu.open {
+		open[n] = s
+	}
+	f.mu.Unlock()
+	for _, e := range cat {
+		s, ok := open[e.Name]
+		if !ok {
+			continue
+		}
+		// The header's checksum, not its address, tells whether it
+		// changed: a new header may land where an old one was freed.
+		if cur := s.catalogEntry(); cur == e {
+			continue
+		}
+		hdr, err := readHeader(f.drv, e, sb.EOF)
+		if err != nil {
+			return err
+		}
+		if hdr.ID != s.id || hdr.Name != s.name || !equal(hdr.Chunk, s.chunk) {
+			return fmt.Errorf("%w: dataset %q changed identity", ErrCorrupt, e.Name)
+		}
+		changes = append(changes, change{s, e, hdr})
+	}
+	for _, c := range changes {
+		if err := c.s.adopt(ctx, c.e, c.hdr); err != nil {
+			return err
+		}
+	}
+	f.mu.Lock()
+	for _, e := range cat {
+		f.mu.catalog[e.Name] = e
+	}
+	f.mu.nextID = sb.NextDatasetID
+	f.mu.Unlock()
+	f.sb = sb
+	return nil
+}
+
+// adopt switches a dataset of a read-only file to a newer committed header.
+// Its I/O is drained first (the extent lock), and its cached chunks are
+// dropped: the writer may have rewritten any of them.
+func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.DatasetHeader) error {
+	release, err := s.f.ser.AcquireExclusive(ctx, s.id)
+	if err != nil {
+		return classify(err)
+	}
+	defer release()
+	s.extent.Lock()
+	defer s.extent.Unlock()
+	if cds, err := s.cacheDataset(); err == nil {
+		if err := cds.Flush(ctx, true); err != nil {
+			return classify(err)
+		}
+	}
+	s.idx.reset(index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot)
+	s.mu.Lock()
+	s.mu.shape = clone(hdr.Shape)
+	s.mu.headerAddr, s.mu.headerSize, s.mu.headerSum = e.HeaderAddr, e.HeaderSize, e.HeaderSum
+	s.mu.Unlock()
+	return nil
+}
+
+// Refresh is File.Refresh for the dataset's file: afterwards Shape reports
+// the writer's latest committed extent.
+func (d *Dataset) Refresh(ctx context.Context) error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	return d.s.f.Refresh(ctx)
+}
+
+// newerOnDisk reports whether a read-only file's writer has committed since
+// this File last read the superblock.
+func (f *File) newerOnDisk() bool {
+	sb, err := readSuperblock(f.drv)
+	if err != nil {
+		return false
+	}
+	f.commitMu.Lock()
+	defer f.commitMu.Unlock()
+	return sb.Generation != f.sb.Generation
+}

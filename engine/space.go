@@ -1,0 +1,43 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/scc-dev/scc/engine/alloc"
+)
+
+// space is the file's free-space manager. Commits are crash-safe because of
+// the allocator's two-phase commit (engine/alloc): space freed while commit N
+// is being prepared may still be referenced by the state commit N makes
+// durable (its indexes were captured before the free), so such frees become
+// reusable only after commit N+1; frees made before commit N's PrepareCommit
+// become reusable once its superblock is durable.
+//
+//	e := beginCommit()   // before capturing any index, header or catalog
+//	... write metadata, sync, write superblock, sync ...
+//	commit(e)            // only once the superblock is durable
+//
+// INVARIANT: the allocator never hands out space that the last durable
+// superblock, or one being written, references.
+type space struct{ a *alloc.Allocator }
+
+func newSpace(a *alloc.Allocator) *space { return &space{a: a} }
+
+func (s *space) alloc(size int64) (int64, error) {
+	if size <= 0 {
+		return 0, fmt.Errorf("%w: allocation of %d bytes", ErrInvalid, size)
+	}
+	return s.a.Alloc(size)
+}
+
+func (s *space) free(off, size int64) {
+	if size > 0 {
+		s.a.Free(off, size)
+	}
+}
+
+func (s *space) beginCommit() alloc.Epoch { return s.a.PrepareCommit() }
+
+func (s *space) commit(e alloc.Epoch) error { return s.a.CommitPrepared(e) }
+
+func (s *space) eof() int64 { return s.a.EOF() }

@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/scc-dev/scc/engine/filter"
+	"github.com/scc-dev/scc/engine/selection"
+)
+
+// Unlimited marks a dimension of DatasetSpec.MaxShape that may grow without
+// bound.
+const Unlimited = ^uint64(0)
+
+// MaxRank is the largest number of dimensions a dataset may have.
+const MaxRank = 32
+
+// Filter is one stage of a dataset's filter pipeline. Filters run in the
+// order given on write and in reverse on read.
+type Filter struct{ spec filter.Spec }
+
+// Shuffle reorders the bytes of each element so that compressors see long
+// runs (HDF5's shuffle).
+func Shuffle() Filter { return Filter{filter.Spec{ID: filter.Shuffle}} }
+
+// Deflate compresses with DEFLATE at level 1..9.
+func Deflate(level int) Filter { return Filter{filter.Spec{ID: filter.Deflate, Level: int32(level)}} }
+
+// Zstd compresses with Zstandard at level 1..4 (see engine/filter for the
+// mapping onto the encoder's speed levels).
+func Zstd(level int) Filter { return Filter{filter.Spec{ID: filter.Zstd, Level: int32(level)}} }
+
+// LZ4 compresses with LZ4 (block format).
+func LZ4() Filter { return Filter{filter.Spec{ID: filter.LZ4}} }
+
+// CRC32C appends a Castagnoli checksum at its place in the pipeline. (Every
+// stored chunk carries a checksum of its stored bytes anyway; this filter
+// additionally checks the data at its stage of the pipeline.)
+func CRC32C() Filter { return Filter{filter.Spec{ID: filter.CRC32C}} }
+
+func (f Filter) String() string { return f.spec.String() }
+
+// DatasetSpec describes a dataset to create.
+type DatasetSpec struct {
+	Type     Type
+	Shape    []uint64 // current extent
+	MaxShape []uint64 // nil means Shape; Unlimited along growable dimensions
+	Chunk    []uint64 // chunk shape, every dimension >= 1
+	Filters  []Filter
+	Fill     []byte // fill value: nil (zero) or exactly Type.Size() bytes
+	// CacheMinBytes is the dataset's minimum reservation in the shared
+	// cache (seed 000 min_dset_size): 0 takes the cache's default, -1 none.
+	CacheMinBytes int64
+}
+
+// validate checks the spec and returns it with MaxShape filled in.
+func (s DatasetSpec) validate() (DatasetSpec, error) {
+	if !s.Type.Valid() {
+		return s, fmt.Errorf("%w: element type %v", ErrInvalid, s.Type)
+	}
+	r := len(s.Shape)
+	if r == 0 || r > MaxRank {
+		return s, fmt.Errorf("%w: rank %d (1..%d)", ErrInvalid, r, MaxRank)
+	}
+	if s.MaxShape == nil {
+		s.MaxShape = append([]uint64(nil), s.Shape...)
+	}
+	if len(s.MaxShape) != r || len(s.Chunk) != r {
+		return s, fmt.Errorf("%w: shape, max shape and chunk must have the same rank", ErrInvalid)
+	}
+	elems := uint64(1)
+	for d := 0; d < r; d++ {
+		if s.Chunk[d] == 0 {
+			return s, fmt.Errorf("%w: chunk dimension %d is zero", ErrInvalid, d)
+		}
+		if s.Shape[d] > s.MaxShape[d] {
+			return s, fmt.Errorf("%w: shape %v exceeds max shape %v", ErrInvalid, s.Shape, s.MaxShape)
+		}
+		hi, lo := bits.Mul64(elems, s.Chunk[d])
+		if hi != 0 {
+			return s, fmt.Errorf("%w: chunk %v too large", ErrInvalid, s.Chunk)
+		}
+		elems = lo
+	}
+	if elems*uint64(s.Type.Size()) > maxChunkBytes || elems > maxChunkBytes {
+		return s, fmt.Errorf("%w: chunk of %d elements exceeds %d bytes", ErrInvalid, elems, maxChunkBytes)
+	}
+	if len(s.Fill) != 0 && len(s.Fill) != s.Type.Size() {
+		return s, fmt.Errorf("%w: fill value has %d bytes, element has %d", ErrInvalid, len(s.Fill), s.Type.Size())
+	}
+	if len(s.Filters) > 32 {
+		return s, fmt.Errorf("%w: %d filters (at most 32)", ErrInvalid, len(s.Filters))
+	}
+	for _, f := range s.Filters {
+		if err := f.spec.Validate(); err != nil {
+			return s, classify(err)
+		}
+	}
+	if s.CacheMinBytes < -1 {
+		return s, fmt.Errorf("%w: CacheMinBytes %d", ErrInvalid, s.CacheMinBytes)
+	}
+	return s, nil
+}
+
+// maxChunkBytes bounds one chunk's decoded size (1 GiB): a chunk is the
+// cache's indivisible unit and must fit in memory many times over.
+const maxChunkBytes = 1 << 30
+
+// Selection picks elements of a dataset: a hyperslab, as in HDF5. The
+// caller's buffer holds the selected elements packed in C order of the
+// selection's shape (Count[d]×Block[d] along dimension d), little-endian.
+type Selection struct{ h selection.Hyperslab }
+
+// Box selects the dense block of count[d] elements starting at start[d].
+func Box(start, count []uint64) Selection { return Selection{selection.Box(start, count)} }
+
+// Hyperslab selects, along each dimension d, count[d] blocks of block[d]
+// elements, the i-th starting at start[d]+i×stride[d]. A nil stride or
+// block means all ones, so Hyperslab(start, nil, count, nil) selects the
+// same elements as Box(start, count).
+func Hyperslab(start, stride, count, block []uint64) Selection {
+	r := len(start)
+	if stride == nil {
+		stride = ones(r)
+	}
+	if block == nil {
+		block = ones(r)
+	}
+	return Selection{selection.Hyperslab{Start: start, Stride: stride, Count: count, Block: block}}
+}
+
+// All selects every element of a dataset whose extent is dims.
+func All(dims []uint64) Selection { return Box(make([]uint64, len(dims)), dims) }
+
+// Shape is the shape of the selection's packed buffer.
+func (s Selection) Shape() []uint64 { return s.h.Shape() }
+
+// NumElements is the number of selected elements.
+func (s Selection) NumElements() uint64 { return s.h.NumElements() }
+
+func ones(r int) []uint64 {
+	o := make([]uint64, r)
+	for i := range o {
+		o[i] = 1
+	}
+	return o
+}

@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/scc-dev/scc/engine/alloc"
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/index"
+)
+
+// indexStore gives the chunk indexes their blocks: reads from the driver,
+// writes to space from the file's allocator, frees deferred to the next
+// commit (see space).
+type indexStore struct{ f *File }
+
+func (f *File) indexStore() index.Store { return indexStore{f} }
+
+func (s indexStore) ReadAt(_ context.Context, p []byte, off int64) error {
+	return readFull(s.f.drv, p, off)
+}
+
+func (s indexStore) WriteAt(_ context.Context, p []byte, off int64) error {
+	if s.f.readOnly {
+		return ErrReadOnly
+	}
+	return s.f.writeFull(p, off)
+}
+
+func (s indexStore) Alloc(size int64) (int64, error) {
+	if s.f.readOnly {
+		return 0, ErrReadOnly
+	}
+	return s.f.space.alloc(size)
+}
+
+func (s indexStore) Free(off, size int64) {
+	if s.f.readOnly {
+		return
+	}
+	s.f.space.free(off, size)
+}
+
+// liveExtents lists every extent the committed state references: the
+// catalog, each dataset header, every index block and every stored chunk.
+func (f *File) liveExtents(ctx context.Context) ([]alloc.Extent, error) {
+	live := []alloc.Extent{{Off: int64(f.sb.CatalogAddr), Size: int64(f.sb.CatalogSize)}}
+	f.mu.Lock()
+	entries := make([]format.CatalogEntry, 0, len(f.mu.catalog))
+	for _, e := range f.mu.catalog {
+		entries = append(entries, e)
+	}
+	f.mu.Unlock()
+	for _, e := range entries {
+		live = append(live, alloc.Extent{Off: int64(e.HeaderAddr), Size: int64(e.HeaderSize)})
+		s, err := f.loadState(e)
+		if err != nil {
+			return nil, err
+		}
+		x, err := s.idx.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		err = x.Extents(ctx, func(off, size int64) error {
+			live = append(live, alloc.Extent{Off: off, Size: size})
+			return nil
+		})
+		if err != nil {
+			return nil, classify(err)
+		}
+		var rerr error
+		err = x.Range(ctx, func(coord []uint64, ie index.Entry) bool {
+			if int64(ie.Size) > s.layout.maxStored() {
+				rerr = fmt.Errorf("%w: dataset %q chunk %v has stored size %d", ErrCorrupt, e.Name, coord, ie.Size)
+				return false
+			}
+			live = append(live, alloc.Extent{Off: int64(ie.Addr), Size: int64(ie.Size)})
+			return true
+		})
+		if err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return nil, classify(err)
+		}
+	}
+	return live, nil
+}
