@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 
 	"github.com/scc-dev/scc/lockfree"
+	"github.com/scc-dev/scc/pool"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -64,6 +65,7 @@ type Cache struct {
 	files  *lockfree.Registry[uint64, *File]
 	serial atomic.Uint64 // last dataset/file serial handed out
 	run    runner
+	pool   *pool.Pool // the default runner's pool; nil with Config.Runner
 
 	resident   atomic.Int64 // bytes charged: entries plus reservations in flight
 	dirtyBytes atomic.Int64
@@ -75,6 +77,9 @@ type Cache struct {
 	active     *lockfree.Counter
 	datasets   atomic.Int64
 	condensers atomic.Int64 // registered datasets whose layout is a Condenser
+	// spaceWaiters counts requests blocked in reserve; when non-zero,
+	// unpins and reverted evictions signal space.
+	spaceWaiters atomic.Int32
 
 	// mu is the policy lock. It protects the policy's order structures,
 	// the datasets' member lists and every field documented "guarded by
@@ -113,7 +118,6 @@ func New(cfg Config) (*Cache, error) {
 		quiescent: cfg.QuiescentBytes,
 		chunks:    lockfree.NewMapWithHasher[chunkKey, *entry](chunkKey.hash),
 		files:     lockfree.NewRegistry[uint64, *File](),
-		run:       newSemRunner(cfg.Workers),
 		accesses:  lockfree.NewBuffer[*entry](64),
 		trimCh:    make(chan struct{}, 1),
 		st:        newCounters(),
@@ -126,6 +130,13 @@ func New(cfg Config) (*Cache, error) {
 	}
 	if cfg.Runner != nil {
 		c.run = userRunner{cfg.Runner}
+	} else {
+		p, err := pool.New(pool.Options{Workers: cfg.Workers})
+		if err != nil {
+			return nil, fmt.Errorf("%w: worker pool: %w", ErrInvalidConfig, err)
+		}
+		c.pool = p
+		c.run = poolRunner{p}
 	}
 	c.mu.pol = newPolicy(cfg.Policy, cfg.PartialSecondChance == SecondChanceOn)
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
@@ -143,6 +154,9 @@ func (c *Cache) Close() error {
 	}
 	c.bgCancel()
 	c.bgWG.Wait()
+	if c.pool != nil {
+		defer c.pool.Close()
+	}
 	c.signalSpace() // wake reservations so they see ErrClosed
 	var all []*entry
 	c.chunks.Range(func(_ chunkKey, e *entry) bool {
@@ -275,7 +289,7 @@ func (c *Cache) dropAll(d *Dataset) int {
 	}
 	c.mu.Unlock()
 	for _, e := range back {
-		e.settle(stateResident, false)
+		c.settleBack(e)
 	}
 	c.remove(es)
 	return left
@@ -433,6 +447,25 @@ func (c *Cache) signalSpace() {
 	}
 }
 
+// unpin releases a pin. A request waiting for space may have found
+// nothing to evict only because this entry was pinned, so it is woken; the
+// check costs one atomic load when nobody waits.
+func (c *Cache) unpin(e *entry) {
+	e.unpin()
+	if c.spaceWaiters.Load() > 0 {
+		c.signalSpace()
+	}
+}
+
+// settleBack returns an entry that was being evicted (or dropped) to the
+// resident state, and wakes space waiters for the same reason as unpin.
+func (c *Cache) settleBack(e *entry) {
+	e.settle(stateResident, false)
+	if c.spaceWaiters.Load() > 0 {
+		c.signalSpace()
+	}
+}
+
 // reserve charges n bytes before a chunk is loaded or created (seed 002
 // size_hint), evicting (and writing dirty victims) until they fit under the
 // active limit. Memory is a promise: when nothing can be evicted the caller
@@ -454,7 +487,6 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 			}
 			continue
 		}
-		wait := c.spaceWait()
 		freed, err := c.evict(ctx, cur+n-c.activeLimit, 2)
 		if err != nil {
 			return err
@@ -462,13 +494,40 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		if freed > 0 {
 			continue
 		}
+		// Nothing evictable now: wait for bytes to be released or entries
+		// to become evictable. Register first, then take the channel, then
+		// look again, so that no release after the look can be missed.
+		c.spaceWaiters.Add(1)
+		wait := c.spaceWait()
+		if c.resident.Load() != cur || c.evictableNow() {
+			c.spaceWaiters.Add(-1)
+			continue
+		}
 		c.st.spaceWaits.Add(1)
 		select {
 		case <-wait:
 		case <-ctx.Done():
+			c.spaceWaiters.Add(-1)
 			return ctx.Err()
 		}
+		c.spaceWaiters.Add(-1)
 	}
+}
+
+// evictableNow reports whether some resident entry is idle (could be
+// evicted right now). Used only on the slow path before blocking.
+func (c *Cache) evictableNow() bool {
+	found := false
+	c.mu.Lock()
+	c.mu.pol.nominate(func(e *entry) verdict {
+		if !e.bypass && e.word.Load() == packWord(stateResident, 0) {
+			found = true
+			return stop
+		}
+		return skip
+	})
+	c.mu.Unlock()
+	return found
 }
 
 // begin/end bracket every request so the cache knows when it is quiescent

@@ -838,3 +838,34 @@ func TestCondenseBeforeEvict(t *testing.T) {
 		t.Fatal("condensed chunk lost data")
 	}
 }
+
+func TestUnpinWakesSpaceWaiter(t *testing.T) {
+	// The only chunk is pinned when a writer needs space: the writer blocks,
+	// and releasing the pin (which frees no bytes) must wake it.
+	e := newEnv(t, Config{QuiescentBytes: 64, ActiveMultiplier: 1, MinBytes: -1, BypassBytes: -1})
+	d, l := e.dataset(1, -1, 64)
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, 1), 0)}))
+	ent, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+	if !ok {
+		t.Fatal("chunk not cached")
+	}
+	if ok, _ := ent.pin(); !ok {
+		t.Fatal("pin failed")
+	}
+	done := make(chan error)
+	go func() { done <- e.c.Write(bg, []Request{fullReq(d, l, pattern(64, 2), 1)}) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.c.Stats().SpaceWaits == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if e.c.Stats().SpaceWaits == 0 {
+		t.Fatal("writer never waited")
+	}
+	e.c.unpin(ent)
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("writer not woken by the unpin")
+	}
+}

@@ -22,6 +22,10 @@ import (
 //     while keeping their own pins.
 //   - Flushers take entries' flushMu with TryLock and come back to busy
 //     ones one at a time, holding no other flushMu.
+//   - Everything that can make room wakes space waiters: released bytes,
+//     unpins, evictions that were reverted. A waiter registers itself
+//     (Cache.spaceWaiters) and takes the wake-up channel before it looks a
+//     last time, so no wake-up is lost (TestUnpinWakesSpaceWaiter).
 //
 // entryState is where an entry is in its life (seed 000 §2.2, extended with
 // the transient states the multi-threaded cache needs, seed 000 §5.1).

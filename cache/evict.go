@@ -192,7 +192,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	c.st.dirtyEvictions.Add(int64(len(gone)))
 	c.remove(gone)
 	for _, e := range back {
-		e.settle(stateResident, false)
+		c.settleBack(e)
 	}
 	if err != nil {
 		return freed, fmt.Errorf("cache: evicting dirty chunks: %w", err)
@@ -249,7 +249,7 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 		ins := make([]Insertion, len(idx))
 		for k, i := range idx {
 			e := es[i]
-			ins[k] = Insertion{Coord: e.coord, Old: e.loc, Size: int64(len(enc[i].Image)), Mask: enc[i].Mask}
+			ins[k] = Insertion{Coord: e.coord, Old: e.loc, Size: int64(len(enc[i].Image)), Mask: enc[i].Mask, Sum: enc[i].Sum}
 		}
 		if err := d.lay().l.Insert(ctx, ins); err != nil {
 			errs = append(errs, fmt.Errorf("cache: Layout.Insert: %w", err))
@@ -382,7 +382,7 @@ func (c *Cache) condense(need int64) int64 {
 			}
 			e.latch.Unlock()
 		}
-		e.unpin()
+		c.unpin(e)
 	}
 	return freed
 }

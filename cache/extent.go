@@ -96,7 +96,7 @@ func (d *Dataset) SetExtent(ctx context.Context, oldDims, newDims []uint64) erro
 			d.relocs.Add(1)
 		}
 		if err != nil {
-			e.settle(stateResident, false)
+			c.settleBack(e)
 			return fmt.Errorf("cache: set extent: %w", err)
 		}
 		c.st.evictions.Add(1)
@@ -206,7 +206,7 @@ func (d *Dataset) DirectRead(ctx context.Context, coord Coord) ([]byte, Location
 			err = c.writeBack(ctx, []*entry{e}, false)
 		}
 		e.flushMu.Unlock()
-		e.unpin()
+		c.unpin(e)
 		if err != nil {
 			return nil, Location{}, err
 		}
@@ -272,7 +272,7 @@ func (d *Dataset) DirectWrite(ctx context.Context, coord Coord, enc Encoded) err
 	if err := l.Lookup(ctx, []Coord{coord}, locs); err != nil {
 		return err
 	}
-	ins := []Insertion{{Coord: coord, Old: locs[0], Size: int64(len(enc.Image)), Mask: enc.Mask}}
+	ins := []Insertion{{Coord: coord, Old: locs[0], Size: int64(len(enc.Image)), Mask: enc.Mask, Sum: enc.Sum}}
 	if err := l.Insert(ctx, ins); err != nil {
 		return err
 	}

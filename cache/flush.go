@@ -38,13 +38,13 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 			continue
 		}
 		if !e.flushMu.TryLock() {
-			e.unpin()
+			c.unpin(e)
 			deferred = append(deferred, e)
 			continue
 		}
 		if !e.dirty.Load() {
 			e.flushMu.Unlock()
-			e.unpin()
+			c.unpin(e)
 			continue
 		}
 		batch = append(batch, e)
@@ -58,7 +58,7 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 	written := batch
 	defer func() {
 		for _, e := range written {
-			e.unpin()
+			c.unpin(e)
 		}
 	}()
 	var errs []error

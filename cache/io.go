@@ -134,7 +134,7 @@ func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
 			}
 			count(i, true)
 			err := c.apply(o, e, &reqs[i])
-			e.unpin()
+			c.unpin(e)
 			c.recordAccess(e)
 			if err != nil {
 				return err
@@ -508,7 +508,7 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 			}
 		}
 		if !g.e.bypass {
-			g.e.unpin()
+			c.unpin(g.e)
 		}
 	}
 	if len(bypass) > 0 {
@@ -528,7 +528,7 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 			}
 			c.mu.Unlock()
 			for _, e := range bypass {
-				e.settle(stateResident, false)
+				c.settleBack(e)
 			}
 			if firstErr == nil {
 				firstErr = err

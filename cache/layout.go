@@ -55,6 +55,11 @@ type Location struct {
 	// memory (seed 002 size_hint); the cache uses it to reserve space before
 	// loading.
 	SizeHint int64
+	// Sum is the layout's checksum of the stored image, recorded in its
+	// chunk index. Opaque to the cache, which carries it from Lookup to
+	// Decode so the layout can tell the image it meant from another valid
+	// one at a reused address.
+	Sum uint32
 }
 
 // Exists reports whether the chunk has an image on disk.
@@ -73,6 +78,9 @@ type Chunk interface {
 type Encoded struct {
 	Image []byte
 	Mask  uint32
+	// Sum is the layout's checksum of Image, opaque to the cache, which
+	// carries it to Insertion.Sum.
+	Sum uint32
 }
 
 // Insertion is one chunk handed to Layout.Insert and then Layout.Publish:
@@ -84,6 +92,7 @@ type Insertion struct {
 	Old   Location
 	Size  int64
 	Mask  uint32
+	Sum   uint32 // Encoded.Sum of the image
 	New   Location
 }
 

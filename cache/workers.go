@@ -2,13 +2,14 @@ package cache
 
 import (
 	"context"
-	"sync"
+
+	"github.com/scc-dev/scc/pool"
 )
 
 // Runner runs independent encode/decode tasks with bounded concurrency.
-// The cache uses its own bounded worker set unless Config.Runner supplies
-// another (the engine's shared pool, package pool), so the cache does not
-// depend on the pool package.
+// The cache runs them on its own worker pool (package pool) unless
+// Config.Runner supplies another, for example one pool shared by several
+// caches.
 type Runner interface {
 	// Run calls fn(i) for every i in [0,n), concurrently, and returns the
 	// first error. Every started task has finished when Run returns; after
@@ -28,45 +29,20 @@ func (u userRunner) run(ctx context.Context, n int, fn func(i int) error) error 
 	return u.r.Run(ctx, n, fn)
 }
 
-// semRunner bounds concurrency across all callers with one semaphore, so
-// the Config.Workers limit holds for the whole Cache, not per request.
-type semRunner struct {
-	sem chan struct{}
-}
+// poolRunner runs tasks on the cache's worker pool (package pool, on
+// ants): bounded for the whole Cache, not per request, with backpressure,
+// and a panic in a layout callback comes back as an error instead of
+// killing the process. Group.Go runs a task on the calling goroutine when
+// the queue is full, so nested use cannot deadlock.
+type poolRunner struct{ p *pool.Pool }
 
-func newSemRunner(workers int) *semRunner {
-	if workers < 1 {
-		workers = 1
-	}
-	return &semRunner{sem: make(chan struct{}, workers)}
-}
-
-func (r *semRunner) run(ctx context.Context, n int, fn func(i int) error) error {
+func (r poolRunner) run(ctx context.Context, n int, fn func(i int) error) error {
 	if n == 1 {
 		return fn(0)
 	}
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	fail := func(err error) { once.Do(func() { first = err }) }
+	g := r.p.Group(ctx)
 	for i := 0; i < n; i++ {
-		select {
-		case r.sem <- struct{}{}:
-		case <-ctx.Done():
-			fail(ctx.Err())
-			wg.Wait()
-			return first
-		}
-		wg.Add(1)
-		go func(i int) {
-			defer func() { <-r.sem; wg.Done() }()
-			if err := fn(i); err != nil {
-				fail(err)
-			}
-		}(i)
+		g.Go(func() error { return fn(i) })
 	}
-	wg.Wait()
-	return first
+	return g.Wait()
 }

@@ -135,7 +135,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 				problem("dataset %q: chunk %v: %v", name, c.coord, err)
 				continue
 			}
-			loc := cache.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask}
+			loc := cache.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask, Sum: c.e.Sum}
 			if _, err := s.layout.Decode(c.coord, loc, img); err != nil {
 				problem("dataset %q: chunk %v: %v", name, c.coord, err)
 				continue

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/vfd"
 )
@@ -210,7 +208,7 @@ func (c *cutDriver) ReadV(e []vfd.Extent) error {
 // state is the last acknowledged commit or a later attempted one, byte for
 // byte.
 func TestCrashAtEveryWrite(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoLeaks(t)
 	// Count the workload's mutating operations on a clean run.
 	probe := &cutDriver{Driver: vfd.NewCrash()}
 	probe.left.Store(1 << 40)
@@ -249,7 +247,7 @@ func TestCrashAtEveryWrite(t *testing.T) {
 // nothing may panic or leak, and once the fault is gone the file reopens in
 // its last committed state.
 func TestFaultAtEveryOperation(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoLeaks(t)
 	probe := vfd.NewFault(vfd.NewMem())
 	if _, err := crashWorkload(probe, 2, snapshots{}); err != nil {
 		t.Fatal(err)

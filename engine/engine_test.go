@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/vfd"
 )
@@ -27,7 +25,7 @@ var pipelines = map[string][]Filter{
 // through every filter pipeline, checks every read against the reference
 // model, and checks again after close and reopen.
 func TestRoundTripTypesFilters(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoLeaks(t)
 	ctx := context.Background()
 	for pname, filters := range pipelines {
 		for _, typ := range Types {
@@ -90,7 +88,7 @@ func TestRoundTripTypesFilters(t *testing.T) {
 // TestFilePathLifecycle covers Create/Open on a real file, the writer lock,
 // read-only opens, and typed helpers.
 func TestFilePathLifecycle(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoLeaks(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "x.scc")
 	f, err := Create(path, nil)

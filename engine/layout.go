@@ -56,7 +56,7 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []c
 			if int64(e.Size) > l.maxStored() || e.Addr < format.DataStart || e.Addr+e.Size < e.Addr {
 				return fmt.Errorf("%w: chunk %v index entry (addr %d, size %d)", ErrCorrupt, []uint64(c), e.Addr, e.Size)
 			}
-			loc.Addr, loc.Size, loc.Mask = int64(e.Addr), int64(e.Size), e.Mask
+			loc.Addr, loc.Size, loc.Mask, loc.Sum = int64(e.Addr), int64(e.Size), e.Mask, e.Sum
 		}
 		locs[i] = loc
 	}
@@ -72,6 +72,11 @@ func (l *denseLayout) NewChunk(_ cache.Coord, fill bool) (cache.Chunk, error) {
 }
 
 func (l *denseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
+	if format.Trailer(image) != loc.Sum {
+		// Intact or not, these are not the bytes the index names: space a
+		// writer reused under a reader that fell behind (see refresh.go).
+		return nil, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
+	}
 	img, err := format.VerifyChunk(image)
 	if err != nil {
 		return nil, fmt.Errorf("chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
@@ -99,13 +104,15 @@ func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, e
 		// must not alias the chunk, which may change before it is written.
 		img := make([]byte, len(c.buf), len(c.buf)+format.ChunkFrameOverhead)
 		copy(img, c.buf)
-		return cache.Encoded{Image: format.AppendChunkChecksum(img)}, nil
+		img = format.AppendChunkChecksum(img)
+		return cache.Encoded{Image: img, Sum: format.Trailer(img)}, nil
 	}
 	img, mask, err := l.s.pipeline.Encode(c.buf)
 	if err != nil {
 		return cache.Encoded{}, classify(err)
 	}
-	return cache.Encoded{Image: format.AppendChunkChecksum(img), Mask: mask}, nil
+	img = format.AppendChunkChecksum(img)
+	return cache.Encoded{Image: img, Mask: mask, Sum: format.Trailer(img)}, nil
 }
 
 func (l *denseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
@@ -117,7 +124,7 @@ func (l *denseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
 			}
 			return err
 		}
-		ins[i].New = cache.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: l.s.chunkBytes}
+		ins[i].New = cache.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: l.s.chunkBytes, Sum: ins[i].Sum}
 	}
 	return nil
 }
@@ -138,7 +145,7 @@ func (l *denseLayout) Publish(ctx context.Context, ins []cache.Insertion, writeE
 	}
 	var firstErr error
 	for _, in := range ins {
-		old, err := x.Put(ctx, in.Coord, index.Entry{Addr: uint64(in.New.Addr), Size: uint64(in.New.Size), Mask: in.New.Mask})
+		old, err := x.Put(ctx, in.Coord, index.Entry{Addr: uint64(in.New.Addr), Size: uint64(in.New.Size), Mask: in.New.Mask, Sum: in.New.Sum})
 		if err != nil {
 			l.s.f.space.free(in.New.Addr, in.New.Size)
 			if firstErr == nil {

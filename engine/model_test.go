@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // refArray is the reference model every engine test checks against: a dense
@@ -183,3 +185,13 @@ func must(t testing.TB, err error) {
 }
 
 func name(i int) string { return fmt.Sprintf("ds%02d", i) }
+
+// verifyNoLeaks fails the test if goroutines outlive it. ants (under the
+// cache's worker pool) starts a default pool with two housekeeping
+// goroutines when the package initializes; they are not ours to stop.
+func verifyNoLeaks(t *testing.T) {
+	t.Helper()
+	goleak.VerifyNone(t,
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"))
+}

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/vfd"
 )
@@ -19,7 +17,7 @@ import (
 // active limit by more than one chunk and without deadlock, while small
 // requests on another dataset keep being served.
 func TestHugeRequestWithSmallOnes(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer verifyNoLeaks(t)
 	ctx := context.Background()
 	c, err := cache.New(cache.Config{QuiescentBytes: 64 << 10})
 	must(t, err)
