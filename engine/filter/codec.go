@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"runtime"
 	"sync"
 
 	"github.com/klauspost/compress/flate"
@@ -304,13 +305,16 @@ var zstdLevels = [ZstdMaxLevel + 1]zstd.EncoderLevel{
 }
 
 // One encoder per level and one decoder for the process, built on first
-// use: EncodeAll and DecodeAll are safe for concurrent use and each keeps
-// GOMAXPROCS internal states, which is the parallelism the pool can use.
+// use: EncodeAll and DecodeAll are safe for concurrent use, but run at most
+// as many calls at once as the states they were built with. Left at the
+// library's default that is GOMAXPROCS at first use — 1 if the first chunk
+// is encoded under GOMAXPROCS=1 — and every later caller queues on it.
+// zstdStates sizes them for the machine instead.
 var (
 	zstdEncoders [ZstdMaxLevel + 1]func() (*zstd.Encoder, error)
 	zstdDecoder  = sync.OnceValues(func() (*zstd.Decoder, error) {
 		return zstd.NewReader(nil,
-			zstd.WithDecoderConcurrency(0),
+			zstd.WithDecoderConcurrency(zstdStates()),
 			// Bound every DecodeAll by the capacity of the dst we pass:
 			// that is how the pipeline's size bound reaches the decoder
 			// without a decoder per bound.
@@ -325,11 +329,16 @@ var (
 
 const zstdMaxWindow = 64 << 20
 
+// zstdStates is how many zstd calls may run at once: every CPU, or more if
+// GOMAXPROCS was raised above that.
+func zstdStates() int { return max(runtime.NumCPU(), runtime.GOMAXPROCS(0)) }
+
 func init() {
 	for l := ZstdMinLevel; l <= ZstdMaxLevel; l++ {
 		zstdEncoders[l] = sync.OnceValues(func() (*zstd.Encoder, error) {
 			return zstd.NewWriter(nil,
 				zstd.WithEncoderLevel(zstdLevels[l]),
+				zstd.WithEncoderConcurrency(zstdStates()),
 				// Always record the content size (a frame under 256
 				// bytes otherwise omits it) so decode can check it
 				// before allocating. Single-segment frames are bounded
