@@ -99,11 +99,28 @@ type Cache struct {
 
 	st counters
 
+	// Background pre-encode (background.go): preMax is the cap on kept
+	// images' bytes (0: off), preHigh the resident level above which the
+	// pre-encoder works, preBatch the chunks it encodes per round.
+	preMax, preHigh int64
+	preBatch        int
+	preBytes        atomic.Int64 // bytes of kept images (also in resident)
+	preCh           chan struct{}
+	// Prefetch (prefetch.go): prefMax caps unused prefetched bytes (0: off).
+	prefMax   int64
+	prefBytes atomic.Int64
+	prefCh    chan prefetchJob
+	// extentScans counts SetExtent scans of a dataset's cached chunks
+	// (tests check that growth does none).
+	extentScans atomic.Int64
+
 	closed   atomic.Bool
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
 	trimCh   chan struct{}
+	// trimRound bounds the bytes one background trim round evicts.
+	trimRound int64
 }
 
 // New creates a Cache.
@@ -123,6 +140,7 @@ func New(cfg Config) (*Cache, error) {
 		st:        newCounters(),
 		active:    lockfree.NewCounter(),
 	}
+	c.trimRound = max(cfg.QuiescentBytes/16, 1)
 	c.activeLimit = int64(math.Min(float64(cfg.QuiescentBytes)*cfg.ActiveMultiplier, math.MaxInt64/2))
 	c.bypassBytes = cfg.BypassBytes
 	if raw.BypassBytes < 0 {
@@ -142,6 +160,21 @@ func New(cfg Config) (*Cache, error) {
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	c.bgWG.Add(1)
 	go c.trimmer()
+	c.preHigh = math.MaxInt64
+	if cfg.PreEncodeBytes > 0 {
+		c.preMax = cfg.PreEncodeBytes
+		c.preHigh = cfg.QuiescentBytes / 4 * 3
+		c.preBatch = 2 * max(cfg.Workers, 1)
+		c.preCh = make(chan struct{}, 1)
+		c.bgWG.Add(1)
+		go c.preEncoder()
+	}
+	if cfg.Prefetch {
+		c.prefMax = cfg.PrefetchBytes
+		c.prefCh = make(chan prefetchJob, 16)
+		c.bgWG.Add(1)
+		go c.prefetcher()
+	}
 	return c, nil
 }
 
@@ -312,6 +345,9 @@ func (d *Dataset) Unregister(ctx context.Context) error {
 		return err
 	}
 	d.registered.Store(false)
+	// A prefetch that saw the dataset registered finishes before the
+	// layout is handed back; later ones see it unregistered.
+	f.waitPrefetches(false)
 	d.c.datasets.Add(-1)
 	d.c.mu.Lock()
 	empty := d.members == nil && d.chunks.Load() == 0
@@ -371,6 +407,7 @@ func (f *File) Unregister(ctx context.Context) error {
 	if err := f.Flush(ctx); err != nil {
 		return err
 	}
+	f.waitPrefetches(true)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.mu.closed {
@@ -487,6 +524,7 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 			}
 			continue
 		}
+		c.kickPreEncode(cur)
 		freed, err := c.evict(ctx, cur+n-c.activeLimit, 2)
 		if err != nil {
 			return err
@@ -546,11 +584,14 @@ func (c *Cache) end() {
 	// Every request ending over the quiescent size pokes the trimmer, so the
 	// last one to end always does; the trimmer decides whether the cache
 	// is quiescent. The check reads a line hits never write.
-	if c.resident.Load() > c.quiescent {
+	if r := c.resident.Load(); r > c.quiescent {
 		select {
 		case c.trimCh <- struct{}{}:
 		default:
 		}
+		c.kickPreEncode(r)
+	} else if r > c.preHigh {
+		c.kickPreEncode(r)
 	}
 }
 
@@ -570,7 +611,13 @@ func (c *Cache) trimmer() {
 			if over <= 0 {
 				break
 			}
-			freed, err := c.evict(c.bgCtx, over, 1)
+			// Bounded rounds: a round's victims stay evicting until their
+			// one vector write is done, and a request that starts meanwhile
+			// can neither use nor evict them. Small rounds let it find
+			// other victims at once, and the loop stops trimming as soon
+			// as it starts. A round still spans several chunks, which the
+			// pool encodes in parallel.
+			freed, err := c.evict(c.bgCtx, min(over, c.trimRound), 1)
 			if err != nil {
 				c.st.trimErrors.Add(1)
 				break

@@ -30,6 +30,12 @@ const (
 	// PolicySIEVE is the scan-resistant SIEVE policy: a FIFO with one
 	// visited bit per chunk and a hand that spares visited chunks once.
 	PolicySIEVE
+	// PolicyS3FIFO is S3-FIFO (Yang et al., SOSP 2023): a small FIFO of
+	// about 10% of the chunks filters one-time accesses, a main FIFO with
+	// 2-bit frequencies keeps the reused ones, and a ghost FIFO of evicted
+	// keys sends returning chunks straight to main. Scan resistant; a hit
+	// only bumps a counter.
+	PolicyS3FIFO
 	numPolicies
 )
 
@@ -47,6 +53,8 @@ func (k PolicyKind) String() string {
 		return "random"
 	case PolicySIEVE:
 		return "sieve"
+	case PolicyS3FIFO:
+		return "s3fifo"
 	}
 	return fmt.Sprintf("PolicyKind(%d)", int(k))
 }
@@ -90,6 +98,22 @@ type Config struct {
 	// Runner, if set, runs encode/decode work instead of the cache's own
 	// bounded worker set (for example the engine's shared pool).
 	Runner Runner
+
+	// PreEncodeBytes caps the bytes of disk images the cache encodes ahead
+	// of time for dirty chunks near eviction and keeps until they are
+	// written (seed 001 §2.2 item 6, seed 002 "Data Formats"). The images
+	// count against the memory budget. Default 0 means QuiescentBytes/8;
+	// -1 turns background pre-encoding off.
+	PreEncodeBytes int64
+	// Prefetch turns on loading the next chunks ahead of sequential
+	// readers in the background (seed 001 §2.2 item 6). Default off.
+	Prefetch bool
+	// PrefetchBytes caps the bytes of prefetched chunks not yet read.
+	// Default 0 means QuiescentBytes/8. Used only with Prefetch.
+	PrefetchBytes int64
+	// PrefetchChunks is how many chunks ahead of a sequential reader are
+	// loaded. Default 4. Used only with Prefetch.
+	PrefetchChunks int
 }
 
 // ErrInvalidConfig is returned (wrapped) by Validate and New.
@@ -117,6 +141,18 @@ func (c Config) withDefaults() Config {
 	if c.Workers == 0 {
 		c.Workers = runtime.GOMAXPROCS(0)
 	}
+	switch {
+	case c.PreEncodeBytes == 0:
+		c.PreEncodeBytes = c.QuiescentBytes / 8
+	case c.PreEncodeBytes < 0:
+		c.PreEncodeBytes = 0
+	}
+	if c.PrefetchBytes == 0 {
+		c.PrefetchBytes = c.QuiescentBytes / 8
+	}
+	if c.PrefetchChunks == 0 {
+		c.PrefetchChunks = 4
+	}
 	return c
 }
 
@@ -138,6 +174,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: BypassBytes %d < -1", ErrInvalidConfig, c.BypassBytes)
 	case d.Workers < 0:
 		return fmt.Errorf("%w: Workers %d < 0", ErrInvalidConfig, c.Workers)
+	case c.PreEncodeBytes < -1:
+		return fmt.Errorf("%w: PreEncodeBytes %d < -1", ErrInvalidConfig, c.PreEncodeBytes)
+	case c.PrefetchBytes < 0:
+		return fmt.Errorf("%w: PrefetchBytes %d < 0", ErrInvalidConfig, c.PrefetchBytes)
+	case c.PrefetchChunks < 0 || c.PrefetchChunks > 1<<16:
+		return fmt.Errorf("%w: PrefetchChunks %d", ErrInvalidConfig, c.PrefetchChunks)
 	}
 	return nil
 }

@@ -73,9 +73,18 @@ type entry struct {
 	// exclusive (or before the entry becomes resident).
 	chunk Chunk
 	// encoded is the pre-encoded disk image (seed 002 "Data Formats": chunks
-	// near eviction may be encoded early). Nothing fills it yet; every write
-	// invalidates it under the exclusive latch.
-	encoded *Encoded
+	// near eviction are encoded early; seed 001 §2.2 item 6), filled by the
+	// background pre-encoder (background.go). Its bytes are part of size and
+	// of Cache.preBytes. Set and cleared under latch exclusive (or by the
+	// goroutine that owns an evicting entry); read under latch shared.
+	// INVARIANT: a non-nil image was encoded from the chunk as it is now:
+	// every modification drops it (modifiedLocked) before the version bump.
+	encoded atomic.Pointer[preImage]
+	// prefetched: loaded by the prefetcher (prefetch.go) and not used yet;
+	// its bytes are counted in Cache.prefBytes until the first use or
+	// removal clears the flag.
+	prefetched atomic.Bool
+	prefSize   int64 // bytes added to Cache.prefBytes; written before prefetched is set, read by whoever clears it
 
 	// flushMu makes encode→Insert→write→mark-clean of this entry exclusive
 	// between flushers; loc is guarded by it (or by the entry being loading
@@ -97,6 +106,14 @@ type entry struct {
 	counter      int32  // policy counter (seed 000 §2.2 chunk_counter)
 	visited      bool   // SIEVE visited bit
 }
+
+// preImage is a pre-encoded disk image and the chunk version it encodes.
+type preImage struct {
+	enc Encoded
+	ver uint64
+}
+
+func (p *preImage) bytes() int64 { return int64(len(p.enc.Image)) }
 
 const pinMask = 1<<32 - 1
 
@@ -129,6 +146,20 @@ func (e *entry) pin() (ok bool, wait chan struct{}) {
 		ch := e.mu.settled
 		e.mu.Unlock()
 		return false, ch
+	}
+}
+
+// tryPin pins e if it is resident, with CAS only (the hit path); it never
+// takes e.mu and reports false for any other state.
+func (e *entry) tryPin() bool {
+	for {
+		w := e.word.Load()
+		if stateOf(w) != stateResident || w&pinMask == pinMask {
+			return false
+		}
+		if e.word.CompareAndSwap(w, w+1) {
+			return true
+		}
 	}
 }
 
@@ -201,6 +232,8 @@ type Dataset struct {
 	hits   atomic.Int64
 	misses atomic.Int64
 	_      [48]byte
+	// seq detects sequential reads for prefetch (prefetch.go).
+	seq seqState
 	// relocs counts Insert and Delete calls the cache made for this
 	// dataset: a location looked up before a claim is re-read when it moved.
 	relocs atomic.Uint64
@@ -233,6 +266,14 @@ type File struct {
 	mu struct {
 		sync.Mutex      // serializes registration changes of the file's datasets
 		closed     bool // set by Unregister
+	}
+	// pf counts prefetches running on the file, so that unregistering
+	// waits for them instead of finding their chunks in use (prefetch.go).
+	pf struct {
+		sync.Mutex
+		n       int
+		closing bool       // File.Unregister began: no new prefetch
+		cond    *sync.Cond // created by the first waiter
 	}
 	// datasets maps dataset id → header. Registrations are long lived and
 	// removals rare (file unregister, expiry of a detached dataset), which is

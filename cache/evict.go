@@ -93,8 +93,20 @@ func (c *Cache) remove(es []*entry) {
 	var expire []*Dataset
 	for _, e := range es {
 		c.chunks.CompareAndDelete(e.key, func(v *entry) bool { return v == e })
-		sz := e.size.Swap(0)
-		e.ds.size.Add(-sz)
+		sz := e.size.Swap(0) // includes a pre-encoded image's bytes
+		dsz := sz
+		if p := e.encoded.Swap(nil); p != nil {
+			dsz -= p.bytes() // not part of the dataset's size
+			c.preBytes.Add(-p.bytes())
+			if e.dirty.Load() {
+				c.st.preWasted.Add(1) // dropped unwritten (SetExtent, Close, failed load)
+			}
+		}
+		e.ds.size.Add(-dsz)
+		if e.prefetched.Swap(false) {
+			c.prefBytes.Add(-e.prefSize)
+			c.st.prefetchWasted.Add(1)
+		}
 		if e.ds.chunks.Add(-1) == 0 && !e.ds.registered.Load() {
 			expire = append(expire, e.ds)
 		}
@@ -105,7 +117,6 @@ func (c *Cache) remove(es []*entry) {
 			ev.Evict(e.coord, e.chunk)
 		}
 		e.chunk = nil
-		e.encoded = nil
 		e.settle(stateDead, false)
 		c.charge(-sz)
 	}
@@ -153,6 +164,9 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 			}
 			victims = append(victims, e)
 			planned += sz
+			if p := e.encoded.Load(); p != nil {
+				sz -= p.bytes() // a kept image is not part of the dataset's size
+			}
 			round[d] += sz
 			return take
 		})
@@ -224,6 +238,11 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 		e.latch.RLock()
 		defer e.latch.RUnlock()
 		ver[i] = e.version.Load()
+		if p := e.encoded.Load(); p != nil && p.ver == ver[i] {
+			enc[i] = p.enc // pre-encoded in the background (background.go)
+			c.st.preHits.Add(1)
+			return nil
+		}
 		enc[i], err = e.ds.lay().l.Encode(e.coord, e.chunk)
 		return err
 	})
@@ -334,8 +353,12 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 		c.st.bytesFlushed.Add(int64(len(enc[i].Image)))
 		c.st.chunksFlushed.Add(1)
 		e.latch.Lock()
-		if e.version.Load() == ver[i] && e.dirty.Swap(false) {
-			c.dirtyBytes.Add(-e.size.Load())
+		if e.version.Load() == ver[i] {
+			// Written: a kept image has served its purpose.
+			c.dropImageLocked(e)
+			if e.dirty.Swap(false) {
+				c.dirtyBytes.Add(-e.size.Load())
+			}
 		}
 		e.latch.Unlock()
 	}
@@ -370,6 +393,9 @@ func (c *Cache) condense(need int64) int64 {
 			if nc := cd.Condense(e.coord, e.chunk); nc != nil {
 				e.chunk = nc
 				ms := nc.MemSize()
+				if p := e.encoded.Load(); p != nil {
+					ms += p.bytes() // the image stays charged
+				}
 				if ms != old {
 					e.size.Store(ms)
 					e.ds.size.Add(ms - old)

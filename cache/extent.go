@@ -68,7 +68,22 @@ func (d *Dataset) SetExtent(ctx context.Context, oldDims, newDims []uint64) erro
 	if len(oldDims) != len(cd) || len(newDims) != len(cd) {
 		return fmt.Errorf("%w: extent rank %d/%d, chunk rank %d", ErrInvalid, len(oldDims), len(newDims), len(cd))
 	}
+	// Growth (no dimension shrinks) leaves every chunk inside the extent
+	// and cuts through none: nothing to drop or trim, so skip the scan of
+	// the dataset's cached chunks (appending workloads call SetExtent once
+	// per frame).
+	shrinks := false
+	for j := range newDims {
+		if newDims[j] < oldDims[j] {
+			shrinks = true
+			break
+		}
+	}
+	if !shrinks {
+		return nil
+	}
 	// 1. Cached chunks wholly outside: drop, and delete what is stored.
+	c.extentScans.Add(1)
 	var outside []*entry
 	c.mu.Lock()
 	for e := d.members; e != nil; e = e.mnext {

@@ -72,9 +72,41 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 			return errors.Join(append(errs, ctx.Err())...)
 		}
 	}
-	// One at a time: an entry another flusher or an evictor held. If it is
-	// gone, its eviction wrote it; if it is still dirty, write it now.
+	// Second batch: entries that were busy but are free now are encoded
+	// in parallel and written together, like the first batch (taking
+	// flushMu with TryLock only, so this still waits for nothing).
+	var again, rest []*entry
 	for _, e := range deferred {
+		ok, _ := e.pin()
+		if !ok {
+			rest = append(rest, e) // dead (skipped below) or still settling
+			continue
+		}
+		if !e.flushMu.TryLock() {
+			c.unpin(e)
+			rest = append(rest, e)
+			continue
+		}
+		if !e.dirty.Load() {
+			e.flushMu.Unlock()
+			c.unpin(e)
+			continue
+		}
+		again = append(again, e)
+	}
+	if len(again) > 0 {
+		if err := c.writeBack(ctx, again, false); err != nil {
+			errs = append(errs, err)
+		}
+		for _, e := range again {
+			e.flushMu.Unlock()
+		}
+		written = append(written, again...)
+	}
+	// One at a time: an entry another flusher or an evictor still holds.
+	// If it is gone, its eviction wrote it; if it is still dirty, write it
+	// now.
+	for _, e := range rest {
 		for {
 			ok, ch := e.pin()
 			if !ok {

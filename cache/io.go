@@ -66,27 +66,91 @@ func (c *Cache) Write(ctx context.Context, reqs []Request) error {
 	return c.do(ctx, op{kind: opWrite}, reqs)
 }
 
+// do runs one Read/Write/trim. Leading requests whose chunks are resident
+// are served inline on the caller's goroutine by tryHit, without the
+// scratch pool, maps or defers the miss path needs; the first request that
+// is not a plain hit hands it and every later request to doSlow.
 func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
 	if err := c.begin(); err != nil {
 		return err
 	}
-	defer c.end()
+	if err := ctx.Err(); err != nil {
+		c.end()
+		return err
+	}
+	i := 0
+	if o.kind != opTrim {
+		for ; i < len(reqs); i++ {
+			hit, err := c.tryHit(o, &reqs[i], i)
+			if err != nil {
+				c.end()
+				return err
+			}
+			if !hit {
+				break
+			}
+		}
+	}
+	var err error
+	if i < len(reqs) {
+		err = c.doSlow(ctx, o, reqs[i:], i)
+	}
+	c.end()
+	return err
+}
+
+// validate checks request i (numbered from the caller's first request).
+func (c *Cache) validate(r *Request, i int) error {
+	d := r.Dataset
+	if d == nil || d.c != c {
+		return fmt.Errorf("%w: request %d: dataset of another cache or nil", ErrInvalid, i)
+	}
+	if !d.registered.Load() {
+		return fmt.Errorf("%w: dataset %d", ErrNotRegistered, d.id)
+	}
+	if len(r.Coord) != len(d.lay().dims) {
+		return fmt.Errorf("%w: request %d: coordinate rank %d, dataset rank %d", ErrInvalid, i, len(r.Coord), len(d.lay().dims))
+	}
+	return nil
+}
+
+// tryHit serves r if its chunk is resident and can be pinned with one CAS
+// (the hit path: a table lookup, a pin, the piece under the latch mode the
+// layout contract asks for, an unpin and a lossy access record). It reports
+// false, having done nothing, for anything else: a miss, or an entry that
+// is loading or being evicted (doSlow waits for those and counts them).
+func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
+	if err := c.validate(r, i); err != nil {
+		return false, err
+	}
+	d := r.Dataset
+	e, ok := c.chunks.Load(makeKey(d.serial, r.Coord))
+	if !ok || !e.tryPin() {
+		return false, nil
+	}
+	c.st.hits.Inc()
+	d.hits.Add(1)
+	if e.prefetched.Load() {
+		c.prefetchUsed(e)
+	}
+	err := c.apply(o, e, r)
+	c.unpin(e)
+	c.recordAccess(e)
+	return true, err
+}
+
+// doSlow is the general path: misses, coalescing with loads and evictions
+// in progress, and SetExtent's trims. base numbers reqs[0] in errors.
+func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) error {
 	sc := scratchPool.Get().(*scratch)
 	defer sc.put()
 	keys := sc.keys(len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
-		d := r.Dataset
-		if d == nil || d.c != c {
-			return fmt.Errorf("%w: request %d: dataset of another cache or nil", ErrInvalid, i)
+		if err := c.validate(r, base+i); err != nil {
+			return err
 		}
-		if !d.registered.Load() {
-			return fmt.Errorf("%w: dataset %d", ErrNotRegistered, d.id)
-		}
-		if len(r.Coord) != len(d.lay().dims) {
-			return fmt.Errorf("%w: request %d: coordinate rank %d, dataset rank %d", ErrInvalid, i, len(r.Coord), len(d.lay().dims))
-		}
-		keys[i] = makeKey(d.serial, r.Coord)
+		keys[i] = makeKey(r.Dataset.serial, r.Coord)
 	}
 	counted := sc.counted[:len(reqs)]
 	count := func(i int, hit bool) {
@@ -133,6 +197,9 @@ func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
 				continue
 			}
 			count(i, true)
+			if e.prefetched.Load() {
+				c.prefetchUsed(e)
+			}
 			err := c.apply(o, e, &reqs[i])
 			c.unpin(e)
 			c.recordAccess(e)
@@ -228,14 +295,23 @@ func (c *Cache) apply(o op, e *entry, r *Request) error {
 // version bump, pre-encoded image invalidated. Caller holds e.latch
 // exclusively.
 func (c *Cache) modifiedLocked(e *entry) {
+	// The image's bytes are part of old; dropping it here releases them
+	// with the size update below.
+	var img int64
+	if p := e.encoded.Swap(nil); p != nil {
+		img = p.bytes()
+		c.preBytes.Add(-img)
+		c.st.preWasted.Add(1)
+	}
 	old := e.size.Load()
 	ms := e.chunk.MemSize()
 	if ms != old {
 		e.size.Store(ms)
-		e.ds.size.Add(ms - old)
 		c.charge(ms - old)
 	}
-	e.encoded = nil
+	if dd := ms - (old - img); dd != 0 {
+		e.ds.size.Add(dd) // the dataset's size never held the image
+	}
 	e.version.Add(1)
 	if !e.dirty.Swap(true) {
 		c.dirtyBytes.Add(ms)
@@ -309,6 +385,11 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 		}
 		g.reqs = append(g.reqs, i)
 		g.full = g.full && reqs[i].Full
+	}
+	if o.kind == opRead && c.prefMax > 0 {
+		for _, g := range gs {
+			c.noteReadMiss(g.d, g.coord)
+		}
 	}
 	if err := lookup(ctx, gs); err != nil {
 		return nil, err

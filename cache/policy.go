@@ -1,8 +1,9 @@
 package cache
 
 import (
+	"container/heap"
+	"math"
 	"math/rand/v2"
-	"sort"
 )
 
 // Replacement policies (seed 000 §4.2, §4.2.1; seed 001 §2.2 item 4, §3.3).
@@ -16,7 +17,8 @@ import (
 // per drain (an approximation of frequency, like any sampled LFU). We chose buffers over CLOCK bits
 // because the default policy is seed 000's two-stage LRU, which needs real
 // recency order per dataset and per chunk; CLOCK would only approximate it.
-// (SIEVE below is the CLOCK-like option and uses a visited bit.)
+// (SIEVE below is the CLOCK-like option and uses a visited bit; S3-FIFO,
+// policy_s3fifo.go, uses 2-bit frequencies that a hit only bumps.)
 //
 // Adding a policy: implement policy, add a PolicyKind constant and a case in
 // newPolicy, and add it to the policy table tests (TestPolicies*). The
@@ -64,6 +66,8 @@ func newPolicy(k PolicyKind, secondChance bool) policy {
 		return &randomPolicy{}
 	case PolicySIEVE:
 		return &sievePolicy{}
+	case PolicyS3FIFO:
+		return &s3fifoPolicy{secondChance: secondChance}
 	default:
 		return &twoStageLRU{secondChance: secondChance}
 	}
@@ -286,9 +290,9 @@ func (p *listPolicy) nominate(try func(*entry) verdict) {
 
 // lfuPolicy evicts the least frequently used chunks (ties: least recently
 // added first). Frequencies live in entry.counter and are halved when one
-// saturates, so old popularity fades. Choosing victims sorts the resident
-// chunks: O(n log n) per eviction round, acceptable for the few thousand
-// chunks a cache holds, not for millions.
+// saturates, so old popularity fades. Choosing victims scans the resident
+// chunks: O(n) per eviction round (see nominate), acceptable for the few
+// thousand chunks a cache holds, not for millions.
 type lfuPolicy struct {
 	l entryList
 }
@@ -310,16 +314,69 @@ func (p *lfuPolicy) touch(e *entry) {
 }
 
 func (p *lfuPolicy) nominate(try func(*entry) verdict) {
-	var all []*entry
-	for e := p.l.tail; e != nil; e = e.pprev {
-		all = append(all, e)
+	// Offer in ascending (counter, position from the tail) order, a total
+	// order. A round usually needs a victim or two out of thousands of
+	// chunks, so the first few are found by linear scans for the smallest
+	// entry after the last one offered; a longer round builds a binary heap
+	// of the rest (O(n)) and pops it as far as needed. Either way no full
+	// sort: O(n) per round for the common case.
+	const scans = 4
+	last := lfuItem{counter: math.MinInt32, position: -1}
+	for k := 0; k < scans; k++ {
+		var best lfuItem
+		i := int32(0)
+		for e := p.l.tail; e != nil; e = e.pprev {
+			it := lfuItem{e, e.counter, i}
+			if last.less(it) && (best.e == nil || it.less(best)) {
+				best = it
+			}
+			i++
+		}
+		if best.e == nil || try(best.e) == stop {
+			return
+		}
+		last = best
 	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].counter < all[j].counter })
-	for _, e := range all {
-		if try(e) == stop {
+	var h lfuHeap
+	i := int32(0)
+	for e := p.l.tail; e != nil; e = e.pprev {
+		if it := (lfuItem{e, e.counter, i}); last.less(it) {
+			h = append(h, it)
+		}
+		i++
+	}
+	heap.Init(&h)
+	for h.Len() > 0 {
+		if try(heap.Pop(&h).(lfuItem).e) == stop {
 			return
 		}
 	}
+}
+
+type lfuItem struct {
+	e        *entry
+	counter  int32
+	position int32 // from the tail: older entries first among equal counters
+}
+
+type lfuHeap []lfuItem
+
+func (a lfuItem) less(b lfuItem) bool {
+	if a.counter != b.counter {
+		return a.counter < b.counter
+	}
+	return a.position < b.position
+}
+
+func (h lfuHeap) Len() int           { return len(h) }
+func (h lfuHeap) Less(i, j int) bool { return h[i].less(h[j]) }
+func (h lfuHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *lfuHeap) Push(x any)        { *h = append(*h, x.(lfuItem)) }
+func (h *lfuHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // randomPolicy evicts chunks in random order (seed 001 §3.3). entry.counter
@@ -361,9 +418,10 @@ func (p *randomPolicy) nominate(try func(*entry) verdict) {
 			}
 		}
 	}
-	snapshot := append([]*entry(nil), p.all...)
+	// p.all cannot change meanwhile: try never calls back into the policy
+	// (the cache removes victims after nominate returns).
 	for k, i := 0, start; k < n; k, i = k+1, (i+stride)%n {
-		if try(snapshot[i]) == stop {
+		if try(p.all[i]) == stop {
 			return
 		}
 	}
@@ -383,16 +441,18 @@ func gcd(a, b int) int {
 // out the chunks that are used repeatedly.
 type sievePolicy struct {
 	l    entryList
+	n    int // entries on l (INVARIANT: its length)
 	hand *entry
 }
 
-func (p *sievePolicy) add(e *entry) { p.l.pushFront(e); e.visited = false }
+func (p *sievePolicy) add(e *entry) { p.l.pushFront(e); e.visited = false; p.n++ }
 
 func (p *sievePolicy) remove(e *entry) {
 	if p.hand == e {
 		p.hand = e.pprev
 	}
 	p.l.unlink(e)
+	p.n--
 }
 
 func (p *sievePolicy) touch(e *entry) {
@@ -403,11 +463,8 @@ func (p *sievePolicy) touch(e *entry) {
 
 func (p *sievePolicy) nominate(try func(*entry) verdict) {
 	// Two sweeps at most: the first may only clear visited bits.
-	n := 0
-	for e := p.l.head; e != nil; e = e.pnext {
-		n++
-	}
-	taken := map[*entry]bool{}
+	n := p.n
+	var taken map[*entry]bool // allocated at the first take
 	e := p.hand
 	for steps := 0; steps < 2*n; steps++ {
 		if e == nil {
@@ -426,6 +483,9 @@ func (p *sievePolicy) nominate(try func(*entry) verdict) {
 				return
 			}
 			if v == take {
+				if taken == nil {
+					taken = map[*entry]bool{}
+				}
 				taken[e] = true // still linked until removed: do not offer again
 			}
 		}

@@ -15,6 +15,8 @@ type counters struct {
 	vectorReads, vectorReadBytes                       atomic.Int64
 	vectorWrites, vectorWriteBytes                     atomic.Int64
 	bypasses, spaceWaits, trimErrors, coalesced, syncs atomic.Int64
+	preEncoded, preHits, preWasted                     atomic.Int64
+	prefetched, prefetchHits, prefetchWasted           atomic.Int64
 }
 
 func newCounters() counters {
@@ -42,9 +44,17 @@ type Stats struct {
 	SpaceWaits       int64 // times a request blocked for memory
 	TrimErrors       int64 // background trims that failed to write a victim
 	AccessDrops      int64 // accesses the lossy buffer dropped
+	PreEncoded       int64 // images encoded ahead of time and kept (background.go)
+	PreEncodeHits    int64 // writes (eviction, flush) that used a kept image instead of encoding
+	PreEncodeWasted  int64 // kept images dropped unused (the chunk was written to, or dropped)
+	Prefetched       int64 // chunks loaded ahead of a sequential reader (not in Loads)
+	PrefetchHits     int64 // prefetched chunks later used by a request
+	PrefetchWasted   int64 // prefetched chunks dropped before any use
 
 	// Gauges.
-	ResidentBytes     int64 // bytes charged (resident chunks + reservations)
+	ResidentBytes     int64 // bytes charged (resident chunks, kept images, reservations)
+	PreEncodedBytes   int64 // bytes of kept pre-encoded images (part of ResidentBytes)
+	PrefetchBytes     int64 // bytes of prefetched chunks not used yet
 	DirtyBytes        int64
 	PeakResidentBytes int64 // highest ResidentBytes seen
 	QuiescentLimit    int64
@@ -74,6 +84,12 @@ func (s Stats) Sub(o Stats) Stats {
 	r.SpaceWaits -= o.SpaceWaits
 	r.TrimErrors -= o.TrimErrors
 	r.AccessDrops -= o.AccessDrops
+	r.PreEncoded -= o.PreEncoded
+	r.PreEncodeHits -= o.PreEncodeHits
+	r.PreEncodeWasted -= o.PreEncodeWasted
+	r.Prefetched -= o.Prefetched
+	r.PrefetchHits -= o.PrefetchHits
+	r.PrefetchWasted -= o.PrefetchWasted
 	return r
 }
 
@@ -98,6 +114,14 @@ func (c *Cache) Stats() Stats {
 		SpaceWaits:        c.st.spaceWaits.Load(),
 		TrimErrors:        c.st.trimErrors.Load(),
 		AccessDrops:       c.accesses.Drops(),
+		PreEncoded:        c.st.preEncoded.Load(),
+		PreEncodeHits:     c.st.preHits.Load(),
+		PreEncodeWasted:   c.st.preWasted.Load(),
+		Prefetched:        c.st.prefetched.Load(),
+		PrefetchHits:      c.st.prefetchHits.Load(),
+		PrefetchWasted:    c.st.prefetchWasted.Load(),
+		PreEncodedBytes:   c.preBytes.Load(),
+		PrefetchBytes:     c.prefBytes.Load(),
 		ResidentBytes:     c.resident.Load(),
 		DirtyBytes:        c.dirtyBytes.Load(),
 		PeakResidentBytes: c.peak.Load(),
