@@ -31,6 +31,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/scc-dev/scc/lockfree"
 	"github.com/scc-dev/scc/pool"
@@ -328,6 +329,50 @@ func (c *Cache) dropAll(d *Dataset) int {
 	return left
 }
 
+// dropAllSettled drops every chunk of d. A chunk that the background
+// trimmer, pre-encoder or prefetcher holds at this moment cannot be dropped
+// yet, but it will be released shortly: wait for the release (the space
+// signal) and try again, flushing any chunk a late writer dirtied. It gives
+// up only when ctx ends or nothing has been released for settleTimeout,
+// which would mean a request still running on a file being unregistered.
+func (c *Cache) dropAllSettled(ctx context.Context, d *Dataset) error {
+	c.spaceWaiters.Add(1)
+	defer c.spaceWaiters.Add(-1)
+	last, since := -1, time.Now()
+	for {
+		ch := c.spaceWait()
+		left := c.dropAll(d)
+		if left == 0 {
+			return nil
+		}
+		if left != last {
+			last, since = left, time.Now()
+		} else if time.Since(since) > settleTimeout {
+			return fmt.Errorf("cache: %d chunks of dataset %d still in use or dirty", left, d.id)
+		}
+		t := time.NewTimer(settlePoll)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("cache: %d chunks of dataset %d still in use or dirty: %w", left, d.id, ctx.Err())
+		}
+		t.Stop()
+		if err := c.flushDatasets(ctx, []*Dataset{d}, true); err != nil {
+			return err
+		}
+	}
+}
+
+const (
+	// settlePoll bounds a wait in dropAllSettled for a release that
+	// signals nothing (a chunk a late writer left dirty).
+	settlePoll = 5 * time.Millisecond
+	// settleTimeout is how long dropAllSettled waits without progress.
+	settleTimeout = 10 * time.Second
+)
+
 // ID returns the id the dataset was registered with.
 func (d *Dataset) ID() uint64 { return d.id }
 
@@ -414,8 +459,8 @@ func (f *File) Unregister(ctx context.Context) error {
 		return nil
 	}
 	for _, d := range f.registered() {
-		if left := c.dropAll(d); left > 0 {
-			return fmt.Errorf("cache: %d chunks of dataset %d still in use or dirty", left, d.id)
+		if err := c.dropAllSettled(ctx, d); err != nil {
+			return err
 		}
 	}
 	for _, d := range f.registered() {

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/scc-dev/scc/engine"
+)
+
+func init() {
+	register("dump", "print the values of a selection (like h5dump)", cmdDump)
+}
+
+// dumpOutput is dump's JSON form.
+type dumpOutput struct {
+	Dataset string   `json:"dataset"`
+	Type    string   `json:"type"`
+	Shape   []uint64 `json:"shape"`
+	Start   []uint64 `json:"start"`
+	Count   []uint64 `json:"count"`
+	// Values are the selected elements in C order, as JSON numbers.
+	Values []json.RawMessage `json:"values"`
+}
+
+func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("dump", "--dataset NAME [--start i,j,...] [--count n,m,...] [--json] FILE", stderr)
+	name := fs.String("dataset", "", "dataset to dump (required)")
+	startS := fs.String("start", "", "first element of the selection (default the origin)")
+	countS := fs.String("count", "", "elements per dimension (default to the end of the extent)")
+	maxN := fs.Uint64("max", 1<<20, "refuse selections of more elements than this")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	path, err := oneFile(pos)
+	if err != nil {
+		return err
+	}
+	if *name == "" {
+		return usageErr("--dataset is required")
+	}
+	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ds, err := f.OpenDataset(*name)
+	if err != nil {
+		return err
+	}
+	defer ds.Close()
+	shape := ds.Shape()
+	start := make([]uint64, len(shape))
+	if *startS != "" {
+		if start, err = parseList(*startS, len(shape)); err != nil {
+			return usageErr("--start: %v", err)
+		}
+	}
+	count := make([]uint64, len(shape))
+	for i := range count {
+		if start[i] > shape[i] {
+			return usageErr("--start %v is outside the extent %v", start, shape)
+		}
+		count[i] = shape[i] - start[i]
+	}
+	if *countS != "" {
+		if count, err = parseList(*countS, len(shape)); err != nil {
+			return usageErr("--count: %v", err)
+		}
+	}
+	n := uint64(1)
+	for _, c := range count {
+		n *= c
+		if n > *maxN {
+			return usageErr("selection of more than %d elements (use --count, or raise --max)", *maxN)
+		}
+	}
+	buf := make([]byte, n*uint64(ds.Type().Size()))
+	if err := ds.Read(ctx, engine.Box(start, count), buf); err != nil {
+		return err
+	}
+	vals := formatValues(ds.Type(), buf)
+	if *asJSON {
+		out := dumpOutput{Dataset: *name, Type: ds.Type().String(), Shape: shape, Start: start, Count: count,
+			Values: make([]json.RawMessage, len(vals))}
+		for i, v := range vals {
+			if v == "NaN" || strings.HasSuffix(v, "Inf") {
+				v = strconv.Quote(v) // JSON has no NaN or infinity
+			}
+			out.Values[i] = json.RawMessage(v)
+		}
+		enc := json.NewEncoder(stdout)
+		return enc.Encode(out)
+	}
+	maxShape := make([]string, len(shape))
+	for i, m := range ds.MaxShape() {
+		if m == engine.Unlimited {
+			maxShape[i] = "H5S_UNLIMITED"
+		} else {
+			maxShape[i] = fmt.Sprint(m)
+		}
+	}
+	w := stdout
+	fmt.Fprintf(w, "DATASET %q {\n", *name)
+	fmt.Fprintf(w, "   DATATYPE  %s\n", ds.Type())
+	fmt.Fprintf(w, "   DATASPACE  SIMPLE { ( %s ) / ( %s ) }\n", dims(shape), strings.Join(maxShape, ", "))
+	fmt.Fprintf(w, "   SUBSET {\n      START ( %s );\n      COUNT ( %s );\n", dims(start), dims(count))
+	fmt.Fprintf(w, "      DATA {\n")
+	// One line per innermost row, prefixed with its first element's
+	// coordinates, as h5dump does.
+	row := uint64(1)
+	if len(count) > 0 {
+		row = count[len(count)-1]
+	}
+	idx := make([]uint64, len(count))
+	for i := uint64(0); row > 0 && i < n; i += row {
+		coord := make([]string, len(idx))
+		for d := range idx {
+			coord[d] = fmt.Sprint(start[d] + idx[d])
+		}
+		sep := ","
+		if i+row >= n {
+			sep = ""
+		}
+		fmt.Fprintf(w, "      (%s): %s%s\n", strings.Join(coord, ","), strings.Join(vals[i:i+row], ", "), sep)
+		// Advance idx by one row.
+		for d := len(idx) - 2; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < count[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+	fmt.Fprintf(w, "      }\n   }\n}\n")
+	return nil
+}
+
+func parseList(s string, rank int) ([]uint64, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) != rank {
+		return nil, fmt.Errorf("%q has %d values, the dataset has rank %d", s, len(parts), rank)
+	}
+	out := make([]uint64, rank)
+	for i, p := range parts {
+		v, err := strconv.ParseUint(strings.TrimSpace(p), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", p, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// formatValues renders little-endian elements of t as decimal strings.
+func formatValues(t engine.Type, b []byte) []string {
+	es := t.Size()
+	if es == 0 {
+		return nil
+	}
+	out := make([]string, len(b)/es)
+	le := binary.LittleEndian
+	for i := range out {
+		e := b[i*es : (i+1)*es]
+		switch t {
+		case engine.Int8:
+			out[i] = strconv.FormatInt(int64(int8(e[0])), 10)
+		case engine.Uint8:
+			out[i] = strconv.FormatUint(uint64(e[0]), 10)
+		case engine.Int16:
+			out[i] = strconv.FormatInt(int64(int16(le.Uint16(e))), 10)
+		case engine.Uint16:
+			out[i] = strconv.FormatUint(uint64(le.Uint16(e)), 10)
+		case engine.Int32:
+			out[i] = strconv.FormatInt(int64(int32(le.Uint32(e))), 10)
+		case engine.Uint32:
+			out[i] = strconv.FormatUint(uint64(le.Uint32(e)), 10)
+		case engine.Int64:
+			out[i] = strconv.FormatInt(int64(le.Uint64(e)), 10)
+		case engine.Uint64:
+			out[i] = strconv.FormatUint(le.Uint64(e), 10)
+		case engine.Float32:
+			out[i] = strconv.FormatFloat(float64(math.Float32frombits(le.Uint32(e))), 'g', -1, 32)
+		case engine.Float64:
+			out[i] = strconv.FormatFloat(math.Float64frombits(le.Uint64(e)), 'g', -1, 64)
+		}
+	}
+	return out
+}

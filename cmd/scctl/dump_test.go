@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestDump(t *testing.T) {
+	path := makeFile(t)
+	code, out, stderr := runCmd(t, "dump", "--dataset", "frames", "--start", "1,1,0", "--count", "2,2,5", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	// Element (f, r, c) holds f*20 + r*5 + c.
+	want := `DATASET "frames" {
+   DATATYPE  uint16
+   DATASPACE  SIMPLE { ( 3, 4, 5 ) / ( H5S_UNLIMITED, 4, 5 ) }
+   SUBSET {
+      START ( 1, 1, 0 );
+      COUNT ( 2, 2, 5 );
+      DATA {
+      (1,1,0): 25, 26, 27, 28, 29,
+      (1,2,0): 30, 31, 32, 33, 34,
+      (2,1,0): 45, 46, 47, 48, 49,
+      (2,2,0): 50, 51, 52, 53, 54
+      }
+   }
+}
+`
+	if out != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestDumpJSONAndFill(t *testing.T) {
+	path := makeFile(t)
+	// The whole grid: the first chunk was written, the rest is fill (-1).
+	code, out, stderr := runCmd(t, "dump", "--json", "--dataset", "grid", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var d struct {
+		Type   string
+		Count  []uint64
+		Values []float64
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Type != "float64" || len(d.Values) != 24 || d.Count[0] != 4 || d.Count[1] != 6 {
+		t.Fatalf("%+v", d)
+	}
+	for i, v := range d.Values {
+		r, c := i/6, i%6
+		want := -1.0
+		if r < 2 && c < 3 {
+			want = float64(r*3+c) + 0.5
+		}
+		if v != want {
+			t.Fatalf("(%d,%d) = %v, want %v", r, c, v, want)
+		}
+	}
+}
+
+func TestDumpErrors(t *testing.T) {
+	path := makeFile(t)
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{path}, 2, "--dataset is required"},
+		{[]string{"--dataset", "nope", path}, 1, "not found"},
+		{[]string{"--dataset", "frames", "--start", "1,2", path}, 2, "rank 3"},
+		{[]string{"--dataset", "frames", "--start", "9,0,0", path}, 2, "outside the extent"},
+		{[]string{"--dataset", "frames", "--count", "3,4,6", path}, 1, "out of range"},
+		{[]string{"--dataset", "frames", "--max", "10", path}, 2, "more than 10 elements"},
+	} {
+		code, _, stderr := runCmd(t, append([]string{"dump"}, c.args...)...)
+		if code != c.code || !strings.Contains(stderr, c.msg) {
+			t.Errorf("%v: exit %d %q; want %d %q", c.args, code, stderr, c.code, c.msg)
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/scc-dev/scc/bench"
+)
+
+func init() {
+	register("ingest", "concurrent ingest: writers append frames, readers verify them (make demo)", cmdIngest)
+}
+
+// cmdIngest runs the ingest job (bench.Ingest). With no flags it runs the
+// embedded default behind `make demo`: 4 datasets, 4 writers, 2 readers,
+// 512 frames of 256×256 uint16 each, shuffle+zstd level 1, a 32 MiB cache,
+// on a temporary file.
+func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, asJSON, quiet, err := parseIngest(args, stderr)
+	if err != nil {
+		return err
+	}
+	if !quiet {
+		cfg.Progress = progressBar(stderr)
+	}
+	res, err := bench.Ingest(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return ingestSummary(stdout, res)
+}
+
+// parseIngest turns ingest's flags into a job configuration.
+func parseIngest(args []string, stderr io.Writer) (cfg bench.IngestConfig, asJSON, quiet bool, err error) {
+	fs := newFlags("ingest", "[flags]", stderr)
+	fs.IntVar(&cfg.Datasets, "datasets", 4, "datasets to append to")
+	fs.IntVar(&cfg.Writers, "writers", 4, "writer goroutines")
+	fs.IntVar(&cfg.Readers, "readers", 2, "reader goroutines verifying every frame (0 for none)")
+	fs.IntVar(&cfg.Frames, "frames", 512, "frames per dataset")
+	frame := fs.String("frame", "256x256", "frame size HEIGHTxWIDTH in uint16 elements")
+	filters := fs.String("filter", "shuffle+zstd1", "filter pipeline: shuffle, zstdN, deflateN, lz4, crc32c joined by +, or none")
+	cacheSize := fs.String("cache", "32MiB", "shared cache budget (quiescent bytes)")
+	fs.StringVar(&cfg.Path, "file", "", "file to create and keep (default: a temporary file, removed)")
+	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return cfg, false, false, err
+	}
+	if len(pos) != 0 {
+		return cfg, false, false, usageErr("unexpected arguments %q", pos)
+	}
+	// Zero means "default" to bench.IngestConfig; on the command line
+	// it is a mistake (except --readers 0: none).
+	if cfg.Datasets < 1 || cfg.Writers < 1 || cfg.Frames < 1 || cfg.Readers < 0 {
+		return cfg, false, false, usageErr("--datasets, --writers and --frames must be at least 1, --readers at least 0")
+	}
+	if cfg.Readers == 0 {
+		cfg.Readers = -1
+	}
+	h, w, ok := strings.Cut(strings.ToLower(*frame), "x")
+	if cfg.Height, err = strconv.Atoi(h); !ok || err != nil {
+		return cfg, false, false, usageErr("--frame %q: want HEIGHTxWIDTH", *frame)
+	}
+	if cfg.Width, err = strconv.Atoi(w); err != nil {
+		return cfg, false, false, usageErr("--frame %q: want HEIGHTxWIDTH", *frame)
+	}
+	if cfg.Filters, err = bench.ParseFilters(*filters); err != nil {
+		return cfg, false, false, usageErr("%v", err)
+	}
+	if cfg.CacheBytes, err = bench.ParseBytes(*cacheSize); err != nil || cfg.CacheBytes == 0 {
+		return cfg, false, false, usageErr("--cache %q: want a size such as 32MiB", *cacheSize)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, false, false, usageErr("%v", err)
+	}
+	return cfg, asJSON, quiet, nil
+}
+
+// progressBar returns a Progress callback drawing one \r-refreshed line.
+func progressBar(w io.Writer) func(bench.IngestProgress) {
+	const width = 30
+	return func(p bench.IngestProgress) {
+		frac := 0.0
+		if p.FramesTotal > 0 {
+			frac = float64(p.FramesWritten+p.FramesVerified) / float64(2*p.FramesTotal)
+			if p.FramesVerified == 0 && p.Done {
+				frac = float64(p.FramesWritten) / float64(p.FramesTotal)
+			}
+		}
+		n := int(frac * width)
+		bar := strings.Repeat("█", n) + strings.Repeat("░", width-n)
+		rate := 0.0
+		if s := p.Elapsed.Seconds(); s > 0 {
+			rate = float64(p.BytesWritten) / (1 << 20) / s
+		}
+		fmt.Fprintf(w, "\r%s %3.0f%%  written %d/%d  verified %d  %6.1f MiB/s  resident %-10s %5.1fs",
+			bar, frac*100, p.FramesWritten, p.FramesTotal, p.FramesVerified, rate,
+			bench.HumanBytes(p.ResidentBytes), p.Elapsed.Seconds())
+		if p.Done {
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+func ingestSummary(w io.Writer, r *bench.IngestResult) error {
+	fmt.Fprintf(w, "scc ingest: %d datasets × %d frames of %s (uint16), %s, %d writers, %d readers\n\n",
+		r.Datasets, r.Frames, bench.HumanBytes(r.FrameBytes), r.Filters, r.Writers, r.Readers)
+	row := func(cells ...string) {
+		fmt.Fprintf(w, "%-14s %10s %9s %9s   %s\n", cells[0], cells[1], cells[2], cells[3], cells[4])
+	}
+	row("", "bytes", "time", "MiB/s", "")
+	row("written", bench.HumanBytes(r.BytesWritten), dur(r.WriteTime), fmt.Sprintf("%.1f", r.WriteMBps),
+		fmt.Sprintf("appends %s + final Flush (fsync) %s", dur(r.AppendTime), dur(r.FlushTime)))
+	if r.Readers > 0 {
+		row("read+verified", bench.HumanBytes(r.BytesRead), dur(r.ReadTime), fmt.Sprintf("%.1f", r.ReadMBps),
+			fmt.Sprintf("%d frames, every one checked", r.FramesVerified))
+	}
+	ratio := ""
+	if r.StoredBytes > 0 {
+		ratio = fmt.Sprintf("written/stored = %.2f", float64(r.BytesWritten)/float64(r.StoredBytes))
+	}
+	row("stored", bench.HumanBytes(r.StoredBytes), "", "", ratio)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "hit ratio\t%.3f\t(%d hits, %d misses)\n", r.HitRatio, r.Hits, r.Misses)
+	fmt.Fprintf(tw, "evictions\t%d\t(%d dirty, %d space waits)\n", r.Evictions, r.DirtyEvictions, r.SpaceWaits)
+	fmt.Fprintf(tw, "peak resident\t%s\tvs cache limit %s quiescent / %s active\n",
+		bench.HumanBytes(r.PeakResident), bench.HumanBytes(r.CacheQuiescent), bench.HumanBytes(r.CacheActive))
+	fmt.Fprintf(tw, "peak Go heap\t%s\t\n", bench.HumanBytes(r.PeakHeap))
+	fmt.Fprintf(tw, "total\t%s\t(create to close)\n", dur(r.TotalTime))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.Path != "" {
+		fmt.Fprintf(w, "file           %s\n", r.Path)
+	}
+	return nil
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d == 0:
+		return ""
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}

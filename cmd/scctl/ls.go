@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/scc-dev/scc/bench"
+	"github.com/scc-dev/scc/engine"
+)
+
+func init() {
+	register("ls", "list datasets: type, shape, chunking, filters, index, storage (like h5ls -v)", cmdLs)
+}
+
+// lsDataset is what ls prints for one dataset.
+type lsDataset struct {
+	Name     string   `json:"name"`
+	Type     string   `json:"type"`
+	Shape    []uint64 `json:"shape"`
+	MaxShape []string `json:"max_shape"` // numbers, or "unlimited"
+	Chunk    []uint64 `json:"chunk"`
+	// ChunkBytes is one chunk's decoded size.
+	ChunkBytes int64    `json:"chunk_bytes"`
+	Filters    []string `json:"filters"`
+	Fill       string   `json:"fill"`
+	IndexKind  string   `json:"index_kind"`
+	// StoredChunks is how many chunks the index holds; the others read as
+	// the fill value.
+	StoredChunks int `json:"stored_chunks"`
+	// GridChunks is how many chunks the current extent spans.
+	GridChunks uint64 `json:"grid_chunks"`
+	// LogicalBytes is the extent's size decoded; StoredLogicalBytes the
+	// decoded size of the stored chunks (StoredChunks × ChunkBytes).
+	LogicalBytes       uint64 `json:"logical_bytes"`
+	StoredLogicalBytes uint64 `json:"stored_logical_bytes"`
+	// StoredBytes is what the stored chunks occupy in the file (encoded,
+	// with checksums); IndexBytes what the chunk index occupies.
+	StoredBytes uint64 `json:"stored_bytes"`
+	IndexBytes  uint64 `json:"index_bytes"`
+}
+
+// lsFile is the whole listing.
+type lsFile struct {
+	Path     string      `json:"path"`
+	Size     int64       `json:"file_bytes"`
+	Datasets []lsDataset `json:"datasets"`
+	// Logical and StoredLogical sum the datasets' figures; the file's size
+	// over StoredLogical is the overall compression.
+	Logical       uint64 `json:"logical_bytes"`
+	StoredLogical uint64 `json:"stored_logical_bytes"`
+}
+
+func cmdLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("ls", "[--json] FILE", stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	path, err := oneFile(pos)
+	if err != nil {
+		return err
+	}
+	l, err := listFile(path)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(l)
+	}
+	printListing(stdout, l)
+	return nil
+}
+
+func listFile(path string) (*lsFile, error) {
+	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	l := &lsFile{Path: path, Datasets: []lsDataset{}}
+	if st, err := os.Stat(path); err == nil {
+		l.Size = st.Size()
+	}
+	for _, name := range f.Datasets() {
+		ds, err := f.OpenDataset(name)
+		if err != nil {
+			return nil, fmt.Errorf("dataset %q: %w", name, err)
+		}
+		d, err := describe(ds)
+		ds.Close()
+		if err != nil {
+			return nil, fmt.Errorf("dataset %q: %w", name, err)
+		}
+		l.Logical += d.LogicalBytes
+		l.StoredLogical += d.StoredLogicalBytes
+		l.Datasets = append(l.Datasets, d)
+	}
+	return l, nil
+}
+
+func describe(ds *engine.Dataset) (lsDataset, error) {
+	st, err := ds.Storage(context.Background())
+	if err != nil {
+		return lsDataset{}, err
+	}
+	d := lsDataset{
+		Name: ds.Name(), Type: ds.Type().String(), Shape: ds.Shape(), Chunk: ds.Chunk(),
+		IndexKind: ds.IndexKind(), StoredChunks: st.Chunks, Filters: []string{},
+		StoredBytes: st.StoredBytes, IndexBytes: st.IndexBytes,
+	}
+	for _, m := range ds.MaxShape() {
+		if m == engine.Unlimited {
+			d.MaxShape = append(d.MaxShape, "unlimited")
+		} else {
+			d.MaxShape = append(d.MaxShape, fmt.Sprint(m))
+		}
+	}
+	for _, f := range ds.Filters() {
+		d.Filters = append(d.Filters, f.String())
+	}
+	es := uint64(ds.Type().Size())
+	d.Fill = formatValues(ds.Type(), ds.Fill())[0]
+	d.ChunkBytes = int64(es)
+	d.GridChunks = 1
+	d.LogicalBytes = es
+	for i, c := range d.Chunk {
+		d.ChunkBytes *= int64(c)
+		d.LogicalBytes *= d.Shape[i]
+		d.GridChunks *= (d.Shape[i] + c - 1) / c
+	}
+	d.StoredLogicalBytes = uint64(d.StoredChunks) * uint64(d.ChunkBytes)
+	return d, nil
+}
+
+func dims(v []uint64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func printListing(w io.Writer, l *lsFile) {
+	for _, d := range l.Datasets {
+		shape := make([]string, len(d.Shape))
+		for i := range d.Shape {
+			shape[i] = fmt.Sprint(d.Shape[i])
+			if d.MaxShape[i] == "unlimited" {
+				shape[i] += "/Inf"
+			} else if d.MaxShape[i] != shape[i] {
+				shape[i] += "/" + d.MaxShape[i]
+			}
+		}
+		fmt.Fprintf(w, "%-20s Dataset {%s}\n", d.Name, strings.Join(shape, ", "))
+		filters := strings.Join(d.Filters, " + ")
+		if filters == "" {
+			filters = "none"
+		}
+		fmt.Fprintf(w, "    Type:      %s\n", d.Type)
+		fmt.Fprintf(w, "    Chunks:    {%s} %s\n", dims(d.Chunk), bench.HumanBytes(d.ChunkBytes))
+		fmt.Fprintf(w, "    Filters:   %s\n", filters)
+		fmt.Fprintf(w, "    Fill:      %s\n", d.Fill)
+		fmt.Fprintf(w, "    Index:     %s, %d of %d chunks stored\n", d.IndexKind, d.StoredChunks, d.GridChunks)
+		fmt.Fprintf(w, "    Storage:   %s logical, %s in stored chunks (decoded), %s stored, index %s\n",
+			bench.HumanBytes(int64(d.LogicalBytes)), bench.HumanBytes(int64(d.StoredLogicalBytes)),
+			bench.HumanBytes(int64(d.StoredBytes)), bench.HumanBytes(int64(d.IndexBytes)))
+	}
+	ratio := ""
+	if l.Size > 0 && l.StoredLogical > 0 {
+		ratio = fmt.Sprintf(" (stored chunks decode to %.2f× the file size)", float64(l.StoredLogical)/float64(l.Size))
+	}
+	fmt.Fprintf(w, "%d datasets, %s logical; file %s%s\n", len(l.Datasets),
+		bench.HumanBytes(int64(l.Logical)), bench.HumanBytes(l.Size), ratio)
+}

@@ -1,0 +1,154 @@
+// Command scctl is scc's command-line tool: the ingest demo (the main job),
+// inspection of files (ls, dump), the offline consistency checker (check),
+// the benchmark suite beside HDF5, Zarr and Go caches (bench), and the race
+// stress suite (stress).
+//
+//	scctl ingest [flags]              concurrent ingest, read back and verify
+//	scctl ls [--json] FILE            datasets, like h5ls -v
+//	scctl dump [flags] FILE           values of a selection, like h5dump
+//	scctl check [--json] FILE         offline consistency check (exit 1 on problems)
+//	scctl bench NAME|all [flags]      benchmarks beside their peers
+//	scctl stress [flags]              the race stress suite
+//
+// Each command lives in its own file as a function that takes its
+// arguments and output streams, so tests run it in-process.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+)
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{}
+
+func register(name, summary string, run func(context.Context, []string, io.Writer, io.Writer) error) {
+	commands[name] = command{summary, run}
+}
+
+// exitError carries an exit status other than 1 (or 1 without a message,
+// when the command already printed why).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// errUsage marks bad arguments: exit status 2.
+var errUsage = errors.New("usage")
+
+func usageErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand and turns its error into an exit status:
+// 0 success, 1 failure (or problems found), 2 bad usage.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "scctl: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	err := cmd.run(ctx, args[1:], stdout, stderr)
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ee):
+		if ee.msg != "" {
+			fmt.Fprintf(stderr, "scctl %s: %s\n", args[0], ee.msg)
+		}
+		return ee.code
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "scctl %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "scctl %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: scctl COMMAND [flags] [args]\n\ncommands:")
+	var names []string
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nscctl COMMAND -h shows a command's flags.")
+}
+
+// newFlags makes a FlagSet that reports errors instead of exiting.
+func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("scctl "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: scctl %s %s\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags that may come before or after positional arguments
+// (scctl bench all --quick) and returns the positionals.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// oneFile returns the single FILE positional.
+func oneFile(pos []string) (string, error) {
+	if len(pos) != 1 {
+		return "", usageErr("want one FILE argument, got %d (%s)", len(pos), strings.Join(pos, " "))
+	}
+	return pos[0], nil
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/scc-dev/scc/engine"
+)
+
+// runCmd runs scctl in-process and returns its exit status and output.
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestUsage(t *testing.T) {
+	code, _, stderr := runCmd(t)
+	if code != 2 || !strings.Contains(stderr, "usage: scctl") {
+		t.Fatalf("no args: %d %q", code, stderr)
+	}
+	for _, name := range []string{"ingest", "ls", "dump", "check", "bench"} {
+		if !strings.Contains(stderr, "  "+name+" ") {
+			t.Errorf("usage does not list %s", name)
+		}
+	}
+	if code, _, _ := runCmd(t, "help"); code != 0 {
+		t.Fatalf("help: %d", code)
+	}
+	code, _, stderr = runCmd(t, "frobnicate")
+	if code != 2 || !strings.Contains(stderr, `unknown command "frobnicate"`) {
+		t.Fatalf("unknown: %d %q", code, stderr)
+	}
+	code, _, stderr = runCmd(t, "ls", "-h")
+	if code != 0 || !strings.Contains(stderr, "usage: scctl ls") {
+		t.Fatalf("ls -h: %d %q", code, stderr)
+	}
+	code, _, stderr = runCmd(t, "ls", "--bogus")
+	if code != 2 || !strings.Contains(stderr, "bogus") {
+		t.Fatalf("bad flag: %d %q", code, stderr)
+	}
+}
+
+func TestParseInterspersed(t *testing.T) {
+	fs := newFlags("x", "", &bytes.Buffer{})
+	q := fs.Bool("quick", false, "")
+	o := fs.String("out", "", "")
+	pos, err := parse(fs, []string{"all", "--quick", "--out", "d", "more", "--", "--notaflag"})
+	if err != nil || !*q || *o != "d" || strings.Join(pos, " ") != "all more --notaflag" {
+		t.Fatalf("%v %v %q %q", err, *q, *o, pos)
+	}
+}
+
+// makeFile writes a small file with two datasets: "frames" (uint16,
+// appendable, shuffle+zstd, 3 frames of 4×5 holding 0..59) and "grid"
+// (float64 4×6, chunk 2×3, deflate, fill -1, only its first chunk written).
+func makeFile(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	path := t.TempDir() + "/small.scc"
+	f, err := engine.Create(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := f.CreateDataset("frames", engine.DatasetSpec{
+		Type: engine.Uint16, Shape: []uint64{3, 4, 5}, MaxShape: []uint64{engine.Unlimited, 4, 5},
+		Chunk: []uint64{1, 4, 5}, Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]uint16, 60)
+	for i := range vals {
+		vals[i] = uint16(i)
+	}
+	if err := engine.WriteSlice(ctx, ds, engine.Box([]uint64{0, 0, 0}, []uint64{3, 4, 5}), vals); err != nil {
+		t.Fatal(err)
+	}
+	g, err := f.CreateDataset("grid", engine.DatasetSpec{
+		Type: engine.Float64, Shape: []uint64{4, 6}, Chunk: []uint64{2, 3},
+		Filters: []engine.Filter{engine.Deflate(1)}, Fill: []byte{0, 0, 0, 0, 0, 0, 0xf0, 0xbf}, // -1.0
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.WriteSlice(ctx, g, engine.Box([]uint64{0, 0}, []uint64{2, 3}), []float64{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
