@@ -3,24 +3,27 @@ module github.com/scc-dev/scc
 go 1.26.0
 
 require (
+	github.com/alphadose/haxmap v1.4.0
+	github.com/anishathalye/porcupine v1.3.1
+	github.com/klauspost/compress v1.20.3
+	github.com/panjf2000/ants/v2 v2.12.1
+	github.com/pierrec/lz4/v4 v4.1.33
+	github.com/puzpuzpuz/xsync/v3 v3.5.1
+	go.uber.org/goleak v1.3.0
+	golang.org/x/sync v0.24.0
+	golang.org/x/sys v0.49.0
+	gonum.org/v1/plot v0.17.0
+)
+
+require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
-	github.com/alphadose/haxmap v1.4.0 // indirect
-	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
-	github.com/klauspost/compress v1.20.3 // indirect
-	github.com/panjf2000/ants/v2 v2.12.1 // indirect
-	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/puzpuzpuz/xsync/v3 v3.5.1 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/exp v0.0.0-20221031165847-c99f073a8326 // indirect
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
-	gonum.org/v1/plot v0.17.0 // indirect
 )
