@@ -68,7 +68,14 @@ type Cache struct {
 	run    runner
 	pool   *pool.Pool // the default runner's pool; nil with Config.Runner
 
-	resident   atomic.Int64 // bytes charged: entries plus reservations in flight
+	resident atomic.Int64 // bytes charged: entries plus reservations in flight
+	metadata atomic.Int64 // unevictable bytes charged by ChargeMetadata (also in resident)
+	// meta tracks ChargeMetadata per file (external.go). Never held with
+	// Cache.mu or across I/O.
+	meta struct {
+		sync.Mutex
+		metaAccounts
+	}
 	dirtyBytes atomic.Int64
 	peak       atomic.Int64
 	inflight   atomic.Int64 // bytes reserved by sub-lists being loaded/applied
@@ -471,6 +478,7 @@ func (f *File) Unregister(ctx context.Context) error {
 	}
 	f.mu.closed = true
 	c.files.Del(f.serial)
+	f.releaseMetadata()
 	return nil
 }
 
@@ -562,7 +570,10 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 			return ErrClosed
 		}
 		cur := c.resident.Load()
-		if cur+n <= c.activeLimit || cur == 0 {
+		// Metadata cannot be evicted, so a cache holding nothing else
+		// counts as empty for the one-chunk allowance; otherwise index
+		// bytes over the limit would block every load forever.
+		if cur+n <= c.activeLimit || cur <= c.metadata.Load() {
 			if c.resident.CompareAndSwap(cur, cur+n) {
 				c.notePeak(cur + n)
 				return nil

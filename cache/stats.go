@@ -57,6 +57,7 @@ type Stats struct {
 	PrefetchBytes     int64 // bytes of prefetched chunks not used yet
 	DirtyBytes        int64
 	PeakResidentBytes int64 // highest ResidentBytes seen
+	MetadataBytes     int64 // unevictable bytes charged by File.ChargeMetadata (part of ResidentBytes)
 	QuiescentLimit    int64
 	ActiveLimit       int64
 	Chunks            int64 // entries in the chunk table
@@ -125,6 +126,7 @@ func (c *Cache) Stats() Stats {
 		ResidentBytes:     c.resident.Load(),
 		DirtyBytes:        c.dirtyBytes.Load(),
 		PeakResidentBytes: c.peak.Load(),
+		MetadataBytes:     c.metadata.Load(),
 		QuiescentLimit:    c.quiescent,
 		ActiveLimit:       c.activeLimit,
 		Chunks:            int64(c.chunks.Len()),

@@ -213,7 +213,7 @@ func (f *File) newState(hdr format.DatasetHeader) (*dsState, error) {
 		minCache:   hdr.MinCacheBytes,
 		pipeline:   pl,
 		unfiltered: len(specs) == 0,
-		idx:        newLazyIndex(f.indexStore(), index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot),
+		idx:        newLazyIndex(f.indexStore(), index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot, f.chargeIndex),
 		chunkBytes: int64(elems) * int64(t.Size()),
 	}
 	if len(hdr.Fill) != 0 && !allZero(hdr.Fill) {
@@ -384,6 +384,7 @@ func (d *Dataset) Storage(ctx context.Context) (Storage, error) {
 		st.StoredBytes += e.Size
 		return true
 	})
+	d.s.idx.account(x) // Range loads every block
 	if err == nil {
 		err = x.Extents(ctx, func(_, size int64) error {
 			st.IndexBlocks++
@@ -542,6 +543,7 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 	err = x.Resize(ctx, g, func(_ []uint64, e index.Entry) {
 		s.f.space.free(int64(e.Addr), int64(e.Size))
 	})
+	s.idx.account(x)
 	if err != nil {
 		return classify(err)
 	}

@@ -467,3 +467,13 @@ func (f *File) Datasets() []string {
 	sort.Strings(names)
 	return names
 }
+
+// chargeIndex counts a difference of a dataset's index memory inside the
+// shared cache's budget (issue 5 §4): index blocks stay in memory, so the
+// cache evicts chunks to make room for them. File.Close's cache unregister
+// releases whatever the file's indexes still hold.
+func (f *File) chargeIndex(delta int64) {
+	if f.cfile != nil {
+		f.cfile.ChargeMetadata(delta)
+	}
+}

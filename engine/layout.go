@@ -46,6 +46,8 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []c
 	if err != nil {
 		return err
 	}
+	// Blocks the lookup loaded now count in the cache's budget.
+	defer l.s.idx.account(x)
 	for i, c := range coords {
 		e, err := x.Get(ctx, c)
 		if err != nil {
@@ -143,6 +145,7 @@ func (l *denseLayout) Publish(ctx context.Context, ins []cache.Insertion, writeE
 		}
 		return err
 	}
+	defer l.s.idx.account(x) // puts may create blocks
 	var firstErr error
 	for _, in := range ins {
 		old, err := x.Put(ctx, in.Coord, index.Entry{Addr: uint64(in.New.Addr), Size: uint64(in.New.Size), Mask: in.New.Mask, Sum: in.New.Sum})
@@ -189,6 +192,7 @@ func (l *denseLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Loc
 		return err
 	}
 	old, err := x.Delete(ctx, coord)
+	l.s.idx.account(x)
 	if err != nil {
 		return classify(err)
 	}

@@ -19,6 +19,13 @@ import (
 type lazyIndex struct {
 	store index.Store
 	p     atomic.Pointer[indexBox]
+	// charge adds a difference of the index's memory to the shared cache's
+	// budget (cache.File.ChargeMetadata); nil charges nothing. charged is
+	// the figure charged so far: every charge swaps in a new figure and
+	// charges the difference, so the cache holds exactly the last figure
+	// swapped in however calls interleave (issue 5 §4).
+	charge  func(delta int64)
+	charged atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -30,8 +37,8 @@ type lazyIndex struct {
 
 type indexBox struct{ index.Index }
 
-func newLazyIndex(store index.Store, kind index.Kind, g index.Geometry, root []byte) *lazyIndex {
-	li := &lazyIndex{store: store}
+func newLazyIndex(store index.Store, kind index.Kind, g index.Geometry, root []byte, charge func(int64)) *lazyIndex {
+	li := &lazyIndex{store: store, charge: charge}
 	li.mu.kind, li.mu.g, li.mu.root = kind, g, root
 	return li
 }
@@ -52,6 +59,7 @@ func (li *lazyIndex) get(ctx context.Context) (index.Index, error) {
 	}
 	li.p.Store(&indexBox{x})
 	li.mu.root = nil
+	li.account(x)
 	return x, nil
 }
 
@@ -61,6 +69,7 @@ func (li *lazyIndex) set(x index.Index) {
 	defer li.mu.Unlock()
 	li.mu.kind, li.mu.root = x.Kind(), nil
 	li.p.Store(&indexBox{x})
+	li.account(x)
 }
 
 // reset points the index at another committed root, to be opened on next
@@ -70,6 +79,27 @@ func (li *lazyIndex) reset(kind index.Kind, g index.Geometry, root []byte) {
 	defer li.mu.Unlock()
 	li.mu.kind, li.mu.g, li.mu.root = kind, g, root
 	li.p.Store(nil)
+	li.chargeBytes(0) // the old index's blocks are garbage now
+}
+
+// account charges the index's current memory to the cache. Callers call it
+// after anything that can load, create or drop index blocks (lookups,
+// publishes, deletes, resizes, flushes); it walks the index's block slots,
+// not its entries.
+func (li *lazyIndex) account(x index.Index) {
+	if li.charge == nil || x == nil {
+		return
+	}
+	li.chargeBytes(x.MemBytes())
+}
+
+func (li *lazyIndex) chargeBytes(n int64) {
+	if li.charge == nil {
+		return
+	}
+	if d := n - li.charged.Swap(n); d != 0 {
+		li.charge(d)
+	}
 }
 
 // kind reports the index kind without opening it.
@@ -84,12 +114,14 @@ func (li *lazyIndex) kind() index.Kind {
 func (li *lazyIndex) flush(ctx context.Context) ([]byte, error) {
 	if b := li.p.Load(); b != nil {
 		root, err := b.Flush(ctx)
+		li.account(b.Index)
 		return root, classify(err)
 	}
 	li.mu.Lock()
 	defer li.mu.Unlock()
 	if b := li.p.Load(); b != nil {
 		root, err := b.Flush(ctx)
+		li.account(b.Index)
 		return root, classify(err)
 	}
 	return li.mu.root, nil

@@ -905,3 +905,30 @@ func reportExtents(all []ptr, fn func(off, size int64) error) error {
 	}
 	return nil
 }
+
+// MemBytes reports the encoded size of the blocks held in memory: the index
+// block and every loaded or created super block and data block (page). It
+// walks the slots, not the entries.
+func (x *eaIndex) MemBytes() int64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := int64(x.lay.indexSize)
+	for i := range x.mu.hoist {
+		if u := x.mu.hoist[i].mem; u != nil {
+			n += int64(unitBlockSize(len(u.ents)))
+		}
+	}
+	for i := range x.mu.supers {
+		sp := x.mu.supers[i].mem
+		if sp == nil {
+			continue
+		}
+		n += int64(superBlockSize(len(sp.units)))
+		for j := range sp.units {
+			if u := sp.units[j].mem; u != nil {
+				n += int64(unitBlockSize(len(u.ents)))
+			}
+		}
+	}
+	return n
+}

@@ -449,3 +449,17 @@ func (x *faIndex) Extents(ctx context.Context, fn func(off, size int64) error) e
 	x.mu.RUnlock()
 	return reportExtents(all, fn)
 }
+
+// MemBytes reports the encoded size of the header and of every loaded or
+// created page.
+func (x *faIndex) MemBytes() int64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := int64(faHeaderSize(len(x.mu.pages)))
+	for i := range x.mu.pages {
+		if u := x.mu.pages[i].mem; u != nil {
+			n += int64(unitBlockSize(len(u.ents)))
+		}
+	}
+	return n
+}

@@ -705,3 +705,18 @@ func (x *genIndex) Extents(ctx context.Context, fn func(off, size int64) error) 
 	x.mu.RUnlock()
 	return reportExtents(all, fn)
 }
+
+// MemBytes reports the encoded size of the root block and of every loaded
+// or created leaf.
+func (x *genIndex) MemBytes() int64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := int64(24 + len(x.mu.slots)*x.recSize() + trailerSize)
+	rec := x.rank*8 + entrySize
+	for _, sl := range x.mu.slots {
+		if sl.mem != nil {
+			n += int64(16 + len(sl.mem.ents)*rec + trailerSize)
+		}
+	}
+	return n
+}

@@ -114,6 +114,11 @@ type Index interface {
 	// blocks of the state the last Flush (or Open) produced, including those
 	// the next Flush will free. It may read blocks that name others.
 	Extents(ctx context.Context, fn func(off, size int64) error) error
+	// MemBytes reports the bytes of index blocks held in memory, measured
+	// as their encoded sizes, so the container can count them inside the
+	// shared cache's budget (issue 5 §4). It costs O(block slots), not
+	// O(entries), and takes the index's read lock.
+	MemBytes() int64
 }
 
 var (

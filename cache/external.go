@@ -1,0 +1,73 @@
+package cache
+
+// Metadata charged from outside the cache (issue 5 §4): a container's
+// chunk index blocks stay in memory so that a hot lookup does no I/O, and
+// they are counted inside the cache's budget so that resident chunks plus
+// index bytes stay under the limit. The bytes are unevictable: charging
+// them makes the next reservation (and the background trimmer) evict
+// chunks instead.
+
+// metaAccounts is the metadata each registered file has charged.
+//
+// INVARIANT: a file's entry is absent once File.Unregister released it, and
+// ChargeMetadata adds to a file's entry only while the file is registered;
+// both run under mu, so a charge racing Unregister is either released by it
+// or ignored, never leaked.
+type metaAccounts struct {
+	byFile map[uint64]int64 // file serial → bytes charged (guarded by Cache.meta)
+}
+
+// ChargeMetadata adds delta (may be negative) bytes of the file's metadata
+// to the cache's resident total, as bytes no eviction can free. Callers
+// charge differences of a figure they track, so the file's total stays the
+// sum of its deltas. A charge on an unregistered file is ignored. Charging
+// never blocks and does no I/O; when it takes the cache over the quiescent
+// size it wakes the background trimmer, and the next request evicts chunks
+// to get back under the active limit.
+//
+// Safe for concurrent use.
+func (f *File) ChargeMetadata(delta int64) {
+	if delta == 0 {
+		return
+	}
+	c := f.c
+	c.meta.Lock()
+	if _, ok := c.files.Get(f.serial); !ok {
+		c.meta.Unlock()
+		return
+	}
+	if c.meta.byFile == nil {
+		c.meta.byFile = make(map[uint64]int64)
+	}
+	c.meta.byFile[f.serial] += delta
+	c.metadata.Add(delta)
+	c.charge(delta)
+	c.meta.Unlock()
+	if delta > 0 && c.resident.Load() > c.quiescent {
+		select {
+		case c.trimCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// MetadataBytes reports the metadata bytes the file has charged.
+func (f *File) MetadataBytes() int64 {
+	c := f.c
+	c.meta.Lock()
+	defer c.meta.Unlock()
+	return c.meta.byFile[f.serial]
+}
+
+// releaseMetadata uncharges everything f charged. File.Unregister calls it
+// after removing f from the registered files, so no later charge lands.
+func (f *File) releaseMetadata() {
+	c := f.c
+	c.meta.Lock()
+	defer c.meta.Unlock()
+	if n, ok := c.meta.byFile[f.serial]; ok {
+		delete(c.meta.byFile, f.serial)
+		c.metadata.Add(-n)
+		c.charge(-n)
+	}
+}
