@@ -503,22 +503,14 @@ func (x *eaIndex) Get(ctx context.Context, coord []uint64) (Entry, error) {
 
 func (x *eaIndex) Put(ctx context.Context, coord []uint64, e Entry) (Entry, error) {
 	e = normalize(e)
-	for {
-		x.mu.Lock()
+	return x.ld.mutate(ctx, func() (Entry, *loadReq, error) {
 		i, err := x.mu.gm.linear(coord)
-		var old Entry
-		var req *loadReq
-		if err == nil {
-			old, req = x.setLocked(i, e)
+		if err != nil {
+			return Entry{}, nil, err
 		}
-		x.mu.Unlock()
-		if err != nil || req == nil {
-			return old, err
-		}
-		if err := x.ld.fetch(ctx, req); err != nil {
-			return Entry{}, err
-		}
-	}
+		old, req := x.setLocked(i, e)
+		return old, req, nil
+	})
 }
 
 func (x *eaIndex) Delete(ctx context.Context, coord []uint64) (Entry, error) {

@@ -230,22 +230,14 @@ func (x *faIndex) setLocked(i uint64, e Entry) (Entry, *loadReq) {
 
 func (x *faIndex) Put(ctx context.Context, coord []uint64, e Entry) (Entry, error) {
 	e = normalize(e)
-	for {
-		x.mu.Lock()
+	return x.ld.mutate(ctx, func() (Entry, *loadReq, error) {
 		i, err := x.mu.gm.linear(coord)
-		var old Entry
-		var req *loadReq
-		if err == nil {
-			old, req = x.setLocked(i, e)
+		if err != nil {
+			return Entry{}, nil, err
 		}
-		x.mu.Unlock()
-		if err != nil || req == nil {
-			return old, err
-		}
-		if err := x.ld.fetch(ctx, req); err != nil {
-			return Entry{}, err
-		}
-	}
+		old, req := x.setLocked(i, e)
+		return old, req, nil
+	})
 }
 
 func (x *faIndex) Delete(ctx context.Context, coord []uint64) (Entry, error) {

@@ -357,22 +357,13 @@ func (x *genIndex) Get(ctx context.Context, coord []uint64) (Entry, error) {
 
 func (x *genIndex) Put(ctx context.Context, coord []uint64, e Entry) (Entry, error) {
 	e = normalize(e)
-	for {
-		x.mu.Lock()
-		err := x.checkCoord(coord)
-		var old Entry
-		var req *loadReq
-		if err == nil {
-			old, req = x.setLocked(coord, e)
+	return x.ld.mutate(ctx, func() (Entry, *loadReq, error) {
+		if err := x.checkCoord(coord); err != nil {
+			return Entry{}, nil, err
 		}
-		x.mu.Unlock()
-		if err != nil || req == nil {
-			return old, err
-		}
-		if err := x.ld.fetch(ctx, req); err != nil {
-			return Entry{}, err
-		}
-	}
+		old, req := x.setLocked(coord, e)
+		return old, req, nil
+	})
 }
 
 func (x *genIndex) Delete(ctx context.Context, coord []uint64) (Entry, error) {

@@ -48,6 +48,23 @@ type loadCall struct {
 	waiters int   // requesters sharing the leader's read (guarded by flight)
 }
 
+// mutate runs step under the index's write lock until it completes without
+// needing a block first: a step that returns a load request is retried once
+// fetch has brought the block in (with no lock held while reading).
+func (l *loader) mutate(ctx context.Context, step func() (Entry, *loadReq, error)) (Entry, error) {
+	for {
+		l.idx.Lock()
+		old, req, err := step()
+		l.idx.Unlock()
+		if err != nil || req == nil {
+			return old, err
+		}
+		if err := l.fetch(ctx, req); err != nil {
+			return Entry{}, err
+		}
+	}
+}
+
 // fetch loads r.p. A nil return means "retry the lookup": the block is in
 // memory now, or it no longer matters. The caller must hold no index lock.
 func (l *loader) fetch(ctx context.Context, r *loadReq) error {
