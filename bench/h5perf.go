@@ -173,7 +173,8 @@ func ParseH5perf(out string) (H5perfFigures, error) {
 		switch {
 		case strings.HasPrefix(l, "IO API ="):
 			api = strings.TrimSpace(strings.TrimPrefix(l, "IO API ="))
-		case strings.HasSuffix(l, "):") && strings.Contains(l, "iteration"):
+		case strings.HasSuffix(l, "):") && strings.Contains(l, "iteration") && strings.Contains(l, "("):
+			// "Write Open-Close (1 iteration):" names the phase.
 			phase = strings.TrimSpace(l[:strings.Index(l, "(")])
 		case strings.HasPrefix(l, "Average Throughput:") && api != "" && phase != "":
 			v := strings.Fields(strings.TrimPrefix(l, "Average Throughput:"))
