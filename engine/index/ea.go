@@ -483,22 +483,14 @@ func (x *eaIndex) setLocked(i uint64, e Entry) (Entry, *loadReq) {
 }
 
 func (x *eaIndex) Get(ctx context.Context, coord []uint64) (Entry, error) {
-	for {
-		x.mu.RLock()
+	return x.ld.lookup(ctx, func() (Entry, *loadReq, error) {
 		i, err := x.mu.gm.linear(coord)
-		var e Entry
-		var req *loadReq
-		if err == nil {
-			e, req = x.getLocked(i)
+		if err != nil {
+			return Entry{}, nil, err
 		}
-		x.mu.RUnlock()
-		if err != nil || req == nil {
-			return e, err
-		}
-		if err := x.ld.fetch(ctx, req); err != nil {
-			return Entry{}, err
-		}
-	}
+		e, req := x.getLocked(i)
+		return e, req, nil
+	})
 }
 
 func (x *eaIndex) Put(ctx context.Context, coord []uint64, e Entry) (Entry, error) {

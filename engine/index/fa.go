@@ -186,26 +186,17 @@ func (x *faIndex) pageLocked(pi int, create bool) (*unitSlot, *loadReq) {
 }
 
 func (x *faIndex) Get(ctx context.Context, coord []uint64) (Entry, error) {
-	for {
-		x.mu.RLock()
+	return x.ld.lookup(ctx, func() (Entry, *loadReq, error) {
 		i, err := x.mu.gm.linear(coord)
-		var e Entry
-		var req *loadReq
-		if err == nil {
-			var us *unitSlot
-			us, req = x.pageLocked(int(i>>x.p), false)
-			if us != nil && us.mem != nil {
-				e = us.mem.ents[i&(1<<x.p-1)]
-			}
+		if err != nil {
+			return Entry{}, nil, err
 		}
-		x.mu.RUnlock()
-		if err != nil || req == nil {
-			return e, err
+		us, req := x.pageLocked(int(i>>x.p), false)
+		if us != nil && us.mem != nil {
+			return us.mem.ents[i&(1<<x.p-1)], req, nil
 		}
-		if err := x.ld.fetch(ctx, req); err != nil {
-			return Entry{}, err
-		}
-	}
+		return Entry{}, req, nil
+	})
 }
 
 // setLocked stores e at slot i (write lock held).

@@ -332,27 +332,20 @@ func (x *genIndex) leafReq(i int) *loadReq {
 }
 
 func (x *genIndex) Get(ctx context.Context, coord []uint64) (Entry, error) {
-	for {
-		x.mu.RLock()
-		err := x.checkCoord(coord)
-		var e Entry
-		var req *loadReq
-		if err == nil && len(x.mu.slots) > 0 {
-			i := x.routeLocked(coord)
-			if lf := x.mu.slots[i].mem; lf == nil {
-				req = x.leafReq(i)
-			} else if pos, ok := lf.search(x.rank, coord); ok {
-				e = lf.ents[pos]
-			}
+	return x.ld.lookup(ctx, func() (Entry, *loadReq, error) {
+		if err := x.checkCoord(coord); err != nil || len(x.mu.slots) == 0 {
+			return Entry{}, nil, err
 		}
-		x.mu.RUnlock()
-		if err != nil || req == nil {
-			return e, err
+		i := x.routeLocked(coord)
+		lf := x.mu.slots[i].mem
+		if lf == nil {
+			return Entry{}, x.leafReq(i), nil
 		}
-		if err := x.ld.fetch(ctx, req); err != nil {
-			return Entry{}, err
+		if pos, ok := lf.search(x.rank, coord); ok {
+			return lf.ents[pos], nil, nil
 		}
-	}
+		return Entry{}, nil, nil
+	})
 }
 
 func (x *genIndex) Put(ctx context.Context, coord []uint64, e Entry) (Entry, error) {

@@ -48,6 +48,22 @@ type loadCall struct {
 	waiters int   // requesters sharing the leader's read (guarded by flight)
 }
 
+// lookup runs step under the index's read lock until it completes without
+// needing a block first (see mutate).
+func (l *loader) lookup(ctx context.Context, step func() (Entry, *loadReq, error)) (Entry, error) {
+	for {
+		l.idx.RLock()
+		e, req, err := step()
+		l.idx.RUnlock()
+		if err != nil || req == nil {
+			return e, err
+		}
+		if err := l.fetch(ctx, req); err != nil {
+			return Entry{}, err
+		}
+	}
+}
+
 // mutate runs step under the index's write lock until it completes without
 // needing a block first: a step that returns a load request is retried once
 // fetch has brought the block in (with no lock held while reading).
