@@ -76,6 +76,9 @@ func pattern(n int, seed byte) []byte {
 
 // refWrite applies a write to the reference model.
 func refWrite(ref []byte, p []byte, off int64) []byte {
+	if len(p) == 0 {
+		return ref // a zero-length write extends nothing (pwrite semantics)
+	}
 	if end := off + int64(len(p)); end > int64(len(ref)) {
 		ref = append(ref, make([]byte, end-int64(len(ref)))...)
 	}

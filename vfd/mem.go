@@ -86,9 +86,16 @@ func (m *Mem) WriteV(exts []Extent) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	// Grow once to the last extent's end so the whole vector either lands or
-	// (over the size limit) does not start.
-	data, err := growImage(m.mu.data, sorted[len(sorted)-1].End())
+	// Grow once to the furthest non-empty extent's end so the whole vector
+	// either lands or (over the size limit) does not start. Empty extents
+	// extend nothing, as with pwritev.
+	var end int64
+	for _, e := range sorted {
+		if len(e.Buf) > 0 {
+			end = max(end, e.End())
+		}
+	}
+	data, err := growImage(m.mu.data, end)
 	m.mu.data = data
 	if err != nil {
 		return err
