@@ -110,7 +110,7 @@ func (f *File) CreateDataset(name string, spec DatasetSpec) (*Dataset, error) {
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.mu.closed {
+	if f.closed.Load() {
 		return nil, ErrClosed
 	}
 	if _, ok := f.mu.catalog[name]; ok {
@@ -141,7 +141,7 @@ func (f *File) CreateDataset(name string, spec DatasetSpec) (*Dataset, error) {
 func (f *File) OpenDataset(name string) (*Dataset, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.mu.closed {
+	if f.closed.Load() {
 		return nil, ErrClosed
 	}
 	if s, ok := f.mu.open[name]; ok {

@@ -66,13 +66,16 @@ type File struct {
 	commitMu sync.Mutex
 	sb       format.Superblock
 
+	// closed is set once by Close (under mu, so that CreateDataset and
+	// OpenDataset, which check it under mu, never race a Close).
+	closed atomic.Bool
+
 	// failed is set when a sync failed: the OS may have dropped written
 	// pages, so no later commit may claim durability (see Flush).
 	failed atomic.Pointer[error]
 
 	mu struct {
 		sync.Mutex
-		closed bool
 		nextID uint64
 		// catalog holds every dataset of the file by name: committed ones
 		// from the last superblock plus ones created since.
@@ -400,11 +403,10 @@ func (f *File) sync() error {
 // the file is closed all the same.
 func (f *File) Close() error {
 	f.mu.Lock()
-	if f.mu.closed {
+	if f.closed.Swap(true) {
 		f.mu.Unlock()
 		return nil
 	}
-	f.mu.closed = true
 	f.mu.Unlock()
 
 	var err error
@@ -434,10 +436,10 @@ func (f *File) release() error {
 	return classify(err)
 }
 
+// checkOpen is on every read and write, so it reads an atomic rather than
+// taking f.mu, which every goroutine using the file would share.
 func (f *File) checkOpen() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.mu.closed {
+	if f.closed.Load() {
 		return ErrClosed
 	}
 	return nil
