@@ -25,8 +25,11 @@ func TestChargeMetadata(t *testing.T) {
 
 	meta := limit - 10*chunk
 	e.f.ChargeMetadata(meta)
-	if st := e.c.Stats(); st.MetadataBytes != meta || st.ResidentBytes != before.ResidentBytes+meta || e.f.MetadataBytes() != meta {
-		t.Fatalf("after charging %d: %+v (file %d)", meta, st, e.f.MetadataBytes())
+	// The charge wakes the background trimmer, which may already have
+	// evicted clean chunks: chunk bytes can only have shrunk.
+	if st := e.c.Stats(); st.MetadataBytes != meta || st.ResidentBytes < meta ||
+		st.ResidentBytes-meta > before.ResidentBytes || e.f.MetadataBytes() != meta {
+		t.Fatalf("after charging %d: %+v (file %d, resident before %d)", meta, st, e.f.MetadataBytes(), before.ResidentBytes)
 	}
 	for i := uint64(40); i < 80; i++ {
 		write(i)
