@@ -350,7 +350,12 @@ func (c *Cache) dropAllSettled(ctx context.Context, d *Dataset) error {
 		ch := c.spaceWait()
 		left := c.dropAll(d)
 		if left == 0 {
-			return nil
+			// An eviction that unlinked a chunk just before may still be
+			// releasing it: done once the dataset counts no chunks.
+			if d.chunks.Load() == 0 {
+				return nil
+			}
+			left = int(d.chunks.Load())
 		}
 		if left != last {
 			last, since = left, time.Now()

@@ -107,18 +107,20 @@ func (c *Cache) remove(es []*entry) {
 			c.prefBytes.Add(-e.prefSize)
 			c.st.prefetchWasted.Add(1)
 		}
-		if e.ds.chunks.Add(-1) == 0 && !e.ds.registered.Load() {
-			expire = append(expire, e.ds)
-		}
 		if e.dirty.Swap(false) {
 			c.dirtyBytes.Add(-sz)
+		}
+		// Uncharge before the dataset's count drops: File.Unregister waits
+		// for that count to reach zero, and then every byte is released.
+		c.charge(-sz)
+		if e.ds.chunks.Add(-1) == 0 && !e.ds.registered.Load() {
+			expire = append(expire, e.ds)
 		}
 		if ev, ok := e.ds.lay().l.(Evicter); ok && e.chunk != nil {
 			ev.Evict(e.coord, e.chunk)
 		}
 		e.chunk = nil
 		e.settle(stateDead, false)
-		c.charge(-sz)
 	}
 	for _, d := range expire {
 		d.maybeExpire()
