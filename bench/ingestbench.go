@@ -96,21 +96,7 @@ func runIngestScenario(ctx context.Context, o Options, p *Peers, r *Report) erro
 	lines := []Line{sccLine}
 
 	peers := map[string]*peerResult{}
-	var want []string
-	if p.Python == "" {
-		r.missing("python3 with numpy (needed by h5py and zarr peers)")
-	} else {
-		if p.H5py != "" {
-			want = append(want, "h5py")
-		} else {
-			r.missing("h5py (python3-h5py)")
-		}
-		if p.Zarr != "" {
-			want = append(want, "zarr")
-		} else {
-			r.missing("zarr (python3-zarr)")
-		}
-	}
+	want := p.pythonPeers(r)
 	if len(want) > 0 {
 		bin := filepath.Join(dir, "frames.bin")
 		if err := writeFrames(bin, cfg); err != nil {

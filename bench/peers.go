@@ -171,3 +171,24 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(l, " | ")
 }
+
+// pythonPeers lists the Python peers (h5py, zarr) present, and records the
+// missing ones in r.
+func (p *Peers) pythonPeers(r *Report) []string {
+	if p.Python == "" {
+		r.missing("python3 with numpy (needed by h5py and zarr peers)")
+		return nil
+	}
+	var want []string
+	if p.H5py != "" {
+		want = append(want, "h5py")
+	} else {
+		r.missing("h5py (python3-h5py)")
+	}
+	if p.Zarr != "" {
+		want = append(want, "zarr")
+	} else {
+		r.missing("zarr (python3-zarr)")
+	}
+	return want
+}

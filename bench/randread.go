@@ -239,21 +239,7 @@ func runRandRead(ctx context.Context, o Options, p *Peers, r *Report) error {
 	}
 
 	peers := map[string]*peerResult{}
-	var want []string
-	if p.Python == "" {
-		r.missing("python3 with numpy (needed by h5py and zarr peers)")
-	} else {
-		if p.H5py != "" {
-			want = append(want, "h5py")
-		} else {
-			r.missing("h5py (python3-h5py)")
-		}
-		if p.Zarr != "" {
-			want = append(want, "zarr")
-		} else {
-			r.missing("zarr (python3-zarr)")
-		}
-	}
+	want := p.pythonPeers(r)
 	if len(want) > 0 {
 		bin := filepath.Join(dir, "frames.bin")
 		if err := writeFrames(bin, IngestConfig{Datasets: c.Datasets, Frames: c.Frames, Height: c.Side, Width: c.Side}); err != nil {

@@ -783,13 +783,7 @@ func (x *eaIndex) Flush(ctx context.Context) ([]byte, error) {
 				ss.next = p
 			}
 		}
-		top, err := tx.write(x.encodeIndexBlockLocked())
-		if err != nil {
-			return err
-		}
-		tx.replace(x.mu.top)
-		x.mu.top = top
-		return nil
+		return tx.writeTop(&x.mu.top, x.encodeIndexBlockLocked())
 	}()
 	if err != nil {
 		tx.abort()

@@ -392,13 +392,7 @@ func (x *faIndex) Flush(ctx context.Context) ([]byte, error) {
 			}
 			us.next = p
 		}
-		top, err := tx.write(x.encodeHeaderLocked())
-		if err != nil {
-			return err
-		}
-		tx.replace(x.mu.top)
-		x.mu.top = top
-		return nil
+		return tx.writeTop(&x.mu.top, x.encodeHeaderLocked())
 	}()
 	if err != nil {
 		tx.abort()

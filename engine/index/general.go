@@ -648,13 +648,7 @@ func (x *genIndex) Flush(ctx context.Context) ([]byte, error) {
 			sl.next = p
 			written = append(written, sl)
 		}
-		top, err := tx.write(x.encodeRootBlockLocked())
-		if err != nil {
-			return err
-		}
-		tx.replace(x.mu.top)
-		x.mu.top = top
-		return nil
+		return tx.writeTop(&x.mu.top, x.encodeRootBlockLocked())
 	}()
 	if err != nil {
 		tx.abort()

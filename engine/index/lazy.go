@@ -277,6 +277,18 @@ func (tx *flushTx) replace(old ptr) {
 	}
 }
 
+// writeTop writes the index's new top block, last (children before
+// parents), and points *top at it; the old top block is freed on commit.
+func (tx *flushTx) writeTop(top *ptr, b []byte) error {
+	p, err := tx.write(b)
+	if err != nil {
+		return err
+	}
+	tx.replace(*top)
+	*top = p
+	return nil
+}
+
 // unit writes a dirty unit (or drops an empty one) and sets us.next. It
 // returns the pointer the parent must record.
 func (tx *flushTx) unit(us *unitSlot, m magic, s uint8, first uint64) (ptr, error) {
