@@ -573,12 +573,23 @@ func TestSetExtent(t *testing.T) {
 		must(t, e.c.Read(bg, []Request{fullReq(d, l, make([]byte, 16), c...)}))
 	}
 	// Shrink to 6x6: row/col 2 wholly outside; chunks (0..1,1) and (1,0) cut.
-	must(t, d.SetExtent(bg, []uint64{12, 12}, []uint64{6, 6}))
-	if _, ok := l.stored(Coord{2, 2}); ok {
-		t.Fatal("cached wholly-outside chunk not deleted on disk")
+	loads := e.c.Stats().Loads
+	must(t, d.PrepareExtent(bg, []uint64{12, 12}, []uint64{6, 6}))
+	// Preparing changes nothing visible: the cut chunks were loaded
+	// (1,1 was evicted) but not trimmed, and nothing was dropped.
+	if l.trims.Load() != 0 {
+		t.Fatalf("PrepareExtent trimmed %d chunks", l.trims.Load())
 	}
-	if _, ok := l.stored(Coord{2, 0}); !ok {
-		t.Fatal("uncached wholly-outside chunk is the layout's job; cache deleted it")
+	if got := e.c.Stats().Loads - loads; got == 0 {
+		t.Fatal("PrepareExtent did not load the evicted cut chunk (1,1)")
+	}
+	if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0, 2})); !ok {
+		t.Fatal("PrepareExtent dropped a chunk")
+	}
+	l.prune([]uint64{6, 6}) // the layout's half: engine/index Resize
+	must(t, d.SetExtent(bg, []uint64{12, 12}, []uint64{6, 6}))
+	if l.deletes.Load() != 0 {
+		t.Fatal("the cache deleted stored chunks: pruning is the layout's job")
 	}
 	if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0, 2})); ok {
 		t.Fatal("wholly-outside chunk still cached")

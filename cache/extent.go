@@ -43,18 +43,62 @@ func whollyOutside(coord Coord, cd, dims []uint64) bool {
 	return false
 }
 
-// SetExtent tells the cache the dataset's extent changed from oldDims to
-// newDims (seed 002 H5SC_set_extent_notify and "H5Dset_extent()"). The
-// caller has drained the dataset's I/O (seed 000 §5.2).
+// Shrinking an extent is two calls, so that an error leaves the dataset as
+// it was (issue 9 §2):
 //
-// Split of work with the layout: the cache handles the chunks it holds —
-// cached chunks wholly outside the new extent are dropped without being
-// written and Layout.Delete'd if they exist on disk — and the chunks the
-// shrink cuts through, cached or not: those that exist (in cache or on
-// disk) are loaded if needed, Layout.Trim'd, and marked dirty if changed.
-// Uncached chunks wholly outside the new extent are the layout's job (the
-// engine prunes its index). Keys do not depend on the extent (key.go), so
-// unlike seed 000 §3.4 nothing is re-keyed.
+//  1. PrepareExtent does every fallible step and changes nothing the
+//     dataset shows: it writes back the dataset's dirty chunks (so the
+//     chunks wholly outside the new extent hold no data that exists only in
+//     memory) and loads the chunks the shrink cuts through.
+//  2. The caller shrinks its index (the layout's own pruning of stored
+//     chunks wholly outside; engine/index Resize loads before it mutates, so
+//     it too fails without change).
+//  3. SetExtent drops the cached chunks wholly outside the new extent and
+//     trims the chunks it cuts through. Both are memory operations on
+//     chunks PrepareExtent made resident; the dataset is drained, so the
+//     only way a trim still does I/O is a concurrent request of another
+//     dataset evicting a prepared chunk in the window between the calls,
+//     when the trim reloads it.
+//
+// Keys do not depend on the extent (key.go), so unlike seed 000 §3.4
+// nothing is re-keyed. The caller has drained the dataset's I/O (seed 000
+// §5.2) for the whole sequence.
+
+// PrepareExtent is step 1 of a shrink (see above). Growth needs no
+// preparation; it returns at once.
+func (d *Dataset) PrepareExtent(ctx context.Context, oldDims, newDims []uint64) error {
+	c := d.c
+	if err := c.begin(); err != nil {
+		return err
+	}
+	defer c.end()
+	if !d.registered.Load() {
+		return ErrNotRegistered
+	}
+	cd := d.lay().dims
+	if len(oldDims) != len(cd) || len(newDims) != len(cd) {
+		return fmt.Errorf("%w: extent rank %d/%d, chunk rank %d", ErrInvalid, len(oldDims), len(newDims), len(cd))
+	}
+	if !shrinks(oldDims, newDims) {
+		return nil
+	}
+	// Writing back every dirty chunk of the dataset (not only those
+	// outside) keeps this to one well-tested path; shrinks are rare.
+	if err := c.flushDatasets(ctx, []*Dataset{d}, false); err != nil {
+		return fmt.Errorf("cache: set extent: %w", err)
+	}
+	return d.edges(oldDims, newDims, func(batch []Request) error {
+		return c.do(ctx, op{kind: opLoad}, batch)
+	})
+}
+
+// SetExtent is step 3 of a shrink (see above): cached chunks wholly outside
+// the new extent are dropped without being written (the layout has pruned
+// what it stored of them), and the chunks the shrink cuts through are
+// Layout.Trim'd and marked dirty if changed. Growth leaves every chunk
+// inside the extent and cuts through none, so it returns at once without
+// scanning the dataset's chunks (appending workloads call SetExtent once
+// per frame). A cancelled ctx does not stop it half way.
 func (d *Dataset) SetExtent(ctx context.Context, oldDims, newDims []uint64) error {
 	c := d.c
 	if err := c.begin(); err != nil {
@@ -68,21 +112,10 @@ func (d *Dataset) SetExtent(ctx context.Context, oldDims, newDims []uint64) erro
 	if len(oldDims) != len(cd) || len(newDims) != len(cd) {
 		return fmt.Errorf("%w: extent rank %d/%d, chunk rank %d", ErrInvalid, len(oldDims), len(newDims), len(cd))
 	}
-	// Growth (no dimension shrinks) leaves every chunk inside the extent
-	// and cuts through none: nothing to drop or trim, so skip the scan of
-	// the dataset's cached chunks (appending workloads call SetExtent once
-	// per frame).
-	shrinks := false
-	for j := range newDims {
-		if newDims[j] < oldDims[j] {
-			shrinks = true
-			break
-		}
-	}
-	if !shrinks {
+	if !shrinks(oldDims, newDims) {
 		return nil
 	}
-	// 1. Cached chunks wholly outside: drop, and delete what is stored.
+	ctx = context.WithoutCancel(ctx)
 	c.extentScans.Add(1)
 	var outside []*entry
 	c.mu.Lock()
@@ -95,38 +128,43 @@ func (d *Dataset) SetExtent(ctx context.Context, oldDims, newDims []uint64) erro
 	// One at a time: holding an evicting entry while waiting for another
 	// could deadlock with a flusher that pins the second and waits for the
 	// first to settle.
-	l := d.lay().l
 	for _, e := range outside {
 		ok, err := acquireEvict(ctx, e)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			continue
+		if ok {
+			c.st.evictions.Add(1)
+			c.remove([]*entry{e})
 		}
-		locs := make([]Location, 1)
-		err = l.Lookup(ctx, []Coord{e.coord}, locs)
-		if err == nil && locs[0].Exists() {
-			err = l.Delete(ctx, e.coord, locs[0])
-			d.relocs.Add(1)
-		}
-		if err != nil {
-			c.settleBack(e)
-			return fmt.Errorf("cache: set extent: %w", err)
-		}
-		c.st.evictions.Add(1)
-		c.remove([]*entry{e})
 	}
+	d.relocs.Add(1) // locations looked up before the shrink are stale
+	return d.edges(oldDims, newDims, func(batch []Request) error {
+		return c.do(ctx, op{kind: opTrim, dims: append([]uint64(nil), newDims...)}, batch)
+	})
+}
 
-	// 2. Chunks the shrink cuts through: coordinate b = new/cd along a cut
-	// dimension, inside the kept extent along the others.
+func shrinks(oldDims, newDims []uint64) bool {
+	for j := range newDims {
+		if newDims[j] < oldDims[j] {
+			return true
+		}
+	}
+	return false
+}
+
+// edges calls fn with batches of requests for the chunks a shrink from
+// oldDims to newDims cuts through: coordinate b = new/cd along a cut
+// dimension, inside the kept extent along the others.
+func (d *Dataset) edges(oldDims, newDims []uint64, fn func([]Request) error) error {
+	cd := d.lay().dims
 	seen := map[chunkKey]bool{}
 	var batch []Request
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		err := c.do(ctx, op{kind: opTrim, dims: append([]uint64(nil), newDims...)}, batch)
+		err := fn(batch)
 		batch = batch[:0]
 		return err
 	}

@@ -28,6 +28,7 @@ const (
 	opRead opKind = iota
 	opWrite
 	opTrim // internal: SetExtent's Layout.Trim on straddling chunks
+	opLoad // internal: PrepareExtent makes stored chunks resident, changing nothing
 )
 
 type op struct {
@@ -79,7 +80,7 @@ func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
 		return err
 	}
 	i := 0
-	if o.kind != opTrim {
+	if o.kind == opRead || o.kind == opWrite {
 		for ; i < len(reqs); i++ {
 			hit, err := c.tryHit(o, &reqs[i], i)
 			if err != nil {
@@ -154,7 +155,7 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 	}
 	counted := sc.counted[:len(reqs)]
 	count := func(i int, hit bool) {
-		if counted[i] || o.kind == opTrim {
+		if counted[i] || o.kind == opTrim || o.kind == opLoad {
 			return
 		}
 		counted[i] = true
@@ -271,6 +272,8 @@ func (c *Cache) apply(o op, e *entry, r *Request) error {
 		err := l.Scatter(e.chunk, r.Piece)
 		e.latch.RUnlock()
 		return err
+	case opLoad:
+		return nil
 	case opWrite:
 		e.latch.Lock()
 		e.partial.Store(!r.Full)

@@ -369,10 +369,13 @@ func extentWorker(t *testing.T, e *env, seed uint64, ids []uint64, ops int) {
 			}
 		case k < 16: // set extent
 			nd := []uint64{uint64(r.IntN(maxE + 1)), uint64(r.IntN(maxE + 1))}
-			if !check(s.d.SetExtent(bg, s.dims, nd)) {
+			if !check(s.d.PrepareExtent(bg, s.dims, nd)) {
 				return
 			}
 			s.l.prune(nd) // the engine's half
+			if !check(s.d.SetExtent(bg, s.dims, nd)) {
+				return
+			}
 			for key, b := range s.m {
 				c := Coord{key[0], key[1]}
 				if whollyOutside(c, s.l.cd, nd) {

@@ -64,7 +64,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 		return r, fmt.Errorf("%w: %s", ErrCorrupt, r.Problems[0])
 	}
 	defer f.Close()
-	r.Generation, r.EOF = f.sb.Generation, int64(f.sb.EOF)
+	r.Generation, r.EOF = f.sb.Load().Generation, int64(f.sb.Load().EOF)
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 
 	type owned struct {
@@ -75,7 +75,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 	add := func(off, size int64, what string) {
 		live = append(live, owned{alloc.Extent{Off: off, Size: size}, what})
 	}
-	add(int64(f.sb.CatalogAddr), int64(f.sb.CatalogSize), "catalog")
+	add(int64(f.sb.Load().CatalogAddr), int64(f.sb.Load().CatalogSize), "catalog")
 	names := f.Datasets()
 	r.Datasets = len(names)
 	for _, name := range names {
@@ -126,7 +126,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 					break
 				}
 			}
-			if int64(c.e.Size) > s.layout.maxStored() || c.e.Addr+c.e.Size > f.sb.EOF || c.e.Addr < format.DataStart {
+			if int64(c.e.Size) > s.layout.maxStored() || c.e.Addr+c.e.Size > f.sb.Load().EOF || c.e.Addr < format.DataStart {
 				problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
 				continue
 			}
@@ -154,8 +154,8 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 		if x.Off < end {
 			problem("%s [%d,+%d) overlaps %s", x.what, x.Off, x.Size, prev)
 		}
-		if x.Off+x.Size > int64(f.sb.EOF) {
-			problem("%s [%d,+%d) ends past the committed end of file %d", x.what, x.Off, x.Size, f.sb.EOF)
+		if x.Off+x.Size > int64(f.sb.Load().EOF) {
+			problem("%s [%d,+%d) ends past the committed end of file %d", x.what, x.Off, x.Size, f.sb.Load().EOF)
 		}
 		if x.Off+x.Size > size {
 			problem("%s [%d,+%d) ends past the file's size %d", x.what, x.Off, x.Size, size)
@@ -170,7 +170,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 		exts[i] = live[i].Extent
 	}
 	if len(r.Problems) == 0 {
-		if _, err := alloc.Rebuild(format.DataStart, int64(f.sb.EOF), exts); err != nil {
+		if _, err := alloc.Rebuild(format.DataStart, int64(f.sb.Load().EOF), exts); err != nil {
 			problem("free-space rebuild: %v", err)
 		}
 	}

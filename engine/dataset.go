@@ -75,8 +75,19 @@ type Dataset struct {
 	closed atomic.Bool
 }
 
-// CreateDataset creates a dataset; it is durable after the next Flush.
+// CreateDataset creates a dataset; it is durable after the next Flush. It
+// is CreateDatasetContext with context.Background().
 func (f *File) CreateDataset(name string, spec DatasetSpec) (*Dataset, error) {
+	return f.CreateDatasetContext(context.Background(), name, spec)
+}
+
+// CreateDatasetContext creates a dataset; it is durable after the next
+// Flush. Creating does no I/O today; ctx is checked so that callers can
+// treat it like every other call that may block.
+func (f *File) CreateDatasetContext(ctx context.Context, name string, spec DatasetSpec) (*Dataset, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := f.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -107,6 +118,15 @@ func (f *File) CreateDataset(name string, spec DatasetSpec) (*Dataset, error) {
 	}
 	g := geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk)
 	hdr.IndexKind = uint8(index.ChooseKind(g.MaxGrid))
+	// The header decoder's limits, enforced on the way in: a header that
+	// encodes but does not decode would make the whole file unreadable
+	// after the next commit (issue 9 §5). The id is not known yet; any
+	// valid one checks the rest.
+	probe := hdr
+	probe.ID = 1
+	if err := probe.Validate(); err != nil {
+		return nil, classify(err)
+	}
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -137,36 +157,69 @@ func (f *File) CreateDataset(name string, spec DatasetSpec) (*Dataset, error) {
 	return ds, nil
 }
 
-// OpenDataset opens an existing dataset by name.
+// OpenDataset opens an existing dataset by name. It is OpenDatasetContext
+// with context.Background().
 func (f *File) OpenDataset(name string) (*Dataset, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed.Load() {
-		return nil, ErrClosed
+	return f.OpenDatasetContext(context.Background(), name)
+}
+
+// OpenDatasetContext opens an existing dataset by name. The header is read
+// without holding the file's mutex, so opens and creates of other datasets
+// do not wait for this one's I/O; two concurrent opens of one dataset may
+// both read it, and the first to return installs its state.
+func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		f.mu.Lock()
+		if f.closed.Load() {
+			f.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if s, ok := f.mu.open[name]; ok {
+			f.mu.Unlock()
+			return s.acquire()
+		}
+		e, ok := f.mu.catalog[name]
+		f.mu.Unlock()
+		if !ok {
+			return nil, fmt.Errorf("%w: dataset %q", ErrNotFound, name)
+		}
+		s, err := f.loadState(e)
+		if err != nil {
+			return nil, err
+		}
+		f.mu.Lock()
+		switch {
+		case f.closed.Load():
+			f.mu.Unlock()
+			return nil, ErrClosed
+		case f.mu.open[name] != nil || f.mu.catalog[name] != e:
+			// Someone else opened it, or a refresh changed it while we
+			// read: start again from the catalog.
+			f.mu.Unlock()
+			continue
+		}
+		// Registering with the cache takes no file lock and does no I/O.
+		ds, err := s.acquire()
+		if err != nil {
+			f.mu.Unlock()
+			return nil, err
+		}
+		f.mu.open[name] = s
+		f.mu.Unlock()
+		return ds, nil
 	}
-	if s, ok := f.mu.open[name]; ok {
-		return s.acquire()
-	}
-	e, ok := f.mu.catalog[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: dataset %q", ErrNotFound, name)
-	}
-	s, err := f.loadState(e)
-	if err != nil {
-		return nil, err
-	}
-	ds, err := s.acquire()
-	if err != nil {
-		return nil, err
-	}
-	f.mu.open[name] = s
-	return ds, nil
 }
 
 // loadState reads a dataset's committed header; its index opens on first
 // use.
 func (f *File) loadState(e format.CatalogEntry) (*dsState, error) {
-	hdr, err := readHeader(f.drv, e, f.sb.EOF)
+	hdr, err := readHeader(f.drv, e, f.sb.Load().EOF)
+	if err != nil && f.readOnly && errors.Is(err, ErrCorrupt) && f.newerOnDisk() {
+		err = fmt.Errorf("%w: dataset %q: %v", ErrStale, e.Name, err)
+	}
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -283,7 +336,14 @@ func (s *dsState) catalogEntry() format.CatalogEntry {
 
 // writeHeader flushes the index and writes a new header if anything changed
 // since the last commit. On error the dataset stays dirty.
+//
+// It holds the extent lock shared, so that the dirty flag, the index root
+// and the shape it writes are those of one state: wholly before or wholly
+// after any SetExtent (which holds it exclusively from its first change to
+// its last). Data I/O holds it shared too, and goes on meanwhile.
 func (s *dsState) writeHeader(ctx context.Context) (err error) {
+	s.extent.RLock()
+	defer s.extent.RUnlock()
 	if !s.dirty.Swap(false) {
 		return nil
 	}
@@ -439,10 +499,16 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 	}
 	err := d.io(ctx, sel, buf, false)
 	f := d.s.f
-	for try := 0; f.readOnly && errors.Is(err, ErrCorrupt) && try < refreshRetries && f.newerOnDisk(); try++ {
+	for try := 0; f.readOnly && errors.Is(err, ErrCorrupt) && f.newerOnDisk(); try++ {
+		if try == refreshRetries {
+			// Still racing the writer: say so, and not as damage (%v
+			// keeps ErrCorrupt out of the chain).
+			return fmt.Errorf("%w: read: %v", ErrStale, err)
+		}
 		if rerr := f.Refresh(ctx); rerr != nil {
 			return rerr
 		}
+		backoff(ctx, try)
 		err = d.io(ctx, sel, buf, false)
 	}
 	return err
@@ -503,6 +569,13 @@ func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool)
 // deletes the chunks wholly outside the new extent and resets the elements
 // of edge chunks that fall outside it to the fill value, so that growing
 // again shows the fill value there.
+//
+// An error leaves the dataset as it was: every step that can fail (writing
+// back dirty chunks, loading the edge chunks, loading the index blocks the
+// resize touches) runs before the first change. The one exception is
+// documented on cache.Dataset.SetExtent: an edge chunk evicted by another
+// dataset's request between preparation and trim must be reloaded, and if
+// that reload fails the shrink has happened but the error is returned.
 func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 	if err := d.check(true); err != nil {
 		return err
@@ -515,6 +588,15 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 		if n > s.maxShape[i] {
 			return fmt.Errorf("%w: extent %v exceeds max shape %v", ErrOutOfRange, dims, s.maxShape)
 		}
+	}
+	// The header decoder's limits (Unlimited as a current extent, more
+	// than 2^63-1 elements), checked before anything changes.
+	probe := format.DatasetHeader{
+		Name: s.name, ID: s.id, Type: uint8(s.typ), Shape: dims, MaxShape: s.maxShape,
+		Chunk: s.chunk, Layout: layoutDense, Filters: s.filters, Fill: s.fill, MinCacheBytes: s.minCache,
+	}
+	if err := probe.Validate(); err != nil {
+		return fmt.Errorf("%w: extent %v: %w", ErrOutOfRange, dims, err)
 	}
 	release, err := s.f.ser.AcquireExclusive(ctx, s.id)
 	if err != nil {
@@ -531,15 +613,17 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 	if equal(old, dims) {
 		return nil
 	}
-	s.dirty.Store(true)
-	if err := cds.SetExtent(ctx, old, clone(dims)); err != nil {
-		return classify(err)
-	}
-	g := geometry(dims, s.maxShape, s.chunk)
+	dims = clone(dims)
 	x, err := s.idx.get(ctx)
 	if err != nil {
-		return err
+		return classify(err)
 	}
+	// 1. Everything that can fail, changing nothing.
+	if err := cds.PrepareExtent(ctx, old, dims); err != nil {
+		return classify(err)
+	}
+	// 2. The index: Resize loads what it needs before it changes anything.
+	g := geometry(dims, s.maxShape, s.chunk)
 	err = x.Resize(ctx, g, func(_ []uint64, e index.Entry) {
 		s.f.space.free(int64(e.Addr), int64(e.Size))
 	})
@@ -547,17 +631,28 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 	if err != nil {
 		return classify(err)
 	}
+	// 3. The cache drops what the index no longer holds and trims the
+	// edge chunks it prepared; then the shape. The commit's writeHeader
+	// waits for the extent lock, so it sees all of this or none of it.
+	cerr := cds.SetExtent(ctx, old, dims)
 	s.mu.Lock()
-	s.mu.shape = clone(dims)
+	s.mu.shape = dims
 	s.mu.Unlock()
-	return nil
+	s.dirty.Store(true)
+	return classify(cerr)
 }
 
 // Close releases this handle. When the last handle of a dataset closes, its
 // dirty chunks are written (not committed) and its clean chunks stay in the
 // cache, so reopening finds them warm. Idempotent.
+//
+// After the File closed, closing a handle does nothing and returns nil: the
+// file's Close already released every dataset.
 func (d *Dataset) Close() error {
 	if d.closed.Swap(true) {
+		return nil
+	}
+	if d.s.f.closed.Load() {
 		return nil
 	}
 	s := d.s
@@ -569,7 +664,11 @@ func (d *Dataset) Close() error {
 	}
 	s.mu.Unlock()
 	if cds != nil {
-		return classify(cds.Unregister(context.Background()))
+		err := cds.Unregister(context.Background())
+		if err != nil && s.f.closed.Load() {
+			return nil // the file's Close released it meanwhile
+		}
+		return classify(err)
 	}
 	return nil
 }

@@ -1,19 +1,29 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 
+	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/alloc"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/format"
 	"github.com/scc-dev/scc/engine/index"
 	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/pool"
+	"github.com/scc-dev/scc/resource"
+	"github.com/scc-dev/scc/serialize"
 	"github.com/scc-dev/scc/vfd"
 )
 
-// The package's error sentinels. Every error the engine returns that falls in
-// one of these classes matches it with errors.Is, whichever layer found it.
+// The package's error sentinels. Every error the engine returns matches
+// exactly one of them with errors.Is, whichever layer found it, and keeps
+// its cause in the chain (an I/O error still matches syscall.EIO). The one
+// exception is a cancelled or expired context: those errors are returned as
+// ctx.Err() produced them (context.Canceled, context.DeadlineExceeded), as
+// database/sql does.
 var (
 	ErrNotFound   = errors.New("scc: not found")
 	ErrExists     = errors.New("scc: already exists")
@@ -25,19 +35,38 @@ var (
 	// ErrLocked: the file is open for writing elsewhere (another process,
 	// or another File in this one).
 	ErrLocked = vfd.ErrLocked
+	// ErrIO: the driver failed (the operating system's error, or an
+	// injected one, is in the chain). Never a sign of damage by itself.
+	ErrIO = errors.New("scc: I/O error")
+	// ErrStale: a read-only File fell behind its writer, which reused space
+	// the File's committed state still named, and the retries did not
+	// catch up. Nothing is damaged: Refresh and retry.
+	ErrStale = errors.New("scc: stale view of a file its writer changed; refresh and retry")
+	// ErrInternal: a bug in scc or in a layout callback (a panic the worker
+	// pool caught). The call failed; the file's committed state is intact.
+	ErrInternal = errors.New("scc: internal error")
 )
 
+// sentinels lists the engine's sentinels, for classify and its tests.
+var sentinels = []error{ErrNotFound, ErrExists, ErrClosed, ErrReadOnly, ErrCorrupt,
+	ErrOutOfRange, ErrInvalid, ErrLocked, ErrIO, ErrStale, ErrInternal}
+
 // classify makes an error from a lower layer match the engine's sentinel for
-// its class, keeping the original in the chain for detail.
+// its class, keeping the original in the chain for detail. Errors that
+// already match an engine sentinel, and context errors, pass unchanged;
+// anything else not named here is an I/O error of the driver.
 func classify(err error) error {
 	if err == nil {
 		return nil
 	}
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return err
+		}
+	}
 	var sentinel error
 	switch {
-	case errors.Is(err, ErrCorrupt), errors.Is(err, ErrInvalid), errors.Is(err, ErrOutOfRange),
-		errors.Is(err, ErrClosed), errors.Is(err, ErrNotFound), errors.Is(err, ErrExists),
-		errors.Is(err, ErrReadOnly):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, format.ErrCorrupt), errors.Is(err, format.ErrVersion),
 		errors.Is(err, filter.ErrCorrupt), errors.Is(err, index.ErrCorrupt),
@@ -46,12 +75,25 @@ func classify(err error) error {
 	case errors.Is(err, selection.ErrOutOfRange), errors.Is(err, index.ErrOutOfRange):
 		sentinel = ErrOutOfRange
 	case errors.Is(err, selection.ErrInvalid), errors.Is(err, filter.ErrInvalid),
-		errors.Is(err, index.ErrGeometry), errors.Is(err, index.ErrConfig):
+		errors.Is(err, index.ErrGeometry), errors.Is(err, index.ErrConfig),
+		errors.Is(err, format.ErrInvalid), errors.Is(err, vfd.ErrInvalid),
+		errors.Is(err, cache.ErrInvalid), errors.Is(err, cache.ErrInvalidConfig),
+		errors.Is(err, serialize.ErrInvalid), errors.Is(err, resource.ErrInvalid),
+		errors.Is(err, pool.ErrInvalid):
 		sentinel = ErrInvalid
-	case errors.Is(err, vfd.ErrClosed):
+	case errors.Is(err, vfd.ErrClosed), errors.Is(err, cache.ErrClosed),
+		errors.Is(err, cache.ErrNotRegistered), errors.Is(err, pool.ErrClosed):
 		sentinel = ErrClosed
+	case errors.Is(err, cache.ErrExists):
+		sentinel = ErrExists
+	case errors.Is(err, cache.ErrPanic), errors.Is(err, pool.ErrPanic), errors.Is(err, pool.ErrGoexit):
+		sentinel = ErrInternal
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		sentinel = ErrCorrupt
 	default:
-		return err
+		// vfd.ErrInjected, io.ErrShortWrite, syscall errors, pool.ErrFull
+		// (a write-back that could not be queued) ...
+		sentinel = ErrIO
 	}
 	return fmt.Errorf("%w: %w", sentinel, err)
 }

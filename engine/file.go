@@ -62,16 +62,22 @@ type File struct {
 	admit *resource.Admitter
 	space *space // nil when read-only
 
-	// commitMu serializes commits (Flush, Close, Refresh) and protects sb.
+	// commitMu serializes commits (Flush, Close) and a read-only file's
+	// Refresh.
 	commitMu sync.Mutex
-	sb       format.Superblock
+	// sb is the last committed superblock, an immutable snapshot replaced
+	// (under commitMu) by each commit or refresh, so that readers such as
+	// OpenDataset and Generation never wait behind a commit's syncs.
+	sb atomic.Pointer[format.Superblock]
 
 	// closed is set once by Close (under mu, so that CreateDataset and
 	// OpenDataset, which check it under mu, never race a Close).
 	closed atomic.Bool
 
-	// failed is set when a sync failed: the OS may have dropped written
-	// pages, so no later commit may claim durability (see Flush).
+	// failed is set when a sync failed, whoever asked for it (a commit, or
+	// the cache writing chunks back): the OS may have dropped written
+	// pages, so no later commit may claim durability (see Flush and
+	// syncLatch).
 	failed atomic.Pointer[error]
 
 	mu struct {
@@ -85,8 +91,25 @@ type File struct {
 	}
 }
 
+// Lock order of the engine, outermost first. A goroutine holding one of
+// these takes only locks below it:
+//
+//	serializer (serialize.Acquire / AcquireExclusive on a dataset)
+//	  File.commitMu                (commits; a read-only file's Refresh)
+//	    dsState.extent             (shared: data I/O, commit's writeHeader;
+//	                                exclusive: SetExtent, Refresh's adopt)
+//	      File.mu, dsState.mu      (short; never held across I/O)
+//	      cache and index locks    (their own packages' order)
+//
+// Refresh (read-only files only) takes commitMu and then the serializer of
+// each changed dataset; SetExtent (writable files only) never takes
+// commitMu, so the two orders never meet on one File.
+
 // Create creates (or truncates) the file at path and opens it for writing.
 func Create(path string, opts *Options) (*File, error) {
+	if err := checkRegular(path, true); err != nil {
+		return nil, err
+	}
 	drv, err := vfd.Open(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, classify(err)
@@ -104,8 +127,19 @@ func Create(path string, opts *Options) (*File, error) {
 	return f, nil
 }
 
-// Open opens the file at path; see Options.ReadOnly.
+// Open opens the file at path; see Options.ReadOnly. It is OpenContext
+// with context.Background().
 func Open(path string, opts *Options) (*File, error) {
+	return OpenContext(context.Background(), path, opts)
+}
+
+// OpenContext opens the file at path; see Options.ReadOnly. A writable open
+// walks every committed chunk index to rebuild the free-space map, which
+// ctx can cancel.
+func OpenContext(ctx context.Context, path string, opts *Options) (*File, error) {
+	if err := checkRegular(path, false); err != nil {
+		return nil, err
+	}
 	flag := os.O_RDWR
 	if opts != nil && opts.ReadOnly {
 		flag = os.O_RDONLY
@@ -117,13 +151,34 @@ func Open(path string, opts *Options) (*File, error) {
 		}
 		return nil, classify(err)
 	}
-	f, err := OpenWith(drv, opts)
+	f, err := OpenWithContext(ctx, drv, opts)
 	if err != nil {
 		drv.Close()
 		return nil, err
 	}
 	f.ownDrv = true
 	return f, nil
+}
+
+// checkRegular refuses paths that are not regular files (a directory, a
+// FIFO that would block the open, a device) with ErrInvalid before
+// anything opens them. A missing path is ErrNotFound unless create is set.
+func checkRegular(path string, create bool) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil:
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%w: %s is not a regular file (%s)", ErrInvalid, path, fi.Mode().Type())
+		}
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		if create {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	default:
+		return classify(err)
+	}
 }
 
 // CreateWith creates a new, empty container on drv, which must be empty.
@@ -145,12 +200,13 @@ func CreateWith(drv vfd.Driver, opts *Options) (*File, error) {
 		return nil, err
 	}
 	f.space = newSpace(alloc.New(format.DataStart, format.DataStart))
-	if _, err := rand.Read(f.sb.FileID[:]); err != nil {
+	sb := &format.Superblock{EOF: format.DataStart}
+	if _, err := rand.Read(sb.FileID[:]); err != nil {
 		f.release()
 		return nil, err
 	}
+	f.sb.Store(sb)
 	f.mu.nextID = 1
-	f.sb.EOF = format.DataStart
 	// The first commit writes an empty catalog and superblock generation 1,
 	// so the file opens even if nothing else is ever written.
 	if err := f.commit(context.Background()); err != nil {
@@ -160,8 +216,15 @@ func CreateWith(drv vfd.Driver, opts *Options) (*File, error) {
 	return f, nil
 }
 
-// OpenWith opens the container on drv. The driver stays the caller's.
+// OpenWith opens the container on drv. The driver stays the caller's. It
+// is OpenWithContext with context.Background().
 func OpenWith(drv vfd.Driver, opts *Options) (*File, error) {
+	return OpenWithContext(context.Background(), drv, opts)
+}
+
+// OpenWithContext opens the container on drv; ctx bounds the walk of the
+// committed indexes a writable open makes. The driver stays the caller's.
+func OpenWithContext(ctx context.Context, drv vfd.Driver, opts *Options) (*File, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -169,7 +232,7 @@ func OpenWith(drv vfd.Driver, opts *Options) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := f.load(context.Background()); err != nil {
+	if err := f.load(ctx); err != nil {
 		f.release()
 		return nil, err
 	}
@@ -177,7 +240,8 @@ func OpenWith(drv vfd.Driver, opts *Options) (*File, error) {
 }
 
 func newFile(drv vfd.Driver, opts *Options) (*File, error) {
-	f := &File{drv: drv, readOnly: opts.ReadOnly, cache: opts.Cache, ser: serialize.New()}
+	f := &File{readOnly: opts.ReadOnly, cache: opts.Cache, ser: serialize.New()}
+	f.drv = &syncLatch{Driver: drv, f: f}
 	if f.cache == nil {
 		c, err := cache.New(opts.CacheConfig)
 		if err != nil {
@@ -186,7 +250,7 @@ func newFile(drv vfd.Driver, opts *Options) (*File, error) {
 		f.cache, f.ownCache = c, true
 	}
 	f.admit = admitterFor(f.cache)
-	cf, err := f.cache.RegisterFile(drv)
+	cf, err := f.cache.RegisterFile(f.drv)
 	if err != nil {
 		if f.ownCache {
 			f.cache.Close()
@@ -210,7 +274,7 @@ func (f *File) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.sb = sb
+	f.sb.Store(&sb)
 	f.mu.nextID = sb.NextDatasetID
 	for _, e := range cat {
 		f.mu.catalog[e.Name] = e
@@ -235,12 +299,24 @@ func (f *File) load(ctx context.Context) error {
 // readSuperblock reads both slots and returns the one that holds the
 // committed state (format.PickSuperblock: the valid slot with the highest
 // generation, slot parity and file identity checked).
+//
+// Only a checksum decides that a slot is not the committed state: an I/O
+// error reading either slot fails the call, because the slot it hides may
+// hold the newest generation, and falling back on the older one would
+// silently undo an acknowledged commit once a writer commits over it.
 func readSuperblock(drv vfd.Driver) (format.Superblock, error) {
 	a := make([]byte, format.SlotSize)
 	b := make([]byte, format.SlotSize)
-	// A short file leaves a slot zero, which fails its checksum.
-	_, _ = drv.ReadAt(a, format.SlotA)
-	_, _ = drv.ReadAt(b, format.SlotB)
+	for _, slot := range []struct {
+		buf []byte
+		off int64
+	}{{a, format.SlotA}, {b, format.SlotB}} {
+		// A short file leaves a slot (partly) zero, which fails its
+		// checksum: that is the end of the file, not an I/O error.
+		if _, err := drv.ReadAt(slot.buf, slot.off); err != nil && !errors.Is(err, io.EOF) {
+			return format.Superblock{}, fmt.Errorf("reading superblock slot at %d: %w", slot.off, classify(err))
+		}
+	}
 	sb, err := format.PickSuperblock(a, b)
 	if err != nil {
 		return sb, fmt.Errorf("%w: no valid superblock: %w", ErrCorrupt, err)
@@ -291,8 +367,13 @@ func readFull(drv vfd.Driver, p []byte, off int64) error {
 	return classify(err)
 }
 
+// writeFull writes all of p at off. A driver that reports fewer bytes with
+// no error has not written p: that is io.ErrShortWrite, never success.
 func (f *File) writeFull(p []byte, off int64) error {
-	_, err := f.drv.WriteAt(p, off)
+	n, err := f.drv.WriteAt(p, off)
+	if err == nil && n != len(p) {
+		err = fmt.Errorf("writing %d bytes at %d: %d written: %w", len(p), off, n, io.ErrShortWrite)
+	}
 	return classify(err)
 }
 
@@ -311,7 +392,7 @@ func (f *File) Flush(ctx context.Context) error {
 	if f.readOnly {
 		return nil
 	}
-	return f.commit(ctx)
+	return classify(f.commit(ctx))
 }
 
 func (f *File) commit(ctx context.Context) error {
@@ -368,7 +449,8 @@ func (f *File) commitLocked(ctx context.Context) (err error) {
 	if err := f.sync(); err != nil {
 		return err
 	}
-	sb := f.sb
+	old := *f.sb.Load()
+	sb := old
 	sb.Generation++
 	sb.CatalogAddr, sb.CatalogSize, sb.CatalogSum = uint64(catAddr), uint64(len(cat)), format.Trailer(cat)
 	sb.EOF = uint64(f.space.eof())
@@ -379,29 +461,52 @@ func (f *File) commitLocked(ctx context.Context) (err error) {
 	if err := f.sync(); err != nil {
 		return err
 	}
-	if old := f.sb; old.CatalogSize != 0 {
+	if old.CatalogSize != 0 {
 		f.space.free(int64(old.CatalogAddr), int64(old.CatalogSize))
 	}
-	f.sb = sb
+	f.sb.Store(&sb)
 	if err := f.space.commit(epoch); err != nil {
 		return fmt.Errorf("%w: allocator: %w", ErrCorrupt, err)
 	}
 	return nil
 }
 
+// sync syncs the driver; a failure is latched by syncLatch.
 func (f *File) sync() error {
-	if err := f.drv.Sync(); err != nil {
-		err = fmt.Errorf("sync failed, file needs reopening: %w", classify(err))
-		f.failed.CompareAndSwap(nil, &err)
-		return err
+	return classify(f.drv.Sync())
+}
+
+// syncLatch is the driver every part of a File uses, the cache's chunk
+// write-back included. A failed Sync, whoever asked for it, latches the
+// file's failed error: the kernel may have dropped the pages it could not
+// write (Linux does), so a later successful sync proves nothing and no
+// later commit may claim durability. Only reopening clears it.
+type syncLatch struct {
+	vfd.Driver
+	f *File
+}
+
+func (d *syncLatch) Sync() error {
+	err := d.Driver.Sync()
+	if err != nil {
+		err = fmt.Errorf("sync failed, file needs reopening: %w", err)
+		d.f.failed.CompareAndSwap(nil, &err)
 	}
-	return nil
+	return err
 }
 
 // Close commits (unless read-only), drops the file's chunks from the cache
 // and releases the file. It is idempotent; a commit error is returned, and
-// the file is closed all the same.
+// the file is closed all the same. It is CloseContext with
+// context.Background().
 func (f *File) Close() error {
+	return f.CloseContext(context.Background())
+}
+
+// CloseContext is Close with a context bounding the final commit and the
+// release of the file's chunks; when ctx ends first, the commit fails (the
+// file keeps its last committed state) and the file is closed all the same.
+func (f *File) CloseContext(ctx context.Context) error {
 	f.mu.Lock()
 	if f.closed.Swap(true) {
 		f.mu.Unlock()
@@ -411,15 +516,16 @@ func (f *File) Close() error {
 
 	var err error
 	if !f.readOnly {
-		err = f.commit(context.Background())
+		err = f.commit(ctx)
 	}
-	if uerr := f.cfile.Unregister(context.Background()); uerr != nil && err == nil && !f.readOnly {
+	// The chunks must be released whatever ctx says: the file is closing.
+	if uerr := f.cfile.Unregister(context.WithoutCancel(ctx)); uerr != nil && err == nil && !f.readOnly {
 		err = classify(uerr)
 	}
 	if rerr := f.release(); err == nil {
 		err = rerr
 	}
-	return err
+	return classify(err)
 }
 
 // release frees the file's resources without committing.
@@ -452,11 +558,7 @@ func (f *File) Cache() *cache.Cache { return f.cache }
 func (f *File) ReadOnly() bool { return f.readOnly }
 
 // Generation reports the generation of the last committed superblock.
-func (f *File) Generation() uint64 {
-	f.commitMu.Lock()
-	defer f.commitMu.Unlock()
-	return f.sb.Generation
-}
+func (f *File) Generation() uint64 { return f.sb.Load().Generation }
 
 // Datasets lists the names of the file's datasets, sorted.
 func (f *File) Datasets() []string {

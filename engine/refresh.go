@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/scc-dev/scc/engine/format"
 	"github.com/scc-dev/scc/engine/index"
@@ -23,12 +24,20 @@ import (
 // if so it refreshes and retries, otherwise the damage is real and the
 // error stands.
 
-// refreshRetries bounds how often a read chases a moving writer.
-const refreshRetries = 8
+// refreshRetries bounds how often a read or a refresh chases a writer that
+// keeps reusing the space it is reading; past it the caller gets ErrStale.
+const refreshRetries = 32
 
 // Refresh makes a read-only File see the writer's latest commit: new
 // datasets, new extents, new chunks. Datasets whose header changed drop
 // their cached chunks. On a writable File it does nothing.
+//
+// A block that fails its checksum while the writer has committed again
+// since the superblock this refresh read is a race, not damage: Refresh
+// starts over from the newer superblock. If the writer keeps winning that
+// race refreshRetries times, Refresh returns ErrStale (retry later); it
+// returns ErrCorrupt only when the superblock it read is still the newest,
+// that is, when the committed state itself is damaged.
 func (f *File) Refresh(ctx context.Context) error {
 	if err := f.checkOpen(); err != nil {
 		return err
@@ -38,26 +47,53 @@ func (f *File) Refresh(ctx context.Context) error {
 	}
 	var err error
 	for try := 0; try < refreshRetries; try++ {
-		if err = f.refreshOnce(ctx); err == nil || !errors.Is(err, ErrCorrupt) {
-			return err
+		var gen uint64
+		if gen, err = f.refreshOnce(ctx); err == nil || !errors.Is(err, ErrCorrupt) {
+			return classify(err)
 		}
-		// A stale block: the writer may have moved on while we read; start
-		// again from the superblock.
+		if cur, rerr := readSuperblock(f.drv); rerr != nil {
+			return rerr
+		} else if cur.Generation == gen {
+			return err // no race: the committed state is damaged
+		}
+		backoff(ctx, try)
 	}
-	return err
+	return fmt.Errorf("%w: refresh: %v", ErrStale, err)
 }
 
-func (f *File) refreshOnce(ctx context.Context) error {
+// backoff yields a little more on each retry, so a reader chasing a writer
+// lets the writer finish its commit.
+func backoff(ctx context.Context, try int) {
+	if try < 2 {
+		return
+	}
+	t := time.NewTimer(time.Duration(min(try, 10)) * 100 * time.Microsecond)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+}
+
+// refreshOnce adopts the newest superblock; it returns the generation it
+// read, so that Refresh can tell a race from damage.
+func (f *File) refreshOnce(ctx context.Context) (uint64, error) {
 	f.commitMu.Lock()
 	defer f.commitMu.Unlock()
 	sb, err := readSuperblock(f.drv)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if sb.Generation == f.sb.Generation {
+	return sb.Generation, f.adoptLocked(ctx, sb)
+}
+
+// adoptLocked switches the File to the committed state sb names. Caller
+// holds commitMu.
+func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
+	if sb.Generation == f.sb.Load().Generation {
 		return nil
 	}
-	if sb.FileID != f.sb.FileID {
+	if sb.FileID != f.sb.Load().FileID {
 		return fmt.Errorf("%w: the file was replaced (file id changed)", ErrCorrupt)
 	}
 	cat, err := readCatalog(f.drv, sb)
@@ -108,7 +144,7 @@ func (f *File) refreshOnce(ctx context.Context) error {
 	}
 	f.mu.nextID = sb.NextDatasetID
 	f.mu.Unlock()
-	f.sb = sb
+	f.sb.Store(&sb)
 	return nil
 }
 
@@ -152,7 +188,5 @@ func (f *File) newerOnDisk() bool {
 	if err != nil {
 		return false
 	}
-	f.commitMu.Lock()
-	defer f.commitMu.Unlock()
-	return sb.Generation != f.sb.Generation
+	return sb.Generation != f.sb.Load().Generation
 }

@@ -44,7 +44,7 @@ func (s indexStore) Free(off, size int64) {
 // liveExtents lists every extent the committed state references: the
 // catalog, each dataset header, every index block and every stored chunk.
 func (f *File) liveExtents(ctx context.Context) ([]alloc.Extent, error) {
-	live := []alloc.Extent{{Off: int64(f.sb.CatalogAddr), Size: int64(f.sb.CatalogSize)}}
+	live := []alloc.Extent{{Off: int64(f.sb.Load().CatalogAddr), Size: int64(f.sb.Load().CatalogSize)}}
 	f.mu.Lock()
 	entries := make([]format.CatalogEntry, 0, len(f.mu.catalog))
 	for _, e := range f.mu.catalog {
