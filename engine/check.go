@@ -27,6 +27,9 @@ type CheckReport struct {
 
 // CheckPath runs Check on the file at path, opened read-only.
 func CheckPath(ctx context.Context, path string) (*CheckReport, error) {
+	if err := checkRegular(path, false); err != nil {
+		return nil, err
+	}
 	drv, err := vfd.Open(path, 0, 0)
 	if err != nil {
 		return nil, classify(err)

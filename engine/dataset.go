@@ -65,7 +65,49 @@ type dsState struct {
 		headerSum  uint32
 		refs       int
 		cds        *cache.Dataset // registered while refs > 0
+		// pendingTrims are shrinks whose edge-chunk trims could not run
+		// (see SetExtent). Until they have, the extent may not grow and no
+		// commit may write the header: the stored edge chunks still hold
+		// elements outside the extent that a later growth would expose.
+		pendingTrims []trimJob
 	}
+}
+
+// trimJob is the cache half of a shrink from old to new.
+type trimJob struct{ old, new []uint64 }
+
+// finishTrims runs the pending trims in order; on error the rest stay
+// pending. Trims are idempotent, so running one twice does no harm. Caller
+// holds s.extent (shared or exclusive): the extent cannot grow meanwhile.
+func (s *dsState) finishTrims(ctx context.Context) error {
+	s.mu.Lock()
+	jobs := s.mu.pendingTrims
+	cds := s.mu.cds
+	s.mu.Unlock()
+	if len(jobs) == 0 {
+		return nil
+	}
+	if cds == nil {
+		return ErrClosed
+	}
+	for i, j := range jobs {
+		if err := cds.SetExtent(ctx, j.old, j.new); err != nil {
+			s.mu.Lock()
+			s.mu.pendingTrims = jobs[i:]
+			s.mu.Unlock()
+			return classify(err)
+		}
+	}
+	s.mu.Lock()
+	s.mu.pendingTrims = nil
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *dsState) hasPendingTrims() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.pendingTrims) > 0
 }
 
 // Dataset is a handle on one dataset of an open File. Handles are safe for
@@ -137,7 +179,15 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 		return nil, fmt.Errorf("%w: dataset %q", ErrExists, name)
 	}
 	hdr.ID = f.mu.nextID
-	idx, err := index.New(index.Kind(hdr.IndexKind), g, f.indexStore())
+	// Created empty and then resized to the extent, so that the index's
+	// own capacity (the extensible array's slot count) is checked here and
+	// not first by a later SetExtent or write.
+	empty := g
+	empty.Grid = make([]uint64, len(g.Grid))
+	idx, err := index.New(index.Kind(hdr.IndexKind), empty, f.indexStore())
+	if err == nil {
+		err = idx.Resize(ctx, g, nil)
+	}
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -344,6 +394,13 @@ func (s *dsState) catalogEntry() format.CatalogEntry {
 func (s *dsState) writeHeader(ctx context.Context) (err error) {
 	s.extent.RLock()
 	defer s.extent.RUnlock()
+	if s.hasPendingTrims() {
+		// The commit ran finishTrims before writing chunks; a shrink
+		// since has left new ones. Its chunks were written untrimmed, so
+		// this commit may not name the new extent: fail it, and the next
+		// commit trims first.
+		return fmt.Errorf("%w: dataset %q: a shrink's edge chunks are not trimmed yet; flush again", ErrIO, s.name)
+	}
 	if !s.dirty.Swap(false) {
 		return nil
 	}
@@ -572,10 +629,11 @@ func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool)
 //
 // An error leaves the dataset as it was: every step that can fail (writing
 // back dirty chunks, loading the edge chunks, loading the index blocks the
-// resize touches) runs before the first change. The one exception is
-// documented on cache.Dataset.SetExtent: an edge chunk evicted by another
-// dataset's request between preparation and trim must be reloaded, and if
-// that reload fails the shrink has happened but the error is returned.
+// resize touches) runs before the first change. After the first change the
+// shrink is done: if trimming an edge chunk still needs I/O (it was evicted
+// after it was prepared, see cache.Dataset.SetExtent) and that I/O fails,
+// the trim stays pending like a dirty chunk, and its error surfaces from
+// the next Flush or SetExtent, which run it again first.
 func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 	if err := d.check(true); err != nil {
 		return err
@@ -596,7 +654,7 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 		Chunk: s.chunk, Layout: layoutDense, Filters: s.filters, Fill: s.fill, MinCacheBytes: s.minCache,
 	}
 	if err := probe.Validate(); err != nil {
-		return fmt.Errorf("%w: extent %v: %w", ErrOutOfRange, dims, err)
+		return fmt.Errorf("%w: extent %v: %w", ErrInvalid, dims, err)
 	}
 	release, err := s.f.ser.AcquireExclusive(ctx, s.id)
 	if err != nil {
@@ -614,6 +672,11 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 		return nil
 	}
 	dims = clone(dims)
+	// A shrink whose trims are pending must finish before the extent moves
+	// again, above all before it grows over the untrimmed elements.
+	if err := s.finishTrims(ctx); err != nil {
+		return err
+	}
 	x, err := s.idx.get(ctx)
 	if err != nil {
 		return classify(err)
@@ -637,9 +700,12 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 	cerr := cds.SetExtent(ctx, old, dims)
 	s.mu.Lock()
 	s.mu.shape = dims
+	if cerr != nil {
+		s.mu.pendingTrims = append(s.mu.pendingTrims, trimJob{old: clone(old), new: dims})
+	}
 	s.mu.Unlock()
 	s.dirty.Store(true)
-	return classify(cerr)
+	return nil
 }
 
 // Close releases this handle. When the last handle of a dataset closes, its

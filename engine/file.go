@@ -405,11 +405,6 @@ func (f *File) commitLocked(ctx context.Context) (err error) {
 	if p := f.failed.Load(); p != nil {
 		return *p
 	}
-	if err := f.cfile.Flush(ctx); err != nil {
-		return classify(err)
-	}
-	epoch := f.space.beginCommit()
-
 	f.mu.Lock()
 	states := make([]*dsState, 0, len(f.mu.open))
 	for _, s := range f.mu.open {
@@ -417,6 +412,22 @@ func (f *File) commitLocked(ctx context.Context) (err error) {
 	}
 	nextID := f.mu.nextID
 	f.mu.Unlock()
+
+	// Shrinks whose edge trims are pending trim before the chunks are
+	// written, so that no stored chunk keeps elements outside the extent
+	// the commit names (dsState.pendingTrims).
+	for _, s := range states {
+		s.extent.RLock()
+		err := s.finishTrims(ctx)
+		s.extent.RUnlock()
+		if err != nil {
+			return err
+		}
+	}
+	if err := f.cfile.Flush(ctx); err != nil {
+		return classify(err)
+	}
+	epoch := f.space.beginCommit()
 
 	// Headers of datasets that changed, copy-on-write. A failure leaves the
 	// datasets marked dirty, so the next commit writes them again.
@@ -432,6 +443,11 @@ func (f *File) commitLocked(ctx context.Context) (err error) {
 	}
 	entries := make([]format.CatalogEntry, 0, len(f.mu.catalog))
 	for _, e := range f.mu.catalog {
+		// A dataset created after this commit took its snapshot of the
+		// open datasets has no header yet: the next commit writes it.
+		if e.HeaderSize == 0 {
+			continue
+		}
 		entries = append(entries, e)
 	}
 	f.mu.Unlock()
