@@ -34,8 +34,7 @@ func TestRoundTripTypesFilters(t *testing.T) {
 				mem := vfd.NewMem()
 				// A tiny cache, so chunks are evicted and reloaded all along.
 				opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}}
-				f, err := CreateWith(mem, opts)
-				must(t, err)
+				f := tCreate(t, mem, opts)
 				dims := []uint64{13, 29}
 				var fill []byte
 				if typ.Size() > 1 && rng.IntN(2) == 0 {
@@ -71,8 +70,7 @@ func TestRoundTripTypesFilters(t *testing.T) {
 				ref.verify(t, ds)
 				must(t, f.Close())
 
-				f, err = OpenWith(mem, opts)
-				must(t, err)
+				f = tOpen(t, mem, opts)
 				ds, err = f.OpenDataset("d")
 				must(t, err)
 				ref.verify(t, ds)
@@ -148,8 +146,7 @@ func TestFilePathLifecycle(t *testing.T) {
 // TestBadInput: invalid specs and selections give typed errors, never panics.
 func TestBadInput(t *testing.T) {
 	ctx := context.Background()
-	f, err := CreateWith(vfd.NewMem(), nil)
-	must(t, err)
+	f := tCreate(t, vfd.NewMem(), nil)
 	defer f.Close()
 	bad := []DatasetSpec{
 		{Type: 0, Shape: []uint64{1}, Chunk: []uint64{1}},
@@ -216,8 +213,7 @@ func TestSetExtent(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(len(kind))))
 			mem := vfd.NewMem()
 			opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 10}}
-			f, err := CreateWith(mem, opts)
-			must(t, err)
+			f := tCreate(t, mem, opts)
 			spec.Fill = []byte{7, 0, 0, 0}
 			ds, err := f.CreateDataset("d", spec)
 			must(t, err)
@@ -238,8 +234,7 @@ func TestSetExtent(t *testing.T) {
 				ref.verify(t, ds)
 			}
 			must(t, f.Close())
-			f, err = OpenWith(mem, opts)
-			must(t, err)
+			f = tOpen(t, mem, opts)
 			ds, err = f.OpenDataset("d")
 			must(t, err)
 			ref.verify(t, ds)
@@ -256,8 +251,7 @@ func TestSetExtent(t *testing.T) {
 func TestUnwrittenReadsFillWithoutIO(t *testing.T) {
 	ctx := context.Background()
 	cnt := vfd.NewCounting(vfd.NewMem())
-	f, err := CreateWith(cnt, nil)
-	must(t, err)
+	f := tCreate(t, cnt, nil)
 	defer f.Close()
 	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{100, 100}, Chunk: []uint64{10, 10}, Fill: []byte{9}})
 	must(t, err)

@@ -22,8 +22,7 @@ func TestColdLookupReads(t *testing.T) {
 		n = 1_000_000
 	}
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20}})
-	must(t, err)
+	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20}})
 	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{0}, MaxShape: []uint64{Unlimited}, Chunk: []uint64{1}})
 	must(t, err)
 	must(t, ds.SetExtent(ctx, []uint64{n}))
@@ -35,8 +34,7 @@ func TestColdLookupReads(t *testing.T) {
 	must(t, f.Close())
 
 	cnt := vfd.NewCounting(mem)
-	f, err = OpenWith(cnt, &Options{ReadOnly: true})
-	must(t, err)
+	f = tOpen(t, cnt, &Options{ReadOnly: true})
 	defer f.Close()
 	ds, err = f.OpenDataset("t")
 	must(t, err)
@@ -47,8 +45,7 @@ func TestColdLookupReads(t *testing.T) {
 	worst := int64(0)
 	for i := 0; i < 20; i++ {
 		// A fresh file each time, so every lookup starts cold.
-		f2, err := OpenWith(cnt, &Options{ReadOnly: true})
-		must(t, err)
+		f2 := tOpen(t, cnt, &Options{ReadOnly: true})
 		ds2, err := f2.OpenDataset("t")
 		must(t, err)
 		k := rng.Uint64N(n)

@@ -19,8 +19,7 @@ func TestIndexMemoryInCacheBudget(t *testing.T) {
 	ctx := context.Background()
 	const n, row = 50_000, 256 // 50,000 chunks of one 256-byte row
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 20}})
-	must(t, err)
+	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 20}})
 	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{n, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
 	must(t, err)
 	vals := make([]byte, n*row)
@@ -31,8 +30,7 @@ func TestIndexMemoryInCacheBudget(t *testing.T) {
 	must(t, f.Close())
 
 	cnt := vfd.NewCounting(mem)
-	f, err = OpenWith(cnt, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 512 << 10}})
-	must(t, err)
+	f = tOpen(t, cnt, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 512 << 10}})
 	defer f.Close()
 	ds, err = f.OpenDataset("t")
 	must(t, err)

@@ -22,8 +22,7 @@ func TestHugeRequestWithSmallOnes(t *testing.T) {
 	c, err := cache.New(cache.Config{QuiescentBytes: 64 << 10})
 	must(t, err)
 	defer c.Close()
-	f, err := CreateWith(vfd.NewMem(), &Options{Cache: c})
-	must(t, err)
+	f := tCreate(t, vfd.NewMem(), &Options{Cache: c})
 	defer f.Close()
 	const chunkSide = 64 // 64×64 uint32 = 16 KiB chunks
 	big, err := f.CreateDataset("big", DatasetSpec{Type: Uint32, Shape: []uint64{512, 512}, Chunk: []uint64{chunkSide, chunkSide}, Filters: []Filter{LZ4()}})
@@ -88,8 +87,7 @@ func TestHugeRequestWithSmallOnes(t *testing.T) {
 // never a mix of several (each request spans many chunks).
 func TestOverlappingWritesLastWins(t *testing.T) {
 	ctx := context.Background()
-	f, err := CreateWith(vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 32 << 10}})
-	must(t, err)
+	f := tCreate(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 32 << 10}})
 	defer f.Close()
 	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{8, 8}})
 	must(t, err)

@@ -90,7 +90,11 @@ func (f *File) refreshOnce(ctx context.Context) (uint64, error) {
 // adoptLocked switches the File to the committed state sb names. Caller
 // holds commitMu.
 func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
-	if sb.Generation == f.sb.Load().Generation {
+	// Never backwards: a slot torn by the writer's superblock write
+	// decodes as invalid, and PickSuperblock then returns the other,
+	// older slot. Adopting it would put the reader on a state whose space
+	// the writer may already reuse.
+	if sb.Generation <= f.sb.Load().Generation {
 		return nil
 	}
 	if sb.FileID != f.sb.Load().FileID {
@@ -188,5 +192,5 @@ func (f *File) newerOnDisk() bool {
 	if err != nil {
 		return false
 	}
-	return sb.Generation != f.sb.Load().Generation
+	return sb.Generation > f.sb.Load().Generation
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -26,9 +27,9 @@ import (
 // returned), and after both stop a final Flush must store the last extent
 // and data.
 func TestRaceFlushSetExtent(t *testing.T) {
-	runs := 12
+	runs := 100
 	if long() {
-		runs = 400
+		runs = 2000
 	}
 	for run := 0; run < runs; run++ {
 		raceFlushSetExtentOnce(t, uint64(run))
@@ -341,7 +342,14 @@ func TestRaceReaderFollowsWriter(t *testing.T) {
 	if long() {
 		commits = 5000
 	}
-	path := filepath.Join(t.TempDir(), "swmr.scc")
+	dir := t.TempDir()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "scc-test"); err == nil {
+			dir = d
+			defer os.RemoveAll(d)
+		}
+	}
+	path := filepath.Join(dir, "swmr.scc")
 	w, err := Create(path, &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}})
 	must(t, err)
 	defer w.Close()
