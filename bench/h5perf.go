@@ -24,6 +24,9 @@ type H5perfConfig struct {
 	Transfer [2]uint64 // -x
 	Chunk    [2]uint64 // -c
 	Dir      string    // where the file goes; default os.TempDir()
+	// NoSync runs scc with engine.Options.NoSync (no fsync at Flush and
+	// Close), the durability h5perf_serial itself asks for.
+	NoSync bool
 }
 
 // Validate reports whether the transfer buffer tiles the dataset.
@@ -97,9 +100,13 @@ func H5perfSCC(ctx context.Context, c H5perfConfig) (*H5perfResult, error) {
 		return engine.Box([]uint64{r * c.Transfer[0], col * c.Transfer[1]}, c.Transfer[:])
 	}
 	res := &H5perfResult{Bytes: int64(c.Dims[0] * c.Dims[1])}
+	// h5perf_serial fills its transfer buffer once, before it times
+	// anything; so does this.
+	h5perfPattern(buf, 0)
+	h5perfPattern(want, 0)
 
 	t0 := time.Now()
-	f, err := engine.Create(path, nil)
+	f, err := engine.Create(path, &engine.Options{NoSync: c.NoSync})
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +118,6 @@ func H5perfSCC(ctx context.Context, c H5perfConfig) (*H5perfResult, error) {
 		return nil, err
 	}
 	for bi := uint64(0); bi < nb[0]*nb[1]; bi++ {
-		h5perfPattern(buf, bi)
 		if err := ds.Write(ctx, box(bi), buf); err != nil {
 			f.Close()
 			return nil, err
@@ -143,7 +149,6 @@ func H5perfSCC(ctx context.Context, c H5perfConfig) (*H5perfResult, error) {
 		// Spot-check the first and last blocks so a broken read path can
 		// not pass as a fast one.
 		if bi == 0 || bi == nb[0]*nb[1]-1 {
-			h5perfPattern(want, bi)
 			if !bytes.Equal(buf, want) {
 				return nil, fmt.Errorf("%w: h5perf block %d", ErrVerify, bi)
 			}
@@ -213,49 +218,77 @@ func H5perfPeer(ctx context.Context, h5perf string, c H5perfConfig) (H5perfFigur
 	return ParseH5perf(string(out))
 }
 
-func h5perfSize(o Options) H5perfConfig {
-	e := uint64(o.size(16<<10, 8<<10, 256))
-	x := uint64(o.size(1<<10, 1<<10, 64))
-	return H5perfConfig{Dims: [2]uint64{e, e}, Transfer: [2]uint64{x, x}, Chunk: [2]uint64{x, x}}
+// h5perfConfigs are the workloads every run reports: whole-chunk transfers
+// at -e 8K,8K (64 MiB) and 16K,16K (256 MiB), and a partial-chunk transfer
+// (-x 512,512 with -c 1K,1K: four requests per chunk).
+func h5perfConfigs(o Options) []H5perfConfig {
+	if o.Tiny {
+		return []H5perfConfig{
+			{Dims: [2]uint64{256, 256}, Transfer: [2]uint64{64, 64}, Chunk: [2]uint64{64, 64}},
+			{Dims: [2]uint64{256, 256}, Transfer: [2]uint64{32, 32}, Chunk: [2]uint64{64, 64}},
+		}
+	}
+	return []H5perfConfig{
+		{Dims: [2]uint64{8 << 10, 8 << 10}, Transfer: [2]uint64{1 << 10, 1 << 10}, Chunk: [2]uint64{1 << 10, 1 << 10}},
+		{Dims: [2]uint64{16 << 10, 16 << 10}, Transfer: [2]uint64{1 << 10, 1 << 10}, Chunk: [2]uint64{1 << 10, 1 << 10}},
+		{Dims: [2]uint64{8 << 10, 8 << 10}, Transfer: [2]uint64{512, 512}, Chunk: [2]uint64{1 << 10, 1 << 10}},
+	}
 }
 
-// runH5perf is scenario (a). It runs once in the scratch directory (a
-// real disk) and, where /dev/shm is a writable tmpfs, once more there: on
-// tmpfs an fsync costs nothing, so the second pair of rows compares the
-// engines' own costs without scc's Flush paying for durability that
-// h5perf_serial never asks for.
+// runH5perf is scenario (a). It runs in the scratch directory (a real
+// disk) twice for scc, with its durable close and with NoSync (scratch
+// files: h5perf_serial never syncs), and, where /dev/shm is a writable
+// tmpfs, once more there, where an fsync costs nothing.
 func runH5perf(ctx context.Context, o Options, p *Peers, r *Report) error {
 	dir, cleanup, err := tempDir(o, "h5perf")
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	if err := h5perfIn(ctx, o, p, r, dir, ""); err != nil {
-		return err
-	}
+	shm := ""
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		shm, err := os.MkdirTemp("/dev/shm", "scc-bench-h5perf-")
-		if err == nil {
-			defer os.RemoveAll(shm)
-			return h5perfIn(ctx, o, p, r, shm, "tmpfs")
+		if d, err := os.MkdirTemp("/dev/shm", "scc-bench-h5perf-"); err == nil {
+			defer os.RemoveAll(d)
+			shm = d
+		}
+	}
+	for _, cfg := range h5perfConfigs(o) {
+		if err := h5perfIn(ctx, o, p, r, cfg, dir, ""); err != nil {
+			return err
+		}
+		if shm != "" {
+			if err := h5perfIn(ctx, o, p, r, cfg, shm, "tmpfs"); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, dir, where string) error {
-	cfg := h5perfSize(o)
+func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfConfig, dir, where string) error {
 	cfg.Dir = dir
 	suffix := ""
 	if where != "" {
 		suffix = ", " + where
 	}
-	o.logf("   h5perf_serial %s (%s)%s", strings.Join(cfg.Args(), " "), HumanBytes(int64(cfg.Dims[0]*cfg.Dims[1])), suffix)
+	args := strings.Join(cfg.Args(), " ")
+	o.logf("   h5perf_serial %s (%s)%s", args, HumanBytes(int64(cfg.Dims[0]*cfg.Dims[1])), suffix)
 	res, err := H5perfSCC(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	o.logf("   scc: write %.1f MiB/s, read %.1f MiB/s", res.WriteMBps, res.ReadMBps)
+	// On disk, scc once more without fsync: the durability h5perf_serial
+	// has. (On tmpfs a sync costs nothing, so the row would repeat.)
+	var nosync *H5perfResult
+	if where == "" {
+		c := cfg
+		c.NoSync = true
+		if nosync, err = H5perfSCC(ctx, c); err != nil {
+			return err
+		}
+		o.logf("   scc NoSync: write %.1f MiB/s, read %.1f MiB/s", nosync.WriteMBps, nosync.ReadMBps)
+	}
 	var peer H5perfFigures
 	if p.H5perf == "" {
 		r.missing("h5perf_serial (hdf5-tools)")
@@ -269,28 +302,37 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, dir, where st
 				peer["POSIX/Write Open-Close"], peer["POSIX/Read Open-Close"])
 		}
 	}
-	args := strings.Join(cfg.Args(), " ")
 	for _, ph := range []struct {
 		key, metric, phase string
 		v                  float64
 	}{{"write", "write (open-write-close) " + args + suffix, "Write Open-Close", res.WriteMBps},
 		{"read", "read (open-read-close) " + args + suffix, "Read Open-Close", res.ReadMBps}} {
-		key := ph.key
+		key := ph.key + " " + args
 		if where != "" {
 			key += "-" + where
 		}
 		f := Figure{Scenario: "h5perf", Key: key, Metric: ph.metric, Unit: "MiB/s", HigherIsBetter: true,
-			SCC: ph.v, Peer: "HDF5 (h5perf_serial)"}
-		if where == "" {
-			f.Target = &Target{Kind: "ratio", Value: 1.2}
-		}
+			SCC: ph.v, Peer: "HDF5 (h5perf_serial)", Target: &Target{Kind: "ratio", Value: 1.2}}
 		if v, ok := peer["HDF5/"+ph.phase]; ok {
 			f.PeerValue = ptr(v)
 		}
 		if strings.HasPrefix(ph.phase, "Write") && where == "" {
-			f.Note = "scc's close includes fsync, h5perf's does not; the tmpfs rows take the disk's sync cost out"
+			f.Note = "scc's close includes fsync, h5perf's does not; see the NoSync row and the tmpfs rows"
 		}
 		r.add(f)
+		if nosync != nil {
+			v := nosync.WriteMBps
+			if ph.key == "read" {
+				v = nosync.ReadMBps
+			}
+			n := Figure{Scenario: "h5perf", Key: key + "-nosync", Metric: ph.metric + ", scc with NoSync", Unit: "MiB/s",
+				HigherIsBetter: true, SCC: v, Peer: "HDF5 (h5perf_serial)", Target: &Target{Kind: "ratio", Value: 1.2},
+				Note: "engine.Options.NoSync: no fsync, as h5perf_serial (scratch files only)"}
+			if pv, ok := peer["HDF5/"+ph.phase]; ok {
+				n.PeerValue = ptr(pv)
+			}
+			r.add(n)
+		}
 		g := Figure{Scenario: "h5perf", Key: key, Metric: ph.metric, Unit: "MiB/s", HigherIsBetter: true,
 			SCC: ph.v, Peer: "POSIX (h5perf_serial)", Note: "POSIX rows: h5perf_serial's raw write()/read() of the same bytes"}
 		if v, ok := peer["POSIX/"+ph.phase]; ok {

@@ -537,6 +537,12 @@ func (d *Dataset) check(write bool) error {
 // Write stores buf into the selected elements. buf holds the selection's
 // elements packed in C order, little-endian. The data is durable after the
 // next successful File.Flush.
+//
+// Atomicity is per chunk: a Write that fails or whose ctx is cancelled part
+// way has applied, to each chunk it touches, either all of its part of the
+// selection or none of it; which chunks were applied is not reported. A
+// Write that returns nil applied everything, and overlapping requests see
+// it whole (the serializer orders them).
 func (d *Dataset) Write(ctx context.Context, sel Selection, buf []byte) error {
 	if err := d.check(true); err != nil {
 		return err

@@ -45,6 +45,12 @@ type Options struct {
 	// ReadOnly opens the file for reading only: no lock is taken, so readers
 	// may follow a writer in another process (File.Refresh).
 	ReadOnly bool
+	// NoSync skips every fsync (the commit's and the cache's write-back),
+	// as bbolt's DB.NoSync does: for scratch files and benchmarks only. A
+	// Flush that returns nil then promises nothing about crashes: the
+	// operating system may write the new superblock before the blocks it
+	// names, so a crash can leave a file that does not open. Default false.
+	NoSync bool
 }
 
 // File is an open scc container.
@@ -55,6 +61,7 @@ type File struct {
 	ownCache bool
 	cfile    *cache.File
 	readOnly bool
+	noSync   bool // Options.NoSync
 	// ser orders the requests on the file's datasets (seed 000 §5.2).
 	ser *serialize.Serializer
 	// admit is the cache's admission control, shared by every file of the
@@ -240,7 +247,7 @@ func OpenWithContext(ctx context.Context, drv vfd.Driver, opts *Options) (*File,
 }
 
 func newFile(drv vfd.Driver, opts *Options) (*File, error) {
-	f := &File{readOnly: opts.ReadOnly, cache: opts.Cache, ser: serialize.New()}
+	f := &File{readOnly: opts.ReadOnly, noSync: opts.NoSync, cache: opts.Cache, ser: serialize.New()}
 	f.drv = &syncLatch{Driver: drv, f: f}
 	if f.cache == nil {
 		c, err := cache.New(opts.CacheConfig)
@@ -503,6 +510,9 @@ type syncLatch struct {
 }
 
 func (d *syncLatch) Sync() error {
+	if d.f.noSync {
+		return nil
+	}
 	err := d.Driver.Sync()
 	if err != nil {
 		err = fmt.Errorf("sync failed, file needs reopening: %w", err)

@@ -673,3 +673,23 @@ func TestCancelledWriteIsAtomicPerChunk(t *testing.T) {
 	}
 	t.Logf("%d of 40 writes cancelled part way or before", cancelled)
 }
+
+// TestNoSyncSkipsEverySync: Options.NoSync (scratch files) reaches the
+// driver with no Sync at all, the cache's write-back included; without it
+// every Flush syncs.
+func TestNoSyncSkipsEverySync(t *testing.T) {
+	ctx := context.Background()
+	for _, noSync := range []bool{false, true} {
+		cnt := vfd.NewCounting(vfd.NewMem())
+		f := tCreate(t, cnt, &Options{NoSync: noSync, CacheConfig: cache.Config{QuiescentBytes: 1 << 10}})
+		ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{4096}, Chunk: []uint64{256}})
+		must(t, err)
+		must(t, ds.Write(ctx, All([]uint64{4096}), make([]byte, 4096)))
+		must(t, f.Flush(ctx))
+		must(t, f.Close())
+		syncs := cnt.Snapshot().Ops[vfd.OpSync]
+		if noSync != (syncs == 0) {
+			t.Fatalf("NoSync=%v: %d syncs", noSync, syncs)
+		}
+	}
+}
