@@ -254,6 +254,7 @@ type Scenario struct {
 func Scenarios() []Scenario {
 	return []Scenario{
 		{"h5perf", "the h5perf_serial workload through scc beside h5perf_serial (HDF5)", runH5perf},
+		{"seqread", "sequential read of unfiltered chunks beside raw pread of the same bytes", runSeqRead},
 		{"ingest", "append frames with deflate level 1 beside h5py and zarr", runIngestScenario},
 		{"randread", "random reads across 64 datasets, cache smaller than the working set, beside h5py and zarr", runRandRead},
 		{"manyds", "memory per open dataset beside h5py", runManyDatasets},

@@ -451,6 +451,13 @@ func TestRunAllWithoutPeers(t *testing.T) {
 		if f.SCC <= 0 && f.Scenario != "manyds" {
 			t.Errorf("%s/%s: scc figure %v", f.Scenario, f.Key, f.SCC)
 		}
+		if f.Scenario == "seqread" {
+			// Its baseline (raw pread) is measured in process, not a peer.
+			if f.PeerValue == nil || f.Ratio == nil {
+				t.Errorf("seqread/%s: no baseline", f.Key)
+			}
+			continue
+		}
 		if f.PeerValue != nil || f.Ratio != nil {
 			t.Errorf("%s/%s: peer value without peers", f.Scenario, f.Key)
 		}
@@ -458,7 +465,7 @@ func TestRunAllWithoutPeers(t *testing.T) {
 			t.Errorf("%s/%s: status %q", f.Scenario, f.Key, f.Status)
 		}
 	}
-	for _, s := range []string{"h5perf", "ingest", "randread", "manyds"} {
+	for _, s := range []string{"h5perf", "seqread", "ingest", "randread", "manyds"} {
 		if !seen[s] {
 			t.Errorf("no figure for %s", s)
 		}
@@ -568,5 +575,15 @@ func TestCacheMapPeersThatCannotRun(t *testing.T) {
 	}
 	if len(rep.Errors) != 0 || len(rep.Missing) != 1 || !strings.Contains(rep.Missing[0], "did not run") {
 		t.Fatalf("errors %v missing %v", rep.Errors, rep.Missing)
+	}
+}
+
+func TestSeqReadVerifies(t *testing.T) {
+	res, err := SeqRead(context.Background(), t.TempDir(), 6, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Bytes != 6*4096 || res.SCCMBps <= 0 || res.PreadMBps <= 0 {
+		t.Fatalf("%+v", res)
 	}
 }

@@ -307,7 +307,7 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfCon
 		v                  float64
 	}{{"write", "write (open-write-close) " + args + suffix, "Write Open-Close", res.WriteMBps},
 		{"read", "read (open-read-close) " + args + suffix, "Read Open-Close", res.ReadMBps}} {
-		key := ph.key + " " + args
+		key := ph.key + "-" + strings.NewReplacer(" ", "", ",", "x").Replace(args)
 		if where != "" {
 			key += "-" + where
 		}
