@@ -72,15 +72,8 @@ func (d *Dataset) PrepareExtent(ctx context.Context, oldDims, newDims []uint64) 
 		return err
 	}
 	defer c.end()
-	if !d.registered.Load() {
-		return ErrNotRegistered
-	}
-	cd := d.lay().dims
-	if len(oldDims) != len(cd) || len(newDims) != len(cd) {
-		return fmt.Errorf("%w: extent rank %d/%d, chunk rank %d", ErrInvalid, len(oldDims), len(newDims), len(cd))
-	}
-	if !shrinks(oldDims, newDims) {
-		return nil
+	if shrink, err := d.checkExtent(oldDims, newDims); err != nil || !shrink {
+		return err
 	}
 	// Writing back every dirty chunk of the dataset (not only those
 	// outside) keeps this to one well-tested path; shrinks are rare.
@@ -105,17 +98,11 @@ func (d *Dataset) SetExtent(ctx context.Context, oldDims, newDims []uint64) erro
 		return err
 	}
 	defer c.end()
-	if !d.registered.Load() {
-		return ErrNotRegistered
-	}
-	cd := d.lay().dims
-	if len(oldDims) != len(cd) || len(newDims) != len(cd) {
-		return fmt.Errorf("%w: extent rank %d/%d, chunk rank %d", ErrInvalid, len(oldDims), len(newDims), len(cd))
-	}
-	if !shrinks(oldDims, newDims) {
-		return nil
+	if shrink, err := d.checkExtent(oldDims, newDims); err != nil || !shrink {
+		return err
 	}
 	ctx = context.WithoutCancel(ctx)
+	cd := d.lay().dims
 	c.extentScans.Add(1)
 	var outside []*entry
 	c.mu.Lock()
@@ -144,13 +131,22 @@ func (d *Dataset) SetExtent(ctx context.Context, oldDims, newDims []uint64) erro
 	})
 }
 
-func shrinks(oldDims, newDims []uint64) bool {
+// checkExtent validates an extent change and reports whether it shrinks
+// any dimension.
+func (d *Dataset) checkExtent(oldDims, newDims []uint64) (shrink bool, err error) {
+	if !d.registered.Load() {
+		return false, ErrNotRegistered
+	}
+	cd := d.lay().dims
+	if len(oldDims) != len(cd) || len(newDims) != len(cd) {
+		return false, fmt.Errorf("%w: extent rank %d/%d, chunk rank %d", ErrInvalid, len(oldDims), len(newDims), len(cd))
+	}
 	for j := range newDims {
 		if newDims[j] < oldDims[j] {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // edges calls fn with batches of requests for the chunks a shrink from

@@ -180,12 +180,7 @@ func shrinkFaultSweep(t *testing.T, cold bool) {
 // otherwise let the next Flush and Close "succeed" over lost chunks.
 func TestSyncFailureInCacheFlushLatches(t *testing.T) {
 	ctx := context.Background()
-	mem := vfd.NewMem()
-	fd := vfd.NewFault(mem)
-	f := tCreate(t, fd, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{8}})
-	must(t, err)
-	must(t, ds.Write(ctx, All([]uint64{64}), make([]byte, 64)))
+	fd, f, ds := dirtyFaultFile(t)
 	// The first sync of the next Flush is the cache's, after it wrote the
 	// chunks.
 	fd.Add(vfd.Fail(vfd.Nth(vfd.OpSync, fd.Ops()[vfd.OpSync])))
@@ -518,14 +513,9 @@ func TestErrorsMatchOneSentinel(t *testing.T) {
 	}
 
 	// Through the API.
-	mem := vfd.NewMem()
-	fd := vfd.NewFault(mem)
-	f := tCreate(t, fd, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{8}})
-	must(t, err)
-	must(t, ds.Write(ctx, All([]uint64{64}), make([]byte, 64)))
+	fd, f, ds := dirtyFaultFile(t)
 	fd.Add(vfd.Fail(vfd.Nth(vfd.OpAny, fd.Ops().Total())))
-	err = f.Flush(ctx)
+	err := f.Flush(ctx)
 	one("flush with a failed write", err, ErrIO)
 	if !errors.Is(err, vfd.ErrInjected) {
 		t.Errorf("cause lost: %v", err)
@@ -787,4 +777,15 @@ func TestRaceEveryCallAgainstClose(t *testing.T) {
 			t.Fatalf("run %d", run)
 		}
 	}
+}
+
+// dirtyFaultFile is a checked File on a fault driver with one dataset of 64
+// dirty bytes in 8 chunks.
+func dirtyFaultFile(t *testing.T) (*vfd.Fault, *File, *Dataset) {
+	fd := vfd.NewFault(vfd.NewMem())
+	f := tCreate(t, fd, nil)
+	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{8}})
+	must(t, err)
+	must(t, ds.Write(context.Background(), All([]uint64{64}), make([]byte, 64)))
+	return fd, f, ds
 }
