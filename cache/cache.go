@@ -79,10 +79,10 @@ type Cache struct {
 	dirtyBytes atomic.Int64
 	peak       atomic.Int64
 	inflight   atomic.Int64 // bytes reserved by sub-lists being loaded/applied
-	// active counts running requests (0: quiescent). Striped because every
-	// request bumps it twice; its sum is only approximate while requests
-	// come and go, which only affects when the background trim runs.
-	active     *lockfree.Counter
+	// The count of running requests (0: quiescent) is st.hot's hotActive
+	// slot: striped because every request bumps it twice; its sum is only
+	// approximate while requests come and go, which only affects when the
+	// background trim runs.
 	datasets   atomic.Int64
 	condensers atomic.Int64 // registered datasets whose layout is a Condenser
 	// spaceWaiters counts requests blocked in reserve; when non-zero,
@@ -146,7 +146,6 @@ func New(cfg Config) (*Cache, error) {
 		accesses:  lockfree.NewBuffer[*entry](64),
 		trimCh:    make(chan struct{}, 1),
 		st:        newCounters(),
-		active:    lockfree.NewCounter(),
 	}
 	c.trimRound = max(cfg.QuiescentBytes/16, 1)
 	c.activeLimit = int64(math.Min(float64(cfg.QuiescentBytes)*cfg.ActiveMultiplier, math.MaxInt64/2))
@@ -274,7 +273,7 @@ func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset,
 			return d, nil
 		}
 	}
-	d := &Dataset{c: c, file: f, id: id, serial: c.serial.Add(1)}
+	d := &Dataset{c: c, file: f, id: id, serial: c.serial.Add(1), hot: lockfree.NewCounters(numDSHot)}
 	d.layout.Store(box)
 	d.min.Store(min)
 	d.registered.Store(true)
@@ -631,17 +630,23 @@ func (c *Cache) evictableNow() bool {
 
 // begin/end bracket every request so the cache knows when it is quiescent
 // (seed 000 §2.4: the active size applies only while requests run).
-func (c *Cache) begin() error {
-	c.active.Add(1)
+func (c *Cache) begin() error { return c.beginOn(c.st.hot.Stripe()) }
+
+func (c *Cache) end() { c.endOn(c.st.hot.Stripe()) }
+
+// beginOn and endOn are begin and end on a stripe the caller took once for
+// both: the request's count goes up and down on the same line.
+func (c *Cache) beginOn(st lockfree.Stripe) error {
+	st.Add(hotActive, 1)
 	if c.closed.Load() {
-		c.end()
+		c.endOn(st)
 		return ErrClosed
 	}
 	return nil
 }
 
-func (c *Cache) end() {
-	c.active.Add(-1)
+func (c *Cache) endOn(st lockfree.Stripe) {
+	st.Add(hotActive, -1)
 	// Every request ending over the quiescent size pokes the trimmer, so the
 	// last one to end always does; the trimmer decides whether the cache
 	// is quiescent. The check reads a line hits never write.
@@ -667,7 +672,7 @@ func (c *Cache) trimmer() {
 			return
 		case <-c.trimCh:
 		}
-		for c.active.Load() <= 0 {
+		for c.st.hot.Load(hotActive) <= 0 {
 			over := c.resident.Load() - c.quiescent
 			if over <= 0 {
 				break

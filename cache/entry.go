@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/scc-dev/scc/lockfree"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -52,7 +53,8 @@ type entry struct {
 	ds    *Dataset
 
 	// word packs the entry's state (bits 32-39) and its pin count (bits
-	// 0-31) so that pinning a resident entry is one CAS, without a lock.
+	// 0-31) so that pinning a resident entry is one CAS, without a lock;
+	// the bits above hold the light readers (latch.go).
 	// INVARIANT: an entry moves to evicting only when pins == 0 (one CAS
 	// from resident|0), and is pinned only while resident, so a pinned
 	// entry is never evicted.
@@ -119,7 +121,8 @@ const pinMask = 1<<32 - 1
 
 func packWord(st entryState, pins uint64) uint64 { return uint64(st)<<32 | pins }
 
-func stateOf(w uint64) entryState { return entryState(w >> 32) }
+// stateOf masks off the light-reader bits above the state (latch.go).
+func stateOf(w uint64) entryState { return entryState(w >> 32 & 0xff) }
 
 // initLoading prepares a new entry, before it is published, as loading.
 func (e *entry) initLoading() {
@@ -225,13 +228,10 @@ type Dataset struct {
 	min    atomic.Int64              // minimum reservation (min_dset_size)
 	size   atomic.Int64              // curr_dset_size: bytes charged to its entries
 	chunks atomic.Int64              // its entries in the chunk table
-	// hits and misses are written on every request: padded onto their own
-	// cache line so they do not evict the read-mostly fields above from
-	// other cores' caches (false sharing).
-	_      [64]byte
-	hits   atomic.Int64
-	misses atomic.Int64
-	_      [48]byte
+	// hot holds the hit and miss counts (dsHits, dsMisses), written on
+	// every request: striped per P so that concurrent hits on one dataset
+	// do not share a line (stats.go).
+	hot *lockfree.Counters
 	// seq detects sequential reads for prefetch (prefetch.go).
 	seq seqState
 	// relocs counts Insert and Delete calls the cache made for this

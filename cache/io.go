@@ -66,36 +66,86 @@ func (c *Cache) Write(ctx context.Context, reqs []Request) error {
 	return c.do(ctx, op{kind: opWrite}, reqs)
 }
 
-// do runs one Read/Write/trim. Leading requests whose chunks are resident
-// are served inline on the caller's goroutine by tryHit, without the
-// scratch pool, maps or defers the miss path needs; the first request that
-// is not a plain hit hands it and every later request to doSlow.
-func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
-	if err := c.begin(); err != nil {
-		return err
+// ServeResident serves the leading requests whose chunks are resident,
+// as Read (write false) or Write would, and stops at the first request
+// that is anything else (a miss, a chunk being loaded or evicted). It
+// returns how many requests it served; the caller passes the rest to Read
+// or Write. It never loads, evicts, reserves memory or blocks, so a
+// caller that admits requests against the cache's memory (the engine's
+// resource module) can skip admission for the requests it served: a hit
+// holds no memory beyond the pin it drops before returning.
+func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (int, error) {
+	o := op{kind: opRead}
+	if write {
+		o.kind = opWrite
+	}
+	if c.closed.Load() {
+		return 0, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		c.end()
+		return 0, err
+	}
+	return c.serveHits(o, reqs)
+}
+
+// serveHits runs tryHit over the leading requests; it returns how many it
+// served.
+//
+// Hits do not count as running requests (begin/end): a hit neither grows
+// the cache nor waits for space, and the running count is there so that
+// the background trim does not take memory from requests that need it.
+// Leaving hits out saves the two writes of that count per request; the
+// trimmer may then run while hits do, and it only evicts idle entries
+// (never a pinned one) in replacement order, where hot chunks are last.
+//
+// Shared writes: a hit writes the entry's pin word (the CAS and the unpin)
+// and, for its counts, one stripe of c.st.hot and one of the dataset's
+// counters, both the stripe of the caller's P (lockfree.Counters), so the
+// lines it writes are private to its core unless goroutines read the same
+// chunk. The access record is deduplicated per entry (recordAccess).
+func (c *Cache) serveHits(o op, reqs []Request) (int, error) {
+	i := 0
+	for ; i < len(reqs); i++ {
+		hit, err := c.tryHit(o, &reqs[i], i)
+		if err != nil {
+			return i, err
+		}
+		if !hit {
+			break
+		}
+	}
+	return i, nil
+}
+
+// do runs one Read/Write/trim. Leading requests whose chunks are resident
+// are served inline on the caller's goroutine by serveHits, without the
+// scratch pool, maps or defers the miss path needs; the first request that
+// is not a plain hit hands it and every later request to doSlow, which
+// runs as a counted request (begin/end).
+func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	i := 0
 	if o.kind != opTrim {
-		for ; i < len(reqs); i++ {
-			hit, err := c.tryHit(o, &reqs[i], i)
-			if err != nil {
-				c.end()
-				return err
-			}
-			if !hit {
-				break
-			}
+		n, err := c.serveHits(o, reqs)
+		if err != nil {
+			return err
 		}
+		i = n
 	}
-	var err error
-	if i < len(reqs) {
-		err = c.doSlow(ctx, o, reqs[i:], i)
+	if i == len(reqs) {
+		return nil
 	}
-	c.end()
+	st := c.st.hot.Stripe()
+	if err := c.beginOn(st); err != nil {
+		return err
+	}
+	err := c.doSlow(ctx, o, reqs[i:], i)
+	c.endOn(st)
 	return err
 }
 
@@ -115,28 +165,55 @@ func (c *Cache) validate(r *Request, i int) error {
 }
 
 // tryHit serves r if its chunk is resident and can be pinned with one CAS
-// (the hit path: a table lookup, a pin, the piece under the latch mode the
-// layout contract asks for, an unpin and a lossy access record). It reports
-// false, having done nothing, for anything else: a miss, or an entry that
-// is loading or being evicted (doSlow waits for those and counts them).
+// (the hit path: a table lookup, a pin, the piece, an unpin and a lossy
+// access record). A read pins light and runs Scatter without the latch
+// (latch.go); a write, or a read that finds a writer at work, pins as
+// before and takes the latch. It reports false, having done nothing, for
+// anything else: a miss, or an entry that is loading or being evicted
+// (doSlow waits for those and counts them).
 func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	if err := c.validate(r, i); err != nil {
 		return false, err
 	}
 	d := r.Dataset
 	e, ok := c.chunks.Load(makeKey(d.serial, r.Coord))
-	if !ok || !e.tryPin() {
+	if !ok {
 		return false, nil
 	}
-	c.st.hits.Inc()
-	d.hits.Add(1)
+	var err error
+	if o.kind == opRead && e.tryPinRead() {
+		c.countHit(e)
+		err = c.lightRead(e, r)
+		e.unpinRead()
+		if c.spaceWaiters.Load() > 0 {
+			c.signalSpace() // as in unpin: a waiter may want this entry
+		}
+	} else if e.tryPin() {
+		c.countHit(e)
+		err = c.apply(o, e, r)
+		c.unpin(e)
+	} else {
+		return false, nil
+	}
+	c.recordAccess(e)
+	return true, err
+}
+
+// countHit counts a hit on e, pinned by the caller.
+func (c *Cache) countHit(e *entry) {
+	c.st.hot.Add(hotHits, 1)
+	e.ds.hot.Add(dsHits, 1)
 	if e.prefetched.Load() {
 		c.prefetchUsed(e)
 	}
-	err := c.apply(o, e, r)
-	c.unpin(e)
-	c.recordAccess(e)
-	return true, err
+}
+
+// lightRead is apply's read for a light pin: no latch (latch.go).
+func (c *Cache) lightRead(e *entry, r *Request) error {
+	if e.partial.Load() == r.Full {
+		e.partial.Store(!r.Full) // store only on change: keeps the line shared
+	}
+	return e.ds.lay().l.Scatter(e.chunk, r.Piece)
 }
 
 // doSlow is the general path: misses, coalescing with loads and evictions
@@ -160,11 +237,11 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 		counted[i] = true
 		d := reqs[i].Dataset
 		if hit {
-			c.st.hits.Inc()
-			d.hits.Add(1)
+			c.st.hot.Add(hotHits, 1)
+			d.hot.Add(dsHits, 1)
 		} else {
-			c.st.misses.Inc()
-			d.misses.Add(1)
+			c.st.hot.Add(hotMisses, 1)
+			d.hot.Add(dsMisses, 1)
 		}
 	}
 	todo := sc.todo[:len(reqs)]
@@ -272,21 +349,21 @@ func (c *Cache) apply(o op, e *entry, r *Request) error {
 		e.latch.RUnlock()
 		return err
 	case opWrite:
-		e.latch.Lock()
+		e.lockChunk()
 		e.partial.Store(!r.Full)
 		err := l.Gather(e.chunk, r.Piece)
 		// Even a failed Gather may have changed part of the chunk: treat it
 		// as modified so nothing is silently dropped.
 		c.modifiedLocked(e)
-		e.latch.Unlock()
+		e.unlockChunk()
 		return err
 	default:
-		e.latch.Lock()
+		e.lockChunk()
 		changed, err := l.Trim(e.coord, e.chunk, o.dims)
 		if changed || err != nil {
 			c.modifiedLocked(e)
 		}
-		e.latch.Unlock()
+		e.unlockChunk()
 		return err
 	}
 }
