@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/vfd"
+)
+
+// residentReadFixture is a dataset whose one 256x256 uint8 chunk is
+// resident, and the 8x8 box (64 bytes) every benchmark read selects.
+type residentReadFixture struct {
+	f     *File
+	ds    *Dataset
+	sel   Selection
+	chunk []byte // the chunk's bytes, for the baseline
+}
+
+const (
+	rrChunk = 256
+	rrBox   = 8
+	rrAt    = 10 // the box starts at (rrAt, rrAt)
+)
+
+func newResidentReadFixture(tb testing.TB) *residentReadFixture {
+	tb.Helper()
+	ctx := context.Background()
+	c, err := cache.New(cache.Config{QuiescentBytes: 64 << 20})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	f, err := CreateWith(vfd.NewMem(), &Options{Cache: c})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{rrChunk, rrChunk}, Chunk: []uint64{rrChunk, rrChunk}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	chunk := make([]byte, rrChunk*rrChunk)
+	for i := range chunk {
+		chunk[i] = byte(i * 7)
+	}
+	if err := ds.Write(ctx, Box([]uint64{0, 0}, []uint64{rrChunk, rrChunk}), chunk); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Flush(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return &residentReadFixture{f: f, ds: ds, sel: Box([]uint64{rrAt, rrAt}, []uint64{rrBox, rrBox}), chunk: chunk}
+}
+
+// copyBox is the baseline's copy: the box's rows out of a chunk.
+func copyBox(dst, chunk []byte) {
+	for r := 0; r < rrBox; r++ {
+		copy(dst[r*rrBox:(r+1)*rrBox], chunk[(rrAt+r)*rrChunk+rrAt:])
+	}
+}
+
+// runGoroutines runs n calls of f spread over g goroutines and returns the
+// wall time.
+func runGoroutines(g, n int, f func(buf []byte) error) (time.Duration, error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, g)
+	start := time.Now()
+	for w := 0; w < g; w++ {
+		k := n / g
+		if w == 0 {
+			k += n % g
+		}
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			buf := make([]byte, rrBox*rrBox)
+			for i := 0; i < k; i++ {
+				if err := f(buf); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(k)
+	}
+	wg.Wait()
+	el := time.Since(start)
+	select {
+	case err := <-errs:
+		return el, err
+	default:
+		return el, nil
+	}
+}
+
+// BenchmarkResidentRead is Dataset.Read of an 8x8 uint8 box (64 bytes)
+// inside one resident chunk by 1, 2 and 8 goroutines (GOMAXPROCS as the
+// machine has it, printed in the name's -N suffix), beside the baseline of
+// the same bytes copied out of a Go map behind one sync.RWMutex, in the
+// same run: each b.N is run once through scc and once through the
+// baseline. Metrics: scc-Mreads/s, rwmap-Mreads/s, ratio (scc/rwmap) and
+// scc-allocs/op (heap allocations per scc read, from runtime.MemStats).
+func BenchmarkResidentRead(b *testing.B) {
+	ctx := context.Background()
+	for _, g := range []int{1, 2, 8} {
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
+			fx := newResidentReadFixture(b)
+			var mu sync.RWMutex
+			m := map[[2]uint64][]byte{{0, 0}: fx.chunk}
+			b.ResetTimer()
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			sccT, err := runGoroutines(g, b.N, func(buf []byte) error {
+				return fx.ds.Read(ctx, fx.sel, buf)
+			})
+			runtime.ReadMemStats(&ms1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			mapT, _ := runGoroutines(g, b.N, func(buf []byte) error {
+				mu.RLock()
+				copyBox(buf, m[[2]uint64{0, 0}])
+				mu.RUnlock()
+				return nil
+			})
+			b.StopTimer()
+			scc := float64(b.N) / sccT.Seconds() / 1e6
+			base := float64(b.N) / mapT.Seconds() / 1e6
+			b.ReportMetric(scc, "scc-Mreads/s")
+			b.ReportMetric(base, "rwmap-Mreads/s")
+			b.ReportMetric(scc/base, "ratio")
+			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(b.N), "scc-allocs/op")
+		})
+	}
+}
+
+// TestResidentReadAllocs: a read of a small box inside a resident chunk
+// allocates nothing (the data path's scratch is pooled, the single-chunk
+// split needs no selection.Split, the serializer's fast hold and the
+// cache's hit path allocate nothing).
+func TestResidentReadAllocs(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation count (the race detector makes sync.Pool drop items)")
+	}
+	fx := newResidentReadFixture(t)
+	ctx := context.Background()
+	buf := make([]byte, rrBox*rrBox)
+	want := make([]byte, rrBox*rrBox)
+	copyBox(want, fx.chunk)
+	if err := fx.ds.Read(ctx, fx.sel, buf); err != nil {
+		t.Fatal(err)
+	}
+	if string(buf) != string(want) {
+		t.Fatalf("read %v, want %v", buf, want)
+	}
+	n := testing.AllocsPerRun(200, func() {
+		if err := fx.ds.Read(ctx, fx.sel, buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Fatalf("%v allocations per resident read, want 0", n)
+	}
+}
