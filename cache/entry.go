@@ -240,6 +240,11 @@ type Dataset struct {
 	// registered is false after Unregister (chunks kept for a warm reopen).
 	registered atomic.Bool
 
+	// The fields below change with every batch of access records (the
+	// two-stage LRU's lists); the padding keeps them off the line of
+	// registered and relocs, which every hit reads.
+	_ [64]byte
+
 	// Fields below are guarded by Cache.mu.
 	members      *entry // head of the member list (every linked entry, any order)
 	dnext, dprev *Dataset
