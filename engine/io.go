@@ -154,7 +154,7 @@ func (s *dsState) prepare(sel Selection, buf []byte, sc *ioScratch) (reqs []cach
 	for d := range bufShape {
 		bufShape[d] = h.Count[d] * h.Block[d]
 	}
-	if sc.oneChunk(h, s.chunk) {
+	if sc.oneChunk(h, s.chunk, sc.regions[0]) {
 		sc.onePiece = piece{p: &sc.oneSel, buf: buf, bufShape: bufShape}
 		sc.one[0] = cache.Request{
 			Dataset: cds,
@@ -186,11 +186,13 @@ func (s *dsState) prepare(sel Selection, buf []byte, sc *ioScratch) (reqs []cach
 
 // oneChunk cuts a validated, non-empty selection that lies inside one
 // chunk with one run per dimension (every Box does) into sc.oneSel, the
-// piece Split would produce, without Split's allocations. It reports false
-// for anything else.
-func (sc *ioScratch) oneChunk(h selection.Hyperslab, chunk []uint64) bool {
+// piece Split would produce, without Split's allocations. reg is the
+// selection's chunk box (regionInto), whose divisions it reuses: 64-bit
+// divisions were the largest item of a small read's own cost. It reports
+// false for anything else.
+func (sc *ioScratch) oneChunk(h selection.Hyperslab, chunk []uint64, reg serialize.Region) bool {
 	r := len(h.Start)
-	if r > len(sc.coord) || len(chunk) != r {
+	if r > len(sc.coord) || len(chunk) != r || len(reg.Lo) != r || len(reg.Hi) != r {
 		return false
 	}
 	p := &sc.oneSel
@@ -199,15 +201,12 @@ func (sc *ioScratch) oneChunk(h selection.Hyperslab, chunk []uint64) bool {
 	p.N = 1
 	for d := 0; d < r; d++ {
 		// One block: a single count, or blocks that touch (Split
-		// normalizes those the same way).
-		if h.Count[d] != 1 && h.Stride[d] != h.Block[d] {
+		// normalizes those the same way); inside one chunk.
+		if h.Count[d] != 1 && h.Stride[d] != h.Block[d] || reg.Hi[d]-reg.Lo[d] != 1 {
 			return false
 		}
 		n := h.Count[d] * h.Block[d] // no overflow: Validate passed
-		c := h.Start[d] / chunk[d]
-		if (h.Start[d]+n-1)/chunk[d] != c {
-			return false
-		}
+		c := reg.Lo[d]
 		p.Coord[d] = c
 		sc.runArr[d] = selection.Run{Chunk: h.Start[d] - c*chunk[d], Buf: 0, Len: n}
 		p.Runs[d] = sc.runArr[d : d+1 : d+1]
