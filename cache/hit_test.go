@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -185,5 +186,50 @@ func TestHitsAreNotRunningRequests(t *testing.T) {
 	must(t, <-done)
 	if n := e.c.st.hot.Load(hotActive); n != 0 {
 		t.Fatalf("running requests after the miss: %d", n)
+	}
+}
+
+// inlineCountRunner runs tasks inline and counts Run calls.
+type inlineCountRunner struct{ calls atomic.Int64 }
+
+func (r *inlineCountRunner) Run(_ context.Context, n int, fn func(int) error) error {
+	r.calls.Add(1)
+	for i := 0; i < n; i++ {
+		if err := fn(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestSingleMissDecodesInline: a miss of one chunk is decoded on the
+// caller's goroutine without a hand-off to the runner; several missing
+// chunks still go through it (in parallel on the pool).
+func TestSingleMissDecodesInline(t *testing.T) {
+	r := &inlineCountRunner{}
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20, Runner: r})
+	d, l := e.dataset(1, -1, 16)
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0), fullReq(d, l, pattern(16, 2), 1), fullReq(d, l, pattern(16, 3), 2)}))
+	must(t, e.c.Flush(bg))
+	e.c.dropAll(d)
+	before := r.calls.Load()
+	buf := make([]byte, 16)
+	must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}))
+	if !bytes.Equal(buf, pattern(16, 1)) {
+		t.Fatalf("read %v", buf)
+	}
+	if n := r.calls.Load() - before; n != 0 {
+		t.Fatalf("one missing chunk went through the runner (%d calls)", n)
+	}
+	b1, b2 := make([]byte, 16), make([]byte, 16)
+	must(t, e.c.Read(bg, []Request{fullReq(d, l, b1, 1), fullReq(d, l, b2, 2)}))
+	if n := r.calls.Load() - before; n != 1 {
+		t.Fatalf("two missing chunks: %d runner calls, want 1", n)
+	}
+	if !bytes.Equal(b1, pattern(16, 2)) || !bytes.Equal(b2, pattern(16, 3)) {
+		t.Fatalf("read %v %v", b1, b2)
+	}
+	if s := e.c.Stats(); s.Loads < 3 {
+		t.Fatalf("loads %d", s.Loads)
 	}
 }

@@ -399,10 +399,11 @@ func (c *Cache) modifiedLocked(e *entry) {
 
 // group is one missing chunk with every request that touches it.
 type group struct {
-	key   chunkKey
-	d     *Dataset
-	coord Coord
-	reqs  []int
+	key    chunkKey
+	d      *Dataset
+	coord  Coord
+	reqs   []int
+	oneReq [1]int // backs reqs for the common one-request group
 	full  bool // every request is Full
 	loc   Location
 	epoch uint64 // d.relocs when loc was looked up
@@ -416,8 +417,43 @@ func (g *group) hint() int64 {
 	return 1
 }
 
+// materialize decodes a loaded group's image (load) or creates its chunk,
+// storing it in g.e.chunk. A panic in the layout comes back as ErrPanic.
+func materialize(g *group, image []byte, load bool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	var ch Chunk
+	if load {
+		if ch, err = g.d.lay().l.Decode(g.coord, g.loc, image); err != nil {
+			return fmt.Errorf("cache: decoding chunk %v: %w", g.coord, err)
+		}
+	} else if ch, err = g.d.lay().l.NewChunk(g.coord, !g.full); err != nil {
+		return fmt.Errorf("cache: creating chunk %v: %w", g.coord, err)
+	}
+	g.e.chunk = ch
+	return nil
+}
+
+// entriesOf returns the entries of groups.
+func entriesOf(gs []*group) []*entry {
+	es := make([]*entry, len(gs))
+	for i, g := range gs {
+		es[i] = g.e
+	}
+	return es
+}
+
 // lookup fills loc for groups (one Layout.Lookup per dataset).
 func lookup(ctx context.Context, gs []*group) error {
+	if len(gs) == 0 {
+		return nil
+	}
+	if sameDataset(gs) {
+		return lookupDS(ctx, gs[0].d, gs)
+	}
 	byDS := map[*Dataset][]*group{}
 	var order []*Dataset
 	for _, g := range gs {
@@ -427,22 +463,38 @@ func lookup(ctx context.Context, gs []*group) error {
 		byDS[g.d] = append(byDS[g.d], g)
 	}
 	for _, d := range order {
-		list := byDS[d]
-		coords := make([]Coord, len(list))
-		locs := make([]Location, len(list))
-		for i, g := range list {
-			coords[i] = g.coord
+		if err := lookupDS(ctx, d, byDS[d]); err != nil {
+			return err
 		}
-		epoch := d.relocs.Load()
-		if err := d.lay().l.Lookup(ctx, coords, locs); err != nil {
-			return fmt.Errorf("cache: Layout.Lookup: %w", err)
+	}
+	return nil
+}
+
+func sameDataset(gs []*group) bool {
+	for _, g := range gs[1:] {
+		if g.d != gs[0].d {
+			return false
 		}
-		for i, g := range list {
-			if locs[i].Size < 0 || locs[i].SizeHint < 0 || locs[i].Size > maxStored(locs[i].SizeHint) {
-				return fmt.Errorf("%w: Lookup returned size %d, hint %d", ErrInvalid, locs[i].Size, locs[i].SizeHint)
-			}
-			g.loc, g.epoch = locs[i], epoch
+	}
+	return true
+}
+
+// lookupDS is one Layout.Lookup for groups of dataset d.
+func lookupDS(ctx context.Context, d *Dataset, list []*group) error {
+	coords := make([]Coord, len(list))
+	locs := make([]Location, len(list))
+	for i, g := range list {
+		coords[i] = g.coord
+	}
+	epoch := d.relocs.Load()
+	if err := d.lay().l.Lookup(ctx, coords, locs); err != nil {
+		return fmt.Errorf("cache: Layout.Lookup: %w", err)
+	}
+	for i, g := range list {
+		if locs[i].Size < 0 || locs[i].SizeHint < 0 || locs[i].Size > maxStored(locs[i].SizeHint) {
+			return fmt.Errorf("%w: Lookup returned size %d, hint %d", ErrInvalid, locs[i].Size, locs[i].SizeHint)
 		}
+		g.loc, g.epoch = locs[i], epoch
 	}
 	return nil
 }
@@ -450,14 +502,26 @@ func lookup(ctx context.Context, gs []*group) error {
 // missing handles requests whose chunks were not in the table. It returns
 // requests to retry (their chunk was claimed by someone else meanwhile).
 func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkKey, idx []int) ([]int, error) {
-	byKey := map[chunkKey]*group{}
-	var gs []*group
+	// One missing chunk (a small read at one goroutine: the common miss)
+	// needs no map to group its requests.
+	var byKey map[chunkKey]*group
+	if len(idx) > 1 {
+		byKey = map[chunkKey]*group{}
+	}
+	var oneG [1]*group
+	gs := oneG[:0]
 	for _, i := range idx {
-		g := byKey[keys[i]]
+		var g *group
+		if byKey != nil {
+			g = byKey[keys[i]]
+		}
 		if g == nil {
 			r := &reqs[i]
 			g = &group{key: keys[i], d: r.Dataset, coord: append(Coord(nil), r.Coord...), full: true}
-			byKey[keys[i]] = g
+			g.reqs = g.oneReq[:0]
+			if byKey != nil {
+				byKey[keys[i]] = g
+			}
 			gs = append(gs, g)
 		}
 		g.reqs = append(g.reqs, i)
@@ -531,15 +595,8 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 			stale = append(stale, g)
 		}
 	}
-	all := func() []*entry {
-		es := make([]*entry, len(mine))
-		for i, g := range mine {
-			es[i] = g.e
-		}
-		return es
-	}
 	if err := lookup(ctx, stale); err != nil {
-		c.remove(all())
+		c.remove(entriesOf(mine))
 		return later, err
 	}
 	var n int64
@@ -549,7 +606,7 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		g.e.loc = g.loc
 	}
 	if err := c.reserve(ctx, n); err != nil {
-		c.remove(all())
+		c.remove(entriesOf(mine))
 		return later, err
 	}
 	c.inflight.Add(n)
@@ -570,18 +627,35 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		}
 	}
 	images := make([][]byte, len(loads))
-	byFile := map[*File][]vfd.Extent{}
+	// Loads of one file (always, unless files share the cache) need no map.
+	var byFile map[*File][]vfd.Extent
+	var oneFile []vfd.Extent
 	var files []*File
 	for i, g := range loads {
 		images[i] = make([]byte, g.loc.Size)
 		f := g.d.file
-		if _, ok := byFile[f]; !ok {
-			files = append(files, f)
+		x := vfd.Extent{Off: g.loc.Addr, Buf: images[i]}
+		switch {
+		case byFile == nil && (len(files) == 0 || files[0] == f):
+			if len(files) == 0 {
+				files = append(files, f)
+			}
+			oneFile = append(oneFile, x)
+		default:
+			if byFile == nil {
+				byFile = map[*File][]vfd.Extent{files[0]: oneFile}
+			}
+			if _, ok := byFile[f]; !ok {
+				files = append(files, f)
+			}
+			byFile[f] = append(byFile[f], x)
 		}
-		byFile[f] = append(byFile[f], vfd.Extent{Off: g.loc.Addr, Buf: images[i]})
 	}
 	for _, f := range files {
-		exts := byFile[f]
+		exts := oneFile
+		if byFile != nil {
+			exts = byFile[f]
+		}
 		var b int64
 		for _, x := range exts {
 			b += int64(len(x.Buf))
@@ -589,34 +663,25 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		c.st.vectorReads.Add(1)
 		c.st.vectorReadBytes.Add(b)
 		if err := f.drv.ReadV(exts); err != nil {
-			c.remove(all())
+			c.remove(entriesOf(mine))
 			return later, fmt.Errorf("cache: reading %d chunks: %w", len(exts), err)
 		}
 	}
-	err = c.run.run(ctx, len(loads)+len(creates), func(i int) (err error) {
-		var g *group
-		defer func() {
-			if r := recover(); r != nil {
-				err = fmt.Errorf("%w: %v", ErrPanic, r)
+	// One chunk (a small read's miss) is decoded or created right here:
+	// no hand-off to the pool, and no closure to allocate for it.
+	switch n := len(loads) + len(creates); {
+	case n == 1 && len(loads) == 1:
+		err = materialize(loads[0], images[0], true)
+	case n == 1:
+		err = materialize(creates[0], nil, false)
+	default:
+		err = c.run.run(ctx, n, func(i int) error {
+			if i < len(loads) {
+				return materialize(loads[i], images[i], true)
 			}
-		}()
-		if i < len(loads) {
-			g = loads[i]
-			ch, err := g.d.lay().l.Decode(g.coord, g.loc, images[i])
-			if err != nil {
-				return fmt.Errorf("cache: decoding chunk %v: %w", g.coord, err)
-			}
-			g.e.chunk = ch
-			return nil
-		}
-		g = creates[i-len(loads)]
-		ch, err := g.d.lay().l.NewChunk(g.coord, !g.full)
-		if err != nil {
-			return fmt.Errorf("cache: creating chunk %v: %w", g.coord, err)
-		}
-		g.e.chunk = ch
-		return nil
-	})
+			return materialize(creates[i-len(loads)], nil, false)
+		})
+	}
 	if err == nil {
 		for _, g := range mine {
 			if g.e.chunk == nil {
@@ -626,7 +691,7 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		}
 	}
 	if err != nil {
-		c.remove(all())
+		c.remove(entriesOf(mine))
 		return later, err
 	}
 	c.st.loads.Add(int64(len(loads)))
