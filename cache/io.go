@@ -404,10 +404,10 @@ type group struct {
 	coord  Coord
 	reqs   []int
 	oneReq [1]int // backs reqs for the common one-request group
-	full  bool // every request is Full
-	loc   Location
-	epoch uint64 // d.relocs when loc was looked up
-	e     *entry
+	full   bool   // every request is Full
+	loc    Location
+	epoch  uint64 // d.relocs when loc was looked up
+	e      *entry
 }
 
 func (g *group) hint() int64 {

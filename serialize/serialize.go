@@ -248,7 +248,6 @@ func (req *request) recycle() {
 	req.s.free.Put(req)
 }
 
-
 // build validates r and turns it into an unregistered request, copying the
 // coordinates so the caller may reuse its slices.
 func (s *Serializer) build(r Request) (*request, error) {
