@@ -570,9 +570,60 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	return later, nil
 }
 
-// subList claims, reserves, loads or creates, and applies one sub-list.
+// subList claims, reserves, loads or creates, and applies one sub-list
+// (seed 000 §3.6-3.7). The steps, each its own method:
+//
+//  1. claim: publish a loading entry per chunk (others wait on it); a
+//     chunk someone else claimed first is retried later.
+//  2. reserve: re-look-up stale locations, charge the size hints, evicting
+//     for space (may block; nothing is pinned yet).
+//  3. materialize: one vector read per file for existing chunks, decode
+//     or create each (inline for one chunk, on the pool for several).
+//  4. publish: charge the real sizes, link the cached entries, settle them
+//     resident and pinned for us.
+//  5. apply the requests' pieces; unpin.
+//  6. dropBypass: write and drop the chunks served without staying
+//     resident.
+//
+// On an error before step 4 every claimed entry is removed, as if never
+// claimed; from step 4 on the chunks stay (an error applying a piece is
+// returned, the chunk is kept).
 func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) (later []int, err error) {
-	var mine []*group
+	mine, later := c.claim(gs)
+	if len(mine) == 0 {
+		return later, nil
+	}
+	n, err := c.reserveFor(ctx, mine)
+	if err != nil {
+		c.remove(entriesOf(mine))
+		return later, err
+	}
+	defer c.inflight.Add(-n)
+	if err := c.materializeAll(ctx, o, mine); err != nil {
+		c.remove(entriesOf(mine))
+		return later, err
+	}
+	bypass := c.publish(mine)
+	var firstErr error
+	for _, g := range mine {
+		for _, i := range g.reqs {
+			if err := c.apply(o, g.e, &reqs[i]); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+		if !g.e.bypass {
+			c.unpin(g.e)
+		}
+	}
+	if err := c.dropBypass(ctx, bypass); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	return later, firstErr
+}
+
+// claim publishes a loading entry for each group; it returns the groups
+// it claimed and the requests of those someone else claimed first.
+func (c *Cache) claim(gs []*group) (mine []*group, later []int) {
 	for _, g := range gs {
 		e := &entry{key: g.key, coord: g.coord, ds: g.d}
 		e.initLoading()
@@ -584,11 +635,15 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		g.e = e
 		mine = append(mine, g)
 	}
-	if len(mine) == 0 {
-		return later, nil
-	}
-	// A location looked up before the claim is stale if the cache inserted
-	// or deleted chunks of the dataset since: look those up again.
+	return mine, later
+}
+
+// reserveFor looks up again the locations that went stale since the
+// lookup (the cache inserted or deleted chunks of the dataset after it),
+// then charges the claimed chunks' size hints (reserve) and counts them
+// in flight. It returns the bytes added to c.inflight; the caller removes
+// them when the sub-list is done. On error nothing is charged.
+func (c *Cache) reserveFor(ctx context.Context, mine []*group) (int64, error) {
 	var stale []*group
 	for _, g := range mine {
 		if g.d.relocs.Load() != g.epoch {
@@ -596,8 +651,7 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		}
 	}
 	if err := lookup(ctx, stale); err != nil {
-		c.remove(entriesOf(mine))
-		return later, err
+		return 0, err
 	}
 	var n int64
 	for _, g := range mine {
@@ -606,18 +660,21 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		g.e.loc = g.loc
 	}
 	if err := c.reserve(ctx, n); err != nil {
-		c.remove(entriesOf(mine))
-		return later, err
+		return 0, err
 	}
 	c.inflight.Add(n)
-	defer c.inflight.Add(-n)
 	for _, g := range mine {
 		h := g.hint()
 		g.e.size.Store(h)
 		g.d.size.Add(h)
 	}
+	return n, nil
+}
 
-	// Load existing chunks with one vector read per file; create the rest.
+// materializeAll loads existing chunks with one vector read per file and
+// decodes them, and creates the rest (a write that covers a chunk, or a
+// chunk that exists nowhere), filling g.e.chunk for every group.
+func (c *Cache) materializeAll(ctx context.Context, o op, mine []*group) error {
 	var loads, creates []*group
 	for _, g := range mine {
 		if o.kind == opWrite && (g.full || !g.loc.Exists()) {
@@ -626,6 +683,41 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 			loads = append(loads, g)
 		}
 	}
+	images, err := c.readImages(loads)
+	if err != nil {
+		return err
+	}
+	// One chunk (a small read's miss) is decoded or created right here:
+	// no hand-off to the pool, and no closure to allocate for it.
+	switch n := len(loads) + len(creates); {
+	case n == 1 && len(loads) == 1:
+		err = materialize(loads[0], images[0], true)
+	case n == 1:
+		err = materialize(creates[0], nil, false)
+	default:
+		err = c.run.run(ctx, n, func(i int) error {
+			if i < len(loads) {
+				return materialize(loads[i], images[i], true)
+			}
+			return materialize(creates[i-len(loads)], nil, false)
+		})
+	}
+	if err != nil {
+		return err
+	}
+	for _, g := range mine {
+		if g.e.chunk == nil {
+			return fmt.Errorf("%w: layout returned a nil chunk for %v", ErrInvalid, g.coord)
+		}
+	}
+	c.st.loads.Add(int64(len(loads)))
+	c.st.creates.Add(int64(len(creates)))
+	return nil
+}
+
+// readImages reads the stored images of loads, with one vector read per
+// file.
+func (c *Cache) readImages(loads []*group) ([][]byte, error) {
 	images := make([][]byte, len(loads))
 	// Loads of one file (always, unless files share the cache) need no map.
 	var byFile map[*File][]vfd.Extent
@@ -663,39 +755,17 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		c.st.vectorReads.Add(1)
 		c.st.vectorReadBytes.Add(b)
 		if err := f.drv.ReadV(exts); err != nil {
-			c.remove(entriesOf(mine))
-			return later, fmt.Errorf("cache: reading %d chunks: %w", len(exts), err)
+			return nil, fmt.Errorf("cache: reading %d chunks: %w", len(exts), err)
 		}
 	}
-	// One chunk (a small read's miss) is decoded or created right here:
-	// no hand-off to the pool, and no closure to allocate for it.
-	switch n := len(loads) + len(creates); {
-	case n == 1 && len(loads) == 1:
-		err = materialize(loads[0], images[0], true)
-	case n == 1:
-		err = materialize(creates[0], nil, false)
-	default:
-		err = c.run.run(ctx, n, func(i int) error {
-			if i < len(loads) {
-				return materialize(loads[i], images[i], true)
-			}
-			return materialize(creates[i-len(loads)], nil, false)
-		})
-	}
-	if err == nil {
-		for _, g := range mine {
-			if g.e.chunk == nil {
-				err = fmt.Errorf("%w: layout returned a nil chunk for %v", ErrInvalid, g.coord)
-				break
-			}
-		}
-	}
-	if err != nil {
-		c.remove(entriesOf(mine))
-		return later, err
-	}
-	c.st.loads.Add(int64(len(loads)))
-	c.st.creates.Add(int64(len(creates)))
+	return images, nil
+}
+
+// publish charges the chunks' real sizes (replacing the hints), links the
+// cached entries into the policy and settles them resident, pinned for the
+// caller. Bypass entries stay loading, so others wait for us; they are
+// returned for dropBypass.
+func (c *Cache) publish(mine []*group) (bypass []*entry) {
 	for _, g := range mine {
 		e := g.e
 		ms := e.chunk.MemSize()
@@ -705,10 +775,6 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 			c.charge(d)
 		}
 	}
-
-	// Make the cached ones resident (pinned for us); bypass entries stay
-	// loading, so others wait for us, and are dropped below.
-	var bypass []*entry
 	c.mu.Lock()
 	for _, g := range mine {
 		if !g.e.bypass {
@@ -723,42 +789,35 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 			g.e.settle(stateResident, true)
 		}
 	}
-	var firstErr error
-	for _, g := range mine {
-		for _, i := range g.reqs {
-			if err := c.apply(o, g.e, &reqs[i]); err != nil && firstErr == nil {
-				firstErr = err
-			}
-		}
-		if !g.e.bypass {
-			c.unpin(g.e)
+	return bypass
+}
+
+// dropBypass writes the dirty bypass chunks and drops them all. If the
+// write fails they are kept, dirty, in the cache (no data loss) and the
+// error is returned.
+func (c *Cache) dropBypass(ctx context.Context, bypass []*entry) error {
+	if len(bypass) == 0 {
+		return nil
+	}
+	c.st.bypasses.Add(int64(len(bypass)))
+	var dirty []*entry
+	for _, e := range bypass {
+		if e.dirty.Load() {
+			dirty = append(dirty, e)
 		}
 	}
-	if len(bypass) > 0 {
-		c.st.bypasses.Add(int64(len(bypass)))
-		var dirty []*entry
+	if err := c.writeBack(ctx, dirty, false); err != nil {
+		c.mu.Lock()
 		for _, e := range bypass {
-			if e.dirty.Load() {
-				dirty = append(dirty, e)
-			}
+			e.bypass = false
+			c.linkLocked(e)
 		}
-		if err := c.writeBack(ctx, dirty, false); err != nil {
-			// Not written: keep the chunks, dirty, in the cache.
-			c.mu.Lock()
-			for _, e := range bypass {
-				e.bypass = false
-				c.linkLocked(e)
-			}
-			c.mu.Unlock()
-			for _, e := range bypass {
-				c.settleBack(e)
-			}
-			if firstErr == nil {
-				firstErr = err
-			}
-		} else {
-			c.remove(bypass)
+		c.mu.Unlock()
+		for _, e := range bypass {
+			c.settleBack(e)
 		}
+		return err
 	}
-	return later, firstErr
+	c.remove(bypass)
+	return nil
 }
