@@ -279,7 +279,7 @@ func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset,
 			return d, nil
 		}
 	}
-	d := &Dataset{c: c, file: f, id: id, serial: c.serial.Add(1), hot: lockfree.NewCounters(numDSHot)}
+	d := &Dataset{c: c, file: f, id: id, serial: c.serial.Add(1)}
 	d.layout.Store(box)
 	d.min.Store(min)
 	d.registered.Store(true)

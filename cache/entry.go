@@ -230,8 +230,9 @@ type Dataset struct {
 	chunks atomic.Int64              // its entries in the chunk table
 	// hot holds the hit and miss counts (dsHits, dsMisses), written on
 	// every request: striped per P so that concurrent hits on one dataset
-	// do not share a line (stats.go).
-	hot *lockfree.Counters
+	// do not share a line; made on first use (Dataset.counters), so an
+	// idle open dataset does not pay a stripe per P.
+	hot atomic.Pointer[lockfree.Counters]
 	// seq detects sequential reads for prefetch (prefetch.go).
 	seq seqState
 	// relocs counts Insert and Delete calls the cache made for this

@@ -233,3 +233,22 @@ func TestSingleMissDecodesInline(t *testing.T) {
 		t.Fatalf("loads %d", s.Loads)
 	}
 }
+
+// TestIdleDatasetHasNoStripes: a registered dataset that was never read
+// or written holds no per-P counter stripes (idle open datasets stay
+// small); its first request makes them and is counted.
+func TestIdleDatasetHasNoStripes(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 16)
+	if d.hot.Load() != nil {
+		t.Fatal("idle dataset has counter stripes")
+	}
+	if s := d.Stats(); s.Hits != 0 || s.Misses != 0 {
+		t.Fatalf("idle stats %+v", s)
+	}
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
+	must(t, e.c.Read(bg, []Request{fullReq(d, l, make([]byte, 16), 0)}))
+	if s := d.Stats(); s.Hits != 1 || s.Misses != 1 {
+		t.Fatalf("stats %+v, want 1 hit and 1 miss", s)
+	}
+}

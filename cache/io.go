@@ -202,7 +202,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 // countHit counts a hit on e, pinned by the caller.
 func (c *Cache) countHit(e *entry) {
 	c.st.hot.Add(hotHits, 1)
-	e.ds.hot.Add(dsHits, 1)
+	e.ds.counters().Add(dsHits, 1)
 	if e.prefetched.Load() {
 		c.prefetchUsed(e)
 	}
@@ -238,10 +238,10 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 		d := reqs[i].Dataset
 		if hit {
 			c.st.hot.Add(hotHits, 1)
-			d.hot.Add(dsHits, 1)
+			d.counters().Add(dsHits, 1)
 		} else {
 			c.st.hot.Add(hotMisses, 1)
-			d.hot.Add(dsMisses, 1)
+			d.counters().Add(dsMisses, 1)
 		}
 	}
 	todo := sc.todo[:len(reqs)]

@@ -158,13 +158,29 @@ type DatasetStats struct {
 	MinBytes      int64 // its minimum reservation
 }
 
+// counters returns d's hit and miss counters, made on first use.
+func (d *Dataset) counters() *lockfree.Counters {
+	if c := d.hot.Load(); c != nil {
+		return c
+	}
+	c := lockfree.NewCounters(numDSHot)
+	if d.hot.CompareAndSwap(nil, c) {
+		return c
+	}
+	return d.hot.Load()
+}
+
 // Stats returns the dataset's snapshot.
 func (d *Dataset) Stats() DatasetStats {
+	var hits, misses int64
+	if c := d.hot.Load(); c != nil {
+		hits, misses = c.Load(dsHits), c.Load(dsMisses)
+	}
 	return DatasetStats{
 		ResidentBytes: d.size.Load(),
 		Chunks:        d.chunks.Load(),
-		Hits:          d.hot.Load(dsHits),
-		Misses:        d.hot.Load(dsMisses),
+		Hits:          hits,
+		Misses:        misses,
 		MinBytes:      d.min.Load(),
 	}
 }
