@@ -245,3 +245,33 @@ func TestFastReadsAgainstWritesAndExtent(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestResidentWriteAllocs: a small write into a resident chunk takes the
+// locked serializer path and the cache's write hit; it allocates nothing
+// either.
+func TestResidentWriteAllocs(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation count (the race detector makes sync.Pool drop items)")
+	}
+	fx := newResidentReadFixture(t)
+	ctx := context.Background()
+	buf := make([]byte, rrBox*rrBox)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	if err := fx.ds.Write(ctx, fx.sel, buf); err != nil {
+		t.Fatal(err)
+	}
+	n := testing.AllocsPerRun(200, func() {
+		if err := fx.ds.Write(ctx, fx.sel, buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Fatalf("%v allocations per resident write, want 0", n)
+	}
+	got := make([]byte, len(buf))
+	if err := fx.ds.Read(ctx, fx.sel, got); err != nil || string(got) != string(buf) {
+		t.Fatalf("read back %v, %v", got, err)
+	}
+}
