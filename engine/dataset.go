@@ -457,12 +457,15 @@ func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool)
 	sc := ioPool.Get().(*ioScratch)
 	defer sc.put()
 	sc.regions[0] = s.regionInto(sel, sc)
+	var p prepared
 	if !write {
-		if done, err := s.ioFast(ctx, sel, buf, sc); done {
+		var done bool
+		var err error
+		if done, p, err = s.ioFast(ctx, sel, buf, sc); done {
 			return err
 		}
 	}
-	return s.ioLocked(ctx, sel, buf, write, sc)
+	return s.ioLocked(ctx, sel, buf, write, sc, p)
 }
 
 // SetExtent changes the dataset's extent within its max shape. Shrinking

@@ -215,36 +215,58 @@ func (sc *ioScratch) oneChunk(h selection.Hyperslab, chunk []uint64, reg seriali
 	return true
 }
 
+// prepared is the per-chunk requests ioFast built, kept for ioLocked when
+// a chunk was not resident: valid as long as the extent (the shape slice,
+// which SetExtent and adopt replace, never modify) and the cache dataset
+// are the ones they were built for.
+type prepared struct {
+	reqs  []cache.Request
+	shape []uint64
+}
+
+func (p prepared) validFor(s *dsState) bool {
+	if len(p.reqs) == 0 || len(p.shape) == 0 || len(s.mu.shape) != len(p.shape) || &s.mu.shape[0] != &p.shape[0] {
+		return false
+	}
+	cds, err := s.hotDataset()
+	return err == nil && cds == p.reqs[0].Dataset
+}
+
 // ioFast serves a read entirely from resident chunks under a fast
 // serializer hold; done false means nothing conclusive happened and the
-// caller must take the locked path.
-func (s *dsState) ioFast(ctx context.Context, sel Selection, buf []byte, sc *ioScratch) (done bool, err error) {
+// caller must take the locked path, with the requests built here.
+func (s *dsState) ioFast(ctx context.Context, sel Selection, buf []byte, sc *ioScratch) (done bool, p prepared, err error) {
 	h, ok := s.f.ser.TryFastRead(serialize.Request{Regions: sc.regions[:]})
 	if !ok {
-		return false, nil
+		return false, prepared{}, nil
 	}
 	defer h.Release()
 	reqs, err := s.prepare(sel, buf, sc)
 	if err != nil || len(reqs) == 0 {
-		return true, err
+		return true, prepared{}, err
 	}
 	n, err := s.f.cache.ServeResident(ctx, false, reqs)
 	if err != nil {
-		return true, classify(err)
+		return true, prepared{}, classify(err)
 	}
-	return n == len(reqs), nil
+	if n == len(reqs) {
+		return true, prepared{}, nil
+	}
+	return false, prepared{reqs: reqs, shape: s.mu.shape}, nil
 }
 
 // ioLocked is the general path under a locked serializer hold.
-func (s *dsState) ioLocked(ctx context.Context, sel Selection, buf []byte, write bool, sc *ioScratch) error {
+func (s *dsState) ioLocked(ctx context.Context, sel Selection, buf []byte, write bool, sc *ioScratch, p prepared) error {
 	h, err := s.f.ser.AcquireHold(ctx, serialize.Request{Regions: sc.regions[:], Write: write})
 	if err != nil {
 		return classify(err)
 	}
 	defer h.Release()
-	reqs, err := s.prepare(sel, buf, sc)
-	if err != nil || len(reqs) == 0 {
-		return err
+	reqs := p.reqs
+	if !p.validFor(s) {
+		if reqs, err = s.prepare(sel, buf, sc); err != nil || len(reqs) == 0 {
+			return err
+		}
 	}
 	// Resident chunks need no admission (see cache.ServeResident).
 	n, err := s.f.cache.ServeResident(ctx, write, reqs)

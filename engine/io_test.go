@@ -1,11 +1,15 @@
 package engine
 
 import (
+	"bytes"
+	"context"
 	"math/rand/v2"
 	"reflect"
 	"testing"
 
+	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/vfd"
 )
 
 // TestOneChunkMatchesSplit: for random selections, oneChunk accepts
@@ -55,5 +59,76 @@ func TestOneChunkMatchesSplit(t *testing.T) {
 	}
 	if accepted < 100 {
 		t.Fatalf("only %d single-chunk selections drawn", accepted)
+	}
+}
+
+// TestReadPartlyResident: a read over chunks of which only some are
+// resident is served by the fast path up to the first miss and then, with
+// the same requests, by the locked path; the bytes are right either way,
+// and a shrink-then-grow between reads (a new extent slice) is seen.
+func TestReadPartlyResident(t *testing.T) {
+	ctx := context.Background()
+	c, err := cache.New(cache.Config{QuiescentBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	drv := vfd.NewMem()
+	f, err := CreateWith(drv, &Options{Cache: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{4, 16}, MaxShape: []uint64{Unlimited, 16}, Chunk: []uint64{1, 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := make([]byte, 64)
+	for i := range all {
+		all[i] = byte(i + 1)
+	}
+	if err := ds.Write(ctx, Box([]uint64{0, 0}, []uint64{4, 16}), all); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Drop every chunk from the cache, then make rows 0 and 1 resident.
+	if err := ds.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err = OpenWith(drv, &Options{Cache: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if ds, err = f.OpenDataset("d"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32)
+	if err := ds.Read(ctx, Box([]uint64{0, 0}, []uint64{2, 16}), buf); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 64)
+	if err := ds.Read(ctx, Box([]uint64{0, 0}, []uint64{4, 16}), got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, all) {
+		t.Fatalf("read %v, want %v", got, all)
+	}
+	if err := ds.SetExtent(ctx, []uint64{2, 16}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ds.SetExtent(ctx, []uint64{4, 16}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ds.Read(ctx, Box([]uint64{0, 0}, []uint64{4, 16}), got); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]byte(nil), all[:32]...), make([]byte, 32)...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("after shrink and grow: %v, want %v", got, want)
 	}
 }
