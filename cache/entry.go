@@ -59,7 +59,10 @@ type entry struct {
 	// from resident|0), and is pinned only while resident, so a pinned
 	// entry is never evicted.
 	word atomic.Uint64
-	mu   struct {
+	// Read or written by every hit, so kept on word's cache line.
+	partial atomic.Bool // last access was a partial read/write (seed 000 §2.2 partial_io)
+	queued  atomic.Bool // a record of an access is waiting in Cache.accesses
+	mu      struct {
 		sync.Mutex // per-entry; taken only on state transitions and by waiters
 		// settled is closed when the entry leaves loading or evicting; nil
 		// otherwise. Changed together with the state bits of word, under mu,
@@ -96,10 +99,8 @@ type entry struct {
 
 	size    atomic.Int64  // bytes charged to the cache for this entry
 	dirty   atomic.Bool   // differs from its stored image
-	partial atomic.Bool   // last access was a partial read/write (seed 000 §2.2 partial_io)
 	version atomic.Uint64 // bumped by every modification; lets a flush detect concurrent writes
 	bypass  bool          // set at creation: served and dropped, never resident
-	queued  atomic.Bool   // a record of an access is waiting in Cache.accesses
 
 	// Fields below are guarded by Cache.mu (the policy lock).
 	linked       bool   // on its dataset's member list and known to the policy
