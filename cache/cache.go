@@ -634,8 +634,9 @@ func (c *Cache) evictableNow() bool {
 	return found
 }
 
-// begin/end bracket every request so the cache knows when it is quiescent
-// (seed 000 §2.4: the active size applies only while requests run).
+// begin/end bracket every request that goes past the hit path, so the
+// cache knows when it is quiescent (seed 000 §2.4: the active size applies
+// only while requests run; see serveHits for why hits are left out).
 func (c *Cache) begin() error { return c.beginOn(c.st.hot.Stripe()) }
 
 func (c *Cache) end() { c.endOn(c.st.hot.Stripe()) }

@@ -72,7 +72,9 @@ type entry struct {
 
 	// latch serializes the layout callbacks on this chunk (layout.go
 	// contract): Scatter and Encode take it shared; Gather and Trim take it
-	// exclusive. Held only while pinned or evicting.
+	// exclusive (through lockChunk, which also keeps out the light readers
+	// that run Scatter under a light pin instead of the latch: latch.go).
+	// Held only while pinned or evicting.
 	latch sync.RWMutex
 	// chunk is the decoded chunk (cache memory format). Written under latch
 	// exclusive (or before the entry becomes resident).
