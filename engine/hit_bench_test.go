@@ -230,17 +230,18 @@ func TestFastReadsAgainstWritesAndExtent(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for i := 0; i < 40; i++ {
+		for i := 0; i < 100; i++ {
 			if err := ds.SetExtent(ctx, []uint64{uint64(5 + i%3), 64}); err != nil {
 				t.Error(err)
 				return
 			}
 		}
 	}()
-	for v := byte(2); v < 80; v++ {
+	for v := byte(2); v < 250; v++ {
 		if err := ds.Write(ctx, Box([]uint64{uint64(v % 4), 0}, []uint64{1, 64}), row(v)); err != nil {
 			t.Fatal(err)
 		}
+		runtime.Gosched() // let readers in between writes
 	}
 	close(stop)
 	wg.Wait()
