@@ -79,16 +79,21 @@ type Cache struct {
 	dirtyBytes atomic.Int64
 	peak       atomic.Int64
 	inflight   atomic.Int64 // bytes reserved by sub-lists being loaded/applied
-	// active counts running requests (0: quiescent). Striped because every
-	// request bumps it twice; its sum is only approximate while requests
-	// come and go, which only affects when the background trim runs.
-	active     *lockfree.Counter
+	// The count of running requests (0: quiescent) is st.hot's hotActive
+	// slot: striped because every request bumps it twice; its sum is only
+	// approximate while requests come and go, which only affects when the
+	// background trim runs.
 	datasets   atomic.Int64
 	condensers atomic.Int64 // registered datasets whose layout is a Condenser
 	// spaceWaiters counts requests blocked in reserve; when non-zero,
 	// unpins and reverted evictions signal space.
 	spaceWaiters atomic.Int32
 
+	// The policy lock is written by every batch of access records; the
+	// padding keeps it off the lines of the fields every hit reads
+	// (chunks, accesses, st, closed), which would otherwise bounce
+	// between cores with it (false sharing).
+	_ [64]byte
 	// mu is the policy lock. It protects the policy's order structures,
 	// the datasets' member lists and every field documented "guarded by
 	// Cache.mu". It is never taken on the hit path (accesses are buffered)
@@ -98,6 +103,7 @@ type Cache struct {
 		sync.Mutex
 		pol policy
 	}
+	_        [64]byte
 	accesses *lockfree.Buffer[*entry]
 
 	space struct {
@@ -146,7 +152,6 @@ func New(cfg Config) (*Cache, error) {
 		accesses:  lockfree.NewBuffer[*entry](64),
 		trimCh:    make(chan struct{}, 1),
 		st:        newCounters(),
-		active:    lockfree.NewCounter(),
 	}
 	c.trimRound = max(cfg.QuiescentBytes/16, 1)
 	c.activeLimit = int64(math.Min(float64(cfg.QuiescentBytes)*cfg.ActiveMultiplier, math.MaxInt64/2))
@@ -629,19 +634,26 @@ func (c *Cache) evictableNow() bool {
 	return found
 }
 
-// begin/end bracket every request so the cache knows when it is quiescent
-// (seed 000 §2.4: the active size applies only while requests run).
-func (c *Cache) begin() error {
-	c.active.Add(1)
+// begin/end bracket every request that goes past the hit path, so the
+// cache knows when it is quiescent (seed 000 §2.4: the active size applies
+// only while requests run; see serveHits for why hits are left out).
+func (c *Cache) begin() error { return c.beginOn(c.st.hot.Stripe()) }
+
+func (c *Cache) end() { c.endOn(c.st.hot.Stripe()) }
+
+// beginOn and endOn are begin and end on a stripe the caller took once for
+// both: the request's count goes up and down on the same line.
+func (c *Cache) beginOn(st lockfree.Stripe) error {
+	st.Add(hotActive, 1)
 	if c.closed.Load() {
-		c.end()
+		c.endOn(st)
 		return ErrClosed
 	}
 	return nil
 }
 
-func (c *Cache) end() {
-	c.active.Add(-1)
+func (c *Cache) endOn(st lockfree.Stripe) {
+	st.Add(hotActive, -1)
 	// Every request ending over the quiescent size pokes the trimmer, so the
 	// last one to end always does; the trimmer decides whether the cache
 	// is quiescent. The check reads a line hits never write.
@@ -667,7 +679,7 @@ func (c *Cache) trimmer() {
 			return
 		case <-c.trimCh:
 		}
-		for c.active.Load() <= 0 {
+		for c.st.hot.Load(hotActive) <= 0 {
 			over := c.resident.Load() - c.quiescent
 			if over <= 0 {
 				break

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/scc-dev/scc/lockfree"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -52,12 +53,16 @@ type entry struct {
 	ds    *Dataset
 
 	// word packs the entry's state (bits 32-39) and its pin count (bits
-	// 0-31) so that pinning a resident entry is one CAS, without a lock.
+	// 0-31) so that pinning a resident entry is one CAS, without a lock;
+	// the bits above hold the light readers (latch.go).
 	// INVARIANT: an entry moves to evicting only when pins == 0 (one CAS
 	// from resident|0), and is pinned only while resident, so a pinned
 	// entry is never evicted.
 	word atomic.Uint64
-	mu   struct {
+	// Read or written by every hit, so kept on word's cache line.
+	partial atomic.Bool // last access was a partial read/write (seed 000 §2.2 partial_io)
+	queued  atomic.Bool // a record of an access is waiting in Cache.accesses
+	mu      struct {
 		sync.Mutex // per-entry; taken only on state transitions and by waiters
 		// settled is closed when the entry leaves loading or evicting; nil
 		// otherwise. Changed together with the state bits of word, under mu,
@@ -67,7 +72,9 @@ type entry struct {
 
 	// latch serializes the layout callbacks on this chunk (layout.go
 	// contract): Scatter and Encode take it shared; Gather and Trim take it
-	// exclusive. Held only while pinned or evicting.
+	// exclusive (through lockChunk, which also keeps out the light readers
+	// that run Scatter under a light pin instead of the latch: latch.go).
+	// Held only while pinned or evicting.
 	latch sync.RWMutex
 	// chunk is the decoded chunk (cache memory format). Written under latch
 	// exclusive (or before the entry becomes resident).
@@ -94,10 +101,8 @@ type entry struct {
 
 	size    atomic.Int64  // bytes charged to the cache for this entry
 	dirty   atomic.Bool   // differs from its stored image
-	partial atomic.Bool   // last access was a partial read/write (seed 000 §2.2 partial_io)
 	version atomic.Uint64 // bumped by every modification; lets a flush detect concurrent writes
 	bypass  bool          // set at creation: served and dropped, never resident
-	queued  atomic.Bool   // a record of an access is waiting in Cache.accesses
 
 	// Fields below are guarded by Cache.mu (the policy lock).
 	linked       bool   // on its dataset's member list and known to the policy
@@ -119,7 +124,8 @@ const pinMask = 1<<32 - 1
 
 func packWord(st entryState, pins uint64) uint64 { return uint64(st)<<32 | pins }
 
-func stateOf(w uint64) entryState { return entryState(w >> 32) }
+// stateOf masks off the light-reader bits above the state (latch.go).
+func stateOf(w uint64) entryState { return entryState(w >> 32 & 0xff) }
 
 // initLoading prepares a new entry, before it is published, as loading.
 func (e *entry) initLoading() {
@@ -225,13 +231,11 @@ type Dataset struct {
 	min    atomic.Int64              // minimum reservation (min_dset_size)
 	size   atomic.Int64              // curr_dset_size: bytes charged to its entries
 	chunks atomic.Int64              // its entries in the chunk table
-	// hits and misses are written on every request: padded onto their own
-	// cache line so they do not evict the read-mostly fields above from
-	// other cores' caches (false sharing).
-	_      [64]byte
-	hits   atomic.Int64
-	misses atomic.Int64
-	_      [48]byte
+	// hot holds the hit and miss counts (dsHits, dsMisses), written on
+	// every request: striped per P so that concurrent hits on one dataset
+	// do not share a line; made on first use (Dataset.counters), so an
+	// idle open dataset does not pay a stripe per P.
+	hot atomic.Pointer[lockfree.Counters]
 	// seq detects sequential reads for prefetch (prefetch.go).
 	seq seqState
 	// relocs counts Insert and Delete calls the cache made for this
@@ -239,6 +243,11 @@ type Dataset struct {
 	relocs atomic.Uint64
 	// registered is false after Unregister (chunks kept for a warm reopen).
 	registered atomic.Bool
+
+	// The fields below change with every batch of access records (the
+	// two-stage LRU's lists); the padding keeps them off the line of
+	// registered and relocs, which every hit reads.
+	_ [64]byte
 
 	// Fields below are guarded by Cache.mu.
 	members      *entry // head of the member list (every linked entry, any order)

@@ -55,10 +55,15 @@ func (c *Cache) touchLocked(batch []*entry) {
 // (see policy.go). An entry already waiting in the buffer is not queued
 // again: a hot chunk costs one atomic load per hit, and its single queued
 // record moves it to the front just the same.
+//
+// The flag is set with a plain store, not a CAS: two goroutines that both
+// see it clear may both queue the entry, and the second record only moves
+// it to the front again, which costs less than a CAS on every first hit.
 func (c *Cache) recordAccess(e *entry) {
-	if e.queued.Load() || !e.queued.CompareAndSwap(false, true) {
+	if e.queued.Load() {
 		return
 	}
+	e.queued.Store(true)
 	full, kept := c.accesses.Add(e)
 	if !kept {
 		e.queued.Store(false)
@@ -390,7 +395,7 @@ func (c *Cache) condense(need int64) int64 {
 	for _, e := range cands {
 		if freed < need {
 			cd := e.ds.lay().l.(Condenser)
-			e.latch.Lock()
+			e.lockChunk() // replaces e.chunk: keep light readers out
 			old := e.size.Load()
 			if nc := cd.Condense(e.coord, e.chunk); nc != nil {
 				e.chunk = nc
@@ -408,7 +413,7 @@ func (c *Cache) condense(need int64) int64 {
 					freed += old - ms
 				}
 			}
-			e.latch.Unlock()
+			e.unlockChunk()
 		}
 		c.unpin(e)
 	}

@@ -67,36 +67,86 @@ func (c *Cache) Write(ctx context.Context, reqs []Request) error {
 	return c.do(ctx, op{kind: opWrite}, reqs)
 }
 
-// do runs one Read/Write/trim. Leading requests whose chunks are resident
-// are served inline on the caller's goroutine by tryHit, without the
-// scratch pool, maps or defers the miss path needs; the first request that
-// is not a plain hit hands it and every later request to doSlow.
-func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
-	if err := c.begin(); err != nil {
-		return err
+// ServeResident serves the leading requests whose chunks are resident,
+// as Read (write false) or Write would, and stops at the first request
+// that is anything else (a miss, a chunk being loaded or evicted). It
+// returns how many requests it served; the caller passes the rest to Read
+// or Write. It never loads, evicts, reserves memory or blocks, so a
+// caller that admits requests against the cache's memory (the engine's
+// resource module) can skip admission for the requests it served: a hit
+// holds no memory beyond the pin it drops before returning.
+func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (int, error) {
+	o := op{kind: opRead}
+	if write {
+		o.kind = opWrite
+	}
+	if c.closed.Load() {
+		return 0, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		c.end()
+		return 0, err
+	}
+	return c.serveHits(o, reqs)
+}
+
+// serveHits runs tryHit over the leading requests; it returns how many it
+// served.
+//
+// Hits do not count as running requests (begin/end): a hit neither grows
+// the cache nor waits for space, and the running count is there so that
+// the background trim does not take memory from requests that need it.
+// Leaving hits out saves the two writes of that count per request; the
+// trimmer may then run while hits do, and it only evicts idle entries
+// (never a pinned one) in replacement order, where hot chunks are last.
+//
+// Shared writes: a hit writes the entry's pin word (the CAS and the unpin)
+// and, for its counts, one stripe of c.st.hot and one of the dataset's
+// counters, both the stripe of the caller's P (lockfree.Counters), so the
+// lines it writes are private to its core unless goroutines read the same
+// chunk. The access record is deduplicated per entry (recordAccess).
+func (c *Cache) serveHits(o op, reqs []Request) (int, error) {
+	i := 0
+	for ; i < len(reqs); i++ {
+		hit, err := c.tryHit(o, &reqs[i], i)
+		if err != nil {
+			return i, err
+		}
+		if !hit {
+			break
+		}
+	}
+	return i, nil
+}
+
+// do runs one Read/Write/trim. Leading requests whose chunks are resident
+// are served inline on the caller's goroutine by serveHits, without the
+// scratch pool, maps or defers the miss path needs; the first request that
+// is not a plain hit hands it and every later request to doSlow, which
+// runs as a counted request (begin/end).
+func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	i := 0
 	if o.kind == opRead || o.kind == opWrite {
-		for ; i < len(reqs); i++ {
-			hit, err := c.tryHit(o, &reqs[i], i)
-			if err != nil {
-				c.end()
-				return err
-			}
-			if !hit {
-				break
-			}
+		n, err := c.serveHits(o, reqs)
+		if err != nil {
+			return err
 		}
+		i = n
 	}
-	var err error
-	if i < len(reqs) {
-		err = c.doSlow(ctx, o, reqs[i:], i)
+	if i == len(reqs) {
+		return nil
 	}
-	c.end()
+	st := c.st.hot.Stripe()
+	if err := c.beginOn(st); err != nil {
+		return err
+	}
+	err := c.doSlow(ctx, o, reqs[i:], i)
+	c.endOn(st)
 	return err
 }
 
@@ -116,28 +166,55 @@ func (c *Cache) validate(r *Request, i int) error {
 }
 
 // tryHit serves r if its chunk is resident and can be pinned with one CAS
-// (the hit path: a table lookup, a pin, the piece under the latch mode the
-// layout contract asks for, an unpin and a lossy access record). It reports
-// false, having done nothing, for anything else: a miss, or an entry that
-// is loading or being evicted (doSlow waits for those and counts them).
+// (the hit path: a table lookup, a pin, the piece, an unpin and a lossy
+// access record). A read pins light and runs Scatter without the latch
+// (latch.go); a write, or a read that finds a writer at work, pins as
+// before and takes the latch. It reports false, having done nothing, for
+// anything else: a miss, or an entry that is loading or being evicted
+// (doSlow waits for those and counts them).
 func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	if err := c.validate(r, i); err != nil {
 		return false, err
 	}
 	d := r.Dataset
 	e, ok := c.chunks.Load(makeKey(d.serial, r.Coord))
-	if !ok || !e.tryPin() {
+	if !ok {
 		return false, nil
 	}
-	c.st.hits.Inc()
-	d.hits.Add(1)
+	var err error
+	if o.kind == opRead && e.tryPinRead() {
+		c.countHit(e)
+		err = c.lightRead(e, r)
+		e.unpinRead()
+		if c.spaceWaiters.Load() > 0 {
+			c.signalSpace() // as in unpin: a waiter may want this entry
+		}
+	} else if e.tryPin() {
+		c.countHit(e)
+		err = c.apply(o, e, r)
+		c.unpin(e)
+	} else {
+		return false, nil
+	}
+	c.recordAccess(e)
+	return true, err
+}
+
+// countHit counts a hit on e, pinned by the caller.
+func (c *Cache) countHit(e *entry) {
+	c.st.hot.Add(hotHits, 1)
+	e.ds.counters().Add(dsHits, 1)
 	if e.prefetched.Load() {
 		c.prefetchUsed(e)
 	}
-	err := c.apply(o, e, r)
-	c.unpin(e)
-	c.recordAccess(e)
-	return true, err
+}
+
+// lightRead is apply's read for a light pin: no latch (latch.go).
+func (c *Cache) lightRead(e *entry, r *Request) error {
+	if e.partial.Load() == r.Full {
+		e.partial.Store(!r.Full) // store only on change: keeps the line shared
+	}
+	return e.ds.lay().l.Scatter(e.chunk, r.Piece)
 }
 
 // doSlow is the general path: misses, coalescing with loads and evictions
@@ -161,11 +238,11 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 		counted[i] = true
 		d := reqs[i].Dataset
 		if hit {
-			c.st.hits.Inc()
-			d.hits.Add(1)
+			c.st.hot.Add(hotHits, 1)
+			d.counters().Add(dsHits, 1)
 		} else {
-			c.st.misses.Inc()
-			d.misses.Add(1)
+			c.st.hot.Add(hotMisses, 1)
+			d.counters().Add(dsMisses, 1)
 		}
 	}
 	todo := sc.todo[:len(reqs)]
@@ -275,21 +352,21 @@ func (c *Cache) apply(o op, e *entry, r *Request) error {
 	case opLoad:
 		return nil
 	case opWrite:
-		e.latch.Lock()
+		e.lockChunk()
 		e.partial.Store(!r.Full)
 		err := l.Gather(e.chunk, r.Piece)
 		// Even a failed Gather may have changed part of the chunk: treat it
 		// as modified so nothing is silently dropped.
 		c.modifiedLocked(e)
-		e.latch.Unlock()
+		e.unlockChunk()
 		return err
 	default:
-		e.latch.Lock()
+		e.lockChunk()
 		changed, err := l.Trim(e.coord, e.chunk, o.dims)
 		if changed || err != nil {
 			c.modifiedLocked(e)
 		}
-		e.latch.Unlock()
+		e.unlockChunk()
 		return err
 	}
 }
@@ -325,14 +402,15 @@ func (c *Cache) modifiedLocked(e *entry) {
 
 // group is one missing chunk with every request that touches it.
 type group struct {
-	key   chunkKey
-	d     *Dataset
-	coord Coord
-	reqs  []int
-	full  bool // every request is Full
-	loc   Location
-	epoch uint64 // d.relocs when loc was looked up
-	e     *entry
+	key    chunkKey
+	d      *Dataset
+	coord  Coord
+	reqs   []int
+	oneReq [1]int // backs reqs for the common one-request group
+	full   bool   // every request is Full
+	loc    Location
+	epoch  uint64 // d.relocs when loc was looked up
+	e      *entry
 }
 
 func (g *group) hint() int64 {
@@ -342,8 +420,43 @@ func (g *group) hint() int64 {
 	return 1
 }
 
+// materialize decodes a loaded group's image (load) or creates its chunk,
+// storing it in g.e.chunk. A panic in the layout comes back as ErrPanic.
+func materialize(g *group, image []byte, load bool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	var ch Chunk
+	if load {
+		if ch, err = g.d.lay().l.Decode(g.coord, g.loc, image); err != nil {
+			return fmt.Errorf("cache: decoding chunk %v: %w", g.coord, err)
+		}
+	} else if ch, err = g.d.lay().l.NewChunk(g.coord, !g.full); err != nil {
+		return fmt.Errorf("cache: creating chunk %v: %w", g.coord, err)
+	}
+	g.e.chunk = ch
+	return nil
+}
+
+// entriesOf returns the entries of groups.
+func entriesOf(gs []*group) []*entry {
+	es := make([]*entry, len(gs))
+	for i, g := range gs {
+		es[i] = g.e
+	}
+	return es
+}
+
 // lookup fills loc for groups (one Layout.Lookup per dataset).
 func lookup(ctx context.Context, gs []*group) error {
+	if len(gs) == 0 {
+		return nil
+	}
+	if sameDataset(gs) {
+		return lookupDS(ctx, gs[0].d, gs)
+	}
 	byDS := map[*Dataset][]*group{}
 	var order []*Dataset
 	for _, g := range gs {
@@ -353,22 +466,38 @@ func lookup(ctx context.Context, gs []*group) error {
 		byDS[g.d] = append(byDS[g.d], g)
 	}
 	for _, d := range order {
-		list := byDS[d]
-		coords := make([]Coord, len(list))
-		locs := make([]Location, len(list))
-		for i, g := range list {
-			coords[i] = g.coord
+		if err := lookupDS(ctx, d, byDS[d]); err != nil {
+			return err
 		}
-		epoch := d.relocs.Load()
-		if err := d.lay().l.Lookup(ctx, coords, locs); err != nil {
-			return fmt.Errorf("cache: Layout.Lookup: %w", err)
+	}
+	return nil
+}
+
+func sameDataset(gs []*group) bool {
+	for _, g := range gs[1:] {
+		if g.d != gs[0].d {
+			return false
 		}
-		for i, g := range list {
-			if locs[i].Size < 0 || locs[i].SizeHint < 0 || locs[i].Size > maxStored(locs[i].SizeHint) {
-				return fmt.Errorf("%w: Lookup returned size %d, hint %d", ErrInvalid, locs[i].Size, locs[i].SizeHint)
-			}
-			g.loc, g.epoch = locs[i], epoch
+	}
+	return true
+}
+
+// lookupDS is one Layout.Lookup for groups of dataset d.
+func lookupDS(ctx context.Context, d *Dataset, list []*group) error {
+	coords := make([]Coord, len(list))
+	locs := make([]Location, len(list))
+	for i, g := range list {
+		coords[i] = g.coord
+	}
+	epoch := d.relocs.Load()
+	if err := d.lay().l.Lookup(ctx, coords, locs); err != nil {
+		return fmt.Errorf("cache: Layout.Lookup: %w", err)
+	}
+	for i, g := range list {
+		if locs[i].Size < 0 || locs[i].SizeHint < 0 || locs[i].Size > maxStored(locs[i].SizeHint) {
+			return fmt.Errorf("%w: Lookup returned size %d, hint %d", ErrInvalid, locs[i].Size, locs[i].SizeHint)
 		}
+		g.loc, g.epoch = locs[i], epoch
 	}
 	return nil
 }
@@ -376,14 +505,26 @@ func lookup(ctx context.Context, gs []*group) error {
 // missing handles requests whose chunks were not in the table. It returns
 // requests to retry (their chunk was claimed by someone else meanwhile).
 func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkKey, idx []int) ([]int, error) {
-	byKey := map[chunkKey]*group{}
-	var gs []*group
+	// One missing chunk (a small read at one goroutine: the common miss)
+	// needs no map to group its requests.
+	var byKey map[chunkKey]*group
+	if len(idx) > 1 {
+		byKey = map[chunkKey]*group{}
+	}
+	var oneG [1]*group
+	gs := oneG[:0]
 	for _, i := range idx {
-		g := byKey[keys[i]]
+		var g *group
+		if byKey != nil {
+			g = byKey[keys[i]]
+		}
 		if g == nil {
 			r := &reqs[i]
 			g = &group{key: keys[i], d: r.Dataset, coord: append(Coord(nil), r.Coord...), full: true}
-			byKey[keys[i]] = g
+			g.reqs = g.oneReq[:0]
+			if byKey != nil {
+				byKey[keys[i]] = g
+			}
 			gs = append(gs, g)
 		}
 		g.reqs = append(g.reqs, i)
@@ -432,9 +573,60 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	return later, nil
 }
 
-// subList claims, reserves, loads or creates, and applies one sub-list.
+// subList claims, reserves, loads or creates, and applies one sub-list
+// (seed 000 §3.6-3.7). The steps, each its own method:
+//
+//  1. claim: publish a loading entry per chunk (others wait on it); a
+//     chunk someone else claimed first is retried later.
+//  2. reserve: re-look-up stale locations, charge the size hints, evicting
+//     for space (may block; nothing is pinned yet).
+//  3. materialize: one vector read per file for existing chunks, decode
+//     or create each (inline for one chunk, on the pool for several).
+//  4. publish: charge the real sizes, link the cached entries, settle them
+//     resident and pinned for us.
+//  5. apply the requests' pieces; unpin.
+//  6. dropBypass: write and drop the chunks served without staying
+//     resident.
+//
+// On an error before step 4 every claimed entry is removed, as if never
+// claimed; from step 4 on the chunks stay (an error applying a piece is
+// returned, the chunk is kept).
 func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) (later []int, err error) {
-	var mine []*group
+	mine, later := c.claim(gs)
+	if len(mine) == 0 {
+		return later, nil
+	}
+	n, err := c.reserveFor(ctx, mine)
+	if err != nil {
+		c.remove(entriesOf(mine))
+		return later, err
+	}
+	defer c.inflight.Add(-n)
+	if err := c.materializeAll(ctx, o, mine); err != nil {
+		c.remove(entriesOf(mine))
+		return later, err
+	}
+	bypass := c.publish(mine)
+	var firstErr error
+	for _, g := range mine {
+		for _, i := range g.reqs {
+			if err := c.apply(o, g.e, &reqs[i]); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+		if !g.e.bypass {
+			c.unpin(g.e)
+		}
+	}
+	if err := c.dropBypass(ctx, bypass); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	return later, firstErr
+}
+
+// claim publishes a loading entry for each group; it returns the groups
+// it claimed and the requests of those someone else claimed first.
+func (c *Cache) claim(gs []*group) (mine []*group, later []int) {
 	for _, g := range gs {
 		e := &entry{key: g.key, coord: g.coord, ds: g.d}
 		e.initLoading()
@@ -446,27 +638,23 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		g.e = e
 		mine = append(mine, g)
 	}
-	if len(mine) == 0 {
-		return later, nil
-	}
-	// A location looked up before the claim is stale if the cache inserted
-	// or deleted chunks of the dataset since: look those up again.
+	return mine, later
+}
+
+// reserveFor looks up again the locations that went stale since the
+// lookup (the cache inserted or deleted chunks of the dataset after it),
+// then charges the claimed chunks' size hints (reserve) and counts them
+// in flight. It returns the bytes added to c.inflight; the caller removes
+// them when the sub-list is done. On error nothing is charged.
+func (c *Cache) reserveFor(ctx context.Context, mine []*group) (int64, error) {
 	var stale []*group
 	for _, g := range mine {
 		if g.d.relocs.Load() != g.epoch {
 			stale = append(stale, g)
 		}
 	}
-	all := func() []*entry {
-		es := make([]*entry, len(mine))
-		for i, g := range mine {
-			es[i] = g.e
-		}
-		return es
-	}
 	if err := lookup(ctx, stale); err != nil {
-		c.remove(all())
-		return later, err
+		return 0, err
 	}
 	var n int64
 	for _, g := range mine {
@@ -475,18 +663,21 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		g.e.loc = g.loc
 	}
 	if err := c.reserve(ctx, n); err != nil {
-		c.remove(all())
-		return later, err
+		return 0, err
 	}
 	c.inflight.Add(n)
-	defer c.inflight.Add(-n)
 	for _, g := range mine {
 		h := g.hint()
 		g.e.size.Store(h)
 		g.d.size.Add(h)
 	}
+	return n, nil
+}
 
-	// Load existing chunks with one vector read per file; create the rest.
+// materializeAll loads existing chunks with one vector read per file and
+// decodes them, and creates the rest (a write that covers a chunk, or a
+// chunk that exists nowhere), filling g.e.chunk for every group.
+func (c *Cache) materializeAll(ctx context.Context, o op, mine []*group) error {
 	var loads, creates []*group
 	for _, g := range mine {
 		if o.kind == opWrite && (g.full || !g.loc.Exists()) {
@@ -495,19 +686,71 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 			loads = append(loads, g)
 		}
 	}
+	images, err := c.readImages(loads)
+	if err != nil {
+		return err
+	}
+	// One chunk (a small read's miss) is decoded or created right here:
+	// no hand-off to the pool, and no closure to allocate for it.
+	switch n := len(loads) + len(creates); {
+	case n == 1 && len(loads) == 1:
+		err = materialize(loads[0], images[0], true)
+	case n == 1:
+		err = materialize(creates[0], nil, false)
+	default:
+		err = c.run.run(ctx, n, func(i int) error {
+			if i < len(loads) {
+				return materialize(loads[i], images[i], true)
+			}
+			return materialize(creates[i-len(loads)], nil, false)
+		})
+	}
+	if err != nil {
+		return err
+	}
+	for _, g := range mine {
+		if g.e.chunk == nil {
+			return fmt.Errorf("%w: layout returned a nil chunk for %v", ErrInvalid, g.coord)
+		}
+	}
+	c.st.loads.Add(int64(len(loads)))
+	c.st.creates.Add(int64(len(creates)))
+	return nil
+}
+
+// readImages reads the stored images of loads, with one vector read per
+// file.
+func (c *Cache) readImages(loads []*group) ([][]byte, error) {
 	images := make([][]byte, len(loads))
-	byFile := map[*File][]vfd.Extent{}
+	// Loads of one file (always, unless files share the cache) need no map.
+	var byFile map[*File][]vfd.Extent
+	var oneFile []vfd.Extent
 	var files []*File
 	for i, g := range loads {
 		images[i] = make([]byte, g.loc.Size)
 		f := g.d.file
-		if _, ok := byFile[f]; !ok {
-			files = append(files, f)
+		x := vfd.Extent{Off: g.loc.Addr, Buf: images[i]}
+		switch {
+		case byFile == nil && (len(files) == 0 || files[0] == f):
+			if len(files) == 0 {
+				files = append(files, f)
+			}
+			oneFile = append(oneFile, x)
+		default:
+			if byFile == nil {
+				byFile = map[*File][]vfd.Extent{files[0]: oneFile}
+			}
+			if _, ok := byFile[f]; !ok {
+				files = append(files, f)
+			}
+			byFile[f] = append(byFile[f], x)
 		}
-		byFile[f] = append(byFile[f], vfd.Extent{Off: g.loc.Addr, Buf: images[i]})
 	}
 	for _, f := range files {
-		exts := byFile[f]
+		exts := oneFile
+		if byFile != nil {
+			exts = byFile[f]
+		}
 		var b int64
 		for _, x := range exts {
 			b += int64(len(x.Buf))
@@ -515,48 +758,17 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		c.st.vectorReads.Add(1)
 		c.st.vectorReadBytes.Add(b)
 		if err := f.drv.ReadV(exts); err != nil {
-			c.remove(all())
-			return later, fmt.Errorf("cache: reading %d chunks: %w", len(exts), err)
+			return nil, fmt.Errorf("cache: reading %d chunks: %w", len(exts), err)
 		}
 	}
-	err = c.run.run(ctx, len(loads)+len(creates), func(i int) (err error) {
-		var g *group
-		defer func() {
-			if r := recover(); r != nil {
-				err = fmt.Errorf("%w: %v", ErrPanic, r)
-			}
-		}()
-		if i < len(loads) {
-			g = loads[i]
-			ch, err := g.d.lay().l.Decode(g.coord, g.loc, images[i])
-			if err != nil {
-				return fmt.Errorf("cache: decoding chunk %v: %w", g.coord, err)
-			}
-			g.e.chunk = ch
-			return nil
-		}
-		g = creates[i-len(loads)]
-		ch, err := g.d.lay().l.NewChunk(g.coord, !g.full)
-		if err != nil {
-			return fmt.Errorf("cache: creating chunk %v: %w", g.coord, err)
-		}
-		g.e.chunk = ch
-		return nil
-	})
-	if err == nil {
-		for _, g := range mine {
-			if g.e.chunk == nil {
-				err = fmt.Errorf("%w: layout returned a nil chunk for %v", ErrInvalid, g.coord)
-				break
-			}
-		}
-	}
-	if err != nil {
-		c.remove(all())
-		return later, err
-	}
-	c.st.loads.Add(int64(len(loads)))
-	c.st.creates.Add(int64(len(creates)))
+	return images, nil
+}
+
+// publish charges the chunks' real sizes (replacing the hints), links the
+// cached entries into the policy and settles them resident, pinned for the
+// caller. Bypass entries stay loading, so others wait for us; they are
+// returned for dropBypass.
+func (c *Cache) publish(mine []*group) (bypass []*entry) {
 	for _, g := range mine {
 		e := g.e
 		ms := e.chunk.MemSize()
@@ -566,10 +778,6 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 			c.charge(d)
 		}
 	}
-
-	// Make the cached ones resident (pinned for us); bypass entries stay
-	// loading, so others wait for us, and are dropped below.
-	var bypass []*entry
 	c.mu.Lock()
 	for _, g := range mine {
 		if !g.e.bypass {
@@ -584,42 +792,35 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 			g.e.settle(stateResident, true)
 		}
 	}
-	var firstErr error
-	for _, g := range mine {
-		for _, i := range g.reqs {
-			if err := c.apply(o, g.e, &reqs[i]); err != nil && firstErr == nil {
-				firstErr = err
-			}
-		}
-		if !g.e.bypass {
-			c.unpin(g.e)
+	return bypass
+}
+
+// dropBypass writes the dirty bypass chunks and drops them all. If the
+// write fails they are kept, dirty, in the cache (no data loss) and the
+// error is returned.
+func (c *Cache) dropBypass(ctx context.Context, bypass []*entry) error {
+	if len(bypass) == 0 {
+		return nil
+	}
+	c.st.bypasses.Add(int64(len(bypass)))
+	var dirty []*entry
+	for _, e := range bypass {
+		if e.dirty.Load() {
+			dirty = append(dirty, e)
 		}
 	}
-	if len(bypass) > 0 {
-		c.st.bypasses.Add(int64(len(bypass)))
-		var dirty []*entry
+	if err := c.writeBack(ctx, dirty, false); err != nil {
+		c.mu.Lock()
 		for _, e := range bypass {
-			if e.dirty.Load() {
-				dirty = append(dirty, e)
-			}
+			e.bypass = false
+			c.linkLocked(e)
 		}
-		if err := c.writeBack(ctx, dirty, false); err != nil {
-			// Not written: keep the chunks, dirty, in the cache.
-			c.mu.Lock()
-			for _, e := range bypass {
-				e.bypass = false
-				c.linkLocked(e)
-			}
-			c.mu.Unlock()
-			for _, e := range bypass {
-				c.settleBack(e)
-			}
-			if firstErr == nil {
-				firstErr = err
-			}
-		} else {
-			c.remove(bypass)
+		c.mu.Unlock()
+		for _, e := range bypass {
+			c.settleBack(e)
 		}
+		return err
 	}
-	return later, firstErr
+	c.remove(bypass)
+	return nil
 }

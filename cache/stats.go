@@ -6,10 +6,26 @@ import (
 	"github.com/scc-dev/scc/lockfree"
 )
 
-// counters are the cache-wide event counts. Hits and misses are bumped on
-// every request and use striped counters; the rest are rarer.
+// Slots of counters.hot, the counts every request bumps.
+const (
+	hotActive = iota // running requests (Cache.begin/end)
+	hotHits
+	hotMisses
+	numHot
+)
+
+// Slots of Dataset.hot.
+const (
+	dsHits = iota
+	dsMisses
+	numDSHot
+)
+
+// counters are the cache-wide event counts. The ones every request bumps
+// (hot) are striped per P and share each stripe's line, so a hit writes
+// one line of its own core for all of them; the rest are rarer.
 type counters struct {
-	hits, misses                                       *lockfree.Counter
+	hot                                                *lockfree.Counters
 	loads, creates, evictions, dirtyEvictions          atomic.Int64
 	bytesFlushed, chunksFlushed                        atomic.Int64
 	vectorReads, vectorReadBytes                       atomic.Int64
@@ -20,7 +36,7 @@ type counters struct {
 }
 
 func newCounters() counters {
-	return counters{hits: lockfree.NewCounter(), misses: lockfree.NewCounter()}
+	return counters{hot: lockfree.NewCounters(numHot)}
 }
 
 // Stats is a value snapshot of the cache's counters and gauges. Counters
@@ -97,8 +113,8 @@ func (s Stats) Sub(o Stats) Stats {
 // Stats returns a snapshot.
 func (c *Cache) Stats() Stats {
 	return Stats{
-		Hits:              c.st.hits.Load(),
-		Misses:            c.st.misses.Load(),
+		Hits:              c.st.hot.Load(hotHits),
+		Misses:            c.st.hot.Load(hotMisses),
 		Loads:             c.st.loads.Load(),
 		Creates:           c.st.creates.Load(),
 		Coalesced:         c.st.coalesced.Load(),
@@ -142,13 +158,29 @@ type DatasetStats struct {
 	MinBytes      int64 // its minimum reservation
 }
 
+// counters returns d's hit and miss counters, made on first use.
+func (d *Dataset) counters() *lockfree.Counters {
+	if c := d.hot.Load(); c != nil {
+		return c
+	}
+	c := lockfree.NewCounters(numDSHot)
+	if d.hot.CompareAndSwap(nil, c) {
+		return c
+	}
+	return d.hot.Load()
+}
+
 // Stats returns the dataset's snapshot.
 func (d *Dataset) Stats() DatasetStats {
+	var hits, misses int64
+	if c := d.hot.Load(); c != nil {
+		hits, misses = c.Load(dsHits), c.Load(dsMisses)
+	}
 	return DatasetStats{
 		ResidentBytes: d.size.Load(),
 		Chunks:        d.chunks.Load(),
-		Hits:          d.hits.Load(),
-		Misses:        d.misses.Load(),
+		Hits:          hits,
+		Misses:        misses,
 		MinBytes:      d.min.Load(),
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/format"
 	"github.com/scc-dev/scc/engine/index"
-	"github.com/scc-dev/scc/engine/selection"
 	"github.com/scc-dev/scc/serialize"
 	"github.com/scc-dev/scc/vfd"
 )
@@ -56,6 +55,9 @@ type dsState struct {
 	// dirty is set whenever the header or the index changed since the last
 	// commit wrote the header.
 	dirty atomic.Bool
+	// hot is mu.cds for the data path, read without mu (io.go); set under
+	// mu by hotDataset, cleared under mu by Close.
+	hot atomic.Pointer[cache.Dataset]
 
 	mu struct {
 		sync.Mutex
@@ -577,55 +579,22 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 	return err
 }
 
+// io runs one Read or Write; see io.go for the path and why it takes no
+// lock when it can.
 func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool) error {
 	s := d.s
-	// Receipt order first (serialize): overlapping requests on this dataset
-	// run in the order they arrived, writes alone, overlapping reads
-	// together; SetExtent drains the dataset through the same module.
-	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{s.region(sel)}, Write: write})
-	if err != nil {
-		return classify(err)
+	sc := ioPool.Get().(*ioScratch)
+	defer sc.put()
+	sc.regions[0] = s.regionInto(sel, sc)
+	var p prepared
+	if !write {
+		var done bool
+		var err error
+		if done, p, err = s.ioFast(ctx, sel, buf, sc); done {
+			return err
+		}
 	}
-	defer release()
-	s.extent.RLock()
-	defer s.extent.RUnlock()
-	shape := s.shape()
-	if err := sel.h.Validate(shape); err != nil {
-		return classify(err)
-	}
-	n := sel.h.NumElements()
-	if uint64(len(buf)) != n*uint64(s.elemSize) {
-		return fmt.Errorf("%w: buffer has %d bytes, selection needs %d", ErrInvalid, len(buf), n*uint64(s.elemSize))
-	}
-	if n == 0 {
-		return nil
-	}
-	cds, err := s.cacheDataset()
-	if err != nil {
-		return err
-	}
-	bufShape := sel.h.Shape()
-	var reqs []cache.Request
-	err = selection.Split(sel.h, s.chunk, func(p *selection.Piece) error {
-		// Split reuses p for the next chunk: keep a copy.
-		cp := p.Clone()
-		pc := &piece{p: &cp, buf: buf, bufShape: bufShape}
-		reqs = append(reqs, cache.Request{
-			Dataset: cds,
-			Coord:   cache.Coord(pc.p.Coord),
-			Full:    pc.p.Full(s.chunk),
-			Piece:   pc,
-		})
-		return nil
-	})
-	if err != nil {
-		return classify(err)
-	}
-	err = s.f.runAdmitted(ctx, reqs, s.chunkBytes, write)
-	if write && err == nil {
-		s.dirty.Store(true)
-	}
-	return classify(err)
+	return s.ioLocked(ctx, sel, buf, write, sc, p)
 }
 
 // SetExtent changes the dataset's extent within its max shape. Shrinking
@@ -733,6 +702,7 @@ func (d *Dataset) Close() error {
 	var cds *cache.Dataset
 	if s.mu.refs == 0 {
 		cds, s.mu.cds = s.mu.cds, nil
+		s.hot.Store(nil)
 	}
 	s.mu.Unlock()
 	if cds != nil {

@@ -1,7 +1,6 @@
 package lockfree
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -35,10 +34,7 @@ func NewBuffer[T any](size int) *Buffer[T] {
 	if size < 1 {
 		size = 1
 	}
-	n := 8
-	for n < runtime.GOMAXPROCS(0)*4 {
-		n <<= 1
-	}
+	n := procStripes()
 	return &Buffer[T]{stripes: make([]bufStripe[T], n), mask: uint32(n - 1), size: size}
 }
 
@@ -46,7 +42,9 @@ func NewBuffer[T any](size int) *Buffer[T] {
 // stripe was busy). When v's stripe becomes full, Add returns its events as
 // full (the stripe starts empty again) and the caller owns that slice.
 func (b *Buffer[T]) Add(v T) (full []T, kept bool) {
-	s := &b.stripes[pickStripe(b.mask)]
+	// The P's stripe (see ProcHint): one goroutine runs on a P at a time,
+	// so TryLock fails only when a goroutine was preempted inside Add.
+	s := &b.stripes[uint32(ProcHint())&b.mask]
 	if !s.mu.TryLock() {
 		b.drops.Add(1)
 		return nil, false

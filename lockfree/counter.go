@@ -1,59 +1,79 @@
 package lockfree
 
 import (
-	"math/rand/v2"
-	"runtime"
 	"sync/atomic"
 )
 
 const cacheLine = 64
 
-type stripe struct {
-	n atomic.Int64
-	_ [cacheLine - 8]byte // keeps stripes on separate cache lines
-}
-
-// pickStripe chooses a stripe at random. math/rand/v2's top-level functions
-// use the runtime's per-thread generator (no shared state, a few ns), so
-// concurrent adders spread over the stripes without any coordination. A
-// sync.Pool-held "home stripe" token was measured slower on the hit path.
-func pickStripe(mask uint32) uint32 { return rand.Uint32() & mask }
-
-// Counter is a striped int64 counter: Add touches one of several cache
-// lines, Load sums them. Use it for counters bumped on every cache hit; a
-// single atomic would make every core fight for one cache line.
+// Counter is a striped int64 counter: Add touches the cache line of the
+// calling goroutine's P (see ProcHint), Load sums them. Use it for
+// counters bumped on every cache hit; a single atomic would make every
+// core fight for one cache line.
 //
 // The zero Counter is not usable; call NewCounter.
-type Counter struct {
-	stripes []stripe
-	mask    uint32
-}
+type Counter struct{ s Counters }
 
-// NewCounter returns a counter with four stripes per P (at least 8, a power
-// of two): stripes are picked at random, so they must outnumber the
-// goroutines adding at once for collisions to stay rare.
-func NewCounter() *Counter {
-	n := 8
-	for n < 4*runtime.GOMAXPROCS(0) {
-		n <<= 1
-	}
-	return &Counter{stripes: make([]stripe, n), mask: uint32(n - 1)}
-}
+// NewCounter returns a counter with one stripe per P.
+func NewCounter() *Counter { return &Counter{s: *NewCounters(1)} }
 
 // Add adds d.
-func (c *Counter) Add(d int64) {
-	c.stripes[pickStripe(c.mask)].n.Add(d)
-}
+func (c *Counter) Add(d int64) { c.s.Add(0, d) }
 
 // Inc adds one.
-func (c *Counter) Inc() { c.Add(1) }
+func (c *Counter) Inc() { c.s.Add(0, 1) }
 
 // Load returns the sum of all stripes. It is not a snapshot: concurrent Adds
 // may or may not be included.
-func (c *Counter) Load() int64 {
+func (c *Counter) Load() int64 { return c.s.Load(0) }
+
+// Counters is a small fixed set of striped counters that share their
+// stripes: the k counters of one stripe sit on the same cache line(s), so
+// a request that bumps several of them (a cache hit: the active-request
+// count twice, the hit count once) writes one line, owned by its P.
+//
+// The zero Counters is not usable; call NewCounters.
+type Counters struct {
+	w      []atomic.Int64 // stripe s holds counter i at w[s*stride+i]
+	stride int            // words per stripe: k rounded up to whole cache lines
+	mask   int
+}
+
+// NewCounters returns k counters (k ≥ 1), one stripe per P.
+func NewCounters(k int) *Counters {
+	k = max(k, 1)
+	stride := (k*8 + cacheLine - 1) / cacheLine * cacheLine / 8
+	n := procStripes()
+	// One spare stripe's worth of words in front keeps stripe 0 off the
+	// line of whatever the allocator placed before the slice.
+	w := make([]atomic.Int64, (n+1)*stride)
+	return &Counters{w: w[stride:], stride: stride, mask: n - 1}
+}
+
+// Add adds d to counter i.
+func (c *Counters) Add(i int, d int64) {
+	c.w[(ProcHint()&c.mask)*c.stride+i].Add(d)
+}
+
+// Stripe returns the calling goroutine's stripe, for a caller that bumps
+// several counters in a row; the stripe stays valid (any stripe is
+// correct), it is only faster while the goroutine stays on its P.
+func (c *Counters) Stripe() Stripe {
+	return Stripe{w: c.w[(ProcHint()&c.mask)*c.stride:][:c.stride]}
+}
+
+// Load returns the sum of counter i over all stripes; concurrent Adds may
+// or may not be included.
+func (c *Counters) Load(i int) int64 {
 	var s int64
-	for i := range c.stripes {
-		s += c.stripes[i].n.Load()
+	for j := i; j < len(c.w); j += c.stride {
+		s += c.w[j].Load()
 	}
 	return s
 }
+
+// Stripe is one stripe of a Counters.
+type Stripe struct{ w []atomic.Int64 }
+
+// Add adds d to counter i of the stripe.
+func (s Stripe) Add(i int, d int64) { s.w[i].Add(d) }

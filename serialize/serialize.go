@@ -29,7 +29,8 @@
 //
 // A Serializer is safe for concurrent use. Its state is sharded by dataset:
 // requests on datasets in different shards share no lock, and an
-// uncontended Acquire/release takes one shard mutex twice.
+// uncontended Acquire/release takes one shard mutex twice. Reads that meet
+// no writer take no lock at all (fast.go).
 package serialize
 
 import (
@@ -76,6 +77,9 @@ type Serializer struct {
 	// otherwise allocate and clear a ~300-byte request each time, which
 	// dominated its cost. See request.state for why reuse is safe.
 	free sync.Pool
+	// readers counts the fast reads in flight (fast.go), per P stripe and
+	// shard.
+	readers readerCounts
 }
 
 type shard struct {
@@ -87,7 +91,14 @@ type shard struct {
 	// maxEmptyLists (datasets no longer in use).
 	lists map[uint64]*dsList
 	empty int
-	_     [40]byte
+	// writers counts the registered write and exclusive entries of the
+	// shard's datasets; while it is non-zero, reads of the shard take the
+	// locked path (fast.go). Changed under mu, read without it.
+	writers atomic.Int32
+	// drain is closed (and cleared) when a fast read leaves while writers
+	// is non-zero; guarded by mu.
+	drain chan struct{}
+	_     [24]byte
 }
 
 const maxEmptyLists = 16
@@ -146,12 +157,9 @@ type request struct {
 	coordBuf [8]uint64
 }
 
-// noop is the release function of a request that holds nothing.
-var noop = func() {}
-
 // New returns an empty Serializer.
 func New() *Serializer {
-	s := &Serializer{}
+	s := &Serializer{readers: newReaderCounts()}
 	for i := range s.shards {
 		s.shards[i].lists = make(map[uint64]*dsList)
 	}
@@ -171,9 +179,22 @@ func shardOf(dataset uint64) int {
 // release is idempotent and must be called exactly when the I/O is done;
 // until then later conflicting requests wait.
 func (s *Serializer) Acquire(ctx context.Context, r Request) (release func(), err error) {
-	req, err := s.build(r)
+	h, err := s.AcquireHold(ctx, r)
 	if err != nil {
 		return nil, err
+	}
+	return h.releaser(), nil
+}
+
+// AcquireHold is Acquire returning the hold as a value, which costs no
+// closure allocation. Release the Hold exactly once.
+func (s *Serializer) AcquireHold(ctx context.Context, r Request) (Hold, error) {
+	if err := ctx.Err(); err != nil {
+		return Hold{}, err
+	}
+	req, err := s.build(r)
+	if err != nil {
+		return Hold{}, err
 	}
 	return s.acquire(ctx, req)
 }
@@ -183,7 +204,11 @@ func (s *Serializer) Acquire(ctx context.Context, r Request) (release func(), er
 // drain-and-lock of an extent change (seed 000 §3.4 and §5.2).
 func (s *Serializer) AcquireExclusive(ctx context.Context, dataset uint64) (release func(), err error) {
 	req := s.buildExclusive(dataset)
-	return s.acquire(ctx, req)
+	h, err := s.acquire(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return h.releaser(), nil
 }
 
 // Waiting reports how many requests are blocked in Acquire right now.
@@ -221,12 +246,6 @@ func (req *request) recycle() {
 	req.entries, req.shards = nil, nil
 	req.ticket, req.ready = 0, nil
 	req.s.free.Put(req)
-}
-
-// releaser returns the release function for req's current generation.
-func (req *request) releaser() func() {
-	gen := req.state.Load() >> 1
-	return func() { req.release(gen) }
 }
 
 // build validates r and turns it into an unregistered request, copying the
@@ -349,20 +368,21 @@ func (s *Serializer) unlock(shards []int) {
 	}
 }
 
-// acquire registers req, waits for its blockers and returns its release
-// function.
-func (s *Serializer) acquire(ctx context.Context, req *request) (func(), error) {
+// acquire registers req, waits for its blockers (and, for a writer, for
+// the fast reads in flight on its shards) and returns its hold.
+func (s *Serializer) acquire(ctx context.Context, req *request) (Hold, error) {
 	if err := ctx.Err(); err != nil {
 		req.recycle() // never registered: nothing refers to it
-		return nil, err
+		return Hold{}, err
 	}
 	if len(req.entries) == 0 {
 		req.recycle()
-		return noop, nil
+		return Hold{}, nil
 	}
 	s.lock(req.shards)
 	req.ticket = s.ticket.Add(1)
 	var blockers int32
+	drains := false
 	for _, e := range req.entries {
 		sh := &s.shards[shardOf(e.dataset)]
 		l := sh.lists[e.dataset]
@@ -379,30 +399,52 @@ func (s *Serializer) acquire(ctx context.Context, req *request) (func(), error) 
 			}
 		}
 		l.entries = append(l.entries, e)
+		if e.writes() {
+			sh.writers.Add(1) // from here on, reads of the shard lock (fast.go)
+			drains = true
+		}
 	}
 	if blockers > 0 {
 		req.ready = make(chan struct{})
 	}
 	req.blockers.Store(blockers)
-	release := req.releaser()
+	h := Hold{req: req, gen: req.state.Load() >> 1}
 	s.unlock(req.shards)
-	if blockers == 0 {
-		return release, nil
+	if blockers == 0 && !drains {
+		return h, nil
 	}
 
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
+	if drains {
+		for _, e := range req.entries {
+			if !e.writes() {
+				continue
+			}
+			if err := s.drainFast(ctx, shardOf(e.dataset)); err != nil {
+				h.Release()
+				return Hold{}, err
+			}
+		}
+	}
+	if blockers == 0 {
+		return h, nil
+	}
 	select {
 	case <-req.ready:
-		return release, nil
+		return h, nil
 	case <-ctx.Done():
 		// Withdraw. If the last blocker left meanwhile, the request was
 		// granted just now; withdrawing it is still correct, and the
 		// caller sees the cancellation it asked for.
-		release()
-		return nil, ctx.Err()
+		h.Release()
+		return Hold{}, ctx.Err()
 	}
 }
+
+// writes reports whether e keeps reads of its dataset off the fast path:
+// a write or an exclusive entry.
+func (e *entry) writes() bool { return e.exclusive || e.req.write }
 
 // release removes generation gen of req from every list and wakes requests
 // for which it was the last blocker. Idempotent; a no-op for a stale
@@ -415,6 +457,9 @@ func (req *request) release(gen uint64) {
 	s.lock(req.shards)
 	for _, e := range req.entries {
 		sh := &s.shards[shardOf(e.dataset)]
+		if e.writes() {
+			sh.writers.Add(-1)
+		}
 		l := sh.lists[e.dataset]
 		i := slices.Index(l.entries, e)
 		l.entries = slices.Delete(l.entries, i, i+1)

@@ -512,7 +512,7 @@ func modelRound(t *testing.T, s *Serializer, seed uint64, goroutines, per int) {
 					runtime.Gosched()
 				}
 				sp.end = clock.Add(1)
-				rel()
+				rel.Release()
 				cancel()
 				mu.Lock()
 				spans = append(spans, sp)

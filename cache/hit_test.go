@@ -1,0 +1,254 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestLightReadersAgainstWriter: reads of one resident chunk run as light
+// readers (no latch) while writers overwrite the whole chunk with one byte
+// value; every read sees one value throughout. Without the writer bit and
+// the drain in lockChunk a read would see a half-written chunk, and the
+// race detector reports the unsynchronized copy.
+func TestLightReadersAgainstWriter(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 256)
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, bytes.Repeat([]byte{1}, 256), 0)}))
+	before := e.c.Stats()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 256)
+			for !stop.Load() {
+				if err := e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}); err != nil {
+					t.Error(err)
+					return
+				}
+				for _, b := range buf {
+					if b != buf[0] {
+						t.Errorf("torn read: %v", buf)
+						return
+					}
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	for v := byte(2); v < 60; v++ {
+		must(t, e.c.Write(bg, []Request{fullReq(d, l, bytes.Repeat([]byte{v}, 256), 0)}))
+		runtime.Gosched()
+	}
+	for reads.Load() < 100 && !t.Failed() {
+		runtime.Gosched()
+	}
+	stop.Store(true)
+	wg.Wait()
+	if s := e.c.Stats().Sub(before); s.Misses != 0 {
+		t.Fatalf("%d misses: the chunk should have stayed resident", s.Misses)
+	}
+}
+
+// TestLightPinHoldsEntry: a light reader's pin keeps the entry from being
+// evicted (the word is not resident|0), and lockChunk waits until the
+// light reader leaves.
+func TestLightPinHoldsEntry(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 16)
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
+	en, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+	if !ok {
+		t.Fatal("chunk not resident")
+	}
+	if !en.tryPinRead() {
+		t.Fatal("tryPinRead failed on an idle resident entry")
+	}
+	if en.state() != stateResident {
+		t.Fatalf("state %v with a light reader", en.state())
+	}
+	if en.tryStartEvict() {
+		t.Fatal("evicting an entry a light reader holds")
+	}
+	if !en.tryPin() {
+		t.Fatal("a heavy pin must still work beside light readers")
+	}
+	locked := make(chan struct{})
+	go func() {
+		en.lockChunk()
+		close(locked)
+	}()
+	// The writer bit is set before the drain: new light readers fall back.
+	for en.word.Load()&writerBit == 0 {
+		runtime.Gosched()
+	}
+	if en.tryPinRead() {
+		t.Fatal("light pin taken while a writer waits")
+	}
+	select {
+	case <-locked:
+		t.Fatal("lockChunk returned while a light reader was in")
+	case <-time.After(20 * time.Millisecond):
+	}
+	en.unpinRead()
+	<-locked
+	en.unlockChunk()
+	en.unpin()
+	if !en.tryPinRead() {
+		t.Fatal("light pin refused after the writer left")
+	}
+	en.unpinRead()
+	if !en.tryStartEvict() {
+		t.Fatal("idle entry not evictable")
+	}
+	en.settle(stateResident, false)
+}
+
+// TestServeResident: leading resident chunks are served and counted as
+// hits; it stops at the first miss without loading anything.
+func TestServeResident(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 16)
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0), fullReq(d, l, pattern(16, 2), 1)}))
+	before := e.c.Stats()
+	a, b, c := make([]byte, 16), make([]byte, 16), make([]byte, 16)
+	reqs := []Request{fullReq(d, l, a, 0), fullReq(d, l, b, 5), fullReq(d, l, c, 1)}
+	n, err := e.c.ServeResident(bg, false, reqs)
+	must(t, err)
+	if n != 1 {
+		t.Fatalf("served %d, want 1 (stop at the miss)", n)
+	}
+	if !bytes.Equal(a, pattern(16, 1)) {
+		t.Fatalf("read %v", a)
+	}
+	s := e.c.Stats().Sub(before)
+	if s.Hits != 1 || s.Misses != 0 || s.Loads != 0 || s.Creates != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	if ds := d.Stats(); ds.Hits < 1 {
+		t.Fatalf("dataset hits %d", ds.Hits)
+	}
+	// A write hit is applied and dirties the chunk.
+	must(t, e.c.Flush(bg))
+	n, err = e.c.ServeResident(bg, true, []Request{fullReq(d, l, pattern(16, 9), 1)})
+	must(t, err)
+	if n != 1 || e.c.Stats().DirtyBytes == 0 {
+		t.Fatalf("write hit: served %d, dirty %d", n, e.c.Stats().DirtyBytes)
+	}
+	must(t, e.c.Read(bg, []Request{fullReq(d, l, c, 1)}))
+	if !bytes.Equal(c, pattern(16, 9)) {
+		t.Fatalf("after write hit read %v", c)
+	}
+}
+
+// blockingLayout makes Scatter wait until released.
+type blockingLayout struct {
+	*fakeLayout
+	in, out chan struct{}
+}
+
+func (l *blockingLayout) Scatter(ch Chunk, p Piece) error {
+	if l.in != nil {
+		l.in <- struct{}{}
+		<-l.out
+	}
+	return l.fakeLayout.Scatter(ch, p)
+}
+
+// TestHitsAreNotRunningRequests: a request served entirely by hits does
+// not count as running (the background trim's quiescence test), so hits
+// write no cache-wide count; the count is back at zero after a miss.
+func TestHitsAreNotRunningRequests(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	fl := newFakeLayout(&e.alloc, 16)
+	bl := &blockingLayout{fakeLayout: fl}
+	d, err := e.f.RegisterDataset(7, bl, DatasetOptions{MinBytes: -1})
+	must(t, err)
+	must(t, e.c.Write(bg, []Request{fullReq(d, fl, pattern(16, 1), 0)}))
+	bl.in, bl.out = make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- e.c.Read(bg, []Request{fullReq(d, fl, make([]byte, 16), 0)}) }()
+	<-bl.in // inside the hit's Scatter
+	if n := e.c.st.hot.Load(hotActive); n != 0 {
+		t.Errorf("running requests during a hit: %d, want 0", n)
+	}
+	bl.out <- struct{}{}
+	must(t, <-done)
+	// A read of a chunk that exists nowhere goes the slow way and counts.
+	go func() { done <- e.c.Read(bg, []Request{fullReq(d, fl, make([]byte, 16), 3)}) }()
+	must(t, <-done)
+	if n := e.c.st.hot.Load(hotActive); n != 0 {
+		t.Fatalf("running requests after the miss: %d", n)
+	}
+}
+
+// inlineCountRunner runs tasks inline and counts Run calls.
+type inlineCountRunner struct{ calls atomic.Int64 }
+
+func (r *inlineCountRunner) Run(_ context.Context, n int, fn func(int) error) error {
+	r.calls.Add(1)
+	for i := 0; i < n; i++ {
+		if err := fn(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestSingleMissDecodesInline: a miss of one chunk is decoded on the
+// caller's goroutine without a hand-off to the runner; several missing
+// chunks still go through it (in parallel on the pool).
+func TestSingleMissDecodesInline(t *testing.T) {
+	r := &inlineCountRunner{}
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20, Runner: r})
+	d, l := e.dataset(1, -1, 16)
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0), fullReq(d, l, pattern(16, 2), 1), fullReq(d, l, pattern(16, 3), 2)}))
+	must(t, e.c.Flush(bg))
+	e.c.dropAll(d)
+	before := r.calls.Load()
+	buf := make([]byte, 16)
+	must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}))
+	if !bytes.Equal(buf, pattern(16, 1)) {
+		t.Fatalf("read %v", buf)
+	}
+	if n := r.calls.Load() - before; n != 0 {
+		t.Fatalf("one missing chunk went through the runner (%d calls)", n)
+	}
+	b1, b2 := make([]byte, 16), make([]byte, 16)
+	must(t, e.c.Read(bg, []Request{fullReq(d, l, b1, 1), fullReq(d, l, b2, 2)}))
+	if n := r.calls.Load() - before; n != 1 {
+		t.Fatalf("two missing chunks: %d runner calls, want 1", n)
+	}
+	if !bytes.Equal(b1, pattern(16, 2)) || !bytes.Equal(b2, pattern(16, 3)) {
+		t.Fatalf("read %v %v", b1, b2)
+	}
+	if s := e.c.Stats(); s.Loads < 3 {
+		t.Fatalf("loads %d", s.Loads)
+	}
+}
+
+// TestIdleDatasetHasNoStripes: a registered dataset that was never read
+// or written holds no per-P counter stripes (idle open datasets stay
+// small); its first request makes them and is counted.
+func TestIdleDatasetHasNoStripes(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 16)
+	if d.hot.Load() != nil {
+		t.Fatal("idle dataset has counter stripes")
+	}
+	if s := d.Stats(); s.Hits != 0 || s.Misses != 0 {
+		t.Fatalf("idle stats %+v", s)
+	}
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
+	must(t, e.c.Read(bg, []Request{fullReq(d, l, make([]byte, 16), 0)}))
+	if s := d.Stats(); s.Hits != 1 || s.Misses != 1 {
+		t.Fatalf("stats %+v, want 1 hit and 1 miss", s)
+	}
+}

@@ -1,0 +1,280 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"sync"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/serialize"
+)
+
+// The data path of Dataset.Read and Dataset.Write (Dataset.io).
+//
+// A read of resident chunks that overlaps no writer — the common case of a
+// hot dataset — runs without a lock and without writing a word other
+// requests write, and allocates nothing:
+//
+//  1. serialize.TryFastRead holds the region with a per-P reader count
+//     (no shard mutex, no ticket) as long as no write is registered on
+//     the dataset's shard; the contract is that the hold covers only
+//     short work that never blocks.
+//  2. Under it, cache.ServeResident copies out of the resident chunks
+//     (one light pin per chunk, no latch) and reports how many it served.
+//     No admission: a hit holds no memory once it returns.
+//  3. If every chunk was served, done. Otherwise the fast hold is dropped
+//     and the whole request starts over on the locked path below (a
+//     read may be repeated: it only overwrites buf with the same kind of
+//     bytes), so a fast hold never covers a miss's I/O.
+//
+// The locked path: serialize.AcquireHold orders the request against every
+// overlapping one; resident chunks are served first without admission
+// (ServeResident), and only the rest is admitted and sent to the cache.
+//
+// The extent lock is not taken: SetExtent and a read-only file's adopt
+// change the extent only under serialize.AcquireExclusive, which waits for
+// every hold on the dataset, fast or locked, and keeps new ones out; so
+// while io holds the dataset's region the extent and the index cannot
+// change, and s.mu.shape may be read without s.mu (writers of the shape
+// hold the dataset exclusively; the serializer's atomics and mutexes give
+// the happens-before edge).
+//
+// Allocation: the per-request state (the serializer's region, the
+// per-chunk request and its piece, the packed-buffer shape) lives in an
+// ioScratch from a sync.Pool. A selection inside one chunk is cut without
+// selection.Split (oneChunk); larger ones use Split and clone the pieces.
+
+// ioScratch is one request's reusable state.
+type ioScratch struct {
+	lo, hi   [8]uint64
+	regions  [1]serialize.Region
+	bufShape [8]uint64
+	// The single-chunk request.
+	one      [1]cache.Request
+	onePiece piece
+	oneSel   selection.Piece
+	coord    [8]uint64
+	runs     [8][]selection.Run
+	runArr   [8]selection.Run
+	// Multi-chunk requests.
+	reqs []cache.Request
+}
+
+var ioPool = sync.Pool{New: func() any { return new(ioScratch) }}
+
+// put drops every reference to the caller's buffer and data, then
+// returns sc to the pool.
+func (sc *ioScratch) put() {
+	sc.regions[0] = serialize.Region{}
+	sc.one[0] = cache.Request{}
+	sc.onePiece = piece{}
+	if cap(sc.reqs) > 1024 {
+		sc.reqs = nil // do not keep the slice of a huge request
+	}
+	clear(sc.reqs)
+	sc.reqs = sc.reqs[:0]
+	ioPool.Put(sc)
+}
+
+// region is dsState.region into sc's arrays when the rank allows.
+func (s *dsState) regionInto(sel Selection, sc *ioScratch) serialize.Region {
+	h := sel.h
+	r := len(h.Start)
+	if r > len(sc.lo) || len(s.chunk) != r {
+		return s.region(sel)
+	}
+	reg := serialize.Region{Dataset: s.id, Lo: sc.lo[:r], Hi: sc.hi[:r]}
+	clear(reg.Lo)
+	clear(reg.Hi)
+	if len(h.Stride) != r || len(h.Count) != r || len(h.Block) != r {
+		return reg // empty: conflicts with nothing; Validate rejects it
+	}
+	for d := 0; d < r; d++ {
+		if h.Count[d] == 0 || h.Block[d] == 0 {
+			clear(reg.Lo)
+			clear(reg.Hi)
+			return reg
+		}
+		hi, span := bits.Mul64(h.Count[d]-1, h.Stride[d])
+		last, c1 := bits.Add64(h.Start[d], span, 0)
+		last, c2 := bits.Add64(last, h.Block[d]-1, 0)
+		if hi != 0 || c1 != 0 || c2 != 0 {
+			last = ^uint64(0)
+		}
+		reg.Lo[d] = h.Start[d] / s.chunk[d]
+		reg.Hi[d] = last/s.chunk[d] + 1
+	}
+	return reg
+}
+
+// hotDataset returns the cache dataset without taking s.mu when io has
+// seen it before (dsState.hot; Close clears it under s.mu).
+func (s *dsState) hotDataset() (*cache.Dataset, error) {
+	if cds := s.hot.Load(); cds != nil {
+		return cds, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.cds == nil {
+		return nil, ErrClosed
+	}
+	s.hot.Store(s.mu.cds) // under s.mu, so it cannot outlive a Close
+	return s.mu.cds, nil
+}
+
+// prepare validates sel against the extent and buf, and builds the
+// per-chunk requests in sc. n == 0: nothing selected.
+func (s *dsState) prepare(sel Selection, buf []byte, sc *ioScratch) (reqs []cache.Request, err error) {
+	// See the file comment: the extent cannot change while io holds the
+	// dataset, so the shape is read without s.mu.
+	if err := sel.h.Validate(s.mu.shape); err != nil {
+		return nil, classify(err)
+	}
+	n := sel.h.NumElements()
+	if uint64(len(buf)) != n*uint64(s.elemSize) {
+		return nil, fmt.Errorf("%w: buffer has %d bytes, selection needs %d", ErrInvalid, len(buf), n*uint64(s.elemSize))
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	cds, err := s.hotDataset()
+	if err != nil {
+		return nil, err
+	}
+	h := sel.h
+	r := len(h.Count)
+	var bufShape []uint64
+	if r <= len(sc.bufShape) {
+		bufShape = sc.bufShape[:r]
+	} else {
+		bufShape = make([]uint64, r)
+	}
+	for d := range bufShape {
+		bufShape[d] = h.Count[d] * h.Block[d]
+	}
+	if sc.oneChunk(h, s.chunk, sc.regions[0]) {
+		sc.onePiece = piece{p: &sc.oneSel, buf: buf, bufShape: bufShape}
+		sc.one[0] = cache.Request{
+			Dataset: cds,
+			Coord:   cache.Coord(sc.oneSel.Coord),
+			Full:    sc.oneSel.Full(s.chunk),
+			Piece:   &sc.onePiece,
+		}
+		return sc.one[:], nil
+	}
+	reqs = sc.reqs[:0]
+	err = selection.Split(h, s.chunk, func(p *selection.Piece) error {
+		// Split reuses p for the next chunk: keep a copy.
+		cp := p.Clone()
+		pc := &piece{p: &cp, buf: buf, bufShape: bufShape}
+		reqs = append(reqs, cache.Request{
+			Dataset: cds,
+			Coord:   cache.Coord(pc.p.Coord),
+			Full:    pc.p.Full(s.chunk),
+			Piece:   pc,
+		})
+		return nil
+	})
+	sc.reqs = reqs
+	if err != nil {
+		return nil, classify(err)
+	}
+	return reqs, nil
+}
+
+// oneChunk cuts a validated, non-empty selection that lies inside one
+// chunk with one run per dimension (every Box does) into sc.oneSel, the
+// piece Split would produce, without Split's allocations. reg is the
+// selection's chunk box (regionInto), whose divisions it reuses: 64-bit
+// divisions were the largest item of a small read's own cost. It reports
+// false for anything else.
+func (sc *ioScratch) oneChunk(h selection.Hyperslab, chunk []uint64, reg serialize.Region) bool {
+	r := len(h.Start)
+	if r > len(sc.coord) || len(chunk) != r || len(reg.Lo) != r || len(reg.Hi) != r {
+		return false
+	}
+	p := &sc.oneSel
+	p.Coord = sc.coord[:r]
+	p.Runs = sc.runs[:r]
+	p.N = 1
+	for d := 0; d < r; d++ {
+		// One block: a single count, or blocks that touch (Split
+		// normalizes those the same way); inside one chunk.
+		if h.Count[d] != 1 && h.Stride[d] != h.Block[d] || reg.Hi[d]-reg.Lo[d] != 1 {
+			return false
+		}
+		n := h.Count[d] * h.Block[d] // no overflow: Validate passed
+		c := reg.Lo[d]
+		p.Coord[d] = c
+		sc.runArr[d] = selection.Run{Chunk: h.Start[d] - c*chunk[d], Buf: 0, Len: n}
+		p.Runs[d] = sc.runArr[d : d+1 : d+1]
+		p.N *= n
+	}
+	return true
+}
+
+// prepared is the per-chunk requests ioFast built, kept for ioLocked when
+// a chunk was not resident: valid as long as the extent (the shape slice,
+// which SetExtent and adopt replace, never modify) and the cache dataset
+// are the ones they were built for.
+type prepared struct {
+	reqs  []cache.Request
+	shape []uint64
+}
+
+func (p prepared) validFor(s *dsState) bool {
+	if len(p.reqs) == 0 || len(p.shape) == 0 || len(s.mu.shape) != len(p.shape) || &s.mu.shape[0] != &p.shape[0] {
+		return false
+	}
+	cds, err := s.hotDataset()
+	return err == nil && cds == p.reqs[0].Dataset
+}
+
+// ioFast serves a read entirely from resident chunks under a fast
+// serializer hold; done false means nothing conclusive happened and the
+// caller must take the locked path, with the requests built here.
+func (s *dsState) ioFast(ctx context.Context, sel Selection, buf []byte, sc *ioScratch) (done bool, p prepared, err error) {
+	h, ok := s.f.ser.TryFastRead(serialize.Request{Regions: sc.regions[:]})
+	if !ok {
+		return false, prepared{}, nil
+	}
+	defer h.Release()
+	reqs, err := s.prepare(sel, buf, sc)
+	if err != nil || len(reqs) == 0 {
+		return true, prepared{}, err
+	}
+	n, err := s.f.cache.ServeResident(ctx, false, reqs)
+	if err != nil {
+		return true, prepared{}, classify(err)
+	}
+	if n == len(reqs) {
+		return true, prepared{}, nil
+	}
+	return false, prepared{reqs: reqs, shape: s.mu.shape}, nil
+}
+
+// ioLocked is the general path under a locked serializer hold.
+func (s *dsState) ioLocked(ctx context.Context, sel Selection, buf []byte, write bool, sc *ioScratch, p prepared) error {
+	h, err := s.f.ser.AcquireHold(ctx, serialize.Request{Regions: sc.regions[:], Write: write})
+	if err != nil {
+		return classify(err)
+	}
+	defer h.Release()
+	reqs := p.reqs
+	if !p.validFor(s) {
+		if reqs, err = s.prepare(sel, buf, sc); err != nil || len(reqs) == 0 {
+			return err
+		}
+	}
+	// Resident chunks need no admission (see cache.ServeResident).
+	n, err := s.f.cache.ServeResident(ctx, write, reqs)
+	if err == nil && n < len(reqs) {
+		err = s.f.runAdmitted(ctx, reqs[n:], s.chunkBytes, write)
+	}
+	if write && (err == nil || n > 0) {
+		s.dirty.Store(true)
+	}
+	return classify(err)
+}
