@@ -111,9 +111,33 @@ type entry struct {
 type preImage struct {
 	enc Encoded
 	ver uint64
+	// refs counts its holders: the entry while the image is kept, and each
+	// writeBack writing it. A modification can drop the image from the
+	// entry while a flush's vector write still reads it; the buffer goes
+	// back to the pool only when the last holder lets go (bufpool.go).
+	refs atomic.Int32
 }
 
-func (p *preImage) bytes() int64 { return int64(len(p.enc.Image)) }
+func newPreImage(enc Encoded, ver uint64) *preImage {
+	p := &preImage{enc: enc, ver: ver}
+	p.refs.Store(1)
+	return p
+}
+
+// bytes is what the image costs: a pooled buffer's whole capacity.
+func (p *preImage) bytes() int64 {
+	if p.enc.Pooled {
+		return int64(cap(p.enc.Image))
+	}
+	return int64(len(p.enc.Image))
+}
+
+// release drops one hold on p.
+func (p *preImage) release() {
+	if p.refs.Add(-1) == 0 {
+		releaseImage(p.enc)
+	}
+}
 
 const pinMask = 1<<32 - 1
 

@@ -101,6 +101,7 @@ func (c *Cache) remove(es []*entry) {
 			if e.dirty.Load() {
 				c.st.preWasted.Add(1) // dropped unwritten (SetExtent, Close, failed load)
 			}
+			p.release()
 		}
 		e.ds.size.Add(-dsz)
 		if e.prefetched.Swap(false) {
@@ -230,6 +231,19 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 	}
 	enc := make([]Encoded, len(es))
 	ver := make([]uint64, len(es))
+	// pre[i] is the kept image enc[i] came from, held (preImage.refs)
+	// until the write is over; other images are released then, on every
+	// path (bufpool.go ownership rule).
+	pre := make([]*preImage, len(es))
+	defer func() {
+		for i := range enc {
+			if pre[i] != nil {
+				pre[i].release()
+			} else {
+				releaseImage(enc[i])
+			}
+		}
+	}()
 	err := c.run.run(ctx, len(es), func(i int) (err error) {
 		e := es[i]
 		defer func() {
@@ -241,7 +255,10 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 		defer e.latch.RUnlock()
 		ver[i] = e.version.Load()
 		if p := e.encoded.Load(); p != nil && p.ver == ver[i] {
-			enc[i] = p.enc // pre-encoded in the background (background.go)
+			// Pre-encoded in the background (background.go). The entry
+			// holds p while we hold the latch, so taking a hold is safe.
+			p.refs.Add(1)
+			pre[i], enc[i] = p, p.enc
 			c.st.preHits.Add(1)
 			return nil
 		}

@@ -302,6 +302,7 @@ func (c *Cache) modifiedLocked(e *entry) {
 		img = p.bytes()
 		c.preBytes.Add(-img)
 		c.st.preWasted.Add(1)
+		p.release()
 	}
 	old := e.size.Load()
 	ms := e.chunk.MemSize()
@@ -496,7 +497,7 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 	byFile := map[*File][]vfd.Extent{}
 	var files []*File
 	for i, g := range loads {
-		images[i] = make([]byte, g.loc.Size)
+		images[i] = GetBuf(int(g.loc.Size)) // Decode owns it (bufpool.go)
 		f := g.d.file
 		if _, ok := byFile[f]; !ok {
 			files = append(files, f)

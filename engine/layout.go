@@ -20,10 +20,23 @@ import (
 // callbacks keep no other state, so they are safe from any goroutine.
 type denseLayout struct{ s *dsState }
 
-var _ cache.Layout = (*denseLayout)(nil)
+var (
+	_ cache.Layout  = (*denseLayout)(nil)
+	_ cache.Evicter = (*denseLayout)(nil)
+)
 
-// denseChunk is a chunk in cache memory format.
+// denseChunk is a chunk in cache memory format. buf comes from the cache's
+// buffer pool (cache.GetBuf) and starts at its buffer's first byte, so
+// Evict can give it back; MemSize is the whole buffer, which is what it
+// costs.
 type denseChunk struct{ buf []byte }
+
+// Buffer ownership (cache/bufpool.go): a chunk's buffer belongs to its cache
+// entry from NewChunk or Decode until Evict, which the cache calls only for
+// an entry nobody has pinned (no Scatter copying out, no Gather, no Encode
+// running). Encode copies or encodes the chunk into its own pooled image,
+// which the cache owns (Encoded.Pooled) until it has been written. Decode
+// owns the stored image it is given: it keeps it as the chunk or returns it.
 
 func (c *denseChunk) MemSize() int64 { return int64(cap(c.buf)) }
 
@@ -53,7 +66,7 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []c
 		if err != nil {
 			return classify(err)
 		}
-		loc := cache.Location{SizeHint: l.s.chunkBytes}
+		loc := cache.Location{SizeHint: l.memSize()}
 		if e.Exists() {
 			if int64(e.Size) > l.maxStored() || e.Addr < format.DataStart || e.Addr+e.Size < e.Addr {
 				return fmt.Errorf("%w: chunk %v index entry (addr %d, size %d)", ErrCorrupt, []uint64(c), e.Addr, e.Size)
@@ -65,36 +78,73 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []c
 	return nil
 }
 
+// memSize is what one chunk costs in cache memory: its pooled buffer.
+func (l *denseLayout) memSize() int64 { return int64(cache.BufCap(int(l.s.chunkBytes))) }
+
 func (l *denseLayout) NewChunk(_ cache.Coord, fill bool) (cache.Chunk, error) {
-	buf := make([]byte, l.s.chunkBytes)
-	if fill && l.s.fill != nil {
-		selection.FillChunk(buf, l.s.elemSize, l.s.fill)
+	buf := cache.GetBuf(int(l.s.chunkBytes)) // recycled: holds old bytes
+	if fill {
+		if l.s.fill != nil {
+			selection.FillChunk(buf, l.s.elemSize, l.s.fill)
+		} else {
+			clear(buf)
+		}
 	}
 	return &denseChunk{buf: buf}, nil
+}
+
+// Evict gives the chunk's buffer back to the pool (cache.Evicter): the
+// cache never touches an evicted chunk again.
+func (l *denseLayout) Evict(_ cache.Coord, chunk cache.Chunk) {
+	if c, ok := chunk.(*denseChunk); ok {
+		cache.PutBuf(c.buf)
+		c.buf = nil
+	}
 }
 
 func (l *denseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
 	if format.Trailer(image) != loc.Sum {
 		// Intact or not, these are not the bytes the index names: space a
 		// writer reused under a reader that fell behind (see refresh.go).
+		cache.PutBuf(image)
 		return nil, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
 	img, err := format.VerifyChunk(image)
 	if err != nil {
+		cache.PutBuf(image)
 		return nil, fmt.Errorf("chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
 	}
 	if l.s.unfiltered {
-		// The image is the chunk: keep the frame's buffer (Decode owns it)
-		// instead of copying it.
 		if int64(len(img)) != l.s.chunkBytes || loc.Mask != 0 {
+			cache.PutBuf(image)
 			return nil, fmt.Errorf("%w: chunk %v of %q: unfiltered image of %d bytes (mask %#x), want %d",
 				ErrCorrupt, []uint64(coord), l.s.name, len(img), loc.Mask, l.s.chunkBytes)
 		}
-		return &denseChunk{buf: img}, nil
+		if ms := l.memSize(); int64(cap(image)) == ms || ms == l.s.chunkBytes {
+			// The image is the chunk: keep the frame's buffer (Decode owns
+			// it) instead of copying it. Sliced from its first byte, with
+			// the pool's capacity, so Evict can give it back.
+			// (A chunk too small to pool keeps the capped image, as
+			// before: its MemSize stays the chunk's size.)
+			if ms == l.s.chunkBytes {
+				return &denseChunk{buf: img}, nil
+			}
+			return &denseChunk{buf: image[:len(img)]}, nil
+		}
+		buf := cache.GetBuf(int(l.s.chunkBytes))
+		copy(buf, img)
+		cache.PutBuf(image)
+		return &denseChunk{buf: buf}, nil
 	}
-	buf, err := l.s.pipeline.Decode(img, loc.Mask, int(l.s.chunkBytes))
+	dst := cache.GetBuf(int(l.s.chunkBytes))
+	buf, err := l.s.pipeline.DecodeTo(dst[:0], img, loc.Mask, int(l.s.chunkBytes))
+	cache.PutBuf(image) // decoded (or failed): the image is no longer read
 	if err != nil {
+		cache.PutBuf(dst)
 		return nil, fmt.Errorf("chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
+	}
+	if len(buf) > 0 && &buf[0] != &dst[0] {
+		cache.PutBuf(dst) // not decoded in place (cannot happen with cap >= chunkBytes)
 	}
 	return &denseChunk{buf: buf}, nil
 }
@@ -102,19 +152,28 @@ func (l *denseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte
 func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
 	c := chunk.(*denseChunk)
 	if l.s.unfiltered {
-		// One copy, into a buffer with room for the checksum: the image
-		// must not alias the chunk, which may change before it is written.
-		img := make([]byte, len(c.buf), len(c.buf)+format.ChunkFrameOverhead)
+		// One copy, into a pooled buffer with room for the checksum: the
+		// image must not alias the chunk, which may change before it is
+		// written.
+		img := cache.GetBuf(len(c.buf) + format.ChunkFrameOverhead)[:len(c.buf)]
 		copy(img, c.buf)
 		img = format.AppendChunkChecksum(img)
-		return cache.Encoded{Image: img, Sum: format.Trailer(img)}, nil
+		return cache.Encoded{Image: img, Sum: format.Trailer(img), Pooled: true}, nil
 	}
-	img, mask, err := l.s.pipeline.Encode(c.buf)
+	dst := cache.GetBuf(l.s.pipeline.MaxEncoded(len(c.buf)) + format.ChunkFrameOverhead)
+	img, mask, err := l.s.pipeline.EncodeTo(dst[:0], c.buf)
 	if err != nil {
+		cache.PutBuf(dst)
 		return cache.Encoded{}, classify(err)
 	}
 	img = format.AppendChunkChecksum(img)
-	return cache.Encoded{Image: img, Mask: mask, Sum: format.Trailer(img)}, nil
+	// The image fills dst from its first byte (EncodeTo with room enough),
+	// so the cache can give it back once written.
+	pooled := len(img) > 0 && &img[0] == &dst[0] && cap(img) == cap(dst)
+	if !pooled {
+		cache.PutBuf(dst)
+	}
+	return cache.Encoded{Image: img, Mask: mask, Sum: format.Trailer(img), Pooled: pooled}, nil
 }
 
 func (l *denseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
@@ -126,7 +185,7 @@ func (l *denseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
 			}
 			return err
 		}
-		ins[i].New = cache.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: l.s.chunkBytes, Sum: ins[i].Sum}
+		ins[i].New = cache.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: l.memSize(), Sum: ins[i].Sum}
 	}
 	return nil
 }
