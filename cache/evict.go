@@ -226,6 +226,33 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 // entry is evicting, or the caller holds its flushMu. On error no entry is
 // marked clean (DESIGN.md "No data loss").
 func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
+	// Encoded images live outside the budget until written: a flush of a
+	// full cache encoding every dirty chunk at once would hold a second
+	// cache's worth of them. Rounds of at most writeRound bytes of chunks
+	// bound that to an eighth of the active limit and still give the pool
+	// many chunks to encode in parallel and the driver one vector write
+	// per round.
+	limit := max(c.activeLimit/8, 1)
+	var errs []error
+	for start := 0; start < len(es); {
+		end, n := start, int64(0)
+		for end < len(es) && (end == start || n+es[end].size.Load() <= limit) {
+			n += es[end].size.Load()
+			end++
+		}
+		if err := c.writeRound(ctx, es[start:end], sync && end == len(es)); err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		start = end
+	}
+	return errors.Join(errs...)
+}
+
+// writeRound is one round of writeBack.
+func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 	if len(es) == 0 {
 		return nil
 	}

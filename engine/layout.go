@@ -169,9 +169,9 @@ func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, e
 	img = format.AppendChunkChecksum(img)
 	// The image fills dst from its first byte (EncodeTo with room enough),
 	// so the cache can give it back once written.
-	pooled := len(img) > 0 && &img[0] == &dst[0] && cap(img) == cap(dst)
+	pooled := len(img) > 0 && &img[0] == &dst[0]
 	if !pooled {
-		cache.PutBuf(dst)
+		cache.PutBuf(dst) // img is elsewhere (not expected): dst is free
 	}
 	return cache.Encoded{Image: img, Mask: mask, Sum: format.Trailer(img), Pooled: pooled}, nil
 }

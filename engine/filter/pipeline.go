@@ -137,6 +137,7 @@ func (p *Pipeline) EncodeTo(dst, src []byte) (image []byte, mask uint32, err err
 	}
 	switch {
 	case inDst:
+		cur = dst[:len(cur)] // dst's whole capacity: room for a trailer
 	case dst != nil:
 		image = append(dst[:0], cur...)
 		cur = image
