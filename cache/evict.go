@@ -226,12 +226,17 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 // entry is evicting, or the caller holds its flushMu. On error no entry is
 // marked clean (DESIGN.md "No data loss").
 func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
-	// Encoded images live outside the budget until written: a flush of a
-	// full cache encoding every dirty chunk at once would hold a second
-	// cache's worth of them. Rounds of at most writeRound bytes of chunks
-	// bound that to an eighth of the active limit and still give the pool
-	// many chunks to encode in parallel and the driver one vector write
-	// per round.
+	return c.writeRound(ctx, es, sync)
+}
+
+// writeBackRounds is writeBack for a flush. Encoded images live outside the
+// budget until written: a flush of a full cache encoding every dirty chunk
+// at once would hold a second cache's worth of them. Rounds of at most an
+// eighth of the active limit of chunks bound that, and still give the pool
+// many chunks to encode in parallel and the driver one vector write per
+// round. (Eviction writes its victims in one round, seed 000 §3.6: they
+// are what one request needs.)
+func (c *Cache) writeBackRounds(ctx context.Context, es []*entry) error {
 	limit := max(c.activeLimit/8, 1)
 	var errs []error
 	for start := 0; start < len(es); {
@@ -240,7 +245,7 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 			n += es[end].size.Load()
 			end++
 		}
-		if err := c.writeRound(ctx, es[start:end], sync && end == len(es)); err != nil {
+		if err := c.writeRound(ctx, es[start:end], false); err != nil {
 			errs = append(errs, err)
 			if ctx.Err() != nil {
 				break
@@ -251,7 +256,7 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 	return errors.Join(errs...)
 }
 
-// writeRound is one round of writeBack.
+// writeRound writes es (see writeBack).
 func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 	if len(es) == 0 {
 		return nil
