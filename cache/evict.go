@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/scc-dev/scc/vfd"
 )
@@ -261,12 +262,16 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 	if len(es) == 0 {
 		return nil
 	}
-	enc := make([]Encoded, len(es))
-	ver := make([]uint64, len(es))
+	// Every eviction of a dirty chunk comes through here: its slices and
+	// maps are recycled so that it makes no garbage per chunk.
+	sc := wbScratchPool.Get().(*wbScratch)
+	defer sc.put()
+	sc.size(len(es))
+	enc, ver := sc.enc, sc.ver
 	// pre[i] is the kept image enc[i] came from, held (preImage.refs)
 	// until the write is over; other images are released then, on every
 	// path (bufpool.go ownership rule).
-	pre := make([]*preImage, len(es))
+	pre := sc.pre
 	defer func() {
 		for i := range enc {
 			if pre[i] != nil {
@@ -304,8 +309,8 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 		return err
 	}
 	// One Insert (allocation) per dataset.
-	byDS := map[*Dataset][]int{}
-	var order []*Dataset
+	byDS := sc.byDS
+	order := sc.order
 	for i, e := range es {
 		if _, ok := byDS[e.ds]; !ok {
 			order = append(order, e.ds)
@@ -313,7 +318,7 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 		byDS[e.ds] = append(byDS[e.ds], i)
 	}
 	var errs []error
-	insOf := map[*Dataset][]Insertion{}
+	insOf := sc.insOf
 	for _, d := range order {
 		idx := byDS[d]
 		ins := make([]Insertion, len(idx))
@@ -328,8 +333,8 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 		insOf[d] = ins
 	}
 	// One WriteV per file, over every allocated image.
-	byFile := map[*File][]vfd.Extent{}
-	var files []*File
+	byFile := sc.byFile
+	files := sc.files
 	for _, d := range order {
 		ins, ok := insOf[d]
 		if !ok {
@@ -345,7 +350,7 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 			}
 		}
 	}
-	fileErr := map[*File]error{}
+	fileErr := sc.fileErr
 	for _, f := range files {
 		exts := byFile[f]
 		if len(exts) == 0 {
@@ -372,7 +377,7 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 		errs = append(errs, err)
 	}
 	// Publish the outcome; only published chunks can become clean.
-	var done []int
+	done := sc.done
 	for _, d := range order {
 		ins, ok := insOf[d]
 		if !ok {
@@ -399,6 +404,7 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 			done = append(done, i)
 		}
 	}
+	sc.order, sc.files, sc.done = order, files, done // keep grown capacity
 	for _, i := range done {
 		e := es[i]
 		c.st.bytesFlushed.Add(int64(len(enc[i].Image)))
@@ -462,4 +468,55 @@ func (c *Cache) condense(need int64) int64 {
 		c.unpin(e)
 	}
 	return freed
+}
+
+// wbScratch is writeRound's working set, pooled.
+type wbScratch struct {
+	enc     []Encoded
+	ver     []uint64
+	pre     []*preImage
+	byDS    map[*Dataset][]int
+	order   []*Dataset
+	insOf   map[*Dataset][]Insertion
+	byFile  map[*File][]vfd.Extent
+	files   []*File
+	fileErr map[*File]error
+	done    []int
+}
+
+var wbScratchPool = sync.Pool{New: func() any {
+	return &wbScratch{
+		byDS:    map[*Dataset][]int{},
+		insOf:   map[*Dataset][]Insertion{},
+		byFile:  map[*File][]vfd.Extent{},
+		fileErr: map[*File]error{},
+	}
+}}
+
+// size readies s for n entries.
+func (s *wbScratch) size(n int) {
+	if cap(s.enc) < n {
+		s.enc, s.ver, s.pre = make([]Encoded, n), make([]uint64, n), make([]*preImage, n)
+	}
+	s.enc, s.ver, s.pre = s.enc[:n], s.ver[:n], s.pre[:n]
+}
+
+// put drops every reference (images, entries, datasets, errors) and pools
+// s, unless a huge round grew it.
+func (s *wbScratch) put() {
+	if cap(s.enc) > 4096 {
+		return
+	}
+	clear(s.enc[:cap(s.enc)])
+	clear(s.pre[:cap(s.pre)])
+	clear(s.byDS)
+	clear(s.order[:cap(s.order)])
+	s.order = s.order[:0]
+	clear(s.insOf)
+	clear(s.byFile)
+	clear(s.files[:cap(s.files)])
+	s.files = s.files[:0]
+	clear(s.fileErr)
+	s.done = s.done[:0]
+	wbScratchPool.Put(s)
 }
