@@ -59,9 +59,12 @@ type entry struct {
 	word atomic.Uint64
 	mu   struct {
 		sync.Mutex // per-entry; taken only on state transitions and by waiters
-		// settled is closed when the entry leaves loading or evicting; nil
-		// otherwise. Changed together with the state bits of word, under mu,
-		// so a waiter holding mu sees the channel that belongs to the state.
+		// settled is closed when the entry leaves loading or evicting. It
+		// is made by the first waiter (most loads and evictions have none,
+		// and a channel per chunk would be garbage per chunk), and taken
+		// and closed by settle. Both happen under mu together with reading
+		// or changing the state bits of word, so a waiter holding mu gets
+		// the channel that belongs to the state it saw.
 		settled chan struct{}
 	}
 
@@ -148,7 +151,16 @@ func stateOf(w uint64) entryState { return entryState(w >> 32) }
 // initLoading prepares a new entry, before it is published, as loading.
 func (e *entry) initLoading() {
 	e.word.Store(packWord(stateLoading, 0))
-	e.mu.settled = make(chan struct{})
+}
+
+// settledLocked returns the channel closed when e leaves its current
+// (loading or evicting) state, making it if no one waits yet. Caller holds
+// e.mu.
+func (e *entry) settledLocked() chan struct{} {
+	if e.mu.settled == nil {
+		e.mu.settled = make(chan struct{})
+	}
+	return e.mu.settled
 }
 
 // pin makes e usable by the caller if it is resident; otherwise it returns
@@ -163,11 +175,15 @@ func (e *entry) pin() (ok bool, wait chan struct{}) {
 			continue
 		}
 		e.mu.Lock()
-		if stateOf(e.word.Load()) == stateResident {
+		st := stateOf(e.word.Load())
+		if st == stateResident {
 			e.mu.Unlock() // settled meanwhile: pin it
 			continue
 		}
-		ch := e.mu.settled
+		var ch chan struct{}
+		if st != stateDead {
+			ch = e.settledLocked()
+		}
 		e.mu.Unlock()
 		return false, ch
 	}
@@ -196,11 +212,7 @@ func (e *entry) tryStartEvict() bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.word.CompareAndSwap(packWord(stateResident, 0), packWord(stateEvicting, 0)) {
-		return false
-	}
-	e.mu.settled = make(chan struct{})
-	return true
+	return e.word.CompareAndSwap(packWord(stateResident, 0), packWord(stateEvicting, 0))
 }
 
 // settle moves e from loading or evicting to st and wakes waiters. With
@@ -232,7 +244,11 @@ func (e *entry) state() entryState { return stateOf(e.word.Load()) }
 func (e *entry) waitInfo() (entryState, chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.state(), e.mu.settled
+	st := e.state()
+	if st == stateLoading || st == stateEvicting {
+		return st, e.settledLocked()
+	}
+	return st, nil
 }
 
 // Dataset is a registered dataset's header (seed 000 §2.3

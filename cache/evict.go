@@ -146,10 +146,13 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 			return freed, nil
 		}
 	}
-	var victims []*entry
+	sc := evictScratchPool.Get().(*evictScratch)
+	defer sc.put()
+	victims := sc.victims
 	var planned int64
 	for pass := 0; pass < passes && planned < need; pass++ {
-		round := map[*Dataset]int64{}
+		round := sc.round
+		clear(round)
 		c.mu.Lock()
 		c.drainLocked()
 		c.mu.pol.nominate(func(e *entry) verdict {
@@ -176,10 +179,11 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 		})
 		c.mu.Unlock()
 	}
+	sc.victims = victims // keep grown capacity
 	if len(victims) == 0 {
 		return 0, nil
 	}
-	var clean, dirty []*entry
+	clean, dirty := sc.clean, sc.dirty
 	for _, e := range victims {
 		if e.dirty.Load() {
 			dirty = append(dirty, e)
@@ -191,13 +195,14 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	for _, e := range clean {
 		freed += e.size.Load()
 	}
+	sc.clean, sc.dirty = clean, dirty
 	c.st.evictions.Add(int64(len(clean)))
 	c.remove(clean)
 	if len(dirty) == 0 {
 		return freed, nil
 	}
 	err := c.writeBack(ctx, dirty, false)
-	var gone, back []*entry
+	gone, back := sc.gone, sc.back
 	for _, e := range dirty {
 		if e.dirty.Load() {
 			back = append(back, e)
@@ -206,6 +211,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 			freed += e.size.Load()
 		}
 	}
+	sc.gone, sc.back = gone, back
 	c.st.evictions.Add(int64(len(gone)))
 	c.st.dirtyEvictions.Add(int64(len(gone)))
 	c.remove(gone)
@@ -519,4 +525,29 @@ func (s *wbScratch) put() {
 	clear(s.fileErr)
 	s.done = s.done[:0]
 	wbScratchPool.Put(s)
+}
+
+// evictScratch is evict's working set, pooled: every miss into a full
+// cache evicts.
+type evictScratch struct {
+	round                             map[*Dataset]int64
+	victims, clean, dirty, gone, back []*entry
+}
+
+var evictScratchPool = sync.Pool{New: func() any {
+	return &evictScratch{round: map[*Dataset]int64{}}
+}}
+
+// put drops the references to entries and datasets and pools s, unless a
+// huge eviction grew it.
+func (s *evictScratch) put() {
+	if cap(s.victims) > 4096 {
+		return
+	}
+	clear(s.round)
+	for _, l := range []*[]*entry{&s.victims, &s.clean, &s.dirty, &s.gone, &s.back} {
+		clear((*l)[:cap(*l)])
+		*l = (*l)[:0]
+	}
+	evictScratchPool.Put(s)
 }
