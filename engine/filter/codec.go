@@ -349,6 +349,11 @@ func init() {
 				// levels; matches further back than that are rare in a
 				// chunk.
 				zstd.WithWindowSize(zstdWindow),
+				// And with low memory, a window plus one block instead of
+				// two windows: a chunk up to the window is encoded in one
+				// pass either way, so only larger chunks pay (a shift of
+				// the history per block beyond the window).
+				zstd.WithLowerEncoderMem(true),
 				// Always record the content size (a frame under 256
 				// bytes otherwise omits it) so decode can check it
 				// before allocating. Single-segment frames are bounded
