@@ -410,6 +410,12 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 		}
 		work = append(work, g)
 	}
+	if o.kind == opRead { // whole unfiltered chunks go straight to the caller (direct.go)
+		var err error
+		if work, err = c.readDirect(reqs, work); err != nil {
+			return nil, err
+		}
+	}
 	// Sub-lists whose chunks fit the space eviction can make (seed 000
 	// §3.6): the active limit minus what other requests hold in flight.
 	var later []int

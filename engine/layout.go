@@ -21,8 +21,9 @@ import (
 type denseLayout struct{ s *dsState }
 
 var (
-	_ cache.Layout  = (*denseLayout)(nil)
-	_ cache.Evicter = (*denseLayout)(nil)
+	_ cache.Layout       = (*denseLayout)(nil)
+	_ cache.Evicter      = (*denseLayout)(nil)
+	_ cache.DirectReader = (*denseLayout)(nil)
 )
 
 // denseChunk is a chunk in cache memory format. buf comes from the cache's
@@ -259,5 +260,58 @@ func (l *denseLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Loc
 		l.s.f.space.free(int64(old.Addr), int64(old.Size))
 	}
 	l.s.dirty.Store(true)
+	return nil
+}
+
+// DirectTarget lets a read of a whole unfiltered chunk that is not resident
+// go by vector read straight into the caller's buffer (cache/direct.go):
+// the piece must select every element of the chunk, and those elements must
+// be one contiguous run of the caller's buffer (dimensions after some
+// dimension j cover the buffer's full extent, dimensions before it one
+// index), which is how whole frames, rows or slabs of chunks land.
+func (l *denseLayout) DirectTarget(loc cache.Location, p cache.Piece) ([]byte, int, bool) {
+	pc, ok := p.(*piece)
+	if !ok || !l.s.unfiltered || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
+		return nil, 0, false
+	}
+	runs, shape := pc.p.Runs, pc.bufShape
+	if len(runs) != len(l.s.chunk) || len(shape) != len(runs) {
+		return nil, 0, false
+	}
+	off, stride := uint64(0), uint64(l.s.elemSize)
+	inner := true // every dimension after d covers the buffer's extent
+	for d := len(runs) - 1; d >= 0; d-- {
+		if len(runs[d]) != 1 {
+			return nil, 0, false
+		}
+		r := runs[d][0]
+		if r.Chunk != 0 || r.Len != l.s.chunk[d] {
+			return nil, 0, false // not the whole chunk
+		}
+		if !inner && r.Len != 1 {
+			return nil, 0, false // not contiguous in the caller's buffer
+		}
+		off += r.Buf * stride
+		inner = inner && r.Buf == 0 && r.Len == shape[d]
+		stride *= shape[d]
+	}
+	end := off + uint64(l.s.chunkBytes)
+	if end > uint64(len(pc.buf)) || end < off {
+		return nil, 0, false
+	}
+	return pc.buf[off:end:end], format.ChunkFrameOverhead, true
+}
+
+// VerifyDirect checks a chunk read directly into the caller's buffer: the
+// trailer must be the index's checksum and the checksum of the bytes read.
+// On a mismatch the read fails with ErrCorrupt and the caller's buffer holds
+// whatever was read (Dataset.Read documents it as undefined).
+func (l *denseLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, trailer []byte) error {
+	if format.Trailer(trailer) != loc.Sum {
+		return fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
+	}
+	if format.Checksum(dst) != loc.Sum {
+		return fmt.Errorf("%w: chunk %v of %q: checksum mismatch", ErrCorrupt, []uint64(coord), l.s.name)
+	}
 	return nil
 }
