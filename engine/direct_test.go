@@ -13,11 +13,12 @@ import (
 // Reads of whole unfiltered chunks that are not resident go straight into
 // the caller's buffer (cache/direct.go): nothing is loaded or made
 // resident; partial reads still go through the cache; a resident dirty copy
-// wins over the stored one; a damaged stored chunk fails with ErrCorrupt.
+// wins over the stored one; a damaged stored chunk fails with ErrCorrupt;
+// chunks under directMin stay on the cached path.
 func TestDirectReadWholeUnfilteredChunks(t *testing.T) {
 	defer verifyNoLeaks(t)
 	ctx := context.Background()
-	const rows, h, w = 8, 32, 64 // uint16 frames of 4 KiB, one per chunk
+	const rows, h, w = 8, 64, 512 // uint16 frames of 64 KiB (directMin), one per chunk
 	frame := h * w * 2
 	mem := vfd.NewMem()
 	f, err := CreateWith(mem, nil)
@@ -90,6 +91,24 @@ func TestDirectReadWholeUnfilteredChunks(t *testing.T) {
 	}
 	if st := f.Cache().Stats(); st.Loads != 0 {
 		t.Fatalf("damaged frame: %d loads; the read should have gone directly", st.Loads)
+	}
+	must(t, f.Close())
+
+	// A small chunk (under directMin) is loaded and kept.
+	mem = vfd.NewMem()
+	f, err = CreateWith(mem, nil)
+	must(t, err)
+	small, err := f.CreateDataset("s", DatasetSpec{Type: Uint8, Shape: []uint64{4, 256}, Chunk: []uint64{1, 256}})
+	must(t, err)
+	must(t, small.Write(ctx, All([]uint64{4, 256}), make([]byte, 1024)))
+	must(t, f.Close())
+	f, err = OpenWith(mem, nil)
+	must(t, err)
+	small, err = f.OpenDataset("s")
+	must(t, err)
+	must(t, small.Read(ctx, All([]uint64{4, 256}), make([]byte, 1024)))
+	if st := f.Cache().Stats(); st.Loads != 4 || st.Chunks != 4 {
+		t.Fatalf("small chunks: %d loads, %d resident; want 4 and 4 (cached path)", st.Loads, st.Chunks)
 	}
 	must(t, f.Close())
 }

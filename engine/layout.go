@@ -263,15 +263,21 @@ func (l *denseLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Loc
 	return nil
 }
 
+// directMin is the smallest chunk read directly (see DirectTarget).
+const directMin = 64 << 10
+
 // DirectTarget lets a read of a whole unfiltered chunk that is not resident
 // go by vector read straight into the caller's buffer (cache/direct.go):
 // the piece must select every element of the chunk, and those elements must
 // be one contiguous run of the caller's buffer (dimensions after some
 // dimension j cover the buffer's full extent, dimensions before it one
 // index), which is how whole frames, rows or slabs of chunks land.
+//
+// Chunks under directMin stay on the cached path: for them a system call
+// costs more than the copy it saves, and keeping them is cheap.
 func (l *denseLayout) DirectTarget(loc cache.Location, p cache.Piece) ([]byte, int, bool) {
 	pc, ok := p.(*piece)
-	if !ok || !l.s.unfiltered || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
+	if !ok || !l.s.unfiltered || l.s.chunkBytes < directMin || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
 		return nil, 0, false
 	}
 	runs, shape := pc.p.Runs, pc.bufShape
