@@ -53,6 +53,10 @@ type IngestConfig struct {
 	// Progress, when set, is called about ten times a second and once at
 	// the end, from one goroutine.
 	Progress func(IngestProgress)
+	// BeforeFlush, when set, is called once the writers and readers are
+	// done and before the final Flush, with the cache still full (scctl
+	// ingest -memprofile takes its heap profile there).
+	BeforeFlush func()
 }
 
 // Validate reports whether c (after defaults) is usable.
@@ -503,6 +507,9 @@ loop:
 		return nil, firstErr
 	}
 	aTime := time.Since(wStart)
+	if cfg.BeforeFlush != nil {
+		cfg.BeforeFlush()
+	}
 	if err := f.Flush(ctx); err != nil {
 		return nil, fmt.Errorf("flush: %w", err)
 	}

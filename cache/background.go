@@ -119,13 +119,16 @@ func (c *Cache) preEncode(e *entry) (kept bool) {
 	if err != nil {
 		return false
 	}
-	n := int64(len(enc.Image))
+	p := newPreImage(compactImage(enc), ver)
+	n := p.bytes()
 	if c.preBytes.Add(n) > c.preMax {
 		c.preBytes.Add(-n)
+		p.release()
 		return false
 	}
 	if !c.tryCharge(n) {
 		c.preBytes.Add(-n)
+		p.release()
 		return false
 	}
 	e.latch.Lock()
@@ -133,9 +136,10 @@ func (c *Cache) preEncode(e *entry) (kept bool) {
 		e.latch.Unlock()
 		c.preBytes.Add(-n)
 		c.charge(-n)
+		p.release()
 		return false
 	}
-	e.encoded.Store(&preImage{enc: enc, ver: ver})
+	e.encoded.Store(p)
 	// Charged to the entry (evicting it releases the image) but not to
 	// its dataset: minimum reservations are about chunks.
 	e.size.Add(n)
@@ -159,6 +163,21 @@ func (c *Cache) dropImageLocked(e *entry) {
 		c.dirtyBytes.Add(-n)
 	}
 	c.charge(-n)
+	p.release()
+}
+
+// compactImage moves a pooled image into the smallest class that holds it:
+// an encoder's buffer is sized for the worst case (the raw chunk), and a
+// kept image is charged what its buffer costs.
+func compactImage(enc Encoded) Encoded {
+	if !enc.Pooled || BufCap(len(enc.Image)) >= cap(enc.Image) {
+		return enc
+	}
+	b := GetBuf(len(enc.Image))
+	copy(b, enc.Image)
+	PutBuf(enc.Image)
+	enc.Image = b
+	return enc
 }
 
 // tryCharge charges n bytes only if they fit under the active limit;

@@ -64,9 +64,12 @@ type entry struct {
 	queued  atomic.Bool // a record of an access is waiting in Cache.accesses
 	mu      struct {
 		sync.Mutex // per-entry; taken only on state transitions and by waiters
-		// settled is closed when the entry leaves loading or evicting; nil
-		// otherwise. Changed together with the state bits of word, under mu,
-		// so a waiter holding mu sees the channel that belongs to the state.
+		// settled is closed when the entry leaves loading or evicting. It
+		// is made by the first waiter (most loads and evictions have none,
+		// and a channel per chunk would be garbage per chunk), and taken
+		// and closed by settle. Both happen under mu together with reading
+		// or changing the state bits of word, so a waiter holding mu gets
+		// the channel that belongs to the state it saw.
 		settled chan struct{}
 	}
 
@@ -116,9 +119,33 @@ type entry struct {
 type preImage struct {
 	enc Encoded
 	ver uint64
+	// refs counts its holders: the entry while the image is kept, and each
+	// writeBack writing it. A modification can drop the image from the
+	// entry while a flush's vector write still reads it; the buffer goes
+	// back to the pool only when the last holder lets go (bufpool.go).
+	refs atomic.Int32
 }
 
-func (p *preImage) bytes() int64 { return int64(len(p.enc.Image)) }
+func newPreImage(enc Encoded, ver uint64) *preImage {
+	p := &preImage{enc: enc, ver: ver}
+	p.refs.Store(1)
+	return p
+}
+
+// bytes is what the image costs: a pooled buffer's whole capacity.
+func (p *preImage) bytes() int64 {
+	if p.enc.Pooled {
+		return int64(cap(p.enc.Image))
+	}
+	return int64(len(p.enc.Image))
+}
+
+// release drops one hold on p.
+func (p *preImage) release() {
+	if p.refs.Add(-1) == 0 {
+		releaseImage(p.enc)
+	}
+}
 
 const pinMask = 1<<32 - 1
 
@@ -130,7 +157,16 @@ func stateOf(w uint64) entryState { return entryState(w >> 32 & 0xff) }
 // initLoading prepares a new entry, before it is published, as loading.
 func (e *entry) initLoading() {
 	e.word.Store(packWord(stateLoading, 0))
-	e.mu.settled = make(chan struct{})
+}
+
+// settledLocked returns the channel closed when e leaves its current
+// (loading or evicting) state, making it if no one waits yet. Caller holds
+// e.mu.
+func (e *entry) settledLocked() chan struct{} {
+	if e.mu.settled == nil {
+		e.mu.settled = make(chan struct{})
+	}
+	return e.mu.settled
 }
 
 // pin makes e usable by the caller if it is resident; otherwise it returns
@@ -145,11 +181,15 @@ func (e *entry) pin() (ok bool, wait chan struct{}) {
 			continue
 		}
 		e.mu.Lock()
-		if stateOf(e.word.Load()) == stateResident {
+		st := stateOf(e.word.Load())
+		if st == stateResident {
 			e.mu.Unlock() // settled meanwhile: pin it
 			continue
 		}
-		ch := e.mu.settled
+		var ch chan struct{}
+		if st != stateDead {
+			ch = e.settledLocked()
+		}
 		e.mu.Unlock()
 		return false, ch
 	}
@@ -178,11 +218,7 @@ func (e *entry) tryStartEvict() bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.word.CompareAndSwap(packWord(stateResident, 0), packWord(stateEvicting, 0)) {
-		return false
-	}
-	e.mu.settled = make(chan struct{})
-	return true
+	return e.word.CompareAndSwap(packWord(stateResident, 0), packWord(stateEvicting, 0))
 }
 
 // settle moves e from loading or evicting to st and wakes waiters. With
@@ -214,7 +250,11 @@ func (e *entry) state() entryState { return stateOf(e.word.Load()) }
 func (e *entry) waitInfo() (entryState, chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.state(), e.mu.settled
+	st := e.state()
+	if st == stateLoading || st == stateEvicting {
+		return st, e.settledLocked()
+	}
+	return st, nil
 }
 
 // Dataset is a registered dataset's header (seed 000 §2.3

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/scc-dev/scc/vfd"
 )
@@ -106,6 +107,7 @@ func (c *Cache) remove(es []*entry) {
 			if e.dirty.Load() {
 				c.st.preWasted.Add(1) // dropped unwritten (SetExtent, Close, failed load)
 			}
+			p.release()
 		}
 		e.ds.size.Add(-dsz)
 		if e.prefetched.Swap(false) {
@@ -149,10 +151,13 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 			return freed, nil
 		}
 	}
-	var victims []*entry
+	sc := evictScratchPool.Get().(*evictScratch)
+	defer sc.put()
+	victims := sc.victims
 	var planned int64
 	for pass := 0; pass < passes && planned < need; pass++ {
-		round := map[*Dataset]int64{}
+		round := sc.round
+		clear(round)
 		c.mu.Lock()
 		c.drainLocked()
 		c.mu.pol.nominate(func(e *entry) verdict {
@@ -179,10 +184,11 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 		})
 		c.mu.Unlock()
 	}
+	sc.victims = victims // keep grown capacity
 	if len(victims) == 0 {
 		return 0, nil
 	}
-	var clean, dirty []*entry
+	clean, dirty := sc.clean, sc.dirty
 	for _, e := range victims {
 		if e.dirty.Load() {
 			dirty = append(dirty, e)
@@ -194,13 +200,14 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	for _, e := range clean {
 		freed += e.size.Load()
 	}
+	sc.clean, sc.dirty = clean, dirty
 	c.st.evictions.Add(int64(len(clean)))
 	c.remove(clean)
 	if len(dirty) == 0 {
 		return freed, nil
 	}
 	err := c.writeBack(ctx, dirty, false)
-	var gone, back []*entry
+	gone, back := sc.gone, sc.back
 	for _, e := range dirty {
 		if e.dirty.Load() {
 			back = append(back, e)
@@ -209,6 +216,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 			freed += e.size.Load()
 		}
 	}
+	sc.gone, sc.back = gone, back
 	c.st.evictions.Add(int64(len(gone)))
 	c.st.dirtyEvictions.Add(int64(len(gone)))
 	c.remove(gone)
@@ -230,11 +238,60 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 // entry is evicting, or the caller holds its flushMu. On error no entry is
 // marked clean (DESIGN.md "No data loss").
 func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
+	return c.writeRound(ctx, es, sync)
+}
+
+// writeBackRounds is writeBack for a flush. Encoded images live outside the
+// budget until written: a flush of a full cache encoding every dirty chunk
+// at once would hold a second cache's worth of them. Rounds of at most an
+// eighth of the active limit of chunks bound that, and still give the pool
+// many chunks to encode in parallel and the driver one vector write per
+// round. (Eviction writes its victims in one round, seed 000 §3.6: they
+// are what one request needs.)
+func (c *Cache) writeBackRounds(ctx context.Context, es []*entry) error {
+	limit := max(c.activeLimit/8, 1)
+	var errs []error
+	for start := 0; start < len(es); {
+		end, n := start, int64(0)
+		for end < len(es) && (end == start || n+es[end].size.Load() <= limit) {
+			n += es[end].size.Load()
+			end++
+		}
+		if err := c.writeRound(ctx, es[start:end], false); err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		start = end
+	}
+	return errors.Join(errs...)
+}
+
+// writeRound writes es (see writeBack).
+func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 	if len(es) == 0 {
 		return nil
 	}
-	enc := make([]Encoded, len(es))
-	ver := make([]uint64, len(es))
+	// Every eviction of a dirty chunk comes through here: its slices and
+	// maps are recycled so that it makes no garbage per chunk.
+	sc := wbScratchPool.Get().(*wbScratch)
+	defer sc.put()
+	sc.size(len(es))
+	enc, ver := sc.enc, sc.ver
+	// pre[i] is the kept image enc[i] came from, held (preImage.refs)
+	// until the write is over; other images are released then, on every
+	// path (bufpool.go ownership rule).
+	pre := sc.pre
+	defer func() {
+		for i := range enc {
+			if pre[i] != nil {
+				pre[i].release()
+			} else {
+				releaseImage(enc[i])
+			}
+		}
+	}()
 	err := c.run.run(ctx, len(es), func(i int) (err error) {
 		e := es[i]
 		defer func() {
@@ -246,7 +303,10 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 		defer e.latch.RUnlock()
 		ver[i] = e.version.Load()
 		if p := e.encoded.Load(); p != nil && p.ver == ver[i] {
-			enc[i] = p.enc // pre-encoded in the background (background.go)
+			// Pre-encoded in the background (background.go). The entry
+			// holds p while we hold the latch, so taking a hold is safe.
+			p.refs.Add(1)
+			pre[i], enc[i] = p, p.enc
 			c.st.preHits.Add(1)
 			return nil
 		}
@@ -260,8 +320,8 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 		return err
 	}
 	// One Insert (allocation) per dataset.
-	byDS := map[*Dataset][]int{}
-	var order []*Dataset
+	byDS := sc.byDS
+	order := sc.order
 	for i, e := range es {
 		if _, ok := byDS[e.ds]; !ok {
 			order = append(order, e.ds)
@@ -269,7 +329,7 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 		byDS[e.ds] = append(byDS[e.ds], i)
 	}
 	var errs []error
-	insOf := map[*Dataset][]Insertion{}
+	insOf := sc.insOf
 	for _, d := range order {
 		idx := byDS[d]
 		ins := make([]Insertion, len(idx))
@@ -284,8 +344,8 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 		insOf[d] = ins
 	}
 	// One WriteV per file, over every allocated image.
-	byFile := map[*File][]vfd.Extent{}
-	var files []*File
+	byFile := sc.byFile
+	files := sc.files
 	for _, d := range order {
 		ins, ok := insOf[d]
 		if !ok {
@@ -301,7 +361,7 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 			}
 		}
 	}
-	fileErr := map[*File]error{}
+	fileErr := sc.fileErr
 	for _, f := range files {
 		exts := byFile[f]
 		if len(exts) == 0 {
@@ -328,7 +388,7 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 		errs = append(errs, err)
 	}
 	// Publish the outcome; only published chunks can become clean.
-	var done []int
+	done := sc.done
 	for _, d := range order {
 		ins, ok := insOf[d]
 		if !ok {
@@ -355,6 +415,7 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 			done = append(done, i)
 		}
 	}
+	sc.order, sc.files, sc.done = order, files, done // keep grown capacity
 	for _, i := range done {
 		e := es[i]
 		c.st.bytesFlushed.Add(int64(len(enc[i].Image)))
@@ -418,4 +479,80 @@ func (c *Cache) condense(need int64) int64 {
 		c.unpin(e)
 	}
 	return freed
+}
+
+// wbScratch is writeRound's working set, pooled.
+type wbScratch struct {
+	enc     []Encoded
+	ver     []uint64
+	pre     []*preImage
+	byDS    map[*Dataset][]int
+	order   []*Dataset
+	insOf   map[*Dataset][]Insertion
+	byFile  map[*File][]vfd.Extent
+	files   []*File
+	fileErr map[*File]error
+	done    []int
+}
+
+var wbScratchPool = sync.Pool{New: func() any {
+	return &wbScratch{
+		byDS:    map[*Dataset][]int{},
+		insOf:   map[*Dataset][]Insertion{},
+		byFile:  map[*File][]vfd.Extent{},
+		fileErr: map[*File]error{},
+	}
+}}
+
+// size readies s for n entries.
+func (s *wbScratch) size(n int) {
+	if cap(s.enc) < n {
+		s.enc, s.ver, s.pre = make([]Encoded, n), make([]uint64, n), make([]*preImage, n)
+	}
+	s.enc, s.ver, s.pre = s.enc[:n], s.ver[:n], s.pre[:n]
+}
+
+// put drops every reference (images, entries, datasets, errors) and pools
+// s, unless a huge round grew it.
+func (s *wbScratch) put() {
+	if cap(s.enc) > 4096 {
+		return
+	}
+	clear(s.enc[:cap(s.enc)])
+	clear(s.pre[:cap(s.pre)])
+	clear(s.byDS)
+	clear(s.order[:cap(s.order)])
+	s.order = s.order[:0]
+	clear(s.insOf)
+	clear(s.byFile)
+	clear(s.files[:cap(s.files)])
+	s.files = s.files[:0]
+	clear(s.fileErr)
+	s.done = s.done[:0]
+	wbScratchPool.Put(s)
+}
+
+// evictScratch is evict's working set, pooled: every miss into a full
+// cache evicts.
+type evictScratch struct {
+	round                             map[*Dataset]int64
+	victims, clean, dirty, gone, back []*entry
+}
+
+var evictScratchPool = sync.Pool{New: func() any {
+	return &evictScratch{round: map[*Dataset]int64{}}
+}}
+
+// put drops the references to entries and datasets and pools s, unless a
+// huge eviction grew it.
+func (s *evictScratch) put() {
+	if cap(s.victims) > 4096 {
+		return
+	}
+	clear(s.round)
+	for _, l := range []*[]*entry{&s.victims, &s.clean, &s.dirty, &s.gone, &s.back} {
+		clear((*l)[:cap(*l)])
+		*l = (*l)[:0]
+	}
+	evictScratchPool.Put(s)
 }

@@ -31,6 +31,14 @@ func (f *File) ChargeMetadata(delta int64) {
 		return
 	}
 	c := f.c
+	if delta > 0 {
+		// Admit against the budget: make room first by dropping idle
+		// clean chunks (no I/O, no waiting), so the charge does not take
+		// resident bytes past the active limit where that can be avoided.
+		if over := c.resident.Load() + delta - c.activeLimit; over > 0 {
+			c.evictClean(over)
+		}
+	}
 	c.meta.Lock()
 	if _, ok := c.files.Get(f.serial); !ok {
 		c.meta.Unlock()

@@ -49,7 +49,7 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 		}
 		batch = append(batch, e)
 	}
-	err := c.writeBack(ctx, batch, false)
+	err := c.writeBackRounds(ctx, batch)
 	for _, e := range batch {
 		e.flushMu.Unlock()
 	}
@@ -95,7 +95,7 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 		again = append(again, e)
 	}
 	if len(again) > 0 {
-		if err := c.writeBack(ctx, again, false); err != nil {
+		if err := c.writeBackRounds(ctx, again); err != nil {
 			errs = append(errs, err)
 		}
 		for _, e := range again {

@@ -382,6 +382,7 @@ func (c *Cache) modifiedLocked(e *entry) {
 		img = p.bytes()
 		c.preBytes.Add(-img)
 		c.st.preWasted.Add(1)
+		p.release()
 	}
 	old := e.size.Load()
 	ms := e.chunk.MemSize()
@@ -552,6 +553,12 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 			continue
 		}
 		work = append(work, g)
+	}
+	if o.kind == opRead { // whole unfiltered chunks go straight to the caller (direct.go)
+		var err error
+		if work, err = c.readDirect(reqs, work); err != nil {
+			return nil, err
+		}
 	}
 	// Sub-lists whose chunks fit the space eviction can make (seed 000
 	// §3.6): the active limit minus what other requests hold in flight.
@@ -727,7 +734,7 @@ func (c *Cache) readImages(loads []*group) ([][]byte, error) {
 	var oneFile []vfd.Extent
 	var files []*File
 	for i, g := range loads {
-		images[i] = make([]byte, g.loc.Size)
+		images[i] = GetBuf(int(g.loc.Size)) // Decode owns it (bufpool.go)
 		f := g.d.file
 		x := vfd.Extent{Off: g.loc.Addr, Buf: images[i]}
 		switch {

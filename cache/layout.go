@@ -81,6 +81,9 @@ type Encoded struct {
 	// Sum is the layout's checksum of Image, opaque to the cache, which
 	// carries it to Insertion.Sum.
 	Sum uint32
+	// Pooled says Image came from GetBuf: the cache owns it and gives it
+	// back with PutBuf once it is written or dropped (bufpool.go).
+	Pooled bool
 }
 
 // Insertion is one chunk handed to Layout.Insert and then Layout.Publish:

@@ -237,7 +237,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		h := e.loc.SizeHint
 		e.size.Store(h)
 		d.size.Add(h)
-		images[i] = make([]byte, e.loc.Size)
+		images[i] = GetBuf(int(e.loc.Size)) // Decode owns it (bufpool.go)
 		exts[i] = vfd.Extent{Off: e.loc.Addr, Buf: images[i]}
 	}
 	c.st.vectorReads.Add(1)

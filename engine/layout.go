@@ -20,10 +20,24 @@ import (
 // callbacks keep no other state, so they are safe from any goroutine.
 type denseLayout struct{ s *dsState }
 
-var _ cache.Layout = (*denseLayout)(nil)
+var (
+	_ cache.Layout       = (*denseLayout)(nil)
+	_ cache.Evicter      = (*denseLayout)(nil)
+	_ cache.DirectReader = (*denseLayout)(nil)
+)
 
-// denseChunk is a chunk in cache memory format.
+// denseChunk is a chunk in cache memory format. buf comes from the cache's
+// buffer pool (cache.GetBuf) and starts at its buffer's first byte, so
+// Evict can give it back; MemSize is the whole buffer, which is what it
+// costs.
 type denseChunk struct{ buf []byte }
+
+// Buffer ownership (cache/bufpool.go): a chunk's buffer belongs to its cache
+// entry from NewChunk or Decode until Evict, which the cache calls only for
+// an entry nobody has pinned (no Scatter copying out, no Gather, no Encode
+// running). Encode copies or encodes the chunk into its own pooled image,
+// which the cache owns (Encoded.Pooled) until it has been written. Decode
+// owns the stored image it is given: it keeps it as the chunk or returns it.
 
 func (c *denseChunk) MemSize() int64 { return int64(cap(c.buf)) }
 
@@ -53,7 +67,7 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []c
 		if err != nil {
 			return classify(err)
 		}
-		loc := cache.Location{SizeHint: l.s.chunkBytes}
+		loc := cache.Location{SizeHint: l.memSize()}
 		if e.Exists() {
 			if int64(e.Size) > l.maxStored() || e.Addr < format.DataStart || e.Addr+e.Size < e.Addr {
 				return fmt.Errorf("%w: chunk %v index entry (addr %d, size %d)", ErrCorrupt, []uint64(c), e.Addr, e.Size)
@@ -65,36 +79,73 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []c
 	return nil
 }
 
+// memSize is what one chunk costs in cache memory: its pooled buffer.
+func (l *denseLayout) memSize() int64 { return int64(cache.BufCap(int(l.s.chunkBytes))) }
+
 func (l *denseLayout) NewChunk(_ cache.Coord, fill bool) (cache.Chunk, error) {
-	buf := make([]byte, l.s.chunkBytes)
-	if fill && l.s.fill != nil {
-		selection.FillChunk(buf, l.s.elemSize, l.s.fill)
+	buf := cache.GetBuf(int(l.s.chunkBytes)) // recycled: holds old bytes
+	if fill {
+		if l.s.fill != nil {
+			selection.FillChunk(buf, l.s.elemSize, l.s.fill)
+		} else {
+			clear(buf)
+		}
 	}
 	return &denseChunk{buf: buf}, nil
+}
+
+// Evict gives the chunk's buffer back to the pool (cache.Evicter): the
+// cache never touches an evicted chunk again.
+func (l *denseLayout) Evict(_ cache.Coord, chunk cache.Chunk) {
+	if c, ok := chunk.(*denseChunk); ok {
+		cache.PutBuf(c.buf)
+		c.buf = nil
+	}
 }
 
 func (l *denseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
 	if format.Trailer(image) != loc.Sum {
 		// Intact or not, these are not the bytes the index names: space a
 		// writer reused under a reader that fell behind (see refresh.go).
+		cache.PutBuf(image)
 		return nil, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
 	img, err := format.VerifyChunk(image)
 	if err != nil {
+		cache.PutBuf(image)
 		return nil, fmt.Errorf("chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
 	}
 	if l.s.unfiltered {
-		// The image is the chunk: keep the frame's buffer (Decode owns it)
-		// instead of copying it.
 		if int64(len(img)) != l.s.chunkBytes || loc.Mask != 0 {
+			cache.PutBuf(image)
 			return nil, fmt.Errorf("%w: chunk %v of %q: unfiltered image of %d bytes (mask %#x), want %d",
 				ErrCorrupt, []uint64(coord), l.s.name, len(img), loc.Mask, l.s.chunkBytes)
 		}
-		return &denseChunk{buf: img}, nil
+		if ms := l.memSize(); int64(cap(image)) == ms || ms == l.s.chunkBytes {
+			// The image is the chunk: keep the frame's buffer (Decode owns
+			// it) instead of copying it. Sliced from its first byte, with
+			// the pool's capacity, so Evict can give it back.
+			// (A chunk too small to pool keeps the capped image, as
+			// before: its MemSize stays the chunk's size.)
+			if ms == l.s.chunkBytes {
+				return &denseChunk{buf: img}, nil
+			}
+			return &denseChunk{buf: image[:len(img)]}, nil
+		}
+		buf := cache.GetBuf(int(l.s.chunkBytes))
+		copy(buf, img)
+		cache.PutBuf(image)
+		return &denseChunk{buf: buf}, nil
 	}
-	buf, err := l.s.pipeline.Decode(img, loc.Mask, int(l.s.chunkBytes))
+	dst := cache.GetBuf(int(l.s.chunkBytes))
+	buf, err := l.s.pipeline.DecodeTo(dst[:0], img, loc.Mask, int(l.s.chunkBytes))
+	cache.PutBuf(image) // decoded (or failed): the image is no longer read
 	if err != nil {
+		cache.PutBuf(dst)
 		return nil, fmt.Errorf("chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
+	}
+	if len(buf) > 0 && &buf[0] != &dst[0] {
+		cache.PutBuf(dst) // not decoded in place (cannot happen with cap >= chunkBytes)
 	}
 	return &denseChunk{buf: buf}, nil
 }
@@ -102,19 +153,28 @@ func (l *denseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte
 func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
 	c := chunk.(*denseChunk)
 	if l.s.unfiltered {
-		// One copy, into a buffer with room for the checksum: the image
-		// must not alias the chunk, which may change before it is written.
-		img := make([]byte, len(c.buf), len(c.buf)+format.ChunkFrameOverhead)
+		// One copy, into a pooled buffer with room for the checksum: the
+		// image must not alias the chunk, which may change before it is
+		// written.
+		img := cache.GetBuf(len(c.buf) + format.ChunkFrameOverhead)[:len(c.buf)]
 		copy(img, c.buf)
 		img = format.AppendChunkChecksum(img)
-		return cache.Encoded{Image: img, Sum: format.Trailer(img)}, nil
+		return cache.Encoded{Image: img, Sum: format.Trailer(img), Pooled: true}, nil
 	}
-	img, mask, err := l.s.pipeline.Encode(c.buf)
+	dst := cache.GetBuf(l.s.pipeline.MaxEncoded(len(c.buf)) + format.ChunkFrameOverhead)
+	img, mask, err := l.s.pipeline.EncodeTo(dst[:0], c.buf)
 	if err != nil {
+		cache.PutBuf(dst)
 		return cache.Encoded{}, classify(err)
 	}
 	img = format.AppendChunkChecksum(img)
-	return cache.Encoded{Image: img, Mask: mask, Sum: format.Trailer(img)}, nil
+	// The image fills dst from its first byte (EncodeTo with room enough),
+	// so the cache can give it back once written.
+	pooled := len(img) > 0 && &img[0] == &dst[0]
+	if !pooled {
+		cache.PutBuf(dst) // img is elsewhere (not expected): dst is free
+	}
+	return cache.Encoded{Image: img, Mask: mask, Sum: format.Trailer(img), Pooled: pooled}, nil
 }
 
 func (l *denseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
@@ -126,7 +186,7 @@ func (l *denseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
 			}
 			return err
 		}
-		ins[i].New = cache.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: l.s.chunkBytes, Sum: ins[i].Sum}
+		ins[i].New = cache.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: l.memSize(), Sum: ins[i].Sum}
 	}
 	return nil
 }
@@ -200,5 +260,64 @@ func (l *denseLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Loc
 		l.s.f.space.free(int64(old.Addr), int64(old.Size))
 	}
 	l.s.dirty.Store(true)
+	return nil
+}
+
+// directMin is the smallest chunk read directly (see DirectTarget).
+const directMin = 64 << 10
+
+// DirectTarget lets a read of a whole unfiltered chunk that is not resident
+// go by vector read straight into the caller's buffer (cache/direct.go):
+// the piece must select every element of the chunk, and those elements must
+// be one contiguous run of the caller's buffer (dimensions after some
+// dimension j cover the buffer's full extent, dimensions before it one
+// index), which is how whole frames, rows or slabs of chunks land.
+//
+// Chunks under directMin stay on the cached path: for them a system call
+// costs more than the copy it saves, and keeping them is cheap.
+func (l *denseLayout) DirectTarget(loc cache.Location, p cache.Piece) ([]byte, int, bool) {
+	pc, ok := p.(*piece)
+	if !ok || !l.s.unfiltered || l.s.chunkBytes < directMin || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
+		return nil, 0, false
+	}
+	runs, shape := pc.p.Runs, pc.bufShape
+	if len(runs) != len(l.s.chunk) || len(shape) != len(runs) {
+		return nil, 0, false
+	}
+	off, stride := uint64(0), uint64(l.s.elemSize)
+	inner := true // every dimension after d covers the buffer's extent
+	for d := len(runs) - 1; d >= 0; d-- {
+		if len(runs[d]) != 1 {
+			return nil, 0, false
+		}
+		r := runs[d][0]
+		if r.Chunk != 0 || r.Len != l.s.chunk[d] {
+			return nil, 0, false // not the whole chunk
+		}
+		if !inner && r.Len != 1 {
+			return nil, 0, false // not contiguous in the caller's buffer
+		}
+		off += r.Buf * stride
+		inner = inner && r.Buf == 0 && r.Len == shape[d]
+		stride *= shape[d]
+	}
+	end := off + uint64(l.s.chunkBytes)
+	if end > uint64(len(pc.buf)) || end < off {
+		return nil, 0, false
+	}
+	return pc.buf[off:end:end], format.ChunkFrameOverhead, true
+}
+
+// VerifyDirect checks a chunk read directly into the caller's buffer: the
+// trailer must be the index's checksum and the checksum of the bytes read.
+// On a mismatch the read fails with ErrCorrupt and the caller's buffer holds
+// whatever was read (Dataset.Read documents it as undefined).
+func (l *denseLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, trailer []byte) error {
+	if format.Trailer(trailer) != loc.Sum {
+		return fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
+	}
+	if format.Checksum(dst) != loc.Sum {
+		return fmt.Errorf("%w: chunk %v of %q: checksum mismatch", ErrCorrupt, []uint64(coord), l.s.name)
+	}
 	return nil
 }

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -22,16 +25,32 @@ func init() {
 // 512 frames of 256×256 uint16 each, shuffle+zstd level 1, a 32 MiB cache,
 // on a temporary file.
 func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, asJSON, quiet, err := parseIngest(args, stderr)
+	cfg, asJSON, quiet, memProfile, err := parseIngest(args, stderr)
 	if err != nil {
 		return err
 	}
 	if !quiet {
 		cfg.Progress = progressBar(stderr)
 	}
+	if memProfile != "" {
+		// Every allocation, so the profile's alloc_space shows where the
+		// garbage the collector lets pile up comes from.
+		old := runtime.MemProfileRate
+		runtime.MemProfileRate = 64 << 10
+		defer func() { runtime.MemProfileRate = old }()
+	}
+	var profErr error
+	if memProfile != "" {
+		// With the cache full: inuse_space is what the process holds at
+		// its fullest, alloc_space the garbage made until then.
+		cfg.BeforeFlush = func() { profErr = writeHeapProfile(memProfile) }
+	}
 	res, err := bench.Ingest(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if profErr != nil {
+		return profErr
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -42,7 +61,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // parseIngest turns ingest's flags into a job configuration.
-func parseIngest(args []string, stderr io.Writer) (cfg bench.IngestConfig, asJSON, quiet bool, err error) {
+func parseIngest(args []string, stderr io.Writer) (cfg bench.IngestConfig, asJSON, quiet bool, memProfile string, err error) {
 	fs := newFlags("ingest", "[flags]", stderr)
 	fs.IntVar(&cfg.Datasets, "datasets", 4, "datasets to append to")
 	fs.IntVar(&cfg.Writers, "writers", 4, "writer goroutines")
@@ -54,38 +73,39 @@ func parseIngest(args []string, stderr io.Writer) (cfg bench.IngestConfig, asJSO
 	fs.StringVar(&cfg.Path, "file", "", "file to create and keep (default: a temporary file, removed)")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
+	fs.StringVar(&memProfile, "memprofile", "", "write a heap profile to this file once the frames are written, before the final flush (the collection it starts perturbs peak Go heap)")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return cfg, false, false, err
+		return cfg, false, false, "", err
 	}
 	if len(pos) != 0 {
-		return cfg, false, false, usageErr("unexpected arguments %q", pos)
+		return cfg, false, false, "", usageErr("unexpected arguments %q", pos)
 	}
 	// Zero means "default" to bench.IngestConfig; on the command line
 	// it is a mistake (except --readers 0: none).
 	if cfg.Datasets < 1 || cfg.Writers < 1 || cfg.Frames < 1 || cfg.Readers < 0 {
-		return cfg, false, false, usageErr("--datasets, --writers and --frames must be at least 1, --readers at least 0")
+		return cfg, false, false, "", usageErr("--datasets, --writers and --frames must be at least 1, --readers at least 0")
 	}
 	if cfg.Readers == 0 {
 		cfg.Readers = -1
 	}
 	h, w, ok := strings.Cut(strings.ToLower(*frame), "x")
 	if cfg.Height, err = strconv.Atoi(h); !ok || err != nil {
-		return cfg, false, false, usageErr("--frame %q: want HEIGHTxWIDTH", *frame)
+		return cfg, false, false, "", usageErr("--frame %q: want HEIGHTxWIDTH", *frame)
 	}
 	if cfg.Width, err = strconv.Atoi(w); err != nil {
-		return cfg, false, false, usageErr("--frame %q: want HEIGHTxWIDTH", *frame)
+		return cfg, false, false, "", usageErr("--frame %q: want HEIGHTxWIDTH", *frame)
 	}
 	if cfg.Filters, err = bench.ParseFilters(*filters); err != nil {
-		return cfg, false, false, usageErr("%v", err)
+		return cfg, false, false, "", usageErr("%v", err)
 	}
 	if cfg.CacheBytes, err = bench.ParseBytes(*cacheSize); err != nil || cfg.CacheBytes == 0 {
-		return cfg, false, false, usageErr("--cache %q: want a size such as 32MiB", *cacheSize)
+		return cfg, false, false, "", usageErr("--cache %q: want a size such as 32MiB", *cacheSize)
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, false, false, usageErr("%v", err)
+		return cfg, false, false, "", usageErr("%v", err)
 	}
-	return cfg, asJSON, quiet, nil
+	return cfg, asJSON, quiet, memProfile, nil
 }
 
 // progressBar returns a Progress callback drawing one \r-refreshed line.
@@ -147,6 +167,21 @@ func ingestSummary(w io.Writer, r *bench.IngestResult) error {
 		fmt.Fprintf(w, "file           %s\n", r.Path)
 	}
 	return nil
+}
+
+// writeHeapProfile writes the heap profile after a collection, so that
+// inuse figures are live bytes.
+func writeHeapProfile(path string) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(fh); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
 }
 
 func dur(d time.Duration) string {

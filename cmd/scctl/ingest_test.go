@@ -57,8 +57,8 @@ func TestIngestJSON(t *testing.T) {
 // TestIngestDefaults checks that scctl ingest with no arguments (make
 // demo) runs bench.Ingest's documented default, the embedded demo job.
 func TestIngestDefaults(t *testing.T) {
-	cfg, asJSON, quiet, err := parseIngest(nil, io.Discard)
-	if err != nil || asJSON || quiet {
+	cfg, asJSON, quiet, prof, err := parseIngest(nil, io.Discard)
+	if err != nil || asJSON || quiet || prof != "" {
 		t.Fatal(err)
 	}
 	want := bench.IngestConfig{Datasets: 4, Writers: 4, Readers: 2, Frames: 512, Height: 256, Width: 256,

@@ -297,6 +297,9 @@ func (c *deflateCodec) decode(dst, src []byte) ([]byte, error) {
 // allocating. The frame keeps zstd's own xxhash checksum.
 type zstdCodec struct{ level int32 }
 
+// zstdWindow is the encoders' window (see init).
+const zstdWindow = 2 << 20
+
 var zstdLevels = [ZstdMaxLevel + 1]zstd.EncoderLevel{
 	1: zstd.SpeedFastest,
 	2: zstd.SpeedDefault,
@@ -339,6 +342,18 @@ func init() {
 			return zstd.NewWriter(nil,
 				zstd.WithEncoderLevel(zstdLevels[l]),
 				zstd.WithEncoderConcurrency(zstdStates()),
+				// Each of the zstdStates() encoders keeps a history of
+				// twice its window: 16 MiB at the library's default 8 MiB
+				// window, per CPU, for as long as the process lives. The
+				// reference zstd uses 512 KiB to 2 MiB windows at these
+				// levels; matches further back than that are rare in a
+				// chunk.
+				zstd.WithWindowSize(zstdWindow),
+				// And with low memory, a window plus one block instead of
+				// two windows: a chunk up to the window is encoded in one
+				// pass either way, so only larger chunks pay (a shift of
+				// the history per block beyond the window).
+				zstd.WithLowerEncoderMem(true),
 				// Always record the content size (a frame under 256
 				// bytes otherwise omits it) so decode can check it
 				// before allocating. Single-segment frames are bounded

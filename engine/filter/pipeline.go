@@ -77,35 +77,71 @@ func (p *Pipeline) String() string {
 // an incompressible chunk is stored raw rather than grown. The image is a
 // new, exactly sized slice owned by the caller; it never aliases src.
 func (p *Pipeline) Encode(src []byte) (image []byte, mask uint32, err error) {
+	return p.EncodeTo(nil, src)
+}
+
+// MaxEncoded bounds the image Encode makes of n bytes: filters that would
+// grow a chunk are skipped, except CRC32C, which adds its trailer.
+func (p *Pipeline) MaxEncoded(n int) int {
+	for _, s := range p.specs {
+		if s.ID == CRC32C {
+			n += crcLen
+		}
+	}
+	return n
+}
+
+// EncodeTo is Encode writing the image into dst's storage: with
+// cap(dst) >= MaxEncoded(len(src)) the image is dst[:len(image)] and
+// nothing is allocated (recycled chunk buffers, issue 10 §3); with a
+// smaller (or nil) dst it is a new, exactly sized slice. dst must not
+// overlap src.
+func (p *Pipeline) EncodeTo(dst, src []byte) (image []byte, mask uint32, err error) {
 	if len(src) > MaxChunkSize {
 		return nil, 0, fmt.Errorf("%w: chunk of %d bytes exceeds %d", ErrInvalid, len(src), MaxChunkSize)
+	}
+	if dst != nil && cap(dst) < p.MaxEncoded(len(src)) {
+		dst = nil
 	}
 	cur := src
 	var held *scratch // pooled buffer backing cur, if any
 	fresh := false    // cur is an exactly sized slice we may hand out
+	inDst := false    // cur is backed by dst
 	last := len(p.codecs) - 1
 	for i, c := range p.codecs {
 		need := c.encodeCap(len(cur))
 		var s *scratch
-		var dst []byte
-		if i == last && !p.specs[i].ID.optional() {
+		var out []byte
+		switch {
+		case i == last && dst != nil && !inDst:
+			// The final stage writes the image straight into dst (capped
+			// at need: compressors bound their output by the capacity).
+			out = dst[:0:need]
+		case i == last && dst == nil && !p.specs[i].ID.optional():
 			// The final stage's size is known: write the image directly
 			// instead of copying it out of a scratch buffer.
-			dst = make([]byte, 0, need)
-		} else {
+			out = make([]byte, 0, need)
+		default:
 			s = getScratch(need)
-			dst = s.b[:0:need]
+			out = s.b[:0:need]
 		}
-		out, ok := c.encode(dst, cur)
+		o, ok := c.encode(out, cur)
 		if !ok {
 			putScratch(s)
 			mask |= 1 << i
 			continue
 		}
 		putScratch(held)
-		held, cur, fresh = s, out, s == nil
+		in := s == nil && dst != nil && len(o) > 0 && &o[0] == &dst[:1][0]
+		held, cur, fresh, inDst = s, o, s == nil && !in, in
 	}
-	if !fresh {
+	switch {
+	case inDst:
+		cur = dst[:len(cur)] // dst's whole capacity: room for a trailer
+	case dst != nil:
+		image = append(dst[:0], cur...)
+		cur = image
+	case !fresh:
 		image = make([]byte, len(cur))
 		copy(image, cur)
 		cur = image
@@ -132,6 +168,18 @@ func (p *Pipeline) Encode(src []byte) (image []byte, mask uint32, err error) {
 // claims. Bad input of any kind returns an error wrapping ErrCorrupt; a
 // negative or too large decodedSize wraps ErrInvalid.
 func (p *Pipeline) Decode(image []byte, mask uint32, decodedSize int) ([]byte, error) {
+	return p.DecodeTo(nil, image, mask, decodedSize)
+}
+
+// DecodeTo is Decode writing the chunk into dst's storage: with
+// cap(dst) >= decodedSize the result is dst[:decodedSize] and no buffer is
+// allocated for it (recycled chunk buffers, issue 10 §3); otherwise it is a
+// new slice. dst must not overlap image. On error dst's contents are
+// undefined.
+func (p *Pipeline) DecodeTo(dst, image []byte, mask uint32, decodedSize int) ([]byte, error) {
+	if dst != nil && cap(dst) < decodedSize {
+		dst = nil
+	}
 	if decodedSize < 0 || decodedSize > MaxChunkSize {
 		return nil, fmt.Errorf("%w: decoded size %d not in [0, %d]", ErrInvalid, decodedSize, MaxChunkSize)
 	}
@@ -172,9 +220,11 @@ func (p *Pipeline) Decode(image []byte, mask uint32, decodedSize int) ([]byte, e
 	}
 	if first < 0 {
 		// Nothing to undo; exact[n] held, so len(image) == decodedSize.
-		out := make([]byte, len(image))
-		copy(out, image)
-		return out, nil
+		out := dst[:0]
+		if dst == nil {
+			out = make([]byte, 0, len(image))
+		}
+		return append(out, image...), nil
 	}
 
 	cur := image
@@ -220,15 +270,18 @@ func (p *Pipeline) Decode(image []byte, mask uint32, decodedSize int) ([]byte, e
 		// INVARIANT: when final, every filter below first is masked (an
 		// identity), so exact[first] holds and limit == decodedSize.
 		var sb *scratch
-		var dst []byte
+		var to []byte
 		extra := c.overrun()
-		if final && extra == 0 {
-			dst = make([]byte, 0, limit) // the caller's slice, exactly sized
-		} else {
+		switch {
+		case final && dst != nil && cap(dst) >= limit+extra:
+			to = dst[:0:cap(dst)]
+		case final && extra == 0:
+			to = make([]byte, 0, limit) // the caller's slice, exactly sized
+		default:
 			sb = getScratch(limit + extra)
-			dst = sb.b[: 0 : limit+extra]
+			to = sb.b[: 0 : limit+extra]
 		}
-		out, err := c.decode(dst, cur)
+		out, err := c.decode(to, cur)
 		if err == nil {
 			err = checkLen(len(out), hi[i], exact[i])
 		}
@@ -244,8 +297,13 @@ func (p *Pipeline) Decode(image []byte, mask uint32, decodedSize int) ([]byte, e
 		}
 		if final && sb != nil {
 			// The decoder needed room to overrun; hand out an exact copy.
-			exactOut := make([]byte, len(out))
-			copy(exactOut, out)
+			var exactOut []byte
+			if dst != nil {
+				exactOut = append(dst[:0], out...)
+			} else {
+				exactOut = make([]byte, len(out))
+				copy(exactOut, out)
+			}
 			putScratch(sb)
 			sb, out = nil, exactOut
 		}

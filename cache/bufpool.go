@@ -1,0 +1,139 @@
+package cache
+
+import (
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Recycled buffers (issue 10 §3). Chunk buffers, stored images read for a
+// load and images encoded for a write come from size-classed pools and go
+// back when their last user is done, so that a steady stream of loads,
+// creates and evictions allocates nothing per chunk: evicting a chunk gives
+// its buffer to the next load or create instead of to the garbage collector,
+// whose heap would otherwise grow to twice the cache before it runs
+// (GOGC=100), whatever the cache's budget says.
+//
+// Classes are eighth steps between powers of two (at most 12.5% over the
+// request), plus a 64-byte tail so that a power-of-two chunk and its
+// checksummed frame (a few bytes more) share one class: a stored image read
+// for a load can then become the chunk without a copy. Go rounds large
+// allocations to whole pages anyway, so the tail costs no real memory.
+//
+// Ownership rule: a buffer has exactly one owner at a time, and only the
+// owner may PutBuf it, once, after the last read or write of any slice of
+// it. In the cache:
+//
+//   - a chunk buffer belongs to its entry; the layout's Evicter returns it
+//     when the cache drops the entry, which happens only to an entry that is
+//     evicting or never published (no pins, so no reader is copying out of
+//     it and no writer is gathering into it);
+//   - an encoded image with Encoded.Pooled belongs to whoever called
+//     Encode until it is written; a kept pre-encoded image (preImage) is
+//     shared by the entry and every writeBack using it, and goes back when
+//     the last of them releases it (preImage.refs), never while a vector
+//     write still reads it;
+//   - a stored image read for a load belongs to the cache until it calls
+//     Layout.Decode, then to the layout (which keeps it as the chunk or
+//     returns it).
+//
+// TestBufPoisonConcurrent (engine) poisons every returned buffer and checks,
+// under -race with many goroutines, that no read ever sees the poison.
+
+const (
+	bufMinShift = 12 // 4 KiB: smaller buffers are not pooled
+	bufMaxShift = 31 // classes up to 2 GiB (+tail); larger are not pooled
+	bufSteps    = 8  // classes per power of two
+	bufTail     = 64
+)
+
+var bufPools [(bufMaxShift + 1) * bufSteps]sync.Pool
+
+// bufPoison, when set (tests), fills every returned buffer with poisonByte.
+var bufPoison atomic.Bool
+
+const poisonByte = 0xDB
+
+// bufClass returns the smallest class whose size holds n bytes, or -1 when
+// n is too small to pool.
+func bufClass(n int) int {
+	if n < 1<<bufMinShift {
+		return -1 // small chunks are cheap to allocate and charged exactly
+	}
+	m := max(n-bufTail, 1<<bufMinShift)
+	e := bits.Len(uint(m-1)) - 1
+	step := 1 << (e - 3)
+	k := (m - 1<<e + step - 1) / step
+	return e*bufSteps + k - 1
+}
+
+func bufClassSize(c int) int {
+	e, k := c/bufSteps, c%bufSteps+1
+	return 1<<e + k<<(e-3) + bufTail
+}
+
+// BufCap returns the capacity of a buffer GetBuf(n) returns: the memory a
+// layout should report (Chunk.MemSize, Location.SizeHint) for a chunk kept
+// in one.
+func BufCap(n int) int {
+	c := bufClass(n)
+	if c < 0 || c >= len(bufPools) {
+		return n
+	}
+	return bufClassSize(c)
+}
+
+// GetBuf returns a buffer of length n and capacity BufCap(n), recycled when
+// one is free. Its contents are unspecified. The caller owns it; see the
+// ownership rule above before handing it to PutBuf.
+func GetBuf(n int) []byte {
+	c := bufClass(n)
+	if c < 0 || c >= len(bufPools) {
+		return make([]byte, n)
+	}
+	size := bufClassSize(c)
+	if v := bufPools[c].Get(); v != nil {
+		return unsafe.Slice((*byte)(v.(unsafe.Pointer)), size)[:n]
+	}
+	return make([]byte, n, size)
+}
+
+// PutBuf gives b back for reuse. b must be a slice of a buffer GetBuf
+// returned, starting at its first byte; the caller must not touch it (or
+// any slice of it) afterwards. Buffers of other capacities are left to the
+// garbage collector, so PutBuf is safe on any slice that starts its
+// allocation and that nothing else references. nil is ignored.
+func PutBuf(b []byte) {
+	n := cap(b)
+	c := bufClass(n)
+	if c < 0 || c >= len(bufPools) || bufClassSize(c) != n {
+		return
+	}
+	b = b[:n]
+	if bufPoison.Load() {
+		for i := range b {
+			b[i] = poisonByte
+		}
+	}
+	// An unsafe.Pointer fits an interface without allocating, unlike a
+	// slice header; the pointer to the first byte keeps the whole buffer
+	// alive.
+	bufPools[c].Put(unsafe.Pointer(unsafe.SliceData(b)))
+}
+
+// PoisonBuffers makes PutBuf fill every buffer it takes back with 0xDB
+// (tests: a read that sees those bytes used a buffer after its release). It
+// returns a function restoring the previous setting.
+func PoisonBuffers(on bool) (restore func()) {
+	old := bufPoison.Swap(on)
+	return func() { bufPoison.Store(old) }
+}
+
+// releaseImage returns an encoded image the cache owns (written, or never
+// to be written) to the pool if the layout took it from there.
+func releaseImage(enc Encoded) {
+	if enc.Pooled {
+		PutBuf(enc.Image)
+	}
+}
