@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -88,11 +89,20 @@ func modelConcurrent(t *testing.T, pk PolicyKind, faults bool, opsPer int) {
 		}()
 	}
 	// retry repeats an idempotent operation while injected faults fail it.
+	// The chaos goroutine clears the fault within microseconds when it
+	// runs; on a loaded machine it may not run for a while, so a failed
+	// try yields and, after many, sleeps, rather than counting tries that
+	// cost nothing against a goroutine that is not scheduled.
 	retry := func(f func() error) error {
 		for k := 0; ; k++ {
 			err := f()
-			if err == nil || !faults || !errors.Is(err, errDisk) || k > 10000 {
+			if err == nil || !faults || !errors.Is(err, errDisk) || k > 100000 {
 				return err
+			}
+			if k < 1000 {
+				runtime.Gosched()
+			} else {
+				time.Sleep(50 * time.Microsecond)
 			}
 		}
 	}
