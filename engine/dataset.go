@@ -555,6 +555,10 @@ func (d *Dataset) Write(ctx context.Context, sel Selection, buf []byte) error {
 // Read fills buf with the selected elements; elements never written read as
 // the fill value without any I/O.
 //
+// Whole chunks of an unfiltered dataset that are not cached are read
+// straight from the file into buf and their checksums verified there: if
+// Read fails (ErrCorrupt, ErrIO, ...), the contents of buf are undefined.
+//
 // On a read-only file whose writer has committed since, a block that fails
 // its checksum is most likely space the writer reused: the read refreshes
 // the file and tries again (see refresh.go).
