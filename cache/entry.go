@@ -263,9 +263,17 @@ type File struct {
 	serial uint64
 	drv    vfd.Driver
 
+	// mu is never held across I/O or while waiting for chunks: Unregister
+	// marks its drop with unreg and works unlocked.
+	// Lock order: File.mu before Cache.mu (Unregister's emptiness check);
+	// File.pf is never taken under File.mu.
 	mu struct {
 		sync.Mutex      // serializes registration changes of the file's datasets
 		closed     bool // set by Unregister
+		// unreg is non-nil while Unregister or Discard drops the file's
+		// chunks, and closed when it ends: registrations fail meanwhile and
+		// a second Unregister waits on it.
+		unreg chan struct{}
 	}
 	// pf counts prefetches running on the file, so that unregistering
 	// waits for them instead of finding their chunks in use (prefetch.go).

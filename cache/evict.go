@@ -125,6 +125,11 @@ func (c *Cache) remove(es []*entry) {
 	for _, d := range expire {
 		d.maybeExpire()
 	}
+	// charge signalled before the datasets' counts dropped; unregistering
+	// waits for the counts, so wake it again now.
+	if c.spaceWaiters.Load() > 0 {
+		c.signalSpace()
+	}
 }
 
 // evict frees at least need bytes if it can (seed 000 §4.2): the policy

@@ -413,8 +413,13 @@ func (f *File) Close() error {
 	if !f.readOnly {
 		err = f.commit(context.Background())
 	}
-	if uerr := f.cfile.Unregister(context.Background()); uerr != nil && err == nil && !f.readOnly {
-		err = classify(uerr)
+	if uerr := f.cfile.Unregister(context.Background()); uerr != nil {
+		if err == nil && !f.readOnly {
+			err = classify(uerr)
+		}
+		// The failure is reported; drop what could not be written so the
+		// cache (shared or ours) can still be closed.
+		_ = f.cfile.Discard(context.Background())
 	}
 	if rerr := f.release(); err == nil {
 		err = rerr
