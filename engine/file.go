@@ -292,8 +292,8 @@ func readFull(drv vfd.Driver, p []byte, off int64) error {
 }
 
 func (f *File) writeFull(p []byte, off int64) error {
-	_, err := f.drv.WriteAt(p, off)
-	return classify(err)
+	// vfd.WriteFull: a driver's short count with a nil error is a failure.
+	return classify(vfd.WriteFull(f.drv, p, off))
 }
 
 // Flush makes every write acknowledged before the call durable: dirty chunks
