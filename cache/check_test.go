@@ -211,9 +211,9 @@ func policyLists(p policy, dss []*Dataset) []*entryList {
 // vacuous: each kind of damage it looks for is reported.
 func TestCheckCacheFindsBrokenAccounting(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(e *env, ent *entry)
-		fix   func(e *env, ent *entry)
+		fix    func(e *env, ent *entry)
 	}{
 		{"resident", func(e *env, _ *entry) { e.c.resident.Add(1) }, func(e *env, _ *entry) { e.c.resident.Add(-1) }},
 		{"dirty", func(e *env, _ *entry) { e.c.dirtyBytes.Add(1) }, func(e *env, _ *entry) { e.c.dirtyBytes.Add(-1) }},
