@@ -607,6 +607,9 @@ func (c *Cache) notePeak(v int64) {
 // charge adds d bytes (may be negative) to the resident total.
 func (c *Cache) charge(d int64) {
 	v := c.resident.Add(d)
+	if invariants && v < 0 {
+		broken("resident bytes %d after charging %d", v, d)
+	}
 	if d > 0 {
 		c.notePeak(v)
 	} else if d < 0 {

@@ -163,7 +163,12 @@ func (e *entry) tryPin() bool {
 	}
 }
 
-func (e *entry) unpin() { e.word.Add(^uint64(0)) }
+func (e *entry) unpin() {
+	w := e.word.Add(^uint64(0))
+	if invariants && (w+1)&pinMask == 0 {
+		broken("unpin of entry %v with no pins (state %d)", e.coord, stateOf(w+1))
+	}
+}
 
 // tryStartEvict moves an idle resident entry to evicting.
 func (e *entry) tryStartEvict() bool {
@@ -185,6 +190,10 @@ func (e *entry) settle(st entryState, pinned bool) {
 	e.mu.Lock()
 	for {
 		w := e.word.Load()
+		if invariants && stateOf(w) != stateLoading && stateOf(w) != stateEvicting {
+			e.mu.Unlock()
+			broken("settle of entry %v from state %d, not loading or evicting", e.coord, stateOf(w))
+		}
 		pins := w & pinMask
 		if pinned {
 			pins++
