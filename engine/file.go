@@ -413,13 +413,8 @@ func (f *File) Close() error {
 	if !f.readOnly {
 		err = f.commit(context.Background())
 	}
-	if uerr := f.cfile.Unregister(context.Background()); uerr != nil {
-		if err == nil && !f.readOnly {
-			err = classify(uerr)
-		}
-		// The failure is reported; drop what could not be written so the
-		// cache (shared or ours) can still be closed.
-		_ = f.cfile.Discard(context.Background())
+	if uerr := f.cfile.Unregister(context.Background()); uerr != nil && err == nil && !f.readOnly {
+		err = classify(uerr)
 	}
 	if rerr := f.release(); err == nil {
 		err = rerr
@@ -430,6 +425,13 @@ func (f *File) Close() error {
 // release frees the file's resources without committing.
 func (f *File) release() error {
 	var err error
+	if f.cfile != nil {
+		// The cache refuses to close over a registered file. Here the file
+		// is unregistered already, or failed to open (nothing written), or
+		// its Unregister failed and the caller gets that error: drop what
+		// could not be written, so the cache (shared or ours) can close.
+		_ = f.cfile.Discard(context.Background())
+	}
 	if f.ownCache {
 		err = f.cache.Close()
 	}

@@ -163,11 +163,12 @@ func oneFile(pos []string) (string, error) {
 var errNotRegular = errors.New("not a regular file")
 
 // regularFile refuses paths that are not regular files (after symlinks),
-// using stat(2), which does not open and so cannot block.
+// using stat(2), which does not open and so cannot block. A path stat
+// cannot see is left to the command's open, which reports it as usual.
 func regularFile(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return err
+		return nil
 	}
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s: %w (%s)", path, errNotRegular, fileKind(fi.Mode()))
