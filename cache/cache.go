@@ -53,6 +53,10 @@ var (
 	// ErrFilesOpen is returned by Close while files are still registered:
 	// their dirty chunks would be lost. The cache stays open and usable.
 	ErrFilesOpen = errors.New("cache: files still registered")
+	// ErrInUse is returned by File.Unregister and Discard when chunks of the
+	// file stay in use (a request still running on it) past a bound with
+	// no progress, or past the context's end.
+	ErrInUse = errors.New("cache: chunks still in use")
 )
 
 type registry = *lockfree.Registry[uint64, *Dataset]
@@ -397,7 +401,7 @@ func (c *Cache) dropAllSettled(ctx context.Context, d *Dataset, discard bool) er
 		if left != last {
 			last, since = left, time.Now()
 		} else if time.Since(since) > settleTimeout {
-			return fmt.Errorf("cache: %d chunks of dataset %d still in use or dirty", left, d.id)
+			return fmt.Errorf("%w: %d chunks of dataset %d", ErrInUse, left, d.id)
 		}
 		t := time.NewTimer(settleTimeout - time.Since(since))
 		select {
@@ -405,7 +409,7 @@ func (c *Cache) dropAllSettled(ctx context.Context, d *Dataset, discard bool) er
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("cache: %d chunks of dataset %d still in use or dirty: %w", left, d.id, ctx.Err())
+			return fmt.Errorf("%w: %d chunks of dataset %d: %w", ErrInUse, left, d.id, ctx.Err())
 		}
 		t.Stop()
 	}

@@ -985,3 +985,33 @@ func TestFileUnregisterWaitsWithoutFileLock(t *testing.T) {
 		t.Fatalf("unregister left %+v", st)
 	}
 }
+
+// TestUnregisterInUseError: a drop that gives up on a chunk still in use
+// returns ErrInUse (wrapping the context's error), which the engine can
+// map, and leaves the file registered; once the chunk is free it succeeds.
+func TestUnregisterInUseError(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 16)
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
+	ent, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+	if !ok {
+		t.Fatal("chunk not cached")
+	}
+	if ok, _ := ent.pin(); !ok {
+		t.Fatal("pin failed")
+	}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { done <- e.f.Discard(ctx) }()
+	waitFor(t, "Discard waiting for the pinned chunk", func() bool { return e.c.spaceWaiters.Load() > 0 })
+	cancel()
+	if err := waitDone(t, "Discard", done); !errors.Is(err, ErrInUse) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("discard of a file in use: %v", err)
+	}
+	if err := e.c.Close(); !errors.Is(err, ErrFilesOpen) {
+		t.Fatalf("close after a failed discard: %v", err)
+	}
+	e.c.unpin(ent)
+	must(t, e.f.Discard(bg))
+	must(t, e.c.Close())
+}
