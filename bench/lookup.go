@@ -45,6 +45,7 @@ func NewLookupHarness(ctx context.Context, n, chunkBytes int) (*LookupHarness, e
 	}
 	d, err := cf.RegisterDataset(1, &memLayout{chunk: chunkBytes}, cache.DatasetOptions{})
 	if err != nil {
+		cf.Discard(ctx)
 		c.Close()
 		return nil, err
 	}
@@ -57,15 +58,18 @@ func NewLookupHarness(ctx context.Context, n, chunkBytes int) (*LookupHarness, e
 			reqs = append(reqs, cache.Request{Dataset: d, Coord: cache.Coord{uint64(i)}, Full: true, Piece: p})
 		}
 		if err := c.Write(ctx, reqs); err != nil {
+			cf.Discard(ctx)
 			c.Close()
 			return nil, err
 		}
 	}
 	if err := cf.Flush(ctx); err != nil {
+		cf.Discard(ctx)
 		c.Close()
 		return nil, err
 	}
 	if st := c.Stats(); st.Chunks < int64(n) {
+		cf.Discard(ctx)
 		c.Close()
 		return nil, fmt.Errorf("bench: lookup harness: only %d of %d chunks resident", st.Chunks, n)
 	}
@@ -85,7 +89,12 @@ func LookupValue(i, chunkBytes int) []byte {
 func (h *LookupHarness) Stats() cache.Stats { return h.c.Stats() }
 
 // Close releases the cache.
-func (h *LookupHarness) Close() error { return h.c.Close() }
+func (h *LookupHarness) Close() error {
+	if err := h.f.Discard(context.Background()); err != nil {
+		return err
+	}
+	return h.c.Close()
+}
 
 // LookupReader is one goroutine's reusable request.
 type LookupReader struct {

@@ -160,9 +160,7 @@ func preEnv(t *testing.T) (*env, *Dataset, *fakeLayout) {
 // file and compares with want.
 func checkStored(t *testing.T, e *env, l *fakeLayout, n int, want func(i int) []byte) {
 	t.Helper()
-	c2, err := New(Config{QuiescentBytes: 1 << 20})
-	must(t, err)
-	defer c2.Close()
+	c2 := newTestCache(t, Config{QuiescentBytes: 1 << 20})
 	f2, err := c2.RegisterFile(e.drv)
 	must(t, err)
 	l2 := &fakeLayout{cd: l.cd, next: l.next, index: l.index}
@@ -307,9 +305,7 @@ func seqEnv(t *testing.T, n int, cfg Config) (*Cache, *Dataset, *fakeLayout, *Fi
 		must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(chunk, byte(i)), uint64(i))}))
 	}
 	must(t, e.f.Flush(bg))
-	c2, err := New(cfg)
-	must(t, err)
-	t.Cleanup(func() { c2.Close() })
+	c2 := newTestCache(t, cfg)
 	f2, err := c2.RegisterFile(e.drv)
 	must(t, err)
 	l2 := &fakeLayout{cd: l.cd, next: l.next, index: l.index}

@@ -50,6 +50,13 @@ var (
 	ErrInvalid = errors.New("cache: invalid request")
 	// ErrPanic wraps a panic raised by a layout callback on a worker.
 	ErrPanic = errors.New("cache: layout callback panicked")
+	// ErrFilesOpen is returned by Close while files are still registered:
+	// their dirty chunks would be lost. The cache stays open and usable.
+	ErrFilesOpen = errors.New("cache: files still registered")
+	// ErrInUse is returned by File.Unregister and Discard when chunks of the
+	// file stay in use (a request still running on it) past a bound with
+	// no progress, or past the context's end.
+	ErrInUse = errors.New("cache: chunks still in use")
 )
 
 type registry = *lockfree.Registry[uint64, *Dataset]
@@ -192,9 +199,23 @@ func New(cfg Config) (*Cache, error) {
 }
 
 // Close stops the background goroutines and drops every chunk without
-// writing anything (seed 002 H5SC_destroy: "does not flush chunks"). Flush
-// or unregister files first to keep their data. Close is idempotent.
+// writing anything (seed 002 H5SC_destroy: "does not flush chunks").
+//
+// Close refuses (ErrFilesOpen, nothing changed, the cache stays usable)
+// while any file is still registered: dropping a registered file's chunks
+// would silently lose its acknowledged writes, and flushing them here
+// would hide a write error from the file's owner. Unregister every file
+// first (File.Unregister writes its data; File.Discard drops it on
+// purpose, after a failure the caller has already reported). Close is
+// idempotent. A file registered concurrently with Close may end up
+// registered with a closed cache; its calls then return ErrClosed.
 func (c *Cache) Close() error {
+	if c.closed.Load() {
+		return nil
+	}
+	if n := c.files.Len(); n > 0 {
+		return fmt.Errorf("%w: %d file(s); unregister or discard them first", ErrFilesOpen, n)
+	}
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -258,7 +279,7 @@ func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset,
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.mu.closed {
+	if f.mu.closed || f.mu.unreg != nil {
 		return nil, ErrClosed
 	}
 	box := &layoutBox{l: l, dims: dims}
@@ -316,8 +337,16 @@ func (f *File) forget(d *Dataset) {
 // dropAll evicts every idle clean chunk of d without writing; it returns how
 // many chunks stayed (in use or dirty).
 func (c *Cache) dropAll(d *Dataset) int {
+	busy, dirty := c.drop(d, false)
+	return busy + dirty
+}
+
+// drop evicts every idle chunk of d without writing: clean ones, and with
+// discard dirty ones too. It returns how many chunks stayed because they
+// were busy (pinned, loading, held by another evictor) and how many
+// because they were dirty.
+func (c *Cache) drop(d *Dataset, discard bool) (busy, dirty int) {
 	var es []*entry
-	left := 0
 	var back []*entry
 	c.mu.Lock()
 	for e := d.members; e != nil; e = e.mnext {
@@ -325,10 +354,10 @@ func (c *Cache) dropAll(d *Dataset) int {
 		// dirty the entry between the check and the transition.
 		switch {
 		case !e.tryStartEvict():
-			left++
-		case e.dirty.Load():
+			busy++
+		case e.dirty.Load() && !discard:
 			back = append(back, e)
-			left++
+			dirty++
 		default:
 			es = append(es, e)
 		}
@@ -338,22 +367,34 @@ func (c *Cache) dropAll(d *Dataset) int {
 		c.settleBack(e)
 	}
 	c.remove(es)
-	return left
+	return busy, dirty
 }
 
-// dropAllSettled drops every chunk of d. A chunk that the background
-// trimmer, pre-encoder or prefetcher holds at this moment cannot be dropped
-// yet, but it will be released shortly: wait for the release (the space
-// signal) and try again, flushing any chunk a late writer dirtied. It gives
-// up only when ctx ends or nothing has been released for settleTimeout,
-// which would mean a request still running on a file being unregistered.
-func (c *Cache) dropAllSettled(ctx context.Context, d *Dataset) error {
+// dropAllSettled drops every chunk of d (with discard, dirty ones without
+// writing them). A chunk that the background trimmer, pre-encoder or
+// prefetcher holds at this moment cannot be dropped yet, but it will be
+// released shortly: every release (unpin, settle back, removal once the
+// dataset's count dropped) signals space, and this waits for that signal,
+// not for a timer. A chunk a late writer left dirty signals nothing, so it
+// is flushed at once. It gives up only when ctx ends or nothing has been
+// released for settleTimeout, which would mean a request still running on
+// a file being unregistered.
+func (c *Cache) dropAllSettled(ctx context.Context, d *Dataset, discard bool) error {
 	c.spaceWaiters.Add(1)
 	defer c.spaceWaiters.Add(-1)
 	last, since := -1, time.Now()
 	for {
+		// Take the channel before looking, so no release after the look
+		// is missed.
 		ch := c.spaceWait()
-		left := c.dropAll(d)
+		busy, dirty := c.drop(d, discard)
+		if dirty > 0 {
+			if err := c.flushDatasets(ctx, []*Dataset{d}, true); err != nil {
+				return err
+			}
+			continue
+		}
+		left := busy
 		if left == 0 {
 			// An eviction that unlinked a chunk just before may still be
 			// releasing it: done once the dataset counts no chunks.
@@ -365,30 +406,22 @@ func (c *Cache) dropAllSettled(ctx context.Context, d *Dataset) error {
 		if left != last {
 			last, since = left, time.Now()
 		} else if time.Since(since) > settleTimeout {
-			return fmt.Errorf("cache: %d chunks of dataset %d still in use or dirty", left, d.id)
+			return fmt.Errorf("%w: %d chunks of dataset %d", ErrInUse, left, d.id)
 		}
-		t := time.NewTimer(settlePoll)
+		t := time.NewTimer(settleTimeout - time.Since(since))
 		select {
 		case <-ch:
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("cache: %d chunks of dataset %d still in use or dirty: %w", left, d.id, ctx.Err())
+			return fmt.Errorf("%w: %d chunks of dataset %d: %w", ErrInUse, left, d.id, ctx.Err())
 		}
 		t.Stop()
-		if err := c.flushDatasets(ctx, []*Dataset{d}, true); err != nil {
-			return err
-		}
 	}
 }
 
-const (
-	// settlePoll bounds a wait in dropAllSettled for a release that
-	// signals nothing (a chunk a late writer left dirty).
-	settlePoll = 5 * time.Millisecond
-	// settleTimeout is how long dropAllSettled waits without progress.
-	settleTimeout = 10 * time.Second
-)
+// settleTimeout is how long dropAllSettled waits without progress.
+const settleTimeout = 10 * time.Second
 
 // ID returns the id the dataset was registered with.
 func (d *Dataset) ID() uint64 { return d.id }
@@ -396,21 +429,36 @@ func (d *Dataset) ID() uint64 { return d.id }
 // Unregister flushes the dataset's dirty chunks and detaches it, leaving its
 // clean chunks cached for a warm reopen (seed 001 §4.8); they age out
 // through normal eviction. On a flush error the dataset stays registered.
+//
+// The flush runs without File.mu, so registering or unregistering the
+// file's other datasets never waits for this dataset's I/O. As before, a
+// write that races Unregister may leave a chunk dirty in the detached
+// dataset; the file's next Flush writes it.
 func (d *Dataset) Unregister(ctx context.Context) error {
 	f := d.file
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if !d.registered.Load() {
 		return ErrNotRegistered
 	}
 	if err := d.c.flushDatasets(ctx, []*Dataset{d}, true); err != nil {
 		return err
 	}
+	f.mu.Lock()
+	if !d.registered.Load() {
+		f.mu.Unlock()
+		return ErrNotRegistered // a concurrent Unregister won
+	}
 	d.registered.Store(false)
-	// A prefetch that saw the dataset registered finishes before the
-	// layout is handed back; later ones see it unregistered.
-	f.waitPrefetches(false)
 	d.c.datasets.Add(-1)
+	f.mu.Unlock()
+	// A prefetch that saw the dataset registered finishes before the
+	// layout is handed back; later ones see it unregistered. Waited for
+	// without File.mu: the prefetch does I/O.
+	f.waitPrefetches(false)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d.registered.Load() {
+		return nil // registered again meanwhile: its chunks are in use
+	}
 	d.c.mu.Lock()
 	empty := d.members == nil && d.chunks.Load() == 0
 	d.c.mu.Unlock()
@@ -465,31 +513,78 @@ func (f *File) registered() []*Dataset {
 // Unregister flushes the file, evicts all of its chunks and drops its
 // datasets (seed 001 §4.6). On a flush error nothing is dropped.
 func (f *File) Unregister(ctx context.Context) error {
-	c := f.c
 	if err := f.Flush(ctx); err != nil {
 		return err
 	}
+	return f.unregister(ctx, false)
+}
+
+// Discard unregisters the file like Unregister but writes nothing: every
+// chunk of its datasets, dirty ones included, is dropped. It is for an
+// owner that has already reported a failed Flush or Unregister and gives
+// the file up (so that the cache can then be closed); the dirty data is
+// lost, which is why Cache.Close never does this on its own. New requests
+// on the file's datasets fail with ErrNotRegistered from the start.
+func (f *File) Discard(ctx context.Context) error {
+	return f.unregister(ctx, true)
+}
+
+// unregister drops the file's chunks and datasets. It holds File.mu only
+// to change registration state, never across the drops (which may flush
+// chunks a late writer dirtied): File.mu.unreg marks the drop in progress,
+// so registrations fail and a second unregister waits for the first.
+func (f *File) unregister(ctx context.Context, discard bool) error {
+	c := f.c
 	f.waitPrefetches(true)
+	var done chan struct{}
+	for done == nil {
+		f.mu.Lock()
+		if f.mu.closed {
+			f.mu.Unlock()
+			return nil
+		}
+		if w := f.mu.unreg; w != nil {
+			f.mu.Unlock()
+			select {
+			case <-w:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		done = make(chan struct{})
+		f.mu.unreg = done
+		if discard {
+			for _, d := range f.registered() {
+				if d.registered.CompareAndSwap(true, false) {
+					c.datasets.Add(-1)
+				}
+			}
+		}
+		f.mu.Unlock()
+	}
+	var err error
+	for _, d := range f.registered() {
+		if err = c.dropAllSettled(ctx, d, discard); err != nil {
+			break
+		}
+	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.mu.closed {
-		return nil
-	}
-	for _, d := range f.registered() {
-		if err := c.dropAllSettled(ctx, d); err != nil {
-			return err
+	f.mu.unreg = nil
+	if err == nil {
+		for _, d := range f.registered() {
+			if d.registered.CompareAndSwap(true, false) {
+				c.datasets.Add(-1)
+			}
+			f.forget(d)
 		}
+		f.mu.closed = true
+		c.files.Del(f.serial)
+		f.releaseMetadata()
 	}
-	for _, d := range f.registered() {
-		if d.registered.CompareAndSwap(true, false) {
-			c.datasets.Add(-1)
-		}
-		f.forget(d)
-	}
-	f.mu.closed = true
-	c.files.Del(f.serial)
-	f.releaseMetadata()
-	return nil
+	f.mu.Unlock()
+	close(done)
+	return err
 }
 
 // Flush flushes every registered file.
@@ -521,6 +616,9 @@ func (c *Cache) notePeak(v int64) {
 // charge adds d bytes (may be negative) to the resident total.
 func (c *Cache) charge(d int64) {
 	v := c.resident.Add(d)
+	if invariants && v < 0 {
+		broken("resident bytes %d after charging %d", v, d)
+	}
 	if d > 0 {
 		c.notePeak(v)
 	} else if d < 0 {

@@ -24,11 +24,7 @@ type env struct {
 
 func newEnv(t testing.TB, cfg Config) *env {
 	t.Helper()
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := newTestCache(t, cfg)
 	e := &env{t: t, c: c}
 	e.attach()
 	return e
@@ -120,9 +116,7 @@ func TestRoundTripAndReopenFromDisk(t *testing.T) {
 		t.Fatalf("flush used %d Insert calls, want 1", n)
 	}
 	// A fresh cache over the same file and index reads what was written.
-	c2, err := New(Config{QuiescentBytes: 1 << 20})
-	must(t, err)
-	defer c2.Close()
+	c2 := newTestCache(t, Config{QuiescentBytes: 1 << 20})
 	f2, err := c2.RegisterFile(e.drv)
 	must(t, err)
 	d2, err := f2.RegisterDataset(7, l, DatasetOptions{})
@@ -216,10 +210,7 @@ func TestMissCoalescing(t *testing.T) {
 			errs <- e.c.Read(bg, []Request{fullReq(d2, l, bufs[i], 4)})
 		}(i)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for e.c.Stats().Sub(before).Coalesced < n-1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "coalesced readers", func() bool { return e.c.Stats().Sub(before).Coalesced >= n-1 })
 	close(gd.gate)
 	wg.Wait()
 	close(errs)
@@ -246,10 +237,7 @@ func TestFlushKeepsConcurrentWriteDirty(t *testing.T) {
 	e.drv.writeGate = make(chan struct{})
 	done := make(chan error)
 	go func() { done <- e.f.Flush(bg) }()
-	// Wait until the flush has encoded and is blocked in WriteV.
-	for e.drv.writeVs.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the flush blocked in WriteV", func() bool { return e.drv.writeVs.Load() > 0 })
 	second := pattern(16, 99)
 	must(t, e.c.Write(bg, []Request{fullReq(d, l, second, 0)}))
 	e.drv.writeGate <- struct{}{}
@@ -419,10 +407,7 @@ func TestPeakUnderLimitStreamingWriters(t *testing.T) {
 		t.Fatal("streaming writers never evicted dirty chunks")
 	}
 	// Quiescent trim brings it back under the quiescent size.
-	deadline := time.Now().Add(10 * time.Second)
-	for e.c.Stats().ResidentBytes > e.c.Stats().QuiescentLimit && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the quiescent trim", func() bool { st := e.c.Stats(); return st.ResidentBytes <= st.QuiescentLimit })
 	if st := e.c.Stats(); st.ResidentBytes > st.QuiescentLimit {
 		t.Fatalf("idle cache holds %d > quiescent %d", st.ResidentBytes, st.QuiescentLimit)
 	}
@@ -649,6 +634,7 @@ func TestClosedCache(t *testing.T) {
 	e := newEnv(t, Config{})
 	d, l := e.dataset(1, -1, 8)
 	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(8, 1), 0)}))
+	must(t, e.f.Discard(bg))
 	must(t, e.c.Close())
 	must(t, e.c.Close())
 	if err := e.c.Read(bg, []Request{fullReq(d, l, make([]byte, 8), 0)}); !errors.Is(err, ErrClosed) {
@@ -660,6 +646,57 @@ func TestClosedCache(t *testing.T) {
 	if st := e.c.Stats(); st.Chunks != 0 || st.ResidentBytes != 0 {
 		t.Fatalf("close kept chunks: %+v", st)
 	}
+}
+
+// TestCloseRefusesWhileFilesRegistered: Close used to drop a registered
+// file's dirty chunks without a word. It now fails with ErrFilesOpen and
+// leaves the cache as it was: the data is still readable, and the file
+// can still flush and unregister, after which Close succeeds.
+func TestCloseRefusesWhileFilesRegistered(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 16)
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 5), 0)}))
+	if err := e.c.Close(); !errors.Is(err, ErrFilesOpen) {
+		t.Fatalf("close with a registered file: %v", err)
+	}
+	if st := e.c.Stats(); st.DirtyBytes != 16 || st.Chunks != 1 {
+		t.Fatalf("refused close changed the cache: %+v", st)
+	}
+	got := make([]byte, 16)
+	must(t, e.c.Read(bg, []Request{fullReq(d, l, got, 0)}))
+	if !bytes.Equal(got, pattern(16, 5)) {
+		t.Fatal("dirty data lost by a refused close")
+	}
+	if _, err := e.c.RegisterFile(vfd.NewMem()); err != nil {
+		t.Fatalf("cache unusable after a refused close: %v", err)
+	}
+	e.c.files.ForEach(func(_ uint64, f *File) bool {
+		must(t, f.Unregister(bg))
+		return true
+	})
+	must(t, e.c.Close())
+	checkStored(t, e, l, 1, func(int) []byte { return pattern(16, 5) })
+}
+
+// TestDiscardDropsDirtyChunks: Discard is the explicit way to give a file
+// up; it drops dirty chunks without writing and leaves the accounting whole.
+func TestDiscardDropsDirtyChunks(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 16)
+	for i := uint64(0); i < 4; i++ {
+		must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, byte(i)), i)}))
+	}
+	must(t, e.f.Discard(bg))
+	if st := e.c.Stats(); st.DirtyBytes != 0 || st.Chunks != 0 || st.ResidentBytes != 0 {
+		t.Fatalf("discard left %+v", st)
+	}
+	if l.encodes.Load() != 0 {
+		t.Fatal("discard wrote chunks")
+	}
+	if err := e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}); !errors.Is(err, ErrNotRegistered) {
+		t.Fatalf("write after discard: %v", err)
+	}
+	must(t, e.c.Close())
 }
 
 func TestInvalidRequests(t *testing.T) {
@@ -706,9 +743,7 @@ func TestWaitingForSpaceHonoursContext(t *testing.T) {
 	e.drv.writeGate = make(chan struct{})
 	first := make(chan error)
 	go func() { first <- e.c.Write(bg, []Request{fullReq(d, l, pattern(64, 2), 1)}) }()
-	for e.drv.writeVs.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the evictor blocked in WriteV", func() bool { return e.drv.writeVs.Load() > 0 })
 	// A third writer finds nothing to evict and must wait: cancel it.
 	ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
 	defer cancel()
@@ -865,10 +900,7 @@ func TestUnpinWakesSpaceWaiter(t *testing.T) {
 	}
 	done := make(chan error)
 	go func() { done <- e.c.Write(bg, []Request{fullReq(d, l, pattern(64, 2), 1)}) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.c.Stats().SpaceWaits == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the writer waiting for space", func() bool { return e.c.Stats().SpaceWaits > 0 })
 	if e.c.Stats().SpaceWaits == 0 {
 		t.Fatal("writer never waited")
 	}
@@ -879,4 +911,118 @@ func TestUnpinWakesSpaceWaiter(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("writer not woken by the unpin")
 	}
+}
+
+// waitDone waits for a result the test expects to arrive; the bound only
+// turns a deadlock into a failure.
+func waitDone(t *testing.T, what string, ch <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s is blocked", what)
+		return nil
+	}
+}
+
+// TestDatasetUnregisterFlushesWithoutFileLock: Dataset.Unregister used to
+// hold File.mu across its flush, so registering another dataset of the
+// file waited for the disk. Here the flush is held inside WriteV while
+// another dataset registers.
+func TestDatasetUnregisterFlushesWithoutFileLock(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 16)
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 3), 0)}))
+	gate := make(chan struct{})
+	e.drv.writeGate = gate
+	unreg := make(chan error, 1)
+	go func() { unreg <- d.Unregister(bg) }()
+	waitFor(t, "the flush blocked in WriteV", func() bool { return e.drv.writeVs.Load() > 0 })
+	reg := make(chan error, 1)
+	go func() {
+		_, err := e.f.RegisterDataset(2, newFakeLayout(&e.alloc, 16), DatasetOptions{})
+		reg <- err
+	}()
+	must(t, waitDone(t, "RegisterDataset during a flush", reg))
+	close(gate)
+	must(t, waitDone(t, "Unregister", unreg))
+	if err := d.Unregister(bg); !errors.Is(err, ErrNotRegistered) {
+		t.Fatalf("second unregister: %v", err)
+	}
+	checkStored(t, e, l, 1, func(int) []byte { return pattern(16, 3) })
+}
+
+// TestFileUnregisterWaitsWithoutFileLock: File.Unregister waits for chunks
+// still in use. It used to wait holding File.mu and polling every 5 ms; it
+// now waits unlocked for the release signal, so another dataset's
+// Unregister completes meanwhile and the unpin alone ends the wait.
+func TestFileUnregisterWaitsWithoutFileLock(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d1, l1 := e.dataset(1, -1, 16)
+	d2, l2 := e.dataset(2, -1, 16)
+	must(t, e.c.Write(bg, []Request{fullReq(d1, l1, pattern(16, 1), 0), fullReq(d2, l2, pattern(16, 2), 0)}))
+	must(t, e.f.Flush(bg))
+	ent, ok := e.c.chunks.Load(makeKey(d1.serial, Coord{0}))
+	if !ok {
+		t.Fatal("chunk not cached")
+	}
+	if ok, _ := ent.pin(); !ok {
+		t.Fatal("pin failed")
+	}
+	unreg := make(chan error, 1)
+	go func() { unreg <- e.f.Unregister(bg) }()
+	waitFor(t, "Unregister waiting for the pinned chunk", func() bool {
+		e.f.mu.Lock()
+		defer e.f.mu.Unlock()
+		return e.f.mu.unreg != nil && e.c.spaceWaiters.Load() > 0
+	})
+	other := make(chan error, 1)
+	go func() { other <- d2.Unregister(bg) }()
+	if err := waitDone(t, "Dataset.Unregister during File.Unregister", other); err != nil && !errors.Is(err, ErrNotRegistered) {
+		t.Fatal(err)
+	}
+	if _, err := e.f.RegisterDataset(3, newFakeLayout(&e.alloc, 16), DatasetOptions{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("register during unregister: %v", err)
+	}
+	select {
+	case err := <-unreg:
+		t.Fatalf("Unregister returned with a chunk pinned: %v", err)
+	default:
+	}
+	e.c.unpin(ent)
+	must(t, waitDone(t, "File.Unregister after the unpin", unreg))
+	if st := e.c.Stats(); st.Chunks != 0 || st.ResidentBytes != 0 {
+		t.Fatalf("unregister left %+v", st)
+	}
+}
+
+// TestUnregisterInUseError: a drop that gives up on a chunk still in use
+// returns ErrInUse (wrapping the context's error), which the engine can
+// map, and leaves the file registered; once the chunk is free it succeeds.
+func TestUnregisterInUseError(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 16)
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
+	ent, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+	if !ok {
+		t.Fatal("chunk not cached")
+	}
+	if ok, _ := ent.pin(); !ok {
+		t.Fatal("pin failed")
+	}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { done <- e.f.Discard(ctx) }()
+	waitFor(t, "Discard waiting for the pinned chunk", func() bool { return e.c.spaceWaiters.Load() > 0 })
+	cancel()
+	if err := waitDone(t, "Discard", done); !errors.Is(err, ErrInUse) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("discard of a file in use: %v", err)
+	}
+	if err := e.c.Close(); !errors.Is(err, ErrFilesOpen) {
+		t.Fatalf("close after a failed discard: %v", err)
+	}
+	e.c.unpin(ent)
+	must(t, e.f.Discard(bg))
+	must(t, e.c.Close())
 }

@@ -209,7 +209,12 @@ func (e *entry) tryPin() bool {
 	}
 }
 
-func (e *entry) unpin() { e.word.Add(^uint64(0)) }
+func (e *entry) unpin() {
+	w := e.word.Add(^uint64(0))
+	if invariants && (w+1)&pinMask == 0 {
+		broken("unpin of entry %v with no pins (state %d)", e.coord, stateOf(w+1))
+	}
+}
 
 // tryStartEvict moves an idle resident entry to evicting.
 func (e *entry) tryStartEvict() bool {
@@ -227,6 +232,10 @@ func (e *entry) settle(st entryState, pinned bool) {
 	e.mu.Lock()
 	for {
 		w := e.word.Load()
+		if invariants && stateOf(w) != stateLoading && stateOf(w) != stateEvicting {
+			e.mu.Unlock()
+			broken("settle of entry %v from state %d, not loading or evicting", e.coord, stateOf(w))
+		}
 		pins := w & pinMask
 		if pinned {
 			pins++
@@ -312,9 +321,17 @@ type File struct {
 	serial uint64
 	drv    vfd.Driver
 
+	// mu is never held across I/O or while waiting for chunks: Unregister
+	// marks its drop with unreg and works unlocked.
+	// Lock order: File.mu before Cache.mu (Unregister's emptiness check);
+	// File.pf is never taken under File.mu.
 	mu struct {
 		sync.Mutex      // serializes registration changes of the file's datasets
 		closed     bool // set by Unregister
+		// unreg is non-nil while Unregister or Discard drops the file's
+		// chunks, and closed when it ends: registrations fail meanwhile and
+		// a second Unregister waits on it.
+		unreg chan struct{}
 	}
 	// pf counts prefetches running on the file, so that unregistering
 	// waits for them instead of finding their chunks in use (prefetch.go).

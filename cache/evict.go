@@ -91,6 +91,13 @@ func (c *Cache) remove(es []*entry) {
 	if len(es) == 0 {
 		return
 	}
+	if invariants {
+		for _, e := range es {
+			if w := e.word.Load(); stateOf(w) != stateLoading && stateOf(w) != stateEvicting || w&pinMask != 0 {
+				broken("remove of entry %v in state %d with %d pins", e.coord, stateOf(w), w&pinMask)
+			}
+		}
+	}
 	c.mu.Lock()
 	for _, e := range es {
 		c.unlinkLocked(e)
@@ -131,6 +138,11 @@ func (c *Cache) remove(es []*entry) {
 	}
 	for _, d := range expire {
 		d.maybeExpire()
+	}
+	// charge signalled before the datasets' counts dropped; unregistering
+	// waits for the counts, so wake it again now.
+	if c.spaceWaiters.Load() > 0 {
+		c.signalSpace()
 	}
 }
 

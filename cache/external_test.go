@@ -2,7 +2,6 @@ package cache
 
 import (
 	"testing"
-	"time"
 )
 
 // TestChargeMetadata checks that charged metadata counts inside the budget
@@ -47,10 +46,7 @@ func TestChargeMetadata(t *testing.T) {
 	must(t, e.f.Flush(bg))
 	// With no request running, the trimmer evicts every chunk it can.
 	e.f.ChargeMetadata(1)
-	deadline := time.Now().Add(10 * time.Second)
-	for e.c.Stats().Chunks > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the trimmer", func() bool { return e.c.Stats().Chunks == 0 })
 	if st := e.c.Stats(); st.Chunks != 0 || st.ResidentBytes != st.MetadataBytes {
 		t.Fatalf("trimmer left %+v", st)
 	}

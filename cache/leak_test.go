@@ -13,6 +13,6 @@ func TestNoGoroutineLeakAfterClose(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, byte(i)), uint64(i)), fullReq(d, l, pattern(64, byte(i)), uint64(i+100))}))
 	}
-	must(t, e.f.Flush(bg))
+	must(t, e.f.Unregister(bg))
 	must(t, e.c.Close())
 }

@@ -241,9 +241,7 @@ func modelConcurrent(t *testing.T, pk PolicyKind, faults bool, opsPer int) {
 		t.Fatalf("dirty bytes %d after a clean flush", st.DirtyBytes)
 	}
 	// Everything is on disk: a fresh cache sees the model.
-	c2, err := New(Config{QuiescentBytes: 1 << 20})
-	must(t, err)
-	defer c2.Close()
+	c2 := newTestCache(t, Config{QuiescentBytes: 1 << 20})
 	f2, err := c2.RegisterFile(e.drv)
 	must(t, err)
 	for ds, x := range dss {

@@ -79,14 +79,15 @@ func classify(err error) error {
 		errors.Is(err, format.ErrInvalid), errors.Is(err, vfd.ErrInvalid),
 		errors.Is(err, cache.ErrInvalid), errors.Is(err, cache.ErrInvalidConfig),
 		errors.Is(err, serialize.ErrInvalid), errors.Is(err, resource.ErrInvalid),
-		errors.Is(err, pool.ErrInvalid):
+		errors.Is(err, pool.ErrInvalid), errors.Is(err, cache.ErrFilesOpen):
 		sentinel = ErrInvalid
 	case errors.Is(err, vfd.ErrClosed), errors.Is(err, cache.ErrClosed),
 		errors.Is(err, cache.ErrNotRegistered), errors.Is(err, pool.ErrClosed):
 		sentinel = ErrClosed
 	case errors.Is(err, cache.ErrExists):
 		sentinel = ErrExists
-	case errors.Is(err, cache.ErrPanic), errors.Is(err, pool.ErrPanic), errors.Is(err, pool.ErrGoexit):
+	case errors.Is(err, cache.ErrPanic), errors.Is(err, pool.ErrPanic), errors.Is(err, pool.ErrGoexit),
+		errors.Is(err, cache.ErrInUse):
 		sentinel = ErrInternal
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		sentinel = ErrCorrupt

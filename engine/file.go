@@ -377,11 +377,8 @@ func readFull(drv vfd.Driver, p []byte, off int64) error {
 // writeFull writes all of p at off. A driver that reports fewer bytes with
 // no error has not written p: that is io.ErrShortWrite, never success.
 func (f *File) writeFull(p []byte, off int64) error {
-	n, err := f.drv.WriteAt(p, off)
-	if err == nil && n != len(p) {
-		err = fmt.Errorf("writing %d bytes at %d: %d written: %w", len(p), off, n, io.ErrShortWrite)
-	}
-	return classify(err)
+	// vfd.WriteFull: a driver's short count with a nil error is a failure.
+	return classify(vfd.WriteFull(f.drv, p, off))
 }
 
 // Flush makes every write acknowledged before the call durable: dirty chunks
@@ -557,6 +554,13 @@ func (f *File) CloseContext(ctx context.Context) error {
 // release frees the file's resources without committing.
 func (f *File) release() error {
 	var err error
+	if f.cfile != nil {
+		// The cache refuses to close over a registered file. Here the file
+		// is unregistered already, or failed to open (nothing written), or
+		// its Unregister failed and the caller gets that error: drop what
+		// could not be written, so the cache (shared or ours) can close.
+		_ = f.cfile.Discard(context.Background())
+	}
 	if f.ownCache {
 		err = f.cache.Close()
 	}

@@ -14,6 +14,9 @@ import (
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/pool"
+	"github.com/scc-dev/scc/resource"
+	"github.com/scc-dev/scc/serialize"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -498,6 +501,9 @@ func TestErrorsMatchOneSentinel(t *testing.T) {
 	}{
 		{cache.ErrClosed, ErrClosed}, {cache.ErrNotRegistered, ErrClosed}, {cache.ErrInvalid, ErrInvalid},
 		{cache.ErrExists, ErrExists}, {cache.ErrPanic, ErrInternal}, {cache.ErrInvalidConfig, ErrInvalid},
+		{cache.ErrFilesOpen, ErrInvalid}, {cache.ErrInUse, ErrInternal},
+		{pool.ErrClosed, ErrClosed}, {pool.ErrPanic, ErrInternal}, {pool.ErrGoexit, ErrInternal}, {pool.ErrInvalid, ErrInvalid},
+		{serialize.ErrInvalid, ErrInvalid}, {resource.ErrInvalid, ErrInvalid},
 		{vfd.ErrClosed, ErrClosed}, {vfd.ErrInjected, ErrIO}, {vfd.ErrInvalid, ErrInvalid}, {vfd.ErrLocked, ErrLocked},
 		{syscall.EIO, ErrIO}, {io.ErrShortWrite, ErrIO}, {format.ErrCorrupt, ErrCorrupt},
 	}

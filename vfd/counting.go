@@ -97,6 +97,9 @@ func (c *Counting) ReadAt(p []byte, off int64) (int, error) {
 
 func (c *Counting) WriteAt(p []byte, off int64) (int, error) {
 	n, err := c.inner.WriteAt(p, off)
+	// A short count without an error is a failed write, not a success to
+	// pass upward as one.
+	err = shortWriteErr(n, p, off, err)
 	c.done(OpWrite, int64(n), err)
 	return n, err
 }

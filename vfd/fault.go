@@ -122,6 +122,10 @@ type Effect struct {
 	// before Err is returned. It receives the write's extents in offset
 	// order and returns pieces of them (sub-slices, still disjoint). Nil
 	// writes nothing. Ignored for other operations.
+	//
+	// Partial without Err is a lying driver (ShortCount): WriteAt writes
+	// only what Partial lets through and reports that count with a nil
+	// error. WriteV, which returns no count, ignores it.
 	Partial func(sorted []Extent) []Extent
 }
 
@@ -233,6 +237,22 @@ func ShortWrite(t Trigger, seed uint64) Injector {
 	})
 }
 
+// ShortCount makes the WriteAt calls t hits write a prefix of random length
+// (fewer bytes than asked, possibly none) and report that length with a nil
+// error: the broken driver that io.Writer's contract exists to catch.
+// Callers must take it as io.ErrShortWrite (WriteFull does). Other
+// operations, WriteV included (it returns no count), are left alone. The
+// length is a function of seed and the operation's Seq.
+func ShortCount(t Trigger, seed uint64) Injector {
+	return InjectorFunc(func(info OpInfo) Effect {
+		if info.Op != OpWrite || info.Len == 0 || !t.Hit(info) {
+			return Effect{}
+		}
+		keep := int64(mix64(seed, uint64(info.Seq)) % uint64(info.Len))
+		return Effect{Partial: func(sorted []Extent) []Extent { return prefixOf(sorted, keep) }}
+	})
+}
+
 // TornWrite makes the writes t hits write a random subset of their
 // SectorSize-aligned sectors and then fail. Operations other than writes are
 // left alone. The subset is a function of seed and the operation's Seq.
@@ -306,13 +326,15 @@ func (f *Fault) begin(op Op, off, n int64) Effect {
 			eff.Delay += e.Delay
 			if eff.Err == nil && e.Err != nil {
 				eff.Err, eff.Partial = e.Err, e.Partial
+			} else if eff.Err == nil && eff.Partial == nil && e.Partial != nil {
+				eff.Partial = e.Partial // a lie; a later failure overrides it
 			}
 		}
 	}
 	if eff.Delay > 0 {
 		f.sleep(eff.Delay)
 	}
-	if eff.Err != nil {
+	if eff.Err != nil || eff.Partial != nil {
 		f.injected.Add(1)
 	}
 	return eff
@@ -367,13 +389,19 @@ func (f *Fault) WriteAt(p []byte, off int64) (int, error) {
 	if f.closed.Load() {
 		return 0, ErrClosed
 	}
-	if eff := f.begin(OpWrite, off, int64(len(p))); eff.Err != nil {
+	if eff := f.begin(OpWrite, off, int64(len(p))); eff.Err != nil || eff.Partial != nil {
 		if checkOff(off, len(p)) != nil || len(p) == 0 {
+			if eff.Err == nil {
+				return f.inner.WriteAt(p, off) // nothing to lie about
+			}
 			return 0, eff.Err
 		}
 		return f.partialWrite(OpWrite, []Extent{{Off: off, Buf: p}}, eff)
 	}
-	return f.inner.WriteAt(p, off)
+	// Only an injected ShortCount may lie: an inner driver's short count is
+	// reported as the error it is.
+	n, err := f.inner.WriteAt(p, off)
+	return n, shortWriteErr(n, p, off, err)
 }
 
 func (f *Fault) ReadV(exts []Extent) error {

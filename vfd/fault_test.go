@@ -3,6 +3,7 @@ package vfd
 import (
 	"bytes"
 	"errors"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -325,5 +326,38 @@ func TestOpString(t *testing.T) {
 		if op.String() != want {
 			t.Errorf("%d.String() = %q, want %q", op, op.String(), want)
 		}
+	}
+}
+
+// TestShortCountIsAnError: ShortCount makes WriteAt lie (n < len(p), nil
+// error), as a broken driver does. WriteFull, Counting and a Fault stacked
+// on top must each report io.ErrShortWrite instead of success; WriteV has
+// no count to lie with and is left alone.
+func TestShortCountIsAnError(t *testing.T) {
+	p := bytes.Repeat([]byte{7}, 100)
+	liar := NewFault(NewMem(), ShortCount(Every(OpWrite), 1))
+	n, err := liar.WriteAt(p, 0)
+	if err != nil || n >= len(p) {
+		t.Fatalf("ShortCount: n %d, err %v; want a short count and no error", n, err)
+	}
+	if err := WriteFull(liar, p, 0); !errors.Is(err, io.ErrShortWrite) {
+		t.Fatalf("WriteFull over a liar: %v", err)
+	}
+	for name, d := range map[string]Driver{
+		"counting": NewCounting(liar),
+		"fault":    NewFault(liar),
+	} {
+		if n, err := d.WriteAt(p, 0); !errors.Is(err, io.ErrShortWrite) {
+			t.Errorf("%s over a liar: n %d, err %v", name, n, err)
+		}
+	}
+	if err := liar.WriteV([]Extent{{Off: 0, Buf: p}}); err != nil {
+		t.Fatalf("WriteV: %v", err)
+	}
+	if err := WriteFull(NewMem(), p, 0); err != nil {
+		t.Fatalf("WriteFull on an honest driver: %v", err)
+	}
+	if err := WriteFull(NewMem(), nil, 0); err != nil {
+		t.Fatalf("empty WriteFull: %v", err)
 	}
 }

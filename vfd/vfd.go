@@ -26,6 +26,8 @@ package vfd
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"strconv"
 )
 
@@ -126,3 +128,21 @@ func (o Op) IsWrite() bool { return o == OpWrite || o == OpWriteV }
 
 // matches reports whether kind o (possibly OpAny) selects operation op.
 func (o Op) matches(op Op) bool { return o == OpAny || o == op }
+
+// WriteFull writes all of p at off through d. A driver that reports fewer
+// bytes than len(p) with a nil error breaks the Driver contract; WriteFull
+// turns that into an error wrapping io.ErrShortWrite, so that a short write
+// is never taken for success.
+func WriteFull(d Driver, p []byte, off int64) error {
+	n, err := d.WriteAt(p, off)
+	return shortWriteErr(n, p, off, err)
+}
+
+// shortWriteErr is err, or io.ErrShortWrite when a write reported n <
+// len(p) bytes without an error.
+func shortWriteErr(n int, p []byte, off int64, err error) error {
+	if err == nil && n < len(p) {
+		return fmt.Errorf("vfd: wrote %d of %d bytes at %d: %w", n, len(p), off, io.ErrShortWrite)
+	}
+	return err
+}

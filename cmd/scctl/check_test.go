@@ -75,3 +75,6 @@ func TestCheckMissing(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 }
+
+// TestCheckRefusesNonRegular: a FIFO used to hang the command in open(2).
+func TestCheckRefusesNonRegular(t *testing.T) { refusesNonRegular(t, "check") }

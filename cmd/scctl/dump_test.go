@@ -83,3 +83,6 @@ func TestDumpErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestDumpRefusesNonRegular: a FIFO used to hang the command in open(2).
+func TestDumpRefusesNonRegular(t *testing.T) { refusesNonRegular(t, "dump", "--dataset", "frames") }

@@ -58,3 +58,6 @@ func TestLsErrors(t *testing.T) {
 		t.Fatalf("absent file: %d %q", code, stderr)
 	}
 }
+
+// TestLsRefusesNonRegular: a FIFO used to hang the command in open(2).
+func TestLsRefusesNonRegular(t *testing.T) { refusesNonRegular(t, "ls") }

@@ -145,10 +145,47 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// oneFile returns the single FILE positional.
+// oneFile returns the single FILE positional, once it names a regular
+// file: every command that takes FILE opens it with a plain open(2), which
+// never returns on a FIFO with no writer, and reads it as a container,
+// which makes a directory or a device look like corrupt data.
 func oneFile(pos []string) (string, error) {
 	if len(pos) != 1 {
 		return "", usageErr("want one FILE argument, got %d (%s)", len(pos), strings.Join(pos, " "))
 	}
+	if err := regularFile(pos[0]); err != nil {
+		return "", err
+	}
 	return pos[0], nil
+}
+
+// errNotRegular is returned for a FILE argument that is not a regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// regularFile refuses paths that are not regular files (after symlinks),
+// using stat(2), which does not open and so cannot block. A path stat
+// cannot see is left to the command's open, which reports it as usual.
+func regularFile(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: %w (%s)", path, errNotRegular, fileKind(fi.Mode()))
+	}
+	return nil
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return m.Type().String()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scc-dev/scc/engine"
 )
@@ -93,4 +94,34 @@ func makeFile(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// refusesNonRegular runs scctl with a FIFO, then a directory, as the last
+// argument. Both must be refused before anything opens them: a plain open
+// of a FIFO with no writer never returns (the command used to hang).
+func refusesNonRegular(t *testing.T, args ...string) {
+	t.Helper()
+	fifo, release := makeFIFO(t)
+	for _, path := range []string{fifo, t.TempDir()} {
+		type result struct {
+			code        int
+			out, stderr string
+		}
+		done := make(chan result, 1)
+		go func() {
+			code, out, stderr := runCmd(t, append(append([]string(nil), args...), path)...)
+			done <- result{code, out, stderr}
+		}()
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(10 * time.Second):
+			release()
+			<-done
+			t.Fatalf("scctl %s %s: blocked opening it", strings.Join(args, " "), path)
+		}
+		if r.code != 1 || !strings.Contains(r.stderr, "not a regular file") || r.out != "" {
+			t.Fatalf("scctl %s %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), path, r.code, r.out, r.stderr)
+		}
+	}
 }

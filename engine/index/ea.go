@@ -136,7 +136,8 @@ type eaIndex struct {
 	// (super blocks, units, their entries and dirty flags). Lookups of
 	// loaded blocks hold it for reading; Put, Delete, Resize, Flush and
 	// the install of a freshly read block hold it for writing. No store
-	// read happens under it (Flush writes under it).
+	// I/O happens under it (Flush writes with it released; see flushTx).
+	// Lock order: ld.writers, then mu, then ld.flight.
 	mu struct {
 		sync.RWMutex
 		gm     *geom
@@ -566,6 +567,8 @@ func (x *eaIndex) allLoadedLocked(lo, hi uint64) bool {
 }
 
 func (x *eaIndex) Resize(ctx context.Context, g Geometry, removed func(coord []uint64, e Entry)) error {
+	x.ld.writers.RLock() // no Flush between its steps' view of the blocks and their writes
+	defer x.ld.writers.RUnlock()
 	type gone struct {
 		i uint64
 		e Entry
@@ -736,6 +739,8 @@ func (x *eaIndex) Range(ctx context.Context, fn func(coord []uint64, e Entry) bo
 }
 
 func (x *eaIndex) Flush(ctx context.Context) ([]byte, error) {
+	x.ld.writers.Lock()
+	defer x.ld.writers.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if !x.mu.dirty && !x.mu.top.isNil() {
@@ -783,7 +788,13 @@ func (x *eaIndex) Flush(ctx context.Context) ([]byte, error) {
 				ss.next = p
 			}
 		}
-		return tx.writeTop(&x.mu.top, x.encodeIndexBlockLocked())
+		if err := tx.writeTop(&x.mu.top, x.encodeIndexBlockLocked()); err != nil {
+			return err
+		}
+		// Lookups go on while the blocks are written (see flushTx).
+		x.mu.Unlock()
+		defer x.mu.Lock()
+		return tx.writeAll()
 	}()
 	if err != nil {
 		tx.abort()

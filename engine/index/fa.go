@@ -254,6 +254,8 @@ func (x *faIndex) loadAll(ctx context.Context) error {
 }
 
 func (x *faIndex) Resize(ctx context.Context, g Geometry, removed func(coord []uint64, e Entry)) error {
+	x.ld.writers.RLock() // no Flush between its steps' view of the blocks and their writes
+	defer x.ld.writers.RUnlock()
 	type gone struct {
 		i uint64
 		e Entry
@@ -377,6 +379,8 @@ func (x *faIndex) Range(ctx context.Context, fn func(coord []uint64, e Entry) bo
 }
 
 func (x *faIndex) Flush(ctx context.Context) ([]byte, error) {
+	x.ld.writers.Lock()
+	defer x.ld.writers.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if !x.mu.dirty && !x.mu.top.isNil() {
@@ -392,7 +396,13 @@ func (x *faIndex) Flush(ctx context.Context) ([]byte, error) {
 			}
 			us.next = p
 		}
-		return tx.writeTop(&x.mu.top, x.encodeHeaderLocked())
+		if err := tx.writeTop(&x.mu.top, x.encodeHeaderLocked()); err != nil {
+			return err
+		}
+		// Lookups go on while the blocks are written (see flushTx).
+		x.mu.Unlock()
+		defer x.mu.Lock()
+		return tx.writeAll()
 	}()
 	if err != nil {
 		tx.abort()

@@ -472,6 +472,8 @@ func (x *genIndex) loadAll(ctx context.Context) error {
 }
 
 func (x *genIndex) Resize(ctx context.Context, g Geometry, removed func(coord []uint64, e Entry)) error {
+	x.ld.writers.RLock() // no Flush between its steps' view of the blocks and their writes
+	defer x.ld.writers.RUnlock()
 	if err := genGeom(g); err != nil {
 		return err
 	}
@@ -627,6 +629,8 @@ func (x *genIndex) Range(ctx context.Context, fn func(coord []uint64, e Entry) b
 }
 
 func (x *genIndex) Flush(ctx context.Context) ([]byte, error) {
+	x.ld.writers.Lock()
+	defer x.ld.writers.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if !x.mu.dirty && !x.mu.top.isNil() {
@@ -648,7 +652,13 @@ func (x *genIndex) Flush(ctx context.Context) ([]byte, error) {
 			sl.next = p
 			written = append(written, sl)
 		}
-		return tx.writeTop(&x.mu.top, x.encodeRootBlockLocked())
+		if err := tx.writeTop(&x.mu.top, x.encodeRootBlockLocked()); err != nil {
+			return err
+		}
+		// Lookups go on while the blocks are written (see flushTx).
+		x.mu.Unlock()
+		defer x.mu.Lock()
+		return tx.writeAll()
 	}()
 	if err != nil {
 		tx.abort()

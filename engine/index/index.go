@@ -17,7 +17,9 @@
 // cache looks chunks up and inserts them from many goroutines at once).
 // Lookups of blocks already in memory share a read lock; a block is read
 // from the store on first touch, once however many goroutines want it, and
-// then kept. Flush holds the index's write lock while it writes.
+// then kept. Flush encodes under the index's write lock but writes its
+// blocks without it, so lookups of a dataset never wait for its commit's
+// I/O; mutations (Put, Delete, Resize) wait for the Flush to finish.
 //
 // FORMAT-index.md gives the byte layout of every block and root record.
 package index

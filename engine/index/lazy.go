@@ -35,6 +35,15 @@ type loader struct {
 	store Store
 	idx   *sync.RWMutex // the index's lock; install takes it for writing
 
+	// writers keeps mutations out of a Flush's unlocked block writes. Put
+	// and Delete (each locked step of mutate) and Resize hold it shared,
+	// so they exclude only Flush, which holds it exclusively from its
+	// prepare to its swap: what it encoded cannot change while its blocks
+	// are written without the index lock, and lookups (and the installs
+	// of blocks they read) proceed meanwhile.
+	// Lock order: writers, then the index lock, then flight.
+	writers sync.RWMutex
+
 	flight struct {
 		sync.Mutex
 		// calls holds the loads in progress by block pointer.
@@ -69,9 +78,11 @@ func (l *loader) lookup(ctx context.Context, step func() (Entry, *loadReq, error
 // fetch has brought the block in (with no lock held while reading).
 func (l *loader) mutate(ctx context.Context, step func() (Entry, *loadReq, error)) (Entry, error) {
 	for {
+		l.writers.RLock()
 		l.idx.Lock()
 		old, req, err := step()
 		l.idx.Unlock()
+		l.writers.RUnlock()
 		if err != nil || req == nil {
 			return old, err
 		}
@@ -240,19 +251,51 @@ func decodeUnit(b []byte, m magic, s uint8, first uint64, n int, limit uint64) (
 	return u, nil
 }
 
-// flushTx is one Flush: every changed block goes to new space, children
-// before parents, and nothing in memory changes until every write
-// succeeded. On failure the new space is handed back and the index stays
-// dirty with its old addresses.
+// flushTx is one Flush, in three steps so that lookups need not wait for
+// its I/O:
+//
+//  1. prepare, under the index's write lock: every changed block is
+//     encoded, sealed (its checksum goes into its parent) and given new
+//     space, children before parents; nothing in memory changes but the
+//     slots' next pointers.
+//  2. writeAll, with no index lock (but loader.writers held exclusively, so
+//     no mutation can run): the blocks are written, children first.
+//  3. commit (or abort), under the write lock again: the slots take their
+//     new addresses and replaced blocks are freed; on failure the new
+//     space is handed back and the index stays dirty with its old
+//     addresses, as if the Flush had not run.
+//
+// INVARIANT: no block the last commit references is written (copy on
+// write), and a parent's recorded checksum is that of the bytes written
+// for the child, since both come from the same sealed buffer.
 type flushTx struct {
-	ctx    context.Context
-	store  Store
-	allocs []ptr // new blocks written so far
-	frees  []ptr // old blocks the committed state replaces
-	units  []*unitSlot
+	ctx     context.Context
+	store   Store
+	allocs  []ptr // new blocks allocated so far
+	pending []pendingWrite
+	frees   []ptr // old blocks the committed state replaces
+	units   []*unitSlot
+	top     *ptr // the index's top pointer, set to newTop on commit
+	newTop  ptr
 }
 
-// write stores a sealed block in new space.
+type pendingWrite struct {
+	b   []byte
+	off int64
+}
+
+// writeAll writes the prepared blocks in the order they were prepared
+// (children before parents). The caller holds no index lock.
+func (tx *flushTx) writeAll() error {
+	for _, w := range tx.pending {
+		if err := tx.store.WriteAt(tx.ctx, w.b, w.off); err != nil {
+			return fmt.Errorf("index: writing block at %#x: %w", w.off, err)
+		}
+	}
+	return nil
+}
+
+// write seals a block and gives it new space; writeAll writes it.
 func (tx *flushTx) write(b []byte) (ptr, error) {
 	crc := seal(b)
 	off, err := tx.store.Alloc(int64(len(b)))
@@ -264,9 +307,7 @@ func (tx *flushTx) write(b []byte) (ptr, error) {
 	}
 	p := ptr{addr: uint64(off), size: uint32(len(b)), crc: crc}
 	tx.allocs = append(tx.allocs, p)
-	if err := tx.store.WriteAt(tx.ctx, b, off); err != nil {
-		return ptr{}, fmt.Errorf("index: writing block at %#x: %w", off, err)
-	}
+	tx.pending = append(tx.pending, pendingWrite{b: b, off: off})
 	return p, nil
 }
 
@@ -277,15 +318,15 @@ func (tx *flushTx) replace(old ptr) {
 	}
 }
 
-// writeTop writes the index's new top block, last (children before
-// parents), and points *top at it; the old top block is freed on commit.
+// writeTop prepares the index's new top block, last (children before
+// parents); commit points *top at it and frees the old top block.
 func (tx *flushTx) writeTop(top *ptr, b []byte) error {
 	p, err := tx.write(b)
 	if err != nil {
 		return err
 	}
 	tx.replace(*top)
-	*top = p
+	tx.top, tx.newTop = top, p
 	return nil
 }
 
@@ -318,6 +359,9 @@ func (tx *flushTx) abort() {
 
 // commit installs the new addresses of the units and frees replaced blocks.
 func (tx *flushTx) commit() {
+	if tx.top != nil {
+		*tx.top = tx.newTop
+	}
 	for _, us := range tx.units {
 		us.disk = us.next
 		us.next = ptr{}

@@ -1,0 +1,36 @@
+//go:build invariants
+
+package cache
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestInvariantAssertions: with the invariants tag, impossible transitions
+// panic at the point they happen instead of corrupting the accounting.
+func TestInvariantAssertions(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 16)
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
+	ent, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+	if !ok {
+		t.Fatal("chunk not cached")
+	}
+	panics := func(what string, f func()) {
+		t.Helper()
+		defer func() {
+			r := recover()
+			if s, _ := r.(string); !strings.Contains(s, "invariant violated") {
+				t.Errorf("%s: recovered %v, want an invariant panic", what, r)
+			}
+		}()
+		f()
+	}
+	panics("unpin below zero", func() { ent.unpin() })
+	ent.word.Store(packWord(stateResident, 0)) // undo the borrow
+	panics("settle from resident", func() { ent.settle(stateResident, false) })
+	panics("remove of a resident entry", func() { e.c.remove([]*entry{ent}) })
+	panics("negative resident", func() { e.c.charge(-e.c.resident.Load() - 1) })
+	e.c.resident.Add(e.c.resident.Load()*-1 + 16) // back to the one chunk
+}

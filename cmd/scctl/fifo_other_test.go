@@ -1,0 +1,10 @@
+//go:build !unix
+
+package main
+
+import "testing"
+
+func makeFIFO(t *testing.T) (string, func()) {
+	t.Skip("no FIFOs on this platform")
+	return "", nil
+}
