@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -184,7 +185,11 @@ func TestPreEncodeUsedByFlush(t *testing.T) {
 	if st.PreEncodeHits != pre {
 		t.Fatalf("flush used %d of %d kept images", st.PreEncodeHits, pre)
 	}
-	if got := l.encodes.Load() - enc0; got != 16-pre {
+	// The flush encodes the chunks without a kept image. The background
+	// pre-encoder may still be finishing an attempt when the flush starts
+	// (it encodes, then finds the byte cap reached and drops the image),
+	// which the layout counts too: allow one such encode per worker.
+	if got := l.encodes.Load() - enc0; got < 16-pre || got > 16-pre+int64(runtime.GOMAXPROCS(0)) {
 		t.Fatalf("flush encoded %d chunks, want %d", got, 16-pre)
 	}
 	if st.PreEncodedBytes != 0 || st.DirtyBytes != 0 || st.ResidentBytes != 16*256 {
