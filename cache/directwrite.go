@@ -23,7 +23,7 @@ import (
 // dropBypass) or, kept, would only evict others. This is HDF5's rule
 // (chunks at least as large as the dataset's cache skip it) with the
 // cache's bypass threshold for the cache's size. BypassBytes -1 turns
-// direct writes off with the bypass.
+// direct writes off with the bypass; so does Config.NoDirectWrites alone.
 //
 // Safety, step by step (writeDirect):
 //
@@ -71,6 +71,9 @@ type DirectWriter interface {
 // above) and returns the others, plus the requests of groups another
 // request claimed first (to retry).
 func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (rest []*group, later []int, err error) {
+	if c.cfg.NoDirectWrites {
+		return gs, nil, nil
+	}
 	var cand []*group
 	var srcs map[*group][]byte
 	for _, g := range gs {

@@ -132,6 +132,20 @@ func TestDirectWriteZeroCopy(t *testing.T) {
 		t.Fatalf("small and filtered chunks: %d direct writes, %d creates; want 0 and 6", st.DirectWrites, st.Creates)
 	}
 	must(t, f.Close())
+	// Config.NoDirectWrites: the same write is bypassed (created, copied,
+	// written, dropped) instead.
+	f, err = OpenWith(rec, &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10, NoDirectWrites: true}})
+	must(t, err)
+	ds, err = f.OpenDataset("d")
+	must(t, err)
+	b0 = f.Cache().Stats()
+	two := pattern(dwRow, 16)
+	must(t, ds.Write(ctx, Box([]uint64{2, 0}, []uint64{1, dwRow}), two))
+	ref.write(Box([]uint64{2, 0}, []uint64{1, dwRow}), two)
+	if st := f.Cache().Stats().Sub(b0); st.DirectWrites != 0 || st.Creates != 1 || st.Bypasses != 1 {
+		t.Fatalf("NoDirectWrites: %d direct, %d creates, %d bypasses; want 0, 1, 1", st.DirectWrites, st.Creates, st.Bypasses)
+	}
+	must(t, f.Close())
 	f, err = OpenWith(rec, nil)
 	must(t, err)
 	ds, err = f.OpenDataset("d")
