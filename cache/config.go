@@ -90,8 +90,15 @@ type Config struct {
 	// BypassBytes: chunks whose in-memory size (Location.SizeHint) exceeds
 	// this skip the cache: loaded or created, served, written back if
 	// modified, and dropped at once (seed 002 "Skip Cache"). Default 0 means
-	// QuiescentBytes/4; -1 means never bypass.
+	// QuiescentBytes/4; -1 means never bypass. A write covering such a
+	// chunk whole, of a layout that offers it (DirectWriter), goes from the
+	// caller's buffer to the file without a copy (directwrite.go).
 	BypassBytes int64
+	// NoDirectWrites turns the direct write path off (directwrite.go):
+	// whole-chunk writes above BypassBytes are then created, gathered,
+	// encoded, written and dropped like any bypassed chunk. For comparison
+	// and benchmarks; the default (false) is the direct path.
+	NoDirectWrites bool
 	// Workers bounds how many encode/decode calls run at once. Default
 	// GOMAXPROCS. Ignored when Runner is set.
 	Workers int

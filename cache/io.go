@@ -554,15 +554,21 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 		}
 		work = append(work, g)
 	}
-	if o.kind == opRead { // whole unfiltered chunks go straight to the caller (direct.go)
+	var later []int
+	switch o.kind {
+	case opRead: // whole unfiltered chunks go straight to the caller (direct.go)
 		var err error
 		if work, err = c.readDirect(reqs, work); err != nil {
 			return nil, err
 		}
+	case opWrite: // whole large unfiltered chunks go straight to the file (directwrite.go)
+		var err error
+		if work, later, err = c.writeDirect(ctx, reqs, work); err != nil {
+			return later, err
+		}
 	}
 	// Sub-lists whose chunks fit the space eviction can make (seed 000
 	// §3.6): the active limit minus what other requests hold in flight.
-	var later []int
 	s := c.activeLimit - c.inflight.Load()
 	for start := 0; start < len(work); {
 		end, sum := start, int64(0)

@@ -29,12 +29,17 @@ import (
 // interface; they would be added as further optional interfaces.
 //
 // Departure from seed 002: the selection/vector read and write callbacks
-// (reading a piece straight from disk into the caller's buffer) are left
-// out on purpose. Every stored chunk here carries a checksum (DESIGN.md "No
-// data loss"), and a partial direct read could not verify it; a direct
-// write would overwrite the only good copy in place. Chunks larger than
-// Config.BypassBytes therefore skip the cache by being loaded, served and
-// dropped at once (the fallback seed 002 names for "Skip Cache").
+// (reading or writing a piece straight between disk and the caller's
+// buffer) are left out on purpose. Every stored chunk here carries a
+// checksum (DESIGN.md "No data loss"), and a partial direct read could not
+// verify it; a partial direct write would overwrite the only good copy in
+// place. Only whole chunks go directly: a whole unfiltered chunk that is
+// not resident is read into the caller's buffer and verified there
+// (DirectReader, direct.go), and written from it into newly allocated
+// space with its checksum from a side buffer (DirectWriter,
+// directwrite.go). Other chunks larger than Config.BypassBytes skip the
+// cache by being loaded, served and dropped at once (the fallback seed 002
+// names for "Skip Cache").
 
 // Coord is a chunk's scaled coordinates: element coordinates divided by the
 // chunk dimensions, so adjacent chunks differ by one (seed 002 "scaled").

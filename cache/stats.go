@@ -31,6 +31,7 @@ type counters struct {
 	vectorReads, vectorReadBytes                       atomic.Int64
 	vectorWrites, vectorWriteBytes                     atomic.Int64
 	bypasses, spaceWaits, trimErrors, coalesced, syncs atomic.Int64
+	directWrites                                       atomic.Int64
 	preEncoded, preHits, preWasted                     atomic.Int64
 	prefetched, prefetchHits, prefetchWasted           atomic.Int64
 }
@@ -57,6 +58,7 @@ type Stats struct {
 	VectorWriteBytes int64
 	Syncs            int64
 	Bypasses         int64 // chunks served without staying resident
+	DirectWrites     int64 // whole chunks written from the caller's buffer (directwrite.go)
 	SpaceWaits       int64 // times a request blocked for memory
 	TrimErrors       int64 // background trims that failed to write a victim
 	AccessDrops      int64 // accesses the lossy buffer dropped
@@ -98,6 +100,7 @@ func (s Stats) Sub(o Stats) Stats {
 	r.VectorWriteBytes -= o.VectorWriteBytes
 	r.Syncs -= o.Syncs
 	r.Bypasses -= o.Bypasses
+	r.DirectWrites -= o.DirectWrites
 	r.SpaceWaits -= o.SpaceWaits
 	r.TrimErrors -= o.TrimErrors
 	r.AccessDrops -= o.AccessDrops
@@ -128,6 +131,7 @@ func (c *Cache) Stats() Stats {
 		VectorWriteBytes:  c.st.vectorWriteBytes.Load(),
 		Syncs:             c.st.syncs.Load(),
 		Bypasses:          c.st.bypasses.Load(),
+		DirectWrites:      c.st.directWrites.Load(),
 		SpaceWaits:        c.st.spaceWaits.Load(),
 		TrimErrors:        c.st.trimErrors.Load(),
 		AccessDrops:       c.accesses.Drops(),

@@ -32,7 +32,9 @@ func benchBytes() int64 {
 // on a freshly opened file so every chunk is loaded), beside raw pwrite and
 // pread of the same bytes in 1 MiB pieces to a plain file, with an fsync at
 // the end of each write, in the same run. Compare the MB/s of scc/* with
-// raw/*.
+// raw/*. scc-write-direct and scc-write-bypass write whole chunks with a
+// cache too small to keep them: direct from the caller's buffer, and the
+// bypass path it replaces (Config.NoDirectWrites).
 func BenchmarkSequential(b *testing.B) {
 	ctx := context.Background()
 	total := benchBytes()
@@ -60,6 +62,34 @@ func BenchmarkSequential(b *testing.B) {
 			must(b, f.Close())
 		}
 	})
+	// Whole-chunk writes with a cache smaller than four chunks (bypass
+	// threshold 512 KiB < 1 MiB chunks): by default they go from the
+	// caller's buffer to the file (cache/directwrite.go); with
+	// NoDirectWrites each chunk is created, gathered, encoded (a copy with
+	// its checksum), written and dropped. Same bytes, same fsync at Close.
+	for _, mode := range []struct {
+		name string
+		off  bool
+	}{{"scc-write-direct", false}, {"scc-write-bypass", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			b.SetBytes(total)
+			small := &Options{CacheConfig: cache.Config{QuiescentBytes: 2 << 20, NoDirectWrites: mode.off}}
+			for i := 0; i < b.N; i++ {
+				f, err := Create(path, small)
+				must(b, err)
+				ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{rows, chunk}, Chunk: []uint64{1, chunk}})
+				must(b, err)
+				for r := uint64(0); r < rows; r++ {
+					must(b, ds.Write(ctx, Box([]uint64{r, 0}, []uint64{1, chunk}), data))
+				}
+				st := f.Cache().Stats()
+				must(b, f.Close())
+				if want := int64(rows); !mode.off && st.DirectWrites != want {
+					b.Fatalf("%d direct writes, want %d", st.DirectWrites, want)
+				}
+			}
+		})
+	}
 	b.Run("raw-pwrite", func(b *testing.B) {
 		b.SetBytes(total)
 		for i := 0; i < b.N; i++ {

@@ -545,6 +545,13 @@ func (d *Dataset) check(write bool) error {
 // selection or none of it; which chunks were applied is not reported. A
 // Write that returns nil applied everything, and overlapping requests see
 // it whole (the serializer orders them).
+//
+// Whole chunks of an unfiltered dataset that are not cached and larger than
+// the cache's bypass threshold (cache.Config.BypassBytes, by default a
+// quarter of the cache) are written straight from buf to new space in the
+// file, with no copy, and not kept in the cache (cache/directwrite.go); as
+// for cached chunks, the previous version stays the committed one until
+// the next Flush, and a failed write leaves it the visible one too.
 func (d *Dataset) Write(ctx context.Context, sel Selection, buf []byte) error {
 	if err := d.check(true); err != nil {
 		return err

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/scc-dev/scc/cache"
@@ -24,6 +25,7 @@ var (
 	_ cache.Layout       = (*denseLayout)(nil)
 	_ cache.Evicter      = (*denseLayout)(nil)
 	_ cache.DirectReader = (*denseLayout)(nil)
+	_ cache.DirectWriter = (*denseLayout)(nil)
 )
 
 // denseChunk is a chunk in cache memory format. buf comes from the cache's
@@ -276,26 +278,42 @@ const directMin = 64 << 10
 // Chunks under directMin stay on the cached path: for them a system call
 // costs more than the copy it saves, and keeping them is cheap.
 func (l *denseLayout) DirectTarget(loc cache.Location, p cache.Piece) ([]byte, int, bool) {
-	pc, ok := p.(*piece)
-	if !ok || !l.s.unfiltered || l.s.chunkBytes < directMin || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
+	if !l.s.unfiltered || l.s.chunkBytes < directMin || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
 		return nil, 0, false
+	}
+	dst, ok := l.wholeRun(p)
+	if !ok {
+		return nil, 0, false
+	}
+	return dst, format.ChunkFrameOverhead, true
+}
+
+// wholeRun returns the caller's bytes a piece maps onto when it selects
+// every element of the chunk and those elements are one contiguous run of
+// the caller's buffer (dimensions after some dimension j cover the
+// buffer's full extent, dimensions before it one index), in the chunk's
+// element order.
+func (l *denseLayout) wholeRun(p cache.Piece) ([]byte, bool) {
+	pc, ok := p.(*piece)
+	if !ok {
+		return nil, false
 	}
 	runs, shape := pc.p.Runs, pc.bufShape
 	if len(runs) != len(l.s.chunk) || len(shape) != len(runs) {
-		return nil, 0, false
+		return nil, false
 	}
 	off, stride := uint64(0), uint64(l.s.elemSize)
 	inner := true // every dimension after d covers the buffer's extent
 	for d := len(runs) - 1; d >= 0; d-- {
 		if len(runs[d]) != 1 {
-			return nil, 0, false
+			return nil, false
 		}
 		r := runs[d][0]
 		if r.Chunk != 0 || r.Len != l.s.chunk[d] {
-			return nil, 0, false // not the whole chunk
+			return nil, false // not the whole chunk
 		}
 		if !inner && r.Len != 1 {
-			return nil, 0, false // not contiguous in the caller's buffer
+			return nil, false // not contiguous in the caller's buffer
 		}
 		off += r.Buf * stride
 		inner = inner && r.Buf == 0 && r.Len == shape[d]
@@ -303,9 +321,29 @@ func (l *denseLayout) DirectTarget(loc cache.Location, p cache.Piece) ([]byte, i
 	}
 	end := off + uint64(l.s.chunkBytes)
 	if end > uint64(len(pc.buf)) || end < off {
-		return nil, 0, false
+		return nil, false
 	}
-	return pc.buf[off:end:end], format.ChunkFrameOverhead, true
+	return pc.buf[off:end:end], true
+}
+
+// DirectSource lets a write of a whole unfiltered chunk that is not
+// resident go from the caller's buffer to the file (cache/directwrite.go,
+// which decides when: chunks above the cache's bypass threshold). The
+// stored frame is then the caller's bytes followed by DirectFrame's
+// checksum trailer: the same bytes Encode would produce, written without
+// a copy.
+func (l *denseLayout) DirectSource(_ cache.Coord, p cache.Piece) ([]byte, bool) {
+	if !l.s.unfiltered {
+		return nil, false
+	}
+	return l.wholeRun(p)
+}
+
+// DirectFrame returns the chunk frame around src (FORMAT.md "chunk
+// frame"): no header, the CRC32C trailer of src.
+func (l *denseLayout) DirectFrame(_ cache.Coord, src []byte) (head, tail []byte, sum uint32) {
+	sum = format.Checksum(src)
+	return nil, binary.LittleEndian.AppendUint32(make([]byte, 0, format.ChunkFrameOverhead), sum), sum
 }
 
 // VerifyDirect checks a chunk read directly into the caller's buffer: the

@@ -1,0 +1,614 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/vfd"
+)
+
+// Direct writes (cache/directwrite.go): a write covering whole chunks of an
+// unfiltered dataset whose chunks exceed the cache's bypass threshold goes
+// from the caller's buffer to the file.
+
+// dwRow is the chunk of the direct-write tests: one row of 4 KiB uint8,
+// above the 2 KiB bypass threshold of dwOpts' 8 KiB cache.
+const dwRow = 4096
+
+func dwOpts() *Options { return &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}} }
+
+var dwSpec = DatasetSpec{Type: Uint8, Shape: []uint64{6, dwRow}, MaxShape: []uint64{Unlimited, dwRow}, Chunk: []uint64{1, dwRow}}
+
+// recDriver records the extents of the WriteV calls made while on.
+type recDriver struct {
+	vfd.Driver
+	mu    sync.Mutex
+	on    bool
+	calls [][]vfd.Extent
+}
+
+func (r *recDriver) WriteV(exts []vfd.Extent) error {
+	r.mu.Lock()
+	if r.on {
+		r.calls = append(r.calls, append([]vfd.Extent(nil), exts...))
+	}
+	r.mu.Unlock()
+	return r.Driver.WriteV(exts)
+}
+
+func (r *recDriver) record(on bool) [][]vfd.Extent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.on = on
+	c := r.calls
+	r.calls = nil
+	return c
+}
+
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*31) ^ seed
+	}
+	return b
+}
+
+// TestDirectWriteZeroCopy: a whole-chunk write above the threshold makes no
+// chunk resident, creates nothing, and is one WriteV whose chunk extents
+// are the caller's own bytes (same address), the CRC32C trailer beside
+// them. Below the threshold (or filtered) the cached path runs as before.
+func TestDirectWriteZeroCopy(t *testing.T) {
+	defer verifyNoLeaks(t)
+	ctx := context.Background()
+	rec := &recDriver{Driver: vfd.NewMem()}
+	f, err := CreateWith(rec, dwOpts())
+	must(t, err)
+	ds, err := f.CreateDataset("d", dwSpec)
+	must(t, err)
+	c := f.Cache()
+	before := c.Stats()
+
+	one := pattern(dwRow, 1)
+	rec.record(true)
+	must(t, ds.Write(ctx, Box([]uint64{2, 0}, []uint64{1, dwRow}), one))
+	calls := rec.record(false)
+	st := c.Stats().Sub(before)
+	if st.DirectWrites != 1 || st.Creates != 0 || st.Loads != 0 || st.Bypasses != 0 || c.Stats().Chunks != 0 || c.Stats().DirtyBytes != 0 {
+		t.Fatalf("one chunk: direct %d creates %d loads %d bypasses %d, resident chunks %d, dirty %d; want 1 direct and nothing cached",
+			st.DirectWrites, st.Creates, st.Loads, st.Bypasses, c.Stats().Chunks, c.Stats().DirtyBytes)
+	}
+	if len(calls) != 1 || len(calls[0]) != 2 {
+		t.Fatalf("one chunk: %d WriteV calls (%v); want one of 2 extents", len(calls), calls)
+	}
+	x, tr := calls[0][0], calls[0][1]
+	if unsafe.SliceData(x.Buf) != unsafe.SliceData(one) || len(x.Buf) != dwRow {
+		t.Fatal("the chunk's extent is not the caller's buffer: it was copied")
+	}
+	if tr.Off != x.Off+dwRow || len(tr.Buf) != format.ChunkFrameOverhead || format.Trailer(tr.Buf) != format.Checksum(one) {
+		t.Fatalf("trailer extent at %d (chunk at %d), %x", tr.Off, x.Off, tr.Buf)
+	}
+
+	// Several whole chunks in one call: every chunk extent aliases its row.
+	all := pattern(6*dwRow, 2)
+	rec.record(true)
+	must(t, ds.Write(ctx, All([]uint64{6, dwRow}), all))
+	calls = rec.record(false)
+	seen := 0
+	for _, call := range calls {
+		for _, x := range call {
+			if len(x.Buf) == dwRow {
+				p := uintptr(unsafe.Pointer(unsafe.SliceData(x.Buf))) - uintptr(unsafe.Pointer(&all[0]))
+				if p%dwRow != 0 || p >= uintptr(len(all)) {
+					t.Fatalf("chunk extent does not alias a row of the caller's buffer (offset %d)", p)
+				}
+				seen++
+			}
+		}
+	}
+	if seen != 6 || c.Stats().Chunks != 0 || c.Stats().Sub(before).DirectWrites != 7 {
+		t.Fatalf("six rows: %d aliased extents, %d resident, %d direct", seen, c.Stats().Chunks, c.Stats().Sub(before).DirectWrites)
+	}
+	ref := newRef(dwSpec.Shape, 1, nil)
+	ref.write(All([]uint64{6, dwRow}), all)
+	ref.verify(t, ds)
+
+	// Below the threshold, and filtered datasets: the cached path.
+	small, err := f.CreateDataset("small", DatasetSpec{Type: Uint8, Shape: []uint64{4, 1024}, Chunk: []uint64{1, 1024}})
+	must(t, err)
+	zs, err := f.CreateDataset("z", DatasetSpec{Type: Uint8, Shape: []uint64{2, dwRow}, Chunk: []uint64{1, dwRow}, Filters: []Filter{Zstd(1)}})
+	must(t, err)
+	b0 := c.Stats()
+	must(t, small.Write(ctx, All([]uint64{4, 1024}), pattern(4096, 3)))
+	must(t, zs.Write(ctx, All([]uint64{2, dwRow}), pattern(2*dwRow, 4)))
+	if st := c.Stats().Sub(b0); st.DirectWrites != 0 || st.Creates != 6 {
+		t.Fatalf("small and filtered chunks: %d direct writes, %d creates; want 0 and 6", st.DirectWrites, st.Creates)
+	}
+	must(t, f.Close())
+	// Config.NoDirectWrites: the same write is bypassed (created, copied,
+	// written, dropped) instead.
+	f, err = OpenWith(rec, &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10, NoDirectWrites: true}})
+	must(t, err)
+	ds, err = f.OpenDataset("d")
+	must(t, err)
+	b0 = f.Cache().Stats()
+	two := pattern(dwRow, 16)
+	must(t, ds.Write(ctx, Box([]uint64{2, 0}, []uint64{1, dwRow}), two))
+	ref.write(Box([]uint64{2, 0}, []uint64{1, dwRow}), two)
+	if st := f.Cache().Stats().Sub(b0); st.DirectWrites != 0 || st.Creates != 1 || st.Bypasses != 1 {
+		t.Fatalf("NoDirectWrites: %d direct, %d creates, %d bypasses; want 0, 1, 1", st.DirectWrites, st.Creates, st.Bypasses)
+	}
+	must(t, f.Close())
+	f, err = OpenWith(rec, nil)
+	must(t, err)
+	ds, err = f.OpenDataset("d")
+	must(t, err)
+	ref.verify(t, ds)
+	must(t, f.Close())
+	if _, err := Check(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDirectWriteCoherence: a resident copy (dirty or clean) wins over the
+// direct path; partial writes, shrinks, flushes and reopening after direct
+// writes see the directly written bytes.
+func TestDirectWriteCoherence(t *testing.T) {
+	defer verifyNoLeaks(t)
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	fd := vfd.NewFault(mem)
+	f, err := CreateWith(fd, dwOpts())
+	must(t, err)
+	ds, err := f.CreateDataset("d", dwSpec)
+	must(t, err)
+	c := f.Cache()
+	ref := newRef(dwSpec.Shape, 1, nil)
+	write := func(sel Selection, buf []byte) {
+		t.Helper()
+		must(t, ds.Write(ctx, sel, buf))
+		ref.write(sel, buf)
+	}
+	row := func(r uint64) Selection { return Box([]uint64{r, 0}, []uint64{1, dwRow}) }
+	write(All([]uint64{6, dwRow}), pattern(6*dwRow, 5))
+	must(t, f.Flush(ctx))
+
+	// A dirty resident copy: a partial write whose bypass write-back fails
+	// stays in the cache, dirty (no data loss).
+	half := Box([]uint64{1, 0}, []uint64{1, dwRow / 2})
+	hb := pattern(dwRow/2, 6)
+	fd.Add(vfd.Fail(vfd.Nth(vfd.OpWriteV, fd.Ops()[vfd.OpWriteV])))
+	if err := ds.Write(ctx, half, hb); !errors.Is(err, vfd.ErrInjected) {
+		t.Fatalf("failed write-back: %v", err)
+	}
+	// The piece was applied to the chunk before its write-back failed; the
+	// kept dirty copy holds it and is what reads see.
+	ref.write(half, hb)
+	if st := c.Stats(); st.Chunks != 1 || st.DirtyBytes == 0 {
+		t.Fatalf("after a failed bypass write-back: %d chunks, %d dirty bytes; want the dirty chunk kept", st.Chunks, st.DirtyBytes)
+	}
+	ref.verify(t, ds)
+	// A whole-chunk write of that chunk goes through the cache (dirty copy wins).
+	b0 := c.Stats()
+	w1 := pattern(dwRow, 7)
+	write(row(1), w1)
+	if st := c.Stats().Sub(b0); st.DirectWrites != 0 || c.Stats().Chunks != 1 {
+		t.Fatalf("whole write over a dirty copy: %d direct writes, %d resident; want 0 and 1", st.DirectWrites, c.Stats().Chunks)
+	}
+	ref.verify(t, ds)
+	// Flushed, the copy is clean and resident: still the cached path.
+	must(t, f.Flush(ctx))
+	if st := c.Stats(); st.Chunks != 1 || st.DirtyBytes != 0 {
+		t.Fatalf("after flush: %d chunks, %d dirty", st.Chunks, st.DirtyBytes)
+	}
+	b0 = c.Stats()
+	write(row(1), pattern(dwRow, 8))
+	if st := c.Stats().Sub(b0); st.DirectWrites != 0 {
+		t.Fatalf("whole write over a clean copy went direct")
+	}
+	ref.verify(t, ds)
+	// Other rows are not resident: direct.
+	b0 = c.Stats()
+	write(Box([]uint64{2, 0}, []uint64{3, dwRow}), pattern(3*dwRow, 9))
+	if st := c.Stats().Sub(b0); st.DirectWrites != 3 {
+		t.Fatalf("three non-resident rows: %d direct writes", st.DirectWrites)
+	}
+	ref.verify(t, ds)
+	// Partial write after a direct write: loaded from the direct image.
+	p := Box([]uint64{3, 100}, []uint64{1, 50})
+	write(p, pattern(50, 10))
+	ref.verify(t, ds)
+	// Shrink through directly written rows, then grow back: fill value.
+	write(row(5), pattern(dwRow, 11))
+	must(t, ds.SetExtent(ctx, []uint64{4, dwRow}))
+	ref.resize([]uint64{4, dwRow})
+	ref.verify(t, ds)
+	must(t, ds.SetExtent(ctx, []uint64{6, dwRow}))
+	ref.resize([]uint64{6, dwRow})
+	ref.verify(t, ds)
+	write(row(4), pattern(dwRow, 12))
+	ref.verify(t, ds)
+	// Close commits; reopen (a fresh, larger cache: nothing resident) sees it.
+	must(t, f.Close())
+	if _, err := Check(ctx, mem); err != nil {
+		t.Fatal(err)
+	}
+	f, err = OpenWith(mem, nil)
+	must(t, err)
+	ds, err = f.OpenDataset("d")
+	must(t, err)
+	ref.verify(t, ds)
+	must(t, f.Close())
+}
+
+// TestDirectWriteFailureKeepsOldData: a direct write whose WriteV fails
+// returns the error (cause kept), publishes nothing and leaks no space: the
+// previous contents stay visible and committed.
+func TestDirectWriteFailureKeepsOldData(t *testing.T) {
+	defer verifyNoLeaks(t)
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	fd := vfd.NewFault(mem)
+	f, err := CreateWith(fd, dwOpts())
+	must(t, err)
+	ds, err := f.CreateDataset("d", dwSpec)
+	must(t, err)
+	ref := newRef(dwSpec.Shape, 1, nil)
+	all := pattern(6*dwRow, 13)
+	must(t, ds.Write(ctx, All(dwSpec.Shape), all))
+	ref.write(All(dwSpec.Shape), all)
+	must(t, f.Flush(ctx))
+	c := f.Cache()
+	// Fail the next WriteV: the direct write of row 2.
+	fd.Add(vfd.Fail(vfd.Nth(vfd.OpWriteV, fd.Ops()[vfd.OpWriteV])))
+	b0 := c.Stats()
+	err = ds.Write(ctx, Box([]uint64{2, 0}, []uint64{1, dwRow}), pattern(dwRow, 14))
+	if !errors.Is(err, vfd.ErrInjected) {
+		t.Fatalf("direct write with a failing WriteV: %v", err)
+	}
+	if st := c.Stats().Sub(b0); st.DirectWrites != 0 || c.Stats().Chunks != 0 {
+		t.Fatalf("failed direct write: %d counted, %d resident", st.DirectWrites, c.Stats().Chunks)
+	}
+	ref.verify(t, ds) // the old row is still what reads see
+	// Torn: half the bytes reach the new space, the write fails; the index
+	// still names the old image.
+	fd.Add(vfd.TornWrite(vfd.Nth(vfd.OpWriteV, fd.Ops()[vfd.OpWriteV]), 3))
+	if err := ds.Write(ctx, Box([]uint64{3, 0}, []uint64{2, dwRow}), pattern(2*dwRow, 15)); err == nil {
+		t.Fatal("torn direct write reported success")
+	}
+	ref.verify(t, ds)
+	must(t, f.Close())
+	if _, err := Check(ctx, mem); err != nil {
+		t.Fatal(err)
+	}
+	f, err = OpenWith(mem, nil)
+	must(t, err)
+	ds, err = f.OpenDataset("d")
+	must(t, err)
+	ref.verify(t, ds)
+	must(t, f.Close())
+}
+
+// directWorkload is crashWorkload for direct writes: whole-row writes of an
+// unfiltered dataset with chunks above the bypass threshold (direct),
+// mixed with partial writes (cached, bypassed), flushes, a shrink, and a
+// filtered dataset written through the cache.
+func directWorkload(drv vfd.Driver, seed uint64, snaps snapshots, st *cache.Stats) (lastAck uint64, err error) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	refs := map[string]*refArray{}
+	snaps.record(1, refs)
+	f, err := CreateWith(drv, dwOpts())
+	if err != nil {
+		return 0, err
+	}
+	lastAck = 1
+	defer func() {
+		if st != nil {
+			*st = f.Cache().Stats()
+		}
+		if cerr := f.Close(); err == nil {
+			if cerr == nil {
+				lastAck = f.Generation()
+			}
+			err = cerr
+		}
+	}()
+	flush := func() error {
+		snaps.record(f.Generation()+1, refs)
+		if err := f.Flush(ctx); err != nil {
+			return err
+		}
+		lastAck = f.Generation()
+		return nil
+	}
+	specs := map[string]DatasetSpec{
+		"d": dwSpec,
+		"z": {Type: Uint16, Shape: []uint64{4, 64}, Chunk: []uint64{2, 32}, Filters: []Filter{Shuffle(), Zstd(1)}},
+	}
+	sets := map[string]*Dataset{}
+	for _, n := range []string{"d", "z"} {
+		ds, err := f.CreateDataset(n, specs[n])
+		if err != nil {
+			return lastAck, err
+		}
+		sets[n] = ds
+		refs[n] = newRef(specs[n].Shape, specs[n].Type.Size(), nil)
+	}
+	write := func(n int) error {
+		for i := 0; i < n; i++ {
+			name, sel := "d", Selection{}
+			r := refs["d"]
+			switch k := rng.IntN(4); k {
+			case 0, 1: // whole rows: direct
+				lo := rng.Uint64N(r.dims[0])
+				sel = Box([]uint64{lo, 0}, []uint64{1 + rng.Uint64N(r.dims[0]-lo), dwRow})
+			case 2:
+				sel = randomSelection(rng, r.dims)
+			default:
+				name = "z"
+				sel = randomSelection(rng, refs["z"].dims)
+			}
+			buf := randomBytes(rng, int(sel.NumElements())*refs[name].elemSize)
+			if err := sets[name].Write(ctx, sel, buf); err != nil {
+				return err
+			}
+			refs[name].write(sel, buf)
+		}
+		return nil
+	}
+	steps := []func() error{
+		func() error { return write(4) },
+		flush,
+		func() error { return write(4) }, // crash here: the last flush's state
+		flush,
+		func() error { return write(3) },
+		func() error {
+			if err := sets["d"].SetExtent(ctx, []uint64{3, dwRow}); err != nil {
+				return err
+			}
+			refs["d"].resize([]uint64{3, dwRow})
+			return nil
+		},
+		flush,
+		func() error {
+			if err := sets["d"].SetExtent(ctx, []uint64{6, dwRow}); err != nil {
+				return err
+			}
+			refs["d"].resize([]uint64{6, dwRow})
+			return write(4)
+		},
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return lastAck, err
+		}
+	}
+	snaps.record(f.Generation()+1, refs) // what Close commits
+	return lastAck, nil
+}
+
+// TestDirectWriteCrashAtEveryWrite cuts the power at every mutating
+// operation of directWorkload, direct writes included: a crash between a
+// direct write and the next Flush leaves the last committed state.
+func TestDirectWriteCrashAtEveryWrite(t *testing.T) {
+	defer verifyNoLeaks(t)
+	probe := &cutDriver{Driver: vfd.NewCrash()}
+	probe.left.Store(1 << 40)
+	var st cache.Stats
+	if _, err := directWorkload(probe, 1, snapshots{}, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.DirectWrites < 4 {
+		t.Fatalf("the workload made %d direct writes", st.DirectWrites)
+	}
+	t.Logf("%d direct writes, %d mutating operations", st.DirectWrites, probe.used.Load())
+	total := int(probe.used.Load())
+	for k := 0; k <= total; k++ {
+		crash := vfd.NewCrash()
+		drv := &cutDriver{Driver: crash}
+		drv.left.Store(int64(k))
+		snaps := snapshots{}
+		lastAck, _ := directWorkload(drv, 1, snaps, nil)
+		if lastAck == 0 {
+			continue
+		}
+		for _, mode := range []vfd.CrashMode{vfd.KeepSynced, vfd.RandomUnsynced} {
+			img := vfd.NewMemFrom(crash.CrashImage(mode, uint64(k)))
+			verifyCommitted(t, img, lastAck, snaps)
+			if t.Failed() {
+				t.Fatalf("crash point %d/%d (%s image) failed", k, total, mode)
+			}
+		}
+	}
+}
+
+// TestDirectWriteFaultAtEveryOperation injects an I/O error from every
+// operation index of directWorkload on (each op of every direct write
+// included): it reaches the caller, and the file reopens in its last
+// committed state and passes the checker. (A single failed direct write in
+// a live process: TestDirectWriteFailureKeepsOldData.)
+func TestDirectWriteFaultAtEveryOperation(t *testing.T) {
+	defer verifyNoLeaks(t)
+	probe := vfd.NewFault(vfd.NewMem())
+	var st cache.Stats
+	if _, err := directWorkload(probe, 2, snapshots{}, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.DirectWrites < 4 {
+		t.Fatalf("the workload made %d direct writes", st.DirectWrites)
+	}
+	t.Logf("%d direct writes, %d operations", st.DirectWrites, probe.Ops().Total())
+	total := probe.Ops().Total()
+	for k := int64(0); k < total; k++ {
+		{
+			mem := vfd.NewMem()
+			fd := vfd.NewFault(mem, vfd.Fail(vfd.From(vfd.OpAny, k))) // op k and every later op fail
+			snaps := snapshots{}
+			lastAck, err := directWorkload(fd, 2, snaps, nil)
+			if fd.Injected() > 0 && err == nil {
+				t.Fatalf("fault at op %d/%d: %d errors injected, none reached the caller", k, total, fd.Injected())
+			}
+			if lastAck == 0 {
+				continue
+			}
+			fd.SetEnabled(false)
+			verifyCommitted(t, mem, lastAck, snaps)
+			if t.Failed() {
+				t.Fatalf("fault at op %d/%d", k, total)
+			}
+		}
+	}
+}
+
+// TestDirectWriteConcurrentDifferential: goroutines write (whole rows,
+// direct; partial boxes, cached) and read their own rows of a shared
+// dataset, and read a shared row that one of them rewrites whole (each
+// read must see one complete version), while another goroutine flushes;
+// a filtered dataset is written alongside through the cache. Every read
+// matches the in-memory reference; after close and reopen the file equals
+// it and passes the checker. Run under -race by `go test -race`.
+func TestDirectWriteConcurrentDifferential(t *testing.T) {
+	defer verifyNoLeaks(t)
+	ctx := context.Background()
+	const workers, rowsEach, ops = 4, 3, 60
+	mem := vfd.NewMem()
+	f, err := CreateWith(mem, dwOpts())
+	must(t, err)
+	shape := []uint64{workers*rowsEach + 1, dwRow} // last row: shared
+	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: shape, Chunk: []uint64{1, dwRow}})
+	must(t, err)
+	zs, err := f.CreateDataset("z", DatasetSpec{Type: Uint16, Shape: []uint64{workers, 256}, Chunk: []uint64{1, 128}, Filters: []Filter{Zstd(1)}})
+	must(t, err)
+	ref := newRef(shape, 1, nil)
+	zref := newRef([]uint64{workers, 256}, 2, nil)
+	shared := uint64(workers * rowsEach)
+	var refMu sync.Mutex // guards ref's shared row and the write of rows into ref.data
+	var wg sync.WaitGroup
+	errs := make(chan error, workers+2)
+	stop := make(chan struct{})
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			lo := uint64(w * rowsEach)
+			mine := newRef([]uint64{rowsEach, dwRow}, 1, nil) // this worker's rows
+			for i := 0; i < ops; i++ {
+				switch rng.IntN(6) {
+				case 0, 1: // whole rows: direct
+					a := rng.Uint64N(rowsEach)
+					n := 1 + rng.Uint64N(rowsEach-a)
+					buf := randomBytes(rng, int(n)*dwRow)
+					if err := ds.Write(ctx, Box([]uint64{lo + a, 0}, []uint64{n, dwRow}), buf); err != nil {
+						errs <- err
+						return
+					}
+					mine.write(Box([]uint64{a, 0}, []uint64{n, dwRow}), buf)
+				case 2: // partial: cached
+					sel := randomSelection(rng, []uint64{rowsEach, dwRow})
+					buf := randomBytes(rng, int(sel.NumElements()))
+					h := sel.h
+					start := append([]uint64(nil), h.Start...)
+					start[0] += lo
+					if err := ds.Write(ctx, Hyperslab(start, h.Stride, h.Count, h.Block), buf); err != nil {
+						errs <- err
+						return
+					}
+					mine.write(sel, buf)
+				case 3: // read back own rows (direct or cached)
+					got := make([]byte, rowsEach*dwRow)
+					if err := ds.Read(ctx, Box([]uint64{lo, 0}, []uint64{rowsEach, dwRow}), got); err != nil {
+						errs <- err
+						return
+					}
+					if !bytes.Equal(got, mine.data) {
+						errs <- fmt.Errorf("worker %d op %d: rows differ from the reference", w, i)
+						return
+					}
+				case 4: // the shared row: whole, one byte value
+					v := byte(rng.IntN(255) + 1)
+					refMu.Lock() // one writer at a time keeps the reference in order
+					err := ds.Write(ctx, Box([]uint64{shared, 0}, []uint64{1, dwRow}), bytes.Repeat([]byte{v}, dwRow))
+					if err == nil {
+						copy(ref.data[shared*dwRow:], bytes.Repeat([]byte{v}, dwRow))
+					}
+					refMu.Unlock()
+					if err != nil {
+						errs <- err
+						return
+					}
+				default: // read the shared row: one whole version
+					got := make([]byte, dwRow)
+					if err := ds.Read(ctx, Box([]uint64{shared, 0}, []uint64{1, dwRow}), got); err != nil {
+						errs <- err
+						return
+					}
+					if !bytes.Equal(got, bytes.Repeat(got[:1], dwRow)) {
+						errs <- fmt.Errorf("worker %d: shared row read torn", w)
+						return
+					}
+					zb := randomBytes(rng, 256*2)
+					if err := zs.Write(ctx, Box([]uint64{uint64(w), 0}, []uint64{1, 256}), zb); err != nil {
+						errs <- err
+						return
+					}
+					refMu.Lock()
+					zref.write(Box([]uint64{uint64(w), 0}, []uint64{1, 256}), zb)
+					refMu.Unlock()
+				}
+			}
+			refMu.Lock()
+			copy(ref.data[lo*dwRow:], mine.data)
+			refMu.Unlock()
+		}(w)
+	}
+	var fwg sync.WaitGroup
+	fwg.Add(1)
+	go func() {
+		defer fwg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := f.Flush(ctx); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	fwg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if st := f.Cache().Stats(); st.DirectWrites == 0 {
+		t.Fatal("no direct writes happened")
+	}
+	ref.verify(t, ds)
+	zref.verify(t, zs)
+	must(t, f.Close())
+	if _, err := Check(ctx, mem); err != nil {
+		t.Fatal(err)
+	}
+	f, err = OpenWith(mem, nil)
+	must(t, err)
+	ds, err = f.OpenDataset("d")
+	must(t, err)
+	zs, err = f.OpenDataset("z")
+	must(t, err)
+	ref.verify(t, ds)
+	zref.verify(t, zs)
+	must(t, f.Close())
+}
