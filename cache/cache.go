@@ -66,6 +66,8 @@ type registry = *lockfree.Registry[uint64, *Dataset]
 type Cache struct {
 	cfg         Config
 	quiescent   int64
+	// activeLimit is fixed after New; a future change must call
+	// limitChanged (admission.go) so that admission follows it.
 	activeLimit int64
 	bypassBytes int64 // math.MaxInt64 when bypass is off
 
@@ -119,6 +121,9 @@ type Cache struct {
 	}
 
 	st counters
+
+	// adm carries the admission control the engine creates (admission.go).
+	adm admission
 
 	// Background pre-encode (background.go): preMax is the cap on kept
 	// images' bytes (0: off), preHigh the resident level above which the

@@ -565,11 +565,7 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	var later []int
 	s := c.activeLimit - c.inflight.Load()
 	for start := 0; start < len(work); {
-		end, sum := start, int64(0)
-		for end < len(work) && (end == start || sum+work[end].hint() <= s) {
-			sum += work[end].hint()
-			end++
-		}
+		end := start + cutSubList(s, work[start:])
 		more, err := c.subList(ctx, o, reqs, work[start:end])
 		later = append(later, more...)
 		if err != nil {
@@ -578,6 +574,25 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 		start = end
 	}
 	return later, nil
+}
+
+// cutSubList returns how many groups from the front of gs form the next
+// sub-list: the project's one splitting rule (resource.Cut; see package
+// resource) with budget s — the longest prefix whose size hints total at
+// most s, never empty (a chunk larger than s is a sub-list alone). cache
+// may not import resource, so this is a copy; TestCutSubListIsResourceCut
+// checks that the two agree.
+func cutSubList(s int64, gs []*group) int {
+	end, sum := 0, int64(0)
+	for end < len(gs) {
+		h := max(gs[end].hint(), 0)
+		if end > 0 && h > s-sum { // sum+h > s without overflow
+			break
+		}
+		sum += h
+		end++
+	}
+	return end
 }
 
 // subList claims, reserves, loads or creates, and applies one sub-list

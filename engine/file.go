@@ -256,7 +256,7 @@ func newFile(drv vfd.Driver, opts *Options) (*File, error) {
 		}
 		f.cache, f.ownCache = c, true
 	}
-	f.admit = admitterFor(f.cache)
+	f.admit = admitterOf(f.cache)
 	cf, err := f.cache.RegisterFile(f.drv)
 	if err != nil {
 		if f.ownCache {
