@@ -110,7 +110,7 @@ func (c *Cache) remove(es []*entry) {
 		dsz := sz
 		if p := e.encoded.Swap(nil); p != nil {
 			dsz -= p.bytes() // not part of the dataset's size
-			c.preBytes.Add(-p.bytes())
+			c.pre.bytes.Add(-p.bytes())
 			if e.dirty.Load() {
 				c.st.preWasted.Add(1) // dropped unwritten (SetExtent, Close, failed load)
 			}
@@ -118,7 +118,7 @@ func (c *Cache) remove(es []*entry) {
 		}
 		e.ds.size.Add(-dsz)
 		if e.prefetched.Swap(false) {
-			c.prefBytes.Add(-e.prefSize)
+			c.pref.bytes.Add(-e.prefSize)
 			c.st.prefetchWasted.Add(1)
 		}
 		if e.dirty.Swap(false) {

@@ -380,7 +380,7 @@ func (c *Cache) modifiedLocked(e *entry) {
 	var img int64
 	if p := e.encoded.Swap(nil); p != nil {
 		img = p.bytes()
-		c.preBytes.Add(-img)
+		c.pre.bytes.Add(-img)
 		c.st.preWasted.Add(1)
 		p.release()
 	}
@@ -531,7 +531,7 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 		g.reqs = append(g.reqs, i)
 		g.full = g.full && reqs[i].Full
 	}
-	if o.kind == opRead && c.prefMax > 0 {
+	if o.kind == opRead && c.pref.max > 0 {
 		for _, g := range gs {
 			c.noteReadMiss(g.d, g.coord)
 		}
