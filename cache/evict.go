@@ -264,11 +264,8 @@ func (c *Cache) writeBackRounds(ctx context.Context, es []*entry) error {
 	limit := max(c.activeLimit/8, 1)
 	var errs []error
 	for start := 0; start < len(es); {
-		end, n := start, int64(0)
-		for end < len(es) && (end == start || n+es[end].size.Load() <= limit) {
-			n += es[end].size.Load()
-			end++
-		}
+		rest := es[start:]
+		end := start + cut(limit, len(rest), func(i int) int64 { return rest[i].size.Load() })
 		if err := c.writeRound(ctx, es[start:end], false); err != nil {
 			errs = append(errs, err)
 			if ctx.Err() != nil {

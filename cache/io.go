@@ -565,7 +565,8 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	var later []int
 	s := c.activeLimit - c.inflight.Load()
 	for start := 0; start < len(work); {
-		end := start + cutSubList(s, work[start:])
+		rest := work[start:]
+		end := start + cut(s, len(rest), func(i int) int64 { return rest[i].hint() })
 		more, err := c.subList(ctx, o, reqs, work[start:end])
 		later = append(later, more...)
 		if err != nil {
@@ -576,20 +577,23 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	return later, nil
 }
 
-// cutSubList returns how many groups from the front of gs form the next
-// sub-list: the project's one splitting rule (resource.Cut; see package
-// resource) with budget s — the longest prefix whose size hints total at
-// most s, never empty (a chunk larger than s is a sub-list alone). cache
-// may not import resource, so this is a copy; TestCutSubListIsResourceCut
-// checks that the two agree.
-func cutSubList(s int64, gs []*group) int {
-	end, sum := 0, int64(0)
-	for end < len(gs) {
-		h := max(gs[end].hint(), 0)
-		if end > 0 && h > s-sum { // sum+h > s without overflow
+// cut is the project's one splitting rule (resource.Cut, documented in
+// package resource): of the items [0, n) whose sizes size reports, the
+// first sub-list is the longest prefix totalling at most budget, never
+// empty (an item larger than budget forms a sub-list alone); cut returns
+// its end. A negative size counts as 0, a budget below 1 as 1. cache may
+// not import resource, so this is a copy; TestCutIsResourceCut checks that
+// the two agree. The cache cuts with it the sub-lists a request loads at
+// once (budget S, below) and the rounds of a write-back (writeBackRounds).
+func cut(budget int64, n int, size func(i int) int64) (end int) {
+	budget = max(budget, 1)
+	var sum int64
+	for end < n {
+		s := max(size(end), 0)
+		if end > 0 && s > budget-sum { // sum+s > budget without overflow
 			break
 		}
-		sum += h
+		sum += s
 		end++
 	}
 	return end

@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -8,23 +9,31 @@ import (
 	"github.com/scc-dev/scc/resource"
 )
 
-// TestCutSubListIsResourceCut: the cache's sub-list rule is the project's
-// one splitting rule, resource.Cut (cache may not import resource, so it
-// keeps a copy; this test is the only place the two meet). Size hints are
-// at least 1 in the cache (group.hint), and a budget below 1 (more in
-// flight than the active limit) cuts after every chunk in both.
-func TestCutSubListIsResourceCut(t *testing.T) {
+// TestCutIsResourceCut: the cache splits sub-lists and write-back rounds
+// by the project's one splitting rule, resource.Cut. cache may not import
+// resource, so it keeps a copy (cache/io.go cut); this test, where the two
+// meet, checks they agree on random inputs, including oversized items,
+// zero and negative sizes, and budgets below 1 (more in flight than the
+// active limit).
+func TestCutIsResourceCut(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for iter := range 5000 {
-		hints := make([]int64, rng.IntN(12))
-		for i := range hints {
-			hints[i] = 1 + rng.Int64N(40)
+	for iter := range 20000 {
+		sizes := make([]int64, rng.IntN(12))
+		for i := range sizes {
+			sizes[i] = rng.Int64N(45) - 3
 		}
-		s := rng.Int64N(120) - 20
-		got := cache.CutSubListHints(s, hints)
-		want, _ := resource.Cut(s, len(hints), func(i int) int64 { return hints[i] })
+		budget := rng.Int64N(120) - 20
+		if iter%100 == 0 {
+			budget = math.MaxInt64
+			for i := range sizes {
+				sizes[i] = math.MaxInt64 - rng.Int64N(3)
+			}
+		}
+		size := func(i int) int64 { return sizes[i] }
+		got := cache.Cut(budget, len(sizes), size)
+		want, _ := resource.Cut(budget, len(sizes), size)
 		if got != want {
-			t.Fatalf("iter %d: budget %d hints %v: cache cuts at %d, resource.Cut at %d", iter, s, hints, got, want)
+			t.Fatalf("iter %d: budget %d sizes %v: cache cuts at %d, resource.Cut at %d", iter, budget, sizes, got, want)
 		}
 	}
 }

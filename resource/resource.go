@@ -30,12 +30,18 @@
 //	most the budget; a single item larger than the budget forms a
 //	sub-list of its own.
 //
-// The engine applies it with budget BatchBytes (half the capacity) to cut
-// a request into separately admitted batches; the cache applies it with
-// budget S (the active limit minus the bytes other requests hold in
-// flight) to cut an admitted batch into the sub-lists it loads at once.
+// Greedy filling yields the fewest sub-lists (see Split). The rule is
+// applied with three budgets:
+//   - the engine, BatchBytes (half the capacity): the batches of a request
+//     that are admitted one after another;
+//   - the cache, S (the active limit minus the bytes other requests hold
+//     in flight): the sub-lists of an admitted batch loaded at once (seed
+//     000 §3.6);
+//   - the cache, an eighth of the active limit: the rounds of a write-back
+//     of dirty chunks (one vector write each).
+//
 // The cache cannot import this package, so it carries a copy of Cut
-// (cache/io.go cutSubList) that a test in cache checks against Cut.
+// (cache/io.go cut) that a test in cache checks against Cut.
 //
 // Admitter and Estimator are safe for concurrent use; Cut and Split are
 // pure functions.
