@@ -27,7 +27,9 @@ type admission struct {
 // Admission returns the cache's admission control, calling create with
 // the active limit to make it on the first call; every later call (from
 // any file of the cache) returns that same value, whatever create it
-// passes. create must return a non-nil Admission.
+// passes. create must return a non-nil Admission. The engine installs a
+// resource.Admitter here when it opens the first file on the cache, and
+// refuses a cache that carries anything else.
 //
 // The active limit is fixed after New today. Whatever changes it later
 // (adaptive sizing) must call limitChanged so that admission follows.

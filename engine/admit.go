@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/resource"
@@ -30,11 +31,16 @@ import (
 // active limit is admitted alone (resource.Admitter's rule); the cache
 // serves it as its one indivisible chunk.
 
-// admitterOf returns the Admitter of c, creating it on first use.
-func admitterOf(c *cache.Cache) *resource.Admitter {
-	return c.Admission(func(limit int64) cache.Admission {
+// admitterOf returns the Admitter of c, creating it on first use. It fails
+// only if something other than the engine installed c's Admission first.
+func admitterOf(c *cache.Cache) (*resource.Admitter, error) {
+	a, ok := c.Admission(func(limit int64) cache.Admission {
 		return resource.NewForCache(limit)
 	}).(*resource.Admitter)
+	if !ok {
+		return nil, fmt.Errorf("%w: the cache's admission control is not a resource.Admitter", ErrInvalid)
+	}
+	return a, nil
 }
 
 // runAdmitted runs the per-chunk requests through the cache in admitted

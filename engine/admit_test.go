@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
@@ -78,5 +79,23 @@ func TestLargeRequestInAdmittedBatches(t *testing.T) {
 	}
 	if in, w := f.admit.InUse(), f.admit.Waiting(); in != 0 || w != 0 {
 		t.Fatalf("after the requests: %d bytes admitted, %d waiting", in, w)
+	}
+}
+
+type foreignAdmission struct{}
+
+func (foreignAdmission) SetCapacity(int64) {}
+
+// TestForeignAdmissionRefused: a cache whose admission control someone
+// else installed is refused with ErrInvalid instead of panicking.
+func TestForeignAdmissionRefused(t *testing.T) {
+	c, err := cache.New(cache.Config{QuiescentBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Admission(func(int64) cache.Admission { return foreignAdmission{} })
+	if _, err := CreateWith(vfd.NewMem(), &Options{Cache: c}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("CreateWith on a cache with a foreign admission: %v, want ErrInvalid", err)
 	}
 }
