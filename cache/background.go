@@ -2,7 +2,124 @@ package cache
 
 import (
 	"context"
+	"math"
+	"sync"
+	"sync/atomic"
 )
+
+// The cache runs up to three background goroutines: the trimmer (always),
+// the pre-encoder (Config.PreEncodeBytes > 0) and the prefetcher
+// (Config.Prefetch, prefetch.go). Each job's state is its own type below;
+// what they share is background.
+
+// background is the lifetime of the background goroutines.
+type background struct {
+	// ctx is cancelled by Close (cancel); every goroutine returns once it
+	// sees ctx done, and ctx is the context of their I/O.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wg counts running background goroutines. INVARIANT: Add(1) before
+	// each go statement (in startBackground only); Close waits on it after
+	// cancel, so no goroutine outlives Close.
+	wg sync.WaitGroup
+}
+
+// trimState is the trimmer's: it brings the cache back toward the
+// quiescent size once no request is running (Cache.trimmer).
+type trimState struct {
+	// kick is a pending wake-up. Capacity 1, sent without blocking (by
+	// endOn and File.ChargeMetadata when resident bytes are over the quiescent
+	// size), so a burst of kicks while a trim runs collapses into one more
+	// round. Never nil, never closed.
+	kick chan struct{}
+	// round bounds the bytes one trim round evicts: QuiescentBytes/16.
+	// INVARIANT: >= 1; fixed after New.
+	round int64
+}
+
+// preEncodeState is the pre-encoder's (see "Background pre-encode" below).
+// Its configuration is fixed after New; only bytes changes.
+type preEncodeState struct {
+	// max caps the bytes of kept images: Config.PreEncodeBytes.
+	// INVARIANT: 0 means pre-encode is off: kick is nil, high is
+	// math.MaxInt64, no goroutine runs and no image is ever kept.
+	max int64
+	// high is the resident level above which the pre-encoder works: 3/4
+	// of QuiescentBytes (math.MaxInt64 when off, so endOn's check fails).
+	high int64
+	// batch is the most chunks one round encodes: 2 × Workers (>= 2 when
+	// on), enough to keep the pool busy.
+	batch int
+	// bytes is the sum of the kept images' bytes. Each is also in its
+	// entry's size, so in resident and (the chunk being dirty) in
+	// dirtyBytes. INVARIANT: at rest, bytes = Σ images of cached entries
+	// (checked after every cache test) and bytes <= max; preEncode adds
+	// first and takes back an image that does not fit, so bytes may exceed
+	// max for a moment but no image is kept past it.
+	bytes atomic.Int64
+	// kick is a pending wake-up, capacity 1, sent without blocking by
+	// kickPreEncode. nil when off.
+	kick chan struct{}
+}
+
+// startBackground sets up the background jobs' state from cfg (defaults
+// applied) and starts their goroutines. Called once, from New.
+func (c *Cache) startBackground(cfg Config) {
+	c.bg.ctx, c.bg.cancel = context.WithCancel(context.Background())
+	c.trim.kick = make(chan struct{}, 1)
+	c.trim.round = max(cfg.QuiescentBytes/16, 1)
+	c.bg.wg.Add(1)
+	go c.trimmer()
+	c.pre.high = math.MaxInt64
+	if cfg.PreEncodeBytes > 0 {
+		c.pre.max = cfg.PreEncodeBytes
+		c.pre.high = cfg.QuiescentBytes / 4 * 3
+		c.pre.batch = 2 * max(cfg.Workers, 1)
+		c.pre.kick = make(chan struct{}, 1)
+		c.bg.wg.Add(1)
+		go c.preEncoder()
+	}
+	if cfg.Prefetch {
+		c.pref.max = cfg.PrefetchBytes
+		c.pref.jobs = make(chan prefetchJob, 16)
+		c.bg.wg.Add(1)
+		go c.prefetcher()
+	}
+}
+
+// trimmer brings the cache back toward the quiescent size once no request
+// is running. Errors (a dirty victim that cannot be written) leave the
+// chunk dirty and cached; they surface on the next Flush.
+func (c *Cache) trimmer() {
+	defer c.bg.wg.Done()
+	for {
+		select {
+		case <-c.bg.ctx.Done():
+			return
+		case <-c.trim.kick:
+		}
+		for c.st.hot.Load(hotActive) <= 0 {
+			over := c.resident.Load() - c.quiescent
+			if over <= 0 {
+				break
+			}
+			// Bounded rounds: a round's victims stay evicting until their
+			// one vector write is done, and a request that starts meanwhile
+			// can neither use nor evict them. Small rounds let it find
+			// other victims at once, and the loop stops trimming as soon
+			// as it starts. A round still spans several chunks, which the
+			// pool encodes in parallel.
+			freed, err := c.evict(c.bg.ctx, min(over, c.trim.round), 1)
+			if err != nil {
+				c.st.trimErrors.Add(1)
+				break
+			}
+			if freed == 0 {
+				break
+			}
+		}
+	}
+}
 
 // Background pre-encode (seed 001 §2.2 item 6: "preparing dirty chunks for
 // flush when they become likely candidates for flush and/or eviction";
@@ -26,24 +143,24 @@ import (
 // kickPreEncode wakes the pre-encoder if it has work; two atomic loads
 // when it has none.
 func (c *Cache) kickPreEncode(resident int64) {
-	if c.preMax <= 0 || resident <= c.preHigh || c.preBytes.Load() >= c.preMax {
+	if c.pre.max <= 0 || resident <= c.pre.high || c.pre.bytes.Load() >= c.pre.max {
 		return
 	}
 	select {
-	case c.preCh <- struct{}{}:
+	case c.pre.kick <- struct{}{}:
 	default:
 	}
 }
 
 func (c *Cache) preEncoder() {
-	defer c.bgWG.Done()
+	defer c.bg.wg.Done()
 	for {
 		select {
-		case <-c.bgCtx.Done():
+		case <-c.bg.ctx.Done():
 			return
-		case <-c.preCh:
+		case <-c.pre.kick:
 		}
-		for c.preEncodeRound(c.bgCtx) > 0 {
+		for c.preEncodeRound(c.bg.ctx) > 0 {
 		}
 	}
 }
@@ -54,18 +171,18 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 	if c.closed.Load() || ctx.Err() != nil {
 		return 0
 	}
-	over := c.resident.Load() - c.preHigh
-	if over <= 0 || c.preBytes.Load() >= c.preMax {
+	over := c.resident.Load() - c.pre.high
+	if over <= 0 || c.pre.bytes.Load() >= c.pre.max {
 		return 0
 	}
 	// Look only at the chunks eviction would reach soon: the coldest
 	// over+PreEncodeBytes bytes of the order.
-	window := over + c.preMax
+	window := over + c.pre.max
 	var cands []*entry
 	var seen int64
 	c.mu.Lock()
 	c.mu.pol.nominate(func(e *entry) verdict {
-		if len(cands) >= c.preBatch || seen >= window {
+		if len(cands) >= c.pre.batch || seen >= window {
 			return stop
 		}
 		sz := e.size.Load()
@@ -73,7 +190,7 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 		// An image is budgeted at its chunk's size until encoded, so a
 		// cache whose image budget cannot hold one chunk pre-encodes
 		// nothing (and leaves small caches' eviction order alone).
-		if e.bypass || !e.dirty.Load() || e.encoded.Load() != nil || sz > c.preMax-c.preBytes.Load() {
+		if e.bypass || !e.dirty.Load() || e.encoded.Load() != nil || sz > c.pre.max-c.pre.bytes.Load() {
 			return skip
 		}
 		if e.tryPin() {
@@ -121,20 +238,20 @@ func (c *Cache) preEncode(e *entry) (kept bool) {
 	}
 	p := newPreImage(compactImage(enc), ver)
 	n := p.bytes()
-	if c.preBytes.Add(n) > c.preMax {
-		c.preBytes.Add(-n)
+	if c.pre.bytes.Add(n) > c.pre.max {
+		c.pre.bytes.Add(-n)
 		p.release()
 		return false
 	}
 	if !c.tryCharge(n) {
-		c.preBytes.Add(-n)
+		c.pre.bytes.Add(-n)
 		p.release()
 		return false
 	}
 	e.latch.Lock()
 	if e.version.Load() != ver || !e.dirty.Load() || e.encoded.Load() != nil {
 		e.latch.Unlock()
-		c.preBytes.Add(-n)
+		c.pre.bytes.Add(-n)
 		c.charge(-n)
 		p.release()
 		return false
@@ -157,7 +274,7 @@ func (c *Cache) dropImageLocked(e *entry) {
 		return
 	}
 	n := p.bytes()
-	c.preBytes.Add(-n)
+	c.pre.bytes.Add(-n)
 	e.size.Add(-n)
 	if e.dirty.Load() {
 		c.dirtyBytes.Add(-n)
@@ -199,7 +316,7 @@ func (c *Cache) tryCharge(n int64) bool {
 func (c *Cache) preEncodeNow() int {
 	total := 0
 	for {
-		n := c.preEncodeRound(c.bgCtx)
+		n := c.preEncodeRound(c.bg.ctx)
 		if n == 0 {
 			return total
 		}

@@ -393,7 +393,7 @@ func TestPrefetchBounded(t *testing.T) {
 	waitFor(t, "prefetcher idle", func() bool {
 		f.pf.Lock()
 		defer f.pf.Unlock()
-		return len(c.prefCh) == 0 && f.pf.n == 0
+		return len(c.pref.jobs) == 0 && f.pf.n == 0
 	})
 	dirty0, n3 := c.Stats().DirtyBytes, d3.Stats().Chunks
 	c.evictClean(1 << 30)

@@ -64,8 +64,10 @@ type registry = *lockfree.Registry[uint64, *Dataset]
 // Cache is the shared chunk cache (seed 000 §2.4 H5SC_t). Create it with
 // New; share it between files with RegisterFile.
 type Cache struct {
-	cfg         Config
-	quiescent   int64
+	cfg       Config
+	quiescent int64
+	// activeLimit is fixed after New; a future change must call
+	// limitChanged (admission.go) so that admission follows it.
 	activeLimit int64
 	bypassBytes int64 // math.MaxInt64 when bypass is off
 
@@ -120,28 +122,20 @@ type Cache struct {
 
 	st counters
 
-	// Background pre-encode (background.go): preMax is the cap on kept
-	// images' bytes (0: off), preHigh the resident level above which the
-	// pre-encoder works, preBatch the chunks it encodes per round.
-	preMax, preHigh int64
-	preBatch        int
-	preBytes        atomic.Int64 // bytes of kept images (also in resident)
-	preCh           chan struct{}
-	// Prefetch (prefetch.go): prefMax caps unused prefetched bytes (0: off).
-	prefMax   int64
-	prefBytes atomic.Int64
-	prefCh    chan prefetchJob
+	// adm carries the admission control the engine creates (admission.go).
+	adm admission
+
+	// The background jobs (background.go, prefetch.go): their goroutines'
+	// lifetime, and each job's configuration, queue and byte count.
+	bg   background
+	trim trimState
+	pre  preEncodeState
+	pref prefetchState
 	// extentScans counts SetExtent scans of a dataset's cached chunks
 	// (tests check that growth does none).
 	extentScans atomic.Int64
 
-	closed   atomic.Bool
-	bgCtx    context.Context
-	bgCancel context.CancelFunc
-	bgWG     sync.WaitGroup
-	trimCh   chan struct{}
-	// trimRound bounds the bytes one background trim round evicts.
-	trimRound int64
+	closed atomic.Bool
 }
 
 // New creates a Cache.
@@ -157,10 +151,8 @@ func New(cfg Config) (*Cache, error) {
 		chunks:    lockfree.NewMapWithHasher[chunkKey, *entry](chunkKey.hash),
 		files:     lockfree.NewRegistry[uint64, *File](),
 		accesses:  lockfree.NewBuffer[*entry](64),
-		trimCh:    make(chan struct{}, 1),
 		st:        newCounters(),
 	}
-	c.trimRound = max(cfg.QuiescentBytes/16, 1)
 	c.activeLimit = int64(math.Min(float64(cfg.QuiescentBytes)*cfg.ActiveMultiplier, math.MaxInt64/2))
 	c.bypassBytes = cfg.BypassBytes
 	if raw.BypassBytes < 0 {
@@ -177,24 +169,7 @@ func New(cfg Config) (*Cache, error) {
 		c.run = poolRunner{p}
 	}
 	c.mu.pol = newPolicy(cfg.Policy, cfg.PartialSecondChance == SecondChanceOn)
-	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
-	c.bgWG.Add(1)
-	go c.trimmer()
-	c.preHigh = math.MaxInt64
-	if cfg.PreEncodeBytes > 0 {
-		c.preMax = cfg.PreEncodeBytes
-		c.preHigh = cfg.QuiescentBytes / 4 * 3
-		c.preBatch = 2 * max(cfg.Workers, 1)
-		c.preCh = make(chan struct{}, 1)
-		c.bgWG.Add(1)
-		go c.preEncoder()
-	}
-	if cfg.Prefetch {
-		c.prefMax = cfg.PrefetchBytes
-		c.prefCh = make(chan prefetchJob, 16)
-		c.bgWG.Add(1)
-		go c.prefetcher()
-	}
+	c.startBackground(cfg)
 	return c, nil
 }
 
@@ -219,8 +194,8 @@ func (c *Cache) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	c.bgCancel()
-	c.bgWG.Wait()
+	c.bg.cancel()
+	c.bg.wg.Wait()
 	if c.pool != nil {
 		defer c.pool.Close()
 	}
@@ -757,45 +732,11 @@ func (c *Cache) endOn(st lockfree.Stripe) {
 	// is quiescent. The check reads a line hits never write.
 	if r := c.resident.Load(); r > c.quiescent {
 		select {
-		case c.trimCh <- struct{}{}:
+		case c.trim.kick <- struct{}{}:
 		default:
 		}
 		c.kickPreEncode(r)
-	} else if r > c.preHigh {
+	} else if r > c.pre.high {
 		c.kickPreEncode(r)
-	}
-}
-
-// trimmer brings the cache back toward the quiescent size once no request
-// is running. Errors (a dirty victim that cannot be written) leave the
-// chunk dirty and cached; they surface on the next Flush.
-func (c *Cache) trimmer() {
-	defer c.bgWG.Done()
-	for {
-		select {
-		case <-c.bgCtx.Done():
-			return
-		case <-c.trimCh:
-		}
-		for c.st.hot.Load(hotActive) <= 0 {
-			over := c.resident.Load() - c.quiescent
-			if over <= 0 {
-				break
-			}
-			// Bounded rounds: a round's victims stay evicting until their
-			// one vector write is done, and a request that starts meanwhile
-			// can neither use nor evict them. Small rounds let it find
-			// other victims at once, and the loop stops trimming as soon
-			// as it starts. A round still spans several chunks, which the
-			// pool encodes in parallel.
-			freed, err := c.evict(c.bgCtx, min(over, c.trimRound), 1)
-			if err != nil {
-				c.st.trimErrors.Add(1)
-				break
-			}
-			if freed == 0 {
-				break
-			}
-		}
 	}
 }

@@ -104,7 +104,7 @@ func checkCache(c *Cache) error {
 	if d := c.dirtyBytes.Load(); d != dirty {
 		errs = append(errs, fmt.Errorf("dirty bytes %d != dirty entries %d", d, dirty))
 	}
-	if p := c.preBytes.Load(); p != pre {
+	if p := c.pre.bytes.Load(); p != pre {
 		errs = append(errs, fmt.Errorf("pre-encoded bytes %d != images %d", p, pre))
 	}
 	var dss []*Dataset

@@ -85,16 +85,16 @@ type entry struct {
 	// encoded is the pre-encoded disk image (seed 002 "Data Formats": chunks
 	// near eviction are encoded early; seed 001 §2.2 item 6), filled by the
 	// background pre-encoder (background.go). Its bytes are part of size and
-	// of Cache.preBytes. Set and cleared under latch exclusive (or by the
+	// of Cache.pre.bytes. Set and cleared under latch exclusive (or by the
 	// goroutine that owns an evicting entry); read under latch shared.
 	// INVARIANT: a non-nil image was encoded from the chunk as it is now:
 	// every modification drops it (modifiedLocked) before the version bump.
 	encoded atomic.Pointer[preImage]
 	// prefetched: loaded by the prefetcher (prefetch.go) and not used yet;
-	// its bytes are counted in Cache.prefBytes until the first use or
+	// its bytes are counted in Cache.pref.bytes until the first use or
 	// removal clears the flag.
 	prefetched atomic.Bool
-	prefSize   int64 // bytes added to Cache.prefBytes; written before prefetched is set, read by whoever clears it
+	prefSize   int64 // bytes added to Cache.pref.bytes; written before prefetched is set, read by whoever clears it
 
 	// flushMu makes encode→Insert→write→mark-clean of this entry exclusive
 	// between flushers; loc is guarded by it (or by the entry being loading

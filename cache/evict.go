@@ -110,7 +110,7 @@ func (c *Cache) remove(es []*entry) {
 		dsz := sz
 		if p := e.encoded.Swap(nil); p != nil {
 			dsz -= p.bytes() // not part of the dataset's size
-			c.preBytes.Add(-p.bytes())
+			c.pre.bytes.Add(-p.bytes())
 			if e.dirty.Load() {
 				c.st.preWasted.Add(1) // dropped unwritten (SetExtent, Close, failed load)
 			}
@@ -118,7 +118,7 @@ func (c *Cache) remove(es []*entry) {
 		}
 		e.ds.size.Add(-dsz)
 		if e.prefetched.Swap(false) {
-			c.prefBytes.Add(-e.prefSize)
+			c.pref.bytes.Add(-e.prefSize)
 			c.st.prefetchWasted.Add(1)
 		}
 		if e.dirty.Swap(false) {
@@ -264,11 +264,8 @@ func (c *Cache) writeBackRounds(ctx context.Context, es []*entry) error {
 	limit := max(c.activeLimit/8, 1)
 	var errs []error
 	for start := 0; start < len(es); {
-		end, n := start, int64(0)
-		for end < len(es) && (end == start || n+es[end].size.Load() <= limit) {
-			n += es[end].size.Load()
-			end++
-		}
+		rest := es[start:]
+		end := start + cut(limit, len(rest), func(i int) int64 { return rest[i].size.Load() })
 		if err := c.writeRound(ctx, es[start:end], false); err != nil {
 			errs = append(errs, err)
 			if ctx.Err() != nil {

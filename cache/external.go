@@ -53,7 +53,7 @@ func (f *File) ChargeMetadata(delta int64) {
 	c.meta.Unlock()
 	if delta > 0 && c.resident.Load() > c.quiescent {
 		select {
-		case c.trimCh <- struct{}{}:
+		case c.trim.kick <- struct{}{}:
 		default:
 		}
 	}

@@ -380,7 +380,7 @@ func (c *Cache) modifiedLocked(e *entry) {
 	var img int64
 	if p := e.encoded.Swap(nil); p != nil {
 		img = p.bytes()
-		c.preBytes.Add(-img)
+		c.pre.bytes.Add(-img)
 		c.st.preWasted.Add(1)
 		p.release()
 	}
@@ -531,7 +531,7 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 		g.reqs = append(g.reqs, i)
 		g.full = g.full && reqs[i].Full
 	}
-	if o.kind == opRead && c.prefMax > 0 {
+	if o.kind == opRead && c.pref.max > 0 {
 		for _, g := range gs {
 			c.noteReadMiss(g.d, g.coord)
 		}
@@ -571,11 +571,8 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	// §3.6): the active limit minus what other requests hold in flight.
 	s := c.activeLimit - c.inflight.Load()
 	for start := 0; start < len(work); {
-		end, sum := start, int64(0)
-		for end < len(work) && (end == start || sum+work[end].hint() <= s) {
-			sum += work[end].hint()
-			end++
-		}
+		rest := work[start:]
+		end := start + cut(s, len(rest), func(i int) int64 { return rest[i].hint() })
 		more, err := c.subList(ctx, o, reqs, work[start:end])
 		later = append(later, more...)
 		if err != nil {
@@ -584,6 +581,28 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 		start = end
 	}
 	return later, nil
+}
+
+// cut is the project's one splitting rule (resource.Cut, documented in
+// package resource): of the items [0, n) whose sizes size reports, the
+// first sub-list is the longest prefix totalling at most budget, never
+// empty (an item larger than budget forms a sub-list alone); cut returns
+// its end. A negative size counts as 0, a budget below 1 as 1. cache may
+// not import resource, so this is a copy; TestCutIsResourceCut checks that
+// the two agree. The cache cuts with it the sub-lists a request loads at
+// once (budget S, below) and the rounds of a write-back (writeBackRounds).
+func cut(budget int64, n int, size func(i int) int64) (end int) {
+	budget = max(budget, 1)
+	var sum int64
+	for end < n {
+		s := max(size(end), 0)
+		if end > 0 && s > budget-sum { // sum+s > budget without overflow
+			break
+		}
+		sum += s
+		end++
+	}
+	return end
 }
 
 // subList claims, reserves, loads or creates, and applies one sub-list

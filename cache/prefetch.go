@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/scc-dev/scc/vfd"
 )
@@ -24,6 +25,26 @@ import (
 // Chunks that exist nowhere are not prefetched (a read of them costs no
 // I/O anyway). The cache does not know the dataset's extent, so a stream
 // past the end of a row or of the dataset just finds nothing stored.
+
+// prefetchState is the prefetcher's. Its configuration is fixed after New;
+// only bytes changes.
+type prefetchState struct {
+	// max caps the bytes of prefetched chunks not used yet:
+	// Config.PrefetchBytes. INVARIANT: 0 means prefetch is off (the
+	// detector ignores misses, jobs is nil, no goroutine runs).
+	max int64
+	// bytes is the sum of prefSize over the cached entries still marked
+	// prefetched (unused). Added when a prefetch settles its entries,
+	// taken back by whoever clears the mark: the first use
+	// (prefetchUsed) or removal. INVARIANT: 0 <= bytes. A job loads only
+	// chunks whose size hints fit in max-bytes (one job runs at a time and
+	// others only lower bytes), so bytes exceeds max at most by what the
+	// decoded chunks' real sizes exceed their hints.
+	bytes atomic.Int64
+	// jobs is the prefetcher's queue, capacity 16; queuePrefetch drops a
+	// job rather than block a request when it is full. nil when off.
+	jobs chan prefetchJob
+}
 
 // prefetchJob asks for the chunks after from along dim.
 type prefetchJob struct {
@@ -61,7 +82,7 @@ func stepDim(a, b Coord) int {
 
 // noteReadMiss feeds a read miss of coord to d's detector.
 func (c *Cache) noteReadMiss(d *Dataset, coord Coord) {
-	if c.prefMax <= 0 {
+	if c.pref.max <= 0 {
 		return
 	}
 	s := &d.seq
@@ -88,7 +109,7 @@ func (c *Cache) prefetchUsed(e *entry) {
 	if !e.prefetched.CompareAndSwap(true, false) {
 		return
 	}
-	c.prefBytes.Add(-e.prefSize)
+	c.pref.bytes.Add(-e.prefSize)
 	c.st.prefetchHits.Add(1)
 	d := e.ds
 	d.seq.Lock()
@@ -100,28 +121,28 @@ func (c *Cache) prefetchUsed(e *entry) {
 
 // queuePrefetch hands a job to the prefetcher without ever blocking.
 func (c *Cache) queuePrefetch(d *Dataset, from Coord, dim int) {
-	if c.prefBytes.Load() >= c.prefMax {
+	if c.pref.bytes.Load() >= c.pref.max {
 		return
 	}
 	select {
-	case c.prefCh <- prefetchJob{d: d, from: append(Coord(nil), from...), dim: dim}:
+	case c.pref.jobs <- prefetchJob{d: d, from: append(Coord(nil), from...), dim: dim}:
 	default:
 	}
 }
 
 func (c *Cache) prefetcher() {
-	defer c.bgWG.Done()
+	defer c.bg.wg.Done()
 	for {
 		select {
-		case <-c.bgCtx.Done():
+		case <-c.bg.ctx.Done():
 			return
-		case j := <-c.prefCh:
+		case j := <-c.pref.jobs:
 			f := j.d.file
 			if !f.prefetchBegin() {
 				continue
 			}
 			if j.d.registered.Load() {
-				_ = c.prefetch(c.bgCtx, j)
+				_ = c.prefetch(c.bg.ctx, j)
 			}
 			f.prefetchEnd()
 		}
@@ -195,7 +216,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	if err := box.l.Lookup(ctx, coords, locs); err != nil {
 		return err
 	}
-	room := c.prefMax - c.prefBytes.Load()
+	room := c.pref.max - c.pref.bytes.Load()
 	var es []*entry
 	var total int64
 	for i, x := range coords {
@@ -282,7 +303,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	c.mu.Unlock()
 	for _, e := range es {
 		e.prefSize = e.size.Load()
-		c.prefBytes.Add(e.prefSize)
+		c.pref.bytes.Add(e.prefSize)
 		e.prefetched.Store(true)
 		e.settle(stateResident, false)
 	}

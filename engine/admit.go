@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"runtime"
-	"sync"
-	"weak"
+	"fmt"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/resource"
@@ -13,64 +11,49 @@ import (
 // Admission (seed 000 §5.2, "resource allocation module"): every request
 // states the cache memory it will hold at once — the chunks it touches ×
 // their in-memory size — and waits, first come first served, until the
-// cache can hold it beside every other admitted request. Memory is a
-// property of the cache, so files that share a cache share its Admitter.
+// cache can hold it beside every other admitted request.
 //
-// A request larger than half the cache's active limit is cut into batches
-// that each fit; each batch is admitted on its own, so small requests keep
+// Memory is a property of the cache, so files that share a cache share its
+// Admitter. The cache carries it (cache.Cache.Admission: cache may not
+// import resource, so it holds it as the small cache.Admission interface);
+// the first file to open on a cache creates it with the cache's active
+// limit as capacity, every later file gets the same one, and the cache
+// keeps its capacity equal to the active limit (SetCapacity). It lives and
+// dies with the cache: no global map.
+//
+// A large request is cut into batches by resource's one splitting rule
+// (resource.Cut) with budget resource.Admitter.BatchBytes, half the
+// capacity; each batch is admitted on its own, so small requests keep
 // flowing between the batches of a huge one and no batch thrashes the
 // cache. (The serializer still holds the whole request's region, so no
 // overlapping request can observe a half-done one.) A single chunk larger
-// than the whole active limit is admitted alone (resource.Admitter's
-// exclusive rule), and the cache serves it as its one indivisible chunk.
+// than the batch budget is a batch alone, and one larger than the whole
+// active limit is admitted alone (resource.Admitter's rule); the cache
+// serves it as its one indivisible chunk.
 
-// admitters maps a cache to its Admitter without keeping the cache alive.
-var admitters struct {
-	sync.Mutex
-	m map[weak.Pointer[cache.Cache]]*resource.Admitter
-}
-
-func admitterFor(c *cache.Cache) *resource.Admitter {
-	key := weak.Make(c)
-	admitters.Lock()
-	defer admitters.Unlock()
-	if a, ok := admitters.m[key]; ok {
-		return a
+// admitterOf returns the Admitter of c, creating it on first use. It fails
+// only if something other than the engine installed c's Admission first.
+func admitterOf(c *cache.Cache) (*resource.Admitter, error) {
+	a, ok := c.Admission(func(limit int64) cache.Admission {
+		return resource.NewForCache(limit)
+	}).(*resource.Admitter)
+	if !ok {
+		return nil, fmt.Errorf("%w: the cache's admission control is not a resource.Admitter", ErrInvalid)
 	}
-	capacity := c.Stats().ActiveLimit
-	if capacity <= 0 {
-		capacity = 1
-	}
-	a, err := resource.New(resource.Options{Capacity: capacity})
-	if err != nil {
-		// Capacity is positive, so New cannot fail.
-		panic(err)
-	}
-	if admitters.m == nil {
-		admitters.m = make(map[weak.Pointer[cache.Cache]]*resource.Admitter)
-	}
-	admitters.m[key] = a
-	runtime.AddCleanup(c, func(k weak.Pointer[cache.Cache]) {
-		admitters.Lock()
-		delete(admitters.m, k)
-		admitters.Unlock()
-	}, key)
-	return a
+	return a, nil
 }
 
 // runAdmitted runs the per-chunk requests through the cache in admitted
-// batches.
+// batches, each of chunkBytes per request.
 func (f *File) runAdmitted(ctx context.Context, reqs []cache.Request, chunkBytes int64, write bool) error {
-	batch := len(reqs)
-	if half := f.admit.Capacity() / 2; chunkBytes > 0 && int64(batch)*chunkBytes > half {
-		batch = max(1, int(half/chunkBytes))
-	}
-	for i := 0; i < len(reqs); i += batch {
-		part := reqs[i:min(len(reqs), i+batch)]
-		release, err := f.admit.Admit(ctx, int64(len(part))*chunkBytes)
+	budget := f.admit.BatchBytes()
+	for len(reqs) > 0 {
+		n, bytes := resource.Cut(budget, len(reqs), func(int) int64 { return chunkBytes })
+		release, err := f.admit.Admit(ctx, bytes)
 		if err != nil {
 			return err
 		}
+		part := reqs[:n]
 		if write {
 			err = f.cache.Write(ctx, part)
 		} else {
@@ -80,6 +63,7 @@ func (f *File) runAdmitted(ctx context.Context, reqs []cache.Request, chunkBytes
 		if err != nil {
 			return err
 		}
+		reqs = reqs[n:]
 	}
 	return nil
 }

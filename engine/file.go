@@ -256,7 +256,14 @@ func newFile(drv vfd.Driver, opts *Options) (*File, error) {
 		}
 		f.cache, f.ownCache = c, true
 	}
-	f.admit = admitterFor(f.cache)
+	admit, err := admitterOf(f.cache)
+	if err != nil {
+		if f.ownCache {
+			f.cache.Close()
+		}
+		return nil, err
+	}
+	f.admit = admit
 	cf, err := f.cache.RegisterFile(f.drv)
 	if err != nil {
 		if f.ownCache {
