@@ -79,13 +79,7 @@ func (c *Cache) readDirect(reqs []Request, gs []*group) ([]*group, error) {
 	}
 	for _, f := range files {
 		exts := byFile[f]
-		var b int64
-		for _, x := range exts {
-			b += int64(len(x.Buf))
-		}
-		c.st.vectorReads.Add(1)
-		c.st.vectorReadBytes.Add(b)
-		if err := f.drv.ReadV(exts); err != nil {
+		if err := c.readV(f, exts); err != nil {
 			return nil, fmt.Errorf("cache: reading %d chunks directly: %w", len(exts), err)
 		}
 	}

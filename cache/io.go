@@ -783,13 +783,7 @@ func (c *Cache) readImages(loads []*group) ([][]byte, error) {
 		if byFile != nil {
 			exts = byFile[f]
 		}
-		var b int64
-		for _, x := range exts {
-			b += int64(len(x.Buf))
-		}
-		c.st.vectorReads.Add(1)
-		c.st.vectorReadBytes.Add(b)
-		if err := f.drv.ReadV(exts); err != nil {
+		if err := c.readV(f, exts); err != nil {
 			return nil, fmt.Errorf("cache: reading %d chunks: %w", len(exts), err)
 		}
 	}
@@ -855,4 +849,15 @@ func (c *Cache) dropBypass(ctx context.Context, bypass []*entry) error {
 	}
 	c.remove(bypass)
 	return nil
+}
+
+// readV is one vector read of chunk images from f, counted in the stats.
+func (c *Cache) readV(f *File, exts []vfd.Extent) error {
+	var b int64
+	for _, x := range exts {
+		b += int64(len(x.Buf))
+	}
+	c.st.vectorReads.Add(1)
+	c.st.vectorReadBytes.Add(b)
+	return f.drv.ReadV(exts)
 }

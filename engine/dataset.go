@@ -727,19 +727,28 @@ func (d *Dataset) Close() error {
 }
 
 // region is the box of chunk coordinates a selection touches, for the
-// serializer. It is computed before the selection is validated, so it
-// saturates instead of overflowing; an invalid selection is rejected right
-// after.
+// serializer, in fresh slices (regionInto, in io.go, fills a request's
+// scratch arrays instead). It is computed before the selection is
+// validated, so it saturates instead of overflowing; an invalid selection
+// is rejected right after.
 func (s *dsState) region(sel Selection) serialize.Region {
+	r := len(sel.h.Start)
+	return s.fillRegion(sel, serialize.Region{Dataset: s.id, Lo: make([]uint64, r), Hi: make([]uint64, r)})
+}
+
+// fillRegion computes region into reg, whose Lo and Hi have the
+// selection's rank and are zero.
+func (s *dsState) fillRegion(sel Selection, reg serialize.Region) serialize.Region {
 	h := sel.h
 	r := len(h.Start)
-	reg := serialize.Region{Dataset: s.id, Lo: make([]uint64, r), Hi: make([]uint64, r)}
 	if len(h.Stride) != r || len(h.Count) != r || len(h.Block) != r || r != len(s.chunk) {
 		return reg // empty: conflicts with nothing; Validate rejects it
 	}
 	for d := 0; d < r; d++ {
 		if h.Count[d] == 0 || h.Block[d] == 0 {
-			return serialize.Region{Dataset: s.id, Lo: make([]uint64, r), Hi: make([]uint64, r)}
+			clear(reg.Lo)
+			clear(reg.Hi)
+			return reg
 		}
 		hi, span := bits.Mul64(h.Count[d]-1, h.Stride[d])
 		last, c1 := bits.Add64(h.Start[d], span, 0)

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math/bits"
 	"sync"
 
 	"github.com/scc-dev/scc/cache"
@@ -78,35 +77,16 @@ func (sc *ioScratch) put() {
 	ioPool.Put(sc)
 }
 
-// region is dsState.region into sc's arrays when the rank allows.
+// regionInto is dsState.region into sc's arrays when the rank allows.
 func (s *dsState) regionInto(sel Selection, sc *ioScratch) serialize.Region {
-	h := sel.h
-	r := len(h.Start)
+	r := len(sel.h.Start)
 	if r > len(sc.lo) || len(s.chunk) != r {
 		return s.region(sel)
 	}
 	reg := serialize.Region{Dataset: s.id, Lo: sc.lo[:r], Hi: sc.hi[:r]}
 	clear(reg.Lo)
 	clear(reg.Hi)
-	if len(h.Stride) != r || len(h.Count) != r || len(h.Block) != r {
-		return reg // empty: conflicts with nothing; Validate rejects it
-	}
-	for d := 0; d < r; d++ {
-		if h.Count[d] == 0 || h.Block[d] == 0 {
-			clear(reg.Lo)
-			clear(reg.Hi)
-			return reg
-		}
-		hi, span := bits.Mul64(h.Count[d]-1, h.Stride[d])
-		last, c1 := bits.Add64(h.Start[d], span, 0)
-		last, c2 := bits.Add64(last, h.Block[d]-1, 0)
-		if hi != 0 || c1 != 0 || c2 != 0 {
-			last = ^uint64(0)
-		}
-		reg.Lo[d] = h.Start[d] / s.chunk[d]
-		reg.Hi[d] = last/s.chunk[d] + 1
-	}
-	return reg
+	return s.fillRegion(sel, reg)
 }
 
 // hotDataset returns the cache dataset without taking s.mu when io has
