@@ -13,11 +13,12 @@ build: ## build every package and the scctl binary into bin/
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/scctl ./cmd/scctl
 
-test: ## vet, then every test under the race detector, then the cache again with its invariant assertions (what CI runs)
+test: ## vet, then every test under the race detector, then the cache again with its invariant assertions, then the allocation-count tests without -race (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags invariants ./cache/...
 	$(GO) test -race -timeout 15m $(PKGS)
 	$(GO) test -race -tags invariants -timeout 5m ./cache/...
+	$(GO) test -count=1 -run 'Allocs|WithoutAllocation' ./engine/ ./cache/ # allocation counts skip under -race
 
 stress: ## the long race stress suites (minutes)
 	SCC_STRESS=long $(GO) test -race -timeout 60m -run 'Stress|Concurrent|Race' -v ./stress/... ./engine/... ./cache/... ./serialize/... ./resource/...
