@@ -67,14 +67,11 @@ func whollyOutside(coord Coord, cd, dims []uint64) bool {
 // PrepareExtent is step 1 of a shrink (see above). Growth needs no
 // preparation; it returns at once.
 func (d *Dataset) PrepareExtent(ctx context.Context, oldDims, newDims []uint64) error {
+	return d.onShrink(oldDims, newDims, func() error { return d.prepareShrink(ctx, oldDims, newDims) })
+}
+
+func (d *Dataset) prepareShrink(ctx context.Context, oldDims, newDims []uint64) error {
 	c := d.c
-	if err := c.begin(); err != nil {
-		return err
-	}
-	defer c.end()
-	if shrink, err := d.checkExtent(oldDims, newDims); err != nil || !shrink {
-		return err
-	}
 	// Writing back every dirty chunk of the dataset (not only those
 	// outside) keeps this to one well-tested path; shrinks are rare.
 	if err := c.flushDatasets(ctx, []*Dataset{d}, false); err != nil {
@@ -93,14 +90,11 @@ func (d *Dataset) PrepareExtent(ctx context.Context, oldDims, newDims []uint64) 
 // scanning the dataset's chunks (appending workloads call SetExtent once
 // per frame). A cancelled ctx does not stop it half way.
 func (d *Dataset) SetExtent(ctx context.Context, oldDims, newDims []uint64) error {
+	return d.onShrink(oldDims, newDims, func() error { return d.shrink(ctx, oldDims, newDims) })
+}
+
+func (d *Dataset) shrink(ctx context.Context, oldDims, newDims []uint64) error {
 	c := d.c
-	if err := c.begin(); err != nil {
-		return err
-	}
-	defer c.end()
-	if shrink, err := d.checkExtent(oldDims, newDims); err != nil || !shrink {
-		return err
-	}
 	ctx = context.WithoutCancel(ctx)
 	cd := d.lay().dims
 	c.extentScans.Add(1)
@@ -131,22 +125,27 @@ func (d *Dataset) SetExtent(ctx context.Context, oldDims, newDims []uint64) erro
 	})
 }
 
-// checkExtent validates an extent change and reports whether it shrinks
-// any dimension.
-func (d *Dataset) checkExtent(oldDims, newDims []uint64) (shrink bool, err error) {
+// onShrink validates an extent change and, as a counted request, runs fn
+// if the change shrinks any dimension; growth needs nothing from the cache.
+func (d *Dataset) onShrink(oldDims, newDims []uint64, fn func() error) error {
+	c := d.c
+	if err := c.begin(); err != nil {
+		return err
+	}
+	defer c.end()
 	if !d.registered.Load() {
-		return false, ErrNotRegistered
+		return ErrNotRegistered
 	}
 	cd := d.lay().dims
 	if len(oldDims) != len(cd) || len(newDims) != len(cd) {
-		return false, fmt.Errorf("%w: extent rank %d/%d, chunk rank %d", ErrInvalid, len(oldDims), len(newDims), len(cd))
+		return fmt.Errorf("%w: extent rank %d/%d, chunk rank %d", ErrInvalid, len(oldDims), len(newDims), len(cd))
 	}
 	for j := range newDims {
 		if newDims[j] < oldDims[j] {
-			return true, nil
+			return fn()
 		}
 	}
-	return false, nil
+	return nil
 }
 
 // edges calls fn with batches of requests for the chunks a shrink from

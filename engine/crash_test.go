@@ -209,11 +209,23 @@ func (c *cutDriver) ReadV(e []vfd.Extent) error {
 // byte.
 func TestCrashAtEveryWrite(t *testing.T) {
 	defer verifyNoLeaks(t)
+	crashSweep(t, crashWorkload, 1)
+}
+
+// workload runs a scripted sequence of calls on drv with seed, recording
+// in snaps the state each commit captures; it returns the last generation
+// a Flush (or Close) acknowledged.
+type workload func(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error)
+
+// crashSweep cuts the power at each mutating operation of w and verifies
+// both crash images (synced bytes only, and a random part of the unsynced
+// ones) hold a committed state. It returns the number of crash points.
+func crashSweep(t *testing.T, w workload, seed uint64) int {
+	t.Helper()
 	// Count the workload's mutating operations on a clean run.
 	probe := &cutDriver{Driver: vfd.NewCrash()}
 	probe.left.Store(1 << 40)
-	snaps := snapshots{}
-	if _, err := crashWorkload(probe, 1, snaps); err != nil {
+	if _, err := w(probe, seed, snapshots{}); err != nil {
 		t.Fatal(err)
 	}
 	total := int(probe.used.Load())
@@ -223,23 +235,21 @@ func TestCrashAtEveryWrite(t *testing.T) {
 		drv := &cutDriver{Driver: crash}
 		drv.left.Store(int64(k))
 		snaps := snapshots{}
-		lastAck, _ := crashWorkload(drv, 1, snaps)
+		lastAck, _ := w(drv, seed, snaps)
+		if lastAck == 0 {
+			continue // CreateWith never succeeded: nothing was promised
+		}
 		for _, mode := range []vfd.CrashMode{vfd.KeepSynced, vfd.RandomUnsynced} {
 			img := vfd.NewMemFrom(crash.CrashImage(mode, uint64(k)))
 			tried++
-			if lastAck == 0 {
-				// CreateWith never succeeded: nothing was promised.
-				continue
-			}
-			t.Run(mode.String(), func(t *testing.T) {
-				verifyCommitted(t, img, lastAck, snaps)
-			})
+			verifyCommitted(t, img, lastAck, snaps)
 			if t.Failed() {
 				t.Fatalf("crash point %d/%d (%s image) failed", k, total, mode)
 			}
 		}
 	}
 	t.Logf("tried %d crash images over %d crash points", tried, total+1)
+	return total
 }
 
 // TestFaultAtEveryOperation injects an I/O error at every operation index of
@@ -248,8 +258,16 @@ func TestCrashAtEveryWrite(t *testing.T) {
 // its last committed state.
 func TestFaultAtEveryOperation(t *testing.T) {
 	defer verifyNoLeaks(t)
+	faultSweep(t, crashWorkload, 2)
+}
+
+// faultSweep fails every operation of w from index k on, for each k: an
+// injected error must reach the caller, and once the fault is gone the
+// file reopens in its last committed state.
+func faultSweep(t *testing.T, w workload, seed uint64) {
+	t.Helper()
 	probe := vfd.NewFault(vfd.NewMem())
-	if _, err := crashWorkload(probe, 2, snapshots{}); err != nil {
+	if _, err := w(probe, seed, snapshots{}); err != nil {
 		t.Fatal(err)
 	}
 	total := probe.Ops().Total()
@@ -257,7 +275,7 @@ func TestFaultAtEveryOperation(t *testing.T) {
 		mem := vfd.NewMem()
 		fd := vfd.NewFault(mem, vfd.Fail(vfd.From(vfd.OpAny, k))) // op k and every later op fail
 		snaps := snapshots{}
-		lastAck, err := crashWorkload(fd, 2, snaps)
+		lastAck, err := w(fd, seed, snaps)
 		if fd.Injected() > 0 && err == nil {
 			t.Fatalf("fault at op %d/%d: %d errors injected, none reached the caller", k, total, fd.Injected())
 		}

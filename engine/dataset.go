@@ -45,11 +45,15 @@ type dsState struct {
 	// chunkBytes is the decoded size of one chunk.
 	chunkBytes int64
 
-	// extent orders data I/O against SetExtent and Refresh: reads and
-	// writes hold it shared, SetExtent and Refresh exclusively (seed 000
-	// §5.2: "when changing a dataset's extent, we drain all current I/O
-	// requests"). It also guards idx, which a read-only file's Refresh
-	// replaces.
+	// extent orders the readers of a dataset's whole state (shape, index
+	// root, dirty flag, pending trims: the commit's writeHeader and
+	// finishTrims, Storage) against the changes of SetExtent and Refresh's
+	// adopt, which hold it exclusively from their first change to their
+	// last. Data I/O does not take it: SetExtent and adopt also hold the
+	// dataset exclusively in the serializer, which drains every read and
+	// write first (seed 000 §5.2; engine/io.go). A commit holds it shared
+	// across its index and header writes for this dataset, so a SetExtent
+	// waits for that I/O; data I/O does not.
 	extent sync.RWMutex
 
 	// dirty is set whenever the header or the index changed since the last
@@ -386,6 +390,16 @@ func (s *dsState) catalogEntry() format.CatalogEntry {
 	return format.CatalogEntry{Name: s.name, ID: s.id, HeaderAddr: s.mu.headerAddr, HeaderSize: s.mu.headerSize, HeaderSum: s.mu.headerSum}
 }
 
+// header is the dataset's header with the given shape and index root.
+func (s *dsState) header(shape []uint64, root []byte) format.DatasetHeader {
+	return format.DatasetHeader{
+		Name: s.name, ID: s.id, Type: uint8(s.typ),
+		Shape: shape, MaxShape: s.maxShape, Chunk: s.chunk,
+		Layout: layoutDense, Filters: s.filters, Fill: s.fill,
+		MinCacheBytes: s.minCache, IndexKind: uint8(s.idx.kind()), IndexRoot: root,
+	}
+}
+
 // writeHeader flushes the index and writes a new header if anything changed
 // since the last commit. On error the dataset stays dirty.
 //
@@ -416,12 +430,7 @@ func (s *dsState) writeHeader(ctx context.Context) (err error) {
 		return err
 	}
 	s.mu.Lock()
-	hdr := format.DatasetHeader{
-		Name: s.name, ID: s.id, Type: uint8(s.typ),
-		Shape: clone(s.mu.shape), MaxShape: s.maxShape, Chunk: s.chunk,
-		Layout: layoutDense, Filters: s.filters, Fill: s.fill,
-		MinCacheBytes: s.minCache, IndexKind: uint8(s.idx.kind()), IndexRoot: root,
-	}
+	hdr := s.header(clone(s.mu.shape), root)
 	s.mu.Unlock()
 	b := format.EncodeDatasetHeader(hdr)
 	addr, err := s.f.space.alloc(int64(len(b)))
@@ -635,11 +644,7 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 	}
 	// The header decoder's limits (Unlimited as a current extent, more
 	// than 2^63-1 elements), checked before anything changes.
-	probe := format.DatasetHeader{
-		Name: s.name, ID: s.id, Type: uint8(s.typ), Shape: dims, MaxShape: s.maxShape,
-		Chunk: s.chunk, Layout: layoutDense, Filters: s.filters, Fill: s.fill, MinCacheBytes: s.minCache,
-	}
-	if err := probe.Validate(); err != nil {
+	if err := s.header(dims, nil).Validate(); err != nil {
 		return fmt.Errorf("%w: extent %v: %w", ErrInvalid, dims, err)
 	}
 	release, err := s.f.ser.AcquireExclusive(ctx, s.id)

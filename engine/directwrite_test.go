@@ -400,34 +400,8 @@ func directWorkload(drv vfd.Driver, seed uint64, snaps snapshots, st *cache.Stat
 // direct write and the next Flush leaves the last committed state.
 func TestDirectWriteCrashAtEveryWrite(t *testing.T) {
 	defer verifyNoLeaks(t)
-	probe := &cutDriver{Driver: vfd.NewCrash()}
-	probe.left.Store(1 << 40)
-	var st cache.Stats
-	if _, err := directWorkload(probe, 1, snapshots{}, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.DirectWrites < 4 {
-		t.Fatalf("the workload made %d direct writes", st.DirectWrites)
-	}
-	t.Logf("%d direct writes, %d mutating operations", st.DirectWrites, probe.used.Load())
-	total := int(probe.used.Load())
-	for k := 0; k <= total; k++ {
-		crash := vfd.NewCrash()
-		drv := &cutDriver{Driver: crash}
-		drv.left.Store(int64(k))
-		snaps := snapshots{}
-		lastAck, _ := directWorkload(drv, 1, snaps, nil)
-		if lastAck == 0 {
-			continue
-		}
-		for _, mode := range []vfd.CrashMode{vfd.KeepSynced, vfd.RandomUnsynced} {
-			img := vfd.NewMemFrom(crash.CrashImage(mode, uint64(k)))
-			verifyCommitted(t, img, lastAck, snaps)
-			if t.Failed() {
-				t.Fatalf("crash point %d/%d (%s image) failed", k, total, mode)
-			}
-		}
-	}
+	requireDirectWrites(t, 1)
+	crashSweep(t, directWorkloadOf(), 1)
 }
 
 // TestDirectWriteFaultAtEveryOperation injects an I/O error from every
@@ -437,34 +411,28 @@ func TestDirectWriteCrashAtEveryWrite(t *testing.T) {
 // a live process: TestDirectWriteFailureKeepsOldData.)
 func TestDirectWriteFaultAtEveryOperation(t *testing.T) {
 	defer verifyNoLeaks(t)
-	probe := vfd.NewFault(vfd.NewMem())
+	requireDirectWrites(t, 2)
+	faultSweep(t, directWorkloadOf(), 2)
+}
+
+// requireDirectWrites fails t unless directWorkload with seed makes enough
+// direct writes for the sweeps to mean something.
+func requireDirectWrites(t *testing.T, seed uint64) {
+	t.Helper()
 	var st cache.Stats
-	if _, err := directWorkload(probe, 2, snapshots{}, &st); err != nil {
+	if _, err := directWorkload(vfd.NewMem(), seed, snapshots{}, &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.DirectWrites < 4 {
 		t.Fatalf("the workload made %d direct writes", st.DirectWrites)
 	}
-	t.Logf("%d direct writes, %d operations", st.DirectWrites, probe.Ops().Total())
-	total := probe.Ops().Total()
-	for k := int64(0); k < total; k++ {
-		{
-			mem := vfd.NewMem()
-			fd := vfd.NewFault(mem, vfd.Fail(vfd.From(vfd.OpAny, k))) // op k and every later op fail
-			snaps := snapshots{}
-			lastAck, err := directWorkload(fd, 2, snaps, nil)
-			if fd.Injected() > 0 && err == nil {
-				t.Fatalf("fault at op %d/%d: %d errors injected, none reached the caller", k, total, fd.Injected())
-			}
-			if lastAck == 0 {
-				continue
-			}
-			fd.SetEnabled(false)
-			verifyCommitted(t, mem, lastAck, snaps)
-			if t.Failed() {
-				t.Fatalf("fault at op %d/%d", k, total)
-			}
-		}
+	t.Logf("%d direct writes", st.DirectWrites)
+}
+
+// directWorkloadOf adapts directWorkload to the sweeps' workload type.
+func directWorkloadOf() workload {
+	return func(drv vfd.Driver, seed uint64, snaps snapshots) (uint64, error) {
+		return directWorkload(drv, seed, snaps, nil)
 	}
 }
 

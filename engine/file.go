@@ -103,8 +103,9 @@ type File struct {
 //
 //	serializer (serialize.Acquire / AcquireExclusive on a dataset)
 //	  File.commitMu                (commits; a read-only file's Refresh)
-//	    dsState.extent             (shared: data I/O, commit's writeHeader;
-//	                                exclusive: SetExtent, Refresh's adopt)
+//	    dsState.extent             (shared: commit's writeHeader and
+//	                                finishTrims, Storage; exclusive:
+//	                                SetExtent, Refresh's adopt)
 //	      File.mu, dsState.mu      (short; never held across I/O)
 //	      cache and index locks    (their own packages' order)
 //
