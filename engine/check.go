@@ -45,7 +45,8 @@ func CheckPath(ctx context.Context, path string) (*CheckReport, error) {
 // and below the end of file; and that no two live extents overlap (so no
 // referenced space can be handed out as free — free space is exactly the
 // complement of the live extents, see FORMAT.md). A file with problems
-// returns the report and an error wrapping ErrCorrupt.
+// returns the report and an error wrapping ErrCorrupt; a file that cannot be
+// opened returns Open's error (ErrIO, ErrVersion, ...) with its class.
 func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 	r := &CheckReport{}
 	for _, off := range []int64{format.SlotA, format.SlotB} {
@@ -63,8 +64,11 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 	r.FileSize = size
 	f, err := OpenWith(drv, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 1 << 20}})
 	if err != nil {
+		// Open's error already names its one class: a damaged file is
+		// ErrCorrupt, but a driver failure (ErrIO) or a newer format
+		// (ErrVersion) is not damage and must not be reported as such.
 		r.Problems = append(r.Problems, "open: "+err.Error())
-		return r, fmt.Errorf("%w: %s", ErrCorrupt, r.Problems[0])
+		return r, fmt.Errorf("open: %w", err)
 	}
 	defer f.Close()
 	r.Generation, r.EOF = f.sb.Load().Generation, int64(f.sb.Load().EOF)

@@ -45,11 +45,16 @@ var (
 	// ErrInternal: a bug in scc or in a layout callback (a panic the worker
 	// pool caught). The call failed; the file's committed state is intact.
 	ErrInternal = errors.New("scc: internal error")
+	// ErrVersion: the file (or one of its blocks) is intact but written in
+	// a format version newer than this scc reads. Nothing is damaged: open
+	// it with a newer scc. Distinct from ErrCorrupt so that a user never
+	// takes a newer file for a broken one.
+	ErrVersion = errors.New("scc: file format version newer than this scc reads")
 )
 
 // sentinels lists the engine's sentinels, for classify and its tests.
 var sentinels = []error{ErrNotFound, ErrExists, ErrClosed, ErrReadOnly, ErrCorrupt,
-	ErrOutOfRange, ErrInvalid, ErrLocked, ErrIO, ErrStale, ErrInternal}
+	ErrOutOfRange, ErrInvalid, ErrLocked, ErrIO, ErrStale, ErrInternal, ErrVersion}
 
 // classify makes an error from a lower layer match the engine's sentinel for
 // its class, keeping the original in the chain for detail. Errors that
@@ -68,7 +73,9 @@ func classify(err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
-	case errors.Is(err, format.ErrCorrupt), errors.Is(err, format.ErrVersion),
+	case errors.Is(err, format.ErrVersion):
+		sentinel = ErrVersion
+	case errors.Is(err, format.ErrCorrupt),
 		errors.Is(err, filter.ErrCorrupt), errors.Is(err, index.ErrCorrupt),
 		errors.Is(err, alloc.ErrOverlap):
 		sentinel = ErrCorrupt

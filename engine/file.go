@@ -334,7 +334,7 @@ func readSuperblock(drv vfd.Driver) (format.Superblock, error) {
 	}
 	sb, err := format.PickSuperblock(a, b)
 	if err != nil {
-		return sb, fmt.Errorf("%w: no valid superblock: %w", ErrCorrupt, err)
+		return sb, fmt.Errorf("superblock: %w", classify(err))
 	}
 	return sb, nil
 }

@@ -95,7 +95,7 @@ func DecodeCatalog(b []byte) ([]CatalogEntry, error) {
 	if len(b) > MaxCatalogBytes {
 		return nil, corrupt("catalog", "%d bytes exceeds %d", len(b), MaxCatalogBytes)
 	}
-	p, err := openFrame("catalog", b, magicCatalog, catalogMin)
+	p, _, err := openFrame("catalog", b, magicCatalog, catalogMin)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-// Package format encodes and decodes scc's on-disk container format v1: the
+// Package format encodes and decodes scc's on-disk container format (v2; v1 files read unchanged): the
 // two superblock slots, the dataset catalog, dataset headers and the frame
 // around every stored chunk. FORMAT.md at the repository root is the
 // byte-by-byte specification; this package is its reference implementation.
@@ -51,8 +51,15 @@ const (
 	DataStart = 8192
 )
 
-// Version is the block format version this package writes and reads.
-const Version = 1
+// Version is the block format version this package writes; it reads every
+// version from MinVersion to Version. Version 2 is a superset of version 1:
+// each block kind's v2 additions are optional parts that a v1 block lacks
+// (FORMAT.md §15 "Version history"), so a v1 file opens unchanged and a v2
+// file is refused by a v1 reader with ErrVersion, never misread.
+const (
+	Version    = 2
+	MinVersion = 1
+)
 
 // Block magics. Each is four ASCII bytes.
 var (
@@ -144,22 +151,23 @@ func corrupt(block, format string, args ...any) error {
 // openFrame checks a block's frame: length, magic, checksum, then version,
 // in that order, so that a damaged version byte reads as corruption and only
 // an intact block of another version reads as ErrVersion. It returns the
-// bytes between the version byte and the checksum.
-func openFrame(block string, b []byte, magic [4]byte, minLen int) ([]byte, error) {
+// bytes between the version byte and the checksum, and the block's version
+// (MinVersion..Version) for the decoder to choose the parts it expects.
+func openFrame(block string, b []byte, magic [4]byte, minLen int) ([]byte, uint8, error) {
 	if len(b) < minLen {
-		return nil, corrupt(block, "%d bytes, need at least %d", len(b), minLen)
+		return nil, 0, corrupt(block, "%d bytes, need at least %d", len(b), minLen)
 	}
 	if [4]byte(b[:4]) != magic {
-		return nil, corrupt(block, "bad magic %q", b[:4])
+		return nil, 0, corrupt(block, "bad magic %q", b[:4])
 	}
 	n := len(b) - crcSize
 	if want, got := le.Uint32(b[n:]), Checksum(b[:n]); want != got {
-		return nil, corrupt(block, "checksum mismatch (stored %08x, computed %08x)", want, got)
+		return nil, 0, corrupt(block, "checksum mismatch (stored %08x, computed %08x)", want, got)
 	}
-	if v := b[4]; v != Version {
-		return nil, fmt.Errorf("%w: %s version %d (this reader knows %d)", ErrVersion, block, v, Version)
+	if v := b[4]; v < MinVersion || v > Version {
+		return nil, 0, fmt.Errorf("%w: %s version %d (this reader knows %d to %d)", ErrVersion, block, v, MinVersion, Version)
 	}
-	return b[5:n], nil
+	return b[5:n], b[4], nil
 }
 
 // sealFrame appends the checksum of b to b.

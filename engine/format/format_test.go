@@ -105,7 +105,7 @@ func TestSuperblockLayout(t *testing.T) {
 	b := EncodeSuperblock(sb)
 	want := make([]byte, SlotSize)
 	copy(want, "SCCF")
-	want[4] = 1
+	want[4] = Version
 	le.PutUint64(want[8:], sb.Generation)
 	le.PutUint64(want[16:], sb.CatalogAddr)
 	le.PutUint64(want[24:], sb.CatalogSize)
@@ -148,7 +148,7 @@ func TestCatalogRoundTrip(t *testing.T) {
 // TestCatalogLayout pins the entry layout FORMAT.md documents.
 func TestCatalogLayout(t *testing.T) {
 	e := CatalogEntry{Name: "ab", ID: 5, HeaderAddr: DataStart, HeaderSize: 99, HeaderSum: 0xCAFEF00D}
-	want := []byte("SCCC\x01\x00\x00\x00\x01\x00\x00\x00\x02\x00ab")
+	want := []byte("SCCC\x02\x00\x00\x00\x01\x00\x00\x00\x02\x00ab")
 	want = le.AppendUint64(want, 5)
 	want = le.AppendUint64(want, DataStart)
 	want = le.AppendUint64(want, 99)
@@ -190,7 +190,7 @@ func TestDatasetHeaderLayout(t *testing.T) {
 	h := DatasetHeader{Name: "d", ID: 9, Type: TypeInt32, Shape: []uint64{4}, MaxShape: []uint64{Unlimited},
 		Chunk: []uint64{2}, Layout: LayoutDense, Filters: []byte{0xf0}, Fill: []byte{1, 0, 0, 0},
 		MinCacheBytes: -1, IndexKind: 3, IndexRoot: []byte{0xaa, 0xbb}}
-	want := []byte("SCCD\x01\x03\x01\x01")
+	want := []byte("SCCD\x02\x03\x01\x01")
 	want = le.AppendUint64(want, 9)
 	want = le.AppendUint64(want, ^uint64(0)) // -1
 	want = append(want, 3, 4)                // index kind, fill length
@@ -283,12 +283,30 @@ func reseal(b []byte, mutate func([]byte)) []byte {
 	return b
 }
 
+// TestReadsVersion1 checks that the blocks of a v1 file, which are v2
+// blocks without any of v2's optional parts, still decode to the same value.
+func TestReadsVersion1(t *testing.T) {
+	sb := sampleSuperblock()
+	if got, err := DecodeSuperblock(reseal(EncodeSuperblock(sb), func(b []byte) { b[4] = 1 })); err != nil || got != sb {
+		t.Fatalf("v1 superblock: %+v %v, want %+v", got, err, sb)
+	}
+	cat := sortedCatalog(sampleCatalog())
+	if got, err := DecodeCatalog(reseal(EncodeCatalog(cat), func(b []byte) { b[4] = 1 })); err != nil || !reflect.DeepEqual(got, cat) {
+		t.Fatalf("v1 catalog: %+v %v, want %+v", got, err, cat)
+	}
+	for _, h := range sampleHeaders() {
+		if got, err := DecodeDatasetHeader(reseal(EncodeDatasetHeader(h), func(b []byte) { b[4] = 1 })); err != nil || !reflect.DeepEqual(got, h) {
+			t.Fatalf("v1 header: %+v %v, want %+v", got, err, h)
+		}
+	}
+}
+
 func TestUnknownVersion(t *testing.T) {
 	for name, blk := range blocks() {
 		if name == "chunk" {
 			continue // chunk frames carry no version
 		}
-		for _, v := range []byte{0, 2, 255} {
+		for _, v := range []byte{0, Version + 1, 255} {
 			b := reseal(blk.b, func(b []byte) { b[4] = v })
 			err := blk.decode(b)
 			if !errors.Is(err, ErrVersion) || errors.Is(err, ErrCorrupt) {
@@ -480,7 +498,7 @@ func TestPickSuperblock(t *testing.T) {
 	}
 	zero := make([]byte, SlotSize)
 	torn := append(append([]byte(nil), at(5)[:100]...), zero[100:]...)
-	newer := reseal(at(5), func(b []byte) { b[4] = 2 })
+	newer := reseal(at(5), func(b []byte) { b[4] = Version + 1 })
 	other := func(gen uint64) []byte {
 		sb := sampleSuperblock()
 		sb.Generation = gen

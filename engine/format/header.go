@@ -154,7 +154,7 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 	if len(b) > MaxHeaderBytes {
 		return DatasetHeader{}, corrupt("dataset header", "%d bytes exceeds %d", len(b), MaxHeaderBytes)
 	}
-	p, err := openFrame("dataset header", b, magicHeader, headerMin)
+	p, _, err := openFrame("dataset header", b, magicHeader, headerMin)
 	if err != nil {
 		return DatasetHeader{}, err
 	}

@@ -94,7 +94,7 @@ func DecodeSuperblock(b []byte) (Superblock, error) {
 	if len(b) != SlotSize {
 		return Superblock{}, corrupt("superblock", "slot of %d bytes, want %d", len(b), SlotSize)
 	}
-	if _, err := openFrame("superblock", b, magicSuperblock, SlotSize); err != nil {
+	if _, _, err := openFrame("superblock", b, magicSuperblock, SlotSize); err != nil {
 		return Superblock{}, err
 	}
 	// INVARIANT: v1 reserved bytes are zero; a writer that needs them
