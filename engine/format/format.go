@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -75,12 +76,13 @@ const (
 	MaxNameBytes   = 1024
 	MaxFilterBytes = 32 << 10 // filter pipeline encoding (engine/filter; at most 32 filters)
 	MaxIndexRoot   = 1 << 20  // index root record (engine/index)
+	MaxPartBytes   = 1 << 20  // one v2 part of a block (§3 "v2 parts")
 	// MaxChunkBytes bounds one chunk's decoded size (product of Chunk times
 	// the element size); it matches the engine's own limit.
 	MaxChunkBytes = 1 << 30
 	// MaxHeaderBytes is the largest dataset header block any valid header
 	// encodes to.
-	MaxHeaderBytes = headerFixed + MaxNameBytes + 3*8*MaxRank + 8 + MaxFilterBytes + MaxIndexRoot + crcSize
+	MaxHeaderBytes = headerFixed + MaxNameBytes + 3*8*MaxRank + 8 + MaxFilterBytes + MaxIndexRoot + headerParts*(partHeader+MaxPartBytes) + crcSize
 	// MaxCatalogBytes bounds the catalog block (about a million datasets
 	// with short names).
 	MaxCatalogBytes = 1 << 30
@@ -168,6 +170,57 @@ func openFrame(block string, b []byte, magic [4]byte, minLen int) ([]byte, uint8
 		return nil, 0, fmt.Errorf("%w: %s version %d (this reader knows %d to %d)", ErrVersion, block, v, MinVersion, Version)
 	}
 	return b[5:n], b[4], nil
+}
+
+// A part is one optional piece of a v2 block (FORMAT.md §3 "v2 parts"):
+// u16 tag, u32 length, the bytes. A block's parts follow its v1 payload in
+// strictly increasing tag order, each tag at most once, so the encoding
+// stays canonical; the meaning of a tag belongs to the block kind.
+type part struct {
+	tag  uint16
+	data []byte
+}
+
+// partHeader is the size of a part's tag and length.
+const partHeader = 6
+
+// appendParts appends ps (in increasing tag order, none empty) to b.
+func appendParts(b []byte, ps []part) []byte {
+	for _, p := range ps {
+		b = le.AppendUint16(b, p.tag)
+		b = le.AppendUint32(b, uint32(len(p.data)))
+		b = append(b, p.data...)
+	}
+	return b
+}
+
+// readParts decodes the parts that fill b exactly. Tags must increase, lie
+// in 1..maxTag and carry 1..MaxPartBytes bytes; anything else (including a
+// tag this version does not define) is an error, since a block of a known
+// version holds only the parts that version defines. The returned data
+// does not alias b.
+func readParts(b []byte, maxTag uint16) ([]part, error) {
+	var ps []part
+	last := uint16(0)
+	for len(b) > 0 {
+		if len(b) < partHeader {
+			return nil, fmt.Errorf("%d bytes left, a part needs %d", len(b), partHeader)
+		}
+		tag, n := le.Uint16(b), le.Uint32(b[2:])
+		b = b[partHeader:]
+		switch {
+		case tag == 0 || tag > maxTag:
+			return nil, fmt.Errorf("part tag %d (want 1..%d)", tag, maxTag)
+		case tag <= last:
+			return nil, fmt.Errorf("part tag %d after %d", tag, last)
+		case n == 0 || n > MaxPartBytes || uint64(n) > uint64(len(b)):
+			return nil, fmt.Errorf("part %d of %d bytes, %d left (at most %d)", tag, n, len(b), MaxPartBytes)
+		}
+		ps = append(ps, part{tag, slices.Clone(b[:n])})
+		b = b[n:]
+		last = tag
+	}
+	return ps, nil
 }
 
 // sealFrame appends the checksum of b to b.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"slices"
 	"runtime"
 	"strings"
 	"testing"
@@ -41,6 +42,16 @@ func sampleHeaders() []DatasetHeader {
 			Shape: []uint64{0, 512, 512}, MaxShape: []uint64{Unlimited, 512, 512}, Chunk: []uint64{1, 512, 512},
 			Layout: LayoutDense, Filters: []byte{2, 1, 0, 0, 0, 5, 1}, Fill: []byte{0xff, 0xfe},
 			MinCacheBytes: 10 << 20, IndexKind: 3, IndexRoot: []byte{9, 9, 9, 9, 9, 9, 9, 9},
+		},
+		{
+			Name: "with-parts", ID: 3, Type: TypeUint8,
+			Shape: []uint64{4}, MaxShape: []uint64{4}, Chunk: []uint64{4},
+			Layout: LayoutDense, Attrs: []byte("attribute bytes"), LayoutParams: []byte{1, 2, 3},
+		},
+		{
+			Name: "layout-only", ID: 4, Type: TypeUint8,
+			Shape: []uint64{4}, MaxShape: []uint64{4}, Chunk: []uint64{4},
+			Layout: LayoutDense, LayoutParams: bytes.Repeat([]byte{5}, MaxPartBytes),
 		},
 		{
 			Name: "x", ID: ^uint64(0), Type: TypeInt8,
@@ -295,9 +306,52 @@ func TestReadsVersion1(t *testing.T) {
 		t.Fatalf("v1 catalog: %+v %v, want %+v", got, err, cat)
 	}
 	for _, h := range sampleHeaders() {
+		if len(h.parts()) > 0 {
+			continue // a v1 header has no parts (TestHeaderParts)
+		}
 		if got, err := DecodeDatasetHeader(reseal(EncodeDatasetHeader(h), func(b []byte) { b[4] = 1 })); err != nil || !reflect.DeepEqual(got, h) {
 			t.Fatalf("v1 header: %+v %v, want %+v", got, err, h)
 		}
+	}
+}
+
+// TestHeaderParts checks the v2 part rules of FORMAT.md §3 on a header:
+// each malformed tail is corruption, and a v1 block with parts is too.
+func TestHeaderParts(t *testing.T) {
+	base := EncodeDatasetHeader(DatasetHeader{Name: "p", ID: 1, Type: TypeUint8,
+		Shape: []uint64{4}, MaxShape: []uint64{4}, Chunk: []uint64{4}, Layout: LayoutDense})
+	withTail := func(tail []byte, version byte) []byte {
+		b := append(slices.Clone(base[:len(base)-crcSize]), tail...)
+		b[4] = version
+		return sealFrame(b)
+	}
+	partOf := func(tag uint16, n uint32, data []byte) []byte {
+		return append(le.AppendUint32(le.AppendUint16(nil, tag), n), data...)
+	}
+	good := partOf(1, 2, []byte("ab"))
+	if h, err := DecodeDatasetHeader(withTail(good, Version)); err != nil || string(h.Attrs) != "ab" {
+		t.Fatalf("one part: %+v %v", h, err)
+	}
+	for name, tail := range map[string][]byte{
+		"unknown tag":     partOf(3, 1, []byte{1}),
+		"tag zero":        partOf(0, 1, []byte{1}),
+		"repeated tag":    append(slices.Clone(good), good...),
+		"decreasing tags": append(partOf(2, 1, []byte{1}), good...),
+		"empty part":      partOf(1, 0, nil),
+		"length past end": partOf(1, 9, []byte("ab")),
+		"oversized part":  partOf(2, MaxPartBytes+1, make([]byte, MaxPartBytes+1)),
+		"short part head": {1, 0, 2},
+	} {
+		if _, err := DecodeDatasetHeader(withTail(tail, Version)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v, want ErrCorrupt", name, err)
+		}
+	}
+	if _, err := DecodeDatasetHeader(withTail(good, 1)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("v1 header with a part: %v, want ErrCorrupt", err)
+	}
+	if err := (DatasetHeader{Name: "p", ID: 1, Type: TypeUint8, Shape: []uint64{4}, MaxShape: []uint64{4},
+		Chunk: []uint64{4}, Layout: LayoutDense, Attrs: make([]byte, MaxPartBytes+1)}).Validate(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("oversized Attrs: Validate %v, want ErrInvalid", err)
 	}
 }
 
@@ -583,7 +637,7 @@ func TestDocumentedConstants(t *testing.T) {
 	if got := Checksum([]byte("123456789")); got != 0xE3069283 {
 		t.Errorf("CRC32C check value %08x, FORMAT.md says e3069283", got)
 	}
-	if MaxHeaderBytes != 1083184 || headerMin != 65 || catalogMin != 16 || entryMin != 31 {
+	if MaxHeaderBytes != 3180348 || headerMin != 65 || catalogMin != 16 || entryMin != 31 {
 		t.Errorf("MaxHeaderBytes %d headerMin %d catalogMin %d entryMin %d differ from FORMAT.md",
 			MaxHeaderBytes, headerMin, catalogMin, entryMin)
 	}

@@ -32,6 +32,35 @@ type DatasetHeader struct {
 	// at most MaxIndexRoot bytes.
 	IndexKind uint8
 	IndexRoot []byte
+
+	// v2 parts (FORMAT.md §6 "v2 parts"): optional, opaque here, each at
+	// most MaxPartBytes; nil/empty means the part is absent. A v1 header
+	// has none.
+
+	// Attrs is the engine's encoding of the dataset's attributes.
+	Attrs []byte
+	// LayoutParams is the layout's own parameters (for layouts other than
+	// dense chunked: engine's layout encodings).
+	LayoutParams []byte
+}
+
+// Part tags of a v2 dataset header, in the order they are written.
+const (
+	partAttrs        = 1
+	partLayoutParams = 2
+	headerParts      = 2 // the number of part tags a v2 header defines
+)
+
+// parts returns h's present v2 parts in tag order.
+func (h DatasetHeader) parts() []part {
+	var ps []part
+	if len(h.Attrs) > 0 {
+		ps = append(ps, part{partAttrs, h.Attrs})
+	}
+	if len(h.LayoutParams) > 0 {
+		ps = append(ps, part{partLayoutParams, h.LayoutParams})
+	}
+	return ps
 }
 
 // Dataset header layout (FORMAT.md "Dataset header"): a fixed part of
@@ -110,6 +139,11 @@ func (h DatasetHeader) validate() error {
 	if h.MinCacheBytes < -1 {
 		return fmt.Errorf("MinCacheBytes %d (want >= -1)", h.MinCacheBytes)
 	}
+	for _, p := range h.parts() {
+		if len(p.data) > MaxPartBytes {
+			return fmt.Errorf("part %d of %d bytes (at most %d)", p.tag, len(p.data), MaxPartBytes)
+		}
+	}
 	return nil
 }
 
@@ -145,6 +179,7 @@ func EncodeDatasetHeader(h DatasetHeader) []byte {
 	b = append(b, h.Fill...)
 	b = append(b, h.Filters...)
 	b = append(b, h.IndexRoot...)
+	b = appendParts(b, h.parts())
 	return sealFrame(b)
 }
 
@@ -154,7 +189,7 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 	if len(b) > MaxHeaderBytes {
 		return DatasetHeader{}, corrupt("dataset header", "%d bytes exceeds %d", len(b), MaxHeaderBytes)
 	}
-	p, _, err := openFrame("dataset header", b, magicHeader, headerMin)
+	p, version, err := openFrame("dataset header", b, magicHeader, headerMin)
 	if err != nil {
 		return DatasetHeader{}, err
 	}
@@ -185,7 +220,8 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 	case rootLen > MaxIndexRoot:
 		return DatasetHeader{}, corrupt("dataset header", "index root of %d bytes", rootLen)
 	}
-	if want := nameLen + 3*8*rank + fillLen + filtersLen + rootLen; want != len(r.b) {
+	want := nameLen + 3*8*rank + fillLen + filtersLen + rootLen
+	if want > len(r.b) || version == 1 && want != len(r.b) {
 		return DatasetHeader{}, corrupt("dataset header", "fields need %d bytes, block holds %d", want, len(r.b))
 	}
 	h.Name = string(r.take(nameLen))
@@ -199,6 +235,18 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 	h.IndexRoot = cloneOrNil(r.take(rootLen))
 	if r.err != nil {
 		return DatasetHeader{}, corrupt("dataset header", "%v", r.err)
+	}
+	ps, err := readParts(r.b, headerParts)
+	if err != nil {
+		return DatasetHeader{}, corrupt("dataset header", "%v", err)
+	}
+	for _, p := range ps {
+		switch p.tag {
+		case partAttrs:
+			h.Attrs = p.data
+		case partLayoutParams:
+			h.LayoutParams = p.data
+		}
 	}
 	if err := h.validate(); err != nil {
 		return DatasetHeader{}, corrupt("dataset header", "%v", err)
