@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
-	"slices"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
