@@ -44,6 +44,9 @@ type dsState struct {
 	layout     *denseLayout
 	// chunkBytes is the decoded size of one chunk.
 	chunkBytes int64
+	// attrs are the dataset's attributes (attr.go), the header's Attrs
+	// part; a change marks the dataset dirty.
+	attrs attrHolder
 
 	// extent orders the readers of a dataset's whole state (shape, index
 	// root, dirty flag, pending trims: the commit's writeHeader and
@@ -330,6 +333,11 @@ func (f *File) newState(hdr format.DatasetHeader) (*dsState, error) {
 	}
 	s.mu.shape = hdr.Shape
 	s.layout = &denseLayout{s: s}
+	attrs, err := decodeAttrs(hdr.Attrs)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %q: %w", hdr.Name, err)
+	}
+	s.attrs.set.Store(attrs)
 	return s, nil
 }
 
@@ -397,6 +405,7 @@ func (s *dsState) header(shape []uint64, root []byte) format.DatasetHeader {
 		Shape: shape, MaxShape: s.maxShape, Chunk: s.chunk,
 		Layout: layoutDense, Filters: s.filters, Fill: s.fill,
 		MinCacheBytes: s.minCache, IndexKind: uint8(s.idx.kind()), IndexRoot: root,
+		Attrs: s.attrs.load().enc,
 	}
 }
 

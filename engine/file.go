@@ -69,6 +69,9 @@ type File struct {
 	admit *resource.Admitter
 	space *space // nil when read-only
 
+	// attrs are the file's attributes (attr.go), the catalog's Attrs part.
+	attrs attrHolder
+
 	// commitMu serializes commits (Flush, Close) and a read-only file's
 	// Refresh.
 	commitMu sync.Mutex
@@ -285,10 +288,11 @@ func (f *File) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cat, err := readCatalog(f.drv, sb)
+	cat, attrs, err := readCatalog(f.drv, sb)
 	if err != nil {
 		return err
 	}
+	f.attrs.set.Store(attrs)
 	f.sb.Store(&sb)
 	f.mu.nextID = sb.NextDatasetID
 	for _, e := range cat {
@@ -339,19 +343,25 @@ func readSuperblock(drv vfd.Driver) (format.Superblock, error) {
 	return sb, nil
 }
 
-func readCatalog(drv vfd.Driver, sb format.Superblock) ([]format.CatalogEntry, error) {
+// readCatalog reads the catalog the superblock names and the file
+// attributes it carries.
+func readCatalog(drv vfd.Driver, sb format.Superblock) ([]format.CatalogEntry, *attrSet, error) {
 	buf, err := readBlock(drv, sb.CatalogAddr, sb.CatalogSize, sb.EOF)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
+		return nil, nil, fmt.Errorf("catalog: %w", err)
 	}
 	if format.Trailer(buf) != sb.CatalogSum {
-		return nil, fmt.Errorf("%w: catalog at %d is not the one the superblock names", ErrCorrupt, sb.CatalogAddr)
+		return nil, nil, fmt.Errorf("%w: catalog at %d is not the one the superblock names", ErrCorrupt, sb.CatalogAddr)
 	}
-	cat, err := format.DecodeCatalog(buf)
+	cat, parts, err := format.DecodeCatalogParts(buf)
 	if err != nil {
-		return nil, classify(err)
+		return nil, nil, classify(err)
 	}
-	return cat, nil
+	attrs, err := decodeAttrs(parts.Attrs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("file attributes: %w", err)
+	}
+	return cat, attrs, nil
 }
 
 // readBlock reads a metadata block that must lie inside [DataStart, eof).
@@ -465,7 +475,9 @@ func (f *File) commitLocked(ctx context.Context) (err error) {
 	f.mu.Unlock()
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
 
-	cat := format.EncodeCatalog(entries)
+	// The file attributes as they are now: a SetAttr racing this commit
+	// lands in this one or the next.
+	cat := format.EncodeCatalogParts(entries, format.CatalogParts{Attrs: f.attrs.load().enc})
 	catAddr, err := f.space.alloc(int64(len(cat)))
 	if err != nil {
 		return err

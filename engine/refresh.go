@@ -100,7 +100,7 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 	if sb.FileID != f.sb.Load().FileID {
 		return fmt.Errorf("%w: the file was replaced (file id changed)", ErrCorrupt)
 	}
-	cat, err := readCatalog(f.drv, sb)
+	cat, attrs, err := readCatalog(f.drv, sb)
 	if err != nil {
 		return err
 	}
@@ -148,6 +148,7 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 	}
 	f.mu.nextID = sb.NextDatasetID
 	f.mu.Unlock()
+	f.attrs.set.Store(attrs)
 	f.sb.Store(&sb)
 	return nil
 }
@@ -156,6 +157,10 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 // Its I/O is drained first (the extent lock), and its cached chunks are
 // dropped: the writer may have rewritten any of them.
 func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.DatasetHeader) error {
+	attrs, err := decodeAttrs(hdr.Attrs)
+	if err != nil {
+		return fmt.Errorf("dataset %q: %w", hdr.Name, err)
+	}
 	release, err := s.f.ser.AcquireExclusive(ctx, s.id)
 	if err != nil {
 		return classify(err)
@@ -173,6 +178,7 @@ func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.D
 	s.mu.shape = clone(hdr.Shape)
 	s.mu.headerAddr, s.mu.headerSize, s.mu.headerSum = e.HeaderAddr, e.HeaderSize, e.HeaderSum
 	s.mu.Unlock()
+	s.attrs.set.Store(attrs)
 	return nil
 }
 

@@ -65,10 +65,49 @@ func ValidateCatalog(entries []CatalogEntry) error {
 	return nil
 }
 
+// CatalogParts are the catalog's v2 parts (FORMAT.md §5 "v2 parts"):
+// optional, opaque here, each at most MaxPartBytes; empty means absent.
+type CatalogParts struct {
+	// Attrs is the engine's encoding of the file's attributes.
+	Attrs []byte
+}
+
+// Part tags of a v2 catalog.
+const (
+	catalogPartAttrs = 1
+	catalogParts     = 1 // the number of part tags a v2 catalog defines
+)
+
+func (p CatalogParts) parts() []part {
+	var ps []part
+	if len(p.Attrs) > 0 {
+		ps = append(ps, part{catalogPartAttrs, p.Attrs})
+	}
+	return ps
+}
+
+// ValidateCatalogParts reports whether p may be encoded; the error wraps
+// ErrInvalid.
+func ValidateCatalogParts(p CatalogParts) error {
+	for _, x := range p.parts() {
+		if len(x.data) > MaxPartBytes {
+			return fmt.Errorf("%w: catalog part %d of %d bytes (at most %d)", ErrInvalid, x.tag, len(x.data), MaxPartBytes)
+		}
+	}
+	return nil
+}
+
 // EncodeCatalog returns the catalog block for entries, sorted by name (the
-// argument is not modified). Encode only entries that pass ValidateCatalog:
-// duplicates or bad names encode to a block that DecodeCatalog rejects.
+// argument is not modified), with no parts. Encode only entries that pass
+// ValidateCatalog: duplicates or bad names encode to a block that
+// DecodeCatalog rejects.
 func EncodeCatalog(entries []CatalogEntry) []byte {
+	return EncodeCatalogParts(entries, CatalogParts{})
+}
+
+// EncodeCatalogParts is EncodeCatalog with v2 parts (which must pass
+// ValidateCatalogParts).
+func EncodeCatalogParts(entries []CatalogEntry, cp CatalogParts) []byte {
 	s := sortedCatalog(entries)
 	n := catalogMin
 	for _, e := range s {
@@ -86,27 +125,36 @@ func EncodeCatalog(entries []CatalogEntry) []byte {
 		b = le.AppendUint64(b, e.HeaderSize)
 		b = le.AppendUint32(b, e.HeaderSum)
 	}
+	b = appendParts(b, cp.parts())
 	return sealFrame(b)
 }
 
 // DecodeCatalog decodes a catalog block. The entries come back sorted by
-// name.
+// name; parts are checked and dropped (DecodeCatalogParts returns them).
 func DecodeCatalog(b []byte) ([]CatalogEntry, error) {
+	entries, _, err := DecodeCatalogParts(b)
+	return entries, err
+}
+
+// DecodeCatalogParts decodes a catalog block and its v2 parts. The parts
+// do not alias b.
+func DecodeCatalogParts(b []byte) ([]CatalogEntry, CatalogParts, error) {
+	var cp CatalogParts
 	if len(b) > MaxCatalogBytes {
-		return nil, corrupt("catalog", "%d bytes exceeds %d", len(b), MaxCatalogBytes)
+		return nil, cp, corrupt("catalog", "%d bytes exceeds %d", len(b), MaxCatalogBytes)
 	}
-	p, _, err := openFrame("catalog", b, magicCatalog, catalogMin)
+	p, version, err := openFrame("catalog", b, magicCatalog, catalogMin)
 	if err != nil {
-		return nil, err
+		return nil, cp, err
 	}
 	r := reader{b: p}
 	if res := r.take(3); res[0]|res[1]|res[2] != 0 {
-		return nil, corrupt("catalog", "reserved bytes %x not zero", res)
+		return nil, cp, corrupt("catalog", "reserved bytes %x not zero", res)
 	}
 	count := r.u32()
 	// Bound the allocation by what the remaining bytes can hold.
 	if uint64(count) > uint64(len(r.b)/entryMin) {
-		return nil, corrupt("catalog", "%d entries cannot fit in %d bytes", count, len(r.b))
+		return nil, cp, corrupt("catalog", "%d entries cannot fit in %d bytes", count, len(r.b))
 	}
 	entries := make([]CatalogEntry, 0, count)
 	for i := uint32(0); i < count; i++ {
@@ -117,15 +165,24 @@ func DecodeCatalog(b []byte) ([]CatalogEntry, error) {
 		e.HeaderSize = r.u64()
 		e.HeaderSum = r.u32()
 		if r.err != nil {
-			return nil, corrupt("catalog", "entry %d: %v", i, r.err)
+			return nil, cp, corrupt("catalog", "entry %d: %v", i, r.err)
 		}
 		entries = append(entries, e)
 	}
-	if len(r.b) != 0 {
-		return nil, corrupt("catalog", "%d trailing bytes", len(r.b))
+	if version == 1 && len(r.b) != 0 {
+		return nil, cp, corrupt("catalog", "%d trailing bytes", len(r.b))
+	}
+	ps, err := readParts(r.b, catalogParts)
+	if err != nil {
+		return nil, cp, corrupt("catalog", "%v", err)
+	}
+	for _, x := range ps {
+		if x.tag == catalogPartAttrs {
+			cp.Attrs = x.data
+		}
 	}
 	if err := checkCatalog(entries); err != nil {
-		return nil, corrupt("catalog", "%v", err)
+		return nil, cp, corrupt("catalog", "%v", err)
 	}
-	return entries, nil
+	return entries, cp, nil
 }

@@ -1,0 +1,525 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/scc-dev/scc/engine/format"
+)
+
+// Attributes: small named values kept beside a file or a dataset (issue 13
+// §1). A dataset's attributes are the Attrs part of its header, a file's the
+// Attrs part of the catalog (FORMAT.md §5, §6), both in the encoding of
+// encodeAttrs below. They change in memory and become durable with the next
+// commit (Flush, Close), under the same crash-safe protocol as everything
+// else: a crash leaves the attributes of the last committed state.
+//
+// Concurrency: each owner (File or dataset) keeps an immutable attrSet
+// behind an atomic pointer, replaced whole under the owner's attrMu, so Get
+// and list never lock and a commit reads one consistent set.
+
+// Limits on attributes. An attribute set must also encode within one v2
+// part (format.MaxPartBytes, 1 MiB), which bounds the sum.
+const (
+	// MaxAttrNameBytes bounds an attribute name: 1..255 bytes of UTF-8,
+	// no NUL.
+	MaxAttrNameBytes = 255
+	// MaxAttrValueBytes bounds one attribute's value (a string's bytes, a
+	// byte string, or an array's elements times their size).
+	MaxAttrValueBytes = 64 << 10
+)
+
+// ErrAttrType is returned by the typed getters when an attribute holds a
+// value of another kind or element type. It wraps ErrInvalid.
+var ErrAttrType = fmt.Errorf("%w: attribute has another type", ErrInvalid)
+
+// AttrKind is the kind of an attribute's value.
+type AttrKind uint8
+
+// The attribute kinds; the codes are part of the attribute encoding.
+const (
+	AttrScalar AttrKind = 1 // one element of an engine Type
+	AttrArray  AttrKind = 2 // zero or more elements of an engine Type
+	AttrString AttrKind = 3 // UTF-8 text
+	AttrBytes  AttrKind = 4 // an opaque byte string
+)
+
+func (k AttrKind) String() string {
+	switch k {
+	case AttrScalar:
+		return "scalar"
+	case AttrArray:
+		return "array"
+	case AttrString:
+		return "string"
+	case AttrBytes:
+		return "bytes"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// AttrValue is an attribute's value. Build one with StringAttr, BytesAttr,
+// ScalarAttr or ArrayAttr; read it with the methods or the generic Scalar
+// and Array functions. Values are immutable.
+type AttrValue struct {
+	kind AttrKind
+	typ  Type   // element type for AttrScalar and AttrArray; 0 otherwise
+	data []byte // the elements little-endian, the string's or the bytes' bytes
+}
+
+// StringAttr is a UTF-8 string attribute.
+func StringAttr(s string) AttrValue { return AttrValue{kind: AttrString, data: []byte(s)} }
+
+// BytesAttr is a byte-string attribute (b is copied).
+func BytesAttr(b []byte) AttrValue {
+	return AttrValue{kind: AttrBytes, data: append([]byte{}, b...)}
+}
+
+// ScalarAttr is a one-element attribute of T's engine type.
+func ScalarAttr[T Number](v T) AttrValue {
+	return AttrValue{kind: AttrScalar, typ: TypeOf[T](), data: append([]byte{}, toBytes([]T{v})...)}
+}
+
+// ArrayAttr is an array attribute of T's engine type (v is copied).
+func ArrayAttr[T Number](v []T) AttrValue {
+	return AttrValue{kind: AttrArray, typ: TypeOf[T](), data: append([]byte{}, toBytes(v)...)}
+}
+
+// RawAttr builds a scalar or array attribute of type t from its
+// little-endian element bytes (copied), for callers that hold elements as
+// bytes (importers). Check errors with Validate-like rules at Set.
+func RawAttr(kind AttrKind, t Type, le []byte) AttrValue {
+	return AttrValue{kind: kind, typ: t, data: append([]byte{}, le...)}
+}
+
+// Kind returns the value's kind.
+func (v AttrValue) Kind() AttrKind { return v.kind }
+
+// Type returns the element type of a scalar or array value (0 otherwise).
+func (v AttrValue) Type() Type { return v.typ }
+
+// Len is the number of elements of a scalar or array, or the number of
+// bytes of a string or byte string.
+func (v AttrValue) Len() int {
+	if v.kind == AttrScalar || v.kind == AttrArray {
+		if s := v.typ.Size(); s > 0 {
+			return len(v.data) / s
+		}
+	}
+	return len(v.data)
+}
+
+// Bytes returns a copy of the value's bytes: a byte string's or string's
+// bytes, or a scalar's or array's elements little-endian.
+func (v AttrValue) Bytes() []byte { return append([]byte{}, v.data...) }
+
+// Str returns a string attribute's text; ErrAttrType for another kind.
+func (v AttrValue) Str() (string, error) {
+	if v.kind != AttrString {
+		return "", fmt.Errorf("%w: %s, not a string", ErrAttrType, v.describe())
+	}
+	return string(v.data), nil
+}
+
+// ByteString returns a copy of a byte-string attribute; ErrAttrType for
+// another kind.
+func (v AttrValue) ByteString() ([]byte, error) {
+	if v.kind != AttrBytes {
+		return nil, fmt.Errorf("%w: %s, not a byte string", ErrAttrType, v.describe())
+	}
+	return v.Bytes(), nil
+}
+
+// Equal reports whether two values are identical (kind, type and bytes).
+func (v AttrValue) Equal(w AttrValue) bool {
+	return v.kind == w.kind && v.typ == w.typ && string(v.data) == string(w.data)
+}
+
+func (v AttrValue) describe() string {
+	switch v.kind {
+	case AttrScalar:
+		return v.typ.String() + " scalar"
+	case AttrArray:
+		return fmt.Sprintf("%s array of %d", v.typ, v.Len())
+	}
+	return v.kind.String()
+}
+
+// Scalar returns a scalar attribute as T, which must be its exact type.
+func Scalar[T Number](v AttrValue) (T, error) {
+	var z T
+	if v.kind != AttrScalar || v.typ != TypeOf[T]() {
+		return z, fmt.Errorf("%w: %s, want %v scalar", ErrAttrType, v.describe(), TypeOf[T]())
+	}
+	out := []T{z}
+	fromBytes(v.data, out)
+	return out[0], nil
+}
+
+// Array returns an array attribute's elements as []T, T its exact type. A
+// scalar reads as an array of one.
+func Array[T Number](v AttrValue) ([]T, error) {
+	if v.kind != AttrArray && v.kind != AttrScalar || v.typ != TypeOf[T]() {
+		return nil, fmt.Errorf("%w: %s, want %v array", ErrAttrType, v.describe(), TypeOf[T]())
+	}
+	out := make([]T, v.Len())
+	fromBytes(v.data, out)
+	return out, nil
+}
+
+// Float64s returns a scalar's or array's elements converted to float64
+// (for display and for exporters); ErrAttrType for strings and bytes.
+func (v AttrValue) Float64s() ([]float64, error) {
+	if v.kind != AttrScalar && v.kind != AttrArray {
+		return nil, fmt.Errorf("%w: %s is not numeric", ErrAttrType, v.describe())
+	}
+	n, s := v.Len(), v.typ.Size()
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = elemFloat(v.typ, v.data[i*s:])
+	}
+	return out, nil
+}
+
+// elemFloat converts the little-endian element at b of type t.
+func elemFloat(t Type, b []byte) float64 {
+	le := binary.LittleEndian
+	switch t {
+	case Int8:
+		return float64(int8(b[0]))
+	case Uint8:
+		return float64(b[0])
+	case Int16:
+		return float64(int16(le.Uint16(b)))
+	case Uint16:
+		return float64(le.Uint16(b))
+	case Int32:
+		return float64(int32(le.Uint32(b)))
+	case Uint32:
+		return float64(le.Uint32(b))
+	case Int64:
+		return float64(int64(le.Uint64(b)))
+	case Uint64:
+		return float64(le.Uint64(b))
+	case Float32:
+		return float64(math.Float32frombits(le.Uint32(b)))
+	case Float64:
+		return math.Float64frombits(le.Uint64(b))
+	}
+	return 0
+}
+
+// validAttrName checks an attribute name.
+func validAttrName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty attribute name", ErrInvalid)
+	case len(name) > MaxAttrNameBytes:
+		return fmt.Errorf("%w: attribute name of %d bytes (at most %d)", ErrInvalid, len(name), MaxAttrNameBytes)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: attribute name %q is not valid UTF-8", ErrInvalid, name)
+	case slices.Contains([]byte(name), 0):
+		return fmt.Errorf("%w: attribute name %q contains NUL", ErrInvalid, name)
+	}
+	return nil
+}
+
+// validate checks a value built by the constructors or RawAttr.
+func (v AttrValue) validate() error {
+	if len(v.data) > MaxAttrValueBytes {
+		return fmt.Errorf("%w: attribute value of %d bytes (at most %d)", ErrInvalid, len(v.data), MaxAttrValueBytes)
+	}
+	switch v.kind {
+	case AttrScalar, AttrArray:
+		s := v.typ.Size()
+		if s == 0 {
+			return fmt.Errorf("%w: attribute element type %v", ErrInvalid, v.typ)
+		}
+		if len(v.data)%s != 0 || v.kind == AttrScalar && len(v.data) != s {
+			return fmt.Errorf("%w: %d bytes for a %s of %v", ErrInvalid, len(v.data), v.kind, v.typ)
+		}
+	case AttrString:
+		if v.typ != 0 || !utf8.Valid(v.data) {
+			return fmt.Errorf("%w: string attribute is not valid UTF-8", ErrInvalid)
+		}
+	case AttrBytes:
+		if v.typ != 0 {
+			return fmt.Errorf("%w: byte string with an element type", ErrInvalid)
+		}
+	default:
+		return fmt.Errorf("%w: attribute kind %d (the zero AttrValue is not a value)", ErrInvalid, uint8(v.kind))
+	}
+	return nil
+}
+
+// Attr is one named attribute.
+type Attr struct {
+	Name  string
+	Value AttrValue
+}
+
+// attrSet is an immutable set of attributes sorted by name, with its
+// encoding (nil when empty).
+type attrSet struct {
+	attrs []Attr
+	enc   []byte
+}
+
+var emptyAttrs = &attrSet{}
+
+func (s *attrSet) find(name string) (int, bool) {
+	return slices.BinarySearchFunc(s.attrs, name, func(a Attr, n string) int { return cmp.Compare(a.Name, n) })
+}
+
+// with returns s with name set to v (v nil: deleted); ErrInvalid when the
+// result would not encode within format.MaxPartBytes.
+func (s *attrSet) with(name string, v *AttrValue) (*attrSet, error) {
+	i, ok := s.find(name)
+	attrs := slices.Clone(s.attrs)
+	switch {
+	case v == nil && !ok:
+		return nil, fmt.Errorf("%w: attribute %q", ErrNotFound, name)
+	case v == nil:
+		attrs = slices.Delete(attrs, i, i+1)
+	case ok:
+		attrs[i] = Attr{name, *v}
+	default:
+		attrs = slices.Insert(attrs, i, Attr{name, *v})
+	}
+	enc := encodeAttrs(attrs)
+	if len(enc) > format.MaxPartBytes {
+		return nil, fmt.Errorf("%w: attributes would take %d bytes (at most %d per file or dataset)", ErrInvalid, len(enc), format.MaxPartBytes)
+	}
+	return &attrSet{attrs: attrs, enc: enc}, nil
+}
+
+// Attribute encoding (FORMAT.md §5 "Attributes"), little-endian:
+//
+//	u8  version (1)
+//	u32 count
+//	count × { u16 name length, name, u8 kind, u8 element type (0 for
+//	          string/bytes), u32 value length in bytes, value }
+//
+// Names strictly increase (bytewise), so the encoding is canonical. An
+// empty set encodes to nothing (the part is absent).
+const (
+	attrVersion  = 1
+	attrFixed    = 1 + 4
+	attrEntryMin = 2 + 1 + 1 + 1 + 4 // shortest name, empty string value
+)
+
+func encodeAttrs(attrs []Attr) []byte {
+	if len(attrs) == 0 {
+		return nil
+	}
+	n := attrFixed
+	for _, a := range attrs {
+		n += attrEntryMin - 1 + len(a.Name) + len(a.Value.data)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, attrVersion)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(attrs)))
+	for _, a := range attrs {
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(a.Name)))
+		b = append(b, a.Name...)
+		b = append(b, uint8(a.Value.kind), uint8(a.Value.typ))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(a.Value.data)))
+		b = append(b, a.Value.data...)
+	}
+	return b
+}
+
+// decodeAttrs decodes an attribute part read from disk. Every length is
+// checked against the bytes present and the limits before anything is
+// allocated; errors wrap ErrCorrupt. The result does not alias b.
+func decodeAttrs(b []byte) (*attrSet, error) {
+	if len(b) == 0 {
+		return emptyAttrs, nil
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: attributes: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+	}
+	if len(b) > format.MaxPartBytes {
+		return nil, bad("%d bytes (at most %d)", len(b), format.MaxPartBytes)
+	}
+	if len(b) < attrFixed {
+		return nil, bad("%d bytes, too short", len(b))
+	}
+	if b[0] != attrVersion {
+		return nil, bad("encoding version %d (this scc reads %d)", b[0], attrVersion)
+	}
+	count := binary.LittleEndian.Uint32(b[1:])
+	p := b[attrFixed:]
+	if count == 0 || uint64(count) > uint64(len(p)/attrEntryMin) {
+		return nil, bad("%d attributes cannot fit in %d bytes", count, len(p))
+	}
+	attrs := make([]Attr, 0, count)
+	for i := uint32(0); i < count; i++ {
+		if len(p) < 2 {
+			return nil, bad("attribute %d truncated", i)
+		}
+		nl := int(binary.LittleEndian.Uint16(p))
+		p = p[2:]
+		if nl > len(p) || len(p)-nl < 6 {
+			return nil, bad("attribute %d truncated", i)
+		}
+		name := string(p[:nl])
+		kind, typ := AttrKind(p[nl]), Type(p[nl+1])
+		vl := binary.LittleEndian.Uint32(p[nl+2:])
+		p = p[nl+6:]
+		if uint64(vl) > uint64(len(p)) {
+			return nil, bad("attribute %q: value of %d bytes, %d left", name, vl, len(p))
+		}
+		v := AttrValue{kind: kind, typ: typ, data: slices.Clone(p[:vl])}
+		p = p[vl:]
+		if err := validAttrName(name); err != nil {
+			return nil, bad("attribute %d: %v", i, errors.Unwrap(err))
+		}
+		if err := v.validate(); err != nil {
+			return nil, bad("attribute %q: %v", name, err)
+		}
+		if i > 0 && attrs[i-1].Name >= name {
+			return nil, bad("names not strictly increasing (%q then %q)", attrs[i-1].Name, name)
+		}
+		attrs = append(attrs, Attr{name, v})
+	}
+	if len(p) != 0 {
+		return nil, bad("%d trailing bytes", len(p))
+	}
+	return &attrSet{attrs: attrs, enc: slices.Clone(b)}, nil
+}
+
+// attrHolder is the attribute state of a File or a dataset.
+type attrHolder struct {
+	// mu serializes the read-modify-write of Set and Delete; readers load
+	// set without it.
+	mu  sync.Mutex
+	set atomic.Pointer[attrSet]
+}
+
+func (h *attrHolder) load() *attrSet {
+	if s := h.set.Load(); s != nil {
+		return s
+	}
+	return emptyAttrs
+}
+
+// change applies one Set (v non-nil) or Delete; changed runs under h.mu
+// after the new set is installed (it marks the owner dirty).
+func (h *attrHolder) change(name string, v *AttrValue, changed func()) error {
+	if err := validAttrName(name); err != nil {
+		return err
+	}
+	if v != nil {
+		if err := v.validate(); err != nil {
+			return fmt.Errorf("attribute %q: %w", name, err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next, err := h.load().with(name, v)
+	if err != nil {
+		return err
+	}
+	h.set.Store(next)
+	changed()
+	return nil
+}
+
+func (h *attrHolder) get(name string) (AttrValue, error) {
+	s := h.load()
+	if i, ok := s.find(name); ok {
+		return s.attrs[i].Value, nil
+	}
+	return AttrValue{}, fmt.Errorf("%w: attribute %q", ErrNotFound, name)
+}
+
+func (h *attrHolder) list() []Attr { return slices.Clone(h.load().attrs) }
+
+// ---- File ----
+
+// SetAttr sets a file attribute, replacing any of that name. It is durable
+// after the next Flush or Close. ctx is checked like every call that may
+// block (setting does no I/O today).
+func (f *File) SetAttr(ctx context.Context, name string, v AttrValue) error {
+	if err := f.attrCheck(ctx); err != nil {
+		return err
+	}
+	return f.attrs.change(name, &v, func() {})
+}
+
+// DeleteAttr removes a file attribute (ErrNotFound if there is none).
+func (f *File) DeleteAttr(ctx context.Context, name string) error {
+	if err := f.attrCheck(ctx); err != nil {
+		return err
+	}
+	return f.attrs.change(name, nil, func() {})
+}
+
+// Attr returns a file attribute (ErrNotFound if there is none).
+func (f *File) Attr(name string) (AttrValue, error) {
+	if err := f.checkOpen(); err != nil {
+		return AttrValue{}, err
+	}
+	return f.attrs.get(name)
+}
+
+// Attrs lists the file's attributes sorted by name.
+func (f *File) Attrs() []Attr { return f.attrs.list() }
+
+func (f *File) attrCheck(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := f.checkOpen(); err != nil {
+		return err
+	}
+	if f.readOnly {
+		return ErrReadOnly
+	}
+	return nil
+}
+
+// ---- Dataset ----
+
+// SetAttr sets a dataset attribute, replacing any of that name. It is
+// durable after the next Flush or Close of the file.
+func (d *Dataset) SetAttr(ctx context.Context, name string, v AttrValue) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := d.check(true); err != nil {
+		return err
+	}
+	return d.s.attrs.change(name, &v, func() { d.s.dirty.Store(true) })
+}
+
+// DeleteAttr removes a dataset attribute (ErrNotFound if there is none).
+func (d *Dataset) DeleteAttr(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := d.check(true); err != nil {
+		return err
+	}
+	return d.s.attrs.change(name, nil, func() { d.s.dirty.Store(true) })
+}
+
+// Attr returns a dataset attribute (ErrNotFound if there is none).
+func (d *Dataset) Attr(name string) (AttrValue, error) {
+	if err := d.check(false); err != nil {
+		return AttrValue{}, err
+	}
+	return d.s.attrs.get(name)
+}
+
+// Attrs lists the dataset's attributes sorted by name.
+func (d *Dataset) Attrs() []Attr { return d.s.attrs.list() }

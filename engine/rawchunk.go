@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/index"
+	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/serialize"
+)
+
+// Raw chunk access: a chunk's encoded bytes (the filter pipeline's output,
+// without the chunk frame's checksum) read and written without decoding
+// and re-encoding, for exporters and importers that copy chunks between
+// formats whose codecs match (seed 002 "direct chunk read/write"; the
+// cache's DirectRead and DirectWrite do the cache half).
+//
+// Coherence with the cache: a raw read or write holds the chunk's box in
+// the serializer like a Read or Write of that box, so it is ordered with
+// every overlapping request. A raw read writes a dirty cached copy back
+// first and then reads what is stored; a raw write drops any cached copy
+// and stores the new bytes, which the next Flush commits like any write.
+
+// StoredChunk describes one chunk that exists in the file.
+type StoredChunk struct {
+	Coords     []uint64 // chunk coordinates (element index / chunk shape)
+	Size       uint64   // encoded bytes, as ReadChunkRaw returns them
+	FilterMask uint32   // bit i set: filter i was skipped for this chunk
+}
+
+// StoredChunks lists the dataset's stored chunks in C order of their
+// coordinates. Dirty chunks in the cache are written back first, so that
+// every chunk written before the call is listed; chunks never written (or
+// deleted by a shrink) are absent and read as the fill value.
+func (d *Dataset) StoredChunks(ctx context.Context) ([]StoredChunk, error) {
+	if err := d.check(false); err != nil {
+		return nil, err
+	}
+	s := d.s
+	if !s.f.readOnly {
+		cds, err := s.cacheDataset()
+		if err != nil {
+			return nil, err
+		}
+		if err := cds.Flush(ctx, false); err != nil {
+			return nil, classify(err)
+		}
+	}
+	s.extent.RLock()
+	defer s.extent.RUnlock()
+	x, err := s.idx.get(ctx)
+	if err != nil {
+		return nil, classify(err)
+	}
+	var out []StoredChunk
+	err = x.Range(ctx, func(c []uint64, e index.Entry) bool {
+		size := e.Size
+		if size >= format.ChunkFrameOverhead {
+			size -= format.ChunkFrameOverhead
+		}
+		out = append(out, StoredChunk{Coords: clone(c), Size: size, FilterMask: e.Mask})
+		return true
+	})
+	s.idx.account(x)
+	if err != nil {
+		return nil, classify(err)
+	}
+	slices.SortFunc(out, func(a, b StoredChunk) int { return slices.Compare(a.Coords, b.Coords) })
+	return out, nil
+}
+
+// chunkRegion checks coords against the current chunk grid and returns the
+// chunk's box for the serializer.
+func (s *dsState) chunkRegion(coords []uint64) (serialize.Region, error) {
+	if len(coords) != len(s.chunk) {
+		return serialize.Region{}, fmt.Errorf("%w: chunk coordinates %v have rank %d, dataset has %d", ErrInvalid, coords, len(coords), len(s.chunk))
+	}
+	shape := s.shape()
+	for i, c := range coords {
+		if c >= ceilDiv(shape[i], s.chunk[i]) {
+			return serialize.Region{}, fmt.Errorf("%w: chunk %v outside the extent %v (chunk %v)", ErrOutOfRange, coords, shape, s.chunk)
+		}
+	}
+	hi := make([]uint64, len(coords))
+	for i, c := range coords {
+		hi[i] = c + 1
+	}
+	return serialize.Region{Dataset: s.id, Lo: clone(coords), Hi: hi}, nil
+}
+
+// ReadChunkRaw returns the chunk's encoded bytes and filter mask, its
+// checksum verified (ErrCorrupt otherwise); ErrNotFound if the chunk is not
+// stored (it reads as the fill value). A dirty cached copy is written back
+// first, so the bytes are those of the latest write.
+func (d *Dataset) ReadChunkRaw(ctx context.Context, coords []uint64) (data []byte, filterMask uint32, err error) {
+	if err := d.check(false); err != nil {
+		return nil, 0, err
+	}
+	s := d.s
+	reg, err := s.chunkRegion(coords)
+	if err != nil {
+		return nil, 0, err
+	}
+	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}})
+	if err != nil {
+		return nil, 0, classify(err)
+	}
+	defer release()
+	cds, err := s.cacheDataset()
+	if err != nil {
+		return nil, 0, err
+	}
+	image, loc, err := cds.DirectRead(ctx, cache.Coord(coords))
+	if err != nil {
+		return nil, 0, classify(err)
+	}
+	if !loc.Exists() {
+		return nil, 0, fmt.Errorf("%w: chunk %v of %q is not stored", ErrNotFound, coords, s.name)
+	}
+	if format.Trailer(image) != loc.Sum {
+		return nil, 0, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, coords, s.name, loc.Addr)
+	}
+	img, err := format.VerifyChunk(image)
+	if err != nil {
+		return nil, 0, fmt.Errorf("chunk %v of %q: %w", coords, s.name, classify(err))
+	}
+	if s.unfiltered && (int64(len(img)) != s.chunkBytes || loc.Mask != 0) {
+		return nil, 0, fmt.Errorf("%w: chunk %v of %q: unfiltered image of %d bytes (mask %#x), want %d", ErrCorrupt, coords, s.name, len(img), loc.Mask, s.chunkBytes)
+	}
+	return img[:len(img):len(img)], loc.Mask, nil
+}
+
+// WriteChunkRaw stores data, the filter pipeline's output for the whole
+// chunk with filterMask naming the skipped filters, as the chunk at coords,
+// replacing any stored or cached version; durable after the next Flush.
+//
+// The bytes are verified before anything changes: they must decode through
+// the pipeline to exactly one chunk, and the chunk's elements outside the
+// current extent (an edge chunk's padding) must hold the fill value, the
+// engine's invariant for stored chunks; otherwise ErrInvalid and nothing
+// is stored. data is not retained.
+func (d *Dataset) WriteChunkRaw(ctx context.Context, coords []uint64, data []byte, filterMask uint32) error {
+	if err := d.check(true); err != nil {
+		return err
+	}
+	s := d.s
+	reg, err := s.chunkRegion(coords)
+	if err != nil {
+		return err
+	}
+	lay := s.layout
+	if int64(len(data))+format.ChunkFrameOverhead > lay.maxStored() {
+		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), lay.maxStored()-format.ChunkFrameOverhead)
+	}
+	decoded := data
+	if s.unfiltered {
+		if int64(len(data)) != s.chunkBytes || filterMask != 0 {
+			return fmt.Errorf("%w: unfiltered chunk of %d bytes (mask %#x), want %d bytes and mask 0", ErrInvalid, len(data), filterMask, s.chunkBytes)
+		}
+	} else {
+		decoded, err = s.pipeline.Decode(data, filterMask, int(s.chunkBytes))
+		if err != nil {
+			return fmt.Errorf("%w: encoded chunk does not decode through the pipeline: %v", ErrInvalid, err)
+		}
+		if int64(len(decoded)) != s.chunkBytes {
+			return fmt.Errorf("%w: encoded chunk decodes to %d bytes, want %d", ErrInvalid, len(decoded), s.chunkBytes)
+		}
+	}
+	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}, Write: true})
+	if err != nil {
+		return classify(err)
+	}
+	defer release()
+	// The extent cannot change while the chunk's box is held (SetExtent
+	// holds the dataset exclusively), so the padding check is exact.
+	if !s.paddingIsFill(coords, decoded) {
+		return fmt.Errorf("%w: chunk %v: elements outside the extent %v are not the fill value", ErrInvalid, coords, s.shape())
+	}
+	cds, err := s.cacheDataset()
+	if err != nil {
+		return err
+	}
+	img := make([]byte, len(data), len(data)+format.ChunkFrameOverhead)
+	copy(img, data)
+	img = format.AppendChunkChecksum(img)
+	return classify(cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: img, Mask: filterMask, Sum: format.Trailer(img)}))
+}
+
+// paddingIsFill reports whether the elements of the decoded chunk at
+// coords that lie outside the current extent hold the fill value: it trims
+// a copy to the extent (selection.Trim, as a shrink does) and compares.
+func (s *dsState) paddingIsFill(coords []uint64, decoded []byte) bool {
+	shape := s.shape()
+	edge := false
+	for i, c := range coords {
+		if (c+1)*s.chunk[i] > shape[i] {
+			edge = true
+		}
+	}
+	if !edge {
+		return true
+	}
+	trimmed := slices.Clone(decoded)
+	selection.Trim(trimmed, coords, s.chunk, shape, s.elemSize, s.fill)
+	return string(trimmed) == string(decoded)
+}
