@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/format"
 	"github.com/scc-dev/scc/engine/index"
 	"github.com/scc-dev/scc/engine/selection"
@@ -206,4 +207,26 @@ func (s *dsState) paddingIsFill(coords []uint64, decoded []byte) bool {
 	trimmed := slices.Clone(decoded)
 	selection.Trim(trimmed, coords, s.chunk, shape, s.elemSize, s.fill)
 	return string(trimmed) == string(decoded)
+}
+
+// Stage describes a pipeline stage for code that interprets raw chunks
+// (exporters mapping the pipeline onto another format's codecs): its name,
+// one of "shuffle", "deflate" (raw DEFLATE, RFC 1951, no zlib or gzip
+// wrapper), "zstd" (one frame), "lz4" (u32 little-endian decoded length,
+// then one LZ4 block) and "crc32c" (the input, then its CRC32C
+// little-endian), and its level (0 for stages without one).
+func (f Filter) Stage() (name string, level int) {
+	switch f.spec.ID {
+	case filter.Shuffle:
+		return "shuffle", 0
+	case filter.Deflate:
+		return "deflate", int(f.spec.Level)
+	case filter.Zstd:
+		return "zstd", int(f.spec.Level)
+	case filter.LZ4:
+		return "lz4", 0
+	case filter.CRC32C:
+		return "crc32c", 0
+	}
+	return f.spec.String(), int(f.spec.Level)
 }

@@ -1,0 +1,396 @@
+package zarr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/scc-dev/scc/engine"
+)
+
+// zstdLevels maps scc's zstd levels 1..4 onto the zstd library levels they
+// stand for (metadata only: readers do not need it).
+var zstdLevels = [...]int{1: 1, 2: 3, 3: 9, 4: 19}
+
+// plan is how one dataset's chunks cross: the Zarr chain and whether the
+// stored bytes can go across without re-encoding.
+type plan struct {
+	chain []codec
+	copy  bool   // chunks with mask 0 copy (rewrapping a last deflate stage)
+	wrap  string // "zlib" or "gzip" when the last stage is rewrapped
+	why   string // why not copy
+}
+
+// planExport maps a dataset's pipeline onto Zarr codecs.
+func planExport(ds *engine.Dataset, version int) plan {
+	var p plan
+	p.copy = true
+	filters := ds.Filters()
+	for i, f := range filters {
+		name, level := f.Stage()
+		last := i == len(filters)-1
+		switch name {
+		case "shuffle":
+			p.chain = append(p.chain, codec{id: "shuffle", elemSize: ds.Type().Size()})
+		case "deflate":
+			id := "zlib"
+			if version == 3 {
+				id = "gzip"
+			}
+			p.chain = append(p.chain, codec{id: id, level: level})
+			if last {
+				p.wrap = id
+			} else if p.copy {
+				p.copy, p.why = false, "deflate is not the pipeline's last stage, so its stream cannot be rewrapped in place"
+			}
+		case "zstd":
+			lvl := 3
+			if level >= 1 && level < len(zstdLevels) {
+				lvl = zstdLevels[level]
+			}
+			p.chain = append(p.chain, codec{id: "zstd", level: lvl})
+		case "lz4":
+			p.chain = append(p.chain, codec{id: "lz4"})
+		case "crc32c":
+			if version == 3 {
+				p.chain = append(p.chain, codec{id: "crc32c"})
+			} else if p.copy {
+				p.copy, p.why = false, "Zarr v2 (numcodecs) has no crc32c codec; the stage is left out"
+			}
+		default:
+			if p.copy {
+				p.copy, p.why = false, fmt.Sprintf("filter %s has no Zarr codec; left out", name)
+			}
+		}
+	}
+	return p
+}
+
+// Export writes every dataset of f, and f's attributes, to a new Zarr store
+// at dir (which must not exist, or be an empty directory). On error the
+// store is incomplete and should be removed.
+func Export(ctx context.Context, f *engine.File, dir string, o Options) (*Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	names := f.Datasets()
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return nil, fmt.Errorf("zarr: %s exists and is not empty", dir)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	v := o.version()
+	rootAttrs, err := attrsJSON(f.Attrs())
+	if err != nil {
+		return nil, fmt.Errorf("file attributes: %w", err)
+	}
+	if err := writeGroup(dir, v, rootAttrs); err != nil {
+		return nil, err
+	}
+	groups := map[string]bool{"": true}
+	rep := &Report{}
+	for _, name := range names {
+		segs := strings.Split(name, "/")
+		for i := 1; i < len(segs); i++ {
+			g := strings.Join(segs[:i], "/")
+			if !groups[g] {
+				groups[g] = true
+				if err := writeGroup(filepath.Join(dir, filepath.FromSlash(g)), v, nil); err != nil {
+					return nil, err
+				}
+			}
+		}
+		dr, err := exportDataset(ctx, f, name, filepath.Join(dir, filepath.FromSlash(name)), v, o.workers())
+		if err != nil {
+			return nil, fmt.Errorf("dataset %q: %w", name, err)
+		}
+		rep.Datasets = append(rep.Datasets, dr)
+	}
+	return rep, nil
+}
+
+// checkNames refuses dataset names that are not Zarr node paths, and a
+// dataset whose name is a group of another's ("a" and "a/b").
+func checkNames(names []string) error {
+	set := map[string]bool{}
+	for _, n := range names {
+		set[n] = true
+	}
+	for _, n := range names {
+		segs := strings.Split(n, "/")
+		for i, s := range segs {
+			switch {
+			case s == "" || s == "." || s == "..":
+				return fmt.Errorf("%w: dataset name %q: empty, \".\" or \"..\" path segment", ErrUnsupported, n)
+			case strings.HasPrefix(s, "__") || strings.HasPrefix(s, ".z") || s == "zarr.json":
+				return fmt.Errorf("%w: dataset name %q: segment %q is reserved in Zarr", ErrUnsupported, n, s)
+			case strings.ContainsAny(s, "\\\x00"):
+				return fmt.Errorf("%w: dataset name %q: backslash or NUL", ErrUnsupported, n)
+			}
+			if i < len(segs)-1 && set[strings.Join(segs[:i+1], "/")] {
+				return fmt.Errorf("%w: dataset %q would be inside dataset %q (a Zarr array has no children)", ErrUnsupported, n, strings.Join(segs[:i+1], "/"))
+			}
+		}
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func writeGroup(dir string, v int, attrs map[string]any) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if v == 3 {
+		if attrs == nil {
+			attrs = map[string]any{}
+		}
+		return writeJSON(filepath.Join(dir, "zarr.json"), map[string]any{"zarr_format": 3, "node_type": "group", "attributes": attrs})
+	}
+	if err := writeJSON(filepath.Join(dir, ".zgroup"), map[string]any{"zarr_format": 2}); err != nil {
+		return err
+	}
+	if len(attrs) > 0 {
+		return writeJSON(filepath.Join(dir, ".zattrs"), attrs)
+	}
+	return nil
+}
+
+func codecJSON(c codec, v int) map[string]any {
+	if v == 2 {
+		switch c.id {
+		case "shuffle":
+			return map[string]any{"id": "shuffle", "elementsize": c.elemSize}
+		case "lz4":
+			return map[string]any{"id": "lz4", "acceleration": 1}
+		}
+		return map[string]any{"id": c.id, "level": c.level}
+	}
+	switch c.id {
+	case "shuffle":
+		return map[string]any{"name": "numcodecs.shuffle", "configuration": map[string]any{"elementsize": c.elemSize}}
+	case "lz4":
+		return map[string]any{"name": "numcodecs.lz4", "configuration": map[string]any{"acceleration": 1}}
+	case "crc32c":
+		return map[string]any{"name": "crc32c"}
+	case "zstd":
+		return map[string]any{"name": "zstd", "configuration": map[string]any{"level": c.level, "checksum": false}}
+	}
+	return map[string]any{"name": c.id, "configuration": map[string]any{"level": c.level}}
+}
+
+func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, workers int) (DatasetReport, error) {
+	dr := DatasetReport{Name: name}
+	ds, err := f.OpenDatasetContext(ctx, name)
+	if err != nil {
+		return dr, err
+	}
+	defer ds.Close()
+	p := planExport(ds, v)
+	dr.Codecs, dr.Why = chainString(p.chain), p.why
+	attrs, err := attrsJSON(ds.Attrs())
+	if err != nil {
+		return dr, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return dr, err
+	}
+	shape, chunk, typ := ds.Shape(), ds.Chunk(), ds.Type()
+	fill := fillJSON(typ, ds.Fill())
+	if v == 2 {
+		meta := map[string]any{
+			"zarr_format": 2, "shape": shape, "chunks": chunk, "dtype": dtypes[typ].v2,
+			"fill_value": fill, "order": "C", "filters": nil, "compressor": nil, "dimension_separator": ".",
+		}
+		if n := len(p.chain); n > 0 {
+			meta["compressor"] = codecJSON(p.chain[n-1], 2)
+			if n > 1 {
+				fs := make([]any, n-1)
+				for i, c := range p.chain[:n-1] {
+					fs[i] = codecJSON(c, 2)
+				}
+				meta["filters"] = fs
+			}
+		}
+		if err := writeJSON(filepath.Join(dir, ".zarray"), meta); err != nil {
+			return dr, err
+		}
+		if len(attrs) > 0 {
+			if err := writeJSON(filepath.Join(dir, ".zattrs"), attrs); err != nil {
+				return dr, err
+			}
+		}
+	} else {
+		codecs := []any{map[string]any{"name": "bytes", "configuration": map[string]any{"endian": "little"}}}
+		for _, c := range p.chain {
+			codecs = append(codecs, codecJSON(c, 3))
+		}
+		meta := map[string]any{
+			"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": dtypes[typ].v3,
+			"chunk_grid":         map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": chunk}},
+			"chunk_key_encoding": map[string]any{"name": "default", "configuration": map[string]any{"separator": "/"}},
+			"fill_value":         fill, "codecs": codecs, "attributes": attrs,
+		}
+		if err := writeJSON(filepath.Join(dir, "zarr.json"), meta); err != nil {
+			return dr, err
+		}
+	}
+	chunks, err := ds.StoredChunks(ctx)
+	if err != nil {
+		return dr, err
+	}
+	chunkBytes := typ.Size()
+	for _, c := range chunk {
+		chunkBytes *= int(c)
+	}
+	var copied, rewrapped, reenc atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, sc := range chunks {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			var out []byte
+			if p.copy && sc.FilterMask == 0 {
+				data, _, err := ds.ReadChunkRaw(gctx, sc.Coords)
+				if err != nil {
+					return err
+				}
+				out = data
+				if p.wrap != "" {
+					if out, err = rewrap(p.wrap, data, chunkBytes); err != nil {
+						return fmt.Errorf("chunk %v: %w", sc.Coords, err)
+					}
+					rewrapped.Add(1)
+				} else {
+					copied.Add(1)
+				}
+			} else {
+				raw, err := readChunk(gctx, ds, sc.Coords, chunkBytes)
+				if err != nil {
+					return err
+				}
+				if out, err = encodeChain(p.chain, raw); err != nil {
+					return fmt.Errorf("chunk %v: %w", sc.Coords, err)
+				}
+				reenc.Add(1)
+			}
+			path := chunkPath(dir, v, sc.Coords)
+			if v == 3 {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					return err
+				}
+			}
+			return os.WriteFile(path, out, 0o644)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return dr, err
+	}
+	dr.Chunks = len(chunks)
+	dr.Copied, dr.Rewrapped, dr.Reencoded = int(copied.Load()), int(rewrapped.Load()), int(reenc.Load())
+	dr.Bytes = int64(len(chunks)) * int64(chunkBytes)
+	if dr.Reencoded > 0 && dr.Why == "" {
+		dr.Why = "scc stored these chunks with a compressor skipped (it did not shrink them), which Zarr cannot express"
+	}
+	return dr, nil
+}
+
+// chunkPath is a chunk's file: v2 "i.j.k" ("." separator), v3 default
+// encoding "c/i/j/k".
+func chunkPath(dir string, v int, coords []uint64) string {
+	parts := make([]string, len(coords))
+	for i, c := range coords {
+		parts[i] = strconv.FormatUint(c, 10)
+	}
+	if v == 3 {
+		return filepath.Join(append([]string{dir, "c"}, parts...)...)
+	}
+	return filepath.Join(dir, strings.Join(parts, "."))
+}
+
+// chunkBox is the part of chunk coords inside shape.
+func chunkBox(coords, chunk, shape []uint64) (start, count []uint64, edge bool) {
+	start, count = make([]uint64, len(coords)), make([]uint64, len(coords))
+	for i, c := range coords {
+		start[i] = c * chunk[i]
+		count[i] = min(chunk[i], shape[i]-start[i])
+		edge = edge || count[i] != chunk[i]
+	}
+	return start, count, edge
+}
+
+// readChunk reads a whole chunk decoded (little-endian, C order), the
+// padding of an edge chunk holding the fill value.
+func readChunk(ctx context.Context, ds *engine.Dataset, coords []uint64, chunkBytes int) ([]byte, error) {
+	chunk := ds.Chunk()
+	start, count, edge := chunkBox(coords, chunk, ds.Shape())
+	es := ds.Type().Size()
+	if !edge {
+		buf := make([]byte, chunkBytes)
+		return buf, ds.Read(ctx, engine.Box(start, count), buf)
+	}
+	n := es
+	for _, c := range count {
+		n *= int(c)
+	}
+	part := make([]byte, n)
+	if err := ds.Read(ctx, engine.Box(start, count), part); err != nil {
+		return nil, err
+	}
+	full := make([]byte, chunkBytes)
+	fill := ds.Fill()
+	for i := 0; i < len(full); i += es {
+		copy(full[i:], fill)
+	}
+	copyBox(full, chunk, part, count, es, false)
+	return full, nil
+}
+
+// copyBox copies between a whole chunk (shape chunk) and the packed box of
+// its first count elements per dimension: into the chunk, or out of it.
+func copyBox(full []byte, chunk []uint64, part []byte, count []uint64, es int, out bool) {
+	r := len(chunk)
+	row := int(count[r-1]) * es
+	idx := make([]uint64, r) // over count[:r-1]
+	for p := 0; p < len(part); p += row {
+		off := uint64(0)
+		for d := 0; d < r-1; d++ {
+			off = off*chunk[d] + idx[d]
+		}
+		off = off * chunk[r-1] * uint64(es)
+		if out {
+			copy(part[p:p+row], full[off:])
+		} else {
+			copy(full[off:off+uint64(row)], part[p:p+row])
+		}
+		for d := r - 2; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < count[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+}

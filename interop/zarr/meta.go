@@ -1,0 +1,332 @@
+package zarr
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/scc-dev/scc/engine"
+)
+
+// dtypes maps engine types onto numpy type strings (Zarr v2 "dtype",
+// little-endian) and Zarr v3 data_type names.
+var dtypes = map[engine.Type]struct{ v2, v3 string }{
+	engine.Int8: {"|i1", "int8"}, engine.Int16: {"<i2", "int16"}, engine.Int32: {"<i4", "int32"}, engine.Int64: {"<i8", "int64"},
+	engine.Uint8: {"|u1", "uint8"}, engine.Uint16: {"<u2", "uint16"}, engine.Uint32: {"<u4", "uint32"}, engine.Uint64: {"<u8", "uint64"},
+	engine.Float32: {"<f4", "float32"}, engine.Float64: {"<f8", "float64"},
+}
+
+// parseV2Dtype returns the engine type of a numpy type string and whether
+// its elements are big-endian.
+func parseV2Dtype(s string) (engine.Type, bool, error) {
+	if len(s) == 3 {
+		for t, d := range dtypes {
+			if s[1:] == d.v2[1:] {
+				switch s[0] {
+				case '<', '|':
+					return t, false, nil
+				case '>':
+					return t, t.Size() > 1, nil
+				}
+			}
+		}
+	}
+	return 0, false, fmt.Errorf("%w: dtype %q (scc holds the integer and float types i1..i8, u1..u8, f4, f8)", ErrUnsupported, s)
+}
+
+func parseV3Type(s string) (engine.Type, error) {
+	for t, d := range dtypes {
+		if s == d.v3 {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: data_type %q (scc holds int8..int64, uint8..uint64, float32, float64)", ErrUnsupported, s)
+}
+
+// fillJSON is an element's fill value as Zarr metadata writes it: a JSON
+// number, or "NaN", "Infinity", "-Infinity" for floats.
+func fillJSON(t engine.Type, b []byte) any {
+	v := engine.RawAttr(engine.AttrScalar, t, b)
+	return elemJSON(v, 0)
+}
+
+// elemJSON is element i of a numeric value as a JSON value, exact.
+func elemJSON(v engine.AttrValue, i int) any {
+	t := v.Type()
+	raw := v.Bytes()[i*t.Size() : (i+1)*t.Size()]
+	var u uint64
+	for k := len(raw) - 1; k >= 0; k-- {
+		u = u<<8 | uint64(raw[k])
+	}
+	switch t {
+	case engine.Float32, engine.Float64:
+		f := math.Float64frombits(u)
+		bits := 64
+		if t == engine.Float32 {
+			f = float64(math.Float32frombits(uint32(u)))
+			bits = 32
+		}
+		switch {
+		case math.IsNaN(f):
+			return "NaN"
+		case math.IsInf(f, 1):
+			return "Infinity"
+		case math.IsInf(f, -1):
+			return "-Infinity"
+		}
+		return json.Number(strconv.FormatFloat(f, 'g', -1, bits))
+	case engine.Int8, engine.Int16, engine.Int32, engine.Int64:
+		shift := 64 - 8*t.Size()
+		return json.Number(strconv.FormatInt(int64(u<<shift)>>shift, 10))
+	}
+	return json.Number(strconv.FormatUint(u, 10))
+}
+
+// parseElem converts a JSON number or special float string to an element
+// of type t, little-endian; exact for integers, refused when out of range.
+func parseElem(t engine.Type, v any) ([]byte, error) {
+	out := make([]byte, t.Size())
+	put := func(u uint64) {
+		for k := range out {
+			out[k] = byte(u >> (8 * k))
+		}
+	}
+	var s string
+	switch x := v.(type) {
+	case json.Number:
+		s = string(x)
+	case string:
+		s = x
+	case bool:
+		s = "0"
+		if x {
+			s = "1"
+		}
+	default:
+		return nil, fmt.Errorf("%w: %v is not a number", ErrUnsupported, v)
+	}
+	switch t {
+	case engine.Float32, engine.Float64:
+		var f float64
+		switch {
+		case s == "NaN":
+			// The canonical quiet NaN numpy and JavaScript write (Go's
+			// math.NaN has another payload).
+			if t == engine.Float32 {
+				put(0x7fc00000)
+			} else {
+				put(0x7ff8000000000000)
+			}
+			return out, nil
+		case s == "Infinity":
+			f = math.Inf(1)
+		case s == "-Infinity":
+			f = math.Inf(-1)
+		case strings.HasPrefix(s, "0x"): // v3: the bit pattern in hex
+			u, err := strconv.ParseUint(s[2:], 16, t.Size()*8)
+			if err != nil {
+				return nil, fmt.Errorf("%w: float %q", ErrUnsupported, s)
+			}
+			put(u)
+			return out, nil
+		default:
+			var err error
+			if f, err = strconv.ParseFloat(s, 64); err != nil {
+				return nil, fmt.Errorf("%w: float %q", ErrUnsupported, s)
+			}
+		}
+		if t == engine.Float32 {
+			put(uint64(math.Float32bits(float32(f))))
+		} else {
+			put(math.Float64bits(f))
+		}
+		return out, nil
+	case engine.Int8, engine.Int16, engine.Int32, engine.Int64:
+		i, err := strconv.ParseInt(s, 10, t.Size()*8)
+		if err != nil {
+			if f, ferr := strconv.ParseFloat(s, 64); ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+				i, err = int64(f), nil
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q is not a %v", ErrUnsupported, s, t)
+		}
+		put(uint64(i))
+		return out, nil
+	}
+	u, err := strconv.ParseUint(s, 10, t.Size()*8)
+	if err != nil {
+		if f, ferr := strconv.ParseFloat(s, 64); ferr == nil && f == math.Trunc(f) && f >= 0 && f < 1<<53 {
+			u, err = uint64(f), nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q is not a %v", ErrUnsupported, s, t)
+	}
+	put(u)
+	return out, nil
+}
+
+// typesKey is the attribute under which an export records the scc type of
+// each attribute whose JSON form would not say it (numbers, byte strings),
+// so that import restores the attributes exactly. Import reads it and does
+// not keep it as an attribute.
+const typesKey = "_scc_attr_types"
+
+// attrsJSON converts attributes to a Zarr attribute object.
+func attrsJSON(attrs []engine.Attr) (map[string]any, error) {
+	out := map[string]any{}
+	types := map[string]string{}
+	for _, a := range attrs {
+		if a.Name == typesKey {
+			return nil, fmt.Errorf("%w: attribute name %q is reserved by the export", ErrUnsupported, typesKey)
+		}
+		v := a.Value
+		switch v.Kind() {
+		case engine.AttrString:
+			s, _ := v.Str()
+			out[a.Name] = s
+		case engine.AttrBytes:
+			out[a.Name] = base64.StdEncoding.EncodeToString(v.Bytes())
+			types[a.Name] = "bytes"
+		case engine.AttrScalar:
+			out[a.Name] = elemJSON(v, 0)
+			types[a.Name] = v.Type().String()
+		case engine.AttrArray:
+			list := make([]any, v.Len())
+			for i := range list {
+				list[i] = elemJSON(v, i)
+			}
+			out[a.Name] = list
+			types[a.Name] = v.Type().String() + "[]"
+		}
+	}
+	if len(types) > 0 {
+		out[typesKey] = types
+	}
+	return out, nil
+}
+
+// jsonAttrs converts a Zarr attribute object (decoded with UseNumber) to
+// attributes; values with no scc form (objects, null, mixed lists) are
+// skipped and named in skipped.
+func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string) {
+	types := map[string]string{}
+	if raw, ok := m[typesKey].(map[string]any); ok {
+		for k, v := range raw {
+			if s, ok := v.(string); ok {
+				types[k] = s
+			}
+		}
+	}
+	for name, v := range m {
+		if name == typesKey {
+			continue
+		}
+		val, err := jsonAttr(v, types[name])
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s (%v)", name, err))
+			continue
+		}
+		attrs = append(attrs, engine.Attr{Name: name, Value: val})
+	}
+	return attrs, skipped
+}
+
+func typeNamed(s string) (engine.Type, bool) {
+	for _, t := range engine.Types {
+		if t.String() == s {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+func jsonAttr(v any, typ string) (engine.AttrValue, error) {
+	if typ == "bytes" {
+		s, ok := v.(string)
+		if b, err := base64.StdEncoding.DecodeString(s); ok && err == nil {
+			return engine.BytesAttr(b), nil
+		}
+		return engine.AttrValue{}, fmt.Errorf("typed bytes but not base64")
+	}
+	if t, ok := typeNamed(strings.TrimSuffix(typ, "[]")); ok {
+		if strings.HasSuffix(typ, "[]") {
+			list, ok := v.([]any)
+			if !ok {
+				return engine.AttrValue{}, fmt.Errorf("typed %s but not a list", typ)
+			}
+			var le []byte
+			for _, x := range list {
+				b, err := parseElem(t, x)
+				if err != nil {
+					return engine.AttrValue{}, err
+				}
+				le = append(le, b...)
+			}
+			return engine.RawAttr(engine.AttrArray, t, le), nil
+		}
+		b, err := parseElem(t, v)
+		if err != nil {
+			return engine.AttrValue{}, err
+		}
+		return engine.RawAttr(engine.AttrScalar, t, b), nil
+	}
+	switch x := v.(type) {
+	case string:
+		return engine.StringAttr(x), nil
+	case json.Number:
+		t := numberType(x)
+		b, err := parseElem(t, x)
+		if err != nil {
+			return engine.AttrValue{}, err
+		}
+		return engine.RawAttr(engine.AttrScalar, t, b), nil
+	case []any:
+		if len(x) == 0 {
+			return engine.ArrayAttr([]float64{}), nil
+		}
+		t := engine.Int64
+		for _, e := range x {
+			n, ok := e.(json.Number)
+			if !ok {
+				if s, isStr := e.(string); isStr && (s == "NaN" || s == "Infinity" || s == "-Infinity") {
+					t = engine.Float64
+					continue
+				}
+				return engine.AttrValue{}, fmt.Errorf("list of non-numbers")
+			}
+			if nt := numberType(n); nt == engine.Float64 || nt == engine.Uint64 && t == engine.Int64 {
+				if t != engine.Float64 {
+					t = nt
+				}
+			}
+		}
+		var le []byte
+		for _, e := range x {
+			b, err := parseElem(t, e)
+			if err != nil {
+				return engine.AttrValue{}, err
+			}
+			le = append(le, b...)
+		}
+		return engine.RawAttr(engine.AttrArray, t, le), nil
+	}
+	return engine.AttrValue{}, fmt.Errorf("%T has no scc attribute type", v)
+}
+
+// numberType is the type a bare JSON number imports as: int64, uint64
+// above int64's range, float64 otherwise.
+func numberType(n json.Number) engine.Type {
+	s := string(n)
+	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return engine.Int64
+	}
+	if _, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return engine.Uint64
+	}
+	return engine.Float64
+}

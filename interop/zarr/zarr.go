@@ -1,0 +1,154 @@
+// Package zarr exports scc files to Zarr stores (format v2 and v3, as a
+// directory tree) and imports Zarr stores into scc files, in pure Go on top
+// of package engine.
+//
+// Mapping (issue 13 §2): every dataset becomes an array at the path of its
+// name ("a/b" is array b in group a), the file's attributes become the root
+// group's, and a dataset's attributes the array's (.zattrs in v2, the
+// "attributes" of zarr.json in v3). Shape is the current extent (an
+// unlimited dimension exports at its current size), the chunk grid is the
+// dataset's chunk shape, elements are little-endian in C order, the fill
+// value is the dataset's. Chunks never written are not written either:
+// Zarr readers, like scc, read them as the fill value. Edge chunks are
+// stored whole in both formats, with the fill value outside the extent.
+//
+// Codecs: scc's filter pipeline maps stage by stage onto Zarr codecs —
+// shuffle onto numcodecs "shuffle", deflate onto zlib (v2) or gzip (v3),
+// zstd onto zstd, lz4 onto numcodecs "lz4" (the same 4-byte length prefix),
+// crc32c onto the v3 "crc32c" codec. When every stage maps, chunks are
+// copied without decoding and re-encoding: zstd, lz4, shuffle, crc32c and
+// unfiltered chunks byte for byte, deflate chunks with their compressed
+// stream kept byte for byte inside the zlib or gzip wrapper, whose checksum
+// is computed by inflating the stream once (the wrapper needs a checksum of
+// the decoded bytes; scc's deflate stage has none). Otherwise (crc32c in
+// v2, deflate or lz4 before another stage, a chunk for which scc skipped a
+// compressor that did not shrink it) chunks are decoded and re-encoded,
+// and the Report says so per dataset. Import does the reverse, writing
+// chunks raw (engine.Dataset.WriteChunkRaw, which verifies them) when the
+// store's codecs map and decoding them otherwise; codecs scc cannot hold
+// (blosc, bz2, transpose, sharding, ...) are refused with ErrUnsupported.
+//
+// Export and Import are safe to call concurrently on different files and
+// directories; each runs its chunks on several goroutines.
+package zarr
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+)
+
+var (
+	// ErrUnsupported: the store or file uses something the other side
+	// cannot represent (a data type, a codec, a name); nothing was written
+	// for that dataset.
+	ErrUnsupported = errors.New("zarr: unsupported")
+	// ErrCorrupt: a Zarr chunk or metadata document does not decode.
+	ErrCorrupt = errors.New("zarr: corrupt store")
+)
+
+// Options configure Export and Import. The zero value exports Zarr v2 with
+// one worker per CPU.
+type Options struct {
+	// Version is the Zarr format version to export: 2 (default) or 3.
+	// Import reads both and ignores it.
+	Version int
+	// Workers is the number of chunks processed at once; 0 means
+	// runtime.GOMAXPROCS(0).
+	Workers int
+}
+
+// Validate reports whether o is usable.
+func (o Options) Validate() error {
+	if o.Version != 0 && o.Version != 2 && o.Version != 3 {
+		return fmt.Errorf("%w: Zarr version %d (2 or 3)", ErrUnsupported, o.Version)
+	}
+	if o.Workers < 0 {
+		return fmt.Errorf("%w: %d workers", ErrUnsupported, o.Workers)
+	}
+	return nil
+}
+
+func (o Options) version() int {
+	if o.Version == 0 {
+		return 2
+	}
+	return o.Version
+}
+
+func (o Options) workers() int {
+	if o.Workers == 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return o.Workers
+}
+
+// DatasetReport tells what happened to one dataset's chunks.
+type DatasetReport struct {
+	Name   string
+	Chunks int // chunks written
+	// Copied chunks went across with no decode and no re-encode.
+	Copied int
+	// Rewrapped chunks kept their compressed DEFLATE stream byte for byte
+	// in another wrapper (scc's raw stream ↔ Zarr's zlib or gzip); the
+	// wrapper's checksum was computed or verified by inflating the stream
+	// once, with no re-compression.
+	Rewrapped int
+	// Reencoded chunks were decoded and encoded again.
+	Reencoded int
+	// Codecs is the codec chain on the Zarr side, e.g. "shuffle,zlib(4)".
+	Codecs string
+	// Why says why chunks were re-encoded ("" when none were).
+	Why   string
+	Bytes int64 // decoded bytes of the chunks written
+	// Notes lists what did not map and was left out (attributes with no
+	// equivalent, group attributes below the root).
+	Notes []string
+}
+
+// Report is the outcome of an Export or Import.
+type Report struct {
+	Datasets []DatasetReport
+	Notes    []string
+}
+
+// Summary is one line per dataset, as scctl prints it.
+func (r *Report) Summary() string {
+	var b strings.Builder
+	for _, d := range r.Datasets {
+		fmt.Fprintf(&b, "%s: %d chunks [%s]: ", d.Name, d.Chunks, d.Codecs)
+		switch {
+		case d.Chunks == 0:
+			b.WriteString("none stored")
+		case d.Reencoded == 0 && d.Rewrapped == 0:
+			b.WriteString("all copied without re-encoding")
+		case d.Reencoded == 0:
+			fmt.Fprintf(&b, "all copied without re-encoding (%d deflate streams kept byte for byte, zlib/gzip wrapper checksummed)", d.Rewrapped)
+		default:
+			fmt.Fprintf(&b, "RE-ENCODED %d of %d (%s)", d.Reencoded, d.Chunks, d.Why)
+		}
+		b.WriteByte('\n')
+		for _, n := range d.Notes {
+			fmt.Fprintf(&b, "  note: %s\n", n)
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	return b.String()
+}
+
+func chainString(chain []codec) string {
+	if len(chain) == 0 {
+		return "raw"
+	}
+	parts := make([]string, len(chain))
+	for i, c := range chain {
+		parts[i] = c.id
+		if c.id == "zlib" || c.id == "gzip" || c.id == "zstd" {
+			parts[i] = fmt.Sprintf("%s(%d)", c.id, c.level)
+		}
+	}
+	return strings.Join(parts, ",")
+}
