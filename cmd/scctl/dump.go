@@ -26,6 +26,8 @@ type dumpOutput struct {
 	Count   []uint64 `json:"count"`
 	// Values are the selected elements in C order, as JSON numbers.
 	Values []json.RawMessage `json:"values"`
+	// Attrs are the dataset's attributes.
+	Attrs []lsAttr `json:"attributes"`
 }
 
 func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -89,7 +91,7 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	vals := formatValues(ds.Type(), buf)
 	if *asJSON {
 		out := dumpOutput{Dataset: *name, Type: ds.Type().String(), Shape: shape, Start: start, Count: count,
-			Values: make([]json.RawMessage, len(vals))}
+			Values: make([]json.RawMessage, len(vals)), Attrs: listAttrs(ds.Attrs())}
 		for i, v := range vals {
 			if v == "NaN" || strings.HasSuffix(v, "Inf") {
 				v = strconv.Quote(v) // JSON has no NaN or infinity
@@ -111,6 +113,9 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(w, "DATASET %q {\n", *name)
 	fmt.Fprintf(w, "   DATATYPE  %s\n", ds.Type())
 	fmt.Fprintf(w, "   DATASPACE  SIMPLE { ( %s ) / ( %s ) }\n", dims(shape), strings.Join(maxShape, ", "))
+	for _, at := range ds.Attrs() {
+		fmt.Fprintf(w, "   ATTRIBUTE %q { %s %s }\n", at.Name, attrType(at.Value), formatAttr(at.Value))
+	}
 	fmt.Fprintf(w, "   SUBSET {\n      START ( %s );\n      COUNT ( %s );\n", dims(start), dims(count))
 	fmt.Fprintf(w, "      DATA {\n")
 	// One line per innermost row, prefixed with its first element's

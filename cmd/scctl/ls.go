@@ -41,6 +41,8 @@ type lsDataset struct {
 	// with checksums); IndexBytes what the chunk index occupies.
 	StoredBytes uint64 `json:"stored_bytes"`
 	IndexBytes  uint64 `json:"index_bytes"`
+	// Attrs are the dataset's attributes (attrs.go).
+	Attrs []lsAttr `json:"attributes"`
 }
 
 // lsFile is the whole listing.
@@ -52,6 +54,8 @@ type lsFile struct {
 	// over StoredLogical is the overall compression.
 	Logical       uint64 `json:"logical_bytes"`
 	StoredLogical uint64 `json:"stored_logical_bytes"`
+	// Attrs are the file's attributes.
+	Attrs []lsAttr `json:"attributes"`
 }
 
 func cmdLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -84,7 +88,7 @@ func listFile(path string) (*lsFile, error) {
 		return nil, err
 	}
 	defer f.Close()
-	l := &lsFile{Path: path, Datasets: []lsDataset{}}
+	l := &lsFile{Path: path, Datasets: []lsDataset{}, Attrs: listAttrs(f.Attrs())}
 	if st, err := os.Stat(path); err == nil {
 		l.Size = st.Size()
 	}
@@ -113,7 +117,7 @@ func describe(ds *engine.Dataset) (lsDataset, error) {
 	d := lsDataset{
 		Name: ds.Name(), Type: ds.Type().String(), Shape: ds.Shape(), Chunk: ds.Chunk(),
 		IndexKind: ds.IndexKind(), StoredChunks: st.Chunks, Filters: []string{},
-		StoredBytes: st.StoredBytes, IndexBytes: st.IndexBytes,
+		StoredBytes: st.StoredBytes, IndexBytes: st.IndexBytes, Attrs: listAttrs(ds.Attrs()),
 	}
 	for _, m := range ds.MaxShape() {
 		if m == engine.Unlimited {
@@ -148,6 +152,9 @@ func dims(v []uint64) string {
 }
 
 func printListing(w io.Writer, l *lsFile) {
+	for _, a := range l.Attrs {
+		fmt.Fprintf(w, "Attribute %q %s = %s\n", a.Name, a.Type, a.Value)
+	}
 	for _, d := range l.Datasets {
 		shape := make([]string, len(d.Shape))
 		for i := range d.Shape {
@@ -171,6 +178,9 @@ func printListing(w io.Writer, l *lsFile) {
 		fmt.Fprintf(w, "    Storage:   %s logical, %s in stored chunks (decoded), %s stored, index %s\n",
 			bench.HumanBytes(int64(d.LogicalBytes)), bench.HumanBytes(int64(d.StoredLogicalBytes)),
 			bench.HumanBytes(int64(d.StoredBytes)), bench.HumanBytes(int64(d.IndexBytes)))
+		for _, a := range d.Attrs {
+			fmt.Fprintf(w, "    Attribute: %q %s = %s\n", a.Name, a.Type, a.Value)
+		}
 	}
 	ratio := ""
 	if l.Size > 0 && l.StoredLogical > 0 {

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/interop/zarr"
+)
+
+func init() {
+	register("import", "import a Zarr v2 or v3 store (groups, arrays, attributes) into a new file", cmdImport)
+}
+
+func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("import", "[--force] DIR FILE", stderr)
+	force := fs.Bool("force", false, "replace FILE if it exists")
+	workers := fs.Int("workers", 0, "chunks processed at once (0: one per CPU)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return usageErr("want DIR FILE, got %d arguments", len(pos))
+	}
+	dir, path := pos[0], pos[1]
+	if low := strings.ToLower(dir); strings.HasSuffix(low, ".h5") || strings.HasSuffix(low, ".hdf5") {
+		return usageErr("%s looks like HDF5, which scctl does not read (the engine stays pure Go): use the scc-hdf5 tool (interop/hdf5, `make hdf5`)", dir)
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return err
+	} else if !fi.IsDir() {
+		return usageErr("%s is not a directory (a Zarr store is one)", dir)
+	}
+	if _, err := os.Stat(path); err == nil && !*force {
+		return fmt.Errorf("%w: %s exists (use --force to replace it)", engine.ErrExists, path)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, err := engine.Create(path, nil)
+	if err != nil {
+		return err
+	}
+	rep, err := zarr.Import(ctx, dir, f, zarr.Options{Workers: *workers})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path) // a half-imported file is worth nothing
+		return err
+	}
+	fmt.Fprintf(stdout, "imported %s into %s\n%s", dir, path, rep.Summary())
+	return nil
+}
