@@ -4,7 +4,7 @@ PKGS      ?= ./...
 FUZZTIME  ?= 20s
 BENCHTIME ?= 1x
 
-.PHONY: help build test stress fuzz bench bench-peers demo lint tidy
+.PHONY: help build test stress fuzz bench bench-peers demo lint tidy interop-deps
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -13,7 +13,7 @@ build: ## build every package and the scctl binary into bin/
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/scctl ./cmd/scctl
 
-test: ## vet, then every test under the race detector, then the cache again with its invariant assertions, then the allocation-count tests without -race (what CI runs)
+test: interop-deps ## vet, then every test under the race detector, then the cache again with its invariant assertions, then the allocation-count tests without -race (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags invariants ./cache/...
 	$(GO) test -race -timeout 15m $(PKGS)
@@ -32,6 +32,17 @@ fuzz: ## run every fuzz target for FUZZTIME each
 
 bench: ## every benchmark once (BENCHTIME=1x); figures print beside their baselines
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem $(PKGS)
+
+# The interop tests read and write with the tools people use (issue 13 §4):
+# zarr-python from Debian (run as /usr/bin/python3: a pyenv python3 on PATH
+# lacks it) and zarrita from npm, pinned by its package-lock.json into a
+# project-local node_modules. Installed once; later runs only check.
+ZARR_NODE := interop/zarr/testdata/node
+interop-deps: ## install the Zarr readers the interop tests use (Debian python3-zarr, python3-numpy as root; zarrita from npm into interop/zarr/testdata/node), once
+	@/usr/bin/python3 -c 'import zarr, numcodecs, numpy' 2>/dev/null || \
+	  { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-zarr python3-numpy; }
+	@test -f $(ZARR_NODE)/node_modules/zarrita/package.json || \
+	  (cd $(ZARR_NODE) && npm ci --no-audit --no-fund)
 
 bench-peers: ## install the comparison peers (HDF5 tools, h5py, zarr) from Debian
 	apt-get update && apt-get install -y hdf5-tools python3-h5py python3-zarr
