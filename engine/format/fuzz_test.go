@@ -44,11 +44,11 @@ func FuzzCatalog(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := DecodeCatalog(b)
+		c, parts, err := DecodeCatalogParts(b)
 		if err != nil {
 			return
 		}
-		again := EncodeCatalog(c)
+		again := EncodeCatalogParts(c, parts)
 		if !sameEncoding(again, b) {
 			t.Fatalf("re-encoding differs:\n in %x\nout %x", b, again)
 		}
@@ -111,7 +111,8 @@ func superblockSeeds() [][]byte {
 
 func catalogSeeds() [][]byte {
 	return [][]byte{EncodeCatalog(sampleCatalog()), EncodeCatalog(nil),
-		EncodeCatalog([]CatalogEntry{{Name: "a", ID: 1, HeaderAddr: DataStart, HeaderSize: headerMin}})}
+		EncodeCatalog([]CatalogEntry{{Name: "a", ID: 1, HeaderAddr: DataStart, HeaderSize: headerMin}}),
+		EncodeCatalogParts(sampleCatalog(), CatalogParts{Attrs: []byte{1, 1, 0, 0, 0}})}
 }
 
 func headerSeeds() [][]byte {
