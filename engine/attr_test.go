@@ -420,19 +420,19 @@ func TestAttrCrashAndFault(t *testing.T) {
 	t.Logf("%d crash points, %d fault points", total+1, ops)
 }
 
-// TestAttrCorruptPartIsCorrupt: a dataset header whose Attrs part does not
-// decode makes the dataset fail to open with ErrCorrupt, not a panic.
+// TestAttrDecodeErrors: attribute parts that do not decode are ErrCorrupt,
+// never a panic.
 func TestAttrDecodeErrors(t *testing.T) {
 	good := encodeAttrs([]Attr{{"a", StringAttr("x")}, {"b", ScalarAttr(int16(3))}})
 	if s, err := decodeAttrs(good); err != nil || len(s.attrs) != 2 {
 		t.Fatalf("decode good: %v", err)
 	}
 	bad := [][]byte{
-		{2, 1, 0, 0, 0},                           // version
-		{1, 0, 0, 0, 0},                           // zero count
-		{1, 0xff, 0xff, 0xff, 0xff, 1, 2},         // count beyond the bytes
-		append(good[: len(good)-1 : len(good)-1]), // truncated
-		append(append([]byte{}, good...), 0),      // trailing byte
+		{2, 1, 0, 0, 0},                      // version
+		{1, 0, 0, 0, 0},                      // zero count
+		{1, 0xff, 0xff, 0xff, 0xff, 1, 2},    // count beyond the bytes
+		good[:len(good)-1],                   // truncated
+		append(append([]byte{}, good...), 0), // trailing byte
 		encodeAttrs([]Attr{{"b", StringAttr("x")}, {"a", StringAttr("y")}}), // order
 		encodeAttrs([]Attr{{"a", RawAttr(AttrScalar, Int32, []byte{1})}}),   // size
 		encodeAttrs([]Attr{{"a", StringAttr("\xff")}}),                      // utf-8
