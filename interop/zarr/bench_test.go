@@ -19,7 +19,10 @@ import (
 // benchBytes is the size of the benchmark's dataset (issue 13 §5 asks for
 // 1 GiB: go test -run '^$' -bench ExportImport ./interop/zarr -args
 // -zarr.bytes=1073741824).
-var benchBytes = flag.Int64("zarr.bytes", 64<<20, "decoded bytes of BenchmarkExportImport's dataset")
+var (
+	benchBytes   = flag.Int64("zarr.bytes", 64<<20, "decoded bytes of BenchmarkExportImport's dataset")
+	benchWorkers = flag.Int("zarr.workers", 0, "Options.Workers for BenchmarkExportImport (0: the default)")
+)
 
 // BenchmarkExportImport exports a shuffle+deflate dataset to Zarr v2 and
 // imports it back, and beside it runs zarr-python's zarr.copy_all over the
@@ -62,7 +65,7 @@ func BenchmarkExportImport(b *testing.B) {
 		f, err := engine.Open(src, &engine.Options{ReadOnly: true})
 		must(b, err)
 		t0 := time.Now()
-		rep, err := Export(bg, f, store, Options{Version: 2})
+		rep, err := Export(bg, f, store, Options{Version: 2, Workers: *benchWorkers})
 		must(b, err)
 		exp := time.Since(t0)
 		must(b, f.Close())
@@ -71,7 +74,7 @@ func BenchmarkExportImport(b *testing.B) {
 		g, err := engine.Create(back, &engine.Options{NoSync: true})
 		must(b, err)
 		t0 = time.Now()
-		irep, err := Import(bg, store, g, Options{})
+		irep, err := Import(bg, store, g, Options{Workers: *benchWorkers})
 		must(b, err)
 		must(b, g.Close())
 		imp := time.Since(t0)
