@@ -214,6 +214,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	}
 	sc.clean, sc.dirty = clean, dirty
 	c.st.evictions.Add(int64(len(clean)))
+	c.noteEvicted(clean)
 	c.remove(clean)
 	if len(dirty) == 0 {
 		return freed, nil
@@ -231,6 +232,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	sc.gone, sc.back = gone, back
 	c.st.evictions.Add(int64(len(gone)))
 	c.st.dirtyEvictions.Add(int64(len(gone)))
+	c.noteEvicted(gone)
 	c.remove(gone)
 	for _, e := range back {
 		c.settleBack(e)
@@ -261,7 +263,7 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 // round. (Eviction writes its victims in one round, seed 000 §3.6: they
 // are what one request needs.)
 func (c *Cache) writeBackRounds(ctx context.Context, es []*entry) error {
-	limit := max(c.activeLimit/8, 1)
+	limit := max(c.sizing().active/8, 1)
 	var errs []error
 	for start := 0; start < len(es); {
 		rest := es[start:]

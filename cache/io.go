@@ -569,7 +569,7 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	}
 	// Sub-lists whose chunks fit the space eviction can make (seed 000
 	// §3.6): the active limit minus what other requests hold in flight.
-	s := c.activeLimit - c.inflight.Load()
+	s := c.flashFor(work) - c.inflight.Load()
 	for start := 0; start < len(work); {
 		rest := work[start:]
 		end := start + cut(s, len(rest), func(i int) int64 { return rest[i].hint() })
@@ -669,6 +669,7 @@ func (c *Cache) claim(gs []*group) (mine []*group, later []int) {
 		g.d.chunks.Add(1)
 		g.e = e
 		mine = append(mine, g)
+		c.noteMiss(g.key)
 	}
 	return mine, later
 }
@@ -689,9 +690,10 @@ func (c *Cache) reserveFor(ctx context.Context, mine []*group) (int64, error) {
 		return 0, err
 	}
 	var n int64
+	bypass := c.sizing().bypass
 	for _, g := range mine {
 		n += g.hint()
-		g.e.bypass = g.loc.SizeHint > c.bypassBytes
+		g.e.bypass = g.loc.SizeHint > bypass
 		g.e.loc = g.loc
 	}
 	if err := c.reserve(ctx, n); err != nil {
