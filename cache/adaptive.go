@@ -513,7 +513,7 @@ type ghostShard struct {
 	// mu guards the shard. Taken on misses and evictions only.
 	mu sync.Mutex
 	m  map[chunkKey]uint64 // key → seq of its live record in q
-	q  []evictedRec          // FIFO; q[head:] are the records, oldest first
+	q  []evictedRec        // FIFO; q[head:] are the records, oldest first
 	// head indexes q's oldest record; bytes sums the sizes of q[head:].
 	head  int
 	bytes int64
