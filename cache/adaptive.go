@@ -274,11 +274,14 @@ type adaptState struct {
 	// once. Never held across I/O. Lock order: ad.mu, then admission's
 	// mutex (limitChanged).
 	mu                                 sync.Mutex
-	epoch                              int64     // epochs closed
-	startHits, startMisses, startGhost int64     // counts when the epoch in progress began
-	started                            time.Time // when it began
-	log                                [resizeLogLen]ResizeDecision
-	logged                             int64 // decisions ever recorded; log holds the last min(logged, resizeLogLen)
+	epoch                              int64 // epochs closed
+	startHits, startMisses, startGhost int64 // counts when the epoch in progress began
+	// lastTotal is the access count the adaptor saw last, lastAccess when
+	// it last saw it change.
+	lastTotal  int64
+	lastAccess time.Time
+	log        [resizeLogLen]ResizeDecision
+	logged     int64 // decisions ever recorded; log holds the last min(logged, resizeLogLen)
 
 	// ticks counts requests that ended past the hit path; every
 	// adaptCheckEvery-th looks at the epoch. The only shared write
@@ -299,7 +302,7 @@ func (a *adaptState) reset(c *Cache, s *sizing) {
 	a.startHits = c.st.hot.Load(hotHits)
 	a.startMisses = c.st.hot.Load(hotMisses)
 	a.startGhost = a.ghost.hits.Load()
-	a.started = time.Now()
+	a.lastTotal, a.lastAccess = a.startHits+a.startMisses, time.Now()
 	if s.ad == nil {
 		a.ghost.clear()
 	}
@@ -337,11 +340,19 @@ func (c *Cache) closeEpoch(timer bool) {
 	gain := c.ad.ghost.hits.Load() - c.ad.startGhost
 	now := time.Now()
 	idle := false
+	if timer {
+		if total := c.ad.startHits + c.ad.startMisses + acc; total != c.ad.lastTotal {
+			c.ad.lastTotal, c.ad.lastAccess = total, now
+		}
+	}
 	if acc < p.epoch {
-		if !timer || p.timeout <= 0 || acc > 0 || now.Sub(c.ad.started) < p.timeout {
+		// Idle: no access at all for EpochTimeout (a partial epoch's
+		// counts are dropped with it).
+		if !timer || p.timeout <= 0 || now.Sub(c.ad.lastAccess) < p.timeout {
 			return
 		}
 		idle = true
+		c.ad.lastAccess = now // the next idle decision after another timeout
 	}
 	d := p.decide(s.quiescent, hits, acc, gain, idle)
 	d.Epoch = c.ad.epoch
@@ -350,7 +361,6 @@ func (c *Cache) closeEpoch(timer bool) {
 	c.ad.startHits += hits
 	c.ad.startMisses += acc - hits
 	c.ad.startGhost += gain
-	c.ad.started = now
 	if d.NewBytes == s.quiescent {
 		return
 	}
