@@ -22,9 +22,15 @@ import (
 //     of the epoch's accesses to be such misses. A scan larger than
 //     MaxBytes, whose misses never return, therefore does not grow the
 //     cache, where HDF5's threshold rule would take it to the maximum.
-//   - Above UpperHitRate the working set fits with room to spare: the
-//     cache shrinks by DecrementFactor (at most MaxDecrementBytes), as
-//     HDF5's threshold decrement does.
+//     It grows to its size plus the depth of the deepest such miss in the
+//     ghost list (plus an eighth), bounded by IncrementFactor: by what
+//     would have helped, not blindly.
+//   - Above UpperHitRate the working set fits with room to spare. With
+//     age-out (the default) the cache shrinks to the bytes of the chunks
+//     accessed in the last AgeOutEpochs epochs plus an eighth kept empty
+//     (adaptive_age.go), as HDF5's age-out-with-threshold decrement with
+//     its empty reserve does; without, by DecrementFactor. Either way by
+//     at most MaxDecrementBytes, and never below MinBytes.
 //   - When both the hit rate and the would-be hits stay under MinGain the
 //     cache serves almost nothing at any size up to MaxBytes (a scan):
 //     it shrinks the same way.
@@ -36,9 +42,10 @@ import (
 //
 // Never blocking the data path: hits and misses are counted by the
 // cache's striped counters, as always; whichever request ends past the
-// hit path (Cache.endOn, one shared atomic add per such request) or the
-// background adaptor's tick (for epochs of hits only, and idle ones)
-// looks at the counts, and the one that wins a TryLock closes the epoch.
+// hit path (Cache.endOn, one shared atomic add per such request), a hit
+// that makes its own stripe's count a multiple of hitCheckEvery, or the
+// background adaptor's tick (idle epochs) looks at the counts, and the
+// one that wins a TryLock closes the epoch.
 // A decision only publishes a new sizing (resize.go); a decrease is then
 // carried out by the normal eviction path — the background trimmer and
 // every request's reservation — which writes dirty chunks back and never
@@ -79,8 +86,9 @@ type AdaptiveConfig struct {
 	// MaxIncrementBytes bounds one growth step. Default 0: no bound
 	// (but MaxBytes).
 	MaxIncrementBytes int64
-	// DecrementFactor multiplies the size on a decrease. Default 0.9.
-	// In (0, 1]; 1 never shrinks.
+	// DecrementFactor multiplies the size on a decrease that age-out does
+	// not size (no-gain, idle, or AgeOutEpochs < 0). Default 0.9. In
+	// (0, 1]; 1 never shrinks.
 	DecrementFactor float64
 	// MaxDecrementBytes bounds one decrease step. Default 0: no bound
 	// (but MinBytes).
@@ -90,6 +98,11 @@ type AdaptiveConfig struct {
 	// grow the cache; an epoch whose hit rate and would-be hit rate are
 	// both under it shrinks the cache. Default 0.01. In (0, 1].
 	MinGain float64
+	// AgeOutEpochs: a decrease on a high hit rate goes to the bytes of
+	// the chunks accessed in the last AgeOutEpochs epochs plus an eighth.
+	// Default 3; negative: no age-out (DecrementFactor instead); at most
+	// 16.
+	AgeOutEpochs int
 	// FlashMultiple: a request needing more bytes than the active limit
 	// grows the quiescent size at once by FlashMultiple × those bytes (up
 	// to MaxBytes). Default 1; negative turns flash increases off. At most
@@ -107,6 +120,8 @@ const (
 	DefaultDecrementFactor = 0.9
 	DefaultMinGain         = 0.01
 	DefaultFlashMultiple   = 1.0
+	DefaultAgeOutEpochs    = 3
+	maxAgeOutEpochs        = 16
 )
 
 // adaptiveParams is an AdaptiveConfig resolved (defaults applied). Never
@@ -120,6 +135,7 @@ type adaptiveParams struct {
 	maxIncr, maxDecr  int64 // math.MaxInt64 when unbounded
 	minGain           float64
 	flash             float64 // 0: off
+	ageOut            int     // 0: no floor
 }
 
 // resolveAdaptive applies a's defaults; quiescent is Config.QuiescentBytes
@@ -131,7 +147,7 @@ func resolveAdaptive(a AdaptiveConfig, quiescent int64) *adaptiveParams {
 		lower: a.LowerHitRate, upper: a.UpperHitRate,
 		incr: a.IncrementFactor, decr: a.DecrementFactor,
 		maxIncr: a.MaxIncrementBytes, maxDecr: a.MaxDecrementBytes,
-		minGain: a.MinGain, flash: a.FlashMultiple,
+		minGain: a.MinGain, flash: a.FlashMultiple, ageOut: a.AgeOutEpochs,
 	}
 	if p.initial == 0 {
 		p.initial = quiescent
@@ -177,6 +193,12 @@ func resolveAdaptive(a AdaptiveConfig, quiescent int64) *adaptiveParams {
 		p.flash = DefaultFlashMultiple
 	case p.flash < 0:
 		p.flash = 0
+	}
+	switch {
+	case p.ageOut == 0:
+		p.ageOut = DefaultAgeOutEpochs
+	case p.ageOut < 0:
+		p.ageOut = 0
 	}
 	return p
 }
@@ -225,6 +247,8 @@ func (a AdaptiveConfig) validate(quiescent int64) error {
 		return bad("MinGain %v not in (0, 1]", a.MinGain)
 	case a.FlashMultiple != 0 && !(a.FlashMultiple < 0) && !in(a.FlashMultiple, 0, 64):
 		return bad("FlashMultiple %v not in (0, 64]", a.FlashMultiple)
+	case a.AgeOutEpochs > maxAgeOutEpochs:
+		return bad("AgeOutEpochs %d > %d", a.AgeOutEpochs, maxAgeOutEpochs)
 	}
 	p := resolveAdaptive(a, quiescent)
 	switch {
@@ -258,6 +282,8 @@ type ResizeDecision struct {
 	Accesses int64   // chunk accesses in that epoch
 	HitRate  float64 // hits/accesses in that epoch (0 with no access)
 	GainRate float64 // misses on recently evicted chunks/accesses
+	Depth    int64   // deepest of those misses in the ghost list (bytes a larger cache needed)
+	Recent   int64   // bytes of the chunks accessed in the last AgeOutEpochs epochs (0 without age-out)
 	OldBytes int64   // quiescent size before
 	NewBytes int64   // quiescent size after (MaxMemoryBytes applied)
 	Reason   ResizeReason
@@ -286,7 +312,13 @@ type adaptState struct {
 	// ticks counts requests that ended past the hit path; every
 	// adaptCheckEvery-th looks at the epoch. The only shared write
 	// adaptive sizing adds, and never on a hit.
-	ticks                   atomic.Int64
+	ticks atomic.Int64
+	// depth is the deepest ghost hit of the epoch in progress.
+	depth atomic.Int64
+	// aging is set while the sizing in force ages out (adaptive_age.go);
+	// ring is guarded by Cache.mu, not by mu.
+	aging                   atomic.Bool
+	ring                    ageRing
 	grows, shrinks, flashes atomic.Int64
 	epochs                  atomic.Int64
 	// wake is a pending wake-up for the adaptor (configuration changed).
@@ -296,6 +328,12 @@ type adaptState struct {
 
 const adaptCheckEvery = 8
 
+// hitCheckEvery: the hit path looks at the epoch on every hitCheckEvery-th
+// hit counted on its own stripe of the hit counter, so a phase of hits
+// only closes its epochs as fast as a phase of misses, without a shared
+// write per hit.
+const hitCheckEvery = 256
+
 // reset starts a new epoch at the current counts. Caller holds ad.mu (or
 // is New).
 func (a *adaptState) reset(c *Cache, s *sizing) {
@@ -303,6 +341,8 @@ func (a *adaptState) reset(c *Cache, s *sizing) {
 	a.startMisses = c.st.hot.Load(hotMisses)
 	a.startGhost = a.ghost.hits.Load()
 	a.lastTotal, a.lastAccess = a.startHits+a.startMisses, time.Now()
+	a.depth.Store(0)
+	a.aging.Store(s.ad != nil && s.ad.ageOut > 0)
 	if s.ad == nil {
 		a.ghost.clear()
 	}
@@ -354,7 +394,11 @@ func (c *Cache) closeEpoch(timer bool) {
 		idle = true
 		c.ad.lastAccess = now // the next idle decision after another timeout
 	}
-	d := p.decide(s.quiescent, hits, acc, gain, idle)
+	var recent int64
+	if p.ageOut > 0 {
+		recent = c.advanceAge(p.ageOut)
+	}
+	d := p.decide(s.quiescent, hits, acc, gain, c.ad.depth.Swap(0), recent, idle)
 	d.Epoch = c.ad.epoch
 	c.ad.epoch++
 	c.ad.epochs.Add(1)
@@ -379,9 +423,10 @@ func (c *Cache) closeEpoch(timer bool) {
 
 // decide is the policy: the new quiescent size after an epoch of acc
 // accesses, hits of them hits and gain of them misses on recently evicted
-// chunks, at size bytes.
-func (p *adaptiveParams) decide(size, hits, acc, gain int64, idle bool) ResizeDecision {
-	d := ResizeDecision{Accesses: acc, OldBytes: size, NewBytes: size}
+// chunks (the deepest depth bytes into the ghost list), at size bytes,
+// recent bytes having been accessed in the last AgeOutEpochs epochs.
+func (p *adaptiveParams) decide(size, hits, acc, gain, depth, recent int64, idle bool) ResizeDecision {
+	d := ResizeDecision{Accesses: acc, OldBytes: size, NewBytes: size, Depth: depth, Recent: recent}
 	if acc > 0 {
 		d.HitRate = float64(hits) / float64(acc)
 		d.GainRate = float64(gain) / float64(acc)
@@ -391,8 +436,14 @@ func (p *adaptiveParams) decide(size, hits, acc, gain int64, idle bool) ResizeDe
 		d.NewBytes, d.Reason = p.shrink(size), ReasonIdle
 	case d.HitRate < p.lower && d.GainRate >= p.minGain:
 		d.NewBytes, d.Reason = p.grow(size), ReasonLowHitRate
+		if depth > 0 {
+			d.NewBytes = max(min(d.NewBytes, size+depth+depth/8), size)
+		}
 	case d.HitRate > p.upper:
 		d.NewBytes, d.Reason = p.shrink(size), ReasonHighHitRate
+		if p.ageOut > 0 {
+			d.NewBytes = p.shrinkTo(size, recent+recent/8)
+		}
 	case d.HitRate < p.minGain && d.GainRate < p.minGain:
 		d.NewBytes, d.Reason = p.shrink(size), ReasonNoGain
 	}
@@ -408,8 +459,13 @@ func (p *adaptiveParams) grow(size int64) int64 {
 }
 
 func (p *adaptiveParams) shrink(size int64) int64 {
-	n := satMul(size, p.decr)
-	n = max(n, size-p.maxDecr)
+	return p.shrinkTo(size, satMul(size, p.decr))
+}
+
+// shrinkTo is target bounded by MaxDecrementBytes and MinBytes, never
+// above size.
+func (p *adaptiveParams) shrinkTo(size, target int64) int64 {
+	n := max(target, size-p.maxDecr)
 	return min(max(n, p.min), size)
 }
 
@@ -522,13 +578,21 @@ type ghostList struct {
 type ghostShard struct {
 	// mu guards the shard. Taken on misses and evictions only.
 	mu sync.Mutex
-	m  map[chunkKey]uint64 // key → seq of its live record in q
-	q  []evictedRec        // FIFO; q[head:] are the records, oldest first
+	m  map[chunkKey]ghostRef // key → its live record in q
+	q  []evictedRec          // FIFO; q[head:] are the records, oldest first
 	// head indexes q's oldest record; bytes sums the sizes of q[head:].
 	head  int
 	bytes int64
 	seq   uint64
+	total int64 // bytes ever added
 	_     [64]byte
+}
+
+// ghostRef is a key's live record: its sequence number and the shard's
+// total when it was added.
+type ghostRef struct {
+	seq uint64
+	at  int64
 }
 
 type evictedRec struct {
@@ -568,8 +632,14 @@ func (c *Cache) noteMiss(k chunkKey) {
 	if c.sizing().ad == nil {
 		return
 	}
-	if c.ad.ghost.shard(k).take(k) {
+	if depth, ok := c.ad.ghost.shard(k).take(k); ok {
 		c.ad.ghost.hits.Add(1)
+		for {
+			d := c.ad.depth.Load()
+			if depth <= d || c.ad.depth.CompareAndSwap(d, depth) {
+				break
+			}
+		}
 	}
 }
 
@@ -581,15 +651,16 @@ func (s *ghostShard) add(k chunkKey, size, room int64) {
 		return
 	}
 	if s.m == nil {
-		s.m = make(map[chunkKey]uint64)
+		s.m = make(map[chunkKey]ghostRef)
 	}
 	s.seq++
-	s.m[k] = s.seq
+	s.total += size
+	s.m[k] = ghostRef{s.seq, s.total}
 	s.q = append(s.q, evictedRec{key: k, seq: s.seq, size: size})
 	s.bytes += size
 	for s.head < len(s.q) && (s.bytes > room || len(s.q)-s.head > ghostMaxKeys/ghostShards) {
 		r := &s.q[s.head]
-		if s.m[r.key] == r.seq {
+		if s.m[r.key].seq == r.seq {
 			delete(s.m, r.key)
 		}
 		s.bytes -= r.size
@@ -602,14 +673,18 @@ func (s *ghostShard) add(k chunkKey, size, room int64) {
 	}
 }
 
-func (s *ghostShard) take(k chunkKey) bool {
+// take removes k and returns how deep it was: the bytes evicted after it
+// and its own, times the shards (each shard sees about 1/ghostShards of
+// the evictions).
+func (s *ghostShard) take(k chunkKey) (depth int64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.m[k]; !ok {
-		return false
+	r, ok := s.m[k]
+	if !ok {
+		return 0, false
 	}
 	delete(s.m, k)
-	return true
+	return (s.total - r.at) * ghostShards, true
 }
 
 // --- stats --------------------------------------------------------------------

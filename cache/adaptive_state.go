@@ -42,7 +42,7 @@ func (p *adaptiveParams) config() AdaptiveConfig {
 		LowerHitRate: p.lower, UpperHitRate: p.upper,
 		IncrementFactor: p.incr, DecrementFactor: p.decr,
 		MaxIncrementBytes: p.maxIncr, MaxDecrementBytes: p.maxDecr,
-		MinGain: p.minGain, FlashMultiple: p.flash,
+		MinGain: p.minGain, FlashMultiple: p.flash, AgeOutEpochs: p.ageOut,
 	}
 	if a.EpochTimeout <= 0 {
 		a.EpochTimeout = -1
@@ -55,6 +55,9 @@ func (p *adaptiveParams) config() AdaptiveConfig {
 	}
 	if a.FlashMultiple == 0 {
 		a.FlashMultiple = -1
+	}
+	if a.AgeOutEpochs == 0 {
+		a.AgeOutEpochs = -1
 	}
 	return a
 }
@@ -99,7 +102,7 @@ func (st AdaptiveState) Validate() error {
 	a := st.Config
 	if a.InitialBytes == 0 || a.MinBytes == 0 || a.MaxBytes == 0 || a.EpochAccesses == 0 || a.EpochTimeout == 0 ||
 		a.LowerHitRate == 0 || a.UpperHitRate == 0 || a.IncrementFactor == 0 || a.DecrementFactor == 0 ||
-		a.MinGain == 0 || a.FlashMultiple == 0 {
+		a.MinGain == 0 || a.FlashMultiple == 0 || a.AgeOutEpochs == 0 {
 		return bad("configuration with unresolved defaults")
 	}
 	if err := a.validate(a.InitialBytes); err != nil {
@@ -154,7 +157,7 @@ func (c *Cache) RestoreAdaptiveState(st AdaptiveState) error {
 //
 //	magic "SCAD" | version u16 | flags u16 (bit 0: enabled)
 //	InitialBytes MinBytes MaxBytes EpochAccesses EpochTimeout(ns)
-//	  MaxIncrementBytes MaxDecrementBytes                  7 × i64
+//	  MaxIncrementBytes MaxDecrementBytes AgeOutEpochs     8 × i64
 //	LowerHitRate UpperHitRate IncrementFactor DecrementFactor
 //	  MinGain FlashMultiple                                6 × f64 bits
 //	SizeBytes Epoch OpenAccesses OpenHits OpenGains         5 × i64
@@ -163,7 +166,7 @@ const (
 	adaptiveStateMagic   = "SCAD"
 	adaptiveStateVersion = 1
 	// AdaptiveStateSize is the length of the encoding.
-	AdaptiveStateSize = 4 + 2 + 2 + 7*8 + 6*8 + 5*8 + 4
+	AdaptiveStateSize = 4 + 2 + 2 + 8*8 + 6*8 + 5*8 + 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -184,7 +187,7 @@ func (st AdaptiveState) MarshalBinary() ([]byte, error) {
 	b = binary.LittleEndian.AppendUint16(b, flags)
 	a := st.Config
 	for _, v := range []int64{a.InitialBytes, a.MinBytes, a.MaxBytes, a.EpochAccesses, int64(a.EpochTimeout),
-		a.MaxIncrementBytes, a.MaxDecrementBytes} {
+		a.MaxIncrementBytes, a.MaxDecrementBytes, int64(a.AgeOutEpochs)} {
 		b = binary.LittleEndian.AppendUint64(b, uint64(v))
 	}
 	for _, f := range []float64{a.LowerHitRate, a.UpperHitRate, a.IncrementFactor, a.DecrementFactor, a.MinGain, a.FlashMultiple} {
@@ -230,6 +233,11 @@ func (st *AdaptiveState) UnmarshalBinary(b []byte) error {
 	a.InitialBytes, a.MinBytes, a.MaxBytes, a.EpochAccesses = i64(), i64(), i64(), i64()
 	a.EpochTimeout = time.Duration(i64())
 	a.MaxIncrementBytes, a.MaxDecrementBytes = i64(), i64()
+	age := i64()
+	if age < math.MinInt32 || age > math.MaxInt32 {
+		return fmt.Errorf("%w: AgeOutEpochs %d", ErrAdaptiveState, age)
+	}
+	a.AgeOutEpochs = int(age)
 	a.LowerHitRate, a.UpperHitRate, a.IncrementFactor, a.DecrementFactor, a.MinGain, a.FlashMultiple = f64(), f64(), f64(), f64(), f64(), f64()
 	n.SizeBytes, n.Epoch, n.OpenAccesses, n.OpenHits, n.OpenGains = i64(), i64(), i64(), i64(), i64()
 	if err := n.Validate(); err != nil {

@@ -63,7 +63,7 @@ func TestAdaptiveConfigValidate(t *testing.T) {
 	if p.initial != 1<<20 || p.min != 1<<18 || p.max != 4<<20 || p.epoch != DefaultEpochAccesses ||
 		p.timeout != DefaultEpochTimeout || p.lower != DefaultLowerHitRate || p.upper != DefaultUpperHitRate ||
 		p.incr != 2 || p.decr != 0.9 || p.maxIncr != math.MaxInt64 || p.maxDecr != math.MaxInt64 ||
-		p.minGain != DefaultMinGain || p.flash != 1 {
+		p.minGain != DefaultMinGain || p.flash != 1 || p.ageOut != DefaultAgeOutEpochs {
 		t.Fatalf("defaults resolved to %+v", *p)
 	}
 	// Off: adaptive fields are not looked at.
@@ -91,6 +91,7 @@ func TestAdaptiveConfigValidate(t *testing.T) {
 		on(AdaptiveConfig{MinGain: 2}),
 		on(AdaptiveConfig{FlashMultiple: 100}),
 		on(AdaptiveConfig{FlashMultiple: math.NaN()}),
+		on(AdaptiveConfig{AgeOutEpochs: 17}),
 		{MaxMemoryBytes: -1},
 	} {
 		if err := bad.Validate(); !errors.Is(err, ErrInvalidConfig) {
@@ -105,7 +106,7 @@ func TestAdaptiveConfigValidate(t *testing.T) {
 // TestAdaptiveDecide checks the policy arithmetic on its own.
 func TestAdaptiveDecide(t *testing.T) {
 	p := resolveAdaptive(AdaptiveConfig{Enabled: true, MinBytes: 100, MaxBytes: 10000, InitialBytes: 1000,
-		MaxIncrementBytes: 3000, MaxDecrementBytes: 50}, 0)
+		MaxIncrementBytes: 3000, MaxDecrementBytes: 50, AgeOutEpochs: -1}, 0)
 	for _, tc := range []struct {
 		name                  string
 		size, hits, acc, gain int64
@@ -124,9 +125,27 @@ func TestAdaptiveDecide(t *testing.T) {
 		{"nothing helps (scan): shrink", 1000, 0, 1000, 0, false, 950, ReasonNoGain},
 		{"idle: shrink", 1000, 0, 0, 0, true, 950, ReasonIdle},
 	} {
-		d := p.decide(tc.size, tc.hits, tc.acc, tc.gain, tc.idle)
+		d := p.decide(tc.size, tc.hits, tc.acc, tc.gain, 0, 0, tc.idle)
 		if d.NewBytes != tc.want || d.Reason != tc.reason || d.OldBytes != tc.size {
 			t.Errorf("%s: got %d %q, want %d %q", tc.name, d.NewBytes, d.Reason, tc.want, tc.reason)
+		}
+	}
+	// Growth sized by the deepest ghost hit (plus an eighth), within the
+	// factor; decrease by age-out to the recent bytes plus an eighth.
+	q := resolveAdaptive(AdaptiveConfig{Enabled: true, MinBytes: 100, MaxBytes: 10000, InitialBytes: 1000}, 0)
+	for _, tc := range []struct {
+		name                              string
+		size, hits, acc, gain, depth, rec int64
+		want                              int64
+	}{
+		{"grow by depth", 1000, 500, 1000, 300, 400, 0, 1450},
+		{"depth beyond the factor", 1000, 500, 1000, 300, 4000, 0, 2000},
+		{"age out to recent bytes", 4000, 1000, 1000, 0, 0, 800, 900},
+		{"recent above the size: hold", 1000, 1000, 1000, 0, 0, 2000, 1000},
+		{"age out bounded by MinBytes", 1000, 1000, 1000, 0, 0, 10, 100},
+	} {
+		if d := q.decide(tc.size, tc.hits, tc.acc, tc.gain, tc.depth, tc.rec, false); d.NewBytes != tc.want {
+			t.Errorf("%s: got %d, want %d", tc.name, d.NewBytes, tc.want)
 		}
 	}
 }

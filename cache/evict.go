@@ -20,12 +20,14 @@ func (c *Cache) linkLocked(e *entry) {
 	d.members = e
 	e.linked = true
 	c.mu.pol.add(e)
+	c.stampLocked(e)
 }
 
 func (c *Cache) unlinkLocked(e *entry) {
 	if !e.linked {
 		return
 	}
+	c.unstampLocked(e)
 	c.mu.pol.remove(e)
 	d := e.ds
 	if e.mprev != nil {
@@ -46,9 +48,13 @@ func (c *Cache) drainLocked() {
 }
 
 func (c *Cache) touchLocked(batch []*entry) {
+	stamp := c.ad.aging.Load()
 	for _, e := range batch {
 		e.queued.Store(false)
 		c.mu.pol.touch(e)
+		if stamp {
+			c.stampLocked(e)
+		}
 	}
 }
 

@@ -202,7 +202,9 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 
 // countHit counts a hit on e, pinned by the caller.
 func (c *Cache) countHit(e *entry) {
-	c.st.hot.Add(hotHits, 1)
+	if c.st.hot.AddStripe(hotHits, 1)%hitCheckEvery == 0 && c.sizing().ad != nil {
+		c.closeEpoch(false) // adaptive.go: epochs of hits close without waiting for the adaptor
+	}
 	e.ds.counters().Add(dsHits, 1)
 	if e.prefetched.Load() {
 		c.prefetchUsed(e)
