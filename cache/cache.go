@@ -22,6 +22,12 @@
 // chunk admitted into an otherwise empty cache; a request that finds
 // nothing to evict blocks until others release memory. A background
 // goroutine trims back toward QuiescentBytes whenever no request runs.
+// Those limits can change on a live cache: SetConfig (resize.go) and
+// adaptive sizing (adaptive.go, Config.Adaptive: the size follows the
+// working set between bounds, decided once per epoch of accesses) swap
+// them atomically, Config.MaxMemoryBytes caps them, and a decrease is
+// carried out by the normal eviction path, which writes dirty chunks
+// back.
 package cache
 
 import (
