@@ -190,6 +190,9 @@ func adaptiveRace(t *testing.T, pk PolicyKind, opsPer int) {
 	if max := int64(capB + adChunk); st.PeakResidentBytes > max {
 		t.Fatalf("peak resident %d over the cap %d plus one request", st.PeakResidentBytes, capB)
 	}
+	if err := checkAgeRing(e.c); err != nil {
+		t.Fatal(err)
+	}
 	must(t, e.f.Flush(bg))
 	c2 := newTestCache(t, Config{QuiescentBytes: 1 << 20})
 	f2, err := c2.RegisterFile(e.drv)

@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -229,6 +230,27 @@ func TestAdaptivePhases(t *testing.T) {
 	if st := c.Stats(); st.PeakResidentBytes > maxC*adChunk+adChunk {
 		t.Fatalf("peak resident %d over the maximum %d", st.PeakResidentBytes, maxC*adChunk)
 	}
+	if err := checkAgeRing(c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkAgeRing verifies the age-out ring against the entries: each slot
+// holds the bytes stamped into it by entries still linked.
+func checkAgeRing(c *Cache) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var want [ageSlots]int64
+	c.chunks.Range(func(_ chunkKey, e *entry) bool {
+		if e.linked && c.ad.ring.valid(e.age.epoch) {
+			want[(e.age.epoch-1)%ageSlots] += e.age.bytes
+		}
+		return true
+	})
+	if want != c.ad.ring.slots {
+		return fmt.Errorf("age ring %v, entries say %v", c.ad.ring.slots, want)
+	}
+	return nil
 }
 
 // TestAdaptiveIdleShrinksWritingBack: an idle cache full of dirty chunks
@@ -282,6 +304,7 @@ func TestAdaptiveFlashIncrease(t *testing.T) {
 		QuiescentBytes: 8 * adChunk, ActiveMultiplier: 1, MinBytes: -1, BypassBytes: -1,
 		Adaptive: AdaptiveConfig{Enabled: true, MinBytes: 4 * adChunk, MaxBytes: 100 * adChunk, EpochTimeout: -1},
 	})
+	adm := c.Admission(func(int64) Admission { return &fakeAdmission{} }).(*fakeAdmission)
 	read := func(from, n int) {
 		var reqs []Request
 		for i := from; i < from+n; i++ {
@@ -298,6 +321,10 @@ func TestAdaptiveFlashIncrease(t *testing.T) {
 	st := c.Stats()
 	if st.FlashIncreases != 1 || st.QuiescentLimit != 48*adChunk || reasons(st)[ReasonFlash] != 1 {
 		t.Fatalf("after a 40-chunk request on 8: flashes %d size %d log %+v", st.FlashIncreases, st.QuiescentLimit, st.ResizeLog)
+	}
+	// Admission follows the new active limit.
+	if n := len(adm.capacity); n == 0 || adm.capacity[n-1] != st.ActiveLimit {
+		t.Fatalf("admission capacities %v, active limit %d", adm.capacity, st.ActiveLimit)
 	}
 	read(40, 200)
 	if st := c.Stats(); st.QuiescentLimit != 100*adChunk || st.FlashIncreases != 2 {
