@@ -396,7 +396,10 @@ func (c *Cache) closeEpoch(timer bool) {
 	}
 	var recent int64
 	if p.ageOut > 0 {
-		recent = c.advanceAge(p.ageOut)
+		var ok bool
+		if recent, ok = c.advanceAge(p.ageOut); !ok {
+			return // the policy lock is busy: close at the next look
+		}
 	}
 	d := p.decide(s.quiescent, hits, acc, gain, c.ad.depth.Swap(0), recent, idle)
 	d.Epoch = c.ad.epoch

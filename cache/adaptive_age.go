@@ -60,21 +60,25 @@ func (c *Cache) unstampLocked(e *entry) {
 }
 
 // advanceAge closes the ring's epoch and returns the bytes of the chunks
-// accessed in the last n epochs, the closed one included. It takes c.mu
-// (O(1) under it); the caller holds c.ad.mu (lock order ad.mu → Cache.mu).
-func (c *Cache) advanceAge(n int) int64 {
-	c.mu.Lock()
+// accessed in the last n epochs, the closed one included. It only tries
+// c.mu (and then holds it for a drain and O(1) more): ok is false, and
+// nothing changed, when the policy lock is busy, so closing an epoch never
+// waits; the epoch closes at the next look. The caller holds c.ad.mu
+// (lock order ad.mu → Cache.mu).
+func (c *Cache) advanceAge(n int) (recent int64, ok bool) {
+	if !c.mu.TryLock() {
+		return 0, false
+	}
 	defer c.mu.Unlock()
 	// Buffered hits stamp their entries when drained; a hot set smaller
 	// than the buffer, in a cache that never evicts, would otherwise never
 	// be drained and look unused.
 	c.drainLocked()
 	r := &c.ad.ring
-	var recent int64
 	for j := 0; j < n && int64(j) <= r.cur; j++ {
 		recent += r.slots[(r.cur-int64(j))%ageSlots]
 	}
 	r.cur++
 	r.slots[r.cur%ageSlots] = 0
-	return recent
+	return recent, true
 }

@@ -182,33 +182,38 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		return false, nil
 	}
 	var err error
+	var epochDue bool
 	if o.kind == opRead && e.tryPinRead() {
-		c.countHit(e)
+		epochDue = c.countHit(e)
 		err = c.lightRead(e, r)
 		e.unpinRead()
 		if c.spaceWaiters.Load() > 0 {
 			c.signalSpace() // as in unpin: a waiter may want this entry
 		}
 	} else if e.tryPin() {
-		c.countHit(e)
+		epochDue = c.countHit(e)
 		err = c.apply(o, e, r)
 		c.unpin(e)
 	} else {
 		return false, nil
 	}
 	c.recordAccess(e)
+	if epochDue && c.sizing().ad != nil {
+		c.closeEpoch(false) // adaptive.go: epochs of hits close without waiting for the adaptor
+	}
 	return true, err
 }
 
-// countHit counts a hit on e, pinned by the caller.
-func (c *Cache) countHit(e *entry) {
-	if c.st.hot.AddStripe(hotHits, 1)%hitCheckEvery == 0 && c.sizing().ad != nil {
-		c.closeEpoch(false) // adaptive.go: epochs of hits close without waiting for the adaptor
-	}
+// countHit counts a hit on e, pinned by the caller. It reports whether
+// this hit is the one of every hitCheckEvery on its stripe that should
+// look at adaptive sizing's epoch (once unpinned).
+func (c *Cache) countHit(e *entry) (epochDue bool) {
+	epochDue = c.st.hot.AddStripe(hotHits, 1)%hitCheckEvery == 0
 	e.ds.counters().Add(dsHits, 1)
 	if e.prefetched.Load() {
 		c.prefetchUsed(e)
 	}
+	return epochDue
 }
 
 // lightRead is apply's read for a light pin: no latch (latch.go).
