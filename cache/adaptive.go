@@ -310,8 +310,9 @@ type adaptState struct {
 	logged     int64 // decisions ever recorded; log holds the last min(logged, resizeLogLen)
 
 	// ticks counts requests that ended past the hit path; every
-	// adaptCheckEvery-th looks at the epoch. The only shared write
-	// adaptive sizing adds, and never on a hit.
+	// adaptCheckEvery-th looks at the epoch. It, depth and the ghost
+	// list's shard locks are the shared writes adaptive sizing adds, all
+	// on the miss path, none on a hit.
 	ticks atomic.Int64
 	// depth is the deepest ghost hit of the epoch in progress.
 	depth atomic.Int64
@@ -392,7 +393,6 @@ func (c *Cache) closeEpoch(timer bool) {
 			return
 		}
 		idle = true
-		c.ad.lastAccess = now // the next idle decision after another timeout
 	}
 	var recent int64
 	if p.ageOut > 0 {
@@ -400,6 +400,9 @@ func (c *Cache) closeEpoch(timer bool) {
 		if recent, ok = c.advanceAge(p.ageOut); !ok {
 			return // the policy lock is busy: close at the next look
 		}
+	}
+	if idle {
+		c.ad.lastAccess = now // the next idle decision after another timeout
 	}
 	d := p.decide(s.quiescent, hits, acc, gain, c.ad.depth.Swap(0), recent, idle)
 	d.Epoch = c.ad.epoch
