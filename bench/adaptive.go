@@ -246,21 +246,21 @@ func runAdaptive(ctx context.Context, o Options, _ *Peers, r *Report) error {
 		r.add(f)
 	}
 	add(Figure{Key: "hits", Metric: "hit ratio, adaptive vs fixed at the maximum", Unit: "%", HigherIsBetter: true,
-		SCC: 100 * ad.HitRatio, Peer: "fixed max", PeerValue: ptr(100 * fmax.HitRatio)})
+		SCC: 100 * ad.HitRatio, Peer: "fixed-max", PeerValue: ptr(100 * fmax.HitRatio)})
 	add(Figure{Key: "hits-min", Metric: "hit ratio, adaptive vs fixed at the minimum", Unit: "%", HigherIsBetter: true,
-		SCC: 100 * ad.HitRatio, Peer: "fixed min", PeerValue: ptr(100 * fmin.HitRatio)})
+		SCC: 100 * ad.HitRatio, Peer: "fixed-min", PeerValue: ptr(100 * fmin.HitRatio)})
 	add(Figure{Key: "hit-gap", Metric: "hit ratio points behind the fixed maximum", Unit: "points",
 		SCC: 100 * (fmax.HitRatio - ad.HitRatio), Target: &Target{Kind: "max", Value: 5}})
 	add(Figure{Key: "resident", Metric: "average resident bytes, % of the maximum", Unit: "%",
-		SCC: 100 * ad.AvgResident / maxB, Peer: "fixed max", PeerValue: ptr(100 * fmax.AvgResident / maxB),
+		SCC: 100 * ad.AvgResident / maxB, Peer: "fixed-max", PeerValue: ptr(100 * fmax.AvgResident / maxB),
 		Target: &Target{Kind: "max", Value: 60}})
 	add(Figure{Key: "read", Metric: "read throughput, adaptive vs fixed at the maximum", Unit: "MiB/s", HigherIsBetter: true,
-		SCC: ad.MBps, Peer: "fixed max", PeerValue: ptr(fmax.MBps)})
+		SCC: ad.MBps, Peer: "fixed-max", PeerValue: ptr(fmax.MBps)})
 	add(Figure{Key: "read-min", Metric: "read throughput, adaptive vs fixed at the minimum", Unit: "MiB/s", HigherIsBetter: true,
-		SCC: ad.MBps, Peer: "fixed min", PeerValue: ptr(fmin.MBps)})
+		SCC: ad.MBps, Peer: "fixed-min", PeerValue: ptr(fmin.MBps)})
 	for k, p := range ph {
 		add(Figure{Key: fmt.Sprintf("size-%d", k+1), Metric: "average cache size in phase " + p.Name, Unit: "MiB",
-			SCC: ad.PhaseSize[k] / (1 << 20), Peer: "fixed max", PeerValue: ptr(fmax.PhaseSize[k] / (1 << 20))})
+			SCC: ad.PhaseSize[k] / (1 << 20), Peer: "fixed-max", PeerValue: ptr(fmax.PhaseSize[k] / (1 << 20))})
 	}
 	var lines []Line
 	for _, n := range names {

@@ -51,7 +51,7 @@ func TestBenchAdaptive(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"| adaptive | hit ratio, adaptive vs fixed at the maximum", "| fixed max |", "| fixed min |",
+		"| adaptive | hit ratio, adaptive vs fixed at the maximum", "| fixed-max |", "| fixed-min |",
 		"hit ratio points behind the fixed maximum", "≤ 5 points", "average resident bytes, % of the maximum", "≤ 60",
 		"average cache size in phase scan", "adaptive size over time (MiB; | = phase start;",
 	} {
