@@ -106,7 +106,9 @@ type AdaptiveConfig struct {
 	// FlashMultiple: a request needing more bytes than the active limit
 	// grows the quiescent size at once by FlashMultiple × those bytes (up
 	// to MaxBytes). Default 1; negative turns flash increases off. At most
-	// 64.
+	// 64. (The engine's admission cuts requests into batches of half the
+	// active limit, so through the engine it is a chunk larger than the
+	// limit that flashes.)
 	FlashMultiple float64
 }
 
