@@ -34,7 +34,9 @@ func (r *ageRing) valid(stamp int64) bool {
 // stampLocked records an access to e in the epoch in progress. Caller
 // holds c.mu.
 func (c *Cache) stampLocked(e *entry) {
-	if !c.ad.aging.Load() {
+	// A drained record may be of an entry already unlinked (evicted):
+	// only linked entries are in the ring, so unlinking takes back all.
+	if !e.linked || !c.ad.aging.Load() {
 		return
 	}
 	r := &c.ad.ring

@@ -24,7 +24,8 @@ type AdaptiveState struct {
 	// Config is the adaptive configuration in force, defaults resolved.
 	// With Config.Enabled false the state says only "adaptive sizing off".
 	Config AdaptiveConfig
-	// SizeBytes is the quiescent size in force.
+	// SizeBytes is the quiescent size in force (MinBytes when the hard
+	// cap, Config.MaxMemoryBytes, holds it below that).
 	SizeBytes int64
 	// Epoch is the number of epochs closed.
 	Epoch int64
@@ -73,6 +74,9 @@ func (c *Cache) AdaptiveState() AdaptiveState {
 		return st
 	}
 	st.Config = s.ad.config()
+	// The hard cap may hold the size below MinBytes; the state records
+	// the policy's bounds, and a restore caps again.
+	st.SizeBytes = min(max(st.SizeBytes, s.ad.min), s.ad.max)
 	st.Epoch = c.ad.epoch
 	st.OpenHits = max(c.st.hot.Load(hotHits)-c.ad.startHits, 0)
 	st.OpenAccesses = st.OpenHits + max(c.st.hot.Load(hotMisses)-c.ad.startMisses, 0)

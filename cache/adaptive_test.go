@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -405,6 +406,7 @@ func TestSetConfig(t *testing.T) {
 		{"workers", func(c *Config) { c.Workers = 7 }, ErrImmutableConfig},
 		{"prefetch", func(c *Config) { c.Prefetch = true }, ErrImmutableConfig},
 		{"pre-encode", func(c *Config) { c.PreEncodeBytes = 100 }, ErrImmutableConfig},
+		{"runner", func(c *Config) { c.Runner = funcRunner(nil) }, ErrImmutableConfig},
 		{"negative size", func(c *Config) { c.QuiescentBytes = -1 }, ErrInvalidConfig},
 		{"bad multiplier", func(c *Config) { c.ActiveMultiplier = 0.1 }, ErrInvalidConfig},
 		{"bad adaptive", func(c *Config) { c.Adaptive = AdaptiveConfig{Enabled: true, LowerHitRate: 2} }, ErrInvalidConfig},
@@ -557,4 +559,40 @@ func FuzzAdaptiveState(f *testing.F) {
 			t.Fatalf("restoring a valid state: %v", err)
 		}
 	})
+}
+
+// funcRunner is a Runner of a non-comparable type.
+type funcRunner func(context.Context, int, func(int) error) error
+
+func (f funcRunner) Run(ctx context.Context, n int, fn func(int) error) error { return f(ctx, n, fn) }
+
+// TestSetConfigKeepsANonComparableRunner: a cache built with a Runner that
+// cannot be compared accepts its own Config back (Runner nil or as given
+// by Config is "unchanged"), and a hard cap below MinBytes still gives a
+// state that encodes.
+func TestSetConfigKeepsANonComparableRunner(t *testing.T) {
+	run := funcRunner(func(ctx context.Context, n int, fn func(int) error) error {
+		for i := 0; i < n; i++ {
+			if err := fn(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c := newTestCache(t, Config{QuiescentBytes: 1 << 20, Runner: run, MaxMemoryBytes: 1 << 10,
+		Adaptive: AdaptiveConfig{Enabled: true, MinBytes: 4 << 10}})
+	cfg := c.Config()
+	cfg.Runner = nil
+	cfg.QuiescentBytes = 2 << 20
+	must(t, c.SetConfig(bg, cfg))
+	if c.Config().Runner == nil {
+		t.Fatal("SetConfig with a nil Runner dropped the cache's Runner")
+	}
+	st := c.AdaptiveState()
+	if c.Stats().QuiescentLimit != 1<<10 || st.SizeBytes != 4<<10 {
+		t.Fatalf("capped size %d, state size %d", c.Stats().QuiescentLimit, st.SizeBytes)
+	}
+	if _, err := st.MarshalBinary(); err != nil {
+		t.Fatalf("state under a cap: %v", err)
+	}
 }

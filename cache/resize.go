@@ -113,7 +113,9 @@ func (c *Cache) Config() Config { return c.sizing().raw }
 // These fields may change: QuiescentBytes, ActiveMultiplier, MinBytes
 // (for datasets registered afterwards), BypassBytes, MaxMemoryBytes and
 // Adaptive; every other field must equal the current one (compare with
-// Config), or SetConfig fails with ErrImmutableConfig. An invalid cfg
+// Config), or SetConfig fails with ErrImmutableConfig. Runner may be nil,
+// meaning the current one (a Runner of a non-comparable type can only be
+// kept that way). An invalid cfg
 // fails with ErrInvalidConfig. On either error nothing changes.
 //
 // The new configuration takes effect atomically: requests see either the
@@ -138,7 +140,11 @@ func (c *Cache) SetConfig(ctx context.Context, cfg Config) error {
 	}
 	c.ad.mu.Lock()
 	old := c.sizing()
-	if err := immutableChanged(old.raw, cfg); err != nil {
+	runnerGiven := cfg.Runner != nil
+	if !runnerGiven {
+		cfg.Runner = old.raw.Runner
+	}
+	if err := immutableChanged(old.raw, cfg, runnerGiven); err != nil {
 		c.ad.mu.Unlock()
 		return err
 	}
@@ -179,7 +185,7 @@ func (c *Cache) shrinkTo(ctx context.Context, limit int64) error {
 
 // immutableChanged reports the first field that differs between the live
 // configuration and the proposed one among those only New can set.
-func immutableChanged(cur, next Config) error {
+func immutableChanged(cur, next Config, runnerGiven bool) error {
 	bad := func(name string) error {
 		return fmt.Errorf("%w: %w: %s", ErrInvalidConfig, ErrImmutableConfig, name)
 	}
@@ -192,7 +198,7 @@ func immutableChanged(cur, next Config) error {
 		return bad("NoDirectWrites")
 	case cur.Workers != next.Workers:
 		return bad("Workers")
-	case !sameRunner(cur.Runner, next.Runner):
+	case runnerGiven && !sameRunner(cur.Runner, next.Runner):
 		return bad("Runner")
 	case cur.PreEncodeBytes != next.PreEncodeBytes:
 		return bad("PreEncodeBytes")
