@@ -572,8 +572,12 @@ func (c *Cache) adaptor() {
 // rarely meet.
 const ghostShards = 16
 
-// ghostMaxKeys bounds the keys the ghost list holds, whatever the sizes.
-const ghostMaxKeys = 1 << 20
+// ghostMaxKeys bounds the keys the ghost list holds, whatever the sizes:
+// about 100 bytes each (key, map slot, queue record), so at most about
+// 13 MB, outside the cache's budget. With chunks so small that MaxBytes
+// minus the size holds more keys, the list covers less than that gap and
+// growth sees fewer would-be hits.
+const ghostMaxKeys = 1 << 17
 
 // ghostList remembers the keys of recently evicted chunks, up to MaxBytes
 // minus the current size of them: a miss on one of them would have been
