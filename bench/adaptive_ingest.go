@@ -54,7 +54,7 @@ func SizeTimeline(samples []SizeSample, n int) string {
 		return ""
 	}
 	var parts []string
-	step := max(len(samples)/n, 1)
+	step := (len(samples) + n - 1) / n
 	for i := 0; i < len(samples); i += step {
 		p := samples[i]
 		parts = append(parts, fmt.Sprintf("%.1fs %s/%s", p.Elapsed.Seconds(), HumanBytes(p.Size), HumanBytes(p.Resident)))

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,8 +103,11 @@ func TestSizeSamplerBounded(t *testing.T) {
 			t.Fatalf("uneven spacing %d at %d (every %d)", d, i, s.every)
 		}
 	}
-	if got := SizeTimeline(s.samples, 4); got == "" {
-		t.Fatal("empty timeline")
+	for _, n := range []int{1, 4, 8, 1000} {
+		got := SizeTimeline(s.samples, n)
+		if pts := strings.Count(got, "s "); pts < 1 || pts > n+1 || pts > len(s.samples) {
+			t.Fatalf("timeline of %d points for n=%d: %q", pts, n, got)
+		}
 	}
 	if SizeTimeline(nil, 4) != "" {
 		t.Fatal("timeline of nothing")
