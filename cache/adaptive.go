@@ -297,24 +297,28 @@ const resizeLogLen = 32
 // adaptState is adaptive sizing's state.
 type adaptState struct {
 	// mu serializes size changes (epoch decisions, flash increases,
-	// SetConfig, RestoreAdaptiveState) and guards the fields below it.
-	// Epoch closers take it with TryLock: a request that loses goes on at
-	// once. Never held across I/O. Lock order: ad.mu, then admission's
+	// SetConfig, RestoreAdaptiveState) and guards the epoch's counts and
+	// the decision log. Epoch closers take it with TryLock: a request that
+	// loses goes on at once. Never held across I/O. Lock order: ad.mu,
+	// then Cache.mu (advanceAge, which only tries it), then admission's
 	// mutex (limitChanged).
-	mu                                 sync.Mutex
-	epoch                              int64 // epochs closed
-	startHits, startMisses, startGhost int64 // counts when the epoch in progress began
-	// lastTotal is the access count the adaptor saw last, lastAccess when
-	// it last saw it change.
-	lastTotal  int64
-	lastAccess time.Time
-	log        [resizeLogLen]ResizeDecision
-	logged     int64 // decisions ever recorded; log holds the last min(logged, resizeLogLen)
+	mu struct {
+		sync.Mutex
+		epoch                              int64 // epochs closed
+		startHits, startMisses, startGhost int64 // counts when the epoch in progress began
+		// lastTotal is the access count the adaptor saw last, lastAccess
+		// when it last saw it change.
+		lastTotal  int64
+		lastAccess time.Time
+		log        [resizeLogLen]ResizeDecision
+		logged     int64 // decisions ever recorded; log holds the last min(logged, resizeLogLen)
+	}
 
 	// ticks counts requests that ended past the hit path; every
 	// adaptCheckEvery-th looks at the epoch. It, depth and the ghost
-	// list's shard locks are the shared writes adaptive sizing adds, all
-	// on the miss path, none on a hit.
+	// list's shard locks are the shared writes adaptive sizing adds on the
+	// miss path; a hit adds none, but for the TryLock of every
+	// hitCheckEvery-th hit of its stripe.
 	ticks atomic.Int64
 	// depth is the deepest ghost hit of the epoch in progress.
 	depth atomic.Int64
@@ -340,10 +344,10 @@ const hitCheckEvery = 256
 // reset starts a new epoch at the current counts. Caller holds ad.mu (or
 // is New).
 func (a *adaptState) reset(c *Cache, s *sizing) {
-	a.startHits = c.st.hot.Load(hotHits)
-	a.startMisses = c.st.hot.Load(hotMisses)
-	a.startGhost = a.ghost.hits.Load()
-	a.lastTotal, a.lastAccess = a.startHits+a.startMisses, time.Now()
+	a.mu.startHits = c.st.hot.Load(hotHits)
+	a.mu.startMisses = c.st.hot.Load(hotMisses)
+	a.mu.startGhost = a.ghost.hits.Load()
+	a.mu.lastTotal, a.mu.lastAccess = a.mu.startHits+a.mu.startMisses, time.Now()
 	a.depth.Store(0)
 	a.aging.Store(s.ad != nil && s.ad.ageOut > 0)
 	if s.ad == nil {
@@ -353,8 +357,8 @@ func (a *adaptState) reset(c *Cache, s *sizing) {
 
 // record appends d to the decision log. Caller holds ad.mu.
 func (a *adaptState) record(d ResizeDecision) {
-	a.log[a.logged%resizeLogLen] = d
-	a.logged++
+	a.mu.log[a.mu.logged%resizeLogLen] = d
+	a.mu.logged++
 }
 
 // adaptTick is called by every request that ends past the hit path while
@@ -378,20 +382,20 @@ func (c *Cache) closeEpoch(timer bool) {
 	if p == nil || c.closed.Load() {
 		return
 	}
-	hits := c.st.hot.Load(hotHits) - c.ad.startHits
-	acc := hits + c.st.hot.Load(hotMisses) - c.ad.startMisses
-	gain := c.ad.ghost.hits.Load() - c.ad.startGhost
+	hits := c.st.hot.Load(hotHits) - c.ad.mu.startHits
+	acc := hits + c.st.hot.Load(hotMisses) - c.ad.mu.startMisses
+	gain := c.ad.ghost.hits.Load() - c.ad.mu.startGhost
 	now := time.Now()
 	idle := false
 	if timer {
-		if total := c.ad.startHits + c.ad.startMisses + acc; total != c.ad.lastTotal {
-			c.ad.lastTotal, c.ad.lastAccess = total, now
+		if total := c.ad.mu.startHits + c.ad.mu.startMisses + acc; total != c.ad.mu.lastTotal {
+			c.ad.mu.lastTotal, c.ad.mu.lastAccess = total, now
 		}
 	}
 	if acc < p.epoch {
 		// Idle: no access at all for EpochTimeout (a partial epoch's
 		// counts are dropped with it).
-		if !timer || p.timeout <= 0 || now.Sub(c.ad.lastAccess) < p.timeout {
+		if !timer || p.timeout <= 0 || now.Sub(c.ad.mu.lastAccess) < p.timeout {
 			return
 		}
 		idle = true
@@ -404,15 +408,15 @@ func (c *Cache) closeEpoch(timer bool) {
 		}
 	}
 	if idle {
-		c.ad.lastAccess = now // the next idle decision after another timeout
+		c.ad.mu.lastAccess = now // the next idle decision after another timeout
 	}
 	d := p.decide(s.quiescent, hits, acc, gain, c.ad.depth.Swap(0), recent, idle)
-	d.Epoch = c.ad.epoch
-	c.ad.epoch++
+	d.Epoch = c.ad.mu.epoch
+	c.ad.mu.epoch++
 	c.ad.epochs.Add(1)
-	c.ad.startHits += hits
-	c.ad.startMisses += acc - hits
-	c.ad.startGhost += gain
+	c.ad.mu.startHits += hits
+	c.ad.mu.startMisses += acc - hits
+	c.ad.mu.startGhost += gain
 	if d.NewBytes == s.quiescent {
 		return
 	}
@@ -510,9 +514,9 @@ func (c *Cache) flash(need int64) int64 {
 	if ns.quiescent <= s.quiescent {
 		return s.active
 	}
-	hits := c.st.hot.Load(hotHits) - c.ad.startHits
-	acc := hits + c.st.hot.Load(hotMisses) - c.ad.startMisses
-	d := ResizeDecision{Epoch: c.ad.epoch, Accesses: acc, OldBytes: s.quiescent, NewBytes: ns.quiescent, Reason: ReasonFlash}
+	hits := c.st.hot.Load(hotHits) - c.ad.mu.startHits
+	acc := hits + c.st.hot.Load(hotMisses) - c.ad.mu.startMisses
+	d := ResizeDecision{Epoch: c.ad.mu.epoch, Accesses: acc, OldBytes: s.quiescent, NewBytes: ns.quiescent, Reason: ReasonFlash}
 	if acc > 0 {
 		d.HitRate = float64(hits) / float64(acc)
 	}
@@ -709,13 +713,13 @@ func (c *Cache) adaptiveStats(st *Stats) {
 	st.FlashIncreases = c.ad.flashes.Load()
 	st.GhostHits = c.ad.ghost.hits.Load()
 	c.ad.mu.Lock()
-	n := min(c.ad.logged, resizeLogLen)
+	n := min(c.ad.mu.logged, resizeLogLen)
 	if n > 0 {
 		st.ResizeLog = make([]ResizeDecision, 0, n)
-		for i := c.ad.logged - n; i < c.ad.logged; i++ {
-			st.ResizeLog = append(st.ResizeLog, c.ad.log[i%resizeLogLen])
+		for i := c.ad.mu.logged - n; i < c.ad.mu.logged; i++ {
+			st.ResizeLog = append(st.ResizeLog, c.ad.mu.log[i%resizeLogLen])
 		}
 	}
-	st.Resizes = c.ad.logged
+	st.Resizes = c.ad.mu.logged
 	c.ad.mu.Unlock()
 }

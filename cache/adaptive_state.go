@@ -77,10 +77,10 @@ func (c *Cache) AdaptiveState() AdaptiveState {
 	// The hard cap may hold the size below MinBytes; the state records
 	// the policy's bounds, and a restore caps again.
 	st.SizeBytes = min(max(st.SizeBytes, s.ad.min), s.ad.max)
-	st.Epoch = c.ad.epoch
-	st.OpenHits = max(c.st.hot.Load(hotHits)-c.ad.startHits, 0)
-	st.OpenAccesses = st.OpenHits + max(c.st.hot.Load(hotMisses)-c.ad.startMisses, 0)
-	st.OpenGains = min(max(c.ad.ghost.hits.Load()-c.ad.startGhost, 0), st.OpenAccesses-st.OpenHits)
+	st.Epoch = c.ad.mu.epoch
+	st.OpenHits = max(c.st.hot.Load(hotHits)-c.ad.mu.startHits, 0)
+	st.OpenAccesses = st.OpenHits + max(c.st.hot.Load(hotMisses)-c.ad.mu.startMisses, 0)
+	st.OpenGains = min(max(c.ad.ghost.hits.Load()-c.ad.mu.startGhost, 0), st.OpenAccesses-st.OpenHits)
 	return st
 }
 
@@ -149,10 +149,10 @@ func (c *Cache) RestoreAdaptiveState(st AdaptiveState) error {
 		Epoch: st.Epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
 	}, old.quiescent != s.quiescent)
 	c.ad.reset(c, s)
-	c.ad.epoch = st.Epoch
-	c.ad.startHits -= st.OpenHits
-	c.ad.startMisses -= st.OpenAccesses - st.OpenHits
-	c.ad.startGhost -= st.OpenGains
+	c.ad.mu.epoch = st.Epoch
+	c.ad.mu.startHits -= st.OpenHits
+	c.ad.mu.startMisses -= st.OpenAccesses - st.OpenHits
+	c.ad.mu.startGhost -= st.OpenGains
 	c.wakeAdaptor()
 	return nil
 }

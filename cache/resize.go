@@ -154,7 +154,7 @@ func (c *Cache) SetConfig(ctx context.Context, cfg Config) error {
 	}
 	s := c.newSizing(cfg, size)
 	c.publishLocked(s, ResizeDecision{
-		Epoch: c.ad.epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
+		Epoch: c.ad.mu.epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
 	}, old.quiescent != s.quiescent)
 	c.ad.reset(c, s)
 	c.ad.mu.Unlock()
