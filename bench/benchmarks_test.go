@@ -55,3 +55,4 @@ func BenchmarkIngest(b *testing.B)       { benchScenario(b, "ingest") }
 func BenchmarkRandRead(b *testing.B)     { benchScenario(b, "randread") }
 func BenchmarkManyDatasets(b *testing.B) { benchScenario(b, "manyds") }
 func BenchmarkCacheMap(b *testing.B)     { benchScenario(b, "cachemap") }
+func BenchmarkAdaptive(b *testing.B)     { benchScenario(b, "adaptive") }

@@ -50,6 +50,10 @@ type IngestConfig struct {
 	// CacheBytes is the shared cache's quiescent budget. Default 32 MiB,
 	// well below the default run's 256 MiB so that eviction happens.
 	CacheBytes int64
+	// Adaptive, when Enabled, lets the cache resize itself between
+	// Adaptive.MinBytes and MaxBytes (cache.AdaptiveConfig; CacheBytes is
+	// the initial size). Default off.
+	Adaptive cache.AdaptiveConfig
 	// Progress, when set, is called about ten times a second and once at
 	// the end, from one goroutine.
 	Progress func(IngestProgress)
@@ -75,6 +79,9 @@ func (c IngestConfig) Validate() error {
 		return fmt.Errorf("bench: ingest: frame %dx%d (at least 8 elements)", d.Height, d.Width)
 	case d.CacheBytes < 0:
 		return fmt.Errorf("bench: ingest: cache bytes %d", c.CacheBytes)
+	}
+	if err := (cache.Config{QuiescentBytes: d.CacheBytes, Adaptive: c.Adaptive}).Validate(); err != nil {
+		return fmt.Errorf("bench: ingest: %w", err)
 	}
 	return nil
 }
@@ -115,6 +122,7 @@ type IngestProgress struct {
 	BytesWritten   int64
 	Elapsed        time.Duration
 	ResidentBytes  int64
+	CacheBytes     int64 // the cache's quiescent size in force (adaptive sizing moves it)
 	Done           bool
 }
 
@@ -148,6 +156,9 @@ type IngestResult struct {
 	PeakHeap       int64         `json:"peak_heap_bytes"`
 	CacheQuiescent int64         `json:"cache_quiescent_bytes"`
 	CacheActive    int64         `json:"cache_active_limit_bytes"`
+	// CacheSizes is the cache's size over time (adaptive_ingest.go).
+	CacheSizes []SizeSample `json:"cache_sizes"`
+	Resizes    int64        `json:"resizes"`
 }
 
 // FilterNames renders a pipeline as ParseFilters accepts it.
@@ -335,7 +346,7 @@ func Ingest(ctx context.Context, cfg IngestConfig) (res *IngestResult, err error
 		fh.Close()
 		defer os.Remove(path)
 	}
-	c, err := cache.New(cache.Config{QuiescentBytes: cfg.CacheBytes})
+	c, err := cache.New(cache.Config{QuiescentBytes: cfg.CacheBytes, Adaptive: cfg.Adaptive})
 	if err != nil {
 		return nil, err
 	}
@@ -478,13 +489,16 @@ func Ingest(ctx context.Context, cfg IngestConfig) (res *IngestResult, err error
 	// Progress and heap sampling until the writers and readers are done.
 	allDone := make(chan struct{})
 	go func() { writersWG.Wait(); readersWG.Wait(); close(allDone) }()
+	var sizes sizeSampler
 	report := func(done bool) {
 		heap.sample()
+		st := c.Stats()
+		sizes.add(time.Since(t0), st)
 		if cfg.Progress != nil {
 			cfg.Progress(IngestProgress{
 				FramesWritten: written.Load(), FramesVerified: checked.Load(), FramesTotal: total,
 				BytesWritten: written.Load() * frameBytes, Elapsed: time.Since(t0),
-				ResidentBytes: c.Stats().ResidentBytes, Done: done,
+				ResidentBytes: st.ResidentBytes, CacheBytes: st.QuiescentLimit, Done: done,
 			})
 		}
 	}
@@ -532,6 +546,7 @@ loop:
 		Hits: st.Hits, Misses: st.Misses, Evictions: st.Evictions, DirtyEvictions: st.DirtyEvictions,
 		SpaceWaits: st.SpaceWaits, PeakResident: st.PeakResidentBytes, PeakHeap: heap.peak,
 		CacheQuiescent: st.QuiescentLimit, CacheActive: st.ActiveLimit,
+		CacheSizes: sizes.samples, Resizes: st.Resizes,
 	}
 	if cfg.Path == "" {
 		res.Path = ""

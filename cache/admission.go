@@ -31,13 +31,13 @@ type admission struct {
 // resource.Admitter here when it opens the first file on the cache, and
 // refuses a cache that carries anything else.
 //
-// The active limit is fixed after New today. Whatever changes it later
-// (adaptive sizing) must call limitChanged so that admission follows.
+// SetConfig and adaptive sizing (resize.go) change the active limit; every
+// change calls limitChanged, so admission follows.
 func (c *Cache) Admission(create func(activeLimit int64) Admission) Admission {
 	c.adm.mu.Lock()
 	defer c.adm.mu.Unlock()
 	if c.adm.a == nil {
-		c.adm.a = create(c.activeLimit)
+		c.adm.a = create(c.sizing().active)
 	}
 	return c.adm.a
 }
@@ -47,6 +47,6 @@ func (c *Cache) limitChanged() {
 	c.adm.mu.Lock()
 	defer c.adm.mu.Unlock()
 	if c.adm.a != nil {
-		c.adm.a.SetCapacity(c.activeLimit)
+		c.adm.a.SetCapacity(c.sizing().active)
 	}
 }

@@ -27,9 +27,12 @@ func TestAdmissionOnePerCache(t *testing.T) {
 	if len(made) != 1 || made[0] != c.Stats().ActiveLimit {
 		t.Fatalf("create calls %v, want one with the active limit %d", made, c.Stats().ActiveLimit)
 	}
-	c.activeLimit *= 2
-	c.limitChanged()
-	if got := a.(*fakeAdmission).capacity; len(got) != 1 || got[0] != c.activeLimit {
-		t.Fatalf("SetCapacity calls %v, want [%d]", got, c.activeLimit)
+	cfg := c.Config()
+	cfg.QuiescentBytes *= 2
+	if err := c.SetConfig(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.(*fakeAdmission).capacity, c.Stats().ActiveLimit; len(got) != 1 || got[0] != want || want != 4<<20 {
+		t.Fatalf("SetCapacity calls %v, want [%d]", got, want)
 	}
 }

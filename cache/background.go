@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"math"
 	"sync"
 	"sync/atomic"
 )
@@ -32,21 +31,19 @@ type trimState struct {
 	// size), so a burst of kicks while a trim runs collapses into one more
 	// round. Never nil, never closed.
 	kick chan struct{}
-	// round bounds the bytes one trim round evicts: QuiescentBytes/16.
-	// INVARIANT: >= 1; fixed after New.
-	round int64
+	// One trim round evicts at most sizing.trimRound bytes.
 }
 
 // preEncodeState is the pre-encoder's (see "Background pre-encode" below).
 // Its configuration is fixed after New; only bytes changes.
 type preEncodeState struct {
 	// max caps the bytes of kept images: Config.PreEncodeBytes.
-	// INVARIANT: 0 means pre-encode is off: kick is nil, high is
+	// INVARIANT: 0 means pre-encode is off: kick is nil, preHigh is
 	// math.MaxInt64, no goroutine runs and no image is ever kept.
 	max int64
-	// high is the resident level above which the pre-encoder works: 3/4
-	// of QuiescentBytes (math.MaxInt64 when off, so endOn's check fails).
-	high int64
+	// The resident level above which the pre-encoder works is
+	// sizing.preHigh: 3/4 of the quiescent size (math.MaxInt64 when off,
+	// so endOn's check fails).
 	// batch is the most chunks one round encodes: 2 × Workers (>= 2 when
 	// on), enough to keep the pool busy.
 	batch int
@@ -67,13 +64,11 @@ type preEncodeState struct {
 func (c *Cache) startBackground(cfg Config) {
 	c.bg.ctx, c.bg.cancel = context.WithCancel(context.Background())
 	c.trim.kick = make(chan struct{}, 1)
-	c.trim.round = max(cfg.QuiescentBytes/16, 1)
 	c.bg.wg.Add(1)
 	go c.trimmer()
-	c.pre.high = math.MaxInt64
+	c.startAdaptor()
 	if cfg.PreEncodeBytes > 0 {
 		c.pre.max = cfg.PreEncodeBytes
-		c.pre.high = cfg.QuiescentBytes / 4 * 3
 		c.pre.batch = 2 * max(cfg.Workers, 1)
 		c.pre.kick = make(chan struct{}, 1)
 		c.bg.wg.Add(1)
@@ -99,7 +94,8 @@ func (c *Cache) trimmer() {
 		case <-c.trim.kick:
 		}
 		for c.st.hot.Load(hotActive) <= 0 {
-			over := c.resident.Load() - c.quiescent
+			sz := c.sizing()
+			over := c.resident.Load() - sz.quiescent
 			if over <= 0 {
 				break
 			}
@@ -109,7 +105,7 @@ func (c *Cache) trimmer() {
 			// other victims at once, and the loop stops trimming as soon
 			// as it starts. A round still spans several chunks, which the
 			// pool encodes in parallel.
-			freed, err := c.evict(c.bg.ctx, min(over, c.trim.round), 1)
+			freed, err := c.evict(c.bg.ctx, min(over, sz.trimRound), 1)
 			if err != nil {
 				c.st.trimErrors.Add(1)
 				break
@@ -143,7 +139,7 @@ func (c *Cache) trimmer() {
 // kickPreEncode wakes the pre-encoder if it has work; two atomic loads
 // when it has none.
 func (c *Cache) kickPreEncode(resident int64) {
-	if c.pre.max <= 0 || resident <= c.pre.high || c.pre.bytes.Load() >= c.pre.max {
+	if c.pre.max <= 0 || resident <= c.sizing().preHigh || c.pre.bytes.Load() >= c.pre.max {
 		return
 	}
 	select {
@@ -171,7 +167,7 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 	if c.closed.Load() || ctx.Err() != nil {
 		return 0
 	}
-	over := c.resident.Load() - c.pre.high
+	over := c.resident.Load() - c.sizing().preHigh
 	if over <= 0 || c.pre.bytes.Load() >= c.pre.max {
 		return 0
 	}
@@ -302,7 +298,7 @@ func compactImage(enc Encoded) Encoded {
 func (c *Cache) tryCharge(n int64) bool {
 	for {
 		cur := c.resident.Load()
-		if cur+n > c.activeLimit {
+		if cur+n > c.sizing().active {
 			return false
 		}
 		if c.resident.CompareAndSwap(cur, cur+n) {

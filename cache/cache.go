@@ -22,13 +22,18 @@
 // chunk admitted into an otherwise empty cache; a request that finds
 // nothing to evict blocks until others release memory. A background
 // goroutine trims back toward QuiescentBytes whenever no request runs.
+// Those limits can change on a live cache: SetConfig (resize.go) and
+// adaptive sizing (adaptive.go, Config.Adaptive: the size follows the
+// working set between bounds, decided once per epoch of accesses) swap
+// them atomically, Config.MaxMemoryBytes caps them, and a decrease is
+// carried out by the normal eviction path, which writes dirty chunks
+// back.
 package cache
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,12 +69,16 @@ type registry = *lockfree.Registry[uint64, *Dataset]
 // Cache is the shared chunk cache (seed 000 §2.4 H5SC_t). Create it with
 // New; share it between files with RegisterFile.
 type Cache struct {
-	cfg       Config
-	quiescent int64
-	// activeLimit is fixed after New; a future change must call
-	// limitChanged (admission.go) so that admission follows it.
-	activeLimit int64
-	bypassBytes int64 // math.MaxInt64 when bypass is off
+	// cfg is the configuration given to New, defaults applied. The fields
+	// SetConfig may change (resize.go) are read from sz instead.
+	cfg Config
+	// sz holds the sizes in force: quiescent and active limits, bypass
+	// threshold and what derives from them (resize.go). Replaced whole by
+	// SetConfig and adaptive sizing, so a reader sees one consistent set;
+	// every replacement calls limitChanged so that admission follows.
+	sz atomic.Pointer[sizing]
+	// ad is adaptive sizing's state (adaptive.go).
+	ad adaptState
 
 	chunks *lockfree.Map[chunkKey, *entry]
 	files  *lockfree.Registry[uint64, *File]
@@ -146,18 +155,13 @@ func New(cfg Config) (*Cache, error) {
 	raw := cfg
 	cfg = cfg.withDefaults()
 	c := &Cache{
-		cfg:       cfg,
-		quiescent: cfg.QuiescentBytes,
-		chunks:    lockfree.NewMapWithHasher[chunkKey, *entry](chunkKey.hash),
-		files:     lockfree.NewRegistry[uint64, *File](),
-		accesses:  lockfree.NewBuffer[*entry](64),
-		st:        newCounters(),
+		cfg:      cfg,
+		chunks:   lockfree.NewMapWithHasher[chunkKey, *entry](chunkKey.hash),
+		files:    lockfree.NewRegistry[uint64, *File](),
+		accesses: lockfree.NewBuffer[*entry](64),
+		st:       newCounters(),
 	}
-	c.activeLimit = int64(math.Min(float64(cfg.QuiescentBytes)*cfg.ActiveMultiplier, math.MaxInt64/2))
-	c.bypassBytes = cfg.BypassBytes
-	if raw.BypassBytes < 0 {
-		c.bypassBytes = math.MaxInt64
-	}
+	c.initSizing(raw)
 	if cfg.Runner != nil {
 		c.run = userRunner{cfg.Runner}
 	} else {
@@ -248,7 +252,7 @@ func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset,
 	min := o.MinBytes
 	switch {
 	case min == 0:
-		min = c.cfg.MinBytes
+		min = c.sizing().minBytes
 	case min < 0:
 		min = 0
 	}
@@ -653,10 +657,11 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 			return ErrClosed
 		}
 		cur := c.resident.Load()
+		limit := c.sizing().active
 		// Metadata cannot be evicted, so a cache holding nothing else
 		// counts as empty for the one-chunk allowance; otherwise index
 		// bytes over the limit would block every load forever.
-		if cur+n <= c.activeLimit || cur <= c.metadata.Load() {
+		if cur+n <= limit || cur <= c.metadata.Load() {
 			if c.resident.CompareAndSwap(cur, cur+n) {
 				c.notePeak(cur + n)
 				return nil
@@ -664,7 +669,7 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 			continue
 		}
 		c.kickPreEncode(cur)
-		freed, err := c.evict(ctx, cur+n-c.activeLimit, 2)
+		freed, err := c.evict(ctx, cur+n-limit, 2)
 		if err != nil {
 			return err
 		}
@@ -727,16 +732,20 @@ func (c *Cache) beginOn(st lockfree.Stripe) error {
 
 func (c *Cache) endOn(st lockfree.Stripe) {
 	st.Add(hotActive, -1)
+	sz := c.sizing()
+	if sz.ad != nil {
+		c.adaptTick()
+	}
 	// Every request ending over the quiescent size pokes the trimmer, so the
 	// last one to end always does; the trimmer decides whether the cache
 	// is quiescent. The check reads a line hits never write.
-	if r := c.resident.Load(); r > c.quiescent {
+	if r := c.resident.Load(); r > sz.quiescent {
 		select {
 		case c.trim.kick <- struct{}{}:
 		default:
 		}
 		c.kickPreEncode(r)
-	} else if r > c.pre.high {
+	} else if r > sz.preHigh {
 		c.kickPreEncode(r)
 	}
 }

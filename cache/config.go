@@ -121,6 +121,16 @@ type Config struct {
 	// PrefetchChunks is how many chunks ahead of a sequential reader are
 	// loaded. Default 4. Used only with Prefetch.
 	PrefetchChunks int
+
+	// MaxMemoryBytes is the hard cap (seed 000 §4.3 "maximum available"):
+	// the quiescent size and the active limit never exceed it, whatever
+	// QuiescentBytes, ActiveMultiplier, adaptive sizing or SetConfig ask
+	// (so resident bytes stay under it, but for the one indivisible chunk
+	// any cache admits when empty). Default 0: no cap.
+	MaxMemoryBytes int64
+	// Adaptive configures automatic resizing of the quiescent size to the
+	// working set (adaptive.go). Off by default.
+	Adaptive AdaptiveConfig
 }
 
 // ErrInvalidConfig is returned (wrapped) by Validate and New.
@@ -187,8 +197,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: PrefetchBytes %d < 0", ErrInvalidConfig, c.PrefetchBytes)
 	case c.PrefetchChunks < 0 || c.PrefetchChunks > 1<<16:
 		return fmt.Errorf("%w: PrefetchChunks %d", ErrInvalidConfig, c.PrefetchChunks)
+	case c.MaxMemoryBytes < 0:
+		return fmt.Errorf("%w: MaxMemoryBytes %d < 0", ErrInvalidConfig, c.MaxMemoryBytes)
 	}
-	return nil
+	return c.Adaptive.validate(d.QuiescentBytes)
 }
 
 // DatasetOptions configures one registered dataset.

@@ -78,7 +78,7 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 	var srcs map[*group][]byte
 	for _, g := range gs {
 		dw, ok := g.d.lay().l.(DirectWriter)
-		if !ok || !g.full || len(g.reqs) != 1 || g.loc.SizeHint <= c.bypassBytes {
+		if !ok || !g.full || len(g.reqs) != 1 || g.loc.SizeHint <= c.sizing().bypass {
 			rest = append(rest, g)
 			continue
 		}

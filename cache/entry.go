@@ -113,6 +113,9 @@ type entry struct {
 	pnext, pprev *entry // policy order list
 	counter      int32  // policy counter (seed 000 §2.2 chunk_counter)
 	visited      bool   // SIEVE visited bit
+	// age is adaptive sizing's record of the epoch of the last access
+	// (adaptive_age.go).
+	age ageStamp
 }
 
 // preImage is a pre-encoded disk image and the chunk version it encodes.

@@ -20,12 +20,14 @@ func (c *Cache) linkLocked(e *entry) {
 	d.members = e
 	e.linked = true
 	c.mu.pol.add(e)
+	c.stampLocked(e)
 }
 
 func (c *Cache) unlinkLocked(e *entry) {
 	if !e.linked {
 		return
 	}
+	c.unstampLocked(e)
 	c.mu.pol.remove(e)
 	d := e.ds
 	if e.mprev != nil {
@@ -46,9 +48,13 @@ func (c *Cache) drainLocked() {
 }
 
 func (c *Cache) touchLocked(batch []*entry) {
+	stamp := c.ad.aging.Load()
 	for _, e := range batch {
 		e.queued.Store(false)
 		c.mu.pol.touch(e)
+		if stamp {
+			c.stampLocked(e)
+		}
 	}
 }
 
@@ -214,6 +220,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	}
 	sc.clean, sc.dirty = clean, dirty
 	c.st.evictions.Add(int64(len(clean)))
+	c.noteEvicted(clean)
 	c.remove(clean)
 	if len(dirty) == 0 {
 		return freed, nil
@@ -231,6 +238,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	sc.gone, sc.back = gone, back
 	c.st.evictions.Add(int64(len(gone)))
 	c.st.dirtyEvictions.Add(int64(len(gone)))
+	c.noteEvicted(gone)
 	c.remove(gone)
 	for _, e := range back {
 		c.settleBack(e)
@@ -261,7 +269,7 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 // round. (Eviction writes its victims in one round, seed 000 §3.6: they
 // are what one request needs.)
 func (c *Cache) writeBackRounds(ctx context.Context, es []*entry) error {
-	limit := max(c.activeLimit/8, 1)
+	limit := max(c.sizing().active/8, 1)
 	var errs []error
 	for start := 0; start < len(es); {
 		rest := es[start:]

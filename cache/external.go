@@ -35,7 +35,7 @@ func (f *File) ChargeMetadata(delta int64) {
 		// Admit against the budget: make room first by dropping idle
 		// clean chunks (no I/O, no waiting), so the charge does not take
 		// resident bytes past the active limit where that can be avoided.
-		if over := c.resident.Load() + delta - c.activeLimit; over > 0 {
+		if over := c.resident.Load() + delta - c.sizing().active; over > 0 {
 			c.evictClean(over)
 		}
 	}
@@ -51,7 +51,7 @@ func (f *File) ChargeMetadata(delta int64) {
 	c.metadata.Add(delta)
 	c.charge(delta)
 	c.meta.Unlock()
-	if delta > 0 && c.resident.Load() > c.quiescent {
+	if delta > 0 && c.resident.Load() > c.sizing().quiescent {
 		select {
 		case c.trim.kick <- struct{}{}:
 		default:

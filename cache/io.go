@@ -182,31 +182,38 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		return false, nil
 	}
 	var err error
+	var epochDue bool
 	if o.kind == opRead && e.tryPinRead() {
-		c.countHit(e)
+		epochDue = c.countHit(e)
 		err = c.lightRead(e, r)
 		e.unpinRead()
 		if c.spaceWaiters.Load() > 0 {
 			c.signalSpace() // as in unpin: a waiter may want this entry
 		}
 	} else if e.tryPin() {
-		c.countHit(e)
+		epochDue = c.countHit(e)
 		err = c.apply(o, e, r)
 		c.unpin(e)
 	} else {
 		return false, nil
 	}
 	c.recordAccess(e)
+	if epochDue && c.sizing().ad != nil {
+		c.closeEpoch(false) // adaptive.go: epochs of hits close without waiting for the adaptor
+	}
 	return true, err
 }
 
-// countHit counts a hit on e, pinned by the caller.
-func (c *Cache) countHit(e *entry) {
-	c.st.hot.Add(hotHits, 1)
+// countHit counts a hit on e, pinned by the caller. It reports whether
+// this hit is the one of every hitCheckEvery on its stripe that should
+// look at adaptive sizing's epoch (once unpinned).
+func (c *Cache) countHit(e *entry) (epochDue bool) {
+	epochDue = c.st.hot.AddStripe(hotHits, 1)%hitCheckEvery == 0
 	e.ds.counters().Add(dsHits, 1)
 	if e.prefetched.Load() {
 		c.prefetchUsed(e)
 	}
+	return epochDue
 }
 
 // lightRead is apply's read for a light pin: no latch (latch.go).
@@ -569,7 +576,7 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	}
 	// Sub-lists whose chunks fit the space eviction can make (seed 000
 	// §3.6): the active limit minus what other requests hold in flight.
-	s := c.activeLimit - c.inflight.Load()
+	s := c.flashFor(work) - c.inflight.Load()
 	for start := 0; start < len(work); {
 		rest := work[start:]
 		end := start + cut(s, len(rest), func(i int) int64 { return rest[i].hint() })
@@ -669,6 +676,7 @@ func (c *Cache) claim(gs []*group) (mine []*group, later []int) {
 		g.d.chunks.Add(1)
 		g.e = e
 		mine = append(mine, g)
+		c.noteMiss(g.key)
 	}
 	return mine, later
 }
@@ -689,9 +697,10 @@ func (c *Cache) reserveFor(ctx context.Context, mine []*group) (int64, error) {
 		return 0, err
 	}
 	var n int64
+	bypass := c.sizing().bypass
 	for _, g := range mine {
 		n += g.hint()
-		g.e.bypass = g.loc.SizeHint > c.bypassBytes
+		g.e.bypass = g.loc.SizeHint > bypass
 		g.e.loc = g.loc
 	}
 	if err := c.reserve(ctx, n); err != nil {

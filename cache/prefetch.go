@@ -221,7 +221,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	var total int64
 	for i, x := range coords {
 		loc := locs[i]
-		if !loc.Exists() || loc.Size < 0 || loc.SizeHint <= 0 || loc.Size > maxStored(loc.SizeHint) || loc.SizeHint > c.bypassBytes {
+		if !loc.Exists() || loc.Size < 0 || loc.SizeHint <= 0 || loc.Size > maxStored(loc.SizeHint) || loc.SizeHint > c.sizing().bypass {
 			continue
 		}
 		if total+loc.SizeHint > room {
@@ -244,7 +244,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		return nil
 	}
 	if !c.tryCharge(total) {
-		c.evictClean(total - (c.activeLimit - c.resident.Load()))
+		c.evictClean(total - (c.sizing().active - c.resident.Load()))
 		if !c.tryCharge(total) {
 			c.remove(es)
 			return nil

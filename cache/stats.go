@@ -68,6 +68,13 @@ type Stats struct {
 	Prefetched       int64 // chunks loaded ahead of a sequential reader (not in Loads)
 	PrefetchHits     int64 // prefetched chunks later used by a request
 	PrefetchWasted   int64 // prefetched chunks dropped before any use
+	// Adaptive sizing (adaptive.go).
+	AdaptiveEpochs int64 // epochs closed
+	Resizes        int64 // size changes recorded in the decision log (all reasons, SetConfig included)
+	ResizeGrows    int64 // epoch decisions that grew the cache
+	ResizeShrinks  int64 // epoch decisions that shrank it
+	FlashIncreases int64 // flash increases
+	GhostHits      int64 // misses on chunks evicted recently (hits in a cache at Adaptive.MaxBytes)
 
 	// Gauges.
 	ResidentBytes     int64 // bytes charged (resident chunks, kept images, reservations)
@@ -76,10 +83,14 @@ type Stats struct {
 	DirtyBytes        int64
 	PeakResidentBytes int64 // highest ResidentBytes seen
 	MetadataBytes     int64 // unevictable bytes charged by File.ChargeMetadata (part of ResidentBytes)
-	QuiescentLimit    int64
+	QuiescentLimit    int64 // the quiescent size in force (adaptive sizing moves it)
 	ActiveLimit       int64
+	MaxMemoryBytes    int64 // the hard cap (math.MaxInt64/2 when none)
 	Chunks            int64 // entries in the chunk table
 	Datasets          int64 // registered datasets
+	// ResizeLog holds the most recent size changes (up to 32), oldest
+	// first; Sub keeps s's.
+	ResizeLog []ResizeDecision
 }
 
 // Sub returns the counters of s minus those of o; gauges keep s's values.
@@ -110,12 +121,19 @@ func (s Stats) Sub(o Stats) Stats {
 	r.Prefetched -= o.Prefetched
 	r.PrefetchHits -= o.PrefetchHits
 	r.PrefetchWasted -= o.PrefetchWasted
+	r.AdaptiveEpochs -= o.AdaptiveEpochs
+	r.Resizes -= o.Resizes
+	r.ResizeGrows -= o.ResizeGrows
+	r.ResizeShrinks -= o.ResizeShrinks
+	r.FlashIncreases -= o.FlashIncreases
+	r.GhostHits -= o.GhostHits
 	return r
 }
 
 // Stats returns a snapshot.
 func (c *Cache) Stats() Stats {
-	return Stats{
+	sz := c.sizing()
+	s := Stats{
 		Hits:              c.st.hot.Load(hotHits),
 		Misses:            c.st.hot.Load(hotMisses),
 		Loads:             c.st.loads.Load(),
@@ -147,11 +165,14 @@ func (c *Cache) Stats() Stats {
 		DirtyBytes:        c.dirtyBytes.Load(),
 		PeakResidentBytes: c.peak.Load(),
 		MetadataBytes:     c.metadata.Load(),
-		QuiescentLimit:    c.quiescent,
-		ActiveLimit:       c.activeLimit,
+		QuiescentLimit:    sz.quiescent,
+		ActiveLimit:       sz.active,
+		MaxMemoryBytes:    sz.hardCap,
 		Chunks:            int64(c.chunks.Len()),
 		Datasets:          c.datasets.Load(),
 	}
+	c.adaptiveStats(&s)
+	return s
 }
 
 // DatasetStats is a snapshot of one dataset's header.

@@ -55,6 +55,13 @@ func (c *Counters) Add(i int, d int64) {
 	c.w[(ProcHint()&c.mask)*c.stride+i].Add(d)
 }
 
+// AddStripe adds d to counter i and returns the new value of the stripe
+// it added to (not the sum): a caller can act on every n-th event of its
+// stripe without writing any shared line.
+func (c *Counters) AddStripe(i int, d int64) int64 {
+	return c.w[(ProcHint()&c.mask)*c.stride+i].Add(d)
+}
+
 // Stripe returns the calling goroutine's stripe, for a caller that bumps
 // several counters in a row; the stripe stays valid (any stripe is
 // correct), it is only faster while the goroutine stays on its P.

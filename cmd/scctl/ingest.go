@@ -69,7 +69,9 @@ func parseIngest(args []string, stderr io.Writer) (cfg bench.IngestConfig, asJSO
 	fs.IntVar(&cfg.Frames, "frames", 512, "frames per dataset")
 	frame := fs.String("frame", "256x256", "frame size HEIGHTxWIDTH in uint16 elements")
 	filters := fs.String("filter", "shuffle+zstd1", "filter pipeline: shuffle, zstdN, deflateN, lz4, crc32c joined by +, or none")
-	cacheSize := fs.String("cache", "32MiB", "shared cache budget (quiescent bytes)")
+	cacheSize := fs.String("cache", "32MiB", "shared cache budget (quiescent bytes; with --adaptive the initial size)")
+	adaptive := fs.Bool("adaptive", false, "let the cache resize itself to the working set (cache.AdaptiveConfig defaults: --cache/4 .. --cache×4)")
+	adaptiveMax := fs.String("adaptive-max", "", "with --adaptive: the largest size (default 4 × --cache)")
 	fs.StringVar(&cfg.Path, "file", "", "file to create and keep (default: a temporary file, removed)")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
@@ -102,6 +104,17 @@ func parseIngest(args []string, stderr io.Writer) (cfg bench.IngestConfig, asJSO
 	if cfg.CacheBytes, err = bench.ParseBytes(*cacheSize); err != nil || cfg.CacheBytes == 0 {
 		return cfg, false, false, "", usageErr("--cache %q: want a size such as 32MiB", *cacheSize)
 	}
+	if *adaptiveMax != "" && !*adaptive {
+		return cfg, false, false, "", usageErr("--adaptive-max needs --adaptive")
+	}
+	if *adaptive {
+		cfg.Adaptive.Enabled = true
+		if *adaptiveMax != "" {
+			if cfg.Adaptive.MaxBytes, err = bench.ParseBytes(*adaptiveMax); err != nil || cfg.Adaptive.MaxBytes == 0 {
+				return cfg, false, false, "", usageErr("--adaptive-max %q: want a size such as 128MiB", *adaptiveMax)
+			}
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, false, false, "", usageErr("%v", err)
 	}
@@ -125,9 +138,9 @@ func progressBar(w io.Writer) func(bench.IngestProgress) {
 		if s := p.Elapsed.Seconds(); s > 0 {
 			rate = float64(p.BytesWritten) / (1 << 20) / s
 		}
-		fmt.Fprintf(w, "\r%s %3.0f%%  written %d/%d  verified %d  %6.1f MiB/s  resident %-10s %5.1fs",
+		fmt.Fprintf(w, "\r%s %3.0f%%  written %d/%d  verified %d  %6.1f MiB/s  resident %-10s cache %-10s %5.1fs",
 			bar, frac*100, p.FramesWritten, p.FramesTotal, p.FramesVerified, rate,
-			bench.HumanBytes(p.ResidentBytes), p.Elapsed.Seconds())
+			bench.HumanBytes(p.ResidentBytes), bench.HumanBytes(p.CacheBytes), p.Elapsed.Seconds())
 		if p.Done {
 			fmt.Fprintln(w)
 		}
@@ -158,6 +171,7 @@ func ingestSummary(w io.Writer, r *bench.IngestResult) error {
 	fmt.Fprintf(tw, "evictions\t%d\t(%d dirty, %d space waits)\n", r.Evictions, r.DirtyEvictions, r.SpaceWaits)
 	fmt.Fprintf(tw, "peak resident\t%s\tvs cache limit %s quiescent / %s active\n",
 		bench.HumanBytes(r.PeakResident), bench.HumanBytes(r.CacheQuiescent), bench.HumanBytes(r.CacheActive))
+	fmt.Fprintf(tw, "cache size\t%d resizes\t(over time, size/resident) %s\n", r.Resizes, bench.SizeTimeline(r.CacheSizes, 8))
 	fmt.Fprintf(tw, "peak Go heap\t%s\t\n", bench.HumanBytes(r.PeakHeap))
 	fmt.Fprintf(tw, "total\t%s\t(create to close)\n", dur(r.TotalTime))
 	if err := tw.Flush(); err != nil {

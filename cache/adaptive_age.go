@@ -1,0 +1,86 @@
+package cache
+
+// Age-out (HDF5's H5C_decr__age_out_with_threshold): a decrease never
+// gives up bytes the working set used lately. Every access the policy
+// applies (a new chunk linked, a buffered hit drained: both under
+// Cache.mu, never on the hit path itself) stamps the entry with the
+// current epoch and moves its bytes into that epoch's slot of a ring; a
+// decrease then stops at the bytes of the chunks accessed in the last
+// AgeOutEpochs epochs. Kept incrementally, so closing an epoch costs O(1)
+// under Cache.mu, never a walk over the entries.
+
+// ageSlots is the ring's length: epochs whose bytes are still told apart.
+const ageSlots = maxAgeOutEpochs + 1
+
+// ageStamp is an entry's last stamped epoch (plus one: 0 means never)
+// and the bytes it put into that epoch's slot. Guarded by Cache.mu.
+type ageStamp struct {
+	epoch int64
+	bytes int64
+}
+
+// ageRing is the bytes of the entries last accessed in each of the last
+// ageSlots epochs. Guarded by Cache.mu.
+type ageRing struct {
+	cur   int64 // the epoch in progress (counts from 0)
+	slots [ageSlots]int64
+}
+
+// valid reports whether stamp's slot still holds its epoch's bytes.
+func (r *ageRing) valid(stamp int64) bool {
+	return stamp > 0 && r.cur-(stamp-1) < ageSlots
+}
+
+// stampLocked records an access to e in the epoch in progress. Caller
+// holds c.mu.
+func (c *Cache) stampLocked(e *entry) {
+	// A drained record may be of an entry already unlinked (evicted):
+	// only linked entries are in the ring, so unlinking takes back all.
+	if !e.linked || !c.ad.aging.Load() {
+		return
+	}
+	r := &c.ad.ring
+	if e.age.epoch == r.cur+1 {
+		return
+	}
+	if r.valid(e.age.epoch) {
+		r.slots[(e.age.epoch-1)%ageSlots] -= e.age.bytes
+	}
+	sz := e.size.Load()
+	e.age = ageStamp{epoch: r.cur + 1, bytes: sz}
+	r.slots[r.cur%ageSlots] += sz
+}
+
+// unstampLocked takes a departing entry's bytes out of the ring. Caller
+// holds c.mu.
+func (c *Cache) unstampLocked(e *entry) {
+	r := &c.ad.ring
+	if r.valid(e.age.epoch) {
+		r.slots[(e.age.epoch-1)%ageSlots] -= e.age.bytes
+	}
+	e.age = ageStamp{}
+}
+
+// advanceAge closes the ring's epoch and returns the bytes of the chunks
+// accessed in the last n epochs, the closed one included. It only tries
+// c.mu (and then holds it for a drain and O(1) more): ok is false, and
+// nothing changed, when the policy lock is busy, so closing an epoch never
+// waits; the epoch closes at the next look. The caller holds c.ad.mu
+// (lock order ad.mu → Cache.mu).
+func (c *Cache) advanceAge(n int) (recent int64, ok bool) {
+	if !c.mu.TryLock() {
+		return 0, false
+	}
+	defer c.mu.Unlock()
+	// Buffered hits stamp their entries when drained; a hot set smaller
+	// than the buffer, in a cache that never evicts, would otherwise never
+	// be drained and look unused.
+	c.drainLocked()
+	r := &c.ad.ring
+	for j := 0; j < n && int64(j) <= r.cur; j++ {
+		recent += r.slots[(r.cur-int64(j))%ageSlots]
+	}
+	r.cur++
+	r.slots[r.cur%ageSlots] = 0
+	return recent, true
+}
