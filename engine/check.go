@@ -133,7 +133,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 					break
 				}
 			}
-			if int64(c.e.Size) > s.layout.maxStored() || c.e.Addr+c.e.Size > f.sb.Load().EOF || c.e.Addr < format.DataStart {
+			if int64(c.e.Size) > s.maxStored() || c.e.Addr+c.e.Size > f.sb.Load().EOF || c.e.Addr < format.DataStart {
 				problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
 				continue
 			}
@@ -143,7 +143,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 				continue
 			}
 			loc := cache.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask, Sum: c.e.Sum}
-			if _, err := s.layout.Decode(c.coord, loc, img); err != nil {
+			if _, err := s.cacheLayout().Decode(c.coord, loc, img); err != nil {
 				problem("dataset %q: chunk %v: %v", name, c.coord, err)
 				continue
 			}

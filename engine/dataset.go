@@ -42,6 +42,15 @@ type dsState struct {
 	unfiltered bool
 	idx        *lazyIndex
 	layout     *denseLayout
+	// Layouts other than dense (engine/layout.go, sparse.go): code is
+	// the header's layout code, layoutParams its LayoutParams part,
+	// carried unchanged through header rewrites; sparse is set for a
+	// sparse dataset (layout is then nil). admitBytes is what admission
+	// counts per chunk of a request (the most a chunk can take in cache).
+	code         uint8
+	layoutParams []byte
+	sparse       *sparseLayout
+	admitBytes   int64
 	// chunkBytes is the decoded size of one chunk.
 	chunkBytes int64
 
@@ -71,6 +80,7 @@ type dsState struct {
 		headerSum  uint32
 		refs       int
 		cds        *cache.Dataset // registered while refs > 0
+		vcds       *cache.Dataset // a sparse dataset's selection view, registered with cds
 		// pendingTrims are shrinks whose edge-chunk trims could not run
 		// (see SetExtent). Until they have, the extent may not grow and no
 		// commit may write the header: the stored edge chunks still hold
@@ -159,7 +169,8 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 		Shape:         clone(spec.Shape),
 		MaxShape:      clone(spec.MaxShape),
 		Chunk:         clone(spec.Chunk),
-		Layout:        layoutDense,
+		Layout:        spec.Layout.code(),
+		LayoutParams:  spec.layoutParams(),
 		Filters:       filter.EncodeSpecs(specs),
 		Fill:          clone(spec.Fill),
 		MinCacheBytes: spec.CacheMinBytes,
@@ -279,7 +290,7 @@ func (f *File) loadState(e format.CatalogEntry) (*dsState, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	if hdr.Name != e.Name || hdr.ID != e.ID || hdr.Layout != layoutDense {
+	if hdr.Name != e.Name || hdr.ID != e.ID || !knownLayout(hdr.Layout) {
 		return nil, fmt.Errorf("%w: dataset header %q does not match its catalog entry", ErrCorrupt, e.Name)
 	}
 	s, err := f.newState(hdr)
@@ -329,7 +340,9 @@ func (f *File) newState(hdr format.DatasetHeader) (*dsState, error) {
 		s.fill = hdr.Fill
 	}
 	s.mu.shape = hdr.Shape
-	s.layout = &denseLayout{s: s}
+	if err := s.setLayout(hdr.Layout, hdr.LayoutParams); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -359,9 +372,13 @@ func (s *dsState) acquire() (*Dataset, error) {
 	if s.mu.refs == 0 {
 		// The header's CacheMinBytes has the cache's meaning: 0 the
 		// cache's default, -1 no reservation.
-		cds, err := s.f.cfile.RegisterDataset(s.id, s.layout, cache.DatasetOptions{MinBytes: s.minCache})
+		cds, err := s.f.cfile.RegisterDataset(s.id, s.cacheLayout(), cache.DatasetOptions{MinBytes: s.minCache})
 		if err != nil {
 			return nil, classify(err)
+		}
+		if err := s.registerViews(); err != nil {
+			_ = cds.Unregister(context.Background())
+			return nil, err
 		}
 		s.mu.cds = cds
 	}
@@ -395,8 +412,9 @@ func (s *dsState) header(shape []uint64, root []byte) format.DatasetHeader {
 	return format.DatasetHeader{
 		Name: s.name, ID: s.id, Type: uint8(s.typ),
 		Shape: shape, MaxShape: s.maxShape, Chunk: s.chunk,
-		Layout: layoutDense, Filters: s.filters, Fill: s.fill,
+		Layout: s.code, Filters: s.filters, Fill: s.fill,
 		MinCacheBytes: s.minCache, IndexKind: uint8(s.idx.kind()), IndexRoot: root,
+		LayoutParams: s.layoutParams,
 	}
 }
 
@@ -716,11 +734,18 @@ func (d *Dataset) Close() error {
 	s.mu.Lock()
 	s.mu.refs--
 	var cds *cache.Dataset
+	var vcds *cache.Dataset
 	if s.mu.refs == 0 {
 		cds, s.mu.cds = s.mu.cds, nil
+		vcds, s.mu.vcds = s.mu.vcds, nil
 		s.hot.Store(nil)
 	}
 	s.mu.Unlock()
+	if vcds != nil {
+		// Read-only: it holds no dirty chunks, so this cannot fail for
+		// want of I/O; its selections stay cached for a warm reopen.
+		_ = vcds.Unregister(context.Background())
+	}
 	if cds != nil {
 		err := cds.Unregister(context.Background())
 		if err != nil && s.f.closed.Load() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/format"
 	"github.com/scc-dev/scc/engine/index"
 	"github.com/scc-dev/scc/engine/selection"
@@ -48,6 +49,8 @@ type piece struct {
 	p        *selection.Piece
 	buf      []byte   // the caller's packed buffer (whole request)
 	bufShape []uint64 // shape of buf
+	kind     pieceKind
+	out      *definedOut // pieceDefined, pieceValues: the piece's result
 }
 
 func (l *denseLayout) ChunkDims() []uint64 { return l.s.chunk }
@@ -356,6 +359,108 @@ func (l *denseLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, t
 	}
 	if format.Checksum(dst) != loc.Sum {
 		return fmt.Errorf("%w: chunk %v of %q: checksum mismatch", ErrCorrupt, []uint64(coord), l.s.name)
+	}
+	return nil
+}
+
+// knownLayout reports whether code is a layout this engine reads.
+func knownLayout(code uint8) bool { return code == layoutDense || code == layoutSparse }
+
+// setLayout builds the dataset's layout from its header fields.
+func (s *dsState) setLayout(code uint8, params []byte) error {
+	s.code, s.layoutParams = code, params
+	switch code {
+	case layoutDense:
+		if len(params) != 0 {
+			return fmt.Errorf("%w: dense dataset %q with layout parameters", ErrCorrupt, s.name)
+		}
+		s.layout = &denseLayout{s: s}
+		s.admitBytes = s.chunkBytes
+	case layoutSparse:
+		l, err := newSparseLayout(s, params)
+		if err != nil {
+			return fmt.Errorf("dataset %q: %w", s.name, err)
+		}
+		s.sparse = l
+		// A sparse chunk takes at most one run (12 bytes) and one value
+		// per element.
+		s.admitBytes = l.memFor(l.elems)
+	default:
+		return fmt.Errorf("%w: dataset %q: layout code %d", ErrCorrupt, s.name, code)
+	}
+	return nil
+}
+
+// cacheLayout is the layout registered with the cache.
+func (s *dsState) cacheLayout() cache.Layout {
+	if s.sparse != nil {
+		return s.sparse
+	}
+	return s.layout
+}
+
+// maxStored bounds the stored size of one chunk.
+func (s *dsState) maxStored() int64 {
+	if s.sparse != nil {
+		return s.sparse.maxStored()
+	}
+	return s.layout.maxStored()
+}
+
+// registerViews registers the cache datasets a layout has besides its
+// own (a sparse dataset's selection view). Caller holds s.mu.
+func (s *dsState) registerViews() error {
+	if s.sparse == nil {
+		return nil
+	}
+	// No reservation: the view borrows the cache like any reader.
+	v, err := s.f.cfile.RegisterDataset(s.id|selViewBit, s.sparse.view, cache.DatasetOptions{MinBytes: -1})
+	if err != nil {
+		return classify(err)
+	}
+	s.mu.vcds = v
+	return nil
+}
+
+// viewDataset is the sparse selection view's cache dataset.
+func (s *dsState) viewDataset() (*cache.Dataset, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.vcds == nil {
+		return nil, ErrClosed
+	}
+	return s.mu.vcds, nil
+}
+
+// layoutParams is the header's LayoutParams for the spec's layout.
+func (s DatasetSpec) layoutParams() []byte {
+	if s.Layout != Sparse {
+		return nil
+	}
+	specs := make([]filter.Spec, len(s.SelectionFilters))
+	for i, f := range s.SelectionFilters {
+		specs[i] = f.spec
+	}
+	return encodeSparseParams(specs)
+}
+
+func (s DatasetSpec) validateLayout() error {
+	switch s.Layout {
+	case Chunked:
+		if len(s.SelectionFilters) != 0 {
+			return fmt.Errorf("%w: SelectionFilters on a %v dataset", ErrInvalid, s.Layout)
+		}
+	case Sparse:
+		if len(s.SelectionFilters) > 32 {
+			return fmt.Errorf("%w: %d selection filters (at most 32)", ErrInvalid, len(s.SelectionFilters))
+		}
+		for _, f := range s.SelectionFilters {
+			if err := f.spec.Validate(); err != nil {
+				return classify(err)
+			}
+		}
+	default:
+		return fmt.Errorf("%w: layout %v", ErrInvalid, s.Layout)
 	}
 	return nil
 }

@@ -51,6 +51,13 @@ type DatasetSpec struct {
 	// CacheMinBytes is the dataset's minimum reservation in the shared
 	// cache (seed 000 min_dset_size): 0 takes the cache's default, -1 none.
 	CacheMinBytes int64
+	// Layout is the storage layout: Chunked (the zero value, dense) or
+	// Sparse (engine/sparse.go).
+	Layout LayoutKind
+	// SelectionFilters is a Sparse dataset's pipeline for the section
+	// that records which elements are defined (Filters applies to the
+	// values); nil means none. Only for Sparse.
+	SelectionFilters []Filter
 }
 
 // validate checks the spec and returns it with MaxShape filled in.
@@ -95,6 +102,9 @@ func (s DatasetSpec) validate() (DatasetSpec, error) {
 		if err := f.spec.Validate(); err != nil {
 			return s, classify(err)
 		}
+	}
+	if err := s.validateLayout(); err != nil {
+		return s, err
 	}
 	if s.CacheMinBytes < -1 {
 		return s, fmt.Errorf("%w: CacheMinBytes %d", ErrInvalid, s.CacheMinBytes)

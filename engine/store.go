@@ -70,7 +70,7 @@ func (f *File) liveExtents(ctx context.Context) ([]alloc.Extent, error) {
 		}
 		var rerr error
 		err = x.Range(ctx, func(coord []uint64, ie index.Entry) bool {
-			if int64(ie.Size) > s.layout.maxStored() {
+			if int64(ie.Size) > s.maxStored() {
 				rerr = fmt.Errorf("%w: dataset %q chunk %v has stored size %d", ErrCorrupt, e.Name, coord, ie.Size)
 				return false
 			}

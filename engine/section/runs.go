@@ -16,9 +16,25 @@ type Run struct {
 // End is the offset just past the run.
 func (r Run) End() uint32 { return r.Start + r.Len }
 
-// MaxRunBytes bounds the encoding of k defined elements: at most k runs of
-// two varints of at most 5 bytes each, after the count's varint.
-func MaxRunBytes(k uint64) uint64 { return 5 + 10*k }
+// MaxRunBytes bounds the encoding of k defined elements of a chunk of
+// limit elements: at most min(k, limit-k+1) runs, each a gap of at most
+// limit and a length of at most k, after the count.
+func MaxRunBytes(k, limit uint64) uint64 {
+	runs := k
+	if k <= limit && limit-k+1 < runs {
+		runs = limit - k + 1
+	}
+	return uvarintLen(runs) + runs*(uvarintLen(limit)+uvarintLen(k))
+}
+
+func uvarintLen(v uint64) uint64 {
+	n := uint64(1)
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
 
 // AppendRuns appends the run encoding of runs (FORMAT.md §16.2): the
 // number of runs, then for each the gap from the end of the previous run
@@ -38,13 +54,14 @@ func AppendRuns(dst []byte, runs []Run) []byte {
 // DecodeRuns decodes a run encoding of a chunk of limit elements into
 // dst[:0] and returns the runs and the number of defined elements. The
 // runs come back canonical (sorted, disjoint, non-adjacent, each within
-// the chunk), or the input is rejected: a gap of 0 between two runs, a
+// the chunk), or the input is rejected: an over-long varint, a gap of 0
+// between two runs, a
 // zero length, a run past limit, a count the bytes cannot hold, and
 // trailing bytes are all corruption. It allocates at most one slice of
 // len(b)/2 runs.
 func DecodeRuns(b []byte, limit uint64, dst []Run) ([]Run, uint64, error) {
 	n, k := binary.Uvarint(b)
-	if k <= 0 {
+	if k <= 0 || uint64(k) != uvarintLen(n) {
 		return nil, 0, fmt.Errorf("%w: run encoding: bad run count", ErrCorrupt)
 	}
 	b = b[k:]
@@ -63,12 +80,12 @@ func DecodeRuns(b []byte, limit uint64, dst []Run) ([]Run, uint64, error) {
 	var end, total uint64
 	for i := uint64(0); i < n; i++ {
 		gap, k1 := binary.Uvarint(b)
-		if k1 <= 0 {
+		if k1 <= 0 || uint64(k1) != uvarintLen(gap) {
 			return nil, 0, fmt.Errorf("%w: run encoding: run %d: bad gap", ErrCorrupt, i)
 		}
 		b = b[k1:]
 		ln, k2 := binary.Uvarint(b)
-		if k2 <= 0 {
+		if k2 <= 0 || uint64(k2) != uvarintLen(ln) {
 			return nil, 0, fmt.Errorf("%w: run encoding: run %d: bad length", ErrCorrupt, i)
 		}
 		b = b[k2:]

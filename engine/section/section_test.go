@@ -85,8 +85,8 @@ func TestRunsRoundTrip(t *testing.T) {
 			pos += gap + ln
 		}
 		b := AppendRuns(nil, runs)
-		if uint64(len(b)) > MaxRunBytes(uint64(at)) {
-			t.Fatalf("encoding of %d elements is %d bytes, bound %d", at, len(b), MaxRunBytes(uint64(at)))
+		if uint64(len(b)) > MaxRunBytes(uint64(at), limit) {
+			t.Fatalf("encoding of %d elements is %d bytes, bound %d", at, len(b), MaxRunBytes(uint64(at), limit))
 		}
 		got, k, err := DecodeRuns(b, limit, nil)
 		if err != nil || k != uint64(at) || len(got) != len(runs) {
