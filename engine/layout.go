@@ -464,3 +464,31 @@ func (s DatasetSpec) validateLayout() error {
 	}
 	return nil
 }
+
+// ChunkExtent is where one stored chunk lives in the file.
+type ChunkExtent struct {
+	Coord     []uint64 // the chunk's scaled coordinates
+	Off, Size int64    // its frame's place in the file
+}
+
+// ChunkExtents lists the dataset's stored chunks as the chunk index names
+// them (chunks only in the cache are not listed until written), for tools
+// that inspect or damage files on purpose.
+func (d *Dataset) ChunkExtents(ctx context.Context) ([]ChunkExtent, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	d.s.extent.RLock()
+	defer d.s.extent.RUnlock()
+	x, err := d.s.idx.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []ChunkExtent
+	err = x.Range(ctx, func(c []uint64, e index.Entry) bool {
+		out = append(out, ChunkExtent{Coord: clone(c), Off: int64(e.Addr), Size: int64(e.Size)})
+		return true
+	})
+	d.s.idx.account(x)
+	return out, classify(err)
+}

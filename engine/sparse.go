@@ -842,3 +842,17 @@ func (v *sparseSelView) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) {
 	return false, nil
 }
 func (v *sparseSelView) Delete(context.Context, cache.Coord, cache.Location) error { return nil }
+
+// SelectionFilters returns a Sparse dataset's pipeline for its selection
+// sections (nil for other layouts).
+func (d *Dataset) SelectionFilters() []Filter {
+	if d.s.sparse == nil {
+		return nil
+	}
+	specs := d.s.sparse.selPipe.Specs()
+	out := make([]Filter, len(specs))
+	for i, sp := range specs {
+		out[i] = Filter{sp}
+	}
+	return out
+}

@@ -86,3 +86,43 @@ func TestDumpErrors(t *testing.T) {
 
 // TestDumpRefusesNonRegular: a FIFO used to hang the command in open(2).
 func TestDumpRefusesNonRegular(t *testing.T) { refusesNonRegular(t, "dump", "--dataset", "frames") }
+
+func TestDumpDefined(t *testing.T) {
+	path := makeSparseFile(t)
+	code, out, stderr := runCmd(t, "dump", "--defined", "--dataset", "hits", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := `DATASET "hits" {
+   DATATYPE  int32
+   DEFINED  4 of ( 6, 8 ) from ( 0, 0 ) {
+      (0, 1): 1
+      (2, 2): 22
+      (4, 7): 47
+      (5, 0): 50
+   }
+}
+`
+	if out != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", out, want)
+	}
+	code, out, _ = runCmd(t, "dump", "--defined", "--json", "--dataset", "hits", "--start", "2,0", "--count", "4,8", path)
+	if code != 0 {
+		t.Fatal(code)
+	}
+	var d struct {
+		Coords [][]uint64
+		Values []int
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Coords) != 3 || d.Coords[1][0] != 4 || d.Coords[1][1] != 7 || d.Values[2] != 50 {
+		t.Fatalf("%+v", d)
+	}
+	// Without --defined the undefined elements read as the fill value.
+	code, out, _ = runCmd(t, "dump", "--dataset", "hits", "--start", "5,4", "--count", "1,2", path)
+	if code != 0 || !strings.Contains(out, "(5,4): -1, -1") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
