@@ -143,9 +143,16 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 				continue
 			}
 			loc := cache.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask, Sum: c.e.Sum}
-			if _, err := s.cacheLayout().Decode(c.coord, loc, img); err != nil {
+			ch, err := s.cacheLayout().Decode(c.coord, loc, img)
+			if err != nil {
 				problem("dataset %q: chunk %v: %v", name, c.coord, err)
 				continue
+			}
+			if s.sparse != nil {
+				if err := s.sparse.checkChunk(c.coord, ch, s.shape()); err != nil {
+					problem("dataset %q: %v", name, err)
+					continue
+				}
 			}
 			r.Chunks++
 		}

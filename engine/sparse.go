@@ -249,14 +249,14 @@ func (l *sparseLayout) decodeSelection(coord []uint64, frameSize int64, k uint64
 	}
 	h, err := section.ParseHeader(frame, frameSize, 2, uint32(maxDec))
 	if err != nil {
-		return h, nil, fmt.Errorf("sparse chunk %v of %q: %w", coord, l.s.name, err)
+		return h, nil, fmt.Errorf("sparse chunk %v of %q: %w", coord, l.s.name, classify(err))
 	}
 	if h.Sum != sum {
 		return h, nil, fmt.Errorf("%w: sparse chunk %v of %q is not the one the index names", ErrCorrupt, coord, l.s.name)
 	}
 	sb, err := h.Section(frame, 0)
 	if err != nil {
-		return h, nil, fmt.Errorf("sparse chunk %v of %q: %w", coord, l.s.name, err)
+		return h, nil, fmt.Errorf("sparse chunk %v of %q: %w", coord, l.s.name, classify(err))
 	}
 	if uint64(h.Sec[0].Decoded) > section.MaxRunBytes(k, l.elems) {
 		return h, nil, fmt.Errorf("%w: sparse chunk %v of %q: selection of %d bytes for %d elements", ErrCorrupt, coord, l.s.name, h.Sec[0].Decoded, k)
@@ -267,7 +267,7 @@ func (l *sparseLayout) decodeSelection(coord []uint64, frameSize int64, k uint64
 	}
 	runs, n, err := section.DecodeRuns(raw, l.elems, nil)
 	if err != nil {
-		return h, nil, fmt.Errorf("sparse chunk %v of %q selection: %w", coord, l.s.name, err)
+		return h, nil, fmt.Errorf("sparse chunk %v of %q selection: %w", coord, l.s.name, classify(err))
 	}
 	if n != k {
 		return h, nil, fmt.Errorf("%w: sparse chunk %v of %q: selection defines %d elements, index says %d", ErrCorrupt, coord, l.s.name, n, k)
@@ -287,7 +287,7 @@ func (l *sparseLayout) Decode(coord cache.Coord, loc cache.Location, image []byt
 	}
 	vb, err := h.Section(image, 1)
 	if err != nil {
-		return nil, fmt.Errorf("sparse chunk %v of %q: %w", []uint64(coord), l.s.name, err)
+		return nil, fmt.Errorf("sparse chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
 	}
 	want := k * uint64(l.s.elemSize)
 	if uint64(h.Sec[1].Decoded) != want {
@@ -704,6 +704,21 @@ func (l *sparseLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
 // with erase_values): a sparse chunk never stores the fill value.
 func (l *sparseLayout) Trim(coord cache.Coord, chunk cache.Chunk, dims []uint64) (bool, error) {
 	c := chunk.(*sparseChunk)
+	runs, data, changed := l.trimmed(coord, c, dims)
+	if !changed {
+		return false, nil
+	}
+	c.runs, c.data = runs, data
+	l.noteModified(coord, c)
+	return true, nil
+}
+
+// trimmed returns c's runs and values without the elements outside dims,
+// and whether there were any; c is not changed.
+func (l *sparseLayout) trimmed(coord []uint64, c *sparseChunk, dims []uint64) ([]section.Run, []byte, bool) {
+	if c.defined() == 0 {
+		return nil, nil, false
+	}
 	r := len(l.s.chunk)
 	inside := selection.Piece{Coord: coord, Runs: make([][]selection.Run, r), N: 1}
 	shape := make([]uint64, r)
@@ -714,32 +729,34 @@ func (l *sparseLayout) Trim(coord cache.Coord, chunk cache.Chunk, dims []uint64)
 		if o < dims[d] {
 			n = min(l.s.chunk[d], dims[d]-o)
 		}
-		if n != l.s.chunk[d] {
-			whole = false
-		}
 		if n == 0 {
-			if c.defined() == 0 {
-				return false, nil
-			}
-			c.runs, c.data = nil, nil
-			l.noteModified(coord, c)
-			return true, nil
+			return nil, nil, true
 		}
+		whole = whole && n == l.s.chunk[d]
 		inside.Runs[d] = []selection.Run{{Chunk: 0, Buf: 0, Len: n}}
 		shape[d] = n
 		inside.N *= n
 	}
-	if whole || c.defined() == 0 {
-		return false, nil
+	if whole {
+		return nil, nil, false
 	}
-	before := c.defined()
 	runs, data := c.apply(mergeKeep, l.segsOf(&piece{p: &inside, bufShape: shape}), nil, l.s.elemSize)
-	if uint64(len(data)/l.s.elemSize) == before {
-		return false, nil
+	return runs, data, uint64(len(data)/l.s.elemSize) != c.defined()
+}
+
+// checkChunk verifies what Decode cannot: a stored chunk defines no
+// element outside the extent dims (a shrink trims its edge chunks before
+// the commit that names the smaller extent, so growing again shows them
+// undefined). For engine.Check.
+func (l *sparseLayout) checkChunk(coord []uint64, chunk cache.Chunk, dims []uint64) error {
+	c, ok := chunk.(*sparseChunk)
+	if !ok {
+		return fmt.Errorf("%w: not a sparse chunk", ErrInternal)
 	}
-	c.runs, c.data = runs, data
-	l.noteModified(coord, c)
-	return true, nil
+	if _, _, outside := l.trimmed(coord, c, dims); outside {
+		return fmt.Errorf("%w: sparse chunk %v defines elements outside the extent %v", ErrCorrupt, coord, dims)
+	}
+	return nil
 }
 
 // sparseSelView is the selection-only view of a sparse dataset (seed 001
