@@ -95,6 +95,17 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 			problem("dataset %q: %v", name, err)
 			continue
 		}
+		if s.contig != nil {
+			if base, size, _ := s.contig.committedExtent(); base != 0 {
+				add(base, size, "contiguous extent of "+name)
+				if err := s.contig.check(); err != nil {
+					problem("dataset %q: %v", name, err)
+					continue
+				}
+				r.Chunks += int(s.contig.pieces)
+			}
+			continue
+		}
 		x, err := s.idx.get(ctx)
 		if err != nil {
 			problem("dataset %q index: %v", name, err)

@@ -50,6 +50,7 @@ type dsState struct {
 	code         uint8
 	layoutParams []byte
 	sparse       *sparseLayout
+	contig       *contigLayout // contiguous: idx is nil
 	admitBytes   int64
 	// chunkBytes is the decoded size of one chunk.
 	chunkBytes int64
@@ -176,7 +177,9 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 		MinCacheBytes: spec.CacheMinBytes,
 	}
 	g := geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk)
-	hdr.IndexKind = uint8(index.ChooseKind(g.MaxGrid))
+	if spec.Layout != Contiguous {
+		hdr.IndexKind = uint8(index.ChooseKind(g.MaxGrid))
+	}
 	// The header decoder's limits, enforced on the way in: a header that
 	// encodes but does not decode would make the whole file unreadable
 	// after the next commit (issue 9 §5). The id is not known yet; any
@@ -199,20 +202,25 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 	// Created empty and then resized to the extent, so that the index's
 	// own capacity (the extensible array's slot count) is checked here and
 	// not first by a later SetExtent or write.
-	empty := g
-	empty.Grid = make([]uint64, len(g.Grid))
-	idx, err := index.New(index.Kind(hdr.IndexKind), empty, f.indexStore())
-	if err == nil {
-		err = idx.Resize(ctx, g, nil)
-	}
-	if err != nil {
-		return nil, classify(err)
+	var idx index.Index
+	if spec.Layout != Contiguous { // contiguous datasets have no chunk index
+		empty := g
+		empty.Grid = make([]uint64, len(g.Grid))
+		idx, err = index.New(index.Kind(hdr.IndexKind), empty, f.indexStore())
+		if err == nil {
+			err = idx.Resize(ctx, g, nil)
+		}
+		if err != nil {
+			return nil, classify(err)
+		}
 	}
 	s, err := f.newState(hdr)
 	if err != nil {
 		return nil, err
 	}
-	s.idx.set(idx)
+	if idx != nil {
+		s.idx.set(idx)
+	}
 	ds, err := s.acquire()
 	if err != nil {
 		return nil, err
@@ -413,7 +421,7 @@ func (s *dsState) header(shape []uint64, root []byte) format.DatasetHeader {
 		Name: s.name, ID: s.id, Type: uint8(s.typ),
 		Shape: shape, MaxShape: s.maxShape, Chunk: s.chunk,
 		Layout: s.code, Filters: s.filters, Fill: s.fill,
-		MinCacheBytes: s.minCache, IndexKind: uint8(s.idx.kind()), IndexRoot: root,
+		MinCacheBytes: s.minCache, IndexKind: s.indexKind(), IndexRoot: root,
 		LayoutParams: s.layoutParams,
 	}
 }
@@ -443,13 +451,21 @@ func (s *dsState) writeHeader(ctx context.Context) (err error) {
 			s.dirty.Store(true)
 		}
 	}()
-	root, err := s.idx.flush(ctx)
+	var root, params []byte
+	if s.contig != nil {
+		params, err = s.contig.commitParams(ctx)
+	} else {
+		root, err = s.idx.flush(ctx)
+	}
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	hdr := s.header(clone(s.mu.shape), root)
 	s.mu.Unlock()
+	if params != nil {
+		hdr.LayoutParams = params
+	}
 	b := format.EncodeDatasetHeader(hdr)
 	addr, err := s.f.space.alloc(int64(len(b)))
 	if err != nil {
@@ -503,7 +519,12 @@ func (d *Dataset) Filters() []Filter {
 }
 
 // IndexKind names the dataset's chunk index ("extensible-array", ...).
-func (d *Dataset) IndexKind() string { return d.s.idx.kind().String() }
+func (d *Dataset) IndexKind() string {
+	if d.s.idx == nil {
+		return "none" // contiguous
+	}
+	return d.s.idx.kind().String()
+}
 
 // Storage describes what a dataset occupies in the file.
 type Storage struct {
@@ -520,6 +541,9 @@ func (d *Dataset) Storage(ctx context.Context) (Storage, error) {
 	}
 	d.s.extent.RLock()
 	defer d.s.extent.RUnlock()
+	if d.s.contig != nil {
+		return d.s.contig.storage(), nil
+	}
 	x, err := d.s.idx.get(ctx)
 	if err != nil {
 		return Storage{}, err
@@ -659,6 +683,9 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 		if n > s.maxShape[i] {
 			return fmt.Errorf("%w: extent %v exceeds max shape %v", ErrOutOfRange, dims, s.maxShape)
 		}
+	}
+	if s.contig != nil && !equal(dims, s.shape()) {
+		return fmt.Errorf("%w: a contiguous dataset's extent is fixed", ErrInvalid)
 	}
 	// The header decoder's limits (Unlimited as a current extent, more
 	// than 2^63-1 elements), checked before anything changes.

@@ -364,7 +364,9 @@ func (l *denseLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, t
 }
 
 // knownLayout reports whether code is a layout this engine reads.
-func knownLayout(code uint8) bool { return code == layoutDense || code == layoutSparse }
+func knownLayout(code uint8) bool {
+	return code == layoutDense || code == layoutSparse || code == layoutContig
+}
 
 // setLayout builds the dataset's layout from its header fields.
 func (s *dsState) setLayout(code uint8, params []byte) error {
@@ -385,16 +387,41 @@ func (s *dsState) setLayout(code uint8, params []byte) error {
 		// A sparse chunk takes at most one run (12 bytes) and one value
 		// per element.
 		s.admitBytes = l.memFor(l.elems)
+	case layoutContig:
+		if len(s.pipeline.Specs()) > 0 {
+			return fmt.Errorf("%w: contiguous dataset %q with filters", ErrCorrupt, s.name)
+		}
+		if !equal(s.mu.shape, s.maxShape) {
+			return fmt.Errorf("%w: contiguous dataset %q with shape %v, max shape %v", ErrCorrupt, s.name, s.mu.shape, s.maxShape)
+		}
+		l, err := newContigLayout(s, s.mu.shape, params)
+		if err != nil {
+			return err
+		}
+		s.contig, s.idx = l, nil
+		s.admitBytes = s.chunkBytes
 	default:
 		return fmt.Errorf("%w: dataset %q: layout code %d", ErrCorrupt, s.name, code)
 	}
 	return nil
 }
 
+// indexKind is the header's IndexKind (0 for a contiguous dataset, which
+// has no index).
+func (s *dsState) indexKind() uint8 {
+	if s.idx == nil {
+		return 0
+	}
+	return uint8(s.idx.kind())
+}
+
 // cacheLayout is the layout registered with the cache.
 func (s *dsState) cacheLayout() cache.Layout {
 	if s.sparse != nil {
 		return s.sparse
+	}
+	if s.contig != nil {
+		return s.contig
 	}
 	return s.layout
 }
@@ -403,6 +430,9 @@ func (s *dsState) cacheLayout() cache.Layout {
 func (s *dsState) maxStored() int64 {
 	if s.sparse != nil {
 		return s.sparse.maxStored()
+	}
+	if s.contig != nil {
+		return s.chunkBytes
 	}
 	return s.layout.maxStored()
 }
@@ -434,6 +464,9 @@ func (s *dsState) viewDataset() (*cache.Dataset, error) {
 
 // layoutParams is the header's LayoutParams for the spec's layout.
 func (s DatasetSpec) layoutParams() []byte {
+	if s.Layout == Contiguous {
+		return encodeContigParams(contigState{})
+	}
 	if s.Layout != Sparse {
 		return nil
 	}
@@ -449,6 +482,13 @@ func (s DatasetSpec) validateLayout() error {
 	case Chunked:
 		if len(s.SelectionFilters) != 0 {
 			return fmt.Errorf("%w: SelectionFilters on a %v dataset", ErrInvalid, s.Layout)
+		}
+	case Contiguous:
+		if len(s.SelectionFilters) != 0 || len(s.Filters) != 0 {
+			return fmt.Errorf("%w: a contiguous dataset has no filters", ErrInvalid)
+		}
+		if !equal(s.Shape, s.MaxShape) {
+			return fmt.Errorf("%w: a contiguous dataset has a fixed shape (max shape %v, shape %v)", ErrInvalid, s.MaxShape, s.Shape)
 		}
 	case Sparse:
 		if len(s.SelectionFilters) > 32 {
@@ -480,6 +520,13 @@ func (d *Dataset) ChunkExtents(ctx context.Context) ([]ChunkExtent, error) {
 	}
 	d.s.extent.RLock()
 	defer d.s.extent.RUnlock()
+	if d.s.contig != nil {
+		base, size, _ := d.s.contig.committedExtent()
+		if base == 0 {
+			return nil, nil
+		}
+		return []ChunkExtent{{Off: base, Size: size}}, nil // one extent, no chunks
+	}
 	x, err := d.s.idx.get(ctx)
 	if err != nil {
 		return nil, err

@@ -67,14 +67,19 @@ func (k LayoutKind) String() string {
 		return "chunked"
 	case Sparse:
 		return "sparse"
+	case Contiguous:
+		return "contiguous"
 	}
 	return fmt.Sprintf("layout(%d)", uint8(k))
 }
 
 // code is the header's layout code of k.
 func (k LayoutKind) code() uint8 {
-	if k == Sparse {
+	switch k {
+	case Sparse:
 		return layoutSparse
+	case Contiguous:
+		return layoutContig
 	}
 	return layoutDense
 }
@@ -83,6 +88,9 @@ func (k LayoutKind) code() uint8 {
 func (d *Dataset) Layout() LayoutKind {
 	if d.s.sparse != nil {
 		return Sparse
+	}
+	if d.s.contig != nil {
+		return Contiguous
 	}
 	return Chunked
 }

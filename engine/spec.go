@@ -51,8 +51,11 @@ type DatasetSpec struct {
 	// CacheMinBytes is the dataset's minimum reservation in the shared
 	// cache (seed 000 min_dset_size): 0 takes the cache's default, -1 none.
 	CacheMinBytes int64
-	// Layout is the storage layout: Chunked (the zero value, dense) or
-	// Sparse (engine/sparse.go).
+	// Layout is the storage layout: Chunked (the zero value, dense),
+	// Sparse (engine/sparse.go) or Contiguous (engine/contig.go). A spec
+	// with no Chunk shape, a fixed shape (MaxShape nil or equal to Shape),
+	// no filters and at most 1 MiB of data is Contiguous by default;
+	// Contiguous takes no Chunk (the layout picks its pieces).
 	Layout LayoutKind
 	// SelectionFilters is a Sparse dataset's pipeline for the section
 	// that records which elements are defined (Filters applies to the
@@ -71,6 +74,10 @@ func (s DatasetSpec) validate() (DatasetSpec, error) {
 	}
 	if s.MaxShape == nil {
 		s.MaxShape = append([]uint64(nil), s.Shape...)
+	}
+	var err error
+	if s, err = s.withContiguous(); err != nil {
+		return s, err
 	}
 	if len(s.MaxShape) != r || len(s.Chunk) != r {
 		return s, fmt.Errorf("%w: shape, max shape and chunk must have the same rank", ErrInvalid)

@@ -57,6 +57,12 @@ func (f *File) liveExtents(ctx context.Context) ([]alloc.Extent, error) {
 		if err != nil {
 			return nil, err
 		}
+		if s.contig != nil {
+			if base, size, _ := s.contig.committedExtent(); base != 0 {
+				live = append(live, alloc.Extent{Off: base, Size: size})
+			}
+			continue
+		}
 		x, err := s.idx.get(ctx)
 		if err != nil {
 			return nil, err

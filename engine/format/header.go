@@ -49,6 +49,10 @@ type DatasetHeader struct {
 // headers only.
 const LayoutSparse uint8 = 2
 
+// LayoutContiguous is the layout code of contiguous datasets (one extent,
+// no chunk index; FORMAT.md §8, §17). Version 2 headers only.
+const LayoutContiguous uint8 = 3
+
 // Part tags of a v2 dataset header, in the order they are written.
 const (
 	partAttrs        = 1
@@ -98,8 +102,8 @@ func (h DatasetHeader) validate() error {
 	if esize == 0 {
 		return fmt.Errorf("element type code %d (want 1..10)", h.Type)
 	}
-	if h.Layout != LayoutDense && h.Layout != LayoutSparse {
-		return fmt.Errorf("layout code %d (v2 knows %d and %d)", h.Layout, LayoutDense, LayoutSparse)
+	if h.Layout != LayoutDense && h.Layout != LayoutSparse && h.Layout != LayoutContiguous {
+		return fmt.Errorf("layout code %d (v2 knows %d..%d)", h.Layout, LayoutDense, LayoutContiguous)
 	}
 	r := len(h.Shape)
 	if r == 0 || r > MaxRank {

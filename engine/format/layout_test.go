@@ -20,8 +20,14 @@ func TestSparseLayoutV2Only(t *testing.T) {
 		t.Fatalf("v2 round trip: %+v %v", got, err)
 	}
 	h.LayoutParams = nil // a v1 block has no parts
-	v1 := reseal(EncodeDatasetHeader(h), func(b []byte) { b[4] = 1 })
-	if _, err := DecodeDatasetHeader(v1); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("v1 header with the sparse layout: %v", err)
+	for _, code := range []uint8{LayoutSparse, LayoutContiguous} {
+		h.Layout = code
+		v1 := reseal(EncodeDatasetHeader(h), func(b []byte) { b[4] = 1 })
+		if _, err := DecodeDatasetHeader(v1); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("v1 header with layout %d: %v", code, err)
+		}
+		if _, err := DecodeDatasetHeader(EncodeDatasetHeader(h)); err != nil {
+			t.Fatalf("v2 header with layout %d: %v", code, err)
+		}
 	}
 }
