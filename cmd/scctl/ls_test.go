@@ -125,3 +125,33 @@ func TestLsSparse(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 }
+
+func TestLsContiguous(t *testing.T) {
+	path := t.TempDir() + "/contig.scc"
+	f, err := engine.Create(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := f.CreateDataset("table", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10, 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ds.Write(context.Background(), engine.All([]uint64{10, 10}), make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCmd(t, "ls", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"Layout:    contiguous", "Index:     none, 1 of 1 chunks stored", "100 B stored"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if code, out, _ := runCmd(t, "check", path); code != 0 {
+		t.Fatalf("check: exit %d\n%s", code, out)
+	}
+}
