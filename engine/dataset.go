@@ -51,6 +51,7 @@ type dsState struct {
 	layoutParams []byte
 	sparse       *sparseLayout
 	contig       *contigLayout // contiguous: idx is nil
+	vlen         *vlenLayout
 	admitBytes   int64
 	// chunkBytes is the decoded size of one chunk.
 	chunkBytes int64
@@ -645,6 +646,9 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 // lock when it can.
 func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool) error {
 	s := d.s
+	if s.vlen != nil {
+		return fmt.Errorf("%w: dataset %q is variable-length: use ReadVlen/WriteVlen", ErrInvalid, s.name)
+	}
 	sc := ioPool.Get().(*ioScratch)
 	defer sc.put()
 	sc.regions[0] = s.regionInto(sel, sc)

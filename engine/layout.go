@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math/bits"
 	"encoding/binary"
 	"fmt"
 
@@ -51,6 +52,7 @@ type piece struct {
 	bufShape []uint64 // shape of buf
 	kind     pieceKind
 	out      *definedOut // pieceDefined, pieceValues: the piece's result
+	vals     [][]byte    // pieceVlen: one sequence per element of the whole request
 }
 
 func (l *denseLayout) ChunkDims() []uint64 { return l.s.chunk }
@@ -365,7 +367,7 @@ func (l *denseLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, t
 
 // knownLayout reports whether code is a layout this engine reads.
 func knownLayout(code uint8) bool {
-	return code == layoutDense || code == layoutSparse || code == layoutContig
+	return code == layoutDense || code == layoutSparse || code == layoutContig || code == layoutVlen
 }
 
 // setLayout builds the dataset's layout from its header fields.
@@ -400,6 +402,15 @@ func (s *dsState) setLayout(code uint8, params []byte) error {
 		}
 		s.contig, s.idx = l, nil
 		s.admitBytes = s.chunkBytes
+	case layoutVlen:
+		l, err := newVlenLayout(s, params)
+		if err != nil {
+			return fmt.Errorf("dataset %q: %w", s.name, err)
+		}
+		s.vlen = l
+		// The fixed section plus a heap estimate: the heap's real size
+		// is charged by the cache once loaded.
+		s.admitBytes = l.memFor(1 << 20)
 	default:
 		return fmt.Errorf("%w: dataset %q: layout code %d", ErrCorrupt, s.name, code)
 	}
@@ -423,6 +434,9 @@ func (s *dsState) cacheLayout() cache.Layout {
 	if s.contig != nil {
 		return s.contig
 	}
+	if s.vlen != nil {
+		return s.vlen
+	}
 	return s.layout
 }
 
@@ -433,6 +447,9 @@ func (s *dsState) maxStored() int64 {
 	}
 	if s.contig != nil {
 		return s.chunkBytes
+	}
+	if s.vlen != nil {
+		return s.vlen.maxStored()
 	}
 	return s.layout.maxStored()
 }
@@ -467,6 +484,13 @@ func (s DatasetSpec) layoutParams() []byte {
 	if s.Layout == Contiguous {
 		return encodeContigParams(contigState{})
 	}
+	if s.Layout == Vlen {
+		pct := s.HeapDefragPercent
+		if pct == 0 {
+			pct = vlenDefaultDefrag
+		}
+		return encodeVlenParams(pct)
+	}
 	if s.Layout != Sparse {
 		return nil
 	}
@@ -478,6 +502,9 @@ func (s DatasetSpec) layoutParams() []byte {
 }
 
 func (s DatasetSpec) validateLayout() error {
+	if s.Layout != Vlen && s.HeapDefragPercent != 0 {
+		return fmt.Errorf("%w: HeapDefragPercent on a %v dataset", ErrInvalid, s.Layout)
+	}
 	switch s.Layout {
 	case Chunked:
 		if len(s.SelectionFilters) != 0 {
@@ -489,6 +516,16 @@ func (s DatasetSpec) validateLayout() error {
 		}
 		if !equal(s.Shape, s.MaxShape) {
 			return fmt.Errorf("%w: a contiguous dataset has a fixed shape (max shape %v, shape %v)", ErrInvalid, s.MaxShape, s.Shape)
+		}
+	case Vlen:
+		if len(s.SelectionFilters) != 0 || len(s.Fill) != 0 {
+			return fmt.Errorf("%w: a variable-length dataset has no selection filters and no fill value (its fill is the empty sequence)", ErrInvalid)
+		}
+		if s.HeapDefragPercent < 0 || s.HeapDefragPercent > 100 {
+			return fmt.Errorf("%w: HeapDefragPercent %d (0..100)", ErrInvalid, s.HeapDefragPercent)
+		}
+		if n := prod64(s.Chunk); n > maxChunkBytes/8 {
+			return fmt.Errorf("%w: a variable-length chunk of %d elements (at most %d: 8 bytes each in its fixed section)", ErrInvalid, n, maxChunkBytes/8)
 		}
 	case Sparse:
 		if len(s.SelectionFilters) > 32 {
@@ -538,4 +575,18 @@ func (d *Dataset) ChunkExtents(ctx context.Context) ([]ChunkExtent, error) {
 	})
 	d.s.idx.account(x)
 	return out, classify(err)
+}
+
+// prod64 is the product of dims, saturating at 2^64-1 (dims are
+// validated elsewhere; this only has to be large when they are).
+func prod64(dims []uint64) uint64 {
+	n := uint64(1)
+	for _, d := range dims {
+		hi, lo := bits.Mul64(n, d)
+		if hi != 0 {
+			return ^uint64(0)
+		}
+		n = lo
+	}
+	return n
 }

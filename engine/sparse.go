@@ -69,6 +69,8 @@ func (k LayoutKind) String() string {
 		return "sparse"
 	case Contiguous:
 		return "contiguous"
+	case Vlen:
+		return "vlen"
 	}
 	return fmt.Sprintf("layout(%d)", uint8(k))
 }
@@ -80,6 +82,8 @@ func (k LayoutKind) code() uint8 {
 		return layoutSparse
 	case Contiguous:
 		return layoutContig
+	case Vlen:
+		return layoutVlen
 	}
 	return layoutDense
 }
@@ -91,6 +95,9 @@ func (d *Dataset) Layout() LayoutKind {
 	}
 	if d.s.contig != nil {
 		return Contiguous
+	}
+	if d.s.vlen != nil {
+		return Vlen
 	}
 	return Chunked
 }
@@ -496,6 +503,7 @@ const (
 	pieceErase                    // Write: make the selected elements undefined
 	pieceDefined                  // Read: positions of the defined elements
 	pieceValues                   // Read: positions and values of the defined elements
+	pieceVlen                     // variable-length Read or Write of piece.vals
 )
 
 // definedOut collects one piece's defined elements: positions in the

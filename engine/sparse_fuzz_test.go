@@ -83,3 +83,54 @@ func isCorrupt(err error) bool { return errors.Is(err, ErrCorrupt) }
 func indexEntry(size uint64, k, sum uint32) index.Entry {
 	return index.Entry{Addr: 8192, Size: size, Mask: k, Sum: sum}
 }
+
+// FuzzVlenDecode feeds arbitrary frames and heap sizes to the
+// variable-length decoder: no panic, ErrCorrupt for what it refuses, and
+// what it accepts points only inside its heap.
+func FuzzVlenDecode(f *testing.F) {
+	file, err := CreateWith(vfd.NewMem(), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer file.Close()
+	ds, err := file.CreateDataset("v", DatasetSpec{Type: Uint8, Shape: []uint64{6}, Chunk: []uint64{6}, Layout: Vlen, Filters: []Filter{Zstd(1)}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	l := ds.s.vlen
+	for _, vals := range [][][]byte{{[]byte("a"), nil, []byte("bcd"), nil, nil, []byte("efgh")}, make([][]byte, 6)} {
+		c, _ := l.NewChunk(cache.Coord{0}, true)
+		reqs, pieces, err := ds.s.kindRequests(All([]uint64{6}), pieceVlen, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		pieces[0].vals = vals
+		if err := l.Gather(c, reqs[0].Piece); err != nil {
+			f.Fatal(err)
+		}
+		enc, err := l.Encode(cache.Coord{0}, c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(append([]byte(nil), enc.Image...), enc.Mask, enc.Sum)
+	}
+	f.Fuzz(func(t *testing.T, img []byte, heap uint32, sum uint32) {
+		loc := cache.Location{Addr: 8192, Size: int64(len(img)), Mask: heap, Sum: sum}
+		ch, err := l.Decode(cache.Coord{0}, loc, append([]byte(nil), img...))
+		if err != nil {
+			if !isCorrupt(err) {
+				t.Fatalf("decode: %v is not ErrCorrupt", err)
+			}
+			return
+		}
+		c := ch.(*vlenChunk)
+		if len(c.heap) != int(heap) || len(c.off) != 6 {
+			t.Fatalf("accepted a heap of %d bytes (index says %d), %d elements", len(c.heap), heap, len(c.off))
+		}
+		for i := range c.off {
+			if uint64(c.off[i])+uint64(c.ln[i]) > uint64(len(c.heap)) {
+				t.Fatalf("element %d points outside the heap", i)
+			}
+		}
+	})
+}

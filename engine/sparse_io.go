@@ -90,6 +90,16 @@ func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 		return err
 	}
 	s := d.s
+	if s.vlen != nil {
+		n, err := sel.h.CountElements()
+		if err != nil {
+			return classify(err)
+		}
+		if n > maxChunkBytes {
+			return fmt.Errorf("%w: erasing %d elements at once", ErrInvalid, n)
+		}
+		return d.vlenIO(ctx, sel, make([][]byte, n), true) // the fill: empty
+	}
 	if s.sparse == nil {
 		n, err := sel.h.CountElements()
 		if err != nil {

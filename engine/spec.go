@@ -61,6 +61,10 @@ type DatasetSpec struct {
 	// that records which elements are defined (Filters applies to the
 	// values); nil means none. Only for Sparse.
 	SelectionFilters []Filter
+	// HeapDefragPercent is a Vlen dataset's threshold: a chunk's heap is
+	// defragmented when more than this share of it is unused. 0 means
+	// 25; only for Vlen.
+	HeapDefragPercent int
 }
 
 // validate checks the spec and returns it with MaxShape filled in.

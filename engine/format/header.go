@@ -53,6 +53,11 @@ const LayoutSparse uint8 = 2
 // no chunk index; FORMAT.md §8, §17). Version 2 headers only.
 const LayoutContiguous uint8 = 3
 
+// LayoutVlen is the layout code of variable-length datasets (structured
+// chunks of a fixed and a heap section; FORMAT.md §8, §18). Version 2
+// headers only.
+const LayoutVlen uint8 = 4
+
 // Part tags of a v2 dataset header, in the order they are written.
 const (
 	partAttrs        = 1
@@ -102,8 +107,8 @@ func (h DatasetHeader) validate() error {
 	if esize == 0 {
 		return fmt.Errorf("element type code %d (want 1..10)", h.Type)
 	}
-	if h.Layout != LayoutDense && h.Layout != LayoutSparse && h.Layout != LayoutContiguous {
-		return fmt.Errorf("layout code %d (v2 knows %d..%d)", h.Layout, LayoutDense, LayoutContiguous)
+	if h.Layout < LayoutDense || h.Layout > LayoutVlen {
+		return fmt.Errorf("layout code %d (v2 knows %d..%d)", h.Layout, LayoutDense, LayoutVlen)
 	}
 	r := len(h.Shape)
 	if r == 0 || r > MaxRank {

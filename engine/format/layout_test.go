@@ -20,7 +20,7 @@ func TestSparseLayoutV2Only(t *testing.T) {
 		t.Fatalf("v2 round trip: %+v %v", got, err)
 	}
 	h.LayoutParams = nil // a v1 block has no parts
-	for _, code := range []uint8{LayoutSparse, LayoutContiguous} {
+	for _, code := range []uint8{LayoutSparse, LayoutContiguous, LayoutVlen} {
 		h.Layout = code
 		v1 := reseal(EncodeDatasetHeader(h), func(b []byte) { b[4] = 1 })
 		if _, err := DecodeDatasetHeader(v1); !errors.Is(err, ErrCorrupt) {
