@@ -2,9 +2,9 @@ package engine
 
 import (
 	"context"
-	"math/bits"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
