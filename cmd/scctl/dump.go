@@ -89,6 +89,9 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *defined {
 		return dumpDefined(ctx, stdout, ds, *name, start, count, *asJSON)
 	}
+	if ds.Layout() == engine.Vlen {
+		return dumpVlen(ctx, stdout, ds, *name, start, count, *asJSON)
+	}
 	buf := make([]byte, n*uint64(ds.Type().Size()))
 	if err := ds.Read(ctx, engine.Box(start, count), buf); err != nil {
 		return err
@@ -228,6 +231,43 @@ func dumpDefined(ctx context.Context, w io.Writer, ds *engine.Dataset, name stri
 	fmt.Fprintf(w, "   DEFINED  %d of ( %s ) from ( %s ) {\n", len(pos), dims(count), dims(start))
 	for i, p := range pos {
 		fmt.Fprintf(w, "      (%s): %s\n", dims(sel.Coord(p)), vals[i])
+	}
+	fmt.Fprintf(w, "   }\n}\n")
+	return nil
+}
+
+// dumpVlen prints the elements of a variable-length dataset, one per line
+// with its coordinates: quoted strings for 1-byte element types, value
+// lists otherwise. JSON: values as strings or arrays.
+func dumpVlen(ctx context.Context, w io.Writer, ds *engine.Dataset, name string, start, count []uint64, asJSON bool) error {
+	sel := engine.Box(start, count)
+	vals, err := ds.ReadVlen(ctx, sel)
+	if err != nil {
+		return err
+	}
+	text := func(v []byte) string {
+		if ds.Type().Size() == 1 {
+			return strconv.Quote(string(v))
+		}
+		return "[" + strings.Join(formatValues(ds.Type(), v), ", ") + "]"
+	}
+	if asJSON {
+		out := dumpOutput{Dataset: name, Type: "vlen " + ds.Type().String(), Shape: ds.Shape(), Start: start, Count: count,
+			Values: make([]json.RawMessage, len(vals))}
+		for i, v := range vals {
+			t := text(v)
+			if ds.Type().Size() != 1 {
+				t = strings.ReplaceAll(strings.ReplaceAll(t, "NaN", `"NaN"`), "Inf", `Inf"`) // keep JSON valid
+			}
+			out.Values[i] = json.RawMessage(t)
+		}
+		return json.NewEncoder(w).Encode(out)
+	}
+	fmt.Fprintf(w, "DATASET %q {\n", name)
+	fmt.Fprintf(w, "   DATATYPE  vlen %s\n", ds.Type())
+	fmt.Fprintf(w, "   SUBSET ( %s ) from ( %s ) {\n", dims(count), dims(start))
+	for i, v := range vals {
+		fmt.Fprintf(w, "      (%s): %s\n", dims(sel.Coord(uint64(i))), text(v))
 	}
 	fmt.Fprintf(w, "   }\n}\n")
 	return nil

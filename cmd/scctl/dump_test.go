@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/scc-dev/scc/engine"
 )
 
 func TestDump(t *testing.T) {
@@ -124,5 +127,50 @@ func TestDumpDefined(t *testing.T) {
 	code, out, _ = runCmd(t, "dump", "--dataset", "hits", "--start", "5,4", "--count", "1,2", path)
 	if code != 0 || !strings.Contains(out, "(5,4): -1, -1") {
 		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestDumpVlen(t *testing.T) {
+	path := t.TempDir() + "/vlen.scc"
+	f, err := engine.Create(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := f.CreateDataset("names", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3}, Chunk: []uint64{2}, Layout: engine.Vlen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ds.WriteStrings(context.Background(), engine.All([]uint64{3}), []string{"ab", "", `q"x`}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCmd(t, "dump", "--dataset", "names", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := `DATASET "names" {
+   DATATYPE  vlen uint8
+   SUBSET ( 3 ) from ( 0 ) {
+      (0): "ab"
+      (1): ""
+      (2): "q\"x"
+   }
+}
+`
+	if out != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", out, want)
+	}
+	code, out, _ = runCmd(t, "dump", "--json", "--dataset", "names", path)
+	var d struct{ Values []string }
+	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || len(d.Values) != 3 || d.Values[2] != `q"x` {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	if code, out, _ := runCmd(t, "ls", path); code != 0 || !strings.Contains(out, "Layout:    vlen") {
+		t.Fatalf("ls: exit %d\n%s", code, out)
+	}
+	if code, out, _ := runCmd(t, "check", path); code != 0 {
+		t.Fatalf("check: exit %d\n%s", code, out)
 	}
 }
