@@ -8,7 +8,9 @@ import (
 // Callbacks"), in Go form. The cache never looks inside a chunk: it knows a
 // chunk only through these callbacks and the sizes they report, so that any
 // layout that cuts a dataset into (hyper)rectangular chunks stored apart in
-// the file can use it (dense chunked, sparse multi-section).
+// the file can use it. The engine's layouts: dense chunked, sparse and
+// variable-length (structured, multi-section chunks) and contiguous (one
+// extent cut into pieces of whole rows, engine/contig.go).
 //
 // Seed 002 callback       → here
 //   H5SC_layout_query     → Layout.ChunkDims
@@ -24,8 +26,11 @@ import (
 //   H5SC_chunk_erase_values_t (set extent) → Layout.Trim
 //   H5SC_delete_chunk_t   → Layout.Delete (extent); a chunk emptied by
 //                           erasing is deleted by its layout's Publish
-//   H5SC_chunk_evict_t    → optional Evicter
-//   H5SC_chunk_condense_t → optional Condenser
+//   H5SC_chunk_evict_t    → optional Evicter (dense and contiguous
+//                           chunks give their pooled buffers back)
+//   H5SC_chunk_condense_t → optional Condenser (sparse and variable-length
+//                           chunks, which grow and shrink, drop slack and
+//                           defragment their heaps; engine/condense.go)
 //   direct chunk read/write, whole chunks → optional DirectReader,
 //                           DirectWriter (direct.go, directwrite.go)
 //
