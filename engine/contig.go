@@ -485,3 +485,31 @@ func specBytes(shape []uint64, es int) (uint64, bool) {
 	}
 	return n, true
 }
+
+var _ cache.DirectReader = (*contigLayout)(nil)
+
+// DirectTarget lets a read that selects a whole piece, contiguous in the
+// caller's buffer, go from the extent straight into the caller's buffer
+// (cache/direct.go): the stored piece is the caller's bytes, with no
+// trailer; VerifyDirect checks them against the piece's checksum. The
+// last piece, shorter than the piece shape when the rows do not divide,
+// and pieces under directMin stay on the cached path.
+func (l *contigLayout) DirectTarget(loc cache.Location, p cache.Piece) ([]byte, int, bool) {
+	if l.s.chunkBytes < directMin || loc.Size != l.s.chunkBytes {
+		return nil, 0, false
+	}
+	dst, ok := (&denseLayout{s: l.s}).wholeRun(p)
+	if !ok {
+		return nil, 0, false
+	}
+	return dst, 0, true
+}
+
+// VerifyDirect checks a piece read directly against the checksum the
+// header (or the working table) records for it.
+func (l *contigLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, _ []byte) error {
+	if format.Checksum(dst) != loc.Sum {
+		return fmt.Errorf("%w: contiguous dataset %q piece %d at %d: checksum mismatch", ErrCorrupt, l.s.name, coord[0], loc.Addr)
+	}
+	return nil
+}

@@ -306,3 +306,50 @@ func TestContiguousFaultAtEveryOperation(t *testing.T) {
 	defer verifyNoLeaks(t)
 	faultSweep(t, contigCrashWorkload, 2)
 }
+
+// TestContiguousDirectRead: reads of whole pieces go straight from the
+// extent into the caller's buffer (no load into the cache) and are still
+// verified against the piece checksums.
+func TestContiguousDirectRead(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	c, err := cache.New(cache.Config{QuiescentBytes: 8 << 20})
+	must(t, err)
+	defer c.Close()
+	f, err := CreateWith(mem, &Options{Cache: c})
+	must(t, err)
+	spec := DatasetSpec{Type: Uint8, Shape: []uint64{256, 1024}, Layout: Contiguous}
+	ds, err := f.CreateDataset("c", spec)
+	must(t, err)
+	data := randomBytes(rand.New(rand.NewPCG(1, 1)), 256*1024)
+	must(t, ds.Write(ctx, All(spec.Shape), data))
+	must(t, f.Close())
+	f, err = OpenWith(mem, &Options{Cache: c, ReadOnly: true})
+	must(t, err)
+	ds, err = f.OpenDataset("c")
+	must(t, err)
+	before := c.Stats()
+	got := make([]byte, len(data))
+	must(t, ds.Read(ctx, All(spec.Shape), got))
+	if !bytes.Equal(got, data) {
+		t.Fatal("read differs")
+	}
+	if st := c.Stats(); st.Loads != before.Loads || st.VectorReads == before.VectorReads {
+		t.Fatalf("whole pieces: %d loads, %d vector reads", st.Loads-before.Loads, st.VectorReads-before.VectorReads)
+	}
+	exts, err := ds.ChunkExtents(ctx)
+	must(t, err)
+	must(t, f.Close())
+	b := []byte{0}
+	_, _ = mem.ReadAt(b, exts[0].Off+70000)
+	b[0] ^= 4
+	_, _ = mem.WriteAt(b, exts[0].Off+70000)
+	f, err = OpenWith(mem, &Options{Cache: c, ReadOnly: true})
+	must(t, err)
+	defer f.Close()
+	ds, err = f.OpenDataset("c")
+	must(t, err)
+	if err := ds.Read(ctx, All(spec.Shape), got); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("damaged piece read directly: %v", err)
+	}
+}
