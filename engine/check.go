@@ -165,6 +165,12 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 					continue
 				}
 			}
+			if s.vlen != nil {
+				if err := s.vlen.checkChunk(c.coord, ch, s.shape()); err != nil {
+					problem("dataset %q: %v", name, err)
+					continue
+				}
+			}
 			r.Chunks++
 		}
 	}

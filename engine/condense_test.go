@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
@@ -63,6 +65,42 @@ func TestCondense(t *testing.T) {
 		must(t, vl.s.vlen.Scatter(ch, reqs[0].Piece))
 		if err := vlenDiff(pieces[0].vals, small); err != nil {
 			t.Fatalf("vlen: %v", err)
+		}
+	}
+}
+
+// TestCheckOutsideExtent: Check reports a sparse or variable-length chunk
+// that still holds elements outside the extent its header records (what
+// an untrimmed shrink would leave).
+func TestCheckOutsideExtent(t *testing.T) {
+	ctx := context.Background()
+	for _, spec := range []DatasetSpec{
+		{Type: Uint8, Shape: []uint64{10}, MaxShape: []uint64{Unlimited}, Chunk: []uint64{10}, Layout: Sparse},
+		{Type: Uint8, Shape: []uint64{10}, MaxShape: []uint64{Unlimited}, Chunk: []uint64{10}, Layout: Vlen},
+	} {
+		mem := vfd.NewMem()
+		f, err := CreateWith(mem, nil)
+		must(t, err)
+		ds, err := f.CreateDataset("d", spec)
+		must(t, err)
+		if spec.Layout == Vlen {
+			must(t, ds.WriteStrings(ctx, Box([]uint64{7}, []uint64{1}), []string{"x"}))
+		} else {
+			must(t, ds.Write(ctx, Box([]uint64{7}, []uint64{1}), []byte{1}))
+		}
+		must(t, f.Flush(ctx))
+		if _, err := Check(ctx, mem); err != nil {
+			t.Fatalf("%v: before: %v", spec.Layout, err)
+		}
+		// Record a smaller extent without trimming (a bug Check must see).
+		ds.s.mu.Lock()
+		ds.s.mu.shape = []uint64{5}
+		ds.s.mu.Unlock()
+		ds.s.dirty.Store(true)
+		must(t, f.Flush(ctx))
+		must(t, f.Close())
+		if _, err := Check(ctx, mem); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%v: untrimmed chunk: %v", spec.Layout, err)
 		}
 	}
 }

@@ -508,3 +508,18 @@ func (d *Dataset) ReadStrings(ctx context.Context, sel Selection) ([]string, err
 	}
 	return out, nil
 }
+
+// checkChunk verifies what Decode cannot: a stored chunk holds no
+// non-empty element outside the extent dims (a shrink empties them before
+// the commit that records it). For engine.Check.
+func (l *vlenLayout) checkChunk(coord []uint64, chunk cache.Chunk, dims []uint64) error {
+	c, ok := chunk.(*vlenChunk)
+	if !ok {
+		return fmt.Errorf("%w: not a variable-length chunk", ErrInternal)
+	}
+	probe := &vlenChunk{off: append([]uint32(nil), c.off...), ln: append([]uint32(nil), c.ln...), heap: c.heap, garbage: c.garbage}
+	if changed, _ := l.Trim(coord, probe, dims); changed {
+		return fmt.Errorf("%w: variable-length chunk %v has elements outside the extent %v", ErrCorrupt, coord, dims)
+	}
+	return nil
+}
