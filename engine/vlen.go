@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/format"
@@ -337,6 +338,7 @@ func (l *vlenLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
 	if int64(len(c.heap))+grow > vlenMaxHeap {
 		l.compact(c)
 	}
+	c.heap = slices.Grow(c.heap, int(grow))
 	for _, s := range segs {
 		for j := uint64(0); j < s.n; j++ {
 			e, v := s.lo+j, pc.vals[s.buf+j]
@@ -486,9 +488,16 @@ func (d *Dataset) WriteStrings(ctx context.Context, sel Selection, vals []string
 	if d.s.elemSize != 1 {
 		return fmt.Errorf("%w: strings need a variable-length dataset of 1-byte elements", ErrInvalid)
 	}
+	// One buffer for all the strings' bytes instead of one per string.
+	n := 0
+	for _, v := range vals {
+		n += len(v)
+	}
+	all := make([]byte, 0, n)
 	b := make([][]byte, len(vals))
 	for i, v := range vals {
-		b[i] = []byte(v)
+		all = append(all, v...)
+		b[i] = all[len(all)-len(v) : len(all) : len(all)]
 	}
 	return d.WriteVlen(ctx, sel, b)
 }
