@@ -32,7 +32,10 @@ import (
 //                           chunks, which grow and shrink, drop slack and
 //                           defragment their heaps; engine/condense.go)
 //   direct chunk read/write, whole chunks → optional DirectReader,
-//                           DirectWriter (direct.go, directwrite.go)
+//                           DirectWriter (direct.go, directwrite.go):
+//                           dense chunks both ways, contiguous pieces
+//                           (fixed-size blocks of one extent, each with
+//                           its own checksum) read directly
 //
 // The operations seed 002 gives layouts of structured chunks are carried
 // by the Piece instead of by more callbacks: a Piece is the layout's own
