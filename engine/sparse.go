@@ -568,6 +568,45 @@ const (
 	mergeKeep                   // undefine everything outside the rows
 )
 
+// writeInPlace applies a write without rebuilding the chunk when it can:
+// when every row overwrites elements already defined (their values are
+// replaced where they are), or when every row lies after the last defined
+// element (runs and values are appended, amortized). Filling a chunk in
+// order, or rewriting its defined elements, then costs what the write
+// carries instead of the chunk's size. It reports false, having changed
+// nothing, otherwise.
+func (c *sparseChunk) writeInPlace(segs []seg, src []byte, es int) bool {
+	if len(segs) == 0 {
+		return true
+	}
+	e := uint64(es)
+	if n := len(c.runs); n == 0 || segs[0].lo >= uint64(c.runs[n-1].End()) {
+		for _, s := range segs {
+			if k := len(c.runs); k > 0 && uint64(c.runs[k-1].End()) == s.lo {
+				c.runs[k-1].Len += uint32(s.n)
+			} else {
+				c.runs = append(c.runs, section.Run{Start: uint32(s.lo), Len: uint32(s.n), At: uint32(uint64(len(c.data)) / e)})
+			}
+			c.data = append(c.data, src[s.buf*e:(s.buf+s.n)*e]...)
+		}
+		return true
+	}
+	for _, s := range segs {
+		covered := uint64(0)
+		overlap(c.runs, s.lo, s.n, func(_, cnt, _ uint64) { covered += cnt })
+		if covered != s.n {
+			return false
+		}
+	}
+	for _, s := range segs {
+		overlap(c.runs, s.lo, s.n, func(off, cnt, at uint64) {
+			b := s.buf + off - s.lo
+			copy(c.data[at*e:(at+cnt)*e], src[b*e:(b+cnt)*e])
+		})
+	}
+	return true
+}
+
 // apply returns the chunk's runs and values after combining them with
 // segs (ascending, disjoint) under mode; the chunk itself is not changed.
 func (c *sparseChunk) apply(mode mergeMode, segs []seg, src []byte, es int) ([]section.Run, []byte) {
@@ -705,9 +744,12 @@ func (l *sparseLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
 		return fmt.Errorf("%w: sparse write with piece kind %d", ErrInternal, pc.kind)
 	}
 	before := c.defined()
-	runs, data := c.apply(mode, l.segsOf(pc), pc.buf, l.s.elemSize)
-	if mode == mergeWrite || uint64(len(data)/l.s.elemSize) != before {
-		c.runs, c.data = runs, data
+	segs := l.segsOf(pc)
+	if mode != mergeWrite || !c.writeInPlace(segs, pc.buf, l.s.elemSize) {
+		runs, data := c.apply(mode, segs, pc.buf, l.s.elemSize)
+		if mode == mergeWrite || uint64(len(data)/l.s.elemSize) != before {
+			c.runs, c.data = runs, data
+		}
 	}
 	// Noted even when an erase changed nothing: the cache marks the chunk
 	// dirty after any Gather (a full erase replaces the stored chunk by

@@ -483,3 +483,65 @@ func TestSparseDenseAPI(t *testing.T) {
 		t.Fatalf("selection filters on a dense dataset: %v", err)
 	}
 }
+
+// TestSparseWriteInPlace: the in-place write paths (appending after the
+// last defined element, overwriting defined elements) give exactly the
+// runs and values the general merge gives, and the general merge is used
+// for anything else.
+func TestSparseWriteInPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 9))
+	const limit, es = 300, 2
+	for it := 0; it < 2000; it++ {
+		// A random chunk, built through the general merge.
+		base := &sparseChunk{}
+		var segs []seg
+		for pos := uint64(rng.IntN(20)); pos < limit; pos += uint64(2 + rng.IntN(30)) {
+			n := min(uint64(1+rng.IntN(8)), limit-pos)
+			segs = append(segs, seg{lo: pos, n: n, buf: 0})
+			pos += n
+		}
+		src := randomBytes(rng, limit*es)
+		base.runs, base.data = base.apply(mergeWrite, segs, src, es)
+		// A random write: after the end, over defined elements, or anywhere.
+		var w []seg
+		switch rng.IntN(3) {
+		case 0:
+			end := uint64(0)
+			if k := len(base.runs); k > 0 {
+				end = uint64(base.runs[k-1].End())
+			}
+			for pos := end + uint64(rng.IntN(3)); pos < limit && len(w) < 4; pos += uint64(1 + rng.IntN(10)) {
+				n := min(uint64(1+rng.IntN(5)), limit-pos)
+				w = append(w, seg{lo: pos, n: n})
+				pos += n
+			}
+		case 1:
+			for _, r := range base.runs {
+				if rng.IntN(2) == 0 {
+					w = append(w, seg{lo: uint64(r.Start), n: uint64(1 + rng.IntN(int(r.Len)))})
+				}
+			}
+		default:
+			for pos := uint64(rng.IntN(50)); pos < limit; pos += uint64(1 + rng.IntN(40)) {
+				n := min(uint64(1+rng.IntN(10)), limit-pos)
+				w = append(w, seg{lo: pos, n: n})
+				pos += n
+			}
+		}
+		var b uint64
+		for i := range w {
+			w[i].buf = b
+			b += w[i].n
+		}
+		wsrc := randomBytes(rng, int(b)*es)
+		want := &sparseChunk{}
+		want.runs, want.data = base.apply(mergeWrite, w, wsrc, es)
+		got := &sparseChunk{runs: slices.Clone(base.runs), data: slices.Clone(base.data)}
+		if !got.writeInPlace(w, wsrc, es) {
+			got.runs, got.data = got.apply(mergeWrite, w, wsrc, es)
+		}
+		if !slices.Equal(got.runs, want.runs) || !bytes.Equal(got.data, want.data) {
+			t.Fatalf("iteration %d: in place %v, merge %v", it, got.runs, want.runs)
+		}
+	}
+}
