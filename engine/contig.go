@@ -121,7 +121,10 @@ func decodeContigParams(b []byte, pieces uint64) (contigState, error) {
 // Concurrency: mu guards the committed and working extents. Insert and
 // Publish count insertions in flight; the commit (commitParams) waits
 // for them to drain and keeps new ones out while it copies, so no piece
-// is written by the cache and by the copy at once.
+// is written by the cache and by the copy at once. The copy holds mu, so
+// misses (Lookup) of the dataset wait for it too: a commit of a changed
+// contiguous dataset costs one pass over the extent, which is why the
+// layout is the default only for small datasets; hits do not wait.
 type contigLayout struct {
 	s        *dsState
 	rows     uint64 // rows per piece
