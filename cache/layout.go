@@ -8,7 +8,9 @@ import (
 // Callbacks"), in Go form. The cache never looks inside a chunk: it knows a
 // chunk only through these callbacks and the sizes they report, so that any
 // layout that cuts a dataset into (hyper)rectangular chunks stored apart in
-// the file can use it (dense chunked, contiguous, sparse multi-section).
+// the file can use it. The engine's layouts: dense chunked, sparse and
+// variable-length (structured, multi-section chunks) and contiguous (one
+// extent cut into pieces of whole rows, engine/contig.go).
 //
 // Seed 002 callback       → here
 //   H5SC_layout_query     → Layout.ChunkDims
@@ -19,27 +21,66 @@ import (
 //   H5SC_chunk_insert_t   → Layout.Insert (allocate) + Layout.Publish (index)
 //   H5SC_chunk_scatter_mem_t → Layout.Scatter; fill of absent chunks → Layout.ScatterFill
 //   H5SC_chunk_gather_mem_t  → Layout.Gather
-//   H5SC_chunk_fill_t / erase_values (set extent) → Layout.Trim
-//   H5SC_delete_chunk_t   → Layout.Delete
-//   H5SC_chunk_evict_t    → optional Evicter
-//   H5SC_chunk_condense_t → optional Condenser
+//   H5SC_chunk_fill_t     → NewChunk(fill) for new chunks, ScatterFill for
+//                           absent ones, Trim after a shrink
+//   H5SC_chunk_erase_values_t (set extent) → Layout.Trim
+//   H5SC_delete_chunk_t   → Layout.Delete (extent); a chunk emptied by
+//                           erasing is deleted by its layout's Publish
+//   H5SC_chunk_evict_t    → optional Evicter (dense and contiguous
+//                           chunks give their pooled buffers back)
+//   H5SC_chunk_condense_t → optional Condenser (sparse and variable-length
+//                           chunks, which grow and shrink, drop slack and
+//                           defragment their heaps; engine/condense.go)
+//   direct chunk read/write, whole chunks → optional DirectReader,
+//                           DirectWriter (direct.go, directwrite.go):
+//                           dense chunks both ways, contiguous pieces
+//                           (fixed-size blocks of one extent, each with
+//                           its own checksum) read directly
 //
-// Encode-in-place, decode-defined-values, defined-values and evict-values
-// have no users yet (no sparse layout), so they are not part of the
-// interface; they would be added as further optional interfaces.
+// The operations seed 002 gives layouts of structured chunks are carried
+// by the Piece instead of by more callbacks: a Piece is the layout's own
+// value, so a layout can make a request mean "read values", "define"
+// (write), "erase values" or "report defined values", and its Scatter and
+// Gather do what the piece says. The cache's rules stay those of a read
+// (Scatter, shared) and a write (Gather, exclusive, chunk re-sized and
+// dirtied afterwards). The engine's sparse layout (engine/sparse.go) works
+// this way:
 //
-// Departure from seed 002: the selection/vector read and write callbacks
-// (reading or writing a piece straight between disk and the caller's
-// buffer) are left out on purpose. Every stored chunk here carries a
-// checksum (DESIGN.md "No data loss"), and a partial direct read could not
-// verify it; a partial direct write would overwrite the only good copy in
-// place. Only whole chunks go directly: a whole unfiltered chunk that is
-// not resident is read into the caller's buffer and verified there
-// (DirectReader, direct.go), and written from it into newly allocated
-// space with its checksum from a side buffer (DirectWriter,
-// directwrite.go). Other chunks larger than Config.BypassBytes skip the
-// cache by being loaded, served and dropped at once (the fallback seed 002
-// names for "Skip Cache").
+//   H5SC_chunk_defined_values_t → Scatter of a "defined" piece
+//   H5SC_chunk_erase_values_t (user erase) → Gather of an "erase" piece;
+//                           a chunk left with no defined value encodes to
+//                           an empty image, which Publish turns into a
+//                           deletion (delete_chunk)
+//   H5SC_chunk_decode_defined_values_t → a second registered dataset
+//                           whose Lookup locates only the selection
+//                           section of a stored chunk and whose Decode
+//                           decodes only it (seed 001 §2.1 item 6): the
+//                           cache loads and keeps selections without the
+//                           values, in the same budget. Its chunk
+//                           coordinates name the stored version, so a kept
+//                           selection is never stale.
+//
+// Not part of the interface, and why:
+//   - evict_values: with selections kept by their own dataset, a whole
+//     chunk need not shed its values to keep its selection; evicting it
+//     whole is enough.
+//   - encode_in_place: Encode writes the image into a pooled buffer the
+//     cache owns (Encoded.Pooled) and the chunk's buffer is recycled on
+//     Evict, so an in-place variant would save no allocation.
+//   - selection/vector read and write of part of a chunk (reading or
+//     writing a piece straight between disk and the caller's buffer):
+//     not implemented. A dense chunk's stored frame carries one checksum
+//     over the whole image, which a partial direct read could not verify,
+//     and a partial direct write would overwrite the only good copy in
+//     place (DESIGN.md "No data loss"). Structured chunks checksum each
+//     section, so a per-section direct read is verifiable; the selection
+//     view above is that read, made through the cache. Whole chunks go
+//     directly: a whole unfiltered chunk that is not resident is read
+//     into the caller's buffer and verified there (DirectReader), and
+//     written from it into newly allocated space with its checksum from a
+//     side buffer (DirectWriter). Other chunks larger than
+//     Config.BypassBytes skip the cache by being loaded, served and
+//     dropped at once (the fallback seed 002 names for "Skip Cache").
 
 // Coord is a chunk's scaled coordinates: element coordinates divided by the
 // chunk dimensions, so adjacent chunks differ by one (seed 002 "scaled").
@@ -106,8 +147,9 @@ type Insertion struct {
 
 // Piece is the part of one I/O request that falls in one chunk: the
 // selection inside the chunk and where its elements sit in the caller's
-// buffer. The cache never looks inside; it hands the piece back to Scatter,
-// ScatterFill, Gather and VectorRead.
+// buffer, and what to do there (see above: a layout may give pieces kinds).
+// The cache never looks inside; it hands the piece back to Scatter,
+// ScatterFill, Gather and the direct paths (DirectReader, DirectWriter).
 type Piece any
 
 // Layout is implemented by every storage layout whose chunks go through the

@@ -95,6 +95,17 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 			problem("dataset %q: %v", name, err)
 			continue
 		}
+		if s.contig != nil {
+			if base, size, _ := s.contig.committedExtent(); base != 0 {
+				add(base, size, "contiguous extent of "+name)
+				if err := s.contig.check(); err != nil {
+					problem("dataset %q: %v", name, err)
+					continue
+				}
+				r.Chunks += int(s.contig.pieces)
+			}
+			continue
+		}
 		x, err := s.idx.get(ctx)
 		if err != nil {
 			problem("dataset %q index: %v", name, err)
@@ -133,7 +144,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 					break
 				}
 			}
-			if int64(c.e.Size) > s.layout.maxStored() || c.e.Addr+c.e.Size > f.sb.Load().EOF || c.e.Addr < format.DataStart {
+			if int64(c.e.Size) > s.maxStored() || c.e.Addr+c.e.Size > f.sb.Load().EOF || c.e.Addr < format.DataStart {
 				problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
 				continue
 			}
@@ -143,9 +154,22 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 				continue
 			}
 			loc := cache.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask, Sum: c.e.Sum}
-			if _, err := s.layout.Decode(c.coord, loc, img); err != nil {
+			ch, err := s.cacheLayout().Decode(c.coord, loc, img)
+			if err != nil {
 				problem("dataset %q: chunk %v: %v", name, c.coord, err)
 				continue
+			}
+			if s.sparse != nil {
+				if err := s.sparse.checkChunk(c.coord, ch, s.shape()); err != nil {
+					problem("dataset %q: %v", name, err)
+					continue
+				}
+			}
+			if s.vlen != nil {
+				if err := s.vlen.checkChunk(c.coord, ch, s.shape()); err != nil {
+					problem("dataset %q: %v", name, err)
+					continue
+				}
 			}
 			r.Chunks++
 		}

@@ -140,6 +140,7 @@ func verifyCommitted(t *testing.T, drv vfd.Driver, lastAck uint64, snaps snapsho
 			t.Fatalf("generation %d: open %s: %v", gen, n, err)
 		}
 		ref.verify(t, ds)
+		verifyDefined(t, ds, ref)
 	}
 	return gen
 }

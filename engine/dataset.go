@@ -42,6 +42,17 @@ type dsState struct {
 	unfiltered bool
 	idx        *lazyIndex
 	layout     *denseLayout
+	// Layouts other than dense (engine/layout.go, sparse.go): code is
+	// the header's layout code, layoutParams its LayoutParams part,
+	// carried unchanged through header rewrites; sparse is set for a
+	// sparse dataset (layout is then nil). admitBytes is what admission
+	// counts per chunk of a request (the most a chunk can take in cache).
+	code         uint8
+	layoutParams []byte
+	sparse       *sparseLayout
+	contig       *contigLayout // contiguous: idx is nil
+	vlen         *vlenLayout
+	admitBytes   int64
 	// chunkBytes is the decoded size of one chunk.
 	chunkBytes int64
 	// attrs are the dataset's attributes (attr.go), the header's Attrs
@@ -74,6 +85,7 @@ type dsState struct {
 		headerSum  uint32
 		refs       int
 		cds        *cache.Dataset // registered while refs > 0
+		vcds       *cache.Dataset // a sparse dataset's selection view, registered with cds
 		// pendingTrims are shrinks whose edge-chunk trims could not run
 		// (see SetExtent). Until they have, the extent may not grow and no
 		// commit may write the header: the stored edge chunks still hold
@@ -162,13 +174,16 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 		Shape:         clone(spec.Shape),
 		MaxShape:      clone(spec.MaxShape),
 		Chunk:         clone(spec.Chunk),
-		Layout:        layoutDense,
+		Layout:        spec.Layout.code(),
+		LayoutParams:  spec.layoutParams(),
 		Filters:       filter.EncodeSpecs(specs),
 		Fill:          clone(spec.Fill),
 		MinCacheBytes: spec.CacheMinBytes,
 	}
 	g := geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk)
-	hdr.IndexKind = uint8(index.ChooseKind(g.MaxGrid))
+	if spec.Layout != Contiguous {
+		hdr.IndexKind = uint8(index.ChooseKind(g.MaxGrid))
+	}
 	// The header decoder's limits, enforced on the way in: a header that
 	// encodes but does not decode would make the whole file unreadable
 	// after the next commit (issue 9 §5). The id is not known yet; any
@@ -191,20 +206,25 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 	// Created empty and then resized to the extent, so that the index's
 	// own capacity (the extensible array's slot count) is checked here and
 	// not first by a later SetExtent or write.
-	empty := g
-	empty.Grid = make([]uint64, len(g.Grid))
-	idx, err := index.New(index.Kind(hdr.IndexKind), empty, f.indexStore())
-	if err == nil {
-		err = idx.Resize(ctx, g, nil)
-	}
-	if err != nil {
-		return nil, classify(err)
+	var idx index.Index
+	if spec.Layout != Contiguous { // contiguous datasets have no chunk index
+		empty := g
+		empty.Grid = make([]uint64, len(g.Grid))
+		idx, err = index.New(index.Kind(hdr.IndexKind), empty, f.indexStore())
+		if err == nil {
+			err = idx.Resize(ctx, g, nil)
+		}
+		if err != nil {
+			return nil, classify(err)
+		}
 	}
 	s, err := f.newState(hdr)
 	if err != nil {
 		return nil, err
 	}
-	s.idx.set(idx)
+	if idx != nil {
+		s.idx.set(idx)
+	}
 	ds, err := s.acquire()
 	if err != nil {
 		return nil, err
@@ -282,7 +302,7 @@ func (f *File) loadState(e format.CatalogEntry) (*dsState, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	if hdr.Name != e.Name || hdr.ID != e.ID || hdr.Layout != layoutDense {
+	if hdr.Name != e.Name || hdr.ID != e.ID || !knownLayout(hdr.Layout) {
 		return nil, fmt.Errorf("%w: dataset header %q does not match its catalog entry", ErrCorrupt, e.Name)
 	}
 	s, err := f.newState(hdr)
@@ -332,7 +352,9 @@ func (f *File) newState(hdr format.DatasetHeader) (*dsState, error) {
 		s.fill = hdr.Fill
 	}
 	s.mu.shape = hdr.Shape
-	s.layout = &denseLayout{s: s}
+	if err := s.setLayout(hdr.Layout, hdr.LayoutParams); err != nil {
+		return nil, err
+	}
 	attrs, err := decodeAttrs(hdr.Attrs)
 	if err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", hdr.Name, err)
@@ -367,9 +389,13 @@ func (s *dsState) acquire() (*Dataset, error) {
 	if s.mu.refs == 0 {
 		// The header's CacheMinBytes has the cache's meaning: 0 the
 		// cache's default, -1 no reservation.
-		cds, err := s.f.cfile.RegisterDataset(s.id, s.layout, cache.DatasetOptions{MinBytes: s.minCache})
+		cds, err := s.f.cfile.RegisterDataset(s.id, s.cacheLayout(), cache.DatasetOptions{MinBytes: s.minCache})
 		if err != nil {
 			return nil, classify(err)
+		}
+		if err := s.registerViews(); err != nil {
+			_ = cds.Unregister(context.Background())
+			return nil, err
 		}
 		s.mu.cds = cds
 	}
@@ -403,9 +429,9 @@ func (s *dsState) header(shape []uint64, root []byte) format.DatasetHeader {
 	return format.DatasetHeader{
 		Name: s.name, ID: s.id, Type: uint8(s.typ),
 		Shape: shape, MaxShape: s.maxShape, Chunk: s.chunk,
-		Layout: layoutDense, Filters: s.filters, Fill: s.fill,
-		MinCacheBytes: s.minCache, IndexKind: uint8(s.idx.kind()), IndexRoot: root,
-		Attrs: s.attrs.load().enc,
+		Layout: s.code, Filters: s.filters, Fill: s.fill,
+		MinCacheBytes: s.minCache, IndexKind: s.indexKind(), IndexRoot: root,
+		LayoutParams: s.layoutParams, Attrs: s.attrs.load().enc,
 	}
 }
 
@@ -434,13 +460,21 @@ func (s *dsState) writeHeader(ctx context.Context) (err error) {
 			s.dirty.Store(true)
 		}
 	}()
-	root, err := s.idx.flush(ctx)
+	var root, params []byte
+	if s.contig != nil {
+		params, err = s.contig.commitParams(ctx)
+	} else {
+		root, err = s.idx.flush(ctx)
+	}
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	hdr := s.header(clone(s.mu.shape), root)
 	s.mu.Unlock()
+	if params != nil {
+		hdr.LayoutParams = params
+	}
 	b := format.EncodeDatasetHeader(hdr)
 	addr, err := s.f.space.alloc(int64(len(b)))
 	if err != nil {
@@ -494,7 +528,12 @@ func (d *Dataset) Filters() []Filter {
 }
 
 // IndexKind names the dataset's chunk index ("extensible-array", ...).
-func (d *Dataset) IndexKind() string { return d.s.idx.kind().String() }
+func (d *Dataset) IndexKind() string {
+	if d.s.idx == nil {
+		return "none" // contiguous
+	}
+	return d.s.idx.kind().String()
+}
 
 // Storage describes what a dataset occupies in the file.
 type Storage struct {
@@ -511,6 +550,9 @@ func (d *Dataset) Storage(ctx context.Context) (Storage, error) {
 	}
 	d.s.extent.RLock()
 	defer d.s.extent.RUnlock()
+	if d.s.contig != nil {
+		return d.s.contig.storage(), nil
+	}
 	x, err := d.s.idx.get(ctx)
 	if err != nil {
 		return Storage{}, err
@@ -612,6 +654,9 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 // lock when it can.
 func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool) error {
 	s := d.s
+	if s.vlen != nil {
+		return fmt.Errorf("%w: dataset %q is variable-length: use ReadVlen/WriteVlen", ErrInvalid, s.name)
+	}
 	sc := ioPool.Get().(*ioScratch)
 	defer sc.put()
 	sc.regions[0] = s.regionInto(sel, sc)
@@ -650,6 +695,9 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 		if n > s.maxShape[i] {
 			return fmt.Errorf("%w: extent %v exceeds max shape %v", ErrOutOfRange, dims, s.maxShape)
 		}
+	}
+	if s.contig != nil && !equal(dims, s.shape()) {
+		return fmt.Errorf("%w: a contiguous dataset's extent is fixed", ErrInvalid)
 	}
 	// The header decoder's limits (Unlimited as a current extent, more
 	// than 2^63-1 elements), checked before anything changes.
@@ -725,11 +773,18 @@ func (d *Dataset) Close() error {
 	s.mu.Lock()
 	s.mu.refs--
 	var cds *cache.Dataset
+	var vcds *cache.Dataset
 	if s.mu.refs == 0 {
 		cds, s.mu.cds = s.mu.cds, nil
+		vcds, s.mu.vcds = s.mu.vcds, nil
 		s.hot.Store(nil)
 	}
 	s.mu.Unlock()
+	if vcds != nil {
+		// Read-only: it holds no dirty chunks, so this cannot fail for
+		// want of I/O; its selections stay cached for a warm reopen.
+		_ = vcds.Unregister(context.Background())
+	}
 	if cds != nil {
 		err := cds.Unregister(context.Background())
 		if err != nil && s.f.closed.Load() {

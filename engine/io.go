@@ -251,7 +251,7 @@ func (s *dsState) ioLocked(ctx context.Context, sel Selection, buf []byte, write
 	// Resident chunks need no admission (see cache.ServeResident).
 	n, err := s.f.cache.ServeResident(ctx, write, reqs)
 	if err == nil && n < len(reqs) {
-		err = s.f.runAdmitted(ctx, reqs[n:], s.chunkBytes, write)
+		err = s.f.runAdmitted(ctx, reqs[n:], s.admitBytes, write)
 	}
 	if write && (err == nil || n > 0) {
 		s.dirty.Store(true)

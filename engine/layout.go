@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/format"
 	"github.com/scc-dev/scc/engine/index"
 	"github.com/scc-dev/scc/engine/selection"
@@ -48,6 +50,9 @@ type piece struct {
 	p        *selection.Piece
 	buf      []byte   // the caller's packed buffer (whole request)
 	bufShape []uint64 // shape of buf
+	kind     pieceKind
+	out      *definedOut // pieceDefined, pieceValues: the piece's result
+	vals     [][]byte    // pieceVlen: one sequence per element of the whole request
 }
 
 func (l *denseLayout) ChunkDims() []uint64 { return l.s.chunk }
@@ -358,4 +363,230 @@ func (l *denseLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, t
 		return fmt.Errorf("%w: chunk %v of %q: checksum mismatch", ErrCorrupt, []uint64(coord), l.s.name)
 	}
 	return nil
+}
+
+// knownLayout reports whether code is a layout this engine reads.
+func knownLayout(code uint8) bool {
+	return code == layoutDense || code == layoutSparse || code == layoutContig || code == layoutVlen
+}
+
+// setLayout builds the dataset's layout from its header fields.
+func (s *dsState) setLayout(code uint8, params []byte) error {
+	s.code, s.layoutParams = code, params
+	switch code {
+	case layoutDense:
+		if len(params) != 0 {
+			return fmt.Errorf("%w: dense dataset %q with layout parameters", ErrCorrupt, s.name)
+		}
+		s.layout = &denseLayout{s: s}
+		s.admitBytes = s.chunkBytes
+	case layoutSparse:
+		l, err := newSparseLayout(s, params)
+		if err != nil {
+			return fmt.Errorf("dataset %q: %w", s.name, err)
+		}
+		s.sparse = l
+		// A sparse chunk takes at most one run (12 bytes) and one value
+		// per element.
+		s.admitBytes = l.memFor(l.elems)
+	case layoutContig:
+		if len(s.pipeline.Specs()) > 0 {
+			return fmt.Errorf("%w: contiguous dataset %q with filters", ErrCorrupt, s.name)
+		}
+		if !equal(s.mu.shape, s.maxShape) {
+			return fmt.Errorf("%w: contiguous dataset %q with shape %v, max shape %v", ErrCorrupt, s.name, s.mu.shape, s.maxShape)
+		}
+		l, err := newContigLayout(s, s.mu.shape, params)
+		if err != nil {
+			return err
+		}
+		s.contig, s.idx = l, nil
+		s.admitBytes = s.chunkBytes
+	case layoutVlen:
+		l, err := newVlenLayout(s, params)
+		if err != nil {
+			return fmt.Errorf("dataset %q: %w", s.name, err)
+		}
+		s.vlen = l
+		// The fixed section plus a heap estimate: the heap's real size
+		// is charged by the cache once loaded.
+		s.admitBytes = l.memFor(1 << 20)
+	default:
+		return fmt.Errorf("%w: dataset %q: layout code %d", ErrCorrupt, s.name, code)
+	}
+	return nil
+}
+
+// indexKind is the header's IndexKind (0 for a contiguous dataset, which
+// has no index).
+func (s *dsState) indexKind() uint8 {
+	if s.idx == nil {
+		return 0
+	}
+	return uint8(s.idx.kind())
+}
+
+// cacheLayout is the layout registered with the cache.
+func (s *dsState) cacheLayout() cache.Layout {
+	if s.sparse != nil {
+		return s.sparse
+	}
+	if s.contig != nil {
+		return s.contig
+	}
+	if s.vlen != nil {
+		return s.vlen
+	}
+	return s.layout
+}
+
+// maxStored bounds the stored size of one chunk.
+func (s *dsState) maxStored() int64 {
+	if s.sparse != nil {
+		return s.sparse.maxStored()
+	}
+	if s.contig != nil {
+		return s.chunkBytes
+	}
+	if s.vlen != nil {
+		return s.vlen.maxStored()
+	}
+	return s.layout.maxStored()
+}
+
+// registerViews registers the cache datasets a layout has besides its
+// own (a sparse dataset's selection view). Caller holds s.mu.
+func (s *dsState) registerViews() error {
+	if s.sparse == nil {
+		return nil
+	}
+	// No reservation: the view borrows the cache like any reader.
+	v, err := s.f.cfile.RegisterDataset(s.id|selViewBit, s.sparse.view, cache.DatasetOptions{MinBytes: -1})
+	if err != nil {
+		return classify(err)
+	}
+	s.mu.vcds = v
+	return nil
+}
+
+// viewDataset is the sparse selection view's cache dataset.
+func (s *dsState) viewDataset() (*cache.Dataset, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.vcds == nil {
+		return nil, ErrClosed
+	}
+	return s.mu.vcds, nil
+}
+
+// layoutParams is the header's LayoutParams for the spec's layout.
+func (s DatasetSpec) layoutParams() []byte {
+	if s.Layout == Contiguous {
+		return encodeContigParams(contigState{})
+	}
+	if s.Layout == Vlen {
+		pct := s.HeapDefragPercent
+		if pct == 0 {
+			pct = vlenDefaultDefrag
+		}
+		return encodeVlenParams(pct)
+	}
+	if s.Layout != Sparse {
+		return nil
+	}
+	specs := make([]filter.Spec, len(s.SelectionFilters))
+	for i, f := range s.SelectionFilters {
+		specs[i] = f.spec
+	}
+	return encodeSparseParams(specs)
+}
+
+func (s DatasetSpec) validateLayout() error {
+	if s.Layout != Vlen && s.HeapDefragPercent != 0 {
+		return fmt.Errorf("%w: HeapDefragPercent on a %v dataset", ErrInvalid, s.Layout)
+	}
+	switch s.Layout {
+	case Chunked:
+		if len(s.SelectionFilters) != 0 {
+			return fmt.Errorf("%w: SelectionFilters on a %v dataset", ErrInvalid, s.Layout)
+		}
+	case Contiguous:
+		if len(s.SelectionFilters) != 0 || len(s.Filters) != 0 {
+			return fmt.Errorf("%w: a contiguous dataset has no filters", ErrInvalid)
+		}
+		if !equal(s.Shape, s.MaxShape) {
+			return fmt.Errorf("%w: a contiguous dataset has a fixed shape (max shape %v, shape %v)", ErrInvalid, s.MaxShape, s.Shape)
+		}
+	case Vlen:
+		if len(s.SelectionFilters) != 0 || len(s.Fill) != 0 {
+			return fmt.Errorf("%w: a variable-length dataset has no selection filters and no fill value (its fill is the empty sequence)", ErrInvalid)
+		}
+		if s.HeapDefragPercent < 0 || s.HeapDefragPercent > 100 {
+			return fmt.Errorf("%w: HeapDefragPercent %d (0..100)", ErrInvalid, s.HeapDefragPercent)
+		}
+		if n := prod64(s.Chunk); n > maxChunkBytes/8 {
+			return fmt.Errorf("%w: a variable-length chunk of %d elements (at most %d: 8 bytes each in its fixed section)", ErrInvalid, n, maxChunkBytes/8)
+		}
+	case Sparse:
+		if len(s.SelectionFilters) > 32 {
+			return fmt.Errorf("%w: %d selection filters (at most 32)", ErrInvalid, len(s.SelectionFilters))
+		}
+		for _, f := range s.SelectionFilters {
+			if err := f.spec.Validate(); err != nil {
+				return classify(err)
+			}
+		}
+	default:
+		return fmt.Errorf("%w: layout %v", ErrInvalid, s.Layout)
+	}
+	return nil
+}
+
+// ChunkExtent is where one stored chunk lives in the file.
+type ChunkExtent struct {
+	Coord     []uint64 // the chunk's scaled coordinates
+	Off, Size int64    // its frame's place in the file
+}
+
+// ChunkExtents lists the dataset's stored chunks as the chunk index names
+// them (chunks only in the cache are not listed until written), for tools
+// that inspect or damage files on purpose.
+func (d *Dataset) ChunkExtents(ctx context.Context) ([]ChunkExtent, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	d.s.extent.RLock()
+	defer d.s.extent.RUnlock()
+	if d.s.contig != nil {
+		base, size, _ := d.s.contig.committedExtent()
+		if base == 0 {
+			return nil, nil
+		}
+		return []ChunkExtent{{Off: base, Size: size}}, nil // one extent, no chunks
+	}
+	x, err := d.s.idx.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []ChunkExtent
+	err = x.Range(ctx, func(c []uint64, e index.Entry) bool {
+		out = append(out, ChunkExtent{Coord: clone(c), Off: int64(e.Addr), Size: int64(e.Size)})
+		return true
+	})
+	d.s.idx.account(x)
+	return out, classify(err)
+}
+
+// prod64 is the product of dims, saturating at 2^64-1 (dims are
+// validated elsewhere; this only has to be large when they are).
+func prod64(dims []uint64) uint64 {
+	n := uint64(1)
+	for _, d := range dims {
+		hi, lo := bits.Mul64(n, d)
+		if hi != 0 {
+			return ^uint64(0)
+		}
+		n = lo
+	}
+	return n
 }

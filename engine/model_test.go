@@ -17,6 +17,9 @@ type refArray struct {
 	elemSize int
 	fill     []byte
 	data     []byte
+	// vlen, for a variable-length dataset (vlen_test.go), holds every
+	// element's sequence instead of data.
+	vlen [][]byte
 }
 
 func newRef(dims []uint64, elemSize int, fill []byte) *refArray {
@@ -37,7 +40,7 @@ func (r *refArray) fillRange(b []byte) {
 }
 
 func (r *refArray) clone() *refArray {
-	return &refArray{dims: clone(r.dims), elemSize: r.elemSize, fill: r.fill, data: clone(r.data)}
+	return &refArray{dims: clone(r.dims), elemSize: r.elemSize, fill: r.fill, data: clone(r.data), vlen: clone(r.vlen)}
 }
 
 // points calls fn for every selected element: its linear index in the array
@@ -107,6 +110,10 @@ func (r *refArray) resize(dims []uint64) {
 // verify reads the whole dataset and compares it with the model.
 func (r *refArray) verify(t testing.TB, ds *Dataset) {
 	t.Helper()
+	if r.vlen != nil {
+		r.verifyVlen(t, ds)
+		return
+	}
 	if got := ds.Shape(); !equal(got, r.dims) {
 		t.Fatalf("%s: shape %v, model %v", ds.Name(), got, r.dims)
 	}

@@ -37,7 +37,7 @@ type StoredChunk struct {
 // every chunk written before the call is listed; chunks never written (or
 // deleted by a shrink) are absent and read as the fill value.
 func (d *Dataset) StoredChunks(ctx context.Context) ([]StoredChunk, error) {
-	if err := d.check(false); err != nil {
+	if err := d.checkRaw(false); err != nil {
 		return nil, err
 	}
 	s := d.s
@@ -97,7 +97,7 @@ func (s *dsState) chunkRegion(coords []uint64) (serialize.Region, error) {
 // stored (it reads as the fill value). A dirty cached copy is written back
 // first, so the bytes are those of the latest write.
 func (d *Dataset) ReadChunkRaw(ctx context.Context, coords []uint64) (data []byte, filterMask uint32, err error) {
-	if err := d.check(false); err != nil {
+	if err := d.checkRaw(false); err != nil {
 		return nil, 0, err
 	}
 	s := d.s
@@ -144,7 +144,7 @@ func (d *Dataset) ReadChunkRaw(ctx context.Context, coords []uint64) (data []byt
 // engine's invariant for stored chunks; otherwise ErrInvalid and nothing
 // is stored. data is not retained.
 func (d *Dataset) WriteChunkRaw(ctx context.Context, coords []uint64, data []byte, filterMask uint32) error {
-	if err := d.check(true); err != nil {
+	if err := d.checkRaw(true); err != nil {
 		return err
 	}
 	s := d.s
@@ -229,4 +229,18 @@ func (f Filter) Stage() (name string, level int) {
 		return "crc32c", 0
 	}
 	return f.spec.String(), int(f.spec.Level)
+}
+
+// checkRaw is check for the raw chunk API, which only chunked (dense)
+// datasets have: a sparse or variable-length chunk is a structured chunk of
+// several sections, not one pipeline image, and a contiguous dataset has no
+// chunks at all. Those are refused with ErrInvalid; read them with Read.
+func (d *Dataset) checkRaw(write bool) error {
+	if err := d.check(write); err != nil {
+		return err
+	}
+	if d.s.code != layoutDense {
+		return fmt.Errorf("%w: raw chunk I/O needs a chunked dataset; %q is %s", ErrInvalid, d.s.name, d.Layout())
+	}
+	return nil
 }

@@ -173,7 +173,13 @@ func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.D
 			return classify(err)
 		}
 	}
-	s.idx.reset(index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot)
+	if s.contig != nil {
+		if err := s.contig.adopt(hdr.LayoutParams); err != nil {
+			return err
+		}
+	} else {
+		s.idx.reset(index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot)
+	}
 	s.mu.Lock()
 	s.mu.shape = clone(hdr.Shape)
 	s.mu.headerAddr, s.mu.headerSize, s.mu.headerSum = e.HeaderAddr, e.HeaderSize, e.HeaderSum

@@ -51,6 +51,20 @@ type DatasetSpec struct {
 	// CacheMinBytes is the dataset's minimum reservation in the shared
 	// cache (seed 000 min_dset_size): 0 takes the cache's default, -1 none.
 	CacheMinBytes int64
+	// Layout is the storage layout: Chunked (the zero value, dense),
+	// Sparse (engine/sparse.go) or Contiguous (engine/contig.go). A spec
+	// with no Chunk shape, a fixed shape (MaxShape nil or equal to Shape),
+	// no filters and at most 1 MiB of data is Contiguous by default;
+	// Contiguous takes no Chunk (the layout picks its pieces).
+	Layout LayoutKind
+	// SelectionFilters is a Sparse dataset's pipeline for the section
+	// that records which elements are defined (Filters applies to the
+	// values); nil means none. Only for Sparse.
+	SelectionFilters []Filter
+	// HeapDefragPercent is a Vlen dataset's threshold: a chunk's heap is
+	// defragmented when more than this share of it is unused. 0 means
+	// 25; only for Vlen.
+	HeapDefragPercent int
 }
 
 // validate checks the spec and returns it with MaxShape filled in.
@@ -64,6 +78,10 @@ func (s DatasetSpec) validate() (DatasetSpec, error) {
 	}
 	if s.MaxShape == nil {
 		s.MaxShape = append([]uint64(nil), s.Shape...)
+	}
+	var err error
+	if s, err = s.withContiguous(); err != nil {
+		return s, err
 	}
 	if len(s.MaxShape) != r || len(s.Chunk) != r {
 		return s, fmt.Errorf("%w: shape, max shape and chunk must have the same rank", ErrInvalid)
@@ -95,6 +113,9 @@ func (s DatasetSpec) validate() (DatasetSpec, error) {
 		if err := f.spec.Validate(); err != nil {
 			return s, classify(err)
 		}
+	}
+	if err := s.validateLayout(); err != nil {
+		return s, err
 	}
 	if s.CacheMinBytes < -1 {
 		return s, fmt.Errorf("%w: CacheMinBytes %d", ErrInvalid, s.CacheMinBytes)

@@ -57,6 +57,12 @@ func (f *File) liveExtents(ctx context.Context) ([]alloc.Extent, error) {
 		if err != nil {
 			return nil, err
 		}
+		if s.contig != nil {
+			if base, size, _ := s.contig.committedExtent(); base != 0 {
+				live = append(live, alloc.Extent{Off: base, Size: size})
+			}
+			continue
+		}
 		x, err := s.idx.get(ctx)
 		if err != nil {
 			return nil, err
@@ -70,7 +76,7 @@ func (f *File) liveExtents(ctx context.Context) ([]alloc.Extent, error) {
 		}
 		var rerr error
 		err = x.Range(ctx, func(coord []uint64, ie index.Entry) bool {
-			if int64(ie.Size) > s.layout.maxStored() {
+			if int64(ie.Size) > s.maxStored() {
 				rerr = fmt.Errorf("%w: dataset %q chunk %v has stored size %d", ErrCorrupt, e.Name, coord, ie.Size)
 				return false
 			}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/scc-dev/scc/engine"
 )
 
 func TestCheckGood(t *testing.T) {
@@ -78,3 +81,41 @@ func TestCheckMissing(t *testing.T) {
 
 // TestCheckRefusesNonRegular: a FIFO used to hang the command in open(2).
 func TestCheckRefusesNonRegular(t *testing.T) { refusesNonRegular(t, "check") }
+
+// TestCheckSparse: a sparse file checks clean, and damage to any byte of
+// its stored chunks (headers, selection or value sections) is reported.
+func TestCheckSparse(t *testing.T) {
+	path := makeSparseFile(t)
+	if code, out, stderr := runCmd(t, "check", path); code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, stderr)
+	}
+	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := f.OpenDataset("hits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	locs, err := ds.ChunkExtents(context.Background())
+	f.Close()
+	if err != nil || len(locs) != 3 {
+		t.Fatalf("%d chunk extents, %v", len(locs), err)
+	}
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range locs {
+		for off := x.Off; off < x.Off+x.Size; off++ {
+			b := append([]byte(nil), orig...)
+			b[off] ^= 0x10
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if code, out, _ := runCmd(t, "check", path); code != 1 || !strings.Contains(out, "PROBLEM:") {
+				t.Fatalf("flip at %d (chunk at %d+%d): exit %d\n%s", off, x.Off, x.Size, code, out)
+			}
+		}
+	}
+}

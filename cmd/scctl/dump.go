@@ -28,6 +28,9 @@ type dumpOutput struct {
 	Values []json.RawMessage `json:"values"`
 	// Attrs are the dataset's attributes.
 	Attrs []lsAttr `json:"attributes"`
+	// Coords, with --defined, are the coordinates of the defined
+	// elements Values then holds.
+	Coords [][]uint64 `json:"coords,omitempty"`
 }
 
 func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -37,6 +40,7 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	countS := fs.String("count", "", "elements per dimension (default to the end of the extent)")
 	maxN := fs.Uint64("max", 1<<20, "refuse selections of more elements than this")
 	asJSON := fs.Bool("json", false, "print JSON")
+	defined := fs.Bool("defined", false, "print only the defined elements, with their coordinates (sparse datasets)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -80,9 +84,15 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	n := uint64(1)
 	for _, c := range count {
 		n *= c
-		if n > *maxN {
+		if n > *maxN && !*defined {
 			return usageErr("selection of more than %d elements (use --count, or raise --max)", *maxN)
 		}
+	}
+	if *defined {
+		return dumpDefined(ctx, stdout, ds, *name, start, count, *asJSON)
+	}
+	if ds.Layout() == engine.Vlen {
+		return dumpVlen(ctx, stdout, ds, *name, start, count, *asJSON)
 	}
 	buf := make([]byte, n*uint64(ds.Type().Size()))
 	if err := ds.Read(ctx, engine.Box(start, count), buf); err != nil {
@@ -198,4 +208,72 @@ func formatValues(t engine.Type, b []byte) []string {
 		}
 	}
 	return out
+}
+
+// dumpDefined prints the defined elements of a selection and their
+// coordinates, one per line, or as JSON (coords and values).
+func dumpDefined(ctx context.Context, w io.Writer, ds *engine.Dataset, name string, start, count []uint64, asJSON bool) error {
+	sel := engine.Box(start, count)
+	pos, buf, err := ds.ReadDefined(ctx, sel)
+	if err != nil {
+		return err
+	}
+	vals := formatValues(ds.Type(), buf)
+	if asJSON {
+		out := dumpOutput{Dataset: name, Type: ds.Type().String(), Shape: ds.Shape(), Start: start, Count: count,
+			Values: make([]json.RawMessage, len(vals)), Coords: make([][]uint64, len(pos))}
+		for i, v := range vals {
+			if v == "NaN" || strings.HasSuffix(v, "Inf") {
+				v = strconv.Quote(v)
+			}
+			out.Values[i] = json.RawMessage(v)
+			out.Coords[i] = sel.Coord(pos[i])
+		}
+		return json.NewEncoder(w).Encode(out)
+	}
+	fmt.Fprintf(w, "DATASET %q {\n", name)
+	fmt.Fprintf(w, "   DATATYPE  %s\n", ds.Type())
+	fmt.Fprintf(w, "   DEFINED  %d of ( %s ) from ( %s ) {\n", len(pos), dims(count), dims(start))
+	for i, p := range pos {
+		fmt.Fprintf(w, "      (%s): %s\n", dims(sel.Coord(p)), vals[i])
+	}
+	fmt.Fprintf(w, "   }\n}\n")
+	return nil
+}
+
+// dumpVlen prints the elements of a variable-length dataset, one per line
+// with its coordinates: quoted strings for 1-byte element types, value
+// lists otherwise. JSON: values as strings or arrays.
+func dumpVlen(ctx context.Context, w io.Writer, ds *engine.Dataset, name string, start, count []uint64, asJSON bool) error {
+	sel := engine.Box(start, count)
+	vals, err := ds.ReadVlen(ctx, sel)
+	if err != nil {
+		return err
+	}
+	text := func(v []byte) string {
+		if ds.Type().Size() == 1 {
+			return strconv.Quote(string(v))
+		}
+		return "[" + strings.Join(formatValues(ds.Type(), v), ", ") + "]"
+	}
+	if asJSON {
+		out := dumpOutput{Dataset: name, Type: "vlen " + ds.Type().String(), Shape: ds.Shape(), Start: start, Count: count,
+			Values: make([]json.RawMessage, len(vals))}
+		for i, v := range vals {
+			t := text(v)
+			if ds.Type().Size() != 1 {
+				t = strings.ReplaceAll(strings.ReplaceAll(t, "NaN", `"NaN"`), "Inf", `Inf"`) // keep JSON valid
+			}
+			out.Values[i] = json.RawMessage(t)
+		}
+		return json.NewEncoder(w).Encode(out)
+	}
+	fmt.Fprintf(w, "DATASET %q {\n", name)
+	fmt.Fprintf(w, "   DATATYPE  vlen %s\n", ds.Type())
+	fmt.Fprintf(w, "   SUBSET ( %s ) from ( %s ) {\n", dims(count), dims(start))
+	for i, v := range vals {
+		fmt.Fprintf(w, "      (%s): %s\n", dims(sel.Coord(uint64(i))), text(v))
+	}
+	fmt.Fprintf(w, "   }\n}\n")
+	return nil
 }

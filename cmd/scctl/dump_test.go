@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/scc-dev/scc/engine"
 )
 
 func TestDump(t *testing.T) {
@@ -86,3 +89,88 @@ func TestDumpErrors(t *testing.T) {
 
 // TestDumpRefusesNonRegular: a FIFO used to hang the command in open(2).
 func TestDumpRefusesNonRegular(t *testing.T) { refusesNonRegular(t, "dump", "--dataset", "frames") }
+
+func TestDumpDefined(t *testing.T) {
+	path := makeSparseFile(t)
+	code, out, stderr := runCmd(t, "dump", "--defined", "--dataset", "hits", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := `DATASET "hits" {
+   DATATYPE  int32
+   DEFINED  4 of ( 6, 8 ) from ( 0, 0 ) {
+      (0, 1): 1
+      (2, 2): 22
+      (4, 7): 47
+      (5, 0): 50
+   }
+}
+`
+	if out != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", out, want)
+	}
+	code, out, _ = runCmd(t, "dump", "--defined", "--json", "--dataset", "hits", "--start", "2,0", "--count", "4,8", path)
+	if code != 0 {
+		t.Fatal(code)
+	}
+	var d struct {
+		Coords [][]uint64
+		Values []int
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Coords) != 3 || d.Coords[1][0] != 4 || d.Coords[1][1] != 7 || d.Values[2] != 50 {
+		t.Fatalf("%+v", d)
+	}
+	// Without --defined the undefined elements read as the fill value.
+	code, out, _ = runCmd(t, "dump", "--dataset", "hits", "--start", "5,4", "--count", "1,2", path)
+	if code != 0 || !strings.Contains(out, "(5,4): -1, -1") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestDumpVlen(t *testing.T) {
+	path := t.TempDir() + "/vlen.scc"
+	f, err := engine.Create(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := f.CreateDataset("names", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3}, Chunk: []uint64{2}, Layout: engine.Vlen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ds.WriteStrings(context.Background(), engine.All([]uint64{3}), []string{"ab", "", `q"x`}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCmd(t, "dump", "--dataset", "names", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := `DATASET "names" {
+   DATATYPE  vlen uint8
+   SUBSET ( 3 ) from ( 0 ) {
+      (0): "ab"
+      (1): ""
+      (2): "q\"x"
+   }
+}
+`
+	if out != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", out, want)
+	}
+	code, out, _ = runCmd(t, "dump", "--json", "--dataset", "names", path)
+	var d struct{ Values []string }
+	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || len(d.Values) != 3 || d.Values[2] != `q"x` {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	if code, out, _ := runCmd(t, "ls", path); code != 0 || !strings.Contains(out, "Layout:    vlen") {
+		t.Fatalf("ls: exit %d\n%s", code, out)
+	}
+	if code, out, _ := runCmd(t, "check", path); code != 0 {
+		t.Fatalf("check: exit %d\n%s", code, out)
+	}
+}

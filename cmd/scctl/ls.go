@@ -43,6 +43,13 @@ type lsDataset struct {
 	IndexBytes  uint64 `json:"index_bytes"`
 	// Attrs are the dataset's attributes (attrs.go).
 	Attrs []lsAttr `json:"attributes"`
+	// Layout is "chunked" or "sparse". A sparse dataset stores only its
+	// defined elements: DefinedElements counts them (StoredLogicalBytes
+	// is then their decoded size), SelectionFilters is the pipeline of
+	// the sections that record where they are.
+	Layout           string   `json:"layout"`
+	DefinedElements  uint64   `json:"defined_elements,omitempty"`
+	SelectionFilters []string `json:"selection_filters,omitempty"`
 }
 
 // lsFile is the whole listing.
@@ -140,6 +147,18 @@ func describe(ds *engine.Dataset) (lsDataset, error) {
 		d.GridChunks *= (d.Shape[i] + c - 1) / c
 	}
 	d.StoredLogicalBytes = uint64(d.StoredChunks) * uint64(d.ChunkBytes)
+	d.Layout = ds.Layout().String()
+	if ds.Layout() == engine.Sparse {
+		pos, err := ds.DefinedElements(context.Background(), engine.All(d.Shape))
+		if err != nil {
+			return lsDataset{}, err
+		}
+		d.DefinedElements = uint64(len(pos))
+		d.StoredLogicalBytes = d.DefinedElements * es
+		for _, f := range ds.SelectionFilters() {
+			d.SelectionFilters = append(d.SelectionFilters, f.String())
+		}
+	}
 	return d, nil
 }
 
@@ -171,6 +190,15 @@ func printListing(w io.Writer, l *lsFile) {
 			filters = "none"
 		}
 		fmt.Fprintf(w, "    Type:      %s\n", d.Type)
+		if d.Layout == "sparse" {
+			sf := strings.Join(d.SelectionFilters, " + ")
+			if sf == "" {
+				sf = "none"
+			}
+			fmt.Fprintf(w, "    Layout:    sparse, %d elements defined, selection filters: %s\n", d.DefinedElements, sf)
+		} else {
+			fmt.Fprintf(w, "    Layout:    %s\n", d.Layout)
+		}
 		fmt.Fprintf(w, "    Chunks:    {%s} %s\n", dims(d.Chunk), bench.HumanBytes(d.ChunkBytes))
 		fmt.Fprintf(w, "    Filters:   %s\n", filters)
 		fmt.Fprintf(w, "    Fill:      %s\n", d.Fill)

@@ -449,7 +449,7 @@ func TestDatasetHeaderInvalid(t *testing.T) {
 		"type 0":           func(h *DatasetHeader) { h.Type = 0 },
 		"type 11":          func(h *DatasetHeader) { h.Type = 11 },
 		"layout 0":         func(h *DatasetHeader) { h.Layout = 0 },
-		"layout 2":         func(h *DatasetHeader) { h.Layout = 2 },
+		"layout 5":         func(h *DatasetHeader) { h.Layout = 5 },
 		"rank 0":           func(h *DatasetHeader) { h.Shape, h.MaxShape, h.Chunk = nil, nil, nil },
 		"rank 33":          func(h *DatasetHeader) { h.Shape, h.MaxShape, h.Chunk = ones(33), ones(33), ones(33) },
 		"rank mismatch":    func(h *DatasetHeader) { h.Chunk = []uint64{1, 1} },

@@ -44,6 +44,20 @@ type DatasetHeader struct {
 	LayoutParams []byte
 }
 
+// LayoutSparse is the layout code of sparse datasets (structured chunks
+// of a selection and a values section; FORMAT.md §8, §16). Version 2
+// headers only.
+const LayoutSparse uint8 = 2
+
+// LayoutContiguous is the layout code of contiguous datasets (one extent,
+// no chunk index; FORMAT.md §8, §17). Version 2 headers only.
+const LayoutContiguous uint8 = 3
+
+// LayoutVlen is the layout code of variable-length datasets (structured
+// chunks of a fixed and a heap section; FORMAT.md §8, §18). Version 2
+// headers only.
+const LayoutVlen uint8 = 4
+
 // Part tags of a v2 dataset header, in the order they are written.
 const (
 	partAttrs        = 1
@@ -93,8 +107,8 @@ func (h DatasetHeader) validate() error {
 	if esize == 0 {
 		return fmt.Errorf("element type code %d (want 1..10)", h.Type)
 	}
-	if h.Layout != LayoutDense {
-		return fmt.Errorf("layout code %d (v1 knows %d)", h.Layout, LayoutDense)
+	if h.Layout < LayoutDense || h.Layout > LayoutVlen {
+		return fmt.Errorf("layout code %d (v2 knows %d..%d)", h.Layout, LayoutDense, LayoutVlen)
 	}
 	r := len(h.Shape)
 	if r == 0 || r > MaxRank {
@@ -235,6 +249,11 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 	h.IndexRoot = cloneOrNil(r.take(rootLen))
 	if r.err != nil {
 		return DatasetHeader{}, corrupt("dataset header", "%v", r.err)
+	}
+	if version == 1 && h.Layout != LayoutDense {
+		// Layouts other than dense chunked came with version 2
+		// (FORMAT.md §8): a v1 block naming one is damaged.
+		return DatasetHeader{}, corrupt("dataset header", "v1 header with layout code %d", h.Layout)
 	}
 	ps, err := readParts(r.b, headerParts)
 	if err != nil {

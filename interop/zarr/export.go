@@ -206,7 +206,17 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 		return dr, err
 	}
 	defer ds.Close()
+	layout := ds.Layout()
+	if layout == engine.Vlen {
+		return dr, fmt.Errorf("%w: variable-length dataset (no fixed-size Zarr dtype)", ErrUnsupported)
+	}
 	p := planExport(ds, v)
+	if layout != engine.Chunked {
+		// Sparse and contiguous datasets have no pipeline images to copy:
+		// their values are read and encoded, and chunks holding only the
+		// fill value are left out (Zarr reads a missing chunk as fill).
+		p.copy, p.why = false, fmt.Sprintf("%s layout: values read and encoded", layout)
+	}
 	dr.Codecs, dr.Why = chainString(p.chain), p.why
 	attrs, err := attrsJSON(ds.Attrs())
 	if err != nil {
@@ -255,10 +265,17 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 			return dr, err
 		}
 	}
-	chunks, err := ds.StoredChunks(ctx)
+	var chunks []engine.StoredChunk
+	if layout == engine.Chunked {
+		chunks, err = ds.StoredChunks(ctx)
+	} else {
+		chunks, err = gridChunks(shape, chunk)
+	}
 	if err != nil {
 		return dr, err
 	}
+	fillBytes := ds.Fill()
+	var skipped atomic.Int64
 	chunkBytes := typ.Size()
 	for _, c := range chunk {
 		chunkBytes *= int(c)
@@ -291,6 +308,10 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 				if err != nil {
 					return err
 				}
+				if layout != engine.Chunked && allFill(raw, fillBytes) {
+					skipped.Add(1)
+					return nil
+				}
 				if out, err = encodeChain(p.chain, raw); err != nil {
 					return fmt.Errorf("chunk %v: %w", sc.Coords, err)
 				}
@@ -308,7 +329,8 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	if err := g.Wait(); err != nil {
 		return dr, err
 	}
-	dr.Chunks = len(chunks)
+	dr.Chunks = len(chunks) - int(skipped.Load())
+	chunks = chunks[:dr.Chunks] // only the count is used below
 	dr.Copied, dr.Rewrapped, dr.Reencoded = int(copied.Load()), int(rewrapped.Load()), int(reenc.Load())
 	dr.Bytes = int64(len(chunks)) * int64(chunkBytes)
 	if dr.Reencoded > 0 && dr.Why == "" {
@@ -393,4 +415,48 @@ func copyBox(full []byte, chunk []uint64, part []byte, count []uint64, es int, o
 			idx[d] = 0
 		}
 	}
+}
+
+// maxGridChunks bounds the chunk grid an export of a dataset without
+// stored chunks (sparse, contiguous) walks, as import bounds its own.
+const maxGridChunks = 1 << 26
+
+// gridChunks lists every chunk of the grid of shape by chunk in C order.
+func gridChunks(shape, chunk []uint64) ([]engine.StoredChunk, error) {
+	n := uint64(1)
+	grid := make([]uint64, len(shape))
+	for d := range shape {
+		grid[d] = (shape[d] + chunk[d] - 1) / chunk[d]
+		if grid[d] == 0 {
+			return nil, nil
+		}
+		if n *= grid[d]; n > maxGridChunks {
+			return nil, fmt.Errorf("%w: chunk grid %v has more than %d chunks", ErrUnsupported, grid, maxGridChunks)
+		}
+	}
+	out := make([]engine.StoredChunk, 0, n)
+	c := make([]uint64, len(shape))
+	for {
+		out = append(out, engine.StoredChunk{Coords: append([]uint64(nil), c...)})
+		d := len(c) - 1
+		for ; d >= 0; d-- {
+			if c[d]++; c[d] < grid[d] {
+				break
+			}
+			c[d] = 0
+		}
+		if d < 0 {
+			return out, nil
+		}
+	}
+}
+
+// allFill reports whether b holds only the element fill repeated.
+func allFill(b, fill []byte) bool {
+	for i := 0; i+len(fill) <= len(b); i += len(fill) {
+		if string(b[i:i+len(fill)]) != string(fill) {
+			return false
+		}
+	}
+	return true
 }

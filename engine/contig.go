@@ -1,0 +1,518 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"sync"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/selection"
+)
+
+// The contiguous layout (issue 12 item 4; seed 002, seed 001 §3.4): a
+// fixed-shape dataset stored as one extent of the file, its elements in C
+// order, with no chunk index. It goes through the shared cache like any
+// other dataset, in pieces the layout defines: runs of whole rows along
+// the first dimension of about contigPieceBytes each (the piece shape is
+// the header's Chunk field), so a contiguous dataset shares the budget
+// and the cache's I/O machinery, and a piece is the unit of its checksums.
+//
+// Crash safety without a chunk index: the committed extent is never
+// written over (DESIGN.md "No data loss"). The first piece written back
+// after a commit allocates a working extent of the whole size; pieces are
+// written there at their fixed offsets; the next commit copies the pieces
+// not rewritten since from the committed extent (or writes the fill value
+// for a dataset never stored), records every piece's CRC32C in the
+// header's LayoutParams and makes the working extent the committed one.
+// A commit of a dataset with any modified piece therefore writes the whole
+// extent: contiguous storage suits small datasets, and is the default only
+// for them (contigDefaultMax).
+//
+// LayoutParams (FORMAT.md §17): u8 version 1, u64 extent address (0: never
+// stored, every element is the fill value), u32 piece count P, P × u32
+// CRC32C of each piece's bytes.
+
+// layoutContig is the header's layout code for contiguous datasets.
+const layoutContig = format.LayoutContiguous
+
+// Contiguous is the contiguous layout: one extent, no chunk index (see
+// engine/contig.go); for fixed-shape datasets only.
+const Contiguous LayoutKind = 2
+
+// contigPieceBytes is the size of the pieces a contiguous dataset goes
+// through the cache in: whole rows along the first dimension, at least
+// one row.
+const contigPieceBytes = 64 << 10
+
+// contigDefaultMax is the largest dataset that is contiguous by default:
+// a fixed-shape DatasetSpec with no Chunk shape and at most this many
+// bytes gets the contiguous layout (HDF5's default for datasets created
+// without chunking). Larger ones need a chunk shape, or Layout:
+// Contiguous explicitly (every commit that changes one rewrites it
+// whole).
+const contigDefaultMax = 1 << 20
+
+// contigMaxPieces bounds the piece count, so the checksum table fits a
+// header part (FORMAT.md §12).
+const contigMaxPieces = (format.MaxPartBytes - 13) / 4
+
+const contigParamsVersion = 1
+
+// contigGeometry is a contiguous dataset's piece shape for its extent.
+func contigGeometry(shape []uint64, elemSize int) (piece []uint64, rowBytes uint64) {
+	rowBytes = uint64(elemSize)
+	piece = make([]uint64, len(shape))
+	for d := 1; d < len(shape); d++ {
+		piece[d] = max(shape[d], 1)
+		rowBytes *= piece[d]
+	}
+	piece[0] = max(1, min(max(shape[0], 1), contigPieceBytes/rowBytes))
+	return piece, rowBytes
+}
+
+// contigState is a contiguous dataset's committed storage.
+type contigState struct {
+	base int64    // extent address; 0 when never stored
+	sums []uint32 // CRC32C of each piece
+}
+
+func encodeContigParams(st contigState) []byte {
+	b := []byte{contigParamsVersion}
+	b = binary.LittleEndian.AppendUint64(b, uint64(st.base))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(st.sums)))
+	for _, s := range st.sums {
+		b = binary.LittleEndian.AppendUint32(b, s)
+	}
+	return b
+}
+
+func decodeContigParams(b []byte, pieces uint64) (contigState, error) {
+	var st contigState
+	if len(b) < 13 || b[0] != contigParamsVersion {
+		return st, fmt.Errorf("%w: contiguous layout parameters of %d bytes (unknown version)", ErrCorrupt, len(b))
+	}
+	base := binary.LittleEndian.Uint64(b[1:])
+	n := uint64(binary.LittleEndian.Uint32(b[9:]))
+	if uint64(len(b)-13) != 4*n {
+		return st, fmt.Errorf("%w: contiguous layout parameters: %d pieces in %d bytes", ErrCorrupt, n, len(b))
+	}
+	switch {
+	case base == 0 && n != 0, base != 0 && n != pieces:
+		return st, fmt.Errorf("%w: contiguous layout parameters: %d piece checksums, extent at %d, %d pieces", ErrCorrupt, n, base, pieces)
+	case base != 0 && (base < format.DataStart || base >= 1<<62):
+		return st, fmt.Errorf("%w: contiguous extent at %d", ErrCorrupt, base)
+	}
+	st.base = int64(base)
+	if n > 0 {
+		st.sums = make([]uint32, n)
+		for i := range st.sums {
+			st.sums[i] = binary.LittleEndian.Uint32(b[13+4*i:])
+		}
+	}
+	return st, nil
+}
+
+// contigLayout implements the cache's layout callbacks for a contiguous
+// dataset.
+//
+// Concurrency: mu guards the committed and working extents. Insert and
+// Publish count insertions in flight; the commit (commitParams) waits
+// for them to drain and keeps new ones out while it copies, so no piece
+// is written by the cache and by the copy at once. The copy holds mu, so
+// misses (Lookup) of the dataset wait for it too: a commit of a changed
+// contiguous dataset costs one pass over the extent, which is why the
+// layout is the default only for small datasets; hits do not wait.
+type contigLayout struct {
+	s        *dsState
+	rows     uint64 // rows per piece
+	rowBytes int64
+	pieces   uint64
+	size     int64 // bytes of the extent
+
+	mu struct {
+		sync.Mutex
+		cond       *sync.Cond // signalled when inflight drops or committing ends
+		committed  contigState
+		wbase      int64 // working extent; 0 when none
+		wsums      []uint32
+		written    []bool // pieces published into the working extent
+		inflight   int
+		committing bool
+	}
+}
+
+var _ cache.Layout = (*contigLayout)(nil)
+
+func newContigLayout(s *dsState, shape []uint64, params []byte) (*contigLayout, error) {
+	piece, rowBytes := contigGeometry(shape, s.elemSize)
+	if !equal(piece, s.chunk) {
+		return nil, fmt.Errorf("%w: contiguous dataset %q: piece shape %v, want %v", ErrCorrupt, s.name, s.chunk, piece)
+	}
+	l := &contigLayout{s: s, rows: piece[0], rowBytes: int64(rowBytes)}
+	l.size = int64(rowBytes * shape[0])
+	if l.size > 0 {
+		l.pieces = ceilDiv(shape[0], l.rows)
+	}
+	if l.pieces > contigMaxPieces {
+		return nil, fmt.Errorf("%w: contiguous dataset %q of %d pieces", ErrCorrupt, s.name, l.pieces)
+	}
+	st, err := decodeContigParams(params, l.pieces)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.cond = sync.NewCond(&l.mu.Mutex)
+	l.mu.committed = st
+	return l, nil
+}
+
+// piece returns piece p's offset in the extent and its stored size.
+func (l *contigLayout) piece(p uint64) (int64, int64) {
+	off := int64(p*l.rows) * l.rowBytes
+	return off, min(int64(l.rows)*l.rowBytes, l.size-off)
+}
+
+func (l *contigLayout) ChunkDims() []uint64 { return l.s.chunk }
+
+func (l *contigLayout) Lookup(_ context.Context, coords []cache.Coord, locs []cache.Location) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, c := range coords {
+		p := c[0]
+		loc := cache.Location{SizeHint: int64(cache.BufCap(int(l.s.chunkBytes)))}
+		for _, x := range c[1:] {
+			if x != 0 {
+				return fmt.Errorf("%w: contiguous piece %v", ErrInternal, []uint64(c))
+			}
+		}
+		if p < l.pieces {
+			off, size := l.piece(p)
+			switch {
+			case l.mu.wbase != 0 && l.mu.written[p]:
+				loc.Addr, loc.Size, loc.Sum = l.mu.wbase+off, size, l.mu.wsums[p]
+			case l.mu.committed.base != 0:
+				loc.Addr, loc.Size, loc.Sum = l.mu.committed.base+off, size, l.mu.committed.sums[p]
+			}
+		}
+		locs[i] = loc
+	}
+	return nil
+}
+
+func (l *contigLayout) NewChunk(_ cache.Coord, fill bool) (cache.Chunk, error) {
+	buf := cache.GetBuf(int(l.s.chunkBytes))
+	if fill {
+		if l.s.fill != nil {
+			selection.FillChunk(buf, l.s.elemSize, l.s.fill)
+		} else {
+			clear(buf)
+		}
+	}
+	return &denseChunk{buf: buf}, nil
+}
+
+func (l *contigLayout) Evict(_ cache.Coord, chunk cache.Chunk) {
+	if c, ok := chunk.(*denseChunk); ok {
+		cache.PutBuf(c.buf)
+		c.buf = nil
+	}
+}
+
+// Decode checks a piece read from the extent against the checksum the
+// header (or the working table) records for it. The rows past the
+// extent's end in the last piece hold the fill value.
+func (l *contigLayout) Decode(coord cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
+	if format.Checksum(image) != loc.Sum {
+		cache.PutBuf(image)
+		return nil, fmt.Errorf("%w: contiguous dataset %q piece %d at %d: checksum mismatch", ErrCorrupt, l.s.name, coord[0], loc.Addr)
+	}
+	buf := cache.GetBuf(int(l.s.chunkBytes))
+	n := copy(buf, image)
+	cache.PutBuf(image)
+	if n < len(buf) {
+		if l.s.fill != nil {
+			selection.FillChunk(buf[n:], l.s.elemSize, l.s.fill)
+		} else {
+			clear(buf[n:])
+		}
+	}
+	return &denseChunk{buf: buf}, nil
+}
+
+// Encode is the piece's rows inside the extent, unfiltered (contiguous
+// datasets have no filters), with their checksum.
+func (l *contigLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
+	c := chunk.(*denseChunk)
+	if coord[0] >= l.pieces {
+		return cache.Encoded{}, fmt.Errorf("%w: contiguous piece %d of %d", ErrInternal, coord[0], l.pieces)
+	}
+	_, size := l.piece(coord[0])
+	img := cache.GetBuf(int(size))[:size]
+	copy(img, c.buf)
+	return cache.Encoded{Image: img, Sum: format.Checksum(img), Pooled: true}, nil
+}
+
+// Insert places each piece at its offset in the working extent,
+// allocating the working extent on the first write-back after a commit.
+func (l *contigLayout) Insert(_ context.Context, ins []cache.Insertion) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.mu.committing {
+		l.mu.cond.Wait()
+	}
+	for _, in := range ins {
+		if p := in.Coord[0]; p >= l.pieces {
+			return fmt.Errorf("%w: contiguous piece %d of %d", ErrInternal, p, l.pieces)
+		} else if _, size := l.piece(p); size != in.Size {
+			return fmt.Errorf("%w: contiguous piece %d of %d bytes, want %d", ErrInternal, p, in.Size, size)
+		}
+	}
+	if l.mu.wbase == 0 {
+		base, err := l.s.f.space.alloc(l.size)
+		if err != nil {
+			return err
+		}
+		l.mu.wbase = base
+		l.mu.wsums = make([]uint32, l.pieces)
+		l.mu.written = make([]bool, l.pieces)
+	}
+	for i := range ins {
+		off, size := l.piece(ins[i].Coord[0])
+		ins[i].New = cache.Location{Addr: l.mu.wbase + off, Size: size, Sum: ins[i].Sum, SizeHint: int64(cache.BufCap(int(l.s.chunkBytes)))}
+	}
+	l.mu.inflight += len(ins)
+	return nil
+}
+
+func (l *contigLayout) Publish(_ context.Context, ins []cache.Insertion, writeErr error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if writeErr == nil {
+		for _, in := range ins {
+			p := in.Coord[0]
+			l.mu.written[p], l.mu.wsums[p] = true, in.Sum
+		}
+		l.s.dirty.Store(true)
+	}
+	// A failed write leaves the piece unwritten: its space is part of the
+	// working extent, freed with it.
+	l.mu.inflight -= len(ins)
+	l.mu.cond.Broadcast()
+	return nil
+}
+
+func (l *contigLayout) Scatter(chunk cache.Chunk, p cache.Piece) error {
+	pc := p.(*piece)
+	selection.Scatter(pc.buf, pc.bufShape, chunk.(*denseChunk).buf, l.s.chunk, pc.p, l.s.elemSize)
+	return nil
+}
+
+func (l *contigLayout) ScatterFill(p cache.Piece) error {
+	pc := p.(*piece)
+	selection.FillBuf(pc.buf, pc.bufShape, pc.p, l.s.elemSize, l.s.fill)
+	return nil
+}
+
+func (l *contigLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
+	pc := p.(*piece)
+	if pc.kind != pieceData {
+		return fmt.Errorf("%w: contiguous write with piece kind %d", ErrInternal, pc.kind)
+	}
+	selection.Gather(chunk.(*denseChunk).buf, l.s.chunk, pc.buf, pc.bufShape, pc.p, l.s.elemSize)
+	return nil
+}
+
+// Trim is never needed: a contiguous dataset's extent does not change.
+func (l *contigLayout) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) { return false, nil }
+
+// Delete is never called: no piece leaves a fixed extent.
+func (l *contigLayout) Delete(context.Context, cache.Coord, cache.Location) error {
+	return fmt.Errorf("%w: delete of a contiguous piece", ErrInternal)
+}
+
+// commitParams is the commit's step for a contiguous dataset (run by
+// writeHeader before it encodes the header): it completes the working
+// extent, if there is one, by copying every piece not rewritten since the
+// last commit from the committed extent (or writing the fill value), makes
+// it the committed extent, releases the old one, and returns the
+// LayoutParams that name it. On error nothing is switched and the copy is
+// redone by the next commit.
+func (l *contigLayout) commitParams(ctx context.Context) ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.committing = true
+	defer func() {
+		l.mu.committing = false
+		l.mu.cond.Broadcast()
+	}()
+	for l.mu.inflight > 0 {
+		l.mu.cond.Wait()
+	}
+	if l.mu.wbase == 0 {
+		return encodeContigParams(l.mu.committed), nil
+	}
+	old := l.mu.committed
+	var fillPiece []byte
+	for p := uint64(0); p < l.pieces; p++ {
+		if l.mu.written[p] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		off, size := l.piece(p)
+		var b []byte
+		if old.base != 0 {
+			b = make([]byte, size)
+			if err := readFull(l.s.f.drv, b, old.base+off); err != nil {
+				return nil, err
+			}
+			if format.Checksum(b) != old.sums[p] {
+				return nil, fmt.Errorf("%w: contiguous dataset %q piece %d: checksum mismatch", ErrCorrupt, l.s.name, p)
+			}
+		} else {
+			if fillPiece == nil {
+				fillPiece = make([]byte, int64(l.rows)*l.rowBytes)
+				if l.s.fill != nil {
+					selection.FillChunk(fillPiece, l.s.elemSize, l.s.fill)
+				}
+			}
+			b = fillPiece[:size]
+		}
+		if err := l.s.f.writeFull(b, l.mu.wbase+off); err != nil {
+			return nil, err
+		}
+		l.mu.written[p], l.mu.wsums[p] = true, format.Checksum(b)
+	}
+	if old.base != 0 {
+		l.s.f.space.free(old.base, l.size)
+	}
+	l.mu.committed = contigState{base: l.mu.wbase, sums: l.mu.wsums}
+	l.mu.wbase, l.mu.wsums, l.mu.written = 0, nil, nil
+	return encodeContigParams(l.mu.committed), nil
+}
+
+// adopt switches a read-only dataset to a newer committed header's extent.
+func (l *contigLayout) adopt(params []byte) error {
+	st, err := decodeContigParams(params, l.pieces)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.mu.committed = st
+	l.mu.Unlock()
+	return nil
+}
+
+// committedExtent is the committed extent (size 0 when never stored) and
+// its piece checksums.
+func (l *contigLayout) committedExtent() (int64, int64, []uint32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.committed.base == 0 {
+		return 0, 0, nil
+	}
+	return l.mu.committed.base, l.size, l.mu.committed.sums
+}
+
+// check verifies the committed extent's pieces against their checksums,
+// for engine.Check.
+func (l *contigLayout) check() error {
+	base, _, sums := l.committedExtent()
+	if base == 0 {
+		return nil
+	}
+	for p := uint64(0); p < l.pieces; p++ {
+		off, size := l.piece(p)
+		b := make([]byte, size)
+		if err := readFull(l.s.f.drv, b, base+off); err != nil {
+			return err
+		}
+		if format.Checksum(b) != sums[p] {
+			return fmt.Errorf("%w: contiguous dataset %q piece %d: checksum mismatch", ErrCorrupt, l.s.name, p)
+		}
+	}
+	return nil
+}
+
+// storage is Dataset.Storage for a contiguous dataset: its pieces count
+// as chunks once the extent is stored.
+func (l *contigLayout) storage() Storage {
+	base, size, _ := l.committedExtent()
+	if base == 0 {
+		return Storage{}
+	}
+	return Storage{Chunks: int(l.pieces), StoredBytes: uint64(size)}
+}
+
+// withContiguous applies the contiguous default and fills in a
+// contiguous spec's piece shape (Chunk). s.MaxShape is set.
+func (s DatasetSpec) withContiguous() (DatasetSpec, error) {
+	if s.Layout == Chunked && s.Chunk == nil && len(s.Filters) == 0 && equal(s.Shape, s.MaxShape) {
+		if n, ok := specBytes(s.Shape, s.Type.Size()); ok && n <= contigDefaultMax {
+			s.Layout = Contiguous
+		}
+	}
+	if s.Layout != Contiguous {
+		return s, nil
+	}
+	if s.Chunk != nil {
+		return s, fmt.Errorf("%w: a contiguous dataset takes no chunk shape", ErrInvalid)
+	}
+	if !equal(s.Shape, s.MaxShape) {
+		return s, fmt.Errorf("%w: a contiguous dataset has a fixed shape (max shape %v, shape %v)", ErrInvalid, s.MaxShape, s.Shape)
+	}
+	n, ok := specBytes(s.Shape, s.Type.Size())
+	if !ok {
+		return s, fmt.Errorf("%w: contiguous dataset of shape %v is too large", ErrInvalid, s.Shape)
+	}
+	piece, rowBytes := contigGeometry(s.Shape, s.Type.Size())
+	if n > 0 && ceilDiv(s.Shape[0], piece[0]) > contigMaxPieces || rowBytes > maxChunkBytes {
+		return s, fmt.Errorf("%w: contiguous dataset of shape %v is too large (at most %d pieces of %d rows)", ErrInvalid, s.Shape, contigMaxPieces, piece[0])
+	}
+	s.Chunk = piece
+	return s, nil
+}
+
+// specBytes is the size of an extent, and false on overflow.
+func specBytes(shape []uint64, es int) (uint64, bool) {
+	n := uint64(es)
+	for _, d := range shape {
+		hi, lo := bits.Mul64(n, d)
+		if hi != 0 {
+			return 0, false
+		}
+		n = lo
+	}
+	return n, true
+}
+
+var _ cache.DirectReader = (*contigLayout)(nil)
+
+// DirectTarget lets a read that selects a whole piece, contiguous in the
+// caller's buffer, go from the extent straight into the caller's buffer
+// (cache/direct.go): the stored piece is the caller's bytes, with no
+// trailer; VerifyDirect checks them against the piece's checksum. The
+// last piece, shorter than the piece shape when the rows do not divide,
+// and pieces under directMin stay on the cached path.
+func (l *contigLayout) DirectTarget(loc cache.Location, p cache.Piece) ([]byte, int, bool) {
+	if l.s.chunkBytes < directMin || loc.Size != l.s.chunkBytes {
+		return nil, 0, false
+	}
+	dst, ok := (&denseLayout{s: l.s}).wholeRun(p)
+	if !ok {
+		return nil, 0, false
+	}
+	return dst, 0, true
+}
+
+// VerifyDirect checks a piece read directly against the checksum the
+// header (or the working table) records for it.
+func (l *contigLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, _ []byte) error {
+	if format.Checksum(dst) != loc.Sum {
+		return fmt.Errorf("%w: contiguous dataset %q piece %d at %d: checksum mismatch", ErrCorrupt, l.s.name, coord[0], loc.Addr)
+	}
+	return nil
+}

@@ -1,0 +1,304 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/serialize"
+)
+
+// The sparse operations of issue 12 item 2: Erase, DefinedElements and
+// ReadDefined. Each is one request through the cache like Read and Write
+// (serializer hold on the selection's chunks, resident chunks first, the
+// rest admitted), with pieces whose kind tells the layout's Scatter and
+// Gather what to do (pieceKind).
+
+// Coord returns the dataset coordinates of the element at position pos of
+// the selection's packed buffer (C order of Shape()); positions are what
+// DefinedElements and ReadDefined return. It returns nil for a position
+// outside the selection.
+func (s Selection) Coord(pos uint64) []uint64 {
+	h := s.h
+	r := len(h.Start)
+	if pos >= h.NumElements() {
+		return nil
+	}
+	out := make([]uint64, r)
+	for d := r - 1; d >= 0; d-- {
+		n := h.Count[d] * h.Block[d]
+		i := pos % n
+		pos /= n
+		out[d] = h.Start[d] + (i/h.Block[d])*h.Stride[d] + i%h.Block[d]
+	}
+	return out
+}
+
+// kindRequests validates sel against the extent and cuts it into
+// per-chunk requests whose pieces have the given kind. Caller holds the
+// selection's region in the serializer.
+func (s *dsState) kindRequests(sel Selection, kind pieceKind, buf []byte) ([]cache.Request, []*piece, error) {
+	if err := sel.h.Validate(s.mu.shape); err != nil {
+		return nil, nil, classify(err)
+	}
+	if sel.h.NumElements() == 0 {
+		return nil, nil, nil
+	}
+	cds, err := s.hotDataset()
+	if err != nil {
+		return nil, nil, err
+	}
+	bufShape := sel.h.Shape()
+	var reqs []cache.Request
+	var pieces []*piece
+	err = selection.Split(sel.h, s.chunk, func(p *selection.Piece) error {
+		cp := p.Clone()
+		pc := &piece{p: &cp, buf: buf, bufShape: bufShape, kind: kind}
+		if kind == pieceDefined || kind == pieceValues {
+			pc.out = &definedOut{}
+		}
+		pieces = append(pieces, pc)
+		reqs = append(reqs, cache.Request{Dataset: cds, Coord: cache.Coord(cp.Coord), Full: cp.Full(s.chunk), Piece: pc})
+		return nil
+	})
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	return reqs, pieces, nil
+}
+
+// hold takes sel's region in the serializer.
+func (s *dsState) hold(ctx context.Context, sel Selection, write bool) (serialize.Hold, error) {
+	h, err := s.f.ser.AcquireHold(ctx, serialize.Request{Regions: []serialize.Region{s.region(sel)}, Write: write})
+	return h, classify(err)
+}
+
+// Erase makes the selected elements undefined (seed 002 erase_values):
+// they read as the fill value again, DefinedElements no longer reports
+// them, and their values take no space once the next Flush has written
+// the chunks. A chunk whose last defined element is erased is deleted
+// from the file. Erasing undefined elements is allowed and does nothing.
+//
+// On a dense (Chunked) dataset every element is defined and stays so:
+// Erase writes the fill value to the selection (seed 002: without
+// erase_values the cache fills).
+func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
+	if err := d.check(true); err != nil {
+		return err
+	}
+	s := d.s
+	if s.vlen != nil {
+		n, err := sel.h.CountElements()
+		if err != nil {
+			return classify(err)
+		}
+		if n > maxChunkBytes {
+			return fmt.Errorf("%w: erasing %d elements at once", ErrInvalid, n)
+		}
+		return d.vlenIO(ctx, sel, make([][]byte, n), true) // the fill: empty
+	}
+	if s.sparse == nil {
+		n, err := sel.h.CountElements()
+		if err != nil {
+			return classify(err)
+		}
+		if n > maxChunkBytes {
+			return fmt.Errorf("%w: erasing %d elements of a dense dataset at once", ErrInvalid, n)
+		}
+		buf := make([]byte, int(n)*s.elemSize)
+		if s.fill != nil {
+			selection.FillChunk(buf, s.elemSize, s.fill)
+		}
+		return d.Write(ctx, sel, buf)
+	}
+	h, err := s.hold(ctx, sel, true)
+	if err != nil {
+		return err
+	}
+	defer h.Release()
+	reqs, _, err := s.kindRequests(sel, pieceErase, nil)
+	if err != nil || len(reqs) == 0 {
+		return err
+	}
+	n, err := s.f.cache.ServeResident(ctx, true, reqs)
+	if err == nil && n < len(reqs) {
+		err = s.f.runAdmitted(ctx, reqs[n:], s.admitBytes, true)
+	}
+	if err == nil || n > 0 {
+		s.dirty.Store(true)
+	}
+	return classify(err)
+}
+
+// DefinedElements returns the defined part of sel (seed 002
+// defined_values): the positions, in sel's packed buffer (C order of
+// sel.Shape(); Selection.Coord turns one into coordinates), of the
+// elements that hold a written value, ascending.
+//
+// Chunks the cache holds whole answer from memory; for the others only
+// the selection section of each stored chunk is read, and the decoded
+// selection is kept in the cache on its own (sparseSelView), so repeated
+// queries over a dataset read no values at all. On a dense dataset every
+// element is defined.
+func (d *Dataset) DefinedElements(ctx context.Context, sel Selection) ([]uint64, error) {
+	if err := d.check(false); err != nil {
+		return nil, err
+	}
+	s := d.s
+	if s.sparse == nil {
+		h, err := s.hold(ctx, sel, false)
+		if err != nil {
+			return nil, err
+		}
+		defer h.Release()
+		if err := sel.h.Validate(s.mu.shape); err != nil {
+			return nil, classify(err)
+		}
+		n := sel.h.NumElements()
+		if n > maxChunkBytes {
+			return nil, fmt.Errorf("%w: %d positions at once", ErrInvalid, n)
+		}
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = uint64(i)
+		}
+		return out, nil
+	}
+	pos, _, err := d.defined(ctx, sel, pieceDefined)
+	return pos, err
+}
+
+// ReadDefined returns the defined elements of sel and their values: the
+// positions as DefinedElements gives them and, in the same order, the
+// values packed little-endian (len(vals) == len(pos)*Type().Size()).
+// Unlike DefinedElements it loads whole chunks. On a dense dataset it
+// returns every element.
+func (d *Dataset) ReadDefined(ctx context.Context, sel Selection) ([]uint64, []byte, error) {
+	if err := d.check(false); err != nil {
+		return nil, nil, err
+	}
+	s := d.s
+	if s.sparse == nil {
+		pos, err := d.DefinedElements(ctx, sel)
+		if err != nil {
+			return nil, nil, err
+		}
+		buf := make([]byte, len(pos)*s.elemSize)
+		if err := d.Read(ctx, sel, buf); err != nil {
+			return nil, nil, err
+		}
+		return pos, buf, nil
+	}
+	return d.defined(ctx, sel, pieceValues)
+}
+
+// defined runs a pieceDefined or pieceValues request.
+func (d *Dataset) defined(ctx context.Context, sel Selection, kind pieceKind) ([]uint64, []byte, error) {
+	s := d.s
+	h, err := s.hold(ctx, sel, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer h.Release()
+	reqs, pieces, err := s.kindRequests(sel, kind, nil)
+	if err != nil || len(reqs) == 0 {
+		return nil, nil, err
+	}
+	// 1. Chunks resident whole answer from memory: ServeResident stops at
+	// the first that is not, which is set aside.
+	var rest []int
+	for i := 0; i < len(reqs); {
+		n, err := s.f.cache.ServeResident(ctx, false, reqs[i:])
+		if err != nil {
+			return nil, nil, classify(err)
+		}
+		i += n
+		if i < len(reqs) {
+			rest = append(rest, i)
+			i++
+		}
+	}
+	// 2. The rest. Values need whole chunks. A selection alone comes from
+	// the selection view, keyed by the stored version the index names;
+	// but a chunk modified since its last published image (pending: it
+	// is being written back, or its write failed) is newer in the cache
+	// than on disk and goes through the whole-chunk path, which waits for
+	// the write-back. Writers of these chunks are excluded by the hold,
+	// so nothing becomes pending meanwhile.
+	main := make([]cache.Request, 0, len(rest))
+	var view []cache.Request
+	if kind == pieceValues {
+		for _, i := range rest {
+			main = append(main, reqs[i])
+		}
+	} else if len(rest) > 0 {
+		vcds, err := s.viewDataset()
+		if err != nil {
+			return nil, nil, err
+		}
+		x, err := s.idx.get(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, i := range rest {
+			c := reqs[i].Coord
+			if s.sparse.isPending(c) {
+				main = append(main, reqs[i])
+				continue
+			}
+			e, err := x.Get(ctx, c)
+			if err != nil {
+				s.idx.account(x)
+				return nil, nil, classify(err)
+			}
+			if !e.Exists() {
+				continue
+			}
+			view = append(view, cache.Request{Dataset: vcds, Coord: s.sparse.view.viewCoord(c, e), Piece: reqs[i].Piece})
+		}
+		s.idx.account(x)
+	}
+	if err := s.f.runAdmitted(ctx, main, s.admitBytes, false); err != nil {
+		return nil, nil, classify(err)
+	}
+	if err := s.f.runAdmitted(ctx, view, int64(s.sparse.elems)*12+sparseChunkOverhead, false); err != nil {
+		return nil, nil, classify(err)
+	}
+	// 3. Concatenate, in selection order.
+	var total int
+	for _, pc := range pieces {
+		total += len(pc.out.pos)
+	}
+	pos := make([]uint64, 0, total)
+	var vals []byte
+	if kind == pieceValues {
+		vals = make([]byte, 0, total*s.elemSize)
+	}
+	for _, pc := range pieces {
+		pos = append(pos, pc.out.pos...)
+		vals = append(vals, pc.out.vals...)
+	}
+	if slices.IsSorted(pos) {
+		return pos, vals, nil
+	}
+	if kind == pieceDefined {
+		slices.Sort(pos)
+		return pos, nil, nil
+	}
+	idx := make([]int, len(pos))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return pos[idx[a]] < pos[idx[b]] })
+	es := s.elemSize
+	p2 := make([]uint64, len(pos))
+	v2 := make([]byte, len(vals))
+	for i, j := range idx {
+		p2[i] = pos[j]
+		copy(v2[i*es:(i+1)*es], vals[j*es:(j+1)*es])
+	}
+	return p2, v2, nil
+}

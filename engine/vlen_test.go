@@ -1,0 +1,379 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/vfd"
+)
+
+// newVlenRef is the model of a variable-length dataset: one sequence per
+// element (nil: empty).
+func newVlenRef(dims []uint64, es int) *refArray {
+	return &refArray{dims: clone(dims), elemSize: es, vlen: make([][]byte, prod(dims))}
+}
+
+func (r *refArray) writeVlen(sel Selection, vals [][]byte) {
+	points(sel, func(c []uint64, pos uint64) {
+		v := vals[pos]
+		if len(v) == 0 {
+			v = nil
+		}
+		r.vlen[r.linear(c)] = bytes.Clone(v)
+	})
+}
+
+func (r *refArray) readVlen(sel Selection) [][]byte {
+	out := make([][]byte, sel.NumElements())
+	points(sel, func(c []uint64, pos uint64) { out[pos] = r.vlen[r.linear(c)] })
+	return out
+}
+
+func (r *refArray) resizeVlen(dims []uint64) {
+	n := newVlenRef(dims, r.elemSize)
+	common := make([]uint64, len(dims))
+	for d := range dims {
+		common[d] = min(dims[d], r.dims[d])
+	}
+	if prod(common) > 0 {
+		points(All(common), func(c []uint64, _ uint64) { n.vlen[n.linear(c)] = r.vlen[r.linear(c)] })
+	}
+	*r = *n
+}
+
+func (r *refArray) verifyVlen(t testing.TB, ds *Dataset) {
+	t.Helper()
+	if got := ds.Shape(); !equal(got, r.dims) {
+		t.Fatalf("%s: shape %v, model %v", ds.Name(), got, r.dims)
+	}
+	if prod(r.dims) == 0 {
+		return
+	}
+	sameVlen(t, ds, All(r.dims), r.readVlen(All(r.dims)))
+}
+
+func sameVlen(t testing.TB, ds *Dataset, sel Selection, want [][]byte) {
+	t.Helper()
+	got, err := ds.ReadVlen(context.Background(), sel)
+	if err != nil {
+		t.Fatalf("%s: ReadVlen %v: %v", ds.Name(), sel.h, err)
+	}
+	if err := vlenDiff(got, want); err != nil {
+		t.Fatalf("%s: ReadVlen %v: %v", ds.Name(), sel.h, err)
+	}
+}
+
+func vlenDiff(got, want [][]byte) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d elements, model %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) || (got[i] == nil) != (want[i] == nil) {
+			return fmt.Errorf("element %d is %q, model %q", i, got[i], want[i])
+		}
+	}
+	return nil
+}
+
+func randomVlen(rng *rand.Rand, n int, es int) [][]byte {
+	vals := make([][]byte, n)
+	for i := range vals {
+		switch rng.IntN(6) {
+		case 0: // empty
+		case 1:
+			vals[i] = randomBytes(rng, es*(50+rng.IntN(400)))
+		default:
+			vals[i] = randomBytes(rng, es*(1+rng.IntN(12)))
+		}
+	}
+	return vals
+}
+
+// TestVlenDifferential runs random writes, overwrites, erases, reads,
+// extent changes, flushes and close/reopen cycles on variable-length
+// datasets against the model, with a cache that keeps evicting.
+func TestVlenDifferential(t *testing.T) {
+	ctx := context.Background()
+	for _, cfg := range []struct {
+		name  string
+		cache int64
+		spec  DatasetSpec
+	}{
+		{"bytes-tiny-cache", 4 << 10, DatasetSpec{Type: Uint8, Shape: []uint64{12, 9}, MaxShape: []uint64{Unlimited, 9}, Chunk: []uint64{4, 3}, Layout: Vlen}},
+		{"int32-zstd", 1 << 20, DatasetSpec{Type: Int32, Shape: []uint64{30}, MaxShape: []uint64{Unlimited}, Chunk: []uint64{7}, Layout: Vlen,
+			Filters: []Filter{Shuffle(), Zstd(1)}, HeapDefragPercent: 60}},
+	} {
+		t.Run(cfg.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(9, uint64(cfg.cache)))
+			drv := vfd.NewMem()
+			opts := &Options{CacheConfig: cache.Config{QuiescentBytes: cfg.cache}}
+			f := tCreate(t, drv, opts)
+			ds, err := f.CreateDataset("v", cfg.spec)
+			must(t, err)
+			es := cfg.spec.Type.Size()
+			ref := newVlenRef(cfg.spec.Shape, es)
+			for step := 0; step < 300; step++ {
+				op := rng.IntN(12)
+				if prod(ref.dims) == 0 && op < 9 {
+					op = 9 // nothing to select: change the extent
+				}
+				switch {
+				case op < 5:
+					sel := randomSelection(rng, ref.dims)
+					vals := randomVlen(rng, int(sel.NumElements()), es)
+					must(t, ds.WriteVlen(ctx, sel, vals))
+					ref.writeVlen(sel, vals)
+				case op < 6:
+					sel := randomSelection(rng, ref.dims)
+					must(t, ds.Erase(ctx, sel))
+					ref.writeVlen(sel, make([][]byte, sel.NumElements()))
+				case op < 9:
+					sel := randomSelection(rng, ref.dims)
+					sameVlen(t, ds, sel, ref.readVlen(sel))
+				case op < 10:
+					dims := clone(ref.dims)
+					dims[0] = rng.Uint64N(2 * cfg.spec.Shape[0])
+					must(t, ds.SetExtent(ctx, dims))
+					ref.resizeVlen(dims)
+				case op < 11:
+					must(t, f.Flush(ctx))
+				default:
+					must(t, f.Close())
+					f = tOpen(t, drv, opts)
+					ds, err = f.OpenDataset("v")
+					must(t, err)
+				}
+			}
+			ref.verifyVlen(t, ds)
+		})
+	}
+}
+
+// TestVlenDefrag: overwriting elements again and again leaves the heap at
+// most the threshold's share unused, in memory and in the file, and
+// without defragmentation (threshold 100 %) the file keeps the garbage.
+func TestVlenDefrag(t *testing.T) {
+	ctx := context.Background()
+	stored := map[int]uint64{}
+	for _, pct := range []int{10, 100} {
+		f := tCreate(t, vfd.NewMem(), nil)
+		ds, err := f.CreateDataset("v", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{64}, Layout: Vlen, HeapDefragPercent: pct})
+		must(t, err)
+		rng := rand.New(rand.NewPCG(1, 1))
+		ref := newVlenRef([]uint64{64}, 1)
+		for i := 0; i < 500; i++ {
+			sel := Box([]uint64{rng.Uint64N(64)}, []uint64{1})
+			v := [][]byte{randomBytes(rng, 100)}
+			must(t, ds.WriteVlen(ctx, sel, v))
+			ref.writeVlen(sel, v)
+		}
+		must(t, f.Flush(ctx))
+		st, err := ds.Storage(ctx)
+		must(t, err)
+		stored[pct] = st.StoredBytes
+		live := uint64(0)
+		for _, v := range ref.vlen {
+			live += uint64(len(v))
+		}
+		if pct == 10 && st.StoredBytes > live*110/100+64*8+200 {
+			t.Fatalf("threshold 10 %%: %d bytes stored for %d live heap bytes", st.StoredBytes, live)
+		}
+		ref.verifyVlen(t, ds)
+	}
+	if stored[100] < 2*stored[10] {
+		t.Fatalf("no defragmentation stored %d bytes, 10 %% threshold %d: the threshold changed nothing", stored[100], stored[10])
+	}
+}
+
+// TestVlenStringsAndErrors: the string API, and what a variable-length
+// dataset refuses.
+func TestVlenStringsAndErrors(t *testing.T) {
+	ctx := context.Background()
+	f := tCreate(t, vfd.NewMem(), nil)
+	ds, err := f.CreateDataset("names", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{2}, Layout: Vlen})
+	must(t, err)
+	must(t, ds.WriteStrings(ctx, All([]uint64{4}), []string{"alpha", "", "γάμμα", "d"}))
+	got, err := ds.ReadStrings(ctx, Box([]uint64{1}, []uint64{3}))
+	must(t, err)
+	if fmt.Sprint(got) != fmt.Sprint([]string{"", "γάμμα", "d"}) {
+		t.Fatalf("%q", got)
+	}
+	if err := ds.Read(ctx, All([]uint64{4}), make([]byte, 4)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("plain Read: %v", err)
+	}
+	if err := ds.WriteVlen(ctx, All([]uint64{4}), [][]byte{nil}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("value count mismatch: %v", err)
+	}
+	i32, err := f.CreateDataset("i32", DatasetSpec{Type: Int32, Shape: []uint64{2}, Chunk: []uint64{2}, Layout: Vlen})
+	must(t, err)
+	if err := i32.WriteVlen(ctx, All([]uint64{2}), [][]byte{{1, 2, 3}, nil}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("3 bytes of int32: %v", err)
+	}
+	if err := i32.WriteStrings(ctx, All([]uint64{2}), []string{"a", "b"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("strings in int32: %v", err)
+	}
+	if _, err := f.CreateDataset("bad", DatasetSpec{Type: Uint8, Shape: []uint64{2}, Chunk: []uint64{2}, Layout: Vlen, Fill: []byte{1}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("vlen with a fill value: %v", err)
+	}
+	if _, err := f.CreateDataset("bad2", DatasetSpec{Type: Uint8, Shape: []uint64{2}, Chunk: []uint64{2}, HeapDefragPercent: 5}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("defrag threshold on a chunked dataset: %v", err)
+	}
+	dense, err := f.CreateDataset("dense", DatasetSpec{Type: Uint8, Shape: []uint64{2}, Chunk: []uint64{2}})
+	must(t, err)
+	if _, err := dense.ReadVlen(ctx, All([]uint64{2})); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("ReadVlen of a dense dataset: %v", err)
+	}
+}
+
+// TestVlenConcurrent: readers of one half run under -race while a writer
+// rewrites the other half and flushes, in a small cache.
+func TestVlenConcurrent(t *testing.T) {
+	ctx := context.Background()
+	f := tCreate(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}})
+	spec := DatasetSpec{Type: Uint8, Shape: []uint64{40, 10}, Chunk: []uint64{5, 5}, Layout: Vlen}
+	ds, err := f.CreateDataset("v", spec)
+	must(t, err)
+	ref := newVlenRef(spec.Shape, 1)
+	rng := rand.New(rand.NewPCG(4, 4))
+	half := []uint64{20, 10}
+	for i := 0; i < 30; i++ {
+		sel := randomSelection(rng, half)
+		vals := randomVlen(rng, int(sel.NumElements()), 1)
+		must(t, ds.WriteVlen(ctx, sel, vals))
+		ref.writeVlen(sel, vals)
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, 8)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 3))
+			for i := 0; i < 40; i++ {
+				sel := randomSelection(rng, half)
+				got, err := ds.ReadVlen(ctx, sel)
+				if err == nil {
+					err = vlenDiff(got, ref.readVlen(sel))
+				}
+				if err != nil {
+					errc <- fmt.Errorf("reader %d: %v: %v", g, sel.h, err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(8, 8))
+		for i := 0; i < 40; i++ {
+			sel := randomSelection(rng, half)
+			start := clone(sel.h.Start)
+			start[0] += 20
+			w := Hyperslab(start, sel.h.Stride, sel.h.Count, sel.h.Block)
+			err := ds.WriteVlen(ctx, w, randomVlen(rng, int(w.NumElements()), 1))
+			if err == nil && i%8 == 7 {
+				err = f.Flush(ctx)
+			}
+			if err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+}
+
+// vlenCrashWorkload is crashWorkload for a variable-length dataset.
+func vlenCrashWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 3))
+	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 10}}
+	refs := map[string]*refArray{}
+	snaps.record(1, refs)
+	f, err := CreateWith(drv, opts)
+	if err != nil {
+		return 0, err
+	}
+	lastAck = 1
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			if cerr == nil {
+				lastAck = f.Generation()
+			}
+			err = cerr
+		}
+	}()
+	flush := func() error {
+		snaps.record(f.Generation()+1, refs)
+		if err := f.Flush(ctx); err != nil {
+			return err
+		}
+		lastAck = f.Generation()
+		return nil
+	}
+	spec := DatasetSpec{Type: Uint8, Shape: []uint64{8, 6}, MaxShape: []uint64{Unlimited, 6}, Chunk: []uint64{2, 3}, Layout: Vlen,
+		Filters: []Filter{Zstd(1)}, HeapDefragPercent: 30}
+	ds, err := f.CreateDataset("v", spec)
+	if err != nil {
+		return lastAck, err
+	}
+	refs["v"] = newVlenRef(spec.Shape, 1)
+	write := func(n int) error {
+		for i := 0; i < n; i++ {
+			r := refs["v"]
+			sel := randomSelection(rng, r.dims)
+			vals := randomVlen(rng, int(sel.NumElements()), 1)
+			if err := ds.WriteVlen(ctx, sel, vals); err != nil {
+				return err
+			}
+			r.writeVlen(sel, vals)
+		}
+		return nil
+	}
+	if err := write(5); err != nil {
+		return lastAck, err
+	}
+	if err := flush(); err != nil {
+		return lastAck, err
+	}
+	if err := write(5); err != nil {
+		return lastAck, err
+	}
+	if err := ds.SetExtent(ctx, []uint64{3, 6}); err != nil {
+		return lastAck, err
+	}
+	refs["v"].resizeVlen([]uint64{3, 6})
+	if err := flush(); err != nil {
+		return lastAck, err
+	}
+	if err := ds.SetExtent(ctx, []uint64{7, 6}); err != nil {
+		return lastAck, err
+	}
+	refs["v"].resizeVlen([]uint64{7, 6})
+	if err := write(4); err != nil {
+		return lastAck, err
+	}
+	snaps.record(f.Generation()+1, refs)
+	return lastAck, nil
+}
+
+func TestVlenCrashAtEveryWrite(t *testing.T) {
+	defer verifyNoLeaks(t)
+	crashSweep(t, vlenCrashWorkload, 1)
+}
+
+func TestVlenFaultAtEveryOperation(t *testing.T) {
+	defer verifyNoLeaks(t)
+	faultSweep(t, vlenCrashWorkload, 2)
+}

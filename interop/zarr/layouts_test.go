@@ -1,0 +1,66 @@
+package zarr
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/scc-dev/scc/engine"
+)
+
+// TestExportOtherLayouts: sparse and contiguous datasets have no pipeline
+// images, so their values are read and encoded; a sparse dataset's chunks
+// holding only the fill value are left out of the store; the import reads
+// back the same elements. A variable-length dataset is refused.
+func TestExportOtherLayouts(t *testing.T) {
+	dir := t.TempDir()
+	f, err := engine.Create(filepath.Join(dir, "src.scc"), nil)
+	must(t, err)
+	defer f.Close()
+	sp, err := f.CreateDataset("sparse", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{100, 100},
+		Chunk: []uint64{10, 10}, Layout: engine.Sparse, Fill: []byte{7, 0}})
+	must(t, err)
+	must(t, sp.Write(bg, engine.Box([]uint64{3, 4}, []uint64{1, 2}), []byte{1, 2, 3, 4}))
+	must(t, sp.Write(bg, engine.Box([]uint64{95, 99}, []uint64{1, 1}), []byte{5, 6}))
+	ct, err := f.CreateDataset("contig", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{30, 40}, Layout: engine.Contiguous})
+	must(t, err)
+	buf := make([]byte, 30*40)
+	for i := range buf {
+		buf[i] = byte(i * 3)
+	}
+	must(t, ct.Write(bg, engine.All([]uint64{30, 40}), buf))
+	must(t, f.Flush(bg))
+	for _, v := range []int{2, 3} {
+		store := filepath.Join(dir, "store"+string(rune('0'+v)))
+		rep, err := Export(bg, f, store, Options{Version: v})
+		must(t, err)
+		for _, dr := range rep.Datasets {
+			if dr.Copied+dr.Rewrapped != 0 {
+				t.Fatalf("v%d %s: %d chunks copied from a layout without pipeline images", v, dr.Name, dr.Copied+dr.Rewrapped)
+			}
+			if dr.Name == "sparse" && dr.Chunks != 2 {
+				t.Fatalf("v%d sparse: %d chunks written, want the 2 holding defined elements", v, dr.Chunks)
+			}
+		}
+		g, err := engine.Create(filepath.Join(dir, "back"+string(rune('0'+v))+".scc"), nil)
+		must(t, err)
+		_, err = Import(bg, store, g, Options{})
+		must(t, err)
+		for _, name := range []string{"sparse", "contig"} {
+			a, err := f.OpenDataset(name)
+			must(t, err)
+			b, err := g.OpenDataset(name)
+			must(t, err)
+			if string(readAll(t, a)) != string(readAll(t, b)) {
+				t.Fatalf("v%d %s: elements differ after export and import", v, name)
+			}
+		}
+		must(t, g.Close())
+	}
+	vl, err := f.CreateDataset("vlen", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}, Layout: engine.Vlen})
+	must(t, err)
+	_ = vl
+	if _, err := Export(bg, f, filepath.Join(dir, "vlen-store"), Options{Version: 2}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("export of a variable-length dataset: %v, want ErrUnsupported", err)
+	}
+}
