@@ -6,6 +6,7 @@ import (
 	"math/bits"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/format"
 	"github.com/scc-dev/scc/serialize"
 )
@@ -230,3 +231,7 @@ func (s *dsState) rawHold(ctx context.Context, coord []uint64, write bool) (seri
 	}
 	return h, nil
 }
+
+// Spec returns the filter's identity and level in engine/filter's terms,
+// for tools that map a pipeline onto another format's filters.
+func (f Filter) Spec() filter.Spec { return f.spec }

@@ -1,0 +1,314 @@
+package hdf5
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/engine/filter"
+	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
+)
+
+// exportPlan is how one scc dataset maps onto an HDF5 dataset.
+type exportPlan struct {
+	ds      *engine.Dataset
+	path    string
+	spec    h5.Spec
+	mode    Mode
+	reason  string
+	deflate int // pipeline index of the deflate filter when rewrapping, else -1
+	// re-encoding: shuffle first (by element size), then zlib at level.
+	shuffle *filter.Pipeline
+	level   int // 0: no deflate
+}
+
+// Export writes the datasets of src (all, or opts.Datasets) to a new HDF5
+// file at dstPath, which must not exist. Chunks that are cached and dirty in
+// src are written back to src first (they are exported as Read would see
+// them; src is not committed). On error the partial HDF5 file is removed.
+//
+// Dataset names become HDF5 paths: "a/b" is dataset b in group a (groups
+// are created as needed). Chunks never written are not written to HDF5
+// either, so both read them as the fill value.
+func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options) (rep Report, err error) {
+	start := time.Now()
+	if err := opts.Validate(); err != nil {
+		return rep, err
+	}
+	var plans []*exportPlan
+	defer func() {
+		for _, p := range plans {
+			p.ds.Close()
+		}
+	}()
+	for _, name := range src.Datasets() {
+		if !opts.selected(name) {
+			continue
+		}
+		ds, err := src.OpenDatasetContext(ctx, name)
+		if err != nil {
+			return rep, err
+		}
+		p, err := planExport(ds, opts)
+		if err != nil {
+			ds.Close()
+			return rep, err
+		}
+		plans = append(plans, p)
+	}
+	if opts != nil && opts.Datasets != nil && len(plans) != len(opts.Datasets) {
+		return rep, fmt.Errorf("%w: some of the datasets %q are not in the file", engine.ErrNotFound, opts.Datasets)
+	}
+	f, err := h5.Create(dstPath)
+	if err != nil {
+		return rep, err
+	}
+	defer func() {
+		cerr := f.Close()
+		if err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(dstPath)
+		}
+	}()
+	for _, p := range plans {
+		dr, err := exportDataset(ctx, f, p, opts)
+		if err != nil {
+			return rep, fmt.Errorf("export %q: %w", p.ds.Name(), err)
+		}
+		rep.Datasets = append(rep.Datasets, dr)
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
+	name := ds.Name()
+	p := &exportPlan{ds: ds, path: strings.TrimPrefix(name, "/"), deflate: -1, mode: Raw}
+	shape, maxShape, chunk := ds.Shape(), ds.MaxShape(), ds.Chunk()
+	for i := range maxShape {
+		if maxShape[i] == engine.Unlimited {
+			maxShape[i] = h5.Unlimited
+		} else if chunk[i] > maxShape[i] {
+			// H5Pset_chunk/H5Dcreate: "chunk size must be <= maximum
+			// dimension size for fixed-sized dimensions".
+			return nil, fmt.Errorf("%w: dataset %q: chunk %v exceeds the fixed max shape %v along dimension %d, which HDF5 refuses",
+				ErrUnsupported, name, chunk, ds.MaxShape(), i)
+		}
+	}
+	p.spec = h5.Spec{Type: h5Type(ds.Type()), Dims: shape, MaxDims: maxShape, Chunk: chunk, Fill: ds.Fill()}
+	specs := make([]filter.Spec, 0, 4)
+	for _, fl := range ds.Filters() {
+		specs = append(specs, fl.Spec())
+	}
+	// Raw or rewrapped when every filter is shuffle or deflate and a
+	// deflate (at most one) comes last: then its input is the whole
+	// (shuffled) chunk, whose size the Adler-32 needs.
+	var hf []h5.Filter
+	copyable := true
+	for i, s := range specs {
+		switch {
+		case s.ID == filter.Shuffle:
+			hf = append(hf, h5.Filter{ID: h5.FilterShuffle})
+		case s.ID == filter.Deflate && i == len(specs)-1:
+			hf = append(hf, h5.Filter{ID: h5.FilterDeflate, Level: int(s.Level)})
+			p.deflate = i
+			p.mode = Rewrapped
+		default:
+			copyable = false
+		}
+	}
+	if copyable {
+		p.spec.Filters = hf
+		return p, nil
+	}
+	// Re-encode: keep the shuffle, compress with deflate if scc compressed.
+	p.mode, p.deflate = Reencoded, -1
+	var why []string
+	hasShuffle, compressed := false, false
+	for _, s := range specs {
+		switch s.ID {
+		case filter.Shuffle:
+			hasShuffle = true
+		case filter.Deflate:
+			compressed = true
+			why = append(why, "deflate not last in the pipeline")
+		case filter.Zstd, filter.LZ4:
+			compressed = true
+			why = append(why, s.String()+" has no filter in libhdf5")
+		case filter.CRC32C:
+			why = append(why, "crc32c has no filter in libhdf5")
+		}
+	}
+	p.spec.Filters = nil
+	if hasShuffle {
+		sh, err := filter.NewPipeline([]filter.Spec{{ID: filter.Shuffle}}, ds.Type().Size())
+		if err != nil {
+			return nil, err
+		}
+		p.shuffle = sh
+		p.spec.Filters = append(p.spec.Filters, h5.Filter{ID: h5.FilterShuffle})
+	}
+	if compressed {
+		p.level = opts.level()
+		p.spec.Filters = append(p.spec.Filters, h5.Filter{ID: h5.FilterDeflate, Level: p.level})
+	}
+	p.reason = strings.Join(why, "; ") + fmt.Sprintf(": written as %s", hdf5Pipeline(p.spec.Filters))
+	return p, nil
+}
+
+func hdf5Pipeline(fs []h5.Filter) string {
+	if len(fs) == 0 {
+		return "unfiltered"
+	}
+	var names []string
+	for _, f := range fs {
+		if f.ID == h5.FilterShuffle {
+			names = append(names, "shuffle")
+		} else {
+			names = append(names, fmt.Sprintf("deflate(%d)", f.Level))
+		}
+	}
+	return strings.Join(names, "+")
+}
+
+// exported is one chunk ready for H5Dwrite_chunk.
+type exported struct {
+	coord  []uint64
+	data   []byte
+	mask   uint32
+	copied bool
+}
+
+func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options) (DatasetReport, error) {
+	rep := DatasetReport{Name: p.ds.Name(), Path: p.path, Mode: p.mode, Reason: p.reason}
+	hd, err := f.CreateDataset(p.path, p.spec)
+	if err != nil {
+		return rep, err
+	}
+	defer hd.Close()
+	chunk := p.spec.Chunk
+	chunkBytes := p.ds.ChunkBytes()
+	g, ctx := errgroup.WithContext(ctx)
+	coords := make(chan []uint64, 2*opts.workers())
+	out := make(chan exported, 2*opts.workers())
+	g.Go(func() error {
+		defer close(coords)
+		var err error
+		forEachCoord(p.ds.ChunkGrid(), func(c []uint64) bool {
+			select {
+			case coords <- c:
+				return true
+			case <-ctx.Done():
+				err = ctx.Err()
+				return false
+			}
+		})
+		return err
+	})
+	var wg sync.WaitGroup
+	for w := 0; w < opts.workers(); w++ {
+		wg.Add(1)
+		g.Go(func() error {
+			defer wg.Done()
+			for c := range coords {
+				raw, ok, err := p.ds.ReadChunkRaw(ctx, c)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue
+				}
+				e, err := p.convert(c, raw, chunkBytes)
+				if err != nil {
+					return fmt.Errorf("chunk %v: %w", c, err)
+				}
+				select {
+				case out <- e:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error { wg.Wait(); close(out); return nil })
+	g.Go(func() error {
+		off := make([]uint64, len(chunk))
+		for e := range out {
+			for i := range off {
+				off[i] = e.coord[i] * chunk[i]
+			}
+			if err := hd.WriteChunk(off, e.mask, e.data); err != nil {
+				// Drain so the workers can finish.
+				go func() {
+					for range out {
+					}
+				}()
+				return err
+			}
+			rep.Chunks++
+			if e.copied {
+				rep.CopiedChunks++
+			}
+			rep.StoredBytes += int64(len(e.data))
+			rep.LogicalBytes += int64(chunkBytes)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return rep, err
+	}
+	return rep, hd.Close()
+}
+
+// convert turns an scc chunk image into what HDF5's pipeline would have
+// stored for the same chunk.
+func (p *exportPlan) convert(c []uint64, raw engine.RawChunk, chunkBytes int) (exported, error) {
+	e := exported{coord: c, mask: raw.Mask, copied: true}
+	switch p.mode {
+	case Raw:
+		e.data = raw.Image
+	case Rewrapped:
+		if raw.Mask&(1<<p.deflate) != 0 {
+			e.data = raw.Image // deflate was skipped: HDF5 skips it on read too
+			break
+		}
+		z, err := wrapZlib(raw.Image, chunkBytes)
+		if err != nil {
+			// scc verified this image's checksum; a stream that does not
+			// inflate is damage scc's frame checksum could not see.
+			return e, fmt.Errorf("%w: %v", engine.ErrCorrupt, err)
+		}
+		e.data = z
+	default:
+		elems, err := p.ds.DecodeChunk(raw)
+		if err != nil {
+			return e, err
+		}
+		e.copied, e.mask = false, 0
+		if p.shuffle != nil {
+			if elems, _, err = p.shuffle.Encode(elems); err != nil {
+				return e, err
+			}
+		}
+		if p.level > 0 {
+			if elems, err = zlibCompress(elems, p.level); err != nil {
+				return e, err
+			}
+		}
+		e.data = elems
+	}
+	if len(e.data) == 0 {
+		return e, errors.New("empty chunk image")
+	}
+	return e, nil
+}
