@@ -197,7 +197,7 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 	defer hd.Close()
 	chunk := p.spec.Chunk
 	chunkBytes := p.ds.ChunkBytes()
-	g, ctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	coords := make(chan []uint64, 2*opts.workers())
 	out := make(chan exported, 2*opts.workers())
 	g.Go(func() error {
@@ -207,8 +207,8 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 			select {
 			case coords <- c:
 				return true
-			case <-ctx.Done():
-				err = ctx.Err()
+			case <-gctx.Done():
+				err = gctx.Err()
 				return false
 			}
 		})
@@ -220,7 +220,7 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 		g.Go(func() error {
 			defer wg.Done()
 			for c := range coords {
-				raw, ok, err := p.ds.ReadChunkRaw(ctx, c)
+				raw, ok, err := p.ds.ReadChunkRaw(gctx, c)
 				if err != nil {
 					return err
 				}
@@ -233,8 +233,8 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 				}
 				select {
 				case out <- e:
-				case <-ctx.Done():
-					return ctx.Err()
+				case <-gctx.Done():
+					return gctx.Err()
 				}
 			}
 			return nil

@@ -26,15 +26,17 @@ type importPlan struct {
 
 // Import creates one scc dataset in dst per HDF5 dataset of srcPath (all, or
 // opts.Datasets), named by its HDF5 path without the leading '/' (nested
-// groups flatten to "grp/sub/x"), and copies the data; then it flushes dst.
+// groups flatten to "grp/sub/x"), and copies the data, flushing dst after
+// each dataset.
 //
 // Every dataset is checked before anything is created: an element type
 // other than 1-, 2-, 4- or 8-byte integers and IEEE floats, a scalar or
 // null dataspace, a chunk larger than scc's 1 GiB limit, or a name that
 // already exists in dst fails the whole import (ErrUnsupported,
 // engine.ErrExists) and dst is unchanged. An error after that (I/O, a
-// chunk HDF5 cannot decode) leaves the datasets created so far in dst,
-// unflushed; the caller decides whether to Flush or discard the file.
+// chunk HDF5 cannot decode) leaves the datasets completed before it
+// committed, and the one being imported created but partly written and
+// not flushed: the caller decides whether to Flush or discard the file.
 //
 // Chunked datasets keep their chunk shape; their stored chunks are copied
 // without re-encoding when the filters are shuffle and deflate (deflate
@@ -91,9 +93,6 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 		}
 		rep.Datasets = append(rep.Datasets, dr)
 	}
-	if err := dst.Flush(ctx); err != nil {
-		return rep, err
-	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }
@@ -147,8 +146,10 @@ func planImport(f *h5.File, path string, opts *Options) (*importPlan, error) {
 				fs = append(fs, engine.Deflate(max(1, min(9, fl.Level))))
 				p.deflate = i
 				p.mode = Rewrapped
+			case fl.ID == h5.FilterDeflate:
+				why = append(why, "deflate is not the last filter")
 			default:
-				why = append(why, fmt.Sprintf("HDF5 filter %d (%s) has no raw scc counterpart", fl.ID, fl.Name))
+				why = append(why, fmt.Sprintf("HDF5 filter %d (%s) has no scc counterpart", fl.ID, fl.Name))
 			}
 		}
 		if in.Type.BigEndian {
@@ -252,7 +253,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 	}
 
 	var mu sync.Mutex // guards rep's counters (workers add to them)
-	g, ctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	work := make(chan imported, 2*opts.workers())
 	// The producer owns every HDF5 call: chunk lookups, raw reads and the
 	// decoded reads of chunks that cannot be copied.
@@ -290,8 +291,8 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 			select {
 			case work <- it:
 				return true
-			case <-ctx.Done():
-				err = ctx.Err()
+			case <-gctx.Done():
+				err = gctx.Err()
 				return false
 			}
 		})
@@ -308,7 +309,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 				if it.image != nil {
 					img, ok := p.rawImage(it, chunkBytes)
 					if ok {
-						err := ds.WriteChunkRaw(ctx, it.coord, engine.RawChunk{Image: img, Mask: it.mask})
+						err := ds.WriteChunkRaw(gctx, it.coord, engine.RawChunk{Image: img, Mask: it.mask})
 						switch {
 						case err == nil:
 							copied = true
@@ -324,7 +325,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 					}
 				}
 				if !copied {
-					if err := ds.Write(ctx, engine.Box(it.start, it.count), it.elems); err != nil {
+					if err := ds.Write(gctx, engine.Box(it.start, it.count), it.elems); err != nil {
 						return err
 					}
 				}
@@ -340,6 +341,11 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		})
 	}
 	if err := g.Wait(); err != nil {
+		return rep, err
+	}
+	// Commit each dataset as it completes: a later failure leaves the
+	// datasets imported before it whole and durable.
+	if err := dst.Flush(ctx); err != nil {
 		return rep, err
 	}
 	st, err := ds.Storage(ctx)

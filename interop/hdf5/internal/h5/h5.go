@@ -26,6 +26,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 )
@@ -33,10 +34,18 @@ import (
 // lib serializes every call into libhdf5 (see the package comment).
 var lib sync.Mutex
 
-func init() {
+// lock takes lib and pins the goroutine to its OS thread until unlock: a
+// thread-safe libhdf5 keeps the error stack per thread, so the call that
+// failed and the walk of its error stack must run on the same thread.
+func lock() {
+	runtime.LockOSThread()
 	lib.Lock()
-	C.scc_init()
+	C.scc_quiet()
+}
+
+func unlock() {
 	lib.Unlock()
+	runtime.UnlockOSThread()
 }
 
 // Unlimited is H5S_UNLIMITED, the maximum dimension of a growable axis.
@@ -125,8 +134,8 @@ type File struct{ id C.hid_t }
 func Create(path string) (*File, error) {
 	cs := C.CString(path)
 	defer C.free(unsafe.Pointer(cs))
-	lib.Lock()
-	defer lib.Unlock()
+	lock()
+	defer unlock()
 	id := C.H5Fcreate(cs, C.H5F_ACC_EXCL, C.H5P_DEFAULT, C.H5P_DEFAULT)
 	if id < 0 {
 		return nil, errorf("create %s", path)
@@ -138,8 +147,8 @@ func Create(path string) (*File, error) {
 func Open(path string) (*File, error) {
 	cs := C.CString(path)
 	defer C.free(unsafe.Pointer(cs))
-	lib.Lock()
-	defer lib.Unlock()
+	lock()
+	defer unlock()
 	if C.H5Fis_hdf5(cs) <= 0 {
 		C.H5Eclear2(C.H5E_DEFAULT)
 		return nil, fmt.Errorf("%w: %s is not an HDF5 file", ErrHDF5, path)
@@ -154,8 +163,8 @@ func Open(path string) (*File, error) {
 // Close closes the file (and, with H5F_CLOSE_DEFAULT's weak degree, only
 // once every dataset handle is closed). Idempotent.
 func (f *File) Close() error {
-	lib.Lock()
-	defer lib.Unlock()
+	lock()
+	defer unlock()
 	if f.id < 0 {
 		return nil
 	}
@@ -170,8 +179,8 @@ func (f *File) Close() error {
 // Datasets lists the path of every dataset reachable by hard links, without
 // the leading '/', in HDF5's name order.
 func (f *File) Datasets() ([]string, error) {
-	lib.Lock()
-	defer lib.Unlock()
+	lock()
+	defer unlock()
 	var buf *C.char
 	var n C.size_t
 	rc := C.scc_list_datasets(f.id, &buf, &n)
@@ -229,8 +238,8 @@ func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
 	}
 	cs := C.CString(path)
 	defer C.free(unsafe.Pointer(cs))
-	lib.Lock()
-	defer lib.Unlock()
+	lock()
+	defer unlock()
 	tid, err := leType(s.Type)
 	if err != nil {
 		return nil, err
@@ -289,8 +298,8 @@ func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
 func (f *File) OpenDataset(path string) (*Dataset, error) {
 	cs := C.CString(path)
 	defer C.free(unsafe.Pointer(cs))
-	lib.Lock()
-	defer lib.Unlock()
+	lock()
+	defer unlock()
 	id := C.H5Dopen2(f.id, cs, C.H5P_DEFAULT)
 	if id < 0 {
 		return nil, errorf("open dataset %s", path)
@@ -311,8 +320,8 @@ func (f *File) OpenDataset(path string) (*Dataset, error) {
 
 // Close closes the dataset. Idempotent.
 func (d *Dataset) Close() error {
-	lib.Lock()
-	defer lib.Unlock()
+	lock()
+	defer unlock()
 	if d.id < 0 {
 		return nil
 	}
@@ -347,8 +356,8 @@ type Info struct {
 
 // Info reads the dataset's type, extent, layout, filters and fill value.
 func (d *Dataset) Info() (Info, error) {
-	lib.Lock()
-	defer lib.Unlock()
+	lock()
+	defer unlock()
 	var in Info
 	tid := C.H5Dget_type(d.id)
 	if tid < 0 {
@@ -443,8 +452,8 @@ func (d *Dataset) ChunkInfo(offset []uint64) (mask uint32, size uint64, err erro
 	if len(offset) != d.rank {
 		return 0, 0, fmt.Errorf("%w: offset rank", ErrHDF5)
 	}
-	lib.Lock()
-	defer lib.Unlock()
+	lock()
+	defer unlock()
 	var m C.uint
 	var addr C.haddr_t
 	var sz C.hsize_t
@@ -464,8 +473,8 @@ func (d *Dataset) ReadChunk(offset []uint64, buf []byte) (uint32, error) {
 	if len(offset) != d.rank || len(buf) == 0 {
 		return 0, fmt.Errorf("%w: bad chunk read arguments", ErrHDF5)
 	}
-	lib.Lock()
-	defer lib.Unlock()
+	lock()
+	defer unlock()
 	var sz C.hsize_t
 	if C.H5Dget_chunk_storage_size(d.id, hsize(offset), &sz) < 0 {
 		return 0, errorf("chunk size at %v", offset)
@@ -486,8 +495,8 @@ func (d *Dataset) WriteChunk(offset []uint64, mask uint32, data []byte) error {
 	if len(offset) != d.rank || len(data) == 0 {
 		return fmt.Errorf("%w: bad chunk write arguments", ErrHDF5)
 	}
-	lib.Lock()
-	defer lib.Unlock()
+	lock()
+	defer unlock()
 	if C.H5Dwrite_chunk(d.id, C.H5P_DEFAULT, C.uint32_t(mask), hsize(offset), C.size_t(len(data)), unsafe.Pointer(&data[0])) < 0 {
 		return errorf("write chunk at %v", offset)
 	}
@@ -519,8 +528,8 @@ func (d *Dataset) box(t Type, start, count []uint64, buf []byte, write bool) err
 	if n == 0 {
 		return nil
 	}
-	lib.Lock()
-	defer lib.Unlock()
+	lock()
+	defer unlock()
 	mt, err := leType(t)
 	if err != nil {
 		return err

@@ -43,9 +43,17 @@ static hid_t scc_le_type(int cls, size_t size) {
 	return -1;
 }
 
-// scc_init switches off HDF5's printing of error stacks to stderr: errors
-// come back to Go as values (scc_error_string).
-static void scc_init(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+// scc_quiet switches off HDF5's printing of error stacks to stderr on the
+// calling thread (a thread-safe build keeps the setting, like the error
+// stack itself, per thread): errors come back to Go as values
+// (scc_error_string). The Go side calls it on every locked entry.
+static __thread int scc_quieted;
+static void scc_quiet(void) {
+	if (!scc_quieted) {
+		H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+		scc_quieted = 1;
+	}
+}
 
 typedef struct { char *buf; size_t len, cap; } scc_strbuf;
 

@@ -1,0 +1,344 @@
+package hdf5
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scc-dev/scc/engine"
+)
+
+// writeH5py makes the files h5py writes the way users write them: gzip +
+// shuffle, chunked, unlimited, fill values, partial edge chunks, chunks
+// never written, nested groups, a contiguous dataset, big-endian elements,
+// fletcher32, gzip level 0 and incompressible chunks. It saves each
+// dataset's expected little-endian elements beside the file and lists them
+// in a JSON index.
+const writeH5py = `
+import sys, json, h5py, numpy as np
+path, outdir = sys.argv[1], sys.argv[2]
+exp = []
+def save(name, arr, mode, chunks=None):
+    p = "%s/%d.bin" % (outdir, len(exp))
+    le = arr.astype(arr.dtype.newbyteorder("<"))
+    le.tofile(p)
+    exp.append({"name": name, "dtype": le.dtype.str, "shape": list(arr.shape), "data": p, "mode": mode,
+                "chunks": list(chunks) if chunks else None})
+rng = np.random.default_rng(1)
+with h5py.File(path, "w") as f:
+    a = (np.arange(37*23, dtype="<u2").reshape(37, 23) // 3).astype("<u2")
+    d = f.create_dataset("frames", shape=(37, 23), maxshape=(None, 23), chunks=(8, 16), dtype="<u2",
+                         compression="gzip", compression_opts=4, shuffle=True)
+    d[...] = a
+    save("frames", a, "rewrapped", (8, 16))
+    g = f.create_group("grp/sub")
+    b = np.full((20, 9), -3.5, dtype="<f8")
+    d = g.create_dataset("sparse", shape=(20, 9), maxshape=(None, None), chunks=(6, 4), dtype="<f8",
+                         compression="gzip", fillvalue=-3.5)
+    b[0:6, 0:4] = np.linspace(0, 1, 24).reshape(6, 4)
+    d[0:6, 0:4] = b[0:6, 0:4]
+    save("grp/sub/sparse", b, "rewrapped", (6, 4))
+    c = rng.integers(-2**31, 2**31, size=(50, 40), dtype="<i4")
+    f.create_dataset("contig", data=c)
+    save("contig", c, "re-encoded")
+    be = (np.arange(100) * 1000003).astype(">i8")
+    f.create_dataset("bigendian", data=be, chunks=(16,), compression="gzip", shuffle=True)
+    save("bigendian", be, "re-encoded", (16,))
+    fl = np.arange(64, dtype="<f4") / 3
+    f.create_dataset("fletcher", data=fl, chunks=(10,), fletcher32=True, shuffle=True, compression="gzip")
+    save("fletcher", fl, "re-encoded", (10,))
+    z = np.arange(300, dtype="<i2")
+    f.create_dataset("gzip0", data=z, chunks=(64,), compression="gzip", compression_opts=0)
+    save("gzip0", z, "rewrapped", (64,))
+    n = rng.integers(0, 256, size=(3000,), dtype="<u1")
+    f.create_dataset("noise", data=n, chunks=(512,), compression="gzip", shuffle=True, maxshape=(None,))
+    save("noise", n, "rewrapped", (512,))
+    p = np.arange(10, dtype="<u8")
+    f.create_dataset("plain", data=p, chunks=(4,), maxshape=(None,))
+    save("plain", p, "raw", (4,))
+json.dump(exp, open(outdir + "/exp.json", "w"))
+`
+
+type h5pyDataset struct {
+	Name   string   `json:"name"`
+	Dtype  string   `json:"dtype"`
+	Shape  []uint64 `json:"shape"`
+	Data   string   `json:"data"`
+	Mode   Mode     `json:"mode"`
+	Chunks []uint64 `json:"chunks"`
+}
+
+func TestImportFromH5py(t *testing.T) {
+	needReaders(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	h5path := filepath.Join(dir, "in.h5")
+	runPython(t, writeH5py, h5path, dir)
+	var exp []h5pyDataset
+	b, err := os.ReadFile(filepath.Join(dir, "exp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &exp); err != nil {
+		t.Fatal(err)
+	}
+	sccPath := filepath.Join(dir, "out.scc")
+	f, err := engine.Create(sccPath, &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Import(ctx, h5path, f, &Options{Workers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("import report:\n%s", rep)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopen: Import flushed, so everything is committed.
+	f, err = engine.Open(sccPath, &engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	byName := map[string]DatasetReport{}
+	for _, d := range rep.Datasets {
+		byName[d.Name] = d
+	}
+	if len(rep.Datasets) != len(exp) {
+		t.Fatalf("%d datasets imported, want %d", len(rep.Datasets), len(exp))
+	}
+	for _, e := range exp {
+		d := byName[e.Name]
+		if d.Mode != e.Mode {
+			t.Errorf("%s: mode %s, want %s", e.Name, d.Mode, e.Mode)
+		}
+		switch {
+		case e.Name == "noise" || e.Name == "gzip0":
+			// Deflate grew these chunks: scc's deflate must shrink, so
+			// they go through HDF5's decoder and scc's encoder.
+			if d.CopiedChunks == d.Chunks || !strings.Contains(d.Reason, "re-encoded") {
+				t.Errorf("%s: %d of %d chunks copied (%q)", e.Name, d.CopiedChunks, d.Chunks, d.Reason)
+			}
+		case e.Mode != Reencoded && d.CopiedChunks != d.Chunks:
+			t.Errorf("%s: only %d of %d chunks copied raw", e.Name, d.CopiedChunks, d.Chunks)
+		}
+		ds, err := f.OpenDataset(e.Name)
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name, err)
+		}
+		if dtypeOf(ds.Type()) != strings.Replace(e.Dtype, "|", "<", 1) {
+			t.Errorf("%s: type %v, want %s", e.Name, ds.Type(), e.Dtype)
+		}
+		if e.Chunks != nil && !equalU64(ds.Chunk(), e.Chunks) {
+			t.Errorf("%s: chunk %v, want %v", e.Name, ds.Chunk(), e.Chunks)
+		}
+		want, _ := os.ReadFile(e.Data)
+		got := make([]byte, len(want))
+		if err := ds.Read(ctx, engine.Box(make([]uint64, len(e.Shape)), e.Shape), got); err != nil {
+			t.Fatalf("%s: %v", e.Name, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: data differs from what h5py wrote", e.Name)
+		}
+		ds.Close()
+	}
+	if sp := byName["grp/sub/sparse"]; sp.Chunks != 1 {
+		t.Errorf("sparse: %d chunks imported, want the 1 h5py stored", sp.Chunks)
+	}
+	ds, _ := f.OpenDataset("frames")
+	if ms := ds.MaxShape(); ms[0] != engine.Unlimited || ms[1] != 23 {
+		t.Errorf("frames: max shape %v", ms)
+	}
+	ds.Close()
+}
+
+func equalU64(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRoundTrip: scc → HDF5 → scc keeps every element, the pipeline and the
+// chunking, with every chunk copied (no re-encode either way).
+func TestRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	src, err := engine.Create(filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	spec := engine.DatasetSpec{Type: engine.Float32, Shape: []uint64{33, 17}, MaxShape: []uint64{engine.Unlimited, 17},
+		Chunk: []uint64{8, 8}, Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(5)}, Fill: f32bytes(2.5)}
+	ds, err := src.CreateDataset("x/y", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := pattern(engine.Float32, 20*17, 3)
+	if err := ds.Write(ctx, engine.Box([]uint64{0, 0}, []uint64{20, 17}), data); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 33*17*4)
+	if err := ds.Read(ctx, engine.Box([]uint64{0, 0}, []uint64{33, 17}), want); err != nil {
+		t.Fatal(err)
+	}
+	h5path := filepath.Join(dir, "b.h5")
+	if _, err := Export(ctx, src, h5path, nil); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := engine.Create(filepath.Join(dir, "c.scc"), &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	rep, err := Import(ctx, h5path, dst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Datasets[0]
+	if d.Name != "x/y" || d.Mode != Rewrapped || d.CopiedChunks != d.Chunks || d.Chunks != 3*3 {
+		t.Fatalf("report %+v", d)
+	}
+	back, err := dst.OpenDataset("x/y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if err := back.Read(ctx, engine.Box([]uint64{0, 0}, []uint64{33, 17}), got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) || !bytes.Equal(back.Fill(), spec.Fill) || back.MaxShape()[0] != engine.Unlimited {
+		t.Fatal("round trip differs")
+	}
+	if fs := back.Filters(); len(fs) != 2 || fs[0].String() != "shuffle" || fs[1].String() != "deflate(5)" {
+		t.Fatalf("filters %v", fs)
+	}
+	// The stored chunks are the very images scc wrote.
+	for _, c := range [][]uint64{{0, 0}, {2, 1}} {
+		a, _, err := ds.ReadChunkRaw(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _, err := back.ReadChunkRaw(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a.Image, b.Image) || a.Mask != b.Mask {
+			t.Fatalf("chunk %v was not copied byte for byte", c)
+		}
+	}
+}
+
+// TestImportRefusals: an unsupported dataset fails the whole import before
+// anything is created, with a typed error; so does a name that exists.
+func TestImportRefusals(t *testing.T) {
+	needReaders(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	h5path := filepath.Join(dir, "s.h5")
+	runPython(t, `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("ok", data=np.arange(10, dtype="<i4"))
+    f.create_dataset("text", data=np.array([b"a", b"bc"]))
+    f.create_dataset("cplx", data=np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]))
+`, h5path)
+	f, err := engine.Create(filepath.Join(dir, "d.scc"), &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, err = Import(ctx, h5path, f, nil)
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "text") || !strings.Contains(err.Error(), "cplx") {
+		t.Fatalf("import of unsupported types: %v", err)
+	}
+	if n := f.Datasets(); len(n) != 0 {
+		t.Fatalf("a refused import created %v", n)
+	}
+	// Only "ok": imports; a second time the name exists.
+	if _, err := Import(ctx, h5path, f, &Options{Datasets: []string{"ok"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(ctx, h5path, f, &Options{Datasets: []string{"ok"}}); !errors.Is(err, engine.ErrExists) {
+		t.Fatalf("second import: %v", err)
+	}
+	if _, err := Import(ctx, filepath.Join(dir, "d.scc"), f, nil); !errors.Is(err, ErrHDF5) {
+		t.Fatalf("import of a non-HDF5 file: %v", err)
+	}
+	if _, err := Import(ctx, h5path, f, &Options{DeflateLevel: 11}); !errors.Is(err, engine.ErrInvalid) {
+		t.Fatalf("bad options: %v", err)
+	}
+}
+
+// TestImportDamagedChunk: a deflated chunk damaged on disk is an error, not
+// silently imported data (the Adler-32 fails, and HDF5's own decoder, tried
+// next, fails too).
+func TestImportDamagedChunk(t *testing.T) {
+	needReaders(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	h5path := filepath.Join(dir, "dmg.h5")
+	runPython(t, `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    d = f.create_dataset("d", data=(np.arange(4096, dtype="<u4") // 5), chunks=(1024,), compression="gzip", shuffle=True)
+    info = d.id.get_chunk_info(1)
+    off, size = info.byte_offset, info.size
+with open(sys.argv[1], "r+b") as g:
+    g.seek(off + size // 2)
+    b = g.read(1)
+    g.seek(off + size // 2)
+    g.write(bytes([b[0] ^ 0x10]))
+`, h5path)
+	f, err := engine.Create(filepath.Join(dir, "d.scc"), &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := Import(ctx, h5path, f, nil); !errors.Is(err, ErrHDF5) {
+		t.Fatalf("import of a damaged chunk: %v", err)
+	}
+}
+
+// TestExportRefusals: an existing destination is never overwritten, and a
+// chunk HDF5 refuses fails clearly without leaving a file.
+func TestExportRefusals(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f, err := engine.Create(filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.CreateDataset("wide", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{8}}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "x.h5")
+	if _, err := Export(ctx, f, out, nil); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("chunk beyond a fixed max shape: %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("refused export left %s (%v)", out, err)
+	}
+	if err := os.WriteFile(out, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Export(ctx, f, out, &Options{Datasets: []string{}}); !errors.Is(err, ErrHDF5) {
+		t.Fatalf("export over an existing file: %v", err)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "precious" {
+		t.Fatal("export overwrote an existing file")
+	}
+}
