@@ -55,17 +55,32 @@ func inflatedAdler(stream []byte, n int) (uint32, error) {
 		in.out = make([]byte, n+1)
 	}
 	out := in.out[:n+1]
-	got, err := io.ReadFull(in.fr, out)
+	// Read until the stream ends: only a clean end (io.EOF, not a
+	// truncated stream's io.ErrUnexpectedEOF) after exactly n bytes is
+	// valid, and the extra byte of room catches a stream that is longer.
+	got := 0
+	var err error
+	for err == nil && got < len(out) {
+		var m int
+		m, err = in.fr.Read(out[got:])
+		got += m
+		if m == 0 && err == nil {
+			err = io.ErrNoProgress
+		}
+	}
+	rest := in.src.Len()
 	in.src.Reset(nil)
 	switch {
-	case err == io.ErrUnexpectedEOF || err == io.EOF:
-		if got != n {
-			return 0, fmt.Errorf("deflate stream decodes to %d bytes, want %d", got, n)
-		}
-	case err != nil:
-		return 0, fmt.Errorf("deflate stream: %v", err)
-	default:
+	case got > n:
 		return 0, fmt.Errorf("deflate stream decodes to more than %d bytes", n)
+	case err != io.EOF:
+		return 0, fmt.Errorf("deflate stream: %v", err)
+	case got != n:
+		return 0, fmt.Errorf("deflate stream decodes to %d bytes, want %d", got, n)
+	case rest != 0:
+		// zlib's trailer must follow the stream directly (and scc's
+		// decoder refuses trailing bytes too).
+		return 0, fmt.Errorf("%d bytes after the end of the deflate stream", rest)
 	}
 	return adler32.Checksum(out[:n]), nil
 }
