@@ -4,7 +4,7 @@ PKGS      ?= ./...
 FUZZTIME  ?= 20s
 BENCHTIME ?= 1x
 
-.PHONY: help build test stress fuzz bench bench-peers demo lint tidy
+.PHONY: help build test stress fuzz bench bench-peers demo lint tidy hdf5 test-hdf5 interop-hdf5-deps bench-hdf5
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -19,6 +19,7 @@ test: ## vet, then every test under the race detector, then the cache again with
 	$(GO) test -race -timeout 15m $(PKGS)
 	$(GO) test -race -tags invariants -timeout 5m ./cache/...
 	$(GO) test -count=1 -run 'Allocs|WithoutAllocation' ./engine/ ./cache/ # allocation counts skip under -race
+	$(MAKE) test-hdf5
 
 stress: ## the long race stress suites (minutes)
 	SCC_STRESS=long $(GO) test -race -timeout 60m -run 'Stress|Concurrent|Race' -v ./stress/... ./engine/... ./cache/... ./serialize/... ./resource/...
@@ -45,3 +46,20 @@ lint: ## gofmt and vet
 
 tidy:
 	$(GO) mod tidy
+
+# ---- HDF5 interop: the cgo module interop/hdf5 (its own go.mod), so the
+# main module stays pure Go (CGO_ENABLED=0 builds it).
+HDF5_DEPS = libhdf5-dev pkg-config hdf5-tools python3-h5py python3-numpy
+HDF5_SIZE ?= 1GiB
+
+interop-hdf5-deps: ## install libhdf5-dev and the readers the HDF5 tests use (h5dump, h5py; Debian, as root)
+	@dpkg -s $(HDF5_DEPS) >/dev/null 2>&1 || { apt-get update && apt-get install -y --no-install-recommends $(HDF5_DEPS); }
+
+hdf5: ## build bin/scc-hdf5, the HDF5 export/import binary `scctl hdf5` runs (needs interop-hdf5-deps)
+	cd interop/hdf5 && $(GO) build -o ../../bin/scc-hdf5 ./cmd/scc-hdf5
+
+test-hdf5: ## vet and test interop/hdf5 under -race; files are checked by h5py and h5dump (a missing reader fails)
+	cd interop/hdf5 && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
+
+bench-hdf5: ## export/import HDF5_SIZE of shuffle+deflate data beside h5py's copy (under flock /tmp/scc-bench.lock)
+	cd interop/hdf5 && flock /tmp/scc-bench.lock $(GO) test -run '^$$' -bench BenchmarkExportImport -benchtime 1x -timeout 30m . -args -hdf5.size $(HDF5_SIZE)

@@ -139,10 +139,12 @@ func (d *Dataset) WriteChunkRaw(ctx context.Context, coord []uint64, c RawChunk)
 	if err != nil {
 		return err
 	}
-	frame := make([]byte, len(c.Image), len(c.Image)+format.ChunkFrameOverhead)
-	copy(frame, c.Image)
-	frame = format.AppendChunkChecksum(frame)
+	// The frame is the image and its trailer in one pooled buffer:
+	// DirectWrite writes it before it returns and keeps no reference.
+	buf := cache.GetBuf(len(c.Image) + format.ChunkFrameOverhead)
+	frame := format.AppendChunkChecksum(append(buf[:0], c.Image...))
 	err = cds.DirectWrite(ctx, cache.Coord(coord), cache.Encoded{Image: frame, Mask: c.Mask, Sum: format.Trailer(frame)})
+	cache.PutBuf(buf)
 	if err != nil {
 		return classify(err)
 	}
