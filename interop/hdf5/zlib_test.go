@@ -44,8 +44,8 @@ func TestZlibWrap(t *testing.T) {
 	}
 	bad := [][]byte{
 		nil, z[:5],
-		append([]byte{0x78, 0x02}, z[2:]...), // FCHECK wrong
-		append([]byte{0x79, 0x9c}, z[2:]...), // CM 9
+		append([]byte{0x78, 0x02}, z[2:]...),                        // FCHECK wrong
+		append([]byte{0x79, 0x9c}, z[2:]...),                        // CM 9
 		append(append([]byte(nil), z[:len(z)-1]...), z[len(z)-1]^1), // Adler-32 wrong
 	}
 	for i, b := range bad {
