@@ -86,6 +86,9 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 	if opts != nil && opts.Datasets != nil && len(plans) != len(opts.Datasets) {
 		return rep, fmt.Errorf("%w: some of the datasets %q are not in %s", engine.ErrNotFound, opts.Datasets, srcPath)
 	}
+	if rep.RootAttrsNotImported, err = f.RootAttrs(); err != nil {
+		return rep, err
+	}
 	for _, p := range plans {
 		dr, err := importDataset(ctx, f, dst, p, opts)
 		if err != nil {
@@ -228,6 +231,9 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		return rep, err
 	}
 	defer hd.Close()
+	if rep.AttrsNotImported, err = hd.NumAttrs(); err != nil {
+		return rep, err
+	}
 	ds, err := dst.CreateDatasetContext(ctx, p.path, p.spec)
 	if err != nil {
 		return rep, err

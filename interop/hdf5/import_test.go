@@ -35,6 +35,9 @@ with h5py.File(path, "w") as f:
     d = f.create_dataset("frames", shape=(37, 23), maxshape=(None, 23), chunks=(8, 16), dtype="<u2",
                          compression="gzip", compression_opts=4, shuffle=True)
     d[...] = a
+    d.attrs["units"] = "counts"
+    d.attrs["gain"] = np.float32(1.5)
+    f.attrs["run"] = 7
     save("frames", a, "rewrapped", (8, 16))
     g = f.create_group("grp/sub")
     b = np.full((20, 9), -3.5, dtype="<f8")
@@ -147,6 +150,10 @@ func TestImportFromH5py(t *testing.T) {
 			t.Errorf("%s: data differs from what h5py wrote", e.Name)
 		}
 		ds.Close()
+	}
+	// Attributes are not mapped yet; the report must say they were left.
+	if byName["frames"].AttrsNotImported != 2 || rep.RootAttrsNotImported != 1 || !strings.Contains(rep.String(), "2 attributes not imported") {
+		t.Errorf("attributes left behind not reported: %d, root %d", byName["frames"].AttrsNotImported, rep.RootAttrsNotImported)
 	}
 	if sp := byName["grp/sub/sparse"]; sp.Chunks != 1 {
 		t.Errorf("sparse: %d chunks imported, want the 1 h5py stored", sp.Chunks)

@@ -558,3 +558,25 @@ func (d *Dataset) box(t Type, start, count []uint64, buf []byte, write bool) err
 	}
 	return nil
 }
+
+// NumAttrs reports how many attributes the dataset has.
+func (d *Dataset) NumAttrs() (int, error) {
+	lock()
+	defer unlock()
+	n := C.scc_num_attrs(d.id)
+	if n < 0 {
+		return 0, errorf("attributes")
+	}
+	return int(n), nil
+}
+
+// RootAttrs reports how many attributes the file's root group has.
+func (f *File) RootAttrs() (int, error) {
+	lock()
+	defer unlock()
+	n := C.scc_num_attrs(f.id)
+	if n < 0 {
+		return 0, errorf("root attributes")
+	}
+	return int(n), nil
+}

@@ -117,4 +117,11 @@ static herr_t scc_list_datasets(hid_t file, char **out, size_t *len) {
 	return (rc < 0 || l.err) ? -1 : 0;
 }
 
+// scc_num_attrs returns the number of attributes on an object, or -1.
+static long long scc_num_attrs(hid_t obj) {
+	H5O_info_t info;
+	if (H5Oget_info2(obj, &info, H5O_INFO_NUM_ATTRS) < 0) return -1;
+	return (long long)info.num_attrs;
+}
+
 #endif
