@@ -92,7 +92,7 @@ type Report struct {
 	// RootAttrsNotImported counts the attributes of the HDF5 file's root
 	// group that Import left behind.
 	RootAttrsNotImported int
-	Elapsed  time.Duration
+	Elapsed              time.Duration
 }
 
 // LogicalBytes sums the datasets' logical bytes.
