@@ -18,7 +18,10 @@ import (
 // benchSize is the logical size BenchmarkExportImport moves (`make
 // bench-hdf5` passes 1GiB; the default keeps a plain `go test -bench` run
 // short).
-var benchSize = flag.String("hdf5.size", "64MiB", "logical bytes for BenchmarkExportImport (KiB/MiB/GiB suffixes)")
+var (
+	benchSize    = flag.String("hdf5.size", "64MiB", "logical bytes for BenchmarkExportImport (KiB/MiB/GiB suffixes)")
+	benchFilters = flag.String("hdf5.filters", "shuffle+deflate", "pipeline for BenchmarkExportImport: shuffle+deflate (chunks rewrapped) or shuffle (chunks copied byte for byte)")
+)
 
 func parseSize(s string) (int64, error) {
 	mult := int64(1)
@@ -42,8 +45,8 @@ with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "w") as b:
 print(time.perf_counter() - t)
 `
 
-// BenchmarkExportImport exports a shuffle+deflate(1) dataset of 1 MiB
-// chunks (uint16, a noisy ramp: about 3:1) from scc to HDF5 and imports the
+// BenchmarkExportImport exports a shuffle+deflate(1) dataset (or, with
+// -hdf5.filters shuffle, a shuffle-only one) of 1 MiB chunks (uint16, a noisy ramp: about 3:1) from scc to HDF5 and imports the
 // result back, and prints both rates beside h5py copying the same dataset
 // from the exported file to a new one in the same run. Rates are logical
 // (decoded) MB/s; files are in the page cache (written just before); the
@@ -58,6 +61,14 @@ func BenchmarkExportImport(b *testing.B) {
 	dir := b.TempDir()
 	const rows, cols = 512, 1024 // one chunk: 1 MiB of uint16
 	frames := uint64(size / (rows * cols * 2))
+	filters := []engine.Filter{engine.Shuffle(), engine.Deflate(1)}
+	switch *benchFilters {
+	case "shuffle+deflate":
+	case "shuffle":
+		filters = filters[:1]
+	default:
+		b.Fatalf("bad -hdf5.filters %q", *benchFilters)
+	}
 	srcPath := filepath.Join(dir, "src.scc")
 	f, err := engine.Create(srcPath, &engine.Options{NoSync: true})
 	if err != nil {
@@ -65,7 +76,7 @@ func BenchmarkExportImport(b *testing.B) {
 	}
 	ds, err := f.CreateDataset("data", engine.DatasetSpec{Type: engine.Uint16,
 		Shape: []uint64{frames, rows, cols}, MaxShape: []uint64{engine.Unlimited, rows, cols},
-		Chunk: []uint64{1, rows, cols}, Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(1)}})
+		Chunk: []uint64{1, rows, cols}, Filters: filters})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,8 +135,8 @@ func BenchmarkExportImport(b *testing.B) {
 		}
 		h5 := time.Duration(secs * float64(time.Second))
 		e, i := erep.Datasets[0], irep.Datasets[0]
-		fmt.Printf("hdf5 %s logical (%.1f MiB stored): export %.0f MB/s (%s, %d/%d chunks copied), import %.0f MB/s (%s, %d/%d copied), h5py copy %.0f MB/s; export/h5py %.2fx, import/h5py %.2fx\n",
-			*benchSize, float64(e.StoredBytes)/(1<<20), mbps(exp), e.Mode, e.CopiedChunks, e.Chunks,
+		fmt.Printf("hdf5 %s %s logical (%.1f MiB stored): export %.0f MB/s (%s, %d/%d chunks copied), import %.0f MB/s (%s, %d/%d copied), h5py copy %.0f MB/s; export/h5py %.2fx, import/h5py %.2fx\n",
+			*benchFilters, *benchSize, float64(e.StoredBytes)/(1<<20), mbps(exp), e.Mode, e.CopiedChunks, e.Chunks,
 			mbps(imp), i.Mode, i.CopiedChunks, i.Chunks, mbps(h5), h5.Seconds()/exp.Seconds(), h5.Seconds()/imp.Seconds())
 		b.ReportMetric(mbps(exp), "export-MB/s")
 		b.ReportMetric(mbps(imp), "import-MB/s")
