@@ -123,11 +123,21 @@ func (d *Dataset) ReadChunkRaw(ctx context.Context, coord []uint64) (c RawChunk,
 // outside the current chunk grid), ErrInvalid (rank, bad image or mask),
 // ErrIO; on error the chunk is as it was.
 func (d *Dataset) WriteChunkRaw(ctx context.Context, coord []uint64, c RawChunk) error {
+	return d.WriteChunkRawChecked(ctx, coord, c, nil)
+}
+
+// WriteChunkRawChecked is WriteChunkRaw with the caller's own check of the
+// content: check is called with the decoded chunk (ChunkBytes bytes,
+// read-only, valid only during the call) from the decode that verifies the
+// image, before anything is stored. An error from check refuses the write
+// with ErrInvalid (check's error as text). Import tools use it to verify the
+// source format's checksum (HDF5's Adler-32) without decoding twice.
+func (d *Dataset) WriteChunkRawChecked(ctx context.Context, coord []uint64, c RawChunk, check func(chunk []byte) error) error {
 	if err := d.check(true); err != nil {
 		return err
 	}
 	s := d.s
-	if err := s.verifyRaw(c); err != nil {
+	if err := s.verifyRaw(c, check); err != nil {
 		return fmt.Errorf("chunk %v of %q: %w", coord, s.name, err)
 	}
 	h, err := s.rawHold(ctx, coord, true)
@@ -185,7 +195,7 @@ func (d *Dataset) EncodeChunk(chunk []byte) (RawChunk, error) {
 // verifyRaw checks that c decodes to one whole chunk. The caller's bytes
 // are bad input, not damage on disk: the error is ErrInvalid, with the
 // decoder's reason as text only (so ErrCorrupt stays out of the chain).
-func (s *dsState) verifyRaw(c RawChunk) error {
+func (s *dsState) verifyRaw(c RawChunk, check func([]byte) error) error {
 	if int64(len(c.Image))+format.ChunkFrameOverhead > s.layout.maxStored() {
 		return fmt.Errorf("%w: image of %d bytes exceeds the largest stored chunk %d", ErrInvalid, len(c.Image), s.layout.maxStored()-format.ChunkFrameOverhead)
 	}
@@ -193,12 +203,23 @@ func (s *dsState) verifyRaw(c RawChunk) error {
 		if c.Mask != 0 || int64(len(c.Image)) != s.chunkBytes {
 			return fmt.Errorf("%w: unfiltered image of %d bytes (mask %#x), want %d bytes, mask 0", ErrInvalid, len(c.Image), c.Mask, s.chunkBytes)
 		}
-		return nil
+		return runCheck(check, c.Image)
 	}
 	dst := cache.GetBuf(int(s.chunkBytes))
 	defer cache.PutBuf(dst)
-	if _, err := s.pipeline.DecodeTo(dst[:0], c.Image, c.Mask, int(s.chunkBytes)); err != nil {
+	out, err := s.pipeline.DecodeTo(dst[:0], c.Image, c.Mask, int(s.chunkBytes))
+	if err != nil {
 		return fmt.Errorf("%w: image does not decode: %v", ErrInvalid, err)
+	}
+	return runCheck(check, out)
+}
+
+func runCheck(check func([]byte) error, chunk []byte) error {
+	if check == nil {
+		return nil
+	}
+	if err := check(chunk); err != nil {
+		return fmt.Errorf("%w: refused by the caller's check: %v", ErrInvalid, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -492,5 +493,36 @@ func TestRawChunkVsSetExtent(t *testing.T) {
 	}
 	if err := f.Flush(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRawChunkChecked: the caller's check sees the decoded chunk, and its
+// refusal stores nothing.
+func TestRawChunkChecked(t *testing.T) {
+	ctx := context.Background()
+	f := tCreate(t, vfd.NewMem(), nil)
+	for _, fl := range [][]Filter{nil, {Shuffle(), Deflate(2)}} {
+		ds, err := f.CreateDataset(fmt.Sprint("d", len(fl)), rawSpec(fl...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := rawData(16, 1), rawData(16, 2)
+		ra, _ := ds.EncodeChunk(a)
+		rb, _ := ds.EncodeChunk(b)
+		var seen []byte
+		if err := ds.WriteChunkRawChecked(ctx, []uint64{0, 0}, ra, func(c []byte) error { seen = bytes.Clone(c); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(seen, a) {
+			t.Fatalf("%v: check saw %x, want the decoded chunk %x", fl, seen, a)
+		}
+		err = ds.WriteChunkRawChecked(ctx, []uint64{0, 0}, rb, func([]byte) error { return fmt.Errorf("checksum mismatch") })
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "checksum mismatch") {
+			t.Fatalf("%v: refused check: %v", fl, err)
+		}
+		buf := make([]byte, 32)
+		if err := ds.Read(ctx, Box([]uint64{0, 0}, []uint64{4, 4}), buf); err != nil || !bytes.Equal(buf, a) {
+			t.Fatalf("%v: a refused write changed the chunk (%v)", fl, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/adler32"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
 )
 
@@ -22,6 +24,9 @@ type importPlan struct {
 	mode    Mode
 	reason  string
 	deflate int // pipeline index of deflate when copying, else -1
+	// shuffles rebuild deflate's input from a decoded chunk, one per
+	// shuffle filter before the deflate, for the Adler-32 check.
+	shuffles []*filter.Pipeline
 }
 
 // Import creates one scc dataset in dst per HDF5 dataset of srcPath (all, or
@@ -143,6 +148,11 @@ func planImport(f *h5.File, path string, opts *Options) (*importPlan, error) {
 			switch {
 			case fl.ID == h5.FilterShuffle:
 				fs = append(fs, engine.Shuffle())
+				sh, err := filter.NewPipeline([]filter.Spec{{ID: filter.Shuffle}}, in.Type.Size)
+				if err != nil {
+					return nil, err
+				}
+				p.shuffles = append(p.shuffles, sh)
 			case fl.ID == h5.FilterDeflate && i == len(in.Filters)-1:
 				// Level 0 (stored blocks) decodes like any other; scc's
 				// levels start at 1 and only matter for encoding.
@@ -310,12 +320,13 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 	// call beside the producer's, which the binding serializes).
 	for w := 0; w < opts.workers(); w++ {
 		g.Go(func() error {
+			var scratch []byte // this worker's shuffle buffer for checks
 			for it := range work {
 				copied := false
 				if it.image != nil {
-					img, ok := p.rawImage(it, chunkBytes)
+					img, check, ok := p.rawImage(it, &scratch)
 					if ok {
-						err := ds.WriteChunkRaw(gctx, it.coord, engine.RawChunk{Image: img, Mask: it.mask})
+						err := ds.WriteChunkRawChecked(gctx, it.coord, engine.RawChunk{Image: img, Mask: it.mask}, check)
 						switch {
 						case err == nil:
 							copied = true
@@ -364,17 +375,35 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 	return rep, err
 }
 
-// rawImage turns an HDF5 chunk into scc's image for the same pipeline, or
-// reports that the chunk must be re-encoded instead. A zlib stream that
-// fails its checks is not an error here: the chunk goes through HDF5's own
-// decoder, which reports real damage.
-func (p *importPlan) rawImage(it imported, chunkBytes int) ([]byte, bool) {
+// rawImage turns an HDF5 chunk into scc's image for the same pipeline, and
+// the check of the decoded chunk against the zlib stream's Adler-32 that
+// WriteChunkRawChecked runs on the decode it verifies the image with (so
+// the chunk is inflated once). ok false: the chunk must be re-encoded. A
+// chunk that fails the checks is not an error here: it goes through HDF5's
+// own decoder, which reports real damage.
+func (p *importPlan) rawImage(it imported, scratch *[]byte) (img []byte, check func([]byte) error, ok bool) {
 	if p.deflate < 0 || it.mask&(1<<p.deflate) != 0 {
-		return it.image, true
+		return it.image, nil, true
 	}
-	stream, err := unwrapZlib(it.image, chunkBytes)
+	stream, want, err := splitZlib(it.image)
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
-	return stream, true
+	return stream, func(chunk []byte) error {
+		// The deflate filter's input is the chunk after the filters
+		// before it: shuffles (planImport admits nothing else there).
+		in := chunk
+		for _, sh := range p.shuffles {
+			out, _, err := sh.EncodeTo((*scratch)[:0], in)
+			if err != nil {
+				return err
+			}
+			*scratch = out
+			in = out
+		}
+		if got := adler32.Checksum(in); got != want {
+			return fmt.Errorf("Adler-32 %08x, zlib stream says %08x", got, want)
+		}
+		return nil
+	}, true
 }

@@ -58,11 +58,15 @@ func inflatedAdler(stream []byte, n int) (uint32, error) {
 	// Read until the stream ends: only a clean end (io.EOF, not a
 	// truncated stream's io.ErrUnexpectedEOF) after exactly n bytes is
 	// valid, and the extra byte of room catches a stream that is longer.
+	// The Adler-32 runs over each piece as it is inflated, while it is
+	// still in the CPU's cache.
 	got := 0
+	sum := adler32.New()
 	var err error
 	for err == nil && got < len(out) {
 		var m int
 		m, err = in.fr.Read(out[got:])
+		sum.Write(out[got:min(got+m, n)])
 		got += m
 		if m == 0 && err == nil {
 			err = io.ErrNoProgress
@@ -82,7 +86,7 @@ func inflatedAdler(stream []byte, n int) (uint32, error) {
 		// decoder refuses trailing bytes too).
 		return 0, fmt.Errorf("%d bytes after the end of the deflate stream", rest)
 	}
-	return adler32.Checksum(out[:n]), nil
+	return sum.Sum32(), nil
 }
 
 // wrapZlib returns the zlib stream around a raw DEFLATE stream whose
@@ -98,19 +102,27 @@ func wrapZlib(stream []byte, n int) ([]byte, error) {
 	return binary.BigEndian.AppendUint32(z, sum), nil
 }
 
-// unwrapZlib checks a zlib stream's header, inflates it to check that it
-// decodes to exactly n bytes with the Adler-32 it carries, and returns the
-// raw DEFLATE stream inside it.
-func unwrapZlib(z []byte, n int) ([]byte, error) {
+// splitZlib checks a zlib stream's header and returns the raw DEFLATE
+// stream inside it and the Adler-32 it carries, without inflating.
+func splitZlib(z []byte) (stream []byte, sum uint32, err error) {
 	if len(z) < zlibOverhead {
-		return nil, fmt.Errorf("%w: %d bytes", errZlib, len(z))
+		return nil, 0, fmt.Errorf("%w: %d bytes", errZlib, len(z))
 	}
 	cmf, flg := z[0], z[1]
 	if cmf&0x0f != 8 || cmf>>4 > 7 || (uint16(cmf)<<8|uint16(flg))%31 != 0 || flg&0x20 != 0 {
-		return nil, fmt.Errorf("%w: header %02x%02x", errZlib, cmf, flg)
+		return nil, 0, fmt.Errorf("%w: header %02x%02x", errZlib, cmf, flg)
 	}
-	stream := z[2 : len(z)-4]
-	want := binary.BigEndian.Uint32(z[len(z)-4:])
+	return z[2 : len(z)-4], binary.BigEndian.Uint32(z[len(z)-4:]), nil
+}
+
+// unwrapZlib is splitZlib plus the inflate that checks the stream decodes
+// to exactly n bytes with the Adler-32 it carries. (Import gets the same
+// check from the engine's verifying decode instead: WriteChunkRawChecked.)
+func unwrapZlib(z []byte, n int) ([]byte, error) {
+	stream, want, err := splitZlib(z)
+	if err != nil {
+		return nil, err
+	}
 	got, err := inflatedAdler(stream, n)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errZlib, err)
