@@ -4,10 +4,10 @@ PKGS      ?= ./...
 FUZZTIME  ?= 20s
 BENCHTIME ?= 1x
 
-.PHONY: help build test stress fuzz bench bench-peers demo lint tidy hdf5 test-hdf5 interop-hdf5-deps bench-hdf5
+.PHONY: help build test stress fuzz bench bench-peers demo lint tidy hdf5 test-hdf5 interop-hdf5-deps bench-hdf5 fuzz-hdf5
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build every package and the scctl binary into bin/
 	$(GO) build $(PKGS)
@@ -60,6 +60,9 @@ hdf5: ## build bin/scc-hdf5, the HDF5 export/import binary `scctl hdf5` runs (ne
 
 test-hdf5: ## vet and test interop/hdf5 under -race; files are checked by h5py and h5dump (a missing reader fails)
 	cd interop/hdf5 && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
+
+fuzz-hdf5: ## run interop/hdf5's fuzz target (the zlib unwrapper reading HDF5 chunks) for FUZZTIME
+	cd interop/hdf5 && $(GO) test -run '^$$' -fuzz '^FuzzUnwrapZlib$$' -fuzztime $(FUZZTIME) .
 
 bench-hdf5: ## export/import HDF5_SIZE of shuffle+deflate data beside h5py's copy (under flock /tmp/scc-bench.lock)
 	cd interop/hdf5 && flock /tmp/scc-bench.lock $(GO) test -run '^$$' -bench BenchmarkExportImport -benchtime 1x -timeout 30m . -args -hdf5.size $(HDF5_SIZE)
