@@ -526,3 +526,32 @@ func TestRawChunkChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestRawChunkShuffleOnly: a shuffle-only pipeline takes any image of the
+// chunk's size (every such image decodes) and refuses other sizes and
+// masks.
+func TestRawChunkShuffleOnly(t *testing.T) {
+	ctx := context.Background()
+	f := tCreate(t, vfd.NewMem(), nil)
+	ds, err := f.CreateDataset("s", rawSpec(Shuffle()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := rawData(16, 3)
+	c, err := ds.EncodeChunk(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []RawChunk{{Image: c.Image[:31]}, {Image: append(bytes.Clone(c.Image), 0)}, {Image: c.Image, Mask: 1}} {
+		if err := ds.WriteChunkRaw(ctx, []uint64{0, 0}, bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("image of %d bytes, mask %d: %v", len(bad.Image), bad.Mask, err)
+		}
+	}
+	if err := ds.WriteChunkRaw(ctx, []uint64{0, 0}, c); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32)
+	if err := ds.Read(ctx, Box([]uint64{0, 0}, []uint64{4, 4}), buf); err != nil || !bytes.Equal(buf, a) {
+		t.Fatalf("shuffle-only raw write reads back wrong (%v)", err)
+	}
+}
