@@ -203,7 +203,13 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 	g.Go(func() error {
 		defer close(coords)
 		var err error
-		forEachCoord(p.ds.ChunkGrid(), func(c []uint64) bool {
+		// The grid of the extent the HDF5 dataset was created with, even
+		// if the scc dataset grows meanwhile.
+		grid := make([]uint64, len(chunk))
+		for i := range grid {
+			grid[i] = (p.spec.Dims[i] + chunk[i] - 1) / chunk[i]
+		}
+		forEachCoord(grid, func(c []uint64) bool {
 			select {
 			case coords <- c:
 				return true

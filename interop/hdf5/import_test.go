@@ -52,6 +52,11 @@ with h5py.File(path, "w") as f:
     be = (np.arange(100) * 1000003).astype(">i8")
     f.create_dataset("bigendian", data=be, chunks=(16,), compression="gzip", shuffle=True)
     save("bigendian", be, "re-encoded", (16,))
+    bf = np.full(20, -7, dtype=">i4")
+    bf[0:5] = np.arange(5)
+    d = f.create_dataset("befill", shape=(20,), chunks=(5,), dtype=">i4", fillvalue=-7, compression="gzip")
+    d[0:5] = bf[0:5]
+    save("befill", bf, "re-encoded", (5,))
     fl = np.arange(64, dtype="<f4") / 3
     f.create_dataset("fletcher", data=fl, chunks=(10,), fletcher32=True, shuffle=True, compression="gzip")
     save("fletcher", fl, "re-encoded", (10,))

@@ -351,7 +351,7 @@ type Info struct {
 	Layout  Layout
 	Chunk   []uint64 // nil unless Chunked
 	Filters []Filter
-	Fill    []byte // the fill value in the dataset's own type, or nil when undefined
+	Fill    []byte // the fill value as one little-endian element, or nil when undefined
 }
 
 // Info reads the dataset's type, extent, layout, filters and fill value.
@@ -436,8 +436,14 @@ func (d *Dataset) Info() (Info, error) {
 		return in, errorf("fill value")
 	}
 	if st != C.H5D_FILL_VALUE_UNDEFINED && in.Type.Class != Other {
+		// Ask for the value in the little-endian type of the same class
+		// and size: HDF5 converts it from the dataset's byte order.
+		mt := C.scc_le_type(C.int(in.Type.Class), C.size_t(in.Type.Size))
+		if mt < 0 {
+			return in, fmt.Errorf("%w: no little-endian type for %v", ErrHDF5, in.Type)
+		}
 		fill := make([]byte, in.Type.Size)
-		if C.H5Pget_fill_value(dcpl, tid, unsafe.Pointer(&fill[0])) < 0 {
+		if C.H5Pget_fill_value(dcpl, mt, unsafe.Pointer(&fill[0])) < 0 {
 			return in, errorf("fill value")
 		}
 		in.Fill = fill
