@@ -7,11 +7,14 @@
 // ships 1.10.8) and plain hyperslab reads and writes.
 //
 // Concurrency: every call into the library runs under one process-wide
-// mutex. HDF5's serial build is not thread-safe unless configured with
-// --enable-threadsafe, and even then it runs every API call under its own
-// global lock; holding ours as well keeps the binding correct on any build
-// and keeps each multi-call sequence (an operation and the walk of the
-// error stack it left) atomic. Handles (File, Dataset) are safe for
+// mutex, with the goroutine locked to its OS thread. A libhdf5 built
+// without --enable-threadsafe must never be entered by two threads at once;
+// Debian 12's serial build is configured thread-safe (H5_HAVE_THREADSAFE),
+// which means one global lock inside the library and an error stack per
+// thread. Holding our mutex keeps the binding correct on either build and
+// makes each multi-call sequence (an operation and the walk of the error
+// stack it left, on the same thread) atomic; it costs nothing HDF5 would
+// not serialize anyway. Handles (File, Dataset) are safe for
 // concurrent use in that sense, but calls on them never run in parallel:
 // callers that want parallelism do their own work (compression, checksums,
 // scc I/O) outside these calls.
