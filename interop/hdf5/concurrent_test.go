@@ -144,3 +144,58 @@ func TestExportIOError(t *testing.T) {
 	}
 	fd.SetEnabled(false)
 }
+
+// TestImportIOError: a write error of the scc file reaches Import's caller
+// with its cause; the datasets imported before it stay committed and
+// intact (Import flushes after each dataset).
+func TestImportIOError(t *testing.T) {
+	needReaders(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	h5path := filepath.Join(dir, "in.h5")
+	runPython(t, `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("a", data=np.arange(4000, dtype="<u4") // 3, chunks=(500,), compression="gzip", shuffle=True)
+    f.create_dataset("b", data=np.arange(4000, dtype="<u4"), chunks=(500,), compression="gzip", shuffle=True)
+`, h5path)
+	mem := vfd.NewMem()
+	fd := vfd.NewFault(mem)
+	f, err := engine.CreateWith(fd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fail every write once "a" is in: import "a" alone first, then arm
+	// the fault and import "b".
+	if _, err := Import(ctx, h5path, f, &Options{Datasets: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	fd.Add(vfd.Fail(vfd.From(vfd.OpWrite, 0)))
+	_, err = Import(ctx, h5path, f, &Options{Datasets: []string{"b"}})
+	if !errors.Is(err, engine.ErrIO) || !errors.Is(err, vfd.ErrInjected) {
+		t.Fatalf("import on a failing disk: %v", err)
+	}
+	f.Close()
+	fd.SetEnabled(false)
+	if _, err := engine.Check(ctx, mem); err != nil {
+		t.Fatalf("check after a failed import: %v", err)
+	}
+	g, err := engine.OpenWith(mem, &engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ds, err := g.OpenDataset("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 16000)
+	if err := ds.Read(ctx, engine.Box([]uint64{0}, []uint64{4000}), got); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4000; i++ {
+		if v := uint32(got[4*i]) | uint32(got[4*i+1])<<8 | uint32(got[4*i+2])<<16 | uint32(got[4*i+3])<<24; v != uint32(i/3) {
+			t.Fatalf("element %d of the committed dataset is %d", i, v)
+		}
+	}
+}

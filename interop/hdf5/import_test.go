@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -352,5 +353,53 @@ func TestExportRefusals(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(out); string(b) != "precious" {
 		t.Fatal("export overwrote an existing file")
+	}
+}
+
+// TestImportContiguousChunking: an unchunked HDF5 dataset gets the chunk
+// shape Options.Chunk asks for, or whole rows of about 1 MiB, and the
+// pipeline Options.Filters names.
+func TestImportContiguousChunking(t *testing.T) {
+	needReaders(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	h5path := filepath.Join(dir, "c.h5")
+	runPython(t, `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("big", data=np.arange(600*1000, dtype="<f8").reshape(600, 1000))
+`, h5path)
+	want := make([]byte, 600*1000*8)
+	for i := 0; i < 600*1000; i++ {
+		copy(want[8*i:], f64bytes(float64(i)))
+	}
+	for _, tc := range []struct {
+		opts  *Options
+		chunk []uint64
+		fl    string
+	}{
+		{nil, []uint64{131, 1000}, "[shuffle deflate(1)]"},
+		{&Options{Chunk: []uint64{100, 250}, Filters: []engine.Filter{engine.LZ4()}}, []uint64{100, 250}, "[lz4]"},
+	} {
+		f, err := engine.Create(filepath.Join(t.TempDir(), "d.scc"), &engine.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Import(ctx, h5path, f, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, err := f.OpenDataset("big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equalU64(ds.Chunk(), tc.chunk) || fmt.Sprint(ds.Filters()) != tc.fl || rep.Datasets[0].Mode != Reencoded {
+			t.Errorf("chunk %v filters %v mode %s, want %v %s re-encoded", ds.Chunk(), ds.Filters(), rep.Datasets[0].Mode, tc.chunk, tc.fl)
+		}
+		got := make([]byte, len(want))
+		if err := ds.Read(ctx, engine.Box([]uint64{0, 0}, []uint64{600, 1000}), got); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("contiguous import differs (%v)", err)
+		}
+		f.Close()
 	}
 }
