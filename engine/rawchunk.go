@@ -3,277 +3,234 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math/bits"
+	"slices"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/index"
+	"github.com/scc-dev/scc/engine/selection"
 	"github.com/scc-dev/scc/serialize"
 )
 
-// Raw chunk I/O: a chunk's stored, encoded image moved without running the
-// filter pipeline — seed 002's direct chunk read and write
-// (H5SC_direct_chunk_read/write), which the cache implements as
-// cache.Dataset.DirectRead and DirectWrite. Export and import tools use it
-// to copy encoded chunks between scc and formats whose filters match
-// (HDF5's shuffle, for instance) without a decode and re-encode.
+// Raw chunk access: a chunk's encoded bytes (the filter pipeline's output,
+// without the chunk frame's checksum) read and written without decoding
+// and re-encoding, for exporters and importers that copy chunks between
+// formats whose codecs match (seed 002 "direct chunk read/write"; the
+// cache's DirectRead and DirectWrite do the cache half).
 //
-// What crosses the API is the filtered image alone (FORMAT.md §9 without
-// the frame's CRC32C trailer) and the filter mask (bit i set: filter i of
-// the dataset's pipeline was skipped). The engine owns the frame: a read
-// checks the trailer against the index's record and the image's checksum
-// before handing the image out; a write adds the trailer itself.
-//
-// Coherence with the shared cache: the cached copy of a chunk wins over the
-// stored one. ReadChunkRaw writes a dirty cached copy back first (so the
-// image returned is what Read would return); WriteChunkRaw drops any cached
-// copy, dirty or clean, before it stores the new image, so the next Read
-// decodes what was written. Both hold the chunk's region in the serializer
-// like a Read or Write of that chunk (a write exclusively), so they are
-// ordered against overlapping requests and SetExtent in receipt order.
-//
-// Durability is the same as Write's: a raw write is durable after the next
-// successful File.Flush.
+// Coherence with the cache: a raw read or write holds the chunk's box in
+// the serializer like a Read or Write of that box, so it is ordered with
+// every overlapping request. A raw read writes a dirty cached copy back
+// first and then reads what is stored; a raw write drops any cached copy
+// and stores the new bytes, which the next Flush commits like any write.
 
-// RawChunk is one chunk's encoded image as the dataset's filter pipeline
-// made it.
-type RawChunk struct {
-	// Image is the filtered image: what the pipeline's encoder produced,
-	// without the container's CRC32C trailer. For an unfiltered dataset it
-	// is the chunk's elements, packed little-endian in C order, and always
-	// the whole chunk (edge chunks included: elements outside the extent
-	// hold the fill value).
-	Image []byte
-	// Mask has bit i set when filter i of the pipeline was skipped because
-	// it did not shrink the chunk (an optional compressor, as in HDF5).
-	Mask uint32
+// StoredChunk describes one chunk that exists in the file.
+type StoredChunk struct {
+	Coords     []uint64 // chunk coordinates (element index / chunk shape)
+	Size       uint64   // encoded bytes, as ReadChunkRaw returns them
+	FilterMask uint32   // bit i set: filter i was skipped for this chunk
 }
 
-// ChunkGrid returns the number of chunks along each dimension at the
-// current extent (a partial edge chunk counts as one). Chunk coordinates
-// given to ReadChunkRaw and WriteChunkRaw are below it.
-func (d *Dataset) ChunkGrid() []uint64 {
-	shape := d.s.shape()
-	g := make([]uint64, len(shape))
-	for i := range shape {
-		g[i] = ceilDiv(shape[i], d.s.chunk[i])
-	}
-	return g
-}
-
-// ChunkBytes returns the decoded size of one chunk in bytes (the product of
-// the chunk shape and the element size).
-func (d *Dataset) ChunkBytes() int { return int(d.s.chunkBytes) }
-
-// ReadChunkRaw returns the stored image of the chunk at chunk coordinates
-// coord (element offset divided by the chunk shape). ok is false when the
-// chunk is not stored (it reads as the fill value); a dirty cached copy is
-// written back first, so a chunk written but not yet flushed is returned as
-// it stands. The returned Image is a new slice owned by the caller.
-//
-// Errors: ErrOutOfRange for a coordinate outside the current chunk grid,
-// ErrInvalid for a wrong rank, ErrCorrupt when the stored frame fails its
-// checksum or is not the one the index names, ErrIO from the driver.
-// Unlike Read, it does not refresh a read-only file that fell behind its
-// writer: the caller sees ErrCorrupt and may Refresh and retry.
-func (d *Dataset) ReadChunkRaw(ctx context.Context, coord []uint64) (c RawChunk, ok bool, err error) {
+// StoredChunks lists the dataset's stored chunks in C order of their
+// coordinates. Dirty chunks in the cache are written back first, so that
+// every chunk written before the call is listed; chunks never written (or
+// deleted by a shrink) are absent and read as the fill value.
+func (d *Dataset) StoredChunks(ctx context.Context) ([]StoredChunk, error) {
 	if err := d.check(false); err != nil {
-		return RawChunk{}, false, err
+		return nil, err
 	}
 	s := d.s
-	h, err := s.rawHold(ctx, coord, false)
-	if err != nil {
-		return RawChunk{}, false, err
+	if !s.f.readOnly {
+		cds, err := s.cacheDataset()
+		if err != nil {
+			return nil, err
+		}
+		if err := cds.Flush(ctx, false); err != nil {
+			return nil, classify(err)
+		}
 	}
-	defer h.Release()
-	cds, err := s.hotDataset()
+	s.extent.RLock()
+	defer s.extent.RUnlock()
+	x, err := s.idx.get(ctx)
 	if err != nil {
-		return RawChunk{}, false, err
+		return nil, classify(err)
 	}
-	frame, loc, err := cds.DirectRead(ctx, cache.Coord(coord))
+	var out []StoredChunk
+	err = x.Range(ctx, func(c []uint64, e index.Entry) bool {
+		size := e.Size
+		if size >= format.ChunkFrameOverhead {
+			size -= format.ChunkFrameOverhead
+		}
+		out = append(out, StoredChunk{Coords: clone(c), Size: size, FilterMask: e.Mask})
+		return true
+	})
+	s.idx.account(x)
 	if err != nil {
-		return RawChunk{}, false, classify(err)
+		return nil, classify(err)
+	}
+	slices.SortFunc(out, func(a, b StoredChunk) int { return slices.Compare(a.Coords, b.Coords) })
+	return out, nil
+}
+
+// chunkRegion checks coords against the current chunk grid and returns the
+// chunk's box for the serializer.
+func (s *dsState) chunkRegion(coords []uint64) (serialize.Region, error) {
+	if len(coords) != len(s.chunk) {
+		return serialize.Region{}, fmt.Errorf("%w: chunk coordinates %v have rank %d, dataset has %d", ErrInvalid, coords, len(coords), len(s.chunk))
+	}
+	shape := s.shape()
+	for i, c := range coords {
+		if c >= ceilDiv(shape[i], s.chunk[i]) {
+			return serialize.Region{}, fmt.Errorf("%w: chunk %v outside the extent %v (chunk %v)", ErrOutOfRange, coords, shape, s.chunk)
+		}
+	}
+	hi := make([]uint64, len(coords))
+	for i, c := range coords {
+		hi[i] = c + 1
+	}
+	return serialize.Region{Dataset: s.id, Lo: clone(coords), Hi: hi}, nil
+}
+
+// ReadChunkRaw returns the chunk's encoded bytes and filter mask, its
+// checksum verified (ErrCorrupt otherwise); ErrNotFound if the chunk is not
+// stored (it reads as the fill value). A dirty cached copy is written back
+// first, so the bytes are those of the latest write.
+func (d *Dataset) ReadChunkRaw(ctx context.Context, coords []uint64) (data []byte, filterMask uint32, err error) {
+	if err := d.check(false); err != nil {
+		return nil, 0, err
+	}
+	s := d.s
+	reg, err := s.chunkRegion(coords)
+	if err != nil {
+		return nil, 0, err
+	}
+	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}})
+	if err != nil {
+		return nil, 0, classify(err)
+	}
+	defer release()
+	cds, err := s.cacheDataset()
+	if err != nil {
+		return nil, 0, err
+	}
+	image, loc, err := cds.DirectRead(ctx, cache.Coord(coords))
+	if err != nil {
+		return nil, 0, classify(err)
 	}
 	if !loc.Exists() {
-		return RawChunk{}, false, nil
+		return nil, 0, fmt.Errorf("%w: chunk %v of %q is not stored", ErrNotFound, coords, s.name)
 	}
-	if format.Trailer(frame) != loc.Sum {
-		return RawChunk{}, false, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, coord, s.name, loc.Addr)
+	if format.Trailer(image) != loc.Sum {
+		return nil, 0, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, coords, s.name, loc.Addr)
 	}
-	img, err := format.VerifyChunk(frame)
+	img, err := format.VerifyChunk(image)
 	if err != nil {
-		return RawChunk{}, false, fmt.Errorf("chunk %v of %q: %w", coord, s.name, classify(err))
+		return nil, 0, fmt.Errorf("chunk %v of %q: %w", coords, s.name, classify(err))
 	}
-	return RawChunk{Image: img, Mask: loc.Mask}, true, nil
+	if s.unfiltered && (int64(len(img)) != s.chunkBytes || loc.Mask != 0) {
+		return nil, 0, fmt.Errorf("%w: chunk %v of %q: unfiltered image of %d bytes (mask %#x), want %d", ErrCorrupt, coords, s.name, len(img), loc.Mask, s.chunkBytes)
+	}
+	return img[:len(img):len(img)], loc.Mask, nil
 }
 
-// WriteChunkRaw stores c as the chunk at chunk coordinates coord, replacing
-// any stored or cached version. c must be an image this dataset's pipeline
-// could have produced for one whole chunk: WriteChunkRaw decodes it once
-// (without keeping the result) and refuses, with ErrInvalid, an image that
-// does not decode to exactly ChunkBytes bytes under the pipeline and mask —
-// so a raw write never stores a chunk that later reads fail on. The decode
-// is the whole cost beyond the write itself; no encode runs. It proves the
-// image is well formed, not that it holds the intended elements: a
-// deflate stream has no checksum of its own, so one damaged in a way that
-// still decodes to the right length goes unnoticed. Checking the source's
-// own checksum (HDF5's Adler-32, say) is the caller's job.
+// WriteChunkRaw stores data, the filter pipeline's output for the whole
+// chunk with filterMask naming the skipped filters, as the chunk at coords,
+// replacing any stored or cached version; durable after the next Flush.
 //
-// c.Image is not retained. Errors: ErrReadOnly, ErrOutOfRange (coordinate
-// outside the current chunk grid), ErrInvalid (rank, bad image or mask),
-// ErrIO; on error the chunk is as it was.
-func (d *Dataset) WriteChunkRaw(ctx context.Context, coord []uint64, c RawChunk) error {
-	return d.WriteChunkRawChecked(ctx, coord, c, nil)
-}
-
-// WriteChunkRawChecked is WriteChunkRaw with the caller's own check of the
-// content: check is called with the decoded chunk (ChunkBytes bytes,
-// read-only, valid only during the call) from the decode that verifies the
-// image, before anything is stored. An error from check refuses the write
-// with ErrInvalid (check's error as text). Import tools use it to verify the
-// source format's checksum (HDF5's Adler-32) without decoding twice.
-func (d *Dataset) WriteChunkRawChecked(ctx context.Context, coord []uint64, c RawChunk, check func(chunk []byte) error) error {
+// The bytes are verified before anything changes: they must decode through
+// the pipeline to exactly one chunk, and the chunk's elements outside the
+// current extent (an edge chunk's padding) must hold the fill value, the
+// engine's invariant for stored chunks; otherwise ErrInvalid and nothing
+// is stored. data is not retained.
+func (d *Dataset) WriteChunkRaw(ctx context.Context, coords []uint64, data []byte, filterMask uint32) error {
 	if err := d.check(true); err != nil {
 		return err
 	}
 	s := d.s
-	if err := s.verifyRaw(c, check); err != nil {
-		return fmt.Errorf("chunk %v of %q: %w", coord, s.name, err)
-	}
-	h, err := s.rawHold(ctx, coord, true)
+	reg, err := s.chunkRegion(coords)
 	if err != nil {
 		return err
 	}
-	defer h.Release()
-	cds, err := s.hotDataset()
-	if err != nil {
-		return err
+	lay := s.layout
+	if int64(len(data))+format.ChunkFrameOverhead > lay.maxStored() {
+		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), lay.maxStored()-format.ChunkFrameOverhead)
 	}
-	// The frame is the image and its trailer in one pooled buffer:
-	// DirectWrite writes it before it returns and keeps no reference.
-	buf := cache.GetBuf(len(c.Image) + format.ChunkFrameOverhead)
-	frame := format.AppendChunkChecksum(append(buf[:0], c.Image...))
-	err = cds.DirectWrite(ctx, cache.Coord(coord), cache.Encoded{Image: frame, Mask: c.Mask, Sum: format.Trailer(frame)})
-	cache.PutBuf(buf)
+	decoded := data
+	if s.unfiltered {
+		if int64(len(data)) != s.chunkBytes || filterMask != 0 {
+			return fmt.Errorf("%w: unfiltered chunk of %d bytes (mask %#x), want %d bytes and mask 0", ErrInvalid, len(data), filterMask, s.chunkBytes)
+		}
+	} else {
+		decoded, err = s.pipeline.Decode(data, filterMask, int(s.chunkBytes))
+		if err != nil {
+			return fmt.Errorf("%w: encoded chunk does not decode through the pipeline: %v", ErrInvalid, err)
+		}
+		if int64(len(decoded)) != s.chunkBytes {
+			return fmt.Errorf("%w: encoded chunk decodes to %d bytes, want %d", ErrInvalid, len(decoded), s.chunkBytes)
+		}
+	}
+	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}, Write: true})
 	if err != nil {
 		return classify(err)
 	}
-	s.dirty.Store(true)
-	return nil
-}
-
-// DecodeChunk runs c back through the dataset's pipeline and returns the
-// chunk's elements (ChunkBytes bytes, little-endian, C order). An image that
-// does not decode returns ErrCorrupt.
-func (d *Dataset) DecodeChunk(c RawChunk) ([]byte, error) {
-	if d.s.unfiltered {
-		if c.Mask != 0 || int64(len(c.Image)) != d.s.chunkBytes {
-			return nil, fmt.Errorf("%w: unfiltered image of %d bytes (mask %#x), want %d", ErrCorrupt, len(c.Image), c.Mask, d.s.chunkBytes)
-		}
-		return clone(c.Image), nil
+	defer release()
+	// The extent cannot change while the chunk's box is held (SetExtent
+	// holds the dataset exclusively), so the padding check is exact. It may
+	// have changed before the hold: check the coordinates again.
+	if _, err := s.chunkRegion(coords); err != nil {
+		return err
 	}
-	out, err := d.s.pipeline.Decode(c.Image, c.Mask, int(d.s.chunkBytes))
-	return out, classify(err)
-}
-
-// EncodeChunk runs one whole chunk's elements (ChunkBytes bytes) through
-// the dataset's pipeline, producing what WriteChunkRaw accepts.
-func (d *Dataset) EncodeChunk(chunk []byte) (RawChunk, error) {
-	if int64(len(chunk)) != d.s.chunkBytes {
-		return RawChunk{}, fmt.Errorf("%w: chunk of %d bytes, want %d", ErrInvalid, len(chunk), d.s.chunkBytes)
+	if !s.paddingIsFill(coords, decoded) {
+		return fmt.Errorf("%w: chunk %v: elements outside the extent %v are not the fill value", ErrInvalid, coords, s.shape())
 	}
-	if d.s.unfiltered {
-		return RawChunk{Image: clone(chunk)}, nil
-	}
-	img, mask, err := d.s.pipeline.Encode(chunk)
+	cds, err := s.cacheDataset()
 	if err != nil {
-		return RawChunk{}, classify(err)
+		return err
 	}
-	return RawChunk{Image: img, Mask: mask}, nil
+	img := make([]byte, len(data), len(data)+format.ChunkFrameOverhead)
+	copy(img, data)
+	img = format.AppendChunkChecksum(img)
+	return classify(cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: img, Mask: filterMask, Sum: format.Trailer(img)}))
 }
 
-// verifyRaw checks that c decodes to one whole chunk. The caller's bytes
-// are bad input, not damage on disk: the error is ErrInvalid, with the
-// decoder's reason as text only (so ErrCorrupt stays out of the chain).
-func (s *dsState) verifyRaw(c RawChunk, check func([]byte) error) error {
-	if int64(len(c.Image))+format.ChunkFrameOverhead > s.layout.maxStored() {
-		return fmt.Errorf("%w: image of %d bytes exceeds the largest stored chunk %d", ErrInvalid, len(c.Image), s.layout.maxStored()-format.ChunkFrameOverhead)
-	}
-	if s.unfiltered {
-		if c.Mask != 0 || int64(len(c.Image)) != s.chunkBytes {
-			return fmt.Errorf("%w: unfiltered image of %d bytes (mask %#x), want %d bytes, mask 0", ErrInvalid, len(c.Image), c.Mask, s.chunkBytes)
-		}
-		return runCheck(check, c.Image)
-	}
-	if check == nil && s.onlyShuffles() {
-		// Shuffle is a permutation: an image of exactly the chunk's size
-		// with no filter skipped always decodes, so the decode would prove
-		// nothing the length does not.
-		if c.Mask != 0 || int64(len(c.Image)) != s.chunkBytes {
-			return fmt.Errorf("%w: shuffled image of %d bytes (mask %#x), want %d bytes, mask 0", ErrInvalid, len(c.Image), c.Mask, s.chunkBytes)
-		}
-		return nil
-	}
-	dst := cache.GetBuf(int(s.chunkBytes))
-	defer cache.PutBuf(dst)
-	out, err := s.pipeline.DecodeTo(dst[:0], c.Image, c.Mask, int(s.chunkBytes))
-	if err != nil {
-		return fmt.Errorf("%w: image does not decode: %v", ErrInvalid, err)
-	}
-	return runCheck(check, out)
-}
-
-// onlyShuffles reports whether every filter of the pipeline is a shuffle.
-func (s *dsState) onlyShuffles() bool {
-	for _, sp := range s.pipeline.Specs() {
-		if sp.ID != filter.Shuffle {
-			return false
-		}
-	}
-	return true
-}
-
-func runCheck(check func([]byte) error, chunk []byte) error {
-	if check == nil {
-		return nil
-	}
-	if err := check(chunk); err != nil {
-		return fmt.Errorf("%w: refused by the caller's check: %v", ErrInvalid, err)
-	}
-	return nil
-}
-
-// rawHold validates coord against the current extent and holds its chunk
-// in the serializer, so the extent cannot change until the hold is
-// released (SetExtent acquires the dataset exclusively).
-func (s *dsState) rawHold(ctx context.Context, coord []uint64, write bool) (serialize.Hold, error) {
-	r := len(s.chunk)
-	if len(coord) != r {
-		return serialize.Hold{}, fmt.Errorf("%w: chunk coordinate %v has rank %d, dataset has %d", ErrInvalid, coord, len(coord), r)
-	}
-	reg := serialize.Region{Dataset: s.id, Lo: make([]uint64, r), Hi: make([]uint64, r)}
-	for i, c := range coord {
-		hi, carry := bits.Add64(c, 1, 0)
-		if carry != 0 {
-			return serialize.Hold{}, fmt.Errorf("%w: chunk coordinate %v", ErrOutOfRange, coord)
-		}
-		reg.Lo[i], reg.Hi[i] = c, hi
-	}
-	h, err := s.f.ser.AcquireHold(ctx, serialize.Request{Regions: []serialize.Region{reg}, Write: write})
-	if err != nil {
-		return serialize.Hold{}, classify(err)
-	}
-	// Under the hold the extent is stable (see io.go).
+// paddingIsFill reports whether the elements of the decoded chunk at
+// coords that lie outside the current extent hold the fill value: it trims
+// a copy to the extent (selection.Trim, as a shrink does) and compares.
+func (s *dsState) paddingIsFill(coords []uint64, decoded []byte) bool {
 	shape := s.shape()
-	for i, c := range coord {
-		if c >= ceilDiv(shape[i], s.chunk[i]) {
-			h.Release()
-			return serialize.Hold{}, fmt.Errorf("%w: chunk coordinate %v outside the chunk grid of extent %v", ErrOutOfRange, coord, shape)
+	edge := false
+	for i, c := range coords {
+		if (c+1)*s.chunk[i] > shape[i] {
+			edge = true
 		}
 	}
-	return h, nil
+	if !edge {
+		return true
+	}
+	trimmed := slices.Clone(decoded)
+	selection.Trim(trimmed, coords, s.chunk, shape, s.elemSize, s.fill)
+	return string(trimmed) == string(decoded)
 }
 
-// Spec returns the filter's identity and level in engine/filter's terms,
-// for tools that map a pipeline onto another format's filters.
-func (f Filter) Spec() filter.Spec { return f.spec }
+// Stage describes a pipeline stage for code that interprets raw chunks
+// (exporters mapping the pipeline onto another format's codecs): its name,
+// one of "shuffle", "deflate" (raw DEFLATE, RFC 1951, no zlib or gzip
+// wrapper), "zstd" (one frame), "lz4" (u32 little-endian decoded length,
+// then one LZ4 block) and "crc32c" (the input, then its CRC32C
+// little-endian), and its level (0 for stages without one).
+func (f Filter) Stage() (name string, level int) {
+	switch f.spec.ID {
+	case filter.Shuffle:
+		return "shuffle", 0
+	case filter.Deflate:
+		return "deflate", int(f.spec.Level)
+	case filter.Zstd:
+		return "zstd", int(f.spec.Level)
+	case filter.LZ4:
+		return "lz4", 0
+	case filter.CRC32C:
+		return "crc32c", 0
+	}
+	return f.spec.String(), int(f.spec.Level)
+}

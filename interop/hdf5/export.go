@@ -105,21 +105,26 @@ func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 		}
 	}
 	p.spec = h5.Spec{Type: h5Type(ds.Type()), Dims: shape, MaxDims: maxShape, Chunk: chunk, Fill: ds.Fill()}
-	specs := make([]filter.Spec, 0, 4)
+	type stage struct {
+		name  string
+		level int
+	}
+	var stages []stage
 	for _, fl := range ds.Filters() {
-		specs = append(specs, fl.Spec())
+		n, l := fl.Stage()
+		stages = append(stages, stage{n, l})
 	}
 	// Raw or rewrapped when every filter is shuffle or deflate and a
 	// deflate (at most one) comes last: then its input is the whole
 	// (shuffled) chunk, whose size the Adler-32 needs.
 	var hf []h5.Filter
 	copyable := true
-	for i, s := range specs {
+	for i, st := range stages {
 		switch {
-		case s.ID == filter.Shuffle:
+		case st.name == "shuffle":
 			hf = append(hf, h5.Filter{ID: h5.FilterShuffle})
-		case s.ID == filter.Deflate && i == len(specs)-1:
-			hf = append(hf, h5.Filter{ID: h5.FilterDeflate, Level: int(s.Level)})
+		case st.name == "deflate" && i == len(stages)-1:
+			hf = append(hf, h5.Filter{ID: h5.FilterDeflate, Level: st.level})
 			p.deflate = i
 			p.mode = Rewrapped
 		default:
@@ -134,18 +139,18 @@ func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 	p.mode, p.deflate = Reencoded, -1
 	var why []string
 	hasShuffle, compressed := false, false
-	for _, s := range specs {
-		switch s.ID {
-		case filter.Shuffle:
+	for _, st := range stages {
+		switch st.name {
+		case "shuffle":
 			hasShuffle = true
-		case filter.Deflate:
+		case "deflate":
 			compressed = true
 			why = append(why, "deflate not last in the pipeline")
-		case filter.Zstd, filter.LZ4:
+		case "zstd", "lz4":
 			compressed = true
-			why = append(why, s.String()+" has no filter in libhdf5")
-		case filter.CRC32C:
-			why = append(why, "crc32c has no filter in libhdf5")
+			why = append(why, st.name+" has no filter in libhdf5")
+		default:
+			why = append(why, st.name+" has no filter in libhdf5")
 		}
 	}
 	p.spec.Filters = nil
@@ -226,14 +231,14 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 		g.Go(func() error {
 			defer wg.Done()
 			for c := range coords {
-				raw, ok, err := p.ds.ReadChunkRaw(gctx, c)
+				data, mask, err := p.ds.ReadChunkRaw(gctx, c)
+				if errors.Is(err, engine.ErrNotFound) {
+					continue // never written: fill value on both sides
+				}
 				if err != nil {
 					return err
 				}
-				if !ok {
-					continue
-				}
-				e, err := p.convert(c, raw, chunkBytes)
+				e, err := p.convert(c, data, mask, chunkBytes)
 				if err != nil {
 					return fmt.Errorf("chunk %v: %w", c, err)
 				}
@@ -278,17 +283,17 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 
 // convert turns an scc chunk image into what HDF5's pipeline would have
 // stored for the same chunk.
-func (p *exportPlan) convert(c []uint64, raw engine.RawChunk, chunkBytes int) (exported, error) {
-	e := exported{coord: c, mask: raw.Mask, copied: true}
+func (p *exportPlan) convert(c []uint64, data []byte, mask uint32, chunkBytes int) (exported, error) {
+	e := exported{coord: c, mask: mask, copied: true}
 	switch p.mode {
 	case Raw:
-		e.data = raw.Image
+		e.data = data
 	case Rewrapped:
-		if raw.Mask&(1<<p.deflate) != 0 {
-			e.data = raw.Image // deflate was skipped: HDF5 skips it on read too
+		if mask&(1<<p.deflate) != 0 {
+			e.data = data // deflate was skipped: HDF5 skips it on read too
 			break
 		}
-		z, err := wrapZlib(raw.Image, chunkBytes)
+		z, err := wrapZlib(data, chunkBytes)
 		if err != nil {
 			// scc verified this image's checksum; a stream that does not
 			// inflate is damage scc's frame checksum could not see.
@@ -296,7 +301,7 @@ func (p *exportPlan) convert(c []uint64, raw engine.RawChunk, chunkBytes int) (e
 		}
 		e.data = z
 	default:
-		elems, err := p.ds.DecodeChunk(raw)
+		elems, err := p.ds.DecodeChunk(data, mask)
 		if err != nil {
 			return e, err
 		}

@@ -326,7 +326,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 				if it.image != nil {
 					img, check, ok := p.rawImage(it, &scratch)
 					if ok {
-						err := ds.WriteChunkRawChecked(gctx, it.coord, engine.RawChunk{Image: img, Mask: it.mask}, check)
+						err := ds.WriteChunkRawChecked(gctx, it.coord, img, it.mask, check)
 						switch {
 						case err == nil:
 							copied = true
