@@ -35,8 +35,9 @@ type exportPlan struct {
 // them; src is not committed). On error the partial HDF5 file is removed.
 //
 // Dataset names become HDF5 paths: "a/b" is dataset b in group a (groups
-// are created as needed). Chunks never written are not written to HDF5
-// either, so both read them as the fill value.
+// are created as needed). Only stored chunks are exported (chunks never
+// written read as the fill value on both sides), so a sparse dataset costs
+// what it stores, not what its grid spans.
 func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options) (rep Report, err error) {
 	start := time.Now()
 	if err := opts.Validate(); err != nil {
@@ -207,23 +208,29 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 	out := make(chan exported, 2*opts.workers())
 	g.Go(func() error {
 		defer close(coords)
-		var err error
-		// The grid of the extent the HDF5 dataset was created with, even
-		// if the scc dataset grows meanwhile.
-		grid := make([]uint64, len(chunk))
-		for i := range grid {
-			grid[i] = (p.spec.Dims[i] + chunk[i] - 1) / chunk[i]
+		// The stored chunks (dirty cached ones are written back first), not
+		// the whole grid: a sparse dataset with a long unlimited axis has
+		// far more cells than chunks. Chunks beyond the extent the HDF5
+		// dataset was created with (the scc dataset grew meanwhile) are left
+		// out.
+		stored, err := p.ds.StoredChunks(gctx)
+		if err != nil {
+			return err
 		}
-		forEachCoord(grid, func(c []uint64) bool {
-			select {
-			case coords <- c:
-				return true
-			case <-gctx.Done():
-				err = gctx.Err()
-				return false
+	next:
+		for _, sc := range stored {
+			for i, c := range sc.Coords {
+				if c*chunk[i] >= p.spec.Dims[i] {
+					continue next
+				}
 			}
-		})
-		return err
+			select {
+			case coords <- sc.Coords:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
 	})
 	var wg sync.WaitGroup
 	for w := 0; w < opts.workers(); w++ {
@@ -233,7 +240,7 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 			for c := range coords {
 				data, mask, err := p.ds.ReadChunkRaw(gctx, c)
 				if errors.Is(err, engine.ErrNotFound) {
-					continue // never written: fill value on both sides
+					continue // deleted by a shrink since it was listed
 				}
 				if err != nil {
 					return err

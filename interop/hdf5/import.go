@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/adler32"
+	"math"
+	"math/bits"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -277,22 +280,21 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		defer close(work)
 		var err error
 		off := make([]uint64, len(chunk))
-		forEachCoord(grid, func(c []uint64) bool {
+		// emit hands one chunk to the workers: its stored bytes when they
+		// may be copied, else its elements through HDF5's decoder.
+		emit := func(c []uint64, stored bool) bool {
 			var it imported
-			if p.info.Layout == h5.Chunked {
+			if stored && p.mode != Reencoded {
 				for i := range off {
 					off[i] = c[i] * chunk[i]
 				}
-				var mask uint32
 				var size uint64
-				if mask, size, err = hd.ChunkInfo(off); err != nil {
+				if _, size, err = hd.ChunkInfo(off); err != nil {
 					return false
 				}
-				if size == 0 {
-					return true // not stored: fill value on both sides
-				}
-				if p.mode != Reencoded && size <= uint64(chunkBytes)+zlibOverhead {
+				if size > 0 && size <= uint64(chunkBytes)+zlibOverhead {
 					buf := make([]byte, size)
+					var mask uint32
 					if mask, err = hd.ReadChunk(off, buf); err != nil {
 						return false
 					}
@@ -311,7 +313,37 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 				err = gctx.Err()
 				return false
 			}
-		})
+		}
+		if p.info.Layout != h5.Chunked {
+			forEachCoord(grid, func(c []uint64) bool { return emit(c, false) })
+			return err
+		}
+		var coords [][]uint64
+		if coords, err = storedCoords(hd, grid, chunk); err != nil {
+			return err
+		}
+		if coords == nil {
+			// Dense: walk the grid, asking the index about each chunk.
+			forEachCoord(grid, func(c []uint64) bool {
+				for i := range off {
+					off[i] = c[i] * chunk[i]
+				}
+				var size uint64
+				if _, size, err = hd.ChunkInfo(off); err != nil {
+					return false
+				}
+				if size == 0 {
+					return true // not stored: fill value on both sides
+				}
+				return emit(c, true)
+			})
+			return err
+		}
+		for _, c := range coords {
+			if !emit(c, true) {
+				break
+			}
+		}
 		return err
 	})
 	// Workers copy raw images (checking and stripping the zlib wrapper) or
@@ -406,4 +438,47 @@ func (p *importPlan) rawImage(it imported, scratch *[]byte) (img []byte, check f
 		}
 		return nil
 	}, true
+}
+
+// storedCoords lists the chunk coordinates of the stored chunks of a sparse
+// dataset, in C order, or returns nil for a dense one. HDF5 1.10 finds the
+// i-th stored chunk by walking its index from the start, so listing n
+// chunks costs about n²/2 steps against one lookup per grid cell for a
+// walk of the grid: the list is used when that is cheaper, which keeps a
+// sparse dataset with a huge grid (a long unlimited axis) from costing a
+// lookup per empty cell.
+func storedCoords(hd *h5.Dataset, grid, chunk []uint64) ([][]uint64, error) {
+	n, err := hd.NumChunks()
+	if err != nil {
+		return nil, err
+	}
+	cells := uint64(1)
+	for _, g := range grid {
+		hi, lo := bits.Mul64(cells, g)
+		if hi != 0 {
+			cells = math.MaxUint64
+			break
+		}
+		cells = lo
+	}
+	if hi, sq := bits.Mul64(n, n); hi == 0 && sq/2 >= cells {
+		return nil, nil
+	}
+	stored, err := hd.StoredChunks(n)
+	if err != nil {
+		return nil, err
+	}
+	coords := make([][]uint64, 0, len(stored))
+	for _, sc := range stored {
+		c := make([]uint64, len(chunk))
+		for i := range c {
+			c[i] = sc.Offset[i] / chunk[i]
+			if c[i] >= grid[i] {
+				return nil, fmt.Errorf("%w: stored chunk at %v outside the extent", ErrHDF5, sc.Offset)
+			}
+		}
+		coords = append(coords, c)
+	}
+	slices.SortFunc(coords, slices.Compare[[]uint64])
+	return coords, nil
 }

@@ -452,3 +452,99 @@ with h5py.File(sys.argv[1], "w") as f:
 		}
 	}
 }
+
+// TestImportSparseHugeGrid: three chunks stored in a grid of 10^9 cells
+// (a long unlimited axis). Import lists the stored chunks instead of
+// asking HDF5 about every cell, which would not finish within the test's
+// timeout.
+func TestImportSparseHugeGrid(t *testing.T) {
+	needReaders(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	h5path := filepath.Join(dir, "sparse.h5")
+	runPython(t, `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    d = f.create_dataset("s", shape=(10**12,), maxshape=(None,), chunks=(1000,), dtype="<i2", compression="gzip", fillvalue=-1)
+    for k in (0, 123456789, 10**9 - 1):
+        d[k*1000:(k+1)*1000] = np.arange(1000, dtype="<i2") + k % 1000
+`, h5path)
+	f, err := engine.Create(filepath.Join(dir, "s.scc"), &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := Import(ctx, h5path, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := rep.Datasets[0]; d.Chunks != 3 || d.CopiedChunks != 3 {
+		t.Fatalf("report %+v", d)
+	}
+	ds, err := f.OpenDataset("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4000)
+	k := uint64(123456789)
+	if err := ds.Read(ctx, engine.Box([]uint64{k*1000 - 1000}, []uint64{2000}), got); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2000; i++ {
+		want := int16(-1)
+		if i >= 1000 {
+			want = int16(i-1000) + int16(k%1000)
+		}
+		if v := int16(uint16(got[2*i]) | uint16(got[2*i+1])<<8); v != want {
+			t.Fatalf("element %d: %d, want %d", i, v, want)
+		}
+	}
+}
+
+// TestExportSparseHugeGrid: an scc dataset with two chunks in a grid of
+// 10^9 cells exports its two stored chunks (not a walk of the grid) and
+// comes back whole.
+func TestExportSparseHugeGrid(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	src, err := engine.Create(filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	ds, err := src.CreateDataset("s", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{1e12}, MaxShape: []uint64{engine.Unlimited},
+		Chunk: []uint64{1000}, Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := pattern(engine.Int16, 1000, 4)
+	for _, k := range []uint64{7, 1e9 - 1} {
+		if err := ds.Write(ctx, engine.Box([]uint64{k * 1000}, []uint64{1000}), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h5path := filepath.Join(dir, "b.h5")
+	rep, err := Export(ctx, src, h5path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := rep.Datasets[0]; d.Chunks != 2 || d.CopiedChunks != 2 {
+		t.Fatalf("export report %+v", d)
+	}
+	dst, err := engine.Create(filepath.Join(dir, "c.scc"), &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if _, err := Import(ctx, h5path, dst, nil); err != nil {
+		t.Fatal(err)
+	}
+	back, err := dst.OpenDataset("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 2000)
+	if err := back.Read(ctx, engine.Box([]uint64{(1e9 - 1) * 1000}, []uint64{1000}), got); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("last chunk differs (%v)", err)
+	}
+}

@@ -589,3 +589,55 @@ func (f *File) RootAttrs() (int, error) {
 	}
 	return int(n), nil
 }
+
+// NumChunks reports how many chunks are stored (allocated).
+func (d *Dataset) NumChunks() (uint64, error) {
+	lock()
+	defer unlock()
+	// 1.10 takes the dataset's own dataspace (all selected), not H5S_ALL.
+	space := C.H5Dget_space(d.id)
+	if space < 0 {
+		return 0, errorf("dataspace")
+	}
+	defer C.H5Sclose(space)
+	var n C.hsize_t
+	if C.H5Dget_num_chunks(d.id, space, &n) < 0 {
+		return 0, errorf("number of chunks")
+	}
+	return uint64(n), nil
+}
+
+// StoredChunk is one allocated chunk: its first element's coordinates,
+// filter mask and stored size.
+type StoredChunk struct {
+	Offset []uint64
+	Mask   uint32
+	Size   uint64
+}
+
+// StoredChunks lists the n allocated chunks (n from NumChunks) in the
+// index's order. Each H5Dget_chunk_info call walks the chunk index from its
+// start in HDF5 1.10, so this costs O(n^2) index steps: callers use it for
+// sparse datasets only (see the importer).
+func (d *Dataset) StoredChunks(n uint64) ([]StoredChunk, error) {
+	lock()
+	defer unlock()
+	space := C.H5Dget_space(d.id)
+	if space < 0 {
+		return nil, errorf("dataspace")
+	}
+	defer C.H5Sclose(space)
+	out := make([]StoredChunk, 0, n)
+	for i := uint64(0); i < n; i++ {
+		c := StoredChunk{Offset: make([]uint64, d.rank)}
+		var m C.uint
+		var addr C.haddr_t
+		var sz C.hsize_t
+		if C.H5Dget_chunk_info(d.id, space, C.hsize_t(i), hsize(c.Offset), &m, &addr, &sz) < 0 {
+			return nil, errorf("chunk %d info", i)
+		}
+		c.Mask, c.Size = uint32(m), uint64(sz)
+		out = append(out, c)
+	}
+	return out, nil
+}
