@@ -282,15 +282,17 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		off := make([]uint64, len(chunk))
 		// emit hands one chunk to the workers: its stored bytes when they
 		// may be copied, else its elements through HDF5's decoder.
-		emit := func(c []uint64, stored bool) bool {
+		// size is the chunk's stored size (0: look it up).
+		emit := func(c []uint64, stored bool, size uint64) bool {
 			var it imported
 			if stored && p.mode != Reencoded {
 				for i := range off {
 					off[i] = c[i] * chunk[i]
 				}
-				var size uint64
-				if _, size, err = hd.ChunkInfo(off); err != nil {
-					return false
+				if size == 0 {
+					if _, size, err = hd.ChunkInfo(off); err != nil {
+						return false
+					}
 				}
 				if size > 0 && size <= uint64(chunkBytes)+zlibOverhead {
 					buf := make([]byte, size)
@@ -315,7 +317,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 			}
 		}
 		if p.info.Layout != h5.Chunked {
-			forEachCoord(grid, func(c []uint64) bool { return emit(c, false) })
+			forEachCoord(grid, func(c []uint64) bool { return emit(c, false, 0) })
 			return err
 		}
 		var coords [][]uint64
@@ -335,12 +337,12 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 				if size == 0 {
 					return true // not stored: fill value on both sides
 				}
-				return emit(c, true)
+				return emit(c, true, size)
 			})
 			return err
 		}
 		for _, c := range coords {
-			if !emit(c, true) {
+			if !emit(c, true, 0) {
 				break
 			}
 		}
