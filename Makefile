@@ -4,21 +4,22 @@ PKGS      ?= ./...
 FUZZTIME  ?= 20s
 BENCHTIME ?= 1x
 
-.PHONY: help build test stress fuzz bench bench-peers demo lint tidy interop-deps
+.PHONY: help build test stress fuzz bench bench-peers demo lint tidy interop-deps hdf5 test-hdf5 interop-hdf5-deps bench-hdf5 fuzz-hdf5
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build every package and the scctl binary into bin/
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/scctl ./cmd/scctl
 
-test: interop-deps ## vet, then every test under the race detector, then the cache again with its invariant assertions, then the allocation-count tests without -race (what CI runs)
+test: interop-deps interop-hdf5-deps ## vet, then every test under the race detector, then the cache again with its invariant assertions, then the allocation-count tests without -race (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags invariants ./cache/...
 	$(GO) test -race -timeout 15m $(PKGS)
 	$(GO) test -race -tags invariants -timeout 5m ./cache/...
 	$(GO) test -count=1 -run 'Allocs|WithoutAllocation' ./engine/ ./cache/ # allocation counts skip under -race
+	$(MAKE) test-hdf5
 
 stress: ## the long race stress suites (minutes)
 	SCC_STRESS=long $(GO) test -race -timeout 60m -run 'Stress|Concurrent|Race' -v ./stress/... ./engine/... ./cache/... ./serialize/... ./resource/...
@@ -56,3 +57,23 @@ lint: ## gofmt and vet
 
 tidy:
 	$(GO) mod tidy
+
+# ---- HDF5 interop: the cgo module interop/hdf5 (its own go.mod), so the
+# main module stays pure Go (CGO_ENABLED=0 builds it).
+HDF5_DEPS = libhdf5-dev pkg-config hdf5-tools python3-h5py python3-numpy
+HDF5_SIZE ?= 1GiB
+
+interop-hdf5-deps: ## install libhdf5-dev and the readers the HDF5 tests use (h5dump, h5py; Debian, as root)
+	@dpkg -s $(HDF5_DEPS) >/dev/null 2>&1 || { apt-get update && apt-get install -y --no-install-recommends $(HDF5_DEPS); }
+
+hdf5: ## build bin/scc-hdf5, the HDF5 export/import binary `scctl hdf5` runs (needs interop-hdf5-deps)
+	cd interop/hdf5 && $(GO) build -o ../../bin/scc-hdf5 ./cmd/scc-hdf5
+
+test-hdf5: ## vet and test interop/hdf5 under -race; files are checked by h5py and h5dump (a missing reader fails)
+	cd interop/hdf5 && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
+
+fuzz-hdf5: ## run interop/hdf5's fuzz target (the zlib unwrapper reading HDF5 chunks) for FUZZTIME
+	cd interop/hdf5 && $(GO) test -run '^$$' -fuzz '^FuzzUnwrapZlib$$' -fuzztime $(FUZZTIME) .
+
+bench-hdf5: ## export/import HDF5_SIZE of shuffle+deflate data beside h5py's copy (under flock /tmp/scc-bench.lock)
+	cd interop/hdf5 && flock /tmp/scc-bench.lock $(GO) test -run '^$$' -bench BenchmarkExportImport -benchtime 1x -timeout 30m . -args -hdf5.size $(HDF5_SIZE)

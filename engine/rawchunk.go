@@ -176,7 +176,11 @@ func (d *Dataset) WriteChunkRaw(ctx context.Context, coords []uint64, data []byt
 	}
 	defer release()
 	// The extent cannot change while the chunk's box is held (SetExtent
-	// holds the dataset exclusively), so the padding check is exact.
+	// holds the dataset exclusively), so the padding check is exact. It may
+	// have changed before the hold: check the coordinates again.
+	if _, err := s.chunkRegion(coords); err != nil {
+		return err
+	}
 	if !s.paddingIsFill(coords, decoded) {
 		return fmt.Errorf("%w: chunk %v: elements outside the extent %v are not the fill value", ErrInvalid, coords, s.shape())
 	}

@@ -29,7 +29,8 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	dir, path := pos[0], pos[1]
 	if low := strings.ToLower(dir); strings.HasSuffix(low, ".h5") || strings.HasSuffix(low, ".hdf5") {
-		return usageErr("%s looks like HDF5, which scctl does not read (the engine stays pure Go): use the scc-hdf5 tool (interop/hdf5, `make hdf5`)", dir)
+		// HDF5 needs cgo, which scctl (pure Go) leaves to scc-hdf5.
+		return runHDF5(ctx, []string{"import", dir, path}, stdout, stderr)
 	}
 	if fi, err := os.Stat(dir); err != nil {
 		return err

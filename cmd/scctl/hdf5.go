@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// HDF5 export and import need the HDF5 C library. scctl stays pure Go (it
+// builds with CGO_ENABLED=0), so the work is done by scc-hdf5, a separate
+// binary built from the cgo module interop/hdf5 (`make hdf5`), which this
+// command runs with the same arguments:
+//
+//	scctl hdf5 export [flags] FILE.scc OUT.h5
+//	scctl hdf5 import [flags] IN.h5 FILE.scc
+//
+// runHDF5 is also what `scctl export --format hdf5` and `scctl import` of
+// an .h5 file call.
+
+func init() {
+	register("hdf5", "export to / import from HDF5 (runs scc-hdf5, built by `make hdf5`)", cmdHDF5)
+}
+
+func cmdHDF5(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "export" && args[0] != "import") {
+		return usageErr("want: scctl hdf5 export [flags] FILE.scc OUT.h5 | scctl hdf5 import [flags] IN.h5 FILE.scc")
+	}
+	return runHDF5(ctx, args, stdout, stderr)
+}
+
+// errNoHDF5 reports that scc-hdf5 is not installed.
+var errNoHDF5 = errors.New("scc-hdf5 not found: HDF5 export/import needs it; build it with `make hdf5` (needs libhdf5-dev; `make interop-hdf5-deps` installs it) and put bin/scc-hdf5 on PATH, next to scctl, or in $SCC_HDF5")
+
+// findHDF5 locates scc-hdf5: $SCC_HDF5, then next to the running scctl,
+// then PATH.
+func findHDF5() (string, error) {
+	if p := os.Getenv("SCC_HDF5"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%w (SCC_HDF5=%s: %v)", errNoHDF5, p, err)
+		}
+		return p, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "scc-hdf5")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("scc-hdf5"); err == nil {
+		return p, nil
+	}
+	return "", errNoHDF5
+}
+
+// runHDF5 runs scc-hdf5 with args (its verb first) and passes its output
+// through; its exit status becomes scctl's.
+func runHDF5(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	bin, err := findHDF5()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() > 0 {
+		// scc-hdf5 printed why.
+		return &exitError{code: ee.ExitCode()}
+	}
+	return err
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHDF5Missing: without scc-hdf5 the command fails with a message that
+// says how to get it.
+func TestHDF5Missing(t *testing.T) {
+	t.Setenv("SCC_HDF5", "")
+	t.Setenv("PATH", t.TempDir())
+	code, _, stderr := runCmd(t, "hdf5", "export", "a.scc", "b.h5")
+	if code != 1 || !strings.Contains(stderr, "scc-hdf5 not found") || !strings.Contains(stderr, "make hdf5") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	t.Setenv("SCC_HDF5", filepath.Join(t.TempDir(), "nope"))
+	if code, _, stderr := runCmd(t, "hdf5", "import", "a.h5", "b.scc"); code != 1 || !strings.Contains(stderr, "SCC_HDF5") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if code, _, _ := runCmd(t, "hdf5", "frobnicate"); code != 2 {
+		t.Fatalf("bad verb: exit %d", code)
+	}
+}
+
+// TestHDF5Exec: scctl hdf5 runs scc-hdf5 with the arguments as given,
+// passes its output through and keeps its exit status.
+func TestHDF5Exec(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "scc-hdf5")
+	script := "#!/bin/sh\necho \"args: $*\"\necho oops >&2\nexit $FAKE_EXIT\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SCC_HDF5", "")
+	t.Setenv("PATH", dir)
+	t.Setenv("FAKE_EXIT", "0")
+	code, out, stderr := runCmd(t, "hdf5", "export", "-level", "3", "a b.scc", "o.h5")
+	if code != 0 || out != "args: export -level 3 a b.scc o.h5\n" || stderr != "oops\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	t.Setenv("FAKE_EXIT", "2")
+	if code, _, _ := runCmd(t, "hdf5", "import", "x.h5", "y.scc"); code != 2 {
+		t.Fatalf("exit status not passed through: %d", code)
+	}
+}

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/serialize"
+)
+
+// Helpers around the raw chunk API (rawchunk.go) for importers and
+// exporters that need more than a byte copy: the chunk grid and size, the
+// pipeline run by hand (DecodeChunk, EncodeChunk), and a raw write that
+// also runs the caller's check of the content on the decode that verifies
+// it (WriteChunkRawChecked), so a source format's own checksum is checked
+// without decoding the chunk twice.
+
+// ChunkGrid returns the number of chunks along each dimension at the
+// current extent (a partial edge chunk counts as one): the bound of the
+// chunk coordinates ReadChunkRaw and WriteChunkRaw take.
+func (d *Dataset) ChunkGrid() []uint64 {
+	shape := d.s.shape()
+	g := make([]uint64, len(shape))
+	for i := range shape {
+		g[i] = ceilDiv(shape[i], d.s.chunk[i])
+	}
+	return g
+}
+
+// ChunkBytes returns the decoded size of one chunk in bytes (the product of
+// the chunk shape and the element size).
+func (d *Dataset) ChunkBytes() int { return int(d.s.chunkBytes) }
+
+// DecodeChunk runs an encoded chunk (as ReadChunkRaw returns it) back
+// through the dataset's pipeline and returns the chunk's elements
+// (ChunkBytes bytes, little-endian, C order). Bytes that do not decode
+// return ErrCorrupt.
+func (d *Dataset) DecodeChunk(data []byte, filterMask uint32) ([]byte, error) {
+	if d.s.unfiltered {
+		if filterMask != 0 || int64(len(data)) != d.s.chunkBytes {
+			return nil, fmt.Errorf("%w: unfiltered chunk of %d bytes (mask %#x), want %d", ErrCorrupt, len(data), filterMask, d.s.chunkBytes)
+		}
+		return clone(data), nil
+	}
+	out, err := d.s.pipeline.Decode(data, filterMask, int(d.s.chunkBytes))
+	return out, classify(err)
+}
+
+// EncodeChunk runs one whole chunk's elements (ChunkBytes bytes) through the
+// dataset's pipeline, producing what WriteChunkRaw takes.
+func (d *Dataset) EncodeChunk(chunk []byte) (data []byte, filterMask uint32, err error) {
+	if int64(len(chunk)) != d.s.chunkBytes {
+		return nil, 0, fmt.Errorf("%w: chunk of %d bytes, want %d", ErrInvalid, len(chunk), d.s.chunkBytes)
+	}
+	if d.s.unfiltered {
+		return clone(chunk), 0, nil
+	}
+	data, filterMask, err = d.s.pipeline.Encode(chunk)
+	return data, filterMask, classify(err)
+}
+
+// WriteChunkRawChecked is WriteChunkRaw with the caller's own check of the
+// content: check is called with the decoded chunk (ChunkBytes bytes,
+// read-only, valid only during the call) from the one decode that verifies
+// data, before anything is stored. An error from check refuses the write
+// with ErrInvalid (check's error as text); nothing changes. Everything
+// WriteChunkRaw verifies is verified too (the bytes decode to exactly one
+// chunk; an edge chunk's elements outside the extent hold the fill value).
+func (d *Dataset) WriteChunkRawChecked(ctx context.Context, coords []uint64, data []byte, filterMask uint32, check func(chunk []byte) error) error {
+	if err := d.check(true); err != nil {
+		return err
+	}
+	s := d.s
+	if _, err := s.chunkRegion(coords); err != nil {
+		return err
+	}
+	if int64(len(data))+format.ChunkFrameOverhead > s.layout.maxStored() {
+		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), s.layout.maxStored()-format.ChunkFrameOverhead)
+	}
+	decoded := data
+	if s.unfiltered {
+		if int64(len(data)) != s.chunkBytes || filterMask != 0 {
+			return fmt.Errorf("%w: unfiltered chunk of %d bytes (mask %#x), want %d bytes and mask 0", ErrInvalid, len(data), filterMask, s.chunkBytes)
+		}
+	} else {
+		dst := cache.GetBuf(int(s.chunkBytes))
+		defer cache.PutBuf(dst)
+		var err error
+		if decoded, err = s.pipeline.DecodeTo(dst[:0], data, filterMask, int(s.chunkBytes)); err != nil {
+			return fmt.Errorf("%w: encoded chunk does not decode through the pipeline: %v", ErrInvalid, err)
+		}
+	}
+	if check != nil {
+		if err := check(decoded); err != nil {
+			return fmt.Errorf("%w: chunk %v of %q refused by the caller's check: %v", ErrInvalid, coords, s.name, err)
+		}
+	}
+	// The region again, under the hold: the extent may have changed since
+	// the check above, and cannot change while the hold lasts.
+	reg, err := s.chunkRegion(coords)
+	if err != nil {
+		return err
+	}
+	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}, Write: true})
+	if err != nil {
+		return classify(err)
+	}
+	defer release()
+	if _, err := s.chunkRegion(coords); err != nil {
+		return err
+	}
+	if !s.paddingIsFill(coords, decoded) {
+		return fmt.Errorf("%w: chunk %v: elements outside the extent %v are not the fill value", ErrInvalid, coords, s.shape())
+	}
+	cds, err := s.cacheDataset()
+	if err != nil {
+		return err
+	}
+	// The frame is the bytes and their trailer in one pooled buffer:
+	// DirectWrite writes it before it returns and keeps no reference.
+	buf := cache.GetBuf(len(data) + format.ChunkFrameOverhead)
+	frame := format.AppendChunkChecksum(append(buf[:0], data...))
+	err = cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})
+	cache.PutBuf(buf)
+	return classify(err)
+}

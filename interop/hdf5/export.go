@@ -1,0 +1,338 @@
+package hdf5
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/engine/filter"
+	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
+)
+
+// exportPlan is how one scc dataset maps onto an HDF5 dataset.
+type exportPlan struct {
+	ds      *engine.Dataset
+	path    string
+	spec    h5.Spec
+	mode    Mode
+	reason  string
+	deflate int // pipeline index of the deflate filter when rewrapping, else -1
+	// re-encoding: shuffle first (by element size), then zlib at level.
+	shuffle *filter.Pipeline
+	level   int // 0: no deflate
+}
+
+// Export writes the datasets of src (all, or opts.Datasets) to a new HDF5
+// file at dstPath, which must not exist. Chunks that are cached and dirty in
+// src are written back to src first (they are exported as Read would see
+// them; src is not committed). On error the partial HDF5 file is removed.
+//
+// Dataset names become HDF5 paths: "a/b" is dataset b in group a (groups
+// are created as needed). Only stored chunks are exported (chunks never
+// written read as the fill value on both sides), so a sparse dataset costs
+// what it stores, not what its grid spans.
+func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options) (rep Report, err error) {
+	start := time.Now()
+	if err := opts.Validate(); err != nil {
+		return rep, err
+	}
+	var plans []*exportPlan
+	defer func() {
+		for _, p := range plans {
+			p.ds.Close()
+		}
+	}()
+	for _, name := range src.Datasets() {
+		if !opts.selected(name) {
+			continue
+		}
+		ds, err := src.OpenDatasetContext(ctx, name)
+		if err != nil {
+			return rep, err
+		}
+		p, err := planExport(ds, opts)
+		if err != nil {
+			ds.Close()
+			return rep, err
+		}
+		plans = append(plans, p)
+	}
+	if opts != nil && opts.Datasets != nil && len(plans) != len(opts.Datasets) {
+		return rep, fmt.Errorf("%w: some of the datasets %q are not in the file", engine.ErrNotFound, opts.Datasets)
+	}
+	f, err := h5.Create(dstPath)
+	if err != nil {
+		return rep, err
+	}
+	defer func() {
+		cerr := f.Close()
+		if err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(dstPath)
+		}
+	}()
+	for _, p := range plans {
+		dr, err := exportDataset(ctx, f, p, opts)
+		if err != nil {
+			return rep, fmt.Errorf("export %q: %w", p.ds.Name(), err)
+		}
+		rep.Datasets = append(rep.Datasets, dr)
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
+	name := ds.Name()
+	if l := ds.Layout(); l != engine.Chunked {
+		// Not built: sparse, contiguous and variable-length datasets have
+		// no pipeline images to copy, and their values path (read, encode,
+		// H5Dwrite) is not written yet. Refused before the file is made.
+		return nil, fmt.Errorf("%w: dataset %q has the %s layout; HDF5 export takes chunked datasets (export it to Zarr, or copy it into a chunked dataset)", ErrUnsupported, name, l)
+	}
+	p := &exportPlan{ds: ds, path: strings.TrimPrefix(name, "/"), deflate: -1, mode: Raw}
+	shape, maxShape, chunk := ds.Shape(), ds.MaxShape(), ds.Chunk()
+	for i := range maxShape {
+		if maxShape[i] == engine.Unlimited {
+			maxShape[i] = h5.Unlimited
+		} else if chunk[i] > maxShape[i] {
+			// H5Pset_chunk/H5Dcreate: "chunk size must be <= maximum
+			// dimension size for fixed-sized dimensions".
+			return nil, fmt.Errorf("%w: dataset %q: chunk %v exceeds the fixed max shape %v along dimension %d, which HDF5 refuses",
+				ErrUnsupported, name, chunk, ds.MaxShape(), i)
+		}
+	}
+	p.spec = h5.Spec{Type: h5Type(ds.Type()), Dims: shape, MaxDims: maxShape, Chunk: chunk, Fill: ds.Fill()}
+	type stage struct {
+		name  string
+		level int
+	}
+	var stages []stage
+	for _, fl := range ds.Filters() {
+		n, l := fl.Stage()
+		stages = append(stages, stage{n, l})
+	}
+	// Raw or rewrapped when every filter is shuffle or deflate and a
+	// deflate (at most one) comes last: then its input is the whole
+	// (shuffled) chunk, whose size the Adler-32 needs.
+	var hf []h5.Filter
+	copyable := true
+	for i, st := range stages {
+		switch {
+		case st.name == "shuffle":
+			hf = append(hf, h5.Filter{ID: h5.FilterShuffle})
+		case st.name == "deflate" && i == len(stages)-1:
+			hf = append(hf, h5.Filter{ID: h5.FilterDeflate, Level: st.level})
+			p.deflate = i
+			p.mode = Rewrapped
+		default:
+			copyable = false
+		}
+	}
+	if copyable {
+		p.spec.Filters = hf
+		return p, nil
+	}
+	// Re-encode: keep the shuffle, compress with deflate if scc compressed.
+	p.mode, p.deflate = Reencoded, -1
+	var why []string
+	hasShuffle, compressed := false, false
+	for _, st := range stages {
+		switch st.name {
+		case "shuffle":
+			hasShuffle = true
+		case "deflate":
+			compressed = true
+			why = append(why, "deflate not last in the pipeline")
+		case "zstd", "lz4":
+			compressed = true
+			why = append(why, st.name+" has no filter in libhdf5")
+		default:
+			why = append(why, st.name+" has no filter in libhdf5")
+		}
+	}
+	p.spec.Filters = nil
+	if hasShuffle {
+		sh, err := filter.NewPipeline([]filter.Spec{{ID: filter.Shuffle}}, ds.Type().Size())
+		if err != nil {
+			return nil, err
+		}
+		p.shuffle = sh
+		p.spec.Filters = append(p.spec.Filters, h5.Filter{ID: h5.FilterShuffle})
+	}
+	if compressed {
+		p.level = opts.level()
+		p.spec.Filters = append(p.spec.Filters, h5.Filter{ID: h5.FilterDeflate, Level: p.level})
+	}
+	p.reason = strings.Join(why, "; ") + fmt.Sprintf(": written as %s", hdf5Pipeline(p.spec.Filters))
+	return p, nil
+}
+
+func hdf5Pipeline(fs []h5.Filter) string {
+	if len(fs) == 0 {
+		return "unfiltered"
+	}
+	var names []string
+	for _, f := range fs {
+		if f.ID == h5.FilterShuffle {
+			names = append(names, "shuffle")
+		} else {
+			names = append(names, fmt.Sprintf("deflate(%d)", f.Level))
+		}
+	}
+	return strings.Join(names, "+")
+}
+
+// exported is one chunk ready for H5Dwrite_chunk.
+type exported struct {
+	coord  []uint64
+	data   []byte
+	mask   uint32
+	copied bool
+}
+
+func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options) (DatasetReport, error) {
+	rep := DatasetReport{Name: p.ds.Name(), Path: p.path, Mode: p.mode, Reason: p.reason}
+	hd, err := f.CreateDataset(p.path, p.spec)
+	if err != nil {
+		return rep, err
+	}
+	defer hd.Close()
+	chunk := p.spec.Chunk
+	chunkBytes := p.ds.ChunkBytes()
+	g, gctx := errgroup.WithContext(ctx)
+	coords := make(chan []uint64, 2*opts.workers())
+	out := make(chan exported, 2*opts.workers())
+	g.Go(func() error {
+		defer close(coords)
+		// The stored chunks (dirty cached ones are written back first), not
+		// the whole grid: a sparse dataset with a long unlimited axis has
+		// far more cells than chunks. Chunks beyond the extent the HDF5
+		// dataset was created with (the scc dataset grew meanwhile) are left
+		// out.
+		stored, err := p.ds.StoredChunks(gctx)
+		if err != nil {
+			return err
+		}
+	next:
+		for _, sc := range stored {
+			for i, c := range sc.Coords {
+				if c*chunk[i] >= p.spec.Dims[i] {
+					continue next
+				}
+			}
+			select {
+			case coords <- sc.Coords:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	var wg sync.WaitGroup
+	for w := 0; w < opts.workers(); w++ {
+		wg.Add(1)
+		g.Go(func() error {
+			defer wg.Done()
+			for c := range coords {
+				data, mask, err := p.ds.ReadChunkRaw(gctx, c)
+				if errors.Is(err, engine.ErrNotFound) {
+					continue // deleted by a shrink since it was listed
+				}
+				if err != nil {
+					return err
+				}
+				e, err := p.convert(c, data, mask, chunkBytes)
+				if err != nil {
+					return fmt.Errorf("chunk %v: %w", c, err)
+				}
+				select {
+				case out <- e:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error { wg.Wait(); close(out); return nil })
+	g.Go(func() error {
+		off := make([]uint64, len(chunk))
+		for e := range out {
+			for i := range off {
+				off[i] = e.coord[i] * chunk[i]
+			}
+			if err := hd.WriteChunk(off, e.mask, e.data); err != nil {
+				// Drain so the workers can finish.
+				go func() {
+					for range out {
+					}
+				}()
+				return err
+			}
+			rep.Chunks++
+			if e.copied {
+				rep.CopiedChunks++
+			}
+			rep.StoredBytes += int64(len(e.data))
+			rep.LogicalBytes += int64(chunkBytes)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return rep, err
+	}
+	return rep, hd.Close()
+}
+
+// convert turns an scc chunk image into what HDF5's pipeline would have
+// stored for the same chunk.
+func (p *exportPlan) convert(c []uint64, data []byte, mask uint32, chunkBytes int) (exported, error) {
+	e := exported{coord: c, mask: mask, copied: true}
+	switch p.mode {
+	case Raw:
+		e.data = data
+	case Rewrapped:
+		if mask&(1<<p.deflate) != 0 {
+			e.data = data // deflate was skipped: HDF5 skips it on read too
+			break
+		}
+		z, err := wrapZlib(data, chunkBytes)
+		if err != nil {
+			// scc verified this image's checksum; a stream that does not
+			// inflate is damage scc's frame checksum could not see.
+			return e, fmt.Errorf("%w: %v", engine.ErrCorrupt, err)
+		}
+		e.data = z
+	default:
+		elems, err := p.ds.DecodeChunk(data, mask)
+		if err != nil {
+			return e, err
+		}
+		e.copied, e.mask = false, 0
+		if p.shuffle != nil {
+			if elems, _, err = p.shuffle.Encode(elems); err != nil {
+				return e, err
+			}
+		}
+		if p.level > 0 {
+			if elems, err = zlibCompress(elems, p.level); err != nil {
+				return e, err
+			}
+		}
+		e.data = elems
+	}
+	if len(e.data) == 0 {
+		return e, errors.New("empty chunk image")
+	}
+	return e, nil
+}

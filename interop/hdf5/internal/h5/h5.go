@@ -1,0 +1,643 @@
+// Package h5 is a minimal cgo binding over the HDF5 C library (Debian's
+// libhdf5-dev, serial build): files, datasets with a chunked or contiguous
+// layout, simple dataspaces with unlimited maximum dimensions, the
+// little-endian integer and float types, fill values, the shuffle and
+// deflate filters, direct chunk I/O (H5Dread_chunk, H5Dwrite_chunk,
+// H5Dget_chunk_info_by_coord, all present since HDF5 1.10.5; Debian 12
+// ships 1.10.8) and plain hyperslab reads and writes.
+//
+// Concurrency: every call into the library runs under one process-wide
+// mutex, with the goroutine locked to its OS thread. A libhdf5 built
+// without --enable-threadsafe must never be entered by two threads at once;
+// Debian 12's serial build is configured thread-safe (H5_HAVE_THREADSAFE),
+// which means one global lock inside the library and an error stack per
+// thread. Holding our mutex keeps the binding correct on either build and
+// makes each multi-call sequence (an operation and the walk of the error
+// stack it left, on the same thread) atomic; it costs nothing HDF5 would
+// not serialize anyway. Handles (File, Dataset) are safe for
+// concurrent use in that sense, but calls on them never run in parallel:
+// callers that want parallelism do their own work (compression, checksums,
+// scc I/O) outside these calls.
+package h5
+
+/*
+#cgo pkg-config: hdf5
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// lib serializes every call into libhdf5 (see the package comment).
+var lib sync.Mutex
+
+// lock takes lib and pins the goroutine to its OS thread until unlock: a
+// thread-safe libhdf5 keeps the error stack per thread, so the call that
+// failed and the walk of its error stack must run on the same thread.
+func lock() {
+	runtime.LockOSThread()
+	lib.Lock()
+	C.scc_quiet()
+}
+
+func unlock() {
+	lib.Unlock()
+	runtime.UnlockOSThread()
+}
+
+// Unlimited is H5S_UNLIMITED, the maximum dimension of a growable axis.
+var Unlimited = uint64(C.scc_unlimited())
+
+// ErrHDF5 is wrapped by every error the library reports.
+var ErrHDF5 = errors.New("hdf5")
+
+// errorf builds an error from the library's error stack. Caller holds lib.
+func errorf(op string, args ...any) error {
+	cs := C.scc_error_string()
+	msg := ""
+	if cs != nil {
+		msg = C.GoString(cs)
+		C.free(unsafe.Pointer(cs))
+	}
+	if msg == "" {
+		msg = "failed"
+	}
+	return fmt.Errorf("%w: %s: %s", ErrHDF5, fmt.Sprintf(op, args...), msg)
+}
+
+// Class is an element type's class.
+type Class int
+
+const (
+	Int   Class = 0
+	Uint  Class = 1
+	Float Class = 2
+	Other Class = 3 // strings, compounds, references, ...: not mapped
+)
+
+// Type describes an element type.
+type Type struct {
+	Class     Class
+	Size      int
+	BigEndian bool
+}
+
+func (t Type) String() string {
+	end := "le"
+	if t.BigEndian {
+		end = "be"
+	}
+	switch t.Class {
+	case Int:
+		return fmt.Sprintf("int%d%s", 8*t.Size, end)
+	case Uint:
+		return fmt.Sprintf("uint%d%s", 8*t.Size, end)
+	case Float:
+		return fmt.Sprintf("float%d%s", 8*t.Size, end)
+	}
+	return fmt.Sprintf("unsupported(%d bytes)", t.Size)
+}
+
+// leType returns the predefined little-endian type of t's class and size.
+func leType(t Type) (C.hid_t, error) {
+	id := C.scc_le_type(C.int(t.Class), C.size_t(t.Size))
+	if id < 0 {
+		return -1, fmt.Errorf("%w: no little-endian type for %v", ErrHDF5, t)
+	}
+	return id, nil
+}
+
+// Filter IDs (H5Zpublic.h).
+const (
+	FilterDeflate    = 1
+	FilterShuffle    = 2
+	FilterFletcher32 = 3
+	FilterSzip       = 4
+	FilterNbit       = 5
+	FilterScaleOff   = 6
+)
+
+// Filter is one stage of a dataset's pipeline. Level is deflate's level.
+type Filter struct {
+	ID    int
+	Level int
+	Name  string // as the file records it (read side only)
+}
+
+// File is an open HDF5 file.
+type File struct{ id C.hid_t }
+
+// Create creates path, which must not exist (H5F_ACC_EXCL).
+func Create(path string) (*File, error) {
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	lock()
+	defer unlock()
+	id := C.H5Fcreate(cs, C.H5F_ACC_EXCL, C.H5P_DEFAULT, C.H5P_DEFAULT)
+	if id < 0 {
+		return nil, errorf("create %s", path)
+	}
+	return &File{id: id}, nil
+}
+
+// Open opens path read-only.
+func Open(path string) (*File, error) {
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	lock()
+	defer unlock()
+	if C.H5Fis_hdf5(cs) <= 0 {
+		C.H5Eclear2(C.H5E_DEFAULT)
+		return nil, fmt.Errorf("%w: %s is not an HDF5 file", ErrHDF5, path)
+	}
+	id := C.H5Fopen(cs, C.H5F_ACC_RDONLY, C.H5P_DEFAULT)
+	if id < 0 {
+		return nil, errorf("open %s", path)
+	}
+	return &File{id: id}, nil
+}
+
+// Close closes the file (and, with H5F_CLOSE_DEFAULT's weak degree, only
+// once every dataset handle is closed). Idempotent.
+func (f *File) Close() error {
+	lock()
+	defer unlock()
+	if f.id < 0 {
+		return nil
+	}
+	rc := C.H5Fclose(f.id)
+	f.id = -1
+	if rc < 0 {
+		return errorf("close")
+	}
+	return nil
+}
+
+// Datasets lists the path of every dataset reachable by hard links, without
+// the leading '/', in HDF5's name order.
+func (f *File) Datasets() ([]string, error) {
+	lock()
+	defer unlock()
+	var buf *C.char
+	var n C.size_t
+	rc := C.scc_list_datasets(f.id, &buf, &n)
+	if buf != nil {
+		defer C.free(unsafe.Pointer(buf))
+	}
+	if rc < 0 {
+		return nil, errorf("list datasets")
+	}
+	b := C.GoBytes(unsafe.Pointer(buf), C.int(n))
+	var out []string
+	for len(b) > 0 {
+		i := 0
+		for i < len(b) && b[i] != 0 {
+			i++
+		}
+		out = append(out, string(b[:i]))
+		if i == len(b) {
+			break
+		}
+		b = b[i+1:]
+	}
+	return out, nil
+}
+
+// Spec describes a dataset to create.
+type Spec struct {
+	Type    Type // little-endian Int, Uint or Float
+	Dims    []uint64
+	MaxDims []uint64 // Unlimited for growable axes
+	Chunk   []uint64
+	Fill    []byte // one element, or nil for HDF5's default (zero)
+	Filters []Filter
+}
+
+// Dataset is an open dataset.
+type Dataset struct {
+	id   C.hid_t
+	rank int
+}
+
+func hsize(v []uint64) *C.hsize_t {
+	if len(v) == 0 {
+		return nil
+	}
+	return (*C.hsize_t)(unsafe.Pointer(&v[0]))
+}
+
+// CreateDataset creates a chunked dataset at path ('/'-separated; missing
+// intermediate groups are created).
+func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
+	r := len(s.Dims)
+	if r == 0 || len(s.MaxDims) != r || len(s.Chunk) != r {
+		return nil, fmt.Errorf("%w: dataset %s: rank mismatch", ErrHDF5, path)
+	}
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	lock()
+	defer unlock()
+	tid, err := leType(s.Type)
+	if err != nil {
+		return nil, err
+	}
+	if s.Fill != nil && len(s.Fill) != s.Type.Size {
+		return nil, fmt.Errorf("%w: fill of %d bytes for %v", ErrHDF5, len(s.Fill), s.Type)
+	}
+	space := C.H5Screate_simple(C.int(r), hsize(s.Dims), hsize(s.MaxDims))
+	if space < 0 {
+		return nil, errorf("dataspace %v max %v", s.Dims, s.MaxDims)
+	}
+	defer C.H5Sclose(space)
+	dcpl := C.H5Pcreate(C.scc_dcpl_class())
+	if dcpl < 0 {
+		return nil, errorf("dcpl")
+	}
+	defer C.H5Pclose(dcpl)
+	if C.H5Pset_chunk(dcpl, C.int(r), hsize(s.Chunk)) < 0 {
+		return nil, errorf("chunk %v", s.Chunk)
+	}
+	if s.Fill != nil {
+		if C.H5Pset_fill_value(dcpl, tid, unsafe.Pointer(&s.Fill[0])) < 0 {
+			return nil, errorf("fill value")
+		}
+	}
+	for _, fl := range s.Filters {
+		var rc C.herr_t
+		switch fl.ID {
+		case FilterShuffle:
+			rc = C.H5Pset_shuffle(dcpl)
+		case FilterDeflate:
+			rc = C.H5Pset_deflate(dcpl, C.uint(fl.Level))
+		default:
+			return nil, fmt.Errorf("%w: filter %d not supported by this binding", ErrHDF5, fl.ID)
+		}
+		if rc < 0 {
+			return nil, errorf("filter %d", fl.ID)
+		}
+	}
+	lcpl := C.H5Pcreate(C.scc_lcpl_class())
+	if lcpl < 0 {
+		return nil, errorf("lcpl")
+	}
+	defer C.H5Pclose(lcpl)
+	if C.H5Pset_create_intermediate_group(lcpl, 1) < 0 {
+		return nil, errorf("lcpl")
+	}
+	id := C.H5Dcreate2(f.id, cs, tid, space, lcpl, dcpl, C.H5P_DEFAULT)
+	if id < 0 {
+		return nil, errorf("create dataset %s", path)
+	}
+	return &Dataset{id: id, rank: r}, nil
+}
+
+// OpenDataset opens the dataset at path.
+func (f *File) OpenDataset(path string) (*Dataset, error) {
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	lock()
+	defer unlock()
+	id := C.H5Dopen2(f.id, cs, C.H5P_DEFAULT)
+	if id < 0 {
+		return nil, errorf("open dataset %s", path)
+	}
+	space := C.H5Dget_space(id)
+	if space < 0 {
+		C.H5Dclose(id)
+		return nil, errorf("dataspace of %s", path)
+	}
+	r := C.H5Sget_simple_extent_ndims(space)
+	C.H5Sclose(space)
+	if r < 0 {
+		C.H5Dclose(id)
+		return nil, errorf("rank of %s", path)
+	}
+	return &Dataset{id: id, rank: int(r)}, nil
+}
+
+// Close closes the dataset. Idempotent.
+func (d *Dataset) Close() error {
+	lock()
+	defer unlock()
+	if d.id < 0 {
+		return nil
+	}
+	rc := C.H5Dclose(d.id)
+	d.id = -1
+	if rc < 0 {
+		return errorf("close dataset")
+	}
+	return nil
+}
+
+// Layout is a dataset's storage layout.
+type Layout int
+
+const (
+	Compact    Layout = 0
+	Contiguous Layout = 1
+	Chunked    Layout = 2
+	Virtual    Layout = 3
+)
+
+// Info is what a dataset's creation properties and dataspace say.
+type Info struct {
+	Type    Type
+	Dims    []uint64
+	MaxDims []uint64
+	Layout  Layout
+	Chunk   []uint64 // nil unless Chunked
+	Filters []Filter
+	Fill    []byte // the fill value as one little-endian element, or nil when undefined
+}
+
+// Info reads the dataset's type, extent, layout, filters and fill value.
+func (d *Dataset) Info() (Info, error) {
+	lock()
+	defer unlock()
+	var in Info
+	tid := C.H5Dget_type(d.id)
+	if tid < 0 {
+		return in, errorf("type")
+	}
+	defer C.H5Tclose(tid)
+	in.Type.Size = int(C.H5Tget_size(tid))
+	switch C.H5Tget_class(tid) {
+	case C.H5T_INTEGER:
+		in.Type.Class = Int
+		if C.H5Tget_sign(tid) == C.H5T_SGN_NONE {
+			in.Type.Class = Uint
+		}
+	case C.H5T_FLOAT:
+		in.Type.Class = Float
+	default:
+		in.Type.Class = Other
+	}
+	if in.Type.Class != Other {
+		switch C.H5Tget_order(tid) {
+		case C.H5T_ORDER_LE:
+		case C.H5T_ORDER_BE:
+			in.Type.BigEndian = true
+		default:
+			in.Type.Class = Other
+		}
+	}
+	if in.Type.Class == Float && C.H5Tequal(tid, C.scc_le_type(2, C.size_t(in.Type.Size))) <= 0 &&
+		C.H5Tequal(tid, C.H5T_IEEE_F32BE) <= 0 && C.H5Tequal(tid, C.H5T_IEEE_F64BE) <= 0 {
+		in.Type.Class = Other // a non-IEEE float layout
+	}
+	space := C.H5Dget_space(d.id)
+	if space < 0 {
+		return in, errorf("dataspace")
+	}
+	defer C.H5Sclose(space)
+	if C.H5Sget_simple_extent_type(space) != C.H5S_SIMPLE {
+		return in, fmt.Errorf("%w: dataspace is scalar or null, not simple", ErrHDF5)
+	}
+	in.Dims = make([]uint64, d.rank)
+	in.MaxDims = make([]uint64, d.rank)
+	if d.rank > 0 && C.H5Sget_simple_extent_dims(space, hsize(in.Dims), hsize(in.MaxDims)) < 0 {
+		return in, errorf("dims")
+	}
+	dcpl := C.H5Dget_create_plist(d.id)
+	if dcpl < 0 {
+		return in, errorf("dcpl")
+	}
+	defer C.H5Pclose(dcpl)
+	in.Layout = Layout(C.H5Pget_layout(dcpl))
+	if in.Layout == Chunked {
+		in.Chunk = make([]uint64, d.rank)
+		if C.H5Pget_chunk(dcpl, C.int(d.rank), hsize(in.Chunk)) < 0 {
+			return in, errorf("chunk dims")
+		}
+	}
+	n := int(C.H5Pget_nfilters(dcpl))
+	for i := 0; i < n; i++ {
+		var flags C.uint
+		cd := make([]C.uint, 8)
+		ncd := C.size_t(len(cd))
+		var name [64]C.char
+		var cfg C.uint
+		id := C.H5Pget_filter2(dcpl, C.uint(i), &flags, &ncd, &cd[0], C.size_t(len(name)), &name[0], &cfg)
+		if id < 0 {
+			return in, errorf("filter %d", i)
+		}
+		fl := Filter{ID: int(id), Name: C.GoString(&name[0])}
+		if id == C.H5Z_FILTER_DEFLATE && ncd > 0 {
+			fl.Level = int(cd[0])
+		}
+		in.Filters = append(in.Filters, fl)
+	}
+	var st C.H5D_fill_value_t
+	if C.H5Pfill_value_defined(dcpl, &st) < 0 {
+		return in, errorf("fill value")
+	}
+	if st != C.H5D_FILL_VALUE_UNDEFINED && in.Type.Class != Other {
+		// Ask for the value in the little-endian type of the same class
+		// and size: HDF5 converts it from the dataset's byte order.
+		mt := C.scc_le_type(C.int(in.Type.Class), C.size_t(in.Type.Size))
+		if mt < 0 {
+			return in, fmt.Errorf("%w: no little-endian type for %v", ErrHDF5, in.Type)
+		}
+		fill := make([]byte, in.Type.Size)
+		if C.H5Pget_fill_value(dcpl, mt, unsafe.Pointer(&fill[0])) < 0 {
+			return in, errorf("fill value")
+		}
+		in.Fill = fill
+	}
+	return in, nil
+}
+
+// ChunkInfo reports the stored chunk whose first element is at offset
+// (element coordinates): its filter mask and stored size; size 0 means the
+// chunk is not allocated.
+func (d *Dataset) ChunkInfo(offset []uint64) (mask uint32, size uint64, err error) {
+	if len(offset) != d.rank {
+		return 0, 0, fmt.Errorf("%w: offset rank", ErrHDF5)
+	}
+	lock()
+	defer unlock()
+	var m C.uint
+	var addr C.haddr_t
+	var sz C.hsize_t
+	if C.H5Dget_chunk_info_by_coord(d.id, hsize(offset), &m, &addr, &sz) < 0 {
+		return 0, 0, errorf("chunk info at %v", offset)
+	}
+	if addr == C.HADDR_UNDEF {
+		return 0, 0, nil
+	}
+	return uint32(m), uint64(sz), nil
+}
+
+// ReadChunk reads the stored (filtered) bytes of the chunk at offset into
+// buf, which must hold the size ChunkInfo reported; it returns the filter
+// mask.
+func (d *Dataset) ReadChunk(offset []uint64, buf []byte) (uint32, error) {
+	if len(offset) != d.rank || len(buf) == 0 {
+		return 0, fmt.Errorf("%w: bad chunk read arguments", ErrHDF5)
+	}
+	lock()
+	defer unlock()
+	var sz C.hsize_t
+	if C.H5Dget_chunk_storage_size(d.id, hsize(offset), &sz) < 0 {
+		return 0, errorf("chunk size at %v", offset)
+	}
+	if uint64(sz) != uint64(len(buf)) {
+		return 0, fmt.Errorf("%w: chunk at %v is %d bytes, buffer %d", ErrHDF5, offset, sz, len(buf))
+	}
+	var m C.uint32_t
+	if C.H5Dread_chunk(d.id, C.H5P_DEFAULT, hsize(offset), &m, unsafe.Pointer(&buf[0])) < 0 {
+		return 0, errorf("read chunk at %v", offset)
+	}
+	return uint32(m), nil
+}
+
+// WriteChunk stores data as the chunk at offset with the given filter mask,
+// bypassing the filter pipeline (H5Dwrite_chunk).
+func (d *Dataset) WriteChunk(offset []uint64, mask uint32, data []byte) error {
+	if len(offset) != d.rank || len(data) == 0 {
+		return fmt.Errorf("%w: bad chunk write arguments", ErrHDF5)
+	}
+	lock()
+	defer unlock()
+	if C.H5Dwrite_chunk(d.id, C.H5P_DEFAULT, C.uint32_t(mask), hsize(offset), C.size_t(len(data)), unsafe.Pointer(&data[0])) < 0 {
+		return errorf("write chunk at %v", offset)
+	}
+	return nil
+}
+
+// ReadBox reads the box [start, start+count) into buf as little-endian
+// elements of memory type t (HDF5 converts from the stored byte order).
+func (d *Dataset) ReadBox(t Type, start, count []uint64, buf []byte) error {
+	return d.box(t, start, count, buf, false)
+}
+
+// WriteBox writes buf (little-endian elements of type t) to the box.
+func (d *Dataset) WriteBox(t Type, start, count []uint64, buf []byte) error {
+	return d.box(t, start, count, buf, true)
+}
+
+func (d *Dataset) box(t Type, start, count []uint64, buf []byte, write bool) error {
+	if len(start) != d.rank || len(count) != d.rank {
+		return fmt.Errorf("%w: box rank", ErrHDF5)
+	}
+	n := uint64(t.Size)
+	for _, c := range count {
+		n *= c
+	}
+	if n != uint64(len(buf)) {
+		return fmt.Errorf("%w: box of %d bytes, buffer %d", ErrHDF5, n, len(buf))
+	}
+	if n == 0 {
+		return nil
+	}
+	lock()
+	defer unlock()
+	mt, err := leType(t)
+	if err != nil {
+		return err
+	}
+	fs := C.H5Dget_space(d.id)
+	if fs < 0 {
+		return errorf("dataspace")
+	}
+	defer C.H5Sclose(fs)
+	if C.H5Sselect_hyperslab(fs, C.H5S_SELECT_SET, hsize(start), nil, hsize(count), nil) < 0 {
+		return errorf("select %v+%v", start, count)
+	}
+	ms := C.H5Screate_simple(C.int(d.rank), hsize(count), nil)
+	if ms < 0 {
+		return errorf("memory space")
+	}
+	defer C.H5Sclose(ms)
+	var rc C.herr_t
+	if write {
+		rc = C.H5Dwrite(d.id, mt, ms, fs, C.H5P_DEFAULT, unsafe.Pointer(&buf[0]))
+	} else {
+		rc = C.H5Dread(d.id, mt, ms, fs, C.H5P_DEFAULT, unsafe.Pointer(&buf[0]))
+	}
+	if rc < 0 {
+		return errorf("transfer %v+%v", start, count)
+	}
+	return nil
+}
+
+// NumAttrs reports how many attributes the dataset has.
+func (d *Dataset) NumAttrs() (int, error) {
+	lock()
+	defer unlock()
+	n := C.scc_num_attrs(d.id)
+	if n < 0 {
+		return 0, errorf("attributes")
+	}
+	return int(n), nil
+}
+
+// RootAttrs reports how many attributes the file's root group has.
+func (f *File) RootAttrs() (int, error) {
+	lock()
+	defer unlock()
+	n := C.scc_num_attrs(f.id)
+	if n < 0 {
+		return 0, errorf("root attributes")
+	}
+	return int(n), nil
+}
+
+// NumChunks reports how many chunks are stored (allocated).
+func (d *Dataset) NumChunks() (uint64, error) {
+	lock()
+	defer unlock()
+	// 1.10 takes the dataset's own dataspace (all selected), not H5S_ALL.
+	space := C.H5Dget_space(d.id)
+	if space < 0 {
+		return 0, errorf("dataspace")
+	}
+	defer C.H5Sclose(space)
+	var n C.hsize_t
+	if C.H5Dget_num_chunks(d.id, space, &n) < 0 {
+		return 0, errorf("number of chunks")
+	}
+	return uint64(n), nil
+}
+
+// StoredChunk is one allocated chunk: its first element's coordinates,
+// filter mask and stored size.
+type StoredChunk struct {
+	Offset []uint64
+	Mask   uint32
+	Size   uint64
+}
+
+// StoredChunks lists the n allocated chunks (n from NumChunks) in the
+// index's order. Each H5Dget_chunk_info call walks the chunk index from its
+// start in HDF5 1.10, so this costs O(n^2) index steps: callers use it for
+// sparse datasets only (see the importer).
+func (d *Dataset) StoredChunks(n uint64) ([]StoredChunk, error) {
+	lock()
+	defer unlock()
+	space := C.H5Dget_space(d.id)
+	if space < 0 {
+		return nil, errorf("dataspace")
+	}
+	defer C.H5Sclose(space)
+	out := make([]StoredChunk, 0, n)
+	for i := uint64(0); i < n; i++ {
+		c := StoredChunk{Offset: make([]uint64, d.rank)}
+		var m C.uint
+		var addr C.haddr_t
+		var sz C.hsize_t
+		if C.H5Dget_chunk_info(d.id, space, C.hsize_t(i), hsize(c.Offset), &m, &addr, &sz) < 0 {
+			return nil, errorf("chunk %d info", i)
+		}
+		c.Mask, c.Size = uint32(m), uint64(sz)
+		out = append(out, c)
+	}
+	return out, nil
+}

@@ -1,0 +1,127 @@
+// shim.h: C helpers for the Go binding. HDF5 exposes its predefined types
+// and property classes as macros over global variables (which cgo cannot
+// name) and reports errors on a stack; these wrappers give Go plain
+// functions and one string per failure.
+#ifndef SCC_H5_SHIM_H
+#define SCC_H5_SHIM_H
+
+#include <stdlib.h>
+#include <string.h>
+#include <hdf5.h>
+
+static hsize_t scc_unlimited(void) { return H5S_UNLIMITED; }
+static hid_t scc_dcpl_class(void) { return H5P_DATASET_CREATE; }
+static hid_t scc_lcpl_class(void) { return H5P_LINK_CREATE; }
+
+// scc_le_type returns the little-endian predefined type for class (0 int,
+// 1 uint, 2 float) and size, or -1.
+static hid_t scc_le_type(int cls, size_t size) {
+	switch (cls) {
+	case 0:
+		switch (size) {
+		case 1: return H5T_STD_I8LE;
+		case 2: return H5T_STD_I16LE;
+		case 4: return H5T_STD_I32LE;
+		case 8: return H5T_STD_I64LE;
+		}
+		break;
+	case 1:
+		switch (size) {
+		case 1: return H5T_STD_U8LE;
+		case 2: return H5T_STD_U16LE;
+		case 4: return H5T_STD_U32LE;
+		case 8: return H5T_STD_U64LE;
+		}
+		break;
+	case 2:
+		switch (size) {
+		case 4: return H5T_IEEE_F32LE;
+		case 8: return H5T_IEEE_F64LE;
+		}
+		break;
+	}
+	return -1;
+}
+
+// scc_quiet switches off HDF5's printing of error stacks to stderr on the
+// calling thread (a thread-safe build keeps the setting, like the error
+// stack itself, per thread): errors come back to Go as values
+// (scc_error_string). The Go side calls it on every locked entry.
+static __thread int scc_quieted;
+static void scc_quiet(void) {
+	if (!scc_quieted) {
+		H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+		scc_quieted = 1;
+	}
+}
+
+typedef struct { char *buf; size_t len, cap; } scc_strbuf;
+
+static void scc_append(scc_strbuf *b, const char *s) {
+	size_t n = strlen(s);
+	if (b->len + n + 1 > b->cap) {
+		size_t c = (b->cap ? b->cap * 2 : 256);
+		while (c < b->len + n + 1) c *= 2;
+		char *nb = realloc(b->buf, c);
+		if (!nb) return;
+		b->buf = nb; b->cap = c;
+	}
+	memcpy(b->buf + b->len, s, n);
+	b->len += n;
+	b->buf[b->len] = 0;
+}
+
+static herr_t scc_walk(unsigned n, const H5E_error2_t *e, void *data) {
+	scc_strbuf *b = data;
+	if (n > 0) scc_append(b, "; ");
+	if (e->func_name) { scc_append(b, e->func_name); scc_append(b, ": "); }
+	if (e->desc) scc_append(b, e->desc);
+	return 0;
+}
+
+// scc_error_string returns the current error stack as one malloc'ed string
+// (innermost cause last) and clears the stack. The caller frees it.
+static char *scc_error_string(void) {
+	scc_strbuf b = {0};
+	H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, scc_walk, &b);
+	H5Eclear2(H5E_DEFAULT);
+	return b.buf;
+}
+
+// scc_list_datasets collects the paths of every dataset reachable by hard
+// links from the root group, each followed by a NUL, into one malloc'ed
+// buffer. Soft and external links are skipped (they may point outside the
+// file or form cycles).
+typedef struct { scc_strbuf b; size_t n; int err; } scc_list;
+
+static herr_t scc_visit(hid_t g, const char *name, const H5L_info_t *info, void *data) {
+	scc_list *l = data;
+	if (info->type != H5L_TYPE_HARD) return 0;
+	hid_t o = H5Oopen(g, name, H5P_DEFAULT);
+	if (o < 0) { l->err = 1; return -1; }
+	H5I_type_t t = H5Iget_type(o);
+	H5Oclose(o);
+	if (t == H5I_DATASET) {
+		scc_append(&l->b, name);
+		if (l->b.buf) { l->b.len++; } // keep the NUL as separator
+		l->n++;
+	}
+	return 0;
+}
+
+static herr_t scc_list_datasets(hid_t file, char **out, size_t *len) {
+	scc_list l = {0};
+	herr_t rc = H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, scc_visit, &l);
+	*out = l.b.buf;
+	*len = l.b.len;
+	return (rc < 0 || l.err) ? -1 : 0;
+}
+
+// scc_num_attrs returns the number of attributes on an object, or -1.
+static long long scc_num_attrs(hid_t obj) {
+	H5O_info_t info;
+	if (H5Oget_info2(obj, &info, H5O_INFO_NUM_ATTRS) < 0) return -1;
+	return (long long)info.num_attrs;
+}
+
+#endif
