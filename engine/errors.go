@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/alloc"
@@ -45,11 +46,15 @@ var (
 	// ErrInternal: a bug in scc or in a layout callback (a panic the worker
 	// pool caught). The call failed; the file's committed state is intact.
 	ErrInternal = errors.New("scc: internal error")
+	// ErrDenied: the storage refused access (a file's permissions, an
+	// object store's credentials or policy: fs.ErrPermission in the
+	// chain). Not damage, and not a transient I/O failure.
+	ErrDenied = errors.New("scc: permission denied")
 )
 
 // sentinels lists the engine's sentinels, for classify and its tests.
 var sentinels = []error{ErrNotFound, ErrExists, ErrClosed, ErrReadOnly, ErrCorrupt,
-	ErrOutOfRange, ErrInvalid, ErrLocked, ErrIO, ErrStale, ErrInternal}
+	ErrOutOfRange, ErrInvalid, ErrLocked, ErrIO, ErrStale, ErrInternal, ErrDenied}
 
 // classify makes an error from a lower layer match the engine's sentinel for
 // its class, keeping the original in the chain for detail. Errors that
@@ -91,6 +96,13 @@ func classify(err error) error {
 		sentinel = ErrInternal
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		sentinel = ErrCorrupt
+	// Drivers over remote storage (vfd/s3) report a missing object or a
+	// refused request with the standard library's markers, so the engine
+	// tells them apart without importing the driver.
+	case errors.Is(err, fs.ErrNotExist):
+		sentinel = ErrNotFound
+	case errors.Is(err, fs.ErrPermission):
+		sentinel = ErrDenied
 	default:
 		// vfd.ErrInjected, io.ErrShortWrite, syscall errors, pool.ErrFull
 		// (a write-back that could not be queued) ...

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/bench"
+	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/vfd/s3"
 )
 
 func init() {
@@ -45,6 +47,11 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// its fullest, alloc_space the garbage made until then.
 		cfg.BeforeFlush = func() { profErr = writeHeapProfile(memProfile) }
 	}
+	if s3.IsURL(cfg.Path) {
+		cfg.Create = func(path string, opts *engine.Options) (*engine.File, func() error, error) {
+			return createPath(ctx, path, opts)
+		}
+	}
 	res, err := bench.Ingest(ctx, cfg)
 	if err != nil {
 		return err
@@ -70,7 +77,7 @@ func parseIngest(args []string, stderr io.Writer) (cfg bench.IngestConfig, asJSO
 	frame := fs.String("frame", "256x256", "frame size HEIGHTxWIDTH in uint16 elements")
 	filters := fs.String("filter", "shuffle+zstd1", "filter pipeline: shuffle, zstdN, deflateN, lz4, crc32c joined by +, or none")
 	cacheSize := fs.String("cache", "32MiB", "shared cache budget (quiescent bytes)")
-	fs.StringVar(&cfg.Path, "file", "", "file to create and keep (default: a temporary file, removed)")
+	fs.StringVar(&cfg.Path, "file", "", "file to create and keep, a path or an s3://bucket/key URL (default: a temporary file, removed)")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
 	fs.StringVar(&memProfile, "memprofile", "", "write a heap profile to this file once the frames are written, before the final flush (the collection it starts perturbs peak Go heap)")

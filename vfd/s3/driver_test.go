@@ -376,7 +376,6 @@ func TestSecondWriterRefused(t *testing.T) {
 	b.Close()
 }
 
-
 // abandon stops d as a crashed process would: no lease renewal, no release.
 func abandon(d *Driver) {
 	close(d.renewStop)

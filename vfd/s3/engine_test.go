@@ -64,7 +64,7 @@ func mustDrv(t testing.TB, key, endpoint string, mut func(*Options)) *Driver {
 	return d
 }
 
-func create(o *Options) { o.Create = true }
+func create(o *Options)   { o.Create = true }
 func readOnly(o *Options) { o.ReadOnly = true }
 
 // appendRows grows ds to start+n rows and writes the model's rows.
