@@ -81,11 +81,17 @@ type Server struct {
 // Start starts MinIO on free loopback ports with data in dir and waits
 // until it is ready.
 func Start(dir string) (*Server, error) {
-	bin, err := Binary()
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	return StartAt(dir, addr)
+}
+
+// StartAt is Start on a given address (host:port); the console takes a
+// free port.
+func StartAt(dir, addr string) (*Server, error) {
+	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
