@@ -34,6 +34,11 @@ type S3Config struct {
 	// Latency is added to every request by the loopback proxy, as a
 	// remote object store's round trip. Default 10 ms.
 	Latency time.Duration
+	// PageSize is the driver's page object size. Default the driver's.
+	PageSize int64
+	// ScanBox is how many chunks one Read of scc's scan asks for (the
+	// naive reader always asks for one). Default 64.
+	ScanBox int
 	// InFlight lists the driver's MaxInFlight settings the random reads
 	// run at. Default 1, 8, 32.
 	InFlight []int
@@ -51,6 +56,9 @@ func (c S3Config) withDefaults() S3Config {
 	}
 	if c.Latency == 0 {
 		c.Latency = 10 * time.Millisecond
+	}
+	if c.ScanBox == 0 {
+		c.ScanBox = 64
 	}
 	if len(c.InFlight) == 0 {
 		c.InFlight = []int{1, 8, 32}
@@ -114,8 +122,9 @@ func S3Read(ctx context.Context, cfg S3Config) (*S3Result, error) {
 	res.NaiveScanMBps = mibps(res.Bytes, d)
 	fast := via
 	fast.MaxInFlight = 32
-	sccCache := cache.Config{QuiescentBytes: int64(64 << 20), Prefetch: true, PrefetchChunks: 32}
-	if d, res.SCCScanGets, err = s3Scan(ctx, loc, fast, sccCache, cfg, 32); err != nil {
+	sccCache := cache.Config{QuiescentBytes: int64(max(64<<20, 4*cfg.ScanBox*cfg.ChunkBytes)), Prefetch: true,
+		PrefetchChunks: cfg.ScanBox}
+	if d, res.SCCScanGets, err = s3Scan(ctx, loc, fast, sccCache, cfg, cfg.ScanBox); err != nil {
 		return nil, fmt.Errorf("scc scan: %w", err)
 	}
 	res.SCCScanMBps = mibps(res.Bytes, d)
@@ -199,6 +208,7 @@ func s3Verify(buf []byte, ds, i int) error {
 
 func s3Write(ctx context.Context, loc s3.Location, o s3.Options, cfg S3Config) error {
 	o.Create = true
+	o.PageSize = cfg.PageSize
 	drv, err := s3.OpenLocation(ctx, loc, &o)
 	if err != nil {
 		return err

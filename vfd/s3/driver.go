@@ -688,8 +688,16 @@ func (d *Driver) putManifest(ctx context.Context, m *manifest, ifMatch string) (
 	d.stats.puts.Add(1)
 	if errors.Is(err, vfd.ErrLocked) {
 		cur, curTag, gerr := d.getManifest(ctx, "")
-		if gerr == nil && cur != nil && cur.nonce == m.nonce && bytes.Equal(cur.encode(), b) {
+		switch {
+		case gerr == nil && cur != nil && cur.nonce == m.nonce && bytes.Equal(cur.encode(), b):
 			err, etag = nil, curTag
+		case gerr == nil && cur != nil && m.owner != ([16]byte{}) && cur.owner == m.owner && cur.epoch == m.epoch:
+			// Our own earlier commit, whose answer was lost, landed
+			// after all: no other writer is involved, but this
+			// Driver's view is behind the store's. Only a reopen
+			// brings them together.
+			err = fmt.Errorf("%w: an earlier commit of %s whose answer was lost has landed; reopen the file", ErrNetwork, d.URL())
+			d.failed.CompareAndSwap(nil, &err)
 		}
 	}
 	if err != nil {

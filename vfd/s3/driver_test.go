@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -514,6 +516,59 @@ func TestConcurrentDisjoint(t *testing.T) {
 		want := bytes.Repeat([]byte{byte(w*rounds + rounds - 1)}, slot)
 		if !bytes.Equal(got[w*slot:(w+1)*slot], want) {
 			t.Fatalf("worker %d's last write is not committed", w)
+		}
+	}
+}
+
+// TestLostCommitAnswer: the commit object's PUT lands but its answer is
+// lost. With retries, the retry's failed precondition finds the object is
+// this very commit (its nonce) and Sync succeeds. Without, Sync fails with
+// ErrNetwork; the next Sync finds its own earlier commit in place, fails
+// with ErrNetwork (not ErrLocked: no other writer is involved) and latches.
+// Either way the store holds a complete synced image.
+func TestLostCommitAnswer(t *testing.T) {
+	for _, retries := range []int{3, -1} {
+		p, err := s3test.NewProxy(testServer.Endpoint())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		key := testKey(t)
+		o := testOpts(p.Endpoint())
+		o.MaxRetries = retries
+		d := createT(t, key, o)
+		one := bytes.Repeat([]byte{1}, 9000)
+		d.WriteAt(one, 0)
+		var dropped atomic.Bool
+		p.SetFault(func(n int64, r *http.Request) s3test.Fault {
+			if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/"+key) && dropped.CompareAndSwap(false, true) {
+				return s3test.Fault{DropAfter: true}
+			}
+			return s3test.Fault{}
+		})
+		err = d.Sync()
+		if retries > 0 {
+			if err != nil {
+				t.Fatalf("retries %d: sync whose answer was lost: %v", retries, err)
+			}
+			d.WriteAt(bytes.Repeat([]byte{2}, 100), 0)
+			if err := d.Sync(); err != nil {
+				t.Fatalf("the sync after: %v", err)
+			}
+			one = append(bytes.Repeat([]byte{2}, 100), one[100:]...)
+		} else {
+			if !errors.Is(err, ErrNetwork) {
+				t.Fatalf("no retries: sync whose answer was lost: %v, want ErrNetwork", err)
+			}
+			if err := d.Sync(); !errors.Is(err, ErrNetwork) || errors.Is(err, vfd.ErrLocked) {
+				t.Fatalf("no retries: the next sync: %v, want ErrNetwork", err)
+			}
+		}
+		ro := testOpts("")
+		ro.ReadOnly = true
+		r := openT(t, key, ro)
+		if got := readAll(t, r); !bytes.Equal(got, one) {
+			t.Fatalf("retries %d: store holds %d bytes, not the synced image", retries, len(got))
 		}
 	}
 }
