@@ -498,3 +498,64 @@ func TestEngineThroughFaultyProxy(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineErrorsTyped: through the engine, a page object that is gone is
+// engine.ErrNotFound, a refused GET engine.ErrDenied, a network failure
+// engine.ErrIO — each exactly one of them, none taken for corruption.
+func TestEngineErrorsTyped(t *testing.T) {
+	p, err := s3test.NewProxy(testServer.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	key := testKey(t)
+	d := mustDrv(t, key, "", create)
+	f, err := engine.CreateWith(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, _ := f.CreateDataset("a", spec())
+	if err := appendRows(t, ds, "a", 1, 0, 64); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	r := mustDrv(t, key, p.Endpoint(), func(o *Options) { readOnly(o); o.MaxRetries = 1 })
+	rf, err := engine.OpenWith(r, &engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf.Close()
+	rds, err := rf.OpenDataset("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sentinels := []error{engine.ErrNotFound, engine.ErrDenied, engine.ErrIO, engine.ErrCorrupt, engine.ErrStale}
+	read := func(what string, want error, fault s3test.Fault) {
+		t.Helper()
+		p.SetFault(func(n int64, r *http.Request) s3test.Fault {
+			if r.Method == http.MethodGet && strings.Contains(r.URL.Path, ".pages/") {
+				return fault
+			}
+			return s3test.Fault{}
+		})
+		defer p.SetFault(nil)
+		buf := make([]byte, 8*cols*4)
+		err := rds.Read(context.Background(), engine.Box([]uint64{8, 0}, []uint64{8, cols}), buf)
+		for _, s := range sentinels {
+			if errors.Is(err, s) != (s == want) {
+				t.Fatalf("%s: %v; want exactly %v", what, err, want)
+			}
+		}
+	}
+	read("denied", engine.ErrDenied, s3test.Fault{Status: http.StatusForbidden, Code: "AccessDenied"})
+	read("network", engine.ErrIO, s3test.Fault{Drop: true})
+	read("missing", engine.ErrNotFound, s3test.Fault{Status: http.StatusNotFound, Code: "NoSuchKey"})
+	buf := make([]byte, 8*cols*4)
+	if err := rds.Read(context.Background(), engine.Box([]uint64{8, 0}, []uint64{8, cols}), buf); err != nil ||
+		!bytes.Equal(buf, rowsOf("a", 1, 8, 8)) {
+		t.Fatalf("read after the faults: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,7 +22,18 @@ const testBucket = "scc-test"
 
 // TestMain runs the package's tests against a real MinIO server. A missing
 // binary fails the run (it never skips): `make minio` builds it.
+//
+// A fuzzing run (-fuzz, whose workers re-run TestMain) runs FuzzManifest
+// only, which needs no server, so it starts none.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	fuzzing := func(name string) bool {
+		f := flag.Lookup(name)
+		return f != nil && f.Value.String() != "" && f.Value.String() != "false"
+	}
+	if fuzzing("test.fuzz") || fuzzing("test.fuzzworker") {
+		os.Exit(m.Run())
+	}
 	os.Exit(runWithServer(m))
 }
 
@@ -58,6 +70,9 @@ func testKey(t testing.TB) string {
 // testOpts are options for endpoint (the server's by default) with the test
 // credentials.
 func testOpts(endpoint string) Options {
+	if testServer == nil {
+		panic("s3 tests: no MinIO server (a -fuzz run starts none; run tests without -fuzz)")
+	}
 	if endpoint == "" {
 		endpoint = testServer.Endpoint()
 	}
