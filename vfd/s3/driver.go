@@ -243,6 +243,16 @@ func (d *Driver) open(ctx context.Context) error {
 	}
 	d.install(next, newTag)
 	d.mu.seq = 1
+	if m != nil && d.opts.Create {
+		// The replaced file's pages are garbage now (best effort).
+		var old []string
+		for p, v := range m.pages {
+			if v != 0 {
+				old = append(old, d.pageKey(int64(p), v))
+			}
+		}
+		d.removeObjects(old)
+	}
 	return nil
 }
 

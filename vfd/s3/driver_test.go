@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+
 	"github.com/scc-dev/scc/vfd"
 	"github.com/scc-dev/scc/vfd/s3/s3test"
 )
@@ -570,5 +572,57 @@ func TestLostCommitAnswer(t *testing.T) {
 		if got := readAll(t, r); !bytes.Equal(got, one) {
 			t.Fatalf("retries %d: store holds %d bytes, not the synced image", retries, len(got))
 		}
+	}
+}
+
+// pageObjects lists the page objects stored for key.
+func pageObjects(t *testing.T, key string) []string {
+	t.Helper()
+	c, err := s3test.Client(testServer.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for o := range c.ListObjects(context.Background(), testBucket, minio.ListObjectsOptions{Prefix: key + ".pages/", Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
+
+// TestReplacedPagesDeleted: a commit deletes the page objects it replaced,
+// a shrink those past the end, and a Create over a file the old file's.
+func TestReplacedPagesDeleted(t *testing.T) {
+	key := testKey(t)
+	d := createT(t, key, testOpts(""))
+	d.WriteAt(make([]byte, 100+3*4096), 0) // head + pages 0..2
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pageObjects(t, key)); n != 3 {
+		t.Fatalf("%d page objects after the first commit, want 3", n)
+	}
+	d.WriteAt([]byte{1}, 100+4096+5) // page 1 again
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pageObjects(t, key)); n != 3 {
+		t.Fatalf("%d page objects after rewriting one, want 3 (the old version deleted)", n)
+	}
+	if err := d.Truncate(100 + 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pageObjects(t, key)); n != 1 {
+		t.Fatalf("%d page objects after a shrink to one page, want 1", n)
+	}
+	d.Close()
+	createT(t, key, testOpts(""))
+	if n := len(pageObjects(t, key)); n != 0 {
+		t.Fatalf("%d page objects after a Create over the file, want 0", n)
 	}
 }
