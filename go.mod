@@ -6,6 +6,7 @@ require (
 	github.com/alphadose/haxmap v1.4.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/klauspost/compress v1.20.3
+	github.com/minio/minio-go/v7 v7.0.91
 	github.com/panjf2000/ants/v2 v2.12.1
 	github.com/pierrec/lz4/v4 v4.1.33
 	github.com/puzpuzpuz/xsync/v3 v3.5.1
@@ -29,7 +30,6 @@ require (
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/minio/crc64nvme v1.0.1 // indirect
 	github.com/minio/md5-simd v1.1.2 // indirect
-	github.com/minio/minio-go/v7 v7.0.91 // indirect
 	github.com/rs/xid v1.6.0 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
 	golang.org/x/crypto v0.36.0 // indirect
