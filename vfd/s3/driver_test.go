@@ -626,3 +626,51 @@ func TestReplacedPagesDeleted(t *testing.T) {
 		t.Fatalf("%d page objects after a Create over the file, want 0", n)
 	}
 }
+
+// TestMaxInFlightBounds: a vector read over many page objects runs its
+// GETs in parallel, never more than MaxInFlight at once.
+func TestMaxInFlightBounds(t *testing.T) {
+	p, err := s3test.NewProxy(testServer.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	key := testKey(t)
+	w := createT(t, key, testOpts(""))
+	w.WriteAt(make([]byte, 100+24*4096), 0)
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int{1, 4} {
+		o := testOpts(p.Endpoint())
+		o.ReadOnly = true
+		o.MaxInFlight = limit
+		r := openT(t, key, o)
+		var exts []vfd.Extent
+		for pg := range int64(24) {
+			exts = append(exts, vfd.Extent{Off: 100 + pg*4096 + 7, Buf: make([]byte, 100)})
+		}
+		p.SetLatency(20 * time.Millisecond)
+		p.ResetMaxActive()
+		if err := r.ReadV(exts); err != nil {
+			t.Fatal(err)
+		}
+		p.SetLatency(0)
+		if got := p.MaxActive(); got > int64(limit) || (limit > 1 && got < 2) {
+			t.Fatalf("MaxInFlight %d: %d requests at once", limit, got)
+		}
+	}
+}
+
+// TestLeaseRenewed: a live writer renews its lease, so a second writer is
+// still refused long after LeaseTTL.
+func TestLeaseRenewed(t *testing.T) {
+	key := testKey(t)
+	o := testOpts("")
+	o.LeaseTTL = 300 * time.Millisecond
+	createT(t, key, o)
+	time.Sleep(900 * time.Millisecond)
+	if _, err := OpenLocation(context.Background(), Location{Bucket: testBucket, Key: key}, &o); !errors.Is(err, vfd.ErrLocked) {
+		t.Fatalf("second writer after 3×LeaseTTL beside a live writer: %v, want vfd.ErrLocked", err)
+	}
+}

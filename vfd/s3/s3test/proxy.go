@@ -37,6 +37,9 @@ type Proxy struct {
 	ln    net.Listener
 	rp    *httputil.ReverseProxy
 	count atomic.Int64 // requests seen
+	// active counts requests being served; maxActive is its high-water
+	// mark since the last ResetMaxActive.
+	active, maxActive atomic.Int64
 
 	latency atomic.Int64 // nanoseconds added to every request
 	mu      struct {
@@ -86,8 +89,19 @@ func (p *Proxy) SetFault(fn func(n int64, r *http.Request) Fault) {
 // Close stops the proxy.
 func (p *Proxy) Close() error { return p.srv.Close() }
 
+// MaxActive reports the most requests served at once since the last
+// ResetMaxActive.
+func (p *Proxy) MaxActive() int64 { return p.maxActive.Load() }
+
+// ResetMaxActive starts MaxActive afresh.
+func (p *Proxy) ResetMaxActive() { p.maxActive.Store(0) }
+
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	n := p.count.Add(1)
+	a := p.active.Add(1)
+	defer p.active.Add(-1)
+	for m := p.maxActive.Load(); a > m && !p.maxActive.CompareAndSwap(m, a); m = p.maxActive.Load() {
+	}
 	p.mu.Lock()
 	fn := p.mu.fault
 	p.mu.Unlock()
