@@ -71,6 +71,10 @@ type Options struct {
 	// (FORMAT.md §16). A writer renews every LeaseTTL/3. A second writer
 	// is refused with vfd.ErrLocked while the lease is live. Default 30 s.
 	LeaseTTL time.Duration
+	// MaxDirtyBytes bounds the memory a writer holds for pages written
+	// since the last Sync: past it, the write that crossed it uploads them
+	// as uncommitted page objects first (FORMAT.md §16.3). Default 64 MiB.
+	MaxDirtyBytes int64
 	// Transport is the HTTP transport; default a clone of
 	// http.DefaultTransport with MaxIdleConnsPerHost = MaxInFlight.
 	Transport http.RoundTripper
@@ -83,7 +87,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: s3 PageSize %d outside [%d, %d]", vfd.ErrInvalid, o.PageSize, minPageSize, maxPageSize)
 	case o.HeadSize < 0 || o.HeadSize > maxHeadSize:
 		return fmt.Errorf("%w: s3 HeadSize %d outside [0, %d]", vfd.ErrInvalid, o.HeadSize, maxHeadSize)
-	case o.MaxInFlight < 0, o.CoalesceGap < 0, o.RetryBase < 0, o.OpTimeout < 0, o.LeaseTTL < 0:
+	case o.MaxInFlight < 0, o.CoalesceGap < 0, o.MaxDirtyBytes < 0, o.RetryBase < 0, o.OpTimeout < 0, o.LeaseTTL < 0:
 		return fmt.Errorf("%w: negative s3 option", vfd.ErrInvalid)
 	case o.Create && o.ReadOnly:
 		return fmt.Errorf("%w: s3 Create and ReadOnly together", vfd.ErrInvalid)
@@ -120,6 +124,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.OpTimeout == 0 {
 		o.OpTimeout = 30 * time.Second
+	}
+	if o.MaxDirtyBytes == 0 {
+		o.MaxDirtyBytes = 64 << 20
 	}
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = 30 * time.Second

@@ -47,9 +47,14 @@ func readAll(t testing.TB, d *Driver) []byte {
 // ReadAt and ReadV against a byte-slice model, and after each Sync checks a
 // fresh read-only Driver sees exactly the synced image: reads of pending
 // writes, of committed pages, of holes, across the head and page edges.
+//
+// MaxDirtyBytes of three pages makes writes spill uncommitted pages between
+// the Syncs too.
 func TestDriverAgainstReference(t *testing.T) {
 	key := testKey(t)
-	d := createT(t, key, testOpts(""))
+	o := testOpts("")
+	o.MaxDirtyBytes = 3 * 4096
+	d := createT(t, key, o)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var ref, synced []byte
 	const span = 6 * 4096
@@ -672,5 +677,63 @@ func TestLeaseRenewed(t *testing.T) {
 	time.Sleep(900 * time.Millisecond)
 	if _, err := OpenLocation(context.Background(), Location{Bucket: testBucket, Key: key}, &o); !errors.Is(err, vfd.ErrLocked) {
 		t.Fatalf("second writer after 3×LeaseTTL beside a live writer: %v, want vfd.ErrLocked", err)
+	}
+}
+
+// TestSpillBoundsDirtyPages: a writer past MaxDirtyBytes uploads its dirty
+// pages without committing them: its memory stays bounded, it reads its
+// writes back from the uploaded objects, readers still see the committed
+// image, and a writer that dies before Sync leaves that image.
+func TestSpillBoundsDirtyPages(t *testing.T) {
+	key := testKey(t)
+	o := testOpts("")
+	o.MaxDirtyBytes = 2 * 4096
+	o.LeaseTTL = 300 * time.Millisecond
+	d := createT(t, key, o)
+	base := bytes.Repeat([]byte{7}, 100+4*4096)
+	d.WriteAt(base, 0)
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	img := bytes.Clone(base)
+	for pg := range 12 {
+		p := bytes.Repeat([]byte{byte(pg + 1)}, 4096)
+		if _, err := d.WriteAt(p, 100+int64(pg)*4096); err != nil {
+			t.Fatal(err)
+		}
+		img = refWrite(img, p, 100+int64(pg)*4096)
+		d.mu.RLock()
+		n := len(d.mu.dirty)
+		d.mu.RUnlock()
+		if int64(n)*4096 > o.MaxDirtyBytes {
+			t.Fatalf("after page %d: %d dirty pages held, bound %d bytes", pg, n, o.MaxDirtyBytes)
+		}
+	}
+	if got := readAll(t, d); !bytes.Equal(got, img) {
+		t.Fatal("the writer does not read back its spilled writes")
+	}
+	ro := o
+	ro.ReadOnly = true
+	r := openT(t, key, ro)
+	if got := readAll(t, r); !bytes.Equal(got, base) {
+		t.Fatal("a reader sees spilled, uncommitted pages")
+	}
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, r); !bytes.Equal(got, img) {
+		t.Fatal("a reader does not see the committed spilled pages")
+	}
+	if n := len(pageObjects(t, key)); n != 12 {
+		t.Fatalf("%d page objects after the commit, want 12 (replaced and orphaned versions deleted)", n)
+	}
+	// Spill again and die before Sync: the store keeps the last commit.
+	for pg := range 6 {
+		d.WriteAt(bytes.Repeat([]byte{0xee}, 4096), 100+int64(pg)*4096)
+	}
+	abandon(d)
+	r2 := openT(t, key, ro)
+	if got := readAll(t, r2); !bytes.Equal(got, img) {
+		t.Fatal("spilled pages of a writer that died before Sync reached the committed image")
 	}
 }

@@ -82,6 +82,9 @@ func (d *Driver) writeExtents(exts []vfd.Extent) error {
 	for {
 		need := d.tryWrite(exts)
 		if len(need) == 0 {
+			if d.overDirty() {
+				return d.spill()
+			}
 			return nil
 		}
 		loaded := make([][]byte, len(need))
@@ -177,10 +180,16 @@ func (d *Driver) growLocked(size int64) {
 	}
 }
 
-// Size reports the file's size, pending writes included.
+// Size reports the file's size, pending writes included. A read-only
+// Driver reloads the commit object first, as its head reads do.
 func (d *Driver) Size() (int64, error) {
 	if err := d.check(); err != nil {
 		return 0, err
+	}
+	if d.readOnly {
+		if err := d.reload(d.base); err != nil {
+			return 0, err
+		}
 	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
@@ -287,34 +296,19 @@ func (d *Driver) Sync() error {
 		d.mu.Unlock()
 		return nil
 	}
-	d.mu.inflight, d.mu.dirty = d.mu.dirty, map[int64][]byte{}
 	d.mu.changed = false
+	ups := d.takeDirtyLocked()
 	base := d.mu.committed
 	next := &manifest{gen: base.gen + 1, pageSize: d.pageSize, headSize: d.headSize, size: d.mu.size,
 		epoch: base.epoch, owner: base.owner, head: append([]byte(nil), d.mu.head...),
 		pages: append([]uint64(nil), d.mu.pages...)}
-	type upload struct {
-		page int64
-		ver  uint64
-		buf  []byte
-	}
-	ups := make([]upload, 0, len(d.mu.inflight))
-	for p, b := range d.mu.inflight {
-		if p >= int64(len(next.pages)) {
-			continue
-		}
-		d.mu.seq++
-		ver := next.epoch<<32 | uint64(d.mu.seq)
-		n := min(d.pageSize, next.size-d.pageStart(p))
-		ups = append(ups, upload{page: p, ver: ver, buf: b[:n]})
-		next.pages[p] = ver
+	for _, u := range ups {
+		next.pages[u.page] = u.ver
 	}
 	etag := d.mu.etag
 	d.mu.Unlock()
 
-	err := d.parallel(d.base, len(ups), func(ctx context.Context, i int) error {
-		return d.putPage(ctx, d.pageKey(ups[i].page, ups[i].ver), ups[i].buf)
-	})
+	err := d.upload(ups)
 	var newTag string
 	if err == nil {
 		next.expiry = time.Now().Add(d.opts.LeaseTTL).UnixNano()
@@ -322,13 +316,7 @@ func (d *Driver) Sync() error {
 	}
 	d.mu.Lock()
 	if err != nil {
-		// The writes stay pending; pages written since the snapshot win.
-		for p, b := range d.mu.inflight {
-			if d.mu.dirty[p] == nil && p < int64(len(d.mu.pages)) {
-				d.mu.dirty[p] = b
-			}
-		}
-		d.mu.inflight = nil
+		d.settleLocked(ups, false)
 		d.mu.changed = true
 		d.mu.Unlock()
 		if errors.Is(err, vfd.ErrLocked) {
@@ -337,25 +325,110 @@ func (d *Driver) Sync() error {
 		}
 		return err
 	}
-	var stale []string
-	for _, u := range ups {
-		if old := base.pageVersion(u.page); old != 0 {
-			stale = append(stale, d.pageKey(u.page, old))
-		}
-		if u.page < int64(len(d.mu.pages)) {
-			d.mu.pages[u.page] = u.ver
+	orphans := d.settleLocked(ups, true)
+	d.mu.committed, d.mu.etag = next, newTag
+	d.mu.Unlock()
+	// Versions the new commit no longer names, and spilled versions it
+	// replaced before they were ever committed.
+	stale := orphans
+	for p, v := range base.pages {
+		if v != 0 && (p >= len(next.pages) || next.pages[p] != v) {
+			stale = append(stale, d.pageKey(int64(p), v))
 		}
 	}
-	for p := int64(len(next.pages)); p < int64(len(base.pages)); p++ {
-		if base.pages[p] != 0 {
-			stale = append(stale, d.pageKey(p, base.pages[p]))
+	d.removeObjects(stale)
+	return nil
+}
+
+// upload is one page object to write: page at version ver, replacing
+// version prev in the Driver's page table.
+type upload struct {
+	page      int64
+	ver, prev uint64
+	buf       []byte
+}
+
+// takeDirtyLocked moves the dirty pages to inflight (reads still find them
+// there) and gives each a new version.
+func (d *Driver) takeDirtyLocked() []upload {
+	d.mu.inflight, d.mu.dirty = d.mu.dirty, map[int64][]byte{}
+	ups := make([]upload, 0, len(d.mu.inflight))
+	for p, b := range d.mu.inflight {
+		if p >= int64(len(d.mu.pages)) {
+			continue // truncated away
+		}
+		d.mu.seq++
+		n := min(d.pageSize, d.mu.size-d.pageStart(p))
+		ups = append(ups, upload{page: p, ver: d.mu.committed.epoch<<32 | uint64(d.mu.seq), prev: d.mu.pages[p], buf: b[:n]})
+	}
+	return ups
+}
+
+// upload writes the page objects, in parallel.
+func (d *Driver) upload(ups []upload) error {
+	return d.parallel(d.base, len(ups), func(ctx context.Context, i int) error {
+		return d.putPage(ctx, d.pageKey(ups[i].page, ups[i].ver), ups[i].buf)
+	})
+}
+
+// settleLocked ends an upload round. On success the page table names the
+// new versions, and it returns the keys of replaced versions no commit
+// names (spilled, never committed). On failure the pages are dirty again
+// (pages written meanwhile win).
+func (d *Driver) settleLocked(ups []upload, ok bool) (orphans []string) {
+	if !ok {
+		for p, b := range d.mu.inflight {
+			if d.mu.dirty[p] == nil && p < int64(len(d.mu.pages)) {
+				d.mu.dirty[p] = b
+			}
+		}
+		d.mu.inflight = nil
+		return nil
+	}
+	for _, u := range ups {
+		if u.page < int64(len(d.mu.pages)) && d.mu.pages[u.page] == u.prev {
+			d.mu.pages[u.page] = u.ver
+		}
+		if u.prev != 0 && u.prev != d.mu.committed.pageVersion(u.page) {
+			orphans = append(orphans, d.pageKey(u.page, u.prev))
 		}
 	}
 	d.mu.inflight = nil
-	d.mu.committed, d.mu.etag = next, newTag
+	return orphans
+}
+
+// spill bounds a writer's memory (Options.MaxDirtyBytes): it uploads the
+// dirty pages as new page objects without committing them. The page table
+// names them from then on, so reads and later writes use them; the next
+// Sync's commit object names them; a crash before it leaves them as
+// garbage no commit names. The writer that crossed the bound waits for the
+// uploads: a writer faster than the store blocks instead of growing memory.
+func (d *Driver) spill() error {
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
+	if p := d.failed.Load(); p != nil {
+		return *p
+	}
+	d.mu.Lock()
+	if int64(len(d.mu.dirty))*d.pageSize <= d.opts.MaxDirtyBytes {
+		d.mu.Unlock()
+		return nil
+	}
+	ups := d.takeDirtyLocked()
 	d.mu.Unlock()
-	d.removeObjects(stale)
-	return nil
+	err := d.upload(ups)
+	d.mu.Lock()
+	orphans := d.settleLocked(ups, err == nil)
+	d.mu.Unlock()
+	d.removeObjects(orphans)
+	return err
+}
+
+// overDirty reports whether the dirty pages exceed MaxDirtyBytes.
+func (d *Driver) overDirty() bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return int64(len(d.mu.dirty))*d.pageSize > d.opts.MaxDirtyBytes
 }
 
 func (m *manifest) pageVersion(p int64) uint64 {
