@@ -118,17 +118,18 @@ type Stats struct {
 	BytesRead           int64 // payload bytes received by GETs of page objects
 	BytesWritten        int64 // payload bytes of page and commit PUTs
 	Commits             int64 // commit objects written (Syncs that committed, lease renewals)
+	Spills              int64 // rounds of dirty pages uploaded uncommitted (MaxDirtyBytes)
 }
 
 type counters struct {
-	gets, puts, deletes, retries, bytesRead, bytesWritten, commits atomic.Int64
+	gets, puts, deletes, retries, bytesRead, bytesWritten, commits, spills atomic.Int64
 }
 
 // Stats returns a snapshot of the Driver's request counters.
 func (d *Driver) Stats() Stats {
 	return Stats{Gets: d.stats.gets.Load(), Puts: d.stats.puts.Load(), Deletes: d.stats.deletes.Load(),
 		Retries: d.stats.retries.Load(), BytesRead: d.stats.bytesRead.Load(),
-		BytesWritten: d.stats.bytesWritten.Load(), Commits: d.stats.commits.Load()}
+		BytesWritten: d.stats.bytesWritten.Load(), Commits: d.stats.commits.Load(), Spills: d.stats.spills.Load()}
 }
 
 // Open opens (or, with opts.Create, creates) the file at rawURL,

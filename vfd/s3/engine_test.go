@@ -116,8 +116,19 @@ func TestDefaultHeadIsTheSuperblockRegion(t *testing.T) {
 // TestEngineRoundTrip: create on S3, write datasets, flush, close, open
 // again, read back, check.
 func TestEngineRoundTrip(t *testing.T) {
+	for _, dirty := range []int64{0, 8 << 10} {
+		t.Run(fmt.Sprintf("MaxDirtyBytes=%d", dirty), func(t *testing.T) { engineRoundTrip(t, dirty) })
+	}
+}
+
+func engineRoundTrip(t *testing.T, maxDirty int64) {
 	key := testKey(t)
-	d := mustDrv(t, key, "", create)
+	d := mustDrv(t, key, "", func(o *Options) {
+		create(o)
+		if maxDirty != 0 { // small pages, so that the bound is a few of them
+			o.PageSize, o.MaxDirtyBytes = 4096, maxDirty
+		}
+	})
 	f, err := engine.CreateWith(d, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +153,7 @@ func TestEngineRoundTrip(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	d2 := mustDrv(t, key, "", nil)
+	d2 := mustDrv(t, key, "", func(o *Options) { o.MaxDirtyBytes = maxDirty })
 	f2, err := engine.OpenWith(d2, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +167,9 @@ func TestEngineRoundTrip(t *testing.T) {
 	vers["a"] = 2
 	if err := f2.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if maxDirty != 0 && d.Stats().Spills+d2.Stats().Spills == 0 {
+		t.Fatal("no spills with a MaxDirtyBytes of two pages")
 	}
 	check(t, d2)
 	d2.Close()
@@ -451,7 +465,13 @@ func TestEngineThroughFaultyProxy(t *testing.T) {
 			}
 			defer p.Close()
 			key := testKey(t)
-			d := mustDrv(t, key, p.Endpoint(), func(o *Options) { create(o); o.MaxRetries = retries })
+			// Two pages of dirty memory: writes spill between
+			// commits, amid the faults too.
+			d := mustDrv(t, key, p.Endpoint(), func(o *Options) {
+				create(o)
+				o.MaxRetries = retries
+				o.PageSize, o.MaxDirtyBytes = 4096, 8<<10
+			})
 			f, err := engine.CreateWith(d, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -494,6 +514,9 @@ func TestEngineThroughFaultyProxy(t *testing.T) {
 			reopenAndVerify(t, key, m)
 			if d.Stats().Retries == 0 && retries > 0 {
 				t.Fatal("no retries counted through a faulty proxy")
+			}
+			if retries > 0 && d.Stats().Spills == 0 {
+				t.Fatal("no spills with a MaxDirtyBytes of two pages")
 			}
 		})
 	}

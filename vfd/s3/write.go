@@ -416,6 +416,7 @@ func (d *Driver) spill() error {
 	}
 	ups := d.takeDirtyLocked()
 	d.mu.Unlock()
+	d.stats.spills.Add(1)
 	err := d.upload(ups)
 	d.mu.Lock()
 	orphans := d.settleLocked(ups, err == nil)
