@@ -44,6 +44,22 @@ type S3Config struct {
 	InFlight []int
 }
 
+// Validate reports a configuration S3Read cannot run.
+func (c S3Config) Validate() error {
+	if c.Datasets < 0 || c.Chunks < 0 || c.ChunkBytes < 0 || c.Latency < 0 || c.PageSize < 0 || c.ScanBox < 0 {
+		return fmt.Errorf("bench: s3: negative setting in %+v", c)
+	}
+	for _, k := range c.InFlight {
+		if k < 1 {
+			return fmt.Errorf("bench: s3: InFlight %d < 1", k)
+		}
+	}
+	if c.URL != "" && !s3.IsURL(c.URL) {
+		return fmt.Errorf("bench: s3: URL %q is not s3://bucket/prefix", c.URL)
+	}
+	return nil
+}
+
 func (c S3Config) withDefaults() S3Config {
 	if c.Datasets == 0 {
 		c.Datasets = 4
@@ -89,6 +105,9 @@ type S3Result struct {
 // ranged GETs, prefetch) at each InFlight setting, and by the naive reader.
 // Every chunk read is verified.
 func S3Read(ctx context.Context, cfg S3Config) (*S3Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	endpoint, bucket, prefix, stop, err := s3Endpoint(ctx, cfg)
 	if err != nil {

@@ -29,3 +29,14 @@ func BenchmarkS3Read(b *testing.B) {
 		})
 	}
 }
+
+func TestS3ConfigValidate(t *testing.T) {
+	for _, c := range []S3Config{{Chunks: -1}, {InFlight: []int{8, 0}}, {URL: "http://x/y"}, {Latency: -1}} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+	if err := (S3Config{}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

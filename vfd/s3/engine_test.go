@@ -393,7 +393,11 @@ func TestEngineServerKilledMidCommit(t *testing.T) {
 			}
 			defer p.Close()
 			key := testKey(t)
-			d := mustDrv(t, key, p.Endpoint(), func(o *Options) { create(o); o.MaxRetries = 2 })
+			d := mustDrv(t, key, p.Endpoint(), func(o *Options) {
+				create(o)
+				o.MaxRetries = 2
+				o.LeaseTTL = 500 * time.Millisecond
+			})
 			f, err := engine.CreateWith(d, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -444,6 +448,35 @@ func TestEngineServerKilledMidCommit(t *testing.T) {
 			d.Close()
 			p.SetFault(nil)
 			if err := testServer.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			reopenAndVerify(t, key, m)
+			// A new writer takes over once the dead one's lease
+			// lapses, and carries on from the committed state.
+			var w *Driver
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				w, err = engineDrv(t, key, "", nil)
+				if err == nil || !errors.Is(err, vfd.ErrLocked) || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatalf("writer after the crash: %v", err)
+			}
+			defer w.Close()
+			wf, err := engine.OpenWith(w, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name := range m.rows {
+				ds, _ := wf.OpenDataset(name)
+				m.rows[name] = int(ds.Shape()[0]) // the committed state's, acknowledged or later
+			}
+			if err := m.round(t, wf, 10); err != nil {
+				t.Fatalf("ingest after the takeover: %v", err)
+			}
+			if err := wf.Close(); err != nil {
 				t.Fatal(err)
 			}
 			reopenAndVerify(t, key, m)
