@@ -211,6 +211,7 @@ func (d *Driver) open(ctx context.Context) error {
 		return fmt.Errorf("open s3://%s/%s: %w", d.loc.Bucket, d.loc.Key, err)
 	}
 	if d.readOnly {
+		d.pageSize, d.headSize = m.pageSize, m.headSize
 		d.install(m, etag)
 		return nil
 	}
@@ -242,6 +243,7 @@ func (d *Driver) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open s3://%s/%s for writing: %w", d.loc.Bucket, d.loc.Key, err)
 	}
+	d.pageSize, d.headSize = next.pageSize, next.headSize
 	d.install(next, newTag)
 	d.mu.seq = 1
 	if m != nil && d.opts.Create {
@@ -258,11 +260,11 @@ func (d *Driver) open(ctx context.Context) error {
 }
 
 // install makes m the committed state and the Driver's view (no writes
-// pending).
+// pending). The geometry (pageSize, headSize) is set once by open, before
+// any other goroutine sees the Driver, and checked by reload.
 func (d *Driver) install(m *manifest, etag string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.pageSize, d.headSize = m.pageSize, m.headSize
 	d.mu.committed, d.mu.etag = m, etag
 	d.mu.size = m.size
 	d.mu.head = bytes.Clone(m.head)
@@ -583,7 +585,7 @@ func (d *Driver) getRange(ctx context.Context, key string, start int64, dst []by
 		}
 		body, info, _, err := d.core.GetObject(ctx, d.loc.Bucket, key, o)
 		if err != nil {
-			if minio.ToErrorResponse(err).Code == "InvalidRange" {
+			if errorResponse(err).Code == "InvalidRange" {
 				clear(dst)
 				return nil
 			}
@@ -602,7 +604,7 @@ func (d *Driver) getRange(ctx context.Context, key string, start int64, dst []by
 		return nil
 	})
 	d.stats.gets.Add(1)
-	if errors.Is(err, ErrNotFound) && minio.ToErrorResponse(err).Code == "NoSuchKey" {
+	if errors.Is(err, ErrNotFound) && errorResponse(err).Code == "NoSuchKey" {
 		return fmt.Errorf("%w: %w", errPageGone, err)
 	}
 	return err
@@ -622,7 +624,7 @@ func (d *Driver) getManifest(ctx context.Context, ifNoneMatch string) (*manifest
 		}
 		body, info, _, err := d.core.GetObject(ctx, d.loc.Bucket, d.loc.Key, o)
 		if err != nil {
-			if minio.ToErrorResponse(err).StatusCode == http.StatusNotModified {
+			if errorResponse(err).StatusCode == http.StatusNotModified {
 				m, etag = nil, ifNoneMatch
 				return nil
 			}

@@ -737,3 +737,64 @@ func TestSpillBoundsDirtyPages(t *testing.T) {
 		t.Fatal("spilled pages of a writer that died before Sync reached the committed image")
 	}
 }
+
+// TestReadersFollowConcurrently: readers reload the commit object (head
+// reads) while other goroutines of the same Driver read pages and a writer
+// commits and deletes replaced pages; every page read is at least as new as
+// the head read before it (run under -race).
+func TestReadersFollowConcurrently(t *testing.T) {
+	key := testKey(t)
+	w := createT(t, key, testOpts(""))
+	const pages = 6
+	commit := func(g byte) {
+		w.WriteAt([]byte{g}, 0)
+		w.WriteAt(bytes.Repeat([]byte{g}, pages*4096), 100)
+		if err := w.Sync(); err != nil {
+			t.Error(err)
+		}
+	}
+	commit(1)
+	o := testOpts("")
+	o.ReadOnly = true
+	r := openT(t, key, o)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			head, body := make([]byte, 1), make([]byte, pages*4096)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := r.ReadAt(head, 0); err != nil {
+					errs <- err
+					return
+				}
+				if err := r.ReadV([]vfd.Extent{{Off: 100, Buf: body}}); err != nil {
+					errs <- err
+					return
+				}
+				for _, b := range body {
+					if b < head[0] {
+						errs <- errors.New("a page read older than the head read before it")
+						return
+					}
+				}
+			}
+		}()
+	}
+	for g := byte(2); g < 12; g++ {
+		commit(g)
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

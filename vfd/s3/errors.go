@@ -18,7 +18,7 @@ import (
 // The package's error sentinels. Every error a Driver returns matches at
 // most one of them (or vfd.ErrClosed, vfd.ErrLocked, vfd.ErrInvalid, a
 // context error) with errors.Is, and keeps the minio-go error in its chain
-// for detail (minio.ToErrorResponse still reads the S3 error code).
+// for detail (errors.As finds its minio.ErrorResponse, with the S3 error code).
 //
 // ErrNotFound and ErrDenied also match fs.ErrNotExist and fs.ErrPermission,
 // so code that knows only the standard library (the engine's classify
@@ -56,7 +56,7 @@ func classify(op string, err error) error {
 			return err
 		}
 	}
-	resp := minio.ToErrorResponse(err)
+	resp := errorResponse(err)
 	switch {
 	case resp.Code == "NoSuchKey" || resp.Code == "NoSuchBucket" || resp.StatusCode == http.StatusNotFound:
 		return fmt.Errorf("%s: %w: %w", op, ErrNotFound, err)
@@ -94,7 +94,7 @@ func retryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	resp := minio.ToErrorResponse(err)
+	resp := errorResponse(err)
 	switch resp.Code {
 	case "SlowDown", "SlowDownRead", "SlowDownWrite", "InternalError", "RequestTimeout",
 		"ServiceUnavailable", "XMinioServerNotInitialized", "XMinioStorageFull", "OperationTimedOut":
@@ -108,4 +108,14 @@ func retryable(err error) bool {
 		return false
 	}
 	return isNetwork(err)
+}
+
+// errorResponse finds the S3 error answer in err's chain (the zero value
+// when there is none).
+func errorResponse(err error) minio.ErrorResponse {
+	var r minio.ErrorResponse
+	if errors.As(err, &r) {
+		return r
+	}
+	return minio.ErrorResponse{}
 }
