@@ -672,9 +672,11 @@ func TestMaxInFlightBounds(t *testing.T) {
 func TestLeaseRenewed(t *testing.T) {
 	key := testKey(t)
 	o := testOpts("")
-	o.LeaseTTL = 300 * time.Millisecond
+	// Renewals every 500 ms; a loaded machine must delay one by a second
+	// for the lease to lapse.
+	o.LeaseTTL = 1500 * time.Millisecond
 	createT(t, key, o)
-	time.Sleep(900 * time.Millisecond)
+	time.Sleep(3500 * time.Millisecond)
 	if _, err := OpenLocation(context.Background(), Location{Bucket: testBucket, Key: key}, &o); !errors.Is(err, vfd.ErrLocked) {
 		t.Fatalf("second writer after 3×LeaseTTL beside a live writer: %v, want vfd.ErrLocked", err)
 	}
