@@ -246,6 +246,11 @@ func (d *Driver) open(ctx context.Context) error {
 	d.pageSize, d.headSize = next.pageSize, next.headSize
 	d.install(next, newTag)
 	d.mu.seq = 1
+	if m != nil && !d.opts.Create && m.owner != ([16]byte{}) {
+		// The last writer never released its lease: it crashed, maybe
+		// mid-Sync, leaving page objects no commit names. Best effort.
+		_, _ = d.Collect(ctx)
+	}
 	if m != nil && d.opts.Create {
 		// The replaced file's pages are garbage now (best effort).
 		var old []string

@@ -800,3 +800,37 @@ func TestReadersFollowConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCollectAfterCrash: a writer that dies after spilling and uploading
+// pages it never committed leaves garbage; the writer that takes over once
+// the lease lapses deletes it, and keeps every committed page.
+func TestCollectAfterCrash(t *testing.T) {
+	key := testKey(t)
+	o := testOpts("")
+	o.MaxDirtyBytes = 2 * 4096
+	o.LeaseTTL = 300 * time.Millisecond
+	a := createT(t, key, o)
+	img := bytes.Repeat([]byte{3}, 100+5*4096)
+	a.WriteAt(img, 0)
+	if err := a.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for pg := range 8 { // spills: uncommitted versions of pages 0..7
+		a.WriteAt(bytes.Repeat([]byte{9}, 4096), 100+int64(pg)*4096)
+	}
+	abandon(a)
+	if n := len(pageObjects(t, key)); n <= 5 {
+		t.Fatalf("%d page objects: the dead writer left no garbage to collect", n)
+	}
+	time.Sleep(400 * time.Millisecond)
+	b := openT(t, key, o)
+	if n := len(pageObjects(t, key)); n != 5 {
+		t.Fatalf("%d page objects after the takeover, want the 5 committed", n)
+	}
+	if got := readAll(t, b); !bytes.Equal(got, img) {
+		t.Fatal("collecting lost committed pages")
+	}
+	if n, err := b.Collect(context.Background()); n != 0 || err != nil {
+		t.Fatalf("a second Collect removed %d (%v), want 0", n, err)
+	}
+}

@@ -525,3 +525,59 @@ func (d *Driver) Close() error {
 	d.cancel()
 	return err
 }
+
+// Collect deletes the file's page objects that neither the committed state
+// nor this writer's pending state names: uploads of commits that never
+// landed and spills never committed, by this writer or by a crashed one
+// before it (FORMAT.md §16.3). Only a writer may collect: its lease and its
+// If-Match commits guarantee no other writer is uploading. Readers lose
+// nothing they need; one that still reads a version deleted here goes round
+// again on the newest commit object, as after any commit. A writable open
+// that takes over from a writer which never released its lease collects
+// by itself.
+func (d *Driver) Collect(ctx context.Context) (removed int, err error) {
+	if err := d.checkWritable(); err != nil {
+		return 0, err
+	}
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
+	ctx, stop := d.join(ctx)
+	defer stop()
+	live := map[string]bool{}
+	d.mu.RLock()
+	for _, pages := range [][]uint64{d.mu.committed.pages, d.mu.pages} {
+		for p, v := range pages {
+			if v != 0 {
+				live[d.pageKey(int64(p), v)] = true
+			}
+		}
+	}
+	d.mu.RUnlock()
+	ch := make(chan minio.ObjectInfo)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(ch)
+		for o := range d.core.Client.ListObjects(ctx, d.loc.Bucket, minio.ListObjectsOptions{Prefix: d.loc.Key + ".pages/", Recursive: true}) {
+			if o.Err != nil {
+				errc <- classify("s3 list "+d.loc.Key+".pages/", o.Err)
+				return
+			}
+			if !live[o.Key] {
+				removed++
+				ch <- minio.ObjectInfo{Key: o.Key}
+			}
+		}
+	}()
+	for e := range d.core.RemoveObjects(ctx, d.loc.Bucket, ch, minio.RemoveObjectsOptions{}) {
+		if err == nil && e.Err != nil {
+			err = classify("s3 delete "+e.ObjectName, e.Err)
+		}
+	}
+	d.stats.deletes.Add(1)
+	select {
+	case lerr := <-errc:
+		return removed, lerr
+	default:
+	}
+	return removed, err
+}
