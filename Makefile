@@ -4,7 +4,7 @@ PKGS      ?= ./...
 FUZZTIME  ?= 20s
 BENCHTIME ?= 1x
 
-.PHONY: help build test stress fuzz bench bench-peers demo lint tidy interop-deps hdf5 test-hdf5 interop-hdf5-deps bench-hdf5 fuzz-hdf5
+.PHONY: help build test stress fuzz bench bench-peers demo lint tidy interop-deps hdf5 test-hdf5 interop-hdf5-deps bench-hdf5 fuzz-hdf5 minio minio-run
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -13,7 +13,7 @@ build: ## build every package and the scctl binary into bin/
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/scctl ./cmd/scctl
 
-test: interop-deps interop-hdf5-deps ## vet, then every test under the race detector, then the cache again with its invariant assertions, then the allocation-count tests without -race (what CI runs)
+test: interop-deps interop-hdf5-deps minio ## vet, then every test under the race detector, then the cache again with its invariant assertions, then the allocation-count tests without -race (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags invariants ./cache/...
 	$(GO) test -race -timeout 15m $(PKGS)
@@ -54,6 +54,12 @@ demo: ## the main job on its embedded default: a concurrent ingest, read back an
 lint: ## gofmt and vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)
 	$(GO) vet $(PKGS)
+
+minio: ## build the pinned MinIO server the S3 tests run against (once; cached in ~/.cache/scc/minio-<version>)
+	sh vfd/s3/testdata/build-minio.sh >/dev/null
+
+minio-run: minio ## start a local MinIO on 127.0.0.1:9000 with bucket scc, for trying scctl on s3:// URLs
+	$(GO) run ./vfd/s3/s3test/minio-run
 
 tidy:
 	$(GO) mod tidy

@@ -452,9 +452,9 @@ func TestRunAllWithoutPeers(t *testing.T) {
 		if f.SCC <= 0 && f.Scenario != "manyds" && (f.Scenario != "adaptive" || f.Key != "hit-gap") {
 			t.Errorf("%s/%s: scc figure %v", f.Scenario, f.Key, f.SCC)
 		}
-		if f.Scenario == "seqread" || (f.Scenario == "adaptive" && f.Key != "hit-gap") {
-			// Its baseline (raw pread; fixed-size caches) is measured in
-			// process, not a peer.
+		if f.Scenario == "seqread" || f.Scenario == "s3" || (f.Scenario == "adaptive" && f.Key != "hit-gap") {
+			// Their baselines (raw pread; the naive S3 reader; fixed-size
+			// caches) are measured in process, not peers.
 			if f.PeerValue == nil || f.Ratio == nil {
 				t.Errorf("seqread/%s: no baseline", f.Key)
 			}

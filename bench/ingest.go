@@ -32,6 +32,10 @@ type IngestConfig struct {
 	Path string
 	// Dir for the temporary file; default os.TempDir().
 	Dir string
+	// Create, when set, creates the file at Path instead of engine.Create
+	// (scctl passes one for s3:// URLs); done closes the File and whatever
+	// Create opened beneath it. Path must then be set.
+	Create func(path string, opts *engine.Options) (f *engine.File, done func() error, err error) `json:"-"`
 	// Datasets to append to. Default 4.
 	Datasets int
 	// Writers is the number of writer goroutines. Default 4.
@@ -67,6 +71,8 @@ type IngestConfig struct {
 func (c IngestConfig) Validate() error {
 	d := c.withDefaults()
 	switch {
+	case c.Create != nil && c.Path == "":
+		return fmt.Errorf("bench: ingest: Create needs a Path")
 	case d.Datasets < 1 || d.Datasets > 1<<16:
 		return fmt.Errorf("bench: ingest: datasets %d (1..65536)", c.Datasets)
 	case d.Writers < 1 || d.Writers > 4096:
@@ -354,13 +360,23 @@ func Ingest(ctx context.Context, cfg IngestConfig) (res *IngestResult, err error
 	heap := newHeapSampler()
 	heap.sample()
 	t0 := time.Now()
-	f, err := engine.Create(path, &engine.Options{Cache: c})
+	create := cfg.Create
+	if create == nil {
+		create = func(path string, opts *engine.Options) (*engine.File, func() error, error) {
+			f, err := engine.Create(path, opts)
+			if err != nil {
+				return nil, nil, err
+			}
+			return f, f.Close, nil
+		}
+	}
+	f, done, err := create(path, &engine.Options{Cache: c})
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if f != nil {
-			f.Close()
+			done()
 		}
 	}()
 	h, w := cfg.Height, cfg.Width
@@ -530,7 +546,7 @@ loop:
 	wTime := time.Since(wStart)
 	heap.sample()
 	st := c.Stats()
-	err = f.Close()
+	err = done()
 	f = nil
 	if err != nil {
 		return nil, fmt.Errorf("close: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/alloc"
@@ -50,11 +51,15 @@ var (
 	// it with a newer scc. Distinct from ErrCorrupt so that a user never
 	// takes a newer file for a broken one.
 	ErrVersion = errors.New("scc: file format version newer than this scc reads")
+	// ErrDenied: the storage refused access (a file's permissions, an
+	// object store's credentials or policy: fs.ErrPermission in the
+	// chain). Not damage, and not a transient I/O failure.
+	ErrDenied = errors.New("scc: permission denied")
 )
 
 // sentinels lists the engine's sentinels, for classify and its tests.
 var sentinels = []error{ErrNotFound, ErrExists, ErrClosed, ErrReadOnly, ErrCorrupt,
-	ErrOutOfRange, ErrInvalid, ErrLocked, ErrIO, ErrStale, ErrInternal, ErrVersion}
+	ErrOutOfRange, ErrInvalid, ErrLocked, ErrIO, ErrStale, ErrInternal, ErrVersion, ErrDenied}
 
 // classify makes an error from a lower layer match the engine's sentinel for
 // its class, keeping the original in the chain for detail. Errors that
@@ -98,6 +103,13 @@ func classify(err error) error {
 		sentinel = ErrInternal
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		sentinel = ErrCorrupt
+	// Drivers over remote storage (vfd/s3) report a missing object or a
+	// refused request with the standard library's markers, so the engine
+	// tells them apart without importing the driver.
+	case errors.Is(err, fs.ErrNotExist):
+		sentinel = ErrNotFound
+	case errors.Is(err, fs.ErrPermission):
+		sentinel = ErrDenied
 	default:
 		// vfd.ErrInjected, io.ErrShortWrite, syscall errors, pool.ErrFull
 		// (a write-back that could not be queued) ...

@@ -24,7 +24,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tiny := fs.Bool("tiny", false, "tiny versions, seconds in all (for tests)")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of Markdown")
 	out := fs.String("out", "", "write report.md, report.json and PNG plots into this directory")
-	dir := fs.String("dir", "", "scratch directory for benchmark files (default the system temp dir)")
+	dir := fs.String("dir", "", "scratch directory for benchmark files (default the system temp dir); for the s3 scenario an s3://bucket/prefix to run against instead of a private MinIO")
 	noPeers := fs.Bool("no-peers", false, "run scc only, as if no peer were installed")
 	pos, err := parse(fs, args)
 	if err != nil {

@@ -38,7 +38,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// A file with problems gives the report and an error wrapping
 	// engine.ErrCorrupt; only an error without a report (the file cannot
 	// be opened at all) ends here.
-	rep, err := engine.CheckPath(ctx, path)
+	rep, err := checkPath(ctx, path)
 	if rep == nil {
 		return err
 	}

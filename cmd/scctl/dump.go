@@ -52,11 +52,11 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *name == "" {
 		return usageErr("--dataset is required")
 	}
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	f, done, err := openPath(ctx, path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer done()
 	ds, err := f.OpenDataset(*name)
 	if err != nil {
 		return err

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/bench"
+	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/vfd/s3"
 )
 
 func init() {
@@ -45,6 +47,11 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// its fullest, alloc_space the garbage made until then.
 		cfg.BeforeFlush = func() { profErr = writeHeapProfile(memProfile) }
 	}
+	if s3.IsURL(cfg.Path) {
+		cfg.Create = func(path string, opts *engine.Options) (*engine.File, func() error, error) {
+			return createPath(ctx, path, opts)
+		}
+	}
 	res, err := bench.Ingest(ctx, cfg)
 	if err != nil {
 		return err
@@ -72,7 +79,7 @@ func parseIngest(args []string, stderr io.Writer) (cfg bench.IngestConfig, asJSO
 	cacheSize := fs.String("cache", "32MiB", "shared cache budget (quiescent bytes; with --adaptive the initial size)")
 	adaptive := fs.Bool("adaptive", false, "let the cache resize itself to the working set (cache.AdaptiveConfig defaults: --cache/4 .. --cache×4)")
 	adaptiveMax := fs.String("adaptive-max", "", "with --adaptive: the largest size (default 4 × --cache)")
-	fs.StringVar(&cfg.Path, "file", "", "file to create and keep (default: a temporary file, removed)")
+	fs.StringVar(&cfg.Path, "file", "", "file to create and keep, a path or an s3://bucket/key URL (default: a temporary file, removed)")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
 	fs.StringVar(&memProfile, "memprofile", "", "write a heap profile to this file once the frames are written, before the final flush (the collection it starts perturbs peak Go heap)")

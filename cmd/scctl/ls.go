@@ -76,7 +76,7 @@ func cmdLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	l, err := listFile(path)
+	l, err := listFile(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -89,15 +89,17 @@ func cmdLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func listFile(path string) (*lsFile, error) {
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+func listFile(ctx context.Context, path string) (*lsFile, error) {
+	f, done, err := openPath(ctx, path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer done()
 	l := &lsFile{Path: path, Datasets: []lsDataset{}, Attrs: listAttrs(f.Attrs())}
 	if st, err := os.Stat(path); err == nil {
 		l.Size = st.Size()
+	} else if n, ok := s3Size(ctx, path); ok {
+		l.Size = n
 	}
 	for _, name := range f.Datasets() {
 		ds, err := f.OpenDataset(name)
