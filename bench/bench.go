@@ -259,6 +259,7 @@ func Scenarios() []Scenario {
 		{"randread", "random reads across 64 datasets, cache smaller than the working set, beside h5py and zarr", runRandRead},
 		{"manyds", "memory per open dataset beside h5py", runManyDatasets},
 		{"cachemap", "resident-chunk lookup throughput beside otter v2 and ristretto (module bench/peers)", runCacheMap},
+		{"image", "open/close round robin (seed 004): read calls and time per cycle with a cache image beside without", runImage},
 	}
 }
 

@@ -252,6 +252,7 @@ func OpenWithContext(ctx context.Context, drv vfd.Driver, opts *Options) (*File,
 	if err != nil {
 		return nil, err
 	}
+	defer p.release()
 	opts, sizing := p.sizingOptions(opts)
 	f, err := newFile(drv, opts)
 	if err != nil {

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -223,6 +225,15 @@ type preloaded struct {
 	sb      format.Superblock
 	img     *format.Image
 	ignored string
+	buf     []byte // the image's bytes (img aliases them)
+}
+
+// release gives the image's buffer back; p.img is gone with it.
+func (p *preloaded) release() {
+	if p.buf != nil {
+		cache.PutBuf(p.buf)
+		p.buf, p.img = nil, nil
+	}
 }
 
 // preload reads the committed superblock and, when it records one, the
@@ -237,8 +248,11 @@ func preload(drv vfd.Driver) (*preloaded, error) {
 	if !r.Exists() {
 		return p, nil
 	}
-	// validate (format) bounded Size and placed it below EOF.
-	buf := make([]byte, r.Size)
+	// validate (format) bounded Size and placed it below EOF. The buffer
+	// is pooled: nothing keeps it past the open (LoadPrefetched copies,
+	// release gives it back).
+	buf := cache.GetBuf(int(r.Size))
+	p.buf = buf
 	if err := readFull(drv, buf, int64(r.Addr)); err != nil {
 		if errors.Is(err, ErrCorrupt) { // the file ends before the image: damage, not ours to trust
 			p.ignored = err.Error()
@@ -471,7 +485,7 @@ func (f *File) buildImage(ctx context.Context, gen uint64, cat []byte, catAddr i
 			add(b.Kind, uint8(min(age, format.MaxImageAge)), uint64(b.Addr), b.Image)
 		}
 	}
-	img.Entries = dedupeImage(es, uint64(f.space.eof()))
+	img.Entries = es
 	// Over the format's bound: the coldest go.
 	for format.ImageSize(*img) > format.MaxImageBytes && len(img.Entries) > 0 {
 		img.Entries = img.Entries[:len(img.Entries)-1]
@@ -481,32 +495,35 @@ func (f *File) buildImage(ctx context.Context, gen uint64, cat []byte, catAddr i
 
 // dedupeImage keeps, of entries whose bytes overlap (a carried entry over
 // space reused since), the one ranked hottest, and drops entries beyond
-// eof; it returns the rest in rank order.
+// eof; it returns the rest in rank order. es is in rank order.
 func dedupeImage(es []format.ImageEntry, eof uint64) []format.ImageEntry {
-	byAddr := append([]format.ImageEntry(nil), es...)
-	sort.Slice(byAddr, func(i, j int) bool { return byAddr[i].Addr < byAddr[j].Addr })
-	drop := map[uint32]bool{}
-	var prev *format.ImageEntry
+	byAddr := make([]int32, len(es)) // positions in es, sorted by address
 	for i := range byAddr {
-		e := &byAddr[i]
+		byAddr[i] = int32(i)
+	}
+	slices.SortFunc(byAddr, func(a, b int32) int { return cmp.Compare(es[a].Addr, es[b].Addr) })
+	drop := make([]bool, len(es))
+	prev := int32(-1)
+	for _, i := range byAddr {
+		e := &es[i]
 		if e.Addr < format.DataStart || e.Addr+uint64(len(e.Data)) > eof {
-			drop[e.Rank] = true
+			drop[i] = true
 			continue
 		}
-		if prev != nil && e.Addr < prev.Addr+uint64(len(prev.Data)) {
-			if e.Rank < prev.Rank {
-				drop[prev.Rank] = true
-				prev = e
+		if prev >= 0 && e.Addr < es[prev].Addr+uint64(len(es[prev].Data)) {
+			// Lower position is hotter (es is in rank order).
+			if i < prev {
+				drop[prev], prev = true, i
 			} else {
-				drop[e.Rank] = true
+				drop[i] = true
 			}
 			continue
 		}
-		prev = e
+		prev = i
 	}
-	out := es[:0:0]
-	for _, e := range es {
-		if !drop[e.Rank] {
+	out := es[:0]
+	for i, e := range es {
+		if !drop[i] {
 			out = append(out, e)
 		}
 	}
@@ -534,7 +551,12 @@ func (f *File) writeImage(ctx context.Context, gen uint64, cat []byte, catAddr i
 		f.space.free(addr, size)
 		return format.ImageRecord{}, fmt.Errorf("%w: cache image: %w", ErrInternal, err)
 	}
-	b := format.EncodeImage(*img)
+	b := format.AppendImage(cache.GetBuf(int(format.ImageSize(*img)))[:0], *img)
+	defer cache.PutBuf(b)
+	if tail := size - int64(len(b)); tail > 0 { // dedupe dropped entries
+		f.space.free(addr+int64(len(b)), tail)
+		size = int64(len(b))
+	}
 	if err := f.writeFull(b, addr); err != nil {
 		f.space.free(addr, size)
 		return format.ImageRecord{}, err

@@ -142,7 +142,15 @@ func (img Image) validate() error {
 // EncodeImage returns img as an image block. Encode only values that pass
 // ValidateImage.
 func EncodeImage(img Image) []byte {
-	b := make([]byte, imageFixed, ImageSize(img))
+	return AppendImage(make([]byte, 0, ImageSize(img)), img)
+}
+
+// AppendImage appends img's block to dst (which callers size with
+// ImageSize, so that a reused buffer takes it without growing).
+func AppendImage(dst []byte, img Image) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, imageFixed)...)
+	b := dst[start:]
 	copy(b, magicImage[:])
 	b[4] = ImageVersion
 	if img.Sizing != nil {
@@ -153,18 +161,18 @@ func EncodeImage(img Image) []byte {
 	le.PutUint32(b[32:], img.CatalogSum)
 	le.PutUint32(b[36:], uint32(len(img.Entries)))
 	le.PutUint32(b[40:], uint32(len(img.Sizing)))
-	b = append(b, img.Sizing...)
+	dst = append(dst, img.Sizing...)
 	for _, e := range img.Entries {
-		b = append(b, e.Kind, e.Age, 0, 0)
-		b = le.AppendUint32(b, e.Rank)
-		b = le.AppendUint64(b, e.Addr)
-		b = le.AppendUint32(b, uint32(len(e.Data)))
-		b = le.AppendUint32(b, e.Sum())
+		dst = append(dst, e.Kind, e.Age, 0, 0)
+		dst = le.AppendUint32(dst, e.Rank)
+		dst = le.AppendUint64(dst, e.Addr)
+		dst = le.AppendUint32(dst, uint32(len(e.Data)))
+		dst = le.AppendUint32(dst, e.Sum())
 	}
 	for _, e := range img.Entries {
-		b = append(b, e.Data...)
+		dst = append(dst, e.Data...)
 	}
-	return sealFrame(b)
+	return le.AppendUint32(dst, Checksum(dst[start:]))
 }
 
 // DecodeImage decodes an image block. It allocates only the entry list,
