@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/scc-dev/scc/cache"
@@ -33,6 +34,61 @@ type ImageConfig struct {
 	// ReadOnly makes the cycles read-only opens (readers of files a
 	// writer closed with an image); otherwise every cycle is a writer.
 	ReadOnly bool
+	// Latency, when set, models a file system where every read and write
+	// call costs a round trip (a parallel file system's, seed 004 §1) plus
+	// its bytes at Bandwidth bytes per second: the driver waits that
+	// long. Zero runs on the local file as it is (page cache).
+	Latency   time.Duration
+	Bandwidth float64
+}
+
+// latencyDriver delays each read and write by a round trip plus the
+// transfer time of its bytes (ImageConfig.Latency).
+type latencyDriver struct {
+	vfd.Driver
+	rtt time.Duration
+	bw  float64
+}
+
+// wait spins rather than sleeps: a timer sleep of 100 µs takes about a
+// millisecond on a loaded machine, which would model a far slower file
+// system than the one named.
+func (d latencyDriver) wait(n int) {
+	t := d.rtt
+	if d.bw > 0 {
+		t += time.Duration(float64(n) / d.bw * float64(time.Second))
+	}
+	for start := time.Now(); time.Since(start) < t; {
+		runtime.Gosched()
+	}
+}
+
+func extentsLen(es []vfd.Extent) int {
+	n := 0
+	for _, e := range es {
+		n += len(e.Buf)
+	}
+	return n
+}
+
+func (d latencyDriver) ReadAt(p []byte, off int64) (int, error) {
+	d.wait(len(p))
+	return d.Driver.ReadAt(p, off)
+}
+
+func (d latencyDriver) WriteAt(p []byte, off int64) (int, error) {
+	d.wait(len(p))
+	return d.Driver.WriteAt(p, off)
+}
+
+func (d latencyDriver) ReadV(es []vfd.Extent) error {
+	d.wait(extentsLen(es))
+	return d.Driver.ReadV(es)
+}
+
+func (d latencyDriver) WriteV(es []vfd.Extent) error {
+	d.wait(extentsLen(es))
+	return d.Driver.WriteV(es)
 }
 
 // ImageCycleStats are per-cycle averages of one variant.
@@ -112,7 +168,11 @@ func imageCycle(ctx context.Context, path string, cycle int, cfg ImageConfig, im
 		return err
 	}
 	defer raw.Close()
-	c := vfd.NewCounting(raw)
+	var drv vfd.Driver = raw
+	if cfg.Latency > 0 {
+		drv = latencyDriver{Driver: raw, rtt: cfg.Latency, bw: cfg.Bandwidth}
+	}
+	c := vfd.NewCounting(drv)
 	reads := func(s vfd.Counts) float64 { return float64(s.Ops[vfd.OpRead] + s.Ops[vfd.OpReadV]) }
 	t0 := time.Now()
 	f, err := engine.OpenWith(c, &engine.Options{
@@ -250,7 +310,8 @@ func ImageRoundRobin(ctx context.Context, dir string, cfg ImageConfig) (*ImageRe
 }
 
 // runImage is the "image" scenario: the round robin of writers, then of
-// readers, each with and without images.
+// readers, each with and without images, on the local file and on a
+// modelled remote file system.
 func runImage(ctx context.Context, o Options, _ *Peers, r *Report) error {
 	dir, cleanup, err := tempDir(o, "image")
 	if err != nil {
@@ -258,48 +319,75 @@ func runImage(ctx context.Context, o Options, _ *Peers, r *Report) error {
 	}
 	defer cleanup()
 	for _, ro := range []bool{false, true} {
-		cfg := ImageConfig{
-			Files: o.size(4, 4, 2), Datasets: o.size(64, 32, 4), Chunks: o.size(64, 32, 8),
-			Touch: 4, Hot: 2, Cycles: o.size(400, 100, 6), ReadOnly: ro,
+		for _, remote := range []bool{false, true} {
+			cfg := ImageConfig{
+				Files: o.size(4, 4, 2), Datasets: o.size(64, 32, 4), Chunks: o.size(64, 32, 8),
+				Touch: 4, Hot: 2, Cycles: o.size(400, 100, 6), ReadOnly: ro,
+			}
+			if remote {
+				cfg.Cycles = o.size(60, 20, 2)
+				cfg.Latency, cfg.Bandwidth = imageRemoteRTT, imageRemoteBW
+			}
+			sub := filepath.Join(dir, fmt.Sprintf("ro%v-remote%v", ro, remote))
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				return err
+			}
+			res, err := ImageRoundRobin(ctx, sub, cfg)
+			if err != nil {
+				return err
+			}
+			addImageFigures(o, r, res, remote)
 		}
-		sub := filepath.Join(dir, fmt.Sprintf("ro%v", ro))
-		if err := os.Mkdir(sub, 0o755); err != nil {
-			return err
-		}
-		res, err := ImageRoundRobin(ctx, sub, cfg)
-		if err != nil {
-			return err
-		}
-		mode := "writers"
-		if ro {
-			mode = "readers"
-		}
-		w, n := res.WithImage, res.Without
-		o.logf("   %s: %d files × %d datasets × %d chunks, %d cycles touching %d datasets", mode, cfg.Files, cfg.Datasets, cfg.Chunks, cfg.Cycles, cfg.Touch)
-		o.logf("   open reads %.1f vs %.1f, first hot read after %.1f vs %.1f reads, cycle %.0f vs %.0f µs (with vs without image)",
-			w.OpenReads, n.OpenReads, w.FirstHotReads, n.FirstHotReads, w.CycleMicros, n.CycleMicros)
-		key := mode[:1]
+	}
+	return nil
+}
+
+// The modelled remote file system: a round trip per call, and bandwidth.
+const (
+	imageRemoteRTT = 100 * time.Microsecond
+	imageRemoteBW  = 1e9
+)
+
+func addImageFigures(o Options, r *Report, res *ImageResult, remote bool) {
+	cfg := res.Config
+	mode := "writers"
+	if cfg.ReadOnly {
+		mode = "readers"
+	}
+	w, n := res.WithImage, res.Without
+	where := "local file"
+	if remote {
+		where = fmt.Sprintf("modelled remote FS (%v per call + 1 GB/s)", imageRemoteRTT)
+	}
+	o.logf("   %s, %s: %d files × %d datasets × %d chunks, %d cycles touching %d datasets", mode, where, cfg.Files, cfg.Datasets, cfg.Chunks, cfg.Cycles, cfg.Touch)
+	o.logf("   open reads %.1f vs %.1f, first hot read after %.1f vs %.1f reads, cycle %.0f vs %.0f µs (with vs without image)",
+		w.OpenReads, n.OpenReads, w.FirstHotReads, n.FirstHotReads, w.CycleMicros, n.CycleMicros)
+	key := mode[:1]
+	note := fmt.Sprintf("seed 004 round robin: %d files × %d datasets (%d × 4 KiB chunks each), each cycle opens one file, touches the same %d datasets (%d hot chunks each; writers also write one element) and closes; peer = the same cycles on a copy of the files without images, interleaved in one run; remote = the local file behind a driver that waits %v per read or write call plus 1 ns per byte",
+		cfg.Files, cfg.Datasets, cfg.Chunks, cfg.Touch, cfg.Hot, imageRemoteRTT)
+	var figs []Figure
+	if remote {
+		key += "-remote"
+		figs = []Figure{{Key: key + "-cycle-time", Metric: mode + ", " + where + ": wall time per cycle", Unit: "µs", SCC: w.CycleMicros, PeerValue: ptr(n.CycleMicros), Target: &Target{Kind: "ratio", Value: 1}}}
+	} else {
 		// A writer's open walks every index (free-space rebuild): the
 		// issue's 5× applies to it. A reader's open is lazy (superblock
 		// and catalog only), so for readers it applies to the cycle.
 		openTarget, cycleTarget := &Target{Kind: "ratio", Value: 5}, (*Target)(nil)
-		if ro {
+		if cfg.ReadOnly {
 			openTarget, cycleTarget = nil, &Target{Kind: "ratio", Value: 5}
 		}
-		peer := "scc without image"
-		note := fmt.Sprintf("seed 004 round robin: %d files × %d datasets (%d × 4 KiB chunks each), each cycle opens one file (%s), touches %d datasets (%d hot chunks each%s) and closes; peer = the same cycles on a copy without images, interleaved in one run",
-			cfg.Files, cfg.Datasets, cfg.Chunks, map[bool]string{false: "read/write", true: "read-only"}[ro], cfg.Touch, cfg.Hot, map[bool]string{false: ", one element written", true: ""}[ro])
-		for _, fg := range []Figure{
+		figs = []Figure{
 			{Key: key + "-open-reads", Metric: mode + ": read calls per open", Unit: "reads", SCC: w.OpenReads, PeerValue: ptr(n.OpenReads), Target: openTarget},
 			{Key: key + "-open-bytes", Metric: mode + ": bytes read per open", Unit: "B", SCC: w.OpenBytes, PeerValue: ptr(n.OpenBytes)},
 			{Key: key + "-first-hot-reads", Metric: mode + ": read calls from open to the first hot read", Unit: "reads", SCC: w.FirstHotReads, PeerValue: ptr(n.FirstHotReads)},
 			{Key: key + "-cycle-reads", Metric: mode + ": read calls per cycle", Unit: "reads", SCC: w.CycleReads, PeerValue: ptr(n.CycleReads), Target: cycleTarget},
 			{Key: key + "-cycle-bytes", Metric: mode + ": bytes read per cycle", Unit: "B", SCC: w.CycleBytesRead, PeerValue: ptr(n.CycleBytesRead)},
-			{Key: key + "-cycle-time", Metric: mode + ": wall time per cycle", Unit: "µs", SCC: w.CycleMicros, PeerValue: ptr(n.CycleMicros), Target: &Target{Kind: "ratio", Value: 1}},
-		} {
-			fg.Scenario, fg.Peer, fg.Note = "image", peer, note
-			r.add(fg)
+			{Key: key + "-cycle-time", Metric: mode + ", " + where + ": wall time per cycle", Unit: "µs", SCC: w.CycleMicros, PeerValue: ptr(n.CycleMicros), Target: &Target{Kind: "ratio", Value: 1}},
 		}
 	}
-	return nil
+	for _, fg := range figs {
+		fg.Scenario, fg.Peer, fg.Note = "image", "scc without image", note
+		r.add(fg)
+	}
 }

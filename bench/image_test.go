@@ -25,7 +25,7 @@ func TestImageScenario(t *testing.T) {
 		}
 	}
 	rep, err := Run(context.Background(), []string{"image"}, Options{Tiny: true, Dir: t.TempDir()})
-	if err != nil || len(rep.Errors) > 0 || len(rep.Figures) != 12 {
+	if err != nil || len(rep.Errors) > 0 || len(rep.Figures) != 14 {
 		t.Fatalf("%v %v %d figures", err, rep.Errors, len(rep.Figures))
 	}
 }

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"slices"
 )
@@ -11,8 +12,7 @@ import (
 // — on their first request, which then skips its read. The owner of the
 // file (the engine) decides what an image holds (chunk frames and its own
 // metadata blocks); the cache holds the bytes, charges them to its budget,
-// hands them out, and drops them under memory pressure or when they are
-// never requested.
+// hands them out, and drops them under memory pressure.
 //
 // Identity: a prefetched entry answers a request only for exactly its
 // address, size and checksum, the checksum being what the requester's
@@ -21,20 +21,27 @@ import (
 // it was written) therefore never answers for another block: the mismatch
 // drops the entry and the request reads the file, as without an image.
 //
-// Budget: the entries' bytes (their buffers' capacities) count in the
-// cache's resident total. Loading never evicts a chunk to make room: the
-// hottest entries that fit under the quiescent size are kept, the rest
-// dropped. Eviction drops prefetched entries before any chunk, coldest
-// (highest rank) first: an entry never requested since open is the least
-// recently used thing in the cache. This departs from seed 004, which puts
-// prefetched entries into the LRU at their recorded places; here their
-// recorded rank orders them among themselves only. Prefetched entries are
-// never dirty, so a flush never writes one (seed 004 §2 item 2 concerns
-// dirty ones, which this engine never images: Close commits first).
+// Memory: one image's entries are one set sharing the image's buffer (no
+// copy per entry at open: a reader that uses a few of an image's blocks
+// pays for the one read and nothing per unused block). A request copies
+// its entry out; the buffer goes back when the set's last entry is taken
+// or dropped. The buffer's bytes count in the cache's resident total.
+// Loading never evicts a chunk to make room: when the whole buffer does
+// not fit under the quiescent size beside what the cache holds, the
+// hottest entries that fit are copied into a smaller buffer and the rest
+// are skipped. Eviction drops prefetched sets before any chunk, a whole
+// set at a time (its memory is one buffer), oldest first: entries never
+// requested since open are the coldest things in the cache. This departs
+// from seed 004, which puts prefetched entries into the LRU at their
+// recorded places; here the recorded rank orders an image's entries among
+// themselves (what the budget keeps, what an image carries forward).
+// Prefetched entries are never dirty, so a flush never writes one (seed
+// 004 §2 item 2 concerns dirty ones, which this engine never images: Close
+// commits first).
 //
 // Concurrency: safe for concurrent use. Cache.img guards every file's
-// entries; it is a leaf lock, and only misses and eviction take it (a hit
-// never does; a miss with no image anywhere pays one atomic load).
+// sets; it is a leaf lock, taken only by misses and eviction (a hit never
+// does; a miss with no image anywhere pays one atomic load).
 
 // PrefetchedBlock is one block of a cache image, in its on-disk form.
 type PrefetchedBlock struct {
@@ -49,8 +56,8 @@ type PrefetchedBlock struct {
 	Addr int64
 	// Sum is the checksum the block's parent records for it.
 	Sum uint32
-	// Image is the block's bytes. From TakePrefetched the caller owns it (a
-	// buffer from GetBuf); from PrefetchedBlocks it is shared and read-only.
+	// Image is the block's bytes (shared and read-only; see
+	// LoadPrefetched and TakePrefetched for ownership).
 	Image []byte
 }
 
@@ -65,11 +72,19 @@ type PrefetchedStats struct {
 	Entries int   // entries held now
 }
 
-// prefetchedState is a file's prefetched entries, guarded by Cache.img.
+// prefetchedSet is one image's entries, in rank order, sharing buf.
+type prefetchedSet struct {
+	buf    []byte // owned by the set; GetBuf'd (PutBuf ignores other capacities)
+	ents   []PrefetchedBlock
+	byAddr map[int64]int32 // entry index by address
+	gone   []bool // taken or dropped
+	left   int    // entries not gone
+	charge int64  // cap(buf), charged to the cache
+}
+
+// prefetchedState is a file's prefetched sets, guarded by Cache.img.
 type prefetchedState struct {
-	// byAddr holds the entries not yet requested, evicted or found stale.
-	byAddr map[int64]*PrefetchedBlock
-	bytes  int64 // sum of cap(Image) over byAddr; also in Cache.resident and Cache.imgBytes
+	sets []*prefetchedSet // oldest first
 
 	loaded, skipped, taken, evicted, stale int64
 }
@@ -83,87 +98,125 @@ func (f *File) imgLocked(create bool) *prefetchedState {
 		if c.img.byFile == nil {
 			c.img.byFile = make(map[uint64]*prefetchedState)
 		}
-		st = &prefetchedState{byAddr: make(map[int64]*PrefetchedBlock)}
+		st = &prefetchedState{}
 		c.img.byFile[f.serial] = st
 	}
 	return st
 }
 
-// LoadPrefetched installs blocks (in rank order, hottest first) as
-// prefetched entries of f, copying their bytes. Blocks that do not fit
-// under the cache's quiescent size, beside what it holds, are skipped
-// rather than evicting anything. It returns how many were kept. Blocks at
-// an address f already holds replace the old entry.
-func (f *File) LoadPrefetched(blocks []PrefetchedBlock) int {
+// LoadPrefetched installs blocks (in rank order, hottest first; no two
+// overlapping) as prefetched entries of f. Their Images alias buf, which
+// the cache owns from then on (a GetBuf buffer goes back to the pool when
+// the last entry leaves); the caller must not touch buf again. It returns
+// how many entries were kept.
+func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
 	c := f.c
-	kept := 0
 	c.img.Lock()
 	defer c.img.Unlock()
-	if _, ok := c.files.Get(f.serial); !ok {
+	if _, ok := c.files.Get(f.serial); !ok || len(blocks) == 0 {
+		PutBuf(buf)
 		return 0 // unregistered: nothing may be charged to it any more
 	}
 	st := f.imgLocked(true)
-	for i := range blocks {
-		b := blocks[i]
-		n := int64(BufCap(len(b.Image)))
-		if c.resident.Load()+n > c.quiescent {
-			st.skipped += int64(len(blocks) - i)
-			break
+	room := c.quiescent - c.resident.Load()
+	set := &prefetchedSet{buf: buf, ents: slices.Clone(blocks)}
+	if int64(cap(buf)) > room {
+		// The hottest that fit, copied into one buffer of their own.
+		n, size := 0, int64(0)
+		for n < len(blocks) && size+int64(len(blocks[n].Image)) <= room {
+			size += int64(len(blocks[n].Image))
+			n++
 		}
-		buf := GetBuf(len(b.Image))
-		copy(buf, b.Image)
-		b.Image = buf
-		if old := st.byAddr[b.Addr]; old != nil {
-			f.dropLocked(st, old)
-			PutBuf(old.Image)
+		st.skipped += int64(len(blocks) - n)
+		set.buf, set.ents = GetBuf(int(size)), set.ents[:n]
+		off := 0
+		for i := range set.ents {
+			m := copy(set.buf[off:], set.ents[i].Image)
+			set.ents[i].Image = set.buf[off : off+m : off+m]
+			off += m
 		}
-		st.byAddr[b.Addr] = &b
-		st.bytes += n
-		c.imgBytes.Add(n)
-		c.charge(n)
-		st.loaded++
-		kept++
+		PutBuf(buf)
+		if n == 0 {
+			PutBuf(set.buf)
+			return 0
+		}
 	}
-	return kept
+	set.byAddr = make(map[int64]int32, len(set.ents))
+	for i, e := range set.ents {
+		set.byAddr[e.Addr] = int32(i)
+	}
+	set.gone = make([]bool, len(set.ents))
+	set.left = len(set.ents)
+	set.charge = int64(cap(set.buf))
+	st.sets = append(st.sets, set)
+	st.loaded += int64(set.left)
+	c.imgBytes.Add(set.charge)
+	c.charge(set.charge)
+	return set.left
 }
 
-// dropLocked removes e and uncharges its bytes; the caller disposes of
-// e.Image. Caller holds c.img.
-func (f *File) dropLocked(st *prefetchedState, e *PrefetchedBlock) {
-	delete(st.byAddr, e.Addr)
-	n := int64(cap(e.Image))
-	st.bytes -= n
-	f.c.imgBytes.Add(-n)
-	f.c.charge(-n)
+// find returns the index of the live entry at addr, or -1.
+func (s *prefetchedSet) find(addr int64) int {
+	i, ok := s.byAddr[addr]
+	if !ok || s.gone[i] {
+		return -1
+	}
+	return int(i)
+}
+
+// dropLocked marks entry i gone and releases the set when it was the
+// last. Caller holds c.img.
+func (c *Cache) dropLocked(st *prefetchedState, s *prefetchedSet, i int) {
+	s.gone[i] = true
+	s.left--
+	if s.left == 0 {
+		c.releaseSetLocked(st, s)
+	}
+}
+
+// releaseSetLocked uncharges s, gives its buffer back and removes it.
+func (c *Cache) releaseSetLocked(st *prefetchedState, s *prefetchedSet) {
+	c.imgBytes.Add(-s.charge)
+	c.charge(-s.charge)
+	PutBuf(s.buf)
+	s.buf, s.ents, s.byAddr, s.left = nil, nil, nil, 0
+	st.sets = slices.DeleteFunc(st.sets, func(x *prefetchedSet) bool { return x == s })
 }
 
 // TakePrefetched returns the prefetched block at addr if it has exactly
 // size bytes and checksum sum, removing it from the cache: the caller owns
-// the bytes (a GetBuf buffer) and decodes them as if it had read them. An
-// entry at addr that does not match is stale and is dropped; the caller
-// reads the file.
+// the returned copy (a GetBuf buffer) and decodes it as if it had read it.
+// An entry at addr that does not match is stale and is dropped; the
+// caller reads the file.
 func (f *File) TakePrefetched(addr, size int64, sum uint32) ([]byte, bool) {
 	if f.c.imgBytes.Load() == 0 {
 		return nil, false // no image anywhere: one atomic load
 	}
-	f.c.img.Lock()
-	defer f.c.img.Unlock()
+	c := f.c
+	c.img.Lock()
+	defer c.img.Unlock()
 	st := f.imgLocked(false)
 	if st == nil {
 		return nil, false
 	}
-	e := st.byAddr[addr]
-	if e == nil {
-		return nil, false
+	for _, s := range st.sets {
+		i := s.find(addr)
+		if i < 0 {
+			continue
+		}
+		e := s.ents[i]
+		if int64(len(e.Image)) != size || e.Sum != sum {
+			st.stale++
+			c.dropLocked(st, s, i)
+			return nil, false
+		}
+		b := GetBuf(len(e.Image))
+		copy(b, e.Image)
+		st.taken++
+		c.dropLocked(st, s, i)
+		return b, true
 	}
-	f.dropLocked(st, e)
-	if int64(len(e.Image)) != size || e.Sum != sum {
-		st.stale++
-		PutBuf(e.Image)
-		return nil, false
-	}
-	st.taken++
-	return e.Image, true
+	return nil, false
 }
 
 // HasPrefetched reports whether f holds a prefetched block at addr.
@@ -173,14 +226,19 @@ func (f *File) HasPrefetched(addr int64) bool {
 	}
 	f.c.img.Lock()
 	defer f.c.img.Unlock()
-	st := f.imgLocked(false)
-	return st != nil && st.byAddr[addr] != nil
+	if st := f.imgLocked(false); st != nil {
+		for _, s := range st.sets {
+			if s.find(addr) >= 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
-// PrefetchedBlocks returns copies of the descriptors of f's prefetched
-// entries never requested, in rank order; their Image bytes are shared
-// and must not be changed. The engine carries them into the next image
-// with their age raised (seed 004 §2 "entry_ageout").
+// PrefetchedBlocks returns copies of f's prefetched entries never
+// requested, in rank order (the engine carries them into the image its
+// closing commit writes, seed 004 entry_ageout).
 func (f *File) PrefetchedBlocks() []PrefetchedBlock {
 	f.c.img.Lock()
 	defer f.c.img.Unlock()
@@ -188,39 +246,37 @@ func (f *File) PrefetchedBlocks() []PrefetchedBlock {
 	if st == nil {
 		return nil
 	}
-	out := make([]PrefetchedBlock, 0, len(st.byAddr))
-	for _, e := range st.byAddr {
-		out = append(out, *e)
+	var out []PrefetchedBlock
+	for _, s := range st.sets { // sets are in rank order; so is a single set's output
+		for i, e := range s.ents {
+			if !s.gone[i] {
+				// A copy: a concurrent take may release the set's buffer.
+				e.Image = slices.Clone(e.Image)
+				out = append(out, e)
+			}
+		}
 	}
-	slices.SortFunc(out, func(a, b PrefetchedBlock) int { return cmpRank(a.Rank, b.Rank) })
+	if len(st.sets) > 1 {
+		slices.SortStableFunc(out, func(a, b PrefetchedBlock) int { return cmp.Compare(a.Rank, b.Rank) })
+	}
 	return out
-}
-
-func cmpRank(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // DropPrefetched releases every prefetched entry of f (File.Unregister
 // does; so may an owner that no longer wants them).
 func (f *File) DropPrefetched() {
-	f.c.img.Lock()
-	defer f.c.img.Unlock()
+	c := f.c
+	c.img.Lock()
+	defer c.img.Unlock()
 	st := f.imgLocked(false)
 	if st == nil {
 		return
 	}
-	for _, e := range st.byAddr {
-		f.dropLocked(st, e)
-		PutBuf(e.Image)
+	for len(st.sets) > 0 {
+		c.releaseSetLocked(st, st.sets[0])
 	}
-	if _, ok := f.c.files.Get(f.serial); !ok {
-		delete(f.c.img.byFile, f.serial)
+	if _, ok := c.files.Get(f.serial); !ok {
+		delete(c.img.byFile, f.serial)
 	}
 }
 
@@ -232,16 +288,17 @@ func (f *File) PrefetchedStats() PrefetchedStats {
 	if st == nil {
 		return PrefetchedStats{}
 	}
-	return PrefetchedStats{
-		Loaded: st.loaded, Skipped: st.skipped, Taken: st.taken, Evicted: st.evicted, Stale: st.stale,
-		Bytes: st.bytes, Entries: len(st.byAddr),
+	out := PrefetchedStats{Loaded: st.loaded, Skipped: st.skipped, Taken: st.taken, Evicted: st.evicted, Stale: st.stale}
+	for _, s := range st.sets {
+		out.Bytes += s.charge
+		out.Entries += s.left
 	}
+	return out
 }
 
-// evictPrefetched drops prefetched entries, coldest first, until need
-// bytes are freed or none is left; it returns the bytes freed. Called
-// first by eviction: an entry never requested since open is colder than
-// any chunk in use.
+// evictPrefetched drops prefetched sets, oldest first, until need bytes
+// are freed or none is left; it returns the bytes freed. Called first by
+// eviction.
 func (c *Cache) evictPrefetched(need int64) int64 {
 	if c.imgBytes.Load() == 0 {
 		return 0
@@ -250,35 +307,15 @@ func (c *Cache) evictPrefetched(need int64) int64 {
 	defer c.img.Unlock()
 	var freed int64
 	for _, st := range c.img.byFile {
+		for freed < need && len(st.sets) > 0 {
+			s := st.sets[0]
+			freed += s.charge
+			st.evicted += int64(s.left)
+			c.releaseSetLocked(st, s)
+		}
 		if freed >= need {
 			break
 		}
-		freed += c.evictPrefetchedLocked(st, need-freed)
-	}
-	return freed
-}
-
-func (c *Cache) evictPrefetchedLocked(st *prefetchedState, need int64) int64 {
-	if len(st.byAddr) == 0 {
-		return 0
-	}
-	es := make([]*PrefetchedBlock, 0, len(st.byAddr))
-	for _, e := range st.byAddr {
-		es = append(es, e)
-	}
-	slices.SortFunc(es, func(a, b *PrefetchedBlock) int { return cmpRank(b.Rank, a.Rank) }) // coldest first
-	var freed int64
-	for _, e := range es {
-		if freed >= need {
-			break
-		}
-		freed += int64(cap(e.Image))
-		delete(st.byAddr, e.Addr)
-		st.bytes -= int64(cap(e.Image))
-		c.imgBytes.Add(-int64(cap(e.Image)))
-		c.charge(-int64(cap(e.Image)))
-		PutBuf(e.Image)
-		st.evicted++
 	}
 	return freed
 }

@@ -305,7 +305,9 @@ func (f *File) useImage(p *preloaded, sizing bool) {
 	for i, e := range p.img.Entries {
 		blocks[i] = cache.PrefetchedBlock{Kind: e.Kind, Age: e.Age, Rank: e.Rank, Addr: int64(e.Addr), Sum: e.Sum(), Image: e.Data}
 	}
-	f.cfile.LoadPrefetched(blocks)
+	// The cache takes the image's buffer: the entries alias it.
+	f.cfile.LoadPrefetched(blocks, p.buf)
+	p.buf, p.img = nil, nil
 	f.img.mu.info.Used, f.img.mu.info.Entries, f.img.mu.info.SizingRestored = true, len(blocks), sizing
 	if !f.readOnly {
 		f.img.mu.live = p.sb.Image
