@@ -1,8 +1,9 @@
 package format
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 )
 
 // The cache image block (FORMAT.md §16; seed 004 §4.2 "Metadata Cache
@@ -130,7 +131,7 @@ func (img Image) validate() error {
 		spans = append(spans, span{e.Addr, e.Addr + uint64(len(e.Data))})
 	}
 	// Two entries over the same bytes cannot both be blocks of one state.
-	sort.Slice(spans, func(i, j int) bool { return spans[i].addr < spans[j].addr })
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.addr, b.addr) })
 	for i := 1; i < len(spans); i++ {
 		if spans[i].addr < spans[i-1].end {
 			return fmt.Errorf("entries at %d and %d overlap", spans[i-1].addr, spans[i].addr)
