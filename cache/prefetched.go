@@ -77,9 +77,9 @@ type prefetchedSet struct {
 	buf    []byte // owned by the set; GetBuf'd (PutBuf ignores other capacities)
 	ents   []PrefetchedBlock
 	byAddr map[int64]int32 // entry index by address
-	gone   []bool // taken or dropped
-	left   int    // entries not gone
-	charge int64  // cap(buf), charged to the cache
+	gone   []bool          // taken or dropped
+	left   int             // entries not gone
+	charge int64           // cap(buf), charged to the cache
 }
 
 // prefetchedState is a file's prefetched sets, guarded by Cache.img.

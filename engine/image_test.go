@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
@@ -666,4 +668,113 @@ func TestImageCrash(t *testing.T) {
 func TestImageFault(t *testing.T) {
 	defer verifyNoLeaks(t)
 	faultSweep(t, imageWorkload, 12)
+}
+
+// TestImageSWMRConcurrent: reader goroutines follow a writer while it
+// runs open/write/close cycles that write and drop images, reading every
+// dataset whole and refreshing as they go; every read must equal the
+// model of the generation the reader was at before and after it (a read
+// that straddles a refresh is retried). Under -race this also checks the
+// prefetched entries against concurrent takes and evictions.
+func TestImageSWMRConcurrent(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 256 << 10}, Image: imgOpts}
+	refs := imgFile(t, mem, opts)
+	var mu sync.Mutex
+	byGen := map[uint64]map[string][]byte{}
+	snap := func(gen uint64) {
+		m := map[string][]byte{}
+		for n, r := range refs {
+			m[n] = bytes.Clone(r.data)
+		}
+		mu.Lock()
+		byGen[gen] = m
+		mu.Unlock()
+	}
+	sb, _ := readSuperblock(mem)
+	snap(sb.Generation)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var checked atomic.Int64
+	for g := 0; g < 3; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := OpenWith(mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 64 << 10}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer r.Close()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := r.Refresh(ctx); err != nil && !errors.Is(err, ErrStale) {
+					t.Error(err)
+					return
+				}
+				for n, ref := range refs {
+					ds, err := r.OpenDataset(n)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					buf := make([]byte, len(ref.data))
+					before := r.Generation()
+					err = ds.Read(ctx, All(ref.dims), buf)
+					after := r.Generation()
+					ds.Close()
+					if errors.Is(err, ErrStale) || before != after {
+						continue
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					want := byGen[before][n]
+					mu.Unlock()
+					if !bytes.Equal(buf, want) {
+						t.Errorf("%s at generation %d differs from the model", n, before)
+						return
+					}
+					checked.Add(1)
+				}
+			}
+		}()
+	}
+	rng := rand.New(rand.NewPCG(8, 9))
+	for cycle := 0; cycle < 8 && !t.Failed(); cycle++ {
+		w, err := OpenWith(mem, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, r := range refs {
+			ds, err := w.OpenDataset(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sel := randomSelection(rng, r.dims)
+			buf := randomBytes(rng, int(sel.NumElements())*r.elemSize)
+			if err := ds.Write(ctx, sel, buf); err != nil {
+				t.Fatal(err)
+			}
+			r.write(sel, buf)
+			ds.Close()
+		}
+		snap(w.Generation() + 1)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
+	if checked.Load() == 0 {
+		t.Fatal("no read was checked")
+	}
+	t.Logf("%d whole-dataset reads checked", checked.Load())
 }
