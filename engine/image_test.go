@@ -283,7 +283,8 @@ func TestImagePrefetchedEviction(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	f := tOpen(t, mem, &Options{Cache: c, Image: imgOpts})
+	cnt := vfd.NewCounting(mem)
+	f := tOpen(t, cnt, &Options{Cache: c, Image: imgOpts})
 	st := f.ImageInfo().Prefetched
 	if st.Entries == 0 || st.Bytes == 0 {
 		t.Fatalf("nothing prefetched: %+v", st)
@@ -291,12 +292,22 @@ func TestImagePrefetchedEviction(t *testing.T) {
 	if r := c.Stats().ResidentBytes; r < st.Bytes {
 		t.Fatalf("resident %d < prefetched %d: not charged", r, st.Bytes)
 	}
-	before := f.ImageInfo().Prefetched.Entries
+	// A flush writes the catalog and the superblock, never a prefetched
+	// entry (they are clean): its bytes are far below the chunks'.
+	before, w0 := f.ImageInfo().Prefetched.Entries, cnt.Snapshot()
 	if err := f.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if after := f.ImageInfo().Prefetched.Entries; after != before {
 		t.Fatalf("flush changed prefetched entries %d -> %d", before, after)
+	}
+	written := cnt.Snapshot().Sub(w0).BytesWritten()
+	var chunkBytes int64
+	for _, r := range refs {
+		chunkBytes += int64(len(r.data))
+	}
+	if written >= chunkBytes {
+		t.Fatalf("flush wrote %d bytes, the datasets hold %d: prefetched entries written?", written, chunkBytes)
 	}
 	// Fill the cache with another file's chunks: the prefetched entries go.
 	other := tCreate(t, vfd.NewMem(), &Options{Cache: c})
