@@ -248,7 +248,7 @@ func OpenWithContext(ctx context.Context, drv vfd.Driver, opts *Options) (*File,
 	}
 	// The superblock and the cache image it records, read before the
 	// cache exists so that the image's sizing state can configure it.
-	p, err := preload(drv)
+	p, err := preload(drv, imageLimit(opts))
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,9 @@ import (
 type ImageOptions struct {
 	// Generate writes a cache image when the file is closed. Ignored on a
 	// read-only open (seed 004 §3.1: "silently ignoring the file image
-	// request in this case"). Default false.
+	// request in this case"). While the file is open it keeps the on-disk
+	// bytes of the metadata blocks it reads or writes (see above), charged
+	// to the cache's budget. Default false.
 	Generate bool
 	// SaveSizing records the cache's sizing state in the image, and an
 	// open that finds it there restores it into a private cache whose
@@ -237,8 +239,10 @@ func (p *preloaded) release() {
 }
 
 // preload reads the committed superblock and, when it records one, the
-// cache image with one read.
-func preload(drv vfd.Driver) (*preloaded, error) {
+// cache image with one read. An image larger than limit (the cache's
+// quiescent size) is not read: its entries could not all be kept, and a
+// damaged record must not drive a large allocation.
+func preload(drv vfd.Driver, limit int64) (*preloaded, error) {
 	sb, err := readSuperblock(drv)
 	if err != nil {
 		return nil, err
@@ -246,6 +250,10 @@ func preload(drv vfd.Driver) (*preloaded, error) {
 	p := &preloaded{sb: sb}
 	r := sb.Image
 	if !r.Exists() {
+		return p, nil
+	}
+	if r.Size > uint64(limit) {
+		p.ignored = fmt.Sprintf("image of %d bytes is larger than the cache (%d bytes)", r.Size, limit)
 		return p, nil
 	}
 	// validate (format) bounded Size and placed it below EOF. The buffer
@@ -276,6 +284,21 @@ func preload(drv vfd.Driver) (*preloaded, error) {
 	}
 	return p, nil
 }
+
+// imageLimit is the cache's quiescent size as opts will make it (the
+// cache package's default for a private cache left at zero).
+func imageLimit(opts *Options) int64 {
+	switch {
+	case opts.Cache != nil:
+		return opts.Cache.SizingState().QuiescentBytes
+	case opts.CacheConfig.QuiescentBytes > 0:
+		return opts.CacheConfig.QuiescentBytes
+	}
+	return defaultCacheBytes
+}
+
+// defaultCacheBytes is cache.Config's QuiescentBytes default.
+const defaultCacheBytes = 256 << 20
 
 // sizingOptions returns opts with the image's sizing state applied to a
 // private cache's configuration, and whether it was.

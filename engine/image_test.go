@@ -789,3 +789,21 @@ func TestImageSWMRConcurrent(t *testing.T) {
 	}
 	t.Logf("%d whole-dataset reads checked", checked.Load())
 }
+
+// TestImageLargerThanCache: an image larger than the cache's budget is
+// not read at all (no large allocation driven by a record) and the file
+// opens without it.
+func TestImageLargerThanCache(t *testing.T) {
+	mem := vfd.NewMem()
+	refs := imgFile(t, mem, &Options{Image: imgOpts})
+	sb, _ := readImage(t, mem)
+	c := vfd.NewCounting(mem)
+	f := tOpen(t, c, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: int64(sb.Image.Size) - 1}})
+	if info := f.ImageInfo(); info.Used || info.Ignored == "" {
+		t.Fatalf("info %+v", info)
+	}
+	if got := c.Snapshot().BytesRead(); got >= int64(sb.Image.Size) {
+		t.Fatalf("read %d bytes: the image was read", got)
+	}
+	verifyAll(t, f, refs)
+}
