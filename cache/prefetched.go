@@ -72,14 +72,13 @@ type PrefetchedStats struct {
 	Entries int   // entries held now
 }
 
-// prefetchedSet is one image's entries, in rank order, sharing buf.
+// prefetchedSet is one image's entries, in address order, sharing buf.
 type prefetchedSet struct {
 	buf    []byte // owned by the set; GetBuf'd (PutBuf ignores other capacities)
 	ents   []PrefetchedBlock
-	byAddr map[int64]int32 // entry index by address
-	gone   []bool          // taken or dropped
-	left   int             // entries not gone
-	charge int64           // cap(buf), charged to the cache
+	gone   []bool // taken or dropped
+	left   int    // entries not gone
+	charge int64  // cap(buf), charged to the cache
 }
 
 // prefetchedState is a file's prefetched sets, guarded by Cache.img.
@@ -104,11 +103,12 @@ func (f *File) imgLocked(create bool) *prefetchedState {
 	return st
 }
 
-// LoadPrefetched installs blocks (in rank order, hottest first; no two
-// overlapping) as prefetched entries of f. Their Images alias buf, which
-// the cache owns from then on (a GetBuf buffer goes back to the pool when
-// the last entry leaves); the caller must not touch buf again. It returns
-// how many entries were kept.
+// LoadPrefetched installs blocks (in increasing address order, none
+// overlapping the next: an image's order) as prefetched entries of f,
+// taking the slice. Their Images alias buf, which the cache owns from
+// then on (a GetBuf buffer goes back to the pool when the last entry
+// leaves); the caller must not touch either again. It returns how many
+// entries were kept.
 func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
 	c := f.c
 	c.img.Lock()
@@ -119,16 +119,20 @@ func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
 	}
 	st := f.imgLocked(true)
 	room := c.quiescent - c.resident.Load()
-	set := &prefetchedSet{buf: buf, ents: slices.Clone(blocks)}
+	set := &prefetchedSet{buf: buf, ents: blocks}
 	if int64(cap(buf)) > room {
 		// The hottest that fit, copied into one buffer of their own.
+		byRank := slices.Clone(blocks)
+		slices.SortStableFunc(byRank, func(a, b PrefetchedBlock) int { return cmp.Compare(a.Rank, b.Rank) })
 		n, size := 0, int64(0)
-		for n < len(blocks) && size+int64(len(blocks[n].Image)) <= room {
-			size += int64(len(blocks[n].Image))
+		for n < len(byRank) && size+int64(len(byRank[n].Image)) <= room {
+			size += int64(len(byRank[n].Image))
 			n++
 		}
 		st.skipped += int64(len(blocks) - n)
-		set.buf, set.ents = GetBuf(int(size)), set.ents[:n]
+		kept := byRank[:n]
+		slices.SortFunc(kept, func(a, b PrefetchedBlock) int { return cmp.Compare(a.Addr, b.Addr) })
+		set.buf, set.ents = GetBuf(int(size)), kept
 		off := 0
 		for i := range set.ents {
 			m := copy(set.buf[off:], set.ents[i].Image)
@@ -140,10 +144,6 @@ func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
 			PutBuf(set.buf)
 			return 0
 		}
-	}
-	set.byAddr = make(map[int64]int32, len(set.ents))
-	for i, e := range set.ents {
-		set.byAddr[e.Addr] = int32(i)
 	}
 	set.gone = make([]bool, len(set.ents))
 	set.left = len(set.ents)
@@ -157,11 +157,11 @@ func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
 
 // find returns the index of the live entry at addr, or -1.
 func (s *prefetchedSet) find(addr int64) int {
-	i, ok := s.byAddr[addr]
+	i, ok := slices.BinarySearchFunc(s.ents, addr, func(e PrefetchedBlock, a int64) int { return cmp.Compare(e.Addr, a) })
 	if !ok || s.gone[i] {
 		return -1
 	}
-	return int(i)
+	return i
 }
 
 // dropLocked marks entry i gone and releases the set when it was the
@@ -179,7 +179,7 @@ func (c *Cache) releaseSetLocked(st *prefetchedState, s *prefetchedSet) {
 	c.imgBytes.Add(-s.charge)
 	c.charge(-s.charge)
 	PutBuf(s.buf)
-	s.buf, s.ents, s.byAddr, s.left = nil, nil, nil, 0
+	s.buf, s.ents, s.left = nil, nil, 0
 	st.sets = slices.DeleteFunc(st.sets, func(x *prefetchedSet) bool { return x == s })
 }
 
@@ -247,7 +247,7 @@ func (f *File) PrefetchedBlocks() []PrefetchedBlock {
 		return nil
 	}
 	var out []PrefetchedBlock
-	for _, s := range st.sets { // sets are in rank order; so is a single set's output
+	for _, s := range st.sets {
 		for i, e := range s.ents {
 			if !s.gone[i] {
 				// A copy: a concurrent take may release the set's buffer.
@@ -256,9 +256,7 @@ func (f *File) PrefetchedBlocks() []PrefetchedBlock {
 			}
 		}
 	}
-	if len(st.sets) > 1 {
-		slices.SortStableFunc(out, func(a, b PrefetchedBlock) int { return cmp.Compare(a.Rank, b.Rank) })
-	}
+	slices.SortStableFunc(out, func(a, b PrefetchedBlock) int { return cmp.Compare(a.Rank, b.Rank) })
 	return out
 }
 

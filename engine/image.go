@@ -510,7 +510,7 @@ func (f *File) buildImage(ctx context.Context, gen uint64, cat []byte, catAddr i
 			add(b.Kind, uint8(min(age, format.MaxImageAge)), uint64(b.Addr), b.Image)
 		}
 	}
-	img.Entries = es
+	img.Entries = es // rank order until writeImage sorts them
 	// Over the format's bound: the coldest go.
 	for format.ImageSize(*img) > format.MaxImageBytes && len(img.Entries) > 0 {
 		img.Entries = img.Entries[:len(img.Entries)-1]
@@ -520,7 +520,8 @@ func (f *File) buildImage(ctx context.Context, gen uint64, cat []byte, catAddr i
 
 // dedupeImage keeps, of entries whose bytes overlap (a carried entry over
 // space reused since), the one ranked hottest, and drops entries beyond
-// eof; it returns the rest in rank order. es is in rank order.
+// eof; it returns the rest in address order, the image's order. es is in
+// rank order.
 func dedupeImage(es []format.ImageEntry, eof uint64) []format.ImageEntry {
 	byAddr := make([]int32, len(es)) // positions in es, sorted by address
 	for i := range byAddr {
@@ -546,10 +547,10 @@ func dedupeImage(es []format.ImageEntry, eof uint64) []format.ImageEntry {
 		}
 		prev = i
 	}
-	out := es[:0]
-	for i, e := range es {
+	out := make([]format.ImageEntry, 0, len(es))
+	for _, i := range byAddr {
 		if !drop[i] {
-			out = append(out, e)
+			out = append(out, es[i])
 		}
 	}
 	return out

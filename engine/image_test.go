@@ -178,13 +178,19 @@ func TestImageContents(t *testing.T) {
 			sb, img := readImage(t, mem)
 			kinds := map[uint8]int{}
 			var chunkBytes int64
-			lastKind := uint8(0)
+			maxMeta, minChunk := uint32(0), ^uint32(0)
+			ranks := map[uint32]bool{}
 			for _, e := range img.Entries {
 				kinds[e.Kind]++
-				if e.Kind < lastKind {
-					t.Fatalf("entry of kind %d after kind %d: metadata must rank first", e.Kind, lastKind)
+				if ranks[e.Rank] {
+					t.Fatalf("rank %d twice", e.Rank)
 				}
-				lastKind = e.Kind
+				ranks[e.Rank] = true
+				if e.Kind == format.ImageChunk {
+					minChunk = min(minChunk, e.Rank)
+				} else {
+					maxMeta = max(maxMeta, e.Rank)
+				}
 				onDisk := make([]byte, len(e.Data))
 				if err := readFull(mem, onDisk, int64(e.Addr)); err != nil || !bytes.Equal(onDisk, e.Data) {
 					t.Fatalf("entry kind %d at %d differs from the file (%v)", e.Kind, e.Addr, err)
@@ -195,6 +201,9 @@ func TestImageContents(t *testing.T) {
 				if e.Kind == format.ImageChunk {
 					chunkBytes += int64(len(e.Data))
 				}
+			}
+			if kinds[format.ImageChunk] > 0 && maxMeta > minChunk {
+				t.Fatalf("metadata ranked up to %d, chunks from %d: metadata must rank first", maxMeta, minChunk)
 			}
 			// The reference: what the committed state references.
 			f := tOpen(t, mem, &Options{ReadOnly: true})

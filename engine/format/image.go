@@ -1,9 +1,7 @@
 package format
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 )
 
 // The cache image block (FORMAT.md §16; seed 004 §4.2 "Metadata Cache
@@ -63,7 +61,9 @@ type Image struct {
 	// (its first byte is its own version, owned by package cache); nil
 	// when the image has none.
 	Sizing []byte
-	// Entries in rank order (strictly increasing Rank).
+	// Entries in address order: each ends at or before the next one's
+	// address (so a reader finds an entry by binary search and checks the
+	// order in one pass).
 	Entries []ImageEntry
 }
 
@@ -74,7 +74,8 @@ type ImageEntry struct {
 	// (0: it was in use when the image was written); seed 004 §4.2 "Age".
 	Age uint8
 	// Rank is the entry's place in the replacement order, 0 the most
-	// recently used; ranks strictly increase through Entries.
+	// recently used (what a reader with too little memory keeps first,
+	// and the order a writer carries entries forward in).
 	Rank uint32
 	// Addr is where the block lives in the file; len(Data) its size.
 	Addr uint64
@@ -115,8 +116,7 @@ func (img Image) validate() error {
 	if n := ImageSize(img); n > MaxImageBytes {
 		return fmt.Errorf("%d bytes (at most %d)", n, MaxImageBytes)
 	}
-	type span struct{ addr, end uint64 }
-	spans := make([]span, 0, len(img.Entries))
+	end := uint64(0)
 	for i, e := range img.Entries {
 		switch {
 		case e.Kind == 0 || e.Kind > imageKinds:
@@ -125,17 +125,12 @@ func (img Image) validate() error {
 			return fmt.Errorf("entry %d: %d bytes, a block has at least %d", i, len(e.Data), crcSize)
 		case e.Addr < DataStart || e.Addr > 1<<63-1-uint64(len(e.Data)):
 			return fmt.Errorf("entry %d: block [%d,+%d) outside [%d, 2^63)", i, e.Addr, len(e.Data), DataStart)
-		case i > 0 && e.Rank <= img.Entries[i-1].Rank:
-			return fmt.Errorf("entry %d: rank %d after %d", i, e.Rank, img.Entries[i-1].Rank)
+		case e.Addr < end:
+			// Out of order, or over the previous entry's bytes: two
+			// blocks of one state never overlap.
+			return fmt.Errorf("entry %d at %d starts before the previous one ends (%d)", i, e.Addr, end)
 		}
-		spans = append(spans, span{e.Addr, e.Addr + uint64(len(e.Data))})
-	}
-	// Two entries over the same bytes cannot both be blocks of one state.
-	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.addr, b.addr) })
-	for i := 1; i < len(spans); i++ {
-		if spans[i].addr < spans[i-1].end {
-			return fmt.Errorf("entries at %d and %d overlap", spans[i-1].addr, spans[i].addr)
-		}
+		end = e.Addr + uint64(len(e.Data))
 	}
 	return nil
 }

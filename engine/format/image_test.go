@@ -98,7 +98,7 @@ func TestImageCorrupt(t *testing.T) {
 		"kind 5":            reseal(good, func(b []byte) { b[first] = 5 }),
 		"entry reserved":    reseal(good, func(b []byte) { b[first+2] = 1 }),
 		"addr below data":   reseal(good, func(b []byte) { le.PutUint64(b[first+8:], 100) }),
-		"rank not rising":   reseal(good, func(b []byte) { le.PutUint32(b[first+imageEntry+4:], 0) }),
+		"address order":     reseal(good, func(b []byte) { le.PutUint64(b[first+imageEntry+8:], DataStart-1+DataStart) }),
 		"overlap":           reseal(good, func(b []byte) { le.PutUint64(b[first+imageEntry+8:], DataStart+8) }),
 		"trailing bytes":    reseal(append(bytes.Clone(good), 0, 0, 0, 0), func([]byte) {}),
 		"entry below crc":   reseal(EncodeImage(Image{Entries: []ImageEntry{{Kind: 1, Addr: DataStart, Data: []byte{0, 0, 0, 0}}}}), func(b []byte) { le.PutUint32(b[imageFixed+16:], 3) }),
@@ -117,12 +117,12 @@ func TestImageCorrupt(t *testing.T) {
 
 func TestImageValidate(t *testing.T) {
 	bad := map[string]func(*Image){
-		"rank order": func(i *Image) { i.Entries[1].Rank = 0 },
-		"kind":       func(i *Image) { i.Entries[0].Kind = 9 },
-		"short data": func(i *Image) { i.Entries[0].Data = []byte{1} },
-		"addr":       func(i *Image) { i.Entries[0].Addr = 0 },
-		"overlap":    func(i *Image) { i.Entries[1].Addr = DataStart + 1 },
-		"sizing":     func(i *Image) { i.Sizing = make([]byte, MaxImageSizing+1) },
+		"address order": func(i *Image) { i.Entries[1].Addr = DataStart + 2000 },
+		"kind":          func(i *Image) { i.Entries[0].Kind = 9 },
+		"short data":    func(i *Image) { i.Entries[0].Data = []byte{1} },
+		"addr":          func(i *Image) { i.Entries[0].Addr = 0 },
+		"overlap":       func(i *Image) { i.Entries[1].Addr = DataStart + 1 },
+		"sizing":        func(i *Image) { i.Sizing = make([]byte, MaxImageSizing+1) },
 	}
 	for name, mut := range bad {
 		img := sampleImage()
