@@ -248,7 +248,7 @@ func OpenWithContext(ctx context.Context, drv vfd.Driver, opts *Options) (*File,
 	}
 	// The superblock and the cache image it records, read before the
 	// cache exists so that the image's sizing state can configure it.
-	p, err := preload(drv, imageLimit(opts))
+	p, err := preload(ctx, drv, imageLimit(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -300,16 +300,13 @@ func newFile(drv vfd.Driver, opts *Options) (*File, error) {
 	return f, nil
 }
 
-// load takes the superblock and cache image preload read, makes the
-// image's prefetched entries, reads the catalog and, for a writable file,
-// rebuilds the free-space map from the committed state's live extents.
+// load takes the superblock, cache image and catalog preload read, makes
+// the image's prefetched entries and, for a writable file, rebuilds the
+// free-space map from the committed state's live extents.
 func (f *File) load(ctx context.Context, p *preloaded, sizing bool) error {
-	sb := p.sb
+	sb, cat := p.sb, p.cat
+	f.journalPut(format.ImageCatalog, sb.CatalogAddr, p.catBuf)
 	f.useImage(p, sizing)
-	cat, err := f.readCatalogImage(sb)
-	if err != nil {
-		return err
-	}
 	f.sb.Store(&sb)
 	f.mu.nextID = sb.NextDatasetID
 	for _, e := range cat {

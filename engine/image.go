@@ -222,12 +222,15 @@ func (f *File) journalGet(addr, size uint64, sum uint32) ([]byte, bool) {
 }
 
 // preloaded is what an open reads before it builds the File: the
-// superblock and the image it records, if that image is valid.
+// superblock, the image it records (if that image is valid) and the
+// catalog.
 type preloaded struct {
 	sb      format.Superblock
 	img     *format.Image
 	ignored string
 	buf     []byte // the image's bytes (img aliases them)
+	cat     []format.CatalogEntry
+	catBuf  []byte // the catalog block (not aliasing buf)
 }
 
 // release gives the image's buffer back; p.img is gone with it.
@@ -238,11 +241,75 @@ func (p *preloaded) release() {
 	}
 }
 
-// preload reads the committed superblock and, when it records one, the
-// cache image with one read. An image larger than limit (the cache's
-// quiescent size) is not read: its entries could not all be kept, and a
-// damaged record must not drive a large allocation.
-func preload(drv vfd.Driver, limit int64) (*preloaded, error) {
+// preload reads the committed superblock, the cache image it records
+// (with one read) and the catalog (from the image when it holds it). An
+// image larger than limit (the cache's quiescent size) is not read: its
+// entries could not all be kept, and a damaged record must not drive a
+// large allocation.
+//
+// A read-only open races its writer: between the superblock and the
+// catalog the writer may commit twice and reuse the catalog's space. A
+// catalog that fails its check while a newer superblock is on disk is
+// that race, not damage: preload starts over from the newer superblock
+// (as Refresh does), and after refreshRetries gives ErrStale.
+func preload(ctx context.Context, drv vfd.Driver, limit int64) (*preloaded, error) {
+	for try := 0; ; try++ {
+		p, err := preloadOnce(drv, limit)
+		if err != nil {
+			return nil, err
+		}
+		if err = p.loadCatalog(drv); err == nil {
+			return p, nil
+		}
+		p.release()
+		if !errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
+		cur, rerr := readSuperblock(drv)
+		switch {
+		case rerr != nil:
+			return nil, rerr
+		case cur.Generation == p.sb.Generation:
+			return nil, err // no race: the committed state is damaged
+		case try == refreshRetries:
+			return nil, fmt.Errorf("%w: open: %v", ErrStale, err)
+		}
+		backoff(ctx, try)
+	}
+}
+
+// loadCatalog decodes the catalog the superblock names, taken from the
+// image when the image holds exactly that block.
+func (p *preloaded) loadCatalog(drv vfd.Driver) error {
+	sb := p.sb
+	var buf []byte
+	if p.img != nil {
+		for _, e := range p.img.Entries {
+			if e.Kind == format.ImageCatalog && e.Addr == sb.CatalogAddr && uint64(len(e.Data)) == sb.CatalogSize && e.Sum() == sb.CatalogSum {
+				buf = append([]byte(nil), e.Data...)
+				break
+			}
+		}
+	}
+	if buf == nil {
+		var err error
+		if buf, err = readBlock(drv, sb.CatalogAddr, sb.CatalogSize, sb.EOF); err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+	}
+	if format.Trailer(buf) != sb.CatalogSum {
+		return fmt.Errorf("%w: catalog at %d is not the one the superblock names", ErrCorrupt, sb.CatalogAddr)
+	}
+	cat, err := format.DecodeCatalog(buf)
+	if err != nil {
+		return classify(err)
+	}
+	p.cat, p.catBuf = cat, buf
+	return nil
+}
+
+// preloadOnce reads the superblock and the image it records.
+func preloadOnce(drv vfd.Driver, limit int64) (*preloaded, error) {
 	sb, err := readSuperblock(drv)
 	if err != nil {
 		return nil, err
@@ -324,14 +391,18 @@ func (f *File) useImage(p *preloaded, sizing bool) {
 	if p.img == nil {
 		return
 	}
-	blocks := make([]cache.PrefetchedBlock, len(p.img.Entries))
-	for i, e := range p.img.Entries {
-		blocks[i] = cache.PrefetchedBlock{Kind: e.Kind, Age: e.Age, Rank: e.Rank, Addr: int64(e.Addr), Sum: e.Sum(), Image: e.Data}
+	n := len(p.img.Entries)
+	blocks := make([]cache.PrefetchedBlock, 0, n)
+	for _, e := range p.img.Entries {
+		if e.Kind == format.ImageCatalog {
+			continue // preload took the catalog
+		}
+		blocks = append(blocks, cache.PrefetchedBlock{Kind: e.Kind, Age: e.Age, Rank: e.Rank, Addr: int64(e.Addr), Sum: e.Sum(), Image: e.Data})
 	}
 	// The cache takes the image's buffer: the entries alias it.
 	f.cfile.LoadPrefetched(blocks, p.buf)
 	p.buf, p.img = nil, nil
-	f.img.mu.info.Used, f.img.mu.info.Entries, f.img.mu.info.SizingRestored = true, len(blocks), sizing
+	f.img.mu.info.Used, f.img.mu.info.Entries, f.img.mu.info.SizingRestored = true, n, sizing
 	if !f.readOnly {
 		f.img.mu.live = p.sb.Image
 	}
@@ -367,22 +438,6 @@ func (f *File) readMeta(kind uint8, addr, size uint64, sum uint32, eof uint64) (
 		f.journalPut(kind, addr, b)
 	}
 	return b, err
-}
-
-// readCatalogImage is readCatalog through readMeta.
-func (f *File) readCatalogImage(sb format.Superblock) ([]format.CatalogEntry, error) {
-	buf, err := f.readMeta(format.ImageCatalog, sb.CatalogAddr, sb.CatalogSize, sb.CatalogSum, sb.EOF)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	if format.Trailer(buf) != sb.CatalogSum {
-		return nil, fmt.Errorf("%w: catalog at %d is not the one the superblock names", ErrCorrupt, sb.CatalogAddr)
-	}
-	cat, err := format.DecodeCatalog(buf)
-	if err != nil {
-		return nil, classify(err)
-	}
-	return cat, nil
 }
 
 // readHeaderImage is readHeader through readMeta.
