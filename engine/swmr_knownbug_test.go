@@ -161,4 +161,3 @@ func TestImageLargerThanCache(t *testing.T) {
 	}
 	verifyAll(t, f, refs)
 }
-
