@@ -452,11 +452,11 @@ func TestRunAllWithoutPeers(t *testing.T) {
 		if f.SCC <= 0 && f.Scenario != "manyds" && (f.Scenario != "adaptive" || f.Key != "hit-gap") {
 			t.Errorf("%s/%s: scc figure %v", f.Scenario, f.Key, f.SCC)
 		}
-		if f.Scenario == "seqread" || f.Scenario == "s3" || (f.Scenario == "adaptive" && f.Key != "hit-gap") {
-			// Their baselines (raw pread; the naive S3 reader; fixed-size
-			// caches) are measured in process, not peers.
+		if f.Scenario == "seqread" || f.Scenario == "s3" || f.Scenario == "image" || (f.Scenario == "adaptive" && f.Key != "hit-gap") {
+			// Their baselines (raw pread; the naive S3 reader; scc without
+			// an image; fixed-size caches) are measured in process, not peers.
 			if f.PeerValue == nil || f.Ratio == nil {
-				t.Errorf("seqread/%s: no baseline", f.Key)
+				t.Errorf("%s/%s: no baseline", f.Scenario, f.Key)
 			}
 			continue
 		}

@@ -88,6 +88,13 @@ type Cache struct {
 
 	resident atomic.Int64 // bytes charged: entries plus reservations in flight
 	metadata atomic.Int64 // unevictable bytes charged by ChargeMetadata (also in resident)
+	imgBytes atomic.Int64 // prefetched image entries' bytes, every file (also in resident; prefetched.go)
+	// img holds the files' prefetched entries from cache images
+	// (prefetched.go), by file serial. A leaf lock, never held across I/O.
+	img struct {
+		sync.Mutex
+		byFile map[uint64]*prefetchedState
+	}
 	// meta tracks ChargeMetadata per file (external.go). Never held with
 	// Cache.mu or across I/O.
 	meta struct {
@@ -560,6 +567,7 @@ func (f *File) unregister(ctx context.Context, discard bool) error {
 		f.mu.closed = true
 		c.files.Del(f.serial)
 		f.releaseMetadata()
+		f.DropPrefetched()
 	}
 	f.mu.Unlock()
 	close(done)

@@ -164,6 +164,10 @@ func (c *Cache) remove(es []*entry) {
 // A failed write returns the error and leaves those victims resident and
 // dirty; clean victims are still freed.
 func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error) {
+	// Prefetched image entries never requested go first (prefetched.go).
+	if freed := c.evictPrefetched(need); freed > 0 {
+		return freed, nil
+	}
 	if c.condensers.Load() > 0 {
 		if freed := c.condense(need); freed >= need {
 			return freed, nil

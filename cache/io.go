@@ -564,10 +564,25 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	var later []int
 	switch o.kind {
 	case opRead: // whole unfiltered chunks go straight to the caller (direct.go)
+		// ...except those with a prefetched image entry, which
+		// readImages serves without a read (prefetched.go).
+		var pre []*group
+		if c.imgBytes.Load() > 0 {
+			rest := work[:0:0]
+			for _, g := range work {
+				if g.loc.Exists() && g.d.file.HasPrefetched(g.loc.Addr) {
+					pre = append(pre, g)
+				} else {
+					rest = append(rest, g)
+				}
+			}
+			work = rest
+		}
 		var err error
 		if work, err = c.readDirect(reqs, work); err != nil {
 			return nil, err
 		}
+		work = append(work, pre...)
 	case opWrite: // whole large unfiltered chunks go straight to the file (directwrite.go)
 		var err error
 		if work, later, err = c.writeDirect(ctx, reqs, work); err != nil {
@@ -768,8 +783,14 @@ func (c *Cache) readImages(loads []*group) ([][]byte, error) {
 	var oneFile []vfd.Extent
 	var files []*File
 	for i, g := range loads {
-		images[i] = GetBuf(int(g.loc.Size)) // Decode owns it (bufpool.go)
 		f := g.d.file
+		// A prefetched image entry of this very block skips the read
+		// (prefetched.go; seed 004 §2 "prefetched entries").
+		if b, ok := f.TakePrefetched(g.loc.Addr, g.loc.Size, g.loc.Sum); ok {
+			images[i] = b
+			continue
+		}
+		images[i] = GetBuf(int(g.loc.Size)) // Decode owns it (bufpool.go)
 		x := vfd.Extent{Off: g.loc.Addr, Buf: images[i]}
 		switch {
 		case byFile == nil && (len(files) == 0 || files[0] == f):

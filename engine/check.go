@@ -83,6 +83,11 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 		live = append(live, owned{alloc.Extent{Off: off, Size: size}, what})
 	}
 	add(int64(f.sb.Load().CatalogAddr), int64(f.sb.Load().CatalogSize), "catalog")
+	// A valid cache image is referenced space (image.go); a stale one is
+	// ignored by every open, so its bytes are nobody's.
+	if r := f.sb.Load().Image; r.Exists() && f.ImageInfo().Used {
+		add(int64(r.Addr), int64(r.Size), "cache image")
+	}
 	names := f.Datasets()
 	r.Datasets = len(names)
 	for _, name := range names {

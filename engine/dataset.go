@@ -210,7 +210,7 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 	if spec.Layout != Contiguous { // contiguous datasets have no chunk index
 		empty := g
 		empty.Grid = make([]uint64, len(g.Grid))
-		idx, err = index.New(index.Kind(hdr.IndexKind), empty, f.indexStore())
+		idx, err = index.New(index.Kind(hdr.IndexKind), empty, f.blockStore())
 		if err == nil {
 			err = idx.Resize(ctx, g, nil)
 		}
@@ -295,7 +295,7 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 // loadState reads a dataset's committed header; its index opens on first
 // use.
 func (f *File) loadState(e format.CatalogEntry) (*dsState, error) {
-	hdr, err := readHeader(f.drv, e, f.sb.Load().EOF)
+	hdr, err := f.readHeaderImage(e, f.sb.Load().EOF)
 	if err != nil && f.readOnly && errors.Is(err, ErrCorrupt) && f.newerOnDisk() {
 		err = fmt.Errorf("%w: dataset %q: %v", ErrStale, e.Name, err)
 	}
@@ -345,7 +345,7 @@ func (f *File) newState(hdr format.DatasetHeader) (*dsState, error) {
 		minCache:   hdr.MinCacheBytes,
 		pipeline:   pl,
 		unfiltered: len(specs) == 0,
-		idx:        newLazyIndex(f.indexStore(), index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot, f.chargeIndex),
+		idx:        newLazyIndex(f.blockStore(), index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot, f.chargeIndex),
 		chunkBytes: int64(elems) * int64(t.Size()),
 	}
 	if len(hdr.Fill) != 0 && !allZero(hdr.Fill) {
@@ -484,6 +484,7 @@ func (s *dsState) writeHeader(ctx context.Context) (err error) {
 		s.f.space.free(addr, int64(len(b)))
 		return err
 	}
+	s.f.journalPut(format.ImageHeader, uint64(addr), b) // image.go
 	s.mu.Lock()
 	oldAddr, oldSize := s.mu.headerAddr, s.mu.headerSize
 	s.mu.headerAddr, s.mu.headerSize, s.mu.headerSum = uint64(addr), uint64(len(b)), format.Trailer(b)

@@ -51,6 +51,10 @@ type Options struct {
 	// operating system may write the new superblock before the blocks it
 	// names, so a crash can leave a file that does not open. Default false.
 	NoSync bool
+	// Image configures the cache image written at Close (seed 004;
+	// image.go). The zero value writes none; an open uses an image the
+	// file has whatever this says.
+	Image ImageOptions
 }
 
 // File is an open scc container.
@@ -83,6 +87,9 @@ type File struct {
 	// closed is set once by Close (under mu, so that CreateDataset and
 	// OpenDataset, which check it under mu, never race a Close).
 	closed atomic.Bool
+
+	// img is the cache image's state (image.go).
+	img imageState
 
 	// failed is set when a sync failed, whoever asked for it (a commit, or
 	// the cache writing chunks back): the OS may have dropped written
@@ -239,11 +246,22 @@ func OpenWithContext(ctx context.Context, drv vfd.Driver, opts *Options) (*File,
 	if opts == nil {
 		opts = &Options{}
 	}
+	if err := opts.Image.Validate(); err != nil {
+		return nil, err
+	}
+	// The superblock and the cache image it records, read before the
+	// cache exists so that the image's sizing state can configure it.
+	p, err := preload(ctx, drv, imageLimit(opts))
+	if err != nil {
+		return nil, err
+	}
+	defer p.release()
+	opts, sizing := p.sizingOptions(opts)
 	f, err := newFile(drv, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := f.load(ctx); err != nil {
+	if err := f.load(ctx, p, sizing); err != nil {
 		f.release()
 		return nil, err
 	}
@@ -251,7 +269,11 @@ func OpenWithContext(ctx context.Context, drv vfd.Driver, opts *Options) (*File,
 }
 
 func newFile(drv vfd.Driver, opts *Options) (*File, error) {
+	if err := opts.Image.Validate(); err != nil {
+		return nil, err
+	}
 	f := &File{readOnly: opts.ReadOnly, noSync: opts.NoSync, cache: opts.Cache, ser: serialize.New()}
+	f.img.opts = opts.Image
 	f.drv = &syncLatch{Driver: drv, f: f}
 	if f.cache == nil {
 		c, err := cache.New(opts.CacheConfig)
@@ -281,18 +303,14 @@ func newFile(drv vfd.Driver, opts *Options) (*File, error) {
 	return f, nil
 }
 
-// load reads the newest valid superblock and the catalog and, for a writable
-// file, rebuilds the free-space map from the committed state's live extents.
-func (f *File) load(ctx context.Context) error {
-	sb, err := readSuperblock(f.drv)
-	if err != nil {
-		return err
-	}
-	cat, attrs, err := readCatalog(f.drv, sb)
-	if err != nil {
-		return err
-	}
-	f.attrs.set.Store(attrs)
+// load takes the superblock, cache image and catalog preload read, makes
+// the image's prefetched entries and, for a writable file, rebuilds the
+// free-space map from the committed state's live extents.
+func (f *File) load(ctx context.Context, p *preloaded, sizing bool) error {
+	sb, cat := p.sb, p.cat
+	f.journalPut(format.ImageCatalog, sb.CatalogAddr, p.catBuf)
+	f.useImage(p, sizing)
+	f.attrs.set.Store(p.attrs)
 	f.sb.Store(&sb)
 	f.mu.nextID = sb.NextDatasetID
 	for _, e := range cat {
@@ -304,6 +322,9 @@ func (f *File) load(ctx context.Context) error {
 	live, err := f.liveExtents(ctx)
 	if err != nil {
 		return err
+	}
+	if r, ok := f.liveImage(); ok {
+		live = append(live, alloc.Extent{Off: int64(r.Addr), Size: int64(r.Size)})
 	}
 	a, err := alloc.Rebuild(format.DataStart, int64(sb.EOF), live)
 	if err != nil {
@@ -486,11 +507,18 @@ func (f *File) commitLocked(ctx context.Context) (err error) {
 		f.space.free(catAddr, int64(len(cat)))
 		return err
 	}
+	old := *f.sb.Load()
+	// The closing commit's cache image, written before the sync like the
+	// rest of the state it describes (image.go).
+	imgRec, err := f.imageCommitting(ctx, old.Generation+1, cat, catAddr, entries)
+	if err != nil {
+		return err
+	}
 	if err := f.sync(); err != nil {
 		return err
 	}
-	old := *f.sb.Load()
 	sb := old
+	sb.Image = imgRec
 	sb.Generation++
 	sb.CatalogAddr, sb.CatalogSize, sb.CatalogSum = uint64(catAddr), uint64(len(cat)), format.Trailer(cat)
 	sb.EOF = uint64(f.space.eof())
@@ -504,6 +532,7 @@ func (f *File) commitLocked(ctx context.Context) (err error) {
 	if old.CatalogSize != 0 {
 		f.space.free(int64(old.CatalogAddr), int64(old.CatalogSize))
 	}
+	f.imageCommitted(imgRec, entries, catAddr)
 	f.sb.Store(&sb)
 	if err := f.space.commit(epoch); err != nil {
 		return fmt.Errorf("%w: allocator: %w", ErrCorrupt, err)
@@ -559,6 +588,7 @@ func (f *File) CloseContext(ctx context.Context) error {
 
 	var err error
 	if !f.readOnly {
+		f.img.closing.Store(true) // this commit writes the cache image, if asked
 		err = f.commit(ctx)
 	}
 	// The chunks must be released whatever ctx says: the file is closing.

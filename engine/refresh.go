@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/format"
 	"github.com/scc-dev/scc/engine/index"
 )
@@ -172,6 +173,8 @@ func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.D
 		if err := cds.Flush(ctx, true); err != nil {
 			return classify(err)
 		}
+	} else if err := s.dropDetached(ctx); err != nil {
+		return err
 	}
 	if s.contig != nil {
 		if err := s.contig.adopt(hdr.LayoutParams); err != nil {
@@ -186,6 +189,28 @@ func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.D
 	s.mu.Unlock()
 	s.attrs.set.Store(attrs)
 	return nil
+}
+
+// dropDetached drops the chunks a dataset with no open handle left cached
+// for a warm reopen (cache.Dataset.Unregister keeps them): they belong to
+// the state being replaced, and a reopen would otherwise find them. A
+// read-only file has no dirty chunks, so this does no I/O; s.mu keeps an
+// acquire from registering the dataset meanwhile.
+func (s *dsState) dropDetached(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.cds != nil {
+		return nil
+	}
+	cds, err := s.f.cfile.RegisterDataset(s.id, s.layout, cache.DatasetOptions{MinBytes: s.minCache})
+	if err != nil {
+		return classify(err)
+	}
+	err = cds.Flush(ctx, true)
+	if uerr := cds.Unregister(ctx); err == nil {
+		err = uerr
+	}
+	return classify(err)
 }
 
 // Refresh is File.Refresh for the dataset's file: afterwards Shape reports

@@ -63,6 +63,18 @@ type lsFile struct {
 	StoredLogical uint64 `json:"stored_logical_bytes"`
 	// Attrs are the file's attributes.
 	Attrs []lsAttr `json:"attributes"`
+	// Image is the file's cache image (seed 004 §3.2), nil when it has
+	// none.
+	Image *lsImage `json:"cache_image,omitempty"`
+}
+
+// lsImage is what ls prints about a cache image.
+type lsImage struct {
+	Addr    uint64 `json:"addr"`
+	Size    uint64 `json:"bytes"`
+	Entries int    `json:"entries"`
+	// Ignored says why the image is not used (stale or damaged).
+	Ignored string `json:"ignored,omitempty"`
 }
 
 func cmdLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -96,6 +108,9 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 	}
 	defer done()
 	l := &lsFile{Path: path, Datasets: []lsDataset{}, Attrs: listAttrs(f.Attrs())}
+	if info := f.ImageInfo(); info.Exists {
+		l.Image = &lsImage{Addr: info.Addr, Size: info.Size, Entries: info.Entries, Ignored: info.Ignored}
+	}
 	if st, err := os.Stat(path); err == nil {
 		l.Size = st.Size()
 	} else if n, ok := s3Size(ctx, path); ok {
@@ -218,4 +233,11 @@ func printListing(w io.Writer, l *lsFile) {
 	}
 	fmt.Fprintf(w, "%d datasets, %s logical; file %s%s\n", len(l.Datasets),
 		bench.HumanBytes(int64(l.Logical)), bench.HumanBytes(l.Size), ratio)
+	if im := l.Image; im != nil {
+		fmt.Fprintf(w, "cache image at %d, %s, %d entries", im.Addr, bench.HumanBytes(int64(im.Size)), im.Entries)
+		if im.Ignored != "" {
+			fmt.Fprintf(w, " (ignored: %s)", im.Ignored)
+		}
+		fmt.Fprintln(w)
+	}
 }

@@ -20,7 +20,24 @@ type Superblock struct {
 	EOF           uint64 // end of the space the committed state may reference
 	NextDatasetID uint64 // next ID to give a dataset; IDs start at 1
 	FileID        [16]byte
+	// Image records the cache image block written with this generation
+	// (FORMAT.md §4 "image record", §16), the zero value when there is
+	// none. A v2-only field: it lives in bytes a v1 superblock keeps zero.
+	Image ImageRecord
 }
+
+// ImageRecord locates a cache image block (seed 004 §4.1, the "metadata
+// cache image message"): its address, its length and its CRC32C trailer,
+// which the reader checks against the block it reads (a parent verifies
+// its child, FORMAT.md §5). All zero means no image.
+type ImageRecord struct {
+	Addr uint64
+	Size uint64
+	Sum  uint32
+}
+
+// Exists reports whether the record names an image.
+func (r ImageRecord) Exists() bool { return r.Size != 0 }
 
 // Superblock field offsets inside a slot (FORMAT.md "Superblock").
 const (
@@ -31,8 +48,19 @@ const (
 	sbNextID     = 40
 	sbFileID     = 48
 	sbCatSum     = 64
-	sbUsed       = 68 // bytes 68..507 are reserved (zero)
+	sbUsedV1     = 68 // v1: bytes 68..507 are reserved (zero)
+	sbImageAddr  = 68 // v2: the image record (ImageRecord)
+	sbImageSize  = 76
+	sbImageSum   = 84
+	sbUsed       = 88 // v2: bytes 88..507 are reserved (zero)
 )
+
+// ImageVersion is the first block format version that knows cache images:
+// a superblock with an image record is always written as this version or
+// later, so a reader that knows only older versions refuses the file with
+// ErrVersion (seed 004 §2: "versions of the library that do not understand
+// this message must refuse to open files in which it appears").
+const ImageVersion = 2
 
 // SlotFor returns the offset of the slot generation gen is written to: SlotA
 // for even generations, SlotB for odd ones, so consecutive commits alternate
@@ -49,6 +77,9 @@ func (sb Superblock) validate() error {
 	if sb.EOF < DataStart || sb.EOF > math.MaxInt64 {
 		return fmt.Errorf("EOF %d outside [%d, 2^63)", sb.EOF, DataStart)
 	}
+	if err := sb.Image.validate(sb.EOF); err != nil {
+		return err
+	}
 	if sb.CatalogSize == 0 {
 		if sb.CatalogAddr != 0 || sb.CatalogSum != 0 {
 			return fmt.Errorf("catalog address %d or checksum %#x with zero size", sb.CatalogAddr, sb.CatalogSum)
@@ -60,6 +91,23 @@ func (sb Superblock) validate() error {
 	}
 	if sb.CatalogAddr < DataStart || sb.CatalogAddr > sb.EOF || sb.CatalogSize > sb.EOF-sb.CatalogAddr {
 		return fmt.Errorf("catalog [%d,+%d) outside [%d, EOF %d)", sb.CatalogAddr, sb.CatalogSize, DataStart, sb.EOF)
+	}
+	return nil
+}
+
+// validate checks an image record against the superblock's EOF.
+func (r ImageRecord) validate(eof uint64) error {
+	if r.Size == 0 {
+		if r.Addr != 0 || r.Sum != 0 {
+			return fmt.Errorf("image address %d or checksum %#x with zero size", r.Addr, r.Sum)
+		}
+		return nil
+	}
+	if r.Size < imageMin || r.Size > MaxImageBytes {
+		return fmt.Errorf("image size %d outside [%d, %d]", r.Size, imageMin, MaxImageBytes)
+	}
+	if r.Addr < DataStart || r.Addr > eof || r.Size > eof-r.Addr {
+		return fmt.Errorf("image [%d,+%d) outside [%d, EOF %d)", r.Addr, r.Size, DataStart, eof)
 	}
 	return nil
 }
@@ -86,6 +134,9 @@ func EncodeSuperblock(sb Superblock) []byte {
 	le.PutUint64(b[sbNextID:], sb.NextDatasetID)
 	copy(b[sbFileID:], sb.FileID[:])
 	le.PutUint32(b[sbCatSum:], sb.CatalogSum)
+	le.PutUint64(b[sbImageAddr:], sb.Image.Addr)
+	le.PutUint64(b[sbImageSize:], sb.Image.Size)
+	le.PutUint32(b[sbImageSum:], sb.Image.Sum)
 	return sealFrame(b)
 }
 
@@ -94,8 +145,14 @@ func DecodeSuperblock(b []byte) (Superblock, error) {
 	if len(b) != SlotSize {
 		return Superblock{}, corrupt("superblock", "slot of %d bytes, want %d", len(b), SlotSize)
 	}
-	if _, _, err := openFrame("superblock", b, magicSuperblock, SlotSize); err != nil {
+	_, version, err := openFrame("superblock", b, magicSuperblock, SlotSize)
+	if err != nil {
 		return Superblock{}, err
+	}
+	// A v1 superblock has no image record: its bytes are reserved there.
+	used := sbUsed
+	if version < ImageVersion {
+		used = sbUsedV1
 	}
 	// INVARIANT: v1 reserved bytes are zero; a writer that needs them
 	// defines a new version, so non-zero means damage (that the checksum
@@ -105,7 +162,7 @@ func DecodeSuperblock(b []byte) (Superblock, error) {
 			return Superblock{}, corrupt("superblock", "reserved byte %d is %#x", i, b[i])
 		}
 	}
-	for i := sbUsed; i < SlotSize-crcSize; i++ {
+	for i := used; i < SlotSize-crcSize; i++ {
 		if b[i] != 0 {
 			return Superblock{}, corrupt("superblock", "reserved byte %d is %#x", i, b[i])
 		}
@@ -117,6 +174,9 @@ func DecodeSuperblock(b []byte) (Superblock, error) {
 		EOF:           le.Uint64(b[sbEOF:]),
 		NextDatasetID: le.Uint64(b[sbNextID:]),
 		CatalogSum:    le.Uint32(b[sbCatSum:]),
+	}
+	if version >= ImageVersion {
+		sb.Image = ImageRecord{Addr: le.Uint64(b[sbImageAddr:]), Size: le.Uint64(b[sbImageSize:]), Sum: le.Uint32(b[sbImageSum:])}
 	}
 	copy(sb.FileID[:], b[sbFileID:])
 	if err := sb.validate(); err != nil {

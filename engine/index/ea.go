@@ -208,7 +208,7 @@ func openEA(ctx context.Context, g Geometry, r *rootRecord, s Store) (*eaIndex, 
 	}
 	x := newEAShell(lay, gm, s)
 	b := make([]byte, lay.indexSize)
-	if err := s.ReadAt(ctx, b, int64(r.top.addr)); err != nil {
+	if err := readPtr(ctx, s, b, r.top); err != nil {
 		return nil, fmt.Errorf("index: reading index block: %w", err)
 	}
 	if err := x.decodeIndexBlock(b, r.nelmts, r.count); err != nil {

@@ -95,7 +95,7 @@ func openFA(ctx context.Context, g Geometry, r *rootRecord, s Store) (*faIndex, 
 		return nil, corruptf("fixed array header size %d, want %d", r.top.size, faHeaderSize(len(x.mu.pages)))
 	}
 	b := make([]byte, r.top.size)
-	if err := s.ReadAt(ctx, b, int64(r.top.addr)); err != nil {
+	if err := readPtr(ctx, s, b, r.top); err != nil {
 		return nil, fmt.Errorf("index: reading fixed array header: %w", err)
 	}
 	if err := x.decodeHeader(b, r.count); err != nil {

@@ -129,7 +129,7 @@ func openGeneral(ctx context.Context, g Geometry, r *rootRecord, s Store) (*genI
 	}
 	x := newGenShell(g, s, int(r.wide))
 	b := make([]byte, r.top.size) // bounded by getPtr
-	if err := s.ReadAt(ctx, b, int64(r.top.addr)); err != nil {
+	if err := readPtr(ctx, s, b, r.top); err != nil {
 		return nil, fmt.Errorf("index: reading general root block: %w", err)
 	}
 	if err := x.decodeRootBlock(b, r.count); err != nil {

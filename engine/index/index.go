@@ -88,6 +88,24 @@ type Store interface {
 	Free(off, size int64)
 }
 
+// SumReader is an optional Store method for stores that may hold blocks
+// in memory (a cache image's prefetched entries, seed 004): ReadSum reads
+// the block at off whose parent records checksum sum. The store may serve
+// it from memory only when its copy has exactly that checksum; the index
+// verifies the block against sum either way.
+type SumReader interface {
+	ReadSum(ctx context.Context, p []byte, off int64, sum uint32) error
+}
+
+// readPtr reads the block p names into b (len(b) == p.size), through
+// SumReader when the store offers it.
+func readPtr(ctx context.Context, s Store, b []byte, p ptr) error {
+	if sr, ok := s.(SumReader); ok {
+		return sr.ReadSum(ctx, b, int64(p.addr), p.crc)
+	}
+	return s.ReadAt(ctx, b, int64(p.addr))
+}
+
 // Index maps chunk coordinates to entries.
 type Index interface {
 	Kind() Kind

@@ -147,7 +147,7 @@ func (l *loader) fetch(ctx context.Context, r *loadReq) error {
 
 func (l *loader) read(ctx context.Context, r *loadReq) error {
 	b := make([]byte, r.p.size)
-	if err := l.store.ReadAt(ctx, b, int64(r.p.addr)); err != nil {
+	if err := readPtr(ctx, l.store, b, r.p); err != nil {
 		return fmt.Errorf("index: reading block at %#x: %w", r.p.addr, err)
 	}
 	v, err := r.decode(b)

@@ -1,0 +1,703 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/index"
+	"github.com/scc-dev/scc/vfd"
+)
+
+// Cache image (seed 004; FORMAT.md §20). A writable File opened with
+// ImageOptions.Generate writes, in its closing commit, one block holding
+// the encoded form of what its cache held: the catalog, the dataset
+// headers and chunk index blocks it read or wrote, and the hottest clean
+// chunks (bounded by ImageOptions.ChunkBytes), each with its address,
+// size, kind, checksum, age and rank, plus the cache's sizing state; the
+// new superblock records it. The next open reads the block with one read
+// before anything else and turns its entries into prefetched cache entries
+// (cache/prefetched.go): a later read of exactly such a block — same
+// address, same size, and the checksum its parent records — takes the
+// bytes from memory instead of the file, and is verified exactly as a
+// read would be. A writable open drops the superblock's record (and frees
+// the image's space) at its first commit, as seed 004 §2 has it; a
+// read-only open uses the image and leaves it.
+//
+// Trust: an image is used only when its checksum is the one the
+// superblock records and it names the superblock's own generation, file
+// and catalog checksum. Anything else (space reused since, a writer that
+// carried a record forward without writing the image, damage) is a stale
+// image: ignored, and the file opens as if it had none. Errors reading it
+// are errors of the open, like any other I/O error.
+//
+// Which blocks are "in the cache": chunk index blocks stay in memory
+// once read, but in decoded form. A File that will write an image keeps
+// the on-disk bytes of each metadata block it reads or writes (its
+// journal, charged to the cache's budget like index memory), as HDF5's
+// implementation keeps clean entries' images (seed 004 §4.4). A block
+// freed by a commit leaves the journal; headers and the catalog are
+// chosen by the committed catalog, so an outdated copy never enters an
+// image (and could not be used if it did: its checksum would not match).
+
+// ImageOptions configure the cache image (seed 004 §3.1,
+// H5AC_cache_image_config_t). The zero value writes no image.
+type ImageOptions struct {
+	// Generate writes a cache image when the file is closed. Ignored on a
+	// read-only open (seed 004 §3.1: "silently ignoring the file image
+	// request in this case"). While the file is open it keeps the on-disk
+	// bytes of the metadata blocks it reads or writes (see above), charged
+	// to the cache's budget. Default false.
+	Generate bool
+	// SaveSizing records the cache's sizing state in the image, and an
+	// open that finds it there restores it into a private cache whose
+	// CacheConfig leaves those fields at their defaults (seed 004
+	// save_resize_status). Default false.
+	SaveSizing bool
+	// MaxAge bounds how many consecutive images an entry may appear in
+	// without being requested (seed 004 entry_ageout): 1..100; 0, the
+	// default, means no bound (the seed's -1); ImageNoCarry (-1) carries no
+	// entry that was not requested (the seed's 0).
+	MaxAge int
+	// ChunkBytes bounds the encoded bytes of hot chunks an image holds.
+	// Default 0 means DefaultImageChunkBytes; -1 means no chunks (metadata
+	// only).
+	ChunkBytes int64
+}
+
+const (
+	// ImageNoCarry is ImageOptions.MaxAge for "never carry an entry that
+	// was not requested".
+	ImageNoCarry = -1
+	// MaxImageAge is the largest bounded ImageOptions.MaxAge.
+	MaxImageAge = 100
+	// DefaultImageChunkBytes is ImageOptions.ChunkBytes's default.
+	DefaultImageChunkBytes = 16 << 20
+)
+
+// Validate reports whether o is usable; the error wraps ErrInvalid.
+func (o ImageOptions) Validate() error {
+	switch {
+	case o.MaxAge < ImageNoCarry || o.MaxAge > MaxImageAge:
+		return fmt.Errorf("%w: ImageOptions.MaxAge %d outside [-1, %d]", ErrInvalid, o.MaxAge, MaxImageAge)
+	case o.ChunkBytes < -1:
+		return fmt.Errorf("%w: ImageOptions.ChunkBytes %d < -1", ErrInvalid, o.ChunkBytes)
+	}
+	return nil
+}
+
+func (o ImageOptions) chunkBytes() int64 {
+	switch {
+	case o.ChunkBytes == 0:
+		return DefaultImageChunkBytes
+	case o.ChunkBytes < 0:
+		return 0
+	}
+	return o.ChunkBytes
+}
+
+// ImageInfo describes a file's cache image (seed 004 §3.2,
+// H5Fget_mdc_image_info).
+type ImageInfo struct {
+	// Exists reports that the last committed superblock records an image,
+	// at Addr with Size bytes. A writable open's first commit removes the
+	// record, after which Exists is false (as in HDF5, where the image is
+	// gone once loaded by a read/write open).
+	Exists     bool
+	Addr, Size uint64
+	// Used reports that this open read the image and made prefetched
+	// entries from it (Entries of them, SizingRestored if its sizing
+	// state configured the private cache).
+	Used           bool
+	Entries        int
+	SizingRestored bool
+	// Ignored says why an image the superblock recorded at open was not
+	// used (stale, damaged, of an unknown version); empty otherwise.
+	Ignored string
+	// Prefetched counts what became of the prefetched entries.
+	Prefetched cache.PrefetchedStats
+}
+
+// ImageInfo reports the file's cache image.
+func (f *File) ImageInfo() ImageInfo {
+	r := f.sb.Load().Image
+	f.img.mu.Lock()
+	info := f.img.mu.info
+	f.img.mu.Unlock()
+	info.Exists, info.Addr, info.Size = r.Exists(), r.Addr, r.Size
+	if f.cfile != nil {
+		info.Prefetched = f.cfile.PrefetchedStats()
+	}
+	return info
+}
+
+// imageState is a File's cache image bookkeeping.
+type imageState struct {
+	opts ImageOptions // Generate is false on read-only files
+	// closing is set by Close before its commit: that commit writes the
+	// image.
+	closing atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		info ImageInfo // Used, Entries, SizingRestored, Ignored
+		// live is the image whose space the allocator holds as referenced
+		// (the valid image found at a writable open); the first commit
+		// frees it.
+		live format.ImageRecord
+	}
+	// journal keeps the on-disk bytes of metadata blocks read or written,
+	// by address, while the file will write an image (see above).
+	journal struct {
+		sync.Mutex
+		m     map[uint64]journalBlock
+		bytes int64
+	}
+}
+
+type journalBlock struct {
+	kind uint8
+	b    []byte
+}
+
+func (f *File) generating() bool { return f.img.opts.Generate && !f.readOnly }
+
+// journalPut records b (not copied: callers never change it) as the block
+// at addr.
+func (f *File) journalPut(kind uint8, addr uint64, b []byte) {
+	if !f.generating() {
+		return
+	}
+	f.img.journal.Lock()
+	if f.img.journal.m == nil {
+		f.img.journal.m = make(map[uint64]journalBlock)
+	}
+	d := int64(len(b))
+	if old, ok := f.img.journal.m[addr]; ok {
+		d -= int64(len(old.b))
+	}
+	f.img.journal.m[addr] = journalBlock{kind, b}
+	f.img.journal.bytes += d
+	f.img.journal.Unlock()
+	f.chargeIndex(d)
+}
+
+// journalForget drops the block at addr (its space was freed).
+func (f *File) journalForget(addr uint64) {
+	if !f.generating() {
+		return
+	}
+	f.img.journal.Lock()
+	old, ok := f.img.journal.m[addr]
+	if ok {
+		delete(f.img.journal.m, addr)
+		f.img.journal.bytes -= int64(len(old.b))
+	}
+	f.img.journal.Unlock()
+	if ok {
+		f.chargeIndex(-int64(len(old.b)))
+	}
+}
+
+// journalGet returns the journal's copy of the block at addr if it has
+// size bytes and checksum sum.
+func (f *File) journalGet(addr, size uint64, sum uint32) ([]byte, bool) {
+	if !f.generating() {
+		return nil, false
+	}
+	f.img.journal.Lock()
+	defer f.img.journal.Unlock()
+	jb, ok := f.img.journal.m[addr]
+	if !ok || uint64(len(jb.b)) != size || format.Trailer(jb.b) != sum {
+		return nil, false
+	}
+	return jb.b, true
+}
+
+// preloaded is what an open reads before it builds the File: the
+// superblock, the image it records (if that image is valid) and the
+// catalog.
+type preloaded struct {
+	sb      format.Superblock
+	img     *format.Image
+	ignored string
+	buf     []byte // the image's bytes (img aliases them)
+	cat     []format.CatalogEntry
+	attrs   *attrSet // the file's attributes, from the catalog
+	catBuf  []byte   // the catalog block (not aliasing buf)
+}
+
+// release gives the image's buffer back; p.img is gone with it.
+func (p *preloaded) release() {
+	if p.buf != nil {
+		cache.PutBuf(p.buf)
+		p.buf, p.img = nil, nil
+	}
+}
+
+// preload reads the committed superblock, the cache image it records
+// (with one read) and the catalog (from the image when it holds it). An
+// image larger than limit (the cache's quiescent size) is not read: its
+// entries could not all be kept, and a damaged record must not drive a
+// large allocation.
+//
+// A read-only open races its writer: between the superblock and the
+// catalog the writer may commit twice and reuse the catalog's space. A
+// catalog that fails its check while a newer superblock is on disk is
+// that race, not damage: preload starts over from the newer superblock
+// (as Refresh does), and after refreshRetries gives ErrStale.
+func preload(ctx context.Context, drv vfd.Driver, limit int64) (*preloaded, error) {
+	for try := 0; ; try++ {
+		p, err := preloadOnce(drv, limit)
+		if err != nil {
+			return nil, err
+		}
+		if err = p.loadCatalog(drv); err == nil {
+			return p, nil
+		}
+		p.release()
+		if !errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
+		cur, rerr := readSuperblock(drv)
+		switch {
+		case rerr != nil:
+			return nil, rerr
+		case cur.Generation == p.sb.Generation:
+			return nil, err // no race: the committed state is damaged
+		case try == refreshRetries:
+			return nil, fmt.Errorf("%w: open: %v", ErrStale, err)
+		}
+		backoff(ctx, try)
+	}
+}
+
+// loadCatalog decodes the catalog the superblock names, taken from the
+// image when the image holds exactly that block.
+func (p *preloaded) loadCatalog(drv vfd.Driver) error {
+	sb := p.sb
+	var buf []byte
+	if p.img != nil {
+		for _, e := range p.img.Entries {
+			if e.Kind == format.ImageCatalog && e.Addr == sb.CatalogAddr && uint64(len(e.Data)) == sb.CatalogSize && e.Sum() == sb.CatalogSum {
+				buf = append([]byte(nil), e.Data...)
+				break
+			}
+		}
+	}
+	if buf == nil {
+		var err error
+		if buf, err = readBlock(drv, sb.CatalogAddr, sb.CatalogSize, sb.EOF); err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+	}
+	if format.Trailer(buf) != sb.CatalogSum {
+		return fmt.Errorf("%w: catalog at %d is not the one the superblock names", ErrCorrupt, sb.CatalogAddr)
+	}
+	cat, parts, err := format.DecodeCatalogParts(buf)
+	if err != nil {
+		return classify(err)
+	}
+	attrs, err := decodeAttrs(parts.Attrs)
+	if err != nil {
+		return fmt.Errorf("file attributes: %w", err)
+	}
+	p.cat, p.attrs, p.catBuf = cat, attrs, buf
+	return nil
+}
+
+// preloadOnce reads the superblock and the image it records.
+func preloadOnce(drv vfd.Driver, limit int64) (*preloaded, error) {
+	sb, err := readSuperblock(drv)
+	if err != nil {
+		return nil, err
+	}
+	p := &preloaded{sb: sb}
+	r := sb.Image
+	if !r.Exists() {
+		return p, nil
+	}
+	if r.Size > uint64(limit) {
+		p.ignored = fmt.Sprintf("image of %d bytes is larger than the cache (%d bytes)", r.Size, limit)
+		return p, nil
+	}
+	// validate (format) bounded Size and placed it below EOF. The buffer
+	// is pooled: nothing keeps it past the open (LoadPrefetched copies,
+	// release gives it back).
+	buf := cache.GetBuf(int(r.Size))
+	p.buf = buf
+	if err := readFull(drv, buf, int64(r.Addr)); err != nil {
+		if errors.Is(err, ErrCorrupt) { // the file ends before the image: damage, not ours to trust
+			p.ignored = err.Error()
+			return p, nil
+		}
+		return nil, fmt.Errorf("cache image: %w", err)
+	}
+	if format.Trailer(buf) != r.Sum {
+		p.ignored = fmt.Sprintf("the block at %d is not the image the superblock names", r.Addr)
+		return p, nil
+	}
+	img, err := format.DecodeImage(buf)
+	switch {
+	case err != nil:
+		p.ignored = err.Error()
+	case img.Generation != sb.Generation || img.FileID != sb.FileID || img.CatalogSum != sb.CatalogSum:
+		p.ignored = fmt.Sprintf("stale image (written for generation %d, catalog %08x; the file is at generation %d, catalog %08x)",
+			img.Generation, img.CatalogSum, sb.Generation, sb.CatalogSum)
+	default:
+		p.img = &img
+	}
+	return p, nil
+}
+
+// imageLimit is the cache's quiescent size as opts will make it (the
+// cache package's default for a private cache left at zero).
+func imageLimit(opts *Options) int64 {
+	switch {
+	case opts.Cache != nil:
+		return opts.Cache.SizingState().QuiescentBytes
+	case opts.CacheConfig.QuiescentBytes > 0:
+		return opts.CacheConfig.QuiescentBytes
+	}
+	return defaultCacheBytes
+}
+
+// defaultCacheBytes is cache.Config's QuiescentBytes default.
+const defaultCacheBytes = 256 << 20
+
+// sizingOptions returns opts with the image's sizing state applied to a
+// private cache's configuration, and whether it was.
+func (p *preloaded) sizingOptions(opts *Options) (*Options, bool) {
+	if p.img == nil || p.img.Sizing == nil || opts.Cache != nil {
+		return opts, false
+	}
+	var st cache.SizingState
+	if st.UnmarshalBinary(p.img.Sizing) != nil {
+		return opts, false // a version this scc does not know: ignored
+	}
+	o := *opts
+	o.CacheConfig = st.Apply(opts.CacheConfig)
+	return &o, o.CacheConfig != opts.CacheConfig
+}
+
+// useImage makes the preloaded image's entries prefetched entries of the
+// file's cache. Caller: load, before the first block is read.
+func (f *File) useImage(p *preloaded, sizing bool) {
+	f.img.mu.Lock()
+	defer f.img.mu.Unlock()
+	f.img.mu.info.Ignored = p.ignored
+	if p.img == nil {
+		return
+	}
+	if sizing {
+		// The private cache was configured from the image's sizing state
+		// (sizingOptions); resume adaptive sizing where it stood. A state
+		// the cache refuses leaves it at the restored configuration.
+		var st cache.SizingState
+		if st.UnmarshalBinary(p.img.Sizing) == nil && st.Restore(f.cache) != nil {
+			sizing = false
+		}
+	}
+	n := len(p.img.Entries)
+	blocks := make([]cache.PrefetchedBlock, 0, n)
+	for _, e := range p.img.Entries {
+		if e.Kind == format.ImageCatalog {
+			continue // preload took the catalog
+		}
+		blocks = append(blocks, cache.PrefetchedBlock{Kind: e.Kind, Age: e.Age, Rank: e.Rank, Addr: int64(e.Addr), Sum: e.Sum(), Image: e.Data})
+	}
+	// The cache takes the image's buffer: the entries alias it.
+	f.cfile.LoadPrefetched(blocks, p.buf)
+	p.buf, p.img = nil, nil
+	f.img.mu.info.Used, f.img.mu.info.Entries, f.img.mu.info.SizingRestored = true, n, sizing
+	if !f.readOnly {
+		f.img.mu.live = p.sb.Image
+	}
+}
+
+// liveImage lists the valid image's extent among the committed state's
+// live extents (a writable open's free-space rebuild), so nothing is
+// allocated over it before the first commit drops it. A stale image's
+// space is not reserved: its record is dropped all the same, and its
+// bytes are never trusted.
+func (f *File) liveImage() (format.ImageRecord, bool) {
+	f.img.mu.Lock()
+	defer f.img.mu.Unlock()
+	return f.img.mu.live, f.img.mu.live.Exists()
+}
+
+// readMeta reads the metadata block [addr,+size) whose parent records
+// checksum sum: from a prefetched image entry, from the journal, or from
+// the file. The caller verifies it as it would any block read.
+func (f *File) readMeta(kind uint8, addr, size uint64, sum uint32, eof uint64) ([]byte, error) {
+	if addr < format.DataStart || size == 0 || size > maxMetaBlock || addr+size < addr || addr+size > eof {
+		return nil, fmt.Errorf("%w: block [%d,+%d) outside the file's space (eof %d)", ErrCorrupt, addr, size, eof)
+	}
+	if b, ok := f.cfile.TakePrefetched(int64(addr), int64(size), sum); ok {
+		f.journalPut(kind, addr, b)
+		return b, nil
+	}
+	if b, ok := f.journalGet(addr, size, sum); ok {
+		return b, nil
+	}
+	b, err := readBlock(f.drv, addr, size, eof)
+	if err == nil {
+		f.journalPut(kind, addr, b)
+	}
+	return b, err
+}
+
+// readHeaderImage is readHeader through readMeta.
+func (f *File) readHeaderImage(e format.CatalogEntry, eof uint64) (format.DatasetHeader, error) {
+	buf, err := f.readMeta(format.ImageHeader, e.HeaderAddr, e.HeaderSize, e.HeaderSum, eof)
+	if err != nil {
+		return format.DatasetHeader{}, fmt.Errorf("dataset %q header: %w", e.Name, err)
+	}
+	if format.Trailer(buf) != e.HeaderSum {
+		return format.DatasetHeader{}, fmt.Errorf("%w: dataset %q: header at %d is not the one the catalog names", ErrCorrupt, e.Name, e.HeaderAddr)
+	}
+	hdr, err := format.DecodeDatasetHeader(buf)
+	if err != nil {
+		return hdr, classify(err)
+	}
+	return hdr, nil
+}
+
+// blockStore is the chunk indexes' store: indexStore, plus prefetched
+// image entries and the journal (index.SumReader).
+func (f *File) blockStore() index.Store { return imageStore{indexStore{f}} }
+
+type imageStore struct{ indexStore }
+
+var _ index.SumReader = imageStore{}
+
+func (s imageStore) ReadSum(ctx context.Context, p []byte, off int64, sum uint32) error {
+	f := s.f
+	if b, ok := f.cfile.TakePrefetched(off, int64(len(p)), sum); ok {
+		copy(p, b)
+		if f.generating() {
+			f.journalPut(format.ImageIndex, uint64(off), b)
+		} else {
+			cache.PutBuf(b)
+		}
+		return nil
+	}
+	if b, ok := f.journalGet(uint64(off), uint64(len(p)), sum); ok {
+		copy(p, b)
+		return nil
+	}
+	if err := s.indexStore.ReadAt(ctx, p, off); err != nil {
+		return err
+	}
+	if f.generating() {
+		f.journalPut(format.ImageIndex, uint64(off), append([]byte(nil), p...))
+	}
+	return nil
+}
+
+func (s imageStore) WriteAt(ctx context.Context, p []byte, off int64) error {
+	if err := s.indexStore.WriteAt(ctx, p, off); err != nil {
+		return err
+	}
+	if s.f.generating() {
+		s.f.journalPut(format.ImageIndex, uint64(off), append([]byte(nil), p...))
+	}
+	return nil
+}
+
+func (s imageStore) Free(off, size int64) {
+	s.indexStore.Free(off, size)
+	s.f.journalForget(uint64(off))
+}
+
+// buildImage assembles the image the closing commit writes for generation
+// gen, whose catalog cat (of entries) is at catAddr. It returns nil when
+// there is nothing worth writing.
+func (f *File) buildImage(ctx context.Context, gen uint64, cat []byte, catAddr int64, entries []format.CatalogEntry) (*format.Image, error) {
+	sb := f.sb.Load()
+	img := &format.Image{Generation: gen, FileID: sb.FileID, CatalogSum: format.Trailer(cat)}
+	if f.img.opts.SaveSizing {
+		b, err := f.cache.SizingState().MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		img.Sizing = b
+	}
+	var es []format.ImageEntry
+	add := func(kind, age uint8, addr uint64, b []byte) {
+		es = append(es, format.ImageEntry{Kind: kind, Age: age, Rank: uint32(len(es)), Addr: addr, Data: b})
+	}
+	// Metadata first: it is what every open needs, so it ranks hottest.
+	add(format.ImageCatalog, 0, uint64(catAddr), cat)
+	for _, e := range entries {
+		if b, ok := f.journalGet(e.HeaderAddr, e.HeaderSize, e.HeaderSum); ok {
+			add(format.ImageHeader, 0, e.HeaderAddr, b)
+		}
+	}
+	f.img.journal.Lock()
+	var idx []uint64
+	for a, jb := range f.img.journal.m {
+		if jb.kind == format.ImageIndex {
+			idx = append(idx, a)
+		}
+	}
+	sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
+	for _, a := range idx {
+		add(format.ImageIndex, 0, a, f.img.journal.m[a].b)
+	}
+	f.img.journal.Unlock()
+	// The hottest clean chunks, in the cache's replacement order.
+	if budget := f.img.opts.chunkBytes(); budget > 0 {
+		var used int64
+		err := f.cfile.HotChunks(ctx, func(h cache.HotChunk) bool {
+			if used+int64(len(h.Image)) > budget {
+				return true // a smaller, colder one may still fit
+			}
+			used += int64(len(h.Image))
+			add(format.ImageChunk, 0, uint64(h.Loc.Addr), append([]byte(nil), h.Image...))
+			return used < budget
+		})
+		if err != nil {
+			return nil, classify(err)
+		}
+	}
+	// Entries never requested since the image they came from, one cycle
+	// older (seed 004 entry_ageout), coldest of all.
+	if max := f.img.opts.MaxAge; max != ImageNoCarry {
+		for _, b := range f.cfile.PrefetchedBlocks() {
+			age := int(b.Age) + 1
+			if max > 0 && age > max {
+				continue
+			}
+			add(b.Kind, uint8(min(age, format.MaxImageAge)), uint64(b.Addr), b.Image)
+		}
+	}
+	img.Entries = es // rank order until writeImage sorts them
+	// Over the format's bound: the coldest go.
+	for format.ImageSize(*img) > format.MaxImageBytes && len(img.Entries) > 0 {
+		img.Entries = img.Entries[:len(img.Entries)-1]
+	}
+	return img, nil
+}
+
+// dedupeImage keeps, of entries whose bytes overlap (a carried entry over
+// space reused since), the one ranked hottest, and drops entries beyond
+// eof; it returns the rest in address order, the image's order. es is in
+// rank order.
+func dedupeImage(es []format.ImageEntry, eof uint64) []format.ImageEntry {
+	byAddr := make([]int32, len(es)) // positions in es, sorted by address
+	for i := range byAddr {
+		byAddr[i] = int32(i)
+	}
+	slices.SortFunc(byAddr, func(a, b int32) int { return cmp.Compare(es[a].Addr, es[b].Addr) })
+	drop := make([]bool, len(es))
+	prev := int32(-1)
+	for _, i := range byAddr {
+		e := &es[i]
+		if e.Addr < format.DataStart || e.Addr+uint64(len(e.Data)) > eof {
+			drop[i] = true
+			continue
+		}
+		if prev >= 0 && e.Addr < es[prev].Addr+uint64(len(es[prev].Data)) {
+			// Lower position is hotter (es is in rank order).
+			if i < prev {
+				drop[prev], prev = true, i
+			} else {
+				drop[i] = true
+			}
+			continue
+		}
+		prev = i
+	}
+	out := make([]format.ImageEntry, 0, len(es))
+	for _, i := range byAddr {
+		if !drop[i] {
+			out = append(out, es[i])
+		}
+	}
+	return out
+}
+
+// writeImage builds, places and writes the closing commit's image; the
+// caller records the result in the superblock it is about to write, and
+// syncs before that. On error nothing is left allocated.
+func (f *File) writeImage(ctx context.Context, gen uint64, cat []byte, catAddr int64, entries []format.CatalogEntry) (format.ImageRecord, error) {
+	img, err := f.buildImage(ctx, gen, cat, catAddr, entries)
+	if err != nil || img == nil {
+		return format.ImageRecord{}, err
+	}
+	// Space first: entries must lie below the EOF the superblock will
+	// name, which the image's own allocation may move.
+	size := format.ImageSize(*img)
+	addr, err := f.space.alloc(size)
+	if err != nil {
+		return format.ImageRecord{}, err
+	}
+	img.Entries = dedupeImage(img.Entries, uint64(f.space.eof()))
+	// Dropping entries only shrinks it; the allocation holds it.
+	if err := format.ValidateImage(*img); err != nil {
+		f.space.free(addr, size)
+		return format.ImageRecord{}, fmt.Errorf("%w: cache image: %w", ErrInternal, err)
+	}
+	b := format.AppendImage(cache.GetBuf(int(format.ImageSize(*img)))[:0], *img)
+	defer cache.PutBuf(b)
+	if tail := size - int64(len(b)); tail > 0 { // dedupe dropped entries
+		f.space.free(addr+int64(len(b)), tail)
+		size = int64(len(b))
+	}
+	if err := f.writeFull(b, addr); err != nil {
+		f.space.free(addr, size)
+		return format.ImageRecord{}, err
+	}
+	return format.ImageRecord{Addr: uint64(addr), Size: uint64(len(b)), Sum: format.Trailer(b)}, nil
+}
+
+// imageCommitting is called by a commit, before it syncs, for the record
+// its superblock will carry: the closing commit of a File that generates
+// an image writes one; every other commit records none (a writable open's
+// first commit thereby removes the image it found).
+func (f *File) imageCommitting(ctx context.Context, gen uint64, cat []byte, catAddr int64, entries []format.CatalogEntry) (format.ImageRecord, error) {
+	if !f.generating() || !f.img.closing.Load() {
+		return format.ImageRecord{}, nil
+	}
+	return f.writeImage(ctx, gen, cat, catAddr, entries)
+}
+
+// imageCommitted is called once the commit's superblock is durable: the
+// image the allocator held for the old state is freed (reusable after the
+// next commit, like every block the new state no longer references), and
+// the journal forgets headers and catalogs the new catalog does not name.
+func (f *File) imageCommitted(rec format.ImageRecord, entries []format.CatalogEntry, catAddr int64) {
+	f.img.mu.Lock()
+	old := f.img.mu.live
+	f.img.mu.live = rec
+	f.img.mu.Unlock()
+	if old.Exists() && old != rec {
+		f.space.free(int64(old.Addr), int64(old.Size))
+	}
+	if !f.generating() {
+		return
+	}
+	keep := map[uint64]bool{uint64(catAddr): true}
+	for _, e := range entries {
+		keep[e.HeaderAddr] = true
+	}
+	var stale []uint64
+	f.img.journal.Lock()
+	for a, jb := range f.img.journal.m {
+		if jb.kind != format.ImageIndex && !keep[a] {
+			stale = append(stale, a)
+		}
+	}
+	f.img.journal.Unlock()
+	for _, a := range stale {
+		f.journalForget(a)
+	}
+}

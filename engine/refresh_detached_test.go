@@ -1,0 +1,44 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	"github.com/scc-dev/scc/vfd"
+)
+
+// TestRefreshDropsDetachedChunks: a read-only File whose dataset handle was
+// closed keeps the chunks cached for a warm reopen; a Refresh that adopts a
+// newer header must drop them, or the reopened dataset reads the old state.
+func TestRefreshDropsDetachedChunks(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	w := tCreate(t, mem, nil)
+	ds, err := w.CreateDataset("a", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ds.Write(ctx, Box([]uint64{0}, []uint64{4}), []byte{1, 1, 1, 1}))
+	must(w.Flush(ctx))
+	r := tOpen(t, mem, &Options{ReadOnly: true})
+	rd, err := r.OpenDataset("a")
+	must(err)
+	buf := make([]byte, 4)
+	must(rd.Read(ctx, Box([]uint64{0}, []uint64{4}), buf))
+	must(rd.Close())
+	must(ds.Write(ctx, Box([]uint64{0}, []uint64{4}), []byte{2, 2, 2, 2}))
+	must(w.Flush(ctx))
+	must(r.Refresh(ctx))
+	rd, err = r.OpenDataset("a")
+	must(err)
+	must(rd.Read(ctx, Box([]uint64{0}, []uint64{4}), buf))
+	if buf[0] != 2 {
+		t.Fatalf("stale read after refresh: %v", buf)
+	}
+}
