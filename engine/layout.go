@@ -185,17 +185,7 @@ func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, e
 }
 
 func (l *denseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
-	for i := range ins {
-		off, err := l.s.f.space.alloc(ins[i].Size)
-		if err != nil {
-			for j := 0; j < i; j++ {
-				l.s.f.space.free(ins[j].New.Addr, ins[j].New.Size)
-			}
-			return err
-		}
-		ins[i].New = cache.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: l.memSize(), Sum: ins[i].Sum}
-	}
-	return nil
+	return l.s.allocInsertions(ins, func(uint32) int64 { return l.memSize() })
 }
 
 func (l *denseLayout) Publish(ctx context.Context, ins []cache.Insertion, writeErr error) error {
@@ -589,4 +579,21 @@ func prod64(dims []uint64) uint64 {
 		n = lo
 	}
 	return n
+}
+
+// allocInsertions is the layouts' Insert: new space for every image (all or
+// nothing: on a failure the space already taken is given back), with the
+// decoded size hint the layout computes from the image's mask field.
+func (s *dsState) allocInsertions(ins []cache.Insertion, hint func(mask uint32) int64) error {
+	for i := range ins {
+		off, err := s.f.space.alloc(ins[i].Size)
+		if err != nil {
+			for j := 0; j < i; j++ {
+				s.f.space.free(ins[j].New.Addr, ins[j].New.Size)
+			}
+			return err
+		}
+		ins[i].New = cache.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: hint(ins[i].Mask), Sum: ins[i].Sum}
+	}
+	return nil
 }

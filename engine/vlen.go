@@ -221,17 +221,7 @@ func (l *vlenLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, er
 }
 
 func (l *vlenLayout) Insert(_ context.Context, ins []cache.Insertion) error {
-	for i := range ins {
-		off, err := l.s.f.space.alloc(ins[i].Size)
-		if err != nil {
-			for j := 0; j < i; j++ {
-				l.s.f.space.free(ins[j].New.Addr, ins[j].New.Size)
-			}
-			return err
-		}
-		ins[i].New = cache.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: l.memFor(int64(ins[i].Mask)), Sum: ins[i].Sum}
-	}
-	return nil
+	return l.s.allocInsertions(ins, func(mask uint32) int64 { return l.memFor(int64(mask)) })
 }
 
 func (l *vlenLayout) Publish(ctx context.Context, ins []cache.Insertion, writeErr error) error {
