@@ -20,6 +20,7 @@ test: interop-deps interop-hdf5-deps minio ## vet, then every test under the rac
 	$(GO) test -race -tags invariants -timeout 5m ./cache/...
 	$(GO) test -count=1 -run 'Allocs|WithoutAllocation' ./engine/ ./cache/ # allocation counts skip under -race
 	$(MAKE) test-hdf5
+	cd bench/peers && $(GO) vet ./... # the peers module (otter, ristretto) still builds against this tree
 
 stress: ## the long race stress suites (minutes)
 	SCC_STRESS=long $(GO) test -race -timeout 60m -run 'Stress|Concurrent|Race' -v ./stress/... ./engine/... ./cache/... ./serialize/... ./resource/...
