@@ -83,9 +83,14 @@ type dsState struct {
 		headerAddr uint64
 		headerSize uint64
 		headerSum  uint32
-		refs       int
-		cds        *cache.Dataset // registered while refs > 0
-		vcds       *cache.Dataset // a sparse dataset's selection view, registered with cds
+		// header is the canonical encoding of the committed header this
+		// state holds (read-only files: the one loaded or last adopted).
+		// Refresh compares it, not headerSum, to tell whether a header at
+		// the same address changed: see adoptLocked.
+		header []byte
+		refs   int
+		cds    *cache.Dataset // registered while refs > 0
+		vcds   *cache.Dataset // a sparse dataset's selection view, registered with cds
 		// pendingTrims are shrinks whose edge-chunk trims could not run
 		// (see SetExtent). Until they have, the extent may not grow and no
 		// commit may write the header: the stored edge chunks still hold
@@ -247,6 +252,7 @@ func (f *File) OpenDataset(name string) (*Dataset, error) {
 // do not wait for this one's I/O; two concurrent opens of one dataset may
 // both read it, and the first to return installs its state.
 func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, error) {
+	stale := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -266,6 +272,17 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 			return nil, fmt.Errorf("%w: dataset %q", ErrNotFound, name)
 		}
 		s, err := f.loadState(e)
+		if errors.Is(err, ErrStale) && stale < refreshRetries {
+			// A read-only File behind its writer, which reused the
+			// header's space: catch up and read the catalog again, as
+			// Read does; past refreshRetries the caller gets ErrStale.
+			if rerr := f.Refresh(ctx); rerr != nil {
+				return nil, rerr
+			}
+			backoff(ctx, stale)
+			stale++
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -310,6 +327,9 @@ func (f *File) loadState(e format.CatalogEntry) (*dsState, error) {
 		return nil, err
 	}
 	s.mu.headerAddr, s.mu.headerSize, s.mu.headerSum = e.HeaderAddr, e.HeaderSize, e.HeaderSum
+	if f.readOnly {
+		s.mu.header = format.EncodeDatasetHeader(hdr)
+	}
 	return s, nil
 }
 

@@ -70,3 +70,31 @@ func TestImageWithOtherLayouts(t *testing.T) {
 		}
 	}
 }
+
+// TestRefreshDropsImageEntries: a read-only File that used a cache image
+// drops the image's prefetched entries when Refresh moves it to a newer
+// generation: they describe the image's generation, and a header among them
+// could pass for a newer header at the same address (its checksum is blind
+// to the index root; TestSWMRRefreshFollowsReusedHeaders).
+func TestRefreshDropsImageEntries(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	imgFile(t, mem, &Options{Image: imgOpts})
+	r := tOpen(t, mem, &Options{ReadOnly: true})
+	if info := r.ImageInfo(); !info.Used || info.Prefetched.Entries == 0 {
+		t.Fatalf("image not used: %+v", info)
+	}
+	w, err := OpenWith(mem, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil { // commits: drops the image record
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.ImageInfo().Prefetched.Entries; n != 0 {
+		t.Fatalf("%d prefetched entries of the old generation left after Refresh", n)
+	}
+}

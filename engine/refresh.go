@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -124,14 +125,21 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 		if !ok {
 			continue
 		}
-		// The header's checksum, not its address, tells whether it
-		// changed: a new header may land where an old one was freed.
-		if cur := s.catalogEntry(); cur == e {
-			continue
-		}
+		// A new header may land where an old one was freed, and an
+		// equal checksum does not prove an equal header: the header's
+		// CRC32C is blind to its IndexRoot, which ends with its own
+		// CRC32C (a CRC over a record that carries its own CRC of the same
+		// polynomial does not depend on that record's content). So a
+		// header at the same address, of the same size and checksum, is
+		// read and compared; only a different address, size or checksum
+		// proves a change without reading.
+		cur := s.catalogEntry()
 		hdr, err := readHeader(f.drv, e, sb.EOF)
 		if err != nil {
 			return err
+		}
+		if cur == e && bytes.Equal(format.EncodeDatasetHeader(hdr), s.headerImage()) {
+			continue
 		}
 		if hdr.ID != s.id || hdr.Name != s.name || !equal(hdr.Chunk, s.chunk) {
 			return fmt.Errorf("%w: dataset %q changed identity", ErrCorrupt, e.Name)
@@ -150,6 +158,11 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 	f.mu.nextID = sb.NextDatasetID
 	f.mu.Unlock()
 	f.attrs.set.Store(attrs)
+	// A cache image's prefetched entries describe the generation it was
+	// written for. A header among them could pass for a newer header at
+	// the same address (the checksum is blind to its IndexRoot, see
+	// above), so they go with the state they belong to.
+	f.cfile.DropPrefetched()
 	f.sb.Store(&sb)
 	return nil
 }
@@ -186,6 +199,7 @@ func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.D
 	s.mu.Lock()
 	s.mu.shape = clone(hdr.Shape)
 	s.mu.headerAddr, s.mu.headerSize, s.mu.headerSum = e.HeaderAddr, e.HeaderSize, e.HeaderSum
+	s.mu.header = format.EncodeDatasetHeader(hdr)
 	s.mu.Unlock()
 	s.attrs.set.Store(attrs)
 	return nil
@@ -230,4 +244,11 @@ func (f *File) newerOnDisk() bool {
 		return false
 	}
 	return sb.Generation > f.sb.Load().Generation
+}
+
+// headerImage returns the canonical encoding of the header the state holds.
+func (s *dsState) headerImage() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.header
 }
