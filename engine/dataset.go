@@ -501,7 +501,7 @@ func (s *dsState) writeHeader(ctx context.Context) (err error) {
 		return err
 	}
 	if err := s.f.writeFull(b, addr); err != nil {
-		s.f.space.free(addr, int64(len(b)))
+		s.f.space.freeReplaced(addr, int64(len(b)))
 		return err
 	}
 	s.f.journalPut(format.ImageHeader, uint64(addr), b) // image.go
@@ -510,7 +510,8 @@ func (s *dsState) writeHeader(ctx context.Context) (err error) {
 	s.mu.headerAddr, s.mu.headerSize, s.mu.headerSum = uint64(addr), uint64(len(b)), format.Trailer(b)
 	s.mu.Unlock()
 	if oldSize != 0 {
-		s.f.space.free(int64(oldAddr), int64(oldSize))
+		// Replaced by the header this commit names (space.freeReplaced).
+		s.f.space.freeReplaced(int64(oldAddr), int64(oldSize))
 	}
 	return nil
 }

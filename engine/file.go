@@ -319,7 +319,15 @@ func (f *File) load(ctx context.Context, p *preloaded, sizing bool) error {
 	if f.readOnly {
 		return nil
 	}
+	// A valid cache image carries the committed state's free-space map:
+	// then nothing else needs reading (image.go).
+	if a := f.rebuildFromImage(sb.EOF); a != nil {
+		f.space = newSpace(a)
+		return nil
+	}
+	f.img.rebuilding.Store(true)
 	live, err := f.liveExtents(ctx)
+	f.img.rebuilding.Store(false)
 	if err != nil {
 		return err
 	}
@@ -471,6 +479,7 @@ func (f *File) commitLocked(ctx context.Context) (err error) {
 		return classify(err)
 	}
 	epoch := f.space.beginCommit()
+	defer f.space.endCommit()
 
 	// Headers of datasets that changed, copy-on-write. A failure leaves the
 	// datasets marked dirty, so the next commit writes them again.
@@ -510,7 +519,7 @@ func (f *File) commitLocked(ctx context.Context) (err error) {
 	old := *f.sb.Load()
 	// The closing commit's cache image, written before the sync like the
 	// rest of the state it describes (image.go).
-	imgRec, err := f.imageCommitting(ctx, old.Generation+1, cat, catAddr, entries)
+	imgRec, err := f.imageCommitting(ctx, epoch, old, cat, catAddr, entries)
 	if err != nil {
 		return err
 	}

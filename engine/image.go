@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/alloc"
 	"github.com/scc-dev/scc/engine/format"
 	"github.com/scc-dev/scc/engine/index"
 	"github.com/scc-dev/scc/vfd"
@@ -118,6 +119,10 @@ type ImageInfo struct {
 	Used           bool
 	Entries        int
 	SizingRestored bool
+	// FreeMap reports that the image carried the free-space map of the
+	// state it describes; FreeMapUsed that this writable open rebuilt its
+	// allocator from it instead of walking every index.
+	FreeMap, FreeMapUsed bool
 	// Ignored says why an image the superblock recorded at open was not
 	// used (stale, damaged, of an unknown version); empty otherwise.
 	Ignored string
@@ -144,6 +149,11 @@ type imageState struct {
 	// closing is set by Close before its commit: that commit writes the
 	// image.
 	closing atomic.Bool
+	// rebuilding is set while a writable open walks every index to
+	// rebuild the free-space map: what that walk reads is not what the
+	// file's user needs, so it stays out of the journal (and the next
+	// image).
+	rebuilding atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -152,6 +162,10 @@ type imageState struct {
 		// (the valid image found at a writable open); the first commit
 		// frees it.
 		live format.ImageRecord
+		// free is the used image's free-space map with the image's own
+		// extent taken out: the free space of the committed state it was
+		// written for (nil when it had none).
+		free []alloc.Extent
 	}
 	// journal keeps the on-disk bytes of metadata blocks read or written,
 	// by address, while the file will write an image (see above).
@@ -172,7 +186,7 @@ func (f *File) generating() bool { return f.img.opts.Generate && !f.readOnly }
 // journalPut records b (not copied: callers never change it) as the block
 // at addr.
 func (f *File) journalPut(kind uint8, addr uint64, b []byte) {
-	if !f.generating() {
+	if !f.generating() || f.img.rebuilding.Load() {
 		return
 	}
 	f.img.journal.Lock()
@@ -232,6 +246,78 @@ type preloaded struct {
 	cat     []format.CatalogEntry
 	attrs   *attrSet // the file's attributes, from the catalog
 	catBuf  []byte   // the catalog block (not aliasing buf)
+	free    []alloc.Extent
+}
+
+// freeMinus is an image's free-space map as allocator extents, with the
+// image's own extent r (placed after the map was taken, from its free
+// space or past its EOF) taken out and everything clipped below eof.
+// Never nil: an empty map is a file with no free space.
+func freeMinus(free []format.FreeExtent, r format.ImageRecord, eof uint64) []alloc.Extent {
+	out := make([]alloc.Extent, 0, len(free)+1)
+	cut, cutEnd := r.Addr, r.Addr+r.Size
+	for _, x := range free {
+		lo, hi := x.Off, min(x.Off+x.Size, eof)
+		if hi <= lo {
+			continue
+		}
+		if lo < cut && cut < hi { // the part below the image
+			out = append(out, alloc.Extent{Off: int64(lo), Size: int64(cut - lo)})
+		}
+		if lo < cutEnd && cutEnd < hi { // the part above it
+			out = append(out, alloc.Extent{Off: int64(cutEnd), Size: int64(hi - cutEnd)})
+		}
+		if hi <= cut || lo >= cutEnd { // clear of it
+			out = append(out, alloc.Extent{Off: int64(lo), Size: int64(hi - lo)})
+		}
+	}
+	return out
+}
+
+// rebuildFromImage is a writable open's free-space rebuild from the used
+// image's map, or nil when there is none or it does not fit the file (an
+// image is a hint: a map that does not rebuild is ignored, and the open
+// walks the indexes as without an image).
+func (f *File) rebuildFromImage(eof uint64) *alloc.Allocator {
+	f.img.mu.Lock()
+	defer f.img.mu.Unlock()
+	if f.img.mu.free == nil {
+		return nil
+	}
+	a, err := alloc.RebuildFree(format.DataStart, int64(eof), f.img.mu.free)
+	if err != nil {
+		f.img.mu.info.Ignored = fmt.Sprintf("free-space map: %v", err)
+		return nil
+	}
+	f.img.mu.info.FreeMapUsed = true
+	return a
+}
+
+// imageFreeMap is the free-space map of the state the commit prepared as
+// epoch makes durable, taken before the image is placed: what the
+// allocator knows to be unreferenced by it (alloc.FreeAfter), plus the two
+// blocks the commit frees only once its superblock is durable — the
+// previous state's catalog and the image the file was opened with.
+func (f *File) imageFreeMap(epoch alloc.Epoch, old format.Superblock) []format.FreeExtent {
+	exts := f.space.a.FreeAfter(epoch)
+	if old.CatalogSize != 0 {
+		exts = append(exts, alloc.Extent{Off: int64(old.CatalogAddr), Size: int64(old.CatalogSize)})
+	}
+	f.img.mu.Lock()
+	if r := f.img.mu.live; r.Exists() {
+		exts = append(exts, alloc.Extent{Off: int64(r.Addr), Size: int64(r.Size)})
+	}
+	f.img.mu.Unlock()
+	slices.SortFunc(exts, func(a, b alloc.Extent) int { return cmp.Compare(a.Off, b.Off) })
+	out := make([]format.FreeExtent, 0, len(exts))
+	for _, e := range exts {
+		if n := len(out); n > 0 && out[n-1].Off+out[n-1].Size == uint64(e.Off) {
+			out[n-1].Size += uint64(e.Size)
+			continue
+		}
+		out = append(out, format.FreeExtent{Off: uint64(e.Off), Size: uint64(e.Size)})
+	}
+	return out
 }
 
 // release gives the image's buffer back; p.img is gone with it.
@@ -405,6 +491,9 @@ func (f *File) useImage(p *preloaded, sizing bool) {
 			sizing = false
 		}
 	}
+	if p.img.HasFree {
+		p.free = freeMinus(p.img.Free, p.sb.Image, p.sb.EOF)
+	}
 	n := len(p.img.Entries)
 	blocks := make([]cache.PrefetchedBlock, 0, n)
 	for _, e := range p.img.Entries {
@@ -417,6 +506,9 @@ func (f *File) useImage(p *preloaded, sizing bool) {
 	f.cfile.LoadPrefetched(blocks, p.buf)
 	p.buf, p.img = nil, nil
 	f.img.mu.info.Used, f.img.mu.info.Entries, f.img.mu.info.SizingRestored = true, n, sizing
+	if p.free != nil {
+		f.img.mu.free, f.img.mu.info.FreeMap = p.free, true
+	}
 	if !f.readOnly {
 		f.img.mu.live = p.sb.Image
 	}
@@ -628,29 +720,33 @@ func dedupeImage(es []format.ImageEntry, eof uint64) []format.ImageEntry {
 // writeImage builds, places and writes the closing commit's image; the
 // caller records the result in the superblock it is about to write, and
 // syncs before that. On error nothing is left allocated.
-func (f *File) writeImage(ctx context.Context, gen uint64, cat []byte, catAddr int64, entries []format.CatalogEntry) (format.ImageRecord, error) {
-	img, err := f.buildImage(ctx, gen, cat, catAddr, entries)
+func (f *File) writeImage(ctx context.Context, epoch alloc.Epoch, old format.Superblock, cat []byte, catAddr int64, entries []format.CatalogEntry) (format.ImageRecord, error) {
+	img, err := f.buildImage(ctx, old.Generation+1, cat, catAddr, entries)
 	if err != nil || img == nil {
 		return format.ImageRecord{}, err
 	}
-	// Space first: entries must lie below the EOF the superblock will
-	// name, which the image's own allocation may move.
+	// The free-space map is taken before the image is placed, so the
+	// image's size does not depend on where it goes; an open takes the
+	// image's extent out of it (freeMinus). Entries are checked against
+	// the EOF before placing too: placing only moves EOF up.
+	img.Entries = dedupeImage(img.Entries, uint64(f.space.eof()))
+	img.HasFree, img.Free = true, f.imageFreeMap(epoch, old)
+	for format.ImageSize(*img) > format.MaxImageBytes && len(img.Entries) > 0 {
+		img.Entries = img.Entries[:len(img.Entries)-1] // the coldest go (address order here; rare)
+	}
+	if err := format.ValidateImage(*img); err != nil {
+		return format.ImageRecord{}, fmt.Errorf("%w: cache image: %w", ErrInternal, err)
+	}
 	size := format.ImageSize(*img)
 	addr, err := f.space.alloc(size)
 	if err != nil {
 		return format.ImageRecord{}, err
 	}
-	img.Entries = dedupeImage(img.Entries, uint64(f.space.eof()))
-	// Dropping entries only shrinks it; the allocation holds it.
-	if err := format.ValidateImage(*img); err != nil {
-		f.space.free(addr, size)
-		return format.ImageRecord{}, fmt.Errorf("%w: cache image: %w", ErrInternal, err)
-	}
-	b := format.AppendImage(cache.GetBuf(int(format.ImageSize(*img)))[:0], *img)
+	b := format.AppendImage(cache.GetBuf(int(size))[:0], *img)
 	defer cache.PutBuf(b)
-	if tail := size - int64(len(b)); tail > 0 { // dedupe dropped entries
-		f.space.free(addr+int64(len(b)), tail)
-		size = int64(len(b))
+	if int64(len(b)) != size {
+		f.space.free(addr, size)
+		return format.ImageRecord{}, fmt.Errorf("%w: cache image of %d bytes, %d expected", ErrInternal, len(b), size)
 	}
 	if err := f.writeFull(b, addr); err != nil {
 		f.space.free(addr, size)
@@ -662,12 +758,13 @@ func (f *File) writeImage(ctx context.Context, gen uint64, cat []byte, catAddr i
 // imageCommitting is called by a commit, before it syncs, for the record
 // its superblock will carry: the closing commit of a File that generates
 // an image writes one; every other commit records none (a writable open's
-// first commit thereby removes the image it found).
-func (f *File) imageCommitting(ctx context.Context, gen uint64, cat []byte, catAddr int64, entries []format.CatalogEntry) (format.ImageRecord, error) {
+// first commit thereby removes the image it found). epoch is the commit's
+// and old the superblock it replaces.
+func (f *File) imageCommitting(ctx context.Context, epoch alloc.Epoch, old format.Superblock, cat []byte, catAddr int64, entries []format.CatalogEntry) (format.ImageRecord, error) {
 	if !f.generating() || !f.img.closing.Load() {
 		return format.ImageRecord{}, nil
 	}
-	return f.writeImage(ctx, gen, cat, catAddr, entries)
+	return f.writeImage(ctx, epoch, old, cat, catAddr, entries)
 }
 
 // imageCommitted is called once the commit's superblock is durable: the

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/scc-dev/scc/engine/alloc"
 )
@@ -19,7 +20,14 @@ import (
 //
 // INVARIANT: the allocator never hands out space that the last durable
 // superblock, or one being written, references.
-type space struct{ a *alloc.Allocator }
+type space struct {
+	a *alloc.Allocator
+	// committing is the epoch of the commit in flight (0 when none): the
+	// commit's own frees of blocks it replaced (freeReplaced) join it, so
+	// that the free-space map a cache image records for that commit's
+	// state holds them (alloc.FreeReplaced).
+	committing atomic.Uint64
+}
 
 func newSpace(a *alloc.Allocator) *space { return &space{a: a} }
 
@@ -36,7 +44,25 @@ func (s *space) free(off, size int64) {
 	}
 }
 
-func (s *space) beginCommit() alloc.Epoch { return s.a.PrepareCommit() }
+// freeReplaced frees a block the commit in flight replaced by one it wrote
+// (an index block its flush rewrote, a dataset's previous header). Only
+// the committing goroutine calls it, between beginCommit and the end of
+// that commit; elsewhere it is free.
+func (s *space) freeReplaced(off, size int64) {
+	if size > 0 {
+		_ = s.a.FreeReplaced(alloc.Epoch(s.committing.Load()), off, size)
+	}
+}
+
+func (s *space) beginCommit() alloc.Epoch {
+	e := s.a.PrepareCommit()
+	s.committing.Store(uint64(e))
+	return e
+}
+
+// endCommit closes the window beginCommit opened, whether the commit
+// succeeded or not.
+func (s *space) endCommit() { s.committing.Store(0) }
 
 func (s *space) commit(e alloc.Epoch) error { return s.a.CommitPrepared(e) }
 

@@ -34,11 +34,13 @@ func (s indexStore) Alloc(size int64) (int64, error) {
 	return s.f.space.alloc(size)
 }
 
+// Free is called by an index's flush only, which runs inside a commit:
+// the blocks it frees are the ones that commit replaced (space.freeReplaced).
 func (s indexStore) Free(off, size int64) {
 	if s.f.readOnly {
 		return
 	}
-	s.f.space.free(off, size)
+	s.f.space.freeReplaced(off, size)
 }
 
 // liveExtents lists every extent the committed state references: the

@@ -414,14 +414,16 @@ func (a *Allocator) Free(off, size int64) {
 func (a *Allocator) FreeChecked(off, size int64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	err := a.freeLocked(off, size)
+	err := a.freeLocked(off, size, a.mu.epoch)
 	if err != nil && a.mu.misuse == nil {
 		a.mu.misuse = err
 	}
 	return err
 }
 
-func (a *Allocator) freeLocked(off, size int64) error {
+// freeLocked frees [off, off+size); space that may be referenced goes
+// pending with tag.
+func (a *Allocator) freeLocked(off, size int64, tag Epoch) error {
 	if size <= 0 || off < a.dataStart || off > a.mu.eof || size > a.mu.eof-off {
 		return fmt.Errorf("%w: %v outside [%d, %d)", ErrBadFree, Extent{off, size}, a.dataStart, a.mu.eof)
 	}
@@ -451,7 +453,7 @@ func (a *Allocator) freeLocked(off, size int64) error {
 		if p.st == stFresh {
 			a.setRange(p.off, p.end, run{st: stFree})
 		} else {
-			a.setRange(p.off, p.end, run{st: stPending, tag: a.mu.epoch})
+			a.setRange(p.off, p.end, run{st: stPending, tag: tag})
 		}
 	}
 	return nil

@@ -44,8 +44,12 @@ const (
 	imageFixed = 48 // magic .. second reserved word
 	imageEntry = 24 // one entry descriptor
 	imageMin   = imageFixed + crcSize
+	imageFree  = 16 // one free-space extent
 	// imageFlagSizing: the sizing section is present.
 	imageFlagSizing = 1
+	// imageFlagFree: the free-space map is present (its extent count is
+	// the word at 44, reserved and zero before it existed).
+	imageFlagFree = 2
 )
 
 // Image is a decoded cache image block.
@@ -61,11 +65,22 @@ type Image struct {
 	// (its first byte is its own version, owned by package cache); nil
 	// when the image has none.
 	Sizing []byte
+	// Free is the free-space map of the state the image describes: the
+	// extents below its EOF that nothing in it references, in address
+	// order, not overlapping, the image's own extent NOT removed (the
+	// image is placed after the map is taken). nil means no map; a writable
+	// open then rebuilds it from every index. HasFree tells an empty map
+	// (a file with no free space) from none.
+	Free    []FreeExtent
+	HasFree bool
 	// Entries in address order: each ends at or before the next one's
 	// address (so a reader finds an entry by binary search and checks the
 	// order in one pass).
 	Entries []ImageEntry
 }
+
+// FreeExtent is one extent of an image's free-space map.
+type FreeExtent struct{ Off, Size uint64 }
 
 // ImageEntry is one block held by an image.
 type ImageEntry struct {
@@ -90,7 +105,7 @@ func (e ImageEntry) Sum() uint32 { return Trailer(e.Data) }
 
 // ImageSize is the length EncodeImage will produce for img.
 func ImageSize(img Image) int64 {
-	n := int64(imageFixed+crcSize) + int64(len(img.Sizing))
+	n := int64(imageFixed+crcSize) + int64(len(img.Sizing)) + int64(len(img.Free))*imageFree
 	for _, e := range img.Entries {
 		n += imageEntry + int64(len(e.Data))
 	}
@@ -116,7 +131,22 @@ func (img Image) validate() error {
 	if n := ImageSize(img); n > MaxImageBytes {
 		return fmt.Errorf("%d bytes (at most %d)", n, MaxImageBytes)
 	}
-	end := uint64(0)
+	if len(img.Free) > 0 && !img.HasFree {
+		return fmt.Errorf("%d free extents without the free-space flag", len(img.Free))
+	}
+	end := uint64(DataStart)
+	for i, x := range img.Free {
+		switch {
+		case x.Size == 0:
+			return fmt.Errorf("free extent %d is empty", i)
+		case x.Off < end:
+			return fmt.Errorf("free extent %d at %d starts before %d", i, x.Off, end)
+		case x.Off > 1<<63-1-x.Size:
+			return fmt.Errorf("free extent %d [%d,+%d) past 2^63", i, x.Off, x.Size)
+		}
+		end = x.Off + x.Size
+	}
+	end = 0
 	for i, e := range img.Entries {
 		switch {
 		case e.Kind == 0 || e.Kind > imageKinds:
@@ -152,12 +182,20 @@ func AppendImage(dst []byte, img Image) []byte {
 	if img.Sizing != nil {
 		b[5] = imageFlagSizing
 	}
+	if img.HasFree {
+		b[5] |= imageFlagFree
+		le.PutUint32(b[44:], uint32(len(img.Free)))
+	}
 	le.PutUint64(b[8:], img.Generation)
 	copy(b[16:], img.FileID[:])
 	le.PutUint32(b[32:], img.CatalogSum)
 	le.PutUint32(b[36:], uint32(len(img.Entries)))
 	le.PutUint32(b[40:], uint32(len(img.Sizing)))
 	dst = append(dst, img.Sizing...)
+	for _, x := range img.Free {
+		dst = le.AppendUint64(dst, x.Off)
+		dst = le.AppendUint64(dst, x.Size)
+	}
 	for _, e := range img.Entries {
 		dst = append(dst, e.Kind, e.Age, 0, 0)
 		dst = le.AppendUint32(dst, e.Rank)
@@ -186,7 +224,8 @@ func DecodeImage(b []byte) (Image, error) {
 		return Image{}, corrupt("image", "version %d (images exist from version %d)", version, ImageVersion)
 	}
 	flags := b[5]
-	if flags&^imageFlagSizing != 0 || b[6] != 0 || b[7] != 0 || le.Uint32(b[44:]) != 0 {
+	nfree := uint64(le.Uint32(b[44:]))
+	if flags&^(imageFlagSizing|imageFlagFree) != 0 || b[6] != 0 || b[7] != 0 || flags&imageFlagFree == 0 && nfree != 0 {
 		return Image{}, corrupt("image", "reserved flags or bytes set")
 	}
 	img := Image{Generation: le.Uint64(b[8:]), CatalogSum: le.Uint32(b[32:])}
@@ -204,6 +243,17 @@ func DecodeImage(b []byte) (Image, error) {
 		img.Sizing = b[pos : pos+s]
 	}
 	pos += s
+	if flags&imageFlagFree != 0 {
+		if nfree > (end-pos)/imageFree {
+			return Image{}, corrupt("image", "%d free extents in %d bytes", nfree, end-pos)
+		}
+		img.HasFree = true
+		img.Free = make([]FreeExtent, nfree)
+		for i := range img.Free {
+			img.Free[i] = FreeExtent{Off: le.Uint64(b[pos:]), Size: le.Uint64(b[pos+8:])}
+			pos += imageFree
+		}
+	}
 	// Each entry takes a descriptor and at least a checksum's worth of
 	// data: bound the count by what is left before allocating.
 	if n > (end-pos)/(imageEntry+crcSize) {

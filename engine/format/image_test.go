@@ -33,7 +33,9 @@ func sampleImage() Image {
 // TestImageRoundTrip: every field survives, the size is what ImageSize
 // says, and the encoding is canonical (seed 004 §6 items 2D, 2E, 3, 4A).
 func TestImageRoundTrip(t *testing.T) {
-	for _, img := range []Image{sampleImage(), {Generation: 1}, {Generation: 2, Sizing: []byte{9}}} {
+	withFree := sampleImage()
+	withFree.HasFree, withFree.Free = true, []FreeExtent{{DataStart + 16, 84}, {DataStart + 190, 10}, {1 << 41, 1}}
+	for _, img := range []Image{sampleImage(), {Generation: 1}, {Generation: 2, Sizing: []byte{9}}, withFree, {Generation: 3, HasFree: true, Free: []FreeExtent{}}} {
 		if err := ValidateImage(img); err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +89,12 @@ func TestImageCorrupt(t *testing.T) {
 		"bit flip":          func() []byte { b := bytes.Clone(good); b[60] ^= 1; return b }(),
 		"bad magic":         reseal(good, func(b []byte) { b[0] = 'X' }),
 		"v1 image":          reseal(good, func(b []byte) { b[4] = 1 }),
-		"reserved flag":     reseal(good, func(b []byte) { b[5] |= 2 }),
+		"reserved flag":     reseal(good, func(b []byte) { b[5] |= 4 }),
+		"free count":        reseal(good, func(b []byte) { b[5] |= 2; le.PutUint32(b[44:], 1<<30) }),
+		"free order":        freeImage(t, func(b []byte) { le.PutUint64(b[imageFixed+4+16:], DataStart) }),
+		"free overlap":      freeImage(t, func(b []byte) { le.PutUint64(b[imageFixed+4+8:], 200) }),
+		"free empty":        freeImage(t, func(b []byte) { le.PutUint64(b[imageFixed+4+8:], 0) }),
+		"free below data":   freeImage(t, func(b []byte) { le.PutUint64(b[imageFixed+4:], 8) }),
 		"reserved byte":     reseal(good, func(b []byte) { b[44] = 1 }),
 		"sizing no flag":    reseal(good, func(b []byte) { b[5] = 0 }),
 		"sizing too long":   reseal(good, func(b []byte) { le.PutUint32(b[40:], 1<<30) }),
@@ -115,6 +122,17 @@ func TestImageCorrupt(t *testing.T) {
 	}
 }
 
+// freeImage is sampleImage with a two-extent free map, changed by mut and
+// resealed.
+func freeImage(t testing.TB, mut func([]byte)) []byte {
+	img := sampleImage()
+	img.HasFree, img.Free = true, []FreeExtent{{DataStart + 16, 84}, {DataStart + 190, 10}}
+	if err := ValidateImage(img); err != nil {
+		t.Fatal(err)
+	}
+	return reseal(EncodeImage(img), mut)
+}
+
 func TestImageValidate(t *testing.T) {
 	bad := map[string]func(*Image){
 		"address order": func(i *Image) { i.Entries[1].Addr = DataStart + 2000 },
@@ -123,6 +141,10 @@ func TestImageValidate(t *testing.T) {
 		"addr":          func(i *Image) { i.Entries[0].Addr = 0 },
 		"overlap":       func(i *Image) { i.Entries[1].Addr = DataStart + 1 },
 		"sizing":        func(i *Image) { i.Sizing = make([]byte, MaxImageSizing+1) },
+		"free no flag":  func(i *Image) { i.Free = []FreeExtent{{DataStart, 1}} },
+		"free order":    func(i *Image) { i.HasFree, i.Free = true, []FreeExtent{{DataStart + 10, 1}, {DataStart, 1}} },
+		"free empty":    func(i *Image) { i.HasFree, i.Free = true, []FreeExtent{{DataStart, 0}} },
+		"free low":      func(i *Image) { i.HasFree, i.Free = true, []FreeExtent{{1, 1}} },
 	}
 	for name, mut := range bad {
 		img := sampleImage()
@@ -189,6 +211,7 @@ func TestSuperblockImageRecord(t *testing.T) {
 func FuzzImage(f *testing.F) {
 	f.Add(EncodeImage(sampleImage()))
 	f.Add(EncodeImage(Image{Generation: 1}))
+	f.Add(freeImage(f, func([]byte) {}))
 	f.Add(EncodeImage(Image{Generation: 3, Entries: []ImageEntry{{Kind: ImageChunk, Addr: DataStart, Data: block(8, 0)}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		img, err := DecodeImage(b)
@@ -198,6 +221,9 @@ func FuzzImage(f *testing.F) {
 		// Bounded: the entry list never outgrows the block.
 		if int64(len(img.Entries))*(imageEntry+crcSize) > int64(len(b)) {
 			t.Fatalf("%d entries from %d bytes", len(img.Entries), len(b))
+		}
+		if int64(len(img.Free))*imageFree > int64(len(b)) {
+			t.Fatalf("%d free extents from %d bytes", len(img.Free), len(b))
 		}
 		if ValidateImage(img) != nil {
 			t.Fatal("decoded image fails ValidateImage")
