@@ -370,9 +370,11 @@ func addImageFigures(o Options, r *Report, res *ImageResult, remote bool) {
 		key += "-remote"
 		figs = []Figure{{Key: key + "-cycle-time", Metric: mode + ", " + where + ": wall time per cycle", Unit: "µs", SCC: w.CycleMicros, PeerValue: ptr(n.CycleMicros), Target: &Target{Kind: "ratio", Value: 1}}}
 	} else {
-		// A writer's open walks every index (free-space rebuild): the
-		// issue's 5× applies to it. A reader's open is lazy (superblock
-		// and catalog only), so for readers it applies to the cycle.
+		// A writer's open without an image walks every index (the
+		// free-space rebuild; with one it rebuilds from the image's
+		// free-space map): the 5× applies to it. A reader's open
+		// is lazy (superblock and catalog only), so for readers it
+		// applies to the cycle.
 		openTarget, cycleTarget := &Target{Kind: "ratio", Value: 5}, (*Target)(nil)
 		if cfg.ReadOnly {
 			openTarget, cycleTarget = nil, &Target{Kind: "ratio", Value: 5}

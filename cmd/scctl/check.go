@@ -57,6 +57,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "  %d datasets, %d chunks verified, %d index blocks\n", rep.Datasets, rep.Chunks, rep.IndexBlocks)
 		fmt.Fprintf(stdout, "  live %s, end of file %s, file size %s\n",
 			bench.HumanBytes(rep.LiveBytes), bench.HumanBytes(rep.EOF), bench.HumanBytes(rep.FileSize))
+		if rep.ImageFreeMap {
+			fmt.Fprintf(stdout, "  cache image free-space map verified; it leaves out %s of unreferenced space\n", bench.HumanBytes(rep.ImageMapLeak))
+		}
 		for _, p := range rep.Problems {
 			fmt.Fprintf(stdout, "  PROBLEM: %s\n", p)
 		}

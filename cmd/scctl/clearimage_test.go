@@ -63,15 +63,19 @@ func TestLsImage(t *testing.T) {
 	path := makeImageFile(t)
 	info := imageOf(t, path)
 	code, out, _ := runCmd(t, "ls", path)
-	if code != 0 || !strings.Contains(out, "cache image at ") || !strings.Contains(out, " entries") {
+	if code != 0 || !strings.Contains(out, "cache image at ") || !strings.Contains(out, " entries") || !strings.Contains(out, "free-space map") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	code, out, _ = runCmd(t, "ls", "--json", path)
 	var l lsFile
-	if err := json.Unmarshal([]byte(out), &l); err != nil || code != 0 || l.Image == nil || l.Image.Addr != info.Addr || l.Image.Size != info.Size || l.Image.Entries == 0 {
+	if err := json.Unmarshal([]byte(out), &l); err != nil || code != 0 || l.Image == nil || l.Image.Addr != info.Addr || l.Image.Size != info.Size || l.Image.Entries == 0 || !l.Image.FreeMap {
 		t.Fatalf("exit %d %v %+v\n%s", code, err, l.Image, out)
 	}
 	if _, out, _ := runCmd(t, "ls", makeFile(t)); strings.Contains(out, "cache image") {
 		t.Fatalf("image listed for a file without one:\n%s", out)
+	}
+	// check verifies the map against every index.
+	if code, out, _ := runCmd(t, "check", path); code != 0 || !strings.Contains(out, "free-space map verified") {
+		t.Fatalf("check: exit %d\n%s", code, out)
 	}
 }

@@ -73,6 +73,9 @@ type lsImage struct {
 	Addr    uint64 `json:"addr"`
 	Size    uint64 `json:"bytes"`
 	Entries int    `json:"entries"`
+	// FreeMap: the image carries the free-space map, so a writable open
+	// reads nothing else.
+	FreeMap bool `json:"free_space_map"`
 	// Ignored says why the image is not used (stale or damaged).
 	Ignored string `json:"ignored,omitempty"`
 }
@@ -109,7 +112,7 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 	defer done()
 	l := &lsFile{Path: path, Datasets: []lsDataset{}, Attrs: listAttrs(f.Attrs())}
 	if info := f.ImageInfo(); info.Exists {
-		l.Image = &lsImage{Addr: info.Addr, Size: info.Size, Entries: info.Entries, Ignored: info.Ignored}
+		l.Image = &lsImage{Addr: info.Addr, Size: info.Size, Entries: info.Entries, FreeMap: info.FreeMap, Ignored: info.Ignored}
 	}
 	if st, err := os.Stat(path); err == nil {
 		l.Size = st.Size()
@@ -235,6 +238,9 @@ func printListing(w io.Writer, l *lsFile) {
 		bench.HumanBytes(int64(l.Logical)), bench.HumanBytes(l.Size), ratio)
 	if im := l.Image; im != nil {
 		fmt.Fprintf(w, "cache image at %d, %s, %d entries", im.Addr, bench.HumanBytes(int64(im.Size)), im.Entries)
+		if im.FreeMap {
+			fmt.Fprint(w, ", with the free-space map")
+		}
 		if im.Ignored != "" {
 			fmt.Fprintf(w, " (ignored: %s)", im.Ignored)
 		}
