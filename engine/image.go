@@ -311,8 +311,11 @@ func (f *File) imageFreeMap(epoch alloc.Epoch, old format.Superblock) []format.F
 	slices.SortFunc(exts, func(a, b alloc.Extent) int { return cmp.Compare(a.Off, b.Off) })
 	out := make([]format.FreeExtent, 0, len(exts))
 	for _, e := range exts {
-		if n := len(out); n > 0 && out[n-1].Off+out[n-1].Size == uint64(e.Off) {
-			out[n-1].Size += uint64(e.Size)
+		// Touching extents join; overlapping ones cannot occur (the two
+		// added blocks are held until this commit is durable), but a
+		// union would still be exact if they did.
+		if n := len(out); n > 0 && out[n-1].Off+out[n-1].Size >= uint64(e.Off) {
+			out[n-1].Size = max(out[n-1].Off+out[n-1].Size, uint64(e.End())) - out[n-1].Off
 			continue
 		}
 		out = append(out, format.FreeExtent{Off: uint64(e.Off), Size: uint64(e.Size)})
