@@ -111,6 +111,11 @@ func (c *Cache) trimmer() {
 				break
 			}
 			if freed == 0 {
+				// No chunk can go, and metadata alone is over the
+				// quiescent size: its re-readable part can (external.go).
+				if c.metadata.Load() > sz.quiescent {
+					c.shedMetadata()
+				}
 				break
 			}
 		}

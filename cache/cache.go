@@ -88,6 +88,11 @@ type Cache struct {
 
 	resident atomic.Int64 // bytes charged: entries plus reservations in flight
 	metadata atomic.Int64 // unevictable bytes charged by ChargeMetadata (also in resident)
+	shedding atomic.Bool  // shedMetadata is running (external.go)
+	// shedAt is the metadata left by the last shed: a load sheds again
+	// only once metadata has grown past it, so that metadata that cannot
+	// be shed (dirty index blocks) does not cost every load a walk.
+	shedAt   atomic.Int64
 	imgBytes atomic.Int64 // prefetched image entries' bytes, every file (also in resident; prefetched.go)
 	// img holds the files' prefetched entries from cache images
 	// (prefetched.go), by file serial. A leaf lock, never held across I/O.
@@ -666,9 +671,17 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		}
 		cur := c.resident.Load()
 		limit := c.sizing().active
-		// Metadata cannot be evicted, so a cache holding nothing else
-		// counts as empty for the one-chunk allowance; otherwise index
-		// bytes over the limit would block every load forever.
+		// Metadata cannot be evicted, but the re-readable part of it can
+		// be shed (external.go): do that before metadata alone keeps n
+		// from fitting, rather than letting it grow past the limit.
+		if meta := c.metadata.Load(); cur+n > limit && meta+n > limit && meta > c.shedAt.Load() {
+			if c.shedMetadata() && c.metadata.Load() < meta {
+				continue
+			}
+		}
+		// A cache holding nothing but metadata counts as empty for the
+		// one-chunk allowance; otherwise index bytes over the limit would
+		// block every load forever.
 		if cur+n <= limit || cur <= c.metadata.Load() {
 			if c.resident.CompareAndSwap(cur, cur+n) {
 				c.notePeak(cur + n)

@@ -344,6 +344,8 @@ type File struct {
 		closing bool       // File.Unregister began: no new prefetch
 		cond    *sync.Cond // created by the first waiter
 	}
+	// shed is the file's metadata shedder (external.go), nil if none.
+	shed atomic.Pointer[func()]
 	// datasets maps dataset id → header. Registrations are long lived and
 	// removals rare (file unregister, expiry of a detached dataset), which is
 	// the usage haxmap handles correctly (see package lockfree).

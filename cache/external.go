@@ -79,3 +79,43 @@ func (f *File) releaseMetadata() {
 		c.charge(-n)
 	}
 }
+
+// Shedding metadata. Charged metadata cannot be evicted, but the part a
+// file can read again (clean chunk index blocks) can be given back: the
+// file's owner installs a shedder, and the cache calls it when it is over
+// its limit and no chunk can be evicted — by the trimmer when quiescent,
+// and by a request that would otherwise wait for space. A shedder drops
+// what it can and uncharges it with ChargeMetadata; it may wait briefly
+// for the file's own work (an index flush in progress), never for the
+// cache, so a request calling it cannot deadlock.
+
+// SetMetadataShedder installs fn as the file's shedder (nil removes it).
+// Safe for concurrent use.
+func (f *File) SetMetadataShedder(fn func()) {
+	if fn == nil {
+		f.shed.Store(nil)
+		return
+	}
+	f.shed.Store(&fn)
+}
+
+// shedMetadata runs every registered file's shedder, unless another
+// goroutine is running them: its result serves both. It reports whether
+// it ran them.
+func (c *Cache) shedMetadata() bool {
+	if c.metadata.Load() <= 0 || !c.shedding.CompareAndSwap(false, true) {
+		return false
+	}
+	defer func() {
+		c.shedAt.Store(c.metadata.Load())
+		c.shedding.Store(false)
+	}()
+	c.st.metadataSheds.Add(1)
+	c.files.ForEach(func(_ uint64, f *File) bool {
+		if fn := f.shed.Load(); fn != nil {
+			(*fn)()
+		}
+		return true
+	})
+	return true
+}

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"sync/atomic"
 	"testing"
 )
 
@@ -59,4 +60,60 @@ func TestChargeMetadata(t *testing.T) {
 	if st := e.c.Stats(); st.MetadataBytes != 0 || st.ResidentBytes != 0 {
 		t.Fatalf("after Unregister: %+v", st)
 	}
+}
+
+// TestMetadataShedder: metadata over the limit is shed through the file's
+// shedder before a load would take the one-chunk allowance on top of it, by
+// the trimmer when quiescent, and not at all while it fits; a shedder that
+// frees nothing leaves the load to proceed (no loop).
+func TestMetadataShedder(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 4096, ActiveMultiplier: 1})
+	d, l := e.dataset(1, -1, 8, 8) // 64-byte chunks
+	chunk := l.chunkBytes()
+	limit := e.c.Stats().ActiveLimit
+	var clean, calls atomic.Int64 // what the shedder may give back
+	e.f.SetMetadataShedder(func() {
+		calls.Add(1)
+		if n := clean.Swap(0); n > 0 {
+			e.f.ChargeMetadata(-n)
+		}
+	})
+	write := func(i uint64) {
+		t.Helper()
+		must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(int(chunk), byte(i)), i, 0)}))
+	}
+	// Fits: no shedding.
+	e.f.ChargeMetadata(limit / 2)
+	clean.Store(limit / 2)
+	for i := uint64(0); i < 4; i++ {
+		write(i)
+	}
+	if calls.Load() != 0 || e.c.Stats().MetadataSheds != 0 {
+		t.Fatalf("shed %d times with metadata under the limit", calls.Load())
+	}
+	// Over: the next load sheds first.
+	e.f.ChargeMetadata(limit)
+	clean.Add(limit)
+	write(5)
+	st := e.c.Stats()
+	if calls.Load() == 0 || st.MetadataBytes != 0 || st.ResidentBytes > limit {
+		t.Fatalf("after a load with metadata over the limit: %d shedder calls, %+v", calls.Load(), st)
+	}
+	// Nothing to shed: loads proceed on the allowance, the shedder runs
+	// once per load at most.
+	e.f.ChargeMetadata(2 * limit)
+	before := calls.Load()
+	for i := uint64(6); i < 10; i++ {
+		write(i)
+	}
+	if n := calls.Load() - before; n == 0 || n > 8 {
+		t.Fatalf("%d shedder calls for 4 loads with nothing to shed", n)
+	}
+	// Quiescent: the trimmer sheds what became clean.
+	must(t, e.f.Flush(bg))
+	clean.Store(2 * limit)
+	e.f.ChargeMetadata(1)
+	clean.Add(1)
+	waitFor(t, "the trimmer to shed", func() bool { return e.c.Stats().MetadataBytes == 0 })
+	e.f.SetMetadataShedder(nil)
 }

@@ -31,7 +31,7 @@ type counters struct {
 	vectorReads, vectorReadBytes                       atomic.Int64
 	vectorWrites, vectorWriteBytes                     atomic.Int64
 	bypasses, spaceWaits, trimErrors, coalesced, syncs atomic.Int64
-	directWrites                                       atomic.Int64
+	directWrites, metadataSheds                        atomic.Int64
 	preEncoded, preHits, preWasted                     atomic.Int64
 	prefetched, prefetchHits, prefetchWasted           atomic.Int64
 }
@@ -61,6 +61,7 @@ type Stats struct {
 	DirectWrites     int64 // whole chunks written from the caller's buffer (directwrite.go)
 	SpaceWaits       int64 // times a request blocked for memory
 	TrimErrors       int64 // background trims that failed to write a victim
+	MetadataSheds    int64 // times the files' metadata shedders ran (external.go)
 	AccessDrops      int64 // accesses the lossy buffer dropped
 	PreEncoded       int64 // images encoded ahead of time and kept (background.go)
 	PreEncodeHits    int64 // writes (eviction, flush) that used a kept image instead of encoding
@@ -114,6 +115,7 @@ func (s Stats) Sub(o Stats) Stats {
 	r.DirectWrites -= o.DirectWrites
 	r.SpaceWaits -= o.SpaceWaits
 	r.TrimErrors -= o.TrimErrors
+	r.MetadataSheds -= o.MetadataSheds
 	r.AccessDrops -= o.AccessDrops
 	r.PreEncoded -= o.PreEncoded
 	r.PreEncodeHits -= o.PreEncodeHits
@@ -152,6 +154,7 @@ func (c *Cache) Stats() Stats {
 		DirectWrites:      c.st.directWrites.Load(),
 		SpaceWaits:        c.st.spaceWaits.Load(),
 		TrimErrors:        c.st.trimErrors.Load(),
+		MetadataSheds:     c.st.metadataSheds.Load(),
 		AccessDrops:       c.accesses.Drops(),
 		PreEncoded:        c.st.preEncoded.Load(),
 		PreEncodeHits:     c.st.preHits.Load(),

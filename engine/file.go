@@ -298,6 +298,7 @@ func newFile(drv vfd.Driver, opts *Options) (*File, error) {
 		return nil, classify(err)
 	}
 	f.cfile = cf
+	cf.SetMetadataShedder(f.shedIndexes)
 	f.mu.catalog = make(map[string]format.CatalogEntry)
 	f.mu.open = make(map[string]*dsState)
 	return f, nil
@@ -668,5 +669,23 @@ func (f *File) Datasets() []string {
 func (f *File) chargeIndex(delta int64) {
 	if f.cfile != nil {
 		f.cfile.ChargeMetadata(delta)
+	}
+}
+
+// shedIndexes is the file's metadata shedder (cache.File.SetMetadataShedder):
+// under memory pressure the open datasets' clean index blocks go, to be
+// read again on next use. It waits at most for a commit's index flush,
+// which never waits for the cache.
+func (f *File) shedIndexes() {
+	f.mu.Lock()
+	states := make([]*dsState, 0, len(f.mu.open))
+	for _, s := range f.mu.open {
+		states = append(states, s)
+	}
+	f.mu.Unlock()
+	for _, s := range states {
+		if s.idx != nil {
+			s.idx.dropClean()
+		}
 	}
 }

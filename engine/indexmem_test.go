@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
@@ -108,4 +111,126 @@ func TestIndexMemoryInCacheBudget(t *testing.T) {
 	if st := c.Stats(); st.MetadataBytes != 0 {
 		t.Fatalf("metadata %d left charged after Close", st.MetadataBytes)
 	}
+}
+
+// TestIndexShedUnderPressure: an index larger than the whole cache. Read
+// cold in spread single-row reads, its clean blocks would pile up as
+// unevictable metadata far past the limit; instead the cache sheds them
+// (cache.File.SetMetadataShedder → index.DropClean) when nothing else can
+// go, so resident bytes stay near the limit, and the data reads right.
+func TestIndexShedUnderPressure(t *testing.T) {
+	ctx := context.Background()
+	const n, row = 50_000, 16
+	mem := vfd.NewMem()
+	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 20}})
+	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{n, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
+	must(t, err)
+	vals := make([]byte, n*row)
+	for i := range vals {
+		vals[i] = byte(i/row*31 + 7)
+	}
+	must(t, ds.Write(ctx, All([]uint64{n, row}), vals))
+	must(t, f.Close())
+	// The whole index, read with room for it.
+	g := tOpen(t, mem, &Options{ReadOnly: true})
+	gds, err := g.OpenDataset("t")
+	must(t, err)
+	must(t, gds.Read(ctx, All([]uint64{n, row}), vals))
+	full := gds.s.idx.p.Load().MemBytes()
+	must(t, g.Close())
+
+	const limit = 64 << 10
+	f = tOpen(t, mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: limit, ActiveMultiplier: 1}})
+	ds, err = f.OpenDataset("t")
+	must(t, err)
+	c := f.Cache()
+	if full < 4*limit {
+		t.Fatalf("index of %d bytes against a %d-byte cache: the test shows nothing", full, limit)
+	}
+	buf := make([]byte, row)
+	for pass := 0; pass < 2; pass++ {
+		for k := uint64(pass); k < n; k += 97 {
+			must(t, ds.Read(ctx, Box([]uint64{k, 0}, []uint64{1, row}), buf))
+			if want := byte(k*31 + 7); buf[0] != want || buf[row-1] != want {
+				t.Fatalf("row %d holds %d, want %d", k, buf[0], want)
+			}
+		}
+	}
+	st := c.Stats()
+	t.Logf("index %d bytes in full; cache limit %d, peak resident %d, metadata now %d, %d sheds", full, limit, st.PeakResidentBytes, st.MetadataBytes, st.MetadataSheds)
+	if st.MetadataSheds == 0 {
+		t.Fatal("the cache never shed index blocks")
+	}
+	// One index page (1024 entries, about 24 KiB: loaded, then charged)
+	// and one chunk may be over the limit at a time; never the index.
+	if st.PeakResidentBytes > limit+32<<10 {
+		t.Fatalf("peak resident %d bytes against a limit of %d (index %d)", st.PeakResidentBytes, limit, full)
+	}
+	must(t, ds.Close())
+}
+
+// TestIndexShedConcurrent: shedding races readers, a writer republishing
+// chunks (dirty index blocks, which stay) and commits, on a cache far
+// smaller than the index, under -race; every read sees its row's bytes.
+func TestIndexShedConcurrent(t *testing.T) {
+	ctx := context.Background()
+	const n, row = 20_000, 16
+	mem := vfd.NewMem()
+	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 20}})
+	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{n, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
+	must(t, err)
+	rowOf := func(k uint64) []byte { return bytes.Repeat([]byte{byte(k*31 + 7)}, row) }
+	vals := make([]byte, 0, n*row)
+	for k := uint64(0); k < n; k++ {
+		vals = append(vals, rowOf(k)...)
+	}
+	must(t, ds.Write(ctx, All([]uint64{n, row}), vals))
+	must(t, f.Close())
+
+	f = tOpen(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 32 << 10, ActiveMultiplier: 1}})
+	ds, err = f.OpenDataset("t")
+	must(t, err)
+	var wg sync.WaitGroup
+	for w := 0; w < 6; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			buf := make([]byte, row)
+			for i := 0; i < 1500; i++ {
+				k := rng.Uint64N(n)
+				if err := ds.Read(ctx, Box([]uint64{k, 0}, []uint64{1, row}), buf); err != nil {
+					t.Error(err)
+					return
+				}
+				if !bytes.Equal(buf, rowOf(k)) {
+					t.Errorf("row %d reads %v", k, buf[:4])
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(9, 9))
+		for i := 0; i < 1500; i++ {
+			k := rng.Uint64N(n)
+			if err := ds.Write(ctx, Box([]uint64{k, 0}, []uint64{1, row}), rowOf(k)); err != nil {
+				t.Error(err)
+				return
+			}
+			if i%300 == 299 {
+				if err := f.Flush(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	if st := f.Cache().Stats(); st.MetadataSheds == 0 {
+		t.Fatalf("no shedding happened: %+v", st)
+	}
+	must(t, ds.Close())
 }

@@ -126,3 +126,13 @@ func (li *lazyIndex) flush(ctx context.Context) ([]byte, error) {
 	}
 	return li.mu.root, nil
 }
+
+// dropClean gives back the memory of the index's clean leaf blocks
+// (index.Index.DropClean) and uncharges it; an index never opened holds
+// none.
+func (li *lazyIndex) dropClean() {
+	if b := li.p.Load(); b != nil {
+		b.DropClean()
+		li.account(b.Index)
+	}
+}

@@ -895,6 +895,24 @@ func reportExtents(all []ptr, fn func(off, size int64) error) error {
 	return nil
 }
 
+// DropClean drops the clean data blocks (Index.DropClean).
+func (x *eaIndex) DropClean() {
+	x.ld.writers.RLock()
+	defer x.ld.writers.RUnlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i := range x.mu.hoist {
+		x.mu.hoist[i].dropClean()
+	}
+	for i := range x.mu.supers {
+		if sp := x.mu.supers[i].mem; sp != nil {
+			for j := range sp.units {
+				sp.units[j].dropClean()
+			}
+		}
+	}
+}
+
 // MemBytes reports the encoded size of the blocks held in memory: the index
 // block and every loaded or created super block and data block (page). It
 // walks the slots, not the entries.

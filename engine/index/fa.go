@@ -437,6 +437,17 @@ func (x *faIndex) Extents(ctx context.Context, fn func(off, size int64) error) e
 	return reportExtents(all, fn)
 }
 
+// DropClean drops the clean pages (Index.DropClean).
+func (x *faIndex) DropClean() {
+	x.ld.writers.RLock()
+	defer x.ld.writers.RUnlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i := range x.mu.pages {
+		x.mu.pages[i].dropClean()
+	}
+}
+
 // MemBytes reports the encoded size of the header and of every loaded or
 // created page.
 func (x *faIndex) MemBytes() int64 {

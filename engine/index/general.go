@@ -694,6 +694,21 @@ func (x *genIndex) Extents(ctx context.Context, fn func(off, size int64) error) 
 	return reportExtents(all, fn)
 }
 
+// DropClean drops the clean leaves (Index.DropClean).
+func (x *genIndex) DropClean() {
+	x.ld.writers.RLock()
+	defer x.ld.writers.RUnlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, sl := range x.mu.slots {
+		// (next is only meaningful inside a Flush, which the writers
+		// lock keeps out.)
+		if sl.mem != nil && !sl.mem.dirty && !sl.dead && !sl.disk.isNil() {
+			sl.mem = nil
+		}
+	}
+}
+
 // MemBytes reports the encoded size of the root block and of every loaded
 // or created leaf.
 func (x *genIndex) MemBytes() int64 {

@@ -139,6 +139,13 @@ type Index interface {
 	// shared cache's budget (issue 5 §4). It costs O(block slots), not
 	// O(entries), and takes the index's read lock.
 	MemBytes() int64
+	// DropClean lets go of the leaf blocks (data blocks, pages, leaves)
+	// held in memory that equal their block on disk, so that the memory
+	// the index costs can be given back under pressure; a later lookup
+	// reads such a block again, as on first touch. Blocks changed since
+	// the last Flush, and the blocks above the leaves, stay. It waits for
+	// a Flush in progress and takes the index's lock briefly.
+	DropClean()
 }
 
 var (

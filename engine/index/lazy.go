@@ -198,6 +198,16 @@ type unitSlot struct {
 	next ptr // the Flush in progress's new block
 }
 
+// dropClean forgets the slot's unit when it is the block on disk (not
+// changed since the last Flush), so that the next touch reads it again.
+// Callers hold the index's lock for writing and the loader's writers lock
+// (no Flush is between its prepare and its swap, so next is nil).
+func (us *unitSlot) dropClean() {
+	if us.mem != nil && !us.mem.dirty && !us.disk.isNil() && us.next.isNil() {
+		us.mem = nil
+	}
+}
+
 // unitBlockSize is the size of a unit block holding n entries.
 func unitBlockSize(n int) int { return 20 + n*entrySize + trailerSize }
 

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"reflect"
 	"testing"
 )
 
@@ -125,6 +126,91 @@ func TestMemBytesGrowShrink(t *testing.T) {
 // batch, so it must cost about as little as a lookup. scc is MemBytes on a
 // fully loaded 200,000-entry index of each kind; baseline is one Get on
 // the same index.
+// TestDropClean: DropClean gives back the memory of every leaf equal to
+// its block on disk and keeps the changed ones; every entry reads the same
+// afterwards (the dropped leaves are read again); after a Flush what stays
+// is what a freshly opened index of the new root keeps (the top block and,
+// for an extensible array, its super blocks).
+func TestDropClean(t *testing.T) {
+	ctx := context.Background()
+	for name, bl := range map[string]*built{"ea": buildEA(t), "fa": buildFA(t), "general": buildGeneral(t)} {
+		t.Run(name, func(t *testing.T) {
+			x, err := Open(ctx, bl.kind, bl.g, bl.root, bl.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := func(x Index) map[string]Entry {
+				m := map[string]Entry{}
+				c := make([]uint64, len(bl.g.Grid))
+				var walk func(d int)
+				walk = func(d int) {
+					if d == len(c) {
+						e, err := x.Get(ctx, c)
+						if err != nil {
+							t.Fatal(err)
+						}
+						m[key(c)] = e
+						return
+					}
+					for c[d] = 0; c[d] < bl.g.Grid[d]; c[d]++ {
+						walk(d + 1)
+					}
+				}
+				walk(0)
+				return m
+			}
+			before := all(x)
+			total := x.MemBytes()
+			x.DropClean()
+			floor := x.MemBytes()
+			if floor >= total {
+				t.Fatalf("DropClean of a clean index kept %d of %d bytes", floor, total)
+			}
+			if after := all(x); !reflect.DeepEqual(after, before) || x.MemBytes() != total {
+				t.Fatalf("entries changed or memory %d != %d after reloading", x.MemBytes(), total)
+			}
+			// A changed leaf stays (one in the middle: an extensible
+			// array keeps its first entries in its index block).
+			c := make([]uint64, len(bl.g.Grid))
+			for d := range c {
+				c[d] = bl.g.Grid[d] / 2
+			}
+			e := Entry{Addr: 1 << 40, Size: 7, Sum: 9}
+			if _, err := x.Put(ctx, c, e); err != nil {
+				t.Fatal(err)
+			}
+			before[key(c)] = e
+			x.DropClean()
+			if got := x.MemBytes(); got <= floor {
+				t.Fatalf("DropClean with one changed leaf kept %d bytes, no more than the clean floor %d", got, floor)
+			}
+			if got, err := x.Get(ctx, c); err != nil || got != e {
+				t.Fatalf("changed entry after DropClean: %+v, %v", got, err)
+			}
+			root, err := x.Flush(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bl.s.commit()
+			x.DropClean()
+			y, err := Open(ctx, bl.kind, bl.g, root, bl.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fresh := all(y); !reflect.DeepEqual(fresh, before) {
+				t.Fatal("the flushed root does not hold the entries")
+			}
+			y.DropClean()
+			if got, want := x.MemBytes(), y.MemBytes(); got != want {
+				t.Fatalf("after Flush and DropClean: %d bytes, a fresh index of the root keeps %d", got, want)
+			}
+			if after := all(x); !reflect.DeepEqual(after, before) {
+				t.Fatal("entries changed across Flush and DropClean")
+			}
+		})
+	}
+}
+
 func BenchmarkMemBytes(b *testing.B) {
 	ctx := context.Background()
 	for _, k := range []Kind{KindExtensibleArray, KindGeneral} {
