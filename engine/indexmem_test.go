@@ -11,6 +11,22 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
+// rowFile is a file with dataset "t" of n rows of row bytes, one chunk per
+// row, an extensible-array index, row k holding k*31+7 in every byte.
+func rowFile(t *testing.T, n, row uint64) (*vfd.Mem, []byte) {
+	mem := vfd.NewMem()
+	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 20}})
+	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{n, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
+	must(t, err)
+	vals := make([]byte, n*row)
+	for i := range vals {
+		vals[i] = byte(uint64(i)/row*31 + 7)
+	}
+	must(t, ds.Write(context.Background(), All([]uint64{n, row}), vals))
+	must(t, f.Close())
+	return mem, vals
+}
+
 // TestIndexMemoryInCacheBudget reads a file with a large extensible-array
 // index cold and checks issue 5 §4: the index blocks the reads loaded are
 // charged to the shared cache as metadata (exactly the index's MemBytes),
@@ -21,21 +37,12 @@ import (
 func TestIndexMemoryInCacheBudget(t *testing.T) {
 	ctx := context.Background()
 	const n, row = 50_000, 256 // 50,000 chunks of one 256-byte row
-	mem := vfd.NewMem()
-	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 20}})
-	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{n, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
-	must(t, err)
-	vals := make([]byte, n*row)
-	for i := range vals {
-		vals[i] = byte(i/row*31 + 7)
-	}
-	must(t, ds.Write(ctx, All([]uint64{n, row}), vals))
-	must(t, f.Close())
+	mem, _ := rowFile(t, n, row)
 
 	cnt := vfd.NewCounting(mem)
-	f = tOpen(t, cnt, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 512 << 10}})
+	f := tOpen(t, cnt, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 512 << 10}})
 	defer f.Close()
-	ds, err = f.OpenDataset("t")
+	ds, err := f.OpenDataset("t")
 	must(t, err)
 	if k := ds.IndexKind(); k != "extensible-array" {
 		t.Fatalf("index kind %s", k)
@@ -121,16 +128,7 @@ func TestIndexMemoryInCacheBudget(t *testing.T) {
 func TestIndexShedUnderPressure(t *testing.T) {
 	ctx := context.Background()
 	const n, row = 50_000, 16
-	mem := vfd.NewMem()
-	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 20}})
-	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{n, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
-	must(t, err)
-	vals := make([]byte, n*row)
-	for i := range vals {
-		vals[i] = byte(i/row*31 + 7)
-	}
-	must(t, ds.Write(ctx, All([]uint64{n, row}), vals))
-	must(t, f.Close())
+	mem, vals := rowFile(t, n, row)
 	// The whole index, read with room for it.
 	g := tOpen(t, mem, &Options{ReadOnly: true})
 	gds, err := g.OpenDataset("t")
@@ -140,8 +138,8 @@ func TestIndexShedUnderPressure(t *testing.T) {
 	must(t, g.Close())
 
 	const limit = 64 << 10
-	f = tOpen(t, mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: limit, ActiveMultiplier: 1}})
-	ds, err = f.OpenDataset("t")
+	f := tOpen(t, mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: limit, ActiveMultiplier: 1}})
+	ds, err := f.OpenDataset("t")
 	must(t, err)
 	c := f.Cache()
 	if full < 4*limit {

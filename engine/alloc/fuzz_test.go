@@ -6,33 +6,48 @@ import (
 	"testing"
 )
 
+// encodeExtents is the fuzzers' input: an EOF, then extents, each
+// little-endian uint64s.
+func encodeExtents(eof int64, ext ...Extent) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(eof))
+	for _, e := range ext {
+		b = binary.LittleEndian.AppendUint64(b, uint64(e.Off))
+		b = binary.LittleEndian.AppendUint64(b, uint64(e.Size))
+	}
+	return b
+}
+
+// decodeExtents reads encodeExtents's form (at most 64 extents) and the
+// sum of their sizes; ok is false when b is too short for an EOF.
+func decodeExtents(b []byte) (eof int64, ext []Extent, total int64, ok bool) {
+	if len(b) < 8 {
+		return 0, nil, 0, false
+	}
+	eof = int64(binary.LittleEndian.Uint64(b))
+	for b = b[8:]; len(b) >= 16 && len(ext) < 64; b = b[16:] {
+		e := Extent{int64(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))}
+		ext = append(ext, e)
+		total += e.Size
+	}
+	return eof, ext, total, true
+}
+
+func addExtentSeeds(f *testing.F) {
+	f.Add(encodeExtents(ds+100, Extent{ds, 10}, Extent{ds + 10, 5}, Extent{ds + 50, 50}))
+	f.Add(encodeExtents(ds+100, Extent{ds, 10}, Extent{ds + 5, 10}))
+	f.Add(encodeExtents(ds, Extent{ds, 1}))
+}
+
 // FuzzRebuild: the live extents come from on-disk metadata, so Rebuild gets
 // arbitrary ones. It must never panic; on success the allocator passes
 // Check and its free extents plus the live ones tile [dataStart, eof)
 // exactly; on failure the error is one of the documented sentinels.
 func FuzzRebuild(f *testing.F) {
-	enc := func(eof int64, ext ...Extent) []byte {
-		b := binary.LittleEndian.AppendUint64(nil, uint64(eof))
-		for _, e := range ext {
-			b = binary.LittleEndian.AppendUint64(b, uint64(e.Off))
-			b = binary.LittleEndian.AppendUint64(b, uint64(e.Size))
-		}
-		return b
-	}
-	f.Add(enc(ds+100, Extent{ds, 10}, Extent{ds + 10, 5}, Extent{ds + 50, 50}))
-	f.Add(enc(ds+100, Extent{ds, 10}, Extent{ds + 5, 10}))
-	f.Add(enc(ds, Extent{ds, 1}))
+	addExtentSeeds(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if len(b) < 8 {
+		eof, live, liveBytes, ok := decodeExtents(b)
+		if !ok {
 			return
-		}
-		eof := int64(binary.LittleEndian.Uint64(b))
-		var live []Extent
-		var liveBytes int64
-		for b = b[8:]; len(b) >= 16 && len(live) < 64; b = b[16:] {
-			e := Extent{int64(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))}
-			live = append(live, e)
-			liveBytes += e.Size
 		}
 		a, err := Rebuild(ds, eof, live)
 		if err != nil {

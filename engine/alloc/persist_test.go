@@ -1,7 +1,6 @@
 package alloc
 
 import (
-	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"reflect"
@@ -147,28 +146,11 @@ func TestRebuildFreeErrors(t *testing.T) {
 // panic; on success Check passes, the free bytes are the map's, and a new
 // allocation never lands outside the map or below EOF's held space.
 func FuzzRebuildFree(f *testing.F) {
-	enc := func(eof int64, ext ...Extent) []byte {
-		b := binary.LittleEndian.AppendUint64(nil, uint64(eof))
-		for _, e := range ext {
-			b = binary.LittleEndian.AppendUint64(b, uint64(e.Off))
-			b = binary.LittleEndian.AppendUint64(b, uint64(e.Size))
-		}
-		return b
-	}
-	f.Add(enc(ds+100, Extent{ds, 10}, Extent{ds + 10, 5}, Extent{ds + 50, 50}))
-	f.Add(enc(ds+100, Extent{ds, 10}, Extent{ds + 5, 10}))
-	f.Add(enc(ds, Extent{ds, 1}))
+	addExtentSeeds(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if len(b) < 8 {
+		eof, free, freeBytes, ok := decodeExtents(b)
+		if !ok {
 			return
-		}
-		eof := int64(binary.LittleEndian.Uint64(b))
-		var free []Extent
-		var freeBytes int64
-		for b = b[8:]; len(b) >= 16 && len(free) < 64; b = b[16:] {
-			e := Extent{int64(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))}
-			free = append(free, e)
-			freeBytes += e.Size
 		}
 		a, err := RebuildFree(ds, eof, free)
 		if err != nil {
