@@ -1,7 +1,11 @@
 package cache
 
 import (
+	"cmp"
+	"context"
 	"fmt"
+	"runtime"
+	"slices"
 
 	"github.com/scc-dev/scc/vfd"
 )
@@ -39,55 +43,168 @@ type DirectReader interface {
 	VerifyDirect(coord Coord, loc Location, dst, trailer []byte) error
 }
 
-// readDirect serves the groups of a read that can go directly (see above)
-// and returns the others.
-func (c *Cache) readDirect(reqs []Request, gs []*group) ([]*group, error) {
-	type direct struct {
-		g       *group
-		dst     []byte
-		trailer []byte
+// directShare is the least a direct read gives each worker: a read of
+// more than twice this is cut into shares (one vector read and its
+// checksums each) that run on the worker pool at once, so the kernel's
+// copy of one share overlaps the checksum of another. Smaller shares
+// would cost more in hand-offs than they save.
+const directShare = 256 << 10
+
+// directRead is one chunk read directly: whole into the caller's bytes
+// (dst, trailer), or in part into pooled blocks (directpart.go).
+type directRead struct {
+	g       *group
+	dst     []byte // whole: the caller's bytes
+	trailer []byte // whole: the stored trailer
+	tl      int    // whole: len(trailer), before it is carved
+	part    *partRead
+}
+
+func (x *directRead) bytes() int64 {
+	if x.part != nil {
+		return x.part.bytes()
 	}
-	var ds []direct
+	return int64(len(x.dst) + x.tl)
+}
+
+// readDirect serves the groups of a read that can go directly, whole
+// (above) or in part (directpart.go), and returns the others.
+func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]*group, error) {
+	var ds []directRead
+	var trailers int
 	rest := gs[:0:0]
 	for _, g := range gs {
-		dr, ok := g.d.lay().l.(DirectReader)
-		if !ok || len(g.reqs) != 1 || !g.loc.Exists() {
+		if !g.loc.Exists() {
 			rest = append(rest, g)
 			continue
 		}
-		dst, tl, ok := dr.DirectTarget(g.loc, reqs[g.reqs[0]].Piece)
-		if !ok || tl < 0 || int64(len(dst)+tl) != g.loc.Size {
-			rest = append(rest, g)
+		l := g.d.lay().l
+		if dr, ok := l.(DirectReader); ok && len(g.reqs) == 1 {
+			dst, tl, ok := dr.DirectTarget(g.loc, reqs[g.reqs[0]].Piece)
+			if ok && tl >= 0 && int64(len(dst)+tl) == g.loc.Size {
+				ds = append(ds, directRead{g: g, dst: dst, tl: tl})
+				trailers += tl
+				continue
+			}
+		}
+		if p := c.planPart(reqs, g); p != nil {
+			ds = append(ds, directRead{g: g, part: p})
 			continue
 		}
-		ds = append(ds, direct{g: g, dst: dst, trailer: make([]byte, tl)})
+		rest = append(rest, g)
 	}
 	if len(ds) == 0 {
 		return gs, nil
 	}
-	byFile := map[*File][]vfd.Extent{}
-	var files []*File
-	for _, x := range ds {
-		f := x.g.d.file
-		if _, ok := byFile[f]; !ok {
-			files = append(files, f)
-		}
-		byFile[f] = append(byFile[f], vfd.Extent{Off: x.g.loc.Addr, Buf: x.dst})
-		if len(x.trailer) > 0 {
-			byFile[f] = append(byFile[f], vfd.Extent{Off: x.g.loc.Addr + int64(len(x.dst)), Buf: x.trailer})
+	// The trailers share one side buffer: no allocation per chunk.
+	if trailers > 0 {
+		side := make([]byte, trailers)
+		for i := range ds {
+			if tl := ds[i].tl; tl > 0 {
+				ds[i].trailer, side = side[:tl:tl], side[tl:]
+			}
 		}
 	}
-	for _, f := range files {
-		exts := byFile[f]
-		if err := c.readV(f, exts); err != nil {
-			return nil, fmt.Errorf("cache: reading %d chunks directly: %w", len(exts), err)
+	// In file then address order: each share is then one run of the file
+	// wherever the chunks are adjacent (one preadv).
+	slices.SortFunc(ds, func(a, b directRead) int {
+		if a.g.d.file != b.g.d.file {
+			return cmp.Compare(a.g.d.file.serial, b.g.d.file.serial)
 		}
-	}
-	for _, x := range ds {
-		dr := x.g.d.lay().l.(DirectReader)
-		if err := dr.VerifyDirect(x.g.coord, x.g.loc, x.dst, x.trailer); err != nil {
-			return nil, fmt.Errorf("cache: chunk %v read directly: %w", x.g.coord, err)
+		return cmp.Compare(a.g.loc.Addr, b.g.loc.Addr)
+	})
+	shares := c.directShares(ds)
+	err := c.run.run(ctx, len(shares)-1, func(i int) error {
+		return c.readShare(ds[shares[i]:shares[i+1]])
+	})
+	if err != nil {
+		for i := range ds {
+			ds[i].part.release()
 		}
+		return nil, err
 	}
 	return rest, nil
+}
+
+// directShares cuts ds (sorted) into shares of about equal bytes, at least
+// directShare each, no more than the worker count; it returns the share
+// boundaries (shares[i], shares[i+1]).
+func (c *Cache) directShares(ds []directRead) []int {
+	var total int64
+	for i := range ds {
+		total += ds[i].bytes()
+	}
+	n := int(min(total/directShare, int64(runtime.GOMAXPROCS(0)), int64(len(ds))))
+	if n <= 1 {
+		return []int{0, len(ds)}
+	}
+	shares := make([]int, 1, n+1)
+	want := (total + int64(n) - 1) / int64(n)
+	var acc int64
+	for i := range ds {
+		acc += ds[i].bytes()
+		if acc >= want && i+1 < len(ds) && len(shares) < n {
+			shares = append(shares, i+1)
+			acc = 0
+		}
+	}
+	return append(shares, len(ds))
+}
+
+// readShare reads one share of a direct read (sorted by file and
+// address) with one vector read per file, then verifies every chunk and,
+// for those read in part, serves their pieces. Blocks read in part go
+// back to the pool whatever happens.
+func (c *Cache) readShare(ds []directRead) (err error) {
+	defer func() {
+		for i := range ds {
+			ds[i].part.release()
+		}
+	}()
+	var n int
+	for i := range ds {
+		if p := ds[i].part; p != nil {
+			n += len(p.blocks)
+		} else {
+			n += 2
+		}
+	}
+	exts := make([]vfd.Extent, 0, n)
+	for start := 0; start < len(ds); {
+		f := ds[start].g.d.file
+		end := start
+		for ; end < len(ds) && ds[end].g.d.file == f; end++ {
+			x := &ds[end]
+			addr := x.g.loc.Addr
+			if p := x.part; p != nil {
+				for j, b := range p.blocks {
+					exts = append(exts, vfd.Extent{Off: addr + b.Off, Buf: p.bufs[j]})
+				}
+				continue
+			}
+			exts = append(exts, vfd.Extent{Off: addr, Buf: x.dst})
+			if len(x.trailer) > 0 {
+				exts = append(exts, vfd.Extent{Off: addr + int64(len(x.dst)), Buf: x.trailer})
+			}
+		}
+		if err := c.readV(f, exts); err != nil {
+			return fmt.Errorf("cache: reading %d chunks directly: %w", end-start, err)
+		}
+		exts = exts[:0]
+		start = end
+	}
+	for i := range ds {
+		x := &ds[i]
+		if x.part != nil {
+			if err := x.part.serve(); err != nil {
+				return fmt.Errorf("cache: chunk %v read in part directly: %w", x.g.coord, err)
+			}
+			continue
+		}
+		dr := x.g.d.lay().l.(DirectReader)
+		if err := dr.VerifyDirect(x.g.coord, x.g.loc, x.dst, x.trailer); err != nil {
+			return fmt.Errorf("cache: chunk %v read directly: %w", x.g.coord, err)
+		}
+	}
+	return nil
 }
