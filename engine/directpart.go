@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/format"
