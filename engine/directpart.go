@@ -1,7 +1,6 @@
 package engine
 
 import (
-
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/format"
 	"github.com/scc-dev/scc/engine/selection"
