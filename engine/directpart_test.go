@@ -410,7 +410,7 @@ func TestDirectReadAllocs(t *testing.T) {
 	}
 	one, eight := allocs(1), allocs(8)
 	t.Logf("allocations per read: %.0f for one piece, %.0f for eight", one, eight)
-	if per := (eight - one) / 7; per > 3 {
+	if per := (eight - one) / 7; per > 2 {
 		t.Fatalf("%.1f allocations per piece read directly", per)
 	}
 }
