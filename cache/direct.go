@@ -17,7 +17,15 @@ import (
 // a side buffer; the layout then verifies the checksum on those bytes. The
 // chunk is not made resident, so a one-pass read of a large dataset costs
 // the cache neither memory nor evictions, and the bytes are copied once (by
-// the kernel).
+// the kernel). Reads of part of a chunk the cache would not keep go the
+// same way, into pooled buffers (directpart.go).
+//
+// All the chunks of one request that go directly, whole or in part, are
+// read with one vector read per file (adjacent extents coalesce into one
+// preadv), and each is verified on the bytes read. A request of more than
+// two directShares is cut into shares run at once on the worker pool (the
+// caller runs one), so one share's copy in the kernel overlaps another's
+// checksums; with one worker, or under directShare, it runs inline.
 //
 // Coherence: only chunks missing from the table go direct. A resident copy
 // (dirty or clean) is served from memory, and an entry being loaded or

@@ -587,7 +587,7 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	}
 	var later []int
 	switch o.kind {
-	case opRead: // whole unfiltered chunks go straight to the caller (direct.go)
+	case opRead: // whole unfiltered chunks go straight to the caller (direct.go), parts of chunks above the bypass threshold by their blocks (directpart.go)
 		// ...except those with a prefetched image entry, which
 		// readImages serves without a read (prefetched.go).
 		var pre []*group
