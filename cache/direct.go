@@ -142,7 +142,7 @@ func (c *Cache) directShares(ds []directRead) []int {
 	for i := range ds {
 		total += ds[i].bytes()
 	}
-	n := int(min(total/directShare, int64(runtime.GOMAXPROCS(0)), int64(len(ds))))
+	n := int(min(total/directShare, int64(min(runtime.GOMAXPROCS(0), c.cfg.Workers)), int64(len(ds))))
 	if n <= 1 {
 		return []int{0, len(ds)}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -412,5 +413,66 @@ func TestDirectReadAllocs(t *testing.T) {
 	t.Logf("allocations per read: %.0f for one piece, %.0f for eight", one, eight)
 	if per := (eight - one) / 7; per > 2 {
 		t.Fatalf("%.1f allocations per piece read directly", per)
+	}
+}
+
+// TestDirectReadShares: a direct read of many pieces is cut into shares
+// read and verified at once on the worker pool; the bytes are right, a
+// damaged piece in any share fails the read with ErrCorrupt, and a read
+// of the pieces around it still succeeds.
+func TestDirectReadShares(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one worker: no shares")
+	}
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	spec := DatasetSpec{Type: Uint8, Shape: []uint64{4096, 1024}, Layout: Contiguous} // 64 pieces
+	f, err := CreateWith(mem, nil)
+	must(t, err)
+	ds, err := f.CreateDataset("c", spec)
+	must(t, err)
+	data := randomBytes(rand.New(rand.NewPCG(6, 6)), 4096*1024)
+	must(t, ds.Write(ctx, All(spec.Shape), data))
+	must(t, f.Flush(ctx))
+	exts, err := ds.ChunkExtents(ctx)
+	must(t, err)
+	must(t, f.Close())
+	open := func() (*File, *Dataset) {
+		f, err := OpenWith(mem, &Options{ReadOnly: true})
+		must(t, err)
+		ds, err := f.OpenDataset("c")
+		must(t, err)
+		return f, ds
+	}
+	f, ds = open()
+	got := make([]byte, len(data))
+	before := f.Cache().Stats()
+	must(t, ds.Read(ctx, All(spec.Shape), got))
+	if !bytes.Equal(got, data) {
+		t.Fatal("read differs")
+	}
+	if st := f.Cache().Stats(); st.Loads != before.Loads || st.VectorReads-before.VectorReads < 2 {
+		t.Fatalf("%d loads, %d vector reads: want direct, in shares", st.Loads-before.Loads, st.VectorReads-before.VectorReads)
+	}
+	must(t, f.Close())
+	for _, p := range []int64{3, 60} { // in the first share, in the last
+		b := []byte{0}
+		off := exts[0].Off + p<<16 + 999
+		_, _ = mem.ReadAt(b, off)
+		b[0] ^= 1
+		_, _ = mem.WriteAt(b, off)
+		f, ds = open()
+		if err := ds.Read(ctx, All(spec.Shape), got); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("piece %d damaged: %v", p, err)
+		}
+		sel := Box([]uint64{uint64(p+1) * 64, 0}, []uint64{64 * 2, 1024})
+		buf := make([]byte, sel.NumElements())
+		must(t, ds.Read(ctx, sel, buf))
+		if !bytes.Equal(buf, data[(p+1)<<16:(p+3)<<16]) {
+			t.Fatalf("pieces after %d differ", p)
+		}
+		must(t, f.Close())
+		b[0] ^= 1
+		_, _ = mem.WriteAt(b, off)
 	}
 }
