@@ -2,9 +2,7 @@ package cache
 
 import (
 	"cmp"
-	"context"
 	"fmt"
-	"runtime"
 	"slices"
 
 	"github.com/scc-dev/scc/vfd"
@@ -22,10 +20,11 @@ import (
 //
 // All the chunks of one request that go directly, whole or in part, are
 // read with one vector read per file (adjacent extents coalesce into one
-// preadv), and each is verified on the bytes read. A request of more than
-// two directShares is cut into shares run at once on the worker pool (the
-// caller runs one), so one share's copy in the kernel overlaps another's
-// checksums; with one worker, or under directShare, it runs inline.
+// preadv) and each is verified on the bytes read, on the caller's
+// goroutine. (Cutting a large read into shares verified at once on the
+// worker pool was tried and dropped: on a machine whose cores are busy,
+// the usual case with concurrent readers, it was about 10 % slower than
+// one pass, and with concurrent readers the cores are used anyway.)
 //
 // Coherence: only chunks missing from the table go direct. A resident copy
 // (dirty or clean) is served from memory, and an entry being loaded or
@@ -51,13 +50,6 @@ type DirectReader interface {
 	VerifyDirect(coord Coord, loc Location, dst, trailer []byte) error
 }
 
-// directShare is the least a direct read gives each worker: a read of
-// more than twice this is cut into shares (one vector read and its
-// checksums each) that run on the worker pool at once, so the kernel's
-// copy of one share overlaps the checksum of another. Smaller shares
-// would cost more in hand-offs than they save.
-const directShare = 256 << 10
-
 // directRead is one chunk read directly: whole into the caller's bytes
 // (dst, trailer), or in part into pooled blocks (directpart.go).
 type directRead struct {
@@ -77,7 +69,7 @@ func (x *directRead) bytes() int64 {
 
 // readDirect serves the groups of a read that can go directly, whole
 // (above) or in part (directpart.go), and returns the others.
-func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]*group, error) {
+func (c *Cache) readDirect(reqs []Request, gs []*group) ([]*group, error) {
 	var ds []directRead
 	var trailers int
 	rest := gs[:0:0]
@@ -113,57 +105,25 @@ func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]
 			}
 		}
 	}
-	// In file then address order: each share is then one run of the file
-	// wherever the chunks are adjacent (one preadv).
+	// In file then address order: adjacent chunks are one run of the
+	// file (one preadv).
 	slices.SortFunc(ds, func(a, b directRead) int {
 		if a.g.d.file != b.g.d.file {
 			return cmp.Compare(a.g.d.file.serial, b.g.d.file.serial)
 		}
 		return cmp.Compare(a.g.loc.Addr, b.g.loc.Addr)
 	})
-	shares := c.directShares(ds)
-	err := c.run.run(ctx, len(shares)-1, func(i int) error {
-		return c.readShare(ds[shares[i]:shares[i+1]])
-	})
-	if err != nil {
-		for i := range ds {
-			ds[i].part.release()
-		}
+	if err := c.readVerify(ds); err != nil {
 		return nil, err
 	}
 	return rest, nil
 }
 
-// directShares cuts ds (sorted) into shares of about equal bytes, at least
-// directShare each, no more than the worker count; it returns the share
-// boundaries (shares[i], shares[i+1]).
-func (c *Cache) directShares(ds []directRead) []int {
-	var total int64
-	for i := range ds {
-		total += ds[i].bytes()
-	}
-	n := int(min(total/directShare, int64(min(runtime.GOMAXPROCS(0), c.cfg.Workers)), int64(len(ds))))
-	if n <= 1 {
-		return []int{0, len(ds)}
-	}
-	shares := make([]int, 1, n+1)
-	want := (total + int64(n) - 1) / int64(n)
-	var acc int64
-	for i := range ds {
-		acc += ds[i].bytes()
-		if acc >= want && i+1 < len(ds) && len(shares) < n {
-			shares = append(shares, i+1)
-			acc = 0
-		}
-	}
-	return append(shares, len(ds))
-}
-
-// readShare reads one share of a direct read (sorted by file and
+// readVerify reads the chunks of a direct read (sorted by file and
 // address) with one vector read per file, then verifies every chunk and,
 // for those read in part, serves their pieces. Blocks read in part go
 // back to the pool whatever happens.
-func (c *Cache) readShare(ds []directRead) (err error) {
+func (c *Cache) readVerify(ds []directRead) error {
 	defer func() {
 		for i := range ds {
 			ds[i].part.release()

@@ -7,7 +7,7 @@ import "fmt"
 // whose stored chunk is made of blocks that each carry their own checksum
 // (a structured chunk's sections, a contiguous extent's pieces), reads
 // only the blocks the read needs, with the rest of the read's direct
-// chunks in one vector read per file (readShare), into pooled buffers;
+// chunks in one vector read per file (readVerify), into pooled buffers;
 // the layout verifies each block on the bytes read and serves the pieces
 // from them. Nothing is made resident.
 //

@@ -603,7 +603,7 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 			work = rest
 		}
 		var err error
-		if work, err = c.readDirect(ctx, reqs, work); err != nil {
+		if work, err = c.readDirect(reqs, work); err != nil {
 			return nil, err
 		}
 		work = append(work, pre...)
