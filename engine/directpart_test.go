@@ -332,6 +332,27 @@ func TestDirectPartCrashAtEveryWrite(t *testing.T) {
 	crashSweep(t, directPartWorkload(t), 4)
 }
 
+// bypassAll puts every chunk above the bypass threshold: every read of a
+// chunk not resident goes directly (whole or in part).
+var bypassAll = cache.Config{QuiescentBytes: 4 << 10, BypassBytes: 1}
+
+// TestDirectPartSparseFault and TestDirectPartVlenFault run the sparse and
+// variable-length fault sweeps with every read of a stored chunk going
+// directly (frames, and selection sections alone for DefinedElements).
+func TestDirectPartSparseFault(t *testing.T) {
+	defer verifyNoLeaks(t)
+	faultSweep(t, func(drv vfd.Driver, seed uint64, snaps snapshots) (uint64, error) {
+		return sparseWorkloadWith(bypassAll, drv, seed, snaps)
+	}, 5)
+}
+
+func TestDirectPartVlenFault(t *testing.T) {
+	defer verifyNoLeaks(t)
+	faultSweep(t, func(drv vfd.Driver, seed uint64, snaps snapshots) (uint64, error) {
+		return vlenWorkloadWith(bypassAll, drv, seed, snaps)
+	}, 6)
+}
+
 // TestDirectPartSparse: with every chunk above the bypass threshold,
 // DefinedElements reads only the header and selection section of each
 // stored sparse chunk, and value reads decode whole frames directly;
