@@ -23,7 +23,7 @@ import (
 // preadv) and each is verified on the bytes read, on the caller's
 // goroutine. (Cutting a large read into shares verified at once on the
 // worker pool was tried and dropped: on a machine whose cores are busy,
-// the usual case with concurrent readers, it was about 10 % slower than
+// the usual case with concurrent readers, it measured 5-10 % slower than
 // one pass, and with concurrent readers the cores are used anyway.)
 //
 // Coherence: only chunks missing from the table go direct. A resident copy
