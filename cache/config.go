@@ -92,7 +92,9 @@ type Config struct {
 	// modified, and dropped at once (seed 002 "Skip Cache"). Default 0 means
 	// QuiescentBytes/4; -1 means never bypass. A write covering such a
 	// chunk whole, of a layout that offers it (DirectWriter), goes from the
-	// caller's buffer to the file without a copy (directwrite.go).
+	// caller's buffer to the file without a copy (directwrite.go); a read
+	// of part of one, of a layout that offers it (PartReader), reads only
+	// the checksummed blocks it needs (directpart.go).
 	BypassBytes int64
 	// NoDirectWrites turns the direct write path off (directwrite.go):
 	// whole-chunk writes above BypassBytes are then created, gathered,

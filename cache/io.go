@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/scc-dev/scc/vfd"
@@ -416,9 +417,12 @@ type group struct {
 	reqs   []int
 	oneReq [1]int // backs reqs for the common one-request group
 	full   bool   // every request is Full
-	loc    Location
-	epoch  uint64 // d.relocs when loc was looked up
-	e      *entry
+	// slabbed: coord is part of one request's slab (missing), which
+	// entries must not keep.
+	slabbed bool
+	loc     Location
+	epoch   uint64 // d.relocs when loc was looked up
+	e       *entry
 }
 
 func (g *group) hint() int64 {
@@ -521,6 +525,19 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	}
 	var oneG [1]*group
 	gs := oneG[:0]
+	// Several chunks' groups and coordinates come from one slab each: a
+	// read of many chunks allocates nothing per chunk here. Entries copy
+	// the coordinates they keep (claim).
+	var slab []group
+	var coords []uint64
+	if len(idx) > 1 {
+		n := 0
+		for _, i := range idx {
+			n += len(reqs[i].Coord)
+		}
+		slab, coords = make([]group, 0, len(idx)), make([]uint64, 0, n)
+		gs = make([]*group, 0, len(idx))
+	}
 	for _, i := range idx {
 		var g *group
 		if byKey != nil {
@@ -528,7 +545,14 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 		}
 		if g == nil {
 			r := &reqs[i]
-			g = &group{key: keys[i], d: r.Dataset, coord: append(Coord(nil), r.Coord...), full: true}
+			if slab == nil {
+				g = &group{key: keys[i], d: r.Dataset, coord: append(Coord(nil), r.Coord...), full: true}
+			} else {
+				at := len(coords)
+				coords = append(coords, r.Coord...)
+				slab = append(slab, group{key: keys[i], d: r.Dataset, coord: coords[at:len(coords):len(coords)], full: true, slabbed: true})
+				g = &slab[len(slab)-1]
+			}
 			g.reqs = g.oneReq[:0]
 			if byKey != nil {
 				byKey[keys[i]] = g
@@ -563,7 +587,7 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	}
 	var later []int
 	switch o.kind {
-	case opRead: // whole unfiltered chunks go straight to the caller (direct.go)
+	case opRead: // whole unfiltered chunks go straight to the caller (direct.go), parts of chunks above the bypass threshold by their blocks (directpart.go)
 		// ...except those with a prefetched image entry, which
 		// readImages serves without a read (prefetched.go).
 		var pre []*group
@@ -682,7 +706,11 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 // it claimed and the requests of those someone else claimed first.
 func (c *Cache) claim(gs []*group) (mine []*group, later []int) {
 	for _, g := range gs {
-		e := &entry{key: g.key, coord: g.coord, ds: g.d}
+		coord := g.coord
+		if g.slabbed {
+			coord = slices.Clone(coord) // do not keep the request's slab alive
+		}
+		e := &entry{key: g.key, coord: coord, ds: g.d}
 		e.initLoading()
 		if _, loaded := c.chunks.LoadOrStore(g.key, e); loaded {
 			later = append(later, g.reqs...)

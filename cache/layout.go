@@ -12,30 +12,88 @@ import (
 // variable-length (structured, multi-section chunks) and contiguous (one
 // extent cut into pieces of whole rows, engine/contig.go).
 //
-// Seed 002 callback       → here
-//   H5SC_layout_query     → Layout.ChunkDims
-//   H5SC_chunk_lookup_t   → Layout.Lookup
-//   H5SC_new_chunk_t      → Layout.NewChunk
-//   H5SC_chunk_decode_t   → Layout.Decode
-//   H5SC_chunk_encode_t   → Layout.Encode (never modifies the chunk)
-//   H5SC_chunk_insert_t   → Layout.Insert (allocate) + Layout.Publish (index)
-//   H5SC_chunk_scatter_mem_t → Layout.Scatter; fill of absent chunks → Layout.ScatterFill
-//   H5SC_chunk_gather_mem_t  → Layout.Gather
-//   H5SC_chunk_fill_t     → NewChunk(fill) for new chunks, ScatterFill for
-//                           absent ones, Trim after a shrink
-//   H5SC_chunk_erase_values_t (set extent) → Layout.Trim
-//   H5SC_delete_chunk_t   → Layout.Delete (extent); a chunk emptied by
-//                           erasing is deleted by its layout's Publish
-//   H5SC_chunk_evict_t    → optional Evicter (dense and contiguous
-//                           chunks give their pooled buffers back)
-//   H5SC_chunk_condense_t → optional Condenser (sparse and variable-length
-//                           chunks, which grow and shrink, drop slack and
-//                           defragment their heaps; engine/condense.go)
-//   direct chunk read/write, whole chunks → optional DirectReader,
-//                           DirectWriter (direct.go, directwrite.go):
-//                           dense chunks both ways, contiguous pieces
-//                           (fixed-size blocks of one extent, each with
-//                           its own checksum) read directly
+// Seed 002's callbacks, each with where it lives here and which of the
+// engine's layouts implement it (dense = dense chunked, engine/layout.go;
+// sparse, engine/sparse.go, with its selection view; vlen,
+// engine/vlen.go; contig = contiguous, engine/contig.go; the direct paths
+// for part of a chunk are in engine/directpart.go):
+//
+//   layout query          → Layout.ChunkDims: all.
+//   lookup                → Layout.Lookup: all.
+//   decode                → Layout.Decode: all.
+//   decode_defined_values → a second registered dataset of a sparse
+//                           dataset, the selection view, whose Lookup
+//                           locates only the frame header and selection
+//                           section of a stored chunk and whose Decode
+//                           decodes only them (seed 001 §2.1 item 6): the
+//                           cache loads and keeps selections without the
+//                           values, in the same budget; its coordinates
+//                           name the stored version, so a kept selection
+//                           is never stale. Not needed by dense, contig and
+//                           vlen, where every element is defined.
+//   new_chunk             → Layout.NewChunk: all.
+//   condense              → optional Condenser: sparse and vlen, whose
+//                           chunks grow and shrink (slack, heap
+//                           defragmentation; engine/condense.go). Dense and
+//                           contig chunks have a fixed size.
+//   encode                → Layout.Encode (never modifies the chunk): all.
+//   evict                 → optional Evicter: dense and contig give their
+//                           pooled buffers back; sparse and vlen hold plain
+//                           Go memory.
+//   encode_in_place       → not part of the interface: Encode writes the
+//                           image into a pooled buffer the cache owns
+//                           (Encoded.Pooled) and Evict recycles the chunk's
+//                           buffer, so an in-place variant saves nothing.
+//   insert                → Layout.Insert (allocate) + Layout.Publish
+//                           (index): all but the read-only selection view.
+//   selection_read,       → one pair here, because the file layer has vector
+//   vector_read             I/O only (vfd.Driver.ReadV): the layout names
+//                           the bytes, the cache reads every chunk of a
+//                           request that goes directly with one vector read
+//                           per file (direct.go), in shares on the worker
+//                           pool when large. Whole chunks: optional
+//                           DirectReader (the stored bytes are the caller's
+//                           bytes, read straight into the caller's buffer):
+//                           dense unfiltered chunks, contig pieces. Part of
+//                           a chunk: optional PartReader (directpart.go;
+//                           blocks that each carry a checksum, read into
+//                           pooled buffers, verified, served): contig (the
+//                           whole piece, whose checksum covers it), sparse
+//                           (the frame; the selection view reads the header
+//                           and selection section alone), vlen (the frame).
+//                           Dense chunks: whole only (see below).
+//   selection_write,      → optional DirectWriter, whole chunks only: dense
+//   vector_write            unfiltered chunks and contig pieces go from the
+//                           caller's buffer to newly allocated space
+//                           (directwrite.go; contig: the working extent). Part
+//                           of a chunk never goes directly: every layout's
+//                           checksum covers a whole chunk frame, section or
+//                           piece, so a partial write is a read-modify-write
+//                           of it, and writing that at its place would
+//                           overwrite the committed copy (DESIGN.md "No data
+//                           loss"); written elsewhere it is what the cached
+//                           path already does. Seed 002's other use of them,
+//                           filling elements a shrink left out of bounds, is
+//                           Trim.
+//   scatter_mem           → Layout.Scatter; fill of absent chunks →
+//                           Layout.ScatterFill: all.
+//   gather_mem            → Layout.Gather: all but the selection view.
+//   fill                  → NewChunk(fill) for new chunks, ScatterFill for
+//                           absent ones, Trim after a shrink: all.
+//   defined_values        → Scatter of a "defined" piece (below): sparse (and
+//                           its selection view).
+//   erase_values          → user erase: Gather of an "erase" piece (sparse);
+//                           set extent: Layout.Trim (dense, sparse and vlen
+//                           reset or undefine the elements outside the new
+//                           extent; contig extents do not change).
+//   evict_values          → not part of the interface: with selections kept
+//                           by their own dataset (decode_defined_values), a
+//                           chunk need not shed its values to keep its
+//                           selection; evicting it whole is enough.
+//   delete_chunk          → Layout.Delete (extent): dense, sparse, vlen; a
+//                           chunk emptied by erasing encodes to an empty
+//                           image, which its layout's Publish turns into a
+//                           deletion (sparse).
 //
 // The operations seed 002 gives layouts of structured chunks are carried
 // by the Piece instead of by more callbacks: a Piece is the layout's own
@@ -43,44 +101,29 @@ import (
 // (write), "erase values" or "report defined values", and its Scatter and
 // Gather do what the piece says. The cache's rules stay those of a read
 // (Scatter, shared) and a write (Gather, exclusive, chunk re-sized and
-// dirtied afterwards). The engine's sparse layout (engine/sparse.go) works
-// this way:
+// dirtied afterwards).
 //
-//   H5SC_chunk_defined_values_t → Scatter of a "defined" piece
-//   H5SC_chunk_erase_values_t (user erase) → Gather of an "erase" piece;
-//                           a chunk left with no defined value encodes to
-//                           an empty image, which Publish turns into a
-//                           deletion (delete_chunk)
-//   H5SC_chunk_decode_defined_values_t → a second registered dataset
-//                           whose Lookup locates only the selection
-//                           section of a stored chunk and whose Decode
-//                           decodes only it (seed 001 §2.1 item 6): the
-//                           cache loads and keeps selections without the
-//                           values, in the same budget. Its chunk
-//                           coordinates name the stored version, so a kept
-//                           selection is never stale.
+// When chunks go directly: a read of a whole chunk that is not resident
+// whenever the layout offers the caller's bytes (DirectTarget); a read of
+// part of a chunk, and a write of a whole one, when the chunk is not
+// resident and larger than Config.BypassBytes (the chunks the cached path
+// would load, serve and drop at once, or keep only by evicting others).
+// Other chunks above BypassBytes are loaded, served and dropped at once
+// (the fallback seed 002 names for "Skip Cache"). A resident copy, clean
+// or dirty, always serves the request.
 //
-// Not part of the interface, and why:
-//   - evict_values: with selections kept by their own dataset, a whole
-//     chunk need not shed its values to keep its selection; evicting it
-//     whole is enough.
-//   - encode_in_place: Encode writes the image into a pooled buffer the
-//     cache owns (Encoded.Pooled) and the chunk's buffer is recycled on
-//     Evict, so an in-place variant would save no allocation.
-//   - selection/vector read and write of part of a chunk (reading or
-//     writing a piece straight between disk and the caller's buffer):
-//     not implemented. A dense chunk's stored frame carries one checksum
-//     over the whole image, which a partial direct read could not verify,
-//     and a partial direct write would overwrite the only good copy in
-//     place (DESIGN.md "No data loss"). Structured chunks checksum each
-//     section, so a per-section direct read is verifiable; the selection
-//     view above is that read, made through the cache. Whole chunks go
-//     directly: a whole unfiltered chunk that is not resident is read
-//     into the caller's buffer and verified there (DirectReader), and
-//     written from it into newly allocated space with its checksum from a
-//     side buffer (DirectWriter). Other chunks larger than
-//     Config.BypassBytes skip the cache by being loaded, served and
-//     dropped at once (the fallback seed 002 names for "Skip Cache").
+// Dense chunks are read and written directly only whole. A dense chunk's
+// stored frame carries one CRC32C over the whole image (FORMAT.md chunk
+// frame), which a partial read cannot verify. Per-block checksums were
+// weighed and left out: they would need a new chunk frame version (a
+// table of block sums beside the trailer, checked by Decode, Check, the
+// raw chunk API and the direct paths) for a case the layouts already
+// cover: a dense chunk is the unit its writer chose, read whole (as HDF5
+// does) and, when larger than the cache and wanted whole, straight into
+// the caller's buffer; an unfiltered array read in small parts belongs in
+// smaller chunks or in the contiguous layout, whose ~64 KiB pieces are
+// exactly such checksummed blocks. A partial read of a dense chunk larger
+// than the cache therefore loads it, serves the part and drops it.
 
 // Coord is a chunk's scaled coordinates: element coordinates divided by the
 // chunk dimensions, so adjacent chunks differ by one (seed 002 "scaled").

@@ -19,6 +19,10 @@ import (
 // the first dimension of about contigPieceBytes each (the piece shape is
 // the header's Chunk field), so a contiguous dataset shares the budget
 // and the cache's I/O machinery, and a piece is the unit of its checksums.
+// Pieces not resident are read directly: whole ones into the caller's
+// buffer (DirectTarget, below), and, above the cache's bypass threshold,
+// parts of them by reading the whole pieces into pooled buffers
+// (engine/directpart.go), where whole pieces are also written directly.
 //
 // Crash safety without a chunk index: the committed extent is never
 // written over (DESIGN.md "No data loss"). The first piece written back

@@ -58,7 +58,8 @@ type ioScratch struct {
 	runs     [8][]selection.Run
 	runArr   [8]selection.Run
 	// Multi-chunk requests.
-	reqs []cache.Request
+	reqs   []cache.Request
+	pieces pieceArena // piecearena.go
 }
 
 var ioPool = sync.Pool{New: func() any { return new(ioScratch) }}
@@ -69,6 +70,7 @@ func (sc *ioScratch) put() {
 	sc.regions[0] = serialize.Region{}
 	sc.one[0] = cache.Request{}
 	sc.onePiece = piece{}
+	sc.pieces.reset()
 	if cap(sc.reqs) > 1024 {
 		sc.reqs = nil // do not keep the slice of a huge request
 	}
@@ -147,8 +149,7 @@ func (s *dsState) prepare(sel Selection, buf []byte, sc *ioScratch) (reqs []cach
 	reqs = sc.reqs[:0]
 	err = selection.Split(h, s.chunk, func(p *selection.Piece) error {
 		// Split reuses p for the next chunk: keep a copy.
-		cp := p.Clone()
-		pc := &piece{p: &cp, buf: buf, bufShape: bufShape}
+		pc := sc.pieces.clone(p, buf, bufShape)
 		reqs = append(reqs, cache.Request{
 			Dataset: cds,
 			Coord:   cache.Coord(pc.p.Coord),

@@ -16,9 +16,14 @@ import (
 // values tell defined from undefined and verifyCommitted can check
 // DefinedElements too (verifyDefined).
 func sparseCrashWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
+	return sparseWorkloadWith(cache.Config{QuiescentBytes: 3 << 10}, drv, seed, snaps)
+}
+
+// sparseWorkloadWith is sparseCrashWorkload in a cache of configuration cfg.
+func sparseWorkloadWith(cfg cache.Config, drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 7))
-	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 3 << 10}}
+	opts := &Options{CacheConfig: cfg}
 	refs := map[string]*refArray{}
 	snaps.record(1, refs)
 	f, err := CreateWith(drv, opts)

@@ -296,9 +296,14 @@ func TestVlenConcurrent(t *testing.T) {
 
 // vlenCrashWorkload is crashWorkload for a variable-length dataset.
 func vlenCrashWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
+	return vlenWorkloadWith(cache.Config{QuiescentBytes: 4 << 10}, drv, seed, snaps)
+}
+
+// vlenWorkloadWith is vlenCrashWorkload in a cache of configuration cfg.
+func vlenWorkloadWith(cfg cache.Config, drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 3))
-	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 10}}
+	opts := &Options{CacheConfig: cfg}
 	refs := map[string]*refArray{}
 	snaps.record(1, refs)
 	f, err := CreateWith(drv, opts)
@@ -363,6 +368,16 @@ func vlenCrashWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck ui
 	refs["v"].resizeVlen([]uint64{7, 6})
 	if err := write(4); err != nil {
 		return lastAck, err
+	}
+	// Read back under faults (directly when the cache bypasses every
+	// chunk): an error surfaces, a clean run reads the model.
+	all := All(refs["v"].dims)
+	got, err := ds.ReadVlen(ctx, all)
+	if err != nil {
+		return lastAck, err
+	}
+	if err := vlenDiff(got, refs["v"].readVlen(all)); err != nil {
+		return lastAck, fmt.Errorf("read back: %w", err)
 	}
 	snaps.record(f.Generation()+1, refs)
 	return lastAck, nil

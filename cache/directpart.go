@@ -1,0 +1,120 @@
+package cache
+
+import "fmt"
+
+// Direct reads in part (seed 002 "selection read" and "vector read"; issue
+// 12 item 5): a read of part of a chunk that is not resident, of a layout
+// whose stored chunk is made of blocks that each carry their own checksum
+// (a structured chunk's sections, a contiguous extent's pieces), reads
+// only the blocks the read needs, with the rest of the read's direct
+// chunks in one vector read per file (readVerify), into pooled buffers;
+// the layout verifies each block on the bytes read and serves the pieces
+// from them. Nothing is made resident.
+//
+// Rule: the chunk is missing from the table (as for whole chunks: a
+// resident copy, clean or dirty, serves the read, and a load or eviction
+// in progress is waited for), and it is larger than Config.BypassBytes
+// (Location.SizeHint): the rule directwrite.go uses, for the chunks the
+// cached path would load, serve and drop at once (dropBypass) or, kept,
+// would only evict others. A chunk the cache would keep goes through it,
+// so the next part of it is a hit. BypassBytes -1 turns the path off.
+//
+// Coherence is that of the whole-chunk direct read (direct.go): a chunk
+// absent from the table has no unpublished version; a write that
+// overlaps the read is ordered by the engine's serializer, and at the
+// cache level the blocks' checksums catch a torn read as corruption.
+
+// Block is a byte range of a chunk's stored image, from Location.Addr.
+type Block struct{ Off, Len int64 }
+
+// PartReader is implemented by layouts whose stored chunks can be read
+// and verified in part.
+type PartReader interface {
+	// PartBlocks returns the blocks of the stored image at loc that
+	// serve pieces (every request of the read that falls in the chunk),
+	// each of which the layout can verify on its own; ok false means
+	// "not in part" and the cached path serves the read. Blocks lie
+	// inside [0, loc.Size) and do not overlap.
+	PartBlocks(coord Coord, loc Location, pieces []Piece) (blocks []Block, ok bool)
+	// ReadPart verifies each block read (bufs[i] holds blocks[i]) against
+	// its own checksum and serves the pieces from them as Scatter would.
+	// A mismatch is an error wrapping the layout's corruption sentinel;
+	// the caller's bytes of the pieces are then undefined. ReadPart owns
+	// bufs (from GetBuf) and may give them back with PutBuf.
+	ReadPart(coord Coord, loc Location, pieces []Piece, blocks []Block, bufs [][]byte) error
+}
+
+// partRead is one chunk read in part: its blocks and their buffers.
+type partRead struct {
+	pr     PartReader
+	coord  Coord
+	loc    Location
+	pieces []Piece
+	blocks []Block
+	bufs   [][]byte // nil once handed to ReadPart or released
+}
+
+// planPart returns g's part read, or nil when g does not go that way.
+func (c *Cache) planPart(reqs []Request, g *group) *partRead {
+	pr, ok := g.d.lay().l.(PartReader)
+	if !ok || g.loc.SizeHint <= c.sizing().bypass {
+		return nil
+	}
+	pieces := make([]Piece, len(g.reqs))
+	for i, r := range g.reqs {
+		pieces[i] = reqs[r].Piece
+	}
+	blocks, ok := pr.PartBlocks(g.coord, g.loc, pieces)
+	if !ok || len(blocks) == 0 {
+		return nil
+	}
+	var end, total int64
+	for _, b := range blocks {
+		// In order and inside the image: a layout's mistake must not
+		// become a read of someone else's bytes or a huge buffer.
+		if b.Len <= 0 || b.Off < end || b.Off > g.loc.Size-b.Len {
+			return nil
+		}
+		end = b.Off + b.Len
+		total += b.Len
+	}
+	if total > maxStored(g.loc.SizeHint) {
+		return nil
+	}
+	p := &partRead{pr: pr, coord: g.coord, loc: g.loc, pieces: pieces, blocks: blocks, bufs: make([][]byte, len(blocks))}
+	for i, b := range blocks {
+		p.bufs[i] = GetBuf(int(b.Len))
+	}
+	return p
+}
+
+func (p *partRead) bytes() int64 {
+	var n int64
+	for _, b := range p.blocks {
+		n += b.Len
+	}
+	return n
+}
+
+// serve hands the blocks read to the layout.
+func (p *partRead) serve() (err error) {
+	bufs := p.bufs
+	p.bufs = nil
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	return p.pr.ReadPart(p.coord, p.loc, p.pieces, p.blocks, bufs)
+}
+
+// release gives back the buffers of a part read never served. nil-safe.
+func (p *partRead) release() {
+	if p == nil {
+		return
+	}
+	for _, b := range p.bufs {
+		PutBuf(b)
+	}
+	p.bufs = nil
+}

@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/selection"
+)
+
+// The direct paths for part of a chunk (issue 12 item 5; seed 002
+// "selection read", "vector read"; cache/directpart.go decides when): a
+// read of chunks the cache would not keep reads only the blocks it needs
+// (each verifiable by its own checksum) straight from the file into pooled
+// buffers and serves the pieces from them, without making anything
+// resident.
+//
+//   - contiguous: a piece's checksum covers the piece, so the block is the
+//     whole piece; a read of part of it (a column slab of a 2-D extent, a
+//     few rows) reads that piece with the read's other pieces in one
+//     vector read. Whole pieces contiguous in the caller's buffer go
+//     straight into it (DirectTarget).
+//   - sparse: a read that only asks where elements are defined
+//     (DefinedElements, through the selection view) reads the frame header
+//     and the selection section alone; a read of values reads the whole
+//     frame (both sections are needed, each checked against its own
+//     checksum).
+//   - variable-length: the whole frame (the fixed section locates values
+//     anywhere in the heap, which is filtered as one section).
+//
+// Writes of part of a chunk never go directly: the stored checksum covers
+// a whole piece or section, so a partial write is a read-modify-write of
+// it, and writing it in place would overwrite the committed copy
+// (DESIGN.md "No data loss"). Whole contiguous pieces are written directly
+// (DirectSource) into the working extent, which no commit references.
+
+var (
+	_ cache.PartReader   = (*contigLayout)(nil)
+	_ cache.DirectWriter = (*contigLayout)(nil)
+	_ cache.PartReader   = (*sparseLayout)(nil)
+	_ cache.PartReader   = (*vlenLayout)(nil)
+	_ cache.PartReader   = (*sparseSelView)(nil)
+)
+
+// readPieces reports whether every piece is a *piece of one of kinds.
+func readPieces(pieces []cache.Piece, kinds ...pieceKind) bool {
+	for _, p := range pieces {
+		pc, ok := p.(*piece)
+		if !ok {
+			return false
+		}
+		found := false
+		for _, k := range kinds {
+			found = found || pc.kind == k
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// PartBlocks reads a whole piece for any part of it: its checksum covers
+// all of it. The last piece, shorter than the piece shape when the rows do
+// not divide, stays on the cached path (Scatter works on a full piece).
+func (l *contigLayout) PartBlocks(_ cache.Coord, loc cache.Location, pieces []cache.Piece) ([]cache.Block, bool) {
+	if loc.Size != l.s.chunkBytes || !readPieces(pieces, pieceData) {
+		return nil, false
+	}
+	return []cache.Block{{Len: loc.Size}}, true
+}
+
+// ReadPart verifies the piece read and copies the parts the pieces select
+// to the caller's buffer.
+func (l *contigLayout) ReadPart(coord cache.Coord, loc cache.Location, pieces []cache.Piece, _ []cache.Block, bufs [][]byte) error {
+	b := bufs[0]
+	defer cache.PutBuf(b)
+	if err := l.VerifyDirect(coord, loc, b, nil); err != nil {
+		return err
+	}
+	for _, p := range pieces {
+		pc := p.(*piece)
+		selection.Scatter(pc.buf, pc.bufShape, b, l.s.chunk, pc.p, l.s.elemSize)
+	}
+	return nil
+}
+
+// DirectSource lets a write of a whole piece, contiguous in the caller's
+// buffer, go from it to the file (cache/directwrite.go decides when: pieces
+// above the cache's bypass threshold). Insert places it in the working
+// extent, never the committed one, so a crash before the commit leaves the
+// committed extent as it was. The short last piece stays on the cached path.
+func (l *contigLayout) DirectSource(coord cache.Coord, p cache.Piece) ([]byte, bool) {
+	if coord[0] >= l.pieces {
+		return nil, false
+	}
+	if _, size := l.piece(coord[0]); size != l.s.chunkBytes {
+		return nil, false
+	}
+	if pc, ok := p.(*piece); !ok || pc.kind != pieceData {
+		return nil, false
+	}
+	return (&denseLayout{s: l.s}).wholeRun(p)
+}
+
+// DirectFrame: a stored piece is its bytes, with no frame; its checksum
+// goes to the working table (Publish).
+func (l *contigLayout) DirectFrame(_ cache.Coord, src []byte) (head, tail []byte, sum uint32) {
+	return nil, nil, format.Checksum(src)
+}
+
+// PartBlocks reads the whole frame: values need both sections. (Reads
+// that only ask where elements are defined go to the selection view,
+// below, which reads the header and selection section alone.)
+func (l *sparseLayout) PartBlocks(_ cache.Coord, loc cache.Location, pieces []cache.Piece) ([]cache.Block, bool) {
+	if !readPieces(pieces, pieceData, pieceDefined, pieceValues) {
+		return nil, false
+	}
+	return []cache.Block{{Len: loc.Size}}, true
+}
+
+// ReadPart decodes the frame read (Decode checks each section against its
+// own checksum and the frame against the index's) and serves the pieces;
+// nothing is kept.
+func (l *sparseLayout) ReadPart(coord cache.Coord, loc cache.Location, pieces []cache.Piece, _ []cache.Block, bufs [][]byte) error {
+	ch, err := l.Decode(coord, loc, bufs[0]) // owns bufs[0]
+	if err != nil {
+		return err
+	}
+	for _, p := range pieces {
+		if err := l.Scatter(ch, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PartBlocks: the selection view's stored image is already the frame's
+// header and selection section (Lookup), read whole.
+func (v *sparseSelView) PartBlocks(_ cache.Coord, loc cache.Location, pieces []cache.Piece) ([]cache.Block, bool) {
+	if !readPieces(pieces, pieceDefined) {
+		return nil, false
+	}
+	return []cache.Block{{Len: loc.Size}}, true
+}
+
+// ReadPart decodes the selection read (Decode verifies it) and serves
+// the pieces; nothing is kept.
+func (v *sparseSelView) ReadPart(coord cache.Coord, loc cache.Location, pieces []cache.Piece, _ []cache.Block, bufs [][]byte) error {
+	ch, err := v.Decode(coord, loc, bufs[0]) // owns bufs[0]
+	if err != nil {
+		return err
+	}
+	for _, p := range pieces {
+		if err := v.Scatter(ch, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PartBlocks reads the whole frame of a variable-length chunk.
+func (l *vlenLayout) PartBlocks(_ cache.Coord, loc cache.Location, pieces []cache.Piece) ([]cache.Block, bool) {
+	if !readPieces(pieces, pieceVlen) {
+		return nil, false
+	}
+	return []cache.Block{{Len: loc.Size}}, true
+}
+
+// ReadPart decodes the frame read (Decode verifies it) and serves the
+// pieces; nothing is kept.
+func (l *vlenLayout) ReadPart(coord cache.Coord, loc cache.Location, pieces []cache.Piece, _ []cache.Block, bufs [][]byte) error {
+	ch, err := l.Decode(coord, loc, bufs[0]) // owns bufs[0]
+	if err != nil {
+		return err
+	}
+	for _, p := range pieces {
+		if err := l.Scatter(ch, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
