@@ -391,7 +391,9 @@ func (l *contigLayout) commitParams(ctx context.Context) ([]byte, error) {
 		l.mu.written[p], l.mu.wsums[p] = true, format.Checksum(b)
 	}
 	if old.base != 0 {
-		l.s.f.space.free(old.base, l.size)
+		// Replaced by the working extent this commit names
+		// (space.freeReplaced: the image's free-space map holds it).
+		l.s.f.space.freeReplaced(old.base, l.size)
 	}
 	l.mu.committed = contigState{base: l.mu.wbase, sums: l.mu.wsums}
 	l.mu.wbase, l.mu.wsums, l.mu.written = 0, nil, nil
