@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/scc-dev/scc/vfd"
 )
@@ -20,6 +21,7 @@ func (c *Cache) linkLocked(e *entry) {
 	d.members = e
 	e.linked = true
 	c.mu.pol.add(e)
+	e.touchedAt.Store(c.acc.clock.Add(1)) // at the front, as after a touch
 	c.stampLocked(e)
 }
 
@@ -49,13 +51,64 @@ func (c *Cache) drainLocked() {
 
 func (c *Cache) touchLocked(batch []*entry) {
 	stamp := c.ad.aging.Load()
+	clock := c.acc.clock.Load()
 	for _, e := range batch {
 		e.queued.Store(false)
 		c.mu.pol.touch(e)
+		clock++
+		e.touchedAt.Store(clock)
 		if stamp {
 			c.stampLocked(e)
 		}
 	}
+	c.acc.clock.Store(clock)
+	c.acc.window.Store(uint64(c.chunks.Len()) / recentWindowDiv)
+}
+
+// accessClock tells the hit path which hits the recency policies need
+// not hear about.
+//
+// Why: recording is the largest single item of a hit — the buffer's stripe
+// lock, and, when the batch is replayed, the policy's list move, which
+// writes the lines of the entry and its two neighbours. An LRU order needs
+// no record of a hit on an entry that the policy put at the front (a
+// touch, or its load) only a few such moves ago: it is still near the
+// front, and the record would move it at most window places. So for the recency policies (two-stage LRU, LRU,
+// MRU) a hit on an entry touched within the last window policy moves is
+// not recorded: the order stays exact up to window positions (1/8 of the
+// resident entries), and a hot set smaller than that costs no record at
+// all. The frequency policies (LFU, SIEVE's visited bit, S3-FIFO's 2-bit
+// counts) count hits and record every one. The traces' hit ratios with
+// this rule are the /smp rows of trace_test.go (TestPolicyHitRatios checks
+// them against the unsampled buffer).
+//
+// Both words are written once per replayed batch (touchLocked), under the
+// policy lock, and read by every hit: the padding keeps them off the lines
+// of the fields around them.
+type accessClock struct {
+	_      [64]byte
+	clock  atomic.Uint64 // entries put at the front so far (touchLocked, linkLocked)
+	window atomic.Uint64 // moves within which a touched entry needs no record
+	_      [48]byte
+}
+
+// recentWindowDiv: window = resident entries / recentWindowDiv.
+const recentWindowDiv = 8
+
+// recentlyTouched reports whether an entry touched at clock at is still
+// within window moves of the front at clock now (0: never touched).
+func recentlyTouched(now, at, window uint64) bool {
+	return at != 0 && now-at < window
+}
+
+// skipRecord reports whether the hit path may leave out the access record
+// of a hit on e (see accessClock).
+func (c *Cache) skipRecord(e *entry) bool {
+	switch c.cfg.Policy {
+	case PolicyTwoStageLRU, PolicyLRU, PolicyMRU:
+		return recentlyTouched(c.acc.clock.Load(), e.touchedAt.Load(), c.acc.window.Load())
+	}
+	return false
 }
 
 // recordAccess notes a hit for the policy without taking the policy lock

@@ -182,38 +182,40 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		return false, nil
 	}
 	var err error
-	var epochDue bool
+	var n int64 // this hit's number on its stripe
 	if o.kind == opRead && e.tryPinRead() {
-		epochDue = c.countHit(e)
+		n = c.countHit(e)
 		err = c.lightRead(e, r)
 		e.unpinRead()
 		if c.spaceWaiters.Load() > 0 {
 			c.signalSpace() // as in unpin: a waiter may want this entry
 		}
 	} else if e.tryPin() {
-		epochDue = c.countHit(e)
+		n = c.countHit(e)
 		err = c.apply(o, e, r)
 		c.unpin(e)
 	} else {
 		return false, nil
 	}
-	c.recordAccess(e)
-	if epochDue && c.sizing().ad != nil {
+	if !c.skipRecord(e) {
+		c.recordAccess(e)
+	}
+	if n%hitCheckEvery == 0 && c.sizing().ad != nil {
 		c.closeEpoch(false) // adaptive.go: epochs of hits close without waiting for the adaptor
 	}
 	return true, err
 }
 
-// countHit counts a hit on e, pinned by the caller. It reports whether
-// this hit is the one of every hitCheckEvery on its stripe that should
-// look at adaptive sizing's epoch (once unpinned).
-func (c *Cache) countHit(e *entry) (epochDue bool) {
-	epochDue = c.st.hot.AddStripe(hotHits, 1)%hitCheckEvery == 0
+// countHit counts a hit on e, pinned by the caller. It returns the hit's
+// number on its stripe of the cache's hit counter, which paces the look at
+// adaptive sizing's epoch (every hitCheckEvery-th) without a shared write.
+func (c *Cache) countHit(e *entry) (n int64) {
+	n = c.st.hot.AddStripe(hotHits, 1)
 	e.ds.counters().Add(dsHits, 1)
 	if e.prefetched.Load() {
 		c.prefetchUsed(e)
 	}
-	return epochDue
+	return n
 }
 
 // lightRead is apply's read for a light pin: no latch (latch.go).
