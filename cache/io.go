@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"github.com/scc-dev/scc/lockfree"
 	"runtime"
 	"sync"
 
@@ -210,8 +211,9 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 // number on its stripe of the cache's hit counter, which paces the look at
 // adaptive sizing's epoch (every hitCheckEvery-th) without a shared write.
 func (c *Cache) countHit(e *entry) (n int64) {
-	n = c.st.hot.AddStripe(hotHits, 1)
-	e.ds.counters().Add(dsHits, 1)
+	p := lockfree.ProcHint()
+	n = c.st.hot.AddAt(p, hotHits, 1)
+	e.ds.counters().AddAt(p, dsHits, 1)
 	if e.prefetched.Load() {
 		c.prefetchUsed(e)
 	}
