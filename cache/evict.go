@@ -130,23 +130,24 @@ func (c *Cache) recordAccess(e *entry) {
 		return
 	}
 	e.queued.Store(true)
-	full, kept := c.accesses.Add(e)
-	if !kept {
+	if !c.accesses.AddFlush(e, c.flushAccesses) {
 		e.queued.Store(false)
-		return
 	}
-	if full == nil {
-		return
-	}
+}
+
+// flushAccesses replays a full stripe of access records (from
+// recordAccess, under the stripe's lock) if the policy lock is free, and
+// drops them otherwise. TryLock, never Lock: evict holds Cache.mu while it
+// drains the stripes.
+func (c *Cache) flushAccesses(full []*entry) {
 	if c.mu.TryLock() {
 		c.touchLocked(full)
 		c.mu.Unlock()
-	} else {
-		for _, x := range full { // dropped: let them be recorded again
-			x.queued.Store(false)
-		}
+		return
 	}
-	clear(full)
+	for _, x := range full { // dropped: let them be recorded again
+		x.queued.Store(false)
+	}
 }
 
 // remove takes entries that are in the evicting (or loading, for entries
