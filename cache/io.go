@@ -104,7 +104,9 @@ func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (
 // and, for its counts, one stripe of c.st.hot and one of the dataset's
 // counters, both the stripe of the caller's P (lockfree.Counters), so the
 // lines it writes are private to its core unless goroutines read the same
-// chunk. The access record is deduplicated per entry (recordAccess).
+// chunk. The access record is deduplicated per entry (recordAccess) and,
+// for the recency policies, left out for an entry near the front of the
+// order (accessClock, evict.go).
 func (c *Cache) serveHits(o op, reqs []Request) (int, error) {
 	i := 0
 	for ; i < len(reqs); i++ {
