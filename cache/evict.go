@@ -95,16 +95,22 @@ type accessClock struct {
 	_      [64]byte
 	clock  atomic.Uint64 // entries put at the front so far (touchLocked, linkLocked)
 	window atomic.Uint64 // moves within which a touched entry needs no record
-	_      [48]byte
+	// epoch is clock when adaptive sizing's age epoch in progress began
+	// (advanceAge): a record also stamps the entry's age
+	// (adaptive_age.go), so an entry not put at the front since then is
+	// recorded however recent, or it would look unused to the age-out.
+	epoch atomic.Uint64
+	_     [40]byte
 }
 
 // recentWindowDiv: window = resident entries / recentWindowDiv.
 const recentWindowDiv = 4
 
 // recentlyTouched reports whether an entry touched at clock at is still
-// within window moves of the front at clock now (0: never touched).
-func recentlyTouched(now, at, window uint64) bool {
-	return at != 0 && now-at < window
+// within window moves of the front at clock now (0: never touched), and
+// was touched after clock since.
+func recentlyTouched(now, at, window, since uint64) bool {
+	return at != 0 && at > since && now-at < window
 }
 
 // skipRecord reports whether the hit path may leave out the access record
@@ -112,7 +118,7 @@ func recentlyTouched(now, at, window uint64) bool {
 func (c *Cache) skipRecord(e *entry) bool {
 	switch c.cfg.Policy {
 	case PolicyTwoStageLRU, PolicyLRU, PolicyMRU:
-		return recentlyTouched(c.acc.clock.Load(), e.touchedAt.Load(), c.acc.window.Load())
+		return recentlyTouched(c.acc.clock.Load(), e.touchedAt.Load(), c.acc.window.Load(), c.acc.epoch.Load())
 	}
 	return false
 }

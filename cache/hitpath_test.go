@@ -49,7 +49,8 @@ func TestHitPathAllocs(t *testing.T) {
 // TestSkipRecordWindow: with a recency policy, a hit on an entry that the
 // policy put at the front less than a window of moves ago is not recorded
 // (its queued flag stays clear); a hit on one that has drifted further
-// back is; the frequency policies record every hit.
+// back is, and so is any hit on an entry not put at the front since the
+// age epoch began; the frequency policies record every hit.
 func TestSkipRecordWindow(t *testing.T) {
 	for _, pk := range []PolicyKind{PolicyTwoStageLRU, PolicyLRU, PolicyS3FIFO} {
 		e := newEnv(t, Config{QuiescentBytes: 64 << 20, Policy: pk})
@@ -81,6 +82,14 @@ func TestSkipRecordWindow(t *testing.T) {
 		}
 		if !oldest.queued.Load() {
 			t.Errorf("%v: hit on the oldest entry not recorded", pk)
+		}
+		// A new age epoch (adaptive_age.go advanceAge) makes every entry
+		// not put at the front since then need a record again, however
+		// recent: the record is what stamps its age.
+		e.c.acc.epoch.Store(e.c.acc.clock.Load())
+		must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, n-1)}))
+		if !newest.queued.Load() {
+			t.Errorf("%v: hit on the newest entry in a new age epoch not recorded", pk)
 		}
 	}
 }

@@ -72,7 +72,7 @@ type policySim struct {
 func (s *policySim) skipRecord(e *entry) bool {
 	switch s.kind {
 	case PolicyTwoStageLRU, PolicyLRU, PolicyMRU:
-		return recentlyTouched(s.clock, e.touchedAt.Load(), s.window)
+		return recentlyTouched(s.clock, e.touchedAt.Load(), s.window, 0)
 	}
 	return false
 }
