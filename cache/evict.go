@@ -74,12 +74,13 @@ func (c *Cache) touchLocked(batch []*entry) {
 // no record of a hit on an entry that the policy put at the front (a
 // touch, or its load) only a few such moves ago: it is still near the
 // front, and the record would move it at most window places. So for the
-// recency policies (two-stage LRU, LRU, MRU) a hit on an entry put at the
-// front within the last window moves is not recorded: the order stays
-// exact up to window positions (a quarter of the resident entries), and a
-// hot set smaller than that costs no record at all. The frequency
-// policies (LFU, SIEVE's visited bit, S3-FIFO's 2-bit counts) count hits
-// and record every one.
+// LRU policies (two-stage LRU, LRU) a hit on an entry put at the front
+// within the last window moves is not recorded: the order stays exact up
+// to window positions (a quarter of the resident entries) at the end that
+// is not evicted, and a hot set smaller than that costs no record at all.
+// MRU evicts from the front, where those positions are the ones that
+// count, and the frequency policies (LFU, SIEVE's visited bit, S3-FIFO's
+// 2-bit counts) count hits: they record every one.
 //
 // The window: on the traces of trace_test.go (the /smp rows), LRU fed this
 // way loses at most 0.16 points of hit ratio against LRU fed every hit at
@@ -117,7 +118,7 @@ func recentlyTouched(now, at, window, since uint64) bool {
 // of a hit on e (see accessClock).
 func (c *Cache) skipRecord(e *entry) bool {
 	switch c.cfg.Policy {
-	case PolicyTwoStageLRU, PolicyLRU, PolicyMRU:
+	case PolicyTwoStageLRU, PolicyLRU:
 		return recentlyTouched(c.acc.clock.Load(), e.touchedAt.Load(), c.acc.window.Load(), c.acc.epoch.Load())
 	}
 	return false

@@ -46,13 +46,13 @@ func TestHitPathAllocs(t *testing.T) {
 	}
 }
 
-// TestSkipRecordWindow: with a recency policy, a hit on an entry that the
+// TestSkipRecordWindow: with an LRU policy, a hit on an entry that the
 // policy put at the front less than a window of moves ago is not recorded
 // (its queued flag stays clear); a hit on one that has drifted further
 // back is, and so is any hit on an entry not put at the front since the
-// age epoch began; the frequency policies record every hit.
+// age epoch began; MRU and the frequency policies record every hit.
 func TestSkipRecordWindow(t *testing.T) {
-	for _, pk := range []PolicyKind{PolicyTwoStageLRU, PolicyLRU, PolicyS3FIFO} {
+	for _, pk := range []PolicyKind{PolicyTwoStageLRU, PolicyLRU, PolicyMRU, PolicyS3FIFO} {
 		e := newEnv(t, Config{QuiescentBytes: 64 << 20, Policy: pk})
 		d, l := e.dataset(1, -1, 64)
 		const n = 64
@@ -66,7 +66,7 @@ func TestSkipRecordWindow(t *testing.T) {
 		e.c.drainLocked()
 		e.c.touchLocked(nil)
 		e.c.mu.Unlock()
-		if w := e.c.acc.window.Load(); pk != PolicyS3FIFO && w != n/recentWindowDiv {
+		if w := e.c.acc.window.Load(); w != n/recentWindowDiv {
 			t.Fatalf("%v: window %d, want %d", pk, w, n/recentWindowDiv)
 		}
 		newest, _ := e.c.chunks.Load(makeKey(d.serial, Coord{n - 1}))
@@ -76,7 +76,7 @@ func TestSkipRecordWindow(t *testing.T) {
 		}
 		must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, n-1)}))
 		must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}))
-		recency := pk != PolicyS3FIFO
+		recency := pk == PolicyTwoStageLRU || pk == PolicyLRU
 		if got := newest.queued.Load(); got == recency {
 			t.Errorf("%v: hit on the newest entry recorded %v, want %v", pk, got, !recency)
 		}

@@ -71,7 +71,7 @@ type policySim struct {
 // skipRecord is Cache.skipRecord on the simulation's clock.
 func (s *policySim) skipRecord(e *entry) bool {
 	switch s.kind {
-	case PolicyTwoStageLRU, PolicyLRU, PolicyMRU:
+	case PolicyTwoStageLRU, PolicyLRU:
 		return recentlyTouched(s.clock, e.touchedAt.Load(), s.window, 0)
 	}
 	return false
