@@ -82,5 +82,6 @@ func (c *Cache) advanceAge(n int) (recent int64, ok bool) {
 	}
 	r.cur++
 	r.slots[r.cur%ageSlots] = 0
+	c.acc.epoch.Store(c.acc.clock.Load()) // hits record again until stamped in this epoch
 	return recent, true
 }

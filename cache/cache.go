@@ -80,7 +80,7 @@ type Cache struct {
 	// ad is adaptive sizing's state (adaptive.go).
 	ad adaptState
 
-	chunks *lockfree.Map[chunkKey, *entry]
+	chunks *chunkTable // table.go
 	files  *lockfree.Registry[uint64, *File]
 	serial atomic.Uint64 // last dataset/file serial handed out
 	run    runner
@@ -135,6 +135,7 @@ type Cache struct {
 	}
 	_        [64]byte
 	accesses *lockfree.Buffer[*entry]
+	acc      accessClock // evict.go: which hits need no record
 
 	space struct {
 		sync.Mutex
@@ -168,7 +169,7 @@ func New(cfg Config) (*Cache, error) {
 	cfg = cfg.withDefaults()
 	c := &Cache{
 		cfg:      cfg,
-		chunks:   lockfree.NewMapWithHasher[chunkKey, *entry](chunkKey.hash),
+		chunks:   newChunkTable(),
 		files:    lockfree.NewRegistry[uint64, *File](),
 		accesses: lockfree.NewBuffer[*entry](64),
 		st:       newCounters(),

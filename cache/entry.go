@@ -62,7 +62,11 @@ type entry struct {
 	// Read or written by every hit, so kept on word's cache line.
 	partial atomic.Bool // last access was a partial read/write (seed 000 §2.2 partial_io)
 	queued  atomic.Bool // a record of an access is waiting in Cache.accesses
-	mu      struct {
+	// touchedAt is Cache.acc's clock when the policy last moved this
+	// entry (touchLocked; 0: never), so that a hit can tell it is near
+	// the front of the recency order already (recentlyTouched).
+	touchedAt atomic.Uint64
+	mu        struct {
 		sync.Mutex // per-entry; taken only on state transitions and by waiters
 		// settled is closed when the entry leaves loading or evicting. It
 		// is made by the first waiter (most loads and evictions have none,

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"github.com/scc-dev/scc/lockfree"
 	"runtime"
 	"slices"
 	"sync"
@@ -104,7 +105,9 @@ func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (
 // and, for its counts, one stripe of c.st.hot and one of the dataset's
 // counters, both the stripe of the caller's P (lockfree.Counters), so the
 // lines it writes are private to its core unless goroutines read the same
-// chunk. The access record is deduplicated per entry (recordAccess).
+// chunk. The access record is deduplicated per entry (recordAccess) and,
+// for the recency policies, left out for an entry near the front of the
+// order (accessClock, evict.go).
 func (c *Cache) serveHits(o op, reqs []Request) (int, error) {
 	i := 0
 	for ; i < len(reqs); i++ {
@@ -183,38 +186,41 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		return false, nil
 	}
 	var err error
-	var epochDue bool
+	var n int64 // this hit's number on its stripe
 	if o.kind == opRead && e.tryPinRead() {
-		epochDue = c.countHit(e)
+		n = c.countHit(e)
 		err = c.lightRead(e, r)
 		e.unpinRead()
 		if c.spaceWaiters.Load() > 0 {
 			c.signalSpace() // as in unpin: a waiter may want this entry
 		}
 	} else if e.tryPin() {
-		epochDue = c.countHit(e)
+		n = c.countHit(e)
 		err = c.apply(o, e, r)
 		c.unpin(e)
 	} else {
 		return false, nil
 	}
-	c.recordAccess(e)
-	if epochDue && c.sizing().ad != nil {
+	if !c.skipRecord(e) {
+		c.recordAccess(e)
+	}
+	if n%hitCheckEvery == 0 && c.sizing().ad != nil {
 		c.closeEpoch(false) // adaptive.go: epochs of hits close without waiting for the adaptor
 	}
 	return true, err
 }
 
-// countHit counts a hit on e, pinned by the caller. It reports whether
-// this hit is the one of every hitCheckEvery on its stripe that should
-// look at adaptive sizing's epoch (once unpinned).
-func (c *Cache) countHit(e *entry) (epochDue bool) {
-	epochDue = c.st.hot.AddStripe(hotHits, 1)%hitCheckEvery == 0
-	e.ds.counters().Add(dsHits, 1)
+// countHit counts a hit on e, pinned by the caller. It returns the hit's
+// number on its stripe of the cache's hit counter, which paces the look at
+// adaptive sizing's epoch (every hitCheckEvery-th) without a shared write.
+func (c *Cache) countHit(e *entry) (n int64) {
+	p := lockfree.ProcHint()
+	n = c.st.hot.AddAt(p, hotHits, 1)
+	e.ds.counters().AddAt(p, dsHits, 1)
 	if e.prefetched.Load() {
 		c.prefetchUsed(e)
 	}
-	return epochDue
+	return n
 }
 
 // lightRead is apply's read for a light pin: no latch (latch.go).

@@ -21,18 +21,27 @@ type Key struct {
 // one Cache shared by several files never collide.
 //
 // Exactness: the serial and the rank coordinates are interleaved LSB first
-// into 128 bits, each stream getting w = 128/(rank+1) bits. That is a
-// bijection while every stream fits in w bits. Keys of datasets with
-// different ranks use different layouts of the same 128 bits, so rank is
-// part of the key. When a value does not fit (high rank, huge coordinates)
-// the key falls back to an exact, longer form: Key{serial, 0}, the long flag
-// set in rank, and the coordinates spelled out in long. Two distinct chunks
+// into the low 120 bits, each stream getting w = 120/(rank+1) bits, and the
+// rank is stored in the top byte (bits 120..127), so keys of datasets with
+// different ranks never collide. That is a bijection while every stream fits
+// in w bits. When a value does not fit (high rank, huge coordinates) the key
+// falls back to an exact, longer form: Key{serial, 0}, the long flag set in
+// rank, and the coordinates spelled out in long. Two distinct chunks
 // therefore never share a chunkKey.
+//
+// The short form is a plain 128-bit Key, and that is what the chunk table
+// looks up on the hit path (table.go): a comparable 16-byte key, hashed by
+// one multiply and compared by two words. The long form, rare, lives in a
+// separate table keyed by the whole chunkKey.
 type chunkKey struct {
 	k    Key
 	rank uint8 // rank, | longKey when the fallback form is used
 	long string
 }
+
+// keyBits is the width the streams of a short key share; the byte above
+// holds the rank.
+const keyBits = 120
 
 const longKey = 0x80
 
@@ -66,7 +75,7 @@ func interleave(streams []uint64, w int) (Key, bool) {
 // hash is the chunk table's hash function: the built-in hasher would take
 // the slow generic path for a struct holding a string.
 func (k chunkKey) hash(seed uint64) uint64 {
-	h := mix(k.k.Lo^seed, k.k.Hi+uint64(k.rank)<<56)
+	h := mix(k.k.Lo^seed, k.k.Hi^uint64(k.rank))
 	if k.long != "" {
 		h = mix(h, maphash.String(keySeed, k.long))
 	}
@@ -82,21 +91,39 @@ func mix(a, b uint64) uint64 {
 }
 
 // makeKey builds the chunk key for coord of the dataset with the given
-// serial. The scratch array keeps the common ranks allocation-free.
+// serial. Ranks 1 and 2 (two and three streams) take branch-free bit
+// spreading; the others the generic interleave, whose scratch array keeps
+// the common ranks allocation-free.
 func makeKey(serial uint64, coord Coord) chunkKey {
 	rank := len(coord)
-	var scratch [8]uint64
-	var streams []uint64
-	if rank+1 <= len(scratch) {
-		streams = scratch[:rank+1]
-	} else {
-		streams = make([]uint64, rank+1)
-	}
-	streams[0] = serial
-	copy(streams[1:], coord)
-	if rank < 127 {
-		if k, ok := interleave(streams, 128/(rank+1)); ok {
-			return chunkKey{k: k, rank: uint8(rank)}
+	switch rank {
+	case 1:
+		if serial|coord[0] < 1<<(keyBits/2) {
+			k := interleave2(serial, coord[0])
+			k.Hi |= 1 << 56
+			return chunkKey{k: k, rank: 1}
+		}
+	case 2:
+		if serial|coord[0]|coord[1] < 1<<(keyBits/3) {
+			k := interleave3(serial, coord[0], coord[1])
+			k.Hi |= 2 << 56
+			return chunkKey{k: k, rank: 2}
+		}
+	default:
+		if rank < 127 {
+			var scratch [8]uint64
+			var streams []uint64
+			if rank+1 <= len(scratch) {
+				streams = scratch[:rank+1]
+			} else {
+				streams = make([]uint64, rank+1)
+			}
+			streams[0] = serial
+			copy(streams[1:], coord)
+			if k, ok := interleave(streams, keyBits/(rank+1)); ok {
+				k.Hi |= uint64(rank) << 56
+				return chunkKey{k: k, rank: uint8(rank)}
+			}
 		}
 	}
 	b := make([]byte, 0, 8*rank+2)
@@ -105,4 +132,44 @@ func makeKey(serial uint64, coord Coord) chunkKey {
 		b = binary.AppendUvarint(b, c)
 	}
 	return chunkKey{k: Key{Hi: serial}, rank: uint8(rank&0x7f) | longKey, long: string(b)}
+}
+
+// spread2 moves bit b of the low 32 bits of x to bit 2b.
+func spread2(x uint64) uint64 {
+	x &= 0xffffffff
+	x = (x | x<<16) & 0x0000ffff0000ffff
+	x = (x | x<<8) & 0x00ff00ff00ff00ff
+	x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f
+	x = (x | x<<2) & 0x3333333333333333
+	x = (x | x<<1) & 0x5555555555555555
+	return x
+}
+
+// spread3 moves bit b of the low 21 bits of x to bit 3b.
+func spread3(x uint64) uint64 {
+	x &= 0x1fffff
+	x = (x | x<<32) & 0x1f00000000ffff
+	x = (x | x<<16) & 0x1f0000ff0000ff
+	x = (x | x<<8) & 0x100f00f00f00f00f
+	x = (x | x<<4) & 0x10c30c30c30c30c3
+	x = (x | x<<2) & 0x1249249249249249
+	return x
+}
+
+// interleave2 is interleave([a, b], 60) for a, b < 2^60 (always exact).
+func interleave2(a, b uint64) Key {
+	return Key{
+		Lo: spread2(a) | spread2(b)<<1,
+		Hi: spread2(a>>32) | spread2(b>>32)<<1,
+	}
+}
+
+// interleave3 is interleave([a, b, c], 40) for a, b, c < 2^40. Bit j of
+// stream i lands at 3j+i: the low word takes bits 0..21 of a and 0..20 of
+// b and c; the high word the rest, where bit 21 of b is position 64.
+func interleave3(a, b, c uint64) Key {
+	return Key{
+		Lo: spread3(a) | (a>>21&1)<<63 | spread3(b)<<1 | spread3(c)<<2,
+		Hi: spread3(b>>21) | spread3(c>>21)<<1 | spread3(a>>22)<<2,
+	}
 }

@@ -60,7 +60,7 @@ func TestKeysAreExact(t *testing.T) {
 	big2 := make(Coord, 200)
 	add(3, big2)
 	if k := makeKey(1, Coord{1 << 63, 0}); k.rank&longKey == 0 {
-		t.Fatal("a 64-bit coordinate cannot be exact in 42 bits: expected fallback")
+		t.Fatal("a 64-bit coordinate cannot be exact in 40 bits: expected fallback")
 	}
 	if k := makeKey(1, Coord{3, 4}); k.rank&longKey != 0 || k.long != "" {
 		t.Fatal("small key used the fallback")
@@ -77,4 +77,97 @@ func FuzzKeyExact(f *testing.F) {
 			t.Fatalf("(%d,%d,%d) vs (%d,%d,%d): keys equal=%v", s1, a1, b1, s2, a2, b2, k1 == k2)
 		}
 	})
+}
+
+// TestSpreadMatchesInterleave: the branch-free forms of ranks 1 and 2 are
+// the generic interleave with the same widths, at every bit position
+// (each single bit, then random values up to the width).
+func TestSpreadMatchesInterleave(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	check2 := func(a, b uint64) {
+		t.Helper()
+		want, ok := interleave([]uint64{a, b}, keyBits/2)
+		if got := interleave2(a, b); !ok || got != want {
+			t.Fatalf("interleave2(%#x, %#x) = %x, want %x (ok %v)", a, b, got, want, ok)
+		}
+	}
+	check3 := func(a, b, c uint64) {
+		t.Helper()
+		want, ok := interleave([]uint64{a, b, c}, keyBits/3)
+		if got := interleave3(a, b, c); !ok || got != want {
+			t.Fatalf("interleave3(%#x, %#x, %#x) = %x, want %x (ok %v)", a, b, c, got, want, ok)
+		}
+	}
+	for i := 0; i < keyBits/2; i++ {
+		check2(1<<i, 0)
+		check2(0, 1<<i)
+	}
+	for i := 0; i < keyBits/3; i++ {
+		check3(1<<i, 0, 0)
+		check3(0, 1<<i, 0)
+		check3(0, 0, 1<<i)
+	}
+	for i := 0; i < 100000; i++ {
+		check2(r.Uint64N(1<<(keyBits/2)), r.Uint64N(1<<(keyBits/2)))
+		check3(r.Uint64N(1<<(keyBits/3)), r.Uint64N(1<<(keyBits/3)), r.Uint64N(1<<(keyBits/3)))
+	}
+}
+
+// TestKeyRankByte: a short key carries its rank in the top byte, so the
+// same interleaved bits of two ranks differ; a long key is in the long
+// table's form.
+func TestKeyRankByte(t *testing.T) {
+	for rank := 0; rank < 10; rank++ {
+		k := makeKey(5, make(Coord, rank))
+		if k.long != "" || k.k.Hi>>56 != uint64(rank) || k.rank != uint8(rank) {
+			t.Fatalf("rank %d: key %+v", rank, k)
+		}
+	}
+	if k := makeKey(1<<60, Coord{0}); k.long == "" {
+		t.Fatal("a serial of 61 bits cannot be exact in 60: expected fallback")
+	}
+	if k := makeKey(1<<60-1, Coord{1<<60 - 1}); k.long != "" {
+		t.Fatal("rank 1 keys of 60 bits are exact")
+	}
+}
+
+// TestChunkTableSplit: short and long keys go to their own tables; Load,
+// LoadOrStore, CompareAndDelete, Range and Len see both.
+func TestChunkTableSplit(t *testing.T) {
+	tab := newChunkTable()
+	short := &entry{key: makeKey(1, Coord{2, 3})}
+	long := &entry{key: makeKey(1, Coord{1 << 63, 3})}
+	if short.key.long != "" || long.key.long == "" {
+		t.Fatal("test keys are not one of each form")
+	}
+	for _, e := range []*entry{short, long} {
+		if got, loaded := tab.LoadOrStore(e.key, e); loaded || got != e {
+			t.Fatal("store")
+		}
+		if got, loaded := tab.LoadOrStore(e.key, &entry{}); !loaded || got != e {
+			t.Fatal("second store replaced the entry")
+		}
+	}
+	if tab.short.Len() != 1 || tab.long.Len() != 1 || tab.Len() != 2 {
+		t.Fatalf("lens %d %d", tab.short.Len(), tab.long.Len())
+	}
+	seen := map[*entry]bool{}
+	tab.Range(func(k chunkKey, e *entry) bool { seen[e] = k == e.key; return true })
+	if !seen[short] || !seen[long] {
+		t.Fatalf("range saw %v", seen)
+	}
+	for _, e := range []*entry{short, long} {
+		if got, ok := tab.Load(e.key); !ok || got != e {
+			t.Fatal("load")
+		}
+		if tab.CompareAndDelete(e.key, func(*entry) bool { return false }) {
+			t.Fatal("deleted a different entry")
+		}
+		if !tab.CompareAndDelete(e.key, func(v *entry) bool { return v == e }) {
+			t.Fatal("delete")
+		}
+		if _, ok := tab.Load(e.key); ok {
+			t.Fatal("still there")
+		}
+	}
 }

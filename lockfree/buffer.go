@@ -61,6 +61,33 @@ func (b *Buffer[T]) Add(v T) (full []T, kept bool) {
 	return full, true
 }
 
+// AddFlush records v like Add, but when v's stripe becomes full it calls
+// flush with the stripe's events while it holds the stripe, and then
+// empties the stripe for reuse: no slice is handed over, so recording
+// allocates nothing in steady state (Add allocates a new stripe slice per
+// batch). flush must not keep the slice, must not call Add or AddFlush on
+// the same Buffer, and should be short: Adds on the same stripe are
+// dropped meanwhile. It may take a lock that is held by a caller of Drain
+// only with TryLock (Drain takes the stripes while its caller holds it).
+func (b *Buffer[T]) AddFlush(v T, flush func([]T)) (kept bool) {
+	s := &b.stripes[uint32(ProcHint())&b.mask]
+	if !s.mu.TryLock() {
+		b.drops.Add(1)
+		return false
+	}
+	if s.buf == nil {
+		s.buf = make([]T, 0, b.size)
+	}
+	s.buf = append(s.buf, v)
+	if len(s.buf) >= b.size {
+		flush(s.buf)
+		clear(s.buf)
+		s.buf = s.buf[:0]
+	}
+	s.mu.Unlock()
+	return true
+}
+
 // Drain calls f with the events of every stripe and empties them. f must not
 // call Add on the same Buffer.
 func (b *Buffer[T]) Drain(f func([]T)) {

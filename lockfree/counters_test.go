@@ -56,3 +56,19 @@ func TestCountersStripeLayout(t *testing.T) {
 		t.Fatalf("ProcHint %d", p)
 	}
 }
+
+// TestCountersAddAt: AddAt with any P index (also one past GOMAXPROCS, as
+// after GOMAXPROCS shrank) adds to a stripe, returns that stripe's value,
+// and Load sums it.
+func TestCountersAddAt(t *testing.T) {
+	c := NewCounters(2)
+	for _, p := range []int{0, 1, 7, 1000, 1 << 20} {
+		before := c.w[(p&c.mask)*c.stride+1].Load()
+		if got := c.AddAt(p, 1, 5); got != before+5 {
+			t.Fatalf("p=%d: AddAt returned %d, want %d", p, got, before+5)
+		}
+	}
+	if c.Load(1) != 25 || c.Load(0) != 0 {
+		t.Fatalf("loads %d %d", c.Load(0), c.Load(1))
+	}
+}

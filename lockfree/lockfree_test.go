@@ -188,3 +188,38 @@ func TestBuffer(t *testing.T) {
 		t.Fatalf("accounted %d of %d", total, 8*per)
 	}
 }
+
+// TestBufferAddFlush: every event is flushed in a full batch, drained, or
+// counted as dropped, under concurrency; a flush sees exactly size events;
+// and in steady state AddFlush allocates nothing.
+func TestBufferAddFlush(t *testing.T) {
+	const size = 4
+	b := NewBuffer[int](size)
+	var flushed atomic.Int64
+	flush := func(batch []int) {
+		if len(batch) != size {
+			t.Errorf("flushed %d events, want %d", len(batch), size)
+		}
+		flushed.Add(int64(len(batch)))
+	}
+	var wg sync.WaitGroup
+	const per = 5000
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				b.AddFlush(i, flush)
+			}
+		}()
+	}
+	wg.Wait()
+	var rest int64
+	b.Drain(func(batch []int) { rest += int64(len(batch)) })
+	if total := flushed.Load() + rest + b.Drops(); total != 8*per {
+		t.Fatalf("accounted %d of %d", total, 8*per)
+	}
+	if n := testing.AllocsPerRun(1000, func() { b.AddFlush(1, flush) }); n != 0 {
+		t.Fatalf("AddFlush: %v allocations per call", n)
+	}
+}

@@ -1,0 +1,95 @@
+package cache
+
+import (
+	"testing"
+)
+
+// TestHitPathAllocs: hits spread over many resident chunks, enough that
+// access records fill their buffer stripes and are replayed into the
+// policy again and again, allocate nothing (lockfree.Buffer.AddFlush
+// reuses the stripe; Add handed out a new slice per batch).
+func TestHitPathAllocs(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 64 << 20})
+	d, l := e.dataset(1, -1, 64)
+	const n = 1024
+	reqs := make([][]Request, n)
+	buf := make([]byte, 64)
+	for i := range reqs {
+		must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, byte(i)), uint64(i))}))
+		reqs[i] = []Request{fullReq(d, l, buf, uint64(i))}
+	}
+	must(t, e.f.Flush(bg))
+	i := 0
+	read := func() {
+		// A stride through the chunks: consecutive hits are far apart in
+		// the recency order, so most are recorded.
+		i = (i + 389) % n
+		if err := e.c.Read(bg, reqs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := 0; k < 4*n; k++ {
+		read()
+	}
+	before := e.c.Stats()
+	// AllocsPerRun truncates to whole allocations per run: one run is a
+	// pass over every chunk, so one allocation per batch of records shows.
+	if a := testing.AllocsPerRun(20, func() {
+		for k := 0; k < n; k++ {
+			read()
+		}
+	}); a != 0 {
+		t.Fatalf("%v allocations per %d hits", a, n)
+	}
+	if s := e.c.Stats().Sub(before); s.Misses != 0 || s.Hits == 0 {
+		t.Fatalf("hits %d, misses %d: not the hit path", s.Hits, s.Misses)
+	}
+}
+
+// TestSkipRecordWindow: with an LRU policy, a hit on an entry that the
+// policy put at the front less than a window of moves ago is not recorded
+// (its queued flag stays clear); a hit on one that has drifted further
+// back is, and so is any hit on an entry not put at the front since the
+// age epoch began; MRU and the frequency policies record every hit.
+func TestSkipRecordWindow(t *testing.T) {
+	for _, pk := range []PolicyKind{PolicyTwoStageLRU, PolicyLRU, PolicyMRU, PolicyS3FIFO} {
+		e := newEnv(t, Config{QuiescentBytes: 64 << 20, Policy: pk})
+		d, l := e.dataset(1, -1, 64)
+		const n = 64
+		buf := make([]byte, 64)
+		for i := 0; i < n; i++ {
+			must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, byte(i)), uint64(i))}))
+		}
+		// A replay sets the window (touchLocked computes it from the
+		// resident entries); the loads put every entry at the front once.
+		e.c.mu.Lock()
+		e.c.drainLocked()
+		e.c.touchLocked(nil)
+		e.c.mu.Unlock()
+		if w := e.c.acc.window.Load(); w != n/recentWindowDiv {
+			t.Fatalf("%v: window %d, want %d", pk, w, n/recentWindowDiv)
+		}
+		newest, _ := e.c.chunks.Load(makeKey(d.serial, Coord{n - 1}))
+		oldest, _ := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+		if newest == nil || oldest == nil || newest.queued.Load() || oldest.queued.Load() {
+			t.Fatalf("%v: entries missing or still queued", pk)
+		}
+		must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, n-1)}))
+		must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}))
+		recency := pk == PolicyTwoStageLRU || pk == PolicyLRU
+		if got := newest.queued.Load(); got == recency {
+			t.Errorf("%v: hit on the newest entry recorded %v, want %v", pk, got, !recency)
+		}
+		if !oldest.queued.Load() {
+			t.Errorf("%v: hit on the oldest entry not recorded", pk)
+		}
+		// A new age epoch (adaptive_age.go advanceAge) makes every entry
+		// not put at the front since then need a record again, however
+		// recent: the record is what stamps its age.
+		e.c.acc.epoch.Store(e.c.acc.clock.Load())
+		must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, n-1)}))
+		if !newest.queued.Load() {
+			t.Errorf("%v: hit on the newest entry in a new age epoch not recorded", pk)
+		}
+	}
+}

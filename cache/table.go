@@ -1,0 +1,73 @@
+package cache
+
+import "github.com/scc-dev/scc/lockfree"
+
+// chunkTable is the cache's chunk table: chunkKey → entry, safe for
+// concurrent use (reads never block, writers lock one bucket).
+//
+// It is split in two so that every hit looks up a fixed-size comparable
+// key. Short keys (key.go: the dataset serial and the coordinates
+// interleaved into 120 bits, the rank in the top byte — every chunk of a
+// rank ≤ 2 dataset whose coordinates fit 40 bits, and most others) are
+// looked up by their 128-bit Key alone: one multiply to hash, two words to
+// compare. Keys in the exact long form (huge coordinates or rank) go to a
+// second table keyed by the whole chunkKey, whose string would otherwise
+// make hashing and equality slow for every key. The two forms never
+// describe the same chunk (makeKey picks one per chunk), so a key is in at
+// most one of the tables.
+type chunkTable struct {
+	short *lockfree.Map[Key, *entry]
+	long  *lockfree.Map[chunkKey, *entry]
+}
+
+func newChunkTable() *chunkTable {
+	return &chunkTable{
+		short: lockfree.NewMapWithHasher[Key, *entry](hashKey),
+		long:  lockfree.NewMapWithHasher[chunkKey, *entry](chunkKey.hash),
+	}
+}
+
+// hashKey hashes a short key (wyhash's multiply-fold; the key's bits are
+// already spread by the interleaving).
+func hashKey(k Key, seed uint64) uint64 { return mix(k.Lo^seed, k.Hi) }
+
+// Load returns the entry stored for k.
+func (t *chunkTable) Load(k chunkKey) (*entry, bool) {
+	if k.long == "" {
+		return t.short.Load(k.k)
+	}
+	return t.long.Load(k)
+}
+
+// LoadOrStore returns the entry stored for k if there is one; otherwise it
+// stores e and returns it with loaded false.
+func (t *chunkTable) LoadOrStore(k chunkKey, e *entry) (*entry, bool) {
+	if k.long == "" {
+		return t.short.LoadOrStore(k.k, e)
+	}
+	return t.long.LoadOrStore(k, e)
+}
+
+// CompareAndDelete removes k only if its entry satisfies same.
+func (t *chunkTable) CompareAndDelete(k chunkKey, same func(*entry) bool) bool {
+	if k.long == "" {
+		return t.short.CompareAndDelete(k.k, same)
+	}
+	return t.long.CompareAndDelete(k, same)
+}
+
+// Range calls f for every entry of both tables until f returns false.
+// Entries added or removed meanwhile may or may not be visited.
+func (t *chunkTable) Range(f func(chunkKey, *entry) bool) {
+	more := true
+	t.short.Range(func(_ Key, e *entry) bool {
+		more = f(e.key, e)
+		return more
+	})
+	if more {
+		t.long.Range(f)
+	}
+}
+
+// Len reports the number of entries.
+func (t *chunkTable) Len() int { return t.short.Len() + t.long.Len() }
