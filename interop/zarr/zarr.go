@@ -57,6 +57,14 @@ type Options struct {
 	// Workers is the number of chunks processed at once; 0 means
 	// runtime.GOMAXPROCS(0).
 	Workers int
+	// Verify makes Import decode every copied chunk once before storing
+	// it, so a damaged chunk in the store fails the import (ErrCorrupt)
+	// instead of the reads of that chunk. Off by default: [shuffle+]zlib
+	// chunks are then stored without inflating them (the point of the
+	// copy), and their Adler-32, which stays in the stream, is checked on
+	// every read and by `scctl check`. Other copied chunks are always
+	// verified. Export ignores it.
+	Verify bool
 }
 
 // Validate reports whether o is usable.
@@ -97,6 +105,13 @@ type DatasetReport struct {
 	Rewrapped int
 	// Reencoded chunks were decoded and encoded again.
 	Reencoded int
+	// Untouched counts the Copied chunks that were not decoded at all, not
+	// even to verify them: export of any copied chunk, and import of a
+	// [shuffle+]zlib chunk that is not an edge chunk (its Adler-32 stays in
+	// the stream and is checked on every later read; see
+	// engine.Dataset.WriteChunkRawZlib). Other copied imports are decoded
+	// once by the engine to verify them.
+	Untouched int
 	// Codecs is the codec chain on the Zarr side, e.g. "shuffle,zlib(4)".
 	Codecs string
 	// Why says why chunks were re-encoded ("" when none were).
@@ -123,6 +138,9 @@ func (r *Report) Summary() string {
 			b.WriteString("none stored")
 		case d.Reencoded == 0 && d.Rewrapped == 0:
 			b.WriteString("all copied without re-encoding")
+			if d.Untouched > 0 {
+				fmt.Fprintf(&b, " (%d not decoded at all)", d.Untouched)
+			}
 		case d.Reencoded == 0:
 			fmt.Fprintf(&b, "all copied without re-encoding (%d deflate streams kept byte for byte, zlib/gzip wrapper checksummed)", d.Rewrapped)
 		default:
