@@ -121,16 +121,24 @@ func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 		n, l := fl.Stage()
 		stages = append(stages, stage{n, l})
 	}
-	// Raw or rewrapped when every filter is shuffle or deflate and a
-	// deflate (at most one) comes last: then its input is the whole
-	// (shuffled) chunk, whose size the Adler-32 needs.
+	// Raw when every filter is shuffle or zlib: scc's Zlib stream is
+	// HDF5's deflate chunk byte for byte, in any order. Rewrapped when a
+	// raw deflate comes last instead (files written with scc's Deflate):
+	// its input is then the whole (shuffled) chunk, whose size the
+	// Adler-32 needs.
 	var hf []h5.Filter
 	copyable := true
+	hasZlib := false
+	for _, st := range stages {
+		hasZlib = hasZlib || st.name == "zlib"
+	}
 	for i, st := range stages {
 		switch {
 		case st.name == "shuffle":
 			hf = append(hf, h5.Filter{ID: h5.FilterShuffle})
-		case st.name == "deflate" && i == len(stages)-1:
+		case st.name == "zlib":
+			hf = append(hf, h5.Filter{ID: h5.FilterDeflate, Level: st.level})
+		case st.name == "deflate" && i == len(stages)-1 && !hasZlib:
 			hf = append(hf, h5.Filter{ID: h5.FilterDeflate, Level: st.level})
 			p.deflate = i
 			p.mode = Rewrapped
@@ -153,6 +161,8 @@ func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 		case "deflate":
 			compressed = true
 			why = append(why, "deflate not last in the pipeline")
+		case "zlib":
+			compressed = true
 		case "zstd", "lz4":
 			compressed = true
 			why = append(why, st.name+" has no filter in libhdf5")
@@ -282,6 +292,9 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 			rep.Chunks++
 			if e.copied {
 				rep.CopiedChunks++
+				if p.mode == Raw {
+					rep.UntouchedChunks++
+				}
 			}
 			rep.StoredBytes += int64(len(e.data))
 			rep.LogicalBytes += int64(chunkBytes)

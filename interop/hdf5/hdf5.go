@@ -56,12 +56,13 @@ var ErrUnsupported = errors.New("hdf5: unsupported")
 type Mode string
 
 const (
-	// Raw: every stored chunk was copied byte for byte (unfiltered or
-	// shuffle-only pipelines).
+	// Raw: every stored chunk was copied byte for byte (pipelines of
+	// shuffle and zlib: scc's Zlib filter stores HDF5's deflate stream).
 	Raw Mode = "raw"
-	// Rewrapped: deflated chunks were copied without re-compression; only
-	// the zlib wrapper was added (export) or removed (import), which costs
-	// one inflate per chunk for the Adler-32.
+	// Rewrapped: scc's raw Deflate chunks were exported without
+	// re-compression; only the zlib wrapper was added, which costs one
+	// inflate per chunk for the Adler-32. (Import never rewraps: HDF5's
+	// deflate becomes scc's Zlib.)
 	Rewrapped Mode = "rewrapped"
 	// Reencoded: chunks were decoded and encoded again, because the
 	// pipelines differ (Reason says why).
@@ -78,6 +79,13 @@ type DatasetReport struct {
 	// without re-encoding (some chunks of a raw dataset may still need it,
 	// e.g. an HDF5 chunk whose deflate did not shrink it).
 	Chunks, CopiedChunks int
+	// UntouchedChunks counts the copied chunks that were not decoded at
+	// all, not even to verify them: every chunk a Raw export copies, and
+	// on import every [shuffle+]deflate chunk that is not an edge chunk
+	// (engine.Dataset.WriteChunkRawZlib: its Adler-32 stays in the stream
+	// and is checked on every read). Other copied imports are decoded once
+	// by the engine to verify them.
+	UntouchedChunks int
 	// StoredBytes is the encoded size of the chunks written to the
 	// destination; LogicalBytes is the elements they cover (whole chunks).
 	StoredBytes, LogicalBytes int64
@@ -108,7 +116,7 @@ func (r Report) LogicalBytes() int64 {
 func (r Report) String() string {
 	var b strings.Builder
 	for _, d := range r.Datasets {
-		fmt.Fprintf(&b, "%-24s %-10s chunks %d (copied %d), %d stored / %d logical bytes", d.Name, d.Mode, d.Chunks, d.CopiedChunks, d.StoredBytes, d.LogicalBytes)
+		fmt.Fprintf(&b, "%-24s %-10s chunks %d (copied %d, %d not decoded at all), %d stored / %d logical bytes", d.Name, d.Mode, d.Chunks, d.CopiedChunks, d.UntouchedChunks, d.StoredBytes, d.LogicalBytes)
 		if d.Reason != "" {
 			fmt.Fprintf(&b, " — %s", d.Reason)
 		}
@@ -139,8 +147,15 @@ type Options struct {
 	Chunk []uint64
 	// Filters is the scc pipeline for imported datasets whose HDF5 filters
 	// scc cannot copy raw, and for contiguous ones (Import only). Default
-	// (nil): shuffle + deflate(DeflateLevel).
+	// (nil): shuffle + zlib(DeflateLevel), which exports back to HDF5
+	// without inflating.
 	Filters []engine.Filter
+	// Verify makes Import decode every copied chunk once before storing
+	// it, so a damaged chunk in the HDF5 file fails the import instead of
+	// the reads of that chunk. Off by default: deflate chunks are then
+	// stored without inflating them, and their Adler-32, which stays in
+	// the stream, is checked on every read and by `scctl check`.
+	Verify bool
 }
 
 // Validate checks the options; zero values are valid defaults.
@@ -234,3 +249,5 @@ func forEachCoord(grid []uint64, fn func([]uint64) bool) {
 		}
 	}
 }
+
+func (o *Options) verify() bool { return o != nil && o.Verify }
