@@ -82,5 +82,5 @@ test-hdf5: ## vet and test interop/hdf5 under -race; files are checked by h5py a
 fuzz-hdf5: ## run interop/hdf5's fuzz target (the zlib unwrapper reading HDF5 chunks) for FUZZTIME
 	cd interop/hdf5 && $(GO) test -run '^$$' -fuzz '^FuzzUnwrapZlib$$' -fuzztime $(FUZZTIME) .
 
-bench-hdf5: ## export/import HDF5_SIZE of shuffle+deflate data beside h5py's copy (under flock /tmp/scc-bench.lock)
+bench-hdf5: ## export/import HDF5_SIZE of shuffle+zlib data beside h5py's copy (under flock /tmp/scc-bench.lock)
 	cd interop/hdf5 && flock /tmp/scc-bench.lock $(GO) test -run '^$$' -bench BenchmarkExportImport -benchtime 1x -timeout 30m . -args -hdf5.size $(HDF5_SIZE)
