@@ -80,6 +80,13 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 			os.Remove(dstPath)
 		}
 	}()
+	rootAttrs, err := h5Attrs(src.Attrs())
+	if err != nil {
+		return rep, err
+	}
+	if err := f.WriteRootAttrs(rootAttrs); err != nil {
+		return rep, err
+	}
 	for _, p := range plans {
 		dr, err := exportDataset(ctx, f, p, opts)
 		if err != nil {
@@ -217,6 +224,13 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 		return rep, err
 	}
 	defer hd.Close()
+	attrs, err := h5Attrs(p.ds.Attrs())
+	if err != nil {
+		return rep, err
+	}
+	if err := hd.WriteAttrs(attrs); err != nil {
+		return rep, err
+	}
 	chunk := p.spec.Chunk
 	chunkBytes := p.ds.ChunkBytes()
 	g, gctx := errgroup.WithContext(ctx)

@@ -23,9 +23,10 @@
 // so. Edge chunks are whole chunks in both formats (HDF5 stores full-size
 // edge chunks), so they copy like any other.
 //
-// Attributes are not mapped yet: the engine has none (issue 13 item 1 adds
-// them); export and import move datasets only, and Import's report counts
-// the HDF5 attributes it left behind so nothing is dropped silently.
+// Attributes of the file (the root group) and of each dataset cross both
+// ways (attrs.go has the mapping); Import's report lists the HDF5
+// attributes it could not map, with the reason, so nothing is dropped
+// silently.
 //
 // Concurrency: Export and Import may run at once with each other and with
 // other users of the scc files; calls into libhdf5 are serialized process-
@@ -90,16 +91,19 @@ type DatasetReport struct {
 	// destination; LogicalBytes is the elements they cover (whole chunks).
 	StoredBytes, LogicalBytes int64
 	// AttrsNotImported counts the HDF5 attributes of the dataset that
-	// Import left behind (attribute mapping is not built yet).
+	// Import could not map (see attrs.go); AttrNotes says which and why,
+	// one "name: reason" each.
 	AttrsNotImported int
+	AttrNotes        []string
 }
 
 // Report lists one DatasetReport per dataset, in the order moved.
 type Report struct {
 	Datasets []DatasetReport
 	// RootAttrsNotImported counts the attributes of the HDF5 file's root
-	// group that Import left behind.
+	// group that Import could not map; RootAttrNotes says which and why.
 	RootAttrsNotImported int
+	RootAttrNotes        []string
 	Elapsed              time.Duration
 }
 
@@ -124,9 +128,15 @@ func (r Report) String() string {
 			fmt.Fprintf(&b, " (%d attributes not imported)", d.AttrsNotImported)
 		}
 		b.WriteByte('\n')
+		for _, n := range d.AttrNotes {
+			fmt.Fprintf(&b, "  attribute not imported: %s\n", n)
+		}
 	}
 	if r.RootAttrsNotImported > 0 {
 		fmt.Fprintf(&b, "(%d attributes of the root group not imported)\n", r.RootAttrsNotImported)
+		for _, n := range r.RootAttrNotes {
+			fmt.Fprintf(&b, "  attribute not imported: %s\n", n)
+		}
 	}
 	return b.String()
 }

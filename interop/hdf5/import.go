@@ -94,9 +94,16 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 	if opts != nil && opts.Datasets != nil && len(plans) != len(opts.Datasets) {
 		return rep, fmt.Errorf("%w: some of the datasets %q are not in %s", engine.ErrNotFound, opts.Datasets, srcPath)
 	}
-	if rep.RootAttrsNotImported, err = f.RootAttrs(); err != nil {
+	// The root group's attributes become dst's file attributes (replacing
+	// same-named ones).
+	rootAttrs, rootSkipped, err := f.ReadRootAttrs()
+	if err != nil {
 		return rep, err
 	}
+	if rep.RootAttrNotes, err = importAttrs(ctx, dst, rootAttrs, rootSkipped); err != nil {
+		return rep, err
+	}
+	rep.RootAttrsNotImported = len(rep.RootAttrNotes)
 	for _, p := range plans {
 		dr, err := importDataset(ctx, f, dst, p, opts)
 		if err != nil {
@@ -238,7 +245,8 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		return rep, err
 	}
 	defer hd.Close()
-	if rep.AttrsNotImported, err = hd.NumAttrs(); err != nil {
+	attrs, skipped, err := hd.ReadAttrs()
+	if err != nil {
 		return rep, err
 	}
 	ds, err := dst.CreateDatasetContext(ctx, p.path, p.spec)
@@ -246,6 +254,10 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		return rep, err
 	}
 	defer ds.Close()
+	if rep.AttrNotes, err = importAttrs(ctx, ds, attrs, skipped); err != nil {
+		return rep, err
+	}
+	rep.AttrsNotImported = len(rep.AttrNotes)
 	chunk, dims := p.spec.Chunk, p.spec.Shape
 	chunkBytes := ds.ChunkBytes()
 	grid := ds.ChunkGrid()
