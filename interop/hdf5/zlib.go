@@ -28,7 +28,6 @@ var zlibHeader = [2]byte{0x78, 0x01}
 
 const zlibOverhead = 2 + 4
 
-
 // inflater is a reusable DEFLATE decoder.
 type inflater struct {
 	src bytes.Reader
