@@ -288,6 +288,16 @@ func testRawChunkConcurrent(t *testing.T, zlib bool) {
 // rawWorkload copies chunks raw between datasets across commits, for the
 // crash and fault sweeps.
 func rawWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
+	return rawWorkloadWith(drv, seed, snaps, false)
+}
+
+// rawZlibWorkload is rawWorkload over a shuffle+zlib pipeline, copying
+// with WriteChunkRawZlib (its inner chunks stored without a decode).
+func rawZlibWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
+	return rawWorkloadWith(drv, seed, snaps, true)
+}
+
+func rawWorkloadWith(drv vfd.Driver, seed uint64, snaps snapshots, zlib bool) (lastAck uint64, err error) {
 	ctx := context.Background()
 	refs := map[string]*refArray{}
 	snaps.record(1, refs)
@@ -305,6 +315,10 @@ func rawWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, 
 		}
 	}()
 	spec := DatasetSpec{Type: Uint16, Shape: []uint64{6, 6}, Chunk: []uint64{4, 4}, Filters: []Filter{Shuffle(), Deflate(2)}}
+	if zlib {
+		// Chunks large enough for zlib to shrink; (0,0) is inner.
+		spec = DatasetSpec{Type: Uint16, Shape: []uint64{24, 24}, Chunk: []uint64{16, 16}, Filters: []Filter{Shuffle(), Zlib(2)}}
+	}
 	src, err := f.CreateDataset("src", spec)
 	if err != nil {
 		return lastAck, err
@@ -334,7 +348,12 @@ func rawWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, 
 			if err != nil {
 				return lastAck, err
 			}
-			if err := dst.WriteChunkRaw(ctx, c.Coords, data, mask); err != nil {
+			if zlib && mask == 0 {
+				_, err = dst.WriteChunkRawZlib(ctx, c.Coords, data, mask)
+			} else {
+				err = dst.WriteChunkRaw(ctx, c.Coords, data, mask)
+			}
+			if err != nil {
 				return lastAck, err
 			}
 		}
@@ -353,4 +372,6 @@ func TestRawChunkCrashAndFault(t *testing.T) {
 	defer verifyNoLeaks(t)
 	crashSweep(t, rawWorkload, 1)
 	faultSweep(t, rawWorkload, 2)
+	crashSweep(t, rawZlibWorkload, 3)
+	faultSweep(t, rawZlibWorkload, 4)
 }
