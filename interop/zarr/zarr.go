@@ -13,20 +13,31 @@
 // stored whole in both formats, with the fill value outside the extent.
 //
 // Codecs: scc's filter pipeline maps stage by stage onto Zarr codecs —
-// shuffle onto numcodecs "shuffle", deflate onto zlib (v2) or gzip (v3),
-// zstd onto zstd, lz4 onto numcodecs "lz4" (the same 4-byte length prefix),
-// crc32c onto the v3 "crc32c" codec. When every stage maps, chunks are
-// copied without decoding and re-encoding: zstd, lz4, shuffle, crc32c and
-// unfiltered chunks byte for byte, deflate chunks with their compressed
-// stream kept byte for byte inside the zlib or gzip wrapper, whose checksum
-// is computed by inflating the stream once (the wrapper needs a checksum of
-// the decoded bytes; scc's deflate stage has none). Otherwise (crc32c in
-// v2, deflate or lz4 before another stage, a chunk for which scc skipped a
-// compressor that did not shrink it) chunks are decoded and re-encoded,
-// and the Report says so per dataset. Import does the reverse, writing
-// chunks raw (engine.Dataset.WriteChunkRaw, which verifies them) when the
-// store's codecs map and decoding them otherwise; codecs scc cannot hold
-// (blosc, bz2, transpose, sharding, ...) are refused with ErrUnsupported.
+// shuffle onto numcodecs "shuffle", zlib onto numcodecs "zlib" (v3:
+// "numcodecs.zlib", which zarrita and zarr-python 3 read), deflate onto
+// zlib (v2) or gzip (v3), zstd onto zstd, lz4 onto numcodecs "lz4" (the
+// same 4-byte length prefix), crc32c onto the v3 "crc32c" codec. When
+// every stage maps, chunks are copied without decoding and re-encoding:
+// zlib, zstd, lz4, shuffle, crc32c and unfiltered chunks byte for byte
+// (scc's Zlib stage is numcodecs' zlib stream, Adler-32 included), raw
+// deflate chunks with their compressed stream kept byte for byte inside
+// the zlib or gzip wrapper, whose checksum is computed by inflating the
+// stream once (the wrapper needs a checksum of the decoded bytes; scc's
+// raw deflate stage has none; gzip's CRC-32 always needs that inflate).
+// Otherwise (crc32c in v2, deflate or lz4 before another stage, a chunk
+// for which scc skipped a compressor that did not shrink it) chunks are
+// decoded and re-encoded, and the Report says so per dataset.
+//
+// Import does the reverse: zlib maps onto scc's Zlib and gzip onto raw
+// Deflate (unwrapped after checking its CRC-32). Chunks of a [shuffle+]zlib
+// array are stored as they are without being inflated at all
+// (engine.Dataset.WriteChunkRawZlib: framing and size checked, the Adler-32
+// checked on every later read and by the engine's Check; edge chunks are
+// decoded once to check their padding; Options.Verify decodes every chunk
+// first). Other mapped chunks are written raw with engine.Dataset.
+// WriteChunkRaw, which verifies them by decoding; the rest are decoded and
+// re-encoded. Codecs scc cannot hold (blosc, bz2, transpose, sharding, ...)
+// are refused with ErrUnsupported.
 //
 // Export and Import are safe to call concurrently on different files and
 // directories; each runs its chunks on several goroutines.
