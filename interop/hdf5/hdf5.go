@@ -11,17 +11,20 @@
 // "grp/sub/x") into an scc file.
 //
 // Chunks move without a decode and re-encode wherever the two filter
-// pipelines agree. scc's shuffle is HDF5's shuffle byte for byte, and a
-// chunk's filter mask means the same in both (bit i: filter i skipped). scc's
-// deflate filter writes raw DEFLATE (RFC 1951) while HDF5's writes zlib
-// (RFC 1950: a 2-byte header, the same DEFLATE stream, and an Adler-32 of
-// the uncompressed bytes), so deflated chunks are rewrapped, not
-// re-encoded: export inflates each chunk once to compute the Adler-32 (no
-// compression runs) and import checks the Adler-32 the same way and strips
-// the wrapper. Pipelines with no HDF5 counterpart in libhdf5 (zstd, LZ4,
-// CRC32C) are decoded and re-encoded to shuffle+deflate, and the report says
-// so. Edge chunks are whole chunks in both formats (HDF5 stores full-size
-// edge chunks), so they copy like any other.
+// pipelines agree. scc's shuffle is HDF5's shuffle byte for byte, scc's
+// Zlib filter stores exactly HDF5's deflate stream (zlib, RFC 1950), and a
+// chunk's filter mask means the same in both (bit i: filter i skipped), so
+// shuffle/zlib chunks are copied untouched both ways: HDF5 deflate imports
+// as scc Zlib, and a [shuffle+]deflate chunk is stored without inflating it
+// (engine.Dataset.WriteChunkRawZlib; its Adler-32 is checked on every later
+// read; Options.Verify decodes first). scc's older Deflate filter writes
+// raw DEFLATE (RFC 1951), so those chunks are rewrapped on export: each is
+// inflated once to compute the Adler-32 (no compression runs). Pipelines
+// with no HDF5 counterpart in libhdf5 (zstd, LZ4, CRC32C) are decoded and
+// re-encoded to shuffle+deflate, and the report says so. Edge chunks are
+// whole chunks in both formats (HDF5 stores full-size edge chunks), so
+// they copy like any other (import decodes them once to check that their
+// padding is the fill value, as scc keeps it).
 //
 // Attributes of the file (the root group) and of each dataset cross both
 // ways (attrs.go has the mapping); Import's report lists the HDF5
