@@ -79,8 +79,8 @@ hdf5: ## build bin/scc-hdf5, the HDF5 export/import binary `scctl hdf5` runs (ne
 test-hdf5: ## vet and test interop/hdf5 under -race; files are checked by h5py and h5dump (a missing reader fails)
 	cd interop/hdf5 && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
 
-fuzz-hdf5: ## run interop/hdf5's fuzz target (the zlib unwrapper reading HDF5 chunks) for FUZZTIME
-	cd interop/hdf5 && $(GO) test -run '^$$' -fuzz '^FuzzUnwrapZlib$$' -fuzztime $(FUZZTIME) .
+fuzz-hdf5: ## run interop/hdf5's fuzz target (the zlib wrapper inflating scc's raw deflate chunks) for FUZZTIME
+	cd interop/hdf5 && $(GO) test -run '^$$' -fuzz '^FuzzWrapZlib$$' -fuzztime $(FUZZTIME) .
 
-bench-hdf5: ## export/import HDF5_SIZE of shuffle+deflate data beside h5py's copy (under flock /tmp/scc-bench.lock)
+bench-hdf5: ## export/import HDF5_SIZE of shuffle+zlib data beside h5py's copy (under flock /tmp/scc-bench.lock)
 	cd interop/hdf5 && flock /tmp/scc-bench.lock $(GO) test -run '^$$' -bench BenchmarkExportImport -benchtime 1x -timeout 30m . -args -hdf5.size $(HDF5_SIZE)

@@ -48,6 +48,10 @@ func TestParseFilters(t *testing.T) {
 	if err != nil || len(fs) != 3 || fs[0].String() != engine.Deflate(6).String() {
 		t.Fatalf("deflate-6,lz4,crc32c = %v, %v", fs, err)
 	}
+	fs, err = ParseFilters("shuffle,zlib6")
+	if err != nil || len(fs) != 2 || fs[1].String() != engine.Zlib(6).String() || fs[1].String() == engine.Deflate(6).String() {
+		t.Fatalf("shuffle,zlib6 = %v, %v", fs, err)
+	}
 	if fs, err := ParseFilters("none"); err != nil || fs == nil || len(fs) != 0 {
 		t.Fatalf("none = %#v, %v", fs, err)
 	}

@@ -179,7 +179,7 @@ func FilterNames(fs []engine.Filter) string {
 	return strings.Join(s, "+")
 }
 
-// ParseFilters parses a pipeline such as "shuffle+zstd1", "deflate1",
+// ParseFilters parses a pipeline such as "shuffle+zstd1", "deflate1", "zlib6",
 // "lz4,crc32c" or "none". A compressor without a level takes level 1.
 func ParseFilters(s string) ([]engine.Filter, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
@@ -200,7 +200,7 @@ func ParseFilters(s string) ([]engine.Filter, error) {
 		if rest := strings.Trim(tok[len(name):], "-()"); rest != "" {
 			v, err := strconv.Atoi(rest)
 			if err != nil || name == "" || name == "shuffle" || name == "lz4" || strings.HasPrefix(name, "crc") {
-				return nil, fmt.Errorf("bench: unknown filter %q (shuffle, zstdN, deflateN, lz4, crc32c, none)", tok)
+				return nil, fmt.Errorf("bench: unknown filter %q (shuffle, zstdN, deflateN, zlibN, lz4, crc32c, none)", tok)
 			}
 			lvl = v
 		}
@@ -209,14 +209,18 @@ func ParseFilters(s string) ([]engine.Filter, error) {
 			out = append(out, engine.Shuffle())
 		case "zstd":
 			out = append(out, engine.Zstd(lvl))
-		case "deflate", "gzip", "zlib":
+		case "deflate", "gzip":
 			out = append(out, engine.Deflate(lvl))
+		case "zlib":
+			// zlib-framed DEFLATE: the form HDF5 and Zarr store, so
+			// export and import copy these chunks uninflated.
+			out = append(out, engine.Zlib(lvl))
 		case "lz4":
 			out = append(out, engine.LZ4())
 		case "crc32c", "crc":
 			out = append(out, engine.CRC32C())
 		default:
-			return nil, fmt.Errorf("bench: unknown filter %q (shuffle, zstdN, deflateN, lz4, crc32c, none)", tok)
+			return nil, fmt.Errorf("bench: unknown filter %q (shuffle, zstdN, deflateN, zlibN, lz4, crc32c, none)", tok)
 		}
 	}
 	return out, nil

@@ -216,7 +216,8 @@ func (s *dsState) paddingIsFill(coords []uint64, decoded []byte) bool {
 // Stage describes a pipeline stage for code that interprets raw chunks
 // (exporters mapping the pipeline onto another format's codecs): its name,
 // one of "shuffle", "deflate" (raw DEFLATE, RFC 1951, no zlib or gzip
-// wrapper), "zstd" (one frame), "lz4" (u32 little-endian decoded length,
+// wrapper), "zlib" (DEFLATE in the zlib framing, RFC 1950: what HDF5's
+// deflate filter and numcodecs' Zlib store), "zstd" (one frame), "lz4" (u32 little-endian decoded length,
 // then one LZ4 block) and "crc32c" (the input, then its CRC32C
 // little-endian), and its level (0 for stages without one).
 func (f Filter) Stage() (name string, level int) {
@@ -225,6 +226,8 @@ func (f Filter) Stage() (name string, level int) {
 		return "shuffle", 0
 	case filter.Deflate:
 		return "deflate", int(f.spec.Level)
+	case filter.Zlib:
+		return "zlib", int(f.spec.Level)
 	case filter.Zstd:
 		return "zstd", int(f.spec.Level)
 	case filter.LZ4:

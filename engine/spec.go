@@ -26,6 +26,13 @@ func Shuffle() Filter { return Filter{filter.Spec{ID: filter.Shuffle}} }
 // Deflate compresses with DEFLATE at level 1..9.
 func Deflate(level int) Filter { return Filter{filter.Spec{ID: filter.Deflate, Level: int32(level)}} }
 
+// Zlib compresses with DEFLATE at level 1..9 in the zlib framing (RFC 1950:
+// header, stream, Adler-32), the form HDF5's deflate filter and numcodecs'
+// Zlib codec store: interop/zarr and interop/hdf5 copy such chunks both ways
+// without inflating them, where Deflate's raw stream needs one inflate per
+// chunk to compute the foreign wrapper's checksum.
+func Zlib(level int) Filter { return Filter{filter.Spec{ID: filter.Zlib, Level: int32(level)}} }
+
 // Zstd compresses with Zstandard at level 1..4 (see engine/filter for the
 // mapping onto the encoder's speed levels).
 func Zstd(level int) Filter { return Filter{filter.Spec{ID: filter.Zstd, Level: int32(level)}} }

@@ -17,9 +17,10 @@ func init() {
 }
 
 func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("import", "[--force] DIR FILE", stderr)
+	fs := newFlags("import", "[--force] [--verify] DIR FILE", stderr)
 	force := fs.Bool("force", false, "replace FILE if it exists")
 	workers := fs.Int("workers", 0, "chunks processed at once (0: one per CPU)")
+	verify := fs.Bool("verify", false, "decode every copied chunk once before storing it (zlib chunks are otherwise stored uninflated; their Adler-32 is checked on every read)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -46,7 +47,7 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	rep, err := zarr.Import(ctx, dir, f, zarr.Options{Workers: *workers})
+	rep, err := zarr.Import(ctx, dir, f, zarr.Options{Workers: *workers, Verify: *verify})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

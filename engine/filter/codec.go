@@ -57,6 +57,8 @@ func newCodec(s Spec, elemSize int) (codec, error) {
 		return shuffleCodec{elemSize: elemSize}, nil
 	case Deflate:
 		return deflateCodecs[s.Level], nil
+	case Zlib:
+		return zlibCodecs[s.Level], nil
 	case Zstd:
 		return zstdCodec{level: s.Level}, nil
 	case LZ4:
@@ -251,43 +253,14 @@ func (c *deflateCodec) decode(dst, src []byte) ([]byte, error) {
 		inflaters.Put(inf)
 	}()
 	fr, br := inf.fr, &inf.src
-
-	out := dst[:cap(dst)]
-	n := 0
-	eof := false
-	// INVARIANT: out never grows, so a bomb stops after cap(dst) bytes.
-	for n < len(out) {
-		m, err := fr.Read(out[n:])
-		n += m
-		if err == io.EOF {
-			eof = true
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: deflate: %v", ErrCorrupt, err)
-		}
-		if m == 0 {
-			return nil, fmt.Errorf("%w: deflate: decoder made no progress", ErrCorrupt)
-		}
-	}
-	if !eof {
-		// The output is full; a valid stream must end here.
-		var probe [1]byte
-		m, err := fr.Read(probe[:])
-		if m != 0 {
-			return nil, fmt.Errorf("%w: deflate: stream decodes to more than %d bytes", ErrCorrupt, len(out))
-		}
-		if err != io.EOF {
-			if err == nil {
-				err = errors.New("stream does not end at the bound")
-			}
-			return nil, fmt.Errorf("%w: deflate: %v", ErrCorrupt, err)
-		}
+	n, err := readBounded(fr, dst[:cap(dst)])
+	if err != nil {
+		return nil, fmt.Errorf("%w: deflate: %v", ErrCorrupt, err)
 	}
 	if br.Len() != 0 {
 		return nil, fmt.Errorf("%w: deflate: %d trailing bytes after the stream", ErrCorrupt, br.Len())
 	}
-	return out[:n], nil
+	return dst[:n], nil
 }
 
 // ---- zstd ----

@@ -4,7 +4,7 @@
 // A pipeline is an ordered list of filters, as in HDF5 (seed 001 §"Structured
 // Chunk" item 4 runs a pipeline per section; seed 002 Q&A on
 // H5SC_chunk_encode_t computes the filter mask during encoding): byte shuffle,
-// deflate, zstd, LZ4 and a CRC32C checksum. Compressors are optional filters
+// deflate (raw or zlib-framed), zstd, LZ4 and a CRC32C checksum. Compressors are optional filters
 // in HDF5's sense: when one does not make its input smaller it is skipped and
 // its bit is set in the filter mask that the caller stores beside the image,
 // so incompressible chunks are stored raw instead of growing.
@@ -46,6 +46,10 @@ const (
 	Zstd    ID = 3 // one Zstandard frame with content size, Level 1..4
 	LZ4     ID = 4 // uint32 little-endian decoded length, then one LZ4 block
 	CRC32C  ID = 5 // appends the 4-byte little-endian CRC-32C (Castagnoli)
+	// Zlib is DEFLATE in the zlib framing (RFC 1950: header, stream,
+	// Adler-32), Level 1..9: byte-identical to HDF5's deflate filter and
+	// numcodecs' Zlib, so those chunks move between formats uninflated.
+	Zlib ID = 6
 )
 
 // MaxFilters bounds a pipeline: the filter mask is a uint32 with one bit per
@@ -66,13 +70,15 @@ const (
 	ZstdMaxLevel = 4
 )
 
-// Deflate levels are klauspost/compress/flate's 1 (fastest) to 9 (best).
+// Deflate and Zlib levels are klauspost/compress/flate's 1 (fastest) to 9
+// (best).
 const (
 	DeflateMinLevel = 1
 	DeflateMaxLevel = 9
 )
 
-// Spec names one filter of a pipeline. Level is used by Deflate (1..9) and
+// Spec names one filter of a pipeline. Level is used by Deflate and Zlib
+// (1..9) and
 // Zstd (1..4, see ZstdMinLevel); other filters ignore it and NewPipeline and
 // EncodeSpecs normalise it to 0.
 type Spec struct {
@@ -80,7 +86,7 @@ type Spec struct {
 	Level int32
 }
 
-// String returns the filter's name: "shuffle", "deflate(1)", "zstd(1)",
+// String returns the filter's name: "shuffle", "deflate(1)", "zlib(1)", "zstd(1)",
 // "lz4", "crc32c"; an unknown ID prints as "filter#N".
 func (s Spec) String() string {
 	switch s.ID {
@@ -88,6 +94,8 @@ func (s Spec) String() string {
 		return "shuffle"
 	case Deflate:
 		return fmt.Sprintf("deflate(%d)", s.Level)
+	case Zlib:
+		return fmt.Sprintf("zlib(%d)", s.Level)
 	case Zstd:
 		return fmt.Sprintf("zstd(%d)", s.Level)
 	case LZ4:
@@ -105,9 +113,9 @@ func (s Spec) Validate() error {
 	switch s.ID {
 	case Shuffle, LZ4, CRC32C:
 		return nil
-	case Deflate:
+	case Deflate, Zlib:
 		if s.Level < DeflateMinLevel || s.Level > DeflateMaxLevel {
-			return fmt.Errorf("%w: deflate level %d not in [%d, %d]", ErrInvalid, s.Level, DeflateMinLevel, DeflateMaxLevel)
+			return fmt.Errorf("%w: %s level %d not in [%d, %d]", ErrInvalid, s.ID.name(), s.Level, DeflateMinLevel, DeflateMaxLevel)
 		}
 		return nil
 	case Zstd:
@@ -121,12 +129,20 @@ func (s Spec) Validate() error {
 }
 
 // hasLevel reports whether the filter uses Spec.Level.
-func (id ID) hasLevel() bool { return id == Deflate || id == Zstd }
+func (id ID) hasLevel() bool { return id == Deflate || id == Zlib || id == Zstd }
+
+// name is the level-less name used in messages.
+func (id ID) name() string {
+	if id == Zlib {
+		return "zlib"
+	}
+	return "deflate"
+}
 
 // optional reports whether the filter is a compressor that Encode may skip
 // (HDF5's H5Z_FLAG_OPTIONAL). Shuffle and CRC32C are never skipped, so a mask
 // bit on them is corrupt.
-func (id ID) optional() bool { return id == Deflate || id == Zstd || id == LZ4 }
+func (id ID) optional() bool { return id == Deflate || id == Zlib || id == Zstd || id == LZ4 }
 
 // normalize returns s with Level zeroed for filters that ignore it, so equal
 // pipelines have equal specs and equal on-disk bytes.

@@ -14,6 +14,7 @@ func TestSpecString(t *testing.T) {
 		{Spec{ID: Shuffle}, "shuffle"},
 		{Spec{ID: Deflate, Level: 1}, "deflate(1)"},
 		{Spec{ID: Deflate, Level: 9}, "deflate(9)"},
+		{Spec{ID: Zlib, Level: 6}, "zlib(6)"},
 		{Spec{ID: Zstd, Level: 1}, "zstd(1)"},
 		{Spec{ID: Zstd, Level: 4}, "zstd(4)"},
 		{Spec{ID: LZ4}, "lz4"},
@@ -31,6 +32,7 @@ func TestSpecValidate(t *testing.T) {
 		{ID: Shuffle}, {ID: LZ4}, {ID: CRC32C},
 		{ID: Shuffle, Level: 7}, // ignored level
 		{ID: Deflate, Level: 1}, {ID: Deflate, Level: 9},
+		{ID: Zlib, Level: 1}, {ID: Zlib, Level: 9},
 		{ID: Zstd, Level: 1}, {ID: Zstd, Level: 4},
 	}
 	for _, s := range good {
@@ -39,8 +41,9 @@ func TestSpecValidate(t *testing.T) {
 		}
 	}
 	bad := []Spec{
-		{ID: 0}, {ID: 6}, {ID: 0xFFFF},
+		{ID: 0}, {ID: 7}, {ID: 0xFFFF},
 		{ID: Deflate, Level: 0}, {ID: Deflate, Level: 10}, {ID: Deflate, Level: -1},
+		{ID: Zlib, Level: 0}, {ID: Zlib, Level: 10},
 		{ID: Zstd, Level: 0}, {ID: Zstd, Level: 5}, {ID: Zstd, Level: -3},
 	}
 	for _, s := range bad {
@@ -52,7 +55,7 @@ func TestSpecValidate(t *testing.T) {
 
 // TestIDsStable pins the on-disk numbers: changing one breaks every file.
 func TestIDsStable(t *testing.T) {
-	if Shuffle != 1 || Deflate != 2 || Zstd != 3 || LZ4 != 4 || CRC32C != 5 {
+	if Shuffle != 1 || Deflate != 2 || Zstd != 3 || LZ4 != 4 || CRC32C != 5 || Zlib != 6 {
 		t.Fatal("filter IDs were renumbered")
 	}
 	got := EncodeSpecs([]Spec{{ID: Shuffle}, {ID: Zstd, Level: 3}, {ID: CRC32C}})

@@ -13,6 +13,7 @@ func FuzzDecodeSpecs(f *testing.F) {
 	f.Add([]byte{1, 0})
 	f.Add(EncodeSpecs([]Spec{shuf, zstd1, crc}))
 	f.Add(EncodeSpecs([]Spec{defl9, lz4s}))
+	f.Add(EncodeSpecs([]Spec{shuf, zlib9}))
 	f.Add(EncodeSpecs(make([]Spec, MaxFilters)))
 	f.Add([]byte{1, 255})
 	f.Add([]byte{1, 1, 3, 0, 7, 0, 0, 0})
@@ -47,6 +48,7 @@ var fuzzPipelines = [][]Spec{
 	{shuf, lz4s, crc},
 	{zstd1, defl1, lz4s},
 	{crc, zstd1, shuf},
+	{shuf, zlib6},
 }
 
 // fuzzMaxSize bounds the decoded size the fuzzer may ask for, so a run
@@ -75,7 +77,7 @@ func FuzzPipelineDecode(f *testing.F) {
 		}
 	}
 	// Bombs: 1 MiB of zeros squeezed by each compressor, decoded small.
-	for i := range []int{1, 2, 3} {
+	for _, i := range []int{1, 2, 3, 7} {
 		p, _ := NewPipeline(fuzzPipelines[i], 2)
 		image, mask, _ := p.Encode(make([]byte, 1<<20))
 		f.Add(uint8(i), image, mask, uint32(1000))

@@ -18,6 +18,9 @@ var (
 	defl1 = Spec{ID: Deflate, Level: 1}
 	defl6 = Spec{ID: Deflate, Level: 6}
 	defl9 = Spec{ID: Deflate, Level: 9}
+	zlib1 = Spec{ID: Zlib, Level: 1}
+	zlib6 = Spec{ID: Zlib, Level: 6}
+	zlib9 = Spec{ID: Zlib, Level: 9}
 	zstd1 = Spec{ID: Zstd, Level: 1}
 	zstd2 = Spec{ID: Zstd, Level: 2}
 	zstd3 = Spec{ID: Zstd, Level: 3}
@@ -155,7 +158,7 @@ func orders(maxLen int) [][]Spec {
 }
 
 func TestRoundTripEveryFilterAndLevel(t *testing.T) {
-	specs := []Spec{shuf, defl1, defl6, defl9, zstd1, zstd2, zstd3, zstd4, lz4s, crc}
+	specs := []Spec{shuf, defl1, defl6, defl9, zlib1, zlib6, zlib9, zstd1, zstd2, zstd3, zstd4, lz4s, crc}
 	sizes := []int{0, 1, 2, 3, 7, 64, 1001, 4096, 65537}
 	var data [][]byte
 	for _, n := range sizes {
@@ -417,7 +420,7 @@ func TestCorruptImages(t *testing.T) {
 // checksum filter around it) and checks the errors are typed.
 func TestCorruptCompressedStreams(t *testing.T) {
 	src := textData(70_000)
-	for _, s := range []Spec{defl1, zstd1, lz4s} {
+	for _, s := range []Spec{defl1, zlib1, zstd1, lz4s} {
 		p := mustPipeline(t, []Spec{s}, 2)
 		image, mask := roundTrip(t, p, src)
 		if mask != 0 {

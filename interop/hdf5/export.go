@@ -80,6 +80,13 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 			os.Remove(dstPath)
 		}
 	}()
+	rootAttrs, err := h5Attrs(src.Attrs())
+	if err != nil {
+		return rep, err
+	}
+	if err := f.WriteRootAttrs(rootAttrs); err != nil {
+		return rep, err
+	}
 	for _, p := range plans {
 		dr, err := exportDataset(ctx, f, p, opts)
 		if err != nil {
@@ -121,16 +128,24 @@ func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 		n, l := fl.Stage()
 		stages = append(stages, stage{n, l})
 	}
-	// Raw or rewrapped when every filter is shuffle or deflate and a
-	// deflate (at most one) comes last: then its input is the whole
-	// (shuffled) chunk, whose size the Adler-32 needs.
+	// Raw when every filter is shuffle or zlib: scc's Zlib stream is
+	// HDF5's deflate chunk byte for byte, in any order. Rewrapped when a
+	// raw deflate comes last instead (files written with scc's Deflate):
+	// its input is then the whole (shuffled) chunk, whose size the
+	// Adler-32 needs.
 	var hf []h5.Filter
 	copyable := true
+	hasZlib := false
+	for _, st := range stages {
+		hasZlib = hasZlib || st.name == "zlib"
+	}
 	for i, st := range stages {
 		switch {
 		case st.name == "shuffle":
 			hf = append(hf, h5.Filter{ID: h5.FilterShuffle})
-		case st.name == "deflate" && i == len(stages)-1:
+		case st.name == "zlib":
+			hf = append(hf, h5.Filter{ID: h5.FilterDeflate, Level: st.level})
+		case st.name == "deflate" && i == len(stages)-1 && !hasZlib:
 			hf = append(hf, h5.Filter{ID: h5.FilterDeflate, Level: st.level})
 			p.deflate = i
 			p.mode = Rewrapped
@@ -153,6 +168,8 @@ func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 		case "deflate":
 			compressed = true
 			why = append(why, "deflate not last in the pipeline")
+		case "zlib":
+			compressed = true
 		case "zstd", "lz4":
 			compressed = true
 			why = append(why, st.name+" has no filter in libhdf5")
@@ -207,6 +224,13 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 		return rep, err
 	}
 	defer hd.Close()
+	attrs, err := h5Attrs(p.ds.Attrs())
+	if err != nil {
+		return rep, err
+	}
+	if err := hd.WriteAttrs(attrs); err != nil {
+		return rep, err
+	}
 	chunk := p.spec.Chunk
 	chunkBytes := p.ds.ChunkBytes()
 	g, gctx := errgroup.WithContext(ctx)
@@ -282,6 +306,9 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 			rep.Chunks++
 			if e.copied {
 				rep.CopiedChunks++
+				if p.mode == Raw {
+					rep.UntouchedChunks++
+				}
 			}
 			rep.StoredBytes += int64(len(e.data))
 			rep.LogicalBytes += int64(chunkBytes)

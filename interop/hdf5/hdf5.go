@@ -11,21 +11,25 @@
 // "grp/sub/x") into an scc file.
 //
 // Chunks move without a decode and re-encode wherever the two filter
-// pipelines agree. scc's shuffle is HDF5's shuffle byte for byte, and a
-// chunk's filter mask means the same in both (bit i: filter i skipped). scc's
-// deflate filter writes raw DEFLATE (RFC 1951) while HDF5's writes zlib
-// (RFC 1950: a 2-byte header, the same DEFLATE stream, and an Adler-32 of
-// the uncompressed bytes), so deflated chunks are rewrapped, not
-// re-encoded: export inflates each chunk once to compute the Adler-32 (no
-// compression runs) and import checks the Adler-32 the same way and strips
-// the wrapper. Pipelines with no HDF5 counterpart in libhdf5 (zstd, LZ4,
-// CRC32C) are decoded and re-encoded to shuffle+deflate, and the report says
-// so. Edge chunks are whole chunks in both formats (HDF5 stores full-size
-// edge chunks), so they copy like any other.
+// pipelines agree. scc's shuffle is HDF5's shuffle byte for byte, scc's
+// Zlib filter stores exactly HDF5's deflate stream (zlib, RFC 1950), and a
+// chunk's filter mask means the same in both (bit i: filter i skipped), so
+// shuffle/zlib chunks are copied untouched both ways: HDF5 deflate imports
+// as scc Zlib, and a [shuffle+]deflate chunk is stored without inflating it
+// (engine.Dataset.WriteChunkRawZlib; its Adler-32 is checked on every later
+// read; Options.Verify decodes first). scc's older Deflate filter writes
+// raw DEFLATE (RFC 1951), so those chunks are rewrapped on export: each is
+// inflated once to compute the Adler-32 (no compression runs). Pipelines
+// with no HDF5 counterpart in libhdf5 (zstd, LZ4, CRC32C) are decoded and
+// re-encoded to shuffle+deflate, and the report says so. Edge chunks are
+// whole chunks in both formats (HDF5 stores full-size edge chunks), so
+// they copy like any other (import decodes them once to check that their
+// padding is the fill value, as scc keeps it).
 //
-// Attributes are not mapped yet: the engine has none (issue 13 item 1 adds
-// them); export and import move datasets only, and Import's report counts
-// the HDF5 attributes it left behind so nothing is dropped silently.
+// Attributes of the file (the root group) and of each dataset cross both
+// ways (attrs.go has the mapping); Import's report lists the HDF5
+// attributes it could not map, with the reason, so nothing is dropped
+// silently.
 //
 // Concurrency: Export and Import may run at once with each other and with
 // other users of the scc files; calls into libhdf5 are serialized process-
@@ -56,12 +60,13 @@ var ErrUnsupported = errors.New("hdf5: unsupported")
 type Mode string
 
 const (
-	// Raw: every stored chunk was copied byte for byte (unfiltered or
-	// shuffle-only pipelines).
+	// Raw: every stored chunk was copied byte for byte (pipelines of
+	// shuffle and zlib: scc's Zlib filter stores HDF5's deflate stream).
 	Raw Mode = "raw"
-	// Rewrapped: deflated chunks were copied without re-compression; only
-	// the zlib wrapper was added (export) or removed (import), which costs
-	// one inflate per chunk for the Adler-32.
+	// Rewrapped: scc's raw Deflate chunks were exported without
+	// re-compression; only the zlib wrapper was added, which costs one
+	// inflate per chunk for the Adler-32. (Import never rewraps: HDF5's
+	// deflate becomes scc's Zlib.)
 	Rewrapped Mode = "rewrapped"
 	// Reencoded: chunks were decoded and encoded again, because the
 	// pipelines differ (Reason says why).
@@ -78,20 +83,30 @@ type DatasetReport struct {
 	// without re-encoding (some chunks of a raw dataset may still need it,
 	// e.g. an HDF5 chunk whose deflate did not shrink it).
 	Chunks, CopiedChunks int
+	// UntouchedChunks counts the copied chunks that were not decoded at
+	// all, not even to verify them: every chunk a Raw export copies, and
+	// on import every [shuffle+]deflate chunk that is not an edge chunk
+	// (engine.Dataset.WriteChunkRawZlib: its Adler-32 stays in the stream
+	// and is checked on every read). Other copied imports are decoded once
+	// by the engine to verify them.
+	UntouchedChunks int
 	// StoredBytes is the encoded size of the chunks written to the
 	// destination; LogicalBytes is the elements they cover (whole chunks).
 	StoredBytes, LogicalBytes int64
 	// AttrsNotImported counts the HDF5 attributes of the dataset that
-	// Import left behind (attribute mapping is not built yet).
+	// Import could not map (see attrs.go); AttrNotes says which and why,
+	// one "name: reason" each.
 	AttrsNotImported int
+	AttrNotes        []string
 }
 
 // Report lists one DatasetReport per dataset, in the order moved.
 type Report struct {
 	Datasets []DatasetReport
 	// RootAttrsNotImported counts the attributes of the HDF5 file's root
-	// group that Import left behind.
+	// group that Import could not map; RootAttrNotes says which and why.
 	RootAttrsNotImported int
+	RootAttrNotes        []string
 	Elapsed              time.Duration
 }
 
@@ -108,7 +123,7 @@ func (r Report) LogicalBytes() int64 {
 func (r Report) String() string {
 	var b strings.Builder
 	for _, d := range r.Datasets {
-		fmt.Fprintf(&b, "%-24s %-10s chunks %d (copied %d), %d stored / %d logical bytes", d.Name, d.Mode, d.Chunks, d.CopiedChunks, d.StoredBytes, d.LogicalBytes)
+		fmt.Fprintf(&b, "%-24s %-10s chunks %d (copied %d, %d not decoded at all), %d stored / %d logical bytes", d.Name, d.Mode, d.Chunks, d.CopiedChunks, d.UntouchedChunks, d.StoredBytes, d.LogicalBytes)
 		if d.Reason != "" {
 			fmt.Fprintf(&b, " — %s", d.Reason)
 		}
@@ -116,9 +131,15 @@ func (r Report) String() string {
 			fmt.Fprintf(&b, " (%d attributes not imported)", d.AttrsNotImported)
 		}
 		b.WriteByte('\n')
+		for _, n := range d.AttrNotes {
+			fmt.Fprintf(&b, "  attribute not imported: %s\n", n)
+		}
 	}
 	if r.RootAttrsNotImported > 0 {
 		fmt.Fprintf(&b, "(%d attributes of the root group not imported)\n", r.RootAttrsNotImported)
+		for _, n := range r.RootAttrNotes {
+			fmt.Fprintf(&b, "  attribute not imported: %s\n", n)
+		}
 	}
 	return b.String()
 }
@@ -139,8 +160,15 @@ type Options struct {
 	Chunk []uint64
 	// Filters is the scc pipeline for imported datasets whose HDF5 filters
 	// scc cannot copy raw, and for contiguous ones (Import only). Default
-	// (nil): shuffle + deflate(DeflateLevel).
+	// (nil): shuffle + zlib(DeflateLevel), which exports back to HDF5
+	// without inflating.
 	Filters []engine.Filter
+	// Verify makes Import decode every copied chunk once before storing
+	// it, so a damaged chunk in the HDF5 file fails the import instead of
+	// the reads of that chunk. Off by default: deflate chunks are then
+	// stored without inflating them, and their Adler-32, which stays in
+	// the stream, is checked on every read and by `scctl check`.
+	Verify bool
 }
 
 // Validate checks the options; zero values are valid defaults.
@@ -234,3 +262,5 @@ func forEachCoord(grid []uint64, fn func([]uint64) bool) {
 		}
 	}
 }
+
+func (o *Options) verify() bool { return o != nil && o.Verify }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/adler32"
 	"math"
 	"math/bits"
 	"slices"
@@ -15,21 +14,19 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/scc-dev/scc/engine"
-	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
 )
 
 // importPlan is how one HDF5 dataset maps onto a new scc dataset.
 type importPlan struct {
-	path    string // HDF5 path, no leading '/'
-	info    h5.Info
-	spec    engine.DatasetSpec
-	mode    Mode
-	reason  string
-	deflate int // pipeline index of deflate when copying, else -1
-	// shuffles rebuild deflate's input from a decoded chunk, one per
-	// shuffle filter before the deflate, for the Adler-32 check.
-	shuffles []*filter.Pipeline
+	path   string // HDF5 path, no leading '/'
+	info   h5.Info
+	spec   engine.DatasetSpec
+	mode   Mode
+	reason string
+	// zlibDirect: the pipeline is [shuffle+]deflate, whose chunks are
+	// stored without inflating them (engine.Dataset.WriteChunkRawZlib).
+	zlibDirect bool
 }
 
 // Import creates one scc dataset in dst per HDF5 dataset of srcPath (all, or
@@ -47,9 +44,12 @@ type importPlan struct {
 // not flushed: the caller decides whether to Flush or discard the file.
 //
 // Chunked datasets keep their chunk shape; their stored chunks are copied
-// without re-encoding when the filters are shuffle and deflate (deflate
-// last), the type is little-endian, and the chunk's zlib stream checks out
-// (header, Adler-32, exact size). Any other chunk — and every chunk of a
+// without re-encoding when the filters are shuffle and deflate (HDF5's
+// deflate chunk is scc's Zlib filter's image) and the type is
+// little-endian. A [shuffle+]deflate chunk is stored without inflating it
+// (unless opts.Verify): its zlib framing and size are checked, its
+// Adler-32 on every later read; edge chunks and other pipelines are
+// decoded once by the engine to verify them. Any other chunk — and every chunk of a
 // contiguous or compact dataset — is read through HDF5's own pipeline and
 // written through the engine with opts.Filters.
 func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options) (rep Report, err error) {
@@ -94,9 +94,16 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 	if opts != nil && opts.Datasets != nil && len(plans) != len(opts.Datasets) {
 		return rep, fmt.Errorf("%w: some of the datasets %q are not in %s", engine.ErrNotFound, opts.Datasets, srcPath)
 	}
-	if rep.RootAttrsNotImported, err = f.RootAttrs(); err != nil {
+	// The root group's attributes become dst's file attributes (replacing
+	// same-named ones).
+	rootAttrs, rootSkipped, err := f.ReadRootAttrs()
+	if err != nil {
 		return rep, err
 	}
+	if rep.RootAttrNotes, err = importAttrs(ctx, dst, rootAttrs, rootSkipped); err != nil {
+		return rep, err
+	}
+	rep.RootAttrsNotImported = len(rep.RootAttrNotes)
 	for _, p := range plans {
 		dr, err := importDataset(ctx, f, dst, p, opts)
 		if err != nil {
@@ -129,7 +136,7 @@ func planImport(f *h5.File, path string, opts *Options) (*importPlan, error) {
 	if r == 0 || r > engine.MaxRank {
 		return nil, fmt.Errorf("%w: dataset %q: rank %d not in [1, %d]", ErrUnsupported, path, r, engine.MaxRank)
 	}
-	p := &importPlan{path: path, info: in, deflate: -1, mode: Raw}
+	p := &importPlan{path: path, info: in, mode: Raw}
 	maxShape := make([]uint64, r)
 	for i, m := range in.MaxDims {
 		if m == h5.Unlimited {
@@ -140,7 +147,7 @@ func planImport(f *h5.File, path string, opts *Options) (*importPlan, error) {
 	}
 	p.spec = engine.DatasetSpec{Type: typ, Shape: in.Dims, MaxShape: maxShape, Fill: in.Fill}
 	reencode := func(why string) {
-		p.mode, p.reason, p.deflate = Reencoded, why, -1
+		p.mode, p.reason, p.zlibDirect = Reencoded, why, false
 		p.spec.Filters = opts.filters()
 	}
 	if in.Layout == h5.Chunked {
@@ -151,19 +158,13 @@ func planImport(f *h5.File, path string, opts *Options) (*importPlan, error) {
 			switch {
 			case fl.ID == h5.FilterShuffle:
 				fs = append(fs, engine.Shuffle())
-				sh, err := filter.NewPipeline([]filter.Spec{{ID: filter.Shuffle}}, in.Type.Size)
-				if err != nil {
-					return nil, err
-				}
-				p.shuffles = append(p.shuffles, sh)
-			case fl.ID == h5.FilterDeflate && i == len(in.Filters)-1:
-				// Level 0 (stored blocks) decodes like any other; scc's
-				// levels start at 1 and only matter for encoding.
-				fs = append(fs, engine.Deflate(max(1, min(9, fl.Level))))
-				p.deflate = i
-				p.mode = Rewrapped
 			case fl.ID == h5.FilterDeflate:
-				why = append(why, "deflate is not the last filter")
+				// HDF5's deflate chunk is a zlib stream: scc's Zlib
+				// filter stores it as it is, wherever it stands. Level 0
+				// (stored blocks) decodes like any other; scc's levels
+				// start at 1 and only matter for encoding.
+				fs = append(fs, engine.Zlib(max(1, min(9, fl.Level))))
+				p.zlibDirect = i == len(in.Filters)-1 && (i == 0 || i == 1 && in.Filters[0].ID == h5.FilterShuffle)
 			default:
 				why = append(why, fmt.Sprintf("HDF5 filter %d (%s) has no scc counterpart", fl.ID, fl.Name))
 			}
@@ -197,7 +198,7 @@ func (o *Options) filters() []engine.Filter {
 	if o != nil && o.Filters != nil {
 		return o.Filters
 	}
-	return []engine.Filter{engine.Shuffle(), engine.Deflate(o.level())}
+	return []engine.Filter{engine.Shuffle(), engine.Zlib(o.level())}
 }
 
 // chunkFor picks an scc chunk for a dataset HDF5 does not chunk:
@@ -244,7 +245,8 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		return rep, err
 	}
 	defer hd.Close()
-	if rep.AttrsNotImported, err = hd.NumAttrs(); err != nil {
+	attrs, skipped, err := hd.ReadAttrs()
+	if err != nil {
 		return rep, err
 	}
 	ds, err := dst.CreateDatasetContext(ctx, p.path, p.spec)
@@ -252,6 +254,10 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		return rep, err
 	}
 	defer ds.Close()
+	if rep.AttrNotes, err = importAttrs(ctx, ds, attrs, skipped); err != nil {
+		return rep, err
+	}
+	rep.AttrsNotImported = len(rep.AttrNotes)
 	chunk, dims := p.spec.Chunk, p.spec.Shape
 	chunkBytes := ds.ChunkBytes()
 	grid := ds.ChunkGrid()
@@ -354,22 +360,29 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 	// call beside the producer's, which the binding serializes).
 	for w := 0; w < opts.workers(); w++ {
 		g.Go(func() error {
-			var scratch []byte // this worker's shuffle buffer for checks
 			for it := range work {
-				copied := false
+				copied, untouched := false, false
 				if it.image != nil {
-					img, check, ok := p.rawImage(it, &scratch)
-					if ok {
-						err := ds.WriteChunkRawChecked(gctx, it.coord, img, it.mask, check)
-						switch {
-						case err == nil:
-							copied = true
-						case !errors.Is(err, engine.ErrInvalid):
-							return err
-						}
+					var err error
+					if p.zlibDirect && it.mask == 0 && !opts.verify() {
+						var verified bool
+						verified, err = ds.WriteChunkRawZlib(gctx, it.coord, it.image, 0)
+						untouched = err == nil && !verified
+					} else {
+						err = ds.WriteChunkRaw(gctx, it.coord, it.image, it.mask)
+					}
+					switch {
+					case err == nil:
+						copied = true
+					case !errors.Is(err, engine.ErrInvalid):
+						return err
 					}
 					if !copied {
-						var err error
+						// Not scc's form (a filter skipped in a way scc
+						// does not record, a stream that did not shrink
+						// the chunk, edge padding other than the fill
+						// value): HDF5's decoder, which also reports
+						// real damage.
 						if it, err = readBox(it.coord); err != nil {
 							return err
 						}
@@ -384,6 +397,9 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 				rep.Chunks++
 				if copied {
 					rep.CopiedChunks++
+				}
+				if untouched {
+					rep.UntouchedChunks++
 				}
 				rep.LogicalBytes += int64(chunkBytes)
 				mu.Unlock()
@@ -407,39 +423,6 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		rep.Reason = fmt.Sprintf("%d of %d chunks re-encoded (filters skipped in a way scc does not record, or deflate that did not shrink the chunk)", rep.Chunks-rep.CopiedChunks, rep.Chunks)
 	}
 	return rep, err
-}
-
-// rawImage turns an HDF5 chunk into scc's image for the same pipeline, and
-// the check of the decoded chunk against the zlib stream's Adler-32 that
-// WriteChunkRawChecked runs on the decode it verifies the image with (so
-// the chunk is inflated once). ok false: the chunk must be re-encoded. A
-// chunk that fails the checks is not an error here: it goes through HDF5's
-// own decoder, which reports real damage.
-func (p *importPlan) rawImage(it imported, scratch *[]byte) (img []byte, check func([]byte) error, ok bool) {
-	if p.deflate < 0 || it.mask&(1<<p.deflate) != 0 {
-		return it.image, nil, true
-	}
-	stream, want, err := splitZlib(it.image)
-	if err != nil {
-		return nil, nil, false
-	}
-	return stream, func(chunk []byte) error {
-		// The deflate filter's input is the chunk after the filters
-		// before it: shuffles (planImport admits nothing else there).
-		in := chunk
-		for _, sh := range p.shuffles {
-			out, _, err := sh.EncodeTo((*scratch)[:0], in)
-			if err != nil {
-				return err
-			}
-			*scratch = out
-			in = out
-		}
-		if got := adler32.Checksum(in); got != want {
-			return fmt.Errorf("Adler-32 %08x, zlib stream says %08x", got, want)
-		}
-		return nil
-	}, true
 }
 
 // storedCoords lists the chunk coordinates of the stored chunks of a sparse

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
 )
 
 // writeH5py makes the files h5py writes the way users write them: gzip +
@@ -39,14 +40,14 @@ with h5py.File(path, "w") as f:
     d.attrs["units"] = "counts"
     d.attrs["gain"] = np.float32(1.5)
     f.attrs["run"] = 7
-    save("frames", a, "rewrapped", (8, 16))
+    save("frames", a, "raw", (8, 16))
     g = f.create_group("grp/sub")
     b = np.full((20, 9), -3.5, dtype="<f8")
     d = g.create_dataset("sparse", shape=(20, 9), maxshape=(None, None), chunks=(6, 4), dtype="<f8",
                          compression="gzip", fillvalue=-3.5)
     b[0:6, 0:4] = np.linspace(0, 1, 24).reshape(6, 4)
     d[0:6, 0:4] = b[0:6, 0:4]
-    save("grp/sub/sparse", b, "rewrapped", (6, 4))
+    save("grp/sub/sparse", b, "raw", (6, 4))
     c = rng.integers(-2**31, 2**31, size=(50, 40), dtype="<i4")
     f.create_dataset("contig", data=c)
     save("contig", c, "re-encoded")
@@ -63,10 +64,10 @@ with h5py.File(path, "w") as f:
     save("fletcher", fl, "re-encoded", (10,))
     z = np.arange(300, dtype="<i2")
     f.create_dataset("gzip0", data=z, chunks=(64,), compression="gzip", compression_opts=0)
-    save("gzip0", z, "rewrapped", (64,))
+    save("gzip0", z, "raw", (64,))
     n = rng.integers(0, 256, size=(3000,), dtype="<u1")
     f.create_dataset("noise", data=n, chunks=(512,), compression="gzip", shuffle=True, maxshape=(None,))
-    save("noise", n, "rewrapped", (512,))
+    save("noise", n, "raw", (512,))
     p = np.arange(10, dtype="<u8")
     f.create_dataset("plain", data=p, chunks=(4,), maxshape=(None,))
     save("plain", p, "raw", (4,))
@@ -157,9 +158,14 @@ func TestImportFromH5py(t *testing.T) {
 		}
 		ds.Close()
 	}
-	// Attributes are not mapped yet; the report must say they were left.
-	if byName["frames"].AttrsNotImported != 2 || rep.RootAttrsNotImported != 1 || !strings.Contains(rep.String(), "2 attributes not imported") {
-		t.Errorf("attributes left behind not reported: %d, root %d", byName["frames"].AttrsNotImported, rep.RootAttrsNotImported)
+	// h5py's attributes cross (TestAttrs covers every kind).
+	if byName["frames"].AttrsNotImported != 0 || rep.RootAttrsNotImported != 0 {
+		t.Errorf("attributes left behind: %v, root %v", byName["frames"].AttrNotes, rep.RootAttrNotes)
+	}
+	if v, err := f.Attr("run"); err != nil {
+		t.Errorf("root attribute run: %v", err)
+	} else if n, err := engine.Scalar[int64](v); err != nil || n != 7 {
+		t.Errorf("root attribute run = %v %v", n, err)
 	}
 	if sp := byName["grp/sub/sparse"]; sp.Chunks != 1 {
 		t.Errorf("sparse: %d chunks imported, want the 1 h5py stored", sp.Chunks)
@@ -184,8 +190,25 @@ func equalU64(a, b []uint64) bool {
 }
 
 // TestRoundTrip: scc → HDF5 → scc keeps every element, the pipeline and the
-// chunking, with every chunk copied (no re-encode either way).
+// chunking, with every chunk copied (no re-encode either way). A Zlib
+// pipeline crosses byte for byte both ways (the same bytes in scc, in the
+// HDF5 file and back in scc) with no chunk decoded except the edge chunks
+// import verifies; a raw Deflate pipeline (files written before Zlib) is
+// rewrapped on export and then copied as Zlib.
 func TestRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		compressor engine.Filter
+		expMode    Mode
+	}{
+		{"zlib", engine.Zlib(5), Raw},
+		{"deflate", engine.Deflate(5), Rewrapped},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRoundTrip(t, tc.compressor, tc.expMode) })
+	}
+}
+
+func testRoundTrip(t *testing.T, compressor engine.Filter, expMode Mode) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	src, err := engine.Create(filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
@@ -194,7 +217,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	defer src.Close()
 	spec := engine.DatasetSpec{Type: engine.Float32, Shape: []uint64{33, 17}, MaxShape: []uint64{engine.Unlimited, 17},
-		Chunk: []uint64{8, 8}, Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(5)}, Fill: f32bytes(2.5)}
+		Chunk: []uint64{8, 8}, Filters: []engine.Filter{engine.Shuffle(), compressor}, Fill: f32bytes(2.5)}
 	ds, err := src.CreateDataset("x/y", spec)
 	if err != nil {
 		t.Fatal(err)
@@ -208,8 +231,17 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	h5path := filepath.Join(dir, "b.h5")
-	if _, err := Export(ctx, src, h5path, nil); err != nil {
+	erep, err := Export(ctx, src, h5path, nil)
+	if err != nil {
 		t.Fatal(err)
+	}
+	e := erep.Datasets[0]
+	wantUntouched := 0
+	if expMode == Raw {
+		wantUntouched = 9
+	}
+	if e.Mode != expMode || e.Chunks != 9 || e.CopiedChunks != 9 || e.UntouchedChunks != wantUntouched {
+		t.Fatalf("export report %+v", e)
 	}
 	dst, err := engine.Create(filepath.Join(dir, "c.scc"), &engine.Options{NoSync: true})
 	if err != nil {
@@ -220,8 +252,10 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// 3×3 chunks stored; the third column is an edge chunk (17 = 2×8+1),
+	// which import decodes once to check its padding.
 	d := rep.Datasets[0]
-	if d.Name != "x/y" || d.Mode != Rewrapped || d.CopiedChunks != d.Chunks || d.Chunks != 3*3 {
+	if d.Name != "x/y" || d.Mode != Raw || d.CopiedChunks != d.Chunks || d.Chunks != 3*3 || d.UntouchedChunks != 6 {
 		t.Fatalf("report %+v", d)
 	}
 	back, err := dst.OpenDataset("x/y")
@@ -235,21 +269,51 @@ func TestRoundTrip(t *testing.T) {
 	if !bytes.Equal(got, want) || !bytes.Equal(back.Fill(), spec.Fill) || back.MaxShape()[0] != engine.Unlimited {
 		t.Fatal("round trip differs")
 	}
-	if fs := back.Filters(); len(fs) != 2 || fs[0].String() != "shuffle" || fs[1].String() != "deflate(5)" {
+	if fs := back.Filters(); len(fs) != 2 || fs[0].String() != "shuffle" || fs[1].String() != "zlib(5)" {
 		t.Fatalf("filters %v", fs)
 	}
-	// The stored chunks are the very images scc wrote.
-	for _, c := range [][]uint64{{0, 0}, {2, 1}} {
-		a, am, err := ds.ReadChunkRaw(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, bm, err := back.ReadChunkRaw(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(a, b) || am != bm {
-			t.Fatalf("chunk %v was not copied byte for byte", c)
+	// The stored chunks: the HDF5 file holds scc's zlib image (or scc's
+	// raw DEFLATE stream inside a zlib wrapper), and the imported scc
+	// dataset holds the HDF5 file's bytes.
+	h, err := h5.Open(h5path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	hd, err := h.OpenDataset("x/y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hd.Close()
+	for r := uint64(0); r < 3; r++ {
+		for c := uint64(0); c < 3; c++ {
+			coords := []uint64{r, c}
+			a, am, err := ds.ReadChunkRaw(ctx, coords)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := []uint64{r * 8, c * 8}
+			hm, size, err := hd.ChunkInfo(off)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hb := make([]byte, size)
+			if _, err := hd.ReadChunk(off, hb); err != nil {
+				t.Fatal(err)
+			}
+			b, bm, err := back.ReadChunkRaw(ctx, coords)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(hb, b) || hm != bm || am != bm {
+				t.Fatalf("chunk %v: HDF5's bytes were not imported byte for byte", coords)
+			}
+			if expMode == Raw && !bytes.Equal(a, hb) {
+				t.Fatalf("chunk %v: scc's zlib image was not exported byte for byte", coords)
+			}
+			if expMode == Rewrapped && !bytes.Equal(a, hb[2:len(hb)-4]) {
+				t.Fatalf("chunk %v: scc's DEFLATE stream is not inside the HDF5 chunk", coords)
+			}
 		}
 	}
 }
@@ -320,8 +384,31 @@ with open(sys.argv[1], "r+b") as g:
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := Import(ctx, h5path, f, nil); !errors.Is(err, ErrHDF5) {
-		t.Fatalf("import of a damaged chunk: %v", err)
+	if _, err := Import(ctx, h5path, f, &Options{Verify: true}); !errors.Is(err, ErrHDF5) {
+		t.Fatalf("import of a damaged chunk, verifying: %v", err)
+	}
+	// Without Verify the chunk is stored uninflated, and every read of it
+	// fails as corrupt (its Adler-32 or DEFLATE body does not check out),
+	// never returning wrong elements.
+	g, err := engine.Create(filepath.Join(dir, "e.scc"), &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	rep, err := Import(ctx, h5path, g, nil)
+	if err != nil || rep.Datasets[0].UntouchedChunks != 4 {
+		t.Fatalf("import of a damaged chunk, not verifying: %v %+v", err, rep)
+	}
+	ds, err := g.OpenDataset("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1024*4)
+	if err := ds.Read(ctx, engine.Box([]uint64{1024}, []uint64{1024}), buf); !errors.Is(err, engine.ErrCorrupt) {
+		t.Fatalf("read of the damaged chunk: %v, want ErrCorrupt", err)
+	}
+	if err := ds.Read(ctx, engine.Box([]uint64{0}, []uint64{1024}), buf); err != nil {
+		t.Fatalf("read of an intact chunk: %v", err)
 	}
 }
 
@@ -394,7 +481,7 @@ with h5py.File(sys.argv[1], "w") as f:
 		chunk []uint64
 		fl    string
 	}{
-		{nil, []uint64{131, 1000}, "[shuffle deflate(1)]"},
+		{nil, []uint64{131, 1000}, "[shuffle zlib(1)]"},
 		{&Options{Chunk: []uint64{100, 250}, Filters: []engine.Filter{engine.LZ4()}}, []uint64{100, 250}, "[lz4]"},
 	} {
 		f, err := engine.Create(filepath.Join(t.TempDir(), "d.scc"), &engine.Options{NoSync: true})

@@ -108,9 +108,9 @@ func TestExportReadByH5pyAndH5dump(t *testing.T) {
 	defer f.Close()
 	var cases []exportCase
 	for i, typ := range engine.Types {
-		fl := [][]engine.Filter{nil, {engine.Shuffle()}, {engine.Shuffle(), engine.Deflate(1 + i%9)}}[i%3]
-		mode := []Mode{Raw, Raw, Rewrapped}[i%3]
-		names := [][]string{nil, {"shuffle"}, {"shuffle", "gzip"}}[i%3]
+		fl := [][]engine.Filter{nil, {engine.Shuffle()}, {engine.Shuffle(), engine.Deflate(1 + i%9)}, {engine.Shuffle(), engine.Zlib(1 + i%9)}}[i%4]
+		mode := []Mode{Raw, Raw, Rewrapped, Raw}[i%4]
+		names := [][]string{nil, {"shuffle"}, {"shuffle", "gzip"}, {"shuffle", "gzip"}}[i%4]
 		cases = append(cases, exportCase{
 			name:    "types/" + typ.String(),
 			spec:    engine.DatasetSpec{Type: typ, Shape: []uint64{13, 11}, Chunk: []uint64{4, 8}, Filters: fl},
@@ -126,6 +126,14 @@ func TestExportReadByH5pyAndH5dump(t *testing.T) {
 			MaxShape: []uint64{engine.Unlimited, 6, 5}, Chunk: []uint64{3, 4, 5}, Fill: fill,
 			Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(6)}},
 			write: []uint64{5, 6, 5}, mode: Rewrapped, filters: []string{"shuffle", "gzip"}},
+		// The same with Zlib: the chunks are HDF5's deflate chunks as
+		// they are (copied raw, none inflated).
+		exportCase{name: "frames-zlib", spec: engine.DatasetSpec{Type: engine.Float64, Shape: []uint64{10, 6, 5},
+			MaxShape: []uint64{engine.Unlimited, 6, 5}, Chunk: []uint64{3, 4, 5}, Fill: fill,
+			Filters: []engine.Filter{engine.Shuffle(), engine.Zlib(6)}},
+			write: []uint64{5, 6, 5}, mode: Raw, filters: []string{"shuffle", "gzip"}},
+		exportCase{name: "noise-zlib", spec: engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4096}, Chunk: []uint64{1024},
+			Filters: []engine.Filter{engine.Shuffle(), engine.Zlib(1)}}, mode: Raw, filters: []string{"shuffle", "gzip"}},
 		// Deflate alone, two unlimited dimensions.
 		exportCase{name: "grid", spec: engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{9, 9},
 			MaxShape: []uint64{engine.Unlimited, engine.Unlimited}, Chunk: []uint64{4, 4},
@@ -164,7 +172,7 @@ func TestExportReadByH5pyAndH5dump(t *testing.T) {
 			m *= int(s)
 		}
 		data := pattern(c.spec.Type, m, ci)
-		if c.name == "noise" {
+		if strings.HasPrefix(c.name, "noise") {
 			data = noise(m)
 		}
 		if err := ds.Write(ctx, engine.Box(make([]uint64, len(box)), box), data); err != nil {
@@ -216,6 +224,9 @@ func TestExportReadByH5pyAndH5dump(t *testing.T) {
 		}
 		if d.Chunks == 0 || (c.mode != Reencoded && d.CopiedChunks != d.Chunks) || (c.mode == Reencoded && d.CopiedChunks != 0) {
 			t.Errorf("%s: %d chunks, %d copied", c.name, d.Chunks, d.CopiedChunks)
+		}
+		if (c.mode == Raw) != (d.UntouchedChunks == d.Chunks) {
+			t.Errorf("%s (%s): %d of %d chunks not decoded at all", c.name, c.mode, d.UntouchedChunks, d.Chunks)
 		}
 	}
 	if d := byName["frames"]; d.Chunks != 2*2 {

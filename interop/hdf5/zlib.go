@@ -3,7 +3,6 @@ package hdf5
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/adler32"
 	"io"
@@ -15,19 +14,19 @@ import (
 
 // HDF5's deflate filter (H5Zdeflate.c) writes and reads zlib streams
 // (RFC 1950): CMF, FLG, the raw DEFLATE stream (RFC 1951), then the
-// Adler-32 of the uncompressed bytes, big-endian. scc's deflate filter
-// stores the raw stream alone (engine/filter/codec.go), so moving a chunk
-// between the two adds or strips 6 bytes — but the Adler-32 covers the
-// uncompressed bytes, so it can only be computed (export) or checked
-// (import) by inflating. Nothing is ever re-compressed.
+// Adler-32 of the uncompressed bytes, big-endian. scc's Zlib filter stores
+// exactly that, so those chunks move both ways untouched. scc's older
+// Deflate filter stores the raw stream alone (engine/filter/codec.go), so
+// exporting such a chunk adds 6 bytes — but the Adler-32 covers the
+// uncompressed bytes, so it can only be computed by inflating. Nothing is
+// ever re-compressed. (Import never needs this: HDF5's deflate becomes
+// scc's Zlib.)
 
 // zlibHeader is CMF 0x78 (deflate, 32 KiB window) and FLG 0x01 (no
 // dictionary, "fastest" level hint, FCHECK making 0x7801 a multiple of 31).
 var zlibHeader = [2]byte{0x78, 0x01}
 
 const zlibOverhead = 2 + 4
-
-var errZlib = errors.New("not a zlib stream HDF5's deflate filter writes")
 
 // inflater is a reusable DEFLATE decoder.
 type inflater struct {
@@ -100,37 +99,6 @@ func wrapZlib(stream []byte, n int) ([]byte, error) {
 	z = append(z, zlibHeader[:]...)
 	z = append(z, stream...)
 	return binary.BigEndian.AppendUint32(z, sum), nil
-}
-
-// splitZlib checks a zlib stream's header and returns the raw DEFLATE
-// stream inside it and the Adler-32 it carries, without inflating.
-func splitZlib(z []byte) (stream []byte, sum uint32, err error) {
-	if len(z) < zlibOverhead {
-		return nil, 0, fmt.Errorf("%w: %d bytes", errZlib, len(z))
-	}
-	cmf, flg := z[0], z[1]
-	if cmf&0x0f != 8 || cmf>>4 > 7 || (uint16(cmf)<<8|uint16(flg))%31 != 0 || flg&0x20 != 0 {
-		return nil, 0, fmt.Errorf("%w: header %02x%02x", errZlib, cmf, flg)
-	}
-	return z[2 : len(z)-4], binary.BigEndian.Uint32(z[len(z)-4:]), nil
-}
-
-// unwrapZlib is splitZlib plus the inflate that checks the stream decodes
-// to exactly n bytes with the Adler-32 it carries. (Import gets the same
-// check from the engine's verifying decode instead: WriteChunkRawChecked.)
-func unwrapZlib(z []byte, n int) ([]byte, error) {
-	stream, want, err := splitZlib(z)
-	if err != nil {
-		return nil, err
-	}
-	got, err := inflatedAdler(stream, n)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errZlib, err)
-	}
-	if got != want {
-		return nil, fmt.Errorf("%w: Adler-32 %08x, stream says %08x", errZlib, got, want)
-	}
-	return stream, nil
 }
 
 // zlibCompress is HDF5's deflate filter in Go, for re-encoded chunks.

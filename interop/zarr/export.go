@@ -51,6 +51,11 @@ func planExport(ds *engine.Dataset, version int) plan {
 			} else if p.copy {
 				p.copy, p.why = false, "deflate is not the pipeline's last stage, so its stream cannot be rewrapped in place"
 			}
+		case "zlib":
+			// numcodecs' Zlib is the same zlib stream (v3: numcodecs.zlib,
+			// read by zarrita and zarr-python 3): copied byte for byte,
+			// no inflate.
+			p.chain = append(p.chain, codec{id: "zlib", level: level})
 		case "zstd":
 			lvl := 3
 			if level >= 1 && level < len(zstdLevels) {
@@ -193,6 +198,10 @@ func codecJSON(c codec, v int) map[string]any {
 		return map[string]any{"name": "numcodecs.lz4", "configuration": map[string]any{"acceleration": 1}}
 	case "crc32c":
 		return map[string]any{"name": "crc32c"}
+	case "zlib":
+		// Not a v3 core codec: numcodecs registers it for zarr-python 3
+		// under this name, and zarrita reads it under both.
+		return map[string]any{"name": "numcodecs.zlib", "configuration": map[string]any{"level": c.level}}
 	case "zstd":
 		return map[string]any{"name": "zstd", "configuration": map[string]any{"level": c.level, "checksum": false}}
 	}
@@ -280,7 +289,7 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	for _, c := range chunk {
 		chunkBytes *= int(c)
 	}
-	var copied, rewrapped, reenc atomic.Int64
+	var copied, rewrapped, reenc, untouched atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for _, sc := range chunks {
@@ -302,6 +311,7 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 					rewrapped.Add(1)
 				} else {
 					copied.Add(1)
+					untouched.Add(1) // ReadChunkRaw checks the frame's CRC only
 				}
 			} else {
 				raw, err := readChunk(gctx, ds, sc.Coords, chunkBytes)
@@ -332,6 +342,7 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	dr.Chunks = len(chunks) - int(skipped.Load())
 	chunks = chunks[:dr.Chunks] // only the count is used below
 	dr.Copied, dr.Rewrapped, dr.Reencoded = int(copied.Load()), int(rewrapped.Load()), int(reenc.Load())
+	dr.Untouched = int(untouched.Load())
 	dr.Bytes = int64(len(chunks)) * int64(chunkBytes)
 	if dr.Reencoded > 0 && dr.Why == "" {
 		dr.Why = "scc stored these chunks with a compressor skipped (it did not shrink them), which Zarr cannot express"

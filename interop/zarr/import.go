@@ -153,7 +153,7 @@ func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report
 		if err != nil {
 			return nil, fmt.Errorf("array %q: %w", name, err)
 		}
-		dr, err := importArray(ctx, f, name, path, m, o.workers())
+		dr, err := importArray(ctx, f, name, path, m, o.workers(), o.Verify)
 		if err != nil {
 			return nil, fmt.Errorf("array %q: %w", name, err)
 		}
@@ -397,9 +397,10 @@ func readV3(path string) (*arrayMeta, error) {
 }
 
 // importPlan maps a Zarr chain onto an scc pipeline; copy says whether a
-// chunk's bytes are the pipeline's output (after unwrapping a last zlib or
-// gzip stage).
-func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why string) {
+// chunk's bytes are the pipeline's output (after unwrapping a last gzip
+// stage). zlibRaw says the pipeline is [shuffle+]zlib, whose chunks are
+// stored without inflating them (engine.Dataset.WriteChunkRawZlib).
+func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why string, zlibRaw bool) {
 	copy = !m.bigEndian
 	if m.bigEndian {
 		why = "big-endian elements"
@@ -412,7 +413,11 @@ func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why
 			if c.elemSize != m.typ.Size() && copy {
 				copy, why = false, fmt.Sprintf("shuffle element size %d differs from the data type's", c.elemSize)
 			}
-		case "zlib", "gzip":
+		case "zlib":
+			// The same stream as scc's Zlib filter: copied as it is.
+			filters = append(filters, engine.Zlib(min(max(c.level, 1), 9)))
+			zlibRaw = last && (i == 0 || i == 1 && m.chain[0].id == "shuffle")
+		case "gzip":
 			filters = append(filters, engine.Deflate(min(max(c.level, 1), 9)))
 			if last {
 				unwrapID = c.id
@@ -436,10 +441,10 @@ func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why
 			filters = append(filters, engine.CRC32C())
 		}
 	}
-	return filters, copy, unwrapID, why
+	return filters, copy, unwrapID, why, zlibRaw && copy
 }
 
-func importArray(ctx context.Context, f *engine.File, name, dir string, m *arrayMeta, workers int) (DatasetReport, error) {
+func importArray(ctx context.Context, f *engine.File, name, dir string, m *arrayMeta, workers int, verify bool) (DatasetReport, error) {
 	dr := DatasetReport{Name: name, Codecs: chainString(m.chain), Notes: m.notes}
 	if len(m.shape) == 0 {
 		return dr, fmt.Errorf("%w: zero-dimensional array (scc datasets have rank 1..%d)", ErrUnsupported, engine.MaxRank)
@@ -447,7 +452,7 @@ func importArray(ctx context.Context, f *engine.File, name, dir string, m *array
 	if len(m.chunk) != len(m.shape) || slices.Contains(m.chunk, 0) {
 		return dr, fmt.Errorf("%w: chunks %v for shape %v", ErrCorrupt, m.chunk, m.shape)
 	}
-	filters, copyOK, unwrapID, why := importPlan(m)
+	filters, copyOK, unwrapID, why, zlibRaw := importPlan(m)
 	dr.Why = why
 	ds, err := f.CreateDatasetContext(ctx, name, engine.DatasetSpec{
 		Type: m.typ, Shape: m.shape, Chunk: m.chunk, Filters: filters, Fill: m.fill,
@@ -480,7 +485,7 @@ func importArray(ctx context.Context, f *engine.File, name, dir string, m *array
 	if total > maxGrid {
 		return dr, fmt.Errorf("%w: a grid of %d chunks (import visits every chunk key; at most %d)", ErrUnsupported, total, maxGrid)
 	}
-	var copied, rewrapped, reenc, count atomic.Int64
+	var copied, rewrapped, reenc, untouched, count atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	coords := make([]uint64, len(grid))
@@ -495,7 +500,22 @@ func importArray(ctx context.Context, f *engine.File, name, dir string, m *array
 				return err
 			}
 			count.Add(1)
-			if copyOK {
+			if zlibRaw && !verify {
+				verified, err := ds.WriteChunkRawZlib(gctx, c, b, 0)
+				if err == nil {
+					copied.Add(1)
+					if !verified {
+						untouched.Add(1)
+					}
+					return nil
+				}
+				if !errors.Is(err, engine.ErrInvalid) {
+					return err
+				}
+				// A stream that does not shrink the chunk (numcodecs
+				// keeps those), or edge padding other than the fill
+				// value: decode below.
+			} else if copyOK || zlibRaw {
 				data := b
 				if unwrapID != "" {
 					if data, err = unwrap(unwrapID, b, chunkBytes); err != nil {
@@ -553,6 +573,7 @@ func importArray(ctx context.Context, f *engine.File, name, dir string, m *array
 	}
 	dr.Chunks = int(count.Load())
 	dr.Copied, dr.Rewrapped, dr.Reencoded = int(copied.Load()), int(rewrapped.Load()), int(reenc.Load())
+	dr.Untouched = int(untouched.Load())
 	dr.Bytes = count.Load() * int64(chunkBytes)
 	if dr.Reencoded > 0 && dr.Why == "" {
 		dr.Why = "chunks not in scc's form of the codecs (or edge padding other than the fill value)"

@@ -13,20 +13,31 @@
 // stored whole in both formats, with the fill value outside the extent.
 //
 // Codecs: scc's filter pipeline maps stage by stage onto Zarr codecs —
-// shuffle onto numcodecs "shuffle", deflate onto zlib (v2) or gzip (v3),
-// zstd onto zstd, lz4 onto numcodecs "lz4" (the same 4-byte length prefix),
-// crc32c onto the v3 "crc32c" codec. When every stage maps, chunks are
-// copied without decoding and re-encoding: zstd, lz4, shuffle, crc32c and
-// unfiltered chunks byte for byte, deflate chunks with their compressed
-// stream kept byte for byte inside the zlib or gzip wrapper, whose checksum
-// is computed by inflating the stream once (the wrapper needs a checksum of
-// the decoded bytes; scc's deflate stage has none). Otherwise (crc32c in
-// v2, deflate or lz4 before another stage, a chunk for which scc skipped a
-// compressor that did not shrink it) chunks are decoded and re-encoded,
-// and the Report says so per dataset. Import does the reverse, writing
-// chunks raw (engine.Dataset.WriteChunkRaw, which verifies them) when the
-// store's codecs map and decoding them otherwise; codecs scc cannot hold
-// (blosc, bz2, transpose, sharding, ...) are refused with ErrUnsupported.
+// shuffle onto numcodecs "shuffle", zlib onto numcodecs "zlib" (v3:
+// "numcodecs.zlib", which zarrita and zarr-python 3 read), deflate onto
+// zlib (v2) or gzip (v3), zstd onto zstd, lz4 onto numcodecs "lz4" (the
+// same 4-byte length prefix), crc32c onto the v3 "crc32c" codec. When
+// every stage maps, chunks are copied without decoding and re-encoding:
+// zlib, zstd, lz4, shuffle, crc32c and unfiltered chunks byte for byte
+// (scc's Zlib stage is numcodecs' zlib stream, Adler-32 included), raw
+// deflate chunks with their compressed stream kept byte for byte inside
+// the zlib or gzip wrapper, whose checksum is computed by inflating the
+// stream once (the wrapper needs a checksum of the decoded bytes; scc's
+// raw deflate stage has none; gzip's CRC-32 always needs that inflate).
+// Otherwise (crc32c in v2, deflate or lz4 before another stage, a chunk
+// for which scc skipped a compressor that did not shrink it) chunks are
+// decoded and re-encoded, and the Report says so per dataset.
+//
+// Import does the reverse: zlib maps onto scc's Zlib and gzip onto raw
+// Deflate (unwrapped after checking its CRC-32). Chunks of a [shuffle+]zlib
+// array are stored as they are without being inflated at all
+// (engine.Dataset.WriteChunkRawZlib: framing and size checked, the Adler-32
+// checked on every later read and by the engine's Check; edge chunks are
+// decoded once to check their padding; Options.Verify decodes every chunk
+// first). Other mapped chunks are written raw with engine.Dataset.
+// WriteChunkRaw, which verifies them by decoding; the rest are decoded and
+// re-encoded. Codecs scc cannot hold (blosc, bz2, transpose, sharding, ...)
+// are refused with ErrUnsupported.
 //
 // Export and Import are safe to call concurrently on different files and
 // directories; each runs its chunks on several goroutines.
@@ -57,6 +68,14 @@ type Options struct {
 	// Workers is the number of chunks processed at once; 0 means
 	// runtime.GOMAXPROCS(0).
 	Workers int
+	// Verify makes Import decode every copied chunk once before storing
+	// it, so a damaged chunk in the store fails the import (ErrCorrupt)
+	// instead of the reads of that chunk. Off by default: [shuffle+]zlib
+	// chunks are then stored without inflating them (the point of the
+	// copy), and their Adler-32, which stays in the stream, is checked on
+	// every read and by `scctl check`. Other copied chunks are always
+	// verified. Export ignores it.
+	Verify bool
 }
 
 // Validate reports whether o is usable.
@@ -97,6 +116,13 @@ type DatasetReport struct {
 	Rewrapped int
 	// Reencoded chunks were decoded and encoded again.
 	Reencoded int
+	// Untouched counts the Copied chunks that were not decoded at all, not
+	// even to verify them: export of any copied chunk, and import of a
+	// [shuffle+]zlib chunk that is not an edge chunk (its Adler-32 stays in
+	// the stream and is checked on every later read; see
+	// engine.Dataset.WriteChunkRawZlib). Other copied imports are decoded
+	// once by the engine to verify them.
+	Untouched int
 	// Codecs is the codec chain on the Zarr side, e.g. "shuffle,zlib(4)".
 	Codecs string
 	// Why says why chunks were re-encoded ("" when none were).
@@ -123,6 +149,9 @@ func (r *Report) Summary() string {
 			b.WriteString("none stored")
 		case d.Reencoded == 0 && d.Rewrapped == 0:
 			b.WriteString("all copied without re-encoding")
+			if d.Untouched > 0 {
+				fmt.Fprintf(&b, " (%d not decoded at all)", d.Untouched)
+			}
 		case d.Reencoded == 0:
 			fmt.Fprintf(&b, "all copied without re-encoding (%d deflate streams kept byte for byte, zlib/gzip wrapper checksummed)", d.Rewrapped)
 		default:

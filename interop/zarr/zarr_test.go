@@ -36,6 +36,7 @@ func defs() []dsDef {
 		{"u8raw", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{1000}, MaxShape: []uint64{engine.Unlimited}, Chunk: []uint64{330}}, false, false},
 		{"crc", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{1300}, Chunk: []uint64{500}, Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1), engine.CRC32C()}, Fill: []byte{0xff, 0xff}}, false, false},
 		{"g/f32", engine.DatasetSpec{Type: engine.Float32, Shape: []uint64{90, 90}, Chunk: []uint64{40, 40}, Filters: []engine.Filter{engine.Deflate(1)}}, true, false},
+		{"u16zl", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{370, 110}, Chunk: []uint64{80, 40}, Filters: []engine.Filter{engine.Shuffle(), engine.Zlib(5)}, Fill: []byte{7, 0}}, false, true},
 	}
 }
 
@@ -137,10 +138,13 @@ func TestRoundTrip(t *testing.T) {
 		check := func(name string, copied, rewrapped, reenc int) {
 			t.Helper()
 			d := byName[name]
-			if d.Copied != copied || d.Rewrapped != rewrapped || d.Reencoded != reenc {
-				t.Errorf("v%d %s: copied %d rewrapped %d re-encoded %d, want %d %d %d (%s)", v, name, d.Copied, d.Rewrapped, d.Reencoded, copied, rewrapped, reenc, rep.Summary())
+			if d.Copied != copied || d.Rewrapped != rewrapped || d.Reencoded != reenc || d.Untouched != copied {
+				t.Errorf("v%d %s: copied %d (untouched %d) rewrapped %d re-encoded %d, want %d (%d) %d %d (%s)", v, name, d.Copied, d.Untouched, d.Rewrapped, d.Reencoded, copied, copied, rewrapped, reenc, rep.Summary())
 			}
 		}
+		// scc's Zlib chunks are numcodecs' zlib chunks, byte for byte.
+		check("u16zl", 12, 0, 0) // 5×3 chunks, row 0 unwritten
+		sameChunkFiles(t, f, "u16zl", store, v, 12)
 		check("u16sd", 0, 12, 0) // 5×3 chunks, row 0 unwritten
 		check("f64z", 3, 0, 0)
 		check("i32lz", 12, 0, 0)
@@ -166,7 +170,13 @@ func TestRoundTrip(t *testing.T) {
 			if d.Reencoded != 0 && d.Name != "g/f32" && !(v == 2 && d.Name == "crc") {
 				t.Errorf("v%d import %s: %d chunks re-encoded (%s)", v, d.Name, d.Reencoded, d.Why)
 			}
+			// Zlib chunks are stored as they are; only the 6 edge chunks
+			// of the 12 are inflated (to check their padding).
+			if d.Name == "u16zl" && (d.Copied != 12 || d.Untouched != 6) {
+				t.Errorf("v%d import u16zl: copied %d untouched %d, want 12 and 6", v, d.Copied, d.Untouched)
+			}
 		}
+		sameChunkFiles(t, g, "u16zl", store, v, 12)
 		sameAttrs(t, "file", f.Attrs(), g.Attrs())
 		for _, d := range defs() {
 			a, err := f.OpenDataset(d.name)
@@ -190,6 +200,29 @@ func TestRoundTrip(t *testing.T) {
 		}
 		must(t, g.Close())
 		must(t, f.Close())
+	}
+}
+
+// sameChunkFiles checks that the named dataset's stored chunks are
+// byte for byte the chunk files of the store (raw copies both ways).
+func sameChunkFiles(t *testing.T, f *engine.File, name, store string, v, want int) {
+	t.Helper()
+	ds, err := f.OpenDataset(name)
+	must(t, err)
+	defer ds.Close()
+	sc, err := ds.StoredChunks(bg)
+	must(t, err)
+	if len(sc) != want {
+		t.Fatalf("%s: %d stored chunks, want %d", name, len(sc), want)
+	}
+	for _, c := range sc {
+		data, _, err := ds.ReadChunkRaw(bg, c.Coords)
+		must(t, err)
+		file, err := os.ReadFile(chunkPath(filepath.Join(store, filepath.FromSlash(name)), v, c.Coords))
+		must(t, err)
+		if !bytes.Equal(data, file) {
+			t.Fatalf("%s chunk %v: scc's stored bytes (%d) differ from the Zarr chunk file (%d)", name, c.Coords, len(data), len(file))
+		}
 	}
 }
 
@@ -396,6 +429,26 @@ func importWritten(t *testing.T, store, dumps string, want map[string]string) *e
 			ok = d.Copied == d.Chunks && d.Chunks > 0
 		case "rewrap":
 			ok = d.Rewrapped == d.Chunks && d.Chunks > 0
+		case "zlibraw":
+			// Copied with no inflate, except edge chunks (padding check).
+			stored, err := ds.StoredChunks(bg)
+			must(t, err)
+			inner := 0
+			for _, c := range stored {
+				if _, _, edge := chunkBox(c.Coords, ds.Chunk(), ds.Shape()); !edge {
+					inner++
+				}
+			}
+			ok = d.Copied == d.Chunks && d.Untouched == inner && inner > 0
+			for _, c := range stored {
+				data, _, err := ds.ReadChunkRaw(bg, c.Coords)
+				must(t, err)
+				file, err := os.ReadFile(chunkPath(filepath.Join(store, filepath.FromSlash(name)), 2, c.Coords))
+				must(t, err)
+				if !bytes.Equal(data, file) {
+					t.Errorf("%s chunk %v: stored bytes differ from zarr-python's chunk file", name, c.Coords)
+				}
+			}
 		case "reencode":
 			ok = d.Reencoded == d.Chunks && d.Chunks > 0
 		}
@@ -420,7 +473,7 @@ func TestImportZarrPythonWritten(t *testing.T) {
 		t.Fatalf("zarr-python write: %v: %s", err, out)
 	}
 	g := importWritten(t, store, dumps, map[string]string{
-		"zlib_shuffle": "rewrap", "zstd": "copy", "lz4": "copy", "gzip": "rewrap", "raw_be": "reencode", "group/nested": "rewrap",
+		"zlib_shuffle": "zlibraw", "zstd": "copy", "lz4": "copy", "gzip": "rewrap", "raw_be": "reencode", "group/nested": "zlibraw",
 	})
 	if v, err := g.Attr("origin"); err != nil {
 		t.Fatal(err)
@@ -486,14 +539,28 @@ func TestImportRefusesUnmappable(t *testing.T) {
 		}
 		must(t, g.Close())
 	}
-	// A corrupt chunk fails the import with ErrCorrupt.
+	// A corrupt chunk fails the import with ErrCorrupt when verifying;
+	// without, a zlib chunk is stored uninflated and every read of it
+	// fails as corrupt (its Adler-32 does not match), as does the check.
 	p := write("corrupt", `{"zarr_format":2,"shape":[4],"chunks":[4],"dtype":"<i4","fill_value":0,"order":"C","filters":null,"compressor":{"id":"zlib","level":1}}`)
 	must(t, os.WriteFile(filepath.Join(p, "0"), []byte{0x78, 0x9c, 1, 2, 3, 4, 5, 6, 7}, 0o644))
 	g, err := engine.Create(filepath.Join(dir, "corrupt.scc"), nil)
 	must(t, err)
+	if _, err := Import(bg, p, g, Options{Verify: true}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("corrupt chunk, verifying: %v, want ErrCorrupt", err)
+	}
+	must(t, g.Close())
+	g, err = engine.Create(filepath.Join(dir, "corrupt2.scc"), nil)
+	must(t, err)
 	defer g.Close()
-	if _, err := Import(bg, p, g, Options{}); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("corrupt chunk: %v, want ErrCorrupt", err)
+	rep, err := Import(bg, p, g, Options{})
+	if err != nil || rep.Datasets[0].Untouched != 1 {
+		t.Fatalf("corrupt zlib chunk, not verifying: %v %+v, want stored untouched", err, rep)
+	}
+	ds, err := g.OpenDataset("corrupt")
+	must(t, err)
+	if err := ds.Read(bg, engine.All(ds.Shape()), make([]byte, 16)); !errors.Is(err, engine.ErrCorrupt) {
+		t.Fatalf("read of the stored damaged stream: %v, want ErrCorrupt", err)
 	}
 }
 

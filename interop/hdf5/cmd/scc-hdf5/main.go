@@ -61,6 +61,7 @@ func command(ctx context.Context, verb string, args []string, stdout, stderr io.
 	fs.IntVar(&opts.Workers, "workers", 0, "goroutines doing per-chunk work (default GOMAXPROCS)")
 	fs.IntVar(&opts.DeflateLevel, "level", 0, "deflate level where chunks are re-encoded, 1..9 (default 1)")
 	chunk := fs.String("chunk", "", "import: scc chunk shape for unchunked HDF5 datasets, e.g. 64,1024")
+	fs.BoolVar(&opts.Verify, "verify", false, "import: decode every copied chunk once before storing it (deflate chunks are otherwise stored uninflated; their Adler-32 is checked on every read)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -47,8 +47,8 @@ func TestCLI(t *testing.T) {
 		t.Fatalf("export: exit %d\n%s%s", code, out, stderr)
 	}
 	back := filepath.Join(dir, "c.scc")
-	code, out, stderr = runCLI(t, "import", "-datasets", "g/x", h5, back)
-	if code != 0 || !strings.Contains(out, "chunks 7 (copied 7)") {
+	code, out, stderr = runCLI(t, "import", "-verify", "-datasets", "g/x", h5, back)
+	if code != 0 || !strings.Contains(out, "chunks 7 (copied 7, 0 not decoded at all)") {
 		t.Fatalf("import: exit %d\n%s%s", code, out, stderr)
 	}
 	g, err := engine.Open(back, &engine.Options{ReadOnly: true})

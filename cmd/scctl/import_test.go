@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scc-dev/scc/engine"
+)
+
+// TestImportZlibVerify: zlib chunks are imported without being inflated
+// (the command says so), so a damaged chunk in the store is found by the
+// reads of it and by `scctl check`, not by the import; `--verify` decodes
+// every copied chunk first and fails the import instead.
+func TestImportZlibVerify(t *testing.T) {
+	ctx := context.Background()
+	src := filepath.Join(t.TempDir(), "z.scc")
+	f, err := engine.Create(src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := f.CreateDataset("z", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{4096}, Chunk: []uint64{1024},
+		Filters: []engine.Filter{engine.Shuffle(), engine.Zlib(6)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8192)
+	for i := range buf {
+		buf[i] = byte(i / 64)
+	}
+	if err := ds.Write(ctx, engine.All([]uint64{4096}), buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(t.TempDir(), "store")
+	if code, out, stderr := runCmd(t, "export", "--format", "zarr2", src, store); code != 0 || !strings.Contains(out, "all copied without re-encoding (4 not decoded at all)") {
+		t.Fatalf("export: %d\n%s%s", code, out, stderr)
+	}
+	// Damage the Adler-32 of chunk 2 (its DEFLATE body still inflates).
+	chunk := filepath.Join(store, "z", "2")
+	b, err := os.ReadFile(chunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0x55
+	if err := os.WriteFile(chunk, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fast := filepath.Join(t.TempDir(), "fast.scc")
+	if code, out, stderr := runCmd(t, "import", store, fast); code != 0 || !strings.Contains(out, "(4 not decoded at all)") {
+		t.Fatalf("import: %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr := runCmd(t, "check", fast); code == 0 {
+		t.Errorf("check of a file holding a damaged zlib chunk passed:\n%s%s", out, stderr)
+	}
+	slow := filepath.Join(t.TempDir(), "slow.scc")
+	if code, _, stderr := runCmd(t, "import", "--verify", store, slow); code == 0 || !strings.Contains(stderr, "corrupt") {
+		t.Errorf("import --verify of a damaged chunk: %d %s", code, stderr)
+	}
+	if _, err := os.Stat(slow); err == nil {
+		t.Error("a failed import left its file behind")
+	}
+}

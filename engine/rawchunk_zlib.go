@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/filter"
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/serialize"
+)
+
+// WriteChunkRawZlib stores a foreign zlib stream (an HDF5 deflate chunk, a
+// numcodecs Zlib chunk) as the chunk at coords without inflating it, for
+// importers whose whole cost would otherwise be that inflate.
+//
+// WriteChunkRaw verifies by decoding; this call defers that check to every
+// later decode, which is sound only because of what it requires, all
+// checked here without inflating (ErrInvalid otherwise, nothing stored):
+//
+//   - the dataset's pipeline is Zlib, optionally after Shuffle (the stages
+//     before Zlib keep the chunk's size, so the stream must decode to
+//     exactly ChunkBytes bytes), and filterMask is 0;
+//   - data is a zlib stream by its framing (filter.CheckZlibHeader: method
+//     8, window ≤ 32 KiB, header check bits, no preset dictionary) and is
+//     shorter than the chunk, as a kept optional compressor must be;
+//   - the chunk is not an edge chunk: the engine keeps an edge chunk's
+//     elements outside the extent at the fill value, which only a decode
+//     can check, so edge chunks take WriteChunkRaw's verifying path here.
+//
+// What is left unchecked until the chunk is read is the DEFLATE body, and
+// that is covered by the Adler-32 inside the stream (RFC 1950), which the
+// Zlib filter checks on every decode along with the exact decoded size: a
+// damaged stream reads as ErrCorrupt, never as wrong elements. verified
+// reports whether this call decoded the chunk (an edge chunk) or not.
+// Coherence with the cache is WriteChunkRaw's (rawchunk.go).
+func (d *Dataset) WriteChunkRawZlib(ctx context.Context, coords []uint64, data []byte, filterMask uint32) (verified bool, err error) {
+	if err := d.checkRaw(true); err != nil {
+		return false, err
+	}
+	s := d.s
+	specs := s.pipeline.Specs()
+	n := len(specs)
+	if n == 0 || specs[n-1].ID != filter.Zlib || (n == 2 && specs[0].ID != filter.Shuffle) || n > 2 {
+		return false, fmt.Errorf("%w: raw zlib write needs a [shuffle+]zlib pipeline; %q has %s", ErrInvalid, s.name, s.pipeline)
+	}
+	if filterMask != 0 {
+		return false, fmt.Errorf("%w: raw zlib write with filter mask %#x, want 0", ErrInvalid, filterMask)
+	}
+	if err := filter.CheckZlibHeader(data); err != nil {
+		return false, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if int64(len(data)) >= s.chunkBytes {
+		return false, fmt.Errorf("%w: zlib stream of %d bytes does not shrink the %d-byte chunk", ErrInvalid, len(data), s.chunkBytes)
+	}
+	if _, err := s.chunkRegion(coords); err != nil {
+		return false, err
+	}
+	if s.isEdge(coords) {
+		return true, d.WriteChunkRaw(ctx, coords, data, filterMask)
+	}
+	reg, err := s.chunkRegion(coords)
+	if err != nil {
+		return false, err
+	}
+	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}, Write: true})
+	if err != nil {
+		return false, classify(err)
+	}
+	defer release()
+	// Under the hold the extent is fixed; it may have shrunk before it,
+	// making this an edge chunk or taking it out of the grid.
+	if _, err := s.chunkRegion(coords); err != nil {
+		return false, err
+	}
+	if s.isEdge(coords) {
+		return false, fmt.Errorf("%w: chunk %v became an edge chunk (the extent changed during the write)", ErrInvalid, coords)
+	}
+	cds, err := s.cacheDataset()
+	if err != nil {
+		return false, err
+	}
+	buf := cache.GetBuf(len(data) + format.ChunkFrameOverhead)
+	frame := format.AppendChunkChecksum(append(buf[:0], data...))
+	err = cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})
+	cache.PutBuf(buf)
+	return false, classify(err)
+}
+
+// isEdge reports whether the chunk at coords reaches past the current
+// extent in some dimension.
+func (s *dsState) isEdge(coords []uint64) bool {
+	shape := s.shape()
+	for i, c := range coords {
+		if (c+1)*s.chunk[i] > shape[i] {
+			return true
+		}
+	}
+	return false
+}

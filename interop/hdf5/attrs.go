@@ -1,0 +1,109 @@
+package hdf5
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
+)
+
+// Attribute mapping. scc attributes are typed scalars and 1-D arrays of the
+// engine's element types, UTF-8 strings and byte strings; they become:
+//
+//	scalar of T     HDF5 scalar dataspace, T's little-endian predefined type
+//	array of T      1-D simple dataspace (length 0 allowed), same type
+//	string          scalar variable-length UTF-8 string (fixed-length,
+//	                NULLPAD, when it contains NUL, which a C string cannot
+//	                hold)
+//	byte string     scalar opaque value of its length, untagged, as h5py
+//	                writes numpy.void (h5py reads it back as numpy.void;
+//	                .tobytes() gives the bytes; a tagged opaque would not
+//	                convert to h5py's untagged type);
+//	                the empty byte string is an opaque over a null dataspace
+//
+// Import reads those kinds back whoever wrote them: integers and IEEE
+// floats of 1, 2, 4 or 8 bytes in either byte order (scalar or 1-D),
+// variable- and fixed-length strings in UTF-8 or ASCII (fixed ones lose
+// their padding: NUL-terminated up to the first NUL, NUL- and space-padded
+// trailing padding stripped), and opaque scalars (any tag) as byte
+// strings. Everything else — compounds, references, enums, variable-length
+// sequences, array types, arrays of strings, values of 2 or more
+// dimensions, names or values scc refuses (an empty or over-long name, a
+// value over engine.MaxAttrValueBytes, text that is not UTF-8) — is left
+// behind and listed in the report with the reason.
+
+// h5Attrs maps scc attributes onto the binding's values.
+func h5Attrs(attrs []engine.Attr) ([]h5.Attr, error) {
+	out := make([]h5.Attr, 0, len(attrs))
+	for _, a := range attrs {
+		v := a.Value
+		var hv h5.AttrValue
+		switch v.Kind() {
+		case engine.AttrScalar, engine.AttrArray:
+			hv = h5.AttrValue{Kind: h5.AttrNumeric, Type: h5Type(v.Type()), Scalar: v.Kind() == engine.AttrScalar, Data: v.Bytes()}
+		case engine.AttrString:
+			hv = h5.AttrValue{Kind: h5.AttrString, Data: v.Bytes()}
+		case engine.AttrBytes:
+			hv = h5.AttrValue{Kind: h5.AttrBytes, Data: v.Bytes()}
+		default:
+			return nil, fmt.Errorf("%w: attribute %q of kind %v", ErrUnsupported, a.Name, v.Kind())
+		}
+		out = append(out, h5.Attr{Name: a.Name, Value: hv})
+	}
+	return out, nil
+}
+
+// sccAttr maps one HDF5 attribute value onto scc's, or says why not.
+func sccAttr(v h5.AttrValue) (engine.AttrValue, string) {
+	switch v.Kind {
+	case h5.AttrNumeric:
+		t, ok := sccType(v.Type)
+		if !ok {
+			return engine.AttrValue{}, fmt.Sprintf("element type %v", v.Type)
+		}
+		kind := engine.AttrArray
+		if v.Scalar {
+			kind = engine.AttrScalar
+		}
+		return engine.RawAttr(kind, t, v.Data), ""
+	case h5.AttrString:
+		return engine.StringAttr(string(v.Data)), ""
+	case h5.AttrBytes:
+		return engine.BytesAttr(v.Data), ""
+	}
+	return engine.AttrValue{}, fmt.Sprintf("kind %d", v.Kind)
+}
+
+// attrSetter is a File or a Dataset.
+type attrSetter interface {
+	SetAttr(ctx context.Context, name string, v engine.AttrValue) error
+}
+
+// importAttrs sets the mappable attributes on dst and returns the ones
+// left behind as "name: why".
+func importAttrs(ctx context.Context, dst attrSetter, attrs []h5.Attr, skipped []h5.Skipped) ([]string, error) {
+	var left []string
+	for _, s := range skipped {
+		left = append(left, fmt.Sprintf("%s: %s", s.Name, s.Why))
+	}
+	for _, a := range attrs {
+		v, why := sccAttr(a.Value)
+		if why == "" {
+			err := dst.SetAttr(ctx, a.Name, v)
+			switch {
+			case err == nil:
+				continue
+			case isInvalid(err):
+				why = err.Error()
+			default:
+				return left, err
+			}
+		}
+		left = append(left, fmt.Sprintf("%s: %s", a.Name, why))
+	}
+	return left, nil
+}
+
+func isInvalid(err error) bool { return errors.Is(err, engine.ErrInvalid) }

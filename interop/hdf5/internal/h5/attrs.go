@@ -1,0 +1,418 @@
+package h5
+
+/*
+#cgo pkg-config: hdf5
+#include "shim.h"
+
+static hid_t scc_vlen_utf8(void) {
+	hid_t t = H5Tcopy(H5T_C_S1);
+	if (t < 0) return -1;
+	if (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0) { H5Tclose(t); return -1; }
+	return t;
+}
+
+static hid_t scc_fixed_str(size_t n, int utf8) {
+	hid_t t = H5Tcopy(H5T_C_S1);
+	if (t < 0) return -1;
+	if (H5Tset_size(t, n) < 0 || H5Tset_strpad(t, H5T_STR_NULLPAD) < 0 ||
+	    H5Tset_cset(t, utf8 ? H5T_CSET_UTF8 : H5T_CSET_ASCII) < 0) { H5Tclose(t); return -1; }
+	return t;
+}
+
+static hid_t scc_vlen_like(hid_t ftype) {
+	hid_t t = H5Tcopy(H5T_C_S1);
+	if (t < 0) return -1;
+	if (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5Tget_cset(ftype)) < 0) { H5Tclose(t); return -1; }
+	return t;
+}
+
+static herr_t scc_write_vlen_str(hid_t attr, hid_t t, const char *s) {
+	return H5Awrite(attr, t, &s);
+}
+
+static herr_t scc_read_vlen_str(hid_t attr, hid_t t, char **out) {
+	*out = NULL;
+	return H5Aread(attr, t, out);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// AttrKind is the kind of an attribute value the binding maps.
+type AttrKind int
+
+const (
+	AttrNumeric AttrKind = iota + 1 // Scalar or 1-D array of a Type
+	AttrString                      // UTF-8 text
+	AttrBytes                       // an opaque byte string
+)
+
+// AttrValue is one attribute's value.
+//
+// On the HDF5 side: a numeric scalar is a scalar dataspace of the
+// little-endian predefined type, a numeric array a 1-D simple dataspace; a
+// string a scalar variable-length UTF-8 string (a fixed-length NULLPAD one
+// when it contains NUL, which a C string cannot hold); a byte string a
+// scalar opaque value of its length, untagged as h5py writes numpy.void
+// (h5py cannot convert an opaque type whose tag differs from its own), and the empty byte string an opaque of size 1 over a null
+// dataspace (HDF5 has no zero-sized opaque type).
+type AttrValue struct {
+	Kind   AttrKind
+	Type   Type // AttrNumeric
+	Scalar bool // AttrNumeric: a scalar, not a 1-D array
+	Data   []byte
+}
+
+// Attr is a named attribute.
+type Attr struct {
+	Name  string
+	Value AttrValue
+}
+
+// Skipped is an attribute ReadAttrs could not map, and why.
+type Skipped struct{ Name, Why string }
+
+// MaxAttrBytes bounds the value ReadAttrs will read from a file: larger
+// attributes are skipped rather than allocated (the engine's own bound is
+// far smaller).
+const MaxAttrBytes = 16 << 20
+
+// WriteAttrs writes attributes to the dataset.
+func (d *Dataset) WriteAttrs(attrs []Attr) error {
+	lock()
+	defer unlock()
+	return writeAttrs(d.id, attrs)
+}
+
+// WriteRootAttrs writes attributes to the file's root group.
+func (f *File) WriteRootAttrs(attrs []Attr) error {
+	lock()
+	defer unlock()
+	g, err := f.root()
+	if err != nil {
+		return err
+	}
+	defer C.H5Gclose(g)
+	return writeAttrs(g, attrs)
+}
+
+// ReadAttrs reads the dataset's attributes of the kinds AttrValue covers,
+// in name order, and lists the others as skipped.
+func (d *Dataset) ReadAttrs() ([]Attr, []Skipped, error) {
+	lock()
+	defer unlock()
+	return readAttrs(d.id)
+}
+
+// ReadRootAttrs is ReadAttrs for the file's root group.
+func (f *File) ReadRootAttrs() ([]Attr, []Skipped, error) {
+	lock()
+	defer unlock()
+	g, err := f.root()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer C.H5Gclose(g)
+	return readAttrs(g)
+}
+
+// root opens the root group. Caller holds lib.
+func (f *File) root() (C.hid_t, error) {
+	slash := C.CString("/")
+	defer C.free(unsafe.Pointer(slash))
+	g := C.H5Gopen2(f.id, slash, C.H5P_DEFAULT)
+	if g < 0 {
+		return -1, errorf("open root group")
+	}
+	return g, nil
+}
+
+// writeAttrs: caller holds lib.
+func writeAttrs(obj C.hid_t, attrs []Attr) error {
+	for _, a := range attrs {
+		if err := writeAttr(obj, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeAttr(obj C.hid_t, a Attr) error {
+	v := a.Value
+	var space, typ C.hid_t = -1, -1
+	closeType := false
+	defer func() {
+		if space >= 0 {
+			C.H5Sclose(space)
+		}
+		if closeType && typ >= 0 {
+			C.H5Tclose(typ)
+		}
+	}()
+	var cstr *C.char
+	defer func() {
+		if cstr != nil {
+			C.free(unsafe.Pointer(cstr))
+		}
+	}()
+	switch v.Kind {
+	case AttrNumeric:
+		t, err := leType(v.Type)
+		if err != nil {
+			return err
+		}
+		typ = t
+		if v.Type.Size <= 0 || len(v.Data)%v.Type.Size != 0 || v.Scalar && len(v.Data) != v.Type.Size {
+			return fmt.Errorf("%w: attribute %q: %d bytes for %v", ErrHDF5, a.Name, len(v.Data), v.Type)
+		}
+		if v.Scalar {
+			space = C.H5Screate(C.H5S_SCALAR)
+		} else {
+			dims := []uint64{uint64(len(v.Data) / v.Type.Size)}
+			space = C.H5Screate_simple(1, hsize(dims), nil)
+		}
+	case AttrString:
+		hasNUL := false
+		for _, b := range v.Data {
+			hasNUL = hasNUL || b == 0
+		}
+		if hasNUL || len(v.Data) == 0 {
+			// A C string cannot hold NUL; HDF5 has no zero-length
+			// fixed string type, so "" is a vlen string too.
+			if len(v.Data) == 0 {
+				typ = C.scc_vlen_utf8()
+			} else {
+				typ = C.scc_fixed_str(C.size_t(len(v.Data)), 1)
+			}
+		} else {
+			typ = C.scc_vlen_utf8()
+		}
+		closeType = true
+		space = C.H5Screate(C.H5S_SCALAR)
+	case AttrBytes:
+		n := max(len(v.Data), 1)
+		typ = C.H5Tcreate(C.H5T_OPAQUE, C.size_t(n))
+		closeType = true
+		if len(v.Data) == 0 {
+			space = C.H5Screate(C.H5S_NULL)
+		} else {
+			space = C.H5Screate(C.H5S_SCALAR)
+		}
+	default:
+		return fmt.Errorf("%w: attribute %q: kind %d", ErrHDF5, a.Name, v.Kind)
+	}
+	if typ < 0 || space < 0 {
+		return errorf("attribute %q: type or dataspace", a.Name)
+	}
+	name := C.CString(a.Name)
+	defer C.free(unsafe.Pointer(name))
+	attr := C.H5Acreate2(obj, name, typ, space, C.H5P_DEFAULT, C.H5P_DEFAULT)
+	if attr < 0 {
+		return errorf("create attribute %q", a.Name)
+	}
+	var rc C.herr_t
+	switch {
+	case v.Kind == AttrBytes && len(v.Data) == 0:
+		// Null dataspace: nothing to write.
+	case v.Kind == AttrString && C.H5Tis_variable_str(typ) > 0:
+		cstr = C.CString(string(v.Data))
+		rc = C.scc_write_vlen_str(attr, typ, cstr)
+	case len(v.Data) == 0:
+		// An empty numeric array: nothing to write.
+	default:
+		rc = C.H5Awrite(attr, typ, unsafe.Pointer(&v.Data[0]))
+	}
+	if rc < 0 {
+		C.H5Aclose(attr)
+		return errorf("write attribute %q", a.Name)
+	}
+	if C.H5Aclose(attr) < 0 {
+		return errorf("close attribute %q", a.Name)
+	}
+	return nil
+}
+
+// readAttrs: caller holds lib.
+func readAttrs(obj C.hid_t) ([]Attr, []Skipped, error) {
+	n := C.scc_num_attrs(obj)
+	if n < 0 {
+		return nil, nil, errorf("attributes")
+	}
+	dot := C.CString(".")
+	defer C.free(unsafe.Pointer(dot))
+	var out []Attr
+	var skipped []Skipped
+	for i := C.longlong(0); i < n; i++ {
+		attr := C.H5Aopen_by_idx(obj, dot, C.H5_INDEX_NAME, C.H5_ITER_INC, C.hsize_t(i), C.H5P_DEFAULT, C.H5P_DEFAULT)
+		if attr < 0 {
+			return nil, nil, errorf("open attribute %d", int(i))
+		}
+		a, why, err := readAttr(attr)
+		C.H5Aclose(attr)
+		if err != nil {
+			return nil, nil, err
+		}
+		if why != "" {
+			skipped = append(skipped, Skipped{Name: a.Name, Why: why})
+		} else {
+			out = append(out, a)
+		}
+	}
+	return out, skipped, nil
+}
+
+// readAttr reads one open attribute; why says why it is not mapped.
+func readAttr(attr C.hid_t) (a Attr, why string, err error) {
+	ln := C.H5Aget_name(attr, 0, nil)
+	if ln < 0 {
+		return a, "", errorf("attribute name")
+	}
+	nb := make([]byte, int(ln)+1)
+	if C.H5Aget_name(attr, C.size_t(len(nb)), (*C.char)(unsafe.Pointer(&nb[0]))) < 0 {
+		return a, "", errorf("attribute name")
+	}
+	a.Name = string(nb[:ln])
+	ftype := C.H5Aget_type(attr)
+	if ftype < 0 {
+		return a, "", errorf("attribute %q: type", a.Name)
+	}
+	defer C.H5Tclose(ftype)
+	space := C.H5Aget_space(attr)
+	if space < 0 {
+		return a, "", errorf("attribute %q: dataspace", a.Name)
+	}
+	defer C.H5Sclose(space)
+	var count uint64 // elements; 0 for a null dataspace
+	scalar := false
+	switch C.H5Sget_simple_extent_type(space) {
+	case C.H5S_SCALAR:
+		scalar, count = true, 1
+	case C.H5S_NULL:
+	case C.H5S_SIMPLE:
+		rank := int(C.H5Sget_simple_extent_ndims(space))
+		if rank != 1 {
+			return a, fmt.Sprintf("%d-dimensional value (scc attributes are scalars or 1-D arrays)", rank), nil
+		}
+		var dim C.hsize_t
+		if C.H5Sget_simple_extent_dims(space, &dim, nil) < 0 {
+			return a, "", errorf("attribute %q: dims", a.Name)
+		}
+		count = uint64(dim)
+	default:
+		return a, "unknown dataspace", nil
+	}
+	size := uint64(C.H5Tget_size(ftype))
+	if size == 0 || count > MaxAttrBytes/size {
+		return a, fmt.Sprintf("value of %d×%d bytes is too large", count, size), nil
+	}
+	switch cls := C.H5Tget_class(ftype); cls {
+	case C.H5T_INTEGER, C.H5T_FLOAT:
+		t := Type{Class: Int, Size: int(size)}
+		if cls == C.H5T_FLOAT {
+			t.Class = Float
+		} else if C.H5Tget_sign(ftype) == C.H5T_SGN_NONE {
+			t.Class = Uint
+		}
+		mt, err := leType(t)
+		if err != nil {
+			return a, fmt.Sprintf("%d-byte %s", size, map[Class]string{Int: "integer", Uint: "integer", Float: "float"}[t.Class]), nil
+		}
+		if t.Class == Float && C.H5Tequal(ftype, mt) <= 0 &&
+			C.H5Tequal(ftype, C.H5T_IEEE_F32BE) <= 0 && C.H5Tequal(ftype, C.H5T_IEEE_F64BE) <= 0 {
+			return a, "non-IEEE float", nil
+		}
+		if !scalar && C.H5Sget_simple_extent_type(space) == C.H5S_NULL {
+			return a, "numeric value over a null dataspace", nil
+		}
+		data := make([]byte, count*size)
+		if count > 0 && C.H5Aread(attr, mt, unsafe.Pointer(&data[0])) < 0 {
+			return a, "", errorf("read attribute %q", a.Name)
+		}
+		a.Value = AttrValue{Kind: AttrNumeric, Type: t, Scalar: scalar, Data: data}
+		return a, "", nil
+	case C.H5T_STRING:
+		if !scalar {
+			return a, "array of strings (scc string attributes are single strings)", nil
+		}
+		var s []byte
+		if C.H5Tis_variable_str(ftype) > 0 {
+			mt := C.scc_vlen_like(ftype)
+			if mt < 0 {
+				return a, "", errorf("attribute %q: string type", a.Name)
+			}
+			var p *C.char
+			rc := C.scc_read_vlen_str(attr, mt, &p)
+			C.H5Tclose(mt)
+			if rc < 0 {
+				return a, "", errorf("read attribute %q", a.Name)
+			}
+			if p != nil {
+				s = []byte(C.GoString(p))
+				C.H5free_memory(unsafe.Pointer(p))
+			}
+		} else {
+			buf := make([]byte, size)
+			if C.H5Aread(attr, ftype, unsafe.Pointer(&buf[0])) < 0 {
+				return a, "", errorf("read attribute %q", a.Name)
+			}
+			switch C.H5Tget_strpad(ftype) {
+			case C.H5T_STR_NULLTERM:
+				for i, b := range buf {
+					if b == 0 {
+						buf = buf[:i]
+						break
+					}
+				}
+			case C.H5T_STR_NULLPAD:
+				for len(buf) > 0 && buf[len(buf)-1] == 0 {
+					buf = buf[:len(buf)-1]
+				}
+			case C.H5T_STR_SPACEPAD:
+				for len(buf) > 0 && buf[len(buf)-1] == ' ' {
+					buf = buf[:len(buf)-1]
+				}
+			}
+			s = buf
+		}
+		if !utf8.Valid(s) {
+			return a, "string is not valid UTF-8", nil
+		}
+		a.Value = AttrValue{Kind: AttrString, Data: s}
+		return a, "", nil
+	case C.H5T_OPAQUE:
+		switch {
+		case C.H5Sget_simple_extent_type(space) == C.H5S_NULL:
+			a.Value = AttrValue{Kind: AttrBytes, Data: []byte{}}
+		case scalar:
+			data := make([]byte, size)
+			if C.H5Aread(attr, ftype, unsafe.Pointer(&data[0])) < 0 {
+				return a, "", errorf("read attribute %q", a.Name)
+			}
+			a.Value = AttrValue{Kind: AttrBytes, Data: data}
+		default:
+			return a, "array of opaque values", nil
+		}
+		return a, "", nil
+	case C.H5T_COMPOUND:
+		return a, "compound type", nil
+	case C.H5T_REFERENCE:
+		return a, "reference type", nil
+	case C.H5T_ENUM:
+		return a, "enum type", nil
+	case C.H5T_VLEN:
+		return a, "variable-length sequence", nil
+	case C.H5T_ARRAY:
+		return a, "array type", nil
+	case C.H5T_BITFIELD:
+		return a, "bitfield type", nil
+	case C.H5T_TIME:
+		return a, "time type", nil
+	default:
+		return a, fmt.Sprintf("type class %d", int(cls)), nil
+	}
+}
