@@ -81,7 +81,7 @@ func TestAdaptiveTraceRuns(t *testing.T) {
 		lo, hi = min(lo, s), max(hi, s)
 	}
 	if lo == hi || ad.Stats.Resizes == 0 {
-		t.Fatalf("adaptive cache never changed size (%d)", lo)
+		t.Fatalf("adaptive cache never changed size (%d): %+v", lo, ad.Stats)
 	}
 	for _, s := range runs["fixed-max"].Size {
 		if s != maxB {

@@ -673,9 +673,13 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		cur := c.resident.Load()
 		limit := c.sizing().active
 		// Metadata cannot be evicted, but the re-readable part of it can
-		// be shed (external.go): do that before metadata alone keeps n
-		// from fitting, rather than letting it grow past the limit.
-		if meta := c.metadata.Load(); cur+n > limit && meta+n > limit && meta > c.shedAt.Load() {
+		// be shed (external.go): do that when metadata alone keeps n from
+		// fitting (evicting every chunk would not make room) and holds
+		// more than half the limit, rather than letting it grow past the
+		// limit. (A chunk about the size of the whole limit, or larger,
+		// takes the allowance below: shedding a little metadata for it
+		// would only have it read again at once.)
+		if meta := c.metadata.Load(); cur+n > limit && meta > limit/2 && meta+n > limit && meta > c.shedAt.Load() {
 			if c.shedMetadata() && c.metadata.Load() < meta {
 				continue
 			}

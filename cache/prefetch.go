@@ -349,5 +349,8 @@ func (c *Cache) evictClean(need int64) {
 		c.settleBack(e)
 	}
 	c.st.evictions.Add(int64(len(victims)))
+	// Evicted for lack of room like any other victim: adaptive sizing
+	// counts a miss on them as a sign that a larger cache would help.
+	c.noteEvicted(victims)
 	c.remove(victims)
 }
