@@ -78,7 +78,7 @@ func classify(err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
-	case errors.Is(err, format.ErrVersion):
+	case errors.Is(err, format.ErrVersion), errors.Is(err, filter.ErrUnknown):
 		sentinel = ErrVersion
 	case errors.Is(err, format.ErrCorrupt),
 		errors.Is(err, filter.ErrCorrupt), errors.Is(err, index.ErrCorrupt),

@@ -7,6 +7,9 @@ import (
 	"net"
 	"syscall"
 	"testing"
+
+	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/vfd"
 )
 
 // TestClassifyStorageErrors: a driver's missing object, refused request and
@@ -32,4 +35,59 @@ func TestClassifyStorageErrors(t *testing.T) {
 			t.Errorf("%v: classified %v (%d sentinels), want %v with its cause", c.cause, err, n, c.want)
 		}
 	}
+}
+
+// TestUnknownFilterIsVersion: an intact file whose dataset names a filter
+// this version does not know (a newer scc wrote it) opens, and opening
+// that dataset fails with ErrVersion, not ErrCorrupt.
+func TestUnknownFilterIsVersion(t *testing.T) {
+	mem := vfd.NewMem()
+	f, err := CreateWith(mem, nil)
+	must(t, err)
+	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{16}, Chunk: []uint64{4}, Filters: []Filter{Shuffle()}})
+	must(t, err)
+	must(t, ds.Close())
+	must(t, f.Close())
+
+	// What a newer writer would leave: the header names filter 99.
+	sb, err := readSuperblock(mem)
+	must(t, err)
+	cat, parts, err := readCatalogBlock(mem, sb)
+	must(t, err)
+	hb, err := readBlock(mem, cat[0].HeaderAddr, cat[0].HeaderSize, sb.EOF)
+	must(t, err)
+	hdr, err := format.DecodeDatasetHeader(hb)
+	must(t, err)
+	hdr.Filters = []byte{1, 1, 99, 0, 0, 0, 0, 0}
+	end := sb.EOF
+	put := func(b []byte) uint64 {
+		addr := end
+		_, err := mem.WriteAt(b, int64(addr))
+		must(t, err)
+		end += uint64(len(b))
+		return addr
+	}
+	nh := format.EncodeDatasetHeader(hdr)
+	cat[0].HeaderAddr, cat[0].HeaderSize, cat[0].HeaderSum = put(nh), uint64(len(nh)), format.Trailer(nh)
+	nc := format.EncodeCatalogParts(cat, parts)
+	sb.CatalogAddr, sb.CatalogSize, sb.CatalogSum = put(nc), uint64(len(nc)), format.Trailer(nc)
+	sb.EOF = end
+	_, err = mem.WriteAt(format.EncodeSuperblock(sb), format.SlotFor(sb.Generation))
+	must(t, err)
+
+	g, err := OpenWith(mem, &Options{ReadOnly: true})
+	must(t, err)
+	defer g.Close()
+	if _, err := g.OpenDataset("d"); !errors.Is(err, ErrVersion) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("dataset with filter 99: %v, want ErrVersion only", err)
+	}
+}
+
+// readCatalogBlock reads the catalog sb names, with its parts.
+func readCatalogBlock(drv vfd.Driver, sb format.Superblock) ([]format.CatalogEntry, format.CatalogParts, error) {
+	b, err := readBlock(drv, sb.CatalogAddr, sb.CatalogSize, sb.EOF)
+	if err != nil {
+		return nil, format.CatalogParts{}, err
+	}
+	return format.DecodeCatalogParts(b)
 }

@@ -31,6 +31,11 @@ var (
 	// ErrCorrupt reports on-disk bytes (an image, a mask, an encoded filter
 	// list) that are not something this package could have written.
 	ErrCorrupt = errors.New("filter: corrupt data")
+	// ErrUnknown reports an on-disk filter list naming a filter this
+	// version does not know: the list is intact (its block's checksum
+	// held), so a newer scc wrote it. It does not wrap ErrCorrupt: the
+	// engine reports it as a newer format version, not damage.
+	ErrUnknown = errors.New("filter: unknown filter (written by a newer version)")
 	// ErrInvalid reports a bad argument from the caller: an unknown filter,
 	// a level out of range, a bad element size.
 	ErrInvalid = errors.New("filter: invalid argument")
@@ -215,6 +220,9 @@ func DecodeSpecs(b []byte) ([]Spec, error) {
 	for i := range specs {
 		r := b[specsHeaderLen+specRecordLen*i:]
 		s := Spec{ID: ID(binary.LittleEndian.Uint16(r)), Level: int32(binary.LittleEndian.Uint32(r[2:]))}
+		if s.ID > Zlib { // (0 is never a filter: damage, caught below)
+			return nil, fmt.Errorf("%w: filter %d has id %d", ErrUnknown, i, uint16(s.ID))
+		}
 		if err := s.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: filter %d: %v", ErrCorrupt, i, err)
 		}
