@@ -46,3 +46,30 @@ func TestHDF5Exec(t *testing.T) {
 		t.Fatalf("exit status not passed through: %d", code)
 	}
 }
+
+// TestImportH5PassesOptions: `scctl import X.h5 FILE` hands --verify and
+// --workers to scc-hdf5 and, like a Zarr import, refuses an existing FILE
+// without --force.
+func TestImportH5PassesOptions(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "scc-hdf5")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho \"args: $*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SCC_HDF5", "")
+	t.Setenv("PATH", dir)
+	out := filepath.Join(dir, "y.scc")
+	code, stdout, stderr := runCmd(t, "import", "--verify", "--workers", "3", "x.h5", out)
+	if want := "args: import -workers 3 -verify x.h5 " + out + "\n"; code != 0 || stdout != want {
+		t.Fatalf("exit %d, stdout %q (want %q), stderr %q", code, stdout, want, stderr)
+	}
+	if err := os.WriteFile(out, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := runCmd(t, "import", "x.h5", out); code == 0 || stdout != "" || !strings.Contains(stderr, "exists") {
+		t.Fatalf("existing FILE without --force: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, _, _ := runCmd(t, "import", "--force", "x.h5", out); code != 0 {
+		t.Fatalf("--force: exit %d", code)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/scc-dev/scc/engine"
@@ -29,19 +30,24 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageErr("want DIR FILE, got %d arguments", len(pos))
 	}
 	dir, path := pos[0], pos[1]
+	if _, err := os.Stat(path); err == nil && !*force {
+		return fmt.Errorf("%w: %s exists (use --force to replace it)", engine.ErrExists, path)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	if low := strings.ToLower(dir); strings.HasSuffix(low, ".h5") || strings.HasSuffix(low, ".hdf5") {
-		// HDF5 needs cgo, which scctl (pure Go) leaves to scc-hdf5.
-		return runHDF5(ctx, []string{"import", dir, path}, stdout, stderr)
+		// HDF5 needs cgo, which scctl (pure Go) leaves to scc-hdf5,
+		// with the same options.
+		args := []string{"import", "-workers", strconv.Itoa(*workers)}
+		if *verify {
+			args = append(args, "-verify")
+		}
+		return runHDF5(ctx, append(args, dir, path), stdout, stderr)
 	}
 	if fi, err := os.Stat(dir); err != nil {
 		return err
 	} else if !fi.IsDir() {
 		return usageErr("%s is not a directory (a Zarr store is one)", dir)
-	}
-	if _, err := os.Stat(path); err == nil && !*force {
-		return fmt.Errorf("%w: %s exists (use --force to replace it)", engine.ErrExists, path)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
 	}
 	f, err := engine.Create(path, nil)
 	if err != nil {
