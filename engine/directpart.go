@@ -111,64 +111,57 @@ func (l *contigLayout) DirectFrame(_ cache.Coord, src []byte) (head, tail []byte
 // that only ask where elements are defined go to the selection view,
 // below, which reads the header and selection section alone.)
 func (l *sparseLayout) PartBlocks(_ cache.Coord, loc cache.Location, pieces []cache.Piece) ([]cache.Block, bool) {
-	if !readPieces(pieces, pieceData, pieceDefined, pieceValues) {
-		return nil, false
-	}
-	return []cache.Block{{Len: loc.Size}}, true
+	return wholeFrame(loc, pieces, pieceData, pieceDefined, pieceValues)
 }
 
 // ReadPart decodes the frame read (Decode checks each section against its
 // own checksum and the frame against the index's) and serves the pieces;
 // nothing is kept.
 func (l *sparseLayout) ReadPart(coord cache.Coord, loc cache.Location, pieces []cache.Piece, _ []cache.Block, bufs [][]byte) error {
-	ch, err := l.Decode(coord, loc, bufs[0]) // owns bufs[0]
-	if err != nil {
-		return err
-	}
-	for _, p := range pieces {
-		if err := l.Scatter(ch, p); err != nil {
-			return err
-		}
-	}
-	return nil
+	return decodeServe(l, coord, loc, pieces, bufs[0])
 }
 
 // PartBlocks: the selection view's stored image is already the frame's
 // header and selection section (Lookup), read whole.
 func (v *sparseSelView) PartBlocks(_ cache.Coord, loc cache.Location, pieces []cache.Piece) ([]cache.Block, bool) {
-	if !readPieces(pieces, pieceDefined) {
-		return nil, false
-	}
-	return []cache.Block{{Len: loc.Size}}, true
+	return wholeFrame(loc, pieces, pieceDefined)
 }
 
 // ReadPart decodes the selection read (Decode verifies it) and serves
 // the pieces; nothing is kept.
 func (v *sparseSelView) ReadPart(coord cache.Coord, loc cache.Location, pieces []cache.Piece, _ []cache.Block, bufs [][]byte) error {
-	ch, err := v.Decode(coord, loc, bufs[0]) // owns bufs[0]
-	if err != nil {
-		return err
-	}
-	for _, p := range pieces {
-		if err := v.Scatter(ch, p); err != nil {
-			return err
-		}
-	}
-	return nil
+	return decodeServe(v, coord, loc, pieces, bufs[0])
 }
 
 // PartBlocks reads the whole frame of a variable-length chunk.
 func (l *vlenLayout) PartBlocks(_ cache.Coord, loc cache.Location, pieces []cache.Piece) ([]cache.Block, bool) {
-	if !readPieces(pieces, pieceVlen) {
-		return nil, false
-	}
-	return []cache.Block{{Len: loc.Size}}, true
+	return wholeFrame(loc, pieces, pieceVlen)
 }
 
 // ReadPart decodes the frame read (Decode verifies it) and serves the
 // pieces; nothing is kept.
 func (l *vlenLayout) ReadPart(coord cache.Coord, loc cache.Location, pieces []cache.Piece, _ []cache.Block, bufs [][]byte) error {
-	ch, err := l.Decode(coord, loc, bufs[0]) // owns bufs[0]
+	return decodeServe(l, coord, loc, pieces, bufs[0])
+}
+
+// wholeFrame is PartBlocks for layouts whose part reads take the whole
+// stored frame (its checksums cover all of it): one block, if every piece
+// is of one of kinds.
+func wholeFrame(loc cache.Location, pieces []cache.Piece, kinds ...pieceKind) ([]cache.Block, bool) {
+	if !readPieces(pieces, kinds...) {
+		return nil, false
+	}
+	return []cache.Block{{Len: loc.Size}}, true
+}
+
+// decodeServe is ReadPart for those layouts: decode (and so verify) the
+// frame read into img, which the decoder takes, serve the pieces, keep
+// nothing.
+func decodeServe(l interface {
+	Decode(cache.Coord, cache.Location, []byte) (cache.Chunk, error)
+	Scatter(cache.Chunk, cache.Piece) error
+}, coord cache.Coord, loc cache.Location, pieces []cache.Piece, img []byte) error {
+	ch, err := l.Decode(coord, loc, img)
 	if err != nil {
 		return err
 	}
