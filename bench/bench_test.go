@@ -589,7 +589,7 @@ func TestSeqReadVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Bytes != 6*4096 || res.SCCMBps <= 0 || res.PreadMBps <= 0 {
+	if res.Bytes != 6*4096 || res.SCCMBps <= 0 || res.PreadMBps <= 0 || res.PreadSumMBps <= 0 {
 		t.Fatalf("%+v", res)
 	}
 }
