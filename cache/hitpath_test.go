@@ -7,9 +7,12 @@ import (
 
 // TestHitPathAllocs: hits spread over many resident chunks, enough that
 // access records reach their stripes' marks and are replayed into the
-// policy again and again, allocate nothing (lockfree.Buffer swaps each
-// stripe's two arrays; nothing is handed out per batch).
+// policy again and again (by the replayer, stripes of 64 records here),
+// allocate nothing (lockfree.Buffer swaps each stripe's two arrays;
+// nothing is handed out per batch).
 func TestHitPathAllocs(t *testing.T) {
+	defer func(n int) { accessStripe = n }(accessStripe)
+	accessStripe = 64
 	e := newEnv(t, Config{QuiescentBytes: 64 << 20})
 	d, l := e.dataset(1, -1, 64)
 	const n = 1024
@@ -32,6 +35,9 @@ func TestHitPathAllocs(t *testing.T) {
 	for k := 0; k < 4*n; k++ {
 		read()
 	}
+	// The replayer has run (and made its stripes' spare arrays) before
+	// the count starts.
+	waitFor(t, "a replay", func() bool { return e.c.rep.rounds.Load() > 0 })
 	before := e.c.Stats()
 	// AllocsPerRun truncates to whole allocations per run: one run is a
 	// pass over every chunk, so one allocation per batch of records shows.

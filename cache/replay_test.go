@@ -166,6 +166,9 @@ func TestReplayerRacesEvictions(t *testing.T) {
 							t.Errorf("chunk %d: read other bytes", i)
 							return
 						}
+						if k%64 == 63 {
+							runtime.Gosched() // with one P, let the replayer in
+						}
 					}
 				}(uint64(w))
 			}
