@@ -9,8 +9,8 @@ import (
 // The cache runs up to four background goroutines: the trimmer and the
 // access replayer (always, replay.go), the pre-encoder
 // (Config.PreEncodeBytes > 0) and the prefetcher (Config.Prefetch,
-// prefetch.go). Each job's state is its own type below;
-// what they share is background.
+// prefetch.go). Each job's state is its own type below; what they share is
+// background.
 
 // background is the lifetime of the background goroutines.
 type background struct {

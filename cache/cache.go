@@ -13,9 +13,9 @@
 // word, and the access is recorded in a lossy striped buffer
 // (lockfree.Buffer) that a background goroutine applies to the
 // replacement order in batches under the policy lock (replay.go). The
-// caller (the engine's serialize module) keeps overlapping requests apart; the cache itself stays memory-safe and loses
-// no acknowledged write even when they overlap, but concurrent overlapping
-// writes land in some order.
+// caller (the engine's serialize module) keeps overlapping requests apart;
+// the cache itself stays memory-safe and loses no acknowledged write even
+// when they overlap, but concurrent overlapping writes land in some order.
 //
 // Memory: resident bytes (chunks plus reservations made before loading)
 // stay under QuiescentBytes×ActiveMultiplier, except for one indivisible
