@@ -126,8 +126,9 @@ func runCacheMap(ctx context.Context, o Options, p *Peers, r *Report) error {
 	for _, g := range gs {
 		s := by["scc"][g]
 		o.logf("   g=%d: scc %.2f, otter %.2f, otter-sync %.2f, ristretto %.2f Mlookups/s", g, s.Mops, by["otter"][g].Mops, by["otter-sync"][g].Mops, by["ristretto"][g].Mops)
-		// otter-sync: otter with its maintenance on the calling goroutine,
-		// as scc replays its access records (bench/peers newOtterSync).
+		// otter-sync: otter with its maintenance on the calling goroutine
+		// (bench/peers newOtterSync), for reference: scc, like otter's
+		// default, replays its access records on a goroutine of its own.
 		for _, peer := range []string{"otter", "otter-sync", "ristretto"} {
 			f := Figure{Scenario: "cachemap", Key: fmt.Sprintf("g%d", g), Metric: fmt.Sprintf("resident-chunk lookup + 64 B copy, %d goroutine(s)", g),
 				Unit: "Mlookups/s", HigherIsBetter: true, SCC: s.Mops, Peer: peer}

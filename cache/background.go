@@ -6,10 +6,11 @@ import (
 	"sync/atomic"
 )
 
-// The cache runs up to three background goroutines: the trimmer (always),
-// the pre-encoder (Config.PreEncodeBytes > 0) and the prefetcher
-// (Config.Prefetch, prefetch.go). Each job's state is its own type below;
-// what they share is background.
+// The cache runs up to four background goroutines: the trimmer and the
+// access replayer (always, replay.go), the pre-encoder
+// (Config.PreEncodeBytes > 0) and the prefetcher (Config.Prefetch,
+// prefetch.go). Each job's state is its own type below; what they share is
+// background.
 
 // background is the lifetime of the background goroutines.
 type background struct {
@@ -66,6 +67,9 @@ func (c *Cache) startBackground(cfg Config) {
 	c.trim.kick = make(chan struct{}, 1)
 	c.bg.wg.Add(1)
 	go c.trimmer()
+	c.rep.kick = make(chan struct{}, 1)
+	c.bg.wg.Add(1)
+	go c.replayer()
 	c.startAdaptor()
 	if cfg.PreEncodeBytes > 0 {
 		c.pre.max = cfg.PreEncodeBytes

@@ -11,11 +11,11 @@
 // resident chunk takes no lock shared by all goroutines: the chunk table is
 // a lock-free hash map, the entry is pinned with one CAS on its own state
 // word, and the access is recorded in a lossy striped buffer
-// (lockfree.Buffer) that is applied to the replacement order in batches
-// under the policy lock. The caller (the engine's serialize module) keeps
-// overlapping requests apart; the cache itself stays memory-safe and loses
-// no acknowledged write even when they overlap, but concurrent overlapping
-// writes land in some order.
+// (lockfree.Buffer) that a background goroutine applies to the
+// replacement order in batches under the policy lock (replay.go). The
+// caller (the engine's serialize module) keeps overlapping requests apart;
+// the cache itself stays memory-safe and loses no acknowledged write even
+// when they overlap, but concurrent overlapping writes land in some order.
 //
 // Memory: resident bytes (chunks plus reservations made before loading)
 // stay under QuiescentBytes×ActiveMultiplier, except for one indivisible
@@ -136,6 +136,7 @@ type Cache struct {
 	_        [64]byte
 	accesses *lockfree.Buffer[*entry]
 	acc      accessClock // evict.go: which hits need no record
+	rep      replayState // replay.go: the goroutine that applies accesses
 
 	space struct {
 		sync.Mutex
@@ -171,7 +172,7 @@ func New(cfg Config) (*Cache, error) {
 		cfg:      cfg,
 		chunks:   newChunkTable(),
 		files:    lockfree.NewRegistry[uint64, *File](),
-		accesses: lockfree.NewBuffer[*entry](64),
+		accesses: lockfree.NewBuffer[*entry](accessStripe),
 		st:       newCounters(),
 	}
 	c.initSizing(raw)

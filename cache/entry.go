@@ -48,9 +48,14 @@ const (
 
 // entry is one chunk in the cache (seed 000 §2.2 H5SC_chunk_t).
 type entry struct {
-	key   chunkKey
-	coord Coord
-	ds    *Dataset
+	// The fields a hit reads or writes come first, so that they share the
+	// entry's first cache line (the allocation's size class, 320 bytes,
+	// is a multiple of 64, so the struct starts on a line): with 4096 or
+	// more resident entries a hit's entry is rarely in the core's cache,
+	// and every further line it touches is another miss (issue 10: the
+	// pin word, the chunk and the prefetched flag were on three lines).
+	// Policy and bookkeeping fields follow, away from the pin word that
+	// concurrent hits write.
 
 	// word packs the entry's state (bits 32-39) and its pin count (bits
 	// 0-31) so that pinning a resident entry is one CAS, without a lock;
@@ -59,14 +64,25 @@ type entry struct {
 	// from resident|0), and is pinned only while resident, so a pinned
 	// entry is never evicted.
 	word atomic.Uint64
-	// Read or written by every hit, so kept on word's cache line.
-	partial atomic.Bool // last access was a partial read/write (seed 000 §2.2 partial_io)
-	queued  atomic.Bool // a record of an access is waiting in Cache.accesses
+	ds   *Dataset
+	// chunk is the decoded chunk (cache memory format). Written under latch
+	// exclusive (or before the entry becomes resident).
+	chunk Chunk
 	// touchedAt is Cache.acc's clock when the policy last moved this
 	// entry (touchLocked; 0: never), so that a hit can tell it is near
 	// the front of the recency order already (recentlyTouched).
 	touchedAt atomic.Uint64
-	mu        struct {
+	partial   atomic.Bool // last access was a partial read/write (seed 000 §2.2 partial_io)
+	queued    atomic.Bool // a record of an access is waiting in Cache.accesses
+	// prefetched: loaded by the prefetcher (prefetch.go) and not used yet;
+	// its bytes are counted in Cache.pref.bytes until the first use or
+	// removal clears the flag.
+	prefetched atomic.Bool
+
+	key   chunkKey
+	coord Coord
+
+	mu struct {
 		sync.Mutex // per-entry; taken only on state transitions and by waiters
 		// settled is closed when the entry leaves loading or evicting. It
 		// is made by the first waiter (most loads and evictions have none,
@@ -83,9 +99,6 @@ type entry struct {
 	// that run Scatter under a light pin instead of the latch: latch.go).
 	// Held only while pinned or evicting.
 	latch sync.RWMutex
-	// chunk is the decoded chunk (cache memory format). Written under latch
-	// exclusive (or before the entry becomes resident).
-	chunk Chunk
 	// encoded is the pre-encoded disk image (seed 002 "Data Formats": chunks
 	// near eviction are encoded early; seed 001 §2.2 item 6), filled by the
 	// background pre-encoder (background.go). Its bytes are part of size and
@@ -93,12 +106,8 @@ type entry struct {
 	// goroutine that owns an evicting entry); read under latch shared.
 	// INVARIANT: a non-nil image was encoded from the chunk as it is now:
 	// every modification drops it (modifiedLocked) before the version bump.
-	encoded atomic.Pointer[preImage]
-	// prefetched: loaded by the prefetcher (prefetch.go) and not used yet;
-	// its bytes are counted in Cache.pref.bytes until the first use or
-	// removal clears the flag.
-	prefetched atomic.Bool
-	prefSize   int64 // bytes added to Cache.pref.bytes; written before prefetched is set, read by whoever clears it
+	encoded  atomic.Pointer[preImage]
+	prefSize int64 // bytes added to Cache.pref.bytes; written before prefetched is set, read by whoever clears it
 
 	// flushMu makes encode→Insert→write→mark-clean of this entry exclusive
 	// between flushers; loc is guarded by it (or by the entry being loading

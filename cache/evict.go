@@ -125,9 +125,11 @@ func (c *Cache) skipRecord(e *entry) bool {
 }
 
 // recordAccess notes a hit for the policy without taking the policy lock
-// (see policy.go). An entry already waiting in the buffer is not queued
-// again: a hot chunk costs one atomic load per hit, and its single queued
-// record moves it to the front just the same.
+// (see policy.go): it appends e to its stripe of the access buffer and, if
+// that brought the stripe to its mark, wakes the replayer (replay.go),
+// which applies the records on its own goroutine. An entry already waiting
+// in the buffer is not queued again: a hot chunk costs one atomic load per
+// hit, and its single queued record moves it to the front just the same.
 //
 // The flag is set with a plain store, not a CAS: two goroutines that both
 // see it clear may both queue the entry, and the second record only moves
@@ -137,23 +139,12 @@ func (c *Cache) recordAccess(e *entry) {
 		return
 	}
 	e.queued.Store(true)
-	if !c.accesses.AddFlush(e, c.flushAccesses) {
-		e.queued.Store(false)
+	kept, ready := c.accesses.Record(e)
+	if !kept {
+		e.queued.Store(false) // dropped: let it be recorded again
 	}
-}
-
-// flushAccesses replays a full stripe of access records (from
-// recordAccess, under the stripe's lock) if the policy lock is free, and
-// drops them otherwise. TryLock, never Lock: evict holds Cache.mu while it
-// drains the stripes.
-func (c *Cache) flushAccesses(full []*entry) {
-	if c.mu.TryLock() {
-		c.touchLocked(full)
-		c.mu.Unlock()
-		return
-	}
-	for _, x := range full { // dropped: let them be recorded again
-		x.queued.Store(false)
+	if ready {
+		c.kickReplay()
 	}
 }
 

@@ -2,13 +2,17 @@ package cache
 
 import (
 	"testing"
+	"unsafe"
 )
 
 // TestHitPathAllocs: hits spread over many resident chunks, enough that
-// access records fill their buffer stripes and are replayed into the
-// policy again and again, allocate nothing (lockfree.Buffer.AddFlush
-// reuses the stripe; Add handed out a new slice per batch).
+// access records reach their stripes' marks and are replayed into the
+// policy again and again (by the replayer, stripes of 64 records here),
+// allocate nothing (lockfree.Buffer swaps each stripe's two arrays;
+// nothing is handed out per batch).
 func TestHitPathAllocs(t *testing.T) {
+	defer func(n int) { accessStripe = n }(accessStripe)
+	accessStripe = 64
 	e := newEnv(t, Config{QuiescentBytes: 64 << 20})
 	d, l := e.dataset(1, -1, 64)
 	const n = 1024
@@ -31,6 +35,9 @@ func TestHitPathAllocs(t *testing.T) {
 	for k := 0; k < 4*n; k++ {
 		read()
 	}
+	// The replayer has run (and made its stripes' spare arrays) before
+	// the count starts.
+	waitFor(t, "a replay", func() bool { return e.c.rep.rounds.Load() > 0 })
 	before := e.c.Stats()
 	// AllocsPerRun truncates to whole allocations per run: one run is a
 	// pass over every chunk, so one allocation per batch of records shows.
@@ -91,5 +98,32 @@ func TestSkipRecordWindow(t *testing.T) {
 		if !newest.queued.Load() {
 			t.Errorf("%v: hit on the newest entry in a new age epoch not recorded", pk)
 		}
+	}
+}
+
+// TestEntryHotLine: the fields a hit reads or writes are in the entry's
+// first 64 bytes, and the entry's size puts it in the allocator's 320-byte
+// size class, whose objects start on a cache line (320 = 5 × 64): a hit
+// then misses on one line of its entry, not three (entry.go). A field
+// added to entry that moves it to another class (the next, 352, is not a
+// multiple of 64) fails here: pad to 384 or move the hot fields.
+func TestEntryHotLine(t *testing.T) {
+	var e entry
+	hot := map[string]uintptr{
+		"word":       unsafe.Offsetof(e.word) + unsafe.Sizeof(e.word),
+		"ds":         unsafe.Offsetof(e.ds) + unsafe.Sizeof(e.ds),
+		"chunk":      unsafe.Offsetof(e.chunk) + unsafe.Sizeof(e.chunk),
+		"touchedAt":  unsafe.Offsetof(e.touchedAt) + unsafe.Sizeof(e.touchedAt),
+		"partial":    unsafe.Offsetof(e.partial) + unsafe.Sizeof(e.partial),
+		"queued":     unsafe.Offsetof(e.queued) + unsafe.Sizeof(e.queued),
+		"prefetched": unsafe.Offsetof(e.prefetched) + unsafe.Sizeof(e.prefetched),
+	}
+	for name, end := range hot {
+		if end > 64 {
+			t.Errorf("entry.%s ends at byte %d, past the first cache line", name, end)
+		}
+	}
+	if sz := unsafe.Sizeof(e); sz <= 288 || sz > 320 {
+		t.Errorf("entry is %d bytes: not in the 320-byte size class (line-aligned objects)", sz)
 	}
 }

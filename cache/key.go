@@ -96,35 +96,8 @@ func mix(a, b uint64) uint64 {
 // the common ranks allocation-free.
 func makeKey(serial uint64, coord Coord) chunkKey {
 	rank := len(coord)
-	switch rank {
-	case 1:
-		if serial|coord[0] < 1<<(keyBits/2) {
-			k := interleave2(serial, coord[0])
-			k.Hi |= 1 << 56
-			return chunkKey{k: k, rank: 1}
-		}
-	case 2:
-		if serial|coord[0]|coord[1] < 1<<(keyBits/3) {
-			k := interleave3(serial, coord[0], coord[1])
-			k.Hi |= 2 << 56
-			return chunkKey{k: k, rank: 2}
-		}
-	default:
-		if rank < 127 {
-			var scratch [8]uint64
-			var streams []uint64
-			if rank+1 <= len(scratch) {
-				streams = scratch[:rank+1]
-			} else {
-				streams = make([]uint64, rank+1)
-			}
-			streams[0] = serial
-			copy(streams[1:], coord)
-			if k, ok := interleave(streams, keyBits/(rank+1)); ok {
-				k.Hi |= uint64(rank) << 56
-				return chunkKey{k: k, rank: uint8(rank)}
-			}
-		}
+	if k, ok := shortKey(serial, coord); ok {
+		return chunkKey{k: k, rank: uint8(rank)}
 	}
 	b := make([]byte, 0, 8*rank+2)
 	b = binary.AppendUvarint(b, uint64(rank))
@@ -132,6 +105,48 @@ func makeKey(serial uint64, coord Coord) chunkKey {
 		b = binary.AppendUvarint(b, c)
 	}
 	return chunkKey{k: Key{Hi: serial}, rank: uint8(rank&0x7f) | longKey, long: string(b)}
+}
+
+// shortKey returns the short form of the key of coord (chunkKey.k), or
+// false when the chunk needs the long form. The hit path looks short keys
+// up with it directly (chunkTable.lookup): a Key travels in two registers,
+// where a chunkKey (40 bytes, with its string) went through the stack.
+func shortKey(serial uint64, coord Coord) (Key, bool) {
+	rank := len(coord)
+	switch rank {
+	case 1:
+		if serial|coord[0] < 1<<(keyBits/2) {
+			k := interleave2(serial, coord[0])
+			k.Hi |= 1 << 56
+			return k, true
+		}
+		return Key{}, false
+	case 2:
+		if serial|coord[0]|coord[1] < 1<<(keyBits/3) {
+			k := interleave3(serial, coord[0], coord[1])
+			k.Hi |= 2 << 56
+			return k, true
+		}
+		return Key{}, false
+	}
+	if rank >= 127 {
+		return Key{}, false
+	}
+	var scratch [8]uint64
+	var streams []uint64
+	if rank+1 <= len(scratch) {
+		streams = scratch[:rank+1]
+	} else {
+		streams = make([]uint64, rank+1)
+	}
+	streams[0] = serial
+	copy(streams[1:], coord)
+	k, ok := interleave(streams, keyBits/(rank+1))
+	if !ok {
+		return Key{}, false
+	}
+	k.Hi |= uint64(rank) << 56
+	return k, true
 }
 
 // spread2 moves bit b of the low 32 bits of x to bit 2b.

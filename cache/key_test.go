@@ -171,3 +171,27 @@ func TestChunkTableSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestShortKeyMatchesMakeKey: the hit path's shortKey gives exactly
+// makeKey's short form, and refuses exactly the chunks makeKey spells out
+// in the long form; chunkTable.lookup finds entries stored under either.
+func TestShortKeyMatchesMakeKey(t *testing.T) {
+	big := uint64(1) << 62
+	coords := []Coord{{}, {0}, {7}, {1<<60 - 1}, {1 << 60}, {3, 4}, {1<<40 - 1, 2}, {1 << 40, 0},
+		{1, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {big, 1, 2}, make(Coord, 130)}
+	tab := newChunkTable()
+	for i, c := range coords {
+		for _, serial := range []uint64{1, 1<<20 + 3} {
+			ck := makeKey(serial, c)
+			k, ok := shortKey(serial, c)
+			if ok != (ck.long == "") || ok && k != ck.k {
+				t.Fatalf("serial %d coord %v: shortKey %v %v, makeKey %+v", serial, c, k, ok, ck)
+			}
+			e := &entry{key: ck}
+			tab.LoadOrStore(ck, e)
+			if got, found := tab.lookup(serial, c); !found || got != e {
+				t.Fatalf("coord %d %v: lookup missed", i, c)
+			}
+		}
+	}
+}

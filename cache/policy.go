@@ -9,9 +9,10 @@ import (
 // Replacement policies (seed 000 §4.2, §4.2.1; seed 001 §2.2 item 4, §3.3).
 //
 // How accesses reach a policy: a hit never takes the policy lock. It
-// records the entry in a lossy striped buffer (lockfree.Buffer); the buffer
-// is replayed into the policy (touch) under Cache.mu when a stripe fills up
-// and the lock is free, and always before victims are chosen. Lost accesses
+// records the entry in a lossy striped buffer (lockfree.Buffer); the
+// buffer is replayed into the policy (touch) under Cache.mu by the
+// replayer goroutine (replay.go), never by a reader, and always before
+// victims are chosen. Lost accesses
 // only make the order slightly less exact. An entry with a record already
 // waiting is not queued again, so LFU counts at most one access per entry
 // per drain (an approximation of frequency, like any sampled LFU). We chose buffers over CLOCK bits

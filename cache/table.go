@@ -39,6 +39,15 @@ func (t *chunkTable) Load(k chunkKey) (*entry, bool) {
 	return t.long.Load(k)
 }
 
+// lookup is Load of makeKey(serial, coord), without building the whole
+// chunkKey for a short key (the hit path).
+func (t *chunkTable) lookup(serial uint64, coord Coord) (*entry, bool) {
+	if k, ok := shortKey(serial, coord); ok {
+		return t.short.Load(k)
+	}
+	return t.long.Load(makeKey(serial, coord))
+}
+
 // LoadOrStore returns the entry stored for k if there is one; otherwise it
 // stores e and returns it with loaded false.
 func (t *chunkTable) LoadOrStore(k chunkKey, e *entry) (*entry, bool) {

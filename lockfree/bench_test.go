@@ -79,11 +79,13 @@ func BenchmarkCounter(b *testing.B) {
 	})
 }
 
-func BenchmarkBufferAdd(b *testing.B) {
+func BenchmarkBufferRecord(b *testing.B) {
 	buf := NewBuffer[int](64)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			buf.Add(1)
+			if _, ready := buf.Record(1); ready {
+				buf.Drain(func([]int) {})
+			}
 		}
 	})
 }

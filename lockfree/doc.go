@@ -13,8 +13,9 @@
 //     exactly that usage.
 //   - Counter: a striped int64 counter for hot statistics (hits, misses).
 //   - Buffer: a lossy striped buffer that records accesses on the hit path so
-//     that replacement-order structures can be updated in batches under their
-//     own lock instead of a lock on every hit.
+//     that replacement-order structures can be updated in batches, by a
+//     goroutine of the caller's that drains it, instead of under a lock on
+//     every hit.
 //
 // Every type here is safe for concurrent use by any number of goroutines.
 package lockfree

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,82 +145,127 @@ func TestCounter(t *testing.T) {
 	}
 }
 
-func TestBuffer(t *testing.T) {
-	b := NewBuffer[int](4)
-	var got []int
-	for i := 0; i < 3; i++ {
-		full, kept := b.Add(i)
-		if !kept {
-			t.Fatal("uncontended add dropped")
+// TestBufferRecord: one stripe (a single goroutine pinned by
+// GOMAXPROCS(1)) reports ready exactly once, at the event that brings it to
+// half its capacity; events past the capacity are dropped and counted;
+// Drain hands every kept event over once, in order, and empties the stripe.
+func TestBufferRecord(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	b := NewBuffer[int](8)
+	var ready []int
+	for i := 0; i < 10; i++ {
+		kept, r := b.Record(i)
+		if kept != (i < 8) {
+			t.Fatalf("event %d: kept %v", i, kept)
 		}
-		if full != nil {
-			got = append(got, full...)
+		if r {
+			ready = append(ready, i)
 		}
 	}
+	if len(ready) != 1 || ready[0] != 3 {
+		t.Fatalf("ready at %v, want [3] (the 4th of 8)", ready)
+	}
+	if d := b.Drops(); d != 2 {
+		t.Fatalf("drops %d, want 2", d)
+	}
+	var got []int
 	b.Drain(func(batch []int) { got = append(got, batch...) })
-	if len(got) != 3 {
-		t.Fatalf("got %v", got)
+	if fmt.Sprint(got) != "[0 1 2 3 4 5 6 7]" {
+		t.Fatalf("drained %v", got)
 	}
 	drained := 0
 	b.Drain(func(batch []int) { drained += len(batch) })
 	if drained != 0 {
 		t.Fatal("drain did not empty")
 	}
-	// Concurrent adds: everything is either returned full, drained, or
-	// counted as dropped.
+	// After a drain the stripe (now the spare array) reports ready again.
+	ready = ready[:0]
+	for i := 0; i < 4; i++ {
+		if _, r := b.Record(i); r {
+			ready = append(ready, i)
+		}
+	}
+	if len(ready) != 1 || ready[0] != 3 {
+		t.Fatalf("after drain: ready at %v, want [3]", ready)
+	}
+}
+
+// TestBufferRecordDuringDrain: Record goes on while a Drain's callback runs
+// (the stripe's lock is held only for the swap), into the spare array, and
+// those events reach the next Drain.
+func TestBufferRecordDuringDrain(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	b := NewBuffer[int](8)
+	for i := 0; i < 3; i++ {
+		b.Record(i)
+	}
+	var first, second []int
+	b.Drain(func(batch []int) {
+		first = append(first, batch...)
+		for i := 10; i < 13; i++ {
+			if kept, _ := b.Record(i); !kept {
+				t.Errorf("record %d during drain dropped", i)
+			}
+		}
+	})
+	b.Drain(func(batch []int) { second = append(second, batch...) })
+	if fmt.Sprint(first) != "[0 1 2]" || fmt.Sprint(second) != "[10 11 12]" {
+		t.Fatalf("drains %v then %v", first, second)
+	}
+}
+
+// TestBufferConcurrent: under concurrent Records and Drains every event is
+// drained exactly once or counted as dropped; after warm-up Record and
+// Drain allocate nothing.
+func TestBufferConcurrent(t *testing.T) {
+	const size = 16
+	b := NewBuffer[int](size)
+	var drained atomic.Int64
+	drain := func(batch []int) {
+		if len(batch) > size {
+			t.Errorf("batch of %d events, capacity %d", len(batch), size)
+		}
+		drained.Add(int64(len(batch)))
+	}
 	var wg sync.WaitGroup
-	var returned atomic.Int64
+	var kept atomic.Int64
 	const per = 5000
+	stop := make(chan struct{})
+	var dwg sync.WaitGroup
+	dwg.Add(1)
+	go func() {
+		defer dwg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				b.Drain(drain)
+			}
+		}
+	}()
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; i < per; i++ {
-				if full, _ := b.Add(i); full != nil {
-					returned.Add(int64(len(full)))
+				if k, _ := b.Record(i); k {
+					kept.Add(1)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	var rest int64
-	b.Drain(func(batch []int) { rest += int64(len(batch)) })
-	if total := returned.Load() + rest + b.Drops(); total != 8*per {
-		t.Fatalf("accounted %d of %d", total, 8*per)
+	close(stop)
+	dwg.Wait()
+	b.Drain(drain)
+	if got := drained.Load(); got != kept.Load() || got+b.Drops() != 8*per {
+		t.Fatalf("drained %d, kept %d, dropped %d of %d", got, kept.Load(), b.Drops(), 8*per)
 	}
-}
-
-// TestBufferAddFlush: every event is flushed in a full batch, drained, or
-// counted as dropped, under concurrency; a flush sees exactly size events;
-// and in steady state AddFlush allocates nothing.
-func TestBufferAddFlush(t *testing.T) {
-	const size = 4
-	b := NewBuffer[int](size)
-	var flushed atomic.Int64
-	flush := func(batch []int) {
-		if len(batch) != size {
-			t.Errorf("flushed %d events, want %d", len(batch), size)
-		}
-		flushed.Add(int64(len(batch)))
-	}
-	var wg sync.WaitGroup
-	const per = 5000
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < per; i++ {
-				b.AddFlush(i, flush)
-			}
-		}()
-	}
-	wg.Wait()
-	var rest int64
-	b.Drain(func(batch []int) { rest += int64(len(batch)) })
-	if total := flushed.Load() + rest + b.Drops(); total != 8*per {
-		t.Fatalf("accounted %d of %d", total, 8*per)
-	}
-	if n := testing.AllocsPerRun(1000, func() { b.AddFlush(1, flush) }); n != 0 {
-		t.Fatalf("AddFlush: %v allocations per call", n)
+	if n := testing.AllocsPerRun(1000, func() {
+		b.Record(1)
+		b.Drain(drain)
+	}); n != 0 {
+		t.Fatalf("Record+Drain: %v allocations", n)
 	}
 }

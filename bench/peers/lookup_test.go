@@ -21,14 +21,16 @@ import (
 // Same work on both sides (checked for issue 10): each lookup finds the
 // value by key, copies its lookupBytes into the goroutine's buffer (scc's
 // Scatter, the peers' copy) and records the access for the eviction
-// policy (scc: its lossy access buffer, except hits near the front of the
-// recency order; otter: its lossy read buffer, on from the moment the
-// cache is half full, which the 4096 keys in a cache of 8192 reach;
-// ristretto: its sampled read buffer). scc additionally pins the chunk
-// for the copy (a chunk's buffer is recycled on eviction; the peers hand
-// out GC-owned values) and names a chunk by dataset and coordinates
-// rather than by one integer. The one difference of setup is otter's
-// executor: see newOtter and the otter-sync row.
+// policy (scc: its lossy access buffer, one record per chunk until the
+// buffer is replayed and none for hits near the front of the recency
+// order; otter: its lossy read buffer, on from the moment the cache is
+// half full, which the 4096 keys in a cache of 8192 reach; ristretto: its
+// sampled read buffer). Both scc and otter (default executor) replay
+// their buffers into the policy on goroutines of their own. scc
+// additionally pins the chunk for the copy (a chunk's buffer is recycled
+// on eviction; the peers hand out GC-owned values), counts the hit per
+// cache and per dataset (otter's statistics are off by default) and names
+// a chunk by dataset and coordinates rather than by one integer.
 const (
 	lookupChunks = 4096
 	lookupBytes  = 64
@@ -67,14 +69,14 @@ func newSCC(tb testing.TB) impl {
 // newOtter is otter v2 as a user gets it: its default executor runs the
 // policy's maintenance (replaying the read buffer into the eviction
 // policy) on goroutines of its own, so at g=1 on a machine with a spare
-// core that work runs beside the lookups instead of in them. scc replays
-// its access records on the goroutine that fills a buffer stripe.
+// core that work runs beside the lookups instead of in them. scc does the
+// same with its replayer goroutine (cache/replay.go).
 func newOtter(tb testing.TB) impl { return newOtterWith(tb, "otter", nil) }
 
 // newOtterSync is otter v2 with maintenance on the calling goroutine
-// (Options.Executor runs the task in place), as scc does it: the same work
-// per lookup on the same goroutine. It is printed beside the default for
-// the comparison at 1 goroutine; the target ratio is against the default.
+// (Options.Executor runs the task in place), as scc did it before its
+// replayer: printed beside the default for reference; the target ratio is
+// against the default.
 func newOtterSync(tb testing.TB) impl {
 	return newOtterWith(tb, "otter-sync", func(fn func()) { fn() })
 }

@@ -1,0 +1,116 @@
+package cache
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Replaying access records off the reading goroutine (issue 10).
+//
+// A hit appends its entry to the lossy striped buffer (Cache.accesses,
+// lockfree.Buffer.Record) and returns: it never applies records to the
+// policy itself. A background goroutine, the replayer, takes the policy
+// lock and drains every stripe into the policy (touchLocked). Evictions
+// drain too, under the same lock, before they choose victims, so the order
+// they see holds every record not dropped; between drains it is stale by
+// at most the records still buffered, as in otter and Caffeine.
+//
+// Why: the replay is a list move per record (the entry's, its two
+// neighbours' and the list head's lines), and done by the goroutine whose
+// record filled a stripe it was about a tenth of a hit's cost at one
+// goroutine (issue 10's profile), paid by whichever reader was unlucky.
+//
+// How the replayer is paced. It sleeps until a stripe reaches its mark
+// (half of accessStripe), then drains every replayPoll while the drains
+// find records, and sleeps again after one finds none. A reader wakes it
+// only when it sleeps, so a busy cache costs its readers no wake-ups at
+// all. That matters: waking a goroutine from a reader queues it on the
+// reader's own P, and measured with a wake-up per half stripe the readers
+// were about a third slower (the woken replayer displaced them and they
+// migrated between cores, losing their cached lines) than with the
+// replay done inline; paced by a timer, the replayer runs on the idle P.
+//
+// accessStripe is the capacity of one stripe: it must hold what a P
+// records during one poll (the runtime's timers fire about every
+// millisecond at the finest here, and a P records a few million hits a
+// second): with 1024 BenchmarkLookup dropped 38 % of its records at one
+// goroutine, with 4096 none. Each P that records holds two arrays of it
+// (32 KiB each); a stripe that fills anyway drops records (Record's
+// "full") instead of making a reader wait or replay. (A variable only so
+// that tests can use stripes a few chunks fill; read by New.)
+var accessStripe = 4096
+
+// replayPoll is the replayer's period while records keep coming.
+const replayPoll = 500 * time.Microsecond
+
+// replayState is the replayer's.
+type replayState struct {
+	// kick wakes a sleeping replayer: capacity 1, sent without blocking
+	// by kickReplay. Never nil, never closed.
+	kick chan struct{}
+	// sleeping is set while the replayer waits on kick (or is about to).
+	// Readers read it only when their stripe reaches its mark.
+	sleeping atomic.Bool
+	// rounds counts the replayer's drains that found records (tests).
+	rounds atomic.Int64
+}
+
+// kickReplay wakes the replayer if it sleeps. Called after the record that
+// brought a stripe to its mark was appended.
+func (c *Cache) kickReplay() {
+	if !c.rep.sleeping.Load() {
+		return // polling: its next drain takes the stripe
+	}
+	select {
+	case c.rep.kick <- struct{}{}:
+	default:
+	}
+}
+
+// replayOnce drains the access buffer into the policy and returns the
+// records it replayed.
+func (c *Cache) replayOnce() int {
+	n := 0
+	c.mu.Lock()
+	c.accesses.Drain(func(batch []*entry) {
+		n += len(batch)
+		c.touchLocked(batch)
+	})
+	c.mu.Unlock()
+	if n > 0 {
+		c.rep.rounds.Add(1)
+	}
+	return n
+}
+
+// replayer applies buffered access records to the policy (see above).
+func (c *Cache) replayer() {
+	defer c.bg.wg.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		if c.replayOnce() > 0 {
+			t.Reset(replayPoll)
+			select {
+			case <-c.bg.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		// Going to sleep. A reader whose stripe reached its mark while we
+		// were polling saw sleeping clear and sent nothing; its record was
+		// appended before it looked, so the drain after the store below
+		// finds it (or the reader sees sleeping set and kicks).
+		c.rep.sleeping.Store(true)
+		if c.replayOnce() == 0 {
+			select {
+			case <-c.bg.ctx.Done():
+				return
+			case <-c.rep.kick:
+			}
+		}
+		c.rep.sleeping.Store(false)
+	}
+}

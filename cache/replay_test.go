@@ -1,0 +1,184 @@
+package cache
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestReplayOffReader: hits never apply access records themselves. With
+// the policy lock held by the test, more hits than a stripe's mark all
+// complete and keep their records (none dropped, every entry queued);
+// once the lock is free the replayer, not a reader, applies them: with no
+// eviction and no further request the LRU order becomes the order of the
+// hits. When the hit path replayed a full stripe itself (TryLock on the
+// policy lock, dropping the batch when busy), the records were lost and
+// the order stayed the load order.
+func TestReplayOffReader(t *testing.T) {
+	// One P: one stripe, so the mark is reached by a known hit.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	e := newEnv(t, Config{QuiescentBytes: 64 << 20, Policy: PolicyLRU, BypassBytes: -1})
+	d, l := e.dataset(1, -1, 64)
+	n := accessStripe/2 + 500 // past the mark, under the capacity
+	for i := 0; i < n; i++ {
+		must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, byte(i)), uint64(i))}))
+	}
+	must(t, e.f.Flush(bg))
+	before := e.c.Stats()
+	rounds := e.c.rep.rounds.Load()
+
+	e.c.mu.Lock()
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64)
+		// Newest first: the replayed order is the reverse of the load
+		// order, so it cannot be mistaken for it.
+		for i := n - 1; i >= 0; i-- {
+			if err := e.c.Read(bg, []Request{fullReq(d, l, buf, uint64(i))}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			e.c.mu.Unlock()
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		e.c.mu.Unlock()
+		t.Fatal("hits blocked on the policy lock")
+	}
+	s := e.c.Stats().Sub(before)
+	queued := 0
+	for i := 0; i < n; i++ {
+		if x, ok := e.c.chunks.Load(makeKey(d.serial, Coord{uint64(i)})); ok && x.queued.Load() {
+			queued++
+		}
+	}
+	e.c.mu.Unlock()
+	if s.Hits != int64(n) || s.Misses != 0 || s.AccessDrops != 0 || queued != n {
+		t.Fatalf("hits %d misses %d drops %d queued %d, want %d hits all queued", s.Hits, s.Misses, s.AccessDrops, queued, n)
+	}
+
+	waitFor(t, "the replayer", func() bool {
+		x, _ := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+		return !x.queued.Load()
+	})
+	if e.c.rep.rounds.Load() == rounds {
+		t.Fatal("records applied, but not by the replayer")
+	}
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	x := e.c.mu.pol.(*listPolicy).l.head
+	for i := 0; i < n; i++ {
+		if x == nil || x.coord[0] != uint64(i) {
+			t.Fatalf("LRU position %d: %v, want chunk %d (hits not replayed in order)", i, x, i)
+		}
+		x = x.pnext
+	}
+}
+
+// TestReplayerSleepsAndWakes: after a burst of hits the replayer drains the
+// buffer and goes back to sleep (an idle cache costs nothing); a later
+// burst that reaches a stripe's mark wakes it again, with no eviction and
+// no other request to drain the buffer.
+func TestReplayerSleepsAndWakes(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	e := newEnv(t, Config{QuiescentBytes: 64 << 20, BypassBytes: -1})
+	d, l := e.dataset(1, -1, 64)
+	n := accessStripe/2 + 500 // one pass over the chunks passes the mark
+	for i := 0; i < n; i++ {
+		must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, byte(i)), uint64(i))}))
+	}
+	buf := make([]byte, 64)
+	burst := func() {
+		for _, i := range rand.Perm(n) {
+			must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, uint64(i))}))
+		}
+	}
+	for round := 0; round < 3; round++ {
+		waitFor(t, "the replayer to sleep", func() bool { return e.c.rep.sleeping.Load() })
+		r0 := e.c.rep.rounds.Load()
+		e.c.mu.Lock()
+		// Window 0: every hit is recorded (no entry counts as recent).
+		e.c.acc.window.Store(0)
+		e.c.mu.Unlock()
+		burst()
+		waitFor(t, "a replay", func() bool { return e.c.rep.rounds.Load() > r0 })
+	}
+	waitFor(t, "the replayer to sleep", func() bool { return e.c.rep.sleeping.Load() })
+	r := e.c.rep.rounds.Load()
+	time.Sleep(20 * replayPoll)
+	if got := e.c.rep.rounds.Load(); got != r {
+		t.Fatalf("idle replayer ran %d rounds", got-r)
+	}
+}
+
+// TestReplayerRacesEvictions: many goroutines hit a small cache while
+// misses evict and the replayer applies their records at the same time
+// (run it with -race): every read returns its chunk's bytes, the replayer
+// ran, and the cache's accounting and policy lists check out at the end
+// (newTestCache's cleanup). Stripes of 8 records, so that a hot set of a
+// few chunks fill them between evictions.
+func TestReplayerRacesEvictions(t *testing.T) {
+	defer func(n int) { accessStripe = n }(accessStripe)
+	accessStripe = 8
+	for _, pk := range []PolicyKind{PolicyTwoStageLRU, PolicyLRU, PolicyLFU, PolicySIEVE, PolicyS3FIFO} {
+		t.Run(pk.String(), func(t *testing.T) {
+			const (
+				chunks  = 96
+				hot     = 16 // chunks below hot are read 15 times in 16
+				workers = 8
+			)
+			e := newEnv(t, Config{QuiescentBytes: 24 * 64, MinBytes: -1, Policy: pk, BypassBytes: -1, Workers: 2})
+			d, l := e.dataset(1, -1, 64)
+			for i := 0; i < chunks; i++ {
+				must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, byte(i)), uint64(i))}))
+			}
+			must(t, e.f.Flush(bg))
+			ops := 4000
+			if testing.Short() {
+				ops = 1000
+			}
+			var wg sync.WaitGroup
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func(seed uint64) {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(seed, 1))
+					buf := make([]byte, 64)
+					for k := 0; k < ops; k++ {
+						i := rng.IntN(hot)
+						if rng.IntN(16) == 0 {
+							i = rng.IntN(chunks)
+						}
+						if err := e.c.Read(bg, []Request{fullReq(d, l, buf, uint64(i))}); err != nil {
+							t.Error(err)
+							return
+						}
+						if !bytes.Equal(buf, pattern(64, byte(i))) {
+							t.Errorf("chunk %d: read other bytes", i)
+							return
+						}
+						if k%64 == 63 {
+							runtime.Gosched() // with one P, let the replayer in
+						}
+					}
+				}(uint64(w))
+			}
+			wg.Wait()
+			if e.c.rep.rounds.Load() == 0 {
+				t.Error("the replayer never ran")
+			}
+			if s := e.c.Stats(); s.Evictions == 0 {
+				t.Error("no eviction: the test did not race anything")
+			}
+		})
+	}
+}
