@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/scc-dev/scc/vfd"
 )
@@ -17,12 +18,14 @@ import (
 // Rule: a write goes direct when its chunk is missing from the table (no
 // resident copy, clean or dirty, and no load or eviction in progress), one
 // request of the sub-list covers it whole (Request.Full), the layout offers
-// the caller's bytes as the image (DirectWriter), and the chunk is larger
-// than Config.BypassBytes: a chunk the cached path would not keep anyway
-// (it would be created, gathered, encoded, written and dropped at once,
-// dropBypass) or, kept, would only evict others. This is HDF5's rule
-// (chunks at least as large as the dataset's cache skip it) with the
-// cache's bypass threshold for the cache's size. BypassBytes -1 turns
+// the caller's bytes as the image (DirectWriter), and keeping the chunk
+// cached would only evict something else (directWorthIt): the chunk is
+// larger than Config.BypassBytes (the cached path would not keep it anyway:
+// it would be created, gathered, encoded, written and dropped at once,
+// dropBypass), or admitting it would take the resident bytes past the
+// quiescent limit (the cache is full). This is HDF5's rule (chunks at
+// least as large as the dataset's cache skip it) with the cache's bypass
+// threshold and its fill for the cache's size. BypassBytes -1 turns
 // direct writes off with the bypass; so does Config.NoDirectWrites alone.
 //
 // Safety, step by step (writeDirect):
@@ -76,14 +79,21 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 	}
 	var cand []*group
 	var srcs map[*group][]byte
+	sz := c.sizing()
+	// cached is what the groups left to the cached path will add to the
+	// resident bytes, so that one write of many chunks into a cache with
+	// room for some keeps those and sends the rest direct.
+	var cached int64
 	for _, g := range gs {
 		dw, ok := g.d.lay().l.(DirectWriter)
-		if !ok || !g.full || len(g.reqs) != 1 || g.loc.SizeHint <= c.sizing().bypass {
+		if !ok || !g.full || len(g.reqs) != 1 || !c.directWorthIt(sz, g.hint(), cached) {
+			cached += g.hint()
 			rest = append(rest, g)
 			continue
 		}
 		src, ok := dw.DirectSource(g.coord, reqs[g.reqs[0]].Piece)
 		if !ok || len(src) == 0 {
+			cached += g.hint()
 			rest = append(rest, g)
 			continue
 		}
@@ -176,4 +186,28 @@ func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, srcs map[*group]
 	c.st.bytesFlushed.Add(n)
 	c.st.chunksFlushed.Add(int64(len(gs)))
 	return nil
+}
+
+// directWorthIt is the rule's size test for a whole chunk of n bytes (its
+// size hint) that is not resident, cached being what other chunks of the
+// same write will add on the cached path: the chunk is above the bypass
+// threshold, or admitting it would take the resident bytes past the
+// quiescent limit. Bytes above that limit are only ever held for a while:
+// the reservation evicts past the active limit and the background trim
+// evicts back to the quiescent limit as soon as no request runs, so a
+// chunk admitted there displaces another (or itself) soon, and copying it
+// into the cache buys nothing that writing it now does not. A chunk
+// written into a cache with room stays cached (a small hot chunk rewritten
+// again and again costs a copy each time and one write at the end); a
+// stream of whole chunks larger than the cache fills it to the quiescent
+// limit and then goes straight to the file instead of thrashing it.
+// BypassBytes -1 turns direct writes off with the bypass.
+func (c *Cache) directWorthIt(sz *sizing, n, cached int64) bool {
+	if sz.bypass == math.MaxInt64 {
+		return false
+	}
+	if n > sz.bypass {
+		return true
+	}
+	return c.resident.Load()+cached+n > sz.quiescent
 }
