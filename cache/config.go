@@ -92,13 +92,16 @@ type Config struct {
 	// modified, and dropped at once (seed 002 "Skip Cache"). Default 0 means
 	// QuiescentBytes/4; -1 means never bypass. A write covering such a
 	// chunk whole, of a layout that offers it (DirectWriter), goes from the
-	// caller's buffer to the file without a copy (directwrite.go); a read
+	// caller's buffer to the file without a copy (directwrite.go), and so
+	// does one of a smaller chunk that is not resident once the cache is
+	// full (admitting it would pass QuiescentBytes); a read
 	// of part of one, of a layout that offers it (PartReader), reads only
 	// the checksummed blocks it needs (directpart.go).
 	BypassBytes int64
 	// NoDirectWrites turns the direct write path off (directwrite.go):
 	// whole-chunk writes above BypassBytes are then created, gathered,
-	// encoded, written and dropped like any bypassed chunk. For comparison
+	// encoded, written and dropped like any bypassed chunk, and smaller
+	// ones into a full cache evict others. For comparison
 	// and benchmarks; the default (false) is the direct path.
 	NoDirectWrites bool
 	// Workers bounds how many encode/decode calls run at once. Default

@@ -105,9 +105,12 @@ import (
 //
 // When chunks go directly: a read of a whole chunk that is not resident
 // whenever the layout offers the caller's bytes (DirectTarget); a read of
-// part of a chunk, and a write of a whole one, when the chunk is not
-// resident and larger than Config.BypassBytes (the chunks the cached path
-// would load, serve and drop at once, or keep only by evicting others).
+// part of a chunk when the chunk is not resident and larger than
+// Config.BypassBytes (the chunks the cached path would load, serve and
+// drop at once, or keep only by evicting others); a write of a whole one
+// when the chunk is not resident and either larger than BypassBytes or
+// too large for what is left under the quiescent limit (a full cache
+// would keep it only by evicting others; directWorthIt).
 // Other chunks above BypassBytes are loaded, served and dropped at once
 // (the fallback seed 002 names for "Skip Cache"). A resident copy, clean
 // or dirty, always serves the request.
