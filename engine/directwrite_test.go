@@ -301,6 +301,13 @@ func TestDirectWriteFailureKeepsOldData(t *testing.T) {
 // mixed with partial writes (cached, bypassed), flushes, a shrink, and a
 // filtered dataset written through the cache.
 func directWorkload(drv vfd.Driver, seed uint64, snaps snapshots, st *cache.Stats) (lastAck uint64, err error) {
+	return directWorkloadChunks(drv, seed, snaps, st, dwRow)
+}
+
+// directWorkloadChunks is directWorkload with chunks of cols columns of a
+// row: dwRow (above the bypass threshold) or smaller ones that go direct
+// only because the cache is full (directFullCols).
+func directWorkloadChunks(drv vfd.Driver, seed uint64, snaps snapshots, st *cache.Stats, cols uint64) (lastAck uint64, err error) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	refs := map[string]*refArray{}
@@ -330,7 +337,7 @@ func directWorkload(drv vfd.Driver, seed uint64, snaps snapshots, st *cache.Stat
 		return nil
 	}
 	specs := map[string]DatasetSpec{
-		"d": dwSpec,
+		"d": dwSpecCols(cols),
 		"z": {Type: Uint16, Shape: []uint64{4, 64}, Chunk: []uint64{2, 32}, Filters: []Filter{Shuffle(), Zstd(1)}},
 	}
 	sets := map[string]*Dataset{}
@@ -400,8 +407,30 @@ func directWorkload(drv vfd.Driver, seed uint64, snaps snapshots, st *cache.Stat
 // direct write and the next Flush leaves the last committed state.
 func TestDirectWriteCrashAtEveryWrite(t *testing.T) {
 	defer verifyNoLeaks(t)
-	requireDirectWrites(t, 1)
-	crashSweep(t, directWorkloadOf(), 1)
+	requireDirectWrites(t, 1, dwRow)
+	crashSweep(t, directWorkloadOf(dwRow), 1)
+}
+
+// directFullCols is the chunk width of the full-cache variants: 1 KiB
+// chunks, at or below dwOpts' 2 KiB bypass threshold, so that every direct
+// write they make is one into a full cache (cache/directwrite.go
+// directWorthIt).
+const directFullCols = dwRow / 4
+
+func dwSpecCols(cols uint64) DatasetSpec {
+	s := dwSpec
+	s.Chunk = []uint64{1, cols}
+	return s
+}
+
+// TestDirectWriteFullCacheCrashAndFault runs both sweeps over
+// directWorkload with chunks that go direct only because the cache is
+// full.
+func TestDirectWriteFullCacheCrashAndFault(t *testing.T) {
+	defer verifyNoLeaks(t)
+	requireDirectWrites(t, 3, directFullCols)
+	crashSweep(t, directWorkloadOf(directFullCols), 3)
+	faultSweep(t, directWorkloadOf(directFullCols), 4)
 }
 
 // TestDirectWriteFaultAtEveryOperation injects an I/O error from every
@@ -411,16 +440,16 @@ func TestDirectWriteCrashAtEveryWrite(t *testing.T) {
 // a live process: TestDirectWriteFailureKeepsOldData.)
 func TestDirectWriteFaultAtEveryOperation(t *testing.T) {
 	defer verifyNoLeaks(t)
-	requireDirectWrites(t, 2)
-	faultSweep(t, directWorkloadOf(), 2)
+	requireDirectWrites(t, 2, dwRow)
+	faultSweep(t, directWorkloadOf(dwRow), 2)
 }
 
 // requireDirectWrites fails t unless directWorkload with seed makes enough
 // direct writes for the sweeps to mean something.
-func requireDirectWrites(t *testing.T, seed uint64) {
+func requireDirectWrites(t *testing.T, seed, cols uint64) {
 	t.Helper()
 	var st cache.Stats
-	if _, err := directWorkload(vfd.NewMem(), seed, snapshots{}, &st); err != nil {
+	if _, err := directWorkloadChunks(vfd.NewMem(), seed, snapshots{}, &st, cols); err != nil {
 		t.Fatal(err)
 	}
 	if st.DirectWrites < 4 {
@@ -430,9 +459,9 @@ func requireDirectWrites(t *testing.T, seed uint64) {
 }
 
 // directWorkloadOf adapts directWorkload to the sweeps' workload type.
-func directWorkloadOf() workload {
+func directWorkloadOf(cols uint64) workload {
 	return func(drv vfd.Driver, seed uint64, snaps snapshots) (uint64, error) {
-		return directWorkload(drv, seed, snaps, nil)
+		return directWorkloadChunks(drv, seed, snaps, nil, cols)
 	}
 }
 
@@ -444,6 +473,16 @@ func directWorkloadOf() workload {
 // matches the in-memory reference; after close and reopen the file equals
 // it and passes the checker. Run under -race by `go test -race`.
 func TestDirectWriteConcurrentDifferential(t *testing.T) {
+	directConcurrentDifferential(t, dwRow)
+}
+
+// TestDirectWriteFullCacheConcurrentDifferential is the same with chunks
+// that go direct only because the cache is full.
+func TestDirectWriteFullCacheConcurrentDifferential(t *testing.T) {
+	directConcurrentDifferential(t, directFullCols)
+}
+
+func directConcurrentDifferential(t *testing.T, cols uint64) {
 	defer verifyNoLeaks(t)
 	ctx := context.Background()
 	const workers, rowsEach, ops = 4, 3, 60
@@ -451,7 +490,7 @@ func TestDirectWriteConcurrentDifferential(t *testing.T) {
 	f, err := CreateWith(mem, dwOpts())
 	must(t, err)
 	shape := []uint64{workers*rowsEach + 1, dwRow} // last row: shared
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: shape, Chunk: []uint64{1, dwRow}})
+	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: shape, Chunk: []uint64{1, cols}})
 	must(t, err)
 	zs, err := f.CreateDataset("z", DatasetSpec{Type: Uint16, Shape: []uint64{workers, 256}, Chunk: []uint64{1, 128}, Filters: []Filter{Zstd(1)}})
 	must(t, err)
