@@ -25,10 +25,11 @@ import (
 // find records, and sleeps again after one finds none. A reader wakes it
 // only when it sleeps, so a busy cache costs its readers no wake-ups at
 // all. That matters: waking a goroutine from a reader queues it on the
-// reader's own P, and measured with a wake-up per half stripe the readers
-// were about a third slower (the woken replayer displaced them and they
-// migrated between cores, losing their cached lines) than with the
-// replay done inline; paced by a timer, the replayer runs on the idle P.
+// reader's own P, and with a wake-up per half stripe BenchmarkLookup's
+// readers were slower than with the replay done inline (about a third at
+// one goroutine, in runs of a variant not kept here: the woken replayer
+// displaced them and they migrated between cores, losing their cached
+// lines); paced by a timer, the replayer runs on the idle P.
 //
 // accessStripe is the capacity of one stripe: it must hold what a P
 // records during one poll (the runtime's timers fire about every

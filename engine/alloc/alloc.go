@@ -200,10 +200,20 @@ func newAllocator(dataStart, eof int64) *Allocator {
 // gives ErrOutOfRange; a non-positive size gives ErrInvalid. Adjacent live
 // extents are fine.
 func Rebuild(dataStart, eof int64, live []Extent) (*Allocator, error) {
+	return tile(dataStart, eof, live, stHeld, stFree)
+}
+
+// tile returns the allocator whose [dataStart, eof) is the listed extents
+// in state listed and the gaps between them in state gap: Rebuild (live
+// extents held) and RebuildFree (free extents free) are the two sides of
+// it. Adjacent listed extents coalesce into one run; overlapping ones give
+// ErrOverlap, one outside [dataStart, eof) ErrOutOfRange, a non-positive
+// size ErrInvalid.
+func tile(dataStart, eof int64, listed []Extent, in, gap state) (*Allocator, error) {
 	if dataStart < 0 || eof < dataStart {
 		return nil, fmt.Errorf("%w: dataStart %d, eof %d", ErrInvalid, dataStart, eof)
 	}
-	ext := slices.Clone(live)
+	ext := slices.Clone(listed)
 	slices.SortFunc(ext, func(a, b Extent) int {
 		if c := cmp.Compare(a.Off, b.Off); c != 0 {
 			return c
@@ -219,27 +229,26 @@ func Rebuild(dataStart, eof int64, live []Extent) (*Allocator, error) {
 		}
 	}
 	a := newAllocator(dataStart, eof)
-	pos := dataStart  // end of what is tiled so far
-	var widest Extent // the live extent reaching furthest so far
+	pos := dataStart // end of what is tiled so far
+	var prev Extent  // the listed extent before e (no overlaps: the one reaching furthest)
 	for _, e := range ext {
 		if e.Off < pos {
-			return nil, &OverlapError{A: widest, B: e}
+			return nil, &OverlapError{A: prev, B: e}
 		}
 		if e.Off > pos {
-			a.putRun(pos, run{size: e.Off - pos, st: stFree})
-		}
-		// Adjacent live extents coalesce into one held run.
-		if last := a.mu.runs.floor(e.Off - 1); last != nil && e.Off == pos && last.val.st == stHeld {
-			r := last.val
+			a.putRun(pos, run{size: e.Off - pos, st: gap})
+		} else if last := a.mu.runs.floor(e.Off - 1); last != nil && last.val.st == in {
+			r := last.val // adjacent listed extents: one run
 			r.size += e.Size
 			a.putRun(last.key, r)
-		} else {
-			a.putRun(e.Off, run{size: e.Size, st: stHeld})
+			pos, prev = e.End(), e
+			continue
 		}
-		pos, widest = e.End(), e
+		a.putRun(e.Off, run{size: e.Size, st: in})
+		pos, prev = e.End(), e
 	}
 	if pos < eof {
-		a.putRun(pos, run{size: eof - pos, st: stFree})
+		a.putRun(pos, run{size: eof - pos, st: gap})
 	}
 	return a, nil
 }

@@ -1,10 +1,7 @@
 package alloc
 
 import (
-	"cmp"
-	"fmt"
 	"math"
-	"slices"
 )
 
 // Persisting the free-space map (the cache image carries it, engine
@@ -69,37 +66,5 @@ func (a *Allocator) FreeAfter(e Epoch) []Extent {
 // ErrOverlap, one outside [dataStart, eof) ErrOutOfRange, a non-positive
 // size ErrInvalid; adjacent ones coalesce.
 func RebuildFree(dataStart, eof int64, free []Extent) (*Allocator, error) {
-	if dataStart < 0 || eof < dataStart {
-		return nil, fmt.Errorf("%w: dataStart %d, eof %d", ErrInvalid, dataStart, eof)
-	}
-	ext := slices.Clone(free)
-	slices.SortFunc(ext, func(a, b Extent) int { return cmp.Compare(a.Off, b.Off) })
-	a := newAllocator(dataStart, eof)
-	pos := dataStart // end of what is tiled so far
-	var prev Extent
-	for _, e := range ext {
-		switch {
-		case e.Size <= 0:
-			return nil, fmt.Errorf("%w: extent %v has no size", ErrInvalid, e)
-		case e.Off < dataStart || e.Off > eof || e.Size > eof-e.Off:
-			return nil, fmt.Errorf("%w: %v outside [%d, %d)", ErrOutOfRange, e, dataStart, eof)
-		case e.Off < pos:
-			return nil, &OverlapError{A: prev, B: e}
-		}
-		if e.Off > pos {
-			a.putRun(pos, run{size: e.Off - pos, st: stHeld})
-			a.putRun(e.Off, run{size: e.Size, st: stFree})
-		} else if last := a.mu.runs.floor(e.Off - 1); last != nil && last.val.st == stFree {
-			r := last.val // adjacent free extents: one run
-			r.size += e.Size
-			a.putRun(last.key, r)
-		} else {
-			a.putRun(e.Off, run{size: e.Size, st: stFree})
-		}
-		pos, prev = e.End(), e
-	}
-	if pos < eof {
-		a.putRun(pos, run{size: eof - pos, st: stHeld})
-	}
-	return a, nil
+	return tile(dataStart, eof, free, stFree, stHeld)
 }
