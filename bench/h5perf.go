@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,6 +162,51 @@ func H5perfSCC(ctx context.Context, c H5perfConfig) (*H5perfResult, error) {
 	return res, nil
 }
 
+// H5perfRawWrite writes the workload's bytes as raw pwrites of one chunk
+// each (chunk-sized buffers at increasing offsets of a new file, closed
+// without fsync, the durability h5perf_serial has) and returns MiB/s: the
+// ceiling of any writer that stores whole chunks through the page cache,
+// HDF5's direct chunk writes included. With sum, each chunk's CRC32C is
+// computed before its pwrite, as every scc chunk frame carries one.
+func H5perfRawWrite(ctx context.Context, c H5perfConfig, sum bool) (float64, error) {
+	if err := c.Validate(); err != nil {
+		return 0, err
+	}
+	dir := c.Dir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	fh, err := os.CreateTemp(dir, "scc-h5perf-raw-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(fh.Name())
+	defer fh.Close()
+	total := int64(c.Dims[0] * c.Dims[1])
+	buf := make([]byte, min(int64(c.Chunk[0]*c.Chunk[1]), total))
+	h5perfPattern(buf, 0)
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	var sums uint32
+	t0 := time.Now()
+	for off := int64(0); off < total; off += int64(len(buf)) {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		b := buf[:min(int64(len(buf)), total-off)]
+		if sum {
+			sums += crc32.Checksum(b, castagnoli)
+		}
+		if _, err := fh.WriteAt(b, off); err != nil {
+			return 0, err
+		}
+	}
+	if err := fh.Close(); err != nil {
+		return 0, err
+	}
+	_ = sums
+	return mibps(total, time.Since(t0)), nil
+}
+
 // ErrPeerOutput is returned when a peer's output cannot be parsed.
 var ErrPeerOutput = errors.New("bench: unexpected peer output")
 
@@ -273,6 +319,7 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfCon
 	}
 	args := strings.Join(cfg.Args(), " ")
 	o.logf("   h5perf_serial %s (%s)%s", args, HumanBytes(int64(cfg.Dims[0]*cfg.Dims[1])), suffix)
+	settleWriteback()
 	res, err := H5perfSCC(ctx, cfg)
 	if err != nil {
 		return err
@@ -284,6 +331,7 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfCon
 	if where == "" {
 		c := cfg
 		c.NoSync = true
+		settleWriteback()
 		if nosync, err = H5perfSCC(ctx, c); err != nil {
 			return err
 		}
@@ -293,6 +341,7 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfCon
 	if p.H5perf == "" {
 		r.missing("h5perf_serial (hdf5-tools)")
 	} else {
+		settleWriteback()
 		peer, err = H5perfPeer(ctx, p.H5perf, cfg)
 		if err != nil {
 			r.Errors = append(r.Errors, "h5perf: peer: "+err.Error())
@@ -339,6 +388,36 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfCon
 			g.PeerValue = ptr(v)
 		}
 		r.add(g)
+	}
+	// The write ceiling: raw pwrite of the same bytes, a chunk per call,
+	// without and with the CRC32C every scc chunk carries. HDF5 writes a
+	// whole unfiltered chunk with one pwrite of the caller's buffer, so its
+	// figure sits near the first; scc's (NoSync on disk) can not pass it.
+	w := res
+	if nosync != nil {
+		w = nosync
+	}
+	for _, sum := range []bool{false, true} {
+		settleWriteback()
+		raw, err := H5perfRawWrite(ctx, cfg, sum)
+		if err != nil {
+			return err
+		}
+		peer, key, note := "raw pwrite of the same bytes", "write-raw", "a chunk per pwrite, no fsync: the page cache's speed, HDF5's ceiling too"
+		if sum {
+			peer, key, note = "raw pwrite + CRC32C of the same bytes", "write-rawsum", "every scc chunk frame carries a CRC32C, computed before the write"
+		}
+		o.logf("   %s: %.1f MiB/s", peer, raw)
+		metric := "write (open-write-close) " + args + suffix
+		if nosync != nil {
+			metric += ", scc with NoSync"
+		}
+		key += "-" + strings.NewReplacer(" ", "", ",", "x").Replace(args)
+		if where != "" {
+			key += "-" + where
+		}
+		r.add(Figure{Scenario: "h5perf", Key: key, Metric: metric, Unit: "MiB/s", HigherIsBetter: true,
+			SCC: w.WriteMBps, Peer: peer, PeerValue: ptr(raw), Note: note})
 	}
 	return nil
 }

@@ -225,3 +225,56 @@ func TestDirectWriteFullCacheConcurrentModel(t *testing.T) {
 	}
 	must(t, e.f.Flush(bg))
 }
+
+// Config.DirectWriteBytes: a whole write of a non-resident chunk at least
+// that large goes direct although the cache has room; a smaller one, or
+// any with the rule off (-1), is cached; a resident copy still takes the
+// write; and the threshold can not change under a running cache.
+func TestDirectWriteBytesThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		min    int64
+		direct bool
+	}{{256, true}, {512, true}, {513, false}, {-1, false}} {
+		t.Run(fmt.Sprint(tc.min), func(t *testing.T) {
+			e := newEnv(t, Config{QuiescentBytes: 64 << 10, DirectWriteBytes: tc.min})
+			d, l := e.directDataset(1, 16, 32) // 512-byte chunks
+			for i := range 4 {
+				must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(512, byte(i)), uint64(i), 0)}))
+			}
+			st := e.c.Stats()
+			if tc.direct && (st.DirectWrites != 4 || st.Creates != 0 || st.Chunks != 0) {
+				t.Fatalf("min %d: %d direct, %d created, %d resident; want all direct", tc.min, st.DirectWrites, st.Creates, st.Chunks)
+			}
+			if !tc.direct && (st.DirectWrites != 0 || st.Creates != 4) {
+				t.Fatalf("min %d: %d direct, %d created; want all cached", tc.min, st.DirectWrites, st.Creates)
+			}
+			// A partial write makes chunk 0 resident; the next whole write
+			// of it goes through the resident copy.
+			must(t, e.c.Write(bg, []Request{partReq(d, 0, pattern(16, 9), 0, 0)}))
+			before := e.c.Stats().DirectWrites
+			must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(512, 50), 0, 0)}))
+			if st := e.c.Stats(); st.DirectWrites != before || st.DirtyBytes == 0 {
+				t.Fatalf("min %d: a whole write of a resident chunk went direct", tc.min)
+			}
+			must(t, e.f.Flush(bg))
+			got := make([]byte, 512)
+			for i := range 4 {
+				want := pattern(512, byte(i))
+				if i == 0 {
+					want = pattern(512, 50)
+				}
+				must(t, e.c.Read(bg, []Request{fullReq(d, l, got, uint64(i), 0)}))
+				if !bytes.Equal(got, want) {
+					t.Fatalf("min %d: chunk %d read back wrong", tc.min, i)
+				}
+			}
+			next := Config{QuiescentBytes: 64 << 10, DirectWriteBytes: tc.min + 1}
+			if err := e.c.SetConfig(bg, next); !errors.Is(err, ErrImmutableConfig) {
+				t.Fatalf("changing DirectWriteBytes: %v", err)
+			}
+		})
+	}
+	if err := (Config{DirectWriteBytes: -2}).Validate(); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("DirectWriteBytes -2: %v", err)
+	}
+}

@@ -196,6 +196,8 @@ func immutableChanged(cur, next Config, runnerGiven bool) error {
 		return bad("PartialSecondChance")
 	case cur.NoDirectWrites != next.NoDirectWrites:
 		return bad("NoDirectWrites")
+	case cur.DirectWriteBytes != next.DirectWriteBytes:
+		return bad("DirectWriteBytes")
 	case cur.Workers != next.Workers:
 		return bad("Workers")
 	case runnerGiven && !sameRunner(cur.Runner, next.Runner):
