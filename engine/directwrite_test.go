@@ -473,21 +473,29 @@ func directWorkloadOf(cols uint64) workload {
 // matches the in-memory reference; after close and reopen the file equals
 // it and passes the checker. Run under -race by `go test -race`.
 func TestDirectWriteConcurrentDifferential(t *testing.T) {
-	directConcurrentDifferential(t, dwRow)
+	directConcurrentDifferential(t, dwRow, dwOpts())
 }
 
 // TestDirectWriteFullCacheConcurrentDifferential is the same with chunks
 // that go direct only because the cache is full.
 func TestDirectWriteFullCacheConcurrentDifferential(t *testing.T) {
-	directConcurrentDifferential(t, directFullCols)
+	directConcurrentDifferential(t, directFullCols, dwOpts())
 }
 
-func directConcurrentDifferential(t *testing.T, cols uint64) {
+// TestDirectWriteThresholdConcurrentDifferential is the same with chunks
+// that go direct only because they reach cache.Config.DirectWriteBytes,
+// in a cache with room for all of them (far below its bypass threshold).
+func TestDirectWriteThresholdConcurrentDifferential(t *testing.T) {
+	directConcurrentDifferential(t, directFullCols, &Options{CacheConfig: cache.Config{
+		QuiescentBytes: 4 << 20, DirectWriteBytes: int64(directFullCols)}})
+}
+
+func directConcurrentDifferential(t *testing.T, cols uint64, opts *Options) {
 	defer verifyNoLeaks(t)
 	ctx := context.Background()
 	const workers, rowsEach, ops = 4, 3, 60
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, dwOpts())
+	f, err := CreateWith(mem, opts)
 	must(t, err)
 	shape := []uint64{workers*rowsEach + 1, dwRow} // last row: shared
 	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: shape, Chunk: []uint64{1, cols}})
