@@ -105,10 +105,10 @@ type Config struct {
 	// on, the cached path's copies (the caller's bytes into a chunk buffer,
 	// the chunk into its image at write-back) cost more than the write
 	// itself, and reading the chunk back costs one pread at page-cache
-	// speed. Measured on the 2-core VM (h5perf_serial's workload, NoSync,
-	// tmpfs): direct 1.3-1.9x the cached path at 64 KiB to 1 MiB chunks,
-	// about even at 16 KiB. Default 0 means 64 KiB; -1 leaves only the
-	// bypass and
+	// speed. engine BenchmarkDirectWriteBytes (64 MiB of whole chunks,
+	// NoSync, tmpfs, 2-core VM): direct 1.34-1.89x the cached path at 64
+	// KiB to 1 MiB chunks, 1.01-1.04x at 16 KiB. Default 0 means 64 KiB; -1
+	// leaves only the bypass and
 	// full-cache rules. Ignored when direct writes are off (NoDirectWrites,
 	// BypassBytes -1). A resident or dirty copy still takes the write.
 	DirectWriteBytes int64

@@ -71,6 +71,8 @@ func BenchmarkSequential(b *testing.B) {
 	// threshold 4 MiB), so the stream fills it; from then on the chunks go
 	// direct (the cache is full, directWorthIt), where with NoDirectWrites
 	// each is gathered into the cache and evicts (writes back) another.
+	// (DirectWriteBytes -1 in these: 1 MiB chunks would otherwise go
+	// direct by size alone; BenchmarkDirectWriteBytes measures that rule.)
 	for _, mode := range []struct {
 		name  string
 		off   bool
@@ -80,7 +82,7 @@ func BenchmarkSequential(b *testing.B) {
 		{"scc-write-fullcache-direct", false, 16 << 20, 16}, {"scc-write-fullcache-cached", true, 16 << 20, 16}} {
 		b.Run(mode.name, func(b *testing.B) {
 			b.SetBytes(total)
-			small := &Options{CacheConfig: cache.Config{QuiescentBytes: mode.cache, NoDirectWrites: mode.off}}
+			small := &Options{CacheConfig: cache.Config{QuiescentBytes: mode.cache, NoDirectWrites: mode.off, DirectWriteBytes: -1}}
 			for i := 0; i < b.N; i++ {
 				f, err := Create(path, small)
 				must(b, err)
@@ -140,6 +142,74 @@ func BenchmarkSequential(b *testing.B) {
 			must(b, fh.Close())
 		}
 	})
+}
+
+// BenchmarkDirectWriteBytes is the measurement behind
+// cache.Config.DirectWriteBytes: 64 MiB of whole unfiltered chunks of 16
+// KiB to 1 MiB written into a default 256 MiB cache (room for all of
+// them), then Flush and Close without fsync (Options.NoSync, h5perf's
+// durability), on tmpfs (/dev/shm) where there is one, else the test's
+// temporary directory. Each iteration writes the file twice, by default
+// (chunks from 64 KiB go from the caller's buffer to the file) and with
+// DirectWriteBytes -1 (every chunk copied into the cache, copied into its
+// image at Flush and written): metrics direct-MB/s, cached-MB/s and ratio
+// (direct/cached) from the same iterations.
+func BenchmarkDirectWriteBytes(b *testing.B) {
+	ctx := context.Background()
+	const total = 64 << 20
+	dir := b.TempDir()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "scc-bench-"); err == nil {
+			b.Cleanup(func() { os.RemoveAll(d) })
+			dir = d
+		}
+	}
+	path := filepath.Join(dir, "dw.scc")
+	for _, side := range []uint64{128, 256, 512, 1024} { // 16 KiB .. 1 MiB
+		chunk := side * side
+		b.Run(fmt.Sprintf("chunk=%dKiB", chunk>>10), func(b *testing.B) {
+			data := make([]byte, chunk)
+			for i := range data {
+				data[i] = byte(i * 7)
+			}
+			n := uint64(total) / chunk
+			rows := uint64(1)
+			for rows*rows < n {
+				rows *= 2
+			}
+			shape := []uint64{rows * side, (n / rows) * side}
+			write := func(min int64) time.Duration {
+				t0 := time.Now()
+				f, err := Create(path, &Options{NoSync: true, CacheConfig: cache.Config{DirectWriteBytes: min}})
+				must(b, err)
+				ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: shape, Chunk: []uint64{side, side}})
+				must(b, err)
+				for r := uint64(0); r < shape[0]/side; r++ {
+					for c := uint64(0); c < shape[1]/side; c++ {
+						must(b, ds.Write(ctx, Box([]uint64{r * side, c * side}, []uint64{side, side}), data))
+					}
+				}
+				direct := f.Cache().Stats().DirectWrites
+				must(b, f.Close())
+				el := time.Since(t0)
+				if (min == 0 && chunk >= 64<<10) != (direct > 0) {
+					b.Fatalf("DirectWriteBytes %d, %d KiB chunks: %d direct writes", min, chunk>>10, direct)
+				}
+				must(b, os.Remove(path))
+				return el
+			}
+			var dT, cT time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				dT += write(0)
+				cT += write(-1)
+			}
+			mb := float64(total) * float64(b.N) / 1e6
+			b.ReportMetric(mb/dT.Seconds(), "direct-MB/s")
+			b.ReportMetric(mb/cT.Seconds(), "cached-MB/s")
+			b.ReportMetric(cT.Seconds()/dT.Seconds(), "ratio")
+		})
+	}
 }
 
 // BenchmarkAppendIngest appends one 64×64 uint16 frame per op (SetExtent,
