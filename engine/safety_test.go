@@ -35,19 +35,36 @@ func TestRaceFlushSetExtent(t *testing.T) {
 		runs = 2000
 	}
 	for run := 0; run < runs; run++ {
-		raceFlushSetExtentOnce(t, uint64(run))
+		raceFlushSetExtentOnce(t, uint64(run), 3, cache.Config{QuiescentBytes: 2 << 10})
 		if t.Failed() {
 			t.Fatalf("run %d failed", run)
 		}
 	}
 }
 
-func raceFlushSetExtentOnce(t *testing.T, seed uint64) {
+// TestRaceFlushSetExtentDirect is the same with one-row chunks that every
+// row write covers whole and that go from the caller's buffer to the file
+// (cache.Config.DirectWriteBytes), in a cache with room: direct writes
+// racing the flusher and the extent changes.
+func TestRaceFlushSetExtentDirect(t *testing.T) {
+	runs := 50
+	if long() {
+		runs = 1000
+	}
+	for run := 0; run < runs; run++ {
+		raceFlushSetExtentOnce(t, uint64(run), 1, cache.Config{QuiescentBytes: 1 << 20, DirectWriteBytes: 1})
+		if t.Failed() {
+			t.Fatalf("run %d failed", run)
+		}
+	}
+}
+
+func raceFlushSetExtentOnce(t *testing.T, seed, chunkRows uint64, cfg cache.Config) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
-	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 2 << 10}}
+	opts := &Options{CacheConfig: cfg}
 	f := tCreate(t, mem, opts)
-	spec := DatasetSpec{Type: Uint32, Shape: []uint64{0, 4}, MaxShape: []uint64{Unlimited, 4}, Chunk: []uint64{3, 4}}
+	spec := DatasetSpec{Type: Uint32, Shape: []uint64{0, 4}, MaxShape: []uint64{Unlimited, 4}, Chunk: []uint64{chunkRows, 4}}
 	ds, err := f.CreateDataset("a", spec)
 	must(t, err)
 	ref := newRef(spec.Shape, 4, nil)
@@ -93,6 +110,9 @@ func raceFlushSetExtentOnce(t *testing.T, seed uint64) {
 	}
 	close(stop)
 	wg.Wait()
+	if cfg.DirectWriteBytes > 0 && f.Cache().Stats().DirectWrites == 0 {
+		t.Fatal("no direct writes happened")
+	}
 	must(t, f.Flush(ctx))
 	// The final Flush started after the last SetExtent returned: the
 	// committed image must hold that extent and the data.
