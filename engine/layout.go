@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
@@ -213,9 +214,7 @@ func (l *denseLayout) Publish(ctx context.Context, ins []cache.Insertion, writeE
 			}
 			continue
 		}
-		if old.Exists() {
-			l.s.f.space.free(int64(old.Addr), int64(old.Size))
-		}
+		l.s.freeDropped(old)
 	}
 	l.s.dirty.Store(true)
 	return firstErr
@@ -253,9 +252,7 @@ func (l *denseLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Loc
 	if err != nil {
 		return classify(err)
 	}
-	if old.Exists() {
-		l.s.f.space.free(int64(old.Addr), int64(old.Size))
-	}
+	l.s.freeDropped(old)
 	l.s.dirty.Store(true)
 	return nil
 }
@@ -580,6 +577,34 @@ func prod64(dims []uint64) uint64 {
 	}
 	return n
 }
+
+// freeDropped frees the stored image an index change of this dataset
+// just stopped naming (the old image a Put replaced, or one a Delete
+// removed). The dataset is marked dirty first, and that order is what
+// keeps the space safe: a commit reads the dirty flag (writeHeader) only
+// after its PrepareCommit, so either it sees the flag and writes a header
+// whose index no longer names the image, or it read the flag before and
+// this free falls inside its preparation, where the allocator keeps the
+// space until the next commit. Freed first, the space could be freed
+// before a commit's PrepareCommit and reused once that commit was durable,
+// while the commit, which saw the dataset clean, still named the image
+// through the old header (TestRaceFlushSetExtentDirect: a Flush racing
+// direct writes committed a catalog over a chunk its index named;
+// TestFreeDroppedBeforeCommit pins the order).
+func (s *dsState) freeDropped(e index.Entry) {
+	if !e.Exists() {
+		return
+	}
+	s.dirty.Store(true)
+	s.f.space.free(int64(e.Addr), int64(e.Size))
+	if h := testHookDropped.Load(); h != nil {
+		(*h)()
+	}
+}
+
+// testHookDropped, when set (tests only), runs after freeDropped's free:
+// TestFreeDroppedBeforeCommit commits from there.
+var testHookDropped atomic.Pointer[func()]
 
 // allocInsertions is the layouts' Insert: new space for every image (all or
 // nothing: on a failure the space already taken is given back), with the

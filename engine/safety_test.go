@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -817,4 +818,58 @@ func dirtyFaultFile(t *testing.T) (*vfd.Fault, *File, *Dataset) {
 	must(t, err)
 	must(t, ds.Write(context.Background(), All([]uint64{64}), make([]byte, 64)))
 	return fd, f, ds
+}
+
+// TestFreeDroppedBeforeCommit pins the order TestRaceFlushSetExtentDirect
+// found by chance once in a few hundred runs: a direct write replaces a
+// committed chunk, and two commits run right after its Publish freed the
+// old image (testHookDropped). Each image they leave must check clean and
+// hold the chunk, old or new. With the free before the dirty mark, the
+// commits saw the dataset clean, kept the old header naming the freed
+// image, and the second wrote its catalog over it.
+func TestFreeDroppedBeforeCommit(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{DirectWriteBytes: 1}})
+	spec := DatasetSpec{Type: Uint8, Shape: []uint64{4, 64}, Chunk: []uint64{1, 64}}
+	ds, err := f.CreateDataset("d", spec)
+	must(t, err)
+	old := pattern(4*64, 1)
+	must(t, ds.Write(ctx, All(spec.Shape), old))
+	must(t, f.Flush(ctx))
+	var images [][]byte
+	var hookErr error
+	h := func() {
+		testHookDropped.Store(nil) // once
+		for range 2 {
+			if err := f.Flush(ctx); err != nil {
+				hookErr = err
+				return
+			}
+			images = append(images, mem.Bytes())
+		}
+	}
+	testHookDropped.Store(&h)
+	defer testHookDropped.Store(nil)
+	row := pattern(64, 9)
+	must(t, ds.Write(ctx, Box([]uint64{1, 0}, []uint64{1, 64}), row))
+	must(t, hookErr)
+	if len(images) != 2 || f.Cache().Stats().DirectWrites < 5 {
+		t.Fatalf("%d images, %d direct writes: the hook did not run inside a direct write", len(images), f.Cache().Stats().DirectWrites)
+	}
+	for i, img := range images {
+		if rep, err := Check(ctx, vfd.NewMemFrom(img)); err != nil {
+			t.Fatalf("image %d: %v %q", i, err, rep.Problems)
+		}
+		g, err := OpenWith(vfd.NewMemFrom(img), &Options{ReadOnly: true})
+		must(t, err)
+		d, err := g.OpenDataset("d")
+		must(t, err)
+		got := make([]byte, 64)
+		must(t, d.Read(ctx, Box([]uint64{1, 0}, []uint64{1, 64}), got))
+		if !bytes.Equal(got, old[64:128]) && !bytes.Equal(got, row) {
+			t.Fatalf("image %d: chunk 1 is neither its old nor its new contents", i)
+		}
+		must(t, g.Close())
+	}
 }

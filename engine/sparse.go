@@ -455,9 +455,7 @@ func (l *sparseLayout) Publish(ctx context.Context, ins []cache.Insertion, write
 			}
 			continue
 		}
-		if old.Exists() {
-			l.s.f.space.free(int64(old.Addr), int64(old.Size))
-		}
+		l.s.freeDropped(old)
 		l.notePublished(in.Coord, in.Sum, true)
 	}
 	l.s.dirty.Store(true)
@@ -474,9 +472,7 @@ func (l *sparseLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Lo
 	if err != nil {
 		return classify(err)
 	}
-	if old.Exists() {
-		l.s.f.space.free(int64(old.Addr), int64(old.Size))
-	}
+	l.s.freeDropped(old)
 	l.mu.Lock()
 	delete(l.mu.pending, coordKey(coord))
 	l.mu.Unlock()

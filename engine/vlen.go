@@ -249,9 +249,7 @@ func (l *vlenLayout) Publish(ctx context.Context, ins []cache.Insertion, writeEr
 			}
 			continue
 		}
-		if old.Exists() {
-			l.s.f.space.free(int64(old.Addr), int64(old.Size))
-		}
+		l.s.freeDropped(old)
 	}
 	l.s.dirty.Store(true)
 	return firstErr
@@ -267,9 +265,7 @@ func (l *vlenLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Loca
 	if err != nil {
 		return classify(err)
 	}
-	if old.Exists() {
-		l.s.f.space.free(int64(old.Addr), int64(old.Size))
-	}
+	l.s.freeDropped(old)
 	l.s.dirty.Store(true)
 	return nil
 }
