@@ -154,6 +154,8 @@ type Cache struct {
 	trim trimState
 	pre  preEncodeState
 	pref prefetchState
+	// split is the helpers of large direct reads (splitread.go).
+	split splitState
 	// extentScans counts SetExtent scans of a dataset's cached chunks
 	// (tests check that growth does none).
 	extentScans atomic.Int64

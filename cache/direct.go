@@ -24,7 +24,9 @@ import (
 // goroutine. (Cutting a large read into shares verified at once on the
 // worker pool was tried and dropped: on a machine whose cores are busy,
 // the usual case with concurrent readers, it measured 5-10 % slower than
-// one pass, and with concurrent readers the cores are used anyway.)
+// one pass, and with concurrent readers the cores are used anyway.) A
+// large read while a core is likely idle is read in shares by helper
+// goroutines (splitread.go) and verified here as any other.
 //
 // Coherence: only chunks missing from the table go direct. A resident copy
 // (dirty or clean) is served from memory, and an entry being loaded or
@@ -155,7 +157,7 @@ func (c *Cache) readVerify(ds []directRead) error {
 				exts = append(exts, vfd.Extent{Off: addr + int64(len(x.dst)), Buf: x.trailer})
 			}
 		}
-		if err := c.readV(f, exts); err != nil {
+		if err := c.readSplit(f, exts); err != nil {
 			return fmt.Errorf("cache: reading %d chunks directly: %w", end-start, err)
 		}
 		exts = exts[:0]
