@@ -89,6 +89,44 @@ func checkExtents(t *testing.T, exts []vfd.Extent, img []byte) {
 	}
 }
 
+func noTags(exts []vfd.Extent) []int32 {
+	t := make([]int32, len(exts))
+	for i := range t {
+		t[i] = -1
+	}
+	return t
+}
+
+// polySummer is a DirectSummer for tests: an order-sensitive polynomial
+// hash (h(a||b) = h(a)·B^len(b) + h(b) mod 2^32), so pieces combined out of
+// order or missed give a wrong sum.
+type polySummer struct{ DirectReader }
+
+const polyB = 0x01000193
+
+func polySum(b []byte) uint32 {
+	var h uint32
+	for _, c := range b {
+		h = h*polyB + uint32(c)
+	}
+	return h
+}
+
+func (polySummer) SumDirect(b []byte) uint32 { return polySum(b) }
+
+func (polySummer) CombineDirect(sa, sb uint32, nb int64) uint32 {
+	p, base := uint32(1), uint32(polyB)
+	for ; nb > 0; nb >>= 1 {
+		if nb&1 != 0 {
+			p *= base
+		}
+		base *= base
+	}
+	return sa*p + sb
+}
+
+func (polySummer) VerifyDirectSum(Coord, Location, uint32, []byte, []byte) error { return nil }
+
 // The cut helpers tile the extents exactly: every byte in one share, in
 // order, shares starting on an extent boundary or a page of the file.
 func TestSplitCutsTile(t *testing.T) {
@@ -116,7 +154,7 @@ func TestSplitCutsTile(t *testing.T) {
 			if cuts[i] < cuts[i-1] {
 				t.Fatalf("cuts %v not in order", cuts)
 			}
-			got = appendRange(got, exts, cuts[i-1], cuts[i])
+			got, _ = appendShare(got, nil, exts, noTags(exts), nil, cuts[i-1], cuts[i])
 		}
 		// Each cut is on an extent boundary or a page of the file, at
 		// most a page below the even split.
@@ -173,11 +211,26 @@ func TestReadSplitBytes(t *testing.T) {
 		{"exactly min", []int{64 << 10}, 0},
 	} {
 		exts := extentsOf(tc.sizes, tc.gap)
+		// Every extent of more than 8 bytes is a chunk whose sum is
+		// computed by pieces.
+		tags := noTags(exts)
+		ds := make([]directRead, len(exts))
+		for i, x := range exts {
+			if len(x.Buf) > 8 {
+				tags[i] = int32(i)
+				ds[i].summer = polySummer{}
+			}
+		}
 		before := c.Stats()
-		if err := c.readSplit(f, exts); err != nil {
+		if err := c.readSplit(f, exts, tags, ds); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		checkExtents(t, exts, img)
+		for i, x := range exts {
+			if tags[i] >= 0 && (!ds[i].summed || ds[i].sum != polySum(x.Buf)) {
+				t.Fatalf("%s: chunk %d: summed %v, sum %08x, want %08x", tc.name, i, ds[i].summed, ds[i].sum, polySum(x.Buf))
+			}
+		}
 		calls := rec.take()
 		st := c.Stats().Sub(before)
 		if st.SplitReads != 1 || st.SplitShares < 1 || len(calls) != int(st.SplitShares)+1 {
@@ -211,7 +264,7 @@ func TestReadSplitGate(t *testing.T) {
 	one := func(what string, n int, wantCalls int) {
 		t.Helper()
 		exts := extentsOf([]int{n}, 0)
-		must(t, c.readSplit(f, exts))
+		must(t, c.readSplit(f, exts, noTags(exts), nil))
 		checkExtents(t, exts, img)
 		if calls := rec.take(); len(calls) != wantCalls {
 			t.Fatalf("%s: %d ReadV calls, want %d", what, len(calls), wantCalls)
@@ -249,7 +302,7 @@ func TestReadSplitHelperFault(t *testing.T) {
 			return i.Op == vfd.OpReadV && i.Off >= n/2
 		})))
 	})
-	err := c.readSplit(f, extentsOf([]int{n}, 0))
+	err := c.readSplit(f, extentsOf([]int{n}, 0), make([]int32, 1), []directRead{{summer: polySummer{}}})
 	if !errors.Is(err, vfd.ErrInjected) {
 		t.Fatalf("fault in the helper's share: %v, want vfd.ErrInjected", err)
 	}
@@ -272,12 +325,12 @@ func TestReadSplitAfterCloseNoLeak(t *testing.T) {
 		t.Fatalf("%d helpers at GOMAXPROCS 4, want 3", len(c.split.helpers))
 	}
 	exts := extentsOf([]int{1 << 20, 8, 1<<20 - 8}, 0)
-	must(t, c.readSplit(f, exts))
+	must(t, c.readSplit(f, exts, noTags(exts), nil))
 	checkExtents(t, exts, img)
 	must(t, f.Unregister(bg))
 	must(t, c.Close())
 	exts = extentsOf([]int{2 << 20}, 0)
-	must(t, c.readSplit(f, exts))
+	must(t, c.readSplit(f, exts, noTags(exts), nil))
 	checkExtents(t, exts, img)
 }
 
@@ -296,7 +349,7 @@ func TestReadSplitConcurrent(t *testing.T) {
 				off := rng.IntN(2 << 20)
 				n := 1 + rng.IntN(2<<20)
 				exts := []vfd.Extent{{Off: int64(off), Buf: make([]byte, n)}}
-				if err := c.readSplit(f, exts); err != nil {
+				if err := c.readSplit(f, exts, noTags(exts), nil); err != nil {
 					t.Error(err)
 					return
 				}
@@ -321,10 +374,11 @@ func TestReadSplitAllocs(t *testing.T) {
 	withProcs(t, 2)
 	c, f, _ := splitFile(t, 64<<10, 1<<20, nil)
 	exts := extentsOf([]int{1<<20 - 8, 8}, 0)
-	orig := append([]vfd.Extent(nil), exts...)
+	tags := []int32{0, -1}
+	ds := []directRead{{summer: polySummer{}}}
 	allocs := testing.AllocsPerRun(50, func() {
-		copy(exts, orig)
-		if err := c.readSplit(f, exts); err != nil {
+		ds[0].summed = false
+		if err := c.readSplit(f, exts, tags, ds); err != nil {
 			t.Fatal(err)
 		}
 	})
