@@ -109,7 +109,11 @@ type Config struct {
 	// bytes is read in shares of at least SplitReadBytes/2 by helper
 	// goroutines while the caller reads the first, when fewer requests run
 	// than GOMAXPROCS (a core is likely idle) and a helper is free
-	// (splitread.go); the caller then verifies the chunks as before.
+	// (splitread.go); each goroutine checksums the pieces it read when the
+	// layout allows (DirectSummer), the caller checks every chunk. Up to
+	// min(GOMAXPROCS-1, 7) helpers run per cache; one that finished a
+	// share polls for the next for 100 µs (yielding its P) before it
+	// parks.
 	// Default 0 means 512 KiB (engine BenchmarkSplitRead on 2 cores:
 	// splitting 512 KiB and 1 MiB chunks was 1.1-1.3x faster than one
 	// pass, 128 and 256 KiB ones 0.7-0.9x); -1 turns splitting off (no
