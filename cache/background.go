@@ -20,7 +20,8 @@ type background struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	// wg counts running background goroutines. INVARIANT: Add(1) before
-	// each go statement (in startBackground and what it calls only); Close waits on it after
+	// each go statement (in startBackground and what it calls, and in
+	// startHelpers under split.mu, which Close takes after setting closed); Close waits on it after
 	// cancel, so no goroutine outlives Close.
 	wg sync.WaitGroup
 }

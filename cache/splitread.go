@@ -2,6 +2,7 @@ package cache
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,7 +50,7 @@ import (
 //     stripes; it includes this one) is below GOMAXPROCS, the cores not
 //     running a request being the ones a helper may use;
 //   - a helper is idle: helpers are a fixed set of goroutines started by
-//     New, taken by a non-blocking receive from an idle queue, so a burst of
+//     the first read that splits, taken by a non-blocking receive from an idle queue, so a burst of
 //     large reads never creates goroutines nor waits for a helper (a read
 //     that finds none reads everything itself).
 //
@@ -95,16 +96,26 @@ type pieceSum struct {
 // readers, a copy from the page cache is bound by memory bandwidth.
 const maxSplitHelpers = 7
 
-// splitState is the split readers' (one per cache; fixed after New).
+// splitState is the split readers' (one per cache).
 type splitState struct {
 	// min is Config.SplitReadBytes with defaults applied; 0 means off (no
-	// helpers run).
-	min int64
-	// procs is GOMAXPROCS when the cache was made.
-	procs int
+	// helpers run). procs is GOMAXPROCS when the cache was made, n the
+	// helpers to run: min(procs-1, maxSplitHelpers), 0 when off. Fixed
+	// after New.
+	min      int64
+	procs, n int
+	// started is set once the helpers run. They start with the first
+	// read that splits (startHelpers), so a cache that never reads large
+	// chunks directly runs none.
+	started atomic.Bool
+	// mu serializes startHelpers, and Close takes it once after setting
+	// closed: no helper starts after Close has begun waiting for the
+	// background goroutines.
+	mu sync.Mutex
 	// idle holds the helpers not working for a read; capacity len(helpers).
 	// A reader takes helpers by non-blocking receives and puts them back
-	// once it has their results.
+	// once it has their results. idle and helpers are set before started
+	// and never change after.
 	idle    chan *splitHelper
 	helpers []*splitHelper
 	// reads counts reads split, shares the shares helpers read.
@@ -127,22 +138,37 @@ type splitHelper struct {
 	exited chan struct{}
 }
 
-// startSplit starts the split helpers (from startBackground).
+// startSplit sets up split reads from cfg (from startBackground); the
+// helpers start later (startHelpers).
 func (c *Cache) startSplit(cfg Config) {
 	c.split.procs = runtime.GOMAXPROCS(0)
-	n := min(c.split.procs-1, maxSplitHelpers)
-	if cfg.SplitReadBytes <= 0 || n <= 0 {
-		return
+	if n := min(c.split.procs-1, maxSplitHelpers); cfg.SplitReadBytes > 0 && n > 0 {
+		c.split.min, c.split.n = cfg.SplitReadBytes, n
 	}
-	c.split.min = cfg.SplitReadBytes
-	c.split.idle = make(chan *splitHelper, n)
-	for range n {
+}
+
+// startHelpers starts the helpers unless they run or the cache is closed;
+// it reports whether they run.
+func (c *Cache) startHelpers() bool {
+	s := &c.split
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started.Load() {
+		return true
+	}
+	if c.closed.Load() {
+		return false
+	}
+	s.idle = make(chan *splitHelper, s.n)
+	for range s.n {
 		h := &splitHelper{work: make(chan struct{}, 1), done: make(chan error, 1), exited: make(chan struct{})}
-		c.split.helpers = append(c.split.helpers, h)
-		c.split.idle <- h
+		s.helpers = append(s.helpers, h)
+		s.idle <- h
 		c.bg.wg.Add(1)
 		go c.splitHelper(h)
 	}
+	s.started.Store(true)
+	return true
 }
 
 // splitHelper reads the shares handed to h until Close.
@@ -208,7 +234,7 @@ func (c *Cache) splitWant(n int64) int {
 	}
 	idle := int64(s.procs) - c.st.hot.Load(hotActive)
 	by := n/max(s.min/2, 1) - 1 // shares of at least min/2
-	return int(max(min(idle, by, int64(len(s.helpers))), 0))
+	return int(max(min(idle, by, int64(s.n)), 0))
 }
 
 // readSplit is readV for the extents of a direct read (in offset order):
@@ -222,7 +248,7 @@ func (c *Cache) readSplit(f *File, exts []vfd.Extent, tags []int32, ds []directR
 		total += int64(len(x.Buf))
 	}
 	want := c.splitWant(total)
-	if want == 0 {
+	if want == 0 || (!c.split.started.Load() && !c.startHelpers()) {
 		return c.readV(f, exts)
 	}
 	var hs [maxSplitHelpers]*splitHelper

@@ -321,17 +321,36 @@ func TestReadSplitAfterCloseNoLeak(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	withProcs(t, 4)
 	c, f, img := splitFile(t, 64<<10, 2<<20, nil)
-	if len(c.split.helpers) != 3 {
-		t.Fatalf("%d helpers at GOMAXPROCS 4, want 3", len(c.split.helpers))
+	if len(c.split.helpers) != 0 {
+		t.Fatalf("%d helpers before any split read, want 0", len(c.split.helpers))
 	}
 	exts := extentsOf([]int{1 << 20, 8, 1<<20 - 8}, 0)
 	must(t, c.readSplit(f, exts, noTags(exts), nil))
 	checkExtents(t, exts, img)
+	if len(c.split.helpers) != 3 {
+		t.Fatalf("%d helpers at GOMAXPROCS 4, want 3", len(c.split.helpers))
+	}
 	must(t, f.Unregister(bg))
 	must(t, c.Close())
 	exts = extentsOf([]int{2 << 20}, 0)
 	must(t, c.readSplit(f, exts, noTags(exts), nil))
 	checkExtents(t, exts, img)
+}
+
+// A cache closed before any read split starts no helper, and a read
+// then reads alone.
+func TestReadSplitClosedStartsNone(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	withProcs(t, 4)
+	c, f, img := splitFile(t, 64<<10, 1<<20, nil)
+	must(t, f.Unregister(bg))
+	must(t, c.Close())
+	exts := extentsOf([]int{1 << 20}, 0)
+	must(t, c.readSplit(f, exts, noTags(exts), nil))
+	checkExtents(t, exts, img)
+	if len(c.split.helpers) != 0 || c.Stats().SplitReads != 0 {
+		t.Fatalf("closed cache: %d helpers, %d split reads", len(c.split.helpers), c.Stats().SplitReads)
+	}
 }
 
 // Many goroutines splitting reads at once share the helpers without
