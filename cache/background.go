@@ -6,10 +6,11 @@ import (
 	"sync/atomic"
 )
 
-// The cache runs up to four background goroutines: the trimmer and the
+// The cache runs background goroutines: the trimmer and the
 // access replayer (always, replay.go), the pre-encoder
 // (Config.PreEncodeBytes > 0) and the prefetcher (Config.Prefetch,
-// prefetch.go). Each job's state is its own type below; what they share is
+// prefetch.go), and the split readers' helpers (Config.SplitReadBytes,
+// splitread.go). Each job's state is its own type below; what they share is
 // background.
 
 // background is the lifetime of the background goroutines.
@@ -19,7 +20,8 @@ type background struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	// wg counts running background goroutines. INVARIANT: Add(1) before
-	// each go statement (in startBackground only); Close waits on it after
+	// each go statement (in startBackground and what it calls, and in
+	// startHelpers under split.mu, which Close takes after setting closed); Close waits on it after
 	// cancel, so no goroutine outlives Close.
 	wg sync.WaitGroup
 }
@@ -84,6 +86,7 @@ func (c *Cache) startBackground(cfg Config) {
 		c.bg.wg.Add(1)
 		go c.prefetcher()
 	}
+	c.startSplit(cfg) // the split readers' helpers (splitread.go)
 }
 
 // trimmer brings the cache back toward the quiescent size once no request

@@ -154,6 +154,8 @@ type Cache struct {
 	trim trimState
 	pre  preEncodeState
 	pref prefetchState
+	// split is the helpers of large direct reads (splitread.go).
+	split splitState
 	// extentScans counts SetExtent scans of a dataset's cached chunks
 	// (tests check that growth does none).
 	extentScans atomic.Int64
@@ -212,6 +214,10 @@ func (c *Cache) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	// A split read starting its helpers (splitread.go) has added them to
+	// bg.wg by the time this lock is free; later ones see closed.
+	c.split.mu.Lock()
+	c.split.mu.Unlock() //nolint:staticcheck // a barrier, not a critical section
 	c.bg.cancel()
 	c.bg.wg.Wait()
 	if c.pool != nil {

@@ -24,7 +24,9 @@ import (
 // goroutine. (Cutting a large read into shares verified at once on the
 // worker pool was tried and dropped: on a machine whose cores are busy,
 // the usual case with concurrent readers, it measured 5-10 % slower than
-// one pass, and with concurrent readers the cores are used anyway.)
+// one pass, and with concurrent readers the cores are used anyway.) A
+// large read while a core is likely idle is read in shares by helper
+// goroutines (splitread.go) and verified here as any other.
 //
 // Coherence: only chunks missing from the table go direct. A resident copy
 // (dirty or clean) is served from memory, and an entry being loaded or
@@ -58,6 +60,12 @@ type directRead struct {
 	trailer []byte // whole: the stored trailer
 	tl      int    // whole: len(trailer), before it is carved
 	part    *partRead
+	// summer is the layout if it is a DirectSummer (whole chunks only);
+	// a split read (splitread.go) then sets summed and sum, the checksum
+	// of dst computed by pieces.
+	summer DirectSummer
+	sum    uint32
+	summed bool
 }
 
 func (x *directRead) bytes() int64 {
@@ -83,6 +91,7 @@ func (c *Cache) readDirect(reqs []Request, gs []*group) ([]*group, error) {
 			dst, tl, ok := dr.DirectTarget(g.loc, reqs[g.reqs[0]].Piece)
 			if ok && tl >= 0 && int64(len(dst)+tl) == g.loc.Size {
 				ds = append(ds, directRead{g: g, dst: dst, tl: tl})
+				ds[len(ds)-1].summer, _ = l.(DirectSummer)
 				trailers += tl
 				continue
 			}
@@ -138,6 +147,10 @@ func (c *Cache) readVerify(ds []directRead) error {
 		}
 	}
 	exts := make([]vfd.Extent, 0, n)
+	var tags []int32 // per extent of exts: see readSplit
+	if c.split.min > 0 {
+		tags = make([]int32, 0, n)
+	}
 	for start := 0; start < len(ds); {
 		f := ds[start].g.d.file
 		end := start
@@ -147,18 +160,25 @@ func (c *Cache) readVerify(ds []directRead) error {
 			if p := x.part; p != nil {
 				for j, b := range p.blocks {
 					exts = append(exts, vfd.Extent{Off: addr + b.Off, Buf: p.bufs[j]})
+					tags = tag(tags, -1)
 				}
 				continue
 			}
 			exts = append(exts, vfd.Extent{Off: addr, Buf: x.dst})
+			if x.summer != nil {
+				tags = tag(tags, int32(end))
+			} else {
+				tags = tag(tags, -1)
+			}
 			if len(x.trailer) > 0 {
 				exts = append(exts, vfd.Extent{Off: addr + int64(len(x.dst)), Buf: x.trailer})
+				tags = tag(tags, -1)
 			}
 		}
-		if err := c.readV(f, exts); err != nil {
+		if err := c.readSplit(f, exts, tags, ds); err != nil {
 			return fmt.Errorf("cache: reading %d chunks directly: %w", end-start, err)
 		}
-		exts = exts[:0]
+		exts, tags = exts[:0], tags[:0]
 		start = end
 	}
 	for i := range ds {
@@ -169,10 +189,23 @@ func (c *Cache) readVerify(ds []directRead) error {
 			}
 			continue
 		}
-		dr := x.g.d.lay().l.(DirectReader)
-		if err := dr.VerifyDirect(x.g.coord, x.g.loc, x.dst, x.trailer); err != nil {
+		var err error
+		if x.summed {
+			err = x.summer.VerifyDirectSum(x.g.coord, x.g.loc, x.sum, x.dst, x.trailer)
+		} else {
+			err = x.g.d.lay().l.(DirectReader).VerifyDirect(x.g.coord, x.g.loc, x.dst, x.trailer)
+		}
+		if err != nil {
 			return fmt.Errorf("cache: chunk %v read directly: %w", x.g.coord, err)
 		}
 	}
 	return nil
+}
+
+// tag appends t to tags unless tags is nil (splitting is off).
+func tag(tags []int32, t int32) []int32 {
+	if tags == nil {
+		return nil
+	}
+	return append(tags, t)
 }

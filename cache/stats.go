@@ -69,6 +69,8 @@ type Stats struct {
 	Prefetched       int64 // chunks loaded ahead of a sequential reader (not in Loads)
 	PrefetchHits     int64 // prefetched chunks later used by a request
 	PrefetchWasted   int64 // prefetched chunks dropped before any use
+	SplitReads       int64 // direct reads split among helper goroutines (splitread.go)
+	SplitShares      int64 // shares of those read by helpers
 	// Adaptive sizing (adaptive.go).
 	AdaptiveEpochs int64 // epochs closed
 	Resizes        int64 // size changes recorded in the decision log (all reasons, SetConfig included)
@@ -123,6 +125,8 @@ func (s Stats) Sub(o Stats) Stats {
 	r.Prefetched -= o.Prefetched
 	r.PrefetchHits -= o.PrefetchHits
 	r.PrefetchWasted -= o.PrefetchWasted
+	r.SplitReads -= o.SplitReads
+	r.SplitShares -= o.SplitShares
 	r.AdaptiveEpochs -= o.AdaptiveEpochs
 	r.Resizes -= o.Resizes
 	r.ResizeGrows -= o.ResizeGrows
@@ -162,6 +166,8 @@ func (c *Cache) Stats() Stats {
 		Prefetched:        c.st.prefetched.Load(),
 		PrefetchHits:      c.st.prefetchHits.Load(),
 		PrefetchWasted:    c.st.prefetchWasted.Load(),
+		SplitReads:        c.split.reads.Load(),
+		SplitShares:       c.split.shares.Load(),
 		PreEncodedBytes:   c.pre.bytes.Load(),
 		PrefetchBytes:     c.pref.bytes.Load(),
 		ResidentBytes:     c.resident.Load(),

@@ -352,6 +352,30 @@ func (l *denseLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, t
 	return nil
 }
 
+// SumDirect, CombineDirect and VerifyDirectSum let a direct read split
+// among goroutines (cache/splitread.go) checksum each piece on the
+// goroutine that read it: the frame's CRC32C combines
+// (format.CombineChecksum).
+func (l *denseLayout) SumDirect(b []byte) uint32 { return format.Checksum(b) }
+
+func (l *denseLayout) CombineDirect(sa, sb uint32, nb int64) uint32 {
+	return format.CombineChecksum(sa, sb, nb)
+}
+
+// VerifyDirectSum is VerifyDirect given the checksum of dst, computed by
+// pieces.
+func (l *denseLayout) VerifyDirectSum(coord cache.Coord, loc cache.Location, sum uint32, _, trailer []byte) error {
+	if format.Trailer(trailer) != loc.Sum {
+		return fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
+	}
+	if sum != loc.Sum {
+		return fmt.Errorf("%w: chunk %v of %q: checksum mismatch", ErrCorrupt, []uint64(coord), l.s.name)
+	}
+	return nil
+}
+
+var _ cache.DirectSummer = (*denseLayout)(nil)
+
 // knownLayout reports whether code is a layout this engine reads.
 func knownLayout(code uint8) bool {
 	return code == layoutDense || code == layoutSparse || code == layoutContig || code == layoutVlen
