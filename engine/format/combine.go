@@ -8,7 +8,11 @@ package format
 // len(b) bytes is a multiplication by x^(8·len(b)) modulo the polynomial,
 // the power taken by squares from a table; its cost grows with
 // log2(len(b)), well under a microsecond for any chunk. It holds for the
-// pre- and post-inverted CRC-32C Checksum computes.
+// pre- and post-inverted CRC-32C Checksum computes. (Written here, not
+// taken from a library: hash/crc32 has no combine, and the one Go package
+// that offers it, github.com/dsnet/golib/hashmerge, uses zlib's older
+// 32x32 GF(2) matrix squarings, tens of microseconds per combine, a
+// sizeable part of the 1 MiB read it would serve.)
 func CombineChecksum(sa, sb uint32, nb int64) uint32 {
 	if nb <= 0 {
 		return sa
