@@ -7,7 +7,7 @@ package format
 // is zlib's crc32_combine (1.2.12 and later): the CRC of a shifted by
 // len(b) bytes is a multiplication by x^(8·len(b)) modulo the polynomial,
 // the power taken by squares from a table; its cost grows with
-// log2(len(b)), well under a microsecond for any chunk. It holds for the
+// log2(len(b)), a microsecond or two for any chunk. It holds for the
 // pre- and post-inverted CRC-32C Checksum computes. (Written here, not
 // taken from a library: hash/crc32 has no combine, and the one Go package
 // that offers it, github.com/dsnet/golib/hashmerge, uses zlib's older
