@@ -58,6 +58,7 @@ type ioScratch struct {
 	coord    [8]uint64
 	runs     [8][]selection.Run
 	runArr   [8]selection.Run
+	rows     rowCopy // the single-chunk read's copy plan (ioone.go)
 	// Multi-chunk requests.
 	reqs   []cache.Request
 	pieces pieceArena // piecearena.go
