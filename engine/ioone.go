@@ -66,6 +66,29 @@ func (rc *rowCopy) scatter(dst, chunk []byte) {
 	case 1:
 		step := rc.cstep[0]
 		b := uint64(0)
+		switch n { // short rows as fixed-size moves, not memmove calls
+		case 4:
+			for i := rc.count[0]; i > 0; i-- {
+				*(*[4]byte)(dst[b:]) = *(*[4]byte)(chunk[c:])
+				b += n
+				c += step
+			}
+			return
+		case 8:
+			for i := rc.count[0]; i > 0; i-- {
+				*(*[8]byte)(dst[b:]) = *(*[8]byte)(chunk[c:])
+				b += n
+				c += step
+			}
+			return
+		case 16:
+			for i := rc.count[0]; i > 0; i-- {
+				*(*[16]byte)(dst[b:]) = *(*[16]byte)(chunk[c:])
+				b += n
+				c += step
+			}
+			return
+		}
 		for i := rc.count[0]; i > 0; i-- {
 			copy(dst[b:b+n], chunk[c:c+n])
 			b += n
