@@ -128,10 +128,9 @@ func (rc *rowCopy) scatter(dst, chunk []byte) {
 // finished with err. done false: io takes its general path, with p the
 // request built here if the chunk was not resident (empty otherwise).
 func (s *dsState) readOne(ctx context.Context, sel Selection, buf []byte, sc *ioScratch) (done bool, p prepared, err error) {
-	cds := s.hot.Load()
 	h := sel.h
 	r := len(s.chunk)
-	if cds == nil || r == 0 || r > len(sc.coord) || len(h.Start) != r || len(h.Count) != r ||
+	if r == 0 || r > len(sc.coord) || len(h.Start) != r || len(h.Count) != r ||
 		len(h.Block) != r || len(h.Stride) != r {
 		return false, prepared{}, nil
 	}
@@ -140,9 +139,11 @@ func (s *dsState) readOne(ctx context.Context, sel Selection, buf []byte, sc *io
 		return false, prepared{}, nil
 	}
 	defer hold.Release()
-	// See io.go: the extent cannot change while the dataset is held.
+	// See io.go: the extent cannot change while the dataset is held. The
+	// cache dataset is loaded under the hold too, as prepare does.
 	shape := s.mu.shape
-	if !sc.buildOne(h, shape, s.chunk, s.elemSize, buf, cds) {
+	cds := s.hot.Load()
+	if cds == nil || !sc.buildOne(h, shape, s.chunk, s.elemSize, buf, cds) {
 		return false, prepared{}, nil
 	}
 	n, err := s.f.cache.ServeResident(ctx, false, sc.one[:])
