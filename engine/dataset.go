@@ -681,8 +681,21 @@ func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool)
 	}
 	sc := ioPool.Get().(*ioScratch)
 	defer sc.put()
-	sc.regions[0] = s.regionInto(sel, sc)
 	var p prepared
+	if !write {
+		// A read inside one chunk (ioone.go); a miss there goes straight
+		// to the locked path with the request it built.
+		var done bool
+		var err error
+		if done, p, err = s.readOne(ctx, sel, buf, sc); done {
+			return err
+		}
+		if len(p.reqs) != 0 {
+			sc.regions[0] = sc.oneRegion(s.id, len(s.chunk))
+			return s.ioLocked(ctx, sel, buf, write, sc, p)
+		}
+	}
+	sc.regions[0] = s.regionInto(sel, sc)
 	if !write {
 		var done bool
 		var err error

@@ -29,6 +29,11 @@ import (
 //     read may be repeated: it only overwrites buf with the same kind of
 //     bytes), so a fast hold never covers a miss's I/O.
 //
+// A read that is one box inside one chunk goes through the same three
+// steps in a narrower form first (readOne, ioone.go: the hold taken on
+// the dataset alone, one pass to validate and build the request, a
+// byte-level copy plan).
+//
 // The locked path: serialize.AcquireHold orders the request against every
 // overlapping one; resident chunks are served first without admission
 // (ServeResident), and only the rest is admitted and sent to the cache.
@@ -58,6 +63,7 @@ type ioScratch struct {
 	coord    [8]uint64
 	runs     [8][]selection.Run
 	runArr   [8]selection.Run
+	rows     rowCopy // the single-chunk read's copy plan (ioone.go)
 	// Multi-chunk requests.
 	reqs   []cache.Request
 	pieces pieceArena // piecearena.go

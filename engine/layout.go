@@ -54,6 +54,9 @@ type piece struct {
 	kind     pieceKind
 	out      *definedOut // pieceDefined, pieceValues: the piece's result
 	vals     [][]byte    // pieceVlen: one sequence per element of the whole request
+	// rows, when set, is the byte-level plan of this piece's copy out of
+	// a dense chunk (readOne, ioone.go); the dense Scatter runs it.
+	rows *rowCopy
 }
 
 func (l *denseLayout) ChunkDims() []uint64 { return l.s.chunk }
@@ -222,6 +225,10 @@ func (l *denseLayout) Publish(ctx context.Context, ins []cache.Insertion, writeE
 
 func (l *denseLayout) Scatter(chunk cache.Chunk, p cache.Piece) error {
 	pc := p.(*piece)
+	if pc.rows != nil {
+		pc.rows.scatter(pc.buf, chunk.(*denseChunk).buf)
+		return nil
+	}
 	selection.Scatter(pc.buf, pc.bufShape, chunk.(*denseChunk).buf, l.s.chunk, pc.p, l.s.elemSize)
 	return nil
 }

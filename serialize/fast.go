@@ -130,19 +130,7 @@ func (s *Serializer) TryFastRead(r Request) (h Hold, ok bool) {
 	if !found {
 		return Hold{}, false
 	}
-	k := shardOf(ds)
-	sh := &s.shards[k]
-	if sh.writers.Load() != 0 {
-		return Hold{}, false // skip the store that would only be undone
-	}
-	slot := s.readers.slot(k)
-	slot.Add(1)
-	if sh.writers.Load() != 0 {
-		slot.Add(-1)
-		sh.wakeDrain() // a writer may have counted us before we left
-		return Hold{}, false
-	}
-	return Hold{slot: slot, sh: sh}, true
+	return s.TryFastReadDataset(ds)
 }
 
 // drainFast waits until no fast read is in flight on shard k. The caller

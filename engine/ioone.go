@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"context"
+	"math/bits"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/serialize"
+)
+
+// The single-chunk read (Dataset.io's first step for a read).
+//
+// A read whose selection is one block per dimension (a Box, or blocks
+// that touch) inside the extent and inside one chunk is the common small
+// read. For it, io's general path did the same work three times: the
+// serializer's chunk box (regionInto, two divisions per dimension), the
+// serializer's check of that box (TryFastRead), the fused prepare
+// (prepareOne) and then, in the layout, the generic box copy re-deriving
+// byte offsets from the runs (selection.Scatter). readOne does it in one
+// pass:
+//
+//  1. the fast serializer hold is taken on the dataset alone
+//     (serialize.TryFastReadDataset): a fast hold conflicts with writers
+//     per dataset shard, never per box, so the box is not needed to take
+//     it; the box is built only if the read falls back to the locked path;
+//  2. under it (the extent cannot change, see io.go), one loop over the
+//     dimensions validates the selection against the extent and the
+//     buffer, finds the chunk (a shift when the chunk's edge is a power of
+//     two), builds the same request prepareOne builds, and a byte-level
+//     copy plan (rowCopy) that the dense layout's Scatter runs instead of
+//     the generic kernel;
+//  3. cache.ServeResident serves it if the chunk is resident.
+//
+// Anything else — another selection shape, a selection crossing a chunk
+// edge or the extent, a wrong buffer, a writer registered on the shard —
+// returns "not done" having decided nothing, and io takes its general
+// path unchanged, which also reports every error. A chunk that is not
+// resident returns the built request, and io goes straight to the locked
+// path with it (the fast attempt has been made). Byte order and type
+// conversion do not arise: Read's buffer holds the stored element bytes.
+
+// rowCopy is the byte-level copy of one box out of a dense chunk into the
+// caller's packed buffer: the box's trailing dimensions that span the
+// whole chunk are folded into one contiguous run, and the remaining outer
+// dimensions are walked. The buffer side is packed, so it advances by one
+// run per run.
+type rowCopy struct {
+	c0    uint64 // byte offset of the box's first element in the chunk
+	run   uint64 // bytes per contiguous run
+	outer int    // outer dimensions walked (0: one run)
+	// Per outer dimension (at most the scratch's rank, 8):
+	count [8]uint64 // runs along it
+	cstep [8]uint64 // chunk bytes between runs along it
+	idx   [8]uint64 // walk state (outer >= 2)
+}
+
+// scatter copies the box from chunk to dst.
+func (rc *rowCopy) scatter(dst, chunk []byte) {
+	n := rc.run
+	c := rc.c0
+	switch rc.outer {
+	case 0:
+		copy(dst[:n], chunk[c:c+n])
+		return
+	case 1:
+		step := rc.cstep[0]
+		b := uint64(0)
+		switch n { // short rows as fixed-size moves, not memmove calls
+		case 4:
+			for i := rc.count[0]; i > 0; i-- {
+				*(*[4]byte)(dst[b:]) = *(*[4]byte)(chunk[c:])
+				b += n
+				c += step
+			}
+			return
+		case 8:
+			for i := rc.count[0]; i > 0; i-- {
+				*(*[8]byte)(dst[b:]) = *(*[8]byte)(chunk[c:])
+				b += n
+				c += step
+			}
+			return
+		case 16:
+			for i := rc.count[0]; i > 0; i-- {
+				*(*[16]byte)(dst[b:]) = *(*[16]byte)(chunk[c:])
+				b += n
+				c += step
+			}
+			return
+		}
+		for i := rc.count[0]; i > 0; i-- {
+			copy(dst[b:b+n], chunk[c:c+n])
+			b += n
+			c += step
+		}
+		return
+	}
+	last := rc.outer - 1
+	idx := rc.idx[:rc.outer]
+	clear(idx)
+	b := uint64(0)
+	for {
+		step := rc.cstep[last]
+		for i := rc.count[last]; i > 0; i-- {
+			copy(dst[b:b+n], chunk[c:c+n])
+			b += n
+			c += step
+		}
+		c -= rc.count[last] * step
+		d := last - 1
+		for ; d >= 0; d-- {
+			idx[d]++
+			c += rc.cstep[d]
+			if idx[d] < rc.count[d] {
+				break
+			}
+			c -= rc.count[d] * rc.cstep[d]
+			idx[d] = 0
+		}
+		if d < 0 {
+			return
+		}
+	}
+}
+
+// readOne is the single-chunk read (see above). done true: the read is
+// finished with err. done false: io takes its general path, with p the
+// request built here if the chunk was not resident (empty otherwise).
+func (s *dsState) readOne(ctx context.Context, sel Selection, buf []byte, sc *ioScratch) (done bool, p prepared, err error) {
+	h := sel.h
+	r := len(s.chunk)
+	if r == 0 || r > len(sc.coord) || len(h.Start) != r || len(h.Count) != r ||
+		len(h.Block) != r || len(h.Stride) != r {
+		return false, prepared{}, nil
+	}
+	hold, ok := s.f.ser.TryFastReadDataset(s.id)
+	if !ok {
+		return false, prepared{}, nil
+	}
+	defer hold.Release()
+	// See io.go: the extent cannot change while the dataset is held. The
+	// cache dataset is loaded under the hold too, as prepare does.
+	shape := s.mu.shape
+	cds := s.hot.Load()
+	if cds == nil || !sc.buildOne(h, shape, s.chunk, s.elemSize, buf, cds) {
+		return false, prepared{}, nil
+	}
+	n, err := s.f.cache.ServeResident(ctx, false, sc.one[:])
+	if err != nil {
+		return true, prepared{}, classify(err)
+	}
+	if n == 1 {
+		return true, prepared{}, nil
+	}
+	return false, prepared{reqs: sc.one[:], shape: shape}, nil
+}
+
+// buildOne validates h (rank already checked against chunk) against the
+// extent and buf and, if it is one block per dimension inside one chunk,
+// builds sc.one[0] (as prepareOne does) with the copy plan sc.rows, and
+// reports true; otherwise it reports false having decided nothing.
+func (sc *ioScratch) buildOne(h selection.Hyperslab, shape, chunk []uint64, elemSize int, buf []byte, cds *cache.Dataset) bool {
+	r := len(chunk)
+	if len(shape) != r || elemSize <= 0 {
+		return false
+	}
+	var off [8]uint64 // r <= len(sc.coord), checked by readOne
+	n := uint64(1)
+	full := true
+	for d := 0; d < r; d++ {
+		cnt, blk, st := h.Count[d], h.Block[d], h.Stride[d]
+		if cnt == 0 || blk == 0 || st == 0 || cnt != 1 && st != blk {
+			return false
+		}
+		hi, m := bits.Mul64(cnt, blk)
+		start := h.Start[d]
+		if hi != 0 || start >= shape[d] || m > shape[d]-start {
+			return false // overflow or outside the extent: the general path says which
+		}
+		cd := chunk[d]
+		var c uint64
+		if cd&(cd-1) == 0 {
+			c = start >> uint(bits.TrailingZeros64(cd))
+		} else {
+			c = start / cd
+		}
+		o := start - c*cd
+		if m > cd-o {
+			return false // crosses a chunk edge
+		}
+		if hi, n = bits.Mul64(n, m); hi != 0 {
+			return false
+		}
+		off[d] = o
+		sc.coord[d] = c
+		sc.bufShape[d] = m
+		sc.runArr[d] = selection.Run{Chunk: o, Buf: 0, Len: m}
+		sc.runs[d] = sc.runArr[d : d+1 : d+1]
+		full = full && m == cd
+	}
+	es := uint64(elemSize)
+	if hi, nb := bits.Mul64(n, es); hi != 0 || uint64(len(buf)) != nb {
+		return false
+	}
+	// The copy plan. Chunk strides in bytes fit: a chunk's size is bounded
+	// by the header's limits (chunkBytes is an int64).
+	rc := &sc.rows
+	k := r - 1
+	stride := es // chunk bytes per step along dimension k
+	rc.c0 = off[k] * stride
+	rc.run = sc.bufShape[k] * es
+	for k > 0 && sc.bufShape[k] == chunk[k] {
+		stride *= chunk[k]
+		k--
+		rc.c0 += off[k] * stride
+		rc.run *= sc.bufShape[k]
+	}
+	rc.outer = k
+	for d := k - 1; d >= 0; d-- {
+		stride *= chunk[d+1]
+		rc.count[d] = sc.bufShape[d]
+		rc.cstep[d] = stride
+		rc.c0 += off[d] * stride
+	}
+	p := &sc.oneSel
+	p.Coord, p.Runs, p.N = sc.coord[:r], sc.runs[:r], n
+	// Field by field: put left the rest of onePiece and one[0] zero, and
+	// whole-struct stores of them were a tenth of this function.
+	op := &sc.onePiece
+	op.p, op.buf, op.bufShape, op.rows = p, buf, sc.bufShape[:r], rc
+	rq := &sc.one[0]
+	rq.Dataset, rq.Coord, rq.Full, rq.Piece = cds, cache.Coord(p.Coord), full, op
+	return true
+}
+
+// oneRegion is the serializer's region of the request buildOne built:
+// its one chunk (what regionInto computes for that selection).
+func (sc *ioScratch) oneRegion(id uint64, r int) serialize.Region {
+	lo, hi := sc.lo[:r], sc.hi[:r]
+	for d := range lo {
+		lo[d] = sc.coord[d]
+		hi[d] = sc.coord[d] + 1
+	}
+	return serialize.Region{Dataset: id, Lo: lo, Hi: hi}
+}
