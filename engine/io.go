@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math/bits"
 	"sync"
 
 	"github.com/scc-dev/scc/cache"
@@ -208,10 +207,10 @@ func (sc *ioScratch) oneChunk(h selection.Hyperslab, chunk []uint64, reg seriali
 
 // prepareOne is prepare for the common small request: a selection of one
 // block per dimension (a Box, or blocks that touch) inside the extent and
-// inside one chunk, with a buffer of the right size. It validates, counts
-// and cuts in one pass over the dimensions, reusing the chunk box that
-// regionInto computed for the serializer (its divisions), where prepare
-// runs Validate, NumElements, the buffer shape and oneChunk one after the
+// inside one chunk, with a buffer of the right size. When the serializer's
+// chunk box (regionInto) is one chunk, buildOne (ioone.go) validates,
+// counts and cuts in one pass over the dimensions, where prepare runs
+// Validate, NumElements, the buffer shape and oneChunk one after the
 // other: that sequence was a fifth of a resident read. It builds sc.one[0]
 // and reports true, or reports false having decided nothing: prepare then
 // takes the general path, which also reports every error. cds is the
@@ -223,36 +222,14 @@ func (sc *ioScratch) prepareOne(h selection.Hyperslab, shape, chunk []uint64, el
 		len(shape) != r || len(chunk) != r || len(reg.Lo) != r || len(reg.Hi) != r {
 		return false
 	}
-	p := &sc.oneSel
-	n := uint64(1)
-	full := true
 	for d := 0; d < r; d++ {
-		cnt, blk := h.Count[d], h.Block[d]
-		if cnt == 0 || blk == 0 || h.Stride[d] == 0 || cnt != 1 && h.Stride[d] != blk || reg.Hi[d]-reg.Lo[d] != 1 {
+		if reg.Hi[d]-reg.Lo[d] != 1 {
 			return false
 		}
-		hi, m := bits.Mul64(cnt, blk)
-		if hi != 0 || h.Start[d] >= shape[d] || m > shape[d]-h.Start[d] {
-			return false // overflow or outside the extent: prepare says which
-		}
-		if hi, n = bits.Mul64(n, m); hi != 0 {
-			return false
-		}
-		c := reg.Lo[d]
-		sc.coord[d] = c
-		sc.bufShape[d] = m
-		off := h.Start[d] - c*chunk[d]
-		sc.runArr[d] = selection.Run{Chunk: off, Buf: 0, Len: m}
-		sc.runs[d] = sc.runArr[d : d+1 : d+1]
-		full = full && off == 0 && m == chunk[d]
 	}
-	if hi, nb := bits.Mul64(n, uint64(elemSize)); hi != 0 || uint64(len(buf)) != nb {
-		return false
-	}
-	p.Coord, p.Runs, p.N = sc.coord[:r], sc.runs[:r], n
-	sc.onePiece = piece{p: p, buf: buf, bufShape: sc.bufShape[:r]}
-	sc.one[0] = cache.Request{Dataset: cds, Coord: cache.Coord(p.Coord), Full: full, Piece: &sc.onePiece}
-	return true
+	// One chunk: the single-chunk read's builder (ioone.go) makes the
+	// request, and the copy plan the dense Scatter runs.
+	return sc.buildOne(h, shape, chunk, elemSize, buf, cds)
 }
 
 // prepared is the per-chunk requests ioFast built, kept for ioLocked when
