@@ -36,7 +36,9 @@ import (
 // the next one for splitLinger (yielding its P at every poll) before it
 // parks: a sequential reader hands out its next share within that time,
 // and its helper starts at once (engine BenchmarkSplitRead, 1 MiB chunks:
-// 1.1-1.3x one pass without the linger, 1.4x with it).
+// 1.1-1.3x one pass without the linger, 1.4x with it, in runs of both
+// variants while building it; the one without is not kept, so no
+// benchmark prints that pair now).
 //
 // Gating. Splitting only pays when the helper runs on a core that would
 // otherwise idle: a share handed to a busy machine waits for a core and
