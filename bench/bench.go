@@ -29,6 +29,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/scc-dev/scc/engine/filter"
 )
 
 // ErrUnknownScenario is returned by Run for a name that is not a scenario.
@@ -185,6 +187,10 @@ type Machine struct {
 	GOMAXPROCS int    `json:"gomaxprocs"`
 	GoVersion  string `json:"go_version"`
 	MemTotal   string `json:"mem_total,omitempty"`
+	// Inflater is the DEFLATE decoder the binary was built with
+	// (filter.Inflater: pure Go by default, libdeflate with -tags
+	// libdeflate), which the deflate scenarios' figures depend on.
+	Inflater string `json:"inflater,omitempty"`
 }
 
 // ThisMachine reads the machine's description.
@@ -192,6 +198,7 @@ func ThisMachine() Machine {
 	m := Machine{
 		OS: runtime.GOOS, Arch: runtime.GOARCH, NumCPU: runtime.NumCPU(),
 		GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
+		Inflater: filter.Inflater,
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {

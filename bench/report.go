@@ -55,8 +55,8 @@ func (r *Report) Markdown(w io.Writer) error {
 		}
 	}
 	m := r.Machine
-	fmt.Fprintf(&b, "\nMachine: %s/%s, %s, %d CPUs (GOMAXPROCS %d), %s RAM, %s. Run: %s, %s, %.0f s.\n",
-		m.OS, m.Arch, orDash(m.CPU), m.NumCPU, m.GOMAXPROCS, orDash(m.MemTotal), m.GoVersion,
+	fmt.Fprintf(&b, "\nMachine: %s/%s, %s, %d CPUs (GOMAXPROCS %d), %s RAM, %s, inflater %s. Run: %s, %s, %.0f s.\n",
+		m.OS, m.Arch, orDash(m.CPU), m.NumCPU, m.GOMAXPROCS, orDash(m.MemTotal), m.GoVersion, orDash(m.Inflater),
 		r.sizeName(), r.Started.Format("2006-01-02 15:04 UTC"), r.Seconds)
 	if len(r.Missing) > 0 {
 		fmt.Fprintf(&b, "\nMissing peers (install with `make bench-peers`): %s.\n", strings.Join(r.Missing, "; "))

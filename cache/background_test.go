@@ -240,6 +240,32 @@ func TestPreEncodeUsedByEviction(t *testing.T) {
 	}
 }
 
+// TestPreEncodeWantedOnlyWithUnencodedDirty: above the high-water mark,
+// the pre-encoder is woken only while some dirty bytes have no image; a
+// cache full of clean chunks (a read-only workload) or of chunks already
+// pre-encoded does not wake it at every request's end.
+func TestPreEncodeWantedOnlyWithUnencodedDirty(t *testing.T) {
+	e, d, l := preEnv(t)
+	high := e.c.Stats().ResidentBytes
+	if e.c.preEncodeWanted(high) {
+		t.Fatal("the kept images are at their cap: wanted")
+	}
+	must(t, e.f.Flush(bg))
+	if st := e.c.Stats(); st.DirtyBytes != 0 || st.ResidentBytes < high-4*(256+6) {
+		t.Fatalf("after flush: dirty %d resident %d", st.DirtyBytes, st.ResidentBytes)
+	}
+	if e.c.preEncodeWanted(high) {
+		t.Fatal("only clean chunks above the mark: wanted")
+	}
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(256, 9), 3)}))
+	if !e.c.preEncodeWanted(high) {
+		t.Fatal("a new dirty chunk above the mark: not wanted")
+	}
+	if e.c.preEncodeWanted(e.c.sizing().preHigh) {
+		t.Fatal("at the mark: wanted")
+	}
+}
+
 func TestPreEncodeOff(t *testing.T) {
 	e := newEnv(t, Config{QuiescentBytes: 4096, MinBytes: -1, BypassBytes: -1, PreEncodeBytes: -1})
 	d, l := e.dataset(1, -1, 256)

@@ -1,7 +1,6 @@
 package filter
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -162,14 +161,6 @@ var deflateCodecs = func() (cs [DeflateMaxLevel + 1]*deflateCodec) {
 	return cs
 }()
 
-// inflater is a pooled deflate reader with the bytes.Reader it reads from.
-type inflater struct {
-	src bytes.Reader
-	fr  io.ReadCloser // also a flate.Resetter
-}
-
-var inflaters sync.Pool // *inflater
-
 // errTooBig stops a compressor whose output has reached its input's size.
 var errTooBig = errors.New("output not smaller than input")
 
@@ -236,32 +227,8 @@ func expansionBound(n, ratio int) int {
 	return ratio*(n+1) + 1024
 }
 
-func (c *deflateCodec) decode(dst, src []byte) ([]byte, error) {
-	inf, _ := inflaters.Get().(*inflater)
-	if inf == nil {
-		inf = new(inflater)
-		inf.src.Reset(src)
-		inf.fr = flate.NewReader(&inf.src)
-	} else {
-		inf.src.Reset(src)
-		if err := inf.fr.(flate.Resetter).Reset(&inf.src, nil); err != nil {
-			return nil, fmt.Errorf("%w: deflate: %v", ErrCorrupt, err)
-		}
-	}
-	defer func() {
-		inf.src.Reset(nil) // do not keep src alive from the pool
-		inflaters.Put(inf)
-	}()
-	fr, br := inf.fr, &inf.src
-	n, err := readBounded(fr, dst[:cap(dst)])
-	if err != nil {
-		return nil, fmt.Errorf("%w: deflate: %v", ErrCorrupt, err)
-	}
-	if br.Len() != 0 {
-		return nil, fmt.Errorf("%w: deflate: %d trailing bytes after the stream", ErrCorrupt, br.Len())
-	}
-	return dst[:n], nil
-}
+// decode inflates with the build's inflater (inflate.go).
+func (c *deflateCodec) decode(dst, src []byte) ([]byte, error) { return inflateRaw(dst, src) }
 
 // ---- zstd ----
 

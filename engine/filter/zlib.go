@@ -1,8 +1,6 @@
 package filter
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -33,14 +31,6 @@ var zlibCodecs = func() (cs [DeflateMaxLevel + 1]*zlibCodec) {
 	}
 	return cs
 }()
-
-// zlibReader is a pooled zlib reader with the bytes.Reader it reads from.
-type zlibReader struct {
-	src bytes.Reader
-	zr  io.ReadCloser // also a zlib.Resetter; nil until the first valid header
-}
-
-var zlibReaders sync.Pool // *zlibReader
 
 func (c *zlibCodec) encodeCap(n int) int { return max(n-1, 0) }
 
@@ -79,39 +69,13 @@ func (c *zlibCodec) overrun() int { return 0 }
 // maxOutput: the DEFLATE body's bound (see deflateCodec.maxOutput).
 func (c *zlibCodec) maxOutput(n int) int { return expansionBound(max(n-ZlibOverhead, 0), 1032) }
 
+// decode checks the framing, then inflates with the build's inflater
+// (inflate.go), which verifies the Adler-32.
 func (c *zlibCodec) decode(dst, src []byte) ([]byte, error) {
 	if err := CheckZlibHeader(src); err != nil {
 		return nil, err
 	}
-	zr, _ := zlibReaders.Get().(*zlibReader)
-	if zr == nil {
-		zr = new(zlibReader)
-	}
-	defer func() {
-		zr.src.Reset(nil) // do not keep src alive from the pool
-		zlibReaders.Put(zr)
-	}()
-	zr.src.Reset(src)
-	var err error
-	if zr.zr == nil {
-		zr.zr, err = zlib.NewReader(&zr.src)
-	} else {
-		err = zr.zr.(zlib.Resetter).Reset(&zr.src, nil)
-	}
-	if err != nil {
-		zr.zr = nil // a failed reset may leave it unusable
-		return nil, fmt.Errorf("%w: zlib: %v", ErrCorrupt, err)
-	}
-	// The zlib reader verifies the Adler-32 when the DEFLATE stream ends,
-	// and reports a mismatch instead of io.EOF.
-	n, err := readBounded(zr.zr, dst[:cap(dst)])
-	if err != nil {
-		return nil, fmt.Errorf("%w: zlib: %v", ErrCorrupt, err)
-	}
-	if zr.src.Len() != 0 {
-		return nil, fmt.Errorf("%w: zlib: %d trailing bytes after the stream", ErrCorrupt, zr.src.Len())
-	}
-	return dst[:n], nil
+	return inflateZlib(dst, src)
 }
 
 // CheckZlibHeader checks the framing of a zlib stream without inflating it:
@@ -134,37 +98,4 @@ func CheckZlibHeader(b []byte) error {
 		return fmt.Errorf("%w: zlib: stream needs a preset dictionary", ErrCorrupt)
 	}
 	return nil
-}
-
-// readBounded reads r into out until io.EOF and fails when the stream holds
-// more than len(out) bytes. out never grows, so a decompression bomb stops
-// after len(out) bytes.
-func readBounded(r io.Reader, out []byte) (int, error) {
-	n := 0
-	for n < len(out) {
-		m, err := r.Read(out[n:])
-		n += m
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-		if m == 0 {
-			return n, errors.New("decoder made no progress")
-		}
-	}
-	// The output is full; a valid stream must end here.
-	var probe [1]byte
-	m, err := r.Read(probe[:])
-	if m != 0 {
-		return n, fmt.Errorf("stream decodes to more than %d bytes", len(out))
-	}
-	if err != io.EOF {
-		if err == nil {
-			err = errors.New("stream does not end at the bound")
-		}
-		return n, err
-	}
-	return n, nil
 }
