@@ -135,8 +135,11 @@ type Cache struct {
 	}
 	_        [64]byte
 	accesses *lockfree.Buffer[*entry]
-	acc      accessClock // evict.go: which hits need no record
-	rep      replayState // replay.go: the goroutine that applies accesses
+	// readSlots publish the entries that read hits copy from without
+	// pinning them (latch.go).
+	readSlots readSlots
+	acc       accessClock // evict.go: which hits need no record
+	rep       replayState // replay.go: the goroutine that applies accesses
 
 	space struct {
 		sync.Mutex
@@ -171,11 +174,12 @@ func New(cfg Config) (*Cache, error) {
 	raw := cfg
 	cfg = cfg.withDefaults()
 	c := &Cache{
-		cfg:      cfg,
-		chunks:   newChunkTable(),
-		files:    lockfree.NewRegistry[uint64, *File](),
-		accesses: lockfree.NewBuffer[*entry](accessStripe),
-		st:       newCounters(),
+		cfg:       cfg,
+		chunks:    newChunkTable(),
+		files:     lockfree.NewRegistry[uint64, *File](),
+		accesses:  lockfree.NewBuffer[*entry](accessStripe),
+		readSlots: newReadSlots(),
+		st:        newCounters(),
 	}
 	c.initSizing(raw)
 	if cfg.Runner != nil {

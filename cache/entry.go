@@ -232,14 +232,19 @@ func (e *entry) unpin() {
 	}
 }
 
-// tryStartEvict moves an idle resident entry to evicting.
+// tryStartEvict moves an idle resident entry to evicting, and returns once
+// no slot reader (latch.go) still copies out of its chunk.
 func (e *entry) tryStartEvict() bool {
 	if e.word.Load() != packWord(stateResident, 0) {
 		return false // fast refusal, no lock
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.word.CompareAndSwap(packWord(stateResident, 0), packWord(stateEvicting, 0))
+	ok := e.word.CompareAndSwap(packWord(stateResident, 0), packWord(stateEvicting, 0))
+	e.mu.Unlock()
+	if ok {
+		e.ds.c.readSlots.waitOut(e)
+	}
+	return ok
 }
 
 // settle moves e from loading or evicting to st and wakes waiters. With

@@ -111,6 +111,74 @@ func TestLightPinHoldsEntry(t *testing.T) {
 	en.settle(stateResident, false)
 }
 
+// TestSlotReaderHoldsChunk: a slot reader (latch.go) writes nothing to
+// the entry, yet eviction and lockChunk both wait until it leaves, and
+// while either is under way no new slot reader gets in. With all slots
+// taken a read still succeeds through a light pin.
+func TestSlotReaderHoldsChunk(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 16)
+	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
+	en, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+	if !ok {
+		t.Fatal("chunk not resident")
+	}
+	rs := &e.c.readSlots
+	w0 := en.word.Load()
+	slot := rs.enter(en)
+	if slot == nil {
+		t.Fatal("enter refused an idle resident entry")
+	}
+	if en.word.Load() != w0 {
+		t.Fatalf("a slot reader changed the entry's word: %#x -> %#x", w0, en.word.Load())
+	}
+	waitsFor := func(what string, f func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { f(); close(done) }()
+		select {
+		case <-done:
+			t.Fatalf("%s returned while a slot reader was in", what)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if rs.enter(en) != nil {
+			t.Fatalf("a new slot reader got in during %s", what)
+		}
+		slot.Store(nil)
+		<-done
+	}
+	// Eviction: the entry goes to evicting at once, the caller waits.
+	var evicted bool
+	waitsFor("tryStartEvict", func() { evicted = en.tryStartEvict() })
+	if !evicted || en.state() != stateEvicting {
+		t.Fatalf("evict %v, state %v", evicted, en.state())
+	}
+	en.settle(stateResident, false)
+	// A writer: the writer bit goes up at once, lockChunk waits.
+	if slot = rs.enter(en); slot == nil {
+		t.Fatal("enter refused after the eviction was reverted")
+	}
+	if !en.tryPin() {
+		t.Fatal("pin beside a slot reader")
+	}
+	waitsFor("lockChunk", func() { en.lockChunk() })
+	en.unlockChunk()
+	en.unpin()
+	// Every slot taken: reads fall back to light pins and still hit.
+	for i := range rs.slots {
+		rs.slots[i].e.Store(&entry{})
+	}
+	buf := make([]byte, 16)
+	before := e.c.Stats()
+	must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}))
+	if !bytes.Equal(buf, pattern(16, 1)) || e.c.Stats().Sub(before).Hits != 1 {
+		t.Fatalf("read %v with every slot taken", buf)
+	}
+	for i := range rs.slots {
+		rs.slots[i].e.Store(nil)
+	}
+}
+
 // TestServeResident: leading resident chunks are served and counted as
 // hits; it stops at the first miss without loading anything.
 func TestServeResident(t *testing.T) {

@@ -3,11 +3,12 @@ package cache
 import (
 	"context"
 	"fmt"
-	"github.com/scc-dev/scc/lockfree"
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
+	"github.com/scc-dev/scc/lockfree"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -169,13 +170,14 @@ func (c *Cache) validate(r *Request, i int) error {
 	return nil
 }
 
-// tryHit serves r if its chunk is resident and can be pinned with one CAS
-// (the hit path: a table lookup, a pin, the piece, an unpin and a lossy
-// access record). A read pins light and runs Scatter without the latch
-// (latch.go); a write, or a read that finds a writer at work, pins as
-// before and takes the latch. It reports false, having done nothing, for
-// anything else: a miss, or an entry that is loading or being evicted
-// (doSlow waits for those and counts them).
+// tryHit serves r if its chunk is resident and can be held without a
+// lock (the hit path: a table lookup, a hold, the piece, a release and a
+// lossy access record). A read holds the entry through a read slot, or
+// failing that a light pin, and runs Scatter without the latch (latch.go);
+// a write, or a read that finds a writer at work, pins as before and takes
+// the latch. It reports false, having done nothing, for anything else: a
+// miss, or an entry that is loading or being evicted (doSlow waits for
+// those and counts them).
 func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	if err := c.validate(r, i); err != nil {
 		return false, err
@@ -185,20 +187,29 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	if !ok {
 		return false, nil
 	}
+	var slot *atomic.Pointer[entry]
+	if o.kind == opRead {
+		slot = c.readSlots.enter(e)
+	}
 	var err error
 	var n int64 // this hit's number on its stripe
-	if o.kind == opRead && e.tryPinRead() {
+	switch {
+	case slot != nil:
+		n = c.countHit(e)
+		err = c.lightRead(e, r)
+		slot.Store(nil)
+	case o.kind == opRead && e.tryPinRead():
 		n = c.countHit(e)
 		err = c.lightRead(e, r)
 		e.unpinRead()
 		if c.spaceWaiters.Load() > 0 {
 			c.signalSpace() // as in unpin: a waiter may want this entry
 		}
-	} else if e.tryPin() {
+	case e.tryPin():
 		n = c.countHit(e)
 		err = c.apply(o, e, r)
 		c.unpin(e)
-	} else {
+	default:
 		return false, nil
 	}
 	if !c.skipRecord(e) {
@@ -438,9 +449,10 @@ func (g *group) hint() int64 {
 	return 1
 }
 
-// materialize decodes a loaded group's image (load) or creates its chunk,
-// storing it in g.e.chunk. A panic in the layout comes back as ErrPanic.
-func materialize(g *group, image []byte, load bool) (err error) {
+// materialize decodes a loaded group's image (load; sum, if not nil, is
+// the image's split read, splitload.go) or creates its chunk, storing it
+// in g.e.chunk. A panic in the layout comes back as ErrPanic.
+func materialize(g *group, image []byte, load bool, sum *directRead) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", ErrPanic, r)
@@ -448,7 +460,12 @@ func materialize(g *group, image []byte, load bool) (err error) {
 	}()
 	var ch Chunk
 	if load {
-		if ch, err = g.d.lay().l.Decode(g.coord, g.loc, image); err != nil {
+		if sum != nil && sum.summed {
+			ch, err = sum.summer.(SummedDecoder).DecodeSummed(g.coord, g.loc, image, sum.sum)
+		} else {
+			ch, err = g.d.lay().l.Decode(g.coord, g.loc, image)
+		}
+		if err != nil {
 			return fmt.Errorf("cache: decoding chunk %v: %w", g.coord, err)
 		}
 	} else if ch, err = g.d.lay().l.NewChunk(g.coord, !g.full); err != nil {
@@ -776,7 +793,7 @@ func (c *Cache) materializeAll(ctx context.Context, o op, mine []*group) error {
 			loads = append(loads, g)
 		}
 	}
-	images, err := c.readImages(loads)
+	images, sums, err := c.readImages(loads)
 	if err != nil {
 		return err
 	}
@@ -784,15 +801,15 @@ func (c *Cache) materializeAll(ctx context.Context, o op, mine []*group) error {
 	// no hand-off to the pool, and no closure to allocate for it.
 	switch n := len(loads) + len(creates); {
 	case n == 1 && len(loads) == 1:
-		err = materialize(loads[0], images[0], true)
+		err = materialize(loads[0], images[0], true, sumOf(sums, 0))
 	case n == 1:
-		err = materialize(creates[0], nil, false)
+		err = materialize(creates[0], nil, false, nil)
 	default:
 		err = c.run.run(ctx, n, func(i int) error {
 			if i < len(loads) {
-				return materialize(loads[i], images[i], true)
+				return materialize(loads[i], images[i], true, sumOf(sums, i))
 			}
-			return materialize(creates[i-len(loads)], nil, false)
+			return materialize(creates[i-len(loads)], nil, false, nil)
 		})
 	}
 	if err != nil {
@@ -809,9 +826,11 @@ func (c *Cache) materializeAll(ctx context.Context, o op, mine []*group) error {
 }
 
 // readImages reads the stored images of loads, with one vector read per
-// file.
-func (c *Cache) readImages(loads []*group) ([][]byte, error) {
-	images := make([][]byte, len(loads))
+// file; a large read of one file may be split among helpers
+// (splitload.go), which then also returns each summable image's checksum
+// (sums nil otherwise).
+func (c *Cache) readImages(loads []*group) (images [][]byte, sums []directRead, err error) {
+	images = make([][]byte, len(loads))
 	// Loads of one file (always, unless files share the cache) need no map.
 	var byFile map[*File][]vfd.Extent
 	var oneFile []vfd.Extent
@@ -842,16 +861,22 @@ func (c *Cache) readImages(loads []*group) ([][]byte, error) {
 			byFile[f] = append(byFile[f], x)
 		}
 	}
+	if byFile == nil && len(oneFile) == len(loads) && len(loads) > 0 {
+		if sums, err = c.readImagesSplit(files[0], loads, oneFile); err != nil {
+			return nil, nil, fmt.Errorf("cache: reading %d chunks: %w", len(oneFile), err)
+		}
+		return images, sums, nil
+	}
 	for _, f := range files {
 		exts := oneFile
 		if byFile != nil {
 			exts = byFile[f]
 		}
 		if err := c.readV(f, exts); err != nil {
-			return nil, fmt.Errorf("cache: reading %d chunks: %w", len(exts), err)
+			return nil, nil, fmt.Errorf("cache: reading %d chunks: %w", len(exts), err)
 		}
 	}
-	return images, nil
+	return images, nil, nil
 }
 
 // publish charges the chunks' real sizes (replacing the hints), links the

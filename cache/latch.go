@@ -1,6 +1,11 @@
 package cache
 
-import "runtime"
+import (
+	"runtime"
+	"sync/atomic"
+
+	"github.com/scc-dev/scc/lockfree"
+)
 
 // Light readers: a cache hit that reads pins the entry and copies out of
 // the chunk without touching the latch.
@@ -68,16 +73,96 @@ func (e *entry) tryPinRead() bool {
 // unpinRead releases a light pin.
 func (e *entry) unpinRead() { e.word.Add(^uint64(lightOne - 1)) }
 
-// lockChunk takes the latch exclusively and waits out light readers, for a
-// change of e.chunk or its contents. The caller holds a pin or owns the
-// entry (loading or evicting).
+// lockChunk takes the latch exclusively and waits out light readers and
+// slot readers (below), for a change of e.chunk or its contents. The
+// caller holds a pin or owns the entry (loading or evicting).
 func (e *entry) lockChunk() {
 	e.latch.Lock()
-	if e.word.Or(writerBit)&lightMask == 0 {
-		return
+	if e.word.Or(writerBit)&lightMask != 0 {
+		for e.word.Load()&lightMask != 0 {
+			runtime.Gosched()
+		}
 	}
-	for e.word.Load()&lightMask != 0 {
-		runtime.Gosched()
+	e.ds.c.readSlots.waitOut(e)
+}
+
+// Slot readers: a read hit that writes no line of the entry.
+//
+// Why: a light pin is still two atomic read-modify-writes of the entry's
+// word, and when goroutines on several cores read the same chunk (a hot
+// chunk; issue 10's resident-read benchmark, where every read hits one
+// chunk) that word's cache line moves between the cores twice per read.
+// A slot reader instead publishes the entry in a read slot of its own P
+// (a line no other core writes while it is held) and only loads the
+// entry's word, so the entry's line stays shared by every reading core.
+//
+// Protocol (the hazard-pointer handshake): the reader stores e in a free
+// slot, then loads e.word and proceeds only if e is resident with the
+// writer bit clear; otherwise it clears the slot and falls back to a light
+// pin. Whoever is about to change or release e's chunk first changes the
+// word (lockChunk sets the writer bit; tryStartEvict moves resident to
+// evicting), then waits until no slot holds e (waitOut). Go's atomics are
+// sequentially consistent, so of a reader's store-then-load and a
+// writer's change-then-scan at least one sees the other: either the reader
+// sees the change and backs off, or the writer sees the slot and waits for
+// the reader's clearing store, which orders the reader's Scatter before
+// anything the writer does next (also for the race detector).
+//
+// Slot readers hold their slot only for one Scatter, a bounded copy that
+// never blocks, and wait for nothing while holding it, so waitOut's
+// yielding loop is short and cannot deadlock. Entries are never reused for
+// another chunk (each load makes a new one), so a slot naming e can only
+// mean e.
+//
+// Unlike light readers, slot readers do not keep an entry out of evicting:
+// eviction moves the entry to evicting at once and then waits for the
+// copy in flight, which the reader finishes.
+type readSlots struct {
+	slots []readSlot
+	mask  int
+}
+
+// readSlot is one published entry, alone on its cache line.
+type readSlot struct {
+	e atomic.Pointer[entry]
+	_ [56]byte
+}
+
+// slotsPerP is the slots of one P: a goroutine preempted while holding its
+// slot leaves the next goroutine on that P another one.
+const slotsPerP = 4
+
+func newReadSlots() readSlots {
+	n := slotsPerP * lockfree.Stripes()
+	return readSlots{slots: make([]readSlot, n), mask: n - 1}
+}
+
+// enter publishes e for a read and returns the slot to clear when done, or
+// nil when e is not resident, a writer is changing it, or the P's slots
+// are all taken (the caller falls back to a light pin).
+func (rs *readSlots) enter(e *entry) *atomic.Pointer[entry] {
+	base := lockfree.ProcHint() * slotsPerP
+	for k := 0; k < slotsPerP; k++ {
+		s := &rs.slots[(base+k)&rs.mask].e
+		if s.Load() != nil || !s.CompareAndSwap(nil, e) {
+			continue
+		}
+		if w := e.word.Load(); stateOf(w) == stateResident && w&writerBit == 0 {
+			return s
+		}
+		s.Store(nil)
+		return nil
+	}
+	return nil
+}
+
+// waitOut returns once no slot reader holds e. The caller has already made
+// the change (writer bit, evicting) that keeps new slot readers out.
+func (rs *readSlots) waitOut(e *entry) {
+	for i := range rs.slots {
+		for rs.slots[i].e.Load() == e {
+			runtime.Gosched()
+		}
 	}
 }
 

@@ -126,6 +126,47 @@ func (l *denseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte
 		cache.PutBuf(image)
 		return nil, fmt.Errorf("chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
 	}
+	return l.decodeVerified(coord, loc, image, img)
+}
+
+// SummedLen and DecodeSummed let a split load (cache/splitload.go) hand
+// Decode the checksum of an unfiltered chunk's bytes, computed by pieces
+// on the goroutines that read them, instead of summing the image again:
+// the frame's CRC32C covers the image without its trailer.
+func (l *denseLayout) SummedLen(loc cache.Location) int64 {
+	if !l.s.unfiltered || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
+		return -1
+	}
+	return l.s.chunkBytes
+}
+
+// DecodeSummed is Decode given sum, the CRC32C of the image's first
+// SummedLen(loc) bytes: the same checks (the trailer is the one the index
+// names, the bytes match it) without summing them.
+func (l *denseLayout) DecodeSummed(coord cache.Coord, loc cache.Location, image []byte, sum uint32) (cache.Chunk, error) {
+	n := l.SummedLen(loc)
+	if n < 0 || int64(len(image)) != loc.Size {
+		// The cache sums only what SummedLen asked for; anything else is
+		// a caller's mistake, not the file's.
+		cache.PutBuf(image)
+		return nil, fmt.Errorf("%w: chunk %v of %q: summed decode of a %d-byte image", cache.ErrInvalid, []uint64(coord), l.s.name, len(image))
+	}
+	if format.Trailer(image) != loc.Sum {
+		cache.PutBuf(image)
+		return nil, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
+	}
+	if sum != loc.Sum {
+		cache.PutBuf(image)
+		return nil, fmt.Errorf("%w: chunk %v of %q: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, []uint64(coord), l.s.name, loc.Sum, sum)
+	}
+	return l.decodeVerified(coord, loc, image, image[:n:n])
+}
+
+var _ cache.SummedDecoder = (*denseLayout)(nil)
+
+// decodeVerified is Decode after the checksum: img is image's verified
+// payload (the image without its trailer).
+func (l *denseLayout) decodeVerified(coord cache.Coord, loc cache.Location, image, img []byte) (cache.Chunk, error) {
 	if l.s.unfiltered {
 		if int64(len(img)) != l.s.chunkBytes || loc.Mask != 0 {
 			cache.PutBuf(image)

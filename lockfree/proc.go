@@ -50,3 +50,7 @@ func procStripes() int {
 	}
 	return n
 }
+
+// Stripes is the stripe count per-P structures use (procStripes): a power of
+// two at least GOMAXPROCS at the time of the call.
+func Stripes() int { return procStripes() }
