@@ -78,6 +78,10 @@ type entry struct {
 	// its bytes are counted in Cache.pref.bytes until the first use or
 	// removal clears the flag.
 	prefetched atomic.Bool
+	// slotRead is set, once, by the first slot reader (latch.go) and never
+	// cleared: a writer or evictor of an entry no slot reader ever held
+	// skips the scan of the read slots.
+	slotRead atomic.Bool
 
 	key   chunkKey
 	coord Coord
@@ -242,7 +246,7 @@ func (e *entry) tryStartEvict() bool {
 	ok := e.word.CompareAndSwap(packWord(stateResident, 0), packWord(stateEvicting, 0))
 	e.mu.Unlock()
 	if ok {
-		e.ds.c.readSlots.waitOut(e)
+		e.waitSlotReaders()
 	}
 	return ok
 }

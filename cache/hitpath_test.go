@@ -117,6 +117,7 @@ func TestEntryHotLine(t *testing.T) {
 		"partial":    unsafe.Offsetof(e.partial) + unsafe.Sizeof(e.partial),
 		"queued":     unsafe.Offsetof(e.queued) + unsafe.Sizeof(e.queued),
 		"prefetched": unsafe.Offsetof(e.prefetched) + unsafe.Sizeof(e.prefetched),
+		"slotRead":   unsafe.Offsetof(e.slotRead) + unsafe.Sizeof(e.slotRead),
 	}
 	for name, end := range hot {
 		if end > 64 {

@@ -83,7 +83,7 @@ func (e *entry) lockChunk() {
 			runtime.Gosched()
 		}
 	}
-	e.ds.c.readSlots.waitOut(e)
+	e.waitSlotReaders()
 }
 
 // Slot readers: a read hit that writes no line of the entry.
@@ -141,6 +141,9 @@ func newReadSlots() readSlots {
 // nil when e is not resident, a writer is changing it, or the P's slots
 // are all taken (the caller falls back to a light pin).
 func (rs *readSlots) enter(e *entry) *atomic.Pointer[entry] {
+	if !e.slotRead.Load() {
+		e.slotRead.Store(true) // before the slot: see waitSlotReaders
+	}
 	base := lockfree.ProcHint() * slotsPerP
 	for k := 0; k < slotsPerP; k++ {
 		s := &rs.slots[(base+k)&rs.mask].e
@@ -154,6 +157,19 @@ func (rs *readSlots) enter(e *entry) *atomic.Pointer[entry] {
 		return nil
 	}
 	return nil
+}
+
+// waitSlotReaders returns once no slot reader holds e. The caller has
+// already made the change (writer bit, evicting) that keeps new slot
+// readers out. An entry no slot reader ever entered skips the scan of every
+// slot (a cost that grows with GOMAXPROCS, for every write hit): a reader
+// sets slotRead before it publishes its slot and loads the word after, the
+// writer changes the word before it loads slotRead, so a writer that finds
+// slotRead clear is one whose change that reader will see.
+func (e *entry) waitSlotReaders() {
+	if e.slotRead.Load() {
+		e.ds.c.readSlots.waitOut(e)
+	}
 }
 
 // waitOut returns once no slot reader holds e. The caller has already made
