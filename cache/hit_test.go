@@ -57,10 +57,10 @@ func TestLightReadersAgainstWriter(t *testing.T) {
 	}
 }
 
-// TestLightPinHoldsEntry: a light reader's pin keeps the entry from being
-// evicted (the word is not resident|0), and lockChunk waits until the
-// light reader leaves.
-func TestLightPinHoldsEntry(t *testing.T) {
+// residentEntry is a cache holding one resident 16-byte chunk (coordinate
+// 0, pattern 1) and that chunk's entry.
+func residentEntry(t *testing.T) (*env, *Dataset, *fakeLayout, *entry) {
+	t.Helper()
 	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
 	d, l := e.dataset(1, -1, 16)
 	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
@@ -68,6 +68,14 @@ func TestLightPinHoldsEntry(t *testing.T) {
 	if !ok {
 		t.Fatal("chunk not resident")
 	}
+	return e, d, l, en
+}
+
+// TestLightPinHoldsEntry: a light reader's pin keeps the entry from being
+// evicted (the word is not resident|0), and lockChunk waits until the
+// light reader leaves.
+func TestLightPinHoldsEntry(t *testing.T) {
+	_, _, _, en := residentEntry(t)
 	if !en.tryPinRead() {
 		t.Fatal("tryPinRead failed on an idle resident entry")
 	}
@@ -116,13 +124,7 @@ func TestLightPinHoldsEntry(t *testing.T) {
 // while either is under way no new slot reader gets in. With all slots
 // taken a read still succeeds through a light pin.
 func TestSlotReaderHoldsChunk(t *testing.T) {
-	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
-	d, l := e.dataset(1, -1, 16)
-	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
-	en, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
-	if !ok {
-		t.Fatal("chunk not resident")
-	}
+	e, d, l, en := residentEntry(t)
 	rs := &e.c.readSlots
 	w0 := en.word.Load()
 	slot := rs.enter(en)

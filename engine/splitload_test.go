@@ -152,38 +152,7 @@ func TestSplitLoadConcurrentModel(t *testing.T) {
 		}
 		return b
 	}
-	var done [rows]atomic.Uint64
-	for r := 0; r < rows; r++ {
-		must(t, ds.Write(ctx, Box([]uint64{uint64(r), 0}, []uint64{1, splitWidth}), rowOf(r, 1)))
-		done[r].Store(1)
-	}
-	must(t, f.Flush(ctx))
-	var stop atomic.Bool
-	var writers sync.WaitGroup
-	var mu [rows]sync.Mutex
-	for w := 0; w < 2; w++ {
-		writers.Add(1)
-		go func() {
-			defer writers.Done()
-			for i := 0; !stop.Load(); i++ {
-				r := (i*3 + w*5) % rows
-				mu[r].Lock()
-				v := done[r].Load() + 1
-				err := ds.Write(ctx, Box([]uint64{uint64(r), 0}, []uint64{1, splitWidth}), rowOf(r, v))
-				if err == nil {
-					done[r].Store(v)
-				}
-				mu[r].Unlock()
-				if err == nil && i%5 == 0 {
-					err = f.Flush(ctx)
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
+	w := startRowWriters(t, ctx, f, ds, rows, rowOf)
 	var readers sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		readers.Add(1)
@@ -191,7 +160,7 @@ func TestSplitLoadConcurrentModel(t *testing.T) {
 			defer readers.Done()
 			for i := 0; i < 40; i++ {
 				r := (g*5 + i*3) % rows
-				floor := done[r].Load()
+				floor := w.done[r].Load()
 				// 8-aligned, so each word is one (version, row) pair.
 				col := ((g*977 + i*131) % (splitWidth / 2)) &^ 7
 				got, err := readPart(ctx, ds, r, col, splitWidth/3&^7)
@@ -212,8 +181,7 @@ func TestSplitLoadConcurrentModel(t *testing.T) {
 		}()
 	}
 	readers.Wait()
-	stop.Store(true)
-	writers.Wait()
+	w.stop()
 	if t.Failed() {
 		return
 	}

@@ -218,38 +218,8 @@ func TestSplitReadConcurrentModel(t *testing.T) {
 		}
 		return b
 	}
-	var done [rows]atomic.Uint64 // last version of the row whose write completed
-	for r := 0; r < rows; r++ {
-		must(t, ds.Write(ctx, Box([]uint64{uint64(r), 0}, []uint64{1, splitWidth}), rowOf(r, 1)))
-		done[r].Store(1)
-	}
-	must(t, f.Flush(ctx))
-	var stop atomic.Bool
-	var writers sync.WaitGroup
-	var mu [rows]sync.Mutex // one writer per row at a time: its versions in order
-	for w := 0; w < 2; w++ {
-		writers.Add(1)
-		go func() {
-			defer writers.Done()
-			for i := 0; !stop.Load(); i++ {
-				r := (i*5 + w*7) % rows
-				mu[r].Lock()
-				v := done[r].Load() + 1
-				err := ds.Write(ctx, Box([]uint64{uint64(r), 0}, []uint64{1, splitWidth}), rowOf(r, v))
-				if err == nil {
-					done[r].Store(v)
-				}
-				mu[r].Unlock()
-				if err == nil && i%7 == 0 {
-					err = f.Flush(ctx)
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
+	w := startRowWriters(t, ctx, f, ds, rows, rowOf)
+	done := w.done
 	var readers sync.WaitGroup
 	for g := 0; g < 6; g++ {
 		readers.Add(1)
@@ -258,7 +228,7 @@ func TestSplitReadConcurrentModel(t *testing.T) {
 			for i := 0; i < 25; i++ {
 				from := (g*3 + i) % rows
 				n := 1 + (g+i)%(rows-from)
-				var floor [rows]uint64
+				floor := make([]uint64, rows)
 				for r := from; r < from+n; r++ {
 					floor[r] = done[r].Load()
 				}
@@ -283,12 +253,64 @@ func TestSplitReadConcurrentModel(t *testing.T) {
 		}()
 	}
 	readers.Wait()
-	stop.Store(true)
-	writers.Wait()
+	w.stop()
 	if t.Failed() {
 		return
 	}
 	if st := f.Cache().Stats(); st.SplitReads == 0 {
 		t.Fatalf("no read was split (%d vector reads)", st.VectorReads)
 	}
+}
+
+// rowWriters is the reference model of the concurrent split tests: rows of
+// splitWidth bytes, each rewritten whole at increasing versions by two
+// writer goroutines (one writer per row at a time, so a row's versions
+// land in order) that also Flush now and then.
+type rowWriters struct {
+	done    []atomic.Uint64 // per row: the last version whose write completed
+	halt    atomic.Bool
+	writers sync.WaitGroup
+}
+
+// startRowWriters writes version 1 of every row, flushes, and starts the
+// writers; rowOf(r, v) is row r's content at version v.
+func startRowWriters(t *testing.T, ctx context.Context, f *File, ds *Dataset, rows int, rowOf func(r int, v uint64) []byte) *rowWriters {
+	t.Helper()
+	w := &rowWriters{done: make([]atomic.Uint64, rows)}
+	for r := 0; r < rows; r++ {
+		must(t, ds.Write(ctx, Box([]uint64{uint64(r), 0}, []uint64{1, splitWidth}), rowOf(r, 1)))
+		w.done[r].Store(1)
+	}
+	must(t, f.Flush(ctx))
+	mu := make([]sync.Mutex, rows)
+	for k := 0; k < 2; k++ {
+		w.writers.Add(1)
+		go func() {
+			defer w.writers.Done()
+			for i := 0; !w.halt.Load(); i++ {
+				r := (i*5 + k*7) % rows
+				mu[r].Lock()
+				v := w.done[r].Load() + 1
+				err := ds.Write(ctx, Box([]uint64{uint64(r), 0}, []uint64{1, splitWidth}), rowOf(r, v))
+				if err == nil {
+					w.done[r].Store(v)
+				}
+				mu[r].Unlock()
+				if err == nil && i%7 == 0 {
+					err = f.Flush(ctx)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	return w
+}
+
+// stop ends the writers and waits for them.
+func (w *rowWriters) stop() {
+	w.halt.Store(true)
+	w.writers.Wait()
 }
