@@ -24,9 +24,11 @@ import (
 //   - Flushers take entries' flushMu with TryLock and come back to busy
 //     ones one at a time, holding no other flushMu.
 //   - Slot readers (latch.go) hold their read slot for one Scatter and
-//     the hit's counters, take no lock and wait for nothing meanwhile, so
-//     tryStartEvict and lockChunk may wait for them while holding
-//     Cache.mu (evictors nominate under it) or a pin.
+//     the hit's counters, and meanwhile take only leaf locks (a first
+//     use of a prefetched chunk updates the dataset's sequence detector)
+//     and wait for nothing else, so tryStartEvict and lockChunk may wait
+//     for them while holding Cache.mu (evictors nominate under it) or a
+//     pin.
 //   - Everything that can make room wakes space waiters: released bytes,
 //     unpins, evictions that were reverted. A waiter registers itself
 //     (Cache.spaceWaiters) and takes the wake-up channel before it looks a
