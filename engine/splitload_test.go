@@ -104,34 +104,43 @@ func TestSplitLoadCorrupt(t *testing.T) {
 	}
 }
 
-// A failure of the helper's share of a load is an I/O error, never
-// corruption; the next load of the chunk reads it right.
-func TestSplitLoadHelperFault(t *testing.T) {
+// A failure of either goroutine's share of a load is an I/O error, never
+// corruption, and leaves nothing cached; the next load of the chunk reads
+// it right.
+func TestSplitLoadShareFault(t *testing.T) {
 	splitProcs(t)
 	ctx := context.Background()
 	mem, want := splitImage(t, 4)
 	start := int64(chunkAt(t, mem.Bytes(), want, 1))
-	var hit atomic.Int64
-	fault := vfd.NewFault(mem, vfd.Fail(vfd.TriggerFunc(func(i vfd.OpInfo) bool {
-		if i.Op == vfd.OpReadV && i.Off > start && i.Off < start+splitWidth {
-			hit.Add(1)
-			return true
+	for _, share := range []struct {
+		name string
+		hits func(off int64) bool
+	}{
+		{"caller's", func(off int64) bool { return off == start }},
+		{"helper's", func(off int64) bool { return off > start && off < start+splitWidth }},
+	} {
+		var hit atomic.Int64
+		fault := vfd.NewFault(mem, vfd.Fail(vfd.TriggerFunc(func(i vfd.OpInfo) bool {
+			if i.Op == vfd.OpReadV && share.hits(i.Off) {
+				hit.Add(1)
+				return true
+			}
+			return false
+		})))
+		f, ds := splitOpen(t, fault, 64<<10)
+		_, err := readPart(ctx, ds, 1, 0, 10)
+		if hit.Load() != 1 || !errors.Is(err, vfd.ErrInjected) || !errors.Is(err, ErrIO) || errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s share failed (%d hits): %v; want vfd.ErrInjected as ErrIO, not ErrCorrupt", share.name, hit.Load(), err)
 		}
-		return false
-	})))
-	f, ds := splitOpen(t, fault, 64<<10)
-	_, err := readPart(ctx, ds, 1, 0, 10)
-	if hit.Load() != 1 || !errors.Is(err, vfd.ErrInjected) || !errors.Is(err, ErrIO) || errors.Is(err, ErrCorrupt) {
-		t.Fatalf("helper's share failed (%d hits): %v; want vfd.ErrInjected as ErrIO, not ErrCorrupt", hit.Load(), err)
-	}
-	if st := f.Cache().Stats(); st.SplitReads != 1 || st.Chunks != 0 {
-		t.Fatalf("%d split reads, %d chunks cached after the failed load; want 1, 0", st.SplitReads, st.Chunks)
-	}
-	fault.SetEnabled(false)
-	got, err := readPart(ctx, ds, 1, 0, 10)
-	must(t, err)
-	if !bytes.Equal(got, want[splitWidth:splitWidth+10]) {
-		t.Fatal("read after the fault: wrong bytes")
+		if st := f.Cache().Stats(); st.SplitReads != 1 || st.Chunks != 0 {
+			t.Fatalf("%s share: %d split reads, %d chunks cached after the failed load; want 1, 0", share.name, st.SplitReads, st.Chunks)
+		}
+		fault.SetEnabled(false)
+		got, err := readPart(ctx, ds, 1, 0, 10)
+		must(t, err)
+		if !bytes.Equal(got, want[splitWidth:splitWidth+10]) {
+			t.Fatalf("%s share: read after the fault: wrong bytes", share.name)
+		}
 	}
 }
 
