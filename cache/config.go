@@ -119,12 +119,14 @@ type Config struct {
 	// and benchmarks; the default (false) is the direct path.
 	NoDirectWrites bool
 	// SplitReadBytes: a direct read (a whole unfiltered chunk read
-	// straight into the caller's buffer, direct.go) of at least this many
+	// straight into the caller's buffer, direct.go), or a load of chunk
+	// images into the cache (splitload.go), of at least this many
 	// bytes is read in shares of at least SplitReadBytes/2 by helper
 	// goroutines while the caller reads the first, when fewer requests run
 	// than GOMAXPROCS (a core is likely idle) and a helper is free
 	// (splitread.go); each goroutine checksums the pieces it read when the
-	// layout allows (DirectSummer), the caller checks every chunk. Up to
+	// layout allows (DirectSummer, SummedDecoder), the caller checks every
+	// chunk. Up to
 	// min(GOMAXPROCS-1, 7) helpers run per cache; one that finished a
 	// share polls for the next for 100 µs (yielding its P) before it
 	// parks.
