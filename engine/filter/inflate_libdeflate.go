@@ -33,9 +33,11 @@ import (
 // The libdeflate inflater (build tag libdeflate, cgo; Debian libdeflate-dev).
 //
 // Why: inflating is most of a DEFLATE chunk read's CPU, and libdeflate
-// decodes a whole buffer about 3× as fast as klauspost/compress's streaming
-// reader on the same data (a 32 KiB uint16 frame at level 1: 422 against
-// 146 MB/s on the 2-core benchmark VM; issue 10's randread target). It is
+// decodes a whole buffer 2.4-3× as fast as klauspost/compress's streaming
+// reader on the same data (BenchmarkInflateLibdeflate on the 2-core
+// benchmark VM, 3 runs: a 32 KiB uint16 frame at level 1 433-484 against
+// 139-177 MB/s, a 1 MiB one 380-384 against 157-160; issue 10's randread
+// target). It is
 // made for exactly this case — the whole input in memory and the output's
 // bound known — and it is bounded by construction: it never writes past the
 // capacity it is given and reports INSUFFICIENT_SPACE instead. The default

@@ -5,8 +5,10 @@ package filter
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zlib"
@@ -175,4 +177,52 @@ func FuzzInflateLibdeflate(f *testing.F) {
 		}
 		checkInflateAgrees(t, src, int(bound), zlib)
 	})
+}
+
+// BenchmarkInflateLibdeflate inflates the same raw DEFLATE streams with
+// libdeflate and with the pure-Go inflater in one run, and reports both
+// rates and their ratio: a 32 KiB frame of uint16 samples like the
+// randread scenario's (a ramp with small noise, level 1) and a 1 MiB one.
+func BenchmarkInflateLibdeflate(b *testing.B) {
+	for _, n := range []int{32 << 10, 1 << 20} {
+		raw := make([]byte, n)
+		rng := rand.New(rand.NewPCG(5, 6))
+		for i := 0; i+1 < n; i += 2 {
+			v := uint16(i>>7&0x3ff) + uint16(i>>1&63) + uint16(rng.IntN(8))
+			raw[i], raw[i+1] = byte(v), byte(v>>8)
+		}
+		var comp bytes.Buffer
+		w, err := flate.NewWriter(&comp, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.Write(raw); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		src, dst := comp.Bytes(), make([]byte, 0, n)
+		b.Run(fmt.Sprintf("%dKiB", n>>10), func(b *testing.B) {
+			rate := func(f func([]byte, []byte) ([]byte, error)) float64 {
+				const reps = 64
+				start := time.Now()
+				for range reps {
+					if out, err := f(dst, src); err != nil || len(out) != n {
+						b.Fatalf("inflate: %d bytes, %v", len(out), err)
+					}
+				}
+				return float64(reps*n) / time.Since(start).Seconds() / 1e6
+			}
+			var ld, gof float64
+			for b.Loop() {
+				ld += rate(inflateRaw)
+				gof += rate(inflateRawGo)
+			}
+			b.ReportMetric(ld/float64(b.N), "libdeflate-MB/s")
+			b.ReportMetric(gof/float64(b.N), "go-MB/s")
+			b.ReportMetric(ld/gof, "ratio")
+			b.ReportMetric(float64(n)/float64(len(src)), "compression")
+		})
+	}
 }
