@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
@@ -17,13 +15,6 @@ import (
 // chunk loads it through the cache; its image is read in shares by the
 // caller and helpers, each summing what it read, and the chunk is decoded
 // from the combined sum (denseLayout.SummedLen / DecodeSummed).
-
-// readPart reads columns [col, col+n) of row r.
-func readPart(ctx context.Context, ds *Dataset, r, col, n int) ([]byte, error) {
-	got := make([]byte, n)
-	err := ds.Read(ctx, Box([]uint64{uint64(r), uint64(col)}, []uint64{1, uint64(n)}), got)
-	return got, err
-}
 
 // A part of a chunk read through a split load has the stored bytes, the
 // chunk stays resident (the next part is a hit), and only loads above the
@@ -67,79 +58,6 @@ func TestSplitLoadBytes(t *testing.T) {
 		must(t, err)
 		if st := f2.Cache().Stats(); !bytes.Equal(got, want[splitWidth+5:splitWidth+105]) || st.Loads != 1 || st.SplitReads != 0 {
 			t.Fatalf("SplitReadBytes %d: equal %v, %d loads, %d split reads; want 1, 0", split, bytes.Equal(got, want[splitWidth+5:splitWidth+105]), st.Loads, st.SplitReads)
-		}
-	}
-}
-
-// A damaged byte in either goroutine's share of a split load is
-// ErrCorrupt, and nothing of that chunk stays cached.
-func TestSplitLoadCorrupt(t *testing.T) {
-	splitProcs(t)
-	ctx := context.Background()
-	mem, want := splitImage(t, 4)
-	for _, where := range []struct {
-		name string
-		at   int
-	}{{"caller's half", 100}, {"helper's half", splitWidth - 100}} {
-		img := append([]byte(nil), mem.Bytes()...)
-		img[chunkAt(t, img, want, 2)+where.at] ^= 0x40
-		f, err := OpenWith(vfd.NewMemFrom(img), &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20, SplitReadBytes: 64 << 10}})
-		must(t, err)
-		ds, err := f.OpenDataset("d")
-		must(t, err)
-		for try := 0; try < 2; try++ { // the failed load left nothing behind
-			if _, err := readPart(ctx, ds, 2, 10, 50); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("%s damaged, try %d: %v, want ErrCorrupt", where.name, try, err)
-			}
-		}
-		if st := f.Cache().Stats(); st.SplitReads != 2 || st.Chunks != 0 {
-			t.Fatalf("%s damaged: %d split reads, %d chunks cached; want 2, 0", where.name, st.SplitReads, st.Chunks)
-		}
-		got, err := readPart(ctx, ds, 1, 10, 50)
-		must(t, err)
-		if !bytes.Equal(got, want[splitWidth+10:splitWidth+60]) {
-			t.Fatalf("%s damaged: row 1 wrong", where.name)
-		}
-		must(t, f.Close())
-	}
-}
-
-// A failure of either goroutine's share of a load is an I/O error, never
-// corruption, and leaves nothing cached; the next load of the chunk reads
-// it right.
-func TestSplitLoadShareFault(t *testing.T) {
-	splitProcs(t)
-	ctx := context.Background()
-	mem, want := splitImage(t, 4)
-	start := int64(chunkAt(t, mem.Bytes(), want, 1))
-	for _, share := range []struct {
-		name string
-		hits func(off int64) bool
-	}{
-		{"caller's", func(off int64) bool { return off == start }},
-		{"helper's", func(off int64) bool { return off > start && off < start+splitWidth }},
-	} {
-		var hit atomic.Int64
-		fault := vfd.NewFault(mem, vfd.Fail(vfd.TriggerFunc(func(i vfd.OpInfo) bool {
-			if i.Op == vfd.OpReadV && share.hits(i.Off) {
-				hit.Add(1)
-				return true
-			}
-			return false
-		})))
-		f, ds := splitOpen(t, fault, 64<<10)
-		_, err := readPart(ctx, ds, 1, 0, 10)
-		if hit.Load() != 1 || !errors.Is(err, vfd.ErrInjected) || !errors.Is(err, ErrIO) || errors.Is(err, ErrCorrupt) {
-			t.Fatalf("%s share failed (%d hits): %v; want vfd.ErrInjected as ErrIO, not ErrCorrupt", share.name, hit.Load(), err)
-		}
-		if st := f.Cache().Stats(); st.SplitReads != 1 || st.Chunks != 0 {
-			t.Fatalf("%s share: %d split reads, %d chunks cached after the failed load; want 1, 0", share.name, st.SplitReads, st.Chunks)
-		}
-		fault.SetEnabled(false)
-		got, err := readPart(ctx, ds, 1, 0, 10)
-		must(t, err)
-		if !bytes.Equal(got, want[splitWidth:splitWidth+10]) {
-			t.Fatalf("%s share: read after the fault: wrong bytes", share.name)
 		}
 	}
 }

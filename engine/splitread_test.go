@@ -129,70 +129,105 @@ func chunkAt(t *testing.T, img, want []byte, r int) int {
 	return k
 }
 
-// A damaged byte in either goroutine's share of a split chunk is
-// ErrCorrupt.
-func TestSplitReadCorrupt(t *testing.T) {
+// splitKinds are the two reads that split: a whole row (a direct read
+// into the caller's buffer) and part of a row (a load into the cache,
+// cache/splitload.go), each of row r of rows stored as want.
+var splitKinds = []struct {
+	name string
+	read func(ctx context.Context, ds *Dataset, r int) ([]byte, error)
+	want func(want []byte, r int) []byte
+}{
+	{"direct", func(ctx context.Context, ds *Dataset, r int) ([]byte, error) { return readRows(ctx, ds, r, 1) },
+		func(want []byte, r int) []byte { return want[r*splitWidth : (r+1)*splitWidth] }},
+	{"load", func(ctx context.Context, ds *Dataset, r int) ([]byte, error) { return readPart(ctx, ds, r, 10, 50) },
+		func(want []byte, r int) []byte { return want[r*splitWidth+10 : r*splitWidth+60] }},
+}
+
+// readPart reads columns [col, col+n) of row r.
+func readPart(ctx context.Context, ds *Dataset, r, col, n int) ([]byte, error) {
+	got := make([]byte, n)
+	err := ds.Read(ctx, Box([]uint64{uint64(r), uint64(col)}, []uint64{1, uint64(n)}), got)
+	return got, err
+}
+
+// A damaged byte in either goroutine's share of a split direct read or
+// split load is ErrCorrupt, every time, and nothing of the chunk stays
+// cached.
+func TestSplitCorrupt(t *testing.T) {
 	splitProcs(t)
 	ctx := context.Background()
 	mem, want := splitImage(t, 4)
-	for _, where := range []struct {
-		name string
-		at   int
-	}{{"caller's half", 100}, {"helper's half", splitWidth - 100}} {
-		img := append([]byte(nil), mem.Bytes()...)
-		img[chunkAt(t, img, want, 2)+where.at] ^= 0x40
-		// Not tOpen: the file is damaged on purpose, its check would fail.
-		f, err := OpenWith(vfd.NewMemFrom(img), &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20, SplitReadBytes: 64 << 10}})
-		must(t, err)
-		ds, err := f.OpenDataset("d")
-		must(t, err)
-		_, err = readRows(ctx, ds, 2, 1)
-		if !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("%s damaged: %v, want ErrCorrupt", where.name, err)
+	for _, kind := range splitKinds {
+		for _, where := range []struct {
+			name string
+			at   int
+		}{{"caller's half", 100}, {"helper's half", splitWidth - 100}} {
+			img := append([]byte(nil), mem.Bytes()...)
+			img[chunkAt(t, img, want, 2)+where.at] ^= 0x40
+			// Not tOpen: the file is damaged on purpose, its check would fail.
+			f, err := OpenWith(vfd.NewMemFrom(img), &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20, SplitReadBytes: 64 << 10}})
+			must(t, err)
+			ds, err := f.OpenDataset("d")
+			must(t, err)
+			for try := 0; try < 2; try++ {
+				if _, err := kind.read(ctx, ds, 2); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("%s, %s damaged, try %d: %v, want ErrCorrupt", kind.name, where.name, try, err)
+				}
+			}
+			if st := f.Cache().Stats(); st.SplitReads != 2 || st.Chunks != 0 {
+				t.Fatalf("%s, %s damaged: %d split reads, %d chunks cached; want 2, 0", kind.name, where.name, st.SplitReads, st.Chunks)
+			}
+			// Undamaged rows still read right.
+			got, err := kind.read(ctx, ds, 1)
+			must(t, err)
+			if !bytes.Equal(got, kind.want(want, 1)) {
+				t.Fatalf("%s, %s damaged: row 1 wrong", kind.name, where.name)
+			}
+			must(t, f.Close())
 		}
-		if f.Cache().Stats().SplitReads != 1 {
-			t.Fatalf("%s damaged: the read was not split", where.name)
-		}
-		// Undamaged rows still read right.
-		got, err := readRows(ctx, ds, 0, 2)
-		must(t, err)
-		if !bytes.Equal(got, want[:2*splitWidth]) {
-			t.Fatalf("%s damaged: rows 0-1 wrong", where.name)
-		}
-		must(t, f.Close())
 	}
 }
 
-// A failure of the helper's read is an I/O error, never corruption.
-func TestSplitReadHelperFault(t *testing.T) {
+// A failure of either goroutine's share of a split direct read or split
+// load is an I/O error, never corruption, and leaves nothing cached; the
+// next read of the chunk is right.
+func TestSplitShareFault(t *testing.T) {
 	splitProcs(t)
 	ctx := context.Background()
 	mem, want := splitImage(t, 4)
 	start := int64(chunkAt(t, mem.Bytes(), want, 1))
-	var hit atomic.Int64
-	fault := vfd.NewFault(mem, vfd.Fail(vfd.TriggerFunc(func(i vfd.OpInfo) bool {
-		// Only a read starting inside row 1's bytes: the helper's
-		// share (the caller's starts at the chunk).
-		if i.Op == vfd.OpReadV && i.Off > start && i.Off < start+splitWidth {
-			hit.Add(1)
-			return true
+	for _, kind := range splitKinds {
+		for _, share := range []struct {
+			name string
+			hits func(off int64) bool
+		}{
+			// The caller's share starts at the chunk; a helper's inside it.
+			{"caller's", func(off int64) bool { return off == start }},
+			{"helper's", func(off int64) bool { return off > start && off < start+splitWidth }},
+		} {
+			var hit atomic.Int64
+			fault := vfd.NewFault(mem, vfd.Fail(vfd.TriggerFunc(func(i vfd.OpInfo) bool {
+				if i.Op == vfd.OpReadV && share.hits(i.Off) {
+					hit.Add(1)
+					return true
+				}
+				return false
+			})))
+			f, ds := splitOpen(t, fault, 64<<10)
+			_, err := kind.read(ctx, ds, 1)
+			if hit.Load() != 1 || !errors.Is(err, vfd.ErrInjected) || !errors.Is(err, ErrIO) || errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%s, %s share failed (%d hits): %v; want vfd.ErrInjected as ErrIO, not ErrCorrupt", kind.name, share.name, hit.Load(), err)
+			}
+			if st := f.Cache().Stats(); st.SplitReads != 1 || st.Chunks != 0 {
+				t.Fatalf("%s, %s share: %d split reads, %d chunks cached after the failure; want 1, 0", kind.name, share.name, st.SplitReads, st.Chunks)
+			}
+			fault.SetEnabled(false)
+			got, err := kind.read(ctx, ds, 1)
+			must(t, err)
+			if !bytes.Equal(got, kind.want(want, 1)) {
+				t.Fatalf("%s, %s share: read after the fault: wrong bytes", kind.name, share.name)
+			}
 		}
-		return false
-	})))
-	f, ds := splitOpen(t, fault, 64<<10)
-	_, err := readRows(ctx, ds, 1, 1)
-	if hit.Load() != 1 || !errors.Is(err, vfd.ErrInjected) || !errors.Is(err, ErrIO) || errors.Is(err, ErrCorrupt) {
-		t.Fatalf("helper's share failed (%d hits): %v; want vfd.ErrInjected as ErrIO, not ErrCorrupt", hit.Load(), err)
-	}
-	if f.Cache().Stats().SplitReads != 1 {
-		t.Fatal("the read was not split")
-	}
-	// The fault was the helper's only: the next read is right.
-	fault.SetEnabled(false)
-	got, err := readRows(ctx, ds, 1, 1)
-	must(t, err)
-	if !bytes.Equal(got, want[splitWidth:2*splitWidth]) {
-		t.Fatal("read after the fault: wrong bytes")
 	}
 }
 
