@@ -77,16 +77,7 @@ func splitReadBench(b *testing.B, ctx context.Context, total, chunk int) {
 					must(b, f.Close())
 				}
 		}
-		best := func(fn func()) float64 {
-			fn() // warm
-			d := time.Duration(1<<63 - 1)
-			for r := 0; r < 3; r++ {
-				t0 := time.Now()
-				fn()
-				d = min(d, time.Since(t0))
-			}
-			return float64(total>>20) / d.Seconds()
-		}
+		best := func(fn func()) float64 { return bestMiBps(total, fn) }
 		func() {
 			var raw, verified, one, two float64
 			for i := 0; i < b.N; i++ {
@@ -110,4 +101,17 @@ func splitReadBench(b *testing.B, ctx context.Context, total, chunk int) {
 		must(b, fh.Close())
 		_ = sink
 	}
+}
+
+// bestMiBps runs fn once to warm up, then 3 times, and returns total bytes
+// over the fastest run, in MiB/s.
+func bestMiBps(total int, fn func()) float64 {
+	fn()
+	d := time.Duration(1<<63 - 1)
+	for r := 0; r < 3; r++ {
+		t0 := time.Now()
+		fn()
+		d = min(d, time.Since(t0))
+	}
+	return float64(total>>20) / d.Seconds()
 }
