@@ -362,7 +362,22 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 	// until the write is over; other images are released then, on every
 	// path (bufpool.go ownership rule).
 	pre := sc.pre
+	// held[i]: enc[i] came from EncodeBorrowed and es[i]'s latch is still
+	// held shared, so that the chunk, which the image may be, cannot
+	// change before the vector write has read it (BorrowingEncoder).
+	// unlatch lets go of them; it runs once the writes are done, and on
+	// every earlier return.
+	held := sc.held
+	unlatch := func() {
+		for i, h := range held {
+			if h {
+				held[i] = false
+				es[i].latch.RUnlock()
+			}
+		}
+	}
 	defer func() {
+		unlatch()
 		for i := range enc {
 			if pre[i] != nil {
 				pre[i].release()
@@ -379,7 +394,12 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 			}
 		}()
 		e.latch.RLock()
-		defer e.latch.RUnlock()
+		keep := false
+		defer func() {
+			if !keep {
+				e.latch.RUnlock()
+			}
+		}()
 		ver[i] = e.version.Load()
 		if p := e.encoded.Load(); p != nil && p.ver == ver[i] {
 			// Pre-encoded in the background (background.go). The entry
@@ -389,7 +409,14 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 			c.st.preHits.Add(1)
 			return nil
 		}
-		enc[i], err = e.ds.lay().l.Encode(e.coord, e.chunk)
+		l := e.ds.lay().l
+		if b, ok := l.(BorrowingEncoder); ok {
+			enc[i], err = b.EncodeBorrowed(e.coord, e.chunk)
+			keep = err == nil && !enc[i].Pooled // a pooled image is a copy
+			held[i] = keep
+			return err
+		}
+		enc[i], err = l.Encode(e.coord, e.chunk)
 		return err
 	})
 	if err != nil {
@@ -463,6 +490,7 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 			}
 		}
 	}
+	unlatch() // the images are written (or failed): the chunks may change
 	for _, err := range fileErr {
 		errs = append(errs, err)
 	}
@@ -565,6 +593,7 @@ type wbScratch struct {
 	enc     []Encoded
 	ver     []uint64
 	pre     []*preImage
+	held    []bool
 	byDS    map[*Dataset][]int
 	order   []*Dataset
 	insOf   map[*Dataset][]Insertion
@@ -586,9 +615,9 @@ var wbScratchPool = sync.Pool{New: func() any {
 // size readies s for n entries.
 func (s *wbScratch) size(n int) {
 	if cap(s.enc) < n {
-		s.enc, s.ver, s.pre = make([]Encoded, n), make([]uint64, n), make([]*preImage, n)
+		s.enc, s.ver, s.pre, s.held = make([]Encoded, n), make([]uint64, n), make([]*preImage, n), make([]bool, n)
 	}
-	s.enc, s.ver, s.pre = s.enc[:n], s.ver[:n], s.pre[:n]
+	s.enc, s.ver, s.pre, s.held = s.enc[:n], s.ver[:n], s.pre[:n], s.held[:n]
 }
 
 // put drops every reference (images, entries, datasets, errors) and pools

@@ -288,3 +288,20 @@ type Evicter interface {
 type Condenser interface {
 	Condense(coord Coord, chunk Chunk) Chunk
 }
+
+// BorrowingEncoder is implemented by layouts whose disk image of a chunk
+// can be the chunk's own memory (an unfiltered dense chunk and a checksum
+// trailer written into its buffer's spare capacity): write-back then sends
+// the chunk's bytes to the file without copying them into an image first.
+//
+// The cache calls EncodeBorrowed only to write the image back, never to
+// keep it (the pre-encoder and prefetch use Encode). It holds the chunk's
+// latch shared from the call until the vector write that carries the image
+// has returned, through Layout.Insert of the write-back round, so no
+// Gather or Trim can change the bytes while they are written; writers of
+// that chunk wait meanwhile, as they wait for any Encode. An image with
+// Pooled set is taken to be a copy (the layout may fall back to Encode)
+// and releases the latch at once; one without is taken to alias the chunk.
+type BorrowingEncoder interface {
+	EncodeBorrowed(coord Coord, chunk Chunk) (Encoded, error)
+}

@@ -229,6 +229,28 @@ func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, e
 	return cache.Encoded{Image: img, Mask: mask, Sum: format.Trailer(img), Pooled: pooled}, nil
 }
 
+// EncodeBorrowed is the write-back's Encode (cache.BorrowingEncoder). An
+// unfiltered chunk's image is its own buffer with the checksum trailer
+// appended in the buffer's spare capacity (pooled buffers have a tail for
+// it, cache/bufpool.go), so write-back sends the chunk's bytes without the
+// copy Encode makes. The trailer bytes lie past len(c.buf): nothing else
+// reads or writes them, and only one write-back of a chunk runs at a time.
+// Filtered chunks, and buffers without room, are encoded by Encode.
+func (l *denseLayout) EncodeBorrowed(coord cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
+	c := chunk.(*denseChunk)
+	if !l.s.unfiltered || !borrowImages || cap(c.buf)-len(c.buf) < format.ChunkFrameOverhead {
+		return l.Encode(coord, chunk)
+	}
+	img := format.AppendChunkChecksum(c.buf[:len(c.buf):cap(c.buf)])
+	return cache.Encoded{Image: img, Sum: format.Trailer(img)}, nil
+}
+
+var _ cache.BorrowingEncoder = (*denseLayout)(nil)
+
+// borrowImages switches EncodeBorrowed's borrowing on (tests and
+// BenchmarkWriteBackBorrowed turn it off for the copying baseline).
+var borrowImages = true
+
 func (l *denseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
 	return l.s.allocInsertions(ins, func(uint32) int64 { return l.memSize() })
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -361,14 +360,7 @@ func TestRaceReaderFollowsWriter(t *testing.T) {
 	if long() {
 		commits = 5000
 	}
-	dir := t.TempDir()
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		if d, err := os.MkdirTemp("/dev/shm", "scc-test"); err == nil {
-			dir = d
-			defer os.RemoveAll(d)
-		}
-	}
-	path := filepath.Join(dir, "swmr.scc")
+	path := filepath.Join(tmpfsDir(t), "swmr.scc")
 	w, err := Create(path, &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}})
 	must(t, err)
 	defer w.Close()
