@@ -265,3 +265,28 @@ func TestUnwrittenReadsFillWithoutIO(t *testing.T) {
 		t.Fatal("unwritten elements do not read as the fill value")
 	}
 }
+
+// TestWriteBehindFollowsNoSync: a file the engine opens keeps the driver's
+// write-behind (its Flush's fsync then finds most pages written) unless
+// Options.NoSync says it is never synced.
+func TestWriteBehindFollowsNoSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wb.scc")
+	for _, noSync := range []bool{false, true} {
+		want := int64(vfd.DefaultWriteBehind)
+		if noSync {
+			want = 0
+		}
+		f, err := Create(path, &Options{NoSync: noSync})
+		must(t, err)
+		if got := f.drv.(*syncLatch).Driver.(*vfd.File).WriteBehind(); got != want {
+			t.Errorf("Create, NoSync %v: write-behind %d, want %d", noSync, got, want)
+		}
+		must(t, f.Close())
+		f, err = Open(path, &Options{NoSync: noSync})
+		must(t, err)
+		if got := f.drv.(*syncLatch).Driver.(*vfd.File).WriteBehind(); got != want {
+			t.Errorf("Open, NoSync %v: write-behind %d, want %d", noSync, got, want)
+		}
+		must(t, f.Close())
+	}
+}

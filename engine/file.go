@@ -49,7 +49,10 @@ type Options struct {
 	// as bbolt's DB.NoSync does: for scratch files and benchmarks only. A
 	// Flush that returns nil then promises nothing about crashes: the
 	// operating system may write the new superblock before the blocks it
-	// names, so a crash can leave a file that does not open. Default false.
+	// names, so a crash can leave a file that does not open. It also turns
+	// off the write-behind of a file Create or Open opens
+	// (vfd.File.SetWriteBehind), which only serves a later fsync. Default
+	// false.
 	NoSync bool
 	// Image configures the cache image written at Close (seed 004;
 	// image.go). The zero value writes none; an open uses an image the
@@ -132,6 +135,7 @@ func Create(path string, opts *Options) (*File, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
+	noWriteBehind(drv, opts)
 	if err := drv.Truncate(0); err != nil {
 		drv.Close()
 		return nil, classify(err)
@@ -143,6 +147,17 @@ func Create(path string, opts *Options) (*File, error) {
 	}
 	f.ownDrv = true
 	return f, nil
+}
+
+// noWriteBehind turns the driver's write-behind off for a file that is
+// never synced (Options.NoSync): the hint only makes the device write
+// pages of a scratch file that may be deleted before they need to be.
+// A synced file keeps vfd.DefaultWriteBehind, so that its Flush's fsync
+// finds most of the file written already.
+func noWriteBehind(drv *vfd.File, opts *Options) {
+	if opts != nil && opts.NoSync {
+		drv.SetWriteBehind(0)
+	}
 }
 
 // Open opens the file at path; see Options.ReadOnly. It is OpenContext
@@ -169,6 +184,7 @@ func OpenContext(ctx context.Context, path string, opts *Options) (*File, error)
 		}
 		return nil, classify(err)
 	}
+	noWriteBehind(drv, opts)
 	f, err := OpenWithContext(ctx, drv, opts)
 	if err != nil {
 		drv.Close()

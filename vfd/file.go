@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -26,7 +27,25 @@ type File struct {
 	// concurrent vector reads behind the file's read lock.
 	rc     syscall.RawConn
 	closed atomic.Bool
+
+	// Write-behind (SetWriteBehind). writeBehind is the byte count after
+	// which the kernel is asked to start writing back the file's dirty
+	// pages (0: never); unhinted counts the bytes written since the last
+	// such hint; hints counts them (tests). hintErr keeps the first error
+	// a hint returned until Sync reports it: a write-back error is never
+	// dropped for having surfaced early.
+	writeBehind atomic.Int64
+	unhinted    atomic.Int64
+	hints       atomic.Int64
+	hintErr     struct {
+		sync.Mutex
+		err error
+	}
 }
+
+// DefaultWriteBehind is the write-behind of a file Open returns writable:
+// 1 MiB (see SetWriteBehind and BenchmarkWriteBehind).
+const DefaultWriteBehind = 1 << 20
 
 var _ Driver = (*File)(nil)
 
@@ -53,6 +72,7 @@ func Open(path string, flag int, perm os.FileMode) (*File, error) {
 	}
 	f := &File{name: path, f: osf, rc: rc}
 	if writable {
+		f.writeBehind.Store(DefaultWriteBehind)
 		if err := lockWriter(rc); err != nil {
 			osf.Close()
 			return nil, fmt.Errorf("vfd: open %s: %w", path, err)
@@ -97,6 +117,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	n, err := f.f.WriteAt(p, off)
+	f.wrote(int64(n))
 	return n, f.mapErr(err)
 }
 
@@ -125,15 +146,62 @@ func (f *File) WriteV(exts []Extent) error {
 	if err != nil || len(sorted) == 0 {
 		return err
 	}
-	return f.mapErr(f.writeV(sorted))
+	err = f.writeV(sorted)
+	if err == nil {
+		var n int64
+		for _, x := range sorted {
+			n += int64(len(x.Buf))
+		}
+		f.wrote(n)
+	}
+	return f.mapErr(err)
 }
 
-// Sync flushes the file's data and metadata to stable storage (fsync).
+// Sync flushes the file's data and metadata to stable storage (fsync). It
+// also reports an error a write-behind hint met since the last Sync.
 func (f *File) Sync() error {
 	if f.closed.Load() {
 		return ErrClosed
 	}
-	return f.mapErr(f.f.Sync())
+	err := f.f.Sync()
+	f.hintErr.Lock()
+	herr := f.hintErr.err
+	f.hintErr.err = nil
+	f.hintErr.Unlock()
+	return f.mapErr(errors.Join(herr, err))
+}
+
+// SetWriteBehind makes the file ask the kernel, after every n bytes
+// written, to start writing its dirty pages back to the device (Linux:
+// sync_file_range with SYNC_FILE_RANGE_WRITE, which does not wait for the
+// writes; elsewhere nothing). A later Sync then finds most of the file on
+// disk already: writing and the device's work overlap instead of following
+// each other, as RocksDB's bytes_per_sync does. It promises nothing about
+// durability; only Sync does. n <= 0 turns it off (for scratch files that
+// are never synced, where it is only extra device work). Files Open
+// returns writable start at DefaultWriteBehind. Safe to call at any time.
+func (f *File) SetWriteBehind(n int64) { f.writeBehind.Store(max(n, 0)) }
+
+// WriteBehind returns the current write-behind (SetWriteBehind).
+func (f *File) WriteBehind() int64 { return f.writeBehind.Load() }
+
+// wrote counts n bytes written and gives the kernel the write-behind hint
+// when they reach the threshold. Goroutines that cross it together may
+// both hint; a hint is cheap and idempotent.
+func (f *File) wrote(n int64) {
+	wb := f.writeBehind.Load()
+	if wb <= 0 || n <= 0 || f.unhinted.Add(n) < wb {
+		return
+	}
+	f.unhinted.Store(0)
+	f.hints.Add(1)
+	if err := f.startWriteBack(); err != nil {
+		f.hintErr.Lock()
+		if f.hintErr.err == nil {
+			f.hintErr.err = fmt.Errorf("vfd: write-behind on %s: %w", f.name, err)
+		}
+		f.hintErr.Unlock()
+	}
 }
 
 func (f *File) Size() (int64, error) {

@@ -19,6 +19,26 @@ func (f *File) writeV(sorted []Extent) error {
 	return f.vector(sorted, true)
 }
 
+// syncFileRange is unix.SyncFileRange (a variable so that tests can make
+// it fail).
+var syncFileRange = unix.SyncFileRange
+
+// startWriteBack asks the kernel to start writing back every dirty page of
+// the file (SetWriteBehind) without waiting for it. A file closed
+// meanwhile is not an error here: the caller's next operation reports it.
+func (f *File) startWriteBack() error {
+	var err error
+	if cerr := f.rc.Control(func(fd uintptr) {
+		err = syncFileRange(int(fd), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	}); cerr != nil {
+		return nil
+	}
+	if err == unix.ENOSYS || err == unix.ESPIPE {
+		return nil // not supported for this file: the hint is only a hint
+	}
+	return err
+}
+
 // iovScratch is the iovec list of one run, pooled so that a vector call in
 // steady state allocates nothing of its own.
 type iovScratch struct{ bufs [][]byte }

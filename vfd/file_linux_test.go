@@ -1,8 +1,14 @@
 package vfd
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestAdvance(t *testing.T) {
@@ -33,5 +39,40 @@ func TestAdvance(t *testing.T) {
 	}
 	if got := dropEmpty([][]byte{{}, {}, {1}}); len(got) != 1 {
 		t.Errorf("dropEmpty left %d buffers", len(got))
+	}
+}
+
+// TestFileWriteBehindErrorReachesSync: an error the write-behind hint gets
+// is not the write's (which succeeded) but is never dropped: the next Sync
+// reports it, once, with its cause.
+func TestFileWriteBehindErrorReachesSync(t *testing.T) {
+	defer func(fn func(int, int64, int64, int) error) { syncFileRange = fn }(syncFileRange)
+	var calls atomic.Int64
+	syncFileRange = func(int, int64, int64, int) error { calls.Add(1); return unix.EIO }
+	f, err := Open(filepath.Join(t.TempDir(), "wb"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.SetWriteBehind(1024)
+	if err := f.WriteV([]Extent{{Off: 0, Buf: make([]byte, 4096)}}); err != nil {
+		t.Fatalf("the write itself succeeded: %v", err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("%d hints, want 1", calls.Load())
+	}
+	if err := f.Sync(); !errors.Is(err, unix.EIO) {
+		t.Fatalf("Sync after a failed hint: %v, want EIO", err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatalf("second Sync: %v; the error was reported already", err)
+	}
+	// Unsupported is not an error.
+	syncFileRange = func(int, int64, int64, int) error { return unix.ESPIPE }
+	if _, err := f.WriteAt(make([]byte, 2048), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatalf("Sync after an unsupported hint: %v", err)
 	}
 }

@@ -7,3 +7,7 @@ package vfd
 
 func (f *File) readV(sorted []Extent) error  { return f.readVLoop(sorted) }
 func (f *File) writeV(sorted []Extent) error { return f.writeVLoop(sorted) }
+
+// startWriteBack does nothing: write-behind (SetWriteBehind) is a Linux
+// hint.
+func (f *File) startWriteBack() error { return nil }

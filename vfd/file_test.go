@@ -131,3 +131,58 @@ func TestFileVectorMatchesLoop(t *testing.T) {
 		}
 	}
 }
+
+// TestFileWriteBehindHints: a writable File hints the kernel after every
+// SetWriteBehind bytes written (WriteV and WriteAt both count), not before,
+// and never when it is off; a read-only File starts with it off.
+func TestFileWriteBehindHints(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wb")
+	f, err := Open(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := f.WriteBehind(); got != DefaultWriteBehind {
+		t.Fatalf("writable open: write-behind %d, want %d", got, DefaultWriteBehind)
+	}
+	f.SetWriteBehind(4096)
+	buf := make([]byte, 3000)
+	if err := f.WriteV([]Extent{{Off: 0, Buf: buf}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.hints.Load(); n != 0 {
+		t.Fatalf("%d hints after 3000 of 4096 bytes", n)
+	}
+	if _, err := f.WriteAt(buf[:2000], 3000); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.hints.Load(); n != 1 {
+		t.Fatalf("%d hints after 5000 bytes, want 1", n)
+	}
+	if err := f.WriteV([]Extent{{Off: 5000, Buf: buf}, {Off: 9000, Buf: buf[:1096]}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.hints.Load(); n != 2 {
+		t.Fatalf("%d hints after a 4096-byte vector write, want 2", n)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.SetWriteBehind(0)
+	for i := 0; i < 4; i++ {
+		if _, err := f.WriteAt(buf, int64(i)*3000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.hints.Load(); n != 2 {
+		t.Fatalf("%d hints with write-behind off, want still 2", n)
+	}
+	r, err := Open(path, os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := r.WriteBehind(); got != 0 {
+		t.Fatalf("read-only open: write-behind %d, want 0", got)
+	}
+}
