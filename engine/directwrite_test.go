@@ -237,12 +237,19 @@ func TestDirectWriteCoherence(t *testing.T) {
 	ref.verify(t, ds)
 	// Close commits; reopen (a fresh, larger cache: nothing resident) sees it.
 	must(t, f.Close())
-	if _, err := Check(ctx, mem); err != nil {
+	checkReopen(t, mem, "d", ref)
+}
+
+// checkReopen checks the closed file in mem (Check), opens it again and
+// verifies dataset name against ref.
+func checkReopen(t *testing.T, mem vfd.Driver, name string, ref *refArray) {
+	t.Helper()
+	if _, err := Check(context.Background(), mem); err != nil {
 		t.Fatal(err)
 	}
-	f, err = OpenWith(mem, nil)
+	f, err := OpenWith(mem, nil)
 	must(t, err)
-	ds, err = f.OpenDataset("d")
+	ds, err := f.OpenDataset(name)
 	must(t, err)
 	ref.verify(t, ds)
 	must(t, f.Close())
@@ -285,15 +292,7 @@ func TestDirectWriteFailureKeepsOldData(t *testing.T) {
 	}
 	ref.verify(t, ds)
 	must(t, f.Close())
-	if _, err := Check(ctx, mem); err != nil {
-		t.Fatal(err)
-	}
-	f, err = OpenWith(mem, nil)
-	must(t, err)
-	ds, err = f.OpenDataset("d")
-	must(t, err)
-	ref.verify(t, ds)
-	must(t, f.Close())
+	checkReopen(t, mem, "d", ref)
 }
 
 // directWorkload is crashWorkload for direct writes: whole-row writes of an

@@ -114,15 +114,7 @@ func TestWriteBackBorrowedImage(t *testing.T) {
 			if len(h.bad) > 0 {
 				t.Fatalf("frames with a bad checksum at %v", h.bad)
 			}
-			if _, err := Check(ctx, mem); err != nil {
-				t.Fatal(err)
-			}
-			f, err = OpenWith(mem, nil)
-			must(t, err)
-			ds, err = f.OpenDataset("d")
-			must(t, err)
-			ref.verify(t, ds)
-			must(t, f.Close())
+			checkReopen(t, mem, "d", ref)
 		})
 	}
 }
