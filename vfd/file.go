@@ -164,11 +164,17 @@ func (f *File) Sync() error {
 		return ErrClosed
 	}
 	err := f.f.Sync()
+	return f.mapErr(errors.Join(f.takeHintErr(), err))
+}
+
+// takeHintErr returns the error a write-behind hint met since it was last
+// taken, and forgets it.
+func (f *File) takeHintErr() error {
 	f.hintErr.Lock()
-	herr := f.hintErr.err
+	defer f.hintErr.Unlock()
+	err := f.hintErr.err
 	f.hintErr.err = nil
-	f.hintErr.Unlock()
-	return f.mapErr(errors.Join(herr, err))
+	return err
 }
 
 // SetWriteBehind makes the file ask the kernel, after every n bytes
@@ -225,12 +231,14 @@ func (f *File) Truncate(size int64) error {
 	return f.mapErr(f.f.Truncate(size))
 }
 
-// Close closes the file, releasing the writer lock. Later calls return nil.
+// Close closes the file, releasing the writer lock. It also reports an
+// error a write-behind hint met that no Sync has reported. Later calls
+// return nil.
 func (f *File) Close() error {
 	if !f.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	return f.f.Close()
+	return errors.Join(f.takeHintErr(), f.f.Close())
 }
 
 // mapErr turns the os package's closed-file error (a call racing Close) into

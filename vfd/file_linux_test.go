@@ -44,7 +44,7 @@ func TestAdvance(t *testing.T) {
 
 // TestFileWriteBehindErrorReachesSync: an error the write-behind hint gets
 // is not the write's (which succeeded) but is never dropped: the next Sync
-// reports it, once, with its cause.
+// reports it, once, with its cause, or Close if no Sync comes first.
 func TestFileWriteBehindErrorReachesSync(t *testing.T) {
 	defer func(fn func(int, int64, int64, int) error) { syncFileRange = fn }(syncFileRange)
 	var calls atomic.Int64
@@ -74,5 +74,13 @@ func TestFileWriteBehindErrorReachesSync(t *testing.T) {
 	}
 	if err := f.Sync(); err != nil {
 		t.Fatalf("Sync after an unsupported hint: %v", err)
+	}
+	// Not synced before Close: Close reports it.
+	syncFileRange = func(int, int64, int64, int) error { return unix.EIO }
+	if _, err := f.WriteAt(make([]byte, 2048), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); !errors.Is(err, unix.EIO) {
+		t.Fatalf("Close after a failed hint: %v, want EIO", err)
 	}
 }
