@@ -19,6 +19,13 @@ func (f *File) writeV(sorted []Extent) error {
 	return f.vector(sorted, true)
 }
 
+// The write system calls, variables so that tests can watch and shorten
+// them.
+var (
+	pwriteSys  = unix.Pwrite
+	pwritevSys = unix.Pwritev
+)
+
 // syncFileRange is unix.SyncFileRange (a variable so that tests can make
 // it fail).
 var syncFileRange = unix.SyncFileRange
@@ -101,11 +108,11 @@ func (f *File) preadFull(fd int, p []byte, off int64) error {
 	return nil
 }
 
-// pwriteFull writes all of p at off, repeating pwrite after short transfers
-// and EINTR.
+// pwriteFull writes all of p at off in calls of at most writeCallMax
+// bytes, repeating pwrite after short transfers and EINTR.
 func (f *File) pwriteFull(fd int, p []byte, off int64) error {
 	for len(p) > 0 {
-		n, err := unix.Pwrite(fd, p, off)
+		n, err := pwriteSys(fd, p[:min(len(p), writeCallMax)], off)
 		if err == unix.EINTR {
 			continue
 		}
@@ -145,15 +152,23 @@ func (f *File) preadvFull(fd int, bufs [][]byte, off int64) error {
 	}
 }
 
-// pwritevFull writes all of bufs at off, repeating pwritev after short
-// transfers and EINTR. It consumes bufs.
+// pwritevFull writes all of bufs at off in calls of at most writeCallMax
+// bytes, repeating pwritev after short transfers and EINTR. It consumes
+// bufs.
 func (f *File) pwritevFull(fd int, bufs [][]byte, off int64) error {
 	for {
 		bufs = dropEmpty(bufs)
 		if len(bufs) == 0 {
 			return nil
 		}
-		n, err := unix.Pwritev(fd, bufs, off)
+		// This call takes bufs[:k], the last of them cut to its first cut
+		// bytes; the cut is undone before advance, which counts from the
+		// whole buffers.
+		k, cut := callPrefix(bufs, writeCallMax)
+		last := bufs[k-1]
+		bufs[k-1] = last[:cut]
+		n, err := pwritevSys(fd, bufs[:k], off)
+		bufs[k-1] = last
 		if err == unix.EINTR {
 			continue
 		}
@@ -168,6 +183,20 @@ func (f *File) pwritevFull(fd int, bufs [][]byte, off int64) error {
 		off += int64(n)
 		bufs = advance(bufs, n)
 	}
+}
+
+// callPrefix returns how many leading buffers of bufs (none empty) one
+// write call of at most max bytes takes, and how many bytes of the last of
+// them.
+func callPrefix(bufs [][]byte, max int) (k, cut int) {
+	sum := 0
+	for i, b := range bufs {
+		if sum+len(b) >= max {
+			return i + 1, max - sum
+		}
+		sum += len(b)
+	}
+	return len(bufs), len(bufs[len(bufs)-1])
 }
 
 func dropEmpty(bufs [][]byte) [][]byte {

@@ -1,7 +1,9 @@
 package vfd
 
 import (
+	"bytes"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,5 +84,125 @@ func TestFileWriteBehindErrorReachesSync(t *testing.T) {
 	}
 	if err := f.Close(); !errors.Is(err, unix.EIO) {
 		t.Fatalf("Close after a failed hint: %v, want EIO", err)
+	}
+}
+
+// TestWriteCallsCapped: WriteV and WriteAt write what they are given
+// however it is cut, and no pwrite or pwritev carries more than
+// writeCallMax bytes (see its comment for why). The system calls are
+// watched through pwriteSys and pwritevSys, which here also write only part
+// of what they are asked now and then, so that the resumption after a short
+// write is exercised at and across the cuts.
+func TestWriteCallsCapped(t *testing.T) {
+	const limit = 1000
+	defer func(n int) { writeCallMax = n }(writeCallMax)
+	writeCallMax = limit
+	defer func(w func(int, []byte, int64) (int, error), wv func(int, [][]byte, int64) (int, error)) {
+		pwriteSys, pwritevSys = w, wv
+	}(pwriteSys, pwritevSys)
+	var calls, atLimit, short atomic.Int64
+	var over atomic.Int64 // largest call over the limit, if any
+	watch := func(n int) {
+		calls.Add(1)
+		if n > limit {
+			over.Store(int64(n))
+		}
+		if n == limit {
+			atLimit.Add(1)
+		}
+	}
+	shorten := func(n int) int { // every 7th call writes half
+		if calls.Load()%7 == 0 && n > 1 {
+			short.Add(1)
+			return n / 2
+		}
+		return n
+	}
+	pwriteSys = func(fd int, p []byte, off int64) (int, error) {
+		watch(len(p))
+		return unix.Pwrite(fd, p[:shorten(len(p))], off)
+	}
+	pwritevSys = func(fd int, bufs [][]byte, off int64) (int, error) {
+		n := 0
+		for _, b := range bufs {
+			n += len(b)
+		}
+		watch(n)
+		keep := shorten(n)
+		var cut [][]byte
+		for _, b := range bufs {
+			if keep == 0 {
+				break
+			}
+			k := min(len(b), keep)
+			cut = append(cut, b[:k])
+			keep -= k
+		}
+		return unix.Pwritev(fd, cut, off)
+	}
+
+	f, err := Open(filepath.Join(t.TempDir(), "capped"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var model []byte
+	put := func(off int64, b []byte) {
+		if end := int(off) + len(b); end > len(model) {
+			model = append(model, make([]byte, end-len(model))...)
+		}
+		copy(model[off:], b)
+	}
+	fill := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	var off int64
+	for round := 0; round < 200; round++ {
+		if round%5 == 4 {
+			b := fill(1 + rng.IntN(4*limit))
+			at := rng.Int64N(off + 1)
+			if n, err := f.WriteAt(b, at); err != nil || n != len(b) {
+				t.Fatalf("WriteAt %d bytes at %d: %d, %v", len(b), at, n, err)
+			}
+			put(at, b)
+			continue
+		}
+		// A run of adjacent extents, sometimes after a gap, of sizes from
+		// one byte to several limits.
+		var exts []Extent
+		off += rng.Int64N(3) * int64(rng.IntN(limit))
+		for range 1 + rng.IntN(6) {
+			b := fill(1 + rng.IntN(3*limit))
+			exts = append(exts, Extent{Off: off, Buf: b})
+			off += int64(len(b))
+		}
+		if err := f.WriteV(exts); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range exts {
+			put(x.Off, x.Buf)
+		}
+	}
+	if n := over.Load(); n != 0 {
+		t.Fatalf("a write call carried %d bytes, over the limit of %d", n, limit)
+	}
+	if atLimit.Load() == 0 || short.Load() == 0 {
+		t.Fatalf("the test cut no write at the limit (%d) or shortened none (%d)", atLimit.Load(), short.Load())
+	}
+	got := make([]byte, len(model))
+	if _, err := f.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, model) {
+		i := 0
+		for got[i] == model[i] {
+			i++
+		}
+		t.Fatalf("file differs from the writes at byte %d", i)
 	}
 }
