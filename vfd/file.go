@@ -136,15 +136,17 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 // On a virtual machine whose host takes back the guest's free memory
 // (virtio-balloon free page reporting, as on Firecracker and many cloud
 // VMs) the free blocks of 2 MiB and more are the ones the host reclaimed,
-// and filling one faults it back in on the host, page by page. On the
-// project's VM a 64 MiB write into a new file ran at 220–490 MB/s and 2 MiB
-// writes at about 300, while writes of 1 MiB or less ran at 2–4 GB/s
-// (BenchmarkWriteCallSize); the cache's write-back, which writes a run of
-// adjacent chunks with one pwritev, wrote 64 MiB at about 200 MiB/s where
-// HDF5, one pwrite per chunk, wrote 1.2 GB/s. Elsewhere the cap costs one
-// system call per MiB, a few microseconds against copying that MiB.
+// and filling one faults it back in on the host. Smaller folios come first
+// from the guest's free memory of smaller orders, which the host left
+// alone. On the project's VM (Linux 6.18) 2 MiB and larger writes into new
+// files ran at 220–310 MB/s from the first byte, 1 MiB writes at 2–4 GB/s
+// for the first few hundred MiB (then at the same 300: the small free
+// blocks were used up), and the cache's write-back of 64 MiB of chunks,
+// one pwritev per run of adjacent chunks, often took 200–290 ms where
+// HDF5, one pwrite per chunk, took 50 (BenchmarkWriteCallSize; capped:
+// flushes of 28 ms). Elsewhere the cap costs one system call per MiB, a
+// few microseconds against copying that MiB.
 var writeCallMax = 1 << 20
-
 
 // ReadV reads every extent, one system call per run of up to 1024 adjacent
 // extents (more if the kernel transfers less than asked). The caller's slice
