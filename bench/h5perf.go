@@ -319,7 +319,7 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfCon
 	}
 	args := strings.Join(cfg.Args(), " ")
 	o.logf("   h5perf_serial %s (%s)%s", args, HumanBytes(int64(cfg.Dims[0]*cfg.Dims[1])), suffix)
-	settleWriteback()
+	settle(dir, int64(cfg.Dims[0]*cfg.Dims[1]))
 	res, err := H5perfSCC(ctx, cfg)
 	if err != nil {
 		return err
@@ -331,7 +331,7 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfCon
 	if where == "" {
 		c := cfg
 		c.NoSync = true
-		settleWriteback()
+		settle(dir, int64(cfg.Dims[0]*cfg.Dims[1]))
 		if nosync, err = H5perfSCC(ctx, c); err != nil {
 			return err
 		}
@@ -341,7 +341,7 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfCon
 	if p.H5perf == "" {
 		r.missing("h5perf_serial (hdf5-tools)")
 	} else {
-		settleWriteback()
+		settle(dir, int64(cfg.Dims[0]*cfg.Dims[1]))
 		peer, err = H5perfPeer(ctx, p.H5perf, cfg)
 		if err != nil {
 			r.Errors = append(r.Errors, "h5perf: peer: "+err.Error())
@@ -398,7 +398,7 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfCon
 		w = nosync
 	}
 	for _, sum := range []bool{false, true} {
-		settleWriteback()
+		settle(dir, int64(cfg.Dims[0]*cfg.Dims[1]))
 		raw, err := H5perfRawWrite(ctx, cfg, sum)
 		if err != nil {
 			return err

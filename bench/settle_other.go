@@ -2,5 +2,5 @@
 
 package bench
 
-// settleWriteback is a no-op where sync(2) is not available.
-func settleWriteback() {}
+// syncAll is a no-op where sync(2) is not available.
+func syncAll() {}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -140,6 +141,99 @@ func TestFilePathLifecycle(t *testing.T) {
 	}
 	if _, err := CheckPath(ctx, path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCreateReplacesFile: Create over an existing file starts it anew (its
+// datasets are gone and it is as small as a new file), Create over a file
+// another writer holds fails with ErrLocked and leaves it whole, and an
+// empty file (as os.CreateTemp leaves one) is a valid target.
+func TestCreateReplacesFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.scc")
+	size := func() int64 {
+		t.Helper()
+		st, err := os.Stat(path)
+		must(t, err)
+		return st.Size()
+	}
+	f, err := Create(path, nil)
+	must(t, err)
+	ds, err := f.CreateDataset("a", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{32, 32}})
+	must(t, err)
+	must(t, ds.Write(ctx, Box([]uint64{0, 0}, []uint64{64, 64}), make([]byte, 4096)))
+	must(t, f.Flush(ctx))
+	full := size()
+	if g, err := Create(path, nil); !errors.Is(err, ErrLocked) {
+		if g != nil {
+			g.Close()
+		}
+		t.Fatalf("Create over a held file: %v, want ErrLocked", err)
+	}
+	if got := size(); got != full {
+		t.Fatalf("a refused Create changed the file's size from %d to %d", full, got)
+	}
+	must(t, f.Close())
+
+	f, err = Create(path, nil)
+	must(t, err)
+	must(t, f.Close())
+	if got := size(); got >= full {
+		t.Fatalf("recreated file has %d bytes, the old one %d", got, full)
+	}
+	r, err := Open(path, &Options{ReadOnly: true})
+	must(t, err)
+	if got := r.Datasets(); len(got) != 0 {
+		t.Fatalf("recreated file has datasets %v", got)
+	}
+	must(t, r.Close())
+	if _, err := CheckPath(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+
+	empty := filepath.Join(dir, "empty.scc")
+	must(t, os.WriteFile(empty, nil, 0o644))
+	f, err = Create(empty, nil)
+	must(t, err)
+	_, err = f.CreateDataset("b", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{8}})
+	must(t, err)
+	must(t, f.Close())
+	if _, err := CheckPath(ctx, empty); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadOnlyNeverSyncs: a read-only file's reads, Flush and Close sync
+// nothing (see syncLatch.Sync), where a writable file's Close does.
+func TestReadOnlyNeverSyncs(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	f, err := CreateWith(mem, nil)
+	must(t, err)
+	ds, err := f.CreateDataset("a", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{32, 32}})
+	must(t, err)
+	must(t, ds.Write(ctx, Box([]uint64{0, 0}, []uint64{64, 64}), make([]byte, 4096)))
+	must(t, f.Close())
+	for _, readOnly := range []bool{true, false} {
+		cnt := vfd.NewCounting(mem)
+		f, err := OpenWith(cnt, &Options{ReadOnly: readOnly})
+		must(t, err)
+		ds, err := f.OpenDataset("a")
+		must(t, err)
+		must(t, ds.Read(ctx, Box([]uint64{0, 0}, []uint64{64, 64}), make([]byte, 4096)))
+		if !readOnly {
+			must(t, ds.Write(ctx, Box([]uint64{0, 0}, []uint64{1, 1}), []byte{7}))
+		}
+		must(t, f.Flush(ctx))
+		must(t, f.Close())
+		syncs := cnt.Snapshot().Ops[vfd.OpSync]
+		if readOnly && syncs != 0 {
+			t.Fatalf("read-only file: %d syncs, want none", syncs)
+		}
+		if !readOnly && syncs == 0 {
+			t.Fatal("writable file: no sync (the test does not see syncs)")
+		}
 	}
 }
 

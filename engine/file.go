@@ -131,15 +131,13 @@ func Create(path string, opts *Options) (*File, error) {
 	if err := checkRegular(path, true); err != nil {
 		return nil, err
 	}
-	drv, err := vfd.Open(path, os.O_RDWR|os.O_CREATE, 0o644)
+	// vfd.Open truncates after taking the writer lock, and leaves an empty
+	// file alone (on ext4 a truncate would make Close write the file back).
+	drv, err := vfd.Open(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, classify(err)
 	}
 	noWriteBehind(drv, opts)
-	if err := drv.Truncate(0); err != nil {
-		drv.Close()
-		return nil, classify(err)
-	}
 	f, err := CreateWith(drv, opts)
 	if err != nil {
 		drv.Close()
@@ -581,8 +579,14 @@ type syncLatch struct {
 	f *File
 }
 
+//
+// A read-only file never syncs: it has written nothing, and an fsync of its
+// descriptor would wait for (and report the errors of) another writer's
+// pages. Its Close used to do that through the cache's final Flush: after a
+// NoSync writer it waited 40 ms for the writer's 64 MiB, and a writer's EIO
+// would have come back as the reader's.
 func (d *syncLatch) Sync() error {
-	if d.f.noSync {
+	if d.f.noSync || d.f.readOnly {
 		return nil
 	}
 	err := d.Driver.Sync()

@@ -77,8 +77,8 @@ func Open(path string, flag int, perm os.FileMode) (*File, error) {
 			osf.Close()
 			return nil, fmt.Errorf("vfd: open %s: %w", path, err)
 		}
-		if truncate {
-			if err := osf.Truncate(0); err != nil {
+		if truncate && !isEmpty(osf) {
+			if err := truncateFile(osf, 0); err != nil {
 				osf.Close()
 				return nil, err
 			}
@@ -86,6 +86,22 @@ func Open(path string, flag int, perm os.FileMode) (*File, error) {
 	}
 	return f, nil
 }
+
+// isEmpty reports whether osf is known to hold no bytes. Open leaves an
+// empty file untruncated: truncating it would change nothing but its
+// timestamps, and ext4 takes any truncate to size zero for the start of a
+// replace-via-truncate (auto_da_alloc) and starts writing back the whole
+// file when it is closed. A NoSync file's Close then waited for the
+// device: 3–35 ms on 64 MiB on the project's VM, where writing the 64 MiB
+// took 20.
+func isEmpty(osf *os.File) bool {
+	st, err := osf.Stat()
+	return err == nil && st.Mode().IsRegular() && st.Size() == 0
+}
+
+// truncateFile is (*os.File).Truncate (a variable so that tests can count
+// the calls).
+var truncateFile = (*os.File).Truncate
 
 // Name reports the path the file was opened with.
 func (f *File) Name() string { return f.name }

@@ -58,6 +58,44 @@ func TestFileSecondWriterLocked(t *testing.T) {
 	}
 }
 
+// TestFileTruncateOnlyNonEmpty: O_TRUNC empties a file that holds bytes
+// and does not truncate one that is already empty (see isEmpty: ext4 would
+// write the whole file back at its Close).
+func TestFileTruncateOnlyNonEmpty(t *testing.T) {
+	defer func(fn func(*os.File, int64) error) { truncateFile = fn }(truncateFile)
+	calls := 0
+	truncateFile = func(f *os.File, n int64) error { calls++; return f.Truncate(n) }
+	dir := t.TempDir()
+	open := func(name string) *File {
+		t.Helper()
+		f, err := Open(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, name := range []string{"new", "empty"} {
+		if name == "empty" {
+			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f := open(name)
+		f.Close()
+		if calls != 0 {
+			t.Fatalf("%s file: %d truncates, want none", name, calls)
+		}
+	}
+	f := open("full")
+	mustWrite(t, f, pattern(4096, 3), 0)
+	f.Close()
+	f = open("full")
+	defer f.Close()
+	if n, _ := f.Size(); n != 0 || calls != 1 {
+		t.Fatalf("O_TRUNC of a 4096-byte file: size %d after %d truncates, want 0 after 1", n, calls)
+	}
+}
+
 func TestFileOpenErrors(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := Open(filepath.Join(dir, "a"), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644); !errors.Is(err, ErrInvalid) {
