@@ -579,7 +579,6 @@ type syncLatch struct {
 	f *File
 }
 
-//
 // A read-only file never syncs: it has written nothing, and an fsync of its
 // descriptor would wait for (and report the errors of) another writer's
 // pages. Its Close used to do that through the cache's final Flush: after a
