@@ -84,3 +84,27 @@ func TestFlushWritesInRounds(t *testing.T) {
 		t.Fatalf("after flush: %d dirty bytes, %d chunks flushed", st.DirtyBytes, st.ChunksFlushed)
 	}
 }
+
+// TestGetBufZeroed: a zeroed buffer is all zeros whether it is new or
+// recycled (every buffer goes back to the pool full of other bytes), with
+// GetBuf's length and capacity.
+func TestGetBufZeroed(t *testing.T) {
+	for _, n := range []int{100, 4096, 5000, 1 << 20} {
+		for range 50 {
+			b := GetBufZeroed(n)
+			if len(b) != n || cap(b) != BufCap(n) {
+				t.Fatalf("GetBufZeroed(%d): len %d cap %d, want %d and %d", n, len(b), cap(b), n, BufCap(n))
+			}
+			for i, v := range b {
+				if v != 0 {
+					t.Fatalf("GetBufZeroed(%d): byte %d is %#x", n, i, v)
+				}
+			}
+			full := b[:cap(b)]
+			for i := range full {
+				full[i] = 0xA5
+			}
+			PutBuf(b)
+		}
+	}
+}

@@ -206,15 +206,7 @@ func (l *contigLayout) Lookup(_ context.Context, coords []cache.Coord, locs []ca
 }
 
 func (l *contigLayout) NewChunk(_ cache.Coord, fill bool) (cache.Chunk, error) {
-	buf := cache.GetBuf(int(l.s.chunkBytes))
-	if fill {
-		if l.s.fill != nil {
-			selection.FillChunk(buf, l.s.elemSize, l.s.fill)
-		} else {
-			clear(buf)
-		}
-	}
-	return &denseChunk{buf: buf}, nil
+	return &denseChunk{buf: newChunkBuf(l.s, fill)}, nil
 }
 
 func (l *contigLayout) Evict(_ cache.Coord, chunk cache.Chunk) {

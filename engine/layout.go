@@ -94,15 +94,23 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []c
 func (l *denseLayout) memSize() int64 { return int64(cache.BufCap(int(l.s.chunkBytes))) }
 
 func (l *denseLayout) NewChunk(_ cache.Coord, fill bool) (cache.Chunk, error) {
-	buf := cache.GetBuf(int(l.s.chunkBytes)) // recycled: holds old bytes
-	if fill {
-		if l.s.fill != nil {
-			selection.FillChunk(buf, l.s.elemSize, l.s.fill)
-		} else {
-			clear(buf)
-		}
+	return &denseChunk{buf: newChunkBuf(l.s, fill)}, nil
+}
+
+// newChunkBuf returns a pooled buffer for one new chunk of s; with fill,
+// holding the fill value (zeros unless s has one), otherwise whatever a
+// recycled buffer held.
+func newChunkBuf(s *dsState, fill bool) []byte {
+	n := int(s.chunkBytes)
+	switch {
+	case !fill:
+		return cache.GetBuf(n)
+	case s.fill == nil:
+		return cache.GetBufZeroed(n)
 	}
-	return &denseChunk{buf: buf}, nil
+	buf := cache.GetBuf(n)
+	selection.FillChunk(buf, s.elemSize, s.fill)
+	return buf
 }
 
 // Evict gives the chunk's buffer back to the pool (cache.Evicter): the
