@@ -124,7 +124,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	return n, f.mapErr(err)
 }
 
-// WriteAt writes all of p at off.
+// WriteAt writes all of p at off, in calls of at most 1 MiB (writeCallMax).
 func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if f.closed.Load() {
 		return 0, ErrClosed
@@ -138,8 +138,8 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		var m int
 		m, err = f.f.WriteAt(p[n:n+min(len(p)-n, writeCallMax)], off+int64(n))
 		n += m
+		f.wrote(int64(m))
 	}
-	f.wrote(int64(n))
 	return n, f.mapErr(err)
 }
 
@@ -179,8 +179,8 @@ func (f *File) ReadV(exts []Extent) error {
 }
 
 // WriteV writes every extent, one system call per run of up to 1024 adjacent
-// extents. Overlapping extents are refused with ErrInvalid before anything
-// is written.
+// extents and 1 MiB (writeCallMax says why). Overlapping extents are refused
+// with ErrInvalid before anything is written.
 func (f *File) WriteV(exts []Extent) error {
 	if f.closed.Load() {
 		return ErrClosed
@@ -189,15 +189,7 @@ func (f *File) WriteV(exts []Extent) error {
 	if err != nil || len(sorted) == 0 {
 		return err
 	}
-	err = f.writeV(sorted)
-	if err == nil {
-		var n int64
-		for _, x := range sorted {
-			n += int64(len(x.Buf))
-		}
-		f.wrote(n)
-	}
-	return f.mapErr(err)
+	return f.mapErr(f.writeV(sorted)) // which counts each call's bytes for write-behind
 }
 
 // Sync flushes the file's data and metadata to stable storage (fsync). It
@@ -234,23 +226,40 @@ func (f *File) SetWriteBehind(n int64) { f.writeBehind.Store(max(n, 0)) }
 // WriteBehind returns the current write-behind (SetWriteBehind).
 func (f *File) WriteBehind() int64 { return f.writeBehind.Load() }
 
-// wrote counts n bytes written and gives the kernel the write-behind hint
-// when they reach the threshold. Goroutines that cross it together may
-// both hint; a hint is cheap and idempotent.
+// wrote counts n bytes one write system call wrote and gives the kernel
+// the write-behind hint when they reach the threshold. Counting each call,
+// not each WriteV, matters for a large vector write (a write-back of many
+// chunks, cut into 1 MiB calls by writeCallMax): the device starts on its
+// first MiB while the rest is still being copied.
 func (f *File) wrote(n int64) {
+	if f.hintDue(n) {
+		f.noteHint(f.startWriteBack())
+	}
+}
+
+// hintDue counts n bytes written and reports whether they complete the
+// write-behind threshold, starting the count again if so. Goroutines that
+// cross it together may both hint; a hint is cheap and idempotent.
+func (f *File) hintDue(n int64) bool {
 	wb := f.writeBehind.Load()
 	if wb <= 0 || n <= 0 || f.unhinted.Add(n) < wb {
-		return
+		return false
 	}
 	f.unhinted.Store(0)
 	f.hints.Add(1)
-	if err := f.startWriteBack(); err != nil {
-		f.hintErr.Lock()
-		if f.hintErr.err == nil {
-			f.hintErr.err = fmt.Errorf("vfd: write-behind on %s: %w", f.name, err)
-		}
-		f.hintErr.Unlock()
+	return true
+}
+
+// noteHint keeps the first error a hint met, for the next Sync or Close.
+func (f *File) noteHint(err error) {
+	if err == nil {
+		return
 	}
+	f.hintErr.Lock()
+	if f.hintErr.err == nil {
+		f.hintErr.err = fmt.Errorf("vfd: write-behind on %s: %w", f.name, err)
+	}
+	f.hintErr.Unlock()
 }
 
 func (f *File) Size() (int64, error) {
@@ -311,8 +320,13 @@ func (f *File) readVLoop(sorted []Extent) error {
 
 func (f *File) writeVLoop(sorted []Extent) error {
 	for _, e := range sorted {
-		if _, err := f.f.WriteAt(e.Buf, e.Off); err != nil {
-			return err
+		for off := 0; off < len(e.Buf); {
+			n, err := f.f.WriteAt(e.Buf[off:off+min(len(e.Buf)-off, writeCallMax)], e.Off+int64(off))
+			off += n
+			f.wrote(int64(n))
+			if err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -35,15 +35,27 @@ var syncFileRange = unix.SyncFileRange
 // meanwhile is not an error here: the caller's next operation reports it.
 func (f *File) startWriteBack() error {
 	var err error
-	if cerr := f.rc.Control(func(fd uintptr) {
-		err = syncFileRange(int(fd), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
-	}); cerr != nil {
+	if cerr := f.rc.Control(func(fd uintptr) { err = startWriteBackFd(int(fd)) }); cerr != nil {
 		return nil
 	}
+	return err
+}
+
+// startWriteBackFd is startWriteBack on a descriptor the caller holds.
+func startWriteBackFd(fd int) error {
+	err := syncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WRITE)
 	if err == unix.ENOSYS || err == unix.ESPIPE {
 		return nil // not supported for this file: the hint is only a hint
 	}
 	return err
+}
+
+// wroteFd is wrote for a write system call on fd, inside the caller's
+// RawConn.Control.
+func (f *File) wroteFd(fd int, n int) {
+	if f.hintDue(int64(n)) {
+		f.noteHint(startWriteBackFd(fd))
+	}
 }
 
 // iovScratch is the iovec list of one run, pooled so that a vector call in
@@ -122,6 +134,7 @@ func (f *File) pwriteFull(fd int, p []byte, off int64) error {
 		if n == 0 {
 			return &os.PathError{Op: "pwrite", Path: f.name, Err: io.ErrShortWrite}
 		}
+		f.wroteFd(fd, n)
 		off += int64(n)
 		p = p[n:]
 	}
@@ -180,6 +193,7 @@ func (f *File) pwritevFull(fd int, bufs [][]byte, off int64) error {
 			// without an error; stop rather than spin.
 			return &os.PathError{Op: "pwritev", Path: f.name, Err: io.ErrShortWrite}
 		}
+		f.wroteFd(fd, n)
 		off += int64(n)
 		bufs = advance(bufs, n)
 	}
