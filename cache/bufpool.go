@@ -88,15 +88,22 @@ func BufCap(n int) int {
 // one is free. Its contents are unspecified. The caller owns it; see the
 // ownership rule above before handing it to PutBuf.
 func GetBuf(n int) []byte {
+	b, _ := getBuf(n)
+	return b
+}
+
+// getBuf is GetBuf that also reports whether the buffer is a recycled one
+// (else it is new from make, hence zero).
+func getBuf(n int) (b []byte, recycled bool) {
 	c := bufClass(n)
 	if c < 0 || c >= len(bufPools) {
-		return make([]byte, n)
+		return make([]byte, n), false
 	}
 	size := bufClassSize(c)
 	if v := bufPools[c].Get(); v != nil {
-		return unsafe.Slice((*byte)(v.(unsafe.Pointer)), size)[:n]
+		return unsafe.Slice((*byte)(v.(unsafe.Pointer)), size)[:n], true
 	}
-	return make([]byte, n, size)
+	return make([]byte, n, size), false
 }
 
 // GetBufZeroed is GetBuf for a buffer that must start as zeros. A recycled
@@ -106,17 +113,11 @@ func GetBuf(n int) []byte {
 // about a third of the CPU of h5perf's partial-chunk write phase, whose
 // chunks are new and start as fill).
 func GetBufZeroed(n int) []byte {
-	c := bufClass(n)
-	if c < 0 || c >= len(bufPools) {
-		return make([]byte, n)
-	}
-	size := bufClassSize(c)
-	if v := bufPools[c].Get(); v != nil {
-		b := unsafe.Slice((*byte)(v.(unsafe.Pointer)), size)[:n]
+	b, recycled := getBuf(n)
+	if recycled {
 		clear(b)
-		return b
 	}
-	return make([]byte, n, size)
+	return b
 }
 
 // PutBuf gives b back for reuse. b must be a slice of a buffer GetBuf
