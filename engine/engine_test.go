@@ -235,6 +235,9 @@ func TestReadOnlyNeverSyncs(t *testing.T) {
 			t.Fatal("writable file: no sync (the test does not see syncs)")
 		}
 	}
+	if _, err := Check(ctx, mem); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestBadInput: invalid specs and selections give typed errors, never panics.
