@@ -151,10 +151,11 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 // write's length, up to 2 MiB (large folios: ext4 since 6.16, xfs, ...).
 // On a virtual machine whose host takes back the guest's free memory
 // (virtio-balloon free page reporting, as on Firecracker and many cloud
-// VMs) the free blocks of 2 MiB and more are the ones the host reclaimed,
-// and filling one faults it back in on the host. Smaller folios come first
-// from the guest's free memory of smaller orders, which the host left
-// alone. On the project's VM (Linux 6.18) 2 MiB and larger writes into new
+// VMs) the free blocks of 2 MiB and more are, as far as we can tell, the
+// ones the host reclaimed, and filling one faults it back in on the host;
+// smaller folios come first from the guest's free memory of smaller
+// orders, which the host left alone. (The mechanism is our reading; the
+// figures below are measured.) On the project's VM (Linux 6.18) 2 MiB and larger writes into new
 // files ran at 220–310 MB/s from the first byte, 1 MiB writes at 2–4 GB/s
 // for the first few hundred MiB (then at the same 300: the small free
 // blocks were used up), and the cache's write-back of 64 MiB of chunks,
