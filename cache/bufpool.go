@@ -110,7 +110,7 @@ func getBuf(n int) (b []byte, recycled bool) {
 // buffer is cleared; a new one is not cleared again, since Go hands out
 // zeroed memory already (for a large buffer, often pages the kernel has
 // just zeroed, so a clear here would be a second pass over fresh memory:
-// about a third of the CPU of h5perf's partial-chunk write phase, whose
+// 15 % of a CPU profile of h5perf's partial-chunk write and read, whose
 // chunks are new and start as fill).
 func GetBufZeroed(n int) []byte {
 	b, recycled := getBuf(n)

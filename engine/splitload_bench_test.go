@@ -21,18 +21,8 @@ func BenchmarkSplitLoad(b *testing.B) {
 	const total = 64 << 20
 	for _, chunk := range []int{512 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("chunk=%dKiB", chunk>>10), func(b *testing.B) {
-			rows := uint64(total / chunk)
 			path := filepath.Join(b.TempDir(), "load.scc")
-			f, err := Create(path, nil)
-			must(b, err)
-			ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{rows, uint64(chunk)}, Chunk: []uint64{1, uint64(chunk)}})
-			must(b, err)
-			data := make([]byte, total)
-			for i := range data {
-				data[i] = byte(i*7 + i>>20)
-			}
-			must(b, ds.Write(ctx, All([]uint64{rows, uint64(chunk)}), data))
-			must(b, f.Close())
+			rows := writeRowChunks(b, ctx, path, total, chunk)
 			part := uint64(chunk / 4)
 			buf := make([]byte, part)
 			pass := func(split int64) float64 {

@@ -30,18 +30,8 @@ func BenchmarkSplitRead(b *testing.B) {
 
 func splitReadBench(b *testing.B, ctx context.Context, total, chunk int) {
 	{
-		rows := uint64(total / chunk)
 		path := filepath.Join(b.TempDir(), "split.scc")
-		f, err := Create(path, nil)
-		must(b, err)
-		ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{rows, uint64(chunk)}, Chunk: []uint64{1, uint64(chunk)}})
-		must(b, err)
-		data := make([]byte, total)
-		for i := range data {
-			data[i] = byte(i*7 + i>>20)
-		}
-		must(b, ds.Write(ctx, All([]uint64{rows, uint64(chunk)}), data))
-		must(b, f.Close())
+		rows := writeRowChunks(b, ctx, path, total, chunk)
 		buf := make([]byte, chunk)
 		fh, err := os.Open(path)
 		must(b, err)
@@ -114,4 +104,22 @@ func bestMiBps(total int, fn func()) float64 {
 		d = min(d, time.Since(t0))
 	}
 	return float64(total>>20) / d.Seconds()
+}
+
+// writeRowChunks creates at path a file with dataset "d" of total bytes in
+// unfiltered chunks of one row of chunk bytes each, writes it whole and
+// closes it; it returns the row count.
+func writeRowChunks(b *testing.B, ctx context.Context, path string, total, chunk int) uint64 {
+	rows := uint64(total / chunk)
+	f, err := Create(path, nil)
+	must(b, err)
+	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{rows, uint64(chunk)}, Chunk: []uint64{1, uint64(chunk)}})
+	must(b, err)
+	data := make([]byte, total)
+	for i := range data {
+		data[i] = byte(i*7 + i>>20)
+	}
+	must(b, ds.Write(ctx, All([]uint64{rows, uint64(chunk)}), data))
+	must(b, f.Close())
+	return rows
 }
