@@ -97,25 +97,41 @@ func (h *LookupHarness) Close() error {
 }
 
 // LookupReader is one goroutine's reusable request.
+//
+// Everything a Get writes (the coordinate, the destination) lives inside
+// the reader, padded off its neighbours: the readers of one benchmark are
+// made one after the other, and a coordinate allocated on its own (8
+// bytes, from the tiny allocator) shared a cache line with the next
+// reader's, so every lookup at 2 or more goroutines wrote a line the
+// other core was reading — false sharing in the harness, not in the
+// cache, which the peers' getters (a closure over a dst of their own) do
+// not have.
 type LookupReader struct {
+	_     [64]byte
 	h     *LookupHarness
-	reqs  []cache.Request
-	coord cache.Coord
+	reqs  [1]cache.Request
+	coord [1]uint64
 	piece lookupPiece
+	dst   [64]byte // piece.dst when ChunkBytes fits
+	_     [64]byte
 }
 
 // Reader returns a reader for one goroutine; dst receives each chunk.
 func (h *LookupHarness) Reader() *LookupReader {
-	r := &LookupReader{h: h, coord: cache.Coord{0}}
-	r.piece.dst = make([]byte, h.ChunkBytes)
-	r.reqs = []cache.Request{{Dataset: h.d, Coord: r.coord, Full: true, Piece: &r.piece}}
+	r := &LookupReader{h: h}
+	if h.ChunkBytes <= len(r.dst) {
+		r.piece.dst = r.dst[:h.ChunkBytes]
+	} else {
+		r.piece.dst = make([]byte, h.ChunkBytes)
+	}
+	r.reqs[0] = cache.Request{Dataset: h.d, Coord: r.coord[:], Full: true, Piece: &r.piece}
 	return r
 }
 
 // Get copies chunk i into the reader's buffer and returns it.
 func (r *LookupReader) Get(ctx context.Context, i int) ([]byte, error) {
 	r.coord[0] = uint64(i)
-	if err := r.h.c.Read(ctx, r.reqs); err != nil {
+	if err := r.h.c.Read(ctx, r.reqs[:]); err != nil {
 		return nil, err
 	}
 	return r.piece.dst, nil

@@ -344,7 +344,7 @@ const hitCheckEvery = 256
 // reset starts a new epoch at the current counts. Caller holds ad.mu (or
 // is New).
 func (a *adaptState) reset(c *Cache, s *sizing) {
-	a.mu.startHits = c.st.hot.Load(hotHits)
+	a.mu.startHits = c.hits()
 	a.mu.startMisses = c.st.hot.Load(hotMisses)
 	a.mu.startGhost = a.ghost.hits.Load()
 	a.mu.lastTotal, a.mu.lastAccess = a.mu.startHits+a.mu.startMisses, time.Now()
@@ -382,7 +382,7 @@ func (c *Cache) closeEpoch(timer bool) {
 	if p == nil || c.closed.Load() {
 		return
 	}
-	hits := c.st.hot.Load(hotHits) - c.ad.mu.startHits
+	hits := c.hits() - c.ad.mu.startHits
 	acc := hits + c.st.hot.Load(hotMisses) - c.ad.mu.startMisses
 	gain := c.ad.ghost.hits.Load() - c.ad.mu.startGhost
 	now := time.Now()
@@ -514,7 +514,7 @@ func (c *Cache) flash(need int64) int64 {
 	if ns.quiescent <= s.quiescent {
 		return s.active
 	}
-	hits := c.st.hot.Load(hotHits) - c.ad.mu.startHits
+	hits := c.hits() - c.ad.mu.startHits
 	acc := hits + c.st.hot.Load(hotMisses) - c.ad.mu.startMisses
 	d := ResizeDecision{Epoch: c.ad.mu.epoch, Accesses: acc, OldBytes: s.quiescent, NewBytes: ns.quiescent, Reason: ReasonFlash}
 	if acc > 0 {

@@ -78,7 +78,7 @@ func (c *Cache) AdaptiveState() AdaptiveState {
 	// the policy's bounds, and a restore caps again.
 	st.SizeBytes = min(max(st.SizeBytes, s.ad.min), s.ad.max)
 	st.Epoch = c.ad.mu.epoch
-	st.OpenHits = max(c.st.hot.Load(hotHits)-c.ad.mu.startHits, 0)
+	st.OpenHits = max(c.hits()-c.ad.mu.startHits, 0)
 	st.OpenAccesses = st.OpenHits + max(c.st.hot.Load(hotMisses)-c.ad.mu.startMisses, 0)
 	st.OpenGains = min(max(c.ad.ghost.hits.Load()-c.ad.mu.startGhost, 0), st.OpenAccesses-st.OpenHits)
 	return st

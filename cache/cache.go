@@ -136,8 +136,12 @@ type Cache struct {
 	_        [64]byte
 	accesses *lockfree.Buffer[*entry]
 	// readSlots publish the entries that read hits copy from without
-	// pinning them (latch.go).
+	// pinning them, and hold those hits' counts and access records
+	// (latch.go).
 	readSlots readSlots
+	// slotDrops counts the access records read slots dropped (folded in
+	// by foldSlots).
+	slotDrops atomic.Int64
 	acc       accessClock // evict.go: which hits need no record
 	rep       replayState // replay.go: the goroutine that applies accesses
 

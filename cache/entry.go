@@ -78,17 +78,16 @@ type entry struct {
 	// entry (touchLocked; 0: never), so that a hit can tell it is near
 	// the front of the recency order already (recentlyTouched).
 	touchedAt atomic.Uint64
-	partial   atomic.Bool // last access was a partial read/write (seed 000 §2.2 partial_io)
-	queued    atomic.Bool // a record of an access is waiting in Cache.accesses
-	// prefetched: loaded by the prefetcher (prefetch.go) and not used yet;
-	// its bytes are counted in Cache.pref.bytes until the first use or
-	// removal clears the flag.
-	prefetched atomic.Bool
-	// slotRead is set, once, by the first slot reader (latch.go) and never
-	// cleared: a writer or evictor of an entry no slot reader ever held
-	// skips the scan of the read slots.
-	slotRead atomic.Bool
+	// flags holds the entry's one-bit states (flagPartial, flagQueued,
+	// flagPrefetched, flagSlotRead), read and written through the
+	// accessors partial(), queued(), prefetched() and slotRead() like
+	// atomic.Bools: one word instead of four keeps them and key.k on the
+	// first line.
+	flags atomic.Uint32
 
+	// key names the chunk; its short form (key.k) ends the first line,
+	// where the chunk table compares it before the hit reads word
+	// (entrytable.go).
 	key   chunkKey
 	coord Coord
 
@@ -139,6 +138,61 @@ type entry struct {
 	// age is adaptive sizing's record of the epoch of the last access
 	// (adaptive_age.go).
 	age ageStamp
+}
+
+// Bits of entry.flags.
+const (
+	// flagPartial: the last access was a partial read/write (seed 000
+	// §2.2 partial_io).
+	flagPartial uint32 = 1 << iota
+	// flagQueued: a record of an access is waiting in a read slot or
+	// Cache.accesses.
+	flagQueued
+	// flagPrefetched: loaded by the prefetcher (prefetch.go) and not used
+	// yet; its bytes are counted in Cache.pref.bytes until the first use
+	// or removal clears the flag.
+	flagPrefetched
+	// flagSlotRead is set, once, by the first slot reader (latch.go) and
+	// never cleared: a writer or evictor of an entry no slot reader ever
+	// held skips the scan of the read slots.
+	flagSlotRead
+)
+
+// flagBit is one bit of an entry's flags, used like an atomic.Bool.
+type flagBit struct {
+	w   *atomic.Uint32
+	bit uint32
+}
+
+func (e *entry) partial() flagBit    { return flagBit{&e.flags, flagPartial} }
+func (e *entry) queued() flagBit     { return flagBit{&e.flags, flagQueued} }
+func (e *entry) prefetched() flagBit { return flagBit{&e.flags, flagPrefetched} }
+func (e *entry) slotRead() flagBit   { return flagBit{&e.flags, flagSlotRead} }
+
+func (f flagBit) Load() bool { return f.w.Load()&f.bit != 0 }
+
+func (f flagBit) Store(v bool) {
+	if v {
+		f.w.Or(f.bit)
+	} else {
+		f.w.And(^f.bit)
+	}
+}
+
+// Swap sets the bit to v and returns its previous value.
+func (f flagBit) Swap(v bool) bool {
+	if v {
+		return f.w.Or(f.bit)&f.bit != 0
+	}
+	return f.w.And(^f.bit)&f.bit != 0
+}
+
+// CompareAndSwap sets the bit to new if it is old.
+func (f flagBit) CompareAndSwap(old, new bool) bool {
+	if old == new {
+		return f.Load() == old
+	}
+	return f.Swap(new) == old // a bit that was new already is left as it was
 }
 
 // preImage is a pre-encoded disk image and the chunk version it encodes.

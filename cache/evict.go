@@ -46,14 +46,22 @@ func (c *Cache) unlinkLocked(e *entry) {
 
 // drainLocked replays buffered accesses into the policy. Caller holds c.mu.
 func (c *Cache) drainLocked() {
-	c.accesses.Drain(c.touchLocked)
+	c.drainAccessesLocked(c.touchLocked)
+}
+
+// drainAccessesLocked calls f with the buffered access records: the read
+// slots' (latch.go) and the shared buffer's (hits that took a pin).
+// Caller holds c.mu.
+func (c *Cache) drainAccessesLocked(f func([]*entry)) {
+	c.drainSlots(f)
+	c.accesses.Drain(f)
 }
 
 func (c *Cache) touchLocked(batch []*entry) {
 	stamp := c.ad.aging.Load()
 	clock := c.acc.clock.Load()
 	for _, e := range batch {
-		e.queued.Store(false)
+		e.queued().Store(false)
 		c.mu.pol.touch(e)
 		clock++
 		e.touchedAt.Store(clock)
@@ -135,13 +143,13 @@ func (c *Cache) skipRecord(e *entry) bool {
 // see it clear may both queue the entry, and the second record only moves
 // it to the front again, which costs less than a CAS on every first hit.
 func (c *Cache) recordAccess(e *entry) {
-	if e.queued.Load() {
+	if e.queued().Load() {
 		return
 	}
-	e.queued.Store(true)
+	e.queued().Store(true)
 	kept, ready := c.accesses.Record(e)
 	if !kept {
-		e.queued.Store(false) // dropped: let it be recorded again
+		e.queued().Store(false) // dropped: let it be recorded again
 	}
 	if ready {
 		c.kickReplay()
@@ -181,7 +189,7 @@ func (c *Cache) remove(es []*entry) {
 			p.release()
 		}
 		e.ds.size.Add(-dsz)
-		if e.prefetched.Swap(false) {
+		if e.prefetched().Swap(false) {
 			c.pref.bytes.Add(-e.prefSize)
 			c.st.prefetchWasted.Add(1)
 		}

@@ -301,7 +301,7 @@ func (d *Dataset) DirectWrite(ctx context.Context, coord Coord, enc Encoded) err
 	ph := &entry{key: key, coord: coord, ds: d}
 	ph.initLoading()
 	for {
-		old, loaded := c.chunks.LoadOrStore(key, ph)
+		old, loaded := c.chunks.LoadOrStore(ph)
 		if !loaded {
 			break
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestLightReadersAgainstWriter: reads of one resident chunk run as light
@@ -146,7 +147,7 @@ func TestSlotReaderHoldsChunk(t *testing.T) {
 		if rs.enter(en) != nil {
 			t.Fatalf("a new slot reader got in during %s", what)
 		}
-		slot.Store(nil)
+		slot.e.Store(nil)
 		<-done
 	}
 	// Eviction: the entry goes to evicting at once, the caller waits.
@@ -167,17 +168,18 @@ func TestSlotReaderHoldsChunk(t *testing.T) {
 	en.unlockChunk()
 	en.unpin()
 	// Every slot taken: reads fall back to light pins and still hit.
+	// (Stats waits for slot holders, so it is read with the slots free.)
+	before := e.c.Stats()
 	for i := range rs.slots {
 		rs.slots[i].e.Store(&entry{})
 	}
 	buf := make([]byte, 16)
-	before := e.c.Stats()
 	must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}))
-	if !bytes.Equal(buf, pattern(16, 1)) || e.c.Stats().Sub(before).Hits != 1 {
-		t.Fatalf("read %v with every slot taken", buf)
-	}
 	for i := range rs.slots {
 		rs.slots[i].e.Store(nil)
+	}
+	if !bytes.Equal(buf, pattern(16, 1)) || e.c.Stats().Sub(before).Hits != 1 {
+		t.Fatalf("read %v with every slot taken", buf)
 	}
 }
 
@@ -320,5 +322,115 @@ func TestIdleDatasetHasNoStripes(t *testing.T) {
 	must(t, e.c.Read(bg, []Request{fullReq(d, l, make([]byte, 16), 0)}))
 	if s := d.Stats(); s.Hits != 1 || s.Misses != 1 {
 		t.Fatalf("stats %+v, want 1 hit and 1 miss", s)
+	}
+}
+
+// TestSlotCountsExact: read hits counted in read slots (latch.go) reach
+// Stats and Dataset.Stats exactly, also while other goroutines fold the
+// slots (Stats) and drain them (the replayer) under the readers, and when
+// a slot switches between datasets on every hit. Without foldSlots in
+// Stats the counts fall short by what the slots hold.
+func TestSlotCountsExact(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 16 << 20})
+	const chunks = 64
+	ds := make([]*Dataset, 3)
+	ls := make([]*fakeLayout, 3)
+	for i := range ds {
+		ds[i], ls[i] = e.dataset(uint64(i+1), -1, 16)
+		for c := 0; c < chunks; c++ {
+			must(t, e.c.Write(bg, []Request{fullReq(ds[i], ls[i], pattern(16, byte(c)), uint64(c))}))
+		}
+	}
+	must(t, e.f.Flush(bg))
+	// Two rounds: the first checks the cache's count first, the second
+	// the datasets' first (each Stats folds every slot).
+	for round := 0; round < 2; round++ {
+		before := e.c.Stats()
+		dsBefore := make([]DatasetStats, len(ds))
+		for i := range ds {
+			dsBefore[i] = ds[i].Stats()
+		}
+		perDS := slotReadRound(t, e, ds, ls, chunks)
+		checkCache := func() {
+			t.Helper()
+			want := int64(slotReaders*slotReads + len(ds))
+			if s := e.c.Stats().Sub(before); s.Hits != want || s.Misses != 0 {
+				t.Fatalf("round %d: hits %d misses %d, want %d hits", round, s.Hits, s.Misses, want)
+			}
+		}
+		if round == 0 {
+			checkCache()
+		}
+		for i := range ds {
+			if got := ds[i].Stats().Hits - dsBefore[i].Hits; got != perDS[i] {
+				t.Fatalf("round %d: dataset %d: %d hits, want %d", round, i, got, perDS[i])
+			}
+		}
+		checkCache()
+	}
+}
+
+const slotReaders, slotReads = 8, 3000
+
+// slotReadRound reads resident chunks of ds from slotReaders goroutines,
+// a different dataset on every read, while another goroutine calls
+// Stats, then one chunk of each dataset after the last Stats; it returns
+// the reads per dataset.
+func slotReadRound(t *testing.T, e *env, ds []*Dataset, ls []*fakeLayout, chunks int) []int64 {
+	var stop atomic.Bool
+	var wg, folder sync.WaitGroup
+	folder.Add(1)
+	go func() {
+		defer folder.Done()
+		for !stop.Load() {
+			_ = e.c.Stats()
+			runtime.Gosched()
+		}
+	}()
+	perDS := make([]atomic.Int64, len(ds))
+	for r := 0; r < slotReaders; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			buf := make([]byte, 16)
+			for k := 0; k < slotReads; k++ {
+				i := (r + k) % len(ds)
+				c := uint64((r*7 + k*13) % chunks)
+				if err := e.c.Read(bg, []Request{fullReq(ds[i], ls[i], buf, c)}); err != nil {
+					t.Error(err)
+					return
+				}
+				if !bytes.Equal(buf, pattern(16, byte(c))) {
+					t.Errorf("reader %d: chunk %d read %v", r, c, buf)
+					return
+				}
+				perDS[i].Add(1)
+			}
+		}(r)
+	}
+	wg.Wait()
+	stop.Store(true)
+	folder.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	// A read of each dataset after the last fold, left in the slots.
+	buf := make([]byte, 16)
+	for i := range ds {
+		must(t, e.c.Read(bg, []Request{fullReq(ds[i], ls[i], buf, 0)}))
+		perDS[i].Add(1)
+	}
+	out := make([]int64, len(ds))
+	for i := range out {
+		out[i] = perDS[i].Load()
+	}
+	return out
+}
+
+// TestReadSlotLines: a read slot fills whole cache lines, so a holder's
+// plain writes never share a line with another P's slot.
+func TestReadSlotLines(t *testing.T) {
+	if sz := unsafe.Sizeof(readSlot{}); sz%64 != 0 {
+		t.Fatalf("readSlot is %d bytes, not whole cache lines", sz)
 	}
 }

@@ -78,16 +78,16 @@ func TestSkipRecordWindow(t *testing.T) {
 		}
 		newest, _ := e.c.chunks.Load(makeKey(d.serial, Coord{n - 1}))
 		oldest, _ := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
-		if newest == nil || oldest == nil || newest.queued.Load() || oldest.queued.Load() {
+		if newest == nil || oldest == nil || newest.queued().Load() || oldest.queued().Load() {
 			t.Fatalf("%v: entries missing or still queued", pk)
 		}
 		must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, n-1)}))
 		must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}))
 		recency := pk == PolicyTwoStageLRU || pk == PolicyLRU
-		if got := newest.queued.Load(); got == recency {
+		if got := newest.queued().Load(); got == recency {
 			t.Errorf("%v: hit on the newest entry recorded %v, want %v", pk, got, !recency)
 		}
-		if !oldest.queued.Load() {
+		if !oldest.queued().Load() {
 			t.Errorf("%v: hit on the oldest entry not recorded", pk)
 		}
 		// A new age epoch (adaptive_age.go advanceAge) makes every entry
@@ -95,7 +95,7 @@ func TestSkipRecordWindow(t *testing.T) {
 		// recent: the record is what stamps its age.
 		e.c.acc.epoch.Store(e.c.acc.clock.Load())
 		must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, n-1)}))
-		if !newest.queued.Load() {
+		if !newest.queued().Load() {
 			t.Errorf("%v: hit on the newest entry in a new age epoch not recorded", pk)
 		}
 	}
@@ -110,14 +110,13 @@ func TestSkipRecordWindow(t *testing.T) {
 func TestEntryHotLine(t *testing.T) {
 	var e entry
 	hot := map[string]uintptr{
-		"word":       unsafe.Offsetof(e.word) + unsafe.Sizeof(e.word),
-		"ds":         unsafe.Offsetof(e.ds) + unsafe.Sizeof(e.ds),
-		"chunk":      unsafe.Offsetof(e.chunk) + unsafe.Sizeof(e.chunk),
-		"touchedAt":  unsafe.Offsetof(e.touchedAt) + unsafe.Sizeof(e.touchedAt),
-		"partial":    unsafe.Offsetof(e.partial) + unsafe.Sizeof(e.partial),
-		"queued":     unsafe.Offsetof(e.queued) + unsafe.Sizeof(e.queued),
-		"prefetched": unsafe.Offsetof(e.prefetched) + unsafe.Sizeof(e.prefetched),
-		"slotRead":   unsafe.Offsetof(e.slotRead) + unsafe.Sizeof(e.slotRead),
+		"word":      unsafe.Offsetof(e.word) + unsafe.Sizeof(e.word),
+		"ds":        unsafe.Offsetof(e.ds) + unsafe.Sizeof(e.ds),
+		"chunk":     unsafe.Offsetof(e.chunk) + unsafe.Sizeof(e.chunk),
+		"touchedAt": unsafe.Offsetof(e.touchedAt) + unsafe.Sizeof(e.touchedAt),
+		"flags":     unsafe.Offsetof(e.flags) + unsafe.Sizeof(e.flags),
+		// the chunk table compares a short key here (entrytable.go)
+		"key.k": unsafe.Offsetof(e.key) + unsafe.Offsetof(e.key.k) + unsafe.Sizeof(e.key.k),
 	}
 	for name, end := range hot {
 		if end > 64 {

@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/scc-dev/scc/lockfree"
 	"github.com/scc-dev/scc/vfd"
@@ -102,13 +101,17 @@ func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (
 // trimmer may then run while hits do, and it only evicts idle entries
 // (never a pinned one) in replacement order, where hot chunks are last.
 //
-// Shared writes: a hit writes the entry's pin word (the CAS and the unpin)
-// and, for its counts, one stripe of c.st.hot and one of the dataset's
-// counters, both the stripe of the caller's P (lockfree.Counters), so the
-// lines it writes are private to its core unless goroutines read the same
-// chunk. The access record is deduplicated per entry (recordAccess) and,
-// for the recency policies, left out for an entry near the front of the
-// order (accessClock, evict.go).
+// Shared writes: a read hit that gets a read slot of its P (latch.go)
+// writes only that slot: the CAS that publishes the entry, its counts and
+// access record with plain writes while it holds the slot, and the store
+// that releases it. Other hits (writes, or reads that found every slot of
+// the P taken) write the entry's pin word and, for their counts, the
+// stripe of the caller's P of c.st.hot and of the dataset's counters
+// (lockfree.Counters). Either way the lines a hit writes are private to
+// its core unless goroutines read the same chunk. The access record is
+// deduplicated per entry (the queued flag) and, for the recency policies,
+// left out for an entry near the front of the order (accessClock,
+// evict.go).
 func (c *Cache) serveHits(o op, reqs []Request) (int, error) {
 	i := 0
 	for ; i < len(reqs); i++ {
@@ -187,17 +190,21 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	var slot *atomic.Pointer[entry]
+	var err error
+	var n int64 // this hit's number on its stripe or slot
+	var slot *readSlot
 	if o.kind == opRead {
 		slot = c.readSlots.enter(e)
 	}
-	var err error
-	var n int64 // this hit's number on its stripe
 	switch {
 	case slot != nil:
-		n = c.countHit(e)
 		err = c.lightRead(e, r)
-		slot.Store(nil)
+		n = c.slotHit(slot, e)
+		slot.e.Store(nil)
+		if n%hitCheckEvery == 0 && c.sizing().ad != nil {
+			c.closeEpoch(false)
+		}
+		return true, err
 	case o.kind == opRead && e.tryPinRead():
 		n = c.countHit(e)
 		err = c.lightRead(e, r)
@@ -221,6 +228,29 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	return true, err
 }
 
+// slotHit counts a hit on e and records the access in slot s, which the
+// caller holds (latch.go: accounting in the slot): plain writes to the
+// caller's own lines. It returns the slot's hit count, which paces the
+// look at adaptive sizing's epoch as countHit's stripe count does.
+func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
+	s.hits++
+	s.countDataset(e.ds)
+	if e.prefetched().Load() {
+		c.prefetchUsed(e)
+	}
+	if !c.skipRecord(e) && !e.queued().Load() {
+		e.queued().Store(true)
+		kept, ready := s.record(e)
+		if !kept {
+			e.queued().Store(false) // dropped: let it be recorded again
+		}
+		if ready {
+			c.kickReplay()
+		}
+	}
+	return s.hits
+}
+
 // countHit counts a hit on e, pinned by the caller. It returns the hit's
 // number on its stripe of the cache's hit counter, which paces the look at
 // adaptive sizing's epoch (every hitCheckEvery-th) without a shared write.
@@ -228,7 +258,7 @@ func (c *Cache) countHit(e *entry) (n int64) {
 	p := lockfree.ProcHint()
 	n = c.st.hot.AddAt(p, hotHits, 1)
 	e.ds.counters().AddAt(p, dsHits, 1)
-	if e.prefetched.Load() {
+	if e.prefetched().Load() {
 		c.prefetchUsed(e)
 	}
 	return n
@@ -236,8 +266,8 @@ func (c *Cache) countHit(e *entry) (n int64) {
 
 // lightRead is apply's read for a light pin: no latch (latch.go).
 func (c *Cache) lightRead(e *entry, r *Request) error {
-	if e.partial.Load() == r.Full {
-		e.partial.Store(!r.Full) // store only on change: keeps the line shared
+	if e.partial().Load() == r.Full {
+		e.partial().Store(!r.Full) // store only on change: keeps the line shared
 	}
 	return e.ds.lay().l.Scatter(e.chunk, r.Piece)
 }
@@ -300,7 +330,7 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 				continue
 			}
 			count(i, true)
-			if e.prefetched.Load() {
+			if e.prefetched().Load() {
 				c.prefetchUsed(e)
 			}
 			err := c.apply(o, e, &reqs[i])
@@ -368,8 +398,8 @@ func (c *Cache) apply(o op, e *entry, r *Request) error {
 	switch o.kind {
 	case opRead:
 		e.latch.RLock()
-		if e.partial.Load() == r.Full {
-			e.partial.Store(!r.Full) // store only on change: keeps the line shared
+		if e.partial().Load() == r.Full {
+			e.partial().Store(!r.Full) // store only on change: keeps the line shared
 		}
 		err := l.Scatter(e.chunk, r.Piece)
 		e.latch.RUnlock()
@@ -378,7 +408,7 @@ func (c *Cache) apply(o op, e *entry, r *Request) error {
 		return nil
 	case opWrite:
 		e.lockChunk()
-		e.partial.Store(!r.Full)
+		e.partial().Store(!r.Full)
 		err := l.Gather(e.chunk, r.Piece)
 		// Even a failed Gather may have changed part of the chunk: treat it
 		// as modified so nothing is silently dropped.
@@ -735,7 +765,7 @@ func (c *Cache) claim(gs []*group) (mine []*group, later []int) {
 		}
 		e := &entry{key: g.key, coord: coord, ds: g.d}
 		e.initLoading()
-		if _, loaded := c.chunks.LoadOrStore(g.key, e); loaded {
+		if _, loaded := c.chunks.LoadOrStore(e); loaded {
 			later = append(later, g.reqs...)
 			continue
 		}

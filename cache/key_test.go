@@ -141,10 +141,10 @@ func TestChunkTableSplit(t *testing.T) {
 		t.Fatal("test keys are not one of each form")
 	}
 	for _, e := range []*entry{short, long} {
-		if got, loaded := tab.LoadOrStore(e.key, e); loaded || got != e {
+		if got, loaded := tab.LoadOrStore(e); loaded || got != e {
 			t.Fatal("store")
 		}
-		if got, loaded := tab.LoadOrStore(e.key, &entry{}); !loaded || got != e {
+		if got, loaded := tab.LoadOrStore(&entry{key: e.key}); !loaded || got != e {
 			t.Fatal("second store replaced the entry")
 		}
 	}
@@ -188,7 +188,7 @@ func TestShortKeyMatchesMakeKey(t *testing.T) {
 				t.Fatalf("serial %d coord %v: shortKey %v %v, makeKey %+v", serial, c, k, ok, ck)
 			}
 			e := &entry{key: ck}
-			tab.LoadOrStore(ck, e)
+			tab.LoadOrStore(e)
 			if got, found := tab.lookup(serial, c); !found || got != e {
 				t.Fatalf("coord %d %v: lookup missed", i, c)
 			}

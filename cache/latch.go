@@ -2,6 +2,7 @@ package cache
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/scc-dev/scc/lockfree"
@@ -117,16 +118,48 @@ func (e *entry) lockChunk() {
 // Unlike light readers, slot readers do not keep an entry out of evicting:
 // eviction moves the entry to evicting at once and then waits for the
 // copy in flight, which the reader finishes.
+//
+// Accounting in the slot (issue 10: "fold the counters into the lossy
+// access buffers"). While a goroutine holds a slot, the slot's other
+// fields are its own: the slot's e word is the lock, taken by the CAS
+// from nil and released by the Store of nil, which order every holder's
+// plain accesses for the next holder (and the race detector). A slot
+// reader therefore counts its hit (the cache's and the dataset's) and
+// appends its access record with plain writes to a line no other core
+// writes, instead of three atomic read-modify-writes (two counter
+// stripes, the access buffer's lock and unlock). Whoever needs the
+// counts or the records takes the slot the same way, with slotHeld in
+// place of an entry (never in any table, so waitOut never waits for it
+// and no reader mistakes it for its entry): foldSlots moves the counts
+// into the shared counters before anything reads them, drainSlots swaps
+// the record array for its spare as lockfree.Buffer.Drain does. Holders
+// never wait while they hold a slot, so taking one means waiting at most
+// for one Scatter.
 type readSlots struct {
 	slots []readSlot
 	mask  int
+	// drainMu serializes drainSlots: it guards every slot's spare.
+	drainMu sync.Mutex
 }
 
-// readSlot is one published entry, alone on its cache line.
+// readSlot is one published entry and its holder's counts, alone on its
+// two cache lines.
 type readSlot struct {
 	e atomic.Pointer[entry]
-	_ [56]byte
+	// Owned by the slot's holder (see above).
+	hits   int64    // cache hits not yet in Cache.st.hot
+	ds     *Dataset // the dataset dsHits counts for
+	dsHits int64    // ds's hits not yet in its counters
+	drops  int64    // records dropped (rec full), not yet in Cache.slotDrops
+	rec    []*entry // access records; cap accessStripe once made
+	// spare is the array drainSlots swaps in for rec; guarded by
+	// readSlots.drainMu.
+	spare []*entry
+	_     [128 - 88]byte
 }
+
+// slotHeld marks a slot held for its accounting rather than for a read.
+var slotHeld = new(entry)
 
 // slotsPerP is the slots of one P: a goroutine preempted while holding its
 // slot leaves the next goroutine on that P another one.
@@ -137,26 +170,117 @@ func newReadSlots() readSlots {
 	return readSlots{slots: make([]readSlot, n), mask: n - 1}
 }
 
-// enter publishes e for a read and returns the slot to clear when done, or
-// nil when e is not resident, a writer is changing it, or the P's slots
-// are all taken (the caller falls back to a light pin).
-func (rs *readSlots) enter(e *entry) *atomic.Pointer[entry] {
-	if !e.slotRead.Load() {
-		e.slotRead.Store(true) // before the slot: see waitSlotReaders
+// enter publishes e for a read and returns its slot, held, or nil when e is
+// not resident, a writer is changing it, or the P's slots are all taken
+// (the caller falls back to a light pin). The caller releases the slot
+// with s.e.Store(nil).
+func (rs *readSlots) enter(e *entry) *readSlot {
+	if !e.slotRead().Load() {
+		e.slotRead().Store(true) // before the slot: see waitSlotReaders
 	}
 	base := lockfree.ProcHint() * slotsPerP
 	for k := 0; k < slotsPerP; k++ {
-		s := &rs.slots[(base+k)&rs.mask].e
-		if s.Load() != nil || !s.CompareAndSwap(nil, e) {
+		s := &rs.slots[(base+k)&rs.mask]
+		if s.e.Load() != nil || !s.e.CompareAndSwap(nil, e) {
 			continue
 		}
 		if w := e.word.Load(); stateOf(w) == stateResident && w&writerBit == 0 {
 			return s
 		}
-		s.Store(nil)
+		s.e.Store(nil)
 		return nil
 	}
 	return nil
+}
+
+// hold takes slot s for its accounting, waiting for a reader that holds it
+// (one Scatter at most).
+func (s *readSlot) hold() {
+	for !s.e.CompareAndSwap(nil, slotHeld) {
+		runtime.Gosched()
+	}
+}
+
+// record appends e to the held slot's records; ready is true for the
+// record that brought them to half their capacity (the replayer's mark).
+// A full slot drops the record and reports kept false.
+func (s *readSlot) record(e *entry) (kept, ready bool) {
+	if s.rec == nil {
+		s.rec = make([]*entry, 0, accessStripe)
+	}
+	if len(s.rec) == cap(s.rec) {
+		s.drops++
+		return false, false
+	}
+	s.rec = append(s.rec, e)
+	return true, len(s.rec) == max(cap(s.rec)/2, 1)
+}
+
+// countDataset counts a hit on d in the held slot, first folding the
+// counts of the dataset it counted for before, if another.
+func (s *readSlot) countDataset(d *Dataset) {
+	if s.ds != d {
+		s.foldDataset()
+		s.ds = d
+	}
+	s.dsHits++
+}
+
+// foldDataset moves the held slot's dataset hits into the dataset's
+// counters.
+func (s *readSlot) foldDataset() {
+	if s.ds != nil && s.dsHits != 0 {
+		s.ds.counters().AddAt(0, dsHits, s.dsHits)
+	}
+	s.ds, s.dsHits = nil, 0
+}
+
+// foldSlots moves every slot's counts into the shared counters, so that a
+// read of those that follows includes every hit counted before the call.
+func (c *Cache) foldSlots() {
+	rs := &c.readSlots
+	for i := range rs.slots {
+		s := &rs.slots[i]
+		s.hold()
+		if s.hits != 0 {
+			c.st.hot.AddAt(0, hotHits, s.hits)
+			s.hits = 0
+		}
+		s.foldDataset()
+		if s.drops != 0 {
+			c.slotDrops.Add(s.drops)
+			s.drops = 0
+		}
+		s.e.Store(nil)
+	}
+}
+
+// drainSlots calls f with every slot's records and empties them. It waits
+// for a reader holding a slot (one Scatter) rather than pass it by: the
+// replayer's sleep (replay.go) relies on a drain taking every record
+// appended before it, or a reader that passed its mark while the
+// replayer polled would never wake it. f must not keep the slice.
+func (c *Cache) drainSlots(f func([]*entry)) {
+	rs := &c.readSlots
+	rs.drainMu.Lock()
+	defer rs.drainMu.Unlock()
+	for i := range rs.slots {
+		s := &rs.slots[i]
+		s.hold()
+		batch := s.rec
+		if len(batch) == 0 {
+			s.e.Store(nil)
+			continue
+		}
+		if s.spare == nil {
+			s.spare = make([]*entry, 0, cap(batch)) // once per slot
+		}
+		s.rec = s.spare
+		s.e.Store(nil)
+		f(batch)
+		clear(batch)
+		s.spare = batch[:0]
+	}
 }
 
 // waitSlotReaders returns once no slot reader holds e. The caller has
@@ -167,7 +291,7 @@ func (rs *readSlots) enter(e *entry) *atomic.Pointer[entry] {
 // writer changes the word before it loads slotRead, so a writer that finds
 // slotRead clear is one whose change that reader will see.
 func (e *entry) waitSlotReaders() {
-	if e.slotRead.Load() {
+	if e.slotRead().Load() {
 		e.ds.c.readSlots.waitOut(e)
 	}
 }

@@ -212,7 +212,7 @@ func (p *twoStageLRU) nominate(try func(*entry) verdict) {
 		isExhausted := false
 		for e := l.tail; e != nil; {
 			ep := e.pprev
-			if p.secondChance && e.counter == 0 && e.partial.Load() {
+			if p.secondChance && e.counter == 0 && e.partial().Load() {
 				e.counter = 1 // second pass (seed 000 §2.2 chunk_counter)
 				l.moveFront(e)
 				if ep == nil {
@@ -273,7 +273,7 @@ func (p *listPolicy) nominate(try func(*entry) verdict) {
 	}
 	for e := p.l.tail; e != nil; {
 		prev := e.pprev
-		if p.secondChance && e.counter == 0 && e.partial.Load() {
+		if p.secondChance && e.counter == 0 && e.partial().Load() {
 			e.counter = 1
 			p.l.moveFront(e)
 			if prev == nil {

@@ -164,7 +164,7 @@ func (p *s3fifoPolicy) nominate(try func(*entry) verdict) {
 				p.promote(e, e.counter&s3SecondUsed)
 				pushMain(e)
 				continue
-			case p.secondChance && e.counter&s3SecondUsed == 0 && e.partial.Load():
+			case p.secondChance && e.counter&s3SecondUsed == 0 && e.partial().Load():
 				p.promote(e, s3SecondUsed)
 				pushMain(e)
 				continue

@@ -26,7 +26,7 @@ func (h *s3Harness) add(ds int, id uint64, partial bool) *entry {
 	}
 	c := Coord{id}
 	e := &entry{ds: d, coord: c, key: makeKey(d.serial, c)}
-	e.partial.Store(partial)
+	e.partial().Store(partial)
 	e.size.Store(1)
 	d.size.Add(1)
 	e.linked = true

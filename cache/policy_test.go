@@ -22,7 +22,7 @@ func (h *policyHarness) add(ds int, id uint64, partial bool) *entry {
 		h.ds[ds] = d
 	}
 	e := &entry{ds: d, coord: Coord{id}}
-	e.partial.Store(partial)
+	e.partial().Store(partial)
 	e.size.Store(1)
 	d.size.Add(1)
 	e.linked = true

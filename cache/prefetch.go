@@ -106,7 +106,7 @@ func (c *Cache) noteReadMiss(d *Dataset, coord Coord) {
 // prefetchUsed is called when a request finds e still marked prefetched:
 // it counts the hit and continues the stream from e.
 func (c *Cache) prefetchUsed(e *entry) {
-	if !e.prefetched.CompareAndSwap(true, false) {
+	if !e.prefetched().CompareAndSwap(true, false) {
 		return
 	}
 	c.pref.bytes.Add(-e.prefSize)
@@ -229,7 +229,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		}
 		e := &entry{key: makeKey(d.serial, x), coord: x, ds: d, loc: loc}
 		e.initLoading()
-		if _, loaded := c.chunks.LoadOrStore(e.key, e); loaded {
+		if _, loaded := c.chunks.LoadOrStore(e); loaded {
 			continue
 		}
 		d.chunks.Add(1)
@@ -304,7 +304,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	for _, e := range es {
 		e.prefSize = e.size.Load()
 		c.pref.bytes.Add(e.prefSize)
-		e.prefetched.Store(true)
+		e.prefetched().Store(true)
 		e.settle(stateResident, false)
 	}
 	c.st.prefetched.Add(int64(len(es)))
@@ -331,7 +331,7 @@ func (c *Cache) evictClean(need int64) {
 		if m := d.min.Load(); m > 0 && d.size.Load()-round[d] <= m {
 			return exhausted
 		}
-		if e.bypass || e.dirty.Load() || e.prefetched.Load() || !e.tryStartEvict() {
+		if e.bypass || e.dirty.Load() || e.prefetched().Load() || !e.tryStartEvict() {
 			return skip
 		}
 		if e.dirty.Load() { // dirtied between the check and the transition

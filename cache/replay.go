@@ -73,7 +73,7 @@ func (c *Cache) kickReplay() {
 func (c *Cache) replayOnce() int {
 	n := 0
 	c.mu.Lock()
-	c.accesses.Drain(func(batch []*entry) {
+	c.drainAccessesLocked(func(batch []*entry) {
 		n += len(batch)
 		c.touchLocked(batch)
 	})

@@ -57,7 +57,7 @@ func TestReplayOffReader(t *testing.T) {
 	s := e.c.Stats().Sub(before)
 	queued := 0
 	for i := 0; i < n; i++ {
-		if x, ok := e.c.chunks.Load(makeKey(d.serial, Coord{uint64(i)})); ok && x.queued.Load() {
+		if x, ok := e.c.chunks.Load(makeKey(d.serial, Coord{uint64(i)})); ok && x.queued().Load() {
 			queued++
 		}
 	}
@@ -68,7 +68,7 @@ func TestReplayOffReader(t *testing.T) {
 
 	waitFor(t, "the replayer", func() bool {
 		x, _ := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
-		return !x.queued.Load()
+		return !x.queued().Load()
 	})
 	if e.c.rep.rounds.Load() == rounds {
 		t.Fatal("records applied, but not by the replayer")

@@ -136,9 +136,16 @@ func (s Stats) Sub(o Stats) Stats {
 	return r
 }
 
+// hits returns the cache's hit count, with the hits the read slots hold.
+func (c *Cache) hits() int64 {
+	c.foldSlots()
+	return c.st.hot.Load(hotHits)
+}
+
 // Stats returns a snapshot.
 func (c *Cache) Stats() Stats {
 	sz := c.sizing()
+	c.foldSlots()
 	s := Stats{
 		Hits:              c.st.hot.Load(hotHits),
 		Misses:            c.st.hot.Load(hotMisses),
@@ -159,7 +166,7 @@ func (c *Cache) Stats() Stats {
 		SpaceWaits:        c.st.spaceWaits.Load(),
 		TrimErrors:        c.st.trimErrors.Load(),
 		MetadataSheds:     c.st.metadataSheds.Load(),
-		AccessDrops:       c.accesses.Drops(),
+		AccessDrops:       c.accesses.Drops() + c.slotDrops.Load(),
 		PreEncoded:        c.st.preEncoded.Load(),
 		PreEncodeHits:     c.st.preHits.Load(),
 		PreEncodeWasted:   c.st.preWasted.Load(),
@@ -206,6 +213,7 @@ func (d *Dataset) counters() *lockfree.Counters {
 
 // Stats returns the dataset's snapshot.
 func (d *Dataset) Stats() DatasetStats {
+	d.c.foldSlots()
 	var hits, misses int64
 	if c := d.hot.Load(); c != nil {
 		hits, misses = c.Load(dsHits), c.Load(dsMisses)

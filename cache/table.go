@@ -10,19 +10,20 @@ import "github.com/scc-dev/scc/lockfree"
 // interleaved into 120 bits, the rank in the top byte — every chunk of a
 // rank ≤ 2 dataset whose coordinates fit 40 bits, and most others) are
 // looked up by their 128-bit Key alone: one multiply to hash, two words to
-// compare. Keys in the exact long form (huge coordinates or rank) go to a
+// compare, in a table that keeps the entries themselves in its buckets
+// (entrytable.go). Keys in the exact long form (huge coordinates or rank) go to a
 // second table keyed by the whole chunkKey, whose string would otherwise
 // make hashing and equality slow for every key. The two forms never
 // describe the same chunk (makeKey picks one per chunk), so a key is in at
 // most one of the tables.
 type chunkTable struct {
-	short *lockfree.Map[Key, *entry]
+	short *entryTable
 	long  *lockfree.Map[chunkKey, *entry]
 }
 
 func newChunkTable() *chunkTable {
 	return &chunkTable{
-		short: lockfree.NewMapWithHasher[Key, *entry](hashKey),
+		short: newEntryTable(),
 		long:  lockfree.NewMapWithHasher[chunkKey, *entry](chunkKey.hash),
 	}
 }
@@ -48,13 +49,13 @@ func (t *chunkTable) lookup(serial uint64, coord Coord) (*entry, bool) {
 	return t.long.Load(makeKey(serial, coord))
 }
 
-// LoadOrStore returns the entry stored for k if there is one; otherwise it
-// stores e and returns it with loaded false.
-func (t *chunkTable) LoadOrStore(k chunkKey, e *entry) (*entry, bool) {
-	if k.long == "" {
-		return t.short.LoadOrStore(k.k, e)
+// LoadOrStore returns the entry stored for e.key if there is one;
+// otherwise it stores e and returns it with loaded false.
+func (t *chunkTable) LoadOrStore(e *entry) (*entry, bool) {
+	if e.key.long == "" {
+		return t.short.LoadOrStore(e)
 	}
-	return t.long.LoadOrStore(k, e)
+	return t.long.LoadOrStore(e.key, e)
 }
 
 // CompareAndDelete removes k only if its entry satisfies same.
@@ -69,7 +70,7 @@ func (t *chunkTable) CompareAndDelete(k chunkKey, same func(*entry) bool) bool {
 // Entries added or removed meanwhile may or may not be visited.
 func (t *chunkTable) Range(f func(chunkKey, *entry) bool) {
 	more := true
-	t.short.Range(func(_ Key, e *entry) bool {
+	t.short.Range(func(e *entry) bool {
 		more = f(e.key, e)
 		return more
 	})

@@ -104,7 +104,7 @@ func (s *policySim) datasetOf(key uint64) *Dataset {
 
 func (s *policySim) drain() {
 	for _, e := range s.pending {
-		e.queued.Store(false)
+		e.queued().Store(false)
 		s.p.touch(e)
 		s.clock++
 		e.touchedAt.Store(s.clock)
@@ -123,8 +123,8 @@ func (s *policySim) access(key uint64) (hit bool, victim uint64, evicted bool) {
 			s.p.touch(e)
 		} else if s.sampled && s.skipRecord(e) {
 			// not recorded, as in Cache.tryHit
-		} else if !e.queued.Load() {
-			e.queued.Store(true)
+		} else if !e.queued().Load() {
+			e.queued().Store(true)
 			s.pending = append(s.pending, e)
 			if len(s.pending) >= simDrainAt {
 				s.drain()
