@@ -307,7 +307,8 @@ func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset,
 			return d, nil
 		}
 	}
-	d := &Dataset{c: c, file: f, id: id, serial: c.serial.Add(1)}
+	serial := c.serial.Add(1)
+	d := &Dataset{c: c, file: f, id: id, serial: serial, keys: newSerialKeys(serial)}
 	d.layout.Store(box)
 	d.min.Store(min)
 	d.registered.Store(true)

@@ -359,7 +359,8 @@ type Dataset struct {
 	c      *Cache
 	file   *File
 	id     uint64
-	serial uint64 // identity in chunk keys; unique in the Cache
+	serial uint64     // identity in chunk keys; unique in the Cache
+	keys   serialKeys // serial's part of its chunks' short keys (key.go)
 
 	layout atomic.Pointer[layoutBox] // the current Layout and its chunk shape
 	min    atomic.Int64              // minimum reservation (min_dset_size)

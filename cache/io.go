@@ -186,7 +186,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		return false, err
 	}
 	d := r.Dataset
-	e, ok := c.chunks.lookup(d.serial, r.Coord)
+	e, ok := c.chunks.lookupIn(d, r.Coord)
 	if !ok {
 		return false, nil
 	}

@@ -149,6 +149,56 @@ func shortKey(serial uint64, coord Coord) (Key, bool) {
 	return k, true
 }
 
+// serialKeys holds what a dataset's serial contributes to the short keys
+// of rank 1 and rank 2 chunks (the serial's stream, interleaved, and the
+// rank byte), computed once when the dataset is made, so that a hit only
+// spreads its coordinates' bits (shortKeyIn): the serial's share was half
+// of the key's cost, on every hit. ok1/ok2 are false when the serial is
+// too wide for that rank's short form.
+type serialKeys struct {
+	r1, r2   Key
+	ok1, ok2 bool
+}
+
+func newSerialKeys(serial uint64) serialKeys {
+	var s serialKeys
+	if serial < 1<<(keyBits/2) {
+		s.r1, s.ok1 = interleave2(serial, 0), true
+		s.r1.Hi |= 1 << 56
+	}
+	if serial < 1<<(keyBits/3) {
+		s.r2, s.ok2 = interleave3(serial, 0, 0), true
+		s.r2.Hi |= 2 << 56
+	}
+	return s
+}
+
+// shortKeyIn is shortKey(serial, coord) for the dataset whose serialKeys
+// is sk (the hit path).
+func (sk *serialKeys) shortKeyIn(serial uint64, coord Coord) (Key, bool) {
+	switch len(coord) {
+	case 1:
+		c := coord[0]
+		if !sk.ok1 || c >= 1<<(keyBits/2) {
+			return Key{}, false
+		}
+		// interleave2(serial, c) is the serial's bits or c's: each
+		// stream has its own bit positions.
+		k := Key{Lo: sk.r1.Lo | spread2(c)<<1, Hi: sk.r1.Hi}
+		if c>>32 != 0 {
+			k.Hi |= spread2(c>>32) << 1
+		}
+		return k, true
+	case 2:
+		if !sk.ok2 || coord[0]|coord[1] >= 1<<(keyBits/3) {
+			return Key{}, false
+		}
+		k := interleave3(0, coord[0], coord[1])
+		return Key{Lo: sk.r2.Lo | k.Lo, Hi: sk.r2.Hi | k.Hi}, true
+	}
+	return shortKey(serial, coord)
+}
+
 // spread2 moves bit b of the low 32 bits of x to bit 2b.
 func spread2(x uint64) uint64 {
 	x &= 0xffffffff

@@ -76,6 +76,13 @@ func FuzzKeyExact(f *testing.F) {
 		if (k1 == k2) != same {
 			t.Fatalf("(%d,%d,%d) vs (%d,%d,%d): keys equal=%v", s1, a1, b1, s2, a2, b2, k1 == k2)
 		}
+		sk := newSerialKeys(s1)
+		for _, c := range []Coord{{a1}, {a1, b1}} {
+			k, ok := sk.shortKeyIn(s1, c)
+			if wk, wok := shortKey(s1, c); ok != wok || k != wk {
+				t.Fatalf("serial %d coord %v: shortKeyIn %x %v, shortKey %x %v", s1, c, k, ok, wk, wok)
+			}
+		}
 	})
 }
 
@@ -193,5 +200,36 @@ func TestShortKeyMatchesMakeKey(t *testing.T) {
 				t.Fatalf("coord %d %v: lookup missed", i, c)
 			}
 		}
+	}
+}
+
+// TestShortKeyIn: the hit path's key from a dataset's precomputed serial
+// part equals shortKey for every rank, at the widths' edges (serials and
+// coordinates just under and at 2^32, 2^40 and 2^60) and at random.
+func TestShortKeyIn(t *testing.T) {
+	edges := []uint64{0, 1, 5, 1<<32 - 1, 1 << 32, 1<<40 - 1, 1 << 40, 1<<60 - 1, 1 << 60, 1<<64 - 1}
+	check := func(serial uint64, c Coord) {
+		t.Helper()
+		sk := newSerialKeys(serial)
+		wk, wok := shortKey(serial, c)
+		if k, ok := sk.shortKeyIn(serial, c); ok != wok || ok && k != wk {
+			t.Fatalf("serial %#x coord %#x: shortKeyIn %x %v, shortKey %x %v", serial, c, k, ok, wk, wok)
+		}
+	}
+	for _, s := range edges {
+		for _, a := range edges {
+			check(s, Coord{a})
+			for _, b := range edges {
+				check(s, Coord{a, b})
+			}
+			check(s, Coord{a, 3, 4})
+		}
+		check(s, Coord{})
+	}
+	r := rand.New(rand.NewPCG(8, 9))
+	for i := 0; i < 100000; i++ {
+		w := func() uint64 { return r.Uint64() >> r.IntN(64) }
+		check(w(), Coord{w()})
+		check(w(), Coord{w(), w()})
 	}
 }

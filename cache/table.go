@@ -49,6 +49,15 @@ func (t *chunkTable) lookup(serial uint64, coord Coord) (*entry, bool) {
 	return t.long.Load(makeKey(serial, coord))
 }
 
+// lookupIn is lookup for a coordinate of d (the hit path): the short key
+// from d's precomputed serial part.
+func (t *chunkTable) lookupIn(d *Dataset, coord Coord) (*entry, bool) {
+	if k, ok := d.keys.shortKeyIn(d.serial, coord); ok {
+		return t.short.Load(k)
+	}
+	return t.long.Load(makeKey(d.serial, coord))
+}
+
 // LoadOrStore returns the entry stored for e.key if there is one;
 // otherwise it stores e and returns it with loaded false.
 func (t *chunkTable) LoadOrStore(e *entry) (*entry, bool) {
