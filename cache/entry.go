@@ -78,11 +78,10 @@ type entry struct {
 	// entry (touchLocked; 0: never), so that a hit can tell it is near
 	// the front of the recency order already (recentlyTouched).
 	touchedAt atomic.Uint64
-	// flags holds the entry's one-bit states (flagPartial, flagQueued,
+	// flags holds the entry's one-bit states (flagPartial,
 	// flagPrefetched, flagSlotRead), read and written through the
-	// accessors partial(), queued(), prefetched() and slotRead() like
-	// atomic.Bools: one word instead of four keeps them and key.k on the
-	// first line.
+	// accessors partial(), prefetched() and slotRead() like atomic.Bools:
+	// one word instead of three keeps them and key.k on the first line.
 	flags atomic.Uint32
 
 	// key names the chunk; its short form (key.k) ends the first line,
@@ -145,9 +144,6 @@ const (
 	// flagPartial: the last access was a partial read/write (seed 000
 	// §2.2 partial_io).
 	flagPartial uint32 = 1 << iota
-	// flagQueued: a record of an access is waiting in a read slot or
-	// Cache.accesses.
-	flagQueued
 	// flagPrefetched: loaded by the prefetcher (prefetch.go) and not used
 	// yet; its bytes are counted in Cache.pref.bytes until the first use
 	// or removal clears the flag.
@@ -165,7 +161,6 @@ type flagBit struct {
 }
 
 func (e *entry) partial() flagBit    { return flagBit{&e.flags, flagPartial} }
-func (e *entry) queued() flagBit     { return flagBit{&e.flags, flagQueued} }
 func (e *entry) prefetched() flagBit { return flagBit{&e.flags, flagPrefetched} }
 func (e *entry) slotRead() flagBit   { return flagBit{&e.flags, flagSlotRead} }
 

@@ -61,7 +61,6 @@ func (c *Cache) touchLocked(batch []*entry) {
 	stamp := c.ad.aging.Load()
 	clock := c.acc.clock.Load()
 	for _, e := range batch {
-		e.queued().Store(false)
 		c.mu.pol.touch(e)
 		clock++
 		e.touchedAt.Store(clock)
@@ -132,26 +131,14 @@ func (c *Cache) skipRecord(e *entry) bool {
 	return false
 }
 
-// recordAccess notes a hit for the policy without taking the policy lock
-// (see policy.go): it appends e to its stripe of the access buffer and, if
-// that brought the stripe to its mark, wakes the replayer (replay.go),
-// which applies the records on its own goroutine. An entry already waiting
-// in the buffer is not queued again: a hot chunk costs one atomic load per
-// hit, and its single queued record moves it to the front just the same.
-//
-// The flag is set with a plain store, not a CAS: two goroutines that both
-// see it clear may both queue the entry, and the second record only moves
-// it to the front again, which costs less than a CAS on every first hit.
+// recordAccess notes a hit that took a pin (a write, or a read that found
+// its P's read slots taken) for the policy without taking the policy lock
+// (see policy.go): it appends e to its stripe of the shared access buffer
+// and, if that brought the stripe to its mark, wakes the replayer
+// (replay.go), which applies the records on its own goroutine. Read hits
+// that hold a read slot record in the slot instead (slotHit).
 func (c *Cache) recordAccess(e *entry) {
-	if e.queued().Load() {
-		return
-	}
-	e.queued().Store(true)
-	kept, ready := c.accesses.Record(e)
-	if !kept {
-		e.queued().Store(false) // dropped: let it be recorded again
-	}
-	if ready {
+	if _, ready := c.accesses.Record(e); ready {
 		c.kickReplay()
 	}
 }

@@ -108,10 +108,10 @@ func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (
 // the P taken) write the entry's pin word and, for their counts, the
 // stripe of the caller's P of c.st.hot and of the dataset's counters
 // (lockfree.Counters). Either way the lines a hit writes are private to
-// its core unless goroutines read the same chunk. The access record is
-// deduplicated per entry (the queued flag) and, for the recency policies,
-// left out for an entry near the front of the order (accessClock,
-// evict.go).
+// its core unless goroutines read the same chunk. A slot reader's access
+// record is deduplicated in its slot (pendingFilter, latch.go); for the
+// recency policies any hit's record is left out for an entry near the
+// front of the order (accessClock, evict.go).
 func (c *Cache) serveHits(o op, reqs []Request) (int, error) {
 	i := 0
 	for ; i < len(reqs); i++ {
@@ -238,11 +238,10 @@ func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
 	if e.prefetched().Load() {
 		c.prefetchUsed(e)
 	}
-	if !c.skipRecord(e) && !e.queued().Load() {
-		e.queued().Store(true)
+	if !c.skipRecord(e) && s.pending.add(e) {
 		kept, ready := s.record(e)
 		if !kept {
-			e.queued().Store(false) // dropped: let it be recorded again
+			s.pending.forget(e) // dropped: let it be recorded again
 		}
 		if ready {
 			c.kickReplay()

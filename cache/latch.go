@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/scc-dev/scc/lockfree"
 )
@@ -142,8 +143,8 @@ type readSlots struct {
 	drainMu sync.Mutex
 }
 
-// readSlot is one published entry and its holder's counts, alone on its
-// two cache lines.
+// readSlot is one published entry and its holder's counts and records,
+// alone on its cache lines.
 type readSlot struct {
 	e atomic.Pointer[entry]
 	// Owned by the slot's holder (see above).
@@ -155,7 +156,46 @@ type readSlot struct {
 	// spare is the array drainSlots swaps in for rec; guarded by
 	// readSlots.drainMu.
 	spare []*entry
-	_     [128 - 88]byte
+	// pending remembers entries recorded in rec since the last drain.
+	pending pendingFilter
+	_       [384 - 88 - 8*pendingWays]byte
+}
+
+// pendingFilter deduplicates access records: a hit on an entry whose
+// record still waits in the same slot's rec adds none (a hot chunk read
+// again and again costs one record per replay, as before; the record
+// moves it to the front just the same).
+//
+// Why in the slot and not a flag on the entry (the queued flag it
+// replaced): a flag is a write to the entry's first line by the reader on
+// every recorded hit and another by the replayer, so that line, which
+// every hit reads, moved between cores: at 2 goroutines a hit's entry
+// line was more often than not in the other core's cache. The filter is
+// the slot's own memory. It is direct-mapped and small, so it forgets:
+// two entries that map to one place both get recorded, which only costs
+// a second record (one more move to the front, one more count for the
+// frequency policies, as two goroutines racing on the flag did).
+type pendingFilter [pendingWays]*entry
+
+const pendingWays = 32
+
+// add reports whether e needs a record: false when e is remembered as
+// pending; otherwise it remembers e.
+func (f *pendingFilter) add(e *entry) bool {
+	i := uint64(uintptr(unsafe.Pointer(e))) * 0x9e3779b97f4a7c15 >> (64 - 5)
+	if f[i] == e {
+		return false
+	}
+	f[i] = e
+	return true
+}
+
+// forget drops e (its record was dropped, not kept).
+func (f *pendingFilter) forget(e *entry) {
+	i := uint64(uintptr(unsafe.Pointer(e))) * 0x9e3779b97f4a7c15 >> (64 - 5)
+	if f[i] == e {
+		f[i] = nil
+	}
 }
 
 // slotHeld marks a slot held for its accounting rather than for a read.
@@ -276,6 +316,7 @@ func (c *Cache) drainSlots(f func([]*entry)) {
 			s.spare = make([]*entry, 0, cap(batch)) // once per slot
 		}
 		s.rec = s.spare
+		clear(s.pending[:]) // what it remembered is in batch now
 		s.e.Store(nil)
 		f(batch)
 		clear(batch)

@@ -9,13 +9,14 @@ import (
 // Replacement policies (seed 000 §4.2, §4.2.1; seed 001 §2.2 item 4, §3.3).
 //
 // How accesses reach a policy: a hit never takes the policy lock. It
-// records the entry in a lossy striped buffer (lockfree.Buffer); the
-// buffer is replayed into the policy (touch) under Cache.mu by the
-// replayer goroutine (replay.go), never by a reader, and always before
-// victims are chosen. Lost accesses
-// only make the order slightly less exact. An entry with a record already
-// waiting is not queued again, so LFU counts at most one access per entry
-// per drain (an approximation of frequency, like any sampled LFU). We chose buffers over CLOCK bits
+// records the entry in a lossy buffer (its read slot's, latch.go, or the
+// striped lockfree.Buffer for hits that took a pin); the buffers are
+// replayed into the policy (touch) under Cache.mu by the replayer
+// goroutine (replay.go), never by a reader, and always before victims are
+// chosen. Lost accesses only make the order slightly less exact. A read
+// hit on an entry whose record still waits in the same slot adds none
+// (pendingFilter), so LFU counts about one access per entry per slot and
+// drain (an approximation of frequency, like any sampled LFU). We chose buffers over CLOCK bits
 // because the default policy is seed 000's two-stage LRU, which needs real
 // recency order per dataset and per chunk; CLOCK would only approximate it.
 // (SIEVE below is the CLOCK-like option and uses a visited bit; S3-FIFO,

@@ -54,12 +54,13 @@ type policySim struct {
 	capacity int
 	hits     int64
 	misses   int64
-	// buffered replays hits the way the cache's hit path does
-	// (recordAccess): one record per entry until the next drain, drained
-	// when 64 records wait and before every eviction. Deterministic: one
-	// stripe, never dropped.
+	// buffered replays hits the way the cache's hit path does (slotHit):
+	// one record per entry until the next drain as far as the read
+	// slot's pendingFilter remembers, drained when 64 records wait and
+	// before every eviction. Deterministic: one slot, never dropped.
 	buffered bool
 	pending  []*entry
+	filter   pendingFilter
 	// sampled, with buffered: only the hits the cache's hit path records
 	// (sampleAccess, numbered as one stripe's count) reach the buffer.
 	sampled bool
@@ -104,7 +105,6 @@ func (s *policySim) datasetOf(key uint64) *Dataset {
 
 func (s *policySim) drain() {
 	for _, e := range s.pending {
-		e.queued().Store(false)
 		s.p.touch(e)
 		s.clock++
 		e.touchedAt.Store(s.clock)
@@ -112,6 +112,7 @@ func (s *policySim) drain() {
 	s.window = uint64(len(s.res)) / recentWindowDiv
 	clear(s.pending)
 	s.pending = s.pending[:0]
+	clear(s.filter[:])
 }
 
 // access replays one request; on a miss in a full cache it reports the key
@@ -123,8 +124,7 @@ func (s *policySim) access(key uint64) (hit bool, victim uint64, evicted bool) {
 			s.p.touch(e)
 		} else if s.sampled && s.skipRecord(e) {
 			// not recorded, as in Cache.tryHit
-		} else if !e.queued().Load() {
-			e.queued().Store(true)
+		} else if s.filter.add(e) {
 			s.pending = append(s.pending, e)
 			if len(s.pending) >= simDrainAt {
 				s.drain()
