@@ -21,16 +21,23 @@ import (
 // Same work on both sides (checked for issue 10): each lookup finds the
 // value by key, copies its lookupBytes into the goroutine's buffer (scc's
 // Scatter, the peers' copy) and records the access for the eviction
-// policy (scc: its lossy access buffer, one record per chunk until the
-// buffer is replayed and none for hits near the front of the recency
-// order; otter: its lossy read buffer, on from the moment the cache is
-// half full, which the 4096 keys in a cache of 8192 reach; ristretto: its
-// sampled read buffer). Both scc and otter (default executor) replay
-// their buffers into the policy on goroutines of their own. scc
-// additionally pins the chunk for the copy (a chunk's buffer is recycled
-// on eviction; the peers hand out GC-owned values), counts the hit per
-// cache and per dataset (otter's statistics are off by default) and names
-// a chunk by dataset and coordinates rather than by one integer.
+// policy (scc: its read slot's lossy record buffer, one record per chunk
+// until the buffer is replayed as far as the slot remembers, and none for
+// hits near the front of the recency order; otter: its lossy read buffer,
+// on from the moment the cache is half full, which the 4096 keys in a
+// cache of 8192 reach; ristretto: its sampled read buffer). Both scc and
+// otter (default executor) replay their buffers into the policy on
+// goroutines of their own. scc additionally holds the chunk for the copy
+// (a chunk's buffer is recycled on eviction; the peers hand out GC-owned
+// values), counts the hit per cache and per dataset (otter's statistics
+// are off by default) and names a chunk by dataset and coordinates rather
+// than by one integer.
+//
+// Nothing a getter writes is shared with another goroutine's getter: the
+// peers' getters close over a buffer of their own, scc's reader keeps its
+// coordinate and buffer inside itself, padded (bench.LookupReader; until
+// the 11th session its coordinate shared a cache line with the other
+// readers', which slowed scc alone at 2 and 8 goroutines).
 const (
 	lookupChunks = 4096
 	lookupBytes  = 64
