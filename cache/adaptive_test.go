@@ -597,3 +597,28 @@ func TestSetConfigKeepsANonComparableRunner(t *testing.T) {
 		t.Fatalf("state under a cap: %v", err)
 	}
 }
+
+// TestAdaptiveEpochsCloseByHitsUnderStats: a phase of read hits closes
+// adaptive epochs from the hit path (every hitCheckEvery-th hit of a read
+// slot) even when Stats, which folds the slots' hit counts away, is
+// called every 100 hits: the pacing count is one Stats never resets. The
+// adaptor's timer (100 ms here) alone would close an epoch or two.
+func TestAdaptiveEpochsCloseByHitsUnderStats(t *testing.T) {
+	const n = 64
+	c, d, l := adaptiveFixture(t, n, Config{QuiescentBytes: 1 << 20, BypassBytes: -1,
+		Adaptive: AdaptiveConfig{Enabled: true, MinBytes: 1 << 20, MaxBytes: 2 << 20, EpochAccesses: 1000, EpochTimeout: time.Hour}})
+	for i := 0; i < n; i++ {
+		readChunk(t, c, d, l, i) // resident: every later read hits
+	}
+	before := c.Stats()
+	buf := make([]byte, adChunk)
+	for k := 0; k < 50*1000; k++ {
+		must(t, c.Read(bg, []Request{fullReq(d, l, buf, uint64(k%n))}))
+		if k%100 == 0 {
+			_ = c.Stats()
+		}
+	}
+	if s := c.Stats().Sub(before); s.AdaptiveEpochs < 10 {
+		t.Fatalf("%d epochs closed in %d hits of epochs of 1000 accesses, want at least 10", s.AdaptiveEpochs, s.Hits)
+	}
+}

@@ -230,10 +230,13 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 
 // slotHit counts a hit on e and records the access in slot s, which the
 // caller holds (latch.go: accounting in the slot): plain writes to the
-// caller's own lines. It returns the slot's hit count, which paces the
-// look at adaptive sizing's epoch as countHit's stripe count does.
+// caller's own lines. It returns the slot's count of hits ever, which
+// paces the look at adaptive sizing's epoch as countHit's stripe count
+// does (not the count foldSlots resets: a caller of Stats every few hits
+// would keep that from ever reaching hitCheckEvery).
 func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
 	s.hits++
+	s.seen++
 	s.countDataset(e.ds)
 	if e.prefetched().Load() {
 		c.prefetchUsed(e)
@@ -247,7 +250,7 @@ func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
 			c.kickReplay()
 		}
 	}
-	return s.hits
+	return s.seen
 }
 
 // countHit counts a hit on e, pinned by the caller. It returns the hit's

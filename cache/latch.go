@@ -149,6 +149,7 @@ type readSlot struct {
 	e atomic.Pointer[entry]
 	// Owned by the slot's holder (see above).
 	hits   int64    // cache hits not yet in Cache.st.hot
+	seen   int64    // hits ever counted here (never folded): paces adaptive epochs
 	ds     *Dataset // the dataset dsHits counts for
 	dsHits int64    // ds's hits not yet in its counters
 	drops  int64    // records dropped (rec full), not yet in Cache.slotDrops
@@ -158,7 +159,7 @@ type readSlot struct {
 	spare []*entry
 	// pending remembers entries recorded in rec since the last drain.
 	pending pendingFilter
-	_       [384 - 88 - 8*pendingWays]byte
+	_       [384 - 96 - 8*pendingWays]byte
 }
 
 // pendingFilter deduplicates access records: a hit on an entry whose
