@@ -104,6 +104,16 @@ func matchTag(meta, tag uint64) uint64 {
 	return (x - lo) &^ x & hi
 }
 
+// freeSlot returns the first free slot of a bucket with this meta, or -1.
+func freeSlot(meta uint64) int {
+	for s := 0; s < bucketSlots; s++ {
+		if meta>>(8*s)&0xff == 0 {
+			return s
+		}
+	}
+	return -1
+}
+
 // Load returns the entry stored for k.
 func (t *entryTable) Load(k Key) (*entry, bool) {
 	a := t.cur.Load()
@@ -142,7 +152,7 @@ func (t *entryTable) LoadOrStore(e *entry) (actual *entry, loaded bool) {
 	a, h, i := t.lockChain(k)
 	tag := tagOf(h)
 	var free *tableBucket
-	freeSlot := 0
+	slot := 0
 	last := &a.buckets[i]
 	for b := last; b != nil; b = b.next.Load() {
 		meta := b.meta.Load()
@@ -153,21 +163,18 @@ func (t *entryTable) LoadOrStore(e *entry) (actual *entry, loaded bool) {
 			}
 		}
 		if free == nil {
-			for s := 0; s < bucketSlots; s++ {
-				if meta>>(8*s)&0xff == 0 {
-					free, freeSlot = b, s
-					break
-				}
+			if s := freeSlot(meta); s >= 0 {
+				free, slot = b, s
 			}
 		}
 		last = b
 	}
 	if free == nil {
-		free, freeSlot = new(tableBucket), 0
+		free, slot = new(tableBucket), 0
 		last.next.Store(free) // empty: readers find nothing in it yet
 	}
-	free.ents[freeSlot].Store(e) // the entry before its tag
-	free.meta.Store(free.meta.Load() | tag<<(8*freeSlot))
+	free.ents[slot].Store(e) // the entry before its tag
+	free.meta.Store(free.meta.Load() | tag<<(8*slot))
 	a.locks[i].Unlock()
 	if tooFull(t.count.Add(1), len(a.buckets)) {
 		t.resize()
@@ -244,12 +251,10 @@ func (a *entryArray) insertUnpublished(e *entry) {
 	b := &a.buckets[h&a.mask]
 	for {
 		meta := b.meta.Load()
-		for s := 0; s < bucketSlots; s++ {
-			if meta>>(8*s)&0xff == 0 {
-				b.ents[s].Store(e)
-				b.meta.Store(meta | tagOf(h)<<(8*s))
-				return
-			}
+		if s := freeSlot(meta); s >= 0 {
+			b.ents[s].Store(e)
+			b.meta.Store(meta | tagOf(h)<<(8*s))
+			return
 		}
 		next := b.next.Load()
 		if next == nil {

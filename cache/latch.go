@@ -178,25 +178,33 @@ type readSlot struct {
 // frequency policies, as two goroutines racing on the flag did).
 type pendingFilter [pendingWays]*entry
 
-const pendingWays = 32
+const (
+	pendingBits = 5
+	pendingWays = 1 << pendingBits
+)
 
 // add reports whether e needs a record: false when e is remembered as
 // pending; otherwise it remembers e.
 func (f *pendingFilter) add(e *entry) bool {
-	i := uint64(uintptr(unsafe.Pointer(e))) * 0x9e3779b97f4a7c15 >> (64 - 5)
-	if f[i] == e {
+	p := &f[pendingWay(e)]
+	if *p == e {
 		return false
 	}
-	f[i] = e
+	*p = e
 	return true
 }
 
 // forget drops e (its record was dropped, not kept).
 func (f *pendingFilter) forget(e *entry) {
-	i := uint64(uintptr(unsafe.Pointer(e))) * 0x9e3779b97f4a7c15 >> (64 - 5)
-	if f[i] == e {
-		f[i] = nil
+	if p := &f[pendingWay(e)]; *p == e {
+		*p = nil
 	}
+}
+
+// pendingWay is e's place in a pendingFilter: its address, hashed (entries
+// are 320 bytes apart, so the low bits alone would use few places).
+func pendingWay(e *entry) uint64 {
+	return uint64(uintptr(unsafe.Pointer(e))) * 0x9e3779b97f4a7c15 >> (64 - pendingBits)
 }
 
 // slotHeld marks a slot held for its accounting rather than for a read.
