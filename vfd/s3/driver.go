@@ -406,9 +406,26 @@ type piece struct {
 // writer replaced and deleted it after this Driver resolved it) sends the
 // read round again on a fresh view, as a local reader reads whatever the
 // writer left at an offset.
+//
+// Rounds after the second wait first, 1 ms doubling to 32 ms (about 60 ms
+// in all): a writer committing back to back replaces the pages again
+// before a reader on a loaded machine gets its GETs out, and four rounds
+// without a pause lost to one such burst of ten commits
+// (TestReadersFollowConcurrently, on a 2-core CI machine running other
+// tests). The wait lets the burst pass; the bound keeps a reader of a
+// writer that never pauses from retrying forever.
 func (d *Driver) readExtents(ctx context.Context, exts []vfd.Extent) error {
 	var err error
-	for attempt := 0; attempt < 4; attempt++ {
+	for attempt := 0; attempt < readRounds; attempt++ {
+		if attempt >= 2 {
+			t := time.NewTimer(time.Millisecond << (attempt - 2))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
 		err = d.readOnce(ctx, exts)
 		if !errors.Is(err, errPageGone) {
 			return err
@@ -421,6 +438,9 @@ func (d *Driver) readExtents(ctx context.Context, exts []vfd.Extent) error {
 	}
 	return fmt.Errorf("%w: page objects keep vanishing under reads", ErrNotFound)
 }
+
+// readRounds bounds readExtents' rounds.
+const readRounds = 8
 
 var errPageGone = fmt.Errorf("s3: page object replaced during the read: %w", ErrNotFound)
 

@@ -834,3 +834,42 @@ func TestCollectAfterCrash(t *testing.T) {
 		t.Fatalf("a second Collect removed %d (%v), want 0", n, err)
 	}
 }
+
+// TestVanishingPagesBounded: a reader whose page objects are gone at every
+// GET (the proxy answers NoSuchKey) tries readRounds rounds, pausing
+// between the later ones, then fails with ErrNotFound; a caller's context
+// that ends during a pause ends the read with its own error at once.
+func TestVanishingPagesBounded(t *testing.T) {
+	p, err := s3test.NewProxy(testServer.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	key := testKey(t)
+	w := createT(t, key, testOpts(p.Endpoint()))
+	w.WriteAt(bytes.Repeat([]byte{7}, 100+2*4096), 0)
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var pageGets atomic.Int64
+	p.SetFault(func(_ int64, r *http.Request) s3test.Fault {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, ".pages/") {
+			pageGets.Add(1)
+			return s3test.Fault{Status: 404, Code: "NoSuchKey"}
+		}
+		return s3test.Fault{}
+	})
+	buf := make([]byte, 100)
+	_, err = w.ReadAt(buf, 200) // past the head: a page object
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "keep vanishing") {
+		t.Fatalf("read of vanishing pages: %v, want ErrNotFound after every round", err)
+	}
+	if n := pageGets.Load(); n != readRounds {
+		t.Fatalf("%d page GETs, want one per round, %d", n, readRounds)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if _, err := w.ReadAtContext(ctx, buf, 200); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("read under a context that ends during the pauses: %v, want its deadline", err)
+	}
+}
