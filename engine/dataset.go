@@ -311,10 +311,31 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 
 // loadState reads a dataset's committed header; its index opens on first
 // use.
+//
+// On a read-only File a header that passes its checksum still proves
+// nothing once the writer has committed since the catalog entry was read:
+// the checksum is blind to the header's IndexRoot (refresh.go), so a
+// header the writer wrote two commits later at the same address, changed
+// only in its index root, passes it, and the reader would follow the newer
+// index while it reports the older generation
+// (TestSWMRRefreshFollowsReusedHeaders caught one reading a dataset's
+// generation-6 contents at generation 4; TestOpenOvertakenHeader builds the
+// case). The writer writes superblock G+1 before it reuses any of G's
+// space, so a header read while the superblock on disk still says G is G's
+// header; past that the open answers ErrStale, which OpenDataset answers by
+// refreshing and reading the catalog again.
 func (f *File) loadState(e format.CatalogEntry) (*dsState, error) {
-	hdr, err := f.readHeaderImage(e, f.sb.Load().EOF)
+	sb := f.sb.Load()
+	hdr, err := f.readHeaderImage(e, sb.EOF)
 	if err != nil && f.readOnly && errors.Is(err, ErrCorrupt) && f.newerOnDisk() {
 		err = fmt.Errorf("%w: dataset %q: %v", ErrStale, e.Name, err)
+	}
+	if err == nil && f.readOnly {
+		if cur, rerr := readSuperblock(f.drv); rerr != nil {
+			err = rerr
+		} else if cur.Generation > sb.Generation {
+			err = fmt.Errorf("%w: dataset %q: the writer committed generation %d while the header of generation %d was read", ErrStale, e.Name, cur.Generation, sb.Generation)
+		}
 	}
 	if err != nil {
 		return nil, classify(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/format"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -172,4 +173,137 @@ func TestImageLargerThanCache(t *testing.T) {
 		t.Fatalf("read %d bytes: the image was read", got)
 	}
 	verifyAll(t, f, refs)
+}
+
+// TestReaderOvertakenByReuse: a read-only File at generation G opens a
+// dataset; the writer then commits (its frames elsewhere) and, as it may
+// once G+1 is durable, reuses the space of G's frames for frames of the
+// same size with valid checksums of their own (random contents here: what
+// another chunk or a later write would leave). The reader must not serve
+// those bytes as generation G's: the chunk index names each frame's
+// checksum, not only its place, so the read fails its check, refreshes
+// and reads the writer's generation.
+func TestReaderOvertakenByReuse(t *testing.T) {
+	ctx := context.Background()
+	spec := DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{16, 16}}
+	mem := vfd.NewMem()
+	rng := rand.New(rand.NewPCG(3, 4))
+	w := tCreate(t, mem, nil)
+	ds, err := w.CreateDataset("d", spec)
+	must(t, err)
+	data0 := randomBytes(rng, 64*64)
+	must(t, ds.Write(ctx, All(spec.Shape), data0))
+	must(t, w.Close())
+	r := tOpen(t, mem, &Options{ReadOnly: true})
+	g0 := r.Generation()
+	rds, err := r.OpenDataset("d")
+	must(t, err)
+	old, err := rds.ChunkExtents(ctx)
+	must(t, err)
+	w = tOpen(t, mem, nil)
+	ds, err = w.OpenDataset("d")
+	must(t, err)
+	data1 := randomBytes(rng, 64*64)
+	must(t, ds.Write(ctx, All(spec.Shape), data1))
+	must(t, w.Close())
+	check := tOpen(t, mem, &Options{ReadOnly: true})
+	cds, err := check.OpenDataset("d")
+	must(t, err)
+	cur, err := cds.ChunkExtents(ctx)
+	must(t, err)
+	must(t, check.Close())
+	// The reuse: G's frames, which the current generation does not
+	// reference, rewritten with valid frames of other contents.
+	for _, e := range old {
+		for _, c := range cur {
+			if e.Off < c.Off+c.Size && c.Off < e.Off+e.Size {
+				t.Fatalf("the new generation reuses G's space already (chunk %v): the test needs it free", c.Coord)
+			}
+		}
+		img := randomBytes(rng, int(e.Size)-4)
+		if _, err := mem.WriteAt(format.AppendChunkChecksum(img), e.Off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 64*64)
+	must(t, rds.Read(ctx, All(spec.Shape), buf))
+	t.Logf("DBG g=%d g0=%d d0=%v d1=%v", r.Generation(), g0, bytes.Equal(buf, data0), bytes.Equal(buf, data1))
+	if g := r.Generation(); g == g0 || !bytes.Equal(buf, data1) {
+		t.Fatalf("read at generation %d (opened at %d): equals the writer's data %v, the reused frames' %v",
+			g, g0, bytes.Equal(buf, data1), !bytes.Equal(buf, data1) && !bytes.Equal(buf, data0))
+	}
+}
+
+// TestOpenOvertakenHeader: a read-only File at generation G has the
+// catalog entry of a dataset it has not opened; the writer commits again,
+// changing only the dataset's index root, and (as it may once G+1 is
+// durable) reuses the space of G's header for the new header, which passes
+// the checksum G's catalog entry names (the checksum is blind to the index
+// root, refresh.go). OpenDataset must not follow that header at generation
+// G: it refreshes, and the dataset reads as the generation the File then
+// reports.
+func TestOpenOvertakenHeader(t *testing.T) {
+	ctx := context.Background()
+	spec := DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{16, 16}}
+	mem := vfd.NewMem()
+	rng := rand.New(rand.NewPCG(5, 6))
+	w := tCreate(t, mem, nil)
+	ds, err := w.CreateDataset("d", spec)
+	must(t, err)
+	data0 := randomBytes(rng, 64*64)
+	must(t, ds.Write(ctx, All(spec.Shape), data0))
+	must(t, w.Close())
+	r := tOpen(t, mem, &Options{ReadOnly: true})
+	g0 := r.Generation()
+	r.mu.Lock()
+	old := r.mu.catalog["d"]
+	r.mu.Unlock()
+	w = tOpen(t, mem, nil)
+	ds, err = w.OpenDataset("d")
+	must(t, err)
+	data1 := randomBytes(rng, 64*64)
+	must(t, ds.Write(ctx, All(spec.Shape), data1))
+	must(t, w.Close())
+	latest := func() (*File, format.CatalogEntry) {
+		f := tOpen(t, mem, &Options{ReadOnly: true})
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f, f.mu.catalog["d"]
+	}
+	l, cur := latest()
+	must(t, l.Close())
+	if cur.HeaderSize != old.HeaderSize || cur.HeaderSum != old.HeaderSum || cur.HeaderAddr == old.HeaderAddr {
+		t.Fatalf("headers %+v then %+v: not the blind-checksum case this test builds", old, cur)
+	}
+	hdr := make([]byte, cur.HeaderSize)
+	if _, err := mem.ReadAt(hdr, int64(cur.HeaderAddr)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.WriteAt(hdr, int64(old.HeaderAddr)); err != nil { // the reuse
+		t.Fatal(err)
+	}
+	// The writer's state is intact: G's header space was free.
+	l, _ = latest()
+	lds, err := l.OpenDataset("d")
+	must(t, err)
+	buf := make([]byte, 64*64)
+	must(t, lds.Read(ctx, All(spec.Shape), buf))
+	must(t, l.Close())
+	if !bytes.Equal(buf, data1) {
+		t.Fatal("the test damaged the latest generation")
+	}
+	rds, err := r.OpenDataset("d")
+	must(t, err)
+	clear(buf)
+	must(t, rds.Read(ctx, All(spec.Shape), buf))
+	want := data0
+	if r.Generation() != g0 {
+		want = data1
+	}
+	if !bytes.Equal(buf, want) {
+		t.Fatalf("read at generation %d (opened at %d): the contents of another generation", r.Generation(), g0)
+	}
+	if r.Generation() == g0 {
+		t.Fatalf("opened at generation %d through a header of a later one", g0)
+	}
 }
