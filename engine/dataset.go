@@ -323,14 +323,16 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 // case). The writer writes superblock G+1 before it reuses any of G's
 // space, so a header read while the superblock on disk still says G is G's
 // header; past that the open answers ErrStale, which OpenDataset answers by
-// refreshing and reading the catalog again.
+// refreshing and reading the catalog again. A header taken from the cache
+// image needs no such check: the image is of the generation the File
+// opened, and Refresh drops it.
 func (f *File) loadState(e format.CatalogEntry) (*dsState, error) {
 	sb := f.sb.Load()
-	hdr, err := f.readHeaderImage(e, sb.EOF)
+	hdr, fromFile, err := f.readHeaderImage(e, sb.EOF)
 	if err != nil && f.readOnly && errors.Is(err, ErrCorrupt) && f.newerOnDisk() {
 		err = fmt.Errorf("%w: dataset %q: %v", ErrStale, e.Name, err)
 	}
-	if err == nil && f.readOnly {
+	if err == nil && f.readOnly && fromFile { // a cache image's header is of sb's generation (refresh drops it)
 		if cur, rerr := readSuperblock(f.drv); rerr != nil {
 			err = rerr
 		} else if cur.Generation > sb.Generation {

@@ -532,37 +532,45 @@ func (f *File) liveImage() (format.ImageRecord, bool) {
 // checksum sum: from a prefetched image entry, from the journal, or from
 // the file. The caller verifies it as it would any block read.
 func (f *File) readMeta(kind uint8, addr, size uint64, sum uint32, eof uint64) ([]byte, error) {
-	if addr < format.DataStart || size == 0 || size > maxMetaBlock || addr+size < addr || addr+size > eof {
-		return nil, fmt.Errorf("%w: block [%d,+%d) outside the file's space (eof %d)", ErrCorrupt, addr, size, eof)
-	}
-	if b, ok := f.cfile.TakePrefetched(int64(addr), int64(size), sum); ok {
-		f.journalPut(kind, addr, b)
-		return b, nil
-	}
-	if b, ok := f.journalGet(addr, size, sum); ok {
-		return b, nil
-	}
-	b, err := readBlock(f.drv, addr, size, eof)
-	if err == nil {
-		f.journalPut(kind, addr, b)
-	}
+	b, _, err := f.readMetaFrom(kind, addr, size, sum, eof)
 	return b, err
 }
 
-// readHeaderImage is readHeader through readMeta.
-func (f *File) readHeaderImage(e format.CatalogEntry, eof uint64) (format.DatasetHeader, error) {
-	buf, err := f.readMeta(format.ImageHeader, e.HeaderAddr, e.HeaderSize, e.HeaderSum, eof)
+// readMetaFrom is readMeta that also reports whether the block came from
+// the file (rather than the cache image or the journal).
+func (f *File) readMetaFrom(kind uint8, addr, size uint64, sum uint32, eof uint64) (b []byte, fromFile bool, err error) {
+	if addr < format.DataStart || size == 0 || size > maxMetaBlock || addr+size < addr || addr+size > eof {
+		return nil, false, fmt.Errorf("%w: block [%d,+%d) outside the file's space (eof %d)", ErrCorrupt, addr, size, eof)
+	}
+	if b, ok := f.cfile.TakePrefetched(int64(addr), int64(size), sum); ok {
+		f.journalPut(kind, addr, b)
+		return b, false, nil
+	}
+	if b, ok := f.journalGet(addr, size, sum); ok {
+		return b, false, nil
+	}
+	b, err = readBlock(f.drv, addr, size, eof)
+	if err == nil {
+		f.journalPut(kind, addr, b)
+	}
+	return b, true, err
+}
+
+// readHeaderImage is readHeader through readMeta; fromFile reports whether
+// the header was read from the file.
+func (f *File) readHeaderImage(e format.CatalogEntry, eof uint64) (hdr format.DatasetHeader, fromFile bool, err error) {
+	buf, fromFile, err := f.readMetaFrom(format.ImageHeader, e.HeaderAddr, e.HeaderSize, e.HeaderSum, eof)
 	if err != nil {
-		return format.DatasetHeader{}, fmt.Errorf("dataset %q header: %w", e.Name, err)
+		return format.DatasetHeader{}, fromFile, fmt.Errorf("dataset %q header: %w", e.Name, err)
 	}
 	if format.Trailer(buf) != e.HeaderSum {
-		return format.DatasetHeader{}, fmt.Errorf("%w: dataset %q: header at %d is not the one the catalog names", ErrCorrupt, e.Name, e.HeaderAddr)
+		return format.DatasetHeader{}, fromFile, fmt.Errorf("%w: dataset %q: header at %d is not the one the catalog names", ErrCorrupt, e.Name, e.HeaderAddr)
 	}
-	hdr, err := format.DecodeDatasetHeader(buf)
+	hdr, err = format.DecodeDatasetHeader(buf)
 	if err != nil {
-		return hdr, classify(err)
+		return hdr, fromFile, classify(err)
 	}
-	return hdr, nil
+	return hdr, fromFile, nil
 }
 
 // blockStore is the chunk indexes' store: indexStore, plus prefetched
