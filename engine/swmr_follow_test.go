@@ -185,27 +185,13 @@ func TestImageLargerThanCache(t *testing.T) {
 // and reads the writer's generation.
 func TestReaderOvertakenByReuse(t *testing.T) {
 	ctx := context.Background()
-	spec := DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{16, 16}}
-	mem := vfd.NewMem()
-	rng := rand.New(rand.NewPCG(3, 4))
-	w := tCreate(t, mem, nil)
-	ds, err := w.CreateDataset("d", spec)
-	must(t, err)
-	data0 := randomBytes(rng, 64*64)
-	must(t, ds.Write(ctx, All(spec.Shape), data0))
-	must(t, w.Close())
-	r := tOpen(t, mem, &Options{ReadOnly: true})
-	g0 := r.Generation()
+	o := newOvertaken(t, 3)
+	mem, r, g0, data0 := o.mem, o.r, o.r.Generation(), o.data0
 	rds, err := r.OpenDataset("d")
 	must(t, err)
 	old, err := rds.ChunkExtents(ctx)
 	must(t, err)
-	w = tOpen(t, mem, nil)
-	ds, err = w.OpenDataset("d")
-	must(t, err)
-	data1 := randomBytes(rng, 64*64)
-	must(t, ds.Write(ctx, All(spec.Shape), data1))
-	must(t, w.Close())
+	data1 := o.rewrite()
 	check := tOpen(t, mem, &Options{ReadOnly: true})
 	cds, err := check.OpenDataset("d")
 	must(t, err)
@@ -220,14 +206,13 @@ func TestReaderOvertakenByReuse(t *testing.T) {
 				t.Fatalf("the new generation reuses G's space already (chunk %v): the test needs it free", c.Coord)
 			}
 		}
-		img := randomBytes(rng, int(e.Size)-4)
+		img := randomBytes(o.rng, int(e.Size)-4)
 		if _, err := mem.WriteAt(format.AppendChunkChecksum(img), e.Off); err != nil {
 			t.Fatal(err)
 		}
 	}
 	buf := make([]byte, 64*64)
-	must(t, rds.Read(ctx, All(spec.Shape), buf))
-	t.Logf("DBG g=%d g0=%d d0=%v d1=%v", r.Generation(), g0, bytes.Equal(buf, data0), bytes.Equal(buf, data1))
+	must(t, rds.Read(ctx, All(overtakenSpec.Shape), buf))
 	if g := r.Generation(); g == g0 || !bytes.Equal(buf, data1) {
 		t.Fatalf("read at generation %d (opened at %d): equals the writer's data %v, the reused frames' %v",
 			g, g0, bytes.Equal(buf, data1), !bytes.Equal(buf, data1) && !bytes.Equal(buf, data0))
@@ -244,26 +229,13 @@ func TestReaderOvertakenByReuse(t *testing.T) {
 // reports.
 func TestOpenOvertakenHeader(t *testing.T) {
 	ctx := context.Background()
-	spec := DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{16, 16}}
-	mem := vfd.NewMem()
-	rng := rand.New(rand.NewPCG(5, 6))
-	w := tCreate(t, mem, nil)
-	ds, err := w.CreateDataset("d", spec)
-	must(t, err)
-	data0 := randomBytes(rng, 64*64)
-	must(t, ds.Write(ctx, All(spec.Shape), data0))
-	must(t, w.Close())
-	r := tOpen(t, mem, &Options{ReadOnly: true})
-	g0 := r.Generation()
+	spec := overtakenSpec
+	o := newOvertaken(t, 5)
+	mem, r, g0, data0 := o.mem, o.r, o.r.Generation(), o.data0
 	r.mu.Lock()
 	old := r.mu.catalog["d"]
 	r.mu.Unlock()
-	w = tOpen(t, mem, nil)
-	ds, err = w.OpenDataset("d")
-	must(t, err)
-	data1 := randomBytes(rng, 64*64)
-	must(t, ds.Write(ctx, All(spec.Shape), data1))
-	must(t, w.Close())
+	data1 := o.rewrite()
 	latest := func() (*File, format.CatalogEntry) {
 		f := tOpen(t, mem, &Options{ReadOnly: true})
 		f.mu.Lock()
@@ -306,4 +278,40 @@ func TestOpenOvertakenHeader(t *testing.T) {
 	if r.Generation() == g0 {
 		t.Fatalf("opened at generation %d through a header of a later one", g0)
 	}
+}
+
+// overtaken is the start of the overtaken-reader tests: a file with one
+// chunked dataset "d" holding data0, and a read-only File r opened on it.
+type overtaken struct {
+	mem   *vfd.Mem
+	r     *File
+	data0 []byte
+	rng   *rand.Rand
+	t     *testing.T
+}
+
+var overtakenSpec = DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{16, 16}}
+
+func newOvertaken(t *testing.T, seed uint64) *overtaken {
+	o := &overtaken{mem: vfd.NewMem(), rng: rand.New(rand.NewPCG(seed, seed+1)), t: t}
+	w := tCreate(t, o.mem, nil)
+	ds, err := w.CreateDataset("d", overtakenSpec)
+	must(t, err)
+	o.data0 = randomBytes(o.rng, 64*64)
+	must(t, ds.Write(context.Background(), All(overtakenSpec.Shape), o.data0))
+	must(t, w.Close())
+	o.r = tOpen(t, o.mem, &Options{ReadOnly: true})
+	return o
+}
+
+// rewrite commits new contents for all of "d" as the writer and returns
+// them.
+func (o *overtaken) rewrite() []byte {
+	w := tOpen(o.t, o.mem, nil)
+	ds, err := w.OpenDataset("d")
+	must(o.t, err)
+	data := randomBytes(o.rng, 64*64)
+	must(o.t, ds.Write(context.Background(), All(overtakenSpec.Shape), data))
+	must(o.t, w.Close())
+	return data
 }
