@@ -43,6 +43,12 @@ import (
 //     it see the table as it was at the publish, and writers that were
 //     waiting on its locks find it replaced and start over in the new one.
 //
+// Departure from DESIGN.md, which puts the concurrent maps in package
+// lockfree: this table lives here because what makes it fast is specific to
+// the cache — it stores *entry and compares the key inside the entry — and
+// a generic lockfree version would need a key callback on every probe.
+// lockfree.Map still holds the long keys and everything else.
+//
 // The count is one atomic word: it is written only by inserts and deletes
 // (chunk loads and evictions, never hits).
 type entryTable struct {

@@ -136,6 +136,12 @@ func (e *entry) lockChunk() {
 // the record array for its spare as lockfree.Buffer.Drain does. Holders
 // never wait while they hold a slot, so taking one means waiting at most
 // for one Scatter.
+//
+// Departure from DESIGN.md, which puts the access buffers in package
+// lockfree: a read hit's records live in its read slot, because the slot is
+// what makes them free (its owner writes them plainly). lockfree.Buffer
+// still records the hits that take a pin (writes, and reads that found
+// their P's slots taken).
 type readSlots struct {
 	slots []readSlot
 	mask  int
