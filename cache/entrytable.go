@@ -14,9 +14,10 @@ import (
 // Why not lockfree.Map (xsync.MapOf), which it replaced for short keys:
 // MapOf keeps a pointer to a separate {key, value} record in its buckets,
 // so a hit went bucket → record → entry, three cache lines in three
-// places, and with thousands of resident chunks each was a cache miss
-// (issue 10's cachemap profile: the table lookup and the entry's first
-// line were half of a hit). This table keeps the *entry itself in the
+// places, and with thousands of resident chunks each was likely a cache
+// miss (a CPU profile of bench/peers' BenchmarkLookup at 1 goroutine, no
+// in-repo benchmark prints it: the table lookup and the entry's first
+// line were about half of a hit). This table keeps the *entry itself in the
 // bucket and compares the key in the entry's first line (entry.key.k),
 // which the hit reads next anyway: bucket → entry, two lines.
 //

@@ -176,8 +176,8 @@ type readSlot struct {
 // Why in the slot and not a flag on the entry (the queued flag it
 // replaced): a flag is a write to the entry's first line by the reader on
 // every recorded hit and another by the replayer, so that line, which
-// every hit reads, moved between cores: at 2 goroutines a hit's entry
-// line was more often than not in the other core's cache. The filter is
+// every hit reads, was written from both cores whenever goroutines on
+// two cores recorded hits (uniform keys: most hits). The filter is
 // the slot's own memory. It is direct-mapped and small, so it forgets:
 // two entries that map to one place both get recorded, which only costs
 // a second record (one more move to the front, one more count for the

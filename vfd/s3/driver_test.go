@@ -280,10 +280,7 @@ func TestErrorsAreTyped(t *testing.T) {
 // connections from the proxy are retried until they pass; a fault that
 // outlasts MaxRetries surfaces typed.
 func TestRetriesThrottlingAndServerErrors(t *testing.T) {
-	p, err := s3test.NewProxy(testServer.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newProxy(t)
 	defer p.Close()
 	key := testKey(t)
 	w := createT(t, key, testOpts(p.Endpoint()))
@@ -328,10 +325,7 @@ func TestRetriesThrottlingAndServerErrors(t *testing.T) {
 // TestCancellation: a caller's context ends a slow vector read; Close ends
 // the requests of every call in flight.
 func TestCancellation(t *testing.T) {
-	p, err := s3test.NewProxy(testServer.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newProxy(t)
 	defer p.Close()
 	key := testKey(t)
 	w := createT(t, key, testOpts(p.Endpoint()))
@@ -535,10 +529,7 @@ func TestConcurrentDisjoint(t *testing.T) {
 // Either way the store holds a complete synced image.
 func TestLostCommitAnswer(t *testing.T) {
 	for _, retries := range []int{3, -1} {
-		p, err := s3test.NewProxy(testServer.Endpoint())
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := newProxy(t)
 		defer p.Close()
 		key := testKey(t)
 		o := testOpts(p.Endpoint())
@@ -553,7 +544,7 @@ func TestLostCommitAnswer(t *testing.T) {
 			}
 			return s3test.Fault{}
 		})
-		err = d.Sync()
+		err := d.Sync()
 		if retries > 0 {
 			if err != nil {
 				t.Fatalf("retries %d: sync whose answer was lost: %v", retries, err)
@@ -635,10 +626,7 @@ func TestReplacedPagesDeleted(t *testing.T) {
 // TestMaxInFlightBounds: a vector read over many page objects runs its
 // GETs in parallel, never more than MaxInFlight at once.
 func TestMaxInFlightBounds(t *testing.T) {
-	p, err := s3test.NewProxy(testServer.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newProxy(t)
 	defer p.Close()
 	key := testKey(t)
 	w := createT(t, key, testOpts(""))
@@ -840,10 +828,7 @@ func TestCollectAfterCrash(t *testing.T) {
 // between the later ones, then fails with ErrNotFound; a caller's context
 // that ends during a pause ends the read with its own error at once.
 func TestVanishingPagesBounded(t *testing.T) {
-	p, err := s3test.NewProxy(testServer.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newProxy(t)
 	defer p.Close()
 	key := testKey(t)
 	w := createT(t, key, testOpts(p.Endpoint()))
@@ -860,7 +845,7 @@ func TestVanishingPagesBounded(t *testing.T) {
 		return s3test.Fault{}
 	})
 	buf := make([]byte, 100)
-	_, err = w.ReadAt(buf, 200) // past the head: a page object
+	_, err := w.ReadAt(buf, 200) // past the head: a page object
 	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "keep vanishing") {
 		t.Fatalf("read of vanishing pages: %v, want ErrNotFound after every round", err)
 	}

@@ -387,10 +387,7 @@ func isPagePut(r *http.Request, key string) bool {
 func TestEngineServerKilledMidCommit(t *testing.T) {
 	for _, at := range []string{"page", "commit", "commit-landed"} {
 		t.Run(at, func(t *testing.T) {
-			p, err := s3test.NewProxy(testServer.Endpoint())
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := newProxy(t)
 			defer p.Close()
 			key := testKey(t)
 			d := mustDrv(t, key, p.Endpoint(), func(o *Options) {
@@ -492,10 +489,7 @@ func TestEngineServerKilledMidCommit(t *testing.T) {
 func TestEngineThroughFaultyProxy(t *testing.T) {
 	for _, retries := range []int{6, -1} {
 		t.Run(fmt.Sprintf("retries=%d", retries), func(t *testing.T) {
-			p, err := s3test.NewProxy(testServer.Endpoint())
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := newProxy(t)
 			defer p.Close()
 			key := testKey(t)
 			// Two pages of dirty memory: writes spill between
@@ -559,10 +553,7 @@ func TestEngineThroughFaultyProxy(t *testing.T) {
 // engine.ErrNotFound, a refused GET engine.ErrDenied, a network failure
 // engine.ErrIO — each exactly one of them, none taken for corruption.
 func TestEngineErrorsTyped(t *testing.T) {
-	p, err := s3test.NewProxy(testServer.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newProxy(t)
 	defer p.Close()
 	key := testKey(t)
 	d := mustDrv(t, key, "", create)

@@ -102,3 +102,14 @@ func createT(t testing.TB, key string, o Options) *Driver {
 	}
 	return openT(t, key, o)
 }
+
+// newProxy starts a fault-injecting proxy in front of the test server; the
+// caller closes it (defer p.Close()) when its drivers are done with it.
+func newProxy(t testing.TB) *s3test.Proxy {
+	t.Helper()
+	p, err := s3test.NewProxy(testServer.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
