@@ -109,7 +109,7 @@ func makeKey(serial uint64, coord Coord) chunkKey {
 
 // shortKey returns the short form of the key of coord (chunkKey.k), or
 // false when the chunk needs the long form. The hit path looks short keys
-// up with it directly (chunkTable.lookup): a Key travels in two registers,
+// up with it directly (chunkTable.lookupIn): a Key travels in two registers,
 // where a chunkKey (40 bytes, with its string) went through the stack.
 func shortKey(serial uint64, coord Coord) (Key, bool) {
 	rank := len(coord)

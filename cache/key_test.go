@@ -181,7 +181,7 @@ func TestChunkTableSplit(t *testing.T) {
 
 // TestShortKeyMatchesMakeKey: the hit path's shortKey gives exactly
 // makeKey's short form, and refuses exactly the chunks makeKey spells out
-// in the long form; chunkTable.lookup finds entries stored under either.
+// in the long form; chunkTable.lookupIn finds entries stored under either.
 func TestShortKeyMatchesMakeKey(t *testing.T) {
 	big := uint64(1) << 62
 	coords := []Coord{{}, {0}, {7}, {1<<60 - 1}, {1 << 60}, {3, 4}, {1<<40 - 1, 2}, {1 << 40, 0},
@@ -196,7 +196,7 @@ func TestShortKeyMatchesMakeKey(t *testing.T) {
 			}
 			e := &entry{key: ck}
 			tab.LoadOrStore(e)
-			if got, found := tab.lookup(serial, c); !found || got != e {
+			if got, found := tab.lookupIn(&Dataset{serial: serial, keys: newSerialKeys(serial)}, c); !found || got != e {
 				t.Fatalf("coord %d %v: lookup missed", i, c)
 			}
 		}

@@ -40,17 +40,9 @@ func (t *chunkTable) Load(k chunkKey) (*entry, bool) {
 	return t.long.Load(k)
 }
 
-// lookup is Load of makeKey(serial, coord), without building the whole
-// chunkKey for a short key (the hit path).
-func (t *chunkTable) lookup(serial uint64, coord Coord) (*entry, bool) {
-	if k, ok := shortKey(serial, coord); ok {
-		return t.short.Load(k)
-	}
-	return t.long.Load(makeKey(serial, coord))
-}
-
-// lookupIn is lookup for a coordinate of d (the hit path): the short key
-// from d's precomputed serial part.
+// lookupIn is Load of makeKey(d.serial, coord) for the hit path, without
+// building the whole chunkKey for a short key, whose serial part d has
+// precomputed.
 func (t *chunkTable) lookupIn(d *Dataset, coord Coord) (*entry, bool) {
 	if k, ok := d.keys.shortKeyIn(d.serial, coord); ok {
 		return t.short.Load(k)
