@@ -100,6 +100,10 @@ type File struct {
 	// syncLatch).
 	failed atomic.Pointer[error]
 
+	// indexShedBytes counts the bytes of changed index blocks writeIndexes
+	// wrote and let go (tests).
+	indexShedBytes atomic.Int64
+
 	mu struct {
 		sync.Mutex
 		nextID uint64
@@ -693,8 +697,9 @@ func (f *File) chargeIndex(delta int64) {
 
 // shedIndexes is the file's metadata shedder (cache.File.SetMetadataShedder):
 // under memory pressure the open datasets' clean index blocks go, to be
-// read again on next use. It waits at most for a commit's index flush,
-// which never waits for the cache.
+// read again on next use; then the changed ones are written out and go too
+// (writeIndexes). It waits at most for a commit's index flush, which never
+// waits for the cache.
 func (f *File) shedIndexes() {
 	f.mu.Lock()
 	states := make([]*dsState, 0, len(f.mu.open))
@@ -705,6 +710,58 @@ func (f *File) shedIndexes() {
 	for _, s := range states {
 		if s.idx != nil {
 			s.idx.dropClean()
+		}
+	}
+	f.writeIndexes(states)
+}
+
+// writeIndexes writes the changed index blocks of states the way a commit's
+// index flush does, and then lets them go like clean ones (issue 10 §4).
+//
+// Why: a block changed since the last commit cannot simply be dropped (a
+// later lookup would read the committed one), so a write burst on a cache
+// smaller than its index kept every changed block in memory, past the
+// cache's limit. HDF5's metadata cache writes a dirty entry it evicts; here
+// the index's own Flush does it, copy-on-write: the blocks go to space the
+// last committed state does not reference, and the blocks they replace are
+// freed only for reuse after the next commit (index.Store, alloc's
+// pending state). A crash before that commit therefore finds the committed
+// state whole; the blocks written here are then unreferenced space. The
+// dataset stays marked changed (dsState.dirty), so the next commit records
+// the index's new root in the header as usual; its index flush finds
+// nothing left to write for the blocks written here.
+//
+// Only when no commit runs: a commit's index flush frees what it replaces
+// under the commit's epoch, and a flush racing it from here could free
+// blocks that commit is about to name. TryLock, not Lock: the commit in
+// progress may itself be waiting for the cache space the caller wants,
+// and it writes every changed block anyway. Closed, read-only and failed
+// files write nothing.
+//
+// A write that fails leaves the index as it was (index.Index.Flush aborts,
+// keeping the blocks changed, and the space it took is free again): nothing
+// is lost and the memory stays charged. There is no caller to hand the
+// error to; the next commit writes the same blocks and reports what the
+// device says then.
+func (f *File) writeIndexes(states []*dsState) {
+	if f.readOnly || !f.commitMu.TryLock() {
+		return
+	}
+	defer f.commitMu.Unlock()
+	if f.closed.Load() || f.failed.Load() != nil {
+		return
+	}
+	ctx := context.Background()
+	for _, s := range states {
+		if s.idx == nil {
+			continue
+		}
+		before := s.idx.charged.Load()
+		if _, err := s.idx.flush(ctx); err == nil {
+			s.idx.dropClean()
+			if d := before - s.idx.charged.Load(); d > 0 {
+				f.indexShedBytes.Add(d)
+			}
 		}
 	}
 }
