@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/vfd"
@@ -464,4 +465,142 @@ func TestIndexShedCrashAtEveryWrite(t *testing.T) {
 func TestIndexShedFaultAtEveryOperation(t *testing.T) {
 	defer verifyNoLeaks(t)
 	faultSweep(t, shedWorkload, 4)
+}
+
+// TestIndexShedRacesCommits: changed index blocks written under pressure
+// (File.writeIndexes) while an appender grows the dataset, two rewriters
+// change rows they own, readers read, and another goroutine commits every
+// few milliseconds, on a cache far smaller than the index, under -race.
+// Every row read is whole (one value in all its bytes), and after Close
+// the reopened file holds each row's last write.
+func TestIndexShedRacesCommits(t *testing.T) {
+	ctx := context.Background()
+	const n0, row = 4_000, 16
+	rounds := 40
+	if long() {
+		rounds = 400
+	}
+	mem := vfd.NewMem()
+	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 24 << 10, ActiveMultiplier: 1}})
+	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{n0, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
+	must(t, err)
+	final := make([]byte, n0, n0+uint64(rounds)*100) // each row's last value
+	for k := range final {
+		final[k] = byte(k)
+	}
+	init := make([]byte, 0, n0*row)
+	for k := 0; k < n0; k++ {
+		init = append(init, bytes.Repeat([]byte{final[k]}, row)...)
+	}
+	must(t, ds.Write(ctx, All([]uint64{n0, row}), init))
+	must(t, f.Flush(ctx))
+
+	var wg sync.WaitGroup
+	var stop atomic.Bool
+	var rows atomic.Uint64 // rows written so far (the appender's extent)
+	rows.Store(n0)
+	fail := func(err error) {
+		t.Error(err)
+		stop.Store(true)
+	}
+	wg.Add(1)
+	go func() { // appender: the only goroutine that changes the extent
+		defer wg.Done()
+		var mine []byte
+		for r := 0; r < rounds && !stop.Load(); r++ {
+			k := rows.Load()
+			if err := ds.SetExtent(ctx, []uint64{k + 100, row}); err != nil {
+				fail(err)
+				return
+			}
+			buf := make([]byte, 0, 100*row)
+			for j := uint64(0); j < 100; j++ {
+				v := byte((k + j) * 7)
+				mine = append(mine, v)
+				buf = append(buf, bytes.Repeat([]byte{v}, row)...)
+			}
+			if err := ds.Write(ctx, Box([]uint64{k, 0}, []uint64{100, row}), buf); err != nil {
+				fail(err)
+				return
+			}
+			rows.Store(k + 100)
+		}
+		final = append(final, mine...) // read after wg.Wait
+	}()
+	last := [2]map[uint64]byte{{}, {}}
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() { // rewriter w owns the initial rows k with k%2 == w
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			for i := 0; i < rounds*50 && !stop.Load(); i++ {
+				k := rng.Uint64N(n0/2)*2 + uint64(w)
+				v := byte(rng.Uint32())
+				if err := ds.Write(ctx, Box([]uint64{k, 0}, []uint64{1, row}), bytes.Repeat([]byte{v}, row)); err != nil {
+					fail(err)
+					return
+				}
+				last[w][k] = v
+			}
+		}()
+	}
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 4))
+			buf := make([]byte, row)
+			for i := 0; i < rounds*50 && !stop.Load(); i++ {
+				k := rng.Uint64N(rows.Load())
+				if err := ds.Read(ctx, Box([]uint64{k, 0}, []uint64{1, row}), buf); err != nil {
+					fail(err)
+					return
+				}
+				if !bytes.Equal(buf, bytes.Repeat(buf[:1], row)) {
+					fail(fmt.Errorf("row %d reads torn: %v", k, buf))
+					return
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { // committer
+		defer close(done)
+		for !stop.Load() {
+			if err := f.Flush(ctx); err != nil {
+				fail(err)
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	wg.Wait()
+	stop.Store(true)
+	<-done
+	if t.Failed() {
+		return
+	}
+	for w := range last {
+		for k, v := range last[w] {
+			final[k] = v
+		}
+	}
+	if f.indexShedBytes.Load() == 0 {
+		t.Fatal("no changed index block was written under pressure: the test shows nothing")
+	}
+	must(t, f.Close())
+	g := tOpen(t, mem, &Options{ReadOnly: true})
+	gds, err := g.OpenDataset("t")
+	must(t, err)
+	n := uint64(len(final))
+	if sh := gds.Shape(); sh[0] != n {
+		t.Fatalf("reopened with %d rows, want %d", sh[0], n)
+	}
+	got := make([]byte, n*row)
+	must(t, gds.Read(ctx, All([]uint64{n, row}), got))
+	for k := uint64(0); k < n; k++ {
+		if got[k*row] != final[k] || !bytes.Equal(got[k*row:(k+1)*row], bytes.Repeat([]byte{final[k]}, row)) {
+			t.Fatalf("row %d holds %v after reopening, want %d", k, got[k*row:(k+1)*row], final[k])
+		}
+	}
 }
