@@ -240,6 +240,48 @@ func TestIndexShedConcurrent(t *testing.T) {
 	must(t, ds.Close())
 }
 
+// shedRow is the row size of the shed tests' files: 16 bytes, one chunk per
+// row, so that the index (24 bytes an entry) outgrows the chunks.
+const shedRow = 16
+
+// shedRows returns rows [first, first+count), row k holding k*31+7 in
+// every byte.
+func shedRows(first, count uint64) []byte {
+	b := make([]byte, 0, count*shedRow)
+	for k := first; k < first+count; k++ {
+		b = append(b, bytes.Repeat([]byte{byte(k*31 + 7)}, shedRow)...)
+	}
+	return b
+}
+
+// newShedFile creates a file on drv whose cache holds limit bytes (active
+// limit too), with dataset "t" (extensible-array index) of its first
+// rows rows, written and committed.
+func newShedFile(t *testing.T, drv vfd.Driver, limit int64, rows uint64) (*File, *Dataset) {
+	t.Helper()
+	ctx := context.Background()
+	f := tCreate(t, drv, &Options{CacheConfig: cache.Config{QuiescentBytes: limit, ActiveMultiplier: 1}})
+	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{rows, shedRow}, MaxShape: []uint64{Unlimited, shedRow}, Chunk: []uint64{1, shedRow}})
+	must(t, err)
+	must(t, ds.Write(ctx, All([]uint64{rows, shedRow}), shedRows(0, rows)))
+	must(t, f.Flush(ctx))
+	return f, ds
+}
+
+// appendShedRows appends rows [from, to) to ds batch at a time, growing
+// it first, and calls each (if not nil) after every batch.
+func appendShedRows(t *testing.T, ds *Dataset, from, to, batch uint64, each func()) {
+	t.Helper()
+	ctx := context.Background()
+	for k := from; k < to; k += batch {
+		must(t, ds.SetExtent(ctx, []uint64{k + batch, shedRow}))
+		must(t, ds.Write(ctx, Box([]uint64{k, 0}, []uint64{batch, shedRow}), shedRows(k, batch)))
+		if each != nil {
+			each()
+		}
+	}
+}
+
 // TestIndexShedChangedBlocks: a write burst whose changed index blocks
 // alone outgrow the cache many times over (issue 10 §4). Changed blocks
 // cannot be dropped like clean ones, so the shedder writes them the way a
@@ -250,29 +292,15 @@ func TestIndexShedConcurrent(t *testing.T) {
 // Flush every row reads back, also after reopening.
 func TestIndexShedChangedBlocks(t *testing.T) {
 	ctx := context.Background()
-	const n, row, batch = 40_000, 16, 500
+	const n, row, batch = 40_000, shedRow, 500
 	const limit = 64 << 10
 	crash := vfd.NewCrash()
-	f := tCreate(t, crash, &Options{CacheConfig: cache.Config{QuiescentBytes: limit, ActiveMultiplier: 1}})
-	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{batch, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
-	must(t, err)
-	rows := func(first, count uint64) []byte {
-		b := make([]byte, 0, count*row)
-		for k := first; k < first+count; k++ {
-			b = append(b, bytes.Repeat([]byte{byte(k*31 + 7)}, row)...)
-		}
-		return b
-	}
-	must(t, ds.Write(ctx, All([]uint64{batch, row}), rows(0, batch)))
-	must(t, f.Flush(ctx))
+	f, ds := newShedFile(t, crash, limit, batch)
+	rows := shedRows
 	c := f.Cache()
 	start := c.Stats()
 	var peakMeta int64
-	for k := uint64(batch); k < n; k += batch {
-		must(t, ds.SetExtent(ctx, []uint64{k + batch, row}))
-		must(t, ds.Write(ctx, Box([]uint64{k, 0}, []uint64{batch, row}), rows(k, batch)))
-		peakMeta = max(peakMeta, c.Stats().MetadataBytes)
-	}
+	appendShedRows(t, ds, batch, n, batch, func() { peakMeta = max(peakMeta, c.Stats().MetadataBytes) })
 	st := c.Stats()
 	full := ds.s.idx.p.Load().MemBytes()
 	t.Logf("limit %d: peak resident %d, peak metadata %d, index now in memory %d, sheds %d, changed blocks written and let go %d bytes", limit, st.PeakResidentBytes, peakMeta, full, st.MetadataSheds-start.MetadataSheds, f.indexShedBytes.Load())
@@ -329,7 +357,7 @@ func TestIndexShedChangedBlocks(t *testing.T) {
 // the device works again a Flush commits every row.
 func TestIndexShedWriteFails(t *testing.T) {
 	ctx := context.Background()
-	const n, row, batch = 20_000, 16, 500
+	const n, row, batch = 20_000, shedRow, 500
 	var failing atomic.Bool
 	fd := vfd.NewFault(vfd.NewMem(), vfd.InjectorFunc(func(info vfd.OpInfo) vfd.Effect {
 		if failing.Load() && info.Op == vfd.OpWrite {
@@ -337,23 +365,10 @@ func TestIndexShedWriteFails(t *testing.T) {
 		}
 		return vfd.Effect{}
 	}))
-	f := tCreate(t, fd, &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 10, ActiveMultiplier: 1}})
-	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{batch, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
-	must(t, err)
-	rows := func(first, count uint64) []byte {
-		b := make([]byte, 0, count*row)
-		for k := first; k < first+count; k++ {
-			b = append(b, bytes.Repeat([]byte{byte(k*31 + 7)}, row)...)
-		}
-		return b
-	}
-	must(t, ds.Write(ctx, All([]uint64{batch, row}), rows(0, batch)))
-	must(t, f.Flush(ctx))
+	f, ds := newShedFile(t, fd, 64<<10, batch)
+	rows := shedRows
 	failing.Store(true)
-	for k := uint64(batch); k < n; k += batch {
-		must(t, ds.SetExtent(ctx, []uint64{k + batch, row}))
-		must(t, ds.Write(ctx, Box([]uint64{k, 0}, []uint64{batch, row}), rows(k, batch)))
-	}
+	appendShedRows(t, ds, batch, n, batch, nil)
 	failing.Store(false)
 	if fd.Injected() == 0 {
 		t.Fatal("no index block write was attempted under pressure: the test shows nothing")
