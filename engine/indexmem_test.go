@@ -619,3 +619,63 @@ func TestIndexShedRacesCommits(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexShedKinds: changed blocks are written and let go under pressure
+// for every index kind, not only the extensible array the other shed tests
+// use: a fixed array (no unlimited dimension) written in batches, and a
+// general index (two unlimited dimensions) grown and written in batches.
+// Resident bytes stay near the limit, and every row reads back after the
+// Flush and after reopening.
+func TestIndexShedKinds(t *testing.T) {
+	ctx := context.Background()
+	const n, batch, limit = 20_000, 500, 64 << 10
+	for _, kind := range []struct {
+		name string
+		max  []uint64
+		grow bool
+	}{
+		{"fixed-array", []uint64{n, shedRow}, false},
+		{"general", []uint64{Unlimited, Unlimited}, true},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			mem := vfd.NewMem()
+			f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: limit, ActiveMultiplier: 1}})
+			first := uint64(n)
+			if kind.grow {
+				first = batch
+			}
+			ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{first, shedRow}, MaxShape: kind.max, Chunk: []uint64{1, shedRow}})
+			must(t, err)
+			if got := ds.IndexKind(); got != kind.name {
+				t.Fatalf("index kind %s, want %s", got, kind.name)
+			}
+			must(t, f.Flush(ctx))
+			for k := uint64(0); k < n; k += batch {
+				if kind.grow && k > 0 {
+					must(t, ds.SetExtent(ctx, []uint64{k + batch, shedRow}))
+				}
+				must(t, ds.Write(ctx, Box([]uint64{k, 0}, []uint64{batch, shedRow}), shedRows(k, batch)))
+			}
+			st := f.Cache().Stats()
+			t.Logf("peak resident %d against a limit of %d; changed blocks written and let go %d bytes", st.PeakResidentBytes, limit, f.indexShedBytes.Load())
+			if f.indexShedBytes.Load() == 0 {
+				t.Fatal("no changed index block was written under pressure")
+			}
+			// The index is 20,000 entries of 24 bytes (480 KB); what may be
+			// over the limit is a few blocks the write-backs load again.
+			if st.PeakResidentBytes > limit+8*(1024*24+32) {
+				t.Fatalf("peak resident %d bytes against a limit of %d", st.PeakResidentBytes, limit)
+			}
+			must(t, f.Flush(ctx))
+			must(t, f.Close())
+			g := tOpen(t, mem, &Options{ReadOnly: true})
+			gds, err := g.OpenDataset("t")
+			must(t, err)
+			got := make([]byte, n*shedRow)
+			must(t, gds.Read(ctx, All([]uint64{n, shedRow}), got))
+			if !bytes.Equal(got, shedRows(0, n)) {
+				t.Fatal("rows read back wrong after reopening")
+			}
+		})
+	}
+}
