@@ -735,8 +735,11 @@ func (f *File) shedIndexes() {
 // under the commit's epoch, and a flush racing it from here could free
 // blocks that commit is about to name. TryLock, not Lock: the commit in
 // progress may itself be waiting for the cache space the caller wants,
-// and it writes every changed block anyway. Closed, read-only and failed
-// files write nothing.
+// and it writes every changed block anyway. Holding commitMu across the
+// writes keeps the lock order of a commit (commitMu, then an index's
+// writers lock) and makes a Flush that starts meanwhile wait for them, as
+// it would for another commit. Closed, read-only and failed files write
+// nothing.
 //
 // A write that fails leaves the index as it was (index.Index.Flush aborts,
 // keeping the blocks changed, and the space it took is free again): nothing
