@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -395,7 +394,7 @@ func TestIndexShedWriteFails(t *testing.T) {
 
 // shedWorkload is a crash/fault workload whose write bursts make the cache
 // write changed index blocks under pressure (File.writeIndexes) between
-// commits: rows of 16 bytes, one chunk each, in a cache of 16 KiB, appended
+// commits (shedWorkloadBytes counts them): rows of 16 bytes, one chunk each, in a cache of 16 KiB, appended
 // 250 at a time, with a commit before, between and after the bursts.
 func shedWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
 	ctx := context.Background()
@@ -407,6 +406,7 @@ func shedWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64,
 	}
 	lastAck = 1
 	defer func() {
+		shedWorkloadBytes.Add(f.indexShedBytes.Load())
 		if cerr := f.Close(); err == nil {
 			if cerr == nil {
 				lastAck = f.Generation()
@@ -458,19 +458,26 @@ func shedWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64,
 			return lastAck, err
 		}
 	}
-	if f.indexShedBytes.Load() == 0 {
-		return lastAck, errors.New("shed workload: no changed index block was written under pressure")
-	}
 	snaps.record(f.Generation()+1, refs) // what Close commits
 	return lastAck, nil
 }
+
+// shedWorkloadBytes adds up, over every run of shedWorkload, the changed
+// index bytes written under pressure: the sweeps require some, or they
+// did not test what they are for. (Per run they are not certain: whether
+// the cache sheds during a burst depends on when the trimmer runs.)
+var shedWorkloadBytes atomic.Int64
 
 // TestIndexShedCrashAtEveryWrite cuts the power at every mutating operation
 // of shedWorkload, the writes of changed index blocks between commits
 // included: every crash image opens in a committed state, byte for byte.
 func TestIndexShedCrashAtEveryWrite(t *testing.T) {
 	defer verifyNoLeaks(t)
+	shedWorkloadBytes.Store(0)
 	crashSweep(t, shedWorkload, 3)
+	if shedWorkloadBytes.Load() == 0 {
+		t.Fatal("no run wrote a changed index block under pressure: the sweep shows nothing")
+	}
 }
 
 // TestIndexShedFaultAtEveryOperation fails every operation of shedWorkload
@@ -479,7 +486,11 @@ func TestIndexShedCrashAtEveryWrite(t *testing.T) {
 // then fails), and the file reopens in its last committed state.
 func TestIndexShedFaultAtEveryOperation(t *testing.T) {
 	defer verifyNoLeaks(t)
+	shedWorkloadBytes.Store(0)
 	faultSweep(t, shedWorkload, 4)
+	if shedWorkloadBytes.Load() == 0 {
+		t.Fatal("no run wrote a changed index block under pressure: the sweep shows nothing")
+	}
 }
 
 // TestIndexShedRacesCommits: changed index blocks written under pressure
