@@ -22,7 +22,7 @@ build: ## build every package and the scctl binary into bin/ (TAGS=libdeflate fo
 libdeflate-deps: ## install Debian's libdeflate-dev, which the libdeflate build tag links (as root), once
 	@dpkg -s libdeflate-dev >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libdeflate-dev; }
 
-test: interop-deps interop-hdf5-deps libdeflate-deps minio ## vet, then every test under the race detector, then the cache again with its invariant assertions, the filters and the deflate scenarios with libdeflate, then the allocation-count tests without -race (what CI runs)
+test: interop-deps interop-hdf5-deps libdeflate-deps minio ## vet, then every test under the race detector, then the cache again with its invariant assertions, the filters and the deflate scenarios with libdeflate, then the allocation-count and page-fault-count tests without -race (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags invariants ./cache/...
 	$(GO) vet -tags libdeflate ./engine/filter/ ./bench/
@@ -30,7 +30,7 @@ test: interop-deps interop-hdf5-deps libdeflate-deps minio ## vet, then every te
 	$(GO) test -race -tags invariants -timeout 5m ./cache/...
 	$(GO) test -race -tags libdeflate -timeout 5m ./engine/filter/ ./interop/zarr/
 	$(GO) test -race -tags libdeflate -timeout 5m -run 'RandRead|Ingest' ./bench/
-	$(GO) test -count=1 -run 'Allocs|WithoutAllocation' ./engine/ ./cache/ # allocation counts skip under -race
+	$(GO) test -count=1 -run 'Allocs|WithoutAllocation|Prefault' ./engine/ ./cache/ # allocation and page-fault counts skip under -race
 	$(MAKE) test-hdf5
 	cd bench/peers && $(GO) vet ./... # the peers module (otter, ristretto) still builds against this tree
 

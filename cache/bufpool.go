@@ -92,6 +92,21 @@ func GetBuf(n int) []byte {
 	return b
 }
 
+// GetBufFull is GetBuf for a buffer whose n bytes the caller writes in full
+// before it reads any of them: the destination of a read or of a decode, a
+// chunk a write covers whole. A new buffer (none was free) has its pages
+// mapped in one call rather than faulted one by one on the first write
+// (prefault_linux.go); a buffer written only in part, such as an encoder's
+// worst-case output, should come from GetBuf, or its untouched pages would
+// be mapped for nothing.
+func GetBufFull(n int) []byte {
+	b, recycled := getBuf(n)
+	if !recycled {
+		prefault(b)
+	}
+	return b
+}
+
 // getBuf is GetBuf that also reports whether the buffer is a recycled one
 // (else it is new from make, hence zero).
 func getBuf(n int) (b []byte, recycled bool) {
@@ -105,6 +120,10 @@ func getBuf(n int) (b []byte, recycled bool) {
 	}
 	return make([]byte, n, size), false
 }
+
+// prefaultMin is the smallest new buffer GetBufFull prefaults (prefault_linux.go):
+// 16 pages, where one system call costs less than the faults it saves.
+const prefaultMin = 64 << 10
 
 // GetBufZeroed is GetBuf for a buffer that must start as zeros. A recycled
 // buffer is cleared; a new one is not cleared again, since Go hands out

@@ -83,7 +83,7 @@ func (c *Cache) planPart(reqs []Request, g *group) *partRead {
 	}
 	p := &partRead{pr: pr, coord: g.coord, loc: g.loc, pieces: pieces, blocks: blocks, bufs: make([][]byte, len(blocks))}
 	for i, b := range blocks {
-		p.bufs[i] = GetBuf(int(b.Len))
+		p.bufs[i] = GetBufFull(int(b.Len))
 	}
 	return p
 }

@@ -875,7 +875,7 @@ func (c *Cache) readImages(loads []*group) (images [][]byte, sums []directRead, 
 			images[i] = b
 			continue
 		}
-		images[i] = GetBuf(int(g.loc.Size)) // Decode owns it (bufpool.go)
+		images[i] = GetBufFull(int(g.loc.Size)) // Decode owns it (bufpool.go)
 		x := vfd.Extent{Off: g.loc.Addr, Buf: images[i]}
 		switch {
 		case byFile == nil && (len(files) == 0 || files[0] == f):

@@ -258,7 +258,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		h := e.loc.SizeHint
 		e.size.Store(h)
 		d.size.Add(h)
-		images[i] = GetBuf(int(e.loc.Size)) // Decode owns it (bufpool.go)
+		images[i] = GetBufFull(int(e.loc.Size)) // Decode owns it (bufpool.go)
 		exts[i] = vfd.Extent{Off: e.loc.Addr, Buf: images[i]}
 	}
 	c.st.vectorReads.Add(1)

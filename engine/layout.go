@@ -104,7 +104,7 @@ func newChunkBuf(s *dsState, fill bool) []byte {
 	n := int(s.chunkBytes)
 	switch {
 	case !fill:
-		return cache.GetBuf(n)
+		return cache.GetBufFull(n)
 	case s.fill == nil:
 		return cache.GetBufZeroed(n)
 	}
@@ -192,12 +192,12 @@ func (l *denseLayout) decodeVerified(coord cache.Coord, loc cache.Location, imag
 			}
 			return &denseChunk{buf: image[:len(img)]}, nil
 		}
-		buf := cache.GetBuf(int(l.s.chunkBytes))
+		buf := cache.GetBufFull(int(l.s.chunkBytes))
 		copy(buf, img)
 		cache.PutBuf(image)
 		return &denseChunk{buf: buf}, nil
 	}
-	dst := cache.GetBuf(int(l.s.chunkBytes))
+	dst := cache.GetBufFull(int(l.s.chunkBytes))
 	buf, err := l.s.pipeline.DecodeTo(dst[:0], img, loc.Mask, int(l.s.chunkBytes))
 	cache.PutBuf(image) // decoded (or failed): the image is no longer read
 	if err != nil {

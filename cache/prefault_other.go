@@ -1,0 +1,7 @@
+//go:build !linux
+
+package cache
+
+// prefault is Linux's madvise(MADV_POPULATE_WRITE) (prefault_linux.go);
+// elsewhere a new buffer faults page by page.
+func prefault([]byte) {}
