@@ -115,6 +115,7 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 	if len(mine) == 0 {
 		return rest, later, nil
 	}
+	defer c.shedAfterDirect() // after the remove below
 	defer c.remove(entriesOf(mine))
 	var stale []*group
 	for _, g := range mine {
@@ -219,4 +220,21 @@ func (c *Cache) directWorthIt(sz *sizing, n, cached int64) bool {
 		return true
 	}
 	return c.resident.Load()+cached+n > sz.quiescent
+}
+
+// shedAfterDirect sheds metadata (external.go) when it holds more than half
+// the active limit and the cache is over that limit.
+//
+// Why here: direct writes reserve no memory, so reserve's shedding, which
+// runs when a load or create does not fit, never sees the index entries
+// their Publish adds. A stream of direct writes into a full cache (a write
+// burst of whole chunks) otherwise grew the index's changed blocks past
+// the limit until the next load or create, or the trimmer, found nothing
+// else to evict. The caller holds nothing here (its claims are removed),
+// as a request waiting in reserve holds nothing.
+func (c *Cache) shedAfterDirect() {
+	limit := c.sizing().active
+	if meta := c.metadata.Load(); c.resident.Load() > limit && meta > limit/2 && meta > c.shedAt.Load() {
+		c.shedMetadata()
+	}
 }
