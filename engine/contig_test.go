@@ -247,14 +247,7 @@ func contigCrashWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck 
 			err = cerr
 		}
 	}()
-	flush := func() error {
-		snaps.record(f.Generation()+1, refs)
-		if err := f.Flush(ctx); err != nil {
-			return err
-		}
-		lastAck = f.Generation()
-		return nil
-	}
+	flush := func() error { return snaps.commit(ctx, f, refs, &lastAck) }
 	specs := map[string]DatasetSpec{
 		"c1": {Type: Uint16, Shape: []uint64{6, 10}, Fill: []byte{1, 2}},
 		"c2": {Type: Uint8, Shape: []uint64{100, 700}, Layout: Contiguous},

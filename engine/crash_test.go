@@ -24,6 +24,18 @@ func (s snapshots) record(gen uint64, refs map[string]*refArray) {
 	s[gen] = m
 }
 
+// commit records refs as the state f's next commit captures, commits, and
+// on success moves *lastAck to the acknowledged generation: a workload's
+// Flush.
+func (s snapshots) commit(ctx context.Context, f *File, refs map[string]*refArray, lastAck *uint64) error {
+	s.record(f.Generation()+1, refs)
+	if err := f.Flush(ctx); err != nil {
+		return err
+	}
+	*lastAck = f.Generation()
+	return nil
+}
+
 // crashWorkload creates a file on drv and runs a fixed sequence of creates,
 // writes, extent changes, flushes and a close, stopping at the first error.
 // It returns the generation of the last commit acknowledged with nil (0 if
@@ -49,14 +61,7 @@ func crashWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64
 			err = cerr
 		}
 	}()
-	flush := func() error {
-		snaps.record(f.Generation()+1, refs)
-		if err := f.Flush(ctx); err != nil {
-			return err
-		}
-		lastAck = f.Generation()
-		return nil
-	}
+	flush := func() error { return snaps.commit(ctx, f, refs, &lastAck) }
 	specs := map[string]DatasetSpec{
 		"ea": {Type: Uint16, Shape: []uint64{6, 10}, MaxShape: []uint64{Unlimited, 10}, Chunk: []uint64{2, 5}, Filters: []Filter{Shuffle(), Zstd(1)}},
 		"fa": {Type: Int32, Shape: []uint64{9, 9}, Chunk: []uint64{4, 4}, Fill: []byte{1, 2, 3, 4}},

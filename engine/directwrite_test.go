@@ -327,14 +327,7 @@ func directWorkloadChunks(drv vfd.Driver, seed uint64, snaps snapshots, st *cach
 			err = cerr
 		}
 	}()
-	flush := func() error {
-		snaps.record(f.Generation()+1, refs)
-		if err := f.Flush(ctx); err != nil {
-			return err
-		}
-		lastAck = f.Generation()
-		return nil
-	}
+	flush := func() error { return snaps.commit(ctx, f, refs, &lastAck) }
 	specs := map[string]DatasetSpec{
 		"d": dwSpecCols(cols),
 		"z": {Type: Uint16, Shape: []uint64{4, 64}, Chunk: []uint64{2, 32}, Filters: []Filter{Shuffle(), Zstd(1)}},

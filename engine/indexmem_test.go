@@ -441,14 +441,7 @@ func shedWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64,
 		}
 		return nil
 	}
-	flush := func() error {
-		snaps.record(f.Generation()+1, refs)
-		if err := f.Flush(ctx); err != nil {
-			return err
-		}
-		lastAck = f.Generation()
-		return nil
-	}
+	flush := func() error { return snaps.commit(ctx, f, refs, &lastAck) }
 	for _, step := range [][2]uint64{{0, 250}, {250, 1250}, {1250, 1500}} {
 		if err := burst(step[0], step[1]); err != nil {
 			return lastAck, err

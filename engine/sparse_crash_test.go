@@ -42,14 +42,7 @@ func sparseWorkloadWith(cfg cache.Config, drv vfd.Driver, seed uint64, snaps sna
 			err = cerr
 		}
 	}()
-	flush := func() error {
-		snaps.record(f.Generation()+1, refs)
-		if err := f.Flush(ctx); err != nil {
-			return err
-		}
-		lastAck = f.Generation()
-		return nil
-	}
+	flush := func() error { return snaps.commit(ctx, f, refs, &lastAck) }
 	specs := map[string]DatasetSpec{
 		"sp": {Type: Uint16, Shape: []uint64{8, 10}, MaxShape: []uint64{Unlimited, 10}, Chunk: []uint64{2, 5},
 			Layout: Sparse, Fill: []byte{0xff, 0xff}, Filters: []Filter{Shuffle(), Zstd(1)}, SelectionFilters: []Filter{Deflate(1)}},

@@ -319,14 +319,7 @@ func vlenWorkloadWith(cfg cache.Config, drv vfd.Driver, seed uint64, snaps snaps
 			err = cerr
 		}
 	}()
-	flush := func() error {
-		snaps.record(f.Generation()+1, refs)
-		if err := f.Flush(ctx); err != nil {
-			return err
-		}
-		lastAck = f.Generation()
-		return nil
-	}
+	flush := func() error { return snaps.commit(ctx, f, refs, &lastAck) }
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{8, 6}, MaxShape: []uint64{Unlimited, 6}, Chunk: []uint64{2, 3}, Layout: Vlen,
 		Filters: []Filter{Zstd(1)}, HeapDefragPercent: 30}
 	ds, err := f.CreateDataset("v", spec)
