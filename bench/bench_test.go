@@ -595,3 +595,24 @@ func TestSeqReadVerifies(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 }
+
+func TestSampledMedian(t *testing.T) {
+	for _, c := range []struct {
+		s    sampled
+		want float64
+	}{{nil, 0}, {sampled{5}, 5}, {sampled{9, 1, 4}, 4}, {sampled{4, 1, 9, 2}, 3}} {
+		if got := c.s.median(); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.s, got, c.want)
+		}
+	}
+	s := sampled{3000, 1000.4, 2000}
+	if got, want := s.span(), "median of 3 passes, 1000–3000"; got != want {
+		t.Errorf("span %q, want %q", got, want)
+	}
+	if s[0] != 3000 || s[1] != 1000.4 {
+		t.Errorf("median reordered its passes: %v", s)
+	}
+	if h5perfSamples(Options{Quick: true}) < 3 || h5perfSamples(Options{}) < 3 {
+		t.Error("h5perf rows of full and quick runs must be medians of at least 3 passes")
+	}
+}
