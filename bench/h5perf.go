@@ -364,24 +364,27 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfCon
 	raw := [2]sampled{} // without, with the CRC32C
 	peer := map[string]sampled{}
 	peerFailed := false
-	for pass := 0; pass < h5perfSamples(o); pass++ {
+	// sccPass runs scc once, NoSync or not, and adds its figures to w, rd.
+	sccPass := func(noSync bool, label string, w, rd *sampled) error {
+		c := cfg
+		c.NoSync = noSync
 		settle(dir, size)
-		res, err := H5perfSCC(ctx, cfg)
+		res, err := H5perfSCC(ctx, c)
 		if err != nil {
 			return err
 		}
-		sccW, sccR = append(sccW, res.WriteMBps), append(sccR, res.ReadMBps)
-		o.logf("   scc: write %.1f MiB/s, read %.1f MiB/s", res.WriteMBps, res.ReadMBps)
+		*w, *rd = append(*w, res.WriteMBps), append(*rd, res.ReadMBps)
+		o.logf("   %s: write %.1f MiB/s, read %.1f MiB/s", label, res.WriteMBps, res.ReadMBps)
+		return nil
+	}
+	for pass := 0; pass < h5perfSamples(o); pass++ {
+		if err := sccPass(false, "scc", &sccW, &sccR); err != nil {
+			return err
+		}
 		if withNoSync {
-			c := cfg
-			c.NoSync = true
-			settle(dir, size)
-			ns, err := H5perfSCC(ctx, c)
-			if err != nil {
+			if err := sccPass(true, "scc NoSync", &nsW, &nsR); err != nil {
 				return err
 			}
-			nsW, nsR = append(nsW, ns.WriteMBps), append(nsR, ns.ReadMBps)
-			o.logf("   scc NoSync: write %.1f MiB/s, read %.1f MiB/s", ns.WriteMBps, ns.ReadMBps)
 		}
 		if p.H5perf != "" && !peerFailed {
 			settle(dir, size)
