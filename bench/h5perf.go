@@ -361,9 +361,8 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfCon
 	// repeat.)
 	withNoSync := where == ""
 	var sccW, sccR, nsW, nsR sampled
-	raw := [2]sampled{} // without, with the CRC32C
-	peer := map[string]sampled{}
-	peerFailed := false
+	raw := [2]sampled{}          // without, with the CRC32C
+	peer := map[string]sampled{} // nil once a peer run failed
 	// sccPass runs scc once, NoSync or not, and adds its figures to w, rd.
 	sccPass := func(noSync bool, label string, w, rd *sampled) error {
 		c := cfg
@@ -386,12 +385,12 @@ func h5perfIn(ctx context.Context, o Options, p *Peers, r *Report, cfg H5perfCon
 				return err
 			}
 		}
-		if p.H5perf != "" && !peerFailed {
+		if p.H5perf != "" && peer != nil {
 			settle(dir, size)
 			figs, err := H5perfPeer(ctx, p.H5perf, cfg)
 			if err != nil {
 				r.Errors = append(r.Errors, "h5perf: peer: "+err.Error())
-				peerFailed, peer = true, nil
+				peer = nil // one failure is reported; its rows show no peer
 			} else {
 				for k, v := range figs {
 					peer[k] = append(peer[k], v)
