@@ -138,6 +138,20 @@ def latest(path, ds):
             good(ds, n)
 case("latest", latest)
 
+def fsm(path, ds):
+    # Files like h5format_convert's test files: the newest format with a
+    # superblock extension (paged file space, persistent free space) and
+    # small extensible-array datasets, with and without data. libhdf5
+    # 1.10's direct chunk listing finds 2 of DSET_EA's 4 chunks.
+    with h5py.File(path, "w", libver="latest", fs_strategy="page", fs_persist=True, fs_threshold=1) as f:
+        f.create_dataset("DSET_EA", data=np.arange(24, dtype="<i4").reshape(4, 6), chunks=(2, 3), maxshape=(4, None), compression="gzip")
+        f.create_dataset("DSET_NDATA_EA", shape=(4, 6), chunks=(2, 3), maxshape=(4, None), dtype="<i4", fillvalue=-1)
+        f.create_dataset("DSET_BT2", data=np.arange(24, dtype="<i4").reshape(4, 6), chunks=(2, 3), maxshape=(None, None))
+        f.create_dataset("DSET_FA", data=np.arange(24, dtype="<i4").reshape(4, 6), chunks=(2, 3), compression="gzip")
+    for n in ("DSET_EA", "DSET_NDATA_EA", "DSET_BT2", "DSET_FA"):
+        good(ds, n)
+case("fsm", fsm)
+
 def swmr(path, ds):
     with h5py.File(path, "w", libver="latest") as f:
         d = f.create_dataset("s", shape=(0,), maxshape=(None,), chunks=(10,), dtype="<f8", compression="gzip")
