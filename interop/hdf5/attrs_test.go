@@ -307,3 +307,39 @@ with h5py.File(sys.argv[1], "w") as f:
 		{Name: "up12", Value: engine.ArrayAttr([]uint16{4095, 1})},
 	}, ds.Attrs())
 }
+
+// TestAttrsReadBounded: the attributes of one object are read up to a
+// total, not all into memory; past it they are left behind and named.
+func TestAttrsReadBounded(t *testing.T) {
+	needReaders(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	h5path := filepath.Join(dir, "big.h5")
+	runPython(t, `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w", libver="latest") as f:
+    d = f.create_dataset("d", data=np.arange(4, dtype="<u1"))
+    d.attrs["a1"] = np.zeros(9 << 20, dtype="u1")
+    d.attrs["a2"] = np.zeros(9 << 20, dtype="u1")
+    d.attrs["a3"] = np.int32(7)
+`, h5path)
+	f, err := engine.Create(filepath.Join(dir, "big.scc"), &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := Import(ctx, h5path, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(rep.Datasets[0].AttrNotes, "\n")
+	if !strings.Contains(notes, "a2: not read: the object's attributes exceed") || rep.Datasets[0].AttrsNotImported != 2 {
+		t.Fatalf("notes:\n%s", notes)
+	}
+	ds, err := f.OpenDataset("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	sameAttrs(t, "d", []engine.Attr{{Name: "a3", Value: engine.ScalarAttr(int32(7))}}, ds.Attrs())
+}
