@@ -587,6 +587,9 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		}
 		if coords != nil {
 			for _, c := range coords {
+				if err := gctx.Err(); err != nil {
+					return err
+				}
 				if err := emit(c, 0); err != nil {
 					return err
 				}
