@@ -151,6 +151,9 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 		}
 		rep.Datasets = append(rep.Datasets, dr)
 	}
+	if len(rep.Datasets) == 0 && len(rep.Skipped) > 0 {
+		return rep, fmt.Errorf("%w: import of %s: no dataset can be imported (%d skipped)", ErrUnsupported, srcPath, len(rep.Skipped))
+	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }
