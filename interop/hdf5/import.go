@@ -188,6 +188,11 @@ const maxChunkBytes = 1 << 30
 // Unallocated storage is never walked, whatever its extent.
 const maxGrid = 1 << 26
 
+// maxListChunks bounds the stored chunks listed one by one: libhdf5 1.10
+// takes about n²/2 index steps for n (each H5Dget_chunk_info walks the
+// index from its start), 2^33 for this many.
+const maxListChunks = 1 << 17
+
 // gridCells is the number of cells of grid, saturating at MaxUint64.
 func gridCells(grid []uint64) uint64 {
 	cells := uint64(1)
@@ -332,9 +337,19 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 			return nil, unsupported(path, "chunk %v is larger than scc's 1 GiB chunk limit", p.spec.Chunk)
 		}
 	}
-	if walked := in.Layout != h5.Chunked || in.ChunkInfoUnreliable; walked && in.Allocated {
-		if n := gridCells(gridOf(p.spec.Shape, p.spec.Chunk)); n > maxGrid {
-			return nil, unsupported(path, "its %d chunks of %v would be read one by one through H5Dread (at most %d)", n, p.spec.Chunk, maxGrid)
+	cells := gridCells(gridOf(p.spec.Shape, p.spec.Chunk))
+	switch walked := in.Layout != h5.Chunked || in.ChunkInfoUnreliable; {
+	case !in.Allocated:
+	case walked && cells > maxGrid:
+		return nil, unsupported(path, "its %d chunks of %v would be read one by one through H5Dread (at most %d)", cells, p.spec.Chunk, maxGrid)
+	case !walked && cells > maxGrid:
+		// Too large a grid to ask about each cell: the stored chunks are
+		// listed, at a cost quadratic in their number (storedCoords).
+		// An index that cannot say how many it holds is left to the
+		// run-time fallback.
+		n, err := d.NumChunks()
+		if err == nil && n > maxListChunks {
+			return nil, unsupported(path, "%d stored chunks in a grid of %d cells: libhdf5 1.10 lists stored chunks in time quadratic in their number (at most %d in a grid of more than %d cells)", n, cells, maxListChunks, maxGrid)
 		}
 	}
 	return p, nil
