@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 )
 
 // HDF5 export and import need the HDF5 C library. scctl stays pure Go (it
@@ -15,11 +16,17 @@ import (
 // binary built from the cgo module interop/hdf5 (`make hdf5`), which this
 // command runs with the same arguments:
 //
-//	scctl hdf5 export [flags] FILE.scc OUT.h5
-//	scctl hdf5 import [flags] IN.h5 FILE.scc
+//	scctl hdf5 export [-force] [flags] FILE.scc OUT.h5
+//	scctl hdf5 import [-force] [-strict] [flags] IN.h5 FILE.scc
+//
+// Both are all or nothing (scc-hdf5 writes a temporary file beside the
+// destination and renames it into place when complete); -force replaces
+// an existing destination, and an import skips (and names) datasets scc
+// cannot take unless -strict.
 //
 // runHDF5 is also what `scctl export --format hdf5` and `scctl import` of
-// an .h5 file call.
+// an HDF5 file call, with the arguments hdf5ExportArgs and hdf5ImportArgs
+// build.
 
 func init() {
 	register("hdf5", "export to / import from HDF5 (runs scc-hdf5, built by `make hdf5`)", cmdHDF5)
@@ -72,4 +79,30 @@ func runHDF5(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return &exitError{code: ee.ExitCode()}
 	}
 	return err
+}
+
+// hdf5ImportArgs are scc-hdf5's arguments for `scctl import` of an HDF5
+// file: force replaces dst (scc-hdf5 would otherwise add to an existing
+// file), strict refuses a file with a dataset scc cannot take.
+func hdf5ImportArgs(src, dst string, workers int, verify, force, strict bool) []string {
+	args := []string{"import", "-workers", strconv.Itoa(workers)}
+	if verify {
+		args = append(args, "-verify")
+	}
+	if force {
+		args = append(args, "-force")
+	}
+	if strict {
+		args = append(args, "-strict")
+	}
+	return append(args, src, dst)
+}
+
+// hdf5ExportArgs are scc-hdf5's arguments for `scctl export --format hdf5`.
+func hdf5ExportArgs(src, dst string, force bool) []string {
+	args := []string{"export"}
+	if force {
+		args = append(args, "-force")
+	}
+	return append(args, src, dst)
 }

@@ -73,3 +73,22 @@ func TestImportH5PassesOptions(t *testing.T) {
 		t.Fatalf("--force: exit %d", code)
 	}
 }
+
+// TestHDF5Args: the arguments scctl's import and export hand scc-hdf5
+// carry -force (replace, not add to, an existing destination) and
+// -strict, which scc-hdf5 parses.
+func TestHDF5Args(t *testing.T) {
+	for _, tc := range []struct {
+		got  []string
+		want string
+	}{
+		{hdf5ImportArgs("a.h5", "b.scc", 0, false, false, false), "import -workers 0 a.h5 b.scc"},
+		{hdf5ImportArgs("a.h5", "b.scc", 3, true, true, true), "import -workers 3 -verify -force -strict a.h5 b.scc"},
+		{hdf5ExportArgs("a.scc", "b.h5", false), "export a.scc b.h5"},
+		{hdf5ExportArgs("a.scc", "b.h5", true), "export -force a.scc b.h5"},
+	} {
+		if got := strings.Join(tc.got, " "); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}

@@ -251,3 +251,95 @@ with h5py.File(sys.argv[1], "w") as f:
 		t.Errorf("report text:\n%s", rep)
 	}
 }
+
+// TestAttrsIntegerRange: integer attributes keep their exact values at the
+// edges of their types, in either byte order and with a precision below
+// their size (HDF5 allows a 12-bit integer in 2 bytes): the import reads
+// each into the scc type of its own class and size, so no value is out of
+// the target's range and none is truncated.
+func TestAttrsIntegerRange(t *testing.T) {
+	needReaders(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	h5path := filepath.Join(dir, "r.h5")
+	runPython(t, `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    d = f.create_dataset("d", data=np.arange(4, dtype="<u1"))
+    a = d.attrs
+    a["i8"] = np.array([-128, 127], dtype="i1")
+    a["u8"] = np.array([0, 255], dtype="u1")
+    a["i16be"] = np.array([-32768, 32767], dtype=">i2")
+    a["u32be"] = np.array([4294967295], dtype=">u4")
+    a["i64"] = np.array([-2**63, 2**63 - 1], dtype="<i8")
+    a["u64be"] = np.array([2**64 - 1, 2**63], dtype=">u8")
+    for name, base, vals in ((b"p12", h5py.h5t.STD_I16LE, [-2048, 2047]), (b"up12", h5py.h5t.STD_U16BE, [4095, 1])):
+        t = base.copy()
+        t.set_precision(12)
+        at = h5py.h5a.create(d.id, name, t, h5py.h5s.create_simple((2,)))
+        at.write(np.array(vals, dtype=base.dtype))
+`, h5path)
+	f, err := engine.Create(filepath.Join(dir, "r.scc"), &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := Import(ctx, h5path, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rep.Datasets[0].AttrsNotImported; n != 0 {
+		t.Fatalf("left behind: %v", rep.Datasets[0].AttrNotes)
+	}
+	ds, err := f.OpenDataset("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	sameAttrs(t, "d", []engine.Attr{
+		{Name: "i16be", Value: engine.ArrayAttr([]int16{math.MinInt16, math.MaxInt16})},
+		{Name: "i64", Value: engine.ArrayAttr([]int64{math.MinInt64, math.MaxInt64})},
+		{Name: "i8", Value: engine.ArrayAttr([]int8{math.MinInt8, math.MaxInt8})},
+		{Name: "p12", Value: engine.ArrayAttr([]int16{-2048, 2047})},
+		{Name: "u32be", Value: engine.ArrayAttr([]uint32{math.MaxUint32})},
+		{Name: "u64be", Value: engine.ArrayAttr([]uint64{math.MaxUint64, 1 << 63})},
+		{Name: "u8", Value: engine.ArrayAttr([]uint8{0, math.MaxUint8})},
+		{Name: "up12", Value: engine.ArrayAttr([]uint16{4095, 1})},
+	}, ds.Attrs())
+}
+
+// TestAttrsReadBounded: the attributes of one object are read up to a
+// total, not all into memory; past it they are left behind and named.
+func TestAttrsReadBounded(t *testing.T) {
+	needReaders(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	h5path := filepath.Join(dir, "big.h5")
+	runPython(t, `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w", libver="latest") as f:
+    d = f.create_dataset("d", data=np.arange(4, dtype="<u1"))
+    d.attrs["a1"] = np.zeros(9 << 20, dtype="u1")
+    d.attrs["a2"] = np.zeros(9 << 20, dtype="u1")
+    d.attrs["a3"] = np.int32(7)
+`, h5path)
+	f, err := engine.Create(filepath.Join(dir, "big.scc"), &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := Import(ctx, h5path, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(rep.Datasets[0].AttrNotes, "\n")
+	if !strings.Contains(notes, "a2: not read: the object's attributes exceed") || rep.Datasets[0].AttrsNotImported != 2 {
+		t.Fatalf("notes:\n%s", notes)
+	}
+	ds, err := f.OpenDataset("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	sameAttrs(t, "d", []engine.Attr{{Name: "a3", Value: engine.ScalarAttr(int32(7))}}, ds.Attrs())
+}

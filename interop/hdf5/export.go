@@ -30,9 +30,12 @@ type exportPlan struct {
 }
 
 // Export writes the datasets of src (all, or opts.Datasets) to a new HDF5
-// file at dstPath, which must not exist. Chunks that are cached and dirty in
-// src are written back to src first (they are exported as Read would see
-// them; src is not committed). On error the partial HDF5 file is removed.
+// file at dstPath, which must not exist unless opts.Replace. Chunks that
+// are cached and dirty in src are written back to src first (they are
+// exported as Read would see them; src is not committed). The file is
+// written under a temporary name beside dstPath and renamed to dstPath
+// once complete; on error (ctx ending included) it is removed and dstPath
+// is as it was.
 //
 // Dataset names become HDF5 paths: "a/b" is dataset b in group a (groups
 // are created as needed). Only stored chunks are exported (chunks never
@@ -67,7 +70,19 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 	if opts != nil && opts.Datasets != nil && len(plans) != len(opts.Datasets) {
 		return rep, fmt.Errorf("%w: some of the datasets %q are not in the file", engine.ErrNotFound, opts.Datasets)
 	}
-	f, err := h5.Create(dstPath)
+	if !opts.replace() {
+		if _, err := os.Lstat(dstPath); err == nil {
+			return rep, fmt.Errorf("%w: %s exists", engine.ErrExists, dstPath)
+		}
+	}
+	// Written under a temporary name and renamed into place when whole
+	// (see atomic.go): readers never see a partial file at dstPath.
+	tmp, err := tempBeside(dstPath)
+	if err != nil {
+		return rep, err
+	}
+	os.Remove(tmp) // h5.Create makes it anew, exclusively
+	f, err := h5.Create(tmp)
 	if err != nil {
 		return rep, err
 	}
@@ -76,8 +91,14 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 		if err == nil {
 			err = cerr
 		}
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err == nil {
+			err = publish(tmp, dstPath, opts.replace())
+		}
 		if err != nil {
-			os.Remove(dstPath)
+			os.Remove(tmp)
 		}
 	}()
 	rootAttrs, err := h5Attrs(src.Attrs())

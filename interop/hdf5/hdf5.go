@@ -100,9 +100,17 @@ type DatasetReport struct {
 	AttrNotes        []string
 }
 
+// SkippedDataset is an HDF5 dataset Import left out, and why.
+type SkippedDataset struct {
+	Path   string // the HDF5 dataset path
+	Reason string
+}
+
 // Report lists one DatasetReport per dataset, in the order moved.
 type Report struct {
 	Datasets []DatasetReport
+	// Skipped lists the datasets Import left out (see Import).
+	Skipped []SkippedDataset
 	// RootAttrsNotImported counts the attributes of the HDF5 file's root
 	// group that Import could not map; RootAttrNotes says which and why.
 	RootAttrsNotImported int
@@ -134,6 +142,9 @@ func (r Report) String() string {
 		for _, n := range d.AttrNotes {
 			fmt.Fprintf(&b, "  attribute not imported: %s\n", n)
 		}
+	}
+	for _, s := range r.Skipped {
+		fmt.Fprintf(&b, "%-24s skipped: %s\n", s.Path, s.Reason)
 	}
 	if r.RootAttrsNotImported > 0 {
 		fmt.Fprintf(&b, "(%d attributes of the root group not imported)\n", r.RootAttrsNotImported)
@@ -169,6 +180,14 @@ type Options struct {
 	// stored without inflating them, and their Adler-32, which stays in
 	// the stream, is checked on every read and by `scctl check`.
 	Verify bool
+	// Strict makes Import fail, with nothing imported, when it would skip
+	// a dataset (see Import); by default it imports the others and lists
+	// the skipped ones in Report.Skipped.
+	Strict bool
+	// Replace lets ImportFile and Export replace an existing destination
+	// file; without it they refuse one (engine.ErrExists). The
+	// replacement is whole: nothing of the old file is kept.
+	Replace bool
 }
 
 // Validate checks the options; zero values are valid defaults.
@@ -264,3 +283,7 @@ func forEachCoord(grid []uint64, fn func([]uint64) bool) {
 }
 
 func (o *Options) verify() bool { return o != nil && o.Verify }
+
+func (o *Options) strict() bool { return o != nil && o.Strict }
+
+func (o *Options) replace() bool { return o != nil && o.Replace }

@@ -318,7 +318,8 @@ func testRoundTrip(t *testing.T, compressor engine.Filter, expMode Mode) {
 	}
 }
 
-// TestImportRefusals: an unsupported dataset fails the whole import before
+// TestImportRefusals: an unsupported dataset is skipped with its reason
+// and the others imported; with Strict it fails the whole import before
 // anything is created, with a typed error; so does a name that exists.
 func TestImportRefusals(t *testing.T) {
 	needReaders(t)
@@ -337,17 +338,24 @@ with h5py.File(sys.argv[1], "w") as f:
 		t.Fatal(err)
 	}
 	defer f.Close()
-	_, err = Import(ctx, h5path, f, nil)
-	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "text") || !strings.Contains(err.Error(), "cplx") {
-		t.Fatalf("import of unsupported types: %v", err)
+	_, err = Import(ctx, h5path, f, &Options{Strict: true})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"text": element type string`) || !strings.Contains(err.Error(), `"cplx": element type compound`) {
+		t.Fatalf("strict import of unsupported types: %v", err)
 	}
 	if n := f.Datasets(); len(n) != 0 {
 		t.Fatalf("a refused import created %v", n)
 	}
-	// Only "ok": imports; a second time the name exists.
-	if _, err := Import(ctx, h5path, f, &Options{Datasets: []string{"ok"}}); err != nil {
+	rep, err := Import(ctx, h5path, f, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if n := f.Datasets(); len(n) != 1 || n[0] != "ok" || len(rep.Skipped) != 2 {
+		t.Fatalf("partial import: datasets %v, skipped %v", n, rep.Skipped)
+	}
+	if !strings.Contains(rep.String(), "/cplx                    skipped: element type compound") {
+		t.Errorf("report:\n%s", rep)
+	}
+	// A second time the name exists.
 	if _, err := Import(ctx, h5path, f, &Options{Datasets: []string{"ok"}}); !errors.Is(err, engine.ErrExists) {
 		t.Fatalf("second import: %v", err)
 	}
@@ -384,8 +392,14 @@ with open(sys.argv[1], "r+b") as g:
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := Import(ctx, h5path, f, &Options{Verify: true}); !errors.Is(err, ErrHDF5) {
+	_, err = Import(ctx, h5path, f, &Options{Verify: true})
+	if !errors.Is(err, ErrHDF5) {
 		t.Fatalf("import of a damaged chunk, verifying: %v", err)
+	}
+	// The error says what failed and why, not libhdf5's whole stack of
+	// internal functions.
+	if msg := err.Error(); !strings.Contains(msg, "can't read data: inflate() failed") || strings.Contains(msg, "H5Z_pipeline") {
+		t.Errorf("error message: %s", msg)
 	}
 	// Without Verify the chunk is stored uninflated, and every read of it
 	// fails as corrupt (its Adler-32 or DEFLATE body does not check out),
@@ -435,7 +449,7 @@ func TestExportRefusals(t *testing.T) {
 	if err := os.WriteFile(out, []byte("precious"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Export(ctx, f, out, &Options{Datasets: []string{}}); !errors.Is(err, ErrHDF5) {
+	if _, err := Export(ctx, f, out, &Options{Datasets: []string{}}); !errors.Is(err, engine.ErrExists) {
 		t.Fatalf("export over an existing file: %v", err)
 	}
 	if b, _ := os.ReadFile(out); string(b) != "precious" {

@@ -3,12 +3,19 @@
 // binary, in the cgo module interop/hdf5, so that scctl stays pure Go;
 // scctl's "hdf5" command runs it.
 //
-//	scc-hdf5 export [flags] FILE.scc OUT.h5   OUT.h5 must not exist
-//	scc-hdf5 import [flags] IN.h5 FILE.scc    FILE.scc is created if missing
+//	scc-hdf5 export [flags] FILE.scc OUT.h5   OUT.h5 must not exist (-force: replace it)
+//	scc-hdf5 import [flags] IN.h5 FILE.scc    FILE.scc is created if missing,
+//	                                          merged into if not (-force: replaced)
+//
+// Both are all or nothing: the result is written under a temporary name
+// beside the destination and renamed into place when complete; a failure
+// (or an interrupt) leaves the destination as it was.
 //
 // It prints one line per dataset: how its chunks moved (raw, rewrapped,
-// re-encoded and why), chunk counts and bytes. Exit status: 0 success, 1
-// failure, 2 bad usage.
+// re-encoded and why), chunk counts and bytes, and for import one line per
+// HDF5 dataset it skipped (a type, filter or layout scc cannot take) with
+// the reason, then the counts. Exit status: 0 success (skipped datasets
+// included, unless -strict), 1 failure, 2 bad usage.
 package main
 
 import (
@@ -21,13 +28,16 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/scc-dev/scc/engine"
 	hdf5 "github.com/scc-dev/scc/interop/hdf5"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// An interrupt or a kill ends the context, and the temporary file
+	// of the import or export in progress is removed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -61,6 +71,8 @@ func command(ctx context.Context, verb string, args []string, stdout, stderr io.
 	fs.IntVar(&opts.Workers, "workers", 0, "goroutines doing per-chunk work (default GOMAXPROCS)")
 	fs.IntVar(&opts.DeflateLevel, "level", 0, "deflate level where chunks are re-encoded, 1..9 (default 1)")
 	chunk := fs.String("chunk", "", "import: scc chunk shape for unchunked HDF5 datasets, e.g. 64,1024")
+	fs.BoolVar(&opts.Replace, "force", false, "replace the destination if it exists (import: instead of adding to it)")
+	fs.BoolVar(&opts.Strict, "strict", false, "import: fail, importing nothing, if any dataset would be skipped")
 	fs.BoolVar(&opts.Verify, "verify", false, "import: decode every copied chunk once before storing it (deflate chunks are otherwise stored uninflated; their Adler-32 is checked on every read)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -95,24 +107,15 @@ func command(ctx context.Context, verb string, args []string, stdout, stderr io.
 			err = cerr
 		}
 	} else {
-		var f *engine.File
-		if _, serr := os.Stat(fs.Arg(1)); serr == nil {
-			f, err = engine.Open(fs.Arg(1), nil)
-		} else {
-			f, err = engine.Create(fs.Arg(1), nil)
-		}
-		if err != nil {
-			return err
-		}
-		rep, err = hdf5.Import(ctx, fs.Arg(0), f, &opts)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+		rep, err = hdf5.ImportFile(ctx, fs.Arg(0), fs.Arg(1), &opts)
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprint(stdout, rep)
+	if verb == "import" {
+		fmt.Fprintf(stdout, "%d datasets imported, %d skipped\n", len(rep.Datasets), len(rep.Skipped))
+	}
 	secs := rep.Elapsed.Seconds()
 	if secs > 0 {
 		fmt.Fprintf(stdout, "%d datasets, %.1f MiB logical in %.2fs (%.0f MiB/s)\n", len(rep.Datasets), float64(rep.LogicalBytes())/(1<<20), secs, float64(rep.LogicalBytes())/(1<<20)/secs)

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,5 +81,193 @@ func TestCLI(t *testing.T) {
 	}
 	if code, _, _ := runCLI(t, "import", filepath.Join(dir, "missing.h5"), back); code != 1 {
 		t.Errorf("missing input: exit %d", code)
+	}
+}
+
+// python is Debian's interpreter, which has h5py (`make interop-hdf5-deps`).
+const python = "/usr/bin/python3"
+
+func writeH5(t *testing.T, path, script string) {
+	t.Helper()
+	out, err := exec.Command(python, "-c", script, path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("h5py (run `make interop-hdf5-deps`): %v\n%s", err, out)
+	}
+}
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func sccDatasets(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return f.Datasets()
+}
+
+// damagedH5 is a good dataset "a" and, after it in name order, a dataset
+// "b" with one damaged deflate chunk, which an import with -verify fails on.
+const damagedH5 = `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("a", data=np.arange(1000, dtype="<i4"), chunks=(100,), compression="gzip")
+    d = f.create_dataset("b", data=(np.arange(4096, dtype="<u4") // 5), chunks=(1024,), compression="gzip", shuffle=True)
+    info = d.id.get_chunk_info(1)
+    off, size = info.byte_offset, info.size
+with open(sys.argv[1], "r+b") as g:
+    g.seek(off + size // 2)
+    b = g.read(1)
+    g.seek(off + size // 2)
+    g.write(bytes([b[0] ^ 0x10]))
+`
+
+// TestImportAllOrNothing: an import that fails part way leaves no scc file
+// (before, the datasets imported ahead of the failure were committed and a
+// rerun failed "exists"), leaves an existing one byte for byte as it was,
+// and leaves no temporary file; an interrupted one likewise.
+func TestImportAllOrNothing(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.h5")
+	writeH5(t, bad, damagedH5)
+	out := filepath.Join(dir, "out.scc")
+	if code, _, stderr := runCLI(t, "import", "-verify", bad, out); code != 1 || !strings.Contains(stderr, `"b"`) {
+		t.Fatalf("import of a damaged file: exit %d: %s", code, stderr)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"bad.h5"}) {
+		t.Fatalf("failed import left %v", got)
+	}
+	// Into an existing file (a merge): the file is as it was.
+	good := filepath.Join(dir, "good.h5")
+	writeH5(t, good, `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("old", data=np.arange(10, dtype="<u2"))
+`)
+	if code, _, stderr := runCLI(t, "import", good, out); code != 0 {
+		t.Fatalf("import: exit %d: %s", code, stderr)
+	}
+	before, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := runCLI(t, "import", "-verify", bad, out); code != 1 {
+		t.Fatalf("merge of a damaged file: exit %d", code)
+	}
+	if after, _ := os.ReadFile(out); !bytes.Equal(before, after) {
+		t.Fatal("a failed merge changed the existing file")
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"bad.h5", "good.h5", "out.scc"}) {
+		t.Fatalf("failed merge left %v", got)
+	}
+	// Interrupted: nothing new.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var o, e bytes.Buffer
+	if code := run(ctx, []string{"import", good, filepath.Join(dir, "new.scc")}, &o, &e); code != 1 {
+		t.Fatalf("interrupted import: exit %d: %s", code, e.String())
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"bad.h5", "good.h5", "out.scc"}) {
+		t.Fatalf("interrupted import left %v", got)
+	}
+}
+
+// TestImportForceStrict: -force replaces the destination (the datasets it
+// held are gone) where a plain import adds to it; an unsupported dataset is
+// skipped, named and counted, and with -strict fails the import, which
+// leaves nothing.
+func TestImportForceStrict(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.h5"), filepath.Join(dir, "b.h5")
+	writeH5(t, a, `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("x", data=np.arange(10, dtype="<u2"))
+`)
+	writeH5(t, b, `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("y", data=np.arange(10, dtype="<f4"))
+    f.create_dataset("z", data=np.zeros(3, dtype=[("p", "<i4"), ("q", "<f8")]))
+`)
+	out := filepath.Join(dir, "o.scc")
+	if code, _, stderr := runCLI(t, "import", a, out); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr := runCLI(t, "import", b, out)
+	if code != 0 || !strings.Contains(stdout, "/z") || !strings.Contains(stdout, "compound") || !strings.Contains(stdout, "1 datasets imported, 1 skipped") {
+		t.Fatalf("partial import: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if got := sccDatasets(t, out); !slices.Equal(got, []string{"x", "y"}) {
+		t.Fatalf("merge: %v", got)
+	}
+	if code, _, stderr := runCLI(t, "import", "-force", a, out); code != 0 {
+		t.Fatalf("-force: exit %d: %s", code, stderr)
+	}
+	if got := sccDatasets(t, out); !slices.Equal(got, []string{"x"}) {
+		t.Fatalf("-force kept the old datasets: %v", got)
+	}
+	strict := filepath.Join(dir, "s.scc")
+	code, _, stderr = runCLI(t, "import", "-strict", b, strict)
+	if code != 1 || !strings.Contains(stderr, `"z": element type compound`) {
+		t.Fatalf("-strict: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(strict); !os.IsNotExist(err) {
+		t.Fatalf("-strict refusal left a file (%v)", err)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"a.h5", "b.h5", "o.scc"}) {
+		t.Fatalf("left %v", got)
+	}
+}
+
+// TestExportForce: export refuses an existing destination unless -force,
+// which replaces it whole; an interrupted export leaves nothing.
+func TestExportForce(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "a.scc")
+	f, err := engine.Create(src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.CreateDataset("x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{4}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "b.h5")
+	if err := os.WriteFile(out, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, "export", src, out); code != 1 || !strings.Contains(stderr, "exists") {
+		t.Fatalf("export over a file: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "export", "-force", src, out); code != 0 {
+		t.Fatalf("-force: exit %d: %s", code, stderr)
+	}
+	back := filepath.Join(dir, "c.scc")
+	if code, _, stderr := runCLI(t, "import", out, back); code != 0 {
+		t.Fatalf("the replaced file does not import: exit %d: %s", code, stderr)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var o, e bytes.Buffer
+	if code := run(ctx, []string{"export", src, filepath.Join(dir, "d.h5")}, &o, &e); code != 1 {
+		t.Fatalf("interrupted export: exit %d", code)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"a.scc", "b.h5", "c.scc"}) {
+		t.Fatalf("left %v", got)
 	}
 }

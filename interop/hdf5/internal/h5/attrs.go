@@ -82,6 +82,15 @@ type Skipped struct{ Name, Why string }
 // far smaller).
 const MaxAttrBytes = 16 << 20
 
+// MaxAttrsBytes bounds what ReadAttrs reads from one object in all, and
+// MaxAttrs how many attributes it looks at: a file may hold any number of
+// large attributes, which would otherwise all be read into memory (scc
+// keeps at most 1 MiB of attributes per object). The rest are skipped.
+const (
+	MaxAttrsBytes = 16 << 20
+	MaxAttrs      = 1 << 16
+)
+
 // WriteAttrs writes attributes to the dataset.
 func (d *Dataset) WriteAttrs(attrs []Attr) error {
 	lock()
@@ -247,12 +256,17 @@ func readAttrs(obj C.hid_t) ([]Attr, []Skipped, error) {
 	defer C.free(unsafe.Pointer(dot))
 	var out []Attr
 	var skipped []Skipped
+	budget := uint64(MaxAttrsBytes)
 	for i := C.longlong(0); i < n; i++ {
+		if i == MaxAttrs {
+			skipped = append(skipped, Skipped{Name: fmt.Sprintf("(%d more)", int64(n-i)), Why: fmt.Sprintf("not read: more than %d attributes", MaxAttrs)})
+			break
+		}
 		attr := C.H5Aopen_by_idx(obj, dot, C.H5_INDEX_NAME, C.H5_ITER_INC, C.hsize_t(i), C.H5P_DEFAULT, C.H5P_DEFAULT)
 		if attr < 0 {
 			return nil, nil, errorf("open attribute %d", int(i))
 		}
-		a, why, err := readAttr(attr)
+		a, why, err := readAttr(attr, budget)
 		C.H5Aclose(attr)
 		if err != nil {
 			return nil, nil, err
@@ -261,13 +275,15 @@ func readAttrs(obj C.hid_t) ([]Attr, []Skipped, error) {
 			skipped = append(skipped, Skipped{Name: a.Name, Why: why})
 		} else {
 			out = append(out, a)
+			budget -= uint64(len(a.Value.Data))
 		}
 	}
 	return out, skipped, nil
 }
 
-// readAttr reads one open attribute; why says why it is not mapped.
-func readAttr(attr C.hid_t) (a Attr, why string, err error) {
+// readAttr reads one open attribute of at most budget bytes; why says why
+// it is not mapped.
+func readAttr(attr C.hid_t, budget uint64) (a Attr, why string, err error) {
 	ln := C.H5Aget_name(attr, 0, nil)
 	if ln < 0 {
 		return a, "", errorf("attribute name")
@@ -309,6 +325,9 @@ func readAttr(attr C.hid_t) (a Attr, why string, err error) {
 	size := uint64(C.H5Tget_size(ftype))
 	if size == 0 || count > MaxAttrBytes/size {
 		return a, fmt.Sprintf("value of %d×%d bytes is too large", count, size), nil
+	}
+	if count*size > budget {
+		return a, fmt.Sprintf("not read: the object's attributes exceed %d bytes in all", MaxAttrsBytes), nil
 	}
 	switch cls := C.H5Tget_class(ftype); cls {
 	case C.H5T_INTEGER, C.H5T_FLOAT:

@@ -27,6 +27,7 @@ package h5
 import "C"
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -86,12 +87,18 @@ type Type struct {
 	Class     Class
 	Size      int
 	BigEndian bool
+	// Name says what an Other type is ("compound", "enum", "string",
+	// "reference", "non-IEEE float", ...), so that a refusal names it.
+	Name string
 }
 
 func (t Type) String() string {
-	end := "le"
+	end := " little-endian"
 	if t.BigEndian {
-		end = "be"
+		end = " big-endian"
+	}
+	if t.Size == 1 {
+		end = ""
 	}
 	switch t.Class {
 	case Int:
@@ -101,7 +108,35 @@ func (t Type) String() string {
 	case Float:
 		return fmt.Sprintf("float%d%s", 8*t.Size, end)
 	}
-	return fmt.Sprintf("unsupported(%d bytes)", t.Size)
+	if t.Name != "" {
+		return fmt.Sprintf("%s (%d bytes)", t.Name, t.Size)
+	}
+	return fmt.Sprintf("unsupported (%d bytes)", t.Size)
+}
+
+// className names an HDF5 type class that the binding does not map.
+func className(cls C.H5T_class_t) string {
+	switch cls {
+	case C.H5T_STRING:
+		return "string"
+	case C.H5T_COMPOUND:
+		return "compound"
+	case C.H5T_ENUM:
+		return "enum"
+	case C.H5T_REFERENCE:
+		return "reference"
+	case C.H5T_OPAQUE:
+		return "opaque"
+	case C.H5T_BITFIELD:
+		return "bitfield"
+	case C.H5T_VLEN:
+		return "variable-length sequence"
+	case C.H5T_ARRAY:
+		return "array"
+	case C.H5T_TIME:
+		return "time"
+	}
+	return fmt.Sprintf("type class %d", int(cls))
 }
 
 // leType returns the predefined little-endian type of t's class and size.
@@ -128,6 +163,9 @@ type Filter struct {
 	ID    int
 	Level int
 	Name  string // as the file records it (read side only)
+	// Read side only: Available says this libhdf5 can decode the filter
+	// (built in or a plugin it found); Optional is H5Z_FLAG_OPTIONAL.
+	Available, Optional bool
 }
 
 // File is an open HDF5 file.
@@ -348,13 +386,32 @@ const (
 
 // Info is what a dataset's creation properties and dataspace say.
 type Info struct {
-	Type    Type
+	Type Type
+	// Space is "" for a simple dataspace; "scalar", "null" or "unknown"
+	// otherwise, and then nothing below is filled in.
+	Space   string
 	Dims    []uint64
 	MaxDims []uint64
 	Layout  Layout
 	Chunk   []uint64 // nil unless Chunked
 	Filters []Filter
 	Fill    []byte // the fill value as one little-endian element, or nil when undefined
+	// External: the raw data lives in external files (H5Pset_external),
+	// outside the HDF5 file.
+	External bool
+	// Allocated: some storage exists for the raw data; when false, every
+	// element reads as the fill value.
+	Allocated bool
+	// StorageSize is H5Dget_storage_size: the bytes allocated for the
+	// raw data (for a contiguous dataset, its whole extent once allocated).
+	StorageSize uint64
+	// ChunkInfoUnreliable: the chunk index is an extensible array over an
+	// unlimited dimension other than the first. libhdf5 1.10 keeps such an
+	// index in swizzled order, and H5Dget_chunk_info and
+	// H5Dget_chunk_info_by_coord then report the offsets and sizes of
+	// other chunks (H5Dread_chunk and H5Dread are right), so the chunks
+	// of such a dataset cannot be listed.
+	ChunkInfoUnreliable bool
 }
 
 // Info reads the dataset's type, extent, layout, filters and fill value.
@@ -377,7 +434,7 @@ func (d *Dataset) Info() (Info, error) {
 	case C.H5T_FLOAT:
 		in.Type.Class = Float
 	default:
-		in.Type.Class = Other
+		in.Type.Class, in.Type.Name = Other, className(C.H5Tget_class(tid))
 	}
 	if in.Type.Class != Other {
 		switch C.H5Tget_order(tid) {
@@ -385,20 +442,33 @@ func (d *Dataset) Info() (Info, error) {
 		case C.H5T_ORDER_BE:
 			in.Type.BigEndian = true
 		default:
-			in.Type.Class = Other
+			in.Type.Class, in.Type.Name = Other, "mixed-order number"
 		}
+	}
+	if in.Type.Class == Float && in.Type.Size == 2 {
+		// IEEE half precision (numpy's float16): scc has no 2-byte float.
+		in.Type.Class, in.Type.Name = Other, "float16"
 	}
 	if in.Type.Class == Float && C.H5Tequal(tid, C.scc_le_type(2, C.size_t(in.Type.Size))) <= 0 &&
 		C.H5Tequal(tid, C.H5T_IEEE_F32BE) <= 0 && C.H5Tequal(tid, C.H5T_IEEE_F64BE) <= 0 {
-		in.Type.Class = Other // a non-IEEE float layout
+		in.Type.Class, in.Type.Name = Other, "non-IEEE float"
 	}
 	space := C.H5Dget_space(d.id)
 	if space < 0 {
 		return in, errorf("dataspace")
 	}
 	defer C.H5Sclose(space)
-	if C.H5Sget_simple_extent_type(space) != C.H5S_SIMPLE {
-		return in, fmt.Errorf("%w: dataspace is scalar or null, not simple", ErrHDF5)
+	switch C.H5Sget_simple_extent_type(space) {
+	case C.H5S_SIMPLE:
+	case C.H5S_SCALAR:
+		in.Space = "scalar"
+		return in, nil
+	case C.H5S_NULL:
+		in.Space = "null"
+		return in, nil
+	default:
+		in.Space = "unknown"
+		return in, nil
 	}
 	in.Dims = make([]uint64, d.rank)
 	in.MaxDims = make([]uint64, d.rank)
@@ -432,7 +502,35 @@ func (d *Dataset) Info() (Info, error) {
 		if id == C.H5Z_FILTER_DEFLATE && ncd > 0 {
 			fl.Level = int(cd[0])
 		}
+		fl.Optional = flags&C.H5Z_FLAG_OPTIONAL != 0
+		if C.H5Zfilter_avail(id) > 0 {
+			var fcfg C.uint
+			if C.H5Zget_filter_info(id, &fcfg) >= 0 && fcfg&C.H5Z_FILTER_CONFIG_DECODE_ENABLED != 0 {
+				fl.Available = true
+			}
+		}
+		C.H5Eclear2(C.H5E_DEFAULT)
 		in.Filters = append(in.Filters, fl)
+	}
+	in.External = C.H5Pget_external_count(dcpl) > 0
+	var ss C.H5D_space_status_t
+	if C.H5Dget_space_status(d.id, &ss) < 0 {
+		return in, errorf("space status")
+	}
+	in.Allocated = ss != C.H5D_SPACE_STATUS_NOT_ALLOCATED
+	in.StorageSize = uint64(C.H5Dget_storage_size(d.id))
+	if in.Layout == Chunked {
+		var idx C.H5D_chunk_index_t
+		if C.H5Dget_chunk_index_type(d.id, &idx) < 0 {
+			return in, errorf("chunk index type")
+		}
+		if idx == C.H5D_CHUNK_IDX_EARRAY {
+			for i, m := range in.MaxDims {
+				if m == Unlimited && i > 0 {
+					in.ChunkInfoUnreliable = true
+				}
+			}
+		}
 	}
 	var st C.H5D_fill_value_t
 	if C.H5Pfill_value_defined(dcpl, &st) < 0 {
@@ -618,26 +716,49 @@ type StoredChunk struct {
 // StoredChunks lists the n allocated chunks (n from NumChunks) in the
 // index's order. Each H5Dget_chunk_info call walks the chunk index from its
 // start in HDF5 1.10, so this costs O(n^2) index steps: callers use it for
-// sparse datasets only (see the importer).
-func (d *Dataset) StoredChunks(n uint64) ([]StoredChunk, error) {
-	lock()
-	defer unlock()
-	space := C.H5Dget_space(d.id)
-	if space < 0 {
-		return nil, errorf("dataspace")
-	}
-	defer C.H5Sclose(space)
-	out := make([]StoredChunk, 0, n)
+// sparse datasets only (see the importer). ctx is checked between chunks,
+// and the library lock is released between them.
+func (d *Dataset) StoredChunks(ctx context.Context, n uint64) ([]StoredChunk, error) {
+	out := make([]StoredChunk, 0, min(n, 1<<16))
 	for i := uint64(0); i < n; i++ {
-		c := StoredChunk{Offset: make([]uint64, d.rank)}
-		var m C.uint
-		var addr C.haddr_t
-		var sz C.hsize_t
-		if C.H5Dget_chunk_info(d.id, space, C.hsize_t(i), hsize(c.Offset), &m, &addr, &sz) < 0 {
-			return nil, errorf("chunk %d info", i)
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
-		c.Mask, c.Size = uint32(m), uint64(sz)
+		c, err := d.storedChunk(i)
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+func (d *Dataset) storedChunk(i uint64) (StoredChunk, error) {
+	lock()
+	defer unlock()
+	c := StoredChunk{Offset: make([]uint64, d.rank)}
+	space := C.H5Dget_space(d.id)
+	if space < 0 {
+		return c, errorf("dataspace")
+	}
+	defer C.H5Sclose(space)
+	var m C.uint
+	var addr C.haddr_t
+	var sz C.hsize_t
+	if C.H5Dget_chunk_info(d.id, space, C.hsize_t(i), hsize(c.Offset), &m, &addr, &sz) < 0 {
+		return c, errorf("chunk %d info", i)
+	}
+	c.Mask, c.Size = uint32(m), uint64(sz)
+	return c, nil
+}
+
+// Size reports the file's size in bytes.
+func (f *File) Size() (uint64, error) {
+	lock()
+	defer unlock()
+	var n C.hsize_t
+	if C.H5Fget_filesize(f.id, &n) < 0 {
+		return 0, errorf("file size")
+	}
+	return uint64(n), nil
 }

@@ -71,19 +71,31 @@ static void scc_append(scc_strbuf *b, const char *s) {
 	b->buf[b->len] = 0;
 }
 
+typedef struct { const char *inner, *outer; } scc_ends;
+
 static herr_t scc_walk(unsigned n, const H5E_error2_t *e, void *data) {
-	scc_strbuf *b = data;
-	if (n > 0) scc_append(b, "; ");
-	if (e->func_name) { scc_append(b, e->func_name); scc_append(b, ": "); }
-	if (e->desc) scc_append(b, e->desc);
+	scc_ends *ends = data;
+	if (!e->desc || !*e->desc) return 0;
+	if (!ends->inner) ends->inner = e->desc;
+	ends->outer = e->desc;
 	return 0;
 }
 
 // scc_error_string returns the current error stack as one malloc'ed string
-// (innermost cause last) and clears the stack. The caller frees it.
+// and clears the stack. A stack runs from the API call down through every
+// internal function to where the error was found, often 700 characters of
+// repetition; the API call's description (what failed) and the innermost
+// one (why: "required filter 'lzf' is not registered") say it. The caller
+// frees the string.
 static char *scc_error_string(void) {
+	scc_ends ends = {0};
 	scc_strbuf b = {0};
-	H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, scc_walk, &b);
+	H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, scc_walk, &ends);
+	if (ends.outer) scc_append(&b, ends.outer);
+	if (ends.inner && ends.inner != ends.outer && strcmp(ends.inner, ends.outer) != 0) {
+		scc_append(&b, ": ");
+		scc_append(&b, ends.inner);
+	}
 	H5Eclear2(H5E_DEFAULT);
 	return b.buf;
 }
