@@ -68,6 +68,7 @@ const (
 
 const (
 	formatVersion = 2 // the only frame version c-blosc 1.x writes and reads
+	codecVersion  = 1 // the stream format version of every compressor it ships
 	// Limits c-blosc enforces on what it writes and reads.
 	maxTypeSize  = 255
 	maxBuffer    = math.MaxInt32 - HeaderSize
@@ -145,6 +146,9 @@ func ParseHeader(src []byte) (Header, error) {
 	}
 	if h.Codec() >= len(codecNames) {
 		return h, fmt.Errorf("%w: compressor code %d", ErrUnsupported, h.Codec())
+	}
+	if h.VersionLZ != codecVersion {
+		return h, fmt.Errorf("%w: %s stream format version %d (c-blosc 1.x reads %d)", ErrUnsupported, h.CodecName(), h.VersionLZ, codecVersion)
 	}
 	if nb := h.nblocks(); nb > (h.CBytes-HeaderSize)/4 {
 		return h, fmt.Errorf("%w: %d blocks, cbytes %d cannot hold their offsets", ErrCorrupt, nb, h.CBytes)

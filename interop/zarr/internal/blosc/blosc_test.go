@@ -217,6 +217,7 @@ func TestDecodeHostile(t *testing.T) {
 		{"short header", good[:15], 1 << 20, ErrCorrupt},
 		{"version 1", edit(good, func(f []byte) { f[0] = 1 }), 1 << 20, ErrUnsupported},
 		{"version 3 (Blosc2)", edit(good, func(f []byte) { f[0] = 3 }), 1 << 20, ErrUnsupported},
+		{"compressor format version 2", edit(good, func(f []byte) { f[1] = 2 }), 1 << 20, ErrUnsupported},
 		{"reserved flag", edit(good, func(f []byte) { f[2] |= 0x08 }), 1 << 20, ErrUnsupported},
 		{"compressor 5", edit(good, func(f []byte) { f[2] = 5<<5 | FlagDontSplit }), 1 << 20, ErrUnsupported},
 		{"compressor 7", edit(good, func(f []byte) { f[2] = 7<<5 | FlagDontSplit }), 1 << 20, ErrUnsupported},
