@@ -48,19 +48,27 @@ func bitUnshuffle(dst, src []byte, ts int) {
 		return
 	}
 	rows := n / 8
-	for j := range ts {
-		plane := src[8*j*rows : 8*(j+1)*rows]
-		for g := range rows {
-			// Byte k of x is row 8*j+k's byte for elements 8g..8g+7;
-			// transposed, byte m of x is byte j of element 8g+m.
-			var x uint64
+	// The 8 rows of a byte are read a tile at a time into buf: reading
+	// them in place, 8 streams rows apart (often a power of two) keep
+	// evicting each other from the cache.
+	const tile = 64
+	var buf [8 * tile]byte
+	for g0 := 0; g0 < rows; g0 += tile {
+		w := min(tile, rows-g0)
+		for j := range ts {
 			for k := range 8 {
-				x |= uint64(plane[k*rows+g]) << (8 * k)
+				copy(buf[k*tile:k*tile+w], src[(8*j+k)*rows+g0:])
 			}
-			x = transpose8(x)
-			o := dst[8*g*ts+j:]
-			for m := range 8 {
-				o[m*ts] = byte(x >> (8 * m))
+			for g := range w {
+				// Byte k of x is row 8*j+k's byte for elements 8g..8g+7;
+				// transposed, byte m of x is byte j of element 8g+m.
+				x := uint64(buf[g]) | uint64(buf[tile+g])<<8 | uint64(buf[2*tile+g])<<16 | uint64(buf[3*tile+g])<<24 |
+					uint64(buf[4*tile+g])<<32 | uint64(buf[5*tile+g])<<40 | uint64(buf[6*tile+g])<<48 | uint64(buf[7*tile+g])<<56
+				x = transpose8(x)
+				o := dst[8*(g0+g)*ts+j:]
+				_ = o[7*ts]
+				o[0], o[ts], o[2*ts], o[3*ts] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
+				o[4*ts], o[5*ts], o[6*ts], o[7*ts] = byte(x>>32), byte(x>>40), byte(x>>48), byte(x>>56)
 			}
 		}
 	}
