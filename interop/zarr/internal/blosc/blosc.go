@@ -117,9 +117,9 @@ func ParseHeader(src []byte) (Header, error) {
 		VersionLZ: src[1],
 		Flags:     src[2],
 		TypeSize:  int(src[3]),
-		NBytes:    int(binary.LittleEndian.Uint32(src[4:])),
-		BlockSize: int(binary.LittleEndian.Uint32(src[8:])),
-		CBytes:    int(binary.LittleEndian.Uint32(src[12:])),
+		NBytes:    u32(src[4:]),
+		BlockSize: u32(src[8:]),
+		CBytes:    u32(src[12:]),
 	}
 	switch {
 	case h.Version != formatVersion:
@@ -156,7 +156,12 @@ func ParseHeader(src []byte) (Header, error) {
 	return h, nil
 }
 
-func (h Header) nblocks() int { return (h.NBytes + h.BlockSize - 1) / h.BlockSize }
+// nblocks is the number of blocks of a checked header with NBytes > 0.
+func (h Header) nblocks() int { return (h.NBytes-1)/h.BlockSize + 1 }
+
+// u32 reads a size field; values past every limit clamp to MaxInt32 (also
+// past them) so that they stay positive where int has 32 bits.
+func u32(b []byte) int { return int(min(binary.LittleEndian.Uint32(b), math.MaxInt32)) }
 
 // DecodedSize returns the decoded size of the frame in src after checking
 // its header (see ParseHeader).
@@ -170,8 +175,9 @@ func DecodedSize(src []byte) (int, error) {
 
 // Decode decodes the Blosc frame in src into dst's storage (reallocated
 // when cap(dst) is too small) and returns it with its decoded length. A
-// frame of more than limit decoded bytes is refused with ErrTooLarge. On
-// error, the contents of dst's storage are unspecified.
+// frame of more than limit decoded bytes is refused with ErrTooLarge. dst
+// must not overlap src. On error, the contents of dst's storage are
+// unspecified. Decode is safe for concurrent use.
 func Decode(dst, src []byte, limit int) ([]byte, error) {
 	h, err := ParseHeader(src)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/klauspost/compress/snappy"
@@ -275,5 +276,71 @@ func TestDecodedSize(t *testing.T) {
 	}
 	if _, err := DecodedSize(memcpyed(sample(77), 1)[:50]); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("truncated memcpyed frame: %v", err)
+	}
+}
+
+// TestDecodeConcurrent decodes frames of every codec, damaged ones among
+// them, from many goroutines at once (run it under -race): the pooled
+// zlib readers, zstd decoders and scratch buffers must never mix two
+// decodes, nor carry a failed decode's state into the next.
+func TestDecodeConcurrent(t *testing.T) {
+	type want struct {
+		f    []byte
+		data []byte // nil: must fail with ErrCorrupt
+	}
+	var frames []want
+	for i, codec := range []int{CodecLZ4, CodecSnappy, CodecZlib, CodecZstd} {
+		for k, shuf := range []byte{0, FlagShuffle, FlagBitShuffle} {
+			data := sample(2048 + 8*(3*i+k))
+			for j := range data {
+				data[j] += byte(i*7 + k)
+			}
+			blk := data
+			switch shuf {
+			case FlagShuffle:
+				blk = shuffled(data, 4)
+			case FlagBitShuffle:
+				blk = bitShuffled(data, 4)
+			}
+			f := frame(byte(codec)<<5|shuf|FlagDontSplit, 4, len(data), len(data), [][]byte{compress(t, codec, blk)})
+			frames = append(frames, want{f, data})
+			bad := bytes.Clone(f)
+			bad[len(bad)-1] ^= 0x40 // the end of the stream
+			if _, err := Decode(nil, bad, 1<<20); err != nil {
+				frames = append(frames, want{bad, nil})
+			}
+		}
+	}
+	if len(frames) == 12 {
+		t.Fatal("no damaged frame among the decoded ones")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for i := range 200 {
+				w := frames[(i*7+g)%len(frames)]
+				out, err := Decode(buf, w.f, 1<<20)
+				switch {
+				case w.data == nil && !errors.Is(err, ErrCorrupt):
+					errs <- fmt.Errorf("damaged frame %d: %v, want ErrCorrupt", (i*7+g)%len(frames), err)
+					return
+				case w.data != nil && (err != nil || !bytes.Equal(out, w.data)):
+					errs <- fmt.Errorf("frame %d: %v, equal %v", (i*7+g)%len(frames), err, bytes.Equal(out, w.data))
+					return
+				}
+				if err == nil {
+					buf = out
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
