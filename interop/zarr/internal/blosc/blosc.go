@@ -198,7 +198,7 @@ func Decode(dst, src []byte, limit int) ([]byte, error) {
 		copy(dst, src[HeaderSize:])
 		return dst, nil
 	}
-	d := decoder{h: h, src: src}
+	d := decoder{h: h, src: src, room: h.CBytes - HeaderSize - 4*h.nblocks()}
 	if d.unshuffles() {
 		buf := scratch.Get().(*[]byte)
 		defer scratch.Put(buf)
@@ -226,6 +226,12 @@ type decoder struct {
 	h   Header
 	src []byte // the frame, cut at cbytes
 	tmp []byte // BlockSize bytes, when blocks need unshuffling
+	// room is what is left of the frame after the header, the offsets and
+	// the streams decoded so far. c-blosc writes streams one after the
+	// other; charging each against room refuses frames whose blocks share
+	// streams, which would make the work grow with the square of the
+	// frame's size (zlib and zstd streams can be long and decode to little).
+	room int
 }
 
 // unshuffles says whether any block can need a shuffle undone.
@@ -263,6 +269,9 @@ func (d *decoder) block(out []byte, off int, leftover bool) error {
 		off += 4
 		if cs < 0 || cs > len(d.src)-off {
 			return fmt.Errorf("%w: stream %d of %d bytes at %d overruns the %d-byte frame", ErrCorrupt, s, cs, off, len(d.src))
+		}
+		if d.room -= 4 + cs; d.room < 0 {
+			return fmt.Errorf("%w: stream %d at %d: the streams add up to more than the frame holds (blocks share streams)", ErrCorrupt, s, off)
 		}
 		part := into[s*size : (s+1)*size]
 		if err := d.stream(part, d.src[off:off+cs]); err != nil {

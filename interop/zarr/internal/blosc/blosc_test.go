@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -208,6 +209,14 @@ func TestDecodeHostile(t *testing.T) {
 	blz16 := func(stream ...byte) []byte {
 		return frame(CodecBloscLZ<<5|FlagDontSplit, 1, 16, 16, [][]byte{stream})
 	}
+	// Two blocks whose offsets both point at one stream: c-blosc decodes it
+	// twice. Letting blocks share streams makes the work quadratic in the
+	// frame's size (a zlib or zstd stream can be long and decode to little).
+	shared := frame(CodecLZ4<<5|FlagDontSplit, 4, 8192, 4096, [][]byte{lzs})
+	shared = slices.Insert(shared, HeaderSize+4, shared[HeaderSize:HeaderSize+4]...)
+	binary.LittleEndian.PutUint32(shared[HeaderSize:], HeaderSize+8)
+	binary.LittleEndian.PutUint32(shared[HeaderSize+4:], HeaderSize+8)
+	binary.LittleEndian.PutUint32(shared[12:], uint32(len(shared)))
 	for _, c := range []struct {
 		name  string
 		f     []byte
@@ -215,6 +224,7 @@ func TestDecodeHostile(t *testing.T) {
 		want  error
 	}{
 		{"empty", nil, 1 << 20, ErrCorrupt},
+		{"blocks share a stream", shared, 1 << 20, ErrCorrupt},
 		{"short header", good[:15], 1 << 20, ErrCorrupt},
 		{"version 1", edit(good, func(f []byte) { f[0] = 1 }), 1 << 20, ErrUnsupported},
 		{"version 3 (Blosc2)", edit(good, func(f []byte) { f[0] = 3 }), 1 << 20, ErrUnsupported},
