@@ -1,13 +1,17 @@
 package bench
 
 import (
+	"bytes"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"image/color"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"text/template"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -19,9 +23,35 @@ import (
 // the missing peers and any errors.
 func (r *Report) Markdown(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("| scenario | figure | scc | peer | peer value | ratio | target | status |\n")
-	b.WriteString("| --- | --- | ---: | --- | ---: | ---: | --- | --- |\n")
-	for _, f := range r.Figures {
+	writeTable(&b, r.Figures, true)
+	b.WriteString("\nratio = how many times better scc is (scc/peer for throughput, peer/scc for memory).\n")
+	writeNotes(&b, r.Figures, true)
+	m := r.Machine
+	fmt.Fprintf(&b, "\nMachine: %s/%s, %s, %d CPUs (GOMAXPROCS %d), %s RAM, %s, inflater %s. Run: %s, %s, %.0f s.\n",
+		m.OS, m.Arch, orDash(m.CPU), m.NumCPU, m.GOMAXPROCS, orDash(m.MemTotal), m.GoVersion, orDash(m.Inflater),
+		r.sizeName(), r.Started.Format("2006-01-02 15:04 UTC"), r.Seconds)
+	if len(r.Missing) > 0 {
+		fmt.Fprintf(&b, "\nMissing peers (install with `make bench-peers`): %s.\n", strings.Join(r.Missing, "; "))
+	}
+	for _, e := range r.Errors {
+		fmt.Fprintf(&b, "\nerror: %s\n", e)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeTable writes figs as a Markdown table, each figure beside its
+// peer's and the ratio between them; withScenario adds the scenario
+// column (one table for a whole run).
+func writeTable(b *strings.Builder, figs []Figure, withScenario bool) {
+	if withScenario {
+		b.WriteString("| scenario | figure | scc | peer | peer value | ratio | target | status |\n")
+		b.WriteString("| --- | --- | ---: | --- | ---: | ---: | --- | --- |\n")
+	} else {
+		b.WriteString("| figure | scc | peer | peer value | ratio | target | status |\n")
+		b.WriteString("| --- | ---: | --- | ---: | ---: | --- | --- |\n")
+	}
+	for _, f := range figs {
 		pv, ratio := "missing", "–"
 		if f.PeerValue != nil {
 			pv = trimFloat(*f.PeerValue) + " " + f.Unit
@@ -37,35 +67,139 @@ func (r *Report) Markdown(w io.Writer) error {
 			}
 		}
 		status := f.Status
-		switch status {
-		case "met":
+		if status == "met" {
 			status = "**met**"
-		case "not met":
-			status = "not met"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s | %s | %s | %s |\n",
-			f.Scenario, mdEscape(f.Metric), trimFloat(f.SCC), f.Unit, mdEscape(f.Peer), pv, ratio, tgt, status)
+		if withScenario {
+			fmt.Fprintf(b, "| %s ", f.Scenario)
+		}
+		fmt.Fprintf(b, "| %s | %s %s | %s | %s | %s | %s | %s |\n",
+			mdEscape(f.Metric), trimFloat(f.SCC), f.Unit, mdEscape(f.Peer), pv, ratio, tgt, status)
 	}
-	b.WriteString("\nratio = how many times better scc is (scc/peer for throughput, peer/scc for memory).\n")
-	notes := map[string]bool{}
-	for _, f := range r.Figures {
-		if f.Note != "" && !notes[f.Scenario+f.Note] {
-			notes[f.Scenario+f.Note] = true
-			fmt.Fprintf(&b, "- %s: %s\n", f.Scenario, f.Note)
+}
+
+// writeNotes lists the figures' notes once each, as Markdown bullets.
+func writeNotes(b *strings.Builder, figs []Figure, withScenario bool) {
+	seen := map[string]bool{}
+	for _, f := range figs {
+		if f.Note == "" || seen[f.Scenario+"\x00"+f.Note] {
+			continue
+		}
+		seen[f.Scenario+"\x00"+f.Note] = true
+		if withScenario {
+			fmt.Fprintf(b, "- %s: %s\n", f.Scenario, f.Note)
+		} else {
+			fmt.Fprintf(b, "- %s\n", f.Note)
 		}
 	}
-	m := r.Machine
-	fmt.Fprintf(&b, "\nMachine: %s/%s, %s, %d CPUs (GOMAXPROCS %d), %s RAM, %s, inflater %s. Run: %s, %s, %.0f s.\n",
-		m.OS, m.Arch, orDash(m.CPU), m.NumCPU, m.GOMAXPROCS, orDash(m.MemTotal), m.GoVersion, orDash(m.Inflater),
-		r.sizeName(), r.Started.Format("2006-01-02 15:04 UTC"), r.Seconds)
-	if len(r.Missing) > 0 {
-		fmt.Fprintf(&b, "\nMissing peers (install with `make bench-peers`): %s.\n", strings.Join(r.Missing, "; "))
+}
+
+// The BENCHMARKS.md page is a template (benchmarks.md.tmpl) with two
+// parts: a generated one (the machine, the date, the command and one
+// table per scenario, from the Report) and a static one (what the figures
+// mean and what limits them), kept in the template so that it is written
+// and reviewed as text while the numbers above it always come from the
+// run that wrote the page.
+//
+//go:embed benchmarks.md.tmpl
+var benchmarksTemplate string
+
+var benchmarksPage = template.Must(template.New("BENCHMARKS.md").Parse(benchmarksTemplate))
+
+// Page is what the BENCHMARKS.md page records beside the Report.
+type Page struct {
+	// Command is the command line that produced the report, shown in the
+	// page's header so that a reader can run it again.
+	Command string
+}
+
+// pageData is the template's view of a run.
+type pageData struct {
+	Command   string
+	Date      string
+	Machine   Machine
+	Kernel    string
+	Size      string
+	Seconds   string
+	Scenarios []pageScenario
+	Missing   []string
+	Errors    []string
+}
+
+type pageScenario struct {
+	Name, Description string
+	// Table is the scenario's figures as a Markdown table, Notes their
+	// notes as Markdown bullets; both empty when it printed no figure.
+	Table, Notes string
+}
+
+// WriteBenchmarks writes the report as the BENCHMARKS.md page: a header
+// with the machine (CPU model, cores, memory, kernel, Go version), the
+// date and p.Command, then each scenario's figures as the scenario prints
+// them, each beside its baseline, then the template's static analysis.
+func (r *Report) WriteBenchmarks(w io.Writer, p Page) error {
+	d := pageData{
+		Command: p.Command,
+		Date:    r.Started.Format("2006-01-02 15:04 UTC"),
+		Machine: r.Machine,
+		Kernel:  kernelRelease(),
+		Size:    r.sizeName(),
+		Seconds: fmt.Sprintf("%.0f s", r.Seconds),
+		Missing: r.Missing,
+		Errors:  r.Errors,
 	}
-	for _, e := range r.Errors {
-		fmt.Fprintf(&b, "\nerror: %s\n", e)
+	if d.Command == "" {
+		d.Command = "scctl bench " + strings.Join(r.Scenario, " ")
 	}
-	_, err := io.WriteString(w, b.String())
+	d.Machine.CPU = orDash(d.Machine.CPU)
+	d.Machine.MemTotal = orDash(d.Machine.MemTotal)
+	d.Machine.Inflater = orDash(d.Machine.Inflater)
+	desc := map[string]string{}
+	for _, s := range Scenarios() {
+		desc[s.Name] = s.Description
+	}
+	for _, name := range r.Scenario {
+		var figs []Figure
+		for _, f := range r.Figures {
+			if f.Scenario == name {
+				figs = append(figs, f)
+			}
+		}
+		ps := pageScenario{Name: name, Description: desc[name]}
+		if len(figs) > 0 {
+			var t, n strings.Builder
+			writeTable(&t, figs, false)
+			writeNotes(&n, figs, false)
+			ps.Table, ps.Notes = t.String(), n.String()
+		}
+		d.Scenarios = append(d.Scenarios, ps)
+	}
+	var b bytes.Buffer
+	if err := benchmarksPage.Execute(&b, d); err != nil {
+		return err
+	}
+	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// WriteBenchmarksFile writes the BENCHMARKS.md page to path.
+func (r *Report) WriteBenchmarksFile(path string, p Page) error {
+	var b bytes.Buffer
+	if err := r.WriteBenchmarks(&b, p); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// kernelRelease names the running kernel ("Linux 6.1.0-18-amd64"), or the
+// OS alone where it cannot be read.
+func kernelRelease() string {
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		if v := strings.TrimSpace(string(b)); v != "" {
+			return "Linux " + v
+		}
+	}
+	return runtime.GOOS
 }
 
 func mdEscape(s string) string { return strings.ReplaceAll(s, "|", "\\|") }

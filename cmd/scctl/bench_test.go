@@ -39,7 +39,7 @@ func TestBenchMarkdownAndFiles(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
 	}
-	for _, f := range []string{"report.md", "report.json"} {
+	for _, f := range []string{"report.md", "report.json", "BENCHMARKS.md"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Error(err)
 		}
@@ -55,5 +55,36 @@ func TestBenchUsage(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, "bench", "all", "--tiny", "--quick"); code != 2 {
 		t.Fatalf("tiny and quick: %d", code)
+	}
+}
+
+func TestBenchBenchmarksPage(t *testing.T) {
+	page := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	code, _, stderr := runCmd(t, "bench", "manyds", "--tiny", "--no-peers", "--benchmarks", page, "--dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| command | `scctl bench manyds --tiny --no-peers --benchmarks " + page + " --dir ",
+		"| Go | ", "### manyds", "| memory per idle open dataset",
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("page lacks %q:\n%s", want, b)
+		}
+	}
+	if !strings.Contains(stderr, "wrote "+page) {
+		t.Errorf("stderr %q", stderr)
+	}
+}
+
+func TestCommandLineQuotes(t *testing.T) {
+	got := commandLine("scctl bench", []string{"all", "--quick", "--out", "my dir", "it's", ""})
+	want := `scctl bench all --quick --out 'my dir' 'it'\''s' ''`
+	if got != want {
+		t.Fatalf("got %s, want %s", got, want)
 	}
 }
