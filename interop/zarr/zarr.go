@@ -55,8 +55,17 @@ var (
 	// cannot represent (a data type, a codec, a name); nothing was written
 	// for that dataset.
 	ErrUnsupported = errors.New("zarr: unsupported")
-	// ErrCorrupt: a Zarr chunk or metadata document does not decode.
+	// ErrCorrupt: a Zarr chunk or metadata document does not decode, or
+	// breaks the Zarr specification (a key of the wrong type, a chunk key
+	// separator other than "." and "/", a fill value out of range).
 	ErrCorrupt = errors.New("zarr: corrupt store")
+	// ErrUnsafe: a key of the store leads outside it (a ".." segment, an
+	// absolute path, a symlink whose target leaves the store), or a file
+	// changed while it was opened.
+	ErrUnsafe = errors.New("zarr: key leads outside the store")
+	// ErrNotRegular: a key names a FIFO, a device, a socket or a
+	// directory where a file belongs; it is refused without being opened.
+	ErrNotRegular = errors.New("zarr: not a regular file")
 )
 
 // Options configure Export and Import. The zero value exports Zarr v2 with
@@ -76,6 +85,14 @@ type Options struct {
 	// every read and by `scctl check`. Other copied chunks are always
 	// verified. Export ignores it.
 	Verify bool
+	// FollowOutsideLinks lets Import follow symlinks in the store whose
+	// targets leave it. By default such a link is refused with ErrUnsafe
+	// (links that stay inside the store are followed).
+	FollowOutsideLinks bool
+	// Replace lets Export replace an existing Zarr store at its target
+	// (a directory holding .zgroup, .zarray or zarr.json), in one rename
+	// once the new store is complete.
+	Replace bool
 }
 
 // Validate reports whether o is usable.
@@ -133,10 +150,18 @@ type DatasetReport struct {
 	Notes []string
 }
 
+// Skipped is an array Import left out, and why.
+type Skipped struct {
+	Name, Reason string
+}
+
 // Report is the outcome of an Export or Import.
 type Report struct {
 	Datasets []DatasetReport
-	Notes    []string
+	// Skipped lists the arrays Import could not hold (ErrUnsupported:
+	// a data type, a codec, sharding), each with its reason.
+	Skipped []Skipped
+	Notes   []string
 }
 
 // Summary is one line per dataset, as scctl prints it.
@@ -162,8 +187,14 @@ func (r *Report) Summary() string {
 			fmt.Fprintf(&b, "  note: %s\n", n)
 		}
 	}
+	for _, sk := range r.Skipped {
+		fmt.Fprintf(&b, "SKIPPED %s: %s\n", sk.Name, sk.Reason)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	if len(r.Skipped) > 0 {
+		fmt.Fprintf(&b, "%d imported, %d skipped\n", len(r.Datasets), len(r.Skipped))
 	}
 	return b.String()
 }
