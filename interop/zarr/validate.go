@@ -24,10 +24,13 @@ const maxChunkBytes = 1 << 30
 // asJSON prints a decoded JSON value as JSON (errors show what the store
 // says, not a Go map).
 func asJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return fmt.Sprint(v)
 	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if len(b) > 200 {
 		return string(b[:200]) + "..."
 	}
