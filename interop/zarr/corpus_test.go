@@ -29,7 +29,7 @@ func TestImportCorpus(t *testing.T) {
 	}
 	var arrays []struct {
 		Path, Dtype, Order, Compressor, Dump string
-		Filters                            []string
+		Filters                              []string
 	}
 	must(t, json.Unmarshal(out, &arrays))
 	f, err := engine.Create(filepath.Join(dir, "corpus.scc"), nil)
