@@ -307,3 +307,43 @@ func TestImportHugeGrid(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 }
+
+// TestExportAllOrNothing: an export that fails after writing part of the
+// store (here a dataset with no Zarr form, after one that exported) leaves
+// no store and nothing beside it; an existing store is replaced only with
+// Replace, and a directory that is not a store never.
+func TestExportAllOrNothing(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.scc")
+	f, err := engine.Create(src, nil)
+	must(t, err)
+	ds, err := f.CreateDataset("a", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{5}})
+	must(t, err)
+	must(t, ds.Write(bg, engine.All([]uint64{10}), make([]byte, 10)))
+	_, err = f.CreateDataset("z", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{5}, Layout: engine.Vlen})
+	must(t, err)
+	must(t, f.Close())
+	f, err = engine.Open(src, &engine.Options{ReadOnly: true})
+	must(t, err)
+	defer f.Close()
+	out := t.TempDir()
+	store := filepath.Join(out, "s.zarr")
+	if _, err := Export(bg, f, store, Options{}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("export: %v", err)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Fatalf("a failed export left %v", ents)
+	}
+	// Into an existing store: refused, replaced with Replace, and kept
+	// whole when the replacing export fails.
+	writeFile(t, filepath.Join(store, ".zgroup"), `{"zarr_format":2}`)
+	if _, err := Export(bg, f, store, Options{Replace: true}); err == nil {
+		t.Fatal("export of a vlen dataset succeeded")
+	}
+	if b, err := os.ReadFile(filepath.Join(store, ".zgroup")); err != nil || string(b) != `{"zarr_format":2}` {
+		t.Fatalf("a failed replacing export changed the store: %q %v", b, err)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 1 {
+		t.Fatalf("left beside the store: %v", ents)
+	}
+}
