@@ -65,6 +65,9 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if *verify {
 			args = append(args, "-verify")
 		}
+		if *strict {
+			args = append(args, "-strict")
+		}
 		if err := runHDF5(ctx, append(args, src, out.Tmp), stdout, stderr); err != nil {
 			return err
 		}

@@ -2,7 +2,7 @@
 // directory tree) and imports Zarr stores into scc files, in pure Go on top
 // of package engine.
 //
-// Mapping (issue 13 §2): every dataset becomes an array at the path of its
+// Mapping: every dataset becomes an array at the path of its
 // name ("a/b" is array b in group a), the file's attributes become the root
 // group's, and a dataset's attributes the array's (.zattrs in v2, the
 // "attributes" of zarr.json in v3). Shape is the current extent (an
@@ -36,8 +36,17 @@
 // decoded once to check their padding; Options.Verify decodes every chunk
 // first). Other mapped chunks are written raw with engine.Dataset.
 // WriteChunkRaw, which verifies them by decoding; the rest are decoded and
-// re-encoded. Codecs scc cannot hold (blosc, bz2, transpose, sharding, ...)
-// are refused with ErrUnsupported.
+// re-encoded. Fortran-order arrays (v2) and the v3 transpose codec are
+// transposed into C order on the way. An array using what scc cannot hold
+// (blosc until a decoder is linked, bz2, lzma, delta and other numcodecs
+// filters, sharding; complex, bool, string, float16, structured types) is
+// skipped and named in Report.Skipped.
+//
+// The store is read as hostile input (see store and the metadata
+// decoders): metadata is checked against the specifications before it is
+// trusted, every key resolves inside the store, only regular files are
+// opened, and every read is bounded. Export is all or nothing: it writes
+// into a temporary directory renamed into place once complete.
 //
 // Export and Import are safe to call concurrently on different files and
 // directories; each runs its chunks on several goroutines.
