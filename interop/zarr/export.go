@@ -117,6 +117,9 @@ func Export(ctx context.Context, f *engine.File, dir string, o Options) (*Report
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".tmp-")
 	if err != nil {
 		return nil, err

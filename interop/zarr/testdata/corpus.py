@@ -2,6 +2,8 @@
 python3-zarr; run with /usr/bin/python3), for the import corpus test.
 
   corpus.py STORE OUTDIR
+  corpus.py draft-v3 STORE     a store in the draft of Zarr v3 zarr-python 2
+                               writes (ZARR_V3_EXPERIMENTAL_API=1)
 
 writes one store holding nested groups of arrays in C and Fortran order,
 with zlib, zstd, lz4, gzip, blosc and no compressor, shuffle and delta
@@ -81,5 +83,14 @@ def main(store, out):
     print(json.dumps(res))
 
 
+def draft_v3(store):
+    g = zarr.open_group(store, mode="w", zarr_version=3, path="g")
+    a = g.create_dataset("x", shape=(5,), chunks=(2,), dtype="<i4")
+    a[:] = np.arange(5)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    if sys.argv[1] == "draft-v3":
+        draft_v3(sys.argv[2])
+    else:
+        main(sys.argv[1], sys.argv[2])
