@@ -347,3 +347,50 @@ func TestExportAllOrNothing(t *testing.T) {
 		t.Fatalf("left beside the store: %v", ents)
 	}
 }
+
+// countingReader is an endless stream that counts what is read from it.
+type countingReader struct{ n int64 }
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestReadBoundedGrowing: a file holding more than its size said (it grew,
+// or never ends) is read to at most bound+1 bytes and refused.
+func TestReadBoundedGrowing(t *testing.T) {
+	r := &countingReader{}
+	if _, err := readBounded(r, 10, 1000); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("endless reader: %v", err)
+	}
+	if r.n > 1001 {
+		t.Fatalf("read %d bytes for a bound of 1000", r.n)
+	}
+	if b, err := readBounded(strings.NewReader(strings.Repeat("y", 300)), 10, 1000); err != nil || len(b) != 300 {
+		t.Fatalf("grown past its size, under the bound: %d %v", len(b), err)
+	}
+	if _, err := readBounded(strings.NewReader(strings.Repeat("y", 300)), 10, 299); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("grown past the bound: %v", err)
+	}
+}
+
+// TestImportDeviceChunk: even with links leaving the store allowed, a
+// chunk that is a device (an endless /dev/zero) is refused unopened.
+func TestImportDeviceChunk(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip(err)
+	}
+	root := t.TempDir()
+	store := filepath.Join(root, "store")
+	a := v2Array(t, store, strings.Replace(v2i4, "%s", "", 1))
+	must(t, os.Symlink("/dev/zero", filepath.Join(a, "0")))
+	f, err := engine.Create(filepath.Join(root, "out.scc"), nil)
+	must(t, err)
+	defer f.Close()
+	if _, err := Import(bg, store, f, Options{FollowOutsideLinks: true}); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "device") {
+		t.Fatalf("device chunk: %v", err)
+	}
+}

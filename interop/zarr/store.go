@@ -203,22 +203,33 @@ func (s *store) read(ctx context.Context, key string, bound int64) ([]byte, erro
 	} else if !st.Mode().IsRegular() || !os.SameFile(fi, st) {
 		return nil, fmt.Errorf("%w: %s changed while it was opened", ErrUnsafe, key)
 	}
-	want := min(max(fi.Size(), 0), bound) + 1
+	b, err := readBounded(f, fi.Size(), bound)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return b, nil
+}
+
+// readBounded reads r to its end, refusing more than bound bytes; size is
+// what r claims to hold, which sizes the buffer but is not trusted: at
+// most bound+1 bytes are read whatever r holds.
+func readBounded(r io.Reader, size, bound int64) ([]byte, error) {
+	want := min(max(size, 0), bound) + 1
 	buf := make([]byte, want)
-	n, err := io.ReadFull(f, buf)
+	n, err := io.ReadFull(r, buf)
 	switch {
 	case err == io.ErrUnexpectedEOF || err == io.EOF:
 		return buf[:n], nil
 	case err != nil:
 		return nil, ioErr(err)
 	}
-	// The file holds more than its size said: read on, to the bound.
-	rest, err := io.ReadAll(io.LimitReader(f, bound+1-int64(n)))
+	// More than claimed: read on, to the bound.
+	rest, err := io.ReadAll(io.LimitReader(r, bound+1-int64(n)))
 	if err != nil {
 		return nil, ioErr(err)
 	}
 	if buf = append(buf, rest...); int64(len(buf)) > bound {
-		return nil, fmt.Errorf("%w: %s holds more than %d bytes", ErrCorrupt, key, bound)
+		return nil, fmt.Errorf("%w: holds more than %d bytes", ErrCorrupt, bound)
 	}
 	return buf, nil
 }
