@@ -98,7 +98,7 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // hdf5Suffixes are the names HDF5 files go by (netCDF-4 is HDF5).
-var hdf5Suffixes = []string{".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".cdf"}
+var hdf5Suffixes = []string{".h5", ".hdf5", ".he5", ".nc", ".nc4"}
 
 // hdf5Magic is the HDF5 format signature, at offset 0, 512, 1024, ...
 var hdf5Magic = []byte("\x89HDF\r\n\x1a\n")
