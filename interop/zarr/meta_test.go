@@ -293,3 +293,57 @@ func FuzzDecodeV3(f *testing.F) {
 }
 
 func jsonNumber(s string) any { return json.Number(s) }
+
+// TestBloscSeam: with a decoder linked into bloscDecode, blosc arrays are
+// imported through it (decoded, stored with the nearest scc stages);
+// without one they are skipped naming blosc. The stand-in decoder here
+// takes a frame to be its decoded bytes.
+func TestBloscSeam(t *testing.T) {
+	root := t.TempDir()
+	store := filepath.Join(root, "store")
+	writeFile(t, filepath.Join(store, ".zgroup"), `{"zarr_format":2}`)
+	writeFile(t, filepath.Join(store, "b", ".zarray"), `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<i4","fill_value":0,"order":"C","filters":null,"compressor":{"id":"blosc","cname":"zstd","clevel":5,"shuffle":1,"blocksize":0}}`)
+	writeFile(t, filepath.Join(store, "b", "1"), chunk8)
+	old := bloscDecode
+	defer func() { bloscDecode = old }()
+	for _, linked := range []bool{false, true} {
+		bloscDecode = nil
+		if linked {
+			bloscDecode = func(src []byte, max int) ([]byte, error) {
+				if len(src) > max {
+					return nil, ErrCorrupt
+				}
+				return src, nil
+			}
+		}
+		f, err := engine.Create(filepath.Join(root, "x.scc"), nil)
+		must(t, err)
+		rep, err := Import(bg, store, f, Options{})
+		if !linked {
+			if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"blosc" (cname "zstd")`) {
+				t.Fatalf("no decoder: %v", err)
+			}
+			must(t, f.Close())
+			continue
+		}
+		must(t, err)
+		ds, err := f.OpenDataset("b")
+		must(t, err)
+		if got := readAll(t, ds); string(got) != "\x00\x00\x00\x00\x00\x00\x00\x00"+chunk8 || rep.Datasets[0].Reencoded != 1 {
+			t.Fatalf("elements % x, report %+v", got, rep.Datasets[0])
+		}
+		if names := filterNames(ds.Filters()); names != "shuffle,zstd" {
+			t.Fatalf("stored with %s", names)
+		}
+		must(t, f.Close())
+	}
+}
+
+func filterNames(fs []engine.Filter) string {
+	var n []string
+	for _, f := range fs {
+		name, _ := f.Stage()
+		n = append(n, name)
+	}
+	return strings.Join(n, ",")
+}
