@@ -4,25 +4,36 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/interop/zarr"
+	"github.com/scc-dev/scc/vfd/s3"
 )
 
 func init() {
-	register("export", "export a file's datasets and attributes to a Zarr v2 or v3 store", cmdExport)
+	register("export", "export a file's datasets and attributes to a Zarr v2 or v3 store (or HDF5)", cmdExport)
 }
 
+// cmdExport exports all or nothing: zarr.Export writes the store into a
+// temporary directory beside DIR and renames it into place; an HDF5 export
+// is written under a temporary name and renamed the same way.
 func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("export", "--format zarr2|zarr3 FILE DIR", stderr)
+	fs := newFlags("export", "[--format zarr2|zarr3|hdf5] [--force] FILE DIR", stderr)
 	format := fs.String("format", "zarr2", "store format: zarr2, zarr3 or hdf5 (hdf5 runs the scc-hdf5 tool, `make hdf5`)")
 	workers := fs.Int("workers", 0, "chunks processed at once (0: one per CPU)")
+	force := fs.Bool("force", false, "replace DIR if it is an existing Zarr store (or OUT.h5 if it exists)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 2 {
 		return usageErr("want FILE DIR, got %d arguments", len(pos))
+	}
+	src, dst := pos[0], pos[1]
+	if s3.IsURL(dst) {
+		return usageErr("%s: the export is written to a local path", dst)
 	}
 	var v int
 	switch *format {
@@ -31,23 +42,48 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case "zarr3":
 		v = 3
 	case "hdf5", "h5":
-		// HDF5 needs cgo, which scctl (pure Go) leaves to scc-hdf5.
-		return runHDF5(ctx, []string{"export", pos[0], pos[1]}, stdout, stderr)
+		return exportHDF5(ctx, src, dst, *force, stdout, stderr)
 	default:
-		return usageErr("--format %q: want zarr2 or zarr3", *format)
+		return usageErr("--format %q: want zarr2, zarr3 or hdf5", *format)
 	}
-	if err := regularFile(pos[0]); err != nil {
+	if err := regularFile(src); err != nil {
 		return err
 	}
-	f, err := engine.Open(pos[0], &engine.Options{ReadOnly: true})
+	f, done, err := openPath(ctx, src, &engine.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	rep, err := zarr.Export(ctx, f, pos[1], zarr.Options{Version: v, Workers: *workers})
+	defer done()
+	rep, err := zarr.Export(ctx, f, dst, zarr.Options{Version: v, Workers: *workers, Replace: *force})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "exported %s to %s (Zarr v%d)\n%s", pos[0], pos[1], v, rep.Summary())
+	fmt.Fprintf(stdout, "exported %s to %s (Zarr v%d)\n%s", src, dst, v, rep.Summary())
 	return nil
+}
+
+// exportHDF5 runs scc-hdf5 (HDF5 needs cgo, which scctl, pure Go, leaves
+// to it) on a local copy of an s3:// FILE, into a temporary name renamed
+// to OUT once complete.
+func exportHDF5(ctx context.Context, src, dst string, force bool, stdout, stderr io.Writer) error {
+	if err := regularFile(src); err != nil {
+		return err
+	}
+	out, err := newOutput(ctx, dst, force)
+	if err != nil {
+		return err
+	}
+	defer out.Discard()
+	local, cleanup, err := localCopy(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if err := runHDF5(ctx, []string{"export", local, out.Tmp}, stdout, stderr); err != nil {
+		return err
+	}
+	if _, err := os.Stat(out.Tmp); err != nil {
+		return fmt.Errorf("scc-hdf5 wrote no %s: %w", filepath.Base(dst), err)
+	}
+	return out.Commit(ctx)
 }

@@ -92,7 +92,7 @@ func TestExportErrors(t *testing.T) {
 	}{
 		{[]string{"export", path}, 2, "want FILE DIR"},
 		{[]string{"export", "--format", "hdf5", path, t.TempDir() + "/x"}, 1, "SCC_HDF5"},
-		{[]string{"export", "--format", "n5", path, t.TempDir() + "/x"}, 2, "zarr2 or zarr3"},
+		{[]string{"export", "--format", "n5", path, t.TempDir() + "/x"}, 2, "zarr2, zarr3 or hdf5"},
 		{[]string{"import", path + ".h5", t.TempDir() + "/x.scc"}, 1, "SCC_HDF5"},
 		{[]string{"import", path, t.TempDir() + "/x.scc"}, 2, "not a directory"},
 		{[]string{"import", t.TempDir(), t.TempDir() + "/x.scc"}, 1, "no Zarr group or array"},

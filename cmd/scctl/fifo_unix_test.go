@@ -26,3 +26,11 @@ func makeFIFO(t *testing.T) (path string, release func()) {
 	}
 	return path, release
 }
+
+// mkfifoAt creates a named pipe at path, with no writer.
+func mkfifoAt(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+}

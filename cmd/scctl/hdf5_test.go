@@ -49,28 +49,47 @@ func TestHDF5Exec(t *testing.T) {
 
 // TestImportH5PassesOptions: `scctl import X.h5 FILE` hands --verify and
 // --workers to scc-hdf5 and, like a Zarr import, refuses an existing FILE
-// without --force.
+// without --force. scc-hdf5 writes a new file under a temporary name,
+// which replaces FILE only once it succeeded (never merged into it).
 func TestImportH5PassesOptions(t *testing.T) {
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "scc-hdf5")
-	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho \"args: $*\"\n"), 0o755); err != nil {
+	script := "#!/bin/sh\necho \"args: $*\"\nfor a; do last=$a; done\nif [ -e \"$last\" ]; then echo merged >> \"$last\"; fi\necho \"run $FAKE_RUN\" >> \"$last\"\nexit ${FAKE_EXIT:-0}\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("SCC_HDF5", "")
 	t.Setenv("PATH", dir)
 	out := filepath.Join(dir, "y.scc")
+	t.Setenv("FAKE_RUN", "1")
 	code, stdout, stderr := runCmd(t, "import", "--verify", "--workers", "3", "x.h5", out)
-	if want := "args: import -workers 3 -verify x.h5 " + out + "\n"; code != 0 || stdout != want {
-		t.Fatalf("exit %d, stdout %q (want %q), stderr %q", code, stdout, want, stderr)
+	if want := "args: import -workers 3 -verify x.h5 "; code != 0 || !strings.HasPrefix(stdout, want) || !strings.HasSuffix(stdout, "/y.scc\n") {
+		t.Fatalf("exit %d, stdout %q (want %q...), stderr %q", code, stdout, want, stderr)
 	}
-	if err := os.WriteFile(out, nil, 0o644); err != nil {
-		t.Fatal(err)
+	if b, err := os.ReadFile(out); err != nil || string(b) != "run 1\n" {
+		t.Fatalf("FILE holds %q (%v)", b, err)
 	}
 	if code, stdout, stderr := runCmd(t, "import", "x.h5", out); code == 0 || stdout != "" || !strings.Contains(stderr, "exists") {
 		t.Fatalf("existing FILE without --force: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
+	t.Setenv("FAKE_RUN", "2")
 	if code, _, _ := runCmd(t, "import", "--force", "x.h5", out); code != 0 {
 		t.Fatalf("--force: exit %d", code)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "run 2\n" {
+		t.Fatalf("--force: FILE holds %q (%v), want the new import alone", b, err)
+	}
+	// A failed import leaves FILE as it was, and nothing else.
+	t.Setenv("FAKE_RUN", "3")
+	t.Setenv("FAKE_EXIT", "1")
+	if code, _, _ := runCmd(t, "import", "--force", "x.h5", out); code != 1 {
+		t.Fatalf("failing scc-hdf5: exit %d", code)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "run 2\n" {
+		t.Fatalf("a failed --force import changed FILE: %q (%v)", b, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Fatalf("left behind: %v", ents)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/scc-dev/scc/bench"
 	"github.com/scc-dev/scc/engine"
-	"github.com/scc-dev/scc/vfd/s3"
 )
 
 func init() {
@@ -47,14 +47,36 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// its fullest, alloc_space the garbage made until then.
 		cfg.BeforeFlush = func() { profErr = writeHeapProfile(memProfile) }
 	}
-	if s3.IsURL(cfg.Path) {
-		cfg.Create = func(path string, opts *engine.Options) (*engine.File, func() error, error) {
-			return createPath(ctx, path, opts)
+	// The job commits once, with its final Flush. Closing never commits:
+	// a job that failed (a write, a read's check, an interrupt, the
+	// flush itself) leaves the file as its last commit left it instead of
+	// committing whatever part of the frames it got to. (Without --file
+	// the job's temporary file is removed anyway.)
+	create := func(path string, opts *engine.Options) (*engine.File, func() error, error) {
+		f, done, err := createPath(ctx, path, opts)
+		if err != nil {
+			return nil, nil, err
 		}
+		return f, func() error {
+			stop, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := f.CloseContext(stop); err != nil && !errors.Is(err, context.Canceled) {
+				done()
+				return err
+			}
+			return done()
+		}, nil
+	}
+	if cfg.Path != "" {
+		cfg.Create = create
 	}
 	res, err := bench.Ingest(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if n, ok := s3Size(ctx, cfg.Path); ok {
+		// bench measures a local file's size; an object's is the driver's.
+		res.StoredBytes = n
 	}
 	if profErr != nil {
 		return profErr

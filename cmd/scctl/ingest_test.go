@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"reflect"
@@ -77,5 +79,39 @@ func TestIngestBadFlags(t *testing.T) {
 		if code != 2 {
 			t.Errorf("%v: exit %d %q", args, code, stderr)
 		}
+	}
+}
+
+// cancelOnWrite cancels a context at its first write (the first progress
+// line: the job is running).
+type cancelOnWrite struct {
+	cancel func()
+}
+
+func (c cancelOnWrite) Write(p []byte) (int, error) {
+	c.cancel()
+	return len(p), nil
+}
+
+// TestIngestFailureDoesNotCommit: an ingest that fails (interrupted while
+// writing) leaves its file as the last commit left it — created, empty —
+// instead of committing the frames it got to on close.
+func TestIngestFailureDoesNotCommit(t *testing.T) {
+	path := t.TempDir() + "/cut.scc"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out bytes.Buffer
+	err := cmdIngest(ctx, []string{"--datasets", "2", "--writers", "2", "--readers", "0",
+		"--frames", "1000000", "--frame", "64x64", "--filter", "none", "--cache", "4MiB", "--file", path}, &out, cancelOnWrite{cancel})
+	if err == nil {
+		t.Fatalf("the interrupted ingest succeeded:\n%s", out.String())
+	}
+	f, oerr := engine.Open(path, &engine.Options{ReadOnly: true})
+	if oerr != nil {
+		t.Fatalf("the file is not readable after the failure (%v): %v", err, oerr)
+	}
+	defer f.Close()
+	if ds := f.Datasets(); len(ds) != 0 || f.Generation() != 1 {
+		t.Fatalf("after a failed ingest (%v) the file holds %v at generation %d: it was committed", err, ds, f.Generation())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/vfd/s3/s3test"
 )
 
@@ -53,5 +54,87 @@ func TestS3URLs(t *testing.T) {
 	code, _, stderr = runCmd(t, "ls", url)
 	if code != 1 || !strings.Contains(stderr, "denied") {
 		t.Fatalf("ls with a wrong secret: exit %d: %s", code, stderr)
+	}
+}
+
+// TestS3ImportExportClearImage: import writes an object all or nothing
+// (refused over an existing one without --force; a failed --force import
+// leaves it as it was), export and clear-image read an object, and ingest
+// reports an object's stored bytes.
+func TestS3ImportExportClearImage(t *testing.T) {
+	srv, err := s3test.Start(filepath.Join(t.TempDir(), "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := srv.MakeBucket(ctx, "scctl"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ENDPOINT_URL", "http://"+srv.Endpoint())
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+
+	code, out, stderr := runCmd(t, "ingest", "--quiet", "--file", "s3://scctl/ingest.scc", "--datasets", "1", "--writers", "1",
+		"--frames", "4", "--frame", "16x16")
+	if code != 0 || !strings.Contains(out, "written/stored =") {
+		t.Fatalf("ingest: exit %d, no stored bytes:\n%s%s", code, out, stderr)
+	}
+
+	url := "s3://scctl/imported.scc"
+	store := goodStore(t)
+	if code, out, stderr := runCmd(t, "import", store, url); code != 0 {
+		t.Fatalf("import to %s: exit %d\n%s%s", url, code, out, stderr)
+	}
+	if code, out, _ := runCmd(t, "dump", "--dataset", "a", url); code != 0 || !strings.Contains(out, "1, 2, 0, 0") {
+		t.Fatalf("dump of the imported object: exit %d\n%s", code, out)
+	}
+	if code, _, stderr := runCmd(t, "import", store, url); code != 1 || !strings.Contains(stderr, "exists") {
+		t.Fatalf("import over an object without --force: exit %d %s", code, stderr)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	put(t, filepath.Join(bad, ".zgroup"), zgroup)
+	put(t, filepath.Join(bad, "b", ".zarray"), zarrayT)
+	put(t, filepath.Join(bad, "b", "0"), "short")
+	if code, _, _ := runCmd(t, "import", "--force", bad, url); code != 1 {
+		t.Fatalf("failing --force import: exit %d", code)
+	}
+	datasets := func() []string {
+		f, done, err := openPath(ctx, url, &engine.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer done()
+		return f.Datasets()
+	}
+	if ds := datasets(); len(ds) != 1 || ds[0] != "a" {
+		t.Fatalf("a failed --force import changed the object: %v", ds)
+	}
+	replacement := filepath.Join(t.TempDir(), "r")
+	put(t, filepath.Join(replacement, ".zgroup"), zgroup)
+	put(t, filepath.Join(replacement, "r", ".zarray"), zarrayT)
+	if code, _, stderr := runCmd(t, "import", "--force", replacement, url); code != 0 {
+		t.Fatalf("--force import: %s", stderr)
+	}
+	if ds := datasets(); len(ds) != 1 || ds[0] != "r" {
+		t.Fatalf("after --force: %v", ds)
+	}
+
+	exported := filepath.Join(t.TempDir(), "e.zarr")
+	if code, out, stderr := runCmd(t, "export", "s3://scctl/ingest.scc", exported); code != 0 || !strings.Contains(out, "frames000") {
+		t.Fatalf("export of an object: exit %d\n%s%s", code, out, stderr)
+	}
+
+	// clear-image: an object with an image (uploaded from a local file).
+	imgURL := "s3://scctl/image.scc"
+	if err := upload(ctx, makeImageFile(t), imgURL); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := runCmd(t, "clear-image", imgURL); code != 0 || !strings.Contains(out, "removed the cache image") {
+		t.Fatalf("clear-image %s: exit %d\n%s%s", imgURL, code, out, stderr)
+	}
+	if code, _, stderr := runCmd(t, "clear-image", imgURL); code != 0 || !strings.Contains(stderr, "has no cache image") {
+		t.Fatalf("clear-image again: exit %d %s", code, stderr)
 	}
 }

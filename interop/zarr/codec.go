@@ -3,11 +3,13 @@ package zarr
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"hash"
 	"hash/adler32"
 	"hash/crc32"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/klauspost/compress/flate"
@@ -20,9 +22,78 @@ import (
 // order on encode and in reverse on decode; its input is the chunk's
 // elements in C order, little-endian (the "bytes" codec / a "<" dtype).
 type codec struct {
-	id       string // shuffle, zlib, gzip, zstd, lz4, crc32c
+	id       string // shuffle, zlib, gzip, zstd, lz4, crc32c, blosc
 	level    int
-	elemSize int // shuffle
+	elemSize int    // shuffle
+	cname    string // blosc: the frame's compressor
+	shuffle  int    // blosc: 0 none, 1 byte, 2 bit, -1 by element size
+}
+
+// bloscDecode decodes one Blosc frame (header, blocks, byte or bit
+// shuffle, its compressor) into at most max bytes, refusing more with
+// ErrCorrupt. Blosc is zarr-python 2's default compressor. Until a
+// decoder is linked here, arrays compressed with it are skipped with
+// ErrUnsupported; with one, their chunks are decoded and stored with the
+// scc stage nearest to the frame's compressor (importPlan).
+var bloscDecode func(src []byte, max int) ([]byte, error)
+
+// codecFrom maps one numcodecs (v2) or v3 codec onto the chain, checking
+// its configuration.
+func codecFrom(id string, cfg map[string]any, elemSize int) (codec, error) {
+	intCfg := func(key string, def int) (int, error) {
+		v, ok := cfg[key]
+		if !ok || v == nil {
+			return def, nil
+		}
+		n, isNum := v.(json.Number)
+		i, err := n.Int64()
+		if !isNum || err != nil || i < -1<<20 || i > 1<<20 {
+			return 0, fmt.Errorf("%w: codec %q: %q is %s, want an integer", ErrCorrupt, id, key, asJSON(v))
+		}
+		return int(i), nil
+	}
+	level, err := intCfg("level", 0)
+	if err != nil {
+		return codec{}, err
+	}
+	switch strings.TrimPrefix(id, "numcodecs.") {
+	case "shuffle":
+		es, err := intCfg("elementsize", elemSize)
+		if err != nil {
+			return codec{}, err
+		}
+		if es < 1 {
+			return codec{}, fmt.Errorf("%w: codec %q: elementsize %d", ErrCorrupt, id, es)
+		}
+		return codec{id: "shuffle", elemSize: es}, nil
+	case "zlib":
+		return codec{id: "zlib", level: level}, nil
+	case "gzip":
+		return codec{id: "gzip", level: level}, nil
+	case "zstd":
+		return codec{id: "zstd", level: level}, nil
+	case "lz4":
+		return codec{id: "lz4"}, nil
+	case "crc32c":
+		if id == "crc32c" {
+			return codec{id: "crc32c"}, nil
+		}
+	case "blosc":
+		cname, _ := cfg["cname"].(string)
+		if bloscDecode == nil {
+			return codec{}, fmt.Errorf("%w: compressor \"blosc\" (cname %q): no Blosc decoder in this build", ErrUnsupported, cname)
+		}
+		sh, err := intCfg("shuffle", 1)
+		if err != nil {
+			return codec{}, err
+		}
+		clevel, err := intCfg("clevel", 5)
+		if err != nil {
+			return codec{}, err
+		}
+		return codec{id: "blosc", cname: cname, shuffle: sh, level: clevel}, nil
+	}
+	return codec{}, fmt.Errorf("%w: codec %q (scc maps shuffle, zlib, gzip, zstd, lz4, crc32c, transpose)", ErrUnsupported, id)
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -120,6 +191,11 @@ func (c codec) decode(src []byte, max int) ([]byte, error) {
 			return nil, fmt.Errorf("%w: lz4: %v (%d of %d bytes)", ErrCorrupt, err, m, n)
 		}
 		return out, nil
+	case "blosc":
+		if bloscDecode == nil {
+			return nil, fmt.Errorf("%w: codec \"blosc\"", ErrUnsupported)
+		}
+		return bloscDecode(src, max)
 	case "crc32c":
 		if len(src) < 4 || len(src)-4 > max {
 			return nil, fmt.Errorf("%w: crc32c: %d bytes", ErrCorrupt, len(src))
@@ -152,6 +228,38 @@ func shuffle(src []byte, es int, inverse bool) []byte {
 		}
 	}
 	copy(out[n*es:], src[n*es:])
+	return out
+}
+
+// untranspose returns the C-order chunk of shape chunk from src, which
+// holds it with its axes permuted by order: src is the C-order array of
+// shape chunk[order[0]], chunk[order[1]], ... whose element j is the
+// chunk's element x with x[order[i]] = j[i] (the v3 transpose codec;
+// Fortran order is the reversed axes).
+func untranspose(src []byte, chunk []uint64, order []int, es int) []byte {
+	r := len(chunk)
+	stride := make([]uint64, r) // of the C-order output, in bytes
+	s := uint64(es)
+	for d := r - 1; d >= 0; d-- {
+		stride[d] = s
+		s *= chunk[d]
+	}
+	out := make([]byte, len(src))
+	idx := make([]uint64, r) // over the permuted shape
+	off := uint64(0)
+	for p := 0; p+es <= len(src); p += es {
+		copy(out[off:off+uint64(es)], src[p:p+es])
+		for d := r - 1; d >= 0; d-- {
+			a := order[d]
+			idx[d]++
+			off += stride[a]
+			if idx[d] < chunk[a] {
+				break
+			}
+			off -= stride[a] * chunk[a]
+			idx[d] = 0
+		}
+	}
 	return out
 }
 
@@ -348,7 +456,10 @@ func unwrap(id string, b []byte, max int) ([]byte, error) {
 
 var (
 	zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
-		return zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
+		// Single-segment frames always record the content size, which
+		// numcodecs needs to decode them (the library leaves it out of
+		// frames under 256 bytes otherwise).
+		return zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithSingleSegment(true))
 	})
 	zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 		return zstd.NewReader(nil, zstd.WithDecoderMaxMemory(1<<31), zstd.WithDecodeAllCapLimit(true))

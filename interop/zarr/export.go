@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
 
@@ -80,8 +82,11 @@ func planExport(ds *engine.Dataset, version int) plan {
 }
 
 // Export writes every dataset of f, and f's attributes, to a new Zarr store
-// at dir (which must not exist, or be an empty directory). On error the
-// store is incomplete and should be removed.
+// at dir, all or nothing: the store is written into a temporary directory
+// beside dir and renamed to dir once complete, so a failed or cancelled
+// export leaves no store behind (and an existing one as it was). dir must
+// not exist or be an empty directory; with Options.Replace it may be an
+// existing Zarr store, which the new one replaces.
 func Export(ctx context.Context, f *engine.File, dir string, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -90,14 +95,83 @@ func Export(ctx context.Context, f *engine.File, dir string, o Options) (*Report
 	if err := checkNames(names); err != nil {
 		return nil, err
 	}
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return nil, fmt.Errorf("zarr: %s exists and is not empty", dir)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+	dir = filepath.Clean(dir)
+	replace := false
+	if fi, err := os.Lstat(dir); err == nil {
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("%w: %s exists and is not a directory", engine.ErrExists, dir)
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		if len(ents) > 0 {
+			if !o.Replace {
+				return nil, fmt.Errorf("%w: zarr: %s exists and is not empty", engine.ErrExists, dir)
+			}
+			if !isStore(dir) {
+				return nil, fmt.Errorf("%w: zarr: %s is not a Zarr store (no .zgroup, .zarray or zarr.json); not replacing it", engine.ErrExists, dir)
+			}
+			replace = true
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return nil, err
 	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return nil, err
+	}
+	done := false
+	defer func() {
+		if !done {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, err
+	}
+	rep, err := exportTo(ctx, f, tmp, names, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if replace {
+		old := tmp + ".old"
+		if err := os.Rename(dir, old); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(tmp, dir); err != nil {
+			os.Rename(old, dir)
+			return nil, err
+		}
+		done = true
+		os.RemoveAll(old)
+		return rep, nil
+	}
+	// rename(2) replaces an empty directory and fails on any other.
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, err
+	}
+	done = true
+	return rep, nil
+}
+
+// isStore reports whether dir looks like a Zarr store's root.
+func isStore(dir string) bool {
+	for _, n := range []string{".zgroup", ".zarray", "zarr.json"} {
+		if fi, err := os.Lstat(filepath.Join(dir, n)); err == nil && fi.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
+}
+
+func exportTo(ctx context.Context, f *engine.File, dir string, names []string, o Options) (*Report, error) {
 	v := o.version()
 	rootAttrs, err := attrsJSON(f.Attrs())
 	if err != nil {
@@ -154,12 +228,33 @@ func checkNames(names []string) error {
 	return nil
 }
 
+// writeJSON writes v as JSON in ASCII: characters beyond it are escaped
+// (\uXXXX, surrogate pairs above the BMP), which every reader decodes;
+// zarr-python 2 fails on raw UTF-8 in .zattrs.
 func writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return os.WriteFile(path, append(asciiJSON(b), '\n'), 0o644)
+}
+
+// asciiJSON escapes every non-ASCII character of a JSON text; outside
+// strings JSON holds only ASCII, so the escapes land inside strings.
+func asciiJSON(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for _, r := range string(b) {
+		switch {
+		case r < utf8.RuneSelf:
+			out = append(out, byte(r))
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, "\\u%04x\\u%04x", r1, r2)
+		default:
+			out = fmt.Appendf(out, "\\u%04x", r)
+		}
+	}
+	return out
 }
 
 func writeGroup(dir string, v int, attrs map[string]any) error {

@@ -1,15 +1,13 @@
 package zarr
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
+	"sort"
 	"strings"
 	"sync/atomic"
 
@@ -18,380 +16,300 @@ import (
 	"github.com/scc-dev/scc/engine"
 )
 
-// maxGrid bounds the chunk grid of an imported array.
-const maxGrid = 1 << 26
-
 // maxMetaBytes bounds a metadata document read from a store.
 const maxMetaBytes = 16 << 20
 
-// arrayMeta is an array's metadata, v2 or v3, reduced to what import needs.
+// arrayMeta is an array's metadata, v2 or v3, checked and reduced to what
+// import needs.
 type arrayMeta struct {
 	shape, chunk []uint64
+	grid         []uint64 // chunks per dimension
+	chunkBytes   int      // a whole chunk decoded
 	typ          engine.Type
 	bigEndian    bool
 	fill         []byte // nil: zero
 	chain        []codec
-	attrs        map[string]any
-	key          func(coords []uint64) string // chunk file relative to the array
-	notes        []string
+	// order, when set, says a stored chunk holds its elements with the
+	// axes permuted (the v3 transpose codec's order; Fortran order is the
+	// reversed axes): import transposes them into C order.
+	order   []int
+	fortran bool
+	prefix  string // chunk keys: prefix+sep before the coordinates ("c" in v3's default encoding)
+	sep     string // "." or "/"
+	attrs   []engine.Attr
+	notes   []string
 }
 
-func readJSON(path string, v any) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if fi.Size() > maxMetaBytes {
-		return fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, path, fi.Size())
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	if err := d.Decode(v); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
-	}
-	return nil
-}
-
-func exists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-// Import reads the Zarr store at dir (v2 or v3: groups, arrays, attributes)
-// into f, one dataset per array named by its path in the store, and
-// flushes f. Arrays that scc cannot hold (data types, codecs) fail the
-// import with ErrUnsupported before any of their chunks is written.
-func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report, error) {
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	rep := &Report{}
-	type node struct {
-		rel   string
-		array bool
-		v     int
-	}
-	var nodes []node
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		rel, _ := filepath.Rel(dir, path)
-		rel = filepath.ToSlash(rel)
-		if rel == "." {
-			rel = ""
-		}
-		switch {
-		case exists(filepath.Join(path, ".zarray")):
-			nodes = append(nodes, node{rel, true, 2})
-			return fs.SkipDir
-		case exists(filepath.Join(path, ".zgroup")):
-			nodes = append(nodes, node{rel, false, 2})
-		case exists(filepath.Join(path, "zarr.json")):
-			var m struct {
-				NodeType string `json:"node_type"`
-			}
-			if err := readJSON(filepath.Join(path, "zarr.json"), &m); err != nil {
-				return err
-			}
-			nodes = append(nodes, node{rel, m.NodeType == "array", 3})
-			if m.NodeType == "array" {
-				return fs.SkipDir
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(nodes) == 0 {
-		return nil, fmt.Errorf("%w: %s holds no Zarr group or array", ErrUnsupported, dir)
-	}
-	for _, n := range nodes {
-		if n.array {
-			continue
-		}
-		attrs, err := groupAttrs(filepath.Join(dir, filepath.FromSlash(n.rel)), n.v)
-		if err != nil {
-			return nil, err
-		}
-		if n.rel != "" {
-			if len(attrs) > 0 {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("group %q: its attributes were left out (scc has no groups)", n.rel))
-			}
-			continue
-		}
-		list, skipped := jsonAttrs(attrs)
-		for _, s := range skipped {
-			rep.Notes = append(rep.Notes, "file attribute left out: "+s)
-		}
-		for _, a := range list {
-			if err := f.SetAttr(ctx, a.Name, a.Value); err != nil {
-				return nil, fmt.Errorf("file attribute %q: %w", a.Name, err)
-			}
-		}
-	}
-	for _, n := range nodes {
-		if !n.array {
-			continue
-		}
-		name := n.rel
-		if name == "" {
-			name = strings.TrimSuffix(filepath.Base(filepath.Clean(dir)), ".zarr")
-		}
-		path := filepath.Join(dir, filepath.FromSlash(n.rel))
-		var m *arrayMeta
-		if n.v == 2 {
-			m, err = readV2(path)
-		} else {
-			m, err = readV3(path)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("array %q: %w", name, err)
-		}
-		dr, err := importArray(ctx, f, name, path, m, o.workers(), o.Verify)
-		if err != nil {
-			return nil, fmt.Errorf("array %q: %w", name, err)
-		}
-		rep.Datasets = append(rep.Datasets, dr)
-	}
-	return rep, f.Flush(ctx)
-}
-
-func groupAttrs(path string, v int) (map[string]any, error) {
-	if v == 3 {
-		var m struct {
-			Attributes map[string]any `json:"attributes"`
-		}
-		err := readJSON(filepath.Join(path, "zarr.json"), &m)
-		return m.Attributes, err
-	}
-	var m map[string]any
-	if err := readJSON(filepath.Join(path, ".zattrs"), &m); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	return m, nil
-}
-
-func dims(raw []json.Number, what string) ([]uint64, error) {
-	out := make([]uint64, len(raw))
-	for i, n := range raw {
-		u, err := parseElem(engine.Uint64, n)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s %v", ErrCorrupt, what, raw)
-		}
-		for k := 7; k >= 0; k-- {
-			out[i] = out[i]<<8 | uint64(u[k])
-		}
-	}
-	return out, nil
-}
-
-// codecFrom maps one numcodecs (v2) or v3 codec onto the chain; nil for the
-// v3 "bytes" codec, which import handles itself.
-func codecFrom(id string, cfg map[string]any, elemSize int) (codec, error) {
-	level := func() int {
-		if n, ok := cfg["level"].(json.Number); ok {
-			if l, err := n.Int64(); err == nil {
-				return int(l)
-			}
-		}
-		return 0
-	}
-	switch strings.TrimPrefix(id, "numcodecs.") {
-	case "shuffle":
-		es := elemSize
-		if n, ok := cfg["elementsize"].(json.Number); ok {
-			if l, err := n.Int64(); err == nil {
-				es = int(l)
-			}
-		}
-		return codec{id: "shuffle", elemSize: es}, nil
-	case "zlib":
-		return codec{id: "zlib", level: level()}, nil
-	case "gzip":
-		return codec{id: "gzip", level: level()}, nil
-	case "zstd":
-		return codec{id: "zstd", level: level()}, nil
-	case "lz4":
-		return codec{id: "lz4"}, nil
-	case "crc32c":
-		if id == "crc32c" {
-			return codec{id: "crc32c"}, nil
-		}
-	}
-	return codec{}, fmt.Errorf("%w: codec %q (scc maps shuffle, zlib, gzip, zstd, lz4 and crc32c)", ErrUnsupported, id)
-}
-
-func readV2(path string) (*arrayMeta, error) {
-	var z struct {
-		ZarrFormat int              `json:"zarr_format"`
-		Shape      []json.Number    `json:"shape"`
-		Chunks     []json.Number    `json:"chunks"`
-		Dtype      any              `json:"dtype"`
-		Fill       any              `json:"fill_value"`
-		Order      string           `json:"order"`
-		Compressor map[string]any   `json:"compressor"`
-		Filters    []map[string]any `json:"filters"`
-		Sep        string           `json:"dimension_separator"`
-	}
-	if err := readJSON(filepath.Join(path, ".zarray"), &z); err != nil {
-		return nil, err
-	}
-	if z.ZarrFormat != 2 {
-		return nil, fmt.Errorf("%w: .zarray zarr_format %d", ErrCorrupt, z.ZarrFormat)
-	}
-	ds, ok := z.Dtype.(string)
-	if !ok {
-		return nil, fmt.Errorf("%w: structured dtype %v", ErrUnsupported, z.Dtype)
-	}
-	m := &arrayMeta{}
-	var err error
-	if m.typ, m.bigEndian, err = parseV2Dtype(ds); err != nil {
-		return nil, err
-	}
-	if z.Order != "C" {
-		return nil, fmt.Errorf("%w: order %q (scc stores C order)", ErrUnsupported, z.Order)
-	}
-	if m.shape, err = dims(z.Shape, "shape"); err != nil {
-		return nil, err
-	}
-	if m.chunk, err = dims(z.Chunks, "chunks"); err != nil {
-		return nil, err
-	}
-	for _, fc := range append(z.Filters, z.Compressor) {
-		if fc == nil {
-			continue
-		}
-		id, _ := fc["id"].(string)
-		c, err := codecFrom(id, fc, m.typ.Size())
-		if err != nil {
-			return nil, err
-		}
-		m.chain = append(m.chain, c)
-	}
-	if err := m.setFill(z.Fill); err != nil {
-		return nil, err
-	}
-	sep := z.Sep
-	if sep == "" {
-		sep = "."
-	}
-	m.key = func(c []uint64) string { return joinCoords(c, sep) }
-	if exists(filepath.Join(path, ".zattrs")) {
-		if err := readJSON(filepath.Join(path, ".zattrs"), &m.attrs); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
-}
-
-func (m *arrayMeta) setFill(v any) error {
+func (m *arrayMeta) setFill(v any, what string) error {
 	if v == nil {
 		m.notes = append(m.notes, "fill_value null: unwritten chunks read as zero")
 		return nil
 	}
 	b, err := parseElem(m.typ, v)
 	if err != nil {
-		return fmt.Errorf("fill_value: %w", err)
+		return fmt.Errorf("%s: \"fill_value\": %w", what, err)
 	}
 	m.fill = b
 	return nil
 }
 
-func joinCoords(c []uint64, sep string) string {
-	parts := make([]string, len(c))
-	for i, x := range c {
-		parts[i] = fmt.Sprint(x)
+// setAttrs checks a node's attributes (before any chunk is written: a
+// typed attribute out of its range fails the array).
+func (m *arrayMeta) setAttrs(raw map[string]any) error {
+	attrs, skipped, err := jsonAttrs(raw)
+	if err != nil {
+		return err
 	}
-	return strings.Join(parts, sep)
+	m.attrs = attrs
+	for _, s := range skipped {
+		m.notes = append(m.notes, "attribute left out: "+s)
+	}
+	return nil
 }
 
-func readV3(path string) (*arrayMeta, error) {
-	var z struct {
-		Shape     []json.Number `json:"shape"`
-		DataType  any           `json:"data_type"`
-		ChunkGrid struct {
-			Name string `json:"name"`
-			Cfg  struct {
-				ChunkShape []json.Number `json:"chunk_shape"`
-			} `json:"configuration"`
-		} `json:"chunk_grid"`
-		KeyEnc struct {
-			Name string `json:"name"`
-			Cfg  struct {
-				Sep string `json:"separator"`
-			} `json:"configuration"`
-		} `json:"chunk_key_encoding"`
-		Fill       any              `json:"fill_value"`
-		Codecs     []map[string]any `json:"codecs"`
-		Attributes map[string]any   `json:"attributes"`
+type node struct {
+	key   string // "" for the root
+	array bool
+	v     int
+	err   error // the node's metadata could not be read as either
+}
+
+// discover walks the store's directories (not following symlinked ones)
+// for groups and arrays.
+func discover(ctx context.Context, s *store) ([]node, error) {
+	var nodes []node
+	err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return ioErr(err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(s.root, path)
+		if err != nil {
+			return ioErr(err)
+		}
+		key := filepath.ToSlash(rel)
+		if key == "." {
+			key = ""
+		}
+		for _, doc := range []string{".zarray", ".zgroup", "zarr.json"} {
+			ok, err := s.exists(joinKey(key, doc))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			n := node{key: key, array: doc == ".zarray", v: 2}
+			if doc == "zarr.json" {
+				n.v = 3
+				b, err := s.read(ctx, joinKey(key, doc), maxMetaBytes)
+				if err != nil {
+					return err
+				}
+				var nt string
+				if nt, _, _, n.err = decodeV3(b); n.err == nil {
+					n.array = nt == "array"
+				} else if !errors.Is(n.err, ErrUnsupported) {
+					return fmt.Errorf("%s: %w", nodeName(s, key), n.err)
+				}
+			}
+			nodes = append(nodes, n)
+			if n.array || n.err != nil {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		return nil
+	})
+	return nodes, err
+}
+
+func nodeName(s *store, key string) string {
+	if key == "" {
+		return strings.TrimSuffix(filepath.Base(s.root), ".zarr")
 	}
-	if err := readJSON(filepath.Join(path, "zarr.json"), &z); err != nil {
+	return key
+}
+
+// Import reads the Zarr store at dir (v2 or v3: groups, arrays, attributes)
+// into f, one dataset per array named by its path in the store, and
+// flushes f.
+//
+// The store is hostile input: every metadata document is checked against
+// the Zarr specifications and every key resolved inside dir (see store)
+// before anything is trusted; a store that breaks them fails the import
+// (ErrCorrupt, ErrUnsafe, ErrNotRegular) before any chunk is written. An
+// array scc cannot hold (a data type, a codec, sharding) is skipped and
+// named in Report.Skipped with the reason; the import fails with
+// ErrUnsupported only when it skipped every array. A failed import may
+// have written part of f: the caller discards f.
+func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report, error) {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	dt, ok := z.DataType.(string)
-	if !ok {
-		return nil, fmt.Errorf("%w: data_type %v", ErrUnsupported, z.DataType)
-	}
-	m := &arrayMeta{attrs: z.Attributes}
-	var err error
-	if m.typ, err = parseV3Type(dt); err != nil {
+	s, err := openStore(dir, o)
+	if err != nil {
 		return nil, err
 	}
-	if z.ChunkGrid.Name != "regular" {
-		return nil, fmt.Errorf("%w: chunk grid %q", ErrUnsupported, z.ChunkGrid.Name)
-	}
-	if m.shape, err = dims(z.Shape, "shape"); err != nil {
+	nodes, err := discover(ctx, s)
+	if err != nil {
 		return nil, err
 	}
-	if m.chunk, err = dims(z.ChunkGrid.Cfg.ChunkShape, "chunk_shape"); err != nil {
-		return nil, err
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("%w: %s holds no Zarr group or array", ErrUnsupported, dir)
 	}
-	sawBytes := false
-	for _, c := range z.Codecs {
-		name, _ := c["name"].(string)
-		cfg, _ := c["configuration"].(map[string]any)
-		if name == "bytes" {
-			sawBytes = true
-			if e, _ := cfg["endian"].(string); e == "big" {
-				m.bigEndian = m.typ.Size() > 1
+	rep := &Report{}
+	type planned struct {
+		name, key string
+		m         *arrayMeta
+	}
+	var arrays []planned
+	// Every document is read and checked before anything is written.
+	for _, n := range nodes {
+		name := nodeName(s, n.key)
+		if n.err != nil {
+			rep.Skipped = append(rep.Skipped, Skipped{Name: name, Reason: n.err.Error()})
+			continue
+		}
+		if !n.array {
+			if err := groupAttrs(ctx, s, n, f, rep); err != nil {
+				return nil, fmt.Errorf("group %q: %w", name, err)
 			}
 			continue
 		}
-		if !sawBytes {
-			return nil, fmt.Errorf("%w: array-to-array codec %q", ErrUnsupported, name)
+		m, err := readArray(ctx, s, n)
+		if errors.Is(err, ErrUnsupported) {
+			rep.Skipped = append(rep.Skipped, Skipped{Name: name, Reason: err.Error()})
+			continue
 		}
-		cc, err := codecFrom(name, cfg, m.typ.Size())
+		if err != nil {
+			return nil, fmt.Errorf("array %q: %w", name, err)
+		}
+		arrays = append(arrays, planned{name, n.key, m})
+	}
+	for _, a := range arrays {
+		dr, err := importArray(ctx, s, f, a.name, a.key, a.m, o.workers(), o.Verify)
+		if errors.Is(err, errSkip) {
+			rep.Skipped = append(rep.Skipped, Skipped{Name: a.name, Reason: err.Error()})
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("array %q: %w", a.name, err)
+		}
+		rep.Datasets = append(rep.Datasets, dr)
+	}
+	sort.Slice(rep.Skipped, func(i, j int) bool { return rep.Skipped[i].Name < rep.Skipped[j].Name })
+	if len(rep.Datasets) == 0 && len(rep.Skipped) > 0 {
+		var why []string
+		for _, sk := range rep.Skipped {
+			why = append(why, fmt.Sprintf("%s: %s", sk.Name, sk.Reason))
+		}
+		return rep, fmt.Errorf("%w: no array of %s could be imported (%s)", ErrUnsupported, dir, strings.Join(why, "; "))
+	}
+	return rep, f.Flush(ctx)
+}
+
+// errSkip marks an array the engine refused to create (before any of its
+// chunks was written): it is skipped like an unsupported one.
+var errSkip = fmt.Errorf("%w: the engine refused the dataset", ErrUnsupported)
+
+func groupAttrs(ctx context.Context, s *store, n node, f *engine.File, rep *Report) error {
+	var raw map[string]any
+	if n.v == 3 {
+		b, err := s.read(ctx, joinKey(n.key, "zarr.json"), maxMetaBytes)
+		if err != nil {
+			return err
+		}
+		if _, _, raw, err = decodeV3(b); err != nil {
+			return err
+		}
+	} else {
+		b, err := s.read(ctx, joinKey(n.key, ".zgroup"), maxMetaBytes)
+		if err != nil {
+			return err
+		}
+		z, err := decodeObject(b, ".zgroup")
+		if err != nil {
+			return err
+		}
+		if err := zarrFormat(z, ".zgroup", 2); err != nil {
+			return err
+		}
+		b, err = s.read(ctx, joinKey(n.key, ".zattrs"), maxMetaBytes)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err == nil {
+			if raw, err = decodeAttrs(b, ".zattrs"); err != nil {
+				return err
+			}
+		}
+	}
+	if n.key != "" {
+		if len(raw) > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("group %q: its attributes were left out (scc has no groups)", n.key))
+		}
+		return nil
+	}
+	list, skipped, err := jsonAttrs(raw)
+	if err != nil {
+		return err
+	}
+	for _, sk := range skipped {
+		rep.Notes = append(rep.Notes, "file attribute left out: "+sk)
+	}
+	for _, a := range list {
+		if err := f.SetAttr(ctx, a.Name, a.Value); err != nil {
+			return fmt.Errorf("file attribute %q: %w", a.Name, err)
+		}
+	}
+	return nil
+}
+
+// readArray reads and checks an array's metadata and attributes.
+func readArray(ctx context.Context, s *store, n node) (*arrayMeta, error) {
+	var m *arrayMeta
+	var raw map[string]any
+	what := ".zarray"
+	if n.v == 2 {
+		b, err := s.read(ctx, joinKey(n.key, ".zarray"), maxMetaBytes)
 		if err != nil {
 			return nil, err
 		}
-		m.chain = append(m.chain, cc)
+		if m, err = decodeV2Array(b); err != nil {
+			return nil, err
+		}
+		m.fortran = m.order != nil
+		b, err = s.read(ctx, joinKey(n.key, ".zattrs"), maxMetaBytes)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		if err == nil {
+			if raw, err = decodeAttrs(b, ".zattrs"); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		what = "zarr.json"
+		b, err := s.read(ctx, joinKey(n.key, "zarr.json"), maxMetaBytes)
+		if err != nil {
+			return nil, err
+		}
+		if _, m, raw, err = decodeV3(b); err != nil {
+			return nil, err
+		}
 	}
-	if !sawBytes {
-		return nil, fmt.Errorf("%w: no \"bytes\" codec", ErrUnsupported)
-	}
-	if err := m.setFill(z.Fill); err != nil {
+	if err := m.setAttrs(raw); err != nil {
 		return nil, err
 	}
-	sep := z.KeyEnc.Cfg.Sep
-	switch z.KeyEnc.Name {
-	case "default":
-		if sep == "" {
-			sep = "/"
-		}
-		m.key = func(c []uint64) string { return "c" + sep + joinCoords(c, sep) }
-	case "v2":
-		if sep == "" {
-			sep = "."
-		}
-		m.key = func(c []uint64) string { return joinCoords(c, sep) }
-	default:
-		return nil, fmt.Errorf("%w: chunk key encoding %q", ErrUnsupported, z.KeyEnc.Name)
+	var err error
+	if m.grid, err = checkShape(m, what); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -401,8 +319,13 @@ func readV3(path string) (*arrayMeta, error) {
 // stage). zlibRaw says the pipeline is [shuffle+]zlib, whose chunks are
 // stored without inflating them (engine.Dataset.WriteChunkRawZlib).
 func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why string, zlibRaw bool) {
-	copy = !m.bigEndian
-	if m.bigEndian {
+	copy = !m.bigEndian && m.order == nil
+	switch {
+	case m.order != nil && m.fortran:
+		why = "Fortran order: transposed into C order"
+	case m.order != nil:
+		why = fmt.Sprintf("transpose codec %v: transposed into C order", m.order)
+	case m.bigEndian:
 		why = "big-endian elements"
 	}
 	for i, c := range m.chain {
@@ -439,65 +362,68 @@ func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why
 			filters = append(filters, engine.LZ4())
 		case "crc32c":
 			filters = append(filters, engine.CRC32C())
+		case "blosc":
+			// scc has no Blosc stage: decoded and stored with the stage
+			// nearest to the frame's own compressor.
+			if c.shuffle != 0 {
+				filters = append(filters, engine.Shuffle())
+			}
+			switch c.cname {
+			case "zstd":
+				filters = append(filters, engine.Zstd(1))
+			case "zlib":
+				filters = append(filters, engine.Zlib(min(max(c.level, 1), 9)))
+			default:
+				filters = append(filters, engine.LZ4())
+			}
+			if copy {
+				copy, why = false, "blosc frames decoded and re-encoded"
+			}
 		}
 	}
 	return filters, copy, unwrapID, why, zlibRaw && copy
 }
 
-func importArray(ctx context.Context, f *engine.File, name, dir string, m *arrayMeta, workers int, verify bool) (DatasetReport, error) {
+func importArray(ctx context.Context, s *store, f *engine.File, name, key string, m *arrayMeta, workers int, verify bool) (DatasetReport, error) {
 	dr := DatasetReport{Name: name, Codecs: chainString(m.chain), Notes: m.notes}
-	if len(m.shape) == 0 {
-		return dr, fmt.Errorf("%w: zero-dimensional array (scc datasets have rank 1..%d)", ErrUnsupported, engine.MaxRank)
-	}
-	if len(m.chunk) != len(m.shape) || slices.Contains(m.chunk, 0) {
-		return dr, fmt.Errorf("%w: chunks %v for shape %v", ErrCorrupt, m.chunk, m.shape)
-	}
 	filters, copyOK, unwrapID, why, zlibRaw := importPlan(m)
 	dr.Why = why
 	ds, err := f.CreateDatasetContext(ctx, name, engine.DatasetSpec{
 		Type: m.typ, Shape: m.shape, Chunk: m.chunk, Filters: filters, Fill: m.fill,
 	})
+	if errors.Is(err, engine.ErrInvalid) {
+		return dr, fmt.Errorf("%w (%w)", errSkip, err)
+	}
 	if err != nil {
 		return dr, err
 	}
 	defer ds.Close()
-	attrs, skipped := jsonAttrs(m.attrs)
-	for _, s := range skipped {
-		dr.Notes = append(dr.Notes, "attribute left out: "+s)
-	}
-	for _, a := range attrs {
+	for _, a := range m.attrs {
 		if err := ds.SetAttr(ctx, a.Name, a.Value); err != nil {
 			return dr, fmt.Errorf("attribute %q: %w", a.Name, err)
 		}
 	}
 	es := m.typ.Size()
-	chunkBytes := es
-	grid := make([]uint64, len(m.shape))
-	total := uint64(1)
-	for i := range m.shape {
-		chunkBytes *= int(m.chunk[i])
-		grid[i] = (m.shape[i] + m.chunk[i] - 1) / m.chunk[i]
-		total *= grid[i]
-	}
-	if total == 0 {
-		return dr, nil
-	}
-	if total > maxGrid {
-		return dr, fmt.Errorf("%w: a grid of %d chunks (import visits every chunk key; at most %d)", ErrUnsupported, total, maxGrid)
+	chunkBytes := m.chunkBytes
+	// A stored chunk is at most its decoded size plus what a codec adds
+	// to incompressible data (well under 1/8, plus headers).
+	bound := int64(chunkBytes) + int64(chunkBytes)/8 + 64<<10
+	coords, err := s.listChunks(ctx, key, m, m.grid)
+	if err != nil {
+		return dr, err
 	}
 	var copied, rewrapped, reenc, untouched, count atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
-	coords := make([]uint64, len(grid))
-	for k := uint64(0); k < total; k++ {
-		c := slices.Clone(coords)
+	for _, c := range coords {
 		g.Go(func() error {
-			b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(m.key(c))))
-			if errors.Is(err, os.ErrNotExist) {
-				return nil // not stored: the fill value, as in scc
+			ckey := joinKey(key, chunkKey(m, c))
+			b, err := s.read(gctx, ckey, bound)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // gone since the listing: the fill value, as in scc
 			}
 			if err != nil {
-				return err
+				return fmt.Errorf("chunk %v: %w", c, err)
 			}
 			count.Add(1)
 			if zlibRaw && !verify {
@@ -547,6 +473,9 @@ func importArray(ctx context.Context, f *engine.File, name, dir string, m *array
 			if m.bigEndian {
 				raw = swapBytes(raw, es)
 			}
+			if m.order != nil {
+				raw = untranspose(raw, m.chunk, m.order, es)
+			}
 			start, cnt, edge := chunkBox(c, m.chunk, m.shape)
 			part := raw
 			if edge {
@@ -560,13 +489,6 @@ func importArray(ctx context.Context, f *engine.File, name, dir string, m *array
 			reenc.Add(1)
 			return ds.Write(gctx, engine.Box(start, cnt), part)
 		})
-		for d := len(coords) - 1; d >= 0; d-- {
-			coords[d]++
-			if coords[d] < grid[d] {
-				break
-			}
-			coords[d] = 0
-		}
 	}
 	if err := g.Wait(); err != nil {
 		return dr, err
@@ -579,6 +501,18 @@ func importArray(ctx context.Context, f *engine.File, name, dir string, m *array
 		dr.Why = "chunks not in scc's form of the codecs (or edge padding other than the fill value)"
 	}
 	return dr, nil
+}
+
+// chunkKey is the key of chunk c relative to its array.
+func chunkKey(m *arrayMeta, c []uint64) string {
+	parts := make([]string, 0, len(c)+1)
+	if m.prefix != "" {
+		parts = append(parts, m.prefix)
+	}
+	for _, x := range c {
+		parts = append(parts, fmt.Sprint(x))
+	}
+	return strings.Join(parts, m.sep)
 }
 
 func swapBytes(b []byte, es int) []byte {

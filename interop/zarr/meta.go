@@ -3,8 +3,10 @@ package zarr
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,7 +36,7 @@ func parseV2Dtype(s string) (engine.Type, bool, error) {
 			}
 		}
 	}
-	return 0, false, fmt.Errorf("%w: dtype %q (scc holds the integer and float types i1..i8, u1..u8, f4, f8)", ErrUnsupported, s)
+	return 0, false, fmt.Errorf("%w: dtype %q (%s; scc holds the integer and float types i1..i8, u1..u8, f4, f8)", ErrUnsupported, s, v2DtypeClass(s))
 }
 
 func parseV3Type(s string) (engine.Type, error) {
@@ -43,7 +45,7 @@ func parseV3Type(s string) (engine.Type, error) {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: data_type %q (scc holds int8..int64, uint8..uint64, float32, float64)", ErrUnsupported, s)
+	return 0, fmt.Errorf("%w: data_type %q (%s; scc holds int8..int64, uint8..uint64, float32, float64)", ErrUnsupported, s, v3TypeClass(s))
 }
 
 // fillJSON is an element's fill value as Zarr metadata writes it: a JSON
@@ -106,7 +108,7 @@ func parseElem(t engine.Type, v any) ([]byte, error) {
 			s = "1"
 		}
 	default:
-		return nil, fmt.Errorf("%w: %v is not a number", ErrUnsupported, v)
+		return nil, fmt.Errorf("%w: %s is not a number", ErrCorrupt, asJSON(v))
 	}
 	switch t {
 	case engine.Float32, engine.Float64:
@@ -128,14 +130,14 @@ func parseElem(t engine.Type, v any) ([]byte, error) {
 		case strings.HasPrefix(s, "0x"): // v3: the bit pattern in hex
 			u, err := strconv.ParseUint(s[2:], 16, t.Size()*8)
 			if err != nil {
-				return nil, fmt.Errorf("%w: float %q", ErrUnsupported, s)
+				return nil, fmt.Errorf("%w: float %q", ErrCorrupt, s)
 			}
 			put(u)
 			return out, nil
 		default:
 			var err error
 			if f, err = strconv.ParseFloat(s, 64); err != nil {
-				return nil, fmt.Errorf("%w: float %q", ErrUnsupported, s)
+				return nil, fmt.Errorf("%w: float %q", ErrCorrupt, s)
 			}
 		}
 		if t == engine.Float32 {
@@ -145,29 +147,50 @@ func parseElem(t engine.Type, v any) ([]byte, error) {
 		}
 		return out, nil
 	case engine.Int8, engine.Int16, engine.Int32, engine.Int64:
-		i, err := strconv.ParseInt(s, 10, t.Size()*8)
-		if err != nil {
+		bits := t.Size() * 8
+		i, err := strconv.ParseInt(s, 10, bits)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			// An integral float ("1.0", "1e3") stands for its integer,
+			// range-checked like one.
 			if f, ferr := strconv.ParseFloat(s, 64); ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
 				i, err = int64(f), nil
+				if lim := int64(1) << (bits - 1); bits < 64 && (i < -lim || i >= lim) {
+					err = strconv.ErrRange
+				}
 			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %q is not a %v", ErrUnsupported, s, t)
+			return nil, elemErr(s, t, err)
 		}
 		put(uint64(i))
 		return out, nil
 	}
-	u, err := strconv.ParseUint(s, 10, t.Size()*8)
-	if err != nil {
-		if f, ferr := strconv.ParseFloat(s, 64); ferr == nil && f == math.Trunc(f) && f >= 0 && f < 1<<53 {
-			u, err = uint64(f), nil
+	bits := t.Size() * 8
+	u, err := strconv.ParseUint(s, 10, bits)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		if f, ferr := strconv.ParseFloat(s, 64); ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+			if f < 0 || bits < 64 && f >= float64(uint64(1)<<bits) {
+				err = strconv.ErrRange
+			} else {
+				u, err = uint64(f), nil
+			}
 		}
 	}
+	if err == nil && strings.HasPrefix(s, "-") {
+		err = strconv.ErrRange // ParseUint("-0")
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q is not a %v", ErrUnsupported, s, t)
+		return nil, elemErr(s, t, err)
 	}
 	put(u)
 	return out, nil
+}
+
+func elemErr(s string, t engine.Type, err error) error {
+	if errors.Is(err, strconv.ErrRange) || strings.HasPrefix(s, "-") {
+		return fmt.Errorf("%w: %s is out of range for %v", ErrCorrupt, s, t)
+	}
+	return fmt.Errorf("%w: %q is not a %v", ErrCorrupt, s, t)
 }
 
 // typesKey is the attribute under which an export records the scc type of
@@ -212,8 +235,10 @@ func attrsJSON(attrs []engine.Attr) (map[string]any, error) {
 
 // jsonAttrs converts a Zarr attribute object (decoded with UseNumber) to
 // attributes; values with no scc form (objects, null, mixed lists) are
-// skipped and named in skipped.
-func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string) {
+// skipped and named in skipped. A value that does not fit the type the
+// export recorded for it (an integer out of its range) is an error naming
+// the attribute: keeping it would change it.
+func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string, err error) {
 	types := map[string]string{}
 	if raw, ok := m[typesKey].(map[string]any); ok {
 		for k, v := range raw {
@@ -228,12 +253,17 @@ func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string) {
 		}
 		val, err := jsonAttr(v, types[name])
 		if err != nil {
+			if types[name] != "" && errors.Is(err, ErrCorrupt) {
+				return nil, nil, fmt.Errorf("attribute %q: %w", name, err)
+			}
 			skipped = append(skipped, fmt.Sprintf("%s (%v)", name, err))
 			continue
 		}
 		attrs = append(attrs, engine.Attr{Name: name, Value: val})
 	}
-	return attrs, skipped
+	slices.SortFunc(attrs, func(a, b engine.Attr) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(skipped)
+	return attrs, skipped, nil
 }
 
 func typeNamed(s string) (engine.Type, bool) {

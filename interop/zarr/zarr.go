@@ -2,7 +2,7 @@
 // directory tree) and imports Zarr stores into scc files, in pure Go on top
 // of package engine.
 //
-// Mapping (issue 13 §2): every dataset becomes an array at the path of its
+// Mapping: every dataset becomes an array at the path of its
 // name ("a/b" is array b in group a), the file's attributes become the root
 // group's, and a dataset's attributes the array's (.zattrs in v2, the
 // "attributes" of zarr.json in v3). Shape is the current extent (an
@@ -36,8 +36,17 @@
 // decoded once to check their padding; Options.Verify decodes every chunk
 // first). Other mapped chunks are written raw with engine.Dataset.
 // WriteChunkRaw, which verifies them by decoding; the rest are decoded and
-// re-encoded. Codecs scc cannot hold (blosc, bz2, transpose, sharding, ...)
-// are refused with ErrUnsupported.
+// re-encoded. Fortran-order arrays (v2) and the v3 transpose codec are
+// transposed into C order on the way. An array using what scc cannot hold
+// (blosc until a decoder is linked, bz2, lzma, delta and other numcodecs
+// filters, sharding; complex, bool, string, float16, structured types) is
+// skipped and named in Report.Skipped.
+//
+// The store is read as hostile input (see store and the metadata
+// decoders): metadata is checked against the specifications before it is
+// trusted, every key resolves inside the store, only regular files are
+// opened, and every read is bounded. Export is all or nothing: it writes
+// into a temporary directory renamed into place once complete.
 //
 // Export and Import are safe to call concurrently on different files and
 // directories; each runs its chunks on several goroutines.
@@ -55,8 +64,17 @@ var (
 	// cannot represent (a data type, a codec, a name); nothing was written
 	// for that dataset.
 	ErrUnsupported = errors.New("zarr: unsupported")
-	// ErrCorrupt: a Zarr chunk or metadata document does not decode.
+	// ErrCorrupt: a Zarr chunk or metadata document does not decode, or
+	// breaks the Zarr specification (a key of the wrong type, a chunk key
+	// separator other than "." and "/", a fill value out of range).
 	ErrCorrupt = errors.New("zarr: corrupt store")
+	// ErrUnsafe: a key of the store leads outside it (a ".." segment, an
+	// absolute path, a symlink whose target leaves the store), or a file
+	// changed while it was opened.
+	ErrUnsafe = errors.New("zarr: key leads outside the store")
+	// ErrNotRegular: a key names a FIFO, a device, a socket or a
+	// directory where a file belongs; it is refused without being opened.
+	ErrNotRegular = errors.New("zarr: not a regular file")
 )
 
 // Options configure Export and Import. The zero value exports Zarr v2 with
@@ -76,6 +94,14 @@ type Options struct {
 	// every read and by `scctl check`. Other copied chunks are always
 	// verified. Export ignores it.
 	Verify bool
+	// FollowOutsideLinks lets Import follow symlinks in the store whose
+	// targets leave it. By default such a link is refused with ErrUnsafe
+	// (links that stay inside the store are followed).
+	FollowOutsideLinks bool
+	// Replace lets Export replace an existing Zarr store at its target
+	// (a directory holding .zgroup, .zarray or zarr.json), in one rename
+	// once the new store is complete.
+	Replace bool
 }
 
 // Validate reports whether o is usable.
@@ -133,10 +159,18 @@ type DatasetReport struct {
 	Notes []string
 }
 
+// Skipped is an array Import left out, and why.
+type Skipped struct {
+	Name, Reason string
+}
+
 // Report is the outcome of an Export or Import.
 type Report struct {
 	Datasets []DatasetReport
-	Notes    []string
+	// Skipped lists the arrays Import could not hold (ErrUnsupported:
+	// a data type, a codec, sharding), each with its reason.
+	Skipped []Skipped
+	Notes   []string
 }
 
 // Summary is one line per dataset, as scctl prints it.
@@ -162,8 +196,14 @@ func (r *Report) Summary() string {
 			fmt.Fprintf(&b, "  note: %s\n", n)
 		}
 	}
+	for _, sk := range r.Skipped {
+		fmt.Fprintf(&b, "SKIPPED %s: %s\n", sk.Name, sk.Reason)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	if len(r.Skipped) > 0 {
+		fmt.Fprintf(&b, "%d imported, %d skipped\n", len(r.Datasets), len(r.Skipped))
 	}
 	return b.String()
 }

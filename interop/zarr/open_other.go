@@ -1,0 +1,5 @@
+//go:build !unix
+
+package zarr
+
+const openFlags = 0
