@@ -79,7 +79,7 @@ func exportHDF5(ctx context.Context, src, dst string, force bool, stdout, stderr
 		return err
 	}
 	defer cleanup()
-	if err := runHDF5(ctx, []string{"export", local, out.Tmp}, stdout, stderr); err != nil {
+	if err := runHDF5(ctx, hdf5ExportArgs(local, out.Tmp, false), stdout, stderr); err != nil {
 		return err
 	}
 	if _, err := os.Stat(out.Tmp); err != nil {

@@ -81,9 +81,10 @@ func runHDF5(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return err
 }
 
-// hdf5ImportArgs are scc-hdf5's arguments for `scctl import` of an HDF5
-// file: force replaces dst (scc-hdf5 would otherwise add to an existing
-// file), strict refuses a file with a dataset scc cannot take.
+// hdf5ImportArgs are scc-hdf5's arguments for an import: force replaces
+// dst (scc-hdf5 would otherwise add to an existing file), strict refuses a
+// file with a dataset scc cannot take. `scctl import` passes a fresh
+// temporary dst, so it never needs force.
 func hdf5ImportArgs(src, dst string, workers int, verify, force, strict bool) []string {
 	args := []string{"import", "-workers", strconv.Itoa(workers)}
 	if verify {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/scc-dev/scc/engine"
@@ -61,14 +60,7 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// the same options. scc-hdf5 creates the file when it is missing,
 		// and the temporary name is: the import never merges into an old
 		// file.
-		args := []string{"import", "-workers", strconv.Itoa(*workers)}
-		if *verify {
-			args = append(args, "-verify")
-		}
-		if *strict {
-			args = append(args, "-strict")
-		}
-		if err := runHDF5(ctx, append(args, src, out.Tmp), stdout, stderr); err != nil {
+		if err := runHDF5(ctx, hdf5ImportArgs(src, out.Tmp, *workers, *verify, false, *strict), stdout, stderr); err != nil {
 			return err
 		}
 		return out.Commit(ctx)

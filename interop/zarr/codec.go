@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/adler32"
@@ -15,6 +16,8 @@ import (
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
+
+	"github.com/scc-dev/scc/interop/zarr/internal/blosc"
 )
 
 // A codec is one bytes-to-bytes stage of a Zarr chunk's codec chain, as
@@ -31,11 +34,23 @@ type codec struct {
 
 // bloscDecode decodes one Blosc frame (header, blocks, byte or bit
 // shuffle, its compressor) into at most max bytes, refusing more with
-// ErrCorrupt. Blosc is zarr-python 2's default compressor. Until a
-// decoder is linked here, arrays compressed with it are skipped with
-// ErrUnsupported; with one, their chunks are decoded and stored with the
-// scc stage nearest to the frame's compressor (importPlan).
-var bloscDecode func(src []byte, max int) ([]byte, error)
+// ErrCorrupt. Blosc is zarr-python 2's default compressor; its chunks are
+// decoded and stored with the scc stage nearest to the frame's compressor
+// (importPlan). A variable so that tests can unlink it: without a decoder,
+// arrays compressed with it are skipped with ErrUnsupported.
+var bloscDecode = decodeBlosc
+
+func decodeBlosc(src []byte, max int) ([]byte, error) {
+	b, err := blosc.Decode(nil, src, max)
+	switch {
+	case err == nil:
+		return b, nil
+	case errors.Is(err, blosc.ErrUnsupported):
+		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	default:
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+}
 
 // codecFrom maps one numcodecs (v2) or v3 codec onto the chain, checking
 // its configuration.

@@ -44,7 +44,7 @@ func TestImportCorpus(t *testing.T) {
 	for _, s := range rep.Skipped {
 		skipped[s.Name] = s.Reason
 	}
-	// Why each kind of array is refused (blosc until a decoder is linked).
+	// Why each kind of array is refused (blosc only when the decoder is unlinked).
 	refusal := func(path string) string {
 		switch {
 		case strings.HasSuffix(path, "/complex"):

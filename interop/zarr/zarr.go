@@ -37,8 +37,10 @@
 // first). Other mapped chunks are written raw with engine.Dataset.
 // WriteChunkRaw, which verifies them by decoding; the rest are decoded and
 // re-encoded. Fortran-order arrays (v2) and the v3 transpose codec are
-// transposed into C order on the way. An array using what scc cannot hold
-// (blosc until a decoder is linked, bz2, lzma, delta and other numcodecs
+// transposed into C order on the way. Blosc chunks (zarr-python 2's
+// default) are decoded by the pure-Go decoder in internal/blosc and stored
+// with the scc stages nearest to their frame. An array using what scc
+// cannot hold (bz2, lzma, delta and other numcodecs
 // filters, sharding; complex, bool, string, float16, structured types) is
 // skipped and named in Report.Skipped.
 //
