@@ -8,7 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+
+	"github.com/scc-dev/scc/vfd/s3"
 )
 
 // HDF5 export and import need the HDF5 C library. scctl stays pure Go (it
@@ -33,8 +36,35 @@ func init() {
 }
 
 func cmdHDF5(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "export" && args[0] != "import") {
+	if len(args) < 3 || (args[0] != "export" && args[0] != "import") {
 		return usageErr("want: scctl hdf5 export [flags] FILE.scc OUT.h5 | scctl hdf5 import [flags] IN.h5 FILE.scc")
+	}
+	// scc-hdf5 (libhdf5) works on local files: an s3:// FILE.scc is
+	// copied down for an export, and an import writes a local file that
+	// is uploaded in one commit once scc-hdf5 succeeded.
+	n := len(args)
+	switch {
+	case args[0] == "export" && s3.IsURL(args[n-2]):
+		local, cleanup, err := localCopy(ctx, args[n-2])
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		args = slices.Clone(args)
+		args[n-2] = local
+	case args[0] == "import" && s3.IsURL(args[n-1]):
+		flags := args[1 : n-2]
+		out, err := newOutput(ctx, args[n-1], slices.Contains(flags, "-force") || slices.Contains(flags, "--force"))
+		if err != nil {
+			return err
+		}
+		defer out.Discard()
+		args = slices.Clone(args)
+		args[n-1] = out.Tmp
+		if err := runHDF5(ctx, args, stdout, stderr); err != nil {
+			return err
+		}
+		return out.Commit(ctx)
 	}
 	return runHDF5(ctx, args, stdout, stderr)
 }

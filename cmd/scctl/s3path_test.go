@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -124,6 +125,32 @@ func TestS3ImportExportClearImage(t *testing.T) {
 	exported := filepath.Join(t.TempDir(), "e.zarr")
 	if code, out, stderr := runCmd(t, "export", "s3://scctl/ingest.scc", exported); code != 0 || !strings.Contains(out, "frames000") {
 		t.Fatalf("export of an object: exit %d\n%s%s", code, out, stderr)
+	}
+
+	// hdf5 export from an object and import into one, through a stand-in
+	// scc-hdf5 that copies its input to its output: it must be given
+	// local files, and the import's output must land in the object.
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "scc-hdf5"), []byte("#!/bin/sh\nfor a; do prev=$last; last=$a; done\ncp \"$prev\" \"$last\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SCC_HDF5", filepath.Join(bin, "scc-hdf5"))
+	h5 := filepath.Join(t.TempDir(), "out.h5")
+	if code, out, stderr := runCmd(t, "hdf5", "export", url, h5); code != 0 {
+		t.Fatalf("hdf5 export of an object: exit %d\n%s%s", code, out, stderr)
+	}
+	h5URL := "s3://scctl/from-h5.scc"
+	if code, out, stderr := runCmd(t, "hdf5", "import", h5, h5URL); code != 0 {
+		t.Fatalf("hdf5 import to an object: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, _ := runCmd(t, "ls", h5URL); code != 0 || !strings.Contains(out, "r") {
+		t.Fatalf("the object hdf5 import wrote: exit %d\n%s", code, out)
+	}
+	if code, _, stderr := runCmd(t, "hdf5", "import", h5, h5URL); code != 1 || !strings.Contains(stderr, "exists") {
+		t.Fatalf("hdf5 import over an object without -force: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, "hdf5", "import", "-force", h5, h5URL); code != 0 {
+		t.Fatalf("hdf5 import -force over an object: exit %d %s", code, stderr)
 	}
 
 	// clear-image: an object with an image (uploaded from a local file).
