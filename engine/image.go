@@ -660,6 +660,14 @@ func (f *File) buildImage(ctx context.Context, gen uint64, cat []byte, catAddr i
 	if budget := f.img.opts.chunkBytes(); budget > 0 {
 		var used int64
 		err := f.cfile.HotChunks(ctx, func(h cache.HotChunk) bool {
+			// An entry answers only a read whose parent records the
+			// entry's checksum, which is its block's trailer
+			// (format.ImageEntry.Sum): a chunk whose index records
+			// another checksum (a structured frame's header checksum,
+			// a contiguous piece's CRC) would only take room.
+			if len(h.Image) < 4 || format.Trailer(h.Image) != h.Loc.Sum {
+				return true
+			}
 			if used+int64(len(h.Image)) > budget {
 				return true // a smaller, colder one may still fit
 			}
