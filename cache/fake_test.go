@@ -28,6 +28,7 @@ type fakeLayout struct {
 	newFill, newNoFill, scatterFills, evicts           atomic.Int64
 	failInsert                                         atomic.Bool
 	failDecode, failPublish                            atomic.Bool
+	failEncode                                         atomic.Bool
 	publishes                                          atomic.Int64
 	encodeHook                                         func(Coord) // called inside Encode (under the shared latch)
 }
@@ -114,6 +115,9 @@ func (l *fakeLayout) Encode(c Coord, ch Chunk) (Encoded, error) {
 	l.encodes.Add(1)
 	if l.encodeHook != nil {
 		l.encodeHook(c)
+	}
+	if l.failEncode.Load() {
+		return Encoded{}, errFake
 	}
 	b := ch.(*fakeChunk).b
 	img := make([]byte, 6+len(b))

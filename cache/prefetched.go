@@ -333,9 +333,12 @@ type HotChunk struct {
 // false. Each is encoded again (Layout.Encode) under its latch; a chunk
 // whose new encoding is not the stored one (its checksum differs from the
 // location's, as a non-deterministic filter could make it) is left out, so
-// an image never carries bytes the index does not name. Busy chunks (being
-// flushed, loaded or evicted) are left out. Safe for concurrent use; meant
-// for a file being closed, after its last flush.
+// an image never carries bytes the index does not name; so is a chunk the
+// layout cannot encode at all (a read-only view of another dataset's
+// stored chunks, whose Encode refuses): an image is a hint, and no chunk
+// in it may fail the commit that writes it. Busy chunks (being flushed,
+// loaded or evicted) are left out. The only error is ctx's. Safe for
+// concurrent use; meant for a file being closed, after its last flush.
 func (f *File) HotChunks(ctx context.Context, fn func(HotChunk) bool) error {
 	c := f.c
 	var order []*entry
@@ -357,11 +360,8 @@ func (f *File) HotChunks(ctx context.Context, fn func(HotChunk) bool) error {
 		if !e.tryPin() {
 			continue
 		}
-		hc, ok, err := c.encodeClean(e)
+		hc, ok := c.encodeClean(e)
 		c.unpin(e)
-		if err != nil {
-			return err
-		}
 		if !ok {
 			continue
 		}
@@ -381,25 +381,26 @@ type hotEncoded struct {
 	enc Encoded
 }
 
-// encodeClean encodes a pinned entry if it is clean and stored.
-func (c *Cache) encodeClean(e *entry) (hotEncoded, bool, error) {
+// encodeClean encodes a pinned entry if it is clean, stored, and encodes
+// to the stored image.
+func (c *Cache) encodeClean(e *entry) (hotEncoded, bool) {
 	if !e.flushMu.TryLock() {
-		return hotEncoded{}, false, nil // a flusher has it
+		return hotEncoded{}, false // a flusher has it
 	}
 	defer e.flushMu.Unlock()
 	e.latch.RLock()
 	defer e.latch.RUnlock()
 	loc := e.loc
 	if e.dirty.Load() || !loc.Exists() {
-		return hotEncoded{}, false, nil
+		return hotEncoded{}, false
 	}
 	enc, err := e.ds.lay().l.Encode(e.coord, e.chunk)
 	if err != nil {
-		return hotEncoded{}, false, err
+		return hotEncoded{}, false // not reproducible: not imaged (HotChunks)
 	}
 	if int64(len(enc.Image)) != loc.Size || enc.Sum != loc.Sum {
 		releaseImage(enc)
-		return hotEncoded{}, false, nil
+		return hotEncoded{}, false
 	}
-	return hotEncoded{HotChunk: HotChunk{Loc: loc, Image: enc.Image}, enc: enc}, true, nil
+	return hotEncoded{HotChunk: HotChunk{Loc: loc, Image: enc.Image}, enc: enc}, true
 }

@@ -212,3 +212,33 @@ func TestPrefetchedConcurrent(t *testing.T) {
 		t.Fatalf("resident %d image %d", c.resident.Load(), c.imgBytes.Load())
 	}
 }
+
+// TestHotChunksSkipUnencodable: a clean chunk whose layout refuses to
+// encode it (a read-only view of another dataset's stored chunks) is left
+// out of the hot chunks, and the others are still offered: an image must
+// never fail the commit that writes it.
+func TestHotChunksSkipUnencodable(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20, MinBytes: -1, BypassBytes: -1})
+	d1, l1 := e.dataset(1, -1, 16)
+	d2, l2 := e.dataset(2, -1, 16)
+	for i := 0; i < 3; i++ {
+		must(t, e.c.Write(bg, []Request{fullReq(d1, l1, pattern(16, byte(i)), uint64(i)), fullReq(d2, l2, pattern(16, byte(50+i)), uint64(i))}))
+	}
+	must(t, e.f.Flush(bg))
+	l2.failEncode.Store(true)
+	addrs := map[int64]bool{}
+	for _, loc := range l1.index {
+		addrs[loc.Addr] = true
+	}
+	n := 0
+	err := e.f.HotChunks(bg, func(h HotChunk) bool {
+		if !addrs[h.Loc.Addr] {
+			t.Errorf("hot chunk at %d is not one of the encodable dataset's", h.Loc.Addr)
+		}
+		n++
+		return true
+	})
+	if err != nil || n != 3 {
+		t.Fatalf("HotChunks: %d chunks, %v; want the 3 encodable ones and no error", n, err)
+	}
+}

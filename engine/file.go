@@ -338,18 +338,15 @@ func (f *File) load(ctx context.Context, p *preloaded, sizing bool) error {
 	if f.readOnly {
 		return nil
 	}
-	// A valid cache image carries the committed state's free-space map:
-	// then nothing else needs reading (image.go).
-	if a := f.rebuildFromImage(sb.EOF); a != nil {
-		f.space = newSpace(a)
-		return nil
-	}
-	f.img.rebuilding.Store(true)
+	// A cache image's free-space map is not trusted for this (checkWalked).
+	// The walk reads every header and index block, from the image where
+	// it holds them, and the closing image keeps them all: the next
+	// writable open walks again.
 	live, err := f.liveExtents(ctx)
-	f.img.rebuilding.Store(false)
 	if err != nil {
 		return err
 	}
+	f.checkWalked(live)
 	if r, ok := f.liveImage(); ok {
 		live = append(live, alloc.Extent{Off: int64(r.Addr), Size: int64(r.Size)})
 	}

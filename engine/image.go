@@ -37,7 +37,11 @@ import (
 // and catalog checksum. Anything else (space reused since, a writer that
 // carried a record forward without writing the image, damage) is a stale
 // image: ignored, and the file opens as if it had none. Errors reading it
-// are errors of the open, like any other I/O error.
+// are errors of the open, like any other I/O error. Those checks prove the
+// image intact, not true: its entries are used only where the state's own
+// checksums confirm them, and its free-space map, which they cannot, is
+// never used for allocation (checkWalked; FORMAT.md §20 states the threat
+// model).
 //
 // Which blocks are "in the cache": chunk index blocks stay in memory
 // once read, but in decoded form. A File that will write an image keeps
@@ -120,11 +124,15 @@ type ImageInfo struct {
 	Entries        int
 	SizingRestored bool
 	// FreeMap reports that the image carried the free-space map of the
-	// state it describes; FreeMapUsed that this writable open rebuilt its
-	// allocator from it instead of walking every index.
-	FreeMap, FreeMapUsed bool
+	// state it describes. A writable open never allocates from it: it
+	// walks every index as without an image, and an image whose map names
+	// space the walk finds referenced is reported in Ignored (see
+	// checkWalked).
+	FreeMap bool
 	// Ignored says why an image the superblock recorded at open was not
-	// used (stale, damaged, of an unknown version); empty otherwise.
+	// used (stale, damaged, of an unknown version), or why a writable open
+	// dropped one it had used (a free-space map that names referenced
+	// space); empty otherwise.
 	Ignored string
 	// Prefetched counts what became of the prefetched entries.
 	Prefetched cache.PrefetchedStats
@@ -149,11 +157,6 @@ type imageState struct {
 	// closing is set by Close before its commit: that commit writes the
 	// image.
 	closing atomic.Bool
-	// rebuilding is set while a writable open walks every index to
-	// rebuild the free-space map: what that walk reads is not what the
-	// file's user needs, so it stays out of the journal (and the next
-	// image).
-	rebuilding atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -164,7 +167,7 @@ type imageState struct {
 		live format.ImageRecord
 		// free is the used image's free-space map with the image's own
 		// extent taken out: the free space of the committed state it was
-		// written for (nil when it had none).
+		// written for, as the image claims it (nil when it had none).
 		free []alloc.Extent
 	}
 	// journal keeps the on-disk bytes of metadata blocks read or written,
@@ -186,7 +189,7 @@ func (f *File) generating() bool { return f.img.opts.Generate && !f.readOnly }
 // journalPut records b (not copied: callers never change it) as the block
 // at addr.
 func (f *File) journalPut(kind uint8, addr uint64, b []byte) {
-	if !f.generating() || f.img.rebuilding.Load() {
+	if !f.generating() {
 		return
 	}
 	f.img.journal.Lock()
@@ -274,23 +277,48 @@ func freeMinus(free []format.FreeExtent, r format.ImageRecord, eof uint64) []all
 	return out
 }
 
-// rebuildFromImage is a writable open's free-space rebuild from the used
-// image's map, or nil when there is none or it does not fit the file (an
-// image is a hint: a map that does not rebuild is ignored, and the open
-// walks the indexes as without an image).
-func (f *File) rebuildFromImage(eof uint64) *alloc.Allocator {
+// freeOverlap describes the first referenced extent of live (any order)
+// that the map free (address order, disjoint) calls free, or is "".
+func freeOverlap(free, live []alloc.Extent) string {
+	for _, x := range live {
+		i := sort.Search(len(free), func(i int) bool { return free[i].End() > x.Off })
+		if x.Size > 0 && i < len(free) && free[i].Off < x.End() {
+			return fmt.Sprintf("free-space map calls %v free, which holds referenced %v", free[i], x)
+		}
+	}
+	return ""
+}
+
+// checkWalked compares the used image's free-space map with the extents a
+// writable open's walk found referenced. A map that names one is no
+// image's work: the rest of the image is dropped (what the walk took from
+// it passed its parents' checksums), and the map is reported as the
+// reason the image is ignored.
+//
+// Why a writable open walks although the image carries the map: the map
+// is a claim that space is unreferenced, which no checksum can prove (a
+// forged image recomputes them all; the superblock's record of the image
+// is rewritten with it), and an allocator built from a map that names a
+// live block writes over it: the chunks of any dataset the map chose,
+// silently, with every later commit succeeding. Checking the map against
+// the blocks the open has read (the catalog, the headers) misses every
+// dataset it has not, and only a walk of every index knows them all;
+// deferring the walk to the first allocation leaves that allocation
+// inside a cache write-back or an index flush, where the walk cannot run,
+// and every writable session allocates (its first commit drops the
+// image's record). So the map is never used for allocation (FORMAT.md
+// §20); it describes the state for Check, and the walk reads the headers
+// and index blocks the image holds from memory.
+func (f *File) checkWalked(live []alloc.Extent) {
 	f.img.mu.Lock()
 	defer f.img.mu.Unlock()
-	if f.img.mu.free == nil {
-		return nil
+	if f.img.mu.free == nil || f.img.mu.info.Ignored != "" {
+		return
 	}
-	a, err := alloc.RebuildFree(format.DataStart, int64(eof), f.img.mu.free)
-	if err != nil {
-		f.img.mu.info.Ignored = fmt.Sprintf("free-space map: %v", err)
-		return nil
+	if msg := freeOverlap(f.img.mu.free, live); msg != "" {
+		f.img.mu.info.Ignored = msg
+		f.cfile.DropPrefetched()
 	}
-	f.img.mu.info.FreeMapUsed = true
-	return a
 }
 
 // imageFreeMap is the free-space map of the state the commit prepared as
@@ -660,6 +688,14 @@ func (f *File) buildImage(ctx context.Context, gen uint64, cat []byte, catAddr i
 	if budget := f.img.opts.chunkBytes(); budget > 0 {
 		var used int64
 		err := f.cfile.HotChunks(ctx, func(h cache.HotChunk) bool {
+			// An entry answers only a read whose parent records the
+			// entry's checksum, which is its block's trailer
+			// (format.ImageEntry.Sum): a chunk whose index records
+			// another checksum (a structured frame's header checksum,
+			// a contiguous piece's CRC) would only take room.
+			if len(h.Image) < 4 || format.Trailer(h.Image) != h.Loc.Sum {
+				return true
+			}
 			if used+int64(len(h.Image)) > budget {
 				return true // a smaller, colder one may still fit
 			}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,11 +42,10 @@ func fullRebuild(t *testing.T, f *File) *alloc.Allocator {
 
 // TestImageFreeMapCycles: open/change/close cycles of every kind of change
 // a commit makes (overwrites that relocate chunks, appends, shrinks,
-// datasets created and emptied, attributes). Every writable open after
-// the first uses the image's map, and the allocator it builds equals the
-// one a walk of every index builds: nothing referenced is free (Check
-// also verifies that at every cleanup), and nothing unreferenced is lost
-// (Check finds no byte the map leaves out).
+// datasets created and emptied, attributes). Every writable open finds the
+// image's map equal to the free space its walk of every index finds:
+// nothing referenced is in it (Check also verifies that at every cycle),
+// and nothing unreferenced is left out.
 func TestImageFreeMapCycles(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
@@ -76,14 +76,18 @@ func TestImageFreeMapCycles(t *testing.T) {
 			t.Fatal(err)
 		}
 		info := f.ImageInfo()
-		if !info.FreeMapUsed {
-			t.Fatalf("cycle %d: the writable open did not use the image's free-space map: %+v", cycle, info)
+		if !info.Used || !info.FreeMap || info.Ignored != "" {
+			t.Fatalf("cycle %d: %+v", cycle, info)
 		}
-		if got, want := f.space.a.FreeExtents(), fullRebuild(t, f).FreeExtents(); !reflect.DeepEqual(got, want) {
-			t.Fatalf("cycle %d: free extents from the map %v, from the indexes %v", cycle, got, want)
+		f.img.mu.Lock()
+		claimed := f.img.mu.free
+		f.img.mu.Unlock()
+		walk := fullRebuild(t, f)
+		if got, want := claimed, walk.FreeExtents(); !reflect.DeepEqual(got, want) && len(got)+len(want) > 0 {
+			t.Fatalf("cycle %d: free extents in the map %v, from the indexes %v", cycle, got, want)
 		}
-		if got, want := f.space.a.Stats(), fullRebuild(t, f).Stats(); got != want {
-			t.Fatalf("cycle %d: allocator from the map %+v, from the indexes %+v", cycle, got, want)
+		if got, want := f.space.a.Stats(), walk.Stats(); got != want {
+			t.Fatalf("cycle %d: allocator %+v, from the indexes %+v", cycle, got, want)
 		}
 		for _, name := range slices.Sorted(maps.Keys(refs)) {
 			r := refs[name]
@@ -92,6 +96,16 @@ func TestImageFreeMapCycles(t *testing.T) {
 				t.Fatal(err)
 			}
 			shape := ds.Shape()
+			if cycle%2 == 1 { // a light cycle: one element of one dataset
+				if name == "fa" {
+					sel := Box([]uint64{rng.Uint64N(shape[0]), rng.Uint64N(shape[1])}, []uint64{1, 1})
+					buf := randomBytes(rng, r.elemSize)
+					must(t, ds.Write(ctx, sel, buf))
+					r.write(sel, buf)
+				}
+				ds.Close()
+				continue
+			}
 			switch rng.IntN(4) {
 			case 0, 1: // overwrite a box (zstd chunks change size and move)
 				start, count := make([]uint64, len(shape)), make([]uint64, len(shape))
@@ -251,15 +265,185 @@ func TestImageFreeMapCheckCatchesLiveSpace(t *testing.T) {
 		t.Fatalf("Check of a map over the catalog: %v %+v", err, rep)
 	}
 	t.Log(rep.Problems[0])
-	// A writable open trusts a valid image's map: this is what Check
-	// exists to catch. (With the map, the next allocation would land on
-	// the catalog.)
+	// A writable open sees it too: the catalog is the first block it
+	// reads.
 	f, err := OpenWith(mem, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.ImageInfo().FreeMapUsed {
-		t.Fatalf("%+v", f.ImageInfo())
+	defer f.release()
+	if info := f.ImageInfo(); info.Ignored == "" {
+		t.Fatalf("%+v", info)
 	}
-	f.release()
+}
+
+// forgeImage rewrites the file's valid cache image through mut, with every
+// checksum recomputed: the image goes past the end and the superblock (same
+// generation, same slot) names it, as a deliberate forgery would.
+func forgeImage(t *testing.T, drv vfd.Driver, mut func(sb format.Superblock, img *format.Image)) {
+	t.Helper()
+	sb, img := readImage(t, drv)
+	mut(sb, &img)
+	if err := format.ValidateImage(img); err != nil {
+		t.Fatal(err)
+	}
+	b := format.EncodeImage(img)
+	addr := sb.EOF
+	if _, err := drv.WriteAt(b, int64(addr)); err != nil {
+		t.Fatal(err)
+	}
+	sb.Image = format.ImageRecord{Addr: addr, Size: uint64(len(b)), Sum: format.Trailer(b)}
+	sb.EOF += uint64(len(b))
+	if _, err := drv.WriteAt(format.EncodeSuperblock(sb), format.SlotFor(sb.Generation)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chunkFree lists the stored chunks of the named datasets as free
+// extents, in address order (what a forged map names).
+func chunkFree(t *testing.T, drv vfd.Driver, names ...string) []format.FreeExtent {
+	t.Helper()
+	ctx := context.Background()
+	f, err := OpenWith(drv, &Options{ReadOnly: true})
+	must(t, err)
+	defer f.Close()
+	var out []format.FreeExtent
+	for _, n := range names {
+		ds, err := f.OpenDataset(n)
+		must(t, err)
+		exts, err := ds.ChunkExtents(ctx)
+		must(t, err)
+		for _, x := range exts {
+			out = append(out, format.FreeExtent{Off: uint64(x.Off), Size: uint64(x.Size)})
+		}
+		ds.Close()
+	}
+	slices.SortFunc(out, func(a, b format.FreeExtent) int { return cmp.Compare(a.Off, b.Off) })
+	return out
+}
+
+// TestImageForgedFreeMap: a cache image whose free-space map names live
+// blocks, checksums recomputed, never makes a writable open allocate over
+// them: the forgery names a few chunks of a dataset the session never
+// touches (nothing short of a walk of every index can tell), every chunk,
+// the whole file, or the catalog. The open reports the image's map as
+// ignored; the session writes (relocating chunks, creating a dataset) and
+// closes; Close succeeds, Check passes and every dataset reads back.
+func TestImageForgedFreeMap(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		mut  func(t *testing.T, drv vfd.Driver, sb format.Superblock, img *format.Image)
+	}{
+		{"untouched chunks", func(t *testing.T, drv vfd.Driver, _ format.Superblock, img *format.Image) {
+			img.Free = chunkFree(t, drv, "fa")[:3]
+		}},
+		{"every chunk", func(t *testing.T, drv vfd.Driver, _ format.Superblock, img *format.Image) {
+			img.Free = chunkFree(t, drv, "ea", "fa", "ga")
+		}},
+		{"the whole file", func(t *testing.T, _ vfd.Driver, sb format.Superblock, img *format.Image) {
+			img.Free = []format.FreeExtent{{Off: format.DataStart, Size: sb.EOF - format.DataStart}}
+		}},
+		{"catalog", func(t *testing.T, _ vfd.Driver, sb format.Superblock, img *format.Image) {
+			img.Free = []format.FreeExtent{{Off: sb.CatalogAddr, Size: sb.CatalogSize}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := vfd.NewMem()
+			opts := &Options{Image: imgOpts}
+			refs := imgFile(t, mem, opts)
+			// A second cycle, so the map names real free space too.
+			rng := rand.New(rand.NewPCG(27, 6))
+			f, err := OpenWith(mem, opts)
+			must(t, err)
+			ea, err := f.OpenDataset("ea")
+			must(t, err)
+			sel := Box([]uint64{0, 0}, []uint64{40, 10})
+			buf := randomBytes(rng, 40*10*2)
+			must(t, ea.Write(ctx, sel, buf))
+			refs["ea"].write(sel, buf)
+			ea.Close()
+			must(t, f.Close())
+
+			forgeImage(t, mem, func(sb format.Superblock, img *format.Image) { tc.mut(t, mem, sb, img) })
+			f, err = OpenWith(mem, opts)
+			must(t, err)
+			info := f.ImageInfo()
+			t.Logf("%+v", info)
+			ea, err = f.OpenDataset("ea")
+			must(t, err)
+			for i := 0; i < 3; i++ { // relocates ea's chunks (zstd) and frees the old ones
+				buf := randomBytes(rng, 40*10*2)
+				must(t, ea.Write(ctx, sel, buf))
+				refs["ea"].write(sel, buf)
+				must(t, f.Flush(ctx))
+			}
+			ea.Close()
+			sp := DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{8, 8}}
+			nd, err := f.CreateDataset("new", sp)
+			must(t, err)
+			r := newRef(sp.Shape, 1, nil)
+			buf = randomBytes(rng, 64*64)
+			must(t, nd.Write(ctx, All(sp.Shape), buf))
+			r.write(All(sp.Shape), buf)
+			refs["new"] = r
+			nd.Close()
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if rep, err := Check(ctx, mem); err != nil {
+				t.Fatalf("%v %q", err, rep.Problems)
+			}
+			g := tOpen(t, mem, &Options{ReadOnly: true})
+			verifyAll(t, g, refs)
+			if !info.Used || !info.FreeMap || info.Ignored == "" || info.Prefetched.Entries != 0 {
+				t.Fatalf("forged map not reported, or the image's entries kept: %+v", info)
+			}
+		})
+	}
+}
+
+// FuzzImageFreeMap: whatever free-space map a decodable image carries, the
+// extents an open takes from it (freeMinus) are in address order, disjoint,
+// inside [DataStart, EOF) and clear of the image's own extent, and the
+// walk's cross-check (freeOverlap) finds a referenced extent in them
+// exactly when one overlaps.
+func FuzzImageFreeMap(f *testing.F) {
+	f.Add(format.EncodeImage(format.Image{HasFree: true, Free: []format.FreeExtent{{Off: format.DataStart, Size: 100}, {Off: format.DataStart + 200, Size: 50}}}), uint64(format.DataStart+1000), uint64(format.DataStart+40), uint64(30), []byte{0, 1, 100, 1})
+	f.Add(format.EncodeImage(format.Image{HasFree: true, Free: []format.FreeExtent{{Off: format.DataStart, Size: 1 << 40}}}), uint64(format.DataStart+64), uint64(format.DataStart+10), uint64(10), []byte{9, 9})
+	f.Fuzz(func(t *testing.T, b []byte, eof, imgAddr, imgSize uint64, liveSpec []byte) {
+		img, err := format.DecodeImage(b)
+		if err != nil || !img.HasFree || eof > 1<<62 || imgAddr > 1<<62 || imgSize > 1<<40 {
+			return
+		}
+		free := freeMinus(img.Free, format.ImageRecord{Addr: imgAddr, Size: imgSize}, eof)
+		prev := int64(format.DataStart)
+		for _, x := range free {
+			if x.Size <= 0 || x.Off < prev || uint64(x.End()) > eof {
+				t.Fatalf("extent %v after %d (eof %d): %v", x, prev, eof, free)
+			}
+			if imgSize > 0 && uint64(x.Off) < imgAddr+imgSize && imgAddr < uint64(x.End()) {
+				t.Fatalf("extent %v overlaps the image [%d,+%d)", x, imgAddr, imgSize)
+			}
+			prev = x.End()
+		}
+		// Live extents from liveSpec: pairs of (offset step, size) bytes.
+		var live []alloc.Extent
+		pos := int64(format.DataStart)
+		for i := 0; i+1 < len(liveSpec); i += 2 {
+			pos += int64(liveSpec[i])
+			live = append(live, alloc.Extent{Off: pos, Size: int64(liveSpec[i+1])})
+		}
+		want := false
+		for _, l := range live {
+			for _, x := range free {
+				if l.Size > 0 && l.Off < x.End() && x.Off < l.End() {
+					want = true
+				}
+			}
+		}
+		if got := freeOverlap(free, live); (got != "") != want {
+			t.Fatalf("freeOverlap %q, overlap %v (free %v, live %v)", got, want, free, live)
+		}
+	})
 }

@@ -73,8 +73,8 @@ type lsImage struct {
 	Addr    uint64 `json:"addr"`
 	Size    uint64 `json:"bytes"`
 	Entries int    `json:"entries"`
-	// FreeMap: the image carries the free-space map, so a writable open
-	// reads nothing else.
+	// FreeMap: the image carries the free-space map (check verifies it;
+	// no open allocates from it).
 	FreeMap bool `json:"free_space_map"`
 	// Ignored says why the image is not used (stale or damaged).
 	Ignored string `json:"ignored,omitempty"`

@@ -68,9 +68,10 @@ type Image struct {
 	// Free is the free-space map of the state the image describes: the
 	// extents below its EOF that nothing in it references, in address
 	// order, not overlapping, the image's own extent NOT removed (the
-	// image is placed after the map is taken). nil means no map; a writable
-	// open then rebuilds it from every index. HasFree tells an empty map
-	// (a file with no free space) from none.
+	// image is placed after the map is taken). nil means no map. HasFree
+	// tells an empty map (a file with no free space) from none. No open
+	// allocates from it: nothing in the state can confirm it short of a
+	// walk of every index (FORMAT.md §20).
 	Free    []FreeExtent
 	HasFree bool
 	// Entries in address order: each ends at or before the next one's
