@@ -251,21 +251,9 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 
 // preEncode encodes one pinned entry and keeps the image if the chunk did
 // not change meanwhile and the image fits both budgets.
-func (c *Cache) preEncode(e *entry) (kept bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			kept = false // the foreground Encode will report it
-		}
-	}()
-	e.latch.RLock()
-	ver := e.version.Load()
-	if !e.dirty.Load() || e.encoded.Load() != nil {
-		e.latch.RUnlock()
-		return false
-	}
-	enc, err := e.ds.lay().l.Encode(e.coord, e.chunk)
-	e.latch.RUnlock()
-	if err != nil {
+func (c *Cache) preEncode(e *entry) bool {
+	enc, ver, ok := c.preEncodeImage(e)
+	if !ok {
 		return false
 	}
 	p := newPreImage(compactImage(enc), ver)
@@ -293,6 +281,26 @@ func (c *Cache) preEncode(e *entry) (kept bool) {
 	e.latch.Unlock()
 	c.st.preEncoded.Add(1)
 	return true
+}
+
+// preEncodeImage encodes e's chunk under the shared latch if it is dirty
+// and has no image, with the version it encodes. Errors and panics of
+// Encode only mean no image (the foreground encode reports them); the
+// latch is let go either way, or the chunk could never be written again.
+func (c *Cache) preEncodeImage(e *entry) (enc Encoded, ver uint64, ok bool) {
+	e.latch.RLock()
+	defer e.latch.RUnlock()
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	ver = e.version.Load()
+	if !e.dirty.Load() || e.encoded.Load() != nil {
+		return Encoded{}, 0, false
+	}
+	enc, err := e.ds.lay().l.Encode(e.coord, e.chunk)
+	return enc, ver, err == nil
 }
 
 // reservePreImage adds n to the kept images' bytes if the sum stays within

@@ -258,6 +258,43 @@ func TestPreEncodeCountsOnlyKeptImages(t *testing.T) {
 	checkStored(t, e, l, 16, func(i int) []byte { return pattern(chunk, byte(i)) })
 }
 
+// TestPreEncodePanicReleasesLatch: an Encode that panics in the
+// pre-encoder is ignored (the foreground encode reports it), and the
+// chunk's latch is let go, so the chunk can still be written and flushed.
+func TestPreEncodePanicReleasesLatch(t *testing.T) {
+	const chunk = 256
+	e := newEnv(t, Config{QuiescentBytes: 21 * chunk, MinBytes: -1, BypassBytes: -1, PreEncodeBytes: 4 * (chunk + 6)})
+	d, l := e.dataset(1, -1, chunk)
+	var first atomic.Bool
+	l.encodeHook = func(Coord) {
+		if first.CompareAndSwap(false, true) {
+			panic("encode fails once")
+		}
+	}
+	for i := 0; i < 16; i++ {
+		must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(chunk, byte(i)), uint64(i))}))
+	}
+	e.c.preEncodeNow() // also waits for the background round
+	if !first.Load() {
+		t.Fatal("nothing was pre-encoded")
+	}
+	for i := 0; i < 16; i++ {
+		ent, ok := e.c.chunks.Load(makeKey(d.serial, Coord{uint64(i)}))
+		if !ok {
+			t.Fatalf("chunk %d not cached", i)
+		}
+		if !ent.latch.TryLock() {
+			t.Fatalf("chunk %d: latch still held after the pre-encoder's panic", i)
+		}
+		ent.latch.Unlock()
+	}
+	for i := 0; i < 16; i++ {
+		must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(chunk, byte(50+i)), uint64(i))}))
+	}
+	must(t, e.f.Flush(bg))
+	checkStored(t, e, l, 16, func(i int) []byte { return pattern(chunk, byte(50+i)) })
+}
+
 func TestPreEncodeInvalidatedByWrite(t *testing.T) {
 	e, d, l := preEnv(t)
 	pre := e.c.Stats().PreEncoded
