@@ -554,20 +554,26 @@ func attrSetBytesPerCall(t *testing.T, n int) float64 {
 	for i := range extra {
 		extra[i] = fmt.Sprintf("attr%05dx", i*n/rounds)
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i := 0; i < rounds; i++ {
-		j := i * n / rounds
-		must(t, f.SetAttr(ctx, names[j], vals[(j+1)%n]))
-		must(t, f.SetAttr(ctx, extra[i], vals[j]))
-		must(t, f.DeleteAttr(ctx, extra[i]))
+	// TotalAlloc counts every goroutine's allocations; the least of three
+	// windows leaves out what anything else allocated meanwhile.
+	least := uint64(math.MaxUint64)
+	for try := 0; try < 3; try++ {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := 0; i < rounds; i++ {
+			j := i * n / rounds
+			must(t, f.SetAttr(ctx, names[j], vals[(j+1+try)%n]))
+			must(t, f.SetAttr(ctx, extra[i], vals[j]))
+			must(t, f.DeleteAttr(ctx, extra[i]))
+		}
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
 	}
-	runtime.ReadMemStats(&after)
 	if got := len(f.Attrs()); got != n {
 		t.Fatalf("%d attributes, want %d", got, n)
 	}
-	return float64(after.TotalAlloc-before.TotalAlloc) / (3 * rounds)
+	return float64(least) / (3 * rounds)
 }
 
 // TestAttrSetWorkIndependentOfSetSize: changing one attribute costs what
