@@ -52,14 +52,23 @@ type preEncodeState struct {
 	batch int
 	// bytes is the sum of the kept images' bytes. Each is also in its
 	// entry's size, so in resident and (the chunk being dirty) in
-	// dirtyBytes. INVARIANT: at rest, bytes = Σ images of cached entries
-	// (checked after every cache test) and bytes <= max; preEncode adds
-	// first and takes back an image that does not fit, so bytes may exceed
-	// max for a moment but no image is kept past it.
+	// dirtyBytes. INVARIANT: bytes <= max at every instant, and at rest
+	// bytes = Σ images of cached entries (checked after every cache test).
+	// preEncode reserves an image's bytes only under the entry's exclusive
+	// latch, after finding the chunk unchanged, and only if they fit
+	// (reservePreImage), so Stats never shows an image that is over the
+	// budget or whose chunk changed; the one reservation that can still be
+	// taken back (the memory limit refused the charge) is within max.
 	bytes atomic.Int64
 	// kick is a pending wake-up, capacity 1, sent without blocking by
 	// kickPreEncode. nil when off.
 	kick chan struct{}
+	// round is held through each round, so rounds never overlap: the
+	// goroutine's and preEncodeNow's. When a round that holds it keeps
+	// nothing, no other attempt is in flight and the kept images are
+	// settled until the chunks change. Only one goroutine runs rounds
+	// outside tests, so it is uncontended there.
+	round sync.Mutex
 }
 
 // startBackground sets up the background jobs' state from cfg (defaults
@@ -192,6 +201,8 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 	if c.closed.Load() || ctx.Err() != nil {
 		return 0
 	}
+	c.pre.round.Lock()
+	defer c.pre.round.Unlock()
 	over := c.resident.Load() - c.sizing().preHigh
 	if over <= 0 || c.pre.bytes.Load() >= c.pre.max {
 		return 0
@@ -240,40 +251,25 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 
 // preEncode encodes one pinned entry and keeps the image if the chunk did
 // not change meanwhile and the image fits both budgets.
-func (c *Cache) preEncode(e *entry) (kept bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			kept = false // the foreground Encode will report it
-		}
-	}()
-	e.latch.RLock()
-	ver := e.version.Load()
-	if !e.dirty.Load() || e.encoded.Load() != nil {
-		e.latch.RUnlock()
-		return false
-	}
-	enc, err := e.ds.lay().l.Encode(e.coord, e.chunk)
-	e.latch.RUnlock()
-	if err != nil {
+func (c *Cache) preEncode(e *entry) bool {
+	enc, ver, ok := c.preEncodeImage(e)
+	if !ok {
 		return false
 	}
 	p := newPreImage(compactImage(enc), ver)
 	n := p.bytes()
-	if c.pre.bytes.Add(n) > c.pre.max {
-		c.pre.bytes.Add(-n)
+	// Check, reserve and charge under the exclusive latch: a reservation
+	// made before the check would count, for a moment, an image of a
+	// chunk that changed or was written meanwhile, or one past the budget.
+	e.latch.Lock()
+	if e.version.Load() != ver || !e.dirty.Load() || e.encoded.Load() != nil || !c.reservePreImage(n) {
+		e.latch.Unlock()
 		p.release()
 		return false
 	}
 	if !c.tryCharge(n) {
 		c.pre.bytes.Add(-n)
-		p.release()
-		return false
-	}
-	e.latch.Lock()
-	if e.version.Load() != ver || !e.dirty.Load() || e.encoded.Load() != nil {
 		e.latch.Unlock()
-		c.pre.bytes.Add(-n)
-		c.charge(-n)
 		p.release()
 		return false
 	}
@@ -285,6 +281,40 @@ func (c *Cache) preEncode(e *entry) (kept bool) {
 	e.latch.Unlock()
 	c.st.preEncoded.Add(1)
 	return true
+}
+
+// preEncodeImage encodes e's chunk under the shared latch if it is dirty
+// and has no image, with the version it encodes. Errors and panics of
+// Encode only mean no image (the foreground encode reports them); the
+// latch is let go either way, or the chunk could never be written again.
+func (c *Cache) preEncodeImage(e *entry) (enc Encoded, ver uint64, ok bool) {
+	e.latch.RLock()
+	defer e.latch.RUnlock()
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	ver = e.version.Load()
+	if !e.dirty.Load() || e.encoded.Load() != nil {
+		return Encoded{}, 0, false
+	}
+	enc, err := e.ds.lay().l.Encode(e.coord, e.chunk)
+	return enc, ver, err == nil
+}
+
+// reservePreImage adds n to the kept images' bytes if the sum stays within
+// Config.PreEncodeBytes; it never exceeds it, even for a moment.
+func (c *Cache) reservePreImage(n int64) bool {
+	for {
+		cur := c.pre.bytes.Load()
+		if cur+n > c.pre.max {
+			return false
+		}
+		if c.pre.bytes.CompareAndSwap(cur, cur+n) {
+			return true
+		}
+	}
 }
 
 // dropImageLocked releases e's kept image, if any, after it was written.
@@ -333,7 +363,10 @@ func (c *Cache) tryCharge(n int64) bool {
 	}
 }
 
-// preEncodeNow runs pre-encode rounds until one keeps nothing (tests).
+// preEncodeNow runs pre-encode rounds until one keeps nothing (tests). As
+// rounds do not overlap (pre.round), the kept images are then settled: a
+// background round still to come finds the same state and keeps nothing.
+// Tests that read Stats after it see no attempt in flight.
 func (c *Cache) preEncodeNow() int {
 	total := 0
 	for {

@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -23,8 +23,10 @@ import (
 // else: a crash leaves the attributes of the last committed state.
 //
 // Concurrency: each owner (File or dataset) keeps an immutable attrSet
-// behind an atomic pointer, replaced whole under the owner's attrMu, so Get
-// and list never lock and a commit reads one consistent set.
+// behind an atomic pointer, replaced under the owner's attrHolder.mu by a
+// set that shares all but the changed path, so Get and list never lock and
+// a commit reads one consistent set. Sets are not encoded as they change,
+// as an encoding per Set made filling the 1 MiB bound quadratic.
 
 // Limits on attributes. An attribute set must also encode within one v2
 // part (format.MaxPartBytes, 1 MiB), which bounds the sum.
@@ -266,39 +268,209 @@ type Attr struct {
 	Value AttrValue
 }
 
-// attrSet is an immutable set of attributes sorted by name, with its
-// encoding (nil when empty).
+// attrSet is an immutable set of attributes: a persistent balanced tree
+// ordered by name, its count, and its encoded size kept up to date by each
+// change, so a change copies only the path to its attribute (O(log n)
+// nodes) and never encodes the set. The encoding is made once, when a
+// commit first asks for it (encoding), and kept with the set.
 type attrSet struct {
-	attrs []Attr
-	enc   []byte
+	root *attrNode
+	n    int
+	size int // len of the encoding: 0 when empty
+	enc  struct {
+		once sync.Once
+		b    []byte
+	}
 }
 
 var emptyAttrs = &attrSet{}
 
-func (s *attrSet) find(name string) (int, bool) {
-	return slices.BinarySearchFunc(s.attrs, name, func(a Attr, n string) int { return cmp.Compare(a.Name, n) })
+// attrNode is a node of an AVL tree; nodes are never changed once built,
+// so sets share all but the path a change copied.
+type attrNode struct {
+	left, right *attrNode
+	height      int
+	a           Attr
 }
 
-// with returns s with name set to v (v nil: deleted); ErrInvalid when the
-// result would not encode within format.MaxPartBytes.
-func (s *attrSet) with(name string, v *AttrValue) (*attrSet, error) {
-	i, ok := s.find(name)
-	attrs := slices.Clone(s.attrs)
+func (n *attrNode) h() int {
+	if n == nil {
+		return 0
+	}
+	return n.height
+}
+
+func newAttrNode(a Attr, l, r *attrNode) *attrNode {
+	return &attrNode{left: l, right: r, height: 1 + max(l.h(), r.h()), a: a}
+}
+
+// balanced joins l, a and r, whose heights differ by at most 2 (one
+// insertion or deletion below a balanced node), into a balanced tree.
+func balanced(a Attr, l, r *attrNode) *attrNode {
+	switch hl, hr := l.h(), r.h(); {
+	case hl > hr+1:
+		if l.left.h() >= l.right.h() {
+			return newAttrNode(l.a, l.left, newAttrNode(a, l.right, r))
+		}
+		lr := l.right
+		return newAttrNode(lr.a, newAttrNode(l.a, l.left, lr.left), newAttrNode(a, lr.right, r))
+	case hr > hl+1:
+		if r.right.h() >= r.left.h() {
+			return newAttrNode(r.a, newAttrNode(a, l, r.left), r.right)
+		}
+		rl := r.left
+		return newAttrNode(rl.a, newAttrNode(a, l, rl.left), newAttrNode(r.a, rl.right, r.right))
+	}
+	return newAttrNode(a, l, r)
+}
+
+// put returns n with a set, and the attribute it replaced, if any.
+func (n *attrNode) put(a Attr) (*attrNode, *Attr) {
+	if n == nil {
+		return newAttrNode(a, nil, nil), nil
+	}
+	switch c := strings.Compare(a.Name, n.a.Name); {
+	case c < 0:
+		l, old := n.left.put(a)
+		return balanced(n.a, l, n.right), old
+	case c > 0:
+		r, old := n.right.put(a)
+		return balanced(n.a, n.left, r), old
+	}
+	return &attrNode{left: n.left, right: n.right, height: n.height, a: a}, &n.a
+}
+
+// remove returns n without name, and the attribute removed (nil: none,
+// and n is returned as it is).
+func (n *attrNode) remove(name string) (*attrNode, *Attr) {
+	if n == nil {
+		return nil, nil
+	}
+	switch c := strings.Compare(name, n.a.Name); {
+	case c < 0:
+		l, old := n.left.remove(name)
+		if old == nil {
+			return n, nil
+		}
+		return balanced(n.a, l, n.right), old
+	case c > 0:
+		r, old := n.right.remove(name)
+		if old == nil {
+			return n, nil
+		}
+		return balanced(n.a, n.left, r), old
+	}
 	switch {
-	case v == nil && !ok:
-		return nil, fmt.Errorf("%w: attribute %q", ErrNotFound, name)
-	case v == nil:
-		attrs = slices.Delete(attrs, i, i+1)
-	case ok:
-		attrs[i] = Attr{name, *v}
-	default:
-		attrs = slices.Insert(attrs, i, Attr{name, *v})
+	case n.left == nil:
+		return n.right, &n.a
+	case n.right == nil:
+		return n.left, &n.a
 	}
-	enc := encodeAttrs(attrs)
-	if len(enc) > format.MaxPartBytes {
-		return nil, fmt.Errorf("%w: attributes would take %d bytes (at most %d per file or dataset)", ErrInvalid, len(enc), format.MaxPartBytes)
+	r, first := n.right.removeFirst()
+	return balanced(first, n.left, r), &n.a
+}
+
+func (n *attrNode) removeFirst() (*attrNode, Attr) {
+	if n.left == nil {
+		return n.right, n.a
 	}
-	return &attrSet{attrs: attrs, enc: enc}, nil
+	l, first := n.left.removeFirst()
+	return balanced(n.a, l, n.right), first
+}
+
+// appendTo appends n's attributes in name order.
+func (n *attrNode) appendTo(out []Attr) []Attr {
+	for ; n != nil; n = n.right {
+		out = n.left.appendTo(out)
+		out = append(out, n.a)
+	}
+	return out
+}
+
+// buildAttrTree builds a balanced tree of attrs, sorted by name.
+func buildAttrTree(attrs []Attr) *attrNode {
+	if len(attrs) == 0 {
+		return nil
+	}
+	m := len(attrs) / 2
+	return newAttrNode(attrs[m], buildAttrTree(attrs[:m]), buildAttrTree(attrs[m+1:]))
+}
+
+// newAttrSet is the set of attrs, sorted by name, encoding to size bytes.
+func newAttrSet(attrs []Attr, size int) *attrSet {
+	if len(attrs) == 0 {
+		return emptyAttrs
+	}
+	return &attrSet{root: buildAttrTree(attrs), n: len(attrs), size: size}
+}
+
+func (s *attrSet) get(name string) (AttrValue, bool) {
+	for n := s.root; n != nil; {
+		switch c := strings.Compare(name, n.a.Name); {
+		case c < 0:
+			n = n.left
+		case c > 0:
+			n = n.right
+		default:
+			return n.a.Value, true
+		}
+	}
+	return AttrValue{}, false
+}
+
+// list returns the attributes sorted by name, in a new slice.
+func (s *attrSet) list() []Attr { return s.root.appendTo(make([]Attr, 0, s.n)) }
+
+// encoding returns the set's encoding (nil when empty), made on the first
+// call. Callers must not change it.
+func (s *attrSet) encoding() []byte {
+	s.enc.once.Do(func() {
+		if s.enc.b == nil {
+			s.enc.b = encodeAttrs(s.list())
+		}
+	})
+	return s.enc.b
+}
+
+// attrEncodedSize is what a adds to the encoding of a set that holds it.
+func attrEncodedSize(a Attr) int { return attrEntryMin - 1 + len(a.Name) + len(a.Value.data) }
+
+// with returns s with name set to v (v nil: deleted); ErrInvalid when the
+// result would not encode within format.MaxPartBytes, ErrNotFound when
+// deleting a name s does not hold. It copies only the path to name.
+func (s *attrSet) with(name string, v *AttrValue) (*attrSet, error) {
+	var (
+		root *attrNode
+		old  *Attr
+		size = s.size
+		n    = s.n
+	)
+	if size == 0 {
+		size = attrFixed
+	}
+	if v == nil {
+		if root, old = s.root.remove(name); old == nil {
+			return nil, fmt.Errorf("%w: attribute %q", ErrNotFound, name)
+		}
+		size -= attrEncodedSize(*old)
+		n--
+	} else {
+		a := Attr{name, *v}
+		root, old = s.root.put(a)
+		size += attrEncodedSize(a)
+		if old != nil {
+			size -= attrEncodedSize(*old)
+		} else {
+			n++
+		}
+	}
+	if n == 0 {
+		return emptyAttrs, nil
+	}
+	if size > format.MaxPartBytes {
+		return nil, fmt.Errorf("%w: attributes would take %d bytes (at most %d per file or dataset)", ErrInvalid, size, format.MaxPartBytes)
+	}
+	return &attrSet{root: root, n: n, size: size}, nil
 }
 
 // Attribute encoding (FORMAT.md §5 "Attributes"), little-endian:
@@ -394,7 +566,9 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 	if len(p) != 0 {
 		return nil, bad("%d trailing bytes", len(p))
 	}
-	return &attrSet{attrs: attrs, enc: slices.Clone(b)}, nil
+	set := newAttrSet(attrs, len(b))
+	set.enc.b = slices.Clone(b) // canonical: what encoding would make
+	return set, nil
 }
 
 // attrHolder is the attribute state of a File or a dataset.
@@ -435,14 +609,13 @@ func (h *attrHolder) change(name string, v *AttrValue, changed func()) error {
 }
 
 func (h *attrHolder) get(name string) (AttrValue, error) {
-	s := h.load()
-	if i, ok := s.find(name); ok {
-		return s.attrs[i].Value, nil
+	if v, ok := h.load().get(name); ok {
+		return v, nil
 	}
 	return AttrValue{}, fmt.Errorf("%w: attribute %q", ErrNotFound, name)
 }
 
-func (h *attrHolder) list() []Attr { return slices.Clone(h.load().attrs) }
+func (h *attrHolder) list() []Attr { return h.load().list() }
 
 // ---- File ----
 

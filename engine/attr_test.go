@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/format"
@@ -139,7 +143,7 @@ func TestAttrBadInput(t *testing.T) {
 			break
 		}
 	}
-	if n := len(f.Attrs()); n != i || len(f.attrs.load().enc) > format.MaxPartBytes {
+	if n := len(f.Attrs()); n != i || len(f.attrs.load().encoding()) > format.MaxPartBytes {
 		t.Fatalf("%d attributes after the refusal, want %d", n, i)
 	}
 	if err := f.DeleteAttr(ctx, "nope"); !errors.Is(err, ErrNotFound) {
@@ -191,11 +195,24 @@ func TestAttrSurvivesHeaderRewrites(t *testing.T) {
 // goroutine owns its names, so the final state is known (a reference
 // model), and it must survive a reopen.
 func TestAttrConcurrent(t *testing.T) {
+	for _, prefill := range []int{0, 1500} {
+		t.Run(fmt.Sprint("prefill=", prefill), func(t *testing.T) { testAttrConcurrent(t, prefill) })
+	}
+}
+
+// testAttrConcurrent runs TestAttrConcurrent's schedule on a file and a
+// dataset that already hold prefill attributes each (deep trees, whose
+// changes rebalance).
+func testAttrConcurrent(t *testing.T, prefill int) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
 	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{8}})
 	must(t, err)
+	for i := 0; i < prefill; i++ {
+		must(t, f.SetAttr(ctx, fmt.Sprintf("p%05d", i), ScalarAttr(int32(i))))
+		must(t, ds.SetAttr(ctx, fmt.Sprintf("p%05d", i), ScalarAttr(int32(-i))))
+	}
 	const workers, ops = 8, 200
 	want := make([]map[string]AttrValue, workers)
 	var wg sync.WaitGroup
@@ -254,6 +271,38 @@ func TestAttrConcurrent(t *testing.T) {
 				if v, ok := want[w][key]; ok && (gerr != nil || !got.Equal(v)) || !ok && !errors.Is(gerr, ErrNotFound) {
 					t.Errorf("get %s: %v %v", key, got, gerr)
 				}
+				// A listing is one consistent set: sorted, and holding
+				// exactly this goroutine's names as it last left them.
+				if rng.IntN(4) == 0 {
+					var list []Attr
+					if onFile {
+						list = f.Attrs()
+					} else {
+						list = ds.Attrs()
+					}
+					mine, prefix := 0, fmt.Sprintf("w%d.", w)
+					for j, a := range list {
+						if j > 0 && list[j-1].Name >= a.Name {
+							t.Errorf("listing not sorted: %q then %q", list[j-1].Name, a.Name)
+						}
+						if !strings.HasPrefix(a.Name, prefix) {
+							continue
+						}
+						mine++
+						if v, ok := want[w][fmt.Sprint(onFile, a.Name)]; !ok || !a.Value.Equal(v) {
+							t.Errorf("listing has %s = %v, want %v (%v)", a.Name, a.Value, v, ok)
+						}
+					}
+					n := 0
+					for k := range want[w] {
+						if strings.HasPrefix(k, fmt.Sprint(onFile)+"w") { // keys are fmt.Sprint(onFile, name)
+							n++
+						}
+					}
+					if mine != n {
+						t.Errorf("listing has %d of this goroutine's attributes, want %d", mine, n)
+					}
+				}
 			}
 		}(w)
 	}
@@ -281,7 +330,14 @@ func TestAttrConcurrent(t *testing.T) {
 			total++
 		}
 	}
-	if n := len(f2.Attrs()) + len(ds2.Attrs()); n != total {
+	for i := 0; i < prefill; i += 7 {
+		fv, ferr := f2.Attr(fmt.Sprintf("p%05d", i))
+		dv, derr := ds2.Attr(fmt.Sprintf("p%05d", i))
+		if ferr != nil || derr != nil || !fv.Equal(ScalarAttr(int32(i))) || !dv.Equal(ScalarAttr(int32(-i))) {
+			t.Fatalf("after reopen p%05d: %v %v, %v %v", i, fv, ferr, dv, derr)
+		}
+	}
+	if n := len(f2.Attrs()) + len(ds2.Attrs()); n != total+2*prefill {
 		t.Fatalf("%d attributes after reopen, want %d", n, total)
 	}
 }
@@ -424,7 +480,7 @@ func TestAttrCrashAndFault(t *testing.T) {
 // never a panic.
 func TestAttrDecodeErrors(t *testing.T) {
 	good := encodeAttrs([]Attr{{"a", StringAttr("x")}, {"b", ScalarAttr(int16(3))}})
-	if s, err := decodeAttrs(good); err != nil || len(s.attrs) != 2 {
+	if s, err := decodeAttrs(good); err != nil || len(s.list()) != 2 {
 		t.Fatalf("decode good: %v", err)
 	}
 	bad := [][]byte{
@@ -458,13 +514,305 @@ func FuzzDecodeAttrs(f *testing.F) {
 			}
 			return
 		}
-		if enc := encodeAttrs(s.attrs); string(enc) != string(b) {
+		if enc := encodeAttrs(s.list()); string(enc) != string(b) {
 			t.Fatalf("not canonical: %x re-encodes to %x", b, enc)
 		}
-		for _, a := range s.attrs {
+		for _, a := range s.list() {
 			if err := a.Value.validate(); err != nil {
 				t.Fatal(err)
 			}
 		}
 	})
+}
+
+// attrFill returns n attribute names and values that together encode to
+// a little under 1 MiB at n = 18,000 (57 bytes each).
+func attrFill(n int) ([]string, []AttrValue) {
+	names := make([]string, n)
+	vals := make([]AttrValue, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("attr%05d", i)
+		vals[i] = StringAttr(fmt.Sprintf("value %033d", i))
+	}
+	return names, vals
+}
+
+// attrSetBytesPerCall sets n attributes on a new file, then reports the
+// bytes allocated per call over a mix of SetAttr replacing an attribute,
+// SetAttr adding one and DeleteAttr removing it again (the set's size
+// stays n).
+func attrSetBytesPerCall(t *testing.T, n int) float64 {
+	ctx := context.Background()
+	f := tCreate(t, vfd.NewMem(), nil)
+	defer f.Close()
+	names, vals := attrFill(n)
+	for i := range names {
+		must(t, f.SetAttr(ctx, names[i], vals[i]))
+	}
+	const rounds = 100
+	extra := make([]string, rounds)
+	for i := range extra {
+		extra[i] = fmt.Sprintf("attr%05dx", i*n/rounds)
+	}
+	// TotalAlloc counts every goroutine's allocations; the least of three
+	// windows leaves out what anything else allocated meanwhile.
+	least := uint64(math.MaxUint64)
+	for try := 0; try < 3; try++ {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := 0; i < rounds; i++ {
+			j := i * n / rounds
+			must(t, f.SetAttr(ctx, names[j], vals[(j+1+try)%n]))
+			must(t, f.SetAttr(ctx, extra[i], vals[j]))
+			must(t, f.DeleteAttr(ctx, extra[i]))
+		}
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	if got := len(f.Attrs()); got != n {
+		t.Fatalf("%d attributes, want %d", got, n)
+	}
+	return float64(least) / (3 * rounds)
+}
+
+// TestAttrSetWorkIndependentOfSetSize: changing one attribute costs what
+// that attribute costs, not what the set costs. The work is counted as
+// bytes allocated per call, with 18,000 attributes against the same calls
+// with 100: copying the set or encoding it per call (about 1.4 MiB per call
+// at 18,000) is hundreds of times the small set's cost; copying the path
+// to one attribute grows with its depth only.
+func TestAttrSetWorkIndependentOfSetSize(t *testing.T) {
+	small := attrSetBytesPerCall(t, 100)
+	large := attrSetBytesPerCall(t, 18000)
+	t.Logf("bytes allocated per call: %.0f with 100 attributes, %.0f with 18,000", small, large)
+	if large > 4*small+1024 {
+		t.Fatalf("a change allocates %.0f bytes with 18,000 attributes, %.0f with 100: it copies or encodes the set", large, small)
+	}
+}
+
+// BenchmarkSetAttrScaling: SetAttr calls per second on a file holding 100
+// attributes (the baseline: what one attribute costs) and on one holding
+// 18,000 (nearly the 1 MiB bound), timed in alternating blocks of the same
+// run, and their cost ratio.
+func BenchmarkSetAttrScaling(b *testing.B) {
+	ctx := context.Background()
+	files := make([]*File, 2)
+	names := make([][]string, 2)
+	vals := make([][]AttrValue, 2)
+	for k, n := range []int{100, 18000} {
+		f := tCreate(b, vfd.NewMem(), nil)
+		defer f.Close()
+		names[k], vals[k] = attrFill(n)
+		for i := range names[k] {
+			must(b, f.SetAttr(ctx, names[k][i], vals[k][i]))
+		}
+		files[k] = f
+	}
+	var took [2]time.Duration
+	b.ResetTimer()
+	const block = 256
+	for done := 0; done < b.N; done += block {
+		m := min(block, b.N-done)
+		for k, f := range files {
+			n := len(names[k])
+			t0 := time.Now()
+			for i := done; i < done+m; i++ {
+				if err := f.SetAttr(ctx, names[k][i%n], vals[k][(i+1)%n]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			took[k] += time.Since(t0)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/took[0].Seconds(), "calls/s@100")
+	b.ReportMetric(float64(b.N)/took[1].Seconds(), "calls/s@18000")
+	b.ReportMetric(took[1].Seconds()/took[0].Seconds(), "cost18000/cost100")
+}
+
+// checkAttrTree checks the AVL shape of a set's tree: heights recorded
+// right, balanced, names strictly increasing; it returns the height.
+func checkAttrTree(t *testing.T, n *attrNode, lo, hi string) int {
+	t.Helper()
+	if n == nil {
+		return 0
+	}
+	if lo != "" && n.a.Name <= lo || hi != "" && n.a.Name >= hi {
+		t.Fatalf("name %q out of order (between %q and %q)", n.a.Name, lo, hi)
+	}
+	hl, hr := checkAttrTree(t, n.left, lo, n.a.Name), checkAttrTree(t, n.right, n.a.Name, hi)
+	if hl-hr > 1 || hr-hl > 1 || n.height != 1+max(hl, hr) {
+		t.Fatalf("node %q: heights %d/%d, recorded %d", n.a.Name, hl, hr, n.height)
+	}
+	return n.height
+}
+
+// TestAttrSetModel: random sets, replacements and deletions, near and
+// over the 1 MiB bound, against a map: every change is refused exactly
+// when the model's encoding would pass the bound, a refused change leaves
+// the set as it was, and the set's list, lookups, size and encoding are the
+// model's. Earlier sets are unchanged by later changes (commits hold them).
+func TestAttrSetModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 8))
+	var h attrHolder
+	model := map[string]AttrValue{}
+	type snap struct {
+		set *attrSet
+		enc string
+	}
+	var snaps []snap
+	var accepted, refused int
+	modelSize := func(m map[string]AttrValue) int {
+		if len(m) == 0 {
+			return 0
+		}
+		n := attrFixed
+		for name, v := range m {
+			n += 2 + len(name) + 1 + 1 + 4 + len(v.data)
+		}
+		return n
+	}
+	modelEnc := func(m map[string]AttrValue) []byte {
+		attrs := make([]Attr, 0, len(m))
+		for n, v := range m {
+			attrs = append(attrs, Attr{n, v})
+		}
+		slices.SortFunc(attrs, func(a, b Attr) int { return strings.Compare(a.Name, b.Name) })
+		return encodeAttrs(attrs)
+	}
+	sizes := []int{0, 1, 7, 100, 4000, 30000, MaxAttrValueBytes}
+	for op := 0; op < 4000; op++ {
+		name := fmt.Sprintf("n%03d", rng.IntN(300))
+		if rng.IntN(50) == 0 {
+			name = strings.Repeat("x", 1+rng.IntN(MaxAttrNameBytes))
+		}
+		var v *AttrValue
+		if rng.IntN(4) > 0 {
+			val := BytesAttr(make([]byte, sizes[rng.IntN(len(sizes))]))
+			if len(val.data) > 0 {
+				val.data[0] = byte(op) // replacements differ from what they replace
+			}
+			v = &val
+		}
+		next := maps.Clone(model)
+		if v == nil {
+			delete(next, name)
+		} else {
+			next[name] = *v
+		}
+		_, had := model[name]
+		wantSize := modelSize(next)
+		prev := h.load()
+		err := h.change(name, v, func() {})
+		switch {
+		case v == nil && !had:
+			if !errors.Is(err, ErrNotFound) {
+				t.Fatalf("op %d: delete of missing %q: %v", op, name, err)
+			}
+		case wantSize > format.MaxPartBytes:
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("op %d: %d encoded bytes accepted: %v", op, wantSize, err)
+			}
+		case err != nil:
+			t.Fatalf("op %d: %d encoded bytes refused: %v", op, wantSize, err)
+		default:
+			model = next
+		}
+		if err == nil {
+			accepted++
+		} else if errors.Is(err, ErrInvalid) {
+			refused++
+		}
+		s := h.load()
+		if err != nil && s != prev {
+			t.Fatalf("op %d: a refused change replaced the set", op)
+		}
+		if s.size != modelSize(model) {
+			t.Fatalf("op %d: size %d, model %d", op, s.size, modelSize(model))
+		}
+		if got, ok := s.get(name); ok != (model[name].kind != 0) || ok && !got.Equal(model[name]) {
+			t.Fatalf("op %d: get %q = %v %v", op, name, got, ok)
+		}
+		if op%97 == 0 {
+			checkAttrTree(t, s.root, "", "")
+			enc := modelEnc(model)
+			if s.size != len(enc) || len(enc) != modelSize(model) || string(s.encoding()) != string(enc) || s.n != len(model) {
+				t.Fatalf("op %d: size %d, %d attributes; model %d bytes, %d", op, s.size, s.n, len(enc), len(model))
+			}
+			if len(snaps) < 40 {
+				snaps = append(snaps, snap{s, string(enc)})
+			}
+		}
+	}
+	if accepted < 1000 || refused < 100 {
+		t.Fatalf("%d changes accepted, %d refused over the bound: the schedule misses a side", accepted, refused)
+	}
+	for i, sn := range snaps {
+		if string(encodeAttrs(sn.set.list())) != sn.enc {
+			t.Fatalf("snapshot %d changed after later changes", i)
+		}
+	}
+}
+
+// TestAttrBoundExact: a set encoding to exactly 1 MiB is accepted and
+// committed; one byte more, by a new attribute or a longer value, is
+// ErrInvalid and leaves the set as it was.
+func TestAttrBoundExact(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	f := tCreate(t, mem, nil)
+	ds, err := f.CreateDataset("d", DatasetSpec{Type: Int8, Shape: []uint64{1}, Chunk: []uint64{1}})
+	must(t, err)
+	full := BytesAttr(make([]byte, MaxAttrValueBytes))
+	for _, set := range []func(string, AttrValue) error{
+		func(n string, v AttrValue) error { return f.SetAttr(ctx, n, v) },
+		func(n string, v AttrValue) error { return ds.SetAttr(ctx, n, v) },
+	} {
+		size := attrFixed
+		for i := 0; i < 15; i++ {
+			must(t, set(fmt.Sprintf("a%02d", i), full))
+			size += attrEntryMin - 1 + 3 + MaxAttrValueBytes
+		}
+		last := format.MaxPartBytes - size - (attrEntryMin - 1 + 1) // "z" fills it exactly
+		must(t, set("z", BytesAttr(make([]byte, last))))
+		for _, c := range []struct {
+			name string
+			v    AttrValue
+		}{
+			{"zz", StringAttr("")},                   // a new attribute of 10 bytes
+			{"z", BytesAttr(make([]byte, last+1))},   // a value one byte longer
+			{"a00", BytesAttr(make([]byte, 1))},      // fits: frees room
+			{"y", BytesAttr(make([]byte, 65536-10))}, // 1 byte over the freed room
+		} {
+			before := [2]*attrSet{f.attrs.load(), ds.s.attrs.load()}
+			err := set(c.name, c.v)
+			if c.name == "a00" {
+				must(t, err)
+				must(t, set("a00", full)) // back to exactly the bound
+				continue
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("set %q past the bound: %v", c.name, err)
+			}
+			if [2]*attrSet{f.attrs.load(), ds.s.attrs.load()} != before {
+				t.Fatalf("a refused set of %q changed the attributes", c.name)
+			}
+		}
+	}
+	if n := len(f.attrs.load().encoding()); n != format.MaxPartBytes {
+		t.Fatalf("file attributes encode to %d bytes", n)
+	}
+	if n := len(ds.s.attrs.load().encoding()); n != format.MaxPartBytes {
+		t.Fatalf("dataset attributes encode to %d bytes", n)
+	}
+	want := [2]string{string(f.attrs.load().encoding()), string(ds.s.attrs.load().encoding())}
+	must(t, f.Close())
+	f2 := tOpen(t, mem, &Options{ReadOnly: true})
+	defer f2.Close()
+	ds2, err := f2.OpenDataset("d")
+	must(t, err)
+	if got := [2]string{string(encodeAttrs(f2.Attrs())), string(encodeAttrs(ds2.Attrs()))}; got != want {
+		t.Fatal("attributes at the bound changed across a reopen")
+	}
 }

@@ -474,7 +474,7 @@ func (s *dsState) header(shape []uint64, root []byte) format.DatasetHeader {
 		Shape: shape, MaxShape: s.maxShape, Chunk: s.chunk,
 		Layout: s.code, Filters: s.filters, Fill: s.fill,
 		MinCacheBytes: s.minCache, IndexKind: s.indexKind(), IndexRoot: root,
-		LayoutParams: s.layoutParams, Attrs: s.attrs.load().enc,
+		LayoutParams: s.layoutParams, Attrs: s.attrs.load().encoding(),
 	}
 }
 

@@ -523,7 +523,7 @@ func (f *File) commitLocked(ctx context.Context) (err error) {
 
 	// The file attributes as they are now: a SetAttr racing this commit
 	// lands in this one or the next.
-	cat := format.EncodeCatalogParts(entries, format.CatalogParts{Attrs: f.attrs.load().enc})
+	cat := format.EncodeCatalogParts(entries, format.CatalogParts{Attrs: f.attrs.load().encoding()})
 	catAddr, err := f.space.alloc(int64(len(cat)))
 	if err != nil {
 		return err
