@@ -28,8 +28,9 @@ func armedWriteFault(arm *atomic.Bool) vfd.Injector {
 // make the room, or, for a chunk above the bypass threshold, its own
 // straight after the write), returns the error and leaves the dataset as
 // it was: the chunk reads as before, the next Flush (the disk repaired)
-// commits the chunk as before, and the evicted chunk, kept dirty, is
-// committed with its contents. With the write kept anyway, a Write that
+// commits the chunk as before, and the evicted chunk, kept dirty, fails
+// a Flush that cannot write it and is committed with its contents by one
+// that can. With the write kept anyway, a Write that
 // failed became durable at the next Flush.
 func TestFailedWriteIsNotApplied(t *testing.T) {
 	ctx := context.Background()
@@ -79,6 +80,14 @@ func TestFailedWriteIsNotApplied(t *testing.T) {
 				t.Fatal("a victim counted as evicted although its write failed")
 			}
 			ref.verify(t, ds)
+			if tc.chunk == 1<<10 {
+				// The victim is still dirty: its write-back's failure
+				// surfaces on the Flush that writes it.
+				arm.Store(true)
+				if err := f.Flush(ctx); !errors.Is(err, syscall.EIO) {
+					t.Fatalf("flush with the victim's write-back failing: %v", err)
+				}
+			}
 			must(t, f.Flush(ctx))
 			ref.verify(t, ds)
 			must(t, f.Close())
