@@ -116,7 +116,10 @@ func contigFaultWorkload(t *testing.T, drv vfd.Driver, seed uint64, snaps multiS
 	rng := rand.New(rand.NewPCG(seed, 27))
 	refs := map[string]*refArray{}
 	snaps.record(1, refs)
-	f, err := CreateWith(drv, &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 10}})
+	// No background write-back (the active limit is the quiescent one,
+	// nothing is pre-encoded): every operation is a caller's, numbered
+	// alike in every run.
+	f, err := CreateWith(drv, &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 10, ActiveMultiplier: 1, PreEncodeBytes: -1}})
 	if err != nil {
 		run.errs++
 		return run

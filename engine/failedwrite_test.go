@@ -47,8 +47,10 @@ func TestFailedWriteIsNotApplied(t *testing.T) {
 			fd := vfd.NewFault(mem, armedWriteFault(&arm))
 			// Bypass threshold 4 KiB: 1 KiB chunks stay cached, 8 KiB
 			// ones bypass. Direct writes off: every write goes through
-			// the cache, as partial writes do.
-			opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 10, NoDirectWrites: true}}
+			// the cache, as partial writes do. The active limit is the
+			// quiescent one and nothing is pre-encoded, so the background
+			// trim never makes the room the write needs before it asks.
+			opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 10, ActiveMultiplier: 1, PreEncodeBytes: -1, NoDirectWrites: true}}
 			f := tCreate(t, fd, opts)
 			const rows = 64
 			spec := DatasetSpec{Type: Uint8, Shape: []uint64{rows, tc.chunk}, Chunk: []uint64{1, tc.chunk}}
