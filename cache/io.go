@@ -65,6 +65,13 @@ func (c *Cache) Read(ctx context.Context, reqs []Request) error {
 // never loads its chunk (Layout.NewChunk with fill false); a chunk that
 // exists nowhere is created with fill true. Written chunks become dirty;
 // they reach the disk on eviction or Flush.
+//
+// On error each chunk holds all of its requests' pieces or none: the
+// chunks served before the failure keep theirs, the others are as they
+// were. A failure to make room (another chunk's write-back, a load)
+// fails the chunks that needed it before any piece reaches them, and a
+// bypass chunk whose own write-back fails is dropped unwritten
+// (dropBypass), so a Write of one chunk that fails changed nothing.
 func (c *Cache) Write(ctx context.Context, reqs []Request) error {
 	return c.do(ctx, op{kind: opWrite}, reqs)
 }
