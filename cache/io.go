@@ -65,6 +65,13 @@ func (c *Cache) Read(ctx context.Context, reqs []Request) error {
 // never loads its chunk (Layout.NewChunk with fill false); a chunk that
 // exists nowhere is created with fill true. Written chunks become dirty;
 // they reach the disk on eviction or Flush.
+//
+// On error each chunk holds all of its requests' pieces or none: the
+// chunks served before the failure keep theirs, the others are as they
+// were. A failure to make room (another chunk's write-back, a load)
+// fails the chunks that needed it before any piece reaches them, and a
+// bypass chunk whose own write-back fails is dropped unwritten
+// (dropBypass), so a Write of one chunk that fails changed nothing.
 func (c *Cache) Write(ctx context.Context, reqs []Request) error {
 	return c.do(ctx, op{kind: opWrite}, reqs)
 }
@@ -723,7 +730,8 @@ func cut(budget int64, n int, size func(i int) int64) (end int) {
 //
 // On an error before step 4 every claimed entry is removed, as if never
 // claimed; from step 4 on the chunks stay (an error applying a piece is
-// returned, the chunk is kept).
+// returned, the chunk is kept), except a bypass chunk of a write whose
+// write-back in step 6 fails (see dropBypass).
 func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) (later []int, err error) {
 	mine, later := c.claim(gs)
 	if len(mine) == 0 {
@@ -751,7 +759,7 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 			c.unpin(g.e)
 		}
 	}
-	if err := c.dropBypass(ctx, bypass); err != nil && firstErr == nil {
+	if err := c.dropBypass(ctx, o, bypass); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	return later, firstErr
@@ -942,10 +950,21 @@ func (c *Cache) publish(mine []*group) (bypass []*entry) {
 	return bypass
 }
 
-// dropBypass writes the dirty bypass chunks and drops them all. If the
-// write fails they are kept, dirty, in the cache (no data loss) and the
-// error is returned.
-func (c *Cache) dropBypass(ctx context.Context, bypass []*entry) error {
+// dropBypass writes the dirty bypass chunks and drops them all.
+//
+// If the write fails, the error is returned, and what happens to the
+// chunks still dirty depends on what dirtied them. A Write's: they are
+// dropped unwritten, so that the Write that fails has not been applied to
+// them. Each was claimed by this request, from a state where it was not
+// resident, and only this request changed it since; a failed write-back
+// publishes nothing (the layout keeps the previous image), so dropping it
+// leaves the chunk exactly as it was before the Write, and the error the
+// Write returns is true of it. Kept dirty instead, it was committed by the
+// next Flush: a Write that reported failure became durable. (Chunks of the
+// same write-back that were written are clean and published: the Write
+// was applied to them, atomically per chunk.) Any other change (a trim):
+// they are kept, dirty, in the cache (no data loss).
+func (c *Cache) dropBypass(ctx context.Context, o op, bypass []*entry) error {
 	if len(bypass) == 0 {
 		return nil
 	}
@@ -957,6 +976,10 @@ func (c *Cache) dropBypass(ctx context.Context, bypass []*entry) error {
 		}
 	}
 	if err := c.writeBack(ctx, dirty, false); err != nil {
+		if o.kind == opWrite {
+			c.remove(bypass)
+			return err
+		}
 		c.mu.Lock()
 		for _, e := range bypass {
 			e.bypass = false

@@ -35,6 +35,18 @@ import (
 // extent: contiguous storage suits small datasets, and is the default only
 // for them (contigDefaultMax).
 //
+// Nor is the working copy of a piece written over: once a piece is in the
+// working extent, that copy may be the only one of an acknowledged write
+// (a direct write keeps nothing in memory, an evicted piece is dropped),
+// and a write over it that fails part way would lose it and leave bytes
+// no checksum describes. So a piece's writes alternate between its fixed
+// place and a side slot of its own: each goes where the current copy is
+// not, and only a successful write moves the current copy (Publish). A
+// failed write leaves the piece as it was, and space nothing references
+// torn. The commit copies a piece whose current copy is in its side slot
+// to its fixed place, checked against its checksum, before it names the
+// extent, and frees the side slots.
+//
 // LayoutParams (FORMAT.md §17): u8 version 1, u64 extent address (0: never
 // stored, every element is the fill value), u32 piece count P, P × u32
 // CRC32C of each piece's bytes.
@@ -125,7 +137,9 @@ func decodeContigParams(b []byte, pieces uint64) (contigState, error) {
 // Concurrency: mu guards the committed and working extents. Insert and
 // Publish count insertions in flight; the commit (commitParams) waits
 // for them to drain and keeps new ones out while it copies, so no piece
-// is written by the cache and by the copy at once. The copy holds mu, so
+// is written by the cache and by the copy at once; a piece has at most
+// one write in flight (busy), as each write's target depends on where the
+// one before it went. The copy holds mu, so
 // misses (Lookup) of the dataset wait for it too: a commit of a changed
 // contiguous dataset costs one pass over the extent, which is why the
 // layout is the default only for small datasets; hits do not wait.
@@ -138,11 +152,19 @@ type contigLayout struct {
 
 	mu struct {
 		sync.Mutex
-		cond       *sync.Cond // signalled when inflight drops or committing ends
-		committed  contigState
-		wbase      int64 // working extent; 0 when none
-		wsums      []uint32
-		written    []bool // pieces published into the working extent
+		cond      *sync.Cond // signalled when inflight drops or committing ends
+		committed contigState
+		wbase     int64 // working extent; 0 when none
+		wsums     []uint32
+		// cur is where the current copy of each piece published since the
+		// last commit is: its fixed place in the working extent or its
+		// side slot; 0 for a piece not written since.
+		cur []int64
+		// side is each piece's side slot (0: none yet); busy marks the
+		// pieces with a write in flight, so that two writes of a piece
+		// never get the same target.
+		side       []int64
+		busy       []bool
 		inflight   int
 		committing bool
 	}
@@ -194,8 +216,8 @@ func (l *contigLayout) Lookup(_ context.Context, coords []cache.Coord, locs []ca
 		if p < l.pieces {
 			off, size := l.piece(p)
 			switch {
-			case l.mu.wbase != 0 && l.mu.written[p]:
-				loc.Addr, loc.Size, loc.Sum = l.mu.wbase+off, size, l.mu.wsums[p]
+			case l.mu.wbase != 0 && l.mu.cur[p] != 0:
+				loc.Addr, loc.Size, loc.Sum = l.mu.cur[p], size, l.mu.wsums[p]
 			case l.mu.committed.base != 0:
 				loc.Addr, loc.Size, loc.Sum = l.mu.committed.base+off, size, l.mu.committed.sums[p]
 			}
@@ -250,20 +272,22 @@ func (l *contigLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encod
 	return cache.Encoded{Image: img, Sum: format.Checksum(img), Pooled: true}, nil
 }
 
-// Insert places each piece at its offset in the working extent,
-// allocating the working extent on the first write-back after a commit.
+// Insert places each piece in the working extent, allocating it on the
+// first write-back after a commit: at its fixed place, or in its side
+// slot when the current copy is at the fixed place (see the top of the
+// file). A piece with a write in flight waits for it.
 func (l *contigLayout) Insert(_ context.Context, ins []cache.Insertion) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for l.mu.committing {
-		l.mu.cond.Wait()
-	}
 	for _, in := range ins {
 		if p := in.Coord[0]; p >= l.pieces {
 			return fmt.Errorf("%w: contiguous piece %d of %d", ErrInternal, p, l.pieces)
 		} else if _, size := l.piece(p); size != in.Size {
 			return fmt.Errorf("%w: contiguous piece %d of %d bytes, want %d", ErrInternal, p, in.Size, size)
 		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.mu.committing || l.anyBusyLocked(ins) {
+		l.mu.cond.Wait()
 	}
 	if l.mu.wbase == 0 {
 		base, err := l.s.f.space.alloc(l.size)
@@ -272,28 +296,60 @@ func (l *contigLayout) Insert(_ context.Context, ins []cache.Insertion) error {
 		}
 		l.mu.wbase = base
 		l.mu.wsums = make([]uint32, l.pieces)
-		l.mu.written = make([]bool, l.pieces)
+		l.mu.cur = make([]int64, l.pieces)
+		l.mu.side = make([]int64, l.pieces)
+		l.mu.busy = make([]bool, l.pieces)
 	}
 	for i := range ins {
-		off, size := l.piece(ins[i].Coord[0])
-		ins[i].New = cache.Location{Addr: l.mu.wbase + off, Size: size, Sum: ins[i].Sum, SizeHint: int64(cache.BufCap(int(l.s.chunkBytes)))}
+		p := ins[i].Coord[0]
+		off, size := l.piece(p)
+		addr := l.mu.wbase + off
+		if l.mu.cur[p] == addr {
+			if l.mu.side[p] == 0 {
+				a, err := l.s.f.space.alloc(size)
+				if err != nil {
+					return err // nothing is marked busy yet
+				}
+				l.mu.side[p] = a
+			}
+			addr = l.mu.side[p]
+		}
+		ins[i].New = cache.Location{Addr: addr, Size: size, Sum: ins[i].Sum, SizeHint: int64(cache.BufCap(int(l.s.chunkBytes)))}
+	}
+	for _, in := range ins {
+		l.mu.busy[in.Coord[0]] = true
 	}
 	l.mu.inflight += len(ins)
 	return nil
 }
 
+func (l *contigLayout) anyBusyLocked(ins []cache.Insertion) bool {
+	if l.mu.busy == nil {
+		return false
+	}
+	for _, in := range ins {
+		if l.mu.busy[in.Coord[0]] {
+			return true
+		}
+	}
+	return false
+}
+
+// Publish makes a written piece's new copy the current one. A failed
+// write changes nothing: it went where the current copy is not.
 func (l *contigLayout) Publish(_ context.Context, ins []cache.Insertion, writeErr error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if writeErr == nil {
-		for _, in := range ins {
-			p := in.Coord[0]
-			l.mu.written[p], l.mu.wsums[p] = true, in.Sum
+	for _, in := range ins {
+		p := in.Coord[0]
+		l.mu.busy[p] = false
+		if writeErr == nil {
+			l.mu.cur[p], l.mu.wsums[p] = in.New.Addr, in.Sum
 		}
+	}
+	if writeErr == nil {
 		l.s.dirty.Store(true)
 	}
-	// A failed write leaves the piece unwritten: its space is part of the
-	// working extent, freed with it.
 	l.mu.inflight -= len(ins)
 	l.mu.cond.Broadcast()
 	return nil
@@ -331,9 +387,10 @@ func (l *contigLayout) Delete(context.Context, cache.Coord, cache.Location) erro
 // commitParams is the commit's step for a contiguous dataset (run by
 // writeHeader before it encodes the header): it completes the working
 // extent, if there is one, by copying every piece not rewritten since the
-// last commit from the committed extent (or writing the fill value), makes
-// it the committed extent, releases the old one, and returns the
-// LayoutParams that name it. On error nothing is switched and the copy is
+// last commit from the committed extent (or writing the fill value) and
+// every piece whose current copy is in its side slot from there, makes
+// it the committed extent, releases the old one and the side slots, and
+// returns the LayoutParams that name it. On error nothing is switched and the copy is
 // redone by the next commit.
 func (l *contigLayout) commitParams(ctx context.Context) ([]byte, error) {
 	l.mu.Lock()
@@ -352,15 +409,24 @@ func (l *contigLayout) commitParams(ctx context.Context) ([]byte, error) {
 	old := l.mu.committed
 	var fillPiece []byte
 	for p := uint64(0); p < l.pieces; p++ {
-		if l.mu.written[p] {
+		off, size := l.piece(p)
+		if l.mu.cur[p] == l.mu.wbase+off {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		off, size := l.piece(p)
 		var b []byte
-		if old.base != 0 {
+		if at := l.mu.cur[p]; at != 0 {
+			// The current copy is in the side slot.
+			b = make([]byte, size)
+			if err := readFull(l.s.f.drv, b, at); err != nil {
+				return nil, err
+			}
+			if format.Checksum(b) != l.mu.wsums[p] {
+				return nil, fmt.Errorf("%w: contiguous dataset %q piece %d at %d: checksum mismatch", ErrCorrupt, l.s.name, p, at)
+			}
+		} else if old.base != 0 {
 			b = make([]byte, size)
 			if err := readFull(l.s.f.drv, b, old.base+off); err != nil {
 				return nil, err
@@ -380,7 +446,13 @@ func (l *contigLayout) commitParams(ctx context.Context) ([]byte, error) {
 		if err := l.s.f.writeFull(b, l.mu.wbase+off); err != nil {
 			return nil, err
 		}
-		l.mu.written[p], l.mu.wsums[p] = true, format.Checksum(b)
+		l.mu.cur[p], l.mu.wsums[p] = l.mu.wbase+off, format.Checksum(b)
+	}
+	for p, a := range l.mu.side {
+		if a != 0 {
+			_, size := l.piece(uint64(p))
+			l.s.f.space.free(a, size)
+		}
 	}
 	if old.base != 0 {
 		// Replaced by the working extent this commit names
@@ -388,7 +460,7 @@ func (l *contigLayout) commitParams(ctx context.Context) ([]byte, error) {
 		l.s.f.space.freeReplaced(old.base, l.size)
 	}
 	l.mu.committed = contigState{base: l.mu.wbase, sums: l.mu.wsums}
-	l.mu.wbase, l.mu.wsums, l.mu.written = 0, nil, nil
+	l.mu.wbase, l.mu.wsums, l.mu.cur, l.mu.side, l.mu.busy = 0, nil, nil, nil, nil
 	return encodeContigParams(l.mu.committed), nil
 }
 

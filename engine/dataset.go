@@ -647,9 +647,13 @@ func (d *Dataset) check(write bool) error {
 //
 // Atomicity is per chunk: a Write that fails or whose ctx is cancelled part
 // way has applied, to each chunk it touches, either all of its part of the
-// selection or none of it; which chunks were applied is not reported. A
-// Write that returns nil applied everything, and overlapping requests see
-// it whole (the serializer orders them).
+// selection or none of it; which chunks were applied is not reported, and
+// those that were keep it and are committed by the next Flush like any
+// write. A Write inside one chunk that fails has changed nothing, whatever
+// failed: writing back another chunk evicted to make room, or the chunk
+// itself (one above the bypass threshold is written at once). A Write that
+// returns nil applied everything, and overlapping requests see it whole
+// (the serializer orders them).
 //
 // Whole chunks of an unfiltered dataset that are not cached and larger than
 // the cache's bypass threshold (cache.Config.BypassBytes, by default a

@@ -180,19 +180,26 @@ func TestDirectWriteCoherence(t *testing.T) {
 	write(All([]uint64{6, dwRow}), pattern(6*dwRow, 5))
 	must(t, f.Flush(ctx))
 
-	// A dirty resident copy: a partial write whose bypass write-back fails
-	// stays in the cache, dirty (no data loss).
+	// A partial write whose bypass write-back fails returns the error
+	// and is not applied: nothing stays in the cache, the stored chunk
+	// is still what reads see.
 	half := Box([]uint64{1, 0}, []uint64{1, dwRow / 2})
 	hb := pattern(dwRow/2, 6)
 	fd.Add(vfd.Fail(vfd.Nth(vfd.OpWriteV, fd.Ops()[vfd.OpWriteV])))
 	if err := ds.Write(ctx, half, hb); !errors.Is(err, vfd.ErrInjected) {
 		t.Fatalf("failed write-back: %v", err)
 	}
-	// The piece was applied to the chunk before its write-back failed; the
-	// kept dirty copy holds it and is what reads see.
-	ref.write(half, hb)
+	if st := c.Stats(); st.Chunks != 0 || st.DirtyBytes != 0 {
+		t.Fatalf("after a failed bypass write-back: %d chunks, %d dirty bytes; want none kept", st.Chunks, st.DirtyBytes)
+	}
+	ref.verify(t, ds)
+	// A dirty resident copy: the same partial write while the bypass
+	// threshold is higher stays in the cache, dirty.
+	must(t, c.SetConfig(ctx, cache.Config{QuiescentBytes: 8 << 10, BypassBytes: 8 << 10}))
+	write(half, hb)
+	must(t, c.SetConfig(ctx, dwOpts().CacheConfig))
 	if st := c.Stats(); st.Chunks != 1 || st.DirtyBytes == 0 {
-		t.Fatalf("after a failed bypass write-back: %d chunks, %d dirty bytes; want the dirty chunk kept", st.Chunks, st.DirtyBytes)
+		t.Fatalf("dirty resident copy: %d chunks, %d dirty bytes", st.Chunks, st.DirtyBytes)
 	}
 	ref.verify(t, ds)
 	// A whole-chunk write of that chunk goes through the cache (dirty copy wins).

@@ -238,16 +238,26 @@ func (f Filter) Stage() (name string, level int) {
 	return f.spec.String(), int(f.spec.Level)
 }
 
-// checkRaw is check for the raw chunk API, which only chunked (dense)
-// datasets have: a sparse or variable-length chunk is a structured chunk of
-// several sections, not one pipeline image, and a contiguous dataset has no
-// chunks at all. Those are refused with ErrInvalid; read them with Read.
+// errRawLayout refuses the raw chunk API on a dataset that is not chunked
+// (dense): a sparse or variable-length chunk is a structured chunk of
+// several sections, not one pipeline image, and a contiguous dataset has
+// no chunks at all; read them with Read.
+var errRawLayout = fmt.Errorf("%w: raw chunk I/O needs a chunked dataset", ErrInvalid)
+
+// rawLayout is the one place every raw chunk entry point asks whether the
+// dataset's layout has raw chunks, before it touches anything a layout
+// keeps (the dense layout's stored bound, its index, its pipeline).
+func (d *Dataset) rawLayout() error {
+	if d.s.code != layoutDense || d.s.layout == nil {
+		return fmt.Errorf("%w; %q is %s", errRawLayout, d.s.name, d.Layout())
+	}
+	return nil
+}
+
+// checkRaw is check for the raw chunk API (see rawLayout).
 func (d *Dataset) checkRaw(write bool) error {
 	if err := d.check(write); err != nil {
 		return err
 	}
-	if d.s.code != layoutDense {
-		return fmt.Errorf("%w: raw chunk I/O needs a chunked dataset; %q is %s", ErrInvalid, d.s.name, d.Layout())
-	}
-	return nil
+	return d.rawLayout()
 }

@@ -35,8 +35,11 @@ func (d *Dataset) ChunkBytes() int { return int(d.s.chunkBytes) }
 // DecodeChunk runs an encoded chunk (as ReadChunkRaw returns it) back
 // through the dataset's pipeline and returns the chunk's elements
 // (ChunkBytes bytes, little-endian, C order). Bytes that do not decode
-// return ErrCorrupt.
+// return ErrCorrupt; a dataset that is not chunked, ErrInvalid.
 func (d *Dataset) DecodeChunk(data []byte, filterMask uint32) ([]byte, error) {
+	if err := d.rawLayout(); err != nil {
+		return nil, err
+	}
 	if d.s.unfiltered {
 		if filterMask != 0 || int64(len(data)) != d.s.chunkBytes {
 			return nil, fmt.Errorf("%w: unfiltered chunk of %d bytes (mask %#x), want %d", ErrCorrupt, len(data), filterMask, d.s.chunkBytes)
@@ -48,8 +51,12 @@ func (d *Dataset) DecodeChunk(data []byte, filterMask uint32) ([]byte, error) {
 }
 
 // EncodeChunk runs one whole chunk's elements (ChunkBytes bytes) through the
-// dataset's pipeline, producing what WriteChunkRaw takes.
+// dataset's pipeline, producing what WriteChunkRaw takes (ErrInvalid on a
+// dataset that is not chunked).
 func (d *Dataset) EncodeChunk(chunk []byte) (data []byte, filterMask uint32, err error) {
+	if err := d.rawLayout(); err != nil {
+		return nil, 0, err
+	}
 	if int64(len(chunk)) != d.s.chunkBytes {
 		return nil, 0, fmt.Errorf("%w: chunk of %d bytes, want %d", ErrInvalid, len(chunk), d.s.chunkBytes)
 	}
@@ -68,7 +75,7 @@ func (d *Dataset) EncodeChunk(chunk []byte) (data []byte, filterMask uint32, err
 // WriteChunkRaw verifies is verified too (the bytes decode to exactly one
 // chunk; an edge chunk's elements outside the extent hold the fill value).
 func (d *Dataset) WriteChunkRawChecked(ctx context.Context, coords []uint64, data []byte, filterMask uint32, check func(chunk []byte) error) error {
-	if err := d.check(true); err != nil {
+	if err := d.checkRaw(true); err != nil {
 		return err
 	}
 	s := d.s
