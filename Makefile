@@ -44,7 +44,7 @@ fuzz: libdeflate-deps ## run every fuzz target for FUZZTIME each (.ci/fuzz; retr
 bench: ## every benchmark once (BENCHTIME=1x); figures print beside their baselines
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem $(PKGS)
 
-# The interop tests read and write with the tools people use (issue 13 §4):
+# The interop tests read and write with the tools people use:
 # zarr-python from Debian (run as /usr/bin/python3: a pyenv python3 on PATH
 # lacks it) and zarrita from npm, pinned by its package-lock.json into a
 # project-local node_modules. Installed once; later runs only check.

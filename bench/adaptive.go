@@ -12,7 +12,7 @@ import (
 	"github.com/scc-dev/scc/engine"
 )
 
-// The adaptive scenario (issue 11 item 11): one phase-changing trace of
+// The adaptive scenario: one phase-changing trace of
 // whole-frame reads (a hot set, a working set that fits the maximum, a
 // scan larger than it, the hot set again, the working set again) through
 // three caches on the same file in the same run: fixed at the adaptive

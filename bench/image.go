@@ -13,7 +13,7 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// The cache image scenario (seed 004 §1, the motivating case): many
+// The cache image scenario (Cache image RFC §1, the motivating case): many
 // processes take turns on a set of files, each opening a file, touching a
 // few of its datasets (reading their hot chunks, writing one element) and
 // closing it. Every open pays for the metadata it reads before the first
@@ -35,7 +35,7 @@ type ImageConfig struct {
 	// writer closed with an image); otherwise every cycle is a writer.
 	ReadOnly bool
 	// Latency, when set, models a file system where every read and write
-	// call costs a round trip (a parallel file system's, seed 004 §1) plus
+	// call costs a round trip (a parallel file system's, Cache image RFC §1) plus
 	// its bytes at Bandwidth bytes per second: the driver waits that
 	// long. Zero runs on the local file as it is (page cache).
 	Latency   time.Duration
@@ -189,7 +189,7 @@ func imageCycle(ctx context.Context, path string, cycle int, cfg ImageConfig, im
 	for k := 0; k < cfg.Touch; k++ {
 		// The same few datasets every cycle: each process of the seed's
 		// case does the same work, so what one close leaves in its image
-		// is what the next open needs (seed 004 §1).
+		// is what the next open needs (Cache image RFC §1).
 		name := imageDatasetName(k)
 		ds, err := f.OpenDataset(name)
 		if err != nil {
@@ -363,7 +363,7 @@ func addImageFigures(o Options, r *Report, res *ImageResult, remote bool) {
 	o.logf("   open reads %.1f vs %.1f, first hot read after %.1f vs %.1f reads, cycle %.0f vs %.0f µs (with vs without image)",
 		w.OpenReads, n.OpenReads, w.FirstHotReads, n.FirstHotReads, w.CycleMicros, n.CycleMicros)
 	key := mode[:1]
-	note := fmt.Sprintf("seed 004 round robin: %d files × %d datasets (%d × 4 KiB chunks each), each cycle opens one file, touches the same %d datasets (%d hot chunks each; writers also write one element) and closes; peer = the same cycles on a copy of the files without images, interleaved in one run; remote = the local file behind a driver that waits %v per read or write call plus 1 ns per byte",
+	note := fmt.Sprintf("Cache image RFC round robin: %d files × %d datasets (%d × 4 KiB chunks each), each cycle opens one file, touches the same %d datasets (%d hot chunks each; writers also write one element) and closes; peer = the same cycles on a copy of the files without images, interleaved in one run; remote = the local file behind a driver that waits %v per read or write call plus 1 ns per byte",
 		cfg.Files, cfg.Datasets, cfg.Chunks, cfg.Touch, cfg.Hot, imageRemoteRTT)
 	var figs []Figure
 	if remote {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// BenchmarkImage runs the cache image round robin (seed 004's motivating
+// BenchmarkImage runs the cache image round robin (Cache image RFC's motivating
 // case) and reports, per figure, scc with images beside scc without, from
 // the same run.
 func BenchmarkImage(b *testing.B) { benchScenario(b, "image") }

@@ -7,7 +7,7 @@ import (
 
 // BenchmarkIngestPeakHeap runs the ingest job (the `scctl ingest` defaults,
 // or 512x512 frames through a 64 MiB cache) and reports its peak Go heap
-// beside the cache's active limit and issue 10's target for it, 1.25 × the
+// beside the cache's active limit and the target for it, 1.25 × the
 // active limit + 32 MiB (heap/target ≤ 1 meets it). The peak depends on
 // GOGC and GOMEMLIMIT (README "Sizing memory"); run with the process
 // defaults to see what a user gets.

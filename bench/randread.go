@@ -278,7 +278,7 @@ func runRandRead(ctx context.Context, o Options, p *Peers, r *Report) error {
 			switch {
 			case g == top:
 				f.Target = &Target{Kind: "ratio", Value: 2}
-			case kind == "h5py": // issue 10: one goroutine against h5py
+			case kind == "h5py": // one goroutine against h5py
 				f.Target = &Target{Kind: "ratio", Value: 1.2}
 			}
 			if g == 1 {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Adaptive sizing (seed 001 §2.2 item 5): the cache moves its quiescent
+// Adaptive sizing (SCC requirements §2.2 item 5): the cache moves its quiescent
 // size (and with it the active limit, QuiescentBytes × ActiveMultiplier)
 // within [MinBytes, MaxBytes] to follow the working set, the way HDF5's
 // metadata cache does (H5C_auto_size_ctl_t): an epoch is a number of chunk

@@ -15,7 +15,7 @@ import (
 var ErrAdaptiveState = errors.New("cache: invalid adaptive sizing state")
 
 // AdaptiveState is what adaptive sizing needs to resume where it left off
-// (seed 004 "save resize status"): its configuration with every default
+// (Cache image RFC "save resize status"): its configuration with every default
 // spelled out (so a cache configured otherwise resumes the same policy),
 // the size in force, and the epoch count and the counts of the epoch in
 // progress. It is a plain value; MarshalBinary gives a fixed-size,

@@ -2,7 +2,7 @@ package cache
 
 import "sync"
 
-// Admission is the admission control in front of this cache (seed 000
+// Admission is the admission control in front of this cache (SCC design
 // §5.2): it lets requests in only while the cache can hold all of them at
 // once. It is owned by package resource (resource.Admitter), which cache
 // may not import (DESIGN: engine → resource and cache; cache →

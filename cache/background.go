@@ -138,9 +138,9 @@ func (c *Cache) trimmer() {
 	}
 }
 
-// Background pre-encode (seed 001 §2.2 item 6: "preparing dirty chunks for
+// Background pre-encode (SCC requirements §2.2 item 6: "preparing dirty chunks for
 // flush when they become likely candidates for flush and/or eviction";
-// seed 002 "Data Formats": chunks "preemptively encoded as they near the
+// SCC internal API "Data Formats": chunks "preemptively encoded as they near the
 // conditions for eviction", a later write invalidating the image).
 //
 // When resident bytes pass the high-water mark (3/4 of QuiescentBytes: above

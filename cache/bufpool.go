@@ -7,7 +7,7 @@ import (
 	"unsafe"
 )
 
-// Recycled buffers (issue 10 §3). Chunk buffers, stored images read for a
+// Recycled buffers. Chunk buffers, stored images read for a
 // load and images encoded for a write come from size-classed pools and go
 // back when their last user is done, so that a steady stream of loads,
 // creates and evictions allocates nothing per chunk: evicting a chunk gives

@@ -1,4 +1,4 @@
-// Package cache is scc's shared chunk cache (seed 000, seed 001, seed 002):
+// Package cache is scc's shared chunk cache (SCC design, SCC requirements, SCC internal API):
 // one memory budget serving every dataset of one or more files, with
 // per-dataset minimum reservations, pluggable replacement policies, eviction
 // that writes dirty victims with one vector write, loads with one vector
@@ -66,7 +66,7 @@ var (
 
 type registry = *lockfree.Registry[uint64, *Dataset]
 
-// Cache is the shared chunk cache (seed 000 §2.4 H5SC_t). Create it with
+// Cache is the shared chunk cache (SCC design §2.4 H5SC_t). Create it with
 // New; share it between files with RegisterFile.
 type Cache struct {
 	// cfg is the configuration given to New, defaults applied. The fields
@@ -202,7 +202,7 @@ func New(cfg Config) (*Cache, error) {
 }
 
 // Close stops the background goroutines and drops every chunk without
-// writing anything (seed 002 H5SC_destroy: "does not flush chunks").
+// writing anything (SCC internal API H5SC_destroy: "does not flush chunks").
 //
 // Close refuses (ErrFilesOpen, nothing changed, the cache stays usable)
 // while any file is still registered: dropping a registered file's chunks
@@ -243,7 +243,7 @@ func (c *Cache) Close() error {
 	return nil
 }
 
-// RegisterFile adds a file to the cache (seed 001 §4.4). One Cache may serve
+// RegisterFile adds a file to the cache (SCC requirements §4.4). One Cache may serve
 // many files; their chunks share the budget.
 func (c *Cache) RegisterFile(drv vfd.Driver) (*File, error) {
 	if c.closed.Load() {
@@ -257,9 +257,9 @@ func (c *Cache) RegisterFile(drv vfd.Driver) (*File, error) {
 	return f, nil
 }
 
-// RegisterDataset registers dataset id of f with its layout (seed 000 §3.2,
-// seed 001 §4.7). Registering an id that was unregistered earlier re-attaches
-// its still-cached chunks with the new Layout (warm reopen, seed 001 §4.8).
+// RegisterDataset registers dataset id of f with its layout (SCC design §3.2,
+// SCC requirements §4.7). Registering an id that was unregistered earlier re-attaches
+// its still-cached chunks with the new Layout (warm reopen, SCC requirements §4.8).
 func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset, error) {
 	c := f.c
 	if c.closed.Load() {
@@ -435,7 +435,7 @@ const settleTimeout = 10 * time.Second
 func (d *Dataset) ID() uint64 { return d.id }
 
 // Unregister flushes the dataset's dirty chunks and detaches it, leaving its
-// clean chunks cached for a warm reopen (seed 001 §4.8); they age out
+// clean chunks cached for a warm reopen (SCC requirements §4.8); they age out
 // through normal eviction. On a flush error the dataset stays registered.
 //
 // The flush runs without File.mu, so registering or unregistering the
@@ -497,7 +497,7 @@ func (d *Dataset) maybeExpire() {
 	}
 }
 
-// Flush writes every dirty chunk of the file's datasets (seed 001 §4.5):
+// Flush writes every dirty chunk of the file's datasets (SCC requirements §4.5):
 // encoded in parallel, inserted with one Layout.Insert per dataset, written
 // with one vector write, then synced. Chunks written concurrently with the
 // flush stay dirty. It returns nil only when every chunk that was dirty when
@@ -519,7 +519,7 @@ func (f *File) registered() []*Dataset {
 }
 
 // Unregister flushes the file, evicts all of its chunks and drops its
-// datasets (seed 001 §4.6). On a flush error nothing is dropped.
+// datasets (SCC requirements §4.6). On a flush error nothing is dropped.
 func (f *File) Unregister(ctx context.Context) error {
 	if err := f.Flush(ctx); err != nil {
 		return err
@@ -673,7 +673,7 @@ func (c *Cache) settleBack(e *entry) {
 	}
 }
 
-// reserve charges n bytes before a chunk is loaded or created (seed 002
+// reserve charges n bytes before a chunk is loaded or created (SCC internal API
 // size_hint), evicting (and writing dirty victims) until they fit under the
 // active limit. Memory is a promise: when nothing can be evicted the caller
 // blocks until others release bytes. The only excess allowed is one
@@ -755,7 +755,7 @@ func (c *Cache) evictableNow() bool {
 }
 
 // begin/end bracket every request that goes past the hit path, so the
-// cache knows when it is quiescent (seed 000 §2.4: the active size applies
+// cache knows when it is quiescent (SCC design §2.4: the active size applies
 // only while requests run; see serveHits for why hits are left out).
 func (c *Cache) begin() error { return c.beginOn(c.st.hot.Stripe()) }
 

@@ -6,12 +6,12 @@ import (
 	"runtime"
 )
 
-// PolicyKind selects the replacement policy (seed 000 §4.2, §4.2.1; seed 001
+// PolicyKind selects the replacement policy (SCC design §4.2, §4.2.1; SCC requirements
 // §2.2 item 4). The zero value is the default two-stage LRU.
 type PolicyKind int
 
 const (
-	// PolicyTwoStageLRU is seed 000 §4.2: the least recently used dataset
+	// PolicyTwoStageLRU is SCC design §4.2: the least recently used dataset
 	// nominates its least recently used chunks until it reaches its minimum,
 	// then the next dataset; partially read or written chunks get a second
 	// pass.
@@ -21,10 +21,10 @@ const (
 	// PolicyMRU evicts the most recently used chunk first: right for cyclic
 	// scans larger than the cache.
 	PolicyMRU
-	// PolicyLFU evicts the least frequently used chunk first (seed 000
+	// PolicyLFU evicts the least frequently used chunk first (SCC design
 	// §4.2.1 "frequency-based policies can use the integer counter").
 	PolicyLFU
-	// PolicyRandom evicts chunks in random order (seed 001 §3.3: random
+	// PolicyRandom evicts chunks in random order (SCC requirements §3.3: random
 	// reads for machine learning).
 	PolicyRandom
 	// PolicySIEVE is the scan-resistant SIEVE policy: a FIFO with one
@@ -72,12 +72,12 @@ const (
 // takes the documented default.
 type Config struct {
 	// QuiescentBytes is the budget for resident chunk bytes when no request
-	// is running (seed 000 §2.4 SCC_quiescent_size). Default 256 MiB.
+	// is running (SCC design §2.4 SCC_quiescent_size). Default 256 MiB.
 	QuiescentBytes int64
 	// ActiveMultiplier scales QuiescentBytes into the limit that holds while
-	// requests run (seed 000 §2.4 SCC_active_size). Default 2; must be >= 1.
+	// requests run (SCC design §2.4 SCC_active_size). Default 2; must be >= 1.
 	ActiveMultiplier float64
-	// MinBytes is the default per-dataset minimum reservation (seed 000 §2.3
+	// MinBytes is the default per-dataset minimum reservation (SCC design §2.3
 	// min_dset_size): a dataset holding no more than this does not nominate
 	// eviction candidates while others can. Default 10 MiB; -1 means none.
 	// DatasetOptions.MinBytes overrides it per dataset.
@@ -85,11 +85,11 @@ type Config struct {
 	// Policy selects the replacement policy. Default PolicyTwoStageLRU.
 	Policy PolicyKind
 	// PartialSecondChance gives partially read or written chunks a second
-	// pass before eviction (seed 000 §4.2). Default on.
+	// pass before eviction (SCC design §4.2). Default on.
 	PartialSecondChance SecondChance
 	// BypassBytes: chunks whose in-memory size (Location.SizeHint) exceeds
 	// this skip the cache: loaded or created, served, written back if
-	// modified, and dropped at once (seed 002 "Skip Cache"). Default 0 means
+	// modified, and dropped at once (SCC internal API "Skip Cache"). Default 0 means
 	// QuiescentBytes/4; -1 means never bypass. A write covering such a
 	// chunk whole, of a layout that offers it (DirectWriter), goes from the
 	// caller's buffer to the file without a copy (directwrite.go), and so
@@ -144,12 +144,12 @@ type Config struct {
 
 	// PreEncodeBytes caps the bytes of disk images the cache encodes ahead
 	// of time for dirty chunks near eviction and keeps until they are
-	// written (seed 001 §2.2 item 6, seed 002 "Data Formats"). The images
+	// written (SCC requirements §2.2 item 6, SCC internal API "Data Formats"). The images
 	// count against the memory budget. Default 0 means QuiescentBytes/8;
 	// -1 turns background pre-encoding off.
 	PreEncodeBytes int64
 	// Prefetch turns on loading the next chunks ahead of sequential
-	// readers in the background (seed 001 §2.2 item 6). Default off.
+	// readers in the background (SCC requirements §2.2 item 6). Default off.
 	Prefetch bool
 	// PrefetchBytes caps the bytes of prefetched chunks not yet read.
 	// Default 0 means QuiescentBytes/8. Used only with Prefetch.
@@ -158,7 +158,7 @@ type Config struct {
 	// loaded. Default 4. Used only with Prefetch.
 	PrefetchChunks int
 
-	// MaxMemoryBytes is the hard cap (seed 000 §4.3 "maximum available"):
+	// MaxMemoryBytes is the hard cap (SCC design §4.3 "maximum available"):
 	// the quiescent size and the active limit never exceed it, whatever
 	// QuiescentBytes, ActiveMultiplier, adaptive sizing or SetConfig ask
 	// (so resident bytes stay under it, but for the one indivisible chunk
@@ -254,7 +254,7 @@ func (c Config) Validate() error {
 
 // DatasetOptions configures one registered dataset.
 type DatasetOptions struct {
-	// MinBytes is this dataset's minimum reservation (seed 000 §2.3
+	// MinBytes is this dataset's minimum reservation (SCC design §2.3
 	// min_dset_size): 0 takes Config.MinBytes, -1 means none.
 	MinBytes int64
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// Direct reads (issue 10 §2; seed 001 §3.2.1-2, the direct paths of seed
+// Direct reads (SCC requirements §3.2.1-2, the direct paths of seed
 // 002): a read that covers a whole stored chunk which is not resident, of a
 // layout whose stored image is the chunk's bytes plus a small trailer, goes
 // by one vector read straight into the caller's buffer and the trailer into

@@ -2,7 +2,7 @@ package cache
 
 import "fmt"
 
-// Direct reads in part (seed 002 "selection read" and "vector read"; issue
+// Direct reads in part (SCC internal API "selection read" and "vector read"; issue
 // 12 item 5): a read of part of a chunk that is not resident, of a layout
 // whose stored chunk is made of blocks that each carry their own checksum
 // (a structured chunk's sections, a contiguous extent's pieces), reads

@@ -8,7 +8,7 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// Direct writes (issue 10 §2; seed 001 §3.2.1-2, the direct paths of seed
+// Direct writes (SCC requirements §3.2.1-2, the direct paths of seed
 // 002): a write that covers a whole chunk of a layout whose stored frame is
 // the chunk's bytes between a small header and trailer goes from the
 // caller's buffer to the file by one vector write, the frame's header and
@@ -24,7 +24,7 @@ import (
 // it would be created, gathered, encoded, written and dropped at once,
 // dropBypass), or at least Config.DirectWriteBytes (64 KiB: from there on
 // the cached path's two copies cost more than the write, and a read-back
-// is one pread at page-cache speed; issue 10 asked for "only when keeping
+// is one pread at page-cache speed; direct writes used to go direct "only when keeping
 // it would evict something else", which left h5perf's unfiltered writes
 // at 0.5-0.8x HDF5 in a cache with room, and measured direct 1.3-1.9x
 // cached there), or admitting it would take the resident bytes past the

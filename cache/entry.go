@@ -34,8 +34,8 @@ import (
 //     (Cache.spaceWaiters) and takes the wake-up channel before it looks a
 //     last time, so no wake-up is lost (TestUnpinWakesSpaceWaiter).
 //
-// entryState is where an entry is in its life (seed 000 §2.2, extended with
-// the transient states the multi-threaded cache needs, seed 000 §5.1).
+// entryState is where an entry is in its life (SCC design §2.2, extended with
+// the transient states the multi-threaded cache needs, SCC design §5.1).
 //
 //	loading ──► resident ◄──► evicting ──► dead
 //	   └──────────────────────────────────► dead   (load failed or bypass)
@@ -52,13 +52,13 @@ const (
 	stateDead
 )
 
-// entry is one chunk in the cache (seed 000 §2.2 H5SC_chunk_t).
+// entry is one chunk in the cache (SCC design §2.2 H5SC_chunk_t).
 type entry struct {
 	// The fields a hit reads or writes come first, so that they share the
 	// entry's first cache line (the allocation's size class, 320 bytes,
 	// is a multiple of 64, so the struct starts on a line): with 4096 or
 	// more resident entries a hit's entry is rarely in the core's cache,
-	// and every further line it touches is another miss (issue 10: the
+	// and every further line it touches is another miss (once the
 	// pin word, the chunk and the prefetched flag were on three lines).
 	// Policy and bookkeeping fields follow, away from the pin word that
 	// concurrent hits write.
@@ -107,8 +107,8 @@ type entry struct {
 	// that run Scatter under a light pin instead of the latch: latch.go).
 	// Held only while pinned or evicting.
 	latch sync.RWMutex
-	// encoded is the pre-encoded disk image (seed 002 "Data Formats": chunks
-	// near eviction are encoded early; seed 001 §2.2 item 6), filled by the
+	// encoded is the pre-encoded disk image (SCC internal API "Data Formats": chunks
+	// near eviction are encoded early; SCC requirements §2.2 item 6), filled by the
 	// background pre-encoder (background.go). Its bytes are part of size and
 	// of Cache.pre.bytes. Set and cleared under latch exclusive (or by the
 	// goroutine that owns an evicting entry); read under latch shared.
@@ -132,7 +132,7 @@ type entry struct {
 	linked       bool   // on its dataset's member list and known to the policy
 	mnext, mprev *entry // dataset member list
 	pnext, pprev *entry // policy order list
-	counter      int32  // policy counter (seed 000 §2.2 chunk_counter)
+	counter      int32  // policy counter (SCC design §2.2 chunk_counter)
 	visited      bool   // SIEVE visited bit
 	// age is adaptive sizing's record of the epoch of the last access
 	// (adaptive_age.go).
@@ -141,7 +141,7 @@ type entry struct {
 
 // Bits of entry.flags.
 const (
-	// flagPartial: the last access was a partial read/write (seed 000
+	// flagPartial: the last access was a partial read/write (SCC design
 	// §2.2 partial_io).
 	flagPartial uint32 = 1 << iota
 	// flagPrefetched: loaded by the prefetcher (prefetch.go) and not used
@@ -346,10 +346,10 @@ func (e *entry) waitInfo() (entryState, chan struct{}) {
 	return st, nil
 }
 
-// Dataset is a registered dataset's header (seed 000 §2.3
+// Dataset is a registered dataset's header (SCC design §2.3
 // H5SC_dset_header_t). It stays in its file's registry after Unregister
 // while it still has cached chunks, so that registering the same id again
-// re-attaches them (warm reopen, seed 001 §4.8).
+// re-attaches them (warm reopen, SCC requirements §4.8).
 type Dataset struct {
 	c      *Cache
 	file   *File
@@ -383,7 +383,7 @@ type Dataset struct {
 	members      *entry // head of the member list (every linked entry, any order)
 	dnext, dprev *Dataset
 	onList       bool      // on the two-stage LRU's dataset list
-	exhausted    bool      // seed 000 §2.3 evict_exhausted: sits out the current round
+	exhausted    bool      // SCC design §2.3 evict_exhausted: sits out the current round
 	lru          entryList // two-stage LRU: this dataset's chunk LRU (head = MRU)
 }
 
@@ -396,7 +396,7 @@ type layoutBox struct {
 
 func (d *Dataset) lay() *layoutBox { return d.layout.Load() }
 
-// File is one file registered with a Cache (seed 001 §4.4).
+// File is one file registered with a Cache (SCC requirements §4.4).
 type File struct {
 	c      *Cache
 	serial uint64

@@ -205,14 +205,14 @@ func (c *Cache) remove(es []*entry) {
 	}
 }
 
-// evict frees at least need bytes if it can (seed 000 §4.2): the policy
+// evict frees at least need bytes if it can (SCC design §4.2): the policy
 // nominates victims; the first pass honours per-dataset minimums, a second
 // pass (when passes is 2 and the first fell short) ignores them: a request
 // that needs memory may take it from a dataset's reservation, the
 // background trim may not. Clean victims are
 // dropped; dirty ones are encoded in parallel, inserted with one
 // Layout.Insert per dataset and written with one WriteV per file
-// (seed 000 §3.6) before being dropped. It returns the bytes freed.
+// (SCC design §3.6) before being dropped. It returns the bytes freed.
 //
 // A failed write returns the error and leaves those victims resident and
 // dirty; clean victims are still freed.
@@ -306,7 +306,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	return freed, nil
 }
 
-// writeBack writes the given dirty entries (seed 001 §3.2.3 chunk flush):
+// writeBack writes the given dirty entries (SCC requirements §3.2.3 chunk flush):
 // encode in parallel under the shared latch remembering each version,
 // one Layout.Insert per dataset, one WriteV per file, optionally Sync, then
 // mark clean each entry whose version did not change meanwhile.
@@ -323,7 +323,7 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 // at once would hold a second cache's worth of them. Rounds of at most an
 // eighth of the active limit of chunks bound that, and still give the pool
 // many chunks to encode in parallel and the driver one vector write per
-// round. (Eviction writes its victims in one round, seed 000 §3.6: they
+// round. (Eviction writes its victims in one round, SCC design §3.6: they
 // are what one request needs.)
 func (c *Cache) writeBackRounds(ctx context.Context, es []*entry) error {
 	limit := max(c.sizing().active/8, 1)
@@ -536,7 +536,7 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 }
 
 // condense asks Condenser layouts to give back slack memory of the chunks
-// next in eviction order (seed 002 H5SC_chunk_condense_t), before anything
+// next in eviction order (SCC internal API H5SC_chunk_condense_t), before anything
 // is evicted for space. It returns the bytes given back.
 func (c *Cache) condense(need int64) int64 {
 	const maxCandidates = 64

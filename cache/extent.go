@@ -44,7 +44,7 @@ func whollyOutside(coord Coord, cd, dims []uint64) bool {
 }
 
 // Shrinking an extent is two calls, so that an error leaves the dataset as
-// it was (issue 9 §2):
+// it was:
 //
 //  1. PrepareExtent does every fallible step and changes nothing the
 //     dataset shows: it writes back the dataset's dirty chunks (so the
@@ -60,8 +60,8 @@ func whollyOutside(coord Coord, cd, dims []uint64) bool {
 //     dataset evicting a prepared chunk in the window between the calls,
 //     when the trim reloads it.
 //
-// Keys do not depend on the extent (key.go), so unlike seed 000 §3.4
-// nothing is re-keyed. The caller has drained the dataset's I/O (seed 000
+// Keys do not depend on the extent (key.go), so unlike SCC design §3.4
+// nothing is re-keyed. The caller has drained the dataset's I/O (SCC design
 // §5.2) for the whole sequence.
 
 // PrepareExtent is step 1 of a shrink (see above). Growth needs no
@@ -214,7 +214,7 @@ func (d *Dataset) edges(oldDims, newDims []uint64, fn func([]Request) error) err
 	return flush()
 }
 
-// DirectRead returns the chunk's stored image without decoding (seed 002
+// DirectRead returns the chunk's stored image without decoding (SCC internal API
 // H5SC_direct_chunk_read); a dirty cached copy is flushed first.
 // Location.Size == 0 means the chunk is not stored.
 func (d *Dataset) DirectRead(ctx context.Context, coord Coord) ([]byte, Location, error) {
@@ -280,7 +280,7 @@ func (d *Dataset) DirectRead(ctx context.Context, coord Coord) ([]byte, Location
 	return buf, loc, nil
 }
 
-// DirectWrite stores a raw encoded image for the chunk (seed 002
+// DirectWrite stores a raw encoded image for the chunk (SCC internal API
 // H5SC_direct_chunk_write): any cached copy is dropped first, then the
 // image is inserted into the layout's index and written.
 func (d *Dataset) DirectWrite(ctx context.Context, coord Coord, enc Encoded) error {

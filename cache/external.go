@@ -1,6 +1,6 @@
 package cache
 
-// Metadata charged from outside the cache (issue 5 §4): a container's
+// Metadata charged from outside the cache: a container's
 // chunk index blocks stay in memory so that a hot lookup does no I/O, and
 // they are counted inside the cache's budget so that resident chunks plus
 // index bytes stay under the limit. The bytes are unevictable: charging

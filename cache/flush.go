@@ -6,7 +6,7 @@ import (
 )
 
 // flushDatasets writes every chunk of dss that is dirty when it starts
-// (seed 000 §3.3, §3.8), then syncs their files when sync is set.
+// (SCC design §3.3, §3.8), then syncs their files when sync is set.
 //
 // Concurrency: a flusher pins each entry (so it cannot be evicted) and
 // takes its flushMu with TryLock, so that two flushers never write the same
@@ -153,7 +153,7 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 }
 
 // Flush writes the dataset's dirty chunks and syncs its file; with evict it
-// then drops every chunk of the dataset that is not in use (seed 002
+// then drops every chunk of the dataset that is not in use (SCC internal API
 // H5SC_flush_dset).
 func (d *Dataset) Flush(ctx context.Context, evict bool) error {
 	c := d.c

@@ -6,7 +6,7 @@ import (
 	"math"
 )
 
-// Sizing state in a cache image (seed 004 §2 step 8 and open step 6: "the
+// Sizing state in a cache image (Cache image RFC §2 step 8 and open step 6: "the
 // adaptive cache resizing configuration and status"). The image carries it
 // as opaque bytes whose first byte is their version; this file owns the
 // encoding. Version 1 records the cache's current limits; version 2, written

@@ -11,7 +11,7 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// Request is the part of one read or write that falls in one chunk (seed 001
+// Request is the part of one read or write that falls in one chunk (SCC requirements
 // §4.9: the (file, dataset, chunk, selections, buffer) tuple; the file is
 // the dataset's).
 type Request struct {
@@ -19,7 +19,7 @@ type Request struct {
 	Coord   Coord
 	// Full reports that Piece selects every element of the chunk: a full
 	// write never loads the chunk, and a partial access gives the chunk a
-	// second chance in eviction (seed 000 §4.2).
+	// second chance in eviction (SCC design §4.2).
 	Full  bool
 	Piece Piece
 }
@@ -51,7 +51,7 @@ func maxStored(sizeHint int64) int64 {
 }
 
 // Read serves per-chunk read requests, which may span datasets and files
-// (seed 000 §3.7): resident chunks first; missing chunks are looked up
+// (SCC design §3.7): resident chunks first; missing chunks are looked up
 // (one Layout.Lookup per dataset), split into sub-lists that fit the space
 // eviction can free, and for each sub-list space is made (dirty victims
 // written with one WriteV), existing chunks are read with one ReadV per
@@ -61,7 +61,7 @@ func (c *Cache) Read(ctx context.Context, reqs []Request) error {
 	return c.do(ctx, op{kind: opRead}, reqs)
 }
 
-// Write applies per-chunk write requests (seed 000 §3.6). A Full request
+// Write applies per-chunk write requests (SCC design §3.6). A Full request
 // never loads its chunk (Layout.NewChunk with fill false); a chunk that
 // exists nowhere is created with fill true. Written chunks become dirty;
 // they reach the disk on eviction or Flush.
@@ -675,7 +675,7 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 			return later, err
 		}
 	}
-	// Sub-lists whose chunks fit the space eviction can make (seed 000
+	// Sub-lists whose chunks fit the space eviction can make (SCC design
 	// §3.6): the active limit minus what other requests hold in flight.
 	s := c.flashFor(work) - c.inflight.Load()
 	for start := 0; start < len(work); {
@@ -714,7 +714,7 @@ func cut(budget int64, n int, size func(i int) int64) (end int) {
 }
 
 // subList claims, reserves, loads or creates, and applies one sub-list
-// (seed 000 §3.6-3.7). The steps, each its own method:
+// (SCC design §3.6-3.7). The steps, each its own method:
 //
 //  1. claim: publish a loading entry per chunk (others wait on it); a
 //     chunk someone else claimed first is retried later.
@@ -878,7 +878,7 @@ func (c *Cache) readImages(loads []*group) (images [][]byte, sums []directRead, 
 	for i, g := range loads {
 		f := g.d.file
 		// A prefetched image entry of this very block skips the read
-		// (prefetched.go; seed 004 §2 "prefetched entries").
+		// (prefetched.go; Cache image RFC §2 "prefetched entries").
 		if b, ok := f.TakePrefetched(g.loc.Addr, g.loc.Size, g.loc.Sum); ok {
 			images[i] = b
 			continue

@@ -6,14 +6,14 @@ import (
 	"math/bits"
 )
 
-// Key is a 128-bit chunk key (seed 000 §2.1 H5SC_chunk_key_t).
+// Key is a 128-bit chunk key (SCC design §2.1 H5SC_chunk_key_t).
 type Key struct {
 	Hi, Lo uint64
 }
 
 // chunkKey is what the chunk table is keyed by.
 //
-// Identity: seed 000 §2.1 interleaves the dataset's object-header address
+// Identity: SCC design §2.1 interleaves the dataset's object-header address
 // with the chunk coordinates. Here the dataset identity is the dataset
 // header's serial, a small integer unique across the whole Cache (it is
 // assigned per (file, dataset id) pair and kept across a warm reopen), so

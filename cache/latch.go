@@ -92,7 +92,7 @@ func (e *entry) lockChunk() {
 //
 // Why: a light pin is still two atomic read-modify-writes of the entry's
 // word, and when goroutines on several cores read the same chunk (a hot
-// chunk; issue 10's resident-read benchmark, where every read hits one
+// chunk; the resident-read benchmark, where every read hits one
 // chunk) that word's cache line moves between the cores twice per read.
 // A slot reader instead publishes the entry in a read slot of its own P
 // (a line no other core writes while it is held) and only loads the
@@ -120,8 +120,8 @@ func (e *entry) lockChunk() {
 // eviction moves the entry to evicting at once and then waits for the
 // copy in flight, which the reader finishes.
 //
-// Accounting in the slot (issue 10: "fold the counters into the lossy
-// access buffers"). While a goroutine holds a slot, the slot's other
+// Accounting in the slot (the counters folded into the lossy access
+// buffers). While a goroutine holds a slot, the slot's other
 // fields are its own: the slot's e word is the lock, taken by the CAS
 // from nil and released by the Store of nil, which order every holder's
 // plain accesses for the next holder (and the race detector). A slot

@@ -4,7 +4,7 @@ import (
 	"context"
 )
 
-// This file is the layout callback interface of seed 002 ("Layout
+// This file is the layout callback interface of SCC internal API ("Layout
 // Callbacks"), in Go form. The cache never looks inside a chunk: it knows a
 // chunk only through these callbacks and the sizes they report, so that any
 // layout that cuts a dataset into (hyper)rectangular chunks stored apart in
@@ -25,7 +25,7 @@ import (
 //                           dataset, the selection view, whose Lookup
 //                           locates only the frame header and selection
 //                           section of a stored chunk and whose Decode
-//                           decodes only them (seed 001 §2.1 item 6): the
+//                           decodes only them (SCC requirements §2.1 item 6): the
 //                           cache loads and keeps selections without the
 //                           values, in the same budget; its coordinates
 //                           name the stored version, so a kept selection
@@ -95,7 +95,7 @@ import (
 //                           image, which its layout's Publish turns into a
 //                           deletion (sparse).
 //
-// The operations seed 002 gives layouts of structured chunks are carried
+// The operations SCC internal API gives layouts of structured chunks are carried
 // by the Piece instead of by more callbacks: a Piece is the layout's own
 // value, so a layout can make a request mean "read values", "define"
 // (write), "erase values" or "report defined values", and its Scatter and
@@ -112,7 +112,7 @@ import (
 // too large for what is left under the quiescent limit (a full cache
 // would keep it only by evicting others; directWorthIt).
 // Other chunks above BypassBytes are loaded, served and dropped at once
-// (the fallback seed 002 names for "Skip Cache"). A resident copy, clean
+// (the fallback SCC internal API names for "Skip Cache"). A resident copy, clean
 // or dirty, always serves the request.
 //
 // Dense chunks are read and written directly only whole. A dense chunk's
@@ -129,7 +129,7 @@ import (
 // than the cache therefore loads it, serves the part and drops it.
 
 // Coord is a chunk's scaled coordinates: element coordinates divided by the
-// chunk dimensions, so adjacent chunks differ by one (seed 002 "scaled").
+// chunk dimensions, so adjacent chunks differ by one (SCC internal API "scaled").
 type Coord []uint64
 
 // Location says where a chunk's encoded image lives in the file (the outputs
@@ -144,7 +144,7 @@ type Location struct {
 	// of the pipeline was skipped when the chunk was encoded.
 	Mask uint32
 	// SizeHint is the number of bytes the decoded chunk will occupy in cache
-	// memory (seed 002 size_hint); the cache uses it to reserve space before
+	// memory (SCC internal API size_hint); the cache uses it to reserve space before
 	// loading.
 	SizeHint int64
 	// Sum is the layout's checksum of the stored image, recorded in its
@@ -157,7 +157,7 @@ type Location struct {
 // Exists reports whether the chunk has an image on disk.
 func (l Location) Exists() bool { return l.Size > 0 }
 
-// Chunk is a chunk in cache memory format (seed 002 "Data Formats"). The
+// Chunk is a chunk in cache memory format (SCC internal API "Data Formats"). The
 // cache holds it opaquely and charges MemSize against its budget; MemSize is
 // re-read after every Decode, NewChunk, Gather and Trim because a layout may
 // grow or shrink its chunks (sparse sections).
@@ -238,7 +238,7 @@ type Layout interface {
 	// itself, so that many chunks go out in one vector write, and calls
 	// Publish with the outcome.
 	//
-	// Departure from seed 002, on purpose: the seed's insert records the new
+	// Departure from SCC internal API, on purpose: the seed's insert records the new
 	// address in the index before the write. Here a commit running
 	// concurrently could then make durable an index that points at bytes not
 	// yet written; splitting allocate from publish closes that window.
@@ -265,7 +265,7 @@ type Layout interface {
 
 	// Trim resets every element of chunk that lies outside dims (the
 	// dataset's new extent, in elements) to the fill value, after a shrink
-	// (seed 002 H5Dset_extent: fill or erase the newly out-of-bounds
+	// (SCC internal API H5Dset_extent: fill or erase the newly out-of-bounds
 	// elements). It reports whether anything changed.
 	Trim(coord Coord, chunk Chunk, dims []uint64) (bool, error)
 

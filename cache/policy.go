@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 )
 
-// Replacement policies (seed 000 §4.2, §4.2.1; seed 001 §2.2 item 4, §3.3).
+// Replacement policies (SCC design §4.2, §4.2.1; SCC requirements §2.2 item 4, §3.3).
 //
 // How accesses reach a policy: a hit never takes the policy lock. It
 // records the entry in a lossy buffer (its read slot's, latch.go, or the
@@ -17,7 +17,7 @@ import (
 // hit on an entry whose record still waits in the same slot adds none
 // (pendingFilter), so LFU counts about one access per entry per slot and
 // drain (an approximation of frequency, like any sampled LFU). We chose buffers over CLOCK bits
-// because the default policy is seed 000's two-stage LRU, which needs real
+// because the default policy is SCC design's two-stage LRU, which needs real
 // recency order per dataset and per chunk; CLOCK would only approximate it.
 // (SIEVE below is the CLOCK-like option and uses a visited bit; S3-FIFO,
 // policy_s3fifo.go, uses 2-bit frequencies that a hit only bumps.)
@@ -110,7 +110,7 @@ func (l *entryList) moveFront(e *entry) {
 	l.pushFront(e)
 }
 
-// twoStageLRU is seed 000 §4.2: datasets in LRU order; within the LRU
+// twoStageLRU is SCC design §4.2: datasets in LRU order; within the LRU
 // dataset, chunks from the tail of its chunk LRU. A partially read or
 // written chunk met for the first time gets a second pass (counter set to
 // 1, moved to the head). A dataset that reaches its minimum is moved to the
@@ -214,7 +214,7 @@ func (p *twoStageLRU) nominate(try func(*entry) verdict) {
 		for e := l.tail; e != nil; {
 			ep := e.pprev
 			if p.secondChance && e.counter == 0 && e.partial().Load() {
-				e.counter = 1 // second pass (seed 000 §2.2 chunk_counter)
+				e.counter = 1 // second pass (SCC design §2.2 chunk_counter)
 				l.moveFront(e)
 				if ep == nil {
 					ep = e // e was the head: look at it again, now on its second pass
@@ -381,7 +381,7 @@ func (h *lfuHeap) Pop() any {
 	return x
 }
 
-// randomPolicy evicts chunks in random order (seed 001 §3.3). entry.counter
+// randomPolicy evicts chunks in random order (SCC requirements §3.3). entry.counter
 // holds the entry's index in all.
 type randomPolicy struct {
 	all []*entry

@@ -8,7 +8,7 @@ package cache
 //     here unless the ghost queue remembers it. A chunk reaching the tail of
 //     S is promoted to main if it was accessed while in S, and otherwise
 //     evicted, its key going to the ghost queue. One-time scans therefore
-//     pass through S and never displace main (seed 001 §3.3: whole-dataset
+//     pass through S and never displace main (SCC requirements §3.3: whole-dataset
 //     reads must not push out the chunks others reuse).
 //   - main (M, the rest): a FIFO with a 2-bit saturating frequency per chunk
 //     (CLOCK with up to three chances): a chunk at the tail with frequency
@@ -35,12 +35,12 @@ package cache
 // would bypass the buffer, but needs an atomic field in entry and a hook in
 // recordAccess; until then the buffered path is used for uniformity.
 //
-// Per-dataset minimums (seed 000 §4.2): the cache answers exhausted for a
+// Per-dataset minimums (SCC design §4.2): the cache answers exhausted for a
 // chunk whose dataset is at its minimum; that dataset then sits out the rest
 // of the round (its chunks are passed over where they stand, neither
 // offered, promoted nor aged), like the two-stage LRU's exhausted list.
 //
-// Partial chunks (seed 000 §4.2 second pass): with secondChance, a
+// Partial chunks (SCC design §4.2 second pass): with secondChance, a
 // partially read or written chunk that reaches the tail of S unaccessed is
 // promoted to M once, instead of being evicted, so it gets one more pass.
 //

@@ -366,7 +366,7 @@ func TestS3FIFOInCacheKeepsHotChunksThroughStream(t *testing.T) {
 		t.Error("control: LRU kept the hot chunks too; the test proves nothing")
 	}
 	// With a minimum of 4 chunks the hot dataset keeps all of them even
-	// when never read again (seed 000 §4.2 min_dset_size).
+	// when never read again (SCC design §4.2 min_dset_size).
 	e := newEnv(t, Config{QuiescentBytes: 16 * chunk, MinBytes: -1, BypassBytes: -1, Policy: PolicyS3FIFO})
 	hot, hl := e.dataset(1, 4*chunk, chunk)
 	stream, sl := e.dataset(2, -1, chunk)

@@ -9,7 +9,7 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// Prefetch (seed 001 §2.2 item 6: "background thread(s) prefetching
+// Prefetch (SCC requirements §2.2 item 6: "background thread(s) prefetching
 // chunks"). Each dataset remembers the last chunk a read missed on; a miss
 // on the next chunk along one dimension (the last dimension for row-major
 // scans, dimension 0 for frame stacks) starts a stream, and the next

@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Prefetched entries (seed 004 §2 "prefetched entries", §4.3): blocks a
+// Prefetched entries (Cache image RFC §2 "prefetched entries", §4.3): blocks a
 // cache image brought into memory at open, held in their on-disk (encoded)
 // form only, and turned into regular entries — decoded by whoever owns them
 // — on their first request, which then skips its read. The owner of the
@@ -32,7 +32,7 @@ import (
 // are skipped. Eviction drops prefetched sets before any chunk, a whole
 // set at a time (its memory is one buffer), oldest first: entries never
 // requested since open are the coldest things in the cache. This departs
-// from seed 004, which puts prefetched entries into the LRU at their
+// from Cache image RFC, which puts prefetched entries into the LRU at their
 // recorded places; here the recorded rank orders an image's entries among
 // themselves (what the budget keeps, what an image carries forward).
 // Prefetched entries are never dirty, so a flush never writes one (seed
@@ -48,7 +48,7 @@ type PrefetchedBlock struct {
 	// Kind is the owner's code for what the block is; opaque to the cache.
 	Kind uint8
 	// Age counts the images the block appeared in without being requested
-	// (seed 004 §4.2 "Age").
+	// (Cache image RFC §4.2 "Age").
 	Age uint8
 	// Rank is the block's place in the image's replacement order (0 the
 	// most recently used).
@@ -238,7 +238,7 @@ func (f *File) HasPrefetched(addr int64) bool {
 
 // PrefetchedBlocks returns copies of f's prefetched entries never
 // requested, in rank order (the engine carries them into the image its
-// closing commit writes, seed 004 entry_ageout).
+// closing commit writes, Cache image RFC entry_ageout).
 func (f *File) PrefetchedBlocks() []PrefetchedBlock {
 	f.c.img.Lock()
 	defer f.c.img.Unlock()

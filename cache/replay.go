@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Replaying access records off the reading goroutine (issue 10).
+// Replaying access records off the reading goroutine.
 //
 // A hit appends its entry to the lossy striped buffer (Cache.accesses,
 // lockfree.Buffer.Record) and returns: it never applies records to the
@@ -18,7 +18,7 @@ import (
 // Why: the replay is a list move per record (the entry's, its two
 // neighbours' and the list head's lines), and done by the goroutine whose
 // record filled a stripe it was about a tenth of a hit's cost at one
-// goroutine (issue 10's profile), paid by whichever reader was unlucky.
+// goroutine (as a profile of resident reads showed), paid by whichever reader was unlucky.
 //
 // How the replayer is paced. It sleeps until a stripe reaches its mark
 // (half of accessStripe), then drains every replayPoll while the drains

@@ -8,9 +8,9 @@ import (
 	"reflect"
 )
 
-// Runtime configuration (seed 001 §4.2 "Configure Chunk Cache": get and
+// Runtime configuration (SCC requirements §4.2 "Configure Chunk Cache": get and
 // set the configuration of an existing cache) and the hard memory cap
-// (seed 000 §4.3 "maximum available").
+// (SCC design §4.3 "maximum available").
 //
 // The sizes in force live in one immutable sizing value behind an atomic
 // pointer (Cache.sz). SetConfig and adaptive sizing build a new value and
@@ -109,7 +109,7 @@ func (c *Cache) initSizing(raw Config) {
 // Config().QuiescentBytes.
 func (c *Cache) Config() Config { return c.sizing().raw }
 
-// SetConfig changes the configuration of a live cache (seed 001 §4.2).
+// SetConfig changes the configuration of a live cache (SCC requirements §4.2).
 // These fields may change: QuiescentBytes, ActiveMultiplier, MinBytes
 // (for datasets registered afterwards), BypassBytes, MaxMemoryBytes and
 // Adaptive; every other field must equal the current one (compare with

@@ -2,7 +2,7 @@ package cache
 
 import "github.com/scc-dev/scc/vfd"
 
-// Split loads (issue 10: h5perf's partial-chunk reads). A read of part of a
+// Split loads (for h5perf's partial-chunk reads). A read of part of a
 // chunk that is not resident loads the chunk through the cache: a pread of
 // its stored image, then Decode checksums the image, all on the caller's
 // core, before the piece is copied out. For a large unfiltered chunk that

@@ -9,7 +9,7 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// Split direct reads (issue 10: h5perf reads, sequential reads of
+// Split direct reads (for h5perf reads and sequential reads of
 // unfiltered chunks). A direct read (direct.go) is one preadv into the
 // caller's buffer followed by the checksum of those bytes, both on the
 // caller's goroutine: a 1 MiB chunk costs pread(1 MiB) + CRC(1 MiB) on one

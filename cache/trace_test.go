@@ -1,7 +1,7 @@
 package cache
 
 // Hit ratios of the replacement policies on synthetic and public traces
-// (issue 3 acceptance: "each policy's hit ratio on synthetic traces (Zipf,
+// (what the policies are judged by: "each policy's hit ratio on synthetic traces (Zipf,
 // loop, scan plus hot set) and on the small public traces in
 // ../shared/traces printed beside an exact LRU simulation of the same
 // trace").

@@ -8,7 +8,7 @@ import (
 	"github.com/scc-dev/scc/resource"
 )
 
-// Admission (seed 000 §5.2, "resource allocation module"): every request
+// Admission (SCC design §5.2, "resource allocation module"): every request
 // states the cache memory it will hold at once — the chunks it touches ×
 // their in-memory size — and waits, first come first served, until the
 // cache can hold it beside every other admitted request.

@@ -15,9 +15,9 @@ import (
 	"github.com/scc-dev/scc/engine/format"
 )
 
-// Attributes: small named values kept beside a file or a dataset (issue 13
-// §1). A dataset's attributes are the Attrs part of its header, a file's the
-// Attrs part of the catalog (FORMAT.md §5, §6), both in the encoding of
+// Attributes: small named values kept beside a file or a dataset. A
+// dataset's attributes are the Attrs part of its header, a file's the Attrs
+// part of the catalog (FORMAT.md §5, §6), both in the encoding of
 // encodeAttrs below. They change in memory and become durable with the next
 // commit (Flush, Close), under the same crash-safe protocol as everything
 // else: a crash leaves the attributes of the last committed state.

@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkSteadyStateChunkIO measures what one chunk costs the Go heap
-// once the cache is full (issue 10 §3: nothing on the steady-state path
+// once the cache is full (the goal: nothing on the steady-state path
 // allocates per chunk). write: each op overwrites a whole 128 KiB chunk of a
 // 64-chunk dataset through a 16-chunk cache, so each op also evicts (encodes
 // and writes) a dirty chunk; read: each op reads a whole chunk that is not

@@ -12,7 +12,7 @@ import (
 	"github.com/scc-dev/scc/engine/selection"
 )
 
-// The contiguous layout (issue 12 item 4; seed 002, seed 001 §3.4): a
+// The contiguous layout (SCC internal API, SCC requirements §3.4): a
 // fixed-shape dataset stored as one extent of the file, its elements in C
 // order, with no chunk index. It goes through the shared cache like any
 // other dataset, in pieces the layout defines: runs of whole rows along

@@ -19,8 +19,8 @@ import (
 // open-write-close), through scc and through h5perf_serial itself (HDF5
 // and POSIX APIs) in the same run, the peer's runs interleaved with scc's
 // (the machine is shared: both sides see the same load). It reports
-// scc's open-read-close MiB/s and the ratio to HDF5's (issue 12 item 7
-// target: ≥ 1.2×). Skipped when h5perf_serial is not installed.
+// scc's open-read-close MiB/s and the ratio to HDF5's (target:
+// ≥ 1.2×). Skipped when h5perf_serial is not installed.
 func BenchmarkContiguousH5perf(b *testing.B) {
 	h5perf, err := exec.LookPath("h5perf_serial")
 	if err != nil {

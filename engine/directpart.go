@@ -6,7 +6,7 @@ import (
 	"github.com/scc-dev/scc/engine/selection"
 )
 
-// The direct paths for part of a chunk (issue 12 item 5; seed 002
+// The direct paths for part of a chunk (SCC internal API
 // "selection read", "vector read"; cache/directpart.go decides when): a
 // read of chunks the cache would not keep reads only the blocks it needs
 // (each verifiable by its own checksum) straight from the file into pooled

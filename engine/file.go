@@ -3,7 +3,7 @@
 //
 // A File is a single container (FORMAT.md) on a vfd.Driver. Its datasets are
 // read and written with hyperslab selections; chunks go through the cache
-// (package cache) by way of the dense layout's callbacks (seed 002), and are
+// (package cache) by way of the dense layout's callbacks (SCC internal API), and are
 // indexed on disk by a chunk index (package engine/index).
 //
 // Durability: Flush (and Close) write every dirty chunk to new space, write
@@ -54,7 +54,7 @@ type Options struct {
 	// (vfd.File.SetWriteBehind), which only serves a later fsync. Default
 	// false.
 	NoSync bool
-	// Image configures the cache image written at Close (seed 004;
+	// Image configures the cache image written at Close (Cache image RFC;
 	// image.go). The zero value writes none; an open uses an image the
 	// file has whatever this says.
 	Image ImageOptions
@@ -69,7 +69,7 @@ type File struct {
 	cfile    *cache.File
 	readOnly bool
 	noSync   bool // Options.NoSync
-	// ser orders the requests on the file's datasets (seed 000 §5.2).
+	// ser orders the requests on the file's datasets (SCC design §5.2).
 	ser *serialize.Serializer
 	// admit is the cache's admission control, shared by every file of the
 	// cache (admit.go).
@@ -683,7 +683,7 @@ func (f *File) Datasets() []string {
 }
 
 // chargeIndex counts a difference of a dataset's index memory inside the
-// shared cache's budget (issue 5 §4): index blocks stay in memory, so the
+// shared cache's budget: index blocks stay in memory, so the
 // cache evicts chunks to make room for them. File.Close's cache unregister
 // releases whatever the file's indexes still hold.
 func (f *File) chargeIndex(delta int64) {
@@ -713,7 +713,7 @@ func (f *File) shedIndexes() {
 }
 
 // writeIndexes writes the changed index blocks of states the way a commit's
-// index flush does, and then lets them go like clean ones (issue 10 §4).
+// index flush does, and then lets them go like clean ones.
 //
 // Why: a block changed since the last commit cannot simply be dropped (a
 // later lookup would read the committed one), so a write burst on a cache

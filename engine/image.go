@@ -17,7 +17,7 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// Cache image (seed 004; FORMAT.md §20). A writable File opened with
+// Cache image (Cache image RFC; FORMAT.md §20). A writable File opened with
 // ImageOptions.Generate writes, in its closing commit, one block holding
 // the encoded form of what its cache held: the catalog, the dataset
 // headers and chunk index blocks it read or wrote, and the hottest clean
@@ -29,7 +29,7 @@ import (
 // address, same size, and the checksum its parent records — takes the
 // bytes from memory instead of the file, and is verified exactly as a
 // read would be. A writable open drops the superblock's record (and frees
-// the image's space) at its first commit, as seed 004 §2 has it; a
+// the image's space) at its first commit, as Cache image RFC §2 has it; a
 // read-only open uses the image and leaves it.
 //
 // Trust: an image is used only when its checksum is the one the
@@ -47,27 +47,27 @@ import (
 // once read, but in decoded form. A File that will write an image keeps
 // the on-disk bytes of each metadata block it reads or writes (its
 // journal, charged to the cache's budget like index memory), as HDF5's
-// implementation keeps clean entries' images (seed 004 §4.4). A block
+// implementation keeps clean entries' images (Cache image RFC §4.4). A block
 // freed by a commit leaves the journal; headers and the catalog are
 // chosen by the committed catalog, so an outdated copy never enters an
 // image (and could not be used if it did: its checksum would not match).
 
-// ImageOptions configure the cache image (seed 004 §3.1,
+// ImageOptions configure the cache image (Cache image RFC §3.1,
 // H5AC_cache_image_config_t). The zero value writes no image.
 type ImageOptions struct {
 	// Generate writes a cache image when the file is closed. Ignored on a
-	// read-only open (seed 004 §3.1: "silently ignoring the file image
+	// read-only open (Cache image RFC §3.1: "silently ignoring the file image
 	// request in this case"). While the file is open it keeps the on-disk
 	// bytes of the metadata blocks it reads or writes (see above), charged
 	// to the cache's budget. Default false.
 	Generate bool
 	// SaveSizing records the cache's sizing state in the image, and an
 	// open that finds it there restores it into a private cache whose
-	// CacheConfig leaves those fields at their defaults (seed 004
+	// CacheConfig leaves those fields at their defaults (Cache image RFC
 	// save_resize_status). Default false.
 	SaveSizing bool
 	// MaxAge bounds how many consecutive images an entry may appear in
-	// without being requested (seed 004 entry_ageout): 1..100; 0, the
+	// without being requested (Cache image RFC entry_ageout): 1..100; 0, the
 	// default, means no bound (the seed's -1); ImageNoCarry (-1) carries no
 	// entry that was not requested (the seed's 0).
 	MaxAge int
@@ -108,7 +108,7 @@ func (o ImageOptions) chunkBytes() int64 {
 	return o.ChunkBytes
 }
 
-// ImageInfo describes a file's cache image (seed 004 §3.2,
+// ImageInfo describes a file's cache image (Cache image RFC §3.2,
 // H5Fget_mdc_image_info).
 type ImageInfo struct {
 	// Exists reports that the last committed superblock records an image,
@@ -708,7 +708,7 @@ func (f *File) buildImage(ctx context.Context, gen uint64, cat []byte, catAddr i
 		}
 	}
 	// Entries never requested since the image they came from, one cycle
-	// older (seed 004 entry_ageout), coldest of all.
+	// older (Cache image RFC entry_ageout), coldest of all.
 	if max := f.img.opts.MaxAge; max != ImageNoCarry {
 		for _, b := range f.cfile.PrefetchedBlocks() {
 			age := int(b.Age) + 1

@@ -14,7 +14,7 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// Tests of the cache image (seed 004 §6): control flow (1A-1E), contents
+// Tests of the cache image (Cache image RFC §6): control flow (1A-1E), contents
 // and structure (2A-2E), write and read (3, 4), prefetched entries on
 // access, flush and eviction (5), sizing state (2C, 4A-II), SWMR readers
 // (8), crash points and faults inside the image write, and age-out.
@@ -114,9 +114,9 @@ func TestImageOptionsValidate(t *testing.T) {
 
 // TestImageControl: the option makes Close write an image (1A, 1C); the
 // next open finds and uses it (1E); without the option no image is
-// written; a read-only open ignores the request (seed 004 §3.1) and
+// written; a read-only open ignores the request (Cache image RFC §3.1) and
 // leaves an image in place, a writable open removes it at its first
-// commit (seed 004 §2).
+// commit (Cache image RFC §2).
 func TestImageControl(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
@@ -339,7 +339,7 @@ func TestImagePrefetchedEviction(t *testing.T) {
 }
 
 // TestImageAgeOut: a chunk never requested is carried into the next image
-// one cycle older, and dropped once older than MaxAge (seed 004
+// one cycle older, and dropped once older than MaxAge (Cache image RFC
 // entry_ageout); ImageNoCarry drops it at once; 0 keeps it.
 func TestImageAgeOut(t *testing.T) {
 	for _, tc := range []struct {
@@ -518,7 +518,7 @@ func TestImageSizingRestored(t *testing.T) {
 // TestImageSWMR: a read-only File follows a writer with Refresh while the
 // writer's images come and go (closed with an image, reopened — which
 // drops it and reuses its space — written, closed again); every read
-// matches the model of the generation the reader is at (seed 004 §6
+// matches the model of the generation the reader is at (Cache image RFC §6
 // item 8).
 func TestImageSWMR(t *testing.T) {
 	ctx := context.Background()

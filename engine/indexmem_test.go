@@ -31,7 +31,7 @@ func rowFile(t *testing.T, n, row uint64) (*vfd.Mem, []byte) {
 }
 
 // TestIndexMemoryInCacheBudget reads a file with a large extensible-array
-// index cold and checks issue 5 §4: the index blocks the reads loaded are
+// index cold and checks that the index blocks the reads loaded are
 // charged to the shared cache as metadata (exactly the index's MemBytes),
 // chunks are evicted to make room for them so that chunks + metadata stay
 // within the active limit, and a second pass over the same chunks does no
@@ -283,7 +283,7 @@ func appendShedRows(t *testing.T, ds *Dataset, from, to, batch uint64, each func
 }
 
 // TestIndexShedChangedBlocks: a write burst whose changed index blocks
-// alone outgrow the cache many times over (issue 10 §4). Changed blocks
+// alone outgrow the cache many times over. Changed blocks
 // cannot be dropped like clean ones, so the shedder writes them the way a
 // commit's index flush does (File.writeIndexes) and then drops them:
 // resident bytes stay near the limit during the burst, not the index's

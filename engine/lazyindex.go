@@ -23,7 +23,7 @@ type lazyIndex struct {
 	// budget (cache.File.ChargeMetadata); nil charges nothing. charged is
 	// the figure charged so far: every charge swaps in a new figure and
 	// charges the difference, so the cache holds exactly the last figure
-	// swapped in however calls interleave (issue 5 §4).
+	// swapped in however calls interleave.
 	charge  func(delta int64)
 	charged atomic.Int64
 

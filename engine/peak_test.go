@@ -12,7 +12,7 @@ import (
 )
 
 // TestPeakResidentUnderConcurrency checks the memory promise (DESIGN.md
-// "Memory is a promise", issue 10 §4) where it is hardest to keep: 64
+// "Memory is a promise") where it is hardest to keep: 64
 // goroutines writing, overwriting and reading on a cache a few chunks
 // large, with index blocks charged to the same budget. The cache's peak
 // resident figure must never pass the active limit: every chunk is smaller
@@ -96,7 +96,7 @@ func TestPeakResidentUnderConcurrency(t *testing.T) {
 			// never pass the limit. Index blocks are charged when the index
 			// grows (inside Layout.Publish, while the dirty victims being
 			// written are still charged) and cannot be evicted, so they
-			// may: by at most what they are (KNOWN GAP, issue 10 §4).
+			// may: by at most what they are (KNOWN GAP).
 			if st.PeakResidentBytes > limit+meta {
 				t.Fatalf("peak resident %d B over the active limit %d B (+%d B of index) with %d goroutines",
 					st.PeakResidentBytes, limit, meta, goroutines)

@@ -20,10 +20,10 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// Tests for issue 9: data safety under concurrency and faults. Each one
+// Data safety under concurrency and faults. Each one
 // failed before its fix.
 
-// TestRaceFlushSetExtent (issue 9 §1): one goroutine loops Flush while
+// TestRaceFlushSetExtent: one goroutine loops Flush while
 // another grows and shrinks an unlimited dimension and writes, the ordinary
 // appender + periodic flusher. Every commit a flusher acknowledged must be
 // a consistent file (Check on a copy of the image taken right after Flush
@@ -128,7 +128,7 @@ func raceFlushSetExtentOnce(t *testing.T, seed, chunkRows uint64, cfg cache.Conf
 	}
 }
 
-// TestSetExtentShrinkFailureLeavesDatasetUnchanged (issue 9 §2): an I/O
+// TestSetExtentShrinkFailureLeavesDatasetUnchanged: an I/O
 // error at any operation of a shrink leaves the dataset as it was (shape and
 // every element, dirty data included), in memory and after a commit and a
 // reopen.
@@ -197,7 +197,7 @@ func shrinkFaultSweep(t *testing.T, cold bool) {
 	}
 }
 
-// TestSyncFailureInCacheFlushLatches (issue 9 §3): a sync that fails inside
+// TestSyncFailureInCacheFlushLatches: a sync that fails inside
 // the cache's write-back (not one of the commit's own two) latches the
 // error: a driver that drops the unsynced pages (as Linux does) would
 // otherwise let the next Flush and Close "succeed" over lost chunks.
@@ -223,7 +223,7 @@ func TestSyncFailureInCacheFlushLatches(t *testing.T) {
 	}
 }
 
-// TestSuperblockReadErrorFailsOpen (issue 9 §4): an I/O error on either
+// TestSuperblockReadErrorFailsOpen: an I/O error on either
 // superblock slot fails Open with that error; it never falls back on the
 // other slot (which may hold an older generation). A directory or a FIFO
 // is refused as not a regular file, without blocking.
@@ -275,7 +275,7 @@ func TestSuperblockReadErrorFailsOpen(t *testing.T) {
 	}
 }
 
-// TestDecoderLimitsEnforcedByAPI (issue 9 §5): every limit the header and
+// TestDecoderLimitsEnforcedByAPI: every limit the header and
 // index decoders enforce is refused on the way in with a typed error, and
 // the file stays readable (a writable Open, Check and OpenDataset) after
 // every refused call.
@@ -351,7 +351,7 @@ func TestDecoderLimitsEnforcedByAPI(t *testing.T) {
 	must(t, err)
 }
 
-// TestRaceReaderFollowsWriter (issue 9 §6): a read-only File following a
+// TestRaceReaderFollowsWriter: a read-only File following a
 // writer that commits continuously never sees ErrCorrupt or wrong data; a
 // reader that cannot catch up gets ErrStale, which Refresh cures.
 func TestRaceReaderFollowsWriter(t *testing.T) {
@@ -449,7 +449,7 @@ func TestRaceReaderFollowsWriter(t *testing.T) {
 	t.Logf("reads %v, stale %v over %d commits", reads, stale, commits)
 }
 
-// TestRaceOpenDatasetFlush (issue 9 §7): OpenDataset reads the committed
+// TestRaceOpenDatasetFlush: OpenDataset reads the committed
 // superblock while commits replace it; -race finds a shared field.
 func TestRaceOpenDatasetFlush(t *testing.T) {
 	ctx := context.Background()
@@ -489,7 +489,7 @@ func TestRaceOpenDatasetFlush(t *testing.T) {
 	wg.Wait()
 }
 
-// TestErrorsMatchOneSentinel (issue 9 §7): every error the engine returns
+// TestErrorsMatchOneSentinel: every error the engine returns
 // matches exactly one engine sentinel (context errors aside), including
 // writes racing Close, handles used after their file closed and injected
 // I/O errors, which keep their cause.
@@ -605,7 +605,7 @@ func (s *shortWriter) WriteAt(p []byte, off int64) (int, error) {
 	return s.Driver.WriteAt(p, off)
 }
 
-// TestShortWriteIsAnError (issue 9 §7): n < len(p) with a nil error is
+// TestShortWriteIsAnError: n < len(p) with a nil error is
 // io.ErrShortWrite, never success.
 func TestShortWriteIsAnError(t *testing.T) {
 	ctx := context.Background()
@@ -625,7 +625,7 @@ func TestShortWriteIsAnError(t *testing.T) {
 	}
 }
 
-// TestCancelledWriteIsAtomicPerChunk (issue 9 §7): a Write cancelled part way
+// TestCancelledWriteIsAtomicPerChunk: a Write cancelled part way
 // applies to each chunk all of its piece or none of it (the documented
 // guarantee), and the error is the context's.
 func TestCancelledWriteIsAtomicPerChunk(t *testing.T) {

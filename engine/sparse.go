@@ -17,7 +17,7 @@ import (
 	"github.com/scc-dev/scc/engine/selection"
 )
 
-// The sparse layout (issue 12 item 2; seed 001 §1 and §2.1; Mainzer et al.,
+// The sparse layout (SCC requirements §1 and §2.1; Mainzer et al.,
 // "Sparse Data Management in HDF5", XLOOP 2019): a chunk stores which of
 // its elements are defined and the values of those elements only. Writes
 // define elements, Erase makes them undefined again, reads return the fill
@@ -37,13 +37,13 @@ import (
 // checksum), where k, kept in the entry's mask field, is the number of
 // defined elements. From k alone the cache knows how much memory the
 // decoded chunk takes and how many bytes hold the selection section, so
-// the selection can be read and kept without the values (seed 002
+// the selection can be read and kept without the values (SCC internal API
 // decode_defined_values; see sparseSelView).
 //
 // In cache memory a chunk is a sparseChunk: the defined elements as
 // sorted runs and their values packed in the same order. It grows and
 // shrinks with every Gather, Erase and Trim; the cache re-reads MemSize
-// after each (seed 001 §2.1 item 2).
+// after each (SCC requirements §2.1 item 2).
 
 // layoutSparse is the header's layout code for sparse datasets.
 const layoutSparse = format.LayoutSparse
@@ -246,7 +246,7 @@ func (l *sparseLayout) location(c []uint64, e index.Entry) (cache.Location, erro
 }
 
 func (l *sparseLayout) NewChunk(cache.Coord, bool) (cache.Chunk, error) {
-	// A new sparse chunk defines nothing, filled or not (seed 002
+	// A new sparse chunk defines nothing, filled or not (SCC internal API
 	// H5SC_new_chunk_t: "unless this is a sparse chunk").
 	return &sparseChunk{}, nil
 }
@@ -328,7 +328,7 @@ func encodeSection(p *filter.Pipeline, raw []byte) (section.Stored, error) {
 }
 
 // Encode builds the chunk's frame, each section through its own pipeline
-// (seed 001 §2.1 item 4). An empty chunk encodes to a frame with no
+// (SCC requirements §2.1 item 4). An empty chunk encodes to a frame with no
 // defined elements, which Publish turns into a deletion.
 func (l *sparseLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
 	c := chunk.(*sparseChunk)
@@ -416,7 +416,7 @@ func (l *sparseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
 }
 
 // Publish records written images in the index. An image with no defined
-// elements deletes the chunk instead (seed 002 erase_values with
+// elements deletes the chunk instead (SCC internal API erase_values with
 // delete_chunk): its own space and the old frame's are released.
 func (l *sparseLayout) Publish(ctx context.Context, ins []cache.Insertion, writeErr error) error {
 	if writeErr != nil {
@@ -744,7 +744,7 @@ func (l *sparseLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
 	return nil
 }
 
-// Trim undefines the elements outside the new extent (seed 002 set extent
+// Trim undefines the elements outside the new extent (SCC internal API set extent
 // with erase_values): a sparse chunk never stores the fill value.
 func (l *sparseLayout) Trim(coord cache.Coord, chunk cache.Chunk, dims []uint64) (bool, error) {
 	c := chunk.(*sparseChunk)
@@ -803,8 +803,8 @@ func (l *sparseLayout) checkChunk(coord []uint64, chunk cache.Chunk, dims []uint
 	return nil
 }
 
-// sparseSelView is the selection-only view of a sparse dataset (seed 001
-// §2.1 item 6, seed 002 decode_defined_values): registered with the cache
+// sparseSelView is the selection-only view of a sparse dataset (SCC requirements
+// §2.1 item 6, SCC internal API decode_defined_values): registered with the cache
 // as a dataset of its own (id with the top bit set), whose chunks are the
 // decoded selection sections alone, read from the first bytes of the
 // frames. DefinedElements answers from it for chunks the cache does not

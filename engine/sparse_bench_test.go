@@ -64,8 +64,7 @@ func storedBytes(b *testing.B, mem *vfd.Mem) float64 {
 }
 
 // BenchmarkSparse1pct compares a sparse dataset with 1 % of its elements
-// defined with the same data stored dense with fill values (issue 12
-// item 7): stored bytes (reported by every sub-benchmark, target ≥ 20×
+// defined with the same data stored dense with fill values: stored bytes (reported by every sub-benchmark, target ≥ 20×
 // smaller than dense), and, on a freshly opened file each iteration (cold
 // cache), the time to find the defined elements of the whole dataset
 // (sparse: DefinedElements; dense: Read everything and scan for values

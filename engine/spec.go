@@ -56,7 +56,7 @@ type DatasetSpec struct {
 	Filters  []Filter
 	Fill     []byte // fill value: nil (zero) or exactly Type.Size() bytes
 	// CacheMinBytes is the dataset's minimum reservation in the shared
-	// cache (seed 000 min_dset_size): 0 takes the cache's default, -1 none.
+	// cache (SCC design min_dset_size): 0 takes the cache's default, -1 none.
 	CacheMinBytes int64
 	// Layout is the storage layout: Chunked (the zero value, dense),
 	// Sparse (engine/sparse.go) or Contiguous (engine/contig.go). A spec

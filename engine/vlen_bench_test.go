@@ -36,7 +36,7 @@ print(json.dumps({"seconds": time.perf_counter() - t0}))
 // batches of 1,000 to a chunked variable-length dataset through scc
 // (WriteStrings, then Flush and Close, with fsync) and through h5py
 // (h5py.string_dtype, then close and an fsync of the file) in the same run, and reports records/s
-// of both and their ratio (issue 12 item 7 target: ≥ 3×). The h5py side
+// of both and their ratio (target: ≥ 3×). The h5py side
 // runs with /usr/bin/python3 (Debian's python3-h5py) or $SCC_H5PY_PYTHON;
 // skipped without it.
 func BenchmarkVlenIngest(b *testing.B) {

@@ -1,5 +1,5 @@
 // Package lockfree holds the concurrent building blocks of scc's shared chunk
-// cache (seed 000 §5.1: "use lock free hash table instead of UThash", "modify
+// cache (SCC design §5.1: "use lock free hash table instead of UThash", "modify
 // existing structures to use atomic values"):
 //
 //   - Map: a typed concurrent hash map over xsync.MapOf, for tables whose

@@ -1,5 +1,5 @@
 // Package pool is the worker pool that runs the shared chunk cache's encode,
-// decode and filter work (seed 000 §5.1 item 4: "implement a thread pool to
+// decode and filter work (SCC design §5.1 item 4: "implement a thread pool to
 // support [concurrent decoding and encoding of chunks]").
 //
 // A Pool runs tasks on a fixed number of reusable worker goroutines (an

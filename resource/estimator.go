@@ -28,7 +28,7 @@ func (o EstimatorOptions) Validate() error {
 // Estimator keeps, per dataset, an exponentially weighted moving average of
 // the in-memory size of a chunk, so that a request's memory can be
 // estimated as chunks touched × average chunk size before any chunk is
-// loaded (seed 000 §5.2: "we must estimate I/O request resource
+// loaded (SCC design §5.2: "we must estimate I/O request resource
 // requirements"). It is safe for concurrent use: the map is a sync.Map (one
 // entry per dataset, written once, read on every request) and each average
 // is updated by compare-and-swap, without locks.

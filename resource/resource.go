@@ -1,14 +1,14 @@
 // Package resource is the admission control in front of the shared chunk
-// cache: the "resource allocation module" of seed 000 §5.2. Requests state
+// cache: the "resource allocation module" of SCC design §5.2. Requests state
 // how much cache memory they need; an Admitter lets them in only while the
 // cache can serve all admitted requests at once without thrashing, first
 // come first served, and runs a request larger than the whole cache alone
 // ("Such I/O requests will require exclusive access to the shared chunk
-// cache if we are to avoid thrashing", seed 000 §5.2).
+// cache if we are to avoid thrashing", SCC design §5.2).
 //
 // Also here: the one splitting rule of the project (Cut, and Split built on
 // it), which cuts a request's per-chunk sizes into the fewest consecutive
-// sub-lists that each fit a budget (seed 000 §3.6 and §3.7), and Estimator,
+// sub-lists that each fit a budget (SCC design §3.6 and §3.7), and Estimator,
 // which keeps a per-dataset moving average of a chunk's in-memory size to
 // estimate a request's memory before the chunks are loaded.
 //
@@ -317,7 +317,7 @@ func Cut(budget int64, n int, size func(i int) int64) (end int, bytes int64) {
 }
 
 // Split divides sizes (per-chunk sizes in request order) into the minimal
-// number of consecutive sub-lists whose totals are at most budget (seed 000
+// number of consecutive sub-lists whose totals are at most budget (SCC design
 // §3.6: "divide this list into a minimal set of chunk I/O request
 // sub-lists such that the sum of the sizes of the target chunks in each
 // sub-list is less than S"; a sub-list exactly filling S fits, so "at

@@ -1,11 +1,11 @@
 // Package serialize orders the I/O requests that reach the shared chunk
-// cache: the "serialization module" of seed 000 §5.2. When requests are
+// cache: the "serialization module" of SCC design §5.2. When requests are
 // served in parallel, only non-conflicting ones may run at once: overlapping
 // writes, and reads overlapping a write, run one after the other in the
 // order the requests arrived; overlapping reads run together; requests on
 // disjoint regions never wait for each other. Changing a dataset's extent
 // drains the dataset's in-flight requests and holds new ones until the
-// change is done (seed 000 §3.4, §5.2; AcquireExclusive).
+// change is done (SCC design §3.4, §5.2; AcquireExclusive).
 //
 // A request is described in chunk space (per-dimension [lo,hi) ranges of
 // chunk coordinates), one axis-aligned box per dataset it touches; the
@@ -201,7 +201,7 @@ func (s *Serializer) AcquireHold(ctx context.Context, r Request) (Hold, error) {
 
 // AcquireExclusive waits until every earlier request on dataset has been
 // released, and holds every later one until release is called: the
-// drain-and-lock of an extent change (seed 000 §3.4 and §5.2).
+// drain-and-lock of an extent change (SCC design §3.4 and §5.2).
 func (s *Serializer) AcquireExclusive(ctx context.Context, dataset uint64) (release func(), err error) {
 	req := s.buildExclusive(dataset)
 	h, err := s.acquire(ctx, req)

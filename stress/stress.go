@@ -7,7 +7,7 @@
 //   - Run: many goroutines read, write, flush and reopen handles on several
 //     datasets of one or more files sharing one tiny cache (so chunks are
 //     evicted and reloaded all along), while one more goroutine grows
-//     extents under them (seed 000 §5.2: SetExtent drains in-flight I/O).
+//     extents under them (SCC design §5.2: SetExtent drains in-flight I/O).
 //     A coordinator quiesces the workers between phases to verify every
 //     element, shrink and grow extents, close and reopen datasets and files,
 //     and check what a crash would leave (vfd.Crash) against the writes that
@@ -17,7 +17,7 @@
 //     the owner had acknowledged before the read and issued by its end.
 //   - RunLinearizability: whole-region writes and reads on shared regions
 //     that span several chunks, recorded with call/return times and checked
-//     with porcupine against a register per region (seed 000 §5.2: the
+//     with porcupine against a register per region (SCC design §5.2: the
 //     serialization module runs overlapping requests in receipt order).
 //   - RunLastWriter: the issue-4 acceptance check: many goroutines overwrite
 //     one region spanning many chunks at once; afterwards the region holds

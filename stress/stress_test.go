@@ -181,7 +181,7 @@ func TestStressDetectsLostWrite(t *testing.T) {
 
 // TestStressLinearizability: overlapping whole-region writes and reads on
 // shared regions spanning several chunks must form a linearizable history
-// per region (seed 000 §5.2: overlapping requests in receipt order).
+// per region (SCC design §5.2: overlapping requests in receipt order).
 func TestStressLinearizability(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	for _, seed := range seeds(t) {

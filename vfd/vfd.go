@@ -1,5 +1,5 @@
 // Package vfd is scc's virtual file driver layer: positional, concurrency-safe
-// block I/O beneath the container and the shared chunk cache (seed 000 §5.2,
+// block I/O beneath the container and the shared chunk cache (SCC design §5.2,
 // "Multi-thread support in the VFD layer").
 //
 // A Driver never keeps a file offset: every call names its own position, so any

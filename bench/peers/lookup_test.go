@@ -18,7 +18,7 @@ import (
 // uniformly at random and copied out, by 1, 2 and 8 goroutines. Every
 // implementation holds all keys, so every lookup is a hit.
 //
-// Same work on both sides (checked for issue 10): each lookup finds the
+// Same work on both sides (checked): each lookup finds the
 // value by key, copies its lookupBytes into the goroutine's buffer (scc's
 // Scatter, the peers' copy) and records the access for the eviction
 // policy (scc: its read slot's lossy record buffer, one record per chunk

@@ -63,7 +63,7 @@ type lsFile struct {
 	StoredLogical uint64 `json:"stored_logical_bytes"`
 	// Attrs are the file's attributes.
 	Attrs []lsAttr `json:"attributes"`
-	// Image is the file's cache image (seed 004 §3.2), nil when it has
+	// Image is the file's cache image (Cache image RFC §3.2), nil when it has
 	// none.
 	Image *lsImage `json:"cache_image,omitempty"`
 }

@@ -36,7 +36,7 @@ import (
 // decodes a whole buffer 2.4-3× as fast as klauspost/compress's streaming
 // reader on the same data (BenchmarkInflateLibdeflate on the 2-core
 // benchmark VM, 3 runs: a 32 KiB uint16 frame at level 1 433-484 against
-// 139-177 MB/s, a 1 MiB one 380-384 against 157-160; issue 10's randread
+// 139-177 MB/s, a 1 MiB one 380-384 against 157-160; the randread
 // target). It is
 // made for exactly this case — the whole input in memory and the output's
 // bound known — and it is bounded by construction: it never writes past the

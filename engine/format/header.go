@@ -25,7 +25,7 @@ type DatasetHeader struct {
 	// Fill is the fill value: empty (zero) or exactly one element.
 	Fill []byte
 	// MinCacheBytes is the dataset's reservation in the shared cache
-	// (seed 000 §2.3 min_dset_size); see engine.DatasetSpec.CacheMinBytes
+	// (SCC design §2.3 min_dset_size); see engine.DatasetSpec.CacheMinBytes
 	// for the meaning of 0 and -1. Values below -1 are invalid.
 	MinCacheBytes int64
 	// IndexKind and IndexRoot are engine/index's; opaque here. IndexRoot is

@@ -4,7 +4,7 @@ import (
 	"fmt"
 )
 
-// The cache image block (FORMAT.md §20; seed 004 §4.2 "Metadata Cache
+// The cache image block (FORMAT.md §20; Cache image RFC §4.2 "Metadata Cache
 // Image"): one block, written by a writable File's Close, holding the
 // encoded (on-disk) form of the blocks the cache held — the catalog,
 // dataset headers, chunk index blocks and the hottest clean chunks — each
@@ -87,7 +87,7 @@ type FreeExtent struct{ Off, Size uint64 }
 type ImageEntry struct {
 	Kind uint8
 	// Age counts the images the entry appeared in without being requested
-	// (0: it was in use when the image was written); seed 004 §4.2 "Age".
+	// (0: it was in use when the image was written); Cache image RFC §4.2 "Age".
 	Age uint8
 	// Rank is the entry's place in the replacement order, 0 the most
 	// recently used (what a reader with too little memory keeps first,

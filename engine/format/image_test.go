@@ -31,7 +31,7 @@ func sampleImage() Image {
 }
 
 // TestImageRoundTrip: every field survives, the size is what ImageSize
-// says, and the encoding is canonical (seed 004 §6 items 2D, 2E, 3, 4A).
+// says, and the encoding is canonical (Cache image RFC §6 items 2D, 2E, 3, 4A).
 func TestImageRoundTrip(t *testing.T) {
 	withFree := sampleImage()
 	withFree.HasFree, withFree.Free = true, []FreeExtent{{DataStart + 16, 84}, {DataStart + 190, 10}, {1 << 41, 1}}
@@ -160,7 +160,7 @@ func TestImageValidate(t *testing.T) {
 // version-1 superblock are reserved bytes, so that superblock is corrupt,
 // and every superblock EncodeSuperblock writes (with or without an image)
 // carries version ImageVersion or later, which a reader that knows only
-// version 1 refuses with ErrVersion (seed 004 §6 item 1D).
+// version 1 refuses with ErrVersion (Cache image RFC §6 item 1D).
 func TestSuperblockImageRecord(t *testing.T) {
 	sb := sampleSuperblock()
 	sb.Image = ImageRecord{Addr: DataStart + 4096, Size: 1000, Sum: 0xabcd}

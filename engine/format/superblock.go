@@ -26,7 +26,7 @@ type Superblock struct {
 	Image ImageRecord
 }
 
-// ImageRecord locates a cache image block (seed 004 §4.1, the "metadata
+// ImageRecord locates a cache image block (Cache image RFC §4.1, the "metadata
 // cache image message"): its address, its length and its CRC32C trailer,
 // which the reader checks against the block it reads (a parent verifies
 // its child, FORMAT.md §5). All zero means no image.
@@ -58,7 +58,7 @@ const (
 // ImageVersion is the first block format version that knows cache images:
 // a superblock with an image record is always written as this version or
 // later, so a reader that knows only older versions refuses the file with
-// ErrVersion (seed 004 §2: "versions of the library that do not understand
+// ErrVersion (Cache image RFC §2: "versions of the library that do not understand
 // this message must refuse to open files in which it appears").
 const ImageVersion = 2
 

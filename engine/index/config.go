@@ -25,19 +25,19 @@ const MaxFixedArraySlots = 1 << 24
 
 // Config tunes the block layout of a new index. The zero value means every
 // default. Open ignores it: the layout of an existing index is read from its
-// root record (seed 003 §XX, the configuration block).
+// root record (EA index §XX, the configuration block).
 type Config struct {
 	// DirectSlots is the number of entries the extensible array's index
-	// block stores itself (seed 003 §XIX, the last optimization): the first
+	// block stores itself (EA index §XIX, the last optimization): the first
 	// DirectSlots chunks cost one block read. Default 4; at most 1024;
 	// -1 means none.
 	DirectSlots int
 	// DataBlockMinBits is log2 of the smallest data block's entry count
-	// (seed 003 §XVII, "data blocks starting at 16 elements"). Default 4.
+	// (EA index §XVII, "data blocks starting at 16 elements"). Default 4.
 	DataBlockMinBits int
 	// SuperBlockMinPtrsBits is log2 of the least number of data blocks a
 	// super block must hold to exist; the data block pointers of smaller
-	// super blocks are hoisted into the index block (seed 003 §XIX).
+	// super blocks are hoisted into the index block (EA index §XIX).
 	// Default 2 (four).
 	SuperBlockMinPtrsBits int
 	// PageBits is log2 of the most entries one stored block of entries
@@ -110,7 +110,7 @@ func (c Config) Validate() error {
 }
 
 // ChooseKind picks the index kind for a dataset's maximum grid as HDF5
-// does (seed 003 §X): no unlimited dimension → FixedArray, exactly one →
+// does (EA index §X): no unlimited dimension → FixedArray, exactly one →
 // ExtensibleArray, more → General. Fixed shapes too large for one flat
 // page table (MaxFixedArraySlots) get an ExtensibleArray over dimension 0,
 // which stays sparse. Shapes the default extensible array cannot hold (a
@@ -208,7 +208,7 @@ func Open(ctx context.Context, kind Kind, g Geometry, root []byte, s Store) (Ind
 const rootSize = 64
 
 // rootRecord is the decoded root record of every kind; the fields a kind
-// does not use are zero. It plays the role of seed 003 §XX's configuration
+// does not use are zero. It plays the role of EA index §XX's configuration
 // block: the constants of the layout live beside the top block's address.
 type rootRecord struct {
 	kind    Kind

@@ -9,7 +9,7 @@ import (
 	"sync"
 )
 
-// The extensible array (seed 003 §XVII–§XXI).
+// The extensible array (EA index §XVII–§XXI).
 //
 // Entries are numbered by the linearization of geom (§XXI): the unlimited
 // dimension varies slowest, so extending the dataset only appends. Element
@@ -56,7 +56,7 @@ type eaSuperInfo struct {
 	slot    int // hoisted: index of its first unit among the index block's data block pointers; else index among super block pointers
 }
 
-// eaLayout is the constant shape of an extensible array (seed 003 §XX).
+// eaLayout is the constant shape of an extensible array (EA index §XX).
 type eaLayout struct {
 	d          int   // direct slots
 	m, k, p, q uint8 // see Config

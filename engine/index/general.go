@@ -10,7 +10,7 @@ import (
 )
 
 // The General index: for datasets with more than one unlimited dimension,
-// where growth inserts in the middle of any linear order (seed 003 §X keeps
+// where growth inserts in the middle of any linear order (EA index §X keeps
 // a B-tree for them). It is a sorted map from coordinates (lexicographic, C
 // order) to entries, cut into leaves of at most LeafMax entries, with one
 // root block listing every leaf's first key and pointer. Lookup: root block

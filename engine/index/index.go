@@ -4,7 +4,7 @@
 //
 // Three kinds exist, chosen by the dataset's shape as HDF5 chooses them:
 //
-//   - ExtensibleArray: exactly one unlimited dimension (seed 003).
+//   - ExtensibleArray: exactly one unlimited dimension (EA index).
 //   - FixedArray: no unlimited dimension; one flat, paged array.
 //   - General: more than one unlimited dimension.
 //
@@ -89,7 +89,7 @@ type Store interface {
 }
 
 // SumReader is an optional Store method for stores that may hold blocks
-// in memory (a cache image's prefetched entries, seed 004): ReadSum reads
+// in memory (a cache image's prefetched entries, Cache image RFC): ReadSum reads
 // the block at off whose parent records checksum sum. The store may serve
 // it from memory only when its copy has exactly that checksum; the index
 // verifies the block against sum either way.
@@ -136,7 +136,7 @@ type Index interface {
 	Extents(ctx context.Context, fn func(off, size int64) error) error
 	// MemBytes reports the bytes of index blocks held in memory, measured
 	// as their encoded sizes, so the container can count them inside the
-	// shared cache's budget (issue 5 §4). It costs O(block slots), not
+	// shared cache's budget. It costs O(block slots), not
 	// O(entries), and takes the index's read lock.
 	MemBytes() int64
 	// DropClean lets go of the leaf blocks (data blocks, pages, leaves)

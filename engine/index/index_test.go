@@ -75,7 +75,7 @@ func TestNewRejects(t *testing.T) {
 }
 
 // TestEALayout checks the element → (super block, unit, entry) mapping of
-// seed 003 §XVII–§XIX for several configurations: every element has one
+// EA index §XVII–§XIX for several configurations: every element has one
 // place, units tile the elements in order, hoisted data blocks are never
 // paged, and no super block or unit exceeds its bound.
 func TestEALayout(t *testing.T) {
@@ -164,7 +164,7 @@ func TestEALinearization(t *testing.T) {
 // TestColdLookup: a lookup of a random chunk among 1,000,000 appended
 // entries, on an index opened from its root, needs at most 3 block reads
 // (Open's included): index block → super block → data block page
-// (seed 003 §XVIII). The fixed array and the General index need 2.
+// (EA index §XVIII). The fixed array and the General index need 2.
 func TestColdLookup(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
@@ -276,7 +276,7 @@ func TestEAAppendFlushCost(t *testing.T) {
 	for _, sz := range live {
 		bytes += sz
 	}
-	// Metadata per chunk tends to the entry size (seed 003 §XVIII).
+	// Metadata per chunk tends to the entry size (EA index §XVIII).
 	if per := float64(bytes) / float64(n+100); per > 1.1*entrySize {
 		t.Errorf("index uses %.1f bytes per chunk", per)
 	}

@@ -1,5 +1,5 @@
 // Package section encodes and decodes the parts of a structured chunk
-// (seed 001 §2.1): the frame that holds a chunk's sections, each with its
+// (SCC requirements §2.1): the frame that holds a chunk's sections, each with its
 // own stored size, decoded size, filter mask and CRC32C, and the section
 // encodings the layouts use (the run encoding of a sparse chunk's defined
 // elements). FORMAT.md §16 specifies the bytes.
@@ -65,7 +65,7 @@ type Header struct {
 	// Sum is the header's own CRC32C, which covers every section's
 	// checksum: the chunk index records it, so that it names the whole
 	// frame and any prefix that holds the header and some sections can be
-	// verified on its own (a partial read, seed 001 §2.1 item 6).
+	// verified on its own (a partial read, SCC requirements §2.1 item 6).
 	Sum uint32
 }
 

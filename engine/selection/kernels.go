@@ -2,11 +2,11 @@ package selection
 
 import "encoding/binary"
 
-// The copy kernels. They are the dense-layout bodies of seed 002's
+// The copy kernels. They are the dense-layout bodies of SCC internal API's
 // H5SC_chunk_scatter_mem_t (Scatter: chunk → caller's buffer, and FillBuf for
 // chunks that exist nowhere), H5SC_chunk_gather_mem_t (Gather: caller's
 // buffer → chunk) and H5SC_chunk_fill_t (Trim after a shrinking set-extent,
-// seed 002 "H5Dset_extent()"; FillChunk for new chunks).
+// SCC internal API "H5Dset_extent()"; FillChunk for new chunks).
 //
 // Every kernel reduces a piece to as few copy() calls as the memory layout
 // allows. Trailing dimensions that the piece covers completely, in the chunk

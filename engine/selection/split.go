@@ -47,7 +47,7 @@ func (p *Piece) Clone() Piece {
 // Full reports whether the piece selects every element of a chunk of
 // chunkDims. A write whose piece is full overwrites the chunk entirely and
 // never needs to load it; a piece that is not full is "partial" in the sense
-// of seed 000 section 4.2 footnote 7.
+// of SCC design section 4.2 footnote 7.
 func (p *Piece) Full(chunkDims []uint64) bool {
 	if len(p.Runs) != len(chunkDims) {
 		return false

@@ -16,8 +16,7 @@ import (
 	"github.com/scc-dev/scc/engine"
 )
 
-// benchBytes is the size of the benchmark's dataset (issue 13 §5 asks for
-// 1 GiB: go test -run '^$' -bench ExportImport ./interop/zarr -args
+// benchBytes is the size of the benchmark's dataset (1 GiB for a full run: go test -run '^$' -bench ExportImport ./interop/zarr -args
 // -zarr.bytes=1073741824).
 var (
 	benchBytes   = flag.Int64("zarr.bytes", 64<<20, "decoded bytes of BenchmarkExportImport's dataset")
