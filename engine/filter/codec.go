@@ -300,15 +300,19 @@ func init() {
 	for l := zstd.SpeedFastest; l <= zstd.SpeedBestCompression; l++ {
 		zstdEncoders[l] = sync.OnceValues(func() (*zstd.Encoder, error) {
 			return zstd.NewWriter(nil,
-				zstd.WithEncoderLevel(l),
-				zstd.WithEncoderConcurrency(zstdStates()),
 				// Each of the zstdStates() encoders keeps a history of
 				// twice its window: 16 MiB at the library's default 8 MiB
 				// window, per CPU, for as long as the process lives. The
 				// reference zstd uses 512 KiB to 2 MiB windows at these
 				// levels; matches further back than that are rare in a
-				// chunk.
+				// chunk. Set before the level, so that the level does
+				// not pick its own window and, with it, a block size:
+				// SpeedFastest's would be 64 KiB, and only frames of
+				// whole 128 KiB blocks bound their output tightly enough
+				// to decode straight into a chunk (zstdCodec.outputBound).
 				zstd.WithWindowSize(zstdWindow),
+				zstd.WithEncoderLevel(l),
+				zstd.WithEncoderConcurrency(zstdStates()),
 				// And with low memory, a window plus one block instead of
 				// two windows: a chunk up to the window is encoded in one
 				// pass either way, so only larger chunks pay (a shift of

@@ -97,7 +97,7 @@ func TestZstdLevelsAreZstds(t *testing.T) {
 	if err != nil || mask != 0 {
 		t.Fatal(mask, err)
 	}
-	ref, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithWindowSize(zstdWindow),
+	ref, err := zstd.NewWriter(nil, zstd.WithWindowSize(zstdWindow), zstd.WithEncoderLevel(zstd.SpeedDefault),
 		zstd.WithLowerEncoderMem(true), zstd.WithSingleSegment(true), zstd.WithEncoderCRC(false), zstd.WithAllLitEntropyCompression(true))
 	if err != nil {
 		t.Fatal(err)
