@@ -154,6 +154,10 @@ func writeZarrBenchFile(ctx context.Context, path string, c ZarrBenchConfig, fil
 type zarrRow struct {
 	Seconds float64
 	PeakRSS int64 // bytes; 0 when unknown
+	// BaseRSS is the process's RSS when the row started (after the reset),
+	// so PeakRSS-BaseRSS is what the row added: the bench process also
+	// holds what setup left behind (the encoders that wrote the file).
+	BaseRSS int64
 }
 
 // resetPeakRSS returns freed memory to the system and resets the process's
@@ -167,13 +171,17 @@ func resetPeakRSS() bool {
 }
 
 // peakRSS is the process's VmHWM in bytes, 0 if unknown.
-func peakRSS() int64 {
+func peakRSS() int64 { return procStatus("VmHWM:") }
+
+// procStatus reads a size field of /proc/self/status in bytes, 0 if
+// unknown.
+func procStatus(field string) int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(l, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err == nil {
 				return kb << 10
@@ -203,6 +211,9 @@ func sccZarrRow(ctx context.Context, path, row string, conc int, c ZarrBenchConf
 	}
 	rss := resetPeakRSS()
 	var res zarrRow
+	if rss {
+		res.BaseRSS = procStatus("VmRSS:")
+	}
 	var verify func() error
 	t0 := time.Now()
 	switch row {
@@ -465,7 +476,9 @@ func runZarrBench(ctx context.Context, o Options, p *Peers, r *Report) error {
 				if rep == 0 || one.Seconds < res.Seconds {
 					res.Seconds = one.Seconds
 				}
-				res.PeakRSS = max(res.PeakRSS, one.PeakRSS)
+				if one.PeakRSS > res.PeakRSS {
+					res.PeakRSS, res.BaseRSS = one.PeakRSS, one.BaseRSS
+				}
 				if rs.row != "roundtrip" {
 					fl, err := preadFloor(path, c.chunks(), rs.conc, rs.row == "read_all")
 					if err != nil {
@@ -505,7 +518,7 @@ func runZarrBench(ctx context.Context, o Options, p *Peers, r *Report) error {
 			if peerFailed {
 				pr = nil
 			}
-			line := fmt.Sprintf("   %-22s scc %.3f s (peak RSS %s)", key, res.Seconds, rssString(res.PeakRSS))
+			line := fmt.Sprintf("   %-22s scc %.3f s (peak RSS %s, +%s in the row)", key, res.Seconds, rssString(res.PeakRSS), rssDelta(res))
 			if pr != nil {
 				line += fmt.Sprintf(", zarr %.3f s (peak RSS %s)", pr.Seconds, rssString(pr.MaxRSSKiB<<10))
 			}
@@ -518,6 +531,14 @@ func runZarrBench(ctx context.Context, o Options, p *Peers, r *Report) error {
 		os.Remove(path)
 	}
 	return nil
+}
+
+// rssDelta is what a row added to the process's RSS.
+func rssDelta(r zarrRow) string {
+	if r.PeakRSS <= 0 {
+		return "unknown"
+	}
+	return HumanBytes(max(r.PeakRSS-r.BaseRSS, 0))
 }
 
 func rssString(b int64) string {
@@ -566,7 +587,8 @@ func zarrFigures(r *Report, c ZarrBenchConfig, reps int, codec, row, key, metric
 	if res.PeakRSS > 0 {
 		m := Figure{Scenario: "zarrbench", Key: key + "/rss", Metric: metric + ", peak RSS", Unit: "MiB",
 			SCC: float64(res.PeakRSS) / mib, Peer: peerName,
-			Note: "scc: VmHWM of the bench process, reset before the row (default cache: 256 MiB, ×2 while active); zarr: ru_maxrss of its own process"}
+			Note: fmt.Sprintf("scc: VmHWM of the bench process, reset before the row, of which %s added during the row (default cache: 256 MiB, ×2 while active); zarr: ru_maxrss of its own process",
+				rssDelta(res))}
 		if codec == "zstd" {
 			m.Target = &Target{Kind: "ratio", Value: 0.5}
 		}
