@@ -163,10 +163,10 @@ func (p *Pipeline) EncodeTo(dst, src []byte) (image []byte, mask uint32, err err
 // buffer is made, and decoders are never given room to write past it (zstd
 // checks sizes between blocks, so it gets one block, 128 KiB, of headroom in
 // a pooled buffer, unless its block headers bound its output by the buffer
-// it writes into, as they do for a frame of whole 128 KiB blocks). Memory per call is therefore at most the
-// result plus one pooled scratch buffer per applied stage, each at most 25%
-// over that stage's bound (plus 128 KiB for zstd), whatever the image
-// claims. Bad input of any kind returns an error wrapping ErrCorrupt; a
+// it writes into, as they do for a frame of whole 128 KiB blocks). Memory
+// per call is therefore at most the result plus one pooled scratch buffer
+// per applied stage, each at most 25% over that stage's bound (plus 128 KiB
+// for zstd), whatever the image claims. Bad input of any kind returns an error wrapping ErrCorrupt; a
 // negative or too large decodedSize wraps ErrInvalid.
 func (p *Pipeline) Decode(image []byte, mask uint32, decodedSize int) ([]byte, error) {
 	return p.DecodeTo(nil, image, mask, decodedSize)
