@@ -44,6 +44,10 @@ type Options struct {
 	Quick bool
 	// Tiny selects versions small enough for unit tests (seconds in all).
 	Tiny bool
+	// Full selects the full size of scenarios whose default is already a
+	// quick one (zarrbench: the public benchmark's 1024³ array instead of
+	// 256³). Exclusive with Tiny.
+	Full bool
 	// Dir is where scenario files are created (and removed afterwards).
 	// Default os.TempDir().
 	Dir string
@@ -58,6 +62,9 @@ type Options struct {
 func (o Options) Validate() error {
 	if o.Quick && o.Tiny {
 		return fmt.Errorf("bench: Quick and Tiny are exclusive")
+	}
+	if o.Full && (o.Tiny || o.Quick) {
+		return fmt.Errorf("bench: Full excludes Quick and Tiny")
 	}
 	if o.Dir != "" && !strings.HasPrefix(o.Dir, "s3://") { // s3://: the s3 scenario's bucket
 		st, err := os.Stat(o.Dir)
@@ -269,6 +276,7 @@ func Scenarios() []Scenario {
 		{"adaptive", "adaptive cache sizing on a phase-changing trace beside fixed caches at its minimum and maximum", runAdaptive},
 		{"s3", "scan and random reads over S3 (MinIO, +10 ms per request) beside a naive one-chunk-per-GET reader", runS3},
 		{"image", "open/close round robin (seed 004): read calls and time per cycle with a cache image beside without", runImage},
+		{"zarrbench", "the public Zarr benchmark (uint16 array, 256³ by default, 1024³ with --full): read_all, read_chunks at 1/2/4/8, roundtrip, raw and zstd, beside zarr-python and the pread floor, with peak RSS", runZarrBench},
 	}
 }
 

@@ -25,6 +25,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		strings.Join(bench.Names(), ", "), stderr)
 	quick := fs.Bool("quick", false, "small versions (all of them in well under 10 minutes on 2 cores)")
 	tiny := fs.Bool("tiny", false, "tiny versions, seconds in all (for tests)")
+	full := fs.Bool("full", false, "full size where the default is already small (zarrbench: the 1024³ array)")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of Markdown")
 	out := fs.String("out", "", "write report.md, report.json, PNG plots and BENCHMARKS.md into this directory")
 	page := fs.String("benchmarks", "", "write the BENCHMARKS.md page (machine, date, command, one table per scenario, analysis) to this file")
@@ -37,7 +38,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) == 0 {
 		return usageErr("name a scenario (%s) or all", strings.Join(bench.Names(), ", "))
 	}
-	o := bench.Options{Quick: *quick, Tiny: *tiny, Dir: *dir, Log: stderr}
+	o := bench.Options{Quick: *quick, Tiny: *tiny, Full: *full, Dir: *dir, Log: stderr}
 	if *noPeers {
 		o.Peers = bench.NoPeers()
 	}

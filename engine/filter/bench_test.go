@@ -1,7 +1,11 @@
 package filter
 
 import (
+	"bytes"
 	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // benchPipelines are the pipelines the speed figures are quoted for. Each
@@ -98,4 +102,82 @@ func BenchmarkDecodeParallel(b *testing.B) {
 			}
 		})
 	})
+}
+
+// zarrBenchChunk is one 256³ uint16 chunk of the public Zarr benchmark's
+// 1024³ array (value (g2 + g1²/32 + g0³) mod 65536 over the global
+// coordinates), the chunk at grid position (1, 2, 3), little-endian.
+func zarrBenchChunk() []byte {
+	const side = 256
+	b := make([]byte, 2*side*side*side)
+	o0, o1, o2 := uint64(1*side), uint64(2*side), uint64(3*side)
+	i := 0
+	for l0 := uint64(0); l0 < side; l0++ {
+		g0 := o0 + l0
+		for l1 := uint64(0); l1 < side; l1++ {
+			g1 := o1 + l1
+			base := g1*g1/32 + g0*g0*g0
+			for l2 := uint64(0); l2 < side; l2++ {
+				v := uint16((o2 + l2 + base) % 65536)
+				b[i], b[i+1] = byte(v), byte(v>>8)
+				i += 2
+			}
+		}
+	}
+	return b
+}
+
+// BenchmarkDecodeZarrChunk decodes one zstd chunk of the Zarr benchmark's
+// array (zstd level 3, the level that benchmark's zstd level 0 stands for)
+// through the pipeline, the way the cache does (DecodeVerifiedTo into a
+// recycled chunk buffer), and with the codec's own DecodeAll on the same
+// bytes into the same buffer, alternating, and reports both speeds and
+// their ratio: what the pipeline costs on top of the codec.
+func BenchmarkDecodeZarrChunk(b *testing.B) {
+	src := zarrBenchChunk()
+	p := mustPipeline(b, []Spec{{ID: Zstd, Level: 3}}, 2)
+	image, mask, err := p.Encode(src)
+	if err != nil || mask != 0 {
+		b.Fatal(mask, err)
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dec.Close()
+	dst := make([]byte, len(src))
+	var pipe, codec time.Duration
+	// Alternate which goes first, so neither always meets the other's
+	// cache footprint.
+	first := true
+	for b.Loop() {
+		for _, pipeline := range []bool{first, !first} {
+			t0 := time.Now()
+			var out []byte
+			var err error
+			if pipeline {
+				out, err = p.DecodeVerifiedTo(dst, image, mask, len(src))
+			} else {
+				out, err = dec.DecodeAll(image, dst[:0])
+			}
+			d := time.Since(t0)
+			if err != nil || len(out) != len(src) {
+				b.Fatal(err)
+			}
+			if pipeline {
+				pipe += d
+			} else {
+				codec += d
+			}
+		}
+		first = !first
+	}
+	if !bytes.Equal(dst, src) {
+		b.Fatal("decoded bytes differ")
+	}
+	mbs := func(d time.Duration) float64 { return float64(len(src)) * float64(b.N) / 1e6 / d.Seconds() }
+	b.ReportMetric(mbs(pipe), "pipeline-MB/s")
+	b.ReportMetric(mbs(codec), "codec-MB/s")
+	b.ReportMetric(codec.Seconds()/pipe.Seconds(), "pipeline/codec-speed")
+	b.ReportMetric(float64(len(src))/float64(len(image)), "ratio")
 }

@@ -3,6 +3,7 @@ package filter
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 )
 
 // Scratch buffers for the intermediate stages of a pipeline. They are pooled
@@ -40,8 +41,14 @@ func classSize(c int) int {
 	return 1<<e + k<<(e-2)
 }
 
+// scratchGets counts getScratch calls: a scratch buffer at the final stage
+// of a decode means a copy after it, and tests hold the pipeline to the
+// paths that need none.
+var scratchGets atomic.Int64
+
 // getScratch returns a buffer with cap(s.b) >= n and len(s.b) == 0.
 func getScratch(n int) *scratch {
+	scratchGets.Add(1)
 	c := scratchClass(n)
 	if c >= len(scratchPools) {
 		return &scratch{b: make([]byte, 0, n)}

@@ -44,6 +44,22 @@ type codec interface {
 	overrun() int
 }
 
+// trustingDecoder is implemented by codecs whose stream carries its own
+// checksum (zstd's frame checksum): decodeTrusted is decode without
+// verifying it, for images whose stored bytes a verified checksum already
+// covers. Every other check stays.
+type trustingDecoder interface {
+	decodeTrusted(dst, src []byte) ([]byte, error)
+}
+
+// boundedDecoder is implemented by codecs with an overrun that can bound
+// their output from the stream's framing alone: outputBound(src) is the
+// most decode can write for src (after claimedLen accepted it), so a dst
+// with that much capacity needs no overrun room.
+type boundedDecoder interface {
+	outputBound(src []byte) int
+}
+
 // viewDecoder is implemented by codecs whose decoded form is a sub-slice of
 // the input (CRC32C strips a trailer): intermediate stages skip the copy.
 type viewDecoder interface {
@@ -59,7 +75,7 @@ func newCodec(s Spec, elemSize int) (codec, error) {
 	case Zlib:
 		return zlibCodecs[s.Level], nil
 	case Zstd:
-		return zstdCodec{level: s.Level}, nil
+		return zstdCodec{speed: zstd.EncoderLevelFromZstd(int(s.Level))}, nil
 	case LZ4:
 		return lz4Codec{}, nil
 	case CRC32C:
@@ -233,42 +249,46 @@ func (c *deflateCodec) decode(dst, src []byte) ([]byte, error) { return inflateR
 // ---- zstd ----
 
 // zstdCodec writes one Zstandard frame with the content size in its header
-// (EncodeAll always records it), so decoding can check the claim before
-// allocating. The frame keeps zstd's own xxhash checksum.
-type zstdCodec struct{ level int32 }
+// (EncodeAll always records it, and numcodecs needs it to size its output),
+// so decoding can check the claim before allocating. The frame carries no
+// checksum of its own: the chunk frame's CRC32C already covers the stored
+// bytes and is verified before anything is decoded (FORMAT.md, chunk
+// frame), so a second hash per chunk would buy nothing.
+type zstdCodec struct{ speed zstd.EncoderLevel }
 
 // zstdWindow is the encoders' window (see init).
 const zstdWindow = 2 << 20
 
-var zstdLevels = [ZstdMaxLevel + 1]zstd.EncoderLevel{
-	1: zstd.SpeedFastest,
-	2: zstd.SpeedDefault,
-	3: zstd.SpeedBetterCompression,
-	4: zstd.SpeedBestCompression,
-}
-
-// One encoder per level and one decoder for the process, built on first
-// use: EncodeAll and DecodeAll are safe for concurrent use, but run at most
-// as many calls at once as the states they were built with. Left at the
-// library's default that is GOMAXPROCS at first use — 1 if the first chunk
-// is encoded under GOMAXPROCS=1 — and every later caller queues on it.
-// zstdStates sizes them for the machine instead.
+// One encoder per speed and one decoder per checksum policy for the
+// process, built on first use: EncodeAll and DecodeAll are safe for
+// concurrent use, but run at most as many calls at once as the states they
+// were built with. Left at the library's default that is GOMAXPROCS at
+// first use — 1 if the first chunk is encoded under GOMAXPROCS=1 — and every
+// later caller queues on it. zstdStates sizes them for the machine instead.
 var (
-	zstdEncoders [ZstdMaxLevel + 1]func() (*zstd.Encoder, error)
-	zstdDecoder  = sync.OnceValues(func() (*zstd.Decoder, error) {
-		return zstd.NewReader(nil,
-			zstd.WithDecoderConcurrency(zstdStates()),
-			// Bound every DecodeAll by the capacity of the dst we pass:
-			// that is how the pipeline's size bound reaches the decoder
-			// without a decoder per bound.
-			zstd.WithDecodeAllCapLimit(true),
-			// Our frames are single-segment (window = content size,
-			// checked against the bound); a multi-segment frame asking
-			// for a larger window than this is not ours.
-			zstd.WithDecoderMaxWindow(zstdMaxWindow),
-		)
-	})
+	zstdEncoders [zstd.SpeedBestCompression + 1]func() (*zstd.Encoder, error)
+	// zstdDecoder verifies a frame checksum when the frame has one (frames
+	// written before checksums were dropped, or copied in from elsewhere);
+	// zstdTrustingDecoder skips it, for images whose stored bytes a
+	// verified CRC32C already covers (Pipeline.DecodeVerifiedTo).
+	zstdDecoder         = sync.OnceValues(func() (*zstd.Decoder, error) { return newZstdDecoder(false) })
+	zstdTrustingDecoder = sync.OnceValues(func() (*zstd.Decoder, error) { return newZstdDecoder(true) })
 )
+
+func newZstdDecoder(ignoreChecksum bool) (*zstd.Decoder, error) {
+	return zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(zstdStates()),
+		// Bound every DecodeAll by the capacity of the dst we pass:
+		// that is how the pipeline's size bound reaches the decoder
+		// without a decoder per bound.
+		zstd.WithDecodeAllCapLimit(true),
+		// Our frames are single-segment (window = content size,
+		// checked against the bound); a multi-segment frame asking
+		// for a larger window than this is not ours.
+		zstd.WithDecoderMaxWindow(zstdMaxWindow),
+		zstd.IgnoreChecksum(ignoreChecksum),
+	)
+}
 
 const zstdMaxWindow = 64 << 20
 
@@ -277,18 +297,22 @@ const zstdMaxWindow = 64 << 20
 func zstdStates() int { return max(runtime.NumCPU(), runtime.GOMAXPROCS(0)) }
 
 func init() {
-	for l := ZstdMinLevel; l <= ZstdMaxLevel; l++ {
+	for l := zstd.SpeedFastest; l <= zstd.SpeedBestCompression; l++ {
 		zstdEncoders[l] = sync.OnceValues(func() (*zstd.Encoder, error) {
 			return zstd.NewWriter(nil,
-				zstd.WithEncoderLevel(zstdLevels[l]),
-				zstd.WithEncoderConcurrency(zstdStates()),
 				// Each of the zstdStates() encoders keeps a history of
 				// twice its window: 16 MiB at the library's default 8 MiB
 				// window, per CPU, for as long as the process lives. The
 				// reference zstd uses 512 KiB to 2 MiB windows at these
 				// levels; matches further back than that are rare in a
-				// chunk.
+				// chunk. Set before the level, so that the level does
+				// not pick its own window and, with it, a block size:
+				// SpeedFastest's would be 64 KiB, and only frames of
+				// whole 128 KiB blocks bound their output tightly enough
+				// to decode straight into a chunk (zstdCodec.outputBound).
 				zstd.WithWindowSize(zstdWindow),
+				zstd.WithEncoderLevel(l),
+				zstd.WithEncoderConcurrency(zstdStates()),
 				// And with low memory, a window plus one block instead of
 				// two windows: a chunk up to the window is encoded in one
 				// pass either way, so only larger chunks pay (a shift of
@@ -299,6 +323,8 @@ func init() {
 				// before allocating. Single-segment frames are bounded
 				// by that size, not by the decoder's window limit.
 				zstd.WithSingleSegment(true),
+				// No frame checksum: see zstdCodec.
+				zstd.WithEncoderCRC(false),
 				// Noisy scientific data often has no matches yet a
 				// skewed byte histogram; the fast levels would store
 				// such blocks raw without this.
@@ -314,7 +340,7 @@ func (c zstdCodec) encode(dst, src []byte) ([]byte, bool) {
 	if len(src) == 0 {
 		return nil, false
 	}
-	enc, err := zstdEncoders[c.level]()
+	enc, err := zstdEncoders[c.speed]()
 	if err != nil {
 		return nil, false // storing raw is always correct
 	}
@@ -343,38 +369,63 @@ const (
 // zstdOverrun a real bound: with a single frame, output before each block
 // is at most the content size, and a block adds at most zstdMaxBlock.
 func (c zstdCodec) claimedLen(src []byte) (int, error) {
+	claim, _, err := zstdWalk(src)
+	return claim, err
+}
+
+// outputBound is the most a decode of src (a frame claimedLen accepted)
+// can write: raw and RLE blocks produce exactly their size, a compressed
+// block at most zstdMaxBlock. A frame whose bound fits the destination
+// cannot make the decoder grow it, lie or not, so the destination needs no
+// overrun room.
+func (c zstdCodec) outputBound(src []byte) int {
+	_, bound, err := zstdWalk(src)
+	if err != nil {
+		return math.MaxInt
+	}
+	return bound
+}
+
+// zstdWalk checks that src is one frame with a content size and returns
+// that size and the bound on its output (see outputBound).
+func zstdWalk(src []byte) (claim, bound int, err error) {
 	var h zstd.Header
 	if err := h.Decode(src); err != nil {
-		return 0, fmt.Errorf("%w: zstd header: %v", ErrCorrupt, err)
+		return 0, 0, fmt.Errorf("%w: zstd header: %v", ErrCorrupt, err)
 	}
 	if h.Skippable || !h.HasFCS {
-		return 0, fmt.Errorf("%w: zstd frame without content size", ErrCorrupt)
+		return 0, 0, fmt.Errorf("%w: zstd frame without content size", ErrCorrupt)
 	}
 	if h.FrameContentSize > math.MaxInt {
-		return 0, fmt.Errorf("%w: zstd frame claims %d bytes", ErrCorrupt, h.FrameContentSize)
+		return 0, 0, fmt.Errorf("%w: zstd frame claims %d bytes", ErrCorrupt, h.FrameContentSize)
 	}
 	pos := h.HeaderSize
 	for {
 		if len(src)-pos < zstdBlockHeaderLen {
-			return 0, fmt.Errorf("%w: zstd frame truncated in a block header", ErrCorrupt)
+			return 0, 0, fmt.Errorf("%w: zstd frame truncated in a block header", ErrCorrupt)
 		}
 		bh := uint32(src[pos]) | uint32(src[pos+1])<<8 | uint32(src[pos+2])<<16
 		pos += zstdBlockHeaderLen
 		size := int(bh >> 3)
 		if size > zstdMaxBlock {
-			return 0, fmt.Errorf("%w: zstd block of %d bytes", ErrCorrupt, size)
+			return 0, 0, fmt.Errorf("%w: zstd block of %d bytes", ErrCorrupt, size)
 		}
+		out := size
 		switch (bh >> 1) & 3 {
-		case 0, 2: // raw, compressed: size bytes follow
+		case 0: // raw: size bytes follow
 		case 1: // RLE: one byte repeated size times
 			size = 1
+		case 2: // compressed: size bytes follow
+			out = zstdMaxBlock
 		default:
-			return 0, fmt.Errorf("%w: reserved zstd block type", ErrCorrupt)
+			return 0, 0, fmt.Errorf("%w: reserved zstd block type", ErrCorrupt)
 		}
 		if len(src)-pos < size {
-			return 0, fmt.Errorf("%w: zstd frame truncated in a block", ErrCorrupt)
+			return 0, 0, fmt.Errorf("%w: zstd frame truncated in a block", ErrCorrupt)
 		}
 		pos += size
+		// Cannot overflow: every block costs at least 3 input bytes.
+		bound += out
 		if bh&1 != 0 {
 			break
 		}
@@ -383,9 +434,9 @@ func (c zstdCodec) claimedLen(src []byte) (int, error) {
 		pos += zstdChecksumLen
 	}
 	if pos != len(src) {
-		return 0, fmt.Errorf("%w: zstd frame is %d bytes of %d", ErrCorrupt, pos, len(src))
+		return 0, 0, fmt.Errorf("%w: zstd frame is %d bytes of %d", ErrCorrupt, pos, len(src))
 	}
-	return int(h.FrameContentSize), nil
+	return int(h.FrameContentSize), bound, nil
 }
 
 func (zstdCodec) overrun() int { return zstdOverrun }
@@ -395,7 +446,15 @@ func (zstdCodec) overrun() int { return zstdOverrun }
 func (zstdCodec) maxOutput(int) int { return -1 }
 
 func (c zstdCodec) decode(dst, src []byte) ([]byte, error) {
-	dec, err := zstdDecoder()
+	return zstdDecode(zstdDecoder, dst, src)
+}
+
+func (c zstdCodec) decodeTrusted(dst, src []byte) ([]byte, error) {
+	return zstdDecode(zstdTrustingDecoder, dst, src)
+}
+
+func zstdDecode(get func() (*zstd.Decoder, error), dst, src []byte) ([]byte, error) {
+	dec, err := get()
 	if err != nil {
 		return nil, fmt.Errorf("filter: zstd decoder: %w", err)
 	}

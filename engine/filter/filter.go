@@ -48,44 +48,62 @@ type ID uint16
 const (
 	Shuffle ID = 1 // byte shuffle by element size (HDF5's H5Z_FILTER_SHUFFLE)
 	Deflate ID = 2 // raw DEFLATE (RFC 1951), Level 1..9
-	Zstd    ID = 3 // one Zstandard frame with content size, Level 1..4
-	LZ4     ID = 4 // uint32 little-endian decoded length, then one LZ4 block
-	CRC32C  ID = 5 // appends the 4-byte little-endian CRC-32C (Castagnoli)
+	// zstdPreset is the first zstd filter, whose levels 1..4 named the
+	// encoder's four speeds rather than zstd's levels. Files written with
+	// it keep reading: DecodeSpecs turns it into Zstd with the zstd level
+	// that selects the same speed, so nothing in memory carries it.
+	zstdPreset ID = 3
+	LZ4        ID = 4 // uint32 little-endian decoded length, then one LZ4 block
+	CRC32C     ID = 5 // appends the 4-byte little-endian CRC-32C (Castagnoli)
 	// Zlib is DEFLATE in the zlib framing (RFC 1950: header, stream,
 	// Adler-32), Level 1..9: byte-identical to HDF5's deflate filter and
 	// numcodecs' Zlib, so those chunks move between formats uninflated.
 	Zlib ID = 6
+	// Zstd is one Zstandard frame with its content size and no frame
+	// checksum, at a Level on zstd's own scale (see ZstdMinLevel). A new ID
+	// rather than a new meaning for 3: a reader that predates it refuses
+	// the dataset as written by a newer version instead of misreading the
+	// level.
+	Zstd ID = 7
+
+	maxID = Zstd
 )
 
 // MaxFilters bounds a pipeline: the filter mask is a uint32 with one bit per
 // filter, and DecodeSpecs must not let on-disk bytes ask for more.
 const MaxFilters = 32
 
-// Zstd levels. Spec.Level for Zstd maps onto klauspost/compress/zstd's
-// encoder levels (which approximate the reference levels in brackets):
-//
-//	1 = SpeedFastest           (zstd -1)
-//	2 = SpeedDefault           (zstd -3)
-//	3 = SpeedBetterCompression (zstd -7)
-//	4 = SpeedBestCompression   (zstd -11)
-//
-// The level only affects encoding; every level decodes with the same decoder.
+// Zstd levels are zstd's: negative fast levels down to zstd's minimum,
+// 1..22, and 0 for the default, 3 (Spec.normalize stores it as 3). The
+// encoder has four speeds, chosen from the level by the library's documented
+// correspondence (zstd.EncoderLevelFromZstd): below 3 SpeedFastest, 3..5
+// SpeedDefault, 6..9 SpeedBetterCompression, 10 and up
+// SpeedBestCompression. The level only affects encoding; every level
+// decodes with the same decoder.
 const (
-	ZstdMinLevel = 1
-	ZstdMaxLevel = 4
+	ZstdMinLevel     = -(1 << 17) // zstd's ZSTD_minCLevel()
+	ZstdMaxLevel     = 22
+	ZstdDefaultLevel = 3
 )
 
-// Deflate and Zlib levels are klauspost/compress/flate's 1 (fastest) to 9
-// (best).
+// zstdPresetLevels maps a zstdPreset level (1..4) onto the zstd level that
+// selects the same encoder speed, so a level stored by the first zstd
+// filter keeps meaning what it meant when it was written.
+var zstdPresetLevels = [...]int32{1: 1, 2: 3, 3: 7, 4: 11}
+
+// Deflate and Zlib levels are zlib's 1 (fastest) to 9 (best), which
+// klauspost/compress/flate takes on the same scale. zlib's 0 (store) and -1
+// (default) are refused: a stored stream is never smaller than its input,
+// and a default would hide the level in the file.
 const (
 	DeflateMinLevel = 1
 	DeflateMaxLevel = 9
 )
 
 // Spec names one filter of a pipeline. Level is used by Deflate and Zlib
-// (1..9) and
-// Zstd (1..4, see ZstdMinLevel); other filters ignore it and NewPipeline and
-// EncodeSpecs normalise it to 0.
+// (1..9) and Zstd (zstd's levels, see ZstdMinLevel); other filters ignore it
+// and NewPipeline and EncodeSpecs normalise it to 0 (and a Zstd level of 0
+// to ZstdDefaultLevel).
 type Spec struct {
 	ID    ID
 	Level int32
@@ -155,6 +173,9 @@ func (s Spec) normalize() Spec {
 	if !s.ID.hasLevel() {
 		s.Level = 0
 	}
+	if s.ID == Zstd && s.Level == 0 {
+		s.Level = ZstdDefaultLevel
+	}
 	return s
 }
 
@@ -167,10 +188,15 @@ func (s Spec) normalize() Spec {
 //	                uint16 LE  filter ID
 //	                int32  LE  level (0 for filters without a level)
 //
-// The encoding is canonical: DecodeSpecs rejects trailing bytes, unknown
-// IDs, levels out of range and non-zero levels on filters without one, so
-// DecodeSpecs(b) succeeding implies EncodeSpecs(result) == b. Integrity of
-// the bytes is the header's checksum's job, not this encoding's.
+// The encoding is canonical for what EncodeSpecs writes: DecodeSpecs
+// rejects trailing bytes, unknown IDs, levels out of range, non-zero levels
+// on filters without one and a Zstd level of 0, so DecodeSpecs(b)
+// succeeding implies EncodeSpecs(result) == b, with one exception: a
+// zstdPreset record (ID 3, level 1..4), which only earlier versions wrote,
+// decodes to Zstd at the matching zstd level and re-encodes as such. The
+// engine keeps a header's stored filter bytes as they are, so an old file
+// is not rewritten by that. Integrity of the bytes is the header's
+// checksum's job, not this encoding's.
 const (
 	specsVersion   = 1
 	specsHeaderLen = 2
@@ -220,8 +246,18 @@ func DecodeSpecs(b []byte) ([]Spec, error) {
 	for i := range specs {
 		r := b[specsHeaderLen+specRecordLen*i:]
 		s := Spec{ID: ID(binary.LittleEndian.Uint16(r)), Level: int32(binary.LittleEndian.Uint32(r[2:]))}
-		if s.ID > Zlib { // (0 is never a filter: damage, caught below)
+		if s.ID > maxID { // (0 is never a filter: damage, caught below)
 			return nil, fmt.Errorf("%w: filter %d has id %d", ErrUnknown, i, uint16(s.ID))
+		}
+		if s.ID == zstdPreset {
+			if s.Level < 1 || int(s.Level) >= len(zstdPresetLevels) {
+				return nil, fmt.Errorf("%w: filter %d: zstd preset level %d not in [1, %d]", ErrCorrupt, i, s.Level, len(zstdPresetLevels)-1)
+			}
+			specs[i] = Spec{ID: Zstd, Level: zstdPresetLevels[s.Level]}
+			continue
+		}
+		if s.ID == Zstd && s.Level == 0 {
+			return nil, fmt.Errorf("%w: filter %d (zstd) stores level 0, want the level it stands for", ErrCorrupt, i)
 		}
 		if err := s.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: filter %d: %v", ErrCorrupt, i, err)

@@ -3,6 +3,7 @@ package filter
 import (
 	"bytes"
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -33,7 +34,8 @@ func TestSpecValidate(t *testing.T) {
 		{ID: Shuffle, Level: 7}, // ignored level
 		{ID: Deflate, Level: 1}, {ID: Deflate, Level: 9},
 		{ID: Zlib, Level: 1}, {ID: Zlib, Level: 9},
-		{ID: Zstd, Level: 1}, {ID: Zstd, Level: 4},
+		{ID: Zstd, Level: 1}, {ID: Zstd, Level: 4}, {ID: Zstd, Level: 0},
+		{ID: Zstd, Level: 22}, {ID: Zstd, Level: -5}, {ID: Zstd, Level: ZstdMinLevel},
 	}
 	for _, s := range good {
 		if err := s.Validate(); err != nil {
@@ -41,10 +43,11 @@ func TestSpecValidate(t *testing.T) {
 		}
 	}
 	bad := []Spec{
-		{ID: 0}, {ID: 7}, {ID: 0xFFFF},
+		{ID: 0}, {ID: 8}, {ID: 0xFFFF},
+		{ID: zstdPreset, Level: 1}, // read only: new datasets get Zstd
 		{ID: Deflate, Level: 0}, {ID: Deflate, Level: 10}, {ID: Deflate, Level: -1},
 		{ID: Zlib, Level: 0}, {ID: Zlib, Level: 10},
-		{ID: Zstd, Level: 0}, {ID: Zstd, Level: 5}, {ID: Zstd, Level: -3},
+		{ID: Zstd, Level: 23}, {ID: Zstd, Level: ZstdMinLevel - 1}, {ID: Zstd, Level: math.MinInt32},
 	}
 	for _, s := range bad {
 		if err := s.Validate(); !errors.Is(err, ErrInvalid) {
@@ -55,11 +58,11 @@ func TestSpecValidate(t *testing.T) {
 
 // TestIDsStable pins the on-disk numbers: changing one breaks every file.
 func TestIDsStable(t *testing.T) {
-	if Shuffle != 1 || Deflate != 2 || Zstd != 3 || LZ4 != 4 || CRC32C != 5 || Zlib != 6 {
+	if Shuffle != 1 || Deflate != 2 || zstdPreset != 3 || LZ4 != 4 || CRC32C != 5 || Zlib != 6 || Zstd != 7 {
 		t.Fatal("filter IDs were renumbered")
 	}
-	got := EncodeSpecs([]Spec{{ID: Shuffle}, {ID: Zstd, Level: 3}, {ID: CRC32C}})
-	want := []byte{1, 3, 1, 0, 0, 0, 0, 0, 3, 0, 3, 0, 0, 0, 5, 0, 0, 0, 0, 0}
+	got := EncodeSpecs([]Spec{{ID: Shuffle}, {ID: Zstd, Level: -7}, {ID: CRC32C}})
+	want := []byte{1, 3, 1, 0, 0, 0, 0, 0, 7, 0, 0xF9, 0xFF, 0xFF, 0xFF, 5, 0, 0, 0, 0, 0}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("EncodeSpecs = %v, want %v", got, want)
 	}
@@ -74,7 +77,8 @@ func TestSpecsRoundTrip(t *testing.T) {
 		make([]Spec, MaxFilters),
 	}
 	for i := range lists[4] {
-		lists[4][i] = Spec{ID: ID(1 + i%5), Level: int32(1 + i%4)}
+		ids := []ID{Shuffle, Deflate, Zstd, LZ4, CRC32C, Zlib}
+		lists[4][i] = Spec{ID: ids[i%len(ids)], Level: int32(1 + i%4)}
 	}
 	for _, specs := range lists {
 		b := EncodeSpecs(specs)
@@ -107,8 +111,12 @@ func TestDecodeSpecsCorrupt(t *testing.T) {
 		"255 filters":    {1, 255},
 		"id zero":        {1, 1, 0, 0, 0, 0, 0, 0},
 		"deflate lvl 0":  {1, 1, 2, 0, 0, 0, 0, 0},
-		"zstd lvl 5":     {1, 1, 3, 0, 5, 0, 0, 0},
-		"zstd lvl -1":    {1, 1, 3, 0, 0xFF, 0xFF, 0xFF, 0xFF},
+		"zstd preset 0":  {1, 1, 3, 0, 0, 0, 0, 0},
+		"zstd preset 5":  {1, 1, 3, 0, 5, 0, 0, 0},
+		"zstd preset -1": {1, 1, 3, 0, 0xFF, 0xFF, 0xFF, 0xFF},
+		"zstd lvl 0":     {1, 1, 7, 0, 0, 0, 0, 0},
+		"zstd lvl 23":    {1, 1, 7, 0, 23, 0, 0, 0},
+		"zstd lvl min-1": {1, 1, 7, 0, 0xFF, 0xFF, 0xFD, 0xFF},
 		"shuffle lvl 1":  {1, 1, 1, 0, 1, 0, 0, 0},
 		"crc32c lvl big": {1, 1, 5, 0, 0, 0, 0, 0x80},
 	} {
@@ -117,8 +125,10 @@ func TestDecodeSpecsCorrupt(t *testing.T) {
 		}
 	}
 	// An intact list naming a filter from a newer version is not damage.
-	if _, err := DecodeSpecs([]byte{1, 1, 9, 0, 0, 0, 0, 0}); !errors.Is(err, ErrUnknown) || errors.Is(err, ErrCorrupt) {
-		t.Errorf("unknown id 9: %v, want ErrUnknown only", err)
+	for _, id := range []byte{8, 9} {
+		if _, err := DecodeSpecs([]byte{1, 1, id, 0, 0, 0, 0, 0}); !errors.Is(err, ErrUnknown) || errors.Is(err, ErrCorrupt) {
+			t.Errorf("unknown id %d: %v, want ErrUnknown only", id, err)
+		}
 	}
 }
 
@@ -131,7 +141,8 @@ func TestNewPipelineInvalid(t *testing.T) {
 		"elem size -1":    {nil, -1},
 		"elem size big":   {nil, MaxElemSize + 1},
 		"unknown filter":  {[]Spec{{ID: 42}}, 2},
-		"bad zstd level":  {[]Spec{{ID: Shuffle}, {ID: Zstd, Level: 9}}, 2},
+		"bad zstd level":  {[]Spec{{ID: Shuffle}, {ID: Zstd, Level: 23}}, 2},
+		"zstd preset":     {[]Spec{{ID: zstdPreset, Level: 2}}, 2},
 		"too many filter": {make([]Spec, MaxFilters+1), 2},
 	} {
 		if tc.specs != nil && len(tc.specs) > MaxFilters {

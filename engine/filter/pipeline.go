@@ -161,11 +161,12 @@ func (p *Pipeline) EncodeTo(dst, src []byte) (image []byte, mask uint32, err err
 // and exact when no compressor was applied before it. A length claimed by a
 // zstd frame or an LZ4 prefix is checked against that bound before any
 // buffer is made, and decoders are never given room to write past it (zstd
-// gets one block, 128 KiB, of headroom in a pooled buffer, because it
-// checks sizes between blocks). Memory per call is therefore at most the
-// result plus one pooled scratch buffer per applied stage, each at most 25%
-// over that stage's bound (plus 128 KiB for zstd), whatever the image
-// claims. Bad input of any kind returns an error wrapping ErrCorrupt; a
+// checks sizes between blocks, so it gets one block, 128 KiB, of headroom in
+// a pooled buffer, unless its block headers bound its output by the buffer
+// it writes into, as they do for a frame of whole 128 KiB blocks). Memory
+// per call is therefore at most the result plus one pooled scratch buffer
+// per applied stage, each at most 25% over that stage's bound (plus 128 KiB
+// for zstd), whatever the image claims. Bad input of any kind returns an error wrapping ErrCorrupt; a
 // negative or too large decodedSize wraps ErrInvalid.
 func (p *Pipeline) Decode(image []byte, mask uint32, decodedSize int) ([]byte, error) {
 	return p.DecodeTo(nil, image, mask, decodedSize)
@@ -177,6 +178,21 @@ func (p *Pipeline) Decode(image []byte, mask uint32, decodedSize int) ([]byte, e
 // new slice. dst must not overlap image. On error dst's contents are
 // undefined.
 func (p *Pipeline) DecodeTo(dst, image []byte, mask uint32, decodedSize int) ([]byte, error) {
+	return p.decodeTo(dst, image, mask, decodedSize, false)
+}
+
+// DecodeVerifiedTo is DecodeTo for an image whose bytes the caller has
+// already verified against a checksum stored beside them (a chunk frame's
+// CRC32C): checksums inside the codecs' streams that cover the same
+// information (a zstd frame checksum, over bytes decoded deterministically
+// from the verified image) are not computed again. Every bound and framing
+// check stays, and a CRC32C filter in the pipeline is still verified: it is
+// a check the dataset asked for.
+func (p *Pipeline) DecodeVerifiedTo(dst, image []byte, mask uint32, decodedSize int) ([]byte, error) {
+	return p.decodeTo(dst, image, mask, decodedSize, true)
+}
+
+func (p *Pipeline) decodeTo(dst, image []byte, mask uint32, decodedSize int, verified bool) ([]byte, error) {
 	if dst != nil && cap(dst) < decodedSize {
 		dst = nil
 	}
@@ -269,19 +285,33 @@ func (p *Pipeline) DecodeTo(dst, image []byte, mask uint32, decodedSize int) ([]
 
 		// INVARIANT: when final, every filter below first is masked (an
 		// identity), so exact[first] holds and limit == decodedSize.
+		//
+		// The final stage writes straight into the caller's buffer (or an
+		// exactly sized new one) whenever that buffer can hold all the
+		// stage may write; only a decoder that may overrun a lying length
+		// by more than the buffer's spare room gets a scratch buffer and a
+		// copy after it.
+		need := limit + c.overrun()
+		if b, ok := c.(boundedDecoder); ok && need > limit {
+			need = max(limit, min(need, b.outputBound(cur)))
+		}
 		var sb *scratch
 		var to []byte
-		extra := c.overrun()
 		switch {
-		case final && dst != nil && cap(dst) >= limit+extra:
+		case final && dst != nil && cap(dst) >= need:
 			to = dst[:0:cap(dst)]
-		case final && extra == 0:
+		case final && need == limit:
 			to = make([]byte, 0, limit) // the caller's slice, exactly sized
 		default:
-			sb = getScratch(limit + extra)
-			to = sb.b[: 0 : limit+extra]
+			sb = getScratch(need)
+			to = sb.b[:0:need]
 		}
-		out, err := c.decode(to, cur)
+		var out []byte
+		if t, ok := c.(trustingDecoder); ok && verified {
+			out, err = t.decodeTrusted(to, cur)
+		} else {
+			out, err = c.decode(to, cur)
+		}
 		if err == nil {
 			err = checkLen(len(out), hi[i], exact[i])
 		}
