@@ -18,10 +18,6 @@ import (
 	"github.com/scc-dev/scc/engine"
 )
 
-// zstdLevels maps scc's zstd levels 1..4 onto the zstd library levels they
-// stand for (metadata only: readers do not need it).
-var zstdLevels = [...]int{1: 1, 2: 3, 3: 9, 4: 19}
-
 // plan is how one dataset's chunks cross: the Zarr chain and whether the
 // stored bytes can go across without re-encoding.
 type plan struct {
@@ -59,11 +55,12 @@ func planExport(ds *engine.Dataset, version int) plan {
 			// no inflate.
 			p.chain = append(p.chain, codec{id: "zlib", level: level})
 		case "zstd":
-			lvl := 3
-			if level >= 1 && level < len(zstdLevels) {
-				lvl = zstdLevels[level]
+			// scc's zstd levels are zstd's (0: the default, 3); the
+			// level is metadata only, readers do not need it.
+			if level == 0 {
+				level = 3
 			}
-			p.chain = append(p.chain, codec{id: "zstd", level: lvl})
+			p.chain = append(p.chain, codec{id: "zstd", level: level})
 		case "lz4":
 			p.chain = append(p.chain, codec{id: "lz4"})
 		case "crc32c":

@@ -348,16 +348,9 @@ func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why
 				copy, why = false, c.id+" is not the last codec"
 			}
 		case "zstd":
-			l := 1
-			switch {
-			case c.level >= 10:
-				l = 4
-			case c.level >= 5:
-				l = 3
-			case c.level >= 2:
-				l = 2
-			}
-			filters = append(filters, engine.Zstd(l))
+			// numcodecs' levels are zstd's, and so are scc's; the level
+			// only matters to later writes of the dataset.
+			filters = append(filters, engine.Zstd(max(min(c.level, 22), -131072)))
 		case "lz4":
 			filters = append(filters, engine.LZ4())
 		case "crc32c":
