@@ -21,7 +21,7 @@ func TestInvariantAssertions(t *testing.T) {
 		t.Helper()
 		defer func() {
 			r := recover()
-			if s, _ := r.(string); !strings.Contains(s, "invariant violated") {
+			if err, _ := r.(error); err == nil || !strings.Contains(err.Error(), "invariant violated") {
 				t.Errorf("%s: recovered %v, want an invariant panic", what, r)
 			}
 		}()
