@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register("bench", "benchmarks beside HDF5, h5py, zarr, otter and ristretto: NAME|all [--quick] [--json] [--out DIR] [--benchmarks FILE]", cmdBench)
+	register("bench", "benchmarks beside HDF5, h5py, zarr, otter and ristretto (NAME|all)", cmdBench)
 }
 
 // cmdBench runs bench scenarios and prints the comparison table (or JSON).

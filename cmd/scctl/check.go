@@ -25,7 +25,7 @@ type checkOutput struct {
 // live extents overlapping, no referenced space free, every checksum valid.
 // Exit status 1 when the checker finds problems or cannot read the file.
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("check", "[--json] FILE", stderr)
+	fs := newFlags("check", "[--json] FILE\n\n"+fileHelp, stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args)
 	if err != nil {

@@ -18,7 +18,7 @@ func init() {
 // space, as any writable open's first commit does. A file without an image
 // is left unchanged, with a warning on stderr (as h5clear warns).
 func cmdClearImage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("clear-image", "FILE", stderr)
+	fs := newFlags("clear-image", "FILE\n\n"+fileHelp, stderr)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err

@@ -34,7 +34,7 @@ type dumpOutput struct {
 }
 
 func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("dump", "--dataset NAME [--start i,j,...] [--count n,m,...] [--json] FILE", stderr)
+	fs := newFlags("dump", "--dataset NAME [--start i,j,...] [--count n,m,...] [--json] FILE\n\n"+fileHelp, stderr)
 	name := fs.String("dataset", "", "dataset to dump (required)")
 	startS := fs.String("start", "", "first element of the selection (default the origin)")
 	countS := fs.String("count", "", "elements per dimension (default to the end of the extent)")

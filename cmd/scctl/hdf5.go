@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,12 +33,28 @@ import (
 // build.
 
 func init() {
-	register("hdf5", "export to / import from HDF5 (runs scc-hdf5, built by `make hdf5`)", cmdHDF5)
+	register("hdf5", "export to / import from HDF5 (runs scc-hdf5, built by make hdf5)", cmdHDF5)
 }
 
+// hdf5Usage is hdf5's help. Its flags are scc-hdf5's, which this command
+// passes on unread, so they are named here rather than by a FlagSet.
+const hdf5Usage = `usage: scctl hdf5 export [-force] [flags] FILE.scc OUT.h5
+       scctl hdf5 import [-force] [-strict] [flags] IN.h5 FILE.scc
+
+Runs scc-hdf5 (built by make hdf5; found through $SCC_HDF5, next to scctl,
+or on PATH) with these arguments. Both are all or nothing; -force replaces
+an existing destination; an import skips (and names) the datasets scc
+cannot hold unless -strict. OUT.h5 and IN.h5 are local paths; FILE.scc is
+the FILE below.
+`
+
 func cmdHDF5(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stderr, hdf5Usage+"\n"+fileHelp+"\n")
+		return flag.ErrHelp
+	}
 	if len(args) < 3 || (args[0] != "export" && args[0] != "import") {
-		return usageErr("want: scctl hdf5 export [flags] FILE.scc OUT.h5 | scctl hdf5 import [flags] IN.h5 FILE.scc")
+		return usageErr("want: scctl hdf5 export [flags] FILE.scc OUT.h5 | scctl hdf5 import [flags] IN.h5 FILE.scc (scctl hdf5 --help)")
 	}
 	// scc-hdf5 (libhdf5) works on local files: an s3:// FILE.scc is
 	// copied down for an export, and an import writes a local file that

@@ -22,7 +22,7 @@ func init() {
 // leaves no file, and --force replaces an existing one whatever the input
 // (an HDF5 import goes to a new file too, never merged into the old).
 func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("import", "[--force] [--verify] [--strict] STORE|FILE.h5 FILE", stderr)
+	fs := newFlags("import", "[--force] [--verify] [--strict] STORE|FILE.h5 FILE\n\nSTORE (a Zarr v2 or v3 directory) or FILE.h5 is a local path; the new FILE is\nwritten under a temporary name and moved into place once complete.\n\n"+fileHelp, stderr)
 	force := fs.Bool("force", false, "replace FILE if it exists")
 	workers := fs.Int("workers", 0, "chunks processed at once (0: one per CPU)")
 	verify := fs.Bool("verify", false, "decode every copied chunk once before storing it (zlib chunks are otherwise stored uninflated; their Adler-32 is checked on every read)")

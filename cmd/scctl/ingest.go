@@ -16,6 +16,7 @@ import (
 
 	"github.com/scc-dev/scc/bench"
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/vfd"
 )
 
 func init() {
@@ -27,14 +28,15 @@ func init() {
 // 512 frames of 256×256 uint16 each, shuffle+zstd level 1, a 32 MiB cache,
 // on a temporary file.
 func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, asJSON, quiet, memProfile, err := parseIngest(args, stderr)
+	o, err := parseIngest(args, stderr)
 	if err != nil {
 		return err
 	}
-	if !quiet {
+	cfg := o.cfg
+	if !o.quiet {
 		cfg.Progress = progressBar(stderr)
 	}
-	if memProfile != "" {
+	if o.memProfile != "" {
 		// Every allocation, so the profile's alloc_space shows where the
 		// garbage the collector lets pile up comes from.
 		old := runtime.MemProfileRate
@@ -42,27 +44,55 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer func() { runtime.MemProfileRate = old }()
 	}
 	var profErr error
-	if memProfile != "" {
+	if o.memProfile != "" {
 		// With the cache full: inuse_space is what the process holds at
 		// its fullest, alloc_space the garbage made until then.
-		cfg.BeforeFlush = func() { profErr = writeHeapProfile(memProfile) }
+		cfg.BeforeFlush = func() { profErr = writeHeapProfile(o.memProfile) }
 	}
-	// The job commits once, with its final Flush. Closing never commits:
-	// a job that failed (a write, a read's check, an interrupt, the
-	// flush itself) leaves the file as its last commit left it instead of
-	// committing whatever part of the frames it got to. (Without --file
-	// the job's temporary file is removed anyway.)
+	if o.image && cfg.Path == "" {
+		// The image is written by our close (below), which bench only
+		// calls on a path we name: make the temporary file here.
+		fh, err := os.CreateTemp("", "scc-ingest-*.scc")
+		if err != nil {
+			return err
+		}
+		cfg.Path = fh.Name()
+		fh.Close()
+		defer os.Remove(cfg.Path)
+	}
+	var image *engine.ImageInfo
+	// The job commits once, with its final Flush. Closing commits only
+	// to write the cache image (-image), and only after that Flush
+	// committed: a job that failed (a write, a read's check, an
+	// interrupt, the flush itself) leaves the file as its last commit left
+	// it instead of committing whatever part of the frames it got to.
+	// (Without --file the job's temporary file is removed anyway.)
 	create := func(path string, opts *engine.Options) (*engine.File, func() error, error) {
+		if o.image {
+			withImage := *opts
+			withImage.Image = engine.ImageOptions{Generate: true}
+			opts = &withImage
+		}
 		f, done, err := createPath(ctx, path, opts)
 		if err != nil {
 			return nil, nil, err
 		}
+		created := f.Generation()
 		return f, func() error {
-			stop, cancel := context.WithCancel(context.Background())
-			cancel()
-			if err := f.CloseContext(stop); err != nil && !errors.Is(err, context.Canceled) {
+			commit := o.image && f.Generation() != created
+			closeCtx := ctx
+			if !commit {
+				stop, cancel := context.WithCancel(context.Background())
+				cancel()
+				closeCtx = stop
+			}
+			if err := f.CloseContext(closeCtx); err != nil && (commit || !errors.Is(err, context.Canceled)) {
 				done()
 				return err
+			}
+			if commit {
+				info := f.ImageInfo()
+				image = &info
 			}
 			return done()
 		}, nil
@@ -74,6 +104,9 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if o.image && o.cfg.Path == "" {
+		res.Path = ""
+	}
 	if n, ok := s3Size(ctx, cfg.Path); ok {
 		// bench measures a local file's size; an object's is the driver's.
 		res.StoredBytes = n
@@ -81,73 +114,179 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if profErr != nil {
 		return profErr
 	}
-	if asJSON {
+	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return enc.Encode(ingestJSON{res, image})
 	}
-	return ingestSummary(stdout, res)
+	return ingestSummary(stdout, res, image)
 }
 
+// ingestJSON is ingest's --json output: bench's result and, with -image,
+// the cache image the close wrote.
+type ingestJSON struct {
+	*bench.IngestResult
+	Image *engine.ImageInfo `json:"image,omitempty"`
+}
+
+// ingestOpts is what ingest's flags ask for.
+type ingestOpts struct {
+	cfg        bench.IngestConfig
+	json       bool
+	quiet      bool
+	image      bool
+	memProfile string
+}
+
+// filterHelp names every filter ingest accepts, as parseFilters reads them.
+const filterHelp = `filter pipeline, stages joined by + (or ","), or none:
+shuffle; deflateN (raw DEFLATE) and zlibN (zlib-framed DEFLATE, the form HDF5
+and Zarr store), N 1..9; zstdN at one of zstd's levels, N -131072..22 (0 for
+zstd's default, 3; negative for the fast levels: zstd-5 or zstd(-5)); lz4;
+crc32c (a checksum stage). A level left out is 1.`
+
 // parseIngest turns ingest's flags into a job configuration.
-func parseIngest(args []string, stderr io.Writer) (cfg bench.IngestConfig, asJSON, quiet bool, memProfile string, err error) {
-	fs := newFlags("ingest", "[flags]", stderr)
+func parseIngest(args []string, stderr io.Writer) (o ingestOpts, err error) {
+	cfg := &o.cfg
+	fs := newFlags("ingest", "[flags]\n\nWriters append frames to datasets of one file through a shared cache while\nreaders follow and verify every frame; prints throughput and cache figures.\n\n"+
+		fileHelp, stderr)
 	fs.IntVar(&cfg.Datasets, "datasets", 4, "datasets to append to")
 	fs.IntVar(&cfg.Writers, "writers", 4, "writer goroutines")
 	fs.IntVar(&cfg.Readers, "readers", 2, "reader goroutines verifying every frame (0 for none)")
 	fs.IntVar(&cfg.Frames, "frames", 512, "frames per dataset")
 	frame := fs.String("frame", "256x256", "frame size HEIGHTxWIDTH in uint16 elements")
-	filters := fs.String("filter", "shuffle+zstd1", "filter pipeline: shuffle, zstdN, deflateN, lz4, crc32c joined by +, or none")
+	filters := fs.String("filter", "shuffle+zstd1", filterHelp)
 	cacheSize := fs.String("cache", "32MiB", "shared cache budget (quiescent bytes; with --adaptive the initial size)")
 	adaptive := fs.Bool("adaptive", false, "let the cache resize itself to the working set (cache.AdaptiveConfig defaults: --cache/4 .. --cache×4)")
 	adaptiveMax := fs.String("adaptive-max", "", "with --adaptive: the largest size (default 4 × --cache)")
-	fs.StringVar(&cfg.Path, "file", "", "file to create and keep, a path or an s3://bucket/key URL (default: a temporary file, removed)")
-	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
-	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
-	fs.StringVar(&memProfile, "memprofile", "", "write a heap profile to this file once the frames are written, before the final flush (the collection it starts perturbs peak Go heap)")
+	fs.StringVar(&cfg.Path, "file", "", "`FILE` to create and keep, a local path or an s3://bucket/key URL (default: a temporary file, removed)")
+	fs.BoolVar(&o.image, "image", false, "write a cache image when the file is closed after a successful job (engine.ImageOptions{Generate: true}), so the next open starts warm; the summary reports its size")
+	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile to this file once the frames are written, before the final flush (the collection it starts perturbs peak Go heap)")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return cfg, false, false, "", err
+		return ingestOpts{}, err
 	}
 	if len(pos) != 0 {
-		return cfg, false, false, "", usageErr("unexpected arguments %q", pos)
+		return ingestOpts{}, usageErr("unexpected arguments %q", pos)
 	}
 	// Zero means "default" to bench.IngestConfig; on the command line
 	// it is a mistake (except --readers 0: none).
 	if cfg.Datasets < 1 || cfg.Writers < 1 || cfg.Frames < 1 || cfg.Readers < 0 {
-		return cfg, false, false, "", usageErr("--datasets, --writers and --frames must be at least 1, --readers at least 0")
+		return ingestOpts{}, usageErr("--datasets, --writers and --frames must be at least 1, --readers at least 0")
 	}
 	if cfg.Readers == 0 {
 		cfg.Readers = -1
 	}
 	h, w, ok := strings.Cut(strings.ToLower(*frame), "x")
 	if cfg.Height, err = strconv.Atoi(h); !ok || err != nil {
-		return cfg, false, false, "", usageErr("--frame %q: want HEIGHTxWIDTH", *frame)
+		return ingestOpts{}, usageErr("--frame %q: want HEIGHTxWIDTH", *frame)
 	}
 	if cfg.Width, err = strconv.Atoi(w); err != nil {
-		return cfg, false, false, "", usageErr("--frame %q: want HEIGHTxWIDTH", *frame)
+		return ingestOpts{}, usageErr("--frame %q: want HEIGHTxWIDTH", *frame)
 	}
-	if cfg.Filters, err = bench.ParseFilters(*filters); err != nil {
-		return cfg, false, false, "", usageErr("%v", err)
+	if cfg.Filters, err = parseFilters(*filters); err != nil {
+		return ingestOpts{}, usageErr("--filter: %v", err)
 	}
 	if cfg.CacheBytes, err = bench.ParseBytes(*cacheSize); err != nil || cfg.CacheBytes == 0 {
-		return cfg, false, false, "", usageErr("--cache %q: want a size such as 32MiB", *cacheSize)
+		return ingestOpts{}, usageErr("--cache %q: want a size such as 32MiB", *cacheSize)
 	}
 	if *adaptiveMax != "" && !*adaptive {
-		return cfg, false, false, "", usageErr("--adaptive-max needs --adaptive")
+		return ingestOpts{}, usageErr("--adaptive-max needs --adaptive")
 	}
 	if *adaptive {
 		cfg.Adaptive.Enabled = true
 		if *adaptiveMax != "" {
 			if cfg.Adaptive.MaxBytes, err = bench.ParseBytes(*adaptiveMax); err != nil || cfg.Adaptive.MaxBytes == 0 {
-				return cfg, false, false, "", usageErr("--adaptive-max %q: want a size such as 128MiB", *adaptiveMax)
+				return ingestOpts{}, usageErr("--adaptive-max %q: want a size such as 128MiB", *adaptiveMax)
 			}
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, false, false, "", usageErr("%v", err)
+		return ingestOpts{}, usageErr("%v", err)
 	}
-	return cfg, asJSON, quiet, memProfile, nil
+	return o, nil
+}
+
+// filterNames are the stages parseFilters knows, with whether each takes
+// a level.
+var filterNames = []struct {
+	name  string
+	level bool
+	make  func(level int) engine.Filter
+}{
+	{"shuffle", false, func(int) engine.Filter { return engine.Shuffle() }},
+	{"deflate", true, engine.Deflate},
+	{"zlib", true, engine.Zlib},
+	{"zstd", true, engine.Zstd},
+	{"lz4", false, func(int) engine.Filter { return engine.LZ4() }},
+	{"crc32c", false, func(int) engine.Filter { return engine.CRC32C() }},
+}
+
+// parseFilters reads a pipeline as filterHelp describes it, and also in
+// the form engine.Filter.String prints ("shuffle+zstd(-5)"), so that a
+// pipeline ingest reports can be passed back to it. A level is the
+// compressor's own: the minus sign of "zstd-5" is a negative level, not
+// a separator. The levels are checked by the engine itself (validFilters),
+// so a pipeline the engine would refuse is refused here, before the file
+// is created.
+func parseFilters(s string) ([]engine.Filter, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	out := []engine.Filter{}
+	if s == "" || s == "none" {
+		return out, nil
+	}
+	for _, tok := range strings.FieldsFunc(s, func(r rune) bool { return r == '+' || r == ',' }) {
+		tok = strings.TrimSpace(tok)
+		found := false
+		for _, n := range filterNames {
+			rest, ok := strings.CutPrefix(tok, n.name)
+			if !ok {
+				continue
+			}
+			if inner, ok := strings.CutPrefix(rest, "("); ok {
+				if rest, ok = strings.CutSuffix(inner, ")"); !ok {
+					return nil, fmt.Errorf("%q: unbalanced parenthesis", tok)
+				}
+			}
+			level := 1
+			if rest != "" {
+				v, err := strconv.Atoi(rest)
+				if err != nil || !n.level {
+					return nil, fmt.Errorf("unknown filter %q", tok)
+				}
+				level = v
+			}
+			out = append(out, n.make(level))
+			found = true
+			break
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown filter %q (shuffle, deflateN, zlibN, zstdN, lz4, crc32c, none)", tok)
+		}
+	}
+	if err := validFilters(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// validFilters asks the engine whether it takes the pipeline, by creating
+// a dataset with it in a file in memory: the engine's rules (level ranges,
+// pipeline length) are then the CLI's with no copy of them here.
+func validFilters(fs []engine.Filter) error {
+	f, err := engine.CreateWith(vfd.NewMem(), &engine.Options{NoSync: true})
+	if err != nil {
+		return err
+	}
+	_, err = f.CreateDataset("probe", engine.DatasetSpec{
+		Type: engine.Uint16, Shape: []uint64{1}, Chunk: []uint64{1}, Filters: fs,
+	})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // progressBar returns a Progress callback drawing one \r-refreshed line.
@@ -176,7 +315,9 @@ func progressBar(w io.Writer) func(bench.IngestProgress) {
 	}
 }
 
-func ingestSummary(w io.Writer, r *bench.IngestResult) error {
+// ingestSummary prints the job's result; image, when set, is the cache
+// image the close wrote (-image).
+func ingestSummary(w io.Writer, r *bench.IngestResult, image *engine.ImageInfo) error {
 	fmt.Fprintf(w, "scc ingest: %d datasets × %d frames of %s (uint16), %s, %d writers, %d readers\n\n",
 		r.Datasets, r.Frames, bench.HumanBytes(r.FrameBytes), r.Filters, r.Writers, r.Readers)
 	row := func(cells ...string) {
@@ -205,6 +346,13 @@ func ingestSummary(w io.Writer, r *bench.IngestResult) error {
 	fmt.Fprintf(tw, "total\t%s\t(create to close)\n", dur(r.TotalTime))
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if image != nil {
+		if image.Exists {
+			fmt.Fprintf(w, "cache image    %s at offset %d, written on close\n", bench.HumanBytes(int64(image.Size)), image.Addr)
+		} else {
+			fmt.Fprintln(w, "cache image    none: the close wrote no image")
+		}
 	}
 	if r.Path != "" {
 		fmt.Fprintf(w, "file           %s\n", r.Path)

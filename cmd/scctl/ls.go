@@ -81,7 +81,7 @@ type lsImage struct {
 }
 
 func cmdLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("ls", "[--json] FILE", stderr)
+	fs := newFlags("ls", "[--json] FILE\n\n"+fileHelp, stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args)
 	if err != nil {

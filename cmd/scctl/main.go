@@ -1,17 +1,26 @@
 // Command scctl is scc's command-line tool: the ingest demo (the main job),
 // inspection of files (ls, dump), the offline consistency checker (check),
-// the benchmark suite beside HDF5, Zarr and Go caches (bench), and the race
+// cache-image removal (clear-image), Zarr and HDF5 export and import, the
+// benchmark suite beside HDF5, Zarr and Go caches (bench), and the race
 // stress suite (stress).
 //
-//	scctl ingest [flags]              concurrent ingest, read back and verify
-//	scctl ls [--json] FILE            datasets, like h5ls -v
-//	scctl dump [flags] FILE           values of a selection, like h5dump
-//	scctl check [--json] FILE         offline consistency check (exit 1 on problems)
-//	scctl bench NAME|all [flags]      benchmarks beside their peers
-//	scctl stress [flags]              the race stress suite
+//	scctl ingest [flags]                  concurrent ingest, read back and verify
+//	scctl ls [--json] FILE                datasets, like h5ls -v
+//	scctl dump [flags] FILE               values of a selection, like h5dump
+//	scctl check [--json] FILE             offline consistency check (exit 1 on problems)
+//	scctl clear-image FILE                remove a file's cache image, like h5clear --image
+//	scctl export [flags] FILE DIR         to a Zarr v2/v3 store (or HDF5)
+//	scctl import [flags] STORE|FILE.h5 FILE   from a Zarr store or an HDF5 file
+//	scctl hdf5 export|import [flags] ...  HDF5 conversion through scc-hdf5
+//	scctl bench NAME|all [flags]          benchmarks beside their peers
+//	scctl stress [flags]                  the race stress suite
 //
-// Each command lives in its own file as a function that takes its
-// arguments and output streams, so tests run it in-process.
+// scctl --help lists the commands; scctl COMMAND --help shows one's flags.
+// Every FILE may be an s3://bucket/key URL (see fileHelp).
+//
+// Each command lives in its own file, with its test beside it, as a
+// function that takes its arguments and output streams, so tests run it
+// in-process.
 package main
 
 import (
@@ -64,7 +73,7 @@ func main() {
 // run dispatches to a subcommand and turns its error into an exit status:
 // 0 success, 1 failure (or problems found), 2 bad usage.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		usage(stderr)
 		if len(args) == 0 {
 			return 2
@@ -98,18 +107,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// isHelp reports whether arg asks for help rather than naming a command.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// usage lists every registered command, one line each, its name padded to
+// the longest so that the summaries line up.
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: scctl COMMAND [flags] [args]\n\ncommands:")
 	var names []string
+	width := 0
 	for n := range commands {
 		names = append(names, n)
+		width = max(width, len(n))
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-*s  %s\n", width, n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nscctl COMMAND -h shows a command's flags.")
+	fmt.Fprintln(w, "\nscctl COMMAND --help shows a command's flags. Every FILE may be an\ns3://bucket/key URL.")
 }
+
+// fileHelp is the paragraph the help of every command that takes a file
+// ends with: the S3 driver is chosen by the path alone, so a user has no
+// flag to find and needs to be told.
+const fileHelp = `FILE is a local path or an s3://bucket/key URL. The endpoint, region and
+credentials come from the URL's query (?endpoint=host:port&region=R&insecure=1)
+or the AWS_* environment (AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN); see package vfd/s3.`
 
 // newFlags makes a FlagSet that reports errors instead of exiting.
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
@@ -117,7 +147,12 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: scctl %s %s\n", name, synopsis)
-		fs.PrintDefaults()
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprintln(stderr, "\nflags:")
+			fs.PrintDefaults()
+		}
 	}
 	return fs
 }

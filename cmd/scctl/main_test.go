@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +44,110 @@ func TestUsage(t *testing.T) {
 	code, _, stderr = runCmd(t, "ls", "--bogus")
 	if code != 2 || !strings.Contains(stderr, "bogus") {
 		t.Fatalf("bad flag: %d %q", code, stderr)
+	}
+}
+
+// TestUsageListsEveryCommand: scctl --help (and help, -h, -help, and no
+// arguments at all) lists every registered command on one line of its
+// own, the summaries in one column.
+func TestUsageListsEveryCommand(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"-help"}, {"help"}, {}} {
+		code, out, stderr := runCmd(t, args...)
+		want := 0
+		if len(args) == 0 {
+			want = 2
+		}
+		if code != want || out != "" {
+			t.Fatalf("scctl %v: exit %d, stdout %q", args, code, out)
+		}
+		listed := map[string]int{} // command -> column of its summary
+		for _, line := range strings.Split(stderr, "\n") {
+			fields := strings.Fields(line)
+			if !strings.HasPrefix(line, "  ") || len(fields) < 2 {
+				continue
+			}
+			if _, ok := commands[fields[0]]; ok {
+				rest := line[2+len(fields[0]):]
+				listed[fields[0]] = len(line) - len(strings.TrimLeft(rest, " "))
+			}
+		}
+		col := -1
+		for name, c := range commands {
+			if strings.Contains(c.summary, "\n") {
+				t.Errorf("%s's summary spans lines", name)
+			}
+			at, ok := listed[name]
+			switch {
+			case !ok:
+				t.Errorf("scctl %v does not list %s:\n%s", args, name, stderr)
+			case at < len(name)+3 || !strings.Contains(stderr, "  "+name+strings.Repeat(" ", at-len(name)-2)+c.summary+"\n"):
+				t.Errorf("scctl %v: %s's line is not its summary", args, name)
+			case col >= 0 && at != col:
+				t.Errorf("scctl %v: %s's summary starts at column %d, others at %d:\n%s", args, name, at, col, stderr)
+			default:
+				col = at
+			}
+		}
+	}
+}
+
+// takesFile says, for every command, whether it takes a file argument, and
+// so must say in its help that the file may be an s3:// URL. A command
+// missing here fails TestCommandHelp until it is classified.
+var takesFile = map[string]bool{
+	"bench": false, "stress": false,
+	"check": true, "clear-image": true, "dump": true, "export": true,
+	"hdf5": true, "import": true, "ingest": true, "ls": true,
+}
+
+// TestCommandHelp: scctl COMMAND --help (and -h) works for every command:
+// exit 0, the command's usage on stderr, nothing on stdout; the help of a
+// command that takes a file says it takes s3:// URLs.
+func TestCommandHelp(t *testing.T) {
+	for name := range commands {
+		if _, ok := takesFile[name]; !ok {
+			t.Errorf("command %s is not classified in takesFile", name)
+		}
+	}
+	for name, file := range takesFile {
+		if _, ok := commands[name]; !ok {
+			t.Errorf("takesFile names %s, which is not a command", name)
+			continue
+		}
+		for _, flag := range []string{"--help", "-h"} {
+			code, out, stderr := runCmd(t, name, flag)
+			if code != 0 || out != "" || !strings.HasPrefix(stderr, "usage: scctl "+name+" ") {
+				t.Errorf("scctl %s %s: exit %d, stdout %q, stderr %q", name, flag, code, out, stderr)
+				continue
+			}
+			if file && !strings.Contains(stderr, "s3://bucket/key") {
+				t.Errorf("scctl %s %s does not say FILE may be an s3:// URL:\n%s", name, flag, stderr)
+			}
+		}
+	}
+}
+
+// TestOneFilePerCommand: each command lives in its own file, named after
+// it, which registers it, beside a test file of the same name.
+func TestOneFilePerCommand(t *testing.T) {
+	var names []string
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		base := strings.ReplaceAll(name, "-", "")
+		src, err := os.ReadFile(base + ".go")
+		if err != nil {
+			t.Errorf("command %s: %v", name, err)
+			continue
+		}
+		if !bytes.Contains(src, []byte(`register("`+name+`",`)) {
+			t.Errorf("%s.go does not register %s", base, name)
+		}
+		if _, err := os.Stat(base + "_test.go"); err != nil {
+			t.Errorf("command %s has no test file: %v", name, err)
+		}
 	}
 }
 
