@@ -8,7 +8,6 @@ import (
 	"hash/crc32"
 	"os"
 	"runtime/metrics"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,7 +166,7 @@ type IngestResult struct {
 	Resizes    int64        `json:"resizes"`
 }
 
-// FilterNames renders a pipeline as ParseFilters accepts it.
+// FilterNames renders a pipeline as scctl ingest's --filter flag reads it.
 func FilterNames(fs []engine.Filter) string {
 	if len(fs) == 0 {
 		return "none"
@@ -177,53 +176,6 @@ func FilterNames(fs []engine.Filter) string {
 		s = append(s, f.String())
 	}
 	return strings.Join(s, "+")
-}
-
-// ParseFilters parses a pipeline such as "shuffle+zstd1", "deflate1", "zlib6",
-// "lz4,crc32c" or "none". A compressor without a level takes level 1.
-func ParseFilters(s string) ([]engine.Filter, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	out := []engine.Filter{}
-	if s == "" || s == "none" {
-		return out, nil
-	}
-	names := []string{"shuffle", "zstd", "deflate", "gzip", "zlib", "lz4", "crc32c", "crc"}
-	for _, tok := range strings.FieldsFunc(s, func(r rune) bool { return r == '+' || r == ',' }) {
-		name := ""
-		for _, n := range names {
-			if strings.HasPrefix(tok, n) {
-				name = n
-				break
-			}
-		}
-		lvl := 1
-		if rest := strings.Trim(tok[len(name):], "-()"); rest != "" {
-			v, err := strconv.Atoi(rest)
-			if err != nil || name == "" || name == "shuffle" || name == "lz4" || strings.HasPrefix(name, "crc") {
-				return nil, fmt.Errorf("bench: unknown filter %q (shuffle, zstdN, deflateN, zlibN, lz4, crc32c, none)", tok)
-			}
-			lvl = v
-		}
-		switch name {
-		case "shuffle":
-			out = append(out, engine.Shuffle())
-		case "zstd":
-			out = append(out, engine.Zstd(lvl))
-		case "deflate", "gzip":
-			out = append(out, engine.Deflate(lvl))
-		case "zlib":
-			// zlib-framed DEFLATE: the form HDF5 and Zarr store, so
-			// export and import copy these chunks uninflated.
-			out = append(out, engine.Zlib(lvl))
-		case "lz4":
-			out = append(out, engine.LZ4())
-		case "crc32c", "crc":
-			out = append(out, engine.CRC32C())
-		default:
-			return nil, fmt.Errorf("bench: unknown filter %q (shuffle, zstdN, deflateN, zlibN, lz4, crc32c, none)", tok)
-		}
-	}
-	return out, nil
 }
 
 // frameMagic opens every frame so that a frame read from the wrong place
