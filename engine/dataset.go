@@ -287,6 +287,9 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 		if err != nil {
 			return nil, err
 		}
+		if h := testHookOpenLoaded.Load(); h != nil {
+			(*h)()
+		}
 		if ds, done, err := f.install(name, e, gen, s); done {
 			return ds, err
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/scc-dev/scc/cache"
@@ -147,6 +148,9 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 		open[n] = s
 	}
 	f.mu.Unlock()
+	if h := testHookAdoptListed.Load(); h != nil {
+		(*h)()
+	}
 	for _, e := range cat {
 		s, ok := open[e.Name]
 		if !ok {
@@ -318,6 +322,15 @@ func (f *File) newerOnDisk() bool {
 	}
 	return sb.Generation > f.sb.Load().Generation
 }
+
+// testHookAdoptListed and testHookOpenLoaded, when set (tests only), run
+// after a Refresh listed the open datasets it adopts and after
+// OpenDataset loaded a state it has not installed yet:
+// TestOpenDuringRefresh interleaves the two there.
+var (
+	testHookAdoptListed atomic.Pointer[func()]
+	testHookOpenLoaded  atomic.Pointer[func()]
+)
 
 // headerImage returns the canonical encoding of the header the state holds.
 func (s *dsState) headerImage() []byte {

@@ -185,3 +185,79 @@ func (d *lagDriver) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return d.Driver.ReadAt(p, off)
 }
+
+// TestOpenDuringRefresh: OpenDataset loads a dataset's state at generation
+// G while a Refresh to G+1 has already listed the open datasets it will
+// adopt. Installed before that Refresh updated the catalog, the state was
+// never adopted, and the dataset read G's data while the File reported
+// G+1. The install now waits for the Refresh and, the generation having
+// moved, loads the state again.
+//
+// The Refresh is held until the open returns, which with the bug it does
+// at once; an open that (correctly) waits for the Refresh is let go after
+// a while instead. Either way the verdict is the read afterwards.
+func TestOpenDuringRefresh(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	w := tCreate(t, mem, nil)
+	spec := DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}
+	a, err := w.CreateDataset("a", spec)
+	must(t, err)
+	b, err := w.CreateDataset("b", spec)
+	must(t, err)
+	must(t, a.Write(ctx, All([]uint64{4}), []byte{1, 1, 1, 1}))
+	must(t, b.Write(ctx, All([]uint64{4}), []byte{1, 1, 1, 1}))
+	must(t, w.Flush(ctx))
+	r := tOpen(t, mem, &Options{ReadOnly: true})
+	_, err = r.OpenDataset("a")
+	must(t, err)
+
+	loaded, goOpen := make(chan struct{}), make(chan struct{})
+	openHook := func() {
+		close(loaded)
+		<-goOpen
+	}
+	testHookOpenLoaded.Store(&openHook)
+	defer testHookOpenLoaded.Store(nil)
+	type opened struct {
+		ds  *Dataset
+		err error
+	}
+	openDone := make(chan opened, 1)
+	go func() {
+		ds, err := r.OpenDataset("b")
+		openDone <- opened{ds, err}
+	}()
+	<-loaded
+	testHookOpenLoaded.Store(nil)
+	must(t, b.Write(ctx, All([]uint64{4}), []byte{2, 2, 2, 2}))
+	must(t, w.Flush(ctx))
+
+	listed, goRefresh := make(chan struct{}), make(chan struct{})
+	refreshHook := func() {
+		close(listed)
+		<-goRefresh
+	}
+	testHookAdoptListed.Store(&refreshHook)
+	defer testHookAdoptListed.Store(nil)
+	refreshDone := make(chan error, 1)
+	go func() { refreshDone <- r.Refresh(ctx) }()
+	<-listed
+	testHookAdoptListed.Store(nil)
+	close(goOpen)
+	var o opened
+	select {
+	case o = <-openDone:
+		close(goRefresh)
+	case <-time.After(200 * time.Millisecond):
+		close(goRefresh)
+		o = <-openDone
+	}
+	must(t, <-refreshDone)
+	must(t, o.err)
+	buf := make([]byte, 4)
+	must(t, o.ds.Read(ctx, All([]uint64{4}), buf))
+	if r.Generation() != w.Generation() || buf[0] != 2 {
+		t.Fatalf("at generation %d (writer at %d): read %v, want [2 2 2 2]", r.Generation(), w.Generation(), buf)
+	}
+}
