@@ -28,9 +28,9 @@ import (
 // still names. Each run is a fresh file with its own seed; the writer's
 // reuse and the followers' timing differ from run to run.
 func TestFollowerInterleavedLayouts(t *testing.T) {
-	runs, gens := 6, 10
+	runs, gens := 3, 10
 	if long() {
-		runs, gens = 150, 30
+		runs, gens = 60, 30
 	}
 	for i := 0; i < runs && !t.Failed(); i++ {
 		seed := uint64(i)
