@@ -352,7 +352,7 @@ func (f *File) install(name string, e format.CatalogEntry, gen uint64, s *dsStat
 func (f *File) loadState(e format.CatalogEntry) (*dsState, error) {
 	sb := f.sb.Load()
 	hdr, fromFile, err := f.readHeaderImage(e, sb.EOF)
-	if err != nil && f.readOnly && errors.Is(err, ErrCorrupt) && f.newerOnDisk() {
+	if err != nil && f.readOnly && errors.Is(err, ErrCorrupt) && f.newerOnDisk(sb.Generation) {
 		err = fmt.Errorf("%w: dataset %q: %v", ErrStale, e.Name, err)
 	}
 	if err == nil && f.readOnly && fromFile { // a cache image's header is of sb's generation (refresh drops it)

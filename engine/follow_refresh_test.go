@@ -261,3 +261,41 @@ func TestOpenDuringRefresh(t *testing.T) {
 		t.Fatalf("at generation %d (writer at %d): read %v, want [2 2 2 2]", r.Generation(), w.Generation(), buf)
 	}
 }
+
+// TestFollowRetryAfterOtherRefresh: a read at generation G fails on space
+// the writer reused, and before the read decides what that means another
+// goroutine's Refresh has moved the File to the writer's generation. The
+// read must still see the race (the superblock on disk is newer than the
+// generation it read at) and retry, not report ErrCorrupt because the disk
+// is no newer than the File by then. Two goroutines sharing a follower
+// File, one reading and one refreshing, hit this within a few runs of
+// TestFollowerInterleavedLayouts under SCC_STRESS=long.
+func TestFollowRetryAfterOtherRefresh(t *testing.T) {
+	ctx := context.Background()
+	o := newOvertaken(t, 3)
+	r := o.r
+	rds, err := r.OpenDataset("d")
+	must(t, err)
+	old, err := rds.ChunkExtents(ctx)
+	must(t, err)
+	data1 := o.rewrite()
+	for _, e := range old { // the reuse (see TestReaderOvertakenByReuse)
+		img := randomBytes(o.rng, int(e.Size)-4)
+		if _, err := o.mem.WriteAt(format.AppendChunkChecksum(img), e.Off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var once sync.Once
+	hook := func() {
+		once.Do(func() { must(t, r.Refresh(ctx)) })
+	}
+	testHookFollowFailed.Store(&hook)
+	defer testHookFollowFailed.Store(nil)
+	buf := make([]byte, 64*64)
+	must(t, rds.Read(ctx, All(overtakenSpec.Shape), buf))
+	sb, err := readSuperblock(o.mem)
+	must(t, err)
+	if !bytes.Equal(buf, data1) || r.Generation() != sb.Generation {
+		t.Fatalf("read at generation %d: not the writer's data", r.Generation())
+	}
+}

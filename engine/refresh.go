@@ -73,9 +73,21 @@ func (f *File) Refresh(ctx context.Context) error {
 // queries) go through it, so none of them reports ErrCorrupt for an intact
 // file that one of them would have answered. op must leave no partial
 // result behind when it fails: it runs again from the start.
+//
+// The race is judged against the generation op ran at, taken before it
+// starts, not the File's generation when it failed: another goroutine's
+// Refresh may have moved the File on meanwhile, and the superblock on disk
+// is then no newer than the File although it is newer than what op read.
 func (f *File) follow(ctx context.Context, op func() error) error {
-	err := op()
-	for try := 0; f.readOnly && errors.Is(err, ErrCorrupt) && f.newerOnDisk(); try++ {
+	for try := 0; ; try++ {
+		gen := f.Generation()
+		err := op()
+		if h := testHookFollowFailed.Load(); h != nil && err != nil {
+			(*h)()
+		}
+		if !f.readOnly || !errors.Is(err, ErrCorrupt) || !f.newerOnDisk(gen) {
+			return err
+		}
 		if try == refreshRetries {
 			// Still racing the writer: say so, and not as damage (%v
 			// keeps ErrCorrupt out of the chain).
@@ -85,9 +97,7 @@ func (f *File) follow(ctx context.Context, op func() error) error {
 			return rerr
 		}
 		backoff(ctx, try)
-		err = op()
 	}
-	return err
 }
 
 // backoff yields a little more on each retry, so a reader chasing a writer
@@ -313,14 +323,14 @@ func (d *Dataset) Refresh(ctx context.Context) error {
 	return d.s.f.Refresh(ctx)
 }
 
-// newerOnDisk reports whether a read-only file's writer has committed since
-// this File last read the superblock.
-func (f *File) newerOnDisk() bool {
+// newerOnDisk reports whether a read-only file's writer has committed a
+// generation after gen.
+func (f *File) newerOnDisk(gen uint64) bool {
 	sb, err := readSuperblock(f.drv)
 	if err != nil {
 		return false
 	}
-	return sb.Generation > f.sb.Load().Generation
+	return sb.Generation > gen
 }
 
 // testHookAdoptListed and testHookOpenLoaded, when set (tests only), run
@@ -331,6 +341,11 @@ var (
 	testHookAdoptListed atomic.Pointer[func()]
 	testHookOpenLoaded  atomic.Pointer[func()]
 )
+
+// testHookFollowFailed, when set (tests only), runs after a read-side call
+// failed, before follow decides whether to retry it:
+// TestFollowRetryAfterOtherRefresh refreshes the File from there.
+var testHookFollowFailed atomic.Pointer[func()]
 
 // headerImage returns the canonical encoding of the header the state holds.
 func (s *dsState) headerImage() []byte {
