@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/scc-dev/scc/cache"
+import (
+	"sync/atomic"
+
+	"github.com/scc-dev/scc/cache"
+)
 
 // Condense for the layouts whose chunks grow and shrink (seed 002
 // H5SC_chunk_condense_t, cache.Condenser): the cache calls it, holding the
@@ -26,6 +30,9 @@ func (l *sparseLayout) Condense(_ cache.Coord, chunk cache.Chunk) cache.Chunk {
 
 // Condense defragments a variable-length chunk's heap and drops its slack.
 func (l *vlenLayout) Condense(_ cache.Coord, chunk cache.Chunk) cache.Chunk {
+	if h := testHookCondense.Load(); h != nil {
+		(*h)(l.s)
+	}
 	c, ok := chunk.(*vlenChunk)
 	if !ok || c.garbage == 0 && cap(c.heap) == len(c.heap) {
 		return nil
@@ -50,3 +57,8 @@ func clipRuns[T any](s []T) []T {
 }
 
 func clipBytes(b []byte) []byte { return clipRuns(b) }
+
+// testHookCondense, when set (tests only), runs at the start of a
+// variable-length chunk's Condense, while the cache holds the chunk:
+// TestRefreshDropsChunksBackgroundHolds holds it there across a Refresh.
+var testHookCondense atomic.Pointer[func(*dsState)]

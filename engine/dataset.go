@@ -267,6 +267,7 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 			return s.acquire()
 		}
 		e, ok := f.mu.catalog[name]
+		gen := f.sb.Load().Generation
 		f.mu.Unlock()
 		if !ok {
 			return nil, fmt.Errorf("%w: dataset %q", ErrNotFound, name)
@@ -286,27 +287,49 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 		if err != nil {
 			return nil, err
 		}
-		f.mu.Lock()
-		switch {
-		case f.closed.Load():
-			f.mu.Unlock()
-			return nil, ErrClosed
-		case f.mu.open[name] != nil || f.mu.catalog[name] != e:
-			// Someone else opened it, or a refresh changed it while we
-			// read: start again from the catalog.
-			f.mu.Unlock()
-			continue
+		if h := testHookOpenLoaded.Load(); h != nil {
+			(*h)()
 		}
-		// Registering with the cache takes no file lock and does no I/O.
-		ds, err := s.acquire()
-		if err != nil {
-			f.mu.Unlock()
-			return nil, err
+		if ds, done, err := f.install(name, e, gen, s); done {
+			return ds, err
 		}
-		f.mu.open[name] = s
-		f.mu.Unlock()
-		return ds, nil
 	}
+}
+
+// install makes s, loaded from catalog entry e while the File was at
+// generation gen, the open state of dataset name, unless someone else
+// opened it or a Refresh moved the File meanwhile: then done is false and
+// the open starts again from the catalog.
+//
+// On a read-only File the check and the install run under commitMu, which
+// Refresh holds from the moment it lists the open datasets it will adopt
+// until it has adopted them: a state installed between the two would
+// never be adopted, and would serve generation gen's data under a later
+// generation. Requiring gen unchanged, not only an equal catalog entry,
+// also refuses a header that a refresh across two commits replaced by one
+// at the same address with the same checksum (the checksum is blind to
+// the index root, refresh.go).
+func (f *File) install(name string, e format.CatalogEntry, gen uint64, s *dsState) (ds *Dataset, done bool, err error) {
+	if f.readOnly {
+		f.commitMu.Lock()
+		defer f.commitMu.Unlock()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.closed.Load():
+		return nil, true, ErrClosed
+	case f.mu.open[name] != nil || f.mu.catalog[name] != e || f.readOnly && f.sb.Load().Generation != gen:
+		// Someone else opened it, or a refresh changed it while we
+		// read: start again from the catalog.
+		return nil, false, nil
+	}
+	// Registering with the cache takes no file lock and does no I/O.
+	if ds, err = s.acquire(); err != nil {
+		return nil, true, err
+	}
+	f.mu.open[name] = s
+	return ds, true, nil
 }
 
 // loadState reads a dataset's committed header; its index opens on first
@@ -329,7 +352,7 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 func (f *File) loadState(e format.CatalogEntry) (*dsState, error) {
 	sb := f.sb.Load()
 	hdr, fromFile, err := f.readHeaderImage(e, sb.EOF)
-	if err != nil && f.readOnly && errors.Is(err, ErrCorrupt) && f.newerOnDisk() {
+	if err != nil && f.readOnly && errors.Is(err, ErrCorrupt) && f.newerOnDisk(sb.Generation) {
 		err = fmt.Errorf("%w: dataset %q: %v", ErrStale, e.Name, err)
 	}
 	if err == nil && f.readOnly && fromFile { // a cache image's header is of sb's generation (refresh drops it)
@@ -589,10 +612,18 @@ type Storage struct {
 }
 
 // Storage walks the dataset's chunk index.
-func (d *Dataset) Storage(ctx context.Context) (Storage, error) {
+func (d *Dataset) Storage(ctx context.Context) (st Storage, err error) {
 	if d.closed.Load() {
 		return Storage{}, ErrClosed
 	}
+	err = d.s.f.follow(ctx, func() (err error) {
+		st, err = d.storage(ctx)
+		return err
+	})
+	return st, err
+}
+
+func (d *Dataset) storage(ctx context.Context) (Storage, error) {
 	d.s.extent.RLock()
 	defer d.s.extent.RUnlock()
 	if d.s.contig != nil {
@@ -682,21 +713,7 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 	if err := d.check(false); err != nil {
 		return err
 	}
-	err := d.io(ctx, sel, buf, false)
-	f := d.s.f
-	for try := 0; f.readOnly && errors.Is(err, ErrCorrupt) && f.newerOnDisk(); try++ {
-		if try == refreshRetries {
-			// Still racing the writer: say so, and not as damage (%v
-			// keeps ErrCorrupt out of the chain).
-			return fmt.Errorf("%w: read: %v", ErrStale, err)
-		}
-		if rerr := f.Refresh(ctx); rerr != nil {
-			return rerr
-		}
-		backoff(ctx, try)
-		err = d.io(ctx, sel, buf, false)
-	}
-	return err
+	return d.s.f.follow(ctx, func() error { return d.io(ctx, sel, buf, false) })
 }
 
 // io runs one Read or Write; see io.go for the path and why it takes no

@@ -640,10 +640,18 @@ type ChunkExtent struct {
 // ChunkExtents lists the dataset's stored chunks as the chunk index names
 // them (chunks only in the cache are not listed until written), for tools
 // that inspect or damage files on purpose.
-func (d *Dataset) ChunkExtents(ctx context.Context) ([]ChunkExtent, error) {
+func (d *Dataset) ChunkExtents(ctx context.Context) (out []ChunkExtent, err error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
 	}
+	err = d.s.f.follow(ctx, func() (err error) {
+		out, err = d.chunkExtents(ctx)
+		return err
+	})
+	return out, err
+}
+
+func (d *Dataset) chunkExtents(ctx context.Context) ([]ChunkExtent, error) {
 	d.s.extent.RLock()
 	defer d.s.extent.RUnlock()
 	if d.s.contig != nil {

@@ -36,10 +36,18 @@ type StoredChunk struct {
 // coordinates. Dirty chunks in the cache are written back first, so that
 // every chunk written before the call is listed; chunks never written (or
 // deleted by a shrink) are absent and read as the fill value.
-func (d *Dataset) StoredChunks(ctx context.Context) ([]StoredChunk, error) {
+func (d *Dataset) StoredChunks(ctx context.Context) (out []StoredChunk, err error) {
 	if err := d.checkRaw(false); err != nil {
 		return nil, err
 	}
+	err = d.s.f.follow(ctx, func() (err error) {
+		out, err = d.storedChunks(ctx)
+		return err
+	})
+	return out, err
+}
+
+func (d *Dataset) storedChunks(ctx context.Context) ([]StoredChunk, error) {
 	s := d.s
 	if !s.f.readOnly {
 		cds, err := s.cacheDataset()
@@ -100,6 +108,14 @@ func (d *Dataset) ReadChunkRaw(ctx context.Context, coords []uint64) (data []byt
 	if err := d.checkRaw(false); err != nil {
 		return nil, 0, err
 	}
+	err = d.s.f.follow(ctx, func() (err error) {
+		data, filterMask, err = d.readChunkRaw(ctx, coords)
+		return err
+	})
+	return data, filterMask, err
+}
+
+func (d *Dataset) readChunkRaw(ctx context.Context, coords []uint64) (data []byte, filterMask uint32, err error) {
 	s := d.s
 	reg, err := s.chunkRegion(coords)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/scc-dev/scc/cache"
@@ -63,6 +64,42 @@ func (f *File) Refresh(ctx context.Context) error {
 	return fmt.Errorf("%w: refresh: %v", ErrStale, err)
 }
 
+// follow runs op, one read-side call of a dataset of f, the way every
+// read-side call runs on a read-only File: a block that fails its checksum
+// while the writer has committed since is most likely space the writer
+// reused under this File, not damage, so follow refreshes and runs op
+// again; past refreshRetries it returns ErrStale. Every layout's reads
+// (Read, ReadVlen, DefinedElements, ReadDefined, the raw chunk and storage
+// queries) go through it, so none of them reports ErrCorrupt for an intact
+// file that one of them would have answered. op must leave no partial
+// result behind when it fails: it runs again from the start.
+//
+// The race is judged against the generation op ran at, taken before it
+// starts, not the File's generation when it failed: another goroutine's
+// Refresh may have moved the File on meanwhile, and the superblock on disk
+// is then no newer than the File although it is newer than what op read.
+func (f *File) follow(ctx context.Context, op func() error) error {
+	for try := 0; ; try++ {
+		gen := f.Generation()
+		err := op()
+		if h := testHookFollowFailed.Load(); h != nil && err != nil {
+			(*h)()
+		}
+		if !f.readOnly || !errors.Is(err, ErrCorrupt) || !f.newerOnDisk(gen) {
+			return err
+		}
+		if try == refreshRetries {
+			// Still racing the writer: say so, and not as damage (%v
+			// keeps ErrCorrupt out of the chain).
+			return fmt.Errorf("%w: read: %v", ErrStale, err)
+		}
+		if rerr := f.Refresh(ctx); rerr != nil {
+			return rerr
+		}
+		backoff(ctx, try)
+	}
+}
+
 // backoff yields a little more on each retry, so a reader chasing a writer
 // lets the writer finish its commit.
 func backoff(ctx context.Context, try int) {
@@ -109,9 +146,10 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 	// Read every changed header of an open dataset before changing
 	// anything, so a stale block aborts the refresh cleanly.
 	type change struct {
-		s   *dsState
-		e   format.CatalogEntry
-		hdr format.DatasetHeader
+		s     *dsState
+		e     format.CatalogEntry
+		hdr   format.DatasetHeader
+		attrs *attrSet
 	}
 	var changes []change
 	f.mu.Lock()
@@ -120,6 +158,9 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 		open[n] = s
 	}
 	f.mu.Unlock()
+	if h := testHookAdoptListed.Load(); h != nil {
+		(*h)()
+	}
 	for _, e := range cat {
 		s, ok := open[e.Name]
 		if !ok {
@@ -144,10 +185,36 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 		if hdr.ID != s.id || hdr.Name != s.name || !equal(hdr.Chunk, s.chunk) {
 			return fmt.Errorf("%w: dataset %q changed identity", ErrCorrupt, e.Name)
 		}
-		changes = append(changes, change{s, e, hdr})
+		// Everything a header can fail on is checked here too, so that
+		// no dataset switches to the new state unless all of them can.
+		attrs, err := decodeAttrs(hdr.Attrs)
+		if err != nil {
+			return fmt.Errorf("dataset %q: %w", hdr.Name, err)
+		}
+		if s.contig != nil {
+			if _, err := decodeContigParams(hdr.LayoutParams, s.contig.pieces); err != nil {
+				return fmt.Errorf("dataset %q: %w", hdr.Name, err)
+			}
+		}
+		changes = append(changes, change{s, e, hdr, attrs})
+	}
+	// The headers are sb's only if the writer had not committed again
+	// when they were read: a header it wrote two commits later at the
+	// address of one of sb's, changed only in its index root, passes the
+	// checksum sb's catalog names (see above), and adopting it would put
+	// a later generation's index under sb's. The writer writes the next
+	// superblock before it reuses any of sb's space, so a superblock
+	// still at sb's generation proves every header read so far. Otherwise
+	// this is the race Refresh retries from the newer superblock.
+	if len(changes) > 0 {
+		if cur, err := readSuperblock(f.drv); err != nil {
+			return err
+		} else if cur.Generation > sb.Generation {
+			return fmt.Errorf("%w: the writer committed generation %d while the headers of generation %d were read", ErrCorrupt, cur.Generation, sb.Generation)
+		}
 	}
 	for _, c := range changes {
-		if err := c.s.adopt(ctx, c.e, c.hdr); err != nil {
+		if err := c.s.adopt(ctx, c.e, c.hdr, c.attrs); err != nil {
 			return err
 		}
 	}
@@ -168,13 +235,26 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 }
 
 // adopt switches a dataset of a read-only file to a newer committed header.
-// Its I/O is drained first (the extent lock), and its cached chunks are
-// dropped: the writer may have rewritten any of them.
-func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.DatasetHeader) error {
-	attrs, err := decodeAttrs(hdr.Attrs)
-	if err != nil {
-		return fmt.Errorf("dataset %q: %w", hdr.Name, err)
-	}
+// Its I/O is drained first (the extent lock and the serializer), and every
+// chunk the cache holds for it is dropped: the writer may have rewritten
+// any of them.
+//
+// This is the one rule every layout's cached state obeys, whatever a
+// chunk is in memory (a dense chunk, a contiguous piece, a sparse chunk's
+// runs and values, a variable-length chunk's heap): a chunk the cache
+// holds was loaded through the committed state the dataset held then, and
+// the state changes only here, with the chunks of the old one dropped.
+// What a layout keeps outside its chunks is either that state itself (the
+// index, reset here; a contiguous extent and its piece checksums, from
+// the new header) or keyed by the stored version it was read from (a
+// sparse dataset's selection view), which, like a chunk frame, is verified
+// against the checksum the index names and never names another version.
+//
+// The old chunks go twice: once before anything changes, so that a failure
+// (ctx ended) leaves the dataset as it was, and once after the switch,
+// without ctx, for chunks background work loaded or held meanwhile
+// (cache.Dataset.Invalidate).
+func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.DatasetHeader, attrs *attrSet) error {
 	release, err := s.f.ser.AcquireExclusive(ctx, s.id)
 	if err != nil {
 		return classify(err)
@@ -182,16 +262,12 @@ func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.D
 	defer release()
 	s.extent.Lock()
 	defer s.extent.Unlock()
-	if cds, err := s.cacheDataset(); err == nil {
-		if err := cds.Flush(ctx, true); err != nil {
-			return classify(err)
-		}
-	} else if err := s.dropDetached(ctx); err != nil {
+	if err := s.invalidate(ctx); err != nil {
 		return err
 	}
 	if s.contig != nil {
 		if err := s.contig.adopt(hdr.LayoutParams); err != nil {
-			return err
+			return err // checked by adoptLocked: cannot happen
 		}
 	} else {
 		s.idx.reset(index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot)
@@ -202,25 +278,36 @@ func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.D
 	s.mu.header = format.EncodeDatasetHeader(hdr)
 	s.mu.Unlock()
 	s.attrs.set.Store(attrs)
+	if err := s.invalidate(context.WithoutCancel(ctx)); err != nil {
+		// Chunks of the old state may still be cached: forget the header,
+		// so that the next Refresh adopts again and drops them.
+		s.mu.Lock()
+		s.mu.header = nil
+		s.mu.Unlock()
+		return err
+	}
 	return nil
 }
 
-// dropDetached drops the chunks a dataset with no open handle left cached
-// for a warm reopen (cache.Dataset.Unregister keeps them): they belong to
-// the state being replaced, and a reopen would otherwise find them. A
-// read-only file has no dirty chunks, so this does no I/O; s.mu keeps an
-// acquire from registering the dataset meanwhile.
-func (s *dsState) dropDetached(ctx context.Context) error {
+// invalidate drops every chunk the cache holds for the dataset, whether a
+// handle has it registered or it is detached: cache.Dataset.Unregister
+// keeps the chunks of a dataset whose last handle closed, for a warm
+// reopen, and a reopen would find them. A read-only file has no dirty
+// chunks, so this does no I/O.
+func (s *dsState) invalidate(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.cds != nil {
-		return nil
+	if cds := s.mu.cds; cds != nil {
+		s.mu.Unlock()
+		return classify(cds.Invalidate(ctx))
 	}
-	cds, err := s.f.cfile.RegisterDataset(s.id, s.layout, cache.DatasetOptions{MinBytes: s.minCache})
+	// Detached: registered for the drop and released again, holding s.mu
+	// so that an acquire cannot register the dataset meanwhile.
+	defer s.mu.Unlock()
+	cds, err := s.f.cfile.RegisterDataset(s.id, s.cacheLayout(), cache.DatasetOptions{MinBytes: s.minCache})
 	if err != nil {
 		return classify(err)
 	}
-	err = cds.Flush(ctx, true)
+	err = cds.Invalidate(ctx)
 	if uerr := cds.Unregister(ctx); err == nil {
 		err = uerr
 	}
@@ -236,15 +323,29 @@ func (d *Dataset) Refresh(ctx context.Context) error {
 	return d.s.f.Refresh(ctx)
 }
 
-// newerOnDisk reports whether a read-only file's writer has committed since
-// this File last read the superblock.
-func (f *File) newerOnDisk() bool {
+// newerOnDisk reports whether a read-only file's writer has committed a
+// generation after gen.
+func (f *File) newerOnDisk(gen uint64) bool {
 	sb, err := readSuperblock(f.drv)
 	if err != nil {
 		return false
 	}
-	return sb.Generation > f.sb.Load().Generation
+	return sb.Generation > gen
 }
+
+// testHookAdoptListed and testHookOpenLoaded, when set (tests only), run
+// after a Refresh listed the open datasets it adopts and after
+// OpenDataset loaded a state it has not installed yet:
+// TestOpenDuringRefresh interleaves the two there.
+var (
+	testHookAdoptListed atomic.Pointer[func()]
+	testHookOpenLoaded  atomic.Pointer[func()]
+)
+
+// testHookFollowFailed, when set (tests only), runs after a read-side call
+// failed, before follow decides whether to retry it:
+// TestFollowRetryAfterOtherRefresh refreshes the File from there.
+var testHookFollowFailed atomic.Pointer[func()]
 
 // headerImage returns the canonical encoding of the header the state holds.
 func (s *dsState) headerImage() []byte {

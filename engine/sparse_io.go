@@ -195,8 +195,17 @@ func (d *Dataset) ReadDefined(ctx context.Context, sel Selection) ([]uint64, []b
 	return d.defined(ctx, sel, pieceValues)
 }
 
-// defined runs a pieceDefined or pieceValues request.
-func (d *Dataset) defined(ctx context.Context, sel Selection, kind pieceKind) ([]uint64, []byte, error) {
+// defined runs a pieceDefined or pieceValues request, as a read-side call
+// (File.follow).
+func (d *Dataset) defined(ctx context.Context, sel Selection, kind pieceKind) (pos []uint64, vals []byte, err error) {
+	err = d.s.f.follow(ctx, func() (err error) {
+		pos, vals, err = d.definedOnce(ctx, sel, kind)
+		return err
+	})
+	return pos, vals, err
+}
+
+func (d *Dataset) definedOnce(ctx context.Context, sel Selection, kind pieceKind) ([]uint64, []byte, error) {
 	s := d.s
 	h, err := s.hold(ctx, sel, false)
 	if err != nil {

@@ -462,7 +462,7 @@ func (d *Dataset) ReadVlen(ctx context.Context, sel Selection) ([][]byte, error)
 		return nil, fmt.Errorf("%w: %d elements at once", ErrInvalid, n)
 	}
 	vals := make([][]byte, n)
-	if err := d.vlenIO(ctx, sel, vals, false); err != nil {
+	if err := d.s.f.follow(ctx, func() error { return d.vlenIO(ctx, sel, vals, false) }); err != nil {
 		return nil, err
 	}
 	return vals, nil
