@@ -198,7 +198,8 @@ func (l *denseLayout) decodeVerified(coord cache.Coord, loc cache.Location, imag
 		return &denseChunk{buf: buf}, nil
 	}
 	dst := cache.GetBufFull(int(l.s.chunkBytes))
-	buf, err := l.s.pipeline.DecodeTo(dst[:0], img, loc.Mask, int(l.s.chunkBytes))
+	// img passed its CRC32C: a zstd frame checksum would check it again.
+	buf, err := l.s.pipeline.DecodeVerifiedTo(dst[:0], img, loc.Mask, int(l.s.chunkBytes))
 	cache.PutBuf(image) // decoded (or failed): the image is no longer read
 	if err != nil {
 		cache.PutBuf(dst)

@@ -308,7 +308,7 @@ func (l *sparseLayout) Decode(coord cache.Coord, loc cache.Location, image []byt
 	if uint64(h.Sec[1].Decoded) != want {
 		return nil, fmt.Errorf("%w: sparse chunk %v of %q: %d value bytes for %d elements", ErrCorrupt, []uint64(coord), l.s.name, h.Sec[1].Decoded, k)
 	}
-	data, err := l.s.pipeline.DecodeTo(make([]byte, want), vb, h.Sec[1].Mask, int(want))
+	data, err := l.s.pipeline.DecodeVerifiedTo(make([]byte, want), vb, h.Sec[1].Mask, int(want)) // vb passed its section checksum
 	if err != nil {
 		return nil, fmt.Errorf("sparse chunk %v of %q values: %w", []uint64(coord), l.s.name, classify(err))
 	}
