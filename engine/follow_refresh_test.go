@@ -36,7 +36,7 @@ func TestRefreshDropsChunksBackgroundHolds(t *testing.T) {
 	// evicting anything.
 	v, err := w.CreateDataset("v", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{4}, Layout: Vlen, HeapDefragPercent: 100})
 	must(t, err)
-	d, err := w.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{8, 32 << 10}, Chunk: []uint64{1, 32 << 10}})
+	d, err := w.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{16, 32 << 10}, Chunk: []uint64{1, 32 << 10}})
 	must(t, err)
 	all := All([]uint64{8})
 	gen := func(tag string) []string {
@@ -51,7 +51,7 @@ func TestRefreshDropsChunksBackgroundHolds(t *testing.T) {
 		return small
 	}
 	old := gen("a")
-	must(t, d.Write(ctx, All([]uint64{8, 32 << 10}), make([]byte, 8*32<<10)))
+	must(t, d.Write(ctx, All([]uint64{16, 32 << 10}), make([]byte, 16*32<<10)))
 	must(t, w.Flush(ctx))
 
 	r := tOpen(t, mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 256 << 10}})
@@ -84,7 +84,7 @@ func TestRefreshDropsChunksBackgroundHolds(t *testing.T) {
 		// Row by row, until the cache needs space and condenses.
 		row := make([]byte, 32<<10)
 		for i := uint64(0); i < 32; i++ {
-			if err := rd.Read(ctx, Box([]uint64{i % 8, 0}, []uint64{1, 32 << 10}), row); err != nil {
+			if err := rd.Read(ctx, Box([]uint64{i % 16, 0}, []uint64{1, 32 << 10}), row); err != nil {
 				readDone <- err
 				return
 			}
