@@ -588,10 +588,11 @@ func (d *Dataset) Filters() []Filter {
 
 // IndexKind names the dataset's chunk index ("extensible-array", ...).
 func (d *Dataset) IndexKind() string {
-	if d.s.idx == nil {
+	x, ok := d.s.store.chunkIndex()
+	if !ok {
 		return "none" // contiguous
 	}
-	return d.s.idx.kind().String()
+	return x.kind().String()
 }
 
 // Storage describes what a dataset occupies in the file.

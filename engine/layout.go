@@ -510,10 +510,11 @@ func (s *dsState) setLayout(code uint8, params []byte) error {
 // indexKind is the header's IndexKind (0 for a contiguous dataset, which
 // has no index).
 func (s *dsState) indexKind() uint8 {
-	if s.idx == nil {
+	x, ok := s.store.chunkIndex()
+	if !ok {
 		return 0
 	}
-	return uint8(s.idx.kind())
+	return uint8(x.kind())
 }
 
 // cacheLayout is the layout registered with the cache.

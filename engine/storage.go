@@ -32,6 +32,8 @@ type storage interface {
 	// checkChunk verifies a decoded chunk's structure beyond what Decode
 	// checks, for Check; dims is the dataset's shape.
 	checkChunk(coord []uint64, ch cache.Chunk, dims []uint64) error
+	// chunkIndex is the dataset's chunk index, if the layout keeps one.
+	chunkIndex() (*lazyIndex, bool)
 	// checkExtent refuses an extent the layout cannot take (SetExtent).
 	checkExtent(dims []uint64) error
 
@@ -90,6 +92,8 @@ func needLayout[L storage](s *dsState, call string) (L, error) {
 type indexedStorage struct{ s *dsState }
 
 func (x indexedStorage) registerViews() error { return nil }
+
+func (x indexedStorage) chunkIndex() (*lazyIndex, bool) { return x.s.idx, true }
 
 func (x indexedStorage) checkChunk([]uint64, cache.Chunk, []uint64) error { return nil }
 
@@ -182,6 +186,8 @@ func (l *contigLayout) kind() LayoutKind { return Contiguous }
 func (l *contigLayout) maxStored() int64 { return l.s.chunkBytes }
 
 func (l *contigLayout) registerViews() error { return nil }
+
+func (l *contigLayout) chunkIndex() (*lazyIndex, bool) { return nil, false }
 
 func (l *contigLayout) checkChunk([]uint64, cache.Chunk, []uint64) error { return nil }
 
