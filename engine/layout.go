@@ -469,16 +469,12 @@ func (s *dsState) setLayout(code uint8, params []byte) error {
 			return fmt.Errorf("%w: dense dataset %q with layout parameters", ErrCorrupt, s.name)
 		}
 		s.store = &denseLayout{indexedStorage{s}}
-		s.admitBytes = s.chunkBytes
 	case layoutSparse:
 		l, err := newSparseLayout(s, params)
 		if err != nil {
 			return fmt.Errorf("dataset %q: %w", s.name, err)
 		}
 		s.store = l
-		// A sparse chunk takes at most one run (12 bytes) and one value
-		// per element.
-		s.admitBytes = l.memFor(l.elems)
 	case layoutContig:
 		if len(s.pipeline.Specs()) > 0 {
 			return fmt.Errorf("%w: contiguous dataset %q with filters", ErrCorrupt, s.name)
@@ -491,19 +487,16 @@ func (s *dsState) setLayout(code uint8, params []byte) error {
 			return err
 		}
 		s.store, s.idx = l, nil
-		s.admitBytes = s.chunkBytes
 	case layoutVlen:
 		l, err := newVlenLayout(s, params)
 		if err != nil {
 			return fmt.Errorf("dataset %q: %w", s.name, err)
 		}
 		s.store = l
-		// The fixed section plus a heap estimate: the heap's real size
-		// is charged by the cache once loaded.
-		s.admitBytes = l.memFor(1 << 20)
 	default:
 		return fmt.Errorf("%w: dataset %q: layout code %d", ErrCorrupt, s.name, code)
 	}
+	s.admitBytes = s.store.admitBytes()
 	return nil
 }
 

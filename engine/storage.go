@@ -26,6 +26,9 @@ type storage interface {
 	kind() LayoutKind
 	// maxStored bounds the stored size of one chunk.
 	maxStored() int64
+	// admitBytes is what admission counts per chunk of a request: the
+	// most a chunk can take in cache (dsState.admitBytes keeps it).
+	admitBytes() int64
 	// registerViews registers the cache datasets the layout keeps besides
 	// its own (a sparse dataset's selection view). Caller holds s.mu.
 	registerViews() error
@@ -90,6 +93,17 @@ func needLayout[L storage](s *dsState, call string) (L, error) {
 // indexedStorage is the part of a layout whose chunks a chunk index names
 // (dense, sparse, variable-length): the index is dsState.idx.
 type indexedStorage struct{ s *dsState }
+
+// admitBytes: a dense chunk is its decoded size.
+func (x indexedStorage) admitBytes() int64 { return x.s.chunkBytes }
+
+// admitBytes: a sparse chunk takes at most one run (12 bytes) and one
+// value per element.
+func (l *sparseLayout) admitBytes() int64 { return l.memFor(l.elems) }
+
+// admitBytes: the fixed section plus a heap estimate; the heap's real
+// size is charged by the cache once loaded.
+func (l *vlenLayout) admitBytes() int64 { return l.memFor(1 << 20) }
 
 func (x indexedStorage) registerViews() error { return nil }
 
@@ -184,6 +198,8 @@ func (l *contigLayout) kind() LayoutKind { return Contiguous }
 
 // maxStored: a contiguous dataset's chunk is a piece of its extent.
 func (l *contigLayout) maxStored() int64 { return l.s.chunkBytes }
+
+func (l *contigLayout) admitBytes() int64 { return l.s.chunkBytes }
 
 func (l *contigLayout) registerViews() error { return nil }
 
