@@ -91,6 +91,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 	add := func(off, size int64, what string) {
 		live = append(live, owned{alloc.Extent{Off: off, Size: size}, what})
 	}
+	c := &checkRun{drv: drv, eof: int64(f.sb.Load().EOF), r: r, add: add, problem: problem}
 	add(int64(f.sb.Load().CatalogAddr), int64(f.sb.Load().CatalogSize), "catalog")
 	// A valid cache image is referenced space (image.go); a stale one is
 	// ignored by every open, so its bytes are nobody's.
@@ -109,83 +110,8 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 			problem("dataset %q: %v", name, err)
 			continue
 		}
-		if s.contig != nil {
-			if base, size, _ := s.contig.committedExtent(); base != 0 {
-				add(base, size, "contiguous extent of "+name)
-				if err := s.contig.check(); err != nil {
-					problem("dataset %q: %v", name, err)
-					continue
-				}
-				r.Chunks += int(s.contig.pieces)
-			}
-			continue
-		}
-		x, err := s.idx.get(ctx)
-		if err != nil {
-			problem("dataset %q index: %v", name, err)
-			continue
-		}
-		err = x.Extents(ctx, func(off, size int64) error {
-			r.IndexBlocks++
-			add(off, size, "index block of "+name)
-			return nil
-		})
-		if err != nil {
-			problem("dataset %q index: %v", name, err)
-			continue
-		}
-		type stored struct {
-			coord []uint64
-			e     index.Entry
-		}
-		var chunks []stored
-		if err := x.Range(ctx, func(c []uint64, ie index.Entry) bool {
-			chunks = append(chunks, stored{clone(c), ie})
-			return true
-		}); err != nil {
-			problem("dataset %q index: %v", name, err)
-			continue
-		}
-		g := geometry(s.shape(), s.maxShape, s.chunk)
-		for _, c := range chunks {
-			if ctx.Err() != nil {
-				return r, ctx.Err()
-			}
-			add(int64(c.e.Addr), int64(c.e.Size), fmt.Sprintf("chunk %v of %s", c.coord, name))
-			for d := range c.coord {
-				if c.coord[d] >= g.Grid[d] {
-					problem("dataset %q: chunk %v lies outside the extent's grid %v", name, c.coord, g.Grid)
-					break
-				}
-			}
-			if int64(c.e.Size) > s.maxStored() || c.e.Addr+c.e.Size > f.sb.Load().EOF || c.e.Addr < format.DataStart {
-				problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
-				continue
-			}
-			img := make([]byte, c.e.Size)
-			if err := readFull(drv, img, int64(c.e.Addr)); err != nil {
-				problem("dataset %q: chunk %v: %v", name, c.coord, err)
-				continue
-			}
-			loc := cache.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask, Sum: c.e.Sum}
-			ch, err := s.cacheLayout().Decode(c.coord, loc, img)
-			if err != nil {
-				problem("dataset %q: chunk %v: %v", name, c.coord, err)
-				continue
-			}
-			if s.sparse != nil {
-				if err := s.sparse.checkChunk(c.coord, ch, s.shape()); err != nil {
-					problem("dataset %q: %v", name, err)
-					continue
-				}
-			}
-			if s.vlen != nil {
-				if err := s.vlen.checkChunk(c.coord, ch, s.shape()); err != nil {
-					problem("dataset %q: %v", name, err)
-					continue
-				}
-			}
-			r.Chunks++
+		if err := s.store.checkStored(ctx, name, c); err != nil {
+			return r, err
 		}
 	}
 	sort.Slice(live, func(i, j int) bool { return live[i].Off < live[j].Off })
@@ -240,4 +166,81 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 		return r, fmt.Errorf("%w: %d problems, first: %s", ErrCorrupt, len(r.Problems), r.Problems[0])
 	}
 	return r, nil
+}
+
+// checkRun is one Check's running state, which each dataset's storage
+// reports to (storage.checkStored).
+type checkRun struct {
+	drv     vfd.Driver
+	eof     int64 // the committed end of file
+	r       *CheckReport
+	add     func(off, size int64, what string)
+	problem func(format string, args ...any)
+}
+
+// checkStored checks the index blocks and every chunk the index names: in
+// the file's space, inside the extent's grid, decoding to a chunk the
+// layout finds whole.
+func (x indexedStorage) checkStored(ctx context.Context, name string, run *checkRun) error {
+	s := x.s
+	ix, err := s.idx.get(ctx)
+	if err != nil {
+		run.problem("dataset %q index: %v", name, err)
+		return nil
+	}
+	err = ix.Extents(ctx, func(off, size int64) error {
+		run.r.IndexBlocks++
+		run.add(off, size, "index block of "+name)
+		return nil
+	})
+	if err != nil {
+		run.problem("dataset %q index: %v", name, err)
+		return nil
+	}
+	type stored struct {
+		coord []uint64
+		e     index.Entry
+	}
+	var chunks []stored
+	if err := ix.Range(ctx, func(c []uint64, ie index.Entry) bool {
+		chunks = append(chunks, stored{clone(c), ie})
+		return true
+	}); err != nil {
+		run.problem("dataset %q index: %v", name, err)
+		return nil
+	}
+	g := geometry(s.shape(), s.maxShape, s.chunk)
+	for _, c := range chunks {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		run.add(int64(c.e.Addr), int64(c.e.Size), fmt.Sprintf("chunk %v of %s", c.coord, name))
+		for d := range c.coord {
+			if c.coord[d] >= g.Grid[d] {
+				run.problem("dataset %q: chunk %v lies outside the extent's grid %v", name, c.coord, g.Grid)
+				break
+			}
+		}
+		if int64(c.e.Size) > s.maxStored() || c.e.Addr+c.e.Size > uint64(run.eof) || c.e.Addr < format.DataStart {
+			run.problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
+			continue
+		}
+		img := make([]byte, c.e.Size)
+		if err := readFull(run.drv, img, int64(c.e.Addr)); err != nil {
+			run.problem("dataset %q: chunk %v: %v", name, c.coord, err)
+			continue
+		}
+		loc := cache.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask, Sum: c.e.Sum}
+		ch, err := s.store.Decode(c.coord, loc, img)
+		if err != nil {
+			run.problem("dataset %q: chunk %v: %v", name, c.coord, err)
+			continue
+		}
+		if err := s.store.checkChunk(c.coord, ch, s.shape()); err != nil {
+			run.problem("dataset %q: %v", name, err)
+			continue
+		}
+		run.r.Chunks++
+	}
+	return nil
 }

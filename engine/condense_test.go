@@ -17,7 +17,7 @@ func TestCondense(t *testing.T) {
 	f := tCreate(t, vfd.NewMem(), nil)
 	sp, err := f.CreateDataset("s", DatasetSpec{Type: Uint32, Shape: []uint64{1000}, Chunk: []uint64{1000}, Layout: Sparse})
 	must(t, err)
-	l := sp.s.sparse
+	l := sp.s.store.(*sparseLayout)
 	c := &sparseChunk{}
 	gather := func(ds *Dataset, chunk cache.Chunk, sel Selection, kind pieceKind, buf []byte, vals [][]byte) {
 		t.Helper()
@@ -42,7 +42,7 @@ func TestCondense(t *testing.T) {
 
 	vl, err := f.CreateDataset("v", DatasetSpec{Type: Uint8, Shape: []uint64{10}, Chunk: []uint64{10}, Layout: Vlen, HeapDefragPercent: 100})
 	must(t, err)
-	vc, _ := vl.s.vlen.NewChunk(cache.Coord{0}, true)
+	vc, _ := vl.s.store.(*vlenLayout).NewChunk(cache.Coord{0}, true)
 	big := make([][]byte, 10)
 	for i := range big {
 		big[i] = bytes.Repeat([]byte{byte(i)}, 100)
@@ -54,7 +54,7 @@ func TestCondense(t *testing.T) {
 	}
 	gather(vl, vc, All([]uint64{10}), pieceVlen, nil, small)
 	before = vc.MemSize()
-	nv := vl.s.vlen.Condense(cache.Coord{0}, vc)
+	nv := vl.s.store.(*vlenLayout).Condense(cache.Coord{0}, vc)
 	if nv == nil || nv.MemSize() >= before-900 {
 		t.Fatalf("vlen: condensed %v from %d bytes", nv, before)
 	}
@@ -62,7 +62,7 @@ func TestCondense(t *testing.T) {
 	must(t, err)
 	for _, ch := range []cache.Chunk{vc, nv} {
 		pieces[0].vals = make([][]byte, 10)
-		must(t, vl.s.vlen.Scatter(ch, reqs[0].Piece))
+		must(t, vl.s.store.(*vlenLayout).Scatter(ch, reqs[0].Piece))
 		if err := vlenDiff(pieces[0].vals, small); err != nil {
 			t.Fatalf("vlen: %v", err)
 		}

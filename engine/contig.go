@@ -465,7 +465,7 @@ func (l *contigLayout) commitParams(ctx context.Context) ([]byte, error) {
 }
 
 // adopt switches a read-only dataset to a newer committed header's extent.
-func (l *contigLayout) adopt(params []byte) error {
+func (l *contigLayout) adoptParams(params []byte) error {
 	st, err := decodeContigParams(params, l.pieces)
 	if err != nil {
 		return err
@@ -571,7 +571,7 @@ func (l *contigLayout) DirectTarget(loc cache.Location, p cache.Piece) ([]byte, 
 	if l.s.chunkBytes < directMin || loc.Size != l.s.chunkBytes {
 		return nil, 0, false
 	}
-	dst, ok := (&denseLayout{s: l.s}).wholeRun(p)
+	dst, ok := (&denseLayout{indexedStorage{l.s}}).wholeRun(p)
 	if !ok {
 		return nil, 0, false
 	}

@@ -40,18 +40,14 @@ type dsState struct {
 	// unfiltered: the pipeline is empty, so a chunk's image is its memory
 	// format and encode/decode need no pipeline pass.
 	unfiltered bool
-	idx        *lazyIndex
-	layout     *denseLayout
-	// Layouts other than dense (engine/layout.go, sparse.go): code is
-	// the header's layout code, layoutParams its LayoutParams part,
-	// carried unchanged through header rewrites; sparse is set for a
-	// sparse dataset (layout is then nil). admitBytes is what admission
-	// counts per chunk of a request (the most a chunk can take in cache).
+	idx        *lazyIndex // nil for a contiguous dataset
+	// store is the dataset's layout (storage.go). code is the header's
+	// layout code, layoutParams its LayoutParams part, carried unchanged
+	// through header rewrites. admitBytes is what admission counts per
+	// chunk of a request (the most a chunk can take in cache).
+	store        storage
 	code         uint8
 	layoutParams []byte
-	sparse       *sparseLayout
-	contig       *contigLayout // contiguous: idx is nil
-	vlen         *vlenLayout
 	admitBytes   int64
 	// chunkBytes is the decoded size of one chunk.
 	chunkBytes int64
@@ -526,12 +522,7 @@ func (s *dsState) writeHeader(ctx context.Context) (err error) {
 			s.dirty.Store(true)
 		}
 	}()
-	var root, params []byte
-	if s.contig != nil {
-		params, err = s.contig.commitParams(ctx)
-	} else {
-		root, err = s.idx.flush(ctx)
-	}
+	root, params, err := s.store.commit(ctx)
 	if err != nil {
 		return err
 	}
@@ -597,10 +588,11 @@ func (d *Dataset) Filters() []Filter {
 
 // IndexKind names the dataset's chunk index ("extensible-array", ...).
 func (d *Dataset) IndexKind() string {
-	if d.s.idx == nil {
+	x, ok := d.s.store.chunkIndex()
+	if !ok {
 		return "none" // contiguous
 	}
-	return d.s.idx.kind().String()
+	return x.kind().String()
 }
 
 // Storage describes what a dataset occupies in the file.
@@ -626,28 +618,7 @@ func (d *Dataset) Storage(ctx context.Context) (st Storage, err error) {
 func (d *Dataset) storage(ctx context.Context) (Storage, error) {
 	d.s.extent.RLock()
 	defer d.s.extent.RUnlock()
-	if d.s.contig != nil {
-		return d.s.contig.storage(), nil
-	}
-	x, err := d.s.idx.get(ctx)
-	if err != nil {
-		return Storage{}, err
-	}
-	var st Storage
-	err = x.Range(ctx, func(_ []uint64, e index.Entry) bool {
-		st.Chunks++
-		st.StoredBytes += e.Size
-		return true
-	})
-	d.s.idx.account(x) // Range loads every block
-	if err == nil {
-		err = x.Extents(ctx, func(_, size int64) error {
-			st.IndexBlocks++
-			st.IndexBytes += uint64(size)
-			return nil
-		})
-	}
-	return st, classify(err)
+	return d.s.store.usage(ctx)
 }
 
 // CacheStats returns the dataset's figures in the shared cache.
@@ -720,7 +691,7 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 // lock when it can.
 func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool) error {
 	s := d.s
-	if s.vlen != nil {
+	if s.store.kind() == Vlen {
 		return fmt.Errorf("%w: dataset %q is variable-length: use ReadVlen/WriteVlen", ErrInvalid, s.name)
 	}
 	sc := ioPool.Get().(*ioScratch)
@@ -775,8 +746,8 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 			return fmt.Errorf("%w: extent %v exceeds max shape %v", ErrOutOfRange, dims, s.maxShape)
 		}
 	}
-	if s.contig != nil && !equal(dims, s.shape()) {
-		return fmt.Errorf("%w: a contiguous dataset's extent is fixed", ErrInvalid)
+	if err := s.store.checkExtent(dims); err != nil {
+		return err
 	}
 	// The header decoder's limits (Unlimited as a current extent, more
 	// than 2^63-1 elements), checked before anything changes.

@@ -98,7 +98,7 @@ func (l *contigLayout) DirectSource(coord cache.Coord, p cache.Piece) ([]byte, b
 	if pc, ok := p.(*piece); !ok || pc.kind != pieceData {
 		return nil, false
 	}
-	return (&denseLayout{s: l.s}).wholeRun(p)
+	return (&denseLayout{indexedStorage{l.s}}).wholeRun(p)
 }
 
 // DirectFrame: a stored piece is its bytes, with no frame; its checksum

@@ -705,8 +705,8 @@ func (f *File) shedIndexes() {
 	}
 	f.mu.Unlock()
 	for _, s := range states {
-		if s.idx != nil {
-			s.idx.dropClean()
+		if x, ok := s.store.chunkIndex(); ok {
+			x.dropClean()
 		}
 	}
 	f.writeIndexes(states)
@@ -753,13 +753,14 @@ func (f *File) writeIndexes(states []*dsState) {
 	}
 	ctx := context.Background()
 	for _, s := range states {
-		if s.idx == nil {
+		x, ok := s.store.chunkIndex()
+		if !ok {
 			continue
 		}
-		before := s.idx.charged.Load()
-		if _, err := s.idx.flush(ctx); err == nil {
-			s.idx.dropClean()
-			if d := before - s.idx.charged.Load(); d > 0 {
+		before := x.charged.Load()
+		if _, err := x.flush(ctx); err == nil {
+			x.dropClean()
+			if d := before - x.charged.Load(); d > 0 {
 				f.indexShedBytes.Add(d)
 			}
 		}

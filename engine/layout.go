@@ -22,7 +22,7 @@ import (
 //
 // Concurrency: the index and the allocator synchronize themselves; the
 // callbacks keep no other state, so they are safe from any goroutine.
-type denseLayout struct{ s *dsState }
+type denseLayout struct{ indexedStorage }
 
 var (
 	_ cache.Layout       = (*denseLayout)(nil)
@@ -468,17 +468,13 @@ func (s *dsState) setLayout(code uint8, params []byte) error {
 		if len(params) != 0 {
 			return fmt.Errorf("%w: dense dataset %q with layout parameters", ErrCorrupt, s.name)
 		}
-		s.layout = &denseLayout{s: s}
-		s.admitBytes = s.chunkBytes
+		s.store = &denseLayout{indexedStorage{s}}
 	case layoutSparse:
 		l, err := newSparseLayout(s, params)
 		if err != nil {
 			return fmt.Errorf("dataset %q: %w", s.name, err)
 		}
-		s.sparse = l
-		// A sparse chunk takes at most one run (12 bytes) and one value
-		// per element.
-		s.admitBytes = l.memFor(l.elems)
+		s.store = l
 	case layoutContig:
 		if len(s.pipeline.Specs()) > 0 {
 			return fmt.Errorf("%w: contiguous dataset %q with filters", ErrCorrupt, s.name)
@@ -490,68 +486,45 @@ func (s *dsState) setLayout(code uint8, params []byte) error {
 		if err != nil {
 			return err
 		}
-		s.contig, s.idx = l, nil
-		s.admitBytes = s.chunkBytes
+		s.store, s.idx = l, nil
 	case layoutVlen:
 		l, err := newVlenLayout(s, params)
 		if err != nil {
 			return fmt.Errorf("dataset %q: %w", s.name, err)
 		}
-		s.vlen = l
-		// The fixed section plus a heap estimate: the heap's real size
-		// is charged by the cache once loaded.
-		s.admitBytes = l.memFor(1 << 20)
+		s.store = l
 	default:
 		return fmt.Errorf("%w: dataset %q: layout code %d", ErrCorrupt, s.name, code)
 	}
+	s.admitBytes = s.store.admitBytes()
 	return nil
 }
 
 // indexKind is the header's IndexKind (0 for a contiguous dataset, which
 // has no index).
 func (s *dsState) indexKind() uint8 {
-	if s.idx == nil {
+	x, ok := s.store.chunkIndex()
+	if !ok {
 		return 0
 	}
-	return uint8(s.idx.kind())
+	return uint8(x.kind())
 }
 
 // cacheLayout is the layout registered with the cache.
-func (s *dsState) cacheLayout() cache.Layout {
-	if s.sparse != nil {
-		return s.sparse
-	}
-	if s.contig != nil {
-		return s.contig
-	}
-	if s.vlen != nil {
-		return s.vlen
-	}
-	return s.layout
-}
+func (s *dsState) cacheLayout() cache.Layout { return s.store }
 
 // maxStored bounds the stored size of one chunk.
-func (s *dsState) maxStored() int64 {
-	if s.sparse != nil {
-		return s.sparse.maxStored()
-	}
-	if s.contig != nil {
-		return s.chunkBytes
-	}
-	if s.vlen != nil {
-		return s.vlen.maxStored()
-	}
-	return s.layout.maxStored()
-}
+func (s *dsState) maxStored() int64 { return s.store.maxStored() }
 
 // registerViews registers the cache datasets a layout has besides its
 // own (a sparse dataset's selection view). Caller holds s.mu.
-func (s *dsState) registerViews() error {
-	if s.sparse == nil {
-		return nil
-	}
+func (s *dsState) registerViews() error { return s.store.registerViews() }
+
+// registerViews registers the selection view. Caller holds s.mu.
+func (l *sparseLayout) registerViews() error {
+	s := l.s
 	// No reservation: the view borrows the cache like any reader.
-	v, err := s.f.cfile.RegisterDataset(s.id|selViewBit, s.sparse.view, cache.DatasetOptions{MinBytes: -1})
+	v, err := s.f.cfile.RegisterDataset(s.id|selViewBit, l.view, cache.DatasetOptions{MinBytes: -1})
 	if err != nil {
 		return classify(err)
 	}
@@ -655,24 +628,7 @@ func (d *Dataset) ChunkExtents(ctx context.Context) (out []ChunkExtent, err erro
 func (d *Dataset) chunkExtents(ctx context.Context) ([]ChunkExtent, error) {
 	d.s.extent.RLock()
 	defer d.s.extent.RUnlock()
-	if d.s.contig != nil {
-		base, size, _ := d.s.contig.committedExtent()
-		if base == 0 {
-			return nil, nil
-		}
-		return []ChunkExtent{{Off: base, Size: size}}, nil // one extent, no chunks
-	}
-	x, err := d.s.idx.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []ChunkExtent
-	err = x.Range(ctx, func(c []uint64, e index.Entry) bool {
-		out = append(out, ChunkExtent{Coord: clone(c), Off: int64(e.Addr), Size: int64(e.Size)})
-		return true
-	})
-	d.s.idx.account(x)
-	return out, classify(err)
+	return d.s.store.chunkExtents(ctx)
 }
 
 // prod64 is the product of dims, saturating at 2^64-1 (dims are

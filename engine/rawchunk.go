@@ -168,7 +168,7 @@ func (d *Dataset) WriteChunkRaw(ctx context.Context, coords []uint64, data []byt
 	if err != nil {
 		return err
 	}
-	lay := s.layout
+	lay := s.store
 	if int64(len(data))+format.ChunkFrameOverhead > lay.maxStored() {
 		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), lay.maxStored()-format.ChunkFrameOverhead)
 	}
@@ -257,17 +257,16 @@ func (f Filter) Stage() (name string, level int) {
 // errRawLayout refuses the raw chunk API on a dataset that is not chunked
 // (dense): a sparse or variable-length chunk is a structured chunk of
 // several sections, not one pipeline image, and a contiguous dataset has
-// no chunks at all; read them with Read.
-var errRawLayout = fmt.Errorf("%w: raw chunk I/O needs a chunked dataset", ErrInvalid)
+// no chunks at all; read them with Read. It is the refusal of any
+// layout's own call on another layout (needLayout).
+var errRawLayout = errWrongLayout
 
 // rawLayout is the one place every raw chunk entry point asks whether the
 // dataset's layout has raw chunks, before it touches anything a layout
 // keeps (the dense layout's stored bound, its index, its pipeline).
 func (d *Dataset) rawLayout() error {
-	if d.s.code != layoutDense || d.s.layout == nil {
-		return fmt.Errorf("%w; %q is %s", errRawLayout, d.s.name, d.Layout())
-	}
-	return nil
+	_, err := needLayout[*denseLayout](d.s, "raw chunk I/O")
+	return err
 }
 
 // checkRaw is check for the raw chunk API (see rawLayout).

@@ -82,8 +82,8 @@ func (d *Dataset) WriteChunkRawChecked(ctx context.Context, coords []uint64, dat
 	if _, err := s.chunkRegion(coords); err != nil {
 		return err
 	}
-	if int64(len(data))+format.ChunkFrameOverhead > s.layout.maxStored() {
-		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), s.layout.maxStored()-format.ChunkFrameOverhead)
+	if int64(len(data))+format.ChunkFrameOverhead > s.store.maxStored() {
+		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), s.store.maxStored()-format.ChunkFrameOverhead)
 	}
 	decoded := data
 	if s.unfiltered {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/format"
-	"github.com/scc-dev/scc/engine/index"
 )
 
 // Single writer, many readers (seed 003 §VII, §XVIII).
@@ -191,10 +190,8 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 		if err != nil {
 			return fmt.Errorf("dataset %q: %w", hdr.Name, err)
 		}
-		if s.contig != nil {
-			if _, err := decodeContigParams(hdr.LayoutParams, s.contig.pieces); err != nil {
-				return fmt.Errorf("dataset %q: %w", hdr.Name, err)
-			}
+		if err := s.store.checkAdopt(hdr); err != nil {
+			return fmt.Errorf("dataset %q: %w", hdr.Name, err)
 		}
 		changes = append(changes, change{s, e, hdr, attrs})
 	}
@@ -265,12 +262,8 @@ func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.D
 	if err := s.invalidate(ctx); err != nil {
 		return err
 	}
-	if s.contig != nil {
-		if err := s.contig.adopt(hdr.LayoutParams); err != nil {
-			return err // checked by adoptLocked: cannot happen
-		}
-	} else {
-		s.idx.reset(index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot)
+	if err := s.store.adopt(hdr); err != nil {
+		return err // checked by adoptLocked (checkAdopt): cannot happen
 	}
 	s.mu.Lock()
 	s.mu.shape = clone(hdr.Shape)

@@ -89,18 +89,7 @@ func (k LayoutKind) code() uint8 {
 }
 
 // Layout returns the dataset's storage layout.
-func (d *Dataset) Layout() LayoutKind {
-	if d.s.sparse != nil {
-		return Sparse
-	}
-	if d.s.contig != nil {
-		return Contiguous
-	}
-	if d.s.vlen != nil {
-		return Vlen
-	}
-	return Chunked
-}
+func (d *Dataset) Layout() LayoutKind { return d.s.store.kind() }
 
 // Sparse LayoutParams (FORMAT.md §16.3): a version byte (1), then the
 // selection section's filter pipeline in engine/filter's encoding.
@@ -127,7 +116,7 @@ func decodeSparseParams(b []byte) ([]filter.Spec, error) {
 // Concurrency: the index and the allocator synchronize themselves; mu
 // guards the pending map, the only state of its own.
 type sparseLayout struct {
-	s       *dsState
+	indexedStorage
 	selPipe *filter.Pipeline
 	elems   uint64 // elements per chunk
 	view    *sparseSelView
@@ -165,7 +154,7 @@ func newSparseLayout(s *dsState, params []byte) (*sparseLayout, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	l := &sparseLayout{s: s, selPipe: pl, elems: uint64(s.chunkBytes) / uint64(s.elemSize)}
+	l := &sparseLayout{indexedStorage: indexedStorage{s}, selPipe: pl, elems: uint64(s.chunkBytes) / uint64(s.elemSize)}
 	l.mu.pending = map[string]*sparsePending{}
 	l.view = &sparseSelView{l: l, dims: append(clone(s.chunk), 1, 1, 1)}
 	return l, nil
@@ -907,10 +896,11 @@ func (v *sparseSelView) Delete(context.Context, cache.Coord, cache.Location) err
 // SelectionFilters returns a Sparse dataset's pipeline for its selection
 // sections (nil for other layouts).
 func (d *Dataset) SelectionFilters() []Filter {
-	if d.s.sparse == nil {
+	l, ok := asLayout[*sparseLayout](d.s)
+	if !ok {
 		return nil
 	}
-	specs := d.s.sparse.selPipe.Specs()
+	specs := l.selPipe.Specs()
 	out := make([]Filter, len(specs))
 	for i, sp := range specs {
 		out[i] = Filter{sp}

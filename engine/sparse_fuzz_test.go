@@ -26,7 +26,7 @@ func FuzzSparseDecode(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	l := ds.s.sparse
+	l := ds.s.store.(*sparseLayout)
 	// Seeds: real frames of a few chunks.
 	for _, sel := range []Selection{Box([]uint64{3}, []uint64{5}), Hyperslab([]uint64{0}, []uint64{3}, []uint64{20}, nil), All([]uint64{64})} {
 		c := &sparseChunk{}
@@ -97,7 +97,7 @@ func FuzzVlenDecode(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	l := ds.s.vlen
+	l := ds.s.store.(*vlenLayout)
 	for _, vals := range [][][]byte{{[]byte("a"), nil, []byte("bcd"), nil, nil, []byte("efgh")}, make([][]byte, 6)} {
 		c, _ := l.NewChunk(cache.Coord{0}, true)
 		reqs, pieces, err := ds.s.kindRequests(All([]uint64{6}), pieceVlen, nil)

@@ -90,7 +90,7 @@ func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 		return err
 	}
 	s := d.s
-	if s.vlen != nil {
+	if _, ok := asLayout[*vlenLayout](s); ok {
 		n, err := sel.h.CountElements()
 		if err != nil {
 			return classify(err)
@@ -100,7 +100,7 @@ func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 		}
 		return d.vlenIO(ctx, sel, make([][]byte, n), true) // the fill: empty
 	}
-	if s.sparse == nil {
+	if _, ok := asLayout[*sparseLayout](s); !ok {
 		n, err := sel.h.CountElements()
 		if err != nil {
 			return classify(err)
@@ -148,7 +148,7 @@ func (d *Dataset) DefinedElements(ctx context.Context, sel Selection) ([]uint64,
 		return nil, err
 	}
 	s := d.s
-	if s.sparse == nil {
+	if _, ok := asLayout[*sparseLayout](s); !ok {
 		h, err := s.hold(ctx, sel, false)
 		if err != nil {
 			return nil, err
@@ -181,7 +181,7 @@ func (d *Dataset) ReadDefined(ctx context.Context, sel Selection) ([]uint64, []b
 		return nil, nil, err
 	}
 	s := d.s
-	if s.sparse == nil {
+	if _, ok := asLayout[*sparseLayout](s); !ok {
 		pos, err := d.DefinedElements(ctx, sel)
 		if err != nil {
 			return nil, nil, err
@@ -207,6 +207,10 @@ func (d *Dataset) defined(ctx context.Context, sel Selection, kind pieceKind) (p
 
 func (d *Dataset) definedOnce(ctx context.Context, sel Selection, kind pieceKind) ([]uint64, []byte, error) {
 	s := d.s
+	sp, err := needLayout[*sparseLayout](s, "a defined-elements query")
+	if err != nil {
+		return nil, nil, err
+	}
 	h, err := s.hold(ctx, sel, false)
 	if err != nil {
 		return nil, nil, err
@@ -254,7 +258,7 @@ func (d *Dataset) definedOnce(ctx context.Context, sel Selection, kind pieceKind
 		}
 		for _, i := range rest {
 			c := reqs[i].Coord
-			if s.sparse.isPending(c) {
+			if sp.isPending(c) {
 				main = append(main, reqs[i])
 				continue
 			}
@@ -266,14 +270,14 @@ func (d *Dataset) definedOnce(ctx context.Context, sel Selection, kind pieceKind
 			if !e.Exists() {
 				continue
 			}
-			view = append(view, cache.Request{Dataset: vcds, Coord: s.sparse.view.viewCoord(c, e), Piece: reqs[i].Piece})
+			view = append(view, cache.Request{Dataset: vcds, Coord: sp.view.viewCoord(c, e), Piece: reqs[i].Piece})
 		}
 		s.idx.account(x)
 	}
 	if err := s.f.runAdmitted(ctx, main, s.admitBytes, false); err != nil {
 		return nil, nil, classify(err)
 	}
-	if err := s.f.runAdmitted(ctx, view, int64(s.sparse.elems)*12+sparseChunkOverhead, false); err != nil {
+	if err := s.f.runAdmitted(ctx, view, int64(sp.elems)*12+sparseChunkOverhead, false); err != nil {
 		return nil, nil, classify(err)
 	}
 	// 3. Concatenate, in selection order.

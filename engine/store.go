@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/scc-dev/scc/engine/alloc"
 	"github.com/scc-dev/scc/engine/format"
@@ -59,37 +58,8 @@ func (f *File) liveExtents(ctx context.Context) ([]alloc.Extent, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.contig != nil {
-			if base, size, _ := s.contig.committedExtent(); base != 0 {
-				live = append(live, alloc.Extent{Off: base, Size: size})
-			}
-			continue
-		}
-		x, err := s.idx.get(ctx)
-		if err != nil {
+		if live, err = s.store.liveExtents(ctx, live); err != nil {
 			return nil, err
-		}
-		err = x.Extents(ctx, func(off, size int64) error {
-			live = append(live, alloc.Extent{Off: off, Size: size})
-			return nil
-		})
-		if err != nil {
-			return nil, classify(err)
-		}
-		var rerr error
-		err = x.Range(ctx, func(coord []uint64, ie index.Entry) bool {
-			if int64(ie.Size) > s.maxStored() {
-				rerr = fmt.Errorf("%w: dataset %q chunk %v has stored size %d", ErrCorrupt, e.Name, coord, ie.Size)
-				return false
-			}
-			live = append(live, alloc.Extent{Off: int64(ie.Addr), Size: int64(ie.Size)})
-			return true
-		})
-		if err == nil {
-			err = rerr
-		}
-		if err != nil {
-			return nil, classify(err)
 		}
 	}
 	return live, nil

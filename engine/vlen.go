@@ -69,7 +69,7 @@ func decodeVlenParams(b []byte) (int, error) {
 // dataset. It keeps no state besides the dataset's; safe from any
 // goroutine.
 type vlenLayout struct {
-	s      *dsState
+	indexedStorage
 	elems  uint64
 	defrag int // percent
 }
@@ -87,7 +87,7 @@ func newVlenLayout(s *dsState, params []byte) (*vlenLayout, error) {
 	if n := uint64(s.chunkBytes) / uint64(s.elemSize); n > maxChunkBytes/8 {
 		return nil, fmt.Errorf("%w: variable-length dataset %q: chunk of %d elements", ErrCorrupt, s.name, n)
 	}
-	return &vlenLayout{s: s, elems: uint64(s.chunkBytes) / uint64(s.elemSize), defrag: pct}, nil
+	return &vlenLayout{indexedStorage: indexedStorage{s}, elems: uint64(s.chunkBytes) / uint64(s.elemSize), defrag: pct}, nil
 }
 
 // vlenChunk is a variable-length chunk in cache memory.
@@ -400,8 +400,8 @@ func (l *vlenLayout) Trim(coord cache.Coord, chunk cache.Chunk, dims []uint64) (
 // element, in the selection's C order).
 func (d *Dataset) vlenIO(ctx context.Context, sel Selection, vals [][]byte, write bool) error {
 	s := d.s
-	if s.vlen == nil {
-		return fmt.Errorf("%w: dataset %q is not variable-length", ErrInvalid, s.name)
+	if _, err := needLayout[*vlenLayout](s, "variable-length I/O"); err != nil {
+		return err
 	}
 	if n, err := sel.h.CountElements(); err != nil {
 		return classify(err)
