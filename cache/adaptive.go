@@ -299,9 +299,8 @@ type adaptState struct {
 	// mu serializes size changes (epoch decisions, flash increases,
 	// SetConfig, RestoreAdaptiveState) and guards the epoch's counts and
 	// the decision log. Epoch closers take it with TryLock: a request that
-	// loses goes on at once. Never held across I/O. Lock order: ad.mu,
-	// then Cache.mu (advanceAge, which only tries it), then admission's
-	// mutex (limitChanged).
+	// loses goes on at once. Never held across I/O. Lock order: the table
+	// at the top of cache.go.
 	mu struct {
 		sync.Mutex
 		epoch                              int64 // epochs closed

@@ -404,8 +404,7 @@ type File struct {
 
 	// mu is never held across I/O or while waiting for chunks: Unregister
 	// marks its drop with unreg and works unlocked.
-	// Lock order: File.mu before Cache.mu (Unregister's emptiness check);
-	// File.pf is never taken under File.mu.
+	// Lock order: the table at the top of cache.go.
 	mu struct {
 		sync.Mutex      // serializes registration changes of the file's datasets
 		closed     bool // set by Unregister
