@@ -24,26 +24,6 @@ import "fmt"
 // overlaps the read is ordered by the engine's serializer, and at the
 // cache level the blocks' checksums catch a torn read as corruption.
 
-// Block is a byte range of a chunk's stored image, from Location.Addr.
-type Block struct{ Off, Len int64 }
-
-// PartReader is implemented by layouts whose stored chunks can be read
-// and verified in part.
-type PartReader interface {
-	// PartBlocks returns the blocks of the stored image at loc that
-	// serve pieces (every request of the read that falls in the chunk),
-	// each of which the layout can verify on its own; ok false means
-	// "not in part" and the cached path serves the read. Blocks lie
-	// inside [0, loc.Size) and do not overlap.
-	PartBlocks(coord Coord, loc Location, pieces []Piece) (blocks []Block, ok bool)
-	// ReadPart verifies each block read (bufs[i] holds blocks[i]) against
-	// its own checksum and serves the pieces from them as Scatter would.
-	// A mismatch is an error wrapping the layout's corruption sentinel;
-	// the caller's bytes of the pieces are then undefined. ReadPart owns
-	// bufs (from GetBuf) and may give them back with PutBuf.
-	ReadPart(coord Coord, loc Location, pieces []Piece, blocks []Block, bufs [][]byte) error
-}
-
 // partRead is one chunk read in part: its blocks and their buffers.
 type partRead struct {
 	pr     PartReader

@@ -60,21 +60,6 @@ import (
 // against this write could see the old space reused, and the checksums
 // catch that as corruption, as they do for eviction.
 
-// DirectWriter is implemented by layouts whose stored image of a chunk can
-// be the caller's bytes themselves, framed by small side buffers.
-type DirectWriter interface {
-	// DirectSource returns the caller's bytes that are the chunk's
-	// unfiltered contents for a piece that selects the whole chunk (they
-	// are contiguous in the caller's buffer); ok false means "not
-	// directly". It must not copy: the bytes are written as they are.
-	DirectSource(coord Coord, p Piece) (src []byte, ok bool)
-	// DirectFrame returns the frame around src: head is written before it
-	// and tail after it (either may be empty), sum is what Encode would
-	// have reported as Encoded.Sum for the same frame. The image stored is
-	// head+src+tail with filter mask 0.
-	DirectFrame(coord Coord, src []byte) (head, tail []byte, sum uint32)
-}
-
 // writeDirect writes the groups of a write that can go directly (see
 // above) and returns the others, plus the requests of groups another
 // request claimed first (to retry).

@@ -69,22 +69,6 @@ import (
 // more than the shared read saves (engine BenchmarkSplitRead).
 const defaultSplitReadBytes = 512 << 10
 
-// DirectSummer is implemented by DirectReaders whose check of the bytes
-// read is a checksum that can be computed by pieces and combined, so that
-// a split read (splitread.go) sums each piece on the goroutine that read
-// it.
-type DirectSummer interface {
-	DirectReader
-	// SumDirect returns the checksum of b, a piece of a chunk's bytes.
-	SumDirect(b []byte) uint32
-	// CombineDirect returns the checksum of a||b from the checksums of a
-	// and b and b's length.
-	CombineDirect(sa, sb uint32, nb int64) uint32
-	// VerifyDirectSum is VerifyDirect given sum, the checksum of all of
-	// dst computed by pieces: it checks the trailer and sum against loc.
-	VerifyDirectSum(coord Coord, loc Location, sum uint32, dst, trailer []byte) error
-}
-
 // pieceSum is the checksum of one piece of a share: extent ext of the
 // share, part of the bytes of the whole chunk ds[x].
 type pieceSum struct {
