@@ -578,15 +578,43 @@ func lookupDS(ctx context.Context, d *Dataset, list []*group) error {
 
 // missing handles requests whose chunks were not in the table. It returns
 // requests to retry (their chunk was claimed by someone else meanwhile).
+//
+// Phases: group the requests by chunk (groupMissing), look the chunks up
+// (lookup), serve the chunks with no stored image (storedOnly), send the
+// chunks that can go around the cache straight to the caller or the file
+// (routeDirect), and load or create the rest in sub-lists that fit the
+// space eviction can make (loadSubLists).
 func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkKey, idx []int) ([]int, error) {
 	// One missing chunk (a small read at one goroutine: the common miss)
-	// needs no map to group its requests.
+	// needs no map nor slice to group its requests.
+	var oneG [1]*group
+	gs := groupMissing(oneG[:0], reqs, keys, idx)
+	if o.kind == opRead && c.pref.max > 0 {
+		for _, g := range gs {
+			c.noteReadMiss(g.d, g.coord)
+		}
+	}
+	if err := lookup(ctx, gs); err != nil {
+		return nil, err
+	}
+	work, err := storedOnly(o, reqs, gs)
+	if err != nil {
+		return nil, err
+	}
+	work, later, err := c.routeDirect(ctx, o, reqs, work)
+	if err != nil {
+		return later, err
+	}
+	return c.loadSubLists(ctx, o, reqs, work, later)
+}
+
+// groupMissing groups the requests idx by chunk, appending one group per
+// chunk to gs (which the single-chunk case passes with room for one).
+func groupMissing(gs []*group, reqs []Request, keys []chunkKey, idx []int) []*group {
 	var byKey map[chunkKey]*group
 	if len(idx) > 1 {
 		byKey = map[chunkKey]*group{}
 	}
-	var oneG [1]*group
-	gs := oneG[:0]
 	// Several chunks' groups and coordinates come from one slab each: a
 	// read of many chunks allocates nothing per chunk here. Entries copy
 	// the coordinates they keep (claim).
@@ -624,14 +652,13 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 		g.reqs = append(g.reqs, i)
 		g.full = g.full && reqs[i].Full
 	}
-	if o.kind == opRead && c.pref.max > 0 {
-		for _, g := range gs {
-			c.noteReadMiss(g.d, g.coord)
-		}
-	}
-	if err := lookup(ctx, gs); err != nil {
-		return nil, err
-	}
+	return gs
+}
+
+// storedOnly returns the groups whose chunk needs the cache: a chunk with
+// no stored image is served by its fill value on a read (ScatterFill) and
+// needs nothing for other non-write operations; a write creates it.
+func storedOnly(o op, reqs []Request, gs []*group) ([]*group, error) {
 	var work []*group
 	for _, g := range gs {
 		if !g.loc.Exists() && o.kind != opWrite {
@@ -647,7 +674,13 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 		}
 		work = append(work, g)
 	}
-	var later []int
+	return work, nil
+}
+
+// routeDirect serves the groups that go around the cache and returns the
+// others, plus the requests to retry (a direct write's chunk claimed by
+// someone else first).
+func (c *Cache) routeDirect(ctx context.Context, o op, reqs []Request, work []*group) (_ []*group, later []int, err error) {
 	switch o.kind {
 	case opRead: // whole unfiltered chunks go straight to the caller (direct.go), parts of chunks above the bypass threshold by their blocks (directpart.go)
 		// ...except those with a prefetched image entry, which
@@ -664,19 +697,23 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 			}
 			work = rest
 		}
-		var err error
 		if work, err = c.readDirect(reqs, work); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		work = append(work, pre...)
 	case opWrite: // whole large unfiltered chunks go straight to the file (directwrite.go)
-		var err error
 		if work, later, err = c.writeDirect(ctx, reqs, work); err != nil {
-			return later, err
+			return nil, later, err
 		}
 	}
-	// Sub-lists whose chunks fit the space eviction can make (SCC design
-	// §3.6): the active limit minus what other requests hold in flight.
+	return work, later, nil
+}
+
+// loadSubLists loads or creates work in sub-lists whose chunks fit the
+// space eviction can make (SCC design §3.6): the active limit minus what
+// other requests hold in flight. It returns later with the requests to
+// retry added.
+func (c *Cache) loadSubLists(ctx context.Context, o op, reqs []Request, work []*group, later []int) ([]int, error) {
 	s := c.flashFor(work) - c.inflight.Load()
 	for start := 0; start < len(work); {
 		rest := work[start:]
