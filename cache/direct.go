@@ -133,7 +133,7 @@ func (c *Cache) readVerify(ds []directRead) error {
 	}
 	exts := make([]vfd.Extent, 0, n)
 	var tags []int32 // per extent of exts: see readSplit
-	if c.split.min > 0 {
+	if c.background.split.min > 0 {
 		tags = make([]int32, 0, n)
 	}
 	for start := 0; start < len(ds); {

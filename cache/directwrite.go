@@ -159,8 +159,8 @@ func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, srcs map[*group]
 			}
 		}
 	}
-	c.st.vectorWrites.Add(1)
-	c.st.vectorWriteBytes.Add(n)
+	c.stats.vectorWrites.Add(1)
+	c.stats.vectorWriteBytes.Add(n)
 	werr := d.file.drv.WriteV(exts)
 	if werr != nil {
 		werr = fmt.Errorf("cache: writing %d chunks directly: %w", len(gs), werr)
@@ -173,9 +173,9 @@ func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, srcs map[*group]
 	if perr != nil {
 		return fmt.Errorf("cache: Layout.Publish: %w", perr)
 	}
-	c.st.directWrites.Add(int64(len(gs)))
-	c.st.bytesFlushed.Add(n)
-	c.st.chunksFlushed.Add(int64(len(gs)))
+	c.stats.directWrites.Add(int64(len(gs)))
+	c.stats.bytesFlushed.Add(n)
+	c.stats.chunksFlushed.Add(int64(len(gs)))
 	return nil
 }
 
@@ -204,7 +204,7 @@ func (c *Cache) directWorthIt(sz *sizing, n, cached int64) bool {
 	if m := c.cfg.DirectWriteBytes; m > 0 && n >= m {
 		return true
 	}
-	return c.resident.Load()+cached+n > sz.quiescent
+	return c.budget.resident.Load()+cached+n > sz.quiescent
 }
 
 // shedAfterDirect sheds metadata (external.go) when it holds more than half
@@ -219,7 +219,7 @@ func (c *Cache) directWorthIt(sz *sizing, n, cached int64) bool {
 // as a request waiting in reserve holds nothing.
 func (c *Cache) shedAfterDirect() {
 	limit := c.sizing().active
-	if meta := c.metadata.Load(); c.resident.Load() > limit && meta > limit/2 && meta > c.shedAt.Load() {
+	if meta := c.budget.metadata.Load(); c.budget.resident.Load() > limit && meta > limit/2 && meta > c.budget.shedAt.Load() {
 		c.shedMetadata()
 	}
 }

@@ -31,7 +31,7 @@ import (
 //     pin.
 //   - Everything that can make room wakes space waiters: released bytes,
 //     unpins, evictions that were reverted. A waiter registers itself
-//     (Cache.spaceWaiters) and takes the wake-up channel before it looks a
+//     (Cache.budget.spaceWaiters) and takes the wake-up channel before it looks a
 //     last time, so no wake-up is lost (TestUnpinWakesSpaceWaiter).
 //
 // entryState is where an entry is in its life (SCC design §2.2, extended with
@@ -110,12 +110,12 @@ type entry struct {
 	// encoded is the pre-encoded disk image (SCC internal API "Data Formats": chunks
 	// near eviction are encoded early; SCC requirements §2.2 item 6), filled by the
 	// background pre-encoder (background.go). Its bytes are part of size and
-	// of Cache.pre.bytes. Set and cleared under latch exclusive (or by the
+	// of Cache.background.preEncode.bytes. Set and cleared under latch exclusive (or by the
 	// goroutine that owns an evicting entry); read under latch shared.
 	// INVARIANT: a non-nil image was encoded from the chunk as it is now:
 	// every modification drops it (modifiedLocked) before the version bump.
 	encoded  atomic.Pointer[preImage]
-	prefSize int64 // bytes added to Cache.pref.bytes; written before prefetched is set, read by whoever clears it
+	prefSize int64 // bytes added to Cache.background.prefetch.bytes; written before prefetched is set, read by whoever clears it
 
 	// flushMu makes encode→Insert→write→mark-clean of this entry exclusive
 	// between flushers; loc is guarded by it (or by the entry being loading
@@ -145,7 +145,7 @@ const (
 	// §2.2 partial_io).
 	flagPartial uint32 = 1 << iota
 	// flagPrefetched: loaded by the prefetcher (prefetch.go) and not used
-	// yet; its bytes are counted in Cache.pref.bytes until the first use
+	// yet; its bytes are counted in Cache.background.prefetch.bytes until the first use
 	// or removal clears the flag.
 	flagPrefetched
 	// flagSlotRead is set, once, by the first slot reader (latch.go) and

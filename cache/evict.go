@@ -21,7 +21,7 @@ func (c *Cache) linkLocked(e *entry) {
 	d.members = e
 	e.linked = true
 	c.mu.pol.add(e)
-	e.touchedAt.Store(c.acc.clock.Add(1)) // at the front, as after a touch
+	e.touchedAt.Store(c.access.clock.clock.Add(1)) // at the front, as after a touch
 	c.stampLocked(e)
 }
 
@@ -54,12 +54,12 @@ func (c *Cache) drainLocked() {
 // Caller holds c.mu.
 func (c *Cache) drainAccessesLocked(f func([]*entry)) {
 	c.drainSlots(f)
-	c.accesses.Drain(f)
+	c.access.buf.Drain(f)
 }
 
 func (c *Cache) touchLocked(batch []*entry) {
-	stamp := c.ad.aging.Load()
-	clock := c.acc.clock.Load()
+	stamp := c.sizes.adaptive.aging.Load()
+	clock := c.access.clock.clock.Load()
 	for _, e := range batch {
 		c.mu.pol.touch(e)
 		clock++
@@ -68,8 +68,8 @@ func (c *Cache) touchLocked(batch []*entry) {
 			c.stampLocked(e)
 		}
 	}
-	c.acc.clock.Store(clock)
-	c.acc.window.Store(uint64(c.chunks.Len()) / recentWindowDiv)
+	c.access.clock.clock.Store(clock)
+	c.access.clock.window.Store(uint64(c.chunks.Len()) / recentWindowDiv)
 }
 
 // accessClock tells the hit path which hits the recency policies need
@@ -126,7 +126,7 @@ func recentlyTouched(now, at, window, since uint64) bool {
 func (c *Cache) skipRecord(e *entry) bool {
 	switch c.cfg.Policy {
 	case PolicyTwoStageLRU, PolicyLRU:
-		return recentlyTouched(c.acc.clock.Load(), e.touchedAt.Load(), c.acc.window.Load(), c.acc.epoch.Load())
+		return recentlyTouched(c.access.clock.clock.Load(), e.touchedAt.Load(), c.access.clock.window.Load(), c.access.clock.epoch.Load())
 	}
 	return false
 }
@@ -138,7 +138,7 @@ func (c *Cache) skipRecord(e *entry) bool {
 // (replay.go), which applies the records on its own goroutine. Read hits
 // that hold a read slot record in the slot instead (slotHit).
 func (c *Cache) recordAccess(e *entry) {
-	if _, ready := c.accesses.Record(e); ready {
+	if _, ready := c.access.buf.Record(e); ready {
 		c.kickReplay()
 	}
 }
@@ -169,19 +169,19 @@ func (c *Cache) remove(es []*entry) {
 		dsz := sz
 		if p := e.encoded.Swap(nil); p != nil {
 			dsz -= p.bytes() // not part of the dataset's size
-			c.pre.bytes.Add(-p.bytes())
+			c.background.preEncode.bytes.Add(-p.bytes())
 			if e.dirty.Load() {
-				c.st.preWasted.Add(1) // dropped unwritten (SetExtent, Close, failed load)
+				c.stats.preWasted.Add(1) // dropped unwritten (SetExtent, Close, failed load)
 			}
 			p.release()
 		}
 		e.ds.size.Add(-dsz)
 		if e.prefetched().Swap(false) {
-			c.pref.bytes.Add(-e.prefSize)
-			c.st.prefetchWasted.Add(1)
+			c.background.prefetch.bytes.Add(-e.prefSize)
+			c.stats.prefetchWasted.Add(1)
 		}
 		if e.dirty.Swap(false) {
-			c.dirtyBytes.Add(-sz)
+			c.budget.dirty.Add(-sz)
 		}
 		// Uncharge before the dataset's count drops: File.Unregister waits
 		// for that count to reach zero, and then every byte is released.
@@ -200,7 +200,7 @@ func (c *Cache) remove(es []*entry) {
 	}
 	// charge signalled before the datasets' counts dropped; unregistering
 	// waits for the counts, so wake it again now.
-	if c.spaceWaiters.Load() > 0 {
+	if c.budget.spaceWaiters.Load() > 0 {
 		c.signalSpace()
 	}
 }
@@ -217,11 +217,11 @@ func (c *Cache) remove(es []*entry) {
 // A failed write returns the error and leaves those victims resident and
 // dirty; clean victims are still freed.
 func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error) {
-	// Prefetched image entries never requested go first (prefetched.go).
+	// Prefetched image entries never requested go first (imageentries.go).
 	if freed := c.evictPrefetched(need); freed > 0 {
 		return freed, nil
 	}
-	if c.condensers.Load() > 0 {
+	if c.registered.condensers.Load() > 0 {
 		if freed := c.condense(need); freed >= need {
 			return freed, nil
 		}
@@ -276,7 +276,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 		freed += e.size.Load()
 	}
 	sc.clean, sc.dirty = clean, dirty
-	c.st.evictions.Add(int64(len(clean)))
+	c.stats.evictions.Add(int64(len(clean)))
 	c.noteEvicted(clean)
 	c.remove(clean)
 	if len(dirty) == 0 {
@@ -293,8 +293,8 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 		}
 	}
 	sc.gone, sc.back = gone, back
-	c.st.evictions.Add(int64(len(gone)))
-	c.st.dirtyEvictions.Add(int64(len(gone)))
+	c.stats.evictions.Add(int64(len(gone)))
+	c.stats.dirtyEvictions.Add(int64(len(gone)))
 	c.noteEvicted(gone)
 	c.remove(gone)
 	for _, e := range back {
@@ -382,7 +382,7 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 // aliases the chunk leaves the chunk's latch held shared (sc.held).
 func (c *Cache) encodeRound(ctx context.Context, es []*entry, sc *wbScratch) error {
 	enc, ver, pre, held := sc.enc, sc.ver, sc.pre, sc.held
-	return c.run.run(ctx, len(es), func(i int) (err error) {
+	return c.workers.run(ctx, len(es), func(i int) (err error) {
 		e := es[i]
 		defer func() {
 			if r := recover(); r != nil {
@@ -402,7 +402,7 @@ func (c *Cache) encodeRound(ctx context.Context, es []*entry, sc *wbScratch) err
 			// holds p while we hold the latch, so taking a hold is safe.
 			p.refs.Add(1)
 			pre[i], enc[i] = p, p.enc
-			c.st.preHits.Add(1)
+			c.stats.preHits.Add(1)
 			return nil
 		}
 		l := e.ds.lay().l
@@ -475,14 +475,14 @@ func (c *Cache) writeImages(sc *wbScratch, sync bool) {
 		for _, x := range exts {
 			n += int64(len(x.Buf))
 		}
-		c.st.vectorWrites.Add(1)
-		c.st.vectorWriteBytes.Add(n)
+		c.stats.vectorWrites.Add(1)
+		c.stats.vectorWriteBytes.Add(n)
 		if err := f.drv.WriteV(exts); err != nil {
 			sc.fileErr[f] = fmt.Errorf("cache: writing %d chunks: %w", len(exts), err)
 			continue
 		}
 		if sync {
-			c.st.syncs.Add(1)
+			c.stats.syncs.Add(1)
 			if err := f.drv.Sync(); err != nil {
 				sc.fileErr[f] = fmt.Errorf("cache: sync: %w", err)
 			}
@@ -531,14 +531,14 @@ func (c *Cache) publishRound(ctx context.Context, es []*entry, sc *wbScratch, er
 func (c *Cache) markWritten(es []*entry, sc *wbScratch) {
 	for _, i := range sc.done {
 		e := es[i]
-		c.st.bytesFlushed.Add(int64(len(sc.enc[i].Image)))
-		c.st.chunksFlushed.Add(1)
+		c.stats.bytesFlushed.Add(int64(len(sc.enc[i].Image)))
+		c.stats.chunksFlushed.Add(1)
 		e.latch.Lock()
 		if e.version.Load() == sc.ver[i] {
 			// Written: a kept image has served its purpose.
 			c.dropImageLocked(e)
 			if e.dirty.Swap(false) {
-				c.dirtyBytes.Add(-e.size.Load())
+				c.budget.dirty.Add(-e.size.Load())
 			}
 		}
 		e.latch.Unlock()
@@ -580,7 +580,7 @@ func (c *Cache) condense(need int64) int64 {
 					e.size.Store(ms)
 					e.ds.size.Add(ms - old)
 					if e.dirty.Load() {
-						c.dirtyBytes.Add(ms - old)
+						c.budget.dirty.Add(ms - old)
 					}
 					c.charge(ms - old)
 					freed += old - ms

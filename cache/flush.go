@@ -186,7 +186,7 @@ func (c *Cache) syncFiles(dss []*Dataset, written []*entry) []error {
 			continue
 		}
 		seen[d.file] = true
-		c.st.syncs.Add(1)
+		c.stats.syncs.Add(1)
 		if err := d.file.drv.Sync(); err != nil {
 			errs = append(errs, err)
 			for _, e := range written {
@@ -222,7 +222,7 @@ func (d *Dataset) Flush(ctx context.Context, evict bool) error {
 func (c *Cache) redirty(e *entry) {
 	e.latch.Lock()
 	if !e.dirty.Swap(true) {
-		c.dirtyBytes.Add(e.size.Load())
+		c.budget.dirty.Add(e.size.Load())
 	}
 	e.latch.Unlock()
 }

@@ -113,7 +113,7 @@ func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (
 // access record with plain writes while it holds the slot, and the store
 // that releases it. Other hits (writes, or reads that found every slot of
 // the P taken) write the entry's pin word and, for their counts, the
-// stripe of the caller's P of c.st.hot and of the dataset's counters
+// stripe of the caller's P of c.stats.hot and of the dataset's counters
 // (lockfree.Counters). Either way the lines a hit writes are private to
 // its core unless goroutines read the same chunk. A slot reader's access
 // record is deduplicated in its slot (pendingFilter, latch.go); for the
@@ -156,7 +156,7 @@ func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
 	if i == len(reqs) {
 		return nil
 	}
-	st := c.st.hot.Stripe()
+	st := c.stats.hot.Stripe()
 	if err := c.beginOn(st); err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	var n int64 // this hit's number on its stripe or slot
 	var slot *readSlot
 	if o.kind == opRead {
-		slot = c.readSlots.enter(e)
+		slot = c.access.slots.enter(e)
 	}
 	switch {
 	case slot != nil:
@@ -216,7 +216,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		n = c.countHit(e)
 		err = c.lightRead(e, r)
 		e.unpinRead()
-		if c.spaceWaiters.Load() > 0 {
+		if c.budget.spaceWaiters.Load() > 0 {
 			c.signalSpace() // as in unpin: a waiter may want this entry
 		}
 	case e.tryPin():
@@ -265,7 +265,7 @@ func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
 // adaptive sizing's epoch (every hitCheckEvery-th) without a shared write.
 func (c *Cache) countHit(e *entry) (n int64) {
 	p := lockfree.ProcHint()
-	n = c.st.hot.AddAt(p, hotHits, 1)
+	n = c.stats.hot.AddAt(p, hotHits, 1)
 	e.ds.counters().AddAt(p, dsHits, 1)
 	if e.prefetched().Load() {
 		c.prefetchUsed(e)
@@ -302,10 +302,10 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 		counted[i] = true
 		d := reqs[i].Dataset
 		if hit {
-			c.st.hot.Add(hotHits, 1)
+			c.stats.hot.Add(hotHits, 1)
 			d.counters().Add(dsHits, 1)
 		} else {
-			c.st.hot.Add(hotMisses, 1)
+			c.stats.hot.Add(hotMisses, 1)
 			d.counters().Add(dsMisses, 1)
 		}
 	}
@@ -334,7 +334,7 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 				later = append(later, i)
 				if ch != nil {
 					waits = append(waits, ch)
-					c.st.coalesced.Add(1)
+					c.stats.coalesced.Add(1)
 				}
 				continue
 			}
@@ -444,8 +444,8 @@ func (c *Cache) modifiedLocked(e *entry) {
 	var img int64
 	if p := e.encoded.Swap(nil); p != nil {
 		img = p.bytes()
-		c.pre.bytes.Add(-img)
-		c.st.preWasted.Add(1)
+		c.background.preEncode.bytes.Add(-img)
+		c.stats.preWasted.Add(1)
 		p.release()
 	}
 	old := e.size.Load()
@@ -459,9 +459,9 @@ func (c *Cache) modifiedLocked(e *entry) {
 	}
 	e.version.Add(1)
 	if !e.dirty.Swap(true) {
-		c.dirtyBytes.Add(ms)
+		c.budget.dirty.Add(ms)
 	} else {
-		c.dirtyBytes.Add(ms - old)
+		c.budget.dirty.Add(ms - old)
 	}
 }
 
@@ -589,7 +589,7 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	// needs no map nor slice to group its requests.
 	var oneG [1]*group
 	gs := groupMissing(oneG[:0], reqs, keys, idx)
-	if o.kind == opRead && c.pref.max > 0 {
+	if o.kind == opRead && c.background.prefetch.max > 0 {
 		for _, g := range gs {
 			c.noteReadMiss(g.d, g.coord)
 		}
@@ -684,9 +684,9 @@ func (c *Cache) routeDirect(ctx context.Context, o op, reqs []Request, work []*g
 	switch o.kind {
 	case opRead: // whole unfiltered chunks go straight to the caller (direct.go), parts of chunks above the bypass threshold by their blocks (directpart.go)
 		// ...except those with a prefetched image entry, which
-		// readImages serves without a read (prefetched.go).
+		// readImages serves without a read (imageentries.go).
 		var pre []*group
-		if c.imgBytes.Load() > 0 {
+		if c.images.bytes.Load() > 0 {
 			rest := work[:0:0]
 			for _, g := range work {
 				if g.loc.Exists() && g.d.file.HasPrefetched(g.loc.Addr) {
@@ -714,7 +714,7 @@ func (c *Cache) routeDirect(ctx context.Context, o op, reqs []Request, work []*g
 // other requests hold in flight. It returns later with the requests to
 // retry added.
 func (c *Cache) loadSubLists(ctx context.Context, o op, reqs []Request, work []*group, later []int) ([]int, error) {
-	s := c.flashFor(work) - c.inflight.Load()
+	s := c.flashFor(work) - c.budget.inflight.Load()
 	for start := 0; start < len(work); {
 		rest := work[start:]
 		end := start + cut(s, len(rest), func(i int) int64 { return rest[i].hint() })
@@ -779,7 +779,7 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		c.remove(entriesOf(mine))
 		return later, err
 	}
-	defer c.inflight.Add(-n)
+	defer c.budget.inflight.Add(-n)
 	if err := c.materializeAll(ctx, o, mine); err != nil {
 		c.remove(entriesOf(mine))
 		return later, err
@@ -827,7 +827,7 @@ func (c *Cache) claim(gs []*group) (mine []*group, later []int) {
 // reserveFor looks up again the locations that went stale since the
 // lookup (the cache inserted or deleted chunks of the dataset after it),
 // then charges the claimed chunks' size hints (reserve) and counts them
-// in flight. It returns the bytes added to c.inflight; the caller removes
+// in flight. It returns the bytes added to c.budget.inflight; the caller removes
 // them when the sub-list is done. On error nothing is charged.
 func (c *Cache) reserveFor(ctx context.Context, mine []*group) (int64, error) {
 	var stale []*group
@@ -849,7 +849,7 @@ func (c *Cache) reserveFor(ctx context.Context, mine []*group) (int64, error) {
 	if err := c.reserve(ctx, n); err != nil {
 		return 0, err
 	}
-	c.inflight.Add(n)
+	c.budget.inflight.Add(n)
 	for _, g := range mine {
 		h := g.hint()
 		g.e.size.Store(h)
@@ -882,7 +882,7 @@ func (c *Cache) materializeAll(ctx context.Context, o op, mine []*group) error {
 	case n == 1:
 		err = materialize(creates[0], nil, false, nil)
 	default:
-		err = c.run.run(ctx, n, func(i int) error {
+		err = c.workers.run(ctx, n, func(i int) error {
 			if i < len(loads) {
 				return materialize(loads[i], images[i], true, sumOf(sums, i))
 			}
@@ -897,8 +897,8 @@ func (c *Cache) materializeAll(ctx context.Context, o op, mine []*group) error {
 			return fmt.Errorf("%w: layout returned a nil chunk for %v", ErrInvalid, g.coord)
 		}
 	}
-	c.st.loads.Add(int64(len(loads)))
-	c.st.creates.Add(int64(len(creates)))
+	c.stats.loads.Add(int64(len(loads)))
+	c.stats.creates.Add(int64(len(creates)))
 	return nil
 }
 
@@ -915,7 +915,7 @@ func (c *Cache) readImages(loads []*group) (images [][]byte, sums []directRead, 
 	for i, g := range loads {
 		f := g.d.file
 		// A prefetched image entry of this very block skips the read
-		// (prefetched.go; Cache image RFC §2 "prefetched entries").
+		// (imageentries.go; Cache image RFC §2 "prefetched entries").
 		if b, ok := f.TakePrefetched(g.loc.Addr, g.loc.Size, g.loc.Sum); ok {
 			images[i] = b
 			continue
@@ -1005,7 +1005,7 @@ func (c *Cache) dropBypass(ctx context.Context, o op, bypass []*entry) error {
 	if len(bypass) == 0 {
 		return nil
 	}
-	c.st.bypasses.Add(int64(len(bypass)))
+	c.stats.bypasses.Add(int64(len(bypass)))
 	var dirty []*entry
 	for _, e := range bypass {
 		if e.dirty.Load() {
@@ -1038,7 +1038,7 @@ func (c *Cache) readV(f *File, exts []vfd.Extent) error {
 	for _, x := range exts {
 		b += int64(len(x.Buf))
 	}
-	c.st.vectorReads.Add(1)
-	c.st.vectorReadBytes.Add(b)
+	c.stats.vectorReads.Add(1)
+	c.stats.vectorReadBytes.Add(b)
 	return f.drv.ReadV(exts)
 }

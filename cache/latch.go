@@ -154,7 +154,7 @@ type readSlots struct {
 type readSlot struct {
 	e atomic.Pointer[entry]
 	// Owned by the slot's holder (see above).
-	hits   int64    // cache hits not yet in Cache.st.hot
+	hits   int64    // cache hits not yet in Cache.stats.hot
 	seen   int64    // hits ever counted here (never folded): paces adaptive epochs
 	ds     *Dataset // the dataset dsHits counts for
 	dsHits int64    // ds's hits not yet in its counters
@@ -293,17 +293,17 @@ func (s *readSlot) foldDataset() {
 // foldSlots moves every slot's counts into the shared counters, so that a
 // read of those that follows includes every hit counted before the call.
 func (c *Cache) foldSlots() {
-	rs := &c.readSlots
+	rs := &c.access.slots
 	for i := range rs.slots {
 		s := &rs.slots[i]
 		s.hold()
 		if s.hits != 0 {
-			c.st.hot.AddAt(0, hotHits, s.hits)
+			c.stats.hot.AddAt(0, hotHits, s.hits)
 			s.hits = 0
 		}
 		s.foldDataset()
 		if s.drops != 0 {
-			c.slotDrops.Add(s.drops)
+			c.access.slotDrops.Add(s.drops)
 			s.drops = 0
 		}
 		s.e.Store(nil)
@@ -316,7 +316,7 @@ func (c *Cache) foldSlots() {
 // appended before it, or a reader that passed its mark while the
 // replayer polled would never wake it. f must not keep the slice.
 func (c *Cache) drainSlots(f func([]*entry)) {
-	rs := &c.readSlots
+	rs := &c.access.slots
 	rs.drainMu.Lock()
 	defer rs.drainMu.Unlock()
 	for i := range rs.slots {
@@ -348,7 +348,7 @@ func (c *Cache) drainSlots(f func([]*entry)) {
 // slotRead clear is one whose change that reader will see.
 func (e *entry) waitSlotReaders() {
 	if e.slotRead().Load() {
-		e.ds.c.readSlots.waitOut(e)
+		e.ds.c.access.slots.waitOut(e)
 	}
 }
 
