@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"sync"
 	"sync/atomic"
 )
@@ -338,12 +339,12 @@ func (c *Cache) dropImageLocked(e *entry) {
 // an encoder's buffer is sized for the worst case (the raw chunk), and a
 // kept image is charged what its buffer costs.
 func compactImage(enc Encoded) Encoded {
-	if !enc.Pooled || BufCap(len(enc.Image)) >= cap(enc.Image) {
+	if !enc.Pooled || bufpool.Cap(len(enc.Image)) >= cap(enc.Image) {
 		return enc
 	}
-	b := GetBuf(len(enc.Image))
+	b := bufpool.Get(len(enc.Image))
 	copy(b, enc.Image)
-	PutBuf(enc.Image)
+	bufpool.Put(enc.Image)
 	enc.Image = b
 	return enc
 }

@@ -1,6 +1,9 @@
 package cache
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
+)
 
 // Direct reads in part (SCC internal API "selection read" and "vector read"; issue
 // 12 item 5): a read of part of a chunk that is not resident, of a layout
@@ -63,7 +66,7 @@ func (c *Cache) planPart(reqs []Request, g *group) *partRead {
 	}
 	p := &partRead{pr: pr, coord: g.coord, loc: g.loc, pieces: pieces, blocks: blocks, bufs: make([][]byte, len(blocks))}
 	for i, b := range blocks {
-		p.bufs[i] = GetBufFull(int(b.Len))
+		p.bufs[i] = bufpool.GetFull(int(b.Len))
 	}
 	return p
 }
@@ -94,7 +97,7 @@ func (p *partRead) release() {
 		return
 	}
 	for _, b := range p.bufs {
-		PutBuf(b)
+		bufpool.Put(b)
 	}
 	p.bufs = nil
 }

@@ -197,7 +197,7 @@ type preImage struct {
 	// refs counts its holders: the entry while the image is kept, and each
 	// writeBack writing it. A modification can drop the image from the
 	// entry while a flush's vector write still reads it; the buffer goes
-	// back to the pool only when the last holder lets go (bufpool.go).
+	// back to the pool only when the last holder lets go (internal/bufpool).
 	refs atomic.Int32
 }
 

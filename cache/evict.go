@@ -599,7 +599,7 @@ type wbScratch struct {
 	ver []uint64
 	// pre[i] is the kept image enc[i] came from, held (preImage.refs)
 	// until the write is over; other images are released then, on every
-	// path (bufpool.go ownership rule).
+	// path (the buffer pool's ownership rule, internal/bufpool).
 	pre []*preImage
 	// held[i]: enc[i] came from EncodeBorrowed and es[i]'s latch is still
 	// held shared, so that the chunk, which the image may be, cannot

@@ -3,6 +3,7 @@ package cache
 import (
 	"cmp"
 	"context"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -89,7 +90,7 @@ type PrefetchedStats struct {
 
 // prefetchedSet is one image's entries, in address order, sharing buf.
 type prefetchedSet struct {
-	buf    []byte // owned by the set; GetBuf'd (PutBuf ignores other capacities)
+	buf    []byte // owned by the set; from bufpool.Get (Put ignores other capacities)
 	ents   []PrefetchedBlock
 	gone   []bool // taken or dropped
 	left   int    // entries not gone
@@ -121,7 +122,7 @@ func (f *File) imgLocked(create bool) *prefetchedState {
 // LoadPrefetched installs blocks (in increasing address order, none
 // overlapping the next: an image's order) as prefetched entries of f,
 // taking the slice. Their Images alias buf, which the cache owns from
-// then on (a GetBuf buffer goes back to the pool when the last entry
+// then on (a pooled buffer goes back to the pool when the last entry
 // leaves); the caller must not touch either again. It returns how many
 // entries were kept.
 func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
@@ -129,7 +130,7 @@ func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
 	c.images.mu.Lock()
 	defer c.images.mu.Unlock()
 	if _, ok := c.registered.files.Get(f.serial); !ok || len(blocks) == 0 {
-		PutBuf(buf)
+		bufpool.Put(buf)
 		return 0 // unregistered: nothing may be charged to it any more
 	}
 	st := f.imgLocked(true)
@@ -147,16 +148,16 @@ func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
 		st.skipped += int64(len(blocks) - n)
 		kept := byRank[:n]
 		slices.SortFunc(kept, func(a, b PrefetchedBlock) int { return cmp.Compare(a.Addr, b.Addr) })
-		set.buf, set.ents = GetBuf(int(size)), kept
+		set.buf, set.ents = bufpool.Get(int(size)), kept
 		off := 0
 		for i := range set.ents {
 			m := copy(set.buf[off:], set.ents[i].Image)
 			set.ents[i].Image = set.buf[off : off+m : off+m]
 			off += m
 		}
-		PutBuf(buf)
+		bufpool.Put(buf)
 		if n == 0 {
-			PutBuf(set.buf)
+			bufpool.Put(set.buf)
 			return 0
 		}
 	}
@@ -193,14 +194,14 @@ func (c *Cache) dropLocked(st *prefetchedState, s *prefetchedSet, i int) {
 func (c *Cache) releaseSetLocked(st *prefetchedState, s *prefetchedSet) {
 	c.images.bytes.Add(-s.charge)
 	c.charge(-s.charge)
-	PutBuf(s.buf)
+	bufpool.Put(s.buf)
 	s.buf, s.ents, s.left = nil, nil, 0
 	st.sets = slices.DeleteFunc(st.sets, func(x *prefetchedSet) bool { return x == s })
 }
 
 // TakePrefetched returns the prefetched block at addr if it has exactly
 // size bytes and checksum sum, removing it from the cache: the caller owns
-// the returned copy (a GetBuf buffer) and decodes it as if it had read it.
+// the returned copy (a pooled buffer) and decodes it as if it had read it.
 // An entry at addr that does not match is stale and is dropped; the
 // caller reads the file.
 func (f *File) TakePrefetched(addr, size int64, sum uint32) ([]byte, bool) {
@@ -225,7 +226,7 @@ func (f *File) TakePrefetched(addr, size int64, sum uint32) ([]byte, bool) {
 			c.dropLocked(st, s, i)
 			return nil, false
 		}
-		b := GetBuf(len(e.Image))
+		b := bufpool.Get(len(e.Image))
 		copy(b, e.Image)
 		st.taken++
 		c.dropLocked(st, s, i)

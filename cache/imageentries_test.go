@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"hash/crc32"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,7 @@ import (
 // one buffer, each ending in the CRC of the rest (as the engine's blocks
 // do), ranked in order.
 func imageBlocks(n, size int) ([]PrefetchedBlock, []byte) {
-	buf := GetBuf(n * size)
+	buf := bufpool.Get(n * size)
 	bs := make([]PrefetchedBlock, n)
 	for i := range bs {
 		b := buf[i*size : (i+1)*size : (i+1)*size]
@@ -195,7 +196,7 @@ func TestPrefetchedConcurrent(t *testing.T) {
 						if !bytes.Equal(got, want[i]) {
 							t.Errorf("entry %d: wrong bytes", i)
 						}
-						PutBuf(got)
+						bufpool.Put(got)
 					}
 				}
 			}

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"runtime"
 	"slices"
 	"sync"
@@ -920,7 +921,7 @@ func (c *Cache) readImages(loads []*group) (images [][]byte, sums []directRead, 
 			images[i] = b
 			continue
 		}
-		images[i] = GetBufFull(int(g.loc.Size)) // Decode owns it (bufpool.go)
+		images[i] = bufpool.GetFull(int(g.loc.Size)) // Decode owns it (bufpool.go)
 		x := vfd.Extent{Off: g.loc.Addr, Buf: images[i]}
 		switch {
 		case byFile == nil && (len(files) == 0 || files[0] == f):

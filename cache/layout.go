@@ -173,8 +173,9 @@ type Encoded struct {
 	// Sum is the layout's checksum of Image, opaque to the cache, which
 	// carries it to Insertion.Sum.
 	Sum uint32
-	// Pooled says Image came from GetBuf: the cache owns it and gives it
-	// back with PutBuf once it is written or dropped (bufpool.go).
+	// Pooled says Image came from the module's buffer pool
+	// (internal/bufpool.Get): the cache owns it and gives it back with
+	// bufpool.Put once it is written or dropped.
 	Pooled bool
 }
 
@@ -358,7 +359,7 @@ type PartReader interface {
 	// its own checksum and serves the pieces from them as Scatter would.
 	// A mismatch is an error wrapping the layout's corruption sentinel;
 	// the caller's bytes of the pieces are then undefined. ReadPart owns
-	// bufs (from GetBuf) and may give them back with PutBuf.
+	// bufs (from internal/bufpool) and may give them back with bufpool.Put.
 	ReadPart(coord Coord, loc Location, pieces []Piece, blocks []Block, bufs [][]byte) error
 }
 

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"sync"
 	"sync/atomic"
 
@@ -258,7 +259,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		h := e.loc.SizeHint
 		e.size.Store(h)
 		d.size.Add(h)
-		images[i] = GetBufFull(int(e.loc.Size)) // Decode owns it (bufpool.go)
+		images[i] = bufpool.GetFull(int(e.loc.Size)) // Decode owns it (bufpool.go)
 		exts[i] = vfd.Extent{Off: e.loc.Addr, Buf: images[i]}
 	}
 	c.stats.vectorReads.Add(1)
