@@ -533,9 +533,10 @@ func (c *Cache) startAdaptor() {
 	go c.adaptor()
 }
 
-func (c *Cache) wakeAdaptor() {
+// wakeAdaptor wakes the adaptor goroutine if it sleeps.
+func (a *adaptState) wakeAdaptor() {
 	select {
-	case c.sizes.adaptive.wake <- struct{}{}:
+	case a.wake <- struct{}{}:
 	default:
 	}
 }
@@ -704,21 +705,21 @@ func (s *ghostShard) take(k chunkKey) (depth int64, ok bool) {
 
 // --- stats --------------------------------------------------------------------
 
-// adaptiveStats fills the adaptive sizing part of a Stats snapshot.
-func (c *Cache) adaptiveStats(st *Stats) {
-	st.AdaptiveEpochs = c.sizes.adaptive.epochs.Load()
-	st.ResizeGrows = c.sizes.adaptive.grows.Load()
-	st.ResizeShrinks = c.sizes.adaptive.shrinks.Load()
-	st.FlashIncreases = c.sizes.adaptive.flashes.Load()
-	st.GhostHits = c.sizes.adaptive.ghost.hits.Load()
-	c.sizes.adaptive.mu.Lock()
-	n := min(c.sizes.adaptive.mu.logged, resizeLogLen)
+// fillStats fills the adaptive sizing part of a Stats snapshot.
+func (a *adaptState) fillStats(st *Stats) {
+	st.AdaptiveEpochs = a.epochs.Load()
+	st.ResizeGrows = a.grows.Load()
+	st.ResizeShrinks = a.shrinks.Load()
+	st.FlashIncreases = a.flashes.Load()
+	st.GhostHits = a.ghost.hits.Load()
+	a.mu.Lock()
+	n := min(a.mu.logged, resizeLogLen)
 	if n > 0 {
 		st.ResizeLog = make([]ResizeDecision, 0, n)
-		for i := c.sizes.adaptive.mu.logged - n; i < c.sizes.adaptive.mu.logged; i++ {
-			st.ResizeLog = append(st.ResizeLog, c.sizes.adaptive.mu.log[i%resizeLogLen])
+		for i := a.mu.logged - n; i < a.mu.logged; i++ {
+			st.ResizeLog = append(st.ResizeLog, a.mu.log[i%resizeLogLen])
 		}
 	}
-	st.Resizes = c.sizes.adaptive.mu.logged
-	c.sizes.adaptive.mu.Unlock()
+	st.Resizes = a.mu.logged
+	a.mu.Unlock()
 }

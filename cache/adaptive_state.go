@@ -153,7 +153,7 @@ func (c *Cache) RestoreAdaptiveState(st AdaptiveState) error {
 	c.sizes.adaptive.mu.startHits -= st.OpenHits
 	c.sizes.adaptive.mu.startMisses -= st.OpenAccesses - st.OpenHits
 	c.sizes.adaptive.mu.startGhost -= st.OpenGains
-	c.wakeAdaptor()
+	c.sizes.adaptive.wakeAdaptor()
 	return nil
 }
 

@@ -253,7 +253,7 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 // preEncode encodes one pinned entry and keeps the image if the chunk did
 // not change meanwhile and the image fits both budgets.
 func (c *Cache) preEncode(e *entry) bool {
-	enc, ver, ok := c.preEncodeImage(e)
+	enc, ver, ok := preEncodeImage(e)
 	if !ok {
 		return false
 	}
@@ -288,7 +288,7 @@ func (c *Cache) preEncode(e *entry) bool {
 // and has no image, with the version it encodes. Errors and panics of
 // Encode only mean no image (the foreground encode reports them); the
 // latch is let go either way, or the chunk could never be written again.
-func (c *Cache) preEncodeImage(e *entry) (enc Encoded, ver uint64, ok bool) {
+func preEncodeImage(e *entry) (enc Encoded, ver uint64, ok bool) {
 	e.latch.RLock()
 	defer e.latch.RUnlock()
 	defer func() {
@@ -358,7 +358,7 @@ func (c *Cache) tryCharge(n int64) bool {
 			return false
 		}
 		if c.budget.resident.CompareAndSwap(cur, cur+n) {
-			c.notePeak(cur + n)
+			c.budget.notePeak(cur + n)
 			return true
 		}
 	}

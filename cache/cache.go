@@ -300,7 +300,7 @@ func (c *Cache) Close() error {
 	if c.workers.pool != nil {
 		defer c.workers.pool.Close()
 	}
-	c.signalSpace() // wake reservations so they see ErrClosed
+	c.budget.signalSpace() // wake reservations so they see ErrClosed
 	var all []*entry
 	c.chunks.Range(func(_ chunkKey, e *entry) bool {
 		if e.tryStartEvict() {
@@ -367,8 +367,8 @@ func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset,
 			// A different rank cannot reuse the old chunks' keys.
 			f.dropDataset(d)
 		} else {
-			c.noteCondenser(d.lay().l, -1)
-			c.noteCondenser(l, 1)
+			c.registered.noteCondenser(d.lay().l, -1)
+			c.registered.noteCondenser(l, 1)
 			d.layout.Store(box)
 			d.min.Store(min)
 			d.registered.Store(true)
@@ -383,16 +383,16 @@ func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset,
 	d.registered.Store(true)
 	f.datasets.Set(id, d)
 	c.registered.datasets.Add(1)
-	c.noteCondenser(l, 1)
+	c.registered.noteCondenser(l, 1)
 	return d, nil
 }
 
 // noteCondenser counts datasets whose layout can condense, so eviction
 // skips the condense step entirely when there are none. The count covers
 // detached datasets too (their chunks can still be condensed).
-func (c *Cache) noteCondenser(l Layout, d int64) {
+func (r *registrations) noteCondenser(l Layout, d int64) {
 	if _, ok := l.(Condenser); ok {
-		c.registered.condensers.Add(d)
+		r.condensers.Add(d)
 	}
 }
 
@@ -407,7 +407,7 @@ func (f *File) dropDataset(d *Dataset) {
 func (f *File) forget(d *Dataset) {
 	if cur, ok := f.datasets.Get(d.id); ok && cur == d {
 		f.datasets.Del(d.id)
-		f.c.noteCondenser(d.lay().l, -1)
+		f.c.registered.noteCondenser(d.lay().l, -1)
 	}
 }
 
@@ -463,7 +463,7 @@ func (c *Cache) dropAllSettled(ctx context.Context, d *Dataset, discard bool) er
 	for {
 		// Take the channel before looking, so no release after the look
 		// is missed.
-		ch := c.spaceWait()
+		ch := c.budget.spaceWait()
 		busy, dirty := c.drop(d, discard)
 		if dirty > 0 {
 			if err := c.flushDatasets(ctx, []*Dataset{d}, true); err != nil {
@@ -682,10 +682,11 @@ func (c *Cache) Flush(ctx context.Context) error {
 
 // --- memory accounting ------------------------------------------------------
 
-func (c *Cache) notePeak(v int64) {
+// notePeak raises the peak of resident bytes to v.
+func (b *budget) notePeak(v int64) {
 	for {
-		p := c.budget.peak.Load()
-		if v <= p || c.budget.peak.CompareAndSwap(p, v) {
+		p := b.peak.Load()
+		if v <= p || b.peak.CompareAndSwap(p, v) {
 			return
 		}
 	}
@@ -698,26 +699,28 @@ func (c *Cache) charge(d int64) {
 		broken("resident bytes %d after charging %d", v, d)
 	}
 	if d > 0 {
-		c.notePeak(v)
+		c.budget.notePeak(v)
 	} else if d < 0 {
-		c.signalSpace()
+		c.budget.signalSpace()
 	}
 }
 
-func (c *Cache) spaceWait() chan struct{} {
-	c.budget.space.Lock()
-	defer c.budget.space.Unlock()
-	if c.budget.space.ch == nil {
-		c.budget.space.ch = make(chan struct{})
+// spaceWait returns the channel closed at the next release of bytes.
+func (b *budget) spaceWait() chan struct{} {
+	b.space.Lock()
+	defer b.space.Unlock()
+	if b.space.ch == nil {
+		b.space.ch = make(chan struct{})
 	}
-	return c.budget.space.ch
+	return b.space.ch
 }
 
-func (c *Cache) signalSpace() {
-	c.budget.space.Lock()
-	ch := c.budget.space.ch
-	c.budget.space.ch = nil
-	c.budget.space.Unlock()
+// signalSpace wakes the requests waiting for space.
+func (b *budget) signalSpace() {
+	b.space.Lock()
+	ch := b.space.ch
+	b.space.ch = nil
+	b.space.Unlock()
 	if ch != nil {
 		close(ch)
 	}
@@ -729,7 +732,7 @@ func (c *Cache) signalSpace() {
 func (c *Cache) unpin(e *entry) {
 	e.unpin()
 	if c.budget.spaceWaiters.Load() > 0 {
-		c.signalSpace()
+		c.budget.signalSpace()
 	}
 }
 
@@ -738,7 +741,7 @@ func (c *Cache) unpin(e *entry) {
 func (c *Cache) settleBack(e *entry) {
 	e.settle(stateResident, false)
 	if c.budget.spaceWaiters.Load() > 0 {
-		c.signalSpace()
+		c.budget.signalSpace()
 	}
 }
 
@@ -774,7 +777,7 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		// block every load forever.
 		if cur+n <= limit || cur <= c.budget.metadata.Load() {
 			if c.budget.resident.CompareAndSwap(cur, cur+n) {
-				c.notePeak(cur + n)
+				c.budget.notePeak(cur + n)
 				return nil
 			}
 			continue
@@ -791,7 +794,7 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		// to become evictable. Register first, then take the channel, then
 		// look again, so that no release after the look can be missed.
 		c.budget.spaceWaiters.Add(1)
-		wait := c.spaceWait()
+		wait := c.budget.spaceWait()
 		if c.budget.resident.Load() != cur || c.evictableNow() {
 			c.budget.spaceWaiters.Add(-1)
 			continue

@@ -53,7 +53,7 @@ func (c *Cache) drainLocked() {
 // slots' (latch.go) and the shared buffer's (hits that took a pin).
 // Caller holds c.mu.
 func (c *Cache) drainAccessesLocked(f func([]*entry)) {
-	c.drainSlots(f)
+	c.access.slots.drain(f)
 	c.access.buf.Drain(f)
 }
 
@@ -139,7 +139,7 @@ func (c *Cache) skipRecord(e *entry) bool {
 // that hold a read slot record in the slot instead (slotHit).
 func (c *Cache) recordAccess(e *entry) {
 	if _, ready := c.access.buf.Record(e); ready {
-		c.kickReplay()
+		c.access.kickReplay()
 	}
 }
 
@@ -201,7 +201,7 @@ func (c *Cache) remove(es []*entry) {
 	// charge signalled before the datasets' counts dropped; unregistering
 	// waits for the counts, so wake it again now.
 	if c.budget.spaceWaiters.Load() > 0 {
-		c.signalSpace()
+		c.budget.signalSpace()
 	}
 }
 
@@ -365,13 +365,13 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	errs := c.allocateRound(ctx, es, sc)
+	errs := allocateRound(ctx, es, sc)
 	c.writeImages(sc, sync)
 	sc.unlatch(es) // the images are written (or failed): the chunks may change
 	for _, err := range sc.fileErr {
 		errs = append(errs, err)
 	}
-	errs = c.publishRound(ctx, es, sc, errs)
+	errs = publishRound(ctx, es, sc, errs)
 	c.markWritten(es, sc)
 	return errors.Join(errs...)
 }
@@ -421,7 +421,7 @@ func (c *Cache) encodeRound(ctx context.Context, es []*entry, sc *wbScratch) err
 // Layout.Insert per dataset, recording each dataset's insertions in
 // sc.insOf. A dataset whose Insert fails is left out of sc.insOf (its
 // chunks stay dirty) and its error returned.
-func (c *Cache) allocateRound(ctx context.Context, es []*entry, sc *wbScratch) []error {
+func allocateRound(ctx context.Context, es []*entry, sc *wbScratch) []error {
 	enc, byDS := sc.enc, sc.byDS
 	for i, e := range es {
 		if _, ok := byDS[e.ds]; !ok {
@@ -495,7 +495,7 @@ func (c *Cache) writeImages(sc *wbScratch, sync bool) {
 // published, moves their entries to the new locations and lists them in
 // sc.done: only published chunks can become clean. It returns errs with
 // the Publish errors added.
-func (c *Cache) publishRound(ctx context.Context, es []*entry, sc *wbScratch, errs []error) []error {
+func publishRound(ctx context.Context, es []*entry, sc *wbScratch, errs []error) []error {
 	for _, d := range sc.order {
 		ins, ok := sc.insOf[d]
 		if !ok {

@@ -376,7 +376,7 @@ func (f *File) HotChunks(ctx context.Context, fn func(HotChunk) bool) error {
 		if !e.tryPin() {
 			continue
 		}
-		hc, ok := c.encodeClean(e)
+		hc, ok := encodeClean(e)
 		c.unpin(e)
 		if !ok {
 			continue
@@ -399,7 +399,7 @@ type hotEncoded struct {
 
 // encodeClean encodes a pinned entry if it is clean, stored, and encodes
 // to the stored image.
-func (c *Cache) encodeClean(e *entry) (hotEncoded, bool) {
+func encodeClean(e *entry) (hotEncoded, bool) {
 	if !e.flushMu.TryLock() {
 		return hotEncoded{}, false // a flusher has it
 	}

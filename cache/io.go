@@ -206,7 +206,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	}
 	switch {
 	case slot != nil:
-		err = c.lightRead(e, r)
+		err = lightRead(e, r)
 		n = c.slotHit(slot, e)
 		slot.e.Store(nil)
 		if n%hitCheckEvery == 0 && c.sizing().ad != nil {
@@ -215,10 +215,10 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		return true, err
 	case o.kind == opRead && e.tryPinRead():
 		n = c.countHit(e)
-		err = c.lightRead(e, r)
+		err = lightRead(e, r)
 		e.unpinRead()
 		if c.budget.spaceWaiters.Load() > 0 {
-			c.signalSpace() // as in unpin: a waiter may want this entry
+			c.budget.signalSpace() // as in unpin: a waiter may want this entry
 		}
 	case e.tryPin():
 		n = c.countHit(e)
@@ -255,7 +255,7 @@ func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
 			s.pending.forget(e) // dropped: let it be recorded again
 		}
 		if ready {
-			c.kickReplay()
+			c.access.kickReplay()
 		}
 	}
 	return s.seen
@@ -275,7 +275,7 @@ func (c *Cache) countHit(e *entry) (n int64) {
 }
 
 // lightRead is apply's read for a light pin: no latch (latch.go).
-func (c *Cache) lightRead(e *entry, r *Request) error {
+func lightRead(e *entry, r *Request) error {
 	if e.partial().Load() == r.Full {
 		e.partial().Store(!r.Full) // store only on change: keeps the line shared
 	}

@@ -58,12 +58,12 @@ type replayState struct {
 
 // kickReplay wakes the replayer if it sleeps. Called after the record that
 // brought a stripe to its mark was appended.
-func (c *Cache) kickReplay() {
-	if !c.access.replay.sleeping.Load() {
+func (a *accessRecording) kickReplay() {
+	if !a.replay.sleeping.Load() {
 		return // polling: its next drain takes the stripe
 	}
 	select {
-	case c.access.replay.kick <- struct{}{}:
+	case a.replay.kick <- struct{}{}:
 	default:
 	}
 }

@@ -158,7 +158,7 @@ func (c *Cache) SetConfig(ctx context.Context, cfg Config) error {
 	}, old.quiescent != s.quiescent)
 	c.sizes.adaptive.reset(c, s)
 	c.sizes.adaptive.mu.Unlock()
-	c.wakeAdaptor()
+	c.sizes.adaptive.wakeAdaptor()
 	return c.shrinkTo(ctx, s.active)
 }
 

@@ -190,7 +190,7 @@ func (c *Cache) Stats() Stats {
 		Chunks:            int64(c.chunks.Len()),
 		Datasets:          c.registered.datasets.Load(),
 	}
-	c.adaptiveStats(&s)
+	c.sizes.adaptive.fillStats(&s)
 	return s
 }
 
