@@ -365,7 +365,7 @@ func (c *Cache) tryCharge(n int64) bool {
 }
 
 // preEncodeNow runs pre-encode rounds until one keeps nothing (tests). As
-// rounds do not overlap (pre.round), the kept images are then settled: a
+// rounds do not overlap (background.preEncode.round), the kept images are then settled: a
 // background round still to come finds the same state and keeps nothing.
 // Tests that read Stats after it see no attempt in flight.
 func (c *Cache) preEncodeNow() int {

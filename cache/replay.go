@@ -7,7 +7,7 @@ import (
 
 // Replaying access records off the reading goroutine.
 //
-// A hit appends its entry to the lossy striped buffer (Cache.accesses,
+// A hit appends its entry to the lossy striped buffer (Cache.access.buf,
 // lockfree.Buffer.Record) and returns: it never applies records to the
 // policy itself. A background goroutine, the replayer, takes the policy
 // lock and drains every stripe into the policy (touchLocked). Evictions
