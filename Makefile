@@ -30,7 +30,7 @@ test: interop-deps interop-hdf5-deps libdeflate-deps minio ## vet, then every te
 	$(GO) test -tags invariants -timeout 15m $(PKGS) # every assertion of impossible state compiled in (internal/invariants); without -race, which the first pass has
 	$(GO) test -race -tags libdeflate -timeout 5m ./engine/filter/ ./interop/zarr/
 	$(GO) test -race -tags libdeflate -timeout 5m -run 'RandRead|Ingest' ./bench/
-	$(GO) test -count=1 -run 'Allocs|WithoutAllocation|Prefault|TransientFault' ./engine/ ./cache/ # allocation and page-fault counts skip under -race; the transient-fault sweep runs every operation here, a quarter under -race
+	$(GO) test -count=1 -run 'Allocs|WithoutAllocation|Prefault|TransientFault' ./engine/ ./cache/ ./internal/bufpool/ # allocation and page-fault counts skip under -race; the transient-fault sweep runs every operation here, a quarter under -race
 	$(MAKE) test-hdf5
 	cd bench/peers && $(GO) vet ./... # the peers module (otter, ristretto) still builds against this tree
 

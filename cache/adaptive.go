@@ -299,9 +299,8 @@ type adaptState struct {
 	// mu serializes size changes (epoch decisions, flash increases,
 	// SetConfig, RestoreAdaptiveState) and guards the epoch's counts and
 	// the decision log. Epoch closers take it with TryLock: a request that
-	// loses goes on at once. Never held across I/O. Lock order: ad.mu,
-	// then Cache.mu (advanceAge, which only tries it), then admission's
-	// mutex (limitChanged).
+	// loses goes on at once. Never held across I/O. Lock order: the table
+	// at the top of cache.go.
 	mu struct {
 		sync.Mutex
 		epoch                              int64 // epochs closed
@@ -341,11 +340,11 @@ const adaptCheckEvery = 8
 // write per hit.
 const hitCheckEvery = 256
 
-// reset starts a new epoch at the current counts. Caller holds ad.mu (or
+// reset starts a new epoch at the current counts. Caller holds sizes.adaptive.mu (or
 // is New).
 func (a *adaptState) reset(c *Cache, s *sizing) {
 	a.mu.startHits = c.hits()
-	a.mu.startMisses = c.st.hot.Load(hotMisses)
+	a.mu.startMisses = c.stats.hot.Load(hotMisses)
 	a.mu.startGhost = a.ghost.hits.Load()
 	a.mu.lastTotal, a.mu.lastAccess = a.mu.startHits+a.mu.startMisses, time.Now()
 	a.depth.Store(0)
@@ -355,7 +354,7 @@ func (a *adaptState) reset(c *Cache, s *sizing) {
 	}
 }
 
-// record appends d to the decision log. Caller holds ad.mu.
+// record appends d to the decision log. Caller holds sizes.adaptive.mu.
 func (a *adaptState) record(d ResizeDecision) {
 	a.mu.log[a.mu.logged%resizeLogLen] = d
 	a.mu.logged++
@@ -364,7 +363,7 @@ func (a *adaptState) record(d ResizeDecision) {
 // adaptTick is called by every request that ends past the hit path while
 // adaptive sizing is on.
 func (c *Cache) adaptTick() {
-	if c.ad.ticks.Add(1)%adaptCheckEvery == 0 {
+	if c.sizes.adaptive.ticks.Add(1)%adaptCheckEvery == 0 {
 		c.closeEpoch(false)
 	}
 }
@@ -373,29 +372,29 @@ func (c *Cache) adaptTick() {
 // the adaptor's timer, idle) and applies its decision. It gives way at
 // once to any other size change in progress.
 func (c *Cache) closeEpoch(timer bool) {
-	if !c.ad.mu.TryLock() {
+	if !c.sizes.adaptive.mu.TryLock() {
 		return
 	}
-	defer c.ad.mu.Unlock()
+	defer c.sizes.adaptive.mu.Unlock()
 	s := c.sizing()
 	p := s.ad
 	if p == nil || c.closed.Load() {
 		return
 	}
-	hits := c.hits() - c.ad.mu.startHits
-	acc := hits + c.st.hot.Load(hotMisses) - c.ad.mu.startMisses
-	gain := c.ad.ghost.hits.Load() - c.ad.mu.startGhost
+	hits := c.hits() - c.sizes.adaptive.mu.startHits
+	acc := hits + c.stats.hot.Load(hotMisses) - c.sizes.adaptive.mu.startMisses
+	gain := c.sizes.adaptive.ghost.hits.Load() - c.sizes.adaptive.mu.startGhost
 	now := time.Now()
 	idle := false
 	if timer {
-		if total := c.ad.mu.startHits + c.ad.mu.startMisses + acc; total != c.ad.mu.lastTotal {
-			c.ad.mu.lastTotal, c.ad.mu.lastAccess = total, now
+		if total := c.sizes.adaptive.mu.startHits + c.sizes.adaptive.mu.startMisses + acc; total != c.sizes.adaptive.mu.lastTotal {
+			c.sizes.adaptive.mu.lastTotal, c.sizes.adaptive.mu.lastAccess = total, now
 		}
 	}
 	if acc < p.epoch {
 		// Idle: no access at all for EpochTimeout (a partial epoch's
 		// counts are dropped with it).
-		if !timer || p.timeout <= 0 || now.Sub(c.ad.mu.lastAccess) < p.timeout {
+		if !timer || p.timeout <= 0 || now.Sub(c.sizes.adaptive.mu.lastAccess) < p.timeout {
 			return
 		}
 		idle = true
@@ -408,15 +407,15 @@ func (c *Cache) closeEpoch(timer bool) {
 		}
 	}
 	if idle {
-		c.ad.mu.lastAccess = now // the next idle decision after another timeout
+		c.sizes.adaptive.mu.lastAccess = now // the next idle decision after another timeout
 	}
-	d := p.decide(s.quiescent, hits, acc, gain, c.ad.depth.Swap(0), recent, idle)
-	d.Epoch = c.ad.mu.epoch
-	c.ad.mu.epoch++
-	c.ad.epochs.Add(1)
-	c.ad.mu.startHits += hits
-	c.ad.mu.startMisses += acc - hits
-	c.ad.mu.startGhost += gain
+	d := p.decide(s.quiescent, hits, acc, gain, c.sizes.adaptive.depth.Swap(0), recent, idle)
+	d.Epoch = c.sizes.adaptive.mu.epoch
+	c.sizes.adaptive.mu.epoch++
+	c.sizes.adaptive.epochs.Add(1)
+	c.sizes.adaptive.mu.startHits += hits
+	c.sizes.adaptive.mu.startMisses += acc - hits
+	c.sizes.adaptive.mu.startGhost += gain
 	if d.NewBytes == s.quiescent {
 		return
 	}
@@ -426,9 +425,9 @@ func (c *Cache) closeEpoch(timer bool) {
 	}
 	d.NewBytes = ns.quiescent
 	if d.NewBytes > d.OldBytes {
-		c.ad.grows.Add(1)
+		c.sizes.adaptive.grows.Add(1)
 	} else {
-		c.ad.shrinks.Add(1)
+		c.sizes.adaptive.shrinks.Add(1)
 	}
 	c.publishLocked(ns, d, true)
 }
@@ -499,12 +498,12 @@ func (c *Cache) flashFor(work []*group) int64 {
 	return c.flash(need)
 }
 
-// flash grows the quiescent size by FlashMultiple × need. It takes ad.mu
+// flash grows the quiescent size by FlashMultiple × need. It takes sizes.adaptive.mu
 // (never held across I/O), so it waits at most for another decision's
 // arithmetic.
 func (c *Cache) flash(need int64) int64 {
-	c.ad.mu.Lock()
-	defer c.ad.mu.Unlock()
+	c.sizes.adaptive.mu.Lock()
+	defer c.sizes.adaptive.mu.Unlock()
 	s := c.sizing()
 	if s.ad == nil || need <= s.active {
 		return s.active
@@ -514,13 +513,13 @@ func (c *Cache) flash(need int64) int64 {
 	if ns.quiescent <= s.quiescent {
 		return s.active
 	}
-	hits := c.hits() - c.ad.mu.startHits
-	acc := hits + c.st.hot.Load(hotMisses) - c.ad.mu.startMisses
-	d := ResizeDecision{Epoch: c.ad.mu.epoch, Accesses: acc, OldBytes: s.quiescent, NewBytes: ns.quiescent, Reason: ReasonFlash}
+	hits := c.hits() - c.sizes.adaptive.mu.startHits
+	acc := hits + c.stats.hot.Load(hotMisses) - c.sizes.adaptive.mu.startMisses
+	d := ResizeDecision{Epoch: c.sizes.adaptive.mu.epoch, Accesses: acc, OldBytes: s.quiescent, NewBytes: ns.quiescent, Reason: ReasonFlash}
 	if acc > 0 {
 		d.HitRate = float64(hits) / float64(acc)
 	}
-	c.ad.flashes.Add(1)
+	c.sizes.adaptive.flashes.Add(1)
 	c.publishLocked(ns, d, true)
 	return ns.active
 }
@@ -529,14 +528,15 @@ func (c *Cache) flash(need int64) int64 {
 // only (no request passes endOn) and idle epochs. Called once, from
 // startBackground.
 func (c *Cache) startAdaptor() {
-	c.ad.wake = make(chan struct{}, 1)
-	c.bg.wg.Add(1)
+	c.sizes.adaptive.wake = make(chan struct{}, 1)
+	c.background.jobs.wg.Add(1)
 	go c.adaptor()
 }
 
-func (c *Cache) wakeAdaptor() {
+// wakeAdaptor wakes the adaptor goroutine if it sleeps.
+func (a *adaptState) wakeAdaptor() {
 	select {
-	case c.ad.wake <- struct{}{}:
+	case a.wake <- struct{}{}:
 	default:
 	}
 }
@@ -551,7 +551,7 @@ func adaptorPeriod(p *adaptiveParams) time.Duration {
 }
 
 func (c *Cache) adaptor() {
-	defer c.bg.wg.Done()
+	defer c.background.jobs.wg.Done()
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	defer t.Stop()
@@ -560,9 +560,9 @@ func (c *Cache) adaptor() {
 			t.Reset(adaptorPeriod(p))
 		}
 		select {
-		case <-c.bg.ctx.Done():
+		case <-c.background.jobs.ctx.Done():
 			return
-		case <-c.ad.wake:
+		case <-c.sizes.adaptive.wake:
 			t.Stop()
 		case <-t.C:
 			c.closeEpoch(true)
@@ -639,7 +639,7 @@ func (c *Cache) noteEvicted(es []*entry) {
 	}
 	room := (s.ad.max - s.quiescent) / ghostShards
 	for _, e := range es {
-		c.ad.ghost.shard(e.key).add(e.key, e.size.Load(), room)
+		c.sizes.adaptive.ghost.shard(e.key).add(e.key, e.size.Load(), room)
 	}
 }
 
@@ -648,11 +648,11 @@ func (c *Cache) noteMiss(k chunkKey) {
 	if c.sizing().ad == nil {
 		return
 	}
-	if depth, ok := c.ad.ghost.shard(k).take(k); ok {
-		c.ad.ghost.hits.Add(1)
+	if depth, ok := c.sizes.adaptive.ghost.shard(k).take(k); ok {
+		c.sizes.adaptive.ghost.hits.Add(1)
 		for {
-			d := c.ad.depth.Load()
-			if depth <= d || c.ad.depth.CompareAndSwap(d, depth) {
+			d := c.sizes.adaptive.depth.Load()
+			if depth <= d || c.sizes.adaptive.depth.CompareAndSwap(d, depth) {
 				break
 			}
 		}
@@ -705,21 +705,21 @@ func (s *ghostShard) take(k chunkKey) (depth int64, ok bool) {
 
 // --- stats --------------------------------------------------------------------
 
-// adaptiveStats fills the adaptive sizing part of a Stats snapshot.
-func (c *Cache) adaptiveStats(st *Stats) {
-	st.AdaptiveEpochs = c.ad.epochs.Load()
-	st.ResizeGrows = c.ad.grows.Load()
-	st.ResizeShrinks = c.ad.shrinks.Load()
-	st.FlashIncreases = c.ad.flashes.Load()
-	st.GhostHits = c.ad.ghost.hits.Load()
-	c.ad.mu.Lock()
-	n := min(c.ad.mu.logged, resizeLogLen)
+// fillStats fills the adaptive sizing part of a Stats snapshot.
+func (a *adaptState) fillStats(st *Stats) {
+	st.AdaptiveEpochs = a.epochs.Load()
+	st.ResizeGrows = a.grows.Load()
+	st.ResizeShrinks = a.shrinks.Load()
+	st.FlashIncreases = a.flashes.Load()
+	st.GhostHits = a.ghost.hits.Load()
+	a.mu.Lock()
+	n := min(a.mu.logged, resizeLogLen)
 	if n > 0 {
 		st.ResizeLog = make([]ResizeDecision, 0, n)
-		for i := c.ad.mu.logged - n; i < c.ad.mu.logged; i++ {
-			st.ResizeLog = append(st.ResizeLog, c.ad.mu.log[i%resizeLogLen])
+		for i := a.mu.logged - n; i < a.mu.logged; i++ {
+			st.ResizeLog = append(st.ResizeLog, a.mu.log[i%resizeLogLen])
 		}
 	}
-	st.Resizes = c.ad.mu.logged
-	c.ad.mu.Unlock()
+	st.Resizes = a.mu.logged
+	a.mu.Unlock()
 }

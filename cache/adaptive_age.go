@@ -36,10 +36,10 @@ func (r *ageRing) valid(stamp int64) bool {
 func (c *Cache) stampLocked(e *entry) {
 	// A drained record may be of an entry already unlinked (evicted):
 	// only linked entries are in the ring, so unlinking takes back all.
-	if !e.linked || !c.ad.aging.Load() {
+	if !e.linked || !c.sizes.adaptive.aging.Load() {
 		return
 	}
-	r := &c.ad.ring
+	r := &c.sizes.adaptive.ring
 	if e.age.epoch == r.cur+1 {
 		return
 	}
@@ -54,7 +54,7 @@ func (c *Cache) stampLocked(e *entry) {
 // unstampLocked takes a departing entry's bytes out of the ring. Caller
 // holds c.mu.
 func (c *Cache) unstampLocked(e *entry) {
-	r := &c.ad.ring
+	r := &c.sizes.adaptive.ring
 	if r.valid(e.age.epoch) {
 		r.slots[(e.age.epoch-1)%ageSlots] -= e.age.bytes
 	}
@@ -65,8 +65,8 @@ func (c *Cache) unstampLocked(e *entry) {
 // accessed in the last n epochs, the closed one included. It only tries
 // c.mu (and then holds it for a drain and O(1) more): ok is false, and
 // nothing changed, when the policy lock is busy, so closing an epoch never
-// waits; the epoch closes at the next look. The caller holds c.ad.mu
-// (lock order ad.mu → Cache.mu).
+// waits; the epoch closes at the next look. The caller holds c.sizes.adaptive.mu
+// (lock order: cache.go).
 func (c *Cache) advanceAge(n int) (recent int64, ok bool) {
 	if !c.mu.TryLock() {
 		return 0, false
@@ -76,12 +76,12 @@ func (c *Cache) advanceAge(n int) (recent int64, ok bool) {
 	// than the buffer, in a cache that never evicts, would otherwise never
 	// be drained and look unused.
 	c.drainLocked()
-	r := &c.ad.ring
+	r := &c.sizes.adaptive.ring
 	for j := 0; j < n && int64(j) <= r.cur; j++ {
 		recent += r.slots[(r.cur-int64(j))%ageSlots]
 	}
 	r.cur++
 	r.slots[r.cur%ageSlots] = 0
-	c.acc.epoch.Store(c.acc.clock.Load()) // hits record again until stamped in this epoch
+	c.access.clock.epoch.Store(c.access.clock.clock.Load()) // hits record again until stamped in this epoch
 	return recent, true
 }

@@ -66,8 +66,8 @@ func (p *adaptiveParams) config() AdaptiveConfig {
 // AdaptiveState returns the adaptive sizing state. It waits only for a
 // size decision in progress.
 func (c *Cache) AdaptiveState() AdaptiveState {
-	c.ad.mu.Lock()
-	defer c.ad.mu.Unlock()
+	c.sizes.adaptive.mu.Lock()
+	defer c.sizes.adaptive.mu.Unlock()
 	s := c.sizing()
 	st := AdaptiveState{SizeBytes: s.quiescent}
 	if s.ad == nil {
@@ -77,10 +77,10 @@ func (c *Cache) AdaptiveState() AdaptiveState {
 	// The hard cap may hold the size below MinBytes; the state records
 	// the policy's bounds, and a restore caps again.
 	st.SizeBytes = min(max(st.SizeBytes, s.ad.min), s.ad.max)
-	st.Epoch = c.ad.mu.epoch
-	st.OpenHits = max(c.hits()-c.ad.mu.startHits, 0)
-	st.OpenAccesses = st.OpenHits + max(c.st.hot.Load(hotMisses)-c.ad.mu.startMisses, 0)
-	st.OpenGains = min(max(c.ad.ghost.hits.Load()-c.ad.mu.startGhost, 0), st.OpenAccesses-st.OpenHits)
+	st.Epoch = c.sizes.adaptive.mu.epoch
+	st.OpenHits = max(c.hits()-c.sizes.adaptive.mu.startHits, 0)
+	st.OpenAccesses = st.OpenHits + max(c.stats.hot.Load(hotMisses)-c.sizes.adaptive.mu.startMisses, 0)
+	st.OpenGains = min(max(c.sizes.adaptive.ghost.hits.Load()-c.sizes.adaptive.mu.startGhost, 0), st.OpenAccesses-st.OpenHits)
 	return st
 }
 
@@ -132,8 +132,8 @@ func (c *Cache) RestoreAdaptiveState(st AdaptiveState) error {
 	if err := st.Validate(); err != nil {
 		return err
 	}
-	c.ad.mu.Lock()
-	defer c.ad.mu.Unlock()
+	c.sizes.adaptive.mu.Lock()
+	defer c.sizes.adaptive.mu.Unlock()
 	old := c.sizing()
 	raw := old.raw
 	raw.Adaptive = st.Config
@@ -148,12 +148,12 @@ func (c *Cache) RestoreAdaptiveState(st AdaptiveState) error {
 	c.publishLocked(s, ResizeDecision{
 		Epoch: st.Epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
 	}, old.quiescent != s.quiescent)
-	c.ad.reset(c, s)
-	c.ad.mu.epoch = st.Epoch
-	c.ad.mu.startHits -= st.OpenHits
-	c.ad.mu.startMisses -= st.OpenAccesses - st.OpenHits
-	c.ad.mu.startGhost -= st.OpenGains
-	c.wakeAdaptor()
+	c.sizes.adaptive.reset(c, s)
+	c.sizes.adaptive.mu.epoch = st.Epoch
+	c.sizes.adaptive.mu.startHits -= st.OpenHits
+	c.sizes.adaptive.mu.startMisses -= st.OpenAccesses - st.OpenHits
+	c.sizes.adaptive.mu.startGhost -= st.OpenGains
+	c.sizes.adaptive.wakeAdaptor()
 	return nil
 }
 

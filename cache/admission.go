@@ -34,19 +34,19 @@ type admission struct {
 // SetConfig and adaptive sizing (resize.go) change the active limit; every
 // change calls limitChanged, so admission follows.
 func (c *Cache) Admission(create func(activeLimit int64) Admission) Admission {
-	c.adm.mu.Lock()
-	defer c.adm.mu.Unlock()
-	if c.adm.a == nil {
-		c.adm.a = create(c.sizing().active)
+	c.admission.mu.Lock()
+	defer c.admission.mu.Unlock()
+	if c.admission.a == nil {
+		c.admission.a = create(c.sizing().active)
 	}
-	return c.adm.a
+	return c.admission.a
 }
 
 // limitChanged tells the admission control, if any, the active limit.
 func (c *Cache) limitChanged() {
-	c.adm.mu.Lock()
-	defer c.adm.mu.Unlock()
-	if c.adm.a != nil {
-		c.adm.a.SetCapacity(c.sizing().active)
+	c.admission.mu.Lock()
+	defer c.admission.mu.Unlock()
+	if c.admission.a != nil {
+		c.admission.a.SetCapacity(c.sizing().active)
 	}
 }

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"sync"
 	"sync/atomic"
 )
@@ -74,25 +75,25 @@ type preEncodeState struct {
 // startBackground sets up the background jobs' state from cfg (defaults
 // applied) and starts their goroutines. Called once, from New.
 func (c *Cache) startBackground(cfg Config) {
-	c.bg.ctx, c.bg.cancel = context.WithCancel(context.Background())
-	c.trim.kick = make(chan struct{}, 1)
-	c.bg.wg.Add(1)
+	c.background.jobs.ctx, c.background.jobs.cancel = context.WithCancel(context.Background())
+	c.background.trim.kick = make(chan struct{}, 1)
+	c.background.jobs.wg.Add(1)
 	go c.trimmer()
-	c.rep.kick = make(chan struct{}, 1)
-	c.bg.wg.Add(1)
+	c.access.replay.kick = make(chan struct{}, 1)
+	c.background.jobs.wg.Add(1)
 	go c.replayer()
 	c.startAdaptor()
 	if cfg.PreEncodeBytes > 0 {
-		c.pre.max = cfg.PreEncodeBytes
-		c.pre.batch = 2 * max(cfg.Workers, 1)
-		c.pre.kick = make(chan struct{}, 1)
-		c.bg.wg.Add(1)
+		c.background.preEncode.max = cfg.PreEncodeBytes
+		c.background.preEncode.batch = 2 * max(cfg.Workers, 1)
+		c.background.preEncode.kick = make(chan struct{}, 1)
+		c.background.jobs.wg.Add(1)
 		go c.preEncoder()
 	}
 	if cfg.Prefetch {
-		c.pref.max = cfg.PrefetchBytes
-		c.pref.jobs = make(chan prefetchJob, 16)
-		c.bg.wg.Add(1)
+		c.background.prefetch.max = cfg.PrefetchBytes
+		c.background.prefetch.jobs = make(chan prefetchJob, 16)
+		c.background.jobs.wg.Add(1)
 		go c.prefetcher()
 	}
 	c.startSplit(cfg) // the split readers' helpers (splitread.go)
@@ -102,16 +103,16 @@ func (c *Cache) startBackground(cfg Config) {
 // is running. Errors (a dirty victim that cannot be written) leave the
 // chunk dirty and cached; they surface on the next Flush.
 func (c *Cache) trimmer() {
-	defer c.bg.wg.Done()
+	defer c.background.jobs.wg.Done()
 	for {
 		select {
-		case <-c.bg.ctx.Done():
+		case <-c.background.jobs.ctx.Done():
 			return
-		case <-c.trim.kick:
+		case <-c.background.trim.kick:
 		}
-		for c.st.hot.Load(hotActive) <= 0 {
+		for c.stats.hot.Load(hotActive) <= 0 {
 			sz := c.sizing()
-			over := c.resident.Load() - sz.quiescent
+			over := c.budget.resident.Load() - sz.quiescent
 			if over <= 0 {
 				break
 			}
@@ -121,15 +122,15 @@ func (c *Cache) trimmer() {
 			// other victims at once, and the loop stops trimming as soon
 			// as it starts. A round still spans several chunks, which the
 			// pool encodes in parallel.
-			freed, err := c.evict(c.bg.ctx, min(over, sz.trimRound), 1)
+			freed, err := c.evict(c.background.jobs.ctx, min(over, sz.trimRound), 1)
 			if err != nil {
-				c.st.trimErrors.Add(1)
+				c.stats.trimErrors.Add(1)
 				break
 			}
 			if freed == 0 {
 				// No chunk can go, and metadata alone is over the
 				// quiescent size: its re-readable part can (external.go).
-				if c.metadata.Load() > sz.quiescent {
+				if c.budget.metadata.Load() > sz.quiescent {
 					c.shedMetadata()
 				}
 				break
@@ -164,7 +165,7 @@ func (c *Cache) kickPreEncode(resident int64) {
 		return
 	}
 	select {
-	case c.pre.kick <- struct{}{}:
+	case c.background.preEncode.kick <- struct{}{}:
 	default:
 	}
 }
@@ -178,19 +179,19 @@ func (c *Cache) kickPreEncode(resident int64) {
 // stale pair of loads can only skip or add one kick; the next request's
 // end looks again.
 func (c *Cache) preEncodeWanted(resident int64) bool {
-	return c.pre.max > 0 && resident > c.sizing().preHigh && c.pre.bytes.Load() < c.pre.max &&
-		c.dirtyBytes.Load() > c.pre.bytes.Load()
+	return c.background.preEncode.max > 0 && resident > c.sizing().preHigh && c.background.preEncode.bytes.Load() < c.background.preEncode.max &&
+		c.budget.dirty.Load() > c.background.preEncode.bytes.Load()
 }
 
 func (c *Cache) preEncoder() {
-	defer c.bg.wg.Done()
+	defer c.background.jobs.wg.Done()
 	for {
 		select {
-		case <-c.bg.ctx.Done():
+		case <-c.background.jobs.ctx.Done():
 			return
-		case <-c.pre.kick:
+		case <-c.background.preEncode.kick:
 		}
-		for c.preEncodeRound(c.bg.ctx) > 0 {
+		for c.preEncodeRound(c.background.jobs.ctx) > 0 {
 		}
 	}
 }
@@ -201,20 +202,20 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 	if c.closed.Load() || ctx.Err() != nil {
 		return 0
 	}
-	c.pre.round.Lock()
-	defer c.pre.round.Unlock()
-	over := c.resident.Load() - c.sizing().preHigh
-	if over <= 0 || c.pre.bytes.Load() >= c.pre.max {
+	c.background.preEncode.round.Lock()
+	defer c.background.preEncode.round.Unlock()
+	over := c.budget.resident.Load() - c.sizing().preHigh
+	if over <= 0 || c.background.preEncode.bytes.Load() >= c.background.preEncode.max {
 		return 0
 	}
 	// Look only at the chunks eviction would reach soon: the coldest
 	// over+PreEncodeBytes bytes of the order.
-	window := over + c.pre.max
+	window := over + c.background.preEncode.max
 	var cands []*entry
 	var seen int64
 	c.mu.Lock()
 	c.mu.pol.nominate(func(e *entry) verdict {
-		if len(cands) >= c.pre.batch || seen >= window {
+		if len(cands) >= c.background.preEncode.batch || seen >= window {
 			return stop
 		}
 		sz := e.size.Load()
@@ -222,7 +223,7 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 		// An image is budgeted at its chunk's size until encoded, so a
 		// cache whose image budget cannot hold one chunk pre-encodes
 		// nothing (and leaves small caches' eviction order alone).
-		if e.bypass || !e.dirty.Load() || e.encoded.Load() != nil || sz > c.pre.max-c.pre.bytes.Load() {
+		if e.bypass || !e.dirty.Load() || e.encoded.Load() != nil || sz > c.background.preEncode.max-c.background.preEncode.bytes.Load() {
 			return skip
 		}
 		if e.tryPin() {
@@ -235,7 +236,7 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 		return 0
 	}
 	kept := make([]bool, len(cands))
-	_ = c.run.run(ctx, len(cands), func(i int) error {
+	_ = c.workers.run(ctx, len(cands), func(i int) error {
 		kept[i] = c.preEncode(cands[i])
 		return nil
 	})
@@ -252,7 +253,7 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 // preEncode encodes one pinned entry and keeps the image if the chunk did
 // not change meanwhile and the image fits both budgets.
 func (c *Cache) preEncode(e *entry) bool {
-	enc, ver, ok := c.preEncodeImage(e)
+	enc, ver, ok := preEncodeImage(e)
 	if !ok {
 		return false
 	}
@@ -268,7 +269,7 @@ func (c *Cache) preEncode(e *entry) bool {
 		return false
 	}
 	if !c.tryCharge(n) {
-		c.pre.bytes.Add(-n)
+		c.background.preEncode.bytes.Add(-n)
 		e.latch.Unlock()
 		p.release()
 		return false
@@ -277,9 +278,9 @@ func (c *Cache) preEncode(e *entry) bool {
 	// Charged to the entry (evicting it releases the image) but not to
 	// its dataset: minimum reservations are about chunks.
 	e.size.Add(n)
-	c.dirtyBytes.Add(n) // dirty (checked above, under the latch)
+	c.budget.dirty.Add(n) // dirty (checked above, under the latch)
 	e.latch.Unlock()
-	c.st.preEncoded.Add(1)
+	c.stats.preEncoded.Add(1)
 	return true
 }
 
@@ -287,7 +288,7 @@ func (c *Cache) preEncode(e *entry) bool {
 // and has no image, with the version it encodes. Errors and panics of
 // Encode only mean no image (the foreground encode reports them); the
 // latch is let go either way, or the chunk could never be written again.
-func (c *Cache) preEncodeImage(e *entry) (enc Encoded, ver uint64, ok bool) {
+func preEncodeImage(e *entry) (enc Encoded, ver uint64, ok bool) {
 	e.latch.RLock()
 	defer e.latch.RUnlock()
 	defer func() {
@@ -307,11 +308,11 @@ func (c *Cache) preEncodeImage(e *entry) (enc Encoded, ver uint64, ok bool) {
 // Config.PreEncodeBytes; it never exceeds it, even for a moment.
 func (c *Cache) reservePreImage(n int64) bool {
 	for {
-		cur := c.pre.bytes.Load()
-		if cur+n > c.pre.max {
+		cur := c.background.preEncode.bytes.Load()
+		if cur+n > c.background.preEncode.max {
 			return false
 		}
-		if c.pre.bytes.CompareAndSwap(cur, cur+n) {
+		if c.background.preEncode.bytes.CompareAndSwap(cur, cur+n) {
 			return true
 		}
 	}
@@ -325,10 +326,10 @@ func (c *Cache) dropImageLocked(e *entry) {
 		return
 	}
 	n := p.bytes()
-	c.pre.bytes.Add(-n)
+	c.background.preEncode.bytes.Add(-n)
 	e.size.Add(-n)
 	if e.dirty.Load() {
-		c.dirtyBytes.Add(-n)
+		c.budget.dirty.Add(-n)
 	}
 	c.charge(-n)
 	p.release()
@@ -338,12 +339,12 @@ func (c *Cache) dropImageLocked(e *entry) {
 // an encoder's buffer is sized for the worst case (the raw chunk), and a
 // kept image is charged what its buffer costs.
 func compactImage(enc Encoded) Encoded {
-	if !enc.Pooled || BufCap(len(enc.Image)) >= cap(enc.Image) {
+	if !enc.Pooled || bufpool.Cap(len(enc.Image)) >= cap(enc.Image) {
 		return enc
 	}
-	b := GetBuf(len(enc.Image))
+	b := bufpool.Get(len(enc.Image))
 	copy(b, enc.Image)
-	PutBuf(enc.Image)
+	bufpool.Put(enc.Image)
 	enc.Image = b
 	return enc
 }
@@ -352,25 +353,25 @@ func compactImage(enc Encoded) Encoded {
 // background work never makes a request wait for memory.
 func (c *Cache) tryCharge(n int64) bool {
 	for {
-		cur := c.resident.Load()
+		cur := c.budget.resident.Load()
 		if cur+n > c.sizing().active {
 			return false
 		}
-		if c.resident.CompareAndSwap(cur, cur+n) {
-			c.notePeak(cur + n)
+		if c.budget.resident.CompareAndSwap(cur, cur+n) {
+			c.budget.notePeak(cur + n)
 			return true
 		}
 	}
 }
 
 // preEncodeNow runs pre-encode rounds until one keeps nothing (tests). As
-// rounds do not overlap (pre.round), the kept images are then settled: a
+// rounds do not overlap (background.preEncode.round), the kept images are then settled: a
 // background round still to come finds the same state and keeps nothing.
 // Tests that read Stats after it see no attempt in flight.
 func (c *Cache) preEncodeNow() int {
 	total := 0
 	for {
-		n := c.preEncodeRound(c.bg.ctx)
+		n := c.preEncodeRound(c.background.jobs.ctx)
 		if n == 0 {
 			return total
 		}

@@ -67,11 +67,11 @@ func TestSetExtentGrowthNoScan(t *testing.T) {
 	for n := uint64(32); n < 64; n += 4 {
 		must(t, d.SetExtent(bg, []uint64{n, 4}, []uint64{n + 4, 4}))
 	}
-	if got := e.c.extentScans.Load(); got != 0 {
+	if got := e.c.stats.extentScans.Load(); got != 0 {
 		t.Fatalf("growth scanned %d times", got)
 	}
 	must(t, d.SetExtent(bg, []uint64{64, 4}, []uint64{16, 4}))
-	if got := e.c.extentScans.Load(); got != 1 {
+	if got := e.c.stats.extentScans.Load(); got != 1 {
 		t.Fatalf("shrink scans %d", got)
 	}
 	if st := d.Stats(); st.Chunks != 4 {
@@ -177,9 +177,9 @@ func TestPreEncodeUsedByFlush(t *testing.T) {
 	enc0 := l.encodes.Load()
 	// Keep background rounds out while the flush frees image budget, so
 	// every encode counted is the flush's.
-	e.c.pre.round.Lock()
+	e.c.background.preEncode.round.Lock()
 	err := e.f.Flush(bg)
-	e.c.pre.round.Unlock()
+	e.c.background.preEncode.round.Unlock()
 	must(t, err)
 	st := e.c.Stats()
 	if st.PreEncodeHits != pre {
@@ -512,7 +512,7 @@ func TestPrefetchBounded(t *testing.T) {
 	waitFor(t, "prefetcher idle", func() bool {
 		f.pf.Lock()
 		defer f.pf.Unlock()
-		return len(c.pref.jobs) == 0 && f.pf.n == 0
+		return len(c.background.prefetch.jobs) == 0 && f.pf.n == 0
 	})
 	dirty0, n3 := c.Stats().DirtyBytes, d3.Stats().Chunks
 	c.evictClean(1 << 30)

@@ -28,6 +28,37 @@
 // them atomically, Config.MaxMemoryBytes caps them, and a decrease is
 // carried out by the normal eviction path, which writes dirty chunks
 // back.
+//
+// # Lock order
+//
+// This table is the one reference for the cache's locks; the declarations
+// say what each lock guards. Outermost first: a goroutine holding a lock
+// takes only locks below it on its line. The cache has no single chain.
+//
+//	Cache.sizes.adaptive.mu (sizing decisions; epoch closers take it with TryLock)
+//	  → Cache.mu (only with TryLock, advanceAge)
+//	  → Cache.admission.mu (limitChanged)
+//	File.mu (registration of a file's datasets)
+//	  → Cache.mu (Unregister's emptiness check)
+//	Cache.mu (the policy lock; never taken on the hit path, never held
+//	         across I/O or layout callbacks)
+//	  → entry.mu (an entry's state transitions and its waiters)
+//	File.pf (prefetches running on a file): never taken under File.mu
+//	entry.flushMu: taken with TryLock by flushers; a flusher waiting for a
+//	  busy entry holds no other flushMu
+//	entry.latch: serializes the layout callbacks on one chunk (Scatter,
+//	  Encode shared; Gather, Trim, Condense exclusive); held only while
+//	  the entry is pinned or evicting, and nobody waits for space while
+//	  holding a pin
+//	read slots: held for one Scatter and the hit's counters, taking only
+//	  leaf locks meanwhile, so evictors and writers may wait for them while
+//	  holding Cache.mu or a pin
+//	Cache.budget.meta (metadata accounts): never held with Cache.mu
+//	leaf locks (nothing is taken under them, never held across I/O):
+//	  Cache.images.mu (cache-image entries), a dataset's sequence detector
+//	  (seqState), the space waiters' channel (Cache.budget.space), the ghost
+//	  list's shards, the chunk table's buckets and resize, the split
+//	  readers' queue (Cache.background.split.mu)
 package cache
 
 import (
@@ -68,106 +99,144 @@ type registry = *lockfree.Registry[uint64, *Dataset]
 
 // Cache is the shared chunk cache (SCC design §2.4 H5SC_t). Create it with
 // New; share it between files with RegisterFile.
+//
+// It is made of components, each a type that documents what it guards:
+// the sizes in force and adaptive sizing (sizes), the registered files and
+// datasets (registered), the encode/decode workers (workers), the memory
+// budget's accounts (budget), the cache-image entries (images), the policy
+// and its lock (mu), the access records that feed it (access), the
+// counters (stats), admission control (admission) and the background
+// jobs (background). The chunks themselves are in the chunk table.
 type Cache struct {
 	// cfg is the configuration given to New, defaults applied. The fields
-	// SetConfig may change (resize.go) are read from sz instead.
+	// SetConfig may change (resize.go) are read from sizes instead.
 	cfg Config
-	// sz holds the sizes in force: quiescent and active limits, bypass
-	// threshold and what derives from them (resize.go). Replaced whole by
-	// SetConfig and adaptive sizing, so a reader sees one consistent set;
-	// every replacement calls limitChanged so that admission follows.
-	sz atomic.Pointer[sizing]
-	// ad is adaptive sizing's state (adaptive.go).
-	ad adaptState
+	// sizes holds the sizes in force and adaptive sizing (resize.go,
+	// adaptive.go).
+	sizes sizer
 
-	chunks *chunkTable // table.go
+	chunks     *chunkTable // table.go
+	registered registrations
+	workers    workers
+	budget     budget
+	images     imageEntries // imageentries.go
+
+	// The policy lock is written by every batch of access records; the
+	// padding keeps it off the lines of the fields every hit reads
+	// (chunks, access, stats, closed), which would otherwise bounce
+	// between cores with it (false sharing).
+	_ [64]byte
+	// mu is the policy lock. It protects the policy's order structures,
+	// the datasets' member lists and every field documented "guarded by
+	// Cache.mu". It is never taken on the hit path (accesses are buffered)
+	// and never held across I/O or layout callbacks. Lock order: the
+	// table at the top of this file.
+	mu struct {
+		sync.Mutex
+		pol policy
+	}
+	_ [64]byte
+	// access records the hits that the replay goroutine applies to the
+	// policy under mu (replay.go, latch.go).
+	access accessRecording
+
+	stats counters
+
+	// admission carries the admission control the engine creates
+	// (admission.go).
+	admission admission
+
+	// background is the background jobs: trim, pre-encode, prefetch and
+	// the split readers' helpers (background.go, prefetch.go,
+	// splitread.go).
+	background backgroundWork
+
+	closed atomic.Bool
+}
+
+// sizer is the sizes in force and adaptive sizing's state.
+type sizer struct {
+	// limits holds the quiescent and active limits, bypass threshold and
+	// what derives from them (resize.go). Replaced whole by SetConfig and
+	// adaptive sizing, so a reader sees one consistent set; every
+	// replacement calls limitChanged so that admission follows.
+	limits atomic.Pointer[sizing]
+	// adaptive is adaptive sizing's state (adaptive.go); its mu
+	// serializes every size change.
+	adaptive adaptState
+}
+
+// registrations counts what is registered: the files by serial, and the
+// datasets. All atomic or lock-free; no lock.
+type registrations struct {
 	files  *lockfree.Registry[uint64, *File]
 	serial atomic.Uint64 // last dataset/file serial handed out
-	run    runner
-	pool   *pool.Pool // the default runner's pool; nil with Config.Runner
+	// datasets counts the registered datasets.
+	datasets   atomic.Int64
+	condensers atomic.Int64 // registered datasets whose layout is a Condenser
+}
 
+// workers runs encodes and decodes: the configured Runner, or the default
+// pool (then pool is set, and Close closes it). No lock.
+type workers struct {
+	runner
+	pool *pool.Pool
+}
+
+// budget holds the memory accounts. The counters are atomic; meta and
+// space have locks of their own, each guarding only its own fields.
+type budget struct {
 	resident atomic.Int64 // bytes charged: entries plus reservations in flight
 	metadata atomic.Int64 // unevictable bytes charged by ChargeMetadata (also in resident)
 	shedding atomic.Bool  // shedMetadata is running (external.go)
 	// shedAt is the metadata left by the last shed: a load sheds again
 	// only once metadata has grown past it, so that metadata that cannot
 	// be shed (dirty index blocks) does not cost every load a walk.
-	shedAt   atomic.Int64
-	imgBytes atomic.Int64 // prefetched image entries' bytes, every file (also in resident; prefetched.go)
-	// img holds the files' prefetched entries from cache images
-	// (prefetched.go), by file serial. A leaf lock, never held across I/O.
-	img struct {
-		sync.Mutex
-		byFile map[uint64]*prefetchedState
-	}
+	shedAt atomic.Int64
 	// meta tracks ChargeMetadata per file (external.go). Never held with
 	// Cache.mu or across I/O.
 	meta struct {
 		sync.Mutex
 		metaAccounts
 	}
-	dirtyBytes atomic.Int64
-	peak       atomic.Int64
-	inflight   atomic.Int64 // bytes reserved by sub-lists being loaded/applied
-	// The count of running requests (0: quiescent) is st.hot's hotActive
-	// slot: striped because every request bumps it twice; its sum is only
-	// approximate while requests come and go, which only affects when the
-	// background trim runs.
-	datasets   atomic.Int64
-	condensers atomic.Int64 // registered datasets whose layout is a Condenser
+	dirty    atomic.Int64 // bytes of dirty entries
+	peak     atomic.Int64
+	inflight atomic.Int64 // bytes reserved by sub-lists being loaded/applied
 	// spaceWaiters counts requests blocked in reserve; when non-zero,
 	// unpins and reverted evictions signal space.
 	spaceWaiters atomic.Int32
-
-	// The policy lock is written by every batch of access records; the
-	// padding keeps it off the lines of the fields every hit reads
-	// (chunks, accesses, st, closed), which would otherwise bounce
-	// between cores with it (false sharing).
-	_ [64]byte
-	// mu is the policy lock. It protects the policy's order structures,
-	// the datasets' member lists and every field documented "guarded by
-	// Cache.mu". It is never taken on the hit path (accesses are buffered)
-	// and never held across I/O or layout callbacks.
-	// Lock order: Cache.mu before entry.mu.
-	mu struct {
-		sync.Mutex
-		pol policy
-	}
-	_        [64]byte
-	accesses *lockfree.Buffer[*entry]
-	// readSlots publish the entries that read hits copy from without
-	// pinning them, and hold those hits' counts and access records
-	// (latch.go).
-	readSlots readSlots
-	// slotDrops counts the access records read slots dropped (folded in
-	// by foldSlots).
-	slotDrops atomic.Int64
-	acc       accessClock // evict.go: which hits need no record
-	rep       replayState // replay.go: the goroutine that applies accesses
-
+	// space wakes the requests blocked in reserve. A leaf lock.
 	space struct {
 		sync.Mutex
 		ch chan struct{} // closed (and cleared) whenever bytes are released
 	}
+}
 
-	st counters
+// accessRecording is how hits reach the replacement order without the
+// policy lock: lossy striped buffers and read slots hold their records
+// until the replay goroutine applies them under Cache.mu.
+type accessRecording struct {
+	buf *lockfree.Buffer[*entry]
+	// slots publish the entries that read hits copy from without pinning
+	// them, and hold those hits' counts and access records (latch.go).
+	slots readSlots
+	// slotDrops counts the access records read slots dropped (folded in
+	// by foldSlots).
+	slotDrops atomic.Int64
+	clock     accessClock // evict.go: which hits need no record
+	replay    replayState // replay.go: the goroutine that applies accesses
+}
 
-	// adm carries the admission control the engine creates (admission.go).
-	adm admission
-
-	// The background jobs (background.go, prefetch.go): their goroutines'
-	// lifetime, and each job's configuration, queue and byte count.
-	bg   background
-	trim trimState
-	pre  preEncodeState
-	pref prefetchState
+// backgroundWork is the background jobs: their goroutines' lifetime, and
+// each job's configuration, queue and byte count, each guarded as its
+// declaration says.
+type backgroundWork struct {
+	jobs      background
+	trim      trimState
+	preEncode preEncodeState
+	prefetch  prefetchState
 	// split is the helpers of large direct reads (splitread.go).
 	split splitState
-	// extentScans counts SetExtent scans of a dataset's cached chunks
-	// (tests check that growth does none).
-	extentScans atomic.Int64
-
-	closed atomic.Bool
 }
 
 // New creates a Cache.
@@ -178,23 +247,23 @@ func New(cfg Config) (*Cache, error) {
 	raw := cfg
 	cfg = cfg.withDefaults()
 	c := &Cache{
-		cfg:       cfg,
-		chunks:    newChunkTable(),
-		files:     lockfree.NewRegistry[uint64, *File](),
-		accesses:  lockfree.NewBuffer[*entry](accessStripe),
-		readSlots: newReadSlots(),
-		st:        newCounters(),
+		cfg:    cfg,
+		chunks: newChunkTable(),
+		stats:  newCounters(),
 	}
+	c.registered.files = lockfree.NewRegistry[uint64, *File]()
+	c.access.buf = lockfree.NewBuffer[*entry](accessStripe)
+	c.access.slots = newReadSlots()
 	c.initSizing(raw)
 	if cfg.Runner != nil {
-		c.run = userRunner{cfg.Runner}
+		c.workers.runner = userRunner{cfg.Runner}
 	} else {
 		p, err := pool.New(pool.Options{Workers: cfg.Workers})
 		if err != nil {
 			return nil, fmt.Errorf("%w: worker pool: %w", ErrInvalidConfig, err)
 		}
-		c.pool = p
-		c.run = poolRunner{p}
+		c.workers.pool = p
+		c.workers.runner = poolRunner{p}
 	}
 	c.mu.pol = newPolicy(cfg.Policy, cfg.PartialSecondChance == SecondChanceOn)
 	c.startBackground(cfg)
@@ -216,22 +285,22 @@ func (c *Cache) Close() error {
 	if c.closed.Load() {
 		return nil
 	}
-	if n := c.files.Len(); n > 0 {
+	if n := c.registered.files.Len(); n > 0 {
 		return fmt.Errorf("%w: %d file(s); unregister or discard them first", ErrFilesOpen, n)
 	}
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	// A split read starting its helpers (splitread.go) has added them to
-	// bg.wg by the time this lock is free; later ones see closed.
-	c.split.mu.Lock()
-	c.split.mu.Unlock() //nolint:staticcheck // a barrier, not a critical section
-	c.bg.cancel()
-	c.bg.wg.Wait()
-	if c.pool != nil {
-		defer c.pool.Close()
+	// background.jobs.wg by the time this lock is free; later ones see closed.
+	c.background.split.mu.Lock()
+	c.background.split.mu.Unlock() //nolint:staticcheck // a barrier, not a critical section
+	c.background.jobs.cancel()
+	c.background.jobs.wg.Wait()
+	if c.workers.pool != nil {
+		defer c.workers.pool.Close()
 	}
-	c.signalSpace() // wake reservations so they see ErrClosed
+	c.budget.signalSpace() // wake reservations so they see ErrClosed
 	var all []*entry
 	c.chunks.Range(func(_ chunkKey, e *entry) bool {
 		if e.tryStartEvict() {
@@ -252,8 +321,8 @@ func (c *Cache) RegisterFile(drv vfd.Driver) (*File, error) {
 	if drv == nil {
 		return nil, fmt.Errorf("%w: nil driver", ErrInvalid)
 	}
-	f := &File{c: c, serial: c.serial.Add(1), drv: drv, datasets: lockfree.NewRegistry[uint64, *Dataset]()}
-	c.files.Set(f.serial, f)
+	f := &File{c: c, serial: c.registered.serial.Add(1), drv: drv, datasets: lockfree.NewRegistry[uint64, *Dataset]()}
+	c.registered.files.Set(f.serial, f)
 	return f, nil
 }
 
@@ -298,32 +367,32 @@ func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset,
 			// A different rank cannot reuse the old chunks' keys.
 			f.dropDataset(d)
 		} else {
-			c.noteCondenser(d.lay().l, -1)
-			c.noteCondenser(l, 1)
+			c.registered.noteCondenser(d.lay().l, -1)
+			c.registered.noteCondenser(l, 1)
 			d.layout.Store(box)
 			d.min.Store(min)
 			d.registered.Store(true)
-			c.datasets.Add(1)
+			c.registered.datasets.Add(1)
 			return d, nil
 		}
 	}
-	serial := c.serial.Add(1)
+	serial := c.registered.serial.Add(1)
 	d := &Dataset{c: c, file: f, id: id, serial: serial, keys: newSerialKeys(serial)}
 	d.layout.Store(box)
 	d.min.Store(min)
 	d.registered.Store(true)
 	f.datasets.Set(id, d)
-	c.datasets.Add(1)
-	c.noteCondenser(l, 1)
+	c.registered.datasets.Add(1)
+	c.registered.noteCondenser(l, 1)
 	return d, nil
 }
 
 // noteCondenser counts datasets whose layout can condense, so eviction
 // skips the condense step entirely when there are none. The count covers
 // detached datasets too (their chunks can still be condensed).
-func (c *Cache) noteCondenser(l Layout, d int64) {
+func (r *registrations) noteCondenser(l Layout, d int64) {
 	if _, ok := l.(Condenser); ok {
-		c.condensers.Add(d)
+		r.condensers.Add(d)
 	}
 }
 
@@ -338,7 +407,7 @@ func (f *File) dropDataset(d *Dataset) {
 func (f *File) forget(d *Dataset) {
 	if cur, ok := f.datasets.Get(d.id); ok && cur == d {
 		f.datasets.Del(d.id)
-		f.c.noteCondenser(d.lay().l, -1)
+		f.c.registered.noteCondenser(d.lay().l, -1)
 	}
 }
 
@@ -388,13 +457,13 @@ func (c *Cache) drop(d *Dataset, discard bool) (busy, dirty int) {
 // released for settleTimeout, which would mean a request still running on
 // a file being unregistered.
 func (c *Cache) dropAllSettled(ctx context.Context, d *Dataset, discard bool) error {
-	c.spaceWaiters.Add(1)
-	defer c.spaceWaiters.Add(-1)
+	c.budget.spaceWaiters.Add(1)
+	defer c.budget.spaceWaiters.Add(-1)
 	last, since := -1, time.Now()
 	for {
 		// Take the channel before looking, so no release after the look
 		// is missed.
-		ch := c.spaceWait()
+		ch := c.budget.spaceWait()
 		busy, dirty := c.drop(d, discard)
 		if dirty > 0 {
 			if err := c.flushDatasets(ctx, []*Dataset{d}, true); err != nil {
@@ -456,7 +525,7 @@ func (d *Dataset) Unregister(ctx context.Context) error {
 		return ErrNotRegistered // a concurrent Unregister won
 	}
 	d.registered.Store(false)
-	d.c.datasets.Add(-1)
+	d.c.registered.datasets.Add(-1)
 	f.mu.Unlock()
 	// A prefetch that saw the dataset registered finishes before the
 	// layout is handed back; later ones see it unregistered. Waited for
@@ -565,7 +634,7 @@ func (f *File) unregister(ctx context.Context, discard bool) error {
 		if discard {
 			for _, d := range f.registered() {
 				if d.registered.CompareAndSwap(true, false) {
-					c.datasets.Add(-1)
+					c.registered.datasets.Add(-1)
 				}
 			}
 		}
@@ -582,12 +651,12 @@ func (f *File) unregister(ctx context.Context, discard bool) error {
 	if err == nil {
 		for _, d := range f.registered() {
 			if d.registered.CompareAndSwap(true, false) {
-				c.datasets.Add(-1)
+				c.registered.datasets.Add(-1)
 			}
 			f.forget(d)
 		}
 		f.mu.closed = true
-		c.files.Del(f.serial)
+		c.registered.files.Del(f.serial)
 		f.releaseMetadata()
 		f.DropPrefetched()
 	}
@@ -602,7 +671,7 @@ func (c *Cache) Flush(ctx context.Context) error {
 		return ErrClosed
 	}
 	var errs []error
-	c.files.ForEach(func(_ uint64, f *File) bool {
+	c.registered.files.ForEach(func(_ uint64, f *File) bool {
 		if err := f.Flush(ctx); err != nil {
 			errs = append(errs, err)
 		}
@@ -613,10 +682,11 @@ func (c *Cache) Flush(ctx context.Context) error {
 
 // --- memory accounting ------------------------------------------------------
 
-func (c *Cache) notePeak(v int64) {
+// notePeak raises the peak of resident bytes to v.
+func (b *budget) notePeak(v int64) {
 	for {
-		p := c.peak.Load()
-		if v <= p || c.peak.CompareAndSwap(p, v) {
+		p := b.peak.Load()
+		if v <= p || b.peak.CompareAndSwap(p, v) {
 			return
 		}
 	}
@@ -624,31 +694,33 @@ func (c *Cache) notePeak(v int64) {
 
 // charge adds d bytes (may be negative) to the resident total.
 func (c *Cache) charge(d int64) {
-	v := c.resident.Add(d)
+	v := c.budget.resident.Add(d)
 	if invariants && v < 0 {
 		broken("resident bytes %d after charging %d", v, d)
 	}
 	if d > 0 {
-		c.notePeak(v)
+		c.budget.notePeak(v)
 	} else if d < 0 {
-		c.signalSpace()
+		c.budget.signalSpace()
 	}
 }
 
-func (c *Cache) spaceWait() chan struct{} {
-	c.space.Lock()
-	defer c.space.Unlock()
-	if c.space.ch == nil {
-		c.space.ch = make(chan struct{})
+// spaceWait returns the channel closed at the next release of bytes.
+func (b *budget) spaceWait() chan struct{} {
+	b.space.Lock()
+	defer b.space.Unlock()
+	if b.space.ch == nil {
+		b.space.ch = make(chan struct{})
 	}
-	return c.space.ch
+	return b.space.ch
 }
 
-func (c *Cache) signalSpace() {
-	c.space.Lock()
-	ch := c.space.ch
-	c.space.ch = nil
-	c.space.Unlock()
+// signalSpace wakes the requests waiting for space.
+func (b *budget) signalSpace() {
+	b.space.Lock()
+	ch := b.space.ch
+	b.space.ch = nil
+	b.space.Unlock()
 	if ch != nil {
 		close(ch)
 	}
@@ -659,8 +731,8 @@ func (c *Cache) signalSpace() {
 // check costs one atomic load when nobody waits.
 func (c *Cache) unpin(e *entry) {
 	e.unpin()
-	if c.spaceWaiters.Load() > 0 {
-		c.signalSpace()
+	if c.budget.spaceWaiters.Load() > 0 {
+		c.budget.signalSpace()
 	}
 }
 
@@ -668,8 +740,8 @@ func (c *Cache) unpin(e *entry) {
 // resident state, and wakes space waiters for the same reason as unpin.
 func (c *Cache) settleBack(e *entry) {
 	e.settle(stateResident, false)
-	if c.spaceWaiters.Load() > 0 {
-		c.signalSpace()
+	if c.budget.spaceWaiters.Load() > 0 {
+		c.budget.signalSpace()
 	}
 }
 
@@ -686,7 +758,7 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		if c.closed.Load() {
 			return ErrClosed
 		}
-		cur := c.resident.Load()
+		cur := c.budget.resident.Load()
 		limit := c.sizing().active
 		// Metadata cannot be evicted, but the re-readable part of it can
 		// be shed (external.go): do that when metadata alone keeps n from
@@ -695,17 +767,17 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		// limit. (A chunk about the size of the whole limit, or larger,
 		// takes the allowance below: shedding a little metadata for it
 		// would only have it read again at once.)
-		if meta := c.metadata.Load(); cur+n > limit && meta > limit/2 && meta+n > limit && meta > c.shedAt.Load() {
-			if c.shedMetadata() && c.metadata.Load() < meta {
+		if meta := c.budget.metadata.Load(); cur+n > limit && meta > limit/2 && meta+n > limit && meta > c.budget.shedAt.Load() {
+			if c.shedMetadata() && c.budget.metadata.Load() < meta {
 				continue
 			}
 		}
 		// A cache holding nothing but metadata counts as empty for the
 		// one-chunk allowance; otherwise index bytes over the limit would
 		// block every load forever.
-		if cur+n <= limit || cur <= c.metadata.Load() {
-			if c.resident.CompareAndSwap(cur, cur+n) {
-				c.notePeak(cur + n)
+		if cur+n <= limit || cur <= c.budget.metadata.Load() {
+			if c.budget.resident.CompareAndSwap(cur, cur+n) {
+				c.budget.notePeak(cur + n)
 				return nil
 			}
 			continue
@@ -721,20 +793,20 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		// Nothing evictable now: wait for bytes to be released or entries
 		// to become evictable. Register first, then take the channel, then
 		// look again, so that no release after the look can be missed.
-		c.spaceWaiters.Add(1)
-		wait := c.spaceWait()
-		if c.resident.Load() != cur || c.evictableNow() {
-			c.spaceWaiters.Add(-1)
+		c.budget.spaceWaiters.Add(1)
+		wait := c.budget.spaceWait()
+		if c.budget.resident.Load() != cur || c.evictableNow() {
+			c.budget.spaceWaiters.Add(-1)
 			continue
 		}
-		c.st.spaceWaits.Add(1)
+		c.stats.spaceWaits.Add(1)
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			c.spaceWaiters.Add(-1)
+			c.budget.spaceWaiters.Add(-1)
 			return ctx.Err()
 		}
-		c.spaceWaiters.Add(-1)
+		c.budget.spaceWaiters.Add(-1)
 	}
 }
 
@@ -757,9 +829,9 @@ func (c *Cache) evictableNow() bool {
 // begin/end bracket every request that goes past the hit path, so the
 // cache knows when it is quiescent (SCC design §2.4: the active size applies
 // only while requests run; see serveHits for why hits are left out).
-func (c *Cache) begin() error { return c.beginOn(c.st.hot.Stripe()) }
+func (c *Cache) begin() error { return c.beginOn(c.stats.hot.Stripe()) }
 
-func (c *Cache) end() { c.endOn(c.st.hot.Stripe()) }
+func (c *Cache) end() { c.endOn(c.stats.hot.Stripe()) }
 
 // beginOn and endOn are begin and end on a stripe the caller took once for
 // both: the request's count goes up and down on the same line.
@@ -781,9 +853,9 @@ func (c *Cache) endOn(st lockfree.Stripe) {
 	// Every request ending over the quiescent size pokes the trimmer, so the
 	// last one to end always does; the trimmer decides whether the cache
 	// is quiescent. The check reads a line hits never write.
-	if r := c.resident.Load(); r > sz.quiescent {
+	if r := c.budget.resident.Load(); r > sz.quiescent {
 		select {
-		case c.trim.kick <- struct{}{}:
+		case c.background.trim.kick <- struct{}{}:
 		default:
 		}
 		c.kickPreEncode(r)

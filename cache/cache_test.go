@@ -679,7 +679,7 @@ func TestCloseRefusesWhileFilesRegistered(t *testing.T) {
 	if _, err := e.c.RegisterFile(vfd.NewMem()); err != nil {
 		t.Fatalf("cache unusable after a refused close: %v", err)
 	}
-	e.c.files.ForEach(func(_ uint64, f *File) bool {
+	e.c.registered.files.ForEach(func(_ uint64, f *File) bool {
 		must(t, f.Unregister(bg))
 		return true
 	})
@@ -984,7 +984,7 @@ func TestFileUnregisterWaitsWithoutFileLock(t *testing.T) {
 	waitFor(t, "Unregister waiting for the pinned chunk", func() bool {
 		e.f.mu.Lock()
 		defer e.f.mu.Unlock()
-		return e.f.mu.unreg != nil && e.c.spaceWaiters.Load() > 0
+		return e.f.mu.unreg != nil && e.c.budget.spaceWaiters.Load() > 0
 	})
 	other := make(chan error, 1)
 	go func() { other <- d2.Unregister(bg) }()
@@ -1023,7 +1023,7 @@ func TestUnregisterInUseError(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan error, 1)
 	go func() { done <- e.f.Discard(ctx) }()
-	waitFor(t, "Discard waiting for the pinned chunk", func() bool { return e.c.spaceWaiters.Load() > 0 })
+	waitFor(t, "Discard waiting for the pinned chunk", func() bool { return e.c.budget.spaceWaiters.Load() > 0 })
 	cancel()
 	if err := waitDone(t, "Discard", done); !errors.Is(err, ErrInUse) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("discard of a file in use: %v", err)

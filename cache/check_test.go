@@ -44,7 +44,7 @@ func finishTestCache(t testing.TB, c *Cache) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	c.files.ForEach(func(_ uint64, f *File) bool {
+	c.registered.files.ForEach(func(_ uint64, f *File) bool {
 		if err := f.Discard(context.Background()); err != nil {
 			t.Errorf("discard file: %v", err)
 		}
@@ -65,7 +65,7 @@ func finishTestCache(t testing.TB, c *Cache) {
 //   - each linked entry is on exactly one policy list, once, and every
 //     entry on a policy list is linked and in the chunk table
 func checkCache(c *Cache) error {
-	if n := c.st.hot.Load(hotActive); n != 0 {
+	if n := c.stats.hot.Load(hotActive); n != 0 {
 		return fmt.Errorf("%d requests still active", n)
 	}
 	var sum, dirty, pre int64
@@ -97,18 +97,18 @@ func checkCache(c *Cache) error {
 		}
 		return true
 	})
-	res, meta, inflight := c.resident.Load(), c.metadata.Load(), c.inflight.Load()
+	res, meta, inflight := c.budget.resident.Load(), c.budget.metadata.Load(), c.budget.inflight.Load()
 	if res != sum+meta+inflight {
 		errs = append(errs, fmt.Errorf("resident %d != entries %d + metadata %d + in flight %d", res, sum, meta, inflight))
 	}
-	if d := c.dirtyBytes.Load(); d != dirty {
+	if d := c.budget.dirty.Load(); d != dirty {
 		errs = append(errs, fmt.Errorf("dirty bytes %d != dirty entries %d", d, dirty))
 	}
-	if p := c.pre.bytes.Load(); p != pre {
+	if p := c.background.preEncode.bytes.Load(); p != pre {
 		errs = append(errs, fmt.Errorf("pre-encoded bytes %d != images %d", p, pre))
 	}
 	var dss []*Dataset
-	c.files.ForEach(func(_ uint64, f *File) bool {
+	c.registered.files.ForEach(func(_ uint64, f *File) bool {
 		f.datasets.ForEach(func(_ uint64, d *Dataset) bool {
 			dss = append(dss, d)
 			return true
@@ -215,8 +215,8 @@ func TestCheckCacheFindsBrokenAccounting(t *testing.T) {
 		break_ func(e *env, ent *entry)
 		fix    func(e *env, ent *entry)
 	}{
-		{"resident", func(e *env, _ *entry) { e.c.resident.Add(1) }, func(e *env, _ *entry) { e.c.resident.Add(-1) }},
-		{"dirty", func(e *env, _ *entry) { e.c.dirtyBytes.Add(1) }, func(e *env, _ *entry) { e.c.dirtyBytes.Add(-1) }},
+		{"resident", func(e *env, _ *entry) { e.c.budget.resident.Add(1) }, func(e *env, _ *entry) { e.c.budget.resident.Add(-1) }},
+		{"dirty", func(e *env, _ *entry) { e.c.budget.dirty.Add(1) }, func(e *env, _ *entry) { e.c.budget.dirty.Add(-1) }},
 		{"pin", func(_ *env, ent *entry) { ent.word.Add(1) }, func(_ *env, ent *entry) { ent.word.Add(^uint64(0)) }},
 		{"policy", func(e *env, ent *entry) {
 			e.c.mu.Lock()

@@ -37,21 +37,6 @@ import (
 // engine's serializer orders overlapping requests; at the cache level the
 // checksum and the index's Sum catch any torn image as corruption.
 
-// DirectReader is implemented by layouts whose stored images can be read
-// straight into the caller's buffer.
-type DirectReader interface {
-	// DirectTarget returns, for a read piece and the chunk's location,
-	// the caller's bytes the chunk's stored bytes map onto exactly (the
-	// piece selects the whole chunk, contiguous in the caller's buffer, and
-	// the image is the chunk without filters) and the length of the
-	// trailer stored after them; ok false means "not directly".
-	DirectTarget(loc Location, p Piece) (dst []byte, trailer int, ok bool)
-	// VerifyDirect checks the bytes read into dst and the trailer against
-	// each other and against loc, returning an error wrapping the layout's
-	// corruption sentinel on a mismatch. dst's contents are then undefined.
-	VerifyDirect(coord Coord, loc Location, dst, trailer []byte) error
-}
-
 // directRead is one chunk read directly: whole into the caller's bytes
 // (dst, trailer), or in part into pooled blocks (directpart.go).
 type directRead struct {
@@ -148,7 +133,7 @@ func (c *Cache) readVerify(ds []directRead) error {
 	}
 	exts := make([]vfd.Extent, 0, n)
 	var tags []int32 // per extent of exts: see readSplit
-	if c.split.min > 0 {
+	if c.background.split.min > 0 {
 		tags = make([]int32, 0, n)
 	}
 	for start := 0; start < len(ds); {

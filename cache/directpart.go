@@ -1,6 +1,9 @@
 package cache
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
+)
 
 // Direct reads in part (SCC internal API "selection read" and "vector read"; issue
 // 12 item 5): a read of part of a chunk that is not resident, of a layout
@@ -23,26 +26,6 @@ import "fmt"
 // absent from the table has no unpublished version; a write that
 // overlaps the read is ordered by the engine's serializer, and at the
 // cache level the blocks' checksums catch a torn read as corruption.
-
-// Block is a byte range of a chunk's stored image, from Location.Addr.
-type Block struct{ Off, Len int64 }
-
-// PartReader is implemented by layouts whose stored chunks can be read
-// and verified in part.
-type PartReader interface {
-	// PartBlocks returns the blocks of the stored image at loc that
-	// serve pieces (every request of the read that falls in the chunk),
-	// each of which the layout can verify on its own; ok false means
-	// "not in part" and the cached path serves the read. Blocks lie
-	// inside [0, loc.Size) and do not overlap.
-	PartBlocks(coord Coord, loc Location, pieces []Piece) (blocks []Block, ok bool)
-	// ReadPart verifies each block read (bufs[i] holds blocks[i]) against
-	// its own checksum and serves the pieces from them as Scatter would.
-	// A mismatch is an error wrapping the layout's corruption sentinel;
-	// the caller's bytes of the pieces are then undefined. ReadPart owns
-	// bufs (from GetBuf) and may give them back with PutBuf.
-	ReadPart(coord Coord, loc Location, pieces []Piece, blocks []Block, bufs [][]byte) error
-}
 
 // partRead is one chunk read in part: its blocks and their buffers.
 type partRead struct {
@@ -83,7 +66,7 @@ func (c *Cache) planPart(reqs []Request, g *group) *partRead {
 	}
 	p := &partRead{pr: pr, coord: g.coord, loc: g.loc, pieces: pieces, blocks: blocks, bufs: make([][]byte, len(blocks))}
 	for i, b := range blocks {
-		p.bufs[i] = GetBufFull(int(b.Len))
+		p.bufs[i] = bufpool.GetFull(int(b.Len))
 	}
 	return p
 }
@@ -114,7 +97,7 @@ func (p *partRead) release() {
 		return
 	}
 	for _, b := range p.bufs {
-		PutBuf(b)
+		bufpool.Put(b)
 	}
 	p.bufs = nil
 }

@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"errors"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"hash/crc32"
 	"sync/atomic"
 	"testing"
@@ -56,7 +57,7 @@ func (l *partLayout) ReadPart(_ Coord, _ Location, pieces []Piece, blocks []Bloc
 		}
 	}
 	for _, b := range bufs {
-		PutBuf(b)
+		bufpool.Put(b)
 	}
 	return nil
 }

@@ -60,21 +60,6 @@ import (
 // against this write could see the old space reused, and the checksums
 // catch that as corruption, as they do for eviction.
 
-// DirectWriter is implemented by layouts whose stored image of a chunk can
-// be the caller's bytes themselves, framed by small side buffers.
-type DirectWriter interface {
-	// DirectSource returns the caller's bytes that are the chunk's
-	// unfiltered contents for a piece that selects the whole chunk (they
-	// are contiguous in the caller's buffer); ok false means "not
-	// directly". It must not copy: the bytes are written as they are.
-	DirectSource(coord Coord, p Piece) (src []byte, ok bool)
-	// DirectFrame returns the frame around src: head is written before it
-	// and tail after it (either may be empty), sum is what Encode would
-	// have reported as Encoded.Sum for the same frame. The image stored is
-	// head+src+tail with filter mask 0.
-	DirectFrame(coord Coord, src []byte) (head, tail []byte, sum uint32)
-}
-
 // writeDirect writes the groups of a write that can go directly (see
 // above) and returns the others, plus the requests of groups another
 // request claimed first (to retry).
@@ -174,8 +159,8 @@ func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, srcs map[*group]
 			}
 		}
 	}
-	c.st.vectorWrites.Add(1)
-	c.st.vectorWriteBytes.Add(n)
+	c.stats.vectorWrites.Add(1)
+	c.stats.vectorWriteBytes.Add(n)
 	werr := d.file.drv.WriteV(exts)
 	if werr != nil {
 		werr = fmt.Errorf("cache: writing %d chunks directly: %w", len(gs), werr)
@@ -188,9 +173,9 @@ func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, srcs map[*group]
 	if perr != nil {
 		return fmt.Errorf("cache: Layout.Publish: %w", perr)
 	}
-	c.st.directWrites.Add(int64(len(gs)))
-	c.st.bytesFlushed.Add(n)
-	c.st.chunksFlushed.Add(int64(len(gs)))
+	c.stats.directWrites.Add(int64(len(gs)))
+	c.stats.bytesFlushed.Add(n)
+	c.stats.chunksFlushed.Add(int64(len(gs)))
 	return nil
 }
 
@@ -219,7 +204,7 @@ func (c *Cache) directWorthIt(sz *sizing, n, cached int64) bool {
 	if m := c.cfg.DirectWriteBytes; m > 0 && n >= m {
 		return true
 	}
-	return c.resident.Load()+cached+n > sz.quiescent
+	return c.budget.resident.Load()+cached+n > sz.quiescent
 }
 
 // shedAfterDirect sheds metadata (external.go) when it holds more than half
@@ -234,7 +219,7 @@ func (c *Cache) directWorthIt(sz *sizing, n, cached int64) bool {
 // as a request waiting in reserve holds nothing.
 func (c *Cache) shedAfterDirect() {
 	limit := c.sizing().active
-	if meta := c.metadata.Load(); c.resident.Load() > limit && meta > limit/2 && meta > c.shedAt.Load() {
+	if meta := c.budget.metadata.Load(); c.budget.resident.Load() > limit && meta > limit/2 && meta > c.budget.shedAt.Load() {
 		c.shedMetadata()
 	}
 }

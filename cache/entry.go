@@ -31,7 +31,7 @@ import (
 //     pin.
 //   - Everything that can make room wakes space waiters: released bytes,
 //     unpins, evictions that were reverted. A waiter registers itself
-//     (Cache.spaceWaiters) and takes the wake-up channel before it looks a
+//     (Cache.budget.spaceWaiters) and takes the wake-up channel before it looks a
 //     last time, so no wake-up is lost (TestUnpinWakesSpaceWaiter).
 //
 // entryState is where an entry is in its life (SCC design §2.2, extended with
@@ -74,7 +74,7 @@ type entry struct {
 	// chunk is the decoded chunk (cache memory format). Written under latch
 	// exclusive (or before the entry becomes resident).
 	chunk Chunk
-	// touchedAt is Cache.acc's clock when the policy last moved this
+	// touchedAt is Cache.access.clock when the policy last moved this
 	// entry (touchLocked; 0: never), so that a hit can tell it is near
 	// the front of the recency order already (recentlyTouched).
 	touchedAt atomic.Uint64
@@ -110,12 +110,12 @@ type entry struct {
 	// encoded is the pre-encoded disk image (SCC internal API "Data Formats": chunks
 	// near eviction are encoded early; SCC requirements §2.2 item 6), filled by the
 	// background pre-encoder (background.go). Its bytes are part of size and
-	// of Cache.pre.bytes. Set and cleared under latch exclusive (or by the
+	// of Cache.background.preEncode.bytes. Set and cleared under latch exclusive (or by the
 	// goroutine that owns an evicting entry); read under latch shared.
 	// INVARIANT: a non-nil image was encoded from the chunk as it is now:
 	// every modification drops it (modifiedLocked) before the version bump.
 	encoded  atomic.Pointer[preImage]
-	prefSize int64 // bytes added to Cache.pref.bytes; written before prefetched is set, read by whoever clears it
+	prefSize int64 // bytes added to Cache.background.prefetch.bytes; written before prefetched is set, read by whoever clears it
 
 	// flushMu makes encode→Insert→write→mark-clean of this entry exclusive
 	// between flushers; loc is guarded by it (or by the entry being loading
@@ -145,7 +145,7 @@ const (
 	// §2.2 partial_io).
 	flagPartial uint32 = 1 << iota
 	// flagPrefetched: loaded by the prefetcher (prefetch.go) and not used
-	// yet; its bytes are counted in Cache.pref.bytes until the first use
+	// yet; its bytes are counted in Cache.background.prefetch.bytes until the first use
 	// or removal clears the flag.
 	flagPrefetched
 	// flagSlotRead is set, once, by the first slot reader (latch.go) and
@@ -197,7 +197,7 @@ type preImage struct {
 	// refs counts its holders: the entry while the image is kept, and each
 	// writeBack writing it. A modification can drop the image from the
 	// entry while a flush's vector write still reads it; the buffer goes
-	// back to the pool only when the last holder lets go (bufpool.go).
+	// back to the pool only when the last holder lets go (internal/bufpool).
 	refs atomic.Int32
 }
 
@@ -404,8 +404,7 @@ type File struct {
 
 	// mu is never held across I/O or while waiting for chunks: Unregister
 	// marks its drop with unreg and works unlocked.
-	// Lock order: File.mu before Cache.mu (Unregister's emptiness check);
-	// File.pf is never taken under File.mu.
+	// Lock order: the table at the top of cache.go.
 	mu struct {
 		sync.Mutex      // serializes registration changes of the file's datasets
 		closed     bool // set by Unregister

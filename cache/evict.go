@@ -21,7 +21,7 @@ func (c *Cache) linkLocked(e *entry) {
 	d.members = e
 	e.linked = true
 	c.mu.pol.add(e)
-	e.touchedAt.Store(c.acc.clock.Add(1)) // at the front, as after a touch
+	e.touchedAt.Store(c.access.clock.clock.Add(1)) // at the front, as after a touch
 	c.stampLocked(e)
 }
 
@@ -53,13 +53,13 @@ func (c *Cache) drainLocked() {
 // slots' (latch.go) and the shared buffer's (hits that took a pin).
 // Caller holds c.mu.
 func (c *Cache) drainAccessesLocked(f func([]*entry)) {
-	c.drainSlots(f)
-	c.accesses.Drain(f)
+	c.access.slots.drain(f)
+	c.access.buf.Drain(f)
 }
 
 func (c *Cache) touchLocked(batch []*entry) {
-	stamp := c.ad.aging.Load()
-	clock := c.acc.clock.Load()
+	stamp := c.sizes.adaptive.aging.Load()
+	clock := c.access.clock.clock.Load()
 	for _, e := range batch {
 		c.mu.pol.touch(e)
 		clock++
@@ -68,8 +68,8 @@ func (c *Cache) touchLocked(batch []*entry) {
 			c.stampLocked(e)
 		}
 	}
-	c.acc.clock.Store(clock)
-	c.acc.window.Store(uint64(c.chunks.Len()) / recentWindowDiv)
+	c.access.clock.clock.Store(clock)
+	c.access.clock.window.Store(uint64(c.chunks.Len()) / recentWindowDiv)
 }
 
 // accessClock tells the hit path which hits the recency policies need
@@ -126,7 +126,7 @@ func recentlyTouched(now, at, window, since uint64) bool {
 func (c *Cache) skipRecord(e *entry) bool {
 	switch c.cfg.Policy {
 	case PolicyTwoStageLRU, PolicyLRU:
-		return recentlyTouched(c.acc.clock.Load(), e.touchedAt.Load(), c.acc.window.Load(), c.acc.epoch.Load())
+		return recentlyTouched(c.access.clock.clock.Load(), e.touchedAt.Load(), c.access.clock.window.Load(), c.access.clock.epoch.Load())
 	}
 	return false
 }
@@ -138,8 +138,8 @@ func (c *Cache) skipRecord(e *entry) bool {
 // (replay.go), which applies the records on its own goroutine. Read hits
 // that hold a read slot record in the slot instead (slotHit).
 func (c *Cache) recordAccess(e *entry) {
-	if _, ready := c.accesses.Record(e); ready {
-		c.kickReplay()
+	if _, ready := c.access.buf.Record(e); ready {
+		c.access.kickReplay()
 	}
 }
 
@@ -169,19 +169,19 @@ func (c *Cache) remove(es []*entry) {
 		dsz := sz
 		if p := e.encoded.Swap(nil); p != nil {
 			dsz -= p.bytes() // not part of the dataset's size
-			c.pre.bytes.Add(-p.bytes())
+			c.background.preEncode.bytes.Add(-p.bytes())
 			if e.dirty.Load() {
-				c.st.preWasted.Add(1) // dropped unwritten (SetExtent, Close, failed load)
+				c.stats.preWasted.Add(1) // dropped unwritten (SetExtent, Close, failed load)
 			}
 			p.release()
 		}
 		e.ds.size.Add(-dsz)
 		if e.prefetched().Swap(false) {
-			c.pref.bytes.Add(-e.prefSize)
-			c.st.prefetchWasted.Add(1)
+			c.background.prefetch.bytes.Add(-e.prefSize)
+			c.stats.prefetchWasted.Add(1)
 		}
 		if e.dirty.Swap(false) {
-			c.dirtyBytes.Add(-sz)
+			c.budget.dirty.Add(-sz)
 		}
 		// Uncharge before the dataset's count drops: File.Unregister waits
 		// for that count to reach zero, and then every byte is released.
@@ -200,8 +200,8 @@ func (c *Cache) remove(es []*entry) {
 	}
 	// charge signalled before the datasets' counts dropped; unregistering
 	// waits for the counts, so wake it again now.
-	if c.spaceWaiters.Load() > 0 {
-		c.signalSpace()
+	if c.budget.spaceWaiters.Load() > 0 {
+		c.budget.signalSpace()
 	}
 }
 
@@ -217,11 +217,11 @@ func (c *Cache) remove(es []*entry) {
 // A failed write returns the error and leaves those victims resident and
 // dirty; clean victims are still freed.
 func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error) {
-	// Prefetched image entries never requested go first (prefetched.go).
+	// Prefetched image entries never requested go first (imageentries.go).
 	if freed := c.evictPrefetched(need); freed > 0 {
 		return freed, nil
 	}
-	if c.condensers.Load() > 0 {
+	if c.registered.condensers.Load() > 0 {
 		if freed := c.condense(need); freed >= need {
 			return freed, nil
 		}
@@ -276,7 +276,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 		freed += e.size.Load()
 	}
 	sc.clean, sc.dirty = clean, dirty
-	c.st.evictions.Add(int64(len(clean)))
+	c.stats.evictions.Add(int64(len(clean)))
 	c.noteEvicted(clean)
 	c.remove(clean)
 	if len(dirty) == 0 {
@@ -293,8 +293,8 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 		}
 	}
 	sc.gone, sc.back = gone, back
-	c.st.evictions.Add(int64(len(gone)))
-	c.st.dirtyEvictions.Add(int64(len(gone)))
+	c.stats.evictions.Add(int64(len(gone)))
+	c.stats.dirtyEvictions.Add(int64(len(gone)))
 	c.noteEvicted(gone)
 	c.remove(gone)
 	for _, e := range back {
@@ -342,7 +342,13 @@ func (c *Cache) writeBackRounds(ctx context.Context, es []*entry) error {
 	return errors.Join(errs...)
 }
 
-// writeRound writes es (see writeBack).
+// writeRound writes es (see writeBack) in phases: encode every chunk on
+// the workers (encodeRound), allocate new space with one Layout.Insert per
+// dataset (allocateRound), write every image with one WriteV per file
+// (writeImages), publish the outcome with one Layout.Publish per dataset
+// (publishRound), and mark the chunks written that did not change
+// meanwhile clean (markWritten). A dataset whose Insert fails and a file
+// whose write fails keep their chunks dirty; the others go on.
 func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 	if len(es) == 0 {
 		return nil
@@ -352,36 +358,31 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 	sc := wbScratchPool.Get().(*wbScratch)
 	defer sc.put()
 	sc.size(len(es))
-	enc, ver := sc.enc, sc.ver
-	// pre[i] is the kept image enc[i] came from, held (preImage.refs)
-	// until the write is over; other images are released then, on every
-	// path (bufpool.go ownership rule).
-	pre := sc.pre
-	// held[i]: enc[i] came from EncodeBorrowed and es[i]'s latch is still
-	// held shared, so that the chunk, which the image may be, cannot
-	// change before the vector write has read it (BorrowingEncoder).
-	// unlatch lets go of them; it runs once the writes are done, and on
-	// every earlier return.
-	held := sc.held
-	unlatch := func() {
-		for i, h := range held {
-			if h {
-				held[i] = false
-				es[i].latch.RUnlock()
-			}
-		}
+	defer sc.release(es)
+	if err := c.encodeRound(ctx, es, sc); err != nil {
+		return err
 	}
-	defer func() {
-		unlatch()
-		for i := range enc {
-			if pre[i] != nil {
-				pre[i].release()
-			} else {
-				releaseImage(enc[i])
-			}
-		}
-	}()
-	err := c.run.run(ctx, len(es), func(i int) (err error) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	errs := allocateRound(ctx, es, sc)
+	c.writeImages(sc, sync)
+	sc.unlatch(es) // the images are written (or failed): the chunks may change
+	for _, err := range sc.fileErr {
+		errs = append(errs, err)
+	}
+	errs = publishRound(ctx, es, sc, errs)
+	c.markWritten(es, sc)
+	return errors.Join(errs...)
+}
+
+// encodeRound encodes es on the workers into sc.enc, noting in sc.ver
+// the version each image is of. A kept pre-encoded image of that version
+// is used as it is (sc.pre holds it); a BorrowingEncoder's image that
+// aliases the chunk leaves the chunk's latch held shared (sc.held).
+func (c *Cache) encodeRound(ctx context.Context, es []*entry, sc *wbScratch) error {
+	enc, ver, pre, held := sc.enc, sc.ver, sc.pre, sc.held
+	return c.workers.run(ctx, len(es), func(i int) (err error) {
 		e := es[i]
 		defer func() {
 			if r := recover(); r != nil {
@@ -401,7 +402,7 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 			// holds p while we hold the latch, so taking a hold is safe.
 			p.refs.Add(1)
 			pre[i], enc[i] = p, p.enc
-			c.st.preHits.Add(1)
+			c.stats.preHits.Add(1)
 			return nil
 		}
 		l := e.ds.lay().l
@@ -414,24 +415,22 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 		enc[i], err = l.Encode(e.coord, e.chunk)
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	// One Insert (allocation) per dataset.
-	byDS := sc.byDS
-	order := sc.order
+}
+
+// allocateRound groups es by dataset (sc.byDS, in sc.order) and calls one
+// Layout.Insert per dataset, recording each dataset's insertions in
+// sc.insOf. A dataset whose Insert fails is left out of sc.insOf (its
+// chunks stay dirty) and its error returned.
+func allocateRound(ctx context.Context, es []*entry, sc *wbScratch) []error {
+	enc, byDS := sc.enc, sc.byDS
 	for i, e := range es {
 		if _, ok := byDS[e.ds]; !ok {
-			order = append(order, e.ds)
+			sc.order = append(sc.order, e.ds)
 		}
 		byDS[e.ds] = append(byDS[e.ds], i)
 	}
 	var errs []error
-	insOf := sc.insOf
-	for _, d := range order {
+	for _, d := range sc.order {
 		idx := byDS[d]
 		ins := make([]Insertion, len(idx))
 		for k, i := range idx {
@@ -442,28 +441,32 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 			errs = append(errs, fmt.Errorf("cache: Layout.Insert: %w", err))
 			continue // this dataset's chunks stay dirty
 		}
-		insOf[d] = ins
+		sc.insOf[d] = ins
 	}
-	// One WriteV per file, over every allocated image.
-	byFile := sc.byFile
-	files := sc.files
-	for _, d := range order {
-		ins, ok := insOf[d]
+	return errs
+}
+
+// writeImages writes every allocated image with one WriteV per file (and
+// a Sync after it when sync is set), recording each file's error in
+// sc.fileErr.
+func (c *Cache) writeImages(sc *wbScratch, sync bool) {
+	enc, byFile := sc.enc, sc.byFile
+	for _, d := range sc.order {
+		ins, ok := sc.insOf[d]
 		if !ok {
 			continue
 		}
 		f := d.file
 		if _, ok := byFile[f]; !ok {
-			files = append(files, f)
+			sc.files = append(sc.files, f)
 		}
-		for k, i := range byDS[d] {
+		for k, i := range sc.byDS[d] {
 			if len(enc[i].Image) > 0 {
 				byFile[f] = append(byFile[f], vfd.Extent{Off: ins[k].New.Addr, Buf: enc[i].Image})
 			}
 		}
 	}
-	fileErr := sc.fileErr
-	for _, f := range files {
+	for _, f := range sc.files {
 		exts := byFile[f]
 		if len(exts) == 0 {
 			continue
@@ -472,31 +475,33 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 		for _, x := range exts {
 			n += int64(len(x.Buf))
 		}
-		c.st.vectorWrites.Add(1)
-		c.st.vectorWriteBytes.Add(n)
+		c.stats.vectorWrites.Add(1)
+		c.stats.vectorWriteBytes.Add(n)
 		if err := f.drv.WriteV(exts); err != nil {
-			fileErr[f] = fmt.Errorf("cache: writing %d chunks: %w", len(exts), err)
+			sc.fileErr[f] = fmt.Errorf("cache: writing %d chunks: %w", len(exts), err)
 			continue
 		}
 		if sync {
-			c.st.syncs.Add(1)
+			c.stats.syncs.Add(1)
 			if err := f.drv.Sync(); err != nil {
-				fileErr[f] = fmt.Errorf("cache: sync: %w", err)
+				sc.fileErr[f] = fmt.Errorf("cache: sync: %w", err)
 			}
 		}
 	}
-	unlatch() // the images are written (or failed): the chunks may change
-	for _, err := range fileErr {
-		errs = append(errs, err)
-	}
-	// Publish the outcome; only published chunks can become clean.
-	done := sc.done
-	for _, d := range order {
-		ins, ok := insOf[d]
+}
+
+// publishRound publishes each allocated dataset's outcome (Layout.Publish
+// with its file's write error) and, for the datasets written and
+// published, moves their entries to the new locations and lists them in
+// sc.done: only published chunks can become clean. It returns errs with
+// the Publish errors added.
+func publishRound(ctx context.Context, es []*entry, sc *wbScratch, errs []error) []error {
+	for _, d := range sc.order {
+		ins, ok := sc.insOf[d]
 		if !ok {
 			continue
 		}
-		werr := fileErr[d.file]
+		werr := sc.fileErr[d.file]
 		perr := d.lay().l.Publish(ctx, ins, werr)
 		d.relocs.Add(1) // after Publish: see group.epoch
 		if werr != nil {
@@ -506,7 +511,7 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 			errs = append(errs, fmt.Errorf("cache: Layout.Publish: %w", perr))
 			continue
 		}
-		for k, i := range byDS[d] {
+		for k, i := range sc.byDS[d] {
 			e := es[i]
 			nl := ins[k].New
 			nl.Size, nl.Mask = ins[k].Size, ins[k].Mask
@@ -514,25 +519,30 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 				nl.SizeHint = e.loc.SizeHint
 			}
 			e.loc = nl
-			done = append(done, i)
+			sc.done = append(sc.done, i)
 		}
 	}
-	sc.order, sc.files, sc.done = order, files, done // keep grown capacity
-	for _, i := range done {
+	return errs
+}
+
+// markWritten counts the chunks of sc.done as flushed and marks clean
+// those whose version is still the one written, dropping their kept
+// images; a chunk changed meanwhile stays dirty.
+func (c *Cache) markWritten(es []*entry, sc *wbScratch) {
+	for _, i := range sc.done {
 		e := es[i]
-		c.st.bytesFlushed.Add(int64(len(enc[i].Image)))
-		c.st.chunksFlushed.Add(1)
+		c.stats.bytesFlushed.Add(int64(len(sc.enc[i].Image)))
+		c.stats.chunksFlushed.Add(1)
 		e.latch.Lock()
-		if e.version.Load() == ver[i] {
+		if e.version.Load() == sc.ver[i] {
 			// Written: a kept image has served its purpose.
 			c.dropImageLocked(e)
 			if e.dirty.Swap(false) {
-				c.dirtyBytes.Add(-e.size.Load())
+				c.budget.dirty.Add(-e.size.Load())
 			}
 		}
 		e.latch.Unlock()
 	}
-	return errors.Join(errs...)
 }
 
 // condense asks Condenser layouts to give back slack memory of the chunks
@@ -570,7 +580,7 @@ func (c *Cache) condense(need int64) int64 {
 					e.size.Store(ms)
 					e.ds.size.Add(ms - old)
 					if e.dirty.Load() {
-						c.dirtyBytes.Add(ms - old)
+						c.budget.dirty.Add(ms - old)
 					}
 					c.charge(ms - old)
 					freed += old - ms
@@ -585,9 +595,17 @@ func (c *Cache) condense(need int64) int64 {
 
 // wbScratch is writeRound's working set, pooled.
 type wbScratch struct {
-	enc     []Encoded
-	ver     []uint64
-	pre     []*preImage
+	enc []Encoded
+	ver []uint64
+	// pre[i] is the kept image enc[i] came from, held (preImage.refs)
+	// until the write is over; other images are released then, on every
+	// path (the buffer pool's ownership rule, internal/bufpool).
+	pre []*preImage
+	// held[i]: enc[i] came from EncodeBorrowed and es[i]'s latch is still
+	// held shared, so that the chunk, which the image may be, cannot
+	// change before the vector write has read it (BorrowingEncoder).
+	// unlatch lets go of them; it runs once the writes are done, and on
+	// every earlier return.
 	held    []bool
 	byDS    map[*Dataset][]int
 	order   []*Dataset
@@ -613,6 +631,29 @@ func (s *wbScratch) size(n int) {
 		s.enc, s.ver, s.pre, s.held = make([]Encoded, n), make([]uint64, n), make([]*preImage, n), make([]bool, n)
 	}
 	s.enc, s.ver, s.pre, s.held = s.enc[:n], s.ver[:n], s.pre[:n], s.held[:n]
+}
+
+// unlatch releases the latches held for borrowed images (held).
+func (s *wbScratch) unlatch(es []*entry) {
+	for i, h := range s.held {
+		if h {
+			s.held[i] = false
+			es[i].latch.RUnlock()
+		}
+	}
+}
+
+// release ends a round on every path: it releases the latches still held
+// and the images, giving kept images their hold back.
+func (s *wbScratch) release(es []*entry) {
+	s.unlatch(es)
+	for i := range s.enc {
+		if s.pre[i] != nil {
+			s.pre[i].release()
+		} else {
+			releaseImage(s.enc[i])
+		}
+	}
 }
 
 // put drops every reference (images, entries, datasets, errors) and pools

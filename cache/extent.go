@@ -97,7 +97,7 @@ func (d *Dataset) shrink(ctx context.Context, oldDims, newDims []uint64) error {
 	c := d.c
 	ctx = context.WithoutCancel(ctx)
 	cd := d.lay().dims
-	c.extentScans.Add(1)
+	c.stats.extentScans.Add(1)
 	var outside []*entry
 	c.mu.Lock()
 	for e := d.members; e != nil; e = e.mnext {
@@ -115,7 +115,7 @@ func (d *Dataset) shrink(ctx context.Context, oldDims, newDims []uint64) error {
 			return err
 		}
 		if ok {
-			c.st.evictions.Add(1)
+			c.stats.evictions.Add(1)
 			c.remove([]*entry{e})
 		}
 	}
@@ -272,8 +272,8 @@ func (d *Dataset) DirectRead(ctx context.Context, coord Coord) ([]byte, Location
 		return nil, loc, fmt.Errorf("%w: stored size %d", ErrInvalid, loc.Size)
 	}
 	buf := make([]byte, loc.Size)
-	c.st.vectorReads.Add(1)
-	c.st.vectorReadBytes.Add(loc.Size)
+	c.stats.vectorReads.Add(1)
+	c.stats.vectorReadBytes.Add(loc.Size)
 	if err := d.file.drv.ReadV([]vfd.Extent{{Off: loc.Addr, Buf: buf}}); err != nil {
 		return nil, loc, err
 	}
@@ -326,8 +326,8 @@ func (d *Dataset) DirectWrite(ctx context.Context, coord Coord, enc Encoded) err
 	}
 	var werr error
 	if len(enc.Image) > 0 {
-		c.st.vectorWrites.Add(1)
-		c.st.vectorWriteBytes.Add(int64(len(enc.Image)))
+		c.stats.vectorWrites.Add(1)
+		c.stats.vectorWriteBytes.Add(int64(len(enc.Image)))
 		werr = d.file.drv.WriteV([]vfd.Extent{{Off: ins[0].New.Addr, Buf: enc.Image}})
 	}
 	perr := l.Publish(ctx, ins, werr)
@@ -338,7 +338,7 @@ func (d *Dataset) DirectWrite(ctx context.Context, coord Coord, enc Encoded) err
 	if perr != nil {
 		return perr
 	}
-	c.st.bytesFlushed.Add(int64(len(enc.Image)))
-	c.st.chunksFlushed.Add(1)
+	c.stats.bytesFlushed.Add(int64(len(enc.Image)))
+	c.stats.chunksFlushed.Add(1)
 	return nil
 }

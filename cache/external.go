@@ -14,7 +14,7 @@ package cache
 // both run under mu, so a charge racing Unregister is either released by it
 // or ignored, never leaked.
 type metaAccounts struct {
-	byFile map[uint64]int64 // file serial → bytes charged (guarded by Cache.meta)
+	byFile map[uint64]int64 // file serial → bytes charged (guarded by Cache.budget.meta)
 }
 
 // ChargeMetadata adds delta (may be negative) bytes of the file's metadata
@@ -35,25 +35,25 @@ func (f *File) ChargeMetadata(delta int64) {
 		// Admit against the budget: make room first by dropping idle
 		// clean chunks (no I/O, no waiting), so the charge does not take
 		// resident bytes past the active limit where that can be avoided.
-		if over := c.resident.Load() + delta - c.sizing().active; over > 0 {
+		if over := c.budget.resident.Load() + delta - c.sizing().active; over > 0 {
 			c.evictClean(over)
 		}
 	}
-	c.meta.Lock()
-	if _, ok := c.files.Get(f.serial); !ok {
-		c.meta.Unlock()
+	c.budget.meta.Lock()
+	if _, ok := c.registered.files.Get(f.serial); !ok {
+		c.budget.meta.Unlock()
 		return
 	}
-	if c.meta.byFile == nil {
-		c.meta.byFile = make(map[uint64]int64)
+	if c.budget.meta.byFile == nil {
+		c.budget.meta.byFile = make(map[uint64]int64)
 	}
-	c.meta.byFile[f.serial] += delta
-	c.metadata.Add(delta)
+	c.budget.meta.byFile[f.serial] += delta
+	c.budget.metadata.Add(delta)
 	c.charge(delta)
-	c.meta.Unlock()
-	if delta > 0 && c.resident.Load() > c.sizing().quiescent {
+	c.budget.meta.Unlock()
+	if delta > 0 && c.budget.resident.Load() > c.sizing().quiescent {
 		select {
-		case c.trim.kick <- struct{}{}:
+		case c.background.trim.kick <- struct{}{}:
 		default:
 		}
 	}
@@ -62,20 +62,20 @@ func (f *File) ChargeMetadata(delta int64) {
 // MetadataBytes reports the metadata bytes the file has charged.
 func (f *File) MetadataBytes() int64 {
 	c := f.c
-	c.meta.Lock()
-	defer c.meta.Unlock()
-	return c.meta.byFile[f.serial]
+	c.budget.meta.Lock()
+	defer c.budget.meta.Unlock()
+	return c.budget.meta.byFile[f.serial]
 }
 
 // releaseMetadata uncharges everything f charged. File.Unregister calls it
 // after removing f from the registered files, so no later charge lands.
 func (f *File) releaseMetadata() {
 	c := f.c
-	c.meta.Lock()
-	defer c.meta.Unlock()
-	if n, ok := c.meta.byFile[f.serial]; ok {
-		delete(c.meta.byFile, f.serial)
-		c.metadata.Add(-n)
+	c.budget.meta.Lock()
+	defer c.budget.meta.Unlock()
+	if n, ok := c.budget.meta.byFile[f.serial]; ok {
+		delete(c.budget.meta.byFile, f.serial)
+		c.budget.metadata.Add(-n)
 		c.charge(-n)
 	}
 }
@@ -103,15 +103,15 @@ func (f *File) SetMetadataShedder(fn func()) {
 // goroutine is running them: its result serves both. It reports whether
 // it ran them.
 func (c *Cache) shedMetadata() bool {
-	if c.metadata.Load() <= 0 || !c.shedding.CompareAndSwap(false, true) {
+	if c.budget.metadata.Load() <= 0 || !c.budget.shedding.CompareAndSwap(false, true) {
 		return false
 	}
 	defer func() {
-		c.shedAt.Store(c.metadata.Load())
-		c.shedding.Store(false)
+		c.budget.shedAt.Store(c.budget.metadata.Load())
+		c.budget.shedding.Store(false)
 	}()
-	c.st.metadataSheds.Add(1)
-	c.files.ForEach(func(_ uint64, f *File) bool {
+	c.stats.metadataSheds.Add(1)
+	c.registered.files.ForEach(func(_ uint64, f *File) bool {
 		if fn := f.shed.Load(); fn != nil {
 			(*fn)()
 		}

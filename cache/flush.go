@@ -14,7 +14,58 @@ import (
 // evicted, are handled afterwards, one at a time, holding nothing else, so
 // flushers cannot deadlock on each other. Writes that race with the flush
 // bump the entry's version and keep it dirty (writeBack).
+//
+// Phases: take a snapshot of the dirty entries (dirtySnapshot); claim and
+// write those free now in rounds (claimFree, writeClaimed); wait for the
+// ones being loaded or evicted, then claim and write the busy ones that
+// are free by then (claimDeferred); write the rest one at a time
+// (writeOneByOne); sync the files (syncFiles).
 func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) error {
+	snap := c.dirtySnapshot(dss)
+	batch, deferred, waits := c.claimFree(snap)
+	var errs []error
+	if err := c.writeClaimed(ctx, batch); err != nil {
+		errs = append(errs, err)
+	}
+	// Written entries stay pinned until the sync: if it fails they are
+	// marked dirty again, and meanwhile nobody may evict them as clean.
+	written := batch
+	defer func() {
+		for _, e := range written {
+			c.unpin(e)
+		}
+	}()
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return errors.Join(append(errs, ctx.Err())...)
+		}
+	}
+	// Second batch: entries that were busy but are free now are encoded
+	// in parallel and written together, like the first batch (taking
+	// flushMu with TryLock only, so this still waits for nothing).
+	again, rest := c.claimDeferred(deferred)
+	if len(again) > 0 {
+		if err := c.writeClaimed(ctx, again); err != nil {
+			errs = append(errs, err)
+		}
+		written = append(written, again...)
+	}
+	var err error
+	written, errs, err = c.writeOneByOne(ctx, rest, written, errs)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if sync {
+		errs = append(errs, c.syncFiles(dss, written)...)
+	}
+	return errors.Join(errs...)
+}
+
+// dirtySnapshot returns the entries of dss dirty now, under the policy
+// lock (which guards the member lists).
+func (c *Cache) dirtySnapshot(dss []*Dataset) []*entry {
 	var snap []*entry
 	c.mu.Lock()
 	for _, d := range dss {
@@ -25,9 +76,14 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 		}
 	}
 	c.mu.Unlock()
+	return snap
+}
 
-	var batch, deferred []*entry
-	var waits []chan struct{}
+// claimFree pins and takes the flushMu of each entry of snap still dirty
+// (batch). An entry being loaded or evicted goes to deferred with the
+// channel to wait for (waits), one another flusher holds to deferred; a
+// dead or clean entry is dropped.
+func (c *Cache) claimFree(snap []*entry) (batch, deferred []*entry, waits []chan struct{}) {
 	for _, e := range snap {
 		ok, ch := e.pin()
 		if !ok {
@@ -49,37 +105,16 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 		}
 		batch = append(batch, e)
 	}
-	err := c.writeBackRounds(ctx, batch)
-	for _, e := range batch {
-		e.flushMu.Unlock()
-	}
-	// Written entries stay pinned until the sync: if it fails they are
-	// marked dirty again, and meanwhile nobody may evict them as clean.
-	written := batch
-	defer func() {
-		for _, e := range written {
-			c.unpin(e)
-		}
-	}()
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, ch := range waits {
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return errors.Join(append(errs, ctx.Err())...)
-		}
-	}
-	// Second batch: entries that were busy but are free now are encoded
-	// in parallel and written together, like the first batch (taking
-	// flushMu with TryLock only, so this still waits for nothing).
-	var again, rest []*entry
+	return batch, deferred, waits
+}
+
+// claimDeferred is claimFree for the entries deferred once: those still
+// busy (or dead) go to rest.
+func (c *Cache) claimDeferred(deferred []*entry) (again, rest []*entry) {
 	for _, e := range deferred {
 		ok, _ := e.pin()
 		if !ok {
-			rest = append(rest, e) // dead (skipped below) or still settling
+			rest = append(rest, e) // dead (skipped by writeOneByOne) or still settling
 			continue
 		}
 		if !e.flushMu.TryLock() {
@@ -94,18 +129,25 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 		}
 		again = append(again, e)
 	}
-	if len(again) > 0 {
-		if err := c.writeBackRounds(ctx, again); err != nil {
-			errs = append(errs, err)
-		}
-		for _, e := range again {
-			e.flushMu.Unlock()
-		}
-		written = append(written, again...)
+	return again, rest
+}
+
+// writeClaimed writes claimed entries (pinned, flushMu held) in rounds
+// and releases their flushMu; they stay pinned.
+func (c *Cache) writeClaimed(ctx context.Context, es []*entry) error {
+	err := c.writeBackRounds(ctx, es)
+	for _, e := range es {
+		e.flushMu.Unlock()
 	}
-	// One at a time: an entry another flusher or an evictor still holds.
-	// If it is gone, its eviction wrote it; if it is still dirty, write it
-	// now.
+	return err
+}
+
+// writeOneByOne writes, one at a time, the entries another flusher or an
+// evictor still held. If one is gone, its eviction wrote it; if it is
+// still dirty, it is written now. Each entry it pins is added to written;
+// write errors are added to errs; err is the context's error when it ends
+// while waiting.
+func (c *Cache) writeOneByOne(ctx context.Context, rest, written []*entry, errs []error) (_ []*entry, _ []error, err error) {
 	for _, e := range rest {
 		for {
 			ok, ch := e.pin()
@@ -117,7 +159,7 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 				case <-ch:
 					continue
 				case <-ctx.Done():
-					return errors.Join(append(errs, ctx.Err())...)
+					return written, errs, ctx.Err()
 				}
 			}
 			e.flushMu.Lock()
@@ -131,25 +173,30 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 			break
 		}
 	}
-	if sync {
-		seen := map[*File]bool{}
-		for _, d := range dss {
-			if seen[d.file] {
-				continue
-			}
-			seen[d.file] = true
-			c.st.syncs.Add(1)
-			if err := d.file.drv.Sync(); err != nil {
-				errs = append(errs, err)
-				for _, e := range written {
-					if e.ds.file == d.file {
-						c.redirty(e)
-					}
+	return written, errs, nil
+}
+
+// syncFiles syncs each file of dss once; the written entries of a file
+// whose sync fails are marked dirty again.
+func (c *Cache) syncFiles(dss []*Dataset, written []*entry) []error {
+	var errs []error
+	seen := map[*File]bool{}
+	for _, d := range dss {
+		if seen[d.file] {
+			continue
+		}
+		seen[d.file] = true
+		c.stats.syncs.Add(1)
+		if err := d.file.drv.Sync(); err != nil {
+			errs = append(errs, err)
+			for _, e := range written {
+				if e.ds.file == d.file {
+					c.redirty(e)
 				}
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // Flush writes the dataset's dirty chunks and syncs its file; with evict it
@@ -175,7 +222,7 @@ func (d *Dataset) Flush(ctx context.Context, evict bool) error {
 func (c *Cache) redirty(e *entry) {
 	e.latch.Lock()
 	if !e.dirty.Swap(true) {
-		c.dirtyBytes.Add(e.size.Load())
+		c.budget.dirty.Add(e.size.Load())
 	}
 	e.latch.Unlock()
 }

@@ -126,7 +126,7 @@ func TestLightPinHoldsEntry(t *testing.T) {
 // taken a read still succeeds through a light pin.
 func TestSlotReaderHoldsChunk(t *testing.T) {
 	e, d, l, en := residentEntry(t)
-	rs := &e.c.readSlots
+	rs := &e.c.access.slots
 	w0 := en.word.Load()
 	slot := rs.enter(en)
 	if slot == nil {
@@ -248,7 +248,7 @@ func TestHitsAreNotRunningRequests(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- e.c.Read(bg, []Request{fullReq(d, fl, make([]byte, 16), 0)}) }()
 	<-bl.in // inside the hit's Scatter
-	if n := e.c.st.hot.Load(hotActive); n != 0 {
+	if n := e.c.stats.hot.Load(hotActive); n != 0 {
 		t.Errorf("running requests during a hit: %d, want 0", n)
 	}
 	bl.out <- struct{}{}
@@ -256,7 +256,7 @@ func TestHitsAreNotRunningRequests(t *testing.T) {
 	// A read of a chunk that exists nowhere goes the slow way and counts.
 	go func() { done <- e.c.Read(bg, []Request{fullReq(d, fl, make([]byte, 16), 3)}) }()
 	must(t, <-done)
-	if n := e.c.st.hot.Load(hotActive); n != 0 {
+	if n := e.c.stats.hot.Load(hotActive); n != 0 {
 		t.Fatalf("running requests after the miss: %d", n)
 	}
 }

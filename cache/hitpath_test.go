@@ -39,7 +39,7 @@ func TestHitPathAllocs(t *testing.T) {
 	}
 	// The replayer has run (and made its stripes' spare arrays) before
 	// the count starts.
-	waitFor(t, "a replay", func() bool { return e.c.rep.rounds.Load() > 0 })
+	waitFor(t, "a replay", func() bool { return e.c.access.replay.rounds.Load() > 0 })
 	before := e.c.Stats()
 	// AllocsPerRun truncates to whole allocations per run: one run is a
 	// pass over every chunk, so one allocation per batch of records shows.
@@ -75,7 +75,7 @@ func TestSkipRecordWindow(t *testing.T) {
 		e.c.drainLocked()
 		e.c.touchLocked(nil)
 		e.c.mu.Unlock()
-		if w := e.c.acc.window.Load(); w != n/recentWindowDiv {
+		if w := e.c.access.clock.window.Load(); w != n/recentWindowDiv {
 			t.Fatalf("%v: window %d, want %d", pk, w, n/recentWindowDiv)
 		}
 		newest, _ := e.c.chunks.Load(makeKey(d.serial, Coord{n - 1}))
@@ -95,7 +95,7 @@ func TestSkipRecordWindow(t *testing.T) {
 		// A new age epoch (adaptive_age.go advanceAge) makes every entry
 		// not put at the front since then need a record again, however
 		// recent: the record is what stamps its age.
-		e.c.acc.epoch.Store(e.c.acc.clock.Load())
+		e.c.access.clock.epoch.Store(e.c.access.clock.clock.Load())
 		must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, n-1)}))
 		if !recordPending(e.c, newest) {
 			t.Errorf("%v: hit on the newest entry in a new age epoch not recorded", pk)
@@ -134,8 +134,8 @@ func TestEntryHotLine(t *testing.T) {
 // slot (holding each slot while it looks).
 func recordPending(c *Cache, x *entry) bool {
 	found := false
-	for i := range c.readSlots.slots {
-		s := &c.readSlots.slots[i]
+	for i := range c.access.slots.slots {
+		s := &c.access.slots.slots[i]
 		s.hold()
 		found = found || slices.Contains(s.rec, x)
 		s.e.Store(nil)
@@ -146,8 +146,8 @@ func recordPending(c *Cache, x *entry) bool {
 // recordsPending counts the access records waiting in the read slots.
 func recordsPending(c *Cache) int {
 	n := 0
-	for i := range c.readSlots.slots {
-		s := &c.readSlots.slots[i]
+	for i := range c.access.slots.slots {
+		s := &c.access.slots.slots[i]
 		s.hold()
 		n += len(s.rec)
 		s.e.Store(nil)

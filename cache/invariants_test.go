@@ -31,6 +31,6 @@ func TestInvariantAssertions(t *testing.T) {
 	ent.word.Store(packWord(stateResident, 0)) // undo the borrow
 	panics("settle from resident", func() { ent.settle(stateResident, false) })
 	panics("remove of a resident entry", func() { e.c.remove([]*entry{ent}) })
-	panics("negative resident", func() { e.c.charge(-e.c.resident.Load() - 1) })
-	e.c.resident.Add(e.c.resident.Load()*-1 + 16) // back to the one chunk
+	panics("negative resident", func() { e.c.charge(-e.c.budget.resident.Load() - 1) })
+	e.c.budget.resident.Add(e.c.budget.resident.Load()*-1 + 16) // back to the one chunk
 }

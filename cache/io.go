@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"runtime"
 	"slices"
 	"sync"
@@ -113,7 +114,7 @@ func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (
 // access record with plain writes while it holds the slot, and the store
 // that releases it. Other hits (writes, or reads that found every slot of
 // the P taken) write the entry's pin word and, for their counts, the
-// stripe of the caller's P of c.st.hot and of the dataset's counters
+// stripe of the caller's P of c.stats.hot and of the dataset's counters
 // (lockfree.Counters). Either way the lines a hit writes are private to
 // its core unless goroutines read the same chunk. A slot reader's access
 // record is deduplicated in its slot (pendingFilter, latch.go); for the
@@ -156,7 +157,7 @@ func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
 	if i == len(reqs) {
 		return nil
 	}
-	st := c.st.hot.Stripe()
+	st := c.stats.hot.Stripe()
 	if err := c.beginOn(st); err != nil {
 		return err
 	}
@@ -201,11 +202,11 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	var n int64 // this hit's number on its stripe or slot
 	var slot *readSlot
 	if o.kind == opRead {
-		slot = c.readSlots.enter(e)
+		slot = c.access.slots.enter(e)
 	}
 	switch {
 	case slot != nil:
-		err = c.lightRead(e, r)
+		err = lightRead(e, r)
 		n = c.slotHit(slot, e)
 		slot.e.Store(nil)
 		if n%hitCheckEvery == 0 && c.sizing().ad != nil {
@@ -214,10 +215,10 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		return true, err
 	case o.kind == opRead && e.tryPinRead():
 		n = c.countHit(e)
-		err = c.lightRead(e, r)
+		err = lightRead(e, r)
 		e.unpinRead()
-		if c.spaceWaiters.Load() > 0 {
-			c.signalSpace() // as in unpin: a waiter may want this entry
+		if c.budget.spaceWaiters.Load() > 0 {
+			c.budget.signalSpace() // as in unpin: a waiter may want this entry
 		}
 	case e.tryPin():
 		n = c.countHit(e)
@@ -254,7 +255,7 @@ func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
 			s.pending.forget(e) // dropped: let it be recorded again
 		}
 		if ready {
-			c.kickReplay()
+			c.access.kickReplay()
 		}
 	}
 	return s.seen
@@ -265,7 +266,7 @@ func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
 // adaptive sizing's epoch (every hitCheckEvery-th) without a shared write.
 func (c *Cache) countHit(e *entry) (n int64) {
 	p := lockfree.ProcHint()
-	n = c.st.hot.AddAt(p, hotHits, 1)
+	n = c.stats.hot.AddAt(p, hotHits, 1)
 	e.ds.counters().AddAt(p, dsHits, 1)
 	if e.prefetched().Load() {
 		c.prefetchUsed(e)
@@ -274,7 +275,7 @@ func (c *Cache) countHit(e *entry) (n int64) {
 }
 
 // lightRead is apply's read for a light pin: no latch (latch.go).
-func (c *Cache) lightRead(e *entry, r *Request) error {
+func lightRead(e *entry, r *Request) error {
 	if e.partial().Load() == r.Full {
 		e.partial().Store(!r.Full) // store only on change: keeps the line shared
 	}
@@ -302,10 +303,10 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 		counted[i] = true
 		d := reqs[i].Dataset
 		if hit {
-			c.st.hot.Add(hotHits, 1)
+			c.stats.hot.Add(hotHits, 1)
 			d.counters().Add(dsHits, 1)
 		} else {
-			c.st.hot.Add(hotMisses, 1)
+			c.stats.hot.Add(hotMisses, 1)
 			d.counters().Add(dsMisses, 1)
 		}
 	}
@@ -334,7 +335,7 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 				later = append(later, i)
 				if ch != nil {
 					waits = append(waits, ch)
-					c.st.coalesced.Add(1)
+					c.stats.coalesced.Add(1)
 				}
 				continue
 			}
@@ -444,8 +445,8 @@ func (c *Cache) modifiedLocked(e *entry) {
 	var img int64
 	if p := e.encoded.Swap(nil); p != nil {
 		img = p.bytes()
-		c.pre.bytes.Add(-img)
-		c.st.preWasted.Add(1)
+		c.background.preEncode.bytes.Add(-img)
+		c.stats.preWasted.Add(1)
 		p.release()
 	}
 	old := e.size.Load()
@@ -459,9 +460,9 @@ func (c *Cache) modifiedLocked(e *entry) {
 	}
 	e.version.Add(1)
 	if !e.dirty.Swap(true) {
-		c.dirtyBytes.Add(ms)
+		c.budget.dirty.Add(ms)
 	} else {
-		c.dirtyBytes.Add(ms - old)
+		c.budget.dirty.Add(ms - old)
 	}
 }
 
@@ -578,15 +579,43 @@ func lookupDS(ctx context.Context, d *Dataset, list []*group) error {
 
 // missing handles requests whose chunks were not in the table. It returns
 // requests to retry (their chunk was claimed by someone else meanwhile).
+//
+// Phases: group the requests by chunk (groupMissing), look the chunks up
+// (lookup), serve the chunks with no stored image (storedOnly), send the
+// chunks that can go around the cache straight to the caller or the file
+// (routeDirect), and load or create the rest in sub-lists that fit the
+// space eviction can make (loadSubLists).
 func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkKey, idx []int) ([]int, error) {
 	// One missing chunk (a small read at one goroutine: the common miss)
-	// needs no map to group its requests.
+	// needs no map nor slice to group its requests.
+	var oneG [1]*group
+	gs := groupMissing(oneG[:0], reqs, keys, idx)
+	if o.kind == opRead && c.background.prefetch.max > 0 {
+		for _, g := range gs {
+			c.noteReadMiss(g.d, g.coord)
+		}
+	}
+	if err := lookup(ctx, gs); err != nil {
+		return nil, err
+	}
+	work, err := storedOnly(o, reqs, gs)
+	if err != nil {
+		return nil, err
+	}
+	work, later, err := c.routeDirect(ctx, o, reqs, work)
+	if err != nil {
+		return later, err
+	}
+	return c.loadSubLists(ctx, o, reqs, work, later)
+}
+
+// groupMissing groups the requests idx by chunk, appending one group per
+// chunk to gs (which the single-chunk case passes with room for one).
+func groupMissing(gs []*group, reqs []Request, keys []chunkKey, idx []int) []*group {
 	var byKey map[chunkKey]*group
 	if len(idx) > 1 {
 		byKey = map[chunkKey]*group{}
 	}
-	var oneG [1]*group
-	gs := oneG[:0]
 	// Several chunks' groups and coordinates come from one slab each: a
 	// read of many chunks allocates nothing per chunk here. Entries copy
 	// the coordinates they keep (claim).
@@ -624,14 +653,13 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 		g.reqs = append(g.reqs, i)
 		g.full = g.full && reqs[i].Full
 	}
-	if o.kind == opRead && c.pref.max > 0 {
-		for _, g := range gs {
-			c.noteReadMiss(g.d, g.coord)
-		}
-	}
-	if err := lookup(ctx, gs); err != nil {
-		return nil, err
-	}
+	return gs
+}
+
+// storedOnly returns the groups whose chunk needs the cache: a chunk with
+// no stored image is served by its fill value on a read (ScatterFill) and
+// needs nothing for other non-write operations; a write creates it.
+func storedOnly(o op, reqs []Request, gs []*group) ([]*group, error) {
 	var work []*group
 	for _, g := range gs {
 		if !g.loc.Exists() && o.kind != opWrite {
@@ -647,13 +675,19 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 		}
 		work = append(work, g)
 	}
-	var later []int
+	return work, nil
+}
+
+// routeDirect serves the groups that go around the cache and returns the
+// others, plus the requests to retry (a direct write's chunk claimed by
+// someone else first).
+func (c *Cache) routeDirect(ctx context.Context, o op, reqs []Request, work []*group) (_ []*group, later []int, err error) {
 	switch o.kind {
 	case opRead: // whole unfiltered chunks go straight to the caller (direct.go), parts of chunks above the bypass threshold by their blocks (directpart.go)
 		// ...except those with a prefetched image entry, which
-		// readImages serves without a read (prefetched.go).
+		// readImages serves without a read (imageentries.go).
 		var pre []*group
-		if c.imgBytes.Load() > 0 {
+		if c.images.bytes.Load() > 0 {
 			rest := work[:0:0]
 			for _, g := range work {
 				if g.loc.Exists() && g.d.file.HasPrefetched(g.loc.Addr) {
@@ -664,20 +698,24 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 			}
 			work = rest
 		}
-		var err error
 		if work, err = c.readDirect(reqs, work); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		work = append(work, pre...)
 	case opWrite: // whole large unfiltered chunks go straight to the file (directwrite.go)
-		var err error
 		if work, later, err = c.writeDirect(ctx, reqs, work); err != nil {
-			return later, err
+			return nil, later, err
 		}
 	}
-	// Sub-lists whose chunks fit the space eviction can make (SCC design
-	// §3.6): the active limit minus what other requests hold in flight.
-	s := c.flashFor(work) - c.inflight.Load()
+	return work, later, nil
+}
+
+// loadSubLists loads or creates work in sub-lists whose chunks fit the
+// space eviction can make (SCC design §3.6): the active limit minus what
+// other requests hold in flight. It returns later with the requests to
+// retry added.
+func (c *Cache) loadSubLists(ctx context.Context, o op, reqs []Request, work []*group, later []int) ([]int, error) {
+	s := c.flashFor(work) - c.budget.inflight.Load()
 	for start := 0; start < len(work); {
 		rest := work[start:]
 		end := start + cut(s, len(rest), func(i int) int64 { return rest[i].hint() })
@@ -742,7 +780,7 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		c.remove(entriesOf(mine))
 		return later, err
 	}
-	defer c.inflight.Add(-n)
+	defer c.budget.inflight.Add(-n)
 	if err := c.materializeAll(ctx, o, mine); err != nil {
 		c.remove(entriesOf(mine))
 		return later, err
@@ -790,7 +828,7 @@ func (c *Cache) claim(gs []*group) (mine []*group, later []int) {
 // reserveFor looks up again the locations that went stale since the
 // lookup (the cache inserted or deleted chunks of the dataset after it),
 // then charges the claimed chunks' size hints (reserve) and counts them
-// in flight. It returns the bytes added to c.inflight; the caller removes
+// in flight. It returns the bytes added to c.budget.inflight; the caller removes
 // them when the sub-list is done. On error nothing is charged.
 func (c *Cache) reserveFor(ctx context.Context, mine []*group) (int64, error) {
 	var stale []*group
@@ -812,7 +850,7 @@ func (c *Cache) reserveFor(ctx context.Context, mine []*group) (int64, error) {
 	if err := c.reserve(ctx, n); err != nil {
 		return 0, err
 	}
-	c.inflight.Add(n)
+	c.budget.inflight.Add(n)
 	for _, g := range mine {
 		h := g.hint()
 		g.e.size.Store(h)
@@ -845,7 +883,7 @@ func (c *Cache) materializeAll(ctx context.Context, o op, mine []*group) error {
 	case n == 1:
 		err = materialize(creates[0], nil, false, nil)
 	default:
-		err = c.run.run(ctx, n, func(i int) error {
+		err = c.workers.run(ctx, n, func(i int) error {
 			if i < len(loads) {
 				return materialize(loads[i], images[i], true, sumOf(sums, i))
 			}
@@ -860,8 +898,8 @@ func (c *Cache) materializeAll(ctx context.Context, o op, mine []*group) error {
 			return fmt.Errorf("%w: layout returned a nil chunk for %v", ErrInvalid, g.coord)
 		}
 	}
-	c.st.loads.Add(int64(len(loads)))
-	c.st.creates.Add(int64(len(creates)))
+	c.stats.loads.Add(int64(len(loads)))
+	c.stats.creates.Add(int64(len(creates)))
 	return nil
 }
 
@@ -878,12 +916,12 @@ func (c *Cache) readImages(loads []*group) (images [][]byte, sums []directRead, 
 	for i, g := range loads {
 		f := g.d.file
 		// A prefetched image entry of this very block skips the read
-		// (prefetched.go; Cache image RFC §2 "prefetched entries").
+		// (imageentries.go; Cache image RFC §2 "prefetched entries").
 		if b, ok := f.TakePrefetched(g.loc.Addr, g.loc.Size, g.loc.Sum); ok {
 			images[i] = b
 			continue
 		}
-		images[i] = GetBufFull(int(g.loc.Size)) // Decode owns it (bufpool.go)
+		images[i] = bufpool.GetFull(int(g.loc.Size)) // Decode owns it (bufpool.go)
 		x := vfd.Extent{Off: g.loc.Addr, Buf: images[i]}
 		switch {
 		case byFile == nil && (len(files) == 0 || files[0] == f):
@@ -968,7 +1006,7 @@ func (c *Cache) dropBypass(ctx context.Context, o op, bypass []*entry) error {
 	if len(bypass) == 0 {
 		return nil
 	}
-	c.st.bypasses.Add(int64(len(bypass)))
+	c.stats.bypasses.Add(int64(len(bypass)))
 	var dirty []*entry
 	for _, e := range bypass {
 		if e.dirty.Load() {
@@ -1001,7 +1039,7 @@ func (c *Cache) readV(f *File, exts []vfd.Extent) error {
 	for _, x := range exts {
 		b += int64(len(x.Buf))
 	}
-	c.st.vectorReads.Add(1)
-	c.st.vectorReadBytes.Add(b)
+	c.stats.vectorReads.Add(1)
+	c.stats.vectorReadBytes.Add(b)
 	return f.drv.ReadV(exts)
 }

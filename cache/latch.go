@@ -132,7 +132,7 @@ func (e *entry) lockChunk() {
 // counts or the records takes the slot the same way, with slotHeld in
 // place of an entry (never in any table, so waitOut never waits for it
 // and no reader mistakes it for its entry): foldSlots moves the counts
-// into the shared counters before anything reads them, drainSlots swaps
+// into the shared counters before anything reads them, readSlots.drain swaps
 // the record array for its spare as lockfree.Buffer.Drain does. Holders
 // never wait while they hold a slot, so taking one means waiting at most
 // for one Scatter.
@@ -145,7 +145,7 @@ func (e *entry) lockChunk() {
 type readSlots struct {
 	slots []readSlot
 	mask  int
-	// drainMu serializes drainSlots: it guards every slot's spare.
+	// drainMu serializes readSlots.drain: it guards every slot's spare.
 	drainMu sync.Mutex
 }
 
@@ -154,13 +154,13 @@ type readSlots struct {
 type readSlot struct {
 	e atomic.Pointer[entry]
 	// Owned by the slot's holder (see above).
-	hits   int64    // cache hits not yet in Cache.st.hot
+	hits   int64    // cache hits not yet in Cache.stats.hot
 	seen   int64    // hits ever counted here (never folded): paces adaptive epochs
 	ds     *Dataset // the dataset dsHits counts for
 	dsHits int64    // ds's hits not yet in its counters
 	drops  int64    // records dropped (rec full), not yet in Cache.slotDrops
 	rec    []*entry // access records; cap accessStripe once made
-	// spare is the array drainSlots swaps in for rec; guarded by
+	// spare is the array readSlots.drain swaps in for rec; guarded by
 	// readSlots.drainMu.
 	spare []*entry
 	// pending remembers entries recorded in rec since the last drain.
@@ -293,30 +293,29 @@ func (s *readSlot) foldDataset() {
 // foldSlots moves every slot's counts into the shared counters, so that a
 // read of those that follows includes every hit counted before the call.
 func (c *Cache) foldSlots() {
-	rs := &c.readSlots
+	rs := &c.access.slots
 	for i := range rs.slots {
 		s := &rs.slots[i]
 		s.hold()
 		if s.hits != 0 {
-			c.st.hot.AddAt(0, hotHits, s.hits)
+			c.stats.hot.AddAt(0, hotHits, s.hits)
 			s.hits = 0
 		}
 		s.foldDataset()
 		if s.drops != 0 {
-			c.slotDrops.Add(s.drops)
+			c.access.slotDrops.Add(s.drops)
 			s.drops = 0
 		}
 		s.e.Store(nil)
 	}
 }
 
-// drainSlots calls f with every slot's records and empties them. It waits
+// drain calls f with every slot's records and empties them. It waits
 // for a reader holding a slot (one Scatter) rather than pass it by: the
 // replayer's sleep (replay.go) relies on a drain taking every record
 // appended before it, or a reader that passed its mark while the
 // replayer polled would never wake it. f must not keep the slice.
-func (c *Cache) drainSlots(f func([]*entry)) {
-	rs := &c.readSlots
+func (rs *readSlots) drain(f func([]*entry)) {
 	rs.drainMu.Lock()
 	defer rs.drainMu.Unlock()
 	for i := range rs.slots {
@@ -348,7 +347,7 @@ func (c *Cache) drainSlots(f func([]*entry)) {
 // slotRead clear is one whose change that reader will see.
 func (e *entry) waitSlotReaders() {
 	if e.slotRead().Load() {
-		e.ds.c.readSlots.waitOut(e)
+		e.ds.c.access.slots.waitOut(e)
 	}
 }
 

@@ -173,8 +173,9 @@ type Encoded struct {
 	// Sum is the layout's checksum of Image, opaque to the cache, which
 	// carries it to Insertion.Sum.
 	Sum uint32
-	// Pooled says Image came from GetBuf: the cache owns it and gives it
-	// back with PutBuf once it is written or dropped (bufpool.go).
+	// Pooled says Image came from the module's buffer pool
+	// (internal/bufpool.Get): the cache owns it and gives it back with
+	// bufpool.Put once it is written or dropped.
 	Pooled bool
 }
 
@@ -304,4 +305,92 @@ type Condenser interface {
 // and releases the latch at once; one without is taken to alias the chunk.
 type BorrowingEncoder interface {
 	EncodeBorrowed(coord Coord, chunk Chunk) (Encoded, error)
+}
+
+// The interfaces below are the optional paths around the cache: a layout
+// that implements one lets the cache read or write its chunks without
+// making them resident, or checksum them by pieces. Each path is
+// described in the file named in its doc.
+
+// DirectReader is implemented by layouts whose stored images can be read
+// straight into the caller's buffer (the path: direct.go).
+type DirectReader interface {
+	// DirectTarget returns, for a read piece and the chunk's location,
+	// the caller's bytes the chunk's stored bytes map onto exactly (the
+	// piece selects the whole chunk, contiguous in the caller's buffer, and
+	// the image is the chunk without filters) and the length of the
+	// trailer stored after them; ok false means "not directly".
+	DirectTarget(loc Location, p Piece) (dst []byte, trailer int, ok bool)
+	// VerifyDirect checks the bytes read into dst and the trailer against
+	// each other and against loc, returning an error wrapping the layout's
+	// corruption sentinel on a mismatch. dst's contents are then undefined.
+	VerifyDirect(coord Coord, loc Location, dst, trailer []byte) error
+}
+
+// DirectSummer is implemented by DirectReaders whose check of the bytes
+// read is a checksum that can be computed by pieces and combined, so that
+// a split read (splitread.go) sums each piece on the goroutine that read
+// it.
+type DirectSummer interface {
+	DirectReader
+	// SumDirect returns the checksum of b, a piece of a chunk's bytes.
+	SumDirect(b []byte) uint32
+	// CombineDirect returns the checksum of a||b from the checksums of a
+	// and b and b's length.
+	CombineDirect(sa, sb uint32, nb int64) uint32
+	// VerifyDirectSum is VerifyDirect given sum, the checksum of all of
+	// dst computed by pieces: it checks the trailer and sum against loc.
+	VerifyDirectSum(coord Coord, loc Location, sum uint32, dst, trailer []byte) error
+}
+
+// Block is a byte range of a chunk's stored image, from Location.Addr.
+type Block struct{ Off, Len int64 }
+
+// PartReader is implemented by layouts whose stored chunks can be read
+// and verified in part (the path: directpart.go).
+type PartReader interface {
+	// PartBlocks returns the blocks of the stored image at loc that
+	// serve pieces (every request of the read that falls in the chunk),
+	// each of which the layout can verify on its own; ok false means
+	// "not in part" and the cached path serves the read. Blocks lie
+	// inside [0, loc.Size) and do not overlap.
+	PartBlocks(coord Coord, loc Location, pieces []Piece) (blocks []Block, ok bool)
+	// ReadPart verifies each block read (bufs[i] holds blocks[i]) against
+	// its own checksum and serves the pieces from them as Scatter would.
+	// A mismatch is an error wrapping the layout's corruption sentinel;
+	// the caller's bytes of the pieces are then undefined. ReadPart owns
+	// bufs (from internal/bufpool) and may give them back with bufpool.Put.
+	ReadPart(coord Coord, loc Location, pieces []Piece, blocks []Block, bufs [][]byte) error
+}
+
+// DirectWriter is implemented by layouts whose stored image of a chunk can
+// be the caller's bytes themselves, framed by small side buffers (the
+// path: directwrite.go).
+type DirectWriter interface {
+	// DirectSource returns the caller's bytes that are the chunk's
+	// unfiltered contents for a piece that selects the whole chunk (they
+	// are contiguous in the caller's buffer); ok false means "not
+	// directly". It must not copy: the bytes are written as they are.
+	DirectSource(coord Coord, p Piece) (src []byte, ok bool)
+	// DirectFrame returns the frame around src: head is written before it
+	// and tail after it (either may be empty), sum is what Encode would
+	// have reported as Encoded.Sum for the same frame. The image stored is
+	// head+src+tail with filter mask 0.
+	DirectFrame(coord Coord, src []byte) (head, tail []byte, sum uint32)
+}
+
+// SummedDecoder is implemented by layouts whose Decode verifies a checksum
+// that can be computed by pieces (DirectSummer's SumDirect and
+// CombineDirect) over a prefix of the stored image.
+type SummedDecoder interface {
+	DirectSummer
+	// SummedLen returns how many leading bytes of the stored image at loc
+	// its checksum covers, or -1 when this image cannot be decoded from a
+	// sum (Decode is used).
+	SummedLen(loc Location) int64
+	// DecodeSummed is Decode given sum, the checksum of
+	// image[:SummedLen(loc)] computed by pieces while it was read: it
+	// checks sum where Decode would compute it. It owns image as Decode
+	// does.
+	DecodeSummed(coord Coord, loc Location, image []byte, sum uint32) (Chunk, error)
 }

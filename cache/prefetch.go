@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"sync"
 	"sync/atomic"
 
@@ -82,7 +83,7 @@ func stepDim(a, b Coord) int {
 
 // noteReadMiss feeds a read miss of coord to d's detector.
 func (c *Cache) noteReadMiss(d *Dataset, coord Coord) {
-	if c.pref.max <= 0 {
+	if c.background.prefetch.max <= 0 {
 		return
 	}
 	s := &d.seq
@@ -109,8 +110,8 @@ func (c *Cache) prefetchUsed(e *entry) {
 	if !e.prefetched().CompareAndSwap(true, false) {
 		return
 	}
-	c.pref.bytes.Add(-e.prefSize)
-	c.st.prefetchHits.Add(1)
+	c.background.prefetch.bytes.Add(-e.prefSize)
+	c.stats.prefetchHits.Add(1)
 	d := e.ds
 	d.seq.Lock()
 	dim := d.seq.dim
@@ -121,28 +122,28 @@ func (c *Cache) prefetchUsed(e *entry) {
 
 // queuePrefetch hands a job to the prefetcher without ever blocking.
 func (c *Cache) queuePrefetch(d *Dataset, from Coord, dim int) {
-	if c.pref.bytes.Load() >= c.pref.max {
+	if c.background.prefetch.bytes.Load() >= c.background.prefetch.max {
 		return
 	}
 	select {
-	case c.pref.jobs <- prefetchJob{d: d, from: append(Coord(nil), from...), dim: dim}:
+	case c.background.prefetch.jobs <- prefetchJob{d: d, from: append(Coord(nil), from...), dim: dim}:
 	default:
 	}
 }
 
 func (c *Cache) prefetcher() {
-	defer c.bg.wg.Done()
+	defer c.background.jobs.wg.Done()
 	for {
 		select {
-		case <-c.bg.ctx.Done():
+		case <-c.background.jobs.ctx.Done():
 			return
-		case j := <-c.pref.jobs:
+		case j := <-c.background.prefetch.jobs:
 			f := j.d.file
 			if !f.prefetchBegin() {
 				continue
 			}
 			if j.d.registered.Load() {
-				_ = c.prefetch(c.bg.ctx, j)
+				_ = c.prefetch(c.background.jobs.ctx, j)
 			}
 			f.prefetchEnd()
 		}
@@ -216,7 +217,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	if err := box.l.Lookup(ctx, coords, locs); err != nil {
 		return err
 	}
-	room := c.pref.max - c.pref.bytes.Load()
+	room := c.background.prefetch.max - c.background.prefetch.bytes.Load()
 	var es []*entry
 	var total int64
 	for i, x := range coords {
@@ -244,25 +245,25 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		return nil
 	}
 	if !c.tryCharge(total) {
-		c.evictClean(total - (c.sizing().active - c.resident.Load()))
+		c.evictClean(total - (c.sizing().active - c.budget.resident.Load()))
 		if !c.tryCharge(total) {
 			c.remove(es)
 			return nil
 		}
 	}
-	c.inflight.Add(total)
-	defer c.inflight.Add(-total)
+	c.budget.inflight.Add(total)
+	defer c.budget.inflight.Add(-total)
 	images := make([][]byte, len(es))
 	exts := make([]vfd.Extent, len(es))
 	for i, e := range es {
 		h := e.loc.SizeHint
 		e.size.Store(h)
 		d.size.Add(h)
-		images[i] = GetBufFull(int(e.loc.Size)) // Decode owns it (bufpool.go)
+		images[i] = bufpool.GetFull(int(e.loc.Size)) // Decode owns it (bufpool.go)
 		exts[i] = vfd.Extent{Off: e.loc.Addr, Buf: images[i]}
 	}
-	c.st.vectorReads.Add(1)
-	c.st.vectorReadBytes.Add(func() (n int64) {
+	c.stats.vectorReads.Add(1)
+	c.stats.vectorReadBytes.Add(func() (n int64) {
 		for _, e := range es {
 			n += e.loc.Size
 		}
@@ -272,7 +273,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		c.remove(es)
 		return err
 	}
-	err := c.run.run(ctx, len(es), func(i int) (err error) {
+	err := c.workers.run(ctx, len(es), func(i int) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("%w: %v", ErrPanic, r)
@@ -303,11 +304,11 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	c.mu.Unlock()
 	for _, e := range es {
 		e.prefSize = e.size.Load()
-		c.pref.bytes.Add(e.prefSize)
+		c.background.prefetch.bytes.Add(e.prefSize)
 		e.prefetched().Store(true)
 		e.settle(stateResident, false)
 	}
-	c.st.prefetched.Add(int64(len(es)))
+	c.stats.prefetched.Add(int64(len(es)))
 	return nil
 }
 
@@ -348,7 +349,7 @@ func (c *Cache) evictClean(need int64) {
 	for _, e := range back {
 		c.settleBack(e)
 	}
-	c.st.evictions.Add(int64(len(victims)))
+	c.stats.evictions.Add(int64(len(victims)))
 	// Evicted for lack of room like any other victim: adaptive sizing
 	// counts a miss on them as a sign that a larger cache would help.
 	c.noteEvicted(victims)

@@ -7,7 +7,7 @@ import (
 
 // Replaying access records off the reading goroutine.
 //
-// A hit appends its entry to the lossy striped buffer (Cache.accesses,
+// A hit appends its entry to the lossy striped buffer (Cache.access.buf,
 // lockfree.Buffer.Record) and returns: it never applies records to the
 // policy itself. A background goroutine, the replayer, takes the policy
 // lock and drains every stripe into the policy (touchLocked). Evictions
@@ -58,12 +58,12 @@ type replayState struct {
 
 // kickReplay wakes the replayer if it sleeps. Called after the record that
 // brought a stripe to its mark was appended.
-func (c *Cache) kickReplay() {
-	if !c.rep.sleeping.Load() {
+func (a *accessRecording) kickReplay() {
+	if !a.replay.sleeping.Load() {
 		return // polling: its next drain takes the stripe
 	}
 	select {
-	case c.rep.kick <- struct{}{}:
+	case a.replay.kick <- struct{}{}:
 	default:
 	}
 }
@@ -79,21 +79,21 @@ func (c *Cache) replayOnce() int {
 	})
 	c.mu.Unlock()
 	if n > 0 {
-		c.rep.rounds.Add(1)
+		c.access.replay.rounds.Add(1)
 	}
 	return n
 }
 
 // replayer applies buffered access records to the policy (see above).
 func (c *Cache) replayer() {
-	defer c.bg.wg.Done()
+	defer c.background.jobs.wg.Done()
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	for {
 		if c.replayOnce() > 0 {
 			t.Reset(replayPoll)
 			select {
-			case <-c.bg.ctx.Done():
+			case <-c.background.jobs.ctx.Done():
 				t.Stop()
 				return
 			case <-t.C:
@@ -104,14 +104,14 @@ func (c *Cache) replayer() {
 		// were polling saw sleeping clear and sent nothing; its record was
 		// appended before it looked, so the drain after the store below
 		// finds it (or the reader sees sleeping set and kicks).
-		c.rep.sleeping.Store(true)
+		c.access.replay.sleeping.Store(true)
 		if c.replayOnce() == 0 {
 			select {
-			case <-c.bg.ctx.Done():
+			case <-c.background.jobs.ctx.Done():
 				return
-			case <-c.rep.kick:
+			case <-c.access.replay.kick:
 			}
 		}
-		c.rep.sleeping.Store(false)
+		c.access.replay.sleeping.Store(false)
 	}
 }

@@ -28,7 +28,7 @@ func TestReplayOffReader(t *testing.T) {
 	}
 	must(t, e.f.Flush(bg))
 	before := e.c.Stats()
-	rounds := e.c.rep.rounds.Load()
+	rounds := e.c.access.replay.rounds.Load()
 
 	e.c.mu.Lock()
 	done := make(chan error, 1)
@@ -62,7 +62,7 @@ func TestReplayOffReader(t *testing.T) {
 	}
 
 	waitFor(t, "the replayer", func() bool { return recordsPending(e.c) == 0 })
-	if e.c.rep.rounds.Load() == rounds {
+	if e.c.access.replay.rounds.Load() == rounds {
 		t.Fatal("records applied, but not by the replayer")
 	}
 	e.c.mu.Lock()
@@ -95,19 +95,19 @@ func TestReplayerSleepsAndWakes(t *testing.T) {
 		}
 	}
 	for round := 0; round < 3; round++ {
-		waitFor(t, "the replayer to sleep", func() bool { return e.c.rep.sleeping.Load() })
-		r0 := e.c.rep.rounds.Load()
+		waitFor(t, "the replayer to sleep", func() bool { return e.c.access.replay.sleeping.Load() })
+		r0 := e.c.access.replay.rounds.Load()
 		e.c.mu.Lock()
 		// Window 0: every hit is recorded (no entry counts as recent).
-		e.c.acc.window.Store(0)
+		e.c.access.clock.window.Store(0)
 		e.c.mu.Unlock()
 		burst()
-		waitFor(t, "a replay", func() bool { return e.c.rep.rounds.Load() > r0 })
+		waitFor(t, "a replay", func() bool { return e.c.access.replay.rounds.Load() > r0 })
 	}
-	waitFor(t, "the replayer to sleep", func() bool { return e.c.rep.sleeping.Load() })
-	r := e.c.rep.rounds.Load()
+	waitFor(t, "the replayer to sleep", func() bool { return e.c.access.replay.sleeping.Load() })
+	r := e.c.access.replay.rounds.Load()
 	time.Sleep(20 * replayPoll)
-	if got := e.c.rep.rounds.Load(); got != r {
+	if got := e.c.access.replay.rounds.Load(); got != r {
 		t.Fatalf("idle replayer ran %d rounds", got-r)
 	}
 }
@@ -165,7 +165,7 @@ func TestReplayerRacesEvictions(t *testing.T) {
 				}(uint64(w))
 			}
 			wg.Wait()
-			if e.c.rep.rounds.Load() == 0 {
+			if e.c.access.replay.rounds.Load() == 0 {
 				t.Error("the replayer never ran")
 			}
 			if s := e.c.Stats(); s.Evictions == 0 {

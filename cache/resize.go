@@ -13,8 +13,8 @@ import (
 // (SCC design §4.3 "maximum available").
 //
 // The sizes in force live in one immutable sizing value behind an atomic
-// pointer (Cache.sz). SetConfig and adaptive sizing build a new value and
-// swap it in under Cache.ad.mu, so every reader sees one consistent set of
+// pointer (Cache.sizes.limits). SetConfig and adaptive sizing build a new value and
+// swap it in under Cache.sizes.adaptive.mu, so every reader sees one consistent set of
 // limits, a reader on the data path pays one atomic load, and nobody on
 // the data path ever waits for a resize. A smaller limit is enforced by the
 // normal eviction path: SetConfig evicts down itself (writing dirty chunks
@@ -55,7 +55,7 @@ type sizing struct {
 	ad *adaptiveParams
 }
 
-func (c *Cache) sizing() *sizing { return c.sz.Load() }
+func (c *Cache) sizing() *sizing { return c.sizes.limits.Load() }
 
 // newSizing resolves raw (validated) at the given quiescent size; size < 0
 // means "the size raw asks for" (QuiescentBytes, or the adaptive initial
@@ -99,8 +99,8 @@ func (c *Cache) newSizing(raw Config, size int64) *sizing {
 // c.cfg is set.
 func (c *Cache) initSizing(raw Config) {
 	s := c.newSizing(raw, -1)
-	c.sz.Store(s)
-	c.ad.reset(c, s)
+	c.sizes.limits.Store(s)
+	c.sizes.adaptive.reset(c, s)
 }
 
 // Config returns the cache's configuration as last given to New or
@@ -138,14 +138,14 @@ func (c *Cache) SetConfig(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	c.ad.mu.Lock()
+	c.sizes.adaptive.mu.Lock()
 	old := c.sizing()
 	runnerGiven := cfg.Runner != nil
 	if !runnerGiven {
 		cfg.Runner = old.raw.Runner
 	}
 	if err := immutableChanged(old.raw, cfg, runnerGiven); err != nil {
-		c.ad.mu.Unlock()
+		c.sizes.adaptive.mu.Unlock()
 		return err
 	}
 	size := int64(-1) // what cfg asks for
@@ -154,11 +154,11 @@ func (c *Cache) SetConfig(ctx context.Context, cfg Config) error {
 	}
 	s := c.newSizing(cfg, size)
 	c.publishLocked(s, ResizeDecision{
-		Epoch: c.ad.mu.epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
+		Epoch: c.sizes.adaptive.mu.epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
 	}, old.quiescent != s.quiescent)
-	c.ad.reset(c, s)
-	c.ad.mu.Unlock()
-	c.wakeAdaptor()
+	c.sizes.adaptive.reset(c, s)
+	c.sizes.adaptive.mu.Unlock()
+	c.sizes.adaptive.wakeAdaptor()
 	return c.shrinkTo(ctx, s.active)
 }
 
@@ -166,7 +166,7 @@ func (c *Cache) SetConfig(ctx context.Context, cfg Config) error {
 // can be evicted now), through Cache.evict.
 func (c *Cache) shrinkTo(ctx context.Context, limit int64) error {
 	for {
-		over := c.resident.Load() - limit
+		over := c.budget.resident.Load() - limit
 		if over <= 0 {
 			return nil
 		}
@@ -229,18 +229,18 @@ func sameRunner(a, b Runner) bool {
 
 // publishLocked swaps in s and tells admission; with logged it records d
 // in the decision log. A smaller quiescent size wakes the trimmer, which
-// evicts down once no request runs. Caller holds c.ad.mu.
+// evicts down once no request runs. Caller holds c.sizes.adaptive.mu.
 func (c *Cache) publishLocked(s *sizing, d ResizeDecision, logged bool) {
-	old := c.sz.Swap(s)
+	old := c.sizes.limits.Swap(s)
 	if logged {
-		c.ad.record(d)
+		c.sizes.adaptive.record(d)
 	}
 	if old == nil || old.active != s.active {
 		c.limitChanged()
 	}
 	if old != nil && s.quiescent < old.quiescent {
 		select {
-		case c.trim.kick <- struct{}{}:
+		case c.background.trim.kick <- struct{}{}:
 		default:
 		}
 	}

@@ -22,22 +22,6 @@ import "github.com/scc-dev/scc/vfd"
 // the decode reports corruption. The load's entries are loading
 // throughout, so nobody else sees the buffers until the decode is done.
 
-// SummedDecoder is implemented by layouts whose Decode verifies a checksum
-// that can be computed by pieces (DirectSummer's SumDirect and
-// CombineDirect) over a prefix of the stored image.
-type SummedDecoder interface {
-	DirectSummer
-	// SummedLen returns how many leading bytes of the stored image at loc
-	// its checksum covers, or -1 when this image cannot be decoded from a
-	// sum (Decode is used).
-	SummedLen(loc Location) int64
-	// DecodeSummed is Decode given sum, the checksum of
-	// image[:SummedLen(loc)] computed by pieces while it was read: it
-	// checks sum where Decode would compute it. It owns image as Decode
-	// does.
-	DecodeSummed(coord Coord, loc Location, image []byte, sum uint32) (Chunk, error)
-}
-
 // readImagesSplit reads the images of loads (all of file f; exts[i] is
 // loads[i]'s) with one vector read, split among helpers when splitWant
 // says so. When it splits, it returns per load the checksum state of its

@@ -69,22 +69,6 @@ import (
 // more than the shared read saves (engine BenchmarkSplitRead).
 const defaultSplitReadBytes = 512 << 10
 
-// DirectSummer is implemented by DirectReaders whose check of the bytes
-// read is a checksum that can be computed by pieces and combined, so that
-// a split read (splitread.go) sums each piece on the goroutine that read
-// it.
-type DirectSummer interface {
-	DirectReader
-	// SumDirect returns the checksum of b, a piece of a chunk's bytes.
-	SumDirect(b []byte) uint32
-	// CombineDirect returns the checksum of a||b from the checksums of a
-	// and b and b's length.
-	CombineDirect(sa, sb uint32, nb int64) uint32
-	// VerifyDirectSum is VerifyDirect given sum, the checksum of all of
-	// dst computed by pieces: it checks the trailer and sum against loc.
-	VerifyDirectSum(coord Coord, loc Location, sum uint32, dst, trailer []byte) error
-}
-
 // pieceSum is the checksum of one piece of a share: extent ext of the
 // share, part of the bytes of the whole chunk ds[x].
 type pieceSum struct {
@@ -143,16 +127,16 @@ type splitHelper struct {
 // startSplit sets up split reads from cfg (from startBackground); the
 // helpers start later (startHelpers).
 func (c *Cache) startSplit(cfg Config) {
-	c.split.procs = runtime.GOMAXPROCS(0)
-	if n := min(c.split.procs-1, maxSplitHelpers); cfg.SplitReadBytes > 0 && n > 0 {
-		c.split.min, c.split.n = cfg.SplitReadBytes, n
+	c.background.split.procs = runtime.GOMAXPROCS(0)
+	if n := min(c.background.split.procs-1, maxSplitHelpers); cfg.SplitReadBytes > 0 && n > 0 {
+		c.background.split.min, c.background.split.n = cfg.SplitReadBytes, n
 	}
 }
 
 // startHelpers starts the helpers unless they run or the cache is closed;
 // it reports whether they run.
 func (c *Cache) startHelpers() bool {
-	s := &c.split
+	s := &c.background.split
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started.Load() {
@@ -166,7 +150,7 @@ func (c *Cache) startHelpers() bool {
 		h := &splitHelper{work: make(chan struct{}, 1), done: make(chan error, 1), exited: make(chan struct{})}
 		s.helpers = append(s.helpers, h)
 		s.idle <- h
-		c.bg.wg.Add(1)
+		c.background.jobs.wg.Add(1)
 		go c.splitHelper(h)
 	}
 	s.started.Store(true)
@@ -175,7 +159,7 @@ func (c *Cache) startHelpers() bool {
 
 // splitHelper reads the shares handed to h until Close.
 func (c *Cache) splitHelper(h *splitHelper) {
-	defer c.bg.wg.Done()
+	defer c.background.jobs.wg.Done()
 	defer close(h.exited)
 	for {
 		select {
@@ -184,7 +168,7 @@ func (c *Cache) splitHelper(h *splitHelper) {
 			for h.linger() {
 				h.done <- h.run()
 			}
-		case <-c.bg.ctx.Done():
+		case <-c.background.jobs.ctx.Done():
 			return
 		}
 	}
@@ -230,11 +214,11 @@ func (h *splitHelper) run() error {
 // splitWant is how many helpers a read of n bytes should use (0: read
 // alone); see Gating above.
 func (c *Cache) splitWant(n int64) int {
-	s := &c.split
+	s := &c.background.split
 	if s.min <= 0 || n < s.min {
 		return 0
 	}
-	idle := int64(s.procs) - c.st.hot.Load(hotActive)
+	idle := int64(s.procs) - c.stats.hot.Load(hotActive)
 	by := n/max(s.min/2, 1) - 1 // shares of at least min/2
 	return int(max(min(idle, by, int64(s.n)), 0))
 }
@@ -250,7 +234,7 @@ func (c *Cache) readSplit(f *File, exts []vfd.Extent, tags []int32, ds []directR
 		total += int64(len(x.Buf))
 	}
 	want := c.splitWant(total)
-	if want == 0 || (!c.split.started.Load() && !c.startHelpers()) {
+	if want == 0 || (!c.background.split.started.Load() && !c.startHelpers()) {
 		return c.readV(f, exts)
 	}
 	var hs [maxSplitHelpers]*splitHelper
@@ -258,7 +242,7 @@ func (c *Cache) readSplit(f *File, exts []vfd.Extent, tags []int32, ds []directR
 take:
 	for k < want {
 		select {
-		case h := <-c.split.idle:
+		case h := <-c.background.split.idle:
 			hs[k] = h
 			k++
 		default:
@@ -287,10 +271,10 @@ take:
 		exts[i].Buf = keep.Buf[:cut]
 		own = exts[:i+1]
 	}
-	c.st.vectorReads.Add(shares)
-	c.st.vectorReadBytes.Add(total)
-	c.split.reads.Add(1)
-	c.split.shares.Add(int64(k))
+	c.stats.vectorReads.Add(shares)
+	c.stats.vectorReadBytes.Add(total)
+	c.background.split.reads.Add(1)
+	c.background.split.shares.Add(int64(k))
 	err := f.drv.ReadV(own)
 	if err == nil {
 		// The first piece of every tagged chunk in this share (share 0
@@ -325,7 +309,7 @@ take:
 		clear(h.exts) // drop the caller's buffers
 		clear(h.sums)
 		h.exts, h.sums, h.drv = h.exts[:0], h.sums[:0], nil
-		c.split.idle <- h
+		c.background.split.idle <- h
 	}
 	return err
 }

@@ -272,23 +272,23 @@ func TestReadSplitGate(t *testing.T) {
 	}
 	one("idle, 1 MiB", 1<<20, 2)
 	one("idle, under min", 256<<10-1, 1)
-	c.st.hot.Add(hotActive, 1) // one request running: the other P is idle
+	c.stats.hot.Add(hotActive, 1) // one request running: the other P is idle
 	one("one request running", 1<<20, 2)
-	c.st.hot.Add(hotActive, 1) // two running on two Ps: busy
+	c.stats.hot.Add(hotActive, 1) // two running on two Ps: busy
 	one("two requests running", 1<<20, 1)
-	c.st.hot.Add(hotActive, -2)
+	c.stats.hot.Add(hotActive, -2)
 	if c.Stats().SplitReads != 2 {
 		t.Fatalf("SplitReads %d, want 2", c.Stats().SplitReads)
 	}
 
 	off, _, _ := splitFile(t, -1, 1<<20, nil)
-	if len(off.split.helpers) != 0 || off.splitWant(1<<20) != 0 {
-		t.Fatalf("SplitReadBytes -1: %d helpers", len(off.split.helpers))
+	if len(off.background.split.helpers) != 0 || off.splitWant(1<<20) != 0 {
+		t.Fatalf("SplitReadBytes -1: %d helpers", len(off.background.split.helpers))
 	}
 	runtime.GOMAXPROCS(1)
 	single, _, _ := splitFile(t, 0, 1<<20, nil)
-	if len(single.split.helpers) != 0 || single.splitWant(1<<20) != 0 {
-		t.Fatalf("GOMAXPROCS 1: %d helpers", len(single.split.helpers))
+	if len(single.background.split.helpers) != 0 || single.splitWant(1<<20) != 0 {
+		t.Fatalf("GOMAXPROCS 1: %d helpers", len(single.background.split.helpers))
 	}
 }
 
@@ -310,8 +310,8 @@ func TestReadSplitHelperFault(t *testing.T) {
 		t.Fatal("the read was not split")
 	}
 	// The helper is back in the idle queue and works.
-	if len(c.split.idle) != len(c.split.helpers) {
-		t.Fatalf("%d of %d helpers idle after a failed read", len(c.split.idle), len(c.split.helpers))
+	if len(c.background.split.idle) != len(c.background.split.helpers) {
+		t.Fatalf("%d of %d helpers idle after a failed read", len(c.background.split.idle), len(c.background.split.helpers))
 	}
 }
 
@@ -321,14 +321,14 @@ func TestReadSplitAfterCloseNoLeak(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	withProcs(t, 4)
 	c, f, img := splitFile(t, 64<<10, 2<<20, nil)
-	if len(c.split.helpers) != 0 {
-		t.Fatalf("%d helpers before any split read, want 0", len(c.split.helpers))
+	if len(c.background.split.helpers) != 0 {
+		t.Fatalf("%d helpers before any split read, want 0", len(c.background.split.helpers))
 	}
 	exts := extentsOf([]int{1 << 20, 8, 1<<20 - 8}, 0)
 	must(t, c.readSplit(f, exts, noTags(exts), nil))
 	checkExtents(t, exts, img)
-	if len(c.split.helpers) != 3 {
-		t.Fatalf("%d helpers at GOMAXPROCS 4, want 3", len(c.split.helpers))
+	if len(c.background.split.helpers) != 3 {
+		t.Fatalf("%d helpers at GOMAXPROCS 4, want 3", len(c.background.split.helpers))
 	}
 	must(t, f.Unregister(bg))
 	must(t, c.Close())
@@ -348,8 +348,8 @@ func TestReadSplitClosedStartsNone(t *testing.T) {
 	exts := extentsOf([]int{1 << 20}, 0)
 	must(t, c.readSplit(f, exts, noTags(exts), nil))
 	checkExtents(t, exts, img)
-	if len(c.split.helpers) != 0 || c.Stats().SplitReads != 0 {
-		t.Fatalf("closed cache: %d helpers, %d split reads", len(c.split.helpers), c.Stats().SplitReads)
+	if len(c.background.split.helpers) != 0 || c.Stats().SplitReads != 0 {
+		t.Fatalf("closed cache: %d helpers, %d split reads", len(c.background.split.helpers), c.Stats().SplitReads)
 	}
 }
 
@@ -380,8 +380,8 @@ func TestReadSplitConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if len(c.split.idle) != len(c.split.helpers) {
-		t.Fatalf("%d of %d helpers idle", len(c.split.idle), len(c.split.helpers))
+	if len(c.background.split.idle) != len(c.background.split.helpers) {
+		t.Fatalf("%d of %d helpers idle", len(c.background.split.idle), len(c.background.split.helpers))
 	}
 }
 

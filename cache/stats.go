@@ -34,6 +34,9 @@ type counters struct {
 	directWrites, metadataSheds                        atomic.Int64
 	preEncoded, preHits, preWasted                     atomic.Int64
 	prefetched, prefetchHits, prefetchWasted           atomic.Int64
+	// extentScans counts SetExtent scans of a dataset's cached chunks
+	// (tests check that growth does none).
+	extentScans atomic.Int64
 }
 
 func newCounters() counters {
@@ -139,7 +142,7 @@ func (s Stats) Sub(o Stats) Stats {
 // hits returns the cache's hit count, with the hits the read slots hold.
 func (c *Cache) hits() int64 {
 	c.foldSlots()
-	return c.st.hot.Load(hotHits)
+	return c.stats.hot.Load(hotHits)
 }
 
 // Stats returns a snapshot.
@@ -147,47 +150,47 @@ func (c *Cache) Stats() Stats {
 	sz := c.sizing()
 	c.foldSlots()
 	s := Stats{
-		Hits:              c.st.hot.Load(hotHits),
-		Misses:            c.st.hot.Load(hotMisses),
-		Loads:             c.st.loads.Load(),
-		Creates:           c.st.creates.Load(),
-		Coalesced:         c.st.coalesced.Load(),
-		Evictions:         c.st.evictions.Load(),
-		DirtyEvictions:    c.st.dirtyEvictions.Load(),
-		BytesFlushed:      c.st.bytesFlushed.Load(),
-		ChunksFlushed:     c.st.chunksFlushed.Load(),
-		VectorReads:       c.st.vectorReads.Load(),
-		VectorReadBytes:   c.st.vectorReadBytes.Load(),
-		VectorWrites:      c.st.vectorWrites.Load(),
-		VectorWriteBytes:  c.st.vectorWriteBytes.Load(),
-		Syncs:             c.st.syncs.Load(),
-		Bypasses:          c.st.bypasses.Load(),
-		DirectWrites:      c.st.directWrites.Load(),
-		SpaceWaits:        c.st.spaceWaits.Load(),
-		TrimErrors:        c.st.trimErrors.Load(),
-		MetadataSheds:     c.st.metadataSheds.Load(),
-		AccessDrops:       c.accesses.Drops() + c.slotDrops.Load(),
-		PreEncoded:        c.st.preEncoded.Load(),
-		PreEncodeHits:     c.st.preHits.Load(),
-		PreEncodeWasted:   c.st.preWasted.Load(),
-		Prefetched:        c.st.prefetched.Load(),
-		PrefetchHits:      c.st.prefetchHits.Load(),
-		PrefetchWasted:    c.st.prefetchWasted.Load(),
-		SplitReads:        c.split.reads.Load(),
-		SplitShares:       c.split.shares.Load(),
-		PreEncodedBytes:   c.pre.bytes.Load(),
-		PrefetchBytes:     c.pref.bytes.Load(),
-		ResidentBytes:     c.resident.Load(),
-		DirtyBytes:        c.dirtyBytes.Load(),
-		PeakResidentBytes: c.peak.Load(),
-		MetadataBytes:     c.metadata.Load(),
+		Hits:              c.stats.hot.Load(hotHits),
+		Misses:            c.stats.hot.Load(hotMisses),
+		Loads:             c.stats.loads.Load(),
+		Creates:           c.stats.creates.Load(),
+		Coalesced:         c.stats.coalesced.Load(),
+		Evictions:         c.stats.evictions.Load(),
+		DirtyEvictions:    c.stats.dirtyEvictions.Load(),
+		BytesFlushed:      c.stats.bytesFlushed.Load(),
+		ChunksFlushed:     c.stats.chunksFlushed.Load(),
+		VectorReads:       c.stats.vectorReads.Load(),
+		VectorReadBytes:   c.stats.vectorReadBytes.Load(),
+		VectorWrites:      c.stats.vectorWrites.Load(),
+		VectorWriteBytes:  c.stats.vectorWriteBytes.Load(),
+		Syncs:             c.stats.syncs.Load(),
+		Bypasses:          c.stats.bypasses.Load(),
+		DirectWrites:      c.stats.directWrites.Load(),
+		SpaceWaits:        c.stats.spaceWaits.Load(),
+		TrimErrors:        c.stats.trimErrors.Load(),
+		MetadataSheds:     c.stats.metadataSheds.Load(),
+		AccessDrops:       c.access.buf.Drops() + c.access.slotDrops.Load(),
+		PreEncoded:        c.stats.preEncoded.Load(),
+		PreEncodeHits:     c.stats.preHits.Load(),
+		PreEncodeWasted:   c.stats.preWasted.Load(),
+		Prefetched:        c.stats.prefetched.Load(),
+		PrefetchHits:      c.stats.prefetchHits.Load(),
+		PrefetchWasted:    c.stats.prefetchWasted.Load(),
+		SplitReads:        c.background.split.reads.Load(),
+		SplitShares:       c.background.split.shares.Load(),
+		PreEncodedBytes:   c.background.preEncode.bytes.Load(),
+		PrefetchBytes:     c.background.prefetch.bytes.Load(),
+		ResidentBytes:     c.budget.resident.Load(),
+		DirtyBytes:        c.budget.dirty.Load(),
+		PeakResidentBytes: c.budget.peak.Load(),
+		MetadataBytes:     c.budget.metadata.Load(),
 		QuiescentLimit:    sz.quiescent,
 		ActiveLimit:       sz.active,
 		MaxMemoryBytes:    sz.hardCap,
 		Chunks:            int64(c.chunks.Len()),
-		Datasets:          c.datasets.Load(),
+		Datasets:          c.registered.datasets.Load(),
 	}
-	c.adaptiveStats(&s)
+	c.sizes.adaptive.fillStats(&s)
 	return s
 }
 

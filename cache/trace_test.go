@@ -65,7 +65,7 @@ type policySim struct {
 	// (sampleAccess, numbered as one stripe's count) reach the buffer.
 	sampled bool
 	kind    PolicyKind
-	// clock and window: Cache.acc's, kept by drain as touchLocked does.
+	// clock and window: Cache.access.clock's, kept by drain as touchLocked does.
 	clock, window uint64
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,7 @@ import (
 )
 
 // fillPoisonFrame fills frame i of dataset d with bytes no poisoned buffer
-// (cache.PoisonBuffers: all 0xDB) and no other frame can match.
+// (bufpool.Poison: all 0xDB) and no other frame can match.
 func fillPoisonFrame(b []byte, d, i, gen int) {
 	x := uint64(d)<<40 | uint64(i)<<8 | uint64(gen)
 	for k := 0; k+8 <= len(b); k += 8 {
@@ -24,7 +25,7 @@ func fillPoisonFrame(b []byte, d, i, gen int) {
 }
 
 // TestBufPoisonConcurrent checks the ownership rule of recycled buffers
-// (cache/bufpool.go) end to end: every buffer given back to the pool is
+// (internal/bufpool) end to end: every buffer given back to the pool is
 // filled with poison, and many goroutines write, overwrite, read back and
 // flush through a cache far smaller than the data, so chunk buffers, read
 // images and encoded images (kept pre-encoded ones too) are recycled all
@@ -34,7 +35,7 @@ func fillPoisonFrame(b []byte, d, i, gen int) {
 // as a race between the poisoning and that use).
 func TestBufPoisonConcurrent(t *testing.T) {
 	defer verifyNoLeaks(t)
-	defer cache.PoisonBuffers(true)()
+	defer bufpool.Poison(true)()
 	ctx := context.Background()
 	const (
 		h, w    = 32, 64 // uint16: 4 KiB chunks, the smallest pooled class

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"math/bits"
 	"sync"
 
@@ -207,7 +208,7 @@ func (l *contigLayout) Lookup(_ context.Context, coords []cache.Coord, locs []ca
 	defer l.mu.Unlock()
 	for i, c := range coords {
 		p := c[0]
-		loc := cache.Location{SizeHint: int64(cache.BufCap(int(l.s.chunkBytes)))}
+		loc := cache.Location{SizeHint: int64(bufpool.Cap(int(l.s.chunkBytes)))}
 		for _, x := range c[1:] {
 			if x != 0 {
 				return fmt.Errorf("%w: contiguous piece %v", ErrInternal, []uint64(c))
@@ -233,7 +234,7 @@ func (l *contigLayout) NewChunk(_ cache.Coord, fill bool) (cache.Chunk, error) {
 
 func (l *contigLayout) Evict(_ cache.Coord, chunk cache.Chunk) {
 	if c, ok := chunk.(*denseChunk); ok {
-		cache.PutBuf(c.buf)
+		bufpool.Put(c.buf)
 		c.buf = nil
 	}
 }
@@ -243,12 +244,12 @@ func (l *contigLayout) Evict(_ cache.Coord, chunk cache.Chunk) {
 // extent's end in the last piece hold the fill value.
 func (l *contigLayout) Decode(coord cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
 	if format.Checksum(image) != loc.Sum {
-		cache.PutBuf(image)
+		bufpool.Put(image)
 		return nil, fmt.Errorf("%w: contiguous dataset %q piece %d at %d: checksum mismatch", ErrCorrupt, l.s.name, coord[0], loc.Addr)
 	}
-	buf := cache.GetBuf(int(l.s.chunkBytes))
+	buf := bufpool.Get(int(l.s.chunkBytes))
 	n := copy(buf, image)
-	cache.PutBuf(image)
+	bufpool.Put(image)
 	if n < len(buf) {
 		if l.s.fill != nil {
 			selection.FillChunk(buf[n:], l.s.elemSize, l.s.fill)
@@ -267,7 +268,7 @@ func (l *contigLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encod
 		return cache.Encoded{}, fmt.Errorf("%w: contiguous piece %d of %d", ErrInternal, coord[0], l.pieces)
 	}
 	_, size := l.piece(coord[0])
-	img := cache.GetBuf(int(size))[:size]
+	img := bufpool.Get(int(size))[:size]
 	copy(img, c.buf)
 	return cache.Encoded{Image: img, Sum: format.Checksum(img), Pooled: true}, nil
 }
@@ -314,7 +315,7 @@ func (l *contigLayout) Insert(_ context.Context, ins []cache.Insertion) error {
 			}
 			addr = l.mu.side[p]
 		}
-		ins[i].New = cache.Location{Addr: addr, Size: size, Sum: ins[i].Sum, SizeHint: int64(cache.BufCap(int(l.s.chunkBytes)))}
+		ins[i].New = cache.Location{Addr: addr, Size: size, Sum: ins[i].Sum, SizeHint: int64(bufpool.Cap(int(l.s.chunkBytes)))}
 	}
 	for _, in := range ins {
 		l.mu.busy[in.Coord[0]] = true

@@ -4,6 +4,7 @@ import (
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/format"
 	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/internal/bufpool"
 )
 
 // The direct paths for part of a chunk (SCC internal API
@@ -72,7 +73,7 @@ func (l *contigLayout) PartBlocks(_ cache.Coord, loc cache.Location, pieces []ca
 // to the caller's buffer.
 func (l *contigLayout) ReadPart(coord cache.Coord, loc cache.Location, pieces []cache.Piece, _ []cache.Block, bufs [][]byte) error {
 	b := bufs[0]
-	defer cache.PutBuf(b)
+	defer bufpool.Put(b)
 	if err := l.VerifyDirect(coord, loc, b, nil); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"slices"
 	"sort"
 	"sync"
@@ -25,7 +26,7 @@ import (
 // size, kind, checksum, age and rank, plus the cache's sizing state; the
 // new superblock records it. The next open reads the block with one read
 // before anything else and turns its entries into prefetched cache entries
-// (cache/prefetched.go): a later read of exactly such a block — same
+// (cache/imageentries.go): a later read of exactly such a block — same
 // address, same size, and the checksum its parent records — takes the
 // bytes from memory instead of the file, and is verified exactly as a
 // read would be. A writable open drops the superblock's record (and frees
@@ -354,7 +355,7 @@ func (f *File) imageFreeMap(epoch alloc.Epoch, old format.Superblock) []format.F
 // release gives the image's buffer back; p.img is gone with it.
 func (p *preloaded) release() {
 	if p.buf != nil {
-		cache.PutBuf(p.buf)
+		bufpool.Put(p.buf)
 		p.buf, p.img = nil, nil
 	}
 }
@@ -448,7 +449,7 @@ func preloadOnce(drv vfd.Driver, limit int64) (*preloaded, error) {
 	// validate (format) bounded Size and placed it below EOF. The buffer
 	// is pooled: nothing keeps it past the open (LoadPrefetched copies,
 	// release gives it back).
-	buf := cache.GetBuf(int(r.Size))
+	buf := bufpool.Get(int(r.Size))
 	p.buf = buf
 	if err := readFull(drv, buf, int64(r.Addr)); err != nil {
 		if errors.Is(err, ErrCorrupt) { // the file ends before the image: damage, not ours to trust
@@ -616,7 +617,7 @@ func (s imageStore) ReadSum(ctx context.Context, p []byte, off int64, sum uint32
 		if f.generating() {
 			f.journalPut(format.ImageIndex, uint64(off), b)
 		} else {
-			cache.PutBuf(b)
+			bufpool.Put(b)
 		}
 		return nil
 	}
@@ -789,8 +790,8 @@ func (f *File) writeImage(ctx context.Context, epoch alloc.Epoch, old format.Sup
 	if err != nil {
 		return format.ImageRecord{}, err
 	}
-	b := format.AppendImage(cache.GetBuf(int(size))[:0], *img)
-	defer cache.PutBuf(b)
+	b := format.AppendImage(bufpool.Get(int(size))[:0], *img)
+	defer bufpool.Put(b)
 	if int64(len(b)) != size {
 		f.space.free(addr, size)
 		return format.ImageRecord{}, fmt.Errorf("%w: cache image of %d bytes, %d expected", ErrInternal, len(b), size)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"math/bits"
 	"sync/atomic"
 
@@ -32,12 +33,12 @@ var (
 )
 
 // denseChunk is a chunk in cache memory format. buf comes from the cache's
-// buffer pool (cache.GetBuf) and starts at its buffer's first byte, so
+// buffer pool (bufpool.Get) and starts at its buffer's first byte, so
 // Evict can give it back; MemSize is the whole buffer, which is what it
 // costs.
 type denseChunk struct{ buf []byte }
 
-// Buffer ownership (cache/bufpool.go): a chunk's buffer belongs to its cache
+// Buffer ownership (internal/bufpool): a chunk's buffer belongs to its cache
 // entry from NewChunk or Decode until Evict, which the cache calls only for
 // an entry nobody has pinned (no Scatter copying out, no Gather, no Encode
 // running). Encode copies or encodes the chunk into its own pooled image,
@@ -91,7 +92,7 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []c
 }
 
 // memSize is what one chunk costs in cache memory: its pooled buffer.
-func (l *denseLayout) memSize() int64 { return int64(cache.BufCap(int(l.s.chunkBytes))) }
+func (l *denseLayout) memSize() int64 { return int64(bufpool.Cap(int(l.s.chunkBytes))) }
 
 func (l *denseLayout) NewChunk(_ cache.Coord, fill bool) (cache.Chunk, error) {
 	return &denseChunk{buf: newChunkBuf(l.s, fill)}, nil
@@ -104,11 +105,11 @@ func newChunkBuf(s *dsState, fill bool) []byte {
 	n := int(s.chunkBytes)
 	switch {
 	case !fill:
-		return cache.GetBufFull(n)
+		return bufpool.GetFull(n)
 	case s.fill == nil:
-		return cache.GetBufZeroed(n)
+		return bufpool.GetZeroed(n)
 	}
-	buf := cache.GetBuf(n)
+	buf := bufpool.Get(n)
 	selection.FillChunk(buf, s.elemSize, s.fill)
 	return buf
 }
@@ -117,7 +118,7 @@ func newChunkBuf(s *dsState, fill bool) []byte {
 // cache never touches an evicted chunk again.
 func (l *denseLayout) Evict(_ cache.Coord, chunk cache.Chunk) {
 	if c, ok := chunk.(*denseChunk); ok {
-		cache.PutBuf(c.buf)
+		bufpool.Put(c.buf)
 		c.buf = nil
 	}
 }
@@ -126,12 +127,12 @@ func (l *denseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte
 	if format.Trailer(image) != loc.Sum {
 		// Intact or not, these are not the bytes the index names: space a
 		// writer reused under a reader that fell behind (see refresh.go).
-		cache.PutBuf(image)
+		bufpool.Put(image)
 		return nil, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
 	img, err := format.VerifyChunk(image)
 	if err != nil {
-		cache.PutBuf(image)
+		bufpool.Put(image)
 		return nil, fmt.Errorf("chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
 	}
 	return l.decodeVerified(coord, loc, image, img)
@@ -156,15 +157,15 @@ func (l *denseLayout) DecodeSummed(coord cache.Coord, loc cache.Location, image 
 	if n < 0 || int64(len(image)) != loc.Size {
 		// The cache sums only what SummedLen asked for; anything else is
 		// a caller's mistake, not the file's.
-		cache.PutBuf(image)
+		bufpool.Put(image)
 		return nil, fmt.Errorf("%w: chunk %v of %q: summed decode of a %d-byte image", cache.ErrInvalid, []uint64(coord), l.s.name, len(image))
 	}
 	if format.Trailer(image) != loc.Sum {
-		cache.PutBuf(image)
+		bufpool.Put(image)
 		return nil, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
 	if sum != loc.Sum {
-		cache.PutBuf(image)
+		bufpool.Put(image)
 		return nil, fmt.Errorf("%w: chunk %v of %q: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, []uint64(coord), l.s.name, loc.Sum, sum)
 	}
 	return l.decodeVerified(coord, loc, image, image[:n:n])
@@ -177,7 +178,7 @@ var _ cache.SummedDecoder = (*denseLayout)(nil)
 func (l *denseLayout) decodeVerified(coord cache.Coord, loc cache.Location, image, img []byte) (cache.Chunk, error) {
 	if l.s.unfiltered {
 		if int64(len(img)) != l.s.chunkBytes || loc.Mask != 0 {
-			cache.PutBuf(image)
+			bufpool.Put(image)
 			return nil, fmt.Errorf("%w: chunk %v of %q: unfiltered image of %d bytes (mask %#x), want %d",
 				ErrCorrupt, []uint64(coord), l.s.name, len(img), loc.Mask, l.s.chunkBytes)
 		}
@@ -192,21 +193,21 @@ func (l *denseLayout) decodeVerified(coord cache.Coord, loc cache.Location, imag
 			}
 			return &denseChunk{buf: image[:len(img)]}, nil
 		}
-		buf := cache.GetBufFull(int(l.s.chunkBytes))
+		buf := bufpool.GetFull(int(l.s.chunkBytes))
 		copy(buf, img)
-		cache.PutBuf(image)
+		bufpool.Put(image)
 		return &denseChunk{buf: buf}, nil
 	}
-	dst := cache.GetBufFull(int(l.s.chunkBytes))
+	dst := bufpool.GetFull(int(l.s.chunkBytes))
 	// img passed its CRC32C: a zstd frame checksum would check it again.
 	buf, err := l.s.pipeline.DecodeVerifiedTo(dst[:0], img, loc.Mask, int(l.s.chunkBytes))
-	cache.PutBuf(image) // decoded (or failed): the image is no longer read
+	bufpool.Put(image) // decoded (or failed): the image is no longer read
 	if err != nil {
-		cache.PutBuf(dst)
+		bufpool.Put(dst)
 		return nil, fmt.Errorf("chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
 	}
 	if len(buf) > 0 && &buf[0] != &dst[0] {
-		cache.PutBuf(dst) // not decoded in place (cannot happen with cap >= chunkBytes)
+		bufpool.Put(dst) // not decoded in place (cannot happen with cap >= chunkBytes)
 	}
 	return &denseChunk{buf: buf}, nil
 }
@@ -217,15 +218,15 @@ func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, e
 		// One copy, into a pooled buffer with room for the checksum: the
 		// image must not alias the chunk, which may change before it is
 		// written.
-		img := cache.GetBuf(len(c.buf) + format.ChunkFrameOverhead)[:len(c.buf)]
+		img := bufpool.Get(len(c.buf) + format.ChunkFrameOverhead)[:len(c.buf)]
 		copy(img, c.buf)
 		img = format.AppendChunkChecksum(img)
 		return cache.Encoded{Image: img, Sum: format.Trailer(img), Pooled: true}, nil
 	}
-	dst := cache.GetBuf(l.s.pipeline.MaxEncoded(len(c.buf)) + format.ChunkFrameOverhead)
+	dst := bufpool.Get(l.s.pipeline.MaxEncoded(len(c.buf)) + format.ChunkFrameOverhead)
 	img, mask, err := l.s.pipeline.EncodeTo(dst[:0], c.buf)
 	if err != nil {
-		cache.PutBuf(dst)
+		bufpool.Put(dst)
 		return cache.Encoded{}, classify(err)
 	}
 	img = format.AppendChunkChecksum(img)
@@ -233,7 +234,7 @@ func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, e
 	// so the cache can give it back once written.
 	pooled := len(img) > 0 && &img[0] == &dst[0]
 	if !pooled {
-		cache.PutBuf(dst) // img is elsewhere (not expected): dst is free
+		bufpool.Put(dst) // img is elsewhere (not expected): dst is free
 	}
 	return cache.Encoded{Image: img, Mask: mask, Sum: format.Trailer(img), Pooled: pooled}, nil
 }
@@ -241,7 +242,7 @@ func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, e
 // EncodeBorrowed is the write-back's Encode (cache.BorrowingEncoder). An
 // unfiltered chunk's image is its own buffer with the checksum trailer
 // appended in the buffer's spare capacity (pooled buffers have a tail for
-// it, cache/bufpool.go), so write-back sends the chunk's bytes without the
+// it, internal/bufpool), so write-back sends the chunk's bytes without the
 // copy Encode makes. The trailer bytes lie past len(c.buf): nothing else
 // reads or writes them, and only one write-back of a chunk runs at a time.
 // Filtered chunks, and buffers without room, are encoded by Encode.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/format"
@@ -91,8 +92,8 @@ func (d *Dataset) WriteChunkRawChecked(ctx context.Context, coords []uint64, dat
 			return fmt.Errorf("%w: unfiltered chunk of %d bytes (mask %#x), want %d bytes and mask 0", ErrInvalid, len(data), filterMask, s.chunkBytes)
 		}
 	} else {
-		dst := cache.GetBuf(int(s.chunkBytes))
-		defer cache.PutBuf(dst)
+		dst := bufpool.Get(int(s.chunkBytes))
+		defer bufpool.Put(dst)
 		var err error
 		if decoded, err = s.pipeline.DecodeTo(dst[:0], data, filterMask, int(s.chunkBytes)); err != nil {
 			return fmt.Errorf("%w: encoded chunk does not decode through the pipeline: %v", ErrInvalid, err)
@@ -126,9 +127,9 @@ func (d *Dataset) WriteChunkRawChecked(ctx context.Context, coords []uint64, dat
 	}
 	// The frame is the bytes and their trailer in one pooled buffer:
 	// DirectWrite writes it before it returns and keeps no reference.
-	buf := cache.GetBuf(len(data) + format.ChunkFrameOverhead)
+	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)
 	frame := format.AppendChunkChecksum(append(buf[:0], data...))
 	err = cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})
-	cache.PutBuf(buf)
+	bufpool.Put(buf)
 	return classify(err)
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
@@ -80,10 +81,10 @@ func (d *Dataset) WriteChunkRawZlib(ctx context.Context, coords []uint64, data [
 	if err != nil {
 		return false, err
 	}
-	buf := cache.GetBuf(len(data) + format.ChunkFrameOverhead)
+	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)
 	frame := format.AppendChunkChecksum(append(buf[:0], data...))
 	err = cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})
-	cache.PutBuf(buf)
+	bufpool.Put(buf)
 	return false, classify(err)
 }
 

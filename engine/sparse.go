@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"slices"
 	"sort"
 	"sync"
@@ -280,7 +281,7 @@ func (l *sparseLayout) decodeSelection(coord []uint64, frameSize int64, k uint64
 }
 
 func (l *sparseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
-	defer cache.PutBuf(image) // everything is copied out
+	defer bufpool.Put(image) // everything is copied out
 	k := uint64(loc.Mask)
 	if k == 0 || k > l.elems {
 		return nil, fmt.Errorf("%w: sparse chunk %v of %q: %d defined elements", ErrCorrupt, []uint64(coord), l.s.name, k)
@@ -330,11 +331,11 @@ func (l *sparseLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encod
 		return cache.Encoded{}, err
 	}
 	size := section.FrameSize(len(sel.Data), len(val.Data))
-	buf := cache.GetBuf(size)
+	buf := bufpool.Get(size)
 	img, sum := section.AppendFrame(buf[:0], []section.Stored{sel, val})
 	pooled := &img[0] == &buf[0]
 	if !pooled {
-		cache.PutBuf(buf)
+		bufpool.Put(buf)
 	}
 	l.noteEncoded(coord, sum, c.gen)
 	return cache.Encoded{Image: img, Mask: uint32(c.defined()), Sum: sum, Pooled: pooled}, nil
@@ -858,7 +859,7 @@ func (v *sparseSelView) Lookup(_ context.Context, coords []cache.Coord, locs []c
 }
 
 func (v *sparseSelView) Decode(c cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
-	defer cache.PutBuf(image)
+	defer bufpool.Put(image)
 	coord, _, size, sum, k := v.split(c)
 	_, runs, err := v.l.decodeSelection(coord, size, k, sum, image)
 	if err != nil {

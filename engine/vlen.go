@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"slices"
 
 	"github.com/scc-dev/scc/cache"
@@ -144,7 +145,7 @@ func (l *vlenLayout) NewChunk(cache.Coord, bool) (cache.Chunk, error) {
 }
 
 func (l *vlenLayout) Decode(coord cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
-	defer cache.PutBuf(image)
+	defer bufpool.Put(image)
 	heapLen := uint64(loc.Mask)
 	if heapLen > vlenMaxHeap {
 		return nil, fmt.Errorf("%w: variable-length chunk %v of %q: heap of %d bytes", ErrCorrupt, []uint64(coord), l.s.name, heapLen)
@@ -211,11 +212,11 @@ func (l *vlenLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, er
 	if err != nil {
 		return cache.Encoded{}, err
 	}
-	buf := cache.GetBuf(section.FrameSize(len(fs.Data), len(hs.Data)))
+	buf := bufpool.Get(section.FrameSize(len(fs.Data), len(hs.Data)))
 	img, sum := section.AppendFrame(buf[:0], []section.Stored{fs, hs})
 	pooled := &img[0] == &buf[0]
 	if !pooled {
-		cache.PutBuf(buf)
+		bufpool.Put(buf)
 	}
 	return cache.Encoded{Image: img, Mask: uint32(len(c.heap)), Sum: sum, Pooled: pooled}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"hash/crc32"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,7 @@ import (
 // one buffer, each ending in the CRC of the rest (as the engine's blocks
 // do), ranked in order.
 func imageBlocks(n, size int) ([]PrefetchedBlock, []byte) {
-	buf := GetBuf(n * size)
+	buf := bufpool.Get(n * size)
 	bs := make([]PrefetchedBlock, n)
 	for i := range bs {
 		b := buf[i*size : (i+1)*size : (i+1)*size]
@@ -44,8 +45,8 @@ func newImageCache(t *testing.T, quiescent int64) (*Cache, *File) {
 		if err := f.Unregister(context.Background()); err != nil {
 			t.Error(err)
 		}
-		if c.imgBytes.Load() != 0 || c.resident.Load() != 0 {
-			t.Errorf("after unregister: %d image bytes, %d resident", c.imgBytes.Load(), c.resident.Load())
+		if c.images.bytes.Load() != 0 || c.budget.resident.Load() != 0 {
+			t.Errorf("after unregister: %d image bytes, %d resident", c.images.bytes.Load(), c.budget.resident.Load())
 		}
 		c.Close()
 	})
@@ -65,9 +66,9 @@ func TestPrefetchedTake(t *testing.T) {
 	if n := f.LoadPrefetched(bs, buf); n != 4 {
 		t.Fatalf("kept %d", n)
 	}
-	charged := c.resident.Load()
-	if charged < 400 || c.imgBytes.Load() != charged {
-		t.Fatalf("charged %d, image bytes %d", charged, c.imgBytes.Load())
+	charged := c.budget.resident.Load()
+	if charged < 400 || c.images.bytes.Load() != charged {
+		t.Fatalf("charged %d, image bytes %d", charged, c.images.bytes.Load())
 	}
 	if got, ok := f.TakePrefetched(bs[0].Addr, 100, bs[0].Sum); !ok || !bytes.Equal(got, want[0]) {
 		t.Fatalf("take 0: %v", ok)
@@ -95,8 +96,8 @@ func TestPrefetchedTake(t *testing.T) {
 	if _, ok := f.TakePrefetched(bs[3].Addr, 100, bs[3].Sum); !ok {
 		t.Fatal("take 3")
 	}
-	if c.resident.Load() != 0 || c.imgBytes.Load() != 0 {
-		t.Fatalf("set empty but %d resident", c.resident.Load())
+	if c.budget.resident.Load() != 0 || c.images.bytes.Load() != 0 {
+		t.Fatalf("set empty but %d resident", c.budget.resident.Load())
 	}
 }
 
@@ -109,8 +110,8 @@ func TestPrefetchedBudget(t *testing.T) {
 	if n := f.LoadPrefetched(bs, buf); n != 10 {
 		t.Fatalf("kept %d of 20 in 1000 bytes", n)
 	}
-	if st := f.PrefetchedStats(); st.Skipped != 10 || c.resident.Load() > 1000 {
-		t.Fatalf("stats %+v, resident %d", st, c.resident.Load())
+	if st := f.PrefetchedStats(); st.Skipped != 10 || c.budget.resident.Load() > 1000 {
+		t.Fatalf("stats %+v, resident %d", st, c.budget.resident.Load())
 	}
 	for i := range bs[:10] {
 		if !f.HasPrefetched(bs[i].Addr) {
@@ -132,8 +133,8 @@ func TestPrefetchedEvictFirst(t *testing.T) {
 	if err != nil || freed < 8000 {
 		t.Fatalf("freed %d, %v", freed, err)
 	}
-	if st := f.PrefetchedStats(); st.Evicted != 8 || st.Entries != 0 || c.resident.Load() != 0 {
-		t.Fatalf("stats %+v resident %d", st, c.resident.Load())
+	if st := f.PrefetchedStats(); st.Evicted != 8 || st.Entries != 0 || c.budget.resident.Load() != 0 {
+		t.Fatalf("stats %+v resident %d", st, c.budget.resident.Load())
 	}
 	if _, ok := f.TakePrefetched(bs[0].Addr, 1000, bs[0].Sum); ok {
 		t.Fatal("evicted entry served")
@@ -154,11 +155,11 @@ func TestPrefetchedUnregistered(t *testing.T) {
 	if err := f.Unregister(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if c.resident.Load() != 0 || len(c.img.byFile) != 0 {
-		t.Fatalf("resident %d, %d files with images", c.resident.Load(), len(c.img.byFile))
+	if c.budget.resident.Load() != 0 || len(c.images.mu.byFile) != 0 {
+		t.Fatalf("resident %d, %d files with images", c.budget.resident.Load(), len(c.images.mu.byFile))
 	}
 	bs, buf = imageBlocks(3, 100)
-	if n := f.LoadPrefetched(bs, buf); n != 0 || c.resident.Load() != 0 {
+	if n := f.LoadPrefetched(bs, buf); n != 0 || c.budget.resident.Load() != 0 {
 		t.Fatalf("unregistered file kept %d", n)
 	}
 }
@@ -195,7 +196,7 @@ func TestPrefetchedConcurrent(t *testing.T) {
 						if !bytes.Equal(got, want[i]) {
 							t.Errorf("entry %d: wrong bytes", i)
 						}
-						PutBuf(got)
+						bufpool.Put(got)
 					}
 				}
 			}
@@ -208,8 +209,8 @@ func TestPrefetchedConcurrent(t *testing.T) {
 		}
 	}
 	f.DropPrefetched()
-	if c.resident.Load() != 0 || c.imgBytes.Load() != 0 {
-		t.Fatalf("resident %d image %d", c.resident.Load(), c.imgBytes.Load())
+	if c.budget.resident.Load() != 0 || c.images.bytes.Load() != 0 {
+		t.Fatalf("resident %d image %d", c.budget.resident.Load(), c.images.bytes.Load())
 	}
 }
 

@@ -1,4 +1,4 @@
-package cache
+package bufpool
 
 import (
 	"bytes"
@@ -77,37 +77,37 @@ func TestPrefaultKeepsBytes(t *testing.T) {
 	}
 }
 
-// TestGetBufFullPrefaultsNewBuffers: GetBufFull prefaults a buffer it had
-// to make and not one it recycled; GetBuf never prefaults.
-func TestGetBufFullPrefaultsNewBuffers(t *testing.T) {
+// TestGetFullPrefaultsNewBuffers: GetFull prefaults a buffer it had
+// to make and not one it recycled; Get never prefaults.
+func TestGetFullPrefaultsNewBuffers(t *testing.T) {
 	const n = 3<<20 + 777
 	c := bufClass(n)
 	for bufPools[c].Get() != nil { // drain the class: the next buffer is new
 	}
 	start := prefaults.Load()
-	b := GetBufFull(n)
+	b := GetFull(n)
 	if got := prefaults.Load() - start; got != 1 {
-		t.Fatalf("a new buffer from GetBufFull: %d prefaults, want 1", got)
+		t.Fatalf("a new buffer from GetFull: %d prefaults, want 1", got)
 	}
-	PutBuf(b)
-	b = GetBufFull(n) // usually the one just returned
+	Put(b)
+	b = GetFull(n) // usually the one just returned
 	if got := prefaults.Load() - start; got != 1 && got != 2 {
 		t.Fatalf("%d prefaults", got)
 	}
-	PutBuf(b)
+	Put(b)
 	for bufPools[c].Get() != nil {
 	}
-	g := GetBuf(n)
+	g := Get(n)
 	if got := prefaults.Load() - start; got > 2 {
-		t.Fatalf("GetBuf prefaulted (%d calls)", got)
+		t.Fatalf("Get prefaulted (%d calls)", got)
 	}
-	PutBuf(g)
+	Put(g)
 }
 
 // BenchmarkFreshBuffers: 64 reads of 1 MiB from a file in the page cache
 // (tmpfs where there is one) into new buffers, as a cold cache's loads
 // read into buffers the pool does not have yet, with the buffers
-// prefaulted (GetBufFull) and not, alternately in the same iterations;
+// prefaulted (GetFull) and not, alternately in the same iterations;
 // before each pass the heap's free pages go back to the kernel
 // (debug.FreeOSMemory), so the buffers are new memory every time.
 // Metrics: prefault-MiB/s, plain-MiB/s and their ratio.

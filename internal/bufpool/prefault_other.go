@@ -1,6 +1,6 @@
 //go:build !linux
 
-package cache
+package bufpool
 
 // prefault is Linux's madvise(MADV_POPULATE_WRITE) (prefault_linux.go);
 // elsewhere a new buffer faults page by page.

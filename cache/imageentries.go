@@ -3,7 +3,10 @@ package cache
 import (
 	"cmp"
 	"context"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // Prefetched entries (Cache image RFC §2 "prefetched entries", §4.3): blocks a
@@ -39,9 +42,22 @@ import (
 // 004 §2 item 2 concerns dirty ones, which this engine never images: Close
 // commits first).
 //
-// Concurrency: safe for concurrent use. Cache.img guards every file's
-// sets; it is a leaf lock, taken only by misses and eviction (a hit never
-// does; a miss with no image anywhere pays one atomic load).
+// Concurrency: safe for concurrent use. Cache.images.mu guards every
+// file's sets; it is a leaf lock, taken only by misses and eviction (a hit
+// never does; a miss with no image anywhere pays one atomic load).
+
+// imageEntries is the cache-image entries of every file.
+type imageEntries struct {
+	// bytes is the entries' bytes, every file (also in the budget's
+	// resident bytes).
+	bytes atomic.Int64
+	// mu guards byFile, the files' entries by file serial. A leaf lock,
+	// never held across I/O.
+	mu struct {
+		sync.Mutex
+		byFile map[uint64]*prefetchedState
+	}
+}
 
 // PrefetchedBlock is one block of a cache image, in its on-disk form.
 type PrefetchedBlock struct {
@@ -74,14 +90,14 @@ type PrefetchedStats struct {
 
 // prefetchedSet is one image's entries, in address order, sharing buf.
 type prefetchedSet struct {
-	buf    []byte // owned by the set; GetBuf'd (PutBuf ignores other capacities)
+	buf    []byte // owned by the set; from bufpool.Get (Put ignores other capacities)
 	ents   []PrefetchedBlock
 	gone   []bool // taken or dropped
 	left   int    // entries not gone
 	charge int64  // cap(buf), charged to the cache
 }
 
-// prefetchedState is a file's prefetched sets, guarded by Cache.img.
+// prefetchedState is a file's prefetched sets, guarded by Cache.images.mu.
 type prefetchedState struct {
 	sets []*prefetchedSet // oldest first
 
@@ -89,16 +105,16 @@ type prefetchedState struct {
 }
 
 // imgLocked returns f's prefetched state, made when create is set (nil
-// otherwise when f has none). Caller holds c.img.
+// otherwise when f has none). Caller holds c.images.mu.
 func (f *File) imgLocked(create bool) *prefetchedState {
 	c := f.c
-	st := c.img.byFile[f.serial]
+	st := c.images.mu.byFile[f.serial]
 	if st == nil && create {
-		if c.img.byFile == nil {
-			c.img.byFile = make(map[uint64]*prefetchedState)
+		if c.images.mu.byFile == nil {
+			c.images.mu.byFile = make(map[uint64]*prefetchedState)
 		}
 		st = &prefetchedState{}
-		c.img.byFile[f.serial] = st
+		c.images.mu.byFile[f.serial] = st
 	}
 	return st
 }
@@ -106,19 +122,19 @@ func (f *File) imgLocked(create bool) *prefetchedState {
 // LoadPrefetched installs blocks (in increasing address order, none
 // overlapping the next: an image's order) as prefetched entries of f,
 // taking the slice. Their Images alias buf, which the cache owns from
-// then on (a GetBuf buffer goes back to the pool when the last entry
+// then on (a pooled buffer goes back to the pool when the last entry
 // leaves); the caller must not touch either again. It returns how many
 // entries were kept.
 func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
 	c := f.c
-	c.img.Lock()
-	defer c.img.Unlock()
-	if _, ok := c.files.Get(f.serial); !ok || len(blocks) == 0 {
-		PutBuf(buf)
+	c.images.mu.Lock()
+	defer c.images.mu.Unlock()
+	if _, ok := c.registered.files.Get(f.serial); !ok || len(blocks) == 0 {
+		bufpool.Put(buf)
 		return 0 // unregistered: nothing may be charged to it any more
 	}
 	st := f.imgLocked(true)
-	room := c.sizing().quiescent - c.resident.Load()
+	room := c.sizing().quiescent - c.budget.resident.Load()
 	set := &prefetchedSet{buf: buf, ents: blocks}
 	if int64(cap(buf)) > room {
 		// The hottest that fit, copied into one buffer of their own.
@@ -132,16 +148,16 @@ func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
 		st.skipped += int64(len(blocks) - n)
 		kept := byRank[:n]
 		slices.SortFunc(kept, func(a, b PrefetchedBlock) int { return cmp.Compare(a.Addr, b.Addr) })
-		set.buf, set.ents = GetBuf(int(size)), kept
+		set.buf, set.ents = bufpool.Get(int(size)), kept
 		off := 0
 		for i := range set.ents {
 			m := copy(set.buf[off:], set.ents[i].Image)
 			set.ents[i].Image = set.buf[off : off+m : off+m]
 			off += m
 		}
-		PutBuf(buf)
+		bufpool.Put(buf)
 		if n == 0 {
-			PutBuf(set.buf)
+			bufpool.Put(set.buf)
 			return 0
 		}
 	}
@@ -150,7 +166,7 @@ func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
 	set.charge = int64(cap(set.buf))
 	st.sets = append(st.sets, set)
 	st.loaded += int64(set.left)
-	c.imgBytes.Add(set.charge)
+	c.images.bytes.Add(set.charge)
 	c.charge(set.charge)
 	return set.left
 }
@@ -165,7 +181,7 @@ func (s *prefetchedSet) find(addr int64) int {
 }
 
 // dropLocked marks entry i gone and releases the set when it was the
-// last. Caller holds c.img.
+// last. Caller holds c.images.mu.
 func (c *Cache) dropLocked(st *prefetchedState, s *prefetchedSet, i int) {
 	s.gone[i] = true
 	s.left--
@@ -176,25 +192,25 @@ func (c *Cache) dropLocked(st *prefetchedState, s *prefetchedSet, i int) {
 
 // releaseSetLocked uncharges s, gives its buffer back and removes it.
 func (c *Cache) releaseSetLocked(st *prefetchedState, s *prefetchedSet) {
-	c.imgBytes.Add(-s.charge)
+	c.images.bytes.Add(-s.charge)
 	c.charge(-s.charge)
-	PutBuf(s.buf)
+	bufpool.Put(s.buf)
 	s.buf, s.ents, s.left = nil, nil, 0
 	st.sets = slices.DeleteFunc(st.sets, func(x *prefetchedSet) bool { return x == s })
 }
 
 // TakePrefetched returns the prefetched block at addr if it has exactly
 // size bytes and checksum sum, removing it from the cache: the caller owns
-// the returned copy (a GetBuf buffer) and decodes it as if it had read it.
+// the returned copy (a pooled buffer) and decodes it as if it had read it.
 // An entry at addr that does not match is stale and is dropped; the
 // caller reads the file.
 func (f *File) TakePrefetched(addr, size int64, sum uint32) ([]byte, bool) {
-	if f.c.imgBytes.Load() == 0 {
+	if f.c.images.bytes.Load() == 0 {
 		return nil, false // no image anywhere: one atomic load
 	}
 	c := f.c
-	c.img.Lock()
-	defer c.img.Unlock()
+	c.images.mu.Lock()
+	defer c.images.mu.Unlock()
 	st := f.imgLocked(false)
 	if st == nil {
 		return nil, false
@@ -210,7 +226,7 @@ func (f *File) TakePrefetched(addr, size int64, sum uint32) ([]byte, bool) {
 			c.dropLocked(st, s, i)
 			return nil, false
 		}
-		b := GetBuf(len(e.Image))
+		b := bufpool.Get(len(e.Image))
 		copy(b, e.Image)
 		st.taken++
 		c.dropLocked(st, s, i)
@@ -221,11 +237,11 @@ func (f *File) TakePrefetched(addr, size int64, sum uint32) ([]byte, bool) {
 
 // HasPrefetched reports whether f holds a prefetched block at addr.
 func (f *File) HasPrefetched(addr int64) bool {
-	if f.c.imgBytes.Load() == 0 {
+	if f.c.images.bytes.Load() == 0 {
 		return false
 	}
-	f.c.img.Lock()
-	defer f.c.img.Unlock()
+	f.c.images.mu.Lock()
+	defer f.c.images.mu.Unlock()
 	if st := f.imgLocked(false); st != nil {
 		for _, s := range st.sets {
 			if s.find(addr) >= 0 {
@@ -240,8 +256,8 @@ func (f *File) HasPrefetched(addr int64) bool {
 // requested, in rank order (the engine carries them into the image its
 // closing commit writes, Cache image RFC entry_ageout).
 func (f *File) PrefetchedBlocks() []PrefetchedBlock {
-	f.c.img.Lock()
-	defer f.c.img.Unlock()
+	f.c.images.mu.Lock()
+	defer f.c.images.mu.Unlock()
 	st := f.imgLocked(false)
 	if st == nil {
 		return nil
@@ -264,8 +280,8 @@ func (f *File) PrefetchedBlocks() []PrefetchedBlock {
 // does; so may an owner that no longer wants them).
 func (f *File) DropPrefetched() {
 	c := f.c
-	c.img.Lock()
-	defer c.img.Unlock()
+	c.images.mu.Lock()
+	defer c.images.mu.Unlock()
 	st := f.imgLocked(false)
 	if st == nil {
 		return
@@ -273,15 +289,15 @@ func (f *File) DropPrefetched() {
 	for len(st.sets) > 0 {
 		c.releaseSetLocked(st, st.sets[0])
 	}
-	if _, ok := c.files.Get(f.serial); !ok {
-		delete(c.img.byFile, f.serial)
+	if _, ok := c.registered.files.Get(f.serial); !ok {
+		delete(c.images.mu.byFile, f.serial)
 	}
 }
 
 // PrefetchedStats reports f's prefetched-entry counters.
 func (f *File) PrefetchedStats() PrefetchedStats {
-	f.c.img.Lock()
-	defer f.c.img.Unlock()
+	f.c.images.mu.Lock()
+	defer f.c.images.mu.Unlock()
 	st := f.imgLocked(false)
 	if st == nil {
 		return PrefetchedStats{}
@@ -298,13 +314,13 @@ func (f *File) PrefetchedStats() PrefetchedStats {
 // are freed or none is left; it returns the bytes freed. Called first by
 // eviction.
 func (c *Cache) evictPrefetched(need int64) int64 {
-	if c.imgBytes.Load() == 0 {
+	if c.images.bytes.Load() == 0 {
 		return 0
 	}
-	c.img.Lock()
-	defer c.img.Unlock()
+	c.images.mu.Lock()
+	defer c.images.mu.Unlock()
 	var freed int64
-	for _, st := range c.img.byFile {
+	for _, st := range c.images.mu.byFile {
 		for freed < need && len(st.sets) > 0 {
 			s := st.sets[0]
 			freed += s.charge
@@ -360,7 +376,7 @@ func (f *File) HotChunks(ctx context.Context, fn func(HotChunk) bool) error {
 		if !e.tryPin() {
 			continue
 		}
-		hc, ok := c.encodeClean(e)
+		hc, ok := encodeClean(e)
 		c.unpin(e)
 		if !ok {
 			continue
@@ -383,7 +399,7 @@ type hotEncoded struct {
 
 // encodeClean encodes a pinned entry if it is clean, stored, and encodes
 // to the stored image.
-func (c *Cache) encodeClean(e *entry) (hotEncoded, bool) {
+func encodeClean(e *entry) (hotEncoded, bool) {
 	if !e.flushMu.TryLock() {
 		return hotEncoded{}, false // a flusher has it
 	}

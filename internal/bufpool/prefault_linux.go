@@ -1,4 +1,4 @@
-package cache
+package bufpool
 
 import (
 	"os"
@@ -22,8 +22,8 @@ import (
 //
 // Populating changes no byte: pages already present stay as they are, and
 // absent ones are zero-filled, which is what they would read as. Only
-// buffers whose every byte the caller writes are populated (GetBufFull);
-// GetBuf's and GetBufZeroed's are not, since an encoder's worst-case
+// buffers whose every byte the caller writes are populated (GetFull);
+// Get's and GetZeroed's are not, since an encoder's worst-case
 // output or a new chunk that is only partly written would otherwise cost
 // memory for pages nothing touches. The call is advice: on a kernel without it (EINVAL) or
 // when it fails, the buffer faults page by page as before, so its error
