@@ -35,10 +35,7 @@ var imgSpecs = map[string]DatasetSpec{
 func imgFile(t *testing.T, drv vfd.Driver, opts *Options) map[string]*refArray {
 	t.Helper()
 	ctx := context.Background()
-	f, err := CreateWith(drv, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := tCreate(t, drv, opts)
 	refs := map[string]*refArray{}
 	rng := rand.New(rand.NewPCG(7, 7))
 	for n, sp := range imgSpecs {

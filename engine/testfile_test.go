@@ -39,7 +39,7 @@ func noCheck(why string) tOpt {
 // tFile is a test file's cleanup: where its bytes are and why, if at all,
 // they are not checked.
 type tFile struct {
-	f    *File
+	f    *File      // nil for a file another process writes
 	drv  vfd.Driver // nil for a file made from a path
 	path string
 	skip string
@@ -89,6 +89,13 @@ func tOpenPath(t testing.TB, path string, opts *Options, o ...tOpt) *File {
 	return f
 }
 
+// tCheckPath checks at cleanup the file at path, which something other
+// than this test process (a child process) writes.
+func tCheckPath(t testing.TB, path string, o ...tOpt) {
+	t.Helper()
+	track(t, &tFile{path: path}, o)
+}
+
 func track(t testing.TB, tf *tFile, o []tOpt) {
 	t.Helper()
 	for _, fn := range o {
@@ -99,16 +106,17 @@ func track(t testing.TB, tf *tFile, o []tOpt) {
 
 func (tf *tFile) cleanup(t testing.TB) {
 	t.Helper()
-	if tf.skip != "" {
-		_ = tf.f.Close()
-		t.Logf("file not checked: %s", tf.skip)
-		return
-	}
-	if tf.drv != nil {
+	if tf.drv != nil && tf.skip == "" {
 		closeAndCheck(t, tf.f, tf.drv)
 		return
 	}
-	_ = tf.f.Close()
+	if tf.f != nil {
+		_ = tf.f.Close()
+	}
+	if tf.skip != "" {
+		t.Logf("file not checked: %s", tf.skip)
+		return
+	}
 	rep, err := CheckPath(context.Background(), tf.path)
 	if err != nil {
 		checkFailed(t, rep, err, func() ([]byte, error) { return os.ReadFile(tf.path) })
