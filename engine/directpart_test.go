@@ -340,16 +340,12 @@ var bypassAll = cache.Config{QuiescentBytes: 4 << 10, BypassBytes: 1}
 // directly (frames, and selection sections alone for DefinedElements).
 func TestDirectPartSparseFault(t *testing.T) {
 	defer verifyNoLeaks(t)
-	faultSweep(t, func(drv vfd.Driver, seed uint64, snaps snapshots) (uint64, error) {
-		return sparseWorkloadWith(bypassAll, drv, seed, snaps)
-	}, 5)
+	faultSweep(t, sparseWorkloadWith(bypassAll), 5)
 }
 
 func TestDirectPartVlenFault(t *testing.T) {
 	defer verifyNoLeaks(t)
-	faultSweep(t, func(drv vfd.Driver, seed uint64, snaps snapshots) (uint64, error) {
-		return vlenWorkloadWith(bypassAll, drv, seed, snaps)
-	}, 6)
+	faultSweep(t, vlenWorkloadWith(bypassAll), 6)
 }
 
 // TestDirectPartSparse: with every chunk above the bypass threshold,
