@@ -21,6 +21,7 @@ type wlRun struct {
 	ctx   context.Context
 	drv   vfd.Driver
 	opts  *Options
+	seed  uint64
 	rng   *rand.Rand
 	f     *File // nil after a failed reopen: nothing is open
 	refs  map[string]*refArray
@@ -41,7 +42,7 @@ func defineWorkload(stream uint64, opts *Options, ops func(w *wlRun) error) work
 	return func(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
 		w := &wlRun{
 			ctx: context.Background(), drv: drv,
-			rng:  rand.New(rand.NewPCG(seed, stream)),
+			seed: seed, rng: rand.New(rand.NewPCG(seed, stream)),
 			refs: map[string]*refArray{}, sets: map[string]*Dataset{},
 			snaps: snaps,
 		}
