@@ -303,9 +303,7 @@ func TestDirectWriteFailureKeepsOldData(t *testing.T) {
 // unfiltered dataset with chunks above the bypass threshold (direct),
 // mixed with partial writes (cached, bypassed), flushes, a shrink, and a
 // filtered dataset written through the cache.
-func directWorkload(drv vfd.Driver, seed uint64, snaps snapshots, st *cache.Stats) (lastAck uint64, err error) {
-	return directWorkloadChunks(st, dwRow)(drv, seed, snaps)
-}
+var directWorkload = directWorkloadOf(dwRow)
 
 // directWorkloadChunks is directWorkload with chunks of cols columns of a
 // row: dwRow (above the bypass threshold) or smaller ones that go direct

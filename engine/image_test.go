@@ -32,10 +32,10 @@ var imgSpecs = map[string]DatasetSpec{
 
 // imgFile creates a file on drv with imgSpecs, fills every dataset and
 // closes it with opts; it returns the model.
-func imgFile(t *testing.T, drv vfd.Driver, opts *Options) map[string]*refArray {
+func imgFile(t *testing.T, drv vfd.Driver, opts *Options, o ...tOpt) map[string]*refArray {
 	t.Helper()
 	ctx := context.Background()
-	f := tCreate(t, drv, opts)
+	f := tCreate(t, drv, opts, o...)
 	refs := map[string]*refArray{}
 	rng := rand.New(rand.NewPCG(7, 7))
 	for n, sp := range imgSpecs {
