@@ -11,7 +11,7 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// recTB records what a test helper reports instead of failing the test
+// recTB records what the harness reports instead of failing the test
 // that runs it, and holds its cleanups until run is called.
 type recTB struct {
 	testing.TB

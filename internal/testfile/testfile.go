@@ -7,7 +7,7 @@
 // scctl check. A test that damages its file on purpose opts out with
 // NoCheck(reason).
 //
-// The engine's own tests keep the same helpers in engine/testfile_test.go:
+// The engine's own tests have the same functions in engine/testfile_test.go:
 // they are in package engine, which this package imports.
 package testfile
 
