@@ -16,10 +16,7 @@ func TestAdmitterFollowsCacheResize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	f, err := CreateWith(vfd.NewMem(), &Options{Cache: c})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := tCreate(t, vfd.NewMem(), &Options{Cache: c})
 	defer f.Close()
 	cfg := c.Config()
 	for _, q := range []int64{8 << 20, 256 << 10} {

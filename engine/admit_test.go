@@ -17,18 +17,9 @@ func TestFilesShareTheCachesAdmitter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f1, err := CreateWith(vfd.NewMem(), &Options{Cache: c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f2, err := CreateWith(vfd.NewMem(), &Options{Cache: c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f3, err := CreateWith(vfd.NewMem(), nil) // its own cache
-	if err != nil {
-		t.Fatal(err)
-	}
+	f1 := tCreate(t, vfd.NewMem(), &Options{Cache: c})
+	f2 := tCreate(t, vfd.NewMem(), &Options{Cache: c})
+	f3 := tCreate(t, vfd.NewMem(), nil) // its own cache
 	if f1.admit == nil || f1.admit != f2.admit {
 		t.Fatalf("files on one cache have admitters %p and %p", f1.admit, f2.admit)
 	}
@@ -51,10 +42,7 @@ func TestFilesShareTheCachesAdmitter(t *testing.T) {
 // TestLargeRequestInAdmittedBatches: a request of many times the batch
 // budget goes through in batches and leaves nothing admitted.
 func TestLargeRequestInAdmittedBatches(t *testing.T) {
-	f, err := CreateWith(vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 10}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := tCreate(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 10}})
 	defer f.Close()
 	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64, 1024}, Chunk: []uint64{4, 1024}})
 	if err != nil {

@@ -44,12 +44,12 @@ func TestBufPoisonConcurrent(t *testing.T) {
 		readers = 8
 	)
 	frameBytes := h * w * 2
-	f, err := CreateWith(vfd.NewMem(), &Options{CacheConfig: cache.Config{
+	f := tCreate(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{
 		QuiescentBytes: 16 * int64(frameBytes), // a few chunks: constant eviction
 		PreEncodeBytes: 4 * int64(frameBytes),
 		MinBytes:       -1,
 	}})
-	must(t, err)
+	var err error
 	filters := [][]Filter{nil, {Shuffle(), Zstd(1)}, {LZ4(), CRC32C()}}
 	dss := make([]*Dataset, len(filters))
 	for i, fl := range filters {

@@ -24,8 +24,7 @@ import (
 func TestByteFlipSweep(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, nil)
-	must(t, err)
+	f := tCreate(t, mem, nil)
 	rng := rand.New(rand.NewPCG(3, 3))
 	specs := map[string]DatasetSpec{
 		"z": {Type: Uint16, Shape: []uint64{12, 12}, MaxShape: []uint64{Unlimited, 12}, Chunk: []uint64{6, 6}, Filters: []Filter{Shuffle(), Zstd(1)}},

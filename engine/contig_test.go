@@ -196,8 +196,7 @@ func TestContiguousConcurrent(t *testing.T) {
 func TestContiguousCorrupt(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, nil)
-	must(t, err)
+	f := tCreate(t, mem, nil, noCheck("the test flips a byte of the contiguous extent"))
 	ds, err := f.CreateDataset("c", DatasetSpec{Type: Uint8, Shape: []uint64{1000}})
 	must(t, err)
 	must(t, ds.Write(ctx, All([]uint64{1000}), bytes.Repeat([]byte{5}, 1000)))
@@ -228,67 +227,19 @@ func TestContiguousCorrupt(t *testing.T) {
 
 // contigCrashWorkload is crashWorkload for contiguous datasets: writes
 // (including ones that reach pieces never stored), flushes and a close.
-func contigCrashWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(seed, 5))
-	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}}
-	refs := map[string]*refArray{}
-	snaps.record(1, refs)
-	f, err := CreateWith(drv, opts)
-	if err != nil {
-		return 0, err
-	}
-	lastAck = 1
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			if cerr == nil {
-				lastAck = f.Generation()
-			}
-			err = cerr
-		}
-	}()
-	flush := func() error { return snaps.commit(ctx, f, refs, &lastAck) }
+var contigCrashWorkload = defineWorkload(5, &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}}, func(w *wlRun) error {
 	specs := map[string]DatasetSpec{
 		"c1": {Type: Uint16, Shape: []uint64{6, 10}, Fill: []byte{1, 2}},
 		"c2": {Type: Uint8, Shape: []uint64{100, 700}, Layout: Contiguous},
 	}
-	names := []string{"c1", "c2"}
-	sets := map[string]*Dataset{}
-	for _, n := range names {
-		ds, err := f.CreateDataset(n, specs[n])
-		if err != nil {
-			return lastAck, err
-		}
-		sets[n] = ds
-		refs[n] = newRef(specs[n].Shape, specs[n].Type.Size(), specs[n].Fill)
-	}
-	write := func(n int) error {
-		for i := 0; i < n; i++ {
-			name := names[rng.IntN(2)]
-			r := refs[name]
-			sel := randomSelection(rng, r.dims)
-			buf := randomBytes(rng, int(sel.NumElements())*r.elemSize)
-			if err := sets[name].Write(ctx, sel, buf); err != nil {
-				return err
-			}
-			r.write(sel, buf)
-		}
-		return nil
-	}
-	for round := 0; round < 2; round++ {
-		if err := write(4); err != nil {
-			return lastAck, err
-		}
-		if err := flush(); err != nil {
-			return lastAck, err
-		}
-	}
-	if err := write(3); err != nil {
-		return lastAck, err
-	}
-	snaps.record(f.Generation()+1, refs)
-	return lastAck, nil
-}
+	write := func() error { return w.writeRandom(4) }
+	return steps(
+		func() error { return w.create(specs, "c1", "c2") },
+		write, w.flush,
+		write, w.flush,
+		func() error { return w.writeRandom(3) },
+	)
+})
 
 func TestContiguousCrashAtEveryWrite(t *testing.T) {
 	defer verifyNoLeaks(t)
@@ -309,8 +260,7 @@ func TestContiguousDirectRead(t *testing.T) {
 	c, err := cache.New(cache.Config{QuiescentBytes: 8 << 20})
 	must(t, err)
 	defer c.Close()
-	f, err := CreateWith(mem, &Options{Cache: c})
-	must(t, err)
+	f := tCreate(t, mem, &Options{Cache: c}, noCheck("the test flips a byte of the contiguous extent"))
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{256, 1024}, Layout: Contiguous}
 	ds, err := f.CreateDataset("c", spec)
 	must(t, err)

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 
@@ -36,84 +35,25 @@ func (s snapshots) commit(ctx context.Context, f *File, refs map[string]*refArra
 	return nil
 }
 
-// crashWorkload creates a file on drv and runs a fixed sequence of creates,
-// writes, extent changes, flushes and a close, stopping at the first error.
-// It returns the generation of the last commit acknowledged with nil (0 if
-// CreateWith itself failed) and the first error.
-func crashWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(seed, 99))
-	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 6 << 10}}
-	refs := map[string]*refArray{}
-	snaps.record(1, refs)
-	f, err := CreateWith(drv, opts)
-	if err != nil {
-		return 0, err
-	}
-	lastAck = 1
-	defer func() {
-		// The power is out from the first error on: Close must not make the
-		// outcome look better than it is, but it must release everything.
-		if cerr := f.Close(); err == nil {
-			if cerr == nil {
-				lastAck = f.Generation()
-			}
-			err = cerr
-		}
-	}()
-	flush := func() error { return snaps.commit(ctx, f, refs, &lastAck) }
+// crashWorkload creates a file and runs a fixed sequence of creates,
+// writes, extent changes, flushes and a close on an extensible-array and
+// a fixed-array dataset, stopping at the first error.
+var crashWorkload = defineWorkload(99, &Options{CacheConfig: cache.Config{QuiescentBytes: 6 << 10}}, func(w *wlRun) error {
 	specs := map[string]DatasetSpec{
 		"ea": {Type: Uint16, Shape: []uint64{6, 10}, MaxShape: []uint64{Unlimited, 10}, Chunk: []uint64{2, 5}, Filters: []Filter{Shuffle(), Zstd(1)}},
 		"fa": {Type: Int32, Shape: []uint64{9, 9}, Chunk: []uint64{4, 4}, Fill: []byte{1, 2, 3, 4}},
 	}
-	sets := map[string]*Dataset{}
-	for _, n := range []string{"ea", "fa"} {
-		ds, err := f.CreateDataset(n, specs[n])
-		if err != nil {
-			return lastAck, err
-		}
-		sets[n] = ds
-		refs[n] = newRef(specs[n].Shape, specs[n].Type.Size(), specs[n].Fill)
-	}
-	write := func(n int) error {
-		for i := 0; i < n; i++ {
-			name := []string{"ea", "fa"}[rng.IntN(2)]
-			r := refs[name]
-			sel := randomSelection(rng, r.dims)
-			buf := randomBytes(rng, int(sel.NumElements())*r.elemSize)
-			if err := sets[name].Write(ctx, sel, buf); err != nil {
-				return err
-			}
-			r.write(sel, buf)
-		}
-		return nil
-	}
-	if err := write(6); err != nil {
-		return lastAck, err
-	}
-	if err := flush(); err != nil {
-		return lastAck, err
-	}
-	if err := write(6); err != nil {
-		return lastAck, err
-	}
-	if err := sets["ea"].SetExtent(ctx, []uint64{3, 10}); err != nil {
-		return lastAck, err
-	}
-	refs["ea"].resize([]uint64{3, 10})
-	if err := flush(); err != nil {
-		return lastAck, err
-	}
-	if err := sets["ea"].SetExtent(ctx, []uint64{9, 10}); err != nil {
-		return lastAck, err
-	}
-	refs["ea"].resize([]uint64{9, 10})
-	if err := write(6); err != nil {
-		return lastAck, err
-	}
-	snaps.record(f.Generation()+1, refs) // what Close commits
-	return lastAck, nil
-}
+	return steps(
+		func() error { return w.create(specs, "ea", "fa") },
+		func() error { return w.writeRandom(6) },
+		w.flush,
+		func() error { return w.writeRandom(6) },
+		func() error { return w.setExtent("ea", []uint64{3, 10}) },
+		w.flush,
+		func() error { return w.setExtent("ea", []uint64{9, 10}) },
+		func() error { return w.writeRandom(6) },
+	)
+})
 
 // verifyCommitted opens drv and checks it holds exactly one of the states a
 // commit at or after lastAck captured, and passes the consistency checker.

@@ -21,8 +21,7 @@ func TestDirectReadWholeUnfilteredChunks(t *testing.T) {
 	const rows, h, w = 8, 64, 512 // uint16 frames of 64 KiB (directMin), one per chunk
 	frame := h * w * 2
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, nil)
-	must(t, err)
+	f := tCreate(t, mem, nil)
 	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: []uint64{rows, h, w}, Chunk: []uint64{1, h, w}})
 	must(t, err)
 	want := make([]byte, rows*frame)
@@ -96,8 +95,7 @@ func TestDirectReadWholeUnfilteredChunks(t *testing.T) {
 
 	// A small chunk (under directMin) is loaded and kept.
 	mem = vfd.NewMem()
-	f, err = CreateWith(mem, nil)
-	must(t, err)
+	f = tCreate(t, mem, nil)
 	small, err := f.CreateDataset("s", DatasetSpec{Type: Uint8, Shape: []uint64{4, 256}, Chunk: []uint64{1, 256}})
 	must(t, err)
 	must(t, small.Write(ctx, All([]uint64{4, 256}), make([]byte, 1024)))

@@ -95,8 +95,7 @@ func TestDirectPartDifferential(t *testing.T) {
 func TestDirectPartCorrupt(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, &Options{CacheConfig: partCache}) // not tCreate: the test damages the file
-	must(t, err)
+	f := tCreate(t, mem, &Options{CacheConfig: partCache}, noCheck("the test flips a byte inside a stored chunk"))
 	ds, err := f.CreateDataset("c", partSpec)
 	must(t, err)
 	data := randomBytes(rand.New(rand.NewPCG(1, 2)), 512*1024)
@@ -263,60 +262,38 @@ func TestDirectPartConcurrentWriter(t *testing.T) {
 // contiguous dataset in a cache that bypasses its pieces. Reads are
 // checked against the model with t.
 func directPartWorkload(t *testing.T) workload {
-	return func(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
-		ctx := context.Background()
-		rng := rand.New(rand.NewPCG(seed, 12))
-		refs := map[string]*refArray{}
-		snaps.record(1, refs)
-		f, err := CreateWith(drv, &Options{CacheConfig: partCache})
-		if err != nil {
-			return 0, err
-		}
-		lastAck = 1
-		defer func() {
-			if cerr := f.Close(); err == nil {
-				if cerr == nil {
-					lastAck = f.Generation()
-				}
-				err = cerr
-			}
-		}()
+	return defineWorkload(12, &Options{CacheConfig: partCache}, func(w *wlRun) error {
 		spec := DatasetSpec{Type: Uint8, Shape: []uint64{256, 1024}, Layout: Contiguous}
-		ds, err := f.CreateDataset("c", spec)
-		if err != nil {
-			return lastAck, err
+		if err := w.create(map[string]DatasetSpec{"c": spec}, "c"); err != nil {
+			return err
 		}
-		ref := newRef(spec.Shape, 1, nil)
-		refs["c"] = ref
+		ds, ref := w.sets["c"], w.refs["c"]
 		for round := 0; round < 3; round++ {
 			for i := 0; i < 3; i++ {
-				sel := randomSelection(rng, ref.dims)
+				sel := randomSelection(w.rng, ref.dims)
 				if i == 0 {
-					sel = Box([]uint64{64 * uint64(rng.IntN(4)), 0}, []uint64{64, 1024})
+					sel = Box([]uint64{64 * uint64(w.rng.IntN(4)), 0}, []uint64{64, 1024})
 				}
-				buf := randomBytes(rng, int(sel.NumElements()))
-				if err := ds.Write(ctx, sel, buf); err != nil {
-					return lastAck, err
+				buf := randomBytes(w.rng, int(sel.NumElements()))
+				if err := ds.Write(w.ctx, sel, buf); err != nil {
+					return err
 				}
 				ref.write(sel, buf)
-				rs := randomSelection(rng, ref.dims)
+				rs := randomSelection(w.rng, ref.dims)
 				got := make([]byte, rs.NumElements())
-				if err := ds.Read(ctx, rs, got); err != nil {
-					return lastAck, err
+				if err := ds.Read(w.ctx, rs, got); err != nil {
+					return err
 				}
 				if !bytes.Equal(got, ref.read(rs)) {
-					t.Errorf("seed %d round %d: read %v differs", seed, round, rs.h)
+					t.Errorf("seed %d round %d: read %v differs", w.seed, round, rs.h)
 				}
 			}
-			snaps.record(f.Generation()+1, refs)
-			if err := f.Flush(ctx); err != nil {
-				return lastAck, err
+			if err := w.flush(); err != nil {
+				return err
 			}
-			lastAck = f.Generation()
 		}
-		snaps.record(f.Generation()+1, refs)
-		return lastAck, nil
-	}
+		return nil
+	})
 }
 
 func TestDirectPartFaultAtEveryOperation(t *testing.T) {
@@ -341,16 +318,12 @@ var bypassAll = cache.Config{QuiescentBytes: 4 << 10, BypassBytes: 1}
 // directly (frames, and selection sections alone for DefinedElements).
 func TestDirectPartSparseFault(t *testing.T) {
 	defer verifyNoLeaks(t)
-	faultSweep(t, func(drv vfd.Driver, seed uint64, snaps snapshots) (uint64, error) {
-		return sparseWorkloadWith(bypassAll, drv, seed, snaps)
-	}, 5)
+	faultSweep(t, sparseWorkloadWith(bypassAll), 5)
 }
 
 func TestDirectPartVlenFault(t *testing.T) {
 	defer verifyNoLeaks(t)
-	faultSweep(t, func(drv vfd.Driver, seed uint64, snaps snapshots) (uint64, error) {
-		return vlenWorkloadWith(bypassAll, drv, seed, snaps)
-	}, 6)
+	faultSweep(t, vlenWorkloadWith(bypassAll), 6)
 }
 
 // TestDirectPartSparse: with every chunk above the bypass threshold,
@@ -444,8 +417,7 @@ func TestDirectReadLarge(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{4096, 1024}, Layout: Contiguous} // 64 pieces
-	f, err := CreateWith(mem, nil)
-	must(t, err)
+	f := tCreate(t, mem, nil)
 	ds, err := f.CreateDataset("c", spec)
 	must(t, err)
 	data := randomBytes(rand.New(rand.NewPCG(6, 6)), 4096*1024)

@@ -69,8 +69,7 @@ func TestDirectWriteZeroCopy(t *testing.T) {
 	defer verifyNoLeaks(t)
 	ctx := context.Background()
 	rec := &recDriver{Driver: vfd.NewMem()}
-	f, err := CreateWith(rec, dwOpts())
-	must(t, err)
+	f := tCreate(t, rec, dwOpts())
 	ds, err := f.CreateDataset("d", dwSpec)
 	must(t, err)
 	c := f.Cache()
@@ -165,8 +164,7 @@ func TestDirectWriteCoherence(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	fd := vfd.NewFault(mem)
-	f, err := CreateWith(fd, dwOpts())
-	must(t, err)
+	f := tCreate(t, fd, dwOpts())
 	ds, err := f.CreateDataset("d", dwSpec)
 	must(t, err)
 	c := f.Cache()
@@ -270,8 +268,7 @@ func TestDirectWriteFailureKeepsOldData(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	fd := vfd.NewFault(mem)
-	f, err := CreateWith(fd, dwOpts())
-	must(t, err)
+	f := tCreate(t, fd, dwOpts())
 	ds, err := f.CreateDataset("d", dwSpec)
 	must(t, err)
 	ref := newRef(dwSpec.Shape, 1, nil)
@@ -306,99 +303,57 @@ func TestDirectWriteFailureKeepsOldData(t *testing.T) {
 // unfiltered dataset with chunks above the bypass threshold (direct),
 // mixed with partial writes (cached, bypassed), flushes, a shrink, and a
 // filtered dataset written through the cache.
-func directWorkload(drv vfd.Driver, seed uint64, snaps snapshots, st *cache.Stats) (lastAck uint64, err error) {
-	return directWorkloadChunks(drv, seed, snaps, st, dwRow)
-}
+var directWorkload = directWorkloadOf(dwRow)
 
 // directWorkloadChunks is directWorkload with chunks of cols columns of a
 // row: dwRow (above the bypass threshold) or smaller ones that go direct
-// only because the cache is full (directFullCols).
-func directWorkloadChunks(drv vfd.Driver, seed uint64, snaps snapshots, st *cache.Stats, cols uint64) (lastAck uint64, err error) {
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(seed, 7))
-	refs := map[string]*refArray{}
-	snaps.record(1, refs)
-	f, err := CreateWith(drv, dwOpts())
-	if err != nil {
-		return 0, err
-	}
-	lastAck = 1
-	defer func() {
+// only because the cache is full (directFullCols). If st is not nil, it
+// receives the cache's statistics before the close.
+func directWorkloadChunks(st *cache.Stats, cols uint64) workload {
+	return defineWorkload(7, dwOpts(), func(w *wlRun) error {
 		if st != nil {
-			*st = f.Cache().Stats()
+			w.beforeClose = func(f *File) { *st = f.Cache().Stats() }
 		}
-		if cerr := f.Close(); err == nil {
-			if cerr == nil {
-				lastAck = f.Generation()
-			}
-			err = cerr
+		specs := map[string]DatasetSpec{
+			"d": dwSpecCols(cols),
+			"z": {Type: Uint16, Shape: []uint64{4, 64}, Chunk: []uint64{2, 32}, Filters: []Filter{Shuffle(), Zstd(1)}},
 		}
-	}()
-	flush := func() error { return snaps.commit(ctx, f, refs, &lastAck) }
-	specs := map[string]DatasetSpec{
-		"d": dwSpecCols(cols),
-		"z": {Type: Uint16, Shape: []uint64{4, 64}, Chunk: []uint64{2, 32}, Filters: []Filter{Shuffle(), Zstd(1)}},
-	}
-	sets := map[string]*Dataset{}
-	for _, n := range []string{"d", "z"} {
-		ds, err := f.CreateDataset(n, specs[n])
-		if err != nil {
-			return lastAck, err
+		write := func(n int) func() error {
+			return func() error {
+				for i := 0; i < n; i++ {
+					name, sel := "d", Selection{}
+					r := w.refs["d"]
+					switch k := w.rng.IntN(4); k {
+					case 0, 1: // whole rows: direct
+						lo := w.rng.Uint64N(r.dims[0])
+						sel = Box([]uint64{lo, 0}, []uint64{1 + w.rng.Uint64N(r.dims[0]-lo), dwRow})
+					case 2:
+						sel = randomSelection(w.rng, r.dims)
+					default:
+						name = "z"
+						sel = randomSelection(w.rng, w.refs["z"].dims)
+					}
+					buf := randomBytes(w.rng, int(sel.NumElements())*w.refs[name].elemSize)
+					if err := w.sets[name].Write(w.ctx, sel, buf); err != nil {
+						return err
+					}
+					w.refs[name].write(sel, buf)
+				}
+				return nil
+			}
 		}
-		sets[n] = ds
-		refs[n] = newRef(specs[n].Shape, specs[n].Type.Size(), nil)
-	}
-	write := func(n int) error {
-		for i := 0; i < n; i++ {
-			name, sel := "d", Selection{}
-			r := refs["d"]
-			switch k := rng.IntN(4); k {
-			case 0, 1: // whole rows: direct
-				lo := rng.Uint64N(r.dims[0])
-				sel = Box([]uint64{lo, 0}, []uint64{1 + rng.Uint64N(r.dims[0]-lo), dwRow})
-			case 2:
-				sel = randomSelection(rng, r.dims)
-			default:
-				name = "z"
-				sel = randomSelection(rng, refs["z"].dims)
-			}
-			buf := randomBytes(rng, int(sel.NumElements())*refs[name].elemSize)
-			if err := sets[name].Write(ctx, sel, buf); err != nil {
-				return err
-			}
-			refs[name].write(sel, buf)
-		}
-		return nil
-	}
-	steps := []func() error{
-		func() error { return write(4) },
-		flush,
-		func() error { return write(4) }, // crash here: the last flush's state
-		flush,
-		func() error { return write(3) },
-		func() error {
-			if err := sets["d"].SetExtent(ctx, []uint64{3, dwRow}); err != nil {
-				return err
-			}
-			refs["d"].resize([]uint64{3, dwRow})
-			return nil
-		},
-		flush,
-		func() error {
-			if err := sets["d"].SetExtent(ctx, []uint64{6, dwRow}); err != nil {
-				return err
-			}
-			refs["d"].resize([]uint64{6, dwRow})
-			return write(4)
-		},
-	}
-	for _, s := range steps {
-		if err := s(); err != nil {
-			return lastAck, err
-		}
-	}
-	snaps.record(f.Generation()+1, refs) // what Close commits
-	return lastAck, nil
+		return steps(
+			func() error { return w.create(specs, "d", "z") },
+			write(4), w.flush,
+			write(4), // crash here: the last flush's state
+			w.flush,
+			write(3),
+			func() error { return w.setExtent("d", []uint64{3, dwRow}) },
+			w.flush,
+			func() error { return w.setExtent("d", []uint64{6, dwRow}) },
+			write(4),
+		)
+	})
 }
 
 // TestDirectWriteCrashAtEveryWrite cuts the power at every mutating
@@ -448,7 +403,7 @@ func TestDirectWriteFaultAtEveryOperation(t *testing.T) {
 func requireDirectWrites(t *testing.T, seed, cols uint64) {
 	t.Helper()
 	var st cache.Stats
-	if _, err := directWorkloadChunks(vfd.NewMem(), seed, snapshots{}, &st, cols); err != nil {
+	if _, err := directWorkloadChunks(&st, cols)(vfd.NewMem(), seed, snapshots{}); err != nil {
 		t.Fatal(err)
 	}
 	if st.DirectWrites < 4 {
@@ -458,11 +413,7 @@ func requireDirectWrites(t *testing.T, seed, cols uint64) {
 }
 
 // directWorkloadOf adapts directWorkload to the sweeps' workload type.
-func directWorkloadOf(cols uint64) workload {
-	return func(drv vfd.Driver, seed uint64, snaps snapshots) (uint64, error) {
-		return directWorkloadChunks(drv, seed, snaps, nil, cols)
-	}
-}
+func directWorkloadOf(cols uint64) workload { return directWorkloadChunks(nil, cols) }
 
 // TestDirectWriteConcurrentDifferential: goroutines write (whole rows,
 // direct; partial boxes, cached) and read their own rows of a shared
@@ -494,8 +445,7 @@ func directConcurrentDifferential(t *testing.T, cols uint64, opts *Options) {
 	ctx := context.Background()
 	const workers, rowsEach, ops = 4, 3, 60
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, opts)
-	must(t, err)
+	f := tCreate(t, mem, opts)
 	shape := []uint64{workers*rowsEach + 1, dwRow} // last row: shared
 	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: shape, Chunk: []uint64{1, cols}})
 	must(t, err)

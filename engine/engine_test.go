@@ -90,8 +90,7 @@ func TestFilePathLifecycle(t *testing.T) {
 	defer verifyNoLeaks(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "x.scc")
-	f, err := Create(path, nil)
-	must(t, err)
+	f := tCreatePath(t, path, nil)
 	if _, err := Open(path, nil); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second writer: %v, want ErrLocked", err)
 	}
@@ -158,8 +157,7 @@ func TestCreateReplacesFile(t *testing.T) {
 		must(t, err)
 		return st.Size()
 	}
-	f, err := Create(path, nil)
-	must(t, err)
+	f := tCreatePath(t, path, nil)
 	ds, err := f.CreateDataset("a", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{32, 32}})
 	must(t, err)
 	must(t, ds.Write(ctx, Box([]uint64{0, 0}, []uint64{64, 64}), make([]byte, 4096)))
@@ -176,8 +174,7 @@ func TestCreateReplacesFile(t *testing.T) {
 	}
 	must(t, f.Close())
 
-	f, err = Create(path, nil)
-	must(t, err)
+	f = tCreatePath(t, path, nil)
 	must(t, f.Close())
 	if got := size(); got >= full {
 		t.Fatalf("recreated file has %d bytes, the old one %d", got, full)
@@ -194,8 +191,7 @@ func TestCreateReplacesFile(t *testing.T) {
 
 	empty := filepath.Join(dir, "empty.scc")
 	must(t, os.WriteFile(empty, nil, 0o644))
-	f, err = Create(empty, nil)
-	must(t, err)
+	f = tCreatePath(t, empty, nil)
 	_, err = f.CreateDataset("b", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{8}})
 	must(t, err)
 	must(t, f.Close())
@@ -209,8 +205,7 @@ func TestCreateReplacesFile(t *testing.T) {
 func TestReadOnlyNeverSyncs(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, nil)
-	must(t, err)
+	f := tCreate(t, mem, nil)
 	ds, err := f.CreateDataset("a", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{32, 32}})
 	must(t, err)
 	must(t, ds.Write(ctx, Box([]uint64{0, 0}, []uint64{64, 64}), make([]byte, 4096)))
@@ -373,14 +368,12 @@ func TestWriteBehindFollowsNoSync(t *testing.T) {
 		if noSync {
 			want = 0
 		}
-		f, err := Create(path, &Options{NoSync: noSync})
-		must(t, err)
+		f := tCreatePath(t, path, &Options{NoSync: noSync})
 		if got := f.drv.(*syncLatch).Driver.(*vfd.File).WriteBehind(); got != want {
 			t.Errorf("Create, NoSync %v: write-behind %d, want %d", noSync, got, want)
 		}
 		must(t, f.Close())
-		f, err = Open(path, &Options{NoSync: noSync})
-		must(t, err)
+		f = tOpenPath(t, path, &Options{NoSync: noSync})
 		if got := f.drv.(*syncLatch).Driver.(*vfd.File).WriteBehind(); got != want {
 			t.Errorf("Open, NoSync %v: write-behind %d, want %d", noSync, got, want)
 		}

@@ -118,8 +118,7 @@ func TestImageAfterEveryRead(t *testing.T) {
 				}
 			}
 			opts := &Options{Image: ImageOptions{Generate: true}}
-			f, err := CreateWith(mem, opts)
-			must(t, err)
+			f := tCreate(t, mem, opts)
 			ds, err := f.CreateDataset("d", sp)
 			must(t, err)
 			// Every chunk stored, with gaps a sparse dataset leaves

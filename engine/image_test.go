@@ -32,13 +32,10 @@ var imgSpecs = map[string]DatasetSpec{
 
 // imgFile creates a file on drv with imgSpecs, fills every dataset and
 // closes it with opts; it returns the model.
-func imgFile(t *testing.T, drv vfd.Driver, opts *Options) map[string]*refArray {
+func imgFile(t *testing.T, drv vfd.Driver, opts *Options, o ...tOpt) map[string]*refArray {
 	t.Helper()
 	ctx := context.Background()
-	f, err := CreateWith(drv, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := tCreate(t, drv, opts, o...)
 	refs := map[string]*refArray{}
 	rng := rand.New(rand.NewPCG(7, 7))
 	for n, sp := range imgSpecs {
@@ -593,92 +590,55 @@ func TestImageSWMR(t *testing.T) {
 // through an image: created and closed with one, reopened for writing
 // (uses it, drops it at its first commit), written and closed with a new
 // one.
-func imageWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(seed, 5))
-	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 10}, Image: ImageOptions{Generate: true, SaveSizing: true}}
+var imageWorkload = defineWorkload(5, &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 10}, Image: ImageOptions{Generate: true, SaveSizing: true}}, func(w *wlRun) error {
 	specs := map[string]DatasetSpec{
 		"ea": {Type: Uint16, Shape: []uint64{6, 10}, MaxShape: []uint64{Unlimited, 10}, Chunk: []uint64{2, 5}, Filters: []Filter{Shuffle(), Zstd(1)}},
 		"fa": {Type: Int32, Shape: []uint64{9, 9}, Chunk: []uint64{4, 4}, Fill: []byte{1, 2, 3, 4}},
 	}
-	refs := map[string]*refArray{}
-	snaps.record(1, refs)
-	f, err := CreateWith(drv, opts)
-	if err != nil {
-		return 0, err
-	}
-	lastAck = 1
-	write := func(f *File, n int) error {
-		for i := 0; i < n; i++ {
-			name := []string{"ea", "fa"}[rng.IntN(2)]
-			r := refs[name]
-			ds, err := f.OpenDataset(name)
+	names := []string{"ea", "fa"}
+	// Datasets are opened for each write and closed after it, so that
+	// every close of the file finds none open.
+	create := func() error {
+		for _, n := range names {
+			ds, err := w.f.CreateDataset(n, specs[n])
 			if err != nil {
 				return err
 			}
-			sel := randomSelection(rng, r.dims)
-			buf := randomBytes(rng, int(sel.NumElements())*r.elemSize)
-			err = ds.Write(ctx, sel, buf)
 			ds.Close()
-			if err != nil {
-				return err
+			w.refs[n] = newRef(specs[n].Shape, specs[n].Type.Size(), specs[n].Fill)
+		}
+		return nil
+	}
+	write := func(n int) func() error {
+		return func() error {
+			for i := 0; i < n; i++ {
+				name := names[w.rng.IntN(2)]
+				r := w.refs[name]
+				ds, err := w.f.OpenDataset(name)
+				if err != nil {
+					return err
+				}
+				sel := randomSelection(w.rng, r.dims)
+				buf := randomBytes(w.rng, int(sel.NumElements())*r.elemSize)
+				err = ds.Write(w.ctx, sel, buf)
+				ds.Close()
+				if err != nil {
+					return err
+				}
+				r.write(sel, buf)
 			}
-			r.write(sel, buf)
+			return nil
+		}
+	}
+	// The first Close committed its image: the reopen must use it.
+	usedImage := func() error {
+		if info := w.f.ImageInfo(); !info.Used {
+			return fmt.Errorf("reopen did not use the image: %+v", info)
 		}
 		return nil
 	}
-	closeFile := func(f *File) error {
-		snaps.record(f.Generation()+1, refs)
-		if err := f.Close(); err != nil {
-			return err
-		}
-		lastAck = f.Generation()
-		return nil
-	}
-	for n, sp := range specs {
-		ds, err := f.CreateDataset(n, sp)
-		if err != nil {
-			f.Close()
-			return lastAck, err
-		}
-		ds.Close()
-		refs[n] = newRef(sp.Shape, sp.Type.Size(), sp.Fill)
-	}
-	if err := write(f, 6); err != nil {
-		f.Close()
-		return lastAck, err
-	}
-	if err := closeFile(f); err != nil {
-		return lastAck, err
-	}
-	f, err = OpenWith(drv, opts)
-	if err != nil {
-		return lastAck, err
-	}
-	// The first Close committed its image: this open must use it.
-	if info := f.ImageInfo(); !info.Used {
-		f.Close()
-		return lastAck, fmt.Errorf("reopen did not use the image: %+v", info)
-	}
-	if err := write(f, 4); err != nil {
-		f.Close()
-		return lastAck, err
-	}
-	snaps.record(f.Generation()+1, refs)
-	if err := f.Flush(ctx); err != nil {
-		f.Close()
-		return lastAck, err
-	}
-	lastAck = f.Generation()
-	if err := write(f, 4); err != nil {
-		f.Close()
-		return lastAck, err
-	}
-	if err := closeFile(f); err != nil {
-		return lastAck, err
-	}
-	return lastAck, nil
-}
+	return steps(create, write(6), w.reopen, usedImage, write(4), w.flush, write(4))
+})
 
 // TestImageCrash cuts the power at every write and sync of the workload,
 // those of both image writes included: every crash image opens in a

@@ -398,64 +398,35 @@ func TestIndexShedWriteFails(t *testing.T) {
 // write changed index blocks under pressure (File.writeIndexes) between
 // commits (shedWorkloadBytes counts them): rows of 16 bytes, one chunk each, in a cache of 16 KiB, appended
 // 250 at a time, with a commit before, between and after the bursts.
-func shedWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
-	ctx := context.Background()
+var shedWorkload = defineWorkload(5, &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 10, ActiveMultiplier: 1}}, func(w *wlRun) error {
 	const row = 16
-	snaps.record(1, map[string]*refArray{})
-	f, err := CreateWith(drv, &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 10, ActiveMultiplier: 1}})
-	if err != nil {
-		return 0, err
-	}
-	lastAck = 1
-	defer func() {
-		shedWorkloadBytes.Add(f.indexShedBytes.Load())
-		if cerr := f.Close(); err == nil {
-			if cerr == nil {
-				lastAck = f.Generation()
-			}
-			err = cerr
-		}
-	}()
+	w.beforeClose = func(f *File) { shedWorkloadBytes.Add(f.indexShedBytes.Load()) }
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{250, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}}
-	ds, err := f.CreateDataset("t", spec)
-	if err != nil {
-		return lastAck, err
+	if err := w.create(map[string]DatasetSpec{"t": spec}, "t"); err != nil {
+		return err
 	}
-	ref := newRef(spec.Shape, 1, nil)
-	refs := map[string]*refArray{"t": ref}
-	rng := rand.New(rand.NewPCG(seed, 5))
 	burst := func(from, to uint64) error {
 		for k := from; k < to; k += 250 {
 			if k > 0 {
-				if err := ds.SetExtent(ctx, []uint64{k + 250, row}); err != nil {
+				if err := w.setExtent("t", []uint64{k + 250, row}); err != nil {
 					return err
 				}
-				ref.resize([]uint64{k + 250, row})
 			}
 			sel := Box([]uint64{k, 0}, []uint64{250, row})
-			buf := randomBytes(rng, 250*row)
-			if err := ds.Write(ctx, sel, buf); err != nil {
+			buf := randomBytes(w.rng, 250*row)
+			if err := w.sets["t"].Write(w.ctx, sel, buf); err != nil {
 				return err
 			}
-			ref.write(sel, buf)
+			w.refs["t"].write(sel, buf)
 		}
 		return nil
 	}
-	flush := func() error { return snaps.commit(ctx, f, refs, &lastAck) }
-	for _, step := range [][2]uint64{{0, 250}, {250, 1250}, {1250, 1500}} {
-		if err := burst(step[0], step[1]); err != nil {
-			return lastAck, err
-		}
-		if step[1] == 1500 {
-			break // Close commits the last burst
-		}
-		if err := flush(); err != nil {
-			return lastAck, err
-		}
-	}
-	snaps.record(f.Generation()+1, refs) // what Close commits
-	return lastAck, nil
-}
+	return steps(
+		func() error { return burst(0, 250) }, w.flush,
+		func() error { return burst(250, 1250) }, w.flush,
+		func() error { return burst(1250, 1500) }, // Close commits the last burst
+	)
+})
 
 // shedWorkloadBytes adds up, over every run of shedWorkload, the changed
 // index bytes written under pressure: the sweeps require some, or they

@@ -74,10 +74,7 @@ func TestReadPartlyResident(t *testing.T) {
 	}
 	defer c.Close()
 	drv := vfd.NewMem()
-	f, err := CreateWith(drv, &Options{Cache: c})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := tCreate(t, drv, &Options{Cache: c})
 	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{4, 16}, MaxShape: []uint64{Unlimited, 16}, Chunk: []uint64{1, 16}})
 	if err != nil {
 		t.Fatal(err)

@@ -15,8 +15,7 @@ import (
 func TestLayoutsRefresh(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "f.scc")
-	w, err := Create(path, nil)
-	must(t, err)
+	w := tCreatePath(t, path, nil)
 	defer w.Close()
 	sp, err := w.CreateDataset("sp", DatasetSpec{Type: Uint8, Shape: []uint64{100}, Chunk: []uint64{10}, Layout: Sparse})
 	must(t, err)

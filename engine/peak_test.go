@@ -36,8 +36,7 @@ func TestPeakResidentUnderConcurrency(t *testing.T) {
 			must(t, err)
 			defer c.Close()
 			limit := c.Stats().ActiveLimit
-			f, err := CreateWith(vfd.NewMem(), &Options{Cache: c})
-			must(t, err)
+			f := tCreate(t, vfd.NewMem(), &Options{Cache: c})
 			var dss []*Dataset
 			for i := 0; i < 3; i++ {
 				ds, err := f.CreateDataset(fmt.Sprintf("d%d", i), DatasetSpec{

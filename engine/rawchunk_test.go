@@ -287,85 +287,57 @@ func testRawChunkConcurrent(t *testing.T, zlib bool) {
 
 // rawWorkload copies chunks raw between datasets across commits, for the
 // crash and fault sweeps.
-func rawWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
-	return rawWorkloadWith(drv, seed, snaps, false)
-}
+var rawWorkload = rawWorkloadWith(false)
 
 // rawZlibWorkload is rawWorkload over a shuffle+zlib pipeline, copying
 // with WriteChunkRawZlib (its inner chunks stored without a decode).
-func rawZlibWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
-	return rawWorkloadWith(drv, seed, snaps, true)
-}
+var rawZlibWorkload = rawWorkloadWith(true)
 
-func rawWorkloadWith(drv vfd.Driver, seed uint64, snaps snapshots, zlib bool) (lastAck uint64, err error) {
-	ctx := context.Background()
-	refs := map[string]*refArray{}
-	snaps.record(1, refs)
-	f, err := CreateWith(drv, &Options{CacheConfig: cache.Config{QuiescentBytes: 2 << 10}})
-	if err != nil {
-		return 0, err
-	}
-	lastAck = 1
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			if cerr == nil {
-				lastAck = f.Generation()
+func rawWorkloadWith(zlib bool) workload {
+	return defineWorkload(5, &Options{CacheConfig: cache.Config{QuiescentBytes: 2 << 10}}, func(w *wlRun) error {
+		spec := DatasetSpec{Type: Uint16, Shape: []uint64{6, 6}, Chunk: []uint64{4, 4}, Filters: []Filter{Shuffle(), Deflate(2)}}
+		if zlib {
+			// Chunks large enough for zlib to shrink; (0,0) is inner.
+			spec = DatasetSpec{Type: Uint16, Shape: []uint64{24, 24}, Chunk: []uint64{16, 16}, Filters: []Filter{Shuffle(), Zlib(2)}}
+		}
+		if err := w.create(map[string]DatasetSpec{"src": spec, "dst": spec}, "src", "dst"); err != nil {
+			return err
+		}
+		src, dst := w.sets["src"], w.sets["dst"]
+		for round := 0; round < 2; round++ {
+			for k := 0; k < 3; k++ {
+				sel := randomSelection(w.rng, spec.Shape)
+				buf := compressibleBytes(w.rng, int(sel.NumElements())*2)
+				if err := src.Write(w.ctx, sel, buf); err != nil {
+					return err
+				}
+				w.refs["src"].write(sel, buf)
 			}
-			err = cerr
-		}
-	}()
-	spec := DatasetSpec{Type: Uint16, Shape: []uint64{6, 6}, Chunk: []uint64{4, 4}, Filters: []Filter{Shuffle(), Deflate(2)}}
-	if zlib {
-		// Chunks large enough for zlib to shrink; (0,0) is inner.
-		spec = DatasetSpec{Type: Uint16, Shape: []uint64{24, 24}, Chunk: []uint64{16, 16}, Filters: []Filter{Shuffle(), Zlib(2)}}
-	}
-	src, err := f.CreateDataset("src", spec)
-	if err != nil {
-		return lastAck, err
-	}
-	dst, err := f.CreateDataset("dst", spec)
-	if err != nil {
-		return lastAck, err
-	}
-	refs["src"] = newRef(spec.Shape, 2, nil)
-	refs["dst"] = newRef(spec.Shape, 2, nil)
-	rng := rand.New(rand.NewPCG(seed, 5))
-	for round := 0; round < 2; round++ {
-		for k := 0; k < 3; k++ {
-			sel := randomSelection(rng, spec.Shape)
-			buf := compressibleBytes(rng, int(sel.NumElements())*2)
-			if err := src.Write(ctx, sel, buf); err != nil {
-				return lastAck, err
-			}
-			refs["src"].write(sel, buf)
-		}
-		chunks, err := src.StoredChunks(ctx)
-		if err != nil {
-			return lastAck, err
-		}
-		for _, c := range chunks {
-			data, mask, err := src.ReadChunkRaw(ctx, c.Coords)
+			chunks, err := src.StoredChunks(w.ctx)
 			if err != nil {
-				return lastAck, err
+				return err
 			}
-			if zlib && mask == 0 {
-				_, err = dst.WriteChunkRawZlib(ctx, c.Coords, data, mask)
-			} else {
-				err = dst.WriteChunkRaw(ctx, c.Coords, data, mask)
+			for _, c := range chunks {
+				data, mask, err := src.ReadChunkRaw(w.ctx, c.Coords)
+				if err != nil {
+					return err
+				}
+				if zlib && mask == 0 {
+					_, err = dst.WriteChunkRawZlib(w.ctx, c.Coords, data, mask)
+				} else {
+					err = dst.WriteChunkRaw(w.ctx, c.Coords, data, mask)
+				}
+				if err != nil {
+					return err
+				}
 			}
-			if err != nil {
-				return lastAck, err
+			w.refs["dst"] = w.refs["src"].clone()
+			if err := w.flush(); err != nil {
+				return err
 			}
 		}
-		refs["dst"] = refs["src"].clone()
-		snaps.record(f.Generation()+1, refs)
-		if err := f.Flush(ctx); err != nil {
-			return lastAck, err
-		}
-		lastAck = f.Generation()
-	}
-	snaps.record(f.Generation()+1, refs)
-	return lastAck, nil
+		return nil
+	})
 }
 
 func TestRawChunkCrashAndFault(t *testing.T) {

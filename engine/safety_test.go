@@ -230,8 +230,7 @@ func TestSyncFailureInCacheFlushLatches(t *testing.T) {
 func TestSuperblockReadErrorFailsOpen(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, nil)
-	must(t, err)
+	f := tCreate(t, mem, nil)
 	for i := 0; i < 3; i++ { // both slots valid, different generations
 		must(t, f.Flush(ctx))
 	}
@@ -361,8 +360,7 @@ func TestRaceReaderFollowsWriter(t *testing.T) {
 		commits = 5000
 	}
 	path := filepath.Join(tmpfsDir(t), "swmr.scc")
-	w, err := Create(path, &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}})
-	must(t, err)
+	w := tCreatePath(t, path, &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}})
 	defer w.Close()
 	const cols = 32
 	ds, err := w.CreateDataset("frames", DatasetSpec{Type: Uint64, Shape: []uint64{0, cols}, MaxShape: []uint64{Unlimited, cols}, Chunk: []uint64{2, cols}})
@@ -575,8 +573,7 @@ func TestErrorsMatchOneSentinel(t *testing.T) {
 	c, err := cache.New(cache.Config{})
 	must(t, err)
 	mem2 := vfd.NewMem()
-	f2, err := CreateWith(mem2, &Options{Cache: c})
-	must(t, err)
+	f2 := tCreate(t, mem2, &Options{Cache: c})
 	ds2, err := f2.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{8}})
 	must(t, err)
 	// A shared cache refuses to close under a registered file (it would
@@ -610,9 +607,8 @@ func (s *shortWriter) WriteAt(p []byte, off int64) (int, error) {
 func TestShortWriteIsAnError(t *testing.T) {
 	ctx := context.Background()
 	sw := &shortWriter{Driver: vfd.NewMem()}
-	f, err := CreateWith(sw, nil)
-	must(t, err)
-	_, err = f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{8}})
+	f := tCreate(t, sw, nil)
+	_, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{8}})
 	must(t, err)
 	sw.on = true
 	if err := f.Flush(ctx); !errors.Is(err, io.ErrShortWrite) || !errors.Is(err, ErrIO) {

@@ -15,10 +15,7 @@ import (
 // for anything they refuse, and what they accept must be canonical runs
 // inside the chunk with one value per defined element.
 func FuzzSparseDecode(f *testing.F) {
-	file, err := CreateWith(vfd.NewMem(), nil)
-	if err != nil {
-		f.Fatal(err)
-	}
+	file := tCreate(f, vfd.NewMem(), nil)
 	defer file.Close()
 	spec := DatasetSpec{Type: Uint16, Shape: []uint64{64}, Chunk: []uint64{64}, Layout: Sparse,
 		Filters: []Filter{Shuffle(), Zstd(1)}, SelectionFilters: []Filter{Deflate(1)}}
@@ -88,10 +85,7 @@ func indexEntry(size uint64, k, sum uint32) index.Entry {
 // variable-length decoder: no panic, ErrCorrupt for what it refuses, and
 // what it accepts points only inside its heap.
 func FuzzVlenDecode(f *testing.F) {
-	file, err := CreateWith(vfd.NewMem(), nil)
-	if err != nil {
-		f.Fatal(err)
-	}
+	file := tCreate(f, vfd.NewMem(), nil)
 	defer file.Close()
 	ds, err := file.CreateDataset("v", DatasetSpec{Type: Uint8, Shape: []uint64{6}, Chunk: []uint64{6}, Layout: Vlen, Filters: []Filter{Zstd(1)}})
 	if err != nil {

@@ -425,8 +425,7 @@ func TestSparseConcurrentReaders(t *testing.T) {
 func TestSparseCorruptChunk(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, nil)
-	must(t, err)
+	f := tCreate(t, mem, nil)
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{100}, Chunk: []uint64{100}, Layout: Sparse}
 	ds, err := f.CreateDataset("s", spec)
 	must(t, err)

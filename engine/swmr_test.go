@@ -149,6 +149,7 @@ func TestSWMRProcesses(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	path := filepath.Join(t.TempDir(), "swmr.scc")
+	tCheckPath(t, path) // what the writer process leaves
 	cmd := func(role string) *exec.Cmd {
 		c := exec.Command(os.Args[0], "-test.run=^$")
 		c.Env = append(os.Environ(), "SCC_SWMR_ROLE="+role, "SCC_SWMR_PATH="+path)

@@ -295,85 +295,51 @@ func TestVlenConcurrent(t *testing.T) {
 }
 
 // vlenCrashWorkload is crashWorkload for a variable-length dataset.
-func vlenCrashWorkload(drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
-	return vlenWorkloadWith(cache.Config{QuiescentBytes: 4 << 10}, drv, seed, snaps)
-}
+var vlenCrashWorkload = vlenWorkloadWith(cache.Config{QuiescentBytes: 4 << 10})
 
 // vlenWorkloadWith is vlenCrashWorkload in a cache of configuration cfg.
-func vlenWorkloadWith(cfg cache.Config, drv vfd.Driver, seed uint64, snaps snapshots) (lastAck uint64, err error) {
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(seed, 3))
-	opts := &Options{CacheConfig: cfg}
-	refs := map[string]*refArray{}
-	snaps.record(1, refs)
-	f, err := CreateWith(drv, opts)
-	if err != nil {
-		return 0, err
-	}
-	lastAck = 1
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			if cerr == nil {
-				lastAck = f.Generation()
+func vlenWorkloadWith(cfg cache.Config) workload {
+	return defineWorkload(3, &Options{CacheConfig: cfg}, func(w *wlRun) error {
+		specs := map[string]DatasetSpec{"v": {Type: Uint8, Shape: []uint64{8, 6}, MaxShape: []uint64{Unlimited, 6}, Chunk: []uint64{2, 3}, Layout: Vlen,
+			Filters: []Filter{Zstd(1)}, HeapDefragPercent: 30}}
+		write := func(n int) func() error {
+			return func() error {
+				for i := 0; i < n; i++ {
+					r := w.refs["v"]
+					sel := randomSelection(w.rng, r.dims)
+					vals := randomVlen(w.rng, int(sel.NumElements()), 1)
+					if err := w.sets["v"].WriteVlen(w.ctx, sel, vals); err != nil {
+						return err
+					}
+					r.writeVlen(sel, vals)
+				}
+				return nil
 			}
-			err = cerr
 		}
-	}()
-	flush := func() error { return snaps.commit(ctx, f, refs, &lastAck) }
-	spec := DatasetSpec{Type: Uint8, Shape: []uint64{8, 6}, MaxShape: []uint64{Unlimited, 6}, Chunk: []uint64{2, 3}, Layout: Vlen,
-		Filters: []Filter{Zstd(1)}, HeapDefragPercent: 30}
-	ds, err := f.CreateDataset("v", spec)
-	if err != nil {
-		return lastAck, err
-	}
-	refs["v"] = newVlenRef(spec.Shape, 1)
-	write := func(n int) error {
-		for i := 0; i < n; i++ {
-			r := refs["v"]
-			sel := randomSelection(rng, r.dims)
-			vals := randomVlen(rng, int(sel.NumElements()), 1)
-			if err := ds.WriteVlen(ctx, sel, vals); err != nil {
+		// Read back under faults (directly when the cache bypasses every
+		// chunk): an error surfaces, a clean run reads the model.
+		readBack := func() error {
+			all := All(w.refs["v"].dims)
+			got, err := w.sets["v"].ReadVlen(w.ctx, all)
+			if err != nil {
 				return err
 			}
-			r.writeVlen(sel, vals)
+			if err := vlenDiff(got, w.refs["v"].readVlen(all)); err != nil {
+				return fmt.Errorf("read back: %w", err)
+			}
+			return nil
 		}
-		return nil
-	}
-	if err := write(5); err != nil {
-		return lastAck, err
-	}
-	if err := flush(); err != nil {
-		return lastAck, err
-	}
-	if err := write(5); err != nil {
-		return lastAck, err
-	}
-	if err := ds.SetExtent(ctx, []uint64{3, 6}); err != nil {
-		return lastAck, err
-	}
-	refs["v"].resizeVlen([]uint64{3, 6})
-	if err := flush(); err != nil {
-		return lastAck, err
-	}
-	if err := ds.SetExtent(ctx, []uint64{7, 6}); err != nil {
-		return lastAck, err
-	}
-	refs["v"].resizeVlen([]uint64{7, 6})
-	if err := write(4); err != nil {
-		return lastAck, err
-	}
-	// Read back under faults (directly when the cache bypasses every
-	// chunk): an error surfaces, a clean run reads the model.
-	all := All(refs["v"].dims)
-	got, err := ds.ReadVlen(ctx, all)
-	if err != nil {
-		return lastAck, err
-	}
-	if err := vlenDiff(got, refs["v"].readVlen(all)); err != nil {
-		return lastAck, fmt.Errorf("read back: %w", err)
-	}
-	snaps.record(f.Generation()+1, refs)
-	return lastAck, nil
+		return steps(
+			func() error { return w.create(specs, "v") },
+			write(5), w.flush,
+			write(5),
+			func() error { return w.setExtent("v", []uint64{3, 6}) },
+			w.flush,
+			func() error { return w.setExtent("v", []uint64{7, 6}) },
+			write(4),
+			readBack,
+		)
+	})
 }
 
 func TestVlenCrashAtEveryWrite(t *testing.T) {

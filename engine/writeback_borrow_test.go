@@ -67,8 +67,7 @@ func TestWriteBackBorrowedImage(t *testing.T) {
 			mem := vfd.NewMem()
 			h := &writeVHook{Driver: mem, frame: dwRow + format.ChunkFrameOverhead}
 			// DirectWriteBytes -1: whole-chunk writes stay in the cache too.
-			f, err := CreateWith(h, &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20, DirectWriteBytes: -1}})
-			must(t, err)
+			f := tCreate(t, h, &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20, DirectWriteBytes: -1}})
 			ds, err := f.CreateDataset("d", dwSpec)
 			must(t, err)
 			ref := newRef(dwSpec.Shape, 1, nil)

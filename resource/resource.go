@@ -53,6 +53,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/scc-dev/scc/internal/invariants"
 )
 
 // ErrInvalid reports a bad argument (non-positive capacity or budget,
@@ -237,6 +239,13 @@ func (a *Admitter) releaser(charge int64) func() {
 }
 
 func (a *Admitter) setInUseLocked(n int64) {
+	if invariants.Enabled {
+		// Growth past the capacity means a request was admitted that does
+		// not fit (a lowered capacity is only ever left by releases).
+		if n < 0 || n > a.mu.inUse && n > a.mu.capacity {
+			panic(invariants.Violation("resource: %d bytes admitted (was %d) against a capacity of %d", n, a.mu.inUse, a.mu.capacity))
+		}
+	}
 	a.mu.inUse = n
 	a.inUse.Store(n)
 }
@@ -264,7 +273,9 @@ func (a *Admitter) removeLocked(w *waiter) {
 		a.mu.tail = w.prev
 	}
 	w.prev, w.next = nil, nil
-	a.waiting.Add(-1)
+	if n := a.waiting.Add(-1); invariants.Enabled && n < 0 {
+		panic(invariants.Violation("resource: %d requests waiting", n))
+	}
 }
 
 // fitsLocked reports whether a request of bytes (> 0) may be admitted

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	_ "unsafe" // go:linkname
+
+	"github.com/scc-dev/scc/internal/invariants"
 )
 
 // Fast reads.
@@ -73,7 +75,9 @@ type Hold struct {
 func (h Hold) Release() {
 	switch {
 	case h.slot != nil:
-		h.slot.Add(-1)
+		if n := h.slot.Add(-1); invariants.Enabled && n < 0 {
+			panic(invariants.Violation("serialize: fast read slot counts %d readers", n))
+		}
 		if h.sh.writers.Load() != 0 {
 			h.sh.wakeDrain()
 		}

@@ -40,6 +40,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/scc-dev/scc/internal/invariants"
 )
 
 // ErrInvalid reports a malformed request (Lo and Hi of different lengths,
@@ -391,6 +393,9 @@ func (s *Serializer) acquire(ctx context.Context, req *request) (Hold, error) {
 			sh.lists[e.dataset] = l
 		} else if len(l.entries) == 0 {
 			sh.empty--
+			if invariants.Enabled && sh.empty < 0 {
+				panic(invariants.Violation("serialize: shard counts %d empty lists", sh.empty))
+			}
 		}
 		for _, old := range l.entries {
 			if conflicts(old, e) {
@@ -458,10 +463,18 @@ func (req *request) release(gen uint64) {
 	for _, e := range req.entries {
 		sh := &s.shards[shardOf(e.dataset)]
 		if e.writes() {
-			sh.writers.Add(-1)
+			if n := sh.writers.Add(-1); invariants.Enabled && n < 0 {
+				panic(invariants.Violation("serialize: shard counts %d registered writers", n))
+			}
 		}
 		l := sh.lists[e.dataset]
 		i := slices.Index(l.entries, e)
+		if invariants.Enabled && i < 0 {
+			// The state word said held, but no list has the entry: a
+			// release of a request that was never registered, or one
+			// whose entries were removed behind its back.
+			panic(invariants.Violation("serialize: release of a request not held on dataset %d", e.dataset))
+		}
 		l.entries = slices.Delete(l.entries, i, i+1)
 		if len(l.entries) == 0 {
 			if cap(l.entries) > 64 {
@@ -478,7 +491,11 @@ func (req *request) release(gen uint64) {
 			}
 		}
 		for _, d := range e.dependents {
-			if d.blockers.Add(-1) == 0 {
+			n := d.blockers.Add(-1)
+			if invariants.Enabled && n < 0 {
+				panic(invariants.Violation("serialize: request %d has %d blockers", d.ticket, n))
+			}
+			if n == 0 {
 				close(d.ready)
 			}
 		}

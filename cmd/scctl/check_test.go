@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 func TestCheckGood(t *testing.T) {
@@ -31,7 +32,7 @@ func TestCheckGood(t *testing.T) {
 // TestCheckDamaged flips bytes across the file's data region until the
 // checker reports a problem, and checks the exit status and output then.
 func TestCheckDamaged(t *testing.T) {
-	path := makeFile(t)
+	path := makeFile(t, testfile.NoCheck("the test damages bytes of the file to see check report it"))
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +86,7 @@ func TestCheckRefusesNonRegular(t *testing.T) { refusesNonRegular(t, "check") }
 // TestCheckSparse: a sparse file checks clean, and damage to any byte of
 // its stored chunks (headers, selection or value sections) is reported.
 func TestCheckSparse(t *testing.T) {
-	path := makeSparseFile(t)
+	path := makeSparseFile(t, testfile.NoCheck("the test damages a selection section to see check report it"))
 	if code, out, stderr := runCmd(t, "check", path); code != 0 {
 		t.Fatalf("exit %d: %s %s", code, out, stderr)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 func TestDump(t *testing.T) {
@@ -132,10 +133,7 @@ func TestDumpDefined(t *testing.T) {
 
 func TestDumpVlen(t *testing.T) {
 	path := t.TempDir() + "/vlen.scc"
-	f, err := engine.Create(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, path, nil)
 	ds, err := f.CreateDataset("names", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3}, Chunk: []uint64{2}, Layout: engine.Vlen})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 // TestImportZlibVerify: zlib chunks are imported without being inflated
@@ -17,10 +18,7 @@ import (
 func TestImportZlibVerify(t *testing.T) {
 	ctx := context.Background()
 	src := filepath.Join(t.TempDir(), "z.scc")
-	f, err := engine.Create(src, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, src, nil)
 	ds, err := f.CreateDataset("z", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{4096}, Chunk: []uint64{1024},
 		Filters: []engine.Filter{engine.Shuffle(), engine.Zlib(6)}})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 func TestLs(t *testing.T) {
@@ -68,14 +69,11 @@ func TestLsRefusesNonRegular(t *testing.T) { refusesNonRegular(t, "ls") }
 // makeSparseFile writes a file with one sparse dataset: five defined
 // elements of a 6×8 grid (element (r, c) holds r*10+c), one of them
 // erased again.
-func makeSparseFile(t *testing.T) string {
+func makeSparseFile(t *testing.T, o ...testfile.Opt) string {
 	t.Helper()
 	ctx := context.Background()
 	path := t.TempDir() + "/sparse.scc"
-	f, err := engine.Create(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, path, nil, o...)
 	ds, err := f.CreateDataset("hits", engine.DatasetSpec{
 		Type: engine.Int32, Shape: []uint64{6, 8}, Chunk: []uint64{3, 4}, Layout: engine.Sparse,
 		SelectionFilters: []engine.Filter{engine.Deflate(1)}, Fill: []byte{0xff, 0xff, 0xff, 0xff},
@@ -128,10 +126,7 @@ func TestLsSparse(t *testing.T) {
 
 func TestLsContiguous(t *testing.T) {
 	path := t.TempDir() + "/contig.scc"
-	f, err := engine.Create(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, path, nil)
 	ds, err := f.CreateDataset("table", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10, 10}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 // runCmd runs scctl in-process and returns its exit status and output.
@@ -164,14 +165,11 @@ func TestParseInterspersed(t *testing.T) {
 // makeFile writes a small file with two datasets: "frames" (uint16,
 // appendable, shuffle+zstd, 3 frames of 4×5 holding 0..59) and "grid"
 // (float64 4×6, chunk 2×3, deflate, fill -1, only its first chunk written).
-func makeFile(t *testing.T) string {
+func makeFile(t *testing.T, o ...testfile.Opt) string {
 	t.Helper()
 	ctx := context.Background()
 	path := t.TempDir() + "/small.scc"
-	f, err := engine.Create(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, path, nil, o...)
 	ds, err := f.CreateDataset("frames", engine.DatasetSpec{
 		Type: engine.Uint16, Shape: []uint64{3, 4, 5}, MaxShape: []uint64{engine.Unlimited, 4, 5},
 		Chunk: []uint64{1, 4, 5}, Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)},

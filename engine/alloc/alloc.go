@@ -57,6 +57,8 @@ import (
 	"math"
 	"slices"
 	"sync"
+
+	"github.com/scc-dev/scc/internal/invariants"
 )
 
 var (
@@ -279,8 +281,26 @@ func (a *Allocator) index(off int64, r run) {
 
 // insertRun records r at off, where no run starts.
 func (a *Allocator) insertRun(off int64, r run) {
+	if invariants.Enabled {
+		a.assertFits(off, r)
+	}
 	a.mu.runs.insertNew(off, r)
 	a.index(off, r)
+}
+
+// assertFits panics if a run r inserted at off would overlap a neighbour or
+// leave [dataStart, eof): two runs over one byte give it two states, so an
+// extent could be free and allocated at once.
+func (a *Allocator) assertFits(off int64, r run) {
+	if r.size <= 0 || off < a.dataStart || r.size > a.mu.eof-off {
+		panic(invariants.Violation("alloc: %s run %v outside [%d, %d)", r.st, Extent{off, r.size}, a.dataStart, a.mu.eof))
+	}
+	if p := a.mu.runs.floor(off); p != nil && p.key+p.val.size > off {
+		panic(invariants.Violation("alloc: %s run %v overlaps %s run %v", r.st, Extent{off, r.size}, p.val.st, Extent{p.key, p.val.size}))
+	}
+	if n := a.mu.runs.ceil(off); n != nil && n.key < off+r.size {
+		panic(invariants.Violation("alloc: %s run %v overlaps %s run %v", r.st, Extent{off, r.size}, n.val.st, Extent{n.key, n.val.size}))
+	}
 }
 
 // delRun removes the run starting at off.
@@ -292,6 +312,9 @@ func (a *Allocator) delRun(off int64) {
 
 func (a *Allocator) unindex(off int64, r run) {
 	a.mu.bytes[r.st] -= r.size
+	if invariants.Enabled && a.mu.bytes[r.st] < 0 {
+		panic(invariants.Violation("alloc: %s bytes %d below zero after removing %v", r.st, a.mu.bytes[r.st], Extent{off, r.size}))
+	}
 	switch r.st {
 	case stFree:
 		a.mu.free.delete(sizeKey{r.size, off})
@@ -381,6 +404,13 @@ func (a *Allocator) Alloc(size int64) (int64, error) {
 	}
 	if n := a.mu.free.ceil(sizeKey{size, math.MinInt64}); n != nil {
 		off := n.key.off
+		if invariants.Enabled {
+			// Handing out an extent the free index names but the runs do
+			// not hold as free would give out referenced space.
+			if rn := a.mu.runs.find(off); rn == nil || rn.val.st != stFree || rn.val.size != n.key.size {
+				panic(invariants.Violation("alloc: free index names %v, which is not a free run", Extent{off, n.key.size}))
+			}
+		}
 		a.setRange(off, off+size, st)
 		return off, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/scc-dev/scc/internal/invariants"
 )
 
 // This file holds what every block of every index kind shares: the block
@@ -118,6 +120,27 @@ func getEntry(b []byte) (Entry, error) {
 		return Entry{}, corruptf("absent entry with address, mask or checksum")
 	}
 	return e, nil
+}
+
+// recount returns an index's count of existing entries, count, after one of
+// its slots (at most slots of them) went from old to e. The count is stored
+// in the index's top block and checked against it on open, so a count that
+// wraps below zero or passes the slots would write a block every later open
+// rejects as corrupt.
+func recount(count, slots uint64, old, e Entry) uint64 {
+	if old.Exists() {
+		if invariants.Enabled && count == 0 {
+			panic(invariants.Violation("index: entry removed from an index counting none"))
+		}
+		count--
+	}
+	if e.Exists() {
+		if invariants.Enabled && count >= slots {
+			panic(invariants.Violation("index: entry added to an index counting %d of %d slots", count, slots))
+		}
+		count++
+	}
+	return count
 }
 
 // normalize makes every absent entry the zero Entry.

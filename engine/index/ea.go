@@ -473,12 +473,7 @@ func (x *eaIndex) setLocked(i uint64, e Entry) (Entry, *loadReq) {
 			sp.dirty = true
 		}
 	}
-	if old.Exists() {
-		x.mu.count--
-	}
-	if e.Exists() {
-		x.mu.count++
-	}
+	x.mu.count = recount(x.mu.count, x.mu.nelmts, old, e)
 	x.mu.dirty = true
 	return old, nil
 }

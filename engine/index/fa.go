@@ -209,12 +209,7 @@ func (x *faIndex) setLocked(i uint64, e Entry) (Entry, *loadReq) {
 	if old == e {
 		return old, nil
 	}
-	if old.Exists() {
-		x.mu.count--
-	}
-	if e.Exists() {
-		x.mu.count++
-	}
+	x.mu.count = recount(x.mu.count, x.nslots, old, e)
 	x.mu.dirty = true
 	return old, nil
 }

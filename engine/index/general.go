@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/scc-dev/scc/internal/invariants"
 )
 
 // The General index: for datasets with more than one unlimited dimension,
@@ -384,7 +387,7 @@ func (x *genIndex) setLocked(k []uint64, e Entry) (Entry, *loadReq) {
 		old = lf.ents[pos]
 		lf.ents = slices.Delete(lf.ents, pos, pos+1)
 		lf.keys = slices.Delete(lf.keys, pos*x.rank, (pos+1)*x.rank)
-		x.mu.count--
+		x.mu.count = recount(x.mu.count, math.MaxUint64, old, e)
 		if len(lf.ents) == 0 {
 			x.dropLocked(i)
 		}
@@ -399,7 +402,7 @@ func (x *genIndex) setLocked(k []uint64, e Entry) (Entry, *loadReq) {
 	default:
 		lf.ents = slices.Insert(lf.ents, pos, e)
 		lf.keys = slices.Insert(lf.keys, pos*x.rank, k...)
-		x.mu.count++
+		x.mu.count = recount(x.mu.count, math.MaxUint64, Entry{}, e)
 		if cmpKey(k, sl.first) < 0 { // only slot 0 routes keys below its first
 			copy(sl.first, k)
 			copy(x.mu.firsts, k)
@@ -447,6 +450,9 @@ func (x *genIndex) splitLocked(i, pos int) {
 	}
 	lf.keys = slices.Clip(lf.keys[:cut*x.rank])
 	lf.ents = slices.Clip(lf.ents[:cut])
+	if invariants.Enabled && (cut == 0 || cut > x.leafMax || n-cut > x.leafMax) {
+		panic(invariants.Violation("index: leaf of %d entries split into %d and %d, max %d", n, cut, n-cut, x.leafMax))
+	}
 	x.insertSlotLocked(i+1, &genSlot{first: slices.Clone(nl.key(x.rank, 0)), mem: nl})
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 // sccTestAttrs is one attribute of every kind and edge the mapping has.
@@ -68,10 +69,7 @@ func TestAttrsExportReadByH5py(t *testing.T) {
 	needReaders(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	src, err := engine.Create(filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := testfile.Create(t, filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
 	defer src.Close()
 	ds, err := src.CreateDataset("d", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{10}, Chunk: []uint64{4}, Filters: []engine.Filter{engine.Shuffle(), engine.Zlib(1)}})
 	if err != nil {
@@ -126,10 +124,7 @@ func TestAttrsExportReadByH5py(t *testing.T) {
 	}
 
 	// And back: the same scc attributes (name order, as scc lists them).
-	dst, err := engine.Create(filepath.Join(dir, "b.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dst := testfile.Create(t, filepath.Join(dir, "b.scc"), &engine.Options{NoSync: true})
 	defer dst.Close()
 	rep, err := Import(ctx, h5path, dst, nil)
 	if err != nil {
@@ -199,10 +194,7 @@ with h5py.File(sys.argv[1], "w") as f:
     a["f16"] = np.float16(1.5)
     a.create("latin1", np.bytes_(b"caf\xe9"), dtype="S4")
 `, h5path)
-	f, err := engine.Create(filepath.Join(dir, "p.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, filepath.Join(dir, "p.scc"), &engine.Options{NoSync: true})
 	defer f.Close()
 	rep, err := Import(ctx, h5path, f, nil)
 	if err != nil {
@@ -279,10 +271,7 @@ with h5py.File(sys.argv[1], "w") as f:
         at = h5py.h5a.create(d.id, name, t, h5py.h5s.create_simple((2,)))
         at.write(np.array(vals, dtype=base.dtype))
 `, h5path)
-	f, err := engine.Create(filepath.Join(dir, "r.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, filepath.Join(dir, "r.scc"), &engine.Options{NoSync: true})
 	defer f.Close()
 	rep, err := Import(ctx, h5path, f, nil)
 	if err != nil {
@@ -323,10 +312,7 @@ with h5py.File(sys.argv[1], "w", libver="latest") as f:
     d.attrs["a2"] = np.zeros(9 << 20, dtype="u1")
     d.attrs["a3"] = np.int32(7)
 `, h5path)
-	f, err := engine.Create(filepath.Join(dir, "big.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, filepath.Join(dir, "big.scc"), &engine.Options{NoSync: true})
 	defer f.Close()
 	rep, err := Import(ctx, h5path, f, nil)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -21,10 +22,7 @@ import (
 func TestConcurrentExportImport(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	src, err := engine.Create(filepath.Join(dir, "src.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := testfile.Create(t, filepath.Join(dir, "src.scc"), &engine.Options{NoSync: true})
 	defer src.Close()
 	spec := engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{64, 48}, Chunk: []uint64{8, 16},
 		Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(2)}}
@@ -71,11 +69,13 @@ func TestConcurrentExportImport(t *testing.T) {
 				errs <- err
 				return
 			}
-			dst, err := engine.Create(filepath.Join(dir, fmt.Sprintf("i%d.scc", g)), &engine.Options{NoSync: true})
+			path := filepath.Join(dir, fmt.Sprintf("i%d.scc", g))
+			dst, err := engine.Create(path, &engine.Options{NoSync: true})
 			if err != nil {
 				errs <- err
 				return
 			}
+			testfile.CheckAtCleanup(t, path)
 			defer dst.Close()
 			rep, err := Import(ctx, h5path, dst, &Options{Workers: 1 + g%3})
 			if err != nil {
@@ -116,10 +116,7 @@ func TestExportIOError(t *testing.T) {
 	ctx := context.Background()
 	fd := vfd.NewFault(vfd.NewMem())
 	fd.SetEnabled(false)
-	f, err := engine.CreateWith(fd, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.CreateWith(t, fd, nil)
 	defer f.Close()
 	ds, err := f.CreateDataset("d", engine.DatasetSpec{Type: engine.Uint32, Shape: []uint64{100}, Chunk: []uint64{10},
 		Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(1)}})
@@ -161,17 +158,14 @@ with h5py.File(sys.argv[1], "w") as f:
 `, h5path)
 	mem := vfd.NewMem()
 	fd := vfd.NewFault(mem)
-	f, err := engine.CreateWith(fd, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.CreateWith(t, fd, nil)
 	// Fail every write once "a" is in: import "a" alone first, then arm
 	// the fault and import "b".
 	if _, err := Import(ctx, h5path, f, &Options{Datasets: []string{"a"}}); err != nil {
 		t.Fatal(err)
 	}
 	fd.Add(vfd.Fail(vfd.From(vfd.OpWrite, 0)))
-	_, err = Import(ctx, h5path, f, &Options{Datasets: []string{"b"}})
+	_, err := Import(ctx, h5path, f, &Options{Datasets: []string{"b"}})
 	if !errors.Is(err, engine.ErrIO) || !errors.Is(err, vfd.ErrInjected) {
 		t.Fatalf("import on a failing disk: %v", err)
 	}

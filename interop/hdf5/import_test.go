@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
 )
 
@@ -98,10 +99,7 @@ func TestImportFromH5py(t *testing.T) {
 		t.Fatal(err)
 	}
 	sccPath := filepath.Join(dir, "out.scc")
-	f, err := engine.Create(sccPath, &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, sccPath, &engine.Options{NoSync: true})
 	rep, err := Import(ctx, h5path, f, &Options{Workers: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -211,10 +209,7 @@ func TestRoundTrip(t *testing.T) {
 func testRoundTrip(t *testing.T, compressor engine.Filter, expMode Mode) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	src, err := engine.Create(filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := testfile.Create(t, filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
 	defer src.Close()
 	spec := engine.DatasetSpec{Type: engine.Float32, Shape: []uint64{33, 17}, MaxShape: []uint64{engine.Unlimited, 17},
 		Chunk: []uint64{8, 8}, Filters: []engine.Filter{engine.Shuffle(), compressor}, Fill: f32bytes(2.5)}
@@ -243,10 +238,7 @@ func testRoundTrip(t *testing.T, compressor engine.Filter, expMode Mode) {
 	if e.Mode != expMode || e.Chunks != 9 || e.CopiedChunks != 9 || e.UntouchedChunks != wantUntouched {
 		t.Fatalf("export report %+v", e)
 	}
-	dst, err := engine.Create(filepath.Join(dir, "c.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dst := testfile.Create(t, filepath.Join(dir, "c.scc"), &engine.Options{NoSync: true})
 	defer dst.Close()
 	rep, err := Import(ctx, h5path, dst, nil)
 	if err != nil {
@@ -333,12 +325,9 @@ with h5py.File(sys.argv[1], "w") as f:
     f.create_dataset("text", data=np.array([b"a", b"bc"]))
     f.create_dataset("cplx", data=np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]))
 `, h5path)
-	f, err := engine.Create(filepath.Join(dir, "d.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, filepath.Join(dir, "d.scc"), &engine.Options{NoSync: true})
 	defer f.Close()
-	_, err = Import(ctx, h5path, f, &Options{Strict: true})
+	_, err := Import(ctx, h5path, f, &Options{Strict: true})
 	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"text": element type string`) || !strings.Contains(err.Error(), `"cplx": element type compound`) {
 		t.Fatalf("strict import of unsupported types: %v", err)
 	}
@@ -387,12 +376,9 @@ with open(sys.argv[1], "r+b") as g:
     g.seek(off + size // 2)
     g.write(bytes([b[0] ^ 0x10]))
 `, h5path)
-	f, err := engine.Create(filepath.Join(dir, "d.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, filepath.Join(dir, "d.scc"), &engine.Options{NoSync: true})
 	defer f.Close()
-	_, err = Import(ctx, h5path, f, &Options{Verify: true})
+	_, err := Import(ctx, h5path, f, &Options{Verify: true})
 	if !errors.Is(err, ErrHDF5) {
 		t.Fatalf("import of a damaged chunk, verifying: %v", err)
 	}
@@ -404,10 +390,7 @@ with open(sys.argv[1], "r+b") as g:
 	// Without Verify the chunk is stored uninflated, and every read of it
 	// fails as corrupt (its Adler-32 or DEFLATE body does not check out),
 	// never returning wrong elements.
-	g, err := engine.Create(filepath.Join(dir, "e.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := testfile.Create(t, filepath.Join(dir, "e.scc"), &engine.Options{NoSync: true}, testfile.NoCheck("the test imports a damaged zlib chunk without verifying, which stores it as it is"))
 	defer g.Close()
 	rep, err := Import(ctx, h5path, g, nil)
 	if err != nil || rep.Datasets[0].UntouchedChunks != 4 {
@@ -431,10 +414,7 @@ with open(sys.argv[1], "r+b") as g:
 func TestExportRefusals(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	f, err := engine.Create(filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
 	defer f.Close()
 	if _, err := f.CreateDataset("wide", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{8}}); err != nil {
 		t.Fatal(err)
@@ -456,10 +436,7 @@ func TestExportRefusals(t *testing.T) {
 		t.Fatal("export overwrote an existing file")
 	}
 	// Layouts without pipeline images are refused before a file is made.
-	g, err := engine.Create(filepath.Join(dir, "b.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := testfile.Create(t, filepath.Join(dir, "b.scc"), &engine.Options{NoSync: true})
 	defer g.Close()
 	if _, err := g.CreateDataset("s", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{8}, Chunk: []uint64{4}, Layout: engine.Sparse}); err != nil {
 		t.Fatal(err)
@@ -498,10 +475,7 @@ with h5py.File(sys.argv[1], "w") as f:
 		{nil, []uint64{131, 1000}, "[shuffle zlib(1)]"},
 		{&Options{Chunk: []uint64{100, 250}, Filters: []engine.Filter{engine.LZ4()}}, []uint64{100, 250}, "[lz4]"},
 	} {
-		f, err := engine.Create(filepath.Join(t.TempDir(), "d.scc"), &engine.Options{NoSync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := testfile.Create(t, filepath.Join(t.TempDir(), "d.scc"), &engine.Options{NoSync: true})
 		rep, err := Import(ctx, h5path, f, tc.opts)
 		if err != nil {
 			t.Fatal(err)
@@ -538,10 +512,7 @@ with h5py.File(sys.argv[1], "w") as f:
     d = f.create_dataset("d", data=np.arange(1, 11, dtype="<i4"), chunks=(4,), maxshape=(None,), compression="gzip", shuffle=True)
     d.resize((6,))
 `, h5path)
-	f, err := engine.Create(filepath.Join(dir, "s.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, filepath.Join(dir, "s.scc"), &engine.Options{NoSync: true})
 	defer f.Close()
 	rep, err := Import(ctx, h5path, f, nil)
 	if err != nil {
@@ -586,10 +557,7 @@ with h5py.File(sys.argv[1], "w") as f:
     for k in (0, 123456789, 10**9 - 1):
         d[k*1000:(k+1)*1000] = np.arange(1000, dtype="<i2") + k % 1000
 `, h5path)
-	f, err := engine.Create(filepath.Join(dir, "s.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, filepath.Join(dir, "s.scc"), &engine.Options{NoSync: true})
 	defer f.Close()
 	rep, err := Import(ctx, h5path, f, nil)
 	if err != nil {
@@ -624,10 +592,7 @@ with h5py.File(sys.argv[1], "w") as f:
 func TestExportSparseHugeGrid(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	src, err := engine.Create(filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := testfile.Create(t, filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
 	defer src.Close()
 	ds, err := src.CreateDataset("s", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{1e12}, MaxShape: []uint64{engine.Unlimited},
 		Chunk: []uint64{1000}, Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(1)}})
@@ -648,10 +613,7 @@ func TestExportSparseHugeGrid(t *testing.T) {
 	if d := rep.Datasets[0]; d.Chunks != 2 || d.CopiedChunks != 2 {
 		t.Fatalf("export report %+v", d)
 	}
-	dst, err := engine.Create(filepath.Join(dir, "c.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dst := testfile.Create(t, filepath.Join(dir, "c.scc"), &engine.Options{NoSync: true})
 	defer dst.Close()
 	if _, err := Import(ctx, h5path, dst, nil); err != nil {
 		t.Fatal(err)

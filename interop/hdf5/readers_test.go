@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 // The real readers: h5py (Debian python3-h5py, run with /usr/bin/python3,
@@ -101,10 +102,7 @@ func TestExportReadByH5pyAndH5dump(t *testing.T) {
 	needReaders(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	f, err := engine.Create(filepath.Join(dir, "src.scc"), &engine.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testfile.Create(t, filepath.Join(dir, "src.scc"), &engine.Options{NoSync: true})
 	defer f.Close()
 	var cases []exportCase
 	for i, typ := range engine.Types {

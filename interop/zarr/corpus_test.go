@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 // TestImportCorpus imports a corpus zarr-python writes at test time (C and
@@ -35,8 +36,7 @@ func TestImportCorpus(t *testing.T) {
 		Filters                              []string
 	}
 	must(t, json.Unmarshal(out, &arrays))
-	f, err := engine.Create(filepath.Join(dir, "corpus.scc"), nil)
-	must(t, err)
+	f := testfile.Create(t, filepath.Join(dir, "corpus.scc"), nil)
 	defer f.Close()
 	rep, err := Import(context.Background(), store, f, Options{})
 	must(t, err)
@@ -105,8 +105,7 @@ func TestZarrPythonReadsSmallZstdAndUnicode(t *testing.T) {
 	zarrPython(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.scc")
-	f, err := engine.Create(src, nil)
-	must(t, err)
+	f := testfile.Create(t, src, nil)
 	const text = "Grüße, 温度 \U0001F600"
 	must(t, f.SetAttr(bg, "title", engine.StringAttr(text)))
 	ds, err := f.CreateDataset("small", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{100}, Chunk: []uint64{40},
@@ -158,10 +157,9 @@ func TestImportDraftV3FromZarrPython(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("corpus.py draft-v3: %v: %s", err, out)
 	}
-	f, err := engine.Create(filepath.Join(dir, "x.scc"), nil)
-	must(t, err)
+	f := testfile.Create(t, filepath.Join(dir, "x.scc"), nil)
 	defer f.Close()
-	_, err = Import(bg, store, f, Options{})
+	_, err := Import(bg, store, f, Options{})
 	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"zarr_format"`) || !strings.Contains(err.Error(), "draft") {
 		t.Fatalf("draft v3 store: %v", err)
 	}
@@ -211,8 +209,7 @@ func TestImportV3Transpose(t *testing.T) {
 				writeFile(t, filepath.Join(store, "t", "c", fmt.Sprint(c0), fmt.Sprint(c1), "0"), string(enc))
 			}
 		}
-		f, err := engine.Create(filepath.Join(dir, "x.scc"), nil)
-		must(t, err)
+		f := testfile.Create(t, filepath.Join(dir, "x.scc"), nil)
 		rep, err := Import(bg, store, f, Options{})
 		must(t, err)
 		if d := rep.Datasets[0]; d.Chunks != 6 || d.Reencoded != 6 || !strings.Contains(d.Why, "transpose") {

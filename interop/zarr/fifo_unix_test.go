@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 func mkfifo(t *testing.T, path string) {
@@ -44,8 +44,7 @@ func TestImportFIFOFedPastBound(t *testing.T) {
 			}
 		}
 	}()
-	f, err := engine.Create(filepath.Join(root, "out.scc"), nil)
-	must(t, err)
+	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
 	defer f.Close()
 	if _, err := Import(bg, store, f, Options{}); !errors.Is(err, ErrNotRegular) {
 		t.Fatalf("err = %v, want ErrNotRegular", err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 const (
@@ -158,8 +159,7 @@ func TestImportHostileStores(t *testing.T) {
 			writeFile(t, filepath.Join(outside, "secret"), chunk8)
 			must(t, os.MkdirAll(store, 0o755))
 			c.build(t, store, outside)
-			f, err := engine.Create(filepath.Join(root, "out.scc"), nil)
-			must(t, err)
+			f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
 			defer f.Close()
 			ctx, cancel := context.WithCancel(bg)
 			defer cancel()
@@ -182,9 +182,8 @@ func TestImportLinks(t *testing.T) {
 	must(t, os.Symlink("../other/x", filepath.Join(a, "0")))
 	must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(a, "1")))
 	for _, follow := range []bool{false, true} {
-		f, err := engine.Create(filepath.Join(root, "out.scc"), nil)
-		must(t, err)
-		_, err = Import(bg, store, f, Options{FollowOutsideLinks: follow})
+		f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
+		_, err := Import(bg, store, f, Options{FollowOutsideLinks: follow})
 		if !follow {
 			if !errors.Is(err, ErrUnsafe) {
 				t.Fatalf("outside link followed by default: %v", err)
@@ -251,8 +250,7 @@ func TestImportHugeGrid(t *testing.T) {
 	for _, k := range []string{"0.0", "5.1", "99.3", "x.0", "0.0.0", "1.536870912"} {
 		writeFile(t, filepath.Join(a, k), "\x01\x02\x03\x04")
 	}
-	f, err := engine.Create(filepath.Join(root, "out.scc"), nil)
-	must(t, err)
+	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
 	defer f.Close()
 	rep, err := Import(bg, store, f, Options{})
 	must(t, err)
@@ -269,8 +267,7 @@ func TestImportHugeGrid(t *testing.T) {
 func TestExportAllOrNothing(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.scc")
-	f, err := engine.Create(src, nil)
-	must(t, err)
+	f := testfile.Create(t, src, nil)
 	ds, err := f.CreateDataset("a", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{5}})
 	must(t, err)
 	must(t, ds.Write(bg, engine.All([]uint64{10}), make([]byte, 10)))
@@ -341,8 +338,7 @@ func TestImportDeviceChunk(t *testing.T) {
 	store := filepath.Join(root, "store")
 	a := v2Array(t, store, strings.Replace(v2i4, "%s", "", 1))
 	must(t, os.Symlink("/dev/zero", filepath.Join(a, "0")))
-	f, err := engine.Create(filepath.Join(root, "out.scc"), nil)
-	must(t, err)
+	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
 	defer f.Close()
 	if _, err := Import(bg, store, f, Options{FollowOutsideLinks: true}); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "device") {
 		t.Fatalf("device chunk: %v", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 // TestExportOtherLayouts: sparse and contiguous datasets have no pipeline
@@ -14,8 +15,7 @@ import (
 // back the same elements. A variable-length dataset is refused.
 func TestExportOtherLayouts(t *testing.T) {
 	dir := t.TempDir()
-	f, err := engine.Create(filepath.Join(dir, "src.scc"), nil)
-	must(t, err)
+	f := testfile.Create(t, filepath.Join(dir, "src.scc"), nil)
 	defer f.Close()
 	sp, err := f.CreateDataset("sparse", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{100, 100},
 		Chunk: []uint64{10, 10}, Layout: engine.Sparse, Fill: []byte{7, 0}})
@@ -42,8 +42,7 @@ func TestExportOtherLayouts(t *testing.T) {
 				t.Fatalf("v%d sparse: %d chunks written, want the 2 holding defined elements", v, dr.Chunks)
 			}
 		}
-		g, err := engine.Create(filepath.Join(dir, "back"+string(rune('0'+v))+".scc"), nil)
-		must(t, err)
+		g := testfile.Create(t, filepath.Join(dir, "back"+string(rune('0'+v))+".scc"), nil)
 		_, err = Import(bg, store, g, Options{})
 		must(t, err)
 		for _, name := range []string{"sparse", "contig"} {

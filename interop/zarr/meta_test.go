@@ -14,6 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 // TestParseElemRange: integers out of the element type's range are
@@ -92,8 +93,7 @@ func TestImportSkipsOnlyTheUnsupported(t *testing.T) {
 	writeFile(t, filepath.Join(store, "cplx", ".zarray"), `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<c8","fill_value":0,"order":"C","filters":null,"compressor":null}`)
 	writeFile(t, filepath.Join(store, "g", "zarr.json"), `{"zarr_format":3,"node_type":"group"}`)
 	writeFile(t, filepath.Join(store, "g", "shard", "zarr.json"), string(`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":[{"name":"sharding_indexed","configuration":{}}]}`))
-	f, err := engine.Create(filepath.Join(root, "out.scc"), nil)
-	must(t, err)
+	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
 	defer f.Close()
 	rep, err := Import(bg, store, f, Options{})
 	must(t, err)
@@ -316,8 +316,7 @@ func TestBloscSeam(t *testing.T) {
 				return src, nil
 			}
 		}
-		f, err := engine.Create(filepath.Join(root, "x.scc"), nil)
-		must(t, err)
+		f := testfile.Create(t, filepath.Join(root, "x.scc"), nil)
 		rep, err := Import(bg, store, f, Options{})
 		if !linked {
 			if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"blosc" (cname "zstd")`) {
