@@ -275,7 +275,7 @@ func Scenarios() []Scenario {
 		{"cachemap", "resident-chunk lookup throughput beside otter v2 and ristretto (module bench/peers)", runCacheMap},
 		{"adaptive", "adaptive cache sizing on a phase-changing trace beside fixed caches at its minimum and maximum", runAdaptive},
 		{"s3", "scan and random reads over S3 (MinIO, +10 ms per request) beside a naive one-chunk-per-GET reader", runS3},
-		{"image", "open/close round robin (seed 004): read calls and time per cycle with a cache image beside without", runImage},
+		{"image", "open/close round robin (Cache image RFC): read calls and time per cycle with a cache image beside without", runImage},
 		{"zarrbench", "the public Zarr benchmark (uint16 array, 256³ by default, 1024³ with --full): read_all, read_chunks at 1/2/4/8, roundtrip, raw and zstd, beside zarr-python and the pread floor, with peak RSS", runZarrBench},
 	}
 }

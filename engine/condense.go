@@ -6,7 +6,7 @@ import (
 	"github.com/scc-dev/scc/cache"
 )
 
-// Condense for the layouts whose chunks grow and shrink (seed 002
+// Condense for the layouts whose chunks grow and shrink (SCC internal API
 // H5SC_chunk_condense_t, cache.Condenser): the cache calls it, holding the
 // chunk exclusively, before it evicts anything for space, and charges the
 // returned chunk's MemSize instead. The contents stay the same; only slack

@@ -61,7 +61,7 @@ type dsState struct {
 	// adopt, which hold it exclusively from their first change to their
 	// last. Data I/O does not take it: SetExtent and adopt also hold the
 	// dataset exclusively in the serializer, which drains every read and
-	// write first (seed 000 §5.2; engine/io.go). A commit holds it shared
+	// write first (SCC design §5.2; engine/io.go). A commit holds it shared
 	// across its index and header writes for this dataset, so a SetExtent
 	// waits for that I/O; data I/O does not.
 	extent sync.RWMutex
@@ -187,7 +187,7 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 	}
 	// The header decoder's limits, enforced on the way in: a header that
 	// encodes but does not decode would make the whole file unreadable
-	// after the next commit (issue 9 §5). The id is not known yet; any
+	// after the next commit. The id is not known yet; any
 	// valid one checks the rest.
 	probe := hdr
 	probe.ID = 1
@@ -444,7 +444,7 @@ func readHeader(drv vfd.Driver, e format.CatalogEntry, eof uint64) (format.Datas
 
 // acquire returns a new handle, registering the dataset with the cache when
 // it was not open. Re-registering an id finds its chunks still cached (warm
-// reopen, seed 001 §4.8).
+// reopen, SCC requirements §4.8).
 func (s *dsState) acquire() (*Dataset, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

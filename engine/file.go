@@ -110,7 +110,7 @@ type File struct {
 		// catalog holds every dataset of the file by name: committed ones
 		// from the last superblock plus ones created since.
 		catalog map[string]format.CatalogEntry
-		// open holds the datasets loaded in this session by name.
+		// open holds the datasets loaded since the open, by name.
 		open map[string]*dsState
 	}
 }

@@ -306,7 +306,7 @@ func freeOverlap(free, live []alloc.Extent) string {
 // dataset it has not, and only a walk of every index knows them all;
 // deferring the walk to the first allocation leaves that allocation
 // inside a cache write-back or an index flush, where the walk cannot run,
-// and every writable session allocates (its first commit drops the
+// and every writable open allocates (its first commit drops the
 // image's record). So the map is never used for allocation (FORMAT.md
 // §20); it describes the state for Check, and the walk reads the headers
 // and index blocks the image holds from memory.

@@ -324,10 +324,10 @@ func chunkFree(t *testing.T, drv vfd.Driver, names ...string) []format.FreeExten
 
 // TestImageForgedFreeMap: a cache image whose free-space map names live
 // blocks, checksums recomputed, never makes a writable open allocate over
-// them: the forgery names a few chunks of a dataset the session never
+// them: the forgery names a few chunks of a dataset the open never
 // touches (nothing short of a walk of every index can tell), every chunk,
 // the whole file, or the catalog. The open reports the image's map as
-// ignored; the session writes (relocating chunks, creating a dataset) and
+// ignored; the open then writes (relocating chunks, creating a dataset) and
 // closes; Close succeeds, Check passes and every dataset reads back.
 func TestImageForgedFreeMap(t *testing.T) {
 	ctx := context.Background()

@@ -15,9 +15,9 @@ import (
 	"github.com/scc-dev/scc/engine/selection"
 )
 
-// denseLayout implements the cache's layout callbacks (seed 002) for dense
+// denseLayout implements the cache's layout callbacks (SCC internal API) for dense
 // chunked datasets. In cache memory a chunk is the uncompressed array of its
-// elements in C order (the "legacy chunk" format of seed 002's Q&A); on disk
+// elements in C order (the "legacy chunk" format of SCC internal API's Q&A); on disk
 // it is that array run through the filter pipeline, followed by a CRC32C of
 // the stored bytes (format.AppendChunkChecksum).
 //

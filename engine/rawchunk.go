@@ -16,7 +16,7 @@ import (
 // Raw chunk access: a chunk's encoded bytes (the filter pipeline's output,
 // without the chunk frame's checksum) read and written without decoding
 // and re-encoding, for exporters and importers that copy chunks between
-// formats whose codecs match (seed 002 "direct chunk read/write"; the
+// formats whose codecs match (SCC internal API "direct chunk read/write"; the
 // cache's DirectRead and DirectWrite do the cache half).
 //
 // Coherence with the cache: a raw read or write holds the chunk's box in

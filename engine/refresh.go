@@ -12,7 +12,7 @@ import (
 	"github.com/scc-dev/scc/engine/format"
 )
 
-// Single writer, many readers (seed 003 §VII, §XVIII).
+// Single writer, many readers (EA index §VII, §XVIII).
 //
 // A writer commits copy-on-write: chunks, index blocks (children before
 // parents: data block, super block, index block), the dataset header and the

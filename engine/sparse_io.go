@@ -76,14 +76,14 @@ func (s *dsState) hold(ctx context.Context, sel Selection, write bool) (serializ
 	return h, classify(err)
 }
 
-// Erase makes the selected elements undefined (seed 002 erase_values):
+// Erase makes the selected elements undefined (SCC internal API erase_values):
 // they read as the fill value again, DefinedElements no longer reports
 // them, and their values take no space once the next Flush has written
 // the chunks. A chunk whose last defined element is erased is deleted
 // from the file. Erasing undefined elements is allowed and does nothing.
 //
 // On a dense (Chunked) dataset every element is defined and stays so:
-// Erase writes the fill value to the selection (seed 002: without
+// Erase writes the fill value to the selection (SCC internal API: without
 // erase_values the cache fills).
 func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 	if err := d.check(true); err != nil {
@@ -133,7 +133,7 @@ func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 	return classify(err)
 }
 
-// DefinedElements returns the defined part of sel (seed 002
+// DefinedElements returns the defined part of sel (SCC internal API
 // defined_values): the positions, in sel's packed buffer (C order of
 // sel.Shape(); Selection.Coord turns one into coordinates), of the
 // elements that hold a written value, ascending.

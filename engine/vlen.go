@@ -13,7 +13,7 @@ import (
 	"github.com/scc-dev/scc/engine/section"
 )
 
-// The variable-length layout (issue 12 item 3; seed 001 §2.1 items 1-3):
+// The variable-length layout (SCC requirements §2.1 items 1-3):
 // every element is a variable-length sequence of values of the dataset's
 // Type (bytes and strings with Uint8), stored in the chunk's heap section;
 // the chunk's fixed section holds each element's offset and length in the
@@ -24,7 +24,7 @@ import (
 // the heap. Writing an element appends its bytes to the heap and leaves
 // the old ones as garbage; when garbage passes the dataset's threshold
 // (LayoutParams; 25 % by default) the heap is defragmented at once, so
-// the heap an Encode writes is never more than that share unused (seed 001
+// the heap an Encode writes is never more than that share unused (SCC requirements
 // §2.1 item 3: defragment heap sections before filtering and writing).
 //
 // On disk a chunk is a structured chunk frame (FORMAT.md §16.1) of two

@@ -93,7 +93,7 @@ func Open(path string, flag int, perm os.FileMode) (*File, error) {
 // replace-via-truncate (auto_da_alloc) and starts writing back the whole
 // file when it is closed. A NoSync file's Close then waited for the
 // device: 3–42 ms on 64 MiB on the project's VM, where writing the 64 MiB
-// took 20 (timed with strace and a throwaway harness).
+// took 20 (timed with strace).
 func isEmpty(osf *os.File) bool {
 	st, err := osf.Stat()
 	return err == nil && st.Mode().IsRegular() && st.Size() == 0
@@ -161,8 +161,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 // blocks were used up), and the cache's write-back of 64 MiB of chunks,
 // one pwritev per run of adjacent chunks, often took 200–290 ms where
 // HDF5, one pwrite per chunk, took 50 (BenchmarkWriteCallSize measures
-// the call sizes; the flushes, 24–28 ms capped, were timed by a throwaway
-// harness). Elsewhere the cap costs one system call per MiB, a
+// the call sizes; the flushes took 24–28 ms capped). Elsewhere the cap costs one system call per MiB, a
 // few microseconds against copying that MiB.
 var writeCallMax = 1 << 20
 

@@ -35,9 +35,9 @@ import (
 //
 // Nothing a getter writes is shared with another goroutine's getter: the
 // peers' getters close over a buffer of their own, scc's reader keeps its
-// coordinate and buffer inside itself, padded (bench.LookupReader; until
-// the 11th session its coordinate shared a cache line with the other
-// readers', which slowed scc alone at 2 and 8 goroutines).
+// coordinate and buffer inside itself, padded (bench.LookupReader: a
+// coordinate sharing a cache line with the other readers' slowed scc
+// alone at 2 and 8 goroutines).
 const (
 	lookupChunks = 4096
 	lookupBytes  = 64

@@ -1,8 +1,8 @@
 // Package filter is the chunk filter pipeline: it turns the cache-format bytes
 // of a chunk into the image stored on disk (Encode) and back (Decode).
 //
-// A pipeline is an ordered list of filters, as in HDF5 (seed 001 §"Structured
-// Chunk" item 4 runs a pipeline per section; seed 002 Q&A on
+// A pipeline is an ordered list of filters, as in HDF5 (SCC requirements §"Structured
+// Chunk" item 4 runs a pipeline per section; SCC internal API Q&A on
 // H5SC_chunk_encode_t computes the filter mask during encoding): byte shuffle,
 // deflate (raw or zlib-framed), zstd, LZ4 and a CRC32C checksum. Compressors are optional filters
 // in HDF5's sense: when one does not make its input smaller it is skipped and

@@ -93,7 +93,7 @@ func (p *Pipeline) MaxEncoded(n int) int {
 
 // EncodeTo is Encode writing the image into dst's storage: with
 // cap(dst) >= MaxEncoded(len(src)) the image is dst[:len(image)] and
-// nothing is allocated (recycled chunk buffers, issue 10 §3); with a
+// nothing is allocated (recycled chunk buffers); with a
 // smaller (or nil) dst it is a new, exactly sized slice. dst must not
 // overlap src.
 func (p *Pipeline) EncodeTo(dst, src []byte) (image []byte, mask uint32, err error) {
@@ -174,7 +174,7 @@ func (p *Pipeline) Decode(image []byte, mask uint32, decodedSize int) ([]byte, e
 
 // DecodeTo is Decode writing the chunk into dst's storage: with
 // cap(dst) >= decodedSize the result is dst[:decodedSize] and no buffer is
-// allocated for it (recycled chunk buffers, issue 10 §3); otherwise it is a
+// allocated for it (recycled chunk buffers); otherwise it is a
 // new slice. dst must not overlap image. On error dst's contents are
 // undefined.
 func (p *Pipeline) DecodeTo(dst, image []byte, mask uint32, decodedSize int) ([]byte, error) {

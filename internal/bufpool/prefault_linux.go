@@ -17,8 +17,8 @@ import (
 // load, takes a fault for every page. For a cold read that is most of the
 // cost beyond the copy: in a fresh process, 64 pread calls of 1 MiB from
 // tmpfs into new 1 MiB buffers ran at 1 214–1 485 MiB/s, and at
-// 1 550–1 787 with each buffer populated first (a throwaway program, 4
-// runs of each). BenchmarkFreshBuffers prints the same comparison.
+// 1 550–1 787 with each buffer populated first. BenchmarkFreshBuffers
+// prints the same comparison.
 //
 // Populating changes no byte: pages already present stay as they are, and
 // absent ones are zero-filled, which is what they would read as. Only
