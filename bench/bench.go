@@ -95,7 +95,7 @@ func (o Options) logf(format string, args ...any) {
 	}
 }
 
-// Target is a goal from issue 6. Kind "ratio" is met when Figure.Ratio is
+// Target is a goal a figure is held to. Kind "ratio" is met when Figure.Ratio is
 // at least Value; kind "max" is met when Figure.SCC is at most Value.
 type Target struct {
 	Kind  string  `json:"kind"`

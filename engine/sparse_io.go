@@ -11,7 +11,7 @@ import (
 	"github.com/scc-dev/scc/serialize"
 )
 
-// The sparse operations of issue 12 item 2: Erase, DefinedElements and
+// The sparse operations: Erase, DefinedElements and
 // ReadDefined. Each is one request through the cache like Read and Write
 // (serializer hold on the selection's chunks, resident chunks first, the
 // rest admitted), with pieces whose kind tells the layout's Scatter and
