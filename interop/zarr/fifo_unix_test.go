@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/scc-dev/scc/internal/testfile"
 )
@@ -49,9 +50,22 @@ func TestImportFIFOFedPastBound(t *testing.T) {
 	if _, err := Import(bg, store, f, Options{}); !errors.Is(err, ErrNotRegular) {
 		t.Fatalf("err = %v, want ErrNotRegular", err)
 	}
-	// Free the writer: open the read end (non-blocking) and close it.
-	if r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
-		r.Close()
+	// Free the writer: open the read end and close it, until the writer
+	// is gone. Once, as before, raced the writer's open: a read end opened
+	// and closed before the writer reached open(2) left it blocked there
+	// for good.
+	for {
+		if r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			select {
+			case <-done:
+			case <-time.After(10 * time.Millisecond):
+			}
+			r.Close() // a writer that opened meanwhile now fails with EPIPE
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(time.Millisecond):
+		}
 	}
-	<-done
 }
