@@ -4,21 +4,9 @@ package resource
 
 import (
 	"context"
-	"strings"
+	"github.com/scc-dev/scc/internal/invariants"
 	"testing"
 )
-
-func panics(t *testing.T, what string, f func()) {
-	t.Helper()
-	defer func() {
-		t.Helper()
-		r := recover()
-		if err, _ := r.(error); err == nil || !strings.Contains(err.Error(), "invariant violated") {
-			t.Errorf("%s: recovered %v, want an invariant panic", what, r)
-		}
-	}()
-	f()
-}
 
 // TestInvariantAssertions: with the invariants tag, admitted bytes going
 // below zero (a release larger than its charge) or growing past the
@@ -36,16 +24,16 @@ func TestInvariantAssertions(t *testing.T) {
 		}
 		return a
 	}
-	panics(t, "admitted bytes below zero", func() {
+	invariants.Panics(t, "admitted bytes below zero", func() {
 		admitter().releaser(61)()
 	})
-	panics(t, "admitted bytes above capacity", func() {
+	invariants.Panics(t, "admitted bytes above capacity", func() {
 		a := admitter()
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.setInUseLocked(a.mu.inUse + 60)
 	})
-	panics(t, "waiters below zero", func() {
+	invariants.Panics(t, "waiters below zero", func() {
 		a := admitter()
 		a.mu.Lock()
 		defer a.mu.Unlock()

@@ -4,21 +4,9 @@ package serialize
 
 import (
 	"context"
-	"strings"
+	"github.com/scc-dev/scc/internal/invariants"
 	"testing"
 )
-
-func panics(t *testing.T, what string, f func()) {
-	t.Helper()
-	defer func() {
-		t.Helper()
-		r := recover()
-		if err, _ := r.(error); err == nil || !strings.Contains(err.Error(), "invariant violated") {
-			t.Errorf("%s: recovered %v, want an invariant panic", what, r)
-		}
-	}()
-	f()
-}
 
 // TestInvariantAssertions: with the invariants tag, a release that finds
 // its request missing from the lists, and counters of writers, blockers and
@@ -35,26 +23,26 @@ func TestInvariantAssertions(t *testing.T) {
 		}
 		return h
 	}
-	panics(t, "release of a request not held", func() {
+	invariants.Panics(t, "release of a request not held", func() {
 		s := New()
 		h := hold(s, wr(box2(ds, 0, 1, 0, 1)))
 		s.shards[shardOf(ds)].lists[ds].entries = nil
 		h.Release()
 	})
-	panics(t, "writers below zero", func() {
+	invariants.Panics(t, "writers below zero", func() {
 		s := New()
 		h := hold(s, wr(box2(ds, 0, 1, 0, 1)))
 		s.shards[shardOf(ds)].writers.Store(0)
 		h.Release()
 	})
-	panics(t, "blockers below zero", func() {
+	invariants.Panics(t, "blockers below zero", func() {
 		s := New()
 		h := hold(s, wr(box2(ds, 0, 1, 0, 1)))
 		e := h.req.entries[0]
 		e.dependents = append(e.dependents, &request{ready: make(chan struct{})})
 		h.Release()
 	})
-	panics(t, "fast readers below zero", func() {
+	invariants.Panics(t, "fast readers below zero", func() {
 		s := New()
 		h, ok := s.TryFastRead(rd(box2(ds, 0, 1, 0, 1)))
 		if !ok {

@@ -3,22 +3,9 @@
 package alloc
 
 import (
-	"strings"
+	"github.com/scc-dev/scc/internal/invariants"
 	"testing"
 )
-
-// panics runs f and fails t unless f panics with an invariant violation.
-func panics(t *testing.T, what string, f func()) {
-	t.Helper()
-	defer func() {
-		t.Helper()
-		r := recover()
-		if err, _ := r.(error); err == nil || !strings.Contains(err.Error(), "invariant violated") {
-			t.Errorf("%s: recovered %v, want an invariant panic", what, r)
-		}
-	}()
-	f()
-}
 
 // TestInvariantAssertions: with the invariants tag, states no sequence of
 // calls can reach panic where they would otherwise hand out referenced
@@ -32,13 +19,13 @@ func TestInvariantAssertions(t *testing.T) {
 		}
 		return a
 	}
-	panics(t, "run overlapping an allocated run", func() {
+	invariants.Panics(t, "run overlapping an allocated run", func() {
 		a := fresh()
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.insertRun(150, run{size: 10, st: stFree})
 	})
-	panics(t, "run overlapping the next run", func() {
+	invariants.Panics(t, "run overlapping the next run", func() {
 		a := New(0, 1000)
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -46,14 +33,14 @@ func TestInvariantAssertions(t *testing.T) {
 		a.insertRun(500, run{size: 500, st: stFree})
 		a.insertRun(400, run{size: 200, st: stHeld})
 	})
-	panics(t, "run beyond the end of file", func() {
+	invariants.Panics(t, "run beyond the end of file", func() {
 		a := fresh()
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.delRun(200)
 		a.insertRun(200, run{size: 900, st: stFree})
 	})
-	panics(t, "free index naming an allocated extent", func() {
+	invariants.Panics(t, "free index naming an allocated extent", func() {
 		a := fresh()
 		a.mu.Lock()
 		a.mu.free.insertNew(sizeKey{100, 100}, struct{}{})
@@ -61,7 +48,7 @@ func TestInvariantAssertions(t *testing.T) {
 		a.mu.Unlock()
 		_, _ = a.Alloc(50)
 	})
-	panics(t, "fresh total below zero", func() {
+	invariants.Panics(t, "fresh total below zero", func() {
 		a := fresh()
 		a.mu.Lock()
 		defer a.mu.Unlock()

@@ -4,21 +4,9 @@ package index
 
 import (
 	"context"
-	"strings"
+	"github.com/scc-dev/scc/internal/invariants"
 	"testing"
 )
-
-func panics(t *testing.T, what string, f func()) {
-	t.Helper()
-	defer func() {
-		t.Helper()
-		r := recover()
-		if err, _ := r.(error); err == nil || !strings.Contains(err.Error(), "invariant violated") {
-			t.Errorf("%s: recovered %v, want an invariant panic", what, r)
-		}
-	}()
-	f()
-}
 
 // TestInvariantAssertions: with the invariants tag, an entry count that
 // would wrap or pass the index's slots, and a leaf split that leaves a leaf
@@ -46,32 +34,32 @@ func TestInvariantAssertions(t *testing.T) {
 	gen := func() *genIndex {
 		return mk(KindGeneral, Geometry{Grid: []uint64{8, 4}, MaxGrid: []uint64{Unlimited, Unlimited}}).(*genIndex)
 	}
-	panics(t, "extensible array: delete with count 0", func() {
+	invariants.Panics(t, "extensible array: delete with count 0", func() {
 		x := ea()
 		x.mu.count = 0
 		_, _ = x.Delete(ctx, []uint64{0})
 	})
-	panics(t, "extensible array: count past its extent", func() {
+	invariants.Panics(t, "extensible array: count past its extent", func() {
 		x := ea()
 		x.mu.count = 4
 		_, _ = x.Put(ctx, []uint64{1}, ent)
 	})
-	panics(t, "fixed array: delete with count 0", func() {
+	invariants.Panics(t, "fixed array: delete with count 0", func() {
 		x := fa()
 		x.mu.count = 0
 		_, _ = x.Delete(ctx, []uint64{0})
 	})
-	panics(t, "fixed array: count past its slots", func() {
+	invariants.Panics(t, "fixed array: count past its slots", func() {
 		x := fa()
 		x.mu.count = 4
 		_, _ = x.Put(ctx, []uint64{2}, ent)
 	})
-	panics(t, "general: delete with count 0", func() {
+	invariants.Panics(t, "general: delete with count 0", func() {
 		x := gen()
 		x.mu.count = 0
 		_, _ = x.Delete(ctx, []uint64{0, 0})
 	})
-	panics(t, "general: split leaves a leaf over its maximum", func() {
+	invariants.Panics(t, "general: split leaves a leaf over its maximum", func() {
 		x := gen()
 		for i := uint64(1); i < 5; i++ {
 			if _, err := x.Put(ctx, []uint64{i, 0}, ent); err != nil {
