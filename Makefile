@@ -27,7 +27,7 @@ test: interop-deps interop-hdf5-deps libdeflate-deps minio ## vet, then every te
 	$(GO) vet -tags invariants $(PKGS)
 	$(GO) vet -tags libdeflate ./engine/filter/ ./bench/
 	$(GO) test -race -timeout 15m $(PKGS)
-	$(GO) test -race -tags invariants -timeout 10m ./cache/... ./engine/alloc/ ./engine/index/ ./serialize/ ./resource/ ./internal/... # the packages' own assertions of impossible state compiled in (internal/invariants)
+	$(GO) test -race -tags invariants -timeout 10m ./cache/... ./engine/internal/alloc/ ./engine/internal/index/ ./serialize/ ./resource/ ./internal/... # the packages' own assertions of impossible state compiled in (internal/invariants)
 	$(GO) test -race -tags libdeflate -timeout 5m ./engine/filter/ ./interop/zarr/
 	$(GO) test -race -tags libdeflate -timeout 5m -run 'RandRead|Ingest' ./bench/
 	$(GO) test -count=1 -run 'Allocs|WithoutAllocation|Prefault|TransientFault' ./engine/ ./cache/ ./internal/bufpool/ # allocation and page-fault counts skip under -race; the transient-fault sweep runs every operation here, a quarter under -race

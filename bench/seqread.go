@@ -21,7 +21,7 @@ type SeqReadResult struct {
 	PreadMBps float64 // pread the whole file in chunk-sized pieces
 	// PreadSumMBps is the same preads each followed by a CRC32C of the
 	// bytes read (the checksum every scc chunk carries, computed as
-	// engine/format does): the ceiling of a reader that verifies what it
+	// engine/internal/format does): the ceiling of a reader that verifies what it
 	// reads on one core. scc's direct reads do this work plus the
 	// engine's own, split between the caller and an idle core when the
 	// chunks are large (cache/splitread.go); PreadMBps is the ceiling of

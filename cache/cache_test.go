@@ -580,7 +580,7 @@ func TestSetExtent(t *testing.T) {
 	if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0, 2})); !ok {
 		t.Fatal("PrepareExtent dropped a chunk")
 	}
-	l.prune([]uint64{6, 6}) // the layout's half: engine/index Resize
+	l.prune([]uint64{6, 6}) // the layout's half: engine/internal/index Resize
 	must(t, d.SetExtent(bg, []uint64{12, 12}, []uint64{6, 6}))
 	if l.deletes.Load() != 0 {
 		t.Fatal("the cache deleted stored chunks: pruning is the layout's job")

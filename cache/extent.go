@@ -51,7 +51,7 @@ func whollyOutside(coord Coord, cd, dims []uint64) bool {
 //     chunks wholly outside the new extent hold no data that exists only in
 //     memory) and loads the chunks the shrink cuts through.
 //  2. The caller shrinks its index (the layout's own pruning of stored
-//     chunks wholly outside; engine/index Resize loads before it mutates, so
+//     chunks wholly outside; engine/internal/index Resize loads before it mutates, so
 //     it too fails without change).
 //  3. SetExtent drops the cached chunks wholly outside the new extent and
 //     trims the chunks it cuts through. Both are memory operations on

@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/format"
-	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/selection"
 )
 
 // The contiguous layout (SCC internal API, SCC requirements §3.4): a

@@ -2,8 +2,8 @@ package engine
 
 import (
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/format"
-	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/selection"
 	"github.com/scc-dev/scc/internal/bufpool"
 )
 

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/vfd"
 )
 

@@ -4,7 +4,7 @@
 // A File is a single container (FORMAT.md) on a vfd.Driver. Its datasets are
 // read and written with hyperslab selections; chunks go through the cache
 // (package cache) by way of the dense layout's callbacks (SCC internal API), and are
-// indexed on disk by a chunk index (package engine/index).
+// indexed on disk by a chunk index (package engine/internal/index).
 //
 // Durability: Flush (and Close) write every dirty chunk to new space, write
 // the changed indexes, dataset headers and the catalog copy-on-write, sync,
@@ -27,8 +27,8 @@ import (
 	"sync/atomic"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/alloc"
-	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/internal/alloc"
+	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/resource"
 	"github.com/scc-dev/scc/serialize"
 	"github.com/scc-dev/scc/vfd"

@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/alloc"
-	"github.com/scc-dev/scc/engine/format"
-	"github.com/scc-dev/scc/engine/index"
+	"github.com/scc-dev/scc/engine/internal/alloc"
+	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/index"
 	"github.com/scc-dev/scc/vfd"
 )
 

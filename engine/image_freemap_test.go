@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/alloc"
-	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/internal/alloc"
+	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/vfd"
 )
 

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/engine/internal/selection"
 	"github.com/scc-dev/scc/serialize"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/engine/internal/selection"
 	"github.com/scc-dev/scc/vfd"
 )
 

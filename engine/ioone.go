@@ -5,7 +5,7 @@ import (
 	"math/bits"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/engine/internal/selection"
 	"github.com/scc-dev/scc/serialize"
 )
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
-	"github.com/scc-dev/scc/engine/format"
-	"github.com/scc-dev/scc/engine/index"
-	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/index"
+	"github.com/scc-dev/scc/engine/internal/selection"
 )
 
 // denseLayout implements the cache's layout callbacks (SCC internal API) for dense

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/scc-dev/scc/engine/index"
+	"github.com/scc-dev/scc/engine/internal/index"
 )
 
 // lazyIndex is a dataset's chunk index, opened on first use: an open

@@ -1,6 +1,6 @@
 package engine
 
-import "github.com/scc-dev/scc/engine/selection"
+import "github.com/scc-dev/scc/engine/internal/selection"
 
 // pieceArena holds the pieces of one multi-chunk request (prepare's Split
 // path) in blocks reused from request to request through ioScratch, so a

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/engine/internal/selection"
 )
 
 // TestPieceArena: pieces cloned from the arena equal their sources, stay

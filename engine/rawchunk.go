@@ -7,9 +7,9 @@ import (
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
-	"github.com/scc-dev/scc/engine/format"
-	"github.com/scc-dev/scc/engine/index"
-	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/index"
+	"github.com/scc-dev/scc/engine/internal/selection"
 	"github.com/scc-dev/scc/serialize"
 )
 

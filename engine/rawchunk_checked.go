@@ -6,7 +6,7 @@ import (
 	"github.com/scc-dev/scc/internal/bufpool"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/serialize"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/pool"
 	"github.com/scc-dev/scc/resource"
 	"github.com/scc-dev/scc/serialize"

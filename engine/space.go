@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/scc-dev/scc/engine/alloc"
+	"github.com/scc-dev/scc/engine/internal/alloc"
 )
 
 // space is the file's free-space manager. Commits are crash-safe because of
-// the allocator's two-phase commit (engine/alloc): space freed while commit N
+// the allocator's two-phase commit (engine/internal/alloc): space freed while commit N
 // is being prepared may still be referenced by the state commit N makes
 // durable (its indexes were captured before the free), so such frees become
 // reusable only after commit N+1; frees made before commit N's PrepareCommit

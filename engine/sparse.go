@@ -12,10 +12,10 @@ import (
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
-	"github.com/scc-dev/scc/engine/format"
-	"github.com/scc-dev/scc/engine/index"
-	"github.com/scc-dev/scc/engine/section"
-	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/index"
+	"github.com/scc-dev/scc/engine/internal/section"
+	"github.com/scc-dev/scc/engine/internal/selection"
 )
 
 // The sparse layout (SCC requirements §1 and §2.1; Mainzer et al.,
@@ -26,7 +26,7 @@ import (
 // is deleted from the file. Storage grows with the defined elements, not
 // with the extent.
 //
-// On disk a chunk is a structured chunk frame (engine/section, FORMAT.md
+// On disk a chunk is a structured chunk frame (engine/internal/section, FORMAT.md
 // §16) of two sections, each with its own pipeline and checksum:
 //
 //	0  selection: the run encoding of the defined elements, through the

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/index"
+	"github.com/scc-dev/scc/engine/internal/index"
 	"github.com/scc-dev/scc/vfd"
 )
 

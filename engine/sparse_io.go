@@ -7,7 +7,7 @@ import (
 	"sort"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/engine/internal/selection"
 	"github.com/scc-dev/scc/serialize"
 )
 

@@ -5,7 +5,7 @@ import (
 	"math/bits"
 
 	"github.com/scc-dev/scc/engine/filter"
-	"github.com/scc-dev/scc/engine/selection"
+	"github.com/scc-dev/scc/engine/internal/selection"
 )
 
 // Unlimited marks a dimension of DatasetSpec.MaxShape that may grow without

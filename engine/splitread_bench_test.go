@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/internal/format"
 )
 
 // BenchmarkSplitRead: reads of whole unfiltered chunks not resident, one

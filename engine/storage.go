@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/alloc"
-	"github.com/scc-dev/scc/engine/format"
-	"github.com/scc-dev/scc/engine/index"
+	"github.com/scc-dev/scc/engine/internal/alloc"
+	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/index"
 )
 
 // storage is a dataset's layout as the engine drives it: the cache.Layout

@@ -3,9 +3,9 @@ package engine
 import (
 	"context"
 
-	"github.com/scc-dev/scc/engine/alloc"
-	"github.com/scc-dev/scc/engine/format"
-	"github.com/scc-dev/scc/engine/index"
+	"github.com/scc-dev/scc/engine/internal/alloc"
+	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/index"
 )
 
 // indexStore gives the chunk indexes their blocks: reads from the driver,

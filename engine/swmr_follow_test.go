@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/vfd"
 )
 

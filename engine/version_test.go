@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/vfd"
 )
 

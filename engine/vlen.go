@@ -8,9 +8,9 @@ import (
 	"slices"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/format"
-	"github.com/scc-dev/scc/engine/index"
-	"github.com/scc-dev/scc/engine/section"
+	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/index"
+	"github.com/scc-dev/scc/engine/internal/section"
 )
 
 // The variable-length layout (SCC requirements §2.1 items 1-3):

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/vfd"
 )
 

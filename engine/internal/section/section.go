@@ -17,7 +17,7 @@ import (
 	"fmt"
 	"hash/crc32"
 
-	"github.com/scc-dev/scc/engine/format"
+	"github.com/scc-dev/scc/engine/internal/format"
 )
 
 // ErrCorrupt is format.ErrCorrupt: a damaged frame or section is damage

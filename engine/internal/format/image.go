@@ -23,7 +23,7 @@ import (
 const (
 	ImageCatalog uint8 = 1 // the catalog block
 	ImageHeader  uint8 = 2 // a dataset header block
-	ImageIndex   uint8 = 3 // a chunk index block (engine/index)
+	ImageIndex   uint8 = 3 // a chunk index block (engine/internal/index)
 	ImageChunk   uint8 = 4 // a chunk frame (FORMAT.md §9)
 	imageKinds         = 4
 )

@@ -75,7 +75,7 @@ const (
 	MaxRank        = 32
 	MaxNameBytes   = 1024
 	MaxFilterBytes = 32 << 10 // filter pipeline encoding (engine/filter; at most 32 filters)
-	MaxIndexRoot   = 1 << 20  // index root record (engine/index)
+	MaxIndexRoot   = 1 << 20  // index root record (engine/internal/index)
 	MaxPartBytes   = 1 << 20  // one v2 part of a block (§3 "v2 parts")
 	// MaxChunkBytes bounds one chunk's decoded size (product of Chunk times
 	// the element size); it matches the engine's own limit.

@@ -28,7 +28,7 @@ type DatasetHeader struct {
 	// (SCC design §2.3 min_dset_size); see engine.DatasetSpec.CacheMinBytes
 	// for the meaning of 0 and -1. Values below -1 are invalid.
 	MinCacheBytes int64
-	// IndexKind and IndexRoot are engine/index's; opaque here. IndexRoot is
+	// IndexKind and IndexRoot are engine/internal/index's; opaque here. IndexRoot is
 	// at most MaxIndexRoot bytes.
 	IndexKind uint8
 	IndexRoot []byte

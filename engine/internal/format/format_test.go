@@ -649,7 +649,7 @@ func TestDocumentedConstants(t *testing.T) {
 // TestHeaderSumBlindToSelfCheckedRoot pins why a dataset header's checksum
 // cannot tell two versions of a header apart (engine/refresh.go compares
 // the headers themselves): when the IndexRoot record ends with its own
-// CRC32C, as engine/index's roots do, the header's CRC32C is the same for
+// CRC32C, as engine/internal/index's roots do, the header's CRC32C is the same for
 // any root of the same length.
 func TestHeaderSumBlindToSelfCheckedRoot(t *testing.T) {
 	root := func(fill byte) []byte {
@@ -667,5 +667,14 @@ func TestHeaderSumBlindToSelfCheckedRoot(t *testing.T) {
 	}
 	if Trailer(a) != Trailer(b) {
 		t.Fatalf("header checksums %08x and %08x differ: the property engine/refresh.go guards against no longer holds; revisit it", Trailer(a), Trailer(b))
+	}
+}
+
+// TestDataStartIsS3Head: vfd/s3 keeps a file's first 8192 bytes in its
+// commit object so that a commit's superblock write is atomic there; that
+// holds only while both slots end before DataStart and DataStart is 8192.
+func TestDataStartIsS3Head(t *testing.T) {
+	if DataStart != 8192 || SlotB+SlotSize > DataStart {
+		t.Fatalf("DataStart %d, slot B ends at %d: vfd/s3's default HeadSize is 8192", DataStart, SlotB+SlotSize)
 	}
 }
