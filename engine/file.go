@@ -757,10 +757,10 @@ func (f *File) writeIndexes(states []*dsState) {
 		if !ok {
 			continue
 		}
-		before := x.charged.Load()
+		before := x.chargedBytes()
 		if _, err := x.flush(ctx); err == nil {
 			x.dropClean()
-			if d := before - x.charged.Load(); d > 0 {
+			if d := before - x.chargedBytes(); d > 0 {
 				f.indexShedBytes.Add(d)
 			}
 		}

@@ -203,8 +203,12 @@ func (f *File) journalPut(kind uint8, addr uint64, b []byte) {
 	}
 	f.img.journal.m[addr] = journalBlock{kind, b}
 	f.img.journal.bytes += d
-	f.img.journal.Unlock()
+	// Charged under the journal's lock, so that a forget's uncharge never
+	// reaches the cache before the put it undoes (the cache's resident
+	// total would go below zero). ChargeMetadata never calls back into
+	// the engine.
 	f.chargeIndex(d)
+	f.img.journal.Unlock()
 }
 
 // journalForget drops the block at addr (its space was freed).
@@ -217,11 +221,9 @@ func (f *File) journalForget(addr uint64) {
 	if ok {
 		delete(f.img.journal.m, addr)
 		f.img.journal.bytes -= int64(len(old.b))
+		f.chargeIndex(-int64(len(old.b))) // under the lock, as in journalPut
 	}
 	f.img.journal.Unlock()
-	if ok {
-		f.chargeIndex(-int64(len(old.b)))
-	}
 }
 
 // journalGet returns the journal's copy of the block at addr if it has

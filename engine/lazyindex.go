@@ -20,12 +20,18 @@ type lazyIndex struct {
 	store index.Store
 	p     atomic.Pointer[indexBox]
 	// charge adds a difference of the index's memory to the shared cache's
-	// budget (cache.File.ChargeMetadata); nil charges nothing. charged is
-	// the figure charged so far: every charge swaps in a new figure and
-	// charges the difference, so the cache holds exactly the last figure
-	// swapped in however calls interleave.
-	charge  func(delta int64)
-	charged atomic.Int64
+	// budget (cache.File.ChargeMetadata); nil charges nothing.
+	charge func(delta int64)
+
+	// chargeMu orders charges: charged is the figure charged so far, and
+	// each charge replaces it and sends the difference under this lock, so
+	// the cache receives the differences in the order their figures were
+	// taken. Sent outside it, an uncharge could overtake the charge it
+	// undoes and take the cache's resident total below zero. The cache's
+	// side (ChargeMetadata) never calls back into the engine, so holding
+	// it there cannot deadlock.
+	chargeMu sync.Mutex
+	charged  int64 // guarded by chargeMu
 
 	mu struct {
 		sync.Mutex
@@ -97,9 +103,19 @@ func (li *lazyIndex) chargeBytes(n int64) {
 	if li.charge == nil {
 		return
 	}
-	if d := n - li.charged.Swap(n); d != 0 {
+	li.chargeMu.Lock()
+	defer li.chargeMu.Unlock()
+	if d := n - li.charged; d != 0 {
+		li.charged = n
 		li.charge(d)
 	}
+}
+
+// chargedBytes is the index memory charged to the cache so far.
+func (li *lazyIndex) chargedBytes() int64 {
+	li.chargeMu.Lock()
+	defer li.chargeMu.Unlock()
+	return li.charged
 }
 
 // kind reports the index kind without opening it.
