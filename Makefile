@@ -22,12 +22,11 @@ build: ## build every package and the scctl binary into bin/ (TAGS=libdeflate fo
 libdeflate-deps: ## install Debian's libdeflate-dev, which the libdeflate build tag links (as root), once
 	@dpkg -s libdeflate-dev >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libdeflate-dev; }
 
-test: interop-deps interop-hdf5-deps libdeflate-deps minio ## vet, then every test under the race detector, then every package again with its invariant assertions compiled in, the filters and the deflate scenarios with libdeflate, then the allocation-count and page-fault-count tests without -race (what CI runs)
+test: interop-deps interop-hdf5-deps libdeflate-deps minio ## vet, then every test under the race detector with the invariant assertions compiled in, the filters and the deflate scenarios with libdeflate, then the allocation-count and page-fault-count tests without -race (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags invariants $(PKGS)
 	$(GO) vet -tags libdeflate ./engine/filter/ ./bench/
-	$(GO) test -race -timeout 15m $(PKGS)
-	$(GO) test -race -tags invariants -timeout 10m ./cache/... ./engine/internal/alloc/ ./engine/internal/index/ ./serialize/ ./resource/ ./internal/... # the packages' own assertions of impossible state compiled in (internal/invariants)
+	$(GO) test -race -tags invariants -timeout 15m $(PKGS) # with every package's assertions of impossible state compiled in (internal/invariants)
 	$(GO) test -race -tags libdeflate -timeout 5m ./engine/filter/ ./interop/zarr/
 	$(GO) test -race -tags libdeflate -timeout 5m -run 'RandRead|Ingest' ./bench/
 	$(GO) test -count=1 -run 'Allocs|WithoutAllocation|Prefault|TransientFault' ./engine/ ./cache/ ./internal/bufpool/ # allocation and page-fault counts skip under -race; the transient-fault sweep runs every operation here, a quarter under -race
