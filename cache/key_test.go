@@ -6,7 +6,7 @@ import (
 )
 
 func TestInterleaveSeedExample(t *testing.T) {
-	// Seed 000 §2.1: address 6 (110b) and coordinate 5 (101b) interleave
+	// SCC design §2.1: address 6 (110b) and coordinate 5 (101b) interleave
 	// LSB first to 0,1,1,0,1,1 (bit 0 first).
 	k, ok := interleave([]uint64{6, 5}, 64)
 	if !ok {

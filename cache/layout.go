@@ -12,7 +12,7 @@ import (
 // variable-length (structured, multi-section chunks) and contiguous (one
 // extent cut into pieces of whole rows, engine/contig.go).
 //
-// Seed 002's callbacks, each with where it lives here and which of the
+// The SCC internal API's callbacks, each with where it lives here and which of the
 // engine's layouts implement it (dense = dense chunked, engine/layout.go;
 // sparse, engine/sparse.go, with its selection view; vlen,
 // engine/vlen.go; contig = contiguous, engine/contig.go; the direct paths
@@ -72,7 +72,7 @@ import (
 //                           of it, and writing that at its place would
 //                           overwrite the committed copy (DESIGN.md "No data
 //                           loss"); written elsewhere it is what the cached
-//                           path already does. Seed 002's other use of them,
+//                           path already does. The SCC internal API's other use of them,
 //                           filling elements a shrink left out of bounds, is
 //                           Trim.
 //   scatter_mem           → Layout.Scatter; fill of absent chunks →

@@ -26,7 +26,7 @@ import (
 // spans several chunks (and shares edge chunks with its neighbours). A
 // write stores id<<32 | (linear ^ tag) in every element, id unique per
 // request, so a read decodes to the id of the one write it saw, or shows a
-// mix. Seed 000 §5.2 demands that overlapping requests run in receipt
+// mix. SCC design §5.2 demands that overlapping requests run in receipt
 // order, writes exclusively: then every history is linearizable with
 // respect to a register per region.
 

@@ -8,7 +8,7 @@
 // superblock that points at it (FORMAT.md "Commit protocol"). A crash at any
 // moment must leave the last committed superblock's whole state intact, so
 // space that state references is never handed out again before the next
-// commit has made it unreferenced. Seed 001 §3.2.3 describes a chunk flush
+// commit has made it unreferenced. SCC requirements §3.2.3 describes a chunk flush
 // that relocates a chunk whose encoded size changed and "releases the file
 // space allocated to the old version"; here that release is deferred until
 // the commit that stops referencing the old version.

@@ -2,7 +2,7 @@ package format
 
 // Chunk frame (FORMAT.md "Chunk frame"): every stored chunk is its filtered
 // image followed by the CRC32C of the image, little-endian. The index entry's
-// size is the frame's size. Seed 001 §3.4 suggests checksums on all chunks;
+// size is the frame's size. SCC requirements §3.4 suggests checksums on all chunks;
 // here they are mandatory so that a torn or misdirected chunk write is caught
 // on read rather than decoded into wrong data.
 

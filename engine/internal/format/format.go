@@ -5,7 +5,7 @@
 //
 // The package does no I/O. Every block has the same frame: a 4-byte magic
 // naming the block kind, a version byte, the payload, and a trailing CRC32C
-// (Castagnoli) over every byte before it. Seed 001 §3.4 asks for checksums on
+// (Castagnoli) over every byte before it. SCC requirements §3.4 asks for checksums on
 // metadata whose corruption could drive buffer overruns; here every block and
 // every chunk carries one (DESIGN.md "No data loss").
 //
