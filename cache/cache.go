@@ -371,6 +371,7 @@ func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset,
 			c.registered.noteCondenser(l, 1)
 			d.layout.Store(box)
 			d.min.Store(min)
+			d.noPrefetch.Store(false)
 			d.registered.Store(true)
 			c.registered.datasets.Add(1)
 			return d, nil

@@ -368,6 +368,9 @@ type Dataset struct {
 	hot atomic.Pointer[lockfree.Counters]
 	// seq detects sequential reads for prefetch (prefetch.go).
 	seq seqState
+	// noPrefetch turns the prefetcher off for this dataset alone
+	// (SetPrefetch); a registration resets it.
+	noPrefetch atomic.Bool
 	// relocs counts Insert and Delete calls the cache made for this
 	// dataset: a location looked up before a claim is re-read when it moved.
 	relocs atomic.Uint64

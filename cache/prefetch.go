@@ -122,6 +122,9 @@ func (c *Cache) prefetchUsed(e *entry) {
 
 // queuePrefetch hands a job to the prefetcher without ever blocking.
 func (c *Cache) queuePrefetch(d *Dataset, from Coord, dim int) {
+	if d.noPrefetch.Load() {
+		return
+	}
 	if c.background.prefetch.bytes.Load() >= c.background.prefetch.max {
 		return
 	}

@@ -245,7 +245,7 @@ func CreateWith(drv vfd.Driver, opts *Options) (*File, error) {
 	f.mu.nextID = 1
 	// The first commit writes an empty catalog and superblock generation 1,
 	// so the file opens even if nothing else is ever written.
-	if err := f.commit(context.Background()); err != nil {
+	if err := f.commit(context.Background(), nil); err != nil {
 		f.release()
 		return nil, err
 	}
@@ -459,16 +459,22 @@ func (f *File) Flush(ctx context.Context) error {
 	if f.readOnly {
 		return nil
 	}
-	return classify(f.commit(ctx))
+	return classify(f.commit(ctx, nil))
 }
 
-func (f *File) commit(ctx context.Context) error {
+// commit writes a new generation of the file. With only nil it first
+// writes back every dirty chunk of the file (File.Flush, Close); with only
+// set, only that dataset's (Dataset.Flush): the other datasets' headers
+// then record the chunks their write-backs already stored, which is a
+// state their indexes describe completely, and their dirty chunks wait for
+// a later commit.
+func (f *File) commit(ctx context.Context, only *dsState) error {
 	f.commitMu.Lock()
 	defer f.commitMu.Unlock()
-	return f.commitLocked(ctx)
+	return f.commitLocked(ctx, only)
 }
 
-func (f *File) commitLocked(ctx context.Context) (err error) {
+func (f *File) commitLocked(ctx context.Context, only *dsState) (err error) {
 	if p := f.failed.Load(); p != nil {
 		return *p
 	}
@@ -491,7 +497,7 @@ func (f *File) commitLocked(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if err := f.cfile.Flush(ctx); err != nil {
+	if err := f.writeBack(ctx, only); err != nil {
 		return classify(err)
 	}
 	epoch := f.space.beginCommit()
@@ -619,7 +625,7 @@ func (f *File) CloseContext(ctx context.Context) error {
 	var err error
 	if !f.readOnly {
 		f.img.closing.Store(true) // this commit writes the cache image, if asked
-		err = f.commit(ctx)
+		err = f.commit(ctx, nil)
 	}
 	// The chunks must be released whatever ctx says: the file is closing.
 	if uerr := f.cfile.Unregister(context.WithoutCancel(ctx)); uerr != nil && err == nil && !f.readOnly {
