@@ -762,6 +762,7 @@ func (x *eaIndex) Flush(ctx context.Context) ([]byte, error) {
 			if ss.mem == nil || !ss.mem.dirty {
 				continue
 			}
+			supers = append(supers, ss) // before its units: an abort clears their next
 			used := false
 			for ui := range ss.mem.units {
 				us := &ss.mem.units[ui]
@@ -772,7 +773,6 @@ func (x *eaIndex) Flush(ctx context.Context) ([]byte, error) {
 				us.next = p
 				used = used || !p.isNil()
 			}
-			supers = append(supers, ss)
 			tx.replace(ss.disk)
 			ss.next = ptr{}
 			if used {
@@ -793,12 +793,7 @@ func (x *eaIndex) Flush(ctx context.Context) ([]byte, error) {
 	}()
 	if err != nil {
 		tx.abort()
-		for i := range x.mu.hoist {
-			x.mu.hoist[i].next = ptr{}
-		}
-		for _, ss := range supers {
-			ss.next = ptr{}
-		}
+		x.clearNextLocked(supers)
 		return nil, err
 	}
 	tx.commit()
@@ -810,14 +805,29 @@ func (x *eaIndex) Flush(ctx context.Context) ([]byte, error) {
 			ss.mem.dirty = false
 		}
 	}
-	for i := range x.mu.supers {
-		x.mu.supers[i].next = ptr{}
-	}
+	x.clearNextLocked(supers)
+	x.mu.dirty = false
+	return x.rootLocked(), nil
+}
+
+// clearNextLocked forgets the next pointers once a Flush is over. The
+// Flush sets the next of every unit of a rewritten super block (written),
+// changed or not, and dropClean keeps any unit whose next is set, so a
+// stale one would pin the unit in memory for good.
+func (x *eaIndex) clearNextLocked(written []*eaSuperSlot) {
 	for i := range x.mu.hoist {
 		x.mu.hoist[i].next = ptr{}
 	}
-	x.mu.dirty = false
-	return x.rootLocked(), nil
+	for i := range x.mu.supers {
+		x.mu.supers[i].next = ptr{}
+	}
+	for _, ss := range written {
+		if ss.mem != nil {
+			for j := range ss.mem.units {
+				ss.mem.units[j].next = ptr{}
+			}
+		}
+	}
 }
 
 func (x *eaIndex) rootLocked() []byte {
