@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/scc-dev/scc/internal/invariants"
 )
@@ -44,6 +45,25 @@ func (l *loader) ensure(ctx context.Context, missing func() ([]*loadReq, error))
 			}
 		}
 	}
+}
+
+// openTop is the one read of Open: the top block r names, decoded into the
+// new index by decode (which checks it against r's count, and what else r
+// fixes) and checked to be the block r names. Every other block is read
+// on first touch. On success the index takes r's count and top pointer.
+func (l *loader) openTop(ctx context.Context, r *rootRecord, what string, decode func(b []byte) error, count *uint64, top *ptr) error {
+	b := make([]byte, r.top.size) // bounded by getPtr, and checked by the kind against its layout
+	if err := readPtr(ctx, l.store, b, r.top); err != nil {
+		return fmt.Errorf("index: reading %s: %w", what, err)
+	}
+	if err := decode(b); err != nil {
+		return err
+	}
+	if err := checkParent(b, r.top); err != nil {
+		return err
+	}
+	*count, *top = r.count, r.top
+	return nil
 }
 
 // resizer is an index kind's part of Resize.

@@ -207,19 +207,11 @@ func openEA(ctx context.Context, g Geometry, r *rootRecord, s Store) (*eaIndex, 
 		return nil, corruptf("index block size %d, want %d", r.top.size, lay.indexSize)
 	}
 	x := newEAShell(lay, gm, s)
-	b := make([]byte, lay.indexSize)
-	if err := readPtr(ctx, s, b, r.top); err != nil {
-		return nil, fmt.Errorf("index: reading index block: %w", err)
-	}
-	if err := x.decodeIndexBlock(b, r.nelmts, r.count); err != nil {
-		return nil, err
-	}
-	if err := checkParent(b, r.top); err != nil {
+	decode := func(b []byte) error { return x.decodeIndexBlock(b, r.nelmts, r.count) }
+	if err := x.ld.openTop(ctx, r, "index block", decode, &x.mu.count, &x.mu.top); err != nil {
 		return nil, err
 	}
 	x.mu.nelmts = r.nelmts
-	x.mu.count = r.count
-	x.mu.top = r.top
 	return x, nil
 }
 

@@ -94,18 +94,10 @@ func openFA(ctx context.Context, g Geometry, r *rootRecord, s Store) (*faIndex, 
 	if int(r.top.size) != faHeaderSize(len(x.mu.pages)) {
 		return nil, corruptf("fixed array header size %d, want %d", r.top.size, faHeaderSize(len(x.mu.pages)))
 	}
-	b := make([]byte, r.top.size)
-	if err := readPtr(ctx, s, b, r.top); err != nil {
-		return nil, fmt.Errorf("index: reading fixed array header: %w", err)
-	}
-	if err := x.decodeHeader(b, r.count); err != nil {
+	decode := func(b []byte) error { return x.decodeHeader(b, r.count) }
+	if err := x.ld.openTop(ctx, r, "fixed array header", decode, &x.mu.count, &x.mu.top); err != nil {
 		return nil, err
 	}
-	if err := checkParent(b, r.top); err != nil {
-		return nil, err
-	}
-	x.mu.count = r.count
-	x.mu.top = r.top
 	return x, nil
 }
 

@@ -131,18 +131,10 @@ func openGeneral(ctx context.Context, g Geometry, r *rootRecord, s Store) (*genI
 		return nil, corruptf("general index leaf size %d", r.wide)
 	}
 	x := newGenShell(g, s, int(r.wide))
-	b := make([]byte, r.top.size) // bounded by getPtr
-	if err := readPtr(ctx, s, b, r.top); err != nil {
-		return nil, fmt.Errorf("index: reading general root block: %w", err)
-	}
-	if err := x.decodeRootBlock(b, r.count); err != nil {
+	decode := func(b []byte) error { return x.decodeRootBlock(b, r.count) }
+	if err := x.ld.openTop(ctx, r, "general root block", decode, &x.mu.count, &x.mu.top); err != nil {
 		return nil, err
 	}
-	if err := checkParent(b, r.top); err != nil {
-		return nil, err
-	}
-	x.mu.count = r.count
-	x.mu.top = r.top
 	return x, nil
 }
 
