@@ -4,8 +4,10 @@ package index
 
 import (
 	"context"
-	"github.com/scc-dev/scc/internal/invariants"
+	"slices"
 	"testing"
+
+	"github.com/scc-dev/scc/internal/invariants"
 )
 
 // TestInvariantAssertions: with the invariants tag, an entry count that
@@ -82,4 +84,65 @@ func TestInvariantAssertions(t *testing.T) {
 	if _, err := gen().Delete(ctx, []uint64{0, 0}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lossyResizer reports one removed entry fewer than its kind removed, as a
+// kind whose resize hook loses track of what it cut would.
+type lossyResizer struct{ resizer }
+
+func (r lossyResizer) resizeLocked(g Geometry) []coordEntry { return r.resizer.resizeLocked(g)[1:] }
+
+// driverOf returns the loader and the Resize hooks of an index.
+func driverOf(x Index) (*loader, resizer) {
+	switch x := x.(type) {
+	case *eaIndex:
+		return &x.ld, x
+	case *faIndex:
+		return &x.ld, x
+	case *genIndex:
+		return &x.ld, x
+	}
+	panic("unknown index type")
+}
+
+// TestResizeDriverAssertions: with the invariants tag, the Resize driver
+// panics when a kind's hooks disagree with its state: a resize that
+// reports fewer entries removed than its count lost (whose caller would
+// leak their chunks), or a removal from a block the load step did not
+// bring in. The same resize through the kinds' own hooks does not panic.
+func TestResizeDriverAssertions(t *testing.T) {
+	ctx := context.Background()
+	for name, bl := range map[string]*built{"ea": buildEA(t), "fa": buildFA(t), "general": buildGeneral(t)} {
+		open := func() Index {
+			x, err := Open(ctx, bl.kind, bl.g, bl.root, bl.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return x
+		}
+		half := slices.Clone(bl.g.Grid)
+		half[0] /= 2
+		g := Geometry{Grid: half, MaxGrid: bl.g.MaxGrid}
+		invariants.Panics(t, name+": resize reporting one removal fewer", func() {
+			ld, k := driverOf(open())
+			_ = ld.resize(ctx, lossyResizer{k}, g, nil)
+		})
+		x := open()
+		before, n := x.Len(), 0
+		ld, k := driverOf(x)
+		if err := ld.resize(ctx, k, g, func([]uint64, Entry) { n++ }); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 || x.Len() != before-n {
+			t.Fatalf("%s: resize removed %d entries, Len %d → %d", name, n, before, x.Len())
+		}
+	}
+	invariants.Panics(t, "removal from a block not in memory", func() {
+		gm, err := newGeom(Geometry{Grid: []uint64{4}, MaxGrid: []uint64{4}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unloaded := func(uint64, Entry) (Entry, *loadReq) { return Entry{}, &loadReq{} }
+		removeLinear(gm, []linEntry{{i: 1, e: Entry{Size: 1}}}, unloaded)
+	})
 }
