@@ -215,6 +215,9 @@ type flusher interface {
 	flushEndLocked(ok bool)
 	// rootLocked encodes the root record of the state as of now.
 	rootLocked() []byte
+	// nextSetLocked reports whether any slot's next pointer is set (for
+	// the driver's assertion that none is outside a Flush).
+	nextSetLocked() bool
 }
 
 // flush is the one Flush (see flushTx for its three steps). Writers are
@@ -236,10 +239,16 @@ func (l *loader) flush(ctx context.Context, k flusher) ([]byte, error) {
 	if err != nil {
 		tx.abort()
 		k.flushEndLocked(false)
+	} else {
+		tx.commit()
+		k.flushEndLocked(true)
+	}
+	if invariants.Enabled && k.nextSetLocked() {
+		panic(invariants.Violation("index: a slot's next pointer outlives the Flush (dropClean would keep its block for good)"))
+	}
+	if err != nil {
 		return nil, err
 	}
-	tx.commit()
-	k.flushEndLocked(true)
 	return k.rootLocked(), nil
 }
 

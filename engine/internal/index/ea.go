@@ -743,6 +743,22 @@ func (x *eaIndex) flushEndLocked(ok bool) {
 	}
 }
 
+func (x *eaIndex) nextSetLocked() bool {
+	set := func(units []unitSlot) bool {
+		return slices.ContainsFunc(units, func(us unitSlot) bool { return !us.next.isNil() })
+	}
+	if set(x.mu.hoist) {
+		return true
+	}
+	for i := range x.mu.supers {
+		ss := &x.mu.supers[i]
+		if !ss.next.isNil() || ss.mem != nil && set(ss.mem.units) {
+			return true
+		}
+	}
+	return false
+}
+
 func (x *eaIndex) rootLocked() []byte {
 	l := x.lay
 	r := rootRecord{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -320,6 +321,10 @@ func (x *faIndex) flushEndLocked(ok bool) {
 	if ok {
 		x.mu.dirty = false
 	}
+}
+
+func (x *faIndex) nextSetLocked() bool {
+	return slices.ContainsFunc(x.mu.pages, func(us unitSlot) bool { return !us.next.isNil() })
 }
 
 func (x *faIndex) rootLocked() []byte {

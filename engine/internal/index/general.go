@@ -650,6 +650,10 @@ func (x *genIndex) flushEndLocked(ok bool) {
 	}
 }
 
+func (x *genIndex) nextSetLocked() bool {
+	return slices.ContainsFunc(x.mu.slots, func(sl *genSlot) bool { return !sl.next.isNil() })
+}
+
 func (x *genIndex) rootLocked() []byte {
 	r := rootRecord{
 		kind: KindGeneral, rank: uint8(x.rank), count: x.mu.count,

@@ -4,6 +4,7 @@ package index
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -92,8 +93,14 @@ type lossyResizer struct{ resizer }
 
 func (r lossyResizer) resizeLocked(g Geometry) []coordEntry { return r.resizer.resizeLocked(g)[1:] }
 
-// driverOf returns the loader and the Resize hooks of an index.
-func driverOf(x Index) (*loader, resizer) {
+// hooks is everything an index kind gives the drivers.
+type hooks interface {
+	resizer
+	flusher
+}
+
+// driverOf returns the loader and the hooks of an index.
+func driverOf(x Index) (*loader, hooks) {
 	switch x := x.(type) {
 	case *eaIndex:
 		return &x.ld, x
@@ -145,4 +152,46 @@ func TestResizeDriverAssertions(t *testing.T) {
 		unloaded := func(uint64, Entry) (Entry, *loadReq) { return Entry{}, &loadReq{} }
 		removeLinear(gm, []linEntry{{i: 1, e: Entry{Size: 1}}}, unloaded)
 	})
+}
+
+// forgetfulFlusher skips its kind's end step, leaving the next pointers
+// its prepare step set.
+type forgetfulFlusher struct{ flusher }
+
+func (forgetfulFlusher) flushEndLocked(bool) {}
+
+// TestFlushDriverAssertions: with the invariants tag, the Flush driver
+// panics when a kind's end step leaves a next pointer set, whether the
+// Flush committed or failed: dropClean keeps any unit whose next is set,
+// so such a block would stay in memory for good.
+func TestFlushDriverAssertions(t *testing.T) {
+	ctx := context.Background()
+	builds := map[string]func(testing.TB) *built{"ea": buildEA, "fa": buildFA, "general": buildGeneral}
+	for name, build := range builds {
+		for _, forget := range []bool{true, false} {
+			for _, fail := range []bool{false, true} {
+				bl := build(t)
+				x, err := Open(ctx, bl.kind, bl.g, bl.root, bl.s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := x.Put(ctx, make([]uint64, len(bl.g.Grid)), Entry{Addr: 1 << 40, Size: 3}); err != nil {
+					t.Fatal(err)
+				}
+				if fail {
+					bl.s.failAfter.Store(2) // after one block is prepared
+				}
+				ld, k := driverOf(x)
+				if !forget {
+					if _, err := ld.flush(ctx, k); (err != nil) != fail {
+						t.Fatalf("%s: Flush failing %v: %v", name, fail, err)
+					}
+					continue
+				}
+				invariants.Panics(t, fmt.Sprintf("%s: flush (failing %v) leaving next pointers", name, fail), func() {
+					_, _ = ld.flush(ctx, forgetfulFlusher{k})
+				})
+			}
+		}
+	}
 }
