@@ -252,35 +252,46 @@ func (x *eaIndex) decodeIndexBlock(b []byte, nelmts, count uint64) error {
 	if n, c := binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:]); n != nelmts || c != count {
 		return corruptf("index block extent %d / count %d, root record says %d / %d", n, c, nelmts, count)
 	}
-	o := 24
+	o, err := x.decodeDirect(b, 24, nelmts)
+	if err != nil {
+		return err
+	}
+	return x.decodeIndexPtrs(b, o, nelmts)
+}
+
+// decodeDirect reads the direct entries from b[o:] and returns the offset
+// after them; none may exist at or beyond the extent.
+func (x *eaIndex) decodeDirect(b []byte, o int, nelmts uint64) (int, error) {
 	for i := range x.mu.direct {
 		e, err := getEntry(b[o:])
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if e.Exists() && uint64(i) >= nelmts {
-			return corruptf("index block entry %d beyond the extent %d", i, nelmts)
+			return 0, corruptf("index block entry %d beyond the extent %d", i, nelmts)
 		}
 		x.mu.direct[i] = e
 		o += entrySize
 	}
+	return o, nil
+}
+
+// decodeIndexPtrs reads from b[o:], in super block order, the data block
+// pointers of hoisted super blocks and the pointers of the others; none
+// may name a block whose first element is at or beyond the extent.
+func (x *eaIndex) decodeIndexPtrs(b []byte, o int, nelmts uint64) error {
+	l := x.lay
 	for s, info := range l.sb {
-		n := 1
+		n, want := 1, superBlockSize(info.nunits)
 		if info.hoisted {
-			n = info.nunits
+			n, want = info.nunits, unitBlockSize(1<<info.ulog)
 		}
-		for ui := 0; ui < n; ui++ {
-			want := superBlockSize(info.nunits)
-			firstElem := l.first(s, 0)
-			if info.hoisted {
-				want = unitBlockSize(1 << info.ulog)
-				firstElem = l.first(s, ui)
-			}
+		for ui := 0; ui < n; ui++ { // ui stays 0 for a super block pointer
 			p, err := getPtr(b[o:], want)
 			if err != nil {
 				return err
 			}
-			if !p.isNil() && firstElem >= nelmts {
+			if !p.isNil() && l.first(s, ui) >= nelmts {
 				return corruptf("index block points at super block %d beyond the extent", s)
 			}
 			if info.hoisted {

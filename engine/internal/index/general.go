@@ -181,28 +181,14 @@ func (x *genIndex) decodeRootBlock(b []byte, count uint64) error {
 		return corruptf("general root block: %d leaves for %d entries", n, count)
 	}
 	slots := make([]*genSlot, n)
-	o := 24
 	for i := range slots {
-		sl := &genSlot{first: make([]uint64, x.rank)}
-		for d := range sl.first {
-			sl.first[d] = binary.LittleEndian.Uint64(b[o:])
-			o += 8
-		}
-		p, err := getPtr(b[o:], 0)
+		sl, err := x.decodeLeafRecord(b[24+i*rec:], i)
 		if err != nil {
 			return err
-		}
-		o += ptrSize
-		if p.isNil() {
-			return corruptf("general root block: leaf %d has no block", i)
-		}
-		if sz := int(p.size) - 16 - trailerSize; sz <= 0 || sz%(x.rank*8+entrySize) != 0 || sz/(x.rank*8+entrySize) > x.leafMax {
-			return corruptf("general root block: leaf %d size %d", i, p.size)
 		}
 		if i > 0 && cmpKey(slots[i-1].first, sl.first) >= 0 {
 			return corruptf("general root block: leaf keys out of order at %d", i)
 		}
-		sl.disk = p
 		slots[i] = sl
 	}
 	x.mu.slots = slots
@@ -210,6 +196,27 @@ func (x *genIndex) decodeRootBlock(b []byte, count uint64) error {
 		x.mu.firsts = append(x.mu.firsts, sl.first...)
 	}
 	return nil
+}
+
+// decodeLeafRecord reads the root block's record of leaf i (its first key
+// and pointer) from b; the pointer must name a block the size of a leaf.
+func (x *genIndex) decodeLeafRecord(b []byte, i int) (*genSlot, error) {
+	sl := &genSlot{first: make([]uint64, x.rank)}
+	for d := range sl.first {
+		sl.first[d] = binary.LittleEndian.Uint64(b[d*8:])
+	}
+	p, err := getPtr(b[x.rank*8:], 0)
+	if err != nil {
+		return nil, err
+	}
+	if p.isNil() {
+		return nil, corruptf("general root block: leaf %d has no block", i)
+	}
+	if sz := int(p.size) - 16 - trailerSize; sz <= 0 || sz%(x.rank*8+entrySize) != 0 || sz/(x.rank*8+entrySize) > x.leafMax {
+		return nil, corruptf("general root block: leaf %d size %d", i, p.size)
+	}
+	sl.disk = p
+	return sl, nil
 }
 
 // Leaf block: header (byte 5 = rank), n u32, reserved u32, then n records
