@@ -207,19 +207,11 @@ func openEA(ctx context.Context, g Geometry, r *rootRecord, s Store) (*eaIndex, 
 		return nil, corruptf("index block size %d, want %d", r.top.size, lay.indexSize)
 	}
 	x := newEAShell(lay, gm, s)
-	b := make([]byte, lay.indexSize)
-	if err := readPtr(ctx, s, b, r.top); err != nil {
-		return nil, fmt.Errorf("index: reading index block: %w", err)
-	}
-	if err := x.decodeIndexBlock(b, r.nelmts, r.count); err != nil {
-		return nil, err
-	}
-	if err := checkParent(b, r.top); err != nil {
+	decode := func(b []byte) error { return x.decodeIndexBlock(b, r.nelmts, r.count) }
+	if err := x.ld.openTop(ctx, r, "index block", decode, &x.mu.count, &x.mu.top); err != nil {
 		return nil, err
 	}
 	x.mu.nelmts = r.nelmts
-	x.mu.count = r.count
-	x.mu.top = r.top
 	return x, nil
 }
 
@@ -260,35 +252,46 @@ func (x *eaIndex) decodeIndexBlock(b []byte, nelmts, count uint64) error {
 	if n, c := binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:]); n != nelmts || c != count {
 		return corruptf("index block extent %d / count %d, root record says %d / %d", n, c, nelmts, count)
 	}
-	o := 24
+	o, err := x.decodeDirect(b, 24, nelmts)
+	if err != nil {
+		return err
+	}
+	return x.decodeIndexPtrs(b, o, nelmts)
+}
+
+// decodeDirect reads the direct entries from b[o:] and returns the offset
+// after them; none may exist at or beyond the extent.
+func (x *eaIndex) decodeDirect(b []byte, o int, nelmts uint64) (int, error) {
 	for i := range x.mu.direct {
 		e, err := getEntry(b[o:])
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if e.Exists() && uint64(i) >= nelmts {
-			return corruptf("index block entry %d beyond the extent %d", i, nelmts)
+			return 0, corruptf("index block entry %d beyond the extent %d", i, nelmts)
 		}
 		x.mu.direct[i] = e
 		o += entrySize
 	}
+	return o, nil
+}
+
+// decodeIndexPtrs reads from b[o:], in super block order, the data block
+// pointers of hoisted super blocks and the pointers of the others; none
+// may name a block whose first element is at or beyond the extent.
+func (x *eaIndex) decodeIndexPtrs(b []byte, o int, nelmts uint64) error {
+	l := x.lay
 	for s, info := range l.sb {
-		n := 1
+		n, want := 1, superBlockSize(info.nunits)
 		if info.hoisted {
-			n = info.nunits
+			n, want = info.nunits, unitBlockSize(1<<info.ulog)
 		}
-		for ui := 0; ui < n; ui++ {
-			want := superBlockSize(info.nunits)
-			firstElem := l.first(s, 0)
-			if info.hoisted {
-				want = unitBlockSize(1 << info.ulog)
-				firstElem = l.first(s, ui)
-			}
+		for ui := 0; ui < n; ui++ { // ui stays 0 for a super block pointer
 			p, err := getPtr(b[o:], want)
 			if err != nil {
 				return err
 			}
-			if !p.isNil() && firstElem >= nelmts {
+			if !p.isNil() && l.first(s, ui) >= nelmts {
 				return corruptf("index block points at super block %d beyond the extent", s)
 			}
 			if info.hoisted {
@@ -531,107 +534,72 @@ func (l *eaLayout) units(lo, hi uint64, fn func(s, ui int) bool) {
 	}
 }
 
-// loadRange reads every block holding entries in [lo, hi).
-func (x *eaIndex) loadRange(ctx context.Context, lo, hi uint64) error {
-	var err error
-	x.lay.units(lo, hi, func(s, ui int) bool {
-		for {
-			x.mu.RLock()
-			_, _, req := x.unitLocked(s, ui, false)
-			x.mu.RUnlock()
-			if req == nil {
-				return true
-			}
-			if err = x.ld.fetch(ctx, req); err != nil {
-				return false
-			}
-		}
-	})
-	return err
-}
-
-// allLoadedLocked reports whether every block in [lo, hi) is in memory.
-func (x *eaIndex) allLoadedLocked(lo, hi uint64) bool {
-	ok := true
-	x.lay.units(lo, hi, func(s, ui int) bool {
-		_, _, req := x.unitLocked(s, ui, false)
-		ok = req == nil
-		return ok
-	})
-	return ok
-}
-
 func (x *eaIndex) Resize(ctx context.Context, g Geometry, removed func(coord []uint64, e Entry)) error {
-	x.ld.writers.RLock() // no Flush between its steps' view of the blocks and their writes
-	defer x.ld.writers.RUnlock()
-	type gone struct {
-		i uint64
-		e Entry
-	}
-	var out []gone
-	var gm *geom
-	for {
-		x.mu.RLock()
-		lo, hi, err := x.resizeRangeLocked(g)
-		x.mu.RUnlock()
-		if err != nil {
-			return err
-		}
-		if err := x.loadRange(ctx, lo, hi); err != nil {
-			return err
-		}
-		x.mu.Lock()
-		lo, hi, err = x.resizeRangeLocked(g)
-		if err != nil || !x.allLoadedLocked(lo, hi) {
-			x.mu.Unlock()
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		gm = x.mu.gm
-		remove := func(i uint64, e Entry) {
-			if e.Exists() && !gm.inside(i, g.Grid) {
-				out = append(out, gone{i, e})
-			}
-		}
-		for i := lo; i < hi && i < uint64(x.lay.d); i++ {
-			remove(i, x.mu.direct[i])
-		}
-		x.lay.units(lo, hi, func(s, ui int) bool {
-			us, _, _ := x.unitLocked(s, ui, false)
-			if us != nil && us.mem != nil {
-				first := x.lay.first(s, ui)
-				for ei, e := range us.mem.ents {
-					if i := first + uint64(ei); i >= lo && i < hi {
-						remove(i, e)
-					}
-				}
-			}
-			return true
-		})
-		for _, r := range out {
-			// Every block in [lo, hi) is loaded, so no load request.
-			x.setLocked(r.i, Entry{})
-		}
-		old := slices.Clone(x.mu.gm.grid)
-		_ = gm.setGrid(g.Grid) // validated by resizeRangeLocked
-		x.mu.nelmts, _ = gm.extentOf(gm.grid)
-		if !equalGrid(old, gm.grid) {
-			x.mu.dirty = true
-		}
-		x.mu.Unlock()
-		break
-	}
-	if removed != nil {
-		c := make([]uint64, len(g.Grid))
-		for _, r := range out {
-			gm.coordOf(r.i, c)
-			removed(append([]uint64(nil), c...), r.e)
-		}
-	}
-	return nil
+	return x.ld.resize(ctx, x, g, removed)
 }
+
+// resizeLoadsLocked asks for the blocks holding the elements that may fall
+// outside g (resizeRangeLocked).
+func (x *eaIndex) resizeLoadsLocked(g Geometry) ([]*loadReq, error) {
+	lo, hi, err := x.resizeRangeLocked(g)
+	if err != nil {
+		return nil, err
+	}
+	return x.missingLocked(lo, hi), nil
+}
+
+// missingLocked returns a load request for every block not in memory that
+// holds elements in [lo, hi). The units of a super block not in memory are
+// asked for once it is loaded: until then, each would ask for the super
+// block.
+func (x *eaIndex) missingLocked(lo, hi uint64) []*loadReq {
+	var reqs []*loadReq
+	skip := -1
+	x.lay.units(lo, hi, func(s, ui int) bool {
+		if s == skip {
+			return true
+		}
+		if _, _, req := x.unitLocked(s, ui, false); req != nil {
+			reqs = append(reqs, req)
+			if info := x.lay.sb[s]; !info.hoisted && x.mu.supers[info.slot].mem == nil {
+				skip = s
+			}
+		}
+		return true
+	})
+	return reqs
+}
+
+// resizeLocked removes the entries of the elements outside g and installs
+// g; the index block records the extent, so it changes with the grid.
+func (x *eaIndex) resizeLocked(g Geometry) []coordEntry {
+	lo, hi, _ := x.resizeRangeLocked(g) // resizeLoadsLocked accepted g under this lock
+	gm := x.mu.gm
+	out := removeLinear(gm, x.outsideLocked(lo, hi, g.Grid), x.setLocked)
+	old := slices.Clone(gm.grid)
+	_ = gm.setGrid(g.Grid)
+	x.mu.nelmts, _ = gm.extentOf(gm.grid)
+	if !equalGrid(old, gm.grid) {
+		x.mu.dirty = true
+	}
+	return out
+}
+
+// outsideLocked returns the entries of elements [lo, hi) that lie outside
+// grid; every block holding them is in memory.
+func (x *eaIndex) outsideLocked(lo, hi uint64, grid []uint64) []linEntry {
+	gm := x.mu.gm
+	out := gm.outside(nil, 0, x.mu.direct, lo, hi, grid)
+	x.lay.units(lo, hi, func(s, ui int) bool {
+		if us, _, _ := x.unitLocked(s, ui, false); us != nil && us.mem != nil {
+			out = gm.outside(out, x.lay.first(s, ui), us.mem.ents, lo, hi, grid)
+		}
+		return true
+	})
+	return out
+}
+
+func (x *eaIndex) countLocked() uint64 { return x.mu.count }
 
 // resizeRangeLocked validates g and returns the elements [lo, hi) whose
 // entries may fall outside it.
@@ -670,154 +638,136 @@ func equalGrid(a, b []uint64) bool {
 }
 
 func (x *eaIndex) Range(ctx context.Context, fn func(coord []uint64, e Entry) bool) error {
-	type item struct {
-		i uint64
-		e Entry
+	var next uint64 // the first element not visited yet
+	return x.ld.scan(ctx, func() ([]coordEntry, *loadReq, bool) { return x.rangeStepLocked(&next) }, fn)
+}
+
+// rangeStepLocked returns the entries of the block holding element *next,
+// the direct entries first, and moves *next past it.
+func (x *eaIndex) rangeStepLocked(next *uint64) ([]coordEntry, *loadReq, bool) {
+	gm, d := x.mu.gm, uint64(x.lay.d)
+	if *next < d {
+		*next = d
+		return gm.present(nil, 0, x.mu.direct), nil, true
 	}
-	var buf []item
-	emit := func(gm *geom) bool {
-		for _, it := range buf {
-			c := make([]uint64, len(gm.grid))
-			gm.coordOf(it.i, c)
-			if !fn(c, it.e) {
-				return false
-			}
+	if *next >= x.mu.nelmts {
+		return nil, nil, false
+	}
+	s, ui, _ := x.lay.locate(*next)
+	us, _, req := x.unitLocked(s, ui, false)
+	if req != nil {
+		return nil, req, true
+	}
+	first := x.lay.first(s, ui)
+	*next = first + 1<<x.lay.sb[s].ulog
+	if us == nil || us.mem == nil {
+		return nil, nil, true
+	}
+	return gm.present(nil, first, us.mem.ents), nil, true
+}
+
+func (x *eaIndex) Flush(ctx context.Context) ([]byte, error) { return x.ld.flush(ctx, x) }
+
+func (x *eaIndex) flushNeededLocked() bool { return x.mu.dirty || x.mu.top.isNil() }
+
+// flushPrepareLocked encodes the changed units, then the super blocks
+// naming them, then the index block naming both.
+func (x *eaIndex) flushPrepareLocked(tx *flushTx) error {
+	for s, info := range x.lay.sb {
+		var err error
+		if info.hoisted {
+			_, err = x.flushUnitsLocked(tx, s, x.mu.hoist[info.slot:info.slot+info.nunits])
+		} else {
+			err = x.flushSuperLocked(tx, s)
 		}
-		buf = buf[:0]
-		return true
-	}
-	x.mu.RLock()
-	gm := x.mu.gm
-	for i, e := range x.mu.direct {
-		if e.Exists() {
-			buf = append(buf, item{uint64(i), e})
+		if err != nil {
+			return err
 		}
 	}
-	hi := x.mu.nelmts
-	x.mu.RUnlock()
-	if !emit(gm) {
+	return tx.writeTop(&x.mu.top, x.encodeIndexBlockLocked())
+}
+
+// flushUnitsLocked encodes the changed units of super block s (units[ui]
+// is its unit ui) and points every slot's next at its block, changed or
+// not, for the parent to record; used reports whether any remains stored.
+func (x *eaIndex) flushUnitsLocked(tx *flushTx, s int, units []unitSlot) (used bool, err error) {
+	for ui := range units {
+		us := &units[ui]
+		p, err := tx.unit(us, magicEAData, uint8(s), x.lay.first(s, ui))
+		if err != nil {
+			return false, err
+		}
+		us.next = p
+		used = used || !p.isNil()
+	}
+	return used, nil
+}
+
+// flushSuperLocked encodes super block s if a unit of it changed; one
+// left without units is dropped.
+func (x *eaIndex) flushSuperLocked(tx *flushTx, s int) error {
+	ss := &x.mu.supers[x.lay.sb[s].slot]
+	ss.next = ss.disk
+	if ss.mem == nil || !ss.mem.dirty {
 		return nil
 	}
-	var err error
-	stop := false
-	x.lay.units(uint64(x.lay.d), hi, func(s, ui int) bool {
-		for {
-			x.mu.RLock()
-			us, _, req := x.unitLocked(s, ui, false)
-			if req == nil && us != nil && us.mem != nil {
-				first := x.lay.first(s, ui)
-				for ei, e := range us.mem.ents {
-					if e.Exists() {
-						buf = append(buf, item{first + uint64(ei), e})
-					}
-				}
-			}
-			gm = x.mu.gm
-			x.mu.RUnlock()
-			if req == nil {
-				break
-			}
-			if err = x.ld.fetch(ctx, req); err != nil {
-				return false
-			}
-		}
-		if !emit(gm) {
-			stop = true
-			return false
-		}
-		return ctx.Err() == nil
-	})
-	if err == nil && !stop {
-		err = ctx.Err()
+	used, err := x.flushUnitsLocked(tx, s, ss.mem.units)
+	if err != nil {
+		return err
+	}
+	tx.replace(ss.disk)
+	ss.next = ptr{}
+	if used {
+		ss.next, err = tx.write(encodeSuper(s, ss.mem))
 	}
 	return err
 }
 
-func (x *eaIndex) Flush(ctx context.Context) ([]byte, error) {
-	x.ld.writers.Lock()
-	defer x.ld.writers.Unlock()
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if !x.mu.dirty && !x.mu.top.isNil() {
-		return x.rootLocked(), nil
-	}
-	tx := &flushTx{ctx: ctx, store: x.ld.store}
-	var supers []*eaSuperSlot
-	err := func() error {
-		l := x.lay
-		for s, info := range l.sb {
-			if info.hoisted {
-				for ui := 0; ui < info.nunits; ui++ {
-					us := &x.mu.hoist[info.slot+ui]
-					p, err := tx.unit(us, magicEAData, uint8(s), l.first(s, ui))
-					if err != nil {
-						return err
-					}
-					us.next = p
-				}
-				continue
-			}
-			ss := &x.mu.supers[info.slot]
-			ss.next = ss.disk
-			if ss.mem == nil || !ss.mem.dirty {
-				continue
-			}
-			used := false
-			for ui := range ss.mem.units {
-				us := &ss.mem.units[ui]
-				p, err := tx.unit(us, magicEAData, uint8(s), l.first(s, ui))
-				if err != nil {
-					return err
-				}
-				us.next = p
-				used = used || !p.isNil()
-			}
-			supers = append(supers, ss)
-			tx.replace(ss.disk)
-			ss.next = ptr{}
-			if used {
-				p, err := tx.write(encodeSuper(s, ss.mem))
-				if err != nil {
-					return err
-				}
-				ss.next = p
-			}
-		}
-		if err := tx.writeTop(&x.mu.top, x.encodeIndexBlockLocked()); err != nil {
-			return err
-		}
-		// Lookups go on while the blocks are written (see flushTx).
-		x.mu.Unlock()
-		defer x.mu.Lock()
-		return tx.writeAll()
-	}()
-	if err != nil {
-		tx.abort()
-		for i := range x.mu.hoist {
-			x.mu.hoist[i].next = ptr{}
-		}
-		for _, ss := range supers {
-			ss.next = ptr{}
-		}
-		return nil, err
-	}
-	tx.commit()
-	for _, ss := range supers {
-		ss.disk = ss.next
-		if ss.disk.isNil() {
-			ss.mem = nil
-		} else {
-			ss.mem.dirty = false
-		}
-	}
-	for i := range x.mu.supers {
-		x.mu.supers[i].next = ptr{}
-	}
+// flushEndLocked installs the rewritten super blocks (flushTx did the
+// units and the index block) and clears every next pointer. A unit of a
+// rewritten super block has its next set even when it did not change, and
+// dropClean keeps any unit whose next is set, so one left set would pin
+// the unit in memory.
+func (x *eaIndex) flushEndLocked(ok bool) {
 	for i := range x.mu.hoist {
 		x.mu.hoist[i].next = ptr{}
 	}
-	x.mu.dirty = false
-	return x.rootLocked(), nil
+	for i := range x.mu.supers {
+		ss := &x.mu.supers[i]
+		if ss.mem != nil && ss.mem.dirty { // rewritten, or being rewritten when the Flush failed
+			for j := range ss.mem.units {
+				ss.mem.units[j].next = ptr{}
+			}
+			if ok {
+				ss.disk = ss.next
+				if ss.disk.isNil() {
+					ss.mem = nil
+				} else {
+					ss.mem.dirty = false
+				}
+			}
+		}
+		ss.next = ptr{}
+	}
+	if ok {
+		x.mu.dirty = false
+	}
+}
+
+func (x *eaIndex) nextSetLocked() bool {
+	set := func(units []unitSlot) bool {
+		return slices.ContainsFunc(units, func(us unitSlot) bool { return !us.next.isNil() })
+	}
+	if set(x.mu.hoist) {
+		return true
+	}
+	for i := range x.mu.supers {
+		ss := &x.mu.supers[i]
+		if !ss.next.isNil() || ss.mem != nil && set(ss.mem.units) {
+			return true
+		}
+	}
+	return false
 }
 
 func (x *eaIndex) rootLocked() []byte {
@@ -833,24 +783,8 @@ func (x *eaIndex) rootLocked() []byte {
 
 func (x *eaIndex) Extents(ctx context.Context, fn func(off, size int64) error) error {
 	// Super blocks name their units, so they are read; units are not.
-	for s, info := range x.lay.sb {
-		if info.hoisted {
-			continue
-		}
-		for {
-			x.mu.RLock()
-			var req *loadReq
-			if ss := &x.mu.supers[info.slot]; ss.mem == nil && !ss.disk.isNil() {
-				req = x.superReq(s, ss.disk)
-			}
-			x.mu.RUnlock()
-			if req == nil {
-				break
-			}
-			if err := x.ld.fetch(ctx, req); err != nil {
-				return err
-			}
-		}
+	if err := x.ld.ensure(ctx, func() ([]*loadReq, error) { return x.superLoadsLocked(), nil }); err != nil {
+		return err
 	}
 	var all []ptr
 	x.mu.RLock()
@@ -875,6 +809,20 @@ func (x *eaIndex) Extents(ctx context.Context, fn func(off, size int64) error) e
 	}
 	x.mu.RUnlock()
 	return reportExtents(all, fn)
+}
+
+// superLoadsLocked asks for every super block not in memory.
+func (x *eaIndex) superLoadsLocked() []*loadReq {
+	var reqs []*loadReq
+	for s, info := range x.lay.sb {
+		if info.hoisted {
+			continue
+		}
+		if ss := &x.mu.supers[info.slot]; ss.mem == nil && !ss.disk.isNil() {
+			reqs = append(reqs, x.superReq(s, ss.disk))
+		}
+	}
+	return reqs
 }
 
 // reportExtents calls fn for every non-nil pointer.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -94,18 +95,10 @@ func openFA(ctx context.Context, g Geometry, r *rootRecord, s Store) (*faIndex, 
 	if int(r.top.size) != faHeaderSize(len(x.mu.pages)) {
 		return nil, corruptf("fixed array header size %d, want %d", r.top.size, faHeaderSize(len(x.mu.pages)))
 	}
-	b := make([]byte, r.top.size)
-	if err := readPtr(ctx, s, b, r.top); err != nil {
-		return nil, fmt.Errorf("index: reading fixed array header: %w", err)
-	}
-	if err := x.decodeHeader(b, r.count); err != nil {
+	decode := func(b []byte) error { return x.decodeHeader(b, r.count) }
+	if err := x.ld.openTop(ctx, r, "fixed array header", decode, &x.mu.count, &x.mu.top); err != nil {
 		return nil, err
 	}
-	if err := checkParent(b, r.top); err != nil {
-		return nil, err
-	}
-	x.mu.count = r.count
-	x.mu.top = r.top
 	return x, nil
 }
 
@@ -230,94 +223,44 @@ func (x *faIndex) Delete(ctx context.Context, coord []uint64) (Entry, error) {
 	return x.Put(ctx, coord, Entry{})
 }
 
-// loadAll reads every stored page.
-func (x *faIndex) loadAll(ctx context.Context) error {
-	for pi := range x.mu.pages { // the page count never changes
-		for {
-			x.mu.RLock()
-			_, req := x.pageLocked(pi, false)
-			x.mu.RUnlock()
-			if req == nil {
-				break
-			}
-			if err := x.ld.fetch(ctx, req); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+func (x *faIndex) Resize(ctx context.Context, g Geometry, removed func(coord []uint64, e Entry)) error {
+	return x.ld.resize(ctx, x, g, removed)
 }
 
-func (x *faIndex) Resize(ctx context.Context, g Geometry, removed func(coord []uint64, e Entry)) error {
-	x.ld.writers.RLock() // no Flush between its steps' view of the blocks and their writes
-	defer x.ld.writers.RUnlock()
-	type gone struct {
-		i uint64
-		e Entry
+// resizeLoadsLocked asks for every stored page not in memory when g
+// shrinks a dimension: slots are numbered over the maximum grid, so any
+// page may hold slots outside it.
+func (x *faIndex) resizeLoadsLocked(g Geometry) ([]*loadReq, error) {
+	if err := x.checkResizeLocked(g); err != nil || !x.mu.gm.anyShrank(g.Grid) {
+		return nil, err
 	}
-	var out []gone
-	var gm *geom
-	for {
-		x.mu.RLock()
-		gm = x.mu.gm
-		err := x.checkResizeLocked(g)
-		shrink := err == nil && gm.anyShrank(g.Grid)
-		x.mu.RUnlock()
-		if err != nil {
-			return err
-		}
-		if shrink {
-			if err := x.loadAll(ctx); err != nil {
-				return err
-			}
-		}
-		x.mu.Lock()
-		if err := x.checkResizeLocked(g); err != nil {
-			x.mu.Unlock()
-			return err
-		}
-		ready := true
-		for pi := range x.mu.pages {
-			if us := &x.mu.pages[pi]; us.mem == nil && !us.disk.isNil() {
-				ready = false
-				break
-			}
-		}
-		if !ready && shrink {
-			x.mu.Unlock()
-			continue
-		}
-		for pi := range x.mu.pages {
-			us := &x.mu.pages[pi]
-			if us.mem == nil {
-				continue
-			}
-			first := uint64(pi) << x.p
-			for ei, e := range us.mem.ents {
-				if i := first + uint64(ei); e.Exists() && !gm.inside(i, g.Grid) {
-					out = append(out, gone{i, e})
-				}
-			}
-		}
-		for _, r := range out {
-			x.setLocked(r.i, Entry{}) // the page is loaded: no request
-		}
-		if !equalGrid(gm.grid, g.Grid) {
-			_ = gm.setGrid(g.Grid) // checked by checkResizeLocked
-			x.mu.dirty = true
-		}
-		x.mu.Unlock()
-		break
-	}
-	if removed != nil {
-		c := make([]uint64, len(g.Grid))
-		for _, r := range out {
-			gm.coordOf(r.i, c)
-			removed(append([]uint64(nil), c...), r.e)
+	var reqs []*loadReq
+	for pi := range x.mu.pages {
+		if us := &x.mu.pages[pi]; us.mem == nil && !us.disk.isNil() {
+			reqs = append(reqs, x.pageReq(pi, us.disk))
 		}
 	}
-	return nil
+	return reqs, nil
 }
+
+// resizeLocked removes the entries outside g and installs g.
+func (x *faIndex) resizeLocked(g Geometry) []coordEntry {
+	gm := x.mu.gm
+	var gone []linEntry
+	for pi := range x.mu.pages {
+		if u := x.mu.pages[pi].mem; u != nil {
+			gone = gm.outside(gone, uint64(pi)<<x.p, u.ents, 0, x.nslots, g.Grid)
+		}
+	}
+	out := removeLinear(gm, gone, x.setLocked)
+	if !equalGrid(gm.grid, g.Grid) {
+		_ = gm.setGrid(g.Grid) // resizeLoadsLocked accepted g under this lock
+		x.mu.dirty = true
+	}
+	return out
+}
+
+func (x *faIndex) countLocked() uint64 { return x.mu.count }
 
 func (x *faIndex) checkResizeLocked(g Geometry) error {
 	gm := x.mu.gm
@@ -333,85 +276,55 @@ func (x *faIndex) checkResizeLocked(g Geometry) error {
 }
 
 func (x *faIndex) Range(ctx context.Context, fn func(coord []uint64, e Entry) bool) error {
-	type item struct {
-		i uint64
-		e Entry
-	}
-	var buf []item
-	for pi := range x.mu.pages {
-		for {
-			x.mu.RLock()
-			us, req := x.pageLocked(pi, false)
-			if req == nil && us.mem != nil {
-				first := uint64(pi) << x.p
-				for ei, e := range us.mem.ents {
-					if e.Exists() {
-						buf = append(buf, item{first + uint64(ei), e})
-					}
-				}
-			}
-			x.mu.RUnlock()
-			if req == nil {
-				break
-			}
-			if err := x.ld.fetch(ctx, req); err != nil {
-				return err
-			}
+	pi := 0 // the next page to visit
+	return x.ld.scan(ctx, func() ([]coordEntry, *loadReq, bool) {
+		if pi >= len(x.mu.pages) { // the page count never changes
+			return nil, nil, false
 		}
-		for _, it := range buf {
-			c := make([]uint64, len(x.mu.gm.max))
-			x.mu.gm.coordOf(it.i, c)
-			if !fn(c, it.e) {
-				return nil
-			}
+		us, req := x.pageLocked(pi, false)
+		if req != nil {
+			return nil, req, true
 		}
-		buf = buf[:0]
-		if err := ctx.Err(); err != nil {
-			return err
+		var batch []coordEntry
+		if us.mem != nil {
+			batch = x.mu.gm.present(nil, uint64(pi)<<x.p, us.mem.ents)
 		}
-	}
-	return nil
+		pi++
+		return batch, nil, true
+	}, fn)
 }
 
-func (x *faIndex) Flush(ctx context.Context) ([]byte, error) {
-	x.ld.writers.Lock()
-	defer x.ld.writers.Unlock()
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if !x.mu.dirty && !x.mu.top.isNil() {
-		return x.rootLocked(), nil
-	}
-	tx := &flushTx{ctx: ctx, store: x.ld.store}
-	err := func() error {
-		for pi := range x.mu.pages {
-			us := &x.mu.pages[pi]
-			p, err := tx.unit(us, magicFAPage, 0, uint64(pi)<<x.p)
-			if err != nil {
-				return err
-			}
-			us.next = p
-		}
-		if err := tx.writeTop(&x.mu.top, x.encodeHeaderLocked()); err != nil {
+func (x *faIndex) Flush(ctx context.Context) ([]byte, error) { return x.ld.flush(ctx, x) }
+
+func (x *faIndex) flushNeededLocked() bool { return x.mu.dirty || x.mu.top.isNil() }
+
+// flushPrepareLocked encodes the changed pages, then the header naming
+// every page.
+func (x *faIndex) flushPrepareLocked(tx *flushTx) error {
+	for pi := range x.mu.pages {
+		us := &x.mu.pages[pi]
+		p, err := tx.unit(us, magicFAPage, 0, uint64(pi)<<x.p)
+		if err != nil {
 			return err
 		}
-		// Lookups go on while the blocks are written (see flushTx).
-		x.mu.Unlock()
-		defer x.mu.Lock()
-		return tx.writeAll()
-	}()
-	if err != nil {
-		tx.abort()
-	} else {
-		tx.commit()
-		x.mu.dirty = false
+		us.next = p
 	}
+	return tx.writeTop(&x.mu.top, x.encodeHeaderLocked())
+}
+
+// flushEndLocked clears the pages' next pointers (flushTx installed the
+// changed pages and the header).
+func (x *faIndex) flushEndLocked(ok bool) {
 	for pi := range x.mu.pages {
 		x.mu.pages[pi].next = ptr{}
 	}
-	if err != nil {
-		return nil, err
+	if ok {
+		x.mu.dirty = false
 	}
-	return x.rootLocked(), nil
+}
+
+func (x *faIndex) nextSetLocked() bool {
+	return slices.ContainsFunc(x.mu.pages, func(us unitSlot) bool { return !us.next.isNil() })
 }
 
 func (x *faIndex) rootLocked() []byte {

@@ -131,18 +131,10 @@ func openGeneral(ctx context.Context, g Geometry, r *rootRecord, s Store) (*genI
 		return nil, corruptf("general index leaf size %d", r.wide)
 	}
 	x := newGenShell(g, s, int(r.wide))
-	b := make([]byte, r.top.size) // bounded by getPtr
-	if err := readPtr(ctx, s, b, r.top); err != nil {
-		return nil, fmt.Errorf("index: reading general root block: %w", err)
-	}
-	if err := x.decodeRootBlock(b, r.count); err != nil {
+	decode := func(b []byte) error { return x.decodeRootBlock(b, r.count) }
+	if err := x.ld.openTop(ctx, r, "general root block", decode, &x.mu.count, &x.mu.top); err != nil {
 		return nil, err
 	}
-	if err := checkParent(b, r.top); err != nil {
-		return nil, err
-	}
-	x.mu.count = r.count
-	x.mu.top = r.top
 	return x, nil
 }
 
@@ -189,28 +181,14 @@ func (x *genIndex) decodeRootBlock(b []byte, count uint64) error {
 		return corruptf("general root block: %d leaves for %d entries", n, count)
 	}
 	slots := make([]*genSlot, n)
-	o := 24
 	for i := range slots {
-		sl := &genSlot{first: make([]uint64, x.rank)}
-		for d := range sl.first {
-			sl.first[d] = binary.LittleEndian.Uint64(b[o:])
-			o += 8
-		}
-		p, err := getPtr(b[o:], 0)
+		sl, err := x.decodeLeafRecord(b[24+i*rec:], i)
 		if err != nil {
 			return err
-		}
-		o += ptrSize
-		if p.isNil() {
-			return corruptf("general root block: leaf %d has no block", i)
-		}
-		if sz := int(p.size) - 16 - trailerSize; sz <= 0 || sz%(x.rank*8+entrySize) != 0 || sz/(x.rank*8+entrySize) > x.leafMax {
-			return corruptf("general root block: leaf %d size %d", i, p.size)
 		}
 		if i > 0 && cmpKey(slots[i-1].first, sl.first) >= 0 {
 			return corruptf("general root block: leaf keys out of order at %d", i)
 		}
-		sl.disk = p
 		slots[i] = sl
 	}
 	x.mu.slots = slots
@@ -218,6 +196,27 @@ func (x *genIndex) decodeRootBlock(b []byte, count uint64) error {
 		x.mu.firsts = append(x.mu.firsts, sl.first...)
 	}
 	return nil
+}
+
+// decodeLeafRecord reads the root block's record of leaf i (its first key
+// and pointer) from b; the pointer must name a block the size of a leaf.
+func (x *genIndex) decodeLeafRecord(b []byte, i int) (*genSlot, error) {
+	sl := &genSlot{first: make([]uint64, x.rank)}
+	for d := range sl.first {
+		sl.first[d] = binary.LittleEndian.Uint64(b[d*8:])
+	}
+	p, err := getPtr(b[x.rank*8:], 0)
+	if err != nil {
+		return nil, err
+	}
+	if p.isNil() {
+		return nil, corruptf("general root block: leaf %d has no block", i)
+	}
+	if sz := int(p.size) - 16 - trailerSize; sz <= 0 || sz%(x.rank*8+entrySize) != 0 || sz/(x.rank*8+entrySize) > x.leafMax {
+		return nil, corruptf("general root block: leaf %d size %d", i, p.size)
+	}
+	sl.disk = p
+	return sl, nil
 }
 
 // Leaf block: header (byte 5 = rank), n u32, reserved u32, then n records
@@ -456,110 +455,93 @@ func (x *genIndex) splitLocked(i, pos int) {
 	x.insertSlotLocked(i+1, &genSlot{first: slices.Clone(nl.key(x.rank, 0)), mem: nl})
 }
 
-// loadAll reads every leaf.
-func (x *genIndex) loadAll(ctx context.Context) error {
-	for {
-		x.mu.RLock()
-		var req *loadReq
-		for i, sl := range x.mu.slots {
-			if sl.mem == nil {
-				req = x.leafReq(i)
-				break
-			}
-		}
-		x.mu.RUnlock()
-		if req == nil {
-			return nil
-		}
-		if err := x.ld.fetch(ctx, req); err != nil {
-			return err
-		}
-	}
+func (x *genIndex) Resize(ctx context.Context, g Geometry, removed func(coord []uint64, e Entry)) error {
+	return x.ld.resize(ctx, x, g, removed)
 }
 
-func (x *genIndex) Resize(ctx context.Context, g Geometry, removed func(coord []uint64, e Entry)) error {
-	x.ld.writers.RLock() // no Flush between its steps' view of the blocks and their writes
-	defer x.ld.writers.RUnlock()
+// resizeLoadsLocked asks for every leaf not in memory when g shrinks a
+// dimension: keys are ordered lexicographically, so any leaf may hold keys
+// outside it.
+func (x *genIndex) resizeLoadsLocked(g Geometry) ([]*loadReq, error) {
 	if err := genGeom(g); err != nil {
-		return err
+		return nil, err
 	}
-	type gone struct {
-		k []uint64
-		e Entry
+	if err := x.sameMaxLocked(g); err != nil || !x.shrinksLocked(g.Grid) {
+		return nil, err
 	}
-	var out []gone
-	for {
-		x.mu.RLock()
-		err := x.sameMaxLocked(g)
-		shrink := false
-		for d := range g.Grid {
-			shrink = shrink || err == nil && g.Grid[d] < x.mu.grid[d]
+	var reqs []*loadReq
+	for i, sl := range x.mu.slots {
+		if sl.mem == nil {
+			reqs = append(reqs, x.leafReq(i))
 		}
-		x.mu.RUnlock()
-		if err != nil {
-			return err
+	}
+	return reqs, nil
+}
+
+// shrinksLocked reports whether grid is below the current grid anywhere.
+func (x *genIndex) shrinksLocked(grid []uint64) bool {
+	for d := range grid {
+		if grid[d] < x.mu.grid[d] {
+			return true
 		}
-		if shrink {
-			if err := x.loadAll(ctx); err != nil {
-				return err
-			}
+	}
+	return false
+}
+
+// resizeLocked removes the keys outside g and installs g.
+func (x *genIndex) resizeLocked(g Geometry) []coordEntry {
+	var out []coordEntry
+	if x.shrinksLocked(g.Grid) {
+		out = x.cutLocked(g.Grid)
+	}
+	if !equalGrid(x.mu.grid, g.Grid) {
+		copy(x.mu.grid, g.Grid)
+		x.mu.dirty = true
+	}
+	return out
+}
+
+// cutLocked removes every key outside grid from the leaves (all in
+// memory) and drops the leaves it empties.
+func (x *genIndex) cutLocked(grid []uint64) []coordEntry {
+	var out []coordEntry
+	for i := 0; i < len(x.mu.slots); {
+		lf := x.mu.slots[i].mem
+		n := len(out)
+		out = lf.cut(x.rank, grid, out)
+		x.mu.count -= uint64(len(out) - n)
+		if len(lf.ents) == 0 {
+			x.dropLocked(i) // the next slot moves to i
+		} else {
+			i++
 		}
-		x.mu.Lock()
-		if err := x.sameMaxLocked(g); err != nil {
-			x.mu.Unlock()
-			return err
-		}
-		ready := true
-		for _, sl := range x.mu.slots {
-			ready = ready && sl.mem != nil
-		}
-		if shrink && !ready {
-			x.mu.Unlock()
+	}
+	return out
+}
+
+// cut removes the keys outside grid, appending them to out, and marks the
+// leaf dirty if any went.
+func (lf *genLeaf) cut(rank int, grid []uint64, out []coordEntry) []coordEntry {
+	kept := 0
+	for j := range lf.ents {
+		k := lf.key(rank, j)
+		if !inGrid(k, grid) {
+			out = append(out, coordEntry{coord: slices.Clone(k), e: lf.ents[j]})
 			continue
 		}
-		if shrink {
-			for i := 0; i < len(x.mu.slots); {
-				lf := x.mu.slots[i].mem
-				kept := 0
-				for j := range lf.ents {
-					k := lf.key(x.rank, j)
-					if inGrid(k, g.Grid) {
-						copy(lf.keys[kept*x.rank:], k)
-						lf.ents[kept] = lf.ents[j]
-						kept++
-						continue
-					}
-					out = append(out, gone{slices.Clone(k), lf.ents[j]})
-				}
-				if kept == len(lf.ents) {
-					i++
-					continue
-				}
-				x.mu.count -= uint64(len(lf.ents) - kept)
-				lf.ents = lf.ents[:kept]
-				lf.keys = lf.keys[:kept*x.rank]
-				lf.dirty = true
-				if kept == 0 {
-					x.dropLocked(i)
-				} else {
-					i++
-				}
-			}
-		}
-		if !equalGrid(x.mu.grid, g.Grid) {
-			copy(x.mu.grid, g.Grid)
-			x.mu.dirty = true
-		}
-		x.mu.Unlock()
-		break
+		copy(lf.keys[kept*rank:], k)
+		lf.ents[kept] = lf.ents[j]
+		kept++
 	}
-	if removed != nil {
-		for _, r := range out {
-			removed(r.k, r.e)
-		}
+	if kept < len(lf.ents) {
+		lf.ents = lf.ents[:kept]
+		lf.keys = lf.keys[:kept*rank]
+		lf.dirty = true
 	}
-	return nil
+	return out
 }
+
+func (x *genIndex) countLocked() uint64 { return x.mu.count }
 
 func inGrid(k, grid []uint64) bool {
 	for d := range k {
@@ -583,102 +565,100 @@ func (x *genIndex) sameMaxLocked(g Geometry) error {
 }
 
 func (x *genIndex) Range(ctx context.Context, fn func(coord []uint64, e Entry) bool) error {
-	var after []uint64 // last key reported; nil before the first
-	var keys [][]uint64
-	var ents []Entry
-	for {
-		keys, ents = keys[:0], ents[:0]
-		var req *loadReq
-		x.mu.RLock()
-		i := 0
-		if after != nil && len(x.mu.slots) > 0 {
-			i = x.routeLocked(after)
+	// Leaves split and go while fn runs, so the walk resumes after the
+	// last key reported rather than at a leaf's position.
+	var after []uint64 // nil before the first
+	return x.ld.scan(ctx, func() ([]coordEntry, *loadReq, bool) {
+		batch, req := x.rangeStepLocked(after)
+		if len(batch) > 0 {
+			after = slices.Clone(batch[len(batch)-1].coord) // fn may change its coord
 		}
-		for ; i < len(x.mu.slots) && len(ents) == 0; i++ {
-			lf := x.mu.slots[i].mem
-			if lf == nil {
-				req = x.leafReq(i)
-				break
-			}
-			from := 0
-			if after != nil {
-				from, _ = lf.search(x.rank, after)
-				if from < len(lf.ents) && cmpKey(lf.key(x.rank, from), after) == 0 {
-					from++
-				}
-			}
-			for j := from; j < len(lf.ents); j++ {
-				keys = append(keys, slices.Clone(lf.key(x.rank, j)))
-				ents = append(ents, lf.ents[j])
-			}
+		return batch, req, len(batch) > 0
+	}, fn)
+}
+
+// rangeStepLocked returns the entries after key after of the first leaf
+// that holds any, or a request for the leaf it must see first.
+func (x *genIndex) rangeStepLocked(after []uint64) ([]coordEntry, *loadReq) {
+	i := 0
+	if after != nil && len(x.mu.slots) > 0 {
+		i = x.routeLocked(after)
+	}
+	for ; i < len(x.mu.slots); i++ {
+		lf := x.mu.slots[i].mem
+		if lf == nil {
+			return nil, x.leafReq(i)
 		}
-		x.mu.RUnlock()
-		if req != nil {
-			if err := x.ld.fetch(ctx, req); err != nil {
-				return err
-			}
+		if batch := lf.above(x.rank, after); len(batch) > 0 {
+			return batch, nil
+		}
+	}
+	return nil, nil
+}
+
+// above returns the entries with keys above after (every entry when after
+// is nil), keys copied.
+func (lf *genLeaf) above(rank int, after []uint64) []coordEntry {
+	from := 0
+	if after != nil {
+		pos, found := lf.search(rank, after)
+		from = pos
+		if found {
+			from++
+		}
+	}
+	out := make([]coordEntry, 0, len(lf.ents)-from)
+	for j := from; j < len(lf.ents); j++ {
+		out = append(out, coordEntry{coord: slices.Clone(lf.key(rank, j)), e: lf.ents[j]})
+	}
+	return out
+}
+
+func (x *genIndex) Flush(ctx context.Context) ([]byte, error) { return x.ld.flush(ctx, x) }
+
+func (x *genIndex) flushNeededLocked() bool { return x.mu.dirty || x.mu.top.isNil() }
+
+// flushPrepareLocked encodes the changed leaves, then the root block
+// naming every leaf. The blocks of removed leaves are freed with those
+// this Flush replaces, and only if it commits.
+func (x *genIndex) flushPrepareLocked(tx *flushTx) error {
+	for _, sl := range x.mu.slots {
+		sl.next = sl.disk
+		if sl.mem == nil || !sl.mem.dirty {
 			continue
 		}
-		if len(ents) == 0 {
-			return nil
-		}
-		for j := range ents {
-			if !fn(keys[j], ents[j]) {
-				return nil
-			}
-		}
-		after = slices.Clone(keys[len(keys)-1])
-		if err := ctx.Err(); err != nil {
+		p, err := tx.write(x.encodeLeaf(sl.mem))
+		if err != nil {
 			return err
 		}
+		tx.replace(sl.disk)
+		sl.next = p
+	}
+	if err := tx.writeTop(&x.mu.top, x.encodeRootBlockLocked()); err != nil {
+		return err
+	}
+	tx.frees = append(tx.frees, x.mu.dropped...)
+	return nil
+}
+
+// flushEndLocked installs the rewritten leaves (flushTx does not know
+// leaves) and clears every next pointer.
+func (x *genIndex) flushEndLocked(ok bool) {
+	for _, sl := range x.mu.slots {
+		if ok && sl.mem != nil && sl.mem.dirty {
+			sl.disk = sl.next
+			sl.mem.dirty = false
+		}
+		sl.next = ptr{}
+	}
+	if ok {
+		x.mu.dropped = nil
+		x.mu.dirty = false
 	}
 }
 
-func (x *genIndex) Flush(ctx context.Context) ([]byte, error) {
-	x.ld.writers.Lock()
-	defer x.ld.writers.Unlock()
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if !x.mu.dirty && !x.mu.top.isNil() {
-		return x.rootLocked(), nil
-	}
-	tx := &flushTx{ctx: ctx, store: x.ld.store}
-	var written []*genSlot
-	err := func() error {
-		for _, sl := range x.mu.slots {
-			sl.next = sl.disk
-			if sl.mem == nil || !sl.mem.dirty {
-				continue
-			}
-			p, err := tx.write(x.encodeLeaf(sl.mem))
-			if err != nil {
-				return err
-			}
-			tx.replace(sl.disk)
-			sl.next = p
-			written = append(written, sl)
-		}
-		if err := tx.writeTop(&x.mu.top, x.encodeRootBlockLocked()); err != nil {
-			return err
-		}
-		// Lookups go on while the blocks are written (see flushTx).
-		x.mu.Unlock()
-		defer x.mu.Lock()
-		return tx.writeAll()
-	}()
-	if err != nil {
-		tx.abort()
-		return nil, err
-	}
-	tx.frees = append(tx.frees, x.mu.dropped...)
-	x.mu.dropped = nil
-	tx.commit()
-	for _, sl := range written {
-		sl.disk = sl.next
-		sl.mem.dirty = false
-	}
-	x.mu.dirty = false
-	return x.rootLocked(), nil
+func (x *genIndex) nextSetLocked() bool {
+	return slices.ContainsFunc(x.mu.slots, func(sl *genSlot) bool { return !sl.next.isNil() })
 }
 
 func (x *genIndex) rootLocked() []byte {
