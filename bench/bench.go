@@ -195,8 +195,8 @@ type Machine struct {
 	GoVersion  string `json:"go_version"`
 	MemTotal   string `json:"mem_total,omitempty"`
 	// Inflater is the DEFLATE decoder the binary was built with
-	// (filter.Inflater: pure Go by default, libdeflate with -tags
-	// libdeflate), which the deflate scenarios' figures depend on.
+	// (filter.Inflater: the bundled libdeflate with cgo, pure Go
+	// without), which the deflate scenarios' figures depend on.
 	Inflater string `json:"inflater,omitempty"`
 }
 

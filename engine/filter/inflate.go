@@ -12,9 +12,9 @@ import (
 )
 
 // The pure-Go inflater: klauspost/compress's DEFLATE and zlib readers,
-// pooled (each holds a 32 KiB window). It is what every build uses unless
-// it is built with cgo and the libdeflate tag (inflate_libdeflate.go); the
-// libdeflate build keeps these as the reference its tests compare against.
+// pooled (each holds a 32 KiB window). It is what a build without cgo uses;
+// a cgo build inflates with libdeflate (inflate_libdeflate.go) and keeps
+// these as the reference its tests compare against.
 
 // goInflater is a pooled deflate reader with the bytes.Reader it reads from.
 type goInflater struct {

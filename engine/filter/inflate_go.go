@@ -1,10 +1,10 @@
-//go:build !(cgo && libdeflate)
+//go:build !cgo
 
 package filter
 
 // Inflater names the DEFLATE decoder this build uses (benchmark reports
-// print it): klauspost/compress here; "libdeflate" in a cgo build with the
-// libdeflate tag (inflate_libdeflate.go).
+// print it): klauspost/compress without cgo; libdeflate in a cgo build
+// (inflate_libdeflate.go).
 const Inflater = "klauspost/compress"
 
 func inflateRaw(dst, src []byte) ([]byte, error)  { return inflateRawGo(dst, src) }

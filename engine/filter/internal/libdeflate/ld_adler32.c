@@ -1,0 +1,4 @@
+//go:build cgo
+
+// cgo compiles only this directory's own C files (doc.go).
+#include "upstream/lib/adler32.c"
