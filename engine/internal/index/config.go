@@ -276,7 +276,7 @@ func decodeRoot(b []byte) (*rootRecord, error) {
 // geom is a validated Geometry with the linearization used by the
 // array-shaped kinds.
 //
-// Seed 003 §XXI: with one unlimited dimension u, a chunk's linear index is
+// EA index §XXI: with one unlimited dimension u, a chunk's linear index is
 // c[u]·S + (C-order index of the other coordinates over their MAXIMUM
 // grid), S being the product of the other dimensions' maxima. Growing the
 // dataset along u appends whole slabs at the end; growing another
