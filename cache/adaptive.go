@@ -632,14 +632,14 @@ func (g *ghostList) clear() {
 
 // noteEvicted remembers evicted entries' keys (called by evict before it
 // removes them).
-func (c *Cache) noteEvicted(es []*entry) {
-	s := c.sizing()
+func (z *sizer) noteEvicted(es []*entry) {
+	s := z.limits.Load()
 	if s.ad == nil || len(es) == 0 {
 		return
 	}
 	room := (s.ad.max - s.quiescent) / ghostShards
 	for _, e := range es {
-		c.sizes.adaptive.ghost.shard(e.key).add(e.key, e.size.Load(), room)
+		z.adaptive.ghost.shard(e.key).add(e.key, e.size.Load(), room)
 	}
 }
 

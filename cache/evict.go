@@ -22,14 +22,14 @@ func (c *Cache) linkLocked(e *entry) {
 	e.linked = true
 	c.mu.pol.add(e)
 	e.touchedAt.Store(c.access.clock.clock.Add(1)) // at the front, as after a touch
-	c.stampLocked(e)
+	c.sizes.adaptive.stampLocked(e)
 }
 
 func (c *Cache) unlinkLocked(e *entry) {
 	if !e.linked {
 		return
 	}
-	c.unstampLocked(e)
+	c.sizes.adaptive.unstampLocked(e)
 	c.mu.pol.remove(e)
 	d := e.ds
 	if e.mprev != nil {
@@ -46,15 +46,15 @@ func (c *Cache) unlinkLocked(e *entry) {
 
 // drainLocked replays buffered accesses into the policy. Caller holds c.mu.
 func (c *Cache) drainLocked() {
-	c.drainAccessesLocked(c.touchLocked)
+	c.access.drainLocked(c.touchLocked)
 }
 
-// drainAccessesLocked calls f with the buffered access records: the read
-// slots' (latch.go) and the shared buffer's (hits that took a pin).
-// Caller holds c.mu.
-func (c *Cache) drainAccessesLocked(f func([]*entry)) {
-	c.access.slots.drain(f)
-	c.access.buf.Drain(f)
+// drainLocked calls f with the buffered access records: the read slots'
+// (latch.go) and the shared buffer's (hits that took a pin). Caller holds
+// Cache.mu.
+func (a *accessRecording) drainLocked(f func([]*entry)) {
+	a.slots.drain(f)
+	a.buf.Drain(f)
 }
 
 func (c *Cache) touchLocked(batch []*entry) {
@@ -65,7 +65,7 @@ func (c *Cache) touchLocked(batch []*entry) {
 		clock++
 		e.touchedAt.Store(clock)
 		if stamp {
-			c.stampLocked(e)
+			c.sizes.adaptive.stampLocked(e)
 		}
 	}
 	c.access.clock.clock.Store(clock)
@@ -218,7 +218,8 @@ func (c *Cache) remove(es []*entry) {
 // dirty; clean victims are still freed.
 func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error) {
 	// Prefetched image entries never requested go first (imageentries.go).
-	if freed := c.evictPrefetched(need); freed > 0 {
+	if freed := c.images.evict(need); freed > 0 {
+		c.charge(-freed)
 		return freed, nil
 	}
 	if c.registered.condensers.Load() > 0 {
@@ -277,7 +278,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	}
 	sc.clean, sc.dirty = clean, dirty
 	c.stats.evictions.Add(int64(len(clean)))
-	c.noteEvicted(clean)
+	c.sizes.noteEvicted(clean)
 	c.remove(clean)
 	if len(dirty) == 0 {
 		return freed, nil
@@ -295,7 +296,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	sc.gone, sc.back = gone, back
 	c.stats.evictions.Add(int64(len(gone)))
 	c.stats.dirtyEvictions.Add(int64(len(gone)))
-	c.noteEvicted(gone)
+	c.sizes.noteEvicted(gone)
 	c.remove(gone)
 	for _, e := range back {
 		c.settleBack(e)

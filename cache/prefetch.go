@@ -42,7 +42,7 @@ type prefetchState struct {
 	// others only lower bytes), so bytes exceeds max at most by what the
 	// decoded chunks' real sizes exceed their hints.
 	bytes atomic.Int64
-	// jobs is the prefetcher's queue, capacity 16; queuePrefetch drops a
+	// jobs is the prefetcher's queue, capacity 16; queue drops a
 	// job rather than block a request when it is full. nil when off.
 	jobs chan prefetchJob
 }
@@ -100,7 +100,7 @@ func (c *Cache) noteReadMiss(d *Dataset, coord Coord) {
 	dim := s.dim
 	s.Unlock()
 	if start {
-		c.queuePrefetch(d, coord, dim)
+		c.background.prefetch.queue(d, coord, dim)
 	}
 }
 
@@ -117,16 +117,16 @@ func (c *Cache) prefetchUsed(e *entry) {
 	dim := d.seq.dim
 	d.seq.last = append(d.seq.last[:0], e.coord...)
 	d.seq.Unlock()
-	c.queuePrefetch(d, e.coord, dim)
+	c.background.prefetch.queue(d, e.coord, dim)
 }
 
-// queuePrefetch hands a job to the prefetcher without ever blocking.
-func (c *Cache) queuePrefetch(d *Dataset, from Coord, dim int) {
-	if c.background.prefetch.bytes.Load() >= c.background.prefetch.max {
+// queue hands a job to the prefetcher without ever blocking.
+func (p *prefetchState) queue(d *Dataset, from Coord, dim int) {
+	if p.bytes.Load() >= p.max {
 		return
 	}
 	select {
-	case c.background.prefetch.jobs <- prefetchJob{d: d, from: append(Coord(nil), from...), dim: dim}:
+	case p.jobs <- prefetchJob{d: d, from: append(Coord(nil), from...), dim: dim}:
 	default:
 	}
 }
@@ -244,9 +244,9 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		c.remove(es) // a location may have moved: give up, a demand read will load
 		return nil
 	}
-	if !c.tryCharge(total) {
+	if !c.budget.tryCharge(total, c.sizing().active) {
 		c.evictClean(total - (c.sizing().active - c.budget.resident.Load()))
-		if !c.tryCharge(total) {
+		if !c.budget.tryCharge(total, c.sizing().active) {
 			c.remove(es)
 			return nil
 		}
@@ -352,6 +352,6 @@ func (c *Cache) evictClean(need int64) {
 	c.stats.evictions.Add(int64(len(victims)))
 	// Evicted for lack of room like any other victim: adaptive sizing
 	// counts a miss on them as a sign that a larger cache would help.
-	c.noteEvicted(victims)
+	c.sizes.noteEvicted(victims)
 	c.remove(victims)
 }
