@@ -214,7 +214,7 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 	var cands []*entry
 	var seen int64
 	c.mu.Lock()
-	c.mu.pol.nominate(func(e *entry) verdict {
+	c.mu.pol.Nominate(func(e *entry) verdict {
 		if len(cands) >= c.background.preEncode.batch || seen >= window {
 			return stop
 		}

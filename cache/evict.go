@@ -20,7 +20,7 @@ func (c *Cache) linkLocked(e *entry) {
 	}
 	d.members = e
 	e.linked = true
-	c.mu.pol.add(e)
+	c.mu.pol.Add(e)
 	e.touchedAt.Store(c.access.clock.clock.Add(1)) // at the front, as after a touch
 	c.sizes.adaptive.stampLocked(e)
 }
@@ -30,7 +30,7 @@ func (c *Cache) unlinkLocked(e *entry) {
 		return
 	}
 	c.sizes.adaptive.unstampLocked(e)
-	c.mu.pol.remove(e)
+	c.mu.pol.Remove(e)
 	d := e.ds
 	if e.mprev != nil {
 		e.mprev.mnext = e.mnext
@@ -61,7 +61,7 @@ func (c *Cache) touchLocked(batch []*entry) {
 	stamp := c.sizes.adaptive.aging.Load()
 	clock := c.access.clock.clock.Load()
 	for _, e := range batch {
-		c.mu.pol.touch(e)
+		c.mu.pol.Touch(e)
 		clock++
 		e.touchedAt.Store(clock)
 		if stamp {
@@ -236,7 +236,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 		clear(round)
 		c.mu.Lock()
 		c.drainLocked()
-		c.mu.pol.nominate(func(e *entry) verdict {
+		c.mu.pol.Nominate(func(e *entry) verdict {
 			if planned >= need {
 				return stop
 			}
@@ -553,7 +553,7 @@ func (c *Cache) condense(need int64) int64 {
 	const maxCandidates = 64
 	var cands []*entry
 	c.mu.Lock()
-	c.mu.pol.nominate(func(e *entry) verdict {
+	c.mu.pol.Nominate(func(e *entry) verdict {
 		if len(cands) >= maxCandidates {
 			return stop
 		}

@@ -368,7 +368,7 @@ func (c *Cache) evictClean(need int64) {
 	round := map[*Dataset]int64{}
 	c.mu.Lock()
 	c.drainLocked()
-	c.mu.pol.nominate(func(e *entry) verdict {
+	c.mu.pol.Nominate(func(e *entry) verdict {
 		if planned >= need {
 			return stop
 		}
