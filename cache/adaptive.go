@@ -524,15 +524,6 @@ func (c *Cache) flash(need int64) int64 {
 	return ns.active
 }
 
-// startAdaptor starts the adaptor goroutine, which closes epochs of hits
-// only (no request passes endOn) and idle epochs. Called once, from
-// startBackground.
-func (c *Cache) startAdaptor() {
-	c.sizes.adaptive.wake = make(chan struct{}, 1)
-	c.background.jobs.wg.Add(1)
-	go c.adaptor()
-}
-
 // wakeAdaptor wakes the adaptor goroutine if it sleeps.
 func (a *adaptState) wakeAdaptor() {
 	select {
@@ -550,6 +541,8 @@ func adaptorPeriod(p *adaptiveParams) time.Duration {
 	return max(d, time.Millisecond)
 }
 
+// adaptor is the goroutine that closes epochs of hits only (no request
+// passes endOn) and idle epochs. startBackground starts it.
 func (c *Cache) adaptor() {
 	defer c.background.jobs.wg.Done()
 	t := time.NewTimer(time.Hour)

@@ -65,7 +65,7 @@ type preEncodeState struct {
 	// kickPreEncode. nil when off.
 	kick chan struct{}
 	// round is held through each round, so rounds never overlap: the
-	// goroutine's and preEncodeNow's. When a round that holds it keeps
+	// goroutine's and the tests' (preEncodeNow). When a round that holds it keeps
 	// nothing, no other attempt is in flight and the kept images are
 	// settled until the chunks change. Only one goroutine runs rounds
 	// outside tests, so it is uncontended there.
@@ -82,7 +82,9 @@ func (c *Cache) startBackground(cfg Config) {
 	c.access.replay.kick = make(chan struct{}, 1)
 	c.background.jobs.wg.Add(1)
 	go c.replayer()
-	c.startAdaptor()
+	c.sizes.adaptive.wake = make(chan struct{}, 1)
+	c.background.jobs.wg.Add(1)
+	go c.adaptor()
 	if cfg.PreEncodeBytes > 0 {
 		c.background.preEncode.max = cfg.PreEncodeBytes
 		c.background.preEncode.batch = 2 * max(cfg.Workers, 1)
@@ -361,20 +363,5 @@ func (b *budget) tryCharge(n, limit int64) bool {
 			b.notePeak(cur + n)
 			return true
 		}
-	}
-}
-
-// preEncodeNow runs pre-encode rounds until one keeps nothing (tests). As
-// rounds do not overlap (background.preEncode.round), the kept images are then settled: a
-// background round still to come finds the same state and keeps nothing.
-// Tests that read Stats after it see no attempt in flight.
-func (c *Cache) preEncodeNow() int {
-	total := 0
-	for {
-		n := c.preEncodeRound(c.background.jobs.ctx)
-		if n == 0 {
-			return total
-		}
-		total += n
 	}
 }

@@ -367,7 +367,7 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 		return err
 	}
 	errs := allocateRound(ctx, es, sc)
-	c.writeImages(sc, sync)
+	writeImages(sc, &c.stats, sync)
 	sc.unlatch(es) // the images are written (or failed): the chunks may change
 	for _, err := range sc.fileErr {
 		errs = append(errs, err)
@@ -449,8 +449,8 @@ func allocateRound(ctx context.Context, es []*entry, sc *wbScratch) []error {
 
 // writeImages writes every allocated image with one WriteV per file (and
 // a Sync after it when sync is set), recording each file's error in
-// sc.fileErr.
-func (c *Cache) writeImages(sc *wbScratch, sync bool) {
+// sc.fileErr, and counts the writes in st.
+func writeImages(sc *wbScratch, st *counters, sync bool) {
 	enc, byFile := sc.enc, sc.byFile
 	for _, d := range sc.order {
 		ins, ok := sc.insOf[d]
@@ -476,14 +476,14 @@ func (c *Cache) writeImages(sc *wbScratch, sync bool) {
 		for _, x := range exts {
 			n += int64(len(x.Buf))
 		}
-		c.stats.vectorWrites.Add(1)
-		c.stats.vectorWriteBytes.Add(n)
+		st.vectorWrites.Add(1)
+		st.vectorWriteBytes.Add(n)
 		if err := f.drv.WriteV(exts); err != nil {
 			sc.fileErr[f] = fmt.Errorf("cache: writing %d chunks: %w", len(exts), err)
 			continue
 		}
 		if sync {
-			c.stats.syncs.Add(1)
+			st.syncs.Add(1)
 			if err := f.drv.Sync(); err != nil {
 				sc.fileErr[f] = fmt.Errorf("cache: sync: %w", err)
 			}

@@ -224,9 +224,9 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	}
 	c.budget.inflight.Add(total)
 	defer c.budget.inflight.Add(-total)
-	images, err := c.readPrefetch(d, es)
+	images, err := readPrefetch(d, es, &c.stats)
 	if err == nil {
-		err = c.decodePrefetch(ctx, box, es, images)
+		err = decodePrefetch(ctx, c.workers, box, es, images)
 	}
 	if err != nil {
 		c.remove(es)
@@ -292,8 +292,8 @@ func (c *Cache) chargePrefetch(total int64) bool {
 }
 
 // readPrefetch sizes the claimed entries at their hints and reads their
-// images with one vector read.
-func (c *Cache) readPrefetch(d *Dataset, es []*entry) ([][]byte, error) {
+// images with one vector read, counted in st.
+func readPrefetch(d *Dataset, es []*entry, st *counters) ([][]byte, error) {
 	images := make([][]byte, len(es))
 	exts := make([]vfd.Extent, len(es))
 	var n int64
@@ -305,18 +305,18 @@ func (c *Cache) readPrefetch(d *Dataset, es []*entry) ([][]byte, error) {
 		exts[i] = vfd.Extent{Off: e.loc.Addr, Buf: images[i]}
 		n += e.loc.Size
 	}
-	c.stats.vectorReads.Add(1)
-	c.stats.vectorReadBytes.Add(n)
+	st.vectorReads.Add(1)
+	st.vectorReadBytes.Add(n)
 	if err := d.file.drv.ReadV(exts); err != nil {
 		return nil, err
 	}
 	return images, nil
 }
 
-// decodePrefetch decodes the images read into the entries' chunks on the
-// workers; a panicking Decode is an error like any other.
-func (c *Cache) decodePrefetch(ctx context.Context, box *layoutBox, es []*entry, images [][]byte) error {
-	return c.workers.run(ctx, len(es), func(i int) (err error) {
+// decodePrefetch decodes the images read into the entries' chunks on w; a
+// panicking Decode is an error like any other.
+func decodePrefetch(ctx context.Context, w workers, box *layoutBox, es []*entry, images [][]byte) error {
+	return w.run(ctx, len(es), func(i int) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("%w: %v", ErrPanic, r)
