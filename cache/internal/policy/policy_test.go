@@ -187,3 +187,30 @@ func TestPolicyOrders(t *testing.T) {
 		t.Fatalf("random %v", v)
 	}
 }
+
+// TestContentsFindsDamage: Contents lists every entry of a sound policy
+// once, and reports a damaged structure (a back link, or the random
+// policy's index) instead of listing it.
+func TestContentsFindsDamage(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(kind.name, func(t *testing.T) {
+			h := newHarness(kind.k, false)
+			var es []*tEntry
+			for i := 0; i < 6; i++ {
+				es = append(es, h.add(i%2, uint64(i), false))
+			}
+			got, err := Contents(h.p, 100)
+			if err != nil || len(got) != len(es) {
+				t.Fatalf("sound policy: %d entries of %d, %v", len(got), len(es), err)
+			}
+			if kind.k == Random {
+				es[2].counter = 5
+			} else {
+				es[2].prev = es[2]
+			}
+			if _, err := Contents(h.p, 100); err == nil {
+				t.Fatal("damage not reported")
+			}
+		})
+	}
+}
