@@ -524,15 +524,6 @@ func (c *Cache) flash(need int64) int64 {
 	return ns.active
 }
 
-// startAdaptor starts the adaptor goroutine, which closes epochs of hits
-// only (no request passes endOn) and idle epochs. Called once, from
-// startBackground.
-func (c *Cache) startAdaptor() {
-	c.sizes.adaptive.wake = make(chan struct{}, 1)
-	c.background.jobs.wg.Add(1)
-	go c.adaptor()
-}
-
 // wakeAdaptor wakes the adaptor goroutine if it sleeps.
 func (a *adaptState) wakeAdaptor() {
 	select {
@@ -550,6 +541,8 @@ func adaptorPeriod(p *adaptiveParams) time.Duration {
 	return max(d, time.Millisecond)
 }
 
+// adaptor is the goroutine that closes epochs of hits only (no request
+// passes endOn) and idle epochs. startBackground starts it.
 func (c *Cache) adaptor() {
 	defer c.background.jobs.wg.Done()
 	t := time.NewTimer(time.Hour)
@@ -632,14 +625,14 @@ func (g *ghostList) clear() {
 
 // noteEvicted remembers evicted entries' keys (called by evict before it
 // removes them).
-func (c *Cache) noteEvicted(es []*entry) {
-	s := c.sizing()
+func (z *sizer) noteEvicted(es []*entry) {
+	s := z.limits.Load()
 	if s.ad == nil || len(es) == 0 {
 		return
 	}
 	room := (s.ad.max - s.quiescent) / ghostShards
 	for _, e := range es {
-		c.sizes.adaptive.ghost.shard(e.key).add(e.key, e.size.Load(), room)
+		z.adaptive.ghost.shard(e.key).add(e.key, e.size.Load(), room)
 	}
 }
 

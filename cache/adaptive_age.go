@@ -32,14 +32,14 @@ func (r *ageRing) valid(stamp int64) bool {
 }
 
 // stampLocked records an access to e in the epoch in progress. Caller
-// holds c.mu.
-func (c *Cache) stampLocked(e *entry) {
+// holds Cache.mu (which guards the ring).
+func (a *adaptState) stampLocked(e *entry) {
 	// A drained record may be of an entry already unlinked (evicted):
 	// only linked entries are in the ring, so unlinking takes back all.
-	if !e.linked || !c.sizes.adaptive.aging.Load() {
+	if !e.linked || !a.aging.Load() {
 		return
 	}
-	r := &c.sizes.adaptive.ring
+	r := &a.ring
 	if e.age.epoch == r.cur+1 {
 		return
 	}
@@ -52,9 +52,9 @@ func (c *Cache) stampLocked(e *entry) {
 }
 
 // unstampLocked takes a departing entry's bytes out of the ring. Caller
-// holds c.mu.
-func (c *Cache) unstampLocked(e *entry) {
-	r := &c.sizes.adaptive.ring
+// holds Cache.mu.
+func (a *adaptState) unstampLocked(e *entry) {
+	r := &a.ring
 	if r.valid(e.age.epoch) {
 		r.slots[(e.age.epoch-1)%ageSlots] -= e.age.bytes
 	}
@@ -76,12 +76,19 @@ func (c *Cache) advanceAge(n int) (recent int64, ok bool) {
 	// than the buffer, in a cache that never evicts, would otherwise never
 	// be drained and look unused.
 	c.drainLocked()
-	r := &c.sizes.adaptive.ring
+	recent = c.sizes.adaptive.ring.advance(n)
+	c.access.clock.epoch.Store(c.access.clock.clock.Load()) // hits record again until stamped in this epoch
+	return recent, true
+}
+
+// advance closes the epoch in progress and returns the bytes of the
+// chunks accessed in the last n epochs, the closed one included. Caller
+// holds Cache.mu.
+func (r *ageRing) advance(n int) (recent int64) {
 	for j := 0; j < n && int64(j) <= r.cur; j++ {
 		recent += r.slots[(r.cur-int64(j))%ageSlots]
 	}
 	r.cur++
 	r.slots[r.cur%ageSlots] = 0
-	c.access.clock.epoch.Store(c.access.clock.clock.Load()) // hits record again until stamped in this epoch
-	return recent, true
+	return recent
 }

@@ -34,19 +34,28 @@ type admission struct {
 // SetConfig and adaptive sizing (resize.go) change the active limit; every
 // change calls limitChanged, so admission follows.
 func (c *Cache) Admission(create func(activeLimit int64) Admission) Admission {
-	c.admission.mu.Lock()
-	defer c.admission.mu.Unlock()
-	if c.admission.a == nil {
-		c.admission.a = create(c.sizing().active)
-	}
-	return c.admission.a
+	return c.admission.get(&c.sizes, create)
 }
 
-// limitChanged tells the admission control, if any, the active limit.
-func (c *Cache) limitChanged() {
-	c.admission.mu.Lock()
-	defer c.admission.mu.Unlock()
-	if c.admission.a != nil {
-		c.admission.a.SetCapacity(c.sizing().active)
+// get returns the Admission, made by create with the active limit in
+// force on the first call. The limit is read under mu, like
+// limitChanged's, so a change published meanwhile reaches the new
+// Admission either here or through limitChanged.
+func (a *admission) get(s *sizer, create func(activeLimit int64) Admission) Admission {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.a == nil {
+		a.a = create(s.limits.Load().active)
+	}
+	return a.a
+}
+
+// limitChanged tells the admission control, if any, the active limit in
+// force in s.
+func (a *admission) limitChanged(s *sizer) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.a != nil {
+		a.a.SetCapacity(s.limits.Load().active)
 	}
 }

@@ -14,7 +14,7 @@ func TestAdmissionOnePerCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.limitChanged() // nothing to tell yet
+	c.admission.limitChanged(&c.sizes) // nothing to tell yet
 	var made []int64
 	create := func(limit int64) Admission {
 		made = append(made, limit)

@@ -57,7 +57,7 @@ type preEncodeState struct {
 	// bytes = Σ images of cached entries (checked after every cache test).
 	// preEncode reserves an image's bytes only under the entry's exclusive
 	// latch, after finding the chunk unchanged, and only if they fit
-	// (reservePreImage), so Stats never shows an image that is over the
+	// (preEncodeState.reserve), so Stats never shows an image that is over the
 	// budget or whose chunk changed; the one reservation that can still be
 	// taken back (the memory limit refused the charge) is within max.
 	bytes atomic.Int64
@@ -65,7 +65,7 @@ type preEncodeState struct {
 	// kickPreEncode. nil when off.
 	kick chan struct{}
 	// round is held through each round, so rounds never overlap: the
-	// goroutine's and preEncodeNow's. When a round that holds it keeps
+	// goroutine's and the tests' (preEncodeNow). When a round that holds it keeps
 	// nothing, no other attempt is in flight and the kept images are
 	// settled until the chunks change. Only one goroutine runs rounds
 	// outside tests, so it is uncontended there.
@@ -82,7 +82,9 @@ func (c *Cache) startBackground(cfg Config) {
 	c.access.replay.kick = make(chan struct{}, 1)
 	c.background.jobs.wg.Add(1)
 	go c.replayer()
-	c.startAdaptor()
+	c.sizes.adaptive.wake = make(chan struct{}, 1)
+	c.background.jobs.wg.Add(1)
+	go c.adaptor()
 	if cfg.PreEncodeBytes > 0 {
 		c.background.preEncode.max = cfg.PreEncodeBytes
 		c.background.preEncode.batch = 2 * max(cfg.Workers, 1)
@@ -214,7 +216,7 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 	var cands []*entry
 	var seen int64
 	c.mu.Lock()
-	c.mu.pol.nominate(func(e *entry) verdict {
+	c.mu.pol.Nominate(func(e *entry) verdict {
 		if len(cands) >= c.background.preEncode.batch || seen >= window {
 			return stop
 		}
@@ -263,12 +265,12 @@ func (c *Cache) preEncode(e *entry) bool {
 	// made before the check would count, for a moment, an image of a
 	// chunk that changed or was written meanwhile, or one past the budget.
 	e.latch.Lock()
-	if e.version.Load() != ver || !e.dirty.Load() || e.encoded.Load() != nil || !c.reservePreImage(n) {
+	if e.version.Load() != ver || !e.dirty.Load() || e.encoded.Load() != nil || !c.background.preEncode.reserve(n) {
 		e.latch.Unlock()
 		p.release()
 		return false
 	}
-	if !c.tryCharge(n) {
+	if !c.budget.tryCharge(n, c.sizing().active) {
 		c.background.preEncode.bytes.Add(-n)
 		e.latch.Unlock()
 		p.release()
@@ -304,15 +306,15 @@ func preEncodeImage(e *entry) (enc Encoded, ver uint64, ok bool) {
 	return enc, ver, err == nil
 }
 
-// reservePreImage adds n to the kept images' bytes if the sum stays within
+// reserve adds n to the kept images' bytes if the sum stays within
 // Config.PreEncodeBytes; it never exceeds it, even for a moment.
-func (c *Cache) reservePreImage(n int64) bool {
+func (p *preEncodeState) reserve(n int64) bool {
 	for {
-		cur := c.background.preEncode.bytes.Load()
-		if cur+n > c.background.preEncode.max {
+		cur := p.bytes.Load()
+		if cur+n > p.max {
 			return false
 		}
-		if c.background.preEncode.bytes.CompareAndSwap(cur, cur+n) {
+		if p.bytes.CompareAndSwap(cur, cur+n) {
 			return true
 		}
 	}
@@ -349,32 +351,17 @@ func compactImage(enc Encoded) Encoded {
 	return enc
 }
 
-// tryCharge charges n bytes only if they fit under the active limit;
-// background work never makes a request wait for memory.
-func (c *Cache) tryCharge(n int64) bool {
+// tryCharge charges n bytes only if they fit under limit (the active
+// limit); background work never makes a request wait for memory.
+func (b *budget) tryCharge(n, limit int64) bool {
 	for {
-		cur := c.budget.resident.Load()
-		if cur+n > c.sizing().active {
+		cur := b.resident.Load()
+		if cur+n > limit {
 			return false
 		}
-		if c.budget.resident.CompareAndSwap(cur, cur+n) {
-			c.budget.notePeak(cur + n)
+		if b.resident.CompareAndSwap(cur, cur+n) {
+			b.notePeak(cur + n)
 			return true
 		}
-	}
-}
-
-// preEncodeNow runs pre-encode rounds until one keeps nothing (tests). As
-// rounds do not overlap (background.preEncode.round), the kept images are then settled: a
-// background round still to come finds the same state and keeps nothing.
-// Tests that read Stats after it see no attempt in flight.
-func (c *Cache) preEncodeNow() int {
-	total := 0
-	for {
-		n := c.preEncodeRound(c.background.jobs.ctx)
-		if n == 0 {
-			return total
-		}
-		total += n
 	}
 }

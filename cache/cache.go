@@ -69,6 +69,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scc-dev/scc/cache/internal/policy"
 	"github.com/scc-dev/scc/lockfree"
 	"github.com/scc-dev/scc/pool"
 	"github.com/scc-dev/scc/vfd"
@@ -133,7 +134,7 @@ type Cache struct {
 	// table at the top of this file.
 	mu struct {
 		sync.Mutex
-		pol policy
+		pol policy.Policy[*entry] // policy.go
 	}
 	_ [64]byte
 	// access records the hits that the replay goroutine applies to the
@@ -816,7 +817,7 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 func (c *Cache) evictableNow() bool {
 	found := false
 	c.mu.Lock()
-	c.mu.pol.nominate(func(e *entry) verdict {
+	c.mu.pol.Nominate(func(e *entry) verdict {
 		if !e.bypass && e.word.Load() == packWord(stateResident, 0) {
 			found = true
 			return stop

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/scc-dev/scc/cache/internal/policy"
 )
 
 // newTestCache creates a cache whose cleanup checks its accounting (see
@@ -142,23 +144,12 @@ func checkCache(c *Cache) error {
 		}
 	}
 	seen := map[*entry]int{}
-	for _, l := range policyLists(c.mu.pol, dss) {
-		n := 0
-		for e := l.head; e != nil; e = e.pnext {
-			seen[e]++
-			if n++; n > len(table)+1 {
-				errs = append(errs, errors.New("policy list has a cycle"))
-				break
-			}
-		}
+	held, err := policy.Contents(c.mu.pol, len(table)+1)
+	if err != nil {
+		errs = append(errs, err)
 	}
-	if p, ok := c.mu.pol.(*randomPolicy); ok {
-		for i, e := range p.all {
-			seen[e]++
-			if int(e.counter) != i {
-				errs = append(errs, fmt.Errorf("random policy: entry %v at %d says %d", e.coord, i, e.counter))
-			}
-		}
+	for _, e := range held {
+		seen[e]++
 	}
 	for e := range linked {
 		if seen[e] != 1 {
@@ -173,38 +164,7 @@ func checkCache(c *Cache) error {
 			errs = append(errs, fmt.Errorf("entry %v on a policy list %d times but not linked", e.coord, n))
 		}
 	}
-	switch p := c.mu.pol.(type) {
-	case *sievePolicy:
-		if p.n != len(seen) {
-			errs = append(errs, fmt.Errorf("sieve counts %d, lists hold %d", p.n, len(seen)))
-		}
-	case *s3fifoPolicy:
-		if p.nSmall+p.nMain != len(seen) {
-			errs = append(errs, fmt.Errorf("s3fifo counts %d+%d, lists hold %d", p.nSmall, p.nMain, len(seen)))
-		}
-	}
 	return errors.Join(errs...)
-}
-
-// policyLists returns the policy's order lists. Caller holds Cache.mu.
-func policyLists(p policy, dss []*Dataset) []*entryList {
-	switch p := p.(type) {
-	case *twoStageLRU:
-		ls := make([]*entryList, 0, len(dss))
-		for _, d := range dss {
-			ls = append(ls, &d.lru)
-		}
-		return ls
-	case *listPolicy:
-		return []*entryList{&p.l}
-	case *lfuPolicy:
-		return []*entryList{&p.l}
-	case *sievePolicy:
-		return []*entryList{&p.l}
-	case *s3fifoPolicy:
-		return []*entryList{&p.small, &p.main}
-	}
-	return nil
 }
 
 // TestCheckCacheFindsBrokenAccounting makes sure the cleanup check is not
@@ -220,11 +180,11 @@ func TestCheckCacheFindsBrokenAccounting(t *testing.T) {
 		{"pin", func(_ *env, ent *entry) { ent.word.Add(1) }, func(_ *env, ent *entry) { ent.word.Add(^uint64(0)) }},
 		{"policy", func(e *env, ent *entry) {
 			e.c.mu.Lock()
-			e.c.mu.pol.remove(ent)
+			e.c.mu.pol.Remove(ent)
 			e.c.mu.Unlock()
 		}, func(e *env, ent *entry) {
 			e.c.mu.Lock()
-			e.c.mu.pol.add(ent)
+			e.c.mu.pol.Add(ent)
 			e.c.mu.Unlock()
 		}},
 	} {

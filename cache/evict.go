@@ -20,17 +20,17 @@ func (c *Cache) linkLocked(e *entry) {
 	}
 	d.members = e
 	e.linked = true
-	c.mu.pol.add(e)
+	c.mu.pol.Add(e)
 	e.touchedAt.Store(c.access.clock.clock.Add(1)) // at the front, as after a touch
-	c.stampLocked(e)
+	c.sizes.adaptive.stampLocked(e)
 }
 
 func (c *Cache) unlinkLocked(e *entry) {
 	if !e.linked {
 		return
 	}
-	c.unstampLocked(e)
-	c.mu.pol.remove(e)
+	c.sizes.adaptive.unstampLocked(e)
+	c.mu.pol.Remove(e)
 	d := e.ds
 	if e.mprev != nil {
 		e.mprev.mnext = e.mnext
@@ -46,26 +46,26 @@ func (c *Cache) unlinkLocked(e *entry) {
 
 // drainLocked replays buffered accesses into the policy. Caller holds c.mu.
 func (c *Cache) drainLocked() {
-	c.drainAccessesLocked(c.touchLocked)
+	c.access.drainLocked(c.touchLocked)
 }
 
-// drainAccessesLocked calls f with the buffered access records: the read
-// slots' (latch.go) and the shared buffer's (hits that took a pin).
-// Caller holds c.mu.
-func (c *Cache) drainAccessesLocked(f func([]*entry)) {
-	c.access.slots.drain(f)
-	c.access.buf.Drain(f)
+// drainLocked calls f with the buffered access records: the read slots'
+// (latch.go) and the shared buffer's (hits that took a pin). Caller holds
+// Cache.mu.
+func (a *accessRecording) drainLocked(f func([]*entry)) {
+	a.slots.drain(f)
+	a.buf.Drain(f)
 }
 
 func (c *Cache) touchLocked(batch []*entry) {
 	stamp := c.sizes.adaptive.aging.Load()
 	clock := c.access.clock.clock.Load()
 	for _, e := range batch {
-		c.mu.pol.touch(e)
+		c.mu.pol.Touch(e)
 		clock++
 		e.touchedAt.Store(clock)
 		if stamp {
-			c.stampLocked(e)
+			c.sizes.adaptive.stampLocked(e)
 		}
 	}
 	c.access.clock.clock.Store(clock)
@@ -218,7 +218,8 @@ func (c *Cache) remove(es []*entry) {
 // dirty; clean victims are still freed.
 func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error) {
 	// Prefetched image entries never requested go first (imageentries.go).
-	if freed := c.evictPrefetched(need); freed > 0 {
+	if freed := c.images.evict(need); freed > 0 {
+		c.charge(-freed)
 		return freed, nil
 	}
 	if c.registered.condensers.Load() > 0 {
@@ -235,7 +236,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 		clear(round)
 		c.mu.Lock()
 		c.drainLocked()
-		c.mu.pol.nominate(func(e *entry) verdict {
+		c.mu.pol.Nominate(func(e *entry) verdict {
 			if planned >= need {
 				return stop
 			}
@@ -277,7 +278,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	}
 	sc.clean, sc.dirty = clean, dirty
 	c.stats.evictions.Add(int64(len(clean)))
-	c.noteEvicted(clean)
+	c.sizes.noteEvicted(clean)
 	c.remove(clean)
 	if len(dirty) == 0 {
 		return freed, nil
@@ -295,7 +296,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	sc.gone, sc.back = gone, back
 	c.stats.evictions.Add(int64(len(gone)))
 	c.stats.dirtyEvictions.Add(int64(len(gone)))
-	c.noteEvicted(gone)
+	c.sizes.noteEvicted(gone)
 	c.remove(gone)
 	for _, e := range back {
 		c.settleBack(e)
@@ -366,7 +367,7 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 		return err
 	}
 	errs := allocateRound(ctx, es, sc)
-	c.writeImages(sc, sync)
+	writeImages(sc, &c.stats, sync)
 	sc.unlatch(es) // the images are written (or failed): the chunks may change
 	for _, err := range sc.fileErr {
 		errs = append(errs, err)
@@ -448,8 +449,8 @@ func allocateRound(ctx context.Context, es []*entry, sc *wbScratch) []error {
 
 // writeImages writes every allocated image with one WriteV per file (and
 // a Sync after it when sync is set), recording each file's error in
-// sc.fileErr.
-func (c *Cache) writeImages(sc *wbScratch, sync bool) {
+// sc.fileErr, and counts the writes in st.
+func writeImages(sc *wbScratch, st *counters, sync bool) {
 	enc, byFile := sc.enc, sc.byFile
 	for _, d := range sc.order {
 		ins, ok := sc.insOf[d]
@@ -475,14 +476,14 @@ func (c *Cache) writeImages(sc *wbScratch, sync bool) {
 		for _, x := range exts {
 			n += int64(len(x.Buf))
 		}
-		c.stats.vectorWrites.Add(1)
-		c.stats.vectorWriteBytes.Add(n)
+		st.vectorWrites.Add(1)
+		st.vectorWriteBytes.Add(n)
 		if err := f.drv.WriteV(exts); err != nil {
 			sc.fileErr[f] = fmt.Errorf("cache: writing %d chunks: %w", len(exts), err)
 			continue
 		}
 		if sync {
-			c.stats.syncs.Add(1)
+			st.syncs.Add(1)
 			if err := f.drv.Sync(); err != nil {
 				sc.fileErr[f] = fmt.Errorf("cache: sync: %w", err)
 			}
@@ -552,7 +553,7 @@ func (c *Cache) condense(need int64) int64 {
 	const maxCandidates = 64
 	var cands []*entry
 	c.mu.Lock()
-	c.mu.pol.nominate(func(e *entry) verdict {
+	c.mu.pol.Nominate(func(e *entry) verdict {
 		if len(cands) >= maxCandidates {
 			return stop
 		}

@@ -181,22 +181,27 @@ func (s *prefetchedSet) find(addr int64) int {
 }
 
 // dropLocked marks entry i gone and releases the set when it was the
-// last. Caller holds c.images.mu.
-func (c *Cache) dropLocked(st *prefetchedState, s *prefetchedSet, i int) {
+// last. It returns the bytes released, which the caller uncharges from
+// the budget. Caller holds m.mu.
+func (m *imageEntries) dropLocked(st *prefetchedState, s *prefetchedSet, i int) int64 {
 	s.gone[i] = true
 	s.left--
 	if s.left == 0 {
-		c.releaseSetLocked(st, s)
+		return m.releaseSetLocked(st, s)
 	}
+	return 0
 }
 
-// releaseSetLocked uncharges s, gives its buffer back and removes it.
-func (c *Cache) releaseSetLocked(st *prefetchedState, s *prefetchedSet) {
-	c.images.bytes.Add(-s.charge)
-	c.charge(-s.charge)
+// releaseSetLocked gives s's buffer back and removes it. It returns the
+// bytes released (s's charge), which the caller uncharges from the
+// budget. Caller holds m.mu.
+func (m *imageEntries) releaseSetLocked(st *prefetchedState, s *prefetchedSet) int64 {
+	n := s.charge
+	m.bytes.Add(-n)
 	bufpool.Put(s.buf)
 	s.buf, s.ents, s.left = nil, nil, 0
 	st.sets = slices.DeleteFunc(st.sets, func(x *prefetchedSet) bool { return x == s })
+	return n
 }
 
 // TakePrefetched returns the prefetched block at addr if it has exactly
@@ -223,13 +228,13 @@ func (f *File) TakePrefetched(addr, size int64, sum uint32) ([]byte, bool) {
 		e := s.ents[i]
 		if int64(len(e.Image)) != size || e.Sum != sum {
 			st.stale++
-			c.dropLocked(st, s, i)
+			c.charge(-c.images.dropLocked(st, s, i))
 			return nil, false
 		}
 		b := bufpool.Get(len(e.Image))
 		copy(b, e.Image)
 		st.taken++
-		c.dropLocked(st, s, i)
+		c.charge(-c.images.dropLocked(st, s, i))
 		return b, true
 	}
 	return nil, false
@@ -286,9 +291,11 @@ func (f *File) DropPrefetched() {
 	if st == nil {
 		return
 	}
+	var freed int64
 	for len(st.sets) > 0 {
-		c.releaseSetLocked(st, st.sets[0])
+		freed += c.images.releaseSetLocked(st, st.sets[0])
 	}
+	c.charge(-freed)
 	if _, ok := c.registered.files.Get(f.serial); !ok {
 		delete(c.images.mu.byFile, f.serial)
 	}
@@ -310,22 +317,21 @@ func (f *File) PrefetchedStats() PrefetchedStats {
 	return out
 }
 
-// evictPrefetched drops prefetched sets, oldest first, until need bytes
-// are freed or none is left; it returns the bytes freed. Called first by
-// eviction.
-func (c *Cache) evictPrefetched(need int64) int64 {
-	if c.images.bytes.Load() == 0 {
+// evict drops prefetched sets, oldest first, until need bytes are freed
+// or none is left; it returns the bytes freed, which the caller uncharges
+// from the budget. Called first by eviction.
+func (m *imageEntries) evict(need int64) int64 {
+	if m.bytes.Load() == 0 {
 		return 0
 	}
-	c.images.mu.Lock()
-	defer c.images.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var freed int64
-	for _, st := range c.images.mu.byFile {
+	for _, st := range m.mu.byFile {
 		for freed < need && len(st.sets) > 0 {
 			s := st.sets[0]
-			freed += s.charge
 			st.evicted += int64(s.left)
-			c.releaseSetLocked(st, s)
+			freed += m.releaseSetLocked(st, s)
 		}
 		if freed >= need {
 			break
@@ -360,7 +366,7 @@ func (f *File) HotChunks(ctx context.Context, fn func(HotChunk) bool) error {
 	var order []*entry
 	c.mu.Lock()
 	c.drainLocked()
-	c.mu.pol.nominate(func(e *entry) verdict {
+	c.mu.pol.Nominate(func(e *entry) verdict {
 		if e.ds.file == f && !e.bypass {
 			order = append(order, e)
 		}

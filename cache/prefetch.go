@@ -42,7 +42,7 @@ type prefetchState struct {
 	// others only lower bytes), so bytes exceeds max at most by what the
 	// decoded chunks' real sizes exceed their hints.
 	bytes atomic.Int64
-	// jobs is the prefetcher's queue, capacity 16; queuePrefetch drops a
+	// jobs is the prefetcher's queue, capacity 16; queue drops a
 	// job rather than block a request when it is full. nil when off.
 	jobs chan prefetchJob
 }
@@ -100,7 +100,7 @@ func (c *Cache) noteReadMiss(d *Dataset, coord Coord) {
 	dim := s.dim
 	s.Unlock()
 	if start {
-		c.queuePrefetch(d, coord, dim)
+		c.background.prefetch.queue(d, coord, dim)
 	}
 }
 
@@ -117,19 +117,19 @@ func (c *Cache) prefetchUsed(e *entry) {
 	dim := d.seq.dim
 	d.seq.last = append(d.seq.last[:0], e.coord...)
 	d.seq.Unlock()
-	c.queuePrefetch(d, e.coord, dim)
+	c.background.prefetch.queue(d, e.coord, dim)
 }
 
-// queuePrefetch hands a job to the prefetcher without ever blocking.
-func (c *Cache) queuePrefetch(d *Dataset, from Coord, dim int) {
+// queue hands a job to the prefetcher without ever blocking.
+func (p *prefetchState) queue(d *Dataset, from Coord, dim int) {
 	if d.noPrefetch.Load() {
 		return
 	}
-	if c.background.prefetch.bytes.Load() >= c.background.prefetch.max {
+	if p.bytes.Load() >= p.max {
 		return
 	}
 	select {
-	case c.background.prefetch.jobs <- prefetchJob{d: d, from: append(Coord(nil), from...), dim: dim}:
+	case p.jobs <- prefetchJob{d: d, from: append(Coord(nil), from...), dim: dim}:
 	default:
 	}
 }
@@ -193,25 +193,18 @@ func (f *File) waitPrefetches(closing bool) {
 
 // prefetch loads the chunks of one job that are stored, not cached, and
 // fit the budgets. Errors only end the job: a later demand read reports
-// them.
+// them. Its phases: pick the chunks (prefetchCoords), look them up, claim
+// table slots for those that fit (claimPrefetch), charge the budget
+// (chargePrefetch), read and decode them (readPrefetch, decodePrefetch),
+// and make them resident (settlePrefetch). Whatever ends the job early
+// removes the claimed entries, so a demand read loads them.
 func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	d := j.d
 	box := d.lay()
 	if j.dim < 0 || j.dim >= len(box.dims) || len(j.from) != len(box.dims) {
 		return nil
 	}
-	var coords []Coord
-	for k := 1; k <= c.cfg.PrefetchChunks; k++ {
-		x := append(Coord(nil), j.from...)
-		x[j.dim] += uint64(k)
-		if x[j.dim] < j.from[j.dim] {
-			break // overflow
-		}
-		if _, ok := c.chunks.Load(makeKey(d.serial, x)); ok {
-			continue
-		}
-		coords = append(coords, x)
-	}
+	coords := c.prefetchCoords(j)
 	if len(coords) == 0 {
 		return nil
 	}
@@ -220,9 +213,56 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	if err := box.l.Lookup(ctx, coords, locs); err != nil {
 		return err
 	}
+	es, total := c.claimPrefetch(d, coords, locs)
+	if len(es) == 0 {
+		return nil
+	}
+	if d.relocs.Load() != epoch {
+		c.remove(es) // a location may have moved: give up, a demand read will load
+		return nil
+	}
+	if !c.chargePrefetch(total) {
+		c.remove(es)
+		return nil
+	}
+	c.budget.inflight.Add(total)
+	defer c.budget.inflight.Add(-total)
+	images, err := readPrefetch(d, es, &c.stats)
+	if err == nil {
+		err = decodePrefetch(ctx, c.workers, box, es, images)
+	}
+	if err != nil {
+		c.remove(es)
+		return err
+	}
+	c.settlePrefetch(d, es)
+	return nil
+}
+
+// prefetchCoords returns the next Config.PrefetchChunks chunks after
+// j.from along j.dim that are not cached.
+func (c *Cache) prefetchCoords(j prefetchJob) []Coord {
+	var coords []Coord
+	for k := 1; k <= c.cfg.PrefetchChunks; k++ {
+		x := append(Coord(nil), j.from...)
+		x[j.dim] += uint64(k)
+		if x[j.dim] < j.from[j.dim] {
+			break // overflow
+		}
+		if _, ok := c.chunks.Load(makeKey(j.d.serial, x)); ok {
+			continue
+		}
+		coords = append(coords, x)
+	}
+	return coords
+}
+
+// claimPrefetch puts a loading entry into the chunk table for each chunk
+// of coords that is stored, loadable without bypass, and fits the
+// prefetch budget's room, in order until one does not fit. It returns the
+// entries (counted in d) and the sum of their size hints.
+func (c *Cache) claimPrefetch(d *Dataset, coords []Coord, locs []Location) (es []*entry, total int64) {
 	room := c.background.prefetch.max - c.background.prefetch.bytes.Load()
-	var es []*entry
-	var total int64
 	for i, x := range coords {
 		loc := locs[i]
 		if !loc.Exists() || loc.Size < 0 || loc.SizeHint <= 0 || loc.Size > maxStored(loc.SizeHint) || loc.SizeHint > c.sizing().bypass {
@@ -240,43 +280,46 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		es = append(es, e)
 		total += loc.SizeHint
 	}
-	if len(es) == 0 {
-		return nil
+	return es, total
+}
+
+// chargePrefetch charges total bytes if they fit under the active limit,
+// after evicting clean cold chunks to make room (evictClean); it never
+// waits.
+func (c *Cache) chargePrefetch(total int64) bool {
+	if c.budget.tryCharge(total, c.sizing().active) {
+		return true
 	}
-	if d.relocs.Load() != epoch {
-		c.remove(es) // a location may have moved: give up, a demand read will load
-		return nil
-	}
-	if !c.tryCharge(total) {
-		c.evictClean(total - (c.sizing().active - c.budget.resident.Load()))
-		if !c.tryCharge(total) {
-			c.remove(es)
-			return nil
-		}
-	}
-	c.budget.inflight.Add(total)
-	defer c.budget.inflight.Add(-total)
+	c.evictClean(total - (c.sizing().active - c.budget.resident.Load()))
+	return c.budget.tryCharge(total, c.sizing().active)
+}
+
+// readPrefetch sizes the claimed entries at their hints and reads their
+// images with one vector read, counted in st.
+func readPrefetch(d *Dataset, es []*entry, st *counters) ([][]byte, error) {
 	images := make([][]byte, len(es))
 	exts := make([]vfd.Extent, len(es))
+	var n int64
 	for i, e := range es {
 		h := e.loc.SizeHint
 		e.size.Store(h)
 		d.size.Add(h)
 		images[i] = bufpool.GetFull(int(e.loc.Size)) // Decode owns it (bufpool.go)
 		exts[i] = vfd.Extent{Off: e.loc.Addr, Buf: images[i]}
+		n += e.loc.Size
 	}
-	c.stats.vectorReads.Add(1)
-	c.stats.vectorReadBytes.Add(func() (n int64) {
-		for _, e := range es {
-			n += e.loc.Size
-		}
-		return n
-	}())
+	st.vectorReads.Add(1)
+	st.vectorReadBytes.Add(n)
 	if err := d.file.drv.ReadV(exts); err != nil {
-		c.remove(es)
-		return err
+		return nil, err
 	}
-	err := c.workers.run(ctx, len(es), func(i int) (err error) {
+	return images, nil
+}
+
+// decodePrefetch decodes the images read into the entries' chunks on w; a
+// panicking Decode is an error like any other.
+func decodePrefetch(ctx context.Context, w workers, box *layoutBox, es []*entry, images [][]byte) error {
+	return w.run(ctx, len(es), func(i int) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("%w: %v", ErrPanic, r)
@@ -290,10 +333,12 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		e.chunk = ch
 		return err
 	})
-	if err != nil {
-		c.remove(es)
-		return err
-	}
+}
+
+// settlePrefetch charges the decoded chunks' real sizes, links them into
+// the policy, marks them prefetched (counted in the prefetch budget until
+// first used) and makes them resident.
+func (c *Cache) settlePrefetch(d *Dataset, es []*entry) {
 	c.mu.Lock()
 	for _, e := range es {
 		ms := e.chunk.MemSize()
@@ -312,7 +357,6 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		e.settle(stateResident, false)
 	}
 	c.stats.prefetched.Add(int64(len(es)))
-	return nil
 }
 
 // evictClean frees up to need bytes by dropping idle clean chunks from the
@@ -327,7 +371,7 @@ func (c *Cache) evictClean(need int64) {
 	round := map[*Dataset]int64{}
 	c.mu.Lock()
 	c.drainLocked()
-	c.mu.pol.nominate(func(e *entry) verdict {
+	c.mu.pol.Nominate(func(e *entry) verdict {
 		if planned >= need {
 			return stop
 		}
@@ -355,6 +399,6 @@ func (c *Cache) evictClean(need int64) {
 	c.stats.evictions.Add(int64(len(victims)))
 	// Evicted for lack of room like any other victim: adaptive sizing
 	// counts a miss on them as a sign that a larger cache would help.
-	c.noteEvicted(victims)
+	c.sizes.noteEvicted(victims)
 	c.remove(victims)
 }

@@ -73,7 +73,7 @@ func (a *accessRecording) kickReplay() {
 func (c *Cache) replayOnce() int {
 	n := 0
 	c.mu.Lock()
-	c.drainAccessesLocked(func(batch []*entry) {
+	c.access.drainLocked(func(batch []*entry) {
 		n += len(batch)
 		c.touchLocked(batch)
 	})

@@ -236,7 +236,7 @@ func (c *Cache) publishLocked(s *sizing, d ResizeDecision, logged bool) {
 		c.sizes.adaptive.record(d)
 	}
 	if old == nil || old.active != s.active {
-		c.limitChanged()
+		c.admission.limitChanged(&c.sizes)
 	}
 	if old != nil && s.quiescent < old.quiescent {
 		select {

@@ -41,6 +41,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/scc-dev/scc/cache/internal/policy"
 )
 
 // ---- the harness -----------------------------------------------------------
@@ -48,7 +50,7 @@ import (
 // policySim feeds a key trace through one policy object with unit-size
 // entries and a capacity in entries.
 type policySim struct {
-	p        policy
+	p        policy.Policy[*entry]
 	ds       []*Dataset
 	res      map[uint64]*entry
 	capacity int
@@ -105,7 +107,7 @@ func (s *policySim) datasetOf(key uint64) *Dataset {
 
 func (s *policySim) drain() {
 	for _, e := range s.pending {
-		s.p.touch(e)
+		s.p.Touch(e)
 		s.clock++
 		e.touchedAt.Store(s.clock)
 	}
@@ -121,7 +123,7 @@ func (s *policySim) access(key uint64) (hit bool, victim uint64, evicted bool) {
 	if e, ok := s.res[key]; ok {
 		s.hits++
 		if !s.buffered {
-			s.p.touch(e)
+			s.p.Touch(e)
 		} else if s.sampled && s.skipRecord(e) {
 			// not recorded, as in Cache.tryHit
 		} else if s.filter.add(e) {
@@ -147,7 +149,7 @@ func (s *policySim) access(key uint64) (hit bool, victim uint64, evicted bool) {
 	d.size.Add(1)
 	e.linked = true
 	s.res[key] = e
-	s.p.add(e)
+	s.p.Add(e)
 	s.clock++ // as Cache.linkLocked
 	e.touchedAt.Store(s.clock)
 	return false, victim, evicted
@@ -158,7 +160,7 @@ func (s *policySim) access(key uint64) (hit bool, victim uint64, evicted bool) {
 func (s *policySim) evictOne() *entry {
 	var victim *entry
 	for pass := 0; pass < 2 && victim == nil; pass++ {
-		s.p.nominate(func(e *entry) verdict {
+		s.p.Nominate(func(e *entry) verdict {
 			if victim != nil {
 				return stop
 			}
@@ -174,7 +176,7 @@ func (s *policySim) evictOne() *entry {
 	if victim == nil {
 		panic(fmt.Sprintf("policy nominated no victim among %d entries", len(s.res)))
 	}
-	s.p.remove(victim)
+	s.p.Remove(victim)
 	victim.linked = false
 	victim.ds.size.Add(-1)
 	delete(s.res, victim.coord[0])
@@ -475,7 +477,7 @@ type traceResult struct {
 // (which must then be LRU) it runs the exact LRU in lockstep and returns an
 // error at the first divergence.
 //
-// LFU chooses victims in O(n) per round (policy.go), so its cells cost
+// LFU chooses victims in O(n) per round (internal/policy), so its cells cost
 // requests × capacity; cells above lfuBudget are left out (NaN, printed
 // "-") so that whole traces under the race detector stay in minutes.
 func runTraceCase(tc traceCase, pols []simPolicy, lfuBudget float64) (traceResult, error) {

@@ -1,4 +1,4 @@
-package cache
+package policy
 
 import (
 	"math/rand/v2"
@@ -13,28 +13,28 @@ import (
 func TestLFUNominateOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for round := 0; round < 200; round++ {
-		p := &lfuPolicy{}
+		p := &lfuPolicy[*tEntry, *tGroup, tNodes]{}
 		n := 1 + rng.IntN(40)
 		for i := 0; i < n; i++ {
-			e := &entry{coord: Coord{uint64(i)}, linked: true}
-			p.add(e)
+			e := &tEntry{id: uint64(i), linked: true}
+			p.Add(e)
 			for k := rng.IntN(4); k > 0; k-- {
-				p.touch(e)
+				p.Touch(e)
 			}
 		}
-		var want []*entry
-		for e := p.l.tail; e != nil; e = e.pprev {
+		var want []*tEntry
+		for e := p.l.tail; e != nil; e = e.prev {
 			want = append(want, e)
 		}
 		sort.SliceStable(want, func(i, j int) bool { return want[i].counter < want[j].counter })
 		limit := rng.IntN(n + 2)
-		var got []*entry
-		p.nominate(func(e *entry) verdict {
+		var got []*tEntry
+		p.Nominate(func(e *tEntry) Verdict {
 			if len(got) == limit {
-				return stop
+				return Stop
 			}
 			got = append(got, e)
-			return []verdict{take, skip, exhausted}[rng.IntN(3)]
+			return []Verdict{Take, Skip, Exhausted}[rng.IntN(3)]
 		})
 		if len(got) != min(limit, n) {
 			t.Fatalf("offered %d of %d with limit %d", len(got), n, limit)
@@ -42,7 +42,7 @@ func TestLFUNominateOrder(t *testing.T) {
 		for i := range got {
 			if got[i] != want[i] {
 				t.Fatalf("round %d: offer %d is chunk %d (counter %d), want chunk %d (counter %d)",
-					round, i, got[i].coord[0], got[i].counter, want[i].coord[0], want[i].counter)
+					round, i, got[i].id, got[i].counter, want[i].id, want[i].counter)
 			}
 		}
 	}

@@ -1,4 +1,6 @@
-package cache
+package policy
+
+import "fmt"
 
 // s3fifoPolicy is S3-FIFO (Juncheng Yang, Yazhuo Zhang, Ziyue Qiu, Yao Yue
 // and K. V. Rashmi, "FIFO queues are all you need for cache eviction",
@@ -18,22 +20,23 @@ package cache
 //     goes straight to M: it was evicted from S too early.
 //
 // Sizes are counted in chunks, not bytes, because the policy has no stable
-// per-chunk byte figure (entry.size changes when a layout condenses a
-// chunk); the chunks of one cache are mostly of similar size.
+// per-chunk byte figure (a chunk's size changes when its layout condenses
+// it); the chunks of one cache are mostly of similar size.
 //
 // Hit path: S3-FIFO needs no reordering on a hit, only a saturating bump of
-// the chunk's 2-bit frequency, which is exactly what makes it scale. In this
-// cache the bump arrives like every policy's touch: the hit records the
-// entry in the lossy striped access buffer (recordAccess, evict.go; no lock
-// shared by all goroutines) and touch runs when the buffer is replayed under
-// Cache.mu, always before victims are chosen. The buffer keeps at most one
+// the chunk's 2-bit frequency, which is exactly what makes it scale. In the
+// cache the bump arrives like every policy's Touch: the hit records the
+// entry in a lossy striped access buffer (no lock shared by all
+// goroutines) and Touch runs when the buffer is replayed under the policy
+// lock, always before victims are chosen. The buffer keeps at most one
 // record per chunk per drain and may drop records under contention; for
 // S3-FIFO that costs little, because what decides a chunk's fate is mostly
 // whether it was accessed at all since it was last examined (promotion from
 // S needs one access), not how often. A frequency field updated by an atomic
 // OR/CAS directly on the hit path (the clock-bit approach of the paper)
-// would bypass the buffer, but needs an atomic field in entry and a hook in
-// recordAccess; until then the buffered path is used for uniformity.
+// would bypass the buffer, but needs an atomic field in the cache's entry
+// and a hook in its hit path; until then the buffered path is used for
+// uniformity.
 //
 // Per-dataset minimums (SCC design §4.2): the cache answers exhausted for a
 // chunk whose dataset is at its minimum; that dataset then sits out the rest
@@ -44,10 +47,12 @@ package cache
 // partially read or written chunk that reaches the tail of S unaccessed is
 // promoted to M once, instead of being evicted, so it gets one more pass.
 //
-// entry.counter holds the state: bits 0-1 the frequency, bit 2 set while
-// the chunk is in M, bit 3 set once its partial second pass was used.
-type s3fifoPolicy struct {
-	small, main  entryList
+// An entry's counter holds the state: bits 0-1 the frequency, bit 2 set
+// while the chunk is in M, bit 3 set once its partial second pass was
+// used.
+type s3fifoPolicy[E, G comparable, N Nodes[E, G]] struct {
+	n            N
+	small, main  List[E]
 	nSmall       int // chunks on small (INVARIANT: its length)
 	nMain        int // chunks on main (INVARIANT: its length)
 	peak         int // most chunks ever resident: stands in for the capacity
@@ -65,30 +70,26 @@ const (
 	s3SmallPercent = 10
 )
 
-// ghostSeed keys the ghost hashes; any fixed value works (a collision only
-// sends one chunk to M instead of S).
-const ghostSeed = 0x9e3779b97f4a7c15
-
-func (p *s3fifoPolicy) add(e *entry) {
+func (p *s3fifoPolicy[E, G, N]) Add(e E) {
 	p.peak = max(p.peak, p.nSmall+p.nMain+1)
-	if p.ghost.take(e.key.hash(ghostSeed)) {
-		e.counter = s3InMain
-		p.main.pushFront(e)
+	if p.ghost.take(p.n.Key(e)) {
+		*p.n.Counter(e) = s3InMain
+		pushFront(p.n, &p.main, e)
 		p.nMain++
 		return
 	}
-	e.counter = 0
-	p.small.pushFront(e)
+	*p.n.Counter(e) = 0
+	pushFront(p.n, &p.small, e)
 	p.nSmall++
 }
 
-func (p *s3fifoPolicy) remove(e *entry) {
-	if e.counter&s3InMain != 0 {
-		p.main.unlink(e)
+func (p *s3fifoPolicy[E, G, N]) Remove(e E) {
+	if *p.n.Counter(e)&s3InMain != 0 {
+		unlink(p.n, &p.main, e)
 		p.nMain--
 		return
 	}
-	p.small.unlink(e)
+	unlink(p.n, &p.small, e)
 	p.nSmall--
 	// Evicted from S (or dropped by a flush or extent change, which the
 	// policy cannot tell apart; a ghost of a dropped chunk only sends it to
@@ -97,25 +98,25 @@ func (p *s3fifoPolicy) remove(e *entry) {
 	// capacity in chunks is not known (the budget is in bytes), so the most
 	// chunks ever resident stands in for it: unlike the current count it
 	// does not shrink while a batch of victims is being removed.
-	p.ghost.push(e.key.hash(ghostSeed), max(p.peak*(100-s3SmallPercent)/100, 1))
+	p.ghost.push(p.n.Key(e), max(p.peak*(100-s3SmallPercent)/100, 1))
 }
 
-func (p *s3fifoPolicy) touch(e *entry) {
-	if e.linked && e.counter&s3FreqMask < s3MaxFreq {
-		e.counter++
+func (p *s3fifoPolicy[E, G, N]) Touch(e E) {
+	if c := p.n.Counter(e); p.n.Linked(e) && *c&s3FreqMask < s3MaxFreq {
+		*c++
 	}
 }
 
 // promote moves e from S to the head of M with its frequency cleared.
-func (p *s3fifoPolicy) promote(e *entry, flags int32) {
-	p.small.unlink(e)
+func (p *s3fifoPolicy[E, G, N]) promote(e E, flags int32) {
+	unlink(p.n, &p.small, e)
 	p.nSmall--
-	e.counter = s3InMain | flags
-	p.main.pushFront(e)
+	*p.n.Counter(e) = s3InMain | flags
+	pushFront(p.n, &p.main, e)
 	p.nMain++
 }
 
-func (p *s3fifoPolicy) nominate(try func(*entry) verdict) {
+func (p *s3fifoPolicy[E, G, N]) Nominate(try func(E) Verdict) {
 	// Each queue is walked once from its tail toward its head by a cursor.
 	// Offered entries stay where they are (a taken one stays linked until
 	// the cache calls remove), so the cursor never meets them again. An
@@ -123,11 +124,12 @@ func (p *s3fifoPolicy) nominate(try func(*entry) verdict) {
 	// again later, at most s3MaxFreq times; entries promoted from S land at
 	// M's head, ahead of M's cursor. So every entry is offered at most once
 	// and the walk ends even when try always answers skip.
-	var out map[*Dataset]bool // datasets that answered exhausted this round
+	var none E
+	var out map[G]bool // groups that answered exhausted this round
 	sCur, mCur := p.small.tail, p.main.tail
 	sTaken, mTaken := 0, 0
-	pushMain := func(e *entry) {
-		if mCur == nil {
+	pushMain := func(e E) {
+		if mCur == none {
 			mCur = e // M's walk had ended (or M was empty): resume at e
 		}
 	}
@@ -140,58 +142,84 @@ func (p *s3fifoPolicy) nominate(try func(*entry) verdict) {
 	}
 	fromSmall := useSmall()
 	for {
-		if fromSmall && sCur == nil {
+		if fromSmall && sCur == none {
 			fromSmall = false
 		}
-		if !fromSmall && mCur == nil {
-			if sCur == nil {
+		if !fromSmall && mCur == none {
+			if sCur == none {
 				return
 			}
 			fromSmall = true
 		}
-		var e *entry
+		var e E
 		if fromSmall {
-			e, sCur = sCur, sCur.pprev
+			e, sCur = sCur, *p.n.Prev(sCur)
 		} else {
-			e, mCur = mCur, mCur.pprev
+			e, mCur = mCur, *p.n.Prev(mCur)
 		}
-		if out[e.ds] {
+		if out[p.n.Group(e)] {
 			continue
 		}
+		c := p.n.Counter(e)
 		if fromSmall {
 			switch {
-			case e.counter&s3FreqMask != 0:
-				p.promote(e, e.counter&s3SecondUsed)
+			case *c&s3FreqMask != 0:
+				p.promote(e, *c&s3SecondUsed)
 				pushMain(e)
 				continue
-			case p.secondChance && e.counter&s3SecondUsed == 0 && e.partial().Load():
+			case p.secondChance && *c&s3SecondUsed == 0 && p.n.Partial(e):
 				p.promote(e, s3SecondUsed)
 				pushMain(e)
 				continue
 			}
-		} else if e.counter&s3FreqMask != 0 {
-			e.counter--
-			p.main.moveFront(e)
+		} else if *c&s3FreqMask != 0 {
+			*c--
+			moveFront(p.n, &p.main, e)
 			pushMain(e)
 			continue
 		}
 		switch try(e) {
-		case stop:
+		case Stop:
 			return
-		case take:
+		case Take:
 			if fromSmall {
 				sTaken++
 			} else {
 				mTaken++
 			}
 			fromSmall = useSmall()
-		case exhausted:
+		case Exhausted:
 			if out == nil {
-				out = map[*Dataset]bool{}
+				out = map[G]bool{}
 			}
-			out[e.ds] = true
+			out[p.n.Group(e)] = true
 		}
 	}
+}
+
+// contents checks the queue counts, that each entry's counter places it
+// on the queue that holds it, and the ghost queue's bounds.
+func (p *s3fifoPolicy[E, G, N]) contents(limit int) ([]E, error) {
+	out, err := appendList(p.n, nil, &p.small, limit)
+	if err != nil {
+		return out, err
+	}
+	nSmall := len(out)
+	if out, err = appendList(p.n, out, &p.main, limit); err != nil {
+		return out, err
+	}
+	if nSmall != p.nSmall || len(out)-nSmall != p.nMain {
+		return out, fmt.Errorf("s3fifo counts %d+%d, lists hold %d+%d", p.nSmall, p.nMain, nSmall, len(out)-nSmall)
+	}
+	for i, e := range out {
+		if inMain := *p.n.Counter(e)&s3InMain != 0; inMain != (i >= nSmall) {
+			return out, fmt.Errorf("s3fifo: entry %d on the wrong queue", i)
+		}
+	}
+	if g, c := p.ghost.len(), max(p.peak*(100-s3SmallPercent)/100, 1); g > c || len(p.ghost.ring)-p.ghost.head > 2*c+16 {
+		return out, fmt.Errorf("s3fifo: ghost holds %d keys in a ring of %d, bound %d", g, len(p.ghost.ring)-p.ghost.head, c)
+	}
+	return out, nil
 }
 
 // ghostFIFO remembers the hashes of recently evicted keys in FIFO order,
