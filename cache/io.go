@@ -683,7 +683,7 @@ func storedOnly(o op, reqs []Request, gs []*group) ([]*group, error) {
 // someone else first).
 func (c *Cache) routeDirect(ctx context.Context, o op, reqs []Request, work []*group) (_ []*group, later []int, err error) {
 	switch o.kind {
-	case opRead: // whole unfiltered chunks go straight to the caller (direct.go), parts of chunks above the bypass threshold by their blocks (directpart.go)
+	case opRead: // whole unfiltered chunks go straight to the caller (direct.go), parts of chunks above the bypass threshold by their blocks (directpart.go), whole filtered ones the cache has no room for are decoded there (directdecode.go)
 		// ...except those with a prefetched image entry, which
 		// readImages serves without a read (imageentries.go).
 		var pre []*group
@@ -702,6 +702,11 @@ func (c *Cache) routeDirect(ctx context.Context, o op, reqs []Request, work []*g
 			return nil, nil, err
 		}
 		work = append(work, pre...)
+		// Whole filtered chunks the cache would keep only by evicting
+		// others are decoded into the caller's buffer (directdecode.go).
+		if work, err = c.decodeDirect(ctx, reqs, work); err != nil {
+			return nil, nil, err
+		}
 	case opWrite: // whole large unfiltered chunks go straight to the file (directwrite.go)
 		if work, later, err = c.writeDirect(ctx, reqs, work); err != nil {
 			return nil, later, err
