@@ -949,21 +949,15 @@ func (c *Cache) materializeAll(ctx context.Context, o op, reqs []Request, mine [
 	}
 	// One chunk (a small read's miss) is decoded or created right here:
 	// no hand-off to the pool, and no closure to allocate for it.
-	load := func(i int) error {
-		if err := materialize(loads[i], images[i], true, sumOf(sums, i)); err != nil || o.kind != opRead {
-			return err
-		}
-		return c.applyGroup(o, loads[i], reqs)
-	}
 	switch n := len(loads) + len(creates); {
 	case n == 1 && len(loads) == 1:
-		err = load(0)
+		err = c.load(o, reqs, loads[0], images[0], sumOf(sums, 0))
 	case n == 1:
 		err = materialize(creates[0], nil, false, nil)
 	default:
 		err = c.workers.run(ctx, n, func(i int) error {
 			if i < len(loads) {
-				return load(i)
+				return c.load(o, reqs, loads[i], images[i], sumOf(sums, i))
 			}
 			return materialize(creates[i-len(loads)], nil, false, nil)
 		})
@@ -979,6 +973,15 @@ func (c *Cache) materializeAll(ctx context.Context, o op, reqs []Request, mine [
 	c.stats.loads.Add(int64(len(loads)))
 	c.stats.creates.Add(int64(len(creates)))
 	return nil
+}
+
+// load decodes g's image (materialize) and, for a read, serves g's
+// pieces from the chunk (materializeAll).
+func (c *Cache) load(o op, reqs []Request, g *group, image []byte, sum *directRead) error {
+	if err := materialize(g, image, true, sum); err != nil || o.kind != opRead {
+		return err
+	}
+	return c.applyGroup(o, g, reqs)
 }
 
 // readImages reads the stored images of loads, with one vector read per
