@@ -683,7 +683,7 @@ func storedOnly(o op, reqs []Request, gs []*group) ([]*group, error) {
 // someone else first).
 func (c *Cache) routeDirect(ctx context.Context, o op, reqs []Request, work []*group) (_ []*group, later []int, err error) {
 	switch o.kind {
-	case opRead: // whole unfiltered chunks go straight to the caller (direct.go), parts of chunks above the bypass threshold by their blocks (directpart.go)
+	case opRead: // whole unfiltered chunks go straight to the caller (direct.go), parts of chunks above the bypass threshold by their blocks (directpart.go), whole filtered ones the cache has no room for are decoded there (directdecode.go)
 		// ...except those with a prefetched image entry, which
 		// readImages serves without a read (imageentries.go).
 		var pre []*group
@@ -702,6 +702,11 @@ func (c *Cache) routeDirect(ctx context.Context, o op, reqs []Request, work []*g
 			return nil, nil, err
 		}
 		work = append(work, pre...)
+		// Whole filtered chunks the cache would keep only by evicting
+		// others are decoded into the caller's buffer (directdecode.go).
+		if work, err = c.decodeDirect(ctx, reqs, work); err != nil {
+			return nil, nil, err
+		}
 	case opWrite: // whole large unfiltered chunks go straight to the file (directwrite.go)
 		if work, later, err = c.writeDirect(ctx, reqs, work); err != nil {
 			return nil, later, err
@@ -781,18 +786,16 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		return later, err
 	}
 	defer c.budget.inflight.Add(-n)
-	if err := c.materializeAll(ctx, o, mine); err != nil {
+	if err := c.materializeAll(ctx, o, reqs, mine); err != nil {
 		c.remove(entriesOf(mine))
 		return later, err
 	}
 	bypass := c.publish(mine)
 	var firstErr error
+	if o.kind != opRead { // a read's pieces were served as its chunks were decoded
+		firstErr = c.applyGroups(ctx, o, reqs, mine)
+	}
 	for _, g := range mine {
-		for _, i := range g.reqs {
-			if err := c.apply(o, g.e, &reqs[i]); err != nil && firstErr == nil {
-				firstErr = err
-			}
-		}
 		if !g.e.bypass {
 			c.unpin(g.e)
 		}
@@ -801,6 +804,67 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 		firstErr = err
 	}
 	return later, firstErr
+}
+
+// parallelApplyBytes is the size of a sub-list's chunks (their hints)
+// from which applyGroups hands them to the workers: below it the pool's
+// hand-off costs more than the copies it spreads.
+const parallelApplyBytes = 256 << 10
+
+// applyGroups applies every request of the published groups mine, each
+// chunk's requests in order, and returns the first error. A sub-list of
+// many chunks runs on the workers, one task per chunk: the copies between
+// the caller's buffer and the chunks are most of a large request's work,
+// and on one goroutine they would leave the other cores idle.
+//
+// Every chunk gets all of its requests even when another chunk's fail
+// (as the serial order did): a created chunk's contents are unspecified
+// until its pieces are gathered, so no task may be skipped, which is why
+// the tasks return nil, errors are kept per chunk and the run does not
+// see the caller's cancellation.
+func (c *Cache) applyGroups(ctx context.Context, o op, reqs []Request, mine []*group) error {
+	var n int64
+	for _, g := range mine {
+		n += g.hint()
+	}
+	if len(mine) < 2 || n < parallelApplyBytes {
+		var firstErr error
+		for _, g := range mine {
+			if err := c.applyGroup(o, g, reqs); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+		return firstErr
+	}
+	errs := make([]error, len(mine))
+	err := c.workers.run(context.WithoutCancel(ctx), len(mine), func(i int) error {
+		errs[i] = c.applyGroup(o, mine[i], reqs)
+		return nil
+	})
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return err
+}
+
+// applyGroup applies g's requests to its chunk, pinned or owned by the
+// caller, in order; it returns the first error, having applied the rest.
+// A panic in the layout comes back as ErrPanic (on a worker it would
+// otherwise cut the run short).
+func (c *Cache) applyGroup(o op, g *group, reqs []Request) (firstErr error) {
+	defer func() {
+		if r := recover(); r != nil {
+			firstErr = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	for _, i := range g.reqs {
+		if err := c.apply(o, g.e, &reqs[i]); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
 }
 
 // claim publishes a loading entry for each group; it returns the groups
@@ -862,7 +926,15 @@ func (c *Cache) reserveFor(ctx context.Context, mine []*group) (int64, error) {
 // materializeAll loads existing chunks with one vector read per file and
 // decodes them, and creates the rest (a write that covers a chunk, or a
 // chunk that exists nowhere), filling g.e.chunk for every group.
-func (c *Cache) materializeAll(ctx context.Context, o op, mine []*group) error {
+//
+// A read serves its pieces from each chunk in the same task that decoded
+// it: the chunks of a read of many run decode and scatter on the workers
+// in parallel, each chunk's scatter following its decode while the bytes
+// are still in the core's cache. The entries are still loading, so
+// nothing else reaches the chunks yet; a failed scatter fails the load
+// like a failed decode (the entries are removed, which a read can afford:
+// it changed no chunk).
+func (c *Cache) materializeAll(ctx context.Context, o op, reqs []Request, mine []*group) error {
 	var loads, creates []*group
 	for _, g := range mine {
 		if o.kind == opWrite && (g.full || !g.loc.Exists()) {
@@ -879,13 +951,13 @@ func (c *Cache) materializeAll(ctx context.Context, o op, mine []*group) error {
 	// no hand-off to the pool, and no closure to allocate for it.
 	switch n := len(loads) + len(creates); {
 	case n == 1 && len(loads) == 1:
-		err = materialize(loads[0], images[0], true, sumOf(sums, 0))
+		err = c.load(o, reqs, loads[0], images[0], sumOf(sums, 0))
 	case n == 1:
 		err = materialize(creates[0], nil, false, nil)
 	default:
 		err = c.workers.run(ctx, n, func(i int) error {
 			if i < len(loads) {
-				return materialize(loads[i], images[i], true, sumOf(sums, i))
+				return c.load(o, reqs, loads[i], images[i], sumOf(sums, i))
 			}
 			return materialize(creates[i-len(loads)], nil, false, nil)
 		})
@@ -901,6 +973,15 @@ func (c *Cache) materializeAll(ctx context.Context, o op, mine []*group) error {
 	c.stats.loads.Add(int64(len(loads)))
 	c.stats.creates.Add(int64(len(creates)))
 	return nil
+}
+
+// load decodes g's image (materialize) and, for a read, serves g's
+// pieces from the chunk (materializeAll).
+func (c *Cache) load(o op, reqs []Request, g *group, image []byte, sum *directRead) error {
+	if err := materialize(g, image, true, sum); err != nil || o.kind != opRead {
+		return err
+	}
+	return c.applyGroup(o, g, reqs)
 }
 
 // readImages reads the stored images of loads, with one vector read per

@@ -124,6 +124,17 @@ func (l *denseLayout) Evict(_ cache.Coord, chunk cache.Chunk) {
 }
 
 func (l *denseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
+	img, err := l.verifyImage(coord, loc, image)
+	if err != nil {
+		return nil, err
+	}
+	return l.decodeVerified(coord, loc, image, img)
+}
+
+// verifyImage checks that image is the stored frame the index names at loc
+// and returns its verified payload; on error it gives image back to the
+// pool.
+func (l *denseLayout) verifyImage(coord cache.Coord, loc cache.Location, image []byte) ([]byte, error) {
 	if format.Trailer(image) != loc.Sum {
 		// Intact or not, these are not the bytes the index names: space a
 		// writer reused under a reader that fell behind (see refresh.go).
@@ -135,8 +146,50 @@ func (l *denseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte
 		bufpool.Put(image)
 		return nil, fmt.Errorf("chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
 	}
-	return l.decodeVerified(coord, loc, image, img)
+	return img, nil
 }
+
+// DecodeTarget lets a read of a whole filtered chunk that the cache would
+// not keep be decoded straight into the caller's buffer
+// (cache/directdecode.go), under the conditions of DirectTarget's
+// contiguous run. Unfiltered chunks go by DirectTarget instead (read, not
+// decoded, into the caller's bytes); chunks under directMin stay on the
+// cached path, where keeping them is cheap.
+func (l *denseLayout) DecodeTarget(_ cache.Location, p cache.Piece) ([]byte, bool) {
+	if l.s.unfiltered || l.s.chunkBytes < directMin {
+		return nil, false
+	}
+	return l.wholeRun(p)
+}
+
+// DecodeInto is Decode into dst, the caller's bytes of the whole chunk
+// (DecodeTarget): the same checks, and the pipeline writes its output
+// there.
+func (l *denseLayout) DecodeInto(coord cache.Coord, loc cache.Location, image, dst []byte) error {
+	img, err := l.verifyImage(coord, loc, image)
+	if err != nil {
+		return err
+	}
+	if int64(len(dst)) != l.s.chunkBytes {
+		bufpool.Put(image)
+		return fmt.Errorf("%w: chunk %v of %q: direct decode into %d bytes, chunk has %d", cache.ErrInvalid, []uint64(coord), l.s.name, len(dst), l.s.chunkBytes)
+	}
+	// img passed its CRC32C: a zstd frame checksum would check it again.
+	buf, err := l.s.pipeline.DecodeVerifiedTo(dst[:0], img, loc.Mask, len(dst))
+	bufpool.Put(image)
+	if err != nil {
+		return fmt.Errorf("chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
+	}
+	if len(buf) != len(dst) {
+		return fmt.Errorf("%w: chunk %v of %q: decoded %d bytes, want %d", ErrCorrupt, []uint64(coord), l.s.name, len(buf), len(dst))
+	}
+	if &buf[0] != &dst[0] {
+		copy(dst, buf) // not decoded in place (cannot happen with cap >= chunkBytes)
+	}
+	return nil
+}
+
+var _ cache.DirectDecoder = (*denseLayout)(nil)
 
 // SummedLen and DecodeSummed let a split load (cache/splitload.go) hand
 // Decode the checksum of an unfiltered chunk's bytes, computed by pieces
