@@ -9,7 +9,6 @@ import (
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/internal/format"
-	"github.com/scc-dev/scc/engine/internal/index"
 	"github.com/scc-dev/scc/engine/internal/section"
 )
 
@@ -221,55 +220,22 @@ func (l *vlenLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, er
 	return cache.Encoded{Image: img, Mask: uint32(len(c.heap)), Sum: sum, Pooled: pooled}, nil
 }
 
+// Insert, Publish and Delete are the shared index writes (indexwrite.go):
+// a variable-length chunk has nothing beside its index.
 func (l *vlenLayout) Insert(_ context.Context, ins []cache.Insertion) error {
-	return l.s.allocInsertions(ins, func(mask uint32) int64 { return l.memFor(int64(mask)) })
+	return l.insert(ins, l)
 }
 
 func (l *vlenLayout) Publish(ctx context.Context, ins []cache.Insertion, writeErr error) error {
-	if writeErr != nil {
-		for _, in := range ins {
-			l.s.f.space.free(in.New.Addr, in.New.Size)
-		}
-		return nil
-	}
-	x, err := l.s.idx.get(ctx)
-	if err != nil {
-		for _, in := range ins {
-			l.s.f.space.free(in.New.Addr, in.New.Size)
-		}
-		return err
-	}
-	defer l.s.idx.account(x)
-	var firstErr error
-	for _, in := range ins {
-		old, err := x.Put(ctx, in.Coord, index.Entry{Addr: uint64(in.New.Addr), Size: uint64(in.New.Size), Mask: in.New.Mask, Sum: in.New.Sum})
-		if err != nil {
-			l.s.f.space.free(in.New.Addr, in.New.Size)
-			if firstErr == nil {
-				firstErr = classify(err)
-			}
-			continue
-		}
-		l.s.freeDropped(old)
-	}
-	l.s.dirty.Store(true)
-	return firstErr
+	return l.publish(ctx, ins, writeErr, l)
 }
 
 func (l *vlenLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Location) error {
-	x, err := l.s.idx.get(ctx)
-	if err != nil {
-		return err
-	}
-	old, err := x.Delete(ctx, coord)
-	l.s.idx.account(x)
-	if err != nil {
-		return classify(err)
-	}
-	l.s.freeDropped(old)
-	l.s.dirty.Store(true)
-	return nil
+	return l.deleteChunk(ctx, coord, l)
 }
+
+// sizeHint: a variable-length image's mask field is its heap's size.
+func (l *vlenLayout) sizeHint(mask uint32) int64 { return l.memFor(int64(mask)) }
 
 // Scatter copies the selected elements' sequences into the piece's vals.
 func (l *vlenLayout) Scatter(chunk cache.Chunk, p cache.Piece) error {
