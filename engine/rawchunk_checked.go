@@ -3,11 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/scc-dev/scc/internal/bufpool"
-
-	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/internal/format"
-	"github.com/scc-dev/scc/serialize"
 )
 
 // Helpers around the raw chunk API (rawchunk.go) for importers and
@@ -79,57 +74,5 @@ func (d *Dataset) WriteChunkRawChecked(ctx context.Context, coords []uint64, dat
 	if err := d.checkRaw(true); err != nil {
 		return err
 	}
-	s := d.s
-	if _, err := s.chunkRegion(coords); err != nil {
-		return err
-	}
-	if int64(len(data))+format.ChunkFrameOverhead > s.store.maxStored() {
-		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), s.store.maxStored()-format.ChunkFrameOverhead)
-	}
-	decoded := data
-	if s.unfiltered {
-		if int64(len(data)) != s.chunkBytes || filterMask != 0 {
-			return fmt.Errorf("%w: unfiltered chunk of %d bytes (mask %#x), want %d bytes and mask 0", ErrInvalid, len(data), filterMask, s.chunkBytes)
-		}
-	} else {
-		dst := bufpool.Get(int(s.chunkBytes))
-		defer bufpool.Put(dst)
-		var err error
-		if decoded, err = s.pipeline.DecodeTo(dst[:0], data, filterMask, int(s.chunkBytes)); err != nil {
-			return fmt.Errorf("%w: encoded chunk does not decode through the pipeline: %v", ErrInvalid, err)
-		}
-	}
-	if check != nil {
-		if err := check(decoded); err != nil {
-			return fmt.Errorf("%w: chunk %v of %q refused by the caller's check: %v", ErrInvalid, coords, s.name, err)
-		}
-	}
-	// The region again, under the hold: the extent may have changed since
-	// the check above, and cannot change while the hold lasts.
-	reg, err := s.chunkRegion(coords)
-	if err != nil {
-		return err
-	}
-	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}, Write: true})
-	if err != nil {
-		return classify(err)
-	}
-	defer release()
-	if _, err := s.chunkRegion(coords); err != nil {
-		return err
-	}
-	if !s.paddingIsFill(coords, decoded) {
-		return fmt.Errorf("%w: chunk %v: elements outside the extent %v are not the fill value", ErrInvalid, coords, s.shape())
-	}
-	cds, err := s.cacheDataset()
-	if err != nil {
-		return err
-	}
-	// The frame is the bytes and their trailer in one pooled buffer:
-	// DirectWrite writes it before it returns and keeps no reference.
-	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)
-	frame := format.AppendChunkChecksum(append(buf[:0], data...))
-	err = cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})
-	bufpool.Put(buf)
-	return classify(err)
+	return d.writeRaw(ctx, coords, data, filterMask, rawWrite{check: check})
 }
