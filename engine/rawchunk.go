@@ -38,7 +38,7 @@ type StoredChunk struct {
 // every chunk written before the call is listed; chunks never written (or
 // deleted by a shrink) are absent and read as the fill value.
 func (d *Dataset) StoredChunks(ctx context.Context) (out []StoredChunk, err error) {
-	if err := d.checkRaw(false); err != nil {
+	if err := d.checkRaw(false, "StoredChunks"); err != nil {
 		return nil, err
 	}
 	err = d.s.f.follow(ctx, func() (err error) {
@@ -106,7 +106,7 @@ func (s *dsState) chunkRegion(coords []uint64) (serialize.Region, error) {
 // stored (it reads as the fill value). A dirty cached copy is written back
 // first, so the bytes are those of the latest write.
 func (d *Dataset) ReadChunkRaw(ctx context.Context, coords []uint64) (data []byte, filterMask uint32, err error) {
-	if err := d.checkRaw(false); err != nil {
+	if err := d.checkRaw(false, "ReadChunkRaw"); err != nil {
 		return nil, 0, err
 	}
 	err = d.s.f.follow(ctx, func() (err error) {
@@ -161,7 +161,7 @@ func (d *Dataset) readChunkRaw(ctx context.Context, coords []uint64) (data []byt
 // engine's invariant for stored chunks; otherwise ErrInvalid and nothing
 // is stored. data is not retained.
 func (d *Dataset) WriteChunkRaw(ctx context.Context, coords []uint64, data []byte, filterMask uint32) error {
-	if err := d.checkRaw(true); err != nil {
+	if err := d.checkRaw(true, "WriteChunkRaw"); err != nil {
 		return err
 	}
 	return d.writeRaw(ctx, coords, data, filterMask, rawWrite{})
@@ -301,25 +301,21 @@ func (f Filter) Stage() (name string, level int) {
 	return f.spec.String(), int(f.spec.Level)
 }
 
-// errRawLayout refuses the raw chunk API on a dataset that is not chunked
-// (dense): a sparse or variable-length chunk is a structured chunk of
-// several sections, not one pipeline image, and a contiguous dataset has
-// no chunks at all; read them with Read. It is the refusal of any
-// layout's own call on another layout (needLayout).
-var errRawLayout = errWrongLayout
-
-// rawLayout is the one place every raw chunk entry point asks whether the
-// dataset's layout has raw chunks, before it touches anything a layout
-// keeps (the dense layout's stored bound, its index, its pipeline).
-func (d *Dataset) rawLayout() error {
-	_, err := needLayout[*denseLayout](d.s, "raw chunk I/O")
-	return err
+// rawLayout is where every raw chunk entry point (call names it) asks
+// whether the dataset's layout has raw chunks, before it touches anything
+// a layout keeps (the dense layout's stored bound, its index, its
+// pipeline). Only a chunked dataset has: a sparse or variable-length
+// chunk is a structured chunk of several sections, not one pipeline
+// image, and a contiguous dataset has no chunks at all; they refuse the
+// raw chunk calls (needLayouts) and are read with Read or ReadVlen.
+func (d *Dataset) rawLayout(call string) error {
+	return needLayouts(d.s, call, Chunked)
 }
 
 // checkRaw is check for the raw chunk API (see rawLayout).
-func (d *Dataset) checkRaw(write bool) error {
+func (d *Dataset) checkRaw(write bool, call string) error {
 	if err := d.check(write); err != nil {
 		return err
 	}
-	return d.rawLayout()
+	return d.rawLayout(call)
 }

@@ -14,7 +14,8 @@ import (
 
 // ChunkGrid returns the number of chunks along each dimension at the
 // current extent (a partial edge chunk counts as one): the bound of the
-// chunk coordinates ReadChunkRaw and WriteChunkRaw take.
+// chunk coordinates ReadChunkRaw and WriteChunkRaw take. Every layout
+// answers it for its Chunk shape (a contiguous dataset's pieces).
 func (d *Dataset) ChunkGrid() []uint64 {
 	shape := d.s.shape()
 	g := make([]uint64, len(shape))
@@ -25,7 +26,9 @@ func (d *Dataset) ChunkGrid() []uint64 {
 }
 
 // ChunkBytes returns the decoded size of one chunk in bytes (the product of
-// the chunk shape and the element size).
+// the chunk shape and the element size). Every layout answers it; for a
+// variable-length dataset it is that product too, not what the chunk's
+// sequences take.
 func (d *Dataset) ChunkBytes() int { return int(d.s.chunkBytes) }
 
 // DecodeChunk runs an encoded chunk (as ReadChunkRaw returns it) back
@@ -33,7 +36,7 @@ func (d *Dataset) ChunkBytes() int { return int(d.s.chunkBytes) }
 // (ChunkBytes bytes, little-endian, C order). Bytes that do not decode
 // return ErrCorrupt; a dataset that is not chunked, ErrInvalid.
 func (d *Dataset) DecodeChunk(data []byte, filterMask uint32) ([]byte, error) {
-	if err := d.rawLayout(); err != nil {
+	if err := d.rawLayout("DecodeChunk"); err != nil {
 		return nil, err
 	}
 	if d.s.unfiltered {
@@ -50,7 +53,7 @@ func (d *Dataset) DecodeChunk(data []byte, filterMask uint32) ([]byte, error) {
 // dataset's pipeline, producing what WriteChunkRaw takes (ErrInvalid on a
 // dataset that is not chunked).
 func (d *Dataset) EncodeChunk(chunk []byte) (data []byte, filterMask uint32, err error) {
-	if err := d.rawLayout(); err != nil {
+	if err := d.rawLayout("EncodeChunk"); err != nil {
 		return nil, 0, err
 	}
 	if int64(len(chunk)) != d.s.chunkBytes {
@@ -71,7 +74,7 @@ func (d *Dataset) EncodeChunk(chunk []byte) (data []byte, filterMask uint32, err
 // WriteChunkRaw verifies is verified too (the bytes decode to exactly one
 // chunk; an edge chunk's elements outside the extent hold the fill value).
 func (d *Dataset) WriteChunkRawChecked(ctx context.Context, coords []uint64, data []byte, filterMask uint32, check func(chunk []byte) error) error {
-	if err := d.checkRaw(true); err != nil {
+	if err := d.checkRaw(true, "WriteChunkRawChecked"); err != nil {
 		return err
 	}
 	return d.writeRaw(ctx, coords, data, filterMask, rawWrite{check: check})

@@ -32,7 +32,7 @@ import (
 // reports whether this call decoded the chunk (an edge chunk) or not.
 // Coherence with the cache is WriteChunkRaw's (rawchunk.go).
 func (d *Dataset) WriteChunkRawZlib(ctx context.Context, coords []uint64, data []byte, filterMask uint32) (verified bool, err error) {
-	if err := d.checkRaw(true); err != nil {
+	if err := d.checkRaw(true, "WriteChunkRawZlib"); err != nil {
 		return false, err
 	}
 	s := d.s
