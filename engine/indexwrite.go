@@ -8,7 +8,7 @@ import (
 	"github.com/scc-dev/scc/engine/internal/index"
 )
 
-// The chunk index's side of a write-back and a shrink, shared by every
+// The chunk index's side of a write-back and of a deletion, shared by every
 // layout whose chunks a chunk index names (dense, sparse, variable-length):
 // a layout's Insert, Publish and Delete are these with its indexHooks.
 //
@@ -124,7 +124,9 @@ func (x indexedStorage) unpublished(ins []cache.Insertion, h indexHooks) {
 }
 
 // deleteChunk is the layouts' Delete: the chunk leaves the index and its
-// stored image is freed (freeDropped).
+// stored image is freed (freeDropped). The cache does not call Delete
+// today: a shrink prunes the index itself (Dataset.SetExtent, through the
+// index's Resize) before the cache drops the chunks outside.
 func (x indexedStorage) deleteChunk(ctx context.Context, coord cache.Coord, h indexHooks) error {
 	s := x.s
 	ix, err := s.idx.get(ctx)
