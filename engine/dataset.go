@@ -586,7 +586,8 @@ func (d *Dataset) Filters() []Filter {
 	return out
 }
 
-// IndexKind names the dataset's chunk index ("extensible-array", ...).
+// IndexKind names the dataset's chunk index ("extensible-array", ...);
+// "none" for a contiguous dataset, which has no index.
 func (d *Dataset) IndexKind() string {
 	x, ok := d.s.store.chunkIndex()
 	if !ok {
@@ -603,7 +604,9 @@ type Storage struct {
 	IndexBytes  uint64
 }
 
-// Storage walks the dataset's chunk index.
+// Storage describes what the dataset occupies: the stored chunks and the
+// index blocks its chunk index names, or, for a contiguous dataset, its
+// extent as its pieces and no index.
 func (d *Dataset) Storage(ctx context.Context) (st Storage, err error) {
 	if d.closed.Load() {
 		return Storage{}, ErrClosed
@@ -663,8 +666,14 @@ func (d *Dataset) check(write bool) error {
 // file, with no copy, and not kept in the cache (cache/directwrite.go); as
 // for cached chunks, the previous version stays the committed one until
 // the next Flush, and a failed write leaves it the visible one too.
+//
+// A variable-length dataset's elements are not fixed-size values: it
+// refuses Write (ErrInvalid); WriteVlen writes them.
 func (d *Dataset) Write(ctx context.Context, sel Selection, buf []byte) error {
 	if err := d.check(true); err != nil {
+		return err
+	}
+	if err := needLayouts(d.s, "Write", fixedLayouts...); err != nil {
 		return err
 	}
 	return d.io(ctx, sel, buf, true)
@@ -680,20 +689,22 @@ func (d *Dataset) Write(ctx context.Context, sel Selection, buf []byte) error {
 // On a read-only file whose writer has committed since, a block that fails
 // its checksum is most likely space the writer reused: the read refreshes
 // the file and tries again (see refresh.go).
+//
+// A variable-length dataset refuses Read (ErrInvalid); ReadVlen reads it.
 func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 	if err := d.check(false); err != nil {
+		return err
+	}
+	if err := needLayouts(d.s, "Read", fixedLayouts...); err != nil {
 		return err
 	}
 	return d.s.f.follow(ctx, func() error { return d.io(ctx, sel, buf, false) })
 }
 
-// io runs one Read or Write; see io.go for the path and why it takes no
-// lock when it can.
+// io runs one Read or Write (of a layout they serve); see io.go for the
+// path and why it takes no lock when it can.
 func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool) error {
 	s := d.s
-	if s.store.kind() == Vlen {
-		return fmt.Errorf("%w: dataset %q is variable-length: use ReadVlen/WriteVlen", ErrInvalid, s.name)
-	}
 	sc := ioPool.Get().(*ioScratch)
 	defer sc.put()
 	var p prepared
@@ -733,6 +744,9 @@ func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool)
 // after it was prepared, see cache.Dataset.SetExtent) and that I/O fails,
 // the trim stays pending like a dirty chunk, and its error surfaces from
 // the next Flush or SetExtent, which run it again first.
+//
+// Every layout takes SetExtent, but a contiguous dataset's extent is
+// fixed: its max shape is its shape, and a smaller extent is ErrInvalid.
 func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 	if err := d.check(true); err != nil {
 		return err

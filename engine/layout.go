@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"github.com/scc-dev/scc/internal/bufpool"
 	"math/bits"
-	"sync/atomic"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
-	"github.com/scc-dev/scc/engine/internal/index"
 	"github.com/scc-dev/scc/engine/internal/selection"
 )
 
@@ -314,40 +312,21 @@ var _ cache.BorrowingEncoder = (*denseLayout)(nil)
 // BenchmarkWriteBackBorrowed turn it off for the copying baseline).
 var borrowImages = true
 
+// Insert, Publish and Delete are the shared index writes (indexwrite.go):
+// a dense chunk has nothing beside its index, and costs its buffer.
 func (l *denseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
-	return l.s.allocInsertions(ins, func(uint32) int64 { return l.memSize() })
+	return l.insert(ins, l)
 }
 
 func (l *denseLayout) Publish(ctx context.Context, ins []cache.Insertion, writeErr error) error {
-	if writeErr != nil {
-		for _, in := range ins {
-			l.s.f.space.free(in.New.Addr, in.New.Size)
-		}
-		return nil
-	}
-	x, err := l.s.idx.get(ctx)
-	if err != nil {
-		for _, in := range ins {
-			l.s.f.space.free(in.New.Addr, in.New.Size)
-		}
-		return err
-	}
-	defer l.s.idx.account(x) // puts may create blocks
-	var firstErr error
-	for _, in := range ins {
-		old, err := x.Put(ctx, in.Coord, index.Entry{Addr: uint64(in.New.Addr), Size: uint64(in.New.Size), Mask: in.New.Mask, Sum: in.New.Sum})
-		if err != nil {
-			l.s.f.space.free(in.New.Addr, in.New.Size)
-			if firstErr == nil {
-				firstErr = classify(err)
-			}
-			continue
-		}
-		l.s.freeDropped(old)
-	}
-	l.s.dirty.Store(true)
-	return firstErr
+	return l.publish(ctx, ins, writeErr, l)
 }
+
+func (l *denseLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Location) error {
+	return l.deleteChunk(ctx, coord, l)
+}
+
+func (l *denseLayout) sizeHint(uint32) int64 { return l.memSize() }
 
 func (l *denseLayout) Scatter(chunk cache.Chunk, p cache.Piece) error {
 	pc := p.(*piece)
@@ -373,21 +352,6 @@ func (l *denseLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
 
 func (l *denseLayout) Trim(coord cache.Coord, chunk cache.Chunk, dims []uint64) (bool, error) {
 	return selection.Trim(chunk.(*denseChunk).buf, coord, l.s.chunk, dims, l.s.elemSize, l.s.fill), nil
-}
-
-func (l *denseLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Location) error {
-	x, err := l.s.idx.get(ctx)
-	if err != nil {
-		return err
-	}
-	old, err := x.Delete(ctx, coord)
-	l.s.idx.account(x)
-	if err != nil {
-		return classify(err)
-	}
-	l.s.freeDropped(old)
-	l.s.dirty.Store(true)
-	return nil
 }
 
 // directMin is the smallest chunk read directly (see DirectTarget).
@@ -697,49 +661,4 @@ func prod64(dims []uint64) uint64 {
 		n = lo
 	}
 	return n
-}
-
-// freeDropped frees the stored image an index change of this dataset
-// just stopped naming (the old image a Put replaced, or one a Delete
-// removed). The dataset is marked dirty first, and that order is what
-// keeps the space safe: a commit reads the dirty flag (writeHeader) only
-// after its PrepareCommit, so either it sees the flag and writes a header
-// whose index no longer names the image, or it read the flag before and
-// this free falls inside its preparation, where the allocator keeps the
-// space until the next commit. Freed first, the space could be freed
-// before a commit's PrepareCommit and reused once that commit was durable,
-// while the commit, which saw the dataset clean, still named the image
-// through the old header (TestRaceFlushSetExtentDirect: a Flush racing
-// direct writes committed a catalog over a chunk its index named;
-// TestFreeDroppedBeforeCommit pins the order).
-func (s *dsState) freeDropped(e index.Entry) {
-	if !e.Exists() {
-		return
-	}
-	s.dirty.Store(true)
-	s.f.space.free(int64(e.Addr), int64(e.Size))
-	if h := testHookDropped.Load(); h != nil {
-		(*h)()
-	}
-}
-
-// testHookDropped, when set (tests only), runs after freeDropped's free:
-// TestFreeDroppedBeforeCommit commits from there.
-var testHookDropped atomic.Pointer[func()]
-
-// allocInsertions is the layouts' Insert: new space for every image (all or
-// nothing: on a failure the space already taken is given back), with the
-// decoded size hint the layout computes from the image's mask field.
-func (s *dsState) allocInsertions(ins []cache.Insertion, hint func(mask uint32) int64) error {
-	for i := range ins {
-		off, err := s.f.space.alloc(ins[i].Size)
-		if err != nil {
-			for j := 0; j < i; j++ {
-				s.f.space.free(ins[j].New.Addr, ins[j].New.Size)
-			}
-			return err
-		}
-		ins[i].New = cache.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: hint(ins[i].Mask), Sum: ins[i].Sum}
-	}
-	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/index"
 	"github.com/scc-dev/scc/engine/internal/selection"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"github.com/scc-dev/scc/serialize"
 )
 
@@ -37,7 +38,7 @@ type StoredChunk struct {
 // every chunk written before the call is listed; chunks never written (or
 // deleted by a shrink) are absent and read as the fill value.
 func (d *Dataset) StoredChunks(ctx context.Context) (out []StoredChunk, err error) {
-	if err := d.checkRaw(false); err != nil {
+	if err := d.checkRaw(false, "StoredChunks"); err != nil {
 		return nil, err
 	}
 	err = d.s.f.follow(ctx, func() (err error) {
@@ -105,7 +106,7 @@ func (s *dsState) chunkRegion(coords []uint64) (serialize.Region, error) {
 // stored (it reads as the fill value). A dirty cached copy is written back
 // first, so the bytes are those of the latest write.
 func (d *Dataset) ReadChunkRaw(ctx context.Context, coords []uint64) (data []byte, filterMask uint32, err error) {
-	if err := d.checkRaw(false); err != nil {
+	if err := d.checkRaw(false, "ReadChunkRaw"); err != nil {
 		return nil, 0, err
 	}
 	err = d.s.f.follow(ctx, func() (err error) {
@@ -160,73 +161,119 @@ func (d *Dataset) readChunkRaw(ctx context.Context, coords []uint64) (data []byt
 // engine's invariant for stored chunks; otherwise ErrInvalid and nothing
 // is stored. data is not retained.
 func (d *Dataset) WriteChunkRaw(ctx context.Context, coords []uint64, data []byte, filterMask uint32) error {
-	if err := d.checkRaw(true); err != nil {
+	if err := d.checkRaw(true, "WriteChunkRaw"); err != nil {
 		return err
 	}
+	return d.writeRaw(ctx, coords, data, filterMask, rawWrite{})
+}
+
+// rawWrite is what sets one raw chunk write apart on the one path they
+// all take (writeRaw).
+type rawWrite struct {
+	// check is the caller's check of the decoded chunk
+	// (WriteChunkRawChecked), run on the decode that verifies the bytes.
+	check func(chunk []byte) error
+	// undecoded stores the bytes without decoding them: the caller has
+	// checked what a later decode relies on (WriteChunkRawZlib). Only a
+	// chunk wholly inside the extent may be stored so, since only a
+	// decode can check an edge chunk's padding.
+	undecoded bool
+}
+
+// writeRaw is every raw chunk write, after its entry point's checks of
+// the dataset (checkRaw) and of its own arguments. The bytes are verified
+// before the chunk's box is held, so a refused write waits for nobody.
+// Under the hold the extent is fixed (SetExtent holds the dataset
+// exclusively), but it may have changed before, so the coordinates and
+// the padding (for an undecoded write: that the chunk is no edge chunk)
+// are checked there. The frame goes to the cache's DirectWrite, which
+// drops any cached copy and writes the frame before it returns.
+func (d *Dataset) writeRaw(ctx context.Context, coords []uint64, data []byte, filterMask uint32, w rawWrite) error {
 	s := d.s
-	reg, err := s.chunkRegion(coords)
-	if err != nil {
+	if _, err := s.chunkRegion(coords); err != nil {
 		return err
 	}
-	lay := s.store
-	if int64(len(data))+format.ChunkFrameOverhead > lay.maxStored() {
-		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), lay.maxStored()-format.ChunkFrameOverhead)
+	if int64(len(data))+format.ChunkFrameOverhead > s.store.maxStored() {
+		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), s.store.maxStored()-format.ChunkFrameOverhead)
 	}
-	decoded := data
-	if s.unfiltered {
+	decoded := data // verified by decoding: the chunk's elements
+	switch {
+	case w.undecoded:
+		decoded = nil
+	case s.unfiltered:
 		if int64(len(data)) != s.chunkBytes || filterMask != 0 {
 			return fmt.Errorf("%w: unfiltered chunk of %d bytes (mask %#x), want %d bytes and mask 0", ErrInvalid, len(data), filterMask, s.chunkBytes)
 		}
-	} else {
-		decoded, err = s.pipeline.Decode(data, filterMask, int(s.chunkBytes))
-		if err != nil {
+	default:
+		dst := bufpool.Get(int(s.chunkBytes))
+		defer bufpool.Put(dst)
+		var err error
+		if decoded, err = s.pipeline.DecodeTo(dst[:0], data, filterMask, int(s.chunkBytes)); err != nil {
 			return fmt.Errorf("%w: encoded chunk does not decode through the pipeline: %v", ErrInvalid, err)
 		}
 		if int64(len(decoded)) != s.chunkBytes {
 			return fmt.Errorf("%w: encoded chunk decodes to %d bytes, want %d", ErrInvalid, len(decoded), s.chunkBytes)
 		}
 	}
+	if w.check != nil {
+		if err := w.check(decoded); err != nil {
+			return fmt.Errorf("%w: chunk %v of %q refused by the caller's check: %v", ErrInvalid, coords, s.name, err)
+		}
+	}
+	reg, err := s.chunkRegion(coords)
+	if err != nil {
+		return err
+	}
 	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}, Write: true})
 	if err != nil {
 		return classify(err)
 	}
 	defer release()
-	// The extent cannot change while the chunk's box is held (SetExtent
-	// holds the dataset exclusively), so the padding check is exact. It may
-	// have changed before the hold: check the coordinates again.
 	if _, err := s.chunkRegion(coords); err != nil {
 		return err
 	}
-	if !s.paddingIsFill(coords, decoded) {
+	switch {
+	case w.undecoded && s.isEdge(coords):
+		return fmt.Errorf("%w: chunk %v became an edge chunk (the extent changed during the write)", ErrInvalid, coords)
+	case !w.undecoded && !s.paddingIsFill(coords, decoded):
 		return fmt.Errorf("%w: chunk %v: elements outside the extent %v are not the fill value", ErrInvalid, coords, s.shape())
 	}
 	cds, err := s.cacheDataset()
 	if err != nil {
 		return err
 	}
-	img := make([]byte, len(data), len(data)+format.ChunkFrameOverhead)
-	copy(img, data)
-	img = format.AppendChunkChecksum(img)
-	return classify(cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: img, Mask: filterMask, Sum: format.Trailer(img)}))
+	// The frame is the bytes and their trailer in one pooled buffer:
+	// DirectWrite writes it before it returns and keeps no reference.
+	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)
+	frame := format.AppendChunkChecksum(append(buf[:0], data...))
+	err = cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})
+	bufpool.Put(buf)
+	return classify(err)
 }
 
 // paddingIsFill reports whether the elements of the decoded chunk at
 // coords that lie outside the current extent hold the fill value: it trims
 // a copy to the extent (selection.Trim, as a shrink does) and compares.
 func (s *dsState) paddingIsFill(coords []uint64, decoded []byte) bool {
-	shape := s.shape()
-	edge := false
-	for i, c := range coords {
-		if (c+1)*s.chunk[i] > shape[i] {
-			edge = true
-		}
-	}
-	if !edge {
+	if !s.isEdge(coords) {
 		return true
 	}
+	shape := s.shape()
 	trimmed := slices.Clone(decoded)
 	selection.Trim(trimmed, coords, s.chunk, shape, s.elemSize, s.fill)
 	return string(trimmed) == string(decoded)
+}
+
+// isEdge reports whether the chunk at coords reaches past the current
+// extent in some dimension.
+func (s *dsState) isEdge(coords []uint64) bool {
+	shape := s.shape()
+	for i, c := range coords {
+		if (c+1)*s.chunk[i] > shape[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // Stage describes a pipeline stage for code that interprets raw chunks
@@ -254,25 +301,21 @@ func (f Filter) Stage() (name string, level int) {
 	return f.spec.String(), int(f.spec.Level)
 }
 
-// errRawLayout refuses the raw chunk API on a dataset that is not chunked
-// (dense): a sparse or variable-length chunk is a structured chunk of
-// several sections, not one pipeline image, and a contiguous dataset has
-// no chunks at all; read them with Read. It is the refusal of any
-// layout's own call on another layout (needLayout).
-var errRawLayout = errWrongLayout
-
-// rawLayout is the one place every raw chunk entry point asks whether the
-// dataset's layout has raw chunks, before it touches anything a layout
-// keeps (the dense layout's stored bound, its index, its pipeline).
-func (d *Dataset) rawLayout() error {
-	_, err := needLayout[*denseLayout](d.s, "raw chunk I/O")
-	return err
+// rawLayout is where every raw chunk entry point (call names it) asks
+// whether the dataset's layout has raw chunks, before it touches anything
+// a layout keeps (the dense layout's stored bound, its index, its
+// pipeline). Only a chunked dataset has: a sparse or variable-length
+// chunk is a structured chunk of several sections, not one pipeline
+// image, and a contiguous dataset has no chunks at all; they refuse the
+// raw chunk calls (needLayouts) and are read with Read or ReadVlen.
+func (d *Dataset) rawLayout(call string) error {
+	return needLayouts(d.s, call, Chunked)
 }
 
 // checkRaw is check for the raw chunk API (see rawLayout).
-func (d *Dataset) checkRaw(write bool) error {
+func (d *Dataset) checkRaw(write bool, call string) error {
 	if err := d.check(write); err != nil {
 		return err
 	}
-	return d.rawLayout()
+	return d.rawLayout(call)
 }

@@ -3,11 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/scc-dev/scc/internal/bufpool"
-
-	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/engine/internal/format"
-	"github.com/scc-dev/scc/serialize"
 )
 
 // Helpers around the raw chunk API (rawchunk.go) for importers and
@@ -19,7 +14,8 @@ import (
 
 // ChunkGrid returns the number of chunks along each dimension at the
 // current extent (a partial edge chunk counts as one): the bound of the
-// chunk coordinates ReadChunkRaw and WriteChunkRaw take.
+// chunk coordinates ReadChunkRaw and WriteChunkRaw take. Every layout
+// answers it for its Chunk shape (a contiguous dataset's pieces).
 func (d *Dataset) ChunkGrid() []uint64 {
 	shape := d.s.shape()
 	g := make([]uint64, len(shape))
@@ -30,7 +26,9 @@ func (d *Dataset) ChunkGrid() []uint64 {
 }
 
 // ChunkBytes returns the decoded size of one chunk in bytes (the product of
-// the chunk shape and the element size).
+// the chunk shape and the element size). Every layout answers it; for a
+// variable-length dataset it is that product too, not what the chunk's
+// sequences take.
 func (d *Dataset) ChunkBytes() int { return int(d.s.chunkBytes) }
 
 // DecodeChunk runs an encoded chunk (as ReadChunkRaw returns it) back
@@ -38,7 +36,7 @@ func (d *Dataset) ChunkBytes() int { return int(d.s.chunkBytes) }
 // (ChunkBytes bytes, little-endian, C order). Bytes that do not decode
 // return ErrCorrupt; a dataset that is not chunked, ErrInvalid.
 func (d *Dataset) DecodeChunk(data []byte, filterMask uint32) ([]byte, error) {
-	if err := d.rawLayout(); err != nil {
+	if err := d.rawLayout("DecodeChunk"); err != nil {
 		return nil, err
 	}
 	if d.s.unfiltered {
@@ -55,7 +53,7 @@ func (d *Dataset) DecodeChunk(data []byte, filterMask uint32) ([]byte, error) {
 // dataset's pipeline, producing what WriteChunkRaw takes (ErrInvalid on a
 // dataset that is not chunked).
 func (d *Dataset) EncodeChunk(chunk []byte) (data []byte, filterMask uint32, err error) {
-	if err := d.rawLayout(); err != nil {
+	if err := d.rawLayout("EncodeChunk"); err != nil {
 		return nil, 0, err
 	}
 	if int64(len(chunk)) != d.s.chunkBytes {
@@ -76,60 +74,8 @@ func (d *Dataset) EncodeChunk(chunk []byte) (data []byte, filterMask uint32, err
 // WriteChunkRaw verifies is verified too (the bytes decode to exactly one
 // chunk; an edge chunk's elements outside the extent hold the fill value).
 func (d *Dataset) WriteChunkRawChecked(ctx context.Context, coords []uint64, data []byte, filterMask uint32, check func(chunk []byte) error) error {
-	if err := d.checkRaw(true); err != nil {
+	if err := d.checkRaw(true, "WriteChunkRawChecked"); err != nil {
 		return err
 	}
-	s := d.s
-	if _, err := s.chunkRegion(coords); err != nil {
-		return err
-	}
-	if int64(len(data))+format.ChunkFrameOverhead > s.store.maxStored() {
-		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), s.store.maxStored()-format.ChunkFrameOverhead)
-	}
-	decoded := data
-	if s.unfiltered {
-		if int64(len(data)) != s.chunkBytes || filterMask != 0 {
-			return fmt.Errorf("%w: unfiltered chunk of %d bytes (mask %#x), want %d bytes and mask 0", ErrInvalid, len(data), filterMask, s.chunkBytes)
-		}
-	} else {
-		dst := bufpool.Get(int(s.chunkBytes))
-		defer bufpool.Put(dst)
-		var err error
-		if decoded, err = s.pipeline.DecodeTo(dst[:0], data, filterMask, int(s.chunkBytes)); err != nil {
-			return fmt.Errorf("%w: encoded chunk does not decode through the pipeline: %v", ErrInvalid, err)
-		}
-	}
-	if check != nil {
-		if err := check(decoded); err != nil {
-			return fmt.Errorf("%w: chunk %v of %q refused by the caller's check: %v", ErrInvalid, coords, s.name, err)
-		}
-	}
-	// The region again, under the hold: the extent may have changed since
-	// the check above, and cannot change while the hold lasts.
-	reg, err := s.chunkRegion(coords)
-	if err != nil {
-		return err
-	}
-	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}, Write: true})
-	if err != nil {
-		return classify(err)
-	}
-	defer release()
-	if _, err := s.chunkRegion(coords); err != nil {
-		return err
-	}
-	if !s.paddingIsFill(coords, decoded) {
-		return fmt.Errorf("%w: chunk %v: elements outside the extent %v are not the fill value", ErrInvalid, coords, s.shape())
-	}
-	cds, err := s.cacheDataset()
-	if err != nil {
-		return err
-	}
-	// The frame is the bytes and their trailer in one pooled buffer:
-	// DirectWrite writes it before it returns and keeps no reference.
-	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)
-	frame := format.AppendChunkChecksum(append(buf[:0], data...))
-	err = cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})
-	bufpool.Put(buf)
-	return classify(err)
+	return d.writeRaw(ctx, coords, data, filterMask, rawWrite{check: check})
 }

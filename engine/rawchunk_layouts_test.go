@@ -12,7 +12,7 @@ import (
 // layout. The raw chunk API moves pipeline images of dense chunks; a sparse
 // or variable-length chunk is a structured chunk and a contiguous dataset
 // has no chunks, so on those each call returns the one refusal
-// (errRawLayout, an ErrInvalid) instead of handing out or accepting the
+// (errWrongLayout, an ErrInvalid) instead of handing out or accepting the
 // wrong bytes, or panicking on a layout it does not have
 // (WriteChunkRawChecked did, on the dense layout's stored bound). On a
 // chunked dataset each call succeeds.
@@ -67,7 +67,7 @@ func TestRawChunkRefusesOtherLayouts(t *testing.T) {
 			switch {
 			case spec.Layout == Chunked && err != nil:
 				t.Errorf("chunked %s: %v", c.name, err)
-			case spec.Layout != Chunked && (!errors.Is(err, errRawLayout) || !errors.Is(err, ErrInvalid)):
+			case spec.Layout != Chunked && (!errors.Is(err, errWrongLayout) || !errors.Is(err, ErrInvalid)):
 				t.Errorf("%s %s: %v, want the raw chunk layout refusal", spec.Layout, c.name, err)
 			}
 		}

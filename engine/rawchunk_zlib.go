@@ -3,12 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/scc-dev/scc/internal/bufpool"
 
-	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
-	"github.com/scc-dev/scc/engine/internal/format"
-	"github.com/scc-dev/scc/serialize"
 )
 
 // WriteChunkRawZlib stores a foreign zlib stream (an HDF5 deflate chunk, a
@@ -36,7 +32,7 @@ import (
 // reports whether this call decoded the chunk (an edge chunk) or not.
 // Coherence with the cache is WriteChunkRaw's (rawchunk.go).
 func (d *Dataset) WriteChunkRawZlib(ctx context.Context, coords []uint64, data []byte, filterMask uint32) (verified bool, err error) {
-	if err := d.checkRaw(true); err != nil {
+	if err := d.checkRaw(true, "WriteChunkRawZlib"); err != nil {
 		return false, err
 	}
 	s := d.s
@@ -58,44 +54,7 @@ func (d *Dataset) WriteChunkRawZlib(ctx context.Context, coords []uint64, data [
 		return false, err
 	}
 	if s.isEdge(coords) {
-		return true, d.WriteChunkRaw(ctx, coords, data, filterMask)
+		return true, d.writeRaw(ctx, coords, data, filterMask, rawWrite{})
 	}
-	reg, err := s.chunkRegion(coords)
-	if err != nil {
-		return false, err
-	}
-	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}, Write: true})
-	if err != nil {
-		return false, classify(err)
-	}
-	defer release()
-	// Under the hold the extent is fixed; it may have shrunk before it,
-	// making this an edge chunk or taking it out of the grid.
-	if _, err := s.chunkRegion(coords); err != nil {
-		return false, err
-	}
-	if s.isEdge(coords) {
-		return false, fmt.Errorf("%w: chunk %v became an edge chunk (the extent changed during the write)", ErrInvalid, coords)
-	}
-	cds, err := s.cacheDataset()
-	if err != nil {
-		return false, err
-	}
-	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)
-	frame := format.AppendChunkChecksum(append(buf[:0], data...))
-	err = cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})
-	bufpool.Put(buf)
-	return false, classify(err)
-}
-
-// isEdge reports whether the chunk at coords reaches past the current
-// extent in some dimension.
-func (s *dsState) isEdge(coords []uint64) bool {
-	shape := s.shape()
-	for i, c := range coords {
-		if (c+1)*s.chunk[i] > shape[i] {
-			return true
-		}
-	}
-	return false
+	return false, d.writeRaw(ctx, coords, data, filterMask, rawWrite{undecoded: true})
 }

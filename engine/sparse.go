@@ -401,73 +401,36 @@ func (l *sparseLayout) isPending(coord []uint64) bool {
 	return l.mu.pending[coordKey(coord)] != nil
 }
 
+// Insert, Publish and Delete are the shared index writes (indexwrite.go).
+// An image with no defined elements deletes the chunk instead (SCC
+// internal API erase_values with delete_chunk): its own space and the old
+// frame's are released. Every outcome ends or keeps the chunk's pending
+// state (notePublished), and a deleted chunk has none.
 func (l *sparseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
-	return l.s.allocInsertions(ins, func(mask uint32) int64 { return l.memFor(uint64(mask)) })
+	return l.insert(ins, l)
 }
 
-// Publish records written images in the index. An image with no defined
-// elements deletes the chunk instead (SCC internal API erase_values with
-// delete_chunk): its own space and the old frame's are released.
 func (l *sparseLayout) Publish(ctx context.Context, ins []cache.Insertion, writeErr error) error {
-	if writeErr != nil {
-		for _, in := range ins {
-			l.s.f.space.free(in.New.Addr, in.New.Size)
-			l.notePublished(in.Coord, in.Sum, false)
-		}
-		return nil
-	}
-	x, err := l.s.idx.get(ctx)
-	if err != nil {
-		for _, in := range ins {
-			l.s.f.space.free(in.New.Addr, in.New.Size)
-			l.notePublished(in.Coord, in.Sum, false)
-		}
-		return err
-	}
-	defer l.s.idx.account(x)
-	var firstErr error
-	for _, in := range ins {
-		var old index.Entry
-		var err error
-		if in.Mask == 0 {
-			old, err = x.Delete(ctx, in.Coord)
-			if err == nil {
-				l.s.f.space.free(in.New.Addr, in.New.Size)
-			}
-		} else {
-			old, err = x.Put(ctx, in.Coord, index.Entry{Addr: uint64(in.New.Addr), Size: uint64(in.New.Size), Mask: in.New.Mask, Sum: in.New.Sum})
-		}
-		if err != nil {
-			l.s.f.space.free(in.New.Addr, in.New.Size)
-			l.notePublished(in.Coord, in.Sum, false)
-			if firstErr == nil {
-				firstErr = classify(err)
-			}
-			continue
-		}
-		l.s.freeDropped(old)
-		l.notePublished(in.Coord, in.Sum, true)
-	}
-	l.s.dirty.Store(true)
-	return firstErr
+	return l.publish(ctx, ins, writeErr, l)
 }
 
 func (l *sparseLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Location) error {
-	x, err := l.s.idx.get(ctx)
-	if err != nil {
-		return err
-	}
-	old, err := x.Delete(ctx, coord)
-	l.s.idx.account(x)
-	if err != nil {
-		return classify(err)
-	}
-	l.s.freeDropped(old)
+	return l.deleteChunk(ctx, coord, l)
+}
+
+// sizeHint: a sparse image's mask field is its count of defined elements.
+func (l *sparseLayout) sizeHint(mask uint32) int64 { return l.memFor(uint64(mask)) }
+
+func (l *sparseLayout) erases(in *cache.Insertion) bool { return in.Mask == 0 }
+
+func (l *sparseLayout) published(in *cache.Insertion, ok bool) {
+	l.notePublished(in.Coord, in.Sum, ok)
+}
+
+func (l *sparseLayout) deleted(coord cache.Coord) {
 	l.mu.Lock()
 	delete(l.mu.pending, coordKey(coord))
 	l.mu.Unlock()
-	l.s.dirty.Store(true)
-	return nil
 }
 
 // pieceKind says what a request does with its piece. The zero value is a

@@ -82,9 +82,11 @@ func (s *dsState) hold(ctx context.Context, sel Selection, write bool) (serializ
 // the chunks. A chunk whose last defined element is erased is deleted
 // from the file. Erasing undefined elements is allowed and does nothing.
 //
-// On a dense (Chunked) dataset every element is defined and stays so:
-// Erase writes the fill value to the selection (SCC internal API: without
-// erase_values the cache fills).
+// Every layout takes Erase. On the others every element is defined and
+// stays so, and Erase writes the fill value to the selection (SCC internal
+// API: without erase_values the cache fills): on a chunked or contiguous
+// dataset the dataset's fill value, on a variable-length one the empty
+// sequence.
 func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 	if err := d.check(true); err != nil {
 		return err
@@ -141,8 +143,12 @@ func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 // Chunks the cache holds whole answer from memory; for the others only
 // the selection section of each stored chunk is read, and the decoded
 // selection is kept in the cache on its own (sparseSelView), so repeated
-// queries over a dataset read no values at all. On a dense dataset every
-// element is defined.
+// queries over a dataset read no values at all.
+//
+// Every layout answers DefinedElements: on a chunked, contiguous or
+// variable-length dataset every element holds a value (the fill value, or
+// the empty sequence, where nothing was written), so every position of sel
+// is returned.
 func (d *Dataset) DefinedElements(ctx context.Context, sel Selection) ([]uint64, error) {
 	if err := d.check(false); err != nil {
 		return nil, err
@@ -174,13 +180,18 @@ func (d *Dataset) DefinedElements(ctx context.Context, sel Selection) ([]uint64,
 // ReadDefined returns the defined elements of sel and their values: the
 // positions as DefinedElements gives them and, in the same order, the
 // values packed little-endian (len(vals) == len(pos)*Type().Size()).
-// Unlike DefinedElements it loads whole chunks. On a dense dataset it
-// returns every element.
+// Unlike DefinedElements it loads whole chunks. On a chunked or
+// contiguous dataset it returns every element; a variable-length dataset,
+// whose values are not fixed-size, refuses it (ErrInvalid) as it refuses
+// Read.
 func (d *Dataset) ReadDefined(ctx context.Context, sel Selection) ([]uint64, []byte, error) {
 	if err := d.check(false); err != nil {
 		return nil, nil, err
 	}
 	s := d.s
+	if err := needLayouts(s, "ReadDefined", fixedLayouts...); err != nil {
+		return nil, nil, err
+	}
 	if _, ok := asLayout[*sparseLayout](s); !ok {
 		pos, err := d.DefinedElements(ctx, sel)
 		if err != nil {

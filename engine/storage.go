@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/internal/alloc"
@@ -15,7 +17,8 @@ import (
 // layout around them (commit, Refresh, Check, space accounting). Every
 // layout implements it, and a dataset holds exactly one (dsState.store),
 // so nothing outside a layout asks which layout a dataset has, except to
-// reach a layout's own calls through asLayout and needLayout.
+// reach a layout's own calls through asLayout, and to refuse a call on
+// the layouts that do not serve it through needLayouts.
 //
 // Dense, sparse and variable-length datasets keep their chunks in a chunk
 // index and share that part (indexedStorage); a contiguous dataset keeps one
@@ -69,9 +72,32 @@ var (
 	_ storage = (*contigLayout)(nil)
 )
 
-// errWrongLayout refuses a call that belongs to another layout than the
-// dataset's (ErrInvalid); needLayout says which call and which layouts.
+// errWrongLayout refuses a call that belongs to other layouts than the
+// dataset's (ErrInvalid); needLayouts says which call and which layouts.
 var errWrongLayout = fmt.Errorf("%w: wrong layout", ErrInvalid)
+
+// fixedLayouts are the layouts whose elements are fixed-size values:
+// the ones Read, Write and ReadDefined move.
+var fixedLayouts = []LayoutKind{Chunked, Sparse, Contiguous}
+
+// needLayouts is the one place a call that only some layouts serve (call
+// names it, want lists them) is refused on a dataset of another layout.
+// A call whose doc gives it a meaning on every layout does not come here.
+func needLayouts(s *dsState, call string, want ...LayoutKind) error {
+	have := s.store.kind()
+	if slices.Contains(want, have) {
+		return nil
+	}
+	names := make([]string, len(want))
+	for i, k := range want {
+		names[i] = k.String()
+	}
+	list := names[len(names)-1]
+	if len(names) > 1 {
+		list = strings.Join(names[:len(names)-1], ", ") + " or " + list
+	}
+	return fmt.Errorf("%w: %s needs a %s dataset; %q is %v", errWrongLayout, call, list, s.name, have)
+}
 
 // asLayout returns the dataset's layout as L, if it is one.
 func asLayout[L storage](s *dsState) (L, bool) {
@@ -79,13 +105,12 @@ func asLayout[L storage](s *dsState) (L, bool) {
 	return l, ok
 }
 
-// needLayout is the one place a layout's own call (call names it) is
-// refused on a dataset of another layout.
+// needLayout is needLayouts for a call of the one layout L, which it
+// returns.
 func needLayout[L storage](s *dsState, call string) (L, error) {
 	l, ok := asLayout[L](s)
 	if !ok {
-		var want L
-		return l, fmt.Errorf("%w: %s needs a %v dataset; %q is %v", errWrongLayout, call, want.kind(), s.name, s.store.kind())
+		return l, needLayouts(s, call, l.kind())
 	}
 	return l, nil
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/internal/format"
-	"github.com/scc-dev/scc/engine/internal/index"
 	"github.com/scc-dev/scc/engine/internal/section"
 )
 
@@ -221,55 +220,22 @@ func (l *vlenLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, er
 	return cache.Encoded{Image: img, Mask: uint32(len(c.heap)), Sum: sum, Pooled: pooled}, nil
 }
 
+// Insert, Publish and Delete are the shared index writes (indexwrite.go):
+// a variable-length chunk has nothing beside its index.
 func (l *vlenLayout) Insert(_ context.Context, ins []cache.Insertion) error {
-	return l.s.allocInsertions(ins, func(mask uint32) int64 { return l.memFor(int64(mask)) })
+	return l.insert(ins, l)
 }
 
 func (l *vlenLayout) Publish(ctx context.Context, ins []cache.Insertion, writeErr error) error {
-	if writeErr != nil {
-		for _, in := range ins {
-			l.s.f.space.free(in.New.Addr, in.New.Size)
-		}
-		return nil
-	}
-	x, err := l.s.idx.get(ctx)
-	if err != nil {
-		for _, in := range ins {
-			l.s.f.space.free(in.New.Addr, in.New.Size)
-		}
-		return err
-	}
-	defer l.s.idx.account(x)
-	var firstErr error
-	for _, in := range ins {
-		old, err := x.Put(ctx, in.Coord, index.Entry{Addr: uint64(in.New.Addr), Size: uint64(in.New.Size), Mask: in.New.Mask, Sum: in.New.Sum})
-		if err != nil {
-			l.s.f.space.free(in.New.Addr, in.New.Size)
-			if firstErr == nil {
-				firstErr = classify(err)
-			}
-			continue
-		}
-		l.s.freeDropped(old)
-	}
-	l.s.dirty.Store(true)
-	return firstErr
+	return l.publish(ctx, ins, writeErr, l)
 }
 
 func (l *vlenLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Location) error {
-	x, err := l.s.idx.get(ctx)
-	if err != nil {
-		return err
-	}
-	old, err := x.Delete(ctx, coord)
-	l.s.idx.account(x)
-	if err != nil {
-		return classify(err)
-	}
-	l.s.freeDropped(old)
-	l.s.dirty.Store(true)
-	return nil
+	return l.deleteChunk(ctx, coord, l)
 }
+
+// sizeHint: a variable-length image's mask field is its heap's size.
+func (l *vlenLayout) sizeHint(mask uint32) int64 { return l.memFor(int64(mask)) }
 
 // Scatter copies the selected elements' sequences into the piece's vals.
 func (l *vlenLayout) Scatter(chunk cache.Chunk, p cache.Piece) error {
@@ -398,12 +364,10 @@ func (l *vlenLayout) Trim(coord cache.Coord, chunk cache.Chunk, dims []uint64) (
 }
 
 // vlenIO runs a variable-length read or write of vals (one per selected
-// element, in the selection's C order).
+// element, in the selection's C order) on a variable-length dataset (the
+// caller has asked needLayouts).
 func (d *Dataset) vlenIO(ctx context.Context, sel Selection, vals [][]byte, write bool) error {
 	s := d.s
-	if _, err := needLayout[*vlenLayout](s, "variable-length I/O"); err != nil {
-		return err
-	}
 	if n, err := sel.h.CountElements(); err != nil {
 		return classify(err)
 	} else if n != uint64(len(vals)) {
@@ -441,9 +405,10 @@ func (d *Dataset) vlenIO(ctx context.Context, sel Selection, vals [][]byte, writ
 // WriteVlen stores vals[i] as the i-th selected element (C order of
 // sel.Shape()) of a variable-length dataset: each a whole number of Type
 // values, little-endian; nil or empty stores the empty sequence (the fill
-// value). Atomic per chunk like Write.
+// value). Atomic per chunk like Write. Other layouts refuse it
+// (ErrInvalid), as they refuse ReadVlen, WriteStrings and ReadStrings.
 func (d *Dataset) WriteVlen(ctx context.Context, sel Selection, vals [][]byte) error {
-	if err := d.check(true); err != nil {
+	if err := d.checkVlen(true, "WriteVlen"); err != nil {
 		return err
 	}
 	return d.vlenIO(ctx, sel, vals, true)
@@ -452,9 +417,13 @@ func (d *Dataset) WriteVlen(ctx context.Context, sel Selection, vals [][]byte) e
 // ReadVlen returns the selected elements of a variable-length dataset, in
 // C order of sel.Shape(); empty elements are nil.
 func (d *Dataset) ReadVlen(ctx context.Context, sel Selection) ([][]byte, error) {
-	if err := d.check(false); err != nil {
+	if err := d.checkVlen(false, "ReadVlen"); err != nil {
 		return nil, err
 	}
+	return d.readVlen(ctx, sel)
+}
+
+func (d *Dataset) readVlen(ctx context.Context, sel Selection) ([][]byte, error) {
 	n, err := sel.h.CountElements()
 	if err != nil {
 		return nil, classify(err)
@@ -469,11 +438,32 @@ func (d *Dataset) ReadVlen(ctx context.Context, sel Selection) ([][]byte, error)
 	return vals, nil
 }
 
+// checkVlen is check for the variable-length calls: the dataset must be
+// one (needLayouts).
+func (d *Dataset) checkVlen(write bool, call string) error {
+	if err := d.check(write); err != nil {
+		return err
+	}
+	return needLayouts(d.s, call, Vlen)
+}
+
+// checkStrings is checkVlen for the string calls, which also need 1-byte
+// elements.
+func (d *Dataset) checkStrings(write bool, call string) error {
+	if err := d.checkVlen(write, call); err != nil {
+		return err
+	}
+	if d.s.elemSize != 1 {
+		return fmt.Errorf("%w: strings need a variable-length dataset of 1-byte elements", ErrInvalid)
+	}
+	return nil
+}
+
 // WriteStrings is WriteVlen for a variable-length dataset of Uint8 or Int8
 // (strings stored as their bytes; UTF-8 is not checked).
 func (d *Dataset) WriteStrings(ctx context.Context, sel Selection, vals []string) error {
-	if d.s.elemSize != 1 {
-		return fmt.Errorf("%w: strings need a variable-length dataset of 1-byte elements", ErrInvalid)
+	if err := d.checkStrings(true, "WriteStrings"); err != nil {
+		return err
 	}
 	// One buffer for all the strings' bytes instead of one per string.
 	n := 0
@@ -486,15 +476,15 @@ func (d *Dataset) WriteStrings(ctx context.Context, sel Selection, vals []string
 		all = append(all, v...)
 		b[i] = all[len(all)-len(v) : len(all) : len(all)]
 	}
-	return d.WriteVlen(ctx, sel, b)
+	return d.vlenIO(ctx, sel, b, true)
 }
 
 // ReadStrings is ReadVlen returning strings.
 func (d *Dataset) ReadStrings(ctx context.Context, sel Selection) ([]string, error) {
-	if d.s.elemSize != 1 {
-		return nil, fmt.Errorf("%w: strings need a variable-length dataset of 1-byte elements", ErrInvalid)
+	if err := d.checkStrings(false, "ReadStrings"); err != nil {
+		return nil, err
 	}
-	b, err := d.ReadVlen(ctx, sel)
+	b, err := d.readVlen(ctx, sel)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/internal/index"
+)
+
+// The chunk index's side of a write-back and of a deletion, shared by every
+// layout whose chunks a chunk index names (dense, sparse, variable-length):
+// a layout's Insert, Publish and Delete are these with its indexHooks.
+//
+// Space and index change in an order that keeps every committed state's
+// images intact (cache.Layout): Insert only allocates, so a commit running
+// meanwhile cannot name bytes not yet written; Publish names the new image
+// only once it is written and frees what the index named before through
+// freeDropped, which marks the dataset dirty first; a failed write or index
+// change frees only the new space, which nothing names.
+
+// indexHooks is what a layout adds to the shared index writes.
+type indexHooks interface {
+	// sizeHint is what a chunk whose stored image has mask costs in cache
+	// memory once decoded (cache.Location.SizeHint).
+	sizeHint(mask uint32) int64
+	// erases reports whether in's image stands for no chunk at all:
+	// Publish then removes the chunk from the index instead of naming the
+	// image, and frees both.
+	erases(in *cache.Insertion) bool
+	// published learns each insertion's outcome once Publish has dealt
+	// with it: ok when the index now holds it, false when the write or
+	// the index change failed and the index still holds what it held.
+	published(in *cache.Insertion, ok bool)
+	// deleted learns that Delete removed the chunk at coord.
+	deleted(coord cache.Coord)
+}
+
+var (
+	_ indexHooks = (*denseLayout)(nil)
+	_ indexHooks = (*sparseLayout)(nil)
+	_ indexHooks = (*vlenLayout)(nil)
+)
+
+// The hooks a layout that keeps nothing beside its index leaves alone:
+// every image is a chunk, and no outcome concerns it.
+
+func (x indexedStorage) erases(*cache.Insertion) bool     { return false }
+func (x indexedStorage) published(*cache.Insertion, bool) {}
+func (x indexedStorage) deleted(cache.Coord)              {}
+
+// insert is the layouts' Insert: new space for every image (all or
+// nothing: on a failure the space already taken is given back), with the
+// size hint the layout computes from the image's mask field.
+func (x indexedStorage) insert(ins []cache.Insertion, h indexHooks) error {
+	s := x.s
+	for i := range ins {
+		off, err := s.f.space.alloc(ins[i].Size)
+		if err != nil {
+			for j := 0; j < i; j++ {
+				s.f.space.free(ins[j].New.Addr, ins[j].New.Size)
+			}
+			return err
+		}
+		ins[i].New = cache.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: h.sizeHint(ins[i].Mask), Sum: ins[i].Sum}
+	}
+	return nil
+}
+
+// publish is the layouts' Publish: with writeErr nil it names each new
+// image in the index (or, for an image the layout says erases the chunk,
+// removes the chunk) and frees what the index named before; an insertion
+// whose index change fails has its new space freed and makes the first
+// such error the result, while the others go on. With writeErr set, or an
+// index that cannot be loaded, it frees every new image's space and
+// leaves the index alone.
+func (x indexedStorage) publish(ctx context.Context, ins []cache.Insertion, writeErr error, h indexHooks) error {
+	s := x.s
+	if writeErr != nil {
+		x.unpublished(ins, h)
+		return nil
+	}
+	ix, err := s.idx.get(ctx)
+	if err != nil {
+		x.unpublished(ins, h)
+		return err
+	}
+	defer s.idx.account(ix) // puts may create blocks
+	var firstErr error
+	for i := range ins {
+		in := &ins[i]
+		var old index.Entry
+		var err error
+		if h.erases(in) {
+			old, err = ix.Delete(ctx, in.Coord)
+			if err == nil {
+				s.f.space.free(in.New.Addr, in.New.Size)
+			}
+		} else {
+			old, err = ix.Put(ctx, in.Coord, index.Entry{Addr: uint64(in.New.Addr), Size: uint64(in.New.Size), Mask: in.New.Mask, Sum: in.New.Sum})
+		}
+		if err != nil {
+			s.f.space.free(in.New.Addr, in.New.Size)
+			h.published(in, false)
+			if firstErr == nil {
+				firstErr = classify(err)
+			}
+			continue
+		}
+		s.freeDropped(old)
+		h.published(in, true)
+	}
+	s.dirty.Store(true)
+	return firstErr
+}
+
+// unpublished gives back the new space of insertions that will not be
+// published.
+func (x indexedStorage) unpublished(ins []cache.Insertion, h indexHooks) {
+	for i := range ins {
+		x.s.f.space.free(ins[i].New.Addr, ins[i].New.Size)
+		h.published(&ins[i], false)
+	}
+}
+
+// deleteChunk is the layouts' Delete: the chunk leaves the index and its
+// stored image is freed (freeDropped). The cache does not call Delete
+// today: a shrink prunes the index itself (Dataset.SetExtent, through the
+// index's Resize) before the cache drops the chunks outside.
+func (x indexedStorage) deleteChunk(ctx context.Context, coord cache.Coord, h indexHooks) error {
+	s := x.s
+	ix, err := s.idx.get(ctx)
+	if err != nil {
+		return err
+	}
+	old, err := ix.Delete(ctx, coord)
+	s.idx.account(ix)
+	if err != nil {
+		return classify(err)
+	}
+	s.freeDropped(old)
+	h.deleted(coord)
+	s.dirty.Store(true)
+	return nil
+}
+
+// freeDropped frees the stored image an index change of this dataset
+// just stopped naming (the old image a Put replaced, or one a Delete
+// removed). The dataset is marked dirty first, and that order is what
+// keeps the space safe: a commit reads the dirty flag (writeHeader) only
+// after its PrepareCommit, so either it sees the flag and writes a header
+// whose index no longer names the image, or it read the flag before and
+// this free falls inside its preparation, where the allocator keeps the
+// space until the next commit. Freed first, the space could be freed
+// before a commit's PrepareCommit and reused once that commit was durable,
+// while the commit, which saw the dataset clean, still named the image
+// through the old header (TestRaceFlushSetExtentDirect: a Flush racing
+// direct writes committed a catalog over a chunk its index named;
+// TestFreeDroppedBeforeCommit pins the order).
+func (s *dsState) freeDropped(e index.Entry) {
+	if !e.Exists() {
+		return
+	}
+	s.dirty.Store(true)
+	s.f.space.free(int64(e.Addr), int64(e.Size))
+	if h := testHookDropped.Load(); h != nil {
+		(*h)()
+	}
+}
+
+// testHookDropped, when set (tests only), runs after freeDropped's free:
+// TestFreeDroppedBeforeCommit commits from there.
+var testHookDropped atomic.Pointer[func()]
