@@ -200,5 +200,3 @@ func (l *memLayout) Gather(c cache.Chunk, p cache.Piece) error {
 }
 
 func (l *memLayout) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) { return false, nil }
-
-func (l *memLayout) Delete(context.Context, cache.Coord, cache.Location) error { return nil }

@@ -24,13 +24,13 @@ type fakeLayout struct {
 	mu    sync.Mutex
 	index map[string]Location
 
-	lookups, decodes, encodes, inserts, deletes, trims atomic.Int64
-	newFill, newNoFill, scatterFills, evicts           atomic.Int64
-	failInsert                                         atomic.Bool
-	failDecode, failPublish                            atomic.Bool
-	failEncode                                         atomic.Bool
-	publishes                                          atomic.Int64
-	encodeHook                                         func(Coord) // called inside Encode (under the shared latch)
+	lookups, decodes, encodes, inserts, trims atomic.Int64
+	newFill, newNoFill, scatterFills, evicts  atomic.Int64
+	failInsert                                atomic.Bool
+	failDecode, failPublish                   atomic.Bool
+	failEncode                                atomic.Bool
+	publishes                                 atomic.Int64
+	encodeHook                                func(Coord) // called inside Encode (under the shared latch)
 }
 
 var errFake = errors.New("fake: injected")
@@ -200,14 +200,6 @@ func (l *fakeLayout) Trim(c Coord, ch Chunk, dims []uint64) (bool, error) {
 		}
 	}
 	return changed, nil
-}
-
-func (l *fakeLayout) Delete(_ context.Context, c Coord, _ Location) error {
-	l.deletes.Add(1)
-	l.mu.Lock()
-	delete(l.index, ckey(c))
-	l.mu.Unlock()
-	return nil
 }
 
 func (l *fakeLayout) Evict(Coord, Chunk) { l.evicts.Add(1) }

@@ -90,10 +90,13 @@ import (
 //                           by their own dataset (decode_defined_values), a
 //                           chunk need not shed its values to keep its
 //                           selection; evicting it whole is enough.
-//   delete_chunk          → Layout.Delete (extent): dense, sparse, vlen; a
-//                           chunk emptied by erasing encodes to an empty
-//                           image, which its layout's Publish turns into a
-//                           deletion (sparse).
+//   delete_chunk          → not a callback: a shrink prunes the layout's
+//                           index itself (the engine's SetExtent, through
+//                           its index's Resize, space freed copy-on-write)
+//                           and the cache drops the cached chunks wholly
+//                           outside (Dataset.SetExtent); a chunk emptied by
+//                           erasing encodes to an empty image, which its
+//                           layout's Publish turns into a deletion (sparse).
 //
 // The operations SCC internal API gives layouts of structured chunks are carried
 // by the Piece instead of by more callbacks: a Piece is the layout's own
@@ -202,7 +205,7 @@ type Piece any
 // Layout is implemented by every storage layout whose chunks go through the
 // cache. One Layout value serves one registered dataset.
 //
-// Concurrency: the cache calls Lookup, Insert, Publish, Delete and ScatterFill from
+// Concurrency: the cache calls Lookup, Insert, Publish and ScatterFill from
 // many goroutines at once; the layout must synchronize its chunk index and
 // file-space allocator itself. Decode, NewChunk and Encode run on the worker
 // pool, concurrently for different chunks. For one chunk the cache
@@ -269,11 +272,6 @@ type Layout interface {
 	// (SCC internal API H5Dset_extent: fill or erase the newly out-of-bounds
 	// elements). It reports whether anything changed.
 	Trim(coord Coord, chunk Chunk, dims []uint64) (bool, error)
-
-	// Delete removes the chunk from the on-disk index and releases its space
-	// (H5SC_delete_chunk_t): called for chunks that fall wholly outside a
-	// shrunk extent.
-	Delete(ctx context.Context, coord Coord, loc Location) error
 }
 
 // Evicter is implemented by layouts whose chunks hold resources beyond Go

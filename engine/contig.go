@@ -380,11 +380,6 @@ func (l *contigLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
 // Trim is never needed: a contiguous dataset's extent does not change.
 func (l *contigLayout) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) { return false, nil }
 
-// Delete is never called: no piece leaves a fixed extent.
-func (l *contigLayout) Delete(context.Context, cache.Coord, cache.Location) error {
-	return fmt.Errorf("%w: delete of a contiguous piece", ErrInternal)
-}
-
 // commitParams is the commit's step for a contiguous dataset (run by
 // writeHeader before it encodes the header): it completes the working
 // extent, if there is one, by copying every piece not rewritten since the

@@ -32,8 +32,6 @@ type indexHooks interface {
 	// with it: ok when the index now holds it, false when the write or
 	// the index change failed and the index still holds what it held.
 	published(in *cache.Insertion, ok bool)
-	// deleted learns that Delete removed the chunk at coord.
-	deleted(coord cache.Coord)
 }
 
 var (
@@ -47,7 +45,6 @@ var (
 
 func (x indexedStorage) erases(*cache.Insertion) bool     { return false }
 func (x indexedStorage) published(*cache.Insertion, bool) {}
-func (x indexedStorage) deleted(cache.Coord)              {}
 
 // insert is the layouts' Insert: new space for every image (all or
 // nothing: on a failure the space already taken is given back), with the
@@ -121,27 +118,6 @@ func (x indexedStorage) unpublished(ins []cache.Insertion, h indexHooks) {
 		x.s.f.space.free(ins[i].New.Addr, ins[i].New.Size)
 		h.published(&ins[i], false)
 	}
-}
-
-// deleteChunk is the layouts' Delete: the chunk leaves the index and its
-// stored image is freed (freeDropped). The cache does not call Delete
-// today: a shrink prunes the index itself (Dataset.SetExtent, through the
-// index's Resize) before the cache drops the chunks outside.
-func (x indexedStorage) deleteChunk(ctx context.Context, coord cache.Coord, h indexHooks) error {
-	s := x.s
-	ix, err := s.idx.get(ctx)
-	if err != nil {
-		return err
-	}
-	old, err := ix.Delete(ctx, coord)
-	s.idx.account(ix)
-	if err != nil {
-		return classify(err)
-	}
-	s.freeDropped(old)
-	h.deleted(coord)
-	s.dirty.Store(true)
-	return nil
 }
 
 // freeDropped frees the stored image an index change of this dataset

@@ -322,10 +322,6 @@ func (l *denseLayout) Publish(ctx context.Context, ins []cache.Insertion, writeE
 	return l.publish(ctx, ins, writeErr, l)
 }
 
-func (l *denseLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Location) error {
-	return l.deleteChunk(ctx, coord, l)
-}
-
 func (l *denseLayout) sizeHint(uint32) int64 { return l.memSize() }
 
 func (l *denseLayout) Scatter(chunk cache.Chunk, p cache.Piece) error {

@@ -414,10 +414,6 @@ func (l *sparseLayout) Publish(ctx context.Context, ins []cache.Insertion, write
 	return l.publish(ctx, ins, writeErr, l)
 }
 
-func (l *sparseLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Location) error {
-	return l.deleteChunk(ctx, coord, l)
-}
-
 // sizeHint: a sparse image's mask field is its count of defined elements.
 func (l *sparseLayout) sizeHint(mask uint32) int64 { return l.memFor(uint64(mask)) }
 
@@ -425,12 +421,6 @@ func (l *sparseLayout) erases(in *cache.Insertion) bool { return in.Mask == 0 }
 
 func (l *sparseLayout) published(in *cache.Insertion, ok bool) {
 	l.notePublished(in.Coord, in.Sum, ok)
-}
-
-func (l *sparseLayout) deleted(coord cache.Coord) {
-	l.mu.Lock()
-	delete(l.mu.pending, coordKey(coord))
-	l.mu.Unlock()
 }
 
 // pieceKind says what a request does with its piece. The zero value is a
@@ -855,7 +845,6 @@ func (v *sparseSelView) Gather(cache.Chunk, cache.Piece) error { return errSelVi
 func (v *sparseSelView) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) {
 	return false, nil
 }
-func (v *sparseSelView) Delete(context.Context, cache.Coord, cache.Location) error { return nil }
 
 // SelectionFilters returns a Sparse dataset's pipeline for its selection
 // sections (nil for other layouts).

@@ -230,10 +230,6 @@ func (l *vlenLayout) Publish(ctx context.Context, ins []cache.Insertion, writeEr
 	return l.publish(ctx, ins, writeErr, l)
 }
 
-func (l *vlenLayout) Delete(ctx context.Context, coord cache.Coord, _ cache.Location) error {
-	return l.deleteChunk(ctx, coord, l)
-}
-
 // sizeHint: a variable-length image's mask field is its heap's size.
 func (l *vlenLayout) sizeHint(mask uint32) int64 { return l.memFor(int64(mask)) }
 
