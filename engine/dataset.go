@@ -287,6 +287,12 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 			(*h)()
 		}
 		if ds, done, err := f.install(name, e, gen, s); done {
+			if err == nil {
+				if err = ds.virtualOpened(ctx); err != nil {
+					_ = ds.Close()
+					return nil, err
+				}
+			}
 			return ds, err
 		}
 	}
@@ -691,6 +697,9 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 // lock when it can.
 func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool) error {
 	s := d.s
+	if l, ok := s.store.(*virtualLayout); ok {
+		return l.io(ctx, sel, buf, write)
+	}
 	if s.store.kind() == Vlen {
 		return fmt.Errorf("%w: dataset %q is variable-length: use ReadVlen/WriteVlen", ErrInvalid, s.name)
 	}

@@ -40,7 +40,18 @@ const refreshRetries = 32
 // race refreshRetries times, Refresh returns ErrStale (retry later); it
 // returns ErrCorrupt only when the superblock it read is still the newest,
 // that is, when the committed state itself is damaged.
+//
+// The File's open virtual datasets then refresh their source files and
+// evaluate their extents again (on a writable File too: the sources have
+// writers of their own).
 func (f *File) Refresh(ctx context.Context) error {
+	if err := f.refreshFile(ctx); err != nil {
+		return err
+	}
+	return f.refreshVirtual(ctx)
+}
+
+func (f *File) refreshFile(ctx context.Context) error {
 	if err := f.checkOpen(); err != nil {
 		return err
 	}
