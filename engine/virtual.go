@@ -119,10 +119,10 @@ type vmap struct {
 	v, src      []dim1 // virtual and source selection
 	file, dset  string
 	printf      bool
-	u           int // the virtual selection's unlimited dimension, or -1
-	us          int // the source selection's unlimited dimension, or -1
-	pair        []int // per virtual dimension: its source dimension, or -1 (one element)
-	spair       []int // per source dimension: its virtual dimension, or -1
+	u           int    // the virtual selection's unlimited dimension, or -1
+	us          int    // the source selection's unlimited dimension, or -1
+	pair        []int  // per virtual dimension: its source dimension, or -1 (one element)
+	spair       []int  // per source dimension: its virtual dimension, or -1
 	blockShape  []dim1 // printf: the virtual selection of block 0
 	printfFound map[uint64]bool
 }
@@ -249,8 +249,8 @@ func prepareMappings(ms []format.VirtualMapping, maxShape []uint64) ([]*vmap, er
 			return nil, fmt.Errorf("mapping %d: dataset %v", i, err)
 		}
 		vm := &vmap{
-			v: toDims(selection.Hyperslab{Start: m.Virtual.Start, Stride: m.Virtual.Stride, Count: m.Virtual.Count, Block: m.Virtual.Block}),
-			src: toDims(selection.Hyperslab{Start: m.Source.Start, Stride: m.Source.Stride, Count: m.Source.Count, Block: m.Source.Block}),
+			v:    toDims(selection.Hyperslab{Start: m.Virtual.Start, Stride: m.Virtual.Stride, Count: m.Virtual.Count, Block: m.Virtual.Block}),
+			src:  toDims(selection.Hyperslab{Start: m.Source.Start, Stride: m.Source.Stride, Count: m.Source.Count, Block: m.Source.Block}),
 			file: m.File, dset: m.Dataset, printf: pf || pd,
 		}
 		vm.u, vm.us = unlimDim(vm.v), unlimDim(vm.src)
