@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/alloc"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/selection"
@@ -424,6 +425,7 @@ func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec Virtu
 	hdr := format.DatasetHeader{
 		Name: name, Type: uint8(spec.Type), Shape: shape, MaxShape: clone(spec.MaxShape),
 		Chunk: ones(r), Layout: layoutVirtual, LayoutParams: params, Fill: clone(spec.Fill),
+		Filters: filter.EncodeSpecs(nil),
 	}
 	probe := hdr
 	probe.ID = 1
@@ -480,10 +482,10 @@ func (f *File) checkSource(ctx context.Context, name string, typ Type, m *vmap, 
 	if err != nil {
 		return err
 	}
-	defer release()
 	if src == nil {
 		return nil
 	}
+	defer release()
 	if err := checkSourceFits(name, typ, m, file, src); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
