@@ -70,7 +70,7 @@ type refMapping struct {
 	api     VirtualMapping
 	v, s    []dim1
 	printf  bool
-	src     *refSource         // non-printf; nil when missing
+	src     *refSource            // non-printf; nil when missing
 	blocks  map[uint64]*refSource // printf: the blocks present
 	pattern string
 }
