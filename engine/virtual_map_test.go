@@ -39,7 +39,7 @@ func randDim(rng *rand.Rand, unlimited bool) dim1 {
 func TestVirtualOverlapBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const limit = 2000
-	for i := 0; i < 20000; i++ {
+	for i := 0; i < 8000; i++ {
 		a, b := randDim(rng, rng.IntN(3) == 0), randDim(rng, rng.IntN(3) == 0)
 		sa, sb := bruteSet(a, limit), bruteSet(b, limit)
 		want := false
