@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -295,14 +297,67 @@ func prepareMappings(ms []format.VirtualMapping, maxShape []uint64) ([]*vmap, er
 		out[i] = vm
 	}
 	// No element of the virtual dataset may have two sources.
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if overlaps(out[i].v, out[j].v) {
-				return nil, fmt.Errorf("mappings %d and %d overlap in the virtual dataset", i, j)
-			}
-		}
+	if i, j, ok := findOverlap(out); ok {
+		return nil, fmt.Errorf("mappings %d and %d overlap in the virtual dataset", i, j)
 	}
 	return out, nil
+}
+
+// findOverlap returns two mappings whose virtual selections overlap. Only
+// pairs whose hulls meet along the dimension that separates the hulls
+// best are compared (a sweep over that dimension), so a list of boxes
+// side by side costs n log n, not n².
+func findOverlap(ms []*vmap) (int, int, bool) {
+	if len(ms) < 2 {
+		return 0, 0, false
+	}
+	order := make([]int, len(ms))
+	best, bestPairs := 0, -1
+	for d := range ms[0].v {
+		if pairs := sweep(ms, d, order, nil); bestPairs < 0 || pairs < bestPairs {
+			best, bestPairs = d, pairs
+		}
+	}
+	var bi, bj int
+	found := false
+	sweep(ms, best, order, func(i, j int) bool {
+		if overlaps(ms[i].v, ms[j].v) {
+			bi, bj, found = min(i, j), max(i, j), true
+			return false
+		}
+		return true
+	})
+	return bi, bj, found
+}
+
+// sweep visits the pairs of mappings whose hulls meet along dimension d
+// (while visit returns true) and returns how many it visited; with visit
+// nil it only counts them.
+func sweep(ms []*vmap, d int, order []int, visit func(i, j int) bool) int {
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(ms[a].v[d].start, ms[b].v[d].start) })
+	var active []int
+	pairs := 0
+	for _, i := range order {
+		lo := ms[i].v[d].start
+		keep := active[:0]
+		for _, j := range active {
+			if ms[j].v[d].end() > lo {
+				keep = append(keep, j)
+			}
+		}
+		active = keep
+		for _, j := range active {
+			pairs++
+			if visit != nil && !visit(j, i) {
+				return pairs
+			}
+		}
+		active = append(active, i)
+	}
+	return pairs
 }
 
 func prodSizes(ds []dim1) uint64 {

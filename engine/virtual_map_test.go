@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"errors"
 	"math/bits"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/scc-dev/scc/engine/internal/format"
 )
 
 // bruteSet lists the indices below limit that a selects.
@@ -139,3 +142,71 @@ func TestVirtualClipExtent(t *testing.T) {
 func mul128(a, b uint64) (hi, lo uint64) { return bits.Mul64(a, b) }
 
 func mod128(hi, lo, m uint64) uint64 { return bits.Rem64(hi%m, lo, m) }
+
+// FuzzVirtualMappings: a stored mapping list decodes and checks with a
+// typed error or not at all, never panics, and a list it accepts has no
+// two overlapping virtual selections (the sweep's answer agrees with
+// comparing every pair).
+func FuzzVirtualMappings(f *testing.F) {
+	for _, ms := range [][]VirtualMapping{roundRobin(3, 2, 2, false), {
+		{Virtual: Hyperslab([]uint64{0, 0, 0}, []uint64{2, 1, 1}, []uint64{Unlimited, 1, 1}, []uint64{1, 2, 2}), File: "p%b", Dataset: "d", Source: Box([]uint64{0, 0}, []uint64{2, 2})},
+	}} {
+		fm := make([]format.VirtualMapping, len(ms))
+		for i, m := range ms {
+			fm[i] = format.VirtualMapping{Virtual: fromSel(m.Virtual), File: m.File, Dataset: m.Dataset, Source: fromSel(m.Source)}
+		}
+		f.Add(format.EncodeVirtualParams(fm), false)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, fixed bool) {
+		ms, err := format.DecodeVirtualParams(b)
+		if err != nil || len(ms) > 64 {
+			return
+		}
+		maxShape := make([]uint64, len(ms[0].Virtual.Start))
+		for d := range maxShape {
+			maxShape[d] = Unlimited
+			if fixed {
+				maxShape[d] = 1 << 40
+			}
+		}
+		maps, err := decodeVirtualMaps(b, maxShape)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v is not ErrCorrupt", err)
+			}
+			return
+		}
+		for i := range maps {
+			for j := i + 1; j < len(maps); j++ {
+				if overlaps(maps[i].v, maps[j].v) {
+					t.Fatalf("accepted mappings %d and %d overlap", i, j)
+				}
+			}
+		}
+	})
+}
+
+// TestVirtualFindOverlap checks the sweep against comparing every pair, on
+// random lists of boxes and strided selections.
+func TestVirtualFindOverlap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := 0; i < 300; i++ {
+		n := 2 + rng.IntN(40)
+		ms := make([]*vmap, n)
+		for k := range ms {
+			ms[k] = &vmap{v: []dim1{randDim(rng, rng.IntN(4) == 0), randDim(rng, false)}}
+			ms[k].v[0].start *= 20
+			ms[k].v[1].start *= 5
+		}
+		want := false
+		for a := range ms {
+			for b := a + 1; b < n; b++ {
+				want = want || overlaps(ms[a].v, ms[b].v)
+			}
+		}
+		a, b, got := findOverlap(ms)
+		if got != want || (got && !overlaps(ms[a].v, ms[b].v)) {
+			t.Fatalf("findOverlap = %d %d %v, want %v", a, b, got, want)
+		}
+	}
+}
