@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
@@ -481,6 +482,8 @@ func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec Virtu
 		Name: name, Type: uint8(spec.Type), Shape: shape, MaxShape: clone(spec.MaxShape),
 		Chunk: ones(r), Layout: layoutVirtual, LayoutParams: params, Fill: clone(spec.Fill),
 		Filters: filter.EncodeSpecs(nil),
+		// No reservation in the cache: the chunks read are the sources'.
+		MinCacheBytes: -1,
 	}
 	probe := hdr
 	probe.ID = 1
@@ -1066,7 +1069,10 @@ type srcFile struct {
 	self bool
 	refs int    // guarded by virtualSources.mu
 	used uint64 // guarded by virtualSources.mu
-	gone bool   // guarded by virtualSources.mu: closed or failed to open
+	gone bool   // guarded by virtualSources.mu: closed
+	// opened is set once the file is open: only open files count
+	// against MaxSourceFiles (a missing one holds nothing but the note).
+	opened atomic.Bool
 
 	mu      sync.Mutex // guards the fields below; held across opens
 	f       *File
@@ -1157,6 +1163,7 @@ func (sf *srcFile) open(ctx context.Context, f *File, dset string) (*Dataset, er
 				return nil, err
 			default:
 				sf.f = sfile
+				sf.opened.Store(true)
 			}
 		}
 	}
@@ -1189,12 +1196,20 @@ func (vs *virtualSources) release(f *File, sf *srcFile) {
 	vs.mu.Lock()
 	sf.refs--
 	var victims []*srcFile
-	for len(vs.files) > limit {
+	for {
+		open := 0
 		var lru *srcFile
 		for _, x := range vs.files {
+			if !x.opened.Load() || x.self {
+				continue
+			}
+			open++
 			if x.refs == 0 && (lru == nil || x.used < lru.used) {
 				lru = x
 			}
+		}
+		if open <= limit {
+			break
 		}
 		if lru == nil {
 			break // every file is in use: over the bound until released

@@ -577,3 +577,87 @@ func TestVirtualFollowWriters(t *testing.T) {
 	}
 	t.Logf("reader rounds: first-missing %d, last-available %d", rounds[0].Load(), rounds[1].Load())
 }
+
+// TestVirtualSourceLRU: with MaxSourceFiles 2, concurrent reads over six
+// source files read the right values while at most two source files stay
+// open once they are done.
+func TestVirtualSourceLRU(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := vcache(t)
+	const ns, h = 6, 4
+	var ms []VirtualMapping
+	for i := 0; i < ns; i++ {
+		f, err := Create(filepath.Join(dir, fmt.Sprintf("s%d.scc", i)), &Options{Cache: c, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, _ := f.CreateDataset("d", DatasetSpec{Type: Uint32, Shape: []uint64{1, h}, Chunk: []uint64{1, h}})
+		if err := WriteSlice(ctx, ds, All([]uint64{1, h}), frameData(uint64(i), h)); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, VirtualMapping{Virtual: Box([]uint64{uint64(i), 0}, []uint64{1, h}), File: fmt.Sprintf("s%d.scc", i), Dataset: "d", Source: Box([]uint64{0, 0}, []uint64{1, h})})
+	}
+	vpath := filepath.Join(dir, "v.scc")
+	f, err := Create(vpath, &Options{Cache: c, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: Uint32, Shape: []uint64{ns, h}, Mappings: ms}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{MaxSourceFiles: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ds, err := r.OpenDataset("v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 5))
+			for k := 0; k < 50; k++ {
+				row := rng.Uint64N(ns)
+				got := make([]uint32, h)
+				if err := ReadSlice(ctx, ds, Box([]uint64{row, 0}, []uint64{1, h}), got); err != nil {
+					errs <- err
+					return
+				}
+				for e, x := range got {
+					if x != frameVal(row, uint64(e)) {
+						errs <- fmt.Errorf("row %d element %d = %#x", row, e, x)
+						return
+					}
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	r.virt.mu.Lock()
+	open := 0
+	for _, sf := range r.virt.files {
+		if sf.opened.Load() {
+			open++
+		}
+	}
+	r.virt.mu.Unlock()
+	if open > 2 {
+		t.Fatalf("%d source files open, bound 2", open)
+	}
+}
