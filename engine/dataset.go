@@ -273,7 +273,7 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 			// A read-only File behind its writer, which reused the
 			// header's space: catch up and read the catalog again, as
 			// Read does; past refreshRetries the caller gets ErrStale.
-			if rerr := f.Refresh(ctx); rerr != nil {
+			if rerr := f.refreshFile(ctx); rerr != nil { // not the virtual sources: see follow
 				return nil, rerr
 			}
 			backoff(ctx, stale)

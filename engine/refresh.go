@@ -103,7 +103,9 @@ func (f *File) follow(ctx context.Context, op func() error) error {
 			// keeps ErrCorrupt out of the chain).
 			return fmt.Errorf("%w: read: %v", ErrStale, err)
 		}
-		if rerr := f.Refresh(ctx); rerr != nil {
+		// The File's own state only: op may be a virtual dataset's
+		// extent evaluation, which Refresh's virtual half would wait for.
+		if rerr := f.refreshFile(ctx); rerr != nil {
 			return rerr
 		}
 		backoff(ctx, try)
