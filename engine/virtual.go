@@ -536,6 +536,11 @@ func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec Virtu
 
 // checkSource opens a mapping's source, if it exists, and checks it.
 func (f *File) checkSource(ctx context.Context, name string, typ Type, m *vmap, file, dset string) error {
+	if _, _, err := f.sourceLocation(file); err != nil {
+		// A name this File cannot resolve (a relative name on a File
+		// opened on a driver) is resolved by whoever reads it.
+		return nil
+	}
 	src, release, err := f.virt.acquire(ctx, f, file, dset)
 	if err != nil {
 		return err
