@@ -273,7 +273,7 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 			// A read-only File behind its writer, which reused the
 			// header's space: catch up and read the catalog again, as
 			// Read does; past refreshRetries the caller gets ErrStale.
-			if rerr := f.Refresh(ctx); rerr != nil {
+			if rerr := f.refreshFile(ctx); rerr != nil { // not the virtual sources: see follow
 				return nil, rerr
 			}
 			backoff(ctx, stale)
@@ -287,6 +287,12 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 			(*h)()
 		}
 		if ds, done, err := f.install(name, e, gen, s); done {
+			if err == nil {
+				if err = ds.virtualOpened(ctx); err != nil {
+					_ = ds.Close()
+					return nil, err
+				}
+			}
 			return ds, err
 		}
 	}
@@ -673,6 +679,9 @@ func (d *Dataset) Write(ctx context.Context, sel Selection, buf []byte) error {
 	if err := d.check(true); err != nil {
 		return err
 	}
+	if d.s.store.kind() == Virtual {
+		return errVirtualWrite(d.s.name)
+	}
 	if err := needLayouts(d.s, "Write", fixedLayouts...); err != nil {
 		return err
 	}
@@ -695,7 +704,7 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 	if err := d.check(false); err != nil {
 		return err
 	}
-	if err := needLayouts(d.s, "Read", fixedLayouts...); err != nil {
+	if err := needLayouts(d.s, "Read", readLayouts...); err != nil {
 		return err
 	}
 	return d.s.f.follow(ctx, func() error { return d.io(ctx, sel, buf, false) })
@@ -705,6 +714,9 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 // path and why it takes no lock when it can.
 func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool) error {
 	s := d.s
+	if l, ok := s.store.(*virtualLayout); ok {
+		return l.io(ctx, sel, buf, write)
+	}
 	sc := ioPool.Get().(*ioScratch)
 	defer sc.put()
 	var p prepared

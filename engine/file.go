@@ -58,6 +58,10 @@ type Options struct {
 	// image.go). The zero value writes none; an open uses an image the
 	// file has whatever this says.
 	Image ImageOptions
+	// Virtual configures how the file's virtual datasets reach their
+	// sources (virtual.go): the extent view, the source files kept open,
+	// how source names resolve and open.
+	Virtual VirtualOptions
 }
 
 // File is an open scc container.
@@ -99,6 +103,13 @@ type File struct {
 	// pages, so no later commit may claim durability (see Flush and
 	// syncLatch).
 	failed atomic.Pointer[error]
+
+	// path is the file's path when Create or Open opened it (relative
+	// virtual sources resolve against its directory); vopts and virt are
+	// the virtual datasets' options and source files (virtual.go).
+	path  string
+	vopts VirtualOptions
+	virt  virtualSources
 
 	// indexShedBytes counts the bytes of changed index blocks writeIndexes
 	// wrote and let go (tests).
@@ -148,6 +159,7 @@ func Create(path string, opts *Options) (*File, error) {
 		return nil, err
 	}
 	f.ownDrv = true
+	f.path = path
 	return f, nil
 }
 
@@ -193,6 +205,7 @@ func OpenContext(ctx context.Context, path string, opts *Options) (*File, error)
 		return nil, err
 	}
 	f.ownDrv = true
+	f.path = path
 	return f, nil
 }
 
@@ -290,7 +303,7 @@ func newFile(drv vfd.Driver, opts *Options) (*File, error) {
 	if err := opts.Image.Validate(); err != nil {
 		return nil, err
 	}
-	f := &File{readOnly: opts.ReadOnly, noSync: opts.NoSync, cache: opts.Cache, ser: serialize.New()}
+	f := &File{readOnly: opts.ReadOnly, noSync: opts.NoSync, cache: opts.Cache, ser: serialize.New(), vopts: opts.Virtual}
 	f.img.opts = opts.Image
 	f.drv = &syncLatch{Driver: drv, f: f}
 	if f.cache == nil {
@@ -621,6 +634,7 @@ func (f *File) CloseContext(ctx context.Context) error {
 		return nil
 	}
 	f.mu.Unlock()
+	f.virt.closeAll() // the virtual datasets' source files
 
 	var err error
 	if !f.readOnly {

@@ -471,7 +471,7 @@ var _ cache.DirectSummer = (*denseLayout)(nil)
 
 // knownLayout reports whether code is a layout this engine reads.
 func knownLayout(code uint8) bool {
-	return code == layoutDense || code == layoutSparse || code == layoutContig || code == layoutVlen
+	return code == layoutDense || code == layoutSparse || code == layoutContig || code == layoutVlen || code == layoutVirtual
 }
 
 // setLayout builds the dataset's layout from its header fields.
@@ -507,6 +507,12 @@ func (s *dsState) setLayout(code uint8, params []byte) error {
 			return fmt.Errorf("dataset %q: %w", s.name, err)
 		}
 		s.store = l
+	case layoutVirtual:
+		l, err := newVirtualLayout(s, params)
+		if err != nil {
+			return fmt.Errorf("dataset %q: %w", s.name, err)
+		}
+		s.store, s.idx = l, nil
 	default:
 		return fmt.Errorf("%w: dataset %q: layout code %d", ErrCorrupt, s.name, code)
 	}

@@ -40,7 +40,18 @@ const refreshRetries = 32
 // race refreshRetries times, Refresh returns ErrStale (retry later); it
 // returns ErrCorrupt only when the superblock it read is still the newest,
 // that is, when the committed state itself is damaged.
+//
+// The File's open virtual datasets then refresh their source files and
+// evaluate their extents again (on a writable File too: the sources have
+// writers of their own).
 func (f *File) Refresh(ctx context.Context) error {
+	if err := f.refreshFile(ctx); err != nil {
+		return err
+	}
+	return f.refreshVirtual(ctx)
+}
+
+func (f *File) refreshFile(ctx context.Context) error {
 	if err := f.checkOpen(); err != nil {
 		return err
 	}
@@ -92,7 +103,9 @@ func (f *File) follow(ctx context.Context, op func() error) error {
 			// keeps ErrCorrupt out of the chain).
 			return fmt.Errorf("%w: read: %v", ErrStale, err)
 		}
-		if rerr := f.Refresh(ctx); rerr != nil {
+		// The File's own state only: op may be a virtual dataset's
+		// extent evaluation, which Refresh's virtual half would wait for.
+		if rerr := f.refreshFile(ctx); rerr != nil {
 			return rerr
 		}
 		backoff(ctx, try)

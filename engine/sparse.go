@@ -72,6 +72,8 @@ func (k LayoutKind) String() string {
 		return "contiguous"
 	case Vlen:
 		return "vlen"
+	case Virtual:
+		return "virtual"
 	}
 	return fmt.Sprintf("layout(%d)", uint8(k))
 }

@@ -80,6 +80,10 @@ var errWrongLayout = fmt.Errorf("%w: wrong layout", ErrInvalid)
 // the ones Read, Write and ReadDefined move.
 var fixedLayouts = []LayoutKind{Chunked, Sparse, Contiguous}
 
+// readLayouts are the layouts Read serves: the fixed-size ones and the
+// virtual layout, whose elements are its sources'.
+var readLayouts = []LayoutKind{Chunked, Sparse, Contiguous, Virtual}
+
 // needLayouts is the one place a call that only some layouts serve (call
 // names it, want lists them) is refused on a dataset of another layout.
 // A call whose doc gives it a meaning on every layout does not come here.

@@ -25,6 +25,8 @@ func TestMain(m *testing.M) {
 		os.Exit(swmrWriter(os.Getenv("SCC_SWMR_PATH")))
 	case "reader":
 		os.Exit(swmrReader(os.Getenv("SCC_SWMR_PATH")))
+	case "vds-writer":
+		os.Exit(vdsWriter(os.Getenv("SCC_SWMR_PATH")))
 	}
 	os.Exit(m.Run())
 }

@@ -107,8 +107,8 @@ func (h DatasetHeader) validate() error {
 	if esize == 0 {
 		return fmt.Errorf("element type code %d (want 1..10)", h.Type)
 	}
-	if h.Layout < LayoutDense || h.Layout > LayoutVlen {
-		return fmt.Errorf("layout code %d (v2 knows %d..%d)", h.Layout, LayoutDense, LayoutVlen)
+	if h.Layout < LayoutDense || h.Layout > LayoutVirtual {
+		return fmt.Errorf("layout code %d (v2 knows %d..%d)", h.Layout, LayoutDense, LayoutVirtual)
 	}
 	r := len(h.Shape)
 	if r == 0 || r > MaxRank {

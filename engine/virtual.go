@@ -1,0 +1,1282 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/filter"
+	"github.com/scc-dev/scc/engine/internal/alloc"
+	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/selection"
+)
+
+// Virtual datasets (FORMAT.md §21): a dataset whose elements are stored
+// nowhere in its own file but in regions of source datasets, of this file
+// or others, each named by a mapping. Many writers each append to their
+// own file and one small file stitches them into one array (HDF5's
+// virtual datasets: printf names, unlimited mappings, the two extent
+// views).
+//
+// A virtual dataset is a layout like the others (virtualLayout implements
+// storage); it keeps no chunks of its own. A read is split by mapping
+// into reads of the source datasets, which run concurrently, each through
+// the source's own path: its serializer, the cache's admission and the
+// shared cache, since source files open with the virtual file's cache.
+// Missing sources, and the parts of a mapping beyond a source's extent,
+// read as the fill value; a source that fails to read fails the read.
+
+// layoutVirtual is the header's layout code of virtual datasets.
+const layoutVirtual = format.LayoutVirtual
+
+// Virtual is the layout of a dataset made with File.CreateVirtualDataset.
+const Virtual LayoutKind = 4
+
+// VirtualSpec describes a virtual dataset to create.
+type VirtualSpec struct {
+	Type Type
+	// Shape is the extent along dimensions that are not unlimited. Along
+	// an unlimited dimension the extent follows the mappings (the ends of
+	// the bounded ones, and the sources of the unlimited ones, seen
+	// through VirtualOptions.View), and Shape there is ignored.
+	Shape    []uint64
+	MaxShape []uint64 // nil means Shape; Unlimited along growable dimensions
+	Fill     []byte   // nil (zero) or exactly Type.Size() bytes
+	Mappings []VirtualMapping
+}
+
+// VirtualMapping maps the elements of a virtual selection, in C order, to
+// those of a source selection of a source dataset.
+type VirtualMapping struct {
+	// Virtual is a Box or Hyperslab of the virtual dataset; its count may
+	// be Unlimited along one dimension whose max shape is Unlimited.
+	Virtual Selection
+	// File names the source file: "" or "." for the virtual dataset's own
+	// file, a path (relative paths are resolved against
+	// VirtualOptions.Base, by default the virtual file's directory), or
+	// anything VirtualOptions.Open understands (an s3:// URL).
+	File string
+	// Dataset names the source dataset.
+	Dataset string
+	// Source is the selection in the source dataset. It selects as many
+	// elements as Virtual, in the same shape once dimensions of one
+	// element are left out; with an unlimited Virtual, Source is
+	// unlimited along the matching dimension, or File and Dataset carry
+	// the block-number pattern "%b" (one source per block of Virtual
+	// along its unlimited dimension, Source then selecting one block's
+	// elements). "%%" is a literal percent sign.
+	Source Selection
+}
+
+// VirtualView chooses how far an unlimited virtual dataset reaches (HDF5's
+// H5D_VDS_LAST_AVAILABLE and H5D_VDS_FIRST_MISSING).
+type VirtualView uint8
+
+const (
+	// LastAvailable: up to the furthest element any source has.
+	LastAvailable VirtualView = iota
+	// FirstMissing: up to the first element a source does not have yet.
+	FirstMissing
+)
+
+// VirtualOptions configure how a File's virtual datasets reach their
+// sources (Options.Virtual). The zero value is valid.
+type VirtualOptions struct {
+	// View is the extent view of unlimited virtual datasets.
+	View VirtualView
+	// PrintfGap is how many consecutive missing sources a printf mapping
+	// skips when looking for later ones in the LastAvailable view (HDF5's
+	// printf gap). Default 0.
+	PrintfGap int
+	// MaxSourceFiles bounds the source files kept open (least recently
+	// used first closed; files in use by a read stay open). Default 64.
+	MaxSourceFiles int
+	// Base resolves relative source file names; default the directory of
+	// the virtual file (a File made by Create or Open).
+	Base string
+	// Open opens a source file read-only; nil opens local paths with Open
+	// (ReadOnly, the virtual file's cache). opts carries the virtual
+	// file's cache. It must return an error matching ErrNotFound for a
+	// source that does not exist (yet): such a source reads as fill.
+	Open func(ctx context.Context, name string, opts *Options) (*File, error)
+}
+
+// errVirtualWrite refuses every change of a virtual dataset's elements.
+func errVirtualWrite(name string) error {
+	return fmt.Errorf("%w: dataset %q is virtual: virtual datasets are read-only (write the source datasets)", ErrReadOnly, name)
+}
+
+// vmap is one mapping, checked and prepared for the arithmetic.
+type vmap struct {
+	v, src      []dim1 // virtual and source selection
+	file, dset  string
+	printf      bool
+	u           int    // the virtual selection's unlimited dimension, or -1
+	us          int    // the source selection's unlimited dimension, or -1
+	pair        []int  // per virtual dimension: its source dimension, or -1 (one element)
+	spair       []int  // per source dimension: its virtual dimension, or -1
+	blockShape  []dim1 // printf: the virtual selection of block 0
+	printfFound map[uint64]bool
+}
+
+func toDims(h selection.Hyperslab) []dim1 {
+	out := make([]dim1, len(h.Start))
+	for d := range out {
+		out[d] = dim1{h.Start[d], h.Stride[d], h.Count[d], h.Block[d]}
+	}
+	return out
+}
+
+func fromSel(s Selection) format.VirtualSelection {
+	h := s.h
+	return format.VirtualSelection{Start: clone(h.Start), Stride: clone(h.Stride), Count: clone(h.Count), Block: clone(h.Block)}
+}
+
+// pairDims pairs the dimensions of two selections of the same shape once
+// dimensions of one element are left out; ok is false when the shapes
+// differ.
+func pairDims(v, s []dim1) (pair, spair []int, ok bool) {
+	pair, spair = make([]int, len(v)), make([]int, len(s))
+	var vi, si []int
+	for d, x := range v {
+		pair[d] = -1
+		if x.size() != 1 {
+			vi = append(vi, d)
+		}
+	}
+	for d, x := range s {
+		spair[d] = -1
+		if x.size() != 1 {
+			si = append(si, d)
+		}
+	}
+	if len(vi) != len(si) {
+		return nil, nil, false
+	}
+	for i := range vi {
+		if v[vi[i]].size() != s[si[i]].size() {
+			return nil, nil, false
+		}
+		pair[vi[i]], spair[si[i]] = si[i], vi[i]
+	}
+	return pair, spair, true
+}
+
+func unlimDim(ds []dim1) int {
+	for d, x := range ds {
+		if x.count == Unlimited {
+			return d
+		}
+	}
+	return -1
+}
+
+// checkPattern checks a name's printf pattern ("%b", "%%") and reports
+// whether it has %b.
+func checkPattern(name string) (bool, error) {
+	has := false
+	for i := 0; i < len(name); i++ {
+		if name[i] != '%' {
+			continue
+		}
+		if i+1 < len(name) && (name[i+1] == 'b' || name[i+1] == '%') {
+			has = has || name[i+1] == 'b'
+			i++
+			continue
+		}
+		return false, fmt.Errorf("%q: only %%b and %%%% may follow %%", name)
+	}
+	return has, nil
+}
+
+// expand replaces %b by block and %% by %.
+func expand(name string, block uint64) string {
+	if !strings.Contains(name, "%") {
+		return name
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		if name[i] == '%' && i+1 < len(name) {
+			i++
+			if name[i] == 'b' {
+				b.WriteString(strconv.FormatUint(block, 10))
+				continue
+			}
+		}
+		b.WriteByte(name[i])
+	}
+	return b.String()
+}
+
+// prepareMappings checks a mapping list against a dataset of max shape
+// maxShape; the error says what is wrong (the caller picks the sentinel:
+// ErrInvalid at creation, ErrCorrupt when loaded).
+func prepareMappings(ms []format.VirtualMapping, maxShape []uint64) ([]*vmap, error) {
+	if len(ms) == 0 || len(ms) > format.MaxVirtualMappings {
+		return nil, fmt.Errorf("%d mappings (1..%d)", len(ms), format.MaxVirtualMappings)
+	}
+	out := make([]*vmap, len(ms))
+	for i, m := range ms {
+		if err := format.CheckVirtualSelection(m.Virtual); err != nil {
+			return nil, fmt.Errorf("mapping %d: virtual selection: %v", i, err)
+		}
+		if err := format.CheckVirtualSelection(m.Source); err != nil {
+			return nil, fmt.Errorf("mapping %d: source selection: %v", i, err)
+		}
+		if len(m.Virtual.Start) != len(maxShape) {
+			return nil, fmt.Errorf("mapping %d: virtual selection of rank %d, dataset rank %d", i, len(m.Virtual.Start), len(maxShape))
+		}
+		if len(m.File) > format.MaxVirtualFileBytes || !utf8.ValidString(m.File) {
+			return nil, fmt.Errorf("mapping %d: source file name", i)
+		}
+		if err := format.ValidName(m.Dataset); err != nil {
+			return nil, fmt.Errorf("mapping %d: source dataset name: %v", i, err)
+		}
+		pf, err := checkPattern(m.File)
+		if err != nil {
+			return nil, fmt.Errorf("mapping %d: file %v", i, err)
+		}
+		pd, err := checkPattern(m.Dataset)
+		if err != nil {
+			return nil, fmt.Errorf("mapping %d: dataset %v", i, err)
+		}
+		vm := &vmap{
+			v:    toDims(selection.Hyperslab{Start: m.Virtual.Start, Stride: m.Virtual.Stride, Count: m.Virtual.Count, Block: m.Virtual.Block}),
+			src:  toDims(selection.Hyperslab{Start: m.Source.Start, Stride: m.Source.Stride, Count: m.Source.Count, Block: m.Source.Block}),
+			file: m.File, dset: m.Dataset, printf: pf || pd,
+		}
+		vm.u, vm.us = unlimDim(vm.v), unlimDim(vm.src)
+		for d, x := range vm.v {
+			if x.count == Unlimited {
+				if maxShape[d] != Unlimited {
+					return nil, fmt.Errorf("mapping %d: unlimited along dimension %d, whose max shape is %d", i, d, maxShape[d])
+				}
+				continue
+			}
+			if maxShape[d] != Unlimited && x.end() > maxShape[d] {
+				return nil, fmt.Errorf("mapping %d: virtual selection reaches %d along dimension %d, max shape is %d", i, x.end(), d, maxShape[d])
+			}
+		}
+		switch {
+		case vm.printf && vm.u < 0:
+			return nil, fmt.Errorf("mapping %d: %%b names need a virtual selection unlimited along one dimension", i)
+		case vm.printf && vm.us >= 0:
+			return nil, fmt.Errorf("mapping %d: with %%b names the source selection is bounded (one block's elements)", i)
+		case !vm.printf && (vm.u < 0) != (vm.us < 0):
+			return nil, fmt.Errorf("mapping %d: element counts differ: one selection is unlimited, the other is not", i)
+		}
+		v := vm.v
+		if vm.printf {
+			v = clone(vm.v)
+			v[vm.u].count = 1
+			vm.blockShape = v
+			vm.printfFound = make(map[uint64]bool)
+		}
+		var paired bool
+		if vm.pair, vm.spair, paired = pairDims(v, vm.src); !paired {
+			nv, ns := prodSizes(v), prodSizes(vm.src)
+			if nv != ns {
+				return nil, fmt.Errorf("mapping %d: virtual selection has %d elements, source selection %d", i, nv, ns)
+			}
+			return nil, fmt.Errorf("mapping %d: virtual and source selections differ in shape beyond dimensions of one element (not supported)", i)
+		}
+		if !vm.printf && vm.u >= 0 && vm.pair[vm.u] != vm.us {
+			return nil, fmt.Errorf("mapping %d: the unlimited dimensions of the virtual and source selections do not correspond", i)
+		}
+		out[i] = vm
+	}
+	// No element of the virtual dataset may have two sources.
+	if i, j, ok := findOverlap(out); ok {
+		return nil, fmt.Errorf("mappings %d and %d overlap in the virtual dataset", i, j)
+	}
+	return out, nil
+}
+
+// findOverlap returns two mappings whose virtual selections overlap. Only
+// pairs whose hulls meet along the dimension that separates the hulls
+// best are compared (a sweep over that dimension), so a list of boxes
+// side by side costs n log n, not n².
+func findOverlap(ms []*vmap) (int, int, bool) {
+	if len(ms) < 2 {
+		return 0, 0, false
+	}
+	order := make([]int, len(ms))
+	best, bestPairs := 0, -1
+	for d := range ms[0].v {
+		if pairs := sweep(ms, d, order, nil); bestPairs < 0 || pairs < bestPairs {
+			best, bestPairs = d, pairs
+		}
+	}
+	var bi, bj int
+	found := false
+	sweep(ms, best, order, func(i, j int) bool {
+		if overlaps(ms[i].v, ms[j].v) {
+			bi, bj, found = min(i, j), max(i, j), true
+			return false
+		}
+		return true
+	})
+	return bi, bj, found
+}
+
+// sweep visits the pairs of mappings whose hulls meet along dimension d
+// (while visit returns true) and returns how many it visited; with visit
+// nil it only counts them.
+func sweep(ms []*vmap, d int, order []int, visit func(i, j int) bool) int {
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(ms[a].v[d].start, ms[b].v[d].start) })
+	var active []int
+	pairs := 0
+	for _, i := range order {
+		lo := ms[i].v[d].start
+		keep := active[:0]
+		for _, j := range active {
+			if ms[j].v[d].end() > lo {
+				keep = append(keep, j)
+			}
+		}
+		active = keep
+		for _, j := range active {
+			pairs++
+			if visit != nil && !visit(j, i) {
+				return pairs
+			}
+		}
+		active = append(active, i)
+	}
+	return pairs
+}
+
+func prodSizes(ds []dim1) uint64 {
+	n := uint64(1)
+	for _, x := range ds {
+		s := x.size()
+		if s == Unlimited {
+			return Unlimited
+		}
+		n *= s
+	}
+	return n
+}
+
+func overlaps(a, b []dim1) bool {
+	for d := range a {
+		if !overlap1(a[d], b[d]) {
+			return false
+		}
+	}
+	return true
+}
+
+// virtualLayout is a virtual dataset's storage: no chunks, a mapping list
+// (the header's LayoutParams) and the extent it last evaluated.
+//
+// Concurrency: maps is replaced only by adopt, under the dataset's
+// exclusive hold; evalMu serializes extent evaluations (which update the
+// printf mappings' found blocks); reads take a snapshot of the extent
+// (s.mu.shape) and the mapping list under s.mu.
+type virtualLayout struct {
+	s      *dsState
+	evalMu sync.Mutex
+	maps   []*vmap // guarded by s.mu
+}
+
+var _ storage = (*virtualLayout)(nil)
+
+func newVirtualLayout(s *dsState, params []byte) (*virtualLayout, error) {
+	maps, err := decodeVirtualMaps(params, s.maxShape)
+	if err != nil {
+		return nil, err
+	}
+	return &virtualLayout{s: s, maps: maps}, nil
+}
+
+func decodeVirtualMaps(params []byte, maxShape []uint64) ([]*vmap, error) {
+	ms, err := format.DecodeVirtualParams(params)
+	if err != nil {
+		return nil, classify(err)
+	}
+	maps, err := prepareMappings(ms, maxShape)
+	if err != nil {
+		return nil, fmt.Errorf("%w: virtual mappings: %v", ErrCorrupt, err)
+	}
+	return maps, nil
+}
+
+func (l *virtualLayout) mappings() []*vmap {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.maps
+}
+
+// CreateVirtualDataset creates a virtual dataset; it is durable after the
+// next Flush, like any dataset. Every mapping is checked first (ErrInvalid):
+// ranks, limits, element counts, that no two virtual selections overlap,
+// and that every source that exists now has the dataset's element type
+// and the rank of its source selection.
+func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec VirtualSpec) (*Dataset, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := f.checkOpen(); err != nil {
+		return nil, err
+	}
+	if f.readOnly {
+		return nil, ErrReadOnly
+	}
+	if err := format.ValidName(name); err != nil {
+		return nil, fmt.Errorf("%w: dataset name %q", ErrInvalid, name)
+	}
+	if !spec.Type.Valid() {
+		return nil, fmt.Errorf("%w: element type %v", ErrInvalid, spec.Type)
+	}
+	r := len(spec.Shape)
+	if r == 0 || r > MaxRank {
+		return nil, fmt.Errorf("%w: rank %d (1..%d)", ErrInvalid, r, MaxRank)
+	}
+	if spec.MaxShape == nil {
+		spec.MaxShape = spec.Shape
+	}
+	if len(spec.MaxShape) != r {
+		return nil, fmt.Errorf("%w: shape and max shape have different ranks", ErrInvalid)
+	}
+	shape := make([]uint64, r)
+	for d := range shape {
+		if spec.MaxShape[d] != Unlimited {
+			if spec.Shape[d] > spec.MaxShape[d] {
+				return nil, fmt.Errorf("%w: shape %v exceeds max shape %v", ErrInvalid, spec.Shape, spec.MaxShape)
+			}
+			shape[d] = spec.Shape[d]
+		}
+	}
+	if len(spec.Fill) != 0 && len(spec.Fill) != spec.Type.Size() {
+		return nil, fmt.Errorf("%w: fill value has %d bytes, element has %d", ErrInvalid, len(spec.Fill), spec.Type.Size())
+	}
+	ms := make([]format.VirtualMapping, len(spec.Mappings))
+	for i, m := range spec.Mappings {
+		ms[i] = format.VirtualMapping{Virtual: fromSel(m.Virtual), File: m.File, Dataset: m.Dataset, Source: fromSel(m.Source)}
+	}
+	maps, err := prepareMappings(ms, spec.MaxShape)
+	if err != nil {
+		return nil, fmt.Errorf("%w: virtual dataset %q: %v", ErrInvalid, name, err)
+	}
+	params := format.EncodeVirtualParams(ms)
+	if len(params) > format.MaxPartBytes {
+		return nil, fmt.Errorf("%w: virtual dataset %q: mapping list of %d bytes (at most %d)", ErrInvalid, name, len(params), format.MaxPartBytes)
+	}
+	hdr := format.DatasetHeader{
+		Name: name, Type: uint8(spec.Type), Shape: shape, MaxShape: clone(spec.MaxShape),
+		Chunk: ones(r), Layout: layoutVirtual, LayoutParams: params, Fill: clone(spec.Fill),
+		Filters: filter.EncodeSpecs(nil),
+		// No reservation in the cache: the chunks read are the sources'.
+		MinCacheBytes: -1,
+	}
+	probe := hdr
+	probe.ID = 1
+	if err := probe.Validate(); err != nil {
+		return nil, classify(err)
+	}
+	// Sources that exist now must fit: their type and rank.
+	for _, m := range maps {
+		if m.printf {
+			continue // one source per block, appearing later
+		}
+		if err := f.checkSource(ctx, name, Type(hdr.Type), m, m.file, m.dset); err != nil {
+			return nil, err
+		}
+	}
+
+	f.mu.Lock()
+	if f.closed.Load() {
+		f.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, ok := f.mu.catalog[name]; ok {
+		f.mu.Unlock()
+		return nil, fmt.Errorf("%w: dataset %q", ErrExists, name)
+	}
+	hdr.ID = f.mu.nextID
+	s, err := f.newState(hdr)
+	if err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	ds, err := s.acquire()
+	if err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	f.mu.nextID++
+	s.dirty.Store(true)
+	f.mu.open[name] = s
+	f.mu.catalog[name] = s.catalogEntry()
+	f.mu.Unlock()
+	// The dataset exists from here on; an error evaluating its extent (a
+	// source's I/O error) is the caller's, with the handle closed.
+	if err := ds.virtualOpened(ctx); err != nil {
+		_ = ds.Close()
+		return nil, err
+	}
+	return ds, nil
+}
+
+// checkSource opens a mapping's source, if it exists, and checks it.
+func (f *File) checkSource(ctx context.Context, name string, typ Type, m *vmap, file, dset string) error {
+	if _, _, err := f.sourceLocation(file); err != nil {
+		// A name this File cannot resolve (a relative name on a File
+		// opened on a driver) is resolved by whoever reads it.
+		return nil
+	}
+	src, release, err := f.virt.acquire(ctx, f, file, dset)
+	if err != nil {
+		return err
+	}
+	if src == nil {
+		return nil
+	}
+	defer release()
+	if err := checkSourceFits(name, typ, m, file, src); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// checkSourceFits checks a source dataset against its mapping: the
+// element type (never reinterpreted), the rank, and that it is not itself
+// virtual.
+func checkSourceFits(name string, typ Type, m *vmap, file string, src *Dataset) error {
+	switch {
+	case src.s.store.kind() == Virtual:
+		return fmt.Errorf("virtual dataset %q: source %s:%s is itself virtual", name, file, src.Name())
+	case src.Type() != typ:
+		return fmt.Errorf("virtual dataset %q: source %s:%s has type %v, the virtual dataset %v", name, file, src.Name(), src.Type(), typ)
+	case len(src.s.maxShape) != len(m.src):
+		return fmt.Errorf("virtual dataset %q: source %s:%s has rank %d, its selection %d", name, file, src.Name(), len(src.s.maxShape), len(m.src))
+	}
+	return nil
+}
+
+// virtualOpened evaluates a virtual dataset's extent on open.
+func (d *Dataset) virtualOpened(ctx context.Context) error {
+	l, ok := asLayout[*virtualLayout](d.s)
+	if !ok {
+		return nil
+	}
+	return l.evalExtent(ctx)
+}
+
+// evalExtent sets the dataset's extent from its mappings and their
+// sources (VirtualOptions.View).
+func (l *virtualLayout) evalExtent(ctx context.Context) error {
+	l.evalMu.Lock()
+	defer l.evalMu.Unlock()
+	s := l.s
+	f := s.f
+	maps := l.mappings()
+	view := f.vopts.View
+	shape := s.shape()
+	for d := range shape {
+		if s.maxShape[d] != Unlimited {
+			continue
+		}
+		var base uint64
+		combined, any := uint64(0), false
+		for _, m := range maps {
+			if m.u != d {
+				if e := m.v[d].end(); e != Unlimited {
+					base = max(base, e)
+				}
+				continue
+			}
+			e, err := l.mappingExtent(ctx, m, view)
+			if err != nil {
+				return err
+			}
+			switch {
+			case !any:
+				combined, any = e, true
+			case view == FirstMissing:
+				combined = min(combined, e)
+			default:
+				combined = max(combined, e)
+			}
+		}
+		shape[d] = max(base, combined)
+	}
+	s.mu.Lock()
+	s.mu.shape = shape
+	s.mu.Unlock()
+	return nil
+}
+
+// mappingExtent is how far an unlimited mapping reaches along its
+// unlimited dimension.
+func (l *virtualLayout) mappingExtent(ctx context.Context, m *vmap, view VirtualView) (uint64, error) {
+	f := l.s.f
+	trail := view == FirstMissing
+	if !m.printf {
+		src, release, err := f.virt.acquire(ctx, f, m.file, m.dset)
+		if err != nil {
+			return 0, l.sourceErr(m.file, m.dset, err)
+		}
+		var n uint64
+		if src != nil {
+			if sh := src.Shape(); len(sh) == len(m.src) {
+				n = slicesBelow(m.src[m.us], sh[m.us])
+			}
+			release()
+		}
+		return clipExtent(m.v[m.u], n, trail), nil
+	}
+	// One source per block: block k is there when its source dataset
+	// exists. Blocks found stay found (a writer never removes its file).
+	exists := func(k uint64) (bool, error) {
+		if m.printfFound[k] {
+			return true, nil
+		}
+		src, release, err := f.virt.acquire(ctx, f, expand(m.file, k), expand(m.dset, k))
+		if err != nil {
+			return false, l.sourceErr(expand(m.file, k), expand(m.dset, k), err)
+		}
+		if src == nil {
+			return false, nil
+		}
+		release()
+		m.printfFound[k] = true
+		return true, nil
+	}
+	var k, found uint64
+	gap := 0
+	for ; ; k++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		ok, err := exists(k)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			found, gap = k+1, 0
+			continue
+		}
+		if trail || gap >= f.vopts.PrintfGap {
+			break
+		}
+		gap++
+	}
+	if trail {
+		found = k
+	}
+	return clipExtent(m.v[m.u], found*m.v[m.u].block, trail), nil
+}
+
+func (l *virtualLayout) sourceErr(file, dset string, err error) error {
+	if file == "" {
+		file = "."
+	}
+	return fmt.Errorf("virtual dataset %q: source %s:%s: %w", l.s.name, file, dset, err)
+}
+
+// refresh refreshes every open source file and evaluates the extent again.
+func (l *virtualLayout) refresh(ctx context.Context) error {
+	if err := l.s.f.virt.refresh(ctx, l.s.f); err != nil {
+		return err
+	}
+	return l.evalExtent(ctx)
+}
+
+// refreshVirtual is the virtual half of File.Refresh: every source file
+// the File's virtual datasets opened, then their extents.
+func (f *File) refreshVirtual(ctx context.Context) error {
+	f.mu.Lock()
+	var ls []*virtualLayout
+	for _, s := range f.mu.open {
+		if l, ok := asLayout[*virtualLayout](s); ok {
+			ls = append(ls, l)
+		}
+	}
+	f.mu.Unlock()
+	if len(ls) == 0 {
+		return nil
+	}
+	if err := f.virt.refresh(ctx, f); err != nil {
+		return err
+	}
+	for _, l := range ls {
+		if err := l.evalExtent(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// vtask is one source read of a virtual read: the part of the request one
+// mapping (one block of a printf mapping) maps to one source dataset.
+type vtask struct {
+	m          *vmap
+	file, dset string
+	base       uint64 // element offset in the request buffer of the virtual dimensions of one element
+	dims       []vsrcDim
+}
+
+// vsrcDim is one source dimension of a task: a fixed index (a dimension
+// of one element) or runs along a request dimension of stride qstride.
+type vsrcDim struct {
+	fixed   bool
+	coord   uint64
+	qstride uint64
+	runs    []vrun
+}
+
+// io is Dataset.io for a virtual dataset.
+func (l *virtualLayout) io(ctx context.Context, sel Selection, buf []byte, write bool) error {
+	s := l.s
+	if write {
+		return errVirtualWrite(s.name)
+	}
+	ext := s.shape()
+	if err := sel.h.Validate(ext); err != nil {
+		return classify(err)
+	}
+	n := sel.h.NumElements()
+	if uint64(len(buf)) != n*uint64(s.elemSize) {
+		return fmt.Errorf("%w: buffer has %d bytes, selection needs %d", ErrInvalid, len(buf), n*uint64(s.elemSize))
+	}
+	if n == 0 {
+		return nil
+	}
+	// Everything no source provides is the fill value.
+	selection.FillChunk(buf, s.elemSize, s.fill)
+	tasks := l.plan(sel.h)
+	if len(tasks) == 0 {
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(2, runtime.GOMAXPROCS(0)))
+	for _, t := range tasks {
+		g.Go(func() error { return l.run(gctx, t, buf) })
+	}
+	return g.Wait()
+}
+
+// plan splits a request by mapping.
+func (l *virtualLayout) plan(h selection.Hyperslab) []*vtask {
+	req := toDims(h)
+	r := len(req)
+	qstride := make([]uint64, r)
+	st := uint64(1)
+	for d := r - 1; d >= 0; d-- {
+		qstride[d] = st
+		st *= req[d].size()
+	}
+	var tasks []*vtask
+	for _, m := range l.mappings() {
+		if !m.printf {
+			if t := l.task(m, req, qstride, m.v, m.file, m.dset); t != nil {
+				tasks = append(tasks, t)
+			}
+			continue
+		}
+		// The blocks of the unlimited dimension the request meets.
+		u, vu, q := m.u, m.v[m.u], req[m.u]
+		lo, hi := q.start, q.end()
+		if hi <= vu.start {
+			continue
+		}
+		k0 := uint64(0)
+		if lo > vu.start+vu.block {
+			k0 = (lo - vu.start - vu.block) / vu.stride
+		}
+		for k := k0; vu.start+k*vu.stride < hi; k++ {
+			v := clone(m.blockShape)
+			v[u].start = vu.start + k*vu.stride
+			if t := l.task(m, req, qstride, v, expand(m.file, k), expand(m.dset, k)); t != nil {
+				tasks = append(tasks, t)
+			}
+		}
+	}
+	return tasks
+}
+
+// task is the part of request req that mapping m (with virtual selection
+// v) covers, or nil.
+func (l *virtualLayout) task(m *vmap, req []dim1, qstride []uint64, v []dim1, file, dset string) *vtask {
+	t := &vtask{m: m, file: file, dset: dset, dims: make([]vsrcDim, len(m.src))}
+	for d := range v {
+		sd := m.pair[d]
+		if sd < 0 {
+			// One element along d: the request must hold it.
+			runs := mapRuns(req[d], v[d], dim1{0, 1, 1, 1}, nil)
+			if len(runs) == 0 {
+				return nil
+			}
+			t.base += runs[0].q * qstride[d]
+			continue
+		}
+		runs := mapRuns(req[d], v[d], m.src[sd], nil)
+		if len(runs) == 0 {
+			return nil
+		}
+		t.dims[sd] = vsrcDim{qstride: qstride[d], runs: runs}
+	}
+	for sd := range m.src {
+		if m.spair[sd] < 0 {
+			t.dims[sd] = vsrcDim{fixed: true, coord: m.src[sd].start}
+		}
+	}
+	return t
+}
+
+// run reads one task's source and copies it into buf.
+func (l *virtualLayout) run(ctx context.Context, t *vtask, buf []byte) error {
+	s := l.s
+	src, release, err := s.f.virt.acquire(ctx, s.f, t.file, t.dset)
+	if err != nil {
+		return l.sourceErr(t.file, t.dset, err)
+	}
+	if src == nil {
+		return nil // missing: fill
+	}
+	defer release()
+	if err := checkSourceFits(s.name, s.typ, t.m, t.file, src); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	ext := src.Shape()
+	// Clip to the source's extent: beyond it, fill.
+	dims := make([]vsrcDim, len(t.dims))
+	for sd, x := range t.dims {
+		if x.fixed {
+			if x.coord >= ext[sd] {
+				return nil
+			}
+			dims[sd] = x
+			continue
+		}
+		var runs []vrun
+		for _, r := range x.runs {
+			if r.src >= ext[sd] {
+				continue
+			}
+			r.n = min(r.n, ext[sd]-r.src)
+			runs = append(runs, r)
+		}
+		if len(runs) == 0 {
+			return nil
+		}
+		dims[sd] = vsrcDim{qstride: x.qstride, runs: runs}
+	}
+	return l.readPart(ctx, src, t, dims, buf)
+}
+
+// readPart reads the box the runs of dims span from src into a scratch
+// buffer and copies the runs into buf. A box much larger than what the
+// runs need is cut along a dimension with several runs first.
+func (l *virtualLayout) readPart(ctx context.Context, src *Dataset, t *vtask, dims []vsrcDim, buf []byte) error {
+	r := len(dims)
+	lo, cnt := make([]uint64, r), make([]uint64, r)
+	need, box := uint64(1), uint64(1)
+	split := -1
+	for sd, x := range dims {
+		if x.fixed {
+			lo[sd], cnt[sd] = x.coord, 1
+			continue
+		}
+		a, b, n := x.runs[0].src, x.runs[0].src, uint64(0)
+		for _, rr := range x.runs {
+			a, b = min(a, rr.src), max(b, rr.src+rr.n)
+			n += rr.n
+		}
+		lo[sd], cnt[sd] = a, b-a
+		need *= n
+		box *= b - a
+		if len(x.runs) > 1 && (split < 0 || len(x.runs) > len(dims[split].runs)) {
+			split = sd
+		}
+	}
+	if split >= 0 && box > 2*need+4096 {
+		for _, rr := range dims[split].runs {
+			sub := clone(dims)
+			sub[split] = vsrcDim{qstride: dims[split].qstride, runs: []vrun{rr}}
+			if err := l.readPart(ctx, src, t, sub, buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	es := uint64(l.s.elemSize)
+	tmp := make([]byte, box*es)
+	if err := src.Read(ctx, Box(lo, cnt), tmp); err != nil {
+		return l.sourceErr(t.file, t.dset, err)
+	}
+	tstride := make([]uint64, r)
+	st := uint64(1)
+	for sd := r - 1; sd >= 0; sd-- {
+		tstride[sd] = st
+		st *= cnt[sd]
+	}
+	// Copy run by run; the innermost source dimension's runs are
+	// contiguous in tmp and, when the request's innermost dimension is
+	// theirs, in buf.
+	var walk func(sd int, q, to uint64)
+	walk = func(sd int, q, to uint64) {
+		if sd == r {
+			copy(buf[q*es:(q+1)*es], tmp[to*es:(to+1)*es])
+			return
+		}
+		x := dims[sd]
+		if x.fixed {
+			walk(sd+1, q, to)
+			return
+		}
+		last := sd == r-1 || allFixed(dims[sd+1:])
+		for _, rr := range x.runs {
+			qq, tt := q+rr.q*x.qstride, to+(rr.src-lo[sd])*tstride[sd]
+			if last && x.qstride == 1 && tstride[sd] == 1 {
+				copy(buf[qq*es:(qq+rr.n)*es], tmp[tt*es:(tt+rr.n)*es])
+				continue
+			}
+			for i := uint64(0); i < rr.n; i++ {
+				walk(sd+1, qq+i*x.qstride, tt+i*tstride[sd])
+			}
+		}
+	}
+	walk(0, t.base, 0)
+	return nil
+}
+
+func allFixed(ds []vsrcDim) bool {
+	for _, x := range ds {
+		if !x.fixed {
+			return false
+		}
+	}
+	return true
+}
+
+// The storage interface: a virtual dataset stores nothing in its file
+// but its header.
+
+func (l *virtualLayout) kind() LayoutKind { return Virtual }
+
+func (l *virtualLayout) maxStored() int64 { return 0 }
+
+func (l *virtualLayout) admitBytes() int64 { return int64(l.s.elemSize) }
+
+func (l *virtualLayout) registerViews() error { return nil }
+
+func (l *virtualLayout) checkChunk([]uint64, cache.Chunk, []uint64) error { return nil }
+
+func (l *virtualLayout) chunkIndex() (*lazyIndex, bool) { return nil, false }
+
+func (l *virtualLayout) checkExtent([]uint64) error { return errVirtualWrite(l.s.name) }
+
+func (l *virtualLayout) commit(context.Context) (root, params []byte, err error) {
+	return nil, nil, nil
+}
+
+func (l *virtualLayout) checkAdopt(hdr format.DatasetHeader) error {
+	_, err := decodeVirtualMaps(hdr.LayoutParams, hdr.MaxShape)
+	return err
+}
+
+func (l *virtualLayout) adopt(hdr format.DatasetHeader) error {
+	maps, err := decodeVirtualMaps(hdr.LayoutParams, hdr.MaxShape)
+	if err != nil {
+		return err
+	}
+	l.s.mu.Lock()
+	l.maps = maps
+	l.s.layoutParams = hdr.LayoutParams
+	l.s.mu.Unlock()
+	return nil
+}
+
+func (l *virtualLayout) usage(context.Context) (Storage, error) { return Storage{}, nil }
+
+func (l *virtualLayout) chunkExtents(context.Context) ([]ChunkExtent, error) { return nil, nil }
+
+func (l *virtualLayout) liveExtents(_ context.Context, live []alloc.Extent) ([]alloc.Extent, error) {
+	return live, nil
+}
+
+func (l *virtualLayout) checkStored(context.Context, string, *checkRun) error { return nil }
+
+// The cache's callbacks: a virtual dataset is registered like any other
+// (its handles, its statistics) but never has a chunk, because its reads
+// go to the sources and its writes are refused before the cache.
+
+var errNoChunks = fmt.Errorf("%w: a virtual dataset has no chunks", ErrInvalid)
+
+func (l *virtualLayout) ChunkDims() []uint64 { return l.s.chunk }
+
+func (l *virtualLayout) Lookup(context.Context, []cache.Coord, []cache.Location) error {
+	return errNoChunks
+}
+
+func (l *virtualLayout) NewChunk(cache.Coord, bool) (cache.Chunk, error) { return nil, errNoChunks }
+
+func (l *virtualLayout) Decode(cache.Coord, cache.Location, []byte) (cache.Chunk, error) {
+	return nil, errNoChunks
+}
+
+func (l *virtualLayout) Encode(cache.Coord, cache.Chunk) (cache.Encoded, error) {
+	return cache.Encoded{}, errNoChunks
+}
+
+func (l *virtualLayout) Insert(context.Context, []cache.Insertion) error { return errNoChunks }
+
+func (l *virtualLayout) Publish(context.Context, []cache.Insertion, error) error { return errNoChunks }
+
+func (l *virtualLayout) Scatter(cache.Chunk, cache.Piece) error { return errNoChunks }
+
+func (l *virtualLayout) ScatterFill(cache.Piece) error { return errNoChunks }
+
+func (l *virtualLayout) Gather(cache.Chunk, cache.Piece) error { return errNoChunks }
+
+func (l *virtualLayout) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) {
+	return false, errNoChunks
+}
+
+// virtualSources are the source files a File's virtual datasets opened:
+// kept open, up to VirtualOptions.MaxSourceFiles, least recently used
+// closed first; a file a read is using stays open. Their chunks live in
+// the virtual file's cache.
+//
+// Lock order: mu is a leaf for bookkeeping; opening a file or a dataset
+// happens under the entry's own mutex (srcFile.mu), never under mu.
+type virtualSources struct {
+	mu    sync.Mutex
+	tick  uint64
+	files map[string]*srcFile
+}
+
+// srcFile is one source file and the source datasets opened in it.
+type srcFile struct {
+	name string
+	self bool
+	refs int    // guarded by virtualSources.mu
+	used uint64 // guarded by virtualSources.mu
+	gone bool   // guarded by virtualSources.mu: closed
+	// opened is set once the file is open: only open files count
+	// against MaxSourceFiles (a missing one holds nothing but the note).
+	opened atomic.Bool
+
+	mu      sync.Mutex // guards the fields below; held across opens
+	f       *File
+	missing bool // the file did not exist at the last look
+	ds      map[string]*Dataset
+	nods    map[string]bool // datasets that did not exist at the last look
+}
+
+// location resolves a mapping's file name.
+func (f *File) sourceLocation(file string) (name string, self bool, err error) {
+	if file == "" || file == "." {
+		return "", true, nil
+	}
+	if strings.Contains(file, "://") || filepath.IsAbs(file) {
+		return file, false, nil
+	}
+	base := f.vopts.Base
+	if base == "" {
+		if f.path == "" {
+			if f.vopts.Open != nil {
+				return file, false, nil
+			}
+			return "", false, fmt.Errorf("%w: relative source file %q of a file opened on a driver needs VirtualOptions.Base or Open", ErrInvalid, file)
+		}
+		base = filepath.Dir(f.path)
+	}
+	if strings.Contains(base, "://") {
+		return strings.TrimSuffix(base, "/") + "/" + file, false, nil
+	}
+	return filepath.Join(base, file), false, nil
+}
+
+// acquire returns the source dataset dset of file, opening what is not
+// open yet; nil (no error) when the file or the dataset does not exist.
+// release must be called when the caller is done with a non-nil one.
+func (vs *virtualSources) acquire(ctx context.Context, f *File, file, dset string) (*Dataset, func(), error) {
+	name, self, err := f.sourceLocation(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	vs.mu.Lock()
+	if vs.files == nil {
+		vs.files = make(map[string]*srcFile)
+	}
+	key := name
+	if self {
+		key = "\x00self"
+	}
+	sf := vs.files[key]
+	if sf == nil {
+		sf = &srcFile{name: name, self: self, ds: make(map[string]*Dataset), nods: make(map[string]bool)}
+		vs.files[key] = sf
+	}
+	sf.refs++
+	vs.tick++
+	sf.used = vs.tick
+	vs.mu.Unlock()
+	ds, err := sf.open(ctx, f, dset)
+	if ds == nil || err != nil {
+		// Released after sf.mu: release may close sf.
+		vs.release(f, sf)
+		return nil, nil, err
+	}
+	return ds, func() { vs.release(f, sf) }, nil
+}
+
+// open opens the file (once) and the dataset dset in it; nil, nil when
+// either does not exist.
+func (sf *srcFile) open(ctx context.Context, f *File, dset string) (*Dataset, error) {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	if sf.f == nil && !sf.missing {
+		if sf.self {
+			sf.f = f
+		} else {
+			opts := &Options{Cache: f.cache, ReadOnly: true, Virtual: VirtualOptions{Open: f.vopts.Open}}
+			var sfile *File
+			var err error
+			if f.vopts.Open != nil {
+				sfile, err = f.vopts.Open(ctx, sf.name, opts)
+			} else {
+				sfile, err = OpenContext(ctx, sf.name, opts)
+			}
+			switch {
+			case errors.Is(err, ErrNotFound):
+				sf.missing = true
+			case err != nil:
+				return nil, err
+			default:
+				sf.f = sfile
+				sf.opened.Store(true)
+			}
+		}
+	}
+	if sf.f == nil || sf.nods[dset] || sf.ds == nil {
+		return nil, nil
+	}
+	ds := sf.ds[dset]
+	if ds == nil {
+		var err error
+		ds, err = sf.f.OpenDatasetContext(ctx, dset)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			sf.nods[dset] = true
+			return nil, nil
+		case err != nil:
+			return nil, err
+		}
+		sf.ds[dset] = ds
+	}
+	return ds, nil
+}
+
+// release drops a reference and closes the least recently used idle
+// files beyond the bound.
+func (vs *virtualSources) release(f *File, sf *srcFile) {
+	limit := f.vopts.MaxSourceFiles
+	if limit <= 0 {
+		limit = 64
+	}
+	vs.mu.Lock()
+	sf.refs--
+	var victims []*srcFile
+	for {
+		open := 0
+		var lru *srcFile
+		for _, x := range vs.files {
+			if !x.opened.Load() || x.self {
+				continue
+			}
+			open++
+			if x.refs == 0 && (lru == nil || x.used < lru.used) {
+				lru = x
+			}
+		}
+		if open <= limit {
+			break
+		}
+		if lru == nil {
+			break // every file is in use: over the bound until released
+		}
+		for k, x := range vs.files {
+			if x == lru {
+				delete(vs.files, k)
+			}
+		}
+		lru.gone = true
+		victims = append(victims, lru)
+	}
+	vs.mu.Unlock()
+	for _, v := range victims {
+		v.close()
+	}
+}
+
+// close closes a source file that left the table (nobody holds it).
+func (sf *srcFile) close() {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	for _, d := range sf.ds {
+		_ = d.Close()
+	}
+	sf.ds = nil
+	if sf.f != nil && !sf.self {
+		_ = sf.f.Close()
+	}
+	sf.f = nil
+}
+
+// refresh refreshes every open source file other than f itself and
+// forgets which files and datasets were missing, so that the next look
+// finds those that appeared since.
+func (vs *virtualSources) refresh(ctx context.Context, f *File) error {
+	vs.mu.Lock()
+	files := make([]*srcFile, 0, len(vs.files))
+	for _, sf := range vs.files {
+		sf.refs++ // kept open while refreshed
+		files = append(files, sf)
+	}
+	vs.mu.Unlock()
+	var first error
+	for _, sf := range files {
+		sf.mu.Lock()
+		sf.missing = false
+		clear(sf.nods)
+		if sf.f != nil && !sf.self {
+			if err := sf.f.Refresh(ctx); err != nil && first == nil {
+				first = fmt.Errorf("source %s: %w", sf.name, err)
+			}
+		}
+		sf.mu.Unlock()
+		vs.release(f, sf)
+	}
+	return first
+}
+
+// closeAll closes every source file (File.Close).
+func (vs *virtualSources) closeAll() {
+	vs.mu.Lock()
+	files := vs.files
+	vs.files = nil
+	vs.mu.Unlock()
+	for _, sf := range files {
+		sf.close()
+	}
+}
