@@ -723,9 +723,10 @@ func faultSweepSeeds() []uint64 {
 	return []uint64{1}
 }
 
-// TestTransientFaultEveryLayout fails one operation at a time, for every operation
-// of each layout's workload, with each fault kind, in each variant, and
-// checks what the workload did after the fault and the file it left.
+// TestTransientFaultEveryLayout fails one operation at a time, for every
+// operation of each layout's workload, with each fault kind, in each
+// variant, and checks what the workload did after the fault and the file
+// it left.
 func TestTransientFaultEveryLayout(t *testing.T) {
 	defer verifyNoLeaks(t)
 	for _, l := range faultLayouts {
