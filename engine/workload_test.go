@@ -13,7 +13,9 @@ import (
 // holds, record the model before each commit, and close at the end, which
 // commits once more (or, after the first error, only releases
 // everything). defineWorkload holds that frame, so a layout's workload is
-// its options, its datasets and its operations.
+// its options, its datasets and its operations. The single-fault sweep
+// (faultsweep_test.go), which carries on after the failure instead of
+// stopping, has its own driver, parameterised by layout.
 
 // wlRun is one run of a workload: the file under test and the model of
 // what its datasets hold.
