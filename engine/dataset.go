@@ -514,11 +514,22 @@ func (s *dsState) writeHeader(ctx context.Context) (err error) {
 	s.extent.RLock()
 	defer s.extent.RUnlock()
 	if s.hasPendingTrims() {
-		// The commit ran finishTrims before writing chunks; a shrink
-		// since has left new ones. Its chunks were written untrimmed, so
-		// this commit may not name the new extent: fail it, and the next
-		// commit trims first.
-		return fmt.Errorf("%w: dataset %q: a shrink's edge chunks are not trimmed yet; flush again", ErrIO, s.name)
+		// The commit ran finishTrims before writing chunks back; a shrink
+		// since has left new ones (its cache trim failed, say for a
+		// reload's I/O). The header may name the new extent only once no
+		// stored chunk keeps elements outside it, so the trims finish and
+		// their chunks are written back here, under the extent lock that
+		// keeps the next shrink out. Their errors are the commit's.
+		if err := s.finishTrims(ctx); err != nil {
+			return err
+		}
+		cds, err := s.cacheDataset()
+		if err != nil {
+			return err
+		}
+		if err := cds.Flush(ctx, false); err != nil {
+			return classify(err)
+		}
 	}
 	if !s.dirty.Swap(false) {
 		return nil
@@ -821,6 +832,9 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 	// 3. The cache drops what the index no longer holds and trims the
 	// edge chunks it prepared; then the shape. The commit's writeHeader
 	// waits for the extent lock, so it sees all of this or none of it.
+	if h := testHookShrinkPrepared.Load(); h != nil {
+		(*h)()
+	}
 	cerr := cds.SetExtent(ctx, old, dims)
 	s.mu.Lock()
 	s.mu.shape = dims

@@ -513,6 +513,9 @@ func (f *File) commitLocked(ctx context.Context, only *dsState) (err error) {
 	if err := f.writeBack(ctx, only); err != nil {
 		return classify(err)
 	}
+	if h := testHookWroteBack.Load(); h != nil {
+		(*h)()
+	}
 	epoch := f.space.beginCommit()
 	defer f.space.endCommit()
 

@@ -353,6 +353,15 @@ var (
 // TestFollowRetryAfterOtherRefresh refreshes the File from there.
 var testHookFollowFailed atomic.Pointer[func()]
 
+// testHookWroteBack, when set (tests only), runs in a commit after the
+// dirty chunks were written back and before any header is written.
+var testHookWroteBack atomic.Pointer[func()]
+
+// testHookShrinkPrepared, when set (tests only), runs in SetExtent after
+// the cache prepared a shrink and the index was cut, before the cache
+// applies the shrink.
+var testHookShrinkPrepared atomic.Pointer[func()]
+
 // headerImage returns the canonical encoding of the header the state holds.
 func (s *dsState) headerImage() []byte {
 	s.mu.Lock()
