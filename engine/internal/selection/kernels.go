@@ -63,7 +63,7 @@ func FillChunk(chunk []byte, elemSize int, fill []byte) {
 
 // Trim sets every element of a chunk (at scaled coordinates coord, of shape
 // chunkDims) whose global index along any dimension d is >= dims[d] to fill,
-// and reports whether any element lay outside dims. Seed 002
+// and reports whether any element lay outside dims. SCC internal API
 // "H5Dset_extent()": a chunk partly outside a shrunk extent gets the fill
 // value in its newly out-of-bounds elements, so that a later grow shows the
 // fill value there and not stale data. Ranks that do not match report false
