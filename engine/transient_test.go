@@ -419,7 +419,7 @@ func (r *tRun) read() {
 			return
 		}
 		if err := vlenDiff(got, ref.readVlen(sel)); err != nil {
-			r.fatalf("%s: read %v: %v", sp.name, sel.h, err)
+			r.fatalf("%s: read %v: %v", sp.name, sel.hyper(), err)
 		}
 		return
 	}
@@ -428,7 +428,7 @@ func (r *tRun) read() {
 		return
 	}
 	if want := ref.read(sel); !bytes.Equal(buf, want) {
-		r.fatalf("%s: read %v returned data the model does not hold", sp.name, sel.h)
+		r.fatalf("%s: read %v returned data the model does not hold", sp.name, sel.hyper())
 	}
 }
 
