@@ -100,7 +100,7 @@ func TestContiguousDifferential(t *testing.T) {
 					buf := make([]byte, sel.NumElements()*uint64(es))
 					must(t, ds.Read(ctx, sel, buf))
 					if !bytes.Equal(buf, ref.read(sel)) {
-						t.Fatalf("step %d: read %v differs", step, sel.h)
+						t.Fatalf("step %d: read %v differs", step, sel.hyper())
 					}
 				case op < 10:
 					must(t, f.Flush(ctx))
@@ -159,7 +159,7 @@ func TestContiguousConcurrent(t *testing.T) {
 				sel := randomSelection(rng, half)
 				buf := make([]byte, sel.NumElements())
 				if err := ds.Read(ctx, sel, buf); err != nil || !bytes.Equal(buf, ref.read(sel)) {
-					errc <- fmt.Errorf("reader %d: %v differs (%v)", g, sel.h, err)
+					errc <- fmt.Errorf("reader %d: %v differs (%v)", g, sel.hyper(), err)
 					return
 				}
 			}
@@ -171,9 +171,9 @@ func TestContiguousConcurrent(t *testing.T) {
 		rng := rand.New(rand.NewPCG(7, 7))
 		for i := 0; i < 30; i++ {
 			sel := randomSelection(rng, half)
-			start := clone(sel.h.Start)
+			start := clone(sel.hyper().Start)
 			start[0] += 200
-			w := Hyperslab(start, sel.h.Stride, sel.h.Count, sel.h.Block)
+			w := Hyperslab(start, sel.hyper().Stride, sel.hyper().Count, sel.hyper().Block)
 			err := ds.Write(ctx, w, randomBytes(rng, int(w.NumElements())))
 			if err == nil && i%5 == 4 {
 				err = f.Flush(ctx)

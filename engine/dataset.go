@@ -725,11 +725,14 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 // path and why it takes no lock when it can.
 func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool) error {
 	s := d.s
+	sc := ioPool.Get().(*ioScratch)
+	defer sc.put()
+	// An inline Box expands into the request's scratch, so building the
+	// selection in the call costs no allocation (Selection).
+	sel = Selection{h: sel.in(&sc.sel)}
 	if l, ok := s.store.(*virtualLayout); ok {
 		return l.io(ctx, sel, buf, write)
 	}
-	sc := ioPool.Get().(*ioScratch)
-	defer sc.put()
 	var p prepared
 	if !write {
 		// A read inside one chunk (ioone.go); a miss there goes straight
@@ -891,14 +894,14 @@ func (d *Dataset) Close() error {
 // validated, so it saturates instead of overflowing; an invalid selection
 // is rejected right after.
 func (s *dsState) region(sel Selection) serialize.Region {
-	r := len(sel.h.Start)
+	r := len(sel.hyper().Start)
 	return s.fillRegion(sel, serialize.Region{Dataset: s.id, Lo: make([]uint64, r), Hi: make([]uint64, r)})
 }
 
 // fillRegion computes region into reg, whose Lo and Hi have the
 // selection's rank and are zero.
 func (s *dsState) fillRegion(sel Selection, reg serialize.Region) serialize.Region {
-	h := sel.h
+	h := sel.hyper()
 	r := len(h.Start)
 	if len(h.Stride) != r || len(h.Count) != r || len(h.Block) != r || r != len(s.chunk) {
 		return reg // empty: conflicts with nothing; Validate rejects it

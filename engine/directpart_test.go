@@ -55,7 +55,7 @@ func TestDirectPartDifferential(t *testing.T) {
 			buf := make([]byte, sel.NumElements())
 			must(t, ds.Read(ctx, sel, buf))
 			if !bytes.Equal(buf, ref.read(sel)) {
-				t.Fatalf("step %d: read %v differs", step, sel.h)
+				t.Fatalf("step %d: read %v differs", step, sel.hyper())
 			}
 		case op < 15:
 			must(t, f.Flush(ctx))
@@ -238,7 +238,7 @@ func TestDirectPartConcurrentWriter(t *testing.T) {
 				}
 				for _, b := range buf {
 					if b != buf[0] {
-						errs <- fmt.Errorf("read %v saw versions %d and %d", sel.h, buf[0], b)
+						errs <- fmt.Errorf("read %v saw versions %d and %d", sel.hyper(), buf[0], b)
 						return
 					}
 				}

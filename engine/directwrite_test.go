@@ -479,7 +479,7 @@ func directConcurrentDifferential(t *testing.T, cols uint64, opts *Options) {
 				case 2: // partial: cached
 					sel := randomSelection(rng, []uint64{rowsEach, dwRow})
 					buf := randomBytes(rng, int(sel.NumElements()))
-					h := sel.h
+					h := sel.hyper()
 					start := append([]uint64(nil), h.Start...)
 					start[0] += lo
 					if err := ds.Write(ctx, Hyperslab(start, h.Stride, h.Count, h.Block), buf); err != nil {

@@ -476,8 +476,8 @@ func (r *tRun) settle(name string, sel Selection, old, asked *refArray) {
 	// that touched one chunk (its first and last selected elements lie in
 	// it) changed nothing.
 	one := true
-	for d, start := range sel.h.Start {
-		last := start + (sel.h.Count[d]-1)*sel.h.Stride[d] + sel.h.Block[d] - 1
+	for d, start := range sel.hyper().Start {
+		last := start + (sel.hyper().Count[d]-1)*sel.hyper().Stride[d] + sel.hyper().Block[d] - 1
 		one = one && start/chunk[d] == last/chunk[d]
 	}
 	if one {
@@ -596,7 +596,7 @@ func (r *tRun) read() {
 			return
 		}
 		if err := vlenDiff(got, ref.readVlen(sel)); err != nil {
-			r.fatalf("%s: read %v: %v", name, sel.h, err)
+			r.fatalf("%s: read %v: %v", name, sel.hyper(), err)
 		}
 		return
 	}
@@ -605,7 +605,7 @@ func (r *tRun) read() {
 		return
 	}
 	if want := ref.read(sel); !bytes.Equal(buf, want) {
-		r.fatalf("%s: read %v returned data the model does not hold", name, sel.h)
+		r.fatalf("%s: read %v returned data the model does not hold", name, sel.hyper())
 	}
 }
 

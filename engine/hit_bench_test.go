@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/engine/internal/selection"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -115,7 +117,8 @@ func BenchmarkResidentRead(b *testing.B) {
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
 			sccT, err := runGoroutines(g, b.N, func(buf []byte) error {
-				return fx.ds.Read(ctx, fx.sel, buf)
+				// The selection is built in the call, as a user writes it.
+				return fx.ds.Read(ctx, Box([]uint64{rrAt, rrAt}, []uint64{rrBox, rrBox}), buf)
 			})
 			runtime.ReadMemStats(&ms1)
 			if err != nil {
@@ -164,6 +167,81 @@ func TestResidentReadAllocs(t *testing.T) {
 	})
 	if n != 0 {
 		t.Fatalf("%v allocations per resident read, want 0", n)
+	}
+}
+
+// TestBoxInTheCallAllocs: the call a user writes, with its selection
+// built in the call, allocates nothing in the steady state, for a Read
+// and a Write of a small box in a resident chunk and for All.
+func TestBoxInTheCallAllocs(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation count (the race detector makes sync.Pool drop items)")
+	}
+	fx := newResidentReadFixture(t)
+	ctx := context.Background()
+	buf := make([]byte, rrBox*rrBox)
+	calls := map[string]func() error{
+		"Read": func() error {
+			return fx.ds.Read(ctx, Box([]uint64{rrAt, rrAt}, []uint64{rrBox, rrBox}), buf)
+		},
+		"Write": func() error {
+			return fx.ds.Write(ctx, Box([]uint64{rrAt, rrAt}, []uint64{rrBox, rrBox}), buf)
+		},
+		"Read All": func() error {
+			return fx.ds.Read(ctx, All([]uint64{rrChunk, rrChunk}), fx.chunk)
+		},
+	}
+	for name, call := range calls {
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(200, func() {
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: %v allocations per call, want 0", name, n)
+		}
+	}
+	// The box read what the chunk holds (the Write above wrote buf's own
+	// bytes back).
+	want := make([]byte, rrBox*rrBox)
+	copyBox(want, fx.chunk)
+	if err := fx.ds.Read(ctx, Box([]uint64{rrAt, rrAt}, []uint64{rrBox, rrBox}), buf); err != nil || string(buf) != string(want) {
+		t.Fatalf("read %v (%v), want %v", buf, err, want)
+	}
+}
+
+// TestInlineBoxIsTheBox: an inline Box, its expansion and selection.Box
+// describe the same hyperslab, for every rank up to the inline bound and
+// beyond it, zero counts included.
+func TestInlineBoxIsTheBox(t *testing.T) {
+	for r := 0; r <= maxInlineRank+1; r++ {
+		start, count := make([]uint64, r), make([]uint64, r)
+		for d := range start {
+			start[d], count[d] = uint64(d*3+1), uint64(d%3)
+		}
+		want := selection.Box(start, count)
+		sel := Box(start, count)
+		if sel.box != (r <= maxInlineRank) {
+			t.Fatalf("rank %d: inline %v", r, sel.box)
+		}
+		if r > 0 {
+			start[0] = 999 // Box copied its arguments
+		}
+		var a selArrays
+		for _, got := range []selection.Hyperslab{sel.hyper(), sel.in(&a), sel.normal().h} {
+			if !slices.Equal(got.Start, want.Start) || !slices.Equal(got.Stride, want.Stride) ||
+				!slices.Equal(got.Count, want.Count) || !slices.Equal(got.Block, want.Block) {
+				t.Fatalf("rank %d: %+v, want %+v", r, got, want)
+			}
+		}
+		if !slices.Equal(sel.Shape(), want.Shape()) || sel.NumElements() != want.NumElements() {
+			t.Fatalf("rank %d: shape %v n %d, want %v %d", r, sel.Shape(), sel.NumElements(), want.Shape(), want.NumElements())
+		}
+	}
+	if err := Box([]uint64{1}, []uint64{1, 2}).hyper().Validate([]uint64{4, 4}); err == nil {
+		t.Fatal("a Box whose start and count differ in rank validates")
 	}
 }
 

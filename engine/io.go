@@ -52,6 +52,7 @@ import (
 
 // ioScratch is one request's reusable state.
 type ioScratch struct {
+	sel      selArrays // an inline Box selection, expanded
 	lo, hi   [8]uint64
 	regions  [1]serialize.Region
 	bufShape [8]uint64
@@ -87,7 +88,7 @@ func (sc *ioScratch) put() {
 
 // regionInto is dsState.region into sc's arrays when the rank allows.
 func (s *dsState) regionInto(sel Selection, sc *ioScratch) serialize.Region {
-	r := len(sel.h.Start)
+	r := len(sel.hyper().Start)
 	if r > len(sc.lo) || len(s.chunk) != r {
 		return s.region(sel)
 	}
@@ -115,15 +116,15 @@ func (s *dsState) hotDataset() (*cache.Dataset, error) {
 // prepare validates sel against the extent and buf, and builds the
 // per-chunk requests in sc. n == 0: nothing selected.
 func (s *dsState) prepare(sel Selection, buf []byte, sc *ioScratch) (reqs []cache.Request, err error) {
-	if cds := s.hot.Load(); cds != nil && sc.prepareOne(sel.h, s.mu.shape, s.chunk, s.elemSize, buf, cds) {
+	if cds := s.hot.Load(); cds != nil && sc.prepareOne(sel.hyper(), s.mu.shape, s.chunk, s.elemSize, buf, cds) {
 		return sc.one[:], nil
 	}
 	// See the file comment: the extent cannot change while io holds the
 	// dataset, so the shape is read without s.mu.
-	if err := sel.h.Validate(s.mu.shape); err != nil {
+	if err := sel.hyper().Validate(s.mu.shape); err != nil {
 		return nil, classify(err)
 	}
-	n := sel.h.NumElements()
+	n := sel.hyper().NumElements()
 	if uint64(len(buf)) != n*uint64(s.elemSize) {
 		return nil, fmt.Errorf("%w: buffer has %d bytes, selection needs %d", ErrInvalid, len(buf), n*uint64(s.elemSize))
 	}
@@ -134,7 +135,7 @@ func (s *dsState) prepare(sel Selection, buf []byte, sc *ioScratch) (reqs []cach
 	if err != nil {
 		return nil, err
 	}
-	h := sel.h
+	h := sel.hyper()
 	r := len(h.Count)
 	var bufShape []uint64
 	if r <= len(sc.bufShape) {

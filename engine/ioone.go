@@ -128,7 +128,7 @@ func (rc *rowCopy) scatter(dst, chunk []byte) {
 // finished with err. done false: io takes its general path, with p the
 // request built here if the chunk was not resident (empty otherwise).
 func (s *dsState) readOne(ctx context.Context, sel Selection, buf []byte, sc *ioScratch) (done bool, p prepared, err error) {
-	h := sel.h
+	h := sel.hyper()
 	r := len(s.chunk)
 	if r == 0 || r > len(sc.coord) || len(h.Start) != r || len(h.Count) != r ||
 		len(h.Block) != r || len(h.Stride) != r {

@@ -47,8 +47,8 @@ func TestReadOneAllocs(t *testing.T) {
 		buf := make([]byte, n)
 		// The selection takes the single-chunk path.
 		sc := ioPool.Get().(*ioScratch)
-		if !sc.buildOne(sel.h, ds.s.mu.shape, ds.s.chunk, es, buf, ds.s.hot.Load()) {
-			t.Fatalf("case %d: %v does not take the single-chunk path", i, sel.h)
+		if !sc.buildOne(sel.hyper(), ds.s.mu.shape, ds.s.chunk, es, buf, ds.s.hot.Load()) {
+			t.Fatalf("case %d: %v does not take the single-chunk path", i, sel.hyper())
 		}
 		sc.put()
 		hits := ds.CacheStats().Hits
@@ -62,7 +62,7 @@ func TestReadOneAllocs(t *testing.T) {
 			t.Fatal(rerr)
 		}
 		if allocs != 0 {
-			t.Errorf("case %d (%v, elem %d): %v allocations per read, want 0", i, sel.h, es, allocs)
+			t.Errorf("case %d (%v, elem %d): %v allocations per read, want 0", i, sel.hyper(), es, allocs)
 		}
 		if got := ds.CacheStats().Hits - hits; got < 200 {
 			t.Errorf("case %d: %d hits over 201 reads: the chunk was not resident", i, got)

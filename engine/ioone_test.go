@@ -135,19 +135,19 @@ func TestReadOneMatchesPrepareOne(t *testing.T) {
 		chunkBuf := make([]byte, s.chunkBytes)
 		for k := 0; k < 20000; k++ {
 			sel := randSlab(r, sh.shape, sh.chunk)
-			n := sel.h.NumElements()
+			n := sel.hyper().NumElements()
 			size := int(n) * es
 			if r.IntN(10) == 0 {
 				size += es
 			}
 			buf := make([]byte, size)
 			one := ioPool.Get().(*ioScratch)
-			ok := one.buildOne(sel.h, s.mu.shape, s.chunk, es, buf, cds)
+			ok := one.buildOne(sel.hyper(), s.mu.shape, s.chunk, es, buf, cds)
 			ref := ioPool.Get().(*ioScratch)
 			ref.regions[0] = s.regionInto(sel, ref)
-			refOK := ref.prepareOne(sel.h, s.mu.shape, s.chunk, es, buf, cds)
+			refOK := ref.prepareOne(sel.hyper(), s.mu.shape, s.chunk, es, buf, cds)
 			if ok != refOK {
-				t.Fatalf("%v (buf %d): buildOne %v, prepareOne %v", sel.h, len(buf), ok, refOK)
+				t.Fatalf("%v (buf %d): buildOne %v, prepareOne %v", sel.hyper(), len(buf), ok, refOK)
 			}
 			if ok {
 				accepted++
@@ -155,16 +155,16 @@ func TestReadOneMatchesPrepareOne(t *testing.T) {
 				if !slices.Equal(got.Coord, want.Coord) || got.Full != want.Full || got.Dataset != want.Dataset ||
 					one.oneSel.N != ref.oneSel.N || !slices.Equal(one.onePiece.bufShape, ref.onePiece.bufShape) ||
 					got.Piece != &one.onePiece || one.onePiece.p != &one.oneSel {
-					t.Fatalf("%v: request %+v, want %+v", sel.h, got, want)
+					t.Fatalf("%v: request %+v, want %+v", sel.hyper(), got, want)
 				}
 				for d := range ref.oneSel.Runs {
 					if !slices.Equal(one.oneSel.Runs[d], ref.oneSel.Runs[d]) {
-						t.Fatalf("%v: runs %v, want %v", sel.h, one.oneSel.Runs, ref.oneSel.Runs)
+						t.Fatalf("%v: runs %v, want %v", sel.hyper(), one.oneSel.Runs, ref.oneSel.Runs)
 					}
 				}
 				reg := one.oneRegion(s.id, len(s.chunk))
 				if reg.Dataset != ref.regions[0].Dataset || !slices.Equal(reg.Lo, ref.regions[0].Lo) || !slices.Equal(reg.Hi, ref.regions[0].Hi) {
-					t.Fatalf("%v: region %v, want %v", sel.h, reg, ref.regions[0])
+					t.Fatalf("%v: region %v, want %v", sel.hyper(), reg, ref.regions[0])
 				}
 				for j := range chunkBuf {
 					chunkBuf[j] = byte(r.Uint32())
@@ -176,7 +176,7 @@ func TestReadOneMatchesPrepareOne(t *testing.T) {
 				}
 				one.rows.scatter(buf, chunkBuf)
 				if !bytes.Equal(buf, want2) {
-					t.Fatalf("%v (elem %d): copy plan %+v gives %x, want %x", sel.h, es, one.rows, buf, want2)
+					t.Fatalf("%v (elem %d): copy plan %+v gives %x, want %x", sel.hyper(), es, one.rows, buf, want2)
 				}
 			}
 			one.put()
@@ -237,7 +237,7 @@ func TestReadOneDifferential(t *testing.T) {
 				}
 				for k := 0; k < 3000; k++ {
 					sel := randSlab(r, sh.shape, sh.chunk)
-					n := sel.h.NumElements()
+					n := sel.hyper().NumElements()
 					size := int(n) * es
 					if r.IntN(10) == 0 {
 						size += es
@@ -246,17 +246,17 @@ func TestReadOneDifferential(t *testing.T) {
 					err1 := ds.Read(ctx, sel, got)
 					err2 := generalRead(ctx, ds, sel, gen)
 					if (err1 == nil) != (err2 == nil) || sentinelOf(err1) != sentinelOf(err2) {
-						t.Fatalf("%v: read %v, general path %v", sel.h, err1, err2)
+						t.Fatalf("%v: read %v, general path %v", sel.hyper(), err1, err2)
 					}
 					if err1 != nil {
 						if s := sentinelOf(err1); s == nil {
-							t.Fatalf("%v: %v matches no engine sentinel", sel.h, err1)
+							t.Fatalf("%v: %v matches no engine sentinel", sel.hyper(), err1)
 						}
 						continue
 					}
-					want := modelRead(model, sh.shape, es, sel.h)
+					want := modelRead(model, sh.shape, es, sel.hyper())
 					if !bytes.Equal(got, want) || !bytes.Equal(gen, want) {
-						t.Fatalf("%v: read %x, general %x, model %x", sel.h, got, gen, want)
+						t.Fatalf("%v: read %x, general %x, model %x", sel.hyper(), got, gen, want)
 					}
 					checked++
 				}

@@ -46,7 +46,7 @@ func (r *refArray) clone() *refArray {
 // points calls fn for every selected element: its linear index in the array
 // and its position in the packed selection buffer, in C order.
 func points(sel Selection, fn func(coord []uint64, bufPos uint64)) {
-	h := sel.h
+	h := sel.hyper()
 	rank := len(h.Start)
 	shape := h.Shape()
 	idx := make([]uint64, rank)

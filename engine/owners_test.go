@@ -149,7 +149,7 @@ func ownersRun(t *testing.T, seed uint64, rounds int, image bool) {
 					return
 				}
 				if !bytes.Equal(got, want) {
-					t.Errorf("owner %d: %s %v reads back other data than it wrote", g, sp.name, sel.h)
+					t.Errorf("owner %d: %s %v reads back other data than it wrote", g, sp.name, sel.hyper())
 					return
 				}
 			}

@@ -48,7 +48,7 @@ func TestPrepareOneMatchesGeneral(t *testing.T) {
 				}
 			}
 			sel := Hyperslab(start, stride, count, block)
-			n := sel.h.NumElements()
+			n := sel.hyper().NumElements()
 			size := int(n) * 2
 			if r.IntN(10) == 0 {
 				size++
@@ -57,31 +57,31 @@ func TestPrepareOneMatchesGeneral(t *testing.T) {
 
 			one := ioPool.Get().(*ioScratch)
 			one.regions[0] = s.regionInto(sel, one)
-			ok := one.prepareOne(sel.h, s.mu.shape, s.chunk, s.elemSize, buf, cds)
+			ok := one.prepareOne(sel.hyper(), s.mu.shape, s.chunk, s.elemSize, buf, cds)
 
 			gen := ioPool.Get().(*ioScratch)
 			gen.regions[0] = s.regionInto(sel, gen)
-			verr := sel.h.Validate(s.mu.shape)
-			genOK := verr == nil && n > 0 && uint64(len(buf)) == n*2 && gen.oneChunk(sel.h, s.chunk, gen.regions[0])
+			verr := sel.hyper().Validate(s.mu.shape)
+			genOK := verr == nil && n > 0 && uint64(len(buf)) == n*2 && gen.oneChunk(sel.hyper(), s.chunk, gen.regions[0])
 			if ok && !genOK {
-				t.Fatalf("%v: prepareOne accepted what the general path does not (validate %v, n %d, buf %d)", sel.h, verr, n, len(buf))
+				t.Fatalf("%v: prepareOne accepted what the general path does not (validate %v, n %d, buf %d)", sel.hyper(), verr, n, len(buf))
 			}
 			if genOK && !ok {
-				t.Fatalf("%v: prepareOne refused a valid single-chunk box", sel.h)
+				t.Fatalf("%v: prepareOne refused a valid single-chunk box", sel.hyper())
 			}
 			if ok {
 				accepted++
 				got, want := one.one[0], &gen.oneSel
 				if !slices.Equal(got.Coord, want.Coord) || got.Full != want.Full(s.chunk) || one.oneSel.N != want.N {
-					t.Fatalf("%v: request %v full %v n %d, want %v full %v n %d", sel.h, got.Coord, got.Full, one.oneSel.N, want.Coord, want.Full(s.chunk), want.N)
+					t.Fatalf("%v: request %v full %v n %d, want %v full %v n %d", sel.hyper(), got.Coord, got.Full, one.oneSel.N, want.Coord, want.Full(s.chunk), want.N)
 				}
 				for d := range want.Runs {
 					if !slices.Equal(one.oneSel.Runs[d], want.Runs[d]) {
-						t.Fatalf("%v: runs %v, want %v", sel.h, one.oneSel.Runs, want.Runs)
+						t.Fatalf("%v: runs %v, want %v", sel.hyper(), one.oneSel.Runs, want.Runs)
 					}
 				}
-				if !slices.Equal(one.onePiece.bufShape, sel.h.Shape()) || got.Dataset != cds {
-					t.Fatalf("%v: buffer shape %v", sel.h, one.onePiece.bufShape)
+				if !slices.Equal(one.onePiece.bufShape, sel.hyper().Shape()) || got.Dataset != cds {
+					t.Fatalf("%v: buffer shape %v", sel.hyper(), one.onePiece.bufShape)
 				}
 				// And the read through it returns what the general path
 				// reads (the chunk is not resident: fill values either way).

@@ -22,7 +22,7 @@ import (
 // DefinedElements and ReadDefined return. It returns nil for a position
 // outside the selection.
 func (s Selection) Coord(pos uint64) []uint64 {
-	h := s.h
+	h := s.hyper()
 	r := len(h.Start)
 	if pos >= h.NumElements() {
 		return nil
@@ -41,20 +41,20 @@ func (s Selection) Coord(pos uint64) []uint64 {
 // per-chunk requests whose pieces have the given kind. Caller holds the
 // selection's region in the serializer.
 func (s *dsState) kindRequests(sel Selection, kind pieceKind, buf []byte) ([]cache.Request, []*piece, error) {
-	if err := sel.h.Validate(s.mu.shape); err != nil {
+	if err := sel.hyper().Validate(s.mu.shape); err != nil {
 		return nil, nil, classify(err)
 	}
-	if sel.h.NumElements() == 0 {
+	if sel.hyper().NumElements() == 0 {
 		return nil, nil, nil
 	}
 	cds, err := s.hotDataset()
 	if err != nil {
 		return nil, nil, err
 	}
-	bufShape := sel.h.Shape()
+	bufShape := sel.hyper().Shape()
 	var reqs []cache.Request
 	var pieces []*piece
-	err = selection.Split(sel.h, s.chunk, func(p *selection.Piece) error {
+	err = selection.Split(sel.hyper(), s.chunk, func(p *selection.Piece) error {
 		cp := p.Clone()
 		pc := &piece{p: &cp, buf: buf, bufShape: bufShape, kind: kind}
 		if kind == pieceDefined || kind == pieceValues {
@@ -93,7 +93,7 @@ func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 	}
 	s := d.s
 	if _, ok := asLayout[*vlenLayout](s); ok {
-		n, err := sel.h.CountElements()
+		n, err := sel.hyper().CountElements()
 		if err != nil {
 			return classify(err)
 		}
@@ -103,7 +103,7 @@ func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 		return d.vlenIO(ctx, sel, make([][]byte, n), true) // the fill: empty
 	}
 	if _, ok := asLayout[*sparseLayout](s); !ok {
-		n, err := sel.h.CountElements()
+		n, err := sel.hyper().CountElements()
 		if err != nil {
 			return classify(err)
 		}
@@ -160,10 +160,10 @@ func (d *Dataset) DefinedElements(ctx context.Context, sel Selection) ([]uint64,
 			return nil, err
 		}
 		defer h.Release()
-		if err := sel.h.Validate(s.mu.shape); err != nil {
+		if err := sel.hyper().Validate(s.mu.shape); err != nil {
 			return nil, classify(err)
 		}
-		n := sel.h.NumElements()
+		n := sel.hyper().NumElements()
 		if n > maxChunkBytes {
 			return nil, fmt.Errorf("%w: %d positions at once", ErrInvalid, n)
 		}

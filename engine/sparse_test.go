@@ -95,25 +95,25 @@ func (r *sparseRef) verifySel(t testing.TB, ds *Dataset, sel Selection) {
 	ctx := context.Background()
 	buf := make([]byte, sel.NumElements()*uint64(r.elemSize))
 	if err := ds.Read(ctx, sel, buf); err != nil {
-		t.Fatalf("read %v: %v", sel.h, err)
+		t.Fatalf("read %v: %v", sel.hyper(), err)
 	}
 	if want := r.read(sel); !bytes.Equal(buf, want) {
-		t.Fatalf("read %v: values differ from the model", sel.h)
+		t.Fatalf("read %v: values differ from the model", sel.hyper())
 	}
 	wpos, wvals := r.defined(sel)
 	pos, err := ds.DefinedElements(ctx, sel)
 	if err != nil {
-		t.Fatalf("defined %v: %v", sel.h, err)
+		t.Fatalf("defined %v: %v", sel.hyper(), err)
 	}
 	if !slices.Equal(pos, wpos) {
-		t.Fatalf("DefinedElements %v: %d positions %v, model %d %v", sel.h, len(pos), head(pos), len(wpos), head(wpos))
+		t.Fatalf("DefinedElements %v: %d positions %v, model %d %v", sel.hyper(), len(pos), head(pos), len(wpos), head(wpos))
 	}
 	pos, vals, err := ds.ReadDefined(ctx, sel)
 	if err != nil {
-		t.Fatalf("read defined %v: %v", sel.h, err)
+		t.Fatalf("read defined %v: %v", sel.hyper(), err)
 	}
 	if !slices.Equal(pos, wpos) || !bytes.Equal(vals, wvals) {
-		t.Fatalf("ReadDefined %v: %d positions, model %d (values equal %v)", sel.h, len(pos), len(wpos), bytes.Equal(vals, wvals))
+		t.Fatalf("ReadDefined %v: %d positions, model %d (values equal %v)", sel.hyper(), len(pos), len(wpos), bytes.Equal(vals, wvals))
 	}
 }
 
@@ -370,19 +370,19 @@ func TestSparseConcurrentReaders(t *testing.T) {
 				case 0:
 					pos, err := ds.DefinedElements(ctx, sel)
 					if err != nil || !slices.Equal(pos, wpos) {
-						errc <- fmt.Errorf("reader %d: DefinedElements %v: %d positions, want %d (%v)", g, sel.h, len(pos), len(wpos), err)
+						errc <- fmt.Errorf("reader %d: DefinedElements %v: %d positions, want %d (%v)", g, sel.hyper(), len(pos), len(wpos), err)
 						return
 					}
 				case 1:
 					pos, vals, err := ds.ReadDefined(ctx, sel)
 					if err != nil || !slices.Equal(pos, wpos) || !bytes.Equal(vals, wvals) {
-						errc <- fmt.Errorf("reader %d: ReadDefined %v differs (%v)", g, sel.h, err)
+						errc <- fmt.Errorf("reader %d: ReadDefined %v differs (%v)", g, sel.hyper(), err)
 						return
 					}
 				default:
 					buf := make([]byte, sel.NumElements()*4)
 					if err := ds.Read(ctx, sel, buf); err != nil || !bytes.Equal(buf, ref.read(sel)) {
-						errc <- fmt.Errorf("reader %d: Read %v differs (%v)", g, sel.h, err)
+						errc <- fmt.Errorf("reader %d: Read %v differs (%v)", g, sel.hyper(), err)
 						return
 					}
 				}
@@ -395,9 +395,9 @@ func TestSparseConcurrentReaders(t *testing.T) {
 		rng := rand.New(rand.NewPCG(99, 1))
 		for i := 0; i < 80; i++ {
 			sel := randomSparseSelection(rng, []uint64{20, 40})
-			start := clone(sel.h.Start)
+			start := clone(sel.hyper().Start)
 			start[0] += 20
-			w := Hyperslab(start, sel.h.Stride, sel.h.Count, sel.h.Block)
+			w := Hyperslab(start, sel.hyper().Stride, sel.hyper().Count, sel.hyper().Block)
 			var err error
 			if i%4 == 3 {
 				err = ds.Erase(ctx, w)

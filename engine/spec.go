@@ -140,10 +140,78 @@ const maxChunkBytes = 1 << 30
 // Selection picks elements of a dataset: a hyperslab, as in HDF5. The
 // caller's buffer holds the selected elements packed in C order of the
 // selection's shape (Count[d]×Block[d] along dimension d), little-endian.
-type Selection struct{ h selection.Hyperslab }
+type Selection struct {
+	h selection.Hyperslab
+	// A box of rank at most maxInlineRank keeps its start and count here
+	// instead of in h (box is set), so that building one in the call
+	// (ds.Read(ctx, Box(start, count), buf)) allocates nothing: Read and
+	// Write expand it into their pooled scratch (in), other calls into
+	// fresh slices (hyper).
+	box          bool
+	rank         uint8
+	start, count [maxInlineRank]uint64
+}
+
+// maxInlineRank bounds the rank of a Box kept inline in its Selection.
+const maxInlineRank = 8
 
 // Box selects the dense block of count[d] elements starting at start[d].
-func Box(start, count []uint64) Selection { return Selection{selection.Box(start, count)} }
+// It copies start and count.
+func Box(start, count []uint64) Selection {
+	if len(start) != len(count) || len(count) > maxInlineRank {
+		return Selection{h: selection.Box(start, count)} // Validate reports a rank mismatch
+	}
+	s := Selection{box: true, rank: uint8(len(count))}
+	copy(s.start[:], start)
+	copy(s.count[:], count)
+	return s
+}
+
+// selArrays is the storage an inline box expands into: start, stride,
+// count and block.
+type selArrays [4][maxInlineRank]uint64
+
+// in returns the selection's hyperslab, expanding an inline box into a.
+func (s *Selection) in(a *selArrays) selection.Hyperslab {
+	if !s.box {
+		return s.h
+	}
+	r := int(s.rank)
+	return s.expand(a[0][:r], a[1][:r], a[2][:r], a[3][:r])
+}
+
+// hyper returns the selection's hyperslab, expanding an inline box into
+// fresh slices.
+func (s Selection) hyper() selection.Hyperslab {
+	if !s.box {
+		return s.h
+	}
+	r := int(s.rank)
+	a := make([]uint64, 4*r)
+	return s.expand(a[:r:r], a[r:2*r:2*r], a[2*r:3*r:3*r], a[3*r:])
+}
+
+// expand writes the inline box as a hyperslab, as selection.Box does.
+func (s *Selection) expand(start, stride, count, block []uint64) selection.Hyperslab {
+	for d := range start {
+		n := s.count[d]
+		start[d] = s.start[d]
+		if n == 0 {
+			stride[d], count[d], block[d] = 1, 0, 1
+			continue
+		}
+		stride[d], count[d], block[d] = n, 1, n
+	}
+	return selection.Hyperslab{Start: start, Stride: stride, Count: count, Block: block}
+}
+
+// normal returns the selection with its hyperslab in h (hyper).
+func (s Selection) normal() Selection {
+	if !s.box {
+		return s
+	}
+	return Selection{h: s.hyper()}
+}
 
 // Hyperslab selects, along each dimension d, count[d] blocks of block[d]
 // elements, the i-th starting at start[d]+i×stride[d]. A nil stride or
@@ -157,17 +225,29 @@ func Hyperslab(start, stride, count, block []uint64) Selection {
 	if block == nil {
 		block = ones(r)
 	}
-	return Selection{selection.Hyperslab{Start: start, Stride: stride, Count: count, Block: block}}
+	return Selection{h: selection.Hyperslab{Start: start, Stride: stride, Count: count, Block: block}}
 }
 
 // All selects every element of a dataset whose extent is dims.
-func All(dims []uint64) Selection { return Box(make([]uint64, len(dims)), dims) }
+func All(dims []uint64) Selection {
+	if len(dims) <= maxInlineRank {
+		s := Selection{box: true, rank: uint8(len(dims))}
+		copy(s.count[:], dims)
+		return s
+	}
+	return Selection{h: selection.Box(make([]uint64, len(dims)), dims)}
+}
 
 // Shape is the shape of the selection's packed buffer.
-func (s Selection) Shape() []uint64 { return s.h.Shape() }
+func (s Selection) Shape() []uint64 {
+	if s.box {
+		return append([]uint64(nil), s.count[:s.rank]...)
+	}
+	return s.h.Shape()
+}
 
 // NumElements is the number of selected elements.
-func (s Selection) NumElements() uint64 { return s.h.NumElements() }
+func (s Selection) NumElements() uint64 { return s.normal().h.NumElements() }
 
 func ones(r int) []uint64 {
 	o := make([]uint64, r)

@@ -140,7 +140,7 @@ func toDims(h selection.Hyperslab) []dim1 {
 }
 
 func fromSel(s Selection) format.VirtualSelection {
-	h := s.h
+	h := s.hyper()
 	return format.VirtualSelection{Start: clone(h.Start), Stride: clone(h.Stride), Count: clone(h.Count), Block: clone(h.Block)}
 }
 
@@ -749,10 +749,10 @@ func (l *virtualLayout) io(ctx context.Context, sel Selection, buf []byte, write
 		return errVirtualWrite(s.name)
 	}
 	ext := s.shape()
-	if err := sel.h.Validate(ext); err != nil {
+	if err := sel.hyper().Validate(ext); err != nil {
 		return classify(err)
 	}
-	n := sel.h.NumElements()
+	n := sel.hyper().NumElements()
 	if uint64(len(buf)) != n*uint64(s.elemSize) {
 		return fmt.Errorf("%w: buffer has %d bytes, selection needs %d", ErrInvalid, len(buf), n*uint64(s.elemSize))
 	}
@@ -761,7 +761,7 @@ func (l *virtualLayout) io(ctx context.Context, sel Selection, buf []byte, write
 	}
 	// Everything no source provides is the fill value.
 	selection.FillChunk(buf, s.elemSize, s.fill)
-	tasks := l.plan(sel.h)
+	tasks := l.plan(sel.hyper())
 	if len(tasks) == 0 {
 		return nil
 	}

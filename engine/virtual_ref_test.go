@@ -455,13 +455,13 @@ func TestVirtualMappingBruteForce(t *testing.T) {
 				n := sel.NumElements()
 				buf := make([]uint32, n)
 				if err := ReadSlice(ctx, ds, sel, buf); err != nil {
-					t.Fatalf("case %d view %d: read %v: %v", tc, view, sel.h, err)
+					t.Fatalf("case %d view %d: read %v: %v", tc, view, sel.hyper(), err)
 				}
 				i := 0
-				for _, x := range selIndices(toDims(sel.h)[0], 0) {
-					for _, y := range selIndices(toDims(sel.h)[1], 0) {
+				for _, x := range selIndices(toDims(sel.hyper())[0], 0) {
+					for _, y := range selIndices(toDims(sel.hyper())[1], 0) {
 						if w := want[[2]uint64{x, y}]; buf[i] != w {
-							t.Fatalf("case %d view %d: read %v: element (%d,%d) is %#x, want %#x (mappings %+v)", tc, view, sel.h, x, y, buf[i], w, ms)
+							t.Fatalf("case %d view %d: read %v: element (%d,%d) is %#x, want %#x (mappings %+v)", tc, view, sel.hyper(), x, y, buf[i], w, ms)
 						}
 						i++
 					}

@@ -364,7 +364,7 @@ func (l *vlenLayout) Trim(coord cache.Coord, chunk cache.Chunk, dims []uint64) (
 // caller has asked needLayouts).
 func (d *Dataset) vlenIO(ctx context.Context, sel Selection, vals [][]byte, write bool) error {
 	s := d.s
-	if n, err := sel.h.CountElements(); err != nil {
+	if n, err := sel.hyper().CountElements(); err != nil {
 		return classify(err)
 	} else if n != uint64(len(vals)) {
 		return fmt.Errorf("%w: %d values for %d selected elements", ErrInvalid, len(vals), n)
@@ -420,7 +420,7 @@ func (d *Dataset) ReadVlen(ctx context.Context, sel Selection) ([][]byte, error)
 }
 
 func (d *Dataset) readVlen(ctx context.Context, sel Selection) ([][]byte, error) {
-	n, err := sel.h.CountElements()
+	n, err := sel.hyper().CountElements()
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -62,10 +62,10 @@ func sameVlen(t testing.TB, ds *Dataset, sel Selection, want [][]byte) {
 	t.Helper()
 	got, err := ds.ReadVlen(context.Background(), sel)
 	if err != nil {
-		t.Fatalf("%s: ReadVlen %v: %v", ds.Name(), sel.h, err)
+		t.Fatalf("%s: ReadVlen %v: %v", ds.Name(), sel.hyper(), err)
 	}
 	if err := vlenDiff(got, want); err != nil {
-		t.Fatalf("%s: ReadVlen %v: %v", ds.Name(), sel.h, err)
+		t.Fatalf("%s: ReadVlen %v: %v", ds.Name(), sel.hyper(), err)
 	}
 }
 
@@ -262,7 +262,7 @@ func TestVlenConcurrent(t *testing.T) {
 					err = vlenDiff(got, ref.readVlen(sel))
 				}
 				if err != nil {
-					errc <- fmt.Errorf("reader %d: %v: %v", g, sel.h, err)
+					errc <- fmt.Errorf("reader %d: %v: %v", g, sel.hyper(), err)
 					return
 				}
 			}
@@ -274,9 +274,9 @@ func TestVlenConcurrent(t *testing.T) {
 		rng := rand.New(rand.NewPCG(8, 8))
 		for i := 0; i < 40; i++ {
 			sel := randomSelection(rng, half)
-			start := clone(sel.h.Start)
+			start := clone(sel.hyper().Start)
 			start[0] += 20
-			w := Hyperslab(start, sel.h.Stride, sel.h.Count, sel.h.Block)
+			w := Hyperslab(start, sel.hyper().Stride, sel.hyper().Count, sel.hyper().Block)
 			err := ds.WriteVlen(ctx, w, randomVlen(rng, int(w.NumElements()), 1))
 			if err == nil && i%8 == 7 {
 				err = f.Flush(ctx)
