@@ -729,7 +729,7 @@ func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool)
 	defer sc.put()
 	// An inline Box expands into the request's scratch, so building the
 	// selection in the call costs no allocation (Selection).
-	sel = Selection{h: sel.in(&sc.sel)}
+	sel = Selection{slab: sel.in(&sc.sel)}
 	if l, ok := s.store.(*virtualLayout); ok {
 		return l.io(ctx, sel, buf, write)
 	}

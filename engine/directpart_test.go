@@ -285,7 +285,7 @@ func directPartWorkload(t *testing.T) workload {
 					return err
 				}
 				if !bytes.Equal(got, ref.read(rs)) {
-					t.Errorf("seed %d round %d: read %v differs", w.seed, round, rs.h)
+					t.Errorf("seed %d round %d: read %v differs", w.seed, round, rs.hyper())
 				}
 			}
 			if err := w.flush(); err != nil {

@@ -141,9 +141,11 @@ const maxChunkBytes = 1 << 30
 // caller's buffer holds the selected elements packed in C order of the
 // selection's shape (Count[d]×Block[d] along dimension d), little-endian.
 type Selection struct {
-	h selection.Hyperslab
+	// slab is the general form; read it through hyper or in, never
+	// directly: an inline box leaves it empty.
+	slab selection.Hyperslab
 	// A box of rank at most maxInlineRank keeps its start and count here
-	// instead of in h (box is set), so that building one in the call
+	// instead of in slab (box is set), so that building one in the call
 	// (ds.Read(ctx, Box(start, count), buf)) allocates nothing: Read and
 	// Write expand it into their pooled scratch (in), other calls into
 	// fresh slices (hyper).
@@ -159,7 +161,7 @@ const maxInlineRank = 8
 // It copies start and count.
 func Box(start, count []uint64) Selection {
 	if len(start) != len(count) || len(count) > maxInlineRank {
-		return Selection{h: selection.Box(start, count)} // Validate reports a rank mismatch
+		return Selection{slab: selection.Box(start, count)} // Validate reports a rank mismatch
 	}
 	s := Selection{box: true, rank: uint8(len(count))}
 	copy(s.start[:], start)
@@ -174,7 +176,7 @@ type selArrays [4][maxInlineRank]uint64
 // in returns the selection's hyperslab, expanding an inline box into a.
 func (s *Selection) in(a *selArrays) selection.Hyperslab {
 	if !s.box {
-		return s.h
+		return s.slab
 	}
 	r := int(s.rank)
 	return s.expand(a[0][:r], a[1][:r], a[2][:r], a[3][:r])
@@ -184,7 +186,7 @@ func (s *Selection) in(a *selArrays) selection.Hyperslab {
 // fresh slices.
 func (s Selection) hyper() selection.Hyperslab {
 	if !s.box {
-		return s.h
+		return s.slab
 	}
 	r := int(s.rank)
 	a := make([]uint64, 4*r)
@@ -205,12 +207,12 @@ func (s *Selection) expand(start, stride, count, block []uint64) selection.Hyper
 	return selection.Hyperslab{Start: start, Stride: stride, Count: count, Block: block}
 }
 
-// normal returns the selection with its hyperslab in h (hyper).
+// normal returns the selection with its hyperslab in slab (hyper).
 func (s Selection) normal() Selection {
 	if !s.box {
 		return s
 	}
-	return Selection{h: s.hyper()}
+	return Selection{slab: s.hyper()}
 }
 
 // Hyperslab selects, along each dimension d, count[d] blocks of block[d]
@@ -225,7 +227,7 @@ func Hyperslab(start, stride, count, block []uint64) Selection {
 	if block == nil {
 		block = ones(r)
 	}
-	return Selection{h: selection.Hyperslab{Start: start, Stride: stride, Count: count, Block: block}}
+	return Selection{slab: selection.Hyperslab{Start: start, Stride: stride, Count: count, Block: block}}
 }
 
 // All selects every element of a dataset whose extent is dims.
@@ -235,7 +237,7 @@ func All(dims []uint64) Selection {
 		copy(s.count[:], dims)
 		return s
 	}
-	return Selection{h: selection.Box(make([]uint64, len(dims)), dims)}
+	return Selection{slab: selection.Box(make([]uint64, len(dims)), dims)}
 }
 
 // Shape is the shape of the selection's packed buffer.
@@ -243,11 +245,11 @@ func (s Selection) Shape() []uint64 {
 	if s.box {
 		return append([]uint64(nil), s.count[:s.rank]...)
 	}
-	return s.h.Shape()
+	return s.slab.Shape()
 }
 
 // NumElements is the number of selected elements.
-func (s Selection) NumElements() uint64 { return s.normal().h.NumElements() }
+func (s Selection) NumElements() uint64 { return s.hyper().NumElements() }
 
 func ones(r int) []uint64 {
 	o := make([]uint64, r)
