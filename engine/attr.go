@@ -86,12 +86,12 @@ func BytesAttr(b []byte) AttrValue {
 }
 
 // ScalarAttr is a one-element attribute of T's engine type.
-func ScalarAttr[T Number](v T) AttrValue {
+func ScalarAttr[T Element](v T) AttrValue {
 	return AttrValue{kind: AttrScalar, typ: TypeOf[T](), data: append([]byte{}, toBytes([]T{v})...)}
 }
 
 // ArrayAttr is an array attribute of T's engine type (v is copied).
-func ArrayAttr[T Number](v []T) AttrValue {
+func ArrayAttr[T Element](v []T) AttrValue {
 	return AttrValue{kind: AttrArray, typ: TypeOf[T](), data: append([]byte{}, toBytes(v)...)}
 }
 
@@ -156,7 +156,7 @@ func (v AttrValue) describe() string {
 }
 
 // Scalar returns a scalar attribute as T, which must be its exact type.
-func Scalar[T Number](v AttrValue) (T, error) {
+func Scalar[T Element](v AttrValue) (T, error) {
 	var z T
 	if v.kind != AttrScalar || v.typ != TypeOf[T]() {
 		return z, fmt.Errorf("%w: %s, want %v scalar", ErrAttrType, v.describe(), TypeOf[T]())
@@ -168,7 +168,7 @@ func Scalar[T Number](v AttrValue) (T, error) {
 
 // Array returns an array attribute's elements as []T, T its exact type. A
 // scalar reads as an array of one.
-func Array[T Number](v AttrValue) ([]T, error) {
+func Array[T Element](v AttrValue) ([]T, error) {
 	if v.kind != AttrArray && v.kind != AttrScalar || v.typ != TypeOf[T]() {
 		return nil, fmt.Errorf("%w: %s, want %v array", ErrAttrType, v.describe(), TypeOf[T]())
 	}
@@ -178,9 +178,10 @@ func Array[T Number](v AttrValue) ([]T, error) {
 }
 
 // Float64s returns a scalar's or array's elements converted to float64
-// (for display and for exporters); ErrAttrType for strings and bytes.
+// (for display and for exporters; a Bool as 0 or 1); ErrAttrType for
+// strings, bytes and the complex types, which have no float64 value.
 func (v AttrValue) Float64s() ([]float64, error) {
-	if v.kind != AttrScalar && v.kind != AttrArray {
+	if v.kind != AttrScalar && v.kind != AttrArray || v.typ == Complex64 || v.typ == Complex128 {
 		return nil, fmt.Errorf("%w: %s is not numeric", ErrAttrType, v.describe())
 	}
 	n, s := v.Len(), v.typ.Size()
@@ -199,6 +200,11 @@ func elemFloat(t Type, b []byte) float64 {
 		return float64(int8(b[0]))
 	case Uint8:
 		return float64(b[0])
+	case Bool:
+		if b[0] != 0 {
+			return 1
+		}
+		return 0
 	case Int16:
 		return float64(int16(le.Uint16(b)))
 	case Uint16:
@@ -247,6 +253,9 @@ func (v AttrValue) validate() error {
 		}
 		if len(v.data)%s != 0 || v.kind == AttrScalar && len(v.data) != s {
 			return fmt.Errorf("%w: %d bytes for a %s of %v", ErrInvalid, len(v.data), v.kind, v.typ)
+		}
+		if err := v.typ.checkElems(v.data); err != nil {
+			return err
 		}
 	case AttrString:
 		if v.typ != 0 || !utf8.Valid(v.data) {
@@ -475,7 +484,7 @@ func (s *attrSet) with(name string, v *AttrValue) (*attrSet, error) {
 
 // Attribute encoding (FORMAT.md §5 "Attributes"), little-endian:
 //
-//	u8  version (1)
+//	u8  version (2; 1 is read: it names only the types 1..10)
 //	u32 count
 //	count × { u16 name length, name, u8 kind, u8 element type (0 for
 //	          string/bytes), u32 value length in bytes, value }
@@ -483,9 +492,12 @@ func (s *attrSet) with(name string, v *AttrValue) (*attrSet, error) {
 // Names strictly increase (bytewise), so the encoding is canonical. An
 // empty set encodes to nothing (the part is absent).
 const (
-	attrVersion  = 1
-	attrFixed    = 1 + 4
-	attrEntryMin = 2 + 1 + 1 + 1 + 4 // shortest name, empty string value
+	attrVersion = 2
+	// attrVersionV1 is read, never written: the encoding before Bool and
+	// the complex types, so an attribute of those in it is damage.
+	attrVersionV1 = 1
+	attrFixed     = 1 + 4
+	attrEntryMin  = 2 + 1 + 1 + 1 + 4 // shortest name, empty string value
 )
 
 func encodeAttrs(attrs []Attr) []byte {
@@ -525,8 +537,8 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 	if len(b) < attrFixed {
 		return nil, bad("%d bytes, too short", len(b))
 	}
-	if b[0] != attrVersion {
-		return nil, bad("encoding version %d (this scc reads %d)", b[0], attrVersion)
+	if b[0] != attrVersion && b[0] != attrVersionV1 {
+		return nil, bad("encoding version %d (this scc reads %d and %d)", b[0], attrVersionV1, attrVersion)
 	}
 	count := binary.LittleEndian.Uint32(b[1:])
 	p := b[attrFixed:]
@@ -558,6 +570,9 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 		if err := v.validate(); err != nil {
 			return nil, bad("attribute %q: %v", name, err)
 		}
+		if b[0] == attrVersionV1 && v.typ > Float64 {
+			return nil, bad("attribute %q: type %v in a version %d encoding", name, v.typ, attrVersionV1)
+		}
 		if i > 0 && attrs[i-1].Name >= name {
 			return nil, bad("names not strictly increasing (%q then %q)", attrs[i-1].Name, name)
 		}
@@ -567,7 +582,9 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 		return nil, bad("%d trailing bytes", len(p))
 	}
 	set := newAttrSet(attrs, len(b))
-	set.enc.b = slices.Clone(b) // canonical: what encoding would make
+	if b[0] == attrVersion {
+		set.enc.b = slices.Clone(b) // canonical: what encoding would make
+	}
 	return set, nil
 }
 

@@ -116,6 +116,9 @@ func (s DatasetSpec) validate() (DatasetSpec, error) {
 	if len(s.Fill) != 0 && len(s.Fill) != s.Type.Size() {
 		return s, fmt.Errorf("%w: fill value has %d bytes, element has %d", ErrInvalid, len(s.Fill), s.Type.Size())
 	}
+	if err := s.Type.checkElems(s.Fill); err != nil {
+		return s, fmt.Errorf("fill value: %w", err)
+	}
 	if len(s.Filters) > 32 {
 		return s, fmt.Errorf("%w: %d filters (at most 32)", ErrInvalid, len(s.Filters))
 	}

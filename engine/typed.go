@@ -2,61 +2,55 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"math"
+	"reflect"
 	"unsafe"
 )
 
-// Number is the set of Go element types a dataset can hold.
+// Number is the set of Go numeric element types, the ones ReadSlice and
+// ReadAs convert between.
 type Number interface {
 	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
 }
 
-// TypeOf returns the element type matching T.
-func TypeOf[T Number]() Type {
-	var z T
-	switch any(z).(type) {
-	case int8:
-		return Int8
-	case int16:
-		return Int16
-	case int32:
-		return Int32
-	case int64:
-		return Int64
-	case uint8:
-		return Uint8
-	case uint16:
-		return Uint16
-	case uint32:
-		return Uint32
-	case uint64:
-		return Uint64
-	case float32:
-		return Float32
-	case float64:
-		return Float64
-	}
-	// A named type (~T): decide by size and kind.
-	return typeBySize[T]()
+// Element is the set of Go element types a dataset can hold: the numbers,
+// bool (Bool) and the complex types (Complex64, Complex128).
+type Element interface {
+	Number | ~bool | ~complex64 | ~complex128
 }
 
-func typeBySize[T Number]() Type {
-	var z T
-	size := unsafe.Sizeof(z)
-	isFloat := T(1)/T(2) != 0 // 0.5 for floats, 0 for integers
-	isSigned := !isFloat && T(0)-T(1) < T(0)
-	switch {
-	case isFloat && size == 4:
+// TypeOf returns the element type matching T (a named type by its
+// underlying kind).
+func TypeOf[T Element]() Type {
+	switch reflect.TypeFor[T]().Kind() {
+	case reflect.Int8:
+		return Int8
+	case reflect.Int16:
+		return Int16
+	case reflect.Int32:
+		return Int32
+	case reflect.Int64:
+		return Int64
+	case reflect.Uint8:
+		return Uint8
+	case reflect.Uint16:
+		return Uint16
+	case reflect.Uint32:
+		return Uint32
+	case reflect.Uint64:
+		return Uint64
+	case reflect.Float32:
 		return Float32
-	case isFloat:
+	case reflect.Float64:
 		return Float64
-	case isSigned:
-		return [...]Type{1: Int8, 2: Int16, 4: Int32, 8: Int64}[size]
-	default:
-		return [...]Type{1: Uint8, 2: Uint16, 4: Uint32, 8: Uint64}[size]
+	case reflect.Bool:
+		return Bool
+	case reflect.Complex64:
+		return Complex64
+	case reflect.Complex128:
+		return Complex128
 	}
+	panic("unreachable: Element admits no other kind")
 }
 
 // littleEndian is true on hosts whose memory order matches the file's, so
@@ -66,32 +60,78 @@ var littleEndian = func() bool {
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }()
 
-// WriteSlice writes data (the selection's elements in C order) to ds.
-func WriteSlice[T Number](ctx context.Context, ds *Dataset, sel Selection, data []T) error {
+// WriteSlice writes data (the selection's elements in C order) to ds. T
+// must be the dataset's type: writes never convert.
+func WriteSlice[T Element](ctx context.Context, ds *Dataset, sel Selection, data []T) error {
 	if TypeOf[T]() != ds.Type() {
 		return fmt.Errorf("%w: writing %v elements to a %v dataset", ErrInvalid, TypeOf[T](), ds.Type())
 	}
 	return ds.Write(ctx, sel, toBytes(data))
 }
 
-// ReadSlice reads the selection into out.
-func ReadSlice[T Number](ctx context.Context, ds *Dataset, sel Selection, out []T) error {
-	if TypeOf[T]() != ds.Type() {
-		return fmt.Errorf("%w: reading a %v dataset into %v elements", ErrInvalid, ds.Type(), TypeOf[T]())
+// ReadSlice reads the selection into out. When T is not the dataset's
+// type, the elements are converted as ReadAs does with the zero
+// ConvertOptions (HDF5's rules: saturate at the range of T); a Bool or
+// complex dataset reads only into its own type (complex64 and complex128
+// into each other). A Bool element reads as true for any nonzero byte.
+func ReadSlice[T Element](ctx context.Context, ds *Dataset, sel Selection, out []T) error {
+	return ReadAs(ctx, ds, sel, out, ConvertOptions{})
+}
+
+// ReadAs reads the selection into out, converting each element from the
+// dataset's type to T under opts (convert.go: the rules, and the
+// conversions there are). Conversion never reinterprets bytes.
+func ReadAs[T Element](ctx context.Context, ds *Dataset, sel Selection, out []T, opts ConvertOptions) error {
+	dt, st := TypeOf[T](), ds.Type()
+	if !canConvert(st, dt) {
+		return fmt.Errorf("%w: reading a %v dataset into %v elements", ErrInvalid, st, dt)
 	}
-	if littleEndian {
-		return ds.Read(ctx, sel, asBytes(out))
+	if dt == st {
+		if littleEndian {
+			if err := ds.Read(ctx, sel, asBytes(out)); err != nil {
+				return err
+			}
+		} else {
+			buf := make([]byte, len(out)*dt.Size())
+			if err := ds.Read(ctx, sel, buf); err != nil {
+				return err
+			}
+			fromBytes(buf, out)
+		}
+		if dt == Bool {
+			normalizeBools(asBytes(out))
+		}
+		return nil
 	}
-	buf := make([]byte, len(out)*int(unsafe.Sizeof(out[0])))
-	if err := ds.Read(ctx, sel, buf); err != nil {
+	src := make([]byte, len(out)*st.Size())
+	if err := ds.Read(ctx, sel, src); err != nil {
 		return err
 	}
-	fromBytes(buf, out)
+	dst := asBytes(out)
+	if !littleEndian {
+		dst = make([]byte, len(out)*dt.Size())
+	}
+	if err := convertElems(dst, dt, src, st, opts); err != nil {
+		return err
+	}
+	if !littleEndian {
+		fromBytes(dst, out)
+	}
 	return nil
 }
 
+// normalizeBools makes every nonzero byte 1, before the bytes are read as
+// Go bools (whose only representations are 0 and 1).
+func normalizeBools(b []byte) {
+	for i, c := range b {
+		if c > 1 {
+			b[i] = 1
+		}
+	}
+}
+
 // asBytes views a typed slice as its bytes, without copying.
-func asBytes[T Number](s []T) []byte {
+func asBytes[T Element](s []T) []byte {
 	if len(s) == 0 {
 		return nil
 	}
@@ -99,50 +139,43 @@ func asBytes[T Number](s []T) []byte {
 }
 
 // toBytes returns the little-endian bytes of s (a view on little-endian hosts).
-func toBytes[T Number](s []T) []byte {
+func toBytes[T Element](s []T) []byte {
 	if littleEndian {
 		return asBytes(s)
 	}
-	size := int(unsafe.Sizeof(*new(T)))
-	out := make([]byte, len(s)*size)
-	for i, v := range s {
-		putElem(out[i*size:], v)
-	}
+	out := append([]byte(nil), asBytes(s)...)
+	swapParts(out, partSize(TypeOf[T]()))
 	return out
 }
 
-func fromBytes[T Number](b []byte, out []T) {
-	size := int(unsafe.Sizeof(*new(T)))
-	for i := range out {
-		out[i] = getElem[T](b[i*size:])
+// fromBytes fills out from little-endian element bytes.
+func fromBytes[T Element](b []byte, out []T) {
+	mem := asBytes(out)
+	copy(mem, b)
+	if !littleEndian {
+		swapParts(mem, partSize(TypeOf[T]()))
+	}
+	if TypeOf[T]() == Bool {
+		normalizeBools(mem)
 	}
 }
 
-func putElem[T Number](b []byte, v T) {
-	switch x := any(v).(type) {
-	case float32:
-		binary.LittleEndian.PutUint32(b, math.Float32bits(x))
-	case float64:
-		binary.LittleEndian.PutUint64(b, math.Float64bits(x))
-	default:
-		u := uint64(int64(v))
-		for i := 0; i < int(unsafe.Sizeof(v)); i++ {
-			b[i] = byte(u >> (8 * i))
+// partSize is the size of the numbers an element of t is made of: the
+// element itself, or each half of a complex element.
+func partSize(t Type) int {
+	if t == Complex64 || t == Complex128 {
+		return t.Size() / 2
+	}
+	return t.Size()
+}
+
+// swapParts reverses the bytes of each n-byte number of b, converting
+// between little-endian and the host's big-endian order.
+func swapParts(b []byte, n int) {
+	for i := 0; i+n <= len(b); i += n {
+		p := b[i : i+n]
+		for j, k := 0, n-1; j < k; j, k = j+1, k-1 {
+			p[j], p[k] = p[k], p[j]
 		}
 	}
-}
-
-func getElem[T Number](b []byte) T {
-	var z T
-	switch any(z).(type) {
-	case float32:
-		return T(math.Float32frombits(binary.LittleEndian.Uint32(b)))
-	case float64:
-		return T(math.Float64frombits(binary.LittleEndian.Uint64(b)))
-	}
-	var u uint64
-	for i := int(unsafe.Sizeof(z)) - 1; i >= 0; i-- {
-		u = u<<8 | uint64(b[i])
-	}
-	return T(u)
 }

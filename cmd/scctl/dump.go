@@ -102,12 +102,7 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *asJSON {
 		out := dumpOutput{Dataset: *name, Type: ds.Type().String(), Shape: shape, Start: start, Count: count,
 			Values: make([]json.RawMessage, len(vals)), Attrs: listAttrs(ds.Attrs())}
-		for i, v := range vals {
-			if v == "NaN" || strings.HasSuffix(v, "Inf") {
-				v = strconv.Quote(v) // JSON has no NaN or infinity
-			}
-			out.Values[i] = json.RawMessage(v)
-		}
+		fillJSON(out.Values, ds.Type(), buf, vals)
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(out)
 	}
@@ -174,7 +169,35 @@ func parseList(s string, rank int) ([]uint64, error) {
 	return out, nil
 }
 
-// formatValues renders little-endian elements of t as decimal strings.
+// fillJSON sets out[i] to element i of b (type t, vals its formatValues)
+// as JSON: NaN and infinities quoted (JSON has none), a bool as true or
+// false, a complex number as [real, imaginary].
+func fillJSON(out []json.RawMessage, t engine.Type, b []byte, vals []string) {
+	num := func(v string) json.RawMessage {
+		if v == "NaN" || strings.HasSuffix(v, "Inf") {
+			v = strconv.Quote(v)
+		}
+		return json.RawMessage(v)
+	}
+	var parts []string
+	switch t {
+	case engine.Complex64:
+		parts = formatValues(engine.Float32, b)
+	case engine.Complex128:
+		parts = formatValues(engine.Float64, b)
+	}
+	for i, v := range vals {
+		if parts != nil {
+			out[i] = json.RawMessage("[" + string(num(parts[2*i])) + "," + string(num(parts[2*i+1])) + "]")
+		} else {
+			out[i] = num(v)
+		}
+	}
+}
+
+// formatValues renders little-endian elements of t as decimal strings; a
+// bool as true or false (any nonzero byte is true, as the engine's typed
+// reads take it), a complex number as real±imaginary "i" (1.5-2i, NaN+Infi).
 func formatValues(t engine.Type, b []byte) []string {
 	es := t.Size()
 	if es == 0 {
@@ -205,6 +228,14 @@ func formatValues(t engine.Type, b []byte) []string {
 			out[i] = strconv.FormatFloat(float64(math.Float32frombits(le.Uint32(e))), 'g', -1, 32)
 		case engine.Float64:
 			out[i] = strconv.FormatFloat(math.Float64frombits(le.Uint64(e)), 'g', -1, 64)
+		case engine.Bool:
+			out[i] = strconv.FormatBool(e[0] != 0)
+		case engine.Complex64:
+			c := complex(math.Float32frombits(le.Uint32(e)), math.Float32frombits(le.Uint32(e[4:])))
+			out[i] = strings.Trim(strconv.FormatComplex(complex128(c), 'g', -1, 64), "()")
+		case engine.Complex128:
+			c := complex(math.Float64frombits(le.Uint64(e)), math.Float64frombits(le.Uint64(e[8:])))
+			out[i] = strings.Trim(strconv.FormatComplex(c, 'g', -1, 128), "()")
 		}
 	}
 	return out
@@ -222,11 +253,8 @@ func dumpDefined(ctx context.Context, w io.Writer, ds *engine.Dataset, name stri
 	if asJSON {
 		out := dumpOutput{Dataset: name, Type: ds.Type().String(), Shape: ds.Shape(), Start: start, Count: count,
 			Values: make([]json.RawMessage, len(vals)), Coords: make([][]uint64, len(pos))}
-		for i, v := range vals {
-			if v == "NaN" || strings.HasSuffix(v, "Inf") {
-				v = strconv.Quote(v)
-			}
-			out.Values[i] = json.RawMessage(v)
+		fillJSON(out.Values, ds.Type(), buf, vals)
+		for i := range vals {
 			out.Coords[i] = sel.Coord(pos[i])
 		}
 		return json.NewEncoder(w).Encode(out)

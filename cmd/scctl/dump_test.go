@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -170,5 +171,59 @@ func TestDumpVlen(t *testing.T) {
 	}
 	if code, out, _ := runCmd(t, "check", path); code != 0 {
 		t.Fatalf("check: exit %d\n%s", code, out)
+	}
+}
+
+// TestDumpNewTypes: bool and complex datasets and attributes print as
+// true/false and real±imaginary "i" in text, and as JSON booleans and
+// [real, imaginary] pairs (NaN and infinities quoted) with --json.
+func TestDumpNewTypes(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/types.scc"
+	f := testfile.Create(t, path, nil)
+	b, err := f.CreateDataset("b", engine.DatasetSpec{Type: engine.Bool, Shape: []uint64{3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.WriteSlice(ctx, b, engine.All([]uint64{3}), []bool{true, false, true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetAttr(ctx, "z", engine.ScalarAttr(complex64(1-2i))); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.CreateDataset("c", engine.DatasetSpec{Type: engine.Complex128, Shape: []uint64{2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.WriteSlice(ctx, c, engine.All([]uint64{2}), []complex128{1.5 + 2i, complex(math.NaN(), math.Inf(-1))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCmd(t, "dump", "--dataset", "b", path)
+	if code != 0 || !strings.Contains(out, "DATATYPE  bool") || !strings.Contains(out, "(0): true, false, true") ||
+		!strings.Contains(out, `ATTRIBUTE "z" { complex64 1-2i }`) {
+		t.Fatalf("exit %d %s:\n%s", code, stderr, out)
+	}
+	code, out, stderr = runCmd(t, "dump", "--dataset", "c", path)
+	if code != 0 || !strings.Contains(out, "(0): 1.5+2i, NaN-Infi") {
+		t.Fatalf("exit %d %s:\n%s", code, stderr, out)
+	}
+	code, out, _ = runCmd(t, "dump", "--json", "--dataset", "c", path)
+	var d struct {
+		Type   string
+		Values [][2]any
+	}
+	if err := json.Unmarshal([]byte(out), &d); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v:\n%s", code, err, out)
+	}
+	if d.Type != "complex128" || d.Values[0][0] != 1.5 || d.Values[0][1] != 2.0 || d.Values[1][0] != "NaN" || d.Values[1][1] != "-Inf" {
+		t.Fatalf("%+v", d)
+	}
+	code, out, _ = runCmd(t, "dump", "--json", "--dataset", "b", path)
+	var db struct{ Values []bool }
+	if err := json.Unmarshal([]byte(out), &db); code != 0 || err != nil || len(db.Values) != 3 || !db.Values[0] || db.Values[1] {
+		t.Fatalf("exit %d, %v:\n%s", code, err, out)
 	}
 }

@@ -42,6 +42,9 @@ func h5Attrs(attrs []engine.Attr) ([]h5.Attr, error) {
 		var hv h5.AttrValue
 		switch v.Kind() {
 		case engine.AttrScalar, engine.AttrArray:
+			if !v.Type().Numeric() {
+				return nil, fmt.Errorf("%w: attribute %q of type %v (HDF5 export takes the numeric types)", ErrUnsupported, a.Name, v.Type())
+			}
 			hv = h5.AttrValue{Kind: h5.AttrNumeric, Type: h5Type(v.Type()), Scalar: v.Kind() == engine.AttrScalar, Data: v.Bytes()}
 		case engine.AttrString:
 			hv = h5.AttrValue{Kind: h5.AttrString, Data: v.Bytes()}

@@ -127,6 +127,11 @@ func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 		// H5Dwrite) is not written yet. Refused before the file is made.
 		return nil, fmt.Errorf("%w: dataset %q has the %s layout; HDF5 export takes chunked datasets (export it to Zarr, or copy it into a chunked dataset)", ErrUnsupported, name, l)
 	}
+	if !ds.Type().Numeric() {
+		// The binding declares integer and float types only; HDF5's
+		// boolean enum and complex types are not mapped yet.
+		return nil, fmt.Errorf("%w: dataset %q of type %v; HDF5 export takes the numeric types", ErrUnsupported, name, ds.Type())
+	}
 	p := &exportPlan{ds: ds, path: strings.TrimPrefix(name, "/"), deflate: -1, mode: Raw}
 	shape, maxShape, chunk := ds.Shape(), ds.MaxShape(), ds.Chunk()
 	for i := range maxShape {

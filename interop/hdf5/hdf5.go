@@ -249,7 +249,8 @@ func h5Type(t engine.Type) h5.Type {
 // sccType maps an HDF5 type onto scc's (byte order aside).
 func sccType(t h5.Type) (engine.Type, bool) {
 	for _, st := range engine.Types {
-		if ht := h5Type(st); ht.Class == t.Class && ht.Size == t.Size {
+		// h5Type maps the numeric types only (h5Type's last case).
+		if ht := h5Type(st); st.Numeric() && ht.Class == t.Class && ht.Size == t.Size {
 			return st, true
 		}
 	}

@@ -627,3 +627,38 @@ func TestExportSparseHugeGrid(t *testing.T) {
 		t.Fatalf("last chunk differs (%v)", err)
 	}
 }
+
+// TestExportRefusesUnmappedTypes: Bool and complex datasets and attributes
+// are refused before a file is made, never written as HDF5 floats.
+func TestExportRefusesUnmappedTypes(t *testing.T) {
+	ctx := context.Background()
+	for i, c := range []struct {
+		typ  engine.Type
+		attr engine.AttrValue
+	}{
+		{engine.Bool, engine.StringAttr("x")},
+		{engine.Complex64, engine.StringAttr("x")},
+		{engine.Complex128, engine.StringAttr("x")},
+		{engine.Uint8, engine.ArrayAttr([]bool{true})},
+	} {
+		dir := t.TempDir()
+		f := testfile.Create(t, filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
+		ds, err := f.CreateDataset("d", engine.DatasetSpec{Type: c.typ, Shape: []uint64{4}, Chunk: []uint64{2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ds.SetAttr(ctx, "v", c.attr); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "x.h5")
+		if _, err := Export(ctx, f, out, nil); !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("case %d (%v): %v, want ErrUnsupported", i, c.typ, err)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Fatalf("case %d: refused export left %s (%v)", i, out, err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

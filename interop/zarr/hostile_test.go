@@ -344,3 +344,35 @@ func TestImportDeviceChunk(t *testing.T) {
 		t.Fatalf("device chunk: %v", err)
 	}
 }
+
+// TestExportRefusesUnmappedTypes: a Bool or complex dataset, or such an
+// attribute, is refused (ErrUnsupported) and leaves no store, rather than
+// written with a missing dtype or a fill value read as a number.
+func TestExportRefusesUnmappedTypes(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		typ  engine.Type
+		attr engine.AttrValue
+	}{
+		{"bool", engine.Bool, engine.StringAttr("x")},
+		{"complex128", engine.Complex128, engine.StringAttr("x")},
+		{"attr", engine.Int8, engine.ScalarAttr(complex64(1i))},
+	} {
+		dir := t.TempDir()
+		src := filepath.Join(dir, "src.scc")
+		f := testfile.Create(t, src, nil)
+		ds, err := f.CreateDataset("a", engine.DatasetSpec{Type: c.typ, Shape: []uint64{4}, Chunk: []uint64{2}})
+		must(t, err)
+		must(t, ds.SetAttr(bg, "v", c.attr))
+		store := filepath.Join(t.TempDir(), "s.zarr")
+		for _, v := range []int{2, 3} {
+			if _, err := Export(bg, f, store, Options{Version: v}); !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("%s v%d: export: %v, want ErrUnsupported", c.name, v, err)
+			}
+			if _, err := os.Stat(store); !os.IsNotExist(err) {
+				t.Fatalf("%s v%d: a failed export left a store (%v)", c.name, v, err)
+			}
+		}
+		must(t, f.Close())
+	}
+}

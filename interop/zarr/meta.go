@@ -208,6 +208,9 @@ func attrsJSON(attrs []engine.Attr) (map[string]any, error) {
 			return nil, fmt.Errorf("%w: attribute name %q is reserved by the export", ErrUnsupported, typesKey)
 		}
 		v := a.Value
+		if k := v.Kind(); (k == engine.AttrScalar || k == engine.AttrArray) && !v.Type().Numeric() {
+			return nil, fmt.Errorf("%w: attribute %q of type %v (the export maps the numeric types only)", ErrUnsupported, a.Name, v.Type())
+		}
 		switch v.Kind() {
 		case engine.AttrString:
 			s, _ := v.Str()
@@ -268,7 +271,7 @@ func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string, err err
 
 func typeNamed(s string) (engine.Type, bool) {
 	for _, t := range engine.Types {
-		if t.String() == s {
+		if t.Numeric() && t.String() == s {
 			return t, true
 		}
 	}

@@ -56,9 +56,11 @@ const (
 // version from MinVersion to Version. Version 2 is a superset of version 1:
 // each block kind's v2 additions are optional parts that a v1 block lacks
 // (FORMAT.md §15 "Version history"), so a v1 file opens unchanged and a v2
-// file is refused by a v1 reader with ErrVersion, never misread.
+// file is refused by a v1 reader with ErrVersion, never misread. Version 3
+// adds element type codes (TypeBool..TypeComplex128) that only a v3 header
+// may name, so a v2 reader refuses a file that might hold them at open.
 const (
-	Version    = 2
+	Version    = 3
 	MinVersion = 1
 )
 
@@ -105,7 +107,24 @@ const (
 	TypeUint64  uint8 = 8
 	TypeFloat32 uint8 = 9
 	TypeFloat64 uint8 = 10
+	// Version 3 on (TypeVersion).
+	TypeBool       uint8 = 11
+	TypeComplex64  uint8 = 12
+	TypeComplex128 uint8 = 13
 )
+
+// TypeVersion is the first block version that may name type code t (0 for
+// an unknown code): a block of an older version naming it is damaged, since
+// no writer of that version could have written it.
+func TypeVersion(t uint8) uint8 {
+	switch {
+	case t >= TypeInt8 && t <= TypeFloat64:
+		return 1
+	case t >= TypeBool && t <= TypeComplex128:
+		return 3
+	}
+	return 0
+}
 
 // Layout codes. Only dense chunked exists in v1; the others are reserved.
 const LayoutDense uint8 = 1
@@ -114,14 +133,16 @@ const LayoutDense uint8 = 1
 // an unknown code.
 func ElemSize(t uint8) int {
 	switch t {
-	case TypeInt8, TypeUint8:
+	case TypeInt8, TypeUint8, TypeBool:
 		return 1
 	case TypeInt16, TypeUint16:
 		return 2
 	case TypeInt32, TypeUint32, TypeFloat32:
 		return 4
-	case TypeInt64, TypeUint64, TypeFloat64:
+	case TypeInt64, TypeUint64, TypeFloat64, TypeComplex64:
 		return 8
+	case TypeComplex128:
+		return 16
 	}
 	return 0
 }

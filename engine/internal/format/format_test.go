@@ -159,7 +159,7 @@ func TestCatalogRoundTrip(t *testing.T) {
 // TestCatalogLayout pins the entry layout FORMAT.md documents.
 func TestCatalogLayout(t *testing.T) {
 	e := CatalogEntry{Name: "ab", ID: 5, HeaderAddr: DataStart, HeaderSize: 99, HeaderSum: 0xCAFEF00D}
-	want := []byte("SCCC\x02\x00\x00\x00\x01\x00\x00\x00\x02\x00ab")
+	want := []byte("SCCC\x03\x00\x00\x00\x01\x00\x00\x00\x02\x00ab")
 	want = le.AppendUint64(want, 5)
 	want = le.AppendUint64(want, DataStart)
 	want = le.AppendUint64(want, 99)
@@ -201,7 +201,7 @@ func TestDatasetHeaderLayout(t *testing.T) {
 	h := DatasetHeader{Name: "d", ID: 9, Type: TypeInt32, Shape: []uint64{4}, MaxShape: []uint64{Unlimited},
 		Chunk: []uint64{2}, Layout: LayoutDense, Filters: []byte{0xf0}, Fill: []byte{1, 0, 0, 0},
 		MinCacheBytes: -1, IndexKind: 3, IndexRoot: []byte{0xaa, 0xbb}}
-	want := []byte("SCCD\x02\x03\x01\x01")
+	want := []byte("SCCD\x03\x03\x01\x01")
 	want = le.AppendUint64(want, 9)
 	want = le.AppendUint64(want, ^uint64(0)) // -1
 	want = append(want, 3, 4)                // index kind, fill length
@@ -496,7 +496,7 @@ func TestValidName(t *testing.T) {
 }
 
 func TestElemSize(t *testing.T) {
-	want := map[uint8]int{1: 1, 2: 2, 3: 4, 4: 8, 5: 1, 6: 2, 7: 4, 8: 8, 9: 4, 10: 8, 0: 0, 11: 0, 255: 0}
+	want := map[uint8]int{1: 1, 2: 2, 3: 4, 4: 8, 5: 1, 6: 2, 7: 4, 8: 8, 9: 4, 10: 8, 11: 1, 12: 8, 13: 16, 0: 0, 14: 0, 255: 0}
 	for code, size := range want {
 		if got := ElemSize(code); got != size {
 			t.Errorf("ElemSize(%d) = %d, want %d", code, got, size)
@@ -676,5 +676,54 @@ func TestHeaderSumBlindToSelfCheckedRoot(t *testing.T) {
 func TestDataStartIsS3Head(t *testing.T) {
 	if DataStart != 8192 || SlotB+SlotSize > DataStart {
 		t.Fatalf("DataStart %d, slot B ends at %d: vfd/s3's default HeadSize is 8192", DataStart, SlotB+SlotSize)
+	}
+}
+
+// resealAs rewrites a block's version byte and checksum, as a writer of that
+// version would have sealed the same payload.
+func resealAs(b []byte, version uint8) []byte {
+	b = bytes.Clone(b)
+	b[4] = version
+	n := len(b) - crcSize
+	return le.AppendUint32(b[:n], Checksum(b[:n]))
+}
+
+// TestHeaderTypeCodesByVersion: the type codes added in version 3 decode
+// from a v3 header; the same payload sealed as v2 (or v1) is damage, not a
+// type an older writer could have meant; and older headers of the types
+// they knew still decode (an older file reads unchanged).
+func TestHeaderTypeCodesByVersion(t *testing.T) {
+	for code := uint8(0); code < 20; code++ {
+		h := DatasetHeader{Name: "d", ID: 1, Type: code, Shape: []uint64{3}, MaxShape: []uint64{3},
+			Chunk: []uint64{2}, Layout: LayoutDense}
+		if ElemSize(code) == 0 {
+			if err := h.Validate(); !errors.Is(err, ErrInvalid) {
+				t.Errorf("code %d: Validate = %v, want ErrInvalid", code, err)
+			}
+			if _, err := DecodeDatasetHeader(EncodeDatasetHeader(h)); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("code %d: decode = %v, want ErrCorrupt", code, err)
+			}
+			continue
+		}
+		h.Fill = make([]byte, ElemSize(code))
+		h.Fill[0] = 1
+		b := EncodeDatasetHeader(h)
+		if got, err := DecodeDatasetHeader(b); err != nil || got.Type != code || !bytes.Equal(got.Fill, h.Fill) {
+			t.Fatalf("code %d: v%d decode = %+v, %v", code, Version, got, err)
+		}
+		for v := uint8(MinVersion); v < Version; v++ {
+			_, err := DecodeDatasetHeader(resealAs(b, v))
+			if v >= TypeVersion(code) {
+				if err != nil {
+					t.Errorf("code %d sealed as v%d: %v", code, v, err)
+				}
+			} else if !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrVersion) {
+				t.Errorf("code %d sealed as v%d: %v, want ErrCorrupt", code, v, err)
+			}
+		}
+		// A newer block is ErrVersion whatever it names.
+		if _, err := DecodeDatasetHeader(resealAs(b, Version+1)); !errors.Is(err, ErrVersion) {
+			t.Errorf("code %d sealed as v%d: %v, want ErrVersion", code, Version+1, err)
+		}
 	}
 }

@@ -63,7 +63,7 @@ func FuzzCatalog(f *testing.F) {
 }
 
 func FuzzDatasetHeader(f *testing.F) {
-	for _, s := range headerSeeds() {
+	for _, s := range append(headerSeeds(), typeHeaderSeeds()...) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -121,6 +121,19 @@ func headerSeeds() [][]byte {
 		s = append(s, EncodeDatasetHeader(h))
 	}
 	return s
+}
+
+// typeHeaderSeeds are headers of the type codes version 3 added, with a
+// fill value, and the first of them sealed as v2 (which must not decode).
+func typeHeaderSeeds() [][]byte {
+	var s [][]byte
+	for _, code := range []uint8{TypeBool, TypeComplex64, TypeComplex128} {
+		h := DatasetHeader{Name: "t", ID: 7, Type: code, Shape: []uint64{5, 3}, MaxShape: []uint64{Unlimited, 3},
+			Chunk: []uint64{2, 3}, Layout: LayoutContiguous, Fill: bytes.Repeat([]byte{1}, ElemSize(code)),
+			Attrs: []byte{1, 1, 0, 0, 0}}
+		s = append(s, EncodeDatasetHeader(h))
+	}
+	return append(s, resealAs(s[0], 2))
 }
 
 // TestWriteSeedCorpus rewrites testdata/fuzz from the seeds above when

@@ -11,7 +11,7 @@ import (
 type DatasetHeader struct {
 	Name string
 	ID   uint64 // non-zero; equals the catalog entry's ID
-	// Type is the element type code (TypeInt8..TypeFloat64).
+	// Type is the element type code (TypeInt8..TypeComplex128).
 	Type uint8
 	// Shape, MaxShape and Chunk have the same rank, 1..MaxRank.
 	// Shape[d] <= MaxShape[d]; MaxShape[d] == Unlimited for a dimension
@@ -105,7 +105,7 @@ func (h DatasetHeader) validate() error {
 	}
 	esize := ElemSize(h.Type)
 	if esize == 0 {
-		return fmt.Errorf("element type code %d (want 1..10)", h.Type)
+		return fmt.Errorf("element type code %d (want 1..%d)", h.Type, TypeComplex128)
 	}
 	if h.Layout < LayoutDense || h.Layout > LayoutVirtual {
 		return fmt.Errorf("layout code %d (v2 knows %d..%d)", h.Layout, LayoutDense, LayoutVirtual)
@@ -254,6 +254,11 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 		// Layouts other than dense chunked came with version 2
 		// (FORMAT.md §8): a v1 block naming one is damaged.
 		return DatasetHeader{}, corrupt("dataset header", "v1 header with layout code %d", h.Layout)
+	}
+	if v := TypeVersion(h.Type); v > version {
+		// Type codes are part of what a version calls valid (FORMAT.md
+		// §15): an older block naming a newer code is damaged.
+		return DatasetHeader{}, corrupt("dataset header", "v%d header with element type code %d (from v%d)", version, h.Type, v)
 	}
 	ps, err := readParts(r.b, headerParts)
 	if err != nil {
