@@ -25,8 +25,7 @@ func TestDirectDecodeWholeChunks(t *testing.T) {
 	const n, rows, cols = 32, 256, 256 // 32 chunks of 128 KiB
 	shape := []uint64{n, rows, cols}
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, nil)
-	must(t, err)
+	f := tCreate(t, mem, nil)
 	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{1, rows, cols}, Filters: []Filter{Shuffle(), Zstd(1)}})
 	must(t, err)
 	data := compressibleBytes(rand.New(rand.NewPCG(4, 4)), int(prod(shape))*2)
@@ -34,8 +33,7 @@ func TestDirectDecodeWholeChunks(t *testing.T) {
 	must(t, f.Close())
 
 	const chunk = rows * cols * 2
-	f, err = OpenWith(mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: n / 4 * chunk, BypassBytes: 4 * chunk}})
-	must(t, err)
+	f = tOpen(t, mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: n / 4 * chunk, BypassBytes: 4 * chunk}})
 	defer f.Close()
 	ds, err = f.OpenDataset("d")
 	must(t, err)
@@ -85,8 +83,7 @@ func TestDirectDecodeDamagedChunk(t *testing.T) {
 	const rows, cols = 256, 256
 	shape := []uint64{4, rows, cols}
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, nil)
-	must(t, err)
+	f := tCreate(t, mem, nil, noCheck("a chunk's compressed bytes are overwritten to test the decode error"))
 	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{1, rows, cols}, Filters: []Filter{Zstd(1)}})
 	must(t, err)
 	data := compressibleBytes(rand.New(rand.NewPCG(5, 5)), int(prod(shape))*2)
@@ -103,8 +100,7 @@ func TestDirectDecodeDamagedChunk(t *testing.T) {
 	_, err = mem.WriteAt(b, x.Off+x.Size/2)
 	must(t, err)
 
-	f, err = OpenWith(mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 64 << 10}})
-	must(t, err)
+	f = tOpen(t, mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 64 << 10}}, noCheck("a chunk's compressed bytes are overwritten to test the decode error"))
 	defer f.Close()
 	ds, err = f.OpenDataset("d")
 	must(t, err)

@@ -111,8 +111,7 @@ func followLayoutsRun(t *testing.T, seed uint64, gens int) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	w, err := CreateWith(mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 256 << 10}})
-	must(t, err)
+	w := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 256 << 10}})
 	defer w.Close()
 	model := followModel{}
 	wds := map[string]*Dataset{}
@@ -195,8 +194,7 @@ func followLayoutsRun(t *testing.T, seed uint64, gens int) {
 	// read there must be of a generation from the one the File reported
 	// before it to the writer's latest, never older.
 	for fi, goroutines := range []int{1, 2} {
-		r, err := OpenWith(mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 192 << 10}})
-		must(t, err)
+		r := tOpen(t, mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 192 << 10}})
 		defer r.Close()
 		for gi := 0; gi < goroutines; gi++ {
 			wg.Add(1)

@@ -36,8 +36,7 @@ func TestManyChunkIORace(t *testing.T) {
 	}{{"raw", nil}, {"zstd", []Filter{Zstd(1)}}} {
 		t.Run(codec.name, func(t *testing.T) {
 			mem := vfd.NewMem()
-			f, err := CreateWith(mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 256 << 10, Workers: 4}})
-			must(t, err)
+			f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 256 << 10, Workers: 4}})
 			shape := []uint64{rows, cols}
 			ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{96, 80}, Filters: codec.filters})
 			must(t, err)
@@ -138,8 +137,7 @@ func TestManyChunkIORace(t *testing.T) {
 				t.Fatal("the dataset differs from the model")
 			}
 			must(t, f.Close())
-			f, err = OpenWith(mem, &Options{ReadOnly: true})
-			must(t, err)
+			f = tOpen(t, mem, &Options{ReadOnly: true})
 			defer f.Close()
 			ds, err = f.OpenDataset("d")
 			must(t, err)
@@ -168,8 +166,7 @@ func TestManyChunkReadIOError(t *testing.T) {
 		for _, nth := range []int64{1, 2} {
 			t.Run(fmt.Sprintf("%s/read-%d", codec.name, nth), func(t *testing.T) {
 				mem := vfd.NewMem()
-				f, err := CreateWith(mem, nil)
-				must(t, err)
+				f := tCreate(t, mem, nil)
 				ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{32, 32, 32}, Filters: codec.filters})
 				must(t, err)
 				data := compressibleBytes(rand.New(rand.NewPCG(1, uint64(nth))), int(prod(shape))*2)
@@ -181,8 +178,7 @@ func TestManyChunkReadIOError(t *testing.T) {
 				fd := vfd.NewFault(mem, vfd.Fail(vfd.TriggerFunc(func(info vfd.OpInfo) bool {
 					return armed.Load() && (info.Op == vfd.OpRead || info.Op == vfd.OpReadV) && reads.Add(1) == nth
 				})))
-				f, err = OpenWith(fd, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 64 << 20, Workers: 4}})
-				must(t, err)
+				f = tOpen(t, fd, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 64 << 20, Workers: 4}})
 				defer f.Close()
 				ds, err = f.OpenDataset("d")
 				must(t, err)

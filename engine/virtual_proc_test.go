@@ -93,10 +93,7 @@ func TestVirtualWriterProcesses(t *testing.T) {
 	dir := t.TempDir()
 	c := vcache(t)
 	vpath := filepath.Join(dir, "v.scc")
-	vf, err := Create(vpath, &Options{Cache: c, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	vf := tCreatePath(t, vpath, &Options{Cache: c, NoSync: true})
 	if _, err := vf.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: Uint32, Shape: []uint64{0, vdsSide, vdsSide},
 		MaxShape: []uint64{Unlimited, vdsSide, vdsSide}, Mappings: roundRobin(nw, vdsSide, vdsSide, false)}); err != nil {
 		t.Fatal(err)
@@ -163,10 +160,7 @@ func TestVirtualWriterProcesses(t *testing.T) {
 		}(i)
 	}
 	// Follow until every writer has exited.
-	r, err := Open(vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{View: LastAvailable}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := tOpenPath(t, vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{View: LastAvailable}})
 	defer r.Close()
 	ds, err := r.OpenDataset("v")
 	if err != nil {
@@ -226,6 +220,11 @@ func TestVirtualWriterProcesses(t *testing.T) {
 		default:
 			check(false)
 		}
+	}
+	// Every writer has exited, the victim by SIGKILL: what each left on
+	// disk, its last commit, must be consistent.
+	for i := 0; i < nw; i++ {
+		tCheckPath(t, filepath.Join(dir, fmt.Sprintf("w%d.scc", i)))
 	}
 	close(errs)
 	for err := range errs {

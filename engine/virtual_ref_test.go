@@ -291,10 +291,7 @@ func TestVirtualMappingBruteForce(t *testing.T) {
 			maxShape[0] = Unlimited
 		}
 		vpath := filepath.Join(dir, "v.scc")
-		vf, err := Create(vpath, &Options{Cache: c, NoSync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		vf := tCreatePath(t, vpath, &Options{Cache: c, NoSync: true})
 		files := map[string]*File{}
 		var nextID uint32 = 1
 		makeSource := func(path, name string, sel []dim1, unlimSlices uint64) *refSource {
@@ -321,9 +318,7 @@ func TestVirtualMappingBruteForce(t *testing.T) {
 			if path == "" {
 				f = vf
 			} else if f = files[path]; f == nil {
-				if f, err = Create(filepath.Join(dir, path), &Options{Cache: c, NoSync: true}); err != nil {
-					t.Fatal(err)
-				}
+				f = tCreatePath(t, filepath.Join(dir, path), &Options{Cache: c, NoSync: true})
 				files[path] = f
 			}
 			ms := make([]uint64, len(shape))
@@ -434,10 +429,7 @@ func TestVirtualMappingBruteForce(t *testing.T) {
 			if view == LastAvailable {
 				gap = tc % 3
 			}
-			rf, err := Open(vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{View: view, PrintfGap: gap}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rf := tOpenPath(t, vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{View: view, PrintfGap: gap}})
 			ds, err := rf.OpenDataset("v")
 			if err != nil {
 				t.Fatal(err)

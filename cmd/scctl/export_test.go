@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 // TestExportImportCommands: export to both Zarr versions, import back, and
@@ -36,6 +37,7 @@ func TestExportImportCommands(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("import %s: %d %s", format, code, stderr)
 		}
+		testfile.CheckAtCleanup(t, back)
 		if !strings.Contains(out, "frames: 3 chunks") {
 			t.Errorf("import output:\n%s", out)
 		}

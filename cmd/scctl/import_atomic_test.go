@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 const (
@@ -145,6 +146,7 @@ func TestImportStrict(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, `SKIPPED c: zarr: unsupported: dtype "<c8" (complex`) || !strings.Contains(stdout, "1 imported, 1 skipped") {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
+	testfile.CheckAtCleanup(t, out)
 	strict := filepath.Join(dir, "y.scc")
 	code, stdout, stderr = runCmd(t, "import", "--strict", store, strict)
 	if code != 1 || !strings.Contains(stderr, "1 of 2 arrays skipped (--strict)") || !strings.Contains(stdout, "SKIPPED c") {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/scc-dev/scc/bench"
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 func TestIngestSmall(t *testing.T) {
@@ -20,6 +21,7 @@ func TestIngestSmall(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	testfile.CheckAtCleanup(t, path)
 	for _, want := range []string{
 		"scc ingest: 2 datasets × 12 frames of 256 B (uint16), shuffle+lz4, 3 writers, 2 readers",
 		"written", "read+verified", "24 frames, every one checked", "hit ratio", "evictions",
@@ -115,6 +117,7 @@ func TestIngestFailureDoesNotCommit(t *testing.T) {
 		if oerr != nil {
 			t.Fatalf("%v: the file is not readable after the failure (%v): %v", extra, err, oerr)
 		}
+		testfile.CheckAtCleanup(t, path)
 		ds, gen, img := f.Datasets(), f.Generation(), f.ImageInfo()
 		f.Close()
 		if len(ds) != 0 || gen != 1 || img.Exists {
@@ -132,6 +135,7 @@ func TestIngestImage(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	testfile.CheckAtCleanup(t, path)
 	if !strings.Contains(out, "cache image    ") || !strings.Contains(out, "written on close") {
 		t.Fatalf("summary does not report the image:\n%s", out)
 	}
@@ -262,6 +266,7 @@ func TestIngestHelpNamesFilters(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	testfile.CheckAtCleanup(t, path)
 	if !strings.Contains(out, "shuffle+zstd(-5)+zlib(6)+crc32c") {
 		t.Errorf("summary does not name the pipeline:\n%s", out)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 // countdownCtx ends after its Err has been asked n times: a cancellation
@@ -71,6 +72,11 @@ with h5py.File(sys.argv[1], "w") as f:
 				t.Fatalf("countdown %d: completed with %v", n, got)
 			}
 			f.Close()
+			// Checked here rather than at cleanup: the next countdown
+			// imports to the same name.
+			if rep, err := engine.CheckPath(context.Background(), out); err != nil {
+				t.Fatalf("countdown %d: the completed import does not check: %v (%+v)", n, err, rep)
+			}
 			os.Remove(out)
 		case errors.Is(err, context.Canceled):
 			cancelled++
@@ -93,6 +99,7 @@ with h5py.File(sys.argv[1], "w") as f:
 	if err != nil {
 		t.Fatal(err)
 	}
+	testfile.CheckAtCleanup(t, src)
 	defer f.Close()
 	base = dirNames(t, dir)
 	cancelled, completed = 0, 0

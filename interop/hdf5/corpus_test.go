@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 // writeCorpus writes a small corpus of HDF5 files the way h5py users write
@@ -255,6 +256,7 @@ func TestImportCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			testfile.CheckAtCleanup(t, out)
 			defer f.Close()
 			in, left := checkAttrs(t, name+" root", c.Attrs, f.Attrs(), rep.RootAttrNotes)
 			attrsIn, attrsLeft = attrsIn+in, attrsLeft+left

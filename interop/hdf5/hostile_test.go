@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 // writeHostile writes HDF5 files of the kinds that break importers, one per
@@ -286,6 +287,7 @@ func TestImportHostile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			testfile.CheckAtCleanup(t, out)
 			defer f.Close()
 			wantSkips := 0
 			for _, d := range c.Datasets {
@@ -376,6 +378,7 @@ func TestImportIndexFallback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		testfile.CheckAtCleanup(t, out)
 		defer f.Close()
 		n := 0
 		for _, d := range c.Datasets {
