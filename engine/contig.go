@@ -189,6 +189,9 @@ type contigLayout struct {
 		// last of them whose requests have ended.
 		retired      []contigRetired
 		gen, drained uint64
+		// closeDrained: Close drained the dataset's requests (drain with
+		// closing) and refuses new ones, so its commit frees at once.
+		closeDrained bool
 	}
 }
 
@@ -479,7 +482,7 @@ func (l *contigLayout) commitParams(ctx context.Context) ([]byte, error) {
 	// cache's back. Freed now, the space could be handed out and written
 	// before that read. A closing commit frees them: Close drained the
 	// dataset's requests first (File.drainRetired) and refuses new ones.
-	closing := l.s.f.closed.Load()
+	closing := l.mu.closeDrained
 	l.mu.gen++
 	retire := func(off, size int64) {
 		if closing {
@@ -532,6 +535,7 @@ func (l *contigLayout) drain(ctx context.Context, closing bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.drained = max(l.mu.drained, gen)
+	l.mu.closeDrained = l.mu.closeDrained || closing
 	keep := l.mu.retired[:0]
 	for _, r := range l.mu.retired {
 		if r.gen <= l.mu.drained {
