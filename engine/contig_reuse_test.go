@@ -62,17 +62,20 @@ func TestContiguousReadDuringCommit(t *testing.T) {
 	pieceRows := uint64(contigPieceBytes / rowBytes)
 	pieceBytes := int64(pieceRows * rowBytes)
 	for _, tc := range []struct {
-		name string
-		side bool // piece 0's current copy is in its side slot
-		load bool // a partial write, which loads the piece, instead of a read
+		name   string
+		side   bool  // piece 0's current copy is in its side slot
+		load   bool  // a partial write, which loads the piece, instead of a read
+		bypass int64 // Config.BypassBytes: below a piece, reads go directly
 	}{
-		{"read", false, false},
-		{"read side slot", true, false},
-		{"partial write", false, true},
+		{"read", false, false, 0},
+		{"read directly", false, false, 32 << 10},
+		{"read side slot", true, false, 0},
+		{"read side slot directly", true, false, 32 << 10},
+		{"partial write", false, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pr := &pauseRead{Driver: vfd.NewMem()}
-			f := tCreate(t, pr, &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 20}})
+			f := tCreate(t, pr, &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 20, BypassBytes: tc.bypass}})
 			spec := DatasetSpec{Type: Uint8, Shape: []uint64{rows, rowBytes}, Layout: Contiguous}
 			a, err := f.CreateDataset("a", spec)
 			must(t, err)
@@ -127,6 +130,7 @@ func TestContiguousReadDuringCommit(t *testing.T) {
 			testHookContigDrain.Store(&drained)
 			defer testHookContigDrain.Store(nil)
 			var wg sync.WaitGroup
+			defer wg.Wait()
 			hook := func() {
 				wg.Add(1)
 				go func() {
