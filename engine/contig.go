@@ -7,6 +7,7 @@ import (
 	"github.com/scc-dev/scc/internal/bufpool"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/internal/format"
@@ -46,7 +47,20 @@ import (
 // failed write leaves the piece as it was, and space nothing references
 // torn. The commit copies a piece whose current copy is in its side slot
 // to its fixed place, checked against its checksum, before it names the
-// extent, and frees the side slots.
+// extent.
+//
+// A commit moves pieces the cache does not know moved: every piece not
+// rewritten since the last commit goes from the committed extent to the
+// working one, a piece in its side slot to its fixed place. A read or a
+// load of a piece that is not resident looks its place up and reads it
+// later, holding the piece in the serializer, which keeps writes of the
+// piece out but not the commit. So the space a commit stops naming (the
+// old extent, the side slots) is retired, not freed: the next commit
+// first waits for the dataset's requests that started before it
+// (contigLayout.drain, an exclusive hold in the serializer) and frees it
+// then. Freed at once, it was handed out and written while such a read
+// had still to read it, which then failed its checksum (ErrCorrupt for a
+// race: TestContiguousReadDuringCommit).
 //
 // LayoutParams (FORMAT.md §17): u8 version 1, u64 extent address (0: never
 // stored, every element is the fill value), u32 piece count P, P × u32
@@ -168,7 +182,23 @@ type contigLayout struct {
 		busy       []bool
 		inflight   int
 		committing bool
+		// retired is space a commit stopped naming (the extent it
+		// replaced, the side slots it copied from), kept allocated until
+		// the requests that may have looked it up have ended (drain).
+		// gen counts the commits that retired space; drained is the
+		// last of them whose requests have ended.
+		retired      []contigRetired
+		gen, drained uint64
+		// closeDrained: Close drained the dataset's requests (drain with
+		// closing) and refuses new ones, so its commit frees at once.
+		closeDrained bool
 	}
+}
+
+// contigRetired is space retired by commit gen.
+type contigRetired struct {
+	off, size int64
+	gen       uint64
 }
 
 var _ cache.Layout = (*contigLayout)(nil)
@@ -385,7 +415,8 @@ func (l *contigLayout) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) { 
 // extent, if there is one, by copying every piece not rewritten since the
 // last commit from the committed extent (or writing the fill value) and
 // every piece whose current copy is in its side slot from there, makes
-// it the committed extent, releases the old one and the side slots, and
+// it the committed extent, retires the old one and the side slots (see
+// drain; a closing commit frees them), and
 // returns the LayoutParams that name it. On error nothing is switched and the copy is
 // redone by the next commit.
 func (l *contigLayout) commitParams(ctx context.Context) ([]byte, error) {
@@ -444,21 +475,84 @@ func (l *contigLayout) commitParams(ctx context.Context) ([]byte, error) {
 		}
 		l.mu.cur[p], l.mu.wsums[p] = l.mu.wbase+off, format.Checksum(b)
 	}
+	// The old extent and the side slots are not freed here: a read or a
+	// load of a piece that is not resident looks its place up and reads
+	// it later, holding the piece in the serializer but nothing the
+	// commit waits for, and the copy above moved the piece behind the
+	// cache's back. Freed now, the space could be handed out and written
+	// before that read. A closing commit frees them: Close drained the
+	// dataset's requests first (File.drainRetired) and refuses new ones.
+	closing := l.mu.closeDrained
+	l.mu.gen++
+	retire := func(off, size int64) {
+		if closing {
+			// Replaced by the working extent this commit names
+			// (space.freeReplaced: the image's free-space map holds it).
+			l.s.f.space.freeReplaced(off, size)
+			return
+		}
+		l.mu.retired = append(l.mu.retired, contigRetired{off: off, size: size, gen: l.mu.gen})
+	}
 	for p, a := range l.mu.side {
 		if a != 0 {
 			_, size := l.piece(uint64(p))
-			l.s.f.space.free(a, size)
+			retire(a, size)
 		}
 	}
 	if old.base != 0 {
-		// Replaced by the working extent this commit names
-		// (space.freeReplaced: the image's free-space map holds it).
-		l.s.f.space.freeReplaced(old.base, l.size)
+		retire(old.base, l.size)
 	}
 	l.mu.committed = contigState{base: l.mu.wbase, sums: l.mu.wsums}
 	l.mu.wbase, l.mu.wsums, l.mu.cur, l.mu.side, l.mu.busy = 0, nil, nil, nil, nil
 	return encodeContigParams(l.mu.committed), nil
 }
+
+// drain frees the space earlier commits retired, once the requests that
+// may have looked it up have ended: every request on the dataset holds its
+// region in the serializer from before its lookups until after its reads,
+// so an exclusive hold taken now waits exactly for those that started
+// before it. The space is freed outside a commit, so it becomes reusable
+// after the next one (alloc's pending state). closing drains a dataset
+// with a working extent too: the closing commit frees what it retires at
+// once. Called before the commit takes commitMu (the serializer is the
+// outer lock), and never while this dataset's commitParams runs.
+func (l *contigLayout) drain(ctx context.Context, closing bool) error {
+	l.mu.Lock()
+	gen := l.mu.gen
+	need := gen > l.mu.drained && len(l.mu.retired) > 0 || closing && l.mu.wbase != 0
+	l.mu.Unlock()
+	if !need {
+		return nil
+	}
+	if h := testHookContigDrain.Load(); h != nil {
+		(*h)()
+	}
+	release, err := l.s.f.ser.AcquireExclusive(ctx, l.s.id)
+	if err != nil {
+		return err
+	}
+	release()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.drained = max(l.mu.drained, gen)
+	l.mu.closeDrained = l.mu.closeDrained || closing
+	keep := l.mu.retired[:0]
+	for _, r := range l.mu.retired {
+		if r.gen <= l.mu.drained {
+			l.s.f.space.free(r.off, r.size)
+		} else {
+			keep = append(keep, r)
+		}
+	}
+	clear(l.mu.retired[len(keep):])
+	l.mu.retired = keep
+	return nil
+}
+
+// testHookContigDrain, when set (tests only), runs when drain is about to
+// wait for the dataset's requests: TestContiguousReadDuringCommit lets its
+// paused read go on from there.
+var testHookContigDrain atomic.Pointer[func()]
 
 // adopt switches a read-only dataset to a newer committed header's extent.
 func (l *contigLayout) adoptParams(params []byte) error {

@@ -482,6 +482,9 @@ func (f *File) Flush(ctx context.Context) error {
 // state their indexes describe completely, and their dirty chunks wait for
 // a later commit.
 func (f *File) commit(ctx context.Context, only *dsState) error {
+	if err := f.drainRetired(ctx); err != nil {
+		return err
+	}
 	f.commitMu.Lock()
 	defer f.commitMu.Unlock()
 	return f.commitLocked(ctx, only)
@@ -583,6 +586,30 @@ func (f *File) commitLocked(ctx context.Context, only *dsState) (err error) {
 	f.sb.Store(&sb)
 	if err := f.space.commit(epoch); err != nil {
 		return fmt.Errorf("%w: allocator: %w", ErrCorrupt, err)
+	}
+	return nil
+}
+
+// drainRetired frees the space the contiguous datasets' earlier commits
+// retired, once no request that may have looked it up is running
+// (contigLayout.drain). It takes the serializer, so it runs before commitMu.
+func (f *File) drainRetired(ctx context.Context) error {
+	if f.readOnly {
+		return nil
+	}
+	closing := f.closed.Load()
+	f.mu.Lock()
+	var ls []*contigLayout
+	for _, s := range f.mu.open {
+		if l, ok := s.store.(*contigLayout); ok {
+			ls = append(ls, l)
+		}
+	}
+	f.mu.Unlock()
+	for _, l := range ls {
+		if err := l.drain(ctx, closing); err != nil {
+			return classify(err)
+		}
 	}
 	return nil
 }
