@@ -106,6 +106,9 @@ func TestExportReadByH5pyAndH5dump(t *testing.T) {
 	defer f.Close()
 	var cases []exportCase
 	for i, typ := range engine.Types {
+		if !typ.Numeric() {
+			continue // HDF5 export refuses the others (TestExportRefusesUnmappedTypes)
+		}
 		fl := [][]engine.Filter{nil, {engine.Shuffle()}, {engine.Shuffle(), engine.Deflate(1 + i%9)}, {engine.Shuffle(), engine.Zlib(1 + i%9)}}[i%4]
 		mode := []Mode{Raw, Raw, Rewrapped, Raw}[i%4]
 		names := [][]string{nil, {"shuffle"}, {"shuffle", "gzip"}, {"shuffle", "gzip"}}[i%4]
