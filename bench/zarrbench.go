@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine"
 )
@@ -158,6 +160,10 @@ type zarrRow struct {
 	// so PeakRSS-BaseRSS is what the row added: the bench process also
 	// holds what setup left behind (the encoders that wrote the file).
 	BaseRSS int64
+	// CPUSeconds is the process's CPU time during the timed part (every
+	// goroutine's, the runtime's included): decoded bytes over it are the
+	// per-core throughput set beside the codec's own.
+	CPUSeconds float64
 }
 
 // resetPeakRSS returns freed memory to the system and resets the process's
@@ -215,6 +221,7 @@ func sccZarrRow(ctx context.Context, path, row string, conc int, c ZarrBenchConf
 		res.BaseRSS = procStatus("VmRSS:")
 	}
 	var verify func() error
+	cpu0 := cpuSeconds()
 	t0 := time.Now()
 	switch row {
 	case "read_all":
@@ -275,6 +282,9 @@ func sccZarrRow(ctx context.Context, path, row string, conc int, c ZarrBenchConf
 		}
 	default:
 		return res, fmt.Errorf("bench: zarrbench: unknown row %q", row)
+	}
+	if cpu1 := cpuSeconds(); cpu0 > 0 && cpu1 > cpu0 {
+		res.CPUSeconds = cpu1 - cpu0
 	}
 	if rss {
 		res.PeakRSS = peakRSS()
@@ -449,6 +459,16 @@ func runZarrBench(ctx context.Context, o Options, p *Peers, r *Report) error {
 		if err := writeZarrBenchFile(ctx, path, c, cd.filters, rmp); err != nil {
 			return err
 		}
+		var codec *codecFloor
+		if cd.name == "zstd" {
+			cf, err := zstdCodecFloor(c, rmp, reps)
+			if err != nil {
+				return fmt.Errorf("zstd codec floor: %w", err)
+			}
+			codec = &cf
+			o.logf("   zstd codec alone: every chunk decoded in %.3f s on one goroutine (%.0f MB/s); on %d cores at best %.3f s",
+				cf.Seconds, float64(c.arrayBytes())/cf.Seconds/1e6, runtime.GOMAXPROCS(0), cf.Seconds/float64(runtime.GOMAXPROCS(0)))
+		}
 		for _, rs := range rows {
 			peerFailed := false
 			key, metric := cd.name+"/"+rs.row, rs.row+" "+cd.name
@@ -475,6 +495,9 @@ func runZarrBench(ctx context.Context, o Options, p *Peers, r *Report) error {
 				}
 				if rep == 0 || one.Seconds < res.Seconds {
 					res.Seconds = one.Seconds
+				}
+				if one.CPUSeconds > 0 && (res.CPUSeconds == 0 || one.CPUSeconds < res.CPUSeconds) {
+					res.CPUSeconds = one.CPUSeconds
 				}
 				if one.PeakRSS > res.PeakRSS {
 					res.PeakRSS, res.BaseRSS = one.PeakRSS, one.BaseRSS
@@ -527,6 +550,9 @@ func runZarrBench(ctx context.Context, o Options, p *Peers, r *Report) error {
 			}
 			o.logf("%s", line)
 			zarrFigures(r, c, reps, cd.name, rs.row, key, metric, res, pr, peer, floor, codecs)
+			if codec != nil && rs.row != "roundtrip" {
+				codecFigure(r, c, key, metric, res, pr, *codec)
+			}
 		}
 		os.Remove(path)
 	}
@@ -597,4 +623,72 @@ func zarrFigures(r *Report, c ZarrBenchConfig, reps int, codec, row, key, metric
 		}
 		r.add(m)
 	}
+}
+
+// codecFloor is the codec's own speed on this array: every chunk, encoded
+// as scc's zstd filter encodes it (level 3 = SpeedDefault, no frame
+// checksum), decoded by klauspost/compress alone on one goroutine into one
+// reused buffer: no file, no cache, no copy.
+type codecFloor struct {
+	Seconds float64 // best of reps
+}
+
+func zstdCodecFloor(c ZarrBenchConfig, rmp []byte, reps int) (codecFloor, error) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return codecFloor{}, err
+	}
+	defer enc.Close()
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return codecFloor{}, err
+	}
+	defer dec.Close()
+	buf := make([]byte, c.chunkBytes())
+	frames := make([][]byte, c.chunks())
+	for k := range frames {
+		fillZarrChunk(buf, rmp, c, k)
+		frames[k] = enc.EncodeAll(buf, nil)
+	}
+	best := 0.0
+	for rep := range reps {
+		t0 := time.Now()
+		for _, fr := range frames {
+			out, err := dec.DecodeAll(fr, buf[:0])
+			if err != nil {
+				return codecFloor{}, err
+			}
+			if len(out) != len(buf) {
+				return codecFloor{}, fmt.Errorf("decoded %d bytes, want %d", len(out), len(buf))
+			}
+		}
+		if el := time.Since(t0).Seconds(); rep == 0 || el < best {
+			best = el
+		}
+	}
+	// The last chunk decoded is checked, so the loop decoded real data.
+	if err := verifyZarrChunk(buf, rmp, c, len(frames)-1); err != nil {
+		return codecFloor{}, err
+	}
+	return codecFloor{Seconds: best}, nil
+}
+
+// codecFigure sets a zstd read row's decoded bytes per CPU-second beside
+// the codec's own single-goroutine speed: how much of each core scc spends
+// on anything but the codec. The note says how fast the codec alone could
+// be on every core, which bounds any reader of this file on this machine.
+func codecFigure(r *Report, c ZarrBenchConfig, key, metric string, res zarrRow, pr *zarrPeerRow, cf codecFloor) {
+	if res.CPUSeconds <= 0 || cf.Seconds <= 0 {
+		return
+	}
+	mb := float64(c.arrayBytes()) / 1e6
+	cores := runtime.GOMAXPROCS(0)
+	note := fmt.Sprintf("codec alone: klauspost/compress %s DecodeAll of every chunk's frame on one goroutine into one reused buffer, %.3f s; on all %d cores at best %.3f s",
+		klauspostVersion(), cf.Seconds, cores, cf.Seconds/float64(cores))
+	if pr != nil {
+		note += fmt.Sprintf(" (1.5× zarr-python would need %.3f s)", pr.Seconds/1.5)
+	}
+	r.add(Figure{Scenario: "zarrbench", Key: key + "/percore", Metric: metric + ", decoded MB per CPU-second",
+		Unit: "MB/s", HigherIsBetter: true, SCC: mb / res.CPUSeconds, Peer: "codec alone, 1 goroutine",
+		PeerValue: ptr(mb / cf.Seconds), Target: &Target{Kind: "ratio", Value: 1 / 1.3}, Note: note})
 }

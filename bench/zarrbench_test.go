@@ -44,8 +44,9 @@ func TestZarrBenchScenario(t *testing.T) {
 	}
 	c := zarrBenchSize(Options{Tiny: true})
 	elems := int64(c.Side * c.Side * c.Side)
-	// Per codec: read_all, four read_chunks rows, the round trip's copy.
-	if got, want := zarrVerified.Load()-before, 2*6*elems; got != want {
+	// Per codec: read_all, four read_chunks rows, the round trip's copy;
+	// and the last chunk the zstd codec alone decoded.
+	if got, want := zarrVerified.Load()-before, 2*6*elems+int64(c.Chunk*c.Chunk*c.Chunk); got != want {
 		t.Fatalf("%d elements verified, want %d", got, want)
 	}
 	figs := map[string]Figure{}
@@ -61,6 +62,13 @@ func TestZarrBenchScenario(t *testing.T) {
 			f, ok := figs[key]
 			if !ok || f.SCC <= 0 || f.PeerValue != nil || (f.Target != nil && f.Status != "no peer") {
 				t.Errorf("%s: %+v (present %v)", key, f, ok)
+			}
+			// The zstd read rows' decoded bytes per CPU-second, beside
+			// the codec alone.
+			pc, ok := figs[key+"/percore"]
+			if want := codec == "zstd" && row != "roundtrip"; ok != want ||
+				(ok && (pc.SCC <= 0 || pc.PeerValue == nil || *pc.PeerValue <= 0 || pc.Ratio == nil || pc.Status == "")) {
+				t.Errorf("%s/percore: %+v (present %v, want %v)", key, pc, ok, want)
 			}
 			fl, ok := figs[key+"/floor"]
 			if row == "roundtrip" {
