@@ -311,7 +311,7 @@ func VirtualIngest(ctx context.Context, cfg VirtualIngestConfig) (*VirtualIngest
 	}
 	if cfg.Verify {
 		t0 := time.Now()
-		n, err := ReadVirtual(ctx, vpath, 1, cfg.CacheBytes, true)
+		n, err := ReadVirtual(ctx, vpath, 4, cfg.CacheBytes, true)
 		if err != nil {
 			return nil, err
 		}
