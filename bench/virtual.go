@@ -855,10 +855,10 @@ func runVirtual(ctx context.Context, o Options, p *Peers, r *Report) error {
 		}
 		os.Remove(filepath.Join(dir, fmt.Sprintf("one%d.scc", n)))
 		oneMBps := mibps(res.BytesWritten, one)
-		o.logf("   %d writer processes: %.1f MiB/s; one process, %d goroutines: %.1f MiB/s", n, res.WriteMBps, n, oneMBps)
+		o.logf("   %s: %.1f MiB/s; one process, %s: %.1f MiB/s", plural(n, "writer process"), res.WriteMBps, plural(n, "goroutine"), oneMBps)
 		r.add(Figure{Scenario: "virtual", Key: fmt.Sprintf("ingest-p%d", n), Unit: "MiB/s", HigherIsBetter: true,
-			Metric: fmt.Sprintf("ingest, %d writer processes → %d files + a virtual dataset (aggregate)", n, n),
-			SCC:    res.WriteMBps, Peer: fmt.Sprintf("1 process, %d goroutines, one file", n), PeerValue: ptr(oneMBps), Note: filterNote})
+			Metric: fmt.Sprintf("ingest, %s → %s + a virtual dataset (aggregate)", plural(n, "writer process"), plural(n, "file")),
+			SCC:    res.WriteMBps, Peer: fmt.Sprintf("1 process, %s, one file", plural(n, "goroutine")), PeerValue: ptr(oneMBps), Note: filterNote})
 		if n == 4 {
 			readSet = res
 		}
@@ -893,9 +893,9 @@ func runVirtual(ctx context.Context, o Options, p *Peers, r *Report) error {
 		bytes := int64(total) * frameBytes
 		v, s := mibps(bytes, Quantile(tv, 0.5)), mibps(bytes, Quantile(ts, 0.5))
 		readMBps[g] = [2]float64{v, s}
-		o.logf("   read, %d goroutines: virtual %.1f MiB/s, sources directly %.1f MiB/s", g, v, s)
+		o.logf("   read, %s: virtual %.1f MiB/s, sources directly %.1f MiB/s", plural(g, "goroutine"), v, s)
 		r.add(Figure{Scenario: "virtual", Key: fmt.Sprintf("read-g%d", g), Unit: "MiB/s", HigherIsBetter: true,
-			Metric: fmt.Sprintf("read the whole virtual dataset (4 sources), %d goroutines", g),
+			Metric: fmt.Sprintf("read the whole virtual dataset (4 sources), %s", plural(g, "goroutine")),
 			SCC:    v, Peer: "the same frames read from the sources directly", PeerValue: ptr(s),
 			Target: &Target{Kind: "ratio", Value: 0.9},
 			Note:   fmt.Sprintf("median of %d passes, each opening the files with a fresh %s cache; the files are in the page cache", passes, HumanBytes(virtualReadCache))})
@@ -926,9 +926,9 @@ func runVirtual(ctx context.Context, o Options, p *Peers, r *Report) error {
 	}
 	for _, g := range []int{1, 4} {
 		f := Figure{Scenario: "virtual", Key: fmt.Sprintf("h5py-read-g%d", g), Unit: "MiB/s", HigherIsBetter: true,
-			Metric: fmt.Sprintf("read the whole virtual dataset (4 sources), %d goroutines", g),
+			Metric: fmt.Sprintf("read the whole virtual dataset (4 sources), %s", plural(g, "goroutine")),
 			SCC:    readMBps[g][0], Peer: "h5py",
-			Note: "h5py reads an HDF5 virtual dataset (h5py.VirtualLayout, the same strided unlimited mappings) over HDF5 copies of the sources " +
+			Note: "h5py reads an HDF5 virtual dataset (h5py.VirtualLayout, the same strided mappings) over HDF5 copies of the sources " +
 				"(chunks of one frame, shuffle+gzip-1) in one thread, the whole dataset in one read, median of the same number of passes, each opening the file anew"}
 		if h5 != nil {
 			f.Peer, f.PeerValue = "h5py "+h5.Version+" (1 thread)", ptr(h5.ReadMBps)
@@ -956,6 +956,16 @@ func runVirtual(ctx context.Context, o Options, p *Peers, r *Report) error {
 			SCC: float64(q.v) / float64(time.Millisecond), Note: note})
 	}
 	return nil
+}
+
+func plural(n int, word string) string {
+	switch {
+	case n == 1:
+		return "1 " + word
+	case strings.HasSuffix(word, "s"):
+		return fmt.Sprintf("%d %ses", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // virtualPeerResult is what virtual_peer.py prints.
