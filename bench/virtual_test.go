@@ -127,3 +127,5 @@ func TestVirtualIngestWriterFails(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func BenchmarkVirtual(b *testing.B) { benchScenario(b, "virtual") }

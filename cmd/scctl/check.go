@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	register("check", "offline consistency check of a file (exit 1 on problems)", cmdCheck)
+	register("check", "offline consistency check of a file, with --sources of its virtual datasets' source files too (exit 1 on problems)", cmdCheck)
 }
 
 // checkOutput is check's JSON form.

@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register("ls", "list datasets: type, shape, chunking, filters, index, storage (like h5ls -v)", cmdLs)
+	register("ls", "list datasets: type, shape, chunking, filters, index, storage; a virtual dataset's mappings and their sources (like h5ls -v)", cmdLs)
 }
 
 // lsDataset is what ls prints for one dataset.
