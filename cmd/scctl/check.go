@@ -120,7 +120,7 @@ func checkSources(ctx context.Context, path string) ([]checkedSource, error) {
 	out := []checkedSource{}
 	byPath := map[string]int{}
 	for _, name := range f.Datasets() {
-		spec, virtual, err := virtualSpec(ctx, f, name)
+		spec, virtual, err := f.VirtualSpec(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("dataset %q: %w", name, err)
 		}

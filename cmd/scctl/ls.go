@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -52,10 +51,8 @@ type lsDataset struct {
 	DefinedElements  uint64   `json:"defined_elements,omitempty"`
 	SelectionFilters []string `json:"selection_filters,omitempty"`
 	// Mappings are a virtual dataset's mappings, each with the sources
-	// it names and whether they exist now; MappingsError says why they
-	// could not be listed.
-	Mappings      []lsMapping `json:"mappings,omitempty"`
-	MappingsError string      `json:"mappings_error,omitempty"`
+	// it names and whether they exist now.
+	Mappings []lsMapping `json:"mappings,omitempty"`
 	// Error is why a virtual dataset could not be opened (a source that
 	// fails to open fails the evaluation of its extent); its mappings
 	// are still listed.
@@ -130,8 +127,8 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 		l.Size = n
 	}
 	for _, name := range f.Datasets() {
-		spec, virtual, serr := virtualSpec(ctx, f, name)
-		if serr != nil && !errors.Is(serr, errNoMappings) {
+		spec, virtual, serr := f.VirtualSpec(ctx, name)
+		if serr != nil {
 			return nil, fmt.Errorf("dataset %q: %w", name, serr)
 		}
 		var d lsDataset
@@ -150,9 +147,7 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 			}
 		}
 		if d.Layout == "virtual" {
-			if serr != nil {
-				d.MappingsError = serr.Error()
-			} else if d.Mappings, err = virtualMappings(ctx, f, spec); err != nil {
+			if d.Mappings, err = virtualMappings(ctx, f, spec); err != nil {
 				return nil, fmt.Errorf("dataset %q: %w", name, err)
 			}
 		}
@@ -262,7 +257,7 @@ func printListing(w io.Writer, l *lsFile) {
 				sf = "none"
 			}
 			fmt.Fprintf(w, "    Layout:    sparse, %d elements defined, selection filters: %s\n", d.DefinedElements, sf)
-		} else if d.Layout == "virtual" && d.MappingsError == "" {
+		} else if d.Layout == "virtual" {
 			fmt.Fprintf(w, "    Layout:    virtual, %d mappings\n", len(d.Mappings))
 		} else {
 			fmt.Fprintf(w, "    Layout:    %s\n", d.Layout)
@@ -272,9 +267,6 @@ func printListing(w io.Writer, l *lsFile) {
 			fmt.Fprintf(w, "    Fill:      %s\n", d.Fill)
 			if d.Error != "" {
 				fmt.Fprintf(w, "    Extent:    not evaluated (shape as last recorded): %s\n", d.Error)
-			}
-			if d.MappingsError != "" {
-				fmt.Fprintf(w, "    Mappings:  not listed: %s\n", d.MappingsError)
 			}
 			printMappings(w, d.Mappings)
 			for _, a := range d.Attrs {

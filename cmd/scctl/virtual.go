@@ -12,28 +12,8 @@ import (
 
 // What ls and check show of a virtual dataset: its mappings and, per
 // mapping, the source files they name as the engine resolves them. The
-// engine exposes the stored description (File.VirtualSpec, read from the
-// header alone, so that a dataset whose sources are damaged can still be
-// listed), a selection's parts (Selection.Parts) and its resolution of
-// source names (File.VirtualSource); the probes below let the tool say so
-// plainly when the engine it is built with lacks them, instead of
-// guessing.
-
-type specReader interface {
-	VirtualSpec(ctx context.Context, name string) (engine.VirtualSpec, bool, error)
-}
-
-type selectionParts interface {
-	Parts() (start, stride, count, block []uint64)
-}
-
-type sourceResolver interface {
-	VirtualSource(file string) (name string, self bool, err error)
-}
-
-// errNoMappings is reported for a virtual dataset whose mappings the
-// engine does not expose.
-var errNoMappings = errors.New("this build's engine does not expose virtual mappings")
+// stored description comes from File.VirtualSpec, which reads the header
+// alone, so that a dataset whose sources are damaged can still be listed.
 
 // lsSel is a selection of a mapping: a regular hyperslab, count
 // "unlimited" along an unlimited dimension.
@@ -49,12 +29,8 @@ func (s lsSel) String() string {
 		dims(s.Start), dims(s.Stride), strings.Join(s.Count, ", "), dims(s.Block))
 }
 
-func selOf(s engine.Selection) (lsSel, bool) {
-	p, ok := any(s).(selectionParts)
-	if !ok {
-		return lsSel{}, false
-	}
-	start, stride, count, block := p.Parts()
+func selOf(s engine.Selection) lsSel {
+	start, stride, count, block := s.Parts()
 	out := lsSel{Start: start, Stride: stride, Block: block}
 	for _, c := range count {
 		if c == engine.Unlimited {
@@ -63,7 +39,7 @@ func selOf(s engine.Selection) (lsSel, bool) {
 			out.Count = append(out.Count, fmt.Sprint(c))
 		}
 	}
-	return out, true
+	return out
 }
 
 // lsMapping is one mapping and the sources it names now.
@@ -101,67 +77,18 @@ type lsSource struct {
 // looks for.
 const maxPrintfBlocks = 1 << 16
 
-// hasBlockPattern reports whether a name holds %b (%% is a literal %).
-func hasBlockPattern(name string) bool {
-	for i := 0; i+1 < len(name); i++ {
-		if name[i] == '%' {
-			if name[i+1] == 'b' {
-				return true
-			}
-			i++
-		}
-	}
-	return false
-}
-
-// expandBlock replaces %b by k and %% by %, as the engine names block k's
-// source.
-func expandBlock(name string, k uint64) string {
-	var b strings.Builder
-	for i := 0; i < len(name); i++ {
-		if name[i] == '%' && i+1 < len(name) {
-			i++
-			if name[i] == 'b' {
-				fmt.Fprint(&b, k)
-				continue
-			}
-		}
-		b.WriteByte(name[i])
-	}
-	return b.String()
-}
-
-// virtualSpec returns the stored description of dataset name; ok is
-// false when it is not virtual.
-func virtualSpec(ctx context.Context, f *engine.File, name string) (spec engine.VirtualSpec, ok bool, err error) {
-	sr, ok1 := any(f).(specReader)
-	_, ok2 := any(engine.Selection{}).(selectionParts)
-	_, ok3 := any(f).(sourceResolver)
-	if !ok1 || !ok2 || !ok3 {
-		return engine.VirtualSpec{}, false, errNoMappings
-	}
-	return sr.VirtualSpec(ctx, name)
-}
-
 // virtualMappings lists spec's mappings with their sources: every source
 // of a plain mapping; for a printf mapping the blocks from 0 up to the
 // first missing one, which is listed too (the next a writer will add).
 func virtualMappings(ctx context.Context, f *engine.File, spec engine.VirtualSpec) ([]lsMapping, error) {
-	res, ok := any(f).(sourceResolver)
-	if !ok {
-		return nil, errNoMappings
-	}
-	sc := &sourceCache{f: f, res: res, open: map[string]*engine.File{}}
+	sc := &sourceCache{f: f, open: map[string]*engine.File{}}
 	defer sc.close()
 	var out []lsMapping
 	for _, m := range spec.Mappings {
-		v, ok1 := selOf(m.Virtual)
-		s, ok2 := selOf(m.Source)
-		if !ok1 || !ok2 {
-			return nil, errNoMappings
-		}
-		lm := lsMapping{Virtual: v, File: m.File, Dataset: m.Dataset, Source: s,
-			Printf: hasBlockPattern(m.File) || hasBlockPattern(m.Dataset), Sources: []lsSource{}}
+		_, fileHas := engine.ExpandBlock(m.File, 0)
+		_, dsetHas := engine.ExpandBlock(m.Dataset, 0)
+		lm := lsMapping{Virtual: selOf(m.Virtual), File: m.File, Dataset: m.Dataset, Source: selOf(m.Source),
+			Printf: fileHas || dsetHas, Sources: []lsSource{}}
 		if !lm.Printf {
 			lm.Sources = append(lm.Sources, sc.look(ctx, m.File, m.Dataset))
 		} else {
@@ -169,7 +96,9 @@ func virtualMappings(ctx context.Context, f *engine.File, spec engine.VirtualSpe
 				if err := ctx.Err(); err != nil {
 					return nil, err
 				}
-				src := sc.look(ctx, expandBlock(m.File, k), expandBlock(m.Dataset, k))
+				file, _ := engine.ExpandBlock(m.File, k)
+				dset, _ := engine.ExpandBlock(m.Dataset, k)
+				src := sc.look(ctx, file, dset)
 				src.Block = &k
 				lm.Sources = append(lm.Sources, src)
 				if !src.Exists {
@@ -185,7 +114,6 @@ func virtualMappings(ctx context.Context, f *engine.File, spec engine.VirtualSpe
 // sourceCache opens each source file once per listing.
 type sourceCache struct {
 	f      *engine.File
-	res    sourceResolver
 	open   map[string]*engine.File
 	closes []func() error
 }
@@ -200,7 +128,7 @@ func (sc *sourceCache) close() {
 // is there.
 func (sc *sourceCache) look(ctx context.Context, file, dset string) lsSource {
 	src := lsSource{File: file, Dataset: dset}
-	path, self, err := sc.res.VirtualSource(file)
+	path, self, err := sc.f.VirtualSource(file)
 	if err != nil {
 		src.Error = err.Error()
 		return src

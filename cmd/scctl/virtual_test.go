@@ -86,24 +86,11 @@ func makeVirtual(t *testing.T) (dir, vpath string) {
 	return dir, vpath
 }
 
-// needMappings skips a test of the mapping listing when the engine this
-// package is built with does not expose the mappings.
-func needMappings(t *testing.T) {
-	var f *engine.File
-	_, ok1 := any(f).(specReader)
-	_, ok2 := any(f).(sourceResolver)
-	_, ok3 := any(engine.Selection{}).(selectionParts)
-	if !ok1 || !ok2 || !ok3 {
-		t.Skip(errNoMappings)
-	}
-}
-
 // TestLsVirtual: ls shows a virtual dataset's layout, each mapping (the
 // virtual selection, file, dataset and source selection) and each source
 // as it is now: present with its extent, or missing; a printf mapping's
 // blocks up to the first missing one.
 func TestLsVirtual(t *testing.T) {
-	needMappings(t)
 	dir, vpath := makeVirtual(t)
 	code, out, stderr := runCmd(t, "ls", vpath)
 	if code != 0 {
@@ -203,7 +190,6 @@ func TestDumpVirtual(t *testing.T) {
 // one without failing, and fails on a damaged source, naming it and still
 // checking the others.
 func TestCheckVirtualSources(t *testing.T) {
-	needMappings(t)
 	dir, vpath := makeVirtual(t)
 	code, out, stderr := runCmd(t, "check", "--sources", vpath)
 	if code != 0 {
