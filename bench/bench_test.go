@@ -441,10 +441,12 @@ func TestRunAllWithoutPeers(t *testing.T) {
 		}
 		if f.Scenario == "seqread" || f.Scenario == "s3" || f.Scenario == "image" || (f.Scenario == "adaptive" && f.Key != "hit-gap") ||
 			(f.Scenario == "h5perf" && strings.HasPrefix(f.Key, "write-raw")) ||
-			(f.Scenario == "zarrbench" && (strings.HasSuffix(f.Key, "/floor") || strings.HasSuffix(f.Key, "/percore"))) {
+			(f.Scenario == "zarrbench" && (strings.HasSuffix(f.Key, "/floor") || strings.HasSuffix(f.Key, "/percore"))) ||
+			(f.Scenario == "virtual" && (strings.HasPrefix(f.Key, "ingest-") || strings.HasPrefix(f.Key, "read-"))) {
 			// Their baselines (raw pread; the naive S3 reader; scc without
 			// an image; fixed-size caches; h5perf's raw pwrite ceiling; the
-			// zstd codec alone) are measured in process, not peers.
+			// zstd codec alone; one process writing one file, the sources
+			// read directly) are measured in process, not peers.
 			if f.PeerValue == nil || f.Ratio == nil {
 				t.Errorf("%s/%s: no baseline", f.Scenario, f.Key)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +32,9 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	o, err := parseIngest(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.procs > 0 {
+		return ingestProcs(ctx, o, stdout, stderr)
 	}
 	cfg := o.cfg
 	if !o.quiet {
@@ -136,6 +140,8 @@ type ingestOpts struct {
 	quiet      bool
 	image      bool
 	memProfile string
+	// procs > 0: the multi-process job (ingest_procs.go).
+	procs int
 }
 
 // filterHelp names every filter ingest accepts, as parseFilters reads them.
@@ -164,12 +170,30 @@ func parseIngest(args []string, stderr io.Writer) (o ingestOpts, err error) {
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile to this file once the frames are written, before the final flush (the collection it starts perturbs peak Go heap)")
+	fs.IntVar(&o.procs, "procs", 0, "`N` writer processes instead: each appends --frames frames to its own file (frame g of the whole to writer g%N), a virtual dataset made up front stitches them into one array in frame order, and the job reads it back and verifies every frame at the end; --file names the virtual dataset's file, the writers' files go beside it")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return ingestOpts{}, err
 	}
 	if len(pos) != 0 {
 		return ingestOpts{}, usageErr("unexpected arguments %q", pos)
+	}
+	if o.procs < 0 {
+		return ingestOpts{}, usageErr("--procs must be at least 0")
+	}
+	if o.procs > 0 {
+		// Flags of the one-file job mean nothing to the writer
+		// processes: refused rather than ignored.
+		var bad []string
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "datasets", "writers", "readers", "adaptive", "adaptive-max", "image", "memprofile":
+				bad = append(bad, "--"+f.Name)
+			}
+		})
+		if len(bad) > 0 {
+			return ingestOpts{}, usageErr("--procs does not take %s", strings.Join(bad, ", "))
+		}
 	}
 	// Zero means "default" to bench.IngestConfig; on the command line
 	// it is a mistake (except --readers 0: none).

@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register("ls", "list datasets: type, shape, chunking, filters, index, storage (like h5ls -v)", cmdLs)
+	register("ls", "list datasets: type, shape, chunking, filters, index, storage; a virtual dataset's mappings and their sources (like h5ls -v)", cmdLs)
 }
 
 // lsDataset is what ls prints for one dataset.
@@ -50,6 +50,13 @@ type lsDataset struct {
 	Layout           string   `json:"layout"`
 	DefinedElements  uint64   `json:"defined_elements,omitempty"`
 	SelectionFilters []string `json:"selection_filters,omitempty"`
+	// Mappings are a virtual dataset's mappings, each with the sources
+	// it names and whether they exist now.
+	Mappings []lsMapping `json:"mappings,omitempty"`
+	// Error is why a virtual dataset could not be opened (a source that
+	// fails to open fails the evaluation of its extent); its mappings
+	// are still listed.
+	Error string `json:"error,omitempty"`
 }
 
 // lsFile is the whole listing.
@@ -120,14 +127,29 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 		l.Size = n
 	}
 	for _, name := range f.Datasets() {
-		ds, err := f.OpenDataset(name)
-		if err != nil {
-			return nil, fmt.Errorf("dataset %q: %w", name, err)
+		spec, virtual, serr := f.VirtualSpec(ctx, name)
+		if serr != nil {
+			return nil, fmt.Errorf("dataset %q: %w", name, serr)
 		}
-		d, err := describe(ds)
-		ds.Close()
-		if err != nil {
+		var d lsDataset
+		ds, err := f.OpenDatasetContext(ctx, name)
+		switch {
+		case err != nil && virtual:
+			d = describeSpec(name, spec)
+			d.Error = err.Error()
+		case err != nil:
 			return nil, fmt.Errorf("dataset %q: %w", name, err)
+		default:
+			d, err = describe(ds)
+			ds.Close()
+			if err != nil {
+				return nil, fmt.Errorf("dataset %q: %w", name, err)
+			}
+		}
+		if d.Layout == "virtual" {
+			if d.Mappings, err = virtualMappings(ctx, f, spec); err != nil {
+				return nil, fmt.Errorf("dataset %q: %w", name, err)
+			}
 		}
 		l.Logical += d.LogicalBytes
 		l.StoredLogical += d.StoredLogicalBytes
@@ -182,6 +204,25 @@ func describe(ds *engine.Dataset) (lsDataset, error) {
 	return d, nil
 }
 
+// describeSpec describes a virtual dataset that could not be opened from
+// its stored description.
+func describeSpec(name string, spec engine.VirtualSpec) lsDataset {
+	d := lsDataset{Name: name, Type: spec.Type.String(), Shape: spec.Shape, Layout: "virtual", Filters: []string{}}
+	for _, m := range spec.MaxShape {
+		if m == engine.Unlimited {
+			d.MaxShape = append(d.MaxShape, "unlimited")
+		} else {
+			d.MaxShape = append(d.MaxShape, fmt.Sprint(m))
+		}
+	}
+	fill := spec.Fill
+	if len(fill) == 0 {
+		fill = make([]byte, spec.Type.Size())
+	}
+	d.Fill = formatValues(spec.Type, fill)[0]
+	return d
+}
+
 func dims(v []uint64) string {
 	s := make([]string, len(v))
 	for i, x := range v {
@@ -216,8 +257,22 @@ func printListing(w io.Writer, l *lsFile) {
 				sf = "none"
 			}
 			fmt.Fprintf(w, "    Layout:    sparse, %d elements defined, selection filters: %s\n", d.DefinedElements, sf)
+		} else if d.Layout == "virtual" {
+			fmt.Fprintf(w, "    Layout:    virtual, %d mappings\n", len(d.Mappings))
 		} else {
 			fmt.Fprintf(w, "    Layout:    %s\n", d.Layout)
+		}
+		if d.Layout == "virtual" {
+			// Nothing is stored: the elements are the sources'.
+			fmt.Fprintf(w, "    Fill:      %s\n", d.Fill)
+			if d.Error != "" {
+				fmt.Fprintf(w, "    Extent:    not evaluated (shape as last recorded): %s\n", d.Error)
+			}
+			printMappings(w, d.Mappings)
+			for _, a := range d.Attrs {
+				fmt.Fprintf(w, "    Attribute: %q %s = %s\n", a.Name, a.Type, a.Value)
+			}
+			continue
 		}
 		fmt.Fprintf(w, "    Chunks:    {%s} %s\n", dims(d.Chunk), bench.HumanBytes(d.ChunkBytes))
 		fmt.Fprintf(w, "    Filters:   %s\n", filters)
