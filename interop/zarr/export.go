@@ -312,9 +312,7 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 		return dr, fmt.Errorf("%w: variable-length dataset (no fixed-size Zarr dtype)", ErrUnsupported)
 	}
 	if _, ok := dtypes[ds.Type()]; !ok {
-		// Bool and complex have Zarr dtypes, but the value path here
-		// (fill values, attributes) is numeric only so far.
-		return dr, fmt.Errorf("%w: %v dataset (the export maps the numeric types only)", ErrUnsupported, ds.Type())
+		return dr, fmt.Errorf("%w: %v dataset (no Zarr data type)", ErrUnsupported, ds.Type())
 	}
 	p := planExport(ds, v)
 	if layout != engine.Chunked {

@@ -19,12 +19,22 @@ var dtypes = map[engine.Type]struct{ v2, v3 string }{
 	engine.Int8: {"|i1", "int8"}, engine.Int16: {"<i2", "int16"}, engine.Int32: {"<i4", "int32"}, engine.Int64: {"<i8", "int64"},
 	engine.Uint8: {"|u1", "uint8"}, engine.Uint16: {"<u2", "uint16"}, engine.Uint32: {"<u4", "uint32"}, engine.Uint64: {"<u8", "uint64"},
 	engine.Float32: {"<f4", "float32"}, engine.Float64: {"<f8", "float64"},
+	engine.Bool: {"|b1", "bool"}, engine.Complex64: {"<c8", "complex64"}, engine.Complex128: {"<c16", "complex128"},
+}
+
+// swapUnit is the size of the parts whose bytes a big-endian store swaps:
+// the element, or for a complex type each of its two floats.
+func swapUnit(t engine.Type) int {
+	if t == engine.Complex64 || t == engine.Complex128 {
+		return t.Size() / 2
+	}
+	return t.Size()
 }
 
 // parseV2Dtype returns the engine type of a numpy type string and whether
 // its elements are big-endian.
 func parseV2Dtype(s string) (engine.Type, bool, error) {
-	if len(s) == 3 {
+	if len(s) >= 3 {
 		for t, d := range dtypes {
 			if s[1:] == d.v2[1:] {
 				switch s[0] {
@@ -36,7 +46,7 @@ func parseV2Dtype(s string) (engine.Type, bool, error) {
 			}
 		}
 	}
-	return 0, false, fmt.Errorf("%w: dtype %q (%s; scc holds the integer and float types i1..i8, u1..u8, f4, f8)", ErrUnsupported, s, v2DtypeClass(s))
+	return 0, false, fmt.Errorf("%w: dtype %q (%s; scc holds i1..i8, u1..u8, f4, f8, b1, c8, c16)", ErrUnsupported, s, v2DtypeClass(s))
 }
 
 func parseV3Type(s string) (engine.Type, error) {
@@ -45,20 +55,36 @@ func parseV3Type(s string) (engine.Type, error) {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: data_type %q (%s; scc holds int8..int64, uint8..uint64, float32, float64)", ErrUnsupported, s, v3TypeClass(s))
+	return 0, fmt.Errorf("%w: data_type %q (%s; scc holds int8..int64, uint8..uint64, float32, float64, bool, complex64, complex128)", ErrUnsupported, s, v3TypeClass(s))
 }
 
 // fillJSON is an element's fill value as Zarr metadata writes it: a JSON
-// number, or "NaN", "Infinity", "-Infinity" for floats.
+// number, or "NaN", "Infinity", "-Infinity" for floats; a JSON boolean for
+// bool; a [real, imaginary] pair of those float forms for the complex types
+// (the v3 core data types' rule, and zarr-python 2's for "<c8"/"<c16").
 func fillJSON(t engine.Type, b []byte) any {
 	v := engine.RawAttr(engine.AttrScalar, t, b)
 	return elemJSON(v, 0)
 }
 
-// elemJSON is element i of a numeric value as a JSON value, exact.
+// elemJSON is element i of a numeric, bool or complex value as a JSON
+// value, exact.
 func elemJSON(v engine.AttrValue, i int) any {
 	t := v.Type()
 	raw := v.Bytes()[i*t.Size() : (i+1)*t.Size()]
+	switch t {
+	case engine.Bool:
+		return raw[0] != 0
+	case engine.Complex64, engine.Complex128:
+		pt, h := engine.Float32, t.Size()/2
+		if t == engine.Complex128 {
+			pt = engine.Float64
+		}
+		return []any{
+			elemJSON(engine.RawAttr(engine.AttrScalar, pt, raw[:h]), 0),
+			elemJSON(engine.RawAttr(engine.AttrScalar, pt, raw[h:]), 0),
+		}
+	}
 	var u uint64
 	for k := len(raw) - 1; k >= 0; k-- {
 		u = u<<8 | uint64(raw[k])
@@ -90,6 +116,50 @@ func elemJSON(v engine.AttrValue, i int) any {
 // parseElem converts a JSON number or special float string to an element
 // of type t, little-endian; exact for integers, refused when out of range.
 func parseElem(t engine.Type, v any) ([]byte, error) {
+	switch t {
+	case engine.Bool:
+		// A JSON boolean (v3's rule, zarr-python's writing); 0 and 1 as
+		// numbers are what some v2 writers put there.
+		switch x := v.(type) {
+		case bool:
+			if x {
+				return []byte{1}, nil
+			}
+			return []byte{0}, nil
+		case json.Number:
+			switch x {
+			case "0":
+				return []byte{0}, nil
+			case "1":
+				return []byte{1}, nil
+			}
+		}
+		return nil, fmt.Errorf("%w: %s is not a bool", ErrCorrupt, asJSON(v))
+	case engine.Complex64, engine.Complex128:
+		pt := engine.Float32
+		if t == engine.Complex128 {
+			pt = engine.Float64
+		}
+		pair, ok := v.([]any)
+		switch v.(type) {
+		case json.Number, string:
+			// A real number alone (some v2 writers): its imaginary part
+			// is zero, nothing else it could mean.
+			pair, ok = []any{v, json.Number("0")}, true
+		}
+		if !ok || len(pair) != 2 {
+			return nil, fmt.Errorf("%w: %s is not a [real, imaginary] pair", ErrCorrupt, asJSON(v))
+		}
+		re, err := parseElem(pt, pair[0])
+		if err != nil {
+			return nil, err
+		}
+		im, err := parseElem(pt, pair[1])
+		if err != nil {
+			return nil, err
+		}
+		return append(re, im...), nil
+	}
 	out := make([]byte, t.Size())
 	put := func(u uint64) {
 		for k := range out {
@@ -208,8 +278,8 @@ func attrsJSON(attrs []engine.Attr) (map[string]any, error) {
 			return nil, fmt.Errorf("%w: attribute name %q is reserved by the export", ErrUnsupported, typesKey)
 		}
 		v := a.Value
-		if k := v.Kind(); (k == engine.AttrScalar || k == engine.AttrArray) && !v.Type().Numeric() {
-			return nil, fmt.Errorf("%w: attribute %q of type %v (the export maps the numeric types only)", ErrUnsupported, a.Name, v.Type())
+		if k := v.Kind(); (k == engine.AttrScalar || k == engine.AttrArray) && !jsonType(v.Type()) {
+			return nil, fmt.Errorf("%w: attribute %q of type %v (the export maps the numeric, bool and complex types)", ErrUnsupported, a.Name, v.Type())
 		}
 		switch v.Kind() {
 		case engine.AttrString:
@@ -269,9 +339,16 @@ func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string, err err
 	return attrs, skipped, nil
 }
 
+// jsonType reports whether elements of t have a JSON form (elemJSON,
+// parseElem).
+func jsonType(t engine.Type) bool {
+	_, ok := dtypes[t]
+	return ok
+}
+
 func typeNamed(s string) (engine.Type, bool) {
 	for _, t := range engine.Types {
-		if t.Numeric() && t.String() == s {
+		if jsonType(t) && t.String() == s {
 			return t, true
 		}
 	}
