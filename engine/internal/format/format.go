@@ -59,8 +59,10 @@ const (
 // file is refused by a v1 reader with ErrVersion, never misread. Version 3
 // adds element type codes (TypeBool..TypeComplex128) that only a v3 header
 // may name, so a v2 reader refuses a file that might hold them at open.
+// Version 4 adds the fixed-length string type (TypeString) with its
+// parameters and a wide fill value as dataset header parts.
 const (
-	Version    = 3
+	Version    = 4
 	MinVersion = 1
 )
 
@@ -111,7 +113,25 @@ const (
 	TypeBool       uint8 = 11
 	TypeComplex64  uint8 = 12
 	TypeComplex128 uint8 = 13
+	// TypeString is a fixed-length string; its length, padding and
+	// character set are header fields (DatasetHeader.StrLen...). Version 4
+	// on.
+	TypeString uint8 = 14
 )
+
+// String padding codes (HDF5's H5T_STR_NULLTERM, H5T_STR_NULLPAD,
+// H5T_STR_SPACEPAD) and character sets (H5T_CSET_ASCII, H5T_CSET_UTF8).
+const (
+	PadNullTerm  uint8 = 0
+	PadNullPad   uint8 = 1
+	PadSpacePad  uint8 = 2
+	CharsetASCII uint8 = 0
+	CharsetUTF8  uint8 = 1
+)
+
+// MaxStringLen bounds a fixed-length string's byte length: its fill value
+// must fit one header part.
+const MaxStringLen = MaxPartBytes
 
 // TypeVersion is the first block version that may name type code t (0 for
 // an unknown code): a block of an older version naming it is damaged, since
@@ -122,6 +142,8 @@ func TypeVersion(t uint8) uint8 {
 		return 1
 	case t >= TypeBool && t <= TypeComplex128:
 		return 3
+	case t == TypeString:
+		return 4
 	}
 	return 0
 }
@@ -130,7 +152,8 @@ func TypeVersion(t uint8) uint8 {
 const LayoutDense uint8 = 1
 
 // ElemSize reports the size in bytes of an element of type code t, or 0 for
-// an unknown code.
+// an unknown code and for TypeString, whose size is its header's StrLen
+// (DatasetHeader.ElemSize).
 func ElemSize(t uint8) int {
 	switch t {
 	case TypeInt8, TypeUint8, TypeBool:
