@@ -352,8 +352,12 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		spec engine.DatasetSpec
+		why  string
 	}{
-		{"vlen", engine.DatasetSpec{Type: engine.Uint8, Layout: engine.Vlen, Shape: []uint64{4}, Chunk: []uint64{2}}},
+		{"vlen", engine.DatasetSpec{Type: engine.Uint8, Layout: engine.Vlen, Shape: []uint64{4}, Chunk: []uint64{2}}, "variable-length"},
+		{"utf-8", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{2}}, "UTF-32"},
+		{"spacepad", engine.DatasetSpec{Type: engine.FixedString(8, engine.SpacePad, engine.ASCII), Shape: []uint64{4}, Chunk: []uint64{2}}, "spacepad padding rule"},
+		{"nullterm", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullTerm, engine.ASCII), Shape: []uint64{4}, Chunk: []uint64{2}}, "nullterm padding rule"},
 	} {
 		dir := t.TempDir()
 		src := filepath.Join(dir, "src.scc")
@@ -362,8 +366,8 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 		must(t, err)
 		store := filepath.Join(t.TempDir(), "s.zarr")
 		for _, v := range []int{2, 3} {
-			if _, err := Export(bg, f, store, Options{Version: v}); !errors.Is(err, ErrUnsupported) {
-				t.Fatalf("%s v%d: export: %v, want ErrUnsupported", c.name, v, err)
+			if _, err := Export(bg, f, store, Options{Version: v}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.why) {
+				t.Fatalf("%s v%d: export: %v, want ErrUnsupported saying %q", c.name, v, err, c.why)
 			}
 			if _, err := os.Stat(store); !os.IsNotExist(err) {
 				t.Fatalf("%s v%d: a failed export left a store (%v)", c.name, v, err)

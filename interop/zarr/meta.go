@@ -22,9 +22,41 @@ var dtypes = map[engine.Type]struct{ v2, v3 string }{
 	engine.Bool: {"|b1", "bool"}, engine.Complex64: {"<c8", "complex64"}, engine.Complex128: {"<c16", "complex128"},
 }
 
+// stringDtype is the one fixed-length string type Zarr holds without loss:
+// numpy's "|S<n>" (v3: zarr-python's null_terminated_bytes), bytes padded
+// with NULs that are not part of the value, which is scc's NullPad. It
+// carries no character set; scc labels it ASCII, as h5py does.
+func stringDtype(n int) engine.Type { return engine.FixedString(n, engine.NullPad, engine.ASCII) }
+
+// zarrTypeOf returns the Zarr v2 dtype and v3 data_type of t, or an
+// ErrUnsupported error saying why t has none.
+func zarrTypeOf(t engine.Type) (v2 string, v3 any, err error) {
+	if d, ok := dtypes[t]; ok {
+		return d.v2, d.v3, nil
+	}
+	if !t.IsString() {
+		return "", nil, fmt.Errorf("%w: %v dataset (no Zarr data type)", ErrUnsupported, t)
+	}
+	n := t.StrLen()
+	switch {
+	case t.Charset() == engine.UTF8:
+		// numpy's "<U<n>" (v3 fixed_length_utf32) is n UTF-32 code
+		// points; a UTF-8 type is a byte length, whose n bytes hold n/4
+		// to n code points. Either mapping changes what fits, so none
+		// is made.
+		return "", nil, fmt.Errorf("%w: %v dataset: Zarr's fixed-length unicode (\"<U%d\", fixed_length_utf32) counts UTF-32 code points, not UTF-8 bytes, so no Zarr data type keeps a UTF-8 byte length", ErrUnsupported, t, n)
+	case t.Pad() != engine.NullPad:
+		return "", nil, fmt.Errorf("%w: %v dataset: Zarr's fixed-length bytes (\"|S%d\", null_terminated_bytes) are NUL-padded; the %v padding rule has no Zarr form", ErrUnsupported, t, n, t.Pad())
+	}
+	return fmt.Sprintf("|S%d", n), map[string]any{"name": "null_terminated_bytes", "configuration": map[string]any{"length_bytes": n}}, nil
+}
+
 // swapUnit is the size of the parts whose bytes a big-endian store swaps:
 // the element, or for a complex type each of its two floats.
 func swapUnit(t engine.Type) int {
+	if t.IsString() {
+		return 1
+	}
 	if t == engine.Complex64 || t == engine.Complex128 {
 		return t.Size() / 2
 	}
@@ -34,6 +66,12 @@ func swapUnit(t engine.Type) int {
 // parseV2Dtype returns the engine type of a numpy type string and whether
 // its elements are big-endian.
 func parseV2Dtype(s string) (engine.Type, bool, error) {
+	if len(s) >= 3 && (s[0] == '|' || s[0] == '<' || s[0] == '>') && s[1] == 'S' {
+		n, err := strconv.Atoi(s[2:])
+		if err == nil && n >= 1 && n <= engine.MaxStringLen && strconv.Itoa(n) == s[2:] {
+			return stringDtype(n), false, nil
+		}
+	}
 	if len(s) >= 3 {
 		for t, d := range dtypes {
 			if s[1:] == d.v2[1:] {
@@ -47,6 +85,21 @@ func parseV2Dtype(s string) (engine.Type, bool, error) {
 		}
 	}
 	return 0, false, fmt.Errorf("%w: dtype %q (%s; scc holds i1..i8, u1..u8, f4, f8, b1, c8, c16)", ErrUnsupported, s, v2DtypeClass(s))
+}
+
+// parseV3Struct returns the engine type of a v3 data_type object: only
+// null_terminated_bytes (zarr-python's numpy "|S<n>").
+func parseV3Struct(m map[string]any) (engine.Type, error) {
+	if name, _ := m["name"].(string); name == "null_terminated_bytes" {
+		cfg, _ := m["configuration"].(map[string]any)
+		if n, ok := cfg["length_bytes"].(json.Number); ok {
+			if v, err := strconv.Atoi(string(n)); err == nil && v >= 1 && v <= engine.MaxStringLen {
+				return stringDtype(v), nil
+			}
+		}
+		return 0, fmt.Errorf("%w: data_type %s: length_bytes must be 1..%d", ErrCorrupt, asJSON(m), engine.MaxStringLen)
+	}
+	return 0, fmt.Errorf("%w: data_type %s (an extension type)", ErrUnsupported, asJSON(m))
 }
 
 func parseV3Type(s string) (engine.Type, error) {
@@ -63,6 +116,14 @@ func parseV3Type(s string) (engine.Type, error) {
 // bool; a [real, imaginary] pair of those float forms for the complex types
 // (the v3 core data types' rule, and zarr-python 2's for "<c8"/"<c16").
 func fillJSON(t engine.Type, b []byte) any {
+	if t.IsString() {
+		// Base64 of the element's bytes (numpy "S" in zarr-python 2 and
+		// null_terminated_bytes in zarr-python 3).
+		if len(b) == 0 {
+			b = make([]byte, t.Size())
+		}
+		return base64.StdEncoding.EncodeToString(b)
+	}
 	v := engine.RawAttr(engine.AttrScalar, t, b)
 	return elemJSON(v, 0)
 }
@@ -116,6 +177,16 @@ func elemJSON(v engine.AttrValue, i int) any {
 // parseElem converts a JSON number or special float string to an element
 // of type t, little-endian; exact for integers, refused when out of range.
 func parseElem(t engine.Type, v any) ([]byte, error) {
+	if t.IsString() {
+		// Base64 of at most the element's bytes, NUL-padded (numpy's
+		// reading of an "S" fill value).
+		s, ok := v.(string)
+		b, err := base64.StdEncoding.DecodeString(s)
+		if !ok || err != nil || len(b) > t.Size() {
+			return nil, fmt.Errorf("%w: %s is not base64 of at most %d bytes", ErrCorrupt, asJSON(v), t.Size())
+		}
+		return append(b, make([]byte, t.Size()-len(b))...), nil
+	}
 	switch t {
 	case engine.Bool:
 		// A JSON boolean (v3's rule, zarr-python's writing); 0 and 1 as

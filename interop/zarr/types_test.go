@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
@@ -254,5 +255,80 @@ func TestImportBigEndianComplex(t *testing.T) {
 	must(t, engine.ReadSlice(bg, bs, engine.All(bs.Shape()), bv))
 	if bs.Type() != engine.Bool || !bv[0] || bv[1] || !bv[2] {
 		t.Errorf(">b1: %v %v", bs.Type(), bv)
+	}
+}
+
+// TestStringsRoundTrip: a NUL-padded fixed-length string dataset crosses
+// as "|S<n>" (v2) and null_terminated_bytes (v3) with its fill value (the
+// base64 of its bytes) and back to the same type, elements and fill; and
+// zarr-python reads the v2 export as numpy bytes with scc's elements and
+// fill value.
+func TestStringsRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.scc")
+	typ := engine.FixedString(5, engine.NullPad, engine.ASCII)
+	f := testfile.Create(t, src, nil)
+	fill, err := engine.EncodeString(typ, "ab")
+	must(t, err)
+	ds, err := f.CreateDataset("s", engine.DatasetSpec{Type: typ, Shape: []uint64{7, 3}, Chunk: []uint64{3, 2}, Fill: fill, Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)}})
+	must(t, err)
+	must(t, ds.WriteStrings(bg, engine.Box([]uint64{3, 0}, []uint64{4, 3}), []string{"", "x", "hello", "a\x00b", "12345", "z", "", "q", "w", "e", "r", "t"}))
+	must(t, f.Close())
+	f, err = engine.Open(src, &engine.Options{ReadOnly: true})
+	must(t, err)
+	defer f.Close()
+	a, err := f.OpenDataset("s")
+	must(t, err)
+	for _, v := range []int{2, 3} {
+		store := filepath.Join(dir, "store"+string(rune('0'+v)))
+		_, err := Export(bg, f, store, Options{Version: v})
+		must(t, err)
+		doc, key, want := ".zarray", "dtype", `"|S5"`
+		if v == 3 {
+			doc, key, want = "zarr.json", "data_type", `{"configuration":{"length_bytes":5},"name":"null_terminated_bytes"}`
+		}
+		b, err := os.ReadFile(filepath.Join(store, "s", doc))
+		must(t, err)
+		var m map[string]any
+		must(t, json.Unmarshal(b, &m))
+		var dt bytes.Buffer
+		enc := json.NewEncoder(&dt)
+		enc.SetEscapeHTML(false)
+		must(t, enc.Encode(m[key]))
+		if got := strings.TrimSpace(dt.String()); got != want || m["fill_value"] != "YWIAAAA=" {
+			t.Errorf("v%d: data type %s fill %v, want %s and base64 of \"ab\\0\\0\\0\"", v, got, m["fill_value"], want)
+		}
+		g := testfile.Create(t, filepath.Join(dir, "back"+string(rune('0'+v))+".scc"), nil)
+		_, err = Import(bg, store, g, Options{})
+		must(t, err)
+		b2, err := g.OpenDataset("s")
+		must(t, err)
+		if b2.Type() != typ || !bytes.Equal(b2.Fill(), fill) || !bytes.Equal(readAll(t, a), readAll(t, b2)) {
+			t.Errorf("v%d: type %v fill %q after the round trip, or elements differ", v, b2.Type(), b2.Fill())
+		}
+		must(t, g.Close())
+	}
+	zarrPython(t)
+	out := filepath.Join(dir, "out")
+	must(t, os.Mkdir(out, 0o755))
+	raw, err := exec.Command(python, filepath.Join(testdata(t), "zarr2.py"), "read", filepath.Join(dir, "store2"), out, "s").Output()
+	if err != nil {
+		t.Fatalf("zarr-python read: %v: %s", err, stderr(err))
+	}
+	var res struct {
+		Arrays []struct {
+			Dtype string `json:"dtype"`
+			Fill  []byte `json:"-"`
+			FillV []int  `json:"fill_value"`
+		} `json:"arrays"`
+	}
+	must(t, json.Unmarshal(raw, &res))
+	got, err := os.ReadFile(filepath.Join(out, "0.bin"))
+	must(t, err)
+	if !bytes.Equal(got, readAll(t, a)) {
+		t.Errorf("zarr-python's elements differ from scc's")
+	}
+	if r := res.Arrays[0]; r.Dtype != "|S5" || fmt.Sprint(r.FillV) != "[97 98]" {
+		t.Errorf("zarr-python: dtype %s fill %v, want |S5 and b'ab'", r.Dtype, r.FillV)
 	}
 }
