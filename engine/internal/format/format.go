@@ -85,8 +85,10 @@ const (
 	// the element size); it matches the engine's own limit.
 	MaxChunkBytes = 1 << 30
 	// MaxHeaderBytes is the largest dataset header block any valid header
-	// encodes to.
-	MaxHeaderBytes = headerFixed + MaxNameBytes + 3*8*MaxRank + 8 + MaxFilterBytes + MaxIndexRoot + headerParts*(partHeader+MaxPartBytes) + crcSize
+	// encodes to: the longest inline fill (a string's, up to 255 bytes),
+	// the two v2 parts, and v4's string type and wide fill parts.
+	MaxHeaderBytes = headerFixed + MaxNameBytes + 3*8*MaxRank + maxInlineFill + MaxFilterBytes + MaxIndexRoot +
+		headerPartsV2*(partHeader+MaxPartBytes) + partHeader + stringTypeBytes + partHeader + MaxStringLen + crcSize
 	// MaxCatalogBytes bounds the catalog block (about a million datasets
 	// with short names).
 	MaxCatalogBytes = 1 << 30
