@@ -254,3 +254,33 @@ func TestFixedStringAttrs(t *testing.T) {
 		t.Fatalf("Float64s of strings: %v", err)
 	}
 }
+
+// TestFixedStringAttrEncoding: a string attribute's parameters follow its
+// type byte in an encoding of version 3 only; in an older encoding the
+// code is damage, and a truncated or out-of-range parameter is too.
+func TestFixedStringAttrEncoding(t *testing.T) {
+	v, err := FixedStringsAttr(FixedString(3, NullTerm, UTF8), "ab", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := encodeAttrs([]Attr{{"s", v}})
+	set, err := decodeAttrs(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := set.encoding(); !slices.Equal(got, b) {
+		t.Fatalf("re-encoding differs: %x vs %x", got, b)
+	}
+	typeAt := 1 + 4 + 2 + 1 + 1 // version, count, name length, name, kind
+	bad := map[string][]byte{
+		"version 2": append([]byte{attrVersionV2}, b[1:]...),
+		"truncated": b[:typeAt+1+3],
+		"length 0":  slices.Concat(b[:typeAt+1], []byte{0, 0, 0, 0}, b[typeAt+5:]),
+		"padding 3": slices.Concat(b[:typeAt+5], []byte{3}, b[typeAt+6:]),
+	}
+	for name, c := range bad {
+		if _, err := decodeAttrs(c); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v, want ErrCorrupt", name, err)
+		}
+	}
+}
