@@ -133,6 +133,9 @@ func fillJSON(t engine.Type, b []byte) any {
 func elemJSON(v engine.AttrValue, i int) any {
 	t := v.Type()
 	raw := v.Bytes()[i*t.Size() : (i+1)*t.Size()]
+	if t.IsString() {
+		return engine.DecodeString(t, raw)
+	}
 	switch t {
 	case engine.Bool:
 		return raw[0] != 0
@@ -350,7 +353,10 @@ func attrsJSON(attrs []engine.Attr) (map[string]any, error) {
 		}
 		v := a.Value
 		if k := v.Kind(); (k == engine.AttrScalar || k == engine.AttrArray) && !jsonType(v.Type()) {
-			return nil, fmt.Errorf("%w: attribute %q of type %v (the export maps the numeric, bool and complex types)", ErrUnsupported, a.Name, v.Type())
+			return nil, fmt.Errorf("%w: attribute %q of type %v (the export maps the numeric, bool, complex and fixed-length string types)", ErrUnsupported, a.Name, v.Type())
+		}
+		if err := textExact(v); err != nil {
+			return nil, fmt.Errorf("%w: attribute %q: %v", ErrUnsupported, a.Name, err)
 		}
 		switch v.Kind() {
 		case engine.AttrString:
@@ -411,10 +417,29 @@ func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string, err err
 }
 
 // jsonType reports whether elements of t have a JSON form (elemJSON,
-// parseElem).
+// attrElem): a fixed-length string's is its text.
 func jsonType(t engine.Type) bool {
 	_, ok := dtypes[t]
-	return ok
+	return ok || t.IsString() && t.Valid()
+}
+
+// textExact reports an error unless every element of a fixed-length
+// string value is what EncodeString makes of its text, so that the JSON
+// text brings back the same bytes (a raw write may have stored bytes after
+// a NUL terminator, or bytes outside the character set, which text loses).
+func textExact(v engine.AttrValue) error {
+	t := v.Type()
+	if !t.IsString() || v.Kind() != engine.AttrScalar && v.Kind() != engine.AttrArray {
+		return nil
+	}
+	raw, es := v.Bytes(), t.Size()
+	for i := 0; i < len(raw); i += es {
+		b, err := engine.EncodeString(t, engine.DecodeString(t, raw[i:i+es]))
+		if err != nil || string(b) != string(raw[i:i+es]) {
+			return fmt.Errorf("element %d of %v has bytes its text does not give back", i/es, t)
+		}
+	}
+	return nil
 }
 
 func typeNamed(s string) (engine.Type, bool) {
@@ -423,7 +448,36 @@ func typeNamed(s string) (engine.Type, bool) {
 			return t, true
 		}
 	}
+	// A fixed-length string type, by its String form.
+	var n int
+	var pad, cs string
+	if _, err := fmt.Sscanf(s, "string(%d, %s %s", &n, &pad, &cs); err == nil {
+		for _, p := range []engine.StrPad{engine.NullTerm, engine.NullPad, engine.SpacePad} {
+			for _, c := range []engine.Charset{engine.ASCII, engine.UTF8} {
+				if t := engine.FixedString(n, p, c); t.Valid() && t.String() == s {
+					return t, true
+				}
+			}
+		}
+	}
 	return 0, false
+}
+
+// attrElem is one element of an attribute of type t from its JSON form:
+// a fixed-length string's text, else parseElem's forms.
+func attrElem(t engine.Type, v any) ([]byte, error) {
+	if !t.IsString() {
+		return parseElem(t, v)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s is not a string", ErrCorrupt, asJSON(v))
+	}
+	b, err := engine.EncodeString(t, s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return b, nil
 }
 
 func jsonAttr(v any, typ string) (engine.AttrValue, error) {
@@ -442,7 +496,7 @@ func jsonAttr(v any, typ string) (engine.AttrValue, error) {
 			}
 			var le []byte
 			for _, x := range list {
-				b, err := parseElem(t, x)
+				b, err := attrElem(t, x)
 				if err != nil {
 					return engine.AttrValue{}, err
 				}
@@ -450,7 +504,7 @@ func jsonAttr(v any, typ string) (engine.AttrValue, error) {
 			}
 			return engine.RawAttr(engine.AttrArray, t, le), nil
 		}
-		b, err := parseElem(t, v)
+		b, err := attrElem(t, v)
 		if err != nil {
 			return engine.AttrValue{}, err
 		}

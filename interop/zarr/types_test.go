@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -273,6 +274,10 @@ func TestStringsRoundTrip(t *testing.T) {
 	ds, err := f.CreateDataset("s", engine.DatasetSpec{Type: typ, Shape: []uint64{7, 3}, Chunk: []uint64{3, 2}, Fill: fill, Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)}})
 	must(t, err)
 	must(t, ds.WriteStrings(bg, engine.Box([]uint64{3, 0}, []uint64{4, 3}), []string{"", "x", "hello", "a\x00b", "12345", "z", "", "q", "w", "e", "r", "t"}))
+	names, err := engine.FixedStringsAttr(engine.FixedString(6, engine.SpacePad, engine.UTF8), "αβ", "x")
+	must(t, err)
+	must(t, ds.SetAttr(bg, "names", names))
+	must(t, ds.SetAttr(bg, "unit", engine.RawAttr(engine.AttrScalar, engine.FixedString(4, engine.NullTerm, engine.ASCII), []byte("ab\x00\x00"))))
 	must(t, f.Close())
 	f, err = engine.Open(src, &engine.Options{ReadOnly: true})
 	must(t, err)
@@ -306,6 +311,7 @@ func TestStringsRoundTrip(t *testing.T) {
 		if b2.Type() != typ || !bytes.Equal(b2.Fill(), fill) || !bytes.Equal(readAll(t, a), readAll(t, b2)) {
 			t.Errorf("v%d: type %v fill %q after the round trip, or elements differ", v, b2.Type(), b2.Fill())
 		}
+		sameAttrs(t, "s", a.Attrs(), b2.Attrs())
 		must(t, g.Close())
 	}
 	zarrPython(t)
@@ -317,9 +323,9 @@ func TestStringsRoundTrip(t *testing.T) {
 	}
 	var res struct {
 		Arrays []struct {
-			Dtype string `json:"dtype"`
-			Fill  []byte `json:"-"`
-			FillV []int  `json:"fill_value"`
+			Dtype string         `json:"dtype"`
+			FillV []int          `json:"fill_value"`
+			Attrs map[string]any `json:"attributes"`
 		} `json:"arrays"`
 	}
 	must(t, json.Unmarshal(raw, &res))
@@ -328,7 +334,19 @@ func TestStringsRoundTrip(t *testing.T) {
 	if !bytes.Equal(got, readAll(t, a)) {
 		t.Errorf("zarr-python's elements differ from scc's")
 	}
-	if r := res.Arrays[0]; r.Dtype != "|S5" || fmt.Sprint(r.FillV) != "[97 98]" {
-		t.Errorf("zarr-python: dtype %s fill %v, want |S5 and b'ab'", r.Dtype, r.FillV)
+	if r := res.Arrays[0]; r.Dtype != "|S5" || fmt.Sprint(r.FillV) != "[97 98]" || fmt.Sprint(r.Attrs["names"]) != "[αβ x]" || r.Attrs["unit"] != "ab" {
+		t.Errorf("zarr-python: dtype %s fill %v attributes %v, want |S5, b'ab', names [αβ x] and unit ab", r.Dtype, r.FillV, r.Attrs)
+	}
+}
+
+// TestExportRefusesInexactStringAttr: a string attribute whose bytes its
+// text would not give back (bytes after the NUL of a NUL-terminated
+// string, as a raw write may leave) is refused, not exported changed.
+func TestExportRefusesInexactStringAttr(t *testing.T) {
+	f := testfile.Create(t, filepath.Join(t.TempDir(), "src.scc"), nil)
+	defer f.Close()
+	must(t, f.SetAttr(bg, "u", engine.RawAttr(engine.AttrScalar, engine.FixedString(4, engine.NullTerm, engine.ASCII), []byte("a\x00zz"))))
+	if _, err := Export(bg, f, filepath.Join(t.TempDir(), "s.zarr"), Options{Version: 2}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "does not give back") {
+		t.Fatalf("export: %v, want ErrUnsupported", err)
 	}
 }
