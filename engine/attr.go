@@ -181,7 +181,7 @@ func Array[T Element](v AttrValue) ([]T, error) {
 // (for display and for exporters; a Bool as 0 or 1); ErrAttrType for
 // strings, bytes and the complex types, which have no float64 value.
 func (v AttrValue) Float64s() ([]float64, error) {
-	if v.kind != AttrScalar && v.kind != AttrArray || v.typ == Complex64 || v.typ == Complex128 {
+	if v.kind != AttrScalar && v.kind != AttrArray || v.typ == Complex64 || v.typ == Complex128 || v.typ.IsString() {
 		return nil, fmt.Errorf("%w: %s is not numeric", ErrAttrType, v.describe())
 	}
 	n, s := v.Len(), v.typ.Size()
@@ -484,18 +484,23 @@ func (s *attrSet) with(name string, v *AttrValue) (*attrSet, error) {
 
 // Attribute encoding (FORMAT.md §5 "Attributes"), little-endian:
 //
-//	u8  version (2; 1 is read: it names only the types 1..10)
+//	u8  version (3; 1 and 2 are read: 1 names only the types 1..10, 2
+//	    only 1..13)
 //	u32 count
 //	count × { u16 name length, name, u8 kind, u8 element type (0 for
-//	          string/bytes), u32 value length in bytes, value }
+//	          string/bytes), [type 14 only: u32 string length, u8 padding,
+//	          u8 character set], u32 value length in bytes, value }
 //
 // Names strictly increase (bytewise), so the encoding is canonical. An
 // empty set encodes to nothing (the part is absent).
 const (
-	attrVersion = 2
-	// attrVersionV1 is read, never written: the encoding before Bool and
-	// the complex types, so an attribute of those in it is damage.
+	attrVersion = 3
+	// attrVersionV1 and attrVersionV2 are read, never written: the
+	// encodings before Bool and the complex types, and before the
+	// fixed-length strings, so an attribute of a later type in one is
+	// damage.
 	attrVersionV1 = 1
+	attrVersionV2 = 2
 	attrFixed     = 1 + 4
 	attrEntryMin  = 2 + 1 + 1 + 1 + 4 // shortest name, empty string value
 )
@@ -506,7 +511,7 @@ func encodeAttrs(attrs []Attr) []byte {
 	}
 	n := attrFixed
 	for _, a := range attrs {
-		n += attrEntryMin - 1 + len(a.Name) + len(a.Value.data)
+		n += attrEntryMin - 1 + len(a.Name) + len(a.Value.data) + 6
 	}
 	b := make([]byte, 0, n)
 	b = append(b, attrVersion)
@@ -514,7 +519,12 @@ func encodeAttrs(attrs []Attr) []byte {
 	for _, a := range attrs {
 		b = binary.LittleEndian.AppendUint16(b, uint16(len(a.Name)))
 		b = append(b, a.Name...)
-		b = append(b, uint8(a.Value.kind), uint8(a.Value.typ))
+		t := a.Value.typ
+		b = append(b, uint8(a.Value.kind), t.Code())
+		if t.IsString() {
+			b = binary.LittleEndian.AppendUint32(b, uint32(t.StrLen()))
+			b = append(b, uint8(t.Pad()), uint8(t.Charset()))
+		}
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(a.Value.data)))
 		b = append(b, a.Value.data...)
 	}
@@ -537,8 +547,8 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 	if len(b) < attrFixed {
 		return nil, bad("%d bytes, too short", len(b))
 	}
-	if b[0] != attrVersion && b[0] != attrVersionV1 {
-		return nil, bad("encoding version %d (this scc reads %d and %d)", b[0], attrVersionV1, attrVersion)
+	if b[0] < attrVersionV1 || b[0] > attrVersion {
+		return nil, bad("encoding version %d (this scc reads %d to %d)", b[0], attrVersionV1, attrVersion)
 	}
 	count := binary.LittleEndian.Uint32(b[1:])
 	p := b[attrFixed:]
@@ -557,8 +567,16 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 		}
 		name := string(p[:nl])
 		kind, typ := AttrKind(p[nl]), Type(p[nl+1])
-		vl := binary.LittleEndian.Uint32(p[nl+2:])
-		p = p[nl+6:]
+		p = p[nl+2:]
+		if typ == stringCode && b[0] >= attrVersion {
+			if len(p) < 6+4 {
+				return nil, bad("attribute %q truncated", name)
+			}
+			typ = stringCode | Type(p[4])<<8 | Type(p[5])<<16 | Type(binary.LittleEndian.Uint32(p))<<32
+			p = p[6:]
+		}
+		vl := binary.LittleEndian.Uint32(p)
+		p = p[4:]
 		if uint64(vl) > uint64(len(p)) {
 			return nil, bad("attribute %q: value of %d bytes, %d left", name, vl, len(p))
 		}
@@ -570,8 +588,8 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 		if err := v.validate(); err != nil {
 			return nil, bad("attribute %q: %v", name, err)
 		}
-		if b[0] == attrVersionV1 && v.typ > Float64 {
-			return nil, bad("attribute %q: type %v in a version %d encoding", name, v.typ, attrVersionV1)
+		if b[0] == attrVersionV1 && v.typ > Float64 || b[0] == attrVersionV2 && v.typ > Complex128 {
+			return nil, bad("attribute %q: type %v in a version %d encoding", name, v.typ, b[0])
 		}
 		if i > 0 && attrs[i-1].Name >= name {
 			return nil, bad("names not strictly increasing (%q then %q)", attrs[i-1].Name, name)

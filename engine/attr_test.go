@@ -507,6 +507,8 @@ func FuzzDecodeAttrs(f *testing.F) {
 	f.Add([]byte{1, 1, 0, 0, 0, 1, 0, 'a', 3, 0, 0, 0, 0, 0})
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff})
 	f.Add(encodeAttrs([]Attr{{"b", ArrayAttr([]bool{true, false})}, {"c", ScalarAttr(complex64(1 + 1i))}, {"z", ArrayAttr([]complex128{-2i})}}))
+	fs, _ := FixedStringsAttr(FixedString(4, SpacePad, UTF8), "ab", "é")
+	f.Add(encodeAttrs([]Attr{{"n", ScalarAttr(int8(1))}, {"s", fs}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeAttrs(b)
 		if err != nil {

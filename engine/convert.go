@@ -22,6 +22,9 @@ import (
 //   - Bool and the complex types convert to no other type: a bool is not a
 //     number here, and dropping an imaginary part loses a value without
 //     saying so.
+//   - fixed-length strings (FixedString) convert to nothing and have no Go
+//     element type: Dataset.ReadStrings and WriteStrings read and write
+//     them as text under their padding rule.
 //
 // With Strict, a value the target cannot hold fails the read with
 // ErrOutOfRange instead of saturating: an integer outside the target's

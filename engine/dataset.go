@@ -171,7 +171,6 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 	}
 	hdr := format.DatasetHeader{
 		Name:          name,
-		Type:          uint8(spec.Type),
 		Shape:         clone(spec.Shape),
 		MaxShape:      clone(spec.MaxShape),
 		Chunk:         clone(spec.Chunk),
@@ -181,6 +180,7 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 		Fill:          clone(spec.Fill),
 		MinCacheBytes: spec.CacheMinBytes,
 	}
+	headerType(&hdr, spec.Type)
 	g := geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk)
 	if spec.Layout != Contiguous {
 		hdr.IndexKind = uint8(index.ChooseKind(g.MaxGrid))
@@ -382,7 +382,7 @@ func (f *File) loadState(e format.CatalogEntry) (*dsState, error) {
 }
 
 func (f *File) newState(hdr format.DatasetHeader) (*dsState, error) {
-	t := Type(hdr.Type)
+	t := typeOfHeader(hdr)
 	if !t.Valid() {
 		return nil, fmt.Errorf("%w: element type %d", ErrCorrupt, hdr.Type)
 	}
@@ -494,13 +494,15 @@ func (s *dsState) catalogEntry() format.CatalogEntry {
 
 // header is the dataset's header with the given shape and index root.
 func (s *dsState) header(shape []uint64, root []byte) format.DatasetHeader {
-	return format.DatasetHeader{
-		Name: s.name, ID: s.id, Type: uint8(s.typ),
+	h := format.DatasetHeader{
+		Name: s.name, ID: s.id,
 		Shape: shape, MaxShape: s.maxShape, Chunk: s.chunk,
 		Layout: s.code, Filters: s.filters, Fill: s.fill,
 		MinCacheBytes: s.minCache, IndexKind: s.indexKind(), IndexRoot: root,
 		LayoutParams: s.layoutParams, Attrs: s.attrs.load().encoding(),
 	}
+	headerType(&h, s.typ)
+	return h
 }
 
 // writeHeader flushes the index and writes a new header if anything changed

@@ -130,6 +130,11 @@ func (s DatasetSpec) validate() (DatasetSpec, error) {
 	if err := s.validateLayout(); err != nil {
 		return s, err
 	}
+	if s.Type.IsString() && s.Layout == Vlen {
+		// A vlen element is a sequence of Type values; a sequence of
+		// fixed-length strings is not a string.
+		return s, fmt.Errorf("%w: a variable-length dataset of %v", ErrInvalid, s.Type)
+	}
 	if s.CacheMinBytes < -1 {
 		return s, fmt.Errorf("%w: CacheMinBytes %d", ErrInvalid, s.CacheMinBytes)
 	}

@@ -479,12 +479,13 @@ func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec Virtu
 		return nil, fmt.Errorf("%w: virtual dataset %q: mapping list of %d bytes (at most %d)", ErrInvalid, name, len(params), format.MaxPartBytes)
 	}
 	hdr := format.DatasetHeader{
-		Name: name, Type: uint8(spec.Type), Shape: shape, MaxShape: clone(spec.MaxShape),
+		Name: name, Shape: shape, MaxShape: clone(spec.MaxShape),
 		Chunk: ones(r), Layout: layoutVirtual, LayoutParams: params, Fill: clone(spec.Fill),
 		Filters: filter.EncodeSpecs(nil),
 		// No reservation in the cache: the chunks read are the sources'.
 		MinCacheBytes: -1,
 	}
+	headerType(&hdr, spec.Type)
 	probe := hdr
 	probe.ID = 1
 	if err := probe.Validate(); err != nil {
@@ -495,7 +496,7 @@ func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec Virtu
 		if m.printf {
 			continue // one source per block, appearing later
 		}
-		if err := f.checkSource(ctx, name, Type(hdr.Type), m, m.file, m.dset); err != nil {
+		if err := f.checkSource(ctx, name, spec.Type, m, m.file, m.dset); err != nil {
 			return nil, err
 		}
 	}

@@ -456,8 +456,13 @@ func (d *Dataset) checkStrings(write bool, call string) error {
 }
 
 // WriteStrings is WriteVlen for a variable-length dataset of Uint8 or Int8
-// (strings stored as their bytes; UTF-8 is not checked).
+// (strings stored as their bytes; UTF-8 is not checked). For a dataset of
+// a fixed-length string type (FixedString) each string is encoded by
+// EncodeString instead, and one that does not fit fails the call.
 func (d *Dataset) WriteStrings(ctx context.Context, sel Selection, vals []string) error {
+	if d.Type().IsString() {
+		return d.writeFixedStrings(ctx, sel, vals)
+	}
 	if err := d.checkStrings(true, "WriteStrings"); err != nil {
 		return err
 	}
@@ -475,8 +480,12 @@ func (d *Dataset) WriteStrings(ctx context.Context, sel Selection, vals []string
 	return d.vlenIO(ctx, sel, b, true)
 }
 
-// ReadStrings is ReadVlen returning strings.
+// ReadStrings is ReadVlen returning strings, or for a dataset of a
+// fixed-length string type each element's text (DecodeString).
 func (d *Dataset) ReadStrings(ctx context.Context, sel Selection) ([]string, error) {
+	if d.Type().IsString() {
+		return d.readFixedStrings(ctx, sel)
+	}
 	if err := d.checkStrings(false, "ReadStrings"); err != nil {
 		return nil, err
 	}

@@ -179,6 +179,14 @@ func fillJSON(out []json.RawMessage, t engine.Type, b []byte, vals []string) {
 		}
 		return json.RawMessage(v)
 	}
+	if t.IsString() {
+		// JSON's own escapes (a Go-quoted NUL is not JSON).
+		es := t.Size()
+		for i := range vals {
+			out[i], _ = json.Marshal(engine.DecodeString(t, b[i*es:(i+1)*es]))
+		}
+		return
+	}
 	var parts []string
 	switch t {
 	case engine.Complex64:
@@ -197,7 +205,8 @@ func fillJSON(out []json.RawMessage, t engine.Type, b []byte, vals []string) {
 
 // formatValues renders little-endian elements of t as decimal strings; a
 // bool as true or false (any nonzero byte is true, as the engine's typed
-// reads take it), a complex number as real±imaginary "i" (1.5-2i, NaN+Infi).
+// reads take it), a complex number as real±imaginary "i" (1.5-2i, NaN+Infi),
+// a fixed-length string as its text under the type's padding rule, quoted.
 func formatValues(t engine.Type, b []byte) []string {
 	es := t.Size()
 	if es == 0 {
@@ -207,6 +216,10 @@ func formatValues(t engine.Type, b []byte) []string {
 	le := binary.LittleEndian
 	for i := range out {
 		e := b[i*es : (i+1)*es]
+		if t.IsString() {
+			out[i] = strconv.Quote(engine.DecodeString(t, e))
+			continue
+		}
 		switch t {
 		case engine.Int8:
 			out[i] = strconv.FormatInt(int64(int8(e[0])), 10)

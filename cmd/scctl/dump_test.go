@@ -227,3 +227,42 @@ func TestDumpNewTypes(t *testing.T) {
 		t.Fatalf("exit %d, %v:\n%s", code, err, out)
 	}
 }
+
+// TestDumpFixedStrings: a fixed-length string dataset prints its type with
+// length, padding and character set, and each element's text under the
+// padding rule (quoted; JSON strings in --json), its fill value too.
+func TestDumpFixedStrings(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/str.scc"
+	f := testfile.Create(t, path, nil)
+	typ := engine.FixedString(6, engine.SpacePad, engine.UTF8)
+	fill, err := engine.EncodeString(typ, "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.CreateDataset("s", engine.DatasetSpec{Type: typ, Shape: []uint64{3}, Chunk: []uint64{1}, Fill: fill})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteStrings(ctx, engine.Box([]uint64{0}, []uint64{2}), []string{"héllo", "a\x00"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCmd(t, "dump", "--dataset", "s", path)
+	if code != 0 || !strings.Contains(out, "DATATYPE  string(6, spacepad, utf-8)") || !strings.Contains(out, `(0): "héllo", "a\x00", "-"`) {
+		t.Fatalf("exit %d %s:\n%s", code, stderr, out)
+	}
+	code, out, _ = runCmd(t, "dump", "--json", "--dataset", "s", path)
+	var d struct {
+		Type   string
+		Values []string
+	}
+	if err := json.Unmarshal([]byte(out), &d); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v:\n%s", code, err, out)
+	}
+	if d.Type != "string(6, spacepad, utf-8)" || len(d.Values) != 3 || d.Values[0] != "héllo" || d.Values[1] != "a\x00" || d.Values[2] != "-" {
+		t.Fatalf("%+v", d)
+	}
+}

@@ -311,10 +311,9 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	if layout == engine.Vlen {
 		return dr, fmt.Errorf("%w: variable-length dataset (no fixed-size Zarr dtype)", ErrUnsupported)
 	}
-	if _, ok := dtypes[ds.Type()]; !ok {
-		// Bool and complex have Zarr dtypes, but the value path here
-		// (fill values, attributes) is numeric only so far.
-		return dr, fmt.Errorf("%w: %v dataset (the export maps the numeric types only)", ErrUnsupported, ds.Type())
+	dtV2, dtV3, err := zarrTypeOf(ds.Type())
+	if err != nil {
+		return dr, err
 	}
 	p := planExport(ds, v)
 	if layout != engine.Chunked {
@@ -335,7 +334,7 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	fill := fillJSON(typ, ds.Fill())
 	if v == 2 {
 		meta := map[string]any{
-			"zarr_format": 2, "shape": shape, "chunks": chunk, "dtype": dtypes[typ].v2,
+			"zarr_format": 2, "shape": shape, "chunks": chunk, "dtype": dtV2,
 			"fill_value": fill, "order": "C", "filters": nil, "compressor": nil, "dimension_separator": ".",
 		}
 		if n := len(p.chain); n > 0 {
@@ -362,7 +361,7 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 			codecs = append(codecs, codecJSON(c, 3))
 		}
 		meta := map[string]any{
-			"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": dtypes[typ].v3,
+			"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": dtV3,
 			"chunk_grid":         map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": chunk}},
 			"chunk_key_encoding": map[string]any{"name": "default", "configuration": map[string]any{"separator": "/"}},
 			"fill_value":         fill, "codecs": codecs, "attributes": attrs,

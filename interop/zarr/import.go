@@ -464,7 +464,7 @@ func importArray(ctx context.Context, s *store, f *engine.File, name, key string
 				return fmt.Errorf("chunk %v: %w", c, err)
 			}
 			if m.bigEndian {
-				raw = swapBytes(raw, es)
+				raw = swapBytes(raw, swapUnit(m.typ))
 			}
 			if m.order != nil {
 				raw = untranspose(raw, m.chunk, m.order, es)

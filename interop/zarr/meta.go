@@ -19,12 +19,60 @@ var dtypes = map[engine.Type]struct{ v2, v3 string }{
 	engine.Int8: {"|i1", "int8"}, engine.Int16: {"<i2", "int16"}, engine.Int32: {"<i4", "int32"}, engine.Int64: {"<i8", "int64"},
 	engine.Uint8: {"|u1", "uint8"}, engine.Uint16: {"<u2", "uint16"}, engine.Uint32: {"<u4", "uint32"}, engine.Uint64: {"<u8", "uint64"},
 	engine.Float32: {"<f4", "float32"}, engine.Float64: {"<f8", "float64"},
+	engine.Bool: {"|b1", "bool"}, engine.Complex64: {"<c8", "complex64"}, engine.Complex128: {"<c16", "complex128"},
+}
+
+// stringDtype is the one fixed-length string type Zarr holds without loss:
+// numpy's "|S<n>" (v3: zarr-python's null_terminated_bytes), bytes padded
+// with NULs that are not part of the value, which is scc's NullPad. It
+// carries no character set; scc labels it ASCII, as h5py does.
+func stringDtype(n int) engine.Type { return engine.FixedString(n, engine.NullPad, engine.ASCII) }
+
+// zarrTypeOf returns the Zarr v2 dtype and v3 data_type of t, or an
+// ErrUnsupported error saying why t has none.
+func zarrTypeOf(t engine.Type) (v2 string, v3 any, err error) {
+	if d, ok := dtypes[t]; ok {
+		return d.v2, d.v3, nil
+	}
+	if !t.IsString() {
+		return "", nil, fmt.Errorf("%w: %v dataset (no Zarr data type)", ErrUnsupported, t)
+	}
+	n := t.StrLen()
+	switch {
+	case t.Charset() == engine.UTF8:
+		// numpy's "<U<n>" (v3 fixed_length_utf32) is n UTF-32 code
+		// points; a UTF-8 type is a byte length, whose n bytes hold n/4
+		// to n code points. Either mapping changes what fits, so none
+		// is made.
+		return "", nil, fmt.Errorf("%w: %v dataset: Zarr's fixed-length unicode (\"<U%d\", fixed_length_utf32) counts UTF-32 code points, not UTF-8 bytes, so no Zarr data type keeps a UTF-8 byte length", ErrUnsupported, t, n)
+	case t.Pad() != engine.NullPad:
+		return "", nil, fmt.Errorf("%w: %v dataset: Zarr's fixed-length bytes (\"|S%d\", null_terminated_bytes) are NUL-padded; the %v padding rule has no Zarr form", ErrUnsupported, t, n, t.Pad())
+	}
+	return fmt.Sprintf("|S%d", n), map[string]any{"name": "null_terminated_bytes", "configuration": map[string]any{"length_bytes": n}}, nil
+}
+
+// swapUnit is the size of the parts whose bytes a big-endian store swaps:
+// the element, or for a complex type each of its two floats.
+func swapUnit(t engine.Type) int {
+	if t.IsString() {
+		return 1
+	}
+	if t == engine.Complex64 || t == engine.Complex128 {
+		return t.Size() / 2
+	}
+	return t.Size()
 }
 
 // parseV2Dtype returns the engine type of a numpy type string and whether
 // its elements are big-endian.
 func parseV2Dtype(s string) (engine.Type, bool, error) {
-	if len(s) == 3 {
+	if len(s) >= 3 && (s[0] == '|' || s[0] == '<' || s[0] == '>') && s[1] == 'S' {
+		n, err := strconv.Atoi(s[2:])
+		if err == nil && n >= 1 && n <= engine.MaxStringLen && strconv.Itoa(n) == s[2:] {
+			return stringDtype(n), false, nil
+		}
+	}
+	if len(s) >= 3 {
 		for t, d := range dtypes {
 			if s[1:] == d.v2[1:] {
 				switch s[0] {
@@ -36,7 +84,22 @@ func parseV2Dtype(s string) (engine.Type, bool, error) {
 			}
 		}
 	}
-	return 0, false, fmt.Errorf("%w: dtype %q (%s; scc holds the integer and float types i1..i8, u1..u8, f4, f8)", ErrUnsupported, s, v2DtypeClass(s))
+	return 0, false, fmt.Errorf("%w: dtype %q (%s; scc holds i1..i8, u1..u8, f4, f8, b1, c8, c16)", ErrUnsupported, s, v2DtypeClass(s))
+}
+
+// parseV3Struct returns the engine type of a v3 data_type object: only
+// null_terminated_bytes (zarr-python's numpy "|S<n>").
+func parseV3Struct(m map[string]any) (engine.Type, error) {
+	if name, _ := m["name"].(string); name == "null_terminated_bytes" {
+		cfg, _ := m["configuration"].(map[string]any)
+		if n, ok := cfg["length_bytes"].(json.Number); ok {
+			if v, err := strconv.Atoi(string(n)); err == nil && v >= 1 && v <= engine.MaxStringLen {
+				return stringDtype(v), nil
+			}
+		}
+		return 0, fmt.Errorf("%w: data_type %s: length_bytes must be 1..%d", ErrCorrupt, asJSON(m), engine.MaxStringLen)
+	}
+	return 0, fmt.Errorf("%w: data_type %s (an extension type)", ErrUnsupported, asJSON(m))
 }
 
 func parseV3Type(s string) (engine.Type, error) {
@@ -45,20 +108,47 @@ func parseV3Type(s string) (engine.Type, error) {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: data_type %q (%s; scc holds int8..int64, uint8..uint64, float32, float64)", ErrUnsupported, s, v3TypeClass(s))
+	return 0, fmt.Errorf("%w: data_type %q (%s; scc holds int8..int64, uint8..uint64, float32, float64, bool, complex64, complex128)", ErrUnsupported, s, v3TypeClass(s))
 }
 
 // fillJSON is an element's fill value as Zarr metadata writes it: a JSON
-// number, or "NaN", "Infinity", "-Infinity" for floats.
+// number, or "NaN", "Infinity", "-Infinity" for floats; a JSON boolean for
+// bool; a [real, imaginary] pair of those float forms for the complex types
+// (the v3 core data types' rule, and zarr-python 2's for "<c8"/"<c16").
 func fillJSON(t engine.Type, b []byte) any {
+	if t.IsString() {
+		// Base64 of the element's bytes (numpy "S" in zarr-python 2 and
+		// null_terminated_bytes in zarr-python 3).
+		if len(b) == 0 {
+			b = make([]byte, t.Size())
+		}
+		return base64.StdEncoding.EncodeToString(b)
+	}
 	v := engine.RawAttr(engine.AttrScalar, t, b)
 	return elemJSON(v, 0)
 }
 
-// elemJSON is element i of a numeric value as a JSON value, exact.
+// elemJSON is element i of a numeric, bool or complex value as a JSON
+// value, exact.
 func elemJSON(v engine.AttrValue, i int) any {
 	t := v.Type()
 	raw := v.Bytes()[i*t.Size() : (i+1)*t.Size()]
+	if t.IsString() {
+		return engine.DecodeString(t, raw)
+	}
+	switch t {
+	case engine.Bool:
+		return raw[0] != 0
+	case engine.Complex64, engine.Complex128:
+		pt, h := engine.Float32, t.Size()/2
+		if t == engine.Complex128 {
+			pt = engine.Float64
+		}
+		return []any{
+			elemJSON(engine.RawAttr(engine.AttrScalar, pt, raw[:h]), 0),
+			elemJSON(engine.RawAttr(engine.AttrScalar, pt, raw[h:]), 0),
+		}
+	}
 	var u uint64
 	for k := len(raw) - 1; k >= 0; k-- {
 		u = u<<8 | uint64(raw[k])
@@ -90,6 +180,60 @@ func elemJSON(v engine.AttrValue, i int) any {
 // parseElem converts a JSON number or special float string to an element
 // of type t, little-endian; exact for integers, refused when out of range.
 func parseElem(t engine.Type, v any) ([]byte, error) {
+	if t.IsString() {
+		// Base64 of at most the element's bytes, NUL-padded (numpy's
+		// reading of an "S" fill value).
+		s, ok := v.(string)
+		b, err := base64.StdEncoding.DecodeString(s)
+		if !ok || err != nil || len(b) > t.Size() {
+			return nil, fmt.Errorf("%w: %s is not base64 of at most %d bytes", ErrCorrupt, asJSON(v), t.Size())
+		}
+		return append(b, make([]byte, t.Size()-len(b))...), nil
+	}
+	switch t {
+	case engine.Bool:
+		// A JSON boolean (v3's rule, zarr-python's writing); 0 and 1 as
+		// numbers are what some v2 writers put there.
+		switch x := v.(type) {
+		case bool:
+			if x {
+				return []byte{1}, nil
+			}
+			return []byte{0}, nil
+		case json.Number:
+			switch x {
+			case "0":
+				return []byte{0}, nil
+			case "1":
+				return []byte{1}, nil
+			}
+		}
+		return nil, fmt.Errorf("%w: %s is not a bool", ErrCorrupt, asJSON(v))
+	case engine.Complex64, engine.Complex128:
+		pt := engine.Float32
+		if t == engine.Complex128 {
+			pt = engine.Float64
+		}
+		pair, ok := v.([]any)
+		switch v.(type) {
+		case json.Number, string:
+			// A real number alone (some v2 writers): its imaginary part
+			// is zero, nothing else it could mean.
+			pair, ok = []any{v, json.Number("0")}, true
+		}
+		if !ok || len(pair) != 2 {
+			return nil, fmt.Errorf("%w: %s is not a [real, imaginary] pair", ErrCorrupt, asJSON(v))
+		}
+		re, err := parseElem(pt, pair[0])
+		if err != nil {
+			return nil, err
+		}
+		im, err := parseElem(pt, pair[1])
+		if err != nil {
+			return nil, err
+		}
+		return append(re, im...), nil
+	}
 	out := make([]byte, t.Size())
 	put := func(u uint64) {
 		for k := range out {
@@ -208,8 +352,11 @@ func attrsJSON(attrs []engine.Attr) (map[string]any, error) {
 			return nil, fmt.Errorf("%w: attribute name %q is reserved by the export", ErrUnsupported, typesKey)
 		}
 		v := a.Value
-		if k := v.Kind(); (k == engine.AttrScalar || k == engine.AttrArray) && !v.Type().Numeric() {
-			return nil, fmt.Errorf("%w: attribute %q of type %v (the export maps the numeric types only)", ErrUnsupported, a.Name, v.Type())
+		if k := v.Kind(); (k == engine.AttrScalar || k == engine.AttrArray) && !jsonType(v.Type()) {
+			return nil, fmt.Errorf("%w: attribute %q of type %v (the export maps the numeric, bool, complex and fixed-length string types)", ErrUnsupported, a.Name, v.Type())
+		}
+		if err := textExact(v); err != nil {
+			return nil, fmt.Errorf("%w: attribute %q: %v", ErrUnsupported, a.Name, err)
 		}
 		switch v.Kind() {
 		case engine.AttrString:
@@ -269,13 +416,68 @@ func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string, err err
 	return attrs, skipped, nil
 }
 
+// jsonType reports whether elements of t have a JSON form (elemJSON,
+// attrElem): a fixed-length string's is its text.
+func jsonType(t engine.Type) bool {
+	_, ok := dtypes[t]
+	return ok || t.IsString() && t.Valid()
+}
+
+// textExact reports an error unless every element of a fixed-length
+// string value is what EncodeString makes of its text, so that the JSON
+// text brings back the same bytes (a raw write may have stored bytes after
+// a NUL terminator, or bytes outside the character set, which text loses).
+func textExact(v engine.AttrValue) error {
+	t := v.Type()
+	if !t.IsString() || v.Kind() != engine.AttrScalar && v.Kind() != engine.AttrArray {
+		return nil
+	}
+	raw, es := v.Bytes(), t.Size()
+	for i := 0; i < len(raw); i += es {
+		b, err := engine.EncodeString(t, engine.DecodeString(t, raw[i:i+es]))
+		if err != nil || string(b) != string(raw[i:i+es]) {
+			return fmt.Errorf("element %d of %v has bytes its text does not give back", i/es, t)
+		}
+	}
+	return nil
+}
+
 func typeNamed(s string) (engine.Type, bool) {
 	for _, t := range engine.Types {
-		if t.Numeric() && t.String() == s {
+		if jsonType(t) && t.String() == s {
 			return t, true
 		}
 	}
+	// A fixed-length string type, by its String form.
+	var n int
+	var pad, cs string
+	if _, err := fmt.Sscanf(s, "string(%d, %s %s", &n, &pad, &cs); err == nil {
+		for _, p := range []engine.StrPad{engine.NullTerm, engine.NullPad, engine.SpacePad} {
+			for _, c := range []engine.Charset{engine.ASCII, engine.UTF8} {
+				if t := engine.FixedString(n, p, c); t.Valid() && t.String() == s {
+					return t, true
+				}
+			}
+		}
+	}
 	return 0, false
+}
+
+// attrElem is one element of an attribute of type t from its JSON form:
+// a fixed-length string's text, else parseElem's forms.
+func attrElem(t engine.Type, v any) ([]byte, error) {
+	if !t.IsString() {
+		return parseElem(t, v)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s is not a string", ErrCorrupt, asJSON(v))
+	}
+	b, err := engine.EncodeString(t, s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return b, nil
 }
 
 func jsonAttr(v any, typ string) (engine.AttrValue, error) {
@@ -294,7 +496,7 @@ func jsonAttr(v any, typ string) (engine.AttrValue, error) {
 			}
 			var le []byte
 			for _, x := range list {
-				b, err := parseElem(t, x)
+				b, err := attrElem(t, x)
 				if err != nil {
 					return engine.AttrValue{}, err
 				}
@@ -302,7 +504,7 @@ func jsonAttr(v any, typ string) (engine.AttrValue, error) {
 			}
 			return engine.RawAttr(engine.AttrArray, t, le), nil
 		}
-		b, err := parseElem(t, v)
+		b, err := attrElem(t, v)
 		if err != nil {
 			return engine.AttrValue{}, err
 		}

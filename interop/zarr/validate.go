@@ -294,7 +294,9 @@ func decodeV3(b []byte) (node string, m *arrayMeta, attrs map[string]any, err er
 			return "", nil, nil, err
 		}
 	case map[string]any:
-		return "", nil, nil, fmt.Errorf("%w: data_type %s (an extension type)", ErrUnsupported, asJSON(dt))
+		if m.typ, err = parseV3Struct(dt); err != nil {
+			return "", nil, nil, err
+		}
 	default:
 		return "", nil, nil, badKey(what, "data_type", dt, "a data type name")
 	}
@@ -405,7 +407,7 @@ func (m *arrayMeta) v3Codecs(codecs []any) error {
 			sawBytes = true
 			switch e := cfg["endian"]; e {
 			case "big":
-				m.bigEndian = m.typ.Size() > 1
+				m.bigEndian = swapUnit(m.typ) > 1
 			case "little", nil:
 			default:
 				return badKey(what, "bytes.configuration.endian", e, `"little" or "big"`)

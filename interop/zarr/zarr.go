@@ -12,6 +12,23 @@
 // Zarr readers, like scc, read them as the fill value. Edge chunks are
 // stored whole in both formats, with the fill value outside the extent.
 //
+// Types: the integer and float types map onto their numpy dtypes (v2) and
+// v3 core data types; Bool onto "|b1" / "bool" (fill value a JSON
+// boolean); Complex64 and Complex128 onto "<c8"/"<c16" / "complex64"/
+// "complex128" (fill value a [real, imaginary] pair of float forms, as the
+// v3 specification and zarr-python 2 write it; a bare number is read as
+// the real part). A fixed-length string that is NUL-padded maps onto
+// numpy's "|S<n>" (v3: zarr-python's null_terminated_bytes extension, the
+// same numpy dtype), fill value the base64 of its bytes, and imports as
+// engine.FixedString(n, NullPad, ASCII). Without a mapping, and refused
+// with ErrUnsupported saying why: UTF-8 strings (Zarr's fixed-length
+// unicode "<U<n>" / fixed_length_utf32 counts UTF-32 code points, not
+// UTF-8 bytes, so neither direction keeps the type), NUL-terminated and
+// space-padded strings (Zarr's fixed bytes are NUL-padded only), and
+// variable-length datasets. Attributes of the bool, complex and string
+// types are written as JSON values (strings as their text) with their scc
+// type recorded, so import restores them exactly.
+//
 // Codecs: scc's filter pipeline maps stage by stage onto Zarr codecs —
 // shuffle onto numcodecs "shuffle", zlib onto numcodecs "zlib" (v3:
 // "numcodecs.zlib", which zarrita and zarr-python 3 read), deflate onto
@@ -41,8 +58,8 @@
 // default) are decoded by the pure-Go decoder in internal/blosc and stored
 // with the scc stages nearest to their frame. An array using what scc
 // cannot hold (bz2, lzma, delta and other numcodecs
-// filters, sharding; complex, bool, string, float16, structured types) is
-// skipped and named in Report.Skipped.
+// filters, sharding; fixed-length unicode, variable-length strings, float16,
+// structured types) is skipped and named in Report.Skipped.
 //
 // The store is read as hostile input (see store and the metadata
 // decoders): metadata is checked against the specifications before it is

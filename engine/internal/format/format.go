@@ -59,8 +59,10 @@ const (
 // file is refused by a v1 reader with ErrVersion, never misread. Version 3
 // adds element type codes (TypeBool..TypeComplex128) that only a v3 header
 // may name, so a v2 reader refuses a file that might hold them at open.
+// Version 4 adds the fixed-length string type (TypeString) with its
+// parameters and a wide fill value as dataset header parts.
 const (
-	Version    = 3
+	Version    = 4
 	MinVersion = 1
 )
 
@@ -83,8 +85,10 @@ const (
 	// the element size); it matches the engine's own limit.
 	MaxChunkBytes = 1 << 30
 	// MaxHeaderBytes is the largest dataset header block any valid header
-	// encodes to.
-	MaxHeaderBytes = headerFixed + MaxNameBytes + 3*8*MaxRank + 8 + MaxFilterBytes + MaxIndexRoot + headerParts*(partHeader+MaxPartBytes) + crcSize
+	// encodes to: the longest inline fill (a string's, up to 255 bytes),
+	// the two v2 parts, and v4's string type and wide fill parts.
+	MaxHeaderBytes = headerFixed + MaxNameBytes + 3*8*MaxRank + maxInlineFill + MaxFilterBytes + MaxIndexRoot +
+		headerPartsV2*(partHeader+MaxPartBytes) + partHeader + stringTypeBytes + partHeader + MaxStringLen + crcSize
 	// MaxCatalogBytes bounds the catalog block (about a million datasets
 	// with short names).
 	MaxCatalogBytes = 1 << 30
@@ -111,7 +115,25 @@ const (
 	TypeBool       uint8 = 11
 	TypeComplex64  uint8 = 12
 	TypeComplex128 uint8 = 13
+	// TypeString is a fixed-length string; its length, padding and
+	// character set are header fields (DatasetHeader.StrLen...). Version 4
+	// on.
+	TypeString uint8 = 14
 )
+
+// String padding codes (HDF5's H5T_STR_NULLTERM, H5T_STR_NULLPAD,
+// H5T_STR_SPACEPAD) and character sets (H5T_CSET_ASCII, H5T_CSET_UTF8).
+const (
+	PadNullTerm  uint8 = 0
+	PadNullPad   uint8 = 1
+	PadSpacePad  uint8 = 2
+	CharsetASCII uint8 = 0
+	CharsetUTF8  uint8 = 1
+)
+
+// MaxStringLen bounds a fixed-length string's byte length: its fill value
+// must fit one header part.
+const MaxStringLen = MaxPartBytes
 
 // TypeVersion is the first block version that may name type code t (0 for
 // an unknown code): a block of an older version naming it is damaged, since
@@ -122,6 +144,8 @@ func TypeVersion(t uint8) uint8 {
 		return 1
 	case t >= TypeBool && t <= TypeComplex128:
 		return 3
+	case t == TypeString:
+		return 4
 	}
 	return 0
 }
@@ -130,7 +154,8 @@ func TypeVersion(t uint8) uint8 {
 const LayoutDense uint8 = 1
 
 // ElemSize reports the size in bytes of an element of type code t, or 0 for
-// an unknown code.
+// an unknown code and for TypeString, whose size is its header's StrLen
+// (DatasetHeader.ElemSize).
 func ElemSize(t uint8) int {
 	switch t {
 	case TypeInt8, TypeUint8, TypeBool:

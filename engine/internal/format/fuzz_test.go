@@ -133,7 +133,18 @@ func typeHeaderSeeds() [][]byte {
 			Attrs: []byte{1, 1, 0, 0, 0}}
 		s = append(s, EncodeDatasetHeader(h))
 	}
-	return append(s, resealAs(s[0], 2))
+	s = append(s, resealAs(s[0], 2))
+	// Version 4's string type: a short fill in the fixed part, a wide
+	// fill part, and one sealed as v3 (which must not decode).
+	for _, h := range []DatasetHeader{
+		{Name: "s", ID: 8, Type: TypeString, StrLen: 5, StrPad: PadSpacePad, StrCharset: CharsetUTF8, Shape: []uint64{3},
+			MaxShape: []uint64{3}, Chunk: []uint64{2}, Layout: LayoutSparse, Fill: []byte("ab   ")},
+		{Name: "w", ID: 9, Type: TypeString, StrLen: 300, StrPad: PadNullPad, Shape: []uint64{3},
+			MaxShape: []uint64{3}, Chunk: []uint64{1}, Layout: LayoutDense, Fill: bytes.Repeat([]byte{'x'}, 300)},
+	} {
+		s = append(s, EncodeDatasetHeader(h))
+	}
+	return append(s, resealAs(s[len(s)-2], 3))
 }
 
 // TestWriteSeedCorpus rewrites testdata/fuzz from the seeds above when

@@ -11,8 +11,14 @@ import (
 type DatasetHeader struct {
 	Name string
 	ID   uint64 // non-zero; equals the catalog entry's ID
-	// Type is the element type code (TypeInt8..TypeComplex128).
+	// Type is the element type code (TypeInt8..TypeString).
 	Type uint8
+	// StrLen, StrPad and StrCharset are a TypeString's parameters (version
+	// 4): its length in bytes (1..MaxStringLen), padding (PadNullTerm..
+	// PadSpacePad) and character set (CharsetASCII, CharsetUTF8). All zero
+	// for every other type.
+	StrLen             uint32
+	StrPad, StrCharset uint8
 	// Shape, MaxShape and Chunk have the same rank, 1..MaxRank.
 	// Shape[d] <= MaxShape[d]; MaxShape[d] == Unlimited for a dimension
 	// without bound; Chunk[d] >= 1.
@@ -58,14 +64,25 @@ const LayoutContiguous uint8 = 3
 // headers only.
 const LayoutVlen uint8 = 4
 
-// Part tags of a v2 dataset header, in the order they are written.
+// Part tags of a dataset header, in the order they are written.
 const (
 	partAttrs        = 1
 	partLayoutParams = 2
-	headerParts      = 2 // the number of part tags a v2 header defines
+	headerPartsV2    = 2 // the number of part tags a v2 or v3 header defines
+	partStringType   = 3 // v4: a TypeString's parameters
+	partWideFill     = 4 // v4: a fill value longer than the fill length byte holds
+	headerParts      = 4 // the number of part tags a v4 header defines
 )
 
-// parts returns h's present v2 parts in tag order.
+// stringTypeBytes is the size of the string type part: u32 length, u8
+// padding, u8 character set.
+const stringTypeBytes = 6
+
+// maxInlineFill is the longest fill value the fixed part's one-byte fill
+// length holds; a longer one is the wide fill part.
+const maxInlineFill = 255
+
+// parts returns h's present parts in tag order.
 func (h DatasetHeader) parts() []part {
 	var ps []part
 	if len(h.Attrs) > 0 {
@@ -74,7 +91,33 @@ func (h DatasetHeader) parts() []part {
 	if len(h.LayoutParams) > 0 {
 		ps = append(ps, part{partLayoutParams, h.LayoutParams})
 	}
+	// Written also for stray parameters on another type, so that such an
+	// invalid header encodes to a block the decoder rejects.
+	if h.Type == TypeString || h.StrLen != 0 || h.StrPad != 0 || h.StrCharset != 0 {
+		b := le.AppendUint32(nil, h.StrLen)
+		ps = append(ps, part{partStringType, append(b, h.StrPad, h.StrCharset)})
+	}
+	if len(h.Fill) > maxInlineFill {
+		ps = append(ps, part{partWideFill, h.Fill})
+	}
 	return ps
+}
+
+// inlineFill is the fill value the fixed part carries.
+func (h DatasetHeader) inlineFill() []byte {
+	if len(h.Fill) > maxInlineFill {
+		return nil
+	}
+	return h.Fill
+}
+
+// ElemSize is the size in bytes of one element: the type code's, or a
+// string's length.
+func (h DatasetHeader) ElemSize() int {
+	if h.Type == TypeString {
+		return int(h.StrLen)
+	}
+	return ElemSize(h.Type)
 }
 
 // Dataset header layout (FORMAT.md "Dataset header"): a fixed part of
@@ -89,7 +132,7 @@ const (
 // for a header that passed Validate or came from DecodeDatasetHeader
 // (which bound it by MaxChunkBytes).
 func (h DatasetHeader) ChunkBytes() uint64 {
-	n := uint64(ElemSize(h.Type))
+	n := uint64(h.ElemSize())
 	for _, c := range h.Chunk {
 		n *= c
 	}
@@ -103,9 +146,21 @@ func (h DatasetHeader) validate() error {
 	if h.ID == 0 {
 		return fmt.Errorf("dataset ID 0 is reserved")
 	}
-	esize := ElemSize(h.Type)
+	if h.Type == TypeString {
+		switch {
+		case h.StrLen == 0 || h.StrLen > MaxStringLen:
+			return fmt.Errorf("string length %d (want 1..%d)", h.StrLen, MaxStringLen)
+		case h.StrPad > PadSpacePad:
+			return fmt.Errorf("string padding code %d (want 0..%d)", h.StrPad, PadSpacePad)
+		case h.StrCharset > CharsetUTF8:
+			return fmt.Errorf("string character set code %d (want 0..%d)", h.StrCharset, CharsetUTF8)
+		}
+	} else if h.StrLen != 0 || h.StrPad != 0 || h.StrCharset != 0 {
+		return fmt.Errorf("string parameters on element type code %d", h.Type)
+	}
+	esize := h.ElemSize()
 	if esize == 0 {
-		return fmt.Errorf("element type code %d (want 1..%d)", h.Type, TypeComplex128)
+		return fmt.Errorf("element type code %d (want 1..%d)", h.Type, TypeString)
 	}
 	if h.Layout < LayoutDense || h.Layout > LayoutVirtual {
 		return fmt.Errorf("layout code %d (v2 knows %d..%d)", h.Layout, LayoutDense, LayoutVirtual)
@@ -174,13 +229,14 @@ func (h DatasetHeader) Validate() error {
 // DecodeDatasetHeader rejects.
 func EncodeDatasetHeader(h DatasetHeader) []byte {
 	r := len(h.Shape)
-	n := headerFixed + len(h.Name) + 8*(r+len(h.MaxShape)+len(h.Chunk)) + len(h.Fill) + len(h.Filters) + len(h.IndexRoot) + crcSize
+	fill := h.inlineFill()
+	n := headerFixed + len(h.Name) + 8*(r+len(h.MaxShape)+len(h.Chunk)) + len(fill) + len(h.Filters) + len(h.IndexRoot) + crcSize
 	b := make([]byte, 0, n)
 	b = append(b, magicHeader[:]...)
 	b = append(b, Version, h.Type, h.Layout, uint8(r))
 	b = le.AppendUint64(b, h.ID)
 	b = le.AppendUint64(b, uint64(h.MinCacheBytes))
-	b = append(b, h.IndexKind, uint8(len(h.Fill)))
+	b = append(b, h.IndexKind, uint8(len(fill)))
 	b = le.AppendUint16(b, uint16(len(h.Name)))
 	b = le.AppendUint32(b, uint32(len(h.Filters)))
 	b = le.AppendUint32(b, uint32(len(h.IndexRoot)))
@@ -190,7 +246,7 @@ func EncodeDatasetHeader(h DatasetHeader) []byte {
 			b = le.AppendUint64(b, v)
 		}
 	}
-	b = append(b, h.Fill...)
+	b = append(b, fill...)
 	b = append(b, h.Filters...)
 	b = append(b, h.IndexRoot...)
 	b = appendParts(b, h.parts())
@@ -260,17 +316,37 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 		// §15): an older block naming a newer code is damaged.
 		return DatasetHeader{}, corrupt("dataset header", "v%d header with element type code %d (from v%d)", version, h.Type, v)
 	}
-	ps, err := readParts(r.b, headerParts)
+	maxTag := uint16(headerParts)
+	if version < 4 {
+		maxTag = headerPartsV2
+	}
+	ps, err := readParts(r.b, maxTag)
 	if err != nil {
 		return DatasetHeader{}, corrupt("dataset header", "%v", err)
 	}
+	sawString := false
 	for _, p := range ps {
 		switch p.tag {
 		case partAttrs:
 			h.Attrs = p.data
 		case partLayoutParams:
 			h.LayoutParams = p.data
+		case partStringType:
+			if len(p.data) != stringTypeBytes {
+				return DatasetHeader{}, corrupt("dataset header", "string type part of %d bytes (want %d)", len(p.data), stringTypeBytes)
+			}
+			sawString = true
+			h.StrLen, h.StrPad, h.StrCharset = le.Uint32(p.data), p.data[4], p.data[5]
+		case partWideFill:
+			// Canonical: a fill the fixed part could hold is never wide.
+			if len(p.data) <= maxInlineFill || fillLen != 0 {
+				return DatasetHeader{}, corrupt("dataset header", "wide fill part of %d bytes beside an inline fill of %d", len(p.data), fillLen)
+			}
+			h.Fill = p.data
 		}
+	}
+	if sawString != (h.Type == TypeString) {
+		return DatasetHeader{}, corrupt("dataset header", "element type code %d with string type part %v", h.Type, sawString)
 	}
 	if err := h.validate(); err != nil {
 		return DatasetHeader{}, corrupt("dataset header", "%v", err)

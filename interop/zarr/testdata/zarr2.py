@@ -26,6 +26,10 @@ def le(a):
 def jsonable(v):
     if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
         return str(v)
+    if isinstance(v, complex):
+        return [jsonable(v.real), jsonable(v.imag)]
+    if isinstance(v, bytes):
+        return list(v)
     if isinstance(v, np.generic):
         return jsonable(v.item())
     return v
