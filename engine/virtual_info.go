@@ -40,7 +40,7 @@ func (f *File) VirtualSpec(ctx context.Context, name string) (spec VirtualSpec, 
 	if err != nil {
 		return VirtualSpec{}, false, classify(err)
 	}
-	spec = VirtualSpec{Type: Type(hdr.Type), Shape: clone(hdr.Shape), MaxShape: clone(hdr.MaxShape), Fill: clone(hdr.Fill)}
+	spec = VirtualSpec{Type: typeOfHeader(hdr), Shape: clone(hdr.Shape), MaxShape: clone(hdr.MaxShape), Fill: clone(hdr.Fill)}
 	for _, m := range ms {
 		spec.Mappings = append(spec.Mappings, VirtualMapping{Virtual: toSel(m.Virtual), File: m.File, Dataset: m.Dataset, Source: toSel(m.Source)})
 	}
