@@ -228,6 +228,11 @@ func TestCheckVirtualSources(t *testing.T) {
 	if !strings.Contains(out, "source w2.scc ("+filepath.Join(dir, "w2.scc")+"): generation") {
 		t.Fatalf("the other sources are still checked:\n%s", out)
 	}
+	// Without --sources only the virtual file is checked, and it is
+	// intact: a damaged source is not its damage.
+	if code, out, stderr = runCmd(t, "check", vpath); code != 0 {
+		t.Fatalf("the virtual file alone, with a damaged source: exit %d\n%s%s", code, out, stderr)
+	}
 	// ls still lists the mappings of the dataset whose extent cannot be
 	// evaluated, naming the damaged source.
 	code, out, _ = runCmd(t, "ls", vpath)
