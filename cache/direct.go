@@ -2,6 +2,7 @@ package cache
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 
@@ -62,8 +63,9 @@ func (x *directRead) bytes() int64 {
 
 // readDirect serves the groups of a read that can go directly, whole
 // (above) or in part (directpart.go), and returns the others.
-func (c *Cache) readDirect(reqs []Request, gs []*group) ([]*group, error) {
+func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]*group, error) {
 	var ds []directRead
+	var rs []rowRead // whole chunks read by rows (directrows.go)
 	var trailers int
 	rest := gs[:0:0]
 	for _, g := range gs {
@@ -81,14 +83,21 @@ func (c *Cache) readDirect(reqs []Request, gs []*group) ([]*group, error) {
 				continue
 			}
 		}
+		if r, ok := planRows(reqs, g); ok {
+			rs = append(rs, r)
+			continue
+		}
 		if p := c.planPart(reqs, g); p != nil {
 			ds = append(ds, directRead{g: g, part: p})
 			continue
 		}
 		rest = append(rest, g)
 	}
+	if err := c.readRows(ctx, rs); err != nil {
+		return nil, err
+	}
 	if len(ds) == 0 {
-		return gs, nil
+		return rest, nil
 	}
 	// The trailers share one side buffer: no allocation per chunk.
 	if trailers > 0 {

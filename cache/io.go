@@ -784,7 +784,7 @@ func (c *Cache) routeDirect(ctx context.Context, o op, reqs []Request, work []*g
 			}
 			work = rest
 		}
-		if work, err = c.readDirect(reqs, work); err != nil {
+		if work, err = c.readDirect(ctx, reqs, work); err != nil {
 			return nil, nil, err
 		}
 		work = append(work, pre...)
