@@ -20,7 +20,7 @@ import (
 // from it, so a sequential reader keeps running ahead of itself.
 //
 // Bounds: prefetched chunks not yet used stay under Config.PrefetchBytes;
-// a prefetch takes memory only if it fits under the active limit, after
+// a prefetch takes memory only if it fits under the quiescent limit, after
 // evicting at most clean, cold chunks that are not themselves unused
 // prefetches (never a dirty chunk, never a write); it never blocks a
 // request (jobs are dropped when the queue is full) and never retries.
@@ -367,15 +367,21 @@ func (c *Cache) claimPrefetch(d *Dataset, coords []Coord, locs []Location) (es [
 	return es, total
 }
 
-// chargePrefetch charges total bytes if they fit under the active limit,
-// after evicting clean cold chunks to make room (evictClean); it never
-// waits.
+// chargePrefetch charges total bytes if they fit under the quiescent
+// limit, after evicting clean cold chunks to make room (evictClean); it
+// never waits. Not the active limit: a prefetched chunk, once used, stays
+// resident as any other, so a prefetch allowed past the quiescent limit
+// would let a one-pass scan (whose own misses are decoded straight into
+// the caller's buffer once the cache is full, directdecode.go) grow the
+// cache to its active limit a job at a time; under the quiescent limit
+// the chunks it makes room for are the scan's own used ones, the coldest.
 func (c *Cache) chargePrefetch(total int64) bool {
-	if c.budget.tryCharge(total, c.sizing().active) {
+	limit := c.sizing().quiescent
+	if c.budget.tryCharge(total, limit) {
 		return true
 	}
-	c.evictClean(total - (c.sizing().active - c.budget.resident.Load()))
-	return c.budget.tryCharge(total, c.sizing().active)
+	c.evictClean(total - (limit - c.budget.resident.Load()))
+	return c.budget.tryCharge(total, limit)
 }
 
 // readPrefetch sizes the claimed entries at their hints and reads their

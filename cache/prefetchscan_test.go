@@ -119,3 +119,35 @@ func TestWrapStepAndNextInStream(t *testing.T) {
 		t.Fatalf("next past the last chunk: %v", x)
 	}
 }
+
+// TestPrefetchScanStaysUnderQuiescent: a one-pass scan of a dataset four
+// times the cache's quiescent size, read ahead by the prefetcher: the
+// prefetch makes room under the quiescent limit by evicting the scan's
+// used (clean) chunks, so the cache never grows past it towards the
+// active limit, and the scan is still served by prefetched chunks.
+func TestPrefetchScanStaysUnderQuiescent(t *testing.T) {
+	const n, chunk = 64, 256
+	c, d, l, f := seqEnv(t, n, Config{QuiescentBytes: 16 * chunk, ActiveMultiplier: 4, MinBytes: -1,
+		Prefetch: true, PrefetchBytes: 4 * chunk, PrefetchChunks: 4, PreEncodeBytes: -1})
+	for i := 0; i < n; i++ {
+		if i >= 2 {
+			waitFor(t, fmt.Sprintf("chunk %d prefetched", i), func() bool {
+				_, ok := c.chunks.Load(makeKey(d.serial, Coord{uint64(i)}))
+				return ok
+			})
+		}
+		buf := make([]byte, chunk)
+		must(t, c.Read(bg, []Request{fullReq(d, l, buf, uint64(i))}))
+		if !bytes.Equal(buf, pattern(chunk, byte(i))) {
+			t.Fatalf("chunk %d wrong", i)
+		}
+	}
+	st := c.Stats()
+	if st.PeakResidentBytes > 16*chunk {
+		t.Fatalf("peak %d bytes, over the quiescent %d", st.PeakResidentBytes, 16*chunk)
+	}
+	if st.PrefetchHits < n-2 {
+		t.Fatalf("%d prefetch hits of %d reads", st.PrefetchHits, n)
+	}
+	must(t, f.Unregister(bg))
+}
