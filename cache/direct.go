@@ -62,7 +62,8 @@ func (x *directRead) bytes() int64 {
 }
 
 // readDirect serves the groups of a read that can go directly, whole
-// (above) or in part (directpart.go), and returns the others.
+// (above, or by rows: directrows.go) or in part (directpart.go), and
+// returns the others.
 func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]*group, error) {
 	var ds []directRead
 	var rs []rowRead // whole chunks read by rows (directrows.go)
@@ -93,10 +94,10 @@ func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]
 		}
 		rest = append(rest, g)
 	}
-	if err := c.readRows(ctx, rs); err != nil {
-		return nil, err
-	}
 	if len(ds) == 0 {
+		if err := c.readRows(ctx, rs); err != nil {
+			return nil, err
+		}
 		return rest, nil
 	}
 	// The trailers share one side buffer: no allocation per chunk.
@@ -116,7 +117,12 @@ func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]
 		}
 		return cmp.Compare(a.g.loc.Addr, b.g.loc.Addr)
 	})
+	// The chunks read by rows after the others: readVerify gives back the
+	// blocks of part reads whatever happens.
 	if err := c.readVerify(ds); err != nil {
+		return nil, err
+	}
+	if err := c.readRows(ctx, rs); err != nil {
 		return nil, err
 	}
 	return rest, nil
