@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/scc-dev/scc/internal/bufpool"
+
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -13,15 +15,16 @@ import (
 // small trailer (as for DirectReader), but whose bytes are not one run of
 // the caller's buffer: the chunk is one box of a larger selection (a read
 // of a whole 3-D array cut in cubes), so each of its rows lands in its own
-// run of the caller's buffer. The rows are read straight into those runs,
-// by vector reads of consecutive rows (adjacent in the file, so the driver
-// makes one preadv of up to its iovec limit of them), and the trailer
-// into a side buffer; the checksum is continued over the rows in the
-// chunk's order as they are read, and the layout checks it against the
-// trailer and the index (VerifyDirectSum). Without it such a chunk is
-// loaded: its image read into a buffer the cache keeps, summed, then
-// copied row by row into the caller's buffer, all of it on one core and
-// every byte through memory twice.
+// run of the caller's buffer. Rows of a page or more (rowVecMin) are read
+// straight into those runs, by vector reads of consecutive rows (adjacent
+// in the file, so the driver makes one preadv of up to its iovec limit of
+// them), and the trailer into a side buffer; the checksum is continued
+// over the rows in the chunk's order as they are read, and the layout
+// checks it against the trailer and the index (VerifyDirectSum). Shorter
+// rows are read with the image into a pooled buffer, recycled from chunk
+// to chunk, summed there, and copied out once verified. Without this such
+// a chunk is loaded: its image read into a new buffer the cache keeps,
+// summed, then copied row by row into the caller's buffer.
 //
 // Each chunk is one task on the workers (a read of several chunks runs on
 // every core; one chunk is read on the caller's goroutine). Nothing is
@@ -159,6 +162,15 @@ func (c *Cache) readRows(ctx context.Context, rs []rowRead) error {
 	return c.workers.run(ctx, len(rs), func(i int) error { return c.readRowsOne(&rs[i]) })
 }
 
+// rowVecMin is the shortest row read by a vector read straight into the
+// caller's buffer; shorter rows are read with the chunk's image into a
+// pooled buffer and copied out (readRowsBounced). Each row is an iovec
+// of its own, and the kernel's cost per iovec, paid on top of the copy,
+// is amortized only over rows of a page or more; the bounce buffer is
+// recycled from chunk to chunk, so its second pass over the bytes stays
+// mostly in the core's cache.
+const rowVecMin = 4096
+
 // readRowsOne reads one chunk by rows, summing each batch of rows once
 // read (while its bytes are in this core's cache), then verifies it.
 func (c *Cache) readRowsOne(x *rowRead) (err error) {
@@ -167,6 +179,9 @@ func (c *Cache) readRowsOne(x *rowRead) (err error) {
 			err = fmt.Errorf("%w: %v", ErrPanic, r)
 		}
 	}()
+	if x.rows.Len < rowVecMin {
+		return c.readRowsBounced(x)
+	}
 	g := x.g
 	f := g.d.file
 	var it rowIter
@@ -196,6 +211,28 @@ func (c *Cache) readRowsOne(x *rowRead) (err error) {
 	}
 	if err := x.rr.VerifyDirectSum(g.coord, g.loc, sum, nil, x.trailer); err != nil {
 		return fmt.Errorf("cache: chunk %v read directly by rows: %w", g.coord, err)
+	}
+	return nil
+}
+
+// readRowsBounced reads one chunk of short rows: its whole image into a
+// pooled buffer with one read, the checksum over it, and only once it is
+// verified the rows copied out into the caller's buffer.
+func (c *Cache) readRowsBounced(x *rowRead) error {
+	g := x.g
+	img := bufpool.GetFull(int(g.loc.Size))
+	defer bufpool.Put(img)
+	if err := c.readV(g.d.file, []vfd.Extent{{Off: g.loc.Addr, Buf: img}}); err != nil {
+		return fmt.Errorf("cache: reading chunk %v directly: %w", g.coord, err)
+	}
+	n := uint64(x.n) * x.rows.Len
+	if err := x.rr.VerifyDirectSum(g.coord, g.loc, x.rr.SumRow(0, img[:n]), nil, img[n:]); err != nil {
+		return fmt.Errorf("cache: chunk %v read directly by rows: %w", g.coord, err)
+	}
+	var it rowIter
+	it.init(&x.rows)
+	for src := img[:n]; len(src) > 0; src = src[x.rows.Len:] {
+		copy(it.next(), src)
 	}
 	return nil
 }

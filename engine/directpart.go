@@ -44,11 +44,6 @@ var (
 	_ cache.RowReader    = (*denseLayout)(nil)
 )
 
-// rowMin is the shortest row a whole chunk is read by (RowTarget): each
-// row is an iovec of its own, and a row shorter than a few cache lines
-// costs the kernel more per byte than the cached path's load and copy.
-const rowMin = 128
-
 // RowTarget lets a read of a whole unfiltered chunk that is not resident,
 // whose bytes are not one run of the caller's buffer (DirectTarget), go
 // straight into the caller's buffer by rows (cache/directrows.go): the
@@ -86,9 +81,6 @@ func (l *denseLayout) RowTarget(loc cache.Location, p cache.Piece) (cache.Rows, 
 	for k > 0 && chunk[k] == shape[k] {
 		k--
 		row *= chunk[k]
-	}
-	if row < rowMin {
-		return cache.Rows{}, 0, false
 	}
 	return cache.Rows{Buf: pc.buf, First: first, Len: row, Count: chunk[:k:k], Step: stride[:k:k]}, format.ChunkFrameOverhead, true
 }

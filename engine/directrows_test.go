@@ -13,9 +13,10 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// rowsDriver wraps a driver: its vector reads of more than two extents
-// (a batch of rows; the file's own reads of its index carry fewer) can be
-// made to fail, or to wait until meet of them run at once.
+// rowsDriver wraps a driver: its vector reads of at least a chunk's
+// bytes (directMin: a chunk read by rows, or a load; the file's own reads
+// of its index are smaller) can be made to fail, or to wait until meet of
+// them run at once.
 type rowsDriver struct {
 	vfd.Driver
 	fail    atomic.Bool
@@ -24,16 +25,18 @@ type rowsDriver struct {
 	once    sync.Once
 	met     chan struct{}
 	meets   atomic.Int64
-	rowsV   atomic.Int64 // vector reads of more than two extents
 }
 
 var errRowsNeverMet = errors.New("test: reads of several chunks never ran at once")
 
 func (d *rowsDriver) ReadV(exts []vfd.Extent) error {
-	if len(exts) <= 2 {
+	var n int
+	for _, x := range exts {
+		n += len(x.Buf)
+	}
+	if n < directMin {
 		return d.Driver.ReadV(exts)
 	}
-	d.rowsV.Add(1)
 	if d.fail.Load() {
 		return vfd.ErrInjected
 	}
@@ -67,9 +70,10 @@ func TestDirectReadByRows(t *testing.T) {
 		name         string
 		shape, chunk []uint64
 	}{
-		{"cubes", []uint64{64, 64, 128}, []uint64{32, 32, 64}},  // rows of 128 B, 1024 per chunk
+		{"cubes", []uint64{64, 64, 128}, []uint64{32, 32, 64}},  // rows of 128 B, read with the image and copied
 		{"folded", []uint64{64, 64, 128}, []uint64{32, 8, 128}}, // the last dimension folds: rows of 2 KiB
 		{"rank 2", []uint64{256, 1024}, []uint64{128, 256}},     // rows of 512 B
+		{"long rows", []uint64{64, 8192}, []uint64{8, 4096}},    // rows of 8 KiB: one iovec each, straight in
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := vfd.NewMem()
