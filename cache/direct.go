@@ -2,6 +2,7 @@ package cache
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 
@@ -61,9 +62,11 @@ func (x *directRead) bytes() int64 {
 }
 
 // readDirect serves the groups of a read that can go directly, whole
-// (above) or in part (directpart.go), and returns the others.
-func (c *Cache) readDirect(reqs []Request, gs []*group) ([]*group, error) {
+// (above, or by rows: directrows.go) or in part (directpart.go), and
+// returns the others.
+func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]*group, error) {
 	var ds []directRead
+	var rs []rowRead // whole chunks read by rows (directrows.go)
 	var trailers int
 	rest := gs[:0:0]
 	for _, g := range gs {
@@ -81,6 +84,10 @@ func (c *Cache) readDirect(reqs []Request, gs []*group) ([]*group, error) {
 				continue
 			}
 		}
+		if r, ok := planRows(reqs, g); ok {
+			rs = append(rs, r)
+			continue
+		}
 		if p := c.planPart(reqs, g); p != nil {
 			ds = append(ds, directRead{g: g, part: p})
 			continue
@@ -88,7 +95,10 @@ func (c *Cache) readDirect(reqs []Request, gs []*group) ([]*group, error) {
 		rest = append(rest, g)
 	}
 	if len(ds) == 0 {
-		return gs, nil
+		if err := c.readRows(ctx, rs); err != nil {
+			return nil, err
+		}
+		return rest, nil
 	}
 	// The trailers share one side buffer: no allocation per chunk.
 	if trailers > 0 {
@@ -107,7 +117,12 @@ func (c *Cache) readDirect(reqs []Request, gs []*group) ([]*group, error) {
 		}
 		return cmp.Compare(a.g.loc.Addr, b.g.loc.Addr)
 	})
+	// The chunks read by rows after the others: readVerify gives back the
+	// blocks of part reads whatever happens.
 	if err := c.readVerify(ds); err != nil {
+		return nil, err
+	}
+	if err := c.readRows(ctx, rs); err != nil {
 		return nil, err
 	}
 	return rest, nil

@@ -122,6 +122,13 @@ func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (
 // front of the order (accessClock, evict.go).
 func (c *Cache) serveHits(o op, reqs []Request) (int, error) {
 	i := 0
+	if o.kind == opRead && len(reqs) > 1 {
+		n, err := c.serveHitsParallel(reqs)
+		if err != nil {
+			return n, err
+		}
+		i = n
+	}
 	for ; i < len(reqs); i++ {
 		hit, err := c.tryHit(o, &reqs[i], i)
 		if err != nil {
@@ -132,6 +139,85 @@ func (c *Cache) serveHits(o op, reqs []Request) (int, error) {
 		}
 	}
 	return i, nil
+}
+
+// serveHitsParallel serves a read's leading requests on the workers when
+// their chunks are resident and hold at least parallelApplyBytes: the
+// copies out of the chunks are all of such a read's work, and on the
+// caller's goroutine alone they would leave the other cores idle. It
+// returns how many leading requests it served (0, having done nothing,
+// for a read too small to be worth the hand-off: serveHits then serves it
+// on the caller's goroutine, allocating nothing).
+//
+// The requests are cut into shares of consecutive requests, one task
+// each, and every task serves its share with tryHit, in order, stopping
+// at its first request that is not a plain hit (a chunk evicted or being
+// loaded since residentPrefix saw it). The served prefix ends at the
+// first share that stopped; requests of later shares that were served
+// are served again by the caller's next step, which for a read rewrites
+// the same bytes (the engine's serializer keeps writers of the region
+// out meanwhile). Hits never block, so the tasks do not see the caller's
+// cancellation: a read that started copying finishes its shares.
+func (c *Cache) serveHitsParallel(reqs []Request) (int, error) {
+	n, bytes := c.residentPrefix(reqs)
+	if n < 2 || bytes < parallelApplyBytes {
+		return 0, nil
+	}
+	// Shares of at least half the threshold, a few per core so that a
+	// core slowed by other work does not hold the read back.
+	shares := int(min(int64(n), int64(4*runtime.GOMAXPROCS(0)), bytes/(parallelApplyBytes/2)))
+	type share struct {
+		stop int // first request not served
+		err  error
+	}
+	res := make([]share, shares)
+	for s := range res {
+		res[s].stop = s * n / shares
+	}
+	_ = c.workers.run(context.Background(), shares, func(s int) error {
+		hi := (s + 1) * n / shares
+		i := s * n / shares
+		defer func() {
+			if r := recover(); r != nil {
+				res[s] = share{i, fmt.Errorf("%w: %v", ErrPanic, r)}
+			}
+		}()
+		for ; i < hi; i++ {
+			hit, err := c.tryHit(op{kind: opRead}, &reqs[i], i)
+			if err != nil || !hit {
+				res[s] = share{i, err}
+				return nil
+			}
+		}
+		res[s].stop = hi
+		return nil
+	})
+	for s := range res {
+		if r := res[s]; r.err != nil || r.stop < (s+1)*n/shares {
+			return r.stop, r.err
+		}
+	}
+	return n, nil
+}
+
+// residentPrefix returns how many leading requests have their chunk in
+// the table (resident, or on its way in or out: tryHit decides) and the
+// bytes charged for those chunks. A request tryHit would refuse ends the
+// prefix; tryHit reports it.
+func (c *Cache) residentPrefix(reqs []Request) (n int, bytes int64) {
+	for ; n < len(reqs); n++ {
+		r := &reqs[n]
+		d := r.Dataset
+		if d == nil || d.c != c || !d.registered.Load() || len(r.Coord) != len(d.lay().dims) {
+			break
+		}
+		e, ok := c.chunks.lookupIn(d, r.Coord)
+		if !ok {
+			break
+		}
+		bytes += e.size.Load()
+	}
+	return n, bytes
 }
 
 // do runs one Read/Write/trim. Leading requests whose chunks are resident
@@ -698,7 +784,7 @@ func (c *Cache) routeDirect(ctx context.Context, o op, reqs []Request, work []*g
 			}
 			work = rest
 		}
-		if work, err = c.readDirect(reqs, work); err != nil {
+		if work, err = c.readDirect(ctx, reqs, work); err != nil {
 			return nil, nil, err
 		}
 		work = append(work, pre...)

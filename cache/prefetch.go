@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/scc-dev/scc/internal/bufpool"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -19,7 +20,7 @@ import (
 // from it, so a sequential reader keeps running ahead of itself.
 //
 // Bounds: prefetched chunks not yet used stay under Config.PrefetchBytes;
-// a prefetch takes memory only if it fits under the active limit, after
+// a prefetch takes memory only if it fits under the quiescent limit, after
 // evicting at most clean, cold chunks that are not themselves unused
 // prefetches (never a dirty chunk, never a write); it never blocks a
 // request (jobs are dropped when the queue is full) and never retries.
@@ -61,6 +62,54 @@ type seqState struct {
 	last Coord
 	dim  int // dimension of the current stream
 	run  int // consecutive steps along dim
+	// grid holds, per dimension, the chunks along it as learned from a
+	// reader that wrapped (wrapStep); 0 where none has been seen. The
+	// cache does not know the extent: a scan in C order shows it.
+	grid []uint64
+}
+
+// wrapStep reports whether b is the chunk after a in C order of a stream
+// along dim that ran off the end of a row: some dimension k < dim steps
+// by one, the dimensions after k up to dim start again at 0, the others
+// stay. It returns k.
+func wrapStep(a, b Coord, dim int) (int, bool) {
+	if len(a) != len(b) || dim < 0 || dim >= len(a) {
+		return -1, false
+	}
+	k := -1
+	for j := 0; j <= dim; j++ {
+		if b[j] != a[j] {
+			k = j
+			break
+		}
+	}
+	if k < 0 || k == dim || b[k] != a[k]+1 {
+		return -1, false
+	}
+	for j := k + 1; j < len(a); j++ {
+		if j <= dim && b[j] != 0 || j > dim && b[j] != a[j] {
+			return -1, false
+		}
+	}
+	return k, true
+}
+
+// next steps x to the chunk after it in the stream along dim: one along
+// dim, and past the end of a row (a dimension whose chunks grid knows)
+// on to the start of the next one. It reports false past the last chunk
+// grid knows of.
+func nextInStream(x Coord, dim int, grid []uint64) bool {
+	for j := dim; j >= 0; j-- {
+		x[j]++
+		if x[j] == 0 {
+			return false // overflow
+		}
+		if j >= len(grid) || grid[j] == 0 || x[j] < grid[j] {
+			return true
+		}
+		x[j] = 0 // a full row: carry into the dimension before
+	}
+	return false
 }
 
 // stepDim returns the dimension along which b is the chunk after a, or -1.
@@ -89,10 +138,21 @@ func (c *Cache) noteReadMiss(d *Dataset, coord Coord) {
 	s := &d.seq
 	s.Lock()
 	k := stepDim(s.last, coord)
-	if k >= 0 && (s.run == 0 || k == s.dim) {
+	switch w, wrapped := wrapStep(s.last, coord, s.dim); {
+	case k >= 0 && (s.run == 0 || k == s.dim):
 		s.run++
 		s.dim = k
-	} else {
+	case wrapped && s.run > 0:
+		// The stream ran off a row and goes on with the next: the rows'
+		// lengths are now known, so it continues across them.
+		if len(s.grid) != len(coord) {
+			s.grid = make([]uint64, len(coord))
+		}
+		for j := w + 1; j <= s.dim; j++ {
+			s.grid[j] = s.last[j] + 1
+		}
+		s.run++
+	default:
 		s.run = 0
 	}
 	s.last = append(s.last[:0], coord...)
@@ -210,10 +270,11 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	}
 	epoch := d.relocs.Load()
 	locs := make([]Location, len(coords))
-	if err := box.l.Lookup(ctx, coords, locs); err != nil {
+	n, err := lookupPrefix(ctx, box.l, coords, locs)
+	if err != nil {
 		return err
 	}
-	es, total := c.claimPrefetch(d, coords, locs)
+	es, total := c.claimPrefetch(d, coords[:n], locs[:n])
 	if len(es) == 0 {
 		return nil
 	}
@@ -240,21 +301,44 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 }
 
 // prefetchCoords returns the next Config.PrefetchChunks chunks after
-// j.from along j.dim that are not cached.
+// j.from in the stream along j.dim (nextInStream: across rows whose
+// length a reader has shown) that are not cached.
 func (c *Cache) prefetchCoords(j prefetchJob) []Coord {
+	j.d.seq.Lock()
+	grid := slices.Clone(j.d.seq.grid)
+	j.d.seq.Unlock()
 	var coords []Coord
+	x := slices.Clone(j.from)
 	for k := 1; k <= c.cfg.PrefetchChunks; k++ {
-		x := append(Coord(nil), j.from...)
-		x[j.dim] += uint64(k)
-		if x[j.dim] < j.from[j.dim] {
-			break // overflow
+		if !nextInStream(x, j.dim, grid) {
+			break
 		}
 		if _, ok := c.chunks.Load(makeKey(j.d.serial, x)); ok {
 			continue
 		}
-		coords = append(coords, x)
+		coords = append(coords, slices.Clone(x))
 	}
 	return coords
+}
+
+// lookupPrefix looks up coords and returns how many of them it located:
+// all, or, when the lookup of all fails (a chunk past the dataset's
+// extent, which the cache does not know: the stream ran off its end),
+// those before the first that fails alone.
+func lookupPrefix(ctx context.Context, l Layout, coords []Coord, locs []Location) (int, error) {
+	err := l.Lookup(ctx, coords, locs)
+	if err == nil {
+		return len(coords), nil
+	}
+	for i := range coords {
+		if e := l.Lookup(ctx, coords[i:i+1], locs[i:i+1]); e != nil {
+			if i == 0 {
+				return 0, e
+			}
+			return i, nil
+		}
+	}
+	return 0, err // failed together, but not one by one: give up
 }
 
 // claimPrefetch puts a loading entry into the chunk table for each chunk
@@ -283,15 +367,21 @@ func (c *Cache) claimPrefetch(d *Dataset, coords []Coord, locs []Location) (es [
 	return es, total
 }
 
-// chargePrefetch charges total bytes if they fit under the active limit,
-// after evicting clean cold chunks to make room (evictClean); it never
-// waits.
+// chargePrefetch charges total bytes if they fit under the quiescent
+// limit, after evicting clean cold chunks to make room (evictClean); it
+// never waits. Not the active limit: a prefetched chunk, once used, stays
+// resident as any other, so a prefetch allowed past the quiescent limit
+// would let a one-pass scan (whose own misses are decoded straight into
+// the caller's buffer once the cache is full, directdecode.go) grow the
+// cache to its active limit a job at a time; under the quiescent limit
+// the chunks it makes room for are the scan's own used ones, the coldest.
 func (c *Cache) chargePrefetch(total int64) bool {
-	if c.budget.tryCharge(total, c.sizing().active) {
+	limit := c.sizing().quiescent
+	if c.budget.tryCharge(total, limit) {
 		return true
 	}
-	c.evictClean(total - (c.sizing().active - c.budget.resident.Load()))
-	return c.budget.tryCharge(total, c.sizing().active)
+	c.evictClean(total - (limit - c.budget.resident.Load()))
+	return c.budget.tryCharge(total, limit)
 }
 
 // readPrefetch sizes the claimed entries at their hints and reads their

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"hash/crc32"
+
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/selection"
@@ -39,7 +41,56 @@ var (
 	_ cache.PartReader   = (*sparseLayout)(nil)
 	_ cache.PartReader   = (*vlenLayout)(nil)
 	_ cache.PartReader   = (*sparseSelView)(nil)
+	_ cache.RowReader    = (*denseLayout)(nil)
 )
+
+// RowTarget lets a read of a whole unfiltered chunk that is not resident,
+// whose bytes are not one run of the caller's buffer (DirectTarget), go
+// straight into the caller's buffer by rows (cache/directrows.go): the
+// piece selects the whole chunk, the chunk's trailing dimensions that
+// span the buffer's whole extent fold into one row, and the others are
+// walked. The conditions on the chunk are DirectTarget's.
+func (l *denseLayout) RowTarget(loc cache.Location, p cache.Piece) (cache.Rows, int, bool) {
+	if !l.s.unfiltered || l.s.chunkBytes < directMin || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
+		return cache.Rows{}, 0, false
+	}
+	pc, ok := p.(*piece)
+	if !ok || pc.kind != pieceData {
+		return cache.Rows{}, 0, false
+	}
+	runs, shape, chunk := pc.p.Runs, pc.bufShape, l.s.chunk
+	r := len(chunk)
+	if r == 0 || len(runs) != r || len(shape) != r {
+		return cache.Rows{}, 0, false
+	}
+	// The buffer's byte stride along each dimension, and the first
+	// element's offset; the piece must select the whole chunk.
+	stride := make([]uint64, r)
+	s := uint64(l.s.elemSize)
+	var first uint64
+	for d := r - 1; d >= 0; d-- {
+		if len(runs[d]) != 1 || runs[d][0].Chunk != 0 || runs[d][0].Len != chunk[d] {
+			return cache.Rows{}, 0, false
+		}
+		stride[d] = s
+		first += runs[d][0].Buf * s
+		s *= shape[d]
+	}
+	k := r - 1
+	row := chunk[k] * uint64(l.s.elemSize)
+	for k > 0 && chunk[k] == shape[k] {
+		k--
+		row *= chunk[k]
+	}
+	return cache.Rows{Buf: pc.buf, First: first, Len: row, Count: chunk[:k:k], Step: stride[:k:k]}, format.ChunkFrameOverhead, true
+}
+
+// SumRow continues the frame's CRC32C over b (cache.RowReader): the
+// checksum of a chunk's rows taken in order is the checksum of its bytes.
+func (l *denseLayout) SumRow(sum uint32, b []byte) uint32 { return crc32.Update(sum, castagnoli, b) }
+
+// castagnoli is the frame checksum's table (format.Checksum's).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // readPieces reports whether every piece is a *piece of one of kinds.
 func readPieces(pieces []cache.Piece, kinds ...pieceKind) bool {

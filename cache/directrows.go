@@ -1,0 +1,238 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+
+	"github.com/scc-dev/scc/internal/bufpool"
+
+	"github.com/scc-dev/scc/vfd"
+)
+
+// Direct reads by rows: a read that covers a whole stored chunk which is
+// not resident, of a layout whose stored image is the chunk's bytes plus a
+// small trailer (as for DirectReader), but whose bytes are not one run of
+// the caller's buffer: the chunk is one box of a larger selection (a read
+// of a whole 3-D array cut in cubes), so each of its rows lands in its own
+// run of the caller's buffer. Rows of a page or more (rowVecMin) are read
+// straight into those runs, by vector reads of consecutive rows (adjacent
+// in the file, so the driver makes one preadv of up to its iovec limit of
+// them), and the trailer into a side buffer; the checksum is continued
+// over the rows in the chunk's order as they are read, and the layout
+// checks it against the trailer and the index (VerifyDirectSum). Shorter
+// rows are read with the image into a pooled buffer, recycled from chunk
+// to chunk, summed there, and copied out once verified. Without this such
+// a chunk is loaded: its image read into a new buffer the cache keeps,
+// summed, then copied row by row into the caller's buffer.
+//
+// Each chunk is one task on the workers (a read of several chunks runs on
+// every core; one chunk is read on the caller's goroutine). Nothing is
+// made resident, as for whole direct reads, and coherence is theirs
+// (direct.go): only chunks missing from the table go this way.
+//
+// A read error fails the read with the driver's error (the engine reports
+// it as ErrIO); a checksum that does not match fails it with the layout's
+// corruption error. Either way the caller's buffer holds unspecified
+// bytes, as for any failed direct read.
+
+// RowReader is implemented by layouts whose whole stored chunks can be
+// read by rows into the caller's buffer (above).
+type RowReader interface {
+	// RowTarget returns, for a read piece and the chunk's location, the
+	// runs of the caller's buffer the stored chunk's bytes map onto in
+	// order (the piece selects the whole chunk), and the length of the
+	// stored trailer that follows those bytes; ok false means "not by
+	// rows".
+	RowTarget(loc Location, p Piece) (rows Rows, trailer int, ok bool)
+	// SumRow returns the checksum of the bytes summed so far, whose
+	// checksum is sum (0 before the first row), followed by b.
+	SumRow(sum uint32, b []byte) uint32
+	// VerifyDirectSum checks the chunk read, given sum, the checksum of
+	// all its rows in order, and the trailer read (DirectSummer's).
+	VerifyDirectSum(coord Coord, loc Location, sum uint32, dst, trailer []byte) error
+}
+
+// Rows are equal runs of Buf, in order: an odometer over the outer
+// dimensions (outermost first) steps Count[d] times by Step[d] bytes along
+// dimension d, from the row at First; each row is Len bytes.
+type Rows struct {
+	Buf   []byte
+	First uint64
+	Len   uint64
+	Count []uint64
+	Step  []uint64
+}
+
+// n returns the number of rows, and whether rows is well formed: the
+// layout's answer is checked before the cache writes a byte of Buf, so
+// that a mistake of it is an error, never a panic or a write outside the
+// chunk's runs.
+func (r *Rows) n(bytes int64) (int, bool) {
+	size := uint64(len(r.Buf))
+	if r.Len == 0 || r.Len > size || len(r.Count) != len(r.Step) || bytes <= 0 {
+		return 0, false
+	}
+	n, last := uint64(1), r.First
+	for d := range r.Count {
+		hi, m := bits.Mul64(n, r.Count[d])
+		if r.Count[d] == 0 || hi != 0 || m > uint64(bytes) {
+			return 0, false
+		}
+		n = m
+		hi, span := bits.Mul64(r.Count[d]-1, r.Step[d])
+		if hi != 0 || span > size || last > size-span {
+			return 0, false
+		}
+		last += span
+	}
+	if n*r.Len != uint64(bytes) || last > size-r.Len {
+		return 0, false
+	}
+	return int(n), true
+}
+
+// rowIter walks the rows of a Rows in order.
+type rowIter struct {
+	r   *Rows
+	off uint64
+	idx []uint64
+}
+
+func (it *rowIter) init(r *Rows) {
+	it.r, it.off, it.idx = r, r.First, make([]uint64, len(r.Count))
+}
+
+// next returns the current row and steps to the next one.
+func (it *rowIter) next() []byte {
+	r := it.r
+	b := r.Buf[it.off : it.off+r.Len : it.off+r.Len]
+	for d := len(it.idx) - 1; d >= 0; d-- {
+		it.idx[d]++
+		it.off += r.Step[d]
+		if it.idx[d] < r.Count[d] {
+			break
+		}
+		it.off -= r.Count[d] * r.Step[d]
+		it.idx[d] = 0
+	}
+	return b
+}
+
+// rowRead is one chunk read by rows.
+type rowRead struct {
+	g       *group
+	rr      RowReader
+	rows    Rows
+	n       int // rows
+	trailer []byte
+}
+
+// rowBatch is the most extents one vector read of a row read carries: the
+// driver's iovec limit (vfd: IOV_MAX), so that each is one preadv.
+const rowBatch = 1024
+
+// planRows returns g's read by rows, or ok false when g does not go that
+// way.
+func planRows(reqs []Request, g *group) (rowRead, bool) {
+	rr, ok := g.d.lay().l.(RowReader)
+	if !ok || len(g.reqs) != 1 {
+		return rowRead{}, false
+	}
+	rows, tl, ok := rr.RowTarget(g.loc, reqs[g.reqs[0]].Piece)
+	if !ok || tl < 0 || int64(tl) >= g.loc.Size {
+		return rowRead{}, false
+	}
+	n, ok := rows.n(g.loc.Size - int64(tl))
+	if !ok {
+		return rowRead{}, false
+	}
+	return rowRead{g: g, rr: rr, rows: rows, n: n, trailer: make([]byte, tl)}, true
+}
+
+// readRows reads the chunks of rs (see above): one task per chunk on the
+// workers, or on the caller's goroutine for one chunk.
+func (c *Cache) readRows(ctx context.Context, rs []rowRead) error {
+	switch len(rs) {
+	case 0:
+		return nil
+	case 1:
+		return c.readRowsOne(&rs[0])
+	}
+	return c.workers.run(ctx, len(rs), func(i int) error { return c.readRowsOne(&rs[i]) })
+}
+
+// rowVecMin is the shortest row read by a vector read straight into the
+// caller's buffer; shorter rows are read with the chunk's image into a
+// pooled buffer and copied out (readRowsBounced). Each row is an iovec
+// of its own, and the kernel's cost per iovec, paid on top of the copy,
+// is amortized only over rows of a page or more; the bounce buffer is
+// recycled from chunk to chunk, so its second pass over the bytes stays
+// mostly in the core's cache.
+const rowVecMin = 4096
+
+// readRowsOne reads one chunk by rows, summing each batch of rows once
+// read (while its bytes are in this core's cache), then verifies it.
+func (c *Cache) readRowsOne(x *rowRead) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	if x.rows.Len < rowVecMin {
+		return c.readRowsBounced(x)
+	}
+	g := x.g
+	f := g.d.file
+	var it rowIter
+	it.init(&x.rows)
+	exts := make([]vfd.Extent, 0, min(x.n+1, rowBatch))
+	off := g.loc.Addr
+	var sum uint32
+	for done := 0; done < x.n; {
+		exts = exts[:0]
+		for done < x.n && len(exts) < rowBatch {
+			b := it.next()
+			exts = append(exts, vfd.Extent{Off: off, Buf: b})
+			off += int64(len(b))
+			done++
+		}
+		rows := len(exts)
+		// The trailer follows the last row in the file: the same preadv.
+		if done == x.n && len(x.trailer) > 0 {
+			exts = append(exts, vfd.Extent{Off: off, Buf: x.trailer})
+		}
+		if err := c.readV(f, exts); err != nil {
+			return fmt.Errorf("cache: reading chunk %v directly by rows: %w", g.coord, err)
+		}
+		for _, e := range exts[:rows] {
+			sum = x.rr.SumRow(sum, e.Buf)
+		}
+	}
+	if err := x.rr.VerifyDirectSum(g.coord, g.loc, sum, nil, x.trailer); err != nil {
+		return fmt.Errorf("cache: chunk %v read directly by rows: %w", g.coord, err)
+	}
+	return nil
+}
+
+// readRowsBounced reads one chunk of short rows: its whole image into a
+// pooled buffer with one read, the checksum over it, and only once it is
+// verified the rows copied out into the caller's buffer.
+func (c *Cache) readRowsBounced(x *rowRead) error {
+	g := x.g
+	img := bufpool.GetFull(int(g.loc.Size))
+	defer bufpool.Put(img)
+	if err := c.readV(g.d.file, []vfd.Extent{{Off: g.loc.Addr, Buf: img}}); err != nil {
+		return fmt.Errorf("cache: reading chunk %v directly: %w", g.coord, err)
+	}
+	n := uint64(x.n) * x.rows.Len
+	if err := x.rr.VerifyDirectSum(g.coord, g.loc, x.rr.SumRow(0, img[:n]), nil, img[n:]); err != nil {
+		return fmt.Errorf("cache: chunk %v read directly by rows: %w", g.coord, err)
+	}
+	var it rowIter
+	it.init(&x.rows)
+	for src := img[:n]; len(src) > 0; src = src[x.rows.Len:] {
+		copy(it.next(), src)
+	}
+	return nil
+}
