@@ -152,7 +152,10 @@ type Config struct {
 	// readers in the background (SCC requirements §2.2 item 6). Default off.
 	Prefetch bool
 	// PrefetchBytes caps the bytes of prefetched chunks not yet read.
-	// Default 0 means QuiescentBytes/8. Used only with Prefetch.
+	// Default 0 means QuiescentBytes/4: the default BypassBytes, so that
+	// a stream of the largest chunks the cache keeps can still run one
+	// ahead (an eighth would never admit a chunk of a quarter). Used only
+	// with Prefetch.
 	PrefetchBytes int64
 	// PrefetchChunks is how many chunks ahead of a sequential reader are
 	// loaded. Default 4. Used only with Prefetch.
@@ -204,7 +207,7 @@ func (c Config) withDefaults() Config {
 		c.PreEncodeBytes = 0
 	}
 	if c.PrefetchBytes == 0 {
-		c.PrefetchBytes = c.QuiescentBytes / 8
+		c.PrefetchBytes = c.QuiescentBytes / 4
 	}
 	if c.PrefetchChunks == 0 {
 		c.PrefetchChunks = 4
