@@ -31,29 +31,32 @@ import (
 // previous image, and the error reaches the caller.
 //
 // Memory. The images are the only memory a direct encode adds, and they
-// are bounded: each one holds a token of Cache.workers.encodes, Config.Workers of them, from
-// before its encode until its write returns, so that at most
-// Config.Workers images are in flight whatever the number of requests
-// (Stats.EncodingBytes counts them; a write of more chunks than that
-// goes in rounds, each one vector write). For a round trip (R requests at
-// once, each reading one whole chunk of one dataset into its own buffer
-// and writing it whole to another; chunks of C bytes in memory whose
-// images take at most E bytes) the cache's memory, resident bytes plus
-// images in flight, is therefore at most
+// are bounded: each holds one of Config.Workers tokens (Cache.workers.encodes)
+// from before its encode until its write returns, so at most
+// Config.Workers of them are in flight however many requests write
+// (Stats.EncodingBytes counts them; a write of more chunks than that goes
+// in rounds, each one vector write). For a round trip, R requests at once
+// each reading one whole chunk of a dataset into a buffer of its own and
+// writing it whole to another dataset, the cache's memory (resident bytes
+// plus images not yet written) is at most
 //
-//	Q + P + R×C + W×E
+//	Q + P + max(R×C + W×E, ⌈(A/8)/C⌉×E)
 //
-// with Q the quiescent limit, P Config.PreEncodeBytes (kept images of
-// dirty chunks, charged up to the active limit), W Config.Workers. Both
-// halves admit a chunk only while it fits under Q (decodeWorthIt), and a
-// check that R requests pass at once admits at most R chunks past it;
-// every other chunk is decoded into, or encoded from, the caller's
-// buffer. The layout's own scratch while it encodes or decodes (a shuffle
-// buffer per running call, the codec's state) is not the cache's and
-// comes on top: at most one per running encode or decode. Without the
-// direct encode, whole chunks written into a full cache were created
-// dirty and piled up to the active limit (Q × ActiveMultiplier), and were
-// encoded only at eviction or Flush (TestRoundTripMemoryBound).
+// with Q the quiescent limit, A the active limit, P Config.PreEncodeBytes
+// (kept images of dirty chunks, which the pre-encoder charges up to the
+// active limit), C a chunk's size in memory (Location.SizeHint), E the
+// size of the buffer of one chunk's image, W Config.Workers. Both halves
+// admit a chunk only while it fits under Q (decodeWorthIt); R requests
+// passing that check at once admit at most R chunks past it, and every
+// other chunk is decoded into, or encoded from, the caller's buffer with
+// at most W images in flight: R×C + W×E. The Flush that ends the copy
+// writes the dirty chunks (at most Q of them) in rounds of at most A/8
+// bytes of chunks (writeBackRounds), whose images take the second term.
+// The layout's own scratch while it encodes or decodes (a shuffle buffer,
+// the codec's state) is not the cache's and comes on top, one per running
+// encode or decode. Without the direct encode, whole chunks written into
+// a full cache were created dirty, piled up to A and were encoded only at
+// eviction or Flush (engine TestRoundTripMemoryBound holds the bound).
 
 // DirectEncoder is implemented by layouts whose chunks can be encoded
 // straight from the caller's buffer.

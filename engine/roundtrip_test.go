@@ -106,11 +106,11 @@ func TestRoundTripMemoryBound(t *testing.T) {
 	peak := st.PeakResidentBytes + st.PeakEncodingBytes
 	t.Logf("peak resident %d + peak in flight %d = %d; bound %d (Q %d, P %d, stream %d, flush %d); active limit %d; %d direct encodes, %d evictions",
 		st.PeakResidentBytes, st.PeakEncodingBytes, peak, bound, q, p, stream, flush, a, st.DirectEncodes, st.Evictions)
-	if st.DirectEncodes == 0 {
-		t.Fatal("no chunk was encoded from the caller's buffer")
-	}
 	if peak > bound {
 		t.Fatalf("peak memory %d bytes (resident %d, images in flight %d) over the bound %d", peak, st.PeakResidentBytes, st.PeakEncodingBytes, bound)
+	}
+	if st.DirectEncodes == 0 {
+		t.Fatal("no chunk was encoded from the caller's buffer")
 	}
 	if st.PeakEncodingBytes > max(workers*eb, flush) {
 		t.Fatalf("%d bytes of images in flight at once, over %d workers' images (%d) and a flush round's (%d)", st.PeakEncodingBytes, workers, workers*eb, flush)
