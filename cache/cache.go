@@ -183,7 +183,7 @@ type workers struct {
 	runner
 	pool *pool.Pool
 	// encodes holds a token for each image encoded straight from a
-	// caller's buffer and not yet written (directwrite.go): capacity
+	// caller's buffer and not yet written (directwrite_encode.go): capacity
 	// Config.Workers, so that those images never number more than the
 	// encodes the workers can run at once, however many requests write.
 	encodes chan struct{}
@@ -208,8 +208,9 @@ type budget struct {
 	dirty    atomic.Int64 // bytes of dirty entries
 	peak     atomic.Int64
 	inflight atomic.Int64 // bytes reserved by sub-lists being loaded/applied
-	// encoding is the bytes of images encoded straight from callers'
-	// buffers and not yet written (directwrite.go), outside resident;
+	// encoding is the bytes of encoded images not yet written that are
+	// outside resident (Stats.EncodingBytes): direct encodes'
+	// (directwrite_encode.go) and write-back rounds' (evict.go);
 	// encodingPeak the highest it was.
 	encoding, encodingPeak atomic.Int64
 	// spaceWaiters counts requests blocked in reserve; when non-zero,
