@@ -198,10 +198,11 @@ func TestDirectEncodeTransientFault(t *testing.T) {
 		if r := faultWorkload(t, "clean run", l, shared, vfd.NewMem(), 1, 0); r == nil || r.failures != 0 {
 			t.Fatal("the workload fails without faults")
 		}
-		if n := c.Stats().DirectEncodes; n < 4 {
+		n := c.Stats().DirectEncodes
+		must(t, c.Close())
+		if n < 4 {
 			t.Fatalf("%s: the workload encoded %d chunks directly", v.name, n)
 		}
-		must(t, c.Close())
 	}
 	for vi, v := range faultVariants {
 		if v.name == "image" && !long() {
