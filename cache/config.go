@@ -141,10 +141,10 @@ type Config struct {
 	// callers' buffers that are in flight at once (directwrite_encode.go).
 	// With it the memory of a round trip (R requests each reading one
 	// whole chunk of one dataset and writing it to another) is at most
-	// Q + P + max(R×C + W×E, ⌈(A/8)/C⌉×E): Q QuiescentBytes, A the active
-	// limit, P PreEncodeBytes, C a chunk in memory, E its image's buffer,
-	// W Workers (resident bytes plus Stats.EncodingBytes; the formula is
-	// explained in directwrite_encode.go).
+	// Q + P + max(R×(C+E) + W×E, ⌈(A/8)/C⌉×E): Q QuiescentBytes, A the
+	// active limit, P PreEncodeBytes, C a chunk in memory, E the buffer of
+	// its encoded or stored image, W Workers (the formula is explained in
+	// directwrite_encode.go).
 	Workers int
 	// Runner, if set, runs encode/decode work instead of the cache's own
 	// bounded worker set (for example the engine's shared pool).

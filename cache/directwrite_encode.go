@@ -37,25 +37,28 @@ import (
 // (Stats.EncodingBytes counts them; a write of more chunks than that goes
 // in rounds, each one vector write). For a round trip, R requests at once
 // each reading one whole chunk of a dataset into a buffer of its own and
-// writing it whole to another dataset, the cache's memory (resident bytes
-// plus images not yet written) is at most
+// writing it whole to another dataset, the cache's memory is at most
 //
-//	Q + P + max(R×C + W×E, ⌈(A/8)/C⌉×E)
+//	Q + P + max(R×(C+E) + W×E, ⌈(A/8)/C⌉×E)
 //
 // with Q the quiescent limit, A the active limit, P Config.PreEncodeBytes
 // (kept images of dirty chunks, which the pre-encoder charges up to the
 // active limit), C a chunk's size in memory (Location.SizeHint), E the
-// size of the buffer of one chunk's image, W Config.Workers. Both halves
-// admit a chunk only while it fits under Q (decodeWorthIt); R requests
-// passing that check at once admit at most R chunks past it, and every
-// other chunk is decoded into, or encoded from, the caller's buffer with
-// at most W images in flight: R×C + W×E. The Flush that ends the copy
-// writes the dirty chunks (at most Q of them) in rounds of at most A/8
-// bytes of chunks (writeBackRounds), whose images take the second term.
-// The layout's own scratch while it encodes or decodes (a shuffle buffer,
-// the codec's state) is not the cache's and comes on top, one per running
-// encode or decode. Without the direct encode, whole chunks written into
-// a full cache were created dirty, piled up to A and were encoded only at
+// buffer of one chunk's encoded or stored image, W Config.Workers. Both
+// halves admit a chunk only while it fits under Q (decodeWorthIt), and R
+// requests passing that check at once take the resident bytes at most R
+// chunks past it (R×C); every other chunk is decoded into, or encoded
+// from, the caller's buffer: a direct decode holds the stored image it
+// reads until decoded (at most E per request), a direct encode its image
+// until written (at most W at once). The Flush that ends the copy writes
+// the dirty chunks (at most Q of them) in rounds of at most A/8 bytes of
+// chunks (writeBackRounds), whose images take the second term. Stats
+// shows ResidentBytes and EncodingBytes (images not yet written, direct
+// and write-back), not the images read for direct decodes. The layout's
+// own scratch while it encodes or decodes (a shuffle buffer, the codec's
+// state) is not the cache's and comes on top, one per running encode or
+// decode. Without the direct encode, whole chunks written into a full
+// cache were created dirty, piled up to A and were encoded only at
 // eviction or Flush (engine TestRoundTripMemoryBound holds the bound).
 
 // DirectEncoder is implemented by layouts whose chunks can be encoded
