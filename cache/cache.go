@@ -182,6 +182,11 @@ type registrations struct {
 type workers struct {
 	runner
 	pool *pool.Pool
+	// encodes holds a token for each image encoded straight from a
+	// caller's buffer and not yet written (directwrite_encode.go): capacity
+	// Config.Workers, so that those images never number more than the
+	// encodes the workers can run at once, however many requests write.
+	encodes chan struct{}
 }
 
 // budget holds the memory accounts. The counters are atomic; meta and
@@ -203,6 +208,11 @@ type budget struct {
 	dirty    atomic.Int64 // bytes of dirty entries
 	peak     atomic.Int64
 	inflight atomic.Int64 // bytes reserved by sub-lists being loaded/applied
+	// encoding is the bytes of encoded images not yet written that are
+	// outside resident (Stats.EncodingBytes): direct encodes'
+	// (directwrite_encode.go) and write-back rounds' (evict.go);
+	// encodingPeak the highest it was.
+	encoding, encodingPeak atomic.Int64
 	// spaceWaiters counts requests blocked in reserve; when non-zero,
 	// unpins and reverted evictions signal space.
 	spaceWaiters atomic.Int32
@@ -266,6 +276,7 @@ func New(cfg Config) (*Cache, error) {
 		c.workers.pool = p
 		c.workers.runner = poolRunner{p}
 	}
+	c.workers.encodes = make(chan struct{}, max(cfg.Workers, 1))
 	c.mu.pol = newPolicy(cfg.Policy, cfg.PartialSecondChance == SecondChanceOn)
 	c.startBackground(cfg)
 	return c, nil

@@ -62,6 +62,7 @@ func finishTestCache(t testing.TB, c *Cache) {
 //
 //   - resident = Σ entry sizes + metadata + bytes in flight
 //   - dirty    = Σ sizes of dirty entries; preBytes = Σ pre-encoded images
+//   - no image is in flight and no encode token held (directwrite_encode.go)
 //   - each dataset's size and chunk count match its entries
 //   - every entry is resident and unpinned (no pin leaked)
 //   - each linked entry is on exactly one policy list, once, and every
@@ -108,6 +109,9 @@ func checkCache(c *Cache) error {
 	}
 	if p := c.background.preEncode.bytes.Load(); p != pre {
 		errs = append(errs, fmt.Errorf("pre-encoded bytes %d != images %d", p, pre))
+	}
+	if n, k := c.budget.encoding.Load(), len(c.workers.encodes); n != 0 || k != 0 {
+		errs = append(errs, fmt.Errorf("%d bytes of images and %d encode tokens still held at rest", n, k))
 	}
 	var dss []*Dataset
 	c.registered.files.ForEach(func(_ uint64, f *File) bool {

@@ -136,7 +136,15 @@ type Config struct {
 	// helpers run). No helper runs when GOMAXPROCS is 1.
 	SplitReadBytes int64
 	// Workers bounds how many encode/decode calls run at once. Default
-	// GOMAXPROCS. Ignored when Runner is set.
+	// GOMAXPROCS. Ignored when Runner is set, except that it also bounds,
+	// in every case, the images of whole chunks encoded straight from
+	// callers' buffers that are in flight at once (directwrite_encode.go).
+	// With it the memory of a round trip (R requests each reading one
+	// whole chunk of one dataset and writing it to another) is at most
+	// Q + P + max(R×(C+E) + W×E, ⌈(A/8)/C⌉×E): Q QuiescentBytes, A the
+	// active limit, P PreEncodeBytes, C a chunk in memory, E the buffer of
+	// its encoded or stored image, W Workers (the formula is explained in
+	// directwrite_encode.go).
 	Workers int
 	// Runner, if set, runs encode/decode work instead of the cache's own
 	// bounded worker set (for example the engine's shared pool).

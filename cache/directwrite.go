@@ -33,6 +33,10 @@ import (
 // threshold and its fill for the cache's size. BypassBytes -1 turns
 // direct writes off with the bypass; so does Config.NoDirectWrites alone.
 //
+// A whole chunk of a filtered layout goes the same way, its image encoded
+// from the caller's bytes on the workers (DirectEncoder,
+// directwrite_encode.go), under the read side's rule for filtered chunks.
+//
 // Safety, step by step (writeDirect):
 //
 //  1. claim: a placeholder entry in the loading state owns the key, as
@@ -68,27 +72,21 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 		return gs, nil, nil
 	}
 	var cand []*group
-	var srcs map[*group][]byte
+	var srcs map[*group]directSource
 	sz := c.sizing()
 	// cached is what the groups left to the cached path will add to the
 	// resident bytes, so that one write of many chunks into a cache with
 	// room for some keeps those and sends the rest direct.
 	var cached int64
 	for _, g := range gs {
-		dw, ok := g.d.lay().l.(DirectWriter)
-		if !ok || !g.full || len(g.reqs) != 1 || !c.directWorthIt(sz, g.hint(), cached) {
-			cached += g.hint()
-			rest = append(rest, g)
-			continue
-		}
-		src, ok := dw.DirectSource(g.coord, reqs[g.reqs[0]].Piece)
-		if !ok || len(src) == 0 {
+		src, ok := c.directSourceOf(sz, reqs, g, cached)
+		if !ok {
 			cached += g.hint()
 			rest = append(rest, g)
 			continue
 		}
 		if srcs == nil {
-			srcs = map[*group][]byte{}
+			srcs = map[*group]directSource{}
 		}
 		srcs[g] = src
 		cand = append(cand, g)
@@ -112,13 +110,25 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 		return rest, later, err
 	}
 	// One Insert, WriteV and Publish per dataset (a write is almost always
-	// of one dataset).
+	// of one dataset), for its framed chunks and for each round of its
+	// encoded ones.
 	for start := 0; start < len(mine); {
 		end := start + 1
 		for end < len(mine) && mine[end].d == mine[start].d {
 			end++
 		}
-		if err := c.writeDirectDS(ctx, mine[start:end], srcs); err != nil {
+		var framed, encoded []*group
+		for _, g := range mine[start:end] {
+			if srcs[g].encode {
+				encoded = append(encoded, g)
+			} else {
+				framed = append(framed, g)
+			}
+		}
+		if err := c.writeFramed(ctx, framed, srcs); err != nil {
+			return rest, later, err
+		}
+		if err := c.writeEncoded(ctx, encoded, srcs); err != nil {
 			return rest, later, err
 		}
 		start = end
@@ -126,32 +136,74 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 	return rest, later, nil
 }
 
+// directSource is the caller's bytes of a chunk that goes directly, and
+// whether they are encoded (DirectEncoder) or framed (DirectWriter).
+type directSource struct {
+	src    []byte
+	encode bool
+}
+
+// directSourceOf returns the caller's bytes of g if g goes directly: one
+// request covers the whole chunk, and either the layout frames the bytes
+// as they are (DirectWriter) and directWorthIt holds, or it encodes them
+// (DirectEncoder) and the read side's rule holds (decodeWorthIt): a
+// filtered chunk goes direct when keeping it would only evict something,
+// exactly as a read of it does, so that the two halves of a round trip
+// agree on when the cache is full. cached is what the groups before g
+// left to the cached path.
+func (c *Cache) directSourceOf(sz *sizing, reqs []Request, g *group, cached int64) (directSource, bool) {
+	if !g.full || len(g.reqs) != 1 {
+		return directSource{}, false
+	}
+	l, p := g.d.lay().l, reqs[g.reqs[0]].Piece
+	if dw, ok := l.(DirectWriter); ok && c.directWorthIt(sz, g.hint(), cached) {
+		if src, ok := dw.DirectSource(g.coord, p); ok && len(src) > 0 {
+			return directSource{src: src}, true
+		}
+	}
+	if de, ok := l.(DirectEncoder); ok && c.decodeWorthIt(sz, g.hint(), cached) {
+		if src, ok := de.EncodeSource(g.coord, p); ok && len(src) > 0 {
+			return directSource{src: src, encode: true}, true
+		}
+	}
+	return directSource{}, false
+}
+
+// writeFramed writes claimed groups of one dataset whose images are the
+// caller's bytes in the layout's frame (DirectWriter).
+func (c *Cache) writeFramed(ctx context.Context, gs []*group, srcs map[*group]directSource) error {
+	if len(gs) == 0 {
+		return nil
+	}
+	dw := gs[0].d.lay().l.(DirectWriter)
+	ins := make([]Insertion, len(gs))
+	parts := make([][][]byte, len(gs))
+	for i, g := range gs {
+		src := srcs[g].src
+		head, tail, sum := dw.DirectFrame(g.coord, src)
+		parts[i] = [][]byte{head, src, tail}
+		ins[i] = Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(head) + len(src) + len(tail)), Sum: sum}
+	}
+	return c.writeDirectDS(ctx, gs, ins, parts)
+}
+
 // writeDirectDS is steps 3-5 of writeDirect for claimed groups of one
-// dataset.
-func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, srcs map[*group][]byte) error {
+// dataset: ins[i] describes gs[i]'s new image, which is parts[i] end to
+// end.
+func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, ins []Insertion, parts [][][]byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	d := gs[0].d
 	l := d.lay().l
-	dw := l.(DirectWriter)
-	ins := make([]Insertion, len(gs))
-	heads := make([][]byte, len(gs))
-	tails := make([][]byte, len(gs))
-	for i, g := range gs {
-		src := srcs[g]
-		head, tail, sum := dw.DirectFrame(g.coord, src)
-		heads[i], tails[i] = head, tail
-		ins[i] = Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(head) + len(src) + len(tail)), Sum: sum}
-	}
 	if err := l.Insert(ctx, ins); err != nil {
 		return fmt.Errorf("cache: Layout.Insert: %w", err)
 	}
 	exts := make([]vfd.Extent, 0, 3*len(gs))
 	var n int64
-	for i, g := range gs {
+	for i := range gs {
 		off := ins[i].New.Addr
-		for _, b := range [3][]byte{heads[i], srcs[g], tails[i]} {
+		for _, b := range parts[i] {
 			if len(b) > 0 {
 				exts = append(exts, vfd.Extent{Off: off, Buf: b})
 				off += int64(len(b))

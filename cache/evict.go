@@ -359,6 +359,7 @@ func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
 	sc := wbScratchPool.Get().(*wbScratch)
 	defer sc.put()
 	sc.size(len(es))
+	defer func() { c.budget.encoding.Add(-sc.encoding.Swap(0)) }() // once released
 	defer sc.release(es)
 	if err := c.encodeRound(ctx, es, sc); err != nil {
 		return err
@@ -411,9 +412,16 @@ func (c *Cache) encodeRound(ctx context.Context, es []*entry, sc *wbScratch) err
 			enc[i], err = b.EncodeBorrowed(e.coord, e.chunk)
 			keep = err == nil && !enc[i].Pooled // a pooled image is a copy
 			held[i] = keep
-			return err
+		} else {
+			enc[i], err = l.Encode(e.coord, e.chunk)
 		}
-		enc[i], err = l.Encode(e.coord, e.chunk)
+		if err == nil && !held[i] {
+			// An image of its own, outside the budget until written
+			// (Stats.EncodingBytes); a borrowed one is the chunk.
+			n := int64(cap(enc[i].Image))
+			sc.encoding.Add(n)
+			c.budget.noteEncoding(c.budget.encoding.Add(n))
+		}
 		return err
 	})
 }
@@ -615,6 +623,9 @@ type wbScratch struct {
 	files   []*File
 	fileErr map[*File]error
 	done    []int
+	// encoding is the bytes of this round's images counted in
+	// budget.encoding (encodeRound), taken out once they are released.
+	encoding atomic.Int64
 }
 
 var wbScratchPool = sync.Pool{New: func() any {

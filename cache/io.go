@@ -65,7 +65,9 @@ func (c *Cache) Read(ctx context.Context, reqs []Request) error {
 // Write applies per-chunk write requests (SCC design §3.6). A Full request
 // never loads its chunk (Layout.NewChunk with fill false); a chunk that
 // exists nowhere is created with fill true. Written chunks become dirty;
-// they reach the disk on eviction or Flush.
+// they reach the disk on eviction or Flush. A whole chunk that is not
+// resident and that the cache would not keep goes to the file directly
+// instead, encoded from the caller's buffer if filtered (directwrite.go).
 //
 // On error each chunk holds all of its requests' pieces or none: the
 // chunks served before the failure keep theirs, the others are as they
@@ -793,7 +795,7 @@ func (c *Cache) routeDirect(ctx context.Context, o op, reqs []Request, work []*g
 		if work, err = c.decodeDirect(ctx, reqs, work); err != nil {
 			return nil, nil, err
 		}
-	case opWrite: // whole large unfiltered chunks go straight to the file (directwrite.go)
+	case opWrite: // whole chunks the cache would not keep go straight to the file: unfiltered ones as they are, filtered ones encoded from the caller's buffer (directwrite.go, directwrite_encode.go)
 		if work, later, err = c.writeDirect(ctx, reqs, work); err != nil {
 			return nil, later, err
 		}

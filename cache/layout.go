@@ -65,7 +65,10 @@ import (
 //   selection_write,      → optional DirectWriter, whole chunks only: dense
 //   vector_write            unfiltered chunks and contig pieces go from the
 //                           caller's buffer to newly allocated space
-//                           (directwrite.go; contig: the working extent). Part
+//                           (directwrite.go; contig: the working extent);
+//                           optional DirectEncoder: dense filtered chunks
+//                           are encoded from the caller's buffer
+//                           (directwrite_encode.go). Part
 //                           of a chunk never goes directly: every layout's
 //                           checksum covers a whole chunk frame, section or
 //                           piece, so a partial write is a read-modify-write

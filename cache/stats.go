@@ -31,7 +31,7 @@ type counters struct {
 	vectorReads, vectorReadBytes                       atomic.Int64
 	vectorWrites, vectorWriteBytes                     atomic.Int64
 	bypasses, spaceWaits, trimErrors, coalesced, syncs atomic.Int64
-	directWrites, metadataSheds                        atomic.Int64
+	directWrites, directEncodes, metadataSheds         atomic.Int64
 	preEncoded, preHits, preWasted                     atomic.Int64
 	prefetched, prefetchHits, prefetchWasted           atomic.Int64
 	// extentScans counts SetExtent scans of a dataset's cached chunks
@@ -62,6 +62,7 @@ type Stats struct {
 	Syncs            int64
 	Bypasses         int64 // chunks served without staying resident
 	DirectWrites     int64 // whole chunks written from the caller's buffer (directwrite.go)
+	DirectEncodes    int64 // of those, encoded from it (filtered chunks)
 	SpaceWaits       int64 // times a request blocked for memory
 	TrimErrors       int64 // background trims that failed to write a victim
 	MetadataSheds    int64 // times the files' metadata shedders ran (external.go)
@@ -88,6 +89,14 @@ type Stats struct {
 	PrefetchBytes     int64 // bytes of prefetched chunks not used yet
 	DirtyBytes        int64
 	PeakResidentBytes int64 // highest ResidentBytes seen
+	// EncodingBytes is the bytes of encoded images not yet written, which
+	// are outside ResidentBytes: those of whole chunks encoded straight
+	// from callers' buffers (at most Config.Workers images at once,
+	// directwrite_encode.go) and those of write-back rounds (eviction,
+	// Flush, bypass), except kept pre-encoded images (in ResidentBytes)
+	// and images that are the chunk's own buffer (BorrowingEncoder).
+	EncodingBytes     int64
+	PeakEncodingBytes int64 // highest EncodingBytes seen
 	MetadataBytes     int64 // unevictable bytes charged by File.ChargeMetadata (part of ResidentBytes)
 	QuiescentLimit    int64 // the quiescent size in force (adaptive sizing moves it)
 	ActiveLimit       int64
@@ -118,6 +127,7 @@ func (s Stats) Sub(o Stats) Stats {
 	r.Syncs -= o.Syncs
 	r.Bypasses -= o.Bypasses
 	r.DirectWrites -= o.DirectWrites
+	r.DirectEncodes -= o.DirectEncodes
 	r.SpaceWaits -= o.SpaceWaits
 	r.TrimErrors -= o.TrimErrors
 	r.MetadataSheds -= o.MetadataSheds
@@ -166,6 +176,7 @@ func (c *Cache) Stats() Stats {
 		Syncs:             c.stats.syncs.Load(),
 		Bypasses:          c.stats.bypasses.Load(),
 		DirectWrites:      c.stats.directWrites.Load(),
+		DirectEncodes:     c.stats.directEncodes.Load(),
 		SpaceWaits:        c.stats.spaceWaits.Load(),
 		TrimErrors:        c.stats.trimErrors.Load(),
 		MetadataSheds:     c.stats.metadataSheds.Load(),
@@ -183,6 +194,8 @@ func (c *Cache) Stats() Stats {
 		ResidentBytes:     c.budget.resident.Load(),
 		DirtyBytes:        c.budget.dirty.Load(),
 		PeakResidentBytes: c.budget.peak.Load(),
+		EncodingBytes:     c.budget.encoding.Load(),
+		PeakEncodingBytes: c.budget.encodingPeak.Load(),
 		MetadataBytes:     c.budget.metadata.Load(),
 		QuiescentLimit:    sz.quiescent,
 		ActiveLimit:       sz.active,
