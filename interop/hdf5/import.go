@@ -250,6 +250,11 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 	if in.Space != "" {
 		return nil, unsupported(path, "%s dataspace (scc datasets have at least one dimension)", in.Space)
 	}
+	if in.Layout == h5.Virtual {
+		// Checked first, so that the refusal names the layout whatever
+		// the element type.
+		return nil, unsupported(path, "virtual dataset (its data lives in other datasets)")
+	}
 	if in.Type.Class == h5.Other {
 		return nil, unsupported(path, "element type %v has no scc counterpart", in.Type)
 	}
@@ -260,9 +265,6 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 	r := len(in.Dims)
 	if r == 0 || r > engine.MaxRank {
 		return nil, unsupported(path, "rank %d not in [1, %d]", r, engine.MaxRank)
-	}
-	if in.Layout == h5.Virtual {
-		return nil, unsupported(path, "virtual dataset (its data lives in other datasets)")
 	}
 	if in.External {
 		// Importing would read files outside the HDF5 file, wherever the

@@ -107,7 +107,7 @@ func TestExportReadByH5pyAndH5dump(t *testing.T) {
 	var cases []exportCase
 	for i, typ := range engine.Types {
 		if !typ.Numeric() {
-			continue // HDF5 export refuses the others (TestExportRefusesUnmappedTypes)
+			continue // the others: TestExportLayoutsReadByH5py
 		}
 		fl := [][]engine.Filter{nil, {engine.Shuffle()}, {engine.Shuffle(), engine.Deflate(1 + i%9)}, {engine.Shuffle(), engine.Zlib(1 + i%9)}}[i%4]
 		mode := []Mode{Raw, Raw, Rewrapped, Raw}[i%4]
