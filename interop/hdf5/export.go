@@ -29,6 +29,8 @@ type exportPlan struct {
 	level   int // 0: no deflate
 	// values: the layout has no pipeline images; exportValues writes it.
 	values bool
+	// virtual: an HDF5 virtual dataset over the exported sources.
+	virtual bool
 }
 
 // Export writes the datasets of src (all, or opts.Datasets) to a new HDF5
@@ -63,6 +65,9 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 			return rep, err
 		}
 		p, err := planExport(ds, opts)
+		if err == nil && ds.Layout() == engine.Virtual {
+			err = planVirtual(ctx, src, p, opts)
+		}
 		if err != nil {
 			ds.Close()
 			return rep, err
@@ -114,6 +119,8 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 		export := exportDataset
 		if p.values {
 			export = exportValues
+		} else if p.virtual {
+			export = exportVirtual
 		}
 		dr, err := export(ctx, f, p, opts)
 		if err != nil {
@@ -132,6 +139,9 @@ func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 	}
 	switch l := ds.Layout(); l {
 	case engine.Chunked:
+	case engine.Virtual:
+		// Mapped by planVirtual, which needs the file.
+		return &exportPlan{ds: ds, path: strings.TrimPrefix(name, "/"), deflate: -1, virtual: true, mode: Virtual}, nil
 	case engine.Contiguous, engine.Vlen, engine.Sparse:
 		p := &exportPlan{ds: ds, path: strings.TrimPrefix(name, "/"), deflate: -1, values: true}
 		if err := planValues(ds, p, opts); err != nil {

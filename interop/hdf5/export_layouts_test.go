@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
@@ -81,6 +82,21 @@ func layoutsFile(t *testing.T, path string) *engine.File {
 		}
 		must(d.WriteStrings(ctx, engine.Box([]uint64{0}, []uint64{5}), tx))
 	}
+	// Virtual: two sources side by side, the second shorter than its
+	// mapping (the rest reads as the fill value), one strided mapping.
+	s1 := mk("vsrc/a", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{6, 4}, Chunk: []uint64{3, 4}})
+	must(s1.Write(ctx, engine.Box([]uint64{0, 0}, []uint64{6, 4}), pattern(engine.Int16, 24, 5)))
+	s2 := mk("vsrc/b", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{4, 4}, Layout: engine.Contiguous})
+	must(s2.Write(ctx, engine.Box([]uint64{0, 0}, []uint64{4, 4}), pattern(engine.Int16, 16, 9)))
+	if _, err := f.CreateVirtualDataset(ctx, "virt", engine.VirtualSpec{Type: engine.Int16, Shape: []uint64{6, 10}, Fill: []byte{0xff, 0x7f}, Mappings: []engine.VirtualMapping{
+		{Virtual: engine.Box([]uint64{0, 0}, []uint64{6, 4}), Dataset: "vsrc/a", Source: engine.Box([]uint64{0, 0}, []uint64{6, 4})},
+		{Virtual: engine.Box([]uint64{0, 4}, []uint64{6, 4}), Dataset: "vsrc/b", Source: engine.Box([]uint64{0, 0}, []uint64{6, 4})},
+		{Virtual: engine.Hyperslab([]uint64{0, 8}, []uint64{2, 1}, []uint64{3, 1}, []uint64{1, 1}), Dataset: "vsrc/a", Source: engine.Box([]uint64{1, 1}, []uint64{3, 1})},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// Committed: File.VirtualSpec reads the stored header.
+	must(f.Flush(ctx))
 	return f
 }
 
@@ -162,7 +178,9 @@ with h5py.File(sys.argv[1], "r") as f:
         d = f[name]
         assert list(d.shape) == w["shape"], (name, d.shape)
         lay = d.id.get_create_plist().get_layout()
-        if w["layout"] == "contiguous":
+        if w["layout"] == "virtual":
+            assert lay == h5py.h5d.VIRTUAL, (name, lay)
+        elif w["layout"] == "contiguous":
             assert lay == h5py.h5d.CONTIGUOUS, (name, lay)
         else:
             assert lay == h5py.h5d.CHUNKED, (name, lay)
@@ -239,11 +257,12 @@ func TestImportBackLayouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Skipped) != 1 || rep.Skipped[0].Path != "/grp/vlen" {
-		t.Fatalf("skipped %+v, want only /grp/vlen", rep.Skipped)
+	if len(rep.Skipped) != 2 || rep.Skipped[0].Path != "/grp/vlen" || rep.Skipped[1].Path != "/virt" || !strings.Contains(rep.Skipped[1].Reason, "virtual dataset") {
+		t.Fatalf("skipped %+v, want /grp/vlen and /virt (refused, naming the layout)", rep.Skipped)
 	}
 	want, got := engineValues(t, f), engineValues(t, g)
 	delete(want, "grp/vlen")
+	delete(want, "virt")
 	for name, w := range want {
 		gv, ok := got[name]
 		if !ok {

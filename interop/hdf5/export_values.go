@@ -134,7 +134,7 @@ func exportValues(ctx context.Context, f *h5.File, p *exportPlan, opts *Options)
 		rep.Chunks++
 		return nil
 	}
-	if ds.Layout() == engine.Contiguous {
+	if p.spec.Contiguous {
 		// Slabs of whole rows along the first dimension.
 		row := uint64(elem)
 		for _, d := range shape[1:] {

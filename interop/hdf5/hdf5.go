@@ -10,8 +10,10 @@
 // written through their values (export_values.go: contiguous as HDF5
 // contiguous, variable-length as HDF5 vlen sequences of the element type,
 // vlen of uint8 for bytes and text, sparse as chunked with the fill value
-// and the defined set in a companion boolean dataset). Virtual datasets are
-// refused (ErrUnsupported naming the layout). Bool is h5py's boolean (an
+// and the defined set in a companion boolean dataset). Virtual datasets
+// become HDF5 virtual datasets over the sources exported beside them
+// (export_virtual.go says which mappings it takes; the others are refused
+// with ErrUnsupported naming the mapping). Bool is h5py's boolean (an
 // int8 enum FALSE=0, TRUE=1), Complex64 and Complex128 are h5py's complex
 // (a compound {r, i}), fixed-length strings are HDF5 fixed-length strings
 // with the same padding and character set; Import maps each back. Import
@@ -80,6 +82,9 @@ const (
 	// Reencoded: chunks were decoded and encoded again, because the
 	// pipelines differ (Reason says why).
 	Reencoded Mode = "re-encoded"
+	// Virtual: an HDF5 virtual dataset of the same mappings was written;
+	// the elements stay in the sources.
+	Virtual Mode = "virtual"
 )
 
 // DatasetReport describes what happened to one dataset.

@@ -436,21 +436,25 @@ func TestExportRefusals(t *testing.T) {
 	if b, _ := os.ReadFile(out); string(b) != "precious" {
 		t.Fatal("export overwrote an existing file")
 	}
-	// A virtual dataset is refused before a file is made, and the error
-	// names the layout.
+	// A virtual dataset HDF5 export cannot express (a source in another
+	// file) is refused before a file is made, and the error names it.
 	g := testfile.Create(t, filepath.Join(dir, "b.scc"), &engine.Options{NoSync: true})
 	defer g.Close()
 	if _, err := g.CreateDataset("src", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{8}, Chunk: []uint64{4}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.CreateVirtualDataset(ctx, "v", engine.VirtualSpec{Type: engine.Uint8, Shape: []uint64{8}, Mappings: []engine.VirtualMapping{
-		{Virtual: engine.Box([]uint64{0}, []uint64{8}), Dataset: "src", Source: engine.Box([]uint64{0}, []uint64{8})},
+		{Virtual: engine.Box([]uint64{0}, []uint64{4}), Dataset: "src", Source: engine.Box([]uint64{0}, []uint64{4})},
+		{Virtual: engine.Box([]uint64{4}, []uint64{4}), File: "a.scc", Dataset: "d", Source: engine.Box([]uint64{0}, []uint64{4})},
 	}}); err != nil {
 		t.Fatal(err)
 	}
+	if err := g.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	out2 := filepath.Join(dir, "y.h5")
-	if _, err := Export(ctx, g, out2, nil); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "virtual") {
-		t.Fatalf("export of a virtual dataset: %v, want ErrUnsupported naming the layout", err)
+	if _, err := Export(ctx, g, out2, nil); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `virtual dataset "v": mapping 1 (a.scc:d): source in another file`) {
+		t.Fatalf("export of a virtual dataset: %v, want ErrUnsupported naming the mapping", err)
 	}
 	if _, err := os.Stat(out2); !os.IsNotExist(err) {
 		t.Fatalf("refused export left %s (%v)", out2, err)

@@ -303,11 +303,77 @@ type Spec struct {
 	// Contiguous makes a contiguous dataset: MaxDims must be Dims, and
 	// Chunk and Filters empty.
 	Contiguous bool
-	Dims       []uint64
-	MaxDims    []uint64 // Unlimited for growable axes
-	Chunk      []uint64
-	Fill       []byte // one element, or nil for HDF5's default (zero)
-	Filters    []Filter
+	// Virtual makes a virtual dataset (VDS) of these mappings: Chunk and
+	// Filters must be empty.
+	Virtual []VirtualMap
+	Dims    []uint64
+	MaxDims []uint64 // Unlimited for growable axes
+	Chunk   []uint64
+	Fill    []byte // one element, or nil for HDF5's default (zero)
+	Filters []Filter
+}
+
+// Slab is a hyperslab: start, stride, count and block per dimension.
+type Slab struct{ Start, Stride, Count, Block []uint64 }
+
+// VirtualMap maps the hyperslab Virtual of a virtual dataset to the
+// hyperslab Source of the dataset Dataset (of extent SourceDims) in File
+// ("." for the virtual dataset's own file).
+type VirtualMap struct {
+	Virtual    Slab
+	File       string
+	Dataset    string
+	SourceDims []uint64
+	Source     Slab
+}
+
+// selectSlab selects sl in space. Caller holds lib.
+func selectSlab(space C.hid_t, sl Slab) error {
+	if C.H5Sselect_hyperslab(space, C.H5S_SELECT_SET, hsize(sl.Start), hsize(sl.Stride), hsize(sl.Count), hsize(sl.Block)) < 0 {
+		return errorf("select %v", sl)
+	}
+	return nil
+}
+
+// setVirtual adds s's mappings to dcpl. Caller holds lib.
+func setVirtual(dcpl, space C.hid_t, s Spec) error {
+	for _, m := range s.Virtual {
+		r := len(s.Dims)
+		if len(m.Virtual.Start) != r || len(m.Virtual.Stride) != r || len(m.Virtual.Count) != r || len(m.Virtual.Block) != r {
+			return fmt.Errorf("%w: virtual selection rank", ErrHDF5)
+		}
+		sr := len(m.SourceDims)
+		if sr == 0 || len(m.Source.Start) != sr || len(m.Source.Stride) != sr || len(m.Source.Count) != sr || len(m.Source.Block) != sr {
+			return fmt.Errorf("%w: source selection rank", ErrHDF5)
+		}
+		vs := C.H5Scopy(space)
+		if vs < 0 {
+			return errorf("virtual dataspace")
+		}
+		ss := C.H5Screate_simple(C.int(sr), hsize(m.SourceDims), nil)
+		if ss < 0 {
+			C.H5Sclose(vs)
+			return errorf("source dataspace %v", m.SourceDims)
+		}
+		err := selectSlab(vs, m.Virtual)
+		if err == nil {
+			err = selectSlab(ss, m.Source)
+		}
+		if err == nil {
+			fn, dn := C.CString(m.File), C.CString(m.Dataset)
+			if C.H5Pset_virtual(dcpl, vs, fn, dn, ss) < 0 {
+				err = errorf("virtual mapping to %s:%s", m.File, m.Dataset)
+			}
+			C.free(unsafe.Pointer(fn))
+			C.free(unsafe.Pointer(dn))
+		}
+		C.H5Sclose(vs)
+		C.H5Sclose(ss)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Dataset is an open dataset.
@@ -327,11 +393,12 @@ func hsize(v []uint64) *C.hsize_t {
 // ('/'-separated; missing intermediate groups are created).
 func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
 	r := len(s.Dims)
-	if r == 0 || len(s.MaxDims) != r || (!s.Contiguous && len(s.Chunk) != r) {
+	unchunked := s.Contiguous || len(s.Virtual) > 0
+	if r == 0 || len(s.MaxDims) != r || (!unchunked && len(s.Chunk) != r) {
 		return nil, fmt.Errorf("%w: dataset %s: rank mismatch", ErrHDF5, path)
 	}
-	if s.Contiguous && (len(s.Chunk) != 0 || len(s.Filters) != 0) {
-		return nil, fmt.Errorf("%w: dataset %s: a contiguous dataset has no chunks or filters", ErrHDF5, path)
+	if unchunked && (len(s.Chunk) != 0 || len(s.Filters) != 0 || s.Vlen || s.Contiguous && len(s.Virtual) > 0) {
+		return nil, fmt.Errorf("%w: dataset %s: a contiguous or virtual dataset has no chunks or filters", ErrHDF5, path)
 	}
 	if s.Vlen && s.Fill != nil {
 		return nil, fmt.Errorf("%w: dataset %s: a variable-length dataset's fill is the empty sequence", ErrHDF5, path)
@@ -358,7 +425,11 @@ func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
 		return nil, errorf("dcpl")
 	}
 	defer C.H5Pclose(dcpl)
-	if s.Contiguous {
+	if len(s.Virtual) > 0 {
+		if err := setVirtual(dcpl, space, s); err != nil {
+			return nil, err
+		}
+	} else if s.Contiguous {
 		if C.H5Pset_layout(dcpl, C.H5D_CONTIGUOUS) < 0 {
 			return nil, errorf("contiguous layout")
 		}
