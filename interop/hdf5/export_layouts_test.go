@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,6 +99,10 @@ func layoutsFile(t *testing.T, path string) *engine.File {
 	}
 	// Committed: File.VirtualSpec reads the stored header.
 	must(f.Flush(ctx))
+	// Written after the commit, still only in the cache: export sees them
+	// as the engine's reads do.
+	must(v.WriteVlen(ctx, engine.Box([]uint64{8, 3}, []uint64{1, 1}), [][]byte{[]byte("late")}))
+	must(s.Write(ctx, engine.Box([]uint64{18, 0}, []uint64{1, 2}), append(f64bytes(8), f64bytes(9)...)))
 	return f
 }
 
@@ -297,5 +303,74 @@ func TestImportBackLayouts(t *testing.T) {
 		}
 		a.Close()
 		b.Close()
+	}
+}
+
+// TestSparseBookkeepingRefusals: names and attributes export uses to record
+// a sparse dataset's defined set are refused in scc files (nothing is
+// written), and on import a dataset whose defined set is not a boolean
+// dataset of its extent and chunk shape, or lies outside the prefix, is
+// left out with the reason rather than imported dense.
+func TestSparseBookkeepingRefusals(t *testing.T) {
+	needReaders(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	for i, mk := range []func(f *engine.File) error{
+		func(f *engine.File) error {
+			_, err := f.CreateDataset(DefinedPrefix+"x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{2}})
+			return err
+		},
+		func(f *engine.File) error {
+			ds, err := f.CreateDataset("x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{2}, Layout: engine.Sparse})
+			if err != nil {
+				return err
+			}
+			return ds.SetAttr(ctx, DefinedAttr, engine.StringAttr("mine"))
+		},
+	} {
+		f := testfile.Create(t, filepath.Join(dir, fmt.Sprintf("%d.scc", i)), &engine.Options{NoSync: true})
+		if err := mk(f); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, fmt.Sprintf("%d.h5", i))
+		if _, err := Export(ctx, f, out, nil); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("case %d: %v, want ErrUnsupported", i, err)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("case %d: refused export left %s", i, out)
+		}
+		f.Close()
+	}
+	h5path := filepath.Join(dir, "bad.h5")
+	runPython(t, `
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    a = f.create_dataset("shape", data=np.arange(8, dtype="<i4"), chunks=(4,))
+    a.attrs["scc:defined"] = ".scc/defined/shape"
+    f.create_dataset(".scc/defined/shape", data=np.ones(6, dtype=bool), chunks=(4,))
+    b = f.create_dataset("type", data=np.arange(8, dtype="<i4"), chunks=(4,))
+    b.attrs["scc:defined"] = ".scc/defined/type"
+    f.create_dataset(".scc/defined/type", data=np.ones(8, dtype="u1"), chunks=(4,))
+    c = f.create_dataset("outside", data=np.arange(8, dtype="<i4"), chunks=(4,))
+    c.attrs["scc:defined"] = "ok"
+    f.create_dataset("ok", data=np.ones(8, dtype=bool), chunks=(4,))
+`, h5path)
+	g := testfile.Create(t, filepath.Join(dir, "g.scc"), &engine.Options{NoSync: true})
+	defer g.Close()
+	rep, err := Import(ctx, h5path, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, s := range rep.Skipped {
+		reasons[s.Path] = s.Reason
+	}
+	for path, want := range map[string]string{"/shape": "not a boolean dataset of the same extent", "/type": "not a boolean dataset", "/outside": "outside " + DefinedPrefix} {
+		if !strings.Contains(reasons[path], want) {
+			t.Errorf("%s: skip reason %q, want one naming %q", path, reasons[path], want)
+		}
+	}
+	if n := g.Datasets(); len(n) != 1 || n[0] != "ok" {
+		t.Errorf("imported %v, want only ok", n)
 	}
 }

@@ -207,6 +207,9 @@ func planValues(ds *engine.Dataset, p *exportPlan, opts *Options) error {
 		p.spec.Chunk = chunk
 		p.reason = "variable-length layout: written through H5Dwrite as variable-length sequences of " + p.spec.Type.String()
 	case engine.Sparse:
+		if _, err := ds.Attr(DefinedAttr); err == nil {
+			return fmt.Errorf("%w: sparse dataset %q has an attribute %q, the name export gives the attribute naming its defined set", ErrUnsupported, ds.Name(), DefinedAttr)
+		}
 		p.spec.Chunk = chunk
 		p.spec.Fill = ds.Fill()
 		compressed := false
