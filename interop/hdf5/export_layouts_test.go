@@ -46,6 +46,9 @@ func layoutsFile(t *testing.T, path string) *engine.File {
 		}
 	}
 	must(v.WriteVlen(ctx, engine.Box([]uint64{0, 0}, []uint64{6, 4}), vals))
+	// Variable-length sequences of float32.
+	vf := mk("vlenf", engine.DatasetSpec{Type: engine.Float32, Shape: []uint64{5}, Chunk: []uint64{2}, Layout: engine.Vlen})
+	must(vf.WriteVlen(ctx, engine.Box([]uint64{0}, []uint64{3}), [][]byte{f32bytes(1.5), nil, append(f32bytes(-2), f32bytes(3.25)...)}))
 	// Sparse float64: a few defined elements, one of them the fill value,
 	// one chunk defined then erased.
 	s := mk("sparse", engine.DatasetSpec{Type: engine.Float64, Shape: []uint64{20, 30}, Chunk: []uint64{8, 8}, Layout: engine.Sparse, Fill: f64bytes(-1), Filters: []engine.Filter{engine.Zlib(3)}})
@@ -133,15 +136,11 @@ func engineValues(t *testing.T, f *engine.File) map[string]any {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var l [][]int
+			var l []string
 			for _, v := range vals {
-				row := []int{}
-				for _, x := range v {
-					row = append(row, int(x))
-				}
-				l = append(l, row)
+				l = append(l, hex.EncodeToString(v))
 			}
-			e["kind"], e["values"] = "vlen", l
+			e["kind"], e["values"], e["dtype"] = "vlen", l, dtypeOf(typ)
 		case typ.IsString():
 			vals, err := ds.ReadStrings(ctx, all)
 			if err != nil {
@@ -191,8 +190,8 @@ with h5py.File(sys.argv[1], "r") as f:
         else:
             assert lay == h5py.h5d.CHUNKED, (name, lay)
         if w["kind"] == "vlen":
-            assert h5py.check_vlen_dtype(d.dtype) == np.dtype("uint8"), (name, d.dtype)
-            got = [x.tolist() for x in d[()].ravel()]
+            assert h5py.check_vlen_dtype(d.dtype) == np.dtype(w["dtype"]), (name, d.dtype)
+            got = [np.asarray(x, dtype=w["dtype"]).tobytes().hex() for x in d[()].ravel()]
             assert got == w["values"], (name, got, w["values"])
         elif w["kind"] == "string":
             t = d.id.get_type()
@@ -263,12 +262,13 @@ func TestImportBackLayouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Skipped) != 2 || rep.Skipped[0].Path != "/grp/vlen" || rep.Skipped[1].Path != "/virt" || !strings.Contains(rep.Skipped[1].Reason, "virtual dataset") {
-		t.Fatalf("skipped %+v, want /grp/vlen and /virt (refused, naming the layout)", rep.Skipped)
+	if len(rep.Skipped) != 3 || rep.Skipped[0].Path != "/grp/vlen" || rep.Skipped[1].Path != "/virt" || !strings.Contains(rep.Skipped[1].Reason, "virtual dataset") || rep.Skipped[2].Path != "/vlenf" {
+		t.Fatalf("skipped %+v, want /grp/vlen, /virt (refused, naming the layout) and /vlenf", rep.Skipped)
 	}
 	want, got := engineValues(t, f), engineValues(t, g)
 	delete(want, "grp/vlen")
 	delete(want, "virt")
+	delete(want, "vlenf")
 	for name, w := range want {
 		gv, ok := got[name]
 		if !ok {
