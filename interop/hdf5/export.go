@@ -27,6 +27,10 @@ type exportPlan struct {
 	// re-encoding: shuffle first (by element size), then zlib at level.
 	shuffle *filter.Pipeline
 	level   int // 0: no deflate
+	// values: the layout has no pipeline images; exportValues writes it.
+	values bool
+	// virtual: an HDF5 virtual dataset over the exported sources.
+	virtual bool
 }
 
 // Export writes the datasets of src (all, or opts.Datasets) to a new HDF5
@@ -61,6 +65,9 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 			return rep, err
 		}
 		p, err := planExport(ds, opts)
+		if err == nil && ds.Layout() == engine.Virtual {
+			err = planVirtual(ctx, src, p, opts)
+		}
 		if err != nil {
 			ds.Close()
 			return rep, err
@@ -109,7 +116,13 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 		return rep, err
 	}
 	for _, p := range plans {
-		dr, err := exportDataset(ctx, f, p, opts)
+		export := exportDataset
+		if p.values {
+			export = exportValues
+		} else if p.virtual {
+			export = exportVirtual
+		}
+		dr, err := export(ctx, f, p, opts)
 		if err != nil {
 			return rep, fmt.Errorf("export %q: %w", p.ds.Name(), err)
 		}
@@ -121,16 +134,23 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 
 func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 	name := ds.Name()
-	if l := ds.Layout(); l != engine.Chunked {
-		// Not built: sparse, contiguous and variable-length datasets have
-		// no pipeline images to copy, and their values path (read, encode,
-		// H5Dwrite) is not written yet. Refused before the file is made.
-		return nil, fmt.Errorf("%w: dataset %q has the %s layout; HDF5 export takes chunked datasets (export it to Zarr, or copy it into a chunked dataset)", ErrUnsupported, name, l)
+	if definedName(name) {
+		return nil, fmt.Errorf("%w: dataset %q: names under %q are where export records sparse datasets' defined sets", ErrUnsupported, name, DefinedPrefix)
 	}
-	if !ds.Type().Numeric() {
-		// The binding declares integer and float types only; HDF5's
-		// boolean enum and complex types are not mapped yet.
-		return nil, fmt.Errorf("%w: dataset %q of type %v; HDF5 export takes the numeric types", ErrUnsupported, name, ds.Type())
+	switch l := ds.Layout(); l {
+	case engine.Chunked:
+	case engine.Virtual:
+		// Mapped by planVirtual, which needs the file.
+		return &exportPlan{ds: ds, path: strings.TrimPrefix(name, "/"), deflate: -1, virtual: true, mode: Virtual}, nil
+	case engine.Contiguous, engine.Vlen, engine.Sparse:
+		p := &exportPlan{ds: ds, path: strings.TrimPrefix(name, "/"), deflate: -1, values: true}
+		if err := planValues(ds, p, opts); err != nil {
+			return nil, err
+		}
+		return p, nil
+	default:
+		// Refused before the file is made.
+		return nil, fmt.Errorf("%w: dataset %q has the %s layout, which HDF5 export does not write (read it into a chunked dataset first)", ErrUnsupported, name, l)
 	}
 	p := &exportPlan{ds: ds, path: strings.TrimPrefix(name, "/"), deflate: -1, mode: Raw}
 	shape, maxShape, chunk := ds.Shape(), ds.MaxShape(), ds.Chunk()

@@ -3,10 +3,21 @@
 // module so that the scc engine module stays pure Go and builds with
 // CGO_ENABLED=0; building this module needs libhdf5-dev (pkg-config hdf5).
 //
-// Export writes every dataset of an scc file as a chunked HDF5 dataset of
-// the same type (little-endian), extent, chunk shape and fill value, with
-// unlimited dimensions as H5S_UNLIMITED maximum dimensions at the current
-// extent. Import brings the datasets of an HDF5 file (chunked, contiguous or
+// Export writes every chunked dataset of an scc file as a chunked HDF5
+// dataset of the same type (little-endian), extent, chunk shape and fill
+// value, with unlimited dimensions as H5S_UNLIMITED maximum dimensions at
+// the current extent. Contiguous, variable-length and sparse datasets are
+// written through their values (export_values.go: contiguous as HDF5
+// contiguous, variable-length as HDF5 vlen sequences of the element type,
+// vlen of uint8 for bytes and text, sparse as chunked with the fill value
+// and the defined set in a companion boolean dataset). Virtual datasets
+// become HDF5 virtual datasets over the sources exported beside them
+// (export_virtual.go says which mappings it takes; the others are refused
+// with ErrUnsupported naming the mapping). Bool is h5py's boolean (an
+// int8 enum FALSE=0, TRUE=1), Complex64 and Complex128 are h5py's complex
+// (a compound {r, i}), fixed-length strings are HDF5 fixed-length strings
+// with the same padding and character set; Import maps each back. Import
+// brings the datasets of an HDF5 file (chunked, contiguous or
 // compact; nested groups are flattened to '/'-separated scc dataset names,
 // "grp/sub/x") into an scc file.
 //
@@ -71,6 +82,9 @@ const (
 	// Reencoded: chunks were decoded and encoded again, because the
 	// pipelines differ (Reason says why).
 	Reencoded Mode = "re-encoded"
+	// Virtual: an HDF5 virtual dataset of the same mappings was written;
+	// the elements stay in the sources.
+	Virtual Mode = "virtual"
 )
 
 // DatasetReport describes what happened to one dataset.
@@ -235,22 +249,43 @@ func (o *Options) selected(name string) bool {
 	return false
 }
 
-// h5Type maps an scc element type onto the binding's.
+// h5Type maps an scc element type onto the binding's: the numeric types
+// onto HDF5's little-endian integers and IEEE floats, Bool onto h5py's
+// boolean (an int8 enum FALSE=0, TRUE=1), Complex64 and Complex128 onto
+// h5py's complex (a compound {r, i} of two little-endian floats), and a
+// fixed-length string onto an HDF5 fixed-length string of the same length,
+// padding and character set. All have scc's byte layout, so chunk images
+// copy between the two formats unchanged.
 func h5Type(t engine.Type) h5.Type {
-	switch t {
-	case engine.Int8, engine.Int16, engine.Int32, engine.Int64:
+	switch {
+	case t == engine.Int8, t == engine.Int16, t == engine.Int32, t == engine.Int64:
 		return h5.Type{Class: h5.Int, Size: t.Size()}
-	case engine.Uint8, engine.Uint16, engine.Uint32, engine.Uint64:
+	case t == engine.Uint8, t == engine.Uint16, t == engine.Uint32, t == engine.Uint64:
 		return h5.Type{Class: h5.Uint, Size: t.Size()}
+	case t == engine.Bool:
+		return h5.Type{Class: h5.Bool, Size: 1}
+	case t == engine.Complex64, t == engine.Complex128:
+		return h5.Type{Class: h5.Complex, Size: t.Size()}
+	case t.IsString():
+		pad := map[engine.StrPad]int{engine.NullTerm: h5.PadNullTerm, engine.NullPad: h5.PadNullPad, engine.SpacePad: h5.PadSpacePad}[t.Pad()]
+		return h5.Type{Class: h5.String, Size: t.Size(), Pad: pad, UTF8: t.Charset() == engine.UTF8}
 	}
 	return h5.Type{Class: h5.Float, Size: t.Size()}
 }
 
 // sccType maps an HDF5 type onto scc's (byte order aside).
 func sccType(t h5.Type) (engine.Type, bool) {
+	if t.Class == h5.String {
+		pad := map[int]engine.StrPad{h5.PadNullTerm: engine.NullTerm, h5.PadNullPad: engine.NullPad, h5.PadSpacePad: engine.SpacePad}[t.Pad]
+		cs := engine.ASCII
+		if t.UTF8 {
+			cs = engine.UTF8
+		}
+		st := engine.FixedString(t.Size, pad, cs)
+		return st, st.Size() == t.Size
+	}
 	for _, st := range engine.Types {
-		// h5Type maps the numeric types only (h5Type's last case).
-		if ht := h5Type(st); st.Numeric() && ht.Class == t.Class && ht.Size == t.Size {
+		if ht := h5Type(st); ht.Class == t.Class && ht.Size == t.Size {
 			return st, true
 		}
 	}

@@ -28,6 +28,9 @@ type importPlan struct {
 	// zlibDirect: the pipeline is [shuffle+]deflate, whose chunks are
 	// stored without inflating them (engine.Dataset.WriteChunkRawZlib).
 	zlibDirect bool
+	// defined: the companion dataset holding the defined set of a sparse
+	// dataset scc exported (DefinedAttr); the dataset is imported sparse.
+	defined string
 }
 
 // Import creates one scc dataset in dst per HDF5 dataset of srcPath (all, or
@@ -94,7 +97,9 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		if !opts.selected(path) {
+		if !opts.selected(path) || definedName(path) {
+			// Under DefinedPrefix: a sparse dataset's defined set, imported
+			// with that dataset, never on its own.
 			continue
 		}
 		selected++
@@ -250,6 +255,11 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 	if in.Space != "" {
 		return nil, unsupported(path, "%s dataspace (scc datasets have at least one dimension)", in.Space)
 	}
+	if in.Layout == h5.Virtual {
+		// Checked first, so that the refusal names the layout whatever
+		// the element type.
+		return nil, unsupported(path, "virtual dataset (its data lives in other datasets)")
+	}
 	if in.Type.Class == h5.Other {
 		return nil, unsupported(path, "element type %v has no scc counterpart", in.Type)
 	}
@@ -260,9 +270,6 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 	r := len(in.Dims)
 	if r == 0 || r > engine.MaxRank {
 		return nil, unsupported(path, "rank %d not in [1, %d]", r, engine.MaxRank)
-	}
-	if in.Layout == h5.Virtual {
-		return nil, unsupported(path, "virtual dataset (its data lives in other datasets)")
 	}
 	if in.External {
 		// Importing would read files outside the HDF5 file, wherever the
@@ -352,6 +359,9 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 			return nil, unsupported(path, "%d stored chunks in a grid of %d cells: libhdf5 1.10 lists stored chunks in time quadratic in their number (at most %d in a grid of more than %d cells)", n, cells, maxListChunks, maxGrid)
 		}
 	}
+	if err := planSparse(f, d, p, opts); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -427,10 +437,27 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		return rep, err
 	}
 	defer ds.Close()
+	if p.defined != "" {
+		// The attribute naming the defined set is the export's bookkeeping,
+		// not the dataset's.
+		attrs = slices.DeleteFunc(attrs, func(a h5.Attr) bool { return a.Name == DefinedAttr })
+	}
 	if rep.AttrNotes, err = importAttrs(ctx, ds, attrs, skipped); err != nil {
 		return rep, err
 	}
 	rep.AttrsNotImported = len(rep.AttrNotes)
+	if p.defined != "" {
+		if err := importSparse(ctx, f, hd, ds, p, &rep); err != nil {
+			return rep, err
+		}
+		if err := dst.Flush(ctx); err != nil {
+			return rep, err
+		}
+		if st, err := ds.Storage(ctx); err == nil {
+			rep.StoredBytes = int64(st.StoredBytes)
+		}
+		return rep, nil
+	}
 	chunk, dims := p.spec.Chunk, p.spec.Shape
 	chunkBytes := ds.ChunkBytes()
 	grid := ds.ChunkGrid()

@@ -79,7 +79,21 @@ const (
 	Int   Class = 0
 	Uint  Class = 1
 	Float Class = 2
-	Other Class = 3 // strings, compounds, references, ...: not mapped
+	Other Class = 3 // compounds, references, ...: not mapped
+	// Bool is h5py's boolean: an enum of int8 with FALSE=0 and TRUE=1.
+	Bool Class = 4
+	// Complex is h5py's complex: a compound {r, i} of two IEEE floats of
+	// Size/2 bytes each.
+	Complex Class = 5
+	// String is a fixed-length string of Size bytes (Pad, UTF8).
+	String Class = 6
+)
+
+// String padding (H5T_str_t).
+const (
+	PadNullTerm = 0
+	PadNullPad  = 1
+	PadSpacePad = 2
 )
 
 // Type describes an element type.
@@ -87,6 +101,9 @@ type Type struct {
 	Class     Class
 	Size      int
 	BigEndian bool
+	// Pad (H5T_str_t) and UTF8 (else ASCII): a String's.
+	Pad  int
+	UTF8 bool
 	// Name says what an Other type is ("compound", "enum", "string",
 	// "reference", "non-IEEE float", ...), so that a refusal names it.
 	Name string
@@ -107,6 +124,16 @@ func (t Type) String() string {
 		return fmt.Sprintf("uint%d%s", 8*t.Size, end)
 	case Float:
 		return fmt.Sprintf("float%d%s", 8*t.Size, end)
+	case Bool:
+		return "bool (int8 enum)"
+	case Complex:
+		return fmt.Sprintf("complex%d%s", 8*t.Size, end)
+	case String:
+		cs := "ascii"
+		if t.UTF8 {
+			cs = "utf-8"
+		}
+		return fmt.Sprintf("string of %d bytes (%s, pad %d)", t.Size, cs, t.Pad)
 	}
 	if t.Name != "" {
 		return fmt.Sprintf("%s (%d bytes)", t.Name, t.Size)
@@ -144,6 +171,27 @@ func leType(t Type) (C.hid_t, error) {
 	id := C.scc_le_type(C.int(t.Class), C.size_t(t.Size))
 	if id < 0 {
 		return -1, fmt.Errorf("%w: no little-endian type for %v", ErrHDF5, t)
+	}
+	return id, nil
+}
+
+// makeType returns a new HDF5 type for t (a variable-length sequence of t
+// when vlen), little-endian; the caller closes it. Caller holds lib.
+func makeType(t Type, vlen bool) (C.hid_t, error) {
+	if t.BigEndian || t.Class == Other {
+		return -1, fmt.Errorf("%w: no type for %v", ErrHDF5, t)
+	}
+	utf8 := 0
+	if t.UTF8 {
+		utf8 = 1
+	}
+	v := 0
+	if vlen {
+		v = 1
+	}
+	id := C.scc_make_type(C.int(t.Class), C.size_t(t.Size), C.int(t.Pad), C.int(utf8), C.int(v))
+	if id < 0 {
+		return -1, errorf("type %v", t)
 	}
 	return id, nil
 }
@@ -249,12 +297,83 @@ func (f *File) Datasets() ([]string, error) {
 
 // Spec describes a dataset to create.
 type Spec struct {
-	Type    Type // little-endian Int, Uint or Float
+	Type Type // little-endian
+	// Vlen makes every element a variable-length sequence of Type.
+	Vlen bool
+	// Contiguous makes a contiguous dataset: MaxDims must be Dims, and
+	// Chunk and Filters empty.
+	Contiguous bool
+	// Virtual makes a virtual dataset (VDS) of these mappings: Chunk and
+	// Filters must be empty.
+	Virtual []VirtualMap
 	Dims    []uint64
 	MaxDims []uint64 // Unlimited for growable axes
 	Chunk   []uint64
 	Fill    []byte // one element, or nil for HDF5's default (zero)
 	Filters []Filter
+}
+
+// Slab is a hyperslab: start, stride, count and block per dimension.
+type Slab struct{ Start, Stride, Count, Block []uint64 }
+
+// VirtualMap maps the hyperslab Virtual of a virtual dataset to the
+// hyperslab Source of the dataset Dataset (of extent SourceDims) in File
+// ("." for the virtual dataset's own file).
+type VirtualMap struct {
+	Virtual    Slab
+	File       string
+	Dataset    string
+	SourceDims []uint64
+	Source     Slab
+}
+
+// selectSlab selects sl in space. Caller holds lib.
+func selectSlab(space C.hid_t, sl Slab) error {
+	if C.H5Sselect_hyperslab(space, C.H5S_SELECT_SET, hsize(sl.Start), hsize(sl.Stride), hsize(sl.Count), hsize(sl.Block)) < 0 {
+		return errorf("select %v", sl)
+	}
+	return nil
+}
+
+// setVirtual adds s's mappings to dcpl. Caller holds lib.
+func setVirtual(dcpl, space C.hid_t, s Spec) error {
+	for _, m := range s.Virtual {
+		r := len(s.Dims)
+		if len(m.Virtual.Start) != r || len(m.Virtual.Stride) != r || len(m.Virtual.Count) != r || len(m.Virtual.Block) != r {
+			return fmt.Errorf("%w: virtual selection rank", ErrHDF5)
+		}
+		sr := len(m.SourceDims)
+		if sr == 0 || len(m.Source.Start) != sr || len(m.Source.Stride) != sr || len(m.Source.Count) != sr || len(m.Source.Block) != sr {
+			return fmt.Errorf("%w: source selection rank", ErrHDF5)
+		}
+		vs := C.H5Scopy(space)
+		if vs < 0 {
+			return errorf("virtual dataspace")
+		}
+		ss := C.H5Screate_simple(C.int(sr), hsize(m.SourceDims), nil)
+		if ss < 0 {
+			C.H5Sclose(vs)
+			return errorf("source dataspace %v", m.SourceDims)
+		}
+		err := selectSlab(vs, m.Virtual)
+		if err == nil {
+			err = selectSlab(ss, m.Source)
+		}
+		if err == nil {
+			fn, dn := C.CString(m.File), C.CString(m.Dataset)
+			if C.H5Pset_virtual(dcpl, vs, fn, dn, ss) < 0 {
+				err = errorf("virtual mapping to %s:%s", m.File, m.Dataset)
+			}
+			C.free(unsafe.Pointer(fn))
+			C.free(unsafe.Pointer(dn))
+		}
+		C.H5Sclose(vs)
+		C.H5Sclose(ss)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Dataset is an open dataset.
@@ -270,21 +389,29 @@ func hsize(v []uint64) *C.hsize_t {
 	return (*C.hsize_t)(unsafe.Pointer(&v[0]))
 }
 
-// CreateDataset creates a chunked dataset at path ('/'-separated; missing
-// intermediate groups are created).
+// CreateDataset creates a chunked (or contiguous) dataset at path
+// ('/'-separated; missing intermediate groups are created).
 func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
 	r := len(s.Dims)
-	if r == 0 || len(s.MaxDims) != r || len(s.Chunk) != r {
+	unchunked := s.Contiguous || len(s.Virtual) > 0
+	if r == 0 || len(s.MaxDims) != r || (!unchunked && len(s.Chunk) != r) {
 		return nil, fmt.Errorf("%w: dataset %s: rank mismatch", ErrHDF5, path)
+	}
+	if unchunked && (len(s.Chunk) != 0 || len(s.Filters) != 0 || s.Vlen || s.Contiguous && len(s.Virtual) > 0) {
+		return nil, fmt.Errorf("%w: dataset %s: a contiguous or virtual dataset has no chunks or filters", ErrHDF5, path)
+	}
+	if s.Vlen && s.Fill != nil {
+		return nil, fmt.Errorf("%w: dataset %s: a variable-length dataset's fill is the empty sequence", ErrHDF5, path)
 	}
 	cs := C.CString(path)
 	defer C.free(unsafe.Pointer(cs))
 	lock()
 	defer unlock()
-	tid, err := leType(s.Type)
+	tid, err := makeType(s.Type, s.Vlen)
 	if err != nil {
 		return nil, err
 	}
+	defer C.H5Tclose(tid)
 	if s.Fill != nil && len(s.Fill) != s.Type.Size {
 		return nil, fmt.Errorf("%w: fill of %d bytes for %v", ErrHDF5, len(s.Fill), s.Type)
 	}
@@ -298,7 +425,15 @@ func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
 		return nil, errorf("dcpl")
 	}
 	defer C.H5Pclose(dcpl)
-	if C.H5Pset_chunk(dcpl, C.int(r), hsize(s.Chunk)) < 0 {
+	if len(s.Virtual) > 0 {
+		if err := setVirtual(dcpl, space, s); err != nil {
+			return nil, err
+		}
+	} else if s.Contiguous {
+		if C.H5Pset_layout(dcpl, C.H5D_CONTIGUOUS) < 0 {
+			return nil, errorf("contiguous layout")
+		}
+	} else if C.H5Pset_chunk(dcpl, C.int(r), hsize(s.Chunk)) < 0 {
 		return nil, errorf("chunk %v", s.Chunk)
 	}
 	if s.Fill != nil {
@@ -433,10 +568,32 @@ func (d *Dataset) Info() (Info, error) {
 		}
 	case C.H5T_FLOAT:
 		in.Type.Class = Float
+	case C.H5T_ENUM:
+		in.Type.Class, in.Type.Name = Other, "enum"
+		if C.scc_bool_enum(tid) > 0 {
+			in.Type.Class, in.Type.Name = Bool, ""
+		}
+	case C.H5T_COMPOUND:
+		in.Type.Class, in.Type.Name = Other, "compound"
+		var be C.int
+		if C.scc_complex_size(tid, &be) > 0 {
+			in.Type.Class, in.Type.Name, in.Type.BigEndian = Complex, "", be != 0
+		}
+		C.H5Eclear2(C.H5E_DEFAULT)
+	case C.H5T_STRING:
+		in.Type.Class, in.Type.Name = Other, "variable-length string"
+		if C.H5Tis_variable_str(tid) <= 0 {
+			in.Type.Class, in.Type.Name = String, ""
+			in.Type.Pad = int(C.H5Tget_strpad(tid))
+			in.Type.UTF8 = C.H5Tget_cset(tid) == C.H5T_CSET_UTF8
+			if in.Type.Pad < PadNullTerm || in.Type.Pad > PadSpacePad {
+				in.Type.Class, in.Type.Name = Other, "string of unknown padding"
+			}
+		}
 	default:
 		in.Type.Class, in.Type.Name = Other, className(C.H5Tget_class(tid))
 	}
-	if in.Type.Class != Other {
+	if in.Type.Class == Int || in.Type.Class == Uint || in.Type.Class == Float {
 		switch C.H5Tget_order(tid) {
 		case C.H5T_ORDER_LE:
 		case C.H5T_ORDER_BE:
@@ -539,10 +696,13 @@ func (d *Dataset) Info() (Info, error) {
 	if st != C.H5D_FILL_VALUE_UNDEFINED && in.Type.Class != Other {
 		// Ask for the value in the little-endian type of the same class
 		// and size: HDF5 converts it from the dataset's byte order.
-		mt := C.scc_le_type(C.int(in.Type.Class), C.size_t(in.Type.Size))
-		if mt < 0 {
-			return in, fmt.Errorf("%w: no little-endian type for %v", ErrHDF5, in.Type)
+		lt := in.Type
+		lt.BigEndian = false
+		mt, err := makeType(lt, false)
+		if err != nil {
+			return in, err
 		}
+		defer C.H5Tclose(mt)
 		fill := make([]byte, in.Type.Size)
 		if C.H5Pget_fill_value(dcpl, mt, unsafe.Pointer(&fill[0])) < 0 {
 			return in, errorf("fill value")
@@ -637,10 +797,11 @@ func (d *Dataset) box(t Type, start, count []uint64, buf []byte, write bool) err
 	}
 	lock()
 	defer unlock()
-	mt, err := leType(t)
+	mt, err := makeType(t, false)
 	if err != nil {
 		return err
 	}
+	defer C.H5Tclose(mt)
 	fs := C.H5Dget_space(d.id)
 	if fs < 0 {
 		return errorf("dataspace")
@@ -662,6 +823,57 @@ func (d *Dataset) box(t Type, start, count []uint64, buf []byte, write bool) err
 	}
 	if rc < 0 {
 		return errorf("transfer %v+%v", start, count)
+	}
+	return nil
+}
+
+// WriteVlen writes the box [start, start+count) of a dataset of
+// variable-length sequences of t: lens[i] elements for the i-th element in
+// C order, their little-endian values packed one after the other in data.
+func (d *Dataset) WriteVlen(t Type, start, count []uint64, lens []uint64, data []byte) error {
+	if len(start) != d.rank || len(count) != d.rank {
+		return fmt.Errorf("%w: box rank", ErrHDF5)
+	}
+	n := uint64(1)
+	for _, c := range count {
+		n *= c
+	}
+	var total uint64
+	for _, l := range lens {
+		total += l
+	}
+	if uint64(len(lens)) != n || total*uint64(t.Size) != uint64(len(data)) {
+		return fmt.Errorf("%w: %d sequences of %d bytes for a box of %d", ErrHDF5, len(lens), len(data), n)
+	}
+	if n == 0 {
+		return nil
+	}
+	lock()
+	defer unlock()
+	mt, err := makeType(t, true)
+	if err != nil {
+		return err
+	}
+	defer C.H5Tclose(mt)
+	fs := C.H5Dget_space(d.id)
+	if fs < 0 {
+		return errorf("dataspace")
+	}
+	defer C.H5Sclose(fs)
+	if C.H5Sselect_hyperslab(fs, C.H5S_SELECT_SET, hsize(start), nil, hsize(count), nil) < 0 {
+		return errorf("select %v+%v", start, count)
+	}
+	ms := C.H5Screate_simple(C.int(d.rank), hsize(count), nil)
+	if ms < 0 {
+		return errorf("memory space")
+	}
+	defer C.H5Sclose(ms)
+	var p *C.uchar
+	if len(data) > 0 {
+		p = (*C.uchar)(unsafe.Pointer(&data[0]))
+	}
+	if C.scc_write_vlen(d.id, mt, ms, fs, C.size_t(n), (*C.size_t)(unsafe.Pointer(&lens[0])), C.size_t(t.Size), p) < 0 {
+		return errorf("write %v+%v", start, count)
 	}
 	return nil
 }

@@ -43,6 +43,118 @@ static hid_t scc_le_type(int cls, size_t size) {
 	return -1;
 }
 
+// scc_make_type returns a new type the caller closes, or -1. cls: 0 int,
+// 1 uint, 2 float (little-endian, size bytes); 4 h5py's boolean (an int8
+// enum FALSE=0, TRUE=1); 5 h5py's complex (a compound {r, i} of two
+// little-endian floats of size/2 bytes); 6 a fixed-length string of size
+// bytes with padding pad (H5T_str_t) in charset utf8 ? UTF-8 : ASCII.
+// vlen wraps the type in a variable-length sequence of it.
+static hid_t scc_make_type(int cls, size_t size, int pad, int utf8, int vlen) {
+	hid_t t = -1;
+	switch (cls) {
+	case 0: case 1: case 2: {
+		hid_t b = scc_le_type(cls, size);
+		if (b < 0) return -1;
+		t = H5Tcopy(b);
+		break;
+	}
+	case 4: {
+		signed char v;
+		if (size != 1) return -1;
+		t = H5Tenum_create(H5T_STD_I8LE);
+		if (t < 0) return -1;
+		v = 0;
+		if (H5Tenum_insert(t, "FALSE", &v) < 0) { H5Tclose(t); return -1; }
+		v = 1;
+		if (H5Tenum_insert(t, "TRUE", &v) < 0) { H5Tclose(t); return -1; }
+		break;
+	}
+	case 5: {
+		hid_t f = scc_le_type(2, size / 2);
+		if (f < 0 || size % 2) return -1;
+		t = H5Tcreate(H5T_COMPOUND, size);
+		if (t < 0) return -1;
+		if (H5Tinsert(t, "r", 0, f) < 0 || H5Tinsert(t, "i", size / 2, f) < 0) { H5Tclose(t); return -1; }
+		break;
+	}
+	case 6:
+		if (size == 0) return -1;
+		t = H5Tcopy(H5T_C_S1);
+		if (t < 0) return -1;
+		if (H5Tset_size(t, size) < 0 || H5Tset_strpad(t, (H5T_str_t)pad) < 0 ||
+		    H5Tset_cset(t, utf8 ? H5T_CSET_UTF8 : H5T_CSET_ASCII) < 0) { H5Tclose(t); return -1; }
+		break;
+	default:
+		return -1;
+	}
+	if (t < 0 || !vlen) return t;
+	hid_t v = H5Tvlen_create(t);
+	H5Tclose(t);
+	return v;
+}
+
+// scc_bool_enum reports whether t is h5py's boolean: an enum of a 1-byte
+// integer with exactly the members FALSE=0 and TRUE=1.
+static int scc_bool_enum(hid_t t) {
+	if (H5Tget_class(t) != H5T_ENUM || H5Tget_size(t) != 1 || H5Tget_nmembers(t) != 2) return 0;
+	int ok = 1;
+	for (unsigned i = 0; i < 2 && ok; i++) {
+		char *name = H5Tget_member_name(t, i);
+		signed char v = -1;
+		if (!name || H5Tget_member_value(t, i, &v) < 0) ok = 0;
+		else if (!((strcmp(name, "FALSE") == 0 && v == 0) || (strcmp(name, "TRUE") == 0 && v == 1))) ok = 0;
+		if (name) H5free_memory(name);
+	}
+	return ok;
+}
+
+// scc_complex_size returns the size of t when it is h5py's complex: a
+// compound of exactly the members r at 0 and i at size/2, both IEEE
+// floats of size/2 bytes in the same byte order (1 big-endian, 0 little
+// in *be); 0 otherwise.
+static size_t scc_complex_size(hid_t t, int *be) {
+	if (H5Tget_class(t) != H5T_COMPOUND || H5Tget_nmembers(t) != 2) return 0;
+	size_t size = H5Tget_size(t);
+	if (size != 8 && size != 16) return 0;
+	size_t ok = size;
+	int order = -1;
+	for (unsigned i = 0; i < 2 && ok; i++) {
+		char *name = H5Tget_member_name(t, i);
+		hid_t m = H5Tget_member_type(t, i);
+		size_t off = H5Tget_member_offset(t, i);
+		const char *want = i == 0 ? "r" : "i";
+		if (!name || m < 0 || strcmp(name, want) != 0 || off != i * (size / 2) ||
+		    H5Tget_class(m) != H5T_FLOAT || H5Tget_size(m) != size / 2) ok = 0;
+		else {
+			hid_t le = scc_le_type(2, size / 2);
+			hid_t be_t = size == 8 ? H5T_IEEE_F32BE : H5T_IEEE_F64BE;
+			int o = H5Tequal(m, le) > 0 ? 0 : H5Tequal(m, be_t) > 0 ? 1 : -1;
+			if (o < 0 || (order >= 0 && o != order)) ok = 0;
+			order = o;
+		}
+		if (name) H5free_memory(name);
+		if (m >= 0) H5Tclose(m);
+	}
+	*be = order == 1;
+	return ok;
+}
+
+// scc_write_vlen writes n sequences to the selection fs of d: lens[i]
+// elements of type base each, packed one after the other in data.
+static herr_t scc_write_vlen(hid_t d, hid_t mt, hid_t ms, hid_t fs, size_t n, const size_t *lens, size_t esize, const unsigned char *data) {
+	hvl_t *v = malloc(n * sizeof(hvl_t));
+	if (!v) return -1;
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		v[i].len = lens[i];
+		v[i].p = lens[i] ? (void *)(data + off) : NULL;
+		off += lens[i] * esize;
+	}
+	herr_t rc = H5Dwrite(d, mt, ms, fs, H5P_DEFAULT, v);
+	free(v);
+	return rc;
+}
+
 // scc_quiet switches off HDF5's printing of error stacks to stderr on the
 // calling thread (a thread-safe build keeps the setting, like the error
 // stack itself, per thread): errors come back to Go as values
