@@ -57,6 +57,9 @@ func CheckPath(ctx context.Context, path string) (*CheckReport, error) {
 // returns the report and an error wrapping ErrCorrupt; a file that cannot be
 // opened returns Open's error (ErrIO, ErrVersion, ...) with its class.
 func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
+	if drv == nil {
+		return nil, fmt.Errorf("%w: no driver", ErrInvalid)
+	}
 	r := &CheckReport{}
 	for _, off := range []int64{format.SlotA, format.SlotB} {
 		buf := make([]byte, format.SlotSize)

@@ -233,6 +233,9 @@ func checkRegular(path string, create bool) error {
 // CreateWith creates a new, empty container on drv, which must be empty.
 // The driver stays the caller's: Close does not close it.
 func CreateWith(drv vfd.Driver, opts *Options) (*File, error) {
+	if drv == nil {
+		return nil, fmt.Errorf("%w: no driver", ErrInvalid)
+	}
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -274,6 +277,9 @@ func OpenWith(drv vfd.Driver, opts *Options) (*File, error) {
 // OpenWithContext opens the container on drv; ctx bounds the walk of the
 // committed indexes a writable open makes. The driver stays the caller's.
 func OpenWithContext(ctx context.Context, drv vfd.Driver, opts *Options) (*File, error) {
+	if drv == nil {
+		return nil, fmt.Errorf("%w: no driver", ErrInvalid)
+	}
 	if opts == nil {
 		opts = &Options{}
 	}

@@ -22,13 +22,21 @@ func (f *File) VirtualSpec(ctx context.Context, name string) (spec VirtualSpec, 
 	}
 	f.mu.Lock()
 	e, found := f.mu.catalog[name]
+	s, open := f.mu.open[name]
 	f.mu.Unlock()
-	if !found {
+	var hdr format.DatasetHeader
+	switch {
+	case open:
+		// An open dataset answers from its state: one created since
+		// the last commit has no header in the file yet.
+		hdr = s.header(s.shape(), nil)
+	case !found:
 		return VirtualSpec{}, false, fmt.Errorf("%w: dataset %q", ErrNotFound, name)
-	}
-	hdr, _, err := f.readHeaderImage(e, f.sb.Load().EOF)
-	if err != nil {
-		return VirtualSpec{}, false, classify(err)
+	default:
+		var err error
+		if hdr, _, err = f.readHeaderImage(e, f.sb.Load().EOF); err != nil {
+			return VirtualSpec{}, false, classify(err)
+		}
 	}
 	if hdr.Layout != layoutVirtual {
 		return VirtualSpec{}, false, nil

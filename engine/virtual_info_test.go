@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/scc-dev/scc/vfd"
 )
 
 // TestVirtualSpecStored: File.VirtualSpec returns the mappings a virtual
@@ -93,5 +95,42 @@ func TestExpandBlock(t *testing.T) {
 		if got != c.want || has != c.has {
 			t.Errorf("ExpandBlock(%q, 12) = %q, %v; want %q, %v", c.name, got, has, c.want, c.has)
 		}
+	}
+}
+
+// A virtual dataset created since the last commit has no header in the
+// file yet: VirtualSpec answers from the open dataset, not with a
+// corruption error.
+func TestVirtualSpecBeforeCommit(t *testing.T) {
+	ctx := context.Background()
+	f := tCreate(t, vfd.NewMem(), nil)
+	if _, err := f.CreateDataset("own", DatasetSpec{Type: Uint32, Shape: []uint64{2, 6}, Chunk: []uint64{2, 6}}); err != nil {
+		t.Fatal(err)
+	}
+	spec := VirtualSpec{Type: Uint32, Shape: []uint64{4, 6}, Mappings: []VirtualMapping{
+		{Virtual: Box([]uint64{1, 0}, []uint64{2, 6}), Dataset: "own", Source: Box([]uint64{0, 0}, []uint64{2, 6})},
+	}}
+	if _, err := f.CreateVirtualDataset(ctx, "v", spec); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := f.VirtualSpec(ctx, "v")
+	if err != nil || !ok || len(got.Mappings) != 1 || got.Mappings[0].Dataset != "own" || got.Type != Uint32 {
+		t.Fatalf("before the commit: %+v %v %v", got, ok, err)
+	}
+	if _, ok, err := f.VirtualSpec(ctx, "own"); ok || err != nil {
+		t.Fatalf("a dense dataset: %v %v", ok, err)
+	}
+}
+
+// A nil driver is bad input, not a panic.
+func TestNilDriver(t *testing.T) {
+	if _, err := CreateWith(nil, nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("CreateWith(nil): %v", err)
+	}
+	if _, err := OpenWith(nil, nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("OpenWith(nil): %v", err)
+	}
+	if _, err := Check(context.Background(), nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Check(nil): %v", err)
 	}
 }
