@@ -26,8 +26,15 @@ const maxNameLen = 1024
 // dsState is everything the file knows of one dataset; all Dataset handles
 // of that dataset share it.
 type dsState struct {
-	f        *File
-	name     string
+	f *File
+	// name is the dataset's path when the state was made; cur is its
+	// path now (Move changes it, under File.mu and commitMu), which the
+	// catalog and the next header record.
+	name string
+	cur  atomic.Pointer[string]
+	// deleted is set once File.Delete removed the dataset (or a Refresh
+	// found it gone): every handle's next call fails with ErrDeleted.
+	deleted  atomic.Bool
 	id       uint64
 	typ      Type
 	elemSize int
@@ -158,10 +165,22 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 	if f.readOnly {
 		return nil, ErrReadOnly
 	}
+	return f.createDataset(ctx, name, spec, true)
+}
+
+// createDataset creates dataset name; parents says whether missing parent
+// groups are created too (the File calls, which name full paths, as
+// HDF5's create-intermediate-groups property does) or are ErrNotFound
+// (Group.CreateDataset).
+func (f *File) createDataset(ctx context.Context, name string, spec DatasetSpec, parents bool) (*Dataset, error) {
 	if name == "" || len(name) > maxNameLen || !utf8.ValidString(name) {
 		return nil, fmt.Errorf("%w: dataset name %q", ErrInvalid, name)
 	}
-	spec, err := spec.validate()
+	name, err := f.datasetPath(name)
+	if err != nil {
+		return nil, err
+	}
+	spec, err = spec.validate()
 	if err != nil {
 		return nil, err
 	}
@@ -200,8 +219,8 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 	if f.closed.Load() {
 		return nil, ErrClosed
 	}
-	if _, ok := f.mu.catalog[name]; ok {
-		return nil, fmt.Errorf("%w: dataset %q", ErrExists, name)
+	if err := f.checkNewLocked(name, parents); err != nil {
+		return nil, err
 	}
 	hdr.ID = f.mu.nextID
 	// Created empty and then resized to the extent, so that the index's
@@ -232,6 +251,7 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 	}
 	f.mu.nextID++
 	s.dirty.Store(true)
+	f.addParentsLocked(name)
 	f.mu.open[name] = s
 	f.mu.catalog[name] = s.catalogEntry()
 	return ds, nil
@@ -249,6 +269,12 @@ func (f *File) OpenDataset(name string) (*Dataset, error) {
 // both read it, and the first to return installs its state.
 func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, error) {
 	stale := 0
+	if _, ok := f.lookupDataset(name); !ok {
+		// Paths resolve from the root: "/a/b" names "a/b".
+		if p, err := cleanPath(name); err == nil {
+			name = p
+		}
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -416,6 +442,7 @@ func (f *File) newState(hdr format.DatasetHeader) (*dsState, error) {
 		idx:        newLazyIndex(f.blockStore(), index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot, f.chargeIndex),
 		chunkBytes: int64(elems) * int64(t.Size()),
 	}
+	s.setPath(hdr.Name)
 	if len(hdr.Fill) != 0 && !allZero(hdr.Fill) {
 		s.fill = hdr.Fill
 	}
@@ -489,13 +516,13 @@ func (s *dsState) shape() []uint64 {
 func (s *dsState) catalogEntry() format.CatalogEntry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return format.CatalogEntry{Name: s.name, ID: s.id, HeaderAddr: s.mu.headerAddr, HeaderSize: s.mu.headerSize, HeaderSum: s.mu.headerSum}
+	return format.CatalogEntry{Name: s.path(), ID: s.id, HeaderAddr: s.mu.headerAddr, HeaderSize: s.mu.headerSize, HeaderSum: s.mu.headerSum}
 }
 
 // header is the dataset's header with the given shape and index root.
 func (s *dsState) header(shape []uint64, root []byte) format.DatasetHeader {
 	h := format.DatasetHeader{
-		Name: s.name, ID: s.id,
+		Name: s.path(), ID: s.id,
 		Shape: shape, MaxShape: s.maxShape, Chunk: s.chunk,
 		Layout: s.code, Filters: s.filters, Fill: s.fill,
 		MinCacheBytes: s.minCache, IndexKind: s.indexKind(), IndexRoot: root,
@@ -573,7 +600,13 @@ func (s *dsState) writeHeader(ctx context.Context) (err error) {
 }
 
 // Name returns the dataset's name.
-func (d *Dataset) Name() string { return d.s.name }
+// A moved dataset's handles follow it (HDF5 semantics): Name is its path
+// now.
+func (d *Dataset) Name() string { return d.s.path() }
+
+func (s *dsState) path() string { return *s.cur.Load() }
+
+func (s *dsState) setPath(p string) { s.cur.Store(&p) }
 
 // Type returns the element type.
 func (d *Dataset) Type() Type { return d.s.typ }
@@ -655,6 +688,9 @@ func (d *Dataset) CacheStats() cache.DatasetStats {
 func (d *Dataset) check(write bool) error {
 	if d.closed.Load() {
 		return ErrClosed
+	}
+	if d.s.deleted.Load() {
+		return fmt.Errorf("%w: dataset %q", ErrDeleted, d.s.path())
 	}
 	if err := d.s.f.checkOpen(); err != nil {
 		return err
