@@ -167,6 +167,7 @@ func TestDeleteFreesAtCommit(t *testing.T) {
 	if err := f.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+	eof0 := f.sb.Load().EOF
 	mustWrite(t, d, fillBytes(64<<10, 2)) // dirty, never to be written
 	if err := f.Delete(ctx, "g", Recursive()); err != nil {
 		t.Fatal(err)
@@ -181,6 +182,9 @@ func TestDeleteFreesAtCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	eof := f.sb.Load().EOF
+	if grew := eof - eof0; grew > 4<<10 {
+		t.Fatalf("the file grew by %d bytes at the delete's commit: the deleted dataset's dirty chunks were written", grew)
+	}
 	d2, err := f.CreateDataset("big2", spec)
 	if err != nil {
 		t.Fatal(err)
