@@ -99,6 +99,9 @@ type dsState struct {
 		// commit may write the header: the stored edge chunks still hold
 		// elements outside the extent that a later growth would expose.
 		pendingTrims []trimJob
+		// closing is closed once the Close that dropped refs to 0 has
+		// unregistered the dataset from the cache (acquire waits for it).
+		closing chan struct{}
 	}
 }
 
@@ -481,6 +484,15 @@ func readHeader(drv vfd.Driver, e format.CatalogEntry, eof uint64) (format.Datas
 func (s *dsState) acquire() (*Dataset, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for s.mu.refs == 0 && s.mu.closing != nil {
+		// The last handle's Close is still unregistering the dataset from
+		// the cache, which refuses a second registration of its id until
+		// then.
+		ch := s.mu.closing
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
 	if s.mu.refs == 0 {
 		// The header's CacheMinBytes has the cache's meaning: 0 the
 		// cache's default, -1 no reservation.
@@ -734,7 +746,22 @@ func (d *Dataset) Write(ctx context.Context, sel Selection, buf []byte) error {
 	if err := needLayouts(d.s, "Write", fixedLayouts...); err != nil {
 		return err
 	}
-	return d.io(ctx, sel, buf, true)
+	return d.deletedDuring(d.io(ctx, sel, buf, true))
+}
+
+// deletedDuring turns the result of a call that raced File.Delete into
+// ErrDeleted. The call passed check before the delete and ran after it
+// (the delete drains the requests holding the dataset, not those still
+// on their way): it worked on a state whose space is free, so a read's
+// bytes may be another dataset's and a write's chunks must go too.
+func (d *Dataset) deletedDuring(err error) error {
+	if !d.s.deleted.Load() {
+		return err
+	}
+	if cds, cerr := d.s.cacheDataset(); cerr == nil {
+		_ = cds.Discard(context.Background())
+	}
+	return fmt.Errorf("%w: dataset %q", ErrDeleted, d.s.path())
 }
 
 // Read fills buf with the selected elements; elements never written read as
@@ -756,7 +783,7 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 	if err := needLayouts(d.s, "Read", readLayouts...); err != nil {
 		return err
 	}
-	return d.s.f.follow(ctx, func() error { return d.io(ctx, sel, buf, false) })
+	return d.deletedDuring(d.s.f.follow(ctx, func() error { return d.io(ctx, sel, buf, false) }))
 }
 
 // io runs one Read or Write (of a layout they serve); see io.go for the
@@ -909,6 +936,16 @@ func (d *Dataset) Close() error {
 		cds, s.mu.cds = s.mu.cds, nil
 		vcds, s.mu.vcds = s.mu.vcds, nil
 		s.hot.Store(nil)
+		done := make(chan struct{})
+		s.mu.closing = done
+		defer func() {
+			s.mu.Lock()
+			if s.mu.closing == done {
+				s.mu.closing = nil
+			}
+			s.mu.Unlock()
+			close(done)
+		}()
 	}
 	s.mu.Unlock()
 	if vcds != nil {
