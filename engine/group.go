@@ -200,6 +200,15 @@ func (f *File) groupPartsLocked(entries []format.CatalogEntry) (bool, []format.G
 		return false, nil
 	}
 	for _, e := range entries {
+		// A call that takes any name (CreateVirtual) may have made one
+		// that is not a path, or is a group's: a Groups part would then
+		// make the catalog undecodable, so the file goes on with flat
+		// names, as an older writer left it.
+		if _, isGroup := f.mu.groups[e.Name]; isGroup || format.ValidPath(e.Name) != nil {
+			return false, nil
+		}
+	}
+	for _, e := range entries {
 		f.addParentsLocked(e.Name)
 	}
 	gs := make([]format.GroupEntry, 0, len(f.mu.groups))

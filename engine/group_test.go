@@ -188,3 +188,30 @@ func mustSuperblock(t *testing.T, drv vfd.Driver) format.Superblock {
 	}
 	return sb
 }
+
+// TestGroupsVirtualNames: CreateVirtualDataset takes names without the
+// group rules; a name that is not a path, or is a group's, makes the file
+// go on with flat names rather than write a catalog no reader decodes.
+func TestGroupsVirtualNames(t *testing.T) {
+	ctx := t.Context()
+	for _, name := range []string{"g", "x//y"} {
+		drv := vfd.NewMem()
+		f := tCreate(t, drv, nil)
+		if _, err := f.CreateGroup(ctx, "g"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.CreateVirtualDataset(ctx, name, VirtualSpec{Type: Uint8, Shape: []uint64{4}, Mappings: []VirtualMapping{{Virtual: Box([]uint64{0}, []uint64{4}), File: "absent.scc", Dataset: "x", Source: Box([]uint64{0}, []uint64{4})}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f = tOpen(t, drv, nil)
+		if _, err := f.OpenDataset(name); err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
