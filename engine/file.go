@@ -566,7 +566,14 @@ func (f *File) commitLocked(ctx context.Context, only *dsState) (err error) {
 
 	// The file and group attributes as they are now: a SetAttr racing
 	// this commit lands in this one or the next.
-	cat := format.EncodeCatalogParts(entries, format.CatalogParts{Attrs: f.attrs.load().encoding(), HasGroups: hasGroups, Groups: groups})
+	parts := format.CatalogParts{Attrs: f.attrs.load().encoding(), HasGroups: hasGroups, Groups: groups}
+	if err := format.ValidateCatalogParts(parts); err != nil {
+		// Too many groups, or too many of their attributes, for one part:
+		// written, the catalog would not decode. Nothing is committed;
+		// deleting groups or attributes lets the next commit through.
+		return classify(err)
+	}
+	cat := format.EncodeCatalogParts(entries, parts)
 	catAddr, err := f.space.alloc(int64(len(cat)))
 	if err != nil {
 		return err

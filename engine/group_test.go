@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -213,5 +215,40 @@ func TestGroupsVirtualNames(t *testing.T) {
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestGroupsPartLimit: groups whose attributes outgrow the catalog's one
+// part fail the commit (ErrInvalid) instead of writing a catalog no reader
+// decodes; deleting some lets the next commit through.
+func TestGroupsPartLimit(t *testing.T) {
+	ctx := t.Context()
+	drv := vfd.NewMem()
+	f := tCreate(t, drv, nil)
+	big := BytesAttr(bytes.Repeat([]byte{7}, 60<<10))
+	for i := range 20 {
+		g, err := f.CreateGroup(ctx, fmt.Sprintf("g%02d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.SetAttr(ctx, "blob", big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Flush(ctx); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("flush of an oversized groups part: %v, want ErrInvalid", err)
+	}
+	for i := range 10 {
+		if err := f.Delete(ctx, fmt.Sprintf("g%02d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f = tOpen(t, drv, nil)
+	defer f.Close()
+	if ms := members(t, f.Root()); len(ms) != 10 {
+		t.Fatalf("members %v", ms)
 	}
 }
