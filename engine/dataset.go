@@ -26,8 +26,15 @@ const maxNameLen = 1024
 // dsState is everything the file knows of one dataset; all Dataset handles
 // of that dataset share it.
 type dsState struct {
-	f        *File
-	name     string
+	f *File
+	// name is the dataset's path when the state was made; cur is its
+	// path now (Move changes it, under File.mu and commitMu), which the
+	// catalog and the next header record.
+	name string
+	cur  atomic.Pointer[string]
+	// deleted is set once File.Delete removed the dataset (or a Refresh
+	// found it gone): every handle's next call fails with ErrDeleted.
+	deleted  atomic.Bool
 	id       uint64
 	typ      Type
 	elemSize int
@@ -92,6 +99,9 @@ type dsState struct {
 		// commit may write the header: the stored edge chunks still hold
 		// elements outside the extent that a later growth would expose.
 		pendingTrims []trimJob
+		// closing is closed once the Close that dropped refs to 0 has
+		// unregistered the dataset from the cache (acquire waits for it).
+		closing chan struct{}
 	}
 }
 
@@ -158,10 +168,22 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 	if f.readOnly {
 		return nil, ErrReadOnly
 	}
+	return f.createDataset(ctx, name, spec, true)
+}
+
+// createDataset creates dataset name; parents says whether missing parent
+// groups are created too (the File calls, which name full paths, as
+// HDF5's create-intermediate-groups property does) or are ErrNotFound
+// (Group.CreateDataset).
+func (f *File) createDataset(ctx context.Context, name string, spec DatasetSpec, parents bool) (*Dataset, error) {
 	if name == "" || len(name) > maxNameLen || !utf8.ValidString(name) {
 		return nil, fmt.Errorf("%w: dataset name %q", ErrInvalid, name)
 	}
-	spec, err := spec.validate()
+	name, err := f.datasetPath(name)
+	if err != nil {
+		return nil, err
+	}
+	spec, err = spec.validate()
 	if err != nil {
 		return nil, err
 	}
@@ -200,8 +222,8 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 	if f.closed.Load() {
 		return nil, ErrClosed
 	}
-	if _, ok := f.mu.catalog[name]; ok {
-		return nil, fmt.Errorf("%w: dataset %q", ErrExists, name)
+	if err := f.checkNewLocked(name, parents); err != nil {
+		return nil, err
 	}
 	hdr.ID = f.mu.nextID
 	// Created empty and then resized to the extent, so that the index's
@@ -232,6 +254,7 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 	}
 	f.mu.nextID++
 	s.dirty.Store(true)
+	f.addParentsLocked(name)
 	f.mu.open[name] = s
 	f.mu.catalog[name] = s.catalogEntry()
 	return ds, nil
@@ -249,6 +272,12 @@ func (f *File) OpenDataset(name string) (*Dataset, error) {
 // both read it, and the first to return installs its state.
 func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, error) {
 	stale := 0
+	if _, ok := f.lookupDataset(name); !ok {
+		// Paths resolve from the root: "/a/b" names "a/b".
+		if p, err := cleanPath(name); err == nil {
+			name = p
+		}
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -416,6 +445,7 @@ func (f *File) newState(hdr format.DatasetHeader) (*dsState, error) {
 		idx:        newLazyIndex(f.blockStore(), index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot, f.chargeIndex),
 		chunkBytes: int64(elems) * int64(t.Size()),
 	}
+	s.setPath(hdr.Name)
 	if len(hdr.Fill) != 0 && !allZero(hdr.Fill) {
 		s.fill = hdr.Fill
 	}
@@ -454,6 +484,15 @@ func readHeader(drv vfd.Driver, e format.CatalogEntry, eof uint64) (format.Datas
 func (s *dsState) acquire() (*Dataset, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for s.mu.refs == 0 && s.mu.closing != nil {
+		// The last handle's Close is still unregistering the dataset from
+		// the cache, which refuses a second registration of its id until
+		// then.
+		ch := s.mu.closing
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
 	if s.mu.refs == 0 {
 		// The header's CacheMinBytes has the cache's meaning: 0 the
 		// cache's default, -1 no reservation.
@@ -489,13 +528,13 @@ func (s *dsState) shape() []uint64 {
 func (s *dsState) catalogEntry() format.CatalogEntry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return format.CatalogEntry{Name: s.name, ID: s.id, HeaderAddr: s.mu.headerAddr, HeaderSize: s.mu.headerSize, HeaderSum: s.mu.headerSum}
+	return format.CatalogEntry{Name: s.path(), ID: s.id, HeaderAddr: s.mu.headerAddr, HeaderSize: s.mu.headerSize, HeaderSum: s.mu.headerSum}
 }
 
 // header is the dataset's header with the given shape and index root.
 func (s *dsState) header(shape []uint64, root []byte) format.DatasetHeader {
 	h := format.DatasetHeader{
-		Name: s.name, ID: s.id,
+		Name: s.path(), ID: s.id,
 		Shape: shape, MaxShape: s.maxShape, Chunk: s.chunk,
 		Layout: s.code, Filters: s.filters, Fill: s.fill,
 		MinCacheBytes: s.minCache, IndexKind: s.indexKind(), IndexRoot: root,
@@ -573,7 +612,13 @@ func (s *dsState) writeHeader(ctx context.Context) (err error) {
 }
 
 // Name returns the dataset's name.
-func (d *Dataset) Name() string { return d.s.name }
+// A moved dataset's handles follow it (HDF5 semantics): Name is its path
+// now.
+func (d *Dataset) Name() string { return d.s.path() }
+
+func (s *dsState) path() string { return *s.cur.Load() }
+
+func (s *dsState) setPath(p string) { s.cur.Store(&p) }
 
 // Type returns the element type.
 func (d *Dataset) Type() Type { return d.s.typ }
@@ -656,6 +701,9 @@ func (d *Dataset) check(write bool) error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
+	if d.s.deleted.Load() {
+		return fmt.Errorf("%w: dataset %q", ErrDeleted, d.s.path())
+	}
 	if err := d.s.f.checkOpen(); err != nil {
 		return err
 	}
@@ -698,7 +746,22 @@ func (d *Dataset) Write(ctx context.Context, sel Selection, buf []byte) error {
 	if err := needLayouts(d.s, "Write", fixedLayouts...); err != nil {
 		return err
 	}
-	return d.io(ctx, sel, buf, true)
+	return d.deletedDuring(d.io(ctx, sel, buf, true))
+}
+
+// deletedDuring turns the result of a call that raced File.Delete into
+// ErrDeleted. The call passed check before the delete and ran after it
+// (the delete drains the requests holding the dataset, not those still
+// on their way): it worked on a state whose space is free, so a read's
+// bytes may be another dataset's and a write's chunks must go too.
+func (d *Dataset) deletedDuring(err error) error {
+	if !d.s.deleted.Load() {
+		return err
+	}
+	if cds, cerr := d.s.cacheDataset(); cerr == nil {
+		_ = cds.Discard(context.Background())
+	}
+	return fmt.Errorf("%w: dataset %q", ErrDeleted, d.s.path())
 }
 
 // Read fills buf with the selected elements; elements never written read as
@@ -720,7 +783,7 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 	if err := needLayouts(d.s, "Read", readLayouts...); err != nil {
 		return err
 	}
-	return d.s.f.follow(ctx, func() error { return d.io(ctx, sel, buf, false) })
+	return d.deletedDuring(d.s.f.follow(ctx, func() error { return d.io(ctx, sel, buf, false) }))
 }
 
 // io runs one Read or Write (of a layout they serve); see io.go for the
@@ -873,6 +936,16 @@ func (d *Dataset) Close() error {
 		cds, s.mu.cds = s.mu.cds, nil
 		vcds, s.mu.vcds = s.mu.vcds, nil
 		s.hot.Store(nil)
+		done := make(chan struct{})
+		s.mu.closing = done
+		defer func() {
+			s.mu.Lock()
+			if s.mu.closing == done {
+				s.mu.closing = nil
+			}
+			s.mu.Unlock()
+			close(done)
+		}()
 	}
 	s.mu.Unlock()
 	if vcds != nil {

@@ -55,11 +55,15 @@ var (
 	// object store's credentials or policy: fs.ErrPermission in the
 	// chain). Not damage, and not a transient I/O failure.
 	ErrDenied = errors.New("scc: permission denied")
+	// ErrDeleted: the dataset this handle opened was deleted (File.Delete,
+	// or by the writer a read-only File follows). The handle serves
+	// nothing more; close it.
+	ErrDeleted = errors.New("scc: dataset deleted")
 )
 
 // sentinels lists the engine's sentinels, for classify and its tests.
 var sentinels = []error{ErrNotFound, ErrExists, ErrClosed, ErrReadOnly, ErrCorrupt,
-	ErrOutOfRange, ErrInvalid, ErrLocked, ErrIO, ErrStale, ErrInternal, ErrVersion, ErrDenied}
+	ErrOutOfRange, ErrInvalid, ErrLocked, ErrIO, ErrStale, ErrInternal, ErrVersion, ErrDenied, ErrDeleted}
 
 // classify makes an error from a lower layer match the engine's sentinel for
 // its class, keeping the original in the chain for detail. Errors that

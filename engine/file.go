@@ -123,6 +123,10 @@ type File struct {
 		catalog map[string]format.CatalogEntry
 		// open holds the datasets loaded since the open, by name.
 		open map[string]*dsState
+		// groups are the file's groups other than the root, by path;
+		// explicit says the catalog lists them (group.go).
+		groups   map[string]*groupState
+		explicit bool
 	}
 }
 
@@ -259,6 +263,7 @@ func CreateWith(drv vfd.Driver, opts *Options) (*File, error) {
 	}
 	f.sb.Store(sb)
 	f.mu.nextID = 1
+	f.mu.explicit = true
 	// The first commit writes an empty catalog and superblock generation 1,
 	// so the file opens even if nothing else is ever written.
 	if err := f.commit(context.Background(), nil); err != nil {
@@ -338,6 +343,7 @@ func newFile(drv vfd.Driver, opts *Options) (*File, error) {
 	cf.SetMetadataShedder(f.shedIndexes)
 	f.mu.catalog = make(map[string]format.CatalogEntry)
 	f.mu.open = make(map[string]*dsState)
+	f.mu.groups = make(map[string]*groupState)
 	return f, nil
 }
 
@@ -353,6 +359,16 @@ func (f *File) load(ctx context.Context, p *preloaded, sizing bool) error {
 	f.mu.nextID = sb.NextDatasetID
 	for _, e := range cat {
 		f.mu.catalog[e.Name] = e
+	}
+	// The groups part, which the preload's decode left aside.
+	_, parts, err := format.DecodeCatalogParts(p.catBuf)
+	if err == nil {
+		f.mu.Lock()
+		err = f.setGroupsLocked(cat, parts)
+		f.mu.Unlock()
+	}
+	if err != nil {
+		return classify(err)
 	}
 	if f.readOnly {
 		return nil
@@ -409,23 +425,24 @@ func readSuperblock(drv vfd.Driver) (format.Superblock, error) {
 
 // readCatalog reads the catalog the superblock names and the file
 // attributes it carries.
-func readCatalog(drv vfd.Driver, sb format.Superblock) ([]format.CatalogEntry, *attrSet, error) {
+func readCatalog(drv vfd.Driver, sb format.Superblock) ([]format.CatalogEntry, format.CatalogParts, *attrSet, error) {
+	var parts format.CatalogParts
 	buf, err := readBlock(drv, sb.CatalogAddr, sb.CatalogSize, sb.EOF)
 	if err != nil {
-		return nil, nil, fmt.Errorf("catalog: %w", err)
+		return nil, parts, nil, fmt.Errorf("catalog: %w", err)
 	}
 	if format.Trailer(buf) != sb.CatalogSum {
-		return nil, nil, fmt.Errorf("%w: catalog at %d is not the one the superblock names", ErrCorrupt, sb.CatalogAddr)
+		return nil, parts, nil, fmt.Errorf("%w: catalog at %d is not the one the superblock names", ErrCorrupt, sb.CatalogAddr)
 	}
 	cat, parts, err := format.DecodeCatalogParts(buf)
 	if err != nil {
-		return nil, nil, classify(err)
+		return nil, parts, nil, classify(err)
 	}
 	attrs, err := decodeAttrs(parts.Attrs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("file attributes: %w", err)
+		return nil, parts, nil, fmt.Errorf("file attributes: %w", err)
 	}
-	return cat, attrs, nil
+	return cat, parts, attrs, nil
 }
 
 // readBlock reads a metadata block that must lie inside [DataStart, eof).
@@ -538,7 +555,7 @@ func (f *File) commitLocked(ctx context.Context, only *dsState) (err error) {
 
 	f.mu.Lock()
 	for _, s := range states {
-		f.mu.catalog[s.name] = s.catalogEntry()
+		f.mu.catalog[s.path()] = s.catalogEntry()
 	}
 	entries := make([]format.CatalogEntry, 0, len(f.mu.catalog))
 	for _, e := range f.mu.catalog {
@@ -549,12 +566,20 @@ func (f *File) commitLocked(ctx context.Context, only *dsState) (err error) {
 		}
 		entries = append(entries, e)
 	}
+	hasGroups, groups := f.groupPartsLocked(entries)
 	f.mu.Unlock()
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
 
-	// The file attributes as they are now: a SetAttr racing this commit
-	// lands in this one or the next.
-	cat := format.EncodeCatalogParts(entries, format.CatalogParts{Attrs: f.attrs.load().encoding()})
+	// The file and group attributes as they are now: a SetAttr racing
+	// this commit lands in this one or the next.
+	parts := format.CatalogParts{Attrs: f.attrs.load().encoding(), HasGroups: hasGroups, Groups: groups}
+	if err := format.ValidateCatalogParts(parts); err != nil {
+		// Too many groups, or too many of their attributes, for one part:
+		// written, the catalog would not decode. Nothing is committed;
+		// deleting groups or attributes lets the next commit through.
+		return classify(err)
+	}
+	cat := format.EncodeCatalogParts(entries, parts)
 	catAddr, err := f.space.alloc(int64(len(cat)))
 	if err != nil {
 		return err

@@ -151,7 +151,7 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 	if sb.FileID != f.sb.Load().FileID {
 		return fmt.Errorf("%w: the file was replaced (file id changed)", ErrCorrupt)
 	}
-	cat, attrs, err := readCatalog(f.drv, sb)
+	cat, parts, attrs, err := readCatalog(f.drv, sb)
 	if err != nil {
 		return err
 	}
@@ -165,16 +165,18 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 	}
 	var changes []change
 	f.mu.Lock()
-	open := make(map[string]*dsState, len(f.mu.open))
-	for n, s := range f.mu.open {
-		open[n] = s
+	// By ID, not name: a dataset the writer moved keeps its ID, and its
+	// open handles follow it.
+	open := make(map[uint64]*dsState, len(f.mu.open))
+	for _, s := range f.mu.open {
+		open[s.id] = s
 	}
 	f.mu.Unlock()
 	if h := testHookAdoptListed.Load(); h != nil {
 		(*h)()
 	}
 	for _, e := range cat {
-		s, ok := open[e.Name]
+		s, ok := open[e.ID]
 		if !ok {
 			continue
 		}
@@ -194,7 +196,7 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 		if cur == e && bytes.Equal(format.EncodeDatasetHeader(hdr), s.headerImage()) {
 			continue
 		}
-		if hdr.ID != s.id || hdr.Name != s.name || !equal(hdr.Chunk, s.chunk) {
+		if hdr.ID != s.id || hdr.Name != e.Name || !equal(hdr.Chunk, s.chunk) {
 			return fmt.Errorf("%w: dataset %q changed identity", ErrCorrupt, e.Name)
 		}
 		// Everything a header can fail on is checked here too, so that
@@ -223,17 +225,47 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 			return fmt.Errorf("%w: the writer committed generation %d while the headers of generation %d were read", ErrCorrupt, cur.Generation, sb.Generation)
 		}
 	}
+	for _, g := range parts.Groups {
+		if _, err := decodeAttrs(g.Attrs); err != nil {
+			return fmt.Errorf("group %q: %w", g.Path, err)
+		}
+	}
 	for _, c := range changes {
 		if err := c.s.adopt(ctx, c.e, c.hdr, c.attrs); err != nil {
 			return err
 		}
 	}
 	f.mu.Lock()
+	// The catalog is replaced whole, so that a name the writer deleted or
+	// moved away goes; an open dataset missing from it was deleted.
+	f.mu.catalog = make(map[string]format.CatalogEntry, len(cat))
+	ids := make(map[uint64]string, len(cat))
 	for _, e := range cat {
 		f.mu.catalog[e.Name] = e
+		ids[e.ID] = e.Name
 	}
+	for n, s := range f.mu.open {
+		p, ok := ids[s.id]
+		switch {
+		case !ok:
+			s.deleted.Store(true)
+			delete(f.mu.open, n)
+		case p != n:
+			delete(f.mu.open, n)
+			s.setPath(p)
+		}
+	}
+	for _, s := range open {
+		if p, ok := ids[s.id]; ok && f.mu.open[p] == nil {
+			f.mu.open[p] = s
+		}
+	}
+	gerr := f.setGroupsLocked(cat, parts)
 	f.mu.nextID = sb.NextDatasetID
 	f.mu.Unlock()
+	if gerr != nil {
+		return gerr
+	}
 	f.attrs.set.Store(attrs)
 	// A cache image's prefetched entries describe the generation it was
 	// written for. A header among them could pass for a newer header at

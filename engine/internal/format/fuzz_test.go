@@ -154,6 +154,7 @@ func TestWriteSeedCorpus(t *testing.T) {
 	sets := map[string][][]byte{
 		"FuzzSuperblock":    superblockSeeds(),
 		"FuzzCatalog":       catalogSeeds(),
+		"FuzzCatalogGroups": groupSeeds(),
 		"FuzzDatasetHeader": headerSeeds(),
 	}
 	for target, seeds := range sets {
