@@ -426,8 +426,9 @@ func (l *virtualLayout) mappings() []*vmap {
 // CreateVirtualDataset creates a virtual dataset; it is durable after the
 // next Flush, like any dataset. Every mapping is checked first (ErrInvalid):
 // ranks, limits, element counts, that no two virtual selections overlap,
-// and that every source that exists now has the dataset's element type
-// and the rank of its source selection.
+// that every source that exists now has the dataset's element type and
+// the rank of its source selection, and that this File can locate the
+// source files of unlimited mappings, whose sources give the extent.
 func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec VirtualSpec) (*Dataset, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -491,8 +492,16 @@ func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec Virtu
 	if err := probe.Validate(); err != nil {
 		return nil, classify(err)
 	}
-	// Sources that exist now must fit: their type and rank.
+	// Sources that exist now must fit: their type and rank. The extent
+	// of an unlimited mapping is its sources', evaluated once the dataset
+	// exists; a source this File cannot even locate fails the creation
+	// here, before anything changed.
 	for _, m := range maps {
+		if m.u >= 0 {
+			if _, _, err := f.sourceLocation(m.file); err != nil {
+				return nil, fmt.Errorf("virtual dataset %q: its extent follows source file %q: %w", name, m.file, err)
+			}
+		}
 		if m.printf {
 			continue // one source per block, appearing later
 		}

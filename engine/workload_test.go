@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/scc-dev/scc/vfd"
 )
@@ -29,7 +30,13 @@ type wlRun struct {
 	refs  map[string]*refArray
 	sets  map[string]*Dataset
 	names []string // the datasets, in creation order
-	snaps snapshots
+	// virtual are the virtual datasets, in creation order; derive[n]
+	// computes n's model from the models of its sources, so that every
+	// commit records what the virtual dataset reads in the state it
+	// captures.
+	virtual []string
+	derive  map[string]func(refs map[string]*refArray) *refArray
+	snaps   snapshots
 	// lastAck is the generation of the last commit acknowledged with nil.
 	lastAck uint64
 	// beforeClose, if set, runs on the open file before the final Close
@@ -46,7 +53,8 @@ func defineWorkload(stream uint64, opts *Options, ops func(w *wlRun) error) work
 			ctx: context.Background(), drv: drv,
 			seed: seed, rng: rand.New(rand.NewPCG(seed, stream)),
 			refs: map[string]*refArray{}, sets: map[string]*Dataset{},
-			snaps: snaps,
+			derive: map[string]func(map[string]*refArray) *refArray{},
+			snaps:  snaps,
 		}
 		snaps.record(1, w.refs)
 		o := *opts // a run must not see what an earlier one set
@@ -75,6 +83,7 @@ func defineWorkload(stream uint64, opts *Options, ops func(w *wlRun) error) work
 		if err := ops(w); err != nil {
 			return w.lastAck, err
 		}
+		w.deriveVirtual()
 		snaps.record(w.f.Generation()+1, w.refs) // what Close commits
 		return w.lastAck, nil
 	}
@@ -100,8 +109,33 @@ func (w *wlRun) create(specs map[string]DatasetSpec, names ...string) error {
 	return nil
 }
 
+// createVirtual makes the virtual dataset n, whose model model derives
+// from the models of its sources.
+func (w *wlRun) createVirtual(n string, spec VirtualSpec, model func(refs map[string]*refArray) *refArray) error {
+	ds, err := w.f.CreateVirtualDataset(w.ctx, n, spec)
+	if err != nil {
+		return err
+	}
+	w.sets[n] = ds
+	w.derive[n] = model
+	w.virtual = append(w.virtual, n)
+	w.deriveVirtual()
+	return nil
+}
+
+// deriveVirtual brings the models of the virtual datasets up to date with
+// those of their sources.
+func (w *wlRun) deriveVirtual() {
+	for _, n := range w.virtual {
+		w.refs[n] = w.derive[n](w.refs)
+	}
+}
+
 // flush commits, recording the model as the state the commit captures.
-func (w *wlRun) flush() error { return w.snaps.commit(w.ctx, w.f, w.refs, &w.lastAck) }
+func (w *wlRun) flush() error {
+	w.deriveVirtual()
+	return w.snaps.commit(w.ctx, w.f, w.refs, &w.lastAck)
+}
 
 // setExtent changes the extent of dataset n and of its model.
 func (w *wlRun) setExtent(n string, shape []uint64) error {
@@ -135,6 +169,7 @@ func (w *wlRun) writeRandom(n int) error {
 // reopen closes the file (a commit, recorded like a flush) and opens it
 // again with the workload's options, reopening every dataset.
 func (w *wlRun) reopen() error {
+	w.deriveVirtual()
 	w.snaps.record(w.f.Generation()+1, w.refs)
 	if err := w.f.Close(); err != nil {
 		return err
@@ -146,7 +181,7 @@ func (w *wlRun) reopen() error {
 		return err
 	}
 	w.f = f
-	for _, n := range w.names {
+	for _, n := range slices.Concat(w.names, w.virtual) {
 		if w.sets[n], err = f.OpenDataset(n); err != nil {
 			return err
 		}
