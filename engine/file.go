@@ -340,10 +340,12 @@ func newFile(drv vfd.Driver, opts *Options) (*File, error) {
 		return nil, classify(err)
 	}
 	f.cfile = cf
-	cf.SetMetadataShedder(f.shedIndexes)
 	f.mu.catalog = make(map[string]format.CatalogEntry)
 	f.mu.open = make(map[string]*dsState)
 	f.mu.groups = make(map[string]*groupState)
+	// Last: a cache shared with busy files may call the shedder at once,
+	// and it reads the maps above.
+	cf.SetMetadataShedder(f.shedIndexes)
 	return f, nil
 }
 
