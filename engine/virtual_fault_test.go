@@ -97,10 +97,10 @@ func TestVirtualReadFaultEveryOperation(t *testing.T) {
 		if n > 2000 {
 			t.Fatal("no fault-free run after 2000 operations")
 		}
-		// A cache under no memory pressure: its metadata shedder would
-		// run while a source file opens, a race of newFile's that is not
-		// what this test is about.
-		c, err := cache.New(cache.Config{QuiescentBytes: 4 << 20})
+		// A small cache, so that its metadata shedder also runs while
+		// source files open (a File must be whole before the shared
+		// cache can call it).
+		c, err := cache.New(cache.Config{QuiescentBytes: 4 << 10})
 		if err != nil {
 			t.Fatal(err)
 		}
