@@ -30,8 +30,9 @@ test: interop-deps interop-hdf5-deps minio ## vet, then every test under the rac
 	$(MAKE) test-hdf5
 	cd bench/peers && $(GO) vet ./... # the peers module (otter, ristretto) still builds against this tree
 
-stress: ## the long race stress suites (minutes)
+stress: minio ## the long race stress suites (minutes)
 	SCC_STRESS=long $(GO) test -race -timeout 60m -run 'Stress|Concurrent|Race' -v ./stress/... ./engine/... ./cache/... ./serialize/... ./resource/...
+	SCC_STRESS=long $(GO) test -race -timeout 20m -run 'TestVirtualWriterProcesses|TestVirtualFollow' -v ./engine/ ./vfd/s3/
 
 fuzz: ## run every fuzz target for FUZZTIME each (.ci/fuzz; retries once a run that fails only by Go's deadline race, golang/go#75804); with cgo that includes libdeflate's against the pure-Go inflater
 	GO=$(GO) FUZZTIME=$(FUZZTIME) bash .ci/fuzz
