@@ -510,6 +510,18 @@ func (s *dsState) acquire() (*Dataset, error) {
 	return &Dataset{s: s}, nil
 }
 
+// gone reports ErrDeleted once File.Delete removed the dataset. Every
+// request checks it right after the serializer admits it: the delete
+// holds the dataset exclusively while it marks it and frees its space, so
+// a request admitted after that never works on freed space, and one
+// admitted before has ended by then.
+func (s *dsState) gone() error {
+	if s.deleted.Load() {
+		return fmt.Errorf("%w: dataset %q", ErrDeleted, s.path())
+	}
+	return nil
+}
+
 func (s *dsState) cacheDataset() (*cache.Dataset, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -864,6 +876,9 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 		return classify(err)
 	}
 	defer release()
+	if err := s.gone(); err != nil {
+		return err
+	}
 	s.extent.Lock()
 	defer s.extent.Unlock()
 	cds, err := s.cacheDataset()

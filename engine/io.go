@@ -259,6 +259,9 @@ func (s *dsState) ioFast(ctx context.Context, sel Selection, buf []byte, sc *ioS
 		return false, prepared{}, nil
 	}
 	defer h.Release()
+	if err := s.gone(); err != nil {
+		return true, prepared{}, err
+	}
 	reqs, err := s.prepare(sel, buf, sc)
 	if err != nil || len(reqs) == 0 {
 		return true, prepared{}, err
@@ -280,6 +283,9 @@ func (s *dsState) ioLocked(ctx context.Context, sel Selection, buf []byte, write
 		return classify(err)
 	}
 	defer h.Release()
+	if err := s.gone(); err != nil {
+		return err
+	}
 	reqs := p.reqs
 	if !p.validFor(s) {
 		if reqs, err = s.prepare(sel, buf, sc); err != nil || len(reqs) == 0 {

@@ -139,6 +139,9 @@ func (s *dsState) readOne(ctx context.Context, sel Selection, buf []byte, sc *io
 		return false, prepared{}, nil
 	}
 	defer hold.Release()
+	if s.deleted.Load() {
+		return false, prepared{}, nil // the locked path says ErrDeleted
+	}
 	// See io.go: the extent cannot change while the dataset is held. The
 	// cache dataset is loaded under the hold too, as prepare does.
 	shape := s.mu.shape

@@ -127,6 +127,9 @@ func (d *Dataset) readChunkRaw(ctx context.Context, coords []uint64) (data []byt
 		return nil, 0, classify(err)
 	}
 	defer release()
+	if err := s.gone(); err != nil {
+		return nil, 0, err
+	}
 	cds, err := s.cacheDataset()
 	if err != nil {
 		return nil, 0, err
@@ -229,6 +232,9 @@ func (d *Dataset) writeRaw(ctx context.Context, coords []uint64, data []byte, fi
 		return classify(err)
 	}
 	defer release()
+	if err := s.gone(); err != nil {
+		return err
+	}
 	if _, err := s.chunkRegion(coords); err != nil {
 		return err
 	}

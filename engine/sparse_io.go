@@ -73,7 +73,14 @@ func (s *dsState) kindRequests(sel Selection, kind pieceKind, buf []byte) ([]cac
 // hold takes sel's region in the serializer.
 func (s *dsState) hold(ctx context.Context, sel Selection, write bool) (serialize.Hold, error) {
 	h, err := s.f.ser.AcquireHold(ctx, serialize.Request{Regions: []serialize.Region{s.region(sel)}, Write: write})
-	return h, classify(err)
+	if err != nil {
+		return h, classify(err)
+	}
+	if err := s.gone(); err != nil {
+		h.Release()
+		return serialize.Hold{}, err
+	}
+	return h, nil
 }
 
 // Erase makes the selected elements undefined (SCC internal API erase_values):
