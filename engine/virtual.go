@@ -1187,7 +1187,12 @@ func (sf *srcFile) open(ctx context.Context, f *File, dset string) (*Dataset, er
 		ds, err = sf.f.OpenDatasetContext(ctx, dset)
 		switch {
 		case errors.Is(err, ErrNotFound):
-			sf.nods[dset] = true
+			// Another file's missing dataset is remembered until
+			// Refresh; the File's own catalog is current, and a
+			// dataset created in it later is read at once.
+			if !sf.self {
+				sf.nods[dset] = true
+			}
 			return nil, nil
 		case err != nil:
 			return nil, err
