@@ -41,8 +41,8 @@ type exportPlan struct {
 // once complete; on error (ctx ending included) it is removed and dstPath
 // is as it was.
 //
-// Dataset names become HDF5 paths: "a/b" is dataset b in group a (groups
-// are created as needed). Only stored chunks are exported (chunks never
+// Dataset names become HDF5 paths: "a/b" is dataset b in group a; every
+// group of src becomes an HDF5 group with its attributes. Only stored chunks are exported (chunks never
 // written read as the fill value on both sides), so a sparse dataset costs
 // what it stores, not what its grid spans.
 func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options) (rep Report, err error) {

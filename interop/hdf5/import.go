@@ -34,9 +34,9 @@ type importPlan struct {
 }
 
 // Import creates one scc dataset in dst per HDF5 dataset of srcPath (all, or
-// opts.Datasets), named by its HDF5 path without the leading '/' (nested
-// groups flatten to "grp/sub/x"), and copies the data, flushing dst after
-// each dataset.
+// opts.Datasets), named by its HDF5 path without the leading '/'
+// ("grp/sub/x"), and copies the data, flushing dst after each dataset.
+// Each HDF5 group becomes an scc group with its attributes.
 //
 // Every dataset is checked before anything is created. A dataset scc
 // cannot represent — an element type other than 1-, 2-, 4- or 8-byte

@@ -137,8 +137,8 @@ func nodeName(s *store, key string) string {
 }
 
 // Import reads the Zarr store at dir (v2 or v3: groups, arrays, attributes)
-// into f, one dataset per array named by its path in the store, and
-// flushes f.
+// into f, one dataset per array named by its path in the store and one
+// group, with its attributes, per group, and flushes f.
 //
 // The store is hostile input: every metadata document is checked against
 // the Zarr specifications and every key resolved inside dir (see store)
