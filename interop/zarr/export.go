@@ -78,8 +78,8 @@ func planExport(ds *engine.Dataset, version int) plan {
 	return p
 }
 
-// Export writes every dataset of f, and f's attributes, to a new Zarr store
-// at dir, all or nothing: the store is written into a temporary directory
+// Export writes every dataset and group of f, with their attributes, and
+// f's attributes to a new Zarr store at dir, all or nothing: the store is written into a temporary directory
 // beside dir and renamed to dir once complete, so a failed or cancelled
 // export leaves no store behind (and an existing one as it was). dir must
 // not exist or be an empty directory; with Options.Replace it may be an
