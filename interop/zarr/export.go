@@ -79,8 +79,9 @@ func planExport(ds *engine.Dataset, version int) plan {
 }
 
 // Export writes every dataset and group of f, with their attributes, and
-// f's attributes to a new Zarr store at dir, all or nothing: the store is written into a temporary directory
-// beside dir and renamed to dir once complete, so a failed or cancelled
+// f's attributes to a new Zarr store at dir, all or nothing: the store is
+// written into a temporary directory beside dir and renamed to dir once
+// complete, so a failed or cancelled
 // export leaves no store behind (and an existing one as it was). dir must
 // not exist or be an empty directory; with Options.Replace it may be an
 // existing Zarr store, which the new one replaces.
