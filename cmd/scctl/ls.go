@@ -68,11 +68,28 @@ type lsFile struct {
 	// over StoredLogical is the overall compression.
 	Logical       uint64 `json:"logical_bytes"`
 	StoredLogical uint64 `json:"stored_logical_bytes"`
-	// Attrs are the file's attributes.
+	// Attrs are the file's attributes (the root group's).
 	Attrs []lsAttr `json:"attributes"`
+	// Groups are the groups below the root, parents before children.
+	Groups []lsGroup `json:"groups"`
+	// tree is the hierarchy in h5ls -r order, for the -r listing.
+	tree []lsNode
 	// Image is the file's cache image (Cache image RFC §3.2), nil when it has
 	// none.
 	Image *lsImage `json:"cache_image,omitempty"`
+}
+
+// lsGroup is what ls prints for one group.
+type lsGroup struct {
+	Path  string   `json:"path"` // from the root, starting with "/"
+	Attrs []lsAttr `json:"attributes"`
+}
+
+// lsNode is one line of the -r listing: a group (Group >= 0, an index in
+// Groups, -1 for the root) or a dataset (Dataset an index in Datasets).
+type lsNode struct {
+	Path           string
+	Group, Dataset int
 }
 
 // lsImage is what ls prints about a cache image.
@@ -90,6 +107,7 @@ type lsImage struct {
 func cmdLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("ls", "[--json] FILE\n\n"+fileHelp, stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
+	recursive := fs.Bool("r", false, "list the group hierarchy, one line per group and dataset with its path from the root (like h5ls -r)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -107,6 +125,10 @@ func cmdLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(l)
 	}
+	if *recursive {
+		printTree(stdout, l)
+		return nil
+	}
 	printListing(stdout, l)
 	return nil
 }
@@ -117,7 +139,7 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 		return nil, err
 	}
 	defer done()
-	l := &lsFile{Path: path, Datasets: []lsDataset{}, Attrs: listAttrs(f.Attrs())}
+	l := &lsFile{Path: path, Datasets: []lsDataset{}, Groups: []lsGroup{}, Attrs: listAttrs(f.Attrs())}
 	if info := f.ImageInfo(); info.Exists {
 		l.Image = &lsImage{Addr: info.Addr, Size: info.Size, Entries: info.Entries, FreeMap: info.FreeMap, Ignored: info.Ignored}
 	}
@@ -155,7 +177,95 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 		l.StoredLogical += d.StoredLogicalBytes
 		l.Datasets = append(l.Datasets, d)
 	}
+	if err := listGroups(l, f.Root()); err != nil {
+		return nil, err
+	}
 	return l, nil
+}
+
+// listGroups walks the hierarchy depth first in member order, as h5ls -r
+// does, recording the groups and the order of the -r listing.
+func listGroups(l *lsFile, root *engine.Group) error {
+	byName := make(map[string]int, len(l.Datasets))
+	for i, d := range l.Datasets {
+		byName[strings.TrimPrefix(d.Name, "/")] = i
+	}
+	l.tree = append(l.tree, lsNode{Path: "/", Group: -1, Dataset: -1})
+	var walk func(g *engine.Group) error
+	walk = func(g *engine.Group) error {
+		ms, err := g.Members()
+		if err != nil {
+			return fmt.Errorf("group %q: %w", g.Path(), err)
+		}
+		base := strings.TrimSuffix(g.Path(), "/")
+		for _, m := range ms {
+			p := base + "/" + m.Name
+			if m.Kind != engine.MemberGroup {
+				i, ok := byName[p[1:]]
+				if !ok {
+					return fmt.Errorf("dataset %q: %w", p, engine.ErrNotFound)
+				}
+				l.tree = append(l.tree, lsNode{Path: p, Group: -1, Dataset: i})
+				continue
+			}
+			sub, err := g.OpenGroup(m.Name)
+			if err != nil {
+				return fmt.Errorf("group %q: %w", p, err)
+			}
+			attrs, err := sub.Attrs()
+			if err != nil {
+				return fmt.Errorf("group %q: %w", p, err)
+			}
+			l.Groups = append(l.Groups, lsGroup{Path: p, Attrs: listAttrs(attrs)})
+			l.tree = append(l.tree, lsNode{Path: p, Group: len(l.Groups) - 1, Dataset: -1})
+			if err := walk(sub); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(root)
+}
+
+// printTree prints the -r listing: each object's path and kind, then its
+// attributes; the root's are the file's.
+func printTree(w io.Writer, l *lsFile) {
+	printAttrs := func(as []lsAttr) {
+		for _, a := range as {
+			fmt.Fprintf(w, "    Attribute: %q %s = %s\n", a.Name, a.Type, a.Value)
+		}
+	}
+	for _, n := range l.tree {
+		switch {
+		case n.Dataset >= 0:
+			d := l.Datasets[n.Dataset]
+			fmt.Fprintf(w, "%-20s Dataset {%s}\n", n.Path, shapeString(d))
+			printAttrs(d.Attrs)
+		case n.Group >= 0:
+			fmt.Fprintf(w, "%-20s Group\n", n.Path)
+			printAttrs(l.Groups[n.Group].Attrs)
+		default:
+			fmt.Fprintf(w, "%-20s Group\n", n.Path)
+			printAttrs(l.Attrs)
+		}
+	}
+	fmt.Fprintf(w, "%d groups, %d datasets, %s logical; file %s\n", len(l.Groups)+1, len(l.Datasets),
+		bench.HumanBytes(int64(l.Logical)), bench.HumanBytes(l.Size))
+}
+
+// shapeString is a dataset's extent as h5ls prints it: current/maximum
+// where they differ, Inf for unlimited.
+func shapeString(d lsDataset) string {
+	shape := make([]string, len(d.Shape))
+	for i := range d.Shape {
+		shape[i] = fmt.Sprint(d.Shape[i])
+		if d.MaxShape[i] == "unlimited" {
+			shape[i] += "/Inf"
+		} else if d.MaxShape[i] != shape[i] {
+			shape[i] += "/" + d.MaxShape[i]
+		}
+	}
+	return strings.Join(shape, ", ")
 }
 
 func describe(ds *engine.Dataset) (lsDataset, error) {
@@ -236,16 +346,7 @@ func printListing(w io.Writer, l *lsFile) {
 		fmt.Fprintf(w, "Attribute %q %s = %s\n", a.Name, a.Type, a.Value)
 	}
 	for _, d := range l.Datasets {
-		shape := make([]string, len(d.Shape))
-		for i := range d.Shape {
-			shape[i] = fmt.Sprint(d.Shape[i])
-			if d.MaxShape[i] == "unlimited" {
-				shape[i] += "/Inf"
-			} else if d.MaxShape[i] != shape[i] {
-				shape[i] += "/" + d.MaxShape[i]
-			}
-		}
-		fmt.Fprintf(w, "%-20s Dataset {%s}\n", d.Name, strings.Join(shape, ", "))
+		fmt.Fprintf(w, "%-20s Dataset {%s}\n", d.Name, shapeString(d))
 		filters := strings.Join(d.Filters, " + ")
 		if filters == "" {
 			filters = "none"

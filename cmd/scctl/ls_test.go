@@ -150,3 +150,87 @@ func TestLsContiguous(t *testing.T) {
 		t.Fatalf("check: exit %d\n%s", code, out)
 	}
 }
+
+// TestLsRecursive lists a hierarchy as h5ls -r does: every group and
+// dataset by its path from the root, depth first in name order, with the
+// groups' attributes under them.
+func TestLsRecursive(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/tree.scc"
+	f := testfile.Create(t, path, nil)
+	if err := f.SetAttr(ctx, "title", engine.StringAttr("run 7")); err != nil {
+		t.Fatal(err)
+	}
+	entry, err := f.CreateGroup(ctx, "entry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := entry.SetAttr(ctx, "NX_class", engine.StringAttr("NXentry")); err != nil {
+		t.Fatal(err)
+	}
+	spec := engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{2, 3}, Chunk: []uint64{1, 3}}
+	d, err := f.CreateDataset("entry/data/data", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetAttr(ctx, "units", engine.StringAttr("counts")); err != nil {
+		t.Fatal(err)
+	}
+	data, err := f.OpenGroup("entry/data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := data.SetAttr(ctx, "gain", engine.ScalarAttr(int32(4))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.CreateDataset("a", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{5}, Chunk: []uint64{5}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.CreateGroup(ctx, "entry/empty"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCmd(t, "ls", "-r", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	want := []string{
+		`/                    Group`,
+		`    Attribute: "title" string = "run 7"`,
+		`/a                   Dataset {5}`,
+		`/entry               Group`,
+		`    Attribute: "NX_class" string = "NXentry"`,
+		`/entry/data          Group`,
+		`    Attribute: "gain" int32 = 4`,
+		`/entry/data/data     Dataset {2, 3}`,
+		`    Attribute: "units" string = "counts"`,
+		`/entry/empty         Group`,
+	}
+	if len(lines) != len(want)+1 || !strings.HasPrefix(lines[len(want)], "4 groups, 2 datasets, ") {
+		t.Fatalf("got:\n%s", out)
+	}
+	for i, w := range want {
+		if lines[i] != w {
+			t.Errorf("line %d: got %q, want %q", i, lines[i], w)
+		}
+	}
+	code, out, _ = runCmd(t, "ls", "--json", path)
+	if code != 0 {
+		t.Fatal(code)
+	}
+	var l lsFile
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Groups) != 3 || l.Groups[0].Path != "/entry" || l.Groups[1].Path != "/entry/data" ||
+		l.Groups[2].Path != "/entry/empty" || len(l.Groups[1].Attrs) != 1 || l.Groups[1].Attrs[0].Value != "4" {
+		t.Fatalf("groups: %+v", l.Groups)
+	}
+	// Without -r the listing stays flat.
+	if _, out, _ = runCmd(t, "ls", path); strings.Contains(out, "Group") || !strings.Contains(out, "2 datasets, ") {
+		t.Fatalf("flat listing changed:\n%s", out)
+	}
+}

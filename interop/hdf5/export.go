@@ -41,8 +41,8 @@ type exportPlan struct {
 // once complete; on error (ctx ending included) it is removed and dstPath
 // is as it was.
 //
-// Dataset names become HDF5 paths: "a/b" is dataset b in group a (groups
-// are created as needed). Only stored chunks are exported (chunks never
+// Dataset names become HDF5 paths: "a/b" is dataset b in group a; every
+// group of src becomes an HDF5 group with its attributes. Only stored chunks are exported (chunks never
 // written read as the fill value on both sides), so a sparse dataset costs
 // what it stores, not what its grid spans.
 func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options) (rep Report, err error) {
@@ -113,6 +113,13 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 		return rep, err
 	}
 	if err := f.WriteRootAttrs(rootAttrs); err != nil {
+		return rep, err
+	}
+	var names []string
+	for _, p := range plans {
+		names = append(names, p.ds.Name())
+	}
+	if err := exportGroups(ctx, f, src.Root(), names, opts); err != nil {
 		return rep, err
 	}
 	for _, p := range plans {
@@ -408,4 +415,55 @@ func (p *exportPlan) convert(c []uint64, data []byte, mask uint32, chunkBytes in
 		return e, errors.New("empty chunk image")
 	}
 	return e, nil
+}
+
+// exportGroups writes g's subgroups, and theirs, parents first, as HDF5
+// groups with their attributes: all of them, or with opts.Datasets those
+// holding a selected dataset.
+func exportGroups(ctx context.Context, f *h5.File, g *engine.Group, names []string, opts *Options) error {
+	ms, err := g.Members()
+	if err != nil {
+		return fmt.Errorf("group %q: %w", g.Path(), err)
+	}
+	for _, m := range ms {
+		if m.Kind != engine.MemberGroup {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sub, err := g.OpenGroup(m.Name)
+		if err != nil {
+			return fmt.Errorf("group %q: %w", m.Name, err)
+		}
+		p := strings.TrimPrefix(sub.Path(), "/")
+		if opts != nil && opts.Datasets != nil && !holdsAny(p, names) {
+			continue
+		}
+		list, err := sub.Attrs()
+		if err != nil {
+			return fmt.Errorf("group %q: %w", p, err)
+		}
+		attrs, err := h5Attrs(list)
+		if err != nil {
+			return fmt.Errorf("group %q: %w", p, err)
+		}
+		if err := f.WriteGroup(p, attrs); err != nil {
+			return fmt.Errorf("group %q: %w", p, err)
+		}
+		if err := exportGroups(ctx, f, sub, names, opts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// holdsAny reports whether group path p holds one of the named datasets.
+func holdsAny(p string, names []string) bool {
+	for _, n := range names {
+		if strings.HasPrefix(strings.TrimPrefix(n, "/"), p+"/") {
+			return true
+		}
+	}
+	return false
 }

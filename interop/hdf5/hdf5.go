@@ -129,7 +129,10 @@ type Report struct {
 	// group that Import could not map; RootAttrNotes says which and why.
 	RootAttrsNotImported int
 	RootAttrNotes        []string
-	Elapsed              time.Duration
+	// GroupAttrNotes names the attributes of other groups that Import
+	// could not map ("/path: name: why").
+	GroupAttrNotes []string
+	Elapsed        time.Duration
 }
 
 // LogicalBytes sums the datasets' logical bytes.
@@ -165,6 +168,9 @@ func (r Report) String() string {
 		for _, n := range r.RootAttrNotes {
 			fmt.Fprintf(&b, "  attribute not imported: %s\n", n)
 		}
+	}
+	for _, n := range r.GroupAttrNotes {
+		fmt.Fprintf(&b, "group attribute not imported: %s\n", n)
 	}
 	return b.String()
 }

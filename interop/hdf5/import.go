@@ -34,9 +34,9 @@ type importPlan struct {
 }
 
 // Import creates one scc dataset in dst per HDF5 dataset of srcPath (all, or
-// opts.Datasets), named by its HDF5 path without the leading '/' (nested
-// groups flatten to "grp/sub/x"), and copies the data, flushing dst after
-// each dataset.
+// opts.Datasets), named by its HDF5 path without the leading '/'
+// ("grp/sub/x"), and copies the data, flushing dst after each dataset.
+// Each HDF5 group becomes an scc group with its attributes.
 //
 // Every dataset is checked before anything is created. A dataset scc
 // cannot represent — an element type other than 1-, 2-, 4- or 8-byte
@@ -144,6 +144,9 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 		return rep, err
 	}
 	rep.RootAttrsNotImported = len(rep.RootAttrNotes)
+	if err := importGroups(ctx, f, dst, plans, opts, &rep); err != nil {
+		return rep, err
+	}
 	for _, p := range plans {
 		dr, err := importDataset(ctx, f, dst, p, opts)
 		var skip *skipError
@@ -746,4 +749,50 @@ func storedCoords(ctx context.Context, hd *h5.Dataset, grid, chunk []uint64) ([]
 	}
 	slices.SortFunc(coords, slices.Compare[[]uint64])
 	return coords, nil
+}
+
+// importGroups creates an scc group, with its attributes, for each HDF5
+// group: all of them, or with opts.Datasets those holding a selected
+// dataset. h5.File.Groups lists parents first, so each parent exists.
+func importGroups(ctx context.Context, f *h5.File, dst *engine.File, plans []*importPlan, opts *Options, rep *Report) error {
+	paths, err := f.Groups()
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, p := range plans {
+		names = append(names, p.path)
+	}
+	for _, p := range paths {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if opts != nil && opts.Datasets != nil && !holdsAny(p, names) {
+			continue
+		}
+		g, err := dst.OpenGroup(p)
+		if errors.Is(err, engine.ErrNotFound) {
+			g, err = dst.CreateGroup(ctx, p)
+		}
+		if errors.Is(err, engine.ErrInvalid) {
+			// A file whose names are not paths takes no groups.
+			rep.GroupAttrNotes = append(rep.GroupAttrNotes, fmt.Sprintf("/%s: group left out: %v", p, err))
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("group %q: %w", p, err)
+		}
+		attrs, skipped, err := f.ReadGroupAttrs(p)
+		if err != nil {
+			return fmt.Errorf("group %q: %w", p, err)
+		}
+		notes, err := importAttrs(ctx, g, attrs, skipped)
+		if err != nil {
+			return fmt.Errorf("group %q: %w", p, err)
+		}
+		for _, n := range notes {
+			rep.GroupAttrNotes = append(rep.GroupAttrNotes, "/"+p+": "+n)
+		}
+	}
+	return nil
 }

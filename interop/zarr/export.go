@@ -78,9 +78,10 @@ func planExport(ds *engine.Dataset, version int) plan {
 	return p
 }
 
-// Export writes every dataset of f, and f's attributes, to a new Zarr store
-// at dir, all or nothing: the store is written into a temporary directory
-// beside dir and renamed to dir once complete, so a failed or cancelled
+// Export writes every dataset and group of f, with their attributes, and
+// f's attributes to a new Zarr store at dir, all or nothing: the store is
+// written into a temporary directory beside dir and renamed to dir once
+// complete, so a failed or cancelled
 // export leaves no store behind (and an existing one as it was). dir must
 // not exist or be an empty directory; with Options.Replace it may be an
 // existing Zarr store, which the new one replaces.
@@ -178,6 +179,12 @@ func exportTo(ctx context.Context, f *engine.File, dir string, names []string, o
 		return nil, err
 	}
 	groups := map[string]bool{"": true}
+	// Every group crosses with its attributes, empty ones too; the
+	// datasets' parents missing from the walk (none for a file holding
+	// groups) are written without attributes below.
+	if err := exportGroups(ctx, f.Root(), dir, v, groups); err != nil {
+		return nil, err
+	}
 	rep := &Report{}
 	for _, name := range names {
 		segs := strings.Split(name, "/")
@@ -197,6 +204,47 @@ func exportTo(ctx context.Context, f *engine.File, dir string, names []string, o
 		rep.Datasets = append(rep.Datasets, dr)
 	}
 	return rep, nil
+}
+
+// exportGroups writes g's subgroups, and theirs, as Zarr groups with their
+// attributes, recording each written path in done.
+func exportGroups(ctx context.Context, g *engine.Group, dir string, v int, done map[string]bool) error {
+	ms, err := g.Members()
+	if err != nil {
+		return fmt.Errorf("group %q: %w", g.Path(), err)
+	}
+	for _, m := range ms {
+		if m.Kind != engine.MemberGroup {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sub, err := g.OpenGroup(m.Name)
+		if err != nil {
+			return fmt.Errorf("group %q: %w", m.Name, err)
+		}
+		p := strings.TrimPrefix(sub.Path(), "/")
+		if err := checkNames([]string{p}); err != nil {
+			return err
+		}
+		list, err := sub.Attrs()
+		if err != nil {
+			return fmt.Errorf("group %q: %w", p, err)
+		}
+		attrs, err := attrsJSON(list)
+		if err != nil {
+			return fmt.Errorf("group %q attributes: %w", p, err)
+		}
+		if err := writeGroup(filepath.Join(dir, filepath.FromSlash(p)), v, attrs); err != nil {
+			return err
+		}
+		done[p] = true
+		if err := exportGroups(ctx, sub, dir, v, done); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkNames refuses dataset names that are not Zarr node paths, and a

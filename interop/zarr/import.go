@@ -137,8 +137,8 @@ func nodeName(s *store, key string) string {
 }
 
 // Import reads the Zarr store at dir (v2 or v3: groups, arrays, attributes)
-// into f, one dataset per array named by its path in the store, and
-// flushes f.
+// into f, one dataset per array named by its path in the store and one
+// group, with its attributes, per group, and flushes f.
 //
 // The store is hostile input: every metadata document is checked against
 // the Zarr specifications and every key resolved inside dir (see store)
@@ -169,6 +169,11 @@ func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report
 		m         *arrayMeta
 	}
 	var arrays []planned
+	type group struct {
+		key   string
+		attrs []engine.Attr
+	}
+	var groups []group
 	// Every document is read and checked before anything is written.
 	for _, n := range nodes {
 		name := nodeName(s, n.key)
@@ -177,9 +182,11 @@ func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report
 			continue
 		}
 		if !n.array {
-			if err := groupAttrs(ctx, s, n, f, rep); err != nil {
+			attrs, err := groupAttrs(ctx, s, n, rep)
+			if err != nil {
 				return nil, fmt.Errorf("group %q: %w", name, err)
 			}
+			groups = append(groups, group{n.key, attrs})
 			continue
 		}
 		m, err := readArray(ctx, s, n)
@@ -191,6 +198,13 @@ func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report
 			return nil, fmt.Errorf("array %q: %w", name, err)
 		}
 		arrays = append(arrays, planned{name, n.key, m})
+	}
+	// discover lists parents before their children, so each group's
+	// parent exists when it is created.
+	for _, g := range groups {
+		if err := importGroup(ctx, f, g.key, g.attrs, rep); err != nil {
+			return nil, err
+		}
 	}
 	for _, a := range arrays {
 		dr, err := importArray(ctx, s, f, a.name, a.key, a.m, o.workers(), o.Verify)
@@ -218,54 +232,85 @@ func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report
 // chunks was written): it is skipped like an unsupported one.
 var errSkip = fmt.Errorf("%w: the engine refused the dataset", ErrUnsupported)
 
-func groupAttrs(ctx context.Context, s *store, n node, f *engine.File, rep *Report) error {
+// groupAttrs reads and checks a group's metadata and returns its
+// attributes; those with no scc form are named in rep.Notes.
+func groupAttrs(ctx context.Context, s *store, n node, rep *Report) ([]engine.Attr, error) {
 	var raw map[string]any
 	if n.v == 3 {
 		b, err := s.read(ctx, joinKey(n.key, "zarr.json"), maxMetaBytes)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if _, _, raw, err = decodeV3(b); err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		b, err := s.read(ctx, joinKey(n.key, ".zgroup"), maxMetaBytes)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		z, err := decodeObject(b, ".zgroup")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := zarrFormat(z, ".zgroup", 2); err != nil {
-			return err
+			return nil, err
 		}
 		b, err = s.read(ctx, joinKey(n.key, ".zattrs"), maxMetaBytes)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+			return nil, err
 		}
 		if err == nil {
 			if raw, err = decodeAttrs(b, ".zattrs"); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	if n.key != "" {
-		if len(raw) > 0 {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("group %q: its attributes were left out (scc has no groups)", n.key))
-		}
-		return nil
-	}
 	list, skipped, err := jsonAttrs(raw)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	what := "file attribute"
+	if n.key != "" {
+		what = fmt.Sprintf("group %q attribute", n.key)
 	}
 	for _, sk := range skipped {
-		rep.Notes = append(rep.Notes, "file attribute left out: "+sk)
+		rep.Notes = append(rep.Notes, what+" left out: "+sk)
 	}
-	for _, a := range list {
-		if err := f.SetAttr(ctx, a.Name, a.Value); err != nil {
-			return fmt.Errorf("file attribute %q: %w", a.Name, err)
+	return list, nil
+}
+
+// importGroup creates the group at key ("" is the root: the file's
+// attributes) with its attributes. A file whose names are not paths takes
+// no groups: the group's attributes are then left out and noted.
+func importGroup(ctx context.Context, f *engine.File, key string, attrs []engine.Attr, rep *Report) error {
+	g := f.Root()
+	// A directory with no group document on the way is an implicit group
+	// (Zarr v2): it is created too, without attributes.
+	segs := strings.Split(key, "/")
+	for i := 1; key != "" && i <= len(segs); i++ {
+		p := strings.Join(segs[:i], "/")
+		sub, err := f.OpenGroup(p)
+		if errors.Is(err, engine.ErrNotFound) {
+			sub, err = f.CreateGroup(ctx, p)
+		}
+		if errors.Is(err, engine.ErrInvalid) {
+			if len(attrs) > 0 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("group %q: its attributes were left out (%v)", key, err))
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("group %q: %w", key, err)
+		}
+		g = sub
+	}
+	for _, a := range attrs {
+		if err := g.SetAttr(ctx, a.Name, a.Value); err != nil {
+			if key == "" {
+				return fmt.Errorf("file attribute %q: %w", a.Name, err)
+			}
+			return fmt.Errorf("group %q attribute %q: %w", key, a.Name, err)
 		}
 	}
 	return nil

@@ -110,6 +110,43 @@ func (f *File) WriteRootAttrs(attrs []Attr) error {
 	return writeAttrs(g, attrs)
 }
 
+// WriteGroup creates the group at path (its parent must exist) unless it
+// exists, and writes attributes to it.
+func (f *File) WriteGroup(path string, attrs []Attr) error {
+	lock()
+	defer unlock()
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	var g C.hid_t
+	switch ex := C.H5Lexists(f.id, cs, C.H5P_DEFAULT); {
+	case ex < 0:
+		return errorf("group %q", path)
+	case ex > 0:
+		g = C.H5Gopen2(f.id, cs, C.H5P_DEFAULT)
+	default:
+		g = C.H5Gcreate2(f.id, cs, C.H5P_DEFAULT, C.H5P_DEFAULT, C.H5P_DEFAULT)
+	}
+	if g < 0 {
+		return errorf("group %q", path)
+	}
+	defer C.H5Gclose(g)
+	return writeAttrs(g, attrs)
+}
+
+// ReadGroupAttrs is ReadAttrs for the group at path.
+func (f *File) ReadGroupAttrs(path string) ([]Attr, []Skipped, error) {
+	lock()
+	defer unlock()
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	g := C.H5Gopen2(f.id, cs, C.H5P_DEFAULT)
+	if g < 0 {
+		return nil, nil, errorf("open group %q", path)
+	}
+	defer C.H5Gclose(g)
+	return readAttrs(g)
+}
+
 // ReadAttrs reads the dataset's attributes of the kinds AttrValue covers,
 // in name order, and lists the others as skipped.
 func (d *Dataset) ReadAttrs() ([]Attr, []Skipped, error) {

@@ -267,17 +267,28 @@ func (f *File) Close() error {
 
 // Datasets lists the path of every dataset reachable by hard links, without
 // the leading '/', in HDF5's name order.
-func (f *File) Datasets() ([]string, error) {
+func (f *File) Datasets() ([]string, error) { return f.list(false) }
+
+// Groups lists the path of every group below the root reachable by hard
+// links, without the leading '/', parents before their children.
+func (f *File) Groups() ([]string, error) { return f.list(true) }
+
+func (f *File) list(groups bool) ([]string, error) {
 	lock()
 	defer unlock()
 	var buf *C.char
 	var n C.size_t
-	rc := C.scc_list_datasets(f.id, &buf, &n)
+	var rc C.herr_t
+	if groups {
+		rc = C.scc_list_groups(f.id, &buf, &n)
+	} else {
+		rc = C.scc_list_datasets(f.id, &buf, &n)
+	}
 	if buf != nil {
 		defer C.free(unsafe.Pointer(buf))
 	}
 	if rc < 0 {
-		return nil, errorf("list datasets")
+		return nil, errorf("list objects")
 	}
 	b := C.GoBytes(unsafe.Pointer(buf), C.int(n))
 	var out []string

@@ -216,7 +216,7 @@ static char *scc_error_string(void) {
 // links from the root group, each followed by a NUL, into one malloc'ed
 // buffer. Soft and external links are skipped (they may point outside the
 // file or form cycles).
-typedef struct { scc_strbuf b; size_t n; int err; } scc_list;
+typedef struct { scc_strbuf b; size_t n; int err; H5I_type_t want; } scc_list;
 
 static herr_t scc_visit(hid_t g, const char *name, const H5L_info_t *info, void *data) {
 	scc_list *l = data;
@@ -225,7 +225,7 @@ static herr_t scc_visit(hid_t g, const char *name, const H5L_info_t *info, void 
 	if (o < 0) { l->err = 1; return -1; }
 	H5I_type_t t = H5Iget_type(o);
 	H5Oclose(o);
-	if (t == H5I_DATASET) {
+	if (t == l->want) {
 		scc_append(&l->b, name);
 		if (l->b.buf) { l->b.len++; } // keep the NUL as separator
 		l->n++;
@@ -233,12 +233,22 @@ static herr_t scc_visit(hid_t g, const char *name, const H5L_info_t *info, void 
 	return 0;
 }
 
-static herr_t scc_list_datasets(hid_t file, char **out, size_t *len) {
+static herr_t scc_list_kind(hid_t file, H5I_type_t want, char **out, size_t *len) {
 	scc_list l = {0};
+	l.want = want;
 	herr_t rc = H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, scc_visit, &l);
 	*out = l.b.buf;
 	*len = l.b.len;
 	return (rc < 0 || l.err) ? -1 : 0;
+}
+
+static herr_t scc_list_datasets(hid_t file, char **out, size_t *len) {
+	return scc_list_kind(file, H5I_DATASET, out, len);
+}
+
+// scc_list_groups is scc_list_datasets for groups (the root left out).
+static herr_t scc_list_groups(hid_t file, char **out, size_t *len) {
+	return scc_list_kind(file, H5I_GROUP, out, len);
 }
 
 // scc_num_attrs returns the number of attributes on an object, or -1.
