@@ -20,8 +20,13 @@ type CheckReport struct {
 	Chunks      int   // stored chunks, all verified
 	IndexBlocks int   // index blocks
 	LiveBytes   int64 // bytes the committed state references
-	EOF         int64
-	FileSize    int64
+	// Unreferenced counts the bytes of [DataStart, EOF) the committed
+	// state does not reference: free space, and space a writer leaked.
+	// A writer that frees what it stops referencing (Delete included)
+	// holds exactly these bytes free once its commits settle.
+	Unreferenced int64
+	EOF          int64
+	FileSize     int64
 	// ImageFreeMap reports that the file's cache image carries a
 	// free-space map (the next writable open rebuilds its allocator from
 	// it); Check verifies that no extent of it holds referenced bytes.
@@ -139,6 +144,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 		}
 		r.LiveBytes += x.Size
 	}
+	r.Unreferenced = int64(f.sb.Load().EOF) - format.DataStart - r.LiveBytes
 	f.img.mu.Lock()
 	freeMap := f.img.mu.free
 	f.img.mu.Unlock()
