@@ -813,18 +813,11 @@ func (d *Dataset) box(t Type, start, count []uint64, buf []byte, write bool) err
 		return err
 	}
 	defer C.H5Tclose(mt)
-	fs := C.H5Dget_space(d.id)
-	if fs < 0 {
-		return errorf("dataspace")
+	fs, ms, err := d.boxSpaces(start, count)
+	if err != nil {
+		return err
 	}
 	defer C.H5Sclose(fs)
-	if C.H5Sselect_hyperslab(fs, C.H5S_SELECT_SET, hsize(start), nil, hsize(count), nil) < 0 {
-		return errorf("select %v+%v", start, count)
-	}
-	ms := C.H5Screate_simple(C.int(d.rank), hsize(count), nil)
-	if ms < 0 {
-		return errorf("memory space")
-	}
 	defer C.H5Sclose(ms)
 	var rc C.herr_t
 	if write {
@@ -866,18 +859,11 @@ func (d *Dataset) WriteVlen(t Type, start, count []uint64, lens []uint64, data [
 		return err
 	}
 	defer C.H5Tclose(mt)
-	fs := C.H5Dget_space(d.id)
-	if fs < 0 {
-		return errorf("dataspace")
+	fs, ms, err := d.boxSpaces(start, count)
+	if err != nil {
+		return err
 	}
 	defer C.H5Sclose(fs)
-	if C.H5Sselect_hyperslab(fs, C.H5S_SELECT_SET, hsize(start), nil, hsize(count), nil) < 0 {
-		return errorf("select %v+%v", start, count)
-	}
-	ms := C.H5Screate_simple(C.int(d.rank), hsize(count), nil)
-	if ms < 0 {
-		return errorf("memory space")
-	}
 	defer C.H5Sclose(ms)
 	var p *C.uchar
 	if len(data) > 0 {
@@ -984,4 +970,24 @@ func (f *File) Size() (uint64, error) {
 		return 0, errorf("file size")
 	}
 	return uint64(n), nil
+}
+
+// boxSpaces returns the file dataspace with the box [start, start+count)
+// selected and a memory dataspace of the box's shape; the caller closes
+// both. Caller holds lib.
+func (d *Dataset) boxSpaces(start, count []uint64) (fs, ms C.hid_t, err error) {
+	fs = C.H5Dget_space(d.id)
+	if fs < 0 {
+		return -1, -1, errorf("dataspace")
+	}
+	if C.H5Sselect_hyperslab(fs, C.H5S_SELECT_SET, hsize(start), nil, hsize(count), nil) < 0 {
+		C.H5Sclose(fs)
+		return -1, -1, errorf("select %v+%v", start, count)
+	}
+	ms = C.H5Screate_simple(C.int(d.rank), hsize(count), nil)
+	if ms < 0 {
+		C.H5Sclose(fs)
+		return -1, -1, errorf("memory space")
+	}
+	return fs, ms, nil
 }
