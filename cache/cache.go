@@ -121,6 +121,9 @@ type Cache struct {
 	workers    workers
 	budget     budget
 	images     imageEntries // imageentries.go
+	// rereads remembers recently missed chunks, which a full cache (or
+	// one with Config.AdmitOnReread) keeps when read again (rereads.go).
+	rereads *rereadFilter
 
 	// The policy lock is written by every batch of access records; the
 	// padding keeps it off the lines of the fields every hit reads
@@ -277,6 +280,7 @@ func New(cfg Config) (*Cache, error) {
 		c.workers.runner = poolRunner{p}
 	}
 	c.workers.encodes = make(chan struct{}, max(cfg.Workers, 1))
+	c.rereads = newRereadFilter(cfg.QuiescentBytes)
 	c.mu.pol = newPolicy(cfg.Policy, cfg.PartialSecondChance == SecondChanceOn)
 	c.startBackground(cfg)
 	return c, nil

@@ -165,6 +165,15 @@ type Config struct {
 	// ahead (an eighth would never admit a chunk of a quarter). Used only
 	// with Prefetch.
 	PrefetchBytes int64
+	// AdmitOnReread keeps a stored chunk that a read misses only when the
+	// chunk was missed recently before (rereads.go): the first read of a
+	// chunk decodes it for the caller without keeping it (directdecode.go),
+	// into the caller's buffer when the read covers it whole, and a read
+	// of it again loads it into the cache. A one-pass scan then leaves the
+	// cache as it was and touches no new memory per chunk, at the price of
+	// one more decode for every chunk that is read twice. Default off:
+	// every chunk a read misses is kept while the cache has room.
+	AdmitOnReread bool
 	// PrefetchChunks is how many chunks ahead of a sequential reader are
 	// loaded. Default 4. Used only with Prefetch.
 	PrefetchChunks int

@@ -6,22 +6,37 @@ import (
 	"math"
 )
 
-// Direct decodes: a read that covers a whole stored chunk of a filtered
-// layout, which is not resident and which the cache would keep only by
-// evicting something, decodes the stored image straight into the caller's
-// buffer. The image is read as for a load (one vector read per file, split
-// among helpers when large, readImages) into a pooled buffer, and the
-// chunks are decoded on the workers in parallel; no entry is made, so the
-// chunk costs the cache neither memory nor an eviction, and its bytes are
-// written once, by the decoder, where the caller wants them.
+// Direct decodes: a read of a filtered chunk that is not resident and
+// that the cache would keep only by evicting something is served without
+// making the chunk resident. The image is read as for a load (one vector
+// read per file, split among helpers when large, readImages) into a
+// pooled buffer, and the chunks are decoded on the workers in parallel; no
+// entry is made, so the chunk costs the cache neither memory nor an
+// eviction. Two ways, per chunk:
+//
+//   - into the caller's buffer: the read covers the whole chunk and its
+//     bytes lie contiguous in the caller's buffer in the chunk's element
+//     order (DirectDecoder); they are written once, by the decoder, where
+//     the caller wants them;
+//   - transient: otherwise (a part of the chunk, a box of many chunks whose
+//     rows interleave in the caller's buffer, several pieces), the chunk is
+//     decoded into a chunk of the layout's own, its pieces are scattered
+//     from it on the same worker, and it goes straight back to the layout
+//     (Evicter), whose buffer pool hands it to the next decode. A one-call
+//     read of many chunks then decodes and scatters them on every worker
+//     at once, and touches no more fresh memory than one chunk per worker.
 //
 // When (decodeWorthIt): the chunk is above the bypass threshold (the
-// cached path would load it, serve it and drop it), or admitting it would
-// take the resident bytes past the quiescent limit (the cache is full, and
-// a one-pass scan would otherwise push it to the active limit and evict
-// chunks that may be read again). A cache with room keeps the chunk: the
-// decoder then writes into the cache's buffer, and the next read of it is
-// a hit. BypassBytes -1 turns direct decodes off with the bypass.
+// cached path would load it, serve it and drop it), or it was not missed
+// recently (rereads.go) and either admitting it would take the resident
+// bytes past the quiescent limit (the cache is full, and a one-pass scan
+// would otherwise push it to the active limit and evict chunks that may be
+// read again) or the cache keeps only chunks read again
+// (Config.AdmitOnReread). A chunk missed recently is kept, evicting others
+// if need be: that is how a full cache takes in a new working set. A
+// cache with room keeps every chunk by default: the decoder then writes
+// into the cache's buffer, and the next read of it is a hit. BypassBytes
+// -1 turns direct decodes off with the bypass.
 //
 // Coherence is that of direct reads (direct.go): only chunks missing from
 // the table go this way, and a chunk absent from the table has no
@@ -42,10 +57,31 @@ type DirectDecoder interface {
 	DecodeInto(coord Coord, loc Location, image, dst []byte) error
 }
 
-// decodeWorthIt is the rule above for a chunk of n decoded bytes (its
+// decodeWorthIt is the rule above for g, a chunk of n decoded bytes (its
 // size hint), cached being what other chunks of the same read will add on
 // the cached path.
-func (c *Cache) decodeWorthIt(sz *sizing, n, cached int64) bool {
+func (c *Cache) decodeWorthIt(sz *sizing, g *group, n, cached int64) bool {
+	if sz.bypass == math.MaxInt64 {
+		return false
+	}
+	if n > sz.bypass {
+		return true
+	}
+	// Every miss is remembered, so that a chunk read again once the cache
+	// is full is kept (evicting another) rather than decoded again and
+	// again: without it a full cache would never take in a new working
+	// set by reads.
+	again := c.rereads.missedBefore(g.key)
+	if c.budget.resident.Load()+cached+n > sz.quiescent || c.cfg.AdmitOnReread {
+		return !again
+	}
+	return false
+}
+
+// keepWouldEvict is the size part of the rule, which direct encodes share
+// (directwrite_encode.go): the chunk is above the bypass threshold, or
+// keeping it would take the resident bytes past the quiescent limit.
+func (c *Cache) keepWouldEvict(sz *sizing, n, cached int64) bool {
 	if sz.bypass == math.MaxInt64 {
 		return false
 	}
@@ -56,22 +92,19 @@ func (c *Cache) decodeWorthIt(sz *sizing, n, cached int64) bool {
 // above) and returns the others.
 func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) ([]*group, error) {
 	var cand []*group
-	var dsts [][]byte
+	var dsts [][]byte // nil: transient
 	var rest []*group
 	var cached int64
 	sz := c.sizing()
 	for _, g := range gs {
-		dd, ok := g.d.lay().l.(DirectDecoder)
-		if !ok || !g.loc.Exists() || len(g.reqs) != 1 || !c.decodeWorthIt(sz, g.hint(), cached) {
+		if !g.loc.Exists() || !c.decodeWorthIt(sz, g, g.hint(), cached) {
 			cached += g.hint()
 			rest = append(rest, g)
 			continue
 		}
-		dst, ok := dd.DecodeTarget(g.loc, reqs[g.reqs[0]].Piece)
-		if !ok {
-			cached += g.hint()
-			rest = append(rest, g)
-			continue
+		var dst []byte
+		if dd, ok := g.d.lay().l.(DirectDecoder); ok && len(g.reqs) == 1 {
+			dst, _ = dd.DecodeTarget(g.loc, reqs[g.reqs[0]].Piece)
 		}
 		cand = append(cand, g)
 		dsts = append(dsts, dst)
@@ -79,7 +112,8 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 	if len(cand) == 0 {
 		return gs, nil
 	}
-	images, _, err := c.readImages(cand)
+	defer c.shedAfterDirect()
+	images, sums, err := c.readImages(cand)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +124,9 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 			}
 		}()
 		g := cand[i]
+		if dsts[i] == nil {
+			return c.decodeTransient(g, reqs, images[i], sumOf(sums, i))
+		}
 		if err := g.d.lay().l.(DirectDecoder).DecodeInto(g.coord, g.loc, images[i], dsts[i]); err != nil {
 			return fmt.Errorf("cache: decoding chunk %v directly: %w", g.coord, err)
 		}
@@ -103,5 +140,35 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 	if err != nil {
 		return nil, err
 	}
+	// A transient decode is a load and a bypass, as a chunk the cached
+	// path loads, serves and drops would be.
+	transient := int64(0)
+	for _, dst := range dsts {
+		if dst == nil {
+			transient++
+		}
+	}
+	c.stats.directDecodes.Add(int64(len(cand)) - transient)
+	c.stats.loads.Add(transient)
+	c.stats.bypasses.Add(transient)
 	return rest, nil
+}
+
+// decodeTransient decodes g's image into a chunk no entry holds, serves
+// g's pieces from it and gives it back to the layout.
+func (c *Cache) decodeTransient(g *group, reqs []Request, image []byte, sum *directRead) error {
+	ch, err := decodeChunk(g, image, sum)
+	if err != nil {
+		return err
+	}
+	l := g.d.lay().l
+	for _, i := range g.reqs {
+		if err = l.Scatter(ch, reqs[i].Piece); err != nil {
+			break
+		}
+	}
+	if ev, ok := l.(Evicter); ok {
+		ev.Evict(g.coord, ch)
+	}
+	return err
 }

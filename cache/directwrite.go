@@ -146,7 +146,7 @@ type directSource struct {
 // directSourceOf returns the caller's bytes of g if g goes directly: one
 // request covers the whole chunk, and either the layout frames the bytes
 // as they are (DirectWriter) and directWorthIt holds, or it encodes them
-// (DirectEncoder) and the read side's rule holds (decodeWorthIt): a
+// (DirectEncoder) and the read side's size rule holds (keepWouldEvict): a
 // filtered chunk goes direct when keeping it would only evict something,
 // exactly as a read of it does, so that the two halves of a round trip
 // agree on when the cache is full. cached is what the groups before g
@@ -161,7 +161,7 @@ func (c *Cache) directSourceOf(sz *sizing, reqs []Request, g *group, cached int6
 			return directSource{src: src}, true
 		}
 	}
-	if de, ok := l.(DirectEncoder); ok && c.decodeWorthIt(sz, g.hint(), cached) {
+	if de, ok := l.(DirectEncoder); ok && c.keepWouldEvict(sz, g.hint(), cached) {
 		if src, ok := de.EncodeSource(g.coord, p); ok && len(src) > 0 {
 			return directSource{src: src, encode: true}, true
 		}
@@ -262,13 +262,15 @@ func (c *Cache) directWorthIt(sz *sizing, n, cached int64) bool {
 // shedAfterDirect sheds metadata (external.go) when it holds more than half
 // the active limit and the cache is over that limit.
 //
-// Why here: direct writes reserve no memory, so reserve's shedding, which
-// runs when a load or create does not fit, never sees the index entries
-// their Publish adds. A stream of direct writes into a full cache (a write
-// burst of whole chunks) otherwise grew the index's changed blocks past
-// the limit until the next load or create, or the trimmer, found nothing
-// else to evict. The caller holds nothing here (its claims are removed),
-// as a request waiting in reserve holds nothing.
+// Why here: direct writes and direct decodes reserve no memory, so
+// reserve's shedding, which runs when a load or create does not fit, never
+// sees the index entries their Publish adds or the index blocks their
+// lookups load. A stream of direct writes into a full cache (a write burst
+// of whole chunks), or of reads served without keeping their chunks,
+// otherwise grew the index's blocks past the limit until the next load or
+// create, or the trimmer, found nothing else to evict. The caller holds
+// nothing here (its claims are removed, a direct decode makes none), as a
+// request waiting in reserve holds nothing.
 func (c *Cache) shedAfterDirect() {
 	limit := c.sizing().active
 	if meta := c.budget.metadata.Load(); c.budget.resident.Load() > limit && meta > limit/2 && meta > c.budget.shedAt.Load() {

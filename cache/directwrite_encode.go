@@ -13,7 +13,7 @@ import (
 // the chunk costs the cache neither a copy nor a dirty entry that waits
 // for eviction or Flush to be encoded. It is the write side's mirror of
 // the direct decode (directdecode.go), under the same rule
-// (decodeWorthIt): above the bypass threshold, or once admitting the chunk
+// (keepWouldEvict): above the bypass threshold, or once admitting the chunk
 // would take the resident bytes past the quiescent limit. A cache with
 // room keeps the chunk dirty, and a rewrite of it costs a copy.
 //
@@ -45,7 +45,7 @@ import (
 // (kept images of dirty chunks, which the pre-encoder charges up to the
 // active limit), C a chunk's size in memory (Location.SizeHint), E the
 // buffer of one chunk's encoded or stored image, W Config.Workers. Both
-// halves admit a chunk only while it fits under Q (decodeWorthIt), and R
+// halves admit a chunk only while it fits under Q (keepWouldEvict), and R
 // requests passing that check at once take the resident bytes at most R
 // chunks past it (R×C); every other chunk is decoded into, or encoded
 // from, the caller's buffer: a direct decode holds the stored image it

@@ -588,19 +588,31 @@ func materialize(g *group, image []byte, load bool, sum *directRead) (err error)
 	}()
 	var ch Chunk
 	if load {
-		if sum != nil && sum.summed {
-			ch, err = sum.summer.(SummedDecoder).DecodeSummed(g.coord, g.loc, image, sum.sum)
-		} else {
-			ch, err = g.d.lay().l.Decode(g.coord, g.loc, image)
-		}
-		if err != nil {
-			return fmt.Errorf("cache: decoding chunk %v: %w", g.coord, err)
+		if ch, err = decodeChunk(g, image, sum); err != nil {
+			return err
 		}
 	} else if ch, err = g.d.lay().l.NewChunk(g.coord, !g.full); err != nil {
 		return fmt.Errorf("cache: creating chunk %v: %w", g.coord, err)
 	}
 	g.e.chunk = ch
 	return nil
+}
+
+// decodeChunk decodes g's stored image (sum as for materialize). The
+// layout owns image afterwards.
+func decodeChunk(g *group, image []byte, sum *directRead) (ch Chunk, err error) {
+	if sum != nil && sum.summed {
+		ch, err = sum.summer.(SummedDecoder).DecodeSummed(g.coord, g.loc, image, sum.sum)
+	} else {
+		ch, err = g.d.lay().l.Decode(g.coord, g.loc, image)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cache: decoding chunk %v: %w", g.coord, err)
+	}
+	if ch == nil {
+		return nil, fmt.Errorf("%w: layout returned a nil chunk for %v", ErrInvalid, g.coord)
+	}
+	return ch, nil
 }
 
 // entriesOf returns the entries of groups.

@@ -39,7 +39,20 @@ func TestModelConcurrent(t *testing.T) {
 	}
 }
 
-func modelConcurrent(t *testing.T, pk PolicyKind, faults bool, opsPer int) {
+// TestModelConcurrentRereads is TestModelConcurrent with the bypass on and
+// only chunks read again kept, so that most reads take the transient
+// decode path (directdecode.go) while others write, flush and evict.
+func TestModelConcurrentRereads(t *testing.T) {
+	for _, faults := range []bool{false, true} {
+		t.Run(fmt.Sprintf("faults=%v", faults), func(t *testing.T) {
+			modelConcurrent(t, PolicyTwoStageLRU, faults, 300*stressScale(), func(c *Config) {
+				c.BypassBytes, c.AdmitOnReread = 0, true
+			})
+		})
+	}
+}
+
+func modelConcurrent(t *testing.T, pk PolicyKind, faults bool, opsPer int, tweaks ...func(*Config)) {
 	const (
 		nds     = 6
 		grid    = 4 // 4x4 chunks per dataset
@@ -47,7 +60,11 @@ func modelConcurrent(t *testing.T, pk PolicyKind, faults bool, opsPer int) {
 		chunk   = cdim * cdim
 		workers = 8
 	)
-	e := newEnv(t, Config{QuiescentBytes: 6 * chunk, MinBytes: -1, Policy: pk, Workers: 3, BypassBytes: -1})
+	cfg := Config{QuiescentBytes: 6 * chunk, MinBytes: -1, Policy: pk, Workers: 3, BypassBytes: -1}
+	for _, tw := range tweaks {
+		tw(&cfg)
+	}
+	e := newEnv(t, cfg)
 	type dsl struct {
 		d *Dataset
 		l *fakeLayout
@@ -228,8 +245,11 @@ func modelConcurrent(t *testing.T, pk PolicyKind, faults bool, opsPer int) {
 		return
 	}
 	st := e.c.Stats()
-	t.Logf("stats: hits %d misses %d loads %d evictions %d dirty evictions %d coalesced %d waits %d flushed %d peak %d/%d",
-		st.Hits, st.Misses, st.Loads, st.Evictions, st.DirtyEvictions, st.Coalesced, st.SpaceWaits, st.ChunksFlushed, st.PeakResidentBytes, st.ActiveLimit)
+	t.Logf("stats: hits %d misses %d loads %d bypasses %d evictions %d dirty evictions %d coalesced %d waits %d flushed %d peak %d/%d",
+		st.Hits, st.Misses, st.Loads, st.Bypasses, st.Evictions, st.DirtyEvictions, st.Coalesced, st.SpaceWaits, st.ChunksFlushed, st.PeakResidentBytes, st.ActiveLimit)
+	if len(tweaks) > 0 && st.Bypasses == 0 {
+		t.Fatal("no read was served without keeping its chunk: the variant shows nothing")
+	}
 	if st.Evictions == 0 || st.DirtyEvictions == 0 {
 		t.Fatal("the workload never evicted: budget too large for the test to mean anything")
 	}

@@ -32,6 +32,7 @@ type counters struct {
 	vectorWrites, vectorWriteBytes                     atomic.Int64
 	bypasses, spaceWaits, trimErrors, coalesced, syncs atomic.Int64
 	directWrites, directEncodes, metadataSheds         atomic.Int64
+	directDecodes                                      atomic.Int64
 	preEncoded, preHits, preWasted                     atomic.Int64
 	prefetched, prefetchHits, prefetchWasted           atomic.Int64
 	// extentScans counts SetExtent scans of a dataset's cached chunks
@@ -63,6 +64,7 @@ type Stats struct {
 	Bypasses         int64 // chunks served without staying resident
 	DirectWrites     int64 // whole chunks written from the caller's buffer (directwrite.go)
 	DirectEncodes    int64 // of those, encoded from it (filtered chunks)
+	DirectDecodes    int64 // whole chunks decoded straight into the caller's buffer (directdecode.go)
 	SpaceWaits       int64 // times a request blocked for memory
 	TrimErrors       int64 // background trims that failed to write a victim
 	MetadataSheds    int64 // times the files' metadata shedders ran (external.go)
@@ -128,6 +130,7 @@ func (s Stats) Sub(o Stats) Stats {
 	r.Bypasses -= o.Bypasses
 	r.DirectWrites -= o.DirectWrites
 	r.DirectEncodes -= o.DirectEncodes
+	r.DirectDecodes -= o.DirectDecodes
 	r.SpaceWaits -= o.SpaceWaits
 	r.TrimErrors -= o.TrimErrors
 	r.MetadataSheds -= o.MetadataSheds
@@ -177,6 +180,7 @@ func (c *Cache) Stats() Stats {
 		Bypasses:          c.stats.bypasses.Load(),
 		DirectWrites:      c.stats.directWrites.Load(),
 		DirectEncodes:     c.stats.directEncodes.Load(),
+		DirectDecodes:     c.stats.directDecodes.Load(),
 		SpaceWaits:        c.stats.spaceWaits.Load(),
 		TrimErrors:        c.stats.trimErrors.Load(),
 		MetadataSheds:     c.stats.metadataSheds.Load(),

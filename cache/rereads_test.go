@@ -1,0 +1,174 @@
+package cache
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// storedChunks writes n whole chunks of d (patterns seeded by their
+// coordinate) and flushes them out of the cache, so that reads miss.
+func storedChunks(t *testing.T, e *env, d *Dataset, l *fakeLayout, n int) [][]byte {
+	t.Helper()
+	want := make([][]byte, n)
+	for i := range want {
+		want[i] = pattern(int(l.chunkBytes()), byte(10+i))
+		must(t, e.c.Write(bg, []Request{fullReq(d, l, want[i], uint64(i))}))
+	}
+	must(t, d.Flush(bg, true))
+	if st := e.c.Stats(); st.Chunks != 0 {
+		t.Fatalf("%d chunks resident after the flush", st.Chunks)
+	}
+	return want
+}
+
+func readPart(t *testing.T, e *env, d *Dataset, want []byte, coord uint64) {
+	t.Helper()
+	got := make([]byte, 20)
+	must(t, e.c.Read(bg, []Request{partReq(d, 5, got, coord)}))
+	if !bytes.Equal(got, want[5:25]) {
+		t.Fatalf("chunk %d: read %x, want %x", coord, got, want[5:25])
+	}
+}
+
+func TestAdmitOnReread(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		e := newEnv(t, Config{QuiescentBytes: 1 << 20, AdmitOnReread: on})
+		d, l := e.dataset(1, -1, 64)
+		want := storedChunks(t, e, d, l, 3)
+		before := e.c.Stats()
+		readPart(t, e, d, want[0], 0)
+		st := e.c.Stats().Sub(before)
+		if on && (st.Chunks != 0 || st.Loads != 1 || st.Bypasses != 1) {
+			t.Fatalf("first read kept the chunk: %d resident, %d loads, %d bypasses", st.Chunks, st.Loads, st.Bypasses)
+		}
+		if !on && st.Chunks != 1 {
+			t.Fatalf("default cache: first read did not keep the chunk (%d resident)", st.Chunks)
+		}
+		readPart(t, e, d, want[0], 0)
+		if st := e.c.Stats(); st.Chunks != 1 {
+			t.Fatalf("on=%v: second read did not keep the chunk (%d resident)", on, st.Chunks)
+		}
+		before = e.c.Stats()
+		readPart(t, e, d, want[0], 0)
+		if st := e.c.Stats().Sub(before); st.Hits != 1 || st.Loads != 0 {
+			t.Fatalf("on=%v: third read: %d hits, %d loads", on, st.Hits, st.Loads)
+		}
+	}
+}
+
+// TestFullCacheAdmitsRereads: once the cache is full, a chunk read once is
+// served without evicting anything, and a chunk read again is kept,
+// evicting another, so that a full cache still takes in a new working set.
+func TestFullCacheAdmitsRereads(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 2 * 64, MinBytes: -1, BypassBytes: 1 << 20})
+	d, l := e.dataset(1, -1, 64)
+	want := storedChunks(t, e, d, l, 4)
+	readPart(t, e, d, want[0], 0)
+	readPart(t, e, d, want[1], 1)
+	before := e.c.Stats()
+	if before.Chunks != 2 {
+		t.Fatalf("%d chunks resident, want the 2 a cache with room keeps", before.Chunks)
+	}
+	readPart(t, e, d, want[2], 2)
+	st := e.c.Stats()
+	if d := st.Sub(before); d.Evictions != 0 || d.Loads != 1 || d.Bypasses != 1 {
+		t.Fatalf("a chunk read once into a full cache: %d evictions, %d loads, %d bypasses", d.Evictions, d.Loads, d.Bypasses)
+	}
+	if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{2})); ok {
+		t.Fatal("a chunk read once into a full cache was kept")
+	}
+	readPart(t, e, d, want[2], 2)
+	if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{2})); !ok {
+		t.Fatal("a chunk read again into a full cache was not kept")
+	}
+	if d := e.c.Stats().Sub(st); d.Loads != 1 || d.Bypasses != 0 {
+		t.Fatalf("a chunk read again: %d loads, %d bypasses", d.Loads, d.Bypasses)
+	}
+}
+
+// liveLayout counts the chunks Decode made that Evict has not taken back,
+// and can hold every Decode until two run at once.
+type liveLayout struct {
+	*fakeLayout
+	live, peak atomic.Int64
+	meet       chan struct{} // closed when two decodes are inside
+	inside     atomic.Int64
+	once       sync.Once
+}
+
+func (l *liveLayout) Decode(c Coord, loc Location, img []byte) (Chunk, error) {
+	n := l.live.Add(1)
+	for p := l.peak.Load(); n > p && !l.peak.CompareAndSwap(p, n); p = l.peak.Load() {
+	}
+	if l.inside.Add(1) >= 2 {
+		l.once.Do(func() { close(l.meet) })
+	}
+	select {
+	case <-l.meet:
+	case <-time.After(10 * time.Second): // the test then fails: no two ran at once
+	}
+	l.inside.Add(-1)
+	ch, err := l.fakeLayout.Decode(c, loc, img)
+	if err != nil {
+		l.live.Add(-1)
+	}
+	return ch, err
+}
+
+func (l *liveLayout) Evict(c Coord, ch Chunk) {
+	l.live.Add(-1)
+	l.fakeLayout.Evict(c, ch)
+}
+
+// TestTransientDecodesOnWorkers: a read of many chunks the cache does not
+// keep decodes them on the workers at once, scatters each from its own
+// chunk and gives it back at once, so that no more chunks are alive than
+// there are goroutines decoding (the workers, and the caller, which runs
+// a task itself when they are all busy); an error in one comes back and leaves nothing
+// resident.
+func TestTransientDecodesOnWorkers(t *testing.T) {
+	const n, workers = 16, 2
+	e := newEnv(t, Config{QuiescentBytes: 1 << 20, AdmitOnReread: true, Workers: workers})
+	fl := newFakeLayout(&e.alloc, 64)
+	l := &liveLayout{fakeLayout: fl, meet: make(chan struct{})}
+	d, err := e.f.RegisterDataset(1, l, DatasetOptions{MinBytes: -1})
+	must(t, err)
+	want := storedChunks(t, e, d, fl, n)
+	l.live.Store(0)
+	l.peak.Store(0)
+	reqs := make([]Request, n)
+	bufs := make([][]byte, n)
+	for i := range reqs {
+		bufs[i] = make([]byte, 30)
+		reqs[i] = partReq(d, 7, bufs[i], uint64(i))
+	}
+	must(t, e.c.Read(bg, reqs))
+	for i := range bufs {
+		if !bytes.Equal(bufs[i], want[i][7:37]) {
+			t.Fatalf("chunk %d read wrong", i)
+		}
+	}
+	select {
+	case <-l.meet:
+	default:
+		t.Fatal("no two decodes ran at once")
+	}
+	if p := l.peak.Load(); p > workers+1 {
+		t.Fatalf("%d decoded chunks alive at once, want at most %d (one per decoding goroutine)", p, workers+1)
+	}
+	if st := e.c.Stats(); st.Chunks != 0 || l.live.Load() != 0 {
+		t.Fatalf("%d chunks resident, %d not given back", st.Chunks, l.live.Load())
+	}
+	fl.failDecode.Store(true)
+	if err := e.c.Read(bg, reqs); !errors.Is(err, errFake) {
+		t.Fatalf("read with a failing decode: %v", err)
+	}
+	fl.failDecode.Store(false)
+	if st := e.c.Stats(); st.Chunks != 0 || l.live.Load() != 0 {
+		t.Fatalf("after a failed read: %d chunks resident, %d not given back", st.Chunks, l.live.Load())
+	}
+}
