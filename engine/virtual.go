@@ -928,15 +928,18 @@ func (l *virtualLayout) readPart(ctx context.Context, src *Dataset, t *vtask, di
 		return nil
 	}
 	es := uint64(l.s.elemSize)
-	tmp := make([]byte, box*es)
-	if err := src.Read(ctx, Box(lo, cnt), tmp); err != nil {
-		return l.sourceErr(t.file, t.dset, err)
-	}
 	tstride := make([]uint64, r)
 	st := uint64(1)
 	for sd := r - 1; sd >= 0; sd-- {
 		tstride[sd] = st
 		st *= cnt[sd]
+	}
+	if k, ok := contiguousFrom(dims, tstride); ok && tstride[k]*es >= virtualDirectMin {
+		return l.readBlocks(ctx, src, t, dims, lo, cnt, tstride, k, buf)
+	}
+	tmp := make([]byte, box*es)
+	if err := src.Read(ctx, Box(lo, cnt), tmp); err != nil {
+		return l.sourceErr(t.file, t.dset, err)
 	}
 	// Copy run by run; the innermost source dimension's runs are
 	// contiguous in tmp and, when the request's innermost dimension is
@@ -1294,4 +1297,96 @@ func (vs *virtualSources) closeAll() {
 	for _, sf := range files {
 		sf.close()
 	}
+}
+
+// virtualDirectMin is the smallest block readBlocks reads straight into
+// the caller's buffer: below it, the cost of a source read per block
+// (admission, lookup, a request of its own) would outweigh the copy
+// through a scratch buffer it saves. A variable for the tests, which run
+// the reference model with every block read straight.
+var virtualDirectMin uint64 = 64 << 10
+
+// virtualBlockReads counts readBlocks calls (tests).
+var virtualBlockReads atomic.Int64
+
+// contiguousFrom returns the outermost source dimension k (not fixed)
+// below which the source box and its place in the caller's buffer have
+// the same layout: every dimension after k that is not fixed has one run,
+// whose stride in the request equals its stride in the box. One index
+// along k (with every index of the dimensions before it) is then one
+// contiguous block of tstride[k] elements in both.
+func contiguousFrom(dims []vsrcDim, tstride []uint64) (int, bool) {
+	k := -1
+	for sd := len(dims) - 1; sd >= 0; sd-- {
+		x := dims[sd]
+		if x.fixed {
+			continue
+		}
+		k = sd
+		if len(x.runs) != 1 || x.qstride != tstride[sd] {
+			break
+		}
+	}
+	return k, k >= 0
+}
+
+// readBlocks reads the task's runs straight into buf, one source read per
+// block of dimension k (contiguousFrom), or per run of k when the run's
+// indices are consecutive in buf too: no scratch buffer, no copy. Used for
+// large blocks, such as whole frames of a round-robin mapping.
+func (l *virtualLayout) readBlocks(ctx context.Context, src *Dataset, t *vtask, dims []vsrcDim, lo, cnt, tstride []uint64, k int, buf []byte) error {
+	virtualBlockReads.Add(1)
+	es := l.s.elemSize
+	at, n := clone(lo), clone(cnt)
+	// Where the block starts in buf beyond its index along k: the
+	// request ordinal of each inner dimension's one run.
+	var inner uint64
+	for _, x := range dims[k+1:] {
+		if !x.fixed {
+			inner += x.runs[0].q * x.qstride
+		}
+	}
+	var walk func(sd int, q uint64) error
+	walk = func(sd int, q uint64) error {
+		x := dims[sd]
+		if x.fixed {
+			at[sd], n[sd] = x.coord, 1
+			return walk(sd+1, q)
+		}
+		for _, rr := range x.runs {
+			qq := q + rr.q*x.qstride
+			if sd == k {
+				block := tstride[k]
+				read := func(from, count, q uint64) error {
+					at[k], n[k] = from, count
+					q += inner
+					b := buf[q*uint64(es) : (q+count*block)*uint64(es)]
+					if err := src.Read(ctx, Box(at, n), b); err != nil {
+						return l.sourceErr(t.file, t.dset, err)
+					}
+					return nil
+				}
+				if x.qstride == block {
+					if err := read(rr.src, rr.n, qq); err != nil {
+						return err
+					}
+					continue
+				}
+				for i := range rr.n {
+					if err := read(rr.src+i, 1, qq+i*x.qstride); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			for i := range rr.n {
+				at[sd], n[sd] = rr.src+i, 1
+				if err := walk(sd+1, qq+i*x.qstride); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(0, t.base)
 }

@@ -488,3 +488,19 @@ func TestVirtualMappingBruteForce(t *testing.T) {
 	}
 	t.Logf("%d cases, %d reads checked, %d overlapping sets refused", cases, nreads, nrefused)
 }
+
+// TestVirtualMappingBruteForceDirect is TestVirtualMappingBruteForce, and
+// TestVirtualReadFaultEveryOperation, with every block that is laid out
+// alike in the source and in the caller's buffer read straight into the
+// buffer (readBlocks), however small.
+func TestVirtualMappingBruteForceDirect(t *testing.T) {
+	old := virtualDirectMin
+	virtualDirectMin = 1
+	t.Cleanup(func() { virtualDirectMin = old })
+	before := virtualBlockReads.Load()
+	t.Run("model", TestVirtualMappingBruteForce)
+	t.Run("faults", TestVirtualReadFaultEveryOperation)
+	if virtualBlockReads.Load() == before {
+		t.Fatal("no block was read straight into the caller's buffer: the test shows nothing")
+	}
+}
