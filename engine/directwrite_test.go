@@ -440,6 +440,16 @@ func TestDirectWriteThresholdConcurrentDifferential(t *testing.T) {
 		QuiescentBytes: 4 << 20, DirectWriteBytes: int64(directFullCols)}})
 }
 
+// TestAdmitOnRereadConcurrentDifferential is the same with a cache that
+// keeps only chunks read again (cache.Config.AdmitOnReread), so that most
+// reads of chunks not resident decode them without keeping them, into a
+// chunk scattered and given back or straight into the caller's buffer,
+// while other goroutines write and flush the same chunks.
+func TestAdmitOnRereadConcurrentDifferential(t *testing.T) {
+	directConcurrentDifferential(t, directFullCols, &Options{CacheConfig: cache.Config{
+		QuiescentBytes: 4 << 20, DirectWriteBytes: int64(directFullCols), AdmitOnReread: true}})
+}
+
 func directConcurrentDifferential(t *testing.T, cols uint64, opts *Options) {
 	defer verifyNoLeaks(t)
 	ctx := context.Background()
