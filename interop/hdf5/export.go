@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,24 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 	if err := opts.Validate(); err != nil {
 		return rep, err
 	}
+	run := &exportRun{written: map[string]string{filepath.Clean(dstPath): ""}}
+	rep, err = exportFile(ctx, src, dstPath, opts, run)
+	if err != nil {
+		// All or nothing: the source files already written go too.
+		for _, s := range run.sources {
+			os.Remove(s.Path)
+		}
+		return Report{}, err
+	}
+	rep.Sources = run.sources
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+// exportFile exports src to dstPath and then the source files its
+// virtual datasets name (run records them, so that each is written once).
+func exportFile(ctx context.Context, src *engine.File, dstPath string, opts *Options, run *exportRun) (rep Report, err error) {
+	var pending []SourceFile
 	var plans []*exportPlan
 	defer func() {
 		for _, p := range plans {
@@ -66,7 +85,9 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 		}
 		p, err := planExport(ds, opts)
 		if err == nil && ds.Layout() == engine.Virtual {
-			err = planVirtual(ctx, src, p, opts)
+			var files []SourceFile
+			files, err = planVirtual(ctx, src, p, opts, dstPath, run)
+			pending = append(pending, files...)
 		}
 		if err != nil {
 			ds.Close()
@@ -135,7 +156,11 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 		}
 		rep.Datasets = append(rep.Datasets, dr)
 	}
-	rep.Elapsed = time.Since(start)
+	for _, sf := range pending {
+		if err := exportSource(ctx, sf, opts, run); err != nil {
+			return rep, err
+		}
+	}
 	return rep, nil
 }
 

@@ -123,6 +123,9 @@ type SkippedDataset struct {
 // Report lists one DatasetReport per dataset, in the order moved.
 type Report struct {
 	Datasets []DatasetReport
+	// Sources lists the source files of virtual datasets Export wrote
+	// beside the output (see Options.SkipSources).
+	Sources []SourceFile
 	// Skipped lists the datasets Import left out (see Import).
 	Skipped []SkippedDataset
 	// RootAttrsNotImported counts the attributes of the HDF5 file's root
@@ -159,6 +162,9 @@ func (r Report) String() string {
 		for _, n := range d.AttrNotes {
 			fmt.Fprintf(&b, "  attribute not imported: %s\n", n)
 		}
+	}
+	for _, s := range r.Sources {
+		fmt.Fprintf(&b, "source file %s written as %s\n", s.Source, s.Path)
 	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(&b, "%-24s skipped: %s\n", s.Path, s.Reason)
@@ -208,6 +214,19 @@ type Options struct {
 	// file; without it they refuse one (engine.ErrExists). The
 	// replacement is whole: nothing of the old file is kept.
 	Replace bool
+	// SkipSources leaves out the scc files that virtual datasets map
+	// (Export only). By default each is exported too, as an HDF5 file
+	// beside the output under the name the mapping gives it relative to
+	// the virtual file, with ".scc" replaced by ".h5" (".h5" appended to
+	// a name without ".scc"): source "w0.scc" of a virtual file becomes
+	// "w0.h5" beside the output, "run/w%b.scc" becomes "run/w%b.h5" (every
+	// block file that exists within the virtual extent), and an absolute
+	// "/data/w0.scc" becomes "w0.h5". The HDF5 mapping names that
+	// relative name, which libhdf5 resolves against the directory of the
+	// HDF5 file (unless HDF5_VDS_PREFIX or the access property list's
+	// virtual prefix says otherwise). With SkipSources the mappings still
+	// name them; export them separately under those names.
+	SkipSources bool
 }
 
 // Validate checks the options; zero values are valid defaults.
@@ -242,6 +261,8 @@ func (o *Options) level() int {
 	}
 	return o.DeflateLevel
 }
+
+func (o *Options) skipSources() bool { return o != nil && o.SkipSources }
 
 func (o *Options) selected(name string) bool {
 	if o == nil || o.Datasets == nil {
