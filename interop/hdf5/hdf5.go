@@ -11,9 +11,14 @@
 // contiguous, variable-length as HDF5 vlen sequences of the element type,
 // vlen of uint8 for bytes and text, sparse as chunked with the fill value
 // and the defined set in a companion boolean dataset). Virtual datasets
-// become HDF5 virtual datasets over the sources exported beside them
-// (export_virtual.go says which mappings it takes; the others are refused
-// with ErrUnsupported naming the mapping). Bool is h5py's boolean (an
+// become HDF5 virtual datasets over the sources exported beside them:
+// sources in other scc files are exported as HDF5 files beside the output
+// under the mapping's relative name with ".scc" replaced by ".h5" ("w0.scc"
+// beside the virtual file becomes "w0.h5" beside the output; see
+// Options.SkipSources), %b names become HDF5 printf mappings and unlimited
+// mappings stay unlimited (export_virtual.go says which mappings it takes;
+// the others, such as s3:// sources, are refused with ErrUnsupported
+// naming the mapping). Bool is h5py's boolean (an
 // int8 enum FALSE=0, TRUE=1), Complex64 and Complex128 are h5py's complex
 // (a compound {r, i}), fixed-length strings are HDF5 fixed-length strings
 // with the same padding and character set; Import maps each back. Import
