@@ -257,8 +257,9 @@ func TestExportPrintfSources(t *testing.T) {
 }
 
 // TestExportVirtualSourceRefusals: a source named by URL, a relative
-// source name leaving the virtual file's directory, and two sources that
-// would be written under one name are refused with ErrUnsupported naming
+// source name leaving the virtual file's directory, two sources that
+// would be written under one name, and a source that would be written
+// as the output itself are refused with ErrUnsupported naming
 // the mapping, and nothing is written.
 func TestExportVirtualSourceRefusals(t *testing.T) {
 	ctx := context.Background()
@@ -270,6 +271,7 @@ func TestExportVirtualSourceRefusals(t *testing.T) {
 		{"s3", []string{"w0.scc", "s3://bucket/w1.scc"}, "mapping 1 (s3://bucket/w1.scc:frames)"},
 		{"climb", []string{"../w0.scc"}, "mapping 0 (../w0.scc:frames)"},
 		{"collision", []string{"a/w0.scc", "/elsewhere/a/w0.scc", "a/w0"}, "mapping 2 (a/w0:frames)"},
+		{"output", []string{"a/w0.scc", "w0.scc"}, "mapping 1 (w0.scc:frames)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, outDir := t.TempDir(), t.TempDir()
@@ -284,7 +286,11 @@ func TestExportVirtualSourceRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			_, err = Export(ctx, f, filepath.Join(outDir, "v.h5"), nil)
+			out := filepath.Join(outDir, "v.h5")
+			if tc.name == "output" {
+				out = filepath.Join(outDir, "w0.h5")
+			}
+			_, err = Export(ctx, f, out, nil)
 			if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrUnsupported naming %s", err, tc.want)
 			}
@@ -292,5 +298,57 @@ func TestExportVirtualSourceRefusals(t *testing.T) {
 				t.Fatalf("files left: %v", ents)
 			}
 		})
+	}
+}
+
+// TestExportSelfPrintfAndBounded: in one virtual dataset, a %b dataset
+// name in the virtual file itself (HDF5 printf mapping with source "."),
+// an unlimited mapping into a dataset of the same file after them, and a
+// bounded mapping into another file whose source is shorter than the
+// mapping (cut to the source's extent): h5py reads both views as scc.
+func TestExportSelfPrintfAndBounded(t *testing.T) {
+	needReaders(t)
+	ctx := context.Background()
+	dir, outDir := t.TempDir(), t.TempDir()
+	writerFile(t, filepath.Join(dir, "w0.scc"), 9, 2)
+	vpath := filepath.Join(dir, "v.scc")
+	f, err := engine.Create(vpath, &engine.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mk := func(name string, w, n int) {
+		ds, err := f.CreateDataset(name, engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{uint64(n), 2, 3},
+			MaxShape: []uint64{engine.Unlimited, 2, 3}, Chunk: []uint64{1, 2, 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b []byte
+		for k := 0; k < n*6; k++ {
+			b = append(b, i32bytes(int32(w*1000+k))...)
+		}
+		if err := ds.Write(ctx, engine.Box([]uint64{0, 0, 0}, []uint64{uint64(n), 2, 3}), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("blk0", 1, 1)
+	mk("blk1", 2, 1)
+	mk("tail", 3, 3)
+	// Frames 0..3: w0 (2 of 4 present); frames 4, 6, 8, ...: blk%b, one
+	// frame each; frames 5, 7, 9, ...: tail.
+	if _, err := f.CreateVirtualDataset(ctx, "frames", engine.VirtualSpec{Type: engine.Int32,
+		Shape: []uint64{0, 2, 3}, MaxShape: []uint64{engine.Unlimited, 2, 3}, Fill: i32bytes(-7), Mappings: []engine.VirtualMapping{
+			{Virtual: engine.Box([]uint64{0, 0, 0}, []uint64{4, 2, 3}), File: "w0.scc", Dataset: "frames", Source: engine.Box([]uint64{0, 0, 0}, []uint64{4, 2, 3})},
+			{Virtual: engine.Hyperslab([]uint64{4, 0, 0}, []uint64{2, 1, 1}, []uint64{engine.Unlimited, 1, 1}, []uint64{1, 2, 3}), Dataset: "blk%b", Source: engine.Box([]uint64{0, 0, 0}, []uint64{1, 2, 3})},
+			{Virtual: engine.Hyperslab([]uint64{5, 0, 0}, []uint64{2, 1, 1}, []uint64{engine.Unlimited, 1, 1}, []uint64{1, 2, 3}), Dataset: "tail", Source: engine.Hyperslab([]uint64{0, 0, 0}, nil, []uint64{engine.Unlimited, 1, 1}, []uint64{1, 2, 3})},
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep := checkExport(t, vpath, filepath.Join(outDir, "v.h5"))
+	if len(rep.Sources) != 1 || filepath.Base(rep.Sources[0].Path) != "w0.h5" {
+		t.Fatalf("source files written: %v", rep.Sources)
 	}
 }
