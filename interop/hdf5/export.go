@@ -40,7 +40,9 @@ type exportPlan struct {
 // exported as Read would see them; src is not committed). The file is
 // written under a temporary name beside dstPath and renamed to dstPath
 // once complete; on error (ctx ending included) it is removed and dstPath
-// is as it was.
+// is as it was. The source files of virtual datasets in other scc files
+// are exported beside dstPath the same way (see Options.SkipSources and
+// Report.Sources); on error those already written are removed.
 //
 // Dataset names become HDF5 paths: "a/b" is dataset b in group a; every
 // group of src becomes an HDF5 group with its attributes. Only stored chunks are exported (chunks never
@@ -51,7 +53,7 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 	if err := opts.Validate(); err != nil {
 		return rep, err
 	}
-	run := &exportRun{written: map[string]string{filepath.Clean(dstPath): ""}}
+	run := &exportRun{written: map[string]string{filepath.Clean(dstPath): ""}, read: map[string]bool{}}
 	rep, err = exportFile(ctx, src, dstPath, opts, run)
 	if err != nil {
 		// All or nothing: the source files already written go too.

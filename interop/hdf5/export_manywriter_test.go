@@ -272,6 +272,7 @@ func TestExportVirtualSourceRefusals(t *testing.T) {
 		{"climb", []string{"../w0.scc"}, "mapping 0 (../w0.scc:frames)"},
 		{"collision", []string{"a/w0.scc", "/elsewhere/a/w0.scc", "a/w0"}, "mapping 2 (a/w0:frames)"},
 		{"output", []string{"a/w0.scc", "w0.scc"}, "mapping 1 (w0.scc:frames)"},
+		{"input", []string{"w.h5", "w.scc"}, "mapping 1 (w.scc:frames)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, outDir := t.TempDir(), t.TempDir()
@@ -279,6 +280,8 @@ func TestExportVirtualSourceRefusals(t *testing.T) {
 			writerFile(t, filepath.Join(dir, "w0.scc"), 0, 2)
 			writerFile(t, filepath.Join(dir, "a", "w0.scc"), 0, 2)
 			writerFile(t, filepath.Join(dir, "a", "w0"), 1, 2)
+			writerFile(t, filepath.Join(dir, "w.h5"), 2, 2)
+			writerFile(t, filepath.Join(dir, "w.scc"), 3, 2)
 			vpath := filepath.Join(dir, "v.scc")
 			virtualFile(t, vpath, roundRobin(len(tc.files), func(i int) string { return tc.files[i] }))
 			f, err := engine.Open(vpath, &engine.Options{ReadOnly: true})
@@ -287,15 +290,25 @@ func TestExportVirtualSourceRefusals(t *testing.T) {
 			}
 			defer f.Close()
 			out := filepath.Join(outDir, "v.h5")
-			if tc.name == "output" {
+			switch tc.name {
+			case "output":
 				out = filepath.Join(outDir, "w0.h5")
+			case "input":
+				// Beside the sources, replacing: w.scc's export would
+				// be written over the scc file w.h5.
+				out = filepath.Join(dir, "v.h5")
 			}
-			_, err = Export(ctx, f, out, nil)
+			_, err = Export(ctx, f, out, &Options{Replace: true})
 			if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrUnsupported naming %s", err, tc.want)
 			}
 			if ents, _ := os.ReadDir(outDir); len(ents) != 0 {
 				t.Fatalf("files left: %v", ents)
+			}
+			if g, err := engine.Open(filepath.Join(dir, "w.h5"), &engine.Options{ReadOnly: true}); err != nil {
+				t.Fatalf("source file w.h5: %v", err)
+			} else {
+				g.Close()
 			}
 		})
 	}

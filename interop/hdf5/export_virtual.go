@@ -24,7 +24,10 @@ import (
 // HDF5's printf mapping with the same pattern; of a %b file name, every
 // block file that exists within the virtual dataset's extent is exported.
 // A source file that does not exist is not exported and the mapping is
-// kept: both libraries read its elements as the fill value. Unlimited
+// kept: both libraries read its elements as the fill value (in the
+// last-available view; libhdf5 1.10 ends the first-missing view of an
+// unlimited mapping whose source file is missing at 0, where scc ends it
+// at that mapping's first element). Unlimited
 // mappings stay unlimited (H5S_UNLIMITED counts), and libhdf5 computes the
 // extent from the sources as scc does; the view (first missing or last
 // available) and the printf gap are access properties in both, chosen by
@@ -32,7 +35,8 @@ import (
 // any file is made: a source named by URL (s3://...: export reads local
 // source files only; export that file first and map it by hand), a
 // relative source name that climbs out of the virtual file's directory,
-// two sources that would be written under the same name, and a source
+// two sources that would be written under the same name (or under the
+// name of the output or of a source file read), and a source
 // selection that reaches past its source's extent where it cannot be cut
 // to it.
 
@@ -41,6 +45,9 @@ type exportRun struct {
 	// written maps each output path (cleaned) to the scc file exported
 	// there ("" for the main output).
 	written map[string]string
+	// read holds the scc source files read (cleaned), none of which
+	// may be written over.
+	read    map[string]bool
 	sources []SourceFile
 }
 
@@ -162,8 +169,13 @@ func planVirtual(ctx context.Context, src *engine.File, p *exportPlan, opts *Opt
 			if info.shape == nil && errors.Is(statErr(loc), os.ErrNotExist) {
 				continue
 			}
+			run.read[filepath.Clean(loc)] = true
 			hname, _ := engine.ExpandBlock(hfile, b)
 			out := filepath.Join(outDir, hname)
+			_, over := run.written[filepath.Clean(loc)]
+			if over || run.read[out] {
+				return nil, refuse(i, m, fmt.Sprintf("exporting source %s as %s would write over a source file", loc, out))
+			}
 			if prev, ok := run.written[out]; ok {
 				if prev != loc {
 					return nil, refuse(i, m, fmt.Sprintf("source %s would be exported as %s, which another file takes", loc, out))
