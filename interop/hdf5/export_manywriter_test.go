@@ -365,3 +365,35 @@ func TestExportSelfPrintfAndBounded(t *testing.T) {
 		t.Fatalf("source files written: %v", rep.Sources)
 	}
 }
+
+// TestExportVirtualSourceDamaged: a source file that is not a valid scc
+// file fails the export with the engine's error for it (ErrCorrupt), not
+// as a mapping export cannot express, naming the mapping; nothing is
+// written.
+func TestExportVirtualSourceDamaged(t *testing.T) {
+	dir, outDir := t.TempDir(), t.TempDir()
+	writerFile(t, filepath.Join(dir, "w0.scc"), 0, 2)
+	writerFile(t, filepath.Join(dir, "w1.scc"), 1, 2)
+	vpath := filepath.Join(dir, "v.scc")
+	// Bounded mappings: the virtual dataset's extent needs no source, so
+	// opening it reads none.
+	virtualFile(t, vpath, []engine.VirtualMapping{
+		{Virtual: engine.Box([]uint64{0, 0, 0}, []uint64{2, 2, 3}), File: "w0.scc", Dataset: "frames", Source: engine.Box([]uint64{0, 0, 0}, []uint64{2, 2, 3})},
+		{Virtual: engine.Box([]uint64{2, 0, 0}, []uint64{2, 2, 3}), File: "w1.scc", Dataset: "frames", Source: engine.Box([]uint64{0, 0, 0}, []uint64{2, 2, 3})},
+	})
+	if err := os.WriteFile(filepath.Join(dir, "w1.scc"), bytes.Repeat([]byte("not an scc file "), 512), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := engine.Open(vpath, &engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, err = Export(context.Background(), f, filepath.Join(outDir, "v.h5"), nil)
+	if !errors.Is(err, engine.ErrCorrupt) || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "mapping 1 (w1.scc:frames)") {
+		t.Fatalf("got %v, want ErrCorrupt naming mapping 1", err)
+	}
+	if ents, _ := os.ReadDir(outDir); len(ents) != 0 {
+		t.Fatalf("files left: %v", ents)
+	}
+}

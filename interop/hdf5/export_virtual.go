@@ -107,6 +107,11 @@ func planVirtual(ctx context.Context, src *engine.File, p *exportPlan, opts *Opt
 	refuse := func(i int, m engine.VirtualMapping, why string) error {
 		return fmt.Errorf("%w: virtual dataset %q: mapping %d (%s:%s): %s", ErrUnsupported, name, i, m.File, m.Dataset, why)
 	}
+	// A source that cannot be read fails the export with its own error
+	// (ErrIO, ErrCorrupt, ...), not as something export cannot express.
+	failed := func(i int, m engine.VirtualMapping, err error) error {
+		return fmt.Errorf("virtual dataset %q: mapping %d (%s:%s): %w", name, i, m.File, m.Dataset, err)
+	}
 	var files []SourceFile
 	outDir := filepath.Dir(dstPath)
 	for i, m := range spec.Mappings {
@@ -151,7 +156,7 @@ func planVirtual(ctx context.Context, src *engine.File, p *exportPlan, opts *Opt
 				}
 				sd, err := src.OpenDatasetContext(ctx, dset)
 				if err != nil {
-					return nil, refuse(i, m, fmt.Sprintf("source %q: %v", dset, err))
+					return nil, failed(i, m, fmt.Errorf("source %q: %w", dset, err))
 				}
 				info = srcInfo{shape: sd.Shape(), typ: sd.Type()}
 				sd.Close()
@@ -163,7 +168,7 @@ func planVirtual(ctx context.Context, src *engine.File, p *exportPlan, opts *Opt
 				return nil, refuse(i, m, err.Error())
 			}
 			if info, err = sourceInfo(ctx, loc, dset); err != nil {
-				return nil, refuse(i, m, err.Error())
+				return nil, failed(i, m, err)
 			}
 			infos = append(infos, info)
 			if info.shape == nil && errors.Is(statErr(loc), os.ErrNotExist) {
