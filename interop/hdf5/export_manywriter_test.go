@@ -154,7 +154,7 @@ func checkExport(t *testing.T, vpath, out string, views ...engine.VirtualView) R
 	// not the reader's working directory.
 	cmd := exec.Command(python, "-c", checkViewsPy, out, wp)
 	cmd.Dir = t.TempDir()
-	// HDF5_VDS_PREFIX, even empty, takes the place of that directory.
+	// HDF5_VDS_PREFIX changes where libhdf5 looks: left out.
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "HDF5_VDS_PREFIX=") {
 			cmd.Env = append(cmd.Env, e)
