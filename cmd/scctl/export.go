@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -20,7 +22,7 @@ func init() {
 // temporary directory beside DIR and renames it into place; an HDF5 export
 // is written under a temporary name and renamed the same way.
 func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("export", "[--format zarr2|zarr3|hdf5] [--force] FILE DIR\n\nDIR (or OUT.h5 with --format hdf5) is a local path.\n\n"+fileHelp, stderr)
+	fs := newFlags("export", "[--format zarr2|zarr3|hdf5] [--force] FILE DIR\n\nDIR (or OUT.h5 with --format hdf5) is a local path; an HDF5 export writes the scc files its virtual datasets map beside OUT.h5, as the mappings name them with .scc replaced by .h5.\n\n"+fileHelp, stderr)
 	format := fs.String("format", "zarr2", "store format: zarr2, zarr3 or hdf5 (hdf5 runs the scc-hdf5 tool, built by make hdf5)")
 	workers := fs.Int("workers", 0, "chunks processed at once (0: one per CPU)")
 	force := fs.Bool("force", false, "replace DIR if it is an existing Zarr store (or OUT.h5 if it exists)")
@@ -63,27 +65,34 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // exportHDF5 runs scc-hdf5 (HDF5 needs cgo, which scctl, pure Go, leaves
-// to it) on a local copy of an s3:// FILE, into a temporary name renamed
-// to OUT once complete.
+// to it) on a local copy of an s3:// FILE. scc-hdf5 writes OUT under a
+// temporary name beside it and renames it once complete, and writes the
+// source files of FILE's virtual datasets beside OUT, where the HDF5
+// virtual datasets look for them: so it is given OUT itself.
 func exportHDF5(ctx context.Context, src, dst string, force bool, stdout, stderr io.Writer) error {
 	if err := regularFile(src); err != nil {
 		return err
 	}
-	out, err := newOutput(ctx, dst, force)
-	if err != nil {
+	if fi, err := os.Lstat(dst); err == nil {
+		if !force {
+			return fmt.Errorf("%w: %s exists (use --force to replace it)", engine.ErrExists, dst)
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s: %w (%s); not replacing it", dst, errNotRegular, fileKind(fi.Mode()))
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	defer out.Discard()
 	local, cleanup, err := localCopy(ctx, src)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	if err := runHDF5(ctx, hdf5ExportArgs(local, out.Tmp, false), stdout, stderr); err != nil {
+	if err := runHDF5(ctx, hdf5ExportArgs(local, dst, force), stdout, stderr); err != nil {
 		return err
 	}
-	if _, err := os.Stat(out.Tmp); err != nil {
+	if _, err := os.Stat(dst); err != nil {
 		return fmt.Errorf("scc-hdf5 wrote no %s: %w", filepath.Base(dst), err)
 	}
-	return out.Commit(ctx)
+	return nil
 }

@@ -111,3 +111,36 @@ func TestHDF5Args(t *testing.T) {
 		}
 	}
 }
+
+// TestExportH5WritesSourcesBesideOut: `scctl export --format hdf5` hands
+// scc-hdf5 OUT itself, so the source files of virtual datasets it writes
+// beside OUT stay there (beside a temporary name they were lost); an
+// existing OUT is refused without --force and replaced with it.
+func TestExportH5WritesSourcesBesideOut(t *testing.T) {
+	src := makeFile(t)
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "bin", "scc-hdf5")
+	os.MkdirAll(filepath.Dir(fake), 0o755)
+	script := "#!/bin/sh\necho \"args: $*\"\nfor a; do last=$a; done\necho vds > \"$last\"\necho src > \"$(dirname \"$last\")/w0.h5\"\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SCC_HDF5", fake)
+	out := filepath.Join(dir, "out", "v.h5")
+	os.MkdirAll(filepath.Dir(out), 0o755)
+	code, stdout, stderr := runCmd(t, "export", "--format", "hdf5", src, out)
+	if want := "args: export " + src + " " + out + "\n"; code != 0 || stdout != want {
+		t.Fatalf("exit %d, stdout %q (want %q), stderr %q", code, stdout, want, stderr)
+	}
+	for _, name := range []string{"v.h5", "w0.h5"} {
+		if _, err := os.Stat(filepath.Join(dir, "out", name)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if code, _, stderr := runCmd(t, "export", "--format", "hdf5", src, out); code == 0 || !strings.Contains(stderr, "exists") {
+		t.Fatalf("existing OUT without --force: exit %d, stderr %q", code, stderr)
+	}
+	if code, stdout, _ := runCmd(t, "export", "--format", "hdf5", "--force", src, out); code != 0 || !strings.HasPrefix(stdout, "args: export -force ") {
+		t.Fatalf("--force: exit %d, stdout %q", code, stdout)
+	}
+}

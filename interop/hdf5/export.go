@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -39,7 +40,9 @@ type exportPlan struct {
 // exported as Read would see them; src is not committed). The file is
 // written under a temporary name beside dstPath and renamed to dstPath
 // once complete; on error (ctx ending included) it is removed and dstPath
-// is as it was.
+// is as it was. The source files of virtual datasets in other scc files
+// are exported beside dstPath the same way (see Options.SkipSources and
+// Report.Sources); on error those already written are removed.
 //
 // Dataset names become HDF5 paths: "a/b" is dataset b in group a; every
 // group of src becomes an HDF5 group with its attributes. Only stored chunks are exported (chunks never
@@ -50,6 +53,24 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 	if err := opts.Validate(); err != nil {
 		return rep, err
 	}
+	run := &exportRun{written: map[string]string{filepath.Clean(dstPath): ""}, read: map[string]bool{}}
+	rep, err = exportFile(ctx, src, dstPath, opts, run)
+	if err != nil {
+		// All or nothing: the source files already written go too.
+		for _, s := range run.sources {
+			os.Remove(s.Path)
+		}
+		return Report{}, err
+	}
+	rep.Sources = run.sources
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+// exportFile exports src to dstPath and then the source files its
+// virtual datasets name (run records them, so that each is written once).
+func exportFile(ctx context.Context, src *engine.File, dstPath string, opts *Options, run *exportRun) (rep Report, err error) {
+	var pending []SourceFile
 	var plans []*exportPlan
 	defer func() {
 		for _, p := range plans {
@@ -66,7 +87,9 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 		}
 		p, err := planExport(ds, opts)
 		if err == nil && ds.Layout() == engine.Virtual {
-			err = planVirtual(ctx, src, p, opts)
+			var files []SourceFile
+			files, err = planVirtual(ctx, src, p, opts, dstPath, run)
+			pending = append(pending, files...)
 		}
 		if err != nil {
 			ds.Close()
@@ -135,7 +158,11 @@ func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options
 		}
 		rep.Datasets = append(rep.Datasets, dr)
 	}
-	rep.Elapsed = time.Since(start)
+	for _, sf := range pending {
+		if err := exportSource(ctx, sf, opts, run); err != nil {
+			return rep, err
+		}
+	}
 	return rep, nil
 }
 

@@ -11,9 +11,14 @@
 // contiguous, variable-length as HDF5 vlen sequences of the element type,
 // vlen of uint8 for bytes and text, sparse as chunked with the fill value
 // and the defined set in a companion boolean dataset). Virtual datasets
-// become HDF5 virtual datasets over the sources exported beside them
-// (export_virtual.go says which mappings it takes; the others are refused
-// with ErrUnsupported naming the mapping). Bool is h5py's boolean (an
+// become HDF5 virtual datasets over the sources exported beside them:
+// sources in other scc files are exported as HDF5 files beside the output
+// under the mapping's relative name with ".scc" replaced by ".h5" ("w0.scc"
+// beside the virtual file becomes "w0.h5" beside the output; see
+// Options.SkipSources), %b names become HDF5 printf mappings and unlimited
+// mappings stay unlimited (export_virtual.go says which mappings it takes;
+// the others, such as s3:// sources, are refused with ErrUnsupported
+// naming the mapping). Bool is h5py's boolean (an
 // int8 enum FALSE=0, TRUE=1), Complex64 and Complex128 are h5py's complex
 // (a compound {r, i}), fixed-length strings are HDF5 fixed-length strings
 // with the same padding and character set; Import maps each back. Import
@@ -123,6 +128,9 @@ type SkippedDataset struct {
 // Report lists one DatasetReport per dataset, in the order moved.
 type Report struct {
 	Datasets []DatasetReport
+	// Sources lists the source files of virtual datasets Export wrote
+	// beside the output (see Options.SkipSources).
+	Sources []SourceFile
 	// Skipped lists the datasets Import left out (see Import).
 	Skipped []SkippedDataset
 	// RootAttrsNotImported counts the attributes of the HDF5 file's root
@@ -159,6 +167,9 @@ func (r Report) String() string {
 		for _, n := range d.AttrNotes {
 			fmt.Fprintf(&b, "  attribute not imported: %s\n", n)
 		}
+	}
+	for _, s := range r.Sources {
+		fmt.Fprintf(&b, "source file %s written as %s\n", s.Source, s.Path)
 	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(&b, "%-24s skipped: %s\n", s.Path, s.Reason)
@@ -208,6 +219,19 @@ type Options struct {
 	// file; without it they refuse one (engine.ErrExists). The
 	// replacement is whole: nothing of the old file is kept.
 	Replace bool
+	// SkipSources leaves out the scc files that virtual datasets map
+	// (Export only). By default each is exported too, as an HDF5 file
+	// beside the output under the name the mapping gives it relative to
+	// the virtual file, with ".scc" replaced by ".h5" (".h5" appended to
+	// a name without ".scc"): source "w0.scc" of a virtual file becomes
+	// "w0.h5" beside the output, "run/w%b.scc" becomes "run/w%b.h5" (every
+	// block file that exists within the virtual extent), and an absolute
+	// "/data/w0.scc" becomes "w0.h5". The HDF5 mapping names that
+	// relative name, which libhdf5 resolves against the directory of the
+	// HDF5 file (unless HDF5_VDS_PREFIX or the access property list's
+	// virtual prefix says otherwise). With SkipSources the mappings still
+	// name them; export them separately under those names.
+	SkipSources bool
 }
 
 // Validate checks the options; zero values are valid defaults.
@@ -242,6 +266,8 @@ func (o *Options) level() int {
 	}
 	return o.DeflateLevel
 }
+
+func (o *Options) skipSources() bool { return o != nil && o.SkipSources }
 
 func (o *Options) selected(name string) bool {
 	if o == nil || o.Datasets == nil {

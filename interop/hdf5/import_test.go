@@ -436,8 +436,8 @@ func TestExportRefusals(t *testing.T) {
 	if b, _ := os.ReadFile(out); string(b) != "precious" {
 		t.Fatal("export overwrote an existing file")
 	}
-	// A virtual dataset HDF5 export cannot express (a source in another
-	// file) is refused before a file is made, and the error names it.
+	// A virtual dataset HDF5 export cannot express (a source named by
+	// URL) is refused before a file is made, and the error names it.
 	g := testfile.Create(t, filepath.Join(dir, "b.scc"), &engine.Options{NoSync: true})
 	defer g.Close()
 	if _, err := g.CreateDataset("src", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{8}, Chunk: []uint64{4}}); err != nil {
@@ -445,7 +445,7 @@ func TestExportRefusals(t *testing.T) {
 	}
 	if _, err := g.CreateVirtualDataset(ctx, "v", engine.VirtualSpec{Type: engine.Uint8, Shape: []uint64{8}, Mappings: []engine.VirtualMapping{
 		{Virtual: engine.Box([]uint64{0}, []uint64{4}), Dataset: "src", Source: engine.Box([]uint64{0}, []uint64{4})},
-		{Virtual: engine.Box([]uint64{4}, []uint64{4}), File: "a.scc", Dataset: "d", Source: engine.Box([]uint64{0}, []uint64{4})},
+		{Virtual: engine.Box([]uint64{4}, []uint64{4}), File: "s3://bucket/a.scc", Dataset: "d", Source: engine.Box([]uint64{0}, []uint64{4})},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +453,7 @@ func TestExportRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	out2 := filepath.Join(dir, "y.h5")
-	if _, err := Export(ctx, g, out2, nil); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `virtual dataset "v": mapping 1 (a.scc:d): source in another file`) {
+	if _, err := Export(ctx, g, out2, nil); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `virtual dataset "v": mapping 1 (s3://bucket/a.scc:d): source named by URL`) {
 		t.Fatalf("export of a virtual dataset: %v, want ErrUnsupported naming the mapping", err)
 	}
 	if _, err := os.Stat(out2); !os.IsNotExist(err) {

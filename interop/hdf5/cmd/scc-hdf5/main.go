@@ -73,6 +73,7 @@ func command(ctx context.Context, verb string, args []string, stdout, stderr io.
 	chunk := fs.String("chunk", "", "import: scc chunk shape for unchunked HDF5 datasets, e.g. 64,1024")
 	fs.BoolVar(&opts.Replace, "force", false, "replace the destination if it exists (import: instead of adding to it)")
 	fs.BoolVar(&opts.Strict, "strict", false, "import: fail, importing nothing, if any dataset would be skipped")
+	fs.BoolVar(&opts.SkipSources, "skip-sources", false, "export: leave out the scc files virtual datasets map (by default each is exported beside OUT.h5 as the mapping names it, .scc replaced by .h5)")
 	fs.BoolVar(&opts.Verify, "verify", false, "import: decode every copied chunk once before storing it (deflate chunks are otherwise stored uninflated; their Adler-32 is checked on every read)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -271,3 +271,45 @@ func TestExportForce(t *testing.T) {
 		t.Fatalf("left %v", got)
 	}
 }
+
+// TestExportSourceFiles: an export of a virtual file whose mapping names
+// another scc file writes that file's export beside OUT.h5 and prints it;
+// -skip-sources leaves it out.
+func TestExportSourceFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := engine.Create(filepath.Join(dir, "w0.scc"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.CreateDataset("x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := engine.Create(filepath.Join(dir, "v.scc"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.CreateVirtualDataset(ctx, "x", engine.VirtualSpec{Type: engine.Uint8, Shape: []uint64{4}, Mappings: []engine.VirtualMapping{
+		{Virtual: engine.Box([]uint64{0}, []uint64{4}), File: "w0.scc", Dataset: "x", Source: engine.Box([]uint64{0}, []uint64{4})},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "v.h5")
+	code, stdout, stderr := runCLI(t, "export", filepath.Join(dir, "v.scc"), out)
+	if code != 0 || !strings.Contains(stdout, "written as "+filepath.Join(filepath.Dir(out), "w0.h5")) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	out2 := filepath.Join(t.TempDir(), "v.h5")
+	if code, stdout, stderr := runCLI(t, "export", "-skip-sources", filepath.Join(dir, "v.scc"), out2); code != 0 || strings.Contains(stdout, "written as") {
+		t.Fatalf("-skip-sources: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(out2), "w0.h5")); !os.IsNotExist(err) {
+		t.Fatalf("-skip-sources wrote w0.h5 (%v)", err)
+	}
+}
