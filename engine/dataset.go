@@ -271,6 +271,17 @@ func (f *File) OpenDataset(name string) (*Dataset, error) {
 // do not wait for this one's I/O; two concurrent opens of one dataset may
 // both read it, and the first to return installs its state.
 func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, error) {
+	return f.openDataset(ctx, name, true)
+}
+
+// openDataset is OpenDatasetContext; with evalVirtual false a virtual
+// dataset is opened without evaluating its extent from its sources. The
+// virtual layout opens its sources so (srcFile.open): a virtual source is
+// refused by every read that reaches it (checkSourceFits), and evaluating
+// its extent would open its own sources, and theirs, without end when the
+// mappings form a cycle (a virtual dataset naming itself by its file's
+// path, or two files naming each other).
+func (f *File) openDataset(ctx context.Context, name string, evalVirtual bool) (*Dataset, error) {
 	stale := 0
 	if _, ok := f.lookupDataset(name); !ok {
 		// Paths resolve from the root: "/a/b" names "a/b".
@@ -316,7 +327,7 @@ func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, e
 			(*h)()
 		}
 		if ds, done, err := f.install(name, e, gen, s); done {
-			if err == nil {
+			if err == nil && evalVirtual {
 				if err = ds.virtualOpened(ctx); err != nil {
 					_ = ds.Close()
 					return nil, err

@@ -565,6 +565,16 @@ func (f *File) checkSource(ctx context.Context, name string, typ Type, m *vmap, 
 	return nil
 }
 
+// notVirtual refuses a virtual source where an extent is evaluated: its
+// own extent is not (openDataset), and a read that reaches it would be
+// refused anyway.
+func notVirtual(name, file string, src *Dataset) error {
+	if src.s.store.kind() == Virtual {
+		return fmt.Errorf("%w: virtual dataset %q: source %s:%s is itself virtual", ErrInvalid, name, file, src.Name())
+	}
+	return nil
+}
+
 // checkSourceFits checks a source dataset against its mapping: the
 // element type (never reinterpreted), the rank, and that it is not itself
 // virtual.
@@ -645,6 +655,10 @@ func (l *virtualLayout) mappingExtent(ctx context.Context, m *vmap, view Virtual
 		}
 		var n uint64
 		if src != nil {
+			if err := notVirtual(l.s.name, m.file, src); err != nil {
+				release()
+				return 0, err
+			}
 			if sh := src.Shape(); len(sh) == len(m.src) {
 				n = slicesBelow(m.src[m.us], sh[m.us])
 			}
@@ -665,7 +679,11 @@ func (l *virtualLayout) mappingExtent(ctx context.Context, m *vmap, view Virtual
 		if src == nil {
 			return false, nil
 		}
+		err = notVirtual(l.s.name, expand(m.file, k), src)
 		release()
+		if err != nil {
+			return false, err
+		}
 		m.printfFound[k] = true
 		return true, nil
 	}
@@ -1187,7 +1205,7 @@ func (sf *srcFile) open(ctx context.Context, f *File, dset string) (*Dataset, er
 	ds := sf.ds[dset]
 	if ds == nil {
 		var err error
-		ds, err = sf.f.OpenDatasetContext(ctx, dset)
+		ds, err = sf.f.openDataset(ctx, dset, false)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			// Another file's missing dataset is remembered until

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/scc-dev/scc/vfd"
@@ -47,5 +50,44 @@ func TestVirtualOwnSourceCreatedLater(t *testing.T) {
 	ref.write(All([]uint64{2, 4}), buf)
 	if d := firstDiff(read(), ref.data, 2); d >= 0 {
 		t.Fatalf("after the source was created and written: element %d reads %x, model %x", d, read()[2*d:2*d+2], ref.data[2*d:2*d+2])
+	}
+}
+
+// TestVirtualSourceCycle: a virtual dataset that names itself through its
+// file's path (not "."), which creation cannot see (the source does not
+// exist until the dataset does), is refused with ErrInvalid naming the
+// source when it is opened (unlimited mappings: the extent) or read
+// (bounded ones). Before, the open evaluated the source's extent, which
+// opened the file again, and so on until the process ran out of files.
+func TestVirtualSourceCycle(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		virt, src Selection
+		dset      string
+	}{
+		{"unlimited", Hyperslab([]uint64{0}, []uint64{4}, []uint64{Unlimited}, []uint64{4}), Hyperslab([]uint64{0}, []uint64{4}, []uint64{Unlimited}, []uint64{4}), "v"},
+		{"printf", Hyperslab([]uint64{0}, []uint64{4}, []uint64{Unlimited}, []uint64{4}), Box([]uint64{0}, []uint64{4}), "v%b"},
+		{"bounded", Box([]uint64{0}, []uint64{4}), Box([]uint64{0}, []uint64{4}), "v"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "v.scc")
+			f := tCreatePath(t, p, nil)
+			name := strings.ReplaceAll(tc.dset, "%b", "0")
+			_, err := f.CreateVirtualDataset(ctx, name, VirtualSpec{Type: Uint8, Shape: []uint64{4}, MaxShape: []uint64{Unlimited},
+				Mappings: []VirtualMapping{{Virtual: tc.virt, File: "v.scc", Dataset: tc.dset, Source: tc.src}}})
+			must(t, err)
+			must(t, f.Close())
+			g := tOpenPath(t, p, &Options{ReadOnly: true})
+			defer g.Close()
+			d, err := g.OpenDataset(name)
+			if err == nil {
+				defer d.Close()
+				err = d.Read(ctx, Box([]uint64{0}, []uint64{4}), make([]byte, 4))
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "itself virtual") {
+				t.Fatalf("a virtual dataset that is its own source: %v, want ErrInvalid naming it", err)
+			}
+		})
 	}
 }
