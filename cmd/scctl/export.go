@@ -88,11 +88,44 @@ func exportHDF5(ctx context.Context, src, dst string, force bool, stdout, stderr
 		return err
 	}
 	defer cleanup()
+	if s3.IsURL(src) {
+		if err := noOtherFileSources(ctx, local); err != nil {
+			return fmt.Errorf("%s: %w", src, err)
+		}
+	}
 	if err := runHDF5(ctx, hdf5ExportArgs(local, dst, force), stdout, stderr); err != nil {
 		return err
 	}
 	if _, err := os.Stat(dst); err != nil {
 		return fmt.Errorf("scc-hdf5 wrote no %s: %w", filepath.Base(dst), err)
+	}
+	return nil
+}
+
+// errRemoteSources: an HDF5 export of an s3:// file runs on a local copy
+// of the file alone, where its virtual datasets' sources in other files
+// (relative names resolve beside the copy) would look missing and export
+// as fill values without a word.
+var errRemoteSources = errors.New("the sources of an s3:// file's virtual datasets in other files are not exported (copy the file and its sources to local disk and export that)")
+
+// noOtherFileSources refuses a file with a virtual dataset that maps a
+// source in another file (errRemoteSources).
+func noOtherFileSources(ctx context.Context, path string) error {
+	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, name := range f.Datasets() {
+		spec, ok, err := f.VirtualSpec(ctx, name)
+		if err != nil {
+			return err
+		}
+		for _, m := range spec.Mappings {
+			if ok && m.File != "" && m.File != "." {
+				return fmt.Errorf("%w: virtual dataset %q maps %s:%s", errRemoteSources, name, m.File, m.Dataset)
+			}
+		}
 	}
 	return nil
 }

@@ -153,6 +153,17 @@ func TestS3ImportExportClearImage(t *testing.T) {
 		t.Fatalf("hdf5 import -force over an object: exit %d %s", code, stderr)
 	}
 
+	// An HDF5 export of an object whose virtual datasets map other files
+	// is refused: only the object itself is copied down, so its sources
+	// would read as fill.
+	_, vpath := makeVirtual(t)
+	if err := upload(ctx, vpath, "s3://scctl/v.scc"); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCmd(t, "export", "--format", "hdf5", "s3://scctl/v.scc", filepath.Join(t.TempDir(), "v.h5")); code == 0 || !strings.Contains(stderr, "not exported") {
+		t.Fatalf("hdf5 export of an object with sources in other files: exit %d %s", code, stderr)
+	}
+
 	// clear-image: an object with an image (uploaded from a local file).
 	imgURL := "s3://scctl/image.scc"
 	if err := upload(ctx, makeImageFile(t), imgURL); err != nil {
