@@ -190,8 +190,12 @@ func TestZstdLibzstdLyingFrameStaysInBounds(t *testing.T) {
 	if _, err := zstdDecode(make([]byte, 0, 4999), frame, false); !errors.Is(err, ErrCorrupt) {
 		t.Fatal(err)
 	}
-	// Two frames, or a frame with trailing bytes, are not one frame.
-	for _, bad := range [][]byte{append(bytes.Clone(frame), frame...), append(bytes.Clone(frame), 0)} {
+	// Two frames, or a frame with trailing bytes, are not one frame, even
+	// when the frames together decode to what the first claims.
+	empty, _ := zstdEncodeGo(zstd.SpeedDefault, nil, nil)
+	skippable := []byte{0x50, 0x2a, 0x4d, 0x18, 1, 0, 0, 0, 0}
+	for _, bad := range [][]byte{append(bytes.Clone(frame), frame...), append(bytes.Clone(frame), 0),
+		append(bytes.Clone(empty), empty...), append(bytes.Clone(empty), skippable...)} {
 		if _, err := zstdDecode(make([]byte, 0, 20000), bad, false); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("%d bytes: %v", len(bad), err)
 		}
