@@ -201,3 +201,48 @@ func TestZstdLibzstdLyingFrameStaysInBounds(t *testing.T) {
 		}
 	}
 }
+
+// Many goroutines encoding and decoding at once each get a context of their
+// own: every frame is byte for byte the one a lone caller gets (libzstd is
+// deterministic), and every decode returns its input.
+func TestZstdLibzstdConcurrent(t *testing.T) {
+	type job struct {
+		level      int
+		src, frame []byte
+	}
+	var jobs []job
+	for i, level := range []int{-3, 1, 3, 7} {
+		for _, src := range [][]byte{detectorData(40<<10 + i), textData(70 << 10), randomData(3000, uint64(i))} {
+			frame, ok := zstdEncode(zstdCodec{level: level, speed: zstd.EncoderLevelFromZstd(level)}, make([]byte, 0, len(src)+1024), src)
+			if !ok {
+				t.Fatal("encode failed")
+			}
+			jobs = append(jobs, job{level, src, bytes.Clone(frame)})
+		}
+	}
+	const workers, rounds = 16, 20
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			for r := range rounds {
+				j := jobs[(w*7+r)%len(jobs)]
+				frame, ok := zstdEncode(zstdCodec{level: j.level, speed: zstd.EncoderLevelFromZstd(j.level)}, make([]byte, 0, len(j.src)+1024), j.src)
+				if !ok || !bytes.Equal(frame, j.frame) {
+					errs <- fmt.Errorf("worker %d round %d level %d: frame differs from a lone caller's", w, r, j.level)
+					return
+				}
+				got, err := zstdDecode(make([]byte, 0, len(j.src)), frame, r%2 == 0)
+				if err != nil || !bytes.Equal(got, j.src) {
+					errs <- fmt.Errorf("worker %d round %d: decode %v", w, r, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
