@@ -3,6 +3,7 @@ module github.com/scc-dev/scc
 go 1.26.0
 
 require (
+	github.com/DataDog/zstd v1.5.7
 	github.com/alphadose/haxmap v1.4.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/klauspost/compress v1.20.3

@@ -130,9 +130,9 @@ func zarrBenchChunk() []byte {
 // BenchmarkDecodeZarrChunk decodes one zstd chunk of the Zarr benchmark's
 // array (zstd level 3, the level that benchmark's zstd level 0 stands for)
 // through the pipeline, the way the cache does (DecodeVerifiedTo into a
-// recycled chunk buffer), and with the codec's own DecodeAll on the same
-// bytes into the same buffer, alternating, and reports both speeds and
-// their ratio: what the pipeline costs on top of the codec.
+// recycled chunk buffer), and with the build's zstd decoder called directly
+// on the same bytes into the same buffer, alternating, and reports both
+// speeds and their ratio: what the pipeline costs on top of the codec.
 func BenchmarkDecodeZarrChunk(b *testing.B) {
 	src := zarrBenchChunk()
 	p := mustPipeline(b, []Spec{{ID: Zstd, Level: 3}}, 2)
@@ -140,11 +140,6 @@ func BenchmarkDecodeZarrChunk(b *testing.B) {
 	if err != nil || mask != 0 {
 		b.Fatal(mask, err)
 	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer dec.Close()
 	dst := make([]byte, len(src))
 	var pipe, codec time.Duration
 	// Alternate which goes first, so neither always meets the other's
@@ -158,7 +153,7 @@ func BenchmarkDecodeZarrChunk(b *testing.B) {
 			if pipeline {
 				out, err = p.DecodeVerifiedTo(dst, image, mask, len(src))
 			} else {
-				out, err = dec.DecodeAll(image, dst[:0])
+				out, err = zstdDecode(dst[:0], image, true)
 			}
 			d := time.Since(t0)
 			if err != nil || len(out) != len(src) {
@@ -180,4 +175,88 @@ func BenchmarkDecodeZarrChunk(b *testing.B) {
 	b.ReportMetric(mbs(codec), "codec-MB/s")
 	b.ReportMetric(codec.Seconds()/pipe.Seconds(), "pipeline/codec-speed")
 	b.ReportMetric(float64(len(src))/float64(len(image)), "ratio")
+}
+
+// zstdImpl is one zstd implementation the codec can use; zstdImpls lists
+// those this build has (a cgo build adds libzstd), for the benchmarks and
+// fuzz targets that hold them side by side.
+type zstdImpl struct {
+	name   string
+	encode func(level int, dst, src []byte) ([]byte, bool)
+	decode func(dst, src []byte, trusted bool) ([]byte, error)
+}
+
+var zstdImpls = []zstdImpl{{
+	name: "klauspost",
+	encode: func(level int, dst, src []byte) ([]byte, bool) {
+		return zstdEncodeGo(zstd.EncoderLevelFromZstd(level), dst, src)
+	},
+	decode: zstdDecodeGo,
+}}
+
+// BenchmarkZstdCodecs encodes one 512 KiB chunk of the Zarr benchmark's
+// array at level 3 into a buffer of the codec's encodeCap, and decodes each
+// implementation's frame of it (trusted, as the cache does) into a buffer of
+// its exact size, with every implementation the build has. The
+// implementations take turns inside each iteration, so a shared machine's
+// noise falls on all of them alike: each reports its <name>-MB/s, and with
+// two, their ratio (the first over the pure-Go one).
+func BenchmarkZstdCodecs(b *testing.B) {
+	src := zarrBenchChunk()[:512<<10]
+	const level, reps = 3, 8
+	frames := make([][]byte, len(zstdImpls))
+	for i, im := range zstdImpls {
+		out, ok := im.encode(level, make([]byte, 0, len(src)-1), src)
+		if !ok {
+			b.Fatalf("%s: not compressible", im.name)
+		}
+		frames[i] = out
+		for _, dec := range zstdImpls {
+			if got, err := dec.decode(make([]byte, 0, len(src)), out, true); err != nil || !bytes.Equal(got, src) {
+				b.Fatalf("%s's frame decoded by %s: %v", im.name, dec.name, err)
+			}
+		}
+	}
+	// sideBySide runs f(i) reps times per implementation per iteration and
+	// reports each one's rate.
+	sideBySide := func(b *testing.B, f func(i int)) {
+		secs := make([]float64, len(zstdImpls))
+		for b.Loop() {
+			for i := range zstdImpls {
+				t0 := time.Now()
+				for range reps {
+					f(i)
+				}
+				secs[i] += time.Since(t0).Seconds()
+			}
+		}
+		rate := func(i int) float64 { return float64(reps*len(src)*b.N) / 1e6 / secs[i] }
+		for i, im := range zstdImpls {
+			b.ReportMetric(rate(i), im.name+"-MB/s")
+		}
+		if len(zstdImpls) > 1 {
+			b.ReportMetric(rate(len(zstdImpls)-1)/rate(0), "ratio")
+		}
+	}
+	b.Run("encode", func(b *testing.B) {
+		dst := make([]byte, 0, len(src)-1)
+		sideBySide(b, func(i int) {
+			if _, ok := zstdImpls[i].encode(level, dst, src); !ok {
+				b.Fatal("not compressible")
+			}
+		})
+		for i, im := range zstdImpls {
+			b.ReportMetric(float64(len(src))/float64(len(frames[i])), im.name+"-compression")
+		}
+	})
+	for j, frame := range frames {
+		b.Run("decode/frame-of-"+zstdImpls[j].name, func(b *testing.B) {
+			dst := make([]byte, 0, len(src))
+			sideBySide(b, func(i int) {
+				if out, err := zstdImpls[i].decode(dst, frame, true); err != nil || len(out) != len(src) {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
 }

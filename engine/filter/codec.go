@@ -75,7 +75,7 @@ func newCodec(s Spec, elemSize int) (codec, error) {
 	case Zlib:
 		return zlibCodecs[s.Level], nil
 	case Zstd:
-		return zstdCodec{speed: zstd.EncoderLevelFromZstd(int(s.Level))}, nil
+		return zstdCodec{level: int(s.Level), speed: zstd.EncoderLevelFromZstd(int(s.Level))}, nil
 	case LZ4:
 		return lz4Codec{}, nil
 	case CRC32C:
@@ -254,7 +254,14 @@ func (c *deflateCodec) decode(dst, src []byte) ([]byte, error) { return inflateR
 // checksum of its own: the chunk frame's CRC32C already covers the stored
 // bytes and is verified before anything is decoded (FORMAT.md, chunk
 // frame), so a second hash per chunk would buy nothing.
-type zstdCodec struct{ speed zstd.EncoderLevel }
+//
+// A cgo build encodes and decodes with libzstd (zstd_libzstd.go), a
+// CGO_ENABLED=0 build with klauspost/compress (zstd_go.go, this file's
+// zstdEncodeGo and zstdDecodeGo); the frames of either decode with the other.
+type zstdCodec struct {
+	level int               // zstd's level, as libzstd takes it
+	speed zstd.EncoderLevel // the pure-Go encoder's speed for that level
+}
 
 // zstdWindow is the encoders' window (see init).
 const zstdWindow = 2 << 20
@@ -340,15 +347,21 @@ func (c zstdCodec) encode(dst, src []byte) ([]byte, bool) {
 	if len(src) == 0 {
 		return nil, false
 	}
-	enc, err := zstdEncoders[c.speed]()
-	if err != nil {
-		return nil, false // storing raw is always correct
-	}
-	out := enc.EncodeAll(src, dst[:0])
-	if len(out) >= len(src) {
+	out, ok := zstdEncode(c, dst, src)
+	if !ok || len(out) >= len(src) {
 		return nil, false
 	}
 	return out, true
+}
+
+// zstdEncodeGo encodes with klauspost/compress; ok=false if the encoder
+// could not be built (storing raw is always correct).
+func zstdEncodeGo(speed zstd.EncoderLevel, dst, src []byte) ([]byte, bool) {
+	enc, err := zstdEncoders[speed]()
+	if err != nil {
+		return nil, false
+	}
+	return enc.EncodeAll(src, dst[:0]), true
 }
 
 // Zstandard frame layout (RFC 8878 §3.1.1): header, then blocks each with
@@ -439,21 +452,25 @@ func zstdWalk(src []byte) (claim, bound int, err error) {
 	return int(h.FrameContentSize), bound, nil
 }
 
-func (zstdCodec) overrun() int { return zstdOverrun }
+// overrun is the build's decoder's: zstdOverrun for klauspost's, 0 for
+// libzstd, which stops at the capacity it is given.
+func (zstdCodec) overrun() int { return zstdDecodeOverrun }
 
 // maxOutput is -1: an RLE block turns 4 bytes into 128 KiB, so the
 // expansion bound is useless; the frame's checked content size bounds it.
 func (zstdCodec) maxOutput(int) int { return -1 }
 
-func (c zstdCodec) decode(dst, src []byte) ([]byte, error) {
-	return zstdDecode(zstdDecoder, dst, src)
-}
+func (c zstdCodec) decode(dst, src []byte) ([]byte, error) { return zstdDecode(dst, src, false) }
 
-func (c zstdCodec) decodeTrusted(dst, src []byte) ([]byte, error) {
-	return zstdDecode(zstdTrustingDecoder, dst, src)
-}
+func (c zstdCodec) decodeTrusted(dst, src []byte) ([]byte, error) { return zstdDecode(dst, src, true) }
 
-func zstdDecode(get func() (*zstd.Decoder, error), dst, src []byte) ([]byte, error) {
+// zstdDecodeGo decodes with klauspost/compress into dst[:0], never past
+// cap(dst); trusted skips a frame checksum.
+func zstdDecodeGo(dst, src []byte, trusted bool) ([]byte, error) {
+	get := zstdDecoder
+	if trusted {
+		get = zstdTrustingDecoder
+	}
 	dec, err := get()
 	if err != nil {
 		return nil, fmt.Errorf("filter: zstd decoder: %w", err)

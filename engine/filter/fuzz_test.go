@@ -6,6 +6,8 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 func FuzzDecodeSpecs(f *testing.F) {
@@ -129,6 +131,68 @@ func FuzzPipelineDecode(f *testing.F) {
 		back, err := p.Decode(img2, mask2, n)
 		if err != nil || !bytes.Equal(back, out) {
 			t.Fatalf("%v: re-encoded output does not round trip: %v", p, err)
+		}
+	})
+}
+
+// FuzzZstdDecode holds each zstd decoder the build has (libzstd in a cgo
+// build) to the pure-Go one on arbitrary frames, output bounds and checksum
+// policies: every frame claimedLen accepts and the pure-Go decoder decodes,
+// the other decodes to the same bytes; every failure wraps ErrCorrupt;
+// nothing is written past the bound. libzstd, the reference decoder, is the
+// more lenient of the two: it decodes frames whose Huffman-coded literals
+// klauspost/compress rejects ("short output block"; the zstd command line
+// tool decodes them too, to the same bytes as libzstd). That is not a way
+// for corruption to pass: every chunk image scc reads has the chunk frame's
+// CRC32C verified before it is decoded. What libzstd alone decodes must
+// still be exactly the frame's content size.
+func FuzzZstdDecode(f *testing.F) {
+	withCRC, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithSingleSegment(true))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, src := range [][]byte{detectorData(3000), textData(1000), randomData(300, 1), textData(200 << 10), nil, {7}} {
+		for _, im := range zstdImpls {
+			for _, level := range []int{-5, 1, 3, 19} {
+				if frame, ok := im.encode(level, make([]byte, 0, len(src)+1024), src); ok {
+					f.Add(frame, uint32(len(src)), level&1 == 0)
+				}
+			}
+		}
+		sum := withCRC.EncodeAll(src, nil)
+		f.Add(sum, uint32(len(src)), false)
+		sum[len(sum)-1] ^= 1
+		f.Add(sum, uint32(len(src)), false)
+		f.Add(sum, uint32(len(src)), true)
+	}
+	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x20, 0xff, 0}, uint32(255), false)
+	f.Fuzz(func(t *testing.T, src []byte, bound uint32, trusted bool) {
+		if _, _, err := zstdWalk(src); err != nil {
+			return // the codec walks the frame before decoding (claimedLen)
+		}
+		n := int(bound % (fuzzMaxSize + 1))
+		want, errGo := zstdDecodeGo(make([]byte, 0, n), src, trusted)
+		if errGo != nil && !errors.Is(errGo, ErrCorrupt) {
+			t.Fatalf("pure-Go decoder: %v does not wrap ErrCorrupt", errGo)
+		}
+		for _, im := range zstdImpls[1:] {
+			buf := bytes.Repeat([]byte{0xEE}, n+256)
+			got, err := im.decode(buf[:0:n], src, trusted)
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%s: %v does not wrap ErrCorrupt", im.name, err)
+			}
+			if errGo == nil && err != nil {
+				t.Fatalf("%d-byte frame %x, bound %d, trusted %v: %s %v, pure Go decodes it", len(src), src, n, trusted, im.name, err)
+			}
+			if claim, _ := (zstdCodec{}).claimedLen(src); err == nil && len(got) != claim {
+				t.Fatalf("%s decoded %d bytes of a frame claiming %d", im.name, len(got), claim)
+			}
+			if errGo == nil && !bytes.Equal(got, want) {
+				t.Fatalf("%s decoded %d bytes, pure Go %d, differing", im.name, len(got), len(want))
+			}
+			if bytes.Count(buf[n:], []byte{0xEE}) != len(buf)-n {
+				t.Fatalf("%s wrote past the bound %d", im.name, n)
+			}
 		}
 	})
 }

@@ -1,0 +1,148 @@
+//go:build cgo
+
+package libzstd
+
+/*
+#define ZSTD_STATIC_LINKING_ONLY
+#include <stddef.h>
+#include "upstream/zstd.h"
+#include "upstream/zstd_errors.h"
+
+// scc_compress writes src as one frame at level into dst: content size
+// recorded, no frame checksum, and a window of at least the content size so
+// the frame is single-segment (the header then states the window as the
+// content size, as the pure-Go encoder's frames do). libzstd shrinks a
+// level's window to the input, so only inputs larger than the level's window
+// (512 KiB at level 1, 2 MiB at 3) raise it. One call, so a compression
+// costs one cgo crossing.
+static size_t scc_compress(ZSTD_CCtx *c, int level, void *dst, size_t cap, const void *src, size_t n) {
+	size_t r = ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
+	if (ZSTD_isError(r)) return r;
+	r = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
+	if (ZSTD_isError(r)) return r;
+	r = ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 1);
+	if (ZSTD_isError(r)) return r;
+	r = ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 0);
+	if (ZSTD_isError(r)) return r;
+	int need = ZSTD_WINDOWLOG_MIN;
+	while (need < ZSTD_WINDOWLOG_MAX && ((size_t)1 << need) < n) need++;
+	if ((int)ZSTD_getCParams(level, n, 0).windowLog < need) {
+		r = ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, need);
+		if (ZSTD_isError(r)) return r;
+	}
+	return ZSTD_compress2(c, dst, cap, src, n);
+}
+*/
+import "C"
+
+import (
+	"runtime"
+	"sync"
+	"unsafe"
+
+	_ "github.com/DataDog/zstd" // compiles and links libzstd
+)
+
+// HeaderVersion is the release of the declarations compiled in
+// (MAJOR*10000 + MINOR*100 + RELEASE); LibraryVersion, the linked library's.
+const HeaderVersion = int(C.ZSTD_VERSION_NUMBER)
+
+func LibraryVersion() int { return int(C.ZSTD_versionNumber()) }
+
+// MaxInput is the largest input Compress frames single-segment: libzstd's
+// largest window.
+const MaxInput = 1 << C.ZSTD_WINDOWLOG_MAX
+
+// Error is a libzstd error code (zstd_errors.h) with its name.
+type Error struct {
+	Code int
+	Name string
+}
+
+func (e *Error) Error() string { return "libzstd: " + e.Name }
+
+// DstTooSmall reports whether err says the output did not fit.
+func DstTooSmall(err error) bool {
+	e, ok := err.(*Error)
+	return ok && e.Code == C.ZSTD_error_dstSize_tooSmall
+}
+
+// ErrNoMemory: C malloc could not allocate a context; nothing was done.
+var ErrNoMemory = &Error{Code: C.ZSTD_error_memory_allocation, Name: "cannot allocate a context"}
+
+func result(r C.size_t) (int, error) {
+	if C.ZSTD_isError(r) != 0 {
+		return 0, &Error{Code: int(C.ZSTD_getErrorCode(r)), Name: C.GoString(C.ZSTD_getErrorName(r))}
+	}
+	return int(r), nil
+}
+
+// cctx and dctx own one libzstd context each (not safe for concurrent use,
+// so pooled: each call takes its own, and none waits for another). The
+// cleanup frees the context when the pool drops the wrapper.
+type cctx struct{ c *C.ZSTD_CCtx }
+type dctx struct{ d *C.ZSTD_DCtx }
+
+var cctxs = sync.Pool{New: func() any {
+	c := C.ZSTD_createCCtx()
+	if c == nil {
+		return nil
+	}
+	w := &cctx{c: c}
+	runtime.AddCleanup(w, func(c *C.ZSTD_CCtx) { C.ZSTD_freeCCtx(c) }, c)
+	return w
+}}
+
+// dctxs[0] verifies a frame checksum when the frame has one; dctxs[1]
+// ignores it.
+var dctxs = [2]sync.Pool{{New: func() any { return newDctx(false) }}, {New: func() any { return newDctx(true) }}}
+
+func newDctx(ignoreChecksum bool) any {
+	d := C.ZSTD_createDCtx()
+	if d == nil {
+		return nil
+	}
+	if ignoreChecksum {
+		if C.ZSTD_isError(C.ZSTD_DCtx_setParameter(d, C.ZSTD_d_forceIgnoreChecksum, C.ZSTD_d_ignoreChecksum)) != 0 {
+			C.ZSTD_freeDCtx(d)
+			return nil
+		}
+	}
+	w := &dctx{d: d}
+	runtime.AddCleanup(w, func(d *C.ZSTD_DCtx) { C.ZSTD_freeDCtx(d) }, d)
+	return w
+}
+
+// Compress writes src (at most MaxInput bytes) as one single-segment frame
+// at level, with its content size and without a checksum, into
+// dst[:cap(dst)], and returns its length. A frame that does not fit fails
+// (DstTooSmall) without writing past cap(dst).
+func Compress(dst, src []byte, level int) (int, error) {
+	w, _ := cctxs.Get().(*cctx)
+	if w == nil {
+		return 0, ErrNoMemory
+	}
+	r := C.scc_compress(w.c, C.int(level), unsafe.Pointer(unsafe.SliceData(dst)), C.size_t(cap(dst)),
+		unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)))
+	cctxs.Put(w)
+	return result(r)
+}
+
+// Decompress decodes every frame in src into dst[:cap(dst)] and returns the
+// decoded length; libzstd never writes past cap(dst) (a frame that decodes
+// to more fails with DstTooSmall). A frame checksum is verified unless
+// ignoreChecksum.
+func Decompress(dst, src []byte, ignoreChecksum bool) (int, error) {
+	i := 0
+	if ignoreChecksum {
+		i = 1
+	}
+	w, _ := dctxs[i].Get().(*dctx)
+	if w == nil {
+		return 0, ErrNoMemory
+	}
+	r := C.ZSTD_decompressDCtx(w.d, unsafe.Pointer(unsafe.SliceData(dst)), C.size_t(cap(dst)),
+		unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)))
+	dctxs[i].Put(w)
+	return result(r)
+}

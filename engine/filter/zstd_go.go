@@ -1,0 +1,18 @@
+//go:build !cgo
+
+package filter
+
+// ZstdCodec names the zstd implementation this build uses (benchmark
+// reports print it): klauspost/compress without cgo; libzstd in a cgo build
+// (zstd_libzstd.go).
+const ZstdCodec = "klauspost/compress"
+
+func zstdEncode(c zstdCodec, dst, src []byte) ([]byte, bool) { return zstdEncodeGo(c.speed, dst, src) }
+
+func zstdDecode(dst, src []byte, trusted bool) ([]byte, error) {
+	return zstdDecodeGo(dst, src, trusted)
+}
+
+// zstdDecodeOverrun: klauspost's decoder may write up to zstdOverrun past a
+// lying content size before it fails.
+const zstdDecodeOverrun = zstdOverrun

@@ -1,0 +1,81 @@
+//go:build cgo
+
+package filter
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/scc-dev/scc/engine/filter/internal/libzstd"
+)
+
+// The libzstd codec: every cgo build compiles the reference zstd library
+// (internal/libzstd, through github.com/DataDog/zstd's bundled sources), so
+// it needs no system package; CGO_ENABLED=0 builds use klauspost/compress
+// (zstd_go.go).
+//
+// Why: encoding is most of a zstd chunk write's CPU, and libzstd's level 3
+// compresses uint16 sample chunks several times as fast as klauspost's
+// SpeedDefault (BenchmarkZstdCodecs), and decodes them faster too. With
+// libzstd a level also means exactly zstd's level rather than one of four
+// speeds. Both decoders read both encoders' frames (the tests cross-decode
+// every level), so files do not depend on the build that wrote them; only
+// the compressed bytes differ.
+
+// ZstdCodec names the zstd implementation this build uses.
+const ZstdCodec = "libzstd"
+
+// zstdEncode writes the same kind of frame as zstdEncodeGo: one
+// single-segment frame with its content size and no checksum, in blocks of
+// at most 128 KiB (zstdWalk's bound holds). It writes into dst[:cap(dst)]
+// and fails rather than grow it: a frame that does not fit is not smaller.
+func zstdEncode(c zstdCodec, dst, src []byte) ([]byte, bool) {
+	if len(src) > libzstd.MaxInput {
+		// libzstd cannot make a frame this large single-segment.
+		return zstdEncodeGo(c.speed, dst, src)
+	}
+	n, err := libzstd.Compress(dst[:0], src, c.level)
+	if errors.Is(err, libzstd.ErrNoMemory) {
+		return zstdEncodeGo(c.speed, dst, src)
+	}
+	if err != nil {
+		return nil, false // did not fit, or libzstd refused: store raw
+	}
+	return dst[:n], true
+}
+
+// zstdDecodeOverrun is 0: libzstd never writes past the capacity it is
+// given, so a destination of exactly the claimed size needs no room for a
+// lie, and the pipeline decodes straight into it.
+const zstdDecodeOverrun = 0
+
+// zstdDecode decodes the one frame in src into dst[:0], never past cap(dst)
+// and never allocating: a frame claiming more than cap(dst) fails before
+// decoding, and libzstd stops at cap(dst) if the claim is a lie. trusted
+// skips a frame checksum; otherwise one present is verified.
+func zstdDecode(dst, src []byte, trusted bool) ([]byte, error) {
+	// Exactly one frame with its content size, as claimedLen accepts:
+	// libzstd alone would also decode concatenated and skippable frames.
+	claim, _, err := zstdWalk(src)
+	if err != nil {
+		return nil, err
+	}
+	if claim > cap(dst) {
+		return nil, fmt.Errorf("%w: zstd: frame claims %d bytes, over the bound %d", ErrCorrupt, claim, cap(dst))
+	}
+	n, err := libzstd.Decompress(dst[:0], src, trusted)
+	if errors.Is(err, libzstd.ErrNoMemory) {
+		// The pure-Go decoder reads the same frames to the same bytes:
+		// a slower path, not a different answer.
+		return zstdDecodeGo(dst, src, trusted)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
+	}
+	if n != claim {
+		// libzstd checks the content size itself; checked again because
+		// a wrong n would hand the caller bytes it did not decode.
+		return nil, fmt.Errorf("%w: zstd: frame decoded to %d bytes, claims %d", ErrCorrupt, n, claim)
+	}
+	return dst[:n], nil
+}
