@@ -7,6 +7,10 @@ package filter
 // (zstd_libzstd.go).
 const ZstdCodec = "klauspost/compress"
 
+// ZstdVersion is empty without cgo: the pure-Go codec's version is the
+// module's (the build information has it).
+func ZstdVersion() string { return "" }
+
 func zstdEncode(c zstdCodec, dst, src []byte) ([]byte, bool) { return zstdEncodeGo(c.speed, dst, src) }
 
 func zstdDecode(dst, src []byte, trusted bool) ([]byte, error) {

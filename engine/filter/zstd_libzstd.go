@@ -25,6 +25,12 @@ import (
 // ZstdCodec names the zstd implementation this build uses.
 const ZstdCodec = "libzstd"
 
+// ZstdVersion is the linked libzstd's release, as MAJOR.MINOR.RELEASE.
+func ZstdVersion() string {
+	v := libzstd.LibraryVersion()
+	return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
+}
+
 // zstdEncode writes the same kind of frame as zstdEncodeGo: one
 // single-segment frame with its content size and no checksum, in blocks of
 // at most 128 KiB (zstdWalk's bound holds). It writes into dst[:cap(dst)]
