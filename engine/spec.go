@@ -35,9 +35,11 @@ func Zlib(level int) Filter { return Filter{filter.Spec{ID: filter.Zlib, Level: 
 
 // Zstd compresses with Zstandard at one of zstd's levels: 1..22, the
 // negative fast levels down to -131072, and 0 for the default (3), as the
-// zstd command line, numcodecs and HDF5's zstd plugin count them. The
-// encoder (klauspost/compress/zstd) has four speeds; each level maps onto
-// one of them by the library's documented correspondence (FORMAT.md §13).
+// zstd command line, numcodecs and HDF5's zstd plugin count them. A cgo
+// build encodes with libzstd at exactly that level; a CGO_ENABLED=0 build
+// with klauspost/compress/zstd, which has four speeds, each level mapping
+// onto one of them by the library's documented correspondence (FORMAT.md
+// §13).
 func Zstd(level int) Filter { return Filter{filter.Spec{ID: filter.Zstd, Level: int32(level)}} }
 
 // LZ4 compresses with LZ4 (block format).
