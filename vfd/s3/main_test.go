@@ -26,6 +26,9 @@ const testBucket = "scc-test"
 // A fuzzing run (-fuzz, whose workers re-run TestMain) runs FuzzManifest
 // only, which needs no server, so it starts none.
 func TestMain(m *testing.M) {
+	if os.Getenv(vWriterEnv) != "" {
+		os.Exit(vWriterMain())
+	}
 	flag.Parse()
 	fuzzing := func(name string) bool {
 		f := flag.Lookup(name)
