@@ -25,6 +25,9 @@ import (
 //     (Evicter), whose buffer pool hands it to the next decode. A one-call
 //     read of many chunks then decodes and scatters them on every worker
 //     at once, and touches no more fresh memory than one chunk per worker.
+//     The budget holds room for the chunks decoding at once (reserved
+//     before they start), and a chunk over the bypass size goes as a bypass
+//     entry instead, so that its reservation can grow an adaptive cache.
 //
 // When (decodeWorthIt): the chunk is above the bypass threshold (the
 // cached path would load it, serve it and drop it), or it was not missed
@@ -106,6 +109,14 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 		if dd, ok := g.d.lay().l.(DirectDecoder); ok && len(g.reqs) == 1 {
 			dst, _ = dd.DecodeTarget(g.loc, reqs[g.reqs[0]].Piece)
 		}
+		if dst == nil && g.hint() > sz.bypass {
+			// A chunk over the bypass size goes as a bypass entry,
+			// whose reservation is what grows an adaptive cache for
+			// it (a flash increase).
+			cached += g.hint()
+			rest = append(rest, g)
+			continue
+		}
 		cand = append(cand, g)
 		dsts = append(dsts, dst)
 	}
@@ -113,6 +124,28 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 		return gs, nil
 	}
 	defer c.shedAfterDirect()
+	// Transient chunks are memory like any chunk's: the budget holds
+	// room for as many as decode at once (at most one per worker and the
+	// caller), reserved here, before any worker waits on it, and given
+	// back when the last is done; slots keeps to that number whatever the
+	// runner.
+	var slots chan struct{}
+	var transient, largest int64
+	for i, dst := range dsts {
+		if dst == nil {
+			transient++
+			largest = max(largest, cand[i].hint())
+		}
+	}
+	if transient > 0 {
+		k := min(transient, int64(max(c.cfg.Workers, 1))+1)
+		held := k * largest
+		if err := c.reserve(ctx, held); err != nil {
+			return nil, err
+		}
+		defer c.charge(-held)
+		slots = make(chan struct{}, k)
+	}
 	images, sums, err := c.readImages(cand)
 	if err != nil {
 		return nil, err
@@ -125,6 +158,8 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 		}()
 		g := cand[i]
 		if dsts[i] == nil {
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			return c.decodeTransient(g, reqs, images[i], sumOf(sums, i))
 		}
 		if err := g.d.lay().l.(DirectDecoder).DecodeInto(g.coord, g.loc, images[i], dsts[i]); err != nil {
@@ -142,12 +177,6 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 	}
 	// A transient decode is a load and a bypass, as a chunk the cached
 	// path loads, serves and drops would be.
-	transient := int64(0)
-	for _, dst := range dsts {
-		if dst == nil {
-			transient++
-		}
-	}
 	c.stats.directDecodes.Add(int64(len(cand)) - transient)
 	c.stats.loads.Add(transient)
 	c.stats.bypasses.Add(transient)

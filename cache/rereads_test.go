@@ -3,7 +3,6 @@ package cache
 import (
 	"bytes"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,28 +89,20 @@ func TestFullCacheAdmitsRereads(t *testing.T) {
 	}
 }
 
-// liveLayout counts the chunks Decode made that Evict has not taken back,
-// and can hold every Decode until two run at once.
+// liveLayout counts the chunks Decode made that Evict has not taken back.
 type liveLayout struct {
 	*fakeLayout
 	live, peak atomic.Int64
-	meet       chan struct{} // closed when two decodes are inside
-	inside     atomic.Int64
-	once       sync.Once
+	during     func() // called inside every Decode
 }
 
 func (l *liveLayout) Decode(c Coord, loc Location, img []byte) (Chunk, error) {
 	n := l.live.Add(1)
 	for p := l.peak.Load(); n > p && !l.peak.CompareAndSwap(p, n); p = l.peak.Load() {
 	}
-	if l.inside.Add(1) >= 2 {
-		l.once.Do(func() { close(l.meet) })
+	if l.during != nil {
+		l.during()
 	}
-	select {
-	case <-l.meet:
-	case <-time.After(10 * time.Second): // the test then fails: no two ran at once
-	}
-	l.inside.Add(-1)
 	ch, err := l.fakeLayout.Decode(c, loc, img)
 	if err != nil {
 		l.live.Add(-1)
@@ -125,21 +116,30 @@ func (l *liveLayout) Evict(c Coord, ch Chunk) {
 }
 
 // TestTransientDecodesOnWorkers: a read of many chunks the cache does not
-// keep decodes them on the workers at once, scatters each from its own
-// chunk and gives it back at once, so that no more chunks are alive than
-// there are goroutines decoding (the workers, and the caller, which runs
-// a task itself when they are all busy); an error in one comes back and leaves nothing
+// keep decodes each on a worker into a chunk of its own, scatters it and
+// gives it back at once, so that no more chunks are alive than there are
+// goroutines decoding (the workers, and the caller, which runs a task
+// itself when they are all busy), and the budget is charged for that many
+// while they decode; an error in one comes back and leaves nothing
 // resident.
 func TestTransientDecodesOnWorkers(t *testing.T) {
 	const n, workers = 16, 2
 	e := newEnv(t, Config{QuiescentBytes: 1 << 20, AdmitOnReread: true, Workers: workers})
 	fl := newFakeLayout(&e.alloc, 64)
-	l := &liveLayout{fakeLayout: fl, meet: make(chan struct{})}
+	l := &liveLayout{fakeLayout: fl}
 	d, err := e.f.RegisterDataset(1, l, DatasetOptions{MinBytes: -1})
 	must(t, err)
 	want := storedChunks(t, e, d, fl, n)
 	l.live.Store(0)
 	l.peak.Store(0)
+	// The chunks decoding are charged to the budget while they live.
+	var charged atomic.Int64
+	l.during = func() {
+		if r := e.c.Stats().ResidentBytes; r > charged.Load() {
+			charged.Store(r)
+		}
+		time.Sleep(time.Millisecond) // room for the others to overlap
+	}
 	reqs := make([]Request, n)
 	bufs := make([][]byte, n)
 	for i := range reqs {
@@ -152,23 +152,21 @@ func TestTransientDecodesOnWorkers(t *testing.T) {
 			t.Fatalf("chunk %d read wrong", i)
 		}
 	}
-	select {
-	case <-l.meet:
-	default:
-		t.Fatal("no two decodes ran at once")
-	}
 	if p := l.peak.Load(); p > workers+1 {
 		t.Fatalf("%d decoded chunks alive at once, want at most %d (one per decoding goroutine)", p, workers+1)
 	}
-	if st := e.c.Stats(); st.Chunks != 0 || l.live.Load() != 0 {
-		t.Fatalf("%d chunks resident, %d not given back", st.Chunks, l.live.Load())
+	if st := e.c.Stats(); st.Chunks != 0 || l.live.Load() != 0 || st.ResidentBytes != 0 {
+		t.Fatalf("%d chunks resident (%d bytes), %d not given back", st.Chunks, st.ResidentBytes, l.live.Load())
+	}
+	if c := charged.Load(); c < (workers+1)*fl.chunkBytes() {
+		t.Fatalf("%d bytes charged while chunks decoded, want room for %d of %d bytes", c, workers+1, fl.chunkBytes())
 	}
 	fl.failDecode.Store(true)
 	if err := e.c.Read(bg, reqs); !errors.Is(err, errFake) {
 		t.Fatalf("read with a failing decode: %v", err)
 	}
 	fl.failDecode.Store(false)
-	if st := e.c.Stats(); st.Chunks != 0 || l.live.Load() != 0 {
+	if st := e.c.Stats(); st.Chunks != 0 || l.live.Load() != 0 || st.ResidentBytes != 0 {
 		t.Fatalf("after a failed read: %d chunks resident, %d not given back", st.Chunks, l.live.Load())
 	}
 }

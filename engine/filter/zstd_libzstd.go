@@ -45,10 +45,21 @@ func zstdEncode(c zstdCodec, dst, src []byte) ([]byte, bool) {
 		return zstdEncodeGo(c.speed, dst, src)
 	}
 	if err != nil {
+		if len(src) <= zstdSmallInput {
+			// libzstd stores blocks this small raw, where the pure-Go
+			// encoder's entropy-coded literals still shrink some: a
+			// tiny chunk is then stored compressed in either build.
+			return zstdEncodeGo(c.speed, dst, src)
+		}
 		return nil, false // did not fit, or libzstd refused: store raw
 	}
 	return dst[:n], true
 }
+
+// zstdSmallInput is the largest input a libzstd frame that does not
+// shrink is tried again with the pure-Go encoder for; a second attempt
+// costs nothing worth counting below it.
+const zstdSmallInput = 1 << 10
 
 // zstdDecodeOverrun is 0: libzstd never writes past the capacity it is
 // given, so a destination of exactly the claimed size needs no room for a
