@@ -154,6 +154,9 @@ func TestZstdLibzstdEncodeInPlace(t *testing.T) {
 	if _, ok := c.encode(make([]byte, 0, c.encodeCap(4096)), randomData(4096, 1)); ok {
 		t.Fatal("random data encoded smaller than itself")
 	}
+	if raceEnabled {
+		return // the contexts come from a sync.Pool, which -race empties at random
+	}
 	if n := testing.AllocsPerRun(20, func() { c.encode(dst, src) }); n > 0 {
 		t.Fatalf("%.1f allocations per encode", n)
 	}
