@@ -602,3 +602,31 @@ func TestSampledMedian(t *testing.T) {
 		t.Error("h5perf rows of full and quick runs must be medians of at least 3 passes")
 	}
 }
+
+// TestFillFrameValues: every element of a frame is its smooth value plus
+// noise of 0..7, whatever the frame's length (the four-at-a-time loop and
+// its tail) and index (base values that wrap around 2^16 in a lane).
+func TestFillFrameValues(t *testing.T) {
+	for _, n := range []int{8, 9, 10, 11, 64, 65, 300, 65536} {
+		for _, idx := range []int{0, 1, 9361, 70000} {
+			b := make([]byte, 2*n)
+			FillFrame(b, 2, idx)
+			if err := VerifyFrame(b, 2, idx); err != nil {
+				t.Fatal(err)
+			}
+			base := uint16(idx * 7)
+			seen := map[uint16]bool{}
+			for i := 4; i < n-2; i++ {
+				v := uint16(b[2*i]) | uint16(b[2*i+1])<<8
+				noise := v - base - uint16(i>>6)&0x3ff - uint16(i&63)
+				if noise > 7 {
+					t.Fatalf("%d elements, frame %d, element %d: %d, noise %d", n, idx, i, v, noise)
+				}
+				seen[noise] = true
+			}
+			if n >= 300 && len(seen) != 8 {
+				t.Fatalf("%d elements, frame %d: noise values %v", n, idx, seen)
+			}
+		}
+	}
+}

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine"
 )
@@ -57,6 +59,12 @@ type vwriterConfig struct {
 	Interval   time.Duration
 	// Sync: the Flushes fsync (engine.Options.NoSync false).
 	Sync bool
+	// Goroutines share the process's frames (goroutine k writes its
+	// frames k, k+Goroutines, ...), growing the extent as they go; 0 or 1
+	// is one. More than one is the one-process baseline of the ingest
+	// benchmark, and takes no FlushEvery (acknowledgements count frames
+	// in order).
+	Goroutines int
 }
 
 // virtualDataset is the name of the writers' datasets and of the virtual
@@ -99,29 +107,52 @@ func virtualWriterMain(cfgJSON string, stdin io.Reader, stdout io.Writer) int {
 		return fail(fmt.Errorf("waiting for the start: %w", err))
 	}
 	h, w := uint64(cfg.Height), uint64(cfg.Width)
-	buf := make([]byte, 2*h*w)
-	next := time.Now()
-	for j := 0; j < cfg.Frames; j++ {
-		if cfg.Interval > 0 {
-			next = next.Add(cfg.Interval)
-			time.Sleep(time.Until(next))
-		}
-		if err := ds.SetExtent(ctx, []uint64{uint64(j + 1), h, w}); err != nil {
-			f.Close()
-			return fail(err)
-		}
-		FillFrame(buf, 0, j*cfg.Writers+cfg.Index)
-		if err := ds.Write(ctx, engine.Box([]uint64{uint64(j), 0, 0}, []uint64{1, h, w}), buf); err != nil {
-			f.Close()
-			return fail(err)
-		}
-		if cfg.FlushEvery > 0 && (j+1)%cfg.FlushEvery == 0 {
-			if err := f.Flush(ctx); err != nil {
-				f.Close()
-				return fail(err)
+	goroutines := max(cfg.Goroutines, 1)
+	if goroutines > 1 && (cfg.FlushEvery > 0 || cfg.Interval > 0) {
+		f.Close()
+		return fail(errors.New("several goroutines take neither FlushEvery nor Interval"))
+	}
+	var (
+		mu     sync.Mutex // protects extent, and orders the SetExtent calls
+		extent int
+	)
+	write := func(k int) error {
+		buf := make([]byte, 2*h*w)
+		next := time.Now()
+		for j := k; j < cfg.Frames; j += goroutines {
+			if cfg.Interval > 0 {
+				next = next.Add(cfg.Interval)
+				time.Sleep(time.Until(next))
 			}
-			fmt.Fprintln(stdout, "ack", j+1, time.Now().UnixNano())
+			mu.Lock()
+			if j >= extent {
+				if err := ds.SetExtent(ctx, []uint64{uint64(j + 1), h, w}); err != nil {
+					mu.Unlock()
+					return err
+				}
+				extent = j + 1
+			}
+			mu.Unlock()
+			FillFrame(buf, 0, j*cfg.Writers+cfg.Index)
+			if err := ds.Write(ctx, engine.Box([]uint64{uint64(j), 0, 0}, []uint64{1, h, w}), buf); err != nil {
+				return err
+			}
+			if cfg.FlushEvery > 0 && (j+1)%cfg.FlushEvery == 0 {
+				if err := f.Flush(ctx); err != nil {
+					return err
+				}
+				fmt.Fprintln(stdout, "ack", j+1, time.Now().UnixNano())
+			}
 		}
+		return nil
+	}
+	var g errgroup.Group
+	for k := 0; k < goroutines; k++ {
+		g.Go(func() error { return write(k) })
+	}
+	if err := g.Wait(); err != nil {
+		f.Close()
+		return fail(err)
 	}
 	if err := f.Flush(ctx); err != nil {
 		f.Close()
@@ -227,6 +258,9 @@ type VirtualIngestResult struct {
 	BytesWritten int64
 	WriteTime    time.Duration
 	WriteMBps    float64
+	// WriteCPU is the user and system time of the writer processes, their
+	// start-up included.
+	WriteCPU time.Duration
 	// StoredBytes is the size of all the files.
 	StoredBytes int64
 	// With Verify: the whole virtual dataset read back and every frame
@@ -300,9 +334,11 @@ func VirtualIngest(ctx context.Context, cfg VirtualIngestConfig) (*VirtualIngest
 	res := &VirtualIngestResult{Writers: cfg.Writers, Frames: cfg.Frames, Height: cfg.Height, Width: cfg.Width,
 		Filters: FilterNames(cfg.Filters), VirtualPath: vpath, SourcePaths: sources,
 		BytesWritten: int64(cfg.Writers) * int64(cfg.Frames) * int64(2*cfg.Height*cfg.Width)}
-	if res.WriteTime, err = runWriters(ctx, cfg, sources); err != nil {
+	t, err := runWriters(ctx, cfg, sources)
+	if err != nil {
 		return nil, err
 	}
+	res.WriteTime, res.WriteCPU = t.Wall, t.CPU
 	res.WriteMBps = mibps(res.BytesWritten, res.WriteTime)
 	for _, p := range append([]string{vpath}, sources...) {
 		if st, err := os.Stat(p); err == nil {
@@ -328,10 +364,26 @@ func VirtualIngest(ctx context.Context, cfg VirtualIngestConfig) (*VirtualIngest
 // runWriters starts one writer process per source, waits until all are
 // ready, starts them together and waits for them to finish; it returns
 // the time from the start to the last writer's close.
-func runWriters(ctx context.Context, cfg VirtualIngestConfig, sources []string) (time.Duration, error) {
+func runWriters(ctx context.Context, cfg VirtualIngestConfig, sources []string) (procsTime, error) {
+	jobs := make([]vwriterConfig, len(sources))
+	for i, path := range sources {
+		jobs[i] = vwriterConfig{Path: path, Index: i, Writers: cfg.Writers, Frames: cfg.Frames, Height: cfg.Height, Width: cfg.Width,
+			CacheBytes: cfg.CacheBytes, FlushEvery: cfg.FlushEvery, Interval: cfg.Interval, Sync: cfg.Sync}
+	}
+	return runProcs(ctx, jobs, cfg.OnAck)
+}
+
+// procsTime is what runProcs measured: Wall from the start to the last
+// writer's close, CPU the user and system time of all the processes,
+// start-up included.
+type procsTime struct{ Wall, CPU time.Duration }
+
+// runProcs runs one writer process per job (virtualWriterMain) as
+// runWriters says, onAck (if set) called for each acknowledgement.
+func runProcs(ctx context.Context, jobs []vwriterConfig, onAck func(writer, frames int, t time.Time)) (procsTime, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return 0, err
+		return procsTime{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	type proc struct {
@@ -340,31 +392,32 @@ func runWriters(ctx context.Context, cfg VirtualIngestConfig, sources []string) 
 		lines chan string // closed when the process's stdout is
 		errb  strings.Builder
 	}
-	procs := make([]*proc, 0, len(sources))
-	var wg sync.WaitGroup
+	procs := make([]*proc, 0, len(jobs))
+	var (
+		wg  sync.WaitGroup
+		cpu atomic.Int64
+	)
 	// On an error the writers still running are killed (the context of
 	// their commands); either way every one is waited for.
 	defer wg.Wait()
 	defer cancel()
-	for i, path := range sources {
-		wc := vwriterConfig{Path: path, Index: i, Writers: cfg.Writers, Frames: cfg.Frames, Height: cfg.Height, Width: cfg.Width,
-			CacheBytes: cfg.CacheBytes, FlushEvery: cfg.FlushEvery, Interval: cfg.Interval, Sync: cfg.Sync}
+	for _, wc := range jobs {
 		b, err := json.Marshal(wc)
 		if err != nil {
-			return 0, err
+			return procsTime{}, err
 		}
 		p := &proc{cmd: exec.CommandContext(ctx, self), lines: make(chan string, 16)}
 		p.cmd.Env = append(os.Environ(), vwriterEnv+"="+string(b))
 		p.cmd.Stderr = &limitedWriter{b: &p.errb, n: 4096}
 		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-			return 0, err
+			return procsTime{}, err
 		}
 		stdout, err := p.cmd.StdoutPipe()
 		if err != nil {
-			return 0, err
+			return procsTime{}, err
 		}
 		if err := p.cmd.Start(); err != nil {
-			return 0, err
+			return procsTime{}, err
 		}
 		procs = append(procs, p)
 		wg.Add(1)
@@ -379,7 +432,9 @@ func runWriters(ctx context.Context, cfg VirtualIngestConfig, sources []string) 
 				}
 			}
 			close(p.lines)
-			_ = p.cmd.Wait()
+			if p.cmd.Wait() == nil {
+				cpu.Add(int64(p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()))
+			}
 		}()
 	}
 	next := func(p *proc) (string, bool) {
@@ -398,13 +453,13 @@ func runWriters(ctx context.Context, cfg VirtualIngestConfig, sources []string) 
 	}
 	for i, p := range procs {
 		if l, ok := next(p); !ok || l != "ready" {
-			return 0, fail(i, "did not start: "+l)
+			return procsTime{}, fail(i, "did not start: "+l)
 		}
 	}
 	start := time.Now()
 	for i, p := range procs {
 		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
-			return 0, fail(i, err.Error())
+			return procsTime{}, fail(i, err.Error())
 		}
 		p.stdin.Close()
 	}
@@ -427,8 +482,8 @@ func runWriters(ctx context.Context, cfg VirtualIngestConfig, sources []string) 
 						errs <- fail(i, "said "+line)
 						return
 					}
-					if cfg.OnAck != nil {
-						cfg.OnAck(i, j, time.Unix(0, ns))
+					if onAck != nil {
+						onAck(i, j, time.Unix(0, ns))
 					}
 				case line == "done":
 					end := int64(time.Since(start))
@@ -451,9 +506,10 @@ func runWriters(ctx context.Context, cfg VirtualIngestConfig, sources []string) 
 		}
 	}
 	if first != nil {
-		return 0, first
+		return procsTime{}, first
 	}
-	return time.Duration(last.Load()), nil
+	wg.Wait() // every process has exited: its CPU time is counted
+	return procsTime{Wall: time.Duration(last.Load()), CPU: time.Duration(cpu.Load())}, nil
 }
 
 // limitedWriter keeps the first n bytes written to it (a writer's stderr,
@@ -609,64 +665,31 @@ func verifyFrames(buf []byte, lo, hi int) error {
 	return nil
 }
 
-// IngestOneFile is the in-process baseline of the multi-process ingest:
-// goroutines writers, writer i writing the whole's frames i, i+N, ... into
-// one dataset of one file (its extent set once, up front), then the final
-// Flush and close. It returns the time from the first write to the close.
-func IngestOneFile(ctx context.Context, path string, cfg VirtualIngestConfig) (time.Duration, error) {
+// IngestOneProcess is the baseline of the multi-process ingest: the same
+// frames (cfg.Writers × cfg.Frames, of the same content) appended to one
+// file by one writer process with cfg.Writers goroutines, started and
+// timed as the writer processes of VirtualIngest are: a process of its
+// own, so that both sides start with a fresh runtime, heap and cache.
+func IngestOneProcess(ctx context.Context, path string, cfg VirtualIngestConfig) (procsTime, error) {
 	if err := cfg.Validate(); err != nil {
-		return 0, err
+		return procsTime{}, err
 	}
 	cfg = cfg.withDefaults()
-	c, err := cache.New(cache.Config{QuiescentBytes: cfg.CacheBytes})
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
 	h, w := uint64(cfg.Height), uint64(cfg.Width)
-	total := cfg.Writers * cfg.Frames
-	f, err := engine.Create(path, &engine.Options{Cache: c, NoSync: !cfg.Sync})
+	f, err := engine.Create(path, &engine.Options{NoSync: !cfg.Sync})
 	if err != nil {
-		return 0, err
+		return procsTime{}, err
 	}
-	ds, err := f.CreateDataset(virtualDataset, engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{uint64(total), h, w},
+	_, err = f.CreateDataset(virtualDataset, engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, h, w},
 		MaxShape: []uint64{engine.Unlimited, h, w}, Chunk: []uint64{1, h, w}, Filters: cfg.Filters})
-	if err == nil {
-		err = f.Flush(ctx)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
-		f.Close()
-		return 0, err
+		return procsTime{}, err
 	}
-	t0 := time.Now()
-	errs := make(chan error, cfg.Writers)
-	for i := 0; i < cfg.Writers; i++ {
-		go func() {
-			buf := make([]byte, 2*h*w)
-			for g := i; g < total; g += cfg.Writers {
-				FillFrame(buf, 0, g)
-				if err := ds.Write(ctx, engine.Box([]uint64{uint64(g), 0, 0}, []uint64{1, h, w}), buf); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	var first error
-	for i := 0; i < cfg.Writers; i++ {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	if first != nil {
-		f.Close()
-		return 0, first
-	}
-	if err := f.Close(); err != nil {
-		return 0, err
-	}
-	return time.Since(t0), nil
+	return runProcs(ctx, []vwriterConfig{{Path: path, Writers: 1, Frames: cfg.Writers * cfg.Frames, Height: cfg.Height, Width: cfg.Width,
+		CacheBytes: cfg.CacheBytes, Sync: cfg.Sync, Goroutines: cfg.Writers}}, nil)
 }
 
 // FollowResult is the latency of a reader following live writers.
@@ -838,30 +861,52 @@ func runVirtual(ctx context.Context, o Options, p *Peers, r *Report) error {
 	base := VirtualIngestConfig{Dir: dir, Height: side, Width: side, CacheBytes: 32 << 20,
 		Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(1)}}
 	frameBytes := int64(2 * side * side)
-	const filterNote = "shuffle+deflate-1 frames; every writer process has its own 32 MiB cache, the one-file process one 32 MiB cache; times from the start of the writes to the last close (final Flush included), process start-up excluded"
+	ingestPasses := o.size(5, 3, 1)
 
-	// (a) Ingest.
+	// (a) Ingest. The N writer processes share the one-file process's
+	// memory: a cache of 32 MiB / N each, so that both sides hold the same
+	// bytes (with 32 MiB each, every writer faulted in a cache as large as
+	// the one process's, and that, not the writing, was the difference).
 	var readSet *VirtualIngestResult
 	for _, n := range []int{1, 2, 4} {
 		cfg := base
 		cfg.Name, cfg.Writers, cfg.Frames = fmt.Sprintf("p%d", n), n, total/n
-		res, err := VirtualIngest(ctx, cfg)
-		if err != nil {
-			return err
+		procsCfg := cfg
+		procsCfg.CacheBytes = cfg.CacheBytes / int64(n)
+		var procs, one, procsCPU, oneCPU []time.Duration
+		for pass := 0; pass < ingestPasses; pass++ {
+			res, err := VirtualIngest(ctx, procsCfg)
+			if err != nil {
+				return err
+			}
+			procs, procsCPU = append(procs, res.WriteTime), append(procsCPU, res.WriteCPU)
+			onePath := filepath.Join(dir, fmt.Sprintf("one%d.scc", n))
+			t, err := IngestOneProcess(ctx, onePath, cfg)
+			if err != nil {
+				return err
+			}
+			os.Remove(onePath)
+			one, oneCPU = append(one, t.Wall), append(oneCPU, t.CPU)
+			if n == 4 && pass == ingestPasses-1 {
+				readSet = res
+			} else {
+				for _, p := range append([]string{res.VirtualPath}, res.SourcePaths...) {
+					os.Remove(p)
+				}
+			}
 		}
-		one, err := IngestOneFile(ctx, filepath.Join(dir, fmt.Sprintf("one%d.scc", n)), cfg)
-		if err != nil {
-			return err
-		}
-		os.Remove(filepath.Join(dir, fmt.Sprintf("one%d.scc", n)))
-		oneMBps := mibps(res.BytesWritten, one)
-		o.logf("   %s: %.1f MiB/s; one process, %s: %.1f MiB/s", plural(n, "writer process"), res.WriteMBps, plural(n, "goroutine"), oneMBps)
+		bytes := int64(total) * frameBytes
+		procsMBps, oneMBps := mibps(bytes, Quantile(procs, 0.5)), mibps(bytes, Quantile(one, 0.5))
+		cpuNote := fmt.Sprintf("CPU time (user+system, start-up included), median: %s %.3f s, one process %.3f s",
+			plural(n, "writer process"), Quantile(procsCPU, 0.5).Seconds(), Quantile(oneCPU, 0.5).Seconds())
+		o.logf("   %s: %.1f MiB/s; one process, %s: %.1f MiB/s; %s", plural(n, "writer process"), procsMBps, plural(n, "goroutine"), oneMBps, cpuNote)
 		r.add(Figure{Scenario: "virtual", Key: fmt.Sprintf("ingest-p%d", n), Unit: "MiB/s", HigherIsBetter: true,
 			Metric: fmt.Sprintf("ingest, %s → %s + a virtual dataset (aggregate)", plural(n, "writer process"), plural(n, "file")),
-			SCC:    res.WriteMBps, Peer: fmt.Sprintf("1 process, %s, one file", plural(n, "goroutine")), PeerValue: ptr(oneMBps), Note: filterNote})
-		if n == 4 {
-			readSet = res
-		}
+			SCC:    procsMBps, Peer: fmt.Sprintf("1 process, %s, one file", plural(n, "goroutine")), PeerValue: ptr(oneMBps),
+			Note: fmt.Sprintf("%d MiB of shuffle+deflate-1 frames; both sides run in processes started anew, timed from the start of the writes "+
+				"to the last close (final Flush included), start-up excluded; the writer processes have a 32 MiB cache between them "+
+				"(32/N MiB each), the one-file process one of 32 MiB; median of %d passes, the sides taking turns; %s",
+				bytes>>20, ingestPasses, cpuNote)})
 	}
 
 	// (b) Reads of the whole: through the virtual dataset, and the same

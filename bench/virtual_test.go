@@ -104,6 +104,53 @@ func TestVirtualIngestFrames(t *testing.T) {
 	}
 }
 
+// TestIngestOneProcess: the baseline's process, 3 goroutines sharing 22
+// frames and growing the extent as they go, leaves a file whose dataset
+// holds exactly frames 0..21, each the one FillFrame makes, and both its
+// times are counted.
+func TestIngestOneProcess(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := dir + "/one.scc"
+	tm, err := IngestOneProcess(ctx, path, VirtualIngestConfig{Dir: dir, Writers: 3, Frames: 7, Height: 4, Width: 6, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm.Wall <= 0 || tm.CPU <= 0 {
+		t.Fatalf("%+v", tm)
+	}
+	if rep, err := engine.CheckPath(ctx, path); err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("%v %v", err, rep)
+	}
+	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ds, err := f.OpenDataset("frames")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	if s := ds.Shape(); s[0] != 21 {
+		t.Fatalf("shape %v", s)
+	}
+	got := make([]byte, 21*48)
+	if err := ds.Read(ctx, engine.All(ds.Shape()), got); err != nil {
+		t.Fatal(err)
+	}
+	for g := 0; g < 21; g++ {
+		if err := VerifyFrame(got[g*48:(g+1)*48], 0, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Several goroutines take no acknowledgements: refused, not run.
+	_, err = runProcs(ctx, []vwriterConfig{{Path: path, Writers: 1, Frames: 4, Height: 4, Width: 6, CacheBytes: 1 << 20, Goroutines: 2, FlushEvery: 1}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "FlushEvery") {
+		t.Fatalf("%v", err)
+	}
+}
+
 // TestVirtualIngestWriterFails: a writer process that cannot do its job
 // (its file is not an scc file) fails the ingest with its message, and
 // the other writers are stopped.
