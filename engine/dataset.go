@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/index"
@@ -806,6 +807,10 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 	if err := needLayouts(d.s, "Read", readLayouts...); err != nil {
 		return err
 	}
+	// A read writes every byte of buf; a large buf not yet in memory is
+	// mapped in one call per core first, not a fault at a time by the
+	// scatter (bufpool.PopulateCold says why and what it costs).
+	bufpool.PopulateCold(buf)
 	return d.deletedDuring(d.s.f.follow(ctx, func() error { return d.io(ctx, sel, buf, false) }))
 }
 

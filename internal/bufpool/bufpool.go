@@ -169,3 +169,13 @@ func Poison(on bool) (restore func()) {
 	old := bufPoison.Swap(on)
 	return func() { bufPoison.Store(old) }
 }
+
+// PopulateCold's limits (prefault_linux.go): buffers under populateMin are
+// left to fault (a few thousand faults cost less than deciding); the
+// decision samples populateSamples pages; a part populated by one
+// goroutine is at least populatePart bytes.
+const (
+	populateMin     = 8 << 20
+	populateSamples = 8
+	populatePart    = 32 << 20
+)

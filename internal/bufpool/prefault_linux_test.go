@@ -161,3 +161,51 @@ func BenchmarkFreshBuffers(b *testing.B) {
 	b.ReportMetric(without/float64(b.N), "plain-MiB/s")
 	b.ReportMetric(with/without, "ratio")
 }
+
+// TestPopulateCold: a large cold buffer (a new mapping, or one with a few
+// pages written) is populated, so writing it takes next to no faults, and
+// keeps the bytes written before; a warm one, or a small one, is not
+// populated at all.
+func TestPopulateCold(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's shadow memory faults on every write")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	const n = 24 << 20
+	ps := os.Getpagesize()
+	pages := int64(n / ps)
+	fresh := func() []byte {
+		b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Munmap(b) })
+		return b
+	}
+	control := faultsWriting(t, fresh())
+	if control < pages/2 {
+		t.Fatalf("writing %d new pages took %d faults: the count does not see faults", pages, control)
+	}
+
+	b := fresh()
+	b[0], b[n/2+5], b[n-1] = 7, 8, 9 // three pages of many: still cold
+	calls := populateCalls.Load()
+	PopulateCold(b[3:]) // not page-aligned at its start
+	if populateCalls.Load() != calls+1 {
+		t.Fatal("a cold buffer was not populated")
+	}
+	if b[0] != 7 || b[n/2+5] != 8 || b[n-1] != 9 {
+		t.Fatal("populating changed bytes written before")
+	}
+	if got := faultsWriting(t, b); got > pages/16 {
+		t.Fatalf("writing %d populated pages took %d faults (%d without)", pages, got, control)
+	}
+
+	calls = populateCalls.Load()
+	PopulateCold(b) // every page written above: warm
+	PopulateCold(fresh()[:populateMin-1])
+	if populateCalls.Load() != calls {
+		t.Fatal("a warm or small buffer was populated")
+	}
+}
