@@ -456,7 +456,7 @@ func runZarrBench(ctx context.Context, o Options, p *Peers, r *Report) error {
 		if lib == "" {
 			lib = "version not exposed"
 		}
-		codecs += fmt.Sprintf("; zarr %s: numcodecs %s Zstd(level=0) (libzstd %s)", peer.Version, peer.Numcodecs, lib)
+		codecs += fmt.Sprintf("; zarr %s: numcodecs %s Zstd(level=3) (libzstd %s)", peer.Version, peer.Numcodecs, lib)
 	}
 	m := r.Machine
 	o.logf("   machine: %s, %d CPUs (GOMAXPROCS %d), %s; codecs: %s", orDash(m.CPU), m.NumCPU, m.GOMAXPROCS, orDash(m.MemTotal), codecs)

@@ -3,9 +3,13 @@
 
 The public Zarr benchmark's workload (github.com/zarrs/zarr_benchmarks): a
 uint16 array of N^3 elements, value (g2 + g1^2/32 + g0^3) mod 65536 over the
-global coordinates, chunks of C^3, stored uncompressed and with
-numcodecs.Zstd(level=0) (zstd's default, 3; no checksum), as that benchmark
-generates it.
+global coordinates, chunks of C^3, stored uncompressed and with zstd at
+level 3 (no checksum). That benchmark generates its array with zarrs at
+level 0, zstd's default, which is 3; numcodecs 0.11 turns a level of 0 or
+less into its own default, 1 (zstd.pyx: `if level <= 0: level =
+DEFAULT_CLEVEL`), so this peer is given numcodecs.Zstd(level=3): the same
+frames scc writes at engine.Zstd(3), and the round trip encodes at the same
+level on both sides.
 
 usage:
   zarrbench_peer.py gen DIR N C
@@ -75,7 +79,7 @@ def main():
     op = sys.argv[1]
     if op == "gen":
         d, n, c = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-        for name, comp in (("raw", None), ("zstd", numcodecs.Zstd(level=0))):
+        for name, comp in (("raw", None), ("zstd", numcodecs.Zstd(level=3))):
             a = zarr.open(zarr.DirectoryStore("%s/%s.zarr" % (d, name)), mode="w", shape=(n, n, n),
                           chunks=(c, c, c), dtype="<u2", compressor=comp, fill_value=0)
             for ci in chunk_indices(n, c):

@@ -289,15 +289,17 @@ func newZstdDecoder(ignoreChecksum bool) (*zstd.Decoder, error) {
 		// that is how the pipeline's size bound reaches the decoder
 		// without a decoder per bound.
 		zstd.WithDecodeAllCapLimit(true),
-		// Our frames are single-segment (window = content size,
-		// checked against the bound); a multi-segment frame asking
-		// for a larger window than this is not ours.
+		// The pure-Go encoder's frames are single-segment (window =
+		// content size, checked against the bound); libzstd's carry
+		// their level's window, 128 MiB at most (levels 20–22 on
+		// large chunks), libzstd's own default limit. A frame asking
+		// for more is not ours.
 		zstd.WithDecoderMaxWindow(zstdMaxWindow),
 		zstd.IgnoreChecksum(ignoreChecksum),
 	)
 }
 
-const zstdMaxWindow = 64 << 20
+const zstdMaxWindow = 128 << 20
 
 // zstdStates is how many zstd calls may run at once: every CPU, or more if
 // GOMAXPROCS was raised above that.

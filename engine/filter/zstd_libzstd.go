@@ -33,13 +33,15 @@ func ZstdVersion() string {
 	return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
 }
 
-// zstdEncode writes the same kind of frame as zstdEncodeGo: one
-// single-segment frame with its content size and no checksum, in blocks of
-// at most 128 KiB (zstdWalk's bound holds). It writes into dst[:cap(dst)]
+// zstdEncode writes the kind of frame zstdEncodeGo writes: one frame with
+// its content size and no checksum, in blocks of at most 128 KiB (zstdWalk's
+// bound holds). Its window is the level's (libzstd.Compress says why), where
+// the pure-Go encoder's frames are single-segment with a 2 MiB window of
+// matches; each build decodes the other's. It writes into dst[:cap(dst)]
 // and fails rather than grow it: a frame that does not fit is not smaller.
 func zstdEncode(c zstdCodec, dst, src []byte) ([]byte, bool) {
 	if len(src) > libzstd.MaxInput {
-		// libzstd cannot make a frame this large single-segment.
+		// Beyond libzstd's largest window: the pure-Go encoder.
 		return zstdEncodeGo(c.speed, dst, src)
 	}
 	n, err := libzstd.Compress(dst[:0], src, c.level)

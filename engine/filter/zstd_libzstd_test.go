@@ -73,10 +73,10 @@ func zstdCrossData() (names []string, data [][]byte) {
 	return names, data
 }
 
-// checkZstdFrame fails unless frame is one single-segment frame recording
-// len(src) as its content size, without a checksum, whose blocks zstdWalk
-// accepts, and both decoders return src from it, exactly at the bound and
-// fail (ErrCorrupt) one byte under it.
+// checkZstdFrame fails unless frame is one frame recording len(src) as its
+// content size, without a checksum, with a window the pure-Go decoder
+// takes, whose blocks zstdWalk accepts, and both decoders return src from
+// it, exactly at the bound and fail (ErrCorrupt) one byte under it.
 func checkZstdFrame(t *testing.T, what string, frame, src []byte) {
 	t.Helper()
 	claim, bound, err := zstdWalk(frame)
@@ -84,8 +84,8 @@ func checkZstdFrame(t *testing.T, what string, frame, src []byte) {
 		t.Fatalf("%s: zstdWalk = %d, %d, %v for %d bytes", what, claim, bound, err, len(src))
 	}
 	h := frameHeader(t, frame)
-	if !h.SingleSegment || !h.HasFCS || h.FrameContentSize != uint64(len(src)) || h.HasCheckSum {
-		t.Fatalf("%s: single segment %v, content size %v/%d, checksum %v", what, h.SingleSegment, h.HasFCS, h.FrameContentSize, h.HasCheckSum)
+	if !h.HasFCS || h.FrameContentSize != uint64(len(src)) || h.HasCheckSum || h.WindowSize > zstdMaxWindow {
+		t.Fatalf("%s: content size %v/%d, checksum %v, window %d", what, h.HasFCS, h.FrameContentSize, h.HasCheckSum, h.WindowSize)
 	}
 	for _, trusted := range []bool{false, true} {
 		for name, dec := range map[string]func([]byte, []byte, bool) ([]byte, error){"go": zstdDecodeGo, "libzstd": zstdDecode} {
@@ -127,17 +127,32 @@ func TestZstdCrossDecode(t *testing.T) {
 	}
 }
 
-// An input larger than the level's window (512 KiB at level 1) still makes
-// a single-segment frame, as the pure-Go encoder's always are.
-func TestZstdLibzstdSingleSegmentBeyondWindow(t *testing.T) {
+// An input larger than the level's window keeps the level's window (512
+// KiB at level 1, 2 MiB at 3): the frame is not single-segment, and both
+// decoders take it. A smaller input gets a single-segment frame.
+func TestZstdLibzstdKeepsLevelWindow(t *testing.T) {
 	src := detectorData(3 << 20)
-	for _, level := range []int{-5, 1, 3} {
+	for _, c := range []struct {
+		level  int
+		window uint64
+	}{{1, 512 << 10}, {3, 2 << 20}} {
 		room := make([]byte, 0, len(src))
-		n, err := libzstd.Compress(room, src, level)
+		n, err := libzstd.Compress(room, src, c.level)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkZstdFrame(t, fmt.Sprintf("level %d", level), room[:n], src)
+		what := fmt.Sprintf("level %d", c.level)
+		checkZstdFrame(t, what, room[:n], src)
+		if h := frameHeader(t, room[:n]); h.SingleSegment || h.WindowSize != c.window {
+			t.Fatalf("%s: single segment %v, window %d, want %d", what, h.SingleSegment, h.WindowSize, c.window)
+		}
+		n, err = libzstd.Compress(room, src[:100<<10], c.level)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := frameHeader(t, room[:n]); !h.SingleSegment {
+			t.Fatalf("%s: 100 KiB input: not single-segment", what)
+		}
 	}
 }
 

@@ -4,8 +4,8 @@
 //
 // The library itself is compiled by github.com/DataDog/zstd, which bundles
 // libzstd's C sources (v1.5.7) and is imported here only for that. Its Go API
-// cannot write into a caller's buffer smaller than the compression bound,
-// force a single-segment frame, or skip a frame checksum, so this package
+// cannot write into a caller's buffer smaller than the compression bound
+// or skip a frame checksum, so this package
 // calls the library directly through its own declarations: upstream/ holds
 // zstd.h and zstd_errors.h exactly as that module ships them, under their BSD
 // licence (upstream/LICENSE). The header and the library must be the same
