@@ -857,11 +857,11 @@ func runVirtual(ctx context.Context, o Options, p *Peers, r *Report) error {
 	}
 	defer cleanup()
 	side := o.size(256, 256, 16)
-	total := o.size(1024, 256, 16) // frames of the whole, every N
+	total := o.size(1024, 512, 16) // frames of the whole, every N
 	base := VirtualIngestConfig{Dir: dir, Height: side, Width: side, CacheBytes: 32 << 20,
 		Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(1)}}
 	frameBytes := int64(2 * side * side)
-	ingestPasses := o.size(5, 3, 1)
+	ingestPasses := o.size(5, 5, 1)
 
 	// (a) Ingest. The N writer processes share the one-file process's
 	// memory: a cache of 32 MiB / N each, so that both sides hold the same
@@ -919,7 +919,7 @@ func runVirtual(ctx context.Context, o Options, p *Peers, r *Report) error {
 	if _, err := ReadSources(ctx, readSet.SourcePaths, 4, virtualReadCache, true); err != nil {
 		return err
 	}
-	passes := o.size(5, 3, 1)
+	passes := o.size(5, 5, 1)
 	readMBps := map[int][2]float64{}
 	for _, g := range []int{1, 4} {
 		var tv, ts []time.Duration
