@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"context"
 	"fmt"
 	"runtime"
@@ -195,11 +196,19 @@ func TestBoxInTheCallAllocs(t *testing.T) {
 		if err := call(); err != nil {
 			t.Fatal(err)
 		}
-		if n := testing.AllocsPerRun(200, func() {
-			if err := call(); err != nil {
-				t.Fatal(err)
-			}
-		}); n != 0 {
+		// AllocsPerRun counts the whole process's allocations, and a
+		// goroutine an earlier test left winding down once made a run of
+		// this count 10; an allocation on the path shows in every run, so
+		// the least of three is taken.
+		n := math.Inf(1)
+		for range 3 {
+			n = min(n, testing.AllocsPerRun(200, func() {
+				if err := call(); err != nil {
+					t.Fatal(err)
+				}
+			}))
+		}
+		if n != 0 {
 			t.Errorf("%s: %v allocations per call, want 0", name, n)
 		}
 	}

@@ -177,5 +177,5 @@ func Poison(on bool) (restore func()) {
 const (
 	populateMin     = 8 << 20
 	populateSamples = 8
-	populatePart    = 32 << 20
+	populatePart    = 8 << 20
 )

@@ -33,7 +33,7 @@ const (
 // Scatter copies the piece's elements from chunk (a dense chunk of chunkDims,
 // C order) into dst, the caller's packed selection buffer of shape bufShape.
 func Scatter(dst []byte, bufShape []uint64, chunk []byte, chunkDims []uint64, p *Piece, elemSize int) {
-	if box2(opScatter, dst, bufShape, chunk, chunkDims, p.Runs, elemSize) {
+	if boxFast(opScatter, dst, bufShape, chunk, chunkDims, p.Runs, elemSize) {
 		return
 	}
 	walk(opScatter, dst, bufShape, chunk, chunkDims, p.Runs, elemSize, fillValue{})
@@ -42,7 +42,7 @@ func Scatter(dst []byte, bufShape []uint64, chunk []byte, chunkDims []uint64, p 
 // Gather copies the piece's elements from src, the caller's packed selection
 // buffer of shape bufShape, into chunk (a dense chunk of chunkDims, C order).
 func Gather(chunk []byte, chunkDims []uint64, src []byte, bufShape []uint64, p *Piece, elemSize int) {
-	if box2(opGather, src, bufShape, chunk, chunkDims, p.Runs, elemSize) {
+	if boxFast(opGather, src, bufShape, chunk, chunkDims, p.Runs, elemSize) {
 		return
 	}
 	walk(opGather, src, bufShape, chunk, chunkDims, p.Runs, elemSize, fillValue{})
