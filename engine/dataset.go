@@ -10,10 +10,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/internal/bufpool"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/index"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"github.com/scc-dev/scc/serialize"
 	"github.com/scc-dev/scc/vfd"
 )

@@ -1,9 +1,9 @@
 package engine
 
 import (
-	"math"
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
