@@ -74,16 +74,7 @@ func TestVirtualIngestFrames(t *testing.T) {
 			t.Fatalf("%s: %v %v", p, err, rep)
 		}
 	}
-	f, err := engine.Open(res.VirtualPath, &engine.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ds, err := f.OpenDataset("frames")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ds.Close()
+	ds := openFrames(t, res.VirtualPath)
 	if s := ds.Shape(); s[0] != 21 || s[1] != 4 || s[2] != 6 || ds.Layout() != engine.Virtual {
 		t.Fatalf("shape %v layout %v", s, ds.Layout())
 	}
@@ -122,16 +113,7 @@ func TestIngestOneProcess(t *testing.T) {
 	if rep, err := engine.CheckPath(ctx, path); err != nil || len(rep.Problems) != 0 {
 		t.Fatalf("%v %v", err, rep)
 	}
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ds, err := f.OpenDataset("frames")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ds.Close()
+	ds := openFrames(t, path)
 	if s := ds.Shape(); s[0] != 21 {
 		t.Fatalf("shape %v", s)
 	}
@@ -176,3 +158,20 @@ func TestVirtualIngestWriterFails(t *testing.T) {
 }
 
 func BenchmarkVirtual(b *testing.B) { benchScenario(b, "virtual") }
+
+// openFrames opens path read-only and its dataset "frames", both closed at
+// the test's end.
+func openFrames(t *testing.T, path string) *engine.Dataset {
+	t.Helper()
+	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	ds, err := f.OpenDataset("frames")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ds.Close() })
+	return ds
+}

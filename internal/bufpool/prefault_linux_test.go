@@ -30,6 +30,17 @@ func faultsWriting(t *testing.T, b []byte) int64 {
 	return threadFaults(t) - before
 }
 
+// newMapping returns n bytes of a new anonymous mapping, unmapped at the
+// test's end: memory no page of which is present yet.
+func newMapping(t *testing.T, n int) []byte {
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	return b
+}
+
 // TestPrefaultMapsPages: after prefault, writing new memory takes no page
 // faults; without it, one per page. The memory is a new anonymous mapping
 // (Go's make may clear a reused span itself, which faults the pages in
@@ -43,14 +54,7 @@ func TestPrefaultMapsPages(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	const n = 8 << 20
 	pages := int64(n / os.Getpagesize())
-	fresh := func() []byte {
-		b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { unix.Munmap(b) })
-		return b
-	}
+	fresh := func() []byte { return newMapping(t, n) }
 	control := faultsWriting(t, fresh())
 	if control < pages/2 {
 		t.Fatalf("writing %d new pages took %d faults: the count does not see faults", pages, control)
@@ -175,14 +179,7 @@ func TestPopulateCold(t *testing.T) {
 	const n = 24 << 20
 	ps := os.Getpagesize()
 	pages := int64(n / ps)
-	fresh := func() []byte {
-		b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { unix.Munmap(b) })
-		return b
-	}
+	fresh := func() []byte { return newMapping(t, n) }
 	control := faultsWriting(t, fresh())
 	if control < pages/2 {
 		t.Fatalf("writing %d new pages took %d faults: the count does not see faults", pages, control)
