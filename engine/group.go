@@ -396,6 +396,40 @@ func (g *Group) Members() ([]Member, error) {
 	return ms, nil
 }
 
+// WalkGroups calls fn for every group below g, depth first: a group
+// before its own groups, siblings in name order (as Members lists them),
+// path being the group's path without the leading "/". fn says whether to
+// walk into the group it was given. The walk stops at the first error,
+// fn's own unchanged, and when ctx ends.
+func (g *Group) WalkGroups(ctx context.Context, fn func(sub *Group, path string) (descend bool, err error)) error {
+	ms, err := g.Members()
+	if err != nil {
+		return fmt.Errorf("group %q: %w", g.Path(), err)
+	}
+	for _, m := range ms {
+		if m.Kind != MemberGroup {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sub, err := g.OpenGroup(m.Name)
+		if err != nil {
+			return fmt.Errorf("group %q: %w", m.Name, err)
+		}
+		descend, err := fn(sub, strings.TrimPrefix(sub.Path(), "/"))
+		if err != nil {
+			return err
+		}
+		if descend {
+			if err := sub.WalkGroups(ctx, fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func lastComponent(p string) string {
 	return p[strings.LastIndexByte(p, '/')+1:]
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -250,5 +251,65 @@ func TestGroupsPartLimit(t *testing.T) {
 	defer f.Close()
 	if ms := members(t, f.Root()); len(ms) != 10 {
 		t.Fatalf("members %v", ms)
+	}
+}
+
+// TestWalkGroups: every group below the start, parents first and
+// siblings in name order, datasets skipped; a group fn declines is not
+// walked into; fn's error and a canceled context end the walk.
+func TestWalkGroups(t *testing.T) {
+	ctx := t.Context()
+	f := tCreate(t, vfd.NewMem(), nil)
+	for _, p := range []string{"d", "a", "a/c", "a/b", "a/b/z", "d/e"} {
+		if _, err := f.CreateGroup(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.CreateDataset("a/data", smallSpec); err != nil {
+		t.Fatal(err)
+	}
+	walk := func(g *Group, skip string) []string {
+		var seen []string
+		err := g.WalkGroups(ctx, func(sub *Group, p string) (bool, error) {
+			if sub.Path() != "/"+p {
+				t.Fatalf("group %q walked as %q", sub.Path(), p)
+			}
+			seen = append(seen, p)
+			return p != skip, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seen
+	}
+	if got, want := walk(f.Root(), ""), []string{"a", "a/b", "a/b/z", "a/c", "d", "d/e"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("walk %v, want %v", got, want)
+	}
+	if got, want := walk(f.Root(), "a/b"), []string{"a", "a/b", "a/c", "d", "d/e"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("walk not into a/b: %v, want %v", got, want)
+	}
+	a, err := f.OpenGroup("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := walk(a, ""), []string{"a/b", "a/b/z", "a/c"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("walk from a: %v, want %v", got, want)
+	}
+	stop := errors.New("stop")
+	n := 0
+	err = f.Root().WalkGroups(ctx, func(*Group, string) (bool, error) {
+		n++
+		if n == 2 {
+			return false, stop
+		}
+		return true, nil
+	})
+	if err != stop || n != 2 {
+		t.Fatalf("fn's error: %v after %d groups", err, n)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := f.Root().WalkGroups(cctx, func(*Group, string) (bool, error) { return true, nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled: %v", err)
 	}
 }

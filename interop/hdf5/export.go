@@ -448,41 +448,23 @@ func (p *exportPlan) convert(c []uint64, data []byte, mask uint32, chunkBytes in
 // groups with their attributes: all of them, or with opts.Datasets those
 // holding a selected dataset.
 func exportGroups(ctx context.Context, f *h5.File, g *engine.Group, names []string, opts *Options) error {
-	ms, err := g.Members()
-	if err != nil {
-		return fmt.Errorf("group %q: %w", g.Path(), err)
-	}
-	for _, m := range ms {
-		if m.Kind != engine.MemberGroup {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		sub, err := g.OpenGroup(m.Name)
-		if err != nil {
-			return fmt.Errorf("group %q: %w", m.Name, err)
-		}
-		p := strings.TrimPrefix(sub.Path(), "/")
+	return g.WalkGroups(ctx, func(sub *engine.Group, p string) (bool, error) {
 		if opts != nil && opts.Datasets != nil && !holdsAny(p, names) {
-			continue
+			return false, nil
 		}
 		list, err := sub.Attrs()
 		if err != nil {
-			return fmt.Errorf("group %q: %w", p, err)
+			return false, fmt.Errorf("group %q: %w", p, err)
 		}
 		attrs, err := h5Attrs(list)
 		if err != nil {
-			return fmt.Errorf("group %q: %w", p, err)
+			return false, fmt.Errorf("group %q: %w", p, err)
 		}
 		if err := f.WriteGroup(p, attrs); err != nil {
-			return fmt.Errorf("group %q: %w", p, err)
+			return false, fmt.Errorf("group %q: %w", p, err)
 		}
-		if err := exportGroups(ctx, f, sub, names, opts); err != nil {
-			return err
-		}
-	}
-	return nil
+		return true, nil
+	})
 }
 
 // holdsAny reports whether group path p holds one of the named datasets.

@@ -209,42 +209,24 @@ func exportTo(ctx context.Context, f *engine.File, dir string, names []string, o
 // exportGroups writes g's subgroups, and theirs, as Zarr groups with their
 // attributes, recording each written path in done.
 func exportGroups(ctx context.Context, g *engine.Group, dir string, v int, done map[string]bool) error {
-	ms, err := g.Members()
-	if err != nil {
-		return fmt.Errorf("group %q: %w", g.Path(), err)
-	}
-	for _, m := range ms {
-		if m.Kind != engine.MemberGroup {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		sub, err := g.OpenGroup(m.Name)
-		if err != nil {
-			return fmt.Errorf("group %q: %w", m.Name, err)
-		}
-		p := strings.TrimPrefix(sub.Path(), "/")
+	return g.WalkGroups(ctx, func(sub *engine.Group, p string) (bool, error) {
 		if err := checkNames([]string{p}); err != nil {
-			return err
+			return false, err
 		}
 		list, err := sub.Attrs()
 		if err != nil {
-			return fmt.Errorf("group %q: %w", p, err)
+			return false, fmt.Errorf("group %q: %w", p, err)
 		}
 		attrs, err := attrsJSON(list)
 		if err != nil {
-			return fmt.Errorf("group %q attributes: %w", p, err)
+			return false, fmt.Errorf("group %q attributes: %w", p, err)
 		}
 		if err := writeGroup(filepath.Join(dir, filepath.FromSlash(p)), v, attrs); err != nil {
-			return err
+			return false, err
 		}
 		done[p] = true
-		if err := exportGroups(ctx, sub, dir, v, done); err != nil {
-			return err
-		}
-	}
-	return nil
+		return true, nil
+	})
 }
 
 // checkNames refuses dataset names that are not Zarr node paths, and a
