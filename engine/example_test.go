@@ -233,3 +233,50 @@ func ExampleDataset_attributes() {
 	// photons 0.25 [-4 12] true
 	// true
 }
+
+// Walk a file's group tree, parents before their groups, and list each
+// group's datasets; the walk is told not to enter run1/scratch, so its
+// group old is not listed.
+func ExampleGroup_WalkGroups() {
+	ctx := context.Background()
+	dir, cleanup := tempDir()
+	defer cleanup()
+	f, err := engine.Create(filepath.Join(dir, "tree.scc"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	for _, g := range []string{"run1", "run1/raw", "run1/scratch", "run1/scratch/old", "run2"} {
+		if _, err := f.CreateGroup(ctx, g); err != nil {
+			log.Fatal(err)
+		}
+	}
+	spec := engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}
+	for _, d := range []string{"run1/raw/frames", "run1/scratch/tmp", "run2/frames"} {
+		if _, err := f.CreateDataset(d, spec); err != nil {
+			log.Fatal(err)
+		}
+	}
+	err = f.Root().WalkGroups(ctx, func(g *engine.Group, path string) (bool, error) {
+		ms, err := g.Members()
+		if err != nil {
+			return false, err
+		}
+		var datasets []string
+		for _, m := range ms {
+			if m.Kind == engine.MemberDataset {
+				datasets = append(datasets, m.Name)
+			}
+		}
+		fmt.Println(path, datasets)
+		return path != "run1/scratch", nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// run1 []
+	// run1/raw [frames]
+	// run1/scratch [tmp]
+	// run2 [frames]
+}
