@@ -26,7 +26,7 @@ test: interop-deps interop-hdf5-deps minio ## vet, then every test under the rac
 	CGO_ENABLED=0 $(GO) vet ./engine/filter/
 	$(GO) test -race -tags invariants -timeout 15m $(PKGS) # with every package's assertions of impossible state compiled in (internal/invariants)
 	CGO_ENABLED=0 $(GO) test -timeout 5m ./engine/filter/ # the pure-Go inflater; every other run links libdeflate
-	$(GO) test -count=1 -run 'Allocs|WithoutAllocation|Prefault|TransientFault|EncodeInPlace' ./engine/ ./cache/ ./internal/bufpool/ ./engine/filter/ # allocation and page-fault counts skip under -race; the single-fault sweep runs every operation here, an eighth under -race
+	$(GO) test -count=1 -run 'Allocs|WithoutAllocation|Prefault|PopulateCold|TransientFault|EncodeInPlace' ./engine/ ./cache/ ./internal/bufpool/ ./engine/filter/ # allocation and page-fault counts skip under -race; the single-fault sweep runs every operation here, an eighth under -race
 	$(MAKE) test-hdf5
 	cd bench/peers && $(GO) vet ./... # the peers module (otter, ristretto) still builds against this tree
 
