@@ -171,7 +171,8 @@ func (c *Cache) readRows(ctx context.Context, rs []rowRead) error {
 // mostly in the core's cache. Measured on the public Zarr benchmark's
 // one-call read of its 2 GiB array (rows of 512 bytes, 2-core VM, three
 // passes each, twice): 1.30–1.36 s bounced, 1.62–1.93 s with the
-// threshold at 512 so that every row was its own iovec.
+// threshold at 512 so that every row was its own iovec (a one-off run with
+// the threshold changed, not a benchmark here).
 const rowVecMin = 4096
 
 // readRowsOne reads one chunk by rows, summing each batch of rows once

@@ -66,6 +66,9 @@ func prefault(b []byte) {
 // whose pages are mapped is left alone: populating it anyway costs a walk
 // of its page table (2.5–4 ms for 32 MiB, a third of reading one 32 MiB
 // chunk), which sampling avoids. Contents are unchanged (see prefault).
+//
+// These figures are one-off before/after runs on that VM, not a benchmark
+// here; `scctl bench zarrbench` prints the read beside its pread floor.
 func PopulateCold(b []byte) {
 	if len(b) < populateMin {
 		return
