@@ -150,6 +150,12 @@ func TestInflateLibdeflateAgrees(t *testing.T) {
 // TestInflateLibdeflateAllocs: the hot path allocates nothing once the pool
 // holds a decompressor.
 func TestInflateLibdeflateAllocs(t *testing.T) {
+	if raceEnabled {
+		// The decompressors come from a sync.Pool, which -race empties at
+		// random (a CI run counted 1.0 allocation per inflate); make test's
+		// pass without -race counts them.
+		t.Skip("allocation count under -race")
+	}
 	raws, _, plains := inflateStreams(t)
 	i := len(raws) - 2
 	dst := make([]byte, 0, len(plains[i]))
