@@ -361,6 +361,7 @@ func (b *budget) tryCharge(n, limit int64) bool {
 		}
 		if b.resident.CompareAndSwap(cur, cur+n) {
 			b.notePeak(cur + n)
+			b.addChunks(n)
 			return true
 		}
 	}

@@ -208,9 +208,15 @@ type budget struct {
 		sync.Mutex
 		metaAccounts
 	}
-	dirty    atomic.Int64 // bytes of dirty entries
-	peak     atomic.Int64
-	inflight atomic.Int64 // bytes reserved by sub-lists being loaded/applied
+	// chunks is resident less metadata (entries, kept images and
+	// reservations: what eviction and waiting keep under the active
+	// limit), kept apart so that its peak is exact; metadata is charged
+	// on top of it and may pass the limit (reserve).
+	chunks    atomic.Int64
+	dirty     atomic.Int64 // bytes of dirty entries
+	peak      atomic.Int64 // highest resident
+	chunkPeak atomic.Int64 // highest chunks
+	inflight  atomic.Int64 // bytes reserved by sub-lists being loaded/applied
 	// encoding is the bytes of encoded images not yet written that are
 	// outside resident (Stats.EncodingBytes): direct encodes'
 	// (directwrite_encode.go) and write-back rounds' (evict.go);
@@ -699,18 +705,46 @@ func (c *Cache) Flush(ctx context.Context) error {
 
 // --- memory accounting ------------------------------------------------------
 
-// notePeak raises the peak of resident bytes to v.
-func (b *budget) notePeak(v int64) {
+// raise sets *peak to v if v is higher.
+func raise(peak *atomic.Int64, v int64) {
 	for {
-		p := b.peak.Load()
-		if v <= p || b.peak.CompareAndSwap(p, v) {
+		p := peak.Load()
+		if v <= p || peak.CompareAndSwap(p, v) {
 			return
 		}
 	}
 }
 
-// charge adds d bytes (may be negative) to the resident total.
+// notePeak raises the peak of resident bytes to v.
+func (b *budget) notePeak(v int64) { raise(&b.peak, v) }
+
+// addChunks adds d bytes charged to resident for chunks, images or
+// reservations to their own total.
+func (b *budget) addChunks(d int64) {
+	v := b.chunks.Add(d)
+	if invariants && v < 0 {
+		broken("chunk bytes %d after adding %d", v, d)
+	}
+	if d > 0 {
+		raise(&b.chunkPeak, v)
+	}
+}
+
+// charge adds d bytes (may be negative) of chunks, images or reservations
+// to the resident total.
 func (c *Cache) charge(d int64) {
+	c.budget.addChunks(d)
+	c.chargeResident(d)
+}
+
+// chargeMetadata adds d bytes (may be negative) of metadata to the
+// resident total. Caller holds budget.meta.
+func (c *Cache) chargeMetadata(d int64) {
+	c.budget.metadata.Add(d)
+	c.chargeResident(d)
+}
+
+func (c *Cache) chargeResident(d int64) {
 	v := c.budget.resident.Add(d)
 	if invariants && v < 0 {
 		broken("resident bytes %d after charging %d", v, d)
@@ -795,6 +829,7 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		if cur+n <= limit || cur <= c.budget.metadata.Load() {
 			if c.budget.resident.CompareAndSwap(cur, cur+n) {
 				c.budget.notePeak(cur + n)
+				c.budget.addChunks(n)
 				return nil
 			}
 			continue

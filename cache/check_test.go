@@ -104,6 +104,9 @@ func checkCache(c *Cache) error {
 	if res != sum+meta+inflight {
 		errs = append(errs, fmt.Errorf("resident %d != entries %d + metadata %d + in flight %d", res, sum, meta, inflight))
 	}
+	if ch := c.budget.chunks.Load(); ch != sum+inflight {
+		errs = append(errs, fmt.Errorf("chunk bytes %d != entries %d + in flight %d", ch, sum, inflight))
+	}
 	if d := c.budget.dirty.Load(); d != dirty {
 		errs = append(errs, fmt.Errorf("dirty bytes %d != dirty entries %d", d, dirty))
 	}
@@ -180,6 +183,7 @@ func TestCheckCacheFindsBrokenAccounting(t *testing.T) {
 		fix    func(e *env, ent *entry)
 	}{
 		{"resident", func(e *env, _ *entry) { e.c.budget.resident.Add(1) }, func(e *env, _ *entry) { e.c.budget.resident.Add(-1) }},
+		{"chunks", func(e *env, _ *entry) { e.c.budget.chunks.Add(1) }, func(e *env, _ *entry) { e.c.budget.chunks.Add(-1) }},
 		{"dirty", func(e *env, _ *entry) { e.c.budget.dirty.Add(1) }, func(e *env, _ *entry) { e.c.budget.dirty.Add(-1) }},
 		{"pin", func(_ *env, ent *entry) { ent.word.Add(1) }, func(_ *env, ent *entry) { ent.word.Add(^uint64(0)) }},
 		{"policy", func(e *env, ent *entry) {

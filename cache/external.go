@@ -48,8 +48,7 @@ func (f *File) ChargeMetadata(delta int64) {
 		c.budget.meta.byFile = make(map[uint64]int64)
 	}
 	c.budget.meta.byFile[f.serial] += delta
-	c.budget.metadata.Add(delta)
-	c.charge(delta)
+	c.chargeMetadata(delta)
 	c.budget.meta.Unlock()
 	if delta > 0 && c.budget.resident.Load() > c.sizing().quiescent {
 		select {
@@ -75,8 +74,7 @@ func (f *File) releaseMetadata() {
 	defer c.budget.meta.Unlock()
 	if n, ok := c.budget.meta.byFile[f.serial]; ok {
 		delete(c.budget.meta.byFile, f.serial)
-		c.budget.metadata.Add(-n)
-		c.charge(-n)
+		c.chargeMetadata(-n)
 	}
 }
 

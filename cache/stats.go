@@ -91,6 +91,11 @@ type Stats struct {
 	PrefetchBytes     int64 // bytes of prefetched chunks not used yet
 	DirtyBytes        int64
 	PeakResidentBytes int64 // highest ResidentBytes seen
+	// PeakChunkBytes is the highest ResidentBytes less MetadataBytes
+	// seen: chunks, kept images and reservations, which the cache keeps
+	// under ActiveLimit (but for one indivisible chunk into an empty
+	// cache). Metadata cannot be evicted and is charged on top.
+	PeakChunkBytes int64
 	// EncodingBytes is the bytes of encoded images not yet written, which
 	// are outside ResidentBytes: those of whole chunks encoded straight
 	// from callers' buffers (at most Config.Workers images at once,
@@ -198,6 +203,7 @@ func (c *Cache) Stats() Stats {
 		ResidentBytes:     c.budget.resident.Load(),
 		DirtyBytes:        c.budget.dirty.Load(),
 		PeakResidentBytes: c.budget.peak.Load(),
+		PeakChunkBytes:    c.budget.chunkPeak.Load(),
 		EncodingBytes:     c.budget.encoding.Load(),
 		PeakEncodingBytes: c.budget.encodingPeak.Load(),
 		MetadataBytes:     c.budget.metadata.Load(),
