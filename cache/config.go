@@ -166,7 +166,9 @@ type Config struct {
 	// with Prefetch.
 	PrefetchBytes int64
 	// AdmitOnReread keeps a stored chunk that a read misses only when the
-	// chunk was missed recently before (rereads.go): the first read of a
+	// chunk was missed recently before, within the last QuiescentBytes of
+	// misses (rereads.go; a loop over more than the cache is never kept,
+	// as it would be evicted before its next read): the first read of a
 	// chunk decodes it for the caller without keeping it (directdecode.go),
 	// into the caller's buffer when the read covers it whole, and a read
 	// of it again loads it into the cache. A one-pass scan then leaves the

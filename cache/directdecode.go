@@ -74,7 +74,7 @@ func (c *Cache) decodeWorthIt(sz *sizing, g *group, n, cached int64) bool {
 	// is full is kept (evicting another) rather than decoded again and
 	// again: without it a full cache would never take in a new working
 	// set by reads.
-	again := c.rereads.missedBefore(g.key)
+	again := c.rereads.missedBefore(g.key, n, sz.quiescent)
 	if c.budget.resident.Load()+cached+n > sz.quiescent || c.cfg.AdmitOnReread {
 		return !again
 	}

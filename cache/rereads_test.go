@@ -89,6 +89,51 @@ func TestFullCacheAdmitsRereads(t *testing.T) {
 	}
 }
 
+// TestRereadsWithinTheCacheOnly: a chunk read again is kept only if it
+// was missed within the last cache-size worth of misses. A loop over more
+// chunks than the cache holds (repeated whole scans) would evict each
+// before its next read in any order, so its chunks keep being served
+// without being kept: no loads into the cache, no evictions, every read
+// correct. A loop that fits is kept from its second pass on and then hits.
+func TestRereadsWithinTheCacheOnly(t *testing.T) {
+	for _, admit := range []bool{true, false} {
+		// 4 chunks of 64 bytes fit; the full-cache rule (admit off)
+		// applies once 4 are resident.
+		e := newEnv(t, Config{QuiescentBytes: 4 * 64, MinBytes: -1, BypassBytes: 1 << 20, AdmitOnReread: admit})
+		d, l := e.dataset(1, -1, 64)
+		want := storedChunks(t, e, d, l, 12)
+		if !admit {
+			for i := 8; i < 12; i++ { // fill the cache with chunks outside the loop
+				readPart(t, e, d, want[i], uint64(i))
+			}
+		}
+		before := e.c.Stats()
+		for pass := 0; pass < 3; pass++ {
+			for i := 0; i < 8; i++ {
+				readPart(t, e, d, want[i], uint64(i))
+			}
+		}
+		st := e.c.Stats().Sub(before)
+		if st.Bypasses != 24 || st.Evictions != 0 || st.Hits != 0 {
+			t.Fatalf("admit=%v: a loop over twice the cache: %d of 24 reads served without keeping, %d evictions, %d hits",
+				admit, st.Bypasses, st.Evictions, st.Hits)
+		}
+		// A loop of 3 chunks fits (with admit off, the 4 resident chunks
+		// leave the cache full): kept on its second pass, hits on its
+		// third.
+		before = e.c.Stats()
+		for pass := 0; pass < 3; pass++ {
+			for i := 0; i < 3; i++ {
+				readPart(t, e, d, want[i], uint64(i))
+			}
+		}
+		st = e.c.Stats().Sub(before)
+		if st.Hits != 3 {
+			t.Fatalf("admit=%v: a loop within the cache: %d hits on its third pass, want 3 (%+v)", admit, st.Hits, st)
+		}
+	}
+}
+
 // liveLayout counts the chunks Decode made that Evict has not taken back.
 type liveLayout struct {
 	*fakeLayout
