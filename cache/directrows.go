@@ -233,10 +233,46 @@ func (c *Cache) readRowsBounced(x *rowRead) error {
 	if err := x.rr.VerifyDirectSum(g.coord, g.loc, x.rr.SumRow(0, img[:n]), nil, img[n:]); err != nil {
 		return fmt.Errorf("cache: chunk %v read directly by rows: %w", g.coord, err)
 	}
-	var it rowIter
-	it.init(&x.rows)
-	for src := img[:n]; len(src) > 0; src = src[x.rows.Len:] {
-		copy(it.next(), src)
-	}
+	x.rows.scatter(img[:n])
 	return nil
+}
+
+// scatter copies src, the bytes of every row in order (as n checked),
+// into the rows. The innermost dimension's rows are copied in a tight
+// loop and the odometer steps only between its runs, rather than once per
+// row: this path takes short rows, many of them (a 256³ chunk of uint16
+// is 65536 rows of 512 bytes).
+func (r *Rows) scatter(src []byte) {
+	l := r.Len
+	if len(r.Count) == 0 {
+		copy(r.Buf[r.First:r.First+l], src)
+		return
+	}
+	last := len(r.Count) - 1
+	inner, step := r.Count[last], r.Step[last]
+	var idxArr [8]uint64
+	idx := idxArr[:0]
+	if last <= len(idxArr) {
+		idx = idxArr[:last]
+	} else {
+		idx = make([]uint64, last)
+	}
+	base := r.First
+	for uint64(len(src)) >= l {
+		off := base
+		for i := uint64(0); i < inner && uint64(len(src)) >= l; i++ {
+			copy(r.Buf[off:off+l:off+l], src[:l])
+			src = src[l:]
+			off += step
+		}
+		for d := last - 1; d >= 0; d-- {
+			idx[d]++
+			base += r.Step[d]
+			if idx[d] < r.Count[d] {
+				break
+			}
+			base -= r.Count[d] * r.Step[d]
+			idx[d] = 0
+		}
+	}
 }
