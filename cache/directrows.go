@@ -107,16 +107,24 @@ func (it *rowIter) init(r *Rows) {
 func (it *rowIter) next() []byte {
 	r := it.r
 	b := r.Buf[it.off : it.off+r.Len : it.off+r.Len]
-	for d := len(it.idx) - 1; d >= 0; d-- {
-		it.idx[d]++
-		it.off += r.Step[d]
-		if it.idx[d] < r.Count[d] {
+	it.off = stepOdometer(it.idx, r.Count, r.Step, it.off)
+	return b
+}
+
+// stepOdometer advances idx, an index over count (the last dimension
+// fastest), by one and returns off moved by step[d] for every dimension d
+// that advanced (back to the start of d for every one that wrapped).
+func stepOdometer(idx, count, step []uint64, off uint64) uint64 {
+	for d := len(idx) - 1; d >= 0; d-- {
+		idx[d]++
+		off += step[d]
+		if idx[d] < count[d] {
 			break
 		}
-		it.off -= r.Count[d] * r.Step[d]
-		it.idx[d] = 0
+		off -= count[d] * step[d]
+		idx[d] = 0
 	}
-	return b
+	return off
 }
 
 // rowRead is one chunk read by rows.
@@ -265,14 +273,6 @@ func (r *Rows) scatter(src []byte) {
 			src = src[l:]
 			off += step
 		}
-		for d := last - 1; d >= 0; d-- {
-			idx[d]++
-			base += r.Step[d]
-			if idx[d] < r.Count[d] {
-				break
-			}
-			base -= r.Count[d] * r.Step[d]
-			idx[d] = 0
-		}
+		base = stepOdometer(idx, r.Count[:last], r.Step[:last], base)
 	}
 }
