@@ -173,8 +173,13 @@ type Config struct {
 	// into the caller's buffer when the read covers it whole, and a read
 	// of it again loads it into the cache. A one-pass scan then leaves the
 	// cache as it was and touches no new memory per chunk, at the price of
-	// one more decode for every chunk that is read twice. Default off:
-	// every chunk a read misses is kept while the cache has room.
+	// one more decode for every chunk that is read twice. Writes follow
+	// the same rule: a whole chunk of a filtering layout that is not
+	// resident is encoded from the caller's buffer and written
+	// (directwrite.go) unless it was accessed within that window, so a
+	// one-pass stream of writes is not copied into the cache either.
+	// Default off: every chunk a read misses is kept while the cache has
+	// room.
 	AdmitOnReread bool
 	// PrefetchChunks is how many chunks ahead of a sequential reader are
 	// loaded. Default 4. Used only with Prefetch.

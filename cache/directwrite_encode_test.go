@@ -389,3 +389,45 @@ func requireDirectEncodes(t *testing.T, c *Cache, n int64) {
 		t.Fatalf("%d chunks encoded directly, want %d", got, n)
 	}
 }
+
+// TestAdmitOnRereadWrites: with AdmitOnReread, a whole filtered chunk
+// written into a cache with room goes straight to the file (encoded from
+// the caller's buffer) unless it was accessed recently, so a one-pass
+// stream of writes leaves the cache empty; a chunk written again soon is
+// kept dirty, and reads back what was written last. Without the option
+// the cache with room keeps every chunk written.
+func TestAdmitOnRereadWrites(t *testing.T) {
+	for _, admit := range []bool{true, false} {
+		e := newEnv(t, Config{QuiescentBytes: 1 << 20, AdmitOnReread: admit})
+		d, l := e.encDataset(1, 16, 32) // 512 B chunks
+		var want [][]byte
+		for i := 0; i < 8; i++ {
+			want = append(want, pattern(512, byte(i+1)))
+			must(t, e.c.Write(bg, []Request{encReq(d, l, want[i], uint64(i), 0)}))
+		}
+		st := e.c.Stats()
+		if admit && (st.Chunks != 0 || l.fromSrc.Load() != 8) {
+			t.Fatalf("a stream of 8 whole chunks: %d kept, %d encoded from the caller's buffer, want 0 and 8", st.Chunks, l.fromSrc.Load())
+		}
+		if !admit && (st.Chunks != 8 || l.fromSrc.Load() != 0) {
+			t.Fatalf("without AdmitOnReread: %d kept, %d encoded directly, want 8 and 0", st.Chunks, l.fromSrc.Load())
+		}
+		// Chunk 3 written again at once is kept (dirty) when admit is on.
+		want[3] = pattern(512, 99)
+		must(t, e.c.Write(bg, []Request{encReq(d, l, want[3], 3, 0)}))
+		if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{3, 0})); !ok {
+			t.Fatalf("admit=%v: a chunk written again soon was not kept", admit)
+		}
+		if admit && l.fromSrc.Load() != 8 {
+			t.Fatalf("the second write of a chunk was encoded directly (%d direct encodes)", l.fromSrc.Load())
+		}
+		for i := range want {
+			got := make([]byte, 512)
+			must(t, e.c.Read(bg, []Request{encReq(d, l, got, uint64(i), 0)}))
+			if !bytes.Equal(got, want[i]) {
+				t.Fatalf("admit=%v: chunk %d reads back wrong", admit, i)
+			}
+		}
+		must(t, d.Flush(bg, true))
+	}
+}
