@@ -29,14 +29,15 @@ import (
 //     before they start), and a chunk over the bypass size goes as a bypass
 //     entry instead, so that its reservation can grow an adaptive cache.
 //
-// When (decodeWorthIt): the chunk is above the bypass threshold (the
-// cached path would load it, serve it and drop it), or it was not missed
-// recently (rereads.go) and either admitting it would take the resident
-// bytes past the quiescent limit (the cache is full, and a one-pass scan
-// would otherwise push it to the active limit and evict chunks that may be
-// read again) or the cache keeps only chunks read again
-// (Config.AdmitOnReread). A chunk missed recently is kept, evicting others
-// if need be: that is how a full cache takes in a new working set. A
+// When (goesDirect): the chunk is above the bypass threshold (the
+// cached path would load it, serve it and drop it), or it was not
+// accessed recently (rereads.go: missed by a read, or written whole while
+// not resident) and either admitting it would take the resident bytes
+// past the quiescent limit (the cache is full, and a one-pass scan would
+// otherwise push it to the active limit and evict chunks that may be read
+// again) or the cache keeps only chunks read again
+// (Config.AdmitOnReread). A chunk accessed recently is kept, evicting
+// others if need be: that is how a full cache takes in a new working set. A
 // cache with room keeps every chunk by default: the decoder then writes
 // into the cache's buffer, and the next read of it is a hit. BypassBytes
 // -1 turns direct decodes off with the bypass.
@@ -60,35 +61,30 @@ type DirectDecoder interface {
 	DecodeInto(coord Coord, loc Location, image, dst []byte) error
 }
 
-// decodeWorthIt is the rule above for g, a chunk of n decoded bytes (its
-// size hint), cached being what other chunks of the same read will add on
-// the cached path.
-func (c *Cache) decodeWorthIt(sz *sizing, g *group, n, cached int64) bool {
+// goesDirect is the rule above for g, a chunk of n bytes in memory (its
+// size hint) that is not resident, cached being what other chunks of the
+// same request will add on the cached path. It is the one rule for both
+// halves of a round trip: a read decodes g directly (decodeDirect) and a
+// write of the whole of a filtered g encodes it from the caller's buffer
+// (directSourceOf) exactly when it holds, so that the two agree on when
+// the cache is full and on which chunks it takes in. It remembers the
+// access (rereads.go), so call it once per chunk and request.
+func (c *Cache) goesDirect(sz *sizing, g *group, n, cached int64) bool {
 	if sz.bypass == math.MaxInt64 {
 		return false
 	}
 	if n > sz.bypass {
 		return true
 	}
-	// Every miss is remembered, so that a chunk read again once the cache
-	// is full is kept (evicting another) rather than decoded again and
-	// again: without it a full cache would never take in a new working
-	// set by reads.
+	// Every miss is remembered, so that a chunk accessed again once the
+	// cache is full is kept (evicting another) rather than decoded or
+	// encoded again and again: without it a full cache would never take
+	// in a new working set.
 	again := c.rereads.missedBefore(g.key, n, sz.quiescent)
 	if c.budget.resident.Load()+cached+n > sz.quiescent || c.cfg.AdmitOnReread {
 		return !again
 	}
 	return false
-}
-
-// keepWouldEvict is the size part of the rule, which direct encodes share
-// (directwrite_encode.go): the chunk is above the bypass threshold, or
-// keeping it would take the resident bytes past the quiescent limit.
-func (c *Cache) keepWouldEvict(sz *sizing, n, cached int64) bool {
-	if sz.bypass == math.MaxInt64 {
-		return false
-	}
-	return n > sz.bypass || c.budget.resident.Load()+cached+n > sz.quiescent
 }
 
 // decodeDirect serves the groups of a read that decode directly (see
@@ -100,7 +96,7 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 	var cached int64
 	sz := c.sizing()
 	for _, g := range gs {
-		if !g.loc.Exists() || !c.decodeWorthIt(sz, g, g.hint(), cached) {
+		if !g.loc.Exists() || !c.goesDirect(sz, g, g.hint(), cached) {
 			cached += g.hint()
 			rest = append(rest, g)
 			continue

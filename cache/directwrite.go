@@ -146,15 +146,12 @@ type directSource struct {
 // directSourceOf returns the caller's bytes of g if g goes directly: one
 // request covers the whole chunk, and either the layout frames the bytes
 // as they are (DirectWriter) and directWorthIt holds, or it encodes them
-// (DirectEncoder) and the read side's size rule holds (keepWouldEvict): a
-// filtered chunk goes direct when keeping it would only evict something,
-// exactly as a read of it does, so that the two halves of a round trip
-// agree on when the cache is full. With Config.AdmitOnReread the halves
-// agree the same way while the cache has room: a filtered chunk not
-// accessed recently (rereads.go) goes direct too, as a read of it would
-// be decoded without being kept, so that a one-pass stream of writes
-// leaves the cache as it was; a chunk written again soon is kept. cached
-// is what the groups before g left to the cached path.
+// (DirectEncoder) and the read side's rule holds (goesDirect): a filtered
+// chunk goes direct exactly when a read of it would be decoded without
+// being kept, so that the two halves of a round trip agree on when the
+// cache is full. A whole chunk written again soon (rereads.go) is kept
+// dirty, so that rewrites of it cost a copy rather than an encode each.
+// cached is what the groups before g left to the cached path.
 func (c *Cache) directSourceOf(sz *sizing, reqs []Request, g *group, cached int64) (directSource, bool) {
 	if !g.full || len(g.reqs) != 1 {
 		return directSource{}, false
@@ -165,8 +162,7 @@ func (c *Cache) directSourceOf(sz *sizing, reqs []Request, g *group, cached int6
 			return directSource{src: src}, true
 		}
 	}
-	if de, ok := l.(DirectEncoder); ok && (c.keepWouldEvict(sz, g.hint(), cached) ||
-		c.cfg.AdmitOnReread && sz.bypass != math.MaxInt64 && !c.rereads.missedBefore(g.key, g.hint(), sz.quiescent)) {
+	if de, ok := l.(DirectEncoder); ok && c.goesDirect(sz, g, g.hint(), cached) {
 		if src, ok := de.EncodeSource(g.coord, p); ok && len(src) > 0 {
 			return directSource{src: src, encode: true}, true
 		}

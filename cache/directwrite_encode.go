@@ -6,16 +6,17 @@ import (
 )
 
 // Direct encodes: a write that covers a whole chunk of a filtered layout,
-// which is not resident and which the cache would keep only by evicting
-// something, is encoded straight from the caller's buffer on the workers
-// and written to newly allocated space, by the direct write's steps
-// (directwrite.go: claim, Insert, one WriteV, Publish). No entry is made:
-// the chunk costs the cache neither a copy nor a dirty entry that waits
-// for eviction or Flush to be encoded. It is the write side's mirror of
-// the direct decode (directdecode.go), under the same rule
-// (keepWouldEvict): above the bypass threshold, or once admitting the chunk
-// would take the resident bytes past the quiescent limit. A cache with
-// room keeps the chunk dirty, and a rewrite of it costs a copy.
+// which is not resident and which a read would not keep either, is
+// encoded straight from the caller's buffer on the workers and written to
+// newly allocated space, by the direct write's steps (directwrite.go:
+// claim, Insert, one WriteV, Publish). No entry is made: the chunk costs
+// the cache neither a copy nor a dirty entry that waits for eviction or
+// Flush to be encoded. It is the write side's mirror of the direct decode
+// (directdecode.go), under the same rule (goesDirect): above the bypass
+// threshold, or once admitting the chunk would take the resident bytes
+// past the quiescent limit (always, with Config.AdmitOnReread), unless
+// the chunk was accessed recently. A chunk kept is dirty, and a rewrite
+// of it costs a copy.
 //
 // What the cached path guarantees holds here too, by the direct write's
 // own steps: overlapping requests are ordered by the engine's serializer;
@@ -45,7 +46,9 @@ import (
 // (kept images of dirty chunks, which the pre-encoder charges up to the
 // active limit), C a chunk's size in memory (Location.SizeHint), E the
 // buffer of one chunk's encoded or stored image, W Config.Workers. Both
-// halves admit a chunk only while it fits under Q (keepWouldEvict), and R
+// halves admit a chunk only while it fits under Q, or when it was accessed
+// within the last Q bytes of misses (goesDirect), which a copy touching
+// each chunk once never is, and R
 // requests passing that check at once take the resident bytes at most R
 // chunks past it (R×C); every other chunk is decoded into, or encoded
 // from, the caller's buffer: a direct decode holds the stored image it

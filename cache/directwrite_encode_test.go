@@ -188,6 +188,21 @@ func TestDirectEncodeFullCache(t *testing.T) {
 		t.Fatalf("24 chunks into a cache of 8: %d created, %d encoded directly, %d evictions, peak %d; want 8, 16, 0, <= %d",
 			st.Creates, st.DirectEncodes, st.Evictions, st.PeakResidentBytes, st.QuiescentLimit)
 	}
+	// A chunk written whole again soon is kept dirty, evicting another,
+	// as a chunk read again soon is (goesDirect): chunk 20 was last
+	// written 3 chunks ago, well within the 8 the cache holds.
+	bufs[20] = pattern(512, 200)
+	must(t, e.c.Write(bg, []Request{encReq(d, l, bufs[20], 20, 0)}))
+	if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{20, 0})); !ok {
+		t.Fatalf("a chunk written whole again soon into a full cache was encoded directly (%d direct encodes)", e.c.Stats().DirectEncodes)
+	}
+	// One written whole long ago (chunk 8, 16 misses of 8 chunks' room
+	// since) still goes directly.
+	bufs[8] = pattern(512, 201)
+	must(t, e.c.Write(bg, []Request{encReq(d, l, bufs[8], 8, 0)}))
+	if st := e.c.Stats(); st.DirectEncodes != 17 {
+		t.Fatalf("a chunk last written 16 chunks ago: %d direct encodes, want 17", st.DirectEncodes)
+	}
 	must(t, e.f.Flush(bg))
 	got := make([]byte, 512)
 	for k := range bufs {

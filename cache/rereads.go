@@ -2,16 +2,16 @@ package cache
 
 import "sync/atomic"
 
-// rereadFilter remembers which chunks reads missed recently: when the
-// cache is full (or with Config.AdmitOnReread), a read that misses a
-// chunk it does not remember serves the chunk without keeping it and
-// remembers it; a later miss of a remembered chunk keeps it
-// (directdecode.go). It is a direct-mapped table of key hashes,
+// rereadFilter remembers which chunks were missed recently, by a read or
+// by a write of the whole chunk (a miss, for this filter): when the cache
+// is full (or with Config.AdmitOnReread), a miss of a chunk it does not
+// remember serves the chunk without keeping it and remembers it; a later
+// miss of a remembered chunk keeps it (goesDirect, directdecode.go). It is a direct-mapped table of key hashes,
 // written and read with single atomic operations, so misses on every core
 // use it without a lock.
 //
 // Recent means within the cache's size: each slot holds, beside the
-// key's hash, the bytes missed by all reads when the key was missed (a
+// key's hash, the bytes of all misses when the key was missed (a
 // clock), and a miss counts as a re-read only if fewer bytes than the
 // quiescent limit were missed since. That is a ghost list the size of the
 // cache (as in ARC or 2Q), kept as a clock: a chunk read again within
