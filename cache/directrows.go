@@ -258,13 +258,8 @@ func (r *Rows) scatter(src []byte) {
 	}
 	last := len(r.Count) - 1
 	inner, step := r.Count[last], r.Step[last]
-	var idxArr [8]uint64
-	idx := idxArr[:0]
-	if last <= len(idxArr) {
-		idx = idxArr[:last]
-	} else {
-		idx = make([]uint64, last)
-	}
+	// On the stack up to rank 9; the append grows it past that.
+	idx := append(make([]uint64, 0, 8), make([]uint64, last)...)
 	base := r.First
 	for uint64(len(src)) >= l {
 		off := base

@@ -50,3 +50,24 @@ func TestRowsScatterMatchesIter(t *testing.T) {
 		}
 	}
 }
+
+// scatter's odometer lives on the stack up to rank 9: a many-chunk read
+// scatters every chunk through it, and an allocation each would show.
+func TestRowsScatterAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes what escapes")
+	}
+	for _, rank := range []int{2, 9} {
+		r := Rows{Len: 4, Count: make([]uint64, rank), Step: make([]uint64, rank)}
+		span := r.Len
+		for d := rank - 1; d >= 0; d-- {
+			r.Count[d], r.Step[d] = 2, span
+			span *= 2
+		}
+		r.Buf = make([]byte, span)
+		src := make([]byte, span)
+		if n := testing.AllocsPerRun(20, func() { r.scatter(src) }); n != 0 {
+			t.Fatalf("rank %d: %.1f allocations per scatter, want 0", rank, n)
+		}
+	}
+}
