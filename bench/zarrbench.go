@@ -643,9 +643,9 @@ func zarrFigures(r *Report, c ZarrBenchConfig, reps int, codec, row, key, metric
 }
 
 // codecFloor is the codec's own speed on this array: every chunk, encoded
-// as scc's zstd filter encodes it (level 3 = SpeedDefault, no frame
-// checksum), decoded by klauspost/compress alone on one goroutine into one
-// reused buffer: no file, no cache, no copy.
+// as scc's zstd filter encodes it (level 3, no frame checksum), decoded by
+// the build's zstd alone on one goroutine into one reused buffer: no file,
+// no cache, no copy.
 type codecFloor struct {
 	Seconds float64 // best of reps
 }
