@@ -232,21 +232,21 @@ func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, ins []Insertion,
 	return nil
 }
 
-// directWorthIt is the rule's size test for a whole chunk of n bytes (its
-// size hint) that is not resident, cached being what other chunks of the
-// same write will add on the cached path: the chunk is above the bypass
-// threshold, at least Config.DirectWriteBytes, or admitting it would take
-// the resident bytes past the quiescent limit. Bytes above that limit are only ever held for a while:
-// the reservation evicts past the active limit and the background trim
-// evicts back to the quiescent limit as soon as no request runs, so a
-// chunk admitted there displaces another (or itself) soon, and copying it
-// into the cache buys nothing that writing it now does not. A chunk below
-// DirectWriteBytes written into a cache with room stays cached (a small
-// hot chunk rewritten
-// again and again costs a copy each time and one write at the end); a
-// stream of whole chunks larger than the cache fills it to the quiescent
-// limit and then goes straight to the file instead of thrashing it.
-// BypassBytes -1 turns direct writes off with the bypass.
+// directWorthIt is the rule's size test for a whole unfiltered chunk of n
+// bytes (its size hint) that is not resident, cached being what other
+// chunks of the same write will add on the cached path: the chunk is above
+// the bypass threshold, at least Config.DirectWriteBytes, or admitting it
+// would take the resident bytes past the quiescent limit. Bytes above that
+// limit are only ever held for a while: the reservation evicts past the
+// active limit and the background trim evicts back to the quiescent limit
+// as soon as no request runs, so a chunk admitted there displaces another
+// (or itself) soon, and copying it into the cache buys nothing that
+// writing it now does not. A chunk below DirectWriteBytes written into a
+// cache with room stays cached (a small hot chunk rewritten again and
+// again costs a copy each time and one write at the end); a stream of
+// whole chunks larger than the cache fills it to the quiescent limit and
+// then goes straight to the file instead of thrashing it. BypassBytes -1
+// turns direct writes off with the bypass.
 func (c *Cache) directWorthIt(sz *sizing, n, cached int64) bool {
 	if sz.bypass == math.MaxInt64 {
 		return false
