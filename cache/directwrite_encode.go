@@ -48,9 +48,8 @@ import (
 // buffer of one chunk's encoded or stored image, W Config.Workers. Both
 // halves admit a chunk only while it fits under Q, or when it was accessed
 // within the last Q bytes of misses (goesDirect), which a copy touching
-// each chunk once never is, and R
-// requests passing that check at once take the resident bytes at most R
-// chunks past it (R×C); every other chunk is decoded into, or encoded
+// each chunk once never is, and R requests passing that check at once
+// take the resident bytes at most R chunks past it (R×C); every other chunk is decoded into, or encoded
 // from, the caller's buffer: a direct decode holds the stored image it
 // reads until decoded (at most E per request), a direct encode its image
 // until written (at most W at once). The Flush that ends the copy writes

@@ -6,9 +6,9 @@ import "sync/atomic"
 // by a write of the whole chunk (a miss, for this filter): when the cache
 // is full (or with Config.AdmitOnReread), a miss of a chunk it does not
 // remember serves the chunk without keeping it and remembers it; a later
-// miss of a remembered chunk keeps it (goesDirect, directdecode.go). It is a direct-mapped table of key hashes,
-// written and read with single atomic operations, so misses on every core
-// use it without a lock.
+// miss of a remembered chunk keeps it (goesDirect, directdecode.go). It
+// is a direct-mapped table of key hashes, written and read with single
+// atomic operations, so misses on every core use it without a lock.
 //
 // Recent means within the cache's size: each slot holds, beside the
 // key's hash, the bytes of all misses when the key was missed (a
