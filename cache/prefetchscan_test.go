@@ -33,7 +33,12 @@ func (l *gridLayout) Lookup(ctx context.Context, coords []Coord, locs []Location
 // planes, once the reader has shown their lengths. Only the reads that
 // show the stream (the first two) and its first wrap along each
 // dimension load; every other chunk was prefetched (read and decoded by
-// the prefetcher on the workers) before the reader asked for it.
+// the prefetcher on the workers) before the reader asked for it. A wrap
+// chunk may be prefetched too: the reader's miss of it teaches the
+// detector the row's length before the reader claims the chunk (so the
+// prefetch starts a load earlier), and a job queued before, run now with
+// that length, can claim it first; the reader then waits for that load.
+// Either way each chunk is loaded once.
 func TestPrefetchScanInCOrder(t *testing.T) {
 	grid := []uint64{3, 3, 4}
 	cd := []uint64{4, 4, 16}
@@ -62,6 +67,7 @@ func TestPrefetchScanInCOrder(t *testing.T) {
 	d2, err := f2.RegisterDataset(1, &gridLayout{l2, grid}, DatasetOptions{})
 	must(t, err)
 	misses := map[string]bool{"[0 0 0]": true, "[0 0 1]": true, "[0 1 0]": true, "[1 0 0]": true}
+	const mustLoad = 2 // [0 0 0] and [0 0 1]: nothing runs ahead of them
 	for n, x := range coords {
 		if !misses[ckey(x)] {
 			waitFor(t, fmt.Sprintf("chunk %v prefetched", x), func() bool {
@@ -76,8 +82,9 @@ func TestPrefetchScanInCOrder(t *testing.T) {
 		}
 	}
 	st := c2.Stats()
-	if st.Loads != int64(len(misses)) || st.PrefetchHits != int64(len(coords)-len(misses)) {
-		t.Fatalf("%d loads, %d prefetch hits; want %d and %d", st.Loads, st.PrefetchHits, len(misses), len(coords)-len(misses))
+	if st.Loads < mustLoad || st.Loads > int64(len(misses)) || st.Loads+st.PrefetchHits != int64(len(coords)) {
+		t.Fatalf("%d loads, %d prefetch hits; want %d to %d loads and the rest of the %d chunks prefetch hits",
+			st.Loads, st.PrefetchHits, mustLoad, len(misses), len(coords))
 	}
 	must(t, f2.Unregister(bg))
 }
