@@ -98,7 +98,7 @@ func codecFrom(id string, cfg map[string]any, elemSize int) (codec, error) {
 		if bloscDecode == nil {
 			return codec{}, fmt.Errorf("%w: compressor \"blosc\" (cname %q): no Blosc decoder in this build", ErrUnsupported, cname)
 		}
-		sh, err := intCfg("shuffle", 1)
+		sh, err := bloscShuffle(id, cfg["shuffle"])
 		if err != nil {
 			return codec{}, err
 		}
@@ -109,6 +109,31 @@ func codecFrom(id string, cfg map[string]any, elemSize int) (codec, error) {
 		return codec{id: "blosc", cname: cname, shuffle: sh, level: clevel}, nil
 	}
 	return codec{}, fmt.Errorf("%w: codec %q (scc maps shuffle, zlib, gzip, zstd, lz4, crc32c, transpose)", ErrUnsupported, id)
+}
+
+// bloscShuffle reads a blosc codec's shuffle: numcodecs (v2) writes an
+// integer (0 none, 1 byte, 2 bit, -1 by element size), the v3 blosc codec
+// a name. The frame's own header says how its blocks were shuffled, which
+// is what decoding follows; this only picks the stage import stores with.
+func bloscShuffle(id string, v any) (int, error) {
+	switch x := v.(type) {
+	case nil:
+		return 1, nil
+	case string:
+		switch x {
+		case "noshuffle":
+			return 0, nil
+		case "shuffle":
+			return 1, nil
+		case "bitshuffle":
+			return 2, nil
+		}
+	case json.Number:
+		if i, err := x.Int64(); err == nil && i >= -1 && i <= 2 {
+			return int(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: codec %q: \"shuffle\" is %s, want \"noshuffle\", \"shuffle\", \"bitshuffle\" or one of -1, 0, 1, 2", ErrCorrupt, id, asJSON(v))
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
