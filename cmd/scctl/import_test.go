@@ -63,3 +63,42 @@ func TestImportZlibVerify(t *testing.T) {
 		t.Error("a failed import left its file behind")
 	}
 }
+
+// TestImportSkipsCorruptArray: an array whose metadata breaks the Zarr
+// specification (a "|i1" fill value of 300) is skipped and named, the
+// others are imported; --strict refuses the import and writes nothing.
+func TestImportSkipsCorruptArray(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	write := func(name, data string) {
+		p := filepath.Join(store, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".zgroup", `{"zarr_format":2}`)
+	write("good/.zarray", `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"|i1","fill_value":0,"order":"C","filters":null,"compressor":null}`)
+	write("good/0", "\x01\x02")
+	write("bad/.zarray", `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"|i1","fill_value":300,"order":"C","filters":null,"compressor":null}`)
+	dst := filepath.Join(t.TempDir(), "out.scc")
+	if code, out, stderr := runCmd(t, "import", store, dst); code != 0 || !strings.Contains(out, "SKIPPED bad: ") || !strings.Contains(out, "300 is out of range") {
+		t.Fatalf("import: %d\n%s%s", code, out, stderr)
+	}
+	f, err := engine.Open(dst, &engine.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Datasets(); len(got) != 1 || got[0] != "good" {
+		t.Errorf("datasets %v", got)
+	}
+	f.Close()
+	strict := filepath.Join(t.TempDir(), "strict.scc")
+	if code, out, stderr := runCmd(t, "import", "--strict", store, strict); code == 0 || !strings.Contains(stderr, "--strict") {
+		t.Fatalf("import --strict: %d\n%s%s", code, out, stderr)
+	}
+	if _, err := os.Stat(strict); !os.IsNotExist(err) {
+		t.Fatalf("import --strict left %s: %v", strict, err)
+	}
+}

@@ -111,11 +111,12 @@ func discover(ctx context.Context, s *store) ([]node, error) {
 				if err != nil {
 					return err
 				}
+				// A document that does not decode (ErrCorrupt) or that
+				// scc cannot hold (ErrUnsupported) leaves out its node,
+				// named, not the store.
 				var nt string
 				if nt, _, _, n.err = decodeV3(b); n.err == nil {
 					n.array = nt == "array"
-				} else if !errors.Is(n.err, ErrUnsupported) {
-					return fmt.Errorf("%s: %w", nodeName(s, key), n.err)
 				}
 			}
 			nodes = append(nodes, n)
@@ -142,11 +143,14 @@ func nodeName(s *store, key string) string {
 //
 // The store is hostile input: every metadata document is checked against
 // the Zarr specifications and every key resolved inside dir (see store)
-// before anything is trusted; a store that breaks them fails the import
-// (ErrCorrupt, ErrUnsafe, ErrNotRegular) before any chunk is written. An
-// array scc cannot hold (a data type, a codec, sharding) is skipped and
-// named in Report.Skipped with the reason; the import fails with
-// ErrUnsupported only when it skipped every array. A failed import may
+// before anything is trusted; a key that leads outside the store or to
+// a file that is not regular fails the import (ErrUnsafe, ErrNotRegular)
+// before any chunk is written, and so does a chunk that does not decode
+// (ErrCorrupt). An array scc cannot hold (a data type, a codec, sharding) is skipped and
+// named in Report.Skipped with the reason, and so is an array whose
+// metadata breaks the specification (ErrCorrupt: a fill value out of its
+// type's range); the import fails only when it skipped every array, with
+// an error matching each skipped array's. A failed import may
 // have written part of f: the caller discards f.
 func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
@@ -178,7 +182,7 @@ func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report
 	for _, n := range nodes {
 		name := nodeName(s, n.key)
 		if n.err != nil {
-			rep.Skipped = append(rep.Skipped, Skipped{Name: name, Reason: n.err.Error()})
+			rep.Skipped = append(rep.Skipped, Skipped{Name: name, Reason: n.err.Error(), err: n.err})
 			continue
 		}
 		if !n.array {
@@ -190,8 +194,12 @@ func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report
 			continue
 		}
 		m, err := readArray(ctx, s, n)
-		if errors.Is(err, ErrUnsupported) {
-			rep.Skipped = append(rep.Skipped, Skipped{Name: name, Reason: err.Error()})
+		if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrCorrupt) {
+			// One array's metadata that breaks the specification (a
+			// fill value out of range) costs that array only; a store
+			// that cannot be read safely (ErrUnsafe, ErrNotRegular, an
+			// I/O error) still fails.
+			rep.Skipped = append(rep.Skipped, Skipped{Name: name, Reason: err.Error(), err: err})
 			continue
 		}
 		if err != nil {
@@ -209,7 +217,7 @@ func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report
 	for _, a := range arrays {
 		dr, err := importArray(ctx, s, f, a.name, a.key, a.m, o.workers(), o.Verify)
 		if errors.Is(err, errSkip) {
-			rep.Skipped = append(rep.Skipped, Skipped{Name: a.name, Reason: err.Error()})
+			rep.Skipped = append(rep.Skipped, Skipped{Name: a.name, Reason: err.Error(), err: err})
 			continue
 		}
 		if err != nil {
@@ -219,13 +227,34 @@ func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report
 	}
 	sort.Slice(rep.Skipped, func(i, j int) bool { return rep.Skipped[i].Name < rep.Skipped[j].Name })
 	if len(rep.Datasets) == 0 && len(rep.Skipped) > 0 {
-		var why []string
-		for _, sk := range rep.Skipped {
-			why = append(why, fmt.Sprintf("%s: %s", sk.Name, sk.Reason))
-		}
-		return rep, fmt.Errorf("%w: no array of %s could be imported (%s)", ErrUnsupported, dir, strings.Join(why, "; "))
+		return rep, noneImported(dir, rep.Skipped)
 	}
 	return rep, f.Flush(ctx)
+}
+
+// noneImportedError is the failure of an import that skipped every array:
+// it matches each skipped array's error (ErrUnsupported, ErrCorrupt).
+type noneImportedError struct {
+	msg  string
+	errs []error
+}
+
+func (e *noneImportedError) Error() string   { return e.msg }
+func (e *noneImportedError) Unwrap() []error { return e.errs }
+
+func noneImported(dir string, skipped []Skipped) error {
+	var why []string
+	var errs []error
+	for _, sk := range skipped {
+		why = append(why, fmt.Sprintf("%s: %s", sk.Name, sk.Reason))
+		if sk.err != nil {
+			errs = append(errs, sk.err)
+		}
+	}
+	if len(errs) == 0 {
+		errs = []error{ErrUnsupported}
+	}
+	return &noneImportedError{fmt.Sprintf("zarr: no array of %s could be imported (%s)", dir, strings.Join(why, "; ")), errs}
 }
 
 // errSkip marks an array the engine refused to create (before any of its

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,19 +182,13 @@ func elemJSON(v engine.AttrValue, i int) any {
 // of type t, little-endian; exact for integers, refused when out of range.
 func parseElem(t engine.Type, v any) ([]byte, error) {
 	if t.IsString() {
-		// Base64 of at most the element's bytes, NUL-padded (numpy's
-		// reading of an "S" fill value).
-		s, ok := v.(string)
-		b, err := base64.StdEncoding.DecodeString(s)
-		if !ok || err != nil || len(b) > t.Size() {
-			return nil, fmt.Errorf("%w: %s is not base64 of at most %d bytes", ErrCorrupt, asJSON(v), t.Size())
-		}
-		return append(b, make([]byte, t.Size()-len(b))...), nil
+		return bytesFill(t, v)
 	}
 	switch t {
 	case engine.Bool:
-		// A JSON boolean (v3's rule, zarr-python's writing); 0 and 1 as
-		// numbers are what some v2 writers put there.
+		// A JSON boolean (v3's rule, zarr-python's writing); a number is
+		// what some v2 writers put there, true unless zero (numpy's
+		// bool() of it, which zarr-python reads it as).
 		switch x := v.(type) {
 		case bool:
 			if x {
@@ -201,11 +196,11 @@ func parseElem(t engine.Type, v any) ([]byte, error) {
 			}
 			return []byte{0}, nil
 		case json.Number:
-			switch x {
-			case "0":
+			if f, err := strconv.ParseFloat(string(x), 64); err == nil {
+				if f != 0 {
+					return []byte{1}, nil
+				}
 				return []byte{0}, nil
-			case "1":
-				return []byte{1}, nil
 			}
 		}
 		return nil, fmt.Errorf("%w: %s is not a bool", ErrCorrupt, asJSON(v))
@@ -328,6 +323,70 @@ func parseElem(t engine.Type, v any) ([]byte, error) {
 	}
 	put(u)
 	return out, nil
+}
+
+// bytesFill is the fill value of a fixed-length bytes type ("|S<n>",
+// null_terminated_bytes) as zarr-python reads it: base64 of the bytes,
+// which it writes; failing that (older writers put a bare 0 there), the
+// value numpy makes of the JSON value itself, its text in ASCII (0 is
+// "0", 1.5 is "1.5", true is "True"). Either is cut to the element's
+// size, as numpy cuts it, and padded with NULs.
+func bytesFill(t engine.Type, v any) ([]byte, error) {
+	var b []byte
+	switch x := v.(type) {
+	case string:
+		var err error
+		if b, err = base64.StdEncoding.DecodeString(x); err != nil {
+			for i := 0; i < len(x); i++ {
+				if x[i] >= 0x80 {
+					return nil, fmt.Errorf("%w: %s is neither base64 nor ASCII text", ErrCorrupt, asJSON(v))
+				}
+			}
+			b = []byte(x)
+		}
+	case json.Number:
+		b = []byte(pyNumber(x))
+	case bool:
+		b = []byte("False")
+		if x {
+			b = []byte("True")
+		}
+	default:
+		return nil, fmt.Errorf("%w: %s is not base64 of at most %d bytes", ErrCorrupt, asJSON(v), t.Size())
+	}
+	out := make([]byte, t.Size())
+	copy(out, b)
+	return out, nil
+}
+
+// pyNumber is Python's str() of a JSON number as the json module decodes
+// it: an integer's digits, or a float's shortest repr ("1.0", "1e+16",
+// "1e-05").
+func pyNumber(n json.Number) string {
+	s := string(n)
+	if !strings.ContainsAny(s, ".eE") {
+		if i, ok := new(big.Int).SetString(s, 10); ok {
+			return i.String()
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return s
+	}
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	if a := math.Abs(f); a != 0 && (a < 1e-4 || a >= 1e16) {
+		return strconv.FormatFloat(f, 'e', -1, 64)
+	}
+	r := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.Contains(r, ".") {
+		r += ".0"
+	}
+	return r
 }
 
 func elemErr(s string, t engine.Type, err error) error {

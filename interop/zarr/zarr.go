@@ -178,16 +178,21 @@ type DatasetReport struct {
 	Notes []string
 }
 
-// Skipped is an array Import left out, and why.
+// Skipped is an array Import left out, and why: one scc cannot hold
+// (ErrUnsupported) or whose metadata breaks the specification
+// (ErrCorrupt).
 type Skipped struct {
 	Name, Reason string
+	err          error
 }
 
 // Report is the outcome of an Export or Import.
 type Report struct {
 	Datasets []DatasetReport
 	// Skipped lists the arrays Import could not hold (ErrUnsupported:
-	// a data type, a codec, sharding), each with its reason.
+	// a data type, a codec, sharding) or read (ErrCorrupt: metadata that
+	// breaks the specification, such as a fill value out of the data
+	// type's range), each with its reason; the other arrays are imported.
 	Skipped []Skipped
 	Notes   []string
 }

@@ -1,0 +1,130 @@
+package zarr
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scc-dev/scc/internal/testfile"
+)
+
+// TestImportFillValuesAsZarrPython: fill values of the forms zarr-python
+// reads but does not write (a bare 0 for a "|S1" array, as its own older
+// fixtures hold, a number or text for longer "|S" arrays, a number for a
+// bool) import as the value zarr-python reads for an unwritten chunk.
+func TestImportFillValuesAsZarrPython(t *testing.T) {
+	zarrPython(t)
+	dir := t.TempDir()
+	store := filepath.Join(dir, "s.zarr")
+	// Each array has its first chunk written and its second not, so the
+	// reading shows the fill value; the fill is then patched in by hand.
+	fills := map[string]struct{ dtype, fill string }{
+		"s1zero":  {"|S1", "0"},
+		"s4num":   {"|S4", "12.5"},
+		"s8big":   {"|S8", "1e20"},
+		"s3text":  {"|S3", `"abcdef"`},
+		"s2int":   {"|S2", "123"},
+		"s5true":  {"|S5", "true"},
+		"b1two":   {"|b1", "2"},
+		"s4b64":   {"|S4", `"YWI="`},
+		"f8nan":   {"<f8", `"NaN"`},
+		"f4text":  {"<f4", `"2.5"`},
+		"c8pair":  {"<c8", `[1.5, "-2"]`},
+		"i2float": {"<i2", "7.0"},
+	}
+	var names []string
+	var py strings.Builder
+	fmt.Fprintf(&py, "import json, zarr, numpy as np\ng = zarr.open_group(%q, mode='w')\n", store)
+	for name, c := range fills {
+		names = append(names, name)
+		fmt.Fprintf(&py, "a = g.create(%q, shape=(4,), chunks=(2,), dtype=%q, compressor=None)\n", name, c.dtype)
+		fmt.Fprintf(&py, "a[:2] = np.ones(2, dtype=%q)\n", c.dtype)
+		// The fill value as the JSON text says, patched in after.
+		fmt.Fprintf(&py, "p = %q\nm = json.load(open(p))\nm['fill_value'] = json.loads(%q)\njson.dump(m, open(p, 'w'))\n",
+			filepath.Join(store, name, ".zarray"), c.fill)
+	}
+	if out, err := exec.Command(python, "-c", py.String()).CombinedOutput(); err != nil {
+		t.Fatalf("zarr-python: %v: %s", err, out)
+	}
+	out := filepath.Join(dir, "out")
+	must(t, os.Mkdir(out, 0o755))
+	cmd := exec.Command(python, append([]string{filepath.Join(testdata(t), "zarr2.py"), "read", store, out}, names...)...)
+	if b, err := cmd.Output(); err != nil {
+		t.Fatalf("zarr-python read: %v: %s %s", err, b, stderr(err))
+	}
+	f := testfile.Create(t, filepath.Join(dir, "in.scc"), nil)
+	defer f.Close()
+	rep, err := Import(bg, store, f, Options{})
+	if err != nil || len(rep.Skipped) != 0 {
+		t.Fatalf("import: %v (report %+v)", err, rep)
+	}
+	for i, name := range names {
+		want, err := os.ReadFile(filepath.Join(out, fmt.Sprint(i)+".bin"))
+		must(t, err)
+		ds, err := f.OpenDataset(name)
+		must(t, err)
+		if got := readAll(t, ds); !bytes.Equal(got, want) {
+			t.Errorf("%s (fill %s): scc reads % x, zarr-python % x", name, fills[name].fill, got, want)
+		}
+	}
+}
+
+// TestImportSkipsCorruptArrays: an array whose metadata breaks the
+// specification (a fill value out of its type's range, JSON that does not
+// parse, a v3 document with no node type) is skipped and named with what
+// is wrong, like an array scc cannot hold; the other arrays import. When
+// every array is skipped the import fails with an error matching each
+// one's (ErrCorrupt here).
+func TestImportSkipsCorruptArrays(t *testing.T) {
+	root := t.TempDir()
+	v2 := filepath.Join(root, "v2")
+	writeFile(t, filepath.Join(v2, ".zgroup"), `{"zarr_format":2}`)
+	writeFile(t, filepath.Join(v2, "good", ".zarray"), strings.Replace(v2i4, "%s", "", 1))
+	writeFile(t, filepath.Join(v2, "good", "0"), chunk8)
+	writeFile(t, filepath.Join(v2, "fill", ".zarray"), strings.Replace(strings.Replace(v2i4, "%s", "", 1), `"fill_value":0`, `"fill_value":4294967296`, 1))
+	writeFile(t, filepath.Join(v2, "fill", "0"), chunk8)
+	writeFile(t, filepath.Join(v2, "json", ".zarray"), `{"zarr_format":2,`)
+	writeFile(t, filepath.Join(v2, "g", "zarr.json"), `{"zarr_format":3,"node_type":"group"}`)
+	writeFile(t, filepath.Join(v2, "g", "nt", "zarr.json"), strings.Replace(strings.Replace(v3i4, "%s", "", 1), `"node_type":"array",`, "", 1))
+	writeFile(t, filepath.Join(v2, "g", "v3fill", "zarr.json"), strings.Replace(strings.Replace(v3i4, "%s", "", 1), `"fill_value":0`, `"fill_value":"x"`, 1))
+	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
+	defer f.Close()
+	rep, err := Import(bg, v2, f, Options{})
+	must(t, err)
+	if len(rep.Datasets) != 1 || rep.Datasets[0].Name != "good" {
+		t.Fatalf("imported %+v", rep.Datasets)
+	}
+	want := map[string]string{
+		"fill": "4294967296 is out of range for int32", "json": ".zarray", "g/nt": `"node_type"`, "g/v3fill": "fill_value",
+	}
+	if len(rep.Skipped) != len(want) {
+		t.Fatalf("skipped %+v", rep.Skipped)
+	}
+	for _, sk := range rep.Skipped {
+		if w, ok := want[sk.Name]; !ok || !strings.Contains(sk.Reason, w) || !strings.Contains(sk.Reason, "corrupt") {
+			t.Errorf("skipped %s: %q, want it to say %q", sk.Name, sk.Reason, want[sk.Name])
+		}
+	}
+	if s := rep.Summary(); !strings.Contains(s, "SKIPPED fill: ") || !strings.Contains(s, "1 imported, 4 skipped") {
+		t.Fatalf("summary:\n%s", s)
+	}
+	if got := f.Datasets(); len(got) != 1 || got[0] != "good" {
+		t.Fatalf("datasets %v", got)
+	}
+	// Nothing importable: the error is the skipped arrays'.
+	only := filepath.Join(root, "only")
+	v2Array(t, only, strings.Replace(strings.Replace(v2i4, "%s", "", 1), `"fill_value":0`, `"fill_value":[1]`, 1))
+	g := testfile.Create(t, filepath.Join(root, "only.scc"), nil)
+	defer g.Close()
+	if _, err := Import(bg, only, g, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "a: ") {
+		t.Fatalf("import of a store of one corrupt array: %v", err)
+	}
+	if len(g.Datasets()) != 0 {
+		t.Fatalf("datasets %v", g.Datasets())
+	}
+}
