@@ -22,10 +22,11 @@ func init() {
 // temporary directory beside DIR and renames it into place; an HDF5 export
 // is written under a temporary name and renamed the same way.
 func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("export", "[--format zarr2|zarr3|hdf5] [--force] FILE DIR\n\nDIR (or OUT.h5 with --format hdf5) is a local path; an HDF5 export writes the scc files its virtual datasets map beside OUT.h5, as the mappings name them with .scc replaced by .h5.\n\n"+fileHelp, stderr)
+	fs := newFlags("export", "[--format zarr2|zarr3|hdf5] [--force] [--strict] FILE DIR\n\nDIR (or OUT.h5 with --format hdf5) is a local path; an HDF5 export writes the scc files its virtual datasets map beside OUT.h5, as the mappings name them with .scc replaced by .h5.\n\n"+fileHelp, stderr)
 	format := fs.String("format", "zarr2", "store format: zarr2, zarr3 or hdf5 (hdf5 runs the scc-hdf5 tool, built by make hdf5)")
 	workers := fs.Int("workers", 0, "chunks processed at once (0: one per CPU)")
 	force := fs.Bool("force", false, "replace DIR if it is an existing Zarr store (or OUT.h5 if it exists)")
+	strict := fs.Bool("strict", false, "zarr2, zarr3: fail (and write nothing) when any dataset would be skipped because Zarr cannot hold it")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -56,7 +57,7 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer done()
-	rep, err := zarr.Export(ctx, f, dst, zarr.Options{Version: v, Workers: *workers, Replace: *force})
+	rep, err := zarr.Export(ctx, f, dst, zarr.Options{Version: v, Workers: *workers, Replace: *force, Strict: *strict})
 	if err != nil {
 		return err
 	}

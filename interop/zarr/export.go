@@ -84,14 +84,19 @@ func planExport(ds *engine.Dataset, version int) plan {
 // complete, so a failed or cancelled
 // export leaves no store behind (and an existing one as it was). dir must
 // not exist or be an empty directory; with Options.Replace it may be an
-// existing Zarr store, which the new one replaces.
+// existing Zarr store, which the new one replaces. A dataset Zarr cannot
+// hold (a type, a name, an attribute) is left out and named in
+// Report.Skipped, unless Options.Strict; the export fails with
+// ErrUnsupported when it would leave out every dataset.
 func Export(ctx context.Context, f *engine.File, dir string, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	names := f.Datasets()
-	if err := checkNames(names); err != nil {
-		return nil, err
+	if o.Strict {
+		if err := checkNames(names); err != nil {
+			return nil, err
+		}
 	}
 	dir = filepath.Clean(dir)
 	replace := false
@@ -179,14 +184,31 @@ func exportTo(ctx context.Context, f *engine.File, dir string, names []string, o
 		return nil, err
 	}
 	groups := map[string]bool{"": true}
+	rep := &Report{export: true}
 	// Every group crosses with its attributes, empty ones too; the
 	// datasets' parents missing from the walk (none for a file holding
 	// groups) are written without attributes below.
-	if err := exportGroups(ctx, f.Root(), dir, v, groups); err != nil {
+	if err := exportGroups(ctx, f.Root(), dir, v, groups, rep, o.Strict); err != nil {
 		return nil, err
 	}
-	rep := &Report{}
+	// A dataset Zarr cannot hold (its name, its type, an attribute) is
+	// left out and named, unless Strict; nothing of it stays in the
+	// store.
+	skip := func(name string, err error) error {
+		if o.Strict {
+			return fmt.Errorf("dataset %q: %w", name, err)
+		}
+		rep.Skipped = append(rep.Skipped, Skipped{Name: name, Reason: err.Error(), err: err})
+		return nil
+	}
+	bad := nameErrs(names)
 	for _, name := range names {
+		if err := bad[name]; err != nil {
+			if err := skip(name, err); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		segs := strings.Split(name, "/")
 		for i := 1; i < len(segs); i++ {
 			g := strings.Join(segs[:i], "/")
@@ -197,21 +219,50 @@ func exportTo(ctx context.Context, f *engine.File, dir string, names []string, o
 				}
 			}
 		}
-		dr, err := exportDataset(ctx, f, name, filepath.Join(dir, filepath.FromSlash(name)), v, o.workers())
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		dr, err := exportDataset(ctx, f, name, path, v, o.workers())
+		if errors.Is(err, ErrUnsupported) {
+			if err := os.RemoveAll(path); err != nil {
+				return nil, err
+			}
+			if err := skip(name, err); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("dataset %q: %w", name, err)
 		}
 		rep.Datasets = append(rep.Datasets, dr)
 	}
+	if len(rep.Datasets) == 0 && len(rep.Skipped) > 0 {
+		return rep, noneExported(rep.Skipped)
+	}
 	return rep, nil
 }
 
+// noneExported is the failure of an export that would skip every
+// dataset: a store holding none of them is not what was asked for.
+func noneExported(skipped []Skipped) error {
+	var why []string
+	for _, sk := range skipped {
+		why = append(why, fmt.Sprintf("%s: %s", sk.Name, sk.Reason))
+	}
+	return fmt.Errorf("%w: no dataset could be exported (%s)", ErrUnsupported, strings.Join(why, "; "))
+}
+
 // exportGroups writes g's subgroups, and theirs, as Zarr groups with their
-// attributes, recording each written path in done.
-func exportGroups(ctx context.Context, g *engine.Group, dir string, v int, done map[string]bool) error {
+// attributes, recording each written path in done. A group whose name is
+// no Zarr path is left out with what it holds and named in rep.Skipped
+// (the datasets below it are, by their names), unless strict.
+func exportGroups(ctx context.Context, g *engine.Group, dir string, v int, done map[string]bool, rep *Report, strict bool) error {
 	return g.WalkGroups(ctx, func(sub *engine.Group, p string) (bool, error) {
 		if err := checkNames([]string{p}); err != nil {
-			return false, err
+			if strict {
+				return false, fmt.Errorf("group %q: %w", p, err)
+			}
+			rep.Skipped = append(rep.Skipped, Skipped{Name: p, Reason: "group: " + err.Error(), err: err})
+			return false, nil
 		}
 		list, err := sub.Attrs()
 		if err != nil {
@@ -232,27 +283,43 @@ func exportGroups(ctx context.Context, g *engine.Group, dir string, v int, done 
 // checkNames refuses dataset names that are not Zarr node paths, and a
 // dataset whose name is a group of another's ("a" and "a/b").
 func checkNames(names []string) error {
+	bad := nameErrs(names)
+	for _, n := range names {
+		if err := bad[n]; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nameErrs is checkNames' refusal of each name it refuses.
+func nameErrs(names []string) map[string]error {
 	set := map[string]bool{}
 	for _, n := range names {
 		set[n] = true
 	}
+	bad := map[string]error{}
 	for _, n := range names {
 		segs := strings.Split(n, "/")
 		for i, s := range segs {
+			var err error
 			switch {
 			case s == "" || s == "." || s == "..":
-				return fmt.Errorf("%w: dataset name %q: empty, \".\" or \"..\" path segment", ErrUnsupported, n)
+				err = fmt.Errorf("%w: dataset name %q: empty, \".\" or \"..\" path segment", ErrUnsupported, n)
 			case strings.HasPrefix(s, "__") || strings.HasPrefix(s, ".z") || s == "zarr.json":
-				return fmt.Errorf("%w: dataset name %q: segment %q is reserved in Zarr", ErrUnsupported, n, s)
+				err = fmt.Errorf("%w: dataset name %q: segment %q is reserved in Zarr", ErrUnsupported, n, s)
 			case strings.ContainsAny(s, "\\\x00"):
-				return fmt.Errorf("%w: dataset name %q: backslash or NUL", ErrUnsupported, n)
+				err = fmt.Errorf("%w: dataset name %q: backslash or NUL", ErrUnsupported, n)
+			case i < len(segs)-1 && set[strings.Join(segs[:i+1], "/")]:
+				err = fmt.Errorf("%w: dataset %q would be inside dataset %q (a Zarr array has no children)", ErrUnsupported, n, strings.Join(segs[:i+1], "/"))
 			}
-			if i < len(segs)-1 && set[strings.Join(segs[:i+1], "/")] {
-				return fmt.Errorf("%w: dataset %q would be inside dataset %q (a Zarr array has no children)", ErrUnsupported, n, strings.Join(segs[:i+1], "/"))
+			if err != nil {
+				bad[n] = err
+				break
 			}
 		}
 	}
-	return nil
+	return bad
 }
 
 // writeJSON writes v as JSON in ASCII: characters beyond it are escaped

@@ -3,6 +3,7 @@ package zarr
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
@@ -59,7 +60,12 @@ func TestExportOtherLayouts(t *testing.T) {
 	vl, err := f.CreateDataset("vlen", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}, Layout: engine.Vlen})
 	must(t, err)
 	_ = vl
-	if _, err := Export(bg, f, filepath.Join(dir, "vlen-store"), Options{Version: 2}); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("export of a variable-length dataset: %v, want ErrUnsupported", err)
+	if _, err := Export(bg, f, filepath.Join(dir, "vlen-store"), Options{Version: 2, Strict: true}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("strict export of a variable-length dataset: %v, want ErrUnsupported", err)
+	}
+	rep, err := Export(bg, f, filepath.Join(dir, "vlen-store"), Options{Version: 2})
+	must(t, err)
+	if len(rep.Skipped) != 1 || rep.Skipped[0].Name != "vlen" || !strings.Contains(rep.Skipped[0].Reason, "variable-length") {
+		t.Fatalf("export: skipped %+v", rep.Skipped)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/internal/testfile"
 )
 
@@ -126,5 +127,64 @@ func TestImportSkipsCorruptArrays(t *testing.T) {
 	}
 	if len(g.Datasets()) != 0 {
 		t.Fatalf("datasets %v", g.Datasets())
+	}
+}
+
+// TestExportSkipsUnmappedDatasets: a dataset Zarr cannot hold (UTF-8
+// strings, a name Zarr reserves) is left out and named with why; the
+// others export and zarr-python reads them. Strict refuses the export
+// naming it and leaves no store.
+func TestExportSkipsUnmappedDatasets(t *testing.T) {
+	dir := t.TempDir()
+	f := testfile.Create(t, filepath.Join(dir, "src.scc"), nil)
+	defer f.Close()
+	ok, err := f.CreateDataset("ok", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{6}, Chunk: []uint64{4}})
+	must(t, err)
+	must(t, ok.Write(bg, engine.All([]uint64{6}), []byte{1, 2, 3, 4, 5, 6}))
+	_, err = f.CreateDataset("u8", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{2}})
+	must(t, err)
+	_, err = f.CreateDataset("__x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{2}})
+	must(t, err)
+	for _, v := range []int{2, 3} {
+		store := filepath.Join(dir, fmt.Sprintf("v%d.zarr", v))
+		if _, err := Export(bg, f, store, Options{Version: v, Strict: true}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "UTF-32") && !strings.Contains(err.Error(), "reserved") {
+			t.Fatalf("v%d strict: %v", v, err)
+		}
+		if _, err := os.Stat(store); !os.IsNotExist(err) {
+			t.Fatalf("v%d: a strict export that failed left a store (%v)", v, err)
+		}
+		rep, err := Export(bg, f, store, Options{Version: v})
+		must(t, err)
+		why := map[string]string{}
+		for _, sk := range rep.Skipped {
+			why[sk.Name] = sk.Reason
+		}
+		if len(rep.Datasets) != 1 || rep.Datasets[0].Name != "ok" || len(why) != 2 ||
+			!strings.Contains(why["u8"], "UTF-32") || !strings.Contains(why["__x"], "reserved") {
+			t.Fatalf("v%d: report %+v", v, rep)
+		}
+		if s := rep.Summary(); !strings.Contains(s, "SKIPPED u8: ") || !strings.Contains(s, "1 exported, 2 skipped") {
+			t.Fatalf("v%d summary:\n%s", v, s)
+		}
+		if _, err := os.Stat(filepath.Join(store, "u8")); !os.IsNotExist(err) {
+			t.Fatalf("v%d: the skipped dataset left %v", v, err)
+		}
+		g := testfile.Create(t, filepath.Join(dir, fmt.Sprintf("back%d.scc", v)), nil)
+		_, err = Import(bg, store, g, Options{})
+		must(t, err)
+		back, err := g.OpenDataset("ok")
+		must(t, err)
+		if got := readAll(t, back); !bytes.Equal(got, []byte{1, 2, 3, 4, 5, 6}) {
+			t.Fatalf("v%d: read back % x", v, got)
+		}
+		must(t, g.Close())
+	}
+	zarrPython(t)
+	out := t.TempDir()
+	if b, err := exec.Command(python, filepath.Join(testdata(t), "zarr2.py"), "read", filepath.Join(dir, "v2.zarr"), out, "ok").Output(); err != nil {
+		t.Fatalf("zarr-python read: %v: %s %s", err, b, stderr(err))
+	}
+	if got, err := os.ReadFile(filepath.Join(out, "0.bin")); err != nil || !bytes.Equal(got, []byte{1, 2, 3, 4, 5, 6}) {
+		t.Fatalf("zarr-python reads % x (%v)", got, err)
 	}
 }

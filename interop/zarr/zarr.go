@@ -20,8 +20,9 @@
 // the real part). A fixed-length string that is NUL-padded maps onto
 // numpy's "|S<n>" (v3: zarr-python's null_terminated_bytes extension, the
 // same numpy dtype), fill value the base64 of its bytes, and imports as
-// engine.FixedString(n, NullPad, ASCII). Without a mapping, and refused
-// with ErrUnsupported saying why: UTF-8 strings (Zarr's fixed-length
+// engine.FixedString(n, NullPad, ASCII). Without a mapping, and so left
+// out of an export and named with why (refused with ErrUnsupported under
+// Options.Strict): UTF-8 strings (Zarr's fixed-length
 // unicode "<U<n>" / fixed_length_utf32 counts UTF-32 code points, not
 // UTF-8 bytes, so neither direction keeps the type), NUL-terminated and
 // space-padded strings (Zarr's fixed bytes are NUL-padded only), and
@@ -121,6 +122,11 @@ type Options struct {
 	// (a directory holding .zgroup, .zarray or zarr.json), in one rename
 	// once the new store is complete.
 	Replace bool
+	// Strict makes a dataset or array that would be skipped fail the
+	// whole Export or Import instead (ErrUnsupported or ErrCorrupt, naming
+	// it); Export then leaves no store. By default it is left out and
+	// named in Report.Skipped, and the rest crosses.
+	Strict bool
 }
 
 // Validate reports whether o is usable.
@@ -180,7 +186,8 @@ type DatasetReport struct {
 
 // Skipped is an array Import left out, and why: one scc cannot hold
 // (ErrUnsupported) or whose metadata breaks the specification
-// (ErrCorrupt).
+// (ErrCorrupt); or a dataset or group Export left out, one Zarr cannot
+// hold (ErrUnsupported: a data type, a name).
 type Skipped struct {
 	Name, Reason string
 	err          error
@@ -195,6 +202,7 @@ type Report struct {
 	// type's range), each with its reason; the other arrays are imported.
 	Skipped []Skipped
 	Notes   []string
+	export  bool
 }
 
 // Summary is one line per dataset, as scctl prints it.
@@ -227,7 +235,11 @@ func (r *Report) Summary() string {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
 	if len(r.Skipped) > 0 {
-		fmt.Fprintf(&b, "%d imported, %d skipped\n", len(r.Datasets), len(r.Skipped))
+		verb := "imported"
+		if r.export {
+			verb = "exported"
+		}
+		fmt.Fprintf(&b, "%d %s, %d skipped\n", len(r.Datasets), verb, len(r.Skipped))
 	}
 	return b.String()
 }
