@@ -207,6 +207,10 @@ func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report
 		}
 		arrays = append(arrays, planned{name, n.key, m})
 	}
+	if o.Strict && len(rep.Skipped) > 0 {
+		sort.Slice(rep.Skipped, func(i, j int) bool { return rep.Skipped[i].Name < rep.Skipped[j].Name })
+		return rep, fmt.Errorf("array %q (strict): %w", rep.Skipped[0].Name, rep.Skipped[0].err)
+	}
 	// discover lists parents before their children, so each group's
 	// parent exists when it is created.
 	for _, g := range groups {
@@ -216,7 +220,7 @@ func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report
 	}
 	for _, a := range arrays {
 		dr, err := importArray(ctx, s, f, a.name, a.key, a.m, o.workers(), o.Verify)
-		if errors.Is(err, errSkip) {
+		if errors.Is(err, errSkip) && !o.Strict {
 			rep.Skipped = append(rep.Skipped, Skipped{Name: a.name, Reason: err.Error(), err: err})
 			continue
 		}

@@ -188,3 +188,22 @@ func TestExportSkipsUnmappedDatasets(t *testing.T) {
 		t.Fatalf("zarr-python reads % x (%v)", got, err)
 	}
 }
+
+// TestImportStrict: with Strict, an array that would be skipped fails the
+// import naming it, before anything is written.
+func TestImportStrict(t *testing.T) {
+	root := t.TempDir()
+	store := filepath.Join(root, "store")
+	writeFile(t, filepath.Join(store, ".zgroup"), `{"zarr_format":2}`)
+	writeFile(t, filepath.Join(store, "good", ".zarray"), strings.Replace(v2i4, "%s", "", 1))
+	writeFile(t, filepath.Join(store, "good", "0"), chunk8)
+	writeFile(t, filepath.Join(store, "half", ".zarray"), `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f2","fill_value":0,"order":"C","filters":null,"compressor":null}`)
+	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
+	defer f.Close()
+	if _, err := Import(bg, store, f, Options{Strict: true}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"half"`) {
+		t.Fatalf("strict import: %v", err)
+	}
+	if len(f.Datasets()) != 0 {
+		t.Fatalf("a refused strict import wrote %v", f.Datasets())
+	}
+}
