@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -428,6 +429,12 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 		return dr, err
 	}
 	shape, chunk, typ := ds.Shape(), ds.Chunk(), ds.Type()
+	if layout == engine.Virtual {
+		// A virtual dataset's own chunks are single elements (its
+		// chunks are its sources'): a store of one file per element.
+		chunk = virtualChunk(ctx, f, ds)
+		dr.Notes = append(dr.Notes, fmt.Sprintf("virtual dataset: Zarr chunks %v", chunk))
+	}
 	fill := fillJSON(typ, ds.Fill())
 	if v == 2 {
 		meta := map[string]any{
@@ -507,7 +514,7 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 					untouched.Add(1) // ReadChunkRaw checks the frame's CRC only
 				}
 			} else {
-				raw, err := readChunk(gctx, ds, sc.Coords, chunkBytes)
+				raw, err := readChunk(gctx, ds, chunk, sc.Coords, chunkBytes)
 				if err != nil {
 					return err
 				}
@@ -569,8 +576,7 @@ func chunkBox(coords, chunk, shape []uint64) (start, count []uint64, edge bool) 
 
 // readChunk reads a whole chunk decoded (little-endian, C order), the
 // padding of an edge chunk holding the fill value.
-func readChunk(ctx context.Context, ds *engine.Dataset, coords []uint64, chunkBytes int) ([]byte, error) {
-	chunk := ds.Chunk()
+func readChunk(ctx context.Context, ds *engine.Dataset, chunk, coords []uint64, chunkBytes int) ([]byte, error) {
 	start, count, edge := chunkBox(coords, chunk, ds.Shape())
 	es := ds.Type().Size()
 	if !edge {
@@ -663,4 +669,83 @@ func allFill(b, fill []byte) bool {
 		}
 	}
 	return true
+}
+
+// virtualTargetBytes is the size of the chunks a virtual dataset exports
+// with when its sources do not say one.
+const virtualTargetBytes = 1 << 20
+
+// virtualChunk is the chunk shape a virtual dataset exports with: its
+// sources' chunk shape when every source that can be opened is a chunked
+// dataset of the virtual rank with the same one, else about
+// virtualTargetBytes per chunk, whole along the last dimensions.
+func virtualChunk(ctx context.Context, f *engine.File, ds *engine.Dataset) []uint64 {
+	shape := ds.Shape()
+	r := len(shape)
+	var common []uint64
+	same := true
+	spec, ok, err := f.VirtualSpec(ctx, ds.Name())
+	if err != nil || !ok {
+		same = false
+	}
+	for _, m := range spec.Mappings {
+		if !same {
+			break
+		}
+		file, _ := engine.ExpandBlock(m.File, 0)
+		dset, _ := engine.ExpandBlock(m.Dataset, 0)
+		c := sourceChunk(ctx, f, file, dset)
+		switch {
+		case c == nil || len(c) != r:
+			// Missing, of another rank or layout, or out of reach (a
+			// URL): says nothing.
+		case common == nil:
+			common = c
+		case !slices.Equal(common, c):
+			same = false
+		}
+	}
+	if same && common != nil {
+		out := make([]uint64, r)
+		for d := range out {
+			out[d] = min(common[d], max(shape[d], 1))
+		}
+		return out
+	}
+	out := make([]uint64, r)
+	elems := uint64(max(virtualTargetBytes/ds.Type().Size(), 1))
+	for d := r - 1; d >= 0; d-- {
+		out[d] = max(min(max(shape[d], 1), elems), 1)
+		elems /= out[d]
+		elems = max(elems, 1)
+	}
+	return out
+}
+
+// sourceChunk is the chunk shape of a virtual dataset's source, nil when
+// it is not a chunked dataset this export can open.
+func sourceChunk(ctx context.Context, f *engine.File, file, dset string) []uint64 {
+	loc, self, err := f.VirtualSource(file)
+	if err != nil {
+		return nil
+	}
+	src := f
+	if !self {
+		if strings.Contains(loc, "://") {
+			return nil
+		}
+		if src, err = engine.Open(loc, &engine.Options{ReadOnly: true}); err != nil {
+			return nil
+		}
+		defer src.Close()
+	}
+	sd, err := src.OpenDatasetContext(ctx, dset)
+	if err != nil {
+		return nil
+	}
+	defer sd.Close()
+	if sd.Layout() != engine.Chunked && sd.Layout() != engine.Sparse {
+		return nil
+	}
+	return sd.Chunk()
 }
