@@ -78,7 +78,7 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 		return rep, err
 	}
 	defer f.Close()
-	paths, err := f.Datasets()
+	paths, unreadable, err := f.Objects()
 	if err != nil {
 		return rep, err
 	}
@@ -93,6 +93,20 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 		existing[n] = true
 	}
 	selected := 0
+	// An object whose header the library cannot read may have been a
+	// dataset: it is left out and named, like one scc cannot hold.
+	for _, path := range unreadable {
+		if !opts.selected(path) {
+			continue
+		}
+		oerr := f.ObjectError(path)
+		if oerr == nil {
+			continue
+		}
+		err := unreadableErr(path, "its object header cannot be read", oerr)
+		rep.Skipped = append(rep.Skipped, SkippedDataset{Path: "/" + path, Reason: err.reason})
+		skips = append(skips, err)
+	}
 	for _, path := range paths {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -104,6 +118,12 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 		}
 		selected++
 		p, err := planImport(f, path, fileSize, opts)
+		if err != nil && errors.Is(err, h5.ErrHDF5) && !errors.Is(err, ErrUnsupported) {
+			// The library cannot read what the dataset's header says (a
+			// damaged datatype, layout or filter message): that dataset
+			// is left out, named with the library's error.
+			err = unreadableErr(path, "HDF5 cannot read it", err)
+		}
 		var skip *skipError
 		switch {
 		case errors.As(err, &skip):
@@ -137,7 +157,11 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 	// The root group's attributes become dst's file attributes (replacing
 	// same-named ones).
 	rootAttrs, rootSkipped, err := f.ReadRootAttrs()
-	if err != nil {
+	if errors.Is(err, h5.ErrHDF5) {
+		// The root group's attributes cannot even be counted: left out
+		// and said, the datasets still imported.
+		rootSkipped = []h5.Skipped{{Name: "(all)", Why: "not read: " + err.Error()}}
+	} else if err != nil {
 		return rep, err
 	}
 	if rep.RootAttrNotes, err = importAttrs(ctx, dst, rootAttrs, rootSkipped); err != nil {
@@ -167,14 +191,28 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 }
 
 // skipError is a dataset Import leaves out: scc cannot represent it, or
-// this libhdf5 cannot read it. It wraps ErrUnsupported.
-type skipError struct{ path, reason string }
+// this libhdf5 cannot read it. It wraps ErrUnsupported, and the library's
+// error (ErrHDF5) when there is one.
+type skipError struct {
+	path, reason string
+	err          error
+}
 
 func (e *skipError) Error() string {
 	return fmt.Sprintf("%v: dataset %q: %s", ErrUnsupported, e.path, e.reason)
 }
 
-func (e *skipError) Unwrap() error { return ErrUnsupported }
+func (e *skipError) Unwrap() []error {
+	if e.err != nil {
+		return []error{ErrUnsupported, e.err}
+	}
+	return []error{ErrUnsupported}
+}
+
+// unreadableErr is the skip of a dataset the library cannot read.
+func unreadableErr(path, what string, err error) *skipError {
+	return &skipError{path: path, reason: fmt.Sprintf("%s: %v", what, err), err: err}
+}
 
 func unsupported(path, format string, args ...any) error {
 	return &skipError{path: path, reason: fmt.Sprintf(format, args...)}
@@ -783,7 +821,11 @@ func importGroups(ctx context.Context, f *h5.File, dst *engine.File, plans []*im
 			return fmt.Errorf("group %q: %w", p, err)
 		}
 		attrs, skipped, err := f.ReadGroupAttrs(p)
-		if err != nil {
+		if errors.Is(err, h5.ErrHDF5) {
+			// A group the library cannot open or whose attributes it
+			// cannot count: its attributes are left out and said.
+			attrs, skipped = nil, []h5.Skipped{{Name: "(all)", Why: "not read: " + err.Error()}}
+		} else if err != nil {
 			return fmt.Errorf("group %q: %w", p, err)
 		}
 		notes, err := importAttrs(ctx, g, attrs, skipped)

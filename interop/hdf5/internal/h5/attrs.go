@@ -299,14 +299,32 @@ func readAttrs(obj C.hid_t) ([]Attr, []Skipped, error) {
 			skipped = append(skipped, Skipped{Name: fmt.Sprintf("(%d more)", int64(n-i)), Why: fmt.Sprintf("not read: more than %d attributes", MaxAttrs)})
 			break
 		}
+		// An attribute the library cannot open or read (a damaged
+		// message) is left out, named when its name can be read, with
+		// the library's error; the others are read.
 		attr := C.H5Aopen_by_idx(obj, dot, C.H5_INDEX_NAME, C.H5_ITER_INC, C.hsize_t(i), C.H5P_DEFAULT, C.H5P_DEFAULT)
 		if attr < 0 {
-			return nil, nil, errorf("open attribute %d", int(i))
+			err := errorf("open attribute %d", int(i))
+			name, ok := attrNameByIdx(obj, dot, i)
+			if !ok {
+				// Not even the names can be read (libhdf5 decodes every
+				// attribute message of an object to index them): the
+				// rest is left out at once.
+				skipped = append(skipped, Skipped{Name: fmt.Sprintf("(%d attributes from #%d)", int64(n-i), int64(i)), Why: "not read: " + err.Error()})
+				break
+			}
+			skipped = append(skipped, Skipped{Name: name, Why: "not read: " + err.Error()})
+			continue
 		}
 		a, why, err := readAttr(attr, budget)
 		C.H5Aclose(attr)
 		if err != nil {
-			return nil, nil, err
+			name := a.Name
+			if name == "" {
+				name = fmt.Sprintf("#%d", int64(i))
+			}
+			skipped = append(skipped, Skipped{Name: name, Why: "not read: " + err.Error()})
+			continue
 		}
 		if why != "" {
 			skipped = append(skipped, Skipped{Name: a.Name, Why: why})
@@ -316,6 +334,21 @@ func readAttrs(obj C.hid_t) ([]Attr, []Skipped, error) {
 		}
 	}
 	return out, skipped, nil
+}
+
+// attrNameByIdx is the name of attribute i of obj. Caller holds lib.
+func attrNameByIdx(obj C.hid_t, dot *C.char, i C.longlong) (string, bool) {
+	ln := C.H5Aget_name_by_idx(obj, dot, C.H5_INDEX_NAME, C.H5_ITER_INC, C.hsize_t(i), nil, 0, C.H5P_DEFAULT)
+	if ln < 0 {
+		C.H5Eclear2(C.H5E_DEFAULT)
+		return "", false
+	}
+	nb := make([]byte, int(ln)+1)
+	if C.H5Aget_name_by_idx(obj, dot, C.H5_INDEX_NAME, C.H5_ITER_INC, C.hsize_t(i), (*C.char)(unsafe.Pointer(&nb[0])), C.size_t(len(nb)), C.H5P_DEFAULT) < 0 {
+		C.H5Eclear2(C.H5E_DEFAULT)
+		return "", false
+	}
+	return string(nb[:ln]), true
 }
 
 // readAttr reads one open attribute of at most budget bytes; why says why

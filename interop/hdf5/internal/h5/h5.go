@@ -267,30 +267,61 @@ func (f *File) Close() error {
 
 // Datasets lists the path of every dataset reachable by hard links, without
 // the leading '/', in HDF5's name order.
-func (f *File) Datasets() ([]string, error) { return f.list(false) }
+func (f *File) Datasets() ([]string, error) {
+	ds, _, err := f.list(false)
+	return ds, err
+}
+
+// Objects is Datasets, and the paths of the objects whose headers could
+// not be read (neither a dataset nor a group as far as the file says):
+// ObjectError tells why.
+func (f *File) Objects() (datasets, unreadable []string, err error) { return f.list(false) }
 
 // Groups lists the path of every group below the root reachable by hard
 // links, without the leading '/', parents before their children.
-func (f *File) Groups() ([]string, error) { return f.list(true) }
+func (f *File) Groups() ([]string, error) {
+	gs, _, err := f.list(true)
+	return gs, err
+}
 
-func (f *File) list(groups bool) ([]string, error) {
+// ObjectError is the library's error reading the header of the object at
+// path, or nil.
+func (f *File) ObjectError(path string) error {
 	lock()
 	defer unlock()
-	var buf *C.char
-	var n C.size_t
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	if C.scc_object_info(f.id, cs) < 0 {
+		return errorf("object %q", path)
+	}
+	return nil
+}
+
+func (f *File) list(groups bool) (names, unreadable []string, err error) {
+	lock()
+	defer unlock()
+	var buf, bad *C.char
+	var n, nbad C.size_t
 	var rc C.herr_t
 	if groups {
-		rc = C.scc_list_groups(f.id, &buf, &n)
+		rc = C.scc_list_groups(f.id, &buf, &n, &bad, &nbad)
 	} else {
-		rc = C.scc_list_datasets(f.id, &buf, &n)
+		rc = C.scc_list_datasets(f.id, &buf, &n, &bad, &nbad)
 	}
 	if buf != nil {
 		defer C.free(unsafe.Pointer(buf))
 	}
-	if rc < 0 {
-		return nil, errorf("list objects")
+	if bad != nil {
+		defer C.free(unsafe.Pointer(bad))
 	}
-	b := C.GoBytes(unsafe.Pointer(buf), C.int(n))
+	if rc < 0 {
+		return nil, nil, errorf("list objects")
+	}
+	return splitNUL(C.GoBytes(unsafe.Pointer(buf), C.int(n))), splitNUL(C.GoBytes(unsafe.Pointer(bad), C.int(nbad))), nil
+}
+
+// splitNUL splits NUL-terminated names.
+func splitNUL(b []byte) []string {
 	var out []string
 	for len(b) > 0 {
 		i := 0
@@ -303,7 +334,7 @@ func (f *File) list(groups bool) ([]string, error) {
 		}
 		b = b[i+1:]
 	}
-	return out, nil
+	return out
 }
 
 // Spec describes a dataset to create.

@@ -216,39 +216,58 @@ static char *scc_error_string(void) {
 // links from the root group, each followed by a NUL, into one malloc'ed
 // buffer. Soft and external links are skipped (they may point outside the
 // file or form cycles).
-typedef struct { scc_strbuf b; size_t n; int err; H5I_type_t want; } scc_list;
+typedef struct { scc_strbuf b, bad; size_t n; H5O_type_t want; } scc_list;
+
+static void scc_append_name(scc_strbuf *b, const char *name) {
+	scc_append(b, name);
+	if (b->buf) { b->len++; } // keep the NUL as separator
+}
 
 static herr_t scc_visit(hid_t g, const char *name, const H5L_info_t *info, void *data) {
 	scc_list *l = data;
 	if (info->type != H5L_TYPE_HARD) return 0;
-	hid_t o = H5Oopen(g, name, H5P_DEFAULT);
-	if (o < 0) { l->err = 1; return -1; }
-	H5I_type_t t = H5Iget_type(o);
-	H5Oclose(o);
-	if (t == l->want) {
-		scc_append(&l->b, name);
-		if (l->b.buf) { l->b.len++; } // keep the NUL as separator
+	// The object's kind from its header, without opening it: an object
+	// whose messages do not decode (a damaged datatype) is listed as
+	// unreadable and the walk goes on, so that it alone is left out.
+	H5O_info_t oi;
+	if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+		H5Eclear2(H5E_DEFAULT);
+		scc_append_name(&l->bad, name);
+		return 0;
+	}
+	if (oi.type == l->want) {
+		scc_append_name(&l->b, name);
 		l->n++;
 	}
 	return 0;
 }
 
-static herr_t scc_list_kind(hid_t file, H5I_type_t want, char **out, size_t *len) {
+// scc_list_kind lists the objects of kind want into out, and into bad the
+// objects whose headers could not be read.
+static herr_t scc_list_kind(hid_t file, H5O_type_t want, char **out, size_t *len, char **bad, size_t *badlen) {
 	scc_list l = {0};
 	l.want = want;
 	herr_t rc = H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, scc_visit, &l);
 	*out = l.b.buf;
 	*len = l.b.len;
-	return (rc < 0 || l.err) ? -1 : 0;
+	*bad = l.bad.buf;
+	*badlen = l.bad.len;
+	return rc < 0 ? -1 : 0;
 }
 
-static herr_t scc_list_datasets(hid_t file, char **out, size_t *len) {
-	return scc_list_kind(file, H5I_DATASET, out, len);
+static herr_t scc_list_datasets(hid_t file, char **out, size_t *len, char **bad, size_t *badlen) {
+	return scc_list_kind(file, H5O_TYPE_DATASET, out, len, bad, badlen);
 }
 
 // scc_list_groups is scc_list_datasets for groups (the root left out).
-static herr_t scc_list_groups(hid_t file, char **out, size_t *len) {
-	return scc_list_kind(file, H5I_GROUP, out, len);
+static herr_t scc_list_groups(hid_t file, char **out, size_t *len, char **bad, size_t *badlen) {
+	return scc_list_kind(file, H5O_TYPE_GROUP, out, len, bad, badlen);
+}
+
+// scc_object_info fails as reading the header of the object at name does.
+static herr_t scc_object_info(hid_t file, const char *name) {
+	H5O_info_t oi;
+	return H5Oget_info_by_name2(file, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT);
 }
 
 // scc_num_attrs returns the number of attributes on an object, or -1.
