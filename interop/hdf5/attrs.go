@@ -12,7 +12,12 @@ import (
 // Attribute mapping. scc attributes are typed scalars and 1-D arrays of the
 // engine's element types, UTF-8 strings and byte strings; they become:
 //
-//	scalar of T     HDF5 scalar dataspace, T's little-endian predefined type
+//	scalar of T     HDF5 scalar dataspace, T's little-endian predefined type;
+//	                for bool, complex and fixed-length strings h5py's
+//	                encodings, as their datasets have them: an int8 enum
+//	                {FALSE=0, TRUE=1}, a compound {r, i} of two floats, a
+//	                fixed-length string of the type's length, padding and
+//	                character set
 //	array of T      1-D simple dataspace (length 0 allowed), same type
 //	string          scalar variable-length UTF-8 string (fixed-length,
 //	                NULLPAD, when it contains NUL, which a C string cannot
@@ -25,14 +30,18 @@ import (
 //
 // Import reads those kinds back whoever wrote them: integers and IEEE
 // floats of 1, 2, 4 or 8 bytes in either byte order (scalar or 1-D),
-// variable- and fixed-length strings in UTF-8 or ASCII (fixed ones lose
-// their padding: NUL-terminated up to the first NUL, NUL- and space-padded
-// trailing padding stripped), and opaque scalars (any tag) as byte
-// strings. Everything else — compounds, references, enums, variable-length
-// sequences, array types, arrays of strings, values of 2 or more
+// h5py's bool and complex (scalar or 1-D, either byte order), scalar
+// variable- and fixed-length strings in UTF-8 or ASCII as text (fixed ones
+// lose their padding: NUL-terminated up to the first NUL, NUL- and
+// space-padded trailing padding stripped), 1-D arrays of fixed-length
+// strings as arrays of that string type (engine.FixedStringsAttr's kind),
+// and opaque scalars (any tag) as byte strings. Everything else — other
+// compounds and enums, references, variable-length sequences, array
+// types, arrays of variable-length strings, values of 2 or more
 // dimensions, names or values scc refuses (an empty or over-long name, a
 // value over engine.MaxAttrValueBytes, text that is not UTF-8) — is left
-// behind and listed in the report with the reason.
+// behind and listed in the report with the reason, and so is an attribute
+// libhdf5 cannot open or read (a damaged message), with its error.
 
 // h5Attrs maps scc attributes onto the binding's values.
 func h5Attrs(attrs []engine.Attr) ([]h5.Attr, error) {
@@ -42,8 +51,9 @@ func h5Attrs(attrs []engine.Attr) ([]h5.Attr, error) {
 		var hv h5.AttrValue
 		switch v.Kind() {
 		case engine.AttrScalar, engine.AttrArray:
-			if !v.Type().Numeric() {
-				return nil, fmt.Errorf("%w: attribute %q of type %v (HDF5 export takes the numeric types)", ErrUnsupported, a.Name, v.Type())
+			t := v.Type()
+			if !t.Numeric() && t != engine.Bool && t != engine.Complex64 && t != engine.Complex128 && !t.IsString() {
+				return nil, fmt.Errorf("%w: attribute %q of type %v (HDF5 export takes the numeric, bool, complex and fixed-length string types)", ErrUnsupported, a.Name, t)
 			}
 			hv = h5.AttrValue{Kind: h5.AttrNumeric, Type: h5Type(v.Type()), Scalar: v.Kind() == engine.AttrScalar, Data: v.Bytes()}
 		case engine.AttrString:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,7 +118,7 @@ def attrs(obj):
             out[k] = {"kind": "str", "value": v.decode("utf-8", "replace")}
         else:
             a = np.asarray(v)
-            if a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype.itemsize in (4, 8)):
+            if a.dtype.kind in "iubc" or (a.dtype.kind == "f" and a.dtype.itemsize in (4, 8)):
                 if a.ndim > 1:
                     out[k] = {"kind": "other"}
                     continue
@@ -125,6 +126,8 @@ def attrs(obj):
                 out[k] = {"kind": "num", "dtype": le.dtype.str, "scalar": a.ndim == 0, "b64": base64.b64encode(le.tobytes()).decode()}
             elif a.dtype.kind == "V" and a.ndim == 0:
                 out[k] = {"kind": "void", "b64": base64.b64encode(a.tobytes()).decode()}
+            elif a.dtype.kind == "S" and a.ndim == 1:
+                out[k] = {"kind": "strs", "dtype": a.dtype.str, "b64": base64.b64encode(a.tobytes()).decode()}
             else:
                 out[k] = {"kind": "other"}
     return out
@@ -171,7 +174,8 @@ type corpusFile struct {
 }
 
 // checkAttrs compares the attributes h5py reads on one object with what
-// the import made of them: each numeric, string or opaque one h5py reads
+// the import made of them: each numeric (bool and complex included),
+// string, fixed-length string array or opaque one h5py reads
 // is in scc with the same type and value or named in notes, and every
 // other kind is named in notes.
 func checkAttrs(t *testing.T, what string, want map[string]corpusAttr, got []engine.Attr, notes []string) (imported, left int) {
@@ -214,6 +218,9 @@ func checkAttrs(t *testing.T, what string, want map[string]corpusAttr, got []eng
 			b, _ := base64.StdEncoding.DecodeString(w.B64)
 			bs, err := v.ByteString()
 			same = err == nil && bytes.Equal(bs, b)
+		case "strs":
+			b, _ := base64.StdEncoding.DecodeString(w.B64)
+			same = v.Kind() == engine.AttrArray && v.Type().IsString() && fmt.Sprintf("|S%d", v.Type().Size()) == w.Dtype && bytes.Equal(v.Bytes(), b)
 		}
 		if !same {
 			t.Errorf("%s: attribute %q imported as %v, h5py reads %+v", what, name, v, w)

@@ -44,7 +44,11 @@ type importPlan struct {
 // filter this libhdf5 cannot decode, raw data in external files, a chunk
 // larger than scc's 1 GiB limit, a grid that would have to be walked and
 // is larger than maxGrid chunks — is left out and listed in
-// Report.Skipped with the reason; the others are imported. With
+// Report.Skipped with the reason; the others are imported. So is a
+// dataset (or any object) whose header libhdf5 cannot read, named with
+// the library's error (the skip matches ErrHDF5 too); an attribute or a
+// group's attributes it cannot read are left out and named in the
+// report's attribute notes. With
 // opts.Strict a skipped dataset fails the import before anything is
 // created, and so does a file in which every dataset would be skipped
 // (an import never succeeds with nothing). A name that already exists in

@@ -638,26 +638,3 @@ func TestExportSparseHugeGrid(t *testing.T) {
 		t.Fatalf("last chunk differs (%v)", err)
 	}
 }
-
-// TestExportRefusesUnmappedAttrs: an attribute HDF5 export has no
-// mapping for (an array of booleans) is refused before a file is made.
-func TestExportRefusesUnmappedAttrs(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	f := testfile.Create(t, filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
-	ds, err := f.CreateDataset("d", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ds.SetAttr(ctx, "v", engine.ArrayAttr([]bool{true})); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "x.h5")
-	if _, err := Export(ctx, f, out, nil); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("%v, want ErrUnsupported", err)
-	}
-	if _, err := os.Stat(out); !os.IsNotExist(err) {
-		t.Fatalf("refused export left %s (%v)", out, err)
-	}
-}

@@ -47,7 +47,7 @@ import (
 type AttrKind int
 
 const (
-	AttrNumeric AttrKind = iota + 1 // Scalar or 1-D array of a Type
+	AttrNumeric AttrKind = iota + 1 // Scalar or 1-D array of a Type (any class but Other)
 	AttrString                      // UTF-8 text
 	AttrBytes                       // an opaque byte string
 )
@@ -208,11 +208,19 @@ func writeAttr(obj C.hid_t, a Attr) error {
 	}()
 	switch v.Kind {
 	case AttrNumeric:
-		t, err := leType(v.Type)
+		var err error
+		switch v.Type.Class {
+		case Int, Uint, Float:
+			typ, err = leType(v.Type)
+		default:
+			// h5py's encodings: bool an int8 enum, complex a compound
+			// {r, i}, strings fixed-length of the type's padding.
+			typ, err = makeType(v.Type, false)
+			closeType = true
+		}
 		if err != nil {
 			return err
 		}
-		typ = t
 		if v.Type.Size <= 0 || len(v.Data)%v.Type.Size != 0 || v.Scalar && len(v.Data) != v.Type.Size {
 			return fmt.Errorf("%w: attribute %q: %d bytes for %v", ErrHDF5, a.Name, len(v.Data), v.Type)
 		}
@@ -426,7 +434,7 @@ func readAttr(attr C.hid_t, budget uint64) (a Attr, why string, err error) {
 		return a, "", nil
 	case C.H5T_STRING:
 		if !scalar {
-			return a, "array of strings (scc string attributes are single strings)", nil
+			return readFixedStrings(attr, ftype, space, a, count)
 		}
 		var s []byte
 		if C.H5Tis_variable_str(ftype) > 0 {
@@ -487,12 +495,32 @@ func readAttr(attr C.hid_t, budget uint64) (a Attr, why string, err error) {
 			return a, "array of opaque values", nil
 		}
 		return a, "", nil
-	case C.H5T_COMPOUND:
-		return a, "compound type", nil
+	case C.H5T_COMPOUND, C.H5T_ENUM:
+		// h5py's complex (a compound {r, i} of two IEEE floats) and bool
+		// (an int8 enum FALSE=0, TRUE=1), read as their little-endian
+		// scc elements; other compounds and enums have no scc type.
+		t := typeOf(ftype)
+		C.H5Eclear2(C.H5E_DEFAULT)
+		if t.Class != Complex && t.Class != Bool {
+			return a, t.Name + " type", nil
+		}
+		if C.H5Sget_simple_extent_type(space) == C.H5S_NULL {
+			return a, t.String() + " value over a null dataspace", nil
+		}
+		t.BigEndian = false
+		mt, err := makeType(t, false)
+		if err != nil {
+			return a, "", err
+		}
+		defer C.H5Tclose(mt)
+		data := make([]byte, count*uint64(t.Size))
+		if count > 0 && C.H5Aread(attr, mt, unsafe.Pointer(&data[0])) < 0 {
+			return a, "", errorf("read attribute %q", a.Name)
+		}
+		a.Value = AttrValue{Kind: AttrNumeric, Type: t, Scalar: scalar, Data: data}
+		return a, "", nil
 	case C.H5T_REFERENCE:
 		return a, "reference type", nil
-	case C.H5T_ENUM:
-		return a, "enum type", nil
 	case C.H5T_VLEN:
 		return a, "variable-length sequence", nil
 	case C.H5T_ARRAY:
@@ -504,4 +532,25 @@ func readAttr(attr C.hid_t, budget uint64) (a Attr, why string, err error) {
 	default:
 		return a, fmt.Sprintf("type class %d", int(cls)), nil
 	}
+}
+
+// readFixedStrings reads a 1-D attribute of fixed-length strings as an
+// array of its string type, bytes as stored (padding included).
+func readFixedStrings(attr, ftype, space C.hid_t, a Attr, count uint64) (Attr, string, error) {
+	if C.H5Tis_variable_str(ftype) > 0 {
+		return a, "array of variable-length strings (scc holds arrays of fixed-length strings only)", nil
+	}
+	if C.H5Sget_simple_extent_type(space) == C.H5S_NULL {
+		return a, "strings over a null dataspace", nil
+	}
+	t := typeOf(ftype)
+	if t.Class != String {
+		return a, t.String(), nil
+	}
+	data := make([]byte, count*uint64(t.Size))
+	if count > 0 && C.H5Aread(attr, ftype, unsafe.Pointer(&data[0])) < 0 {
+		return a, "", errorf("read attribute %q", a.Name)
+	}
+	a.Value = AttrValue{Kind: AttrNumeric, Type: t, Data: data}
+	return a, "", nil
 }

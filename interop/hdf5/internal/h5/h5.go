@@ -591,6 +591,64 @@ type Info struct {
 	ChunkInfoUnreliable bool
 }
 
+// typeOf classifies an HDF5 type as the binding maps it. Caller holds
+// lib.
+func typeOf(tid C.hid_t) Type {
+	var t Type
+	t.Size = int(C.H5Tget_size(tid))
+	switch C.H5Tget_class(tid) {
+	case C.H5T_INTEGER:
+		t.Class = Int
+		if C.H5Tget_sign(tid) == C.H5T_SGN_NONE {
+			t.Class = Uint
+		}
+	case C.H5T_FLOAT:
+		t.Class = Float
+	case C.H5T_ENUM:
+		t.Class, t.Name = Other, "enum"
+		if C.scc_bool_enum(tid) > 0 {
+			t.Class, t.Name = Bool, ""
+		}
+	case C.H5T_COMPOUND:
+		t.Class, t.Name = Other, "compound"
+		var be C.int
+		if C.scc_complex_size(tid, &be) > 0 {
+			t.Class, t.Name, t.BigEndian = Complex, "", be != 0
+		}
+		C.H5Eclear2(C.H5E_DEFAULT)
+	case C.H5T_STRING:
+		t.Class, t.Name = Other, "variable-length string"
+		if C.H5Tis_variable_str(tid) <= 0 {
+			t.Class, t.Name = String, ""
+			t.Pad = int(C.H5Tget_strpad(tid))
+			t.UTF8 = C.H5Tget_cset(tid) == C.H5T_CSET_UTF8
+			if t.Pad < PadNullTerm || t.Pad > PadSpacePad {
+				t.Class, t.Name = Other, "string of unknown padding"
+			}
+		}
+	default:
+		t.Class, t.Name = Other, className(C.H5Tget_class(tid))
+	}
+	if t.Class == Int || t.Class == Uint || t.Class == Float {
+		switch C.H5Tget_order(tid) {
+		case C.H5T_ORDER_LE:
+		case C.H5T_ORDER_BE:
+			t.BigEndian = true
+		default:
+			t.Class, t.Name = Other, "mixed-order number"
+		}
+	}
+	if t.Class == Float && t.Size == 2 {
+		// IEEE half precision (numpy's float16): scc has no 2-byte float.
+		t.Class, t.Name = Other, "float16"
+	}
+	if t.Class == Float && C.H5Tequal(tid, C.scc_le_type(2, C.size_t(t.Size))) <= 0 &&
+		C.H5Tequal(tid, C.H5T_IEEE_F32BE) <= 0 && C.H5Tequal(tid, C.H5T_IEEE_F64BE) <= 0 {
+		t.Class, t.Name = Other, "non-IEEE float"
+	}
+	return t
+}
+
 // Info reads the dataset's type, extent, layout, filters and fill value.
 func (d *Dataset) Info() (Info, error) {
 	lock()
@@ -601,57 +659,7 @@ func (d *Dataset) Info() (Info, error) {
 		return in, errorf("type")
 	}
 	defer C.H5Tclose(tid)
-	in.Type.Size = int(C.H5Tget_size(tid))
-	switch C.H5Tget_class(tid) {
-	case C.H5T_INTEGER:
-		in.Type.Class = Int
-		if C.H5Tget_sign(tid) == C.H5T_SGN_NONE {
-			in.Type.Class = Uint
-		}
-	case C.H5T_FLOAT:
-		in.Type.Class = Float
-	case C.H5T_ENUM:
-		in.Type.Class, in.Type.Name = Other, "enum"
-		if C.scc_bool_enum(tid) > 0 {
-			in.Type.Class, in.Type.Name = Bool, ""
-		}
-	case C.H5T_COMPOUND:
-		in.Type.Class, in.Type.Name = Other, "compound"
-		var be C.int
-		if C.scc_complex_size(tid, &be) > 0 {
-			in.Type.Class, in.Type.Name, in.Type.BigEndian = Complex, "", be != 0
-		}
-		C.H5Eclear2(C.H5E_DEFAULT)
-	case C.H5T_STRING:
-		in.Type.Class, in.Type.Name = Other, "variable-length string"
-		if C.H5Tis_variable_str(tid) <= 0 {
-			in.Type.Class, in.Type.Name = String, ""
-			in.Type.Pad = int(C.H5Tget_strpad(tid))
-			in.Type.UTF8 = C.H5Tget_cset(tid) == C.H5T_CSET_UTF8
-			if in.Type.Pad < PadNullTerm || in.Type.Pad > PadSpacePad {
-				in.Type.Class, in.Type.Name = Other, "string of unknown padding"
-			}
-		}
-	default:
-		in.Type.Class, in.Type.Name = Other, className(C.H5Tget_class(tid))
-	}
-	if in.Type.Class == Int || in.Type.Class == Uint || in.Type.Class == Float {
-		switch C.H5Tget_order(tid) {
-		case C.H5T_ORDER_LE:
-		case C.H5T_ORDER_BE:
-			in.Type.BigEndian = true
-		default:
-			in.Type.Class, in.Type.Name = Other, "mixed-order number"
-		}
-	}
-	if in.Type.Class == Float && in.Type.Size == 2 {
-		// IEEE half precision (numpy's float16): scc has no 2-byte float.
-		in.Type.Class, in.Type.Name = Other, "float16"
-	}
-	if in.Type.Class == Float && C.H5Tequal(tid, C.scc_le_type(2, C.size_t(in.Type.Size))) <= 0 &&
-		C.H5Tequal(tid, C.H5T_IEEE_F32BE) <= 0 && C.H5Tequal(tid, C.H5T_IEEE_F64BE) <= 0 {
-		in.Type.Class, in.Type.Name = Other, "non-IEEE float"
-	}
+	in.Type = typeOf(tid)
 	space := C.H5Dget_space(d.id)
 	if space < 0 {
 		return in, errorf("dataspace")
