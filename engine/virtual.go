@@ -140,9 +140,19 @@ func toDims(h selection.Hyperslab) []dim1 {
 	return out
 }
 
+// fromSel is a mapping's selection as stored. A Box with an Unlimited
+// count along a dimension (one block of Unlimited indices, as Box writes
+// it) selects every index from its start on: the hyperslab of stride 1,
+// Unlimited count and block 1 there, which the format stores.
 func fromSel(s Selection) format.VirtualSelection {
 	h := s.hyper()
-	return format.VirtualSelection{Start: clone(h.Start), Stride: clone(h.Stride), Count: clone(h.Count), Block: clone(h.Block)}
+	v := format.VirtualSelection{Start: clone(h.Start), Stride: clone(h.Stride), Count: clone(h.Count), Block: clone(h.Block)}
+	for d := range v.Count {
+		if v.Count[d] == 1 && v.Block[d] == Unlimited {
+			v.Stride[d], v.Count[d], v.Block[d] = 1, Unlimited, 1
+		}
+	}
+	return v
 }
 
 // pairDims pairs the dimensions of two selections of the same shape once
@@ -867,9 +877,9 @@ func (l *virtualLayout) io(ctx context.Context, sel Selection, buf []byte, write
 	}
 	// Everything no source provides is the fill value.
 	selection.FillChunk(buf, s.elemSize, s.fill)
-	tasks := l.plan(sel.hyper())
-	if len(tasks) == 0 {
-		return nil
+	tasks, err := l.plan(ctx, sel.hyper())
+	if err != nil || len(tasks) == 0 {
+		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(2, runtime.GOMAXPROCS(0)))
@@ -879,8 +889,10 @@ func (l *virtualLayout) io(ctx context.Context, sel Selection, buf []byte, write
 	return g.Wait()
 }
 
-// plan splits a request by mapping.
-func (l *virtualLayout) plan(h selection.Hyperslab) []*vtask {
+// plan splits a request by mapping. Its work follows what is read: a
+// printf mapping's blocks are found from the request's own blocks along
+// the unlimited dimension, never by walking the blocks between them.
+func (l *virtualLayout) plan(ctx context.Context, h selection.Hyperslab) ([]*vtask, error) {
 	req := toDims(h)
 	r := len(req)
 	qstride := make([]uint64, r)
@@ -897,26 +909,48 @@ func (l *virtualLayout) plan(h selection.Hyperslab) []*vtask {
 			}
 			continue
 		}
-		// The blocks of the unlimited dimension the request meets.
+		// The blocks k of the unlimited dimension that each block of the
+		// request meets: [k0, k1), blocks already planned skipped (the
+		// request's blocks come in increasing order).
 		u, vu, q := m.u, m.v[m.u], req[m.u]
-		lo, hi := q.start, q.end()
-		if hi <= vu.start {
-			continue
-		}
-		k0 := uint64(0)
-		if lo > vu.start+vu.block {
-			k0 = (lo - vu.start - vu.block) / vu.stride
-		}
-		for k := k0; vu.start+k*vu.stride < hi; k++ {
-			v := clone(m.blockShape)
-			v[u].start = vu.start + k*vu.stride
-			if t := l.task(m, req, qstride, v, expand(m.file, k), expand(m.dset, k)); t != nil {
-				tasks = append(tasks, t)
+		next := uint64(0)
+		for qi := uint64(0); qi < q.count; qi++ {
+			if qi%1024 == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
 			}
+			lo := q.start + qi*q.stride
+			hi := lo + q.block
+			if hi <= vu.start {
+				continue
+			}
+			k0 := uint64(0)
+			if lo >= vu.start+vu.block {
+				k0 = (lo-vu.start-vu.block)/vu.stride + 1
+			}
+			k1 := ceilDiv(hi-vu.start, vu.stride)
+			for k := max(k0, next); k < k1; k++ {
+				virtualPlanBlocks.Add(1)
+				if (k-k0)%1024 == 1023 {
+					if err := ctx.Err(); err != nil {
+						return nil, err
+					}
+				}
+				v := clone(m.blockShape)
+				v[u].start = vu.start + k*vu.stride
+				if t := l.task(m, req, qstride, v, expand(m.file, k), expand(m.dset, k)); t != nil {
+					tasks = append(tasks, t)
+				}
+			}
+			next = max(next, k1)
 		}
 	}
-	return tasks
+	return tasks, nil
 }
+
+// virtualPlanBlocks counts the printf blocks plan visits (tests).
+var virtualPlanBlocks atomic.Int64
 
 // task is the part of request req that mapping m (with virtual selection
 // v) covers, or nil.
@@ -1008,7 +1042,7 @@ func (l *virtualLayout) readPart(ctx context.Context, src *Dataset, t *vtask, di
 		}
 		lo[sd], cnt[sd] = a, b-a
 		need *= n
-		box *= b - a
+		box = mulSat(box, b-a) // the runs' span may be far larger than the request
 		if len(x.runs) > 1 && (split < 0 || len(x.runs) > len(dims[split].runs)) {
 			split = sd
 		}

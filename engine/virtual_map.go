@@ -265,8 +265,18 @@ type vrun struct{ q, src, n uint64 }
 // size, ordinal k of v maps to ordinal k of s), the runs of req's indices
 // that v selects, with their source indices, in request order.
 func mapRuns(req, v, s dim1, out []vrun) []vrun {
-	for qi := uint64(0); qi < req.count; qi++ {
+	// Only the request's blocks that can meet v: the work follows the
+	// runs made, not the request's extent (a printf mapping asks once per
+	// block of its own).
+	var qi uint64
+	if req.start+req.block <= v.start {
+		qi = (v.start-req.start-req.block)/req.stride + 1
+	}
+	for ; qi < req.count; qi++ {
 		lo := req.start + qi*req.stride
+		if lo >= v.end() {
+			break // v.end() is Unlimited for an unlimited v
+		}
 		hi := lo + req.block
 		qbase := qi * req.block
 		if v.contiguous() {
