@@ -258,7 +258,7 @@ func TestLsNamesAndHugeSizes(t *testing.T) {
 	d := lsDataset{Name: "g/a\nb", Type: "uint16", Shape: []uint64{1 << 62}, MaxShape: []string{"4611686018427387904"},
 		Chunk: []uint64{1 << 20}, Filters: []string{}, Layout: "chunked", LogicalBytes: 1 << 63}
 	l := &lsFile{Datasets: []lsDataset{d}, Logical: 1 << 63,
-		tree: []lsNode{{Path: "/", Group: -1, Dataset: -1}, {Path: "/g", Group: 0, Dataset: -1}, {Path: "/g/a\nb", Group: -1, Dataset: 0}},
+		tree:   []lsNode{{Path: "/", Group: -1, Dataset: -1}, {Path: "/g", Group: 0, Dataset: -1}, {Path: "/g/a\nb", Group: -1, Dataset: 0}},
 		Groups: []lsGroup{{Path: "/g"}}}
 	var b strings.Builder
 	printListing(&b, l)
