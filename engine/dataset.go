@@ -7,7 +7,6 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
@@ -20,9 +19,6 @@ import (
 
 // layoutDense is the header's layout code for dense chunked datasets.
 const layoutDense = 1
-
-// maxNameLen bounds a dataset name in bytes.
-const maxNameLen = 1024
 
 // dsState is everything the file knows of one dataset; all Dataset handles
 // of that dataset share it.
@@ -157,8 +153,10 @@ func (f *File) CreateDataset(name string, spec DatasetSpec) (*Dataset, error) {
 }
 
 // CreateDatasetContext creates a dataset; it is durable after the next
-// Flush. Creating does no I/O today; ctx is checked so that callers can
-// treat it like every other call that may block.
+// Flush. name is a path from the root that obeys the name rule
+// (ValidateName); missing parent groups are created, and an ancestor that
+// is a dataset is ErrInvalid. Creating does no I/O today; ctx is checked
+// so that callers can treat it like every other call that may block.
 func (f *File) CreateDatasetContext(ctx context.Context, name string, spec DatasetSpec) (*Dataset, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -169,18 +167,14 @@ func (f *File) CreateDatasetContext(ctx context.Context, name string, spec Datas
 	if f.readOnly {
 		return nil, ErrReadOnly
 	}
-	return f.createDataset(ctx, name, spec, true)
+	return f.createDataset(ctx, name, spec)
 }
 
-// createDataset creates dataset name; parents says whether missing parent
-// groups are created too (the File calls, which name full paths, as
-// HDF5's create-intermediate-groups property does) or are ErrNotFound
-// (Group.CreateDataset).
-func (f *File) createDataset(ctx context.Context, name string, spec DatasetSpec, parents bool) (*Dataset, error) {
-	if name == "" || len(name) > maxNameLen || !utf8.ValidString(name) {
-		return nil, fmt.Errorf("%w: dataset name %q", ErrInvalid, name)
-	}
-	name, err := f.datasetPath(name)
+// createDataset creates dataset name (the name rule, names.go), and its
+// missing parent groups, as HDF5's create-intermediate-groups property
+// does, on File and Group calls alike.
+func (f *File) createDataset(ctx context.Context, name string, spec DatasetSpec) (*Dataset, error) {
+	name, err := newPath(name)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +217,7 @@ func (f *File) createDataset(ctx context.Context, name string, spec DatasetSpec,
 	if f.closed.Load() {
 		return nil, ErrClosed
 	}
-	if err := f.checkNewLocked(name, parents); err != nil {
+	if err := f.checkNewLocked(name, true); err != nil {
 		return nil, err
 	}
 	hdr.ID = f.mu.nextID

@@ -209,9 +209,10 @@ func (s *dsState) occupied(ctx context.Context) ([]alloc.Extent, error) {
 }
 
 // Move renames the dataset or group at from to to (both from the root);
-// a group moves with everything inside it. The parent of to must be a
-// group (ErrNotFound), to must be free (ErrExists), and a group cannot
-// move into itself (ErrInvalid). Open handles follow what they opened.
+// a group moves with everything inside it; to obeys the name rule
+// (ValidateName). The parent of to must be a group (ErrNotFound), to
+// must be free (ErrExists), and a group cannot move into itself
+// (ErrInvalid). Open handles follow what they opened.
 // It is durable after the next Flush.
 func (f *File) Move(ctx context.Context, from, to string) error {
 	if err := f.writeCheck(ctx); err != nil {
@@ -221,12 +222,12 @@ func (f *File) Move(ctx context.Context, from, to string) error {
 	if err != nil {
 		return err
 	}
-	pt, err := cleanPath(to)
+	if to == "" || to == "/" {
+		return fmt.Errorf("%w: cannot move onto the root group", ErrExists)
+	}
+	pt, err := newPath(to) // the new name obeys the name rule (names.go)
 	if err != nil {
 		return err
-	}
-	if pt == "" {
-		return fmt.Errorf("%w: cannot move onto the root group", ErrExists)
 	}
 	if pt == pf || strings.HasPrefix(pt, pf+"/") {
 		return fmt.Errorf("%w: cannot move %q into itself (%q)", ErrInvalid, pf, pt)

@@ -62,7 +62,8 @@ type Member struct {
 
 // cleanPath turns a path that resolves from the root ("a/b", "/a/b")
 // into its canonical form ("a/b"; "" for the root). Empty components are
-// ErrInvalid.
+// ErrInvalid. It finds what exists, names older files may hold included;
+// what is created obeys the stricter name rule (newPath, names.go).
 func cleanPath(p string) (string, error) {
 	p = strings.TrimLeft(p, "/")
 	if p == "" {
@@ -72,22 +73,6 @@ func cleanPath(p string) (string, error) {
 		return "", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return p, nil
-}
-
-// datasetPath is the catalog name of a dataset the File calls name: its
-// canonical path, or the name itself in a file of flat names.
-func (f *File) datasetPath(name string) (string, error) {
-	f.mu.Lock()
-	explicit := f.mu.explicit
-	f.mu.Unlock()
-	if !explicit {
-		return name, nil
-	}
-	p, err := cleanPath(name)
-	if err == nil && p == "" {
-		err = fmt.Errorf("%w: the root is a group", ErrInvalid)
-	}
-	return p, err
 }
 
 func (f *File) lookupDataset(name string) (format.CatalogEntry, bool) {
@@ -192,18 +177,18 @@ func (f *File) setGroupsLocked(cat []format.CatalogEntry, parts format.CatalogPa
 }
 
 // groupPartsLocked returns the catalog's Groups part for a commit, first
-// making the parent of every dataset a group: a dataset created by a
-// call that does not create them (a virtual dataset) still lands inside
-// one. Caller holds f.mu.
+// making the parent of every dataset a group (every create call made
+// them already; this keeps the catalog decodable whatever happened).
+// Caller holds f.mu.
 func (f *File) groupPartsLocked(entries []format.CatalogEntry) (bool, []format.GroupEntry) {
 	if !f.mu.explicit {
 		return false, nil
 	}
 	for _, e := range entries {
-		// A call that takes any name (CreateVirtual) may have made one
-		// that is not a path, or is a group's: a Groups part would then
-		// make the catalog undecodable, so the file goes on with flat
-		// names, as an older writer left it.
+		// No create call makes a name that is not a path, or is a
+		// group's (the name rule, names.go); should one be in the catalog
+		// anyway, a Groups part would make it undecodable, so the file
+		// goes on with flat names, as an older writer left it.
 		if _, isGroup := f.mu.groups[e.Name]; isGroup || format.ValidPath(e.Name) != nil {
 			return false, nil
 		}
@@ -222,19 +207,20 @@ func (f *File) groupPartsLocked(entries []format.CatalogEntry) (bool, []format.G
 // Root returns the root group.
 func (f *File) Root() *Group { return &Group{f: f} }
 
-// CreateGroup creates the group at path (from the root); its parent must
-// be a group (ErrNotFound names a missing one). It is durable after the
-// next Flush.
+// CreateGroup creates the group at path (from the root), which obeys the
+// name rule (ValidateName); missing parent groups are created too, as
+// HDF5's create-intermediate-groups property does, and an ancestor that
+// is a dataset is ErrInvalid. It is durable after the next Flush.
 func (f *File) CreateGroup(ctx context.Context, path string) (*Group, error) {
 	if err := f.writeCheck(ctx); err != nil {
 		return nil, err
 	}
-	p, err := cleanPath(path)
+	if path == "" || path == "/" {
+		return nil, fmt.Errorf("%w: group %q: the root exists", ErrExists, path)
+	}
+	p, err := newPath(path)
 	if err != nil {
 		return nil, err
-	}
-	if p == "" {
-		return nil, fmt.Errorf("%w: group %q: the root exists", ErrExists, path)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -244,9 +230,10 @@ func (f *File) CreateGroup(ctx context.Context, path string) (*Group, error) {
 	if !f.mu.explicit {
 		return nil, fmt.Errorf("%w: the file's dataset names are not paths; it takes no groups", ErrInvalid)
 	}
-	if err := f.checkNewLocked(p, false); err != nil {
+	if err := f.checkNewLocked(p, true); err != nil {
 		return nil, err
 	}
+	f.addParentsLocked(p)
 	g := &groupState{path: p}
 	g.attrs.set.Store(emptyAttrs)
 	f.mu.groups[p] = g
@@ -330,17 +317,35 @@ func (g *Group) join(name string) (string, error) {
 	return base + "/" + name, nil
 }
 
-// CreateDataset creates a dataset in the group; name may hold '/' to
-// reach into subgroups, which must exist (ErrNotFound otherwise).
+// newPath resolves the name of a member to create (names.go): the name
+// obeys the name rule, and one starting with '/' resolves from the root.
+func (g *Group) newPath(name string) (string, error) {
+	p, err := newPath(name)
+	if err != nil {
+		return "", err
+	}
+	base, err := g.path()
+	if err != nil {
+		return "", err
+	}
+	if strings.HasPrefix(name, "/") || base == "" {
+		return p, nil
+	}
+	return base + "/" + p, nil
+}
+
+// CreateDataset creates a dataset in the group; name obeys the name rule
+// (ValidateName) and may hold '/' to reach into subgroups, which are
+// created when missing, as File.CreateDataset does.
 func (g *Group) CreateDataset(ctx context.Context, name string, spec DatasetSpec) (*Dataset, error) {
-	p, err := g.join(name)
+	p, err := g.newPath(name)
 	if err != nil {
 		return nil, err
 	}
 	if err := g.f.writeCheck(ctx); err != nil {
 		return nil, err
 	}
-	return g.f.createDataset(ctx, p, spec, false)
+	return g.f.createDataset(ctx, p, spec)
 }
 
 // OpenDataset opens a dataset of the group.
@@ -352,9 +357,10 @@ func (g *Group) OpenDataset(name string) (*Dataset, error) {
 	return g.f.OpenDataset(p)
 }
 
-// CreateGroup creates a group in the group.
+// CreateGroup creates a group in the group, and its missing parents, as
+// File.CreateGroup does.
 func (g *Group) CreateGroup(ctx context.Context, name string) (*Group, error) {
-	p, err := g.join(name)
+	p, err := g.newPath(name)
 	if err != nil {
 		return nil, err
 	}

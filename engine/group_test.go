@@ -23,8 +23,8 @@ func members(t *testing.T, g *Group) []Member {
 	return ms
 }
 
-// TestGroupsTree: groups nest, a member needs an existing parent group
-// (ErrNotFound), a name is a group or a dataset (ErrExists), members list
+// TestGroupsTree: groups nest, a member's missing parent groups are
+// created, a name is a group or a dataset (ErrExists), members list
 // sorted with their kinds, group attributes and the tree survive a
 // reopen, and paths resolve from the root.
 func TestGroupsTree(t *testing.T) {
@@ -35,11 +35,11 @@ func TestGroupsTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.CreateGroup(ctx, "x/y"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("group in a missing group: %v, want ErrNotFound", err)
+	if _, err := f.CreateGroup(ctx, "x/y"); err != nil {
+		t.Fatalf("group in a missing group: %v", err)
 	}
-	if _, err := a.CreateDataset(ctx, "m/d", smallSpec); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("dataset in a missing group: %v, want ErrNotFound", err)
+	if _, err := a.CreateDataset(ctx, "m/d", smallSpec); err != nil {
+		t.Fatalf("dataset in a missing group: %v", err)
 	}
 	b, err := a.CreateGroup(ctx, "b")
 	if err != nil {
@@ -73,7 +73,7 @@ func TestGroupsTree(t *testing.T) {
 	if err := f.Root().SetAttr(ctx, "title", StringAttr("t")); err != nil {
 		t.Fatal(err)
 	}
-	want := []Member{{"b", MemberGroup}, {"c", MemberDataset}}
+	want := []Member{{"b", MemberGroup}, {"c", MemberDataset}, {"m", MemberGroup}}
 	if got := members(t, a); !reflect.DeepEqual(got, want) {
 		t.Fatalf("members %v, want %v", got, want)
 	}
@@ -83,7 +83,7 @@ func TestGroupsTree(t *testing.T) {
 
 	f = tOpen(t, drv, nil)
 	defer f.Close()
-	wantRoot := []Member{{"a", MemberGroup}, {"p", MemberGroup}}
+	wantRoot := []Member{{"a", MemberGroup}, {"p", MemberGroup}, {"x", MemberGroup}}
 	if got := members(t, f.Root()); !reflect.DeepEqual(got, wantRoot) {
 		t.Fatalf("root members %v, want %v", got, wantRoot)
 	}
@@ -190,33 +190,6 @@ func mustSuperblock(t *testing.T, drv vfd.Driver) format.Superblock {
 		t.Fatal(err)
 	}
 	return sb
-}
-
-// TestGroupsVirtualNames: CreateVirtualDataset takes names without the
-// group rules; a name that is not a path, or is a group's, makes the file
-// go on with flat names rather than write a catalog no reader decodes.
-func TestGroupsVirtualNames(t *testing.T) {
-	ctx := t.Context()
-	for _, name := range []string{"g", "x//y"} {
-		drv := vfd.NewMem()
-		f := tCreate(t, drv, nil)
-		if _, err := f.CreateGroup(ctx, "g"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.CreateVirtualDataset(ctx, name, VirtualSpec{Type: Uint8, Shape: []uint64{4}, Mappings: []VirtualMapping{{Virtual: Box([]uint64{0}, []uint64{4}), File: "absent.scc", Dataset: "x", Source: Box([]uint64{0}, []uint64{4})}}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-		f = tOpen(t, drv, nil)
-		if _, err := f.OpenDataset(name); err != nil {
-			t.Fatalf("%q: %v", name, err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // TestGroupsPartLimit: groups whose attributes outgrow the catalog's one

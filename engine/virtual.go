@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -139,9 +140,19 @@ func toDims(h selection.Hyperslab) []dim1 {
 	return out
 }
 
+// fromSel is a mapping's selection as stored. A Box with an Unlimited
+// count along a dimension (one block of Unlimited indices, as Box writes
+// it) selects every index from its start on: the hyperslab of stride 1,
+// Unlimited count and block 1 there, which the format stores.
 func fromSel(s Selection) format.VirtualSelection {
 	h := s.hyper()
-	return format.VirtualSelection{Start: clone(h.Start), Stride: clone(h.Stride), Count: clone(h.Count), Block: clone(h.Block)}
+	v := format.VirtualSelection{Start: clone(h.Start), Stride: clone(h.Stride), Count: clone(h.Count), Block: clone(h.Block)}
+	for d := range v.Count {
+		if v.Count[d] == 1 && v.Block[d] == Unlimited {
+			v.Stride[d], v.Count[d], v.Block[d] = 1, Unlimited, 1
+		}
+	}
+	return v
 }
 
 // pairDims pairs the dimensions of two selections of the same shape once
@@ -368,7 +379,7 @@ func prodSizes(ds []dim1) uint64 {
 		if s == Unlimited {
 			return Unlimited
 		}
-		n *= s
+		n = mulSat(n, s)
 	}
 	return n
 }
@@ -424,11 +435,14 @@ func (l *virtualLayout) mappings() []*vmap {
 }
 
 // CreateVirtualDataset creates a virtual dataset; it is durable after the
-// next Flush, like any dataset. Every mapping is checked first (ErrInvalid):
-// ranks, limits, element counts, that no two virtual selections overlap,
-// that every source that exists now has the dataset's element type and
-// the rank of its source selection, and that this File can locate the
-// source files of unlimited mappings, whose sources give the extent.
+// next Flush, like any dataset. name obeys the name rule (ValidateName)
+// and missing parent groups are created, as CreateDataset does. Every
+// mapping is checked first (ErrInvalid): ranks, limits, element counts,
+// source names, that no two virtual selections overlap, that every source
+// that exists now has the dataset's element type and the rank of its
+// source selection, that this File can locate the source files of
+// unlimited mappings, whose sources give the extent, and that the extent
+// they give fits a dataset. A failed call leaves the file as it was.
 func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec VirtualSpec) (*Dataset, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -439,8 +453,9 @@ func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec Virtu
 	if f.readOnly {
 		return nil, ErrReadOnly
 	}
-	if err := format.ValidName(name); err != nil {
-		return nil, fmt.Errorf("%w: dataset name %q", ErrInvalid, name)
+	name, err := newPath(name)
+	if err != nil {
+		return nil, err
 	}
 	if !spec.Type.Valid() {
 		return nil, fmt.Errorf("%w: element type %v", ErrInvalid, spec.Type)
@@ -472,6 +487,9 @@ func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec Virtu
 		ms[i] = format.VirtualMapping{Virtual: fromSel(m.Virtual), File: m.File, Dataset: m.Dataset, Source: fromSel(m.Source)}
 	}
 	maps, err := prepareMappings(ms, spec.MaxShape)
+	if err == nil {
+		err = checkNewMappings(maps)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: virtual dataset %q: %v", ErrInvalid, name, err)
 	}
@@ -485,17 +503,18 @@ func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec Virtu
 		Filters: filter.EncodeSpecs(nil),
 		// No reservation in the cache: the chunks read are the sources'.
 		MinCacheBytes: -1,
+		// The id is not known yet; any valid one checks the rest, and
+		// evaluates the extent before the dataset exists.
+		ID: 1,
 	}
 	headerType(&hdr, spec.Type)
-	probe := hdr
-	probe.ID = 1
-	if err := probe.Validate(); err != nil {
+	if err := hdr.Validate(); err != nil {
 		return nil, classify(err)
 	}
 	// Sources that exist now must fit: their type and rank. The extent
-	// of an unlimited mapping is its sources', evaluated once the dataset
-	// exists; a source this File cannot even locate fails the creation
-	// here, before anything changed.
+	// of an unlimited mapping is its sources', evaluated before the
+	// dataset exists; a source this File cannot even locate, and one that
+	// fails to open, fail the creation here, before anything changed.
 	for _, m := range maps {
 		if m.u >= 0 {
 			if _, _, err := f.sourceLocation(m.file); err != nil {
@@ -509,39 +528,105 @@ func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec Virtu
 			return nil, err
 		}
 	}
-
 	f.mu.Lock()
-	if f.closed.Load() {
-		f.mu.Unlock()
-		return nil, ErrClosed
-	}
-	if _, ok := f.mu.catalog[name]; ok {
-		f.mu.Unlock()
-		return nil, fmt.Errorf("%w: dataset %q", ErrExists, name)
-	}
-	hdr.ID = f.mu.nextID
-	s, err := f.newState(hdr)
+	err = f.checkNewLocked(name, true)
+	f.mu.Unlock()
 	if err != nil {
-		f.mu.Unlock()
 		return nil, err
 	}
+	s, err := f.newState(hdr)
+	if err != nil {
+		return nil, err
+	}
+	if l, ok := asLayout[*virtualLayout](s); ok {
+		if err := l.evalExtent(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := f.checkNewLocked(name, true); err != nil {
+		return nil, err // made meanwhile
+	}
+	s.id = f.mu.nextID
 	ds, err := s.acquire()
 	if err != nil {
-		f.mu.Unlock()
 		return nil, err
 	}
 	f.mu.nextID++
 	s.dirty.Store(true)
+	f.addParentsLocked(name)
 	f.mu.open[name] = s
 	f.mu.catalog[name] = s.catalogEntry()
-	f.mu.Unlock()
-	// The dataset exists from here on; an error evaluating its extent (a
-	// source's I/O error) is the caller's, with the handle closed.
-	if err := ds.virtualOpened(ctx); err != nil {
-		_ = ds.Close()
-		return nil, err
-	}
 	return ds, nil
+}
+
+// checkNewMappings checks what a mapping list must obey to be created,
+// beyond what every stored one obeys (prepareMappings), so that older
+// files keep opening: source names that a file system or a dataset can
+// hold, whatever block number a %b takes, and selections whose elements
+// a dataset can count.
+func checkNewMappings(ms []*vmap) error {
+	for i, m := range ms {
+		if err := checkSourceName(m.file, format.MaxVirtualFileBytes, true); err != nil {
+			return fmt.Errorf("mapping %d: source file name: %v", i, err)
+		}
+		if err := checkSourceName(m.dset, format.MaxNameBytes, false); err != nil {
+			return fmt.Errorf("mapping %d: source dataset name: %v", i, err)
+		}
+		for _, sel := range []struct {
+			what string
+			ds   []dim1
+		}{{"virtual", m.v}, {"source", m.src}} {
+			if blockElems(sel.ds) > math.MaxInt64 {
+				return fmt.Errorf("mapping %d: %s selection of more than 2^63-1 elements", i, sel.what)
+			}
+		}
+	}
+	return nil
+}
+
+// maxBlockDigits is how many bytes %b may expand to (2^64-1).
+const maxBlockDigits = 20
+
+// checkSourceName checks a source file or dataset name as its longest
+// expansion: no NUL or other control character (no file or dataset can
+// be named so: opening it fails, and HDF5 cuts the name at NUL), at most
+// limit bytes, and for a file at most MaxNameComponentBytes per
+// component, the usual file-system limit on one name.
+func checkSourceName(name string, limit int, file bool) error {
+	worst := func(s string) int {
+		n := len(s)
+		for i := 0; i+1 < len(s); i++ {
+			if s[i] == '%' {
+				if s[i+1] == 'b' {
+					n += maxBlockDigits - 2
+				}
+				i++
+			}
+		}
+		return n
+	}
+	if n := worst(name); n > limit {
+		return fmt.Errorf("%q: up to %d bytes (at most %d)", name, n, limit)
+	}
+	for i := 0; i < len(name); i++ {
+		if b := name[i]; b < 0x20 || b == 0x7f {
+			return fmt.Errorf("%q: control character %#02x", name, b)
+		}
+	}
+	if file {
+		for c := range strings.SplitSeq(name, "/") {
+			if n := worst(c); n > MaxNameComponentBytes {
+				return fmt.Errorf("%q: a component of up to %d bytes (at most %d)", name, n, MaxNameComponentBytes)
+			}
+		}
+	}
+	return nil
 }
 
 // checkSource opens a mapping's source, if it exists, and checks it.
@@ -637,6 +722,9 @@ func (l *virtualLayout) evalExtent(ctx context.Context) error {
 		}
 		shape[d] = max(base, combined)
 	}
+	if err := fitExtent(s.name, shape); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	s.mu.shape = shape
 	s.mu.Unlock()
@@ -709,7 +797,7 @@ func (l *virtualLayout) mappingExtent(ctx context.Context, m *vmap, view Virtual
 	if trail {
 		found = k
 	}
-	return clipExtent(m.v[m.u], found*m.v[m.u].block, trail), nil
+	return clipExtent(m.v[m.u], mulSat(found, m.v[m.u].block), trail), nil
 }
 
 func (l *virtualLayout) sourceErr(file, dset string, err error) error {
@@ -789,9 +877,9 @@ func (l *virtualLayout) io(ctx context.Context, sel Selection, buf []byte, write
 	}
 	// Everything no source provides is the fill value.
 	selection.FillChunk(buf, s.elemSize, s.fill)
-	tasks := l.plan(sel.hyper())
-	if len(tasks) == 0 {
-		return nil
+	tasks, err := l.plan(ctx, sel.hyper())
+	if err != nil || len(tasks) == 0 {
+		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(2, runtime.GOMAXPROCS(0)))
@@ -801,8 +889,10 @@ func (l *virtualLayout) io(ctx context.Context, sel Selection, buf []byte, write
 	return g.Wait()
 }
 
-// plan splits a request by mapping.
-func (l *virtualLayout) plan(h selection.Hyperslab) []*vtask {
+// plan splits a request by mapping. Its work follows what is read: a
+// printf mapping's blocks are found from the request's own blocks along
+// the unlimited dimension, never by walking the blocks between them.
+func (l *virtualLayout) plan(ctx context.Context, h selection.Hyperslab) ([]*vtask, error) {
 	req := toDims(h)
 	r := len(req)
 	qstride := make([]uint64, r)
@@ -819,26 +909,48 @@ func (l *virtualLayout) plan(h selection.Hyperslab) []*vtask {
 			}
 			continue
 		}
-		// The blocks of the unlimited dimension the request meets.
+		// The blocks k of the unlimited dimension that each block of the
+		// request meets: [k0, k1), blocks already planned skipped (the
+		// request's blocks come in increasing order).
 		u, vu, q := m.u, m.v[m.u], req[m.u]
-		lo, hi := q.start, q.end()
-		if hi <= vu.start {
-			continue
-		}
-		k0 := uint64(0)
-		if lo > vu.start+vu.block {
-			k0 = (lo - vu.start - vu.block) / vu.stride
-		}
-		for k := k0; vu.start+k*vu.stride < hi; k++ {
-			v := clone(m.blockShape)
-			v[u].start = vu.start + k*vu.stride
-			if t := l.task(m, req, qstride, v, expand(m.file, k), expand(m.dset, k)); t != nil {
-				tasks = append(tasks, t)
+		next := uint64(0)
+		for qi := uint64(0); qi < q.count; qi++ {
+			if qi%1024 == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
 			}
+			lo := q.start + qi*q.stride
+			hi := lo + q.block
+			if hi <= vu.start {
+				continue
+			}
+			k0 := uint64(0)
+			if lo >= vu.start+vu.block {
+				k0 = (lo-vu.start-vu.block)/vu.stride + 1
+			}
+			k1 := ceilDiv(hi-vu.start, vu.stride)
+			for k := max(k0, next); k < k1; k++ {
+				virtualPlanBlocks.Add(1)
+				if (k-k0)%1024 == 1023 {
+					if err := ctx.Err(); err != nil {
+						return nil, err
+					}
+				}
+				v := clone(m.blockShape)
+				v[u].start = vu.start + k*vu.stride
+				if t := l.task(m, req, qstride, v, expand(m.file, k), expand(m.dset, k)); t != nil {
+					tasks = append(tasks, t)
+				}
+			}
+			next = max(next, k1)
 		}
 	}
-	return tasks
+	return tasks, nil
 }
+
+// virtualPlanBlocks counts the printf blocks plan visits (tests).
+var virtualPlanBlocks atomic.Int64
 
 // task is the part of request req that mapping m (with virtual selection
 // v) covers, or nil.
@@ -930,7 +1042,7 @@ func (l *virtualLayout) readPart(ctx context.Context, src *Dataset, t *vtask, di
 		}
 		lo[sd], cnt[sd] = a, b-a
 		need *= n
-		box *= b - a
+		box = mulSat(box, b-a) // the runs' span may be far larger than the request
 		if len(x.runs) > 1 && (split < 0 || len(x.runs) > len(dims[split].runs)) {
 			split = sd
 		}

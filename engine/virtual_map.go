@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"fmt"
+	"math"
 	"math/bits"
 )
 
@@ -179,7 +181,7 @@ func slicesBelow(a dim1, e uint64) uint64 {
 // clipExtent is the extent of a virtual dimension a whose first n
 // selected indices are available (HDF5's clip extent): with trail (the
 // first-missing view) up to the first index not available, otherwise up
-// to the last one that is.
+// to the last one that is; Unlimited when that does not fit 64 bits.
 func clipExtent(a dim1, n uint64, trail bool) uint64 {
 	if n == 0 {
 		if trail {
@@ -187,15 +189,71 @@ func clipExtent(a dim1, n uint64, trail bool) uint64 {
 		}
 		return 0
 	}
+	// Saturating: n follows the sources, and the extent it gives may not
+	// fit (fitExtent refuses it).
 	q, r := n/a.block, n%a.block
 	switch {
 	case r > 0:
-		return a.start + q*a.stride + r
+		return addSat(addSat(a.start, mulSat(q, a.stride)), r)
 	case trail:
-		return a.start + q*a.stride
+		return addSat(a.start, mulSat(q, a.stride))
 	default:
-		return a.start + (q-1)*a.stride + a.block
+		return addSat(addSat(a.start, mulSat(q-1, a.stride)), a.block)
 	}
+}
+
+// mulSat and addSat are a×b and a+b, or Unlimited when they do not fit:
+// extents follow sources that keep growing, so a product or sum of two
+// legal values may not fit, and saturating keeps such an extent beyond
+// every limit (fitExtent) instead of wrapping to a small, wrong one.
+func mulSat(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return Unlimited
+	}
+	return lo
+}
+
+func addSat(a, b uint64) uint64 {
+	s, carry := bits.Add64(a, b, 0)
+	if carry != 0 {
+		return Unlimited
+	}
+	return s
+}
+
+// fitExtent checks an evaluated extent against the format's limit on a
+// dataset's extent (its element count fits an int64, as the header
+// decoder checks it): a header beyond it would make the file unreadable
+// after the next commit.
+func fitExtent(name string, shape []uint64) error {
+	n := uint64(1)
+	for d, x := range shape {
+		if x > math.MaxInt64 {
+			return fmt.Errorf("%w: virtual dataset %q: its mappings reach beyond index 2^63-1 along dimension %d (the extent a dataset can hold)", ErrInvalid, name, d)
+		}
+		hi, lo := bits.Mul64(n, x)
+		if hi != 0 || lo > math.MaxInt64 {
+			return fmt.Errorf("%w: virtual dataset %q: extent %v holds more than 2^63-1 elements (the most a dataset can hold)", ErrInvalid, name, shape)
+		}
+		n = lo
+	}
+	return nil
+}
+
+// blockElems is how many elements one block of a selection holds along
+// its unlimited dimension (all of them for a bounded selection),
+// saturating.
+func blockElems(ds []dim1) uint64 {
+	n := uint64(1)
+	for _, x := range ds {
+		s := x.block
+		if x.count != Unlimited {
+			s = mulSat(x.count, x.block)
+		}
+		n = mulSat(n, s)
+	}
+	return n
 }
 
 // vrun is a run of a request along one dimension: n indices at ordinal q
@@ -207,8 +265,18 @@ type vrun struct{ q, src, n uint64 }
 // size, ordinal k of v maps to ordinal k of s), the runs of req's indices
 // that v selects, with their source indices, in request order.
 func mapRuns(req, v, s dim1, out []vrun) []vrun {
-	for qi := uint64(0); qi < req.count; qi++ {
+	// Only the request's blocks that can meet v: the work follows the
+	// runs made, not the request's extent (a printf mapping asks once per
+	// block of its own).
+	var qi uint64
+	if req.start+req.block <= v.start {
+		qi = (v.start-req.start-req.block)/req.stride + 1
+	}
+	for ; qi < req.count; qi++ {
 		lo := req.start + qi*req.stride
+		if lo >= v.end() {
+			break // v.end() is Unlimited for an unlimited v
+		}
 		hi := lo + req.block
 		qbase := qi * req.block
 		if v.contiguous() {

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"os"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/scc-dev/scc/bench"
 	"github.com/scc-dev/scc/engine"
@@ -173,8 +177,8 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 				return nil, fmt.Errorf("dataset %q: %w", name, err)
 			}
 		}
-		l.Logical += d.LogicalBytes
-		l.StoredLogical += d.StoredLogicalBytes
+		l.Logical = addSat(l.Logical, d.LogicalBytes)
+		l.StoredLogical = addSat(l.StoredLogical, d.StoredLogicalBytes)
 		l.Datasets = append(l.Datasets, d)
 	}
 	if err := listGroups(l, f.Root()); err != nil {
@@ -239,10 +243,10 @@ func printTree(w io.Writer, l *lsFile) {
 		switch {
 		case n.Dataset >= 0:
 			d := l.Datasets[n.Dataset]
-			fmt.Fprintf(w, "%-20s Dataset {%s}\n", n.Path, shapeString(d))
+			fmt.Fprintf(w, "%-20s Dataset {%s}\n", displayName(n.Path), shapeString(d))
 			printAttrs(d.Attrs)
 		case n.Group >= 0:
-			fmt.Fprintf(w, "%-20s Group\n", n.Path)
+			fmt.Fprintf(w, "%-20s Group\n", displayName(n.Path))
 			printAttrs(l.Groups[n.Group].Attrs)
 		default:
 			fmt.Fprintf(w, "%-20s Group\n", n.Path)
@@ -250,7 +254,7 @@ func printTree(w io.Writer, l *lsFile) {
 		}
 	}
 	fmt.Fprintf(w, "%d groups, %d datasets, %s logical; file %s\n", len(l.Groups)+1, len(l.Datasets),
-		bench.HumanBytes(int64(l.Logical)), bench.HumanBytes(l.Size))
+		humanSize(l.Logical), bench.HumanBytes(l.Size))
 }
 
 // shapeString is a dataset's extent as h5ls prints it: current/maximum
@@ -295,7 +299,7 @@ func describe(ds *engine.Dataset) (lsDataset, error) {
 	d.LogicalBytes = es
 	for i, c := range d.Chunk {
 		d.ChunkBytes *= int64(c)
-		d.LogicalBytes *= d.Shape[i]
+		d.LogicalBytes = mulSat(d.LogicalBytes, d.Shape[i])
 		d.GridChunks *= (d.Shape[i] + c - 1) / c
 	}
 	d.StoredLogicalBytes = uint64(d.StoredChunks) * uint64(d.ChunkBytes)
@@ -346,7 +350,7 @@ func printListing(w io.Writer, l *lsFile) {
 		fmt.Fprintf(w, "Attribute %q %s = %s\n", a.Name, a.Type, a.Value)
 	}
 	for _, d := range l.Datasets {
-		fmt.Fprintf(w, "%-20s Dataset {%s}\n", d.Name, shapeString(d))
+		fmt.Fprintf(w, "%-20s Dataset {%s}\n", displayName(d.Name), shapeString(d))
 		filters := strings.Join(d.Filters, " + ")
 		if filters == "" {
 			filters = "none"
@@ -380,8 +384,8 @@ func printListing(w io.Writer, l *lsFile) {
 		fmt.Fprintf(w, "    Fill:      %s\n", d.Fill)
 		fmt.Fprintf(w, "    Index:     %s, %d of %d chunks stored\n", d.IndexKind, d.StoredChunks, d.GridChunks)
 		fmt.Fprintf(w, "    Storage:   %s logical, %s in stored chunks (decoded), %s stored, index %s\n",
-			bench.HumanBytes(int64(d.LogicalBytes)), bench.HumanBytes(int64(d.StoredLogicalBytes)),
-			bench.HumanBytes(int64(d.StoredBytes)), bench.HumanBytes(int64(d.IndexBytes)))
+			humanSize(d.LogicalBytes), humanSize(d.StoredLogicalBytes),
+			humanSize(d.StoredBytes), humanSize(d.IndexBytes))
 		for _, a := range d.Attrs {
 			fmt.Fprintf(w, "    Attribute: %q %s = %s\n", a.Name, a.Type, a.Value)
 		}
@@ -391,7 +395,7 @@ func printListing(w io.Writer, l *lsFile) {
 		ratio = fmt.Sprintf(" (stored chunks decode to %.2f× the file size)", float64(l.StoredLogical)/float64(l.Size))
 	}
 	fmt.Fprintf(w, "%d datasets, %s logical; file %s%s\n", len(l.Datasets),
-		bench.HumanBytes(int64(l.Logical)), bench.HumanBytes(l.Size), ratio)
+		humanSize(l.Logical), bench.HumanBytes(l.Size), ratio)
 	if im := l.Image; im != nil {
 		fmt.Fprintf(w, "cache image at %d, %s, %d entries", im.Addr, bench.HumanBytes(int64(im.Size)), im.Entries)
 		if im.FreeMap {
@@ -402,4 +406,47 @@ func printListing(w io.Writer, l *lsFile) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// humanSize is bench.HumanBytes for sizes that may not fit an int64: a
+// dataset of up to 2^63-1 elements of several bytes each is larger.
+func humanSize(n uint64) string {
+	if n <= math.MaxInt64 {
+		return bench.HumanBytes(int64(n))
+	}
+	if n == math.MaxUint64 {
+		return "16384 PiB or more" // saturated (mulSat, addSat)
+	}
+	return fmt.Sprintf("%.0f PiB", float64(n)/(1<<50))
+}
+
+// mulSat and addSat saturate at the largest uint64: a sum of logical
+// sizes, or an element count times the element size, may not fit.
+func mulSat(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return math.MaxUint64
+	}
+	return lo
+}
+
+func addSat(a, b uint64) uint64 {
+	s, carry := bits.Add64(a, b, 0)
+	if carry != 0 {
+		return math.MaxUint64
+	}
+	return s
+}
+
+// displayName is a name as the listing prints it: as it is, or quoted
+// with Go's escapes when it holds what a terminal would not show as it
+// is (control characters, invalid UTF-8): names older files may hold,
+// which no create call accepts now.
+func displayName(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || !strconv.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

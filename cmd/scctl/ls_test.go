@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -232,5 +233,43 @@ func TestLsRecursive(t *testing.T) {
 	// Without -r the listing stays flat.
 	if _, out, _ = runCmd(t, "ls", path); strings.Contains(out, "Group") || !strings.Contains(out, "2 datasets, ") {
 		t.Fatalf("flat listing changed:\n%s", out)
+	}
+}
+
+// TestLsNamesAndHugeSizes: names older files may hold (control
+// characters, NUL, invalid UTF-8) print escaped and quoted, other names as
+// they are; a dataset of 2^63 bytes and more prints a positive size.
+func TestLsNamesAndHugeSizes(t *testing.T) {
+	for name, want := range map[string]string{
+		"plain": "plain", "a b/ü/数据": "a b/ü/数据", "a\nb": `"a\nb"`, "x\x00y": `"x\x00y"`,
+		"bad\xff": `"bad\xff"`, "esc\x1b[31m": `"esc\x1b[31m"`,
+	} {
+		if got := displayName(name); got != want {
+			t.Errorf("displayName(%q) = %s, want %s", name, got, want)
+		}
+	}
+	for n, want := range map[uint64]string{
+		100: "100 B", 1 << 62: "4096 PiB", 1 << 63: "8192 PiB", 3 << 62: "12288 PiB", math.MaxUint64: "16384 PiB or more",
+	} {
+		if got := humanSize(n); got != want {
+			t.Errorf("humanSize(%d) = %s, want %s", n, got, want)
+		}
+	}
+	d := lsDataset{Name: "g/a\nb", Type: "uint16", Shape: []uint64{1 << 62}, MaxShape: []string{"4611686018427387904"},
+		Chunk: []uint64{1 << 20}, Filters: []string{}, Layout: "chunked", LogicalBytes: 1 << 63}
+	l := &lsFile{Datasets: []lsDataset{d}, Logical: 1 << 63,
+		tree:   []lsNode{{Path: "/", Group: -1, Dataset: -1}, {Path: "/g", Group: 0, Dataset: -1}, {Path: "/g/a\nb", Group: -1, Dataset: 0}},
+		Groups: []lsGroup{{Path: "/g"}}}
+	var b strings.Builder
+	printListing(&b, l)
+	printTree(&b, l)
+	out := b.String()
+	for _, want := range []string{`"g/a\nb"`, `"/g/a\nb"`, "8192 PiB logical"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %s in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "a\nb") || strings.Contains(out, "-") && strings.Contains(out, "-8192") {
+		t.Errorf("raw name or negative size in:\n%s", out)
 	}
 }
