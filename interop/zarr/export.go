@@ -258,7 +258,7 @@ func noneExported(skipped []Skipped) error {
 // (the datasets below it are, by their names), unless strict.
 func exportGroups(ctx context.Context, g *engine.Group, dir string, v int, done map[string]bool, rep *Report, strict bool) error {
 	return g.WalkGroups(ctx, func(sub *engine.Group, p string) (bool, error) {
-		if err := checkNames([]string{p}); err != nil {
+		if err := nameErr(p); err != nil {
 			if strict {
 				return false, fmt.Errorf("group %q: %w", p, err)
 			}
@@ -279,48 +279,6 @@ func exportGroups(ctx context.Context, g *engine.Group, dir string, v int, done 
 		done[p] = true
 		return true, nil
 	})
-}
-
-// checkNames refuses dataset names that are not Zarr node paths, and a
-// dataset whose name is a group of another's ("a" and "a/b").
-func checkNames(names []string) error {
-	bad := nameErrs(names)
-	for _, n := range names {
-		if err := bad[n]; err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// nameErrs is checkNames' refusal of each name it refuses.
-func nameErrs(names []string) map[string]error {
-	set := map[string]bool{}
-	for _, n := range names {
-		set[n] = true
-	}
-	bad := map[string]error{}
-	for _, n := range names {
-		segs := strings.Split(n, "/")
-		for i, s := range segs {
-			var err error
-			switch {
-			case s == "" || s == "." || s == "..":
-				err = fmt.Errorf("%w: dataset name %q: empty, \".\" or \"..\" path segment", ErrUnsupported, n)
-			case strings.HasPrefix(s, "__") || strings.HasPrefix(s, ".z") || s == "zarr.json":
-				err = fmt.Errorf("%w: dataset name %q: segment %q is reserved in Zarr", ErrUnsupported, n, s)
-			case strings.ContainsAny(s, "\\\x00"):
-				err = fmt.Errorf("%w: dataset name %q: backslash or NUL", ErrUnsupported, n)
-			case i < len(segs)-1 && set[strings.Join(segs[:i+1], "/")]:
-				err = fmt.Errorf("%w: dataset %q would be inside dataset %q (a Zarr array has no children)", ErrUnsupported, n, strings.Join(segs[:i+1], "/"))
-			}
-			if err != nil {
-				bad[n] = err
-				break
-			}
-		}
-	}
-	return bad
 }
 
 // writeJSON writes v as JSON in ASCII: characters beyond it are escaped

@@ -38,6 +38,10 @@ type arrayMeta struct {
 	sep     string // "." or "/"
 	attrs   []engine.Attr
 	notes   []string
+	// badAttrs are the refusals of attribute names the engine cannot
+	// hold (left out and noted; under Options.Strict they skip the
+	// array, which fails the import).
+	badAttrs []error
 }
 
 func (m *arrayMeta) setFill(v any, what string) error {
@@ -56,11 +60,11 @@ func (m *arrayMeta) setFill(v any, what string) error {
 // setAttrs checks a node's attributes (before any chunk is written: a
 // typed attribute out of its range fails the array).
 func (m *arrayMeta) setAttrs(raw map[string]any) error {
-	attrs, skipped, err := jsonAttrs(raw)
+	attrs, skipped, bad, err := jsonAttrs(raw)
 	if err != nil {
 		return err
 	}
-	m.attrs = attrs
+	m.attrs, m.badAttrs = attrs, bad
 	for _, s := range skipped {
 		m.notes = append(m.notes, "attribute left out: "+s)
 	}
@@ -181,19 +185,38 @@ func Import(ctx context.Context, dir string, f *engine.File, o Options) (*Report
 	// Every document is read and checked before anything is written.
 	for _, n := range nodes {
 		name := nodeName(s, n.key)
+		if n.key != "" {
+			// A key that is no scc name is left out, never renamed; a
+			// group's arrays are left out by their own keys.
+			if err := engine.ValidateName(n.key); err != nil {
+				err = fmt.Errorf("%w: %w", ErrUnsupported, err)
+				reason := err.Error()
+				if !n.array {
+					reason = "group: " + reason
+				}
+				rep.Skipped = append(rep.Skipped, Skipped{Name: name, Reason: reason, err: err})
+				continue
+			}
+		}
 		if n.err != nil {
 			rep.Skipped = append(rep.Skipped, Skipped{Name: name, Reason: n.err.Error(), err: n.err})
 			continue
 		}
 		if !n.array {
-			attrs, err := groupAttrs(ctx, s, n, rep)
+			attrs, bad, err := groupAttrs(ctx, s, n, rep)
 			if err != nil {
 				return nil, fmt.Errorf("group %q: %w", name, err)
+			}
+			if o.Strict && len(bad) > 0 {
+				rep.Skipped = append(rep.Skipped, Skipped{Name: name, Reason: "group: " + bad[0].Error(), err: bad[0]})
 			}
 			groups = append(groups, group{n.key, attrs})
 			continue
 		}
 		m, err := readArray(ctx, s, n)
+		if err == nil && o.Strict && len(m.badAttrs) > 0 {
+			err = m.badAttrs[0]
+		}
 		if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrCorrupt) {
 			// One array's metadata that breaks the specification (a
 			// fill value out of range) costs that array only; a store
@@ -266,42 +289,43 @@ func noneImported(dir string, skipped []Skipped) error {
 var errSkip = fmt.Errorf("%w: the engine refused the dataset", ErrUnsupported)
 
 // groupAttrs reads and checks a group's metadata and returns its
-// attributes; those with no scc form are named in rep.Notes.
-func groupAttrs(ctx context.Context, s *store, n node, rep *Report) ([]engine.Attr, error) {
+// attributes; those with no scc form are named in rep.Notes, and the
+// refusals of those whose names the engine refuses returned too.
+func groupAttrs(ctx context.Context, s *store, n node, rep *Report) ([]engine.Attr, []error, error) {
 	var raw map[string]any
 	if n.v == 3 {
 		b, err := s.read(ctx, joinKey(n.key, "zarr.json"), maxMetaBytes)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if _, _, raw, err = decodeV3(b); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	} else {
 		b, err := s.read(ctx, joinKey(n.key, ".zgroup"), maxMetaBytes)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		z, err := decodeObject(b, ".zgroup")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := zarrFormat(z, ".zgroup", 2); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		b, err = s.read(ctx, joinKey(n.key, ".zattrs"), maxMetaBytes)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+			return nil, nil, err
 		}
 		if err == nil {
 			if raw, err = decodeAttrs(b, ".zattrs"); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	list, skipped, err := jsonAttrs(raw)
+	list, skipped, bad, err := jsonAttrs(raw)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	what := "file attribute"
 	if n.key != "" {
@@ -310,7 +334,7 @@ func groupAttrs(ctx context.Context, s *store, n node, rep *Report) ([]engine.At
 	for _, sk := range skipped {
 		rep.Notes = append(rep.Notes, what+" left out: "+sk)
 	}
-	return list, nil
+	return list, bad, nil
 }
 
 // importGroup creates the group at key ("" is the root: the file's

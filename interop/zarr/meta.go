@@ -446,8 +446,10 @@ func attrsJSON(attrs []engine.Attr) (map[string]any, error) {
 // attributes; values with no scc form (objects, null, mixed lists) are
 // skipped and named in skipped. A value that does not fit the type the
 // export recorded for it (an integer out of its range) is an error naming
-// the attribute: keeping it would change it.
-func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string, err error) {
+// the attribute: keeping it would change it. An attribute whose name the
+// engine refuses is skipped too, named in skipped and its refusal in
+// badNames.
+func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string, badNames []error, err error) {
 	types := map[string]string{}
 	if raw, ok := m[typesKey].(map[string]any); ok {
 		for k, v := range raw {
@@ -460,10 +462,15 @@ func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string, err err
 		if name == typesKey {
 			continue
 		}
+		if err := attrNameErr(name); err != nil {
+			skipped = append(skipped, fmt.Sprintf("%q (%v)", name, err))
+			badNames = append(badNames, err)
+			continue
+		}
 		val, err := jsonAttr(v, types[name])
 		if err != nil {
 			if types[name] != "" && errors.Is(err, ErrCorrupt) {
-				return nil, nil, fmt.Errorf("attribute %q: %w", name, err)
+				return nil, nil, nil, fmt.Errorf("attribute %q: %w", name, err)
 			}
 			skipped = append(skipped, fmt.Sprintf("%s (%v)", name, err))
 			continue
@@ -472,7 +479,7 @@ func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string, err err
 	}
 	slices.SortFunc(attrs, func(a, b engine.Attr) int { return strings.Compare(a.Name, b.Name) })
 	slices.Sort(skipped)
-	return attrs, skipped, nil
+	return attrs, skipped, badNames, nil
 }
 
 // jsonType reports whether elements of t have a JSON form (elemJSON,

@@ -252,7 +252,7 @@ func FuzzDecodeAttrs(f *testing.F) {
 			}
 			return
 		}
-		attrs, _, err := jsonAttrs(raw)
+		attrs, _, _, err := jsonAttrs(raw)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("untyped error %v", err)
@@ -288,7 +288,7 @@ func FuzzDecodeV3(f *testing.F) {
 		if m != nil {
 			checkMeta(t, m)
 		}
-		_, _, _ = jsonAttrs(attrs)
+		_, _, _, _ = jsonAttrs(attrs)
 	})
 }
 
