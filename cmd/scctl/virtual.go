@@ -174,15 +174,16 @@ func (sc *sourceCache) look(ctx context.Context, file, dset string) lsSource {
 	return src
 }
 
-// printMappings prints a virtual dataset's mappings for ls.
+// printMappings prints a virtual dataset's mappings for ls, every file
+// and dataset name escaped as ls escapes names (displayName).
 func printMappings(w io.Writer, ms []lsMapping) {
 	for i, m := range ms {
-		file := m.File
+		file := displayName(m.File)
 		if file == "" {
 			file = "."
 		}
 		fmt.Fprintf(w, "    Mapping %d: virtual {%s}\n", i, m.Virtual)
-		fmt.Fprintf(w, "               <- %s : %s {%s}\n", file, m.Dataset, m.Source)
+		fmt.Fprintf(w, "               <- %s : %s {%s}\n", file, displayName(m.Dataset), m.Source)
 		for _, s := range m.Sources {
 			fmt.Fprintf(w, "      source %s\n", describeSource(s))
 		}
@@ -190,22 +191,23 @@ func printMappings(w io.Writer, ms []lsMapping) {
 }
 
 func describeSource(s lsSource) string {
-	name := s.File
+	name := displayName(s.File)
 	if name == "" {
 		name = "."
 	}
 	where := name
 	if s.Path != "" && s.Path != s.File {
-		where += " (" + s.Path + ")"
+		where += " (" + displayName(s.Path) + ")"
 	}
+	dset := displayName(s.Dataset)
 	if s.Block != nil {
 		where = fmt.Sprintf("block %d: %s", *s.Block, where)
 	}
 	switch {
 	case s.Error != "":
-		return fmt.Sprintf("%s : %s: error: %s", where, s.Dataset, s.Error)
+		return fmt.Sprintf("%s : %s: error: %s", where, dset, s.Error)
 	case s.Exists:
-		return fmt.Sprintf("%s : %s: exists, %s {%s}", where, s.Dataset, s.Type, dims(s.Shape))
+		return fmt.Sprintf("%s : %s: exists, %s {%s}", where, dset, s.Type, dims(s.Shape))
 	}
-	return fmt.Sprintf("%s : %s: missing (reads as the fill value)", where, s.Dataset)
+	return fmt.Sprintf("%s : %s: missing (reads as the fill value)", where, dset)
 }

@@ -254,3 +254,29 @@ func TestCheckVirtualSources(t *testing.T) {
 		t.Fatalf("source of another type: exit %d\n%s", code, out)
 	}
 }
+
+// TestLsVirtualEscapesNames: the source file and dataset names of a
+// mapping, and of each source, print escaped as ls prints every name (a
+// newline or an escape sequence in a name older files may hold, or a file
+// name, cannot forge or garble lines).
+func TestLsVirtualEscapesNames(t *testing.T) {
+	block := uint64(1)
+	ms := []lsMapping{{
+		File: "w\n0.scc", Dataset: "d\x1b[31m", Printf: true,
+		Sources: []lsSource{
+			{Block: &block, File: "w\n1.scc", Path: "/data/w\n1.scc", Dataset: "bad\xff"},
+			{File: "ok.scc", Dataset: "数据", Exists: true, Shape: []uint64{2}, Type: "uint8"},
+		},
+	}}
+	var b strings.Builder
+	printMappings(&b, ms)
+	out := b.String()
+	for _, want := range []string{`"w\n0.scc" : "d\x1b[31m" {`, `block 1: "w\n1.scc" ("/data/w\n1.scc") : "bad\xff": missing`, `ok.scc : 数据: exists`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("listing lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "\n") != 4 || strings.ContainsAny(out, "\x1b\xff") {
+		t.Fatalf("raw names in the listing:\n%q", out)
+	}
+}
