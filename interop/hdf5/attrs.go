@@ -95,13 +95,21 @@ type attrSetter interface {
 }
 
 // importAttrs sets the mappable attributes on dst and returns the ones
-// left behind as "name: why".
-func importAttrs(ctx context.Context, dst attrSetter, attrs []h5.Attr, skipped []h5.Skipped) ([]string, error) {
+// left behind as "name: why". An attribute whose name the engine refuses
+// is left behind too, and refused under strict.
+func importAttrs(ctx context.Context, dst attrSetter, attrs []h5.Attr, skipped []h5.Skipped, strict bool) ([]string, error) {
 	var left []string
 	for _, s := range skipped {
 		left = append(left, fmt.Sprintf("%s: %s", s.Name, s.Why))
 	}
 	for _, a := range attrs {
+		if err := attrNameErr(a.Name); err != nil {
+			if strict {
+				return left, fmt.Errorf("(strict): %w", err)
+			}
+			left = append(left, fmt.Sprintf("%q: %v", a.Name, err))
+			continue
+		}
 		v, why := sccAttr(a.Value)
 		if why == "" {
 			err := dst.SetAttr(ctx, a.Name, v)

@@ -45,7 +45,11 @@ type exportPlan struct {
 // Report.Sources); on error those already written are removed.
 //
 // Dataset names become HDF5 paths: "a/b" is dataset b in group a; every
-// group of src becomes an HDF5 group with its attributes. Only stored chunks are exported (chunks never
+// group of src becomes an HDF5 group with its attributes. A dataset or
+// group whose name the engine's name rule refuses (an older file may
+// hold "." components or NUL, which HDF5 would resolve or cut short) is
+// left out, never renamed, and named in Report.Skipped; opts.Strict
+// refuses the export instead. Only stored chunks are exported (chunks never
 // written read as the fill value on both sides), so a sparse dataset costs
 // what it stores, not what its grid spans.
 func Export(ctx context.Context, src *engine.File, dstPath string, opts *Options) (rep Report, err error) {
@@ -77,8 +81,19 @@ func exportFile(ctx context.Context, src *engine.File, dstPath string, opts *Opt
 			p.ds.Close()
 		}
 	}()
+	selected := 0
 	for _, name := range src.Datasets() {
 		if !opts.selected(name) {
+			continue
+		}
+		selected++
+		if err := nameErr(name); err != nil {
+			// An older file's name HDF5 would not hold as it is: left
+			// out and named, or refused under Strict.
+			if opts.strict() {
+				return rep, fmt.Errorf("%w: dataset %q (strict): %w", ErrUnsupported, name, err)
+			}
+			rep.Skipped = append(rep.Skipped, SkippedDataset{Path: name, Reason: err.Error()})
 			continue
 		}
 		ds, err := src.OpenDatasetContext(ctx, name)
@@ -97,7 +112,7 @@ func exportFile(ctx context.Context, src *engine.File, dstPath string, opts *Opt
 		}
 		plans = append(plans, p)
 	}
-	if opts != nil && opts.Datasets != nil && len(plans) != len(opts.Datasets) {
+	if opts != nil && opts.Datasets != nil && selected != len(opts.Datasets) {
 		return rep, fmt.Errorf("%w: some of the datasets %q are not in the file", engine.ErrNotFound, opts.Datasets)
 	}
 	if !opts.replace() {
@@ -142,7 +157,7 @@ func exportFile(ctx context.Context, src *engine.File, dstPath string, opts *Opt
 	for _, p := range plans {
 		names = append(names, p.ds.Name())
 	}
-	if err := exportGroups(ctx, f, src.Root(), names, opts); err != nil {
+	if err := exportGroups(ctx, f, src.Root(), names, opts, &rep); err != nil {
 		return rep, err
 	}
 	for _, p := range plans {
@@ -446,10 +461,19 @@ func (p *exportPlan) convert(c []uint64, data []byte, mask uint32, chunkBytes in
 
 // exportGroups writes g's subgroups, and theirs, parents first, as HDF5
 // groups with their attributes: all of them, or with opts.Datasets those
-// holding a selected dataset.
-func exportGroups(ctx context.Context, f *h5.File, g *engine.Group, names []string, opts *Options) error {
+// holding a selected dataset. A group whose name HDF5 would not hold as
+// it is is left out with what it holds and named in rep.Skipped (the
+// datasets below it are, by their names), or refused under Strict.
+func exportGroups(ctx context.Context, f *h5.File, g *engine.Group, names []string, opts *Options, rep *Report) error {
 	return g.WalkGroups(ctx, func(sub *engine.Group, p string) (bool, error) {
 		if opts != nil && opts.Datasets != nil && !holdsAny(p, names) {
+			return false, nil
+		}
+		if err := nameErr(p); err != nil {
+			if opts.strict() {
+				return false, fmt.Errorf("%w: group %q (strict): %w", ErrUnsupported, p, err)
+			}
+			rep.Skipped = append(rep.Skipped, SkippedDataset{Path: p, Reason: "group: " + err.Error()})
 			return false, nil
 		}
 		list, err := sub.Attrs()

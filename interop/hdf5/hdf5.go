@@ -95,7 +95,7 @@ const (
 // DatasetReport describes what happened to one dataset.
 type DatasetReport struct {
 	Name   string // the scc dataset name
-	Path   string // the HDF5 dataset path
+	Path   string // the HDF5 path (Import), the scc name (Export)
 	Mode   Mode
 	Reason string // why re-encoded; empty otherwise
 	// Chunks is the number of stored chunks moved; CopiedChunks those moved
@@ -119,9 +119,10 @@ type DatasetReport struct {
 	AttrNotes        []string
 }
 
-// SkippedDataset is an HDF5 dataset Import left out, and why.
+// SkippedDataset is a dataset (or group: Reason starts "group: ") Import
+// or Export left out, and why.
 type SkippedDataset struct {
-	Path   string // the HDF5 dataset path
+	Path   string // the HDF5 path (Import), the scc name (Export)
 	Reason string
 }
 
@@ -131,7 +132,8 @@ type Report struct {
 	// Sources lists the source files of virtual datasets Export wrote
 	// beside the output (see Options.SkipSources).
 	Sources []SourceFile
-	// Skipped lists the datasets Import left out (see Import).
+	// Skipped lists the datasets and groups Import or Export left out
+	// (see Import and Export).
 	Skipped []SkippedDataset
 	// RootAttrsNotImported counts the attributes of the HDF5 file's root
 	// group that Import could not map; RootAttrNotes says which and why.
@@ -212,8 +214,9 @@ type Options struct {
 	// the stream, is checked on every read and by `scctl check`.
 	Verify bool
 	// Strict makes Import fail, with nothing imported, when it would skip
-	// a dataset (see Import); by default it imports the others and lists
-	// the skipped ones in Report.Skipped.
+	// a dataset (see Import), and Export fail, with nothing written, when
+	// it would skip one for its name (see Export); by default they move
+	// the others and list the skipped ones in Report.Skipped.
 	Strict bool
 	// Replace lets ImportFile and Export replace an existing destination
 	// file; without it they refuse one (engine.ErrExists). The

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
@@ -48,9 +49,13 @@ type importPlan struct {
 // dataset (or any object) whose header libhdf5 cannot read, named with
 // the library's error (the skip matches ErrHDF5 too); an attribute or a
 // group's attributes it cannot read are left out and named in the
-// report's attribute notes. With
-// opts.Strict a skipped dataset fails the import before anything is
-// created, and so does a file in which every dataset would be skipped
+// report's attribute notes. A dataset or group whose name scc refuses
+// (engine.ValidateName: "..", control characters, bytes that are not
+// UTF-8, ...) is left out and named with the rule, never renamed, and so
+// is an attribute whose name scc refuses (in the attribute notes). With
+// opts.Strict a skipped dataset or group fails the import before anything
+// is created (a refused attribute name fails it when met), and so does a
+// file in which every dataset would be skipped
 // (an import never succeeds with nothing). A name that already exists in
 // dst fails the whole import (engine.ErrExists) with dst unchanged.
 //
@@ -121,7 +126,13 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 			continue
 		}
 		selected++
-		p, err := planImport(f, path, fileSize, opts)
+		var p *importPlan
+		if err = nameErr(path); err != nil {
+			// A link name scc refuses: left out and named, never renamed.
+			err = &skipError{path: path, reason: err.Error(), err: err}
+		} else {
+			p, err = planImport(f, path, fileSize, opts)
+		}
 		if err != nil && errors.Is(err, h5.ErrHDF5) && !errors.Is(err, ErrUnsupported) {
 			// The library cannot read what the dataset's header says (a
 			// damaged datatype, layout or filter message): that dataset
@@ -142,6 +153,16 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 			continue
 		}
 		plans = append(plans, p)
+	}
+	// A group whose name scc refuses is left out and named; what it
+	// holds is, by its own names.
+	badGroups, err := groupNameErrs(f, opts, plans)
+	if err != nil {
+		return rep, err
+	}
+	for _, p := range slices.Sorted(maps.Keys(badGroups)) {
+		rep.Skipped = append(rep.Skipped, SkippedDataset{Path: "/" + p, Reason: "group: " + badGroups[p].Error()})
+		skips = append(skips, fmt.Errorf("%w: group %q: %w", ErrUnsupported, p, badGroups[p]))
 	}
 	if len(problems) > 0 {
 		// Each problem keeps its sentinel (engine.ErrExists, ErrHDF5) for
@@ -168,11 +189,11 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 	} else if err != nil {
 		return rep, err
 	}
-	if rep.RootAttrNotes, err = importAttrs(ctx, dst, rootAttrs, rootSkipped); err != nil {
+	if rep.RootAttrNotes, err = importAttrs(ctx, dst, rootAttrs, rootSkipped, opts.strict()); err != nil {
 		return rep, err
 	}
 	rep.RootAttrsNotImported = len(rep.RootAttrNotes)
-	if err := importGroups(ctx, f, dst, plans, opts, &rep); err != nil {
+	if err := importGroups(ctx, f, dst, plans, badGroups, opts, &rep); err != nil {
 		return rep, err
 	}
 	for _, p := range plans {
@@ -487,7 +508,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		// not the dataset's.
 		attrs = slices.DeleteFunc(attrs, func(a h5.Attr) bool { return a.Name == DefinedAttr })
 	}
-	if rep.AttrNotes, err = importAttrs(ctx, ds, attrs, skipped); err != nil {
+	if rep.AttrNotes, err = importAttrs(ctx, ds, attrs, skipped, opts.strict()); err != nil {
 		return rep, err
 	}
 	rep.AttrsNotImported = len(rep.AttrNotes)
@@ -795,8 +816,9 @@ func storedCoords(ctx context.Context, hd *h5.Dataset, grid, chunk []uint64) ([]
 
 // importGroups creates an scc group, with its attributes, for each HDF5
 // group: all of them, or with opts.Datasets those holding a selected
-// dataset. h5.File.Groups lists parents first, so each parent exists.
-func importGroups(ctx context.Context, f *h5.File, dst *engine.File, plans []*importPlan, opts *Options, rep *Report) error {
+// dataset, but those named in bad. h5.File.Groups lists parents first, so
+// each parent exists.
+func importGroups(ctx context.Context, f *h5.File, dst *engine.File, plans []*importPlan, bad map[string]error, opts *Options, rep *Report) error {
 	paths, err := f.Groups()
 	if err != nil {
 		return err
@@ -809,7 +831,7 @@ func importGroups(ctx context.Context, f *h5.File, dst *engine.File, plans []*im
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if opts != nil && opts.Datasets != nil && !holdsAny(p, names) {
+		if opts != nil && opts.Datasets != nil && !holdsAny(p, names) || bad[p] != nil {
 			continue
 		}
 		g, err := dst.OpenGroup(p)
@@ -832,7 +854,7 @@ func importGroups(ctx context.Context, f *h5.File, dst *engine.File, plans []*im
 		} else if err != nil {
 			return fmt.Errorf("group %q: %w", p, err)
 		}
-		notes, err := importAttrs(ctx, g, attrs, skipped)
+		notes, err := importAttrs(ctx, g, attrs, skipped, opts.strict())
 		if err != nil {
 			return fmt.Errorf("group %q: %w", p, err)
 		}
@@ -841,4 +863,28 @@ func importGroups(ctx context.Context, f *h5.File, dst *engine.File, plans []*im
 		}
 	}
 	return nil
+}
+
+// groupNameErrs is the refusal of each group of f (all, or with
+// opts.Datasets those holding a selected dataset) whose name scc
+// refuses.
+func groupNameErrs(f *h5.File, opts *Options, plans []*importPlan) (map[string]error, error) {
+	paths, err := f.Groups()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, p := range plans {
+		names = append(names, p.path)
+	}
+	bad := map[string]error{}
+	for _, p := range paths {
+		if opts != nil && opts.Datasets != nil && !holdsAny(p, names) {
+			continue
+		}
+		if err := nameErr(p); err != nil {
+			bad[p] = err
+		}
+	}
+	return bad, nil
 }

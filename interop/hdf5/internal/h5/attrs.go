@@ -113,10 +113,13 @@ func (f *File) WriteRootAttrs(attrs []Attr) error {
 // WriteGroup creates the group at path (its parent must exist) unless it
 // exists, and writes attributes to it.
 func (f *File) WriteGroup(path string, attrs []Attr) error {
+	cs, err := cName("group", path)
+	if err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(cs))
 	lock()
 	defer unlock()
-	cs := C.CString(path)
-	defer C.free(unsafe.Pointer(cs))
 	var g C.hid_t
 	switch ex := C.H5Lexists(f.id, cs, C.H5P_DEFAULT); {
 	case ex < 0:
@@ -135,10 +138,13 @@ func (f *File) WriteGroup(path string, attrs []Attr) error {
 
 // ReadGroupAttrs is ReadAttrs for the group at path.
 func (f *File) ReadGroupAttrs(path string) ([]Attr, []Skipped, error) {
+	cs, err := cName("group", path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer C.free(unsafe.Pointer(cs))
 	lock()
 	defer unlock()
-	cs := C.CString(path)
-	defer C.free(unsafe.Pointer(cs))
 	g := C.H5Gopen2(f.id, cs, C.H5P_DEFAULT)
 	if g < 0 {
 		return nil, nil, errorf("open group %q", path)
@@ -263,7 +269,10 @@ func writeAttr(obj C.hid_t, a Attr) error {
 	if typ < 0 || space < 0 {
 		return errorf("attribute %q: type or dataspace", a.Name)
 	}
-	name := C.CString(a.Name)
+	name, err := cName("attribute", a.Name)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(name))
 	attr := C.H5Acreate2(obj, name, typ, space, C.H5P_DEFAULT, C.H5P_DEFAULT)
 	if attr < 0 {

@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -57,6 +58,19 @@ var Unlimited = uint64(C.scc_unlimited())
 
 // ErrHDF5 is wrapped by every error the library reports.
 var ErrHDF5 = errors.New("hdf5")
+
+// ErrName is a name the C API cannot be given: one holding NUL, where
+// the library would end it and act on another object ("a\x00b" as "a").
+var ErrName = errors.New("hdf5: name holds NUL")
+
+// cName is name as a C string for the library, which the caller frees;
+// refused when it holds NUL.
+func cName(what, name string) (*C.char, error) {
+	if strings.IndexByte(name, 0) >= 0 {
+		return nil, fmt.Errorf("%w: %s %q", ErrName, what, name)
+	}
+	return C.CString(name), nil
+}
 
 // errorf builds an error from the library's error stack. Caller holds lib.
 func errorf(op string, args ...any) error {
@@ -289,7 +303,10 @@ func (f *File) Groups() ([]string, error) {
 func (f *File) ObjectError(path string) error {
 	lock()
 	defer unlock()
-	cs := C.CString(path)
+	cs, err := cName("object", path)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(cs))
 	if C.scc_object_info(f.id, cs) < 0 {
 		return errorf("object %q", path)
@@ -402,18 +419,32 @@ func setVirtual(dcpl, space C.hid_t, s Spec) error {
 			err = selectSlab(ss, m.Source)
 		}
 		if err == nil {
-			fn, dn := C.CString(m.File), C.CString(m.Dataset)
-			if C.H5Pset_virtual(dcpl, vs, fn, dn, ss) < 0 {
-				err = errorf("virtual mapping to %s:%s", m.File, m.Dataset)
-			}
-			C.free(unsafe.Pointer(fn))
-			C.free(unsafe.Pointer(dn))
+			err = setMapping(dcpl, vs, ss, m)
 		}
 		C.H5Sclose(vs)
 		C.H5Sclose(ss)
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// setMapping adds mapping m, of the selections vs and ss, to dcpl.
+// Caller holds lib.
+func setMapping(dcpl, vs, ss C.hid_t, m VirtualMap) error {
+	fn, err := cName("virtual source file", m.File)
+	if err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(fn))
+	dn, err := cName("virtual source dataset", m.Dataset)
+	if err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(dn))
+	if C.H5Pset_virtual(dcpl, vs, fn, dn, ss) < 0 {
+		return errorf("virtual mapping to %s:%s", m.File, m.Dataset)
 	}
 	return nil
 }
@@ -445,7 +476,10 @@ func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
 	if s.Vlen && s.Fill != nil {
 		return nil, fmt.Errorf("%w: dataset %s: a variable-length dataset's fill is the empty sequence", ErrHDF5, path)
 	}
-	cs := C.CString(path)
+	cs, err := cName("dataset", path)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(cs))
 	lock()
 	defer unlock()
@@ -514,7 +548,10 @@ func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
 
 // OpenDataset opens the dataset at path.
 func (f *File) OpenDataset(path string) (*Dataset, error) {
-	cs := C.CString(path)
+	cs, err := cName("dataset", path)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(cs))
 	lock()
 	defer unlock()
