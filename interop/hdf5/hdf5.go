@@ -57,8 +57,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
@@ -174,7 +176,13 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "source file %s written as %s\n", s.Source, s.Path)
 	}
 	for _, s := range r.Skipped {
-		fmt.Fprintf(&b, "%-24s skipped: %s\n", s.Path, s.Reason)
+		// Quoted when it holds what would garble the line (a newline,
+		// an escape, bytes that are not UTF-8).
+		p := s.Path
+		if strings.ContainsFunc(p, func(r rune) bool { return r == utf8.RuneError || !strconv.IsPrint(r) }) {
+			p = strconv.Quote(p)
+		}
+		fmt.Fprintf(&b, "%-24s skipped: %s\n", p, s.Reason)
 	}
 	if r.RootAttrsNotImported > 0 {
 		fmt.Fprintf(&b, "(%d attributes of the root group not imported)\n", r.RootAttrsNotImported)

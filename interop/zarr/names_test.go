@@ -30,7 +30,7 @@ func validNameDatasets(t *testing.T) map[string]int {
 		if !c.Valid {
 			continue
 		}
-		require.NoError(t, engine.ValidateName(c.Name), "case %d", i)
+		check.NoError(t, engine.ValidateName(c.Name), "case %d", i)
 		p := strings.TrimPrefix(c.Name, "/")
 		if q := fmt.Sprintf("n%02d/%s", i, p); len(q) <= engine.MaxPathBytes {
 			p = q
@@ -55,37 +55,37 @@ func TestNameRulesExportRoundTrip(t *testing.T) {
 	var zarrOnly []string
 	for name, i := range names {
 		ds, err := f.CreateDataset(name, engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{2}, Chunk: []uint64{2}})
-		require.NoError(t, err, "%q", name)
-		require.NoError(t, ds.Write(bg, engine.All([]uint64{2}), nameCaseData(i)))
-		require.NoError(t, ds.SetAttr(bg, name[strings.LastIndex(name, "/")+1:], engine.StringAttr("v")))
+		check.NoError(t, err, "%q", name)
+		check.NoError(t, ds.Write(bg, engine.All([]uint64{2}), nameCaseData(i)))
+		check.NoError(t, ds.SetAttr(bg, name[strings.LastIndex(name, "/")+1:], engine.StringAttr("v")))
 		if err := nameErr(name); err != nil {
-			require.NotErrorIs(t, err, engine.ErrInvalid)
+			check.NotErrorIs(t, err, engine.ErrInvalid)
 			zarrOnly = append(zarrOnly, name[4:])
 		}
 	}
 	// What the engine accepts and Zarr does not hold as it is: a
 	// backslash, which zarr-python 2 reads as "/".
-	require.Equal(t, []string{"a\\b"}, zarrOnly)
-	require.NoError(t, f.Flush(bg))
+	check.Equal(t, []string{"a\\b"}, zarrOnly)
+	check.NoError(t, f.Flush(bg))
 
 	for _, v := range []int{2, 3} {
 		store := filepath.Join(dir, fmt.Sprintf("v%d.zarr", v))
 		rep, err := Export(bg, f, store, Options{Version: v})
-		require.NoError(t, err, "v%d", v)
+		check.NoError(t, err, "v%d", v)
 		var skipped []string
 		for _, sk := range rep.Skipped {
 			skipped = append(skipped, sk.Name)
-			require.Contains(t, sk.Reason, "backslash")
+			check.Contains(t, sk.Reason, "backslash")
 		}
-		require.Equal(t, []string{"n10/a\\b"}, skipped, "v%d", v)
-		require.Len(t, rep.Datasets, len(names)-1, "v%d", v)
+		check.Equal(t, []string{"n10/a\\b"}, skipped, "v%d", v)
+		check.Len(t, rep.Datasets, len(names)-1, "v%d", v)
 		_, err = Export(bg, f, filepath.Join(dir, fmt.Sprintf("strict%d.zarr", v)), Options{Version: v, Strict: true})
-		require.ErrorIs(t, err, ErrUnsupported, "v%d strict", v)
+		check.ErrorIs(t, err, ErrUnsupported, "v%d strict", v)
 
 		back := testfile.Create(t, filepath.Join(dir, fmt.Sprintf("back%d.scc", v)), nil)
 		irep, err := Import(bg, store, back, Options{})
-		require.NoError(t, err, "v%d", v)
-		require.Empty(t, irep.Skipped, "v%d", v)
+		check.NoError(t, err, "v%d", v)
+		check.Empty(t, irep.Skipped, "v%d", v)
 		var want []string
 		for name := range names {
 			if name != "n10/a\\b" {
@@ -95,19 +95,19 @@ func TestNameRulesExportRoundTrip(t *testing.T) {
 		slices.Sort(want)
 		got := back.Datasets()
 		slices.Sort(got)
-		require.Equal(t, want, got, "v%d", v)
+		check.Equal(t, want, got, "v%d", v)
 		for _, name := range want {
 			ds, err := back.OpenDataset(name)
-			require.NoError(t, err)
-			require.Equal(t, nameCaseData(names[name]), readAll(t, ds), "v%d %q", v, name)
+			check.NoError(t, err)
+			check.Equal(t, nameCaseData(names[name]), readAll(t, ds), "v%d %q", v, name)
 			base := name[strings.LastIndex(name, "/")+1:]
 			a, err := ds.Attr(base)
-			require.NoError(t, err, "v%d %q attribute", v, name)
+			check.NoError(t, err, "v%d %q attribute", v, name)
 			s, _ := a.Str()
-			require.Equal(t, "v", s)
+			check.Equal(t, "v", s)
 			ds.Close()
 		}
-		require.NoError(t, back.Close())
+		check.NoError(t, back.Close())
 	}
 
 	// The readers people use find each array under its name.
@@ -129,19 +129,19 @@ g.visititems(visit)
 json.dump(out, sys.stdout)
 `
 	b, err := exec.Command(python, "-c", py, filepath.Join(dir, "v2.zarr")).Output()
-	require.NoError(t, err, "zarr-python: %s", stderr(err))
+	check.NoError(t, err, "zarr-python: %s", stderr(err))
 	var read map[string][]byte
 	var raw map[string][]int
-	require.NoError(t, json.Unmarshal(b, &raw))
+	check.NoError(t, json.Unmarshal(b, &raw))
 	read = map[string][]byte{}
 	for k, v := range raw {
 		for _, x := range v {
 			read[k] = append(read[k], byte(x))
 		}
 	}
-	require.Len(t, read, len(want))
+	check.Len(t, read, len(want))
 	for _, name := range want {
-		require.Equal(t, nameCaseData(names[name]), read[name], "zarr-python %q", name)
+		check.Equal(t, nameCaseData(names[name]), read[name], "zarr-python %q", name)
 	}
 
 	node := zarrita(t)
@@ -157,15 +157,15 @@ json.dump(out, sys.stdout)
 			zw = append(zw, name)
 		}
 	}
-	require.Equal(t, len(want)-1, len(zw))
+	check.Equal(t, len(want)-1, len(zw))
 	args = append(args, zw...)
 	cmd := exec.Command("node", args...)
 	b, err = cmd.Output()
-	require.NoError(t, err, "zarrita: %s %s", b, stderr(err))
+	check.NoError(t, err, "zarrita: %s %s", b, stderr(err))
 	for i, name := range zw {
 		got, err := os.ReadFile(filepath.Join(out, fmt.Sprintf("%d.bin", i)))
-		require.NoError(t, err)
-		require.Equal(t, nameCaseData(names[name]), got, "zarrita %q", name)
+		check.NoError(t, err)
+		check.Equal(t, nameCaseData(names[name]), got, "zarrita %q", name)
 	}
 }
 
@@ -195,7 +195,7 @@ func TestNameRulesImportSkips(t *testing.T) {
 			bad = append(bad, strings.TrimPrefix(c.Name, "/"))
 		}
 	}
-	require.GreaterOrEqual(t, len(bad), 8)
+	check.GreaterOrEqual(t, len(bad), 8)
 	const group = "grp\x01"
 	longAttr := strings.Repeat("a", engine.MaxAttrNameBytes+1)
 	attrs := `{"ok": 1, "": 2, "a\u0000b": 3, "` + longAttr + `": 4}`
@@ -235,45 +235,46 @@ func TestNameRulesImportSkips(t *testing.T) {
 
 		f := testfile.Create(t, filepath.Join(dir, "strict.scc"), nil)
 		_, err := Import(bg, store, f, Options{Strict: true})
-		require.ErrorIs(t, err, ErrUnsupported, "v%d strict", v)
-		require.ErrorIs(t, err, engine.ErrInvalid, "v%d strict", v)
-		require.Empty(t, f.Datasets(), "v%d: a refused strict import wrote datasets", v)
-		require.NoError(t, f.Close())
+		check.ErrorIs(t, err, ErrUnsupported, "v%d strict", v)
+		check.ErrorIs(t, err, engine.ErrInvalid, "v%d strict", v)
+		check.Empty(t, f.Datasets(), "v%d: a refused strict import wrote datasets", v)
+		check.NoError(t, f.Close())
 
 		f = testfile.Create(t, filepath.Join(dir, "out.scc"), nil)
 		rep, err := Import(bg, store, f, Options{})
-		require.NoError(t, err, "v%d", v)
-		require.Equal(t, []string{"ok"}, f.Datasets(), "v%d", v)
+		check.NoError(t, err, "v%d", v)
+		check.Equal(t, []string{"ok"}, f.Datasets(), "v%d", v)
 		ds, err := f.OpenDataset("ok")
-		require.NoError(t, err)
-		require.Equal(t, []byte{7, 8}, readAll(t, ds))
+		check.NoError(t, err)
+		check.Equal(t, []byte{7, 8}, readAll(t, ds))
 		got := ds.Attrs()
-		require.Len(t, got, 1, "v%d: attributes %v", v, got)
-		require.Equal(t, "ok", got[0].Name)
+		check.Len(t, got, 1, "v%d: attributes %v", v, got)
+		check.Equal(t, "ok", got[0].Name)
 		notes := strings.Join(rep.Datasets[0].Notes, "\n")
 		for _, n := range []string{`"" (`, `"a\x00b" (`, fmt.Sprintf("%q (", longAttr)} {
-			require.Contains(t, notes, n, "v%d: attribute %q not named", v, n)
+			check.Contains(t, notes, n, "v%d: attribute %q not named", v, n)
 		}
-		require.Contains(t, strings.Join(rep.Notes, "\n"), `"a\x00b" (`, "v%d: file attribute not named", v)
+		check.Contains(t, strings.Join(rep.Notes, "\n"), `"a\x00b" (`, "v%d: file attribute not named", v)
 		skipped := map[string]string{}
 		for _, sk := range rep.Skipped {
 			skipped[sk.Name] = sk.Reason
 		}
 		want := append([]string{group, group + "/x"}, bad...)
-		require.Len(t, skipped, len(want), "v%d: %v", v, rep.Skipped)
+		check.Len(t, skipped, len(want), "v%d: %v", v, rep.Skipped)
 		for _, name := range want {
 			why, ok := skipped[name]
-			require.True(t, ok, "v%d: %q not named in %v", v, name, rep.Skipped)
-			require.Contains(t, why, engine.ValidateName(name).Error(), "v%d: %q", v, name)
+			check.True(t, ok, "v%d: %q not named in %v", v, name, rep.Skipped)
+			check.Contains(t, why, engine.ValidateName(name).Error(), "v%d: %q", v, name)
 		}
-		require.True(t, strings.HasPrefix(skipped[group], "group: "), "v%d: %q", v, skipped[group])
-		require.NoError(t, f.Close())
+		check.True(t, strings.HasPrefix(skipped[group], "group: "), "v%d: %q", v, skipped[group])
+		check.Contains(t, rep.Summary(), `SKIPPED "a\nb": `, "v%d summary", v)
+		check.NoError(t, f.Close())
 	}
 }
 
-// require is the few assertions these tests make, each failing the test
+// check is the few assertions these tests make, each failing the test
 // at once with what it saw.
-var require = struct {
+var check = struct {
 	NoError        func(t *testing.T, err error, msg ...any)
 	Equal          func(t *testing.T, want, got any, msg ...any)
 	ErrorIs        func(t *testing.T, err, target error, msg ...any)

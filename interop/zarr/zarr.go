@@ -76,7 +76,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 var (
@@ -229,7 +231,13 @@ func (r *Report) Summary() string {
 		}
 	}
 	for _, sk := range r.Skipped {
-		fmt.Fprintf(&b, "SKIPPED %s: %s\n", sk.Name, sk.Reason)
+		// Quoted when it holds what would garble the line (a newline,
+		// an escape, bytes that are not UTF-8).
+		name := sk.Name
+		if strings.ContainsFunc(name, func(r rune) bool { return r == utf8.RuneError || !strconv.IsPrint(r) }) {
+			name = strconv.Quote(name)
+		}
+		fmt.Fprintf(&b, "SKIPPED %s: %s\n", name, sk.Reason)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)

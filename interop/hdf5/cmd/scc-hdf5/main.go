@@ -12,9 +12,10 @@
 // (or an interrupt) leaves the destination as it was.
 //
 // It prints one line per dataset: how its chunks moved (raw, rewrapped,
-// re-encoded and why), chunk counts and bytes, and for import one line per
-// HDF5 dataset it skipped (a type, filter or layout scc cannot take) with
-// the reason, then the counts. Exit status: 0 success (skipped datasets
+// re-encoded and why), chunk counts and bytes, and one line per dataset
+// or group it skipped (import: a type, filter, layout or name scc cannot
+// take; export: a name HDF5 cannot hold as it is) with the reason, then
+// the counts. Exit status: 0 success (skipped datasets
 // included, unless -strict), 1 failure, 2 bad usage.
 package main
 
@@ -72,7 +73,7 @@ func command(ctx context.Context, verb string, args []string, stdout, stderr io.
 	fs.IntVar(&opts.DeflateLevel, "level", 0, "deflate level where chunks are re-encoded, 1..9 (default 1)")
 	chunk := fs.String("chunk", "", "import: scc chunk shape for unchunked HDF5 datasets, e.g. 64,1024")
 	fs.BoolVar(&opts.Replace, "force", false, "replace the destination if it exists (import: instead of adding to it)")
-	fs.BoolVar(&opts.Strict, "strict", false, "import: fail, importing nothing, if any dataset would be skipped")
+	fs.BoolVar(&opts.Strict, "strict", false, "fail, moving nothing, if any dataset would be skipped (export: for its name)")
 	fs.BoolVar(&opts.SkipSources, "skip-sources", false, "export: leave out the scc files virtual datasets map (by default each is exported beside OUT.h5 as the mapping names it, .scc replaced by .h5)")
 	fs.BoolVar(&opts.Verify, "verify", false, "import: decode every copied chunk once before storing it (deflate chunks are otherwise stored uninflated; their Adler-32 is checked on every read)")
 	if err := fs.Parse(args); err != nil {
