@@ -225,8 +225,9 @@ func elemFloat(t Type, b []byte) float64 {
 	return 0
 }
 
-// validAttrName checks an attribute name.
-func validAttrName(name string) error {
+// ValidateAttrName checks name against the rule for attribute names: 1 to
+// MaxAttrNameBytes bytes of UTF-8 without NUL. The error wraps ErrInvalid.
+func ValidateAttrName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: empty attribute name", ErrInvalid)
@@ -582,7 +583,7 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 		}
 		v := AttrValue{kind: kind, typ: typ, data: slices.Clone(p[:vl])}
 		p = p[vl:]
-		if err := validAttrName(name); err != nil {
+		if err := ValidateAttrName(name); err != nil {
 			return nil, bad("attribute %d: %v", i, errors.Unwrap(err))
 		}
 		if err := v.validate(); err != nil {
@@ -624,7 +625,7 @@ func (h *attrHolder) load() *attrSet {
 // change applies one Set (v non-nil) or Delete; changed runs under h.mu
 // after the new set is installed (it marks the owner dirty).
 func (h *attrHolder) change(name string, v *AttrValue, changed func()) error {
-	if err := validAttrName(name); err != nil {
+	if err := ValidateAttrName(name); err != nil {
 		return err
 	}
 	if v != nil {

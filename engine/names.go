@@ -22,6 +22,11 @@ import (
 //     HDF5 or Zarr, and Zarr v3 refuses "..." too.
 //   - No control character (bytes below 0x20, 0x7f): NUL ends a name in
 //     HDF5's C API, and newlines and escapes break listings.
+//   - No backslash: zarr-python 2 reads it as "/", so the node would come
+//     back under another path.
+//   - No component Zarr reserves: one starting with "__" (reserved by
+//     Zarr v3), or a metadata key (".zarray", ".zgroup", ".zattrs",
+//     ".zmetadata", "zarr.json").
 //   - Valid UTF-8, at most MaxNameComponentBytes bytes per component and
 //     MaxPathBytes for the whole path (the file format's limit).
 //
@@ -71,6 +76,12 @@ func newPath(name string) (string, error) {
 			return "", bad("component %q: \".\", \"..\" and names only of periods are not names", c)
 		case len(c) > MaxNameComponentBytes:
 			return "", bad("component of %d bytes (at most %d)", len(c), MaxNameComponentBytes)
+		case strings.Contains(c, "\\"):
+			return "", bad("component %q: a backslash, which Zarr readers take for \"/\"", c)
+		case strings.HasPrefix(c, "__"):
+			return "", bad("component %q: names starting with \"__\" are reserved by Zarr", c)
+		case zarrKeys[c]:
+			return "", bad("component %q: a Zarr metadata key", c)
 		}
 		for i := 0; i < len(c); i++ {
 			if b := c[i]; b < 0x20 || b == 0x7f {
@@ -84,6 +95,10 @@ func newPath(name string) (string, error) {
 	}
 	return p, nil
 }
+
+// zarrKeys are the metadata keys of Zarr v2 and v3 stores: a node of that
+// name would be read as metadata.
+var zarrKeys = map[string]bool{".zarray": true, ".zgroup": true, ".zattrs": true, ".zmetadata": true, "zarr.json": true}
 
 // NameCase is one case of the name rule's table: a name and whether a
 // create call accepts it.
@@ -111,7 +126,13 @@ func NameRuleCases() []NameCase {
 		{"température", true},
 		{"数据", true},
 		{"a%b", true},
-		{"a\\b", true},
+		{"a\\b", false},
+		{"__x", false},
+		{"g/__x", false},
+		{"_x_", true},
+		{"x__", true},
+		{".zarray", false},
+		{"g/zarr.json", false},
 		{long, true},
 		{path, true},
 		{"/" + path, true},

@@ -2,8 +2,6 @@ package hdf5
 
 import (
 	"fmt"
-	"slices"
-	"unicode/utf8"
 
 	"github.com/scc-dev/scc/engine"
 )
@@ -26,20 +24,10 @@ import (
 func nameErr(name string) error { return engine.ValidateName(name) }
 
 // attrNameErr is why the engine refuses name as an attribute name, or
-// nil: its rule for attribute names, applied before anything is set.
+// nil, checked before anything is written.
 func attrNameErr(name string) error {
-	bad := func(why string) error {
-		return fmt.Errorf("%w: attribute name %q: %s", ErrUnsupported, name, why)
-	}
-	switch {
-	case name == "":
-		return bad("empty")
-	case len(name) > engine.MaxAttrNameBytes:
-		return bad(fmt.Sprintf("%d bytes (at most %d)", len(name), engine.MaxAttrNameBytes))
-	case !utf8.ValidString(name):
-		return bad("not valid UTF-8")
-	case slices.Contains([]byte(name), 0):
-		return bad("holds NUL")
+	if err := engine.ValidateAttrName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
 	return nil
 }

@@ -2,9 +2,7 @@ package zarr
 
 import (
 	"fmt"
-	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/scc-dev/scc/engine"
 )
@@ -14,14 +12,11 @@ import (
 // (engine.ValidateName), which every name a create call accepts meets
 // and which refuses what older scc files or a foreign store may hold
 // (".", "..", empty components, control characters, bytes that are not
-// UTF-8). Export adds what Zarr reserves or its readers misread:
+// UTF-8, a backslash, Zarr's metadata keys and v3's reserved "__"
+// prefix). Export adds:
 //
-//   - components starting with ".z" (v2 metadata keys) or named
-//     "zarr.json" (v3's);
-//   - components starting with "__", which v3 reserves (refused in v2
-//     stores too, so that a store converts to v3 as it is);
-//   - a backslash, which zarr-python 2 reads as "/" (it normalizes
-//     every key), so the array would come back under another path;
+//   - components starting with ".z", which v2 keeps for its metadata
+//     keys;
 //   - a dataset below another one ("a" and "a/b"): a Zarr array has no
 //     children.
 //
@@ -40,10 +35,8 @@ func nameErr(name string) error {
 	}
 	for s := range strings.SplitSeq(strings.TrimPrefix(name, "/"), "/") {
 		switch {
-		case strings.HasPrefix(s, ".z") || s == "zarr.json" || strings.HasPrefix(s, "__"):
+		case strings.HasPrefix(s, ".z"):
 			return fmt.Errorf("%w: name %q: component %q is reserved in Zarr", ErrUnsupported, name, s)
-		case strings.Contains(s, "\\"):
-			return fmt.Errorf("%w: name %q: a backslash, which zarr-python reads as \"/\"", ErrUnsupported, name)
 		}
 	}
 	return nil
@@ -85,21 +78,10 @@ func nameErrs(names []string) map[string]error {
 }
 
 // attrNameErr is why the engine refuses name as an attribute name, or
-// nil: the engine's rule for attribute names, which it checks only when
-// an attribute is set, applied before anything is written.
+// nil, checked before anything is written.
 func attrNameErr(name string) error {
-	bad := func(why string) error {
-		return fmt.Errorf("%w: attribute name %q: %s", ErrUnsupported, name, why)
-	}
-	switch {
-	case name == "":
-		return bad("empty")
-	case len(name) > engine.MaxAttrNameBytes:
-		return bad(fmt.Sprintf("%d bytes (at most %d)", len(name), engine.MaxAttrNameBytes))
-	case !utf8.ValidString(name):
-		return bad("not valid UTF-8")
-	case slices.Contains([]byte(name), 0):
-		return bad("holds NUL")
+	if err := engine.ValidateAttrName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
 	return nil
 }
