@@ -107,8 +107,7 @@ type Server struct {
 	cur    *view
 	closed bool
 
-	// logged holds the skip reasons already logged, so that a rebuilt
-	// view does not log them again.
+	// logged holds what logOnce has logged.
 	loggedMu sync.Mutex
 	logged   map[string]bool
 }
@@ -227,13 +226,19 @@ func (s *Server) acquire() *view {
 
 // logSkip logs once why name is left out of the view.
 func (s *Server) logSkip(name, why string) {
+	s.logOnce(slog.LevelWarn, "zarr view: left out", name, why)
+}
+
+// logOnce logs msg about name once per reason, so that a rebuilt view
+// does not log it again.
+func (s *Server) logOnce(level slog.Level, msg, name, why string) {
 	s.loggedMu.Lock()
-	k := name + "\x00" + why
+	k := msg + "\x00" + name + "\x00" + why
 	seen := s.logged[k]
 	s.logged[k] = true
 	s.loggedMu.Unlock()
 	if !seen {
-		s.log.Warn("zarr view: left out", "name", name, "reason", why)
+		s.log.Log(context.Background(), level, msg, "name", name, "reason", why)
 	}
 }
 
@@ -352,7 +357,7 @@ func CheckAddr(addr, token string, insecure bool) error {
 	if token != "" || insecure || isLoopback(host) {
 		return nil
 	}
-	return fmt.Errorf("%w: address %q is not a loopback address: give a token (or --insecure to serve without one)", engine.ErrInvalid, addr)
+	return fmt.Errorf("%w: address %q is not a loopback address and no token is required", engine.ErrInvalid, addr)
 }
 
 // isLoopback reports whether host names only loopback addresses: an IP

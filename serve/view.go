@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -319,7 +320,7 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 		if p.copy {
 			a.copy, a.wrap, a.chain = true, p.wrap, p.chain
 		} else {
-			s.logSkip(name, "chunks served decoded, no codec declared: "+p.why)
+			s.logOnce(slog.LevelInfo, "zarr view: chunks served decoded, no codec declared", name, p.why)
 		}
 	}
 	keep = true
