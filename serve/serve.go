@@ -186,12 +186,15 @@ func (s *Server) sync(ctx context.Context, force bool) error {
 		return errClosed
 	}
 	defer old.release()
-	if err := s.f.Refresh(ctx); err != nil {
-		// The view stays as it was: a writer that keeps reusing the
-		// space being read (ErrStale) is caught up with next time.
+	err := s.f.Refresh(ctx)
+	// A failed refresh is tried again after the bound, not by every
+	// request: a writer that keeps reusing the space being read
+	// (ErrStale) is caught up with next time, and the view stays as it
+	// was until then.
+	s.last = time.Now()
+	if err != nil {
 		return err
 	}
-	s.last = time.Now()
 	if !old.stale() {
 		return nil
 	}
@@ -267,7 +270,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if err := s.sync(r.Context(), false); err != nil && !errors.Is(err, errClosed) {
+	// The refresh serves every request waiting for it: a client that
+	// goes away does not cancel it.
+	if err := s.sync(context.WithoutCancel(r.Context()), false); err != nil && !errors.Is(err, errClosed) {
 		// Serving the last view is better than failing: it is one
 		// refresh behind, and the next request tries again.
 		s.log.Warn("zarr view: refresh failed; serving the last view", "err", err)

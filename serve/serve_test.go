@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ type fixture struct {
 // (each pipeline that maps, one that does not, sparse, contiguous,
 // virtual, fixed strings) and some it leaves out, with attributes on the
 // file, a group and the datasets.
-func makeFile(t *testing.T) fixture {
+func makeFile(t testing.TB) fixture {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "f.scc")
 	f := testfile.Create(t, path, nil)
@@ -147,7 +148,7 @@ func (l *logBuf) String() string {
 }
 
 // open opens path read-only and serves it.
-func open(t *testing.T, path string, o Options) (*engine.File, *Server, *logBuf) {
+func open(t testing.TB, path string, o Options) (*engine.File, *Server, *logBuf) {
 	t.Helper()
 	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
 	require.NoError(t, err)
@@ -545,4 +546,32 @@ func TestConcurrentRequests(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// FuzzKeys: whatever the path and query, the answer is 200, 400, 401 or
+// 404, never a panic or a server error.
+func FuzzKeys(f *testing.F) {
+	for _, seed := range []string{"/.zmetadata", "/zs/1.2", "/zs/c/1/2", "/../x", "/%2e%2e/x", "/g%2Fsh/0.0", "/zs/1.2?token=x", "//", "/zs/99999999999999999999.0", "/\x00", "/zs/1.2%00", "/c/c/c", "/zs/c/"} {
+		f.Add(seed)
+	}
+	fx := makeFile(f)
+	_, s2, _ := open(f, fx.path, Options{})
+	_, s3, _ := open(f, fx.path, Options{Format: 3, Token: "t"})
+	f.Fuzz(func(t *testing.T, target string) {
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
+			return
+		}
+		for _, s := range []*Server{s2, s3} {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.URL, r.RequestURI = u, u.RequestURI()
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, r)
+			switch w.Code {
+			case http.StatusOK, http.StatusBadRequest, http.StatusNotFound, http.StatusUnauthorized:
+			default:
+				t.Fatalf("%q: %d %s", target, w.Code, w.Body)
+			}
+		}
+	})
 }
