@@ -39,6 +39,13 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		http.Error(w, "no such key", http.StatusNotFound)
 		return
 	}
+	// The chunk is held whole until it is sent: its bytes count against
+	// the bound of what all responses hold.
+	n := min(int64(a.chunkBytes), s.maxBytes)
+	if err := s.bytes.Acquire(r.Context(), n); err != nil {
+		return // the client is gone
+	}
+	defer s.bytes.Release(n)
 	data, err := readServed(r.Context(), a, coords)
 	switch {
 	case err == nil:
@@ -173,31 +180,30 @@ func parseCoord(s string) (uint64, bool) {
 }
 
 // readServed returns the bytes served for chunk coords of a: the stored
-// bytes when its pipeline maps onto the declared codecs, else the chunk
-// decoded (and, for a chunk stored with a stage skipped, encoded with the
-// declared chain). errNoChunk when the chunk is not stored, or (for the
-// layouts without stored chunks: sparse, contiguous, virtual) when it
-// holds only the fill value.
+// bytes when its pipeline maps onto the declared codecs (ReadChunkRaw),
+// else the chunk decoded, read through the shared chunk cache like any
+// read. errNoChunk when the chunk is not stored, or (when read decoded)
+// holds only the fill value, which the reader reads the same.
 func readServed(ctx context.Context, a *array, coords []uint64) ([]byte, error) {
-	if a.layout == engine.Chunked {
+	if a.copy {
 		raw, mask, err := a.ds.ReadChunkRaw(ctx, coords)
 		if err != nil {
 			return nil, err
 		}
-		if a.copy && mask == 0 {
+		if mask == 0 {
 			if a.wrap != "" {
 				return rewrap(a.wrap, raw, a.chunkBytes)
 			}
 			return raw, nil
 		}
+		// A compressor the engine skipped for this chunk (it did not
+		// shrink it), which the declared chain cannot say: encoded
+		// with the chain.
 		dec, err := a.ds.DecodeChunk(raw, mask)
 		if err != nil {
 			return nil, err
 		}
-		if a.copy {
-			return encodeChain(a.chain, dec)
-		}
-		return dec, nil
+		return encodeChain(a.chain, dec)
 	}
 	// The extent may have changed since coordsIn checked it: readChunk
 	// needs coords inside it.

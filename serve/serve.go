@@ -21,7 +21,11 @@
 // re-encoded with the declared chain). Other datasets declare no codec
 // and serve their chunks decoded. A chunk that is not stored answers 404,
 // which Zarr readers read as the fill value. Every chunk read goes
-// through the engine (its serializer, index and shared chunk cache).
+// through the engine: a chunk served decoded is read like any read,
+// through the shared chunk cache; one served as stored is read with the
+// raw chunk API, ordered with every other request by the engine's
+// serializer, a dirty cached copy written back first. The chunk bytes
+// held for responses at once are bounded (Options.MaxChunkBytes).
 //
 // Live: before answering, the server refreshes the File (File.Refresh) if
 // its last refresh is older than Options.Refresh (100 ms by default), so a
@@ -57,6 +61,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/scc-dev/scc/engine"
 )
 
@@ -75,6 +81,11 @@ type Options struct {
 	// MaxInFlight bounds the requests served at once; past it a request
 	// is answered 503 at once. 0 means 64.
 	MaxInFlight int
+	// MaxChunkBytes bounds the bytes of the chunks held in memory for
+	// responses at once (each counted at its decoded size, which bounds
+	// its stored one too); a request waits for room. 0 means 256 MiB. A
+	// chunk larger than the bound is served alone.
+	MaxChunkBytes int64
 	// Logger receives what the view leaves out and why, and the errors
 	// answered 500. nil means slog.Default().
 	Logger *slog.Logger
@@ -95,6 +106,9 @@ type Server struct {
 	every   time.Duration
 	log     *slog.Logger
 	sem     chan struct{}
+	// bytes bounds the chunk bytes held for responses (maxBytes).
+	bytes    *semaphore.Weighted
+	maxBytes int64
 
 	// refreshMu serializes refreshes and view rebuilds; last is when the
 	// last one finished.
@@ -129,12 +143,19 @@ func New(ctx context.Context, f *engine.File, o Options) (*Server, error) {
 	if o.MaxInFlight < 0 {
 		return nil, fmt.Errorf("%w: MaxInFlight %d", engine.ErrInvalid, o.MaxInFlight)
 	}
+	if o.MaxChunkBytes == 0 {
+		o.MaxChunkBytes = 256 << 20
+	}
+	if o.MaxChunkBytes < 0 {
+		return nil, fmt.Errorf("%w: MaxChunkBytes %d", engine.ErrInvalid, o.MaxChunkBytes)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	s := &Server{
 		f: f, version: o.Format, token: o.Token, every: o.Refresh, log: o.Logger,
 		sem: make(chan struct{}, o.MaxInFlight), logged: map[string]bool{},
+		bytes: semaphore.NewWeighted(o.MaxChunkBytes), maxBytes: o.MaxChunkBytes,
 	}
 	v, err := s.build(ctx, nil)
 	if err != nil {

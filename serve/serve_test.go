@@ -575,3 +575,54 @@ func FuzzKeys(f *testing.F) {
 		}
 	})
 }
+
+// TestChunkBytesBound: a chunk request waits for room under MaxChunkBytes
+// (a client that leaves while waiting gets nothing), and is served once
+// the bytes held by others are released.
+func TestChunkBytesBound(t *testing.T) {
+	fx := makeFile(t)
+	_, s, _ := open(t, fx.path, Options{MaxChunkBytes: 1000})
+	require.NoError(t, s.bytes.Acquire(bg, 1000))
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	r := httptest.NewRequest("GET", "/zs/1.2", nil).WithContext(ctx)
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	assert.Empty(t, w.Body.Bytes())
+	assert.Empty(t, w.Header().Get("ETag"))
+	// Metadata holds no chunk: served while the chunk bytes are taken.
+	assert.Equal(t, http.StatusOK, get(s, "GET", "/zs/.zarray").Code)
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- get(s, "GET", "/zs/1.2") }()
+	s.bytes.Release(1000)
+	assert.Equal(t, http.StatusOK, (<-done).Code)
+	assert.True(t, s.bytes.TryAcquire(1000), "every byte is released after the response")
+}
+
+// TestDecodedThroughCache: a chunk served decoded is read through the
+// shared chunk cache: a second request for it is a cache hit, also after
+// the writer's commit rebuilt the view.
+func TestDecodedThroughCache(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.scc")
+	wf := testfile.Create(t, path, nil)
+	defer wf.Close()
+	ds, err := wf.CreateDataset("crc", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{1000}, Chunk: []uint64{500},
+		Filters: []engine.Filter{engine.Zstd(1), engine.CRC32C()}}) // crc32c: v2 serves it decoded
+	require.NoError(t, err)
+	require.NoError(t, ds.Write(bg, engine.All([]uint64{1000}), bytes.Repeat([]byte{1, 2}, 1000)))
+	require.NoError(t, wf.Flush(bg))
+	f, s, _ := open(t, path, Options{Refresh: 1})
+	require.Equal(t, http.StatusOK, get(s, "GET", "/crc/1").Code)
+	before := f.Cache().Stats()
+	require.Equal(t, http.StatusOK, get(s, "GET", "/crc/1").Code)
+	after := f.Cache().Stats()
+	assert.Greater(t, after.Hits, before.Hits, "the second read is a cache hit")
+	assert.Equal(t, before.Misses, after.Misses)
+
+	_, err = wf.CreateDataset("other", engine.DatasetSpec{Type: engine.Int8, Shape: []uint64{4}, Chunk: []uint64{4}})
+	require.NoError(t, err)
+	require.NoError(t, wf.Flush(bg))
+	getJSON(t, s, "other/.zarray") // the view was rebuilt
+	require.Equal(t, http.StatusOK, get(s, "GET", "/crc/1").Code)
+	assert.Equal(t, after.Misses, f.Cache().Stats().Misses, "still cached after the rebuild")
+}
