@@ -20,8 +20,9 @@ import (
 // chunks are read through. Views are immutable once built; a refresh that
 // finds the file changed builds a new one and retires the old, whose
 // handles close when the last request using it is done. The new view opens
-// its handles before the old one closes its own, so a dataset's cached
-// chunks (which go when its last handle closes) survive the change.
+// its handles before the old one closes its own, so a dataset that stays
+// is never released and registered again with the cache (and its header
+// never read again) because the view changed.
 type view struct {
 	f       *engine.File
 	gen     uint64
