@@ -1,9 +1,12 @@
 package serve
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -15,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 // The real readers, over a real HTTP connection to 127.0.0.1:
@@ -210,4 +214,65 @@ func jsNumbers(v any) any {
 		}
 	}
 	return v
+}
+
+// TestZarrPythonFollowsWriter: zarr-python, polling the served view over
+// HTTP while a writer appends frames, sees each frame once it is Flushed
+// (the server refreshes before every request here: Refresh 1 ns).
+func TestZarrPythonFollowsWriter(t *testing.T) {
+	needPython(t)
+	path := filepath.Join(t.TempDir(), "live.scc")
+	wf := testfile.Create(t, path, nil)
+	defer wf.Close()
+	ds, err := wf.CreateDataset("frames", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, 8, 8},
+		MaxShape: []uint64{engine.Unlimited, 8, 8}, Chunk: []uint64{1, 8, 8}, Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)}})
+	require.NoError(t, err)
+	require.NoError(t, wf.Flush(bg))
+	_, s, _ := open(t, path, Options{Refresh: 1})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+
+	cmd := exec.Command(python, filepath.Join("testdata", "zarr2live.py"), srv.URL, "frames")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	errb := &logBuf{}
+	cmd.Stderr = errb
+	require.NoError(t, cmd.Start())
+	defer func() {
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("zarr-python: %v: %s", err, errb.String())
+		}
+	}()
+	lines := bufio.NewScanner(stdout)
+	poll := func() (shape []uint64, last string) {
+		t.Helper()
+		_, err := io.WriteString(stdin, "poll\n")
+		require.NoError(t, err)
+		require.True(t, lines.Scan(), "zarr-python stopped: %s", errb.String())
+		var r struct {
+			Shape []uint64 `json:"shape"`
+			Last  string   `json:"last"`
+		}
+		require.NoError(t, json.Unmarshal(lines.Bytes(), &r))
+		return r.Shape, r.Last
+	}
+	shape, _ := poll()
+	require.Equal(t, []uint64{0, 8, 8}, shape)
+	for i := uint64(0); i < 4; i++ {
+		frame := make([]byte, 8*8*2)
+		for j := range frame {
+			frame[j] = byte(i*7) + byte(j)
+		}
+		require.NoError(t, ds.SetExtent(bg, []uint64{i + 1, 8, 8}))
+		require.NoError(t, ds.Write(bg, engine.Box([]uint64{i, 0, 0}, []uint64{1, 8, 8}), frame))
+		shape, _ = poll()
+		assert.Equal(t, i, shape[0], "frame %d is not served before the Flush", i)
+		require.NoError(t, wf.Flush(bg))
+		shape, last := poll()
+		assert.Equal(t, []uint64{i + 1, 8, 8}, shape, "after the Flush of frame %d", i)
+		assert.Equal(t, hex.EncodeToString(frame), last, "frame %d as zarr-python reads it", i)
+	}
 }
