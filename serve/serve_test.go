@@ -9,14 +9,17 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
@@ -625,4 +628,53 @@ func TestDecodedThroughCache(t *testing.T) {
 	getJSON(t, s, "other/.zarray") // the view was rebuilt
 	require.Equal(t, http.StatusOK, get(s, "GET", "/crc/1").Code)
 	assert.Equal(t, after.Misses, f.Cache().Stats().Misses, "still cached after the rebuild")
+}
+
+// TestHTTPServer: the http.Server NewHTTPServer makes keeps connections
+// alive between requests and closes one whose client stalls in its
+// request header (the bound is shortened here; the test waits for the
+// close, not for a time).
+func TestHTTPServer(t *testing.T) {
+	fx := makeFile(t)
+	_, s, _ := open(t, fx.path, Options{})
+	srv := NewHTTPServer("127.0.0.1:0", s)
+	assert.NotZero(t, srv.ReadHeaderTimeout)
+	assert.NotZero(t, srv.IdleTimeout)
+	assert.NotZero(t, srv.MaxHeaderBytes)
+	srv.ReadHeaderTimeout = 50 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go srv.Serve(ln)
+	defer srv.Close()
+	url := "http://" + ln.Addr().String()
+
+	reused := 0
+	for i := 0; i < 3; i++ {
+		req, err := http.NewRequest("GET", url+"/zs/1.2", nil)
+		require.NoError(t, err)
+		req = req.WithContext(httptrace.WithClientTrace(bg, &httptrace.ClientTrace{
+			GotConn: func(c httptrace.GotConnInfo) {
+				if c.Reused {
+					reused++
+				}
+			},
+		}))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	assert.Equal(t, 2, reused, "keep-alive: one connection for three requests")
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "GET /.zgroup HTTP/1.1\r\nHost: x\r\n") // never ends its header
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute))) // a hang fails, not a slow close
+	b, err := io.ReadAll(c)
+	assert.NoError(t, err, "the server closes the stalled connection")
+	assert.NotContains(t, string(b), "200 OK")
 }
