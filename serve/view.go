@@ -44,13 +44,12 @@ type blob struct {
 
 // An array is one dataset as the view serves it.
 type array struct {
-	name   string
-	ds     *engine.Dataset
-	layout engine.LayoutKind
-	typ    engine.Type
-	shape  []uint64 // at the view's commit
-	chunk  []uint64 // the Zarr chunk shape
-	fill   []byte
+	name  string
+	ds    *engine.Dataset
+	typ   engine.Type
+	shape []uint64 // at the view's commit
+	chunk []uint64 // the Zarr chunk shape
+	fill  []byte
 	// chunkBytes is one Zarr chunk's decoded size.
 	chunkBytes int
 	// copy: chunks with filter mask 0 are served as stored (wrap names
@@ -296,7 +295,7 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 		return nil, err.Error(), nil
 	}
 	a := &array{
-		name: name, ds: ds, layout: layout, typ: typ,
+		name: name, ds: ds, typ: typ,
 		shape: ds.Shape(), chunk: ds.Chunk(), fill: ds.Fill(),
 	}
 	a.attrs, a.skippedAttrs = attrsJSON(ds.Attrs())
