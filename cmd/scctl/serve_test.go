@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// serve takes a FILE (TestCommandHelp checks its help says it may be an
+// s3:// URL).
+func init() { takesFile["serve"] = true }
+
 // TestServe: scctl serve listens on loopback, serves the file's Zarr view,
 // and stops cleanly (exit 0) when its context is cancelled, as on SIGINT.
 func TestServe(t *testing.T) {
