@@ -33,11 +33,12 @@ import (
 	"github.com/scc-dev/scc/interop/zarr"
 )
 
-// ErrUnsupported is the Zarr bridge's: what Zarr cannot hold.
-var ErrUnsupported = zarr.ErrUnsupported
-
-// ErrCorrupt is the Zarr bridge's: bytes that do not decode.
-var ErrCorrupt = zarr.ErrCorrupt
+// The Zarr bridge's errors: what Zarr cannot hold, bytes that do not
+// decode.
+var (
+	errUnsupported = zarr.ErrUnsupported
+	errCorrupt     = zarr.ErrCorrupt
+)
 
 // dtypes maps engine types onto numpy type strings (Zarr v2 "dtype",
 // little-endian) and Zarr v3 data_type names.
@@ -48,20 +49,14 @@ var dtypes = map[engine.Type]struct{ v2, v3 string }{
 	engine.Bool: {"|b1", "bool"}, engine.Complex64: {"<c8", "complex64"}, engine.Complex128: {"<c16", "complex128"},
 }
 
-// stringDtype is the one fixed-length string type Zarr holds without loss:
-// numpy's "|S<n>" (v3: zarr-python's null_terminated_bytes), bytes padded
-// with NULs that are not part of the value, which is scc's NullPad. It
-// carries no character set; scc labels it ASCII, as h5py does.
-func stringDtype(n int) engine.Type { return engine.FixedString(n, engine.NullPad, engine.ASCII) }
-
 // zarrTypeOf returns the Zarr v2 dtype and v3 data_type of t, or an
-// ErrUnsupported error saying why t has none.
+// errUnsupported error saying why t has none.
 func zarrTypeOf(t engine.Type) (v2 string, v3 any, err error) {
 	if d, ok := dtypes[t]; ok {
 		return d.v2, d.v3, nil
 	}
 	if !t.IsString() {
-		return "", nil, fmt.Errorf("%w: %v dataset (no Zarr data type)", ErrUnsupported, t)
+		return "", nil, fmt.Errorf("%w: %v dataset (no Zarr data type)", errUnsupported, t)
 	}
 	n := t.StrLen()
 	switch {
@@ -70,9 +65,9 @@ func zarrTypeOf(t engine.Type) (v2 string, v3 any, err error) {
 		// points; a UTF-8 type is a byte length, whose n bytes hold n/4
 		// to n code points. Either mapping changes what fits, so none
 		// is made.
-		return "", nil, fmt.Errorf("%w: %v dataset: Zarr's fixed-length unicode (\"<U%d\", fixed_length_utf32) counts UTF-32 code points, not UTF-8 bytes, so no Zarr data type keeps a UTF-8 byte length", ErrUnsupported, t, n)
+		return "", nil, fmt.Errorf("%w: %v dataset: Zarr's fixed-length unicode (\"<U%d\", fixed_length_utf32) counts UTF-32 code points, not UTF-8 bytes, so no Zarr data type keeps a UTF-8 byte length", errUnsupported, t, n)
 	case t.Pad() != engine.NullPad:
-		return "", nil, fmt.Errorf("%w: %v dataset: Zarr's fixed-length bytes (\"|S%d\", null_terminated_bytes) are NUL-padded; the %v padding rule has no Zarr form", ErrUnsupported, t, n, t.Pad())
+		return "", nil, fmt.Errorf("%w: %v dataset: Zarr's fixed-length bytes (\"|S%d\", null_terminated_bytes) are NUL-padded; the %v padding rule has no Zarr form", errUnsupported, t, n, t.Pad())
 	}
 	return fmt.Sprintf("|S%d", n), map[string]any{"name": "null_terminated_bytes", "configuration": map[string]any{"length_bytes": n}}, nil
 }
@@ -235,13 +230,13 @@ func nameErrs(names []string) map[string]error {
 			var err error
 			switch {
 			case s == "" || s == "." || s == "..":
-				err = fmt.Errorf("%w: dataset name %q: empty, \".\" or \"..\" path segment", ErrUnsupported, n)
+				err = fmt.Errorf("%w: dataset name %q: empty, \".\" or \"..\" path segment", errUnsupported, n)
 			case strings.HasPrefix(s, "__") || strings.HasPrefix(s, ".z") || s == "zarr.json":
-				err = fmt.Errorf("%w: dataset name %q: segment %q is reserved in Zarr", ErrUnsupported, n, s)
+				err = fmt.Errorf("%w: dataset name %q: segment %q is reserved in Zarr", errUnsupported, n, s)
 			case strings.ContainsAny(s, "\\\x00"):
-				err = fmt.Errorf("%w: dataset name %q: backslash or NUL", ErrUnsupported, n)
+				err = fmt.Errorf("%w: dataset name %q: backslash or NUL", errUnsupported, n)
 			case i < len(segs)-1 && set[strings.Join(segs[:i+1], "/")]:
-				err = fmt.Errorf("%w: dataset %q would be inside dataset %q (a Zarr array has no children)", ErrUnsupported, n, strings.Join(segs[:i+1], "/"))
+				err = fmt.Errorf("%w: dataset %q would be inside dataset %q (a Zarr array has no children)", errUnsupported, n, strings.Join(segs[:i+1], "/"))
 			}
 			if err != nil {
 				bad[n] = err
@@ -517,11 +512,9 @@ func sourceChunk(ctx context.Context, f *engine.File, file, dset string) []uint6
 // order on encode and in reverse on decode; its input is the chunk's
 // elements in C order, little-endian (the "bytes" codec / a "<" dtype).
 type codec struct {
-	id       string // shuffle, zlib, gzip, zstd, lz4, crc32c, blosc
+	id       string // shuffle, zlib, gzip, zstd, lz4, crc32c
 	level    int
-	elemSize int    // shuffle
-	cname    string // blosc: the frame's compressor
-	shuffle  int    // blosc: 0 none, 1 byte, 2 bit, -1 by element size
+	elemSize int // shuffle
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -572,7 +565,7 @@ func (c codec) encode(src []byte) ([]byte, error) {
 	case "crc32c":
 		return binary.LittleEndian.AppendUint32(append([]byte{}, src...), crc32.Checksum(src, castagnoli)), nil
 	}
-	return nil, fmt.Errorf("%w: codec %q", ErrUnsupported, c.id)
+	return nil, fmt.Errorf("%w: codec %q", errUnsupported, c.id)
 }
 
 // shuffle is numcodecs' Shuffle (the HDF5 byte shuffle): byte j of element
@@ -643,13 +636,13 @@ func inflateTo(body []byte, max int, w io.Writer) (int64, error) {
 	defer inflaters.Put(fr)
 	n, err := io.Copy(w, io.LimitReader(fr, int64(max)+1))
 	if err != nil {
-		return n, fmt.Errorf("%w: deflate: %v", ErrCorrupt, err)
+		return n, fmt.Errorf("%w: deflate: %v", errCorrupt, err)
 	}
 	if n > int64(max) {
-		return n, fmt.Errorf("%w: deflate stream decodes past %d bytes", ErrCorrupt, max)
+		return n, fmt.Errorf("%w: deflate stream decodes past %d bytes", errCorrupt, max)
 	}
 	if br.Len() != 0 {
-		return n, fmt.Errorf("%w: %d bytes after the deflate stream", ErrCorrupt, br.Len())
+		return n, fmt.Errorf("%w: %d bytes after the deflate stream", errCorrupt, br.Len())
 	}
 	return n, nil
 }
