@@ -468,7 +468,8 @@ func TestBusy(t *testing.T) {
 }
 
 // TestLive: a writer appends frames and Flushes; each request after the
-// refresh bound sees the new extent, the new chunk and a new dataset.
+// refresh bound sees the new extent, the new chunk, a new dataset and the
+// deletion of a dataset.
 func TestLive(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "live.scc")
 	wf := testfile.Create(t, path, nil)
@@ -510,10 +511,18 @@ func TestLive(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, nd.Close())
 		require.NoError(t, wf.Flush(bg))
+		key := name + "/zarr.json"
 		if format == 2 {
-			assert.Contains(t, getJSON(t, s, ".zmetadata")["metadata"], name+"/.zarray")
-		} else {
-			getJSON(t, s, name+"/zarr.json")
+			key = name + "/.zarray"
+			assert.Contains(t, getJSON(t, s, ".zmetadata")["metadata"], key)
+		}
+		getJSON(t, s, key)
+		// A deleted dataset leaves the view.
+		require.NoError(t, wf.Delete(bg, name))
+		require.NoError(t, wf.Flush(bg))
+		assert.Equal(t, http.StatusNotFound, get(s, "GET", "/"+key).Code, "%s after its deletion", key)
+		if format == 2 {
+			assert.NotContains(t, getJSON(t, s, ".zmetadata")["metadata"], key)
 		}
 	}
 	// With a bound that has not passed, the view stays as it was until
