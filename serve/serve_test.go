@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -70,8 +71,19 @@ func makeFile(t testing.TB) fixture {
 		{"ct", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{30, 40}, Layout: engine.Contiguous}, false},
 		{"str", engine.DatasetSpec{Type: engine.FixedString(6, engine.NullPad, engine.ASCII), Shape: []uint64{10}, Chunk: []uint64{4}}, false},
 	}
+	// Incompressible: the engine skips zstd for these chunks (a filter
+	// mask), which the declared chain cannot say.
+	rnd, err := f.CreateDataset("rnd", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3000}, Chunk: []uint64{1024}, Filters: []engine.Filter{engine.Zstd(1)}})
+	require.NoError(t, err)
+	noise := make([]byte, 3000)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	require.NoError(t, rnd.Write(bg, engine.All([]uint64{3000}), noise))
 	var fx fixture
 	fx.path = path
+	fx.served = append(fx.served, "rnd")
 	for i, d := range defs {
 		ds, err := f.CreateDataset(d.name, d.spec)
 		require.NoError(t, err, d.name)
@@ -303,6 +315,23 @@ func TestChunksAsStored(t *testing.T) {
 	for _, key := range []string{"/zs/1.2", "/zs/c/4/0", "/zs/c/1", "/zs/c/1/2/0", "/zs/c"} {
 		assert.Equal(t, http.StatusNotFound, get(s3, "GET", key).Code, key)
 	}
+
+	// A chunk stored with zstd skipped is encoded with the declared zstd.
+	rnd, err := f.OpenDataset("rnd")
+	require.NoError(t, err)
+	defer rnd.Close()
+	rraw, rmask, err := rnd.ReadChunkRaw(bg, []uint64{1})
+	require.NoError(t, err)
+	require.NotZero(t, rmask, "the engine stored the noise without zstd")
+	w0 := get(s2, "GET", "/rnd/1")
+	require.Equal(t, http.StatusOK, w0.Code)
+	zd, err := zstd.NewReader(nil)
+	require.NoError(t, err)
+	el0, err := zd.DecodeAll(w0.Body.Bytes(), nil)
+	require.NoError(t, err)
+	want0, err := rnd.DecodeChunk(rraw, rmask)
+	require.NoError(t, err)
+	assert.Equal(t, want0, el0)
 
 	// Raw deflate: the stream rewrapped as zlib decodes to the chunk.
 	defl, err := f.OpenDataset("defl")
