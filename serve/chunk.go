@@ -72,12 +72,13 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 	serveContent(w, r, data, chunkETag(data), a.mod)
 }
 
-// chunkETag is a strong validator of a chunk's bytes: their CRC-32C (the
-// checksum scc frames stored chunks with) and CRC-32, both computed in
+// chunkETag is a strong validator of a chunk's bytes: their CRC-32C, the
+// checksum scc frames a stored chunk with (for a chunk served as stored,
+// its first half is that checksum), their CRC-32, both computed in
 // hardware, and their length. The engine's raw chunk read verifies the
-// stored frame's checksum but does not return it, so it is computed
-// again over the bytes served (which for a decoded or rewrapped chunk
-// differ from the stored ones anyway).
+// stored checksum but does not return it, so it is computed again over
+// the bytes served (which for a decoded or rewrapped chunk differ from
+// the stored ones anyway).
 func chunkETag(b []byte) string {
 	var sum [16]byte
 	binary.BigEndian.PutUint32(sum[0:], crc32.Checksum(b, castagnoli))
