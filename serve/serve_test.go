@@ -498,7 +498,7 @@ func TestBusy(t *testing.T) {
 
 // TestLive: a writer appends frames and Flushes; each request after the
 // refresh bound sees the new extent, the new chunk, a new dataset and the
-// deletion of a dataset.
+// deletion of a dataset; a rewritten chunk gets a new ETag.
 func TestLive(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "live.scc")
 	wf := testfile.Create(t, path, nil)
@@ -535,12 +535,21 @@ func TestLive(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, frame, got)
 		}
+		// A chunk rewritten: a new ETag, and the old one no longer
+		// answers 304.
+		key := strings.Replace(chunk, "%d", "0", 1)
+		old := get(s, "GET", key).Header().Get("ETag")
+		require.NoError(t, ds.Write(bg, engine.Box([]uint64{0, 0, 0}, []uint64{1, 4, 4}), bytes.Repeat([]byte{byte(format)}, 32)))
+		require.NoError(t, wf.Flush(bg))
+		w := get(s, "GET", key, "If-None-Match", old)
+		assert.Equal(t, http.StatusOK, w.Code, "a rewritten chunk against its old ETag")
+		assert.NotEqual(t, old, w.Header().Get("ETag"))
 		name := "new" + itoa(uint64(format))
 		nd, err := wf.CreateDataset(name, engine.DatasetSpec{Type: engine.Int8, Shape: []uint64{5}, Chunk: []uint64{5}})
 		require.NoError(t, err)
 		require.NoError(t, nd.Close())
 		require.NoError(t, wf.Flush(bg))
-		key := name + "/zarr.json"
+		key = name + "/zarr.json"
 		if format == 2 {
 			key = name + "/.zarray"
 			assert.Contains(t, getJSON(t, s, ".zmetadata")["metadata"], key)
