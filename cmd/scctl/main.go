@@ -11,6 +11,7 @@
 //	scctl clear-image FILE                remove a file's cache image, like h5clear --image
 //	scctl export [flags] FILE DIR         to a Zarr v2/v3 store (or HDF5)
 //	scctl import [flags] STORE|FILE.h5 FILE   from a Zarr store or an HDF5 file
+//	scctl serve [flags] FILE              live over HTTP as a read-only Zarr v2/v3 store
 //	scctl hdf5 export|import [flags] ...  HDF5 conversion through scc-hdf5
 //	scctl bench NAME|all [flags]          benchmarks beside their peers
 //	scctl stress [flags]                  the race stress suite

@@ -1,0 +1,415 @@
+// Package serve exposes an open scc file over HTTP as a read-only Zarr
+// store (format v2 or v3), so that every Zarr reader (zarr-python through
+// fsspec, xarray, dask, zarrita, neuroglancer) reads the file where it is,
+// while a writer still appends to it, without a copy.
+//
+// A Server is an http.Handler over one engine.File, opened read-only as a
+// follower of the file's writer (or the writer's own File, in-process).
+// The view it serves is the file's tree: the root and every group with
+// their attributes (.zgroup and .zattrs in v2, zarr.json in v3), every
+// dataset as an array (dense, sparse with its fill, contiguous, virtual),
+// and in v2 the consolidated metadata (.zmetadata) so that one request
+// opens the whole tree. What Zarr cannot hold (variable-length datasets,
+// UTF-8 and non-NUL-padded strings, names Zarr reserves, attributes of
+// types without a JSON form) is left out and logged with why.
+//
+// Chunks: a dataset whose filter pipeline maps onto Zarr codecs (shuffle,
+// zlib, zstd, lz4, crc32c in v3, raw deflate rewrapped as zlib or gzip)
+// declares them and serves its chunks as stored, read with the engine's
+// raw chunk API and never decoded and re-encoded (a chunk whose compressor
+// the engine skipped because it did not shrink is the exception: it is
+// re-encoded with the declared chain). Other datasets declare no codec
+// and serve their chunks decoded. A chunk that is not stored answers 404,
+// which Zarr readers read as the fill value. Every chunk read goes
+// through the engine: a chunk served decoded is read like any read,
+// through the shared chunk cache; one served as stored is read with the
+// raw chunk API, ordered with every other request by the engine's
+// serializer, a dirty cached copy written back first. The chunk bytes
+// held for responses at once are bounded (Options.MaxChunkBytes).
+//
+// Live: before answering, the server refreshes the File (File.Refresh) if
+// its last refresh is older than Options.Refresh (100 ms by default), so a
+// frame the writer Flushed is served within that bound, with the extents
+// and datasets it added. Responses carry an ETag (the content's hash: the
+// chunk's bytes, the metadata document), Last-Modified and Cache-Control:
+// no-cache, so readers revalidate instead of caching what can change;
+// conditional requests (If-None-Match), ranges and HEAD are answered by
+// net/http's ServeContent.
+//
+// Security: with Options.Token set every request must carry it (an
+// Authorization: Bearer header or a token query parameter, compared in
+// constant time). Only the view's keys are reachable: a key with "..",
+// ".", empty segments, encoded slashes, backslashes or NUL, or longer than
+// MaxKeyLen is refused with 400, an unknown key is 404, and no request
+// panics. At most Options.MaxInFlight requests run at once; the others get
+// 503. NewHTTPServer sets the http.Server's timeouts and header bound, and
+// CheckAddr refuses a non-loopback address without a token unless told.
+//
+// A Server is safe for concurrent use by any number of requests.
+package serve
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/scc-dev/scc/engine"
+)
+
+// Options configure a Server. The zero value serves Zarr v2 without a
+// token, refreshing at most every 100 ms, 64 requests at a time.
+type Options struct {
+	// Format is the Zarr format served: 2 (default) or 3.
+	Format int
+	// Token, when set, is required of every request.
+	Token string
+	// Refresh is the longest the server answers from a view of the file
+	// older than the writer's latest commit: a request arriving later
+	// than this after the last refresh refreshes first. 0 means 100 ms; a
+	// negative value never refreshes.
+	Refresh time.Duration
+	// MaxInFlight bounds the requests served at once; past it a request
+	// is answered 503 at once. 0 means 64.
+	MaxInFlight int
+	// MaxChunkBytes bounds the bytes of the chunks held in memory for
+	// responses at once (each counted at its decoded size, which bounds
+	// its stored one too); a request waits for room. 0 means 256 MiB. A
+	// chunk larger than the bound is served alone.
+	MaxChunkBytes int64
+	// Logger receives what the view leaves out and why, and the errors
+	// answered 500. nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultRefresh is the refresh bound when Options.Refresh is 0.
+const DefaultRefresh = 100 * time.Millisecond
+
+// MaxKeyLen bounds the length of a request's path.
+const MaxKeyLen = 4096
+
+// Server is the HTTP handler of one file's Zarr view. Close it when done;
+// it does not close the File.
+type Server struct {
+	f       *engine.File
+	version int
+	token   string
+	every   time.Duration
+	log     *slog.Logger
+	sem     chan struct{}
+	// bytes bounds the chunk bytes held for responses (maxBytes).
+	bytes    *semaphore.Weighted
+	maxBytes int64
+
+	// refreshMu serializes refreshes and view rebuilds; last is when the
+	// last one finished.
+	refreshMu sync.Mutex
+	last      time.Time
+
+	// mu guards cur against its replacement while a request takes a
+	// reference to it.
+	mu     sync.RWMutex
+	cur    *view
+	closed bool
+
+	// logged holds what logOnce has logged.
+	loggedMu sync.Mutex
+	logged   map[string]bool
+}
+
+// New returns a Server of f's Zarr view as it is now.
+func New(ctx context.Context, f *engine.File, o Options) (*Server, error) {
+	if o.Format == 0 {
+		o.Format = 2
+	}
+	if o.Format != 2 && o.Format != 3 {
+		return nil, fmt.Errorf("%w: Zarr format %d (want 2 or 3)", engine.ErrInvalid, o.Format)
+	}
+	if o.Refresh == 0 {
+		o.Refresh = DefaultRefresh
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = 64
+	}
+	if o.MaxInFlight < 0 {
+		return nil, fmt.Errorf("%w: MaxInFlight %d", engine.ErrInvalid, o.MaxInFlight)
+	}
+	if o.MaxChunkBytes == 0 {
+		o.MaxChunkBytes = 256 << 20
+	}
+	if o.MaxChunkBytes < 0 {
+		return nil, fmt.Errorf("%w: MaxChunkBytes %d", engine.ErrInvalid, o.MaxChunkBytes)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Server{
+		f: f, version: o.Format, token: o.Token, every: o.Refresh, log: o.Logger,
+		sem: make(chan struct{}, o.MaxInFlight), logged: map[string]bool{},
+		bytes: semaphore.NewWeighted(o.MaxChunkBytes), maxBytes: o.MaxChunkBytes,
+	}
+	v, err := s.build(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.cur = v
+	s.last = time.Now()
+	return s, nil
+}
+
+// Close releases the view's dataset handles once the requests using them
+// are done; later requests are answered 503. The File stays open.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	v := s.cur
+	s.cur, s.closed = nil, true
+	s.mu.Unlock()
+	if v != nil {
+		v.retire()
+	}
+	return nil
+}
+
+// Refresh brings the view up to the writer's latest commit now, whatever
+// the time since the last refresh.
+func (s *Server) Refresh(ctx context.Context) error {
+	return s.sync(ctx, true)
+}
+
+// sync refreshes the File and rebuilds the view if the last refresh is
+// older than the bound (or force). Requests that arrive during a refresh
+// wait for it, so none is answered from a view older than the bound.
+func (s *Server) sync(ctx context.Context, force bool) error {
+	if s.every < 0 && !force {
+		return nil
+	}
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	if !force && time.Since(s.last) < s.every {
+		return nil
+	}
+	s.mu.RLock()
+	old, closed := s.cur, s.closed
+	if old != nil {
+		old.acquire()
+	}
+	s.mu.RUnlock()
+	if closed {
+		return errClosed
+	}
+	defer old.release()
+	err := s.f.Refresh(ctx)
+	// A failed refresh is tried again after the bound, not by every
+	// request: a writer that keeps reusing the space being read
+	// (ErrStale) is caught up with next time, and the view stays as it
+	// was until then.
+	s.last = time.Now()
+	if err != nil {
+		return err
+	}
+	if !old.stale() {
+		return nil
+	}
+	v, err := s.build(ctx, old)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		v.retire()
+		return errClosed
+	}
+	s.cur = v
+	s.mu.Unlock()
+	old.retire()
+	return nil
+}
+
+var errClosed = errors.New("serve: server closed")
+
+// acquire returns the current view with a reference held, nil once the
+// server is closed.
+func (s *Server) acquire() *view {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.cur != nil {
+		s.cur.acquire()
+	}
+	return s.cur
+}
+
+// logSkip logs once why name is left out of the view.
+func (s *Server) logSkip(name, why string) {
+	s.logOnce(slog.LevelWarn, "zarr view: left out", name, why)
+}
+
+// logOnce logs msg about name once per reason, so that a rebuilt view
+// does not log it again.
+func (s *Server) logOnce(level slog.Level, msg, name, why string) {
+	s.loggedMu.Lock()
+	k := msg + "\x00" + name + "\x00" + why
+	seen := s.logged[k]
+	s.logged[k] = true
+	s.loggedMu.Unlock()
+	if !seen {
+		s.log.Log(context.Background(), level, msg, "name", name, "reason", why)
+	}
+}
+
+// ServeHTTP answers one request for a key of the view.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many requests in flight", http.StatusServiceUnavailable)
+		return
+	}
+	if !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="scc"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	key, err := cleanKey(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	// The refresh serves every request waiting for it: a client that
+	// goes away does not cancel it.
+	if err := s.sync(context.WithoutCancel(r.Context()), false); err != nil && !errors.Is(err, errClosed) {
+		// Serving the last view is better than failing: it is one
+		// refresh behind, and the next request tries again.
+		s.log.Warn("zarr view: refresh failed; serving the last view", "err", err)
+	}
+	v := s.acquire()
+	if v == nil {
+		http.Error(w, "server closed", http.StatusServiceUnavailable)
+		return
+	}
+	defer v.release()
+	s.serveKey(w, r, v, key)
+}
+
+// authorized reports whether r carries the token, if one is required.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.token == "" {
+		return true
+	}
+	got := ""
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, cred, ok := strings.Cut(h, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
+			got = strings.TrimSpace(cred)
+		}
+	} else if q, err := queryToken(r); err == nil {
+		got = q
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
+}
+
+func queryToken(r *http.Request) (string, error) {
+	if r.URL.RawQuery == "" {
+		return "", nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "", err
+	}
+	return q.Get("token"), nil
+}
+
+// cleanKey returns the store key a request names (its path without the
+// leading slash), refusing every path that could name something outside
+// the view or that a store key cannot be: encoded slashes and
+// backslashes, NUL and other control characters, empty, "." and ".."
+// segments, overlong paths.
+func cleanKey(r *http.Request) (string, error) {
+	raw := r.URL.EscapedPath()
+	if len(raw) > MaxKeyLen || len(r.URL.Path) > MaxKeyLen {
+		return "", errors.New("key too long")
+	}
+	lower := strings.ToLower(raw)
+	for _, bad := range []string{"%2f", "%5c", "%00"} {
+		if strings.Contains(lower, bad) {
+			return "", errors.New("encoded slash, backslash or NUL in the key")
+		}
+	}
+	p := r.URL.Path
+	if !strings.HasPrefix(p, "/") {
+		return "", errors.New("key must start with /")
+	}
+	key := p[1:]
+	if key == "" {
+		return "", nil
+	}
+	for _, c := range []byte(key) {
+		if c < 0x20 || c == 0x7f || c == '\\' {
+			return "", errors.New("control character or backslash in the key")
+		}
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return "", errors.New(`empty, "." or ".." segment in the key`)
+		}
+	}
+	return key, nil
+}
+
+// CheckAddr refuses to listen on addr (host:port) when its host is not a
+// loopback address and neither a token nor insecure is given: a Zarr view
+// reachable from other machines must be guarded, or knowingly open.
+func CheckAddr(addr, token string, insecure bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%w: address %q: %v", engine.ErrInvalid, addr, err)
+	}
+	if token != "" || insecure || isLoopback(host) {
+		return nil
+	}
+	return fmt.Errorf("%w: address %q is not a loopback address and no token is required", engine.ErrInvalid, addr)
+}
+
+// isLoopback reports whether host names only loopback addresses: an IP
+// literal that is loopback, or "localhost". An empty host (all
+// interfaces) and any other name are not.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// NewHTTPServer returns an http.Server for h on addr with the bounds a
+// server reachable by others needs: slow or idle clients are timed out and
+// request headers are bounded. Keep-alive stays on. Response writes have
+// no deadline (a large chunk to a slow reader is legitimate); the idle
+// timeout and the handler's in-flight bound limit what a stalled client
+// holds.
+func NewHTTPServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}

@@ -1,0 +1,369 @@
+package serve
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scc-dev/scc/engine"
+)
+
+// A view is the Zarr store of the file at one commit: its metadata
+// documents, rendered once, and its arrays with the dataset handles their
+// chunks are read through. Views are immutable once built; a refresh that
+// finds the file changed builds a new one and retires the old, whose
+// handles close when the last request using it is done. The new view opens
+// its handles before the old one closes its own, so a dataset that stays
+// is never released and registered again with the cache (and its header
+// never read again) because the view changed.
+type view struct {
+	f       *engine.File
+	gen     uint64
+	blobs   map[string]*blob  // metadata documents by key
+	arrays  map[string]*array // by path
+	handles []*engine.Dataset
+
+	mu      sync.Mutex
+	refs    int
+	retired bool
+}
+
+// A blob is one metadata document.
+type blob struct {
+	data []byte
+	etag string
+	mod  time.Time
+}
+
+// An array is one dataset as the view serves it.
+type array struct {
+	name  string
+	ds    *engine.Dataset
+	typ   engine.Type
+	shape []uint64 // at the view's commit
+	chunk []uint64 // the Zarr chunk shape
+	fill  []byte
+	// chunkBytes is one Zarr chunk's decoded size.
+	chunkBytes int
+	// copy: chunks with filter mask 0 are served as stored (wrap names
+	// the zlib or gzip wrapper a raw deflate stream gets); chain is the
+	// codec chain the metadata declares, empty when chunks are served
+	// decoded.
+	copy  bool
+	wrap  string
+	chain []codec
+	mod   time.Time
+	// attrs are the attributes with a Zarr form; skippedAttrs say why
+	// the others are left out.
+	attrs        map[string]any
+	skippedAttrs []string
+}
+
+func (v *view) acquire() {
+	v.mu.Lock()
+	v.refs++
+	v.mu.Unlock()
+}
+
+func (v *view) release() {
+	v.mu.Lock()
+	v.refs--
+	done := v.refs == 0 && v.retired
+	v.mu.Unlock()
+	if done {
+		v.close()
+	}
+}
+
+// retire marks v replaced: it closes once no request holds it.
+func (v *view) retire() {
+	v.mu.Lock()
+	v.retired = true
+	done := v.refs == 0
+	v.mu.Unlock()
+	if done {
+		v.close()
+	}
+}
+
+func (v *view) close() {
+	for _, ds := range v.handles {
+		ds.Close()
+	}
+}
+
+// stale reports whether the file has changed since v was built: a new
+// commit, or a virtual dataset whose sources changed its extent.
+func (v *view) stale() bool {
+	if v.f.Generation() != v.gen {
+		return true
+	}
+	for _, a := range v.arrays {
+		if !slices.Equal(a.ds.Shape(), a.shape) {
+			return true
+		}
+	}
+	return false
+}
+
+// build renders the file's view at its current commit, reusing the
+// modification times of old's documents and arrays that did not change.
+func (s *Server) build(ctx context.Context, old *view) (*view, error) {
+	f := s.f
+	v := &view{
+		f:      f,
+		gen:    f.Generation(),
+		blobs:  map[string]*blob{},
+		arrays: map[string]*array{},
+	}
+	now := time.Now()
+	docs := map[string]any{} // v2: the consolidated metadata
+
+	put := func(key string, doc any) error {
+		b, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		b = append(asciiJSON(b), '\n')
+		sum := sha256.Sum256(b)
+		bl := &blob{data: b, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, mod: now}
+		if old != nil {
+			if ob := old.blobs[key]; ob != nil && ob.etag == bl.etag {
+				bl.mod = ob.mod
+			}
+		}
+		v.blobs[key] = bl
+		if s.version == 2 {
+			docs[key] = doc
+		}
+		return nil
+	}
+	group := func(path string, attrs map[string]any) error {
+		if s.version == 3 {
+			return put(join(path, "zarr.json"), map[string]any{"zarr_format": 3, "node_type": "group", "attributes": attrs})
+		}
+		if err := put(join(path, ".zgroup"), map[string]any{"zarr_format": 2}); err != nil {
+			return err
+		}
+		return put(join(path, ".zattrs"), attrs)
+	}
+
+	names := f.Datasets()
+	bad := nameErrs(names)
+	rootAttrs, skipped := attrsJSON(f.Attrs())
+	for _, why := range skipped {
+		s.logSkip("/", why)
+	}
+	if err := group("", rootAttrs); err != nil {
+		return nil, err
+	}
+	groups := map[string]bool{"": true}
+	err := f.Root().WalkGroups(ctx, func(g *engine.Group, p string) (bool, error) {
+		if err := nameErrs([]string{p})[p]; err != nil {
+			s.logSkip(p, "group: "+err.Error())
+			return false, nil
+		}
+		list, err := g.Attrs()
+		if err != nil {
+			return false, fmt.Errorf("group %q: %w", p, err)
+		}
+		attrs, skipped := attrsJSON(list)
+		for _, why := range skipped {
+			s.logSkip(p, why)
+		}
+		groups[p] = true
+		return true, group(p, attrs)
+	})
+	if err != nil {
+		v.close()
+		return nil, err
+	}
+	for _, name := range names {
+		if err := bad[name]; err != nil {
+			s.logSkip(name, err.Error())
+			continue
+		}
+		segs := strings.Split(name, "/")
+		parentOK := true
+		for i := 1; i < len(segs); i++ {
+			g := strings.Join(segs[:i], "/")
+			if groups[g] {
+				continue
+			}
+			if err := nameErrs([]string{g})[g]; err != nil {
+				parentOK = false
+				break
+			}
+			groups[g] = true
+			if err := group(g, map[string]any{}); err != nil {
+				v.close()
+				return nil, err
+			}
+		}
+		if !parentOK {
+			s.logSkip(name, "inside a group Zarr cannot name")
+			continue
+		}
+		a, why, err := s.openArray(ctx, name)
+		if err != nil {
+			v.close()
+			return nil, err
+		}
+		if a == nil {
+			s.logSkip(name, why)
+			continue
+		}
+		v.handles = append(v.handles, a.ds)
+		a.mod = now
+		if old != nil {
+			if oa := old.arrays[name]; oa != nil && old.gen == v.gen && slices.Equal(oa.shape, a.shape) {
+				a.mod = oa.mod
+			}
+		}
+		v.arrays[name] = a
+		if err := put(join(name, metaKey(s.version)), arrayMeta(a, s.version)); err != nil {
+			v.close()
+			return nil, err
+		}
+		for _, why := range a.skippedAttrs {
+			s.logSkip(name, why)
+		}
+		if s.version == 2 {
+			if err := put(join(name, ".zattrs"), a.attrs); err != nil {
+				v.close()
+				return nil, err
+			}
+		}
+	}
+	if s.version == 2 {
+		cons := map[string]any{"zarr_consolidated_format": 1, "metadata": docs}
+		if err := put(".zmetadata", cons); err != nil {
+			v.close()
+			return nil, err
+		}
+		delete(docs, ".zmetadata")
+	}
+	return v, nil
+}
+
+func metaKey(version int) string {
+	if version == 3 {
+		return "zarr.json"
+	}
+	return ".zarray"
+}
+
+// join is a store key below path ("" is the root).
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "/" + key
+}
+
+// openArray opens the dataset name as an array of the view, or returns
+// why Zarr cannot hold it (a nil array and no error).
+func (s *Server) openArray(ctx context.Context, name string) (*array, string, error) {
+	ds, err := s.f.OpenDatasetContext(ctx, name)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "", ctx.Err()
+		}
+		// A dataset deleted since the listing, or a virtual dataset
+		// whose sources cannot be opened now: left out of this view.
+		return nil, fmt.Sprintf("cannot be opened: %v", err), nil
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			ds.Close()
+		}
+	}()
+	layout := ds.Layout()
+	if layout == engine.Vlen {
+		return nil, "variable-length dataset (no fixed-size Zarr data type)", nil
+	}
+	typ := ds.Type()
+	if _, _, err := zarrTypeOf(typ); err != nil {
+		return nil, err.Error(), nil
+	}
+	a := &array{
+		name: name, ds: ds, typ: typ,
+		shape: ds.Shape(), chunk: ds.Chunk(), fill: ds.Fill(),
+	}
+	a.attrs, a.skippedAttrs = attrsJSON(ds.Attrs())
+	if len(a.fill) != typ.Size() {
+		a.fill = make([]byte, typ.Size())
+	}
+	if layout == engine.Virtual {
+		a.chunk = virtualChunk(ctx, s.f, ds)
+	}
+	a.chunkBytes = typ.Size()
+	for _, c := range a.chunk {
+		if c == 0 {
+			return nil, fmt.Sprintf("chunk shape %v has a zero dimension", a.chunk), nil
+		}
+		if a.chunkBytes > maxChunkBytes/int(min(c, maxChunkBytes)) {
+			return nil, fmt.Sprintf("chunk shape %v holds more than %d bytes", a.chunk, maxChunkBytes), nil
+		}
+		a.chunkBytes *= int(c)
+	}
+	if layout == engine.Chunked {
+		p := planExport(ds, s.version)
+		if p.copy {
+			a.copy, a.wrap, a.chain = true, p.wrap, p.chain
+		} else {
+			s.logOnce(slog.LevelInfo, "zarr view: chunks served decoded, no codec declared", name, p.why)
+		}
+	}
+	keep = true
+	return a, "", nil
+}
+
+// maxChunkBytes bounds the decoded size of one served chunk: a chunk is
+// held whole in memory while it is answered.
+const maxChunkBytes = 1 << 30
+
+// arrayMeta is an array's .zarray (v2) or zarr.json (v3) document.
+func arrayMeta(a *array, version int) map[string]any {
+	dtV2, dtV3, _ := zarrTypeOf(a.typ)
+	fill := fillJSON(a.typ, a.fill)
+	shape, chunk := a.shape, a.chunk
+	if shape == nil {
+		shape, chunk = []uint64{}, []uint64{}
+	}
+	if version == 2 {
+		meta := map[string]any{
+			"zarr_format": 2, "shape": shape, "chunks": chunk, "dtype": dtV2,
+			"fill_value": fill, "order": "C", "filters": nil, "compressor": nil, "dimension_separator": ".",
+		}
+		if n := len(a.chain); n > 0 {
+			meta["compressor"] = codecJSON(a.chain[n-1], 2)
+			if n > 1 {
+				fs := make([]any, n-1)
+				for i, c := range a.chain[:n-1] {
+					fs[i] = codecJSON(c, 2)
+				}
+				meta["filters"] = fs
+			}
+		}
+		return meta
+	}
+	codecs := []any{map[string]any{"name": "bytes", "configuration": map[string]any{"endian": "little"}}}
+	for _, c := range a.chain {
+		codecs = append(codecs, codecJSON(c, 3))
+	}
+	return map[string]any{
+		"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": dtV3,
+		"chunk_grid":         map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": chunk}},
+		"chunk_key_encoding": map[string]any{"name": "default", "configuration": map[string]any{"separator": "/"}},
+		"fill_value":         fill, "codecs": codecs, "attributes": a.attrs,
+	}
+}
