@@ -132,14 +132,16 @@ func makeFile(t testing.TB) fixture {
 	})
 	require.NoError(t, err)
 	fx.served = append(fx.served, "virt")
-	// Left out: UTF-8 strings, variable-length, a reserved name.
+	// Left out: UTF-8 strings, variable-length, a name Zarr v2 reserves
+	// (the engine itself refuses Zarr's metadata keys, ".zarray" and the
+	// like, but not the rest of the ".z" prefix).
 	_, err = f.CreateDataset("utf", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{4}})
 	require.NoError(t, err)
 	_, err = f.CreateDataset("vl", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}, Layout: engine.Vlen})
 	require.NoError(t, err)
-	_, err = f.CreateDataset("g/.zarray", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
+	_, err = f.CreateDataset("g/.zfoo", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
 	require.NoError(t, err)
-	fx.skipped = []string{"utf", "vl", "g/.zarray"}
+	fx.skipped = []string{"utf", "vl", "g/.zfoo"}
 	require.NoError(t, f.Close())
 	return fx
 }
