@@ -7,77 +7,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 )
-
-// plan is how one dataset's chunks cross: the Zarr chain and whether the
-// stored bytes can go across without re-encoding.
-type plan struct {
-	chain []codec
-	copy  bool   // chunks with mask 0 copy (rewrapping a last deflate stage)
-	wrap  string // "zlib" or "gzip" when the last stage is rewrapped
-	why   string // why not copy
-}
-
-// planExport maps a dataset's pipeline onto Zarr codecs.
-func planExport(ds *engine.Dataset, version int) plan {
-	var p plan
-	p.copy = true
-	filters := ds.Filters()
-	for i, f := range filters {
-		name, level := f.Stage()
-		last := i == len(filters)-1
-		switch name {
-		case "shuffle":
-			p.chain = append(p.chain, codec{id: "shuffle", elemSize: ds.Type().Size()})
-		case "deflate":
-			id := "zlib"
-			if version == 3 {
-				id = "gzip"
-			}
-			p.chain = append(p.chain, codec{id: id, level: level})
-			if last {
-				p.wrap = id
-			} else if p.copy {
-				p.copy, p.why = false, "deflate is not the pipeline's last stage, so its stream cannot be rewrapped in place"
-			}
-		case "zlib":
-			// numcodecs' Zlib is the same zlib stream (v3: numcodecs.zlib,
-			// read by zarrita and zarr-python 3): copied byte for byte,
-			// no inflate.
-			p.chain = append(p.chain, codec{id: "zlib", level: level})
-		case "zstd":
-			// scc's zstd levels are zstd's (0: the default, 3); the
-			// level is metadata only, readers do not need it.
-			if level == 0 {
-				level = 3
-			}
-			p.chain = append(p.chain, codec{id: "zstd", level: level})
-		case "lz4":
-			p.chain = append(p.chain, codec{id: "lz4"})
-		case "crc32c":
-			if version == 3 {
-				p.chain = append(p.chain, codec{id: "crc32c"})
-			} else if p.copy {
-				p.copy, p.why = false, "Zarr v2 (numcodecs) has no crc32c codec; the stage is left out"
-			}
-		default:
-			if p.copy {
-				p.copy, p.why = false, fmt.Sprintf("filter %s has no Zarr codec; left out", name)
-			}
-		}
-	}
-	return p
-}
 
 // Export writes every dataset and group of f, with their attributes, and
 // f's attributes to a new Zarr store at dir, all or nothing: the store is
@@ -202,7 +140,7 @@ func exportTo(ctx context.Context, f *engine.File, dir string, names []string, o
 		rep.Skipped = append(rep.Skipped, Skipped{Name: name, Reason: err.Error(), err: err})
 		return nil
 	}
-	bad := nameErrs(names)
+	bad := zarrmap.NameErrs(names)
 	for _, name := range names {
 		if err := bad[name]; err != nil {
 			if err := skip(name, err); err != nil {
@@ -258,7 +196,7 @@ func noneExported(skipped []Skipped) error {
 // (the datasets below it are, by their names), unless strict.
 func exportGroups(ctx context.Context, g *engine.Group, dir string, v int, done map[string]bool, rep *Report, strict bool) error {
 	return g.WalkGroups(ctx, func(sub *engine.Group, p string) (bool, error) {
-		if err := nameErr(p); err != nil {
+		if err := zarrmap.NameErr(p); err != nil {
 			if strict {
 				return false, fmt.Errorf("group %q: %w", p, err)
 			}
@@ -289,71 +227,26 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(asciiJSON(b), '\n'), 0o644)
+	return os.WriteFile(path, append(zarrmap.ASCIIJSON(b), '\n'), 0o644)
 }
 
-// asciiJSON escapes every non-ASCII character of a JSON text; outside
-// strings JSON holds only ASCII, so the escapes land inside strings.
-func asciiJSON(b []byte) []byte {
-	out := make([]byte, 0, len(b))
-	for _, r := range string(b) {
-		switch {
-		case r < utf8.RuneSelf:
-			out = append(out, byte(r))
-		case r > 0xffff:
-			r1, r2 := utf16.EncodeRune(r)
-			out = fmt.Appendf(out, "\\u%04x\\u%04x", r1, r2)
-		default:
-			out = fmt.Appendf(out, "\\u%04x", r)
-		}
-	}
-	return out
-}
-
+// writeGroup writes a group's metadata documents into dir, creating it.
 func writeGroup(dir string, v int, attrs map[string]any) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	if v == 3 {
-		if attrs == nil {
-			attrs = map[string]any{}
-		}
-		return writeJSON(filepath.Join(dir, "zarr.json"), map[string]any{"zarr_format": 3, "node_type": "group", "attributes": attrs})
+		return writeJSON(filepath.Join(dir, "zarr.json"), zarrmap.GroupMeta(3, attrs))
 	}
-	if err := writeJSON(filepath.Join(dir, ".zgroup"), map[string]any{"zarr_format": 2}); err != nil {
+	if err := writeJSON(filepath.Join(dir, ".zgroup"), zarrmap.GroupMeta(2, attrs)); err != nil {
 		return err
 	}
+	// A v2 group without attributes has no .zattrs, which readers take
+	// for none.
 	if len(attrs) > 0 {
 		return writeJSON(filepath.Join(dir, ".zattrs"), attrs)
 	}
 	return nil
-}
-
-func codecJSON(c codec, v int) map[string]any {
-	if v == 2 {
-		switch c.id {
-		case "shuffle":
-			return map[string]any{"id": "shuffle", "elementsize": c.elemSize}
-		case "lz4":
-			return map[string]any{"id": "lz4", "acceleration": 1}
-		}
-		return map[string]any{"id": c.id, "level": c.level}
-	}
-	switch c.id {
-	case "shuffle":
-		return map[string]any{"name": "numcodecs.shuffle", "configuration": map[string]any{"elementsize": c.elemSize}}
-	case "lz4":
-		return map[string]any{"name": "numcodecs.lz4", "configuration": map[string]any{"acceleration": 1}}
-	case "crc32c":
-		return map[string]any{"name": "crc32c"}
-	case "zlib":
-		// Not a v3 core codec: numcodecs registers it for zarr-python 3
-		// under this name, and zarrita reads it under both.
-		return map[string]any{"name": "numcodecs.zlib", "configuration": map[string]any{"level": c.level}}
-	case "zstd":
-		return map[string]any{"name": "zstd", "configuration": map[string]any{"level": c.level, "checksum": false}}
-	}
-	return map[string]any{"name": c.id, "configuration": map[string]any{"level": c.level}}
 }
 
 func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, workers int) (DatasetReport, error) {
@@ -367,18 +260,17 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	if layout == engine.Vlen {
 		return dr, fmt.Errorf("%w: variable-length dataset (no fixed-size Zarr dtype)", ErrUnsupported)
 	}
-	dtV2, dtV3, err := zarrTypeOf(ds.Type())
-	if err != nil {
+	if _, _, err := zarrmap.TypeOf(ds.Type()); err != nil {
 		return dr, err
 	}
-	p := planExport(ds, v)
+	p := zarrmap.PlanOf(ds, v)
 	if layout != engine.Chunked {
 		// Sparse and contiguous datasets have no pipeline images to copy:
 		// their values are read and encoded, and chunks holding only the
 		// fill value are left out (Zarr reads a missing chunk as fill).
-		p.copy, p.why = false, fmt.Sprintf("%s layout: values read and encoded", layout)
+		p.Copy, p.Why = false, fmt.Sprintf("%s layout: values read and encoded", layout)
 	}
-	dr.Codecs, dr.Why = chainString(p.chain), p.why
+	dr.Codecs, dr.Why = zarrmap.ChainString(p.Chain), p.Why
 	attrs, err := attrsJSON(ds.Attrs())
 	if err != nil {
 		return dr, err
@@ -390,25 +282,14 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	if layout == engine.Virtual {
 		// A virtual dataset's own chunks are single elements (its
 		// chunks are its sources'): a store of one file per element.
-		chunk = virtualChunk(ctx, f, ds)
+		chunk = zarrmap.VirtualChunk(ctx, f, ds)
 		dr.Notes = append(dr.Notes, fmt.Sprintf("virtual dataset: Zarr chunks %v", chunk))
 	}
-	fill := fillJSON(typ, ds.Fill())
+	meta, err := zarrmap.ArrayMeta(v, typ, shape, chunk, ds.Fill(), p.Chain, attrs)
+	if err != nil {
+		return dr, err
+	}
 	if v == 2 {
-		meta := map[string]any{
-			"zarr_format": 2, "shape": shape, "chunks": chunk, "dtype": dtV2,
-			"fill_value": fill, "order": "C", "filters": nil, "compressor": nil, "dimension_separator": ".",
-		}
-		if n := len(p.chain); n > 0 {
-			meta["compressor"] = codecJSON(p.chain[n-1], 2)
-			if n > 1 {
-				fs := make([]any, n-1)
-				for i, c := range p.chain[:n-1] {
-					fs[i] = codecJSON(c, 2)
-				}
-				meta["filters"] = fs
-			}
-		}
 		if err := writeJSON(filepath.Join(dir, ".zarray"), meta); err != nil {
 			return dr, err
 		}
@@ -417,20 +298,8 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 				return dr, err
 			}
 		}
-	} else {
-		codecs := []any{map[string]any{"name": "bytes", "configuration": map[string]any{"endian": "little"}}}
-		for _, c := range p.chain {
-			codecs = append(codecs, codecJSON(c, 3))
-		}
-		meta := map[string]any{
-			"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": dtV3,
-			"chunk_grid":         map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": chunk}},
-			"chunk_key_encoding": map[string]any{"name": "default", "configuration": map[string]any{"separator": "/"}},
-			"fill_value":         fill, "codecs": codecs, "attributes": attrs,
-		}
-		if err := writeJSON(filepath.Join(dir, "zarr.json"), meta); err != nil {
-			return dr, err
-		}
+	} else if err := writeJSON(filepath.Join(dir, "zarr.json"), meta); err != nil {
+		return dr, err
 	}
 	var chunks []engine.StoredChunk
 	if layout == engine.Chunked {
@@ -456,14 +325,14 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 				return err
 			}
 			var out []byte
-			if p.copy && sc.FilterMask == 0 {
+			if p.Copy && sc.FilterMask == 0 {
 				data, _, err := ds.ReadChunkRaw(gctx, sc.Coords)
 				if err != nil {
 					return err
 				}
 				out = data
-				if p.wrap != "" {
-					if out, err = rewrap(p.wrap, data, chunkBytes); err != nil {
+				if p.Wrap != "" {
+					if out, err = zarrmap.Rewrap(p.Wrap, data, chunkBytes); err != nil {
 						return fmt.Errorf("chunk %v: %w", sc.Coords, err)
 					}
 					rewrapped.Add(1)
@@ -472,15 +341,15 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 					untouched.Add(1) // ReadChunkRaw checks the frame's CRC only
 				}
 			} else {
-				raw, err := readChunk(gctx, ds, chunk, sc.Coords, chunkBytes)
+				raw, err := zarrmap.ReadChunk(gctx, ds, ds.Shape(), chunk, sc.Coords, chunkBytes)
 				if err != nil {
 					return err
 				}
-				if layout != engine.Chunked && allFill(raw, fillBytes) {
+				if layout != engine.Chunked && zarrmap.AllFill(raw, fillBytes) {
 					skipped.Add(1)
 					return nil
 				}
-				if out, err = encodeChain(p.chain, raw); err != nil {
+				if out, err = zarrmap.EncodeChain(p.Chain, raw); err != nil {
 					return fmt.Errorf("chunk %v: %w", sc.Coords, err)
 				}
 				reenc.Add(1)
@@ -521,70 +390,6 @@ func chunkPath(dir string, v int, coords []uint64) string {
 	return filepath.Join(dir, strings.Join(parts, "."))
 }
 
-// chunkBox is the part of chunk coords inside shape.
-func chunkBox(coords, chunk, shape []uint64) (start, count []uint64, edge bool) {
-	start, count = make([]uint64, len(coords)), make([]uint64, len(coords))
-	for i, c := range coords {
-		start[i] = c * chunk[i]
-		count[i] = min(chunk[i], shape[i]-start[i])
-		edge = edge || count[i] != chunk[i]
-	}
-	return start, count, edge
-}
-
-// readChunk reads a whole chunk decoded (little-endian, C order), the
-// padding of an edge chunk holding the fill value.
-func readChunk(ctx context.Context, ds *engine.Dataset, chunk, coords []uint64, chunkBytes int) ([]byte, error) {
-	start, count, edge := chunkBox(coords, chunk, ds.Shape())
-	es := ds.Type().Size()
-	if !edge {
-		buf := make([]byte, chunkBytes)
-		return buf, ds.Read(ctx, engine.Box(start, count), buf)
-	}
-	n := es
-	for _, c := range count {
-		n *= int(c)
-	}
-	part := make([]byte, n)
-	if err := ds.Read(ctx, engine.Box(start, count), part); err != nil {
-		return nil, err
-	}
-	full := make([]byte, chunkBytes)
-	fill := ds.Fill()
-	for i := 0; i < len(full); i += es {
-		copy(full[i:], fill)
-	}
-	copyBox(full, chunk, part, count, es, false)
-	return full, nil
-}
-
-// copyBox copies between a whole chunk (shape chunk) and the packed box of
-// its first count elements per dimension: into the chunk, or out of it.
-func copyBox(full []byte, chunk []uint64, part []byte, count []uint64, es int, out bool) {
-	r := len(chunk)
-	row := int(count[r-1]) * es
-	idx := make([]uint64, r) // over count[:r-1]
-	for p := 0; p < len(part); p += row {
-		off := uint64(0)
-		for d := 0; d < r-1; d++ {
-			off = off*chunk[d] + idx[d]
-		}
-		off = off * chunk[r-1] * uint64(es)
-		if out {
-			copy(part[p:p+row], full[off:])
-		} else {
-			copy(full[off:off+uint64(row)], part[p:p+row])
-		}
-		for d := r - 2; d >= 0; d-- {
-			idx[d]++
-			if idx[d] < count[d] {
-				break
-			}
-			idx[d] = 0
-		}
-	}
-}
-
 // maxGridChunks bounds the chunk grid an export of a dataset without
 // stored chunks (sparse, contiguous) walks, as import bounds its own.
 const maxGridChunks = 1 << 26
@@ -617,93 +422,4 @@ func gridChunks(shape, chunk []uint64) ([]engine.StoredChunk, error) {
 			return out, nil
 		}
 	}
-}
-
-// allFill reports whether b holds only the element fill repeated.
-func allFill(b, fill []byte) bool {
-	for i := 0; i+len(fill) <= len(b); i += len(fill) {
-		if string(b[i:i+len(fill)]) != string(fill) {
-			return false
-		}
-	}
-	return true
-}
-
-// virtualTargetBytes is the size of the chunks a virtual dataset exports
-// with when its sources do not say one.
-const virtualTargetBytes = 1 << 20
-
-// virtualChunk is the chunk shape a virtual dataset exports with: its
-// sources' chunk shape when every source that can be opened is a chunked
-// dataset of the virtual rank with the same one, else about
-// virtualTargetBytes per chunk, whole along the last dimensions.
-func virtualChunk(ctx context.Context, f *engine.File, ds *engine.Dataset) []uint64 {
-	shape := ds.Shape()
-	r := len(shape)
-	var common []uint64
-	same := true
-	spec, ok, err := f.VirtualSpec(ctx, ds.Name())
-	if err != nil || !ok {
-		same = false
-	}
-	for _, m := range spec.Mappings {
-		if !same {
-			break
-		}
-		file, _ := engine.ExpandBlock(m.File, 0)
-		dset, _ := engine.ExpandBlock(m.Dataset, 0)
-		c := sourceChunk(ctx, f, file, dset)
-		switch {
-		case c == nil || len(c) != r:
-			// Missing, of another rank or layout, or out of reach (a
-			// URL): says nothing.
-		case common == nil:
-			common = c
-		case !slices.Equal(common, c):
-			same = false
-		}
-	}
-	if same && common != nil {
-		out := make([]uint64, r)
-		for d := range out {
-			out[d] = min(common[d], max(shape[d], 1))
-		}
-		return out
-	}
-	out := make([]uint64, r)
-	elems := uint64(max(virtualTargetBytes/ds.Type().Size(), 1))
-	for d := r - 1; d >= 0; d-- {
-		out[d] = max(min(max(shape[d], 1), elems), 1)
-		elems /= out[d]
-		elems = max(elems, 1)
-	}
-	return out
-}
-
-// sourceChunk is the chunk shape of a virtual dataset's source, nil when
-// it is not a chunked dataset this export can open.
-func sourceChunk(ctx context.Context, f *engine.File, file, dset string) []uint64 {
-	loc, self, err := f.VirtualSource(file)
-	if err != nil {
-		return nil
-	}
-	src := f
-	if !self {
-		if strings.Contains(loc, "://") {
-			return nil
-		}
-		if src, err = engine.Open(loc, &engine.Options{ReadOnly: true}); err != nil {
-			return nil
-		}
-		defer src.Close()
-	}
-	sd, err := src.OpenDatasetContext(ctx, dset)
-	if err != nil {
-		return nil
-	}
-	defer sd.Close()
-	if sd.Layout() != engine.Chunked && sd.Layout() != engine.Sparse {
-		return nil
-	}
-	return sd.Chunk()
 }

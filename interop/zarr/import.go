@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 )
 
 // maxMetaBytes bounds a metadata document read from a store.
@@ -571,7 +572,7 @@ func importArray(ctx context.Context, s *store, f *engine.File, name, key string
 			if m.order != nil {
 				raw = untranspose(raw, m.chunk, m.order, es)
 			}
-			start, cnt, edge := chunkBox(c, m.chunk, m.shape)
+			start, cnt, edge := zarrmap.ChunkBox(c, m.chunk, m.shape)
 			part := raw
 			if edge {
 				n := es
@@ -579,7 +580,7 @@ func importArray(ctx context.Context, s *store, f *engine.File, name, key string
 					n *= int(x)
 				}
 				part = make([]byte, n)
-				copyBox(raw, m.chunk, part, cnt, es, true)
+				zarrmap.CopyBox(raw, m.chunk, part, cnt, es, true)
 			}
 			reenc.Add(1)
 			return ds.Write(gctx, engine.Box(start, cnt), part)

@@ -12,45 +12,14 @@ import (
 	"strings"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 )
-
-// dtypes maps engine types onto numpy type strings (Zarr v2 "dtype",
-// little-endian) and Zarr v3 data_type names.
-var dtypes = map[engine.Type]struct{ v2, v3 string }{
-	engine.Int8: {"|i1", "int8"}, engine.Int16: {"<i2", "int16"}, engine.Int32: {"<i4", "int32"}, engine.Int64: {"<i8", "int64"},
-	engine.Uint8: {"|u1", "uint8"}, engine.Uint16: {"<u2", "uint16"}, engine.Uint32: {"<u4", "uint32"}, engine.Uint64: {"<u8", "uint64"},
-	engine.Float32: {"<f4", "float32"}, engine.Float64: {"<f8", "float64"},
-	engine.Bool: {"|b1", "bool"}, engine.Complex64: {"<c8", "complex64"}, engine.Complex128: {"<c16", "complex128"},
-}
 
 // stringDtype is the one fixed-length string type Zarr holds without loss:
 // numpy's "|S<n>" (v3: zarr-python's null_terminated_bytes), bytes padded
 // with NULs that are not part of the value, which is scc's NullPad. It
 // carries no character set; scc labels it ASCII, as h5py does.
 func stringDtype(n int) engine.Type { return engine.FixedString(n, engine.NullPad, engine.ASCII) }
-
-// zarrTypeOf returns the Zarr v2 dtype and v3 data_type of t, or an
-// ErrUnsupported error saying why t has none.
-func zarrTypeOf(t engine.Type) (v2 string, v3 any, err error) {
-	if d, ok := dtypes[t]; ok {
-		return d.v2, d.v3, nil
-	}
-	if !t.IsString() {
-		return "", nil, fmt.Errorf("%w: %v dataset (no Zarr data type)", ErrUnsupported, t)
-	}
-	n := t.StrLen()
-	switch {
-	case t.Charset() == engine.UTF8:
-		// numpy's "<U<n>" (v3 fixed_length_utf32) is n UTF-32 code
-		// points; a UTF-8 type is a byte length, whose n bytes hold n/4
-		// to n code points. Either mapping changes what fits, so none
-		// is made.
-		return "", nil, fmt.Errorf("%w: %v dataset: Zarr's fixed-length unicode (\"<U%d\", fixed_length_utf32) counts UTF-32 code points, not UTF-8 bytes, so no Zarr data type keeps a UTF-8 byte length", ErrUnsupported, t, n)
-	case t.Pad() != engine.NullPad:
-		return "", nil, fmt.Errorf("%w: %v dataset: Zarr's fixed-length bytes (\"|S%d\", null_terminated_bytes) are NUL-padded; the %v padding rule has no Zarr form", ErrUnsupported, t, n, t.Pad())
-	}
-	return fmt.Sprintf("|S%d", n), map[string]any{"name": "null_terminated_bytes", "configuration": map[string]any{"length_bytes": n}}, nil
-}
 
 // swapUnit is the size of the parts whose bytes a big-endian store swaps:
 // the element, or for a complex type each of its two floats.
@@ -74,8 +43,8 @@ func parseV2Dtype(s string) (engine.Type, bool, error) {
 		}
 	}
 	if len(s) >= 3 {
-		for t, d := range dtypes {
-			if s[1:] == d.v2[1:] {
+		for t, d := range zarrmap.Dtypes {
+			if s[1:] == d.V2[1:] {
 				switch s[0] {
 				case '<', '|':
 					return t, false, nil
@@ -104,78 +73,12 @@ func parseV3Struct(m map[string]any) (engine.Type, error) {
 }
 
 func parseV3Type(s string) (engine.Type, error) {
-	for t, d := range dtypes {
-		if s == d.v3 {
+	for t, d := range zarrmap.Dtypes {
+		if s == d.V3 {
 			return t, nil
 		}
 	}
 	return 0, fmt.Errorf("%w: data_type %q (%s; scc holds int8..int64, uint8..uint64, float32, float64, bool, complex64, complex128)", ErrUnsupported, s, v3TypeClass(s))
-}
-
-// fillJSON is an element's fill value as Zarr metadata writes it: a JSON
-// number, or "NaN", "Infinity", "-Infinity" for floats; a JSON boolean for
-// bool; a [real, imaginary] pair of those float forms for the complex types
-// (the v3 core data types' rule, and zarr-python 2's for "<c8"/"<c16").
-func fillJSON(t engine.Type, b []byte) any {
-	if t.IsString() {
-		// Base64 of the element's bytes (numpy "S" in zarr-python 2 and
-		// null_terminated_bytes in zarr-python 3).
-		if len(b) == 0 {
-			b = make([]byte, t.Size())
-		}
-		return base64.StdEncoding.EncodeToString(b)
-	}
-	v := engine.RawAttr(engine.AttrScalar, t, b)
-	return elemJSON(v, 0)
-}
-
-// elemJSON is element i of a numeric, bool or complex value as a JSON
-// value, exact.
-func elemJSON(v engine.AttrValue, i int) any {
-	t := v.Type()
-	raw := v.Bytes()[i*t.Size() : (i+1)*t.Size()]
-	if t.IsString() {
-		return engine.DecodeString(t, raw)
-	}
-	switch t {
-	case engine.Bool:
-		return raw[0] != 0
-	case engine.Complex64, engine.Complex128:
-		pt, h := engine.Float32, t.Size()/2
-		if t == engine.Complex128 {
-			pt = engine.Float64
-		}
-		return []any{
-			elemJSON(engine.RawAttr(engine.AttrScalar, pt, raw[:h]), 0),
-			elemJSON(engine.RawAttr(engine.AttrScalar, pt, raw[h:]), 0),
-		}
-	}
-	var u uint64
-	for k := len(raw) - 1; k >= 0; k-- {
-		u = u<<8 | uint64(raw[k])
-	}
-	switch t {
-	case engine.Float32, engine.Float64:
-		f := math.Float64frombits(u)
-		bits := 64
-		if t == engine.Float32 {
-			f = float64(math.Float32frombits(uint32(u)))
-			bits = 32
-		}
-		switch {
-		case math.IsNaN(f):
-			return "NaN"
-		case math.IsInf(f, 1):
-			return "Infinity"
-		case math.IsInf(f, -1):
-			return "-Infinity"
-		}
-		return json.Number(strconv.FormatFloat(f, 'g', -1, bits))
-	case engine.Int8, engine.Int16, engine.Int32, engine.Int64:
-		shift := 64 - 8*t.Size()
-		return json.Number(strconv.FormatInt(int64(u<<shift)>>shift, 10))
-	}
-	return json.Number(strconv.FormatUint(u, 10))
 }
 
 // parseElem converts a JSON number or special float string to an element
@@ -396,50 +299,11 @@ func elemErr(s string, t engine.Type, err error) error {
 	return fmt.Errorf("%w: %q is not a %v", ErrCorrupt, s, t)
 }
 
-// typesKey is the attribute under which an export records the scc type of
-// each attribute whose JSON form would not say it (numbers, byte strings),
-// so that import restores the attributes exactly. Import reads it and does
-// not keep it as an attribute.
-const typesKey = "_scc_attr_types"
-
-// attrsJSON converts attributes to a Zarr attribute object.
+// attrsJSON converts attributes to a Zarr attribute object, refusing the
+// whole object with ErrUnsupported when one attribute has no Zarr form:
+// an export leaves nothing of a node out silently.
 func attrsJSON(attrs []engine.Attr) (map[string]any, error) {
-	out := map[string]any{}
-	types := map[string]string{}
-	for _, a := range attrs {
-		if a.Name == typesKey {
-			return nil, fmt.Errorf("%w: attribute name %q is reserved by the export", ErrUnsupported, typesKey)
-		}
-		v := a.Value
-		if k := v.Kind(); (k == engine.AttrScalar || k == engine.AttrArray) && !jsonType(v.Type()) {
-			return nil, fmt.Errorf("%w: attribute %q of type %v (the export maps the numeric, bool, complex and fixed-length string types)", ErrUnsupported, a.Name, v.Type())
-		}
-		if err := textExact(v); err != nil {
-			return nil, fmt.Errorf("%w: attribute %q: %v", ErrUnsupported, a.Name, err)
-		}
-		switch v.Kind() {
-		case engine.AttrString:
-			s, _ := v.Str()
-			out[a.Name] = s
-		case engine.AttrBytes:
-			out[a.Name] = base64.StdEncoding.EncodeToString(v.Bytes())
-			types[a.Name] = "bytes"
-		case engine.AttrScalar:
-			out[a.Name] = elemJSON(v, 0)
-			types[a.Name] = v.Type().String()
-		case engine.AttrArray:
-			list := make([]any, v.Len())
-			for i := range list {
-				list[i] = elemJSON(v, i)
-			}
-			out[a.Name] = list
-			types[a.Name] = v.Type().String() + "[]"
-		}
-	}
-	if len(types) > 0 {
-		out[typesKey] = types
-	}
-	return out, nil
+	return zarrmap.AttrsJSON(attrs, func(err error) error { return err })
 }
 
 // jsonAttrs converts a Zarr attribute object (decoded with UseNumber) to
@@ -451,7 +315,7 @@ func attrsJSON(attrs []engine.Attr) (map[string]any, error) {
 // badNames.
 func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string, badNames []error, err error) {
 	types := map[string]string{}
-	if raw, ok := m[typesKey].(map[string]any); ok {
+	if raw, ok := m[zarrmap.TypesKey].(map[string]any); ok {
 		for k, v := range raw {
 			if s, ok := v.(string); ok {
 				types[k] = s
@@ -459,7 +323,7 @@ func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string, badName
 		}
 	}
 	for name, v := range m {
-		if name == typesKey {
+		if name == zarrmap.TypesKey {
 			continue
 		}
 		if err := attrNameErr(name); err != nil {
@@ -482,35 +346,9 @@ func jsonAttrs(m map[string]any) (attrs []engine.Attr, skipped []string, badName
 	return attrs, skipped, badNames, nil
 }
 
-// jsonType reports whether elements of t have a JSON form (elemJSON,
-// attrElem): a fixed-length string's is its text.
-func jsonType(t engine.Type) bool {
-	_, ok := dtypes[t]
-	return ok || t.IsString() && t.Valid()
-}
-
-// textExact reports an error unless every element of a fixed-length
-// string value is what EncodeString makes of its text, so that the JSON
-// text brings back the same bytes (a raw write may have stored bytes after
-// a NUL terminator, or bytes outside the character set, which text loses).
-func textExact(v engine.AttrValue) error {
-	t := v.Type()
-	if !t.IsString() || v.Kind() != engine.AttrScalar && v.Kind() != engine.AttrArray {
-		return nil
-	}
-	raw, es := v.Bytes(), t.Size()
-	for i := 0; i < len(raw); i += es {
-		b, err := engine.EncodeString(t, engine.DecodeString(t, raw[i:i+es]))
-		if err != nil || string(b) != string(raw[i:i+es]) {
-			return fmt.Errorf("element %d of %v has bytes its text does not give back", i/es, t)
-		}
-	}
-	return nil
-}
-
 func typeNamed(s string) (engine.Type, bool) {
 	for _, t := range engine.Types {
-		if jsonType(t) && t.String() == s {
+		if zarrmap.JSONType(t) && t.String() == s {
 			return t, true
 		}
 	}

@@ -79,17 +79,19 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/scc-dev/scc/internal/zarrmap"
 )
 
 var (
 	// ErrUnsupported: the store or file uses something the other side
 	// cannot represent (a data type, a codec, a name); nothing was written
 	// for that dataset.
-	ErrUnsupported = errors.New("zarr: unsupported")
+	ErrUnsupported = zarrmap.ErrUnsupported
 	// ErrCorrupt: a Zarr chunk or metadata document does not decode, or
 	// breaks the Zarr specification (a key of the wrong type, a chunk key
 	// separator other than "." and "/", a fill value out of range).
-	ErrCorrupt = errors.New("zarr: corrupt store")
+	ErrCorrupt = zarrmap.ErrCorrupt
 	// ErrUnsafe: a key of the store leads outside it (a ".." segment, an
 	// absolute path, a symlink whose target leaves the store), or a file
 	// changed while it was opened.
@@ -252,16 +254,12 @@ func (r *Report) Summary() string {
 	return b.String()
 }
 
+// chainString names an imported chain for the report, as
+// zarrmap.ChainString names an exported one.
 func chainString(chain []codec) string {
-	if len(chain) == 0 {
-		return "raw"
-	}
-	parts := make([]string, len(chain))
+	shared := make([]zarrmap.Codec, len(chain))
 	for i, c := range chain {
-		parts[i] = c.id
-		if c.id == "zlib" || c.id == "gzip" || c.id == "zstd" {
-			parts[i] = fmt.Sprintf("%s(%d)", c.id, c.level)
-		}
+		shared[i] = c.shared()
 	}
-	return strings.Join(parts, ",")
+	return zarrmap.ChainString(shared)
 }
