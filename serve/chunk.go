@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 )
 
 // errNoChunk: the chunk is not stored (or holds only the fill value); the
@@ -81,7 +82,7 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 // the stored ones anyway).
 func chunkETag(b []byte) string {
 	var sum [16]byte
-	binary.BigEndian.PutUint32(sum[0:], crc32.Checksum(b, castagnoli))
+	binary.BigEndian.PutUint32(sum[0:], crc32.Checksum(b, zarrmap.Castagnoli))
 	binary.BigEndian.PutUint32(sum[4:], crc32.ChecksumIEEE(b))
 	binary.BigEndian.PutUint64(sum[8:], uint64(len(b)))
 	return `"` + hex.EncodeToString(sum[:]) + `"`
@@ -193,7 +194,7 @@ func readServed(ctx context.Context, a *array, coords []uint64) ([]byte, error) 
 		}
 		if mask == 0 {
 			if a.wrap != "" {
-				return rewrap(a.wrap, raw, a.chunkBytes)
+				return zarrmap.Rewrap(a.wrap, raw, a.chunkBytes)
 			}
 			return raw, nil
 		}
@@ -204,9 +205,9 @@ func readServed(ctx context.Context, a *array, coords []uint64) ([]byte, error) 
 		if err != nil {
 			return nil, err
 		}
-		return encodeChain(a.chain, dec)
+		return zarrmap.EncodeChain(a.chain, dec)
 	}
-	// The extent may have changed since coordsIn checked it: readChunk
+	// The extent may have changed since coordsIn checked it: ReadChunk
 	// needs coords inside it.
 	shape := a.ds.Shape()
 	for d, c := range coords {
@@ -214,11 +215,11 @@ func readServed(ctx context.Context, a *array, coords []uint64) ([]byte, error) 
 			return nil, errNoChunk
 		}
 	}
-	dec, err := readChunk(ctx, a.ds, shape, a.chunk, coords, a.chunkBytes)
+	dec, err := zarrmap.ReadChunk(ctx, a.ds, shape, a.chunk, coords, a.chunkBytes)
 	if err != nil {
 		return nil, err
 	}
-	if allFill(dec, a.fill) {
+	if zarrmap.AllFill(dec, a.fill) {
 		return nil, errNoChunk
 	}
 	return dec, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 )
 
 // A view is the Zarr store of the file at one commit: its metadata
@@ -58,7 +59,7 @@ type array struct {
 	// decoded.
 	copy  bool
 	wrap  string
-	chain []codec
+	chain []zarrmap.Codec
 	mod   time.Time
 	// attrs are the attributes with a Zarr form; skippedAttrs say why
 	// the others are left out.
@@ -131,7 +132,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
-		b = append(asciiJSON(b), '\n')
+		b = append(zarrmap.ASCIIJSON(b), '\n')
 		sum := sha256.Sum256(b)
 		bl := &blob{data: b, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, mod: now}
 		if old != nil {
@@ -147,16 +148,16 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 	}
 	group := func(path string, attrs map[string]any) error {
 		if s.version == 3 {
-			return put(join(path, "zarr.json"), map[string]any{"zarr_format": 3, "node_type": "group", "attributes": attrs})
+			return put(join(path, "zarr.json"), zarrmap.GroupMeta(3, attrs))
 		}
-		if err := put(join(path, ".zgroup"), map[string]any{"zarr_format": 2}); err != nil {
+		if err := put(join(path, ".zgroup"), zarrmap.GroupMeta(2, attrs)); err != nil {
 			return err
 		}
 		return put(join(path, ".zattrs"), attrs)
 	}
 
 	names := f.Datasets()
-	bad := nameErrs(names)
+	bad := zarrmap.NameErrs(names)
 	rootAttrs, skipped := attrsJSON(f.Attrs())
 	for _, why := range skipped {
 		s.logSkip("/", why)
@@ -166,7 +167,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 	}
 	groups := map[string]bool{"": true}
 	err := f.Root().WalkGroups(ctx, func(g *engine.Group, p string) (bool, error) {
-		if err := nameErrs([]string{p})[p]; err != nil {
+		if err := zarrmap.NameErr(p); err != nil {
 			s.logSkip(p, "group: "+err.Error())
 			return false, nil
 		}
@@ -197,7 +198,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 			if groups[g] {
 				continue
 			}
-			if err := nameErrs([]string{g})[g]; err != nil {
+			if err := zarrmap.NameErr(g); err != nil {
 				parentOK = false
 				break
 			}
@@ -228,7 +229,11 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 			}
 		}
 		v.arrays[name] = a
-		if err := put(join(name, metaKey(s.version)), arrayMeta(a, s.version)); err != nil {
+		meta, err := zarrmap.ArrayMeta(s.version, a.typ, a.shape, a.chunk, a.fill, a.chain, a.attrs)
+		if err == nil {
+			err = put(join(name, metaKey(s.version)), meta)
+		}
+		if err != nil {
 			v.close()
 			return nil, err
 		}
@@ -291,7 +296,7 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 		return nil, "variable-length dataset (no fixed-size Zarr data type)", nil
 	}
 	typ := ds.Type()
-	if _, _, err := zarrTypeOf(typ); err != nil {
+	if _, _, err := zarrmap.TypeOf(typ); err != nil {
 		return nil, err.Error(), nil
 	}
 	a := &array{
@@ -303,7 +308,7 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 		a.fill = make([]byte, typ.Size())
 	}
 	if layout == engine.Virtual {
-		a.chunk = virtualChunk(ctx, s.f, ds)
+		a.chunk = zarrmap.VirtualChunk(ctx, s.f, ds)
 	}
 	a.chunkBytes = typ.Size()
 	for _, c := range a.chunk {
@@ -316,11 +321,11 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 		a.chunkBytes *= int(c)
 	}
 	if layout == engine.Chunked {
-		p := planExport(ds, s.version)
-		if p.copy {
-			a.copy, a.wrap, a.chain = true, p.wrap, p.chain
+		p := zarrmap.PlanOf(ds, s.version)
+		if p.Copy {
+			a.copy, a.wrap, a.chain = true, p.Wrap, p.Chain
 		} else {
-			s.logOnce(slog.LevelInfo, "zarr view: chunks served decoded, no codec declared", name, p.why)
+			s.logOnce(slog.LevelInfo, "zarr view: chunks served decoded, no codec declared", name, p.Why)
 		}
 	}
 	keep = true
@@ -331,39 +336,14 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 // held whole in memory while it is answered.
 const maxChunkBytes = 1 << 30
 
-// arrayMeta is an array's .zarray (v2) or zarr.json (v3) document.
-func arrayMeta(a *array, version int) map[string]any {
-	dtV2, dtV3, _ := zarrTypeOf(a.typ)
-	fill := fillJSON(a.typ, a.fill)
-	shape, chunk := a.shape, a.chunk
-	if shape == nil {
-		shape, chunk = []uint64{}, []uint64{}
-	}
-	if version == 2 {
-		meta := map[string]any{
-			"zarr_format": 2, "shape": shape, "chunks": chunk, "dtype": dtV2,
-			"fill_value": fill, "order": "C", "filters": nil, "compressor": nil, "dimension_separator": ".",
-		}
-		if n := len(a.chain); n > 0 {
-			meta["compressor"] = codecJSON(a.chain[n-1], 2)
-			if n > 1 {
-				fs := make([]any, n-1)
-				for i, c := range a.chain[:n-1] {
-					fs[i] = codecJSON(c, 2)
-				}
-				meta["filters"] = fs
-			}
-		}
-		return meta
-	}
-	codecs := []any{map[string]any{"name": "bytes", "configuration": map[string]any{"endian": "little"}}}
-	for _, c := range a.chain {
-		codecs = append(codecs, codecJSON(c, 3))
-	}
-	return map[string]any{
-		"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": dtV3,
-		"chunk_grid":         map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": chunk}},
-		"chunk_key_encoding": map[string]any{"name": "default", "configuration": map[string]any{"separator": "/"}},
-		"fill_value":         fill, "codecs": codecs, "attributes": a.attrs,
-	}
+// attrsJSON converts attributes to a Zarr attribute object. An attribute
+// with no Zarr form is left out and named in skipped with why, where an
+// export would refuse the whole object: a served view keeps what it can
+// and says what it left out.
+func attrsJSON(attrs []engine.Attr) (out map[string]any, skipped []string) {
+	out, _ = zarrmap.AttrsJSON(attrs, func(err error) error {
+		skipped = append(skipped, err.Error())
+		return nil
+	})
+	return out, skipped
 }
