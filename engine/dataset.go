@@ -709,7 +709,16 @@ func (d *Dataset) Storage(ctx context.Context) (st Storage, err error) {
 func (d *Dataset) storage(ctx context.Context) (Storage, error) {
 	d.s.extent.RLock()
 	defer d.s.extent.RUnlock()
-	return d.s.store.usage(ctx)
+	if err := d.s.gone(); err != nil {
+		return Storage{}, err
+	}
+	st, err := d.s.store.usage(ctx)
+	// A delete does not wait for this call: what it counted may be space
+	// the delete has freed since.
+	if gerr := d.s.gone(); gerr != nil {
+		return Storage{}, gerr
+	}
+	return st, err
 }
 
 // CacheStats returns the dataset's figures in the shared cache.

@@ -648,7 +648,15 @@ func (d *Dataset) ChunkExtents(ctx context.Context) (out []ChunkExtent, err erro
 func (d *Dataset) chunkExtents(ctx context.Context) ([]ChunkExtent, error) {
 	d.s.extent.RLock()
 	defer d.s.extent.RUnlock()
-	return d.s.store.chunkExtents(ctx)
+	if err := d.s.gone(); err != nil {
+		return nil, err
+	}
+	out, err := d.s.store.chunkExtents(ctx)
+	// As in storage: the extents listed may be free by now.
+	if gerr := d.s.gone(); gerr != nil {
+		return nil, gerr
+	}
+	return out, err
 }
 
 // prod64 is the product of dims, saturating at 2^64-1 (dims are
