@@ -223,16 +223,18 @@ func (x indexedStorage) checkStored(ctx context.Context, name string, run *check
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		// Bounds in uint64 first: a size or address of 2^63 or more is
+		// negative as an int64 and its end may wrap below the end of file.
+		if !entryFits(c.e, s.maxStored()) || c.e.Addr+c.e.Size > uint64(run.eof) {
+			run.problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
+			continue
+		}
 		run.add(int64(c.e.Addr), int64(c.e.Size), fmt.Sprintf("chunk %v of %s", c.coord, name))
 		for d := range c.coord {
 			if c.coord[d] >= g.Grid[d] {
 				run.problem("dataset %q: chunk %v lies outside the extent's grid %v", name, c.coord, g.Grid)
 				break
 			}
-		}
-		if int64(c.e.Size) > s.maxStored() || c.e.Addr+c.e.Size > uint64(run.eof) || c.e.Addr < format.DataStart {
-			run.problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
-			continue
 		}
 		img := make([]byte, c.e.Size)
 		if err := readFull(run.drv, img, int64(c.e.Addr)); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/index"
 	"github.com/scc-dev/scc/engine/internal/selection"
 )
 
@@ -65,6 +66,16 @@ func (l *denseLayout) ChunkDims() []uint64 { return l.s.chunk }
 // plus small per-filter framing and the checksum.
 func (l *denseLayout) maxStored() int64 { return l.s.chunkBytes + 4096 + 64*32 }
 
+// entryFits reports whether an existing index entry names a frame a file
+// can hold: at most maxStored bytes, from DataStart on, ending below 2^63.
+// Addresses and sizes are u64 on disk; every bound is taken in uint64,
+// since one converted to int64 first turns negative and passes a signed
+// bound, and Addr+Size may wrap.
+func entryFits(e index.Entry, maxStored int64) bool {
+	const limit = 1 << 63
+	return e.Size <= uint64(maxStored) && e.Addr >= format.DataStart && e.Addr < limit && e.Size <= limit-e.Addr
+}
+
 func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []cache.Location) error {
 	x, err := l.s.idx.get(ctx)
 	if err != nil {
@@ -79,7 +90,7 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []c
 		}
 		loc := cache.Location{SizeHint: l.memSize()}
 		if e.Exists() {
-			if int64(e.Size) > l.maxStored() || e.Addr < format.DataStart || e.Addr+e.Size < e.Addr {
+			if !entryFits(e, l.maxStored()) {
 				return fmt.Errorf("%w: chunk %v index entry (addr %d, size %d)", ErrCorrupt, []uint64(c), e.Addr, e.Size)
 			}
 			loc.Addr, loc.Size, loc.Mask, loc.Sum = int64(e.Addr), int64(e.Size), e.Mask, e.Sum

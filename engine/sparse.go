@@ -228,8 +228,7 @@ func (l *sparseLayout) location(c []uint64, e index.Entry) (cache.Location, erro
 		return loc, nil
 	}
 	k := uint64(e.Mask)
-	if k == 0 || k > l.elems || int64(e.Size) > l.maxStored() || int64(e.Size) < int64(section.HeaderSize(2)) ||
-		e.Addr < format.DataStart || e.Addr+e.Size < e.Addr {
+	if k == 0 || k > l.elems || !entryFits(e, l.maxStored()) || e.Size < uint64(section.HeaderSize(2)) {
 		return loc, fmt.Errorf("%w: sparse chunk %v index entry (addr %d, size %d, %d defined)", ErrCorrupt, c, e.Addr, e.Size, k)
 	}
 	loc.Addr, loc.Size, loc.Mask, loc.Sum = int64(e.Addr), int64(e.Size), e.Mask, e.Sum

@@ -126,7 +126,7 @@ func (l *vlenLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []ca
 		}
 		loc := cache.Location{SizeHint: l.memFor(0)}
 		if e.Exists() {
-			if e.Mask > vlenMaxHeap || int64(e.Size) > l.maxStored() || e.Addr < format.DataStart || e.Addr+e.Size < e.Addr {
+			if e.Mask > vlenMaxHeap || !entryFits(e, l.maxStored()) {
 				return fmt.Errorf("%w: variable-length chunk %v index entry (addr %d, size %d, heap %d)", ErrCorrupt, []uint64(c), e.Addr, e.Size, e.Mask)
 			}
 			loc.Addr, loc.Size, loc.Mask, loc.Sum = int64(e.Addr), int64(e.Size), e.Mask, e.Sum
