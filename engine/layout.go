@@ -150,7 +150,7 @@ func (l *denseLayout) verifyImage(coord cache.Coord, loc cache.Location, image [
 		bufpool.Put(image)
 		return nil, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
-	img, err := format.VerifyChunk(image)
+	img, err := l.s.csum.VerifyFrame(coord, image)
 	if err != nil {
 		bufpool.Put(image)
 		return nil, fmt.Errorf("chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
@@ -211,9 +211,10 @@ func (l *denseLayout) SummedLen(loc cache.Location) int64 {
 	return l.s.chunkBytes
 }
 
-// DecodeSummed is Decode given sum, the CRC32C of the image's first
-// SummedLen(loc) bytes: the same checks (the trailer is the one the index
-// names, the bytes match it) without summing them.
+// DecodeSummed is Decode given sum, the plain checksum (the dataset's
+// format.ChunkSum Plain) of the image's first SummedLen(loc) bytes: the
+// same checks (the trailer is the one the index names, the bytes match it)
+// without summing them.
 func (l *denseLayout) DecodeSummed(coord cache.Coord, loc cache.Location, image []byte, sum uint32) (cache.Chunk, error) {
 	n := l.SummedLen(loc)
 	if n < 0 || int64(len(image)) != loc.Size {
@@ -226,7 +227,7 @@ func (l *denseLayout) DecodeSummed(coord cache.Coord, loc cache.Location, image 
 		bufpool.Put(image)
 		return nil, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
-	if sum != loc.Sum {
+	if sum = l.s.csum.Bind(coord, sum); sum != loc.Sum {
 		bufpool.Put(image)
 		return nil, fmt.Errorf("%w: chunk %v of %q: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, []uint64(coord), l.s.name, loc.Sum, sum)
 	}
@@ -274,7 +275,7 @@ func (l *denseLayout) decodeVerified(coord cache.Coord, loc cache.Location, imag
 	return &denseChunk{buf: buf}, nil
 }
 
-func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
+func (l *denseLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
 	c := chunk.(*denseChunk)
 	if l.s.unfiltered {
 		// One copy, into a pooled buffer with room for the checksum: the
@@ -282,7 +283,7 @@ func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, e
 		// written.
 		img := bufpool.Get(len(c.buf) + format.ChunkFrameOverhead)[:len(c.buf)]
 		copy(img, c.buf)
-		img = format.AppendChunkChecksum(img)
+		img = l.s.csum.AppendFrame(coord, img)
 		return cache.Encoded{Image: img, Sum: format.Trailer(img), Pooled: true}, nil
 	}
 	dst := bufpool.Get(l.s.pipeline.MaxEncoded(len(c.buf)) + format.ChunkFrameOverhead)
@@ -291,7 +292,7 @@ func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, e
 		bufpool.Put(dst)
 		return cache.Encoded{}, classify(err)
 	}
-	img = format.AppendChunkChecksum(img)
+	img = l.s.csum.AppendFrame(coord, img)
 	// The image fills dst from its first byte (EncodeTo with room enough),
 	// so the cache can give it back once written.
 	pooled := len(img) > 0 && &img[0] == &dst[0]
@@ -313,7 +314,7 @@ func (l *denseLayout) EncodeBorrowed(coord cache.Coord, chunk cache.Chunk) (cach
 	if !l.s.unfiltered || !borrowImages || cap(c.buf)-len(c.buf) < format.ChunkFrameOverhead {
 		return l.Encode(coord, chunk)
 	}
-	img := format.AppendChunkChecksum(c.buf[:len(c.buf):cap(c.buf)])
+	img := l.s.csum.AppendFrame(coord, c.buf[:len(c.buf):cap(c.buf)])
 	return cache.Encoded{Image: img, Sum: format.Trailer(img)}, nil
 }
 
@@ -436,9 +437,9 @@ func (l *denseLayout) DirectSource(_ cache.Coord, p cache.Piece) ([]byte, bool) 
 }
 
 // DirectFrame returns the chunk frame around src (FORMAT.md "chunk
-// frame"): no header, the CRC32C trailer of src.
-func (l *denseLayout) DirectFrame(_ cache.Coord, src []byte) (head, tail []byte, sum uint32) {
-	sum = format.Checksum(src)
+// frame"): no header, the checksum trailer of src at coord.
+func (l *denseLayout) DirectFrame(coord cache.Coord, src []byte) (head, tail []byte, sum uint32) {
+	sum = l.s.csum.Sum(coord, src)
 	return nil, binary.LittleEndian.AppendUint32(make([]byte, 0, format.ChunkFrameOverhead), sum), sum
 }
 
@@ -450,7 +451,7 @@ func (l *denseLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, t
 	if format.Trailer(trailer) != loc.Sum {
 		return fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
-	if format.Checksum(dst) != loc.Sum {
+	if l.s.csum.Sum(coord, dst) != loc.Sum {
 		return fmt.Errorf("%w: chunk %v of %q: checksum mismatch", ErrCorrupt, []uint64(coord), l.s.name)
 	}
 	return nil
@@ -458,12 +459,12 @@ func (l *denseLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, t
 
 // SumDirect, CombineDirect and VerifyDirectSum let a direct read split
 // among goroutines (cache/splitread.go) checksum each piece on the
-// goroutine that read it: the frame's CRC32C combines
-// (format.CombineChecksum).
-func (l *denseLayout) SumDirect(b []byte) uint32 { return format.Checksum(b) }
+// goroutine that read it: the frame's plain checksum combines
+// (format.ChunkSum's Combine), and is bound to the chunk once whole.
+func (l *denseLayout) SumDirect(b []byte) uint32 { return l.s.csum.Plain(b) }
 
 func (l *denseLayout) CombineDirect(sa, sb uint32, nb int64) uint32 {
-	return format.CombineChecksum(sa, sb, nb)
+	return l.s.csum.Combine(sa, sb, nb)
 }
 
 // VerifyDirectSum is VerifyDirect given the checksum of dst, computed by
@@ -472,7 +473,7 @@ func (l *denseLayout) VerifyDirectSum(coord cache.Coord, loc cache.Location, sum
 	if format.Trailer(trailer) != loc.Sum {
 		return fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
-	if sum != loc.Sum {
+	if l.s.csum.Bind(coord, sum) != loc.Sum {
 		return fmt.Errorf("%w: chunk %v of %q: checksum mismatch", ErrCorrupt, []uint64(coord), l.s.name)
 	}
 	return nil

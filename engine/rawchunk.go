@@ -144,7 +144,7 @@ func (d *Dataset) readChunkRaw(ctx context.Context, coords []uint64) (data []byt
 	if format.Trailer(image) != loc.Sum {
 		return nil, 0, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, coords, s.name, loc.Addr)
 	}
-	img, err := format.VerifyChunk(image)
+	img, err := s.csum.VerifyFrame(coords, image)
 	if err != nil {
 		return nil, 0, fmt.Errorf("chunk %v of %q: %w", coords, s.name, classify(err))
 	}
@@ -251,7 +251,7 @@ func (d *Dataset) writeRaw(ctx context.Context, coords []uint64, data []byte, fi
 	// The frame is the bytes and their trailer in one pooled buffer:
 	// DirectWrite writes it before it returns and keeps no reference.
 	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)
-	frame := format.AppendChunkChecksum(append(buf[:0], data...))
+	frame := s.csum.AppendFrame(coords, append(buf[:0], data...))
 	err = cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})
 	bufpool.Put(buf)
 	return classify(err)

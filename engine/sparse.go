@@ -253,7 +253,7 @@ func (l *sparseLayout) decodeSelection(coord []uint64, frameSize int64, k uint64
 	if maxDec > 1<<32-1 {
 		maxDec = 1<<32 - 1
 	}
-	h, err := section.ParseHeader(frame, frameSize, 2, uint32(maxDec))
+	h, err := section.ParseHeader(frame, frameSize, 2, uint32(maxDec), l.s.csum, coord)
 	if err != nil {
 		return h, nil, fmt.Errorf("sparse chunk %v of %q: %w", coord, l.s.name, classify(err))
 	}
@@ -333,7 +333,7 @@ func (l *sparseLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encod
 	}
 	size := section.FrameSize(len(sel.Data), len(val.Data))
 	buf := bufpool.Get(size)
-	img, sum := section.AppendFrame(buf[:0], []section.Stored{sel, val})
+	img, sum := section.AppendFrame(buf[:0], []section.Stored{sel, val}, l.s.csum, coord)
 	pooled := &img[0] == &buf[0]
 	if !pooled {
 		bufpool.Put(buf)

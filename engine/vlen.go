@@ -150,7 +150,7 @@ func (l *vlenLayout) Decode(coord cache.Coord, loc cache.Location, image []byte)
 		return nil, fmt.Errorf("%w: variable-length chunk %v of %q: heap of %d bytes", ErrCorrupt, []uint64(coord), l.s.name, heapLen)
 	}
 	fixed := uint64(l.fixedBytes())
-	h, err := section.ParseHeader(image, int64(len(image)), 2, uint32(max(fixed, heapLen)))
+	h, err := section.ParseHeader(image, int64(len(image)), 2, uint32(max(fixed, heapLen)), l.s.csum, coord)
 	if err != nil {
 		return nil, fmt.Errorf("variable-length chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
 	}
@@ -196,7 +196,7 @@ func (l *vlenLayout) Decode(coord cache.Coord, loc cache.Location, image []byte)
 	return c, nil
 }
 
-func (l *vlenLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
+func (l *vlenLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
 	c := chunk.(*vlenChunk)
 	fixed := make([]byte, 8*len(c.off))
 	for i := range c.off {
@@ -212,7 +212,7 @@ func (l *vlenLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, er
 		return cache.Encoded{}, err
 	}
 	buf := bufpool.Get(section.FrameSize(len(fs.Data), len(hs.Data)))
-	img, sum := section.AppendFrame(buf[:0], []section.Stored{fs, hs})
+	img, sum := section.AppendFrame(buf[:0], []section.Stored{fs, hs}, l.s.csum, coord)
 	pooled := &img[0] == &buf[0]
 	if !pooled {
 		bufpool.Put(buf)
