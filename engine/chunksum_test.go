@@ -217,3 +217,45 @@ func swapRun(t *testing.T, layout LayoutKind, fl []Filter, stale bool) {
 		t.Fatalf("stale %v: read of chunk 0: %v, want ErrCorrupt", stale, err)
 	}
 }
+
+// TestChunkKeySurvivesMove: the chunk key lives in the header, not in the
+// name, so a moved dataset's chunks still verify, before and after reopen.
+func TestChunkKeySurvivesMove(t *testing.T) {
+	ctx := t.Context()
+	drv := vfd.NewMem()
+	f := tCreate(t, drv, nil)
+	spec := DatasetSpec{Type: Uint8, Shape: []uint64{4, 512}, Chunk: []uint64{1, 512}, Filters: []Filter{Zstd(1), CRC32C()}}
+	d, err := f.CreateDataset("a/d", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fillBytes(4*512, 3)
+	if err := d.Write(ctx, All(spec.Shape), want); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := d.s.csum.Key()
+	if err := f.Move(ctx, "a/d", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Check(ctx, drv); err != nil {
+		t.Fatal(err)
+	}
+	ro := tOpen(t, drv, &Options{ReadOnly: true})
+	rd, err := ro.OpenDataset("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd.s.csum.Key() != key || key == 0 {
+		t.Fatalf("chunk key %x after the move, %x before", rd.s.csum.Key(), key)
+	}
+	got := make([]byte, len(want))
+	if err := rd.Read(ctx, All(spec.Shape), got); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read after move: %v", err)
+	}
+}

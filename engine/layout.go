@@ -17,8 +17,8 @@ import (
 // denseLayout implements the cache's layout callbacks (SCC internal API) for dense
 // chunked datasets. In cache memory a chunk is the uncompressed array of its
 // elements in C order (the "legacy chunk" format of SCC internal API's Q&A); on disk
-// it is that array run through the filter pipeline, followed by a CRC32C of
-// the stored bytes (format.AppendChunkChecksum).
+// it is that array run through the filter pipeline, followed by the
+// dataset's chunk checksum of the stored bytes (format.ChunkSum).
 //
 // Concurrency: the index and the allocator synchronize themselves; the
 // callbacks keep no other state, so they are safe from any goroutine.

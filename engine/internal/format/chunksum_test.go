@@ -93,3 +93,26 @@ func TestHeaderChunkKey(t *testing.T) {
 		t.Fatalf("zero chunk key: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestChunkSumDocumented pins the keyed rule as FORMAT.md §9 spells it.
+func TestChunkSumDocumented(t *testing.T) {
+	if crc32.ChecksumIEEE([]byte("123456789")) != 0xCBF43926 {
+		t.Fatal("CRC-32 (IEEE) check value differs from FORMAT.md")
+	}
+	mix := func(z uint64) uint64 {
+		z ^= z >> 30
+		z *= 0xBF58476D1CE4E5B9
+		z ^= z >> 27
+		z *= 0x94D049BB133111EB
+		return z ^ z>>31
+	}
+	key, coord, img := uint64(0x0123456789abcdef), []uint64{7, 0, 1 << 40}, []byte("123456789")
+	h := mix(key)
+	for _, c := range coord {
+		h = mix(h ^ c)
+	}
+	want := crc32.ChecksumIEEE(img) ^ uint32(h) ^ uint32(h>>32)
+	if got := KeyedChunkSum(key).Sum(coord, img); got != want {
+		t.Fatalf("keyed chunk checksum %08x, FORMAT.md's rule gives %08x", got, want)
+	}
+}
