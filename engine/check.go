@@ -66,10 +66,13 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 		return nil, fmt.Errorf("%w: no driver", ErrInvalid)
 	}
 	r := &CheckReport{}
-	for _, off := range []int64{format.SlotA, format.SlotB} {
+	var slots [2]*format.SlotState // nil: unreadable (Open reports the I/O error)
+	for i, off := range []int64{format.SlotA, format.SlotB} {
 		buf := make([]byte, format.SlotSize)
 		if readFull(drv, buf, off) == nil {
-			if _, err := format.DecodeSuperblock(buf); err == nil {
+			st := format.InspectSlot(buf, off)
+			slots[i] = &st
+			if st.Valid {
 				r.SlotsValid++
 			}
 		}
@@ -90,6 +93,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 	defer f.Close()
 	r.Generation, r.EOF = f.sb.Load().Generation, int64(f.sb.Load().EOF)
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
+	checkSlots(r.Generation, slots, problem)
 
 	type owned struct {
 		alloc.Extent
@@ -254,4 +258,33 @@ func (x indexedStorage) checkStored(ctx context.Context, name string, run *check
 		run.r.Chunks++
 	}
 	return nil
+}
+
+// checkSlots reports the damage of the slot the file did not open from.
+// Commits alternate slots, so the other slot holds the previous generation
+// (gen-1), or nothing on a file committed once. Damaged, it is either a
+// commit after gen that was written and lost (the file silently opens one
+// generation back) or the previous generation's copy gone: both are
+// problems, and when its damaged bytes still name a newer generation the
+// lost commit is that one.
+func checkSlots(gen uint64, slots [2]*format.SlotState, problem func(string, ...any)) {
+	i := 0
+	if format.SlotFor(gen+1) == format.SlotB {
+		i = 1
+	}
+	st := slots[i]
+	if st == nil || st.Valid {
+		return
+	}
+	name, off := [2]string{"A", "B"}[i], [2]int64{format.SlotA, format.SlotB}[i]
+	switch {
+	case st.Blank:
+		if gen >= 2 {
+			problem("superblock slot %s (offset %d) is blank, though generation %d was committed there: the file has a single valid superblock", name, off, gen-1)
+		}
+	case st.GenLegible && st.Gen > gen:
+		problem("superblock slot %s (offset %d) is damaged (%v): the commit of generation %d is lost; the file opens at generation %d", name, off, st.Err, st.Gen, gen)
+	default:
+		problem("superblock slot %s (offset %d) is damaged (%v): the newest commit (generation %d or later) may be lost; the file opens at generation %d", name, off, st.Err, gen+1, gen)
+	}
 }
