@@ -36,7 +36,14 @@ type CheckReport struct {
 	// without the image.
 	ImageFreeMap bool
 	ImageMapLeak int64
-	Problems     []string // empty when the file is consistent
+	// LostGeneration is the generation of a commit that the file's
+	// superblock slots show was written but is not the state it opens
+	// at: the slot holding it is damaged (one of Problems says so). A
+	// commit cut by a crash or a failed write while its slot was being
+	// written (never acknowledged) looks the same as one damaged since.
+	// 0: none, or the damaged slot names no generation.
+	LostGeneration uint64
+	Problems       []string // empty when the file is consistent
 }
 
 // CheckPath runs Check on the file at path, opened read-only.
@@ -49,7 +56,11 @@ func CheckPath(ctx context.Context, path string) (*CheckReport, error) {
 		return nil, classify(err)
 	}
 	defer drv.Close()
-	return Check(ctx, drv)
+	r, err := Check(ctx, drv)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", path, err)
+	}
+	return r, err
 }
 
 // Check verifies the committed state on drv without changing it: both
@@ -93,7 +104,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 	defer f.Close()
 	r.Generation, r.EOF = f.sb.Load().Generation, int64(f.sb.Load().EOF)
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
-	checkSlots(r.Generation, slots, problem)
+	r.LostGeneration = checkSlots(r.Generation, slots, problem)
 
 	type owned struct {
 		alloc.Extent
@@ -266,15 +277,15 @@ func (x indexedStorage) checkStored(ctx context.Context, name string, run *check
 // commit after gen that was written and lost (the file silently opens one
 // generation back) or the previous generation's copy gone: both are
 // problems, and when its damaged bytes still name a newer generation the
-// lost commit is that one.
-func checkSlots(gen uint64, slots [2]*format.SlotState, problem func(string, ...any)) {
+// lost commit is that one, which it returns.
+func checkSlots(gen uint64, slots [2]*format.SlotState, problem func(string, ...any)) (lost uint64) {
 	i := 0
 	if format.SlotFor(gen+1) == format.SlotB {
 		i = 1
 	}
 	st := slots[i]
 	if st == nil || st.Valid {
-		return
+		return 0
 	}
 	name, off := [2]string{"A", "B"}[i], [2]int64{format.SlotA, format.SlotB}[i]
 	switch {
@@ -283,8 +294,11 @@ func checkSlots(gen uint64, slots [2]*format.SlotState, problem func(string, ...
 			problem("superblock slot %s (offset %d) is blank, though generation %d was committed there: the file has a single valid superblock", name, off, gen-1)
 		}
 	case st.GenLegible && st.Gen > gen:
-		problem("superblock slot %s (offset %d) is damaged (%v): the commit of generation %d is lost; the file opens at generation %d", name, off, st.Err, st.Gen, gen)
+		problem("superblock slot %s (offset %d) is damaged (%v): the commit of generation %d is lost (cut while it was written, or damaged since); the file opens at generation %d",
+			name, off, st.Err, st.Gen, gen)
+		return st.Gen
 	default:
 		problem("superblock slot %s (offset %d) is damaged (%v): the newest commit (generation %d or later) may be lost; the file opens at generation %d", name, off, st.Err, gen+1, gen)
 	}
+	return 0
 }

@@ -894,7 +894,7 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 	}
 	for i, n := range dims {
 		if n > s.maxShape[i] {
-			return fmt.Errorf("%w: extent %v exceeds max shape %v", ErrOutOfRange, dims, s.maxShape)
+			return fmt.Errorf("%w: dataset %q: extent %v exceeds max shape %v", ErrOutOfRange, s.path(), dims, s.maxShape)
 		}
 	}
 	if err := s.store.checkExtent(dims); err != nil {

@@ -365,9 +365,9 @@ func (l *vlenLayout) Trim(coord cache.Coord, chunk cache.Chunk, dims []uint64) (
 func (d *Dataset) vlenIO(ctx context.Context, sel Selection, vals [][]byte, write bool) error {
 	s := d.s
 	if n, err := sel.hyper().CountElements(); err != nil {
-		return classify(err)
+		return classifyIn(err, s.path())
 	} else if n != uint64(len(vals)) {
-		return fmt.Errorf("%w: %d values for %d selected elements", ErrInvalid, len(vals), n)
+		return fmt.Errorf("%w: dataset %q: %d values for %d selected elements", ErrInvalid, s.path(), len(vals), n)
 	}
 	if write {
 		for i, v := range vals {
@@ -422,7 +422,7 @@ func (d *Dataset) ReadVlen(ctx context.Context, sel Selection) ([][]byte, error)
 func (d *Dataset) readVlen(ctx context.Context, sel Selection) ([][]byte, error) {
 	n, err := sel.hyper().CountElements()
 	if err != nil {
-		return nil, classify(err)
+		return nil, classifyIn(err, d.s.path())
 	}
 	if n > maxChunkBytes {
 		return nil, fmt.Errorf("%w: %d elements at once", ErrInvalid, n)

@@ -240,6 +240,7 @@ type SlotState struct {
 	Blank      bool
 	Valid      bool
 	Gen        uint64 // the decoded generation, or the hint
+	EOF        uint64 // the decoded end of file, or the hint
 	GenLegible bool   // Gen is the decoded generation or a hint read under an intact magic
 	Err        error  // why the slot does not decode
 }
@@ -248,11 +249,11 @@ type SlotState struct {
 func InspectSlot(b []byte, slot int64) SlotState {
 	s, err := decodeSlot(b, slot)
 	if err == nil {
-		return SlotState{Valid: true, Gen: s.Generation, GenLegible: true}
+		return SlotState{Valid: true, Gen: s.Generation, EOF: s.EOF, GenLegible: true}
 	}
 	st := SlotState{Err: err, Blank: len(b) == SlotSize && !slices.ContainsFunc(b, func(c byte) bool { return c != 0 })}
 	if len(b) == SlotSize && [4]byte(b[:4]) == magicSuperblock {
-		st.Gen, st.GenLegible = le.Uint64(b[sbGeneration:]), true
+		st.Gen, st.EOF, st.GenLegible = le.Uint64(b[sbGeneration:]), le.Uint64(b[sbEOF:]), true
 	}
 	return st
 }
