@@ -624,6 +624,15 @@ func BenchmarkChunkFrame(b *testing.B) {
 			}
 		}
 	})
+	keyed := KeyedChunkSum(1).AppendFrame([]uint64{3}, bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7}, 1<<20/7))
+	b.Run("scc-keyed", func(b *testing.B) {
+		b.SetBytes(int64(len(keyed)))
+		for b.Loop() {
+			if _, err := KeyedChunkSum(1).VerifyFrame([]uint64{3}, keyed); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("baseline-copy", func(b *testing.B) {
 		b.SetBytes(int64(len(frame)))
 		for b.Loop() {
