@@ -131,16 +131,18 @@ func classifyIn(err error, dataset string) error {
 	if err == nil {
 		return nil
 	}
-	err = classify(err)
-	if ce, ok := err.(*classError); ok {
-		return classed(ce.errs[0], ce.errs[1], dataset)
-	}
+	return within(classify(err), fmt.Sprintf("dataset %q", dataset))
+}
+
+// within names where an error of an engine class happened, after its
+// class: "scc: out of range: element 3: ...".
+func within(err error, where string) error {
 	for _, s := range sentinels {
 		if errors.Is(err, s) {
-			return classed(s, err, dataset)
+			return classed(s, err, where)
 		}
 	}
-	return err
+	return fmt.Errorf("%s: %w", where, err)
 }
 
 // classError is an error of one engine class whose text says the class
@@ -175,9 +177,9 @@ var lowerPrefixes = []struct {
 }
 
 // classed wraps err (of a lower layer, or sentinel itself, or an error
-// already wrapping sentinel) in sentinel's class; dataset, when set, is
+// already wrapping sentinel) in sentinel's class; where, when set, is
 // named after the class.
-func classed(sentinel, err error, dataset string) error {
+func classed(sentinel, err error, where string) error {
 	msg := err.Error()
 	if p := sentinel.Error() + ": "; strings.HasPrefix(msg, p) {
 		msg = msg[len(p):]
@@ -191,8 +193,8 @@ func classed(sentinel, err error, dataset string) error {
 		}
 	}
 	text := sentinel.Error()
-	if dataset != "" {
-		text += fmt.Sprintf(": dataset %q", dataset)
+	if where != "" {
+		text += ": " + where
 	}
 	if msg != "" {
 		text += ": " + msg

@@ -141,6 +141,15 @@ func TestRequestErrorsSayItOnce(t *testing.T) {
 	once("buffer", d.Read(ctx, Box([]uint64{0, 0}, []uint64{5, 5}), make([]byte, 49)), ErrInvalid, `dataset "g/d"`, "49 bytes")
 	once("extent", d.SetExtent(ctx, []uint64{20, 10}), ErrOutOfRange, `dataset "g/d"`, "max shape")
 	once("type", WriteSlice(ctx, d, All([]uint64{10, 10}), make([]float32, 100)), ErrInvalid, `dataset "g/d"`, "float32")
+	vals := make([]uint16, 100)
+	vals[7] = 300
+	if err := WriteSlice(ctx, d, All([]uint64{10, 10}), vals); err != nil {
+		t.Fatal(err)
+	}
+	once("strict conversion", ReadAs(ctx, d, All([]uint64{10, 10}), make([]uint8, 100), ConvertOptions{Strict: true}), ErrOutOfRange,
+		`dataset "g/d"`, "element 7", "300")
+	_, _, err = d.ReadChunkRaw(ctx, []uint64{2, 0})
+	once("raw chunk", err, ErrOutOfRange, `dataset "g/d"`, "chunk [2 0]")
 	sp, err := f.CreateDataset("sp", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{2}, Layout: Sparse})
 	if err != nil {
 		t.Fatal(err)

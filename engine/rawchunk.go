@@ -86,12 +86,12 @@ func (d *Dataset) storedChunks(ctx context.Context) ([]StoredChunk, error) {
 // chunk's box for the serializer.
 func (s *dsState) chunkRegion(coords []uint64) (serialize.Region, error) {
 	if len(coords) != len(s.chunk) {
-		return serialize.Region{}, fmt.Errorf("%w: chunk coordinates %v have rank %d, dataset has %d", ErrInvalid, coords, len(coords), len(s.chunk))
+		return serialize.Region{}, fmt.Errorf("%w: dataset %q: chunk coordinates %v have rank %d, dataset has %d", ErrInvalid, s.path(), coords, len(coords), len(s.chunk))
 	}
 	shape := s.shape()
 	for i, c := range coords {
 		if c >= ceilDiv(shape[i], s.chunk[i]) {
-			return serialize.Region{}, fmt.Errorf("%w: chunk %v outside the extent %v (chunk %v)", ErrOutOfRange, coords, shape, s.chunk)
+			return serialize.Region{}, fmt.Errorf("%w: dataset %q: chunk %v outside the extent %v (chunk %v)", ErrOutOfRange, s.path(), coords, shape, s.chunk)
 		}
 	}
 	hi := make([]uint64, len(coords))

@@ -112,7 +112,7 @@ func ReadAs[T Element](ctx context.Context, ds *Dataset, sel Selection, out []T,
 		dst = make([]byte, len(out)*dt.Size())
 	}
 	if err := convertElems(dst, dt, src, st, opts); err != nil {
-		return err
+		return classifyIn(err, ds.s.path())
 	}
 	if !littleEndian {
 		fromBytes(dst, out)
