@@ -1,6 +1,6 @@
 // Package section encodes and decodes the parts of a structured chunk
 // (SCC requirements §2.1): the frame that holds a chunk's sections, each with its
-// own stored size, decoded size, filter mask and CRC32C, and the section
+// own stored size, decoded size, filter mask and checksum, and the section
 // encodings the layouts use (the run encoding of a sparse chunk's defined
 // elements). FORMAT.md §16 specifies the bytes.
 //
@@ -33,7 +33,7 @@ const MaxSections = 8
 const entrySize = 16
 
 // HeaderSize is the size of a frame header with n sections: version,
-// count, two reserved bytes, the table, the header's CRC32C.
+// count, two reserved bytes, the table, the header's checksum.
 func HeaderSize(n int) int { return 4 + entrySize*n + 4 }
 
 // Stored is one section as it goes into a frame: its stored (filtered)
