@@ -183,7 +183,7 @@ func (l *denseLayout) DecodeInto(coord cache.Coord, loc cache.Location, image, d
 		bufpool.Put(image)
 		return fmt.Errorf("%w: chunk %v of %q: direct decode into %d bytes, chunk has %d", cache.ErrInvalid, []uint64(coord), l.s.name, len(dst), l.s.chunkBytes)
 	}
-	// img passed its CRC32C: a zstd frame checksum would check it again.
+	// img passed the frame checksum: a zstd frame checksum would check it again.
 	buf, err := l.s.pipeline.DecodeVerifiedTo(dst[:0], img, loc.Mask, len(dst))
 	bufpool.Put(image)
 	if err != nil {
@@ -203,7 +203,7 @@ var _ cache.DirectDecoder = (*denseLayout)(nil)
 // SummedLen and DecodeSummed let a split load (cache/splitload.go) hand
 // Decode the checksum of an unfiltered chunk's bytes, computed by pieces
 // on the goroutines that read them, instead of summing the image again:
-// the frame's CRC32C covers the image without its trailer.
+// the frame checksum covers the image without its trailer.
 func (l *denseLayout) SummedLen(loc cache.Location) int64 {
 	if !l.s.unfiltered || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
 		return -1
@@ -262,7 +262,7 @@ func (l *denseLayout) decodeVerified(coord cache.Coord, loc cache.Location, imag
 		return &denseChunk{buf: buf}, nil
 	}
 	dst := bufpool.GetFull(int(l.s.chunkBytes))
-	// img passed its CRC32C: a zstd frame checksum would check it again.
+	// img passed the frame checksum: a zstd frame checksum would check it again.
 	buf, err := l.s.pipeline.DecodeVerifiedTo(dst[:0], img, loc.Mask, int(l.s.chunkBytes))
 	bufpool.Put(image) // decoded (or failed): the image is no longer read
 	if err != nil {
