@@ -36,7 +36,14 @@ type CheckReport struct {
 	// without the image.
 	ImageFreeMap bool
 	ImageMapLeak int64
-	Problems     []string // empty when the file is consistent
+	// LostGeneration is the generation of a commit that the file's
+	// superblock slots show was written but is not the state it opens
+	// at: the slot holding it is damaged (one of Problems says so). A
+	// commit cut by a crash or a failed write while its slot was being
+	// written (never acknowledged) looks the same as one damaged since.
+	// 0: none, or the damaged slot names no generation.
+	LostGeneration uint64
+	Problems       []string // empty when the file is consistent
 }
 
 // CheckPath runs Check on the file at path, opened read-only.
@@ -49,7 +56,11 @@ func CheckPath(ctx context.Context, path string) (*CheckReport, error) {
 		return nil, classify(err)
 	}
 	defer drv.Close()
-	return Check(ctx, drv)
+	r, err := Check(ctx, drv)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", path, err)
+	}
+	return r, err
 }
 
 // Check verifies the committed state on drv without changing it: both
@@ -66,10 +77,13 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 		return nil, fmt.Errorf("%w: no driver", ErrInvalid)
 	}
 	r := &CheckReport{}
-	for _, off := range []int64{format.SlotA, format.SlotB} {
+	var slots [2]*format.SlotState // nil: unreadable (Open reports the I/O error)
+	for i, off := range []int64{format.SlotA, format.SlotB} {
 		buf := make([]byte, format.SlotSize)
 		if readFull(drv, buf, off) == nil {
-			if _, err := format.DecodeSuperblock(buf); err == nil {
+			st := format.InspectSlot(buf, off)
+			slots[i] = &st
+			if st.Valid {
 				r.SlotsValid++
 			}
 		}
@@ -90,6 +104,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 	defer f.Close()
 	r.Generation, r.EOF = f.sb.Load().Generation, int64(f.sb.Load().EOF)
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
+	r.LostGeneration = checkSlots(r.Generation, slots, problem)
 
 	type owned struct {
 		alloc.Extent
@@ -223,16 +238,18 @@ func (x indexedStorage) checkStored(ctx context.Context, name string, run *check
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		// Bounds in uint64 first: a size or address of 2^63 or more is
+		// negative as an int64 and its end may wrap below the end of file.
+		if !entryFits(c.e, s.maxStored()) || c.e.Addr+c.e.Size > uint64(run.eof) {
+			run.problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
+			continue
+		}
 		run.add(int64(c.e.Addr), int64(c.e.Size), fmt.Sprintf("chunk %v of %s", c.coord, name))
 		for d := range c.coord {
 			if c.coord[d] >= g.Grid[d] {
 				run.problem("dataset %q: chunk %v lies outside the extent's grid %v", name, c.coord, g.Grid)
 				break
 			}
-		}
-		if int64(c.e.Size) > s.maxStored() || c.e.Addr+c.e.Size > uint64(run.eof) || c.e.Addr < format.DataStart {
-			run.problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
-			continue
 		}
 		img := make([]byte, c.e.Size)
 		if err := readFull(run.drv, img, int64(c.e.Addr)); err != nil {
@@ -252,4 +269,36 @@ func (x indexedStorage) checkStored(ctx context.Context, name string, run *check
 		run.r.Chunks++
 	}
 	return nil
+}
+
+// checkSlots reports the damage of the slot the file did not open from.
+// Commits alternate slots, so the other slot holds the previous generation
+// (gen-1), or nothing on a file committed once. Damaged, it is either a
+// commit after gen that was written and lost (the file silently opens one
+// generation back) or the previous generation's copy gone: both are
+// problems, and when its damaged bytes still name a newer generation the
+// lost commit is that one, which it returns.
+func checkSlots(gen uint64, slots [2]*format.SlotState, problem func(string, ...any)) (lost uint64) {
+	i := 0
+	if format.SlotFor(gen+1) == format.SlotB {
+		i = 1
+	}
+	st := slots[i]
+	if st == nil || st.Valid {
+		return 0
+	}
+	name, off := [2]string{"A", "B"}[i], [2]int64{format.SlotA, format.SlotB}[i]
+	switch {
+	case st.Blank:
+		if gen >= 2 {
+			problem("superblock slot %s (offset %d) is blank, though generation %d was committed there: the file has a single valid superblock", name, off, gen-1)
+		}
+	case st.GenLegible && st.Gen > gen:
+		problem("superblock slot %s (offset %d) is damaged (%v): the commit of generation %d is lost (cut while it was written, or damaged since); the file opens at generation %d",
+			name, off, st.Err, st.Gen, gen)
+		return st.Gen
+	default:
+		problem("superblock slot %s (offset %d) is damaged (%v): the newest commit (generation %d or later) may be lost; the file opens at generation %d", name, off, st.Err, gen+1, gen)
+	}
+	return 0
 }

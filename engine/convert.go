@@ -66,7 +66,7 @@ func convertElems(dst []byte, dt Type, src []byte, st Type, opts ConvertOptions)
 	ss, ds := st.Size(), dt.Size()
 	for i, j := 0, 0; i+ss <= len(src); i, j = i+ss, j+ds {
 		if err := convertOne(dst[j:j+ds], dt, src[i:i+ss], st, opts); err != nil {
-			return fmt.Errorf("element %d: %w", i/ss, err)
+			return within(err, fmt.Sprintf("element %d", i/ss))
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -44,7 +45,12 @@ type dsState struct {
 	// unfiltered: the pipeline is empty, so a chunk's image is its memory
 	// format and encode/decode need no pipeline pass.
 	unfiltered bool
-	idx        *lazyIndex // nil for a contiguous dataset
+	// csum is the rule of the chunk frames' checksums: keyed by the
+	// header's chunk key, so that a frame names which chunk of which
+	// dataset it is, or the unkeyed CRC32C of datasets written before
+	// chunk keys (format.ChunkSum).
+	csum format.ChunkSum
+	idx  *lazyIndex // nil for a contiguous dataset
 	// store is the dataset's layout (storage.go). code is the header's
 	// layout code, layoutParams its LayoutParams part, carried unchanged
 	// through header rewrites. admitBytes is what admission counts per
@@ -201,6 +207,7 @@ func (f *File) createDataset(ctx context.Context, name string, spec DatasetSpec)
 	g := geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk)
 	if spec.Layout != Contiguous {
 		hdr.IndexKind = uint8(index.ChooseKind(g.MaxGrid))
+		hdr.ChunkKey = newChunkKey()
 	}
 	// The header decoder's limits, enforced on the way in: a header that
 	// encodes but does not decode would make the whole file unreadable
@@ -448,6 +455,7 @@ func (f *File) newState(hdr format.DatasetHeader) (*dsState, error) {
 		minCache:   hdr.MinCacheBytes,
 		pipeline:   pl,
 		unfiltered: len(specs) == 0,
+		csum:       format.KeyedChunkSum(hdr.ChunkKey),
 		idx:        newLazyIndex(f.blockStore(), index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot, f.chargeIndex),
 		chunkBytes: int64(elems) * int64(t.Size()),
 	}
@@ -557,6 +565,7 @@ func (s *dsState) header(shape []uint64, root []byte) format.DatasetHeader {
 		Layout: s.code, Filters: s.filters, Fill: s.fill,
 		MinCacheBytes: s.minCache, IndexKind: s.indexKind(), IndexRoot: root,
 		LayoutParams: s.layoutParams, Attrs: s.attrs.load().encoding(),
+		ChunkKey: s.csum.Key(),
 	}
 	headerType(&h, s.typ)
 	return h
@@ -703,7 +712,16 @@ func (d *Dataset) Storage(ctx context.Context) (st Storage, err error) {
 func (d *Dataset) storage(ctx context.Context) (Storage, error) {
 	d.s.extent.RLock()
 	defer d.s.extent.RUnlock()
-	return d.s.store.usage(ctx)
+	if err := d.s.gone(); err != nil {
+		return Storage{}, err
+	}
+	st, err := d.s.store.usage(ctx)
+	// A delete does not wait for this call: what it counted may be space
+	// the delete has freed since.
+	if gerr := d.s.gone(); gerr != nil {
+		return Storage{}, gerr
+	}
+	return st, err
 }
 
 // CacheStats returns the dataset's figures in the shared cache.
@@ -870,7 +888,7 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 	}
 	for i, n := range dims {
 		if n > s.maxShape[i] {
-			return fmt.Errorf("%w: extent %v exceeds max shape %v", ErrOutOfRange, dims, s.maxShape)
+			return fmt.Errorf("%w: dataset %q: extent %v exceeds max shape %v", ErrOutOfRange, s.path(), dims, s.maxShape)
 		}
 	}
 	if err := s.store.checkExtent(dims); err != nil {
@@ -1072,4 +1090,16 @@ func allZero(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// newChunkKey draws a dataset's chunk key (format.KeyedChunkSum): random,
+// so that datasets, and a dataset deleted and created again under the same
+// name, do not share one, and kept in the header, so that it survives a
+// Move; never 0, which means the unkeyed rule.
+func newChunkKey() uint64 {
+	for {
+		if k := mrand.Uint64(); k != 0 {
+			return k
+		}
+	}
 }

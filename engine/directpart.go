@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"hash/crc32"
-
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/selection"
@@ -85,12 +83,10 @@ func (l *denseLayout) RowTarget(loc cache.Location, p cache.Piece) (cache.Rows, 
 	return cache.Rows{Buf: pc.buf, First: first, Len: row, Count: chunk[:k:k], Step: stride[:k:k]}, format.ChunkFrameOverhead, true
 }
 
-// SumRow continues the frame's CRC32C over b (cache.RowReader): the
-// checksum of a chunk's rows taken in order is the checksum of its bytes.
-func (l *denseLayout) SumRow(sum uint32, b []byte) uint32 { return crc32.Update(sum, castagnoli, b) }
-
-// castagnoli is the frame checksum's table (format.Checksum's).
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// SumRow continues the frame's plain checksum over b (cache.RowReader):
+// the checksum of a chunk's rows taken in order is the checksum of its
+// bytes (VerifyDirectSum binds it to the chunk).
+func (l *denseLayout) SumRow(sum uint32, b []byte) uint32 { return l.s.csum.Update(sum, b) }
 
 // readPieces reports whether every piece is a *piece of one of kinds.
 func readPieces(pieces []cache.Piece, kinds ...pieceKind) bool {

@@ -23,9 +23,12 @@ import (
 // above the 2 KiB bypass threshold of dwOpts' 8 KiB cache.
 const dwRow = 4096
 
+// dwRows is the rows (chunks) of dwSpec's extent.
+const dwRows = 6
+
 func dwOpts() *Options { return &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}} }
 
-var dwSpec = DatasetSpec{Type: Uint8, Shape: []uint64{6, dwRow}, MaxShape: []uint64{Unlimited, dwRow}, Chunk: []uint64{1, dwRow}}
+var dwSpec = DatasetSpec{Type: Uint8, Shape: []uint64{dwRows, dwRow}, MaxShape: []uint64{Unlimited, dwRow}, Chunk: []uint64{1, dwRow}}
 
 // recDriver records the extents of the WriteV calls made while on.
 type recDriver struct {
@@ -91,7 +94,7 @@ func TestDirectWriteZeroCopy(t *testing.T) {
 	if unsafe.SliceData(x.Buf) != unsafe.SliceData(one) || len(x.Buf) != dwRow {
 		t.Fatal("the chunk's extent is not the caller's buffer: it was copied")
 	}
-	if tr.Off != x.Off+dwRow || len(tr.Buf) != format.ChunkFrameOverhead || format.Trailer(tr.Buf) != format.Checksum(one) {
+	if tr.Off != x.Off+dwRow || len(tr.Buf) != format.ChunkFrameOverhead || format.Trailer(tr.Buf) != ds.s.csum.Sum([]uint64{2, 0}, one) {
 		t.Fatalf("trailer extent at %d (chunk at %d), %x", tr.Off, x.Off, tr.Buf)
 	}
 

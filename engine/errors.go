@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
@@ -119,5 +120,84 @@ func classify(err error) error {
 		// (a write-back that could not be queued) ...
 		sentinel = ErrIO
 	}
-	return fmt.Errorf("%w: %w", sentinel, err)
+	return classed(sentinel, err, "")
+}
+
+// classifyIn is classify for an error about a request on a dataset: the
+// text names the dataset after the class ("scc: out of range: dataset
+// "g/d": dimension 0: ..."), so that a caller working on several can tell
+// which refused it.
+func classifyIn(err error, dataset string) error {
+	if err == nil {
+		return nil
+	}
+	return within(classify(err), fmt.Sprintf("dataset %q", dataset))
+}
+
+// within names where an error of an engine class happened, after its
+// class: "scc: out of range: element 3: ...".
+func within(err error, where string) error {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return classed(s, err, where)
+		}
+	}
+	return fmt.Errorf("%s: %w", where, err)
+}
+
+// classError is an error of one engine class whose text says the class
+// once. A lower layer's error starts with its own sentinel's text
+// ("selection: out of range: ..."), which after the engine's ("scc: out
+// of range: ") would say the same thing twice; the text drops it, and
+// Unwrap keeps both sentinels in the chain for errors.Is.
+type classError struct {
+	msg  string
+	errs [2]error // the engine sentinel, the wrapped error
+}
+
+func (e *classError) Error() string   { return e.msg }
+func (e *classError) Unwrap() []error { return e.errs[:] }
+
+// lowerPrefixes are the lower layers' sentinels whose text repeats an
+// engine class, and what replaces it in the text (the package, where
+// that says where the damage is).
+var lowerPrefixes = []struct {
+	err  error
+	with string
+}{
+	{selection.ErrOutOfRange, ""},
+	{selection.ErrInvalid, ""},
+	{format.ErrCorrupt, ""},
+	{format.ErrInvalid, ""},
+	{format.ErrVersion, ""},
+	{index.ErrCorrupt, "index: "},
+	{index.ErrOutOfRange, "index: "},
+	{filter.ErrCorrupt, "filter: "},
+	{filter.ErrInvalid, "filter: "},
+}
+
+// classed wraps err (of a lower layer, or sentinel itself, or an error
+// already wrapping sentinel) in sentinel's class; where, when set, is
+// named after the class.
+func classed(sentinel, err error, where string) error {
+	msg := err.Error()
+	if p := sentinel.Error() + ": "; strings.HasPrefix(msg, p) {
+		msg = msg[len(p):]
+	} else if msg == sentinel.Error() {
+		msg = ""
+	}
+	for _, l := range lowerPrefixes {
+		if p := l.err.Error() + ": "; strings.HasPrefix(msg, p) && errors.Is(err, l.err) {
+			msg = l.with + msg[len(p):]
+			break
+		}
+	}
+	text := sentinel.Error()
+	if where != "" {
+		text += ": " + where
+	}
+	if msg != "" {
+		text += ": " + msg
+	}
+	return &classError{msg: text, errs: [2]error{sentinel, err}}
 }

@@ -197,8 +197,12 @@ func OpenContext(ctx context.Context, path string, opts *Options) (*File, error)
 	}
 	drv, err := vfd.Open(path, flag, 0)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		switch {
+		case errors.Is(err, os.ErrNotExist):
 			return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+		case errors.Is(err, ErrLocked):
+			return nil, fmt.Errorf("%w (it is open for writing elsewhere: another process, or another File in this one); "+
+				"a read-only open (Options.ReadOnly) can read it meanwhile, following that writer's commits", err)
 		}
 		return nil, classify(err)
 	}
@@ -206,7 +210,7 @@ func OpenContext(ctx context.Context, path string, opts *Options) (*File, error)
 	f, err := OpenWithContext(ctx, drv, opts)
 	if err != nil {
 		drv.Close()
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	f.ownDrv = true
 	f.path = path
@@ -220,6 +224,11 @@ func checkRegular(path string, create bool) error {
 	fi, err := os.Stat(path)
 	switch {
 	case err == nil:
+		if fi.IsDir() {
+			if what := describeDir(path); what != "" {
+				return fmt.Errorf("%w: %s is a directory: %s", ErrInvalid, path, what)
+			}
+		}
 		if !fi.Mode().IsRegular() {
 			return fmt.Errorf("%w: %s is not a regular file (%s)", ErrInvalid, path, fi.Mode().Type())
 		}
@@ -295,7 +304,7 @@ func OpenWithContext(ctx context.Context, drv vfd.Driver, opts *Options) (*File,
 	// cache exists so that the image's sizing state can configure it.
 	p, err := preload(ctx, drv, imageLimit(opts))
 	if err != nil {
-		return nil, err
+		return nil, openFailed(drv, err)
 	}
 	defer p.release()
 	opts, sizing := p.sizingOptions(opts)

@@ -122,11 +122,11 @@ func (s *dsState) prepare(sel Selection, buf []byte, sc *ioScratch) (reqs []cach
 	// See the file comment: the extent cannot change while io holds the
 	// dataset, so the shape is read without s.mu.
 	if err := sel.hyper().Validate(s.mu.shape); err != nil {
-		return nil, classify(err)
+		return nil, classifyIn(err, s.path())
 	}
 	n := sel.hyper().NumElements()
 	if uint64(len(buf)) != n*uint64(s.elemSize) {
-		return nil, fmt.Errorf("%w: buffer has %d bytes, selection needs %d", ErrInvalid, len(buf), n*uint64(s.elemSize))
+		return nil, classifyIn(fmt.Errorf("%w: buffer has %d bytes, selection needs %d", ErrInvalid, len(buf), n*uint64(s.elemSize)), s.path())
 	}
 	if n == 0 {
 		return nil, nil

@@ -10,14 +10,15 @@ import (
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/index"
 	"github.com/scc-dev/scc/engine/internal/selection"
 )
 
 // denseLayout implements the cache's layout callbacks (SCC internal API) for dense
 // chunked datasets. In cache memory a chunk is the uncompressed array of its
 // elements in C order (the "legacy chunk" format of SCC internal API's Q&A); on disk
-// it is that array run through the filter pipeline, followed by a CRC32C of
-// the stored bytes (format.AppendChunkChecksum).
+// it is that array run through the filter pipeline, followed by the
+// dataset's chunk checksum of the stored bytes (format.ChunkSum).
 //
 // Concurrency: the index and the allocator synchronize themselves; the
 // callbacks keep no other state, so they are safe from any goroutine.
@@ -65,6 +66,16 @@ func (l *denseLayout) ChunkDims() []uint64 { return l.s.chunk }
 // plus small per-filter framing and the checksum.
 func (l *denseLayout) maxStored() int64 { return l.s.chunkBytes + 4096 + 64*32 }
 
+// entryFits reports whether an existing index entry names a frame a file
+// can hold: at most maxStored bytes, from DataStart on, ending below 2^63.
+// Addresses and sizes are u64 on disk; every bound is taken in uint64,
+// since one converted to int64 first turns negative and passes a signed
+// bound, and Addr+Size may wrap.
+func entryFits(e index.Entry, maxStored int64) bool {
+	const limit = 1 << 63
+	return e.Size <= uint64(maxStored) && e.Addr >= format.DataStart && e.Addr < limit && e.Size <= limit-e.Addr
+}
+
 func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []cache.Location) error {
 	x, err := l.s.idx.get(ctx)
 	if err != nil {
@@ -79,7 +90,7 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []c
 		}
 		loc := cache.Location{SizeHint: l.memSize()}
 		if e.Exists() {
-			if int64(e.Size) > l.maxStored() || e.Addr < format.DataStart || e.Addr+e.Size < e.Addr {
+			if !entryFits(e, l.maxStored()) {
 				return fmt.Errorf("%w: chunk %v index entry (addr %d, size %d)", ErrCorrupt, []uint64(c), e.Addr, e.Size)
 			}
 			loc.Addr, loc.Size, loc.Mask, loc.Sum = int64(e.Addr), int64(e.Size), e.Mask, e.Sum
@@ -139,7 +150,7 @@ func (l *denseLayout) verifyImage(coord cache.Coord, loc cache.Location, image [
 		bufpool.Put(image)
 		return nil, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
-	img, err := format.VerifyChunk(image)
+	img, err := l.s.csum.VerifyFrame(coord, image)
 	if err != nil {
 		bufpool.Put(image)
 		return nil, fmt.Errorf("chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
@@ -172,7 +183,7 @@ func (l *denseLayout) DecodeInto(coord cache.Coord, loc cache.Location, image, d
 		bufpool.Put(image)
 		return fmt.Errorf("%w: chunk %v of %q: direct decode into %d bytes, chunk has %d", cache.ErrInvalid, []uint64(coord), l.s.name, len(dst), l.s.chunkBytes)
 	}
-	// img passed its CRC32C: a zstd frame checksum would check it again.
+	// img passed the frame checksum: a zstd frame checksum would check it again.
 	buf, err := l.s.pipeline.DecodeVerifiedTo(dst[:0], img, loc.Mask, len(dst))
 	bufpool.Put(image)
 	if err != nil {
@@ -192,7 +203,7 @@ var _ cache.DirectDecoder = (*denseLayout)(nil)
 // SummedLen and DecodeSummed let a split load (cache/splitload.go) hand
 // Decode the checksum of an unfiltered chunk's bytes, computed by pieces
 // on the goroutines that read them, instead of summing the image again:
-// the frame's CRC32C covers the image without its trailer.
+// the frame checksum covers the image without its trailer.
 func (l *denseLayout) SummedLen(loc cache.Location) int64 {
 	if !l.s.unfiltered || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
 		return -1
@@ -200,9 +211,10 @@ func (l *denseLayout) SummedLen(loc cache.Location) int64 {
 	return l.s.chunkBytes
 }
 
-// DecodeSummed is Decode given sum, the CRC32C of the image's first
-// SummedLen(loc) bytes: the same checks (the trailer is the one the index
-// names, the bytes match it) without summing them.
+// DecodeSummed is Decode given sum, the plain checksum (the dataset's
+// format.ChunkSum Plain) of the image's first SummedLen(loc) bytes: the
+// same checks (the trailer is the one the index names, the bytes match it)
+// without summing them.
 func (l *denseLayout) DecodeSummed(coord cache.Coord, loc cache.Location, image []byte, sum uint32) (cache.Chunk, error) {
 	n := l.SummedLen(loc)
 	if n < 0 || int64(len(image)) != loc.Size {
@@ -215,7 +227,7 @@ func (l *denseLayout) DecodeSummed(coord cache.Coord, loc cache.Location, image 
 		bufpool.Put(image)
 		return nil, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
-	if sum != loc.Sum {
+	if sum = l.s.csum.Bind(coord, sum); sum != loc.Sum {
 		bufpool.Put(image)
 		return nil, fmt.Errorf("%w: chunk %v of %q: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, []uint64(coord), l.s.name, loc.Sum, sum)
 	}
@@ -250,7 +262,7 @@ func (l *denseLayout) decodeVerified(coord cache.Coord, loc cache.Location, imag
 		return &denseChunk{buf: buf}, nil
 	}
 	dst := bufpool.GetFull(int(l.s.chunkBytes))
-	// img passed its CRC32C: a zstd frame checksum would check it again.
+	// img passed the frame checksum: a zstd frame checksum would check it again.
 	buf, err := l.s.pipeline.DecodeVerifiedTo(dst[:0], img, loc.Mask, int(l.s.chunkBytes))
 	bufpool.Put(image) // decoded (or failed): the image is no longer read
 	if err != nil {
@@ -263,7 +275,7 @@ func (l *denseLayout) decodeVerified(coord cache.Coord, loc cache.Location, imag
 	return &denseChunk{buf: buf}, nil
 }
 
-func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
+func (l *denseLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
 	c := chunk.(*denseChunk)
 	if l.s.unfiltered {
 		// One copy, into a pooled buffer with room for the checksum: the
@@ -271,7 +283,7 @@ func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, e
 		// written.
 		img := bufpool.Get(len(c.buf) + format.ChunkFrameOverhead)[:len(c.buf)]
 		copy(img, c.buf)
-		img = format.AppendChunkChecksum(img)
+		img = l.s.csum.AppendFrame(coord, img)
 		return cache.Encoded{Image: img, Sum: format.Trailer(img), Pooled: true}, nil
 	}
 	dst := bufpool.Get(l.s.pipeline.MaxEncoded(len(c.buf)) + format.ChunkFrameOverhead)
@@ -280,7 +292,7 @@ func (l *denseLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, e
 		bufpool.Put(dst)
 		return cache.Encoded{}, classify(err)
 	}
-	img = format.AppendChunkChecksum(img)
+	img = l.s.csum.AppendFrame(coord, img)
 	// The image fills dst from its first byte (EncodeTo with room enough),
 	// so the cache can give it back once written.
 	pooled := len(img) > 0 && &img[0] == &dst[0]
@@ -302,7 +314,7 @@ func (l *denseLayout) EncodeBorrowed(coord cache.Coord, chunk cache.Chunk) (cach
 	if !l.s.unfiltered || !borrowImages || cap(c.buf)-len(c.buf) < format.ChunkFrameOverhead {
 		return l.Encode(coord, chunk)
 	}
-	img := format.AppendChunkChecksum(c.buf[:len(c.buf):cap(c.buf)])
+	img := l.s.csum.AppendFrame(coord, c.buf[:len(c.buf):cap(c.buf)])
 	return cache.Encoded{Image: img, Sum: format.Trailer(img)}, nil
 }
 
@@ -425,9 +437,9 @@ func (l *denseLayout) DirectSource(_ cache.Coord, p cache.Piece) ([]byte, bool) 
 }
 
 // DirectFrame returns the chunk frame around src (FORMAT.md "chunk
-// frame"): no header, the CRC32C trailer of src.
-func (l *denseLayout) DirectFrame(_ cache.Coord, src []byte) (head, tail []byte, sum uint32) {
-	sum = format.Checksum(src)
+// frame"): no header, the checksum trailer of src at coord.
+func (l *denseLayout) DirectFrame(coord cache.Coord, src []byte) (head, tail []byte, sum uint32) {
+	sum = l.s.csum.Sum(coord, src)
 	return nil, binary.LittleEndian.AppendUint32(make([]byte, 0, format.ChunkFrameOverhead), sum), sum
 }
 
@@ -439,7 +451,7 @@ func (l *denseLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, t
 	if format.Trailer(trailer) != loc.Sum {
 		return fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
-	if format.Checksum(dst) != loc.Sum {
+	if l.s.csum.Sum(coord, dst) != loc.Sum {
 		return fmt.Errorf("%w: chunk %v of %q: checksum mismatch", ErrCorrupt, []uint64(coord), l.s.name)
 	}
 	return nil
@@ -447,12 +459,12 @@ func (l *denseLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, t
 
 // SumDirect, CombineDirect and VerifyDirectSum let a direct read split
 // among goroutines (cache/splitread.go) checksum each piece on the
-// goroutine that read it: the frame's CRC32C combines
-// (format.CombineChecksum).
-func (l *denseLayout) SumDirect(b []byte) uint32 { return format.Checksum(b) }
+// goroutine that read it: the frame's plain checksum combines
+// (format.ChunkSum's Combine), and is bound to the chunk once whole.
+func (l *denseLayout) SumDirect(b []byte) uint32 { return l.s.csum.Plain(b) }
 
 func (l *denseLayout) CombineDirect(sa, sb uint32, nb int64) uint32 {
-	return format.CombineChecksum(sa, sb, nb)
+	return l.s.csum.Combine(sa, sb, nb)
 }
 
 // VerifyDirectSum is VerifyDirect given the checksum of dst, computed by
@@ -461,7 +473,7 @@ func (l *denseLayout) VerifyDirectSum(coord cache.Coord, loc cache.Location, sum
 	if format.Trailer(trailer) != loc.Sum {
 		return fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
-	if sum != loc.Sum {
+	if l.s.csum.Bind(coord, sum) != loc.Sum {
 		return fmt.Errorf("%w: chunk %v of %q: checksum mismatch", ErrCorrupt, []uint64(coord), l.s.name)
 	}
 	return nil
@@ -648,7 +660,15 @@ func (d *Dataset) ChunkExtents(ctx context.Context) (out []ChunkExtent, err erro
 func (d *Dataset) chunkExtents(ctx context.Context) ([]ChunkExtent, error) {
 	d.s.extent.RLock()
 	defer d.s.extent.RUnlock()
-	return d.s.store.chunkExtents(ctx)
+	if err := d.s.gone(); err != nil {
+		return nil, err
+	}
+	out, err := d.s.store.chunkExtents(ctx)
+	// As in storage: the extents listed may be free by now.
+	if gerr := d.s.gone(); gerr != nil {
+		return nil, gerr
+	}
+	return out, err
 }
 
 // prod64 is the product of dims, saturating at 2^64-1 (dims are

@@ -86,12 +86,12 @@ func (d *Dataset) storedChunks(ctx context.Context) ([]StoredChunk, error) {
 // chunk's box for the serializer.
 func (s *dsState) chunkRegion(coords []uint64) (serialize.Region, error) {
 	if len(coords) != len(s.chunk) {
-		return serialize.Region{}, fmt.Errorf("%w: chunk coordinates %v have rank %d, dataset has %d", ErrInvalid, coords, len(coords), len(s.chunk))
+		return serialize.Region{}, fmt.Errorf("%w: dataset %q: chunk coordinates %v have rank %d, dataset has %d", ErrInvalid, s.path(), coords, len(coords), len(s.chunk))
 	}
 	shape := s.shape()
 	for i, c := range coords {
 		if c >= ceilDiv(shape[i], s.chunk[i]) {
-			return serialize.Region{}, fmt.Errorf("%w: chunk %v outside the extent %v (chunk %v)", ErrOutOfRange, coords, shape, s.chunk)
+			return serialize.Region{}, fmt.Errorf("%w: dataset %q: chunk %v outside the extent %v (chunk %v)", ErrOutOfRange, s.path(), coords, shape, s.chunk)
 		}
 	}
 	hi := make([]uint64, len(coords))
@@ -144,7 +144,7 @@ func (d *Dataset) readChunkRaw(ctx context.Context, coords []uint64) (data []byt
 	if format.Trailer(image) != loc.Sum {
 		return nil, 0, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, coords, s.name, loc.Addr)
 	}
-	img, err := format.VerifyChunk(image)
+	img, err := s.csum.VerifyFrame(coords, image)
 	if err != nil {
 		return nil, 0, fmt.Errorf("chunk %v of %q: %w", coords, s.name, classify(err))
 	}
@@ -251,7 +251,7 @@ func (d *Dataset) writeRaw(ctx context.Context, coords []uint64, data []byte, fi
 	// The frame is the bytes and their trailer in one pooled buffer:
 	// DirectWrite writes it before it returns and keeps no reference.
 	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)
-	frame := format.AppendChunkChecksum(append(buf[:0], data...))
+	frame := s.csum.AppendFrame(coords, append(buf[:0], data...))
 	err = cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})
 	bufpool.Put(buf)
 	return classify(err)

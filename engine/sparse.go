@@ -228,8 +228,7 @@ func (l *sparseLayout) location(c []uint64, e index.Entry) (cache.Location, erro
 		return loc, nil
 	}
 	k := uint64(e.Mask)
-	if k == 0 || k > l.elems || int64(e.Size) > l.maxStored() || int64(e.Size) < int64(section.HeaderSize(2)) ||
-		e.Addr < format.DataStart || e.Addr+e.Size < e.Addr {
+	if k == 0 || k > l.elems || !entryFits(e, l.maxStored()) || e.Size < uint64(section.HeaderSize(2)) {
 		return loc, fmt.Errorf("%w: sparse chunk %v index entry (addr %d, size %d, %d defined)", ErrCorrupt, c, e.Addr, e.Size, k)
 	}
 	loc.Addr, loc.Size, loc.Mask, loc.Sum = int64(e.Addr), int64(e.Size), e.Mask, e.Sum
@@ -254,7 +253,7 @@ func (l *sparseLayout) decodeSelection(coord []uint64, frameSize int64, k uint64
 	if maxDec > 1<<32-1 {
 		maxDec = 1<<32 - 1
 	}
-	h, err := section.ParseHeader(frame, frameSize, 2, uint32(maxDec))
+	h, err := section.ParseHeader(frame, frameSize, 2, uint32(maxDec), l.s.csum, coord)
 	if err != nil {
 		return h, nil, fmt.Errorf("sparse chunk %v of %q: %w", coord, l.s.name, classify(err))
 	}
@@ -334,7 +333,7 @@ func (l *sparseLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encod
 	}
 	size := section.FrameSize(len(sel.Data), len(val.Data))
 	buf := bufpool.Get(size)
-	img, sum := section.AppendFrame(buf[:0], []section.Stored{sel, val})
+	img, sum := section.AppendFrame(buf[:0], []section.Stored{sel, val}, l.s.csum, coord)
 	pooled := &img[0] == &buf[0]
 	if !pooled {
 		bufpool.Put(buf)

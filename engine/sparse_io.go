@@ -42,7 +42,7 @@ func (s Selection) Coord(pos uint64) []uint64 {
 // selection's region in the serializer.
 func (s *dsState) kindRequests(sel Selection, kind pieceKind, buf []byte) ([]cache.Request, []*piece, error) {
 	if err := sel.hyper().Validate(s.mu.shape); err != nil {
-		return nil, nil, classify(err)
+		return nil, nil, classifyIn(err, s.path())
 	}
 	if sel.hyper().NumElements() == 0 {
 		return nil, nil, nil
@@ -168,7 +168,7 @@ func (d *Dataset) DefinedElements(ctx context.Context, sel Selection) ([]uint64,
 		}
 		defer h.Release()
 		if err := sel.hyper().Validate(s.mu.shape); err != nil {
-			return nil, classify(err)
+			return nil, classifyIn(err, s.path())
 		}
 		n := sel.hyper().NumElements()
 		if n > maxChunkBytes {

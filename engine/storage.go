@@ -182,11 +182,19 @@ func (x indexedStorage) chunkExtents(ctx context.Context) ([]ChunkExtent, error)
 		return nil, err
 	}
 	var out []ChunkExtent
+	var rerr error
 	err = ix.Range(ctx, func(c []uint64, e index.Entry) bool {
+		if !entryFits(e, x.s.maxStored()) {
+			rerr = fmt.Errorf("%w: dataset %q chunk %v index entry (addr %d, size %d) outside the file's space", ErrCorrupt, x.s.name, c, e.Addr, e.Size)
+			return false
+		}
 		out = append(out, ChunkExtent{Coord: clone(c), Off: int64(e.Addr), Size: int64(e.Size)})
 		return true
 	})
 	x.s.idx.account(ix)
+	if err == nil {
+		err = rerr
+	}
 	return out, classify(err)
 }
 
@@ -205,8 +213,8 @@ func (x indexedStorage) liveExtents(ctx context.Context, live []alloc.Extent) ([
 	}
 	var rerr error
 	err = ix.Range(ctx, func(coord []uint64, ie index.Entry) bool {
-		if int64(ie.Size) > s.maxStored() {
-			rerr = fmt.Errorf("%w: dataset %q chunk %v has stored size %d", ErrCorrupt, s.name, coord, ie.Size)
+		if !entryFits(ie, s.maxStored()) {
+			rerr = fmt.Errorf("%w: dataset %q chunk %v index entry (addr %d, size %d) outside the file's space", ErrCorrupt, s.name, coord, ie.Addr, ie.Size)
 			return false
 		}
 		live = append(live, alloc.Extent{Off: int64(ie.Addr), Size: int64(ie.Size)})

@@ -64,7 +64,7 @@ var littleEndian = func() bool {
 // must be the dataset's type: writes never convert.
 func WriteSlice[T Element](ctx context.Context, ds *Dataset, sel Selection, data []T) error {
 	if TypeOf[T]() != ds.Type() {
-		return fmt.Errorf("%w: writing %v elements to a %v dataset", ErrInvalid, TypeOf[T](), ds.Type())
+		return fmt.Errorf("%w: dataset %q: writing %v elements to a %v dataset", ErrInvalid, ds.s.path(), TypeOf[T](), ds.Type())
 	}
 	return ds.Write(ctx, sel, toBytes(data))
 }
@@ -84,7 +84,7 @@ func ReadSlice[T Element](ctx context.Context, ds *Dataset, sel Selection, out [
 func ReadAs[T Element](ctx context.Context, ds *Dataset, sel Selection, out []T, opts ConvertOptions) error {
 	dt, st := TypeOf[T](), ds.Type()
 	if !canConvert(st, dt) {
-		return fmt.Errorf("%w: reading a %v dataset into %v elements", ErrInvalid, st, dt)
+		return fmt.Errorf("%w: dataset %q: reading a %v dataset into %v elements", ErrInvalid, ds.s.path(), st, dt)
 	}
 	if dt == st {
 		if littleEndian {
@@ -112,7 +112,7 @@ func ReadAs[T Element](ctx context.Context, ds *Dataset, sel Selection, out []T,
 		dst = make([]byte, len(out)*dt.Size())
 	}
 	if err := convertElems(dst, dt, src, st, opts); err != nil {
-		return err
+		return classifyIn(err, ds.s.path())
 	}
 	if !littleEndian {
 		fromBytes(dst, out)

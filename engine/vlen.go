@@ -126,7 +126,7 @@ func (l *vlenLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []ca
 		}
 		loc := cache.Location{SizeHint: l.memFor(0)}
 		if e.Exists() {
-			if e.Mask > vlenMaxHeap || int64(e.Size) > l.maxStored() || e.Addr < format.DataStart || e.Addr+e.Size < e.Addr {
+			if e.Mask > vlenMaxHeap || !entryFits(e, l.maxStored()) {
 				return fmt.Errorf("%w: variable-length chunk %v index entry (addr %d, size %d, heap %d)", ErrCorrupt, []uint64(c), e.Addr, e.Size, e.Mask)
 			}
 			loc.Addr, loc.Size, loc.Mask, loc.Sum = int64(e.Addr), int64(e.Size), e.Mask, e.Sum
@@ -150,7 +150,7 @@ func (l *vlenLayout) Decode(coord cache.Coord, loc cache.Location, image []byte)
 		return nil, fmt.Errorf("%w: variable-length chunk %v of %q: heap of %d bytes", ErrCorrupt, []uint64(coord), l.s.name, heapLen)
 	}
 	fixed := uint64(l.fixedBytes())
-	h, err := section.ParseHeader(image, int64(len(image)), 2, uint32(max(fixed, heapLen)))
+	h, err := section.ParseHeader(image, int64(len(image)), 2, uint32(max(fixed, heapLen)), l.s.csum, coord)
 	if err != nil {
 		return nil, fmt.Errorf("variable-length chunk %v of %q: %w", []uint64(coord), l.s.name, classify(err))
 	}
@@ -196,7 +196,7 @@ func (l *vlenLayout) Decode(coord cache.Coord, loc cache.Location, image []byte)
 	return c, nil
 }
 
-func (l *vlenLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
+func (l *vlenLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
 	c := chunk.(*vlenChunk)
 	fixed := make([]byte, 8*len(c.off))
 	for i := range c.off {
@@ -212,7 +212,7 @@ func (l *vlenLayout) Encode(_ cache.Coord, chunk cache.Chunk) (cache.Encoded, er
 		return cache.Encoded{}, err
 	}
 	buf := bufpool.Get(section.FrameSize(len(fs.Data), len(hs.Data)))
-	img, sum := section.AppendFrame(buf[:0], []section.Stored{fs, hs})
+	img, sum := section.AppendFrame(buf[:0], []section.Stored{fs, hs}, l.s.csum, coord)
 	pooled := &img[0] == &buf[0]
 	if !pooled {
 		bufpool.Put(buf)
@@ -365,9 +365,9 @@ func (l *vlenLayout) Trim(coord cache.Coord, chunk cache.Chunk, dims []uint64) (
 func (d *Dataset) vlenIO(ctx context.Context, sel Selection, vals [][]byte, write bool) error {
 	s := d.s
 	if n, err := sel.hyper().CountElements(); err != nil {
-		return classify(err)
+		return classifyIn(err, s.path())
 	} else if n != uint64(len(vals)) {
-		return fmt.Errorf("%w: %d values for %d selected elements", ErrInvalid, len(vals), n)
+		return fmt.Errorf("%w: dataset %q: %d values for %d selected elements", ErrInvalid, s.path(), len(vals), n)
 	}
 	if write {
 		for i, v := range vals {
@@ -422,7 +422,7 @@ func (d *Dataset) ReadVlen(ctx context.Context, sel Selection) ([][]byte, error)
 func (d *Dataset) readVlen(ctx context.Context, sel Selection) ([][]byte, error) {
 	n, err := sel.hyper().CountElements()
 	if err != nil {
-		return nil, classify(err)
+		return nil, classifyIn(err, d.s.path())
 	}
 	if n > maxChunkBytes {
 		return nil, fmt.Errorf("%w: %d elements at once", ErrInvalid, n)

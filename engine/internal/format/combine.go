@@ -14,18 +14,44 @@ package format
 // 32x32 GF(2) matrix squarings, tens of microseconds per combine, a
 // sizeable part of the 1 MiB read it would serve.)
 func CombineChecksum(sa, sb uint32, nb int64) uint32 {
+	return castagnoliCombine.combine(sa, sb, nb)
+}
+
+// crcCombiner combines CRCs of one reflected polynomial.
+type crcCombiner struct {
+	poly uint32
+	// x2n[k] is x^(2^k) modulo the polynomial.
+	x2n [32]uint32
+}
+
+func newCombiner(poly uint32) *crcCombiner {
+	c := &crcCombiner{poly: poly}
+	p := uint32(1) << 30 // x^1
+	c.x2n[0] = p
+	for k := 1; k < 32; k++ {
+		p = c.multModP(p, p)
+		c.x2n[k] = p
+	}
+	return c
+}
+
+// The CRC-32C polynomial (Checksum's) and the CRC-32 (IEEE) one (the keyed
+// chunk checksums'), reflected.
+var (
+	castagnoliCombine = newCombiner(0x82f63b78)
+	ieeeCombine       = newCombiner(0xedb88320)
+)
+
+func (c *crcCombiner) combine(sa, sb uint32, nb int64) uint32 {
 	if nb <= 0 {
 		return sa
 	}
-	return multModP(x2nModP(nb, 3), sa) ^ sb
+	return c.multModP(c.x2nModP(nb, 3), sa) ^ sb
 }
-
-// castagnoliPoly is the CRC-32C polynomial, reflected.
-const castagnoliPoly = 0x82f63b78
 
 // multModP returns a·b modulo the polynomial (bit-reflected, x^0 in the
 // top bit).
-func multModP(a, b uint32) uint32 {
+func (c *crcCombiner) multModP(a, b uint32) uint32 {
 	m := uint32(1) << 31
 	var p uint32
 	for {
@@ -37,30 +63,19 @@ func multModP(a, b uint32) uint32 {
 		}
 		m >>= 1
 		if b&1 != 0 {
-			b = b>>1 ^ castagnoliPoly
+			b = b>>1 ^ c.poly
 		} else {
 			b >>= 1
 		}
 	}
 }
 
-// x2nTable[k] is x^(2^k) modulo the polynomial.
-var x2nTable = func() (t [32]uint32) {
-	p := uint32(1) << 30 // x^1
-	t[0] = p
-	for k := 1; k < 32; k++ {
-		p = multModP(p, p)
-		t[k] = p
-	}
-	return t
-}()
-
 // x2nModP returns x^(n·2^k) modulo the polynomial.
-func x2nModP(n int64, k uint) uint32 {
+func (c *crcCombiner) x2nModP(n int64, k uint) uint32 {
 	p := uint32(1) << 31 // x^0
 	for n != 0 {
 		if n&1 != 0 {
-			p = multModP(x2nTable[k&31], p)
+			p = c.multModP(c.x2n[k&31], p)
 		}
 		n >>= 1
 		k++

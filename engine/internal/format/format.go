@@ -1,4 +1,4 @@
-// Package format encodes and decodes scc's on-disk container format (v2; v1 files read unchanged): the
+// Package format encodes and decodes scc's on-disk container format (v5; older files read unchanged): the
 // two superblock slots, the dataset catalog, dataset headers and the frame
 // around every stored chunk. FORMAT.md at the repository root is the
 // byte-by-byte specification; this package is its reference implementation.
@@ -60,9 +60,11 @@ const (
 // adds element type codes (TypeBool..TypeComplex128) that only a v3 header
 // may name, so a v2 reader refuses a file that might hold them at open.
 // Version 4 adds the fixed-length string type (TypeString) with its
-// parameters and a wide fill value as dataset header parts.
+// parameters and a wide fill value as dataset header parts. Version 5 adds
+// the chunk key part, which keys a dataset's chunk checksums (ChunkSum):
+// a v4 reader could not verify such chunks, so it refuses the file.
 const (
-	Version    = 4
+	Version    = 5
 	MinVersion = 1
 )
 
@@ -88,11 +90,12 @@ const (
 	// encodes to: the longest inline fill (a string's, up to 255 bytes),
 	// the two v2 parts, and v4's string type and wide fill parts.
 	MaxHeaderBytes = headerFixed + MaxNameBytes + 3*8*MaxRank + maxInlineFill + MaxFilterBytes + MaxIndexRoot +
-		headerPartsV2*(partHeader+MaxPartBytes) + partHeader + stringTypeBytes + partHeader + MaxStringLen + crcSize
+		headerPartsV2*(partHeader+MaxPartBytes) + partHeader + stringTypeBytes + partHeader + MaxStringLen +
+		partHeader + chunkKeyBytes + crcSize
 	// MaxCatalogBytes bounds the catalog block (about a million datasets
 	// with short names).
 	MaxCatalogBytes = 1 << 30
-	// ChunkFrameOverhead is what AppendChunkChecksum adds to an image.
+	// ChunkFrameOverhead is what a chunk frame's trailer adds to an image.
 	ChunkFrameOverhead = crcSize
 )
 

@@ -48,6 +48,10 @@ type DatasetHeader struct {
 	// LayoutParams is the layout's own parameters (for layouts other than
 	// dense chunked: engine's layout encodings).
 	LayoutParams []byte
+	// ChunkKey (version 5) keys the dataset's chunk checksums
+	// (KeyedChunkSum); 0, and no part, for the unkeyed rule of datasets
+	// written before.
+	ChunkKey uint64
 }
 
 // LayoutSparse is the layout code of sparse datasets (structured chunks
@@ -71,8 +75,13 @@ const (
 	headerPartsV2    = 2 // the number of part tags a v2 or v3 header defines
 	partStringType   = 3 // v4: a TypeString's parameters
 	partWideFill     = 4 // v4: a fill value longer than the fill length byte holds
-	headerParts      = 4 // the number of part tags a v4 header defines
+	headerPartsV4    = 4 // the number of part tags a v4 header defines
+	partChunkKey     = 5 // v5: the chunk checksum key, u64, non-zero
+	headerParts      = 5 // the number of part tags a v5 header defines
 )
+
+// chunkKeyBytes is the size of the chunk key part.
+const chunkKeyBytes = 8
 
 // stringTypeBytes is the size of the string type part: u32 length, u8
 // padding, u8 character set.
@@ -99,6 +108,9 @@ func (h DatasetHeader) parts() []part {
 	}
 	if len(h.Fill) > maxInlineFill {
 		ps = append(ps, part{partWideFill, h.Fill})
+	}
+	if h.ChunkKey != 0 {
+		ps = append(ps, part{partChunkKey, le.AppendUint64(nil, h.ChunkKey)})
 	}
 	return ps
 }
@@ -317,8 +329,11 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 		return DatasetHeader{}, corrupt("dataset header", "v%d header with element type code %d (from v%d)", version, h.Type, v)
 	}
 	maxTag := uint16(headerParts)
-	if version < 4 {
+	switch {
+	case version < 4:
 		maxTag = headerPartsV2
+	case version < 5:
+		maxTag = headerPartsV4
 	}
 	ps, err := readParts(r.b, maxTag)
 	if err != nil {
@@ -343,6 +358,13 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 				return DatasetHeader{}, corrupt("dataset header", "wide fill part of %d bytes beside an inline fill of %d", len(p.data), fillLen)
 			}
 			h.Fill = p.data
+		case partChunkKey:
+			// Canonical: the unkeyed rule is the absent part, never a
+			// zero key.
+			if len(p.data) != chunkKeyBytes || le.Uint64(p.data) == 0 {
+				return DatasetHeader{}, corrupt("dataset header", "chunk key part of %d bytes (want %d, non-zero)", len(p.data), chunkKeyBytes)
+			}
+			h.ChunkKey = le.Uint64(p.data)
 		}
 	}
 	if sawString != (h.Type == TypeString) {

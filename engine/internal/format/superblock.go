@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Superblock is the root of a committed state. Two slots hold the two most
@@ -228,4 +229,31 @@ func decodeSlot(p []byte, slot int64) (Superblock, error) {
 		return Superblock{}, corrupt("superblock", "generation %d found in slot at %d", s.Generation, slot)
 	}
 	return s, nil
+}
+
+// SlotState is what a consistency checker can tell of one slot image
+// without trusting it: whether it was never written (all zero), and, for
+// a slot that does not decode, the generation its damaged bytes still
+// name when its magic is intact (the generation field is not covered by
+// anything but the checksum that failed, so it is a hint).
+type SlotState struct {
+	Blank      bool
+	Valid      bool
+	Gen        uint64 // the decoded generation, or the hint
+	EOF        uint64 // the decoded end of file, or the hint
+	GenLegible bool   // Gen is the decoded generation or a hint read under an intact magic
+	Err        error  // why the slot does not decode
+}
+
+// InspectSlot describes the slot image b read at slot.
+func InspectSlot(b []byte, slot int64) SlotState {
+	s, err := decodeSlot(b, slot)
+	if err == nil {
+		return SlotState{Valid: true, Gen: s.Generation, EOF: s.EOF, GenLegible: true}
+	}
+	st := SlotState{Err: err, Blank: len(b) == SlotSize && !slices.ContainsFunc(b, func(c byte) bool { return c != 0 })}
+	if len(b) == SlotSize && [4]byte(b[:4]) == magicSuperblock {
+		st.Gen, st.EOF, st.GenLegible = le.Uint64(b[sbGeneration:]), le.Uint64(b[sbEOF:]), true
+	}
+	return st
 }

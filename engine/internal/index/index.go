@@ -56,9 +56,10 @@ type Entry struct {
 	Addr uint64
 	Size uint64
 	Mask uint32
-	// Sum is the stored chunk frame's CRC32C trailer: the index records it
-	// so that a reader can tell the chunk it meant from another valid one
-	// at a reused address (FORMAT.md "Parents verify their children").
+	// Sum is the stored chunk frame's checksum trailer (format.ChunkSum):
+	// the index records it so that a reader can tell the chunk it meant
+	// from another valid one at a reused address (FORMAT.md "Parents
+	// verify their children").
 	Sum uint32
 }
 

@@ -1,6 +1,6 @@
 // Package section encodes and decodes the parts of a structured chunk
 // (SCC requirements §2.1): the frame that holds a chunk's sections, each with its
-// own stored size, decoded size, filter mask and CRC32C, and the section
+// own stored size, decoded size, filter mask and checksum, and the section
 // encodings the layouts use (the run encoding of a sparse chunk's defined
 // elements). FORMAT.md §16 specifies the bytes.
 //
@@ -15,7 +15,6 @@ package section
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/scc-dev/scc/engine/internal/format"
 )
@@ -34,12 +33,8 @@ const MaxSections = 8
 const entrySize = 16
 
 // HeaderSize is the size of a frame header with n sections: version,
-// count, two reserved bytes, the table, the header's CRC32C.
+// count, two reserved bytes, the table, the header's checksum.
 func HeaderSize(n int) int { return 4 + entrySize*n + 4 }
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 // Stored is one section as it goes into a frame: its stored (filtered)
 // bytes, the size they decode to, and the filter mask of its pipeline.
@@ -55,23 +50,28 @@ type Entry struct {
 	Size    uint32
 	Decoded uint32
 	Mask    uint32
-	Sum     uint32 // CRC32C of the stored bytes
+	Sum     uint32 // the dataset's format.ChunkSum Plain checksum of the stored bytes
 }
 
 // Header is a parsed frame header.
 type Header struct {
 	N   int
 	Sec [MaxSections]Entry
-	// Sum is the header's own CRC32C, which covers every section's
+	// Sum is the header's own checksum, which covers every section's
 	// checksum: the chunk index records it, so that it names the whole
 	// frame and any prefix that holds the header and some sections can be
 	// verified on its own (a partial read, SCC requirements §2.1 item 6).
+	// It is the dataset's format.ChunkSum trailer of the header bytes at
+	// the chunk's coordinates, so that under a keyed rule it names which
+	// chunk the frame is.
 	Sum uint32
+	cs  format.ChunkSum
 }
 
-// AppendFrame appends the frame of secs to dst and returns it with the
-// header's checksum. len(secs) must be 1..MaxSections.
-func AppendFrame(dst []byte, secs []Stored) ([]byte, uint32) {
+// AppendFrame appends the frame of secs, the chunk at coord of a dataset
+// whose checksum rule is cs, to dst and returns it with the header's
+// checksum. len(secs) must be 1..MaxSections.
+func AppendFrame(dst []byte, secs []Stored, cs format.ChunkSum, coord []uint64) ([]byte, uint32) {
 	if len(secs) == 0 || len(secs) > MaxSections {
 		panic(fmt.Sprintf("section: AppendFrame with %d sections", len(secs)))
 	}
@@ -81,9 +81,9 @@ func AppendFrame(dst []byte, secs []Stored) ([]byte, uint32) {
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.Data)))
 		dst = binary.LittleEndian.AppendUint32(dst, s.Decoded)
 		dst = binary.LittleEndian.AppendUint32(dst, s.Mask)
-		dst = binary.LittleEndian.AppendUint32(dst, checksum(s.Data))
+		dst = binary.LittleEndian.AppendUint32(dst, cs.Plain(s.Data))
 	}
-	sum := checksum(dst[start:])
+	sum := cs.Sum(coord, dst[start:])
 	dst = binary.LittleEndian.AppendUint32(dst, sum)
 	for _, s := range secs {
 		dst = append(dst, s.Data...)
@@ -105,9 +105,10 @@ func FrameSize(sizes ...int) int {
 // of frameSize bytes or a prefix of one. It checks the header's checksum,
 // that it has exactly want sections, that the sections fill frameSize
 // exactly, and that no section declares a decoded size above maxDecoded.
-// Sections themselves are checked by Section.
-func ParseHeader(b []byte, frameSize int64, want int, maxDecoded uint32) (Header, error) {
-	var h Header
+// Sections themselves are checked by Section. cs and coord are the
+// dataset's checksum rule and the chunk's coordinates.
+func ParseHeader(b []byte, frameSize int64, want int, maxDecoded uint32, cs format.ChunkSum, coord []uint64) (Header, error) {
+	h := Header{cs: cs}
 	if want < 1 || want > MaxSections {
 		return h, fmt.Errorf("%w: structured chunk: %d sections asked for", ErrCorrupt, want)
 	}
@@ -120,7 +121,7 @@ func ParseHeader(b []byte, frameSize int64, want int, maxDecoded uint32) (Header
 			ErrCorrupt, b[0], b[1], b[2], b[3], Version, want)
 	}
 	h.Sum = binary.LittleEndian.Uint32(b[hs-4:])
-	if got := checksum(b[:hs-4]); got != h.Sum {
+	if got := cs.Sum(coord, b[:hs-4]); got != h.Sum {
 		return h, fmt.Errorf("%w: structured chunk header: checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, h.Sum, got)
 	}
 	h.N = want
@@ -158,7 +159,7 @@ func (h *Header) Section(b []byte, i int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: structured chunk: section %d ends at %d, %d bytes present", ErrCorrupt, i, end, len(b))
 	}
 	s := b[e.Off:end:end]
-	if got := checksum(s); got != e.Sum {
+	if got := h.cs.Plain(s); got != e.Sum {
 		return nil, fmt.Errorf("%w: structured chunk: section %d checksum mismatch (stored %08x, computed %08x)", ErrCorrupt, i, e.Sum, got)
 	}
 	return s, nil

@@ -9,12 +9,12 @@ import (
 
 func TestFrameRoundTrip(t *testing.T) {
 	secs := []Stored{{Data: []byte("selection"), Decoded: 9, Mask: 0}, {Data: []byte("values!!"), Decoded: 20, Mask: 3}}
-	f, sum := AppendFrame([]byte("prefix"), secs)
+	f, sum := appendFrame0([]byte("prefix"), secs)
 	f = f[len("prefix"):]
 	if len(f) != FrameSize(9, 8) {
 		t.Fatalf("frame %d bytes, FrameSize %d", len(f), FrameSize(9, 8))
 	}
-	h, err := ParseHeader(f, int64(len(f)), 2, 100)
+	h, err := parseHeader0(f, int64(len(f)), 2, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 	// A prefix holding the header and section 0 verifies section 0 alone.
 	pre := f[:HeaderSize(2)+9]
-	h2, err := ParseHeader(pre, int64(len(f)), 2, 100)
+	h2, err := parseHeader0(pre, int64(len(f)), 2, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestFrameRoundTrip(t *testing.T) {
 	for i := range f {
 		g := bytes.Clone(f)
 		g[i] ^= 0x20
-		h, err := ParseHeader(g, int64(len(g)), 2, 100)
+		h, err := parseHeader0(g, int64(len(g)), 2, 100)
 		if err == nil {
 			_, err = h.Section(g, 0)
 			if err == nil {
@@ -54,10 +54,10 @@ func TestFrameRoundTrip(t *testing.T) {
 			t.Fatalf("flip at %d not caught: %v", i, err)
 		}
 	}
-	if _, err := ParseHeader(f, int64(len(f)), 2, 10); !errors.Is(err, ErrCorrupt) {
+	if _, err := parseHeader0(f, int64(len(f)), 2, 10); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("decoded size over the limit: %v", err)
 	}
-	if _, err := ParseHeader(f, int64(len(f)+1), 2, 100); !errors.Is(err, ErrCorrupt) {
+	if _, err := parseHeader0(f, int64(len(f)+1), 2, 100); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("frame size mismatch: %v", err)
 	}
 }
