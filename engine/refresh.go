@@ -95,6 +95,14 @@ func (f *File) follow(ctx context.Context, op func() error) error {
 		if h := testHookFollowFailed.Load(); h != nil && err != nil {
 			(*h)()
 		}
+		if try > 0 && errors.Is(err, ErrOutOfRange) {
+			// The call got past its range checks on the first try and
+			// failed on reused space; the refresh since adopted a
+			// smaller extent. The caller asked for something that was
+			// there: not its mistake, but a state that moved on (%v
+			// keeps ErrOutOfRange out of the chain).
+			return fmt.Errorf("%w: the extent shrank under the read while it followed the writer: %v", ErrStale, err)
+		}
 		if !f.readOnly || !errors.Is(err, ErrCorrupt) || !f.newerOnDisk(gen) {
 			return err
 		}
