@@ -414,16 +414,27 @@ func readSuperblock(drv vfd.Driver) (format.Superblock, error) {
 	}{{a, format.SlotA}, {b, format.SlotB}} {
 		// A short file leaves a slot (partly) zero, which fails its
 		// checksum: that is the end of the file, not an I/O error.
-		if _, err := drv.ReadAt(slot.buf, slot.off); err != nil && !errors.Is(err, io.EOF) {
+		if _, err := drv.ReadAt(slot.buf, slot.off); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			return format.Superblock{}, fmt.Errorf("reading superblock slot at %d: %w", slot.off, classify(err))
 		}
 	}
 	sb, err := format.PickSuperblock(a, b)
 	if err != nil {
+		if allZero(a) && allZero(b) {
+			// Neither slot was ever written: a file being created (or
+			// whose creation stopped before its first commit), not a
+			// damaged one.
+			err = fmt.Errorf("%w: %w", err, errUnborn)
+		}
 		return sb, fmt.Errorf("superblock: %w", classify(err))
 	}
 	return sb, nil
 }
+
+// errUnborn marks (under ErrCorrupt) a file with no superblock written
+// yet: empty, or cut short by a creator that has not committed. A
+// virtual dataset reads such a source as a missing one.
+var errUnborn = errors.New("no superblock written yet")
 
 // readCatalog reads the catalog the superblock names and the file
 // attributes it carries.

@@ -153,11 +153,16 @@ func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
 	// decodes as invalid, and PickSuperblock then returns the other,
 	// older slot. Adopting it would put the reader on a state whose space
 	// the writer may already reuse.
-	if sb.Generation <= f.sb.Load().Generation {
-		return nil
-	}
+	//
+	// The file's identity first: a file created anew at the path (or
+	// rewritten in place) starts again at a low generation, and would
+	// otherwise pass for an older state, the File following its old
+	// contents without a word.
 	if sb.FileID != f.sb.Load().FileID {
 		return fmt.Errorf("%w: the file was replaced (file id changed)", ErrCorrupt)
+	}
+	if sb.Generation <= f.sb.Load().Generation {
+		return nil
 	}
 	cat, parts, attrs, err := readCatalog(f.drv, sb)
 	if err != nil {
