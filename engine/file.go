@@ -145,28 +145,6 @@ type File struct {
 // each changed dataset; SetExtent (writable files only) never takes
 // commitMu, so the two orders never meet on one File.
 
-// Create creates (or truncates) the file at path and opens it for writing.
-func Create(path string, opts *Options) (*File, error) {
-	if err := checkRegular(path, true); err != nil {
-		return nil, err
-	}
-	// vfd.Open truncates after taking the writer lock, and leaves an empty
-	// file alone (on ext4 a truncate would make Close write the file back).
-	drv, err := vfd.Open(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, classify(err)
-	}
-	noWriteBehind(drv, opts)
-	f, err := CreateWith(drv, opts)
-	if err != nil {
-		drv.Close()
-		return nil, err
-	}
-	f.ownDrv = true
-	f.path = path
-	return f, nil
-}
-
 // noWriteBehind turns the driver's write-behind off for a file that is
 // never synced (Options.NoSync): the hint only makes the device write
 // pages of a scratch file that may be deleted before they need to be.
