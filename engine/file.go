@@ -25,6 +25,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/internal/alloc"
@@ -169,9 +170,13 @@ func OpenContext(ctx context.Context, path string, opts *Options) (*File, error)
 	if err := checkRegular(path, false); err != nil {
 		return nil, err
 	}
-	flag := os.O_RDWR
+	// Non-blocking, and checked again once open: the path may have
+	// become a FIFO since checkRegular looked (a source replaced under a
+	// follower), and opening a FIFO to read blocks until a writer comes.
+	// On a regular file the flag changes nothing.
+	flag := os.O_RDWR | syscall.O_NONBLOCK
 	if opts != nil && opts.ReadOnly {
-		flag = os.O_RDONLY
+		flag = os.O_RDONLY | syscall.O_NONBLOCK
 	}
 	drv, err := vfd.Open(path, flag, 0)
 	if err != nil {
@@ -179,6 +184,13 @@ func OpenContext(ctx context.Context, path string, opts *Options) (*File, error)
 			return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
 		}
 		return nil, classify(err)
+	}
+	if fi, err := drv.Stat(); err != nil || !fi.Mode().IsRegular() {
+		drv.Close()
+		if err != nil {
+			return nil, classify(err)
+		}
+		return nil, fmt.Errorf("%w: %s is not a regular file (%s)", ErrInvalid, path, fi.Mode().Type())
 	}
 	noWriteBehind(drv, opts)
 	f, err := OpenWithContext(ctx, drv, opts)
