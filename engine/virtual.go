@@ -109,6 +109,11 @@ type VirtualOptions struct {
 	// file's cache. It must return an error matching ErrNotFound for a
 	// source that does not exist (yet): such a source reads as fill.
 	Open func(ctx context.Context, name string, opts *Options) (*File, error)
+	// OpenURL opens a source file named by a URL (scheme://...) when Open
+	// is nil, as Open does (vfd/s3 drivers for s3:// URLs, say). Without
+	// either, such a source is an ErrIO naming it, never a missing source:
+	// this File cannot look, so it cannot say the source is not there.
+	OpenURL func(ctx context.Context, url string, opts *Options) (*File, error)
 }
 
 // errVirtualWrite refuses every change of a virtual dataset's elements.

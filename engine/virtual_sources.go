@@ -106,7 +106,7 @@ func (f *File) sourceLocation(file string) (name string, self bool, err error) {
 // Another spelling of the same file (a link) is found by identity when
 // it is opened (srcFile.open).
 func (f *File) isOwnPath(p string) bool {
-	if f.path == "" || f.vopts.Open != nil {
+	if f.path == "" {
 		return false
 	}
 	a, b := p, f.path
@@ -221,11 +221,16 @@ func (sf *srcFile) open(ctx context.Context, f *File, dset string) (*Dataset, *s
 // openSource opens a source file read-only, sharing the virtual file's
 // cache.
 func openSource(ctx context.Context, f *File, name string) (*File, error) {
-	opts := &Options{Cache: f.cache, ReadOnly: true, Virtual: VirtualOptions{Open: f.vopts.Open}}
-	if f.vopts.Open != nil {
+	opts := &Options{Cache: f.cache, ReadOnly: true, Virtual: VirtualOptions{Open: f.vopts.Open, OpenURL: f.vopts.OpenURL}}
+	switch {
+	case f.vopts.Open != nil:
 		return f.vopts.Open(ctx, name, opts)
+	case !strings.Contains(name, "://"):
+		return OpenContext(ctx, name, opts)
+	case f.vopts.OpenURL != nil:
+		return f.vopts.OpenURL(ctx, name, opts)
 	}
-	return OpenContext(ctx, name, opts)
+	return nil, fmt.Errorf("%w: source file %s: a URL this File cannot open (VirtualOptions.OpenURL opens it)", ErrIO, name)
 }
 
 // fileInfo is the identity of the operating-system file under f, if it
@@ -253,15 +258,19 @@ func sameFile(a, b *File) bool {
 	return ok && os.SameFile(x, y)
 }
 
-// replacedOnDisk reports whether the file at path is no longer the one
-// sfile has open: deleted, moved away, or replaced (a writer that created
-// it again). sfile then follows a file nobody writes or will find.
-func replacedOnDisk(path string, sfile *File) bool {
+// replacedOnDisk reports whether the file at the path sfile was opened at
+// is no longer the one it has open: deleted, moved away, or replaced (a
+// writer that created it again). sfile then follows a file nobody writes
+// or will find.
+func replacedOnDisk(sfile *File) bool {
+	if sfile.path == "" {
+		return false
+	}
 	cur, ok := sfile.fileInfo()
 	if !ok {
 		return false
 	}
-	fi, err := os.Stat(path)
+	fi, err := os.Stat(sfile.path)
 	return err != nil || !os.SameFile(fi, cur)
 }
 
@@ -406,7 +415,7 @@ func (sf *srcFile) refresh(ctx context.Context, f *File) {
 	if h == nil || h.self {
 		return // the File's own state is refreshed by its own Refresh
 	}
-	if f.vopts.Open == nil && replacedOnDisk(sf.name, h.f) {
+	if replacedOnDisk(h.f) {
 		sf.retire()
 		return
 	}
