@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -319,19 +323,16 @@ func TestVirtualSelfByPathNoLeak(t *testing.T) {
 	src, err := w.CreateDataset("frames", lcSpec)
 	must(t, err)
 	lcRows(t, src, 0, 2, 100)
+	// A virtual dataset whose source (by path) is virtual fails its reads
+	// at every Refresh: its error must not grow either. Made before its
+	// source exists, which creation therefore cannot refuse.
+	_, err = w.CreateVirtualDataset(ctx, "bad", VirtualSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint64{Unlimited, lcW},
+		Mappings: []VirtualMapping{{Virtual: lcColumns("")[0].Virtual, File: "v.scc", Dataset: "v", Source: lcColumns("")[0].Source}}})
+	must(t, err)
 	_, err = w.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint64{Unlimited, lcW},
 		Mappings: lcColumns("v.scc")})
 	must(t, err)
 	must(t, w.Flush(ctx))
-	// A second virtual dataset whose source (by path) is virtual fails
-	// its reads at every Refresh: its error must not grow either. It is
-	// refused at creation now that the path reads as "."; it goes in as
-	// an older file could hold it.
-	_, err = w.CreateVirtualDataset(ctx, "bad", VirtualSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint64{Unlimited, lcW},
-		Mappings: []VirtualMapping{{Virtual: lcColumns("")[0].Virtual, File: "v.scc", Dataset: "v", Source: lcColumns("")[0].Source}}})
-	if err == nil {
-		must(t, w.Flush(ctx))
-	}
 	r, v := lcOpenFollower(t, vp, "v")
 	var fds, errLen int
 	for i := range 50 {
@@ -346,6 +347,9 @@ func TestVirtualSelfByPathNoLeak(t *testing.T) {
 		if err == nil {
 			err = lcRead(d).err
 			d.Close()
+		}
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("refresh %d: the virtual dataset over a virtual source: %v, want ErrInvalid", i, err)
 		}
 		if i == 0 {
 			fds, errLen = fdCount(t), len(fmt.Sprint(err))
@@ -417,6 +421,14 @@ func TestVirtualSelfSourcedIsolated(t *testing.T) {
 	}
 }
 
+// lcRemove removes path, if it is there.
+func lcRemove(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+}
+
 // lcUnborn writes at path what a creator killed before its first commit
 // leaves: a file image with neither superblock slot written.
 func lcUnborn(t *testing.T, path string, size int) {
@@ -479,7 +491,7 @@ func TestVirtualSourceLifecycle(t *testing.T) {
 		{"missing", func() {}},
 		{"created", func() { lcCreate(t, a, 3, 100) }},
 		{"appended", func() { lcAppend(t, a, 2, 100) }},
-		{"deleted", func() { must(t, os.Remove(a)) }},
+		{"deleted", func() { lcRemove(t, a) }},
 		{"killed mid-create", func() { lcUnborn(t, a, format.DataStart+64) }},
 		{"recreated", func() { lcCreate(t, a, 4, 300) }},
 		{"moved away", func() { must(t, os.Rename(a, a+".moved")) }},
@@ -490,19 +502,19 @@ func TestVirtualSourceLifecycle(t *testing.T) {
 			must(t, err)
 			must(t, os.Truncate(a, fi.Size()/2))
 		}},
-		{"recreated after truncation", func() { must(t, os.Remove(a)); lcCreate(t, a, 3, 600) }},
+		{"recreated after truncation", func() { lcRemove(t, a); lcCreate(t, a, 3, 600) }},
 		{"symlink loop", func() {
-			must(t, os.Remove(a))
+			lcRemove(t, a)
 			must(t, os.Symlink("a.scc", a))
 		}},
-		{"recreated after the loop", func() { must(t, os.Remove(a)); lcCreate(t, a, 1, 700) }},
+		{"recreated after the loop", func() { lcRemove(t, a); lcCreate(t, a, 1, 700) }},
 		{"FIFO", func() {
-			must(t, os.Remove(a))
+			lcRemove(t, a)
 			if err := syscall.Mkfifo(a, 0o644); err != nil {
 				t.Skipf("mkfifo: %v", err)
 			}
 		}},
-		{"recreated after the FIFO", func() { must(t, os.Remove(a)); lcCreate(t, a, 2, 800) }},
+		{"recreated after the FIFO", func() { lcRemove(t, a); lcCreate(t, a, 2, 800) }},
 		{"a symlink to a file", func() {
 			must(t, os.Rename(a, a+".real"))
 			must(t, os.Symlink("a.scc.real", a))
@@ -515,5 +527,137 @@ func TestVirtualSourceLifecycle(t *testing.T) {
 		lcFollow(t, s.name, r, v, vp)
 		lcAppend(t, b, 1, 200)
 		lcFollow(t, s.name+", again", r, v, vp)
+	}
+}
+
+// TestVirtualSourceLifecycleLive is TestVirtualSourceLifecycle with a
+// writer process appending frames to another source all along, reader
+// goroutines reading both virtual datasets while the follower refreshes
+// and the source changes under them (under -race: the openings a Refresh
+// lets go while reads use them). The follower's view of the changing
+// source equals a fresh open's after every Refresh; its view of the
+// written one never fails and only grows, every frame it shows the
+// writer's.
+func TestVirtualSourceLifecycleLive(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, vp := filepath.Join(dir, "a.scc"), filepath.Join(dir, "v.scc")
+	const frames = 400
+	f, err := Create(vp, &Options{NoSync: true})
+	must(t, err)
+	_, err = f.CreateVirtualDataset(ctx, "va", VirtualSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint64{Unlimited, lcW},
+		Fill: []byte{7, 0, 0, 0}, Mappings: lcColumns("a.scc")})
+	must(t, err)
+	_, err = f.CreateVirtualDataset(ctx, "vb", VirtualSpec{Type: Uint32, Shape: []uint64{0, vdsSide, vdsSide},
+		MaxShape: []uint64{Unlimited, vdsSide, vdsSide}, Mappings: roundRobin(1, vdsSide, vdsSide, false)})
+	must(t, err)
+	must(t, f.Close())
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SCC_SWMR_ROLE=vds-writer", "SCC_SWMR_PATH="+filepath.Join(dir, "w0.scc"),
+		"SCC_VDS_INDEX=0", "SCC_VDS_WRITERS=1", "SCC_VDS_FRAMES="+strconv.Itoa(frames))
+	cmd.Stderr = os.Stderr
+	cmd.Stdout = io.Discard
+	must(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}()
+
+	r, va := lcOpenFollower(t, vp, "va")
+	vb, err := r.OpenDataset("vb")
+	must(t, err)
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// A source changing under the read may fail it, with
+				// a sentinel, never a panic or an untyped error.
+				if v := lcRead(va); v.err != nil && lcKind(v.err) == v.err {
+					errs <- fmt.Errorf("va: untyped error %v", v.err)
+					return
+				}
+				sh := vb.Shape()
+				buf := make([]uint32, sh[0]*vdsSide*vdsSide)
+				if err := ReadSlice(ctx, vb, All(sh), buf); err != nil && !errors.Is(err, ErrOutOfRange) && !errors.Is(err, ErrStale) {
+					errs <- fmt.Errorf("vb: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	states := []struct {
+		name string
+		make func()
+	}{
+		{"created", func() { lcCreate(t, a, 3, 100) }},
+		{"appended", func() { lcAppend(t, a, 2, 100) }},
+		{"deleted", func() { lcRemove(t, a) }},
+		{"killed mid-create", func() { lcUnborn(t, a, format.DataStart+64) }},
+		{"recreated", func() { lcCreate(t, a, 4, 300) }},
+		{"replaced", func() { lcCreate(t, a, 2, 500) }},
+		{"truncated", func() {
+			fi, err := os.Stat(a)
+			must(t, err)
+			must(t, os.Truncate(a, fi.Size()/2))
+		}},
+		{"symlink loop", func() { lcRemove(t, a); must(t, os.Symlink("a.scc", a)) }},
+		{"FIFO", func() { lcRemove(t, a); must(t, syscall.Mkfifo(a, 0o644)) }},
+		{"recreated at last", func() { lcRemove(t, a); lcCreate(t, a, 6, 900) }},
+	}
+	var seen uint64
+	for round := 0; ; round++ {
+		s := states[round%len(states)]
+		if round >= len(states) {
+			select {
+			case err := <-exited:
+				exited <- err
+				s = states[len(states)-1]
+			default:
+			}
+		}
+		s.make()
+		lcFollow(t, fmt.Sprintf("round %d: %s", round, s.name), r, va, vp)
+		n := vb.Shape()[0]
+		if n < seen {
+			t.Fatalf("round %d: the written source's extent went back from %d to %d", round, seen, n)
+		}
+		seen = n
+		buf := make([]uint32, n*vdsSide*vdsSide)
+		must(t, ReadSlice(ctx, vb, All([]uint64{n, vdsSide, vdsSide}), buf))
+		for g := uint64(0); g < n; g++ {
+			if !slices.Equal(buf[g*vdsSide*vdsSide:(g+1)*vdsSide*vdsSide], frameData(g, vdsSide*vdsSide)) {
+				t.Fatalf("round %d: frame %d of the written source is not the writer's", round, g)
+			}
+		}
+		if round >= len(states) && s.name == "recreated at last" && len(exited) > 0 {
+			break
+		}
+		if round > 50*len(states) {
+			t.Fatal("the writer process did not finish")
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	must(t, <-exited)
+	exited <- nil
+	must(t, r.Refresh(ctx))
+	if n := vb.Shape()[0]; n != frames {
+		t.Fatalf("after the writer finished: %d frames, want %d", n, frames)
 	}
 }
