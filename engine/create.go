@@ -33,10 +33,7 @@ func Create(path string, opts *Options) (*File, error) {
 	if err := checkRegular(path, true); err != nil {
 		return nil, err
 	}
-	target := path
-	if t, err := filepath.EvalSymlinks(path); err == nil {
-		target = t
-	}
+	target := linkTarget(path)
 	for try := 0; ; try++ {
 		f, retry, err := createAt(target, opts)
 		if retry && try < 3 {
@@ -48,6 +45,28 @@ func Create(path string, opts *Options) (*File, error) {
 		f.path = path
 		return f, nil
 	}
+}
+
+// linkTarget follows the symbolic links at path to the name of the file
+// they lead to, which need not exist yet (a dangling link is created
+// through, as an open with O_CREATE does). checkRegular has refused a
+// loop already; the bound is the kernel's.
+func linkTarget(path string) string {
+	for range 40 {
+		fi, err := os.Lstat(path)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			return path
+		}
+		l, err := os.Readlink(path)
+		if err != nil {
+			return path
+		}
+		if !filepath.IsAbs(l) {
+			l = filepath.Join(filepath.Dir(path), l)
+		}
+		path = l
+	}
+	return path
 }
 
 // testHookCreateStaged, when set (tests only), runs in Create once the

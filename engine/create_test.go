@@ -153,4 +153,14 @@ func TestCreateReplacesSymlinkTarget(t *testing.T) {
 		t.Fatalf("the replaced file's mode %v, want 0600", fi.Mode().Perm())
 	}
 	tOpenPath(t, real, &Options{ReadOnly: true}).Close()
+	// A dangling link is created through.
+	dangling, target := filepath.Join(dir, "dangling.scc"), filepath.Join(dir, "target.scc")
+	must(t, os.Symlink("target.scc", dangling))
+	f, err = Create(dangling, nil)
+	must(t, err)
+	must(t, f.Close())
+	if fi, err := os.Lstat(dangling); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("Create replaced the dangling link itself: %v", err)
+	}
+	tOpenPath(t, target, &Options{ReadOnly: true}).Close()
 }
