@@ -149,18 +149,17 @@ func (f *File) refreshOnce(ctx context.Context) (uint64, error) {
 // adoptLocked switches the File to the committed state sb names. Caller
 // holds commitMu.
 func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
+	// The file's identity first: a file created anew at the path (or
+	// rewritten in place) starts again at a low generation, and would
+	// otherwise pass for an older state below, the File following its
+	// old contents without a word.
+	if sb.FileID != f.sb.Load().FileID {
+		return fmt.Errorf("%w: the file was replaced (file id changed)", ErrCorrupt)
+	}
 	// Never backwards: a slot torn by the writer's superblock write
 	// decodes as invalid, and PickSuperblock then returns the other,
 	// older slot. Adopting it would put the reader on a state whose space
 	// the writer may already reuse.
-	//
-	// The file's identity first: a file created anew at the path (or
-	// rewritten in place) starts again at a low generation, and would
-	// otherwise pass for an older state, the File following its old
-	// contents without a word.
-	if sb.FileID != f.sb.Load().FileID {
-		return fmt.Errorf("%w: the file was replaced (file id changed)", ErrCorrupt)
-	}
 	if sb.Generation <= f.sb.Load().Generation {
 		return nil
 	}

@@ -397,7 +397,7 @@ type virtualLayout struct {
 	evalMu sync.Mutex
 	maps   []*vmap // guarded by s.mu
 	// evalErr is the last extent evaluation's failure, nil after a
-	// success: every read returns it (evalExtent).
+	// success: every read then evaluates again first (evalExtent).
 	evalErr atomic.Pointer[error]
 }
 
