@@ -164,3 +164,24 @@ func TestCreateReplacesSymlinkTarget(t *testing.T) {
 	}
 	tOpenPath(t, target, &Options{ReadOnly: true}).Close()
 }
+
+// TestCreateReplacedFollower: a follower of a file that Create replaced
+// holds the old file; its Refresh says the file was replaced, as it did
+// when Create rewrote the file in place, instead of following a file no
+// writer will write again.
+func TestCreateReplacedFollower(t *testing.T) {
+	ctx := context.Background()
+	p := filepath.Join(t.TempDir(), "a.scc")
+	f, err := Create(p, nil)
+	must(t, err)
+	must(t, f.Close())
+	r := tOpenPath(t, p, &Options{ReadOnly: true})
+	defer r.Close()
+	must(t, r.Refresh(ctx))
+	f, err = Create(p, nil)
+	must(t, err)
+	must(t, f.Close())
+	if err := r.Refresh(ctx); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "replaced") {
+		t.Fatalf("Refresh of a file Create replaced: %v, want ErrCorrupt saying so", err)
+	}
+}

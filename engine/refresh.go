@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,18 @@ func (f *File) refreshFile(ctx context.Context) error {
 	}
 	if !f.readOnly {
 		return nil
+	}
+	if f.path != "" {
+		// Create puts a new file at the path (a new inode), which this
+		// File, holding the old one, would never see: it says so, as it
+		// does for a file rewritten in place (a new file id). A path
+		// with nothing at it is left alone: the file was deleted, and
+		// what this File reads is still the file it opened.
+		if cur, ok := f.fileInfo(); ok {
+			if fi, err := os.Stat(f.path); err == nil && !os.SameFile(fi, cur) {
+				return fmt.Errorf("%w: the file was replaced (another file is at %s)", ErrCorrupt, f.path)
+			}
+		}
 	}
 	var err error
 	for try := 0; try < refreshRetries; try++ {
