@@ -692,11 +692,12 @@ func (l *virtualLayout) mappingExtent(ctx context.Context, m *vmap, view Virtual
 		return clipExtent(m.v[m.u], n, trail), nil
 	}
 	// One source per block: block k is there when its source dataset
-	// exists. Blocks found stay found (a writer never removes its file).
-	exists := func(k uint64) (bool, error) {
-		if m.printfFound[k] {
-			return true, nil
-		}
+	// exists. Blocks found stay found (a writer never removes its file),
+	// except the last: a newest block's source deleted or moved away (a
+	// creator that died, cleaned up) ends the extent where a fresh open
+	// ends it. Looking at every found block again would open every
+	// source file at every evaluation.
+	probe := func(k uint64) (bool, error) {
 		src, release, err := f.virt.acquire(ctx, f, expand(m.file, k), expand(m.dset, k))
 		if err != nil {
 			return false, l.sourceErr(expand(m.file, k), expand(m.dset, k), err)
@@ -706,11 +707,31 @@ func (l *virtualLayout) mappingExtent(ctx context.Context, m *vmap, view Virtual
 		}
 		err = notVirtual(l.s.name, expand(m.file, k), src)
 		release()
-		if err != nil {
-			return false, err
+		return err == nil, err
+	}
+	for len(m.printfFound) > 0 {
+		top := uint64(0)
+		for k := range m.printfFound {
+			top = max(top, k)
 		}
-		m.printfFound[k] = true
-		return true, nil
+		ok, err := probe(top)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			break
+		}
+		delete(m.printfFound, top)
+	}
+	exists := func(k uint64) (bool, error) {
+		if m.printfFound[k] {
+			return true, nil
+		}
+		ok, err := probe(k)
+		if ok {
+			m.printfFound[k] = true
+		}
+		return ok, err
 	}
 	var k, found uint64
 	gap := 0

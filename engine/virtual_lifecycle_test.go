@@ -661,3 +661,50 @@ func TestVirtualSourceLifecycleLive(t *testing.T) {
 		t.Fatalf("after the writer finished: %d frames, want %d", n, frames)
 	}
 }
+
+// TestVirtualPrintfSourceLifecycle: the sources of a printf mapping (one
+// file per block) appear, are cut short while created, deleted and
+// recreated; the follower's extent and values equal a fresh open's after
+// every Refresh. Before, a block found once stayed found: a deleted
+// newest block kept the follower's extent where a fresh open's ended
+// before it.
+func TestVirtualPrintfSourceLifecycle(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	vp := filepath.Join(dir, "v.scc")
+	blk := func(k int) string { return filepath.Join(dir, fmt.Sprintf("p%d.scc", k)) }
+	f, err := Create(vp, &Options{NoSync: true})
+	must(t, err)
+	_, err = f.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint64{Unlimited, lcW},
+		Fill: []byte{7, 0, 0, 0}, Mappings: []VirtualMapping{{
+			Virtual: Hyperslab([]uint64{0, 0}, []uint64{2, 1}, []uint64{Unlimited, 1}, []uint64{2, lcW}),
+			File:    "p%b.scc", Dataset: "frames", Source: Box([]uint64{0, 0}, []uint64{2, lcW}),
+		}}})
+	must(t, err)
+	must(t, f.Close())
+	r, v := lcOpenFollower(t, vp, "v")
+	steps := []struct {
+		name string
+		make func()
+		rows uint64
+	}{
+		{"blocks 0-2 created", func() {
+			for k := range 3 {
+				lcCreate(t, blk(k), 2, uint32(100*k))
+			}
+		}, 6},
+		{"block 3 cut short while created", func() { lcUnborn(t, blk(3), format.DataStart+64) }, 6},
+		{"block 3 created", func() { lcCreate(t, blk(3), 2, 300) }, 8},
+		{"block 3 deleted", func() { lcRemove(t, blk(3)) }, 6},
+		{"block 2 moved away", func() { must(t, os.Rename(blk(2), blk(2)+".old")) }, 4},
+		{"block 2 moved back", func() { must(t, os.Rename(blk(2)+".old", blk(2))) }, 6},
+		{"block 2 replaced", func() { lcCreate(t, blk(2), 1, 900) }, 6},
+	}
+	for _, s := range steps {
+		s.make()
+		got := lcFollow(t, s.name, r, v, vp)
+		if got.err != nil || got.shape[0] != s.rows {
+			t.Fatalf("%s: extent %v (%v), want %d rows", s.name, got.shape, got.err, s.rows)
+		}
+	}
+}
