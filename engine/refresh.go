@@ -44,7 +44,10 @@ const refreshRetries = 32
 //
 // The File's open virtual datasets then refresh their source files and
 // evaluate their extents again (on a writable File too: the sources have
-// writers of their own).
+// writers of their own), so that they read what a fresh open would: a
+// source file deleted, moved, replaced or not yet created, a source
+// dataset deleted or moved. A source that fails fails the reads of the
+// virtual datasets that need it, not the Refresh.
 func (f *File) Refresh(ctx context.Context) error {
 	if err := f.refreshFile(ctx); err != nil {
 		return err
