@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -183,5 +184,35 @@ func TestCreateReplacedFollower(t *testing.T) {
 	must(t, f.Close())
 	if err := r.Refresh(ctx); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "replaced") {
 		t.Fatalf("Refresh of a file Create replaced: %v, want ErrCorrupt saying so", err)
+	}
+}
+
+// TestOpenBecameFIFO: the path passed the regular-file check and then
+// became a FIFO (a source replaced under a follower): the open refuses it
+// with ErrInvalid instead of blocking until a writer opens the FIFO.
+func TestOpenBecameFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a.scc")
+	f, err := Create(p, nil)
+	must(t, err)
+	must(t, f.Close())
+	testHookOpenChecked = func(path string) {
+		must(t, os.Remove(path))
+		must(t, syscall.Mkfifo(path, 0o644))
+	}
+	defer func() { testHookOpenChecked = nil }()
+	for _, ro := range []bool{true, false} {
+		if ro == false {
+			must(t, os.Remove(p))
+			f, err := Create(p, nil)
+			must(t, err)
+			must(t, f.Close())
+		}
+		g, err := Open(p, &Options{ReadOnly: ro})
+		if err == nil {
+			g.Close()
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("read-only %v: open of a path that became a FIFO: %v, want ErrInvalid", ro, err)
+		}
 	}
 }

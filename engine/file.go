@@ -170,6 +170,9 @@ func OpenContext(ctx context.Context, path string, opts *Options) (*File, error)
 	if err := checkRegular(path, false); err != nil {
 		return nil, err
 	}
+	if testHookOpenChecked != nil {
+		testHookOpenChecked(path)
+	}
 	// Non-blocking, and checked again once open: the path may have
 	// become a FIFO since checkRegular looked (a source replaced under a
 	// follower), and opening a FIFO to read blocks until a writer comes.
@@ -202,6 +205,10 @@ func OpenContext(ctx context.Context, path string, opts *Options) (*File, error)
 	f.path = path
 	return f, nil
 }
+
+// testHookOpenChecked, when set (tests only), runs in OpenContext after
+// checkRegular passed, before the open.
+var testHookOpenChecked func(path string)
 
 // checkRegular refuses paths that are not regular files (a directory, a
 // FIFO that would block the open, a device) with ErrInvalid before
