@@ -25,6 +25,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/internal/alloc"
@@ -145,28 +146,6 @@ type File struct {
 // each changed dataset; SetExtent (writable files only) never takes
 // commitMu, so the two orders never meet on one File.
 
-// Create creates (or truncates) the file at path and opens it for writing.
-func Create(path string, opts *Options) (*File, error) {
-	if err := checkRegular(path, true); err != nil {
-		return nil, err
-	}
-	// vfd.Open truncates after taking the writer lock, and leaves an empty
-	// file alone (on ext4 a truncate would make Close write the file back).
-	drv, err := vfd.Open(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, classify(err)
-	}
-	noWriteBehind(drv, opts)
-	f, err := CreateWith(drv, opts)
-	if err != nil {
-		drv.Close()
-		return nil, err
-	}
-	f.ownDrv = true
-	f.path = path
-	return f, nil
-}
-
 // noWriteBehind turns the driver's write-behind off for a file that is
 // never synced (Options.NoSync): the hint only makes the device write
 // pages of a scratch file that may be deleted before they need to be.
@@ -191,9 +170,16 @@ func OpenContext(ctx context.Context, path string, opts *Options) (*File, error)
 	if err := checkRegular(path, false); err != nil {
 		return nil, err
 	}
-	flag := os.O_RDWR
+	if testHookOpenChecked != nil {
+		testHookOpenChecked(path)
+	}
+	// Non-blocking, and checked again once open: the path may have
+	// become a FIFO since checkRegular looked (a source replaced under a
+	// follower), and opening a FIFO to read blocks until a writer comes.
+	// On a regular file the flag changes nothing.
+	flag := os.O_RDWR | syscall.O_NONBLOCK
 	if opts != nil && opts.ReadOnly {
-		flag = os.O_RDONLY
+		flag = os.O_RDONLY | syscall.O_NONBLOCK
 	}
 	drv, err := vfd.Open(path, flag, 0)
 	if err != nil {
@@ -206,6 +192,13 @@ func OpenContext(ctx context.Context, path string, opts *Options) (*File, error)
 		}
 		return nil, classify(err)
 	}
+	if fi, err := drv.Stat(); err != nil || !fi.Mode().IsRegular() {
+		drv.Close()
+		if err != nil {
+			return nil, classify(err)
+		}
+		return nil, fmt.Errorf("%w: %s is not a regular file (%s)", ErrInvalid, path, fi.Mode().Type())
+	}
 	noWriteBehind(drv, opts)
 	f, err := OpenWithContext(ctx, drv, opts)
 	if err != nil {
@@ -216,6 +209,10 @@ func OpenContext(ctx context.Context, path string, opts *Options) (*File, error)
 	f.path = path
 	return f, nil
 }
+
+// testHookOpenChecked, when set (tests only), runs in OpenContext after
+// checkRegular passed, before the open.
+var testHookOpenChecked func(path string)
 
 // checkRegular refuses paths that are not regular files (a directory, a
 // FIFO that would block the open, a device) with ErrInvalid before
@@ -423,16 +420,27 @@ func readSuperblock(drv vfd.Driver) (format.Superblock, error) {
 	}{{a, format.SlotA}, {b, format.SlotB}} {
 		// A short file leaves a slot (partly) zero, which fails its
 		// checksum: that is the end of the file, not an I/O error.
-		if _, err := drv.ReadAt(slot.buf, slot.off); err != nil && !errors.Is(err, io.EOF) {
+		if _, err := drv.ReadAt(slot.buf, slot.off); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			return format.Superblock{}, fmt.Errorf("reading superblock slot at %d: %w", slot.off, classify(err))
 		}
 	}
 	sb, err := format.PickSuperblock(a, b)
 	if err != nil {
+		if allZero(a) && allZero(b) {
+			// Neither slot was ever written: a file being created (or
+			// whose creation stopped before its first commit), not a
+			// damaged one.
+			err = fmt.Errorf("%w: %w", err, errUnborn)
+		}
 		return sb, fmt.Errorf("superblock: %w", classify(err))
 	}
 	return sb, nil
 }
+
+// errUnborn marks (under ErrCorrupt) a file with no superblock written
+// yet: empty, or cut short by a creator that has not committed. A
+// virtual dataset reads such a source as a missing one.
+var errUnborn = errors.New("no superblock written yet")
 
 // readCatalog reads the catalog the superblock names and the file
 // attributes it carries.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -43,7 +44,10 @@ const refreshRetries = 32
 //
 // The File's open virtual datasets then refresh their source files and
 // evaluate their extents again (on a writable File too: the sources have
-// writers of their own).
+// writers of their own), so that they read what a fresh open would: a
+// source file deleted, moved, replaced or not yet created, a source
+// dataset deleted or moved. A source that fails fails the reads of the
+// virtual datasets that need it, not the Refresh.
 func (f *File) Refresh(ctx context.Context) error {
 	if err := f.refreshFile(ctx); err != nil {
 		return err
@@ -57,6 +61,18 @@ func (f *File) refreshFile(ctx context.Context) error {
 	}
 	if !f.readOnly {
 		return nil
+	}
+	if f.path != "" {
+		// Create puts a new file at the path (a new inode), which this
+		// File, holding the old one, would never see: it says so, as it
+		// does for a file rewritten in place (a new file id). A path
+		// with nothing at it is left alone: the file was deleted, and
+		// what this File reads is still the file it opened.
+		if cur, ok := f.fileInfo(); ok {
+			if fi, err := os.Stat(f.path); err == nil && !os.SameFile(fi, cur) {
+				return fmt.Errorf("%w: the file was replaced (another file is at %s)", ErrCorrupt, f.path)
+			}
+		}
 	}
 	var err error
 	for try := 0; try < refreshRetries; try++ {
@@ -94,6 +110,14 @@ func (f *File) follow(ctx context.Context, op func() error) error {
 		err := op()
 		if h := testHookFollowFailed.Load(); h != nil && err != nil {
 			(*h)()
+		}
+		if try > 0 && errors.Is(err, ErrOutOfRange) {
+			// The call got past its range checks on the first try and
+			// failed on reused space; the refresh since adopted a
+			// smaller extent. The caller asked for something that was
+			// there: not its mistake, but a state that moved on (%v
+			// keeps ErrOutOfRange out of the chain).
+			return fmt.Errorf("%w: the extent shrank under the read while it followed the writer: %v", ErrStale, err)
 		}
 		if !f.readOnly || !errors.Is(err, ErrCorrupt) || !f.newerOnDisk(gen) {
 			return err
@@ -141,15 +165,19 @@ func (f *File) refreshOnce(ctx context.Context) (uint64, error) {
 // adoptLocked switches the File to the committed state sb names. Caller
 // holds commitMu.
 func (f *File) adoptLocked(ctx context.Context, sb format.Superblock) error {
+	// The file's identity first: a file created anew at the path (or
+	// rewritten in place) starts again at a low generation, and would
+	// otherwise pass for an older state below, the File following its
+	// old contents without a word.
+	if sb.FileID != f.sb.Load().FileID {
+		return fmt.Errorf("%w: the file was replaced (file id changed)", ErrCorrupt)
+	}
 	// Never backwards: a slot torn by the writer's superblock write
 	// decodes as invalid, and PickSuperblock then returns the other,
 	// older slot. Adopting it would put the reader on a state whose space
 	// the writer may already reuse.
 	if sb.Generation <= f.sb.Load().Generation {
 		return nil
-	}
-	if sb.FileID != f.sb.Load().FileID {
-		return fmt.Errorf("%w: the file was replaced (file id changed)", ErrCorrupt)
 	}
 	cat, parts, attrs, err := readCatalog(f.drv, sb)
 	if err != nil {

@@ -3,10 +3,8 @@ package engine
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -112,6 +110,11 @@ type VirtualOptions struct {
 	// file's cache. It must return an error matching ErrNotFound for a
 	// source that does not exist (yet): such a source reads as fill.
 	Open func(ctx context.Context, name string, opts *Options) (*File, error)
+	// OpenURL opens a source file named by a URL (scheme://...) when Open
+	// is nil, as Open does (vfd/s3 drivers for s3:// URLs, say). Without
+	// either, such a source is an ErrIO naming it, never a missing source:
+	// this File cannot look, so it cannot say the source is not there.
+	OpenURL func(ctx context.Context, url string, opts *Options) (*File, error)
 }
 
 // errVirtualWrite refuses every change of a virtual dataset's elements.
@@ -404,6 +407,9 @@ type virtualLayout struct {
 	s      *dsState
 	evalMu sync.Mutex
 	maps   []*vmap // guarded by s.mu
+	// evalErr is the last extent evaluation's failure, nil after a
+	// success: every read then evaluates again first (evalExtent).
+	evalErr atomic.Pointer[error]
 }
 
 var _ storage = (*virtualLayout)(nil)
@@ -631,10 +637,14 @@ func checkSourceName(name string, limit int, file bool) error {
 
 // checkSource opens a mapping's source, if it exists, and checks it.
 func (f *File) checkSource(ctx context.Context, name string, typ Type, m *vmap, file, dset string) error {
-	if _, _, err := f.sourceLocation(file); err != nil {
+	_, self, err := f.sourceLocation(file)
+	if err != nil {
 		// A name this File cannot resolve (a relative name on a File
 		// opened on a driver) is resolved by whoever reads it.
 		return nil
+	}
+	if self && strings.TrimPrefix(dset, "/") == name {
+		return fmt.Errorf("%w: virtual dataset %q maps itself (source %s:%s)", ErrInvalid, name, cmp.Or(file, "."), dset)
 	}
 	src, release, err := f.virt.acquire(ctx, f, file, dset)
 	if err != nil {
@@ -686,9 +696,24 @@ func (d *Dataset) virtualOpened(ctx context.Context) error {
 
 // evalExtent sets the dataset's extent from its mappings and their
 // sources (VirtualOptions.View).
+//
+// A failure is kept: every read of the dataset evaluates again first,
+// and fails as a fresh open would while the evaluation does. A cancelled
+// evaluation changes nothing.
 func (l *virtualLayout) evalExtent(ctx context.Context) error {
 	l.evalMu.Lock()
 	defer l.evalMu.Unlock()
+	err := l.evalLocked(ctx)
+	switch {
+	case err == nil:
+		l.evalErr.Store(nil)
+	case ctx.Err() == nil:
+		l.evalErr.Store(&err)
+	}
+	return err
+}
+
+func (l *virtualLayout) evalLocked(ctx context.Context) error {
 	s := l.s
 	f := s.f
 	maps := l.mappings()
@@ -755,11 +780,12 @@ func (l *virtualLayout) mappingExtent(ctx context.Context, m *vmap, view Virtual
 		return clipExtent(m.v[m.u], n, trail), nil
 	}
 	// One source per block: block k is there when its source dataset
-	// exists. Blocks found stay found (a writer never removes its file).
-	exists := func(k uint64) (bool, error) {
-		if m.printfFound[k] {
-			return true, nil
-		}
+	// exists. Blocks found stay found (a writer never removes its file),
+	// except the last: a newest block's source deleted or moved away (a
+	// creator that died, cleaned up) ends the extent where a fresh open
+	// ends it. Looking at every found block again would open every
+	// source file at every evaluation.
+	probe := func(k uint64) (bool, error) {
 		src, release, err := f.virt.acquire(ctx, f, expand(m.file, k), expand(m.dset, k))
 		if err != nil {
 			return false, l.sourceErr(expand(m.file, k), expand(m.dset, k), err)
@@ -769,11 +795,31 @@ func (l *virtualLayout) mappingExtent(ctx context.Context, m *vmap, view Virtual
 		}
 		err = notVirtual(l.s.name, expand(m.file, k), src)
 		release()
-		if err != nil {
-			return false, err
+		return err == nil, err
+	}
+	for len(m.printfFound) > 0 {
+		top := uint64(0)
+		for k := range m.printfFound {
+			top = max(top, k)
 		}
-		m.printfFound[k] = true
-		return true, nil
+		ok, err := probe(top)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			break
+		}
+		delete(m.printfFound, top)
+	}
+	exists := func(k uint64) (bool, error) {
+		if m.printfFound[k] {
+			return true, nil
+		}
+		ok, err := probe(k)
+		if ok {
+			m.printfFound[k] = true
+		}
+		return ok, err
 	}
 	var k, found uint64
 	gap := 0
@@ -807,16 +853,11 @@ func (l *virtualLayout) sourceErr(file, dset string, err error) error {
 	return fmt.Errorf("virtual dataset %q: source %s:%s: %w", l.s.name, file, dset, err)
 }
 
-// refresh refreshes every open source file and evaluates the extent again.
-func (l *virtualLayout) refresh(ctx context.Context) error {
-	if err := l.s.f.virt.refresh(ctx, l.s.f); err != nil {
-		return err
-	}
-	return l.evalExtent(ctx)
-}
-
 // refreshVirtual is the virtual half of File.Refresh: every source file
-// the File's virtual datasets opened, then their extents.
+// the File's virtual datasets opened, then their extents. A virtual
+// dataset whose extent cannot be evaluated fails its own reads until an
+// evaluation succeeds (evalExtent); the Refresh and the other virtual
+// datasets go on.
 func (f *File) refreshVirtual(ctx context.Context) error {
 	f.mu.Lock()
 	var ls []*virtualLayout
@@ -829,15 +870,11 @@ func (f *File) refreshVirtual(ctx context.Context) error {
 	if len(ls) == 0 {
 		return nil
 	}
-	if err := f.virt.refresh(ctx, f); err != nil {
-		return err
-	}
+	f.virt.refresh(ctx, f)
 	for _, l := range ls {
-		if err := l.evalExtent(ctx); err != nil {
-			return err
-		}
+		_ = l.evalExtent(ctx)
 	}
-	return nil
+	return ctx.Err()
 }
 
 // vtask is one source read of a virtual read: the part of the request one
@@ -863,6 +900,13 @@ func (l *virtualLayout) io(ctx context.Context, sel Selection, buf []byte, write
 	s := l.s
 	if write {
 		return errVirtualWrite(s.name)
+	}
+	if l.evalErr.Load() != nil {
+		// The last evaluation failed: the extent is unknown until one
+		// succeeds, as a fresh open would find out.
+		if err := l.evalExtent(ctx); err != nil {
+			return err
+		}
 	}
 	ext := s.shape()
 	if err := sel.hyper().Validate(ext); err != nil {
@@ -1192,241 +1236,6 @@ func (l *virtualLayout) Gather(cache.Chunk, cache.Piece) error { return errNoChu
 
 func (l *virtualLayout) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) {
 	return false, errNoChunks
-}
-
-// virtualSources are the source files a File's virtual datasets opened:
-// kept open, up to VirtualOptions.MaxSourceFiles, least recently used
-// closed first; a file a read is using stays open. Their chunks live in
-// the virtual file's cache.
-//
-// Lock order: mu is a leaf for bookkeeping; opening a file or a dataset
-// happens under the entry's own mutex (srcFile.mu), never under mu.
-type virtualSources struct {
-	mu    sync.Mutex
-	tick  uint64
-	files map[string]*srcFile
-}
-
-// srcFile is one source file and the source datasets opened in it.
-type srcFile struct {
-	name string
-	self bool
-	refs int    // guarded by virtualSources.mu
-	used uint64 // guarded by virtualSources.mu
-	gone bool   // guarded by virtualSources.mu: closed
-	// opened is set once the file is open: only open files count
-	// against MaxSourceFiles (a missing one holds nothing but the note).
-	opened atomic.Bool
-
-	mu      sync.Mutex // guards the fields below; held across opens
-	f       *File
-	missing bool // the file did not exist at the last look
-	ds      map[string]*Dataset
-	nods    map[string]bool // datasets that did not exist at the last look
-}
-
-// location resolves a mapping's file name.
-func (f *File) sourceLocation(file string) (name string, self bool, err error) {
-	if file == "" || file == "." {
-		return "", true, nil
-	}
-	if strings.Contains(file, "://") || filepath.IsAbs(file) {
-		return file, false, nil
-	}
-	base := f.vopts.Base
-	if base == "" {
-		if f.path == "" {
-			if f.vopts.Open != nil {
-				return file, false, nil
-			}
-			return "", false, fmt.Errorf("%w: relative source file %q of a file opened on a driver needs VirtualOptions.Base or Open", ErrInvalid, file)
-		}
-		base = filepath.Dir(f.path)
-	}
-	if strings.Contains(base, "://") {
-		return strings.TrimSuffix(base, "/") + "/" + file, false, nil
-	}
-	return filepath.Join(base, file), false, nil
-}
-
-// acquire returns the source dataset dset of file, opening what is not
-// open yet; nil (no error) when the file or the dataset does not exist.
-// release must be called when the caller is done with a non-nil one.
-func (vs *virtualSources) acquire(ctx context.Context, f *File, file, dset string) (*Dataset, func(), error) {
-	name, self, err := f.sourceLocation(file)
-	if err != nil {
-		return nil, nil, err
-	}
-	vs.mu.Lock()
-	if vs.files == nil {
-		vs.files = make(map[string]*srcFile)
-	}
-	key := name
-	if self {
-		key = "\x00self"
-	}
-	sf := vs.files[key]
-	if sf == nil {
-		sf = &srcFile{name: name, self: self, ds: make(map[string]*Dataset), nods: make(map[string]bool)}
-		vs.files[key] = sf
-	}
-	sf.refs++
-	vs.tick++
-	sf.used = vs.tick
-	vs.mu.Unlock()
-	ds, err := sf.open(ctx, f, dset)
-	if ds == nil || err != nil {
-		// Released after sf.mu: release may close sf.
-		vs.release(f, sf)
-		return nil, nil, err
-	}
-	return ds, func() { vs.release(f, sf) }, nil
-}
-
-// open opens the file (once) and the dataset dset in it; nil, nil when
-// either does not exist.
-func (sf *srcFile) open(ctx context.Context, f *File, dset string) (*Dataset, error) {
-	sf.mu.Lock()
-	defer sf.mu.Unlock()
-	if sf.f == nil && !sf.missing {
-		if sf.self {
-			sf.f = f
-		} else {
-			opts := &Options{Cache: f.cache, ReadOnly: true, Virtual: VirtualOptions{Open: f.vopts.Open}}
-			var sfile *File
-			var err error
-			if f.vopts.Open != nil {
-				sfile, err = f.vopts.Open(ctx, sf.name, opts)
-			} else {
-				sfile, err = OpenContext(ctx, sf.name, opts)
-			}
-			switch {
-			case errors.Is(err, ErrNotFound):
-				sf.missing = true
-			case err != nil:
-				return nil, err
-			default:
-				sf.f = sfile
-				sf.opened.Store(true)
-			}
-		}
-	}
-	if sf.f == nil || sf.nods[dset] || sf.ds == nil {
-		return nil, nil
-	}
-	ds := sf.ds[dset]
-	if ds == nil {
-		var err error
-		ds, err = sf.f.openDataset(ctx, dset, false)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			// Another file's missing dataset is remembered until
-			// Refresh; the File's own catalog is current, and a
-			// dataset created in it later is read at once.
-			if !sf.self {
-				sf.nods[dset] = true
-			}
-			return nil, nil
-		case err != nil:
-			return nil, err
-		}
-		sf.ds[dset] = ds
-	}
-	return ds, nil
-}
-
-// release drops a reference and closes the least recently used idle
-// files beyond the bound.
-func (vs *virtualSources) release(f *File, sf *srcFile) {
-	limit := f.vopts.MaxSourceFiles
-	if limit <= 0 {
-		limit = 64
-	}
-	vs.mu.Lock()
-	sf.refs--
-	var victims []*srcFile
-	for {
-		open := 0
-		var lru *srcFile
-		for _, x := range vs.files {
-			if !x.opened.Load() || x.self {
-				continue
-			}
-			open++
-			if x.refs == 0 && (lru == nil || x.used < lru.used) {
-				lru = x
-			}
-		}
-		if open <= limit {
-			break
-		}
-		if lru == nil {
-			break // every file is in use: over the bound until released
-		}
-		for k, x := range vs.files {
-			if x == lru {
-				delete(vs.files, k)
-			}
-		}
-		lru.gone = true
-		victims = append(victims, lru)
-	}
-	vs.mu.Unlock()
-	for _, v := range victims {
-		v.close()
-	}
-}
-
-// close closes a source file that left the table (nobody holds it).
-func (sf *srcFile) close() {
-	sf.mu.Lock()
-	defer sf.mu.Unlock()
-	for _, d := range sf.ds {
-		_ = d.Close()
-	}
-	sf.ds = nil
-	if sf.f != nil && !sf.self {
-		_ = sf.f.Close()
-	}
-	sf.f = nil
-}
-
-// refresh refreshes every open source file other than f itself and
-// forgets which files and datasets were missing, so that the next look
-// finds those that appeared since.
-func (vs *virtualSources) refresh(ctx context.Context, f *File) error {
-	vs.mu.Lock()
-	files := make([]*srcFile, 0, len(vs.files))
-	for _, sf := range vs.files {
-		sf.refs++ // kept open while refreshed
-		files = append(files, sf)
-	}
-	vs.mu.Unlock()
-	var first error
-	for _, sf := range files {
-		sf.mu.Lock()
-		sf.missing = false
-		clear(sf.nods)
-		if sf.f != nil && !sf.self {
-			if err := sf.f.Refresh(ctx); err != nil && first == nil {
-				first = fmt.Errorf("source %s: %w", sf.name, err)
-			}
-		}
-		sf.mu.Unlock()
-		vs.release(f, sf)
-	}
-	return first
-}
-
-// closeAll closes every source file (File.Close).
-func (vs *virtualSources) closeAll() {
-	vs.mu.Lock()
-	files := vs.files
-	vs.files = nil
-	vs.mu.Unlock()
-	for _, sf := range files {
-		sf.close()
-	}
 }
 
 // virtualDirectMin is the smallest block readBlocks reads straight into

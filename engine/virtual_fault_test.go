@@ -228,7 +228,17 @@ func TestVirtualReadFaultEveryOperation(t *testing.T) {
 			src.append(fmt.Sprintf("w%d.scc", i), 1, uint64(i), rr)
 		}
 		src.add("p2.scc", 3, 106, 1)
+		// A source that fails while refreshed is let go and opened
+		// again by the next look (virtualSources): the Refresh itself
+		// absorbs the fault, and the reads below prove the recovery.
+		wasInjected := injected()
 		try("refresh", func() error { return r.Refresh(ctx) })
+		absorbed := !wasInjected && injected() && faults == 0
+		if absorbed {
+			// A virtual dataset whose evaluation met the fault keeps
+			// its last extent until an evaluation succeeds: the next.
+			try("refresh again", func() error { return r.Refresh(ctx) })
+		}
 		check("v", 4*rr, id)
 		check("p", 9, pval)
 		if err := r.Close(); err != nil {
@@ -240,7 +250,7 @@ func TestVirtualReadFaultEveryOperation(t *testing.T) {
 			t.Logf("%d source operations failed one by one", n)
 			return
 		}
-		if faults == 0 {
+		if faults == 0 && !absorbed {
 			t.Fatalf("op %d failed (%s) but no call returned an error", n, hit)
 		}
 	}

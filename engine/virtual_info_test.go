@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -42,7 +43,9 @@ func TestVirtualSpecStored(t *testing.T) {
 	if err := vf.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "w1.scc"), make([]byte, 8192), 0o644); err != nil {
+	// Damaged, not unborn: a file of zeros has never had a superblock
+	// written, and reads as a source being created (missing).
+	if err := os.WriteFile(filepath.Join(dir, "w1.scc"), bytes.Repeat([]byte{0xa5}, 8192), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := tOpenPath(t, vpath, &Options{Cache: c, ReadOnly: true})

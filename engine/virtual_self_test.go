@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,11 +55,12 @@ func TestVirtualOwnSourceCreatedLater(t *testing.T) {
 }
 
 // TestVirtualSourceCycle: a virtual dataset that names itself through its
-// file's path (not "."), which creation cannot see (the source does not
-// exist until the dataset does), is refused with ErrInvalid naming the
-// source when it is opened (unlimited mappings: the extent) or read
-// (bounded ones). Before, the open evaluated the source's extent, which
-// opened the file again, and so on until the process ran out of files.
+// file's path (not "."), or through a link to it, is refused with
+// ErrInvalid naming the reference: at creation when it can tell (the path
+// is its own file's, which reads as "."), else when it is opened
+// (unlimited mappings: the extent) or read (bounded ones). Before, the
+// open evaluated the source's extent, which opened the file again, and so
+// on until the process ran out of files.
 func TestVirtualSourceCycle(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -70,24 +72,34 @@ func TestVirtualSourceCycle(t *testing.T) {
 		{"printf", Hyperslab([]uint64{0}, []uint64{4}, []uint64{Unlimited}, []uint64{4}), Box([]uint64{0}, []uint64{4}), "v%b"},
 		{"bounded", Box([]uint64{0}, []uint64{4}), Box([]uint64{0}, []uint64{4}), "v"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "v.scc")
-			f := tCreatePath(t, p, nil)
-			name := strings.ReplaceAll(tc.dset, "%b", "0")
-			_, err := f.CreateVirtualDataset(ctx, name, VirtualSpec{Type: Uint8, Shape: []uint64{4}, MaxShape: []uint64{Unlimited},
-				Mappings: []VirtualMapping{{Virtual: tc.virt, File: "v.scc", Dataset: tc.dset, Source: tc.src}}})
-			must(t, err)
-			must(t, f.Close())
-			g := tOpenPath(t, p, &Options{ReadOnly: true})
-			defer g.Close()
-			d, err := g.OpenDataset(name)
-			if err == nil {
-				defer d.Close()
-				err = d.Read(ctx, Box([]uint64{0}, []uint64{4}), make([]byte, 4))
-			}
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "itself virtual") {
-				t.Fatalf("a virtual dataset that is its own source: %v, want ErrInvalid naming it", err)
-			}
-		})
+		for _, via := range []string{"path", "link"} {
+			t.Run(tc.name+"/"+via, func(t *testing.T) {
+				dir := t.TempDir()
+				p := filepath.Join(dir, "v.scc")
+				f := tCreatePath(t, p, nil)
+				file := "v.scc"
+				if via == "link" {
+					must(t, os.Link(p, filepath.Join(dir, "link.scc")))
+					file = "link.scc"
+				}
+				name := strings.ReplaceAll(tc.dset, "%b", "0")
+				_, err := f.CreateVirtualDataset(ctx, name, VirtualSpec{Type: Uint8, Shape: []uint64{4}, MaxShape: []uint64{Unlimited},
+					Mappings: []VirtualMapping{{Virtual: tc.virt, File: file, Dataset: tc.dset, Source: tc.src}}})
+				if err == nil {
+					must(t, f.Close())
+					g := tOpenPath(t, p, &Options{ReadOnly: true})
+					defer g.Close()
+					var d *Dataset
+					d, err = g.OpenDataset(name)
+					if err == nil {
+						defer d.Close()
+						err = d.Read(ctx, Box([]uint64{0}, []uint64{4}), make([]byte, 4))
+					}
+				}
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "itself") {
+					t.Fatalf("a virtual dataset that is its own source: %v, want ErrInvalid naming it", err)
+				}
+			})
+		}
 	}
 }

@@ -332,3 +332,12 @@ func (f *File) writeVLoop(sorted []Extent) error {
 	}
 	return nil
 }
+
+// Stat returns the FileInfo of the open file (fstat): its identity, which
+// os.SameFile compares with the file now at a path.
+func (f *File) Stat() (os.FileInfo, error) {
+	if f.closed.Load() {
+		return nil, ErrClosed
+	}
+	return f.f.Stat()
+}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/vfd"
@@ -21,13 +22,18 @@ import (
 
 // openPath opens the file at path (a local path or an s3:// URL). done
 // closes the File and, for an object, its driver.
+//
+// The File's virtual datasets open s3:// sources through the S3 driver
+// too (sourceOpener), as ls and check --sources look at them, so that
+// every command reads the same source, or fails on it alike.
 func openPath(ctx context.Context, path string, opts *engine.Options) (f *engine.File, done func() error, err error) {
+	opts, sources := withSourceOpener(opts)
 	if !s3.IsURL(path) {
 		f, err := engine.OpenContext(ctx, path, opts)
 		if err != nil {
 			return nil, nil, err
 		}
-		return f, f.Close, nil
+		return f, sources.after(f.Close), nil
 	}
 	drv, err := s3.Open(ctx, path, &s3.Options{ReadOnly: opts != nil && opts.ReadOnly})
 	if err != nil {
@@ -38,7 +44,66 @@ func openPath(ctx context.Context, path string, opts *engine.Options) (f *engine
 		drv.Close()
 		return nil, nil, err
 	}
-	return f, closeBoth(f, drv), nil
+	return f, sources.after(closeBoth(f, drv)), nil
+}
+
+// sourceOpener opens the s3:// source files of a File's virtual datasets
+// (engine.VirtualOptions.OpenURL) and keeps their drivers, which the
+// engine's Files do not own, until the command is done with the File.
+type sourceOpener struct {
+	mu   sync.Mutex
+	drvs []*s3.Driver
+}
+
+// withSourceOpener returns opts with an OpenURL of a new sourceOpener,
+// unless opts has one (or an Open) already.
+func withSourceOpener(opts *engine.Options) (*engine.Options, *sourceOpener) {
+	o := engine.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	so := &sourceOpener{}
+	if o.Virtual.Open == nil && o.Virtual.OpenURL == nil {
+		o.Virtual.OpenURL = so.open
+	}
+	return &o, so
+}
+
+func (so *sourceOpener) open(ctx context.Context, url string, opts *engine.Options) (*engine.File, error) {
+	if !s3.IsURL(url) {
+		return nil, fmt.Errorf("%w: source file %s: scctl opens local paths and s3:// URLs", engine.ErrIO, url)
+	}
+	drv, err := s3.Open(ctx, url, &s3.Options{ReadOnly: true})
+	if err != nil {
+		return nil, s3Err(err)
+	}
+	f, err := engine.OpenWithContext(ctx, drv, opts)
+	if err != nil {
+		drv.Close()
+		return nil, err
+	}
+	so.mu.Lock()
+	so.drvs = append(so.drvs, drv)
+	so.mu.Unlock()
+	return f, nil
+}
+
+// after runs closeFile (which closes the File and so its source Files),
+// then closes the source drivers.
+func (so *sourceOpener) after(closeFile func() error) func() error {
+	return func() error {
+		err := closeFile()
+		so.mu.Lock()
+		drvs := so.drvs
+		so.drvs = nil
+		so.mu.Unlock()
+		for _, d := range drvs {
+			if derr := d.Close(); err == nil {
+				err = derr
+			}
+		}
+		return err
+	}
 }
 
 // createPath creates the file at path (replacing what is there, as

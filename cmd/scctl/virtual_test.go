@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -213,11 +214,12 @@ func TestCheckVirtualSources(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 || !r.OK || len(r.Sources) != 7 {
 		t.Fatalf("exit %d %v\n%s", code, err, out)
 	}
-	// A source that is not an scc file (zeros where its superblocks
-	// were) is a problem of that source. (The file is rewritten valid
-	// below, before its cleanup check.)
+	// A source that is not an scc file (garbage where its superblocks
+	// were) is a problem of that source. (Zeros there would be a file
+	// whose creator has not committed yet, which reads as missing.) The
+	// file is rewritten valid below, before its cleanup check.
 	bad := filepath.Join(dir, "w1.scc")
-	if err := os.WriteFile(bad, make([]byte, 8192), 0o644); err != nil {
+	if err := os.WriteFile(bad, bytes.Repeat([]byte{0xa5}, 8192), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	code, out, stderr = runCmd(t, "check", "--sources", vpath)
