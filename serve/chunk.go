@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"hash/crc32"
 	"net/http"
 	"strconv"
@@ -26,8 +25,11 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache")
 	if key == "" {
-		h.Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "scc file served as a Zarr v%d store of %d arrays; open this URL with a Zarr reader.\n", s.version, len(v.arrays))
+		s.serveWeb(w, r, v, "", true)
+		return
+	}
+	if rest, ok := strings.CutPrefix(key, WebPrefix[1:]); ok {
+		s.serveWeb(w, r, v, rest, false)
 		return
 	}
 	if b := v.blobs[key]; b != nil {

@@ -38,6 +38,14 @@
 // conditional requests (If-None-Match), ranges and HEAD are answered by
 // net/http's ServeContent.
 //
+// The web page: GET / answers a page (embedded, no build step, nothing
+// loaded from elsewhere) that lists the tree with types, shapes,
+// chunking, attributes, storage and cache figures, and shows a 2-D slice
+// of any numeric dataset as an image rendered by the server (PNG, with a
+// contrast range and a colour map), following the file as it grows. Its
+// resources live under WebPrefix ("/__scc/"), a prefix no Zarr key can
+// have (web.go).
+//
 // Security: with Options.Token set every request must carry it (an
 // Authorization: Bearer header or a token query parameter, compared in
 // constant time). Only the view's keys are reachable: a key with "..",

@@ -30,6 +30,16 @@ type view struct {
 	blobs   map[string]*blob  // metadata documents by key
 	arrays  map[string]*array // by path
 	handles []*engine.Dataset
+	// groups are the view's groups' attributes by path ("" is the root);
+	// left says why each dataset Zarr cannot hold is left out. The web
+	// page shows both.
+	groups map[string]map[string]any
+	left   map[string]string
+
+	// storage holds what each dataset occupies, read once per view
+	// (storageOf): it changes only with a commit.
+	storageMu sync.Mutex
+	storage   map[string]storageDoc
 
 	mu      sync.Mutex
 	refs    int
@@ -123,6 +133,8 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		gen:    f.Generation(),
 		blobs:  map[string]*blob{},
 		arrays: map[string]*array{},
+		groups: map[string]map[string]any{},
+		left:   map[string]string{},
 	}
 	now := time.Now()
 	docs := map[string]any{} // v2: the consolidated metadata
@@ -147,6 +159,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		return nil
 	}
 	group := func(path string, attrs map[string]any) error {
+		v.groups[path] = attrs
 		if s.version == 3 {
 			return put(join(path, "zarr.json"), zarrmap.GroupMeta(3, attrs))
 		}
@@ -189,6 +202,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 	for _, name := range names {
 		if err := bad[name]; err != nil {
 			s.logSkip(name, err.Error())
+			v.left[name] = err.Error()
 			continue
 		}
 		segs := strings.Split(name, "/")
@@ -210,6 +224,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		}
 		if !parentOK {
 			s.logSkip(name, "inside a group Zarr cannot name")
+			v.left[name] = "inside a group Zarr cannot name"
 			continue
 		}
 		a, why, err := s.openArray(ctx, name)
@@ -219,6 +234,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		}
 		if a == nil {
 			s.logSkip(name, why)
+			v.left[name] = why
 			continue
 		}
 		v.handles = append(v.handles, a.ds)
