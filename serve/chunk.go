@@ -65,6 +65,7 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		http.Error(w, "the file is being rewritten faster than it can be read; retry", http.StatusServiceUnavailable)
 		return
 	default:
+		s.readFailed(err)
 		// The error names datasets and perhaps paths of the host:
 		// logged, not sent.
 		s.log.Error("zarr view: chunk read failed", "key", key, "err", err)
@@ -225,4 +226,13 @@ func readServed(ctx context.Context, a *array, coords []uint64) ([]byte, error) 
 		return nil, errNoChunk
 	}
 	return dec, nil
+}
+
+// readFailed notes a failed read: one that finds the file damaged or cut
+// short makes the next refresh check whether the path names another file
+// now (Options.Path), as when a writer creates the file anew in place.
+func (s *Server) readFailed(err error) {
+	if s.path != "" && (errors.Is(err, engine.ErrCorrupt) || errors.Is(err, engine.ErrIO)) {
+		s.suspect.Store(true)
+	}
 }

@@ -44,6 +44,8 @@ type view struct {
 	mu      sync.Mutex
 	refs    int
 	retired bool
+	// done tells the server that v no longer reads f (fileDone).
+	done func()
 }
 
 // A blob is one metadata document.
@@ -108,6 +110,9 @@ func (v *view) close() {
 	for _, ds := range v.handles {
 		ds.Close()
 	}
+	if v.done != nil {
+		v.done()
+	}
 }
 
 // stale reports whether the file has changed since v was built: a new
@@ -135,6 +140,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		arrays: map[string]*array{},
 		groups: map[string]map[string]any{},
 		left:   map[string]string{},
+		done:   s.fileUsed(f),
 	}
 	now := time.Now()
 	docs := map[string]any{} // v2: the consolidated metadata

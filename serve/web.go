@@ -453,6 +453,7 @@ func (s *Server) serveSlice(w http.ResponseWriter, r *http.Request, v *view) {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "the file is being rewritten faster than it can be read; retry", http.StatusServiceUnavailable)
 		default:
+			s.readFailed(err)
 			s.log.Error("web page: slice read failed", "name", name, "err", err)
 			http.Error(w, "internal error", http.StatusInternalServerError)
 		}
