@@ -13,7 +13,9 @@
 // UTF-8 and non-NUL-padded strings, names Zarr reserves, attributes of
 // types without a JSON form) is left out and logged with why.
 // The mapping is the Zarr export's own (internal/zarrmap), so a served
-// view and an exported store of one file say the same.
+// view and an exported store of one file say the same, but for the
+// dimension names the v2 view adds for xarray (_ARRAY_DIMENSIONS, see
+// dimsAttr).
 //
 // Chunks: a dataset whose filter pipeline maps onto Zarr codecs (shuffle,
 // zlib, zstd, lz4, crc32c in v3, raw deflate rewrapped as zlib or gzip)

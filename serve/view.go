@@ -263,7 +263,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 			s.logSkip(name, why)
 		}
 		if s.version == 2 {
-			if err := put(join(name, ".zattrs"), a.attrs); err != nil {
+			if err := put(join(name, ".zattrs"), dimsAttr(name, len(a.shape), a.attrs)); err != nil {
 				v.close()
 				return nil, err
 			}
@@ -368,4 +368,31 @@ func attrsJSON(attrs []engine.Attr) (out map[string]any, skipped []string) {
 		return nil
 	})
 	return out, skipped
+}
+
+// dimsAttrName is the attribute xarray reads a Zarr v2 array's dimension
+// names from; without it xarray.open_zarr refuses the array.
+const dimsAttrName = "_ARRAY_DIMENSIONS"
+
+// dimsAttr returns a v2 array's attributes with dimension names for
+// xarray, unless the dataset has its own (a file imported from a store
+// xarray wrote): "<base>_dim_<d>", <base> the dataset's last name
+// component, so that no two arrays of a group share a dimension name (an
+// xarray dataset requires a shared name to have one length, and scc
+// datasets share no dimensions).
+func dimsAttr(name string, rank int, attrs map[string]any) map[string]any {
+	if _, ok := attrs[dimsAttrName]; ok {
+		return attrs
+	}
+	base := name[strings.LastIndexByte(name, '/')+1:]
+	dims := make([]string, rank)
+	for d := range dims {
+		dims[d] = fmt.Sprintf("%s_dim_%d", base, d)
+	}
+	out := make(map[string]any, len(attrs)+1)
+	for k, v := range attrs {
+		out[k] = v
+	}
+	out[dimsAttrName] = dims
+	return out
 }
