@@ -48,7 +48,7 @@ ZARR_NODE := interop/zarr/testdata/node
 interop-deps: ## install the Zarr readers the interop tests use (Debian python3-zarr, python3-numpy as root; zarrita from npm into interop/zarr/testdata/node), once
 	@/usr/bin/python3 -c 'import zarr, numcodecs, numpy' 2>/dev/null || \
 	  { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-zarr python3-numpy; }
-	@/usr/bin/python3 -c 'import fsspec, aiohttp' 2>/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-fsspec python3-aiohttp; } # zarr-python over HTTP (serve's interop tests)
+	@/usr/bin/python3 -c 'import fsspec, aiohttp, xarray, dask' 2>/dev/null && command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-fsspec python3-aiohttp python3-xarray python3-dask chromium; } # zarr-python, xarray and dask over HTTP, and the web page in a headless chromium (serve's interop tests)
 	@test -f $(ZARR_NODE)/node_modules/zarrita/package.json || \
 	  (cd $(ZARR_NODE) && npm ci --no-audit --no-fund)
 

@@ -278,6 +278,7 @@ func Scenarios() []Scenario {
 		{"image", "open/close round robin (Cache image RFC): read calls and time per cycle with a cache image beside without", runImage},
 		{"zarrbench", "the public Zarr benchmark (uint16 array, 256³ by default, 1024³ with --full): read_all, read_chunks at 1/2/4/8, roundtrip, raw and zstd, beside zarr-python and the pread floor, with peak RSS", runZarrBench},
 		{"virtual", "many writer processes, one array: ingest by N processes into N files + a virtual dataset beside one process with N goroutines, reads of the virtual dataset beside the sources directly and h5py's VDS, latency of a reader following live writers", runVirtual},
+		{"serve", "scctl serve: 1, 8 and 64 HTTP clients reading random chunks of the zarrbench array (zstd, sent as stored) beside Go's http.FileServer and python3 -m http.server on its Zarr export, and Flush-to-visible latency of a reader polling the served view", runServe},
 	}
 }
 

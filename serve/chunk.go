@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"hash/crc32"
 	"net/http"
 	"strconv"
@@ -26,8 +25,11 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache")
 	if key == "" {
-		h.Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "scc file served as a Zarr v%d store of %d arrays; open this URL with a Zarr reader.\n", s.version, len(v.arrays))
+		s.serveWeb(w, r, v, "", true)
+		return
+	}
+	if rest, ok := strings.CutPrefix(key, WebPrefix[1:]); ok {
+		s.serveWeb(w, r, v, rest, false)
 		return
 	}
 	if b := v.blobs[key]; b != nil {
@@ -63,6 +65,7 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		http.Error(w, "the file is being rewritten faster than it can be read; retry", http.StatusServiceUnavailable)
 		return
 	default:
+		s.readFailed(err)
 		// The error names datasets and perhaps paths of the host:
 		// logged, not sent.
 		s.log.Error("zarr view: chunk read failed", "key", key, "err", err)
@@ -223,4 +226,13 @@ func readServed(ctx context.Context, a *array, coords []uint64) ([]byte, error) 
 		return nil, errNoChunk
 	}
 	return dec, nil
+}
+
+// readFailed notes a failed read: one that finds the file damaged or cut
+// short makes the next refresh check whether the path names another file
+// now (Options.Path), as when a writer creates the file anew in place.
+func (s *Server) readFailed(err error) {
+	if s.path != "" && (errors.Is(err, engine.ErrCorrupt) || errors.Is(err, engine.ErrIO)) {
+		s.suspect.Store(true)
+	}
 }

@@ -149,6 +149,9 @@ func TestZarrPythonReadsServedV2(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(out, strconv.Itoa(i)+".bin"))
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(want, got), "%s: zarr-python reads other elements than scc", a.Path)
+		// The v2 view names the dimensions for xarray.
+		assert.Len(t, a.Attributes[dimsAttrName], len(ds.Shape()), "%s: %s", a.Path, dimsAttrName)
+		delete(a.Attributes, dimsAttrName)
 		assert.Equal(t, zarrAttrs(t, ds.Attrs()), roundJSON(t, a.Attributes), "%s attributes", a.Path)
 		ds.Close()
 	}
@@ -274,5 +277,54 @@ func TestZarrPythonFollowsWriter(t *testing.T) {
 		shape, last := poll()
 		assert.Equal(t, []uint64{i + 1, 8, 8}, shape, "after the Flush of frame %d", i)
 		assert.Equal(t, hex.EncodeToString(frame), last, "frame %d as zarr-python reads it", i)
+	}
+}
+
+func needXarray(t *testing.T) {
+	t.Helper()
+	needPython(t)
+	if out, err := exec.Command(python, "-c", "import xarray, dask.array").CombinedOutput(); err != nil {
+		t.Skipf("xarray and dask need Debian python3-xarray and python3-dask (make interop-deps): %v: %s", err, out)
+	}
+}
+
+// TestXarrayDaskReadServed: xarray.open_zarr and dask.array.from_zarr,
+// over fsspec's HTTP filesystem, read the served v2 view's numeric
+// datasets equal to scc's values, with their attributes.
+func TestXarrayDaskReadServed(t *testing.T) {
+	needXarray(t)
+	fx := makeFile(t)
+	f, s, _ := open(t, fx.path, Options{})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	// Numbers: xarray decodes fixed strings as its own string type.
+	names := []string{"zs", "g/sh", "g/h/crc", "raw", "defl", "sp", "ct", "rnd", "virt"}
+	out := t.TempDir()
+	cmd := exec.Command(python, append([]string{filepath.Join("testdata", "xrdask.py"), srv.URL, out}, names...)...)
+	b, err := cmd.Output()
+	require.NoError(t, err, "xarray/dask: %s", stderrOf(err))
+	var got []struct {
+		Path       string         `json:"path"`
+		DaskShape  []uint64       `json:"dask_shape"`
+		XrShape    []uint64       `json:"xr_shape"`
+		Dims       []string       `json:"dims"`
+		Attributes map[string]any `json:"attributes"`
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	require.NoError(t, d.Decode(&got), "%s", b)
+	require.Len(t, got, len(names))
+	for i, a := range got {
+		ds, want := sccValues(t, f, a.Path)
+		assert.Equal(t, ds.Shape(), a.DaskShape, a.Path)
+		assert.Equal(t, ds.Shape(), a.XrShape, a.Path)
+		assert.Len(t, a.Dims, len(ds.Shape()), a.Path)
+		for _, reader := range []string{"dask", "xr"} {
+			bin, err := os.ReadFile(filepath.Join(out, strconv.Itoa(i)+"."+reader+".bin"))
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(want, bin), "%s: %s reads other elements than scc", a.Path, reader)
+		}
+		assert.Equal(t, zarrAttrs(t, ds.Attrs()), roundJSON(t, a.Attributes), "%s attributes", a.Path)
+		ds.Close()
 	}
 }

@@ -13,7 +13,9 @@
 // UTF-8 and non-NUL-padded strings, names Zarr reserves, attributes of
 // types without a JSON form) is left out and logged with why.
 // The mapping is the Zarr export's own (internal/zarrmap), so a served
-// view and an exported store of one file say the same.
+// view and an exported store of one file say the same, but for the
+// dimension names the v2 view adds for xarray (_ARRAY_DIMENSIONS, see
+// dimsAttr).
 //
 // Chunks: a dataset whose filter pipeline maps onto Zarr codecs (shuffle,
 // zlib, zstd, lz4, crc32c in v3, raw deflate rewrapped as zlib or gzip)
@@ -38,13 +40,21 @@
 // conditional requests (If-None-Match), ranges and HEAD are answered by
 // net/http's ServeContent.
 //
+// The web page: GET / answers a page (embedded, no build step, nothing
+// loaded from elsewhere) that lists the tree with types, shapes,
+// chunking, attributes, storage and cache figures, and shows a 2-D slice
+// of any numeric dataset as an image rendered by the server (PNG, with a
+// contrast range and a colour map), following the file as it grows. Its
+// resources live under WebPrefix ("/__scc/"), a prefix no Zarr key can
+// have (web.go).
+//
 // Security: with Options.Token set every request must carry it (an
 // Authorization: Bearer header or a token query parameter, compared in
 // constant time). Only the view's keys are reachable: a key with "..",
 // ".", empty segments, encoded slashes, backslashes or NUL, or longer than
 // MaxKeyLen is refused with 400, an unknown key is 404, and no request
-// panics. At most Options.MaxInFlight requests run at once; the others get
-// 503. NewHTTPServer sets the http.Server's timeouts and header bound, and
+// panics. At most Options.MaxInFlight requests run at once, at most
+// Options.MaxPerClient of one client address; the others get 503. NewHTTPServer sets the http.Server's timeouts and header bound, and
 // CheckAddr refuses a non-loopback address without a token unless told.
 //
 // A Server is safe for concurrent use by any number of requests.
@@ -59,8 +69,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -83,6 +95,11 @@ type Options struct {
 	// MaxInFlight bounds the requests served at once; past it a request
 	// is answered 503 at once. 0 means 64.
 	MaxInFlight int
+	// MaxPerClient bounds the requests of one client address served at
+	// once; past it its requests are answered 503. 0 means MaxInFlight
+	// (no bound of its own). Clients behind one proxy or NAT share an
+	// address, and so a bound.
+	MaxPerClient int
 	// MaxChunkBytes bounds the bytes of the chunks held in memory for
 	// responses at once (each counted at its decoded size, which bounds
 	// its stored one too); a request waits for room. 0 means 256 MiB. A
@@ -91,6 +108,21 @@ type Options struct {
 	// Logger receives what the view leaves out and why, and the errors
 	// answered 500. nil means slog.Default().
 	Logger *slog.Logger
+	// Path, when set, is the local path the File was opened from, which
+	// the server then follows when the file is replaced under it: when
+	// the path names another file than the one served (a writer that
+	// creates the file anew and renames it into place), when a refresh
+	// finds the file it follows damaged or with another identity (a file
+	// created anew in place), or when a read finds it damaged. It opens
+	// the path again (engine.OpenContext with OpenOptions, read-only),
+	// serves the new file from then on and closes the old one once no
+	// request uses it (the File given to New stays the caller's to
+	// close). Without Path a replaced file is served as it was, or, when
+	// it was rewritten in place, its reads fail with 500.
+	Path string
+	// OpenOptions are the options Path is opened again with; nil means
+	// read-only with the defaults.
+	OpenOptions *engine.Options
 }
 
 // DefaultRefresh is the refresh bound when Options.Refresh is 0.
@@ -102,12 +134,31 @@ const MaxKeyLen = 4096
 // Server is the HTTP handler of one file's Zarr view. Close it when done;
 // it does not close the File.
 type Server struct {
+	// f is the File served; orig the one given to New, which the server
+	// does not close. f changes only under refreshMu.
 	f       *engine.File
+	orig    *engine.File
+	path    string
+	openOpt engine.Options
+	// ident is the file at path that f reads (reopen); suspect is set
+	// when a read found f damaged, so that the next refresh checks
+	// whether the path names another file now.
+	ident   os.FileInfo
+	suspect atomic.Bool
+	// files counts the views of each File served, so that a replaced
+	// one closes after the last request reading it.
+	filesMu sync.Mutex
+	files   map[*engine.File]*fileUse
 	version int
 	token   string
 	every   time.Duration
 	log     *slog.Logger
 	sem     chan struct{}
+	// perClient counts each client address's requests in flight (at
+	// most maxPerClient), when that bound is below the server's.
+	perClientMu  sync.Mutex
+	perClient    map[string]int
+	maxPerClient int
 	// bytes bounds the chunk bytes held for responses (maxBytes).
 	bytes    *semaphore.Weighted
 	maxBytes int64
@@ -145,6 +196,12 @@ func New(ctx context.Context, f *engine.File, o Options) (*Server, error) {
 	if o.MaxInFlight < 0 {
 		return nil, fmt.Errorf("%w: MaxInFlight %d", engine.ErrInvalid, o.MaxInFlight)
 	}
+	if o.MaxPerClient < 0 {
+		return nil, fmt.Errorf("%w: MaxPerClient %d", engine.ErrInvalid, o.MaxPerClient)
+	}
+	if o.MaxPerClient == 0 || o.MaxPerClient > o.MaxInFlight {
+		o.MaxPerClient = o.MaxInFlight
+	}
 	if o.MaxChunkBytes == 0 {
 		o.MaxChunkBytes = 256 << 20
 	}
@@ -155,9 +212,21 @@ func New(ctx context.Context, f *engine.File, o Options) (*Server, error) {
 		o.Logger = slog.Default()
 	}
 	s := &Server{
-		f: f, version: o.Format, token: o.Token, every: o.Refresh, log: o.Logger,
-		sem: make(chan struct{}, o.MaxInFlight), logged: map[string]bool{},
+		f: f, orig: f, path: o.Path, version: o.Format, token: o.Token, every: o.Refresh, log: o.Logger,
+		sem: make(chan struct{}, o.MaxInFlight), logged: map[string]bool{}, files: map[*engine.File]*fileUse{},
+		perClient: map[string]int{}, maxPerClient: o.MaxPerClient,
 		bytes: semaphore.NewWeighted(o.MaxChunkBytes), maxBytes: o.MaxChunkBytes,
+	}
+	if o.Path != "" {
+		if o.OpenOptions != nil {
+			s.openOpt = *o.OpenOptions
+		}
+		s.openOpt.ReadOnly = true
+		fi, err := os.Stat(o.Path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", engine.ErrIO, err)
+		}
+		s.ident = fi
 	}
 	v, err := s.build(ctx, nil)
 	if err != nil {
@@ -171,6 +240,8 @@ func New(ctx context.Context, f *engine.File, o Options) (*Server, error) {
 // Close releases the view's dataset handles once the requests using them
 // are done; later requests are answered 503. The File stays open.
 func (s *Server) Close() error {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
 	s.mu.Lock()
 	v := s.cur
 	s.cur, s.closed = nil, true
@@ -178,6 +249,7 @@ func (s *Server) Close() error {
 	if v != nil {
 		v.retire()
 	}
+	s.fileRetired(s.f)
 	return nil
 }
 
@@ -209,12 +281,22 @@ func (s *Server) sync(ctx context.Context, force bool) error {
 		return errClosed
 	}
 	defer old.release()
-	err := s.f.Refresh(ctx)
+	replaced := s.replaced()
+	var err error
+	if !replaced {
+		err = s.f.Refresh(ctx)
+		// Damage, or another file where the one followed was: a fresh
+		// open of the path tells which.
+		replaced = err != nil && s.path != "" && errors.Is(err, engine.ErrCorrupt)
+	}
 	// A failed refresh is tried again after the bound, not by every
 	// request: a writer that keeps reusing the space being read
 	// (ErrStale) is caught up with next time, and the view stays as it
 	// was until then.
 	s.last = time.Now()
+	if replaced {
+		return s.reopen(ctx, old)
+	}
 	if err != nil {
 		return err
 	}
@@ -225,6 +307,13 @@ func (s *Server) sync(ctx context.Context, force bool) error {
 	if err != nil {
 		return err
 	}
+	return s.install(v, old, false)
+}
+
+// install makes v the current view in place of old; closeOld says that
+// old's File is the server's to close (a replaced file) once no request
+// uses old.
+func (s *Server) install(v, old *view, closeOld bool) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -234,7 +323,102 @@ func (s *Server) sync(ctx context.Context, force bool) error {
 	s.cur = v
 	s.mu.Unlock()
 	old.retire()
+	if closeOld {
+		s.fileRetired(old.f)
+	}
 	return nil
+}
+
+// fileUsed counts a view reading f; the function it returns uncounts it.
+// A File the server opened itself closes once it is retired (replaced,
+// or the server closed) and no view reads it.
+func (s *Server) fileUsed(f *engine.File) func() {
+	s.filesMu.Lock()
+	u := s.files[f]
+	if u == nil {
+		u = &fileUse{}
+		s.files[f] = u
+	}
+	u.views++
+	s.filesMu.Unlock()
+	return func() {
+		s.filesMu.Lock()
+		u.views--
+		closeIt := u.views == 0 && u.retired
+		if closeIt {
+			delete(s.files, f)
+		}
+		s.filesMu.Unlock()
+		if closeIt && f != s.orig {
+			f.Close()
+		}
+	}
+}
+
+// fileRetired marks f replaced: it closes when no view reads it.
+func (s *Server) fileRetired(f *engine.File) {
+	s.filesMu.Lock()
+	u := s.files[f]
+	closeIt := u == nil
+	if u != nil {
+		u.retired = true
+		closeIt = u.views == 0
+		if closeIt {
+			delete(s.files, f)
+		}
+	}
+	s.filesMu.Unlock()
+	if closeIt && f != s.orig {
+		f.Close()
+	}
+}
+
+// fileUse counts the views reading one File.
+type fileUse struct {
+	views   int
+	retired bool
+}
+
+// replaced reports whether the served file's path names another file
+// than the one served, or a read found the file damaged: either way a
+// fresh open of the path is due. Caller holds refreshMu.
+func (s *Server) replaced() bool {
+	if s.path == "" {
+		return false
+	}
+	if s.suspect.Swap(false) {
+		return true
+	}
+	fi, err := os.Stat(s.path)
+	// A path gone for the while (between a writer's unlink and its
+	// rename) is not a replacement yet: the old file is served.
+	return err == nil && !os.SameFile(fi, s.ident)
+}
+
+// reopen opens the served path again and serves the file found there in
+// place of the one old was built from. If it cannot be opened (not yet
+// whole, or damaged) the old view stays and the next refresh tries
+// again. Caller holds refreshMu.
+func (s *Server) reopen(ctx context.Context, old *view) error {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return fmt.Errorf("%w: reopen: %v", engine.ErrIO, err)
+	}
+	nf, err := engine.OpenContext(ctx, s.path, &s.openOpt)
+	if err != nil {
+		return fmt.Errorf("reopen %s: %w", s.path, err)
+	}
+	prev := s.f
+	s.f = nf
+	v, err := s.build(ctx, nil)
+	if err != nil {
+		s.f = prev
+		s.fileRetired(nf)
+		return err
+	}
+	s.ident = fi
+	s.log.Info("zarr view: the file was replaced; serving the new one", "path", s.path)
+	return s.install(v, old, prev != s.orig)
 }
 
 var errClosed = errors.New("serve: server closed")
@@ -278,6 +462,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many requests in flight", http.StatusServiceUnavailable)
 		return
 	}
+	if s.maxPerClient < cap(s.sem) {
+		client, _, _ := net.SplitHostPort(r.RemoteAddr)
+		if !s.enter(client) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many requests in flight from this address", http.StatusServiceUnavailable)
+			return
+		}
+		defer s.leave(client)
+	}
 	if !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="scc"`)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -307,6 +500,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer v.release()
 	s.serveKey(w, r, v, key)
+}
+
+// enter counts a request of client, unless it has maxPerClient in
+// flight already.
+func (s *Server) enter(client string) bool {
+	s.perClientMu.Lock()
+	defer s.perClientMu.Unlock()
+	if s.perClient[client] >= s.maxPerClient {
+		return false
+	}
+	s.perClient[client]++
+	return true
+}
+
+func (s *Server) leave(client string) {
+	s.perClientMu.Lock()
+	defer s.perClientMu.Unlock()
+	if s.perClient[client]--; s.perClient[client] == 0 {
+		delete(s.perClient, client)
+	}
 }
 
 // authorized reports whether r carries the token, if one is required.

@@ -30,10 +30,22 @@ type view struct {
 	blobs   map[string]*blob  // metadata documents by key
 	arrays  map[string]*array // by path
 	handles []*engine.Dataset
+	// groups are the view's groups' attributes by path ("" is the root);
+	// left says why each dataset Zarr cannot hold is left out. The web
+	// page shows both.
+	groups map[string]map[string]any
+	left   map[string]string
+
+	// storage holds what each dataset occupies, read once per view
+	// (storageOf): it changes only with a commit.
+	storageMu sync.Mutex
+	storage   map[string]storageDoc
 
 	mu      sync.Mutex
 	refs    int
 	retired bool
+	// done tells the server that v no longer reads f (fileDone).
+	done func()
 }
 
 // A blob is one metadata document.
@@ -98,6 +110,9 @@ func (v *view) close() {
 	for _, ds := range v.handles {
 		ds.Close()
 	}
+	if v.done != nil {
+		v.done()
+	}
 }
 
 // stale reports whether the file has changed since v was built: a new
@@ -123,6 +138,9 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		gen:    f.Generation(),
 		blobs:  map[string]*blob{},
 		arrays: map[string]*array{},
+		groups: map[string]map[string]any{},
+		left:   map[string]string{},
+		done:   s.fileUsed(f),
 	}
 	now := time.Now()
 	docs := map[string]any{} // v2: the consolidated metadata
@@ -147,6 +165,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		return nil
 	}
 	group := func(path string, attrs map[string]any) error {
+		v.groups[path] = attrs
 		if s.version == 3 {
 			return put(join(path, "zarr.json"), zarrmap.GroupMeta(3, attrs))
 		}
@@ -189,6 +208,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 	for _, name := range names {
 		if err := bad[name]; err != nil {
 			s.logSkip(name, err.Error())
+			v.left[name] = err.Error()
 			continue
 		}
 		segs := strings.Split(name, "/")
@@ -210,6 +230,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		}
 		if !parentOK {
 			s.logSkip(name, "inside a group Zarr cannot name")
+			v.left[name] = "inside a group Zarr cannot name"
 			continue
 		}
 		a, why, err := s.openArray(ctx, name)
@@ -219,6 +240,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		}
 		if a == nil {
 			s.logSkip(name, why)
+			v.left[name] = why
 			continue
 		}
 		v.handles = append(v.handles, a.ds)
@@ -241,7 +263,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 			s.logSkip(name, why)
 		}
 		if s.version == 2 {
-			if err := put(join(name, ".zattrs"), a.attrs); err != nil {
+			if err := put(join(name, ".zattrs"), dimsAttr(name, len(a.shape), a.attrs)); err != nil {
 				v.close()
 				return nil, err
 			}
@@ -346,4 +368,31 @@ func attrsJSON(attrs []engine.Attr) (out map[string]any, skipped []string) {
 		return nil
 	})
 	return out, skipped
+}
+
+// dimsAttrName is the attribute xarray reads a Zarr v2 array's dimension
+// names from; without it xarray.open_zarr refuses the array.
+const dimsAttrName = "_ARRAY_DIMENSIONS"
+
+// dimsAttr returns a v2 array's attributes with dimension names for
+// xarray, unless the dataset has its own (a file imported from a store
+// xarray wrote): "<base>_dim_<d>", <base> the dataset's last name
+// component, so that no two arrays of a group share a dimension name (an
+// xarray dataset requires a shared name to have one length, and scc
+// datasets share no dimensions).
+func dimsAttr(name string, rank int, attrs map[string]any) map[string]any {
+	if _, ok := attrs[dimsAttrName]; ok {
+		return attrs
+	}
+	base := name[strings.LastIndexByte(name, '/')+1:]
+	dims := make([]string, rank)
+	for d := range dims {
+		dims[d] = fmt.Sprintf("%s_dim_%d", base, d)
+	}
+	out := make(map[string]any, len(attrs)+1)
+	for k, v := range attrs {
+		out[k] = v
+	}
+	out[dimsAttrName] = dims
+	return out
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/serve"
+	"github.com/scc-dev/scc/vfd/s3"
 )
 
 func init() {
@@ -33,6 +34,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Serves FILE read-only as a Zarr store at http://HOST:PORT/, following its writer:\n"+
 		"a frame the writer Flushes is served within --refresh. Open it with, for example,\n"+
 		"zarr.open_consolidated(fsspec.get_mapper(URL)) (zarr2) or zarrita's FetchStore (zarr3).\n"+
+		"The same URL in a browser shows the file's tree, statistics and a slice viewer.\n"+
 		"An address other than loopback needs --token (clients send Authorization: Bearer T,\n"+
 		"or ?token=T) or --insecure. The token may also come from SCCTL_SERVE_TOKEN, which\n"+
 		"keeps it out of the process list.\n\n"+fileHelp, stderr)
@@ -42,6 +44,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	insecure := fs.Bool("insecure", false, "allow a non-loopback --addr without a token")
 	refresh := fs.Duration("refresh", serve.DefaultRefresh, "longest time a Flushed change takes to be served")
 	maxReq := fs.Int("max-requests", 64, "requests served at once; more are answered 503")
+	maxClient := fs.Int("max-per-client", 0, "requests of one client address served at once (0: --max-requests)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -68,6 +71,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *maxReq < 1 {
 		return usageErr("--max-requests %d: want at least 1", *maxReq)
 	}
+	if *maxClient < 0 {
+		return usageErr("--max-per-client %d: want 0 or more", *maxClient)
+	}
 	if err := serve.CheckAddr(*addr, *token, *insecure); err != nil {
 		return usageErr("--addr %s: %v; give --token (or --insecure to serve without one)", *addr, err)
 	}
@@ -79,7 +85,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer done()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	h, err := serve.New(ctx, f, serve.Options{Format: v, Token: *token, Refresh: *refresh, MaxInFlight: *maxReq, Logger: log})
+	o := serve.Options{Format: v, Token: *token, Refresh: *refresh, MaxInFlight: *maxReq, MaxPerClient: *maxClient, Logger: log}
+	if !s3.IsURL(path) {
+		// A local file replaced under the server (created anew and
+		// renamed into place, or in place) is opened again.
+		o.Path = path
+	}
+	h, err := serve.New(ctx, f, o)
 	if err != nil {
 		return err
 	}
