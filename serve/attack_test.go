@@ -386,7 +386,10 @@ func TestFileReplacedRenamed(t *testing.T) {
 	assert.Equal(t, c, got)
 	assert.Equal(t, http.StatusNotFound, get(s, "GET", "/only_b/.zarray").Code)
 	assert.ErrorIs(t, first.Refresh(bg), engine.ErrClosed, "the replaced file the server opened is closed")
-	assert.NoError(t, f.Refresh(bg), "the caller's file is the caller's to close")
+	// The caller's file stays open (its Refresh reports the replacement).
+	err = f.Refresh(bg)
+	assert.NotErrorIs(t, err, engine.ErrClosed, "the caller's file is the caller's to close")
+	assert.ErrorIs(t, err, engine.ErrCorrupt)
 }
 
 // TestFileReplacedInPlace: a writer that creates the file anew at the same
