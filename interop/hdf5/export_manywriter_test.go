@@ -53,7 +53,7 @@ func i32bytes(v int32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 1
 // these mappings (int32 frames of 2x3, fill -7).
 func virtualFile(t *testing.T, path string, maps []engine.VirtualMapping) {
 	t.Helper()
-	f, err := engine.Create(path, &engine.Options{NoSync: true})
+	f, err := engine.Create(path, &engine.Options{NoSync: true, Virtual: absentURLs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +66,12 @@ func virtualFile(t *testing.T, path string, maps []engine.VirtualMapping) {
 		t.Fatal(err)
 	}
 }
+
+// absentURLs opens a source named by a URL as one that does not exist
+// yet: the tests name s3:// sources that no store holds.
+var absentURLs = engine.VirtualOptions{OpenURL: func(_ context.Context, url string, _ *engine.Options) (*engine.File, error) {
+	return nil, fmt.Errorf("%w: %s", engine.ErrNotFound, url)
+}}
 
 // roundRobin are the mappings of the many-writer ingest: frame i of the
 // virtual dataset is frame i/n of writer i%n, file names by pattern.
@@ -284,7 +290,7 @@ func TestExportVirtualSourceRefusals(t *testing.T) {
 			writerFile(t, filepath.Join(dir, "w.scc"), 3, 2)
 			vpath := filepath.Join(dir, "v.scc")
 			virtualFile(t, vpath, roundRobin(len(tc.files), func(i int) string { return tc.files[i] }))
-			f, err := engine.Open(vpath, &engine.Options{ReadOnly: true})
+			f, err := engine.Open(vpath, &engine.Options{ReadOnly: true, Virtual: absentURLs})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -438,7 +438,7 @@ func TestExportRefusals(t *testing.T) {
 	}
 	// A virtual dataset HDF5 export cannot express (a source named by
 	// URL) is refused before a file is made, and the error names it.
-	g := testfile.Create(t, filepath.Join(dir, "b.scc"), &engine.Options{NoSync: true})
+	g := testfile.Create(t, filepath.Join(dir, "b.scc"), &engine.Options{NoSync: true, Virtual: absentURLs})
 	defer g.Close()
 	if _, err := g.CreateDataset("src", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{8}, Chunk: []uint64{4}}); err != nil {
 		t.Fatal(err)
