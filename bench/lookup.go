@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -55,7 +56,7 @@ func NewLookupHarness(ctx context.Context, n, chunkBytes int) (*LookupHarness, e
 		reqs = reqs[:0]
 		for ; i < n && len(reqs) < cap(reqs); i++ {
 			p := &lookupPiece{src: LookupValue(i, chunkBytes)}
-			reqs = append(reqs, cache.Request{Dataset: d, Coord: cache.Coord{uint64(i)}, Full: true, Piece: p})
+			reqs = append(reqs, cache.Request{Dataset: d, Coord: layout.Coord{uint64(i)}, Full: true, Piece: p})
 		}
 		if err := c.Write(ctx, reqs); err != nil {
 			cf.Discard(ctx)
@@ -155,48 +156,48 @@ type memLayout struct {
 
 func (l *memLayout) ChunkDims() []uint64 { return []uint64{uint64(l.chunk)} }
 
-func (l *memLayout) Lookup(_ context.Context, coords []cache.Coord, locs []cache.Location) error {
+func (l *memLayout) Lookup(_ context.Context, coords []layout.Coord, locs []layout.Location) error {
 	for i := range coords {
-		locs[i] = cache.Location{SizeHint: int64(l.chunk)}
+		locs[i] = layout.Location{SizeHint: int64(l.chunk)}
 	}
 	return nil
 }
 
-func (l *memLayout) NewChunk(cache.Coord, bool) (cache.Chunk, error) {
+func (l *memLayout) NewChunk(layout.Coord, bool) (layout.Chunk, error) {
 	return &memChunk{b: make([]byte, l.chunk)}, nil
 }
 
-func (l *memLayout) Decode(cache.Coord, cache.Location, []byte) (cache.Chunk, error) {
+func (l *memLayout) Decode(layout.Coord, layout.Location, []byte) (layout.Chunk, error) {
 	return nil, errNoDisk
 }
 
-func (l *memLayout) Encode(_ cache.Coord, c cache.Chunk) (cache.Encoded, error) {
-	return cache.Encoded{Image: append([]byte(nil), c.(*memChunk).b...)}, nil
+func (l *memLayout) Encode(_ layout.Coord, c layout.Chunk) (layout.Encoded, error) {
+	return layout.Encoded{Image: append([]byte(nil), c.(*memChunk).b...)}, nil
 }
 
-func (l *memLayout) Insert(_ context.Context, ins []cache.Insertion) error {
+func (l *memLayout) Insert(_ context.Context, ins []layout.Insertion) error {
 	for i := range ins {
 		addr := l.next.Add(ins[i].Size) - ins[i].Size
-		ins[i].New = cache.Location{Addr: addr, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: int64(l.chunk)}
+		ins[i].New = layout.Location{Addr: addr, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: int64(l.chunk)}
 	}
 	return nil
 }
 
-func (l *memLayout) Publish(context.Context, []cache.Insertion, error) error { return nil }
+func (l *memLayout) Publish(context.Context, []layout.Insertion, error) error { return nil }
 
-func (l *memLayout) Scatter(c cache.Chunk, p cache.Piece) error {
+func (l *memLayout) Scatter(c layout.Chunk, p layout.Piece) error {
 	copy(p.(*lookupPiece).dst, c.(*memChunk).b)
 	return nil
 }
 
-func (l *memLayout) ScatterFill(p cache.Piece) error {
+func (l *memLayout) ScatterFill(p layout.Piece) error {
 	clear(p.(*lookupPiece).dst)
 	return nil
 }
 
-func (l *memLayout) Gather(c cache.Chunk, p cache.Piece) error {
+func (l *memLayout) Gather(c layout.Chunk, p layout.Piece) error {
 	copy(c.(*memChunk).b, p.(*lookupPiece).src)
 	return nil
 }
 
-func (l *memLayout) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) { return false, nil }
+func (l *memLayout) Trim(layout.Coord, layout.Chunk, []uint64) (bool, error) { return false, nil }

@@ -3,6 +3,8 @@ package cache
 import (
 	"fmt"
 	"testing"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // BenchmarkHitAdaptive is BenchmarkHit's cache case with adaptive sizing
@@ -23,9 +25,9 @@ func BenchmarkHitAdaptive(b *testing.B) {
 				for i := 0; i < n; i++ {
 					must(b, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, byte(i)), uint64(i/32), uint64(i%32))}))
 				}
-				coords := make([]Coord, n)
+				coords := make([]layout.Coord, n)
 				for i := range coords {
-					coords[i] = Coord{uint64(i / 32), uint64(i % 32)}
+					coords[i] = layout.Coord{uint64(i / 32), uint64(i % 32)}
 				}
 				before := e.c.Stats()
 				b.ResetTimer()

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/internal/bufpool"
 	"sync"
 	"sync/atomic"
@@ -290,7 +291,7 @@ func (c *Cache) preEncode(e *entry) bool {
 // and has no image, with the version it encodes. Errors and panics of
 // Encode only mean no image (the foreground encode reports them); the
 // latch is let go either way, or the chunk could never be written again.
-func preEncodeImage(e *entry) (enc Encoded, ver uint64, ok bool) {
+func preEncodeImage(e *entry) (enc layout.Encoded, ver uint64, ok bool) {
 	e.latch.RLock()
 	defer e.latch.RUnlock()
 	defer func() {
@@ -300,7 +301,7 @@ func preEncodeImage(e *entry) (enc Encoded, ver uint64, ok bool) {
 	}()
 	ver = e.version.Load()
 	if !e.dirty.Load() || e.encoded.Load() != nil {
-		return Encoded{}, 0, false
+		return layout.Encoded{}, 0, false
 	}
 	enc, err := e.ds.lay().l.Encode(e.coord, e.chunk)
 	return enc, ver, err == nil
@@ -340,7 +341,7 @@ func (c *Cache) dropImageLocked(e *entry) {
 // compactImage moves a pooled image into the smallest class that holds it:
 // an encoder's buffer is sized for the worst case (the raw chunk), and a
 // kept image is charged what its buffer costs.
-func compactImage(enc Encoded) Encoded {
+func compactImage(enc layout.Encoded) layout.Encoded {
 	if !enc.Pooled || bufpool.Cap(len(enc.Image)) >= cap(enc.Image) {
 		return enc
 	}

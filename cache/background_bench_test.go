@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -14,7 +15,7 @@ import (
 // (several passes over the chunk), so eviction stalls are visible.
 type costLayout struct{ *fakeLayout }
 
-func (l costLayout) Encode(c Coord, ch Chunk) (Encoded, error) {
+func (l costLayout) Encode(c layout.Coord, ch layout.Chunk) (layout.Encoded, error) {
 	b := ch.(*fakeChunk).b
 	var s uint32
 	for i := 0; i < 16; i++ {
@@ -65,7 +66,7 @@ func BenchmarkPreEncodeStall(b *testing.B) {
 					for i := 0; i < per; i++ {
 						time.Sleep(300 * time.Microsecond)
 						t0 := time.Now()
-						err := e.c.Write(bg, []Request{{Dataset: d, Coord: Coord{uint64(i*2 + w)}, Full: true, Piece: &fakePiece{n: chunk, buf: buf}}})
+						err := e.c.Write(bg, []Request{{Dataset: d, Coord: layout.Coord{uint64(i*2 + w)}, Full: true, Piece: &fakePiece{n: chunk, buf: buf}}})
 						mine = append(mine, time.Since(t0))
 						if err != nil {
 							b.Error(err)

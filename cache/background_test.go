@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // TestHitServedInline: a hit never goes through the runner and allocates
@@ -89,7 +91,7 @@ func TestEvictionEncodesInParallel(t *testing.T) {
 		must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(chunk, byte(i)), uint64(i))}))
 	}
 	var cur, peak atomic.Int32
-	l.encodeHook = func(Coord) {
+	l.encodeHook = func(layout.Coord) {
 		n := cur.Add(1)
 		for {
 			p := peak.Load()
@@ -213,7 +215,7 @@ func TestPreEncodeCountsOnlyKeptImages(t *testing.T) {
 		held    = make(chan *entry, 1)
 		release = make(chan struct{})
 	)
-	l.encodeHook = func(c Coord) {
+	l.encodeHook = func(c layout.Coord) {
 		if first.CompareAndSwap(false, true) {
 			// The first attempt: take a second shared hold on its latch,
 			// which the test lets go of once it has looked.
@@ -266,7 +268,7 @@ func TestPreEncodePanicReleasesLatch(t *testing.T) {
 	e := newEnv(t, Config{QuiescentBytes: 21 * chunk, MinBytes: -1, BypassBytes: -1, PreEncodeBytes: 4 * (chunk + 6)})
 	d, l := e.dataset(1, -1, chunk)
 	var first atomic.Bool
-	l.encodeHook = func(Coord) {
+	l.encodeHook = func(layout.Coord) {
 		if first.CompareAndSwap(false, true) {
 			panic("encode fails once")
 		}
@@ -279,7 +281,7 @@ func TestPreEncodePanicReleasesLatch(t *testing.T) {
 		t.Fatal("nothing was pre-encoded")
 	}
 	for i := 0; i < 16; i++ {
-		ent, ok := e.c.chunks.Load(makeKey(d.serial, Coord{uint64(i)}))
+		ent, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{uint64(i)}))
 		if !ok {
 			t.Fatalf("chunk %d not cached", i)
 		}
@@ -464,7 +466,7 @@ func TestPrefetchSequential(t *testing.T) {
 		if i >= 2 {
 			// Let the stream run ahead so later reads hit.
 			waitFor(t, "prefetch ahead", func() bool {
-				_, ok := c.chunks.Load(makeKey(d.serial, Coord{uint64(min(i+1, n-1))}))
+				_, ok := c.chunks.Load(makeKey(d.serial, layout.Coord{uint64(min(i+1, n-1))}))
 				return ok
 			})
 		}
@@ -503,7 +505,7 @@ func TestPrefetchBounded(t *testing.T) {
 		}
 	}
 	// The prefetch eviction takes clean chunks only.
-	l3 := &fakeLayout{cd: l.cd, next: l.next, index: map[string]Location{}}
+	l3 := &fakeLayout{cd: l.cd, next: l.next, index: map[string]layout.Location{}}
 	d3, err := f.RegisterDataset(7, l3, DatasetOptions{})
 	must(t, err)
 	for i := 0; i < 4; i++ {
@@ -543,15 +545,15 @@ func TestPrefetchOffByDefault(t *testing.T) {
 
 func TestStepDim(t *testing.T) {
 	for _, tc := range []struct {
-		a, b Coord
+		a, b layout.Coord
 		want int
 	}{
-		{Coord{1, 2}, Coord{1, 3}, 1},
-		{Coord{1, 2}, Coord{2, 2}, 0},
-		{Coord{1, 2}, Coord{2, 3}, -1},
-		{Coord{1, 2}, Coord{1, 2}, -1},
-		{Coord{1, 2}, Coord{1, 4}, -1},
-		{nil, Coord{0}, -1},
+		{layout.Coord{1, 2}, layout.Coord{1, 3}, 1},
+		{layout.Coord{1, 2}, layout.Coord{2, 2}, 0},
+		{layout.Coord{1, 2}, layout.Coord{2, 3}, -1},
+		{layout.Coord{1, 2}, layout.Coord{1, 2}, -1},
+		{layout.Coord{1, 2}, layout.Coord{1, 4}, -1},
+		{nil, layout.Coord{0}, -1},
 	} {
 		if got := stepDim(tc.a, tc.b); got != tc.want {
 			t.Errorf("stepDim(%v, %v) = %d, want %d", tc.a, tc.b, got, tc.want)

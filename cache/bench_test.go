@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -23,9 +24,9 @@ func BenchmarkHit(b *testing.B) {
 				must(b, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, byte(i)), uint64(i/32), uint64(i%32))}))
 			}
 			before := e.c.Stats()
-			coords := make([]Coord, n)
+			coords := make([]layout.Coord, n)
 			for i := range coords {
-				coords[i] = Coord{uint64(i / 32), uint64(i % 32)}
+				coords[i] = layout.Coord{uint64(i / 32), uint64(i % 32)}
 			}
 			b.ResetTimer()
 			parallel(b, g, func(w, i int, buf []byte) error {

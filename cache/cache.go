@@ -4,8 +4,9 @@
 // that writes dirty victims with one vector write, loads with one vector
 // read, and encode/decode on a bounded worker set.
 //
-// The cache never looks inside a chunk; it knows chunks through the Layout
-// callbacks (layout.go) and the sizes they report.
+// The cache never looks inside a chunk; it knows chunks through the
+// callbacks of a layout.Layout (package cache/layout, the contract a
+// storage layout implements) and the sizes they report.
 //
 // Concurrency: every exported method is safe for concurrent use. Finding a
 // resident chunk takes no lock shared by all goroutines: the chunk table is
@@ -70,6 +71,7 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/cache/internal/policy"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/lockfree"
 	"github.com/scc-dev/scc/pool"
 	"github.com/scc-dev/scc/vfd"
@@ -351,7 +353,7 @@ func (c *Cache) RegisterFile(drv vfd.Driver) (*File, error) {
 // RegisterDataset registers dataset id of f with its layout (SCC design §3.2,
 // SCC requirements §4.7). Registering an id that was unregistered earlier re-attaches
 // its still-cached chunks with the new Layout (warm reopen, SCC requirements §4.8).
-func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset, error) {
+func (f *File) RegisterDataset(id uint64, l layout.Layout, o DatasetOptions) (*Dataset, error) {
 	c := f.c
 	if c.closed.Load() {
 		return nil, ErrClosed
@@ -413,8 +415,8 @@ func (f *File) RegisterDataset(id uint64, l Layout, o DatasetOptions) (*Dataset,
 // noteCondenser counts datasets whose layout can condense, so eviction
 // skips the condense step entirely when there are none. The count covers
 // detached datasets too (their chunks can still be condensed).
-func (r *registrations) noteCondenser(l Layout, d int64) {
-	if _, ok := l.(Condenser); ok {
+func (r *registrations) noteCondenser(l layout.Layout, d int64) {
+	if _, ok := l.(layout.Condenser); ok {
 		r.condensers.Add(d)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -491,7 +492,7 @@ func TestPartialSecondChance(t *testing.T) {
 		must(t, e.c.Write(bg, []Request{partReq(d, 3, []byte{1, 2}, 0)}))
 		must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(chunk, 1), 1)}))
 		must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(chunk, 2), 2)})) // needs one eviction
-		_, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+		_, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{0}))
 		return ok
 	}
 	if !run(SecondChanceDefault) {
@@ -563,7 +564,7 @@ func TestSetExtent(t *testing.T) {
 		}
 	}
 	must(t, d.Flush(bg, true))
-	for _, c := range []Coord{{2, 2}, {0, 2}} {
+	for _, c := range []layout.Coord{{2, 2}, {0, 2}} {
 		must(t, e.c.Read(bg, []Request{fullReq(d, l, make([]byte, 16), c...)}))
 	}
 	// Shrink to 6x6: row/col 2 wholly outside; chunks (0..1,1) and (1,0) cut.
@@ -577,12 +578,12 @@ func TestSetExtent(t *testing.T) {
 	if got := e.c.Stats().Loads - loads; got == 0 {
 		t.Fatal("PrepareExtent did not load the evicted cut chunk (1,1)")
 	}
-	if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0, 2})); !ok {
+	if _, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{0, 2})); !ok {
 		t.Fatal("PrepareExtent dropped a chunk")
 	}
 	l.prune([]uint64{6, 6}) // the layout's half: engine/internal/index Resize
 	must(t, d.SetExtent(bg, []uint64{12, 12}, []uint64{6, 6}))
-	if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0, 2})); ok {
+	if _, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{0, 2})); ok {
 		t.Fatal("wholly-outside chunk still cached")
 	}
 	// The cut chunks were loaded, trimmed and dirtied.
@@ -609,23 +610,23 @@ func TestDirectReadWrite(t *testing.T) {
 	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
 	d, l := e.dataset(1, -1, 8)
 	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(8, 1), 0)}))
-	img, loc, err := d.DirectRead(bg, Coord{0})
+	img, loc, err := d.DirectRead(bg, layout.Coord{0})
 	must(t, err)
 	if !loc.Exists() || e.c.Stats().DirtyBytes != 0 {
 		t.Fatal("direct read did not flush the dirty chunk first")
 	}
-	ch, err := l.Decode(Coord{0}, loc, img)
+	ch, err := l.Decode(layout.Coord{0}, loc, img)
 	must(t, err)
 	if !bytes.Equal(ch.(*fakeChunk).b, pattern(8, 1)) {
 		t.Fatal("direct read image wrong")
 	}
-	_, loc, err = d.DirectRead(bg, Coord{5})
+	_, loc, err = d.DirectRead(bg, layout.Coord{5})
 	must(t, err)
 	if loc.Exists() {
 		t.Fatal("absent chunk reported stored")
 	}
-	enc, _ := l.Encode(Coord{0}, &fakeChunk{b: pattern(8, 77)})
-	must(t, d.DirectWrite(bg, Coord{0}, enc))
+	enc, _ := l.Encode(layout.Coord{0}, &fakeChunk{b: pattern(8, 77)})
+	must(t, d.DirectWrite(bg, layout.Coord{0}, enc))
 	if d.Stats().Chunks != 0 {
 		t.Fatal("cached copy not dropped by direct write")
 	}
@@ -708,7 +709,7 @@ func TestDiscardDropsDirtyChunks(t *testing.T) {
 func TestInvalidRequests(t *testing.T) {
 	e := newEnv(t, Config{})
 	d, l := e.dataset(1, -1, 8, 8)
-	for _, r := range []Request{{}, {Dataset: d, Coord: Coord{1}}} {
+	for _, r := range []Request{{}, {Dataset: d, Coord: layout.Coord{1}}} {
 		if err := e.c.Read(bg, []Request{r}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v", r, err)
 		}
@@ -770,7 +771,7 @@ func TestCorruptLocationRejected(t *testing.T) {
 	e := newEnv(t, Config{})
 	d, l := e.dataset(1, -1, 8)
 	l.mu.Lock()
-	l.index[ckey(Coord{0})] = Location{Addr: 0, Size: 1 << 40}
+	l.index[ckey(layout.Coord{0})] = layout.Location{Addr: 0, Size: 1 << 40}
 	l.mu.Unlock()
 	if err := e.c.Read(bg, []Request{fullReq(d, l, make([]byte, 8), 0)}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("huge stored size: %v", err)
@@ -812,7 +813,7 @@ func TestCustomRunner(t *testing.T) {
 // panicLayout panics in Encode: the worker turns it into an error.
 type panicLayout struct{ *fakeLayout }
 
-func (panicLayout) Encode(Coord, Chunk) (Encoded, error) { panic("boom") }
+func (panicLayout) Encode(layout.Coord, layout.Chunk) (layout.Encoded, error) { panic("boom") }
 
 func TestCallbackPanicBecomesError(t *testing.T) {
 	e := newEnv(t, Config{Workers: 2})
@@ -897,7 +898,7 @@ func TestUnpinWakesSpaceWaiter(t *testing.T) {
 	e := newEnv(t, Config{QuiescentBytes: 64, ActiveMultiplier: 1, MinBytes: -1, BypassBytes: -1})
 	d, l := e.dataset(1, -1, 64)
 	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, 1), 0)}))
-	ent, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+	ent, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{0}))
 	if !ok {
 		t.Fatal("chunk not cached")
 	}
@@ -969,7 +970,7 @@ func TestFileUnregisterWaitsWithoutFileLock(t *testing.T) {
 	d2, l2 := e.dataset(2, -1, 16)
 	must(t, e.c.Write(bg, []Request{fullReq(d1, l1, pattern(16, 1), 0), fullReq(d2, l2, pattern(16, 2), 0)}))
 	must(t, e.f.Flush(bg))
-	ent, ok := e.c.chunks.Load(makeKey(d1.serial, Coord{0}))
+	ent, ok := e.c.chunks.Load(makeKey(d1.serial, layout.Coord{0}))
 	if !ok {
 		t.Fatal("chunk not cached")
 	}
@@ -1010,7 +1011,7 @@ func TestUnregisterInUseError(t *testing.T) {
 	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
 	d, l := e.dataset(1, -1, 16)
 	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
-	ent, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+	ent, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{0}))
 	if !ok {
 		t.Fatal("chunk not cached")
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/cache/internal/policy"
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // newTestCache creates a cache whose cleanup checks its accounting (see
@@ -200,7 +201,7 @@ func TestCheckCacheFindsBrokenAccounting(t *testing.T) {
 			e := newEnv(t, Config{QuiescentBytes: 1 << 20})
 			d, l := e.dataset(1, -1, 16)
 			must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
-			ent, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+			ent, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{0}))
 			if !ok {
 				t.Fatal("chunk not cached")
 			}

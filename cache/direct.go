@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -38,6 +39,32 @@ import (
 // engine's serializer orders overlapping requests; at the cache level the
 // checksum and the index's Sum catch any torn image as corruption.
 
+// When chunks go directly: a read of a whole chunk that is not resident
+// whenever the layout offers the caller's bytes
+// (layout.DirectReader.DirectTarget); a read of
+// part of a chunk when the chunk is not resident and larger than
+// Config.BypassBytes (the chunks the cached path would load, serve and
+// drop at once, or keep only by evicting others); a write of a whole one
+// when the chunk is not resident and either larger than BypassBytes or
+// too large for what is left under the quiescent limit (a full cache
+// would keep it only by evicting others; directWorthIt).
+// Other chunks above BypassBytes are loaded, served and dropped at once
+// (the fallback SCC internal API names for "Skip Cache"). A resident copy, clean
+// or dirty, always serves the request.
+//
+// Dense chunks are read and written directly only whole. A dense chunk's
+// stored frame carries one CRC32C over the whole image (FORMAT.md chunk
+// frame), which a partial read cannot verify. Per-block checksums were
+// weighed and left out: they would need a new chunk frame version (a
+// table of block sums beside the trailer, checked by Decode, Check, the
+// raw chunk API and the direct paths) for a case the layouts already
+// cover: a dense chunk is the unit its writer chose, read whole (as HDF5
+// does) and, when larger than the cache and wanted whole, straight into
+// the caller's buffer; an unfiltered array read in small parts belongs in
+// smaller chunks or in the contiguous layout, whose ~64 KiB pieces are
+// exactly such checksummed blocks. A partial read of a dense chunk larger
+// than the cache therefore loads it, serves the part and drops it.
+
 // directRead is one chunk read directly: whole into the caller's bytes
 // (dst, trailer), or in part into pooled blocks (directpart.go).
 type directRead struct {
@@ -49,7 +76,7 @@ type directRead struct {
 	// summer is the layout if it is a DirectSummer (whole chunks only);
 	// a split read (splitread.go) then sets summed and sum, the checksum
 	// of dst computed by pieces.
-	summer DirectSummer
+	summer layout.DirectSummer
 	sum    uint32
 	summed bool
 }
@@ -75,11 +102,11 @@ func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]
 			continue
 		}
 		l := g.d.lay().l
-		if dr, ok := l.(DirectReader); ok && len(g.reqs) == 1 {
+		if dr, ok := l.(layout.DirectReader); ok && len(g.reqs) == 1 {
 			dst, tl, ok := dr.DirectTarget(g.loc, reqs[g.reqs[0]].Piece)
 			if ok && tl >= 0 && int64(len(dst)+tl) == g.loc.Size {
 				ds = append(ds, directRead{g: g, dst: dst, tl: tl})
-				ds[len(ds)-1].summer, _ = l.(DirectSummer)
+				ds[len(ds)-1].summer, _ = l.(layout.DirectSummer)
 				trailers += tl
 				continue
 			}
@@ -193,7 +220,7 @@ func (c *Cache) readVerify(ds []directRead) error {
 		if x.summed {
 			err = x.summer.VerifyDirectSum(x.g.coord, x.g.loc, x.sum, x.dst, x.trailer)
 		} else {
-			err = x.g.d.lay().l.(DirectReader).VerifyDirect(x.g.coord, x.g.loc, x.dst, x.trailer)
+			err = x.g.d.lay().l.(layout.DirectReader).VerifyDirect(x.g.coord, x.g.loc, x.dst, x.trailer)
 		}
 		if err != nil {
 			return fmt.Errorf("cache: chunk %v read directly: %w", x.g.coord, err)

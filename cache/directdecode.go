@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // Direct decodes: a read of a filtered chunk that is not resident and
@@ -46,21 +48,6 @@ import (
 // the table go this way, and a chunk absent from the table has no
 // unpublished version.
 
-// DirectDecoder is implemented by layouts whose chunks can be decoded
-// straight into the caller's buffer.
-type DirectDecoder interface {
-	// DecodeTarget returns, for a read piece and the chunk's location, the
-	// caller's bytes the decoded chunk maps onto exactly (the piece
-	// selects the whole chunk, contiguous in the caller's buffer, in the
-	// chunk's element order); ok false means "not directly".
-	DecodeTarget(loc Location, p Piece) (dst []byte, ok bool)
-	// DecodeInto verifies the stored image read from loc and decodes it
-	// into dst, as Decode would into a chunk of its own. It owns image as
-	// Decode does. A damaged image is an error wrapping the layout's
-	// corruption sentinel; dst's contents are then undefined.
-	DecodeInto(coord Coord, loc Location, image, dst []byte) error
-}
-
 // goesDirect is the rule above for g, a chunk of n bytes in memory (its
 // size hint) that is not resident, cached being what other chunks of the
 // same request will add on the cached path. It is the one rule for both
@@ -102,7 +89,7 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 			continue
 		}
 		var dst []byte
-		if dd, ok := g.d.lay().l.(DirectDecoder); ok && len(g.reqs) == 1 {
+		if dd, ok := g.d.lay().l.(layout.DirectDecoder); ok && len(g.reqs) == 1 {
 			dst, _ = dd.DecodeTarget(g.loc, reqs[g.reqs[0]].Piece)
 		}
 		if dst == nil && g.hint() > sz.bypass {
@@ -158,7 +145,7 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 			defer func() { <-slots }()
 			return c.decodeTransient(g, reqs, images[i], sumOf(sums, i))
 		}
-		if err := g.d.lay().l.(DirectDecoder).DecodeInto(g.coord, g.loc, images[i], dsts[i]); err != nil {
+		if err := g.d.lay().l.(layout.DirectDecoder).DecodeInto(g.coord, g.loc, images[i], dsts[i]); err != nil {
 			return fmt.Errorf("cache: decoding chunk %v directly: %w", g.coord, err)
 		}
 		return nil
@@ -192,7 +179,7 @@ func (c *Cache) decodeTransient(g *group, reqs []Request, image []byte, sum *dir
 			break
 		}
 	}
-	if ev, ok := l.(Evicter); ok {
+	if ev, ok := l.(layout.Evicter); ok {
 		ev.Evict(g.coord, ch)
 	}
 	return err

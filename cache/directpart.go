@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/internal/bufpool"
 )
 
@@ -29,21 +30,21 @@ import (
 
 // partRead is one chunk read in part: its blocks and their buffers.
 type partRead struct {
-	pr     PartReader
-	coord  Coord
-	loc    Location
-	pieces []Piece
-	blocks []Block
+	pr     layout.PartReader
+	coord  layout.Coord
+	loc    layout.Location
+	pieces []layout.Piece
+	blocks []layout.Block
 	bufs   [][]byte // nil once handed to ReadPart or released
 }
 
 // planPart returns g's part read, or nil when g does not go that way.
 func (c *Cache) planPart(reqs []Request, g *group) *partRead {
-	pr, ok := g.d.lay().l.(PartReader)
+	pr, ok := g.d.lay().l.(layout.PartReader)
 	if !ok || g.loc.SizeHint <= c.sizing().bypass {
 		return nil
 	}
-	pieces := make([]Piece, len(g.reqs))
+	pieces := make([]layout.Piece, len(g.reqs))
 	for i, r := range g.reqs {
 		pieces[i] = reqs[r].Piece
 	}

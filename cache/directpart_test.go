@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"errors"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/internal/bufpool"
 	"hash/crc32"
 	"sync/atomic"
@@ -16,13 +17,13 @@ import (
 type partLayout struct {
 	*fakeLayout
 	sums   map[int64]uint32
-	blocks func(loc Location) []Block
+	blocks func(loc layout.Location) []layout.Block
 	reads  atomic.Int64
 }
 
-var _ PartReader = (*partLayout)(nil)
+var _ layout.PartReader = (*partLayout)(nil)
 
-func (l *partLayout) PartBlocks(_ Coord, loc Location, pieces []Piece) ([]Block, bool) {
+func (l *partLayout) PartBlocks(_ layout.Coord, loc layout.Location, pieces []layout.Piece) ([]layout.Block, bool) {
 	if l.blocks != nil {
 		return l.blocks(loc), true
 	}
@@ -31,14 +32,14 @@ func (l *partLayout) PartBlocks(_ Coord, loc Location, pieces []Piece) ([]Block,
 		fp := p.(*fakePiece)
 		lo, hi = min(lo, fp.off), max(hi, fp.off+fp.n)
 	}
-	var bs []Block
+	var bs []layout.Block
 	for b := lo / 16 * 16; b < hi; b += 16 {
-		bs = append(bs, Block{Off: 6 + int64(b), Len: 16})
+		bs = append(bs, layout.Block{Off: 6 + int64(b), Len: 16})
 	}
 	return bs, true
 }
 
-func (l *partLayout) ReadPart(_ Coord, _ Location, pieces []Piece, blocks []Block, bufs [][]byte) error {
+func (l *partLayout) ReadPart(_ layout.Coord, _ layout.Location, pieces []layout.Piece, blocks []layout.Block, bufs [][]byte) error {
 	l.reads.Add(1)
 	for i, b := range blocks {
 		if crc32.ChecksumIEEE(bufs[i]) != l.sums[b.Off] {
@@ -104,11 +105,11 @@ func TestPartReader(t *testing.T) {
 	}
 	l.sums[6+48] ^= 1
 	// Blocks the cache must refuse: the cached path serves the read.
-	for name, bs := range map[string]func(Location) []Block{
-		"past the end": func(loc Location) []Block { return []Block{{Off: loc.Size - 8, Len: 16}} },
-		"overlapping":  func(Location) []Block { return []Block{{Off: 6, Len: 16}, {Off: 10, Len: 16}} },
-		"empty":        func(Location) []Block { return []Block{{Off: 6, Len: 0}} },
-		"negative":     func(Location) []Block { return []Block{{Off: -6, Len: 16}} },
+	for name, bs := range map[string]func(layout.Location) []layout.Block{
+		"past the end": func(loc layout.Location) []layout.Block { return []layout.Block{{Off: loc.Size - 8, Len: 16}} },
+		"overlapping":  func(layout.Location) []layout.Block { return []layout.Block{{Off: 6, Len: 16}, {Off: 10, Len: 16}} },
+		"empty":        func(layout.Location) []layout.Block { return []layout.Block{{Off: 6, Len: 0}} },
+		"negative":     func(layout.Location) []layout.Block { return []layout.Block{{Off: -6, Len: 16}} },
 	} {
 		l.blocks = bs
 		reads, loads := l.reads.Load(), e.c.Stats().Loads

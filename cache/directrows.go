@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/internal/bufpool"
 
 	"github.com/scc-dev/scc/vfd"
@@ -36,39 +37,11 @@ import (
 // corruption error. Either way the caller's buffer holds unspecified
 // bytes, as for any failed direct read.
 
-// RowReader is implemented by layouts whose whole stored chunks can be
-// read by rows into the caller's buffer (above).
-type RowReader interface {
-	// RowTarget returns, for a read piece and the chunk's location, the
-	// runs of the caller's buffer the stored chunk's bytes map onto in
-	// order (the piece selects the whole chunk), and the length of the
-	// stored trailer that follows those bytes; ok false means "not by
-	// rows".
-	RowTarget(loc Location, p Piece) (rows Rows, trailer int, ok bool)
-	// SumRow returns the checksum of the bytes summed so far, whose
-	// checksum is sum (0 before the first row), followed by b.
-	SumRow(sum uint32, b []byte) uint32
-	// VerifyDirectSum checks the chunk read, given sum, the checksum of
-	// all its rows in order, and the trailer read (DirectSummer's).
-	VerifyDirectSum(coord Coord, loc Location, sum uint32, dst, trailer []byte) error
-}
-
-// Rows are equal runs of Buf, in order: an odometer over the outer
-// dimensions (outermost first) steps Count[d] times by Step[d] bytes along
-// dimension d, from the row at First; each row is Len bytes.
-type Rows struct {
-	Buf   []byte
-	First uint64
-	Len   uint64
-	Count []uint64
-	Step  []uint64
-}
-
-// n returns the number of rows, and whether rows is well formed: the
+// rowCount returns the number of rows of r, and whether r is well formed: the
 // layout's answer is checked before the cache writes a byte of Buf, so
 // that a mistake of it is an error, never a panic or a write outside the
 // chunk's runs.
-func (r *Rows) n(bytes int64) (int, bool) {
+func rowCount(r *layout.Rows, bytes int64) (int, bool) {
 	size := uint64(len(r.Buf))
 	if r.Len == 0 || r.Len > size || len(r.Count) != len(r.Step) || bytes <= 0 {
 		return 0, false
@@ -94,12 +67,12 @@ func (r *Rows) n(bytes int64) (int, bool) {
 
 // rowIter walks the rows of a Rows in order.
 type rowIter struct {
-	r   *Rows
+	r   *layout.Rows
 	off uint64
 	idx []uint64
 }
 
-func (it *rowIter) init(r *Rows) {
+func (it *rowIter) init(r *layout.Rows) {
 	it.r, it.off, it.idx = r, r.First, make([]uint64, len(r.Count))
 }
 
@@ -130,8 +103,8 @@ func stepOdometer(idx, count, step []uint64, off uint64) uint64 {
 // rowRead is one chunk read by rows.
 type rowRead struct {
 	g       *group
-	rr      RowReader
-	rows    Rows
+	rr      layout.RowReader
+	rows    layout.Rows
 	n       int // rows
 	trailer []byte
 }
@@ -143,7 +116,7 @@ const rowBatch = 1024
 // planRows returns g's read by rows, or ok false when g does not go that
 // way.
 func planRows(reqs []Request, g *group) (rowRead, bool) {
-	rr, ok := g.d.lay().l.(RowReader)
+	rr, ok := g.d.lay().l.(layout.RowReader)
 	if !ok || len(g.reqs) != 1 {
 		return rowRead{}, false
 	}
@@ -151,7 +124,7 @@ func planRows(reqs []Request, g *group) (rowRead, bool) {
 	if !ok || tl < 0 || int64(tl) >= g.loc.Size {
 		return rowRead{}, false
 	}
-	n, ok := rows.n(g.loc.Size - int64(tl))
+	n, ok := rowCount(&rows, g.loc.Size-int64(tl))
 	if !ok {
 		return rowRead{}, false
 	}
@@ -241,16 +214,17 @@ func (c *Cache) readRowsBounced(x *rowRead) error {
 	if err := x.rr.VerifyDirectSum(g.coord, g.loc, x.rr.SumRow(0, img[:n]), nil, img[n:]); err != nil {
 		return fmt.Errorf("cache: chunk %v read directly by rows: %w", g.coord, err)
 	}
-	x.rows.scatter(img[:n])
+	scatterRows(&x.rows, img[:n])
 	return nil
 }
 
-// scatter copies src, the bytes of every row in order (as n checked),
+// scatterRows copies src, the bytes of every row in order (as rowCount
+// checked),
 // into the rows. The innermost dimension's rows are copied in a tight
 // loop and the odometer steps only between its runs, rather than once per
 // row: this path takes short rows, many of them (a 256³ chunk of uint16
 // is 65536 rows of 512 bytes).
-func (r *Rows) scatter(src []byte) {
+func scatterRows(r *layout.Rows, src []byte) {
 	l := r.Len
 	if len(r.Count) == 0 {
 		copy(r.Buf[r.First:r.First+l], src)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // TestRowsScatterMatchesIter checks the tight-loop scatter against the
@@ -16,7 +18,7 @@ func TestRowsScatterMatchesIter(t *testing.T) {
 		if trial < 50 {
 			rank = trial % 3
 		}
-		r := Rows{Len: uint64(1 + rng.IntN(8)), First: uint64(rng.IntN(5)),
+		r := layout.Rows{Len: uint64(1 + rng.IntN(8)), First: uint64(rng.IntN(5)),
 			Count: make([]uint64, rank), Step: make([]uint64, rank)}
 		span := r.Len + uint64(rng.IntN(3)) // bytes one step of the next dimension covers
 		for d := rank - 1; d >= 0; d-- {
@@ -29,7 +31,7 @@ func TestRowsScatterMatchesIter(t *testing.T) {
 		for _, c := range r.Count {
 			rows *= int(c)
 		}
-		if _, ok := r.n(int64(rows) * int64(r.Len)); !ok {
+		if _, ok := rowCount(&r, int64(rows)*int64(r.Len)); !ok {
 			t.Fatalf("trial %d: generated rows %+v are not well formed", trial, r)
 		}
 		src := make([]byte, rows*int(r.Len))
@@ -44,7 +46,7 @@ func TestRowsScatterMatchesIter(t *testing.T) {
 		for s := src; len(s) > 0; s = s[r.Len:] {
 			copy(it.next(), s)
 		}
-		r.scatter(src)
+		scatterRows(&r, src)
 		if !bytes.Equal(r.Buf, want) {
 			t.Fatalf("trial %d: rows %+v: scatter wrote %v, the walk %v", trial, r, r.Buf, want)
 		}
@@ -58,7 +60,7 @@ func TestRowsScatterAllocs(t *testing.T) {
 		t.Skip("the race detector changes what escapes")
 	}
 	for _, rank := range []int{2, 9} {
-		r := Rows{Len: 4, Count: make([]uint64, rank), Step: make([]uint64, rank)}
+		r := layout.Rows{Len: 4, Count: make([]uint64, rank), Step: make([]uint64, rank)}
 		span := r.Len
 		for d := rank - 1; d >= 0; d-- {
 			r.Count[d], r.Step[d] = 2, span
@@ -66,7 +68,7 @@ func TestRowsScatterAllocs(t *testing.T) {
 		}
 		r.Buf = make([]byte, span)
 		src := make([]byte, span)
-		if n := testing.AllocsPerRun(20, func() { r.scatter(src) }); n != 0 {
+		if n := testing.AllocsPerRun(20, func() { scatterRows(&r, src) }); n != 0 {
 			t.Fatalf("rank %d: %.1f allocations per scatter, want 0", rank, n)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -157,12 +158,12 @@ func (c *Cache) directSourceOf(sz *sizing, reqs []Request, g *group, cached int6
 		return directSource{}, false
 	}
 	l, p := g.d.lay().l, reqs[g.reqs[0]].Piece
-	if dw, ok := l.(DirectWriter); ok && c.directWorthIt(sz, g.hint(), cached) {
+	if dw, ok := l.(layout.DirectWriter); ok && c.directWorthIt(sz, g.hint(), cached) {
 		if src, ok := dw.DirectSource(g.coord, p); ok && len(src) > 0 {
 			return directSource{src: src}, true
 		}
 	}
-	if de, ok := l.(DirectEncoder); ok && c.goesDirect(sz, g, g.hint(), cached) {
+	if de, ok := l.(layout.DirectEncoder); ok && c.goesDirect(sz, g, g.hint(), cached) {
 		if src, ok := de.EncodeSource(g.coord, p); ok && len(src) > 0 {
 			return directSource{src: src, encode: true}, true
 		}
@@ -176,14 +177,14 @@ func (c *Cache) writeFramed(ctx context.Context, gs []*group, srcs map[*group]di
 	if len(gs) == 0 {
 		return nil
 	}
-	dw := gs[0].d.lay().l.(DirectWriter)
-	ins := make([]Insertion, len(gs))
+	dw := gs[0].d.lay().l.(layout.DirectWriter)
+	ins := make([]layout.Insertion, len(gs))
 	parts := make([][][]byte, len(gs))
 	for i, g := range gs {
 		src := srcs[g].src
 		head, tail, sum := dw.DirectFrame(g.coord, src)
 		parts[i] = [][]byte{head, src, tail}
-		ins[i] = Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(head) + len(src) + len(tail)), Sum: sum}
+		ins[i] = layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(head) + len(src) + len(tail)), Sum: sum}
 	}
 	return c.writeDirectDS(ctx, gs, ins, parts)
 }
@@ -191,7 +192,7 @@ func (c *Cache) writeFramed(ctx context.Context, gs []*group, srcs map[*group]di
 // writeDirectDS is steps 3-5 of writeDirect for claimed groups of one
 // dataset: ins[i] describes gs[i]'s new image, which is parts[i] end to
 // end.
-func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, ins []Insertion, parts [][][]byte) error {
+func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, ins []layout.Insertion, parts [][][]byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"fmt"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // Direct encodes: a write that covers a whole chunk of a filtered layout,
@@ -63,20 +65,6 @@ import (
 // cache were created dirty, piled up to A and were encoded only at
 // eviction or Flush (engine TestRoundTripMemoryBound holds the bound).
 
-// DirectEncoder is implemented by layouts whose chunks can be encoded
-// straight from the caller's buffer.
-type DirectEncoder interface {
-	// EncodeSource returns, for a write piece that selects the whole
-	// chunk, the caller's bytes that are the chunk's contents (contiguous
-	// in the caller's buffer, in the chunk's element order); ok false
-	// means "not directly".
-	EncodeSource(coord Coord, p Piece) (src []byte, ok bool)
-	// EncodeFrom builds the disk image of a chunk holding src, as Encode
-	// would for a chunk of its own with those contents. It neither keeps
-	// nor modifies src.
-	EncodeFrom(coord Coord, src []byte) (Encoded, error)
-}
-
 // writeEncoded writes claimed groups of one dataset that go by direct
 // encode, in rounds of as many chunks as encode tokens are free (at least
 // one): encode on the workers, then Insert, one WriteV and Publish
@@ -103,7 +91,7 @@ func (c *Cache) writeEncoded(ctx context.Context, gs []*group, srcs map[*group]d
 // writes them (writeDirectDS). Every image is given back before it
 // returns, on every path.
 func (c *Cache) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*group]directSource) error {
-	enc := make([]Encoded, len(gs))
+	enc := make([]layout.Encoded, len(gs))
 	held := make([]int64, len(gs))
 	defer func() {
 		for i := range enc {
@@ -111,7 +99,7 @@ func (c *Cache) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*gr
 			releaseImage(enc[i])
 		}
 	}()
-	de := gs[0].d.lay().l.(DirectEncoder)
+	de := gs[0].d.lay().l.(layout.DirectEncoder)
 	err := c.workers.run(ctx, len(gs), func(i int) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -134,10 +122,10 @@ func (c *Cache) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*gr
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ins := make([]Insertion, len(gs))
+	ins := make([]layout.Insertion, len(gs))
 	parts := make([][][]byte, len(gs))
 	for i, g := range gs {
-		ins[i] = Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(enc[i].Image)), Mask: enc[i].Mask, Sum: enc[i].Sum}
+		ins[i] = layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(enc[i].Image)), Mask: enc[i].Mask, Sum: enc[i].Sum}
 		parts[i] = [][]byte{enc[i].Image}
 	}
 	if err := c.writeDirectDS(ctx, gs, ins, parts); err != nil {

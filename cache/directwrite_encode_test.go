@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // encLayout is a fakeLayout whose whole chunks can be encoded from the
@@ -15,21 +17,21 @@ import (
 // filtered layout as the cache sees one.
 type encLayout struct {
 	*fakeLayout
-	fromSrc   atomic.Int64 // EncodeFrom calls
-	encHook   func(Coord)  // called at the start of EncodeFrom, if set
-	decHook   func(Coord)  // called at the start of DecodeInto, if set
-	hookOn    atomic.Bool  // the hooks run only while set
-	running   atomic.Int64 // EncodeFrom calls under way
-	maxRun    atomic.Int64 // the most EncodeFrom calls seen at once
+	fromSrc   atomic.Int64       // EncodeFrom calls
+	encHook   func(layout.Coord) // called at the start of EncodeFrom, if set
+	decHook   func(layout.Coord) // called at the start of DecodeInto, if set
+	hookOn    atomic.Bool        // the hooks run only while set
+	running   atomic.Int64       // EncodeFrom calls under way
+	maxRun    atomic.Int64       // the most EncodeFrom calls seen at once
 	encodeErr atomic.Pointer[error]
 }
 
 var (
-	_ DirectEncoder = (*encLayout)(nil)
-	_ DirectDecoder = (*encLayout)(nil)
+	_ layout.DirectEncoder = (*encLayout)(nil)
+	_ layout.DirectDecoder = (*encLayout)(nil)
 )
 
-func whole(l *fakeLayout, p Piece) ([]byte, bool) {
+func whole(l *fakeLayout, p layout.Piece) ([]byte, bool) {
 	fp := p.(*fakePiece)
 	if fp.off != 0 || int64(fp.n) != l.chunkBytes() {
 		return nil, false
@@ -37,9 +39,11 @@ func whole(l *fakeLayout, p Piece) ([]byte, bool) {
 	return fp.buf[:fp.n], true
 }
 
-func (l *encLayout) EncodeSource(_ Coord, p Piece) ([]byte, bool) { return whole(l.fakeLayout, p) }
+func (l *encLayout) EncodeSource(_ layout.Coord, p layout.Piece) ([]byte, bool) {
+	return whole(l.fakeLayout, p)
+}
 
-func (l *encLayout) EncodeFrom(c Coord, src []byte) (Encoded, error) {
+func (l *encLayout) EncodeFrom(c layout.Coord, src []byte) (layout.Encoded, error) {
 	l.fromSrc.Add(1)
 	n := l.running.Add(1)
 	defer l.running.Add(-1)
@@ -59,9 +63,11 @@ func (l *encLayout) EncodeFrom(c Coord, src []byte) (Encoded, error) {
 	return l.Encode(c, &fakeChunk{b: src})
 }
 
-func (l *encLayout) DecodeTarget(_ Location, p Piece) ([]byte, bool) { return whole(l.fakeLayout, p) }
+func (l *encLayout) DecodeTarget(_ layout.Location, p layout.Piece) ([]byte, bool) {
+	return whole(l.fakeLayout, p)
+}
 
-func (l *encLayout) DecodeInto(c Coord, loc Location, image, dst []byte) error {
+func (l *encLayout) DecodeInto(c layout.Coord, loc layout.Location, image, dst []byte) error {
 	if l.hookOn.Load() && l.decHook != nil {
 		l.decHook(c)
 	}
@@ -193,7 +199,7 @@ func TestDirectEncodeFullCache(t *testing.T) {
 	// written 3 chunks ago, well within the 8 the cache holds.
 	bufs[20] = pattern(512, 200)
 	must(t, e.c.Write(bg, []Request{encReq(d, l, bufs[20], 20, 0)}))
-	if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{20, 0})); !ok {
+	if _, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{20, 0})); !ok {
 		t.Fatalf("a chunk written whole again soon into a full cache was encoded directly (%d direct encodes)", e.c.Stats().DirectEncodes)
 	}
 	// One written whole long ago (chunk 8, 16 misses of 8 chunks' room
@@ -222,7 +228,7 @@ func TestDirectEncodeFailure(t *testing.T) {
 	d, l := e.encDataset(1, 16, 32)
 	old := pattern(512, 1)
 	must(t, e.c.Write(bg, []Request{encReq(d, l, old, 0, 0)}))
-	loc, _ := l.stored(Coord{0, 0})
+	loc, _ := l.stored(layout.Coord{0, 0})
 	for _, tc := range []struct {
 		name string
 		set  func(bool)
@@ -244,7 +250,7 @@ func TestDirectEncodeFailure(t *testing.T) {
 			t.Fatal("a failed encode allocated space")
 		}
 		st := e.c.Stats()
-		if now, _ := l.stored(Coord{0, 0}); now != loc || st.Chunks != 0 || st.DirectEncodes != 1 || st.EncodingBytes != 0 || len(e.c.workers.encodes) != 0 {
+		if now, _ := l.stored(layout.Coord{0, 0}); now != loc || st.Chunks != 0 || st.DirectEncodes != 1 || st.EncodingBytes != 0 || len(e.c.workers.encodes) != 0 {
 			t.Fatalf("after a %s failure: index %+v (was %+v), %d resident, %d direct encodes, %d bytes in flight, %d tokens held",
 				tc.name, now, loc, st.Chunks, st.DirectEncodes, st.EncodingBytes, len(e.c.workers.encodes))
 		}
@@ -272,7 +278,7 @@ func TestDirectEncodeOwnsKey(t *testing.T) {
 	must(t, e.c.Write(bg, []Request{encReq(d, l, pattern(512, 1), 0, 0)}))
 	requireDirectEncodes(t, e.c, 1)
 	started, gate := make(chan struct{}), make(chan struct{})
-	l.encHook = func(Coord) { close(started); <-gate }
+	l.encHook = func(layout.Coord) { close(started); <-gate }
 	l.hookOn.Store(true)
 	neu := pattern(512, 2)
 	wdone := make(chan error, 1)
@@ -369,8 +375,8 @@ func TestDirectEncodeOverlapsDecode(t *testing.T) {
 	must(t, e.c.Write(bg, []Request{encReq(d, l, src, 1, 0)})) // chunk 1, to be decoded
 	requireDirectEncodes(t, e.c, 1)
 	encoding, decoding := make(chan struct{}), make(chan struct{})
-	l.encHook = func(Coord) { close(encoding); <-decoding }
-	l.decHook = func(Coord) { close(decoding); <-encoding }
+	l.encHook = func(layout.Coord) { close(encoding); <-decoding }
+	l.decHook = func(layout.Coord) { close(decoding); <-encoding }
 	l.hookOn.Store(true)
 	neu := pattern(512, 8)
 	got := make([]byte, 512)
@@ -430,7 +436,7 @@ func TestAdmitOnRereadWrites(t *testing.T) {
 		// Chunk 3 written again at once is kept (dirty) when admit is on.
 		want[3] = pattern(512, 99)
 		must(t, e.c.Write(bg, []Request{encReq(d, l, want[3], 3, 0)}))
-		if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{3, 0})); !ok {
+		if _, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{3, 0})); !ok {
 			t.Fatalf("admit=%v: a chunk written again soon was not kept", admit)
 		}
 		if admit && l.fromSrc.Load() != 8 {

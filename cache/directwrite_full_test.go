@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // The direct-write rule's second half (directWorthIt): chunks below the
@@ -117,14 +119,14 @@ func TestDirectWriteFullCacheFailure(t *testing.T) {
 	}
 	old := pattern(512, 50)
 	must(t, e.c.Write(bg, []Request{fullReq(d, l, old, 8, 0)})) // direct
-	loc, _ := l.stored(Coord{8, 0})
+	loc, _ := l.stored(layout.Coord{8, 0})
 	e.drv.failWrite.Store(true)
 	err := e.c.Write(bg, []Request{fullReq(d, l, pattern(512, 51), 8, 0)})
 	e.drv.failWrite.Store(false)
 	if !errors.Is(err, errDisk) {
 		t.Fatalf("failing direct write: %v", err)
 	}
-	if now, _ := l.stored(Coord{8, 0}); now != loc || e.c.Stats().DirectWrites != 1 || e.c.Stats().Chunks != 8 {
+	if now, _ := l.stored(layout.Coord{8, 0}); now != loc || e.c.Stats().DirectWrites != 1 || e.c.Stats().Chunks != 8 {
 		t.Fatalf("after the failure: index %+v (was %+v), %d direct, %d resident", now, loc, e.c.Stats().DirectWrites, e.c.Stats().Chunks)
 	}
 	got := make([]byte, 512)

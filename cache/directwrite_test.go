@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // directLayout is a fakeLayout that offers direct writes: its frame is
@@ -15,9 +17,9 @@ import (
 // payload is the caller's bytes.
 type directLayout struct{ *fakeLayout }
 
-var _ DirectWriter = directLayout{}
+var _ layout.DirectWriter = directLayout{}
 
-func (l directLayout) DirectSource(_ Coord, p Piece) ([]byte, bool) {
+func (l directLayout) DirectSource(_ layout.Coord, p layout.Piece) ([]byte, bool) {
 	fp := p.(*fakePiece)
 	if fp.off != 0 || int64(fp.n) != l.chunkBytes() {
 		return nil, false
@@ -25,7 +27,7 @@ func (l directLayout) DirectSource(_ Coord, p Piece) ([]byte, bool) {
 	return fp.buf[:fp.n], true
 }
 
-func (l directLayout) DirectFrame(_ Coord, src []byte) (head, tail []byte, sum uint32) {
+func (l directLayout) DirectFrame(_ layout.Coord, src []byte) (head, tail []byte, sum uint32) {
 	head = make([]byte, 6)
 	binary.LittleEndian.PutUint16(head, fakeMagic)
 	binary.LittleEndian.PutUint32(head[2:], crc32.ChecksumIEEE(src))
@@ -112,7 +114,7 @@ func TestDirectWriteFailure(t *testing.T) {
 	d, l := e.directDataset(1, 16, 32)
 	old := pattern(512, 1)
 	must(t, e.c.Write(bg, []Request{fullReq(d, l, old, 0, 0)}))
-	loc, _ := l.stored(Coord{0, 0})
+	loc, _ := l.stored(layout.Coord{0, 0})
 	e.drv.failWrite.Store(true)
 	if err := e.c.Write(bg, []Request{fullReq(d, l, pattern(512, 2), 0, 0)}); !errors.Is(err, errDisk) {
 		t.Fatalf("WriteV failure: %v", err)
@@ -123,7 +125,7 @@ func TestDirectWriteFailure(t *testing.T) {
 		t.Fatalf("Insert failure: %v", err)
 	}
 	l.failInsert.Store(false)
-	if now, _ := l.stored(Coord{0, 0}); now != loc || e.c.Stats().Chunks != 0 || e.c.Stats().DirectWrites != 1 {
+	if now, _ := l.stored(layout.Coord{0, 0}); now != loc || e.c.Stats().Chunks != 0 || e.c.Stats().DirectWrites != 1 {
 		t.Fatalf("after failures: index %+v (was %+v), %d resident, %d direct", now, loc, e.c.Stats().Chunks, e.c.Stats().DirectWrites)
 	}
 	got := make([]byte, 512)

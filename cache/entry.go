@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/lockfree"
 	"github.com/scc-dev/scc/vfd"
 )
@@ -73,7 +74,7 @@ type entry struct {
 	ds   *Dataset
 	// chunk is the decoded chunk (cache memory format). Written under latch
 	// exclusive (or before the entry becomes resident).
-	chunk Chunk
+	chunk layout.Chunk
 	// touchedAt is Cache.access.clock when the policy last moved this
 	// entry (touchLocked; 0: never), so that a hit can tell it is near
 	// the front of the recency order already (recentlyTouched).
@@ -88,7 +89,7 @@ type entry struct {
 	// where the chunk table compares it before the hit reads word
 	// (entrytable.go).
 	key   chunkKey
-	coord Coord
+	coord layout.Coord
 
 	mu struct {
 		sync.Mutex // per-entry; taken only on state transitions and by waiters
@@ -101,7 +102,7 @@ type entry struct {
 		settled chan struct{}
 	}
 
-	// latch serializes the layout callbacks on this chunk (layout.go
+	// latch serializes the layout callbacks on this chunk (package layout
 	// contract): Scatter and Encode take it shared; Gather and Trim take it
 	// exclusive (through lockChunk, which also keeps out the light readers
 	// that run Scatter under a light pin instead of the latch: latch.go).
@@ -121,7 +122,7 @@ type entry struct {
 	// between flushers; loc is guarded by it (or by the entry being loading
 	// or evicting, when no flusher can hold it).
 	flushMu sync.Mutex
-	loc     Location
+	loc     layout.Location
 
 	size    atomic.Int64  // bytes charged to the cache for this entry
 	dirty   atomic.Bool   // differs from its stored image
@@ -192,7 +193,7 @@ func (f flagBit) CompareAndSwap(old, new bool) bool {
 
 // preImage is a pre-encoded disk image and the chunk version it encodes.
 type preImage struct {
-	enc Encoded
+	enc layout.Encoded
 	ver uint64
 	// refs counts its holders: the entry while the image is kept, and each
 	// writeBack writing it. A modification can drop the image from the
@@ -201,7 +202,7 @@ type preImage struct {
 	refs atomic.Int32
 }
 
-func newPreImage(enc Encoded, ver uint64) *preImage {
+func newPreImage(enc layout.Encoded, ver uint64) *preImage {
 	p := &preImage{enc: enc, ver: ver}
 	p.refs.Store(1)
 	return p
@@ -393,7 +394,7 @@ type Dataset struct {
 // layoutBox lets the layout and its chunk shape be swapped atomically on a
 // warm reopen.
 type layoutBox struct {
-	l    Layout
+	l    layout.Layout
 	dims []uint64
 }
 

@@ -6,10 +6,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 func tableEntry(serial, c uint64) *entry {
-	return &entry{key: makeKey(serial, Coord{c})}
+	return &entry{key: makeKey(serial, layout.Coord{c})}
 }
 
 // TestEntryTableModel: single goroutine, against a map: inserts, repeated
@@ -155,7 +157,7 @@ func TestEntryTableConcurrent(t *testing.T) {
 					errs <- fmt.Errorf("reader: stable key %v missed (%p %v)", e.key.k, got, ok)
 					return
 				}
-				k := makeKey(uint64(1+rng.IntN(writers)), Coord{uint64(rng.IntN(keys))}).k
+				k := makeKey(uint64(1+rng.IntN(writers)), layout.Coord{uint64(rng.IntN(keys))}).k
 				if got, ok := tab.Load(k); ok && got.key.k != k {
 					errs <- fmt.Errorf("reader: Load(%v) returned the entry of %v", k, got.key.k)
 					return

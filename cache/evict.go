@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -189,7 +190,7 @@ func (c *Cache) remove(es []*entry) {
 		if e.ds.chunks.Add(-1) == 0 && !e.ds.registered.Load() {
 			expire = append(expire, e.ds)
 		}
-		if ev, ok := e.ds.lay().l.(Evicter); ok && e.chunk != nil {
+		if ev, ok := e.ds.lay().l.(layout.Evicter); ok && e.chunk != nil {
 			ev.Evict(e.coord, e.chunk)
 		}
 		e.chunk = nil
@@ -408,7 +409,7 @@ func (c *Cache) encodeRound(ctx context.Context, es []*entry, sc *wbScratch) err
 			return nil
 		}
 		l := e.ds.lay().l
-		if b, ok := l.(BorrowingEncoder); ok {
+		if b, ok := l.(layout.BorrowingEncoder); ok {
 			enc[i], err = b.EncodeBorrowed(e.coord, e.chunk)
 			keep = err == nil && !enc[i].Pooled // a pooled image is a copy
 			held[i] = keep
@@ -441,10 +442,10 @@ func allocateRound(ctx context.Context, es []*entry, sc *wbScratch) []error {
 	var errs []error
 	for _, d := range sc.order {
 		idx := byDS[d]
-		ins := make([]Insertion, len(idx))
+		ins := make([]layout.Insertion, len(idx))
 		for k, i := range idx {
 			e := es[i]
-			ins[k] = Insertion{Coord: e.coord, Old: e.loc, Size: int64(len(enc[i].Image)), Mask: enc[i].Mask, Sum: enc[i].Sum}
+			ins[k] = layout.Insertion{Coord: e.coord, Old: e.loc, Size: int64(len(enc[i].Image)), Mask: enc[i].Mask, Sum: enc[i].Sum}
 		}
 		if err := d.lay().l.Insert(ctx, ins); err != nil {
 			errs = append(errs, fmt.Errorf("cache: Layout.Insert: %w", err))
@@ -565,7 +566,7 @@ func (c *Cache) condense(need int64) int64 {
 		if len(cands) >= maxCandidates {
 			return stop
 		}
-		if _, ok := e.ds.lay().l.(Condenser); ok && !e.bypass {
+		if _, ok := e.ds.lay().l.(layout.Condenser); ok && !e.bypass {
 			if ok, _ := e.pin(); ok {
 				cands = append(cands, e)
 			}
@@ -576,7 +577,7 @@ func (c *Cache) condense(need int64) int64 {
 	var freed int64
 	for _, e := range cands {
 		if freed < need {
-			cd := e.ds.lay().l.(Condenser)
+			cd := e.ds.lay().l.(layout.Condenser)
 			e.lockChunk() // replaces e.chunk: keep light readers out
 			old := e.size.Load()
 			if nc := cd.Condense(e.coord, e.chunk); nc != nil {
@@ -604,7 +605,7 @@ func (c *Cache) condense(need int64) int64 {
 
 // wbScratch is writeRound's working set, pooled.
 type wbScratch struct {
-	enc []Encoded
+	enc []layout.Encoded
 	ver []uint64
 	// pre[i] is the kept image enc[i] came from, held (preImage.refs)
 	// until the write is over; other images are released then, on every
@@ -618,7 +619,7 @@ type wbScratch struct {
 	held    []bool
 	byDS    map[*Dataset][]int
 	order   []*Dataset
-	insOf   map[*Dataset][]Insertion
+	insOf   map[*Dataset][]layout.Insertion
 	byFile  map[*File][]vfd.Extent
 	files   []*File
 	fileErr map[*File]error
@@ -631,7 +632,7 @@ type wbScratch struct {
 var wbScratchPool = sync.Pool{New: func() any {
 	return &wbScratch{
 		byDS:    map[*Dataset][]int{},
-		insOf:   map[*Dataset][]Insertion{},
+		insOf:   map[*Dataset][]layout.Insertion{},
 		byFile:  map[*File][]vfd.Extent{},
 		fileErr: map[*File]error{},
 	}
@@ -640,7 +641,7 @@ var wbScratchPool = sync.Pool{New: func() any {
 // size readies s for n entries.
 func (s *wbScratch) size(n int) {
 	if cap(s.enc) < n {
-		s.enc, s.ver, s.pre, s.held = make([]Encoded, n), make([]uint64, n), make([]*preImage, n), make([]bool, n)
+		s.enc, s.ver, s.pre, s.held = make([]layout.Encoded, n), make([]uint64, n), make([]*preImage, n), make([]bool, n)
 	}
 	s.enc, s.ver, s.pre, s.held = s.enc[:n], s.ver[:n], s.pre[:n], s.held[:n]
 }

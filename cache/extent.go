@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -34,7 +35,7 @@ func acquireEvict(ctx context.Context, e *entry) (bool, error) {
 	}
 }
 
-func whollyOutside(coord Coord, cd, dims []uint64) bool {
+func whollyOutside(coord layout.Coord, cd, dims []uint64) bool {
 	for j := range coord {
 		if coord[j]*cd[j] >= dims[j] {
 			return true
@@ -191,7 +192,7 @@ func (d *Dataset) edges(oldDims, newDims []uint64, fn func([]Request) error) err
 			k := makeKey(d.serial, cur)
 			if !seen[k] {
 				seen[k] = true
-				batch = append(batch, Request{Dataset: d, Coord: append(Coord(nil), cur...)})
+				batch = append(batch, Request{Dataset: d, Coord: append(layout.Coord(nil), cur...)})
 				if len(batch) >= 4096 {
 					if err := flush(); err != nil {
 						return err
@@ -217,17 +218,17 @@ func (d *Dataset) edges(oldDims, newDims []uint64, fn func([]Request) error) err
 // DirectRead returns the chunk's stored image without decoding (SCC internal API
 // H5SC_direct_chunk_read); a dirty cached copy is flushed first.
 // Location.Size == 0 means the chunk is not stored.
-func (d *Dataset) DirectRead(ctx context.Context, coord Coord) ([]byte, Location, error) {
+func (d *Dataset) DirectRead(ctx context.Context, coord layout.Coord) ([]byte, layout.Location, error) {
 	c := d.c
 	if err := c.begin(); err != nil {
-		return nil, Location{}, err
+		return nil, layout.Location{}, err
 	}
 	defer c.end()
 	if !d.registered.Load() {
-		return nil, Location{}, ErrNotRegistered
+		return nil, layout.Location{}, ErrNotRegistered
 	}
 	if len(coord) != len(d.lay().dims) {
-		return nil, Location{}, fmt.Errorf("%w: coordinate rank", ErrInvalid)
+		return nil, layout.Location{}, fmt.Errorf("%w: coordinate rank", ErrInvalid)
 	}
 	key := makeKey(d.serial, coord)
 	for {
@@ -245,7 +246,7 @@ func (d *Dataset) DirectRead(ctx context.Context, coord Coord) ([]byte, Location
 			case <-ch:
 				continue
 			case <-ctx.Done():
-				return nil, Location{}, ctx.Err()
+				return nil, layout.Location{}, ctx.Err()
 			}
 		}
 		var err error
@@ -256,13 +257,13 @@ func (d *Dataset) DirectRead(ctx context.Context, coord Coord) ([]byte, Location
 		e.flushMu.Unlock()
 		c.unpin(e)
 		if err != nil {
-			return nil, Location{}, err
+			return nil, layout.Location{}, err
 		}
 		break
 	}
-	locs := make([]Location, 1)
-	if err := d.lay().l.Lookup(ctx, []Coord{coord}, locs); err != nil {
-		return nil, Location{}, err
+	locs := make([]layout.Location, 1)
+	if err := d.lay().l.Lookup(ctx, []layout.Coord{coord}, locs); err != nil {
+		return nil, layout.Location{}, err
 	}
 	loc := locs[0]
 	if !loc.Exists() {
@@ -283,7 +284,7 @@ func (d *Dataset) DirectRead(ctx context.Context, coord Coord) ([]byte, Location
 // DirectWrite stores a raw encoded image for the chunk (SCC internal API
 // H5SC_direct_chunk_write): any cached copy is dropped first, then the
 // image is inserted into the layout's index and written.
-func (d *Dataset) DirectWrite(ctx context.Context, coord Coord, enc Encoded) error {
+func (d *Dataset) DirectWrite(ctx context.Context, coord layout.Coord, enc layout.Encoded) error {
 	c := d.c
 	if err := c.begin(); err != nil {
 		return err
@@ -295,7 +296,7 @@ func (d *Dataset) DirectWrite(ctx context.Context, coord Coord, enc Encoded) err
 	if len(coord) != len(d.lay().dims) {
 		return fmt.Errorf("%w: coordinate rank", ErrInvalid)
 	}
-	coord = append(Coord(nil), coord...)
+	coord = append(layout.Coord(nil), coord...)
 	key := makeKey(d.serial, coord)
 	// Own the key with a placeholder so no load races with the write.
 	ph := &entry{key: key, coord: coord, ds: d}
@@ -315,12 +316,12 @@ func (d *Dataset) DirectWrite(ctx context.Context, coord Coord, enc Encoded) err
 	}
 	d.chunks.Add(1)
 	defer c.remove([]*entry{ph})
-	locs := make([]Location, 1)
+	locs := make([]layout.Location, 1)
 	l := d.lay().l
-	if err := l.Lookup(ctx, []Coord{coord}, locs); err != nil {
+	if err := l.Lookup(ctx, []layout.Coord{coord}, locs); err != nil {
 		return err
 	}
-	ins := []Insertion{{Coord: coord, Old: locs[0], Size: int64(len(enc.Image)), Mask: enc.Mask, Sum: enc.Sum}}
+	ins := []layout.Insertion{{Coord: coord, Old: locs[0], Size: int64(len(enc.Image)), Mask: enc.Mask, Sum: enc.Sum}}
 	if err := l.Insert(ctx, ins); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -22,7 +23,7 @@ type fakeLayout struct {
 	next  *atomic.Int64 // shared allocator of the file
 
 	mu    sync.Mutex
-	index map[string]Location
+	index map[string]layout.Location
 
 	lookups, decodes, encodes, inserts, trims atomic.Int64
 	newFill, newNoFill, scatterFills, evicts  atomic.Int64
@@ -30,7 +31,7 @@ type fakeLayout struct {
 	failDecode, failPublish                   atomic.Bool
 	failEncode                                atomic.Bool
 	publishes                                 atomic.Int64
-	encodeHook                                func(Coord) // called inside Encode (under the shared latch)
+	encodeHook                                func(layout.Coord) // called inside Encode (under the shared latch)
 }
 
 var errFake = errors.New("fake: injected")
@@ -38,7 +39,7 @@ var errFake = errors.New("fake: injected")
 const fakeMagic = 0x5343
 
 func newFakeLayout(alloc *atomic.Int64, cd ...uint64) *fakeLayout {
-	return &fakeLayout{cd: cd, next: alloc, index: map[string]Location{}}
+	return &fakeLayout{cd: cd, next: alloc, index: map[string]layout.Location{}}
 }
 
 func (l *fakeLayout) chunkBytes() int64 {
@@ -49,7 +50,7 @@ func (l *fakeLayout) chunkBytes() int64 {
 	return n
 }
 
-func ckey(c Coord) string { return fmt.Sprint([]uint64(c)) }
+func ckey(c layout.Coord) string { return fmt.Sprint([]uint64(c)) }
 
 type fakeChunk struct {
 	b     []byte
@@ -66,7 +67,7 @@ type fakePiece struct {
 
 func (l *fakeLayout) ChunkDims() []uint64 { return l.cd }
 
-func (l *fakeLayout) Lookup(_ context.Context, coords []Coord, locs []Location) error {
+func (l *fakeLayout) Lookup(_ context.Context, coords []layout.Coord, locs []layout.Location) error {
 	l.lookups.Add(1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -78,7 +79,7 @@ func (l *fakeLayout) Lookup(_ context.Context, coords []Coord, locs []Location) 
 	return nil
 }
 
-func (l *fakeLayout) NewChunk(_ Coord, fill bool) (Chunk, error) {
+func (l *fakeLayout) NewChunk(_ layout.Coord, fill bool) (layout.Chunk, error) {
 	b := make([]byte, l.chunkBytes())
 	if fill {
 		l.newFill.Add(1)
@@ -96,7 +97,7 @@ func (l *fakeLayout) NewChunk(_ Coord, fill bool) (Chunk, error) {
 
 var errCorrupt = errors.New("fake: corrupt chunk")
 
-func (l *fakeLayout) Decode(_ Coord, _ Location, img []byte) (Chunk, error) {
+func (l *fakeLayout) Decode(_ layout.Coord, _ layout.Location, img []byte) (layout.Chunk, error) {
 	l.decodes.Add(1)
 	if l.failDecode.Load() {
 		return nil, errFake
@@ -111,35 +112,35 @@ func (l *fakeLayout) Decode(_ Coord, _ Location, img []byte) (Chunk, error) {
 	return &fakeChunk{b: append([]byte(nil), p...), slack: l.slack}, nil
 }
 
-func (l *fakeLayout) Encode(c Coord, ch Chunk) (Encoded, error) {
+func (l *fakeLayout) Encode(c layout.Coord, ch layout.Chunk) (layout.Encoded, error) {
 	l.encodes.Add(1)
 	if l.encodeHook != nil {
 		l.encodeHook(c)
 	}
 	if l.failEncode.Load() {
-		return Encoded{}, errFake
+		return layout.Encoded{}, errFake
 	}
 	b := ch.(*fakeChunk).b
 	img := make([]byte, 6+len(b))
 	binary.LittleEndian.PutUint16(img, fakeMagic)
 	binary.LittleEndian.PutUint32(img[2:], crc32.ChecksumIEEE(b))
 	copy(img[6:], b)
-	return Encoded{Image: img}, nil
+	return layout.Encoded{Image: img}, nil
 }
 
-func (l *fakeLayout) Insert(_ context.Context, ins []Insertion) error {
+func (l *fakeLayout) Insert(_ context.Context, ins []layout.Insertion) error {
 	l.inserts.Add(1)
 	if l.failInsert.Load() {
 		return errFake
 	}
 	for i := range ins {
 		addr := l.next.Add(ins[i].Size) - ins[i].Size
-		ins[i].New = Location{Addr: addr, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: l.chunkBytes()}
+		ins[i].New = layout.Location{Addr: addr, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: l.chunkBytes()}
 	}
 	return nil
 }
 
-func (l *fakeLayout) Publish(_ context.Context, ins []Insertion, writeErr error) error {
+func (l *fakeLayout) Publish(_ context.Context, ins []layout.Insertion, writeErr error) error {
 	l.publishes.Add(1)
 	if writeErr != nil {
 		return nil
@@ -155,13 +156,13 @@ func (l *fakeLayout) Publish(_ context.Context, ins []Insertion, writeErr error)
 	return nil
 }
 
-func (l *fakeLayout) Scatter(ch Chunk, p Piece) error {
+func (l *fakeLayout) Scatter(ch layout.Chunk, p layout.Piece) error {
 	fp := p.(*fakePiece)
 	copy(fp.buf, ch.(*fakeChunk).b[fp.off:fp.off+fp.n])
 	return nil
 }
 
-func (l *fakeLayout) ScatterFill(p Piece) error {
+func (l *fakeLayout) ScatterFill(p layout.Piece) error {
 	l.scatterFills.Add(1)
 	fp := p.(*fakePiece)
 	for i := 0; i < fp.n; i++ {
@@ -170,14 +171,14 @@ func (l *fakeLayout) ScatterFill(p Piece) error {
 	return nil
 }
 
-func (l *fakeLayout) Gather(ch Chunk, p Piece) error {
+func (l *fakeLayout) Gather(ch layout.Chunk, p layout.Piece) error {
 	fp := p.(*fakePiece)
 	copy(ch.(*fakeChunk).b[fp.off:fp.off+fp.n], fp.buf)
 	return nil
 }
 
 // outside reports whether element i of chunk c lies outside dims.
-func (l *fakeLayout) outside(c Coord, i int, dims []uint64) bool {
+func (l *fakeLayout) outside(c layout.Coord, i int, dims []uint64) bool {
 	r := len(l.cd)
 	for j := r - 1; j >= 0; j-- {
 		local := uint64(i) % l.cd[j]
@@ -189,7 +190,7 @@ func (l *fakeLayout) outside(c Coord, i int, dims []uint64) bool {
 	return false
 }
 
-func (l *fakeLayout) Trim(c Coord, ch Chunk, dims []uint64) (bool, error) {
+func (l *fakeLayout) Trim(c layout.Coord, ch layout.Chunk, dims []uint64) (bool, error) {
 	l.trims.Add(1)
 	b := ch.(*fakeChunk).b
 	changed := false
@@ -202,7 +203,7 @@ func (l *fakeLayout) Trim(c Coord, ch Chunk, dims []uint64) (bool, error) {
 	return changed, nil
 }
 
-func (l *fakeLayout) Evict(Coord, Chunk) { l.evicts.Add(1) }
+func (l *fakeLayout) Evict(layout.Coord, layout.Chunk) { l.evicts.Add(1) }
 
 // prune deletes stored chunks wholly outside dims: the engine's half of a
 // shrink (see Dataset.SetExtent).
@@ -217,8 +218,8 @@ func (l *fakeLayout) prune(dims []uint64) {
 	}
 }
 
-func parseKey(k string) Coord {
-	var c Coord
+func parseKey(k string) layout.Coord {
+	var c layout.Coord
 	var v uint64
 	n := 0
 	for i := 1; i < len(k); i++ {
@@ -236,7 +237,7 @@ func parseKey(k string) Coord {
 	return c
 }
 
-func (l *fakeLayout) stored(c Coord) (Location, bool) {
+func (l *fakeLayout) stored(c layout.Coord) (layout.Location, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	loc, ok := l.index[ckey(c)]
@@ -283,7 +284,7 @@ func (d *testDriver) Sync() error {
 // condLayout is a fakeLayout whose chunks can give back their slack.
 type condLayout struct{ *fakeLayout }
 
-func (condLayout) Condense(_ Coord, ch Chunk) Chunk {
+func (condLayout) Condense(_ layout.Coord, ch layout.Chunk) layout.Chunk {
 	fc := ch.(*fakeChunk)
 	return &fakeChunk{b: fc.b}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // TestLightReadersAgainstWriter: reads of one resident chunk run as light
@@ -65,7 +67,7 @@ func residentEntry(t *testing.T) (*env, *Dataset, *fakeLayout, *entry) {
 	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
 	d, l := e.dataset(1, -1, 16)
 	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
-	en, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+	en, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{0}))
 	if !ok {
 		t.Fatal("chunk not resident")
 	}
@@ -226,7 +228,7 @@ type blockingLayout struct {
 	in, out chan struct{}
 }
 
-func (l *blockingLayout) Scatter(ch Chunk, p Piece) error {
+func (l *blockingLayout) Scatter(ch layout.Chunk, p layout.Piece) error {
 	if l.in != nil {
 		l.in <- struct{}{}
 		<-l.out

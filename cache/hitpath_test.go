@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"unsafe"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // TestHitPathAllocs: hits spread over many resident chunks, enough that
@@ -78,8 +80,8 @@ func TestSkipRecordWindow(t *testing.T) {
 		if w := e.c.access.clock.window.Load(); w != n/recentWindowDiv {
 			t.Fatalf("%v: window %d, want %d", pk, w, n/recentWindowDiv)
 		}
-		newest, _ := e.c.chunks.Load(makeKey(d.serial, Coord{n - 1}))
-		oldest, _ := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+		newest, _ := e.c.chunks.Load(makeKey(d.serial, layout.Coord{n - 1}))
+		oldest, _ := e.c.chunks.Load(makeKey(d.serial, layout.Coord{0}))
 		if newest == nil || oldest == nil || recordPending(e.c, newest) || recordPending(e.c, oldest) {
 			t.Fatalf("%v: entries missing or still queued", pk)
 		}

@@ -3,6 +3,7 @@ package cache
 import (
 	"cmp"
 	"context"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/internal/bufpool"
 	"slices"
 	"sync"
@@ -345,7 +346,7 @@ func (m *imageEntries) evict(need int64) int64 {
 type HotChunk struct {
 	// Rank is the chunk's place in the replacement order, 0 the hottest.
 	Rank uint32
-	Loc  Location
+	Loc  layout.Location
 	// Image is the encoded chunk, valid only during the callback.
 	Image []byte
 }
@@ -400,7 +401,7 @@ func (f *File) HotChunks(ctx context.Context, fn func(HotChunk) bool) error {
 
 type hotEncoded struct {
 	HotChunk
-	enc Encoded
+	enc layout.Encoded
 }
 
 // encodeClean encodes a pinned entry if it is clean, stored, and encodes

@@ -5,6 +5,8 @@ package cache
 import (
 	"strings"
 	"testing"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // TestInvariantAssertions: with the invariants tag, impossible transitions
@@ -13,7 +15,7 @@ func TestInvariantAssertions(t *testing.T) {
 	e := newEnv(t, Config{QuiescentBytes: 1 << 20})
 	d, l := e.dataset(1, -1, 16)
 	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0)}))
-	ent, ok := e.c.chunks.Load(makeKey(d.serial, Coord{0}))
+	ent, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{0}))
 	if !ok {
 		t.Fatal("chunk not cached")
 	}

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/internal/bufpool"
 	"runtime"
 	"slices"
@@ -17,12 +18,12 @@ import (
 // the dataset's).
 type Request struct {
 	Dataset *Dataset
-	Coord   Coord
+	Coord   layout.Coord
 	// Full reports that Piece selects every element of the chunk: a full
 	// write never loads the chunk, and a partial access gives the chunk a
 	// second chance in eviction (SCC design §4.2).
 	Full  bool
-	Piece Piece
+	Piece layout.Piece
 }
 
 type opKind uint8
@@ -558,14 +559,14 @@ func (c *Cache) modifiedLocked(e *entry) {
 type group struct {
 	key    chunkKey
 	d      *Dataset
-	coord  Coord
+	coord  layout.Coord
 	reqs   []int
 	oneReq [1]int // backs reqs for the common one-request group
 	full   bool   // every request is Full
 	// slabbed: coord is part of one request's slab (missing), which
 	// entries must not keep.
 	slabbed bool
-	loc     Location
+	loc     layout.Location
 	epoch   uint64 // d.relocs when loc was looked up
 	e       *entry
 }
@@ -586,7 +587,7 @@ func materialize(g *group, image []byte, load bool, sum *directRead) (err error)
 			err = fmt.Errorf("%w: %v", ErrPanic, r)
 		}
 	}()
-	var ch Chunk
+	var ch layout.Chunk
 	if load {
 		if ch, err = decodeChunk(g, image, sum); err != nil {
 			return err
@@ -600,9 +601,9 @@ func materialize(g *group, image []byte, load bool, sum *directRead) (err error)
 
 // decodeChunk decodes g's stored image (sum as for materialize). The
 // layout owns image afterwards.
-func decodeChunk(g *group, image []byte, sum *directRead) (ch Chunk, err error) {
+func decodeChunk(g *group, image []byte, sum *directRead) (ch layout.Chunk, err error) {
 	if sum != nil && sum.summed {
-		ch, err = sum.summer.(SummedDecoder).DecodeSummed(g.coord, g.loc, image, sum.sum)
+		ch, err = sum.summer.(layout.SummedDecoder).DecodeSummed(g.coord, g.loc, image, sum.sum)
 	} else {
 		ch, err = g.d.lay().l.Decode(g.coord, g.loc, image)
 	}
@@ -659,8 +660,8 @@ func sameDataset(gs []*group) bool {
 
 // lookupDS is one Layout.Lookup for groups of dataset d.
 func lookupDS(ctx context.Context, d *Dataset, list []*group) error {
-	coords := make([]Coord, len(list))
-	locs := make([]Location, len(list))
+	coords := make([]layout.Coord, len(list))
+	locs := make([]layout.Location, len(list))
 	for i, g := range list {
 		coords[i] = g.coord
 	}
@@ -737,7 +738,7 @@ func groupMissing(gs []*group, reqs []Request, keys []chunkKey, idx []int) []*gr
 		if g == nil {
 			r := &reqs[i]
 			if slab == nil {
-				g = &group{key: keys[i], d: r.Dataset, coord: append(Coord(nil), r.Coord...), full: true}
+				g = &group{key: keys[i], d: r.Dataset, coord: append(layout.Coord(nil), r.Coord...), full: true}
 			} else {
 				at := len(coords)
 				coords = append(coords, r.Coord...)

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math/bits"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // Key is a 128-bit chunk key (SCC design §2.1 H5SC_chunk_key_t).
@@ -94,7 +96,7 @@ func mix(a, b uint64) uint64 {
 // serial. Ranks 1 and 2 (two and three streams) take branch-free bit
 // spreading; the others the generic interleave, whose scratch array keeps
 // the common ranks allocation-free.
-func makeKey(serial uint64, coord Coord) chunkKey {
+func makeKey(serial uint64, coord layout.Coord) chunkKey {
 	rank := len(coord)
 	if k, ok := shortKey(serial, coord); ok {
 		return chunkKey{k: k, rank: uint8(rank)}
@@ -111,7 +113,7 @@ func makeKey(serial uint64, coord Coord) chunkKey {
 // false when the chunk needs the long form. The hit path looks short keys
 // up with it directly (chunkTable.lookupIn): a Key travels in two registers,
 // where a chunkKey (40 bytes, with its string) went through the stack.
-func shortKey(serial uint64, coord Coord) (Key, bool) {
+func shortKey(serial uint64, coord layout.Coord) (Key, bool) {
 	rank := len(coord)
 	switch rank {
 	case 1:
@@ -175,7 +177,7 @@ func newSerialKeys(serial uint64) serialKeys {
 
 // shortKeyIn is shortKey(serial, coord) for the dataset whose serialKeys
 // is sk (the hit path).
-func (sk *serialKeys) shortKeyIn(serial uint64, coord Coord) (Key, bool) {
+func (sk *serialKeys) shortKeyIn(serial uint64, coord layout.Coord) (Key, bool) {
 	switch len(coord) {
 	case 1:
 		c := coord[0]

@@ -3,6 +3,8 @@ package cache
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 func TestInterleaveSeedExample(t *testing.T) {
@@ -25,7 +27,7 @@ func TestInterleaveSeedExample(t *testing.T) {
 
 func TestKeysAreExact(t *testing.T) {
 	seen := map[chunkKey][2]any{}
-	add := func(serial uint64, c Coord) {
+	add := func(serial uint64, c layout.Coord) {
 		k := makeKey(serial, c)
 		id := [2]any{serial, ckey(c)}
 		if prev, ok := seen[k]; ok && prev != id {
@@ -36,7 +38,7 @@ func TestKeysAreExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 20000; i++ {
 		rank := 1 + r.IntN(8)
-		c := make(Coord, rank)
+		c := make(layout.Coord, rank)
 		for j := range c {
 			switch r.IntN(3) {
 			case 0:
@@ -50,19 +52,19 @@ func TestKeysAreExact(t *testing.T) {
 		add(uint64(1+r.IntN(5)), c)
 	}
 	// Same bits, different rank: must differ.
-	add(1, Coord{2})
-	add(1, Coord{2, 0})
-	add(1, Coord{0, 2})
+	add(1, layout.Coord{2})
+	add(1, layout.Coord{2, 0})
+	add(1, layout.Coord{0, 2})
 	// Huge rank always falls back.
-	big := make(Coord, 200)
+	big := make(layout.Coord, 200)
 	big[199] = 1
 	add(3, big)
-	big2 := make(Coord, 200)
+	big2 := make(layout.Coord, 200)
 	add(3, big2)
-	if k := makeKey(1, Coord{1 << 63, 0}); k.rank&longKey == 0 {
+	if k := makeKey(1, layout.Coord{1 << 63, 0}); k.rank&longKey == 0 {
 		t.Fatal("a 64-bit coordinate cannot be exact in 40 bits: expected fallback")
 	}
-	if k := makeKey(1, Coord{3, 4}); k.rank&longKey != 0 || k.long != "" {
+	if k := makeKey(1, layout.Coord{3, 4}); k.rank&longKey != 0 || k.long != "" {
 		t.Fatal("small key used the fallback")
 	}
 }
@@ -71,13 +73,13 @@ func FuzzKeyExact(f *testing.F) {
 	f.Add(uint64(1), uint64(2), uint64(3), uint64(1), uint64(2), uint64(4))
 	f.Add(uint64(1), uint64(1<<50), uint64(0), uint64(1), uint64(0), uint64(1<<50))
 	f.Fuzz(func(t *testing.T, s1, a1, b1, s2, a2, b2 uint64) {
-		k1, k2 := makeKey(s1, Coord{a1, b1}), makeKey(s2, Coord{a2, b2})
+		k1, k2 := makeKey(s1, layout.Coord{a1, b1}), makeKey(s2, layout.Coord{a2, b2})
 		same := s1 == s2 && a1 == a2 && b1 == b2
 		if (k1 == k2) != same {
 			t.Fatalf("(%d,%d,%d) vs (%d,%d,%d): keys equal=%v", s1, a1, b1, s2, a2, b2, k1 == k2)
 		}
 		sk := newSerialKeys(s1)
-		for _, c := range []Coord{{a1}, {a1, b1}} {
+		for _, c := range []layout.Coord{{a1}, {a1, b1}} {
 			k, ok := sk.shortKeyIn(s1, c)
 			if wk, wok := shortKey(s1, c); ok != wok || k != wk {
 				t.Fatalf("serial %d coord %v: shortKeyIn %x %v, shortKey %x %v", s1, c, k, ok, wk, wok)
@@ -125,15 +127,15 @@ func TestSpreadMatchesInterleave(t *testing.T) {
 // table's form.
 func TestKeyRankByte(t *testing.T) {
 	for rank := 0; rank < 10; rank++ {
-		k := makeKey(5, make(Coord, rank))
+		k := makeKey(5, make(layout.Coord, rank))
 		if k.long != "" || k.k.Hi>>56 != uint64(rank) || k.rank != uint8(rank) {
 			t.Fatalf("rank %d: key %+v", rank, k)
 		}
 	}
-	if k := makeKey(1<<60, Coord{0}); k.long == "" {
+	if k := makeKey(1<<60, layout.Coord{0}); k.long == "" {
 		t.Fatal("a serial of 61 bits cannot be exact in 60: expected fallback")
 	}
-	if k := makeKey(1<<60-1, Coord{1<<60 - 1}); k.long != "" {
+	if k := makeKey(1<<60-1, layout.Coord{1<<60 - 1}); k.long != "" {
 		t.Fatal("rank 1 keys of 60 bits are exact")
 	}
 }
@@ -142,8 +144,8 @@ func TestKeyRankByte(t *testing.T) {
 // LoadOrStore, CompareAndDelete, Range and Len see both.
 func TestChunkTableSplit(t *testing.T) {
 	tab := newChunkTable()
-	short := &entry{key: makeKey(1, Coord{2, 3})}
-	long := &entry{key: makeKey(1, Coord{1 << 63, 3})}
+	short := &entry{key: makeKey(1, layout.Coord{2, 3})}
+	long := &entry{key: makeKey(1, layout.Coord{1 << 63, 3})}
 	if short.key.long != "" || long.key.long == "" {
 		t.Fatal("test keys are not one of each form")
 	}
@@ -184,8 +186,8 @@ func TestChunkTableSplit(t *testing.T) {
 // in the long form; chunkTable.lookupIn finds entries stored under either.
 func TestShortKeyMatchesMakeKey(t *testing.T) {
 	big := uint64(1) << 62
-	coords := []Coord{{}, {0}, {7}, {1<<60 - 1}, {1 << 60}, {3, 4}, {1<<40 - 1, 2}, {1 << 40, 0},
-		{1, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {big, 1, 2}, make(Coord, 130)}
+	coords := []layout.Coord{{}, {0}, {7}, {1<<60 - 1}, {1 << 60}, {3, 4}, {1<<40 - 1, 2}, {1 << 40, 0},
+		{1, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {big, 1, 2}, make(layout.Coord, 130)}
 	tab := newChunkTable()
 	for i, c := range coords {
 		for _, serial := range []uint64{1, 1<<20 + 3} {
@@ -208,7 +210,7 @@ func TestShortKeyMatchesMakeKey(t *testing.T) {
 // coordinates just under and at 2^32, 2^40 and 2^60) and at random.
 func TestShortKeyIn(t *testing.T) {
 	edges := []uint64{0, 1, 5, 1<<32 - 1, 1 << 32, 1<<40 - 1, 1 << 40, 1<<60 - 1, 1 << 60, 1<<64 - 1}
-	check := func(serial uint64, c Coord) {
+	check := func(serial uint64, c layout.Coord) {
 		t.Helper()
 		sk := newSerialKeys(serial)
 		wk, wok := shortKey(serial, c)
@@ -218,18 +220,18 @@ func TestShortKeyIn(t *testing.T) {
 	}
 	for _, s := range edges {
 		for _, a := range edges {
-			check(s, Coord{a})
+			check(s, layout.Coord{a})
 			for _, b := range edges {
-				check(s, Coord{a, b})
+				check(s, layout.Coord{a, b})
 			}
-			check(s, Coord{a, 3, 4})
+			check(s, layout.Coord{a, 3, 4})
 		}
-		check(s, Coord{})
+		check(s, layout.Coord{})
 	}
 	r := rand.New(rand.NewPCG(8, 9))
 	for i := 0; i < 100000; i++ {
 		w := func() uint64 { return r.Uint64() >> r.IntN(64) }
-		check(w(), Coord{w()})
-		check(w(), Coord{w(), w()})
+		check(w(), layout.Coord{w()})
+		check(w(), layout.Coord{w(), w()})
 	}
 }

@@ -3,6 +3,8 @@ package cache
 import (
 	"fmt"
 	"testing"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // BenchmarkMissOverhead measures the cache's own cost per missing chunk at
@@ -30,11 +32,11 @@ func BenchmarkMissOverhead(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				switch kind {
 				case "fill":
-					req[0].Coord = Coord{uint64(n + i)}
+					req[0].Coord = layout.Coord{uint64(n + i)}
 				case "load":
-					req[0].Coord = Coord{uint64(i * 7 % n)}
+					req[0].Coord = layout.Coord{uint64(i * 7 % n)}
 				default:
-					req[0].Coord = Coord{uint64(n - 1)}
+					req[0].Coord = layout.Coord{uint64(n - 1)}
 				}
 				if err := e.c.Read(bg, req); err != nil {
 					b.Fatal(fmt.Errorf("read %d: %w", i, err))

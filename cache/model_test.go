@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 func stressScale() int {
@@ -213,9 +215,9 @@ func modelConcurrent(t *testing.T, pk PolicyKind, faults bool, opsPer int, tweak
 					c := mine[r.IntN(len(mine))]
 					x := dss[c.ds]
 					var img []byte
-					var loc Location
+					var loc layout.Location
 					if err := retry(func() (err error) {
-						img, loc, err = x.d.DirectRead(bg, Coord{uint64(c.i), uint64(c.j)})
+						img, loc, err = x.d.DirectRead(bg, layout.Coord{uint64(c.i), uint64(c.j)})
 						return err
 					}); err != nil {
 						t.Error(err)
@@ -405,7 +407,7 @@ func extentWorker(t *testing.T, e *env, seed uint64, ids []uint64, ops int) {
 				return
 			}
 			for key, b := range s.m {
-				c := Coord{key[0], key[1]}
+				c := layout.Coord{key[0], key[1]}
 				if whollyOutside(c, s.l.cd, nd) {
 					delete(s.m, key)
 					continue
@@ -441,7 +443,7 @@ func extentWorker(t *testing.T, e *env, seed uint64, ids []uint64, ops int) {
 			}
 			b := pattern(chunk, byte(op*3))
 			enc, _ := s.l.Encode(nil, &fakeChunk{b: b})
-			if !check(s.d.DirectWrite(bg, Coord{i, j}, enc)) {
+			if !check(s.d.DirectWrite(bg, layout.Coord{i, j}, enc)) {
 				return
 			}
 			s.m[[2]uint64{i, j}] = b

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // meetLayout is a fakeLayout whose Scatter and Gather wait until want of
@@ -51,14 +53,14 @@ func (l *meetLayout) meet() error {
 	}
 }
 
-func (l *meetLayout) Scatter(ch Chunk, p Piece) error {
+func (l *meetLayout) Scatter(ch layout.Chunk, p layout.Piece) error {
 	if err := l.meet(); err != nil {
 		return err
 	}
 	return l.fakeLayout.Scatter(ch, p)
 }
 
-func (l *meetLayout) Gather(ch Chunk, p Piece) error {
+func (l *meetLayout) Gather(ch layout.Chunk, p layout.Piece) error {
 	if err := l.meet(); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/internal/bufpool"
 	"slices"
 	"sync"
@@ -51,7 +52,7 @@ type prefetchState struct {
 // prefetchJob asks for the chunks after from along dim.
 type prefetchJob struct {
 	d    *Dataset
-	from Coord
+	from layout.Coord
 	dim  int
 }
 
@@ -59,7 +60,7 @@ type prefetchJob struct {
 // touched only on misses and on the first use of a prefetched chunk.
 type seqState struct {
 	sync.Mutex
-	last Coord
+	last layout.Coord
 	dim  int // dimension of the current stream
 	run  int // consecutive steps along dim
 	// grid holds, per dimension, the chunks along it as learned from a
@@ -72,7 +73,7 @@ type seqState struct {
 // along dim that ran off the end of a row: some dimension k < dim steps
 // by one, the dimensions after k up to dim start again at 0, the others
 // stay. It returns k.
-func wrapStep(a, b Coord, dim int) (int, bool) {
+func wrapStep(a, b layout.Coord, dim int) (int, bool) {
 	if len(a) != len(b) || dim < 0 || dim >= len(a) {
 		return -1, false
 	}
@@ -98,7 +99,7 @@ func wrapStep(a, b Coord, dim int) (int, bool) {
 // dim, and past the end of a row (a dimension whose chunks grid knows)
 // on to the start of the next one. It reports false past the last chunk
 // grid knows of.
-func nextInStream(x Coord, dim int, grid []uint64) bool {
+func nextInStream(x layout.Coord, dim int, grid []uint64) bool {
 	for j := dim; j >= 0; j-- {
 		x[j]++
 		if x[j] == 0 {
@@ -113,7 +114,7 @@ func nextInStream(x Coord, dim int, grid []uint64) bool {
 }
 
 // stepDim returns the dimension along which b is the chunk after a, or -1.
-func stepDim(a, b Coord) int {
+func stepDim(a, b layout.Coord) int {
 	if len(a) != len(b) {
 		return -1
 	}
@@ -131,7 +132,7 @@ func stepDim(a, b Coord) int {
 }
 
 // noteReadMiss feeds a read miss of coord to d's detector.
-func (c *Cache) noteReadMiss(d *Dataset, coord Coord) {
+func (c *Cache) noteReadMiss(d *Dataset, coord layout.Coord) {
 	if c.background.prefetch.max <= 0 {
 		return
 	}
@@ -181,7 +182,7 @@ func (c *Cache) prefetchUsed(e *entry) {
 }
 
 // queue hands a job to the prefetcher without ever blocking.
-func (p *prefetchState) queue(d *Dataset, from Coord, dim int) {
+func (p *prefetchState) queue(d *Dataset, from layout.Coord, dim int) {
 	if d.noPrefetch.Load() {
 		return
 	}
@@ -189,7 +190,7 @@ func (p *prefetchState) queue(d *Dataset, from Coord, dim int) {
 		return
 	}
 	select {
-	case p.jobs <- prefetchJob{d: d, from: append(Coord(nil), from...), dim: dim}:
+	case p.jobs <- prefetchJob{d: d, from: append(layout.Coord(nil), from...), dim: dim}:
 	default:
 	}
 }
@@ -269,7 +270,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		return nil
 	}
 	epoch := d.relocs.Load()
-	locs := make([]Location, len(coords))
+	locs := make([]layout.Location, len(coords))
 	n, err := lookupPrefix(ctx, box.l, coords, locs)
 	if err != nil {
 		return err
@@ -303,11 +304,11 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 // prefetchCoords returns the next Config.PrefetchChunks chunks after
 // j.from in the stream along j.dim (nextInStream: across rows whose
 // length a reader has shown) that are not cached.
-func (c *Cache) prefetchCoords(j prefetchJob) []Coord {
+func (c *Cache) prefetchCoords(j prefetchJob) []layout.Coord {
 	j.d.seq.Lock()
 	grid := slices.Clone(j.d.seq.grid)
 	j.d.seq.Unlock()
-	var coords []Coord
+	var coords []layout.Coord
 	x := slices.Clone(j.from)
 	for k := 1; k <= c.cfg.PrefetchChunks; k++ {
 		if !nextInStream(x, j.dim, grid) {
@@ -325,7 +326,7 @@ func (c *Cache) prefetchCoords(j prefetchJob) []Coord {
 // all, or, when the lookup of all fails (a chunk past the dataset's
 // extent, which the cache does not know: the stream ran off its end),
 // those before the first that fails alone.
-func lookupPrefix(ctx context.Context, l Layout, coords []Coord, locs []Location) (int, error) {
+func lookupPrefix(ctx context.Context, l layout.Layout, coords []layout.Coord, locs []layout.Location) (int, error) {
 	err := l.Lookup(ctx, coords, locs)
 	if err == nil {
 		return len(coords), nil
@@ -345,7 +346,7 @@ func lookupPrefix(ctx context.Context, l Layout, coords []Coord, locs []Location
 // of coords that is stored, loadable without bypass, and fits the
 // prefetch budget's room, in order until one does not fit. It returns the
 // entries (counted in d) and the sum of their size hints.
-func (c *Cache) claimPrefetch(d *Dataset, coords []Coord, locs []Location) (es []*entry, total int64) {
+func (c *Cache) claimPrefetch(d *Dataset, coords []layout.Coord, locs []layout.Location) (es []*entry, total int64) {
 	room := c.background.prefetch.max - c.background.prefetch.bytes.Load()
 	for i, x := range coords {
 		loc := locs[i]

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // gridLayout is a fakeLayout whose Lookup fails for a chunk past the
@@ -15,7 +17,7 @@ type gridLayout struct {
 	grid []uint64
 }
 
-func (l *gridLayout) Lookup(ctx context.Context, coords []Coord, locs []Location) error {
+func (l *gridLayout) Lookup(ctx context.Context, coords []layout.Coord, locs []layout.Location) error {
 	for _, c := range coords {
 		for j := range c {
 			if c[j] >= l.grid[j] {
@@ -46,11 +48,11 @@ func TestPrefetchScanInCOrder(t *testing.T) {
 	fl := newFakeLayout(&e.alloc, cd...)
 	d, err := e.f.RegisterDataset(1, &gridLayout{fl, grid}, DatasetOptions{})
 	must(t, err)
-	var coords []Coord
+	var coords []layout.Coord
 	for i := uint64(0); i < grid[0]; i++ {
 		for j := uint64(0); j < grid[1]; j++ {
 			for k := uint64(0); k < grid[2]; k++ {
-				coords = append(coords, Coord{i, j, k})
+				coords = append(coords, layout.Coord{i, j, k})
 			}
 		}
 	}
@@ -91,37 +93,37 @@ func TestPrefetchScanInCOrder(t *testing.T) {
 
 func TestWrapStepAndNextInStream(t *testing.T) {
 	for _, tc := range []struct {
-		a, b Coord
+		a, b layout.Coord
 		dim  int
 		k    int
 		ok   bool
 	}{
-		{Coord{0, 0, 3}, Coord{0, 1, 0}, 2, 1, true},
-		{Coord{0, 2, 3}, Coord{1, 0, 0}, 2, 0, true},
-		{Coord{0, 2, 3}, Coord{1, 0, 1}, 2, -1, false},
-		{Coord{0, 0, 3}, Coord{0, 0, 4}, 2, -1, false}, // a plain step
-		{Coord{0, 0, 3}, Coord{0, 2, 0}, 2, -1, false},
-		{Coord{2, 5, 7}, Coord{3, 0, 7}, 1, 0, true}, // a stream along dim 1, dim 2 fixed
-		{Coord{2, 5, 7}, Coord{3, 0, 0}, 1, -1, false},
-		{nil, Coord{0, 1}, 1, -1, false},
+		{layout.Coord{0, 0, 3}, layout.Coord{0, 1, 0}, 2, 1, true},
+		{layout.Coord{0, 2, 3}, layout.Coord{1, 0, 0}, 2, 0, true},
+		{layout.Coord{0, 2, 3}, layout.Coord{1, 0, 1}, 2, -1, false},
+		{layout.Coord{0, 0, 3}, layout.Coord{0, 0, 4}, 2, -1, false}, // a plain step
+		{layout.Coord{0, 0, 3}, layout.Coord{0, 2, 0}, 2, -1, false},
+		{layout.Coord{2, 5, 7}, layout.Coord{3, 0, 7}, 1, 0, true}, // a stream along dim 1, dim 2 fixed
+		{layout.Coord{2, 5, 7}, layout.Coord{3, 0, 0}, 1, -1, false},
+		{nil, layout.Coord{0, 1}, 1, -1, false},
 	} {
 		if k, ok := wrapStep(tc.a, tc.b, tc.dim); k != tc.k || ok != tc.ok {
 			t.Errorf("wrapStep(%v, %v, %d) = %d, %v; want %d, %v", tc.a, tc.b, tc.dim, k, ok, tc.k, tc.ok)
 		}
 	}
-	x := Coord{0, 2, 3}
+	x := layout.Coord{0, 2, 3}
 	grid := []uint64{0, 3, 4}
-	want := []Coord{{1, 0, 0}, {1, 0, 1}}
+	want := []layout.Coord{{1, 0, 0}, {1, 0, 1}}
 	for _, w := range want {
 		if !nextInStream(x, 2, grid) || ckey(x) != ckey(w) {
 			t.Fatalf("next: %v, want %v", x, w)
 		}
 	}
-	x = Coord{0, 0, 5}
+	x = layout.Coord{0, 0, 5}
 	if !nextInStream(x, 2, nil) || ckey(x) != "[0 0 6]" {
 		t.Fatalf("next without a grid: %v", x)
 	}
-	x = Coord{2, 2, 3}
+	x = layout.Coord{2, 2, 3}
 	if nextInStream(x, 2, []uint64{3, 3, 4}) {
 		t.Fatalf("next past the last chunk: %v", x)
 	}
@@ -139,7 +141,7 @@ func TestPrefetchScanStaysUnderQuiescent(t *testing.T) {
 	for i := 0; i < n; i++ {
 		if i >= 2 {
 			waitFor(t, fmt.Sprintf("chunk %d prefetched", i), func() bool {
-				_, ok := c.chunks.Load(makeKey(d.serial, Coord{uint64(i)}))
+				_, ok := c.chunks.Load(makeKey(d.serial, layout.Coord{uint64(i)}))
 				return ok
 			})
 		}

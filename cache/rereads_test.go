@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // storedChunks writes n whole chunks of d (patterns seeded by their
@@ -77,11 +79,11 @@ func TestFullCacheAdmitsRereads(t *testing.T) {
 	if d := st.Sub(before); d.Evictions != 0 || d.Loads != 1 || d.Bypasses != 1 {
 		t.Fatalf("a chunk read once into a full cache: %d evictions, %d loads, %d bypasses", d.Evictions, d.Loads, d.Bypasses)
 	}
-	if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{2})); ok {
+	if _, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{2})); ok {
 		t.Fatal("a chunk read once into a full cache was kept")
 	}
 	readPart(t, e, d, want[2], 2)
-	if _, ok := e.c.chunks.Load(makeKey(d.serial, Coord{2})); !ok {
+	if _, ok := e.c.chunks.Load(makeKey(d.serial, layout.Coord{2})); !ok {
 		t.Fatal("a chunk read again into a full cache was not kept")
 	}
 	if d := e.c.Stats().Sub(st); d.Loads != 1 || d.Bypasses != 0 {
@@ -141,7 +143,7 @@ type liveLayout struct {
 	during     func() // called inside every Decode
 }
 
-func (l *liveLayout) Decode(c Coord, loc Location, img []byte) (Chunk, error) {
+func (l *liveLayout) Decode(c layout.Coord, loc layout.Location, img []byte) (layout.Chunk, error) {
 	n := l.live.Add(1)
 	for p := l.peak.Load(); n > p && !l.peak.CompareAndSwap(p, n); p = l.peak.Load() {
 	}
@@ -155,7 +157,7 @@ func (l *liveLayout) Decode(c Coord, loc Location, img []byte) (Chunk, error) {
 	return ch, err
 }
 
-func (l *liveLayout) Evict(c Coord, ch Chunk) {
+func (l *liveLayout) Evict(c layout.Coord, ch layout.Chunk) {
 	l.live.Add(-1)
 	l.fakeLayout.Evict(c, ch)
 }

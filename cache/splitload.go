@@ -1,6 +1,9 @@
 package cache
 
-import "github.com/scc-dev/scc/vfd"
+import (
+	"github.com/scc-dev/scc/cache/layout"
+	"github.com/scc-dev/scc/vfd"
+)
 
 // Split loads (for h5perf's partial-chunk reads). A read of part of a
 // chunk that is not resident loads the chunk through the cache: a pread of
@@ -40,7 +43,7 @@ func (c *Cache) readImagesSplit(f *File, loads []*group, exts []vfd.Extent) ([]d
 	tags := make([]int32, 0, 2*len(exts))
 	for i, g := range loads {
 		x := exts[i]
-		sd, ok := g.d.lay().l.(SummedDecoder)
+		sd, ok := g.d.lay().l.(layout.SummedDecoder)
 		n := int64(-1)
 		if ok {
 			n = sd.SummedLen(g.loc)

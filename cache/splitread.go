@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -72,7 +73,7 @@ const defaultSplitReadBytes = 512 << 10
 // pieceSum is the checksum of one piece of a share: extent ext of the
 // share, part of the bytes of the whole chunk ds[x].
 type pieceSum struct {
-	s   DirectSummer
+	s   layout.DirectSummer
 	ext int32
 	x   int32
 	sum uint32

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -100,7 +101,7 @@ func noTags(exts []vfd.Extent) []int32 {
 // polySummer is a DirectSummer for tests: an order-sensitive polynomial
 // hash (h(a||b) = h(a)·B^len(b) + h(b) mod 2^32), so pieces combined out of
 // order or missed give a wrong sum.
-type polySummer struct{ DirectReader }
+type polySummer struct{ layout.DirectReader }
 
 const polyB = 0x01000193
 
@@ -125,7 +126,9 @@ func (polySummer) CombineDirect(sa, sb uint32, nb int64) uint32 {
 	return sa*p + sb
 }
 
-func (polySummer) VerifyDirectSum(Coord, Location, uint32, []byte, []byte) error { return nil }
+func (polySummer) VerifyDirectSum(layout.Coord, layout.Location, uint32, []byte, []byte) error {
+	return nil
+}
 
 // The cut helpers tile the extents exactly: every byte in one share, in
 // order, shares starting on an extent boundary or a page of the file.

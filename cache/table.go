@@ -1,6 +1,9 @@
 package cache
 
-import "github.com/scc-dev/scc/lockfree"
+import (
+	"github.com/scc-dev/scc/cache/layout"
+	"github.com/scc-dev/scc/lockfree"
+)
 
 // chunkTable is the cache's chunk table: chunkKey → entry, safe for
 // concurrent use (reads never block, writers lock one bucket).
@@ -43,7 +46,7 @@ func (t *chunkTable) Load(k chunkKey) (*entry, bool) {
 // lookupIn is Load of makeKey(d.serial, coord) for the hit path, without
 // building the whole chunkKey for a short key, whose serial part d has
 // precomputed.
-func (t *chunkTable) lookupIn(d *Dataset, coord Coord) (*entry, bool) {
+func (t *chunkTable) lookupIn(d *Dataset, coord layout.Coord) (*entry, bool) {
 	if k, ok := d.keys.shortKeyIn(d.serial, coord); ok {
 		return t.short.Load(k)
 	}

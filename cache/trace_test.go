@@ -43,6 +43,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/scc-dev/scc/cache/internal/policy"
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // ---- the harness -----------------------------------------------------------
@@ -143,7 +144,7 @@ func (s *policySim) access(key uint64) (hit bool, victim uint64, evicted bool) {
 		victim, evicted = v.coord[0], true
 	}
 	d := s.datasetOf(key)
-	coord := Coord{key}
+	coord := layout.Coord{key}
 	e := &entry{key: makeKey(d.serial, coord), coord: coord, ds: d}
 	e.size.Store(1)
 	d.size.Add(1)

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/alloc"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/index"
@@ -256,7 +257,7 @@ func (x indexedStorage) checkStored(ctx context.Context, name string, run *check
 			run.problem("dataset %q: chunk %v: %v", name, c.coord, err)
 			continue
 		}
-		loc := cache.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask, Sum: c.e.Sum}
+		loc := layout.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask, Sum: c.e.Sum}
 		ch, err := s.store.Decode(c.coord, loc, img)
 		if err != nil {
 			run.problem("dataset %q: chunk %v: %v", name, c.coord, err)

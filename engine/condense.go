@@ -3,11 +3,11 @@ package engine
 import (
 	"sync/atomic"
 
-	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 )
 
 // Condense for the layouts whose chunks grow and shrink (SCC internal API
-// H5SC_chunk_condense_t, cache.Condenser): the cache calls it, holding the
+// H5SC_chunk_condense_t, layout.Condenser): the cache calls it, holding the
 // chunk exclusively, before it evicts anything for space, and charges the
 // returned chunk's MemSize instead. The contents stay the same; only slack
 // capacity (and, for a heap, unused bytes) is given back. Dense and
@@ -15,12 +15,12 @@ import (
 // give back.
 
 var (
-	_ cache.Condenser = (*sparseLayout)(nil)
-	_ cache.Condenser = (*vlenLayout)(nil)
+	_ layout.Condenser = (*sparseLayout)(nil)
+	_ layout.Condenser = (*vlenLayout)(nil)
 )
 
 // Condense reallocates a sparse chunk's runs and values to their lengths.
-func (l *sparseLayout) Condense(_ cache.Coord, chunk cache.Chunk) cache.Chunk {
+func (l *sparseLayout) Condense(_ layout.Coord, chunk layout.Chunk) layout.Chunk {
 	c, ok := chunk.(*sparseChunk)
 	if !ok || cap(c.runs) == len(c.runs) && cap(c.data) == len(c.data) {
 		return nil
@@ -29,7 +29,7 @@ func (l *sparseLayout) Condense(_ cache.Coord, chunk cache.Chunk) cache.Chunk {
 }
 
 // Condense defragments a variable-length chunk's heap and drops its slack.
-func (l *vlenLayout) Condense(_ cache.Coord, chunk cache.Chunk) cache.Chunk {
+func (l *vlenLayout) Condense(_ layout.Coord, chunk layout.Chunk) layout.Chunk {
 	if h := testHookCondense.Load(); h != nil {
 		(*h)(l.s)
 	}

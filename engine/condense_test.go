@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -19,7 +19,7 @@ func TestCondense(t *testing.T) {
 	must(t, err)
 	l := sp.s.store.(*sparseLayout)
 	c := &sparseChunk{}
-	gather := func(ds *Dataset, chunk cache.Chunk, sel Selection, kind pieceKind, buf []byte, vals [][]byte) {
+	gather := func(ds *Dataset, chunk layout.Chunk, sel Selection, kind pieceKind, buf []byte, vals [][]byte) {
 		t.Helper()
 		reqs, pieces, err := ds.s.kindRequests(sel, kind, buf)
 		must(t, err)
@@ -29,20 +29,20 @@ func TestCondense(t *testing.T) {
 	gather(sp, c, Hyperslab([]uint64{0}, []uint64{2}, []uint64{500}, nil), pieceData, bytes.Repeat([]byte{1, 2, 3, 4}, 500), nil)
 	gather(sp, c, Box([]uint64{0}, []uint64{900}), pieceErase, nil, nil)
 	before := c.MemSize()
-	nc := l.Condense(cache.Coord{0}, c)
+	nc := l.Condense(layout.Coord{0}, c)
 	if nc == nil || nc.MemSize() >= before {
 		t.Fatalf("sparse: condensed %v from %d bytes", nc, before)
 	}
 	if got := nc.(*sparseChunk); got.defined() != 50 || !bytes.Equal(got.data, c.data) || got.gen != c.gen {
 		t.Fatalf("sparse: contents changed")
 	}
-	if l.Condense(cache.Coord{0}, nc) != nil {
+	if l.Condense(layout.Coord{0}, nc) != nil {
 		t.Fatal("sparse: a condensed chunk condensed again")
 	}
 
 	vl, err := f.CreateDataset("v", DatasetSpec{Type: Uint8, Shape: []uint64{10}, Chunk: []uint64{10}, Layout: Vlen, HeapDefragPercent: 100})
 	must(t, err)
-	vc, _ := vl.s.store.(*vlenLayout).NewChunk(cache.Coord{0}, true)
+	vc, _ := vl.s.store.(*vlenLayout).NewChunk(layout.Coord{0}, true)
 	big := make([][]byte, 10)
 	for i := range big {
 		big[i] = bytes.Repeat([]byte{byte(i)}, 100)
@@ -54,13 +54,13 @@ func TestCondense(t *testing.T) {
 	}
 	gather(vl, vc, All([]uint64{10}), pieceVlen, nil, small)
 	before = vc.MemSize()
-	nv := vl.s.store.(*vlenLayout).Condense(cache.Coord{0}, vc)
+	nv := vl.s.store.(*vlenLayout).Condense(layout.Coord{0}, vc)
 	if nv == nil || nv.MemSize() >= before-900 {
 		t.Fatalf("vlen: condensed %v from %d bytes", nv, before)
 	}
 	reqs, pieces, err := vl.s.kindRequests(All([]uint64{10}), pieceVlen, nil)
 	must(t, err)
-	for _, ch := range []cache.Chunk{vc, nv} {
+	for _, ch := range []layout.Chunk{vc, nv} {
 		pieces[0].vals = make([][]byte, 10)
 		must(t, vl.s.store.(*vlenLayout).Scatter(ch, reqs[0].Piece))
 		if err := vlenDiff(pieces[0].vals, small); err != nil {

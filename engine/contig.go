@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/selection"
 )
@@ -201,7 +201,7 @@ type contigRetired struct {
 	gen       uint64
 }
 
-var _ cache.Layout = (*contigLayout)(nil)
+var _ layout.Layout = (*contigLayout)(nil)
 
 func newContigLayout(s *dsState, shape []uint64, params []byte) (*contigLayout, error) {
 	piece, rowBytes := contigGeometry(shape, s.elemSize)
@@ -233,12 +233,12 @@ func (l *contigLayout) piece(p uint64) (int64, int64) {
 
 func (l *contigLayout) ChunkDims() []uint64 { return l.s.chunk }
 
-func (l *contigLayout) Lookup(_ context.Context, coords []cache.Coord, locs []cache.Location) error {
+func (l *contigLayout) Lookup(_ context.Context, coords []layout.Coord, locs []layout.Location) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, c := range coords {
 		p := c[0]
-		loc := cache.Location{SizeHint: int64(bufpool.Cap(int(l.s.chunkBytes)))}
+		loc := layout.Location{SizeHint: int64(bufpool.Cap(int(l.s.chunkBytes)))}
 		for _, x := range c[1:] {
 			if x != 0 {
 				return fmt.Errorf("%w: contiguous piece %v", ErrInternal, []uint64(c))
@@ -258,11 +258,11 @@ func (l *contigLayout) Lookup(_ context.Context, coords []cache.Coord, locs []ca
 	return nil
 }
 
-func (l *contigLayout) NewChunk(_ cache.Coord, fill bool) (cache.Chunk, error) {
+func (l *contigLayout) NewChunk(_ layout.Coord, fill bool) (layout.Chunk, error) {
 	return &denseChunk{buf: newChunkBuf(l.s, fill)}, nil
 }
 
-func (l *contigLayout) Evict(_ cache.Coord, chunk cache.Chunk) {
+func (l *contigLayout) Evict(_ layout.Coord, chunk layout.Chunk) {
 	if c, ok := chunk.(*denseChunk); ok {
 		bufpool.Put(c.buf)
 		c.buf = nil
@@ -272,7 +272,7 @@ func (l *contigLayout) Evict(_ cache.Coord, chunk cache.Chunk) {
 // Decode checks a piece read from the extent against the checksum the
 // header (or the working table) records for it. The rows past the
 // extent's end in the last piece hold the fill value.
-func (l *contigLayout) Decode(coord cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
+func (l *contigLayout) Decode(coord layout.Coord, loc layout.Location, image []byte) (layout.Chunk, error) {
 	if format.Checksum(image) != loc.Sum {
 		bufpool.Put(image)
 		return nil, fmt.Errorf("%w: contiguous dataset %q piece %d at %d: checksum mismatch", ErrCorrupt, l.s.name, coord[0], loc.Addr)
@@ -292,22 +292,22 @@ func (l *contigLayout) Decode(coord cache.Coord, loc cache.Location, image []byt
 
 // Encode is the piece's rows inside the extent, unfiltered (contiguous
 // datasets have no filters), with their checksum.
-func (l *contigLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
+func (l *contigLayout) Encode(coord layout.Coord, chunk layout.Chunk) (layout.Encoded, error) {
 	c := chunk.(*denseChunk)
 	if coord[0] >= l.pieces {
-		return cache.Encoded{}, fmt.Errorf("%w: contiguous piece %d of %d", ErrInternal, coord[0], l.pieces)
+		return layout.Encoded{}, fmt.Errorf("%w: contiguous piece %d of %d", ErrInternal, coord[0], l.pieces)
 	}
 	_, size := l.piece(coord[0])
 	img := bufpool.Get(int(size))[:size]
 	copy(img, c.buf)
-	return cache.Encoded{Image: img, Sum: format.Checksum(img), Pooled: true}, nil
+	return layout.Encoded{Image: img, Sum: format.Checksum(img), Pooled: true}, nil
 }
 
 // Insert places each piece in the working extent, allocating it on the
 // first write-back after a commit: at its fixed place, or in its side
 // slot when the current copy is at the fixed place (see the top of the
 // file). A piece with a write in flight waits for it.
-func (l *contigLayout) Insert(_ context.Context, ins []cache.Insertion) error {
+func (l *contigLayout) Insert(_ context.Context, ins []layout.Insertion) error {
 	for _, in := range ins {
 		if p := in.Coord[0]; p >= l.pieces {
 			return fmt.Errorf("%w: contiguous piece %d of %d", ErrInternal, p, l.pieces)
@@ -345,7 +345,7 @@ func (l *contigLayout) Insert(_ context.Context, ins []cache.Insertion) error {
 			}
 			addr = l.mu.side[p]
 		}
-		ins[i].New = cache.Location{Addr: addr, Size: size, Sum: ins[i].Sum, SizeHint: int64(bufpool.Cap(int(l.s.chunkBytes)))}
+		ins[i].New = layout.Location{Addr: addr, Size: size, Sum: ins[i].Sum, SizeHint: int64(bufpool.Cap(int(l.s.chunkBytes)))}
 	}
 	for _, in := range ins {
 		l.mu.busy[in.Coord[0]] = true
@@ -354,7 +354,7 @@ func (l *contigLayout) Insert(_ context.Context, ins []cache.Insertion) error {
 	return nil
 }
 
-func (l *contigLayout) anyBusyLocked(ins []cache.Insertion) bool {
+func (l *contigLayout) anyBusyLocked(ins []layout.Insertion) bool {
 	if l.mu.busy == nil {
 		return false
 	}
@@ -368,7 +368,7 @@ func (l *contigLayout) anyBusyLocked(ins []cache.Insertion) bool {
 
 // Publish makes a written piece's new copy the current one. A failed
 // write changes nothing: it went where the current copy is not.
-func (l *contigLayout) Publish(_ context.Context, ins []cache.Insertion, writeErr error) error {
+func (l *contigLayout) Publish(_ context.Context, ins []layout.Insertion, writeErr error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, in := range ins {
@@ -386,19 +386,19 @@ func (l *contigLayout) Publish(_ context.Context, ins []cache.Insertion, writeEr
 	return nil
 }
 
-func (l *contigLayout) Scatter(chunk cache.Chunk, p cache.Piece) error {
+func (l *contigLayout) Scatter(chunk layout.Chunk, p layout.Piece) error {
 	pc := p.(*piece)
 	selection.Scatter(pc.buf, pc.bufShape, chunk.(*denseChunk).buf, l.s.chunk, pc.p, l.s.elemSize)
 	return nil
 }
 
-func (l *contigLayout) ScatterFill(p cache.Piece) error {
+func (l *contigLayout) ScatterFill(p layout.Piece) error {
 	pc := p.(*piece)
 	selection.FillBuf(pc.buf, pc.bufShape, pc.p, l.s.elemSize, l.s.fill)
 	return nil
 }
 
-func (l *contigLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
+func (l *contigLayout) Gather(chunk layout.Chunk, p layout.Piece) error {
 	pc := p.(*piece)
 	if pc.kind != pieceData {
 		return fmt.Errorf("%w: contiguous write with piece kind %d", ErrInternal, pc.kind)
@@ -408,7 +408,7 @@ func (l *contigLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
 }
 
 // Trim is never needed: a contiguous dataset's extent does not change.
-func (l *contigLayout) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) { return false, nil }
+func (l *contigLayout) Trim(layout.Coord, layout.Chunk, []uint64) (bool, error) { return false, nil }
 
 // commitParams is the commit's step for a contiguous dataset (run by
 // writeHeader before it encodes the header): it completes the working
@@ -649,7 +649,7 @@ func specBytes(shape []uint64, es int) (uint64, bool) {
 	return n, true
 }
 
-var _ cache.DirectReader = (*contigLayout)(nil)
+var _ layout.DirectReader = (*contigLayout)(nil)
 
 // DirectTarget lets a read that selects a whole piece, contiguous in the
 // caller's buffer, go from the extent straight into the caller's buffer
@@ -657,7 +657,7 @@ var _ cache.DirectReader = (*contigLayout)(nil)
 // trailer; VerifyDirect checks them against the piece's checksum. The
 // last piece, shorter than the piece shape when the rows do not divide,
 // and pieces under directMin stay on the cached path.
-func (l *contigLayout) DirectTarget(loc cache.Location, p cache.Piece) ([]byte, int, bool) {
+func (l *contigLayout) DirectTarget(loc layout.Location, p layout.Piece) ([]byte, int, bool) {
 	if l.s.chunkBytes < directMin || loc.Size != l.s.chunkBytes {
 		return nil, 0, false
 	}
@@ -670,7 +670,7 @@ func (l *contigLayout) DirectTarget(loc cache.Location, p cache.Piece) ([]byte, 
 
 // VerifyDirect checks a piece read directly against the checksum the
 // header (or the working table) records for it.
-func (l *contigLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, _ []byte) error {
+func (l *contigLayout) VerifyDirect(coord layout.Coord, loc layout.Location, dst, _ []byte) error {
 	if format.Checksum(dst) != loc.Sum {
 		return fmt.Errorf("%w: contiguous dataset %q piece %d at %d: checksum mismatch", ErrCorrupt, l.s.name, coord[0], loc.Addr)
 	}

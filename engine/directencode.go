@@ -4,9 +4,10 @@ import (
 	"fmt"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 )
 
-var _ cache.DirectEncoder = (*denseLayout)(nil)
+var _ layout.DirectEncoder = (*denseLayout)(nil)
 
 // EncodeSource lets a write of a whole filtered chunk that the cache would
 // not keep be encoded straight from the caller's buffer
@@ -15,7 +16,7 @@ var _ cache.DirectEncoder = (*denseLayout)(nil)
 // caller's buffer. Unfiltered chunks go by DirectSource instead (written
 // as they are); chunks under directMin stay on the cached path, where
 // keeping them is cheap.
-func (l *denseLayout) EncodeSource(_ cache.Coord, p cache.Piece) ([]byte, bool) {
+func (l *denseLayout) EncodeSource(_ layout.Coord, p layout.Piece) ([]byte, bool) {
 	if l.s.unfiltered || l.s.chunkBytes < directMin {
 		return nil, false
 	}
@@ -26,9 +27,9 @@ func (l *denseLayout) EncodeSource(_ cache.Coord, p cache.Piece) ([]byte, bool) 
 // of the whole chunk (EncodeSource): Encode only reads the chunk, into an
 // image of its own (pooled, owned by the cache), so the caller's bytes are
 // neither kept nor changed.
-func (l *denseLayout) EncodeFrom(coord cache.Coord, src []byte) (cache.Encoded, error) {
+func (l *denseLayout) EncodeFrom(coord layout.Coord, src []byte) (layout.Encoded, error) {
 	if int64(len(src)) != l.s.chunkBytes {
-		return cache.Encoded{}, fmt.Errorf("%w: chunk %v of %q: direct encode of %d bytes, chunk has %d", cache.ErrInvalid, []uint64(coord), l.s.name, len(src), l.s.chunkBytes)
+		return layout.Encoded{}, fmt.Errorf("%w: chunk %v of %q: direct encode of %d bytes, chunk has %d", cache.ErrInvalid, []uint64(coord), l.s.name, len(src), l.s.chunkBytes)
 	}
 	return l.Encode(coord, &denseChunk{buf: src})
 }

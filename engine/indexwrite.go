@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
-	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/index"
 )
 
@@ -13,7 +13,7 @@ import (
 // a layout's Insert, Publish and Delete are these with its indexHooks.
 //
 // Space and index change in an order that keeps every committed state's
-// images intact (cache.Layout): Insert only allocates, so a commit running
+// images intact (layout.Layout): Insert only allocates, so a commit running
 // meanwhile cannot name bytes not yet written; Publish names the new image
 // only once it is written and frees what the index named before through
 // freeDropped, which marks the dataset dirty first; a failed write or index
@@ -22,16 +22,16 @@ import (
 // indexHooks is what a layout adds to the shared index writes.
 type indexHooks interface {
 	// sizeHint is what a chunk whose stored image has mask costs in cache
-	// memory once decoded (cache.Location.SizeHint).
+	// memory once decoded (layout.Location.SizeHint).
 	sizeHint(mask uint32) int64
 	// erases reports whether in's image stands for no chunk at all:
 	// Publish then removes the chunk from the index instead of naming the
 	// image, and frees both.
-	erases(in *cache.Insertion) bool
+	erases(in *layout.Insertion) bool
 	// published learns each insertion's outcome once Publish has dealt
 	// with it: ok when the index now holds it, false when the write or
 	// the index change failed and the index still holds what it held.
-	published(in *cache.Insertion, ok bool)
+	published(in *layout.Insertion, ok bool)
 }
 
 var (
@@ -43,13 +43,13 @@ var (
 // The hooks a layout that keeps nothing beside its index leaves alone:
 // every image is a chunk, and no outcome concerns it.
 
-func (x indexedStorage) erases(*cache.Insertion) bool     { return false }
-func (x indexedStorage) published(*cache.Insertion, bool) {}
+func (x indexedStorage) erases(*layout.Insertion) bool     { return false }
+func (x indexedStorage) published(*layout.Insertion, bool) {}
 
 // insert is the layouts' Insert: new space for every image (all or
 // nothing: on a failure the space already taken is given back), with the
 // size hint the layout computes from the image's mask field.
-func (x indexedStorage) insert(ins []cache.Insertion, h indexHooks) error {
+func (x indexedStorage) insert(ins []layout.Insertion, h indexHooks) error {
 	s := x.s
 	for i := range ins {
 		off, err := s.f.space.alloc(ins[i].Size)
@@ -59,7 +59,7 @@ func (x indexedStorage) insert(ins []cache.Insertion, h indexHooks) error {
 			}
 			return err
 		}
-		ins[i].New = cache.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: h.sizeHint(ins[i].Mask), Sum: ins[i].Sum}
+		ins[i].New = layout.Location{Addr: off, Size: ins[i].Size, Mask: ins[i].Mask, SizeHint: h.sizeHint(ins[i].Mask), Sum: ins[i].Sum}
 	}
 	return nil
 }
@@ -71,7 +71,7 @@ func (x indexedStorage) insert(ins []cache.Insertion, h indexHooks) error {
 // such error the result, while the others go on. With writeErr set, or an
 // index that cannot be loaded, it frees every new image's space and
 // leaves the index alone.
-func (x indexedStorage) publish(ctx context.Context, ins []cache.Insertion, writeErr error, h indexHooks) error {
+func (x indexedStorage) publish(ctx context.Context, ins []layout.Insertion, writeErr error, h indexHooks) error {
 	s := x.s
 	if writeErr != nil {
 		x.unpublished(ins, h)
@@ -113,7 +113,7 @@ func (x indexedStorage) publish(ctx context.Context, ins []cache.Insertion, writ
 
 // unpublished gives back the new space of insertions that will not be
 // published.
-func (x indexedStorage) unpublished(ins []cache.Insertion, h indexHooks) {
+func (x indexedStorage) unpublished(ins []layout.Insertion, h indexHooks) {
 	for i := range ins {
 		x.s.f.space.free(ins[i].New.Addr, ins[i].New.Size)
 		h.published(&ins[i], false)

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/selection"
 	"github.com/scc-dev/scc/serialize"
 )
@@ -150,7 +151,7 @@ func (s *dsState) prepare(sel Selection, buf []byte, sc *ioScratch) (reqs []cach
 		sc.onePiece = piece{p: &sc.oneSel, buf: buf, bufShape: bufShape}
 		sc.one[0] = cache.Request{
 			Dataset: cds,
-			Coord:   cache.Coord(sc.oneSel.Coord),
+			Coord:   layout.Coord(sc.oneSel.Coord),
 			Full:    sc.oneSel.Full(s.chunk),
 			Piece:   &sc.onePiece,
 		}
@@ -162,7 +163,7 @@ func (s *dsState) prepare(sel Selection, buf []byte, sc *ioScratch) (reqs []cach
 		pc := sc.pieces.clone(p, buf, bufShape)
 		reqs = append(reqs, cache.Request{
 			Dataset: cds,
-			Coord:   cache.Coord(pc.p.Coord),
+			Coord:   layout.Coord(pc.p.Coord),
 			Full:    pc.p.Full(s.chunk),
 			Piece:   pc,
 		})

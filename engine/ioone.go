@@ -5,6 +5,7 @@ import (
 	"math/bits"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/selection"
 	"github.com/scc-dev/scc/serialize"
 )
@@ -233,7 +234,7 @@ func (sc *ioScratch) buildOne(h selection.Hyperslab, shape, chunk []uint64, elem
 	op := &sc.onePiece
 	op.p, op.buf, op.bufShape, op.rows = p, buf, sc.bufShape[:r], rc
 	rq := &sc.one[0]
-	rq.Dataset, rq.Coord, rq.Full, rq.Piece = cds, cache.Coord(p.Coord), full, op
+	rq.Dataset, rq.Coord, rq.Full, rq.Piece = cds, layout.Coord(p.Coord), full, op
 	return true
 }
 

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/index"
@@ -25,10 +26,10 @@ import (
 type denseLayout struct{ indexedStorage }
 
 var (
-	_ cache.Layout       = (*denseLayout)(nil)
-	_ cache.Evicter      = (*denseLayout)(nil)
-	_ cache.DirectReader = (*denseLayout)(nil)
-	_ cache.DirectWriter = (*denseLayout)(nil)
+	_ layout.Layout       = (*denseLayout)(nil)
+	_ layout.Evicter      = (*denseLayout)(nil)
+	_ layout.DirectReader = (*denseLayout)(nil)
+	_ layout.DirectWriter = (*denseLayout)(nil)
 )
 
 // denseChunk is a chunk in cache memory format. buf comes from the cache's
@@ -46,7 +47,7 @@ type denseChunk struct{ buf []byte }
 
 func (c *denseChunk) MemSize() int64 { return int64(cap(c.buf)) }
 
-// piece is the engine's cache.Piece: one chunk's part of a request.
+// piece is the engine's layout.Piece: one chunk's part of a request.
 type piece struct {
 	p        *selection.Piece
 	buf      []byte   // the caller's packed buffer (whole request)
@@ -76,7 +77,7 @@ func entryFits(e index.Entry, maxStored int64) bool {
 	return e.Size <= uint64(maxStored) && e.Addr >= format.DataStart && e.Addr < limit && e.Size <= limit-e.Addr
 }
 
-func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []cache.Location) error {
+func (l *denseLayout) Lookup(ctx context.Context, coords []layout.Coord, locs []layout.Location) error {
 	x, err := l.s.idx.get(ctx)
 	if err != nil {
 		return err
@@ -88,7 +89,7 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []c
 		if err != nil {
 			return classify(err)
 		}
-		loc := cache.Location{SizeHint: l.memSize()}
+		loc := layout.Location{SizeHint: l.memSize()}
 		if e.Exists() {
 			if !entryFits(e, l.maxStored()) {
 				return fmt.Errorf("%w: chunk %v index entry (addr %d, size %d)", ErrCorrupt, []uint64(c), e.Addr, e.Size)
@@ -103,7 +104,7 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []c
 // memSize is what one chunk costs in cache memory: its pooled buffer.
 func (l *denseLayout) memSize() int64 { return int64(bufpool.Cap(int(l.s.chunkBytes))) }
 
-func (l *denseLayout) NewChunk(_ cache.Coord, fill bool) (cache.Chunk, error) {
+func (l *denseLayout) NewChunk(_ layout.Coord, fill bool) (layout.Chunk, error) {
 	return &denseChunk{buf: newChunkBuf(l.s, fill)}, nil
 }
 
@@ -123,16 +124,16 @@ func newChunkBuf(s *dsState, fill bool) []byte {
 	return buf
 }
 
-// Evict gives the chunk's buffer back to the pool (cache.Evicter): the
+// Evict gives the chunk's buffer back to the pool (layout.Evicter): the
 // cache never touches an evicted chunk again.
-func (l *denseLayout) Evict(_ cache.Coord, chunk cache.Chunk) {
+func (l *denseLayout) Evict(_ layout.Coord, chunk layout.Chunk) {
 	if c, ok := chunk.(*denseChunk); ok {
 		bufpool.Put(c.buf)
 		c.buf = nil
 	}
 }
 
-func (l *denseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
+func (l *denseLayout) Decode(coord layout.Coord, loc layout.Location, image []byte) (layout.Chunk, error) {
 	img, err := l.verifyImage(coord, loc, image)
 	if err != nil {
 		return nil, err
@@ -143,7 +144,7 @@ func (l *denseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte
 // verifyImage checks that image is the stored frame the index names at loc
 // and returns its verified payload; on error it gives image back to the
 // pool.
-func (l *denseLayout) verifyImage(coord cache.Coord, loc cache.Location, image []byte) ([]byte, error) {
+func (l *denseLayout) verifyImage(coord layout.Coord, loc layout.Location, image []byte) ([]byte, error) {
 	if format.Trailer(image) != loc.Sum {
 		// Intact or not, these are not the bytes the index names: space a
 		// writer reused under a reader that fell behind (see refresh.go).
@@ -164,7 +165,7 @@ func (l *denseLayout) verifyImage(coord cache.Coord, loc cache.Location, image [
 // contiguous run. Unfiltered chunks go by DirectTarget instead (read, not
 // decoded, into the caller's bytes); chunks under directMin stay on the
 // cached path, where keeping them is cheap.
-func (l *denseLayout) DecodeTarget(_ cache.Location, p cache.Piece) ([]byte, bool) {
+func (l *denseLayout) DecodeTarget(_ layout.Location, p layout.Piece) ([]byte, bool) {
 	if l.s.unfiltered || l.s.chunkBytes < directMin {
 		return nil, false
 	}
@@ -174,7 +175,7 @@ func (l *denseLayout) DecodeTarget(_ cache.Location, p cache.Piece) ([]byte, boo
 // DecodeInto is Decode into dst, the caller's bytes of the whole chunk
 // (DecodeTarget): the same checks, and the pipeline writes its output
 // there.
-func (l *denseLayout) DecodeInto(coord cache.Coord, loc cache.Location, image, dst []byte) error {
+func (l *denseLayout) DecodeInto(coord layout.Coord, loc layout.Location, image, dst []byte) error {
 	img, err := l.verifyImage(coord, loc, image)
 	if err != nil {
 		return err
@@ -198,13 +199,13 @@ func (l *denseLayout) DecodeInto(coord cache.Coord, loc cache.Location, image, d
 	return nil
 }
 
-var _ cache.DirectDecoder = (*denseLayout)(nil)
+var _ layout.DirectDecoder = (*denseLayout)(nil)
 
 // SummedLen and DecodeSummed let a split load (cache/splitload.go) hand
 // Decode the checksum of an unfiltered chunk's bytes, computed by pieces
 // on the goroutines that read them, instead of summing the image again:
 // the frame checksum covers the image without its trailer.
-func (l *denseLayout) SummedLen(loc cache.Location) int64 {
+func (l *denseLayout) SummedLen(loc layout.Location) int64 {
 	if !l.s.unfiltered || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
 		return -1
 	}
@@ -215,7 +216,7 @@ func (l *denseLayout) SummedLen(loc cache.Location) int64 {
 // format.ChunkSum Plain) of the image's first SummedLen(loc) bytes: the
 // same checks (the trailer is the one the index names, the bytes match it)
 // without summing them.
-func (l *denseLayout) DecodeSummed(coord cache.Coord, loc cache.Location, image []byte, sum uint32) (cache.Chunk, error) {
+func (l *denseLayout) DecodeSummed(coord layout.Coord, loc layout.Location, image []byte, sum uint32) (layout.Chunk, error) {
 	n := l.SummedLen(loc)
 	if n < 0 || int64(len(image)) != loc.Size {
 		// The cache sums only what SummedLen asked for; anything else is
@@ -234,11 +235,11 @@ func (l *denseLayout) DecodeSummed(coord cache.Coord, loc cache.Location, image 
 	return l.decodeVerified(coord, loc, image, image[:n:n])
 }
 
-var _ cache.SummedDecoder = (*denseLayout)(nil)
+var _ layout.SummedDecoder = (*denseLayout)(nil)
 
 // decodeVerified is Decode after the checksum: img is image's verified
 // payload (the image without its trailer).
-func (l *denseLayout) decodeVerified(coord cache.Coord, loc cache.Location, image, img []byte) (cache.Chunk, error) {
+func (l *denseLayout) decodeVerified(coord layout.Coord, loc layout.Location, image, img []byte) (layout.Chunk, error) {
 	if l.s.unfiltered {
 		if int64(len(img)) != l.s.chunkBytes || loc.Mask != 0 {
 			bufpool.Put(image)
@@ -275,7 +276,7 @@ func (l *denseLayout) decodeVerified(coord cache.Coord, loc cache.Location, imag
 	return &denseChunk{buf: buf}, nil
 }
 
-func (l *denseLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
+func (l *denseLayout) Encode(coord layout.Coord, chunk layout.Chunk) (layout.Encoded, error) {
 	c := chunk.(*denseChunk)
 	if l.s.unfiltered {
 		// One copy, into a pooled buffer with room for the checksum: the
@@ -284,13 +285,13 @@ func (l *denseLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encode
 		img := bufpool.Get(len(c.buf) + format.ChunkFrameOverhead)[:len(c.buf)]
 		copy(img, c.buf)
 		img = l.s.csum.AppendFrame(coord, img)
-		return cache.Encoded{Image: img, Sum: format.Trailer(img), Pooled: true}, nil
+		return layout.Encoded{Image: img, Sum: format.Trailer(img), Pooled: true}, nil
 	}
 	dst := bufpool.Get(l.s.pipeline.MaxEncoded(len(c.buf)) + format.ChunkFrameOverhead)
 	img, mask, err := l.s.pipeline.EncodeTo(dst[:0], c.buf)
 	if err != nil {
 		bufpool.Put(dst)
-		return cache.Encoded{}, classify(err)
+		return layout.Encoded{}, classify(err)
 	}
 	img = l.s.csum.AppendFrame(coord, img)
 	// The image fills dst from its first byte (EncodeTo with room enough),
@@ -299,26 +300,26 @@ func (l *denseLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encode
 	if !pooled {
 		bufpool.Put(dst) // img is elsewhere (not expected): dst is free
 	}
-	return cache.Encoded{Image: img, Mask: mask, Sum: format.Trailer(img), Pooled: pooled}, nil
+	return layout.Encoded{Image: img, Mask: mask, Sum: format.Trailer(img), Pooled: pooled}, nil
 }
 
-// EncodeBorrowed is the write-back's Encode (cache.BorrowingEncoder). An
+// EncodeBorrowed is the write-back's Encode (layout.BorrowingEncoder). An
 // unfiltered chunk's image is its own buffer with the checksum trailer
 // appended in the buffer's spare capacity (pooled buffers have a tail for
 // it, internal/bufpool), so write-back sends the chunk's bytes without the
 // copy Encode makes. The trailer bytes lie past len(c.buf): nothing else
 // reads or writes them, and only one write-back of a chunk runs at a time.
 // Filtered chunks, and buffers without room, are encoded by Encode.
-func (l *denseLayout) EncodeBorrowed(coord cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
+func (l *denseLayout) EncodeBorrowed(coord layout.Coord, chunk layout.Chunk) (layout.Encoded, error) {
 	c := chunk.(*denseChunk)
 	if !l.s.unfiltered || !borrowImages || cap(c.buf)-len(c.buf) < format.ChunkFrameOverhead {
 		return l.Encode(coord, chunk)
 	}
 	img := l.s.csum.AppendFrame(coord, c.buf[:len(c.buf):cap(c.buf)])
-	return cache.Encoded{Image: img, Sum: format.Trailer(img)}, nil
+	return layout.Encoded{Image: img, Sum: format.Trailer(img)}, nil
 }
 
-var _ cache.BorrowingEncoder = (*denseLayout)(nil)
+var _ layout.BorrowingEncoder = (*denseLayout)(nil)
 
 // borrowImages switches EncodeBorrowed's borrowing on (tests and
 // BenchmarkWriteBackBorrowed turn it off for the copying baseline).
@@ -326,17 +327,17 @@ var borrowImages = true
 
 // Insert, Publish and Delete are the shared index writes (indexwrite.go):
 // a dense chunk has nothing beside its index, and costs its buffer.
-func (l *denseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
+func (l *denseLayout) Insert(_ context.Context, ins []layout.Insertion) error {
 	return l.insert(ins, l)
 }
 
-func (l *denseLayout) Publish(ctx context.Context, ins []cache.Insertion, writeErr error) error {
+func (l *denseLayout) Publish(ctx context.Context, ins []layout.Insertion, writeErr error) error {
 	return l.publish(ctx, ins, writeErr, l)
 }
 
 func (l *denseLayout) sizeHint(uint32) int64 { return l.memSize() }
 
-func (l *denseLayout) Scatter(chunk cache.Chunk, p cache.Piece) error {
+func (l *denseLayout) Scatter(chunk layout.Chunk, p layout.Piece) error {
 	pc := p.(*piece)
 	if pc.rows != nil {
 		pc.rows.scatter(pc.buf, chunk.(*denseChunk).buf)
@@ -346,19 +347,19 @@ func (l *denseLayout) Scatter(chunk cache.Chunk, p cache.Piece) error {
 	return nil
 }
 
-func (l *denseLayout) ScatterFill(p cache.Piece) error {
+func (l *denseLayout) ScatterFill(p layout.Piece) error {
 	pc := p.(*piece)
 	selection.FillBuf(pc.buf, pc.bufShape, pc.p, l.s.elemSize, l.s.fill)
 	return nil
 }
 
-func (l *denseLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
+func (l *denseLayout) Gather(chunk layout.Chunk, p layout.Piece) error {
 	pc := p.(*piece)
 	selection.Gather(chunk.(*denseChunk).buf, l.s.chunk, pc.buf, pc.bufShape, pc.p, l.s.elemSize)
 	return nil
 }
 
-func (l *denseLayout) Trim(coord cache.Coord, chunk cache.Chunk, dims []uint64) (bool, error) {
+func (l *denseLayout) Trim(coord layout.Coord, chunk layout.Chunk, dims []uint64) (bool, error) {
 	return selection.Trim(chunk.(*denseChunk).buf, coord, l.s.chunk, dims, l.s.elemSize, l.s.fill), nil
 }
 
@@ -374,7 +375,7 @@ const directMin = 64 << 10
 //
 // Chunks under directMin stay on the cached path: for them a system call
 // costs more than the copy it saves, and keeping them is cheap.
-func (l *denseLayout) DirectTarget(loc cache.Location, p cache.Piece) ([]byte, int, bool) {
+func (l *denseLayout) DirectTarget(loc layout.Location, p layout.Piece) ([]byte, int, bool) {
 	if !l.s.unfiltered || l.s.chunkBytes < directMin || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
 		return nil, 0, false
 	}
@@ -390,7 +391,7 @@ func (l *denseLayout) DirectTarget(loc cache.Location, p cache.Piece) ([]byte, i
 // the caller's buffer (dimensions after some dimension j cover the
 // buffer's full extent, dimensions before it one index), in the chunk's
 // element order.
-func (l *denseLayout) wholeRun(p cache.Piece) ([]byte, bool) {
+func (l *denseLayout) wholeRun(p layout.Piece) ([]byte, bool) {
 	pc, ok := p.(*piece)
 	if !ok {
 		return nil, false
@@ -429,7 +430,7 @@ func (l *denseLayout) wholeRun(p cache.Piece) ([]byte, bool) {
 // stored frame is then the caller's bytes followed by DirectFrame's
 // checksum trailer: the same bytes Encode would produce, written without
 // a copy.
-func (l *denseLayout) DirectSource(_ cache.Coord, p cache.Piece) ([]byte, bool) {
+func (l *denseLayout) DirectSource(_ layout.Coord, p layout.Piece) ([]byte, bool) {
 	if !l.s.unfiltered {
 		return nil, false
 	}
@@ -438,7 +439,7 @@ func (l *denseLayout) DirectSource(_ cache.Coord, p cache.Piece) ([]byte, bool) 
 
 // DirectFrame returns the chunk frame around src (FORMAT.md "chunk
 // frame"): no header, the checksum trailer of src at coord.
-func (l *denseLayout) DirectFrame(coord cache.Coord, src []byte) (head, tail []byte, sum uint32) {
+func (l *denseLayout) DirectFrame(coord layout.Coord, src []byte) (head, tail []byte, sum uint32) {
 	sum = l.s.csum.Sum(coord, src)
 	return nil, binary.LittleEndian.AppendUint32(make([]byte, 0, format.ChunkFrameOverhead), sum), sum
 }
@@ -447,7 +448,7 @@ func (l *denseLayout) DirectFrame(coord cache.Coord, src []byte) (head, tail []b
 // trailer must be the index's checksum and the checksum of the bytes read.
 // On a mismatch the read fails with ErrCorrupt and the caller's buffer holds
 // whatever was read (Dataset.Read documents it as undefined).
-func (l *denseLayout) VerifyDirect(coord cache.Coord, loc cache.Location, dst, trailer []byte) error {
+func (l *denseLayout) VerifyDirect(coord layout.Coord, loc layout.Location, dst, trailer []byte) error {
 	if format.Trailer(trailer) != loc.Sum {
 		return fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
@@ -469,7 +470,7 @@ func (l *denseLayout) CombineDirect(sa, sb uint32, nb int64) uint32 {
 
 // VerifyDirectSum is VerifyDirect given the checksum of dst, computed by
 // pieces.
-func (l *denseLayout) VerifyDirectSum(coord cache.Coord, loc cache.Location, sum uint32, _, trailer []byte) error {
+func (l *denseLayout) VerifyDirectSum(coord layout.Coord, loc layout.Location, sum uint32, _, trailer []byte) error {
 	if format.Trailer(trailer) != loc.Sum {
 		return fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, []uint64(coord), l.s.name, loc.Addr)
 	}
@@ -479,7 +480,7 @@ func (l *denseLayout) VerifyDirectSum(coord cache.Coord, loc cache.Location, sum
 	return nil
 }
 
-var _ cache.DirectSummer = (*denseLayout)(nil)
+var _ layout.DirectSummer = (*denseLayout)(nil)
 
 // knownLayout reports whether code is a layout this engine reads.
 func knownLayout(code uint8) bool {
@@ -543,7 +544,7 @@ func (s *dsState) indexKind() uint8 {
 }
 
 // cacheLayout is the layout registered with the cache.
-func (s *dsState) cacheLayout() cache.Layout { return s.store }
+func (s *dsState) cacheLayout() layout.Layout { return s.store }
 
 // maxStored bounds the stored size of one chunk.
 func (s *dsState) maxStored() int64 { return s.store.maxStored() }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/index"
@@ -134,7 +134,7 @@ func (d *Dataset) readChunkRaw(ctx context.Context, coords []uint64) (data []byt
 	if err != nil {
 		return nil, 0, err
 	}
-	image, loc, err := cds.DirectRead(ctx, cache.Coord(coords))
+	image, loc, err := cds.DirectRead(ctx, layout.Coord(coords))
 	if err != nil {
 		return nil, 0, classify(err)
 	}
@@ -252,7 +252,7 @@ func (d *Dataset) writeRaw(ctx context.Context, coords []uint64, data []byte, fi
 	// DirectWrite writes it before it returns and keeps no reference.
 	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)
 	frame := s.csum.AppendFrame(coords, append(buf[:0], data...))
-	err = cds.DirectWrite(ctx, cache.Coord(clone(coords)), cache.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})
+	err = cds.DirectWrite(ctx, layout.Coord(clone(coords)), layout.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})
 	bufpool.Put(buf)
 	return classify(err)
 }

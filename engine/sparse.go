@@ -10,7 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/index"
@@ -144,8 +144,8 @@ type sparsePending struct {
 }
 
 var (
-	_ cache.Layout = (*sparseLayout)(nil)
-	_ cache.Layout = (*sparseSelView)(nil)
+	_ layout.Layout = (*sparseLayout)(nil)
+	_ layout.Layout = (*sparseSelView)(nil)
 )
 
 func newSparseLayout(s *dsState, params []byte) (*sparseLayout, error) {
@@ -201,7 +201,7 @@ func (l *sparseLayout) maxStored() int64 {
 
 func (l *sparseLayout) ChunkDims() []uint64 { return l.s.chunk }
 
-func (l *sparseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []cache.Location) error {
+func (l *sparseLayout) Lookup(ctx context.Context, coords []layout.Coord, locs []layout.Location) error {
 	x, err := l.s.idx.get(ctx)
 	if err != nil {
 		return err
@@ -222,8 +222,8 @@ func (l *sparseLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []
 }
 
 // location checks an index entry and turns it into the chunk's location.
-func (l *sparseLayout) location(c []uint64, e index.Entry) (cache.Location, error) {
-	loc := cache.Location{SizeHint: sparseChunkOverhead}
+func (l *sparseLayout) location(c []uint64, e index.Entry) (layout.Location, error) {
+	loc := layout.Location{SizeHint: sparseChunkOverhead}
 	if !e.Exists() {
 		return loc, nil
 	}
@@ -236,7 +236,7 @@ func (l *sparseLayout) location(c []uint64, e index.Entry) (cache.Location, erro
 	return loc, nil
 }
 
-func (l *sparseLayout) NewChunk(cache.Coord, bool) (cache.Chunk, error) {
+func (l *sparseLayout) NewChunk(layout.Coord, bool) (layout.Chunk, error) {
 	// A new sparse chunk defines nothing, filled or not (SCC internal API
 	// H5SC_new_chunk_t: "unless this is a sparse chunk").
 	return &sparseChunk{}, nil
@@ -281,7 +281,7 @@ func (l *sparseLayout) decodeSelection(coord []uint64, frameSize int64, k uint64
 	return h, runs, nil
 }
 
-func (l *sparseLayout) Decode(coord cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
+func (l *sparseLayout) Decode(coord layout.Coord, loc layout.Location, image []byte) (layout.Chunk, error) {
 	defer bufpool.Put(image) // everything is copied out
 	k := uint64(loc.Mask)
 	if k == 0 || k > l.elems {
@@ -321,15 +321,15 @@ func encodeSection(p *filter.Pipeline, raw []byte) (section.Stored, error) {
 // Encode builds the chunk's frame, each section through its own pipeline
 // (SCC requirements §2.1 item 4). An empty chunk encodes to a frame with no
 // defined elements, which Publish turns into a deletion.
-func (l *sparseLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
+func (l *sparseLayout) Encode(coord layout.Coord, chunk layout.Chunk) (layout.Encoded, error) {
 	c := chunk.(*sparseChunk)
 	sel, err := encodeSection(l.selPipe, section.AppendRuns(nil, c.runs))
 	if err != nil {
-		return cache.Encoded{}, err
+		return layout.Encoded{}, err
 	}
 	val, err := encodeSection(l.s.pipeline, c.data)
 	if err != nil {
-		return cache.Encoded{}, err
+		return layout.Encoded{}, err
 	}
 	size := section.FrameSize(len(sel.Data), len(val.Data))
 	buf := bufpool.Get(size)
@@ -339,7 +339,7 @@ func (l *sparseLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encod
 		bufpool.Put(buf)
 	}
 	l.noteEncoded(coord, sum, c.gen)
-	return cache.Encoded{Image: img, Mask: uint32(c.defined()), Sum: sum, Pooled: pooled}, nil
+	return layout.Encoded{Image: img, Mask: uint32(c.defined()), Sum: sum, Pooled: pooled}, nil
 }
 
 func coordKey(c []uint64) string {
@@ -407,20 +407,20 @@ func (l *sparseLayout) isPending(coord []uint64) bool {
 // internal API erase_values with delete_chunk): its own space and the old
 // frame's are released. Every outcome ends or keeps the chunk's pending
 // state (notePublished), and a deleted chunk has none.
-func (l *sparseLayout) Insert(_ context.Context, ins []cache.Insertion) error {
+func (l *sparseLayout) Insert(_ context.Context, ins []layout.Insertion) error {
 	return l.insert(ins, l)
 }
 
-func (l *sparseLayout) Publish(ctx context.Context, ins []cache.Insertion, writeErr error) error {
+func (l *sparseLayout) Publish(ctx context.Context, ins []layout.Insertion, writeErr error) error {
 	return l.publish(ctx, ins, writeErr, l)
 }
 
 // sizeHint: a sparse image's mask field is its count of defined elements.
 func (l *sparseLayout) sizeHint(mask uint32) int64 { return l.memFor(uint64(mask)) }
 
-func (l *sparseLayout) erases(in *cache.Insertion) bool { return in.Mask == 0 }
+func (l *sparseLayout) erases(in *layout.Insertion) bool { return in.Mask == 0 }
 
-func (l *sparseLayout) published(in *cache.Insertion, ok bool) {
+func (l *sparseLayout) published(in *layout.Insertion, ok bool) {
 	l.notePublished(in.Coord, in.Sum, ok)
 }
 
@@ -621,7 +621,7 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
-func (l *sparseLayout) Scatter(chunk cache.Chunk, p cache.Piece) error {
+func (l *sparseLayout) Scatter(chunk layout.Chunk, p layout.Piece) error {
 	return l.scatter(chunk.(*sparseChunk), p.(*piece))
 }
 
@@ -654,7 +654,7 @@ func (l *sparseLayout) scatter(c *sparseChunk, pc *piece) error {
 	return nil
 }
 
-func (l *sparseLayout) ScatterFill(p cache.Piece) error {
+func (l *sparseLayout) ScatterFill(p layout.Piece) error {
 	pc := p.(*piece)
 	if pc.kind == pieceData {
 		selection.FillBuf(pc.buf, pc.bufShape, pc.p, l.s.elemSize, l.s.fill)
@@ -662,7 +662,7 @@ func (l *sparseLayout) ScatterFill(p cache.Piece) error {
 	return nil // pieceDefined/pieceValues: nothing is defined
 }
 
-func (l *sparseLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
+func (l *sparseLayout) Gather(chunk layout.Chunk, p layout.Piece) error {
 	c, pc := chunk.(*sparseChunk), p.(*piece)
 	var mode mergeMode
 	switch pc.kind {
@@ -690,7 +690,7 @@ func (l *sparseLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
 
 // Trim undefines the elements outside the new extent (SCC internal API set extent
 // with erase_values): a sparse chunk never stores the fill value.
-func (l *sparseLayout) Trim(coord cache.Coord, chunk cache.Chunk, dims []uint64) (bool, error) {
+func (l *sparseLayout) Trim(coord layout.Coord, chunk layout.Chunk, dims []uint64) (bool, error) {
 	c := chunk.(*sparseChunk)
 	runs, data, changed := l.trimmed(coord, c, dims)
 	if !changed {
@@ -736,7 +736,7 @@ func (l *sparseLayout) trimmed(coord []uint64, c *sparseChunk, dims []uint64) ([
 // element outside the extent dims (a shrink trims its edge chunks before
 // the commit that names the smaller extent, so growing again shows them
 // undefined). For engine.Check.
-func (l *sparseLayout) checkChunk(coord []uint64, chunk cache.Chunk, dims []uint64) error {
+func (l *sparseLayout) checkChunk(coord []uint64, chunk layout.Chunk, dims []uint64) error {
 	c, ok := chunk.(*sparseChunk)
 	if !ok {
 		return fmt.Errorf("%w: not a sparse chunk", ErrInternal)
@@ -771,13 +771,13 @@ const selViewBit = 1 << 63
 
 func (v *sparseSelView) ChunkDims() []uint64 { return v.dims }
 
-func (v *sparseSelView) split(c cache.Coord) (coord []uint64, addr, size int64, sum uint32, k uint64) {
+func (v *sparseSelView) split(c layout.Coord) (coord []uint64, addr, size int64, sum uint32, k uint64) {
 	r := len(c) - 3
 	return c[:r], int64(c[r]), int64(c[r+1]), uint32(c[r+2] >> 32), c[r+2] & (1<<32 - 1)
 }
 
 // viewCoord is the view's coordinate for a chunk stored as e.
-func (v *sparseSelView) viewCoord(c []uint64, e index.Entry) cache.Coord {
+func (v *sparseSelView) viewCoord(c []uint64, e index.Entry) layout.Coord {
 	return append(clone(c), e.Addr, e.Size, uint64(e.Sum)<<32|uint64(e.Mask))
 }
 
@@ -795,7 +795,7 @@ func (v *sparseSelView) prefix(size int64, k uint64) int64 {
 	return min(size, int64(section.HeaderSize(2))+int64(section.MaxRunBytes(k, v.l.elems))+4*int64(crcs))
 }
 
-func (v *sparseSelView) Lookup(_ context.Context, coords []cache.Coord, locs []cache.Location) error {
+func (v *sparseSelView) Lookup(_ context.Context, coords []layout.Coord, locs []layout.Location) error {
 	for i, c := range coords {
 		coord, addr, size, sum, k := v.split(c)
 		loc, err := v.l.location(coord, index.Entry{Addr: uint64(addr), Size: uint64(size), Mask: uint32(k), Sum: sum})
@@ -812,7 +812,7 @@ func (v *sparseSelView) Lookup(_ context.Context, coords []cache.Coord, locs []c
 	return nil
 }
 
-func (v *sparseSelView) Decode(c cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
+func (v *sparseSelView) Decode(c layout.Coord, loc layout.Location, image []byte) (layout.Chunk, error) {
 	defer bufpool.Put(image)
 	coord, _, size, sum, k := v.split(c)
 	_, runs, err := v.l.decodeSelection(coord, size, k, sum, image)
@@ -822,7 +822,7 @@ func (v *sparseSelView) Decode(c cache.Coord, loc cache.Location, image []byte) 
 	return &sparseChunk{runs: runs}, nil
 }
 
-func (v *sparseSelView) Scatter(chunk cache.Chunk, p cache.Piece) error {
+func (v *sparseSelView) Scatter(chunk layout.Chunk, p layout.Piece) error {
 	pc := p.(*piece)
 	if pc.kind != pieceDefined {
 		return fmt.Errorf("%w: selection view read with piece kind %d", ErrInternal, pc.kind)
@@ -830,20 +830,20 @@ func (v *sparseSelView) Scatter(chunk cache.Chunk, p cache.Piece) error {
 	return v.l.scatter(chunk.(*sparseChunk), pc)
 }
 
-func (v *sparseSelView) ScatterFill(cache.Piece) error { return nil }
+func (v *sparseSelView) ScatterFill(layout.Piece) error { return nil }
 
 var errSelView = fmt.Errorf("%w: the selection view is read-only", ErrInternal)
 
-func (v *sparseSelView) NewChunk(cache.Coord, bool) (cache.Chunk, error) { return nil, errSelView }
-func (v *sparseSelView) Encode(cache.Coord, cache.Chunk) (cache.Encoded, error) {
-	return cache.Encoded{}, errSelView
+func (v *sparseSelView) NewChunk(layout.Coord, bool) (layout.Chunk, error) { return nil, errSelView }
+func (v *sparseSelView) Encode(layout.Coord, layout.Chunk) (layout.Encoded, error) {
+	return layout.Encoded{}, errSelView
 }
-func (v *sparseSelView) Insert(context.Context, []cache.Insertion) error { return errSelView }
-func (v *sparseSelView) Publish(_ context.Context, ins []cache.Insertion, _ error) error {
+func (v *sparseSelView) Insert(context.Context, []layout.Insertion) error { return errSelView }
+func (v *sparseSelView) Publish(_ context.Context, ins []layout.Insertion, _ error) error {
 	return errSelView
 }
-func (v *sparseSelView) Gather(cache.Chunk, cache.Piece) error { return errSelView }
-func (v *sparseSelView) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) {
+func (v *sparseSelView) Gather(layout.Chunk, layout.Piece) error { return errSelView }
+func (v *sparseSelView) Trim(layout.Coord, layout.Chunk, []uint64) (bool, error) {
 	return false, nil
 }
 

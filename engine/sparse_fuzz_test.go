@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/index"
 	"github.com/scc-dev/scc/vfd"
 )
@@ -38,14 +38,14 @@ func FuzzSparseDecode(f *testing.F) {
 		if err := l.Gather(c, reqs[0].Piece); err != nil {
 			f.Fatal(err)
 		}
-		enc, err := l.Encode(cache.Coord{0}, c)
+		enc, err := l.Encode(layout.Coord{0}, c)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(append([]byte(nil), enc.Image...), enc.Mask, enc.Sum)
 	}
 	f.Fuzz(func(t *testing.T, img []byte, k uint32, sum uint32) {
-		check := func(ch cache.Chunk, values bool) {
+		check := func(ch layout.Chunk, values bool) {
 			c := ch.(*sparseChunk)
 			var n uint64
 			for i, r := range c.runs {
@@ -58,8 +58,8 @@ func FuzzSparseDecode(f *testing.F) {
 				t.Fatalf("accepted %d defined elements (k %d), %d value bytes", n, k, len(c.data))
 			}
 		}
-		loc := cache.Location{Addr: 8192, Size: int64(len(img)), Mask: k, Sum: sum}
-		if ch, err := l.Decode(cache.Coord{0}, loc, append([]byte(nil), img...)); err == nil {
+		loc := layout.Location{Addr: 8192, Size: int64(len(img)), Mask: k, Sum: sum}
+		if ch, err := l.Decode(layout.Coord{0}, loc, append([]byte(nil), img...)); err == nil {
 			check(ch, true)
 		} else if !isCorrupt(err) {
 			t.Fatalf("decode: %v is not ErrCorrupt", err)
@@ -93,7 +93,7 @@ func FuzzVlenDecode(f *testing.F) {
 	}
 	l := ds.s.store.(*vlenLayout)
 	for _, vals := range [][][]byte{{[]byte("a"), nil, []byte("bcd"), nil, nil, []byte("efgh")}, make([][]byte, 6)} {
-		c, _ := l.NewChunk(cache.Coord{0}, true)
+		c, _ := l.NewChunk(layout.Coord{0}, true)
 		reqs, pieces, err := ds.s.kindRequests(All([]uint64{6}), pieceVlen, nil)
 		if err != nil {
 			f.Fatal(err)
@@ -102,15 +102,15 @@ func FuzzVlenDecode(f *testing.F) {
 		if err := l.Gather(c, reqs[0].Piece); err != nil {
 			f.Fatal(err)
 		}
-		enc, err := l.Encode(cache.Coord{0}, c)
+		enc, err := l.Encode(layout.Coord{0}, c)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(append([]byte(nil), enc.Image...), enc.Mask, enc.Sum)
 	}
 	f.Fuzz(func(t *testing.T, img []byte, heap uint32, sum uint32) {
-		loc := cache.Location{Addr: 8192, Size: int64(len(img)), Mask: heap, Sum: sum}
-		ch, err := l.Decode(cache.Coord{0}, loc, append([]byte(nil), img...))
+		loc := layout.Location{Addr: 8192, Size: int64(len(img)), Mask: heap, Sum: sum}
+		ch, err := l.Decode(layout.Coord{0}, loc, append([]byte(nil), img...))
 		if err != nil {
 			if !isCorrupt(err) {
 				t.Fatalf("decode: %v is not ErrCorrupt", err)

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/selection"
 	"github.com/scc-dev/scc/serialize"
 )
@@ -61,7 +62,7 @@ func (s *dsState) kindRequests(sel Selection, kind pieceKind, buf []byte) ([]cac
 			pc.out = &definedOut{}
 		}
 		pieces = append(pieces, pc)
-		reqs = append(reqs, cache.Request{Dataset: cds, Coord: cache.Coord(cp.Coord), Full: cp.Full(s.chunk), Piece: pc})
+		reqs = append(reqs, cache.Request{Dataset: cds, Coord: layout.Coord(cp.Coord), Full: cp.Full(s.chunk), Piece: pc})
 		return nil
 	})
 	if err != nil {

@@ -6,13 +6,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/alloc"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/index"
 )
 
-// storage is a dataset's layout as the engine drives it: the cache.Layout
+// storage is a dataset's layout as the engine drives it: the layout.Layout
 // the cache calls for its chunks, and what the engine itself asks of the
 // layout around them (commit, Refresh, Check, space accounting). Every
 // layout implements it, and a dataset holds exactly one (dsState.store),
@@ -24,7 +24,7 @@ import (
 // index and share that part (indexedStorage); a contiguous dataset keeps one
 // extent and no index.
 type storage interface {
-	cache.Layout
+	layout.Layout
 	// kind is the layout as the API names it.
 	kind() LayoutKind
 	// maxStored bounds the stored size of one chunk.
@@ -37,7 +37,7 @@ type storage interface {
 	registerViews() error
 	// checkChunk verifies a decoded chunk's structure beyond what Decode
 	// checks, for Check; dims is the dataset's shape.
-	checkChunk(coord []uint64, ch cache.Chunk, dims []uint64) error
+	checkChunk(coord []uint64, ch layout.Chunk, dims []uint64) error
 	// chunkIndex is the dataset's chunk index, if the layout keeps one.
 	chunkIndex() (*lazyIndex, bool)
 	// checkExtent refuses an extent the layout cannot take (SetExtent).
@@ -138,7 +138,7 @@ func (x indexedStorage) registerViews() error { return nil }
 
 func (x indexedStorage) chunkIndex() (*lazyIndex, bool) { return x.s.idx, true }
 
-func (x indexedStorage) checkChunk([]uint64, cache.Chunk, []uint64) error { return nil }
+func (x indexedStorage) checkChunk([]uint64, layout.Chunk, []uint64) error { return nil }
 
 func (x indexedStorage) checkExtent([]uint64) error { return nil }
 
@@ -242,7 +242,7 @@ func (l *contigLayout) registerViews() error { return nil }
 
 func (l *contigLayout) chunkIndex() (*lazyIndex, bool) { return nil, false }
 
-func (l *contigLayout) checkChunk([]uint64, cache.Chunk, []uint64) error { return nil }
+func (l *contigLayout) checkChunk([]uint64, layout.Chunk, []uint64) error { return nil }
 
 func (l *contigLayout) checkExtent(dims []uint64) error {
 	if !equal(dims, l.s.shape()) {

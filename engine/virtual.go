@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/alloc"
 	"github.com/scc-dev/scc/engine/internal/format"
@@ -1165,7 +1165,7 @@ func (l *virtualLayout) admitBytes() int64 { return int64(l.s.elemSize) }
 
 func (l *virtualLayout) registerViews() error { return nil }
 
-func (l *virtualLayout) checkChunk([]uint64, cache.Chunk, []uint64) error { return nil }
+func (l *virtualLayout) checkChunk([]uint64, layout.Chunk, []uint64) error { return nil }
 
 func (l *virtualLayout) chunkIndex() (*lazyIndex, bool) { return nil, false }
 
@@ -1210,31 +1210,31 @@ var errNoChunks = fmt.Errorf("%w: a virtual dataset has no chunks", ErrInvalid)
 
 func (l *virtualLayout) ChunkDims() []uint64 { return l.s.chunk }
 
-func (l *virtualLayout) Lookup(context.Context, []cache.Coord, []cache.Location) error {
+func (l *virtualLayout) Lookup(context.Context, []layout.Coord, []layout.Location) error {
 	return errNoChunks
 }
 
-func (l *virtualLayout) NewChunk(cache.Coord, bool) (cache.Chunk, error) { return nil, errNoChunks }
+func (l *virtualLayout) NewChunk(layout.Coord, bool) (layout.Chunk, error) { return nil, errNoChunks }
 
-func (l *virtualLayout) Decode(cache.Coord, cache.Location, []byte) (cache.Chunk, error) {
+func (l *virtualLayout) Decode(layout.Coord, layout.Location, []byte) (layout.Chunk, error) {
 	return nil, errNoChunks
 }
 
-func (l *virtualLayout) Encode(cache.Coord, cache.Chunk) (cache.Encoded, error) {
-	return cache.Encoded{}, errNoChunks
+func (l *virtualLayout) Encode(layout.Coord, layout.Chunk) (layout.Encoded, error) {
+	return layout.Encoded{}, errNoChunks
 }
 
-func (l *virtualLayout) Insert(context.Context, []cache.Insertion) error { return errNoChunks }
+func (l *virtualLayout) Insert(context.Context, []layout.Insertion) error { return errNoChunks }
 
-func (l *virtualLayout) Publish(context.Context, []cache.Insertion, error) error { return errNoChunks }
+func (l *virtualLayout) Publish(context.Context, []layout.Insertion, error) error { return errNoChunks }
 
-func (l *virtualLayout) Scatter(cache.Chunk, cache.Piece) error { return errNoChunks }
+func (l *virtualLayout) Scatter(layout.Chunk, layout.Piece) error { return errNoChunks }
 
-func (l *virtualLayout) ScatterFill(cache.Piece) error { return errNoChunks }
+func (l *virtualLayout) ScatterFill(layout.Piece) error { return errNoChunks }
 
-func (l *virtualLayout) Gather(cache.Chunk, cache.Piece) error { return errNoChunks }
+func (l *virtualLayout) Gather(layout.Chunk, layout.Piece) error { return errNoChunks }
 
-func (l *virtualLayout) Trim(cache.Coord, cache.Chunk, []uint64) (bool, error) {
+func (l *virtualLayout) Trim(layout.Coord, layout.Chunk, []uint64) (bool, error) {
 	return false, errNoChunks
 }
 

@@ -7,7 +7,7 @@ import (
 	"github.com/scc-dev/scc/internal/bufpool"
 	"slices"
 
-	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/section"
 )
@@ -74,7 +74,7 @@ type vlenLayout struct {
 	defrag int // percent
 }
 
-var _ cache.Layout = (*vlenLayout)(nil)
+var _ layout.Layout = (*vlenLayout)(nil)
 
 func newVlenLayout(s *dsState, params []byte) (*vlenLayout, error) {
 	pct, err := decodeVlenParams(params)
@@ -113,7 +113,7 @@ func (l *vlenLayout) maxStored() int64 {
 
 func (l *vlenLayout) ChunkDims() []uint64 { return l.s.chunk }
 
-func (l *vlenLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []cache.Location) error {
+func (l *vlenLayout) Lookup(ctx context.Context, coords []layout.Coord, locs []layout.Location) error {
 	x, err := l.s.idx.get(ctx)
 	if err != nil {
 		return err
@@ -124,7 +124,7 @@ func (l *vlenLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []ca
 		if err != nil {
 			return classify(err)
 		}
-		loc := cache.Location{SizeHint: l.memFor(0)}
+		loc := layout.Location{SizeHint: l.memFor(0)}
 		if e.Exists() {
 			if e.Mask > vlenMaxHeap || !entryFits(e, l.maxStored()) {
 				return fmt.Errorf("%w: variable-length chunk %v index entry (addr %d, size %d, heap %d)", ErrCorrupt, []uint64(c), e.Addr, e.Size, e.Mask)
@@ -137,13 +137,13 @@ func (l *vlenLayout) Lookup(ctx context.Context, coords []cache.Coord, locs []ca
 	return nil
 }
 
-func (l *vlenLayout) NewChunk(cache.Coord, bool) (cache.Chunk, error) {
+func (l *vlenLayout) NewChunk(layout.Coord, bool) (layout.Chunk, error) {
 	// Filled or not, a new chunk's elements are empty: a full write
 	// replaces every one of them anyway.
 	return &vlenChunk{off: make([]uint32, l.elems), ln: make([]uint32, l.elems)}, nil
 }
 
-func (l *vlenLayout) Decode(coord cache.Coord, loc cache.Location, image []byte) (cache.Chunk, error) {
+func (l *vlenLayout) Decode(coord layout.Coord, loc layout.Location, image []byte) (layout.Chunk, error) {
 	defer bufpool.Put(image)
 	heapLen := uint64(loc.Mask)
 	if heapLen > vlenMaxHeap {
@@ -196,7 +196,7 @@ func (l *vlenLayout) Decode(coord cache.Coord, loc cache.Location, image []byte)
 	return c, nil
 }
 
-func (l *vlenLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encoded, error) {
+func (l *vlenLayout) Encode(coord layout.Coord, chunk layout.Chunk) (layout.Encoded, error) {
 	c := chunk.(*vlenChunk)
 	fixed := make([]byte, 8*len(c.off))
 	for i := range c.off {
@@ -205,11 +205,11 @@ func (l *vlenLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encoded
 	}
 	fs, err := encodeSection(l.s.pipeline, fixed)
 	if err != nil {
-		return cache.Encoded{}, err
+		return layout.Encoded{}, err
 	}
 	hs, err := encodeSection(l.s.pipeline, c.heap)
 	if err != nil {
-		return cache.Encoded{}, err
+		return layout.Encoded{}, err
 	}
 	buf := bufpool.Get(section.FrameSize(len(fs.Data), len(hs.Data)))
 	img, sum := section.AppendFrame(buf[:0], []section.Stored{fs, hs}, l.s.csum, coord)
@@ -217,16 +217,16 @@ func (l *vlenLayout) Encode(coord cache.Coord, chunk cache.Chunk) (cache.Encoded
 	if !pooled {
 		bufpool.Put(buf)
 	}
-	return cache.Encoded{Image: img, Mask: uint32(len(c.heap)), Sum: sum, Pooled: pooled}, nil
+	return layout.Encoded{Image: img, Mask: uint32(len(c.heap)), Sum: sum, Pooled: pooled}, nil
 }
 
 // Insert, Publish and Delete are the shared index writes (indexwrite.go):
 // a variable-length chunk has nothing beside its index.
-func (l *vlenLayout) Insert(_ context.Context, ins []cache.Insertion) error {
+func (l *vlenLayout) Insert(_ context.Context, ins []layout.Insertion) error {
 	return l.insert(ins, l)
 }
 
-func (l *vlenLayout) Publish(ctx context.Context, ins []cache.Insertion, writeErr error) error {
+func (l *vlenLayout) Publish(ctx context.Context, ins []layout.Insertion, writeErr error) error {
 	return l.publish(ctx, ins, writeErr, l)
 }
 
@@ -234,7 +234,7 @@ func (l *vlenLayout) Publish(ctx context.Context, ins []cache.Insertion, writeEr
 func (l *vlenLayout) sizeHint(mask uint32) int64 { return l.memFor(int64(mask)) }
 
 // Scatter copies the selected elements' sequences into the piece's vals.
-func (l *vlenLayout) Scatter(chunk cache.Chunk, p cache.Piece) error {
+func (l *vlenLayout) Scatter(chunk layout.Chunk, p layout.Piece) error {
 	c, pc := chunk.(*vlenChunk), p.(*piece)
 	if pc.kind != pieceVlen {
 		return fmt.Errorf("%w: variable-length dataset read with piece kind %d", ErrInternal, pc.kind)
@@ -254,7 +254,7 @@ func (l *vlenLayout) Scatter(chunk cache.Chunk, p cache.Piece) error {
 }
 
 // ScatterFill: elements of chunks stored nowhere are empty.
-func (l *vlenLayout) ScatterFill(p cache.Piece) error {
+func (l *vlenLayout) ScatterFill(p layout.Piece) error {
 	pc := p.(*piece)
 	if pc.kind != pieceVlen {
 		return fmt.Errorf("%w: variable-length dataset read with piece kind %d", ErrInternal, pc.kind)
@@ -267,7 +267,7 @@ func (l *vlenLayout) ScatterFill(p cache.Piece) error {
 
 // Gather stores the selected elements' new sequences at the heap's end,
 // then defragments the heap if too much of it is unused.
-func (l *vlenLayout) Gather(chunk cache.Chunk, p cache.Piece) error {
+func (l *vlenLayout) Gather(chunk layout.Chunk, p layout.Piece) error {
 	c, pc := chunk.(*vlenChunk), p.(*piece)
 	if pc.kind != pieceVlen {
 		return fmt.Errorf("%w: variable-length dataset write with piece kind %d", ErrInternal, pc.kind)
@@ -327,7 +327,7 @@ func (l *vlenLayout) compact(c *vlenChunk) {
 }
 
 // Trim empties the elements outside the new extent (their fill value).
-func (l *vlenLayout) Trim(coord cache.Coord, chunk cache.Chunk, dims []uint64) (bool, error) {
+func (l *vlenLayout) Trim(coord layout.Coord, chunk layout.Chunk, dims []uint64) (bool, error) {
 	c := chunk.(*vlenChunk)
 	r := len(l.s.chunk)
 	stride := make([]uint64, r)
@@ -503,7 +503,7 @@ func (d *Dataset) ReadStrings(ctx context.Context, sel Selection) ([]string, err
 // checkChunk verifies what Decode cannot: a stored chunk holds no
 // non-empty element outside the extent dims (a shrink empties them before
 // the commit that records it). For engine.Check.
-func (l *vlenLayout) checkChunk(coord []uint64, chunk cache.Chunk, dims []uint64) error {
+func (l *vlenLayout) checkChunk(coord []uint64, chunk layout.Chunk, dims []uint64) error {
 	c, ok := chunk.(*vlenChunk)
 	if !ok {
 		return fmt.Errorf("%w: not a variable-length chunk", ErrInternal)

@@ -11,7 +11,7 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// Borrowed write-back images (cache.BorrowingEncoder, denseLayout's
+// Borrowed write-back images (layout.BorrowingEncoder, denseLayout's
 // EncodeBorrowed): an unfiltered chunk is written back from its own buffer,
 // so the chunk must not change until the vector write is over.
 

@@ -21,13 +21,13 @@
 //     when the cache drops the entry, which happens only to an entry that is
 //     evicting or never published (no pins, so no reader is copying out of
 //     it and no writer is gathering into it);
-//   - an encoded image with cache.Encoded.Pooled belongs to whoever called
+//   - an encoded image with layout.Encoded.Pooled belongs to whoever called
 //     Encode until it is written; a kept pre-encoded image (preImage) is
 //     shared by the entry and every writeBack using it, and goes back when
 //     the last of them releases it (preImage.refs), never while a vector
 //     write still reads it;
 //   - a stored image read for a load belongs to the cache until it calls
-//     cache.Layout.Decode, then to the layout (which keeps it as the chunk or
+//     layout.Layout.Decode, then to the layout (which keeps it as the chunk or
 //     returns it).
 //
 // TestBufPoisonConcurrent (engine) poisons every returned buffer and checks,

@@ -1,0 +1,178 @@
+package layout
+
+// Evicter is implemented by layouts whose chunks hold resources beyond Go
+// memory, or that recycle buffers (H5SC_chunk_evict_t). The cache calls
+// Evict once when it drops a chunk and never touches the chunk again.
+type Evicter interface {
+	Evict(coord Coord, chunk Chunk)
+}
+
+// Condenser is implemented by layouts whose chunks can give back slack
+// memory (H5SC_chunk_condense_t); the cache calls it before it would evict
+// for space.
+type Condenser interface {
+	Condense(coord Coord, chunk Chunk) Chunk
+}
+
+// BorrowingEncoder is implemented by layouts whose disk image of a chunk
+// can be the chunk's own memory (an unfiltered dense chunk and a checksum
+// trailer written into its buffer's spare capacity): write-back then sends
+// the chunk's bytes to the file without copying them into an image first.
+//
+// The cache calls EncodeBorrowed only to write the image back, never to
+// keep it (the pre-encoder and prefetch use Encode). It holds the chunk's
+// latch shared from the call until the vector write that carries the image
+// has returned, through Layout.Insert of the write-back round, so no
+// Gather or Trim can change the bytes while they are written; writers of
+// that chunk wait meanwhile, as they wait for any Encode. An image with
+// Pooled set is taken to be a copy (the layout may fall back to Encode)
+// and releases the latch at once; one without is taken to alias the chunk.
+type BorrowingEncoder interface {
+	EncodeBorrowed(coord Coord, chunk Chunk) (Encoded, error)
+}
+
+// The interfaces below are the optional paths around the cache: a layout
+// that implements one lets the cache read or write its chunks without
+// making them resident, or checksum them by pieces. Each path is
+// described in the file named in its doc.
+
+// DirectReader is implemented by layouts whose stored images can be read
+// straight into the caller's buffer (the path: cache/direct.go).
+type DirectReader interface {
+	// DirectTarget returns, for a read piece and the chunk's location,
+	// the caller's bytes the chunk's stored bytes map onto exactly (the
+	// piece selects the whole chunk, contiguous in the caller's buffer, and
+	// the image is the chunk without filters) and the length of the
+	// trailer stored after them; ok false means "not directly".
+	DirectTarget(loc Location, p Piece) (dst []byte, trailer int, ok bool)
+	// VerifyDirect checks the bytes read into dst and the trailer against
+	// each other and against loc, returning an error wrapping the layout's
+	// corruption sentinel on a mismatch. dst's contents are then undefined.
+	VerifyDirect(coord Coord, loc Location, dst, trailer []byte) error
+}
+
+// DirectSummer is implemented by DirectReaders whose check of the bytes
+// read is a checksum that can be computed by pieces and combined, so that
+// a split read (cache/splitread.go) sums each piece on the goroutine that read
+// it.
+type DirectSummer interface {
+	DirectReader
+	// SumDirect returns the checksum of b, a piece of a chunk's bytes.
+	SumDirect(b []byte) uint32
+	// CombineDirect returns the checksum of a||b from the checksums of a
+	// and b and b's length.
+	CombineDirect(sa, sb uint32, nb int64) uint32
+	// VerifyDirectSum is VerifyDirect given sum, the checksum of all of
+	// dst computed by pieces: it checks the trailer and sum against loc.
+	VerifyDirectSum(coord Coord, loc Location, sum uint32, dst, trailer []byte) error
+}
+
+// Block is a byte range of a chunk's stored image, from Location.Addr.
+type Block struct{ Off, Len int64 }
+
+// PartReader is implemented by layouts whose stored chunks can be read
+// and verified in part (the path: cache/directpart.go).
+type PartReader interface {
+	// PartBlocks returns the blocks of the stored image at loc that
+	// serve pieces (every request of the read that falls in the chunk),
+	// each of which the layout can verify on its own; ok false means
+	// "not in part" and the cached path serves the read. Blocks lie
+	// inside [0, loc.Size) and do not overlap.
+	PartBlocks(coord Coord, loc Location, pieces []Piece) (blocks []Block, ok bool)
+	// ReadPart verifies each block read (bufs[i] holds blocks[i]) against
+	// its own checksum and serves the pieces from them as Scatter would.
+	// A mismatch is an error wrapping the layout's corruption sentinel;
+	// the caller's bytes of the pieces are then undefined. ReadPart owns
+	// bufs (from internal/bufpool) and may give them back with bufpool.Put.
+	ReadPart(coord Coord, loc Location, pieces []Piece, blocks []Block, bufs [][]byte) error
+}
+
+// DirectWriter is implemented by layouts whose stored image of a chunk can
+// be the caller's bytes themselves, framed by small side buffers (the
+// path: cache/directwrite.go).
+type DirectWriter interface {
+	// DirectSource returns the caller's bytes that are the chunk's
+	// unfiltered contents for a piece that selects the whole chunk (they
+	// are contiguous in the caller's buffer); ok false means "not
+	// directly". It must not copy: the bytes are written as they are.
+	DirectSource(coord Coord, p Piece) (src []byte, ok bool)
+	// DirectFrame returns the frame around src: head is written before it
+	// and tail after it (either may be empty), sum is what Encode would
+	// have reported as Encoded.Sum for the same frame. The image stored is
+	// head+src+tail with filter mask 0.
+	DirectFrame(coord Coord, src []byte) (head, tail []byte, sum uint32)
+}
+
+// SummedDecoder is implemented by layouts whose Decode verifies a checksum
+// that can be computed by pieces (DirectSummer's SumDirect and
+// CombineDirect) over a prefix of the stored image.
+type SummedDecoder interface {
+	DirectSummer
+	// SummedLen returns how many leading bytes of the stored image at loc
+	// its checksum covers, or -1 when this image cannot be decoded from a
+	// sum (Decode is used).
+	SummedLen(loc Location) int64
+	// DecodeSummed is Decode given sum, the checksum of
+	// image[:SummedLen(loc)] computed by pieces while it was read: it
+	// checks sum where Decode would compute it. It owns image as Decode
+	// does.
+	DecodeSummed(coord Coord, loc Location, image []byte, sum uint32) (Chunk, error)
+}
+
+// DirectDecoder is implemented by layouts whose chunks can be decoded
+// straight into the caller's buffer (the path: cache/directdecode.go).
+type DirectDecoder interface {
+	// DecodeTarget returns, for a read piece and the chunk's location, the
+	// caller's bytes the decoded chunk maps onto exactly (the piece
+	// selects the whole chunk, contiguous in the caller's buffer, in the
+	// chunk's element order); ok false means "not directly".
+	DecodeTarget(loc Location, p Piece) (dst []byte, ok bool)
+	// DecodeInto verifies the stored image read from loc and decodes it
+	// into dst, as Decode would into a chunk of its own. It owns image as
+	// Decode does. A damaged image is an error wrapping the layout's
+	// corruption sentinel; dst's contents are then undefined.
+	DecodeInto(coord Coord, loc Location, image, dst []byte) error
+}
+
+// DirectEncoder is implemented by layouts whose chunks can be encoded
+// straight from the caller's buffer (the path:
+// cache/directwrite_encode.go).
+type DirectEncoder interface {
+	// EncodeSource returns, for a write piece that selects the whole
+	// chunk, the caller's bytes that are the chunk's contents (contiguous
+	// in the caller's buffer, in the chunk's element order); ok false
+	// means "not directly".
+	EncodeSource(coord Coord, p Piece) (src []byte, ok bool)
+	// EncodeFrom builds the disk image of a chunk holding src, as Encode
+	// would for a chunk of its own with those contents. It neither keeps
+	// nor modifies src.
+	EncodeFrom(coord Coord, src []byte) (Encoded, error)
+}
+
+// RowReader is implemented by layouts whose whole stored chunks can be
+// read by rows into the caller's buffer (the path: cache/directrows.go).
+type RowReader interface {
+	// RowTarget returns, for a read piece and the chunk's location, the
+	// runs of the caller's buffer the stored chunk's bytes map onto in
+	// order (the piece selects the whole chunk), and the length of the
+	// stored trailer that follows those bytes; ok false means "not by
+	// rows".
+	RowTarget(loc Location, p Piece) (rows Rows, trailer int, ok bool)
+	// SumRow returns the checksum of the bytes summed so far, whose
+	// checksum is sum (0 before the first row), followed by b.
+	SumRow(sum uint32, b []byte) uint32
+	// VerifyDirectSum checks the chunk read, given sum, the checksum of
+	// all its rows in order, and the trailer read (DirectSummer's).
+	VerifyDirectSum(coord Coord, loc Location, sum uint32, dst, trailer []byte) error
+}
+
+// Rows are equal runs of Buf, in order: an odometer over the outer
+// dimensions (outermost first) steps Count[d] times by Step[d] bytes along
+// dimension d, from the row at First; each row is Len bytes.
+type Rows struct {
+	Buf   []byte
+	First uint64
+	Len   uint64
+	Count []uint64
+	Step  []uint64
+}
