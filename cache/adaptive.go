@@ -300,7 +300,7 @@ type adaptState struct {
 	// SetConfig, RestoreAdaptiveState) and guards the epoch's counts and
 	// the decision log. Epoch closers take it with TryLock: a request that
 	// loses goes on at once. Never held across I/O. Lock order: the table
-	// at the top of cache.go.
+	// at Cache.mu.
 	mu struct {
 		sync.Mutex
 		epoch                              int64 // epochs closed

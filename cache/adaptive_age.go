@@ -66,7 +66,7 @@ func (a *adaptState) unstampLocked(e *entry) {
 // c.mu (and then holds it for a drain and O(1) more): ok is false, and
 // nothing changed, when the policy lock is busy, so closing an epoch never
 // waits; the epoch closes at the next look. The caller holds c.sizes.adaptive.mu
-// (lock order: cache.go).
+// (lock order: Cache.mu).
 func (c *Cache) advanceAge(n int) (recent int64, ok bool) {
 	if !c.mu.TryLock() {
 		return 0, false

@@ -30,36 +30,9 @@
 // carried out by the normal eviction path, which writes dirty chunks
 // back.
 //
-// # Lock order
-//
-// This table is the one reference for the cache's locks; the declarations
-// say what each lock guards. Outermost first: a goroutine holding a lock
-// takes only locks below it on its line. The cache has no single chain.
-//
-//	Cache.sizes.adaptive.mu (sizing decisions; epoch closers take it with TryLock)
-//	  → Cache.mu (only with TryLock, advanceAge)
-//	  → Cache.admission.mu (limitChanged)
-//	File.mu (registration of a file's datasets)
-//	  → Cache.mu (Unregister's emptiness check)
-//	Cache.mu (the policy lock; never taken on the hit path, never held
-//	         across I/O or layout callbacks)
-//	  → entry.mu (an entry's state transitions and its waiters)
-//	File.pf (prefetches running on a file): never taken under File.mu
-//	entry.flushMu: taken with TryLock by flushers; a flusher waiting for a
-//	  busy entry holds no other flushMu
-//	entry.latch: serializes the layout callbacks on one chunk (Scatter,
-//	  Encode shared; Gather, Trim, Condense exclusive); held only while
-//	  the entry is pinned or evicting, and nobody waits for space while
-//	  holding a pin
-//	read slots: held for one Scatter and the hit's counters, taking only
-//	  leaf locks meanwhile, so evictors and writers may wait for them while
-//	  holding Cache.mu or a pin
-//	Cache.budget.meta (metadata accounts): never held with Cache.mu
-//	leaf locks (nothing is taken under them, never held across I/O):
-//	  Cache.images.mu (cache-image entries), a dataset's sequence detector
-//	  (seqState), the space waiters' channel (Cache.budget.space), the ghost
-//	  list's shards, the chunk table's buckets and resize, the split
-//	  readers' queue (Cache.background.split.mu)
+// Locks: the cache's lock order is written once, in the declaration of
+// Cache.mu (cache.go); every other lock's declaration says what it guards
+// and refers there.
 package cache
 
 import (
@@ -135,8 +108,37 @@ type Cache struct {
 	// mu is the policy lock. It protects the policy's order structures,
 	// the datasets' member lists and every field documented "guarded by
 	// Cache.mu". It is never taken on the hit path (accesses are buffered)
-	// and never held across I/O or layout callbacks. Lock order: the
-	// table at the top of this file.
+	// and never held across I/O or layout callbacks.
+	//
+	// Lock order of the cache. This table is the one reference for the
+	// cache's locks; the declarations say what each lock guards.
+	// Outermost first: a goroutine holding a lock takes only locks below
+	// it on its line. The cache has no single chain.
+	//
+	//	Cache.sizes.adaptive.mu (sizing decisions; epoch closers take it with TryLock)
+	//	  → Cache.mu (only with TryLock, advanceAge)
+	//	  → Cache.admission.mu (limitChanged)
+	//	File.mu (registration of a file's datasets)
+	//	  → Cache.mu (Unregister's emptiness check)
+	//	Cache.mu (the policy lock; never taken on the hit path, never held
+	//	         across I/O or layout callbacks)
+	//	  → entry.mu (an entry's state transitions and its waiters)
+	//	File.pf (prefetches running on a file): never taken under File.mu
+	//	entry.flushMu: taken with TryLock by flushers; a flusher waiting for a
+	//	  busy entry holds no other flushMu
+	//	entry.latch: serializes the layout callbacks on one chunk (Scatter,
+	//	  Encode shared; Gather, Trim, Condense exclusive); held only while
+	//	  the entry is pinned or evicting, and nobody waits for space while
+	//	  holding a pin
+	//	read slots: held for one Scatter and the hit's counters, taking only
+	//	  leaf locks meanwhile, so evictors and writers may wait for them while
+	//	  holding Cache.mu or a pin
+	//	Cache.budget.meta (metadata accounts): never held with Cache.mu
+	//	leaf locks (nothing is taken under them, never held across I/O):
+	//	  Cache.images.mu (cache-image entries), a dataset's sequence detector
+	//	  (seqState), the space waiters' channel (Cache.budget.space), the ghost
+	//	  list's shards, the chunk table's buckets and resize, the split
+	//	  readers' queue (Cache.background.split.mu)
 	mu struct {
 		sync.Mutex
 		pol policy.Policy[*entry] // policy.go

@@ -408,7 +408,7 @@ type File struct {
 
 	// mu is never held across I/O or while waiting for chunks: Unregister
 	// marks its drop with unreg and works unlocked.
-	// Lock order: the table at the top of cache.go.
+	// Lock order: the table at Cache.mu.
 	mu struct {
 		sync.Mutex      // serializes registration changes of the file's datasets
 		closed     bool // set by Unregister

@@ -16,6 +16,8 @@ import (
 // Request is the part of one read or write that falls in one chunk (SCC requirements
 // §4.9: the (file, dataset, chunk, selections, buffer) tuple; the file is
 // the dataset's).
+// It is the cache's input, not part of the layout contract: it names a
+// Dataset registered with this cache, and a layout sees only its Piece.
 type Request struct {
 	Dataset *Dataset
 	Coord   layout.Coord

@@ -73,7 +73,8 @@ type dsState struct {
 	// dataset exclusively in the serializer, which drains every read and
 	// write first (SCC design §5.2; engine/io.go). A commit holds it shared
 	// across its index and header writes for this dataset, so a SetExtent
-	// waits for that I/O; data I/O does not.
+	// waits for that I/O; data I/O does not. Lock order: the table after
+	// File (file.go).
 	extent sync.RWMutex
 
 	// dirty is set whenever the header or the index changed since the last
@@ -83,6 +84,8 @@ type dsState struct {
 	// mu by hotDataset, cleared under mu by Close.
 	hot atomic.Pointer[cache.Dataset]
 
+	// mu guards its fields; short, never held across I/O. Lock
+	// order: the table after File (file.go).
 	mu struct {
 		sync.Mutex
 		shape      []uint64

@@ -85,7 +85,7 @@ type File struct {
 	attrs attrHolder
 
 	// commitMu serializes commits (Flush, Close) and a read-only file's
-	// Refresh.
+	// Refresh. Lock order: the table after File.
 	commitMu sync.Mutex
 	// sb is the last committed superblock, an immutable snapshot replaced
 	// (under commitMu) by each commit or refresh, so that readers such as
@@ -116,6 +116,8 @@ type File struct {
 	// wrote and let go (tests).
 	indexShedBytes atomic.Int64
 
+	// mu guards its fields (the catalog, open datasets, groups); short,
+	// never held across I/O. Lock order: the table after File.
 	mu struct {
 		sync.Mutex
 		nextID uint64
@@ -131,8 +133,9 @@ type File struct {
 	}
 }
 
-// Lock order of the engine, outermost first. A goroutine holding one of
-// these takes only locks below it:
+// Lock order of the engine, outermost first; this is its one statement,
+// and the declarations of the locks below refer to it. A goroutine holding
+// one of these takes only locks below it:
 //
 //	serializer (serialize.Acquire / AcquireExclusive on a dataset)
 //	  File.commitMu                (commits; a read-only file's Refresh)
@@ -140,11 +143,19 @@ type File struct {
 //	                                finishTrims, Storage; exclusive:
 //	                                SetExtent, Refresh's adopt)
 //	      File.mu, dsState.mu      (short; never held across I/O)
-//	      cache and index locks    (their own packages' order)
+//	      index locks              (engine/internal/index, the loader's
+//	                                writers lock: writers, then the
+//	                                index's lock, then flight)
+//	      cache locks              (package cache, at Cache.mu)
 //
 // Refresh (read-only files only) takes commitMu and then the serializer of
 // each changed dataset; SetExtent (writable files only) never takes
-// commitMu, so the two orders never meet on one File.
+// commitMu, so the two orders never meet on one File. Shedding index
+// memory writes changed blocks only under commitMu.TryLock, keeping a
+// commit's order (commitMu, then an index's writers lock; shedIndexes).
+// Attribute sets (attrHolder.mu), the image state and its journal, the
+// virtual datasets' source files (virtualSources) and each layout's own
+// state have locks of their own, documented where they are declared.
 
 // noWriteBehind turns the driver's write-behind off for a file that is
 // never synced (Options.NoSync): the hint only makes the device write

@@ -137,7 +137,7 @@ type eaIndex struct {
 	// loaded blocks hold it for reading; Put, Delete, Resize, Flush and
 	// the install of a freshly read block hold it for writing. No store
 	// I/O happens under it (Flush writes with it released; see flushTx).
-	// Lock order: ld.writers, then mu, then ld.flight.
+	// Lock order: the loader's, at loader.writers (lazy.go).
 	mu struct {
 		sync.RWMutex
 		gm     *geom
