@@ -314,8 +314,8 @@ func runH5perf(ctx context.Context, o Options, p *Peers, r *Report) error {
 }
 
 // h5perfSamples is how many times each side of an h5perf row runs. One
-// pass moves 64–256 MiB in 15–100 ms, and on the project's VM a single
-// pass of the same binary moved up to 1.9× between runs (scc and HDF5
+// pass moves 64–256 MiB in 15–100 ms, and on a shared virtual machine a
+// single pass of the same binary moved up to 1.9× between runs (scc and HDF5
 // alike): the statuses flipped with the host, not with the code. So every
 // row is the median of h5perfSamples passes of each side, the passes of
 // all sides interleaved (scc, scc NoSync, HDF5, the raw ceilings, then

@@ -11,8 +11,8 @@ import "os"
 //     written to dir, synced and removed. On a virtual machine whose host
 //     takes back the guest's free memory (virtio-balloon free page
 //     reporting), filling page cache on memory the host reclaimed is many
-//     times slower than on memory a removed file freed a moment ago (on the
-//     project's VM 220–310 MB/s against 2–4 GB/s; see vfd's writeCallMax).
+//     times slower than on memory a removed file freed a moment ago (on such
+//     a VM 220–310 MB/s against 2–4 GB/s; see vfd's writeCallMax).
 //     Without this each run was as fast as the memory the run before it
 //     left behind: a run right after another's file was removed wrote
 //     3–4 GB/s, the first run after a pause a tenth of that, and the rows

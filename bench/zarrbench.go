@@ -257,7 +257,7 @@ func sccZarrRow(ctx context.Context, path, row string, conc int, c ZarrBenchConf
 	case "roundtrip":
 		// NoSync: the new array is flushed to the page cache, as
 		// zarr-python's DirectoryStore leaves its chunk files; an fsync
-		// of 2 GiB (0.2–0.6 s in one-off runs on the project's VM) would
+		// of 2 GiB (0.2–0.6 s in one-off runs) would
 		// time the disk, not the engine.
 		of, err := engine.Create(out, &engine.Options{Cache: cc, NoSync: true})
 		if err != nil {

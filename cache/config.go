@@ -106,7 +106,7 @@ type Config struct {
 	// the chunk into its image at write-back) cost more than the write
 	// itself, and reading the chunk back costs one pread at page-cache
 	// speed. engine BenchmarkDirectWriteBytes (64 MiB of whole chunks,
-	// NoSync, tmpfs, 2-core VM): direct 1.34-1.89x the cached path at 64
+	// NoSync, tmpfs, GOMAXPROCS 2): direct 1.34-1.89x the cached path at 64
 	// KiB to 1 MiB chunks, 1.01-1.04x at 16 KiB. Default 0 means 64 KiB; -1
 	// leaves only the bypass and
 	// full-cache rules. Ignored when direct writes are off (NoDirectWrites,
@@ -130,7 +130,7 @@ type Config struct {
 	// min(GOMAXPROCS-1, 7) helpers run per cache; one that finished a
 	// share polls for the next for 100 µs (yielding its P) before it
 	// parks.
-	// Default 0 means 512 KiB (engine BenchmarkSplitRead on 2 cores:
+	// Default 0 means 512 KiB (engine BenchmarkSplitRead at GOMAXPROCS 2:
 	// splitting 512 KiB and 1 MiB chunks was 1.1-1.3x faster than one
 	// pass, 128 and 256 KiB ones 0.7-0.9x); -1 turns splitting off (no
 	// helpers run). No helper runs when GOMAXPROCS is 1.

@@ -150,7 +150,7 @@ func (c *Cache) readRows(ctx context.Context, rs []rowRead) error {
 // is amortized only over rows of a page or more; the bounce buffer is
 // recycled from chunk to chunk, so its second pass over the bytes stays
 // mostly in the core's cache. Measured on the public Zarr benchmark's
-// one-call read of its 2 GiB array (rows of 512 bytes, 2-core VM, three
+// one-call read of its 2 GiB array (rows of 512 bytes, GOMAXPROCS 2, three
 // passes each, twice): 1.30–1.36 s bounced, 1.62–1.93 s with the
 // threshold at 512 so that every row was its own iovec (a one-off run with
 // the threshold changed, not a benchmark here).

@@ -22,8 +22,8 @@ import (
 //
 // Verification by pieces. Verifying on the caller the bytes a helper read
 // costs about three times the checksum of bytes the caller read itself
-// (measured on the 2-core VM: the helper's half sits in the other core's
-// cache and every line crosses over), which ate the whole gain of reading
+// (the helper's half sits in the other core's cache and every line
+// crosses over), which ate the whole gain of reading
 // in parallel. So for layouts whose check is a checksum that combines
 // (DirectSummer: CRC32C, format.CombineChecksum), each goroutine sums the
 // pieces of chunks it read, on the core that read them, and the caller
@@ -32,8 +32,8 @@ import (
 // The read then costs about (pread + CRC)/2 per core.
 //
 // Wake-up. A parked helper handed a share waits in the run queue of the
-// reader's P until another P steals it: 50-100 µs measured on the 2-core
-// VM, most of a 1 MiB read. So a helper that finished a share polls for
+// reader's P until another P steals it: 50-100 µs measured with
+// GOMAXPROCS 2, most of a 1 MiB read. So a helper that finished a share polls for
 // the next one for splitLinger (yielding its P at every poll) before it
 // parks: a sequential reader hands out its next share within that time,
 // and its helper starts at once (engine BenchmarkSplitRead, 1 MiB chunks:
@@ -66,7 +66,7 @@ import (
 // only decides which goroutine issues which part of the same extents.
 
 // defaultSplitReadBytes is Config.SplitReadBytes's default: below it
-// the wake-up of a helper (tens of microseconds on the 2-core VM) costs
+// the wake-up of a helper (tens of microseconds) costs
 // more than the shared read saves (engine BenchmarkSplitRead).
 const defaultSplitReadBytes = 512 << 10
 

@@ -115,7 +115,7 @@ func (o Options) withDefaults() Options {
 // offer a bounded queue whose Submit honours a context (its Submit parks the
 // caller until a worker is free), so the queue is ours and ants owns the
 // worker goroutines. An earlier version passed each task to ants through a
-// dispatcher goroutine; the extra hand-off cost ~3 µs per task on 2 cores
+// dispatcher goroutine; the extra hand-off cost ~3 µs per task at GOMAXPROCS 2
 // against ~0.6 µs for this layout (BenchmarkTinyTask).
 //
 // No task is ever handed to ants as a nil function or argument (a nil is an

@@ -92,7 +92,7 @@ func Open(path string, flag int, perm os.FileMode) (*File, error) {
 // timestamps, and ext4 takes any truncate to size zero for the start of a
 // replace-via-truncate (auto_da_alloc) and starts writing back the whole
 // file when it is closed. A NoSync file's Close then waited for the
-// device: 3–42 ms on 64 MiB on the project's VM, where writing the 64 MiB
+// device: 3–42 ms on 64 MiB (measured once), where writing the 64 MiB
 // took 20 (timed with strace).
 func isEmpty(osf *os.File) bool {
 	st, err := osf.Stat()
@@ -155,13 +155,14 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 // ones the host reclaimed, and filling one faults it back in on the host;
 // smaller folios come first from the guest's free memory of smaller
 // orders, which the host left alone. (The mechanism is our reading; the
-// figures below are measured.) On the project's VM (Linux 6.18) 2 MiB and larger writes into new
-// files ran at 220–310 MB/s from the first byte, 1 MiB writes at 2–4 GB/s
-// for the first few hundred MiB (then at the same 300: the small free
-// blocks were used up), and the cache's write-back of 64 MiB of chunks,
-// one pwritev per run of adjacent chunks, often took 200–290 ms where
-// HDF5, one pwrite per chunk, took 50 (BenchmarkWriteCallSize measures
-// the call sizes; the flushes took 24–28 ms capped). Elsewhere the cap costs one system call per MiB, a
+// figures below are measured.) On such a VM (Linux 6.18) 2 MiB and
+// larger writes into new files ran at 220–310 MB/s from the first byte,
+// 1 MiB writes at 2–4 GB/s for the first few hundred MiB (then at the
+// same 300: the small free blocks were used up), and the cache's
+// write-back of 64 MiB of chunks, one pwritev per run of adjacent chunks,
+// often took 200–290 ms where HDF5, one pwrite per chunk, took 50
+// (BenchmarkWriteCallSize measures the call sizes; the flushes took
+// 24–28 ms capped). Elsewhere the cap costs one system call per MiB, a
 // few microseconds against copying that MiB.
 var writeCallMax = 1 << 20
 

@@ -57,8 +57,8 @@ func prefault(b []byte) {
 //
 // Why: a read of many chunks into one large buffer writes each chunk's
 // rows into their places all over it, so each of its pages is first
-// touched by a short row copy that takes a fault. On the project's 2-core
-// VM, filling a new 2 GiB buffer that way cost 1.4–2.1 s, populating it
+// touched by a short row copy that takes a fault. At GOMAXPROCS 2,
+// filling a new 2 GiB buffer that way cost 1.4–2.1 s, populating it
 // first 0.6–0.75 s, and the one-call read of a 2 GiB uncompressed array
 // (zarrbench read_all raw) went from 1.8–4.4 s to 1.2–1.4 s; at its
 // quick size (32 MiB), from 21 ms to 17 ms (median of 30), 26 ms when one

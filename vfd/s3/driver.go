@@ -411,9 +411,9 @@ type piece struct {
 // in all): a writer committing back to back replaces the pages again
 // before a reader on a loaded machine gets its GETs out, and four rounds
 // without a pause lost to one such burst of ten commits
-// (TestReadersFollowConcurrently, on a 2-core CI machine running other
-// tests). The wait lets the burst pass; the bound keeps a reader of a
-// writer that never pauses from retrying forever.
+// (TestReadersFollowConcurrently, its cores busy with other tests). The
+// wait lets the burst pass; the bound keeps a reader of a writer that
+// never pauses from retrying forever.
 func (d *Driver) readExtents(ctx context.Context, exts []vfd.Extent) error {
 	var err error
 	for attempt := 0; attempt < readRounds; attempt++ {

@@ -10,16 +10,15 @@ import (
 )
 
 // BenchmarkVerifiedRead is the ceiling of a verified sequential read on
-// this machine, and the check of where to compute the checksum: 256 MiB
+// the machine running it, and the check of where to compute the checksum: 256 MiB
 // of 1 MiB chunks read back from the page cache by pread, alone (raw),
 // each followed by Checksum of its bytes (pread+crc, what scc's direct
 // reads do), with the checksum pipelined on another goroutine over
 // slices of the chunk as they arrive (pipelined-K), and with pread and
 // checksum interleaved slice by slice on one goroutine (interleaved-K).
 // Each sub-benchmark reports MiB/s; all but raw also report their ratio
-// to pread+crc measured in the same run. (On the 2-core VM of the README
-// neither variant beat pread+crc: the bytes are in the reading core's
-// cache.)
+// to pread+crc measured in the same run. (At GOMAXPROCS 2 neither variant
+// beat pread+crc: the bytes are in the reading core's cache.)
 func BenchmarkVerifiedRead(b *testing.B) {
 	const chunk, n = 1 << 20, 256
 	path := filepath.Join(b.TempDir(), "chunks")

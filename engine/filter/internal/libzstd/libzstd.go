@@ -29,7 +29,7 @@ package libzstd
 // The stage after sequences (ZSTD_c_splitAfterSequences) is left to the
 // level.
 //
-// The speeds above are one-off runs on the project's 2-core VM, not a
+// The speeds above are one-off runs at GOMAXPROCS 2, not a
 // benchmark here; the sizes are held by TestZstdLibzstdNoPreSplit, and
 // `scctl bench zarrbench` prints the codec's own decode speed.
 static size_t scc_compress(ZSTD_CCtx *c, int level, void *dst, size_t cap, const void *src, size_t n) {
