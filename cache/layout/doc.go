@@ -47,17 +47,15 @@
 //
 // Errors: a damaged image is an error wrapping the layout's own corruption
 // sentinel, never a panic; the cache returns the layout's errors wrapped,
-// so errors.Is finds the sentinel.
-// A panic in a callback run on a worker is recovered and reported as
-// cache.ErrPanic.
+// so errors.Is finds the sentinel. A panic in a callback run on a worker
+// is recovered and reported as cache.ErrPanic.
 //
 // # The callbacks
 //
-// The SCC internal API's callbacks, each with where it lives in this package and which of
-// the
-// engine's layouts implement it (dense = dense chunked, engine/layout.go;
-// sparse, engine/sparse.go, with its selection view; vlen,
-// engine/vlen.go; contig = contiguous, engine/contig.go; the direct paths
+// The SCC internal API's callbacks, each with where it lives in this
+// package and which of the engine's layouts implement it (dense = dense
+// chunked, engine/layout.go; sparse, engine/sparse.go, with its selection
+// view; vlen, engine/vlen.go; contig = contiguous, engine/contig.go; the direct paths
 // for part of a chunk are in engine/directpart.go):
 //
 //	layout query          → Layout.ChunkDims: all.
