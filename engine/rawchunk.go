@@ -176,6 +176,61 @@ func (d *Dataset) readChunkRaw(ctx context.Context, coords []uint64) (data []byt
 	return img[:len(img):len(img)], sc, nil
 }
 
+// StatChunkRaw describes the stored chunk at coords as ReadChunkRawStored
+// would, from the chunk index alone, without reading the chunk: what a
+// reader that holds a version of the chunk needs to tell whether it is
+// still the stored one. ErrNotFound if the chunk is not stored. In a
+// writable File a dirty cached copy is written back first (its bytes are
+// then read, as ReadChunkRaw does), so the description is of the latest
+// write; a read-only File has none.
+func (d *Dataset) StatChunkRaw(ctx context.Context, coords []uint64) (chunk StoredChunk, err error) {
+	if err := d.checkRaw(false, "StatChunkRaw"); err != nil {
+		return StoredChunk{}, err
+	}
+	if !d.s.f.readOnly {
+		_, chunk, err = d.readRawFollowing(ctx, coords, "StatChunkRaw")
+		return chunk, err
+	}
+	err = d.s.f.follow(ctx, func() (err error) {
+		chunk, err = d.statChunkRaw(ctx, coords)
+		return err
+	})
+	return chunk, err
+}
+
+func (d *Dataset) statChunkRaw(ctx context.Context, coords []uint64) (StoredChunk, error) {
+	s := d.s
+	reg, err := s.chunkRegion(coords)
+	if err != nil {
+		return StoredChunk{}, err
+	}
+	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}})
+	if err != nil {
+		return StoredChunk{}, classify(err)
+	}
+	defer release()
+	if err := s.gone(); err != nil {
+		return StoredChunk{}, err
+	}
+	// The chunk's hold orders the lookup with SetExtent and a refresh's
+	// adopt, as for every data read (no extent lock).
+	x, err := s.idx.get(ctx)
+	if err != nil {
+		return StoredChunk{}, classify(err)
+	}
+	e, err := x.Get(ctx, coords)
+	s.idx.account(x)
+	switch {
+	case err != nil:
+		return StoredChunk{}, classify(err)
+	case !e.Exists():
+		return StoredChunk{}, fmt.Errorf("%w: chunk %v of %q is not stored", ErrNotFound, coords, s.name)
+	case !entryFits(e, s.store.maxStored()) || e.Size < format.ChunkFrameOverhead:
+		return StoredChunk{}, fmt.Errorf("%w: chunk %v index entry (addr %d, size %d)", ErrCorrupt, coords, e.Addr, e.Size)
+	}
+	return StoredChunk{Coords: clone(coords), Size: e.Size - format.ChunkFrameOverhead, FilterMask: e.Mask, Addr: e.Addr, Sum: e.Sum}, nil
+}
+
 // WriteChunkRaw stores data, the filter pipeline's output for the whole
 // chunk with filterMask naming the skipped filters, as the chunk at coords,
 // replacing any stored or cached version; durable after the next Flush.

@@ -388,3 +388,53 @@ func TestReadChunkRawStored(t *testing.T) {
 		t.Fatalf("chunk not stored: %v, want ErrNotFound", err)
 	}
 }
+
+// TestStatChunkRaw: the description of a stored chunk from the index
+// alone, without reading the chunk, equal to what the raw read returns,
+// in a writer's File with the chunk dirty in the cache (written back
+// first) and in a read-only File; ErrNotFound for a chunk not stored,
+// ErrOutOfRange outside the grid.
+func TestStatChunkRaw(t *testing.T) {
+	ctx := context.Background()
+	drv := vfd.NewMem()
+	f := tCreate(t, drv, nil)
+	ds, err := f.CreateDataset("d", DatasetSpec{Type: Int32, Shape: []uint64{8, 8}, Chunk: []uint64{4, 4}, Filters: []Filter{Zstd(1)}})
+	must(t, err)
+	buf := make([]byte, 4*4*4)
+	for v := range 2 {
+		buf[0] = byte(v + 1)
+		must(t, ds.Write(ctx, Box([]uint64{4, 4}, []uint64{4, 4}), buf))
+		sc, err := ds.StatChunkRaw(ctx, []uint64{1, 1})
+		must(t, err)
+		_, want, err := ds.ReadChunkRawStored(ctx, []uint64{1, 1})
+		must(t, err)
+		if fmt.Sprint(sc) != fmt.Sprint(want) {
+			t.Fatalf("stat %+v, read %+v", sc, want)
+		}
+	}
+	if _, err := ds.StatChunkRaw(ctx, []uint64{0, 0}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("chunk not stored: %v", err)
+	}
+	if _, err := ds.StatChunkRaw(ctx, []uint64{2, 0}); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("outside the grid: %v", err)
+	}
+	must(t, f.Flush(ctx))
+	_, want, err := ds.ReadChunkRawStored(ctx, []uint64{1, 1})
+	must(t, err)
+
+	rf, err := OpenWith(drv, &Options{ReadOnly: true})
+	must(t, err)
+	defer rf.Close()
+	rds, err := rf.OpenDataset("d")
+	must(t, err)
+	defer rds.Close()
+	before := rf.Cache().Stats()
+	sc, err := rds.StatChunkRaw(ctx, []uint64{1, 1})
+	must(t, err)
+	if fmt.Sprint(sc) != fmt.Sprint(want) {
+		t.Fatalf("read-only stat %+v, want %+v", sc, want)
+	}
+	if st := rf.Cache().Stats(); st.VectorReads != before.VectorReads {
+		t.Fatalf("the stat read chunks: %d vector reads", st.VectorReads-before.VectorReads)
+	}
+}
