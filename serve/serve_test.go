@@ -454,7 +454,17 @@ func TestChunkETagFromIndex(t *testing.T) {
 	etag := w.Header().Get("ETag")
 	sc := stored()
 	assert.Contains(t, etag, fmt.Sprintf("%08x", sc.Sum), "the index's checksum of the stored frame")
-	assert.Equal(t, http.StatusNotModified, get(s, "GET", "/a/1.0", "If-None-Match", etag).Code)
+	rf := s.f
+	before := rf.Cache().Stats()
+	for _, inm := range []string{etag, `"x", ` + etag, "W/" + etag, "*"} {
+		w = get(s, "GET", "/a/1.0", "If-None-Match", inm)
+		assert.Equal(t, http.StatusNotModified, w.Code, inm)
+		assert.Equal(t, etag, w.Header().Get("ETag"), inm)
+		assert.Empty(t, w.Body.Bytes())
+	}
+	assert.Equal(t, before.VectorReads, rf.Cache().Stats().VectorReads, "a 304 reads only the chunk index")
+	assert.Equal(t, http.StatusOK, get(s, "GET", "/a/1.0", "If-None-Match", `"x"`).Code)
+	assert.Equal(t, http.StatusNotFound, get(s, "GET", "/a/0.0", "If-None-Match", "*").Code, "not stored")
 
 	write(2)
 	require.NoError(t, s.Refresh(bg))
