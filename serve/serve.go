@@ -34,11 +34,13 @@
 // Live: before answering, the server refreshes the File (File.Refresh) if
 // its last refresh is older than Options.Refresh (100 ms by default), so a
 // frame the writer Flushed is served within that bound, with the extents
-// and datasets it added. Responses carry an ETag (the content's hash: the
-// chunk's bytes, the metadata document), Last-Modified and Cache-Control:
-// no-cache, so readers revalidate instead of caching what can change;
-// conditional requests (If-None-Match), ranges and HEAD are answered by
-// net/http's ServeContent.
+// and datasets it added. Responses carry an ETag (for a chunk served as
+// stored, the chunk index's record of its stored frame: checksum, address
+// and size; for other content, its hash), Last-Modified and
+// Cache-Control: no-cache, so readers revalidate instead of caching what
+// can change. A revalidation of a chunk served as stored is answered 304
+// from the chunk index without reading the chunk; other conditional
+// requests, ranges and HEAD are answered by net/http's ServeContent.
 //
 // The web page: GET / answers a page (embedded, no build step, nothing
 // loaded from elsewhere) that lists the tree with types, shapes,
