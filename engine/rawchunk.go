@@ -31,6 +31,14 @@ type StoredChunk struct {
 	Coords     []uint64 // chunk coordinates (element index / chunk shape)
 	Size       uint64   // encoded bytes, as ReadChunkRaw returns them
 	FilterMask uint32   // bit i set: filter i was skipped for this chunk
+	// Addr and Sum are where the chunk is stored and the checksum the
+	// chunk index records for its stored frame (in format v5 keyed by
+	// the dataset and the coordinates too): a rewrite of the chunk
+	// changes them, so together with Size they name one stored version
+	// of it, as an HTTP validator or a copier's change check needs,
+	// without hashing the bytes again.
+	Addr uint64
+	Sum  uint32
 }
 
 // StoredChunks lists the dataset's stored chunks in C order of their
@@ -71,7 +79,7 @@ func (d *Dataset) storedChunks(ctx context.Context) ([]StoredChunk, error) {
 		if size >= format.ChunkFrameOverhead {
 			size -= format.ChunkFrameOverhead
 		}
-		out = append(out, StoredChunk{Coords: clone(c), Size: size, FilterMask: e.Mask})
+		out = append(out, StoredChunk{Coords: clone(c), Size: size, FilterMask: e.Mask, Addr: e.Addr, Sum: e.Sum})
 		return true
 	})
 	s.idx.account(x)
@@ -106,52 +114,121 @@ func (s *dsState) chunkRegion(coords []uint64) (serialize.Region, error) {
 // stored (it reads as the fill value). A dirty cached copy is written back
 // first, so the bytes are those of the latest write.
 func (d *Dataset) ReadChunkRaw(ctx context.Context, coords []uint64) (data []byte, filterMask uint32, err error) {
-	if err := d.checkRaw(false, "ReadChunkRaw"); err != nil {
-		return nil, 0, err
-	}
-	err = d.s.f.follow(ctx, func() (err error) {
-		data, filterMask, err = d.readChunkRaw(ctx, coords)
-		return err
-	})
-	return data, filterMask, err
+	data, sc, err := d.readRawFollowing(ctx, coords, "ReadChunkRaw")
+	return data, sc.FilterMask, err
 }
 
-func (d *Dataset) readChunkRaw(ctx context.Context, coords []uint64) (data []byte, filterMask uint32, err error) {
+// ReadChunkRawStored is ReadChunkRaw that also describes the chunk read
+// as StoredChunks lists it: its size, filter mask, address and the
+// index's checksum of the stored frame (a version of the chunk, for a
+// validator that costs no hashing).
+func (d *Dataset) ReadChunkRawStored(ctx context.Context, coords []uint64) (data []byte, chunk StoredChunk, err error) {
+	return d.readRawFollowing(ctx, coords, "ReadChunkRawStored")
+}
+
+func (d *Dataset) readRawFollowing(ctx context.Context, coords []uint64, call string) (data []byte, sc StoredChunk, err error) {
+	if err := d.checkRaw(false, call); err != nil {
+		return nil, StoredChunk{}, err
+	}
+	err = d.s.f.follow(ctx, func() (err error) {
+		data, sc, err = d.readChunkRaw(ctx, coords)
+		return err
+	})
+	return data, sc, err
+}
+
+func (d *Dataset) readChunkRaw(ctx context.Context, coords []uint64) (data []byte, sc StoredChunk, err error) {
 	s := d.s
 	reg, err := s.chunkRegion(coords)
 	if err != nil {
-		return nil, 0, err
+		return nil, sc, err
 	}
 	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}})
 	if err != nil {
-		return nil, 0, classify(err)
+		return nil, sc, classify(err)
 	}
 	defer release()
 	if err := s.gone(); err != nil {
-		return nil, 0, err
+		return nil, sc, err
 	}
 	cds, err := s.cacheDataset()
 	if err != nil {
-		return nil, 0, err
+		return nil, sc, err
 	}
 	image, loc, err := cds.DirectRead(ctx, layout.Coord(coords))
 	if err != nil {
-		return nil, 0, classify(err)
+		return nil, sc, classify(err)
 	}
 	if !loc.Exists() {
-		return nil, 0, fmt.Errorf("%w: chunk %v of %q is not stored", ErrNotFound, coords, s.name)
+		return nil, sc, fmt.Errorf("%w: chunk %v of %q is not stored", ErrNotFound, coords, s.name)
 	}
 	if format.Trailer(image) != loc.Sum {
-		return nil, 0, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, coords, s.name, loc.Addr)
+		return nil, sc, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, coords, s.name, loc.Addr)
 	}
 	img, err := s.csum.VerifyFrame(coords, image)
 	if err != nil {
-		return nil, 0, fmt.Errorf("chunk %v of %q: %w", coords, s.name, classify(err))
+		return nil, sc, fmt.Errorf("chunk %v of %q: %w", coords, s.name, classify(err))
 	}
 	if s.unfiltered && (int64(len(img)) != s.chunkBytes || loc.Mask != 0) {
-		return nil, 0, fmt.Errorf("%w: chunk %v of %q: unfiltered image of %d bytes (mask %#x), want %d", ErrCorrupt, coords, s.name, len(img), loc.Mask, s.chunkBytes)
+		return nil, sc, fmt.Errorf("%w: chunk %v of %q: unfiltered image of %d bytes (mask %#x), want %d", ErrCorrupt, coords, s.name, len(img), loc.Mask, s.chunkBytes)
 	}
-	return img[:len(img):len(img)], loc.Mask, nil
+	sc = StoredChunk{Coords: clone(coords), Size: uint64(len(img)), FilterMask: loc.Mask, Addr: uint64(loc.Addr), Sum: loc.Sum}
+	return img[:len(img):len(img)], sc, nil
+}
+
+// StatChunkRaw describes the stored chunk at coords as ReadChunkRawStored
+// would, from the chunk index alone, without reading the chunk: what a
+// reader that holds a version of the chunk needs to tell whether it is
+// still the stored one. ErrNotFound if the chunk is not stored. In a
+// writable File a dirty cached copy is written back first (its bytes are
+// then read, as ReadChunkRaw does), so the description is of the latest
+// write; a read-only File has none.
+func (d *Dataset) StatChunkRaw(ctx context.Context, coords []uint64) (chunk StoredChunk, err error) {
+	if err := d.checkRaw(false, "StatChunkRaw"); err != nil {
+		return StoredChunk{}, err
+	}
+	if !d.s.f.readOnly {
+		_, chunk, err = d.readRawFollowing(ctx, coords, "StatChunkRaw")
+		return chunk, err
+	}
+	err = d.s.f.follow(ctx, func() (err error) {
+		chunk, err = d.statChunkRaw(ctx, coords)
+		return err
+	})
+	return chunk, err
+}
+
+func (d *Dataset) statChunkRaw(ctx context.Context, coords []uint64) (StoredChunk, error) {
+	s := d.s
+	reg, err := s.chunkRegion(coords)
+	if err != nil {
+		return StoredChunk{}, err
+	}
+	release, err := s.f.ser.Acquire(ctx, serialize.Request{Regions: []serialize.Region{reg}})
+	if err != nil {
+		return StoredChunk{}, classify(err)
+	}
+	defer release()
+	if err := s.gone(); err != nil {
+		return StoredChunk{}, err
+	}
+	// The chunk's hold orders the lookup with SetExtent and a refresh's
+	// adopt, as for every data read (no extent lock).
+	x, err := s.idx.get(ctx)
+	if err != nil {
+		return StoredChunk{}, classify(err)
+	}
+	e, err := x.Get(ctx, coords)
+	s.idx.account(x)
+	switch {
+	case err != nil:
+		return StoredChunk{}, classify(err)
+	case !e.Exists():
+		return StoredChunk{}, fmt.Errorf("%w: chunk %v of %q is not stored", ErrNotFound, coords, s.name)
+	case !entryFits(e, s.store.maxStored()) || e.Size < format.ChunkFrameOverhead:
+		return StoredChunk{}, fmt.Errorf("%w: chunk %v index entry (addr %d, size %d)", ErrCorrupt, coords, e.Addr, e.Size)
+	}
+	return StoredChunk{Coords: clone(coords), Size: e.Size - format.ChunkFrameOverhead, FilterMask: e.Mask, Addr: e.Addr, Sum: e.Sum}, nil
 }
 
 // WriteChunkRaw stores data, the filter pipeline's output for the whole

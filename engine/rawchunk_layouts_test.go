@@ -35,6 +35,8 @@ func TestRawChunkRefusesOtherLayouts(t *testing.T) {
 			return err
 		}},
 		{"ReadChunkRaw", func(ds *Dataset, _ []byte) error { _, _, err := ds.ReadChunkRaw(ctx, []uint64{0}); return err }},
+		{"ReadChunkRawStored", func(ds *Dataset, _ []byte) error { _, _, err := ds.ReadChunkRawStored(ctx, []uint64{0}); return err }},
+		{"StatChunkRaw", func(ds *Dataset, _ []byte) error { _, err := ds.StatChunkRaw(ctx, []uint64{0}); return err }},
 		{"StoredChunks", func(ds *Dataset, _ []byte) error { _, err := ds.StoredChunks(ctx); return err }},
 		{"DecodeChunk", func(ds *Dataset, data []byte) error { _, err := ds.DecodeChunk(data, 0); return err }},
 	}

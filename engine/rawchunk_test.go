@@ -347,3 +347,94 @@ func TestRawChunkCrashAndFault(t *testing.T) {
 	crashSweep(t, rawZlibWorkload, 3)
 	faultSweep(t, rawZlibWorkload, 4)
 }
+
+// TestReadChunkRawStored: the raw read also describes the chunk as
+// StoredChunks lists it, with the index's checksum of the stored frame,
+// which changes when the chunk is rewritten; a chunk not stored is
+// ErrNotFound.
+func TestReadChunkRawStored(t *testing.T) {
+	ctx := context.Background()
+	f := tCreate(t, vfd.NewMem(), nil)
+	ds, err := f.CreateDataset("d", DatasetSpec{Type: Int32, Shape: []uint64{8, 8}, Chunk: []uint64{4, 4}, Filters: []Filter{Zstd(1)}})
+	must(t, err)
+	buf := make([]byte, 4*4*4)
+	for i := range buf {
+		buf[i] = byte(i % 7)
+	}
+	must(t, ds.Write(ctx, Box([]uint64{0, 4}, []uint64{4, 4}), buf))
+	must(t, f.Flush(ctx))
+	listed, err := ds.StoredChunks(ctx)
+	must(t, err)
+	if len(listed) != 1 || listed[0].Sum == 0 {
+		t.Fatalf("listed %+v, want one chunk with its checksum", listed)
+	}
+	data, sc, err := ds.ReadChunkRawStored(ctx, []uint64{0, 1})
+	must(t, err)
+	want, mask, err := ds.ReadChunkRaw(ctx, []uint64{0, 1})
+	must(t, err)
+	if !bytes.Equal(data, want) || sc.FilterMask != mask || fmt.Sprint(sc) != fmt.Sprint(listed[0]) {
+		t.Fatalf("read %+v (%d bytes), listed %+v (%d bytes)", sc, len(data), listed[0], len(want))
+	}
+	buf[0]++
+	must(t, ds.Write(ctx, Box([]uint64{0, 4}, []uint64{4, 4}), buf))
+	// Dirty in the cache: the read writes it back and describes what it
+	// stored.
+	_, sc2, err := ds.ReadChunkRawStored(ctx, []uint64{0, 1})
+	must(t, err)
+	if sc2.Sum == sc.Sum {
+		t.Fatalf("rewritten chunk kept its checksum %#x", sc.Sum)
+	}
+	if _, _, err := ds.ReadChunkRawStored(ctx, []uint64{1, 1}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("chunk not stored: %v, want ErrNotFound", err)
+	}
+}
+
+// TestStatChunkRaw: the description of a stored chunk from the index
+// alone, without reading the chunk, equal to what the raw read returns,
+// in a writer's File with the chunk dirty in the cache (written back
+// first) and in a read-only File; ErrNotFound for a chunk not stored,
+// ErrOutOfRange outside the grid.
+func TestStatChunkRaw(t *testing.T) {
+	ctx := context.Background()
+	drv := vfd.NewMem()
+	f := tCreate(t, drv, nil)
+	ds, err := f.CreateDataset("d", DatasetSpec{Type: Int32, Shape: []uint64{8, 8}, Chunk: []uint64{4, 4}, Filters: []Filter{Zstd(1)}})
+	must(t, err)
+	buf := make([]byte, 4*4*4)
+	for v := range 2 {
+		buf[0] = byte(v + 1)
+		must(t, ds.Write(ctx, Box([]uint64{4, 4}, []uint64{4, 4}), buf))
+		sc, err := ds.StatChunkRaw(ctx, []uint64{1, 1})
+		must(t, err)
+		_, want, err := ds.ReadChunkRawStored(ctx, []uint64{1, 1})
+		must(t, err)
+		if fmt.Sprint(sc) != fmt.Sprint(want) {
+			t.Fatalf("stat %+v, read %+v", sc, want)
+		}
+	}
+	if _, err := ds.StatChunkRaw(ctx, []uint64{0, 0}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("chunk not stored: %v", err)
+	}
+	if _, err := ds.StatChunkRaw(ctx, []uint64{2, 0}); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("outside the grid: %v", err)
+	}
+	must(t, f.Flush(ctx))
+	_, want, err := ds.ReadChunkRawStored(ctx, []uint64{1, 1})
+	must(t, err)
+
+	rf, err := OpenWith(drv, &Options{ReadOnly: true})
+	must(t, err)
+	defer rf.Close()
+	rds, err := rf.OpenDataset("d")
+	must(t, err)
+	defer rds.Close()
+	before := rf.Cache().Stats()
+	sc, err := rds.StatChunkRaw(ctx, []uint64{1, 1})
+	must(t, err)
+	if fmt.Sprint(sc) != fmt.Sprint(want) {
+		t.Fatalf("read-only stat %+v, want %+v", sc, want)
+	}
+	if st := rf.Cache().Stats(); st.VectorReads != before.VectorReads {
+		t.Fatalf("the stat read chunks: %d vector reads", st.VectorReads-before.VectorReads)
+	}
+}

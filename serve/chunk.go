@@ -42,6 +42,9 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		http.Error(w, "no such key", http.StatusNotFound)
 		return
 	}
+	if notModified(w, r, a, coords) {
+		return
+	}
 	// The chunk is held whole until it is sent: its bytes count against
 	// the bound of what all responses hold.
 	n := min(int64(a.chunkBytes), s.maxBytes)
@@ -49,7 +52,7 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		return // the client is gone
 	}
 	defer s.bytes.Release(n)
-	data, err := readServed(r.Context(), a, coords)
+	data, etag, err := readServed(r.Context(), a, coords)
 	switch {
 	case err == nil:
 	case errors.Is(err, errNoChunk), errors.Is(err, engine.ErrNotFound),
@@ -73,16 +76,72 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		return
 	}
 	h.Set("Content-Type", "application/octet-stream")
-	serveContent(w, r, data, chunkETag(data), a.mod)
+	serveContent(w, r, data, etag, a.mod)
 }
 
-// chunkETag is a strong validator of a chunk's bytes: their CRC-32C, the
-// checksum scc frames a stored chunk with (for a chunk served as stored,
-// its first half is that checksum), their CRC-32, both computed in
-// hardware, and their length. The engine's raw chunk read verifies the
-// stored checksum but does not return it, so it is computed again over
-// the bytes served (which for a decoded or rewrapped chunk differ from
-// the stored ones anyway).
+// notModified answers 304 to a request whose If-None-Match names the
+// version of a chunk served as stored that the chunk index records now,
+// without reading the chunk, and reports whether it did. Anything else
+// (no stored chunk, a chunk re-encoded, a failed lookup, If-Match to
+// evaluate first) is left to the read, which answers it as ServeContent
+// does.
+func notModified(w http.ResponseWriter, r *http.Request, a *array, coords []uint64) bool {
+	inm := r.Header.Get("If-None-Match")
+	if !a.copy || inm == "" || r.Header.Get("If-Match") != "" {
+		return false
+	}
+	sc, err := a.ds.StatChunkRaw(r.Context(), coords)
+	if err != nil || sc.FilterMask != 0 {
+		return false
+	}
+	etag := storedETag(sc, a.wrap)
+	if !etagListed(inm, etag) {
+		return false
+	}
+	h := w.Header()
+	h.Set("ETag", etag)
+	h.Del("Content-Type")
+	w.WriteHeader(http.StatusNotModified)
+	return true
+}
+
+// etagListed reports whether an If-None-Match value lists etag, compared
+// weakly as RFC 9110 asks there, or is "*" (the chunk exists).
+func etagListed(list, etag string) bool {
+	for t := range strings.SplitSeq(list, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// storedETag is the strong validator of a chunk served as stored or
+// rewrapped: the bytes served are a fixed function of the stored ones
+// (wrap names it), and the stored version is named by what the chunk
+// index records of its frame: the checksum (over the bytes and, in format
+// v5, the dataset and coordinates), the address and the size, which a
+// rewrite changes. Nothing is hashed per request.
+func storedETag(sc engine.StoredChunk, wrap string) string {
+	var sum [4]byte
+	binary.BigEndian.PutUint32(sum[:], sc.Sum)
+	e := make([]byte, 0, 64)
+	e = append(e, '"', 's')
+	e = append(e, wrap...)
+	e = append(e, '-')
+	e = hex.AppendEncode(e, sum[:])
+	e = append(e, '-')
+	e = strconv.AppendUint(e, sc.Addr, 16)
+	e = append(e, '-')
+	e = strconv.AppendUint(e, sc.Size, 16)
+	return string(append(e, '"'))
+}
+
+// chunkETag is a strong validator of bytes served that are not a fixed
+// function of the stored ones (a chunk decoded, or re-encoded with the
+// declared chain): their CRC-32C and CRC-32, both computed in hardware,
+// and their length.
 func chunkETag(b []byte) string {
 	var sum [16]byte
 	binary.BigEndian.PutUint32(sum[0:], crc32.Checksum(b, zarrmap.Castagnoli))
@@ -105,7 +164,40 @@ func serveContent(w http.ResponseWriter, r *http.Request, b []byte, etag string,
 		r.Header.Del("If-Range")
 		r.Header.Del("Range")
 	}
+	if plainGet(w, r) {
+		// What ServeContent answers to a request without conditions or
+		// ranges, written in one Write: its io.Copy would flush the
+		// header with the first 512 bytes on their own and copy the
+		// rest through a buffer it allocates.
+		h := w.Header()
+		h.Set("Accept-Ranges", "bytes")
+		if !mod.IsZero() && !mod.Equal(time.Unix(0, 0)) {
+			h.Set("Last-Modified", mod.UTC().Format(http.TimeFormat))
+		}
+		h.Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			w.Write(b)
+		}
+		return
+	}
 	http.ServeContent(w, r, "", mod, bytes.NewReader(b))
+}
+
+// plainGet reports whether r is a GET or HEAD that ServeContent would
+// answer 200 with the whole content: no validator, no range, and a
+// Content-Type already chosen (not sniffed).
+func plainGet(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	for _, k := range []string{"Range", "If-Match", "If-None-Match", "If-Range", "If-Modified-Since", "If-Unmodified-Since"} {
+		if _, ok := r.Header[k]; ok {
+			return false
+		}
+	}
+	_, typed := w.Header()["Content-Type"]
+	return typed
 }
 
 // chunkOf parses key as a chunk key of one of v's arrays: v2 "path/i.j.k"
@@ -122,11 +214,10 @@ func (s *Server) chunkOf(v *view, key string) (*array, []uint64, bool) {
 		if a == nil {
 			return nil, nil, false
 		}
-		parts := strings.Split(key[i+1:], ".")
 		if len(a.shape) == 0 {
 			return a, []uint64{}, key[i+1:] == "0"
 		}
-		return coordsIn(a, parts)
+		return coordsIn(a, key[i+1:], '.')
 	}
 	for i := 0; ; {
 		j := strings.Index(key[i:], "/c")
@@ -143,30 +234,37 @@ func (s *Server) chunkOf(v *view, key string) (*array, []uint64, bool) {
 				if rest == "" {
 					return nil, nil, false
 				}
-				return coordsIn(a, strings.Split(rest[1:], "/"))
+				return coordsIn(a, rest[1:], '/')
 			}
 		}
 		i += 2
 	}
 }
 
-// coordsIn parses the chunk coordinates parts of a, bounded by the chunk
-// grid of the dataset's current extent (which a refresh may have grown
-// past the view's).
-func coordsIn(a *array, parts []string) (*array, []uint64, bool) {
-	shape := a.ds.Shape()
-	if len(parts) != len(a.chunk) || len(shape) != len(a.chunk) {
-		return nil, nil, false
-	}
-	coords := make([]uint64, len(parts))
-	for d, p := range parts {
+// coordsIn parses the chunk coordinates of a in s, separated by sep.
+// Their bound is the chunk grid of the dataset's extent when the chunk is
+// read (a refresh may have grown it past the view's), which the read
+// checks: ReadChunkRaw's ErrOutOfRange, readServed's check of a chunk
+// read decoded; either answers 404. Taking the extent here too would
+// cost every request the dataset's lock and a copy of its shape.
+func coordsIn(a *array, s string, sep byte) (*array, []uint64, bool) {
+	coords := make([]uint64, 0, len(a.chunk))
+	for len(coords) < len(a.chunk) {
+		p := s
+		i := strings.IndexByte(s, sep)
+		if i >= 0 {
+			p, s = s[:i], s[i+1:]
+		}
 		c, ok := parseCoord(p)
-		if !ok || c >= (shape[d]+a.chunk[d]-1)/a.chunk[d] {
+		if !ok {
 			return nil, nil, false
 		}
-		coords[d] = c
+		coords = append(coords, c)
+		if i < 0 {
+			return a, coords, len(coords) == len(a.chunk)
+		}
 	}
-	return a, coords, true
+	return nil, nil, false
 }
 
 // parseCoord parses a chunk coordinate: decimal digits, no sign, no
@@ -189,43 +287,45 @@ func parseCoord(s string) (uint64, bool) {
 // else the chunk decoded, read through the shared chunk cache like any
 // read. errNoChunk when the chunk is not stored, or (when read decoded)
 // holds only the fill value, which the reader reads the same.
-func readServed(ctx context.Context, a *array, coords []uint64) ([]byte, error) {
+func readServed(ctx context.Context, a *array, coords []uint64) (data []byte, etag string, err error) {
 	if a.copy {
-		raw, mask, err := a.ds.ReadChunkRaw(ctx, coords)
+		raw, sc, err := a.ds.ReadChunkRawStored(ctx, coords)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		if mask == 0 {
+		if sc.FilterMask == 0 {
 			if a.wrap != "" {
-				return zarrmap.Rewrap(a.wrap, raw, a.chunkBytes)
+				raw, err = zarrmap.Rewrap(a.wrap, raw, a.chunkBytes)
 			}
-			return raw, nil
+			return raw, storedETag(sc, a.wrap), err
 		}
 		// A compressor the engine skipped for this chunk (it did not
 		// shrink it), which the declared chain cannot say: encoded
 		// with the chain.
-		dec, err := a.ds.DecodeChunk(raw, mask)
+		dec, err := a.ds.DecodeChunk(raw, sc.FilterMask)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return zarrmap.EncodeChain(a.chain, dec)
+		data, err = zarrmap.EncodeChain(a.chain, dec)
+		return data, chunkETag(data), err
 	}
-	// The extent may have changed since coordsIn checked it: ReadChunk
-	// needs coords inside it.
+	// ReadChunk needs coords inside the extent (coordsIn does not bound
+	// them); compared in chunks, since a hostile coordinate times the
+	// chunk size overflows.
 	shape := a.ds.Shape()
 	for d, c := range coords {
-		if c*a.chunk[d] >= shape[d] {
-			return nil, errNoChunk
+		if c >= (shape[d]+a.chunk[d]-1)/a.chunk[d] {
+			return nil, "", errNoChunk
 		}
 	}
 	dec, err := zarrmap.ReadChunk(ctx, a.ds, shape, a.chunk, coords, a.chunkBytes)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if zarrmap.AllFill(dec, a.fill) {
-		return nil, errNoChunk
+		return nil, "", errNoChunk
 	}
-	return dec, nil
+	return dec, chunkETag(dec), nil
 }
 
 // readFailed notes a failed read: one that finds the file damaged or cut

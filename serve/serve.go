@@ -34,11 +34,13 @@
 // Live: before answering, the server refreshes the File (File.Refresh) if
 // its last refresh is older than Options.Refresh (100 ms by default), so a
 // frame the writer Flushed is served within that bound, with the extents
-// and datasets it added. Responses carry an ETag (the content's hash: the
-// chunk's bytes, the metadata document), Last-Modified and Cache-Control:
-// no-cache, so readers revalidate instead of caching what can change;
-// conditional requests (If-None-Match), ranges and HEAD are answered by
-// net/http's ServeContent.
+// and datasets it added. Responses carry an ETag (for a chunk served as
+// stored, the chunk index's record of its stored frame: checksum, address
+// and size; for other content, its hash), Last-Modified and
+// Cache-Control: no-cache, so readers revalidate instead of caching what
+// can change. A revalidation of a chunk served as stored is answered 304
+// from the chunk index without reading the chunk; other conditional
+// requests, ranges and HEAD are answered by net/http's ServeContent.
 //
 // The web page: GET / answers a page (embedded, no build step, nothing
 // loaded from elsewhere) that lists the tree with types, shapes,
@@ -164,9 +166,12 @@ type Server struct {
 	maxBytes int64
 
 	// refreshMu serializes refreshes and view rebuilds; last is when the
-	// last one finished.
+	// last one finished, as time since epoch (monotonic), read without
+	// the lock so that a request within the bound takes no lock shared
+	// by every request.
 	refreshMu sync.Mutex
-	last      time.Time
+	epoch     time.Time
+	last      atomic.Int64
 
 	// mu guards cur against its replacement while a request takes a
 	// reference to it.
@@ -233,7 +238,8 @@ func New(ctx context.Context, f *engine.File, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.cur = v
-	s.last = time.Now()
+	s.epoch = time.Now()
+	s.last.Store(0)
 	return s, nil
 }
 
@@ -266,9 +272,12 @@ func (s *Server) sync(ctx context.Context, force bool) error {
 	if s.every < 0 && !force {
 		return nil
 	}
+	if !force && s.fresh() {
+		return nil
+	}
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
-	if !force && time.Since(s.last) < s.every {
+	if !force && s.fresh() {
 		return nil
 	}
 	s.mu.RLock()
@@ -292,8 +301,11 @@ func (s *Server) sync(ctx context.Context, force bool) error {
 	// A failed refresh is tried again after the bound, not by every
 	// request: a writer that keeps reusing the space being read
 	// (ErrStale) is caught up with next time, and the view stays as it
-	// was until then.
-	s.last = time.Now()
+	// was until then. The time is published when the new view is in
+	// place: a request that sees it takes no lock and must find that
+	// view.
+	at := time.Since(s.epoch)
+	defer s.last.Store(int64(at))
 	if replaced {
 		return s.reopen(ctx, old)
 	}
@@ -308,6 +320,12 @@ func (s *Server) sync(ctx context.Context, force bool) error {
 		return err
 	}
 	return s.install(v, old, false)
+}
+
+// fresh reports whether the last refresh finished less than the bound
+// ago.
+func (s *Server) fresh() bool {
+	return time.Since(s.epoch)-time.Duration(s.last.Load()) < s.every
 }
 
 // install makes v the current view in place of old; closeOld says that

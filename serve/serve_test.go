@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -420,6 +421,57 @@ func TestHTTPSemantics(t *testing.T) {
 	assert.Equal(t, http.StatusMethodNotAllowed, w.Code)
 	assert.Equal(t, "GET, HEAD", w.Header().Get("Allow"))
 	assert.Equal(t, http.StatusOK, get(s, "GET", "/").Code)
+}
+
+// TestChunkETagFromIndex: a chunk served as stored is validated by the
+// index's record of its stored frame (checksum, address, size), not by
+// hashing its bytes on every request; a rewrite changes it, and the
+// chunk's If-None-Match answer follows.
+func TestChunkETagFromIndex(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "e.scc")
+	wf := testfile.Create(t, path, nil)
+	ds, err := wf.CreateDataset("a", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{8, 8}, Chunk: []uint64{4, 4},
+		Filters: []engine.Filter{engine.Zstd(1)}})
+	require.NoError(t, err)
+	frame := make([]byte, 2*4*4)
+	write := func(v byte) {
+		for i := range frame {
+			frame[i] = v
+		}
+		require.NoError(t, ds.Write(bg, engine.Box([]uint64{4, 0}, []uint64{4, 4}), frame))
+		require.NoError(t, wf.Flush(bg))
+	}
+	write(1)
+	_, s, _ := open(t, path, Options{Refresh: -1})
+	stored := func() engine.StoredChunk {
+		chunks, err := ds.StoredChunks(bg)
+		require.NoError(t, err)
+		require.Len(t, chunks, 1)
+		return chunks[0]
+	}
+	w := get(s, "GET", "/a/1.0")
+	require.Equal(t, http.StatusOK, w.Code)
+	etag := w.Header().Get("ETag")
+	sc := stored()
+	assert.Contains(t, etag, fmt.Sprintf("%08x", sc.Sum), "the index's checksum of the stored frame")
+	rf := s.f
+	before := rf.Cache().Stats()
+	for _, inm := range []string{etag, `"x", ` + etag, "W/" + etag, "*"} {
+		w = get(s, "GET", "/a/1.0", "If-None-Match", inm)
+		assert.Equal(t, http.StatusNotModified, w.Code, inm)
+		assert.Equal(t, etag, w.Header().Get("ETag"), inm)
+		assert.Empty(t, w.Body.Bytes())
+	}
+	assert.Equal(t, before.VectorReads, rf.Cache().Stats().VectorReads, "a 304 reads only the chunk index")
+	assert.Equal(t, http.StatusOK, get(s, "GET", "/a/1.0", "If-None-Match", `"x"`).Code)
+	assert.Equal(t, http.StatusNotFound, get(s, "GET", "/a/0.0", "If-None-Match", "*").Code, "not stored")
+
+	write(2)
+	require.NoError(t, s.Refresh(bg))
+	w = get(s, "GET", "/a/1.0", "If-None-Match", etag)
+	require.Equal(t, http.StatusOK, w.Code, "a rewritten chunk is sent again")
+	assert.NotEqual(t, etag, w.Header().Get("ETag"))
+	assert.Contains(t, w.Header().Get("ETag"), fmt.Sprintf("%08x", stored().Sum))
 }
 
 // TestHostileKeys: every path that could leave the view or is no store
