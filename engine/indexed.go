@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/scc-dev/scc/cache/layout"
+	"github.com/scc-dev/scc/engine/internal/alloc"
+	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/index"
 )
 
@@ -147,3 +150,184 @@ func (s *dsState) freeDropped(e index.Entry) {
 // testHookDropped, when set (tests only), runs after freeDropped's free:
 // TestFreeDroppedBeforeCommit commits from there.
 var testHookDropped atomic.Pointer[func()]
+
+// indexedStorage is the part of a layout whose chunks a chunk index names
+// (dense, sparse, variable-length): the index is dsState.idx.
+type indexedStorage struct{ s *dsState }
+
+// admitBytes: a dense chunk is its decoded size.
+func (x indexedStorage) admitBytes() int64 { return x.s.chunkBytes }
+
+func (x indexedStorage) registerViews() error { return nil }
+
+func (x indexedStorage) chunkIndex() (*lazyIndex, bool) { return x.s.idx, true }
+
+func (x indexedStorage) checkChunk([]uint64, layout.Chunk, []uint64) error { return nil }
+
+func (x indexedStorage) checkExtent([]uint64) error { return nil }
+
+func (x indexedStorage) commit(ctx context.Context) (root, params []byte, err error) {
+	root, err = x.s.idx.flush(ctx)
+	return root, nil, err
+}
+
+func (x indexedStorage) checkAdopt(format.DatasetHeader) error { return nil }
+
+func (x indexedStorage) adopt(hdr format.DatasetHeader) error {
+	x.s.idx.reset(index.Kind(hdr.IndexKind), geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk), hdr.IndexRoot)
+	return nil
+}
+
+func (x indexedStorage) usage(ctx context.Context) (Storage, error) {
+	ix, err := x.s.idx.get(ctx)
+	if err != nil {
+		return Storage{}, err
+	}
+	var st Storage
+	err = ix.Range(ctx, func(_ []uint64, e index.Entry) bool {
+		st.Chunks++
+		st.StoredBytes += e.Size
+		return true
+	})
+	x.s.idx.account(ix) // Range loads every block
+	if err == nil {
+		err = ix.Extents(ctx, func(_, size int64) error {
+			st.IndexBlocks++
+			st.IndexBytes += uint64(size)
+			return nil
+		})
+	}
+	return st, classify(err)
+}
+
+func (x indexedStorage) chunkExtents(ctx context.Context) ([]ChunkExtent, error) {
+	ix, err := x.s.idx.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []ChunkExtent
+	var rerr error
+	err = ix.Range(ctx, func(c []uint64, e index.Entry) bool {
+		if !entryFits(e, x.s.maxStored()) {
+			rerr = fmt.Errorf("%w: dataset %q chunk %v index entry (addr %d, size %d) outside the file's space", ErrCorrupt, x.s.name, c, e.Addr, e.Size)
+			return false
+		}
+		out = append(out, ChunkExtent{Coord: clone(c), Off: int64(e.Addr), Size: int64(e.Size)})
+		return true
+	})
+	x.s.idx.account(ix)
+	if err == nil {
+		err = rerr
+	}
+	return out, classify(err)
+}
+
+func (x indexedStorage) liveExtents(ctx context.Context, live []alloc.Extent) ([]alloc.Extent, error) {
+	s := x.s
+	ix, err := s.idx.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = ix.Extents(ctx, func(off, size int64) error {
+		live = append(live, alloc.Extent{Off: off, Size: size})
+		return nil
+	})
+	if err != nil {
+		return nil, classify(err)
+	}
+	var rerr error
+	err = ix.Range(ctx, func(coord []uint64, ie index.Entry) bool {
+		if !entryFits(ie, s.maxStored()) {
+			rerr = fmt.Errorf("%w: dataset %q chunk %v index entry (addr %d, size %d) outside the file's space", ErrCorrupt, s.name, coord, ie.Addr, ie.Size)
+			return false
+		}
+		live = append(live, alloc.Extent{Off: int64(ie.Addr), Size: int64(ie.Size)})
+		return true
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return live, nil
+}
+
+// checkStored checks the index blocks and every chunk the index names: in
+// the file's space, inside the extent's grid, decoding to a chunk the
+// layout finds whole.
+func (x indexedStorage) checkStored(ctx context.Context, name string, run *checkRun) error {
+	s := x.s
+	ix, err := s.idx.get(ctx)
+	if err != nil {
+		run.problem("dataset %q index: %v", name, err)
+		return nil
+	}
+	err = ix.Extents(ctx, func(off, size int64) error {
+		run.r.IndexBlocks++
+		run.add(off, size, "index block of "+name)
+		return nil
+	})
+	if err != nil {
+		run.problem("dataset %q index: %v", name, err)
+		return nil
+	}
+	type stored struct {
+		coord []uint64
+		e     index.Entry
+	}
+	var chunks []stored
+	if err := ix.Range(ctx, func(c []uint64, ie index.Entry) bool {
+		chunks = append(chunks, stored{clone(c), ie})
+		return true
+	}); err != nil {
+		run.problem("dataset %q index: %v", name, err)
+		return nil
+	}
+	g := geometry(s.shape(), s.maxShape, s.chunk)
+	for _, c := range chunks {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// Bounds in uint64 first: a size or address of 2^63 or more is
+		// negative as an int64 and its end may wrap below the end of file.
+		if !entryFits(c.e, s.maxStored()) || c.e.Addr+c.e.Size > uint64(run.eof) {
+			run.problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
+			continue
+		}
+		run.add(int64(c.e.Addr), int64(c.e.Size), fmt.Sprintf("chunk %v of %s", c.coord, name))
+		for d := range c.coord {
+			if c.coord[d] >= g.Grid[d] {
+				run.problem("dataset %q: chunk %v lies outside the extent's grid %v", name, c.coord, g.Grid)
+				break
+			}
+		}
+		img := make([]byte, c.e.Size)
+		if err := readFull(run.drv, img, int64(c.e.Addr)); err != nil {
+			run.problem("dataset %q: chunk %v: %v", name, c.coord, err)
+			continue
+		}
+		loc := layout.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask, Sum: c.e.Sum}
+		ch, err := s.store.Decode(c.coord, loc, img)
+		if err != nil {
+			run.problem("dataset %q: chunk %v: %v", name, c.coord, err)
+			continue
+		}
+		if err := s.store.checkChunk(c.coord, ch, s.shape()); err != nil {
+			run.problem("dataset %q: %v", name, err)
+			continue
+		}
+		run.r.Chunks++
+	}
+	return nil
+}
+
+// entryFits reports whether an existing index entry names a frame a file
+// can hold: at most maxStored bytes, from DataStart on, ending below 2^63.
+// Addresses and sizes are u64 on disk; every bound is taken in uint64,
+// since one converted to int64 first turns negative and passes a signed
+// bound, and Addr+Size may wrap.
+func entryFits(e index.Entry, maxStored int64) bool {
+	const limit = 1 << 63
+	return e.Size <= uint64(maxStored) && e.Addr >= format.DataStart && e.Addr < limit && e.Size <= limit-e.Addr
+}
