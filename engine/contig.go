@@ -25,7 +25,8 @@ import (
 // Pieces not resident are read directly: whole ones into the caller's
 // buffer (DirectTarget, below), and, above the cache's bypass threshold,
 // parts of them by reading the whole pieces into pooled buffers
-// (engine/directpart.go), where whole pieces are also written directly.
+// (PartBlocks, ReadPart, below; engine/directpart.go), where whole pieces
+// are also written directly (DirectSource).
 //
 // Crash safety without a chunk index: the committed extent is never
 // written over (DESIGN.md "No data loss"). The first piece written back

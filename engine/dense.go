@@ -299,7 +299,7 @@ var _ layout.BorrowingEncoder = (*denseLayout)(nil)
 // BenchmarkWriteBackBorrowed turn it off for the copying baseline).
 var borrowImages = true
 
-// Insert, Publish and Delete are the shared index writes (indexwrite.go):
+// Insert, Publish and Delete are the shared index writes (indexed.go):
 // a dense chunk has nothing beside its index, and costs its buffer.
 func (l *denseLayout) Insert(_ context.Context, ins []layout.Insertion) error {
 	return l.insert(ins, l)

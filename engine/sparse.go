@@ -358,7 +358,7 @@ func (l *sparseLayout) isPending(coord []uint64) bool {
 	return l.mu.pending[coordKey(coord)] != nil
 }
 
-// Insert, Publish and Delete are the shared index writes (indexwrite.go).
+// Insert, Publish and Delete are the shared index writes (indexed.go).
 // An image with no defined elements deletes the chunk instead (SCC
 // internal API erase_values with delete_chunk): its own space and the old
 // frame's are released. Every outcome ends or keeps the chunk's pending

@@ -220,7 +220,7 @@ func (l *vlenLayout) Encode(coord layout.Coord, chunk layout.Chunk) (layout.Enco
 	return layout.Encoded{Image: img, Mask: uint32(len(c.heap)), Sum: sum, Pooled: pooled}, nil
 }
 
-// Insert, Publish and Delete are the shared index writes (indexwrite.go):
+// Insert, Publish and Delete are the shared index writes (indexed.go):
 // a variable-length chunk has nothing beside its index.
 func (l *vlenLayout) Insert(_ context.Context, ins []layout.Insertion) error {
 	return l.insert(ins, l)
