@@ -6,10 +6,8 @@ import (
 	"sort"
 
 	"github.com/scc-dev/scc/cache"
-	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/alloc"
 	"github.com/scc-dev/scc/engine/internal/format"
-	"github.com/scc-dev/scc/engine/internal/index"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -201,75 +199,6 @@ type checkRun struct {
 	r       *CheckReport
 	add     func(off, size int64, what string)
 	problem func(format string, args ...any)
-}
-
-// checkStored checks the index blocks and every chunk the index names: in
-// the file's space, inside the extent's grid, decoding to a chunk the
-// layout finds whole.
-func (x indexedStorage) checkStored(ctx context.Context, name string, run *checkRun) error {
-	s := x.s
-	ix, err := s.idx.get(ctx)
-	if err != nil {
-		run.problem("dataset %q index: %v", name, err)
-		return nil
-	}
-	err = ix.Extents(ctx, func(off, size int64) error {
-		run.r.IndexBlocks++
-		run.add(off, size, "index block of "+name)
-		return nil
-	})
-	if err != nil {
-		run.problem("dataset %q index: %v", name, err)
-		return nil
-	}
-	type stored struct {
-		coord []uint64
-		e     index.Entry
-	}
-	var chunks []stored
-	if err := ix.Range(ctx, func(c []uint64, ie index.Entry) bool {
-		chunks = append(chunks, stored{clone(c), ie})
-		return true
-	}); err != nil {
-		run.problem("dataset %q index: %v", name, err)
-		return nil
-	}
-	g := geometry(s.shape(), s.maxShape, s.chunk)
-	for _, c := range chunks {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		// Bounds in uint64 first: a size or address of 2^63 or more is
-		// negative as an int64 and its end may wrap below the end of file.
-		if !entryFits(c.e, s.maxStored()) || c.e.Addr+c.e.Size > uint64(run.eof) {
-			run.problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
-			continue
-		}
-		run.add(int64(c.e.Addr), int64(c.e.Size), fmt.Sprintf("chunk %v of %s", c.coord, name))
-		for d := range c.coord {
-			if c.coord[d] >= g.Grid[d] {
-				run.problem("dataset %q: chunk %v lies outside the extent's grid %v", name, c.coord, g.Grid)
-				break
-			}
-		}
-		img := make([]byte, c.e.Size)
-		if err := readFull(run.drv, img, int64(c.e.Addr)); err != nil {
-			run.problem("dataset %q: chunk %v: %v", name, c.coord, err)
-			continue
-		}
-		loc := layout.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask, Sum: c.e.Sum}
-		ch, err := s.store.Decode(c.coord, loc, img)
-		if err != nil {
-			run.problem("dataset %q: chunk %v: %v", name, c.coord, err)
-			continue
-		}
-		if err := s.store.checkChunk(c.coord, ch, s.shape()); err != nil {
-			run.problem("dataset %q: %v", name, err)
-			continue
-		}
-		run.r.Chunks++
-	}
-	return nil
 }
 
 // checkSlots reports the damage of the slot the file did not open from.

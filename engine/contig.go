@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/scc-dev/scc/internal/bufpool"
 	"math/bits"
 	"sync"
 	"sync/atomic"
 
 	"github.com/scc-dev/scc/cache/layout"
+	"github.com/scc-dev/scc/engine/internal/alloc"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/selection"
+	"github.com/scc-dev/scc/internal/bufpool"
 )
 
 // The contiguous layout (SCC internal API, SCC requirements §3.4): a
@@ -24,7 +25,8 @@ import (
 // Pieces not resident are read directly: whole ones into the caller's
 // buffer (DirectTarget, below), and, above the cache's bypass threshold,
 // parts of them by reading the whole pieces into pooled buffers
-// (engine/directpart.go), where whole pieces are also written directly.
+// (PartBlocks, ReadPart, below; engine/directpart.go), where whole pieces
+// are also written directly (DirectSource).
 //
 // Crash safety without a chunk index: the committed extent is never
 // written over (DESIGN.md "No data loss"). The first piece written back
@@ -675,4 +677,118 @@ func (l *contigLayout) VerifyDirect(coord layout.Coord, loc layout.Location, dst
 		return fmt.Errorf("%w: contiguous dataset %q piece %d at %d: checksum mismatch", ErrCorrupt, l.s.name, coord[0], loc.Addr)
 	}
 	return nil
+}
+
+// contigLayout keeps one extent and no index.
+
+func (l *contigLayout) kind() LayoutKind { return Contiguous }
+
+// maxStored: a contiguous dataset's chunk is a piece of its extent.
+func (l *contigLayout) maxStored() int64 { return l.s.chunkBytes }
+
+func (l *contigLayout) admitBytes() int64 { return l.s.chunkBytes }
+
+func (l *contigLayout) registerViews() error { return nil }
+
+func (l *contigLayout) chunkIndex() (*lazyIndex, bool) { return nil, false }
+
+func (l *contigLayout) checkChunk([]uint64, layout.Chunk, []uint64) error { return nil }
+
+func (l *contigLayout) checkExtent(dims []uint64) error {
+	if !equal(dims, l.s.shape()) {
+		return fmt.Errorf("%w: a contiguous dataset's extent is fixed", ErrInvalid)
+	}
+	return nil
+}
+
+func (l *contigLayout) commit(ctx context.Context) (root, params []byte, err error) {
+	params, err = l.commitParams(ctx)
+	return nil, params, err
+}
+
+func (l *contigLayout) checkAdopt(hdr format.DatasetHeader) error {
+	_, err := decodeContigParams(hdr.LayoutParams, l.pieces)
+	return err
+}
+
+func (l *contigLayout) adopt(hdr format.DatasetHeader) error { return l.adoptParams(hdr.LayoutParams) }
+
+func (l *contigLayout) usage(context.Context) (Storage, error) { return l.storage(), nil }
+
+func (l *contigLayout) chunkExtents(context.Context) ([]ChunkExtent, error) {
+	base, size, _ := l.committedExtent()
+	if base == 0 {
+		return nil, nil
+	}
+	return []ChunkExtent{{Off: base, Size: size}}, nil // one extent, no chunks
+}
+
+func (l *contigLayout) liveExtents(_ context.Context, live []alloc.Extent) ([]alloc.Extent, error) {
+	if base, size, _ := l.committedExtent(); base != 0 {
+		live = append(live, alloc.Extent{Off: base, Size: size})
+	}
+	return live, nil
+}
+
+func (l *contigLayout) checkStored(_ context.Context, name string, c *checkRun) error {
+	base, size, _ := l.committedExtent()
+	if base == 0 {
+		return nil
+	}
+	c.add(base, size, "contiguous extent of "+name)
+	if err := l.check(); err != nil {
+		c.problem("dataset %q: %v", name, err)
+		return nil
+	}
+	c.r.Chunks += int(l.pieces)
+	return nil
+}
+
+// PartBlocks reads a whole piece for any part of it: its checksum covers
+// all of it. The last piece, shorter than the piece shape when the rows do
+// not divide, stays on the cached path (Scatter works on a full piece).
+func (l *contigLayout) PartBlocks(_ layout.Coord, loc layout.Location, pieces []layout.Piece) ([]layout.Block, bool) {
+	if loc.Size != l.s.chunkBytes || !readPieces(pieces, pieceData) {
+		return nil, false
+	}
+	return []layout.Block{{Len: loc.Size}}, true
+}
+
+// ReadPart verifies the piece read and copies the parts the pieces select
+// to the caller's buffer.
+func (l *contigLayout) ReadPart(coord layout.Coord, loc layout.Location, pieces []layout.Piece, _ []layout.Block, bufs [][]byte) error {
+	b := bufs[0]
+	defer bufpool.Put(b)
+	if err := l.VerifyDirect(coord, loc, b, nil); err != nil {
+		return err
+	}
+	for _, p := range pieces {
+		pc := p.(*piece)
+		selection.Scatter(pc.buf, pc.bufShape, b, l.s.chunk, pc.p, l.s.elemSize)
+	}
+	return nil
+}
+
+// DirectSource lets a write of a whole piece, contiguous in the caller's
+// buffer, go from it to the file (cache/directwrite.go decides when: pieces
+// above the cache's bypass threshold). Insert places it in the working
+// extent, never the committed one, so a crash before the commit leaves the
+// committed extent as it was. The short last piece stays on the cached path.
+func (l *contigLayout) DirectSource(coord layout.Coord, p layout.Piece) ([]byte, bool) {
+	if coord[0] >= l.pieces {
+		return nil, false
+	}
+	if _, size := l.piece(coord[0]); size != l.s.chunkBytes {
+		return nil, false
+	}
+	if pc, ok := p.(*piece); !ok || pc.kind != pieceData {
+		return nil, false
+	}
+	return (&denseLayout{indexedStorage{l.s}}).wholeRun(p)
+}
+
+// DirectFrame: a stored piece is its bytes, with no frame; its checksum
+// goes to the working table (Publish).
+func (l *contigLayout) DirectFrame(_ layout.Coord, src []byte) (head, tail []byte, sum uint32) {
+	return nil, nil, format.Checksum(src)
 }

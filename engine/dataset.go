@@ -18,9 +18,6 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// layoutDense is the header's layout code for dense chunked datasets.
-const layoutDense = 1
-
 // dsState is everything the file knows of one dataset; all Dataset handles
 // of that dataset share it.
 type dsState struct {
@@ -1105,4 +1102,52 @@ func newChunkKey() uint64 {
 			return k
 		}
 	}
+}
+
+// ChunkExtent is where one stored chunk lives in the file.
+type ChunkExtent struct {
+	Coord     []uint64 // the chunk's scaled coordinates
+	Off, Size int64    // its frame's place in the file
+}
+
+// ChunkExtents lists the dataset's stored chunks as the chunk index names
+// them (chunks only in the cache are not listed until written), for tools
+// that inspect or damage files on purpose.
+func (d *Dataset) ChunkExtents(ctx context.Context) (out []ChunkExtent, err error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	err = d.s.f.follow(ctx, func() (err error) {
+		out, err = d.chunkExtents(ctx)
+		return err
+	})
+	return out, err
+}
+
+func (d *Dataset) chunkExtents(ctx context.Context) ([]ChunkExtent, error) {
+	d.s.extent.RLock()
+	defer d.s.extent.RUnlock()
+	if err := d.s.gone(); err != nil {
+		return nil, err
+	}
+	out, err := d.s.store.chunkExtents(ctx)
+	// As in storage: the extents listed may be free by now.
+	if gerr := d.s.gone(); gerr != nil {
+		return nil, gerr
+	}
+	return out, err
+}
+
+// prod64 is the product of dims, saturating at 2^64-1 (dims are
+// validated elsewhere; this only has to be large when they are).
+func prod64(dims []uint64) uint64 {
+	n := uint64(1)
+	for _, d := range dims {
+		hi, lo := bits.Mul64(n, d)
+		if hi != 0 {
+			return ^uint64(0)
+		}
+		n = lo
+	}
+	return n
 }

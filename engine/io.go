@@ -67,7 +67,7 @@ type ioScratch struct {
 	rows     rowCopy // the single-chunk read's copy plan (ioone.go)
 	// Multi-chunk requests.
 	reqs   []cache.Request
-	pieces pieceArena // piecearena.go
+	pieces pieceArena // piece.go
 }
 
 var ioPool = sync.Pool{New: func() any { return new(ioScratch) }}

@@ -4,18 +4,19 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/scc-dev/scc/internal/bufpool"
 	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 
+	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/index"
 	"github.com/scc-dev/scc/engine/internal/section"
 	"github.com/scc-dev/scc/engine/internal/selection"
+	"github.com/scc-dev/scc/internal/bufpool"
 )
 
 // The sparse layout (SCC requirements §1 and §2.1; Mainzer et al.,
@@ -48,51 +49,6 @@ import (
 
 // layoutSparse is the header's layout code for sparse datasets.
 const layoutSparse = format.LayoutSparse
-
-// LayoutKind selects a dataset's storage layout (DatasetSpec.Layout).
-type LayoutKind uint8
-
-const (
-	// Chunked is the dense chunked layout: every element is stored (the
-	// fill value where nothing was written), a chunk as one frame.
-	Chunked LayoutKind = iota
-	// Sparse stores only the elements that were written (defined), per
-	// chunk, with the set of defined elements; see Dataset.Erase,
-	// Dataset.DefinedElements and Dataset.ReadDefined.
-	Sparse
-)
-
-func (k LayoutKind) String() string {
-	switch k {
-	case Chunked:
-		return "chunked"
-	case Sparse:
-		return "sparse"
-	case Contiguous:
-		return "contiguous"
-	case Vlen:
-		return "vlen"
-	case Virtual:
-		return "virtual"
-	}
-	return fmt.Sprintf("layout(%d)", uint8(k))
-}
-
-// code is the header's layout code of k.
-func (k LayoutKind) code() uint8 {
-	switch k {
-	case Sparse:
-		return layoutSparse
-	case Contiguous:
-		return layoutContig
-	case Vlen:
-		return layoutVlen
-	}
-	return layoutDense
-}
-
-// Layout returns the dataset's storage layout.
-func (d *Dataset) Layout() LayoutKind { return d.s.store.kind() }
 
 // Sparse LayoutParams (FORMAT.md §16.3): a version byte (1), then the
 // selection section's filter pipeline in engine/filter's encoding.
@@ -402,7 +358,7 @@ func (l *sparseLayout) isPending(coord []uint64) bool {
 	return l.mu.pending[coordKey(coord)] != nil
 }
 
-// Insert, Publish and Delete are the shared index writes (indexwrite.go).
+// Insert, Publish and Delete are the shared index writes (indexed.go).
 // An image with no defined elements deletes the chunk instead (SCC
 // internal API erase_values with delete_chunk): its own space and the old
 // frame's are released. Every outcome ends or keeps the chunk's pending
@@ -423,10 +379,6 @@ func (l *sparseLayout) erases(in *layout.Insertion) bool { return in.Mask == 0 }
 func (l *sparseLayout) published(in *layout.Insertion, ok bool) {
 	l.notePublished(in.Coord, in.Sum, ok)
 }
-
-// pieceKind says what a request does with its piece. The zero value is a
-// plain Read or Write.
-type pieceKind uint8
 
 const (
 	pieceData    pieceKind = iota // Read: values (fill where undefined); Write: define
@@ -860,4 +812,67 @@ func (d *Dataset) SelectionFilters() []Filter {
 		out[i] = Filter{sp}
 	}
 	return out
+}
+
+func (l *sparseLayout) kind() LayoutKind { return Sparse }
+
+// admitBytes: a sparse chunk takes at most one run (12 bytes) and one
+// value per element.
+func (l *sparseLayout) admitBytes() int64 { return l.memFor(l.elems) }
+
+// registerViews registers the selection view. Caller holds s.mu.
+func (l *sparseLayout) registerViews() error {
+	s := l.s
+	// No reservation: the view borrows the cache like any reader.
+	v, err := s.f.cfile.RegisterDataset(s.id|selViewBit, l.view, cache.DatasetOptions{MinBytes: -1})
+	if err != nil {
+		return classify(err)
+	}
+	s.mu.vcds = v
+	return nil
+}
+
+// viewDataset is the sparse selection view's cache dataset.
+func (s *dsState) viewDataset() (*cache.Dataset, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.vcds == nil {
+		return nil, ErrClosed
+	}
+	return s.mu.vcds, nil
+}
+
+// Condense reallocates a sparse chunk's runs and values to their lengths.
+func (l *sparseLayout) Condense(_ layout.Coord, chunk layout.Chunk) layout.Chunk {
+	c, ok := chunk.(*sparseChunk)
+	if !ok || cap(c.runs) == len(c.runs) && cap(c.data) == len(c.data) {
+		return nil
+	}
+	return &sparseChunk{runs: clipRuns(c.runs), data: clipBytes(c.data), gen: c.gen}
+}
+
+// PartBlocks reads the whole frame: values need both sections. (Reads
+// that only ask where elements are defined go to the selection view,
+// below, which reads the header and selection section alone.)
+func (l *sparseLayout) PartBlocks(_ layout.Coord, loc layout.Location, pieces []layout.Piece) ([]layout.Block, bool) {
+	return wholeFrame(loc, pieces, pieceData, pieceDefined, pieceValues)
+}
+
+// ReadPart decodes the frame read (Decode checks each section against its
+// own checksum and the frame against the index's) and serves the pieces;
+// nothing is kept.
+func (l *sparseLayout) ReadPart(coord layout.Coord, loc layout.Location, pieces []layout.Piece, _ []layout.Block, bufs [][]byte) error {
+	return decodeServe(l, coord, loc, pieces, bufs[0])
+}
+
+// PartBlocks: the selection view's stored image is already the frame's
+// header and selection section (Lookup), read whole.
+func (v *sparseSelView) PartBlocks(_ layout.Coord, loc layout.Location, pieces []layout.Piece) ([]layout.Block, bool) {
+	return wholeFrame(loc, pieces, pieceDefined)
+}
+
+// ReadPart decodes the selection read (Decode verifies it) and serves
+// the pieces; nothing is kept.
+func (v *sparseSelView) ReadPart(coord layout.Coord, loc layout.Location, pieces []layout.Piece, _ []layout.Block, bufs [][]byte) error {
+	return decodeServe(v, coord, loc, pieces, bufs[0])
 }

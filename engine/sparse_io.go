@@ -18,26 +18,6 @@ import (
 // rest admitted), with pieces whose kind tells the layout's Scatter and
 // Gather what to do (pieceKind).
 
-// Coord returns the dataset coordinates of the element at position pos of
-// the selection's packed buffer (C order of Shape()); positions are what
-// DefinedElements and ReadDefined return. It returns nil for a position
-// outside the selection.
-func (s Selection) Coord(pos uint64) []uint64 {
-	h := s.hyper()
-	r := len(h.Start)
-	if pos >= h.NumElements() {
-		return nil
-	}
-	out := make([]uint64, r)
-	for d := r - 1; d >= 0; d-- {
-		n := h.Count[d] * h.Block[d]
-		i := pos % n
-		pos /= n
-		out[d] = h.Start[d] + (i/h.Block[d])*h.Stride[d] + i%h.Block[d]
-	}
-	return out
-}
-
 // kindRequests validates sel against the extent and cuts it into
 // per-chunk requests whose pieces have the given kind. Caller holds the
 // selection's region in the serializer.

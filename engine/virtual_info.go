@@ -59,13 +59,6 @@ func toSel(s format.VirtualSelection) Selection {
 	return Hyperslab(clone(s.Start), clone(s.Stride), clone(s.Count), clone(s.Block))
 }
 
-// Parts returns the selection as a hyperslab: start, stride, count and
-// block along each dimension (copies).
-func (s Selection) Parts() (start, stride, count, block []uint64) {
-	h := s.hyper()
-	return clone(h.Start), clone(h.Stride), clone(h.Count), clone(h.Block)
-}
-
 // VirtualSource resolves a mapping's file name (with any %b already
 // replaced) as this File's virtual datasets resolve it: self when it
 // names the File itself, else the path or URL the source is opened by.

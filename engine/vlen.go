@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/scc-dev/scc/internal/bufpool"
 	"slices"
 
 	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/engine/internal/section"
+	"github.com/scc-dev/scc/internal/bufpool"
 )
 
 // The variable-length layout (SCC requirements §2.1 items 1-3):
@@ -220,7 +220,7 @@ func (l *vlenLayout) Encode(coord layout.Coord, chunk layout.Chunk) (layout.Enco
 	return layout.Encoded{Image: img, Mask: uint32(len(c.heap)), Sum: sum, Pooled: pooled}, nil
 }
 
-// Insert, Publish and Delete are the shared index writes (indexwrite.go):
+// Insert, Publish and Delete are the shared index writes (indexed.go):
 // a variable-length chunk has nothing beside its index.
 func (l *vlenLayout) Insert(_ context.Context, ins []layout.Insertion) error {
 	return l.insert(ins, l)
@@ -513,4 +513,42 @@ func (l *vlenLayout) checkChunk(coord []uint64, chunk layout.Chunk, dims []uint6
 		return fmt.Errorf("%w: variable-length chunk %v has elements outside the extent %v", ErrCorrupt, coord, dims)
 	}
 	return nil
+}
+
+func (l *vlenLayout) kind() LayoutKind { return Vlen }
+
+// admitBytes: the fixed section plus a heap estimate; the heap's real
+// size is charged by the cache once loaded.
+func (l *vlenLayout) admitBytes() int64 { return l.memFor(1 << 20) }
+
+// Condense defragments a variable-length chunk's heap and drops its slack.
+func (l *vlenLayout) Condense(_ layout.Coord, chunk layout.Chunk) layout.Chunk {
+	if h := testHookCondense.Load(); h != nil {
+		(*h)(l.s)
+	}
+	c, ok := chunk.(*vlenChunk)
+	if !ok || c.garbage == 0 && cap(c.heap) == len(c.heap) {
+		return nil
+	}
+	n := &vlenChunk{off: c.off, ln: c.ln, heap: c.heap, garbage: c.garbage}
+	if n.garbage > 0 {
+		// compact rewrites off in place: give the new chunk its own copy
+		// so the old one, which the cache drops, stays consistent.
+		n.off = append([]uint32(nil), c.off...)
+		l.compact(n)
+	} else {
+		n.heap = clipBytes(c.heap)
+	}
+	return n
+}
+
+// PartBlocks reads the whole frame of a variable-length chunk.
+func (l *vlenLayout) PartBlocks(_ layout.Coord, loc layout.Location, pieces []layout.Piece) ([]layout.Block, bool) {
+	return wholeFrame(loc, pieces, pieceVlen)
+}
+
+// ReadPart decodes the frame read (Decode verifies it) and serves the
+// pieces; nothing is kept.
+func (l *vlenLayout) ReadPart(coord layout.Coord, loc layout.Location, pieces []layout.Piece, _ []layout.Block, bufs [][]byte) error {
+	return decodeServe(l, coord, loc, pieces, bufs[0])
 }

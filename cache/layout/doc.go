@@ -54,9 +54,10 @@
 //
 // The SCC internal API's callbacks, each with where it lives in this
 // package and which of the engine's layouts implement it (dense = dense
-// chunked, engine/layout.go; sparse, engine/sparse.go, with its selection
-// view; vlen, engine/vlen.go; contig = contiguous, engine/contig.go; the
-// direct paths for part of a chunk are in engine/directpart.go):
+// chunked, engine/dense.go; sparse, engine/sparse.go, with its selection
+// view; vlen, engine/vlen.go; contig = contiguous, engine/contig.go; each
+// file holds all of its layout's callbacks, and what the direct paths for
+// part of a chunk share is in engine/directpart.go):
 //
 //	layout query          → Layout.ChunkDims: all.
 //	lookup                → Layout.Lookup: all.

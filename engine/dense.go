@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/scc-dev/scc/internal/bufpool"
-	"math/bits"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/cache/layout"
-	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
-	"github.com/scc-dev/scc/engine/internal/index"
 	"github.com/scc-dev/scc/engine/internal/selection"
+	"github.com/scc-dev/scc/internal/bufpool"
 )
 
 // denseLayout implements the cache's layout callbacks (SCC internal API) for dense
@@ -47,35 +44,12 @@ type denseChunk struct{ buf []byte }
 
 func (c *denseChunk) MemSize() int64 { return int64(cap(c.buf)) }
 
-// piece is the engine's layout.Piece: one chunk's part of a request.
-type piece struct {
-	p        *selection.Piece
-	buf      []byte   // the caller's packed buffer (whole request)
-	bufShape []uint64 // shape of buf
-	kind     pieceKind
-	out      *definedOut // pieceDefined, pieceValues: the piece's result
-	vals     [][]byte    // pieceVlen: one sequence per element of the whole request
-	// rows, when set, is the byte-level plan of this piece's copy out of
-	// a dense chunk (readOne, ioone.go); the dense Scatter runs it.
-	rows *rowCopy
-}
-
 func (l *denseLayout) ChunkDims() []uint64 { return l.s.chunk }
 
 // maxStored bounds a stored chunk image: filters that do not shrink a chunk
 // are skipped (the mask records it), so an image is at most the decoded size
 // plus small per-filter framing and the checksum.
 func (l *denseLayout) maxStored() int64 { return l.s.chunkBytes + 4096 + 64*32 }
-
-// entryFits reports whether an existing index entry names a frame a file
-// can hold: at most maxStored bytes, from DataStart on, ending below 2^63.
-// Addresses and sizes are u64 on disk; every bound is taken in uint64,
-// since one converted to int64 first turns negative and passes a signed
-// bound, and Addr+Size may wrap.
-func entryFits(e index.Entry, maxStored int64) bool {
-	const limit = 1 << 63
-	return e.Size <= uint64(maxStored) && e.Addr >= format.DataStart && e.Addr < limit && e.Size <= limit-e.Addr
-}
 
 func (l *denseLayout) Lookup(ctx context.Context, coords []layout.Coord, locs []layout.Location) error {
 	x, err := l.s.idx.get(ctx)
@@ -325,7 +299,7 @@ var _ layout.BorrowingEncoder = (*denseLayout)(nil)
 // BenchmarkWriteBackBorrowed turn it off for the copying baseline).
 var borrowImages = true
 
-// Insert, Publish and Delete are the shared index writes (indexwrite.go):
+// Insert, Publish and Delete are the shared index writes (indexed.go):
 // a dense chunk has nothing beside its index, and costs its buffer.
 func (l *denseLayout) Insert(_ context.Context, ins []layout.Insertion) error {
 	return l.insert(ins, l)
@@ -482,206 +456,80 @@ func (l *denseLayout) VerifyDirectSum(coord layout.Coord, loc layout.Location, s
 
 var _ layout.DirectSummer = (*denseLayout)(nil)
 
-// knownLayout reports whether code is a layout this engine reads.
-func knownLayout(code uint8) bool {
-	return code == layoutDense || code == layoutSparse || code == layoutContig || code == layoutVlen || code == layoutVirtual
+// layoutDense is the header's layout code for dense chunked datasets.
+const layoutDense = 1
+
+func (l *denseLayout) kind() LayoutKind { return Chunked }
+
+var _ layout.DirectEncoder = (*denseLayout)(nil)
+
+// EncodeSource lets a write of a whole filtered chunk that the cache would
+// not keep be encoded straight from the caller's buffer
+// (cache/directwrite_encode.go), under the conditions of DecodeTarget,
+// its read-side mirror: the chunk's elements are one contiguous run of the
+// caller's buffer. Unfiltered chunks go by DirectSource instead (written
+// as they are); chunks under directMin stay on the cached path, where
+// keeping them is cheap.
+func (l *denseLayout) EncodeSource(_ layout.Coord, p layout.Piece) ([]byte, bool) {
+	if l.s.unfiltered || l.s.chunkBytes < directMin {
+		return nil, false
+	}
+	return l.wholeRun(p)
 }
 
-// setLayout builds the dataset's layout from its header fields.
-func (s *dsState) setLayout(code uint8, params []byte) error {
-	s.code, s.layoutParams = code, params
-	switch code {
-	case layoutDense:
-		if len(params) != 0 {
-			return fmt.Errorf("%w: dense dataset %q with layout parameters", ErrCorrupt, s.name)
-		}
-		s.store = &denseLayout{indexedStorage{s}}
-	case layoutSparse:
-		l, err := newSparseLayout(s, params)
-		if err != nil {
-			return fmt.Errorf("dataset %q: %w", s.name, err)
-		}
-		s.store = l
-	case layoutContig:
-		if len(s.pipeline.Specs()) > 0 {
-			return fmt.Errorf("%w: contiguous dataset %q with filters", ErrCorrupt, s.name)
-		}
-		if !equal(s.mu.shape, s.maxShape) {
-			return fmt.Errorf("%w: contiguous dataset %q with shape %v, max shape %v", ErrCorrupt, s.name, s.mu.shape, s.maxShape)
-		}
-		l, err := newContigLayout(s, s.mu.shape, params)
-		if err != nil {
-			return err
-		}
-		s.store, s.idx = l, nil
-	case layoutVlen:
-		l, err := newVlenLayout(s, params)
-		if err != nil {
-			return fmt.Errorf("dataset %q: %w", s.name, err)
-		}
-		s.store = l
-	case layoutVirtual:
-		l, err := newVirtualLayout(s, params)
-		if err != nil {
-			return fmt.Errorf("dataset %q: %w", s.name, err)
-		}
-		s.store, s.idx = l, nil
-	default:
-		return fmt.Errorf("%w: dataset %q: layout code %d", ErrCorrupt, s.name, code)
+// EncodeFrom is Encode of a chunk whose buffer is src, the caller's bytes
+// of the whole chunk (EncodeSource): Encode only reads the chunk, into an
+// image of its own (pooled, owned by the cache), so the caller's bytes are
+// neither kept nor changed.
+func (l *denseLayout) EncodeFrom(coord layout.Coord, src []byte) (layout.Encoded, error) {
+	if int64(len(src)) != l.s.chunkBytes {
+		return layout.Encoded{}, fmt.Errorf("%w: chunk %v of %q: direct encode of %d bytes, chunk has %d", cache.ErrInvalid, []uint64(coord), l.s.name, len(src), l.s.chunkBytes)
 	}
-	s.admitBytes = s.store.admitBytes()
-	return nil
+	return l.Encode(coord, &denseChunk{buf: src})
 }
 
-// indexKind is the header's IndexKind (0 for a contiguous dataset, which
-// has no index).
-func (s *dsState) indexKind() uint8 {
-	x, ok := s.store.chunkIndex()
-	if !ok {
-		return 0
+// RowTarget lets a read of a whole unfiltered chunk that is not resident,
+// whose bytes are not one run of the caller's buffer (DirectTarget), go
+// straight into the caller's buffer by rows (cache/directrows.go): the
+// piece selects the whole chunk, the chunk's trailing dimensions that
+// span the buffer's whole extent fold into one row, and the others are
+// walked. The conditions on the chunk are DirectTarget's.
+func (l *denseLayout) RowTarget(loc layout.Location, p layout.Piece) (layout.Rows, int, bool) {
+	if !l.s.unfiltered || l.s.chunkBytes < directMin || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
+		return layout.Rows{}, 0, false
 	}
-	return uint8(x.kind())
+	pc, ok := p.(*piece)
+	if !ok || pc.kind != pieceData {
+		return layout.Rows{}, 0, false
+	}
+	runs, shape, chunk := pc.p.Runs, pc.bufShape, l.s.chunk
+	r := len(chunk)
+	if r == 0 || len(runs) != r || len(shape) != r {
+		return layout.Rows{}, 0, false
+	}
+	// The buffer's byte stride along each dimension, and the first
+	// element's offset; the piece must select the whole chunk.
+	stride := make([]uint64, r)
+	s := uint64(l.s.elemSize)
+	var first uint64
+	for d := r - 1; d >= 0; d-- {
+		if len(runs[d]) != 1 || runs[d][0].Chunk != 0 || runs[d][0].Len != chunk[d] {
+			return layout.Rows{}, 0, false
+		}
+		stride[d] = s
+		first += runs[d][0].Buf * s
+		s *= shape[d]
+	}
+	k := r - 1
+	row := chunk[k] * uint64(l.s.elemSize)
+	for k > 0 && chunk[k] == shape[k] {
+		k--
+		row *= chunk[k]
+	}
+	return layout.Rows{Buf: pc.buf, First: first, Len: row, Count: chunk[:k:k], Step: stride[:k:k]}, format.ChunkFrameOverhead, true
 }
 
-// cacheLayout is the layout registered with the cache.
-func (s *dsState) cacheLayout() layout.Layout { return s.store }
-
-// maxStored bounds the stored size of one chunk.
-func (s *dsState) maxStored() int64 { return s.store.maxStored() }
-
-// registerViews registers the cache datasets a layout has besides its
-// own (a sparse dataset's selection view). Caller holds s.mu.
-func (s *dsState) registerViews() error { return s.store.registerViews() }
-
-// registerViews registers the selection view. Caller holds s.mu.
-func (l *sparseLayout) registerViews() error {
-	s := l.s
-	// No reservation: the view borrows the cache like any reader.
-	v, err := s.f.cfile.RegisterDataset(s.id|selViewBit, l.view, cache.DatasetOptions{MinBytes: -1})
-	if err != nil {
-		return classify(err)
-	}
-	s.mu.vcds = v
-	return nil
-}
-
-// viewDataset is the sparse selection view's cache dataset.
-func (s *dsState) viewDataset() (*cache.Dataset, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.vcds == nil {
-		return nil, ErrClosed
-	}
-	return s.mu.vcds, nil
-}
-
-// layoutParams is the header's LayoutParams for the spec's layout.
-func (s DatasetSpec) layoutParams() []byte {
-	if s.Layout == Contiguous {
-		return encodeContigParams(contigState{})
-	}
-	if s.Layout == Vlen {
-		pct := s.HeapDefragPercent
-		if pct == 0 {
-			pct = vlenDefaultDefrag
-		}
-		return encodeVlenParams(pct)
-	}
-	if s.Layout != Sparse {
-		return nil
-	}
-	specs := make([]filter.Spec, len(s.SelectionFilters))
-	for i, f := range s.SelectionFilters {
-		specs[i] = f.spec
-	}
-	return encodeSparseParams(specs)
-}
-
-func (s DatasetSpec) validateLayout() error {
-	if s.Layout != Vlen && s.HeapDefragPercent != 0 {
-		return fmt.Errorf("%w: HeapDefragPercent on a %v dataset", ErrInvalid, s.Layout)
-	}
-	switch s.Layout {
-	case Chunked:
-		if len(s.SelectionFilters) != 0 {
-			return fmt.Errorf("%w: SelectionFilters on a %v dataset", ErrInvalid, s.Layout)
-		}
-	case Contiguous:
-		if len(s.SelectionFilters) != 0 || len(s.Filters) != 0 {
-			return fmt.Errorf("%w: a contiguous dataset has no filters", ErrInvalid)
-		}
-		if !equal(s.Shape, s.MaxShape) {
-			return fmt.Errorf("%w: a contiguous dataset has a fixed shape (max shape %v, shape %v)", ErrInvalid, s.MaxShape, s.Shape)
-		}
-	case Vlen:
-		if len(s.SelectionFilters) != 0 || len(s.Fill) != 0 {
-			return fmt.Errorf("%w: a variable-length dataset has no selection filters and no fill value (its fill is the empty sequence)", ErrInvalid)
-		}
-		if s.HeapDefragPercent < 0 || s.HeapDefragPercent > 100 {
-			return fmt.Errorf("%w: HeapDefragPercent %d (0..100)", ErrInvalid, s.HeapDefragPercent)
-		}
-		if n := prod64(s.Chunk); n > maxChunkBytes/8 {
-			return fmt.Errorf("%w: a variable-length chunk of %d elements (at most %d: 8 bytes each in its fixed section)", ErrInvalid, n, maxChunkBytes/8)
-		}
-	case Sparse:
-		if len(s.SelectionFilters) > 32 {
-			return fmt.Errorf("%w: %d selection filters (at most 32)", ErrInvalid, len(s.SelectionFilters))
-		}
-		for _, f := range s.SelectionFilters {
-			if err := f.spec.Validate(); err != nil {
-				return classify(err)
-			}
-		}
-	default:
-		return fmt.Errorf("%w: layout %v", ErrInvalid, s.Layout)
-	}
-	return nil
-}
-
-// ChunkExtent is where one stored chunk lives in the file.
-type ChunkExtent struct {
-	Coord     []uint64 // the chunk's scaled coordinates
-	Off, Size int64    // its frame's place in the file
-}
-
-// ChunkExtents lists the dataset's stored chunks as the chunk index names
-// them (chunks only in the cache are not listed until written), for tools
-// that inspect or damage files on purpose.
-func (d *Dataset) ChunkExtents(ctx context.Context) (out []ChunkExtent, err error) {
-	if d.closed.Load() {
-		return nil, ErrClosed
-	}
-	err = d.s.f.follow(ctx, func() (err error) {
-		out, err = d.chunkExtents(ctx)
-		return err
-	})
-	return out, err
-}
-
-func (d *Dataset) chunkExtents(ctx context.Context) ([]ChunkExtent, error) {
-	d.s.extent.RLock()
-	defer d.s.extent.RUnlock()
-	if err := d.s.gone(); err != nil {
-		return nil, err
-	}
-	out, err := d.s.store.chunkExtents(ctx)
-	// As in storage: the extents listed may be free by now.
-	if gerr := d.s.gone(); gerr != nil {
-		return nil, gerr
-	}
-	return out, err
-}
-
-// prod64 is the product of dims, saturating at 2^64-1 (dims are
-// validated elsewhere; this only has to be large when they are).
-func prod64(dims []uint64) uint64 {
-	n := uint64(1)
-	for _, d := range dims {
-		hi, lo := bits.Mul64(n, d)
-		if hi != 0 {
-			return ^uint64(0)
-		}
-		n = lo
-	}
-	return n
-}
+// SumRow continues the frame's plain checksum over b (layout.RowReader):
+// the checksum of a chunk's rows taken in order is the checksum of its
+// bytes (VerifyDirectSum binds it to the chunk).
+func (l *denseLayout) SumRow(sum uint32, b []byte) uint32 { return l.s.csum.Update(sum, b) }

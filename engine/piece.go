@@ -1,6 +1,8 @@
 package engine
 
-import "github.com/scc-dev/scc/engine/internal/selection"
+import (
+	"github.com/scc-dev/scc/engine/internal/selection"
+)
 
 // pieceArena holds the pieces of one multi-chunk request (prepare's Split
 // path) in blocks reused from request to request through ioScratch, so a
@@ -89,3 +91,20 @@ func (a *pieceArena) reset() {
 	}
 	a.used, a.slab, a.off = 0, 0, 0
 }
+
+// piece is the engine's layout.Piece: one chunk's part of a request.
+type piece struct {
+	p        *selection.Piece
+	buf      []byte   // the caller's packed buffer (whole request)
+	bufShape []uint64 // shape of buf
+	kind     pieceKind
+	out      *definedOut // pieceDefined, pieceValues: the piece's result
+	vals     [][]byte    // pieceVlen: one sequence per element of the whole request
+	// rows, when set, is the byte-level plan of this piece's copy out of
+	// a dense chunk (readOne, ioone.go); the dense Scatter runs it.
+	rows *rowCopy
+}
+
+// pieceKind says what a request does with its piece. The zero value is a
+// plain Read or Write.
+type pieceKind uint8
