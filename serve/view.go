@@ -53,6 +53,10 @@ type blob struct {
 	data []byte
 	etag string
 	mod  time.Time
+	// gz is data gzipped (nil when that does not help), made at the
+	// first request that takes gzip.
+	gzOnce sync.Once
+	gz     []byte
 }
 
 // An array is one dataset as the view serves it.
@@ -72,6 +76,9 @@ type array struct {
 	copy  bool
 	wrap  string
 	chain []zarrmap.Codec
+	// plain: the chunk bytes served are not compressed (no compressor
+	// declared), so gzip may shrink them on the way.
+	plain bool
 	mod   time.Time
 	// attrs are the attributes with a Zarr form; skippedAttrs say why
 	// the others are left out.
@@ -350,6 +357,7 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 			s.logOnce(slog.LevelInfo, "zarr view: chunks served decoded, no codec declared", name, p.Why)
 		}
 	}
+	a.plain = !compresses(a.chain)
 	keep = true
 	return a, "", nil
 }
