@@ -12,12 +12,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/interop/zarr"
 	"github.com/scc-dev/scc/serve"
@@ -49,7 +52,10 @@ func runServe(ctx context.Context, o Options, p *Peers, r *Report) error {
 	if err := writeZarrBenchFile(ctx, path, c, []engine.Filter{engine.Zstd(3)}, ramp(c.Side)); err != nil {
 		return err
 	}
-	f, err := engine.OpenContext(ctx, path, &engine.Options{ReadOnly: true})
+	// A cache budget and a response bound below the array's size, so that
+	// the heap figure tells whether they bound the server's memory.
+	const budget, respBytes = 16 << 20, 16 << 20
+	f, err := engine.OpenContext(ctx, path, &engine.Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: budget}})
 	if err != nil {
 		return err
 	}
@@ -58,7 +64,7 @@ func runServe(ctx context.Context, o Options, p *Peers, r *Report) error {
 	if _, err := zarr.Export(ctx, f, store, zarr.Options{Version: 2, Strict: true}); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	h, err := serve.New(ctx, f, serve.Options{MaxInFlight: 2 * slices.Max(serveClients), Logger: quietLog()})
+	h, err := serve.New(ctx, f, serve.Options{MaxInFlight: 2 * slices.Max(serveClients), MaxChunkBytes: respBytes, Logger: quietLog()})
 	if err != nil {
 		return err
 	}
@@ -87,7 +93,22 @@ func runServe(ctx context.Context, o Options, p *Peers, r *Report) error {
 	}
 
 	for _, n := range serveClients {
+		var heap *heapPeak
+		if n == slices.Max(serveClients) {
+			heap = watchHeap()
+		}
 		sccRate, err := chunkRate(ctx, sccURL, c, n, dur)
+		if heap != nil {
+			base, peak := heap.stop()
+			active := f.Cache().Stats().ActiveLimit
+			o.logf("serve: %d clients: peak heap %.1f MiB (%.1f MiB before), cache budget %.0f MiB (active limit %.0f MiB), response bound %.0f MiB",
+				n, inMiB(peak), inMiB(base), inMiB(budget), inMiB(active), inMiB(respBytes))
+			r.add(Figure{Scenario: "serve", Key: fmt.Sprintf("heap-c%d", n),
+				Metric: fmt.Sprintf("peak Go heap during the %d-client scc run (server and clients in one process)", n), Unit: "MiB", SCC: inMiB(peak),
+				Note: fmt.Sprintf("%.1f MiB before the run; cache budget %.0f MiB (active limit %.0f MiB), chunk bytes held for responses at most %.0f MiB; array %.1f MiB",
+					inMiB(base), inMiB(budget), inMiB(active), inMiB(respBytes), inMiB(c.arrayBytes())),
+				Target: &Target{Kind: "max", Value: inMiB(base + max(active, budget) + respBytes)}})
+		}
 		if err != nil {
 			return fmt.Errorf("scc, %d clients: %w", n, err)
 		}
@@ -118,6 +139,10 @@ func runServe(ctx context.Context, o Options, p *Peers, r *Report) error {
 		r.add(fp)
 	}
 
+	if err := zarrPythonRates(ctx, o, p, r, c, dir, sccURL, goURL, pyURL); err != nil {
+		return err
+	}
+
 	lat, err := flushToVisible(ctx, dir, o.size(200, 30, 5))
 	if err != nil {
 		return fmt.Errorf("flush to visible: %w", err)
@@ -133,6 +158,130 @@ func runServe(ctx context.Context, o Options, p *Peers, r *Report) error {
 		Target: &Target{Kind: "max", Value: 100}})
 	return nil
 }
+
+// zarrPythonRates times zarr-python 2 reading random chunks through
+// fsspec's HTTP filesystem from each server (those that run), one chunk
+// at a time as a notebook does.
+func zarrPythonRates(ctx context.Context, o Options, p *Peers, r *Report, c ZarrBenchConfig, dir, sccURL, goURL, pyURL string) error {
+	python := zarrHTTPPython(ctx, p)
+	if python == "" {
+		r.missing("python3 with zarr, fsspec and aiohttp (zarr-python over HTTP; make interop-deps installs Debian's)")
+		return nil
+	}
+	count := o.size(300, 60, 10)
+	pp := *p
+	pp.Python = python
+	rate := func(url string) (float64, string, error) {
+		var out struct {
+			Seconds float64 `json:"seconds"`
+			Chunks  int     `json:"chunks"`
+			Zarr    string  `json:"zarr"`
+			Fsspec  string  `json:"fsspec"`
+		}
+		err := runScript(ctx, &pp, dir, "servezarr_peer.py", &out, url, strconv.Itoa(c.Side), strconv.Itoa(c.Chunk), strconv.Itoa(count), "11")
+		if err != nil || out.Seconds <= 0 {
+			return 0, "", fmt.Errorf("zarr-python over HTTP (%s): %v", url, err)
+		}
+		return float64(out.Chunks) / out.Seconds, fmt.Sprintf("zarr-python %s, fsspec %s, %d random chunks one at a time", out.Zarr, out.Fsspec, out.Chunks), nil
+	}
+	sccRate, note, err := rate(sccURL)
+	if err != nil {
+		return err
+	}
+	goRate, _, err := rate(goURL)
+	if err != nil {
+		return err
+	}
+	o.logf("serve: zarr-python over HTTP: scc %.0f chunks/s, Go http.FileServer %.0f", sccRate, goRate)
+	r.add(Figure{Scenario: "serve", Key: "zarrpy-go", Metric: "zarr-python reading random chunks over HTTP, beside Go's http.FileServer on the export",
+		Unit: "chunks/s", HigherIsBetter: true, SCC: sccRate, Peer: "Go http.FileServer", PeerValue: &goRate, Note: note})
+	fp := Figure{Scenario: "serve", Key: "zarrpy-py", Metric: "zarr-python reading random chunks over HTTP, beside python3 -m http.server on the export",
+		Unit: "chunks/s", HigherIsBetter: true, SCC: sccRate, Peer: "python3 http.server", Note: note}
+	if pyURL != "" {
+		pyRate, _, err := rate(pyURL)
+		if err != nil {
+			return err
+		}
+		o.logf("serve: zarr-python over HTTP: python3 http.server %.0f chunks/s", pyRate)
+		fp.PeerValue = &pyRate
+	}
+	r.add(fp)
+	return nil
+}
+
+// zarrHTTPPython returns an interpreter that imports zarr, fsspec and
+// aiohttp: the peers' one, else Debian's (where python3-fsspec and
+// python3-aiohttp install); "" if none does or the peers are off.
+func zarrHTTPPython(ctx context.Context, p *Peers) string {
+	if p.Python == "" {
+		return ""
+	}
+	for _, py := range []string{p.Python, "/usr/bin/python3"} {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err := exec.CommandContext(cctx, py, "-c", "import zarr, fsspec, aiohttp, numpy").Run()
+		cancel()
+		if err == nil {
+			return py
+		}
+	}
+	return ""
+}
+
+// heapPeak samples the Go heap's object bytes until stopped.
+type heapPeak struct {
+	base, peak atomic.Uint64
+	done       chan struct{}
+	wg         sync.WaitGroup
+}
+
+const heapMetric = "/memory/classes/heap/objects:bytes"
+
+func heapNow() uint64 {
+	s := []metrics.Sample{{Name: heapMetric}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// watchHeap starts sampling every few milliseconds, after a collection
+// so that the figure before the run is what is live.
+func watchHeap() *heapPeak {
+	runtime.GC()
+	h := &heapPeak{done: make(chan struct{})}
+	h.base.Store(heapNow())
+	h.peak.Store(h.base.Load())
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.done:
+				return
+			case <-t.C:
+				if v := heapNow(); v > h.peak.Load() {
+					h.peak.Store(v)
+				}
+			}
+		}
+	}()
+	return h
+}
+
+// stop returns the heap before the run and its peak during it.
+func (h *heapPeak) stop() (base, peak int64) {
+	close(h.done)
+	h.wg.Wait()
+	if v := heapNow(); v > h.peak.Load() {
+		h.peak.Store(v)
+	}
+	return int64(h.base.Load()), int64(h.peak.Load())
+}
+
+func inMiB[T int | int64](n T) float64 { return float64(n) / mib }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 

@@ -34,7 +34,7 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 	}
 	if b := v.blobs[key]; b != nil {
 		h.Set("Content-Type", "application/json")
-		serveContent(w, r, b.data, b.etag, b.mod)
+		serveContent(w, r, b.data, b.etag, b.mod, b.gzipped)
 		return
 	}
 	a, coords, ok := s.chunkOf(v, key)
@@ -46,8 +46,14 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		return
 	}
 	// The chunk is held whole until it is sent: its bytes count against
-	// the bound of what all responses hold.
-	n := min(int64(a.chunkBytes), s.maxBytes)
+	// the bound of what all responses hold, twice when it may be gzipped
+	// (the gzipped copy is smaller than the chunk, or dropped).
+	n := int64(a.chunkBytes)
+	gz := a.plain && wantsGzip(r)
+	if gz {
+		n *= 2
+	}
+	n = min(n, s.maxBytes)
 	if err := s.bytes.Acquire(r.Context(), n); err != nil {
 		return // the client is gone
 	}
@@ -76,7 +82,11 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		return
 	}
 	h.Set("Content-Type", "application/octet-stream")
-	serveContent(w, r, data, etag, a.mod)
+	var gzf gzipper
+	if a.plain {
+		gzf = gzipOf(data)
+	}
+	serveContent(w, r, data, etag, a.mod, gzf)
 }
 
 // notModified answers 304 to a request whose If-None-Match names the
@@ -95,10 +105,21 @@ func notModified(w http.ResponseWriter, r *http.Request, a *array, coords []uint
 		return false
 	}
 	etag := storedETag(sc, a.wrap)
+	h := w.Header()
+	if a.plain {
+		// The client may hold either representation; the stored bytes
+		// being the same, so is their gzipped form.
+		// Which one a client taking gzip gets depends on whether gzip
+		// shrinks the chunk: only the read tells, unless it is the
+		// gzipped one the client holds.
+		h.Set("Vary", "Accept-Encoding")
+		if a.chunkBytes >= gzipMin && wantsGzip(r) {
+			etag = gzipETag(etag)
+		}
+	}
 	if !etagListed(inm, etag) {
 		return false
 	}
-	h := w.Header()
 	h.Set("ETag", etag)
 	h.Del("Content-Type")
 	w.WriteHeader(http.StatusNotModified)
@@ -151,25 +172,38 @@ func chunkETag(b []byte) string {
 }
 
 // serveContent answers with b through http.ServeContent (HEAD, ranges,
-// If-None-Match, If-Range). Validators by date are only trusted through
+// If-None-Match, If-Range), gzipped when gz is given, the request allows
+// it and gz says it helps (gzip.go). Validators by date are only trusted through
 // the ETag: Last-Modified has one-second resolution and two commits can
 // fall in one second, so If-Modified-Since and If-Unmodified-Since are
 // ignored and a date in If-Range makes a range request get the whole
 // content.
-func serveContent(w http.ResponseWriter, r *http.Request, b []byte, etag string, mod time.Time) {
-	w.Header().Set("ETag", etag)
+func serveContent(w http.ResponseWriter, r *http.Request, b []byte, etag string, mod time.Time, gz gzipper) {
 	r.Header.Del("If-Modified-Since")
 	r.Header.Del("If-Unmodified-Since")
 	if ir := r.Header.Get("If-Range"); ir != "" && !strings.HasPrefix(ir, `"`) && !strings.HasPrefix(ir, `W/"`) {
 		r.Header.Del("If-Range")
 		r.Header.Del("Range")
 	}
+	h := w.Header()
+	if gz != nil && len(b) >= gzipMin {
+		h.Set("Vary", "Accept-Encoding")
+		if wantsGzip(r) {
+			if z := gz(); z != nil {
+				b, etag = z, gzipETag(etag)
+				h.Set("Content-Encoding", "gzip")
+				// ServeContent leaves Content-Length out of an encoded
+				// body; this one is whole and known.
+				h.Set("Content-Length", strconv.Itoa(len(b)))
+			}
+		}
+	}
+	h.Set("ETag", etag)
 	if plainGet(w, r) {
 		// What ServeContent answers to a request without conditions or
 		// ranges, written in one Write: its io.Copy would flush the
 		// header with the first 512 bytes on their own and copy the
 		// rest through a buffer it allocates.
-		h := w.Header()
 		h.Set("Accept-Ranges", "bytes")
 		if !mod.IsZero() && !mod.Equal(time.Unix(0, 0)) {
 			h.Set("Last-Modified", mod.UTC().Format(http.TimeFormat))

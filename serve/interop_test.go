@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -127,7 +129,15 @@ func TestZarrPythonReadsServedV2(t *testing.T) {
 	needPython(t)
 	fx := makeFile(t)
 	f, s, _ := open(t, fx.path, Options{})
-	srv := httptest.NewServer(s)
+	// Counts the responses sent gzipped: aiohttp takes gzip, and the
+	// consolidated metadata is large enough to go so.
+	var gzipped atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServeHTTP(w, r)
+		if w.Header().Get("Content-Encoding") == "gzip" {
+			gzipped.Add(1)
+		}
+	}))
 	defer srv.Close()
 	out := t.TempDir()
 	b, err := exec.Command(python, filepath.Join("testdata", "zarr2http.py"), srv.URL, out).Output()
@@ -160,6 +170,7 @@ func TestZarrPythonReadsServedV2(t *testing.T) {
 	}
 	assert.Len(t, tree.Arrays, len(fx.served), "only the served datasets")
 	assert.True(t, tree.Plain.Equal, "%s read without the consolidated metadata", tree.Plain.Path)
+	assert.Positive(t, gzipped.Load(), "no response went gzipped")
 }
 
 // TestZarritaReadsServedV3: zarrita reads the served v3 view over HTTP,
@@ -224,6 +235,20 @@ func jsNumbers(v any) any {
 // (the server refreshes before every request here: Refresh 1 ns).
 func TestZarrPythonFollowsWriter(t *testing.T) {
 	needPython(t)
+	followWriter(t, "zarr2live.py")
+}
+
+// TestXarrayFollowsWriter: xarray.open_zarr, opening the served view over
+// HTTP again at each poll while a writer appends frames, sees each frame
+// once it is Flushed, and none before.
+func TestXarrayFollowsWriter(t *testing.T) {
+	needXarray(t)
+	followWriter(t, "xrlive.py")
+}
+
+// followWriter appends frames to a served file, polling the reader script
+// (testdata/<script>) before and after each Flush.
+func followWriter(t *testing.T, script string) {
 	path := filepath.Join(t.TempDir(), "live.scc")
 	wf := testfile.Create(t, path, nil)
 	defer wf.Close()
@@ -235,7 +260,7 @@ func TestZarrPythonFollowsWriter(t *testing.T) {
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 
-	cmd := exec.Command(python, filepath.Join("testdata", "zarr2live.py"), srv.URL, "frames")
+	cmd := exec.Command(python, filepath.Join("testdata", script), srv.URL, "frames")
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
@@ -246,7 +271,7 @@ func TestZarrPythonFollowsWriter(t *testing.T) {
 	defer func() {
 		stdin.Close()
 		if err := cmd.Wait(); err != nil {
-			t.Errorf("zarr-python: %v: %s", err, errb.String())
+			t.Errorf("%s: %v: %s", script, err, errb.String())
 		}
 	}()
 	lines := bufio.NewScanner(stdout)
@@ -254,7 +279,7 @@ func TestZarrPythonFollowsWriter(t *testing.T) {
 		t.Helper()
 		_, err := io.WriteString(stdin, "poll\n")
 		require.NoError(t, err)
-		require.True(t, lines.Scan(), "zarr-python stopped: %s", errb.String())
+		require.True(t, lines.Scan(), "%s stopped: %s", script, errb.String())
 		var r struct {
 			Shape []uint64 `json:"shape"`
 			Last  string   `json:"last"`
@@ -276,7 +301,7 @@ func TestZarrPythonFollowsWriter(t *testing.T) {
 		require.NoError(t, wf.Flush(bg))
 		shape, last := poll()
 		assert.Equal(t, []uint64{i + 1, 8, 8}, shape, "after the Flush of frame %d", i)
-		assert.Equal(t, hex.EncodeToString(frame), last, "frame %d as zarr-python reads it", i)
+		assert.Equal(t, hex.EncodeToString(frame), last, "frame %d as %s reads it", i, script)
 	}
 }
 

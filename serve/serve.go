@@ -14,8 +14,8 @@
 // types without a JSON form) is left out and logged with why.
 // The mapping is the Zarr export's own (internal/zarrmap), so a served
 // view and an exported store of one file say the same, but for the
-// dimension names the v2 view adds for xarray (_ARRAY_DIMENSIONS, see
-// dimsAttr).
+// dimension names the view adds for xarray (v2: _ARRAY_DIMENSIONS, v3:
+// dimension_names; see dimsAttr).
 //
 // Chunks: a dataset whose filter pipeline maps onto Zarr codecs (shuffle,
 // zlib, zstd, lz4, crc32c in v3, raw deflate rewrapped as zlib or gzip)
@@ -41,6 +41,9 @@
 // can change. A revalidation of a chunk served as stored is answered 304
 // from the chunk index without reading the chunk; other conditional
 // requests, ranges and HEAD are answered by net/http's ServeContent.
+// Bodies that are not compressed already (metadata, chunks with no
+// compressor declared) go gzipped to clients that take gzip when that
+// shrinks them (gzip.go); compressed chunks never are.
 //
 // The web page: GET / answers a page (embedded, no build step, nothing
 // loaded from elsewhere) that lists the tree with types, shapes,

@@ -779,3 +779,30 @@ func TestHTTPServer(t *testing.T) {
 	assert.NoError(t, err, "the server closes the stalled connection")
 	assert.NotContains(t, string(b), "200 OK")
 }
+
+// TestDimensionNamesV3: the v3 view names every array's dimensions in its
+// zarr.json (dimension_names) as the v2 view does in _ARRAY_DIMENSIONS:
+// the dataset's own names when it has them, else generated ones.
+func TestDimensionNamesV3(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.scc")
+	wf := testfile.Create(t, path, nil)
+	_, err := wf.CreateDataset("g/img", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4, 6}, Chunk: []uint64{2, 3}})
+	require.NoError(t, err)
+	own, err := wf.CreateDataset("own", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4, 6}, Chunk: []uint64{2, 3}})
+	require.NoError(t, err)
+	names := engine.RawAttr(engine.AttrArray, engine.FixedString(4, engine.NullPad, engine.ASCII), []byte("timexpos"))
+	require.NoError(t, own.SetAttr(bg, dimsAttrName, names))
+	require.NoError(t, wf.Close())
+
+	for _, format := range []int{2, 3} {
+		_, s, _ := open(t, path, Options{Format: format})
+		dims := func(name string) any {
+			if format == 2 {
+				return getJSON(t, s, name+"/.zattrs")[dimsAttrName]
+			}
+			return getJSON(t, s, name+"/zarr.json")["dimension_names"]
+		}
+		assert.Equal(t, []any{"img_dim_0", "img_dim_1"}, dims("g/img"), "v%d", format)
+		assert.Equal(t, []any{"time", "xpos"}, dims("own"), "v%d", format)
+	}
+}

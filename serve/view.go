@@ -53,6 +53,10 @@ type blob struct {
 	data []byte
 	etag string
 	mod  time.Time
+	// gz is data gzipped (nil when that does not help), made at the
+	// first request that takes gzip.
+	gzOnce sync.Once
+	gz     []byte
 }
 
 // An array is one dataset as the view serves it.
@@ -72,6 +76,9 @@ type array struct {
 	copy  bool
 	wrap  string
 	chain []zarrmap.Codec
+	// plain: the chunk bytes served are not compressed (no compressor
+	// declared), so gzip may shrink them on the way.
+	plain bool
 	mod   time.Time
 	// attrs are the attributes with a Zarr form; skippedAttrs say why
 	// the others are left out.
@@ -252,6 +259,11 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		}
 		v.arrays[name] = a
 		meta, err := zarrmap.ArrayMeta(s.version, a.typ, a.shape, a.chunk, a.fill, a.chain, a.attrs)
+		if err == nil && s.version == 3 {
+			// Zarr v3 names dimensions in the array's metadata, where
+			// xarray and zarrita read them.
+			meta["dimension_names"] = dimNames(name, len(a.shape), a.attrs)
+		}
 		if err == nil {
 			err = put(join(name, metaKey(s.version)), meta)
 		}
@@ -350,6 +362,7 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 			s.logOnce(slog.LevelInfo, "zarr view: chunks served decoded, no codec declared", name, p.Why)
 		}
 	}
+	a.plain = !compresses(a.chain)
 	keep = true
 	return a, "", nil
 }
@@ -384,15 +397,33 @@ func dimsAttr(name string, rank int, attrs map[string]any) map[string]any {
 	if _, ok := attrs[dimsAttrName]; ok {
 		return attrs
 	}
-	base := name[strings.LastIndexByte(name, '/')+1:]
-	dims := make([]string, rank)
-	for d := range dims {
-		dims[d] = fmt.Sprintf("%s_dim_%d", base, d)
-	}
 	out := make(map[string]any, len(attrs)+1)
 	for k, v := range attrs {
 		out[k] = v
 	}
-	out[dimsAttrName] = dims
+	out[dimsAttrName] = dimNames(name, rank, attrs)
 	return out
+}
+
+// dimNames returns the names of a rank-dimensional array's dimensions:
+// the dataset's own _ARRAY_DIMENSIONS when it is a list of rank strings
+// (a file imported from a store xarray wrote), else the names dimsAttr
+// gives in v2, so that both views of one file name them alike.
+func dimNames(name string, rank int, attrs map[string]any) []string {
+	dims := make([]string, rank)
+	if own, ok := attrs[dimsAttrName].([]any); ok && len(own) == rank {
+		for d, v := range own {
+			if dims[d], ok = v.(string); !ok {
+				break
+			}
+		}
+		if ok {
+			return dims
+		}
+	}
+	base := name[strings.LastIndexByte(name, '/')+1:]
+	for d := range dims {
+		dims[d] = fmt.Sprintf("%s_dim_%d", base, d)
+	}
+	return dims
 }
