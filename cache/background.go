@@ -248,7 +248,7 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 		if kept[i] {
 			n++
 		}
-		c.unpin(e)
+		c.budget.unpin(e)
 	}
 	return n
 }
@@ -334,7 +334,7 @@ func (c *Cache) dropImageLocked(e *entry) {
 	if e.dirty.Load() {
 		c.budget.dirty.Add(-n)
 	}
-	c.charge(-n)
+	c.budget.charge(-n)
 	p.release()
 }
 

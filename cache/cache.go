@@ -468,7 +468,7 @@ func (c *Cache) drop(d *Dataset, discard bool) (busy, dirty int) {
 	}
 	c.mu.Unlock()
 	for _, e := range back {
-		c.settleBack(e)
+		c.budget.settleBack(e)
 	}
 	c.remove(es)
 	return busy, dirty
@@ -736,27 +736,27 @@ func (b *budget) addChunks(d int64) {
 
 // charge adds d bytes (may be negative) of chunks, images or reservations
 // to the resident total.
-func (c *Cache) charge(d int64) {
-	c.budget.addChunks(d)
-	c.chargeResident(d)
+func (b *budget) charge(d int64) {
+	b.addChunks(d)
+	b.chargeResident(d)
 }
 
 // chargeMetadata adds d bytes (may be negative) of metadata to the
 // resident total. Caller holds budget.meta.
-func (c *Cache) chargeMetadata(d int64) {
-	c.budget.metadata.Add(d)
-	c.chargeResident(d)
+func (b *budget) chargeMetadata(d int64) {
+	b.metadata.Add(d)
+	b.chargeResident(d)
 }
 
-func (c *Cache) chargeResident(d int64) {
-	v := c.budget.resident.Add(d)
+func (b *budget) chargeResident(d int64) {
+	v := b.resident.Add(d)
 	if invariants && v < 0 {
 		broken("resident bytes %d after charging %d", v, d)
 	}
 	if d > 0 {
-		c.budget.notePeak(v)
+		b.notePeak(v)
 	} else if d < 0 {
-		c.budget.signalSpace()
+		b.signalSpace()
 	}
 }
 
@@ -784,19 +784,19 @@ func (b *budget) signalSpace() {
 // unpin releases a pin. A request waiting for space may have found
 // nothing to evict only because this entry was pinned, so it is woken; the
 // check costs one atomic load when nobody waits.
-func (c *Cache) unpin(e *entry) {
+func (b *budget) unpin(e *entry) {
 	e.unpin()
-	if c.budget.spaceWaiters.Load() > 0 {
-		c.budget.signalSpace()
+	if b.spaceWaiters.Load() > 0 {
+		b.signalSpace()
 	}
 }
 
 // settleBack returns an entry that was being evicted (or dropped) to the
 // resident state, and wakes space waiters for the same reason as unpin.
-func (c *Cache) settleBack(e *entry) {
+func (b *budget) settleBack(e *entry) {
 	e.settle(stateResident, false)
-	if c.budget.spaceWaiters.Load() > 0 {
-		c.budget.signalSpace()
+	if b.spaceWaiters.Load() > 0 {
+		b.signalSpace()
 	}
 }
 

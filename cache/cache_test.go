@@ -911,7 +911,7 @@ func TestUnpinWakesSpaceWaiter(t *testing.T) {
 	if e.c.Stats().SpaceWaits == 0 {
 		t.Fatal("writer never waited")
 	}
-	e.c.unpin(ent)
+	e.c.budget.unpin(ent)
 	select {
 	case err := <-done:
 		must(t, err)
@@ -997,7 +997,7 @@ func TestFileUnregisterWaitsWithoutFileLock(t *testing.T) {
 		t.Fatalf("Unregister returned with a chunk pinned: %v", err)
 	default:
 	}
-	e.c.unpin(ent)
+	e.c.budget.unpin(ent)
 	must(t, waitDone(t, "File.Unregister after the unpin", unreg))
 	if st := e.c.Stats(); st.Chunks != 0 || st.ResidentBytes != 0 {
 		t.Fatalf("unregister left %+v", st)
@@ -1029,7 +1029,7 @@ func TestUnregisterInUseError(t *testing.T) {
 	if err := e.c.Close(); !errors.Is(err, ErrFilesOpen) {
 		t.Fatalf("close after a failed discard: %v", err)
 	}
-	e.c.unpin(ent)
+	e.c.budget.unpin(ent)
 	must(t, e.f.Discard(bg))
 	must(t, e.c.Close())
 }

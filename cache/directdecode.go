@@ -126,7 +126,7 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 		if err := c.reserve(ctx, held); err != nil {
 			return nil, err
 		}
-		defer c.charge(-held)
+		defer c.budget.charge(-held)
 		slots = make(chan struct{}, k)
 	}
 	images, sums, err := c.readImages(cand)

@@ -186,7 +186,7 @@ func (c *Cache) remove(es []*entry) {
 		}
 		// Uncharge before the dataset's count drops: File.Unregister waits
 		// for that count to reach zero, and then every byte is released.
-		c.charge(-sz)
+		c.budget.charge(-sz)
 		if e.ds.chunks.Add(-1) == 0 && !e.ds.registered.Load() {
 			expire = append(expire, e.ds)
 		}
@@ -220,7 +220,7 @@ func (c *Cache) remove(es []*entry) {
 func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error) {
 	// Prefetched image entries never requested go first (imageentries.go).
 	if freed := c.images.evict(need); freed > 0 {
-		c.charge(-freed)
+		c.budget.charge(-freed)
 		return freed, nil
 	}
 	if c.registered.condensers.Load() > 0 {
@@ -300,7 +300,7 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	c.sizes.noteEvicted(gone)
 	c.remove(gone)
 	for _, e := range back {
-		c.settleBack(e)
+		c.budget.settleBack(e)
 	}
 	if err != nil {
 		return freed, fmt.Errorf("cache: evicting dirty chunks: %w", err)
@@ -592,13 +592,13 @@ func (c *Cache) condense(need int64) int64 {
 					if e.dirty.Load() {
 						c.budget.dirty.Add(ms - old)
 					}
-					c.charge(ms - old)
+					c.budget.charge(ms - old)
 					freed += old - ms
 				}
 			}
 			e.unlockChunk()
 		}
-		c.unpin(e)
+		c.budget.unpin(e)
 	}
 	return freed
 }

@@ -255,7 +255,7 @@ func (d *Dataset) DirectRead(ctx context.Context, coord layout.Coord) ([]byte, l
 			err = c.writeBack(ctx, []*entry{e}, false)
 		}
 		e.flushMu.Unlock()
-		c.unpin(e)
+		c.budget.unpin(e)
 		if err != nil {
 			return nil, layout.Location{}, err
 		}

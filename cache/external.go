@@ -48,7 +48,7 @@ func (f *File) ChargeMetadata(delta int64) {
 		c.budget.meta.byFile = make(map[uint64]int64)
 	}
 	c.budget.meta.byFile[f.serial] += delta
-	c.chargeMetadata(delta)
+	c.budget.chargeMetadata(delta)
 	c.budget.meta.Unlock()
 	if delta > 0 && c.budget.resident.Load() > c.sizing().quiescent {
 		select {
@@ -74,7 +74,7 @@ func (f *File) releaseMetadata() {
 	defer c.budget.meta.Unlock()
 	if n, ok := c.budget.meta.byFile[f.serial]; ok {
 		delete(c.budget.meta.byFile, f.serial)
-		c.chargeMetadata(-n)
+		c.budget.chargeMetadata(-n)
 	}
 }
 

@@ -32,7 +32,7 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 	written := batch
 	defer func() {
 		for _, e := range written {
-			c.unpin(e)
+			c.budget.unpin(e)
 		}
 	}()
 	for _, ch := range waits {
@@ -94,13 +94,13 @@ func (c *Cache) claimFree(snap []*entry) (batch, deferred []*entry, waits []chan
 			continue
 		}
 		if !e.flushMu.TryLock() {
-			c.unpin(e)
+			c.budget.unpin(e)
 			deferred = append(deferred, e)
 			continue
 		}
 		if !e.dirty.Load() {
 			e.flushMu.Unlock()
-			c.unpin(e)
+			c.budget.unpin(e)
 			continue
 		}
 		batch = append(batch, e)
@@ -118,13 +118,13 @@ func (c *Cache) claimDeferred(deferred []*entry) (again, rest []*entry) {
 			continue
 		}
 		if !e.flushMu.TryLock() {
-			c.unpin(e)
+			c.budget.unpin(e)
 			rest = append(rest, e)
 			continue
 		}
 		if !e.dirty.Load() {
 			e.flushMu.Unlock()
-			c.unpin(e)
+			c.budget.unpin(e)
 			continue
 		}
 		again = append(again, e)
@@ -191,7 +191,7 @@ func (c *Cache) syncFiles(dss []*Dataset, written []*entry) []error {
 			errs = append(errs, err)
 			for _, e := range written {
 				if e.ds.file == d.file {
-					c.redirty(e)
+					c.budget.redirty(e)
 				}
 			}
 		}
@@ -219,10 +219,10 @@ func (d *Dataset) Flush(ctx context.Context, evict bool) error {
 
 // redirty marks a pinned entry dirty again after its write could not be
 // made durable.
-func (c *Cache) redirty(e *entry) {
+func (b *budget) redirty(e *entry) {
 	e.latch.Lock()
 	if !e.dirty.Swap(true) {
-		c.budget.dirty.Add(e.size.Load())
+		b.dirty.Add(e.size.Load())
 	}
 	e.latch.Unlock()
 }

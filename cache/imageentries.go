@@ -168,7 +168,7 @@ func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
 	st.sets = append(st.sets, set)
 	st.loaded += int64(set.left)
 	c.images.bytes.Add(set.charge)
-	c.charge(set.charge)
+	c.budget.charge(set.charge)
 	return set.left
 }
 
@@ -229,13 +229,13 @@ func (f *File) TakePrefetched(addr, size int64, sum uint32) ([]byte, bool) {
 		e := s.ents[i]
 		if int64(len(e.Image)) != size || e.Sum != sum {
 			st.stale++
-			c.charge(-c.images.dropLocked(st, s, i))
+			c.budget.charge(-c.images.dropLocked(st, s, i))
 			return nil, false
 		}
 		b := bufpool.Get(len(e.Image))
 		copy(b, e.Image)
 		st.taken++
-		c.charge(-c.images.dropLocked(st, s, i))
+		c.budget.charge(-c.images.dropLocked(st, s, i))
 		return b, true
 	}
 	return nil, false
@@ -296,7 +296,7 @@ func (f *File) DropPrefetched() {
 	for len(st.sets) > 0 {
 		freed += c.images.releaseSetLocked(st, st.sets[0])
 	}
-	c.charge(-freed)
+	c.budget.charge(-freed)
 	if _, ok := c.registered.files.Get(f.serial); !ok {
 		delete(c.images.mu.byFile, f.serial)
 	}
@@ -384,7 +384,7 @@ func (f *File) HotChunks(ctx context.Context, fn func(HotChunk) bool) error {
 			continue
 		}
 		hc, ok := encodeClean(e)
-		c.unpin(e)
+		c.budget.unpin(e)
 		if !ok {
 			continue
 		}

@@ -186,7 +186,7 @@ func TestPrefetchedConcurrent(t *testing.T) {
 				i := (k*7 + g*13) % n
 				switch {
 				case g == 7 && k == n/2:
-					c.charge(-c.images.evict(1 << 30))
+					c.budget.charge(-c.images.evict(1 << 30))
 				case k%5 == 0:
 					f.HasPrefetched(bs[i].Addr)
 					f.PrefetchedStats()

@@ -33,9 +33,9 @@ func TestInvariantAssertions(t *testing.T) {
 	ent.word.Store(packWord(stateResident, 0)) // undo the borrow
 	panics("settle from resident", func() { ent.settle(stateResident, false) })
 	panics("remove of a resident entry", func() { e.c.remove([]*entry{ent}) })
-	panics("negative chunk bytes", func() { e.c.charge(-e.c.budget.chunks.Load() - 1) })
+	panics("negative chunk bytes", func() { e.c.budget.charge(-e.c.budget.chunks.Load() - 1) })
 	e.c.budget.chunks.Store(16) // back to the one chunk
-	panics("negative resident", func() { e.c.chargeMetadata(-e.c.budget.resident.Load() - 1) })
+	panics("negative resident", func() { e.c.budget.chargeMetadata(-e.c.budget.resident.Load() - 1) })
 	e.c.budget.resident.Store(16)
 	e.c.budget.metadata.Store(0)
 }

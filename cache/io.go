@@ -314,7 +314,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	case e.tryPin():
 		n = c.countHit(e)
 		err = c.apply(o, e, r)
-		c.unpin(e)
+		c.budget.unpin(e)
 	default:
 		return false, nil
 	}
@@ -435,7 +435,7 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 				c.prefetchUsed(e)
 			}
 			err := c.apply(o, e, &reqs[i])
-			c.unpin(e)
+			c.budget.unpin(e)
 			c.recordAccess(e)
 			if err != nil {
 				return err
@@ -544,7 +544,7 @@ func (c *Cache) modifiedLocked(e *entry) {
 	ms := e.chunk.MemSize()
 	if ms != old {
 		e.size.Store(ms)
-		c.charge(ms - old)
+		c.budget.charge(ms - old)
 	}
 	if dd := ms - (old - img); dd != 0 {
 		e.ds.size.Add(dd) // the dataset's size never held the image
@@ -900,7 +900,7 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 	}
 	for _, g := range mine {
 		if !g.e.bypass {
-			c.unpin(g.e)
+			c.budget.unpin(g.e)
 		}
 	}
 	if err := c.dropBypass(ctx, o, bypass); err != nil && firstErr == nil {
@@ -1152,7 +1152,7 @@ func (c *Cache) publish(mine []*group) (bypass []*entry) {
 		if d := ms - e.size.Load(); d != 0 {
 			e.size.Store(ms)
 			g.d.size.Add(d)
-			c.charge(d)
+			c.budget.charge(d)
 		}
 	}
 	c.mu.Lock()
@@ -1209,7 +1209,7 @@ func (c *Cache) dropBypass(ctx context.Context, o op, bypass []*entry) error {
 		}
 		c.mu.Unlock()
 		for _, e := range bypass {
-			c.settleBack(e)
+			c.budget.settleBack(e)
 		}
 		return err
 	}

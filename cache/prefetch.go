@@ -436,7 +436,7 @@ func (c *Cache) settlePrefetch(d *Dataset, es []*entry) {
 		if dlt := ms - e.size.Load(); dlt != 0 {
 			e.size.Store(ms)
 			d.size.Add(dlt)
-			c.charge(dlt)
+			c.budget.charge(dlt)
 		}
 		c.linkLocked(e)
 	}
@@ -485,7 +485,7 @@ func (c *Cache) evictClean(need int64) {
 	})
 	c.mu.Unlock()
 	for _, e := range back {
-		c.settleBack(e)
+		c.budget.settleBack(e)
 	}
 	c.stats.evictions.Add(int64(len(victims)))
 	// Evicted for lack of room like any other victim: adaptive sizing
