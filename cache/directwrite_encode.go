@@ -73,12 +73,12 @@ import (
 // were (Cache.Write: each chunk holds all of its pieces or none).
 func (c *Cache) writeEncoded(ctx context.Context, gs []*group, srcs map[*group]directSource) error {
 	for len(gs) > 0 {
-		n, err := c.takeEncodeTokens(ctx, len(gs))
+		n, err := c.workers.takeEncodeTokens(ctx, len(gs))
 		if err != nil {
 			return err
 		}
 		err = c.encodeRoundDirect(ctx, gs[:n], srcs)
-		c.giveEncodeTokens(n)
+		c.workers.giveEncodeTokens(n)
 		if err != nil {
 			return err
 		}
@@ -139,16 +139,16 @@ func (c *Cache) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*gr
 // many: it waits for the first and takes more only while they are free,
 // so a request never holds some while it waits for others (two requests
 // each holding part of what they want would wait for each other).
-func (c *Cache) takeEncodeTokens(ctx context.Context, want int) (int, error) {
+func (w *workers) takeEncodeTokens(ctx context.Context, want int) (int, error) {
 	select {
-	case c.workers.encodes <- struct{}{}:
+	case w.encodes <- struct{}{}:
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
 	n := 1
 	for n < want {
 		select {
-		case c.workers.encodes <- struct{}{}:
+		case w.encodes <- struct{}{}:
 			n++
 		default:
 			return n, nil
@@ -157,9 +157,9 @@ func (c *Cache) takeEncodeTokens(ctx context.Context, want int) (int, error) {
 	return n, nil
 }
 
-func (c *Cache) giveEncodeTokens(n int) {
+func (w *workers) giveEncodeTokens(n int) {
 	for range n {
-		<-c.workers.encodes
+		<-w.encodes
 	}
 }
 

@@ -132,15 +132,15 @@ func (c *Cache) skipRecord(e *entry) bool {
 	return false
 }
 
-// recordAccess notes a hit that took a pin (a write, or a read that found
+// record notes a hit that took a pin (a write, or a read that found
 // its P's read slots taken) for the policy without taking the policy lock
 // (see policy.go): it appends e to its stripe of the shared access buffer
 // and, if that brought the stripe to its mark, wakes the replayer
 // (replay.go), which applies the records on its own goroutine. Read hits
 // that hold a read slot record in the slot instead (slotHit).
-func (c *Cache) recordAccess(e *entry) {
-	if _, ready := c.access.buf.Record(e); ready {
-		c.access.kickReplay()
+func (a *accessRecording) record(e *entry) {
+	if _, ready := a.buf.Record(e); ready {
+		a.kickReplay()
 	}
 }
 

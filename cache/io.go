@@ -319,7 +319,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		return false, nil
 	}
 	if !c.skipRecord(e) {
-		c.recordAccess(e)
+		c.access.record(e)
 	}
 	if n%hitCheckEvery == 0 && c.sizing().ad != nil {
 		c.closeEpoch(false) // adaptive.go: epochs of hits close without waiting for the adaptor
@@ -436,7 +436,7 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 			}
 			err := c.apply(o, e, &reqs[i])
 			c.budget.unpin(e)
-			c.recordAccess(e)
+			c.access.record(e)
 			if err != nil {
 				return err
 			}
@@ -695,7 +695,7 @@ func (c *Cache) missing(ctx context.Context, o op, reqs []Request, keys []chunkK
 	gs := groupMissing(oneG[:0], reqs, keys, idx)
 	if o.kind == opRead && c.background.prefetch.max > 0 {
 		for _, g := range gs {
-			c.noteReadMiss(g.d, g.coord)
+			c.background.prefetch.noteReadMiss(g.d, g.coord)
 		}
 	}
 	if err := lookup(ctx, gs); err != nil {

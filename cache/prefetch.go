@@ -132,8 +132,8 @@ func stepDim(a, b layout.Coord) int {
 }
 
 // noteReadMiss feeds a read miss of coord to d's detector.
-func (c *Cache) noteReadMiss(d *Dataset, coord layout.Coord) {
-	if c.background.prefetch.max <= 0 {
+func (p *prefetchState) noteReadMiss(d *Dataset, coord layout.Coord) {
+	if p.max <= 0 {
 		return
 	}
 	s := &d.seq
@@ -161,7 +161,7 @@ func (c *Cache) noteReadMiss(d *Dataset, coord layout.Coord) {
 	dim := s.dim
 	s.Unlock()
 	if start {
-		c.background.prefetch.queue(d, coord, dim)
+		p.queue(d, coord, dim)
 	}
 }
 

@@ -125,12 +125,12 @@ type splitHelper struct {
 	exited chan struct{}
 }
 
-// startSplit sets up split reads from cfg (from startBackground); the
+// start sets up split reads from cfg (from startBackground); the
 // helpers start later (startHelpers).
-func (c *Cache) startSplit(cfg Config) {
-	c.background.split.procs = runtime.GOMAXPROCS(0)
-	if n := min(c.background.split.procs-1, maxSplitHelpers); cfg.SplitReadBytes > 0 && n > 0 {
-		c.background.split.min, c.background.split.n = cfg.SplitReadBytes, n
+func (s *splitState) start(cfg Config) {
+	s.procs = runtime.GOMAXPROCS(0)
+	if n := min(s.procs-1, maxSplitHelpers); cfg.SplitReadBytes > 0 && n > 0 {
+		s.min, s.n = cfg.SplitReadBytes, n
 	}
 }
 
