@@ -376,7 +376,7 @@ func (c *Cache) closeEpoch(timer bool) {
 		return
 	}
 	defer c.sizes.adaptive.mu.Unlock()
-	s := c.sizing()
+	s := c.sizes.current()
 	p := s.ad
 	if p == nil || c.closed.Load() {
 		return
@@ -484,7 +484,7 @@ func (p *adaptiveParams) shrinkTo(size, target int64) int64 {
 // split against, first growing the cache (flash increase) when they need
 // more than the active limit and adaptive sizing allows it.
 func (c *Cache) flashFor(work []*group) int64 {
-	s := c.sizing()
+	s := c.sizes.current()
 	if s.ad == nil || s.ad.flash == 0 || len(work) == 0 {
 		return s.active
 	}
@@ -504,7 +504,7 @@ func (c *Cache) flashFor(work []*group) int64 {
 func (c *Cache) flash(need int64) int64 {
 	c.sizes.adaptive.mu.Lock()
 	defer c.sizes.adaptive.mu.Unlock()
-	s := c.sizing()
+	s := c.sizes.current()
 	if s.ad == nil || need <= s.active {
 		return s.active
 	}
@@ -549,7 +549,7 @@ func (c *Cache) adaptor() {
 	t.Stop()
 	defer t.Stop()
 	for {
-		if p := c.sizing().ad; p != nil {
+		if p := c.sizes.current().ad; p != nil {
 			t.Reset(adaptorPeriod(p))
 		}
 		select {
@@ -637,15 +637,15 @@ func (z *sizer) noteEvicted(es []*entry) {
 }
 
 // noteMiss counts a miss whose key was evicted recently.
-func (c *Cache) noteMiss(k chunkKey) {
-	if c.sizing().ad == nil {
+func (z *sizer) noteMiss(k chunkKey) {
+	if z.current().ad == nil {
 		return
 	}
-	if depth, ok := c.sizes.adaptive.ghost.shard(k).take(k); ok {
-		c.sizes.adaptive.ghost.hits.Add(1)
+	if depth, ok := z.adaptive.ghost.shard(k).take(k); ok {
+		z.adaptive.ghost.hits.Add(1)
 		for {
-			d := c.sizes.adaptive.depth.Load()
-			if depth <= d || c.sizes.adaptive.depth.CompareAndSwap(d, depth) {
+			d := z.adaptive.depth.Load()
+			if depth <= d || z.adaptive.depth.CompareAndSwap(d, depth) {
 				break
 			}
 		}

@@ -68,7 +68,7 @@ func (p *adaptiveParams) config() AdaptiveConfig {
 func (c *Cache) AdaptiveState() AdaptiveState {
 	c.sizes.adaptive.mu.Lock()
 	defer c.sizes.adaptive.mu.Unlock()
-	s := c.sizing()
+	s := c.sizes.current()
 	st := AdaptiveState{SizeBytes: s.quiescent}
 	if s.ad == nil {
 		return st
@@ -134,7 +134,7 @@ func (c *Cache) RestoreAdaptiveState(st AdaptiveState) error {
 	}
 	c.sizes.adaptive.mu.Lock()
 	defer c.sizes.adaptive.mu.Unlock()
-	old := c.sizing()
+	old := c.sizes.current()
 	raw := old.raw
 	raw.Adaptive = st.Config
 	if err := raw.Validate(); err != nil {

@@ -114,7 +114,7 @@ func (c *Cache) trimmer() {
 		case <-c.background.trim.kick:
 		}
 		for c.stats.hot.Load(hotActive) <= 0 {
-			sz := c.sizing()
+			sz := c.sizes.current()
 			over := c.budget.resident.Load() - sz.quiescent
 			if over <= 0 {
 				break
@@ -182,7 +182,7 @@ func (c *Cache) kickPreEncode(resident int64) {
 // stale pair of loads can only skip or add one kick; the next request's
 // end looks again.
 func (c *Cache) preEncodeWanted(resident int64) bool {
-	return c.background.preEncode.max > 0 && resident > c.sizing().preHigh && c.background.preEncode.bytes.Load() < c.background.preEncode.max &&
+	return c.background.preEncode.max > 0 && resident > c.sizes.current().preHigh && c.background.preEncode.bytes.Load() < c.background.preEncode.max &&
 		c.budget.dirty.Load() > c.background.preEncode.bytes.Load()
 }
 
@@ -207,7 +207,7 @@ func (c *Cache) preEncodeRound(ctx context.Context) int {
 	}
 	c.background.preEncode.round.Lock()
 	defer c.background.preEncode.round.Unlock()
-	over := c.budget.resident.Load() - c.sizing().preHigh
+	over := c.budget.resident.Load() - c.sizes.current().preHigh
 	if over <= 0 || c.background.preEncode.bytes.Load() >= c.background.preEncode.max {
 		return 0
 	}
@@ -271,7 +271,7 @@ func (c *Cache) preEncode(e *entry) bool {
 		p.release()
 		return false
 	}
-	if !c.budget.tryCharge(n, c.sizing().active) {
+	if !c.budget.tryCharge(n, c.sizes.current().active) {
 		c.background.preEncode.bytes.Add(-n)
 		e.latch.Unlock()
 		p.release()

@@ -356,7 +356,7 @@ func TestPreEncodeWantedOnlyWithUnencodedDirty(t *testing.T) {
 	if !e.c.preEncodeWanted(high) {
 		t.Fatal("a new dirty chunk above the mark: not wanted")
 	}
-	if e.c.preEncodeWanted(e.c.sizing().preHigh) {
+	if e.c.preEncodeWanted(e.c.sizes.current().preHigh) {
 		t.Fatal("at the mark: wanted")
 	}
 }

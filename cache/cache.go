@@ -375,7 +375,7 @@ func (f *File) RegisterDataset(id uint64, l layout.Layout, o DatasetOptions) (*D
 	min := o.MinBytes
 	switch {
 	case min == 0:
-		min = c.sizing().minBytes
+		min = c.sizes.current().minBytes
 	case min < 0:
 		min = 0
 	}
@@ -814,7 +814,7 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 			return ErrClosed
 		}
 		cur := c.budget.resident.Load()
-		limit := c.sizing().active
+		limit := c.sizes.current().active
 		// Metadata cannot be evicted, but the re-readable part of it can
 		// be shed (external.go): do that when metadata alone keeps n from
 		// fitting (evicting every chunk would not make room) and holds
@@ -902,7 +902,7 @@ func (c *Cache) beginOn(st lockfree.Stripe) error {
 
 func (c *Cache) endOn(st lockfree.Stripe) {
 	st.Add(hotActive, -1)
-	sz := c.sizing()
+	sz := c.sizes.current()
 	if sz.ad != nil {
 		c.adaptTick()
 	}

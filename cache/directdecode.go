@@ -81,7 +81,7 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 	var dsts [][]byte // nil: transient
 	var rest []*group
 	var cached int64
-	sz := c.sizing()
+	sz := c.sizes.current()
 	for _, g := range gs {
 		if !g.loc.Exists() || !c.goesDirect(sz, g, g.hint(), cached) {
 			cached += g.hint()

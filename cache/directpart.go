@@ -41,7 +41,7 @@ type partRead struct {
 // planPart returns g's part read, or nil when g does not go that way.
 func (c *Cache) planPart(reqs []Request, g *group) *partRead {
 	pr, ok := g.d.lay().l.(layout.PartReader)
-	if !ok || g.loc.SizeHint <= c.sizing().bypass {
+	if !ok || g.loc.SizeHint <= c.sizes.current().bypass {
 		return nil
 	}
 	pieces := make([]layout.Piece, len(g.reqs))

@@ -74,7 +74,7 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 	}
 	var cand []*group
 	var srcs map[*group]directSource
-	sz := c.sizing()
+	sz := c.sizes.current()
 	// cached is what the groups left to the cached path will add to the
 	// resident bytes, so that one write of many chunks into a cache with
 	// room for some keeps those and sends the rest direct.
@@ -274,7 +274,7 @@ func (c *Cache) directWorthIt(sz *sizing, n, cached int64) bool {
 // nothing here (its claims are removed, a direct decode makes none), as a
 // request waiting in reserve holds nothing.
 func (c *Cache) shedAfterDirect() {
-	limit := c.sizing().active
+	limit := c.sizes.current().active
 	if meta := c.budget.metadata.Load(); c.budget.resident.Load() > limit && meta > limit/2 && meta > c.budget.shedAt.Load() {
 		c.shedMetadata()
 	}

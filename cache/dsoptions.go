@@ -17,7 +17,7 @@ func (d *Dataset) SetMinBytes(n int64) error {
 	}
 	switch {
 	case n == 0:
-		n = d.c.sizing().minBytes
+		n = d.c.sizes.current().minBytes
 	case n < 0:
 		n = 0
 	}

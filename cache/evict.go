@@ -328,7 +328,7 @@ func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 // round. (Eviction writes its victims in one round, SCC design §3.6: they
 // are what one request needs.)
 func (c *Cache) writeBackRounds(ctx context.Context, es []*entry) error {
-	limit := max(c.sizing().active/8, 1)
+	limit := max(c.sizes.current().active/8, 1)
 	var errs []error
 	for start := 0; start < len(es); {
 		rest := es[start:]

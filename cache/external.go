@@ -35,7 +35,7 @@ func (f *File) ChargeMetadata(delta int64) {
 		// Admit against the budget: make room first by dropping idle
 		// clean chunks (no I/O, no waiting), so the charge does not take
 		// resident bytes past the active limit where that can be avoided.
-		if over := c.budget.resident.Load() + delta - c.sizing().active; over > 0 {
+		if over := c.budget.resident.Load() + delta - c.sizes.current().active; over > 0 {
 			c.evictClean(over)
 		}
 	}
@@ -50,7 +50,7 @@ func (f *File) ChargeMetadata(delta int64) {
 	c.budget.meta.byFile[f.serial] += delta
 	c.budget.chargeMetadata(delta)
 	c.budget.meta.Unlock()
-	if delta > 0 && c.budget.resident.Load() > c.sizing().quiescent {
+	if delta > 0 && c.budget.resident.Load() > c.sizes.current().quiescent {
 		select {
 		case c.background.trim.kick <- struct{}{}:
 		default:

@@ -31,7 +31,7 @@ const (
 
 // SizingState reports the cache's current sizing state.
 func (c *Cache) SizingState() SizingState {
-	sz := c.sizing()
+	sz := c.sizes.current()
 	st := SizingState{QuiescentBytes: sz.quiescent, ActiveMultiplier: c.cfg.ActiveMultiplier}
 	if sz.ad != nil {
 		a := c.AdaptiveState()

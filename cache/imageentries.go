@@ -135,7 +135,7 @@ func (f *File) LoadPrefetched(blocks []PrefetchedBlock, buf []byte) int {
 		return 0 // unregistered: nothing may be charged to it any more
 	}
 	st := f.imgLocked(true)
-	room := c.sizing().quiescent - c.budget.resident.Load()
+	room := c.sizes.current().quiescent - c.budget.resident.Load()
 	set := &prefetchedSet{buf: buf, ents: blocks}
 	if int64(cap(buf)) > room {
 		// The hottest that fit, copied into one buffer of their own.

@@ -300,7 +300,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		err = lightRead(e, r)
 		n = c.slotHit(slot, e)
 		slot.e.Store(nil)
-		if n%hitCheckEvery == 0 && c.sizing().ad != nil {
+		if n%hitCheckEvery == 0 && c.sizes.current().ad != nil {
 			c.closeEpoch(false)
 		}
 		return true, err
@@ -321,7 +321,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	if !c.skipRecord(e) {
 		c.access.record(e)
 	}
-	if n%hitCheckEvery == 0 && c.sizing().ad != nil {
+	if n%hitCheckEvery == 0 && c.sizes.current().ad != nil {
 		c.closeEpoch(false) // adaptive.go: epochs of hits close without waiting for the adaptor
 	}
 	return true, err
@@ -987,7 +987,7 @@ func (c *Cache) claim(gs []*group) (mine []*group, later []int) {
 		g.d.chunks.Add(1)
 		g.e = e
 		mine = append(mine, g)
-		c.noteMiss(g.key)
+		c.sizes.noteMiss(g.key)
 	}
 	return mine, later
 }
@@ -1008,7 +1008,7 @@ func (c *Cache) reserveFor(ctx context.Context, mine []*group) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	bypass := c.sizing().bypass
+	bypass := c.sizes.current().bypass
 	for _, g := range mine {
 		n += g.hint()
 		g.e.bypass = g.loc.SizeHint > bypass

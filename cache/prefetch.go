@@ -350,7 +350,7 @@ func (c *Cache) claimPrefetch(d *Dataset, coords []layout.Coord, locs []layout.L
 	room := c.background.prefetch.max - c.background.prefetch.bytes.Load()
 	for i, x := range coords {
 		loc := locs[i]
-		if !loc.Exists() || loc.Size < 0 || loc.SizeHint <= 0 || loc.Size > maxStored(loc.SizeHint) || loc.SizeHint > c.sizing().bypass {
+		if !loc.Exists() || loc.Size < 0 || loc.SizeHint <= 0 || loc.Size > maxStored(loc.SizeHint) || loc.SizeHint > c.sizes.current().bypass {
 			continue
 		}
 		if total+loc.SizeHint > room {
@@ -377,7 +377,7 @@ func (c *Cache) claimPrefetch(d *Dataset, coords []layout.Coord, locs []layout.L
 // cache to its active limit a job at a time; under the quiescent limit
 // the chunks it makes room for are the scan's own used ones, the coldest.
 func (c *Cache) chargePrefetch(total int64) bool {
-	limit := c.sizing().quiescent
+	limit := c.sizes.current().quiescent
 	if c.budget.tryCharge(total, limit) {
 		return true
 	}

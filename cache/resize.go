@@ -55,7 +55,7 @@ type sizing struct {
 	ad *adaptiveParams
 }
 
-func (c *Cache) sizing() *sizing { return c.sizes.limits.Load() }
+func (z *sizer) current() *sizing { return z.limits.Load() }
 
 // newSizing resolves raw (validated) at the given quiescent size; size < 0
 // means "the size raw asks for" (QuiescentBytes, or the adaptive initial
@@ -107,7 +107,7 @@ func (c *Cache) initSizing(raw Config) {
 // SetConfig, zero fields standing for their defaults. The size in force
 // (which adaptive sizing moves) is Stats.QuiescentLimit, not
 // Config().QuiescentBytes.
-func (c *Cache) Config() Config { return c.sizing().raw }
+func (c *Cache) Config() Config { return c.sizes.current().raw }
 
 // SetConfig changes the configuration of a live cache (SCC requirements §4.2).
 // These fields may change: QuiescentBytes, ActiveMultiplier, MinBytes
@@ -139,7 +139,7 @@ func (c *Cache) SetConfig(ctx context.Context, cfg Config) error {
 		return err
 	}
 	c.sizes.adaptive.mu.Lock()
-	old := c.sizing()
+	old := c.sizes.current()
 	runnerGiven := cfg.Runner != nil
 	if !runnerGiven {
 		cfg.Runner = old.raw.Runner

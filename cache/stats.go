@@ -165,7 +165,7 @@ func (c *Cache) hits() int64 {
 
 // Stats returns a snapshot.
 func (c *Cache) Stats() Stats {
-	sz := c.sizing()
+	sz := c.sizes.current()
 	c.foldSlots()
 	s := Stats{
 		Hits:              c.stats.hot.Load(hotHits),
