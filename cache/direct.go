@@ -122,7 +122,7 @@ func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]
 		rest = append(rest, g)
 	}
 	if len(ds) == 0 {
-		if err := c.readRows(ctx, rs); err != nil {
+		if err := c.workers.readRows(ctx, rs); err != nil {
 			return nil, err
 		}
 		return rest, nil
@@ -149,7 +149,7 @@ func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]
 	if err := c.readVerify(ds); err != nil {
 		return nil, err
 	}
-	if err := c.readRows(ctx, rs); err != nil {
+	if err := c.workers.readRows(ctx, rs); err != nil {
 		return nil, err
 	}
 	return rest, nil

@@ -143,7 +143,7 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 		if dsts[i] == nil {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			return c.decodeTransient(g, reqs, images[i], sumOf(sums, i))
+			return decodeTransient(g, reqs, images[i], sumOf(sums, i))
 		}
 		if err := g.d.lay().l.(layout.DirectDecoder).DecodeInto(g.coord, g.loc, images[i], dsts[i]); err != nil {
 			return fmt.Errorf("cache: decoding chunk %v directly: %w", g.coord, err)
@@ -168,7 +168,7 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 
 // decodeTransient decodes g's image into a chunk no entry holds, serves
 // g's pieces from it and gives it back to the layout.
-func (c *Cache) decodeTransient(g *group, reqs []Request, image []byte, sum *directRead) error {
+func decodeTransient(g *group, reqs []Request, image []byte, sum *directRead) error {
 	ch, err := decodeChunk(g, image, sum)
 	if err != nil {
 		return err

@@ -133,19 +133,19 @@ func planRows(reqs []Request, g *group) (rowRead, bool) {
 
 // readRows reads the chunks of rs (see above): one task per chunk on the
 // workers, or on the caller's goroutine for one chunk.
-func (c *Cache) readRows(ctx context.Context, rs []rowRead) error {
+func (w *workers) readRows(ctx context.Context, rs []rowRead) error {
 	switch len(rs) {
 	case 0:
 		return nil
 	case 1:
-		return c.readRowsOne(&rs[0])
+		return rs[0].read()
 	}
-	return c.workers.run(ctx, len(rs), func(i int) error { return c.readRowsOne(&rs[i]) })
+	return w.run(ctx, len(rs), func(i int) error { return rs[i].read() })
 }
 
 // rowVecMin is the shortest row read by a vector read straight into the
 // caller's buffer; shorter rows are read with the chunk's image into a
-// pooled buffer and copied out (readRowsBounced). Each row is an iovec
+// pooled buffer and copied out (readBounced). Each row is an iovec
 // of its own, and the kernel's cost per iovec, paid on top of the copy,
 // is amortized only over rows of a page or more; the bounce buffer is
 // recycled from chunk to chunk, so its second pass over the bytes stays
@@ -156,16 +156,16 @@ func (c *Cache) readRows(ctx context.Context, rs []rowRead) error {
 // the threshold changed, not a benchmark here).
 const rowVecMin = 4096
 
-// readRowsOne reads one chunk by rows, summing each batch of rows once
+// read reads one chunk by rows, summing each batch of rows once
 // read (while its bytes are in this core's cache), then verifies it.
-func (c *Cache) readRowsOne(x *rowRead) (err error) {
+func (x *rowRead) read() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", ErrPanic, r)
 		}
 	}()
 	if x.rows.Len < rowVecMin {
-		return c.readRowsBounced(x)
+		return x.readBounced()
 	}
 	g := x.g
 	f := g.d.file
@@ -187,7 +187,7 @@ func (c *Cache) readRowsOne(x *rowRead) (err error) {
 		if done == x.n && len(x.trailer) > 0 {
 			exts = append(exts, vfd.Extent{Off: off, Buf: x.trailer})
 		}
-		if err := c.readV(f, exts); err != nil {
+		if err := f.readV(exts); err != nil {
 			return fmt.Errorf("cache: reading chunk %v directly by rows: %w", g.coord, err)
 		}
 		for _, e := range exts[:rows] {
@@ -200,14 +200,14 @@ func (c *Cache) readRowsOne(x *rowRead) (err error) {
 	return nil
 }
 
-// readRowsBounced reads one chunk of short rows: its whole image into a
+// readBounced reads one chunk of short rows: its whole image into a
 // pooled buffer with one read, the checksum over it, and only once it is
 // verified the rows copied out into the caller's buffer.
-func (c *Cache) readRowsBounced(x *rowRead) error {
+func (x *rowRead) readBounced() error {
 	g := x.g
 	img := bufpool.GetFull(int(g.loc.Size))
 	defer bufpool.Put(img)
-	if err := c.readV(g.d.file, []vfd.Extent{{Off: g.loc.Addr, Buf: img}}); err != nil {
+	if err := g.d.file.readV([]vfd.Extent{{Off: g.loc.Addr, Buf: img}}); err != nil {
 		return fmt.Errorf("cache: reading chunk %v directly: %w", g.coord, err)
 	}
 	n := uint64(x.n) * x.rows.Len

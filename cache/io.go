@@ -1134,7 +1134,7 @@ func (c *Cache) readImages(loads []*group) (images [][]byte, sums []directRead, 
 		if byFile != nil {
 			exts = byFile[f]
 		}
-		if err := c.readV(f, exts); err != nil {
+		if err := f.readV(exts); err != nil {
 			return nil, nil, fmt.Errorf("cache: reading %d chunks: %w", len(exts), err)
 		}
 	}
@@ -1218,12 +1218,12 @@ func (c *Cache) dropBypass(ctx context.Context, o op, bypass []*entry) error {
 }
 
 // readV is one vector read of chunk images from f, counted in the stats.
-func (c *Cache) readV(f *File, exts []vfd.Extent) error {
+func (f *File) readV(exts []vfd.Extent) error {
 	var b int64
 	for _, x := range exts {
 		b += int64(len(x.Buf))
 	}
-	c.stats.vectorReads.Add(1)
-	c.stats.vectorReadBytes.Add(b)
+	f.c.stats.vectorReads.Add(1)
+	f.c.stats.vectorReadBytes.Add(b)
 	return f.drv.ReadV(exts)
 }

@@ -36,7 +36,7 @@ func (c *Cache) readImagesSplit(f *File, loads []*group, exts []vfd.Extent) ([]d
 		total += int64(len(x.Buf))
 	}
 	if c.splitWant(total) == 0 {
-		return nil, c.readV(f, exts) // the common case: nothing allocated
+		return nil, f.readV(exts) // the common case: nothing allocated
 	}
 	ds := make([]directRead, len(loads))
 	cut := make([]vfd.Extent, 0, 2*len(exts))

@@ -236,7 +236,7 @@ func (c *Cache) readSplit(f *File, exts []vfd.Extent, tags []int32, ds []directR
 	}
 	want := c.splitWant(total)
 	if want == 0 || (!c.background.split.started.Load() && !c.startHelpers()) {
-		return c.readV(f, exts)
+		return f.readV(exts)
 	}
 	var hs [maxSplitHelpers]*splitHelper
 	k := 0
@@ -251,7 +251,7 @@ take:
 		}
 	}
 	if k == 0 {
-		return c.readV(f, exts)
+		return f.readV(exts)
 	}
 	// Share 0 (the lowest offsets) is the caller's, share i+1 helper i's.
 	shares := int64(k + 1)
