@@ -139,11 +139,8 @@ type Cache struct {
 	//	  (seqState), the space waiters' channel (Cache.budget.space), the ghost
 	//	  list's shards, the chunk table's buckets and resize, the split
 	//	  readers' queue (Cache.background.split.mu)
-	mu struct {
-		sync.Mutex
-		pol policy.Policy[*entry] // policy.go
-	}
-	_ [64]byte
+	mu policyLock
+	_  [64]byte
 	// access records the hits that the replay goroutine applies to the
 	// policy under mu (replay.go, latch.go).
 	access accessRecording
@@ -160,6 +157,13 @@ type Cache struct {
 	background backgroundWork
 
 	closed atomic.Bool
+}
+
+// policyLock is the policy lock and the replacement order it guards
+// (Cache.mu; the lock order is written there).
+type policyLock struct {
+	sync.Mutex
+	pol policy.Policy[*entry] // policy.go
 }
 
 // sizer is the sizes in force and adaptive sizing's state.
@@ -851,7 +855,7 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		// look again, so that no release after the look can be missed.
 		c.budget.spaceWaiters.Add(1)
 		wait := c.budget.spaceWait()
-		if c.budget.resident.Load() != cur || c.evictableNow() {
+		if c.budget.resident.Load() != cur || c.mu.evictableNow() {
 			c.budget.spaceWaiters.Add(-1)
 			continue
 		}
@@ -868,17 +872,17 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 
 // evictableNow reports whether some resident entry is idle (could be
 // evicted right now). Used only on the slow path before blocking.
-func (c *Cache) evictableNow() bool {
+func (p *policyLock) evictableNow() bool {
 	found := false
-	c.mu.Lock()
-	c.mu.pol.Nominate(func(e *entry) verdict {
+	p.Lock()
+	p.pol.Nominate(func(e *entry) verdict {
 		if !e.bypass && e.word.Load() == packWord(stateResident, 0) {
 			found = true
 			return stop
 		}
 		return skip
 	})
-	c.mu.Unlock()
+	p.Unlock()
 	return found
 }
 

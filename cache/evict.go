@@ -122,12 +122,12 @@ func recentlyTouched(now, at, window, since uint64) bool {
 	return at != 0 && at > since && now-at < window
 }
 
-// skipRecord reports whether the hit path may leave out the access record
-// of a hit on e (see accessClock).
-func (c *Cache) skipRecord(e *entry) bool {
-	switch c.cfg.Policy {
+// skipRecord reports whether the hit path may leave out the access
+// record of a hit on e under policy p (see accessClock).
+func (a *accessRecording) skipRecord(p PolicyKind, e *entry) bool {
+	switch p {
 	case PolicyTwoStageLRU, PolicyLRU:
-		return recentlyTouched(c.access.clock.clock.Load(), e.touchedAt.Load(), c.access.clock.window.Load(), c.access.clock.epoch.Load())
+		return recentlyTouched(a.clock.clock.Load(), e.touchedAt.Load(), a.clock.window.Load(), a.clock.epoch.Load())
 	}
 	return false
 }

@@ -21,7 +21,7 @@ import (
 // are free by then (claimDeferred); write the rest one at a time
 // (writeOneByOne); sync the files (syncFiles).
 func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) error {
-	snap := c.dirtySnapshot(dss)
+	snap := c.mu.dirtySnapshot(dss)
 	batch, deferred, waits := c.claimFree(snap)
 	var errs []error
 	if err := c.writeClaimed(ctx, batch); err != nil {
@@ -65,9 +65,9 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 
 // dirtySnapshot returns the entries of dss dirty now, under the policy
 // lock (which guards the member lists).
-func (c *Cache) dirtySnapshot(dss []*Dataset) []*entry {
+func (p *policyLock) dirtySnapshot(dss []*Dataset) []*entry {
 	var snap []*entry
-	c.mu.Lock()
+	p.Lock()
 	for _, d := range dss {
 		for e := d.members; e != nil; e = e.mnext {
 			if e.dirty.Load() {
@@ -75,7 +75,7 @@ func (c *Cache) dirtySnapshot(dss []*Dataset) []*entry {
 			}
 		}
 	}
-	c.mu.Unlock()
+	p.Unlock()
 	return snap
 }
 

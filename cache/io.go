@@ -318,7 +318,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	default:
 		return false, nil
 	}
-	if !c.skipRecord(e) {
+	if !c.access.skipRecord(c.cfg.Policy, e) {
 		c.access.record(e)
 	}
 	if n%hitCheckEvery == 0 && c.sizes.current().ad != nil {
@@ -338,9 +338,9 @@ func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
 	s.seen++
 	s.countDataset(e.ds)
 	if e.prefetched().Load() {
-		c.prefetchUsed(e)
+		c.background.prefetch.used(e, &c.stats)
 	}
-	if !c.skipRecord(e) && s.pending.add(e) {
+	if !c.access.skipRecord(c.cfg.Policy, e) && s.pending.add(e) {
 		kept, ready := s.record(e)
 		if !kept {
 			s.pending.forget(e) // dropped: let it be recorded again
@@ -360,7 +360,7 @@ func (c *Cache) countHit(e *entry) (n int64) {
 	n = c.stats.hot.AddAt(p, hotHits, 1)
 	e.ds.counters().AddAt(p, dsHits, 1)
 	if e.prefetched().Load() {
-		c.prefetchUsed(e)
+		c.background.prefetch.used(e, &c.stats)
 	}
 	return n
 }
@@ -432,7 +432,7 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 			}
 			count(i, true)
 			if e.prefetched().Load() {
-				c.prefetchUsed(e)
+				c.background.prefetch.used(e, &c.stats)
 			}
 			err := c.apply(o, e, &reqs[i])
 			c.budget.unpin(e)

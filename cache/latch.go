@@ -292,18 +292,18 @@ func (s *readSlot) foldDataset() {
 
 // foldSlots moves every slot's counts into the shared counters, so that a
 // read of those that follows includes every hit counted before the call.
-func (c *Cache) foldSlots() {
-	rs := &c.access.slots
+func (a *accessRecording) foldSlots(st *counters) {
+	rs := &a.slots
 	for i := range rs.slots {
 		s := &rs.slots[i]
 		s.hold()
 		if s.hits != 0 {
-			c.stats.hot.AddAt(0, hotHits, s.hits)
+			st.hot.AddAt(0, hotHits, s.hits)
 			s.hits = 0
 		}
 		s.foldDataset()
 		if s.drops != 0 {
-			c.access.slotDrops.Add(s.drops)
+			a.slotDrops.Add(s.drops)
 			s.drops = 0
 		}
 		s.e.Store(nil)

@@ -39,7 +39,7 @@ type prefetchState struct {
 	// bytes is the sum of prefSize over the cached entries still marked
 	// prefetched (unused). Added when a prefetch settles its entries,
 	// taken back by whoever clears the mark: the first use
-	// (prefetchUsed) or removal. INVARIANT: 0 <= bytes. A job loads only
+	// (prefetchState.used) or removal. INVARIANT: 0 <= bytes. A job loads only
 	// chunks whose size hints fit in max-bytes (one job runs at a time and
 	// others only lower bytes), so bytes exceeds max at most by what the
 	// decoded chunks' real sizes exceed their hints.
@@ -165,20 +165,20 @@ func (p *prefetchState) noteReadMiss(d *Dataset, coord layout.Coord) {
 	}
 }
 
-// prefetchUsed is called when a request finds e still marked prefetched:
+// used is called when a request finds e still marked prefetched:
 // it counts the hit and continues the stream from e.
-func (c *Cache) prefetchUsed(e *entry) {
+func (p *prefetchState) used(e *entry, st *counters) {
 	if !e.prefetched().CompareAndSwap(true, false) {
 		return
 	}
-	c.background.prefetch.bytes.Add(-e.prefSize)
-	c.stats.prefetchHits.Add(1)
+	p.bytes.Add(-e.prefSize)
+	st.prefetchHits.Add(1)
 	d := e.ds
 	d.seq.Lock()
 	dim := d.seq.dim
 	d.seq.last = append(d.seq.last[:0], e.coord...)
 	d.seq.Unlock()
-	c.background.prefetch.queue(d, e.coord, dim)
+	p.queue(d, e.coord, dim)
 }
 
 // queue hands a job to the prefetcher without ever blocking.

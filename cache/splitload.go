@@ -26,7 +26,7 @@ import (
 // throughout, so nobody else sees the buffers until the decode is done.
 
 // readImagesSplit reads the images of loads (all of file f; exts[i] is
-// loads[i]'s) with one vector read, split among helpers when splitWant
+// loads[i]'s) with one vector read, split among helpers when splitState.want
 // says so. When it splits, it returns per load the checksum state of its
 // summable prefix (directRead.summer, sum and summed; a zero directRead
 // for images Decode verifies itself); otherwise nil.
@@ -35,7 +35,7 @@ func (c *Cache) readImagesSplit(f *File, loads []*group, exts []vfd.Extent) ([]d
 	for _, x := range exts {
 		total += int64(len(x.Buf))
 	}
-	if c.splitWant(total) == 0 {
+	if c.background.split.want(total, &c.stats) == 0 {
 		return nil, f.readV(exts) // the common case: nothing allocated
 	}
 	ds := make([]directRead, len(loads))

@@ -212,20 +212,19 @@ func (h *splitHelper) run() error {
 	return nil
 }
 
-// splitWant is how many helpers a read of n bytes should use (0: read
+// want is how many helpers a read of n bytes should use (0: read
 // alone); see Gating above.
-func (c *Cache) splitWant(n int64) int {
-	s := &c.background.split
+func (s *splitState) want(n int64, st *counters) int {
 	if s.min <= 0 || n < s.min {
 		return 0
 	}
-	idle := int64(s.procs) - c.stats.hot.Load(hotActive)
+	idle := int64(s.procs) - st.hot.Load(hotActive)
 	by := n/max(s.min/2, 1) - 1 // shares of at least min/2
 	return int(max(min(idle, by, int64(s.n)), 0))
 }
 
 // readSplit is readV for the extents of a direct read (in offset order):
-// split among idle helpers when splitWant says so, else one ReadV. tags[i]
+// split among idle helpers when splitState.want says so, else one ReadV. tags[i]
 // is the index in ds of the whole chunk whose bytes are exts[i], if its
 // layout is a DirectSummer, else -1. When the read is split, the chunks so
 // tagged are summed by pieces and left with summed set and their sum.
@@ -234,7 +233,7 @@ func (c *Cache) readSplit(f *File, exts []vfd.Extent, tags []int32, ds []directR
 	for _, x := range exts {
 		total += int64(len(x.Buf))
 	}
-	want := c.splitWant(total)
+	want := c.background.split.want(total, &c.stats)
 	if want == 0 || (!c.background.split.started.Load() && !c.startHelpers()) {
 		return f.readV(exts)
 	}

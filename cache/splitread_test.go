@@ -285,12 +285,12 @@ func TestReadSplitGate(t *testing.T) {
 	}
 
 	off, _, _ := splitFile(t, -1, 1<<20, nil)
-	if len(off.background.split.helpers) != 0 || off.splitWant(1<<20) != 0 {
+	if len(off.background.split.helpers) != 0 || off.background.split.want(1<<20, &off.stats) != 0 {
 		t.Fatalf("SplitReadBytes -1: %d helpers", len(off.background.split.helpers))
 	}
 	runtime.GOMAXPROCS(1)
 	single, _, _ := splitFile(t, 0, 1<<20, nil)
-	if len(single.background.split.helpers) != 0 || single.splitWant(1<<20) != 0 {
+	if len(single.background.split.helpers) != 0 || single.background.split.want(1<<20, &single.stats) != 0 {
 		t.Fatalf("GOMAXPROCS 1: %d helpers", len(single.background.split.helpers))
 	}
 }

@@ -159,14 +159,14 @@ func (s Stats) Sub(o Stats) Stats {
 
 // hits returns the cache's hit count, with the hits the read slots hold.
 func (c *Cache) hits() int64 {
-	c.foldSlots()
+	c.access.foldSlots(&c.stats)
 	return c.stats.hot.Load(hotHits)
 }
 
 // Stats returns a snapshot.
 func (c *Cache) Stats() Stats {
 	sz := c.sizes.current()
-	c.foldSlots()
+	c.access.foldSlots(&c.stats)
 	s := Stats{
 		Hits:              c.stats.hot.Load(hotHits),
 		Misses:            c.stats.hot.Load(hotMisses),
@@ -239,7 +239,7 @@ func (d *Dataset) counters() *lockfree.Counters {
 
 // Stats returns the dataset's snapshot.
 func (d *Dataset) Stats() DatasetStats {
-	d.c.foldSlots()
+	d.c.access.foldSlots(&d.c.stats)
 	var hits, misses int64
 	if c := d.hot.Load(); c != nil {
 		hits, misses = c.Load(dsHits), c.Load(dsMisses)

@@ -72,7 +72,7 @@ type policySim struct {
 	clock, window uint64
 }
 
-// skipRecord is Cache.skipRecord on the simulation's clock.
+// skipRecord is accessRecording.skipRecord on the simulation's clock.
 func (s *policySim) skipRecord(e *entry) bool {
 	switch s.kind {
 	case PolicyTwoStageLRU, PolicyLRU:
@@ -409,7 +409,7 @@ var simPolicies = []simPolicy{
 	{"LRU/buf", PolicyLRU, 1, true, false},
 	{"S3-FIFO/buf", PolicyS3FIFO, 1, true, false},
 	// ... and leaving out the records the hit path leaves out
-	// (Cache.skipRecord), as the cache runs them.
+	// (accessRecording.skipRecord), as the cache runs them.
 	{"LRU/smp", PolicyLRU, 1, true, true},
 	{"2sLRU/4ds/smp", PolicyTwoStageLRU, 4, true, true},
 	{"S3-FIFO/smp", PolicyS3FIFO, 1, true, true},
@@ -559,7 +559,7 @@ func column(pols []simPolicy, name string) int {
 //   - MRU beats LRU on a loop slightly larger than the cache (LRU gets
 //     nothing there);
 //   - LRU fed as the cache's hit path feeds it, leaving out the records
-//     of hits near the front (Cache.skipRecord), stays within half a
+//     of hits near the front (accessRecording.skipRecord), stays within half a
 //     point of LRU fed every hit.
 //
 // Prefixes keep it quick; SCC_STRESS=long (TestPolicyHitRatiosStress) runs
@@ -612,7 +612,7 @@ func checkHitRatios(t *testing.T, synthN, arcLimit int, long bool) {
 	s3buf := column(simPolicies, "S3-FIFO/buf")
 	lruBuf, lruSmp := column(simPolicies, "LRU/buf"), column(simPolicies, "LRU/smp")
 	for _, r := range rs {
-		// The records the hit path leaves out (Cache.skipRecord) cost the
+		// The records the hit path leaves out (accessRecording.skipRecord) cost the
 		// recency order at most a window's worth of positions: the hit
 		// ratio stays within half a point of recording every hit.
 		if r.ratios[lruSmp] < r.ratios[lruBuf]-0.005 {
