@@ -419,7 +419,7 @@ func (c *Cache) closeEpoch(timer bool) {
 	if d.NewBytes == s.quiescent {
 		return
 	}
-	ns := c.newSizing(s.raw, d.NewBytes)
+	ns := c.sizes.newSizing(s.raw, d.NewBytes)
 	if ns.quiescent == s.quiescent {
 		return // the hard cap (or the bounds) leave nothing to change
 	}
@@ -509,7 +509,7 @@ func (c *Cache) flash(need int64) int64 {
 		return s.active
 	}
 	add := satMul(need, s.ad.flash)
-	ns := c.newSizing(s.raw, min(s.quiescent+add, math.MaxInt64/2))
+	ns := c.sizes.newSizing(s.raw, min(s.quiescent+add, math.MaxInt64/2))
 	if ns.quiescent <= s.quiescent {
 		return s.active
 	}

@@ -144,7 +144,7 @@ func (c *Cache) RestoreAdaptiveState(st AdaptiveState) error {
 	if st.Config.Enabled {
 		size = st.SizeBytes
 	}
-	s := c.newSizing(raw, size)
+	s := c.sizes.newSizing(raw, size)
 	c.publishLocked(s, ResizeDecision{
 		Epoch: st.Epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
 	}, old.quiescent != s.quiescent)

@@ -321,21 +321,22 @@ func (p *preEncodeState) reserve(n int64) bool {
 	}
 }
 
-// dropImageLocked releases e's kept image, if any, after it was written.
+// dropImageLocked releases e's kept image, if any, after it was written,
+// returning its bytes to b.
 // Caller holds e.latch exclusively (or owns e as evicting).
-func (c *Cache) dropImageLocked(e *entry) {
-	p := e.encoded.Swap(nil)
-	if p == nil {
+func (p *preEncodeState) dropImageLocked(e *entry, b *budget) {
+	img := e.encoded.Swap(nil)
+	if img == nil {
 		return
 	}
-	n := p.bytes()
-	c.background.preEncode.bytes.Add(-n)
+	n := img.bytes()
+	p.bytes.Add(-n)
 	e.size.Add(-n)
 	if e.dirty.Load() {
-		c.budget.dirty.Add(-n)
+		b.dirty.Add(-n)
 	}
-	c.budget.charge(-n)
-	p.release()
+	b.charge(-n)
+	img.release()
 }
 
 // compactImage moves a pooled image into the smallest class that holds it:

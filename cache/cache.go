@@ -176,6 +176,10 @@ type sizer struct {
 	// adaptive is adaptive sizing's state (adaptive.go); its mu
 	// serializes every size change.
 	adaptive adaptState
+	// preEncode is whether the pre-encoder runs (Config.PreEncodeBytes >
+	// 0, which SetConfig cannot change): only then do sizings have a
+	// pre-encode mark. Set once, before the first sizing.
+	preEncode bool
 }
 
 // registrations counts what is registered: the files by serial, and the

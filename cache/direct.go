@@ -115,7 +115,7 @@ func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]
 			rs = append(rs, r)
 			continue
 		}
-		if p := c.planPart(reqs, g); p != nil {
+		if p := g.planPart(reqs, c.sizes.current().bypass); p != nil {
 			ds = append(ds, directRead{g: g, part: p})
 			continue
 		}

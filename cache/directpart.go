@@ -39,9 +39,9 @@ type partRead struct {
 }
 
 // planPart returns g's part read, or nil when g does not go that way.
-func (c *Cache) planPart(reqs []Request, g *group) *partRead {
+func (g *group) planPart(reqs []Request, bypass int64) *partRead {
 	pr, ok := g.d.lay().l.(layout.PartReader)
-	if !ok || g.loc.SizeHint <= c.sizes.current().bypass {
+	if !ok || g.loc.SizeHint <= bypass {
 		return nil
 	}
 	pieces := make([]layout.Piece, len(g.reqs))

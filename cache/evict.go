@@ -546,7 +546,7 @@ func (c *Cache) markWritten(es []*entry, sc *wbScratch) {
 		e.latch.Lock()
 		if e.version.Load() == sc.ver[i] {
 			// Written: a kept image has served its purpose.
-			c.dropImageLocked(e)
+			c.background.preEncode.dropImageLocked(e, &c.budget)
 			if e.dirty.Swap(false) {
 				c.budget.dirty.Add(-e.size.Load())
 			}

@@ -258,7 +258,7 @@ func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
 }
 
 // validate checks request i (numbered from the caller's first request).
-func (c *Cache) validate(r *Request, i int) error {
+func (r *Request) validate(c *Cache, i int) error {
 	d := r.Dataset
 	if d == nil || d.c != c {
 		return fmt.Errorf("%w: request %d: dataset of another cache or nil", ErrInvalid, i)
@@ -281,7 +281,7 @@ func (c *Cache) validate(r *Request, i int) error {
 // miss, or an entry that is loading or being evicted (doSlow waits for
 // those and counts them).
 func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
-	if err := c.validate(r, i); err != nil {
+	if err := r.validate(c, i); err != nil {
 		return false, err
 	}
 	d := r.Dataset
@@ -381,7 +381,7 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 	keys := sc.keys(len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
-		if err := c.validate(r, base+i); err != nil {
+		if err := r.validate(c, base+i); err != nil {
 			return err
 		}
 		keys[i] = makeKey(r.Dataset.serial, r.Coord)

@@ -60,7 +60,7 @@ func (z *sizer) current() *sizing { return z.limits.Load() }
 // newSizing resolves raw (validated) at the given quiescent size; size < 0
 // means "the size raw asks for" (QuiescentBytes, or the adaptive initial
 // size).
-func (c *Cache) newSizing(raw Config, size int64) *sizing {
+func (z *sizer) newSizing(raw Config, size int64) *sizing {
 	d := raw.withDefaults()
 	s := &sizing{raw: raw, hardCap: math.MaxInt64 / 2, minBytes: d.MinBytes}
 	if raw.MaxMemoryBytes > 0 {
@@ -89,7 +89,7 @@ func (c *Cache) newSizing(raw Config, size int64) *sizing {
 	}
 	s.trimRound = max(s.quiescent/16, 1)
 	s.preHigh = math.MaxInt64
-	if c.cfg.PreEncodeBytes > 0 {
+	if z.preEncode {
 		s.preHigh = s.quiescent / 4 * 3
 	}
 	return s
@@ -98,7 +98,8 @@ func (c *Cache) newSizing(raw Config, size int64) *sizing {
 // initSizing publishes the first sizing. Called once, from New, after
 // c.cfg is set.
 func (c *Cache) initSizing(raw Config) {
-	s := c.newSizing(raw, -1)
+	c.sizes.preEncode = c.cfg.PreEncodeBytes > 0
+	s := c.sizes.newSizing(raw, -1)
 	c.sizes.limits.Store(s)
 	c.sizes.adaptive.reset(c, s)
 }
@@ -152,7 +153,7 @@ func (c *Cache) SetConfig(ctx context.Context, cfg Config) error {
 	if cfg.Adaptive.Enabled && old.raw.Adaptive.Enabled && cfg.Adaptive.InitialBytes == old.raw.Adaptive.InitialBytes {
 		size = old.quiescent
 	}
-	s := c.newSizing(cfg, size)
+	s := c.sizes.newSizing(cfg, size)
 	c.publishLocked(s, ResizeDecision{
 		Epoch: c.sizes.adaptive.mu.epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
 	}, old.quiescent != s.quiescent)

@@ -152,15 +152,15 @@ func (c *Cache) startHelpers() bool {
 		s.helpers = append(s.helpers, h)
 		s.idle <- h
 		c.background.jobs.wg.Add(1)
-		go c.splitHelper(h)
+		go h.serve(&c.background.jobs)
 	}
 	s.started.Store(true)
 	return true
 }
 
-// splitHelper reads the shares handed to h until Close.
-func (c *Cache) splitHelper(h *splitHelper) {
-	defer c.background.jobs.wg.Done()
+// serve reads the shares handed to h until Close (jobs ends).
+func (h *splitHelper) serve(jobs *background) {
+	defer jobs.wg.Done()
 	defer close(h.exited)
 	for {
 		select {
@@ -169,7 +169,7 @@ func (c *Cache) splitHelper(h *splitHelper) {
 			for h.linger() {
 				h.done <- h.run()
 			}
-		case <-c.background.jobs.ctx.Done():
+		case <-jobs.ctx.Done():
 			return
 		}
 	}
