@@ -343,7 +343,7 @@ const hitCheckEvery = 256
 // reset starts a new epoch at the current counts. Caller holds sizes.adaptive.mu (or
 // is New).
 func (a *adaptState) reset(c *Cache, s *sizing) {
-	a.mu.startHits = c.hits()
+	a.mu.startHits = c.stats.hits(&c.access)
 	a.mu.startMisses = c.stats.hot.Load(hotMisses)
 	a.mu.startGhost = a.ghost.hits.Load()
 	a.mu.lastTotal, a.mu.lastAccess = a.mu.startHits+a.mu.startMisses, time.Now()
@@ -381,7 +381,7 @@ func (c *Cache) closeEpoch(timer bool) {
 	if p == nil || c.closed.Load() {
 		return
 	}
-	hits := c.hits() - c.sizes.adaptive.mu.startHits
+	hits := c.stats.hits(&c.access) - c.sizes.adaptive.mu.startHits
 	acc := hits + c.stats.hot.Load(hotMisses) - c.sizes.adaptive.mu.startMisses
 	gain := c.sizes.adaptive.ghost.hits.Load() - c.sizes.adaptive.mu.startGhost
 	now := time.Now()
@@ -513,7 +513,7 @@ func (c *Cache) flash(need int64) int64 {
 	if ns.quiescent <= s.quiescent {
 		return s.active
 	}
-	hits := c.hits() - c.sizes.adaptive.mu.startHits
+	hits := c.stats.hits(&c.access) - c.sizes.adaptive.mu.startHits
 	acc := hits + c.stats.hot.Load(hotMisses) - c.sizes.adaptive.mu.startMisses
 	d := ResizeDecision{Epoch: c.sizes.adaptive.mu.epoch, Accesses: acc, OldBytes: s.quiescent, NewBytes: ns.quiescent, Reason: ReasonFlash}
 	if acc > 0 {

@@ -78,7 +78,7 @@ func (c *Cache) AdaptiveState() AdaptiveState {
 	// the policy's bounds, and a restore caps again.
 	st.SizeBytes = min(max(st.SizeBytes, s.ad.min), s.ad.max)
 	st.Epoch = c.sizes.adaptive.mu.epoch
-	st.OpenHits = max(c.hits()-c.sizes.adaptive.mu.startHits, 0)
+	st.OpenHits = max(c.stats.hits(&c.access)-c.sizes.adaptive.mu.startHits, 0)
 	st.OpenAccesses = st.OpenHits + max(c.stats.hot.Load(hotMisses)-c.sizes.adaptive.mu.startMisses, 0)
 	st.OpenGains = min(max(c.sizes.adaptive.ghost.hits.Load()-c.sizes.adaptive.mu.startGhost, 0), st.OpenAccesses-st.OpenHits)
 	return st

@@ -308,18 +308,6 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 	return freed, nil
 }
 
-// writeBack writes the given dirty entries (SCC requirements §3.2.3 chunk flush):
-// encode in parallel under the shared latch remembering each version,
-// one Layout.Insert per dataset, one WriteV per file, optionally Sync, then
-// mark clean each entry whose version did not change meanwhile.
-//
-// The caller guarantees exclusive write-back rights on every entry: the
-// entry is evicting, or the caller holds its flushMu. On error no entry is
-// marked clean (DESIGN.md "No data loss").
-func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
-	return c.writeRound(ctx, es, sync)
-}
-
 // writeBackRounds is writeBack for a flush. Encoded images live outside the
 // budget until written: a flush of a full cache encoding every dirty chunk
 // at once would hold a second cache's worth of them. Rounds of at most an
@@ -333,7 +321,7 @@ func (c *Cache) writeBackRounds(ctx context.Context, es []*entry) error {
 	for start := 0; start < len(es); {
 		rest := es[start:]
 		end := start + cut(limit, len(rest), func(i int) int64 { return rest[i].size.Load() })
-		if err := c.writeRound(ctx, es[start:end], false); err != nil {
+		if err := c.writeBack(ctx, es[start:end], false); err != nil {
 			errs = append(errs, err)
 			if ctx.Err() != nil {
 				break
@@ -344,14 +332,22 @@ func (c *Cache) writeBackRounds(ctx context.Context, es []*entry) error {
 	return errors.Join(errs...)
 }
 
-// writeRound writes es (see writeBack) in phases: encode every chunk on
-// the workers (encodeRound), allocate new space with one Layout.Insert per
-// dataset (allocateRound), write every image with one WriteV per file
-// (writeImages), publish the outcome with one Layout.Publish per dataset
-// (publishRound), and mark the chunks written that did not change
-// meanwhile clean (markWritten). A dataset whose Insert fails and a file
+// writeBack writes the given dirty entries (SCC requirements §3.2.3 chunk flush):
+// encode in parallel under the shared latch remembering each version,
+// one Layout.Insert per dataset, one WriteV per file, optionally Sync, then
+// mark clean each entry whose version did not change meanwhile.
+//
+// The caller guarantees exclusive write-back rights on every entry: the
+// entry is evicting, or the caller holds its flushMu. On error no entry is
+// marked clean (DESIGN.md "No data loss").
+//
+// It works in phases: encode every chunk on the workers (encodeRound),
+// allocate new space with one Layout.Insert per dataset (allocateRound),
+// write every image with one WriteV per file (writeImages), publish the
+// outcome with one Layout.Publish per dataset (publishRound), and mark the
+// chunks written that did not change meanwhile clean (markWritten). A dataset whose Insert fails and a file
 // whose write fails keep their chunks dirty; the others go on.
-func (c *Cache) writeRound(ctx context.Context, es []*entry, sync bool) error {
+func (c *Cache) writeBack(ctx context.Context, es []*entry, sync bool) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -603,7 +599,7 @@ func (c *Cache) condense(need int64) int64 {
 	return freed
 }
 
-// wbScratch is writeRound's working set, pooled.
+// wbScratch is writeBack's working set, pooled.
 type wbScratch struct {
 	enc []layout.Encoded
 	ver []uint64

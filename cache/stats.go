@@ -157,10 +157,10 @@ func (s Stats) Sub(o Stats) Stats {
 	return r
 }
 
-// hits returns the cache's hit count, with the hits the read slots hold.
-func (c *Cache) hits() int64 {
-	c.access.foldSlots(&c.stats)
-	return c.stats.hot.Load(hotHits)
+// hits returns the cache's hit count, with the hits a's read slots hold.
+func (st *counters) hits(a *accessRecording) int64 {
+	a.foldSlots(st)
+	return st.hot.Load(hotHits)
 }
 
 // Stats returns a snapshot.
