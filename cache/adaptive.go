@@ -360,12 +360,11 @@ func (a *adaptState) record(d ResizeDecision) {
 	a.mu.logged++
 }
 
-// adaptTick is called by every request that ends past the hit path while
-// adaptive sizing is on.
-func (c *Cache) adaptTick() {
-	if c.sizes.adaptive.ticks.Add(1)%adaptCheckEvery == 0 {
-		c.closeEpoch(false)
-	}
+// tick is called by every request that ends past the hit path while
+// adaptive sizing is on; it reports whether it is time to look at the
+// epoch (closeEpoch).
+func (a *adaptState) tick() bool {
+	return a.ticks.Add(1)%adaptCheckEvery == 0
 }
 
 // closeEpoch closes the epoch in progress if it is long enough (or, from

@@ -95,6 +95,7 @@ func (c *Cache) startBackground(cfg Config) {
 	}
 	if cfg.Prefetch {
 		c.background.prefetch.max = cfg.PrefetchBytes
+		c.background.prefetch.ahead = cfg.PrefetchChunks
 		c.background.prefetch.jobs = make(chan prefetchJob, 16)
 		c.background.jobs.wg.Add(1)
 		go c.prefetcher()

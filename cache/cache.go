@@ -434,7 +434,7 @@ func (r *registrations) noteCondenser(l layout.Layout, d int64) {
 // dropDataset removes a detached dataset and its (clean) chunks at once.
 // Caller holds f.mu.
 func (f *File) dropDataset(d *Dataset) {
-	f.c.dropAll(d)
+	f.c.drop(d, false)
 	f.forget(d)
 }
 
@@ -444,13 +444,6 @@ func (f *File) forget(d *Dataset) {
 		f.datasets.Del(d.id)
 		f.c.registered.noteCondenser(d.lay().l, -1)
 	}
-}
-
-// dropAll evicts every idle clean chunk of d without writing; it returns how
-// many chunks stayed (in use or dirty).
-func (c *Cache) dropAll(d *Dataset) int {
-	busy, dirty := c.drop(d, false)
-	return busy + dirty
 }
 
 // drop evicts every idle chunk of d without writing: clean ones, and with
@@ -911,8 +904,8 @@ func (c *Cache) beginOn(st lockfree.Stripe) error {
 func (c *Cache) endOn(st lockfree.Stripe) {
 	st.Add(hotActive, -1)
 	sz := c.sizes.current()
-	if sz.ad != nil {
-		c.adaptTick()
+	if sz.ad != nil && c.sizes.adaptive.tick() {
+		c.closeEpoch(false)
 	}
 	// Every request ending over the quiescent size pokes the trimmer, so the
 	// last one to end always does; the trimmer decides whether the cache

@@ -212,7 +212,7 @@ func (d *Dataset) Flush(ctx context.Context, evict bool) error {
 		return err
 	}
 	if evict {
-		c.dropAll(d)
+		c.drop(d, false)
 	}
 	return nil
 }

@@ -285,7 +285,7 @@ func TestSingleMissDecodesInline(t *testing.T) {
 	d, l := e.dataset(1, -1, 16)
 	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(16, 1), 0), fullReq(d, l, pattern(16, 2), 1), fullReq(d, l, pattern(16, 3), 2)}))
 	must(t, e.c.Flush(bg))
-	e.c.dropAll(d)
+	e.c.drop(d, false)
 	before := r.calls.Load()
 	buf := make([]byte, 16)
 	must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}))

@@ -305,14 +305,14 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		}
 		return true, err
 	case o.kind == opRead && e.tryPinRead():
-		n = c.countHit(e)
+		n = c.stats.countHit(e, &c.background.prefetch)
 		err = lightRead(e, r)
 		e.unpinRead()
 		if c.budget.spaceWaiters.Load() > 0 {
 			c.budget.signalSpace() // as in unpin: a waiter may want this entry
 		}
 	case e.tryPin():
-		n = c.countHit(e)
+		n = c.stats.countHit(e, &c.background.prefetch)
 		err = c.apply(o, e, r)
 		c.budget.unpin(e)
 	default:
@@ -355,12 +355,13 @@ func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
 // countHit counts a hit on e, pinned by the caller. It returns the hit's
 // number on its stripe of the cache's hit counter, which paces the look at
 // adaptive sizing's epoch (every hitCheckEvery-th) without a shared write.
-func (c *Cache) countHit(e *entry) (n int64) {
+// A prefetched chunk's first hit is pf's (prefetchState.used).
+func (st *counters) countHit(e *entry, pf *prefetchState) (n int64) {
 	p := lockfree.ProcHint()
-	n = c.stats.hot.AddAt(p, hotHits, 1)
+	n = st.hot.AddAt(p, hotHits, 1)
 	e.ds.counters().AddAt(p, dsHits, 1)
 	if e.prefetched().Load() {
-		c.background.prefetch.used(e, &c.stats)
+		pf.used(e, st)
 	}
 	return n
 }

@@ -36,6 +36,8 @@ type prefetchState struct {
 	// Config.PrefetchBytes. INVARIANT: 0 means prefetch is off (the
 	// detector ignores misses, jobs is nil, no goroutine runs).
 	max int64
+	// ahead is how many chunks a job looks ahead: Config.PrefetchChunks.
+	ahead int
 	// bytes is the sum of prefSize over the cached entries still marked
 	// prefetched (unused). Added when a prefetch settles its entries,
 	// taken back by whoever clears the mark: the first use
@@ -254,7 +256,7 @@ func (f *File) waitPrefetches(closing bool) {
 
 // prefetch loads the chunks of one job that are stored, not cached, and
 // fit the budgets. Errors only end the job: a later demand read reports
-// them. Its phases: pick the chunks (prefetchCoords), look them up, claim
+// them. Its phases: pick the chunks (prefetchState.coords), look them up, claim
 // table slots for those that fit (claimPrefetch), charge the budget
 // (chargePrefetch), read and decode them (readPrefetch, decodePrefetch),
 // and make them resident (settlePrefetch). Whatever ends the job early
@@ -265,7 +267,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	if j.dim < 0 || j.dim >= len(box.dims) || len(j.from) != len(box.dims) {
 		return nil
 	}
-	coords := c.prefetchCoords(j)
+	coords := c.background.prefetch.coords(j, c.chunks)
 	if len(coords) == 0 {
 		return nil
 	}
@@ -301,20 +303,20 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	return nil
 }
 
-// prefetchCoords returns the next Config.PrefetchChunks chunks after
-// j.from in the stream along j.dim (nextInStream: across rows whose
-// length a reader has shown) that are not cached.
-func (c *Cache) prefetchCoords(j prefetchJob) []layout.Coord {
+// coords returns the next p.ahead chunks after j.from in the stream along
+// j.dim (nextInStream: across rows whose length a reader has shown) that
+// are not in the chunk table t.
+func (p *prefetchState) coords(j prefetchJob, t *chunkTable) []layout.Coord {
 	j.d.seq.Lock()
 	grid := slices.Clone(j.d.seq.grid)
 	j.d.seq.Unlock()
 	var coords []layout.Coord
 	x := slices.Clone(j.from)
-	for k := 1; k <= c.cfg.PrefetchChunks; k++ {
+	for k := 1; k <= p.ahead; k++ {
 		if !nextInStream(x, j.dim, grid) {
 			break
 		}
-		if _, ok := c.chunks.Load(makeKey(j.d.serial, x)); ok {
+		if _, ok := t.Load(makeKey(j.d.serial, x)); ok {
 			continue
 		}
 		coords = append(coords, slices.Clone(x))
