@@ -100,7 +100,7 @@ func (c *Cache) startBackground(cfg Config) {
 		c.background.jobs.wg.Add(1)
 		go c.prefetcher()
 	}
-	c.background.split.start(cfg) // the split readers' helpers (splitread.go)
+	c.background.split.start(cfg, &c.stats, &c.background.jobs, &c.closed) // the split readers' helpers (splitread.go)
 }
 
 // trimmer brings the cache back toward the quiescent size once no request

@@ -146,7 +146,7 @@ func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]
 	})
 	// The chunks read by rows after the others: readVerify gives back the
 	// blocks of part reads whatever happens.
-	if err := c.readVerify(ds); err != nil {
+	if err := c.background.split.readVerify(ds); err != nil {
 		return nil, err
 	}
 	if err := c.workers.readRows(ctx, rs); err != nil {
@@ -159,7 +159,7 @@ func (c *Cache) readDirect(ctx context.Context, reqs []Request, gs []*group) ([]
 // address) with one vector read per file, then verifies every chunk and,
 // for those read in part, serves their pieces. Blocks read in part go
 // back to the pool whatever happens.
-func (c *Cache) readVerify(ds []directRead) error {
+func (s *splitState) readVerify(ds []directRead) error {
 	defer func() {
 		for i := range ds {
 			ds[i].part.release()
@@ -174,8 +174,8 @@ func (c *Cache) readVerify(ds []directRead) error {
 		}
 	}
 	exts := make([]vfd.Extent, 0, n)
-	var tags []int32 // per extent of exts: see readSplit
-	if c.background.split.min > 0 {
+	var tags []int32 // per extent of exts: see splitState.read
+	if s.min > 0 {
 		tags = make([]int32, 0, n)
 	}
 	for start := 0; start < len(ds); {
@@ -202,7 +202,7 @@ func (c *Cache) readVerify(ds []directRead) error {
 				tags = tag(tags, -1)
 			}
 		}
-		if err := c.readSplit(f, exts, tags, ds); err != nil {
+		if err := s.read(f, exts, tags, ds); err != nil {
 			return fmt.Errorf("cache: reading %d chunks directly: %w", end-start, err)
 		}
 		exts, tags = exts[:0], tags[:0]

@@ -1125,7 +1125,7 @@ func (c *Cache) readImages(loads []*group) (images [][]byte, sums []directRead, 
 		}
 	}
 	if byFile == nil && len(oneFile) == len(loads) && len(loads) > 0 {
-		if sums, err = c.readImagesSplit(files[0], loads, oneFile); err != nil {
+		if sums, err = c.background.split.readImages(files[0], loads, oneFile); err != nil {
 			return nil, nil, fmt.Errorf("cache: reading %d chunks: %w", len(oneFile), err)
 		}
 		return images, sums, nil

@@ -25,17 +25,17 @@ import (
 // the decode reports corruption. The load's entries are loading
 // throughout, so nobody else sees the buffers until the decode is done.
 
-// readImagesSplit reads the images of loads (all of file f; exts[i] is
-// loads[i]'s) with one vector read, split among helpers when splitState.want
+// readImages reads the images of loads (all of file f; exts[i] is
+// loads[i]'s) with one vector read, split among helpers when want
 // says so. When it splits, it returns per load the checksum state of its
 // summable prefix (directRead.summer, sum and summed; a zero directRead
 // for images Decode verifies itself); otherwise nil.
-func (c *Cache) readImagesSplit(f *File, loads []*group, exts []vfd.Extent) ([]directRead, error) {
+func (s *splitState) readImages(f *File, loads []*group, exts []vfd.Extent) ([]directRead, error) {
 	var total int64
 	for _, x := range exts {
 		total += int64(len(x.Buf))
 	}
-	if c.background.split.want(total, &c.stats) == 0 {
+	if s.want(total) == 0 {
 		return nil, f.readV(exts) // the common case: nothing allocated
 	}
 	ds := make([]directRead, len(loads))
@@ -60,7 +60,7 @@ func (c *Cache) readImagesSplit(f *File, loads []*group, exts []vfd.Extent) ([]d
 			cut, tags = append(cut, vfd.Extent{Off: x.Off + n, Buf: x.Buf[n:]}), append(tags, -1)
 		}
 	}
-	if err := c.readSplit(f, cut, tags, ds); err != nil {
+	if err := s.read(f, cut, tags, ds); err != nil {
 		return nil, err
 	}
 	return ds, nil

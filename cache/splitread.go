@@ -107,6 +107,12 @@ type splitState struct {
 	helpers []*splitHelper
 	// reads counts reads split, shares the shares helpers read.
 	reads, shares atomic.Int64
+	// The rest of the cache that split reads use, set by start: the
+	// counters (vector reads, requests running), the background jobs'
+	// lifetime the helpers run in, and the cache's closed flag.
+	stats  *counters
+	jobs   *background
+	closed *atomic.Bool
 }
 
 // splitHelper is one helper goroutine and its mailbox. Its fields other
@@ -127,7 +133,8 @@ type splitHelper struct {
 
 // start sets up split reads from cfg (from startBackground); the
 // helpers start later (startHelpers).
-func (s *splitState) start(cfg Config) {
+func (s *splitState) start(cfg Config, st *counters, jobs *background, closed *atomic.Bool) {
+	s.stats, s.jobs, s.closed = st, jobs, closed
 	s.procs = runtime.GOMAXPROCS(0)
 	if n := min(s.procs-1, maxSplitHelpers); cfg.SplitReadBytes > 0 && n > 0 {
 		s.min, s.n = cfg.SplitReadBytes, n
@@ -136,14 +143,13 @@ func (s *splitState) start(cfg Config) {
 
 // startHelpers starts the helpers unless they run or the cache is closed;
 // it reports whether they run.
-func (c *Cache) startHelpers() bool {
-	s := &c.background.split
+func (s *splitState) startHelpers() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started.Load() {
 		return true
 	}
-	if c.closed.Load() {
+	if s.closed.Load() {
 		return false
 	}
 	s.idle = make(chan *splitHelper, s.n)
@@ -151,8 +157,8 @@ func (c *Cache) startHelpers() bool {
 		h := &splitHelper{work: make(chan struct{}, 1), done: make(chan error, 1), exited: make(chan struct{})}
 		s.helpers = append(s.helpers, h)
 		s.idle <- h
-		c.background.jobs.wg.Add(1)
-		go h.serve(&c.background.jobs)
+		s.jobs.wg.Add(1)
+		go h.serve(s.jobs)
 	}
 	s.started.Store(true)
 	return true
@@ -214,27 +220,27 @@ func (h *splitHelper) run() error {
 
 // want is how many helpers a read of n bytes should use (0: read
 // alone); see Gating above.
-func (s *splitState) want(n int64, st *counters) int {
+func (s *splitState) want(n int64) int {
 	if s.min <= 0 || n < s.min {
 		return 0
 	}
-	idle := int64(s.procs) - st.hot.Load(hotActive)
+	idle := int64(s.procs) - s.stats.hot.Load(hotActive)
 	by := n/max(s.min/2, 1) - 1 // shares of at least min/2
 	return int(max(min(idle, by, int64(s.n)), 0))
 }
 
-// readSplit is readV for the extents of a direct read (in offset order):
-// split among idle helpers when splitState.want says so, else one ReadV. tags[i]
+// read is readV for the extents of a direct read (in offset order):
+// split among idle helpers when want says so, else one ReadV. tags[i]
 // is the index in ds of the whole chunk whose bytes are exts[i], if its
 // layout is a DirectSummer, else -1. When the read is split, the chunks so
 // tagged are summed by pieces and left with summed set and their sum.
-func (c *Cache) readSplit(f *File, exts []vfd.Extent, tags []int32, ds []directRead) error {
+func (s *splitState) read(f *File, exts []vfd.Extent, tags []int32, ds []directRead) error {
 	var total int64
 	for _, x := range exts {
 		total += int64(len(x.Buf))
 	}
-	want := c.background.split.want(total, &c.stats)
-	if want == 0 || (!c.background.split.started.Load() && !c.startHelpers()) {
+	want := s.want(total)
+	if want == 0 || (!s.started.Load() && !s.startHelpers()) {
 		return f.readV(exts)
 	}
 	var hs [maxSplitHelpers]*splitHelper
@@ -242,7 +248,7 @@ func (c *Cache) readSplit(f *File, exts []vfd.Extent, tags []int32, ds []directR
 take:
 	for k < want {
 		select {
-		case h := <-c.background.split.idle:
+		case h := <-s.idle:
 			hs[k] = h
 			k++
 		default:
@@ -271,10 +277,10 @@ take:
 		exts[i].Buf = keep.Buf[:cut]
 		own = exts[:i+1]
 	}
-	c.stats.vectorReads.Add(shares)
-	c.stats.vectorReadBytes.Add(total)
-	c.background.split.reads.Add(1)
-	c.background.split.shares.Add(int64(k))
+	s.stats.vectorReads.Add(shares)
+	s.stats.vectorReadBytes.Add(total)
+	s.reads.Add(1)
+	s.shares.Add(int64(k))
 	err := f.drv.ReadV(own)
 	if err == nil {
 		// The first piece of every tagged chunk in this share (share 0
@@ -309,7 +315,7 @@ take:
 		clear(h.exts) // drop the caller's buffers
 		clear(h.sums)
 		h.exts, h.sums, h.drv = h.exts[:0], h.sums[:0], nil
-		c.background.split.idle <- h
+		s.idle <- h
 	}
 	return err
 }
@@ -354,7 +360,7 @@ func splitPoint(exts []vfd.Extent, p int64) int64 {
 
 // appendShare appends to dst the extents of exts that cover bytes [lo,
 // hi) of their concatenation, the end ones cut, and to sums a pieceSum for
-// each of them that comes from a tagged extent (tags, ds: see readSplit).
+// each of them that comes from a tagged extent (tags, ds: see splitState.read).
 func appendShare(dst []vfd.Extent, sums []pieceSum, exts []vfd.Extent, tags []int32, ds []directRead, lo, hi int64) ([]vfd.Extent, []pieceSum) {
 	var at int64
 	for i, x := range exts {

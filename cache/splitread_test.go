@@ -225,7 +225,7 @@ func TestReadSplitBytes(t *testing.T) {
 			}
 		}
 		before := c.Stats()
-		if err := c.readSplit(f, exts, tags, ds); err != nil {
+		if err := c.background.split.read(f, exts, tags, ds); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		checkExtents(t, exts, img)
@@ -267,7 +267,7 @@ func TestReadSplitGate(t *testing.T) {
 	one := func(what string, n int, wantCalls int) {
 		t.Helper()
 		exts := extentsOf([]int{n}, 0)
-		must(t, c.readSplit(f, exts, noTags(exts), nil))
+		must(t, c.background.split.read(f, exts, noTags(exts), nil))
 		checkExtents(t, exts, img)
 		if calls := rec.take(); len(calls) != wantCalls {
 			t.Fatalf("%s: %d ReadV calls, want %d", what, len(calls), wantCalls)
@@ -285,12 +285,12 @@ func TestReadSplitGate(t *testing.T) {
 	}
 
 	off, _, _ := splitFile(t, -1, 1<<20, nil)
-	if len(off.background.split.helpers) != 0 || off.background.split.want(1<<20, &off.stats) != 0 {
+	if len(off.background.split.helpers) != 0 || off.background.split.want(1<<20) != 0 {
 		t.Fatalf("SplitReadBytes -1: %d helpers", len(off.background.split.helpers))
 	}
 	runtime.GOMAXPROCS(1)
 	single, _, _ := splitFile(t, 0, 1<<20, nil)
-	if len(single.background.split.helpers) != 0 || single.background.split.want(1<<20, &single.stats) != 0 {
+	if len(single.background.split.helpers) != 0 || single.background.split.want(1<<20) != 0 {
 		t.Fatalf("GOMAXPROCS 1: %d helpers", len(single.background.split.helpers))
 	}
 }
@@ -305,7 +305,7 @@ func TestReadSplitHelperFault(t *testing.T) {
 			return i.Op == vfd.OpReadV && i.Off >= n/2
 		})))
 	})
-	err := c.readSplit(f, extentsOf([]int{n}, 0), make([]int32, 1), []directRead{{summer: polySummer{}}})
+	err := c.background.split.read(f, extentsOf([]int{n}, 0), make([]int32, 1), []directRead{{summer: polySummer{}}})
 	if !errors.Is(err, vfd.ErrInjected) {
 		t.Fatalf("fault in the helper's share: %v, want vfd.ErrInjected", err)
 	}
@@ -328,7 +328,7 @@ func TestReadSplitAfterCloseNoLeak(t *testing.T) {
 		t.Fatalf("%d helpers before any split read, want 0", len(c.background.split.helpers))
 	}
 	exts := extentsOf([]int{1 << 20, 8, 1<<20 - 8}, 0)
-	must(t, c.readSplit(f, exts, noTags(exts), nil))
+	must(t, c.background.split.read(f, exts, noTags(exts), nil))
 	checkExtents(t, exts, img)
 	if len(c.background.split.helpers) != 3 {
 		t.Fatalf("%d helpers at GOMAXPROCS 4, want 3", len(c.background.split.helpers))
@@ -336,7 +336,7 @@ func TestReadSplitAfterCloseNoLeak(t *testing.T) {
 	must(t, f.Unregister(bg))
 	must(t, c.Close())
 	exts = extentsOf([]int{2 << 20}, 0)
-	must(t, c.readSplit(f, exts, noTags(exts), nil))
+	must(t, c.background.split.read(f, exts, noTags(exts), nil))
 	checkExtents(t, exts, img)
 }
 
@@ -349,7 +349,7 @@ func TestReadSplitClosedStartsNone(t *testing.T) {
 	must(t, f.Unregister(bg))
 	must(t, c.Close())
 	exts := extentsOf([]int{1 << 20}, 0)
-	must(t, c.readSplit(f, exts, noTags(exts), nil))
+	must(t, c.background.split.read(f, exts, noTags(exts), nil))
 	checkExtents(t, exts, img)
 	if len(c.background.split.helpers) != 0 || c.Stats().SplitReads != 0 {
 		t.Fatalf("closed cache: %d helpers, %d split reads", len(c.background.split.helpers), c.Stats().SplitReads)
@@ -371,7 +371,7 @@ func TestReadSplitConcurrent(t *testing.T) {
 				off := rng.IntN(2 << 20)
 				n := 1 + rng.IntN(2<<20)
 				exts := []vfd.Extent{{Off: int64(off), Buf: make([]byte, n)}}
-				if err := c.readSplit(f, exts, noTags(exts), nil); err != nil {
+				if err := c.background.split.read(f, exts, noTags(exts), nil); err != nil {
 					t.Error(err)
 					return
 				}
@@ -400,7 +400,7 @@ func TestReadSplitAllocs(t *testing.T) {
 	ds := []directRead{{summer: polySummer{}}}
 	allocs := testing.AllocsPerRun(50, func() {
 		ds[0].summed = false
-		if err := c.readSplit(f, exts, tags, ds); err != nil {
+		if err := c.background.split.read(f, exts, tags, ds); err != nil {
 			t.Fatal(err)
 		}
 	})
