@@ -126,7 +126,7 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 				framed = append(framed, g)
 			}
 		}
-		if err := c.writeFramed(ctx, framed, srcs); err != nil {
+		if err := writeFramed(ctx, &c.stats, framed, srcs); err != nil {
 			return rest, later, err
 		}
 		if err := c.writeEncoded(ctx, encoded, srcs); err != nil {
@@ -172,8 +172,8 @@ func (c *Cache) directSourceOf(sz *sizing, reqs []Request, g *group, cached int6
 }
 
 // writeFramed writes claimed groups of one dataset whose images are the
-// caller's bytes in the layout's frame (DirectWriter).
-func (c *Cache) writeFramed(ctx context.Context, gs []*group, srcs map[*group]directSource) error {
+// caller's bytes in the layout's frame (DirectWriter), counting in st.
+func writeFramed(ctx context.Context, st *counters, gs []*group, srcs map[*group]directSource) error {
 	if len(gs) == 0 {
 		return nil
 	}
@@ -186,13 +186,13 @@ func (c *Cache) writeFramed(ctx context.Context, gs []*group, srcs map[*group]di
 		parts[i] = [][]byte{head, src, tail}
 		ins[i] = layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(head) + len(src) + len(tail)), Sum: sum}
 	}
-	return c.writeDirectDS(ctx, gs, ins, parts)
+	return writeDirectDS(ctx, st, gs, ins, parts)
 }
 
 // writeDirectDS is steps 3-5 of writeDirect for claimed groups of one
 // dataset: ins[i] describes gs[i]'s new image, which is parts[i] end to
-// end.
-func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, ins []layout.Insertion, parts [][][]byte) error {
+// end. The writes are counted in st.
+func writeDirectDS(ctx context.Context, st *counters, gs []*group, ins []layout.Insertion, parts [][][]byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -213,8 +213,8 @@ func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, ins []layout.Ins
 			}
 		}
 	}
-	c.stats.vectorWrites.Add(1)
-	c.stats.vectorWriteBytes.Add(n)
+	st.vectorWrites.Add(1)
+	st.vectorWriteBytes.Add(n)
 	werr := d.file.drv.WriteV(exts)
 	if werr != nil {
 		werr = fmt.Errorf("cache: writing %d chunks directly: %w", len(gs), werr)
@@ -227,9 +227,9 @@ func (c *Cache) writeDirectDS(ctx context.Context, gs []*group, ins []layout.Ins
 	if perr != nil {
 		return fmt.Errorf("cache: Layout.Publish: %w", perr)
 	}
-	c.stats.directWrites.Add(int64(len(gs)))
-	c.stats.bytesFlushed.Add(n)
-	c.stats.chunksFlushed.Add(int64(len(gs)))
+	st.directWrites.Add(int64(len(gs)))
+	st.bytesFlushed.Add(n)
+	st.chunksFlushed.Add(int64(len(gs)))
 	return nil
 }
 

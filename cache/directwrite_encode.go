@@ -128,7 +128,7 @@ func (c *Cache) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*gr
 		ins[i] = layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(enc[i].Image)), Mask: enc[i].Mask, Sum: enc[i].Sum}
 		parts[i] = [][]byte{enc[i].Image}
 	}
-	if err := c.writeDirectDS(ctx, gs, ins, parts); err != nil {
+	if err := writeDirectDS(ctx, &c.stats, gs, ins, parts); err != nil {
 		return err
 	}
 	c.stats.directEncodes.Add(int64(len(gs)))
