@@ -63,7 +63,7 @@ type preEncodeState struct {
 	// taken back (the memory limit refused the charge) is within max.
 	bytes atomic.Int64
 	// kick is a pending wake-up, capacity 1, sent without blocking by
-	// kickPreEncode. nil when off.
+	// preEncodeState.wake. nil when off.
 	kick chan struct{}
 	// round is held through each round, so rounds never overlap: the
 	// goroutine's and the tests' (preEncodeNow). When a round that holds it keeps
@@ -162,29 +162,29 @@ func (c *Cache) trimmer() {
 // the chunk simply stays without an image and the foreground encode
 // reports them.
 
-// kickPreEncode wakes the pre-encoder if it has work; a few atomic loads
+// wake wakes the pre-encoder if it has work (wanted); a few atomic loads
 // when it has none.
-func (c *Cache) kickPreEncode(resident int64) {
-	if !c.preEncodeWanted(resident) {
+func (p *preEncodeState) wake(resident int64, z *sizer, b *budget) {
+	if !p.wanted(resident, z, b) {
 		return
 	}
 	select {
-	case c.background.preEncode.kick <- struct{}{}:
+	case p.kick <- struct{}{}:
 	default:
 	}
 }
 
-// preEncodeWanted reports whether the pre-encoder may find work at this
-// resident level: pre-encoding is on, the cache is above its high mark,
+// wanted reports whether the pre-encoder may find work at this
+// resident level: pre-encoding is on, the cache is above its high mark (z),
 // the kept images have room, and some dirty bytes have no image yet. The
 // last test keeps a read-only workload above the mark (every request's
 // end comes here) from waking the goroutine for nothing: that wake-up
 // was 7 % of the caller's CPU in a 1-goroutine random read profile. A
 // stale pair of loads can only skip or add one kick; the next request's
 // end looks again.
-func (c *Cache) preEncodeWanted(resident int64) bool {
-	return c.background.preEncode.max > 0 && resident > c.sizes.current().preHigh && c.background.preEncode.bytes.Load() < c.background.preEncode.max &&
-		c.budget.dirty.Load() > c.background.preEncode.bytes.Load()
+func (p *preEncodeState) wanted(resident int64, z *sizer, b *budget) bool {
+	return p.max > 0 && resident > z.current().preHigh && p.bytes.Load() < p.max &&
+		b.dirty.Load() > p.bytes.Load()
 }
 
 func (c *Cache) preEncoder() {

@@ -349,14 +349,14 @@ func TestPreEncodeWantedOnlyWithUnencodedDirty(t *testing.T) {
 	if st := e.c.Stats(); st.DirtyBytes != 0 || st.ResidentBytes < high-4*(256+6) {
 		t.Fatalf("after flush: dirty %d resident %d", st.DirtyBytes, st.ResidentBytes)
 	}
-	if e.c.preEncodeWanted(high) {
+	if e.c.background.preEncode.wanted(high, &e.c.sizes, &e.c.budget) {
 		t.Fatal("only clean chunks above the mark: wanted")
 	}
 	must(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(256, 9), 3)}))
-	if !e.c.preEncodeWanted(high) {
+	if !e.c.background.preEncode.wanted(high, &e.c.sizes, &e.c.budget) {
 		t.Fatal("a new dirty chunk above the mark: not wanted")
 	}
-	if e.c.preEncodeWanted(e.c.sizes.current().preHigh) {
+	if e.c.background.preEncode.wanted(e.c.sizes.current().preHigh, &e.c.sizes, &e.c.budget) {
 		t.Fatal("at the mark: wanted")
 	}
 }

@@ -839,7 +839,7 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 			}
 			continue
 		}
-		c.kickPreEncode(cur)
+		c.background.preEncode.wake(cur, &c.sizes, &c.budget)
 		freed, err := c.evict(ctx, cur+n-limit, 2)
 		if err != nil {
 			return err
@@ -915,8 +915,8 @@ func (c *Cache) endOn(st lockfree.Stripe) {
 		case c.background.trim.kick <- struct{}{}:
 		default:
 		}
-		c.kickPreEncode(r)
+		c.background.preEncode.wake(r, &c.sizes, &c.budget)
 	} else if r > sz.preHigh {
-		c.kickPreEncode(r)
+		c.background.preEncode.wake(r, &c.sizes, &c.budget)
 	}
 }

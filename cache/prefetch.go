@@ -257,7 +257,7 @@ func (f *File) waitPrefetches(closing bool) {
 // prefetch loads the chunks of one job that are stored, not cached, and
 // fit the budgets. Errors only end the job: a later demand read reports
 // them. Its phases: pick the chunks (prefetchState.coords), look them up, claim
-// table slots for those that fit (claimPrefetch), charge the budget
+// table slots for those that fit (prefetchState.claim), charge the budget
 // (chargePrefetch), read and decode them (readPrefetch, decodePrefetch),
 // and make them resident (settlePrefetch). Whatever ends the job early
 // removes the claimed entries, so a demand read loads them.
@@ -277,7 +277,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	if err != nil {
 		return err
 	}
-	es, total := c.claimPrefetch(d, coords[:n], locs[:n])
+	es, total := c.background.prefetch.claim(d, coords[:n], locs[:n], c.chunks, &c.sizes)
 	if len(es) == 0 {
 		return nil
 	}
@@ -344,15 +344,15 @@ func lookupPrefix(ctx context.Context, l layout.Layout, coords []layout.Coord, l
 	return 0, err // failed together, but not one by one: give up
 }
 
-// claimPrefetch puts a loading entry into the chunk table for each chunk
-// of coords that is stored, loadable without bypass, and fits the
+// claim puts a loading entry into the chunk table t for each chunk
+// of coords that is stored, loadable without bypass (z), and fits the
 // prefetch budget's room, in order until one does not fit. It returns the
 // entries (counted in d) and the sum of their size hints.
-func (c *Cache) claimPrefetch(d *Dataset, coords []layout.Coord, locs []layout.Location) (es []*entry, total int64) {
-	room := c.background.prefetch.max - c.background.prefetch.bytes.Load()
+func (p *prefetchState) claim(d *Dataset, coords []layout.Coord, locs []layout.Location, t *chunkTable, z *sizer) (es []*entry, total int64) {
+	room := p.max - p.bytes.Load()
 	for i, x := range coords {
 		loc := locs[i]
-		if !loc.Exists() || loc.Size < 0 || loc.SizeHint <= 0 || loc.Size > maxStored(loc.SizeHint) || loc.SizeHint > c.sizes.current().bypass {
+		if !loc.Exists() || loc.Size < 0 || loc.SizeHint <= 0 || loc.Size > maxStored(loc.SizeHint) || loc.SizeHint > z.current().bypass {
 			continue
 		}
 		if total+loc.SizeHint > room {
@@ -360,7 +360,7 @@ func (c *Cache) claimPrefetch(d *Dataset, coords []layout.Coord, locs []layout.L
 		}
 		e := &entry{key: makeKey(d.serial, x), coord: x, ds: d, loc: loc}
 		e.initLoading()
-		if _, loaded := c.chunks.LoadOrStore(e); loaded {
+		if _, loaded := t.LoadOrStore(e); loaded {
 			continue
 		}
 		d.chunks.Add(1)
