@@ -22,7 +22,7 @@ import (
 // (writeOneByOne); sync the files (syncFiles).
 func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) error {
 	snap := c.mu.dirtySnapshot(dss)
-	batch, deferred, waits := c.claimFree(snap)
+	batch, deferred, waits := claimFree(&c.budget, snap)
 	var errs []error
 	if err := c.writeClaimed(ctx, batch); err != nil {
 		errs = append(errs, err)
@@ -45,7 +45,7 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 	// Second batch: entries that were busy but are free now are encoded
 	// in parallel and written together, like the first batch (taking
 	// flushMu with TryLock only, so this still waits for nothing).
-	again, rest := c.claimDeferred(deferred)
+	again, rest := claimDeferred(&c.budget, deferred)
 	if len(again) > 0 {
 		if err := c.writeClaimed(ctx, again); err != nil {
 			errs = append(errs, err)
@@ -58,7 +58,7 @@ func (c *Cache) flushDatasets(ctx context.Context, dss []*Dataset, sync bool) er
 		return errors.Join(append(errs, err)...)
 	}
 	if sync {
-		errs = append(errs, c.syncFiles(dss, written)...)
+		errs = append(errs, syncFiles(dss, written)...)
 	}
 	return errors.Join(errs...)
 }
@@ -82,8 +82,9 @@ func (p *policyLock) dirtySnapshot(dss []*Dataset) []*entry {
 // claimFree pins and takes the flushMu of each entry of snap still dirty
 // (batch). An entry being loaded or evicted goes to deferred with the
 // channel to wait for (waits), one another flusher holds to deferred; a
-// dead or clean entry is dropped.
-func (c *Cache) claimFree(snap []*entry) (batch, deferred []*entry, waits []chan struct{}) {
+// dead or clean entry is dropped. The pins it gives back are released
+// on b (budget.unpin).
+func claimFree(b *budget, snap []*entry) (batch, deferred []*entry, waits []chan struct{}) {
 	for _, e := range snap {
 		ok, ch := e.pin()
 		if !ok {
@@ -94,13 +95,13 @@ func (c *Cache) claimFree(snap []*entry) (batch, deferred []*entry, waits []chan
 			continue
 		}
 		if !e.flushMu.TryLock() {
-			c.budget.unpin(e)
+			b.unpin(e)
 			deferred = append(deferred, e)
 			continue
 		}
 		if !e.dirty.Load() {
 			e.flushMu.Unlock()
-			c.budget.unpin(e)
+			b.unpin(e)
 			continue
 		}
 		batch = append(batch, e)
@@ -110,7 +111,7 @@ func (c *Cache) claimFree(snap []*entry) (batch, deferred []*entry, waits []chan
 
 // claimDeferred is claimFree for the entries deferred once: those still
 // busy (or dead) go to rest.
-func (c *Cache) claimDeferred(deferred []*entry) (again, rest []*entry) {
+func claimDeferred(b *budget, deferred []*entry) (again, rest []*entry) {
 	for _, e := range deferred {
 		ok, _ := e.pin()
 		if !ok {
@@ -118,13 +119,13 @@ func (c *Cache) claimDeferred(deferred []*entry) (again, rest []*entry) {
 			continue
 		}
 		if !e.flushMu.TryLock() {
-			c.budget.unpin(e)
+			b.unpin(e)
 			rest = append(rest, e)
 			continue
 		}
 		if !e.dirty.Load() {
 			e.flushMu.Unlock()
-			c.budget.unpin(e)
+			b.unpin(e)
 			continue
 		}
 		again = append(again, e)
@@ -176,9 +177,8 @@ func (c *Cache) writeOneByOne(ctx context.Context, rest, written []*entry, errs 
 	return written, errs, nil
 }
 
-// syncFiles syncs each file of dss once; the written entries of a file
-// whose sync fails are marked dirty again.
-func (c *Cache) syncFiles(dss []*Dataset, written []*entry) []error {
+// syncFiles syncs each file of dss once (File.sync).
+func syncFiles(dss []*Dataset, written []*entry) []error {
 	var errs []error
 	seen := map[*File]bool{}
 	for _, d := range dss {
@@ -186,17 +186,26 @@ func (c *Cache) syncFiles(dss []*Dataset, written []*entry) []error {
 			continue
 		}
 		seen[d.file] = true
-		c.stats.syncs.Add(1)
-		if err := d.file.drv.Sync(); err != nil {
+		if err := d.file.sync(written); err != nil {
 			errs = append(errs, err)
-			for _, e := range written {
-				if e.ds.file == d.file {
-					c.budget.redirty(e)
-				}
-			}
 		}
 	}
 	return errs
+}
+
+// sync syncs f; if that fails, f's entries among written are marked dirty
+// again.
+func (f *File) sync(written []*entry) error {
+	f.c.stats.syncs.Add(1)
+	err := f.drv.Sync()
+	if err != nil {
+		for _, e := range written {
+			if e.ds.file == f {
+				f.c.budget.redirty(e)
+			}
+		}
+	}
+	return err
 }
 
 // Flush writes the dataset's dirty chunks and syncs its file; with evict it
