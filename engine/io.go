@@ -36,7 +36,8 @@ import (
 //
 // The locked path: serialize.AcquireHold orders the request against every
 // overlapping one; resident chunks are served first without admission
-// (ServeResident), and only the rest is admitted and sent to the cache.
+// (ServeResident), and only the rest is admitted and sent to the cache:
+// dsState.submit (admit.go), the one path of admitted requests.
 //
 // The extent lock is not taken: SetExtent and a read-only file's adopt
 // change the extent only under serialize.AcquireExclusive, which waits for
@@ -293,13 +294,5 @@ func (s *dsState) ioLocked(ctx context.Context, sel Selection, buf []byte, write
 			return err
 		}
 	}
-	// Resident chunks need no admission (see cache.ServeResident).
-	n, err := s.f.cache.ServeResident(ctx, write, reqs)
-	if err == nil && n < len(reqs) {
-		err = s.f.runAdmitted(ctx, reqs[n:], s.admitBytes, write)
-	}
-	if write && (err == nil || n > 0) {
-		s.dirty.Store(true)
-	}
-	return classify(err)
+	return s.submit(ctx, reqs, write, nil)
 }

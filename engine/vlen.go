@@ -388,14 +388,7 @@ func (d *Dataset) vlenIO(ctx context.Context, sel Selection, vals [][]byte, writ
 	for _, pc := range pieces {
 		pc.vals = vals
 	}
-	n, err := s.f.cache.ServeResident(ctx, write, reqs)
-	if err == nil && n < len(reqs) {
-		err = s.f.runAdmitted(ctx, reqs[n:], s.admitBytes, write)
-	}
-	if write && (err == nil || n > 0) {
-		s.dirty.Store(true)
-	}
-	return classify(err)
+	return s.submit(ctx, reqs, write, nil)
 }
 
 // WriteVlen stores vals[i] as the i-th selected element (C order of
