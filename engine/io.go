@@ -11,7 +11,8 @@ import (
 	"github.com/scc-dev/scc/serialize"
 )
 
-// The data path of Dataset.Read and Dataset.Write (Dataset.io).
+// The data path of Dataset.Read and Dataset.Write (Dataset.read and
+// Dataset.write; a write takes only the locked path).
 //
 // A read of resident chunks that overlaps no writer — the common case of a
 // hot dataset — runs without a lock and without writing a word other
@@ -86,6 +87,12 @@ func (sc *ioScratch) put() {
 	clear(sc.reqs)
 	sc.reqs = sc.reqs[:0]
 	ioPool.Put(sc)
+}
+
+// expand makes an inline Box selection use sc's arrays, so building the
+// selection in the call costs no allocation (Selection).
+func (sc *ioScratch) expand(sel Selection) Selection {
+	return Selection{slab: sel.in(&sc.sel)}
 }
 
 // regionInto is dsState.region into sc's arrays when the rank allows.

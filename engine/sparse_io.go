@@ -88,7 +88,7 @@ func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 		if n > maxChunkBytes {
 			return fmt.Errorf("%w: erasing %d elements at once", ErrInvalid, n)
 		}
-		return d.vlenIO(ctx, sel, make([][]byte, n), true) // the fill: empty
+		return d.vlenWrite(ctx, sel, make([][]byte, n)) // the fill: empty
 	}
 	if _, ok := asLayout[*sparseLayout](s); !ok {
 		n, err := sel.hyper().CountElements()
