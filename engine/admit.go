@@ -67,3 +67,72 @@ func (f *File) runAdmitted(ctx context.Context, reqs []cache.Request, chunkBytes
 	}
 	return nil
 }
+
+// admitGroup is requests admitted at chunkBytes each (submit's route).
+type admitGroup struct {
+	reqs       []cache.Request
+	chunkBytes int64
+}
+
+// submit is the one way a request reaches the cache once the caller
+// holds its region (serializer) and has built its per-chunk requests:
+//
+//  1. chunks resident whole are served without admission
+//     (cache.ServeResident): a hit holds no memory once it returns;
+//  2. the others are admitted in batches and sent to the cache
+//     (runAdmitted);
+//  3. a write marks the dataset dirty when any chunk may have taken it,
+//     even if a later one failed, so the next commit stores what landed.
+//
+// With route nil, step 1 stops at the first chunk that is not resident,
+// and it and every chunk after it go to step 2 in order, at s.admitBytes
+// each. A read may pass route instead: step 1 then serves every resident
+// chunk, and route turns the ones left, in order, into the groups step 2
+// admits one after the other, each at its own size (a defined-elements
+// query sends selections to the selection view). route's errors are
+// returned as they are.
+func (s *dsState) submit(ctx context.Context, reqs []cache.Request, write bool, route func(missed []cache.Request) ([]admitGroup, error)) error {
+	var served int
+	var err error
+	if route == nil {
+		served, err = s.f.cache.ServeResident(ctx, write, reqs)
+		if err == nil && served < len(reqs) {
+			err = s.f.runAdmitted(ctx, reqs[served:], s.admitBytes, write)
+		}
+		err = classify(err)
+	} else {
+		served, err = s.submitRouted(ctx, reqs, write, route)
+	}
+	if write && (err == nil || served > 0) {
+		s.dirty.Store(true)
+	}
+	return err
+}
+
+// submitRouted is steps 1 and 2 of submit with a route; served counts the
+// chunks step 1 served.
+func (s *dsState) submitRouted(ctx context.Context, reqs []cache.Request, write bool, route func([]cache.Request) ([]admitGroup, error)) (served int, err error) {
+	var missed []cache.Request
+	for i := 0; i < len(reqs); {
+		n, err := s.f.cache.ServeResident(ctx, write, reqs[i:])
+		served += n
+		if err != nil {
+			return served, classify(err)
+		}
+		i += n
+		if i < len(reqs) {
+			missed = append(missed, reqs[i])
+			i++
+		}
+	}
+	groups, err := route(missed)
+	if err != nil {
+		return served, err
+	}
+	for _, g := range groups {
+		if err := s.f.runAdmitted(ctx, g.reqs, g.chunkBytes, write); err != nil {
+			return served, classify(err)
+		}
+	}
+	return served, nil
+}

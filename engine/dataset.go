@@ -782,7 +782,7 @@ func (d *Dataset) Write(ctx context.Context, sel Selection, buf []byte) error {
 	if err := needLayouts(d.s, "Write", fixedLayouts...); err != nil {
 		return err
 	}
-	return d.deletedDuring(d.io(ctx, sel, buf, true))
+	return d.deletedDuring(d.write(ctx, sel, buf))
 }
 
 // deletedDuring turns the result of a call that raced File.Delete into
@@ -823,44 +823,46 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 	// mapped in one call per core first, not a fault at a time by the
 	// scatter (bufpool.PopulateCold says why and what it costs).
 	bufpool.PopulateCold(buf)
-	return d.deletedDuring(d.s.f.follow(ctx, func() error { return d.io(ctx, sel, buf, false) }))
+	return d.deletedDuring(d.s.f.follow(ctx, func() error { return d.read(ctx, sel, buf) }))
 }
 
-// io runs one Read or Write (of a layout they serve); see io.go for the
-// path and why it takes no lock when it can.
-func (d *Dataset) io(ctx context.Context, sel Selection, buf []byte, write bool) error {
+// read runs one Read (of a layout it serves); see io.go for the path and
+// why it takes no lock when it can.
+func (d *Dataset) read(ctx context.Context, sel Selection, buf []byte) error {
 	s := d.s
 	sc := ioPool.Get().(*ioScratch)
 	defer sc.put()
-	// An inline Box expands into the request's scratch, so building the
-	// selection in the call costs no allocation (Selection).
-	sel = Selection{slab: sel.in(&sc.sel)}
+	sel = sc.expand(sel)
 	if l, ok := s.store.(*virtualLayout); ok {
-		return l.io(ctx, sel, buf, write)
+		return l.read(ctx, sel, buf)
 	}
-	var p prepared
-	if !write {
-		// A read inside one chunk (ioone.go); a miss there goes straight
-		// to the locked path with the request it built.
-		var done bool
-		var err error
-		if done, p, err = s.readOne(ctx, sel, buf, sc); done {
-			return err
-		}
-		if len(p.reqs) != 0 {
-			sc.regions[0] = sc.oneRegion(s.id, len(s.chunk))
-			return s.ioLocked(ctx, sel, buf, write, sc, p)
-		}
+	// A read inside one chunk (ioone.go); a miss there goes straight to
+	// the locked path with the request it built.
+	done, p, err := s.readOne(ctx, sel, buf, sc)
+	if done {
+		return err
+	}
+	if len(p.reqs) != 0 {
+		sc.regions[0] = sc.oneRegion(s.id, len(s.chunk))
+		return s.ioLocked(ctx, sel, buf, false, sc, p)
 	}
 	sc.regions[0] = s.regionInto(sel, sc)
-	if !write {
-		var done bool
-		var err error
-		if done, p, err = s.ioFast(ctx, sel, buf, sc); done {
-			return err
-		}
+	if done, p, err = s.ioFast(ctx, sel, buf, sc); done {
+		return err
 	}
-	return s.ioLocked(ctx, sel, buf, write, sc, p)
+	return s.ioLocked(ctx, sel, buf, false, sc, p)
+}
+
+// write runs one Write (of a layout it serves: Write has refused a
+// virtual dataset). A write has no lock-free path: it always orders
+// itself against overlapping requests (io.go).
+func (d *Dataset) write(ctx context.Context, sel Selection, buf []byte) error {
+	s := d.s
+	sc := ioPool.Get().(*ioScratch)
+	defer sc.put()
+	sel = sc.expand(sel)
+	sc.regions[0] = s.regionInto(sel, sc)
+	return s.ioLocked(ctx, sel, buf, true, sc, prepared{})
 }
 
 // SetExtent changes the dataset's extent within its max shape. Shrinking

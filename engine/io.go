@@ -11,7 +11,8 @@ import (
 	"github.com/scc-dev/scc/serialize"
 )
 
-// The data path of Dataset.Read and Dataset.Write (Dataset.io).
+// The data path of Dataset.Read and Dataset.Write (Dataset.read and
+// Dataset.write; a write takes only the locked path).
 //
 // A read of resident chunks that overlaps no writer — the common case of a
 // hot dataset — runs without a lock and without writing a word other
@@ -36,7 +37,8 @@ import (
 //
 // The locked path: serialize.AcquireHold orders the request against every
 // overlapping one; resident chunks are served first without admission
-// (ServeResident), and only the rest is admitted and sent to the cache.
+// (ServeResident), and only the rest is admitted and sent to the cache:
+// dsState.submit (admit.go), the one path of admitted requests.
 //
 // The extent lock is not taken: SetExtent and a read-only file's adopt
 // change the extent only under serialize.AcquireExclusive, which waits for
@@ -85,6 +87,12 @@ func (sc *ioScratch) put() {
 	clear(sc.reqs)
 	sc.reqs = sc.reqs[:0]
 	ioPool.Put(sc)
+}
+
+// expand makes an inline Box selection use sc's arrays, so building the
+// selection in the call costs no allocation (Selection).
+func (sc *ioScratch) expand(sel Selection) Selection {
+	return Selection{slab: sel.in(&sc.sel)}
 }
 
 // regionInto is dsState.region into sc's arrays when the rank allows.
@@ -293,13 +301,5 @@ func (s *dsState) ioLocked(ctx context.Context, sel Selection, buf []byte, write
 			return err
 		}
 	}
-	// Resident chunks need no admission (see cache.ServeResident).
-	n, err := s.f.cache.ServeResident(ctx, write, reqs)
-	if err == nil && n < len(reqs) {
-		err = s.f.runAdmitted(ctx, reqs[n:], s.admitBytes, write)
-	}
-	if write && (err == nil || n > 0) {
-		s.dirty.Store(true)
-	}
-	return classify(err)
+	return s.submit(ctx, reqs, write, nil)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/scc-dev/scc/serialize"
 )
 
-// The single-chunk read (Dataset.io's first step for a read).
+// The single-chunk read (Dataset.read's first step).
 //
 // A read whose selection is one block per dimension (a Box, or blocks
 // that touch) inside the extent and inside one chunk is the common small

@@ -93,7 +93,7 @@ func modelRead(model []byte, shape []uint64, es int, h selection.Hyperslab) []by
 	}
 }
 
-// generalRead is Dataset.io's read without the single-chunk step: the
+// generalRead is Dataset.read without the single-chunk step: the
 // path every read took before it (regionInto, ioFast, ioLocked).
 func generalRead(ctx context.Context, d *Dataset, sel Selection, buf []byte) error {
 	if err := d.check(false); err != nil {

@@ -88,7 +88,7 @@ func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 		if n > maxChunkBytes {
 			return fmt.Errorf("%w: erasing %d elements at once", ErrInvalid, n)
 		}
-		return d.vlenIO(ctx, sel, make([][]byte, n), true) // the fill: empty
+		return d.vlenWrite(ctx, sel, make([][]byte, n)) // the fill: empty
 	}
 	if _, ok := asLayout[*sparseLayout](s); !ok {
 		n, err := sel.hyper().CountElements()
@@ -113,14 +113,7 @@ func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 	if err != nil || len(reqs) == 0 {
 		return err
 	}
-	n, err := s.f.cache.ServeResident(ctx, true, reqs)
-	if err == nil && n < len(reqs) {
-		err = s.f.runAdmitted(ctx, reqs[n:], s.admitBytes, true)
-	}
-	if err == nil || n > 0 {
-		s.dirty.Store(true)
-	}
-	return classify(err)
+	return s.submit(ctx, reqs, true, nil)
 }
 
 // DefinedElements returns the defined part of sel (SCC internal API
@@ -219,65 +212,53 @@ func (d *Dataset) definedOnce(ctx context.Context, sel Selection, kind pieceKind
 	if err != nil || len(reqs) == 0 {
 		return nil, nil, err
 	}
-	// 1. Chunks resident whole answer from memory: ServeResident stops at
-	// the first that is not, which is set aside.
-	var rest []int
-	for i := 0; i < len(reqs); {
-		n, err := s.f.cache.ServeResident(ctx, false, reqs[i:])
-		if err != nil {
-			return nil, nil, classify(err)
+	// Chunks resident whole answer from memory; the rest are routed here.
+	// Values need whole chunks. A selection alone comes from the selection
+	// view, keyed by the stored version the index names; but a chunk
+	// modified since its last published image (pending: it is being
+	// written back, or its write failed) is newer in the cache than on
+	// disk and goes through the whole-chunk path, which waits for the
+	// write-back. Writers of these chunks are excluded by the hold, so
+	// nothing becomes pending meanwhile.
+	route := func(missed []cache.Request) ([]admitGroup, error) {
+		if kind == pieceValues {
+			return []admitGroup{{reqs: missed, chunkBytes: s.admitBytes}}, nil
 		}
-		i += n
-		if i < len(reqs) {
-			rest = append(rest, i)
-			i++
+		if len(missed) == 0 {
+			return nil, nil
 		}
-	}
-	// 2. The rest. Values need whole chunks. A selection alone comes from
-	// the selection view, keyed by the stored version the index names;
-	// but a chunk modified since its last published image (pending: it
-	// is being written back, or its write failed) is newer in the cache
-	// than on disk and goes through the whole-chunk path, which waits for
-	// the write-back. Writers of these chunks are excluded by the hold,
-	// so nothing becomes pending meanwhile.
-	main := make([]cache.Request, 0, len(rest))
-	var view []cache.Request
-	if kind == pieceValues {
-		for _, i := range rest {
-			main = append(main, reqs[i])
-		}
-	} else if len(rest) > 0 {
 		vcds, err := s.viewDataset()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		x, err := s.idx.get(ctx)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		for _, i := range rest {
-			c := reqs[i].Coord
-			if sp.isPending(c) {
-				main = append(main, reqs[i])
+		defer s.idx.account(x)
+		main := make([]cache.Request, 0, len(missed))
+		var view []cache.Request
+		for _, r := range missed {
+			if sp.isPending(r.Coord) {
+				main = append(main, r)
 				continue
 			}
-			e, err := x.Get(ctx, c)
+			e, err := x.Get(ctx, r.Coord)
 			if err != nil {
-				s.idx.account(x)
-				return nil, nil, classify(err)
+				return nil, classify(err)
 			}
 			if !e.Exists() {
 				continue
 			}
-			view = append(view, cache.Request{Dataset: vcds, Coord: sp.view.viewCoord(c, e), Piece: reqs[i].Piece})
+			view = append(view, cache.Request{Dataset: vcds, Coord: sp.view.viewCoord(r.Coord, e), Piece: r.Piece})
 		}
-		s.idx.account(x)
+		return []admitGroup{
+			{reqs: main, chunkBytes: s.admitBytes},
+			{reqs: view, chunkBytes: int64(sp.elems)*12 + sparseChunkOverhead},
+		}, nil
 	}
-	if err := s.f.runAdmitted(ctx, main, s.admitBytes, false); err != nil {
-		return nil, nil, classify(err)
-	}
-	if err := s.f.runAdmitted(ctx, view, int64(sp.elems)*12+sparseChunkOverhead, false); err != nil {
-		return nil, nil, classify(err)
+	if err := s.submit(ctx, reqs, false, route); err != nil {
+		return nil, nil, err
 	}
 	// 3. Concatenate, in selection order.
 	var total int

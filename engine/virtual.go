@@ -895,12 +895,9 @@ type vsrcDim struct {
 	runs    []vrun
 }
 
-// io is Dataset.io for a virtual dataset.
-func (l *virtualLayout) io(ctx context.Context, sel Selection, buf []byte, write bool) error {
+// read is Dataset.read for a virtual dataset.
+func (l *virtualLayout) read(ctx context.Context, sel Selection, buf []byte) error {
 	s := l.s
-	if write {
-		return errVirtualWrite(s.name)
-	}
 	if l.evalErr.Load() != nil {
 		// The last evaluation failed: the extent is unknown until one
 		// succeeds, as a fresh open would find out.

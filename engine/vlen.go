@@ -359,23 +359,43 @@ func (l *vlenLayout) Trim(coord layout.Coord, chunk layout.Chunk, dims []uint64)
 	return changed, nil
 }
 
-// vlenIO runs a variable-length read or write of vals (one per selected
-// element, in the selection's C order) on a variable-length dataset (the
-// caller has asked needLayouts).
-func (d *Dataset) vlenIO(ctx context.Context, sel Selection, vals [][]byte, write bool) error {
+// vlenWrite stores vals (one per selected element, in the selection's C
+// order) on a variable-length dataset (the caller has asked needLayouts).
+func (d *Dataset) vlenWrite(ctx context.Context, sel Selection, vals [][]byte) error {
 	s := d.s
+	if err := s.vlenCount(sel, vals); err != nil {
+		return err
+	}
+	for i, v := range vals {
+		if len(v)%s.elemSize != 0 || int64(len(v)) > vlenMaxHeap {
+			return fmt.Errorf("%w: value %d has %d bytes (a multiple of %d, at most %d)", ErrInvalid, i, len(v), s.elemSize, vlenMaxHeap)
+		}
+	}
+	return s.vlenSubmit(ctx, sel, vals, true)
+}
+
+// vlenRead fills vals (one per selected element) from a variable-length
+// dataset, as vlenWrite stores them.
+func (d *Dataset) vlenRead(ctx context.Context, sel Selection, vals [][]byte) error {
+	if err := d.s.vlenCount(sel, vals); err != nil {
+		return err
+	}
+	return d.s.vlenSubmit(ctx, sel, vals, false)
+}
+
+// vlenCount checks that vals has one value per selected element.
+func (s *dsState) vlenCount(sel Selection, vals [][]byte) error {
 	if n, err := sel.hyper().CountElements(); err != nil {
 		return classifyIn(err, s.path())
 	} else if n != uint64(len(vals)) {
 		return fmt.Errorf("%w: dataset %q: %d values for %d selected elements", ErrInvalid, s.path(), len(vals), n)
 	}
-	if write {
-		for i, v := range vals {
-			if len(v)%s.elemSize != 0 || int64(len(v)) > vlenMaxHeap {
-				return fmt.Errorf("%w: value %d has %d bytes (a multiple of %d, at most %d)", ErrInvalid, i, len(v), s.elemSize, vlenMaxHeap)
-			}
-		}
-	}
+	return nil
+}
+
+// vlenSubmit runs vlenRead's or vlenWrite's checked request: the same
+// steps, write choosing the hold and the cache's direction.
+func (s *dsState) vlenSubmit(ctx context.Context, sel Selection, vals [][]byte, write bool) error {
 	h, err := s.hold(ctx, sel, write)
 	if err != nil {
 		return err
@@ -388,14 +408,7 @@ func (d *Dataset) vlenIO(ctx context.Context, sel Selection, vals [][]byte, writ
 	for _, pc := range pieces {
 		pc.vals = vals
 	}
-	n, err := s.f.cache.ServeResident(ctx, write, reqs)
-	if err == nil && n < len(reqs) {
-		err = s.f.runAdmitted(ctx, reqs[n:], s.admitBytes, write)
-	}
-	if write && (err == nil || n > 0) {
-		s.dirty.Store(true)
-	}
-	return classify(err)
+	return s.submit(ctx, reqs, write, nil)
 }
 
 // WriteVlen stores vals[i] as the i-th selected element (C order of
@@ -407,7 +420,7 @@ func (d *Dataset) WriteVlen(ctx context.Context, sel Selection, vals [][]byte) e
 	if err := d.checkVlen(true, "WriteVlen"); err != nil {
 		return err
 	}
-	return d.vlenIO(ctx, sel, vals, true)
+	return d.vlenWrite(ctx, sel, vals)
 }
 
 // ReadVlen returns the selected elements of a variable-length dataset, in
@@ -428,7 +441,7 @@ func (d *Dataset) readVlen(ctx context.Context, sel Selection) ([][]byte, error)
 		return nil, fmt.Errorf("%w: %d elements at once", ErrInvalid, n)
 	}
 	vals := make([][]byte, n)
-	if err := d.s.f.follow(ctx, func() error { return d.vlenIO(ctx, sel, vals, false) }); err != nil {
+	if err := d.s.f.follow(ctx, func() error { return d.vlenRead(ctx, sel, vals) }); err != nil {
 		return nil, err
 	}
 	return vals, nil
@@ -477,7 +490,7 @@ func (d *Dataset) WriteStrings(ctx context.Context, sel Selection, vals []string
 		all = append(all, v...)
 		b[i] = all[len(all)-len(v) : len(all) : len(all)]
 	}
-	return d.vlenIO(ctx, sel, b, true)
+	return d.vlenWrite(ctx, sel, b)
 }
 
 // ReadStrings is ReadVlen returning strings, or for a dataset of a
