@@ -126,12 +126,16 @@ func runServe(ctx context.Context, o Options, p *Peers, r *Report) error {
 		fp := Figure{Scenario: "serve", Key: fmt.Sprintf("c%d-py", n), Metric: fmt.Sprintf("random chunks over HTTP, %d clients, beside python3 -m http.server on the export", n),
 			Unit: "chunks/s", HigherIsBetter: true, SCC: sccRate, Peer: "python3 http.server"}
 		if pyURL != "" {
-			pyRate, err := chunkRate(ctx, pyURL, c, n, dur)
-			if err != nil {
-				return fmt.Errorf("python http.server, %d clients: %w", n, err)
+			// A peer that cannot keep up (http.server's listen backlog is
+			// five: 64 clients meet connection resets) is a result about
+			// the peer, not a failure of the scenario.
+			if pyRate, err := chunkRate(ctx, pyURL, c, n, dur); err != nil {
+				o.logf("serve: %d clients: python3 http.server failed: %v", n, err)
+				fp.Note = fmt.Sprintf("python3 http.server failed at %d clients: %v", n, err)
+			} else {
+				o.logf("serve: %d clients: python3 http.server %.0f chunks/s", n, pyRate)
+				fp.PeerValue = &pyRate
 			}
-			o.logf("serve: %d clients: python3 http.server %.0f chunks/s", n, pyRate)
-			fp.PeerValue = &pyRate
 		}
 		if n == 64 {
 			fp.Target = &Target{Kind: "ratio", Value: 3}
