@@ -12,24 +12,34 @@ import (
 	"github.com/scc-dev/scc/vfd/s3/s3test"
 )
 
-// TestS3URLs runs ingest, ls, dump and check on s3:// URLs against a real
-// MinIO server (built by `make minio`; a missing binary fails the test),
-// with the endpoint and credentials in the AWS_* environment as a user
-// would set them.
-func TestS3URLs(t *testing.T) {
+// minioBucket starts a MinIO server (built by `make minio`; a missing
+// binary fails the test) holding an empty bucket, points the AWS_*
+// environment at it as a user would, and returns a context that ends
+// after timeout; both end with the test.
+func minioBucket(t *testing.T, bucket string, timeout time.Duration) context.Context {
+	t.Helper()
 	srv, err := s3test.Start(filepath.Join(t.TempDir(), "data"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := srv.MakeBucket(ctx, "scctl"); err != nil {
+	t.Cleanup(srv.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	if err := srv.MakeBucket(ctx, bucket); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("AWS_ENDPOINT_URL", "http://"+srv.Endpoint())
 	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	return ctx
+}
+
+// TestS3URLs runs ingest, ls, dump and check on s3:// URLs against a real
+// MinIO server (built by `make minio`; a missing binary fails the test),
+// with the endpoint and credentials in the AWS_* environment as a user
+// would set them.
+func TestS3URLs(t *testing.T) {
+	minioBucket(t, "scctl", 30*time.Second)
 	url := "s3://scctl/runs/one.scc"
 	if code, _, stderr := runCmd(t, "ingest", "--quiet", "--file", url, "--datasets", "2", "--writers", "2",
 		"--frames", "8", "--frame", "16x16"); code != 0 {
@@ -63,19 +73,7 @@ func TestS3URLs(t *testing.T) {
 // leaves it as it was), export and clear-image read an object, and ingest
 // reports an object's stored bytes.
 func TestS3ImportExportClearImage(t *testing.T) {
-	srv, err := s3test.Start(filepath.Join(t.TempDir(), "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := srv.MakeBucket(ctx, "scctl"); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("AWS_ENDPOINT_URL", "http://"+srv.Endpoint())
-	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	ctx := minioBucket(t, "scctl", 60*time.Second)
 
 	code, out, stderr := runCmd(t, "ingest", "--quiet", "--file", "s3://scctl/ingest.scc", "--datasets", "1", "--writers", "1",
 		"--frames", "4", "--frame", "16x16")

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/engine"
-	"github.com/scc-dev/scc/vfd/s3/s3test"
 )
 
 // TestVirtualS3SourceUnreachable: every command resolves a virtual
@@ -63,19 +62,7 @@ func TestVirtualS3SourceUnreachable(t *testing.T) {
 // dumps and exports the source's values, as ls lists the source there:
 // every command opens an s3:// source through the S3 driver.
 func TestVirtualS3SourceDump(t *testing.T) {
-	srv, err := s3test.Start(filepath.Join(t.TempDir(), "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := srv.MakeBucket(ctx, "vsrc"); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("AWS_ENDPOINT_URL", "http://"+srv.Endpoint())
-	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	ctx := minioBucket(t, "vsrc", 60*time.Second)
 	const url = "s3://vsrc/src.scc"
 	src, done, err := createPath(ctx, url, nil) // synced: an object is published by its sync
 	if err != nil {
