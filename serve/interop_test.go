@@ -189,7 +189,7 @@ func TestZarritaReadsServedV3(t *testing.T) {
 	b, err := cmd.Output()
 	require.NoError(t, err, "zarrita: %s", stderrOf(err))
 	tree := decodeTree(t, b)
-	assert.Equal(t, jsNumbers(zarrAttrs(t, f.Attrs())), jsNumbers(roundJSON(t, tree.Attributes)), "root attributes")
+	assert.Equal(t, testfile.JSNumbers(zarrAttrs(t, f.Attrs())), testfile.JSNumbers(roundJSON(t, tree.Attributes)), "root attributes")
 	require.Len(t, tree.Arrays, len(fx.served))
 	for i, a := range tree.Arrays {
 		ds, want := sccValues(t, f, a.Path)
@@ -206,28 +206,9 @@ func TestZarritaReadsServedV3(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(out, strconv.Itoa(i)+".bin"))
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(want, got), "%s: zarrita reads other elements than scc", a.Path)
-		assert.Equal(t, jsNumbers(zarrAttrs(t, ds.Attrs())), jsNumbers(roundJSON(t, a.Attributes)), "%s attributes", a.Path)
+		assert.Equal(t, testfile.JSNumbers(zarrAttrs(t, ds.Attrs())), testfile.JSNumbers(roundJSON(t, a.Attributes)), "%s attributes", a.Path)
 		ds.Close()
 	}
-}
-
-// jsNumbers turns the numbers of a decoded JSON value into float64s, as
-// JavaScript reads them (an int64 beyond 2^53 rounds).
-func jsNumbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		f, _ := x.Float64()
-		return f
-	case []any:
-		for i := range x {
-			x[i] = jsNumbers(x[i])
-		}
-	case map[string]any:
-		for k := range x {
-			x[k] = jsNumbers(x[k])
-		}
-	}
-	return v
 }
 
 // TestZarrPythonFollowsWriter: zarr-python, polling the served view over

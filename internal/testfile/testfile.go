@@ -13,6 +13,7 @@ package testfile
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -138,4 +139,25 @@ func driverBytes(drv vfd.Driver) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// JSNumbers turns the json.Number values of a JSON value decoded with
+// UseNumber into float64s, as a JavaScript reader holds them (an int64
+// beyond 2^53 rounds), so that a test compares what zarrita read with
+// what scc wrote. It changes v in place and returns it.
+func JSNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		f, _ := x.Float64()
+		return f
+	case []any:
+		for i := range x {
+			x[i] = JSNumbers(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = JSNumbers(x[k])
+		}
+	}
+	return v
 }

@@ -344,27 +344,10 @@ func jsonText(v any, jsNumbers bool) string {
 	d.UseNumber()
 	_ = d.Decode(&x)
 	if jsNumbers {
-		x = toDoubles(x)
+		x = testfile.JSNumbers(x)
 	}
 	b, _ = json.Marshal(x)
 	return string(b)
-}
-
-func toDoubles(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		f, _ := x.Float64()
-		return f
-	case []any:
-		for i := range x {
-			x[i] = toDoubles(x[i])
-		}
-	case map[string]any:
-		for k := range x {
-			x[k] = toDoubles(x[k])
-		}
-	}
-	return v
 }
 
 func TestZarrPythonReadsV2Export(t *testing.T) {
