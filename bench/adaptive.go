@@ -110,12 +110,12 @@ func AdaptiveTraceRun(ctx context.Context, path string, c AdaptiveConfig, seq []
 		return nil, err
 	}
 	defer cc.Close()
-	f, err := engine.Open(path, &engine.Options{Cache: cc, ReadOnly: true})
+	f, err := engine.Open(ctx, path, &engine.Options{Cache: cc, ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	ds, err := f.OpenDataset("frames")
+	defer f.Close(ctx)
+	ds, err := f.OpenDataset(ctx, "frames", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -186,13 +186,13 @@ func (c AdaptiveConfig) AdaptiveCaches() (names []string, cfgs []cache.Config) {
 
 // adaptiveFile writes the scenario's one dataset.
 func adaptiveFile(ctx context.Context, path string, c AdaptiveConfig) error {
-	f, err := engine.Create(path, nil)
+	f, err := engine.Create(ctx, path, nil)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	s := uint64(c.Side)
-	ds, err := f.CreateDataset("frames", engine.DatasetSpec{
+	ds, err := f.CreateDataset(ctx, "frames", engine.DatasetSpec{
 		Type: engine.Uint16, Shape: []uint64{uint64(c.Frames), s, s},
 		Chunk: []uint64{1, s, s}, Filters: []engine.Filter{engine.Deflate(1)},
 	})
@@ -209,7 +209,7 @@ func adaptiveFile(ctx context.Context, path string, c AdaptiveConfig) error {
 	if err := f.Flush(ctx); err != nil {
 		return err
 	}
-	return f.Close()
+	return f.Close(ctx)
 }
 
 // runAdaptive is the adaptive scenario.

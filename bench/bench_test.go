@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 func TestHumanAndParseBytes(t *testing.T) {
@@ -102,19 +103,19 @@ func TestIngestVerifiesEveryFrame(t *testing.T) {
 	if res.Path != path || res.StoredBytes == 0 {
 		t.Fatalf("path %q stored %d", res.Path, res.StoredBytes)
 	}
-	rep, err := engine.CheckPath(context.Background(), path)
+	rep, err := engine.Check(context.Background(), path, nil)
 	if err != nil || len(rep.Problems) != 0 || rep.Datasets != 3 || rep.Chunks != 120 {
 		t.Fatalf("check: %+v %v", rep, err)
 	}
 	// Every frame is where it belongs after reopening.
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(context.Background())
 	buf := make([]byte, 16*24*2)
 	for d := 0; d < 3; d++ {
-		ds, err := f.OpenDataset(f.Datasets()[d])
+		ds, err := f.OpenDataset(context.Background(), testfile.DatasetNames(t, f)[d], nil)
 		if err != nil {
 			t.Fatal(err)
 		}

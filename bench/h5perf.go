@@ -109,39 +109,39 @@ func H5perfSCC(ctx context.Context, c H5perfConfig) (*H5perfResult, error) {
 	h5perfPattern(want, 0)
 
 	t0 := time.Now()
-	f, err := engine.Create(path, &engine.Options{NoSync: c.NoSync})
+	f, err := engine.Create(ctx, path, &engine.Options{NoSync: c.NoSync})
 	if err != nil {
 		return nil, err
 	}
-	ds, err := f.CreateDataset("perf", engine.DatasetSpec{
+	ds, err := f.CreateDataset(ctx, "perf", engine.DatasetSpec{
 		Type: engine.Uint8, Shape: c.Dims[:], Chunk: c.Chunk[:],
 	})
 	if err != nil {
-		f.Close()
+		f.Close(ctx)
 		return nil, err
 	}
 	for bi := uint64(0); bi < nb[0]*nb[1]; bi++ {
 		if err := ds.Write(ctx, box(bi), buf); err != nil {
-			f.Close()
+			f.Close(ctx)
 			return nil, err
 		}
 	}
 	if err := f.Flush(ctx); err != nil {
-		f.Close()
+		f.Close(ctx)
 		return nil, err
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		return nil, err
 	}
 	res.WriteMBps = mibps(res.Bytes, time.Since(t0))
 
 	t0 = time.Now()
-	f, err = engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err = engine.Open(ctx, path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	ds, err = f.OpenDataset("perf")
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "perf", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func H5perfSCC(ctx context.Context, c H5perfConfig) (*H5perfResult, error) {
 			}
 		}
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		return nil, err
 	}
 	res.ReadMBps = mibps(res.Bytes, time.Since(t0))

@@ -121,26 +121,26 @@ func makeImageFiles(ctx context.Context, dir string, cfg ImageConfig) ([]string,
 	}
 	for fi := 0; fi < cfg.Files; fi++ {
 		path := filepath.Join(dir, fmt.Sprintf("rr%02d.scc", fi))
-		f, err := engine.Create(path, &engine.Options{NoSync: true})
+		f, err := engine.Create(ctx, path, &engine.Options{NoSync: true})
 		if err != nil {
 			return nil, err
 		}
 		n := uint64(imageChunkElems * cfg.Chunks)
 		for d := 0; d < cfg.Datasets; d++ {
-			ds, err := f.CreateDataset(imageDatasetName(d), engine.DatasetSpec{
+			ds, err := f.CreateDataset(ctx, imageDatasetName(d), engine.DatasetSpec{
 				Type: engine.Uint32, Shape: []uint64{n}, MaxShape: []uint64{engine.Unlimited}, Chunk: []uint64{imageChunkElems},
 			})
 			if err != nil {
-				f.Close()
+				f.Close(ctx)
 				return nil, err
 			}
 			if err := ds.Write(ctx, engine.Box([]uint64{0}, []uint64{n}), buf); err != nil {
-				f.Close()
+				f.Close(ctx)
 				return nil, err
 			}
-			ds.Close()
+			ds.Close(ctx)
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			return nil, err
 		}
 		paths = append(paths, path)
@@ -175,7 +175,7 @@ func imageCycle(ctx context.Context, path string, cycle int, cfg ImageConfig, im
 	c := vfd.NewCounting(drv)
 	reads := func(s vfd.Counts) float64 { return float64(s.Ops[vfd.OpRead] + s.Ops[vfd.OpReadV]) }
 	t0 := time.Now()
-	f, err := engine.OpenWith(c, &engine.Options{
+	f, err := engine.Open(ctx, "", &engine.Options{Driver: c,
 		ReadOnly: cfg.ReadOnly, NoSync: true, Image: img,
 		CacheConfig: cache.Config{QuiescentBytes: 32 << 20},
 	})
@@ -191,14 +191,14 @@ func imageCycle(ctx context.Context, path string, cycle int, cfg ImageConfig, im
 		// case does the same work, so what one close leaves in its image
 		// is what the next open needs (Cache image RFC §1).
 		name := imageDatasetName(k)
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(ctx, name, nil)
 		if err != nil {
-			f.Close()
+			f.Close(ctx)
 			return err
 		}
 		for h := 0; h < cfg.Hot; h++ {
 			if err := ds.Read(ctx, engine.Box([]uint64{uint64(h * imageChunkElems)}, []uint64{imageChunkElems}), buf); err != nil {
-				f.Close()
+				f.Close(ctx)
 				return err
 			}
 			if k == 0 && h == 0 {
@@ -207,13 +207,13 @@ func imageCycle(ctx context.Context, path string, cycle int, cfg ImageConfig, im
 		}
 		if !cfg.ReadOnly {
 			if err := ds.Write(ctx, engine.Box([]uint64{uint64(cycle % imageChunkElems)}, []uint64{1}), buf[:4]); err != nil {
-				f.Close()
+				f.Close(ctx)
 				return err
 			}
 		}
-		ds.Close()
+		ds.Close(ctx)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		return err
 	}
 	st.CycleMicros += float64(time.Since(t0).Microseconds())
@@ -252,23 +252,23 @@ func ImageRoundRobin(ctx context.Context, dir string, cfg ImageConfig) (*ImageRe
 	if cfg.ReadOnly {
 		// Readers use the image a writer left: write it once.
 		for _, p := range with {
-			f, err := engine.Open(p, &engine.Options{NoSync: true, Image: gen})
+			f, err := engine.Open(ctx, p, &engine.Options{NoSync: true, Image: gen})
 			if err != nil {
 				return nil, err
 			}
 			for k := 0; k < cfg.Touch; k++ {
-				ds, err := f.OpenDataset(imageDatasetName(k))
+				ds, err := f.OpenDataset(ctx, imageDatasetName(k), nil)
 				if err != nil {
-					f.Close()
+					f.Close(ctx)
 					return nil, err
 				}
 				if err := ds.Read(ctx, engine.Box([]uint64{0}, []uint64{uint64(cfg.Hot * imageChunkElems)}), make([]byte, cfg.Hot*imageChunkElems*4)); err != nil {
-					f.Close()
+					f.Close(ctx)
 					return nil, err
 				}
-				ds.Close()
+				ds.Close(ctx)
 			}
-			if err := f.Close(); err != nil {
+			if err := f.Close(ctx); err != nil {
 				return nil, err
 			}
 		}

@@ -336,11 +336,11 @@ func Ingest(ctx context.Context, cfg IngestConfig) (res *IngestResult, err error
 	create := cfg.Create
 	if create == nil {
 		create = func(path string, opts *engine.Options) (*engine.File, func() error, error) {
-			f, err := engine.Create(path, opts)
+			f, err := engine.Create(ctx, path, opts)
 			if err != nil {
 				return nil, nil, err
 			}
-			return f, f.Close, nil
+			return f, func() error { return f.Close(ctx) }, nil
 		}
 	}
 	f, done, err := create(path, &engine.Options{Cache: c})
@@ -356,7 +356,7 @@ func Ingest(ctx context.Context, cfg IngestConfig) (res *IngestResult, err error
 	frameBytes := int64(h * w * 2)
 	dss := make([]*ingestDataset, cfg.Datasets)
 	for i := range dss {
-		ds, err := f.CreateDataset(fmt.Sprintf("frames%03d", i), engine.DatasetSpec{
+		ds, err := f.CreateDataset(ctx, fmt.Sprintf("frames%03d", i), engine.DatasetSpec{
 			Type:     engine.Uint16,
 			Shape:    []uint64{0, uint64(h), uint64(w)},
 			MaxShape: []uint64{engine.Unlimited, uint64(h), uint64(w)},

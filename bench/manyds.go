@@ -29,14 +29,14 @@ func manyName(i int) string { return fmt.Sprintf("series%06d", i) }
 
 // ManyDatasetsFile creates n datasets of manySpec with one chunk each.
 func ManyDatasetsFile(ctx context.Context, path string, n int) error {
-	f, err := engine.Create(path, nil)
+	f, err := engine.Create(ctx, path, nil)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	buf := make([]byte, 16*64*2)
 	for i := 0; i < n; i++ {
-		ds, err := f.CreateDataset(manyName(i), manySpec())
+		ds, err := f.CreateDataset(ctx, manyName(i), manySpec())
 		if err != nil {
 			return err
 		}
@@ -44,14 +44,14 @@ func ManyDatasetsFile(ctx context.Context, path string, n int) error {
 		if err := ds.Write(ctx, engine.Box([]uint64{0, 0}, []uint64{16, 64}), buf); err != nil {
 			return err
 		}
-		if err := ds.Close(); err != nil {
+		if err := ds.Close(ctx); err != nil {
 			return err
 		}
 	}
 	if err := f.Flush(ctx); err != nil {
 		return err
 	}
-	return f.Close()
+	return f.Close(ctx)
 }
 
 func liveHeap() int64 {
@@ -66,15 +66,15 @@ func liveHeap() int64 {
 // opening every dataset (handles kept, nothing read, so nothing cached)
 // adds, per dataset.
 func ManyDatasetsSCC(path string, n int) (*ManyDatasetsResult, error) {
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer f.Close(context.Background())
 	before := liveHeap()
 	dss := make([]*engine.Dataset, n)
 	for i := range dss {
-		if dss[i], err = f.OpenDataset(manyName(i)); err != nil {
+		if dss[i], err = f.OpenDataset(context.Background(), manyName(i), nil); err != nil {
 			return nil, err
 		}
 	}

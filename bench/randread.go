@@ -74,15 +74,15 @@ func randReadFile(ctx context.Context, path string, c RandReadConfig) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	f, err := engine.Create(path, nil)
+	f, err := engine.Create(ctx, path, nil)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	s := uint64(c.Side)
 	buf := make([]byte, c.FrameBytes())
 	for d := 0; d < c.Datasets; d++ {
-		ds, err := f.CreateDataset(fmt.Sprintf("frames%03d", d), engine.DatasetSpec{
+		ds, err := f.CreateDataset(ctx, fmt.Sprintf("frames%03d", d), engine.DatasetSpec{
 			Type: engine.Uint16, Shape: []uint64{uint64(c.Frames), s, s},
 			Chunk: []uint64{1, s, s}, Filters: []engine.Filter{engine.Deflate(1)},
 		})
@@ -99,7 +99,7 @@ func randReadFile(ctx context.Context, path string, c RandReadConfig) error {
 	if err := f.Flush(ctx); err != nil {
 		return err
 	}
-	return f.Close()
+	return f.Close(ctx)
 }
 
 // RandReadResult is one timed pass over the sequence.
@@ -127,14 +127,14 @@ func RandReadSCC(ctx context.Context, path string, c RandReadConfig, seq [][2]in
 		return nil, err
 	}
 	defer cc.Close()
-	f, err := engine.Open(path, &engine.Options{Cache: cc, ReadOnly: true})
+	f, err := engine.Open(ctx, path, &engine.Options{Cache: cc, ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	dss := make([]*engine.Dataset, c.Datasets)
 	for d := range dss {
-		if dss[d], err = f.OpenDataset(fmt.Sprintf("frames%03d", d)); err != nil {
+		if dss[d], err = f.OpenDataset(ctx, fmt.Sprintf("frames%03d", d), nil); err != nil {
 			return nil, err
 		}
 	}

@@ -233,27 +233,27 @@ func s3Write(ctx context.Context, loc s3.Location, o s3.Options, cfg S3Config) e
 		return err
 	}
 	defer drv.Close()
-	f, err := engine.CreateWith(drv, nil)
+	f, err := engine.Create(ctx, "", &engine.Options{Driver: drv})
 	if err != nil {
 		return err
 	}
 	buf := make([]byte, cfg.ChunkBytes)
 	for ds := range cfg.Datasets {
-		d, err := f.CreateDataset(fmt.Sprintf("d%02d", ds), engine.DatasetSpec{Type: engine.Uint8,
+		d, err := f.CreateDataset(ctx, fmt.Sprintf("d%02d", ds), engine.DatasetSpec{Type: engine.Uint8,
 			Shape: []uint64{uint64(cfg.Chunks), uint64(cfg.ChunkBytes)}, Chunk: []uint64{1, uint64(cfg.ChunkBytes)}})
 		if err != nil {
-			f.Close()
+			f.Close(ctx)
 			return err
 		}
 		for i := range cfg.Chunks {
 			s3Chunk(buf, ds, i)
 			if err := d.Write(ctx, engine.Box([]uint64{uint64(i), 0}, []uint64{1, uint64(cfg.ChunkBytes)}), buf); err != nil {
-				f.Close()
+				f.Close(ctx)
 				return err
 			}
 		}
 	}
-	return f.Close()
+	return f.Close(ctx)
 }
 
 // s3Open opens the file read-only through its own driver and cache.
@@ -267,13 +267,13 @@ func s3Open(ctx context.Context, loc s3.Location, o s3.Options, cc cache.Config)
 		drv.Close()
 		return nil, nil, nil, err
 	}
-	f, err := engine.OpenWith(drv, &engine.Options{ReadOnly: true, Cache: c})
+	f, err := engine.Open(ctx, "", &engine.Options{Driver: drv, ReadOnly: true, Cache: c})
 	if err != nil {
 		c.Close()
 		drv.Close()
 		return nil, nil, nil, err
 	}
-	return f, drv, func() { f.Close(); c.Close(); drv.Close() }, nil
+	return f, drv, func() { f.Close(ctx); c.Close(); drv.Close() }, nil
 }
 
 // s3Scan reads every dataset in order, box chunks per Read (1: one chunk
@@ -287,7 +287,7 @@ func s3Scan(ctx context.Context, loc s3.Location, o s3.Options, cc cache.Config,
 	defer done()
 	buf := make([]byte, box*cfg.ChunkBytes)
 	for ds := range cfg.Datasets {
-		d, err := f.OpenDataset(fmt.Sprintf("d%02d", ds))
+		d, err := f.OpenDataset(ctx, fmt.Sprintf("d%02d", ds), nil)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -317,7 +317,7 @@ func s3Random(ctx context.Context, loc s3.Location, o s3.Options, cc cache.Confi
 	defer done()
 	dss := make([]*engine.Dataset, cfg.Datasets)
 	for i := range dss {
-		if dss[i], err = f.OpenDataset(fmt.Sprintf("d%02d", i)); err != nil {
+		if dss[i], err = f.OpenDataset(ctx, fmt.Sprintf("d%02d", i), nil); err != nil {
 			return 0, err
 		}
 	}

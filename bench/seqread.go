@@ -38,15 +38,15 @@ type SeqReadResult struct {
 func SeqRead(ctx context.Context, dir string, n int, chunkBytes int) (*SeqReadResult, error) {
 	path := filepath.Join(dir, "seqread.scc")
 	defer os.Remove(path)
-	f, err := engine.Create(path, &engine.Options{NoSync: true})
+	f, err := engine.Create(ctx, path, &engine.Options{NoSync: true})
 	if err != nil {
 		return nil, err
 	}
-	ds, err := f.CreateDataset("seq", engine.DatasetSpec{
+	ds, err := f.CreateDataset(ctx, "seq", engine.DatasetSpec{
 		Type: engine.Uint8, Shape: []uint64{uint64(n), uint64(chunkBytes)}, Chunk: []uint64{1, uint64(chunkBytes)},
 	})
 	if err != nil {
-		f.Close()
+		f.Close(ctx)
 		return nil, err
 	}
 	buf := make([]byte, chunkBytes)
@@ -56,11 +56,11 @@ func SeqRead(ctx context.Context, dir string, n int, chunkBytes int) (*SeqReadRe
 	for i := 0; i < n; i++ {
 		buf[0] = byte(i)
 		if err := ds.Write(ctx, engine.Box([]uint64{uint64(i), 0}, []uint64{1, uint64(chunkBytes)}), buf); err != nil {
-			f.Close()
+			f.Close(ctx)
 			return nil, err
 		}
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		return nil, err
 	}
 	res := &SeqReadResult{Bytes: int64(n) * int64(chunkBytes)}
@@ -72,12 +72,12 @@ func SeqRead(ctx context.Context, dir string, n int, chunkBytes int) (*SeqReadRe
 			return 0, err
 		}
 		defer c.Close()
-		f, err := engine.Open(path, &engine.Options{ReadOnly: true, Cache: c})
+		f, err := engine.Open(ctx, path, &engine.Options{ReadOnly: true, Cache: c})
 		if err != nil {
 			return 0, err
 		}
-		defer f.Close()
-		ds, err := f.OpenDataset("seq")
+		defer f.Close(ctx)
+		ds, err := f.OpenDataset(ctx, "seq", nil)
 		if err != nil {
 			return 0, err
 		}
@@ -89,7 +89,7 @@ func SeqRead(ctx context.Context, dir string, n int, chunkBytes int) (*SeqReadRe
 				return 0, fmt.Errorf("%w: seqread chunk %d", ErrVerify, i)
 			}
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			return 0, err
 		}
 		return time.Since(t0), nil

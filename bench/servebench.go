@@ -55,11 +55,11 @@ func runServe(ctx context.Context, o Options, p *Peers, r *Report) error {
 	// A cache budget and a response bound below the array's size, so that
 	// the heap figure tells whether they bound the server's memory.
 	const budget, respBytes = 16 << 20, 16 << 20
-	f, err := engine.OpenContext(ctx, path, &engine.Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: budget}})
+	f, err := engine.Open(ctx, path, &engine.Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: budget}})
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	store := filepath.Join(dir, "a.zarr")
 	if _, err := zarr.Export(ctx, f, store, zarr.Options{Version: 2, Strict: true}); err != nil {
 		return fmt.Errorf("export: %w", err)
@@ -397,12 +397,12 @@ func getChunk(ctx context.Context, cl *http.Client, url string) error {
 // return until a reader polling the served .zarray sees its extent.
 func flushToVisible(ctx context.Context, dir string, frames int) ([]time.Duration, error) {
 	path := filepath.Join(dir, "live.scc")
-	wf, err := engine.Create(path, &engine.Options{NoSync: true})
+	wf, err := engine.Create(ctx, path, &engine.Options{NoSync: true})
 	if err != nil {
 		return nil, err
 	}
-	defer wf.Close()
-	ds, err := wf.CreateDataset("frames", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, 64, 64},
+	defer wf.Close(ctx)
+	ds, err := wf.CreateDataset(ctx, "frames", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, 64, 64},
 		MaxShape: []uint64{engine.Unlimited, 64, 64}, Chunk: []uint64{1, 64, 64}, Filters: []engine.Filter{engine.Zstd(1)}})
 	if err != nil {
 		return nil, err
@@ -410,11 +410,11 @@ func flushToVisible(ctx context.Context, dir string, frames int) ([]time.Duratio
 	if err := wf.Flush(ctx); err != nil {
 		return nil, err
 	}
-	rf, err := engine.OpenContext(ctx, path, &engine.Options{ReadOnly: true})
+	rf, err := engine.Open(ctx, path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	defer rf.Close()
+	defer rf.Close(ctx)
 	h, err := serve.New(ctx, rf, serve.Options{Logger: quietLog()})
 	if err != nil {
 		return nil, err

@@ -92,24 +92,24 @@ func virtualWriterMain(cfgJSON string, stdin io.Reader, stdout io.Writer) int {
 		return fail(err)
 	}
 	defer c.Close()
-	f, err := engine.Open(cfg.Path, &engine.Options{Cache: c, NoSync: !cfg.Sync})
+	f, err := engine.Open(ctx, cfg.Path, &engine.Options{Cache: c, NoSync: !cfg.Sync})
 	if err != nil {
 		return fail(err)
 	}
-	ds, err := f.OpenDataset(virtualDataset)
+	ds, err := f.OpenDataset(ctx, virtualDataset, nil)
 	if err != nil {
-		f.Close()
+		f.Close(ctx)
 		return fail(err)
 	}
 	fmt.Fprintln(stdout, "ready")
 	if _, err := bufio.NewReader(stdin).ReadString('\n'); err != nil {
-		f.Close()
+		f.Close(ctx)
 		return fail(fmt.Errorf("waiting for the start: %w", err))
 	}
 	h, w := uint64(cfg.Height), uint64(cfg.Width)
 	goroutines := max(cfg.Goroutines, 1)
 	if goroutines > 1 && (cfg.FlushEvery > 0 || cfg.Interval > 0) {
-		f.Close()
+		f.Close(ctx)
 		return fail(errors.New("several goroutines take neither FlushEvery nor Interval"))
 	}
 	var (
@@ -151,15 +151,15 @@ func virtualWriterMain(cfgJSON string, stdin io.Reader, stdout io.Writer) int {
 		g.Go(func() error { return write(k) })
 	}
 	if err := g.Wait(); err != nil {
-		f.Close()
+		f.Close(ctx)
 		return fail(err)
 	}
 	if err := f.Flush(ctx); err != nil {
-		f.Close()
+		f.Close(ctx)
 		return fail(err)
 	}
 	fmt.Fprintln(stdout, "ack", cfg.Frames, time.Now().UnixNano())
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		return fail(err)
 	}
 	fmt.Fprintln(stdout, "done")
@@ -284,13 +284,13 @@ func VirtualFiles(ctx context.Context, cfg VirtualIngestConfig) (vpath string, s
 	for i := 0; i < cfg.Writers; i++ {
 		name := fmt.Sprintf("%s-w%d.scc", cfg.Name, i)
 		path := filepath.Join(cfg.Dir, name)
-		f, err := engine.Create(path, &engine.Options{NoSync: !cfg.Sync})
+		f, err := engine.Create(ctx, path, &engine.Options{NoSync: !cfg.Sync})
 		if err != nil {
 			return "", nil, err
 		}
-		_, err = f.CreateDataset(virtualDataset, engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, h, w},
+		_, err = f.CreateDataset(ctx, virtualDataset, engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, h, w},
 			MaxShape: []uint64{engine.Unlimited, h, w}, Chunk: []uint64{1, h, w}, Filters: cfg.Filters})
-		if cerr := f.Close(); err == nil {
+		if cerr := f.Close(ctx); err == nil {
 			err = cerr
 		}
 		if err != nil {
@@ -304,13 +304,13 @@ func VirtualFiles(ctx context.Context, cfg VirtualIngestConfig) (vpath string, s
 		})
 	}
 	vpath = filepath.Join(cfg.Dir, cfg.Name+".scc")
-	f, err := engine.Create(vpath, &engine.Options{NoSync: !cfg.Sync})
+	f, err := engine.Create(ctx, vpath, &engine.Options{NoSync: !cfg.Sync})
 	if err != nil {
 		return "", nil, err
 	}
 	_, err = f.CreateVirtualDataset(ctx, virtualDataset, engine.VirtualSpec{Type: engine.Uint16,
 		Shape: []uint64{0, h, w}, MaxShape: []uint64{engine.Unlimited, h, w}, Mappings: maps})
-	if cerr := f.Close(); err == nil {
+	if cerr := f.Close(ctx); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -542,16 +542,16 @@ func ReadVirtual(ctx context.Context, path string, g int, cacheBytes int64, veri
 		return 0, err
 	}
 	defer c.Close()
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true, Cache: c})
+	f, err := engine.Open(ctx, path, &engine.Options{ReadOnly: true, Cache: c})
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	ds, err := f.OpenDatasetContext(ctx, virtualDataset)
+	defer f.Close(ctx)
+	ds, err := f.OpenDataset(ctx, virtualDataset, nil)
 	if err != nil {
 		return 0, err
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	shape := ds.Shape()
 	n := int(shape[0])
 	err = splitFrames(ctx, n, g, func(lo, hi int, buf []byte) error {
@@ -582,15 +582,15 @@ func ReadSources(ctx context.Context, sources []string, g int, cacheBytes int64,
 	n := 0
 	var shape []uint64
 	for i, p := range sources {
-		f, err := engine.Open(p, &engine.Options{ReadOnly: true, Cache: c})
+		f, err := engine.Open(ctx, p, &engine.Options{ReadOnly: true, Cache: c})
 		if err != nil {
 			return 0, err
 		}
-		defer f.Close()
-		if dss[i], err = f.OpenDatasetContext(ctx, virtualDataset); err != nil {
+		defer f.Close(ctx)
+		if dss[i], err = f.OpenDataset(ctx, virtualDataset, nil); err != nil {
 			return 0, err
 		}
-		defer dss[i].Close()
+		defer dss[i].Close(ctx)
 		shape = dss[i].Shape()
 		n += int(shape[0])
 	}
@@ -676,13 +676,13 @@ func IngestOneProcess(ctx context.Context, path string, cfg VirtualIngestConfig)
 	}
 	cfg = cfg.withDefaults()
 	h, w := uint64(cfg.Height), uint64(cfg.Width)
-	f, err := engine.Create(path, &engine.Options{NoSync: !cfg.Sync})
+	f, err := engine.Create(ctx, path, &engine.Options{NoSync: !cfg.Sync})
 	if err != nil {
 		return procsTime{}, err
 	}
-	_, err = f.CreateDataset(virtualDataset, engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, h, w},
+	_, err = f.CreateDataset(ctx, virtualDataset, engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, h, w},
 		MaxShape: []uint64{engine.Unlimited, h, w}, Chunk: []uint64{1, h, w}, Filters: cfg.Filters})
-	if cerr := f.Close(); err == nil {
+	if cerr := f.Close(ctx); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -733,16 +733,16 @@ func FollowVirtual(ctx context.Context, cfg VirtualIngestConfig, poll time.Durat
 		return nil, err
 	}
 	defer c.Close()
-	f, err := engine.Open(vpath, &engine.Options{ReadOnly: true, Cache: c})
+	f, err := engine.Open(ctx, vpath, &engine.Options{ReadOnly: true, Cache: c})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	ds, err := f.OpenDatasetContext(ctx, virtualDataset)
+	defer f.Close(ctx)
+	ds, err := f.OpenDataset(ctx, virtualDataset, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	h, w := uint64(cfg.Height), uint64(cfg.Width)
 	seen := make([]time.Time, total)
 	nseen := 0

@@ -69,7 +69,7 @@ func TestVirtualIngestFrames(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 	for _, p := range append([]string{res.VirtualPath}, res.SourcePaths...) {
-		rep, err := engine.CheckPath(ctx, p)
+		rep, err := engine.Check(ctx, p, nil)
 		if err != nil || len(rep.Problems) != 0 {
 			t.Fatalf("%s: %v %v", p, err, rep)
 		}
@@ -110,7 +110,7 @@ func TestIngestOneProcess(t *testing.T) {
 	if tm.Wall <= 0 || tm.CPU <= 0 {
 		t.Fatalf("%+v", tm)
 	}
-	if rep, err := engine.CheckPath(ctx, path); err != nil || len(rep.Problems) != 0 {
+	if rep, err := engine.Check(ctx, path, nil); err != nil || len(rep.Problems) != 0 {
 		t.Fatalf("%v %v", err, rep)
 	}
 	ds := openFrames(t, path)
@@ -163,15 +163,15 @@ func BenchmarkVirtual(b *testing.B) { benchScenario(b, "virtual") }
 // the test's end.
 func openFrames(t *testing.T, path string) *engine.Dataset {
 	t.Helper()
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close() })
-	ds, err := f.OpenDataset("frames")
+	t.Cleanup(func() { f.Close(context.Background()) })
+	ds, err := f.OpenDataset(context.Background(), "frames", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ds.Close() })
+	t.Cleanup(func() { ds.Close(context.Background()) })
 	return ds
 }

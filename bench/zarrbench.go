@@ -127,13 +127,13 @@ var zarrCodecs = []struct {
 
 // writeZarrBenchFile writes the array with scc (untimed setup).
 func writeZarrBenchFile(ctx context.Context, path string, c ZarrBenchConfig, filters []engine.Filter, rmp []byte) error {
-	f, err := engine.Create(path, &engine.Options{NoSync: true})
+	f, err := engine.Create(ctx, path, &engine.Options{NoSync: true})
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	s := uint64(c.Side)
-	ds, err := f.CreateDataset("a", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{s, s, s},
+	ds, err := f.CreateDataset(ctx, "a", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{s, s, s},
 		Chunk: []uint64{uint64(c.Chunk), uint64(c.Chunk), uint64(c.Chunk)}, Filters: filters})
 	if err != nil {
 		return err
@@ -148,7 +148,7 @@ func writeZarrBenchFile(ctx context.Context, path string, c ZarrBenchConfig, fil
 	if err := f.Flush(ctx); err != nil {
 		return err
 	}
-	return f.Close()
+	return f.Close(ctx)
 }
 
 // zarrRow is one timed row of one side.
@@ -213,12 +213,12 @@ func sccZarrRow(ctx context.Context, path, row string, conc int, c ZarrBenchConf
 		return zarrRow{}, err
 	}
 	defer cc.Close()
-	f, err := engine.Open(path, &engine.Options{Cache: cc, ReadOnly: true})
+	f, err := engine.Open(ctx, path, &engine.Options{Cache: cc, ReadOnly: true})
 	if err != nil {
 		return zarrRow{}, err
 	}
-	defer f.Close()
-	ds, err := f.OpenDataset("a")
+	defer f.Close(ctx)
+	ds, err := f.OpenDataset(ctx, "a", nil)
 	if err != nil {
 		return zarrRow{}, err
 	}
@@ -259,13 +259,13 @@ func sccZarrRow(ctx context.Context, path, row string, conc int, c ZarrBenchConf
 		// zarr-python's DirectoryStore leaves its chunk files; an fsync
 		// of 2 GiB (0.2–0.6 s in one-off runs) would
 		// time the disk, not the engine.
-		of, err := engine.Create(out, &engine.Options{Cache: cc, NoSync: true})
+		of, err := engine.Create(ctx, out, &engine.Options{Cache: cc, NoSync: true})
 		if err != nil {
 			return res, err
 		}
-		defer of.Close()
+		defer of.Close(ctx)
 		s := uint64(c.Side)
-		ods, err := of.CreateDataset("a", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{s, s, s},
+		ods, err := of.CreateDataset(ctx, "a", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{s, s, s},
 			Chunk: []uint64{uint64(c.Chunk), uint64(c.Chunk), uint64(c.Chunk)}, Filters: filters})
 		if err != nil {
 			return res, err

@@ -31,11 +31,11 @@ func ExampleNew_sharedByTwoFiles() {
 	}
 	paths := []string{filepath.Join(dir, "a.scc"), filepath.Join(dir, "b.scc")}
 	for i, p := range paths {
-		f, err := engine.Create(p, nil)
+		f, err := engine.Create(ctx, p, nil)
 		if err != nil {
 			log.Fatal(err)
 		}
-		ds, err := f.CreateDataset("d", spec)
+		ds, err := f.CreateDataset(ctx, "d", spec)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func ExampleNew_sharedByTwoFiles() {
 		if err := engine.WriteSlice(ctx, ds, engine.All(spec.Shape), vals); err != nil {
 			log.Fatal(err)
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -58,12 +58,12 @@ func ExampleNew_sharedByTwoFiles() {
 	defer c.Close()
 	var sets []*engine.Dataset
 	for _, p := range paths {
-		f, err := engine.Open(p, &engine.Options{Cache: c, ReadOnly: true})
+		f, err := engine.Open(ctx, p, &engine.Options{Cache: c, ReadOnly: true})
 		if err != nil {
 			log.Fatal(err)
 		}
-		defer f.Close()
-		ds, err := f.OpenDataset("d")
+		defer f.Close(ctx)
+		ds, err := f.OpenDataset(ctx, "d", nil)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -20,11 +20,11 @@ func BenchmarkPrefetchSeqRead(b *testing.B) {
 	const n, rows, cols = 64, 256, 512 // chunk: 256×512 uint16 = 256 KiB
 	ctx := context.Background()
 	mem := vfd.NewMem()
-	f, err := engine.CreateWith(mem, &engine.Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20}})
+	f, err := engine.Create(ctx, "", &engine.Options{Driver: mem, CacheConfig: cache.Config{QuiescentBytes: 64 << 20}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ds, err := f.CreateDataset("frames", engine.DatasetSpec{
+	ds, err := f.CreateDataset(ctx, "frames", engine.DatasetSpec{
 		Type: engine.Uint16, Shape: []uint64{n, rows, cols}, Chunk: []uint64{1, rows, cols},
 		Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)},
 	})
@@ -40,7 +40,7 @@ func BenchmarkPrefetchSeqRead(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
 	var secs [2]float64
@@ -50,12 +50,12 @@ func BenchmarkPrefetchSeqRead(b *testing.B) {
 			var total time.Duration
 			var st cache.Stats
 			for i := 0; i < b.N; i++ {
-				f, err := engine.OpenWith(mem, &engine.Options{ReadOnly: true, CacheConfig: cache.Config{
+				f, err := engine.Open(ctx, "", &engine.Options{Driver: mem, ReadOnly: true, CacheConfig: cache.Config{
 					QuiescentBytes: 16 << 20, Prefetch: k == 1, PrefetchChunks: 4}})
 				if err != nil {
 					b.Fatal(err)
 				}
-				ds, err := f.OpenDataset("frames")
+				ds, err := f.OpenDataset(ctx, "frames", nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -69,7 +69,7 @@ func BenchmarkPrefetchSeqRead(b *testing.B) {
 				}
 				total += time.Since(t0)
 				st = f.Cache().Stats()
-				if err := f.Close(); err != nil {
+				if err := f.Close(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}

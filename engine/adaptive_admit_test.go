@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
@@ -17,7 +18,7 @@ func TestAdmitterFollowsCacheResize(t *testing.T) {
 	}
 	defer c.Close()
 	f := tCreate(t, vfd.NewMem(), &Options{Cache: c})
-	defer f.Close()
+	defer f.Close(context.Background())
 	cfg := c.Config()
 	for _, q := range []int64{8 << 20, 256 << 10} {
 		cfg.QuiescentBytes = q
@@ -39,7 +40,7 @@ func TestAdmitterFollowsCacheResize(t *testing.T) {
 	// half of each chunk: whole filtered chunks the cache would not keep
 	// are encoded from the caller's buffer and never reach the cache's
 	// memory (cache/directwrite_encode.go), a part is written through it.
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{1024, 1024}, Chunk: []uint64{256, 1024},
+	ds, err := f.CreateDataset(context.Background(), "d", DatasetSpec{Type: Uint8, Shape: []uint64{1024, 1024}, Chunk: []uint64{256, 1024},
 		Filters: []Filter{Deflate(1)}})
 	if err != nil {
 		t.Fatal(err)

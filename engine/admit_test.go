@@ -30,7 +30,7 @@ func TestFilesShareTheCachesAdmitter(t *testing.T) {
 		t.Fatalf("admitter capacity %d, cache active limit %d", got, want)
 	}
 	for _, f := range []*File{f1, f2, f3} {
-		if err := f.Close(); err != nil {
+		if err := f.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -43,8 +43,8 @@ func TestFilesShareTheCachesAdmitter(t *testing.T) {
 // budget goes through in batches and leaves nothing admitted.
 func TestLargeRequestInAdmittedBatches(t *testing.T) {
 	f := tCreate(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 10}})
-	defer f.Close()
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64, 1024}, Chunk: []uint64{4, 1024}})
+	defer f.Close(context.Background())
+	ds, err := f.CreateDataset(context.Background(), "d", DatasetSpec{Type: Uint8, Shape: []uint64{64, 1024}, Chunk: []uint64{4, 1024}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestForeignAdmissionRefused(t *testing.T) {
 	}
 	defer c.Close()
 	c.Admission(func(int64) cache.Admission { return foreignAdmission{} })
-	if _, err := CreateWith(vfd.NewMem(), &Options{Cache: c}); !errors.Is(err, ErrInvalid) {
+	if _, err := Create(context.Background(), "", &Options{Driver: vfd.NewMem(), Cache: c}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("CreateWith on a cache with a foreign admission: %v, want ErrInvalid", err)
 	}
 }

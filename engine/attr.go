@@ -653,36 +653,7 @@ func (h *attrHolder) get(name string) (AttrValue, error) {
 
 func (h *attrHolder) list() []Attr { return h.load().list() }
 
-// ---- File ----
-
-// SetAttr sets a file attribute, replacing any of that name. It is durable
-// after the next Flush or Close. ctx is checked like every call that may
-// block (setting does no I/O today).
-func (f *File) SetAttr(ctx context.Context, name string, v AttrValue) error {
-	if err := f.attrCheck(ctx); err != nil {
-		return err
-	}
-	return f.attrs.change(name, &v, func() {})
-}
-
-// DeleteAttr removes a file attribute (ErrNotFound if there is none).
-func (f *File) DeleteAttr(ctx context.Context, name string) error {
-	if err := f.attrCheck(ctx); err != nil {
-		return err
-	}
-	return f.attrs.change(name, nil, func() {})
-}
-
-// Attr returns a file attribute (ErrNotFound if there is none).
-func (f *File) Attr(name string) (AttrValue, error) {
-	if err := f.checkOpen(); err != nil {
-		return AttrValue{}, err
-	}
-	return f.attrs.get(name)
-}
-
-// Attrs lists the file's attributes sorted by name.
-func (f *File) Attrs() []Attr { return f.attrs.list() }
+// ---- Group (the File's root group holds the file's attributes) ----
 
 func (f *File) attrCheck(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
@@ -731,4 +702,9 @@ func (d *Dataset) Attr(name string) (AttrValue, error) {
 }
 
 // Attrs lists the dataset's attributes sorted by name.
-func (d *Dataset) Attrs() []Attr { return d.s.attrs.list() }
+func (d *Dataset) Attrs() ([]Attr, error) {
+	if err := d.check(false); err != nil {
+		return nil, err
+	}
+	return d.s.attrs.list(), nil
+}

@@ -23,7 +23,7 @@ func TestAttrRoundTripAllKinds(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: []uint64{4}, Chunk: []uint64{2}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: []uint64{4}, Chunk: []uint64{2}})
 	must(t, err)
 	vals := map[string]AttrValue{
 		"i8": ScalarAttr(int8(-5)), "i16": ScalarAttr(int16(-300)), "i32": ScalarAttr(int32(-70000)),
@@ -37,12 +37,12 @@ func TestAttrRoundTripAllKinds(t *testing.T) {
 		must(t, f.SetAttr(ctx, n, v))
 		must(t, ds.SetAttr(ctx, "ds."+n, v))
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 
 	f2 := tOpen(t, mem, &Options{ReadOnly: true})
-	ds2, err := f2.OpenDataset("d")
+	ds2, err := f2.OpenDataset(ctx, "d", nil)
 	must(t, err)
-	if got := len(f2.Attrs()); got != len(vals) {
+	if got := len(attrsOf(t, f2)); got != len(vals) {
 		t.Fatalf("file has %d attributes, want %d", got, len(vals))
 	}
 	for n, v := range vals {
@@ -99,7 +99,7 @@ func mustAttr(t *testing.T, f *File, name string) AttrValue {
 func TestAttrBadInput(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Int8, Shape: []uint64{1}, Chunk: []uint64{1}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Int8, Shape: []uint64{1}, Chunk: []uint64{1}})
 	must(t, err)
 	big := make([]byte, MaxAttrValueBytes+1)
 	cases := []struct {
@@ -127,7 +127,7 @@ func TestAttrBadInput(t *testing.T) {
 			}
 		}
 	}
-	if len(f.Attrs()) != 0 || len(ds.Attrs()) != 0 {
+	if len(attrsOf(t, f)) != 0 || len(attrsOf(t, ds)) != 0 {
 		t.Fatal("a refused Set changed the attributes")
 	}
 	// The whole set is bounded by one part: many values under the
@@ -143,7 +143,7 @@ func TestAttrBadInput(t *testing.T) {
 			break
 		}
 	}
-	if n := len(f.Attrs()); n != i || len(f.attrs.load().encoding()) > format.MaxPartBytes {
+	if n := len(attrsOf(t, f)); n != i || len(f.attrs.load().encoding()) > format.MaxPartBytes {
 		t.Fatalf("%d attributes after the refusal, want %d", n, i)
 	}
 	if err := f.DeleteAttr(ctx, "nope"); !errors.Is(err, ErrNotFound) {
@@ -163,7 +163,7 @@ func TestAttrSurvivesHeaderRewrites(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Int32, Shape: []uint64{4}, MaxShape: []uint64{Unlimited}, Chunk: []uint64{2}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Int32, Shape: []uint64{4}, MaxShape: []uint64{Unlimited}, Chunk: []uint64{2}})
 	must(t, err)
 	must(t, ds.SetAttr(ctx, "units", StringAttr("m")))
 	must(t, f.Flush(ctx))
@@ -177,11 +177,11 @@ func TestAttrSurvivesHeaderRewrites(t *testing.T) {
 		t.Fatal("an attribute change alone did not commit")
 	}
 	must(t, ds.DeleteAttr(ctx, "units"))
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	f2 := tOpen(t, mem, nil)
-	ds2, err := f2.OpenDataset("d")
+	ds2, err := f2.OpenDataset(ctx, "d", nil)
 	must(t, err)
-	attrs := ds2.Attrs()
+	attrs := attrsOf(t, ds2)
 	if len(attrs) != 1 || attrs[0].Name != "scale" {
 		t.Fatalf("attributes after reopen: %v", attrs)
 	}
@@ -207,7 +207,7 @@ func testAttrConcurrent(t *testing.T, prefill int) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{8}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{8}})
 	must(t, err)
 	for i := 0; i < prefill; i++ {
 		must(t, f.SetAttr(ctx, fmt.Sprintf("p%05d", i), ScalarAttr(int32(i))))
@@ -276,9 +276,9 @@ func testAttrConcurrent(t *testing.T, prefill int) {
 				if rng.IntN(4) == 0 {
 					var list []Attr
 					if onFile {
-						list = f.Attrs()
+						list = attrsOf(t, f)
 					} else {
-						list = ds.Attrs()
+						list = attrsOf(t, ds)
 					}
 					mine, prefix := 0, fmt.Sprintf("w%d.", w)
 					for j, a := range list {
@@ -307,9 +307,9 @@ func testAttrConcurrent(t *testing.T, prefill int) {
 		}(w)
 	}
 	wg.Wait()
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	f2 := tOpen(t, mem, nil)
-	ds2, err := f2.OpenDataset("d")
+	ds2, err := f2.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	total := 0
 	for w := range want {
@@ -337,7 +337,7 @@ func testAttrConcurrent(t *testing.T, prefill int) {
 			t.Fatalf("after reopen p%05d: %v %v, %v %v", i, fv, ferr, dv, derr)
 		}
 	}
-	if n := len(f2.Attrs()) + len(ds2.Attrs()); n != total+2*prefill {
+	if n := len(attrsOf(t, f2)) + len(attrsOf(t, ds2)); n != total+2*prefill {
 		t.Fatalf("%d attributes after reopen, want %d", n, total)
 	}
 }
@@ -347,20 +347,20 @@ func testAttrConcurrent(t *testing.T, prefill int) {
 func attrWorkload(drv vfd.Driver, states map[uint64]string) (lastAck uint64, err error) {
 	ctx := context.Background()
 	states[1] = ""
-	f, err := CreateWith(drv, &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 10}})
+	f, err := Create(ctx, "", &Options{Driver: drv, CacheConfig: cache.Config{QuiescentBytes: 4 << 10}})
 	if err != nil {
 		return 0, err
 	}
 	lastAck = 1
 	defer func() {
-		if cerr := f.Close(); err == nil {
+		if cerr := f.Close(ctx); err == nil {
 			if cerr == nil {
 				lastAck = f.Generation()
 			}
 			err = cerr
 		}
 	}()
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Int16, Shape: []uint64{8}, Chunk: []uint64{4}, Filters: []Filter{Zstd(1)}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Int16, Shape: []uint64{8}, Chunk: []uint64{4}, Filters: []Filter{Zstd(1)}})
 	if err != nil {
 		return lastAck, err
 	}
@@ -393,11 +393,11 @@ func attrWorkload(drv vfd.Driver, states map[uint64]string) (lastAck uint64, err
 
 func describeAttrs(f *File, ds *Dataset) string {
 	var b strings.Builder
-	for _, a := range f.Attrs() {
+	for _, a := range f.attrs.list() {
 		fmt.Fprintf(&b, "f:%s=%x/%d;", a.Name, a.Value.data, a.Value.kind)
 	}
 	if ds != nil {
-		for _, a := range ds.Attrs() {
+		for _, a := range ds.s.attrs.list() {
 			fmt.Fprintf(&b, "d:%s=%x/%d;", a.Name, a.Value.data, a.Value.kind)
 		}
 	}
@@ -406,22 +406,22 @@ func describeAttrs(f *File, ds *Dataset) string {
 
 func verifyAttrState(t *testing.T, drv vfd.Driver, lastAck uint64, states map[uint64]string) {
 	t.Helper()
-	if _, err := Check(context.Background(), drv); err != nil {
+	if _, err := Check(context.Background(), "", &Options{Driver: drv}); err != nil {
 		t.Fatalf("check: %v", err)
 	}
-	f, err := OpenWith(drv, &Options{ReadOnly: true})
+	f, err := Open(context.Background(), "", &Options{Driver: drv, ReadOnly: true})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	defer f.Close()
+	defer f.Close(context.Background())
 	gen := f.Generation()
 	want, ok := states[gen]
 	if gen < lastAck || !ok {
 		t.Fatalf("reopened at generation %d (acknowledged %d, known %v)", gen, lastAck, ok)
 	}
 	var ds *Dataset
-	if len(f.Datasets()) > 0 {
-		if ds, err = f.OpenDataset("d"); err != nil {
+	if len(f.datasetNames()) > 0 {
+		if ds, err = f.OpenDataset(context.Background(), "d", nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -553,7 +553,7 @@ func attrFill(n int) ([]string, []AttrValue) {
 func attrSetBytesPerCall(t *testing.T, n int) float64 {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), nil)
-	defer f.Close()
+	defer f.Close(ctx)
 	names, vals := attrFill(n)
 	for i := range names {
 		must(t, f.SetAttr(ctx, names[i], vals[i]))
@@ -579,7 +579,7 @@ func attrSetBytesPerCall(t *testing.T, n int) float64 {
 		runtime.ReadMemStats(&after)
 		least = min(least, after.TotalAlloc-before.TotalAlloc)
 	}
-	if got := len(f.Attrs()); got != n {
+	if got := len(attrsOf(t, f)); got != n {
 		t.Fatalf("%d attributes, want %d", got, n)
 	}
 	return float64(least) / (3 * rounds)
@@ -611,7 +611,7 @@ func BenchmarkSetAttrScaling(b *testing.B) {
 	vals := make([][]AttrValue, 2)
 	for k, n := range []int{100, 18000} {
 		f := tCreate(b, vfd.NewMem(), nil)
-		defer f.Close()
+		defer f.Close(ctx)
 		names[k], vals[k] = attrFill(n)
 		for i := range names[k] {
 			must(b, f.SetAttr(ctx, names[k][i], vals[k][i]))
@@ -771,7 +771,7 @@ func TestAttrBoundExact(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Int8, Shape: []uint64{1}, Chunk: []uint64{1}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Int8, Shape: []uint64{1}, Chunk: []uint64{1}})
 	must(t, err)
 	full := BytesAttr(make([]byte, MaxAttrValueBytes))
 	for _, set := range []func(string, AttrValue) error{
@@ -816,12 +816,12 @@ func TestAttrBoundExact(t *testing.T) {
 		t.Fatalf("dataset attributes encode to %d bytes", n)
 	}
 	want := [2]string{string(f.attrs.load().encoding()), string(ds.s.attrs.load().encoding())}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	f2 := tOpen(t, mem, &Options{ReadOnly: true})
-	defer f2.Close()
-	ds2, err := f2.OpenDataset("d")
+	defer f2.Close(ctx)
+	ds2, err := f2.OpenDataset(ctx, "d", nil)
 	must(t, err)
-	if got := [2]string{string(encodeAttrs(f2.Attrs())), string(encodeAttrs(ds2.Attrs()))}; got != want {
+	if got := [2]string{string(encodeAttrs(attrsOf(t, f2))), string(encodeAttrs(attrsOf(t, ds2)))}; got != want {
 		t.Fatal("attributes at the bound changed across a reopen")
 	}
 }

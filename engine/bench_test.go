@@ -52,14 +52,14 @@ func BenchmarkSequential(b *testing.B) {
 	b.Run("scc-write", func(b *testing.B) {
 		b.SetBytes(total)
 		for i := 0; i < b.N; i++ {
-			f, err := Create(path, opts)
+			f, err := Create(ctx, path, opts)
 			must(b, err)
-			ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{rows, chunk}, Chunk: []uint64{1, chunk}})
+			ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{rows, chunk}, Chunk: []uint64{1, chunk}})
 			must(b, err)
 			for r := uint64(0); r < rows; r++ {
 				must(b, ds.Write(ctx, Box([]uint64{r, 0}, []uint64{1, chunk}), data))
 			}
-			must(b, f.Close())
+			must(b, f.Close(ctx))
 		}
 	})
 	// Whole-chunk writes with a cache smaller than four chunks (bypass
@@ -84,15 +84,15 @@ func BenchmarkSequential(b *testing.B) {
 			b.SetBytes(total)
 			small := &Options{CacheConfig: cache.Config{QuiescentBytes: mode.cache, NoDirectWrites: mode.off, DirectWriteBytes: -1}}
 			for i := 0; i < b.N; i++ {
-				f, err := Create(path, small)
+				f, err := Create(ctx, path, small)
 				must(b, err)
-				ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{rows, chunk}, Chunk: []uint64{1, chunk}})
+				ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{rows, chunk}, Chunk: []uint64{1, chunk}})
 				must(b, err)
 				for r := uint64(0); r < rows; r++ {
 					must(b, ds.Write(ctx, Box([]uint64{r, 0}, []uint64{1, chunk}), data))
 				}
 				st := f.Cache().Stats()
-				must(b, f.Close())
+				must(b, f.Close(ctx))
 				// All of them direct, but those the cache kept (a few more
 				// than fill it once: the trim leaves it a little below
 				// the quiescent limit between writes).
@@ -119,14 +119,14 @@ func BenchmarkSequential(b *testing.B) {
 		b.SetBytes(total)
 		buf := make([]byte, chunk)
 		for i := 0; i < b.N; i++ {
-			f, err := Open(path, &Options{ReadOnly: true, CacheConfig: opts.CacheConfig})
+			f, err := Open(ctx, path, &Options{ReadOnly: true, CacheConfig: opts.CacheConfig})
 			must(b, err)
-			ds, err := f.OpenDataset("d")
+			ds, err := f.OpenDataset(ctx, "d", nil)
 			must(b, err)
 			for r := uint64(0); r < rows; r++ {
 				must(b, ds.Read(ctx, Box([]uint64{r, 0}, []uint64{1, chunk}), buf))
 			}
-			must(b, f.Close())
+			must(b, f.Close(ctx))
 		}
 	})
 	b.Run("raw-pread", func(b *testing.B) {
@@ -173,9 +173,9 @@ func BenchmarkDirectWriteBytes(b *testing.B) {
 			shape := []uint64{rows * side, (n / rows) * side}
 			write := func(min int64) time.Duration {
 				t0 := time.Now()
-				f, err := Create(path, &Options{NoSync: true, CacheConfig: cache.Config{DirectWriteBytes: min}})
+				f, err := Create(ctx, path, &Options{NoSync: true, CacheConfig: cache.Config{DirectWriteBytes: min}})
 				must(b, err)
-				ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: shape, Chunk: []uint64{side, side}})
+				ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: shape, Chunk: []uint64{side, side}})
 				must(b, err)
 				for r := uint64(0); r < shape[0]/side; r++ {
 					for c := uint64(0); c < shape[1]/side; c++ {
@@ -183,7 +183,7 @@ func BenchmarkDirectWriteBytes(b *testing.B) {
 					}
 				}
 				direct := f.Cache().Stats().DirectWrites
-				must(b, f.Close())
+				must(b, f.Close(ctx))
 				el := time.Since(t0)
 				if (min == 0 && chunk >= 64<<10) != (direct > 0) {
 					b.Fatalf("DirectWriteBytes %d, %d KiB chunks: %d direct writes", min, chunk>>10, direct)
@@ -243,9 +243,9 @@ func BenchmarkWriteBackBorrowed(b *testing.B) {
 			write := func(borrow bool) time.Duration {
 				borrowImages = borrow
 				t0 := time.Now()
-				f, err := Create(path, &Options{NoSync: true})
+				f, err := Create(ctx, path, &Options{NoSync: true})
 				must(b, err)
-				ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: shape, Chunk: []uint64{side, side}})
+				ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: shape, Chunk: []uint64{side, side}})
 				must(b, err)
 				for c := uint64(0); c < n; c++ {
 					for r := uint64(0); r < side; r += side / 2 {
@@ -253,7 +253,7 @@ func BenchmarkWriteBackBorrowed(b *testing.B) {
 					}
 				}
 				st := f.Cache().Stats()
-				must(b, f.Close())
+				must(b, f.Close(ctx))
 				el := time.Since(t0)
 				if st.DirectWrites != 0 {
 					b.Fatalf("%d direct writes; want every chunk through the cache", st.DirectWrites)
@@ -295,10 +295,10 @@ func BenchmarkAppendIngest(b *testing.B) {
 		{"general", []uint64{Unlimited, Unlimited}},
 	} {
 		b.Run(kind.name, func(b *testing.B) {
-			f, err := CreateWith(vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 20}})
+			f, err := Create(ctx, "", &Options{Driver: vfd.NewMem(), CacheConfig: cache.Config{QuiescentBytes: 16 << 20}})
 			must(b, err)
-			defer f.Close()
-			ds, err := f.CreateDataset("frames", DatasetSpec{Type: Uint16, Shape: []uint64{0, 64}, MaxShape: kind.max, Chunk: []uint64{64, 64}})
+			defer f.Close(ctx)
+			ds, err := f.CreateDataset(ctx, "frames", DatasetSpec{Type: Uint16, Shape: []uint64{0, 64}, MaxShape: kind.max, Chunk: []uint64{64, 64}})
 			must(b, err)
 			if got := ds.IndexKind(); got != kind.name {
 				b.Fatalf("index kind %s, want %s", got, kind.name)
@@ -339,11 +339,11 @@ func BenchmarkCompressedIngest(b *testing.B) {
 			b.SetBytes(4 * frames * int64(len(frame)))
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
-				f, err := CreateWith(vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20}})
+				f, err := Create(ctx, "", &Options{Driver: vfd.NewMem(), CacheConfig: cache.Config{QuiescentBytes: 64 << 20}})
 				must(b, err)
 				var dss [4]*Dataset
 				for d := range dss {
-					dss[d], err = f.CreateDataset(name(d), DatasetSpec{
+					dss[d], err = f.CreateDataset(ctx, name(d), DatasetSpec{
 						Type: Uint16, Shape: []uint64{frames, 512, 1024}, Chunk: []uint64{1, 512, 1024},
 						Filters: []Filter{Shuffle(), Zstd(1)},
 					})
@@ -364,7 +364,7 @@ func BenchmarkCompressedIngest(b *testing.B) {
 					}(w)
 				}
 				wg.Wait()
-				must(b, f.Close())
+				must(b, f.Close(ctx))
 			}
 			mbps[procs] = float64(b.N) * 4 * frames * float64(len(frame)) / 1e6 / time.Since(start).Seconds()
 			if procs == 2 && mbps[1] > 0 {
@@ -385,14 +385,14 @@ func BenchmarkColdReadZstd(b *testing.B) {
 	ctx := context.Background()
 	const chunks = 64
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, nil)
+	f, err := Create(ctx, "", &Options{Driver: mem})
 	must(b, err)
-	ds, err := f.CreateDataset("z", DatasetSpec{Type: Uint16, Shape: []uint64{chunks, 512, 1024}, Chunk: []uint64{1, 512, 1024}, Filters: []Filter{Shuffle(), Zstd(1)}})
+	ds, err := f.CreateDataset(ctx, "z", DatasetSpec{Type: Uint16, Shape: []uint64{chunks, 512, 1024}, Chunk: []uint64{1, 512, 1024}, Filters: []Filter{Shuffle(), Zstd(1)}})
 	must(b, err)
 	all := All([]uint64{chunks, 512, 1024})
 	data := compressibleBytes(rand.New(rand.NewPCG(9, 9)), int(all.NumElements())*2)
 	must(b, ds.Write(ctx, all, data))
-	must(b, f.Close())
+	must(b, f.Close(ctx))
 	buf := make([]byte, len(data))
 	var mbps [3]float64
 	for _, workers := range []int{1, 2} {
@@ -401,12 +401,12 @@ func BenchmarkColdReadZstd(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
-				f, err := OpenWith(mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 256 << 20, Workers: workers}})
+				f, err := Open(ctx, "", &Options{Driver: mem, ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 256 << 20, Workers: workers}})
 				must(b, err)
-				ds, err := f.OpenDataset("z")
+				ds, err := f.OpenDataset(ctx, "z", nil)
 				must(b, err)
 				must(b, ds.Read(ctx, all, buf))
-				must(b, f.Close())
+				must(b, f.Close(ctx))
 			}
 			mbps[workers] = float64(b.N) * float64(len(data)) / 1e6 / time.Since(start).Seconds()
 			if workers == 2 && mbps[1] > 0 {

@@ -29,9 +29,9 @@ func BenchmarkSteadyStateChunkIO(b *testing.B) {
 		filters []Filter
 	}{{"none", nil}, {"shuffle+zstd", []Filter{Shuffle(), Zstd(1)}}} {
 		// A real file: the memory driver's own growth would be counted.
-		f, err := Create(filepath.Join(b.TempDir(), "s.scc"), &Options{CacheConfig: cache.Config{QuiescentBytes: 8 * chunkBytes, PreEncodeBytes: -1}})
+		f, err := Create(ctx, filepath.Join(b.TempDir(), "s.scc"), &Options{CacheConfig: cache.Config{QuiescentBytes: 8 * chunkBytes, PreEncodeBytes: -1}})
 		must(b, err)
-		ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: []uint64{rows, h, w}, Chunk: []uint64{1, h, w}, Filters: pc.filters})
+		ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: []uint64{rows, h, w}, Chunk: []uint64{1, h, w}, Filters: pc.filters})
 		must(b, err)
 		buf := make([]byte, chunkBytes)
 		for i := range buf {
@@ -66,6 +66,6 @@ func BenchmarkSteadyStateChunkIO(b *testing.B) {
 				b.ReportMetric(per/chunkBytes, "heap/chunk-ratio")
 			})
 		}
-		must(b, f.Close())
+		must(b, f.Close(ctx))
 	}
 }

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/scc-dev/scc/internal/bufpool"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/scc-dev/scc/internal/bufpool"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/vfd"
@@ -53,7 +54,7 @@ func TestBufPoisonConcurrent(t *testing.T) {
 	filters := [][]Filter{nil, {Shuffle(), Zstd(1)}, {LZ4(), CRC32C()}}
 	dss := make([]*Dataset, len(filters))
 	for i, fl := range filters {
-		dss[i], err = f.CreateDataset(fmt.Sprintf("d%d", i), DatasetSpec{
+		dss[i], err = f.CreateDataset(ctx, fmt.Sprintf("d%d", i), DatasetSpec{
 			Type: Uint16, Shape: []uint64{frames, h, w}, Chunk: []uint64{1, h, w}, Filters: fl,
 		})
 		must(t, err)
@@ -181,5 +182,5 @@ func TestBufPoisonConcurrent(t *testing.T) {
 			}
 		}
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 }

@@ -32,7 +32,7 @@ func TestByteFlipSweep(t *testing.T) {
 	}
 	want := map[string][]byte{}
 	for n, s := range specs {
-		ds, err := f.CreateDataset(n, s)
+		ds, err := f.CreateDataset(ctx, n, s)
 		must(t, err)
 		all := All(s.Shape)
 		buf := compressibleBytes(rng, int(all.NumElements())*s.Type.Size())
@@ -42,7 +42,7 @@ func TestByteFlipSweep(t *testing.T) {
 		must(t, ds.Write(ctx, all, buf))
 		want[n] = buf
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	good := mem.Bytes()
 	goodGen := uint64(2)
 
@@ -91,16 +91,16 @@ func readAllAfterFlip(ctx context.Context, img []byte, want map[string][]byte) (
 	if _, err := mem.WriteAt(img, 0); err != nil {
 		return flipOutcome{err: err}
 	}
-	f, err := OpenWith(mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 1 << 20}})
+	f, err := Open(ctx, "", &Options{Driver: mem, ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 1 << 20}})
 	if err != nil {
 		return flipOutcome{err: err}
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	o.gen = f.Generation()
-	o.datasets = len(f.Datasets())
+	o.datasets = len(f.datasetNames())
 	o.same = true
 	for n, w := range want {
-		ds, err := f.OpenDataset(n)
+		ds, err := f.OpenDataset(ctx, n, nil)
 		if err != nil {
 			if errors.Is(err, ErrNotFound) && o.gen < 2 {
 				continue

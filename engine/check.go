@@ -45,24 +45,9 @@ type CheckReport struct {
 	Problems       []string // empty when the file is consistent
 }
 
-// CheckPath runs Check on the file at path, opened read-only.
-func CheckPath(ctx context.Context, path string) (*CheckReport, error) {
-	if err := checkRegular(path, false); err != nil {
-		return nil, err
-	}
-	drv, err := vfd.Open(path, 0, 0)
-	if err != nil {
-		return nil, classify(err)
-	}
-	defer drv.Close()
-	r, err := Check(ctx, drv)
-	if err != nil {
-		err = fmt.Errorf("%s: %w", path, err)
-	}
-	return r, err
-}
-
-// Check verifies the committed state on drv without changing it: both
+// Check verifies the committed state of the file at path (a local path,
+// an s3:// URL, or any name with opts.Driver set), opened read-only,
+// without changing it: both
 // superblock slots, the catalog, every dataset header, every index block,
 // every stored chunk (its checksum and that it decodes through the dataset's
 // pipeline to a whole chunk); that every extent lies inside the file's space
@@ -71,10 +56,26 @@ func CheckPath(ctx context.Context, path string) (*CheckReport, error) {
 // complement of the live extents, see FORMAT.md). A file with problems
 // returns the report and an error wrapping ErrCorrupt; a file that cannot be
 // opened returns Open's error (ErrIO, ErrVersion, ...) with its class.
-func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
-	if drv == nil {
-		return nil, fmt.Errorf("%w: no driver", ErrInvalid)
+func Check(ctx context.Context, path string, opts *Options) (*CheckReport, error) {
+	if opts == nil {
+		opts = &Options{}
 	}
+	drv, done, err := openCheckDriver(ctx, path, opts)
+	if err != nil {
+		if path != "" {
+			err = fmt.Errorf("%s: %w", path, err)
+		}
+		return nil, err
+	}
+	defer done()
+	r, err := checkDriver(ctx, drv)
+	if err != nil && path != "" {
+		err = fmt.Errorf("%s: %w", path, err)
+	}
+	return r, err
+}
+
+func checkDriver(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 	r := &CheckReport{}
 	var slots [2]*format.SlotState // nil: unreadable (Open reports the I/O error)
 	for i, off := range []int64{format.SlotA, format.SlotB} {
@@ -92,7 +93,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 		return nil, classify(err)
 	}
 	r.FileSize = size
-	f, err := OpenWith(drv, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 1 << 20}})
+	f, err := openDriver(ctx, drv, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 1 << 20}})
 	if err != nil {
 		// Open's error already names its one class: a damaged file is
 		// ErrCorrupt, but a driver failure (ErrIO) or a newer format
@@ -100,7 +101,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 		r.Problems = append(r.Problems, "open: "+err.Error())
 		return r, fmt.Errorf("open: %w", err)
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	r.Generation, r.EOF = f.sb.Load().Generation, int64(f.sb.Load().EOF)
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 	r.LostGeneration = checkSlots(r.Generation, slots, problem)
@@ -120,7 +121,7 @@ func Check(ctx context.Context, drv vfd.Driver) (*CheckReport, error) {
 	if r := f.sb.Load().Image; r.Exists() && f.ImageInfo().Used {
 		add(int64(r.Addr), int64(r.Size), "cache image")
 	}
-	names := f.Datasets()
+	names := f.datasetNames()
 	r.Datasets = len(names)
 	for _, name := range names {
 		f.mu.Lock()

@@ -54,7 +54,7 @@ func checkHugeEntry(t *testing.T, layout LayoutKind, e index.Entry, huge bool) {
 	drv := vfd.NewMem()
 	f := tCreate(t, drv, nil, noCheck("an index entry is damaged on purpose"))
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{4}, Layout: layout}
-	d, err := f.CreateDataset("d", spec)
+	d, err := f.CreateDataset(ctx, "d", spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,25 +74,25 @@ func checkHugeEntry(t *testing.T, layout LayoutKind, e index.Entry, huge bool) {
 		t.Fatal(err)
 	}
 	d.s.dirty.Store(true)
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Check(ctx, drv)
+	r, err := Check(ctx, "", &Options{Driver: drv})
 	if !errors.Is(err, ErrCorrupt) || r == nil || len(r.Problems) == 0 {
 		t.Fatalf("Check = %+v, %v; want a problem and ErrCorrupt", r, err)
 	}
 	t.Log(r.Problems)
-	if w, err := OpenWith(drv, nil); huge && !errors.Is(err, ErrCorrupt) || err != nil && !errors.Is(err, ErrCorrupt) {
+	if w, err := Open(ctx, "", &Options{Driver: drv}); huge && !errors.Is(err, ErrCorrupt) || err != nil && !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("writable open: %v, want ErrCorrupt", err)
 	} else if err == nil {
-		w.Close()
+		w.Close(ctx)
 	}
-	ro, err := OpenWith(drv, &Options{ReadOnly: true})
+	ro, err := Open(ctx, "", &Options{Driver: drv, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ro.Close()
-	rd, err := ro.OpenDataset("d")
+	defer ro.Close(ctx)
+	rd, err := ro.OpenDataset(ctx, "d", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,17 +25,17 @@ func TestCheckLostCommit(t *testing.T) {
 	if _, err := fresh.WriteAt(bytes.Clone(mem.Bytes()), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := Check(ctx, fresh); err != nil || r.SlotsValid != 1 || r.Generation != 1 {
+	if r, err := Check(ctx, "", &Options{Driver: fresh}); err != nil || r.SlotsValid != 1 || r.Generation != 1 {
 		t.Fatalf("fresh file: %+v, %v; want clean at generation 1 with one slot", r, err)
 	}
 
 	build := func(t *testing.T) (*vfd.Mem, uint64) {
 		drv := vfd.NewMem()
 		f := tCreate(t, drv, nil, noCheck("a superblock slot is damaged on purpose"))
-		if _, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}); err != nil {
+		if _, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}); err != nil {
 			t.Fatal(err)
 		}
 		for range 3 {
@@ -44,21 +44,21 @@ func TestCheckLostCommit(t *testing.T) {
 			}
 		}
 		gen := f.Generation()
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if r, err := Check(ctx, drv); err != nil || r.SlotsValid != 2 {
+		if r, err := Check(ctx, "", &Options{Driver: drv}); err != nil || r.SlotsValid != 2 {
 			t.Fatalf("intact file: %+v, %v", r, err)
 		}
 		return drv, gen
 	}
 	// The closing commit may have added one; the newest is what opens.
 	newest := func(t *testing.T, drv *vfd.Mem) uint64 {
-		ro, err := OpenWith(drv, &Options{ReadOnly: true})
+		ro, err := Open(ctx, "", &Options{Driver: drv, ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ro.Close()
+		defer ro.Close(ctx)
 		return ro.Generation()
 	}
 	cases := []struct {
@@ -96,7 +96,7 @@ func TestCheckLostCommit(t *testing.T) {
 			if got := newest(t, drv); got != gen-1 {
 				t.Fatalf("opens at generation %d, want %d", got, gen-1)
 			}
-			r, err := Check(ctx, drv)
+			r, err := Check(ctx, "", &Options{Driver: drv})
 			if !errors.Is(err, ErrCorrupt) || r == nil || r.Generation != gen-1 {
 				t.Fatalf("Check = %+v, %v; want ErrCorrupt at generation %d", r, err, gen-1)
 			}
@@ -135,7 +135,7 @@ func TestCheckLostCommit(t *testing.T) {
 		if got := newest(t, drv); got != gen {
 			t.Fatalf("opens at generation %d, want %d", got, gen)
 		}
-		r, err := Check(ctx, drv)
+		r, err := Check(ctx, "", &Options{Driver: drv})
 		if !errors.Is(err, ErrCorrupt) || len(r.Problems) == 0 || !strings.Contains(r.Problems[0], "is damaged") {
 			t.Fatalf("damaged older slot: %+v, %v; want a PROBLEM", r, err)
 		}

@@ -52,7 +52,7 @@ func TestChunkSumsDistinct(t *testing.T) {
 			f := tCreate(t, vfd.NewMem(), nil)
 			for _, layout := range []LayoutKind{Chunked, Sparse} {
 				spec := DatasetSpec{Type: Uint16, Shape: []uint64{8, 256}, Chunk: []uint64{2, 256}, Filters: fl, Layout: layout}
-				d, err := f.CreateDataset(fmt.Sprint(layout), spec)
+				d, err := f.CreateDataset(ctx, fmt.Sprint(layout), spec)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -101,7 +101,7 @@ func swapRun(t *testing.T, layout LayoutKind, fl []Filter, stale bool) {
 	drv := vfd.NewMem()
 	f := tCreate(t, drv, nil, noCheck("chunks are swapped on disk on purpose"))
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{4, 512}, Chunk: []uint64{1, 512}, Filters: fl, Layout: layout}
-	d, err := f.CreateDataset("d", spec)
+	d, err := f.CreateDataset(ctx, "d", spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func swapRun(t *testing.T, layout LayoutKind, fl []Filter, stale bool) {
 		if a.Size != int64(len(old)) {
 			t.Fatalf("fixture: chunk 0's frames are %d and %d bytes", len(old), a.Size)
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := drv.WriteAt(old, a.Off); err != nil {
@@ -180,7 +180,7 @@ func swapRun(t *testing.T, layout LayoutKind, fl []Filter, stale bool) {
 		if a.Size != b.Size {
 			t.Fatalf("fixture: chunks 0 and 1 are %d and %d bytes", a.Size, b.Size)
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		fa, fb := frame(a), frame(b)
@@ -194,16 +194,16 @@ func swapRun(t *testing.T, layout LayoutKind, fl []Filter, stale bool) {
 			t.Fatal(err)
 		}
 	}
-	r, err := Check(ctx, drv)
+	r, err := Check(ctx, "", &Options{Driver: drv})
 	if !errors.Is(err, ErrCorrupt) || r == nil || len(r.Problems) == 0 {
 		t.Fatalf("stale %v: Check = %+v, %v; want a PROBLEM", stale, r, err)
 	}
-	ro, err := OpenWith(drv, &Options{ReadOnly: true})
+	ro, err := Open(ctx, "", &Options{Driver: drv, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ro.Close()
-	rd, err := ro.OpenDataset("d")
+	defer ro.Close(ctx)
+	rd, err := ro.OpenDataset(ctx, "d", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestChunkKeySurvivesMove(t *testing.T) {
 	drv := vfd.NewMem()
 	f := tCreate(t, drv, nil)
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{4, 512}, Chunk: []uint64{1, 512}, Filters: []Filter{Zstd(1), CRC32C()}}
-	d, err := f.CreateDataset("a/d", spec)
+	d, err := f.CreateDataset(ctx, "a/d", spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,14 +240,14 @@ func TestChunkKeySurvivesMove(t *testing.T) {
 	if err := f.Move(ctx, "a/d", "b"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Check(ctx, drv); err != nil {
+	if _, err := Check(ctx, "", &Options{Driver: drv}); err != nil {
 		t.Fatal(err)
 	}
 	ro := tOpen(t, drv, &Options{ReadOnly: true})
-	rd, err := ro.OpenDataset("b")
+	rd, err := ro.OpenDataset(ctx, "b", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // keeps the contents.
 func TestCondense(t *testing.T) {
 	f := tCreate(t, vfd.NewMem(), nil)
-	sp, err := f.CreateDataset("s", DatasetSpec{Type: Uint32, Shape: []uint64{1000}, Chunk: []uint64{1000}, Layout: Sparse})
+	sp, err := f.CreateDataset(context.Background(), "s", DatasetSpec{Type: Uint32, Shape: []uint64{1000}, Chunk: []uint64{1000}, Layout: Sparse})
 	must(t, err)
 	l := sp.s.store.(*sparseLayout)
 	c := &sparseChunk{}
@@ -40,7 +40,7 @@ func TestCondense(t *testing.T) {
 		t.Fatal("sparse: a condensed chunk condensed again")
 	}
 
-	vl, err := f.CreateDataset("v", DatasetSpec{Type: Uint8, Shape: []uint64{10}, Chunk: []uint64{10}, Layout: Vlen, HeapDefragPercent: 100})
+	vl, err := f.CreateDataset(context.Background(), "v", DatasetSpec{Type: Uint8, Shape: []uint64{10}, Chunk: []uint64{10}, Layout: Vlen, HeapDefragPercent: 100})
 	must(t, err)
 	vc, _ := vl.s.store.(*vlenLayout).NewChunk(layout.Coord{0}, true)
 	big := make([][]byte, 10)
@@ -80,7 +80,7 @@ func TestCheckOutsideExtent(t *testing.T) {
 	} {
 		mem := vfd.NewMem()
 		f := tCreate(t, mem, nil, noCheck("the test records a smaller extent without trimming the chunks beyond it"))
-		ds, err := f.CreateDataset("d", spec)
+		ds, err := f.CreateDataset(ctx, "d", spec)
 		must(t, err)
 		if spec.Layout == Vlen {
 			must(t, ds.WriteStrings(ctx, Box([]uint64{7}, []uint64{1}), []string{"x"}))
@@ -88,7 +88,7 @@ func TestCheckOutsideExtent(t *testing.T) {
 			must(t, ds.Write(ctx, Box([]uint64{7}, []uint64{1}), []byte{1}))
 		}
 		must(t, f.Flush(ctx))
-		if _, err := Check(ctx, mem); err != nil {
+		if _, err := Check(ctx, "", &Options{Driver: mem}); err != nil {
 			t.Fatalf("%v: before: %v", spec.Layout, err)
 		}
 		// Record a smaller extent without trimming (a bug Check must see).
@@ -97,8 +97,8 @@ func TestCheckOutsideExtent(t *testing.T) {
 		ds.s.mu.Unlock()
 		ds.s.dirty.Store(true)
 		must(t, f.Flush(ctx))
-		must(t, f.Close())
-		if _, err := Check(ctx, mem); !errors.Is(err, ErrCorrupt) {
+		must(t, f.Close(ctx))
+		if _, err := Check(ctx, "", &Options{Driver: mem}); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("%v: untrimmed chunk: %v", spec.Layout, err)
 		}
 	}

@@ -50,7 +50,7 @@ func TestContiguousRewriteFailureKeepsPiece(t *testing.T) {
 			mem := vfd.NewMem()
 			fd := vfd.NewFault(mem, enospcOnce(piece, int64(good)))
 			f := tCreate(t, fd, &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 10}})
-			ds, err := f.CreateDataset("c", DatasetSpec{Type: Uint8, Shape: []uint64{rows, rowBytes}, Layout: Contiguous})
+			ds, err := f.CreateDataset(ctx, "c", DatasetSpec{Type: Uint8, Shape: []uint64{rows, rowBytes}, Layout: Contiguous})
 			must(t, err)
 			sel := Box([]uint64{0, 0}, []uint64{8, rowBytes})
 			var last []byte
@@ -73,14 +73,14 @@ func TestContiguousRewriteFailureKeepsPiece(t *testing.T) {
 				t.Fatal("after the failed write the piece is not what the last good write left")
 			}
 			must(t, f.Flush(ctx))
-			must(t, f.Close())
-			if rep, err := Check(ctx, mem); err != nil {
+			must(t, f.Close(ctx))
+			if rep, err := Check(ctx, "", &Options{Driver: mem}); err != nil {
 				t.Fatalf("check: %v %q", err, rep.Problems)
 			}
-			g, err := OpenWith(mem, &Options{ReadOnly: true})
+			g, err := Open(ctx, "", &Options{Driver: mem, ReadOnly: true})
 			must(t, err)
-			defer g.Close()
-			d, err := g.OpenDataset("c")
+			defer g.Close(ctx)
+			d, err := g.OpenDataset(ctx, "c", nil)
 			must(t, err)
 			must(t, d.Read(ctx, sel, got))
 			if !bytes.Equal(got, last) {

@@ -34,11 +34,11 @@ func BenchmarkContiguousH5perf(b *testing.B) {
 	for i := range buf {
 		buf[i] = byte(i * 31)
 	}
-	f, err := engine.Create(path, &engine.Options{NoSync: true})
+	f, err := engine.Create(ctx, path, &engine.Options{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ds, err := f.CreateDataset("perf", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{rows, cols}, Layout: engine.Contiguous})
+	ds, err := f.CreateDataset(ctx, "perf", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{rows, cols}, Layout: engine.Contiguous})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func BenchmarkContiguousH5perf(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
 	got := make([]byte, len(buf))
@@ -87,11 +87,11 @@ func BenchmarkContiguousH5perf(b *testing.B) {
 			b.StartTimer()
 		}
 		t0 := time.Now()
-		f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+		f, err := engine.Open(ctx, path, &engine.Options{ReadOnly: true})
 		if err != nil {
 			b.Fatal(err)
 		}
-		ds, err := f.OpenDataset("perf")
+		ds, err := f.OpenDataset(ctx, "perf", nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func BenchmarkContiguousH5perf(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		f.Close()
+		f.Close(ctx)
 		scc += float64(rows*cols) / (1 << 20) / time.Since(t0).Seconds()
 		if !bytes.Equal(got, buf) {
 			b.Fatal("read back differs")

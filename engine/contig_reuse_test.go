@@ -77,7 +77,7 @@ func TestContiguousReadDuringCommit(t *testing.T) {
 			pr := &pauseRead{Driver: vfd.NewMem()}
 			f := tCreate(t, pr, &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 20, BypassBytes: tc.bypass}})
 			spec := DatasetSpec{Type: Uint8, Shape: []uint64{rows, rowBytes}, Layout: Contiguous}
-			a, err := f.CreateDataset("a", spec)
+			a, err := f.CreateDataset(ctx, "a", spec)
 			must(t, err)
 			// b's extent lands where piece 0 of a was: one piece fits the
 			// start of a's old extent; a side slot, allocated after the
@@ -87,7 +87,7 @@ func TestContiguousReadDuringCommit(t *testing.T) {
 				bRows += rows
 			}
 			all := Box([]uint64{0, 0}, []uint64{bRows, rowBytes})
-			b, err := f.CreateDataset("b", DatasetSpec{Type: Uint8, Shape: []uint64{bRows, rowBytes}, Layout: Contiguous})
+			b, err := f.CreateDataset(ctx, "b", DatasetSpec{Type: Uint8, Shape: []uint64{bRows, rowBytes}, Layout: Contiguous})
 			must(t, err)
 			first := Box([]uint64{0, 0}, []uint64{pieceRows, rowBytes})
 			rest := Box([]uint64{pieceRows, 0}, []uint64{rows - pieceRows, rowBytes})
@@ -177,8 +177,8 @@ func TestContiguousReadDuringCommit(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Fatal("piece 0 is not what was written")
 			}
-			must(t, f.Close())
-			if rep, err := Check(ctx, pr.Driver); err != nil || len(rep.Problems) > 0 {
+			must(t, f.Close(ctx))
+			if rep, err := Check(ctx, "", &Options{Driver: pr.Driver}); err != nil || len(rep.Problems) > 0 {
 				t.Fatalf("check: %v %q", err, rep.Problems)
 			}
 		})

@@ -19,7 +19,7 @@ import (
 // the chunked layout.
 func TestContiguousDefault(t *testing.T) {
 	f := tCreate(t, vfd.NewMem(), nil)
-	ds, err := f.CreateDataset("small", DatasetSpec{Type: Float64, Shape: []uint64{128, 128}})
+	ds, err := f.CreateDataset(context.Background(), "small", DatasetSpec{Type: Float64, Shape: []uint64{128, 128}})
 	must(t, err)
 	if ds.Layout() != Contiguous || ds.IndexKind() != "none" {
 		t.Fatalf("layout %v, index %s", ds.Layout(), ds.IndexKind())
@@ -32,7 +32,7 @@ func TestContiguousDefault(t *testing.T) {
 		"growable":  {Type: Float64, Shape: []uint64{4}, MaxShape: []uint64{Unlimited}},
 		"filtered":  {Type: Float64, Shape: []uint64{4}, Filters: []Filter{Zstd(1)}},
 	} {
-		if _, err := f.CreateDataset(name, spec); !errors.Is(err, ErrInvalid) {
+		if _, err := f.CreateDataset(context.Background(), name, spec); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s without a chunk shape: %v", name, err)
 		}
 	}
@@ -41,16 +41,16 @@ func TestContiguousDefault(t *testing.T) {
 		"contiguous growable":   {Type: Uint8, Shape: []uint64{4}, MaxShape: []uint64{8}, Layout: Contiguous},
 		"contiguous filtered":   {Type: Uint8, Shape: []uint64{4}, Filters: []Filter{LZ4()}, Layout: Contiguous},
 	} {
-		if _, err := f.CreateDataset(name, spec); !errors.Is(err, ErrInvalid) {
+		if _, err := f.CreateDataset(context.Background(), name, spec); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	ch, err := f.CreateDataset("chunked", DatasetSpec{Type: Float64, Shape: []uint64{128, 128}, Chunk: []uint64{16, 16}})
+	ch, err := f.CreateDataset(context.Background(), "chunked", DatasetSpec{Type: Float64, Shape: []uint64{128, 128}, Chunk: []uint64{16, 16}})
 	must(t, err)
 	if ch.Layout() != Chunked {
 		t.Fatalf("with a chunk shape: %v", ch.Layout())
 	}
-	big, err := f.CreateDataset("big", DatasetSpec{Type: Uint8, Shape: []uint64{3 << 20}, Layout: Contiguous})
+	big, err := f.CreateDataset(context.Background(), "big", DatasetSpec{Type: Uint8, Shape: []uint64{3 << 20}, Layout: Contiguous})
 	must(t, err)
 	if big.Layout() != Contiguous {
 		t.Fatal(big.Layout())
@@ -80,7 +80,7 @@ func TestContiguousDifferential(t *testing.T) {
 			drv := vfd.NewMem()
 			opts := &Options{CacheConfig: cache.Config{QuiescentBytes: cfg.cache}}
 			f := tCreate(t, drv, opts)
-			ds, err := f.CreateDataset("c", cfg.spec)
+			ds, err := f.CreateDataset(ctx, "c", cfg.spec)
 			must(t, err)
 			if ds.Layout() != Contiguous {
 				t.Fatalf("layout %v", ds.Layout())
@@ -112,9 +112,9 @@ func TestContiguousDifferential(t *testing.T) {
 						t.Fatalf("step %d: stored %d bytes in %d extents, want one of %d", step, st.StoredBytes, len(exts), size)
 					}
 				default:
-					must(t, f.Close())
+					must(t, f.Close(ctx))
 					f = tOpen(t, drv, opts)
-					ds, err = f.OpenDataset("c")
+					ds, err = f.OpenDataset(ctx, "c", nil)
 					must(t, err)
 				}
 			}
@@ -137,7 +137,7 @@ func TestContiguousConcurrent(t *testing.T) {
 	drv := vfd.NewMem()
 	f := tCreate(t, drv, &Options{CacheConfig: cache.Config{QuiescentBytes: 48 << 10}})
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{400, 1024}, Layout: Contiguous}
-	ds, err := f.CreateDataset("c", spec)
+	ds, err := f.CreateDataset(ctx, "c", spec)
 	must(t, err)
 	ref := newRef(spec.Shape, 1, nil)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -197,30 +197,30 @@ func TestContiguousCorrupt(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil, noCheck("the test flips a byte of the contiguous extent"))
-	ds, err := f.CreateDataset("c", DatasetSpec{Type: Uint8, Shape: []uint64{1000}})
+	ds, err := f.CreateDataset(ctx, "c", DatasetSpec{Type: Uint8, Shape: []uint64{1000}})
 	must(t, err)
 	must(t, ds.Write(ctx, All([]uint64{1000}), bytes.Repeat([]byte{5}, 1000)))
-	must(t, f.Close())
-	f, err = OpenWith(mem, &Options{ReadOnly: true})
+	must(t, f.Close(ctx))
+	f, err = Open(ctx, "", &Options{Driver: mem, ReadOnly: true})
 	must(t, err)
-	ds, err = f.OpenDataset("c")
+	ds, err = f.OpenDataset(ctx, "c", nil)
 	must(t, err)
 	exts, err := ds.ChunkExtents(ctx)
 	must(t, err)
-	f.Close()
+	f.Close(ctx)
 	b := []byte{0}
 	_, _ = mem.ReadAt(b, exts[0].Off+500)
 	b[0] ^= 1
 	_, _ = mem.WriteAt(b, exts[0].Off+500)
-	f, err = OpenWith(mem, &Options{ReadOnly: true})
+	f, err = Open(ctx, "", &Options{Driver: mem, ReadOnly: true})
 	must(t, err)
-	ds, err = f.OpenDataset("c")
+	ds, err = f.OpenDataset(ctx, "c", nil)
 	must(t, err)
 	if err := ds.Read(ctx, Box([]uint64{400}, []uint64{200}), make([]byte, 200)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("read: %v", err)
 	}
-	f.Close()
-	if _, err := Check(ctx, mem); !errors.Is(err, ErrCorrupt) {
+	f.Close(ctx)
+	if _, err := Check(ctx, "", &Options{Driver: mem}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("check: %v", err)
 	}
 }
@@ -262,14 +262,14 @@ func TestContiguousDirectRead(t *testing.T) {
 	defer c.Close()
 	f := tCreate(t, mem, &Options{Cache: c}, noCheck("the test flips a byte of the contiguous extent"))
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{256, 1024}, Layout: Contiguous}
-	ds, err := f.CreateDataset("c", spec)
+	ds, err := f.CreateDataset(ctx, "c", spec)
 	must(t, err)
 	data := randomBytes(rand.New(rand.NewPCG(1, 1)), 256*1024)
 	must(t, ds.Write(ctx, All(spec.Shape), data))
-	must(t, f.Close())
-	f, err = OpenWith(mem, &Options{Cache: c, ReadOnly: true})
+	must(t, f.Close(ctx))
+	f, err = Open(ctx, "", &Options{Driver: mem, Cache: c, ReadOnly: true})
 	must(t, err)
-	ds, err = f.OpenDataset("c")
+	ds, err = f.OpenDataset(ctx, "c", nil)
 	must(t, err)
 	before := c.Stats()
 	got := make([]byte, len(data))
@@ -282,15 +282,15 @@ func TestContiguousDirectRead(t *testing.T) {
 	}
 	exts, err := ds.ChunkExtents(ctx)
 	must(t, err)
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	b := []byte{0}
 	_, _ = mem.ReadAt(b, exts[0].Off+70000)
 	b[0] ^= 4
 	_, _ = mem.WriteAt(b, exts[0].Off+70000)
-	f, err = OpenWith(mem, &Options{Cache: c, ReadOnly: true})
+	f, err = Open(ctx, "", &Options{Driver: mem, Cache: c, ReadOnly: true})
 	must(t, err)
-	defer f.Close()
-	ds, err = f.OpenDataset("c")
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "c", nil)
 	must(t, err)
 	if err := ds.Read(ctx, All(spec.Shape), got); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("damaged piece read directly: %v", err)

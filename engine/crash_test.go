@@ -60,14 +60,14 @@ var crashWorkload = defineWorkload(99, &Options{CacheConfig: cache.Config{Quiesc
 func verifyCommitted(t *testing.T, drv vfd.Driver, lastAck uint64, snaps snapshots) uint64 {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := Check(ctx, drv); err != nil {
+	if _, err := Check(ctx, "", &Options{Driver: drv}); err != nil {
 		t.Fatalf("check: %v", err)
 	}
-	f, err := OpenWith(drv, &Options{ReadOnly: true})
+	f, err := Open(ctx, "", &Options{Driver: drv, ReadOnly: true})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	gen := f.Generation()
 	if gen < lastAck {
 		t.Fatalf("reopened at generation %d, but generation %d was acknowledged", gen, lastAck)
@@ -76,11 +76,11 @@ func verifyCommitted(t *testing.T, drv vfd.Driver, lastAck uint64, snaps snapsho
 	if !ok {
 		t.Fatalf("reopened at generation %d, which no commit wrote", gen)
 	}
-	if got := f.Datasets(); len(got) != len(want) {
+	if got := f.datasetNames(); len(got) != len(want) {
 		t.Fatalf("generation %d: datasets %v, want %d", gen, got, len(want))
 	}
 	for n, ref := range want {
-		ds, err := f.OpenDataset(n)
+		ds, err := f.OpenDataset(ctx, n, nil)
 		if err != nil {
 			t.Fatalf("generation %d: open %s: %v", gen, n, err)
 		}

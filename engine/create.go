@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -11,8 +12,8 @@ import (
 	"github.com/scc-dev/scc/vfd"
 )
 
-// Create creates the file at path, replacing any file there, and opens
-// it for writing.
+// createLocal creates the local file at path, replacing any file there,
+// and opens it for writing (Create).
 //
 // The file appears at path only once it holds its first commit: it is
 // made under a temporary name in the same directory, committed (and
@@ -29,13 +30,13 @@ import (
 // the file it names is the one replaced. Where a file cannot be made
 // beside path (a directory this process may not write), an existing file
 // is truncated in place as before.
-func Create(path string, opts *Options) (*File, error) {
+func createLocal(ctx context.Context, path string, opts *Options) (*File, error) {
 	if err := checkRegular(path, true); err != nil {
 		return nil, err
 	}
 	target := linkTarget(path)
 	for try := 0; ; try++ {
-		f, retry, err := createAt(target, opts)
+		f, retry, err := createAt(ctx, target, opts)
 		if retry && try < 3 {
 			continue
 		}
@@ -76,7 +77,7 @@ var testHookCreateStaged func(tmp string)
 
 // createAt is one attempt of Create at path (no symbolic link). retry
 // reports that another creator changed path meanwhile.
-func createAt(path string, opts *Options) (f *File, retry bool, err error) {
+func createAt(ctx context.Context, path string, opts *Options) (f *File, retry bool, err error) {
 	// The file there now, locked: no writer is using it, and none will
 	// start until it is replaced.
 	old, err := vfd.Open(path, os.O_RDWR, 0)
@@ -107,7 +108,7 @@ func createAt(path string, opts *Options) (f *File, retry bool, err error) {
 	drv, err := vfd.Open(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		if old != nil && (errors.Is(err, os.ErrPermission) || errors.Is(err, os.ErrExist)) {
-			f, err := createInPlace(old, opts)
+			f, err := createInPlace(ctx, old, opts)
 			if err == nil {
 				old = nil // the File's now
 			}
@@ -130,7 +131,7 @@ func createAt(path string, opts *Options) (f *File, retry bool, err error) {
 		return nil, retry, err
 	}
 	noWriteBehind(drv, opts)
-	f, err = CreateWith(drv, opts)
+	f, err = createDriver(ctx, drv, opts)
 	if err != nil {
 		f = nil
 		return fail(false, err)
@@ -170,12 +171,12 @@ func createAt(path string, opts *Options) (f *File, retry bool, err error) {
 
 // createInPlace truncates the locked file old and creates the container
 // on it: Create where no file can be made beside the path.
-func createInPlace(old *vfd.File, opts *Options) (*File, error) {
+func createInPlace(ctx context.Context, old *vfd.File, opts *Options) (*File, error) {
 	if err := old.Truncate(0); err != nil {
 		return nil, classify(err)
 	}
 	noWriteBehind(old, opts)
-	f, err := CreateWith(old, opts)
+	f, err := createDriver(ctx, old, opts)
 	if err != nil {
 		return nil, err
 	}

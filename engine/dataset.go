@@ -152,30 +152,6 @@ type Dataset struct {
 	closed atomic.Bool
 }
 
-// CreateDataset creates a dataset; it is durable after the next Flush. It
-// is CreateDatasetContext with context.Background().
-func (f *File) CreateDataset(name string, spec DatasetSpec) (*Dataset, error) {
-	return f.CreateDatasetContext(context.Background(), name, spec)
-}
-
-// CreateDatasetContext creates a dataset; it is durable after the next
-// Flush. name is a path from the root that obeys the name rule
-// (ValidateName); missing parent groups are created, and an ancestor that
-// is a dataset is ErrInvalid. Creating does no I/O today; ctx is checked
-// so that callers can treat it like every other call that may block.
-func (f *File) CreateDatasetContext(ctx context.Context, name string, spec DatasetSpec) (*Dataset, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := f.checkOpen(); err != nil {
-		return nil, err
-	}
-	if f.readOnly {
-		return nil, ErrReadOnly
-	}
-	return f.createDataset(ctx, name, spec)
-}
-
 // createDataset creates dataset name (the name rule, names.go), and its
 // missing parent groups, as HDF5's create-intermediate-groups property
 // does, on File and Group calls alike.
@@ -262,21 +238,11 @@ func (f *File) createDataset(ctx context.Context, name string, spec DatasetSpec)
 	return ds, nil
 }
 
-// OpenDataset opens an existing dataset by name. It is OpenDatasetContext
-// with context.Background().
-func (f *File) OpenDataset(name string) (*Dataset, error) {
-	return f.OpenDatasetContext(context.Background(), name)
-}
-
-// OpenDatasetContext opens an existing dataset by name. The header is read
+// openDataset opens dataset name (Group.OpenDataset). The header is read
 // without holding the file's mutex, so opens and creates of other datasets
 // do not wait for this one's I/O; two concurrent opens of one dataset may
-// both read it, and the first to return installs its state.
-func (f *File) OpenDatasetContext(ctx context.Context, name string) (*Dataset, error) {
-	return f.openDataset(ctx, name, true)
-}
-
-// openDataset is OpenDatasetContext; with evalVirtual false a virtual
+// both read it, and the first to return installs its state. With
+// evalVirtual false a virtual
 // dataset is opened without evaluating its extent from its sources. The
 // virtual layout opens its sources so (srcFile.open): a virtual source is
 // refused by every read that reaches it (checkSourceFits), and evaluating
@@ -331,7 +297,7 @@ func (f *File) openDataset(ctx context.Context, name string, evalVirtual bool) (
 		if ds, done, err := f.install(name, e, gen, s); done {
 			if err == nil && evalVirtual {
 				if err = ds.virtualOpened(ctx); err != nil {
-					_ = ds.Close()
+					_ = ds.Close(ctx)
 					return nil, err
 				}
 			}
@@ -638,10 +604,14 @@ func (s *dsState) writeHeader(ctx context.Context) (err error) {
 	return nil
 }
 
-// Name returns the dataset's name.
-// A moved dataset's handles follow it (HDF5 semantics): Name is its path
-// now.
-func (d *Dataset) Name() string { return d.s.path() }
+// Path returns the dataset's path from the root ("/a/b"), as Group.Path
+// does. A moved dataset's handles follow it (HDF5 semantics): Path is its
+// path now.
+func (d *Dataset) Path() string { return "/" + d.s.path() }
+
+// Name returns the last component of the dataset's path ("b" for
+// "/a/b"), as Group.Name does.
+func (d *Dataset) Name() string { return lastComponent(d.s.path()) }
 
 func (s *dsState) path() string { return *s.cur.Load() }
 
@@ -964,8 +934,11 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 // cache, so reopening finds them warm. Idempotent.
 //
 // After the File closed, closing a handle does nothing and returns nil: the
-// file's Close already released every dataset.
-func (d *Dataset) Close() error {
+// file's Close already released every dataset. ctx bounds the write of the
+// dirty chunks; when it ends first, or the write fails, the error is
+// returned, the chunks stay in the cache, dirty, for the file's next Flush,
+// and the handle is closed all the same.
+func (d *Dataset) Close(ctx context.Context) error {
 	if d.closed.Swap(true) {
 		return nil
 	}
@@ -999,7 +972,7 @@ func (d *Dataset) Close() error {
 		_ = vcds.Unregister(context.Background())
 	}
 	if cds != nil {
-		err := cds.Unregister(context.Background())
+		err := cds.Unregister(ctx)
 		if err != nil && s.f.closed.Load() {
 			return nil // the file's Close released it meanwhile
 		}

@@ -12,14 +12,13 @@ import (
 	"github.com/scc-dev/scc/engine/internal/format"
 )
 
-// DeleteOption adjusts File.Delete.
-type DeleteOption func(*deleteOptions)
-
-type deleteOptions struct{ recursive bool }
-
-// Recursive lets File.Delete remove a group that is not empty, with
-// everything inside it.
-func Recursive() DeleteOption { return func(o *deleteOptions) { o.recursive = true } }
+// DeleteOptions adjust Group.Delete. Nil (or the zero value) deletes a
+// dataset or an empty group.
+type DeleteOptions struct {
+	// Recursive lets Delete remove a group that is not empty, with
+	// everything inside it.
+	Recursive bool
+}
 
 // errRetry: the names a Delete or Move planned for changed while it
 // waited; it plans again.
@@ -67,9 +66,10 @@ func (f *File) objectPath(path string) (string, error) {
 	return p, nil
 }
 
-// Delete removes the dataset or group at path (from the root). A group
-// that is not empty goes only with Recursive, and then with everything
-// inside it. It is durable after the next Flush.
+// Delete removes the dataset or group at path (inside g; from the root when
+// it starts with '/'). A group that is not empty goes only with
+// DeleteOptions.Recursive, and then with everything inside it. It is
+// durable after the next Flush.
 //
 // The deleted datasets' chunks, index blocks and headers go back to the
 // allocator as frees made before the next commit: the committed state
@@ -77,13 +77,18 @@ func (f *File) objectPath(path string) (string, error) {
 // no longer does, is durable (space.go). Their cached chunks, dirty ones
 // included, are dropped unwritten, and every open handle's next call
 // fails with ErrDeleted.
-func (f *File) Delete(ctx context.Context, path string, opts ...DeleteOption) error {
+func (g *Group) Delete(ctx context.Context, path string, opts *DeleteOptions) error {
+	f := g.f
 	if err := f.writeCheck(ctx); err != nil {
 		return err
 	}
-	var o deleteOptions
-	for _, fn := range opts {
-		fn(&o)
+	var o DeleteOptions
+	if opts != nil {
+		o = *opts
+	}
+	path, err := g.join(path)
+	if err != nil {
+		return err
 	}
 	p, err := f.objectPath(path)
 	if err != nil {
@@ -96,8 +101,8 @@ func (f *File) Delete(ctx context.Context, path string, opts ...DeleteOption) er
 		if err != nil {
 			return err
 		}
-		if len(groups) > 0 && (len(ds) > 0 || len(groups) > 1) && !o.recursive {
-			return fmt.Errorf("%w: group %q is not empty (delete it with Recursive)", ErrInvalid, p)
+		if len(groups) > 0 && (len(ds) > 0 || len(groups) > 1) && !o.Recursive {
+			return fmt.Errorf("%w: group %q is not empty (delete it with DeleteOptions.Recursive)", ErrInvalid, p)
 		}
 		err = f.deleteDrained(ctx, p, ds, groups)
 		if errors.Is(err, errRetry) {
@@ -208,14 +213,20 @@ func (s *dsState) occupied(ctx context.Context) ([]alloc.Extent, error) {
 	return ext, nil
 }
 
-// Move renames the dataset or group at from to to (both from the root);
-// a group moves with everything inside it; to obeys the name rule
+// Move renames the dataset or group at from to to (both inside g; from
+// the root when they start with '/'); a group moves with everything inside
+// it; to obeys the name rule
 // (ValidateName). The parent of to must be a group (ErrNotFound), to
 // must be free (ErrExists), and a group cannot move into itself
 // (ErrInvalid). Open handles follow what they opened.
 // It is durable after the next Flush.
-func (f *File) Move(ctx context.Context, from, to string) error {
+func (g *Group) Move(ctx context.Context, from, to string) error {
+	f := g.f
 	if err := f.writeCheck(ctx); err != nil {
+		return err
+	}
+	from, err := g.join(from)
+	if err != nil {
 		return err
 	}
 	pf, err := f.objectPath(from)
@@ -225,7 +236,7 @@ func (f *File) Move(ctx context.Context, from, to string) error {
 	if to == "" || to == "/" {
 		return fmt.Errorf("%w: cannot move onto the root group", ErrExists)
 	}
-	pt, err := newPath(to) // the new name obeys the name rule (names.go)
+	pt, err := g.newPath(to) // the new name obeys the name rule (names.go)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 // remove deletes path (a dataset, or a group with everything in it) from
 // the file and the model.
 func (w *wlRun) remove(path string) error {
-	if err := w.f.Delete(w.ctx, path, Recursive()); err != nil {
+	if err := w.f.Delete(w.ctx, path, &DeleteOptions{Recursive: true}); err != nil {
 		return err
 	}
 	w.names = slices.DeleteFunc(w.names, func(n string) bool {

@@ -26,7 +26,7 @@ func TestDeleteMoveFollower(t *testing.T) {
 	drv := vfd.NewMem()
 	w := tCreate(t, drv, nil)
 	for i, n := range []string{"g/a", "g/b"} {
-		d, err := w.CreateDataset(n, followSpec)
+		d, err := w.CreateDataset(ctx, n, followSpec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,16 +36,16 @@ func TestDeleteMoveFollower(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := tOpen(t, drv, &Options{ReadOnly: true})
-	defer r.Close()
-	ha, err := r.OpenDataset("g/a")
+	defer r.Close(ctx)
+	ha, err := r.OpenDataset(ctx, "g/a", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hb, err := r.OpenDataset("g/b")
+	hb, err := r.OpenDataset(ctx, "g/b", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Delete(ctx, "g/a"); err != nil {
+	if err := w.Delete(ctx, "g/a", nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Move(ctx, "g/b", "h"); err != nil {
@@ -55,7 +55,7 @@ func TestDeleteMoveFollower(t *testing.T) {
 		if err := w.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		d, err := w.CreateDataset(fmt.Sprintf("c%d", i), followSpec)
+		d, err := w.CreateDataset(ctx, fmt.Sprintf("c%d", i), followSpec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,21 +81,21 @@ func TestDeleteMoveFollower(t *testing.T) {
 	if err := ha.Read(ctx, All(followSpec.Shape), buf); !errors.Is(err, ErrDeleted) {
 		t.Fatalf("read of a deleted dataset after refresh: %v, want ErrDeleted", err)
 	}
-	if _, err := r.OpenDataset("g/a"); !errors.Is(err, ErrNotFound) {
+	if _, err := r.OpenDataset(ctx, "g/a", nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("open of a deleted name: %v", err)
 	}
-	if got, want := r.Datasets(), []string{"c0", "c1", "c2", "h"}; !reflect.DeepEqual(got, want) {
+	if got, want := r.datasetNames(), []string{"c0", "c1", "c2", "h"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("datasets %v, want %v", got, want)
 	}
-	g, err := r.OpenGroup("g")
+	g, err := r.OpenGroup(ctx, "g")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ms := members(t, g); len(ms) != 0 {
 		t.Fatalf("members of g %v", ms)
 	}
-	if hb.Name() != "h" {
-		t.Fatalf("moved handle names %q", hb.Name())
+	if hb.Path() != "/h" || hb.Name() != "h" {
+		t.Fatalf("moved handle names %q", hb.Path())
 	}
 	if got := mustRead(t, hb); !bytes.Equal(got, bytes.Repeat([]byte{2}, 4096)) {
 		t.Fatalf("moved handle reads %v...", got[:8])
@@ -115,7 +115,7 @@ func TestDeleteFollowerConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := tOpen(t, drv, &Options{ReadOnly: true})
-	defer r.Close()
+	defer r.Close(ctx)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var bad atomic.Pointer[error]
@@ -129,10 +129,10 @@ func TestDeleteFollowerConcurrent(t *testing.T) {
 					bad.CompareAndSwap(nil, &err)
 					return
 				}
-				for _, n := range r.Datasets() {
+				for _, n := range r.datasetNames() {
 					// Every name ends in the value its dataset holds.
 					v, _ := strconv.Atoi(n[strings.LastIndexByte(n, 'v')+1:])
-					d, err := r.OpenDataset(n)
+					d, err := r.OpenDataset(ctx, n, nil)
 					if err != nil {
 						if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrStale) {
 							bad.CompareAndSwap(nil, &err)
@@ -141,7 +141,7 @@ func TestDeleteFollowerConcurrent(t *testing.T) {
 						continue
 					}
 					err = d.Read(ctx, All(followSpec.Shape), buf)
-					d.Close()
+					d.Close(ctx)
 					switch {
 					case err == nil:
 						if !bytes.Equal(buf, bytes.Repeat([]byte{byte(v)}, 4096)) {
@@ -160,12 +160,12 @@ func TestDeleteFollowerConcurrent(t *testing.T) {
 	}
 	for i := 1; i <= 60 && bad.Load() == nil; i++ {
 		n := fmt.Sprintf("g%d/v%d", i%3, i)
-		d, err := w.CreateDataset(n, followSpec)
+		d, err := w.CreateDataset(ctx, n, followSpec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		mustWrite(t, d, bytes.Repeat([]byte{byte(i)}, 4096))
-		d.Close()
+		d.Close(ctx)
 		if i%4 == 0 {
 			if _, err := w.CreateGroup(ctx, fmt.Sprintf("m%d", i)); err != nil {
 				t.Fatal(err)
@@ -178,7 +178,7 @@ func TestDeleteFollowerConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%3 == 0 {
-			if err := w.Delete(ctx, fmt.Sprintf("g%d", (i/3)%3), Recursive()); err != nil && !errors.Is(err, ErrNotFound) {
+			if err := w.Delete(ctx, fmt.Sprintf("g%d", (i/3)%3), &DeleteOptions{Recursive: true}); err != nil && !errors.Is(err, ErrNotFound) {
 				t.Fatal(err)
 			}
 			if err := w.Flush(ctx); err != nil {

@@ -40,7 +40,7 @@ func TestDeleteRequestsOnTheirWay(t *testing.T) {
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {
 			f := tCreate(t, vfd.NewMem(), nil)
-			ds, err := f.CreateDatasetContext(ctx, "d", c.spec)
+			ds, err := f.CreateDataset(ctx, "d", c.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +62,7 @@ func TestDeleteRequestsOnTheirWay(t *testing.T) {
 				}
 			}
 			deleted := make(chan error, 1)
-			go func() { deleted <- f.Delete(ctx, "d") }()
+			go func() { deleted <- f.Delete(ctx, "d", nil) }()
 			waitQueued(1)
 			done := make(chan error, 1)
 			go func() { done <- c.call(ds) }()

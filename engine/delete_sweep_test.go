@@ -13,7 +13,7 @@ import (
 // deletePath deletes the dataset or group at p (Recursive) and drops what
 // it held from the model.
 func (w *wlRun) deletePath(p string) error {
-	if err := w.f.Delete(w.ctx, p, Recursive()); err != nil {
+	if err := w.f.Delete(w.ctx, p, &DeleteOptions{Recursive: true}); err != nil {
 		return err
 	}
 	w.names = slices.DeleteFunc(w.names, func(n string) bool {
@@ -57,7 +57,7 @@ func (w *wlRun) checkNoLeak() error {
 			return err
 		}
 	}
-	r, err := Check(w.ctx, w.drv)
+	r, err := Check(w.ctx, "", &Options{Driver: w.drv})
 	if err != nil {
 		return err
 	}

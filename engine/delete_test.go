@@ -38,19 +38,19 @@ func mustRead(t *testing.T, d *Dataset) []byte {
 func TestDeleteMoveRules(t *testing.T) {
 	ctx := t.Context()
 	f := tCreate(t, vfd.NewMem(), nil)
-	defer f.Close()
+	defer f.Close(ctx)
 	for _, g := range []string{"a", "a/b"} {
 		if _, err := f.CreateGroup(ctx, g); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.CreateDataset("a/x", smallSpec); err != nil {
+	if _, err := f.CreateDataset(ctx, "a/x", smallSpec); err != nil {
 		t.Fatal(err)
 	}
 	for name, err := range map[string]error{
-		"delete missing":      f.Delete(ctx, "nope"),
-		"delete non-empty":    f.Delete(ctx, "a"),
-		"delete root":         f.Delete(ctx, "/"),
+		"delete missing":      f.Delete(ctx, "nope", nil),
+		"delete non-empty":    f.Delete(ctx, "a", nil),
+		"delete root":         f.Delete(ctx, "/", nil),
 		"move into itself":    f.Move(ctx, "a", "a/b/c"),
 		"move onto itself":    f.Move(ctx, "a", "/a"),
 		"move onto existing":  f.Move(ctx, "a/x", "a/b"),
@@ -68,19 +68,19 @@ func TestDeleteMoveRules(t *testing.T) {
 		}
 	}
 	// Nothing changed.
-	if got := members(t, f.Root()); len(got) != 1 || got[0].Name != "a" {
+	if got := members(t, f.Group); len(got) != 1 || got[0].Name != "a" {
 		t.Fatalf("root %v", got)
 	}
-	if err := f.Delete(ctx, "a/b"); err != nil { // empty: no option needed
+	if err := f.Delete(ctx, "a/b", nil); err != nil { // empty: no option needed
 		t.Fatal(err)
 	}
-	if err := f.Delete(ctx, "a", Recursive()); err != nil {
+	if err := f.Delete(ctx, "a", &DeleteOptions{Recursive: true}); err != nil {
 		t.Fatal(err)
 	}
-	if got := members(t, f.Root()); len(got) != 0 {
+	if got := members(t, f.Group); len(got) != 0 {
 		t.Fatalf("root after delete %v", got)
 	}
-	if _, err := f.OpenDataset("a/x"); !errors.Is(err, ErrNotFound) {
+	if _, err := f.OpenDataset(ctx, "a/x", nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("open deleted: %v", err)
 	}
 }
@@ -92,15 +92,15 @@ func TestMoveKeepsHandles(t *testing.T) {
 	ctx := t.Context()
 	drv := vfd.NewMem()
 	f := tCreate(t, drv, nil)
-	if _, err := f.CreateDataset("a/b/d", smallSpec); err != nil {
+	if _, err := f.CreateDataset(ctx, "a/b/d", smallSpec); err != nil {
 		t.Fatal(err)
 	}
-	e, err := f.CreateDataset("a/e", smallSpec)
+	e, err := f.CreateDataset(ctx, "a/e", smallSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustWrite(t, e, fillBytes(8, 3))
-	g, err := f.OpenGroup("a/b")
+	g, err := f.OpenGroup(ctx, "a/b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +114,8 @@ func TestMoveKeepsHandles(t *testing.T) {
 	if err := f.Move(ctx, "a", "m"); err != nil {
 		t.Fatal(err)
 	}
-	if e.Name() != "m/e" || g.Path() != "/m/b" {
-		t.Fatalf("handles after move: %q %q", e.Name(), g.Path())
+	if e.Path() != "/m/e" || e.Name() != "e" || g.Path() != "/m/b" {
+		t.Fatalf("handles after move: %q %q", e.Path(), g.Path())
 	}
 	if got := mustRead(t, e); !bytes.Equal(got, fillBytes(8, 9)) {
 		t.Fatalf("moved handle reads %v", got)
@@ -123,29 +123,29 @@ func TestMoveKeepsHandles(t *testing.T) {
 	if err := f.Move(ctx, "m/e", "m/b/e2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	f = tOpen(t, drv, nil)
-	defer f.Close()
-	if _, err := f.OpenGroup("a"); !errors.Is(err, ErrNotFound) {
+	defer f.Close(ctx)
+	if _, err := f.OpenGroup(ctx, "a"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("old group: %v", err)
 	}
-	d, err := f.OpenDataset("m/b/e2")
+	d, err := f.OpenDataset(ctx, "m/b/e2", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := mustRead(t, d); !bytes.Equal(got, fillBytes(8, 9)) {
 		t.Fatalf("after reopen reads %v", got)
 	}
-	g, err = f.OpenGroup("m/b")
+	g, err = f.OpenGroup(ctx, "m/b")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v, err := g.Attr("k"); err != nil || !v.Equal(StringAttr("v")) {
 		t.Fatalf("moved group attribute %v %v", v, err)
 	}
-	if _, err := f.OpenDataset("m/b/d"); err != nil {
+	if _, err := f.OpenDataset(ctx, "m/b/d", nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -159,7 +159,7 @@ func TestDeleteFreesAtCommit(t *testing.T) {
 	drv := vfd.NewMem()
 	f := tCreate(t, drv, nil)
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{64 << 10}, Chunk: []uint64{4 << 10}}
-	d, err := f.CreateDataset("g/big", spec)
+	d, err := f.CreateDataset(ctx, "g/big", spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestDeleteFreesAtCommit(t *testing.T) {
 	}
 	eof0 := f.sb.Load().EOF
 	mustWrite(t, d, fillBytes(64<<10, 2)) // dirty, never to be written
-	if err := f.Delete(ctx, "g", Recursive()); err != nil {
+	if err := f.Delete(ctx, "g", &DeleteOptions{Recursive: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Write(ctx, All(spec.Shape), fillBytes(64<<10, 3)); !errors.Is(err, ErrDeleted) {
@@ -185,7 +185,7 @@ func TestDeleteFreesAtCommit(t *testing.T) {
 	if grew := eof - eof0; grew > 4<<10 {
 		t.Fatalf("the file grew by %d bytes at the delete's commit: the deleted dataset's dirty chunks were written", grew)
 	}
-	d2, err := f.CreateDataset("big2", spec)
+	d2, err := f.CreateDataset(ctx, "big2", spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,18 +196,18 @@ func TestDeleteFreesAtCommit(t *testing.T) {
 	if grew := f.sb.Load().EOF - eof; grew > 16<<10 {
 		t.Fatalf("the file grew by %d bytes: the deleted dataset's space was not reused", grew)
 	}
-	if err := d.Close(); err != nil {
+	if err := d.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	f = tOpen(t, drv, nil)
-	defer f.Close()
-	if got := f.Datasets(); len(got) != 1 || got[0] != "big2" {
+	defer f.Close(ctx)
+	if got := f.datasetNames(); len(got) != 1 || got[0] != "big2" {
 		t.Fatalf("datasets %v", got)
 	}
-	d2, err = f.OpenDataset("big2")
+	d2, err = f.OpenDataset(ctx, "big2", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestDeletedHandleStorage(t *testing.T) {
 	}
 	handles := map[string]*Dataset{}
 	for name, spec := range specs {
-		d, err := f.CreateDataset(name, spec)
+		d, err := f.CreateDataset(ctx, name, spec)
 		must(err, name)
 		handles[name] = d
 	}
@@ -53,7 +53,7 @@ func TestDeletedHandleStorage(t *testing.T) {
 		}
 	}
 	for name, d := range handles {
-		must(f.Delete(ctx, name), "delete "+name)
+		must(f.Delete(ctx, name, nil), "delete "+name)
 		st, err := d.Storage(ctx)
 		wantDeleted(name, "Storage", st, err)
 		ext, err := d.ChunkExtents(ctx)
@@ -65,6 +65,6 @@ func TestDeletedHandleStorage(t *testing.T) {
 		wantDeleted(name, "Storage", st, err)
 		ext, err := d.ChunkExtents(ctx)
 		wantDeleted(name, "ChunkExtents", ext, err)
-		must(d.Close(), "close "+name)
+		must(d.Close(ctx), "close "+name)
 	}
 }

@@ -22,19 +22,19 @@ func TestDirectReadWholeUnfilteredChunks(t *testing.T) {
 	frame := h * w * 2
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: []uint64{rows, h, w}, Chunk: []uint64{1, h, w}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: []uint64{rows, h, w}, Chunk: []uint64{1, h, w}})
 	must(t, err)
 	want := make([]byte, rows*frame)
 	for i := range want {
 		want[i] = byte(i*7 + i/frame)
 	}
 	must(t, ds.Write(ctx, All([]uint64{rows, h, w}), want))
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 
 	open := func(drv vfd.Driver) (*File, *Dataset) {
-		f, err := OpenWith(drv, &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20}})
+		f, err := Open(ctx, "", &Options{Driver: drv, CacheConfig: cache.Config{QuiescentBytes: 1 << 20}})
 		must(t, err)
-		ds, err := f.OpenDataset("d")
+		ds, err := f.OpenDataset(ctx, "d", nil)
 		must(t, err)
 		return f, ds
 	}
@@ -60,12 +60,12 @@ func TestDirectReadWholeUnfilteredChunks(t *testing.T) {
 	if !bytes.Equal(half, want[frame:frame+frame/2]) || c.Stats().Loads != 1 {
 		t.Fatalf("half frame: equal %v, %d loads; want 1", bytes.Equal(half, want[frame:frame+frame/2]), c.Stats().Loads)
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 
 	// A dirty resident copy wins over the stored one.
-	f, err = OpenWith(mem, nil)
+	f, err = Open(ctx, "", &Options{Driver: mem})
 	must(t, err)
-	ds, err = f.OpenDataset("d")
+	ds, err = f.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	newer := bytes.Repeat([]byte{0x5A}, frame)
 	must(t, ds.Write(ctx, Box([]uint64{3, 0, 0}, []uint64{1, h, w}), newer))
@@ -74,7 +74,7 @@ func TestDirectReadWholeUnfilteredChunks(t *testing.T) {
 	if !bytes.Equal(got, exp) {
 		t.Fatal("read after a write: the dirty copy did not win")
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 
 	// Damage one stored frame: the direct read reports ErrCorrupt.
 	img := mem.Bytes()
@@ -91,22 +91,22 @@ func TestDirectReadWholeUnfilteredChunks(t *testing.T) {
 	if st := f.Cache().Stats(); st.Loads != 0 {
 		t.Fatalf("damaged frame: %d loads; the read should have gone directly", st.Loads)
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 
 	// A small chunk (under directMin) is loaded and kept.
 	mem = vfd.NewMem()
 	f = tCreate(t, mem, nil)
-	small, err := f.CreateDataset("s", DatasetSpec{Type: Uint8, Shape: []uint64{4, 256}, Chunk: []uint64{1, 256}})
+	small, err := f.CreateDataset(ctx, "s", DatasetSpec{Type: Uint8, Shape: []uint64{4, 256}, Chunk: []uint64{1, 256}})
 	must(t, err)
 	must(t, small.Write(ctx, All([]uint64{4, 256}), make([]byte, 1024)))
-	must(t, f.Close())
-	f, err = OpenWith(mem, nil)
+	must(t, f.Close(ctx))
+	f, err = Open(ctx, "", &Options{Driver: mem})
 	must(t, err)
-	small, err = f.OpenDataset("s")
+	small, err = f.OpenDataset(ctx, "s", nil)
 	must(t, err)
 	must(t, small.Read(ctx, All([]uint64{4, 256}), make([]byte, 1024)))
 	if st := f.Cache().Stats(); st.Loads != 4 || st.Chunks != 4 {
 		t.Fatalf("small chunks: %d loads, %d resident; want 4 and 4 (cached path)", st.Loads, st.Chunks)
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 }

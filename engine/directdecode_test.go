@@ -26,16 +26,16 @@ func TestDirectDecodeWholeChunks(t *testing.T) {
 	shape := []uint64{n, rows, cols}
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{1, rows, cols}, Filters: []Filter{Shuffle(), Zstd(1)}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{1, rows, cols}, Filters: []Filter{Shuffle(), Zstd(1)}})
 	must(t, err)
 	data := compressibleBytes(rand.New(rand.NewPCG(4, 4)), int(prod(shape))*2)
 	must(t, ds.Write(ctx, All(shape), data))
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 
 	const chunk = rows * cols * 2
 	f = tOpen(t, mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: n / 4 * chunk, BypassBytes: 4 * chunk}})
-	defer f.Close()
-	ds, err = f.OpenDataset("d")
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	c := f.Cache()
 	before := c.Stats()
@@ -92,14 +92,14 @@ func TestDirectDecodeDamagedChunk(t *testing.T) {
 	shape := []uint64{4, rows, cols}
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil, noCheck("a chunk's compressed bytes are overwritten to test the decode error"))
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{1, rows, cols}, Filters: []Filter{Zstd(1)}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{1, rows, cols}, Filters: []Filter{Zstd(1)}})
 	must(t, err)
 	data := compressibleBytes(rand.New(rand.NewPCG(5, 5)), int(prod(shape))*2)
 	must(t, ds.Write(ctx, All(shape), data))
 	must(t, f.Flush(ctx))
 	exts, err := ds.ChunkExtents(ctx)
 	must(t, err)
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	x := exts[2]
 	b := make([]byte, 1)
 	_, err = mem.ReadAt(b, x.Off+x.Size/2)
@@ -109,8 +109,8 @@ func TestDirectDecodeDamagedChunk(t *testing.T) {
 	must(t, err)
 
 	f = tOpen(t, mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 64 << 10}}, noCheck("a chunk's compressed bytes are overwritten to test the decode error"))
-	defer f.Close()
-	ds, err = f.OpenDataset("d")
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	buf := make([]byte, rows*cols*2)
 	err = ds.Read(ctx, Box([]uint64{uint64(x.Coord[0]), 0, 0}, []uint64{1, rows, cols}), buf)

@@ -45,7 +45,7 @@ func TestDirectEncodeFailureKeepsOldData(t *testing.T) {
 	mem := vfd.NewMem()
 	fd := vfd.NewFault(mem)
 	f := tCreate(t, fd, deOpts())
-	ds, err := f.CreateDataset("d", deSpec)
+	ds, err := f.CreateDataset(ctx, "d", deSpec)
 	must(t, err)
 	ref := newRef(deSpec.Shape, 2, nil)
 	all := deRows(rng, 6)
@@ -83,7 +83,7 @@ func TestDirectEncodeFailureKeepsOldData(t *testing.T) {
 			t.Fatalf("%s: the next write was not encoded directly", tc.name)
 		}
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	checkReopen(t, mem, "d", ref)
 }
 

@@ -34,7 +34,7 @@ func TestDirectPartDifferential(t *testing.T) {
 	// enough that the engine admits a read of several pieces at once.
 	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20, BypassBytes: 32 << 10}}
 	f := tCreate(t, drv, opts)
-	ds, err := f.CreateDataset("c", partSpec)
+	ds, err := f.CreateDataset(ctx, "c", partSpec)
 	must(t, err)
 	ref := newRef(partSpec.Shape, 1, nil)
 	for step := 0; step < 300; step++ {
@@ -60,9 +60,9 @@ func TestDirectPartDifferential(t *testing.T) {
 		case op < 15:
 			must(t, f.Flush(ctx))
 		default:
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 			f = tOpen(t, drv, opts)
-			ds, err = f.OpenDataset("c")
+			ds, err = f.OpenDataset(ctx, "c", nil)
 			must(t, err)
 			// Columns 100-299 of rows 70-200: parts of pieces 1-3, not
 			// contiguous in the buffer: one vector read of the three
@@ -96,24 +96,24 @@ func TestDirectPartCorrupt(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, &Options{CacheConfig: partCache}, noCheck("the test flips a byte inside a stored chunk"))
-	ds, err := f.CreateDataset("c", partSpec)
+	ds, err := f.CreateDataset(ctx, "c", partSpec)
 	must(t, err)
 	data := randomBytes(rand.New(rand.NewPCG(1, 2)), 512*1024)
 	must(t, ds.Write(ctx, All(partSpec.Shape), data))
 	must(t, f.Flush(ctx))
 	exts, err := ds.ChunkExtents(ctx)
 	must(t, err)
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	// Row 150, column 7: inside piece 2 (rows 128-191).
 	b := []byte{0}
 	off := exts[0].Off + 150*1024 + 7
 	_, _ = mem.ReadAt(b, off)
 	b[0] ^= 0x10
 	_, _ = mem.WriteAt(b, off)
-	f, err = OpenWith(mem, &Options{CacheConfig: partCache, ReadOnly: true})
+	f, err = Open(ctx, "", &Options{Driver: mem, CacheConfig: partCache, ReadOnly: true})
 	must(t, err)
-	defer f.Close()
-	ds, err = f.OpenDataset("c")
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "c", nil)
 	must(t, err)
 	read := func(r0, n uint64) ([]byte, error) {
 		sel := Box([]uint64{r0, 5}, []uint64{n, 10})
@@ -153,16 +153,16 @@ func TestDirectPartDirtyWins(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 20}})
-	ds, err := f.CreateDataset("c", partSpec)
+	ds, err := f.CreateDataset(ctx, "c", partSpec)
 	must(t, err)
 	ref := newRef(partSpec.Shape, 1, nil)
 	data := randomBytes(rand.New(rand.NewPCG(1, 3)), 512*1024)
 	must(t, ds.Write(ctx, All(partSpec.Shape), data))
 	ref.write(All(partSpec.Shape), data)
 	must(t, f.Flush(ctx))
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	f = tOpen(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 20}})
-	ds, err = f.OpenDataset("c")
+	ds, err = f.OpenDataset(ctx, "c", nil)
 	must(t, err)
 	// Part of piece 2 becomes dirty and resident (the bypass threshold,
 	// 1 MiB, keeps it).
@@ -194,7 +194,7 @@ func TestDirectPartDirtyWins(t *testing.T) {
 func TestDirectPartConcurrentWriter(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), &Options{CacheConfig: partCache})
-	ds, err := f.CreateDataset("c", partSpec)
+	ds, err := f.CreateDataset(ctx, "c", partSpec)
 	must(t, err)
 	const versions = 40
 	var wg sync.WaitGroup
@@ -335,7 +335,7 @@ func TestDirectPartSparse(t *testing.T) {
 	drv := vfd.NewCounting(vfd.NewMem())
 	f := tCreate(t, drv, nil)
 	spec := DatasetSpec{Type: Int32, Shape: []uint64{256, 256}, Chunk: []uint64{64, 64}, Layout: Sparse}
-	ds, err := f.CreateDataset("s", spec)
+	ds, err := f.CreateDataset(ctx, "s", spec)
 	must(t, err)
 	rng := rand.New(rand.NewPCG(4, 4))
 	for i := 0; i < 200; i++ {
@@ -354,9 +354,9 @@ func TestDirectPartSparse(t *testing.T) {
 	for _, e := range exts {
 		stored += e.Size
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	f = tOpen(t, drv, &Options{CacheConfig: cache.Config{BypassBytes: 1}})
-	ds, err = f.OpenDataset("s")
+	ds, err = f.OpenDataset(ctx, "s", nil)
 	must(t, err)
 	cb := drv.Snapshot()
 	def, err := ds.DefinedElements(ctx, all)
@@ -386,13 +386,13 @@ func TestDirectReadAllocs(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("c", partSpec)
+	ds, err := f.CreateDataset(ctx, "c", partSpec)
 	must(t, err)
 	must(t, ds.Write(ctx, All(partSpec.Shape), make([]byte, 512*1024)))
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	// Nothing resident: every piece goes directly, every time.
 	f = tOpen(t, mem, &Options{ReadOnly: true})
-	ds, err = f.OpenDataset("c")
+	ds, err = f.OpenDataset(ctx, "c", nil)
 	must(t, err)
 	allocs := func(pieces uint64) float64 {
 		sel := Box([]uint64{0, 0}, []uint64{64 * pieces, 1024})
@@ -418,18 +418,18 @@ func TestDirectReadLarge(t *testing.T) {
 	mem := vfd.NewMem()
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{4096, 1024}, Layout: Contiguous} // 64 pieces
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("c", spec)
+	ds, err := f.CreateDataset(ctx, "c", spec)
 	must(t, err)
 	data := randomBytes(rand.New(rand.NewPCG(6, 6)), 4096*1024)
 	must(t, ds.Write(ctx, All(spec.Shape), data))
 	must(t, f.Flush(ctx))
 	exts, err := ds.ChunkExtents(ctx)
 	must(t, err)
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	open := func() (*File, *Dataset) {
-		f, err := OpenWith(mem, &Options{ReadOnly: true})
+		f, err := Open(ctx, "", &Options{Driver: mem, ReadOnly: true})
 		must(t, err)
-		ds, err := f.OpenDataset("c")
+		ds, err := f.OpenDataset(ctx, "c", nil)
 		must(t, err)
 		return f, ds
 	}
@@ -445,7 +445,7 @@ func TestDirectReadLarge(t *testing.T) {
 	if st := f.Cache().Stats().Sub(before); st.Loads != 0 || st.VectorReads-st.SplitShares != 1 {
 		t.Fatalf("%d loads, %d vector reads (%d by split helpers): want 0 and 1", st.Loads, st.VectorReads, st.SplitShares)
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	for _, p := range []int64{0, 63} {
 		b := []byte{0}
 		off := exts[0].Off + p<<16 + 999
@@ -463,7 +463,7 @@ func TestDirectReadLarge(t *testing.T) {
 		if !bytes.Equal(buf, data[q<<16:(q+2)<<16]) {
 			t.Fatalf("pieces %d-%d differ", q, q+1)
 		}
-		must(t, f.Close())
+		must(t, f.Close(ctx))
 		b[0] ^= 1
 		_, _ = mem.WriteAt(b, off)
 	}

@@ -78,7 +78,7 @@ func TestDirectReadByRows(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := vfd.NewMem()
 			f := tCreate(t, mem, nil)
-			ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: tc.shape, Chunk: tc.chunk})
+			ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: tc.shape, Chunk: tc.chunk})
 			must(t, err)
 			n := uint64(2)
 			for _, s := range tc.shape {
@@ -89,12 +89,12 @@ func TestDirectReadByRows(t *testing.T) {
 				want[i] = byte(i*131 + i>>9)
 			}
 			must(t, ds.Write(ctx, All(tc.shape), want))
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 
 			drv := &rowsDriver{Driver: mem, meet: 2, met: make(chan struct{})}
-			f, err = OpenWith(drv, &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20, Workers: 4}})
+			f, err = Open(ctx, "", &Options{Driver: drv, CacheConfig: cache.Config{QuiescentBytes: 64 << 20, Workers: 4}})
 			must(t, err)
-			ds, err = f.OpenDataset("d")
+			ds, err = f.OpenDataset(ctx, "d", nil)
 			must(t, err)
 			got := make([]byte, n)
 			must(t, ds.Read(ctx, All(tc.shape), got))
@@ -131,7 +131,7 @@ func TestDirectReadByRows(t *testing.T) {
 				t.Fatalf("failed vector read: %v, want ErrIO", err)
 			}
 			drv.fail.Store(false)
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 
 			// One damaged byte in one row of the last chunk: ErrCorrupt.
 			img := mem.Bytes()
@@ -141,14 +141,14 @@ func TestDirectReadByRows(t *testing.T) {
 				t.Fatal("the last row not found in the file")
 			}
 			img[k+3] ^= 0x40
-			f, err = OpenWith(vfd.NewMemFrom(img), &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20, Workers: 4}})
+			f, err = Open(ctx, "", &Options{Driver: vfd.NewMemFrom(img), CacheConfig: cache.Config{QuiescentBytes: 64 << 20, Workers: 4}})
 			must(t, err)
-			ds, err = f.OpenDataset("d")
+			ds, err = f.OpenDataset(ctx, "d", nil)
 			must(t, err)
 			if err := ds.Read(ctx, All(tc.shape), got); !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("damaged row: %v, want ErrCorrupt", err)
 			}
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 		})
 	}
 }
@@ -188,18 +188,18 @@ func TestDirectReadByRowsConcurrent(t *testing.T) {
 	shape, chunk := []uint64{64, 64, 128}, []uint64{16, 32, 64} // 64 KiB chunks, rows of 128 B
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: chunk})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: chunk})
 	must(t, err)
 	want := make([]byte, 2*prod64(shape))
 	for i := range want {
 		want[i] = byte(i*29 + i>>11)
 	}
 	must(t, ds.Write(ctx, All(shape), want))
-	must(t, f.Close())
-	f, err = OpenWith(mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20, Workers: 4}})
+	must(t, f.Close(ctx))
+	f, err = Open(ctx, "", &Options{Driver: mem, CacheConfig: cache.Config{QuiescentBytes: 64 << 20, Workers: 4}})
 	must(t, err)
-	defer f.Close()
-	ds, err = f.OpenDataset("d")
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {

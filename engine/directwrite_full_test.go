@@ -22,7 +22,7 @@ func TestDirectWriteStreamThroughFullCache(t *testing.T) {
 	const rows = 64
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{rows, dwRow}, Chunk: []uint64{1, dwRow}}
 	f := tCreate(t, mem, opts)
-	ds, err := f.CreateDataset("d", spec)
+	ds, err := f.CreateDataset(ctx, "d", spec)
 	must(t, err)
 	c := f.Cache()
 	before := c.Stats()
@@ -34,9 +34,9 @@ func TestDirectWriteStreamThroughFullCache(t *testing.T) {
 		t.Fatalf("%d chunks through a 16-chunk cache: %d direct, %d created, %d evictions, peak %d",
 			rows, st.DirectWrites, st.Creates, st.Evictions, c.Stats().PeakResidentBytes)
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	g := tOpen(t, mem, &Options{ReadOnly: true})
-	ds, err = g.OpenDataset("d")
+	ds, err = g.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	got := make([]byte, dwRow)
 	for r := range uint64(rows) {

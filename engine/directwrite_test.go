@@ -73,7 +73,7 @@ func TestDirectWriteZeroCopy(t *testing.T) {
 	ctx := context.Background()
 	rec := &recDriver{Driver: vfd.NewMem()}
 	f := tCreate(t, rec, dwOpts())
-	ds, err := f.CreateDataset("d", dwSpec)
+	ds, err := f.CreateDataset(ctx, "d", dwSpec)
 	must(t, err)
 	c := f.Cache()
 	before := c.Stats()
@@ -123,9 +123,9 @@ func TestDirectWriteZeroCopy(t *testing.T) {
 	ref.verify(t, ds)
 
 	// Below the threshold, and filtered datasets: the cached path.
-	small, err := f.CreateDataset("small", DatasetSpec{Type: Uint8, Shape: []uint64{4, 1024}, Chunk: []uint64{1, 1024}})
+	small, err := f.CreateDataset(ctx, "small", DatasetSpec{Type: Uint8, Shape: []uint64{4, 1024}, Chunk: []uint64{1, 1024}})
 	must(t, err)
-	zs, err := f.CreateDataset("z", DatasetSpec{Type: Uint8, Shape: []uint64{2, dwRow}, Chunk: []uint64{1, dwRow}, Filters: []Filter{Zstd(1)}})
+	zs, err := f.CreateDataset(ctx, "z", DatasetSpec{Type: Uint8, Shape: []uint64{2, dwRow}, Chunk: []uint64{1, dwRow}, Filters: []Filter{Zstd(1)}})
 	must(t, err)
 	b0 := c.Stats()
 	must(t, small.Write(ctx, All([]uint64{4, 1024}), pattern(4096, 3)))
@@ -133,12 +133,12 @@ func TestDirectWriteZeroCopy(t *testing.T) {
 	if st := c.Stats().Sub(b0); st.DirectWrites != 0 || st.Creates != 6 {
 		t.Fatalf("small and filtered chunks: %d direct writes, %d creates; want 0 and 6", st.DirectWrites, st.Creates)
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	// Config.NoDirectWrites: the same write is bypassed (created, copied,
 	// written, dropped) instead.
-	f, err = OpenWith(rec, &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10, NoDirectWrites: true}})
+	f, err = Open(ctx, "", &Options{Driver: rec, CacheConfig: cache.Config{QuiescentBytes: 8 << 10, NoDirectWrites: true}})
 	must(t, err)
-	ds, err = f.OpenDataset("d")
+	ds, err = f.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	b0 = f.Cache().Stats()
 	two := pattern(dwRow, 16)
@@ -147,14 +147,14 @@ func TestDirectWriteZeroCopy(t *testing.T) {
 	if st := f.Cache().Stats().Sub(b0); st.DirectWrites != 0 || st.Creates != 1 || st.Bypasses != 1 {
 		t.Fatalf("NoDirectWrites: %d direct, %d creates, %d bypasses; want 0, 1, 1", st.DirectWrites, st.Creates, st.Bypasses)
 	}
-	must(t, f.Close())
-	f, err = OpenWith(rec, nil)
+	must(t, f.Close(ctx))
+	f, err = Open(ctx, "", &Options{Driver: rec})
 	must(t, err)
-	ds, err = f.OpenDataset("d")
+	ds, err = f.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	ref.verify(t, ds)
-	must(t, f.Close())
-	if _, err := Check(ctx, rec); err != nil {
+	must(t, f.Close(ctx))
+	if _, err := Check(ctx, "", &Options{Driver: rec}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -168,7 +168,7 @@ func TestDirectWriteCoherence(t *testing.T) {
 	mem := vfd.NewMem()
 	fd := vfd.NewFault(mem)
 	f := tCreate(t, fd, dwOpts())
-	ds, err := f.CreateDataset("d", dwSpec)
+	ds, err := f.CreateDataset(ctx, "d", dwSpec)
 	must(t, err)
 	c := f.Cache()
 	ref := newRef(dwSpec.Shape, 1, nil)
@@ -244,7 +244,7 @@ func TestDirectWriteCoherence(t *testing.T) {
 	write(row(4), pattern(dwRow, 12))
 	ref.verify(t, ds)
 	// Close commits; reopen (a fresh, larger cache: nothing resident) sees it.
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	checkReopen(t, mem, "d", ref)
 }
 
@@ -252,15 +252,15 @@ func TestDirectWriteCoherence(t *testing.T) {
 // verifies dataset name against ref.
 func checkReopen(t *testing.T, mem vfd.Driver, name string, ref *refArray) {
 	t.Helper()
-	if _, err := Check(context.Background(), mem); err != nil {
+	if _, err := Check(context.Background(), "", &Options{Driver: mem}); err != nil {
 		t.Fatal(err)
 	}
-	f, err := OpenWith(mem, nil)
+	f, err := Open(context.Background(), "", &Options{Driver: mem})
 	must(t, err)
-	ds, err := f.OpenDataset(name)
+	ds, err := f.OpenDataset(context.Background(), name, nil)
 	must(t, err)
 	ref.verify(t, ds)
-	must(t, f.Close())
+	must(t, f.Close(context.Background()))
 }
 
 // TestDirectWriteFailureKeepsOldData: a direct write whose WriteV fails
@@ -272,7 +272,7 @@ func TestDirectWriteFailureKeepsOldData(t *testing.T) {
 	mem := vfd.NewMem()
 	fd := vfd.NewFault(mem)
 	f := tCreate(t, fd, dwOpts())
-	ds, err := f.CreateDataset("d", dwSpec)
+	ds, err := f.CreateDataset(ctx, "d", dwSpec)
 	must(t, err)
 	ref := newRef(dwSpec.Shape, 1, nil)
 	all := pattern(6*dwRow, 13)
@@ -298,7 +298,7 @@ func TestDirectWriteFailureKeepsOldData(t *testing.T) {
 		t.Fatal("torn direct write reported success")
 	}
 	ref.verify(t, ds)
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	checkReopen(t, mem, "d", ref)
 }
 
@@ -460,9 +460,9 @@ func directConcurrentDifferential(t *testing.T, cols uint64, opts *Options) {
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, opts)
 	shape := []uint64{workers*rowsEach + 1, dwRow} // last row: shared
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: shape, Chunk: []uint64{1, cols}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: shape, Chunk: []uint64{1, cols}})
 	must(t, err)
-	zs, err := f.CreateDataset("z", DatasetSpec{Type: Uint16, Shape: []uint64{workers, 256}, Chunk: []uint64{1, 128}, Filters: []Filter{Zstd(1)}})
+	zs, err := f.CreateDataset(ctx, "z", DatasetSpec{Type: Uint16, Shape: []uint64{workers, 256}, Chunk: []uint64{1, 128}, Filters: []Filter{Zstd(1)}})
 	must(t, err)
 	ref := newRef(shape, 1, nil)
 	zref := newRef([]uint64{workers, 256}, 2, nil)
@@ -575,17 +575,17 @@ func directConcurrentDifferential(t *testing.T, cols uint64, opts *Options) {
 	}
 	ref.verify(t, ds)
 	zref.verify(t, zs)
-	must(t, f.Close())
-	if _, err := Check(ctx, mem); err != nil {
+	must(t, f.Close(ctx))
+	if _, err := Check(ctx, "", &Options{Driver: mem}); err != nil {
 		t.Fatal(err)
 	}
-	f, err = OpenWith(mem, nil)
+	f, err = Open(ctx, "", &Options{Driver: mem})
 	must(t, err)
-	ds, err = f.OpenDataset("d")
+	ds, err = f.OpenDataset(ctx, "d", nil)
 	must(t, err)
-	zs, err = f.OpenDataset("z")
+	zs, err = f.OpenDataset(ctx, "z", nil)
 	must(t, err)
 	ref.verify(t, ds)
 	zref.verify(t, zs)
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 }

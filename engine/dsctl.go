@@ -46,24 +46,6 @@ func (o DatasetOptions) Validate() error {
 	return nil
 }
 
-// OpenDatasetWith opens an existing dataset as OpenDatasetContext does and
-// applies o to it (see DatasetOptions for how long they hold). On an error
-// no handle is returned and the dataset's options are as they were.
-func (f *File) OpenDatasetWith(ctx context.Context, name string, o DatasetOptions) (*Dataset, error) {
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	ds, err := f.OpenDatasetContext(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if err := ds.s.applyOptions(o); err != nil {
-		_ = ds.Close()
-		return nil, err
-	}
-	return ds, nil
-}
-
 // applyOptions sets o on the dataset's cache registration. The checks come
 // first, so a refused option changes nothing.
 func (s *dsState) applyOptions(o DatasetOptions) error {

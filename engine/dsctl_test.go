@@ -20,9 +20,9 @@ func TestDatasetFlushDurableAlone(t *testing.T) {
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{16}}
-	a, err := f.CreateDataset("a", spec)
+	a, err := f.CreateDataset(ctx, "a", spec)
 	must(t, err)
-	b, err := f.CreateDataset("b", spec)
+	b, err := f.CreateDataset(ctx, "b", spec)
 	must(t, err)
 	must(t, f.Flush(ctx)) // both exist, empty, in the committed state
 	da, db := bytes.Repeat([]byte{0xa}, 64), bytes.Repeat([]byte{0xb}, 64)
@@ -39,9 +39,9 @@ func TestDatasetFlushDurableAlone(t *testing.T) {
 
 	crashed := vfd.NewMemFrom(mem.Bytes())
 	r := tOpen(t, crashed, &Options{ReadOnly: true})
-	ra, err := r.OpenDataset("a")
+	ra, err := r.OpenDataset(ctx, "a", nil)
 	must(t, err)
-	rb, err := r.OpenDataset("b")
+	rb, err := r.OpenDataset(ctx, "b", nil)
 	must(t, err)
 	got := make([]byte, 64)
 	must(t, ra.Read(ctx, All(spec.Shape), got))
@@ -55,7 +55,7 @@ func TestDatasetFlushDurableAlone(t *testing.T) {
 
 	must(t, f.Flush(ctx))
 	r2 := tOpen(t, vfd.NewMemFrom(mem.Bytes()), &Options{ReadOnly: true})
-	rb2, err := r2.OpenDataset("b")
+	rb2, err := r2.OpenDataset(ctx, "b", nil)
 	must(t, err)
 	must(t, rb2.Read(ctx, All(spec.Shape), got))
 	if !bytes.Equal(got, db) {
@@ -72,7 +72,7 @@ func TestDatasetFlushErrorKeepsWrites(t *testing.T) {
 	fd.SetEnabled(false)
 	f := tCreate(t, fd, nil)
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{16}}
-	a, err := f.CreateDataset("a", spec)
+	a, err := f.CreateDataset(ctx, "a", spec)
 	must(t, err)
 	must(t, f.Flush(ctx))
 	data := bytes.Repeat([]byte{7}, 64)
@@ -84,7 +84,7 @@ func TestDatasetFlushErrorKeepsWrites(t *testing.T) {
 	fd.SetEnabled(false)
 	must(t, a.Flush(ctx))
 	r := tOpen(t, vfd.NewMemFrom(mem.Bytes()), &Options{ReadOnly: true})
-	ra, err := r.OpenDataset("a")
+	ra, err := r.OpenDataset(ctx, "a", nil)
 	must(t, err)
 	got := make([]byte, 64)
 	must(t, ra.Read(ctx, All(spec.Shape), got))
@@ -100,9 +100,9 @@ func TestDatasetEvict(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), nil)
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{16}}
-	a, err := f.CreateDataset("a", spec)
+	a, err := f.CreateDataset(ctx, "a", spec)
 	must(t, err)
-	b, err := f.CreateDataset("b", spec)
+	b, err := f.CreateDataset(ctx, "b", spec)
 	must(t, err)
 	data := bytes.Repeat([]byte{3}, 64)
 	must(t, a.Write(ctx, All(spec.Shape), data))
@@ -122,7 +122,7 @@ func TestDatasetEvict(t *testing.T) {
 	if st := a.CacheStats(); st.Misses == 0 {
 		t.Fatalf("a's read after Evict hit the cache: %+v", st)
 	}
-	must(t, a.Close())
+	must(t, a.Close(ctx))
 	if err := a.Evict(ctx); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Evict on a closed handle: %v", err)
 	}
@@ -138,38 +138,38 @@ func TestOpenDatasetWith(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20, MinBytes: 4096}})
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{16}, CacheMinBytes: 8192}
-	d, err := f.CreateDataset("d", spec)
+	d, err := f.CreateDataset(ctx, "d", spec)
 	must(t, err)
-	must(t, d.Close())
+	must(t, d.Close(ctx))
 
-	h, err := f.OpenDatasetWith(ctx, "d", DatasetOptions{})
+	h, err := f.OpenDataset(ctx, "d", &DatasetOptions{})
 	must(t, err)
 	if got := h.CacheStats().MinBytes; got != 8192 {
 		t.Fatalf("zero options: MinBytes %d, want the stored 8192", got)
 	}
-	h2, err := f.OpenDatasetWith(ctx, "d", DatasetOptions{CacheMinBytes: 65536})
+	h2, err := f.OpenDataset(ctx, "d", &DatasetOptions{CacheMinBytes: 65536})
 	must(t, err)
 	if got := h.CacheStats().MinBytes; got != 65536 {
 		t.Fatalf("after an open with 65536: the first handle sees MinBytes %d", got)
 	}
-	if _, err := f.OpenDatasetWith(ctx, "d", DatasetOptions{CacheMinBytes: 1, Prefetch: PrefetchOn}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.OpenDataset(ctx, "d", &DatasetOptions{CacheMinBytes: 1, Prefetch: PrefetchOn}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("PrefetchOn on a cache without a prefetcher: %v, want ErrInvalid", err)
 	}
 	if got := h.CacheStats().MinBytes; got != 65536 {
 		t.Fatalf("a refused open changed MinBytes to %d", got)
 	}
-	if _, err := f.OpenDatasetWith(ctx, "d", DatasetOptions{CacheMinBytes: -2}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.OpenDataset(ctx, "d", &DatasetOptions{CacheMinBytes: -2}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("CacheMinBytes -2: %v, want ErrInvalid", err)
 	}
-	h3, err := f.OpenDatasetWith(ctx, "d", DatasetOptions{CacheMinBytes: -1})
+	h3, err := f.OpenDataset(ctx, "d", &DatasetOptions{CacheMinBytes: -1})
 	must(t, err)
 	if got := h.CacheStats().MinBytes; got != 0 {
 		t.Fatalf("CacheMinBytes -1: MinBytes %d, want 0 (none)", got)
 	}
 	for _, x := range []*Dataset{h, h2, h3} {
-		must(t, x.Close())
+		must(t, x.Close(ctx))
 	}
-	h4, err := f.OpenDataset("d")
+	h4, err := f.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	if got := h4.CacheStats().MinBytes; got != 8192 {
 		t.Fatalf("reopened after every handle closed: MinBytes %d, want the stored 8192", got)
@@ -190,16 +190,16 @@ func TestOpenDatasetWithPrefetchOff(t *testing.T) {
 	f := tCreate(t, vfd.NewMem(), &Options{Cache: c})
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{64 << 10}, Chunk: []uint64{4 << 10}}
 	for _, n := range []string{"off", "on"} {
-		d, err := f.CreateDataset(n, spec)
+		d, err := f.CreateDataset(ctx, n, spec)
 		must(t, err)
 		must(t, d.Write(ctx, All(spec.Shape), bytes.Repeat([]byte{1}, 64<<10)))
-		must(t, d.Close())
+		must(t, d.Close(ctx))
 	}
 	must(t, f.Flush(ctx))
 	open := func(name string, o DatasetOptions) *Dataset {
-		d, err := f.OpenDatasetWith(ctx, name, o)
+		d, err := f.OpenDataset(ctx, name, &o)
 		must(t, err)
-		t.Cleanup(func() { d.Close() })
+		t.Cleanup(func() { d.Close(ctx) })
 		must(t, d.Evict(ctx))
 		buf := make([]byte, 4<<10)
 		for i := uint64(0); i < 8; i++ {
@@ -234,9 +234,9 @@ func TestDatasetFlushRace(t *testing.T) {
 	const writers, gens = 4, 12
 	names := []string{"w0", "w1", "w2", "w3"}
 	for _, n := range names {
-		d, err := f.CreateDataset(n, spec)
+		d, err := f.CreateDataset(ctx, n, spec)
 		must(t, err)
-		must(t, d.Close())
+		must(t, d.Close(ctx))
 	}
 	must(t, f.Flush(ctx))
 	errc := make(chan error, writers+1)
@@ -260,12 +260,12 @@ func TestDatasetFlushRace(t *testing.T) {
 	done := make(chan int, writers)
 	for w := range writers {
 		go func() {
-			d, err := f.OpenDataset(names[w])
+			d, err := f.OpenDataset(ctx, names[w], nil)
 			if err != nil {
 				errc <- err
 				return
 			}
-			defer d.Close()
+			defer d.Close(ctx)
 			for g := 1; g <= gens; g++ {
 				if err := d.Write(ctx, All(spec.Shape), bytes.Repeat([]byte{byte(g)}, 256)); err != nil {
 					errc <- err
@@ -297,7 +297,7 @@ func TestDatasetFlushRace(t *testing.T) {
 	must(t, <-errc)
 	for w := range writers {
 		r := tOpen(t, vfd.NewMemFrom(snaps[w]), &Options{ReadOnly: true})
-		d, err := r.OpenDataset(names[w])
+		d, err := r.OpenDataset(ctx, names[w], nil)
 		must(t, err)
 		got := make([]byte, 256)
 		must(t, d.Read(ctx, All(spec.Shape), got))

@@ -41,7 +41,7 @@ func TestRoundTripTypesFilters(t *testing.T) {
 				if typ.Size() > 1 && rng.IntN(2) == 0 {
 					fill = bytes.Repeat([]byte{0xA5}, typ.Size())
 				}
-				ds, err := f.CreateDataset("d", DatasetSpec{
+				ds, err := f.CreateDataset(ctx, "d", DatasetSpec{
 					Type: typ, Shape: dims, MaxShape: []uint64{Unlimited, 40},
 					Chunk: []uint64{4, 7}, Filters: filters, Fill: fill,
 				})
@@ -69,16 +69,16 @@ func TestRoundTripTypesFilters(t *testing.T) {
 					}
 				}
 				ref.verify(t, ds)
-				must(t, f.Close())
+				must(t, f.Close(ctx))
 
 				f = tOpen(t, mem, opts)
-				ds, err = f.OpenDataset("d")
+				ds, err = f.OpenDataset(ctx, "d", nil)
 				must(t, err)
 				ref.verify(t, ds)
-				if _, err := Check(ctx, mem); err != nil {
+				if _, err := Check(ctx, "", &Options{Driver: mem}); err != nil {
 					t.Fatal(err)
 				}
-				must(t, f.Close())
+				must(t, f.Close(ctx))
 			})
 		}
 	}
@@ -91,15 +91,15 @@ func TestFilePathLifecycle(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "x.scc")
 	f := tCreatePath(t, path, nil)
-	if _, err := Open(path, nil); !errors.Is(err, ErrLocked) {
+	if _, err := Open(ctx, path, nil); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second writer: %v, want ErrLocked", err)
 	}
-	ds, err := f.CreateDataset("frames", DatasetSpec{
+	ds, err := f.CreateDataset(ctx, "frames", DatasetSpec{
 		Type: Float64, Shape: []uint64{0, 8}, MaxShape: []uint64{Unlimited, 8}, Chunk: []uint64{2, 8},
 		Filters: []Filter{Shuffle(), Zstd(1)},
 	})
 	must(t, err)
-	if _, err := f.CreateDataset("frames", DatasetSpec{Type: Int8, Shape: []uint64{1}, Chunk: []uint64{1}}); !errors.Is(err, ErrExists) {
+	if _, err := f.CreateDataset(ctx, "frames", DatasetSpec{Type: Int8, Shape: []uint64{1}, Chunk: []uint64{1}}); !errors.Is(err, ErrExists) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	must(t, ds.SetExtent(ctx, []uint64{5, 8}))
@@ -111,19 +111,19 @@ func TestFilePathLifecycle(t *testing.T) {
 	if err := WriteSlice(ctx, ds, Box([]uint64{0, 0}, []uint64{5, 8}), make([]int32, 40)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("typed mismatch: %v", err)
 	}
-	must(t, f.Close())
-	must(t, f.Close()) // idempotent
+	must(t, f.Close(ctx))
+	must(t, f.Close(ctx)) // idempotent
 	if err := ds.Write(ctx, Box([]uint64{0, 0}, []uint64{1, 1}), make([]byte, 8)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("write after close: %v", err)
 	}
 
-	r, err := Open(path, &Options{ReadOnly: true})
+	r, err := Open(ctx, path, &Options{ReadOnly: true})
 	must(t, err)
-	defer r.Close()
-	if got := r.Datasets(); len(got) != 1 || got[0] != "frames" {
+	defer r.Close(ctx)
+	if got := r.datasetNames(); len(got) != 1 || got[0] != "frames" {
 		t.Fatalf("datasets %v", got)
 	}
-	rd, err := r.OpenDataset("frames")
+	rd, err := r.OpenDataset(ctx, "frames", nil)
 	must(t, err)
 	got := make([]float64, 40)
 	must(t, ReadSlice(ctx, rd, Box([]uint64{0, 0}, []uint64{5, 8}), got))
@@ -135,10 +135,10 @@ func TestFilePathLifecycle(t *testing.T) {
 	if err := rd.Write(ctx, Box([]uint64{0, 0}, []uint64{1, 1}), make([]byte, 8)); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("write to read-only: %v", err)
 	}
-	if _, err := r.OpenDataset("nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := r.OpenDataset(ctx, "nope", nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing dataset: %v", err)
 	}
-	if _, err := CheckPath(ctx, path); err != nil {
+	if _, err := Check(ctx, path, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -158,44 +158,44 @@ func TestCreateReplacesFile(t *testing.T) {
 		return st.Size()
 	}
 	f := tCreatePath(t, path, nil)
-	ds, err := f.CreateDataset("a", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{32, 32}})
+	ds, err := f.CreateDataset(ctx, "a", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{32, 32}})
 	must(t, err)
 	must(t, ds.Write(ctx, Box([]uint64{0, 0}, []uint64{64, 64}), make([]byte, 4096)))
 	must(t, f.Flush(ctx))
 	full := size()
-	if g, err := Create(path, nil); !errors.Is(err, ErrLocked) {
+	if g, err := Create(ctx, path, nil); !errors.Is(err, ErrLocked) {
 		if g != nil {
-			g.Close()
+			g.Close(ctx)
 		}
 		t.Fatalf("Create over a held file: %v, want ErrLocked", err)
 	}
 	if got := size(); got != full {
 		t.Fatalf("a refused Create changed the file's size from %d to %d", full, got)
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 
 	f = tCreatePath(t, path, nil)
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	if got := size(); got >= full {
 		t.Fatalf("recreated file has %d bytes, the old one %d", got, full)
 	}
-	r, err := Open(path, &Options{ReadOnly: true})
+	r, err := Open(ctx, path, &Options{ReadOnly: true})
 	must(t, err)
-	if got := r.Datasets(); len(got) != 0 {
+	if got := r.datasetNames(); len(got) != 0 {
 		t.Fatalf("recreated file has datasets %v", got)
 	}
-	must(t, r.Close())
-	if _, err := CheckPath(ctx, path); err != nil {
+	must(t, r.Close(ctx))
+	if _, err := Check(ctx, path, nil); err != nil {
 		t.Fatal(err)
 	}
 
 	empty := filepath.Join(dir, "empty.scc")
 	must(t, os.WriteFile(empty, nil, 0o644))
 	f = tCreatePath(t, empty, nil)
-	_, err = f.CreateDataset("b", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{8}})
+	_, err = f.CreateDataset(ctx, "b", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{8}})
 	must(t, err)
-	must(t, f.Close())
-	if _, err := CheckPath(ctx, empty); err != nil {
+	must(t, f.Close(ctx))
+	if _, err := Check(ctx, empty, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -206,22 +206,22 @@ func TestReadOnlyNeverSyncs(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("a", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{32, 32}})
+	ds, err := f.CreateDataset(ctx, "a", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{32, 32}})
 	must(t, err)
 	must(t, ds.Write(ctx, Box([]uint64{0, 0}, []uint64{64, 64}), make([]byte, 4096)))
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	for _, readOnly := range []bool{true, false} {
 		cnt := vfd.NewCounting(mem)
-		f, err := OpenWith(cnt, &Options{ReadOnly: readOnly})
+		f, err := Open(ctx, "", &Options{Driver: cnt, ReadOnly: readOnly})
 		must(t, err)
-		ds, err := f.OpenDataset("a")
+		ds, err := f.OpenDataset(ctx, "a", nil)
 		must(t, err)
 		must(t, ds.Read(ctx, Box([]uint64{0, 0}, []uint64{64, 64}), make([]byte, 4096)))
 		if !readOnly {
 			must(t, ds.Write(ctx, Box([]uint64{0, 0}, []uint64{1, 1}), []byte{7}))
 		}
 		must(t, f.Flush(ctx))
-		must(t, f.Close())
+		must(t, f.Close(ctx))
 		syncs := cnt.Snapshot().Ops[vfd.OpSync]
 		if readOnly && syncs != 0 {
 			t.Fatalf("read-only file: %d syncs, want none", syncs)
@@ -230,7 +230,7 @@ func TestReadOnlyNeverSyncs(t *testing.T) {
 			t.Fatal("writable file: no sync (the test does not see syncs)")
 		}
 	}
-	if _, err := Check(ctx, mem); err != nil {
+	if _, err := Check(ctx, "", &Options{Driver: mem}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -239,7 +239,7 @@ func TestReadOnlyNeverSyncs(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), nil)
-	defer f.Close()
+	defer f.Close(ctx)
 	bad := []DatasetSpec{
 		{Type: 0, Shape: []uint64{1}, Chunk: []uint64{1}},
 		{Type: Int8, Shape: nil, Chunk: nil},
@@ -250,14 +250,14 @@ func TestBadInput(t *testing.T) {
 		{Type: Int8, Shape: []uint64{4}, Chunk: []uint64{2}, Filters: []Filter{Deflate(42)}},
 	}
 	for i, s := range bad {
-		if _, err := f.CreateDataset(name(i), s); !errors.Is(err, ErrInvalid) {
+		if _, err := f.CreateDataset(ctx, name(i), s); !errors.Is(err, ErrInvalid) {
 			t.Errorf("spec %d: %v, want ErrInvalid", i, err)
 		}
 	}
-	if _, err := f.CreateDataset("", DatasetSpec{Type: Int8, Shape: []uint64{1}, Chunk: []uint64{1}}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.CreateDataset(ctx, "", DatasetSpec{Type: Int8, Shape: []uint64{1}, Chunk: []uint64{1}}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("empty name: %v", err)
 	}
-	ds, err := f.CreateDataset("ok", DatasetSpec{Type: Uint16, Shape: []uint64{10, 10}, MaxShape: []uint64{20, 20}, Chunk: []uint64{3, 3}})
+	ds, err := f.CreateDataset(ctx, "ok", DatasetSpec{Type: Uint16, Shape: []uint64{10, 10}, MaxShape: []uint64{20, 20}, Chunk: []uint64{3, 3}})
 	must(t, err)
 	cases := []struct {
 		sel  Selection
@@ -286,7 +286,7 @@ func TestBadInput(t *testing.T) {
 	if err := ds.SetExtent(ctx, []uint64{1}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("extent rank: %v", err)
 	}
-	if _, err := OpenWith(vfd.NewMem(), nil); !errors.Is(err, ErrCorrupt) {
+	if _, err := Open(ctx, "", &Options{Driver: vfd.NewMem()}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("open empty driver: %v, want ErrCorrupt", err)
 	}
 }
@@ -307,7 +307,7 @@ func TestSetExtent(t *testing.T) {
 			opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 10}}
 			f := tCreate(t, mem, opts)
 			spec.Fill = []byte{7, 0, 0, 0}
-			ds, err := f.CreateDataset("d", spec)
+			ds, err := f.CreateDataset(ctx, "d", spec)
 			must(t, err)
 			ref := newRef(spec.Shape, 4, spec.Fill)
 			extents := [][]uint64{{4, 5}, {11, 6}, {2, 2}, {12, 6}, {0, 6}, {9, 6}}
@@ -325,13 +325,13 @@ func TestSetExtent(t *testing.T) {
 				ref.resize(ext)
 				ref.verify(t, ds)
 			}
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 			f = tOpen(t, mem, opts)
-			ds, err = f.OpenDataset("d")
+			ds, err = f.OpenDataset(ctx, "d", nil)
 			must(t, err)
 			ref.verify(t, ds)
-			must(t, f.Close())
-			if _, err := Check(ctx, mem); err != nil {
+			must(t, f.Close(ctx))
+			if _, err := Check(ctx, "", &Options{Driver: mem}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -344,8 +344,8 @@ func TestUnwrittenReadsFillWithoutIO(t *testing.T) {
 	ctx := context.Background()
 	cnt := vfd.NewCounting(vfd.NewMem())
 	f := tCreate(t, cnt, nil)
-	defer f.Close()
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{100, 100}, Chunk: []uint64{10, 10}, Fill: []byte{9}})
+	defer f.Close(ctx)
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{100, 100}, Chunk: []uint64{10, 10}, Fill: []byte{9}})
 	must(t, err)
 	before := cnt.Snapshot()
 	buf := make([]byte, 100*100)
@@ -372,11 +372,11 @@ func TestWriteBehindFollowsNoSync(t *testing.T) {
 		if got := f.drv.(*syncLatch).Driver.(*vfd.File).WriteBehind(); got != want {
 			t.Errorf("Create, NoSync %v: write-behind %d, want %d", noSync, got, want)
 		}
-		must(t, f.Close())
+		must(t, f.Close(context.Background()))
 		f = tOpenPath(t, path, &Options{NoSync: noSync})
 		if got := f.drv.(*syncLatch).Driver.(*vfd.File).WriteBehind(); got != want {
 			t.Errorf("Open, NoSync %v: write-behind %d, want %d", noSync, got, want)
 		}
-		must(t, f.Close())
+		must(t, f.Close(context.Background()))
 	}
 }

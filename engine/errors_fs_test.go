@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -43,10 +44,10 @@ func TestClassifyStorageErrors(t *testing.T) {
 func TestUnknownFilterIsVersion(t *testing.T) {
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil, noCheck("the test gives a dataset a filter id newer than this version"))
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{16}, Chunk: []uint64{4}, Filters: []Filter{Shuffle()}})
+	ds, err := f.CreateDataset(context.Background(), "d", DatasetSpec{Type: Uint8, Shape: []uint64{16}, Chunk: []uint64{4}, Filters: []Filter{Shuffle()}})
 	must(t, err)
-	must(t, ds.Close())
-	must(t, f.Close())
+	must(t, ds.Close(context.Background()))
+	must(t, f.Close(context.Background()))
 
 	// What a newer writer would leave: the header names filter 99.
 	sb, err := readSuperblock(mem)
@@ -74,10 +75,10 @@ func TestUnknownFilterIsVersion(t *testing.T) {
 	_, err = mem.WriteAt(format.EncodeSuperblock(sb), format.SlotFor(sb.Generation))
 	must(t, err)
 
-	g, err := OpenWith(mem, &Options{ReadOnly: true})
+	g, err := Open(context.Background(), "", &Options{Driver: mem, ReadOnly: true})
 	must(t, err)
-	defer g.Close()
-	if _, err := g.OpenDataset("d"); !errors.Is(err, ErrVersion) || errors.Is(err, ErrCorrupt) {
+	defer g.Close(context.Background())
+	if _, err := g.OpenDataset(context.Background(), "d", nil); !errors.Is(err, ErrVersion) || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("dataset with filter 99: %v, want ErrVersion only", err)
 	}
 }

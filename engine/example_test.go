@@ -30,11 +30,11 @@ func ExampleCreate() {
 	defer cleanup()
 	path := filepath.Join(dir, "grid.scc")
 
-	f, err := engine.Create(path, nil)
+	f, err := engine.Create(ctx, path, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	ds, err := f.CreateDataset("grid", engine.DatasetSpec{
+	ds, err := f.CreateDataset(ctx, "grid", engine.DatasetSpec{
 		Type:    engine.Int32,
 		Shape:   []uint64{4, 6},
 		Chunk:   []uint64{2, 3},
@@ -52,16 +52,16 @@ func ExampleCreate() {
 	if err := f.Flush(ctx); err != nil {
 		log.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		log.Fatal(err)
 	}
 
-	f, err = engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err = engine.Open(ctx, path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer f.Close()
-	ds, err = f.OpenDataset("grid")
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "grid", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -91,12 +91,12 @@ func ExampleFile_Refresh() {
 	defer cleanup()
 	path := filepath.Join(dir, "series.scc")
 
-	w, err := engine.Create(path, nil)
+	w, err := engine.Create(ctx, path, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer w.Close()
-	wds, err := w.CreateDataset("series", engine.DatasetSpec{
+	defer w.Close(ctx)
+	wds, err := w.CreateDataset(ctx, "series", engine.DatasetSpec{
 		Type:     engine.Float64,
 		Shape:    []uint64{2},
 		MaxShape: []uint64{engine.Unlimited},
@@ -112,12 +112,12 @@ func ExampleFile_Refresh() {
 		log.Fatal(err)
 	}
 
-	r, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	r, err := engine.Open(ctx, path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer r.Close()
-	rds, err := r.OpenDataset("series")
+	defer r.Close(ctx)
+	rds, err := r.OpenDataset(ctx, "series", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -160,11 +160,11 @@ func ExampleDataset_attributes() {
 	defer cleanup()
 	path := filepath.Join(dir, "attrs.scc")
 
-	f, err := engine.Create(path, nil)
+	f, err := engine.Create(ctx, path, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	ds, err := f.CreateDataset("frames", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{8, 8}, Chunk: []uint64{4, 8}})
+	ds, err := f.CreateDataset(ctx, "frames", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{8, 8}, Chunk: []uint64{4, 8}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -181,21 +181,25 @@ func ExampleDataset_attributes() {
 	if err := ds.DeleteAttr(ctx, "draft"); err != nil {
 		log.Fatal(err)
 	}
-	if err := f.Close(); err != nil { // Close commits the attributes
+	if err := f.Close(ctx); err != nil { // Close commits the attributes
 		log.Fatal(err)
 	}
 
-	f, err = engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err = engine.Open(ctx, path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer f.Close()
-	ds, err = f.OpenDataset("frames")
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "frames", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	attrs, err := ds.Attrs()
 	if err != nil {
 		log.Fatal(err)
 	}
 	var names []string
-	for _, a := range ds.Attrs() {
+	for _, a := range attrs {
 		names = append(names, a.Name)
 	}
 	fmt.Println(names)
@@ -234,49 +238,35 @@ func ExampleDataset_attributes() {
 	// true
 }
 
-// Walk a file's group tree, parents before their groups, and list each
-// group's datasets; the walk is told not to enter run1/scratch, so its
-// group old is not listed.
-func ExampleGroup_WalkGroups() {
+// Walk a file's tree: every group and dataset, a group before what it
+// holds, siblings in name order.
+func ExampleGroup_Walk() {
 	ctx := context.Background()
 	dir, cleanup := tempDir()
 	defer cleanup()
-	f, err := engine.Create(filepath.Join(dir, "tree.scc"), nil)
+	f, err := engine.Create(ctx, filepath.Join(dir, "tree.scc"), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer f.Close()
-	for _, g := range []string{"run1", "run1/raw", "run1/scratch", "run1/scratch/old", "run2"} {
-		if _, err := f.CreateGroup(ctx, g); err != nil {
-			log.Fatal(err)
-		}
-	}
+	defer f.Close(ctx)
 	spec := engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}
 	for _, d := range []string{"run1/raw/frames", "run1/scratch/tmp", "run2/frames"} {
-		if _, err := f.CreateDataset(d, spec); err != nil {
+		if _, err := f.CreateDataset(ctx, d, spec); err != nil { // parents are created
 			log.Fatal(err)
 		}
 	}
-	err = f.Root().WalkGroups(ctx, func(g *engine.Group, path string) (bool, error) {
-		ms, err := g.Members()
+	for m, err := range f.Walk() {
 		if err != nil {
-			return false, err
+			log.Fatal(err)
 		}
-		var datasets []string
-		for _, m := range ms {
-			if m.Kind == engine.MemberDataset {
-				datasets = append(datasets, m.Name)
-			}
-		}
-		fmt.Println(path, datasets)
-		return path != "run1/scratch", nil
-	})
-	if err != nil {
-		log.Fatal(err)
+		fmt.Println(m.Kind, m.Path)
 	}
 	// Output:
-	// run1 []
-	// run1/raw [frames]
-	// run1/scratch [tmp]
-	// run2 [frames]
+	// group /run1
+	// group /run1/raw
+	// dataset /run1/raw/frames
+	// group /run1/scratch
+	// dataset /run1/scratch/tmp
+	// group /run2
+	// dataset /run2/frames
 }

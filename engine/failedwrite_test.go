@@ -54,7 +54,7 @@ func TestFailedWriteIsNotApplied(t *testing.T) {
 			f := tCreate(t, fd, opts)
 			const rows = 64
 			spec := DatasetSpec{Type: Uint8, Shape: []uint64{rows, tc.chunk}, Chunk: []uint64{1, tc.chunk}}
-			ds, err := f.CreateDataset("d", spec)
+			ds, err := f.CreateDataset(ctx, "d", spec)
 			must(t, err)
 			ref := newRef(spec.Shape, 1, nil)
 			row := func(r uint64) Selection { return Box([]uint64{r, 0}, []uint64{1, tc.chunk}) }
@@ -92,11 +92,11 @@ func TestFailedWriteIsNotApplied(t *testing.T) {
 			}
 			must(t, f.Flush(ctx))
 			ref.verify(t, ds)
-			must(t, f.Close())
-			g, err := OpenWith(mem, &Options{ReadOnly: true})
+			must(t, f.Close(ctx))
+			g, err := Open(ctx, "", &Options{Driver: mem, ReadOnly: true})
 			must(t, err)
-			defer g.Close()
-			d, err := g.OpenDataset("d")
+			defer g.Close(ctx)
+			d, err := g.OpenDataset(ctx, "d", nil)
 			must(t, err)
 			ref.verify(t, d)
 			got := make([]byte, tc.chunk)

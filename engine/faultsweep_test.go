@@ -247,7 +247,7 @@ func (r *tRun) open() {
 	r.t.Helper()
 	var err error
 	for try := 0; try < 2; try++ { // the one fault may hit the first open
-		if r.f, err = OpenWith(r.drv, r.opts); !r.injectedOrNil("open", err) {
+		if r.f, err = Open(context.Background(), "", withDriver(r.opts, r.drv)); !r.injectedOrNil("open", err) {
 			break
 		}
 	}
@@ -266,7 +266,7 @@ func (r *tRun) createMissing() {
 		if _, ok := r.model.refs[sp.name]; ok {
 			continue
 		}
-		ds, err := r.f.CreateDataset(sp.name, sp.spec)
+		ds, err := r.f.CreateDataset(context.Background(), sp.name, sp.spec)
 		if err != nil {
 			r.fatalf("create %s: %v", sp.name, err)
 		}
@@ -298,7 +298,7 @@ func (r *tRun) adopt() {
 			r.model = s.clone()
 			r.lastAck = gen
 			for n := range r.model.refs {
-				ds, err := r.f.OpenDataset(n)
+				ds, err := r.f.OpenDataset(context.Background(), n, nil)
 				if err != nil {
 					r.fatalf("open dataset %s: %v", n, err)
 				}
@@ -313,12 +313,12 @@ func (r *tRun) adopt() {
 
 // matches reports how the open file differs from s (nil: it holds s).
 func (r *tRun) matches(s tState) error {
-	names := r.f.Datasets()
+	names := r.f.datasetNames()
 	if len(names) != len(s.refs) {
 		return fmt.Errorf("datasets %v, model has %d", names, len(s.refs))
 	}
 	for n, ref := range s.refs {
-		ds, err := r.f.OpenDataset(n)
+		ds, err := r.f.OpenDataset(context.Background(), n, nil)
 		if err != nil {
 			return fmt.Errorf("open %s: %w", n, err)
 		}
@@ -327,7 +327,7 @@ func (r *tRun) matches(s tState) error {
 		}
 	}
 	got := map[string]string{}
-	for _, a := range r.f.Attrs() {
+	for _, a := range r.f.attrs.list() {
 		v, err := a.Value.Str()
 		if err != nil {
 			return fmt.Errorf("attribute %q: %w", a.Name, err)
@@ -349,7 +349,7 @@ func (r *tRun) matches(s tState) error {
 // datasets' defined elements too.
 func (r *tRun) sameData(ds *Dataset, ref *refArray) error {
 	if !slices.Equal(ds.Shape(), ref.dims) {
-		return fmt.Errorf("%s: shape %v, model %v", ds.Name(), ds.Shape(), ref.dims)
+		return fmt.Errorf("%s: shape %v, model %v", ds.Path(), ds.Shape(), ref.dims)
 	}
 	if prod(ref.dims) == 0 {
 		return nil
@@ -358,24 +358,24 @@ func (r *tRun) sameData(ds *Dataset, ref *refArray) error {
 	if ref.vlen != nil {
 		got, err := ds.ReadVlen(r.ctx, all)
 		if err != nil {
-			return fmt.Errorf("%s: ReadVlen: %w", ds.Name(), err)
+			return fmt.Errorf("%s: ReadVlen: %w", ds.Path(), err)
 		}
 		if err := vlenDiff(got, ref.readVlen(all)); err != nil {
-			return fmt.Errorf("%s: %w", ds.Name(), err)
+			return fmt.Errorf("%s: %w", ds.Path(), err)
 		}
 		return nil
 	}
 	buf := make([]byte, len(ref.data))
 	if err := ds.Read(r.ctx, all, buf); err != nil {
-		return fmt.Errorf("%s: Read: %w", ds.Name(), err)
+		return fmt.Errorf("%s: Read: %w", ds.Path(), err)
 	}
 	if i := firstDiff(buf, ref.data, ref.elemSize); i >= 0 {
-		return fmt.Errorf("%s: element %d is %x, model %x", ds.Name(), i, buf[i*ref.elemSize:][:ref.elemSize], ref.data[i*ref.elemSize:][:ref.elemSize])
+		return fmt.Errorf("%s: element %d is %x, model %x", ds.Path(), i, buf[i*ref.elemSize:][:ref.elemSize], ref.data[i*ref.elemSize:][:ref.elemSize])
 	}
 	if ds.Layout() == Sparse {
 		pos, err := ds.DefinedElements(r.ctx, all)
 		if err != nil {
-			return fmt.Errorf("%s: DefinedElements: %w", ds.Name(), err)
+			return fmt.Errorf("%s: DefinedElements: %w", ds.Path(), err)
 		}
 		var want []uint64
 		for i := 0; i < len(ref.data)/ref.elemSize; i++ {
@@ -384,7 +384,7 @@ func (r *tRun) sameData(ds *Dataset, ref *refArray) error {
 			}
 		}
 		if !slices.Equal(pos, want) {
-			return fmt.Errorf("%s: %d defined elements, model %d", ds.Name(), len(pos), len(want))
+			return fmt.Errorf("%s: %d defined elements, model %d", ds.Path(), len(pos), len(want))
 		}
 	}
 	return nil
@@ -672,7 +672,7 @@ func (r *tRun) reopen() {
 func (r *tRun) close() {
 	r.t.Helper()
 	r.cands.add(r.f.Generation()+1, r.model)
-	err := r.f.Close()
+	err := r.f.Close(context.Background())
 	if !r.injectedOrNil("close", err) {
 		r.lastAck = r.f.Generation()
 	}
@@ -691,7 +691,7 @@ func faultWorkload(t *testing.T, label string, l faultLayout, v faultVariant, dr
 		cands: tCandidates{},
 	}
 	r.cands.add(1, r.model)
-	f, err := CreateWith(drv, r.opts)
+	f, err := Create(context.Background(), "", withDriver(r.opts, drv))
 	if r.injectedOrNil("create", err) {
 		return nil // nothing was promised; CreateWith refuses a used driver
 	}
@@ -807,7 +807,7 @@ func singleFaultSweep(t *testing.T, l faultLayout, vi int, seed uint64) {
 				t.Fatalf("%s: the error (%s #%d at %d, %d bytes) reached no caller and the final Close did not commit", label, h.Op, h.Index, h.Off, h.Len)
 			}
 			fd.SetEnabled(false)
-			if rep, err := Check(r.ctx, mem); err != nil && !unackedCommitLost(rep, r.lastAck) {
+			if rep, err := Check(r.ctx, "", &Options{Driver: mem}); err != nil && !unackedCommitLost(rep, r.lastAck) {
 				t.Fatalf("%s: check: %v %q", label, err, rep.Problems)
 			}
 			vr := &tRun{t: t, label: label + ", reopened", ctx: r.ctx, drv: mem, opts: &Options{ReadOnly: true}, cands: r.cands, lastAck: r.lastAck}
@@ -816,7 +816,7 @@ func singleFaultSweep(t *testing.T, l faultLayout, vi int, seed uint64) {
 			if r.closedClean && vr.f.Generation() != r.lastAck {
 				t.Fatalf("%s: Close returned nil at generation %d, the file reopens at %d", label, r.lastAck, vr.f.Generation())
 			}
-			if err := vr.f.Close(); err != nil {
+			if err := vr.f.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			cases[fk.name]++

@@ -33,6 +33,7 @@ import (
 	"github.com/scc-dev/scc/resource"
 	"github.com/scc-dev/scc/serialize"
 	"github.com/scc-dev/scc/vfd"
+	"github.com/scc-dev/scc/vfd/s3"
 )
 
 // Options configure a File. The zero value is valid.
@@ -63,10 +64,28 @@ type Options struct {
 	// sources (virtual.go): the extent view, the source files kept open,
 	// how source names resolve and open.
 	Virtual VirtualOptions
+
+	// Driver, when set, is the storage the file lives on (any vfd.Driver:
+	// a vfd.File, vfd.Mem, a fault-injecting wrapper ...); the path given
+	// to Open or Create then only names the file (in messages, and to
+	// resolve relative virtual sources) and may be "". The driver stays
+	// the caller's: Close does not close it.
+	Driver vfd.Driver
+	// S3 configures the object-store driver of an s3:// path (endpoint,
+	// region, credentials, retries: vfd/s3.Options; its ReadOnly and
+	// Create are set from the call). Nil takes everything from the URL's
+	// query and the AWS_* environment. Source files of the file's
+	// virtual datasets named by s3:// URLs open with it too.
+	S3 *s3.Options
 }
 
-// File is an open scc container.
+// File is an open scc container. It is its root group: the Group calls
+// (CreateDataset, OpenDataset, CreateGroup, Members, Delete, Move, the
+// attributes ...) on a File act on the root, as h5py's File is its root
+// Group.
 type File struct {
+	*Group
+
 	drv      vfd.Driver
 	ownDrv   bool
 	cache    *cache.Cache
@@ -108,9 +127,10 @@ type File struct {
 	// path is the file's path when Create or Open opened it (relative
 	// virtual sources resolve against its directory); vopts and virt are
 	// the virtual datasets' options and source files (virtual.go).
-	path  string
-	vopts VirtualOptions
-	virt  virtualSources
+	path   string
+	vopts  VirtualOptions
+	s3opts *s3.Options
+	virt   virtualSources
 
 	// indexShedBytes counts the bytes of changed index blocks writeIndexes
 	// wrote and let go (tests).
@@ -168,16 +188,8 @@ func noWriteBehind(drv *vfd.File, opts *Options) {
 	}
 }
 
-// Open opens the file at path; see Options.ReadOnly. It is OpenContext
-// with context.Background().
-func Open(path string, opts *Options) (*File, error) {
-	return OpenContext(context.Background(), path, opts)
-}
-
-// OpenContext opens the file at path; see Options.ReadOnly. A writable open
-// walks every committed chunk index to rebuild the free-space map, which
-// ctx can cancel.
-func OpenContext(ctx context.Context, path string, opts *Options) (*File, error) {
+// openLocal opens the local file at path; see Options.ReadOnly.
+func openLocal(ctx context.Context, path string, opts *Options) (*File, error) {
 	if err := checkRegular(path, false); err != nil {
 		return nil, err
 	}
@@ -211,7 +223,7 @@ func OpenContext(ctx context.Context, path string, opts *Options) (*File, error)
 		return nil, fmt.Errorf("%w: %s is not a regular file (%s)", ErrInvalid, path, fi.Mode().Type())
 	}
 	noWriteBehind(drv, opts)
-	f, err := OpenWithContext(ctx, drv, opts)
+	f, err := openDriver(ctx, drv, opts)
 	if err != nil {
 		drv.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -251,9 +263,9 @@ func checkRegular(path string, create bool) error {
 	}
 }
 
-// CreateWith creates a new, empty container on drv, which must be empty.
+// createDriver creates a new, empty container on drv, which must be empty.
 // The driver stays the caller's: Close does not close it.
-func CreateWith(drv vfd.Driver, opts *Options) (*File, error) {
+func createDriver(ctx context.Context, drv vfd.Driver, opts *Options) (*File, error) {
 	if drv == nil {
 		return nil, fmt.Errorf("%w: no driver", ErrInvalid)
 	}
@@ -283,22 +295,16 @@ func CreateWith(drv vfd.Driver, opts *Options) (*File, error) {
 	f.mu.explicit = true
 	// The first commit writes an empty catalog and superblock generation 1,
 	// so the file opens even if nothing else is ever written.
-	if err := f.commit(context.Background(), nil); err != nil {
+	if err := f.commit(ctx, nil); err != nil {
 		f.release()
 		return nil, err
 	}
 	return f, nil
 }
 
-// OpenWith opens the container on drv. The driver stays the caller's. It
-// is OpenWithContext with context.Background().
-func OpenWith(drv vfd.Driver, opts *Options) (*File, error) {
-	return OpenWithContext(context.Background(), drv, opts)
-}
-
-// OpenWithContext opens the container on drv; ctx bounds the walk of the
+// openDriver opens the container on drv; ctx bounds the walk of the
 // committed indexes a writable open makes. The driver stays the caller's.
-func OpenWithContext(ctx context.Context, drv vfd.Driver, opts *Options) (*File, error) {
+func openDriver(ctx context.Context, drv vfd.Driver, opts *Options) (*File, error) {
 	if drv == nil {
 		return nil, fmt.Errorf("%w: no driver", ErrInvalid)
 	}
@@ -331,7 +337,8 @@ func newFile(drv vfd.Driver, opts *Options) (*File, error) {
 	if err := opts.Image.Validate(); err != nil {
 		return nil, err
 	}
-	f := &File{readOnly: opts.ReadOnly, noSync: opts.NoSync, cache: opts.Cache, ser: serialize.New(), vopts: opts.Virtual}
+	f := &File{readOnly: opts.ReadOnly, noSync: opts.NoSync, cache: opts.Cache, ser: serialize.New(), vopts: opts.Virtual, s3opts: opts.S3}
+	f.Group = &Group{f: f}
 	f.img.opts = opts.Image
 	f.drv = &syncLatch{Driver: drv, f: f}
 	if f.cache == nil {
@@ -708,17 +715,12 @@ func (d *syncLatch) Sync() error {
 }
 
 // Close commits (unless read-only), drops the file's chunks from the cache
-// and releases the file. It is idempotent; a commit error is returned, and
-// the file is closed all the same. It is CloseContext with
-// context.Background().
-func (f *File) Close() error {
-	return f.CloseContext(context.Background())
-}
-
-// CloseContext is Close with a context bounding the final commit and the
-// release of the file's chunks; when ctx ends first, the commit fails (the
-// file keeps its last committed state) and the file is closed all the same.
-func (f *File) CloseContext(ctx context.Context) error {
+// and releases the file. ctx bounds the final commit and the release of
+// the file's chunks; when ctx ends first, the commit fails (the file keeps
+// its last committed state) and the file is closed all the same. Close is
+// idempotent; a commit error is returned, and the file is closed all the
+// same.
+func (f *File) Close(ctx context.Context) error {
 	f.mu.Lock()
 	if f.closed.Swap(true) {
 		f.mu.Unlock()
@@ -780,18 +782,6 @@ func (f *File) ReadOnly() bool { return f.readOnly }
 
 // Generation reports the generation of the last committed superblock.
 func (f *File) Generation() uint64 { return f.sb.Load().Generation }
-
-// Datasets lists the names of the file's datasets, sorted.
-func (f *File) Datasets() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	names := make([]string, 0, len(f.mu.catalog))
-	for n := range f.mu.catalog {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
 
 // chargeIndex counts a difference of a dataset's index memory inside the
 // shared cache's budget: index blocks stay in memory, so the
@@ -876,4 +866,17 @@ func (f *File) writeIndexes(states []*dsState) {
 			}
 		}
 	}
+}
+
+// datasetNames lists the catalog names of the file's datasets, sorted
+// (canonical paths without the leading '/', and older files' flat names).
+func (f *File) datasetNames() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	names := make([]string, 0, len(f.mu.catalog))
+	for n := range f.mu.catalog {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }

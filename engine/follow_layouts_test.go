@@ -112,11 +112,11 @@ func followLayoutsRun(t *testing.T, seed uint64, gens int) {
 	mem := vfd.NewMem()
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	w := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 256 << 10}})
-	defer w.Close()
+	defer w.Close(ctx)
 	model := followModel{}
 	wds := map[string]*Dataset{}
 	for _, fd := range followSets {
-		ds, err := w.CreateDataset(fd.name, fd.spec)
+		ds, err := w.CreateDataset(ctx, fd.name, fd.spec)
 		must(t, err)
 		wds[fd.name] = ds
 		st := &followState{dims: fd.spec.Shape, es: fd.spec.Type.Size()}
@@ -195,7 +195,7 @@ func followLayoutsRun(t *testing.T, seed uint64, gens int) {
 	// before it to the writer's latest, never older.
 	for fi, goroutines := range []int{1, 2} {
 		r := tOpen(t, mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 192 << 10}})
-		defer r.Close()
+		defer r.Close(ctx)
 		for gi := 0; gi < goroutines; gi++ {
 			wg.Add(1)
 			go func() {
@@ -251,7 +251,7 @@ type follower struct {
 
 func (fr *follower) closeAll() {
 	for _, ds := range fr.open {
-		ds.Close()
+		ds.Close(context.Background())
 	}
 }
 
@@ -266,7 +266,7 @@ func (fr *follower) step(ctx context.Context) {
 		// warm reopen, and a Refresh must drop them.
 		n := followSets[fr.rng.IntN(len(followSets))].name
 		if ds := fr.open[n]; ds != nil {
-			if err := ds.Close(); err != nil {
+			if err := ds.Close(ctx); err != nil {
 				fr.t.Errorf("close %s: %v", n, err)
 			}
 			delete(fr.open, n)
@@ -311,7 +311,7 @@ func (fr *follower) check(ctx context.Context, name string, whole bool) {
 	ds := fr.open[name]
 	if ds == nil {
 		var err error
-		ds, err = fr.f.OpenDataset(name)
+		ds, err = fr.f.OpenDataset(ctx, name, nil)
 		if errors.Is(err, ErrStale) {
 			return
 		}

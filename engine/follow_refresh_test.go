@@ -34,9 +34,9 @@ func TestRefreshDropsChunksBackgroundHolds(t *testing.T) {
 	// Heaps that keep their garbage (HeapDefragPercent 100): the follower
 	// decodes chunks with slack, which condense gives back without
 	// evicting anything.
-	v, err := w.CreateDataset("v", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{4}, Layout: Vlen, HeapDefragPercent: 100})
+	v, err := w.CreateDataset(ctx, "v", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{4}, Layout: Vlen, HeapDefragPercent: 100})
 	must(t, err)
-	d, err := w.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{16, 32 << 10}, Chunk: []uint64{1, 32 << 10}})
+	d, err := w.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{16, 32 << 10}, Chunk: []uint64{1, 32 << 10}})
 	must(t, err)
 	all := All([]uint64{8})
 	gen := func(tag string) []string {
@@ -55,9 +55,9 @@ func TestRefreshDropsChunksBackgroundHolds(t *testing.T) {
 	must(t, w.Flush(ctx))
 
 	r := tOpen(t, mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 256 << 10}})
-	rv, err := r.OpenDataset("v")
+	rv, err := r.OpenDataset(ctx, "v", nil)
 	must(t, err)
-	rd, err := r.OpenDataset("d")
+	rd, err := r.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	got, err := rv.ReadStrings(ctx, all)
 	must(t, err)
@@ -129,16 +129,16 @@ func TestRefreshDropsChunksBackgroundHolds(t *testing.T) {
 func TestRefreshOvertakenHeader(t *testing.T) {
 	ctx := context.Background()
 	o := newOvertaken(t, 5)
-	must(t, o.r.Close())
+	must(t, o.r.Close(ctx))
 	lag := &lagDriver{Driver: o.mem}
 	r := tOpen(t, lag, &Options{ReadOnly: true})
-	rds, err := r.OpenDataset("d")
+	rds, err := r.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	buf := make([]byte, 64*64)
 	must(t, rds.Read(ctx, All(overtakenSpec.Shape), buf))
 	catalog := func() format.CatalogEntry {
 		f := tOpen(t, o.mem, &Options{ReadOnly: true})
-		defer f.Close()
+		defer f.Close(ctx)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.mu.catalog["d"]
@@ -202,15 +202,15 @@ func TestOpenDuringRefresh(t *testing.T) {
 	mem := vfd.NewMem()
 	w := tCreate(t, mem, nil)
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}
-	a, err := w.CreateDataset("a", spec)
+	a, err := w.CreateDataset(ctx, "a", spec)
 	must(t, err)
-	b, err := w.CreateDataset("b", spec)
+	b, err := w.CreateDataset(ctx, "b", spec)
 	must(t, err)
 	must(t, a.Write(ctx, All([]uint64{4}), []byte{1, 1, 1, 1}))
 	must(t, b.Write(ctx, All([]uint64{4}), []byte{1, 1, 1, 1}))
 	must(t, w.Flush(ctx))
 	r := tOpen(t, mem, &Options{ReadOnly: true})
-	_, err = r.OpenDataset("a")
+	_, err = r.OpenDataset(ctx, "a", nil)
 	must(t, err)
 
 	loaded, goOpen := make(chan struct{}), make(chan struct{})
@@ -226,7 +226,7 @@ func TestOpenDuringRefresh(t *testing.T) {
 	}
 	openDone := make(chan opened, 1)
 	go func() {
-		ds, err := r.OpenDataset("b")
+		ds, err := r.OpenDataset(ctx, "b", nil)
 		openDone <- opened{ds, err}
 	}()
 	<-loaded
@@ -275,7 +275,7 @@ func TestFollowRetryAfterOtherRefresh(t *testing.T) {
 	ctx := context.Background()
 	o := newOvertaken(t, 3)
 	r := o.r
-	rds, err := r.OpenDataset("d")
+	rds, err := r.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	old, err := rds.ChunkExtents(ctx)
 	must(t, err)

@@ -23,12 +23,12 @@ func TestFollowReadShrunkUnder(t *testing.T) {
 	mem := vfd.NewMem()
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, MaxShape: []uint64{Unlimited, 64}, Chunk: []uint64{16, 16}}
 	w := tCreate(t, mem, nil)
-	ds, err := w.CreateDataset("d", spec)
+	ds, err := w.CreateDataset(ctx, "d", spec)
 	must(t, err)
 	must(t, ds.Write(ctx, All(spec.Shape), randomBytes(rng, 64*64)))
-	must(t, w.Close())
+	must(t, w.Close(ctx))
 	r := tOpen(t, mem, &Options{ReadOnly: true})
-	rds, err := r.OpenDataset("d")
+	rds, err := r.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	old, err := rds.ChunkExtents(ctx)
 	must(t, err)
@@ -36,11 +36,11 @@ func TestFollowReadShrunkUnder(t *testing.T) {
 	// old frames are then free, and reused (as TestReaderOvertakenByReuse
 	// does) by writing garbage with a valid frame checksum over them.
 	w = tOpen(t, mem, nil)
-	wds, err := w.OpenDataset("d")
+	wds, err := w.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	must(t, wds.SetExtent(ctx, []uint64{16, 64}))
 	must(t, wds.Write(ctx, All([]uint64{16, 64}), randomBytes(rng, 16*64)))
-	must(t, w.Close())
+	must(t, w.Close(ctx))
 	for _, e := range old {
 		img := randomBytes(rng, int(e.Size)-4)
 		if _, err := mem.WriteAt(format.AppendChunkChecksum(img), e.Off); err != nil {

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"iter"
 	"sort"
 	"strings"
 
@@ -28,8 +30,12 @@ type groupState struct {
 	deleted bool // under File.mu
 }
 
-// Group is a handle on a group of an open File. A moved group's handles
-// follow it; a deleted group's calls fail with ErrDeleted.
+// Group is a handle on a group of an open File: the one type for a node of
+// the tree that holds others. The File is its root group. Paths given to
+// a Group's calls resolve inside it ("raw/frames"), or from the root when
+// they start with '/' ("/raw/frames"); Path and Member.Path are always
+// from the root. A moved group's handles follow it; a deleted group's
+// calls fail with ErrDeleted. Safe for concurrent use.
 type Group struct {
 	f *File
 	g *groupState // nil for the root
@@ -54,9 +60,11 @@ func (k MemberKind) String() string {
 	return fmt.Sprintf("MemberKind(%d)", int(k))
 }
 
-// Member is one entry of a group: its name inside the group and its kind.
+// Member is one entry of a group: its name inside the group, its path
+// from the root and its kind.
 type Member struct {
-	Name string
+	Name string // "b" for "/a/b"
+	Path string // "/a/b"
 	Kind MemberKind
 }
 
@@ -204,22 +212,11 @@ func (f *File) groupPartsLocked(entries []format.CatalogEntry) (bool, []format.G
 	return true, gs
 }
 
-// Root returns the root group.
-func (f *File) Root() *Group { return &Group{f: f} }
-
-// CreateGroup creates the group at path (from the root), which obeys the
-// name rule (ValidateName); missing parent groups are created too, as
-// HDF5's create-intermediate-groups property does, and an ancestor that
-// is a dataset is ErrInvalid. It is durable after the next Flush.
-func (f *File) CreateGroup(ctx context.Context, path string) (*Group, error) {
+// createGroup creates the group at canonical path p, which obeys the name
+// rule, and its missing parents, as HDF5's create-intermediate-groups
+// property does; an ancestor that is a dataset is ErrInvalid.
+func (f *File) createGroup(ctx context.Context, p string) (*Group, error) {
 	if err := f.writeCheck(ctx); err != nil {
-		return nil, err
-	}
-	if path == "" || path == "/" {
-		return nil, fmt.Errorf("%w: group %q: the root exists", ErrExists, path)
-	}
-	p, err := newPath(path)
-	if err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -240,9 +237,9 @@ func (f *File) CreateGroup(ctx context.Context, path string) (*Group, error) {
 	return &Group{f: f, g: g}, nil
 }
 
-// OpenGroup opens the group at path (from the root; "" or "/" is the
+// openGroup opens the group at path from the root ("" or "/" is the
 // root).
-func (f *File) OpenGroup(path string) (*Group, error) {
+func (f *File) openGroup(path string) (*Group, error) {
 	if err := f.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -251,7 +248,7 @@ func (f *File) OpenGroup(path string) (*Group, error) {
 		return nil, err
 	}
 	if p == "" {
-		return f.Root(), nil
+		return f.Group, nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -286,6 +283,16 @@ func (g *Group) Path() string {
 	g.f.mu.Lock()
 	defer g.f.mu.Unlock()
 	return "/" + g.g.path
+}
+
+// Name returns the last component of the group's path, "/" for the root.
+func (g *Group) Name() string {
+	if g.g == nil {
+		return "/"
+	}
+	g.f.mu.Lock()
+	defer g.f.mu.Unlock()
+	return lastComponent(g.g.path)
 }
 
 // path is the group's canonical path ("" for the root), or ErrDeleted.
@@ -334,11 +341,13 @@ func (g *Group) newPath(name string) (string, error) {
 	return base + "/" + p, nil
 }
 
-// CreateDataset creates a dataset in the group; name obeys the name rule
-// (ValidateName) and may hold '/' to reach into subgroups, which are
-// created when missing, as File.CreateDataset does.
-func (g *Group) CreateDataset(ctx context.Context, name string, spec DatasetSpec) (*Dataset, error) {
-	p, err := g.newPath(name)
+// CreateDataset creates a dataset at path, which obeys the name rule
+// (ValidateName); missing parent groups are created, and an ancestor that
+// is a dataset is ErrInvalid. The dataset is durable after the next
+// Flush. Creating does no I/O today; ctx is checked so that callers treat
+// it like every other call that may block.
+func (g *Group) CreateDataset(ctx context.Context, path string, spec DatasetSpec) (*Dataset, error) {
+	p, err := g.newPath(path)
 	if err != nil {
 		return nil, err
 	}
@@ -348,36 +357,64 @@ func (g *Group) CreateDataset(ctx context.Context, name string, spec DatasetSpec
 	return g.f.createDataset(ctx, p, spec)
 }
 
-// OpenDataset opens a dataset of the group.
-func (g *Group) OpenDataset(name string) (*Dataset, error) {
-	p, err := g.join(name)
+// OpenDataset opens the dataset at path. opts, when not nil, sets the
+// dataset's access options (see DatasetOptions for how long they hold); on
+// an error no handle is returned and the dataset's options are as they
+// were.
+func (g *Group) OpenDataset(ctx context.Context, path string, opts *DatasetOptions) (*Dataset, error) {
+	if opts != nil {
+		if err := opts.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	p, err := g.join(path)
 	if err != nil {
 		return nil, err
 	}
-	return g.f.OpenDataset(p)
+	ds, err := g.f.openDataset(ctx, p, true)
+	if err != nil || opts == nil {
+		return ds, err
+	}
+	if err := ds.s.applyOptions(*opts); err != nil {
+		_ = ds.Close(ctx)
+		return nil, err
+	}
+	return ds, nil
 }
 
-// CreateGroup creates a group in the group, and its missing parents, as
-// File.CreateGroup does.
-func (g *Group) CreateGroup(ctx context.Context, name string) (*Group, error) {
-	p, err := g.newPath(name)
+// CreateGroup creates the group at path, which obeys the name rule
+// (ValidateName), and its missing parents, as HDF5's
+// create-intermediate-groups property does; an ancestor that is a dataset
+// is ErrInvalid. It is durable after the next Flush.
+func (g *Group) CreateGroup(ctx context.Context, path string) (*Group, error) {
+	if err := g.f.writeCheck(ctx); err != nil {
+		return nil, err
+	}
+	if path == "" || path == "/" {
+		return nil, fmt.Errorf("%w: group %q: the root exists", ErrExists, path)
+	}
+	p, err := g.newPath(path)
 	if err != nil {
 		return nil, err
 	}
-	return g.f.CreateGroup(ctx, p)
+	return g.f.createGroup(ctx, p)
 }
 
-// OpenGroup opens a group of the group.
-func (g *Group) OpenGroup(name string) (*Group, error) {
-	p, err := g.join(name)
+// OpenGroup opens the group at path ("/" is the root). It does no I/O;
+// ctx is checked so that callers treat it like every other open.
+func (g *Group) OpenGroup(ctx context.Context, path string) (*Group, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := g.join(path)
 	if err != nil {
 		return nil, err
 	}
-	return g.f.OpenGroup(p)
+	return g.f.openGroup(p)
 }
 
-// Members lists the group's datasets and groups, sorted by name.
-func (g *Group) Members() ([]Member, error) {
+// members lists the group's datasets and groups, sorted by name.
+func (g *Group) members() ([]Member, error) {
 	base, err := g.path()
 	if err != nil {
 		return nil, err
@@ -387,14 +424,14 @@ func (g *Group) Members() ([]Member, error) {
 	var ms []Member
 	for p := range f.mu.groups {
 		if format.Parent(p) == base {
-			ms = append(ms, Member{Name: lastComponent(p), Kind: MemberGroup})
+			ms = append(ms, Member{Name: lastComponent(p), Path: "/" + p, Kind: MemberGroup})
 		}
 	}
 	for p := range f.mu.catalog {
 		if format.ValidPath(p) == nil && format.Parent(p) == base {
-			ms = append(ms, Member{Name: lastComponent(p), Kind: MemberDataset})
+			ms = append(ms, Member{Name: lastComponent(p), Path: "/" + p, Kind: MemberDataset})
 		} else if base == "" && format.ValidPath(p) != nil {
-			ms = append(ms, Member{Name: p, Kind: MemberDataset}) // a flat name
+			ms = append(ms, Member{Name: p, Path: "/" + p, Kind: MemberDataset}) // a flat name
 		}
 	}
 	f.mu.Unlock()
@@ -402,38 +439,77 @@ func (g *Group) Members() ([]Member, error) {
 	return ms, nil
 }
 
-// WalkGroups calls fn for every group below g, depth first: a group
-// before its own groups, siblings in name order (as Members lists them),
-// path being the group's path without the leading "/". fn says whether to
-// walk into the group it was given. The walk stops at the first error,
-// fn's own unchanged, and when ctx ends.
-func (g *Group) WalkGroups(ctx context.Context, fn func(sub *Group, path string) (descend bool, err error)) error {
-	ms, err := g.Members()
-	if err != nil {
-		return fmt.Errorf("group %q: %w", g.Path(), err)
-	}
-	for _, m := range ms {
-		if m.Kind != MemberGroup {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		sub, err := g.OpenGroup(m.Name)
+// Members yields the group's datasets and groups, sorted by name, from a
+// snapshot taken when the iteration starts. An error (the group was
+// deleted, the file closed) is yielded once, and ends the iteration:
+//
+//	for m, err := range g.Members() {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Println(m.Path, m.Kind)
+//	}
+func (g *Group) Members() iter.Seq2[Member, error] {
+	return func(yield func(Member, error) bool) {
+		ms, err := g.members()
 		if err != nil {
-			return fmt.Errorf("group %q: %w", m.Name, err)
+			yield(Member{}, err)
+			return
 		}
-		descend, err := fn(sub, strings.TrimPrefix(sub.Path(), "/"))
-		if err != nil {
-			return err
-		}
-		if descend {
-			if err := sub.WalkGroups(ctx, fn); err != nil {
-				return err
+		for _, m := range ms {
+			if !yield(m, nil) {
+				return
 			}
 		}
 	}
-	return nil
+}
+
+// Walk yields every dataset and group below g, depth first: a group
+// before what it holds, siblings in name order (as Members yields them).
+// Each group's members are listed when the walk reaches it, so members
+// created or deleted meanwhile may or may not be seen. An error is
+// yielded once, and ends the walk.
+func (g *Group) Walk() iter.Seq2[Member, error] {
+	return func(yield func(Member, error) bool) {
+		g.walk(yield, nil)
+	}
+}
+
+// Datasets yields every dataset below g, as Walk does.
+func (g *Group) Datasets() iter.Seq2[Member, error] {
+	return func(yield func(Member, error) bool) {
+		g.walk(yield, func(m Member) bool { return m.Kind == MemberDataset })
+	}
+}
+
+// walk yields what keep keeps (everything when nil) below g; false when
+// the caller stopped or an error ended it.
+func (g *Group) walk(yield func(Member, error) bool, keep func(Member) bool) bool {
+	ms, err := g.members()
+	if err != nil {
+		yield(Member{}, err)
+		return false
+	}
+	for _, m := range ms {
+		if (keep == nil || keep(m)) && !yield(m, nil) {
+			return false
+		}
+		if m.Kind != MemberGroup {
+			continue
+		}
+		sub, err := g.f.openGroup(m.Path)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			yield(Member{}, err)
+			return false
+		}
+		if !sub.walk(yield, keep) {
+			return false
+		}
+	}
+	return true
 }
 
 func lastComponent(p string) string {

@@ -74,11 +74,11 @@ var modelSpec = DatasetSpec{Type: Uint8, Shape: []uint64{16}, Chunk: []uint64{16
 func (m treeModel) verify(t *testing.T, f *File, step int) {
 	t.Helper()
 	for _, p := range m.paths(true) {
-		g, err := f.OpenGroup(p)
+		g, err := f.OpenGroup(context.Background(), p)
 		if err != nil {
 			t.Fatalf("step %d: open group %q: %v", step, p, err)
 		}
-		got, err := g.Members()
+		got, err := collectMembers(g)
 		if err != nil {
 			t.Fatalf("step %d: members of %q: %v", step, p, err)
 		}
@@ -99,7 +99,7 @@ func (m treeModel) verify(t *testing.T, f *File, step int) {
 		}
 	}
 	for _, p := range m.paths(false) {
-		d, err := f.OpenDataset(p)
+		d, err := f.OpenDataset(context.Background(), p, nil)
 		if err != nil {
 			t.Fatalf("step %d: open dataset %q: %v", step, p, err)
 		}
@@ -110,9 +110,9 @@ func (m treeModel) verify(t *testing.T, f *File, step int) {
 		if !bytes.Equal(buf, bytes.Repeat([]byte{m[p].data}, 16)) {
 			t.Fatalf("step %d: dataset %q reads %v, want all %d", step, p, buf, m[p].data)
 		}
-		d.Close()
+		d.Close(context.Background())
 	}
-	if got, want := len(f.Datasets()), len(m.paths(false)); got != want {
+	if got, want := len(f.datasetNames()), len(m.paths(false)); got != want {
 		t.Fatalf("step %d: %d datasets, want %d", step, got, want)
 	}
 }
@@ -189,7 +189,7 @@ func groupModelRun(t *testing.T, seed uint64, steps int) {
 		case op == 1: // create dataset and write it
 			g := pick(groups)
 			p := join(g, name())
-			gh, err := f.OpenGroup(g)
+			gh, err := f.OpenGroup(ctx, g)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,7 +230,7 @@ func groupModelRun(t *testing.T, seed uint64, steps int) {
 			m[p].data = v
 		case op == 4: // group attribute
 			g := pick(groups)
-			gh, err := f.OpenGroup(g)
+			gh, err := f.OpenGroup(ctx, g)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,11 +246,7 @@ func groupModelRun(t *testing.T, seed uint64, steps int) {
 			}
 			p := pick(all)
 			rec := rng.IntN(2) == 0
-			var opts []DeleteOption
-			if rec {
-				opts = append(opts, Recursive())
-			}
-			err := f.Delete(ctx, p, opts...)
+			err := f.Delete(ctx, p, &DeleteOptions{Recursive: rec})
 			if m[p].group && len(m.children(p)) > 0 && !rec {
 				if !errors.Is(err, ErrInvalid) {
 					t.Fatalf("step %d: delete non-empty %q: %v", step, p, err)
@@ -305,8 +301,8 @@ func groupModelRun(t *testing.T, seed uint64, steps int) {
 				for d, q := range handleOf {
 					if inside(q, from) {
 						handleOf[d] = to + q[len(from):]
-						if d.Name() != handleOf[d] {
-							t.Fatalf("step %d: moved handle names %q, want %q", step, d.Name(), handleOf[d])
+						if d.Path() != "/"+handleOf[d] {
+							t.Fatalf("step %d: moved handle names %q, want %q", step, d.Path(), handleOf[d])
 						}
 					}
 				}
@@ -316,7 +312,7 @@ func groupModelRun(t *testing.T, seed uint64, steps int) {
 				t.Fatal(err)
 			}
 		default: // reopen
-			if err := f.Close(); err != nil {
+			if err := f.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
 			f = tOpen(t, drv, nil)
@@ -325,7 +321,7 @@ func groupModelRun(t *testing.T, seed uint64, steps int) {
 		}
 		m.verify(t, f, step)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	f = tOpen(t, drv, &Options{ReadOnly: true})
@@ -343,14 +339,14 @@ func readerPass(f *File, rng *rand.Rand) error {
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		g, err := f.OpenGroup(p)
+		g, err := f.OpenGroup(context.Background(), p)
 		if err != nil {
 			if gone(err) || errors.Is(err, ErrInvalid) { // a dataset moved in
 				continue
 			}
 			return fmt.Errorf("open group %q: %w", p, err)
 		}
-		ms, err := g.Members()
+		ms, err := collectMembers(g)
 		if err != nil {
 			if gone(err) {
 				continue
@@ -366,7 +362,7 @@ func readerPass(f *File, rng *rand.Rand) error {
 			if rng.IntN(2) == 0 {
 				continue
 			}
-			d, err := f.OpenDataset(q)
+			d, err := f.OpenDataset(context.Background(), q, nil)
 			if err != nil {
 				if gone(err) {
 					continue
@@ -375,7 +371,7 @@ func readerPass(f *File, rng *rand.Rand) error {
 			}
 			buf := make([]byte, 16)
 			err = d.Read(context.Background(), All([]uint64{16}), buf)
-			d.Close()
+			d.Close(context.Background())
 			if err != nil {
 				if gone(err) {
 					continue

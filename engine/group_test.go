@@ -2,11 +2,13 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/scc-dev/scc/engine/internal/format"
 	"github.com/scc-dev/scc/vfd"
@@ -14,11 +16,15 @@ import (
 
 var smallSpec = DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{4}}
 
-func members(t *testing.T, g *Group) []Member {
+// members lists g's members by name and kind (TestGroupPaths checks
+// their paths).
+func members(t testing.TB, g *Group) []Member {
 	t.Helper()
-	ms, err := g.Members()
-	if err != nil {
-		t.Fatal(err)
+	var ms []Member
+	for m, err := range g.Members() {
+		require.NoError(t, err)
+		m.Path = ""
+		ms = append(ms, m)
 	}
 	return ms
 }
@@ -57,37 +63,37 @@ func TestGroupsTree(t *testing.T) {
 	if _, err := f.CreateGroup(ctx, "a/c"); !errors.Is(err, ErrExists) {
 		t.Fatalf("group over a dataset: %v, want ErrExists", err)
 	}
-	if _, err := f.CreateDataset("a/b", smallSpec); !errors.Is(err, ErrExists) {
+	if _, err := f.CreateDataset(ctx, "a/b", smallSpec); !errors.Is(err, ErrExists) {
 		t.Fatalf("dataset over a group: %v, want ErrExists", err)
 	}
 	if _, err := f.CreateGroup(ctx, "a"); !errors.Is(err, ErrExists) {
 		t.Fatalf("group twice: %v, want ErrExists", err)
 	}
 	// The File call takes a full path and makes its missing groups.
-	if _, err := f.CreateDataset("/p/q/r", smallSpec); err != nil {
+	if _, err := f.CreateDataset(ctx, "/p/q/r", smallSpec); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.SetAttr(ctx, "units", StringAttr("m")); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Root().SetAttr(ctx, "title", StringAttr("t")); err != nil {
+	if err := f.Group.SetAttr(ctx, "title", StringAttr("t")); err != nil {
 		t.Fatal(err)
 	}
-	want := []Member{{"b", MemberGroup}, {"c", MemberDataset}, {"m", MemberGroup}}
+	want := []Member{{Name: "b", Kind: MemberGroup}, {Name: "c", Kind: MemberDataset}, {Name: "m", Kind: MemberGroup}}
 	if got := members(t, a); !reflect.DeepEqual(got, want) {
 		t.Fatalf("members %v, want %v", got, want)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 
 	f = tOpen(t, drv, nil)
-	defer f.Close()
-	wantRoot := []Member{{"a", MemberGroup}, {"p", MemberGroup}, {"x", MemberGroup}}
-	if got := members(t, f.Root()); !reflect.DeepEqual(got, wantRoot) {
+	defer f.Close(ctx)
+	wantRoot := []Member{{Name: "a", Kind: MemberGroup}, {Name: "p", Kind: MemberGroup}, {Name: "x", Kind: MemberGroup}}
+	if got := members(t, f.Group); !reflect.DeepEqual(got, wantRoot) {
 		t.Fatalf("root members %v, want %v", got, wantRoot)
 	}
-	b, err = f.OpenGroup("a/b")
+	b, err = f.OpenGroup(ctx, "a/b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,16 +103,16 @@ func TestGroupsTree(t *testing.T) {
 	if v, err := f.Attr("title"); err != nil || !v.Equal(StringAttr("t")) {
 		t.Fatalf("root attribute is the file's: %v %v", v, err)
 	}
-	if _, err := b.OpenDataset("d"); err != nil {
+	if _, err := b.OpenDataset(ctx, "d", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.OpenDataset("/a/b/d"); err != nil {
+	if _, err := f.OpenDataset(ctx, "/a/b/d", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.OpenGroup("p/q"); err != nil {
+	if _, err := f.OpenGroup(ctx, "p/q"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.OpenGroup("a/c"); !errors.Is(err, ErrInvalid) {
+	if _, err := f.OpenGroup(ctx, "a/c"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("open a dataset as a group: %v", err)
 	}
 	if _, err := f.CreateGroup(ctx, "a//z"); !errors.Is(err, ErrInvalid) {
@@ -146,34 +152,34 @@ func TestGroupsImplicitInOlderFile(t *testing.T) {
 	drv := vfd.NewMem()
 	f := tCreate(t, drv, nil)
 	for _, n := range []string{"a/b/x", "a/y", "top"} {
-		if _, err := f.CreateDataset(n, smallSpec); err != nil {
+		if _, err := f.CreateDataset(ctx, n, smallSpec); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := f.CreateGroup(ctx, "lost"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	dropGroupsPart(t, drv)
-	want := []Member{{"a", MemberGroup}, {"top", MemberDataset}}
+	want := []Member{{Name: "a", Kind: MemberGroup}, {Name: "top", Kind: MemberDataset}}
 	for _, ro := range []bool{true, false} {
 		f := tOpen(t, drv, &Options{ReadOnly: ro})
-		if got := members(t, f.Root()); !reflect.DeepEqual(got, want) {
+		if got := members(t, f.Group); !reflect.DeepEqual(got, want) {
 			t.Fatalf("read-only %v: root members %v, want %v", ro, got, want)
 		}
-		a, err := f.OpenGroup("a")
+		a, err := f.OpenGroup(ctx, "a")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, w := members(t, a), []Member{{"b", MemberGroup}, {"y", MemberDataset}}; !reflect.DeepEqual(got, w) {
+		if got, w := members(t, a), []Member{{Name: "b", Kind: MemberGroup}, {Name: "y", Kind: MemberDataset}}; !reflect.DeepEqual(got, w) {
 			t.Fatalf("members of a %v, want %v", got, w)
 		}
 		if attrs, err := a.Attrs(); err != nil || len(attrs) != 0 {
 			t.Fatalf("implicit group attributes %v %v", attrs, err)
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -213,16 +219,16 @@ func TestGroupsPartLimit(t *testing.T) {
 		t.Fatalf("flush of an oversized groups part: %v, want ErrInvalid", err)
 	}
 	for i := range 10 {
-		if err := f.Delete(ctx, fmt.Sprintf("g%02d", i)); err != nil {
+		if err := f.Delete(ctx, fmt.Sprintf("g%02d", i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	f = tOpen(t, drv, nil)
-	defer f.Close()
-	if ms := members(t, f.Root()); len(ms) != 10 {
+	defer f.Close(ctx)
+	if ms := members(t, f.Group); len(ms) != 10 {
 		t.Fatalf("members %v", ms)
 	}
 }
@@ -230,7 +236,7 @@ func TestGroupsPartLimit(t *testing.T) {
 // TestWalkGroups: every group below the start, parents first and
 // siblings in name order, datasets skipped; a group fn declines is not
 // walked into; fn's error and a canceled context end the walk.
-func TestWalkGroups(t *testing.T) {
+func TestGroupWalk(t *testing.T) {
 	ctx := t.Context()
 	f := tCreate(t, vfd.NewMem(), nil)
 	for _, p := range []string{"d", "a", "a/c", "a/b", "a/b/z", "d/e"} {
@@ -238,51 +244,45 @@ func TestWalkGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.CreateDataset("a/data", smallSpec); err != nil {
+	if _, err := f.CreateDataset(ctx, "a/data", smallSpec); err != nil {
 		t.Fatal(err)
 	}
-	walk := func(g *Group, skip string) []string {
+	walk := func(g *Group) []string {
 		var seen []string
-		err := g.WalkGroups(ctx, func(sub *Group, p string) (bool, error) {
-			if sub.Path() != "/"+p {
-				t.Fatalf("group %q walked as %q", sub.Path(), p)
-			}
-			seen = append(seen, p)
-			return p != skip, nil
-		})
-		if err != nil {
-			t.Fatal(err)
+		for m, err := range g.Walk() {
+			require.NoError(t, err)
+			seen = append(seen, m.Kind.String()[:1]+":"+m.Path)
 		}
 		return seen
 	}
-	if got, want := walk(f.Root(), ""), []string{"a", "a/b", "a/b/z", "a/c", "d", "d/e"}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("walk %v, want %v", got, want)
+	assert.Equal(t, []string{"g:/a", "g:/a/b", "g:/a/b/z", "g:/a/c", "d:/a/data", "g:/d", "g:/d/e"}, walk(f.Group))
+	a, err := f.OpenGroup(ctx, "a")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"g:/a/b", "g:/a/b/z", "g:/a/c", "d:/a/data"}, walk(a))
+	var ds []string
+	for m, err := range f.Datasets() {
+		require.NoError(t, err)
+		ds = append(ds, m.Path)
 	}
-	if got, want := walk(f.Root(), "a/b"), []string{"a", "a/b", "a/c", "d", "d/e"}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("walk not into a/b: %v, want %v", got, want)
-	}
-	a, err := f.OpenGroup("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := walk(a, ""), []string{"a/b", "a/b/z", "a/c"}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("walk from a: %v, want %v", got, want)
-	}
-	stop := errors.New("stop")
+	assert.Equal(t, []string{"/a/data"}, ds)
+	// Breaking out stops the walk.
 	n := 0
-	err = f.Root().WalkGroups(ctx, func(*Group, string) (bool, error) {
+	for range f.Walk() {
 		n++
 		if n == 2 {
-			return false, stop
+			break
 		}
-		return true, nil
-	})
-	if err != stop || n != 2 {
-		t.Fatalf("fn's error: %v after %d groups", err, n)
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := f.Root().WalkGroups(cctx, func(*Group, string) (bool, error) { return true, nil }); !errors.Is(err, context.Canceled) {
-		t.Fatalf("canceled: %v", err)
+	assert.Equal(t, 2, n)
+	// A deleted group's walk yields its error once.
+	require.NoError(t, f.Delete(ctx, "d", &DeleteOptions{Recursive: true}))
+	d, err := f.OpenGroup(ctx, "a/b")
+	require.NoError(t, err)
+	require.NoError(t, f.Delete(ctx, "a/b", &DeleteOptions{Recursive: true}))
+	errs := 0
+	for _, err := range d.Walk() {
+		assert.ErrorIs(t, err, ErrDeleted)
+		errs++
 	}
+	assert.Equal(t, 1, errs)
 }

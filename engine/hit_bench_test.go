@@ -38,12 +38,12 @@ func newResidentReadFixture(tb testing.TB) *residentReadFixture {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
-	f, err := CreateWith(vfd.NewMem(), &Options{Cache: c})
+	f, err := Create(ctx, "", &Options{Driver: vfd.NewMem(), Cache: c})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { f.Close() })
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{rrChunk, rrChunk}, Chunk: []uint64{rrChunk, rrChunk}})
+	tb.Cleanup(func() { f.Close(ctx) })
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{rrChunk, rrChunk}, Chunk: []uint64{rrChunk, rrChunk}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -275,12 +275,12 @@ func TestFastReadsAgainstWritesAndExtent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	f, err := CreateWith(vfd.NewMem(), &Options{Cache: c})
+	f, err := Create(ctx, "", &Options{Driver: vfd.NewMem(), Cache: c})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{4, 64}, MaxShape: []uint64{Unlimited, 64}, Chunk: []uint64{1, 64}})
+	defer f.Close(ctx)
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{4, 64}, MaxShape: []uint64{Unlimited, 64}, Chunk: []uint64{1, 64}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,10 +54,10 @@ func TestImageFreeMapCycles(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	// And a contiguous dataset: its commits move the whole extent.
 	{
-		f, err := OpenWith(mem, opts)
+		f, err := Open(ctx, "", withDriver(opts, mem))
 		must(t, err)
 		sp := DatasetSpec{Type: Uint16, Shape: []uint64{300, 100}}
-		ds, err := f.CreateDataset("ct", sp)
+		ds, err := f.CreateDataset(ctx, "ct", sp)
 		must(t, err)
 		if ds.Layout() != Contiguous {
 			t.Fatalf("layout %v", ds.Layout())
@@ -67,11 +67,11 @@ func TestImageFreeMapCycles(t *testing.T) {
 		must(t, ds.Write(ctx, All(sp.Shape), buf))
 		r.write(All(sp.Shape), buf)
 		refs["ct"] = r
-		ds.Close()
-		must(t, f.Close())
+		ds.Close(ctx)
+		must(t, f.Close(ctx))
 	}
 	for cycle := 0; cycle < 40; cycle++ {
-		f, err := OpenWith(mem, opts)
+		f, err := Open(ctx, "", withDriver(opts, mem))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestImageFreeMapCycles(t *testing.T) {
 		}
 		for _, name := range slices.Sorted(maps.Keys(refs)) {
 			r := refs[name]
-			ds, err := f.OpenDataset(name)
+			ds, err := f.OpenDataset(ctx, name, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +103,7 @@ func TestImageFreeMapCycles(t *testing.T) {
 					must(t, ds.Write(ctx, sel, buf))
 					r.write(sel, buf)
 				}
-				ds.Close()
+				ds.Close(ctx)
 				continue
 			}
 			switch rng.IntN(4) {
@@ -130,36 +130,36 @@ func TestImageFreeMapCycles(t *testing.T) {
 				}
 				r.resize(dims)
 			}
-			ds.Close()
+			ds.Close(ctx)
 		}
 		if cycle%3 == 0 { // a dataset filled in one cycle
 			tmp := fmt.Sprintf("tmp%d", cycle)
-			ds, err := f.CreateDataset(tmp, DatasetSpec{Type: Uint8, Shape: []uint64{64}, MaxShape: []uint64{Unlimited}, Chunk: []uint64{16}})
+			ds, err := f.CreateDataset(ctx, tmp, DatasetSpec{Type: Uint8, Shape: []uint64{64}, MaxShape: []uint64{Unlimited}, Chunk: []uint64{16}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := ds.Write(ctx, Box([]uint64{0}, []uint64{64}), randomBytes(rng, 64)); err != nil {
 				t.Fatal(err)
 			}
-			ds.Close()
+			ds.Close(ctx)
 		}
 		if cycle%3 == 1 { // and is emptied in the next
-			ds, err := f.OpenDataset(fmt.Sprintf("tmp%d", cycle-1))
+			ds, err := f.OpenDataset(ctx, fmt.Sprintf("tmp%d", cycle-1), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := ds.SetExtent(ctx, []uint64{0}); err != nil {
 				t.Fatal(err)
 			}
-			ds.Close()
+			ds.Close(ctx)
 		}
 		if err := f.SetAttr(ctx, "cycle", ScalarAttr(int64(cycle))); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		rep, err := Check(ctx, mem)
+		rep, err := Check(ctx, "", &Options{Driver: mem})
 		if err != nil {
 			t.Fatalf("cycle %d: %v", cycle, err)
 		}
@@ -185,7 +185,7 @@ func TestImageFreeMapRacingClose(t *testing.T) {
 		// (and their old chunks freed) while the commit runs.
 		opts := &Options{Image: imgOpts, CacheConfig: cache.Config{QuiescentBytes: 2 << 10}}
 		for cycle := 0; cycle < 3; cycle++ {
-			f, err := OpenWith(mem, opts)
+			f, err := Open(ctx, "", withDriver(opts, mem))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,11 +195,11 @@ func TestImageFreeMapRacingClose(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					rng := rand.New(rand.NewPCG(uint64(run), uint64(w)))
-					ds, err := f.OpenDataset("ea")
+					ds, err := f.OpenDataset(ctx, "ea", nil)
 					if err != nil {
 						return // closed already
 					}
-					defer ds.Close()
+					defer ds.Close(ctx)
 					for i := 0; ; i++ {
 						row := rng.Uint64N(40)
 						if err := ds.Write(ctx, Box([]uint64{row, 0}, []uint64{1, 10}), randomBytes(rng, 20)); err != nil {
@@ -211,11 +211,11 @@ func TestImageFreeMapRacingClose(t *testing.T) {
 					}
 				}()
 			}
-			if err := f.Close(); err != nil {
+			if err := f.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
 			wg.Wait()
-			rep, err := Check(ctx, mem)
+			rep, err := Check(ctx, "", &Options{Driver: mem})
 			if err != nil {
 				t.Fatalf("run %d cycle %d: %v", run, cycle, err)
 			}
@@ -227,12 +227,12 @@ func TestImageFreeMapRacingClose(t *testing.T) {
 		// allocator built from a map.
 		f := tOpen(t, mem, &Options{ReadOnly: true})
 		for _, name := range []string{"fa", "ga"} {
-			ds, err := f.OpenDataset(name)
+			ds, err := f.OpenDataset(ctx, name, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			refs[name].verify(t, ds)
-			ds.Close()
+			ds.Close(ctx)
 		}
 	}
 }
@@ -260,14 +260,14 @@ func TestImageFreeMapCheckCatchesLiveSpace(t *testing.T) {
 	if _, err := mem.WriteAt(format.EncodeSuperblock(sb), format.SlotFor(sb.Generation)); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Check(ctx, mem)
+	rep, err := Check(ctx, "", &Options{Driver: mem})
 	if !errors.Is(err, ErrCorrupt) || rep == nil || len(rep.Problems) == 0 {
 		t.Fatalf("Check of a map over the catalog: %v %+v", err, rep)
 	}
 	t.Log(rep.Problems[0])
 	// A writable open sees it too: the catalog is the first block it
 	// reads.
-	f, err := OpenWith(mem, nil)
+	f, err := Open(ctx, "", &Options{Driver: mem})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,19 +304,19 @@ func forgeImage(t *testing.T, drv vfd.Driver, mut func(sb format.Superblock, img
 func chunkFree(t *testing.T, drv vfd.Driver, names ...string) []format.FreeExtent {
 	t.Helper()
 	ctx := context.Background()
-	f, err := OpenWith(drv, &Options{ReadOnly: true})
+	f, err := Open(ctx, "", &Options{Driver: drv, ReadOnly: true})
 	must(t, err)
-	defer f.Close()
+	defer f.Close(ctx)
 	var out []format.FreeExtent
 	for _, n := range names {
-		ds, err := f.OpenDataset(n)
+		ds, err := f.OpenDataset(ctx, n, nil)
 		must(t, err)
 		exts, err := ds.ChunkExtents(ctx)
 		must(t, err)
 		for _, x := range exts {
 			out = append(out, format.FreeExtent{Off: uint64(x.Off), Size: uint64(x.Size)})
 		}
-		ds.Close()
+		ds.Close(ctx)
 	}
 	slices.SortFunc(out, func(a, b format.FreeExtent) int { return cmp.Compare(a.Off, b.Off) })
 	return out
@@ -354,23 +354,23 @@ func TestImageForgedFreeMap(t *testing.T) {
 			refs := imgFile(t, mem, opts)
 			// A second cycle, so the map names real free space too.
 			rng := rand.New(rand.NewPCG(27, 6))
-			f, err := OpenWith(mem, opts)
+			f, err := Open(ctx, "", withDriver(opts, mem))
 			must(t, err)
-			ea, err := f.OpenDataset("ea")
+			ea, err := f.OpenDataset(ctx, "ea", nil)
 			must(t, err)
 			sel := Box([]uint64{0, 0}, []uint64{40, 10})
 			buf := randomBytes(rng, 40*10*2)
 			must(t, ea.Write(ctx, sel, buf))
 			refs["ea"].write(sel, buf)
-			ea.Close()
-			must(t, f.Close())
+			ea.Close(ctx)
+			must(t, f.Close(ctx))
 
 			forgeImage(t, mem, func(sb format.Superblock, img *format.Image) { tc.mut(t, mem, sb, img) })
-			f, err = OpenWith(mem, opts)
+			f, err = Open(ctx, "", withDriver(opts, mem))
 			must(t, err)
 			info := f.ImageInfo()
 			t.Logf("%+v", info)
-			ea, err = f.OpenDataset("ea")
+			ea, err = f.OpenDataset(ctx, "ea", nil)
 			must(t, err)
 			for i := 0; i < 3; i++ { // relocates ea's chunks (zstd) and frees the old ones
 				buf := randomBytes(rng, 40*10*2)
@@ -378,20 +378,20 @@ func TestImageForgedFreeMap(t *testing.T) {
 				refs["ea"].write(sel, buf)
 				must(t, f.Flush(ctx))
 			}
-			ea.Close()
+			ea.Close(ctx)
 			sp := DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{8, 8}}
-			nd, err := f.CreateDataset("new", sp)
+			nd, err := f.CreateDataset(ctx, "new", sp)
 			must(t, err)
 			r := newRef(sp.Shape, 1, nil)
 			buf = randomBytes(rng, 64*64)
 			must(t, nd.Write(ctx, All(sp.Shape), buf))
 			r.write(All(sp.Shape), buf)
 			refs["new"] = r
-			nd.Close()
-			if err := f.Close(); err != nil {
+			nd.Close(ctx)
+			if err := f.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if rep, err := Check(ctx, mem); err != nil {
+			if rep, err := Check(ctx, "", &Options{Driver: mem}); err != nil {
 				t.Fatalf("%v %q", err, rep.Problems)
 			}
 			g := tOpen(t, mem, &Options{ReadOnly: true})

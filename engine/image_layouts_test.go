@@ -16,15 +16,15 @@ func TestImageWithOtherLayouts(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, &Options{Image: ImageOptions{Generate: true}})
-	sp, err := f.CreateDataset("sparse", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{8}, Layout: Sparse})
+	sp, err := f.CreateDataset(ctx, "sparse", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{8}, Layout: Sparse})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ct, err := f.CreateDataset("contig", DatasetSpec{Type: Uint8, Shape: []uint64{16, 16}, Layout: Contiguous})
+	ct, err := f.CreateDataset(ctx, "contig", DatasetSpec{Type: Uint8, Shape: []uint64{16, 16}, Layout: Contiguous})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vl, err := f.CreateDataset("vlen", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{2}, Layout: Vlen})
+	vl, err := f.CreateDataset(ctx, "vlen", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{2}, Layout: Vlen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestImageWithOtherLayouts(t *testing.T) {
 	if err := vl.WriteStrings(ctx, All([]uint64{4}), words); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, ro := range []bool{true, false} {
@@ -50,22 +50,22 @@ func TestImageWithOtherLayouts(t *testing.T) {
 		if !g.ImageInfo().Used {
 			t.Fatalf("read-only %v: image not used (%+v)", ro, g.ImageInfo())
 		}
-		sp, _ := g.OpenDataset("sparse")
+		sp, _ := g.OpenDataset(ctx, "sparse", nil)
 		got := make([]byte, 64)
 		if err := sp.Read(ctx, All([]uint64{64}), got); err != nil || !bytes.Equal(got[9:12], []byte{1, 2, 3}) || got[8] != 0 {
 			t.Fatalf("read-only %v: sparse %v %v", ro, got, err)
 		}
-		ct, _ := g.OpenDataset("contig")
+		ct, _ := g.OpenDataset(ctx, "contig", nil)
 		got = make([]byte, 256)
 		if err := ct.Read(ctx, All([]uint64{16, 16}), got); err != nil || !bytes.Equal(got, grid) {
 			t.Fatalf("read-only %v: contiguous differs: %v", ro, err)
 		}
-		vl, _ := g.OpenDataset("vlen")
+		vl, _ := g.OpenDataset(ctx, "vlen", nil)
 		ss, err := vl.ReadStrings(ctx, All([]uint64{4}))
 		if err != nil || len(ss) != 4 || ss[2] != "ccc" || ss[1] != "" {
 			t.Fatalf("read-only %v: vlen %q %v", ro, ss, err)
 		}
-		if err := g.Close(); err != nil {
+		if err := g.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,11 +84,11 @@ func TestRefreshDropsImageEntries(t *testing.T) {
 	if info := r.ImageInfo(); !info.Used || info.Prefetched.Entries == 0 {
 		t.Fatalf("image not used: %+v", info)
 	}
-	w, err := OpenWith(mem, nil)
+	w, err := Open(ctx, "", &Options{Driver: mem})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Close(); err != nil { // commits: drops the image record
+	if err := w.Close(ctx); err != nil { // commits: drops the image record
 		t.Fatal(err)
 	}
 	if err := r.Refresh(ctx); err != nil {

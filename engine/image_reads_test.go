@@ -49,7 +49,7 @@ func readEverything(t *testing.T, ds *Dataset) {
 	ok("DefinedElements", err)
 	_, _, err = ds.ReadDefined(ctx, all)
 	ok("ReadDefined", err)
-	_, err = ds.StoredChunks(ctx)
+	_, err = storedChunks(ctx, ds)
 	ok("StoredChunks", err)
 	_, _, err = ds.ReadChunkRaw(ctx, make([]uint64, len(ds.Shape())))
 	ok("ReadChunkRaw", err)
@@ -99,9 +99,9 @@ func TestImageAfterEveryRead(t *testing.T) {
 			}
 			verify := func(f *File) {
 				t.Helper()
-				ds, err := f.OpenDataset("d")
+				ds, err := f.OpenDataset(ctx, "d", nil)
 				must(t, err)
-				defer ds.Close()
+				defer ds.Close(ctx)
 				ref.verify(t, ds)
 				if kind == Sparse {
 					var want []uint64
@@ -119,7 +119,7 @@ func TestImageAfterEveryRead(t *testing.T) {
 			}
 			opts := &Options{Image: ImageOptions{Generate: true}}
 			f := tCreate(t, mem, opts)
-			ds, err := f.CreateDataset("d", sp)
+			ds, err := f.CreateDataset(ctx, "d", sp)
 			must(t, err)
 			// Every chunk stored, with gaps a sparse dataset leaves
 			// undefined.
@@ -129,21 +129,21 @@ func TestImageAfterEveryRead(t *testing.T) {
 				start[0], count[0] = i, min(2, sp.Shape[0]-i)
 				write(ds, Box(start, count))
 			}
-			ds.Close()
-			must(t, f.Close())
+			ds.Close(ctx)
+			must(t, f.Close(ctx))
 			for cycle := 0; cycle < 3; cycle++ {
-				f, err := OpenWith(mem, opts)
+				f, err := Open(ctx, "", withDriver(opts, mem))
 				must(t, err)
-				ds, err := f.OpenDataset("d")
+				ds, err := f.OpenDataset(ctx, "d", nil)
 				must(t, err)
 				readEverything(t, ds)
 				must(t, ds.SetAttr(ctx, "cycle", ScalarAttr(int64(cycle))))
 				write(ds, randomSelection(rng, sp.Shape))
-				ds.Close()
-				if err := f.Close(); err != nil {
+				ds.Close(ctx)
+				if err := f.Close(ctx); err != nil {
 					t.Fatalf("cycle %d: close: %v", cycle, err)
 				}
-				if _, err := Check(ctx, mem); err != nil {
+				if _, err := Check(ctx, "", &Options{Driver: mem}); err != nil {
 					t.Fatalf("cycle %d: %v", cycle, err)
 				}
 				r := tOpen(t, mem, &Options{ReadOnly: true})
@@ -151,7 +151,7 @@ func TestImageAfterEveryRead(t *testing.T) {
 					t.Fatalf("cycle %d: no image used: %+v", cycle, r.ImageInfo())
 				}
 				verify(r)
-				must(t, r.Close())
+				must(t, r.Close(ctx))
 			}
 			f = tOpen(t, mem, nil)
 			verify(f)

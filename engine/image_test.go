@@ -39,7 +39,7 @@ func imgFile(t *testing.T, drv vfd.Driver, opts *Options, o ...tOpt) map[string]
 	refs := map[string]*refArray{}
 	rng := rand.New(rand.NewPCG(7, 7))
 	for n, sp := range imgSpecs {
-		ds, err := f.CreateDataset(n, sp)
+		ds, err := f.CreateDataset(ctx, n, sp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func imgFile(t *testing.T, drv vfd.Driver, opts *Options, o ...tOpt) map[string]
 		r.write(sel, buf)
 		refs[n] = r
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return refs
@@ -61,12 +61,12 @@ func imgFile(t *testing.T, drv vfd.Driver, opts *Options, o ...tOpt) map[string]
 func verifyAll(t *testing.T, f *File, refs map[string]*refArray) {
 	t.Helper()
 	for n, r := range refs {
-		ds, err := f.OpenDataset(n)
+		ds, err := f.OpenDataset(context.Background(), n, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r.verify(t, ds)
-		ds.Close()
+		ds.Close(context.Background())
 	}
 }
 
@@ -94,11 +94,11 @@ func readImage(t *testing.T, drv vfd.Driver) (format.Superblock, format.Image) {
 // Create, before anything is read or written (1A).
 func TestImageOptionsValidate(t *testing.T) {
 	for _, o := range []ImageOptions{{MaxAge: -2}, {MaxAge: 101}, {ChunkBytes: -2}} {
-		if _, err := CreateWith(vfd.NewMem(), &Options{Image: o}); !errors.Is(err, ErrInvalid) {
+		if _, err := Create(context.Background(), "", &Options{Driver: vfd.NewMem(), Image: o}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("create with %+v: %v, want ErrInvalid", o, err)
 		}
 		c := vfd.NewCounting(vfd.NewMem())
-		if _, err := OpenWith(c, &Options{Image: o}); !errors.Is(err, ErrInvalid) || c.Snapshot().Ops[vfd.OpRead] != 0 {
+		if _, err := Open(context.Background(), "", &Options{Driver: c, Image: o}); !errors.Is(err, ErrInvalid) || c.Snapshot().Ops[vfd.OpRead] != 0 {
 			t.Errorf("open with %+v: %v after %d reads, want ErrInvalid and none", o, err, c.Snapshot().Ops[vfd.OpRead])
 		}
 	}
@@ -130,7 +130,7 @@ func TestImageControl(t *testing.T) {
 		t.Fatalf("read-only info %+v, image at %d+%d with %d entries", info, sb.Image.Addr, sb.Image.Size, len(img.Entries))
 	}
 	verifyAll(t, ro, refs)
-	if err := ro.Close(); err != nil {
+	if err := ro.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if sb2, _ := readSuperblock(mem); sb2 != sb {
@@ -150,13 +150,13 @@ func TestImageControl(t *testing.T) {
 	if info := w.ImageInfo(); info.Exists {
 		t.Fatalf("image still recorded after the first commit: %+v", info)
 	}
-	if err := w.Close(); err != nil {
+	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if sb, _ := readSuperblock(mem); sb.Image.Exists() {
 		t.Fatal("a writer without the option left an image")
 	}
-	if _, err := Check(ctx, mem); err != nil {
+	if _, err := Check(ctx, "", &Options{Driver: mem}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -203,7 +203,7 @@ func TestImageContents(t *testing.T) {
 			}
 			// The reference: what the committed state references.
 			f := tOpen(t, mem, &Options{ReadOnly: true})
-			rep, err := Check(ctx, mem)
+			rep, err := Check(ctx, "", &Options{Driver: mem})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -318,7 +318,7 @@ func TestImagePrefetchedEviction(t *testing.T) {
 	// Half-chunk writes, so the chunks are cached (whole ones into a full
 	// cache would go straight to the file, directwrite.go).
 	other := tCreate(t, vfd.NewMem(), &Options{Cache: c})
-	ds, err := other.CreateDataset("big", DatasetSpec{Type: Uint8, Shape: []uint64{4 << 20}, Chunk: []uint64{64 << 10}})
+	ds, err := other.CreateDataset(ctx, "big", DatasetSpec{Type: Uint8, Shape: []uint64{4 << 20}, Chunk: []uint64{64 << 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,11 +352,11 @@ func TestImageAgeOut(t *testing.T) {
 			opts := &Options{Image: ImageOptions{Generate: true, MaxAge: tc.maxAge}}
 			refs := imgFile(t, mem, opts)
 			for cycle, want := range tc.cycles {
-				f, err := OpenWith(mem, opts) // touches nothing
+				f, err := Open(context.Background(), "", withDriver(opts, mem)) // touches nothing
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := f.Close(); err != nil {
+				if err := f.Close(context.Background()); err != nil {
 					t.Fatal(err)
 				}
 				_, img := readImage(t, mem)
@@ -379,7 +379,7 @@ func TestImageAgeOut(t *testing.T) {
 			// A requested chunk is young again.
 			f := tOpen(t, mem, opts)
 			verifyAll(t, f, refs)
-			if err := f.Close(); err != nil {
+			if err := f.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			_, img := readImage(t, mem)
@@ -441,11 +441,11 @@ func TestImageStale(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if err := f.Close(); err != nil {
+				if err := f.Close(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if _, err := Check(ctx, mem); err != nil {
+			if _, err := Check(ctx, "", &Options{Driver: mem}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -550,13 +550,13 @@ func TestImageSWMR(t *testing.T) {
 	}
 	for cycle := 0; cycle < 6; cycle++ {
 		check()
-		w, err := OpenWith(mem, opts)
+		w, err := Open(ctx, "", withDriver(opts, mem))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for step := 0; step < 3; step++ {
 			for n, r := range refs {
-				ds, err := w.OpenDataset(n)
+				ds, err := w.OpenDataset(ctx, n, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -566,7 +566,7 @@ func TestImageSWMR(t *testing.T) {
 					t.Fatal(err)
 				}
 				r.write(sel, buf)
-				ds.Close()
+				ds.Close(ctx)
 			}
 			snap(w.Generation() + 1)
 			if step < 2 {
@@ -576,12 +576,12 @@ func TestImageSWMR(t *testing.T) {
 				check()
 			}
 		}
-		if err := w.Close(); err != nil {
+		if err := w.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		check()
 	}
-	if _, err := Check(ctx, mem); err != nil {
+	if _, err := Check(ctx, "", &Options{Driver: mem}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -600,11 +600,11 @@ var imageWorkload = defineWorkload(5, &Options{CacheConfig: cache.Config{Quiesce
 	// every close of the file finds none open.
 	create := func() error {
 		for _, n := range names {
-			ds, err := w.f.CreateDataset(n, specs[n])
+			ds, err := w.f.CreateDataset(context.Background(), n, specs[n])
 			if err != nil {
 				return err
 			}
-			ds.Close()
+			ds.Close(context.Background())
 			w.refs[n] = newRef(specs[n].Shape, specs[n].Type.Size(), specs[n].Fill)
 		}
 		return nil
@@ -614,14 +614,14 @@ var imageWorkload = defineWorkload(5, &Options{CacheConfig: cache.Config{Quiesce
 			for i := 0; i < n; i++ {
 				name := names[w.rng.IntN(2)]
 				r := w.refs[name]
-				ds, err := w.f.OpenDataset(name)
+				ds, err := w.f.OpenDataset(context.Background(), name, nil)
 				if err != nil {
 					return err
 				}
 				sel := randomSelection(w.rng, r.dims)
 				buf := randomBytes(w.rng, int(sel.NumElements())*r.elemSize)
 				err = ds.Write(w.ctx, sel, buf)
-				ds.Close()
+				ds.Close(context.Background())
 				if err != nil {
 					return err
 				}
@@ -708,7 +708,7 @@ func TestOpenRacesWriter(t *testing.T) {
 			t.Fatalf("reader at generation %d, writer committed past %d", r.Generation(), sb.Generation)
 		}
 		verifyAll(t, r, refs)
-		if err := w.Close(); err != nil {
+		if err := w.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		// No writer: the same damage is corruption.
@@ -717,7 +717,7 @@ func TestOpenRacesWriter(t *testing.T) {
 		if sb.Image.Exists() {
 			d.addr = int64(sb.Image.Addr)
 		}
-		if _, err := OpenWith(d, &Options{ReadOnly: true}); withImage == false && !errors.Is(err, ErrCorrupt) {
+		if _, err := Open(ctx, "", &Options{Driver: d, ReadOnly: true}); withImage == false && !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("damaged catalog, no writer: %v", err)
 		}
 	}

@@ -23,7 +23,7 @@ func TestColdLookupReads(t *testing.T) {
 	}
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20}})
-	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{0}, MaxShape: []uint64{Unlimited}, Chunk: []uint64{1}})
+	ds, err := f.CreateDataset(ctx, "t", DatasetSpec{Type: Uint8, Shape: []uint64{0}, MaxShape: []uint64{Unlimited}, Chunk: []uint64{1}})
 	must(t, err)
 	must(t, ds.SetExtent(ctx, []uint64{n}))
 	vals := make([]byte, n)
@@ -31,12 +31,12 @@ func TestColdLookupReads(t *testing.T) {
 		vals[i] = byte(i*31 + 7)
 	}
 	must(t, ds.Write(ctx, All([]uint64{n}), vals))
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 
 	cnt := vfd.NewCounting(mem)
 	f = tOpen(t, cnt, &Options{ReadOnly: true})
-	defer f.Close()
-	ds, err = f.OpenDataset("t")
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "t", nil)
 	must(t, err)
 	if k := ds.IndexKind(); k != "extensible-array" {
 		t.Fatalf("index kind %s", k)
@@ -46,7 +46,7 @@ func TestColdLookupReads(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		// A fresh file each time, so every lookup starts cold.
 		f2 := tOpen(t, cnt, &Options{ReadOnly: true})
-		ds2, err := f2.OpenDataset("t")
+		ds2, err := f2.OpenDataset(ctx, "t", nil)
 		must(t, err)
 		k := rng.Uint64N(n)
 		before := cnt.Snapshot()
@@ -61,7 +61,7 @@ func TestColdLookupReads(t *testing.T) {
 			t.Fatalf("cold read of chunk %d of %d took %d reads: more than 3 index blocks plus the chunk", k, n, reads)
 		}
 		worst = max(worst, reads)
-		must(t, f2.Close())
+		must(t, f2.Close(ctx))
 	}
 	t.Logf("%d chunks: a cold single-chunk read took at most %d reads (index blocks + chunk)", n, worst)
 }

@@ -19,14 +19,14 @@ import (
 func rowFile(t *testing.T, n, row uint64) (*vfd.Mem, []byte) {
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 20}})
-	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{n, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
+	ds, err := f.CreateDataset(context.Background(), "t", DatasetSpec{Type: Uint8, Shape: []uint64{n, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
 	must(t, err)
 	vals := make([]byte, n*row)
 	for i := range vals {
 		vals[i] = byte(uint64(i)/row*31 + 7)
 	}
 	must(t, ds.Write(context.Background(), All([]uint64{n, row}), vals))
-	must(t, f.Close())
+	must(t, f.Close(context.Background()))
 	return mem, vals
 }
 
@@ -44,8 +44,8 @@ func TestIndexMemoryInCacheBudget(t *testing.T) {
 
 	cnt := vfd.NewCounting(mem)
 	f := tOpen(t, cnt, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 512 << 10}})
-	defer f.Close()
-	ds, err := f.OpenDataset("t")
+	defer f.Close(ctx)
+	ds, err := f.OpenDataset(ctx, "t", nil)
 	must(t, err)
 	if k := ds.IndexKind(); k != "extensible-array" {
 		t.Fatalf("index kind %s", k)
@@ -119,8 +119,8 @@ func TestIndexMemoryInCacheBudget(t *testing.T) {
 	}
 	t.Logf("limit %d, index memory %d, chunk memory %d, second pass %d vector reads",
 		limit, c.Stats().MetadataBytes, chunkMem, d.Ops[vfd.OpReadV])
-	must(t, ds.Close())
-	must(t, f.Close())
+	must(t, ds.Close(ctx))
+	must(t, f.Close(ctx))
 	if st := c.Stats(); st.MetadataBytes != 0 {
 		t.Fatalf("metadata %d left charged after Close", st.MetadataBytes)
 	}
@@ -137,15 +137,15 @@ func TestIndexShedUnderPressure(t *testing.T) {
 	mem, vals := rowFile(t, n, row)
 	// The whole index, read with room for it.
 	g := tOpen(t, mem, &Options{ReadOnly: true})
-	gds, err := g.OpenDataset("t")
+	gds, err := g.OpenDataset(ctx, "t", nil)
 	must(t, err)
 	must(t, gds.Read(ctx, All([]uint64{n, row}), vals))
 	full := gds.s.idx.p.Load().MemBytes()
-	must(t, g.Close())
+	must(t, g.Close(ctx))
 
 	const limit = 64 << 10
 	f := tOpen(t, mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: limit, ActiveMultiplier: 1}})
-	ds, err := f.OpenDataset("t")
+	ds, err := f.OpenDataset(ctx, "t", nil)
 	must(t, err)
 	c := f.Cache()
 	if full < 4*limit {
@@ -170,7 +170,7 @@ func TestIndexShedUnderPressure(t *testing.T) {
 	if st.PeakResidentBytes > limit+32<<10 {
 		t.Fatalf("peak resident %d bytes against a limit of %d (index %d)", st.PeakResidentBytes, limit, full)
 	}
-	must(t, ds.Close())
+	must(t, ds.Close(ctx))
 }
 
 // TestIndexShedConcurrent: shedding races readers, a writer republishing
@@ -181,7 +181,7 @@ func TestIndexShedConcurrent(t *testing.T) {
 	const n, row = 20_000, 16
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 16 << 20}})
-	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{n, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
+	ds, err := f.CreateDataset(ctx, "t", DatasetSpec{Type: Uint8, Shape: []uint64{n, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
 	must(t, err)
 	rowOf := func(k uint64) []byte { return bytes.Repeat([]byte{byte(k*31 + 7)}, row) }
 	vals := make([]byte, 0, n*row)
@@ -189,10 +189,10 @@ func TestIndexShedConcurrent(t *testing.T) {
 		vals = append(vals, rowOf(k)...)
 	}
 	must(t, ds.Write(ctx, All([]uint64{n, row}), vals))
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 
 	f = tOpen(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 32 << 10, ActiveMultiplier: 1}})
-	ds, err = f.OpenDataset("t")
+	ds, err = f.OpenDataset(ctx, "t", nil)
 	must(t, err)
 	var wg sync.WaitGroup
 	for w := 0; w < 6; w++ {
@@ -239,7 +239,7 @@ func TestIndexShedConcurrent(t *testing.T) {
 	if f.indexShedBytes.Load() == 0 {
 		t.Fatal("no changed index block was written and let go during the run")
 	}
-	must(t, ds.Close())
+	must(t, ds.Close(ctx))
 }
 
 // shedRow is the row size of the shed tests' files: 256 bytes, one chunk
@@ -264,7 +264,7 @@ func newShedFile(t *testing.T, drv vfd.Driver, limit int64, rows uint64) (*File,
 	t.Helper()
 	ctx := context.Background()
 	f := tCreate(t, drv, &Options{CacheConfig: cache.Config{QuiescentBytes: limit, ActiveMultiplier: 1}})
-	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{rows, shedRow}, MaxShape: []uint64{Unlimited, shedRow}, Chunk: []uint64{1, shedRow}})
+	ds, err := f.CreateDataset(ctx, "t", DatasetSpec{Type: Uint8, Shape: []uint64{rows, shedRow}, MaxShape: []uint64{Unlimited, shedRow}, Chunk: []uint64{1, shedRow}})
 	must(t, err)
 	must(t, ds.Write(ctx, All([]uint64{rows, shedRow}), shedRows(0, rows)))
 	must(t, f.Flush(ctx))
@@ -324,7 +324,7 @@ func TestIndexShedChangedBlocks(t *testing.T) {
 	// A crash now leaves the commit before the burst.
 	img := vfd.NewMemFrom(crash.CrashImage(vfd.KeepSynced, 1))
 	g := tOpen(t, img, &Options{ReadOnly: true})
-	gds, err := g.OpenDataset("t")
+	gds, err := g.OpenDataset(ctx, "t", nil)
 	must(t, err)
 	if sh := gds.Shape(); sh[0] != batch {
 		t.Fatalf("the crash image holds %d rows, want the %d committed", sh[0], batch)
@@ -334,7 +334,7 @@ func TestIndexShedChangedBlocks(t *testing.T) {
 	if !bytes.Equal(got, rows(0, batch)) {
 		t.Fatal("the committed rows changed under the burst")
 	}
-	must(t, g.Close())
+	must(t, g.Close(ctx))
 
 	must(t, f.Flush(ctx))
 	want := rows(0, n)
@@ -343,9 +343,9 @@ func TestIndexShedChangedBlocks(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("rows read back wrong after the flush")
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	h := tOpen(t, crash, &Options{ReadOnly: true})
-	hds, err := h.OpenDataset("t")
+	hds, err := h.OpenDataset(ctx, "t", nil)
 	must(t, err)
 	clear(got)
 	must(t, hds.Read(ctx, All([]uint64{n, row}), got))
@@ -386,9 +386,9 @@ func TestIndexShedWriteFails(t *testing.T) {
 	if !bytes.Equal(got, rows(0, n)) {
 		t.Fatal("rows read back wrong after the flush")
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	g := tOpen(t, fd, &Options{ReadOnly: true})
-	gds, err := g.OpenDataset("t")
+	gds, err := g.OpenDataset(ctx, "t", nil)
 	must(t, err)
 	clear(got)
 	must(t, gds.Read(ctx, All([]uint64{n, row}), got))
@@ -477,7 +477,7 @@ func TestIndexShedRacesCommits(t *testing.T) {
 	}
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 24 << 10, ActiveMultiplier: 1}})
-	ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{n0, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
+	ds, err := f.CreateDataset(ctx, "t", DatasetSpec{Type: Uint8, Shape: []uint64{n0, row}, MaxShape: []uint64{Unlimited, row}, Chunk: []uint64{1, row}})
 	must(t, err)
 	final := make([]byte, n0, n0+uint64(rounds)*100) // each row's last value
 	for k := range final {
@@ -583,9 +583,9 @@ func TestIndexShedRacesCommits(t *testing.T) {
 	if f.indexShedBytes.Load() == 0 {
 		t.Fatal("no changed index block was written under pressure: the test shows nothing")
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	g := tOpen(t, mem, &Options{ReadOnly: true})
-	gds, err := g.OpenDataset("t")
+	gds, err := g.OpenDataset(ctx, "t", nil)
 	must(t, err)
 	n := uint64(len(final))
 	if sh := gds.Shape(); sh[0] != n {
@@ -624,7 +624,7 @@ func TestIndexShedKinds(t *testing.T) {
 			if kind.grow {
 				first = batch
 			}
-			ds, err := f.CreateDataset("t", DatasetSpec{Type: Uint8, Shape: []uint64{first, shedRow}, MaxShape: kind.max, Chunk: []uint64{1, shedRow}})
+			ds, err := f.CreateDataset(ctx, "t", DatasetSpec{Type: Uint8, Shape: []uint64{first, shedRow}, MaxShape: kind.max, Chunk: []uint64{1, shedRow}})
 			must(t, err)
 			if got := ds.IndexKind(); got != kind.name {
 				t.Fatalf("index kind %s, want %s", got, kind.name)
@@ -647,9 +647,9 @@ func TestIndexShedKinds(t *testing.T) {
 				t.Fatalf("peak resident %d bytes against a limit of %d", st.PeakResidentBytes, limit)
 			}
 			must(t, f.Flush(ctx))
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 			g := tOpen(t, mem, &Options{ReadOnly: true})
-			gds, err := g.OpenDataset("t")
+			gds, err := g.OpenDataset(ctx, "t", nil)
 			must(t, err)
 			got := make([]byte, n*shedRow)
 			must(t, gds.Read(ctx, All([]uint64{n, shedRow}), got))

@@ -75,7 +75,7 @@ func TestReadPartlyResident(t *testing.T) {
 	defer c.Close()
 	drv := vfd.NewMem()
 	f := tCreate(t, drv, &Options{Cache: c})
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{4, 16}, MaxShape: []uint64{Unlimited, 16}, Chunk: []uint64{1, 16}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{4, 16}, MaxShape: []uint64{Unlimited, 16}, Chunk: []uint64{1, 16}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,18 +90,18 @@ func TestReadPartlyResident(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Drop every chunk from the cache, then make rows 0 and 1 resident.
-	if err := ds.Close(); err != nil {
+	if err := ds.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f, err = OpenWith(drv, &Options{Cache: c})
+	f, err = Open(ctx, "", &Options{Driver: drv, Cache: c})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if ds, err = f.OpenDataset("d"); err != nil {
+	defer f.Close(ctx)
+	if ds, err = f.OpenDataset(ctx, "d", nil); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 32)

@@ -29,7 +29,7 @@ func TestReadOneAllocs(t *testing.T) {
 		{Uint16, []uint64{8, 8, 8, 8}, []uint64{1, 2, 0, 0}, []uint64{2, 2, 8, 8}},
 	}
 	for i, tc := range cases {
-		ds, err := f.CreateDataset(fmt.Sprint("d", i), DatasetSpec{Type: tc.typ, Shape: tc.shape, Chunk: tc.shape})
+		ds, err := f.CreateDataset(ctx, fmt.Sprint("d", i), DatasetSpec{Type: tc.typ, Shape: tc.shape, Chunk: tc.shape})
 		if err != nil {
 			t.Fatal(err)
 		}

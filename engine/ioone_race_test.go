@@ -62,7 +62,7 @@ func raceReadOne(t *testing.T, cacheBytes int64) {
 	t.Cleanup(func() { c.Close() })
 	f := tCreate(t, vfd.NewMem(), &Options{Cache: c})
 	base := []uint64{rows * ch, pairs * 2 * ch}
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint32, Shape: base, Chunk: []uint64{ch, ch},
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint32, Shape: base, Chunk: []uint64{ch, ch},
 		MaxShape: []uint64{(rows + extra) * ch, pairs * 2 * ch}})
 	if err != nil {
 		t.Fatal(err)

@@ -122,7 +122,7 @@ func TestReadOneMatchesPrepareOne(t *testing.T) {
 	types := []Type{Uint8, Int16, Float32, Uint64}
 	for i, sh := range oneShapes {
 		typ := types[i%len(types)]
-		ds, err := f.CreateDataset(fmt.Sprint("d", i), DatasetSpec{Type: typ, Shape: sh.shape, Chunk: sh.chunk})
+		ds, err := f.CreateDataset(context.Background(), fmt.Sprint("d", i), DatasetSpec{Type: typ, Shape: sh.shape, Chunk: sh.chunk})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +213,7 @@ func TestReadOneDifferential(t *testing.T) {
 			checked := 0
 			for i, sh := range oneShapes {
 				typ := types[i%len(types)]
-				ds, err := f.CreateDataset(fmt.Sprint("d", i), DatasetSpec{Type: typ, Shape: sh.shape, Chunk: sh.chunk})
+				ds, err := f.CreateDataset(ctx, fmt.Sprint("d", i), DatasetSpec{Type: typ, Shape: sh.shape, Chunk: sh.chunk})
 				if err != nil {
 					t.Fatal(err)
 				}

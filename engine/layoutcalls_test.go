@@ -35,7 +35,7 @@ func TestLayoutCalls(t *testing.T) {
 	// A zlib image of a chunk of zeros, from a chunked dataset, so that
 	// on the other layouts nothing but the layout is wrong.
 	zeros := make([]byte, 4096)
-	twin, err := f.CreateDataset("twin", spec(Chunked))
+	twin, err := f.CreateDataset(ctx, "twin", spec(Chunked))
 	must(t, err)
 	image, mask, err := twin.EncodeChunk(zeros)
 	must(t, err)
@@ -49,7 +49,7 @@ func TestLayoutCalls(t *testing.T) {
 	n := 0
 	newDataset := func(k LayoutKind) *Dataset {
 		n++
-		ds, err := f.CreateDataset(fmt.Sprintf("%v-%d", k, n), spec(k))
+		ds, err := f.CreateDataset(ctx, fmt.Sprintf("%v-%d", k, n), spec(k))
 		must(t, err)
 		if k == Vlen {
 			must(t, ds.WriteVlen(ctx, Box([]uint64{0}, []uint64{1}), [][]byte{{7}}))
@@ -145,7 +145,7 @@ func TestLayoutCalls(t *testing.T) {
 			return nil
 		}},
 		{name: "StoredChunks", needs: chunked, run: func(ds *Dataset) error {
-			got, err := ds.StoredChunks(ctx)
+			got, err := storedChunks(ctx, ds)
 			if err == nil && (len(got) != 1 || !slices.Equal(got[0].Coords, []uint64{0})) {
 				err = fmt.Errorf("StoredChunks = %+v, want chunk [0]", got)
 			}

@@ -40,7 +40,7 @@ func TestLayoutCallsRefuseOtherLayouts(t *testing.T) {
 		{Type: Uint8, Shape: []uint64{8192}, Chunk: []uint64{4096}, Layout: Vlen},
 		{Type: Uint8, Shape: []uint64{8192}, Layout: Contiguous},
 	} {
-		ds, err := f.CreateDataset(spec.Layout.String(), spec)
+		ds, err := f.CreateDataset(ctx, spec.Layout.String(), spec)
 		must(t, err)
 		if got := ds.Layout(); got != spec.Layout {
 			t.Errorf("%s: Layout() = %s", spec.Layout, got)

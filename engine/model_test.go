@@ -115,20 +115,20 @@ func (r *refArray) verify(t testing.TB, ds *Dataset) {
 		return
 	}
 	if got := ds.Shape(); !equal(got, r.dims) {
-		t.Fatalf("%s: shape %v, model %v", ds.Name(), got, r.dims)
+		t.Fatalf("%s: shape %v, model %v", ds.Path(), got, r.dims)
 	}
 	if prod(r.dims) == 0 {
 		return
 	}
 	buf := make([]byte, len(r.data))
 	if err := ds.Read(context.Background(), All(r.dims), buf); err != nil {
-		t.Fatalf("%s: read all: %v", ds.Name(), err)
+		t.Fatalf("%s: read all: %v", ds.Path(), err)
 	}
 	if !bytes.Equal(buf, r.data) {
 		es := r.elemSize
 		for i := 0; i < len(buf); i += es {
 			if !bytes.Equal(buf[i:i+es], r.data[i:i+es]) {
-				t.Fatalf("%s: element %d is %x, model %x", ds.Name(), i/es, buf[i:i+es], r.data[i:i+es])
+				t.Fatalf("%s: element %d is %x, model %x", ds.Path(), i/es, buf[i:i+es], r.data[i:i+es])
 			}
 		}
 	}

@@ -22,7 +22,7 @@ var creators = []struct {
 	create func(ctx context.Context, f *File, name string) error
 }{
 	{"File.CreateDataset", func(_ context.Context, f *File, name string) error {
-		_, err := f.CreateDataset(name, smallSpec)
+		_, err := f.CreateDataset(context.Background(), name, smallSpec)
 		return err
 	}},
 	{"File.CreateGroup", func(ctx context.Context, f *File, name string) error {
@@ -30,11 +30,11 @@ var creators = []struct {
 		return err
 	}},
 	{"Group.CreateDataset", func(ctx context.Context, f *File, name string) error {
-		_, err := f.Root().CreateDataset(ctx, name, smallSpec)
+		_, err := f.Group.CreateDataset(ctx, name, smallSpec)
 		return err
 	}},
 	{"Group.CreateGroup", func(ctx context.Context, f *File, name string) error {
-		_, err := f.Root().CreateGroup(ctx, name)
+		_, err := f.Group.CreateGroup(ctx, name)
 		return err
 	}},
 	{"File.CreateVirtualDataset", func(ctx context.Context, f *File, name string) error {
@@ -66,20 +66,20 @@ func TestNameRule(t *testing.T) {
 				t.Errorf("%s(%q) accepted", cr.what, c.Name)
 			}
 			if !c.Valid {
-				if ms := members(t, f.Root()); len(ms) != 0 {
+				if ms := members(t, f.Group); len(ms) != 0 {
 					t.Errorf("%s(%q) refused but left %v", cr.what, c.Name, ms)
 				}
 			}
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 			if c.Valid {
 				f = tOpen(t, drv, nil)
 				p := strings.TrimPrefix(c.Name, "/")
-				_, derr := f.OpenDataset(p)
-				_, gerr := f.OpenGroup(p)
+				_, derr := f.OpenDataset(ctx, p, nil)
+				_, gerr := f.OpenGroup(ctx, p)
 				if derr != nil && gerr != nil {
 					t.Errorf("%s(%q): after reopen neither a dataset (%v) nor a group (%v)", cr.what, c.Name, derr, gerr)
 				}
-				must(t, f.Close())
+				must(t, f.Close(ctx))
 			}
 		}
 	}
@@ -106,7 +106,7 @@ func TestNameRuleParents(t *testing.T) {
 			drv := vfd.NewMem()
 			f := tCreate(t, drv, nil)
 			must(t, cr.create(ctx, f, "p/q/m"))
-			if _, err := f.CreateDataset("d", smallSpec); err != nil {
+			if _, err := f.CreateDataset(ctx, "d", smallSpec); err != nil {
 				t.Fatal(err)
 			}
 			if err := cr.create(ctx, f, "d/x"); !errors.Is(err, ErrInvalid) {
@@ -117,24 +117,24 @@ func TestNameRuleParents(t *testing.T) {
 					t.Fatalf("%q taken: %v, want ErrExists", taken, err)
 				}
 			}
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 			f = tOpen(t, drv, nil)
-			defer f.Close()
-			q, err := f.OpenGroup("p/q")
+			defer f.Close(ctx)
+			q, err := f.OpenGroup(ctx, "p/q")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := members(t, q); len(got) != 1 || got[0].Name != "m" {
 				t.Fatalf("members of p/q %v", got)
 			}
-			if got := members(t, f.Root()); !reflect.DeepEqual(got, []Member{{"d", MemberDataset}, {"p", MemberGroup}}) {
+			if got := members(t, f.Group); !reflect.DeepEqual(got, []Member{{Name: "d", Kind: MemberDataset}, {Name: "p", Kind: MemberGroup}}) {
 				t.Fatalf("root members %v", got)
 			}
 		})
 	}
 	// A Group call resolves inside the group, or from the root with "/".
 	f := tCreate(t, vfd.NewMem(), nil)
-	defer f.Close()
+	defer f.Close(ctx)
 	g, err := f.CreateGroup(ctx, "g")
 	must(t, err)
 	_, err = g.CreateDataset(ctx, "a/b", smallSpec)
@@ -142,11 +142,11 @@ func TestNameRuleParents(t *testing.T) {
 	_, err = g.CreateGroup(ctx, "/top/sub")
 	must(t, err)
 	for _, p := range []string{"g/a", "top"} {
-		if _, err := f.OpenGroup(p); err != nil {
+		if _, err := f.OpenGroup(ctx, p); err != nil {
 			t.Fatalf("group %q: %v", p, err)
 		}
 	}
-	if _, err := f.OpenDataset("g/a/b"); err != nil {
+	if _, err := f.OpenDataset(ctx, "g/a/b", nil); err != nil {
 		t.Fatal(err)
 	}
 }

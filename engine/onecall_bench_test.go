@@ -44,16 +44,16 @@ func BenchmarkOneCallRead(b *testing.B) {
 	}{{"raw", nil}, {"zstd", []Filter{Zstd(3)}}} {
 		b.Run(codec.name, func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "a.scc")
-			f, err := Create(path, &Options{NoSync: true})
+			f, err := Create(ctx, path, &Options{NoSync: true})
 			must(b, err)
-			ds, err := f.CreateDataset("a", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{edge, edge, edge}, Filters: codec.filters})
+			ds, err := f.CreateDataset(ctx, "a", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{edge, edge, edge}, Filters: codec.filters})
 			must(b, err)
 			must(b, ds.Write(ctx, All(shape), data))
-			must(b, f.Close())
+			must(b, f.Close(ctx))
 			open := func() (*File, *Dataset) {
-				f, err := Open(path, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 256 << 20}})
+				f, err := Open(ctx, path, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 256 << 20}})
 				must(b, err)
-				ds, err := f.OpenDataset("a")
+				ds, err := f.OpenDataset(ctx, "a", nil)
 				must(b, err)
 				return f, ds
 			}
@@ -65,12 +65,12 @@ func BenchmarkOneCallRead(b *testing.B) {
 			}
 			oneCall := func() {
 				f, ds := open()
-				defer f.Close()
+				defer f.Close(ctx)
 				must(b, ds.Read(ctx, All(shape), buf))
 			}
 			perChunk := func() {
 				f, ds := open()
-				defer f.Close()
+				defer f.Close(ctx)
 				var next atomic.Int64
 				var wg sync.WaitGroup
 				var failed atomic.Pointer[error]

@@ -52,7 +52,7 @@ func TestOpenSaysWhatTheFileIs(t *testing.T) {
 	for _, c := range cases {
 		p := write(c.name, c.bytes)
 		for _, ro := range []bool{false, true} {
-			_, err := Open(p, &Options{ReadOnly: ro})
+			_, err := Open(ctx, p, &Options{ReadOnly: ro})
 			wantErr(t, c.name, err, ErrCorrupt, append([]string{p}, c.parts...)...)
 			if strings.Contains(err.Error(), "checksum") {
 				t.Fatalf("%s: %q speaks of checksums of a file that is not scc's", c.name, err)
@@ -63,14 +63,14 @@ func TestOpenSaysWhatTheFileIs(t *testing.T) {
 	// A real file, cut.
 	good := filepath.Join(dir, "good.scc")
 	f := tCreatePath(t, good, nil)
-	d, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{1 << 16}, Chunk: []uint64{1 << 12}})
+	d, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{1 << 16}, Chunk: []uint64{1 << 12}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Write(ctx, All([]uint64{1 << 16}), fillBytes(1<<16, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	full, err := os.ReadFile(good)
@@ -79,7 +79,7 @@ func TestOpenSaysWhatTheFileIs(t *testing.T) {
 	}
 	for _, n := range []int{5000, len(full) / 2} {
 		p := write("cut.scc", full[:n])
-		_, err := Open(p, &Options{ReadOnly: true})
+		_, err := Open(ctx, p, &Options{ReadOnly: true})
 		wantErr(t, "cut file", err, ErrCorrupt, p, "truncated: ", " bytes, at least ", " expected")
 		if !strings.Contains(err.Error(), "truncated: "+itoa(n)+" bytes") {
 			t.Fatalf("cut file: %q does not give its size %d", err, n)
@@ -92,14 +92,14 @@ func TestOpenSaysWhatTheFileIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	write("store.zarr/.zgroup", []byte(`{"zarr_format": 2}`))
-	_, err = Open(store, nil)
+	_, err = Open(ctx, store, nil)
 	wantErr(t, "zarr store", err, ErrInvalid, store, "Zarr", "scctl import")
 
 	// A second writer.
 	w := tCreatePath(t, filepath.Join(dir, "w.scc"), nil)
-	_, err = Open(filepath.Join(dir, "w.scc"), nil)
+	_, err = Open(ctx, filepath.Join(dir, "w.scc"), nil)
 	wantErr(t, "second writer", err, ErrLocked, "w.scc", "open for writing elsewhere", "read-only")
-	if err := w.Close(); err != nil {
+	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -120,7 +120,7 @@ func itoa(n int) string {
 func TestRequestErrorsSayItOnce(t *testing.T) {
 	ctx := t.Context()
 	f := tCreatePath(t, filepath.Join(t.TempDir(), "r.scc"), nil)
-	d, err := f.CreateDataset("g/d", DatasetSpec{Type: Uint16, Shape: []uint64{10, 10}, Chunk: []uint64{5, 5}})
+	d, err := f.CreateDataset(ctx, "g/d", DatasetSpec{Type: Uint16, Shape: []uint64{10, 10}, Chunk: []uint64{5, 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestRequestErrorsSayItOnce(t *testing.T) {
 		`dataset "g/d"`, "element 7", "300")
 	_, _, err = d.ReadChunkRaw(ctx, []uint64{2, 0})
 	once("raw chunk", err, ErrOutOfRange, `dataset "g/d"`, "chunk [2 0]")
-	sp, err := f.CreateDataset("sp", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{2}, Layout: Sparse})
+	sp, err := f.CreateDataset(ctx, "sp", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{2}, Layout: Sparse})
 	if err != nil {
 		t.Fatal(err)
 	}

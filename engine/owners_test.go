@@ -63,7 +63,7 @@ func ownersRun(t *testing.T, seed uint64, rounds int, image bool) {
 	sets := map[string]*Dataset{}
 	models := map[string]*refArray{}
 	for _, sp := range ownerSpecs {
-		ds, err := f.CreateDataset(sp.name, sp.spec)
+		ds, err := f.CreateDataset(ctx, sp.name, sp.spec)
 		must(t, err)
 		sets[sp.name] = ds
 		if sp.spec.Layout == Vlen {
@@ -211,20 +211,20 @@ func ownersRun(t *testing.T, seed uint64, rounds int, image bool) {
 	close(done)
 	side.Wait()
 	if t.Failed() {
-		must(t, f.Close())
+		must(t, f.Close(ctx))
 		return
 	}
 	attrs := map[string]string{}
-	for _, a := range f.Attrs() {
+	for _, a := range attrsOf(t, f) {
 		attrs[a.Name], _ = a.Value.Str()
 	}
-	must(t, f.Close())
-	if _, err := Check(ctx, mem); err != nil {
+	must(t, f.Close(ctx))
+	if _, err := Check(ctx, "", &Options{Driver: mem}); err != nil {
 		t.Fatalf("check: %v", err)
 	}
 	r := &tRun{t: t, label: "reopened", ctx: ctx, drv: mem, opts: &Options{ReadOnly: true}}
 	r.open()
-	defer r.f.Close()
+	defer r.f.Close(ctx)
 	if err := r.matches(tState{refs: models, attrs: attrs}); err != nil {
 		t.Fatal(err)
 	}

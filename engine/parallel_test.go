@@ -38,7 +38,7 @@ func TestManyChunkIORace(t *testing.T) {
 			mem := vfd.NewMem()
 			f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 256 << 10, Workers: 4}})
 			shape := []uint64{rows, cols}
-			ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{96, 80}, Filters: codec.filters})
+			ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{96, 80}, Filters: codec.filters})
 			must(t, err)
 			type bandModel struct {
 				mu      sync.Mutex
@@ -136,10 +136,10 @@ func TestManyChunkIORace(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Fatal("the dataset differs from the model")
 			}
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 			f = tOpen(t, mem, &Options{ReadOnly: true})
-			defer f.Close()
-			ds, err = f.OpenDataset("d")
+			defer f.Close(ctx)
+			ds, err = f.OpenDataset(ctx, "d", nil)
 			must(t, err)
 			clear(got)
 			must(t, ds.Read(ctx, All(shape), got))
@@ -167,11 +167,11 @@ func TestManyChunkReadIOError(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/read-%d", codec.name, nth), func(t *testing.T) {
 				mem := vfd.NewMem()
 				f := tCreate(t, mem, nil)
-				ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{32, 32, 32}, Filters: codec.filters})
+				ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: shape, Chunk: []uint64{32, 32, 32}, Filters: codec.filters})
 				must(t, err)
 				data := compressibleBytes(rand.New(rand.NewPCG(1, uint64(nth))), int(prod(shape))*2)
 				must(t, ds.Write(ctx, All(shape), data))
-				must(t, f.Close())
+				must(t, f.Close(ctx))
 
 				var armed atomic.Bool
 				var reads atomic.Int64
@@ -179,8 +179,8 @@ func TestManyChunkReadIOError(t *testing.T) {
 					return armed.Load() && (info.Op == vfd.OpRead || info.Op == vfd.OpReadV) && reads.Add(1) == nth
 				})))
 				f = tOpen(t, fd, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 64 << 20, Workers: 4}})
-				defer f.Close()
-				ds, err = f.OpenDataset("d")
+				defer f.Close(ctx)
+				ds, err = f.OpenDataset(ctx, "d", nil)
 				must(t, err)
 				before := f.Cache().Stats()
 				armed.Store(true)

@@ -40,7 +40,7 @@ func TestPeakResidentUnderConcurrency(t *testing.T) {
 			f := tCreate(t, vfd.NewMem(), &Options{Cache: c})
 			var dss []*Dataset
 			for i := 0; i < 3; i++ {
-				ds, err := f.CreateDataset(fmt.Sprintf("d%d", i), DatasetSpec{
+				ds, err := f.CreateDataset(ctx, fmt.Sprintf("d%d", i), DatasetSpec{
 					Type: Uint8, Shape: []uint64{rows, row}, MaxShape: []uint64{Unlimited, row},
 					Chunk: []uint64{1, row}, Filters: tc.filters,
 				})
@@ -88,7 +88,7 @@ func TestPeakResidentUnderConcurrency(t *testing.T) {
 			for err := range errs {
 				t.Fatal(err)
 			}
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 			st := c.Stats()
 			t.Logf("peak resident %d B, of chunks %d B, active limit %d B", st.PeakResidentBytes, st.PeakChunkBytes, limit)
 			// Chunks, reservations and pinned chunks of in-flight requests

@@ -23,11 +23,11 @@ func TestHugeRequestWithSmallOnes(t *testing.T) {
 	must(t, err)
 	defer c.Close()
 	f := tCreate(t, vfd.NewMem(), &Options{Cache: c})
-	defer f.Close()
+	defer f.Close(ctx)
 	const chunkSide = 64 // 64×64 uint32 = 16 KiB chunks
-	big, err := f.CreateDataset("big", DatasetSpec{Type: Uint32, Shape: []uint64{512, 512}, Chunk: []uint64{chunkSide, chunkSide}, Filters: []Filter{LZ4()}})
+	big, err := f.CreateDataset(ctx, "big", DatasetSpec{Type: Uint32, Shape: []uint64{512, 512}, Chunk: []uint64{chunkSide, chunkSide}, Filters: []Filter{LZ4()}})
 	must(t, err)
-	small, err := f.CreateDataset("small", DatasetSpec{Type: Uint32, Shape: []uint64{64, 64}, Chunk: []uint64{8, 8}})
+	small, err := f.CreateDataset(ctx, "small", DatasetSpec{Type: Uint32, Shape: []uint64{64, 64}, Chunk: []uint64{8, 8}})
 	must(t, err)
 
 	stop := make(chan struct{})
@@ -88,8 +88,8 @@ func TestHugeRequestWithSmallOnes(t *testing.T) {
 func TestOverlappingWritesLastWins(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 32 << 10}})
-	defer f.Close()
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{8, 8}})
+	defer f.Close(ctx)
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{8, 8}})
 	must(t, err)
 	all := All([]uint64{64, 64})
 	for round := 0; round < 20; round++ {

@@ -26,7 +26,7 @@ func TestPrepareOneMatchesGeneral(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	accepted := 0
 	for i, sh := range shapes {
-		ds, err := f.CreateDataset(string(rune('a'+i)), DatasetSpec{Type: Uint16, Shape: sh.shape, Chunk: sh.chunk})
+		ds, err := f.CreateDataset(ctx, string(rune('a'+i)), DatasetSpec{Type: Uint16, Shape: sh.shape, Chunk: sh.chunk})
 		if err != nil {
 			t.Fatal(err)
 		}

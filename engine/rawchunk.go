@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/scc-dev/scc/cache/layout"
@@ -41,19 +42,39 @@ type StoredChunk struct {
 	Sum  uint32
 }
 
-// StoredChunks lists the dataset's stored chunks in C order of their
-// coordinates. Dirty chunks in the cache are written back first, so that
-// every chunk written before the call is listed; chunks never written (or
-// deleted by a shrink) are absent and read as the fill value.
-func (d *Dataset) StoredChunks(ctx context.Context) (out []StoredChunk, err error) {
-	if err := d.checkRaw(false, "StoredChunks"); err != nil {
-		return nil, err
+// Chunks yields the dataset's stored chunks in C order of their
+// coordinates. When the iteration starts, dirty chunks in the cache are
+// written back, so that every chunk written before it is listed, and the
+// list is taken from the chunk index; chunks never written (or deleted by
+// a shrink) are absent and read as the fill value. An error is yielded
+// once, and ends the iteration:
+//
+//	for c, err := range ds.Chunks(ctx) {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Println(c.Coords, c.Size)
+//	}
+func (d *Dataset) Chunks(ctx context.Context) iter.Seq2[StoredChunk, error] {
+	return func(yield func(StoredChunk, error) bool) {
+		var out []StoredChunk
+		err := d.checkRaw(false, "Chunks")
+		if err == nil {
+			err = d.s.f.follow(ctx, func() (err error) {
+				out, err = d.storedChunks(ctx)
+				return err
+			})
+		}
+		if err != nil {
+			yield(StoredChunk{}, err)
+			return
+		}
+		for _, c := range out {
+			if !yield(c, nil) {
+				return
+			}
+		}
 	}
-	err = d.s.f.follow(ctx, func() (err error) {
-		out, err = d.storedChunks(ctx)
-		return err
-	})
-	return out, err
 }
 
 func (d *Dataset) storedChunks(ctx context.Context) ([]StoredChunk, error) {
@@ -119,7 +140,7 @@ func (d *Dataset) ReadChunkRaw(ctx context.Context, coords []uint64) (data []byt
 }
 
 // ReadChunkRawStored is ReadChunkRaw that also describes the chunk read
-// as StoredChunks lists it: its size, filter mask, address and the
+// as Chunks yields it: its size, filter mask, address and the
 // index's checksum of the stored frame (a version of the chunk, for a
 // validator that costs no hashing).
 func (d *Dataset) ReadChunkRawStored(ctx context.Context, coords []uint64) (data []byte, chunk StoredChunk, err error) {

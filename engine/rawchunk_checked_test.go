@@ -37,7 +37,7 @@ func TestRawChunkChecked(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), nil)
 	for _, fl := range [][]Filter{nil, {Shuffle()}, {Shuffle(), Deflate(2)}, {Zstd(1), CRC32C()}} {
-		ds, err := f.CreateDataset(fmt.Sprint(fl), checkedSpec(fl...))
+		ds, err := f.CreateDataset(ctx, fmt.Sprint(fl), checkedSpec(fl...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,8 +101,8 @@ func TestRawChunkChecked(t *testing.T) {
 	ro := f
 	ro.readOnly = true
 	defer func() { ro.readOnly = false }()
-	ds, _ := f.OpenDataset("[]")
-	defer ds.Close()
+	ds, _ := f.OpenDataset(ctx, "[]", nil)
+	defer ds.Close(ctx)
 	if err := ds.WriteChunkRawChecked(ctx, []uint64{0, 0}, make([]byte, 32), 0, nil); !errors.Is(err, ErrReadOnly) {
 		t.Errorf("read-only: %v", err)
 	}
@@ -115,7 +115,7 @@ func TestRawChunkChecked(t *testing.T) {
 func TestRawChunkVsSetExtent(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 10}})
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: []uint64{8, 4}, MaxShape: []uint64{Unlimited, 4},
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: []uint64{8, 4}, MaxShape: []uint64{Unlimited, 4},
 		Chunk: []uint64{4, 4}, Filters: []Filter{Shuffle(), Deflate(1)}})
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ func TestRawChunkRefusesOtherLayouts(t *testing.T) {
 		{"ReadChunkRaw", func(ds *Dataset, _ []byte) error { _, _, err := ds.ReadChunkRaw(ctx, []uint64{0}); return err }},
 		{"ReadChunkRawStored", func(ds *Dataset, _ []byte) error { _, _, err := ds.ReadChunkRawStored(ctx, []uint64{0}); return err }},
 		{"StatChunkRaw", func(ds *Dataset, _ []byte) error { _, err := ds.StatChunkRaw(ctx, []uint64{0}); return err }},
-		{"StoredChunks", func(ds *Dataset, _ []byte) error { _, err := ds.StoredChunks(ctx); return err }},
+		{"StoredChunks", func(ds *Dataset, _ []byte) error { _, err := storedChunks(ctx, ds); return err }},
 		{"DecodeChunk", func(ds *Dataset, data []byte) error { _, err := ds.DecodeChunk(data, 0); return err }},
 	}
 	for _, spec := range []DatasetSpec{
@@ -46,11 +46,11 @@ func TestRawChunkRefusesOtherLayouts(t *testing.T) {
 		{Type: Uint8, Shape: []uint64{8192}, Chunk: []uint64{4096}, Layout: Vlen},
 		{Type: Uint8, Shape: []uint64{8192}, Layout: Contiguous},
 	} {
-		ds, err := f.CreateDataset(spec.Layout.String(), spec)
+		ds, err := f.CreateDataset(ctx, spec.Layout.String(), spec)
 		must(t, err)
 		// A valid zlib image of the chunk, from a chunked twin, so that on
 		// the other layouts nothing but the layout is wrong.
-		twin, err := f.CreateDataset("twin-"+spec.Layout.String(), DatasetSpec{Type: Uint8, Shape: []uint64{8192}, Chunk: []uint64{4096}, Filters: []Filter{Zlib(6)}})
+		twin, err := f.CreateDataset(ctx, "twin-"+spec.Layout.String(), DatasetSpec{Type: Uint8, Shape: []uint64{8192}, Chunk: []uint64{4096}, Filters: []Filter{Zlib(6)}})
 		must(t, err)
 		data, mask, err := twin.EncodeChunk(chunk)
 		must(t, err)

@@ -23,9 +23,9 @@ func TestRawChunkCopyBetweenDatasets(t *testing.T) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			f := tCreate(t, vfd.NewMem(), nil)
 			spec := DatasetSpec{Type: Int32, Shape: []uint64{10, 7}, Chunk: []uint64{4, 3}, Filters: filters, Fill: []byte{7, 0, 0, 0}}
-			src, err := f.CreateDataset("src", spec)
+			src, err := f.CreateDataset(ctx, "src", spec)
 			must(t, err)
-			dst, err := f.CreateDataset("dst", spec)
+			dst, err := f.CreateDataset(ctx, "dst", spec)
 			must(t, err)
 			rng := rand.New(rand.NewPCG(uint64(i), 2))
 			ref := newRef(spec.Shape, 4, spec.Fill)
@@ -41,7 +41,7 @@ func TestRawChunkCopyBetweenDatasets(t *testing.T) {
 			buf := []byte{9, 9, 9, 9}
 			must(t, src.Write(ctx, Box([]uint64{9, 6}, []uint64{1, 1}), buf))
 			ref.write(Box([]uint64{9, 6}, []uint64{1, 1}), buf)
-			chunks, err := src.StoredChunks(ctx)
+			chunks, err := storedChunks(ctx, src)
 			must(t, err)
 			if len(chunks) == 0 {
 				t.Fatal("no stored chunks")
@@ -58,7 +58,7 @@ func TestRawChunkCopyBetweenDatasets(t *testing.T) {
 				must(t, dst.WriteChunkRaw(ctx, c.Coords, data, mask))
 			}
 			ref.verify(t, dst)
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 		})
 	}
 }
@@ -83,9 +83,9 @@ func TestRawChunkWriteVerified(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), nil)
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{6}, Chunk: []uint64{4}, Filters: []Filter{Deflate(1)}}
-	ds, err := f.CreateDataset("d", spec)
+	ds, err := f.CreateDataset(ctx, "d", spec)
 	must(t, err)
-	raw, err := f.CreateDataset("raw", DatasetSpec{Type: Uint8, Shape: []uint64{6}, Chunk: []uint64{4}})
+	raw, err := f.CreateDataset(ctx, "raw", DatasetSpec{Type: Uint8, Shape: []uint64{6}, Chunk: []uint64{4}})
 	must(t, err)
 	must(t, ds.Write(ctx, Box([]uint64{0}, []uint64{4}), []byte{1, 2, 3, 4}))
 	good, mask, err := ds.ReadChunkRaw(ctx, []uint64{0})
@@ -138,7 +138,7 @@ func TestRawChunkCoherentWithCache(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{4}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{4}})
 	must(t, err)
 	must(t, ds.Write(ctx, Box([]uint64{0}, []uint64{4}), []byte{1, 1, 1, 1})) // dirty in the cache
 	data, _, err := ds.ReadChunkRaw(ctx, []uint64{0})
@@ -153,9 +153,9 @@ func TestRawChunkCoherentWithCache(t *testing.T) {
 	if !bytes.Equal(got, []byte{3, 3, 3, 3}) {
 		t.Fatalf("read after raw write: %v", got)
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	f2 := tOpen(t, mem, &Options{ReadOnly: true})
-	ds2, err := f2.OpenDataset("d")
+	ds2, err := f2.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	must(t, ds2.Read(ctx, Box([]uint64{0}, []uint64{4}), got))
 	if !bytes.Equal(got, []byte{3, 3, 3, 3}) {
@@ -187,10 +187,10 @@ func testRawChunkConcurrent(t *testing.T, zlib bool) {
 		csize = 1024
 		spec = DatasetSpec{Type: Uint8, Shape: []uint64{workers * per * csize}, Chunk: []uint64{csize}, Filters: []Filter{Shuffle(), Zlib(1)}}
 	}
-	ds, err := f.CreateDataset("d", spec)
+	ds, err := f.CreateDataset(ctx, "d", spec)
 	must(t, err)
 	// Encoded images of the chunk values, made by a scratch dataset.
-	scratch, err := f.CreateDataset("scratch", DatasetSpec{Type: Uint8, Shape: []uint64{csize}, Chunk: []uint64{csize}, Filters: spec.Filters})
+	scratch, err := f.CreateDataset(ctx, "scratch", DatasetSpec{Type: Uint8, Shape: []uint64{csize}, Chunk: []uint64{csize}, Filters: spec.Filters})
 	must(t, err)
 	images := map[byte][]byte{}
 	masks := map[byte]uint32{}
@@ -274,9 +274,9 @@ func testRawChunkConcurrent(t *testing.T, zlib bool) {
 		}(w)
 	}
 	wg.Wait()
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	f2 := tOpen(t, mem, nil)
-	ds2, err := f2.OpenDataset("d")
+	ds2, err := f2.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	got := make([]byte, len(final))
 	must(t, ds2.Read(ctx, All(spec.Shape), got))
@@ -313,7 +313,7 @@ func rawWorkloadWith(zlib bool) workload {
 				}
 				w.refs["src"].write(sel, buf)
 			}
-			chunks, err := src.StoredChunks(w.ctx)
+			chunks, err := storedChunks(w.ctx, src)
 			if err != nil {
 				return err
 			}
@@ -355,7 +355,7 @@ func TestRawChunkCrashAndFault(t *testing.T) {
 func TestReadChunkRawStored(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Int32, Shape: []uint64{8, 8}, Chunk: []uint64{4, 4}, Filters: []Filter{Zstd(1)}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Int32, Shape: []uint64{8, 8}, Chunk: []uint64{4, 4}, Filters: []Filter{Zstd(1)}})
 	must(t, err)
 	buf := make([]byte, 4*4*4)
 	for i := range buf {
@@ -363,7 +363,7 @@ func TestReadChunkRawStored(t *testing.T) {
 	}
 	must(t, ds.Write(ctx, Box([]uint64{0, 4}, []uint64{4, 4}), buf))
 	must(t, f.Flush(ctx))
-	listed, err := ds.StoredChunks(ctx)
+	listed, err := storedChunks(ctx, ds)
 	must(t, err)
 	if len(listed) != 1 || listed[0].Sum == 0 {
 		t.Fatalf("listed %+v, want one chunk with its checksum", listed)
@@ -398,7 +398,7 @@ func TestStatChunkRaw(t *testing.T) {
 	ctx := context.Background()
 	drv := vfd.NewMem()
 	f := tCreate(t, drv, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Int32, Shape: []uint64{8, 8}, Chunk: []uint64{4, 4}, Filters: []Filter{Zstd(1)}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Int32, Shape: []uint64{8, 8}, Chunk: []uint64{4, 4}, Filters: []Filter{Zstd(1)}})
 	must(t, err)
 	buf := make([]byte, 4*4*4)
 	for v := range 2 {
@@ -422,12 +422,12 @@ func TestStatChunkRaw(t *testing.T) {
 	_, want, err := ds.ReadChunkRawStored(ctx, []uint64{1, 1})
 	must(t, err)
 
-	rf, err := OpenWith(drv, &Options{ReadOnly: true})
+	rf, err := Open(ctx, "", &Options{Driver: drv, ReadOnly: true})
 	must(t, err)
-	defer rf.Close()
-	rds, err := rf.OpenDataset("d")
+	defer rf.Close(ctx)
+	rds, err := rf.OpenDataset(ctx, "d", nil)
 	must(t, err)
-	defer rds.Close()
+	defer rds.Close(ctx)
 	before := rf.Cache().Stats()
 	sc, err := rds.StatChunkRaw(ctx, []uint64{1, 1})
 	must(t, err)

@@ -72,7 +72,7 @@ func TestWriteChunkRawZlib(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), nil)
 	spec := DatasetSpec{Type: Int16, Shape: []uint64{40, 30}, Chunk: []uint64{16, 12}, Filters: []Filter{Shuffle(), Zlib(6)}}
-	ds, err := f.CreateDataset("z", spec)
+	ds, err := f.CreateDataset(ctx, "z", spec)
 	must(t, err)
 	const es = 2
 	for c0 := uint64(0); c0 < 3; c0++ {
@@ -114,7 +114,7 @@ func TestWriteChunkRawZlib(t *testing.T) {
 	good := zlibOf(t, chunkPattern([]uint64{0, 0}, spec.Chunk, spec.Shape, es), es, 6)
 	dict := bytes.Clone(good)
 	dict[1] = 0xbb // 0x78bb: FDICT set, check bits valid
-	other, err := f.CreateDataset("deflate", DatasetSpec{Type: Int16, Shape: spec.Shape, Chunk: spec.Chunk, Filters: []Filter{Shuffle(), Deflate(6)}})
+	other, err := f.CreateDataset(ctx, "deflate", DatasetSpec{Type: Int16, Shape: spec.Shape, Chunk: spec.Chunk, Filters: []Filter{Shuffle(), Deflate(6)}})
 	must(t, err)
 	badEdge := zlibOf(t, bytes.Repeat([]byte{1, 2}, 16*12), es, 6) // non-fill padding
 	for name, tc := range map[string]struct {
@@ -176,7 +176,7 @@ func TestWriteChunkRawZlib(t *testing.T) {
 func TestWriteChunkRawZlibVsSetExtent(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 10}})
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: []uint64{8, 64}, MaxShape: []uint64{Unlimited, 64},
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: []uint64{8, 64}, MaxShape: []uint64{Unlimited, 64},
 		Chunk: []uint64{4, 64}, Filters: []Filter{Shuffle(), Zlib(1)}})
 	must(t, err)
 	data := checkedData(256, 9)

@@ -14,7 +14,7 @@ func TestRefreshDropsDetachedChunks(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	w := tCreate(t, mem, nil)
-	ds, err := w.CreateDataset("a", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
+	ds, err := w.CreateDataset(ctx, "a", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,15 +27,15 @@ func TestRefreshDropsDetachedChunks(t *testing.T) {
 	must(ds.Write(ctx, Box([]uint64{0}, []uint64{4}), []byte{1, 1, 1, 1}))
 	must(w.Flush(ctx))
 	r := tOpen(t, mem, &Options{ReadOnly: true})
-	rd, err := r.OpenDataset("a")
+	rd, err := r.OpenDataset(ctx, "a", nil)
 	must(err)
 	buf := make([]byte, 4)
 	must(rd.Read(ctx, Box([]uint64{0}, []uint64{4}), buf))
-	must(rd.Close())
+	must(rd.Close(ctx))
 	must(ds.Write(ctx, Box([]uint64{0}, []uint64{4}), []byte{2, 2, 2, 2}))
 	must(w.Flush(ctx))
 	must(r.Refresh(ctx))
-	rd, err = r.OpenDataset("a")
+	rd, err = r.OpenDataset(ctx, "a", nil)
 	must(err)
 	must(rd.Read(ctx, Box([]uint64{0}, []uint64{4}), buf))
 	if buf[0] != 2 {

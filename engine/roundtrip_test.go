@@ -77,26 +77,26 @@ func TestRoundTripMemoryBound(t *testing.T) {
 	box := func(k int) Selection { return Box([]uint64{uint64(k), 0, 0}, []uint64{1, rows, cols}) }
 	srcDrv, dstDrv := vfd.NewMem(), vfd.NewMem()
 	f := tCreate(t, srcDrv, nil)
-	ds, err := f.CreateDataset("a", spec)
+	ds, err := f.CreateDataset(ctx, "a", spec)
 	must(t, err)
 	data := compressibleBytes(rand.New(rand.NewPCG(30, 1)), n*chunkBytes)
 	must(t, ds.Write(ctx, All(shape), data))
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 
 	c, err := cache.New(cache.Config{QuiescentBytes: n / 4 * chunkBytes, Workers: workers})
 	must(t, err)
 	defer c.Close()
 	in := tOpen(t, srcDrv, &Options{Cache: c, ReadOnly: true})
-	src, err := in.OpenDataset("a")
+	src, err := in.OpenDataset(ctx, "a", nil)
 	must(t, err)
 	out := tCreate(t, dstDrv, &Options{Cache: c})
-	dst, err := out.CreateDataset("a", spec)
+	dst, err := out.CreateDataset(ctx, "a", spec)
 	must(t, err)
 	must(t, roundTrip(ctx, src, dst, n, goroutines, box, chunkBytes))
 	must(t, out.Flush(ctx))
 	st := c.Stats()
-	must(t, in.Close())
-	must(t, out.Close())
+	must(t, in.Close(ctx))
+	must(t, out.Close(ctx))
 
 	q, a := st.QuiescentLimit, st.ActiveLimit
 	p := q / 8 // Config.PreEncodeBytes's default
@@ -119,8 +119,8 @@ func TestRoundTripMemoryBound(t *testing.T) {
 	}
 
 	g := tOpen(t, dstDrv, &Options{ReadOnly: true})
-	defer g.Close()
-	back, err := g.OpenDataset("a")
+	defer g.Close(ctx)
+	back, err := g.OpenDataset(ctx, "a", nil)
 	must(t, err)
 	got := make([]byte, len(data))
 	must(t, back.Read(ctx, All(shape), got))

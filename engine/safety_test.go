@@ -65,7 +65,7 @@ func raceFlushSetExtentOnce(t *testing.T, seed, chunkRows uint64, cfg cache.Conf
 	opts := &Options{CacheConfig: cfg}
 	f := tCreate(t, mem, opts)
 	spec := DatasetSpec{Type: Uint32, Shape: []uint64{0, 4}, MaxShape: []uint64{Unlimited, 4}, Chunk: []uint64{chunkRows, 4}}
-	ds, err := f.CreateDataset("a", spec)
+	ds, err := f.CreateDataset(ctx, "a", spec)
 	must(t, err)
 	ref := newRef(spec.Shape, 4, nil)
 
@@ -118,11 +118,11 @@ func raceFlushSetExtentOnce(t *testing.T, seed, chunkRows uint64, cfg cache.Conf
 	// committed image must hold that extent and the data.
 	img := vfd.NewMemFrom(mem.Bytes())
 	g := tOpen(t, img, &Options{ReadOnly: true})
-	ds2, err := g.OpenDataset("a")
+	ds2, err := g.OpenDataset(ctx, "a", nil)
 	must(t, err)
 	ref.verify(t, ds2)
 	for i, b := range images {
-		if rep, err := Check(ctx, vfd.NewMemFrom(b)); err != nil {
+		if rep, err := Check(ctx, "", &Options{Driver: vfd.NewMemFrom(b)}); err != nil {
 			t.Errorf("image %d acknowledged by Flush: %v %q", i, err, rep.Problems)
 		}
 	}
@@ -149,7 +149,7 @@ func shrinkFaultSweep(t *testing.T, cold bool) {
 		opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 2 << 10, MinBytes: 1}}
 		f := tCreate(t, fd, opts)
 		spec := DatasetSpec{Type: Uint32, Shape: []uint64{64, 64}, Chunk: []uint64{16, 16}}
-		ds, err := f.CreateDataset("d", spec)
+		ds, err := f.CreateDataset(ctx, "d", spec)
 		must(t, err)
 		ref := newRef(spec.Shape, 4, nil)
 		rng := rand.New(rand.NewPCG(1, uint64(nth)))
@@ -158,9 +158,9 @@ func shrinkFaultSweep(t *testing.T, cold bool) {
 		ref.write(All(spec.Shape), buf)
 		must(t, f.Flush(ctx))
 		if cold {
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 			f = tOpen(t, fd, opts)
-			ds, err = f.OpenDataset("d")
+			ds, err = f.OpenDataset(ctx, "d", nil)
 			must(t, err)
 		}
 		// Dirty data, outside the new extent and on an edge, not flushed.
@@ -180,7 +180,7 @@ func shrinkFaultSweep(t *testing.T, cold bool) {
 			}
 			ref.resize([]uint64{40, 40})
 			ref.verify(t, ds)
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 			t.Logf("shrink survived a fault at each of its %d operations", nth)
 			return
 		}
@@ -188,12 +188,12 @@ func shrinkFaultSweep(t *testing.T, cold bool) {
 			t.Fatalf("op %d: error %v is not the injected I/O error", nth, err)
 		}
 		ref.verify(t, ds) // unchanged in memory
-		must(t, f.Close())
+		must(t, f.Close(ctx))
 		g := tOpen(t, mem, opts)
-		ds2, err := g.OpenDataset("d")
+		ds2, err := g.OpenDataset(ctx, "d", nil)
 		must(t, err)
 		ref.verify(t, ds2) // and durably
-		must(t, g.Close())
+		must(t, g.Close(ctx))
 	}
 }
 
@@ -218,7 +218,7 @@ func TestSyncFailureInCacheFlushLatches(t *testing.T) {
 		t.Fatalf("second flush after a failed sync: %v, want the latched error", err)
 	}
 	must(t, ds.Write(ctx, Box([]uint64{0}, []uint64{1}), []byte{1}))
-	if err := f.Close(); !errors.Is(err, vfd.ErrInjected) {
+	if err := f.Close(ctx); !errors.Is(err, vfd.ErrInjected) {
 		t.Fatalf("close after a failed sync: %v, want the latched error", err)
 	}
 }
@@ -234,15 +234,15 @@ func TestSuperblockReadErrorFailsOpen(t *testing.T) {
 	for i := 0; i < 3; i++ { // both slots valid, different generations
 		must(t, f.Flush(ctx))
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	for _, slot := range []int64{format.SlotA, format.SlotB} {
 		fd := vfd.NewFault(mem, vfd.Fail(vfd.TriggerFunc(func(i vfd.OpInfo) bool {
 			return i.Op == vfd.OpRead && i.Off == slot
 		})))
 		for _, ro := range []bool{false, true} {
-			g, err := OpenWith(fd, &Options{ReadOnly: ro})
+			g, err := Open(ctx, "", &Options{Driver: fd, ReadOnly: ro})
 			if err == nil {
-				g.Close()
+				g.Close(ctx)
 				t.Fatalf("slot %d read-only=%v: open succeeded over an I/O error", slot, ro)
 			}
 			if !errors.Is(err, vfd.ErrInjected) || !errors.Is(err, ErrIO) || errors.Is(err, ErrCorrupt) {
@@ -251,10 +251,10 @@ func TestSuperblockReadErrorFailsOpen(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if _, err := Open(dir, nil); !errors.Is(err, ErrInvalid) || errors.Is(err, ErrCorrupt) {
+	if _, err := Open(ctx, dir, nil); !errors.Is(err, ErrInvalid) || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("directory: %v, want ErrInvalid", err)
 	}
-	if _, err := Open(dir, &Options{ReadOnly: true}); !errors.Is(err, ErrInvalid) {
+	if _, err := Open(ctx, dir, &Options{ReadOnly: true}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("directory read-only: %v, want ErrInvalid", err)
 	}
 	fifo := filepath.Join(dir, "fifo")
@@ -262,14 +262,14 @@ func TestSuperblockReadErrorFailsOpen(t *testing.T) {
 		t.Skipf("mkfifo: %v", err)
 	}
 	for _, ro := range []bool{false, true} {
-		if _, err := Open(fifo, &Options{ReadOnly: ro}); !errors.Is(err, ErrInvalid) {
+		if _, err := Open(ctx, fifo, &Options{ReadOnly: ro}); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("fifo: %v, want ErrInvalid", err)
 		}
 	}
-	if _, err := CheckPath(ctx, fifo); !errors.Is(err, ErrInvalid) {
+	if _, err := Check(ctx, fifo, nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("check of a fifo: %v, want ErrInvalid", err)
 	}
-	if _, err := Open(filepath.Join(dir, "missing"), nil); !errors.Is(err, ErrNotFound) {
+	if _, err := Open(ctx, filepath.Join(dir, "missing"), nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing: %v, want ErrNotFound", err)
 	}
 }
@@ -282,7 +282,7 @@ func TestDecoderLimitsEnforcedByAPI(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ok, err := f.CreateDataset("ok", DatasetSpec{Type: Uint8, Shape: []uint64{4, 4}, MaxShape: []uint64{Unlimited, 8}, Chunk: []uint64{2, 2}})
+	ok, err := f.CreateDataset(ctx, "ok", DatasetSpec{Type: Uint8, Shape: []uint64{4, 4}, MaxShape: []uint64{Unlimited, 8}, Chunk: []uint64{2, 2}})
 	must(t, err)
 	big := make([]uint64, MaxRank+1)
 	for i := range big {
@@ -309,13 +309,13 @@ func TestDecoderLimitsEnforcedByAPI(t *testing.T) {
 		{"shape over max", DatasetSpec{Type: Uint8, Shape: []uint64{5}, MaxShape: []uint64{4}, Chunk: []uint64{4}}, ErrInvalid},
 	}
 	for i, c := range bad {
-		_, err := f.CreateDataset(fmt.Sprintf("bad%d", i), c.spec)
+		_, err := f.CreateDataset(ctx, fmt.Sprintf("bad%d", i), c.spec)
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
 	for _, n := range []string{"", longName, "\xff\xfe"} {
-		if _, err := f.CreateDataset(n, DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}); !errors.Is(err, ErrInvalid) {
+		if _, err := f.CreateDataset(ctx, n, DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("name %q: %v, want ErrInvalid", n[:min(len(n), 8)], err)
 		}
 	}
@@ -333,7 +333,7 @@ func TestDecoderLimitsEnforcedByAPI(t *testing.T) {
 	}
 	// The same index limits at creation.
 	for i, sh := range [][]uint64{{1 << 50, 1}} {
-		_, err := f.CreateDataset(fmt.Sprintf("huge%d", i), DatasetSpec{Type: Uint8, Shape: sh, MaxShape: []uint64{Unlimited, sh[1]}, Chunk: []uint64{1, 1}})
+		_, err := f.CreateDataset(ctx, fmt.Sprintf("huge%d", i), DatasetSpec{Type: Uint8, Shape: sh, MaxShape: []uint64{Unlimited, sh[1]}, Chunk: []uint64{1, 1}})
 		if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrOutOfRange) {
 			t.Errorf("create %v beyond the index: %v", sh, err)
 		}
@@ -341,12 +341,12 @@ func TestDecoderLimitsEnforcedByAPI(t *testing.T) {
 	if got := ok.Shape(); !equal(got, []uint64{4, 4}) {
 		t.Fatalf("refused SetExtent changed the shape to %v", got)
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	g := tOpen(t, mem, nil) // writable: walks every index
-	if names := g.Datasets(); len(names) != 1 || names[0] != "ok" {
+	if names := g.datasetNames(); len(names) != 1 || names[0] != "ok" {
 		t.Fatalf("datasets after refused calls: %v", names)
 	}
-	_, err = g.OpenDataset("ok")
+	_, err = g.OpenDataset(ctx, "ok", nil)
 	must(t, err)
 }
 
@@ -361,9 +361,9 @@ func TestRaceReaderFollowsWriter(t *testing.T) {
 	}
 	path := filepath.Join(tmpfsDir(t), "swmr.scc")
 	w := tCreatePath(t, path, &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}})
-	defer w.Close()
+	defer w.Close(ctx)
 	const cols = 32
-	ds, err := w.CreateDataset("frames", DatasetSpec{Type: Uint64, Shape: []uint64{0, cols}, MaxShape: []uint64{Unlimited, cols}, Chunk: []uint64{2, cols}})
+	ds, err := w.CreateDataset(ctx, "frames", DatasetSpec{Type: Uint64, Shape: []uint64{0, cols}, MaxShape: []uint64{Unlimited, cols}, Chunk: []uint64{2, cols}})
 	must(t, err)
 	must(t, w.Flush(ctx))
 	frame := func(n uint64) []byte {
@@ -383,12 +383,12 @@ func TestRaceReaderFollowsWriter(t *testing.T) {
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
-			rf, err := Open(path, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 4 << 10}})
+			rf, err := Open(ctx, path, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 4 << 10}})
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			defer rf.Close()
+			defer rf.Close(ctx)
 			rng := rand.New(rand.NewPCG(uint64(r), 5))
 			var rd *Dataset
 			for {
@@ -406,7 +406,7 @@ func TestRaceReaderFollowsWriter(t *testing.T) {
 					return
 				}
 				if rd == nil {
-					if rd, err = rf.OpenDataset("frames"); err != nil {
+					if rd, err = rf.OpenDataset(ctx, "frames", nil); err != nil {
 						t.Errorf("open dataset: %v", err)
 						return
 					}
@@ -454,10 +454,10 @@ func TestRaceOpenDatasetFlush(t *testing.T) {
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
 	for i := 0; i < 8; i++ {
-		_, err := f.CreateDataset(name(i), DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{4}})
+		_, err := f.CreateDataset(ctx, name(i), DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{4}})
 		must(t, err)
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	f = tOpen(t, mem, nil)
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -474,7 +474,7 @@ func TestRaceOpenDatasetFlush(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < 8; i++ {
-			ds, err := f.OpenDatasetContext(ctx, name(i))
+			ds, err := f.OpenDataset(ctx, name(i), nil)
 			if err != nil {
 				t.Error(err)
 				return
@@ -541,9 +541,9 @@ func TestErrorsMatchOneSentinel(t *testing.T) {
 	must(t, f.Flush(ctx))
 	one("read with a bad buffer", ds.Read(ctx, All([]uint64{64}), nil), ErrInvalid)
 	one("read out of range", ds.Read(ctx, Box([]uint64{60}, []uint64{8}), make([]byte, 8)), ErrOutOfRange)
-	_, err = f.OpenDataset("nope")
+	_, err = f.OpenDataset(ctx, "nope", nil)
 	one("open missing", err, ErrNotFound)
-	_, err = f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
+	_, err = f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
 	one("create existing", err, ErrExists)
 
 	// Writes racing Close: each returns nil or ErrClosed, nothing else.
@@ -561,11 +561,11 @@ func TestErrorsMatchOneSentinel(t *testing.T) {
 			}
 		}()
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	wg.Wait()
 	one("write after close", ds.Write(ctx, Box([]uint64{0}, []uint64{1}), []byte{1}), ErrClosed)
 	one("flush after close", f.Flush(ctx), ErrClosed)
-	if err := ds.Close(); err != nil {
+	if err := ds.Close(ctx); err != nil {
 		t.Errorf("Dataset.Close after File.Close: %v, want nil", err)
 	}
 
@@ -574,7 +574,7 @@ func TestErrorsMatchOneSentinel(t *testing.T) {
 	must(t, err)
 	mem2 := vfd.NewMem()
 	f2 := tCreate(t, mem2, &Options{Cache: c})
-	ds2, err := f2.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{8}})
+	ds2, err := f2.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{8}})
 	must(t, err)
 	// A shared cache refuses to close under a registered file (it would
 	// drop the file's dirty chunks); the file goes on working.
@@ -582,9 +582,9 @@ func TestErrorsMatchOneSentinel(t *testing.T) {
 		t.Errorf("closing a shared cache under an open file: %v", err)
 	}
 	must(t, ds2.Write(ctx, All([]uint64{8}), make([]byte, 8)))
-	must(t, f2.Close())
+	must(t, f2.Close(ctx))
 	must(t, c.Close())
-	one("create on a closed shared cache", func() error { _, err := CreateWith(vfd.NewMem(), &Options{Cache: c}); return err }(), ErrClosed)
+	one("create on a closed shared cache", func() error { _, err := Create(ctx, "", &Options{Driver: vfd.NewMem(), Cache: c}); return err }(), ErrClosed)
 }
 
 // shortWriter reports writing fewer bytes than asked with no error, which
@@ -608,15 +608,15 @@ func TestShortWriteIsAnError(t *testing.T) {
 	ctx := context.Background()
 	sw := &shortWriter{Driver: vfd.NewMem()}
 	f := tCreate(t, sw, nil)
-	_, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{8}})
+	_, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{8}})
 	must(t, err)
 	sw.on = true
 	if err := f.Flush(ctx); !errors.Is(err, io.ErrShortWrite) || !errors.Is(err, ErrIO) {
 		t.Fatalf("flush over a short write: %v", err)
 	}
 	sw.on = false
-	must(t, f.Close())
-	if _, err := Check(ctx, sw); err != nil {
+	must(t, f.Close(ctx))
+	if _, err := Check(ctx, "", &Options{Driver: sw}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -627,7 +627,7 @@ func TestShortWriteIsAnError(t *testing.T) {
 func TestCancelledWriteIsAtomicPerChunk(t *testing.T) {
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 10, MinBytes: 1}})
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{16, 16}})
+	ds, err := f.CreateDataset(context.Background(), "d", DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []uint64{16, 16}})
 	must(t, err)
 	bg := context.Background()
 	must(t, ds.Write(bg, All([]uint64{64, 64}), make([]byte, 64*64)))
@@ -690,11 +690,11 @@ func TestNoSyncSkipsEverySync(t *testing.T) {
 	for _, noSync := range []bool{false, true} {
 		cnt := vfd.NewCounting(vfd.NewMem())
 		f := tCreate(t, cnt, &Options{NoSync: noSync, CacheConfig: cache.Config{QuiescentBytes: 1 << 10}})
-		ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{4096}, Chunk: []uint64{256}})
+		ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{4096}, Chunk: []uint64{256}})
 		must(t, err)
 		must(t, ds.Write(ctx, All([]uint64{4096}), make([]byte, 4096)))
 		must(t, f.Flush(ctx))
-		must(t, f.Close())
+		must(t, f.Close(ctx))
 		syncs := cnt.Snapshot().Ops[vfd.OpSync]
 		if noSync != (syncs == 0) {
 			t.Fatalf("NoSync=%v: %d syncs", noSync, syncs)
@@ -718,7 +718,7 @@ func TestRaceEveryCallAgainstClose(t *testing.T) {
 		f := tCreate(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 10}})
 		spec := DatasetSpec{Type: Uint16, Shape: []uint64{8, 8}, MaxShape: []uint64{Unlimited, 8}, Chunk: []uint64{4, 4}}
 		for i := 0; i < 3; i++ {
-			_, err := f.CreateDataset(name(i), spec)
+			_, err := f.CreateDataset(ctx, name(i), spec)
 			must(t, err)
 		}
 		ok := func(err error, also ...error) bool {
@@ -743,12 +743,12 @@ func TestRaceEveryCallAgainstClose(t *testing.T) {
 					var err error
 					switch rng.IntN(9) {
 					case 0:
-						_, err = f.CreateDataset(n, spec)
+						_, err = f.CreateDataset(ctx, n, spec)
 						if !ok(err, ErrExists) {
 							t.Errorf("create: %v", err)
 						}
 					case 1, 2, 3, 4:
-						ds, err := f.OpenDataset(n)
+						ds, err := f.OpenDataset(ctx, n, nil)
 						if !ok(err, ErrNotFound) {
 							t.Errorf("open: %v", err)
 						}
@@ -769,7 +769,7 @@ func TestRaceEveryCallAgainstClose(t *testing.T) {
 						if !ok(err, ErrOutOfRange) {
 							t.Errorf("dataset call: %v", err)
 						}
-						if err := ds.Close(); err != nil {
+						if err := ds.Close(ctx); err != nil {
 							t.Errorf("dataset close: %v", err)
 						}
 					case 5, 6:
@@ -777,11 +777,11 @@ func TestRaceEveryCallAgainstClose(t *testing.T) {
 							t.Errorf("flush: %v", err)
 						}
 					case 7:
-						_ = f.Datasets()
+						_ = f.datasetNames()
 						_ = f.Generation()
 					case 8:
 						if rng.IntN(20) == 0 {
-							if err := f.Close(); err != nil {
+							if err := f.Close(ctx); err != nil {
 								t.Errorf("close: %v", err)
 							}
 						}
@@ -790,7 +790,7 @@ func TestRaceEveryCallAgainstClose(t *testing.T) {
 			}(g)
 		}
 		wg.Wait()
-		must(t, f.Close())
+		must(t, f.Close(ctx))
 		if t.Failed() {
 			t.Fatalf("run %d", run)
 		}
@@ -802,7 +802,7 @@ func TestRaceEveryCallAgainstClose(t *testing.T) {
 func dirtyFaultFile(t *testing.T) (*vfd.Fault, *File, *Dataset) {
 	fd := vfd.NewFault(vfd.NewMem())
 	f := tCreate(t, fd, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{8}})
+	ds, err := f.CreateDataset(context.Background(), "d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{8}})
 	must(t, err)
 	must(t, ds.Write(context.Background(), All([]uint64{64}), make([]byte, 64)))
 	return fd, f, ds
@@ -820,7 +820,7 @@ func TestFreeDroppedBeforeCommit(t *testing.T) {
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, &Options{CacheConfig: cache.Config{DirectWriteBytes: 1}})
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{4, 64}, Chunk: []uint64{1, 64}}
-	ds, err := f.CreateDataset("d", spec)
+	ds, err := f.CreateDataset(ctx, "d", spec)
 	must(t, err)
 	old := pattern(4*64, 1)
 	must(t, ds.Write(ctx, All(spec.Shape), old))
@@ -846,18 +846,18 @@ func TestFreeDroppedBeforeCommit(t *testing.T) {
 		t.Fatalf("%d images, %d direct writes: the hook did not run inside a direct write", len(images), f.Cache().Stats().DirectWrites)
 	}
 	for i, img := range images {
-		if rep, err := Check(ctx, vfd.NewMemFrom(img)); err != nil {
+		if rep, err := Check(ctx, "", &Options{Driver: vfd.NewMemFrom(img)}); err != nil {
 			t.Fatalf("image %d: %v %q", i, err, rep.Problems)
 		}
-		g, err := OpenWith(vfd.NewMemFrom(img), &Options{ReadOnly: true})
+		g, err := Open(ctx, "", &Options{Driver: vfd.NewMemFrom(img), ReadOnly: true})
 		must(t, err)
-		d, err := g.OpenDataset("d")
+		d, err := g.OpenDataset(ctx, "d", nil)
 		must(t, err)
 		got := make([]byte, 64)
 		must(t, d.Read(ctx, Box([]uint64{1, 0}, []uint64{1, 64}), got))
 		if !bytes.Equal(got, old[64:128]) && !bytes.Equal(got, row) {
 			t.Fatalf("image %d: chunk 1 is neither its old nor its new contents", i)
 		}
-		must(t, g.Close())
+		must(t, g.Close(ctx))
 	}
 }

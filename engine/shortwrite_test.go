@@ -19,7 +19,7 @@ func TestShortWriteCountIsAFailure(t *testing.T) {
 	fd := vfd.NewFault(vfd.NewMem())
 	fd.SetEnabled(false)
 	f := tCreate(t, fd, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{16}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{16}})
 	must(t, err)
 	must(t, ds.Write(ctx, Box([]uint64{0}, []uint64{64}), make([]byte, 64)))
 	fd.Add(vfd.ShortCount(vfd.Every(vfd.OpWrite), 3))
@@ -28,5 +28,5 @@ func TestShortWriteCountIsAFailure(t *testing.T) {
 		t.Fatalf("flush over short writes: %v", err)
 	}
 	fd.SetEnabled(false)
-	f.Close()
+	f.Close(ctx)
 }

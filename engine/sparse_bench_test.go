@@ -31,9 +31,9 @@ func sparseBenchFiles(b *testing.B) (sp, dense, zst *vfd.Mem, n int) {
 	}
 	build := func(spec DatasetSpec, sparse bool) *vfd.Mem {
 		mem := vfd.NewMem()
-		f, err := CreateWith(mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20}})
+		f, err := Create(ctx, "", &Options{Driver: mem, CacheConfig: cache.Config{QuiescentBytes: 64 << 20}})
 		must(b, err)
-		ds, err := f.CreateDataset("d", spec)
+		ds, err := f.CreateDataset(ctx, "d", spec)
 		must(b, err)
 		if sparse {
 			for p := range defined {
@@ -43,7 +43,7 @@ func sparseBenchFiles(b *testing.B) (sp, dense, zst *vfd.Mem, n int) {
 		} else {
 			must(b, ds.Write(ctx, All(shape), full))
 		}
-		must(b, f.Close())
+		must(b, f.Close(ctx))
 		return mem
 	}
 	sp = build(DatasetSpec{Type: Float32, Shape: shape, Chunk: chunk, Layout: Sparse}, true)
@@ -53,10 +53,10 @@ func sparseBenchFiles(b *testing.B) (sp, dense, zst *vfd.Mem, n int) {
 }
 
 func storedBytes(b *testing.B, mem *vfd.Mem) float64 {
-	f, err := OpenWith(mem, &Options{ReadOnly: true})
+	f, err := Open(context.Background(), "", &Options{Driver: mem, ReadOnly: true})
 	must(b, err)
-	defer f.Close()
-	ds, err := f.OpenDataset("d")
+	defer f.Close(context.Background())
+	ds, err := f.OpenDataset(context.Background(), "d", nil)
 	must(b, err)
 	st, err := ds.Storage(context.Background())
 	must(b, err)
@@ -83,9 +83,9 @@ func BenchmarkSparse1pct(b *testing.B) {
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "defined/s")
 	}
 	open := func(b *testing.B, mem *vfd.Mem) (*File, *Dataset) {
-		f, err := OpenWith(mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 64 << 20}})
+		f, err := Open(ctx, "", &Options{Driver: mem, ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 64 << 20}})
 		must(b, err)
-		ds, err := f.OpenDataset("d")
+		ds, err := f.OpenDataset(ctx, "d", nil)
 		must(b, err)
 		return f, ds
 	}
@@ -108,7 +108,7 @@ func BenchmarkSparse1pct(b *testing.B) {
 			if len(pos) != n {
 				b.Fatalf("%d found, %d defined", len(pos), n)
 			}
-			f.Close()
+			f.Close(ctx)
 		}
 		report(b)
 	}
@@ -120,7 +120,7 @@ func BenchmarkSparse1pct(b *testing.B) {
 			if len(pos) != n {
 				b.Fatalf("%d found, %d defined", len(pos), n)
 			}
-			f.Close()
+			f.Close(ctx)
 		}
 		report(b)
 	})
@@ -132,7 +132,7 @@ func BenchmarkSparse1pct(b *testing.B) {
 			if len(pos) != n {
 				b.Fatalf("%d found, %d defined", len(pos), n)
 			}
-			f.Close()
+			f.Close(ctx)
 		}
 		report(b)
 	})

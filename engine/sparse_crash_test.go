@@ -96,7 +96,7 @@ func verifyDefined(t *testing.T, ds *Dataset, ref *refArray) {
 	}
 	pos, err := ds.DefinedElements(context.Background(), All(ref.dims))
 	if err != nil {
-		t.Fatalf("%s: DefinedElements: %v", ds.Name(), err)
+		t.Fatalf("%s: DefinedElements: %v", ds.Path(), err)
 	}
 	var want []uint64
 	es := ref.elemSize
@@ -106,7 +106,7 @@ func verifyDefined(t *testing.T, ds *Dataset, ref *refArray) {
 		}
 	}
 	if !slices.Equal(pos, want) {
-		t.Fatalf("%s: %d defined elements, model %d", ds.Name(), len(pos), len(want))
+		t.Fatalf("%s: %d defined elements, model %d", ds.Path(), len(pos), len(want))
 	}
 }
 

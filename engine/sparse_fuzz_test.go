@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -16,10 +17,10 @@ import (
 // inside the chunk with one value per defined element.
 func FuzzSparseDecode(f *testing.F) {
 	file := tCreate(f, vfd.NewMem(), nil)
-	defer file.Close()
+	defer file.Close(context.Background())
 	spec := DatasetSpec{Type: Uint16, Shape: []uint64{64}, Chunk: []uint64{64}, Layout: Sparse,
 		Filters: []Filter{Shuffle(), Zstd(1)}, SelectionFilters: []Filter{Deflate(1)}}
-	ds, err := file.CreateDataset("s", spec)
+	ds, err := file.CreateDataset(context.Background(), "s", spec)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -86,8 +87,8 @@ func indexEntry(size uint64, k, sum uint32) index.Entry {
 // what it accepts points only inside its heap.
 func FuzzVlenDecode(f *testing.F) {
 	file := tCreate(f, vfd.NewMem(), nil)
-	defer file.Close()
-	ds, err := file.CreateDataset("v", DatasetSpec{Type: Uint8, Shape: []uint64{6}, Chunk: []uint64{6}, Layout: Vlen, Filters: []Filter{Zstd(1)}})
+	defer file.Close(context.Background())
+	ds, err := file.CreateDataset(context.Background(), "v", DatasetSpec{Type: Uint8, Shape: []uint64{6}, Chunk: []uint64{6}, Layout: Vlen, Filters: []Filter{Zstd(1)}})
 	if err != nil {
 		f.Fatal(err)
 	}

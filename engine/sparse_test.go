@@ -177,7 +177,7 @@ func TestSparseDifferential(t *testing.T) {
 			drv := vfd.NewMem()
 			opts := &Options{CacheConfig: cache.Config{QuiescentBytes: cfg.cache}}
 			f := tCreate(t, drv, opts)
-			ds, err := f.CreateDataset("s", cfg.spec)
+			ds, err := f.CreateDataset(ctx, "s", cfg.spec)
 			must(t, err)
 			if ds.Layout() != Sparse {
 				t.Fatalf("layout %v", ds.Layout())
@@ -222,9 +222,9 @@ func TestSparseDifferential(t *testing.T) {
 						t.Fatalf("step %d: %d chunks stored, %d hold defined elements", step, st.Chunks, want)
 					}
 				default:
-					must(t, f.Close())
+					must(t, f.Close(ctx))
 					f = tOpen(t, drv, opts)
-					ds, err = f.OpenDataset("s")
+					ds, err = f.OpenDataset(ctx, "s", nil)
 					must(t, err)
 				}
 			}
@@ -240,7 +240,7 @@ func TestSparseStorageGrowsWithDefined(t *testing.T) {
 	drv := vfd.NewMem()
 	f := tCreate(t, drv, nil)
 	spec := DatasetSpec{Type: Float64, Shape: []uint64{1000, 1000}, Chunk: []uint64{100, 100}, Layout: Sparse}
-	ds, err := f.CreateDataset("s", spec)
+	ds, err := f.CreateDataset(ctx, "s", spec)
 	must(t, err)
 	v := make([]byte, 8)
 	for i := uint64(0); i < 50; i++ {
@@ -271,7 +271,7 @@ func TestSparseSelectionAlone(t *testing.T) {
 	drv := &countingDriver{Driver: vfd.NewMem()}
 	f := tCreate(t, drv, nil)
 	spec := DatasetSpec{Type: Uint64, Shape: []uint64{64, 4096}, Chunk: []uint64{1, 4096}, Layout: Sparse}
-	ds, err := f.CreateDataset("s", spec)
+	ds, err := f.CreateDataset(ctx, "s", spec)
 	must(t, err)
 	rng := rand.New(rand.NewPCG(3, 3))
 	ref := newSparseRef(spec.Shape, 8, nil)
@@ -281,9 +281,9 @@ func TestSparseSelectionAlone(t *testing.T) {
 		must(t, ds.Write(ctx, sel, buf))
 		ref.write(sel, buf)
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	f = tOpen(t, drv, nil)
-	ds, err = f.OpenDataset("s")
+	ds, err = f.OpenDataset(ctx, "s", nil)
 	must(t, err)
 	before := drv.read.Load()
 	pos, err := ds.DefinedElements(ctx, All(spec.Shape))
@@ -338,7 +338,7 @@ func TestSparseConcurrentReaders(t *testing.T) {
 	drv := vfd.NewMem()
 	f := tCreate(t, drv, &Options{CacheConfig: cache.Config{QuiescentBytes: 4 << 10}})
 	spec := DatasetSpec{Type: Int32, Shape: []uint64{40, 40}, Chunk: []uint64{5, 8}, Layout: Sparse, Fill: []byte{1, 0, 0, 0}}
-	ds, err := f.CreateDataset("s", spec)
+	ds, err := f.CreateDataset(ctx, "s", spec)
 	must(t, err)
 	rng := rand.New(rand.NewPCG(5, 5))
 	ref := newSparseRef(spec.Shape, 4, spec.Fill)
@@ -427,27 +427,27 @@ func TestSparseCorruptChunk(t *testing.T) {
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{100}, Chunk: []uint64{100}, Layout: Sparse}
-	ds, err := f.CreateDataset("s", spec)
+	ds, err := f.CreateDataset(ctx, "s", spec)
 	must(t, err)
 	must(t, ds.Write(ctx, Box([]uint64{10}, []uint64{5}), []byte{1, 2, 3, 4, 5}))
-	must(t, f.Close())
-	f, err = OpenWith(mem, nil)
+	must(t, f.Close(ctx))
+	f, err = Open(ctx, "", &Options{Driver: mem})
 	must(t, err)
-	ds, err = f.OpenDataset("s")
+	ds, err = f.OpenDataset(ctx, "s", nil)
 	must(t, err)
 	x, err := ds.s.idx.get(ctx)
 	must(t, err)
 	e, err := x.Get(ctx, []uint64{0})
 	must(t, err)
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	for _, off := range []uint64{0, 10, e.Size - 1} {
 		b := make([]byte, 1)
 		_, _ = mem.ReadAt(b, int64(e.Addr+off))
 		b[0] ^= 0x40
 		_, _ = mem.WriteAt(b, int64(e.Addr+off))
-		f, err := OpenWith(mem, &Options{ReadOnly: true})
+		f, err := Open(ctx, "", &Options{Driver: mem, ReadOnly: true})
 		must(t, err)
-		ds, err := f.OpenDataset("s")
+		ds, err := f.OpenDataset(ctx, "s", nil)
 		must(t, err)
 		if err := ds.Read(ctx, All([]uint64{100}), make([]byte, 100)); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("flip at %d: read: %v", off, err)
@@ -455,8 +455,8 @@ func TestSparseCorruptChunk(t *testing.T) {
 		if _, err := ds.DefinedElements(ctx, All([]uint64{100})); off < 40 && !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("flip at %d (header or selection): defined: %v", off, err)
 		}
-		f.Close()
-		if _, err := Check(ctx, mem); !errors.Is(err, ErrCorrupt) {
+		f.Close(ctx)
+		if _, err := Check(ctx, "", &Options{Driver: mem}); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("flip at %d: check: %v", off, err)
 		}
 		b[0] ^= 0x40
@@ -469,7 +469,7 @@ func TestSparseCorruptChunk(t *testing.T) {
 func TestSparseDenseAPI(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{10}, Chunk: []uint64{4}, Fill: []byte{9}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{10}, Chunk: []uint64{4}, Fill: []byte{9}})
 	must(t, err)
 	must(t, ds.Write(ctx, All([]uint64{10}), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}))
 	must(t, ds.Erase(ctx, Box([]uint64{2}, []uint64{3})))
@@ -478,7 +478,7 @@ func TestSparseDenseAPI(t *testing.T) {
 	if len(pos) != 10 || !bytes.Equal(vals, []byte{0, 1, 9, 9, 9, 5, 6, 7, 8, 9}) {
 		t.Fatalf("dense: %v %v", pos, vals)
 	}
-	if _, err := f.CreateDataset("bad", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}, SelectionFilters: []Filter{LZ4()}}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.CreateDataset(ctx, "bad", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}, SelectionFilters: []Filter{LZ4()}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("selection filters on a dense dataset: %v", err)
 	}
 }

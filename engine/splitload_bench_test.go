@@ -26,10 +26,10 @@ func BenchmarkSplitLoad(b *testing.B) {
 			part := uint64(chunk / 4)
 			buf := make([]byte, part)
 			pass := func(split int64) float64 {
-				f, err := Open(path, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 16 << 20, SplitReadBytes: split}})
+				f, err := Open(ctx, path, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 16 << 20, SplitReadBytes: split}})
 				must(b, err)
-				defer f.Close()
-				ds, err := f.OpenDataset("d")
+				defer f.Close(ctx)
+				ds, err := f.OpenDataset(ctx, "d", nil)
 				must(b, err)
 				mibps := bestMiBps(total, func() {
 					for r := uint64(0); r < rows; r++ {

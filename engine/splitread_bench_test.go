@@ -49,9 +49,9 @@ func splitReadBench(b *testing.B, ctx context.Context, total, chunk int) {
 			}
 		}
 		scc := func(split int64) (func(), func()) {
-			f, err := Open(path, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 16 << 20, SplitReadBytes: split}})
+			f, err := Open(ctx, path, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 16 << 20, SplitReadBytes: split}})
 			must(b, err)
-			ds, err := f.OpenDataset("d")
+			ds, err := f.OpenDataset(ctx, "d", nil)
 			must(b, err)
 			return func() {
 					for r := uint64(0); r < rows; r++ {
@@ -64,7 +64,7 @@ func splitReadBench(b *testing.B, ctx context.Context, total, chunk int) {
 					if st := f.Cache().Stats(); st.Loads != 0 {
 						b.Fatalf("%d chunks loaded: the reads did not go direct", st.Loads)
 					}
-					must(b, f.Close())
+					must(b, f.Close(ctx))
 				}
 		}
 		best := func(fn func()) float64 { return bestMiBps(total, fn) }
@@ -111,15 +111,15 @@ func bestMiBps(total int, fn func()) float64 {
 // closes it; it returns the row count.
 func writeRowChunks(b *testing.B, ctx context.Context, path string, total, chunk int) uint64 {
 	rows := uint64(total / chunk)
-	f, err := Create(path, nil)
+	f, err := Create(ctx, path, nil)
 	must(b, err)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{rows, uint64(chunk)}, Chunk: []uint64{1, uint64(chunk)}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{rows, uint64(chunk)}, Chunk: []uint64{1, uint64(chunk)}})
 	must(b, err)
 	data := make([]byte, total)
 	for i := range data {
 		data[i] = byte(i*7 + i>>20)
 	}
 	must(b, ds.Write(ctx, All([]uint64{rows, uint64(chunk)}), data))
-	must(b, f.Close())
+	must(b, f.Close(ctx))
 	return rows
 }

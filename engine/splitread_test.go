@@ -44,11 +44,11 @@ func splitImage(t *testing.T, rows int) (*vfd.Mem, []byte) {
 	t.Helper()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{uint64(rows), splitWidth}, Chunk: []uint64{1, splitWidth}})
+	ds, err := f.CreateDataset(context.Background(), "d", DatasetSpec{Type: Uint8, Shape: []uint64{uint64(rows), splitWidth}, Chunk: []uint64{1, splitWidth}})
 	must(t, err)
 	want := splitRows(rows)
 	must(t, ds.Write(context.Background(), All([]uint64{uint64(rows), splitWidth}), want))
-	must(t, f.Close())
+	must(t, f.Close(context.Background()))
 	return mem, want
 }
 
@@ -60,7 +60,7 @@ func splitOpen(t *testing.T, drv vfd.Driver, split int64) (*File, *Dataset) {
 func splitOpenCfg(t *testing.T, drv vfd.Driver, cfg cache.Config) (*File, *Dataset) {
 	t.Helper()
 	f := tOpen(t, drv, &Options{CacheConfig: cfg})
-	ds, err := f.OpenDataset("d")
+	ds, err := f.OpenDataset(context.Background(), "d", nil)
 	must(t, err)
 	return f, ds
 }
@@ -165,9 +165,9 @@ func TestSplitCorrupt(t *testing.T) {
 			img := append([]byte(nil), mem.Bytes()...)
 			img[chunkAt(t, img, want, 2)+where.at] ^= 0x40
 			// Not tOpen: the file is damaged on purpose, its check would fail.
-			f, err := OpenWith(vfd.NewMemFrom(img), &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20, SplitReadBytes: 64 << 10}})
+			f, err := Open(ctx, "", &Options{Driver: vfd.NewMemFrom(img), CacheConfig: cache.Config{QuiescentBytes: 1 << 20, SplitReadBytes: 64 << 10}})
 			must(t, err)
-			ds, err := f.OpenDataset("d")
+			ds, err := f.OpenDataset(ctx, "d", nil)
 			must(t, err)
 			for try := 0; try < 2; try++ {
 				if _, err := kind.read(ctx, ds, 2); !errors.Is(err, ErrCorrupt) {
@@ -183,7 +183,7 @@ func TestSplitCorrupt(t *testing.T) {
 			if !bytes.Equal(got, kind.want(want, 1)) {
 				t.Fatalf("%s, %s damaged: row 1 wrong", kind.name, where.name)
 			}
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 		}
 	}
 }

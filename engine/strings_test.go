@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -42,7 +43,7 @@ func TestFixedStringsEveryLayout(t *testing.T) {
 		}
 		for lname, spec := range specs {
 			name := fmt.Sprintf("%s-%d-%v-%v", lname, typ.StrLen(), typ.Pad(), typ.Charset())
-			ds, err := f.CreateDataset(name, spec)
+			ds, err := f.CreateDataset(ctx, name, spec)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -64,12 +65,12 @@ func TestFixedStringsEveryLayout(t *testing.T) {
 			refs[name] = ref
 		}
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	f = tOpen(t, mem, &Options{ReadOnly: true})
 	for name, ref := range refs {
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(ctx, name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,17 +161,17 @@ func TestFixedStringTypeChecks(t *testing.T) {
 		if bad.Valid() {
 			t.Errorf("%v is valid", bad)
 		}
-		if _, err := f.CreateDataset("bad", DatasetSpec{Type: bad, Shape: []uint64{2}, Chunk: []uint64{2}}); !errors.Is(err, ErrInvalid) {
+		if _, err := f.CreateDataset(ctx, "bad", DatasetSpec{Type: bad, Shape: []uint64{2}, Chunk: []uint64{2}}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%v: create %v, want ErrInvalid", bad, err)
 		}
 	}
-	if _, err := f.CreateDataset("vlen", DatasetSpec{Type: a, Shape: []uint64{2}, Chunk: []uint64{2}, Layout: Vlen}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.CreateDataset(ctx, "vlen", DatasetSpec{Type: a, Shape: []uint64{2}, Chunk: []uint64{2}, Layout: Vlen}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("vlen of strings: %v, want ErrInvalid", err)
 	}
-	if _, err := f.CreateDataset("shortfill", DatasetSpec{Type: a, Shape: []uint64{2}, Chunk: []uint64{2}, Fill: []byte("abc")}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.CreateDataset(ctx, "shortfill", DatasetSpec{Type: a, Shape: []uint64{2}, Chunk: []uint64{2}, Fill: []byte("abc")}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("fill of 3 bytes: %v, want ErrInvalid", err)
 	}
-	ds, err := f.CreateDataset("s", DatasetSpec{Type: a, Shape: []uint64{3}, Chunk: []uint64{2}})
+	ds, err := f.CreateDataset(ctx, "s", DatasetSpec{Type: a, Shape: []uint64{3}, Chunk: []uint64{2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,14 +190,14 @@ func TestFixedStringTypeChecks(t *testing.T) {
 	if err := ReadSlice(ctx, ds, All([]uint64{3}), make([]uint8, 3)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("ReadSlice[uint8] of strings: %v, want ErrInvalid", err)
 	}
-	num, err := f.CreateDataset("n", DatasetSpec{Type: Int16, Shape: []uint64{3}, Chunk: []uint64{2}})
+	num, err := f.CreateDataset(ctx, "n", DatasetSpec{Type: Int16, Shape: []uint64{3}, Chunk: []uint64{2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := num.WriteStrings(ctx, All([]uint64{3}), []string{"a", "b", "c"}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("strings into int16: %v, want ErrInvalid", err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -217,7 +218,7 @@ func TestFixedStringAttrs(t *testing.T) {
 	if err := f.SetAttr(t.Context(), "names", v); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: FixedString(2, NullTerm, ASCII), Shape: []uint64{1}, Chunk: []uint64{1}})
+	ds, err := f.CreateDataset(context.Background(), "d", DatasetSpec{Type: FixedString(2, NullTerm, ASCII), Shape: []uint64{1}, Chunk: []uint64{1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestFixedStringAttrs(t *testing.T) {
 	if err := ds.SetAttr(t.Context(), "long", one); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	f = tOpen(t, mem, &Options{ReadOnly: true})
@@ -239,7 +240,7 @@ func TestFixedStringAttrs(t *testing.T) {
 	if s, err := got.Strings(); err != nil || got.Type() != typ || !slices.Equal(s, []string{"α", "beta", ""}) {
 		t.Fatalf("names: %v %q %v", got.Type(), s, err)
 	}
-	ds, err = f.OpenDataset("d")
+	ds, err = f.OpenDataset(context.Background(), "d", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

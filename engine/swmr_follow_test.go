@@ -62,12 +62,12 @@ func swmrFollowRun(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := OpenWith(mem, &Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 64 << 10}})
+			r, err := Open(ctx, "", &Options{Driver: mem, ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: 64 << 10}})
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			defer r.Close()
+			defer r.Close(ctx)
 			for {
 				select {
 				case <-done:
@@ -79,7 +79,7 @@ func swmrFollowRun(t *testing.T) {
 					return
 				}
 				for n, ref := range refs {
-					ds, err := r.OpenDataset(n)
+					ds, err := r.OpenDataset(ctx, n, nil)
 					if errors.Is(err, ErrStale) {
 						continue // the writer reused the header's space meanwhile: the documented answer
 					}
@@ -91,7 +91,7 @@ func swmrFollowRun(t *testing.T) {
 					before := r.Generation()
 					err = ds.Read(ctx, All(ref.dims), buf)
 					after := r.Generation()
-					ds.Close()
+					ds.Close(ctx)
 					if errors.Is(err, ErrStale) || before != after {
 						continue
 					}
@@ -127,12 +127,12 @@ func swmrFollowRun(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(8, 9))
 	for cycle := 0; cycle < 8 && !t.Failed(); cycle++ {
-		w, err := OpenWith(mem, opts)
+		w, err := Open(ctx, "", withDriver(opts, mem))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for n, r := range refs {
-			ds, err := w.OpenDataset(n)
+			ds, err := w.OpenDataset(ctx, n, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,10 +142,10 @@ func swmrFollowRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.write(sel, buf)
-			ds.Close()
+			ds.Close(ctx)
 		}
 		snap(w.Generation() + 1)
-		if err := w.Close(); err != nil {
+		if err := w.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -187,17 +187,17 @@ func TestReaderOvertakenByReuse(t *testing.T) {
 	ctx := context.Background()
 	o := newOvertaken(t, 3)
 	mem, r, g0, data0 := o.mem, o.r, o.r.Generation(), o.data0
-	rds, err := r.OpenDataset("d")
+	rds, err := r.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	old, err := rds.ChunkExtents(ctx)
 	must(t, err)
 	data1 := o.rewrite()
 	check := tOpen(t, mem, &Options{ReadOnly: true})
-	cds, err := check.OpenDataset("d")
+	cds, err := check.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	cur, err := cds.ChunkExtents(ctx)
 	must(t, err)
-	must(t, check.Close())
+	must(t, check.Close(ctx))
 	// The reuse: G's frames, which the current generation does not
 	// reference, rewritten with valid frames of other contents.
 	for _, e := range old {
@@ -243,7 +243,7 @@ func TestOpenOvertakenHeader(t *testing.T) {
 		return f, f.mu.catalog["d"]
 	}
 	l, cur := latest()
-	must(t, l.Close())
+	must(t, l.Close(ctx))
 	if cur.HeaderSize != old.HeaderSize || cur.HeaderSum != old.HeaderSum || cur.HeaderAddr == old.HeaderAddr {
 		t.Fatalf("headers %+v then %+v: not the blind-checksum case this test builds", old, cur)
 	}
@@ -256,15 +256,15 @@ func TestOpenOvertakenHeader(t *testing.T) {
 	}
 	// The writer's state is intact: G's header space was free.
 	l, _ = latest()
-	lds, err := l.OpenDataset("d")
+	lds, err := l.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	buf := make([]byte, 64*64)
 	must(t, lds.Read(ctx, All(spec.Shape), buf))
-	must(t, l.Close())
+	must(t, l.Close(ctx))
 	if !bytes.Equal(buf, data1) {
 		t.Fatal("the test damaged the latest generation")
 	}
-	rds, err := r.OpenDataset("d")
+	rds, err := r.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	clear(buf)
 	must(t, rds.Read(ctx, All(spec.Shape), buf))
@@ -295,11 +295,11 @@ var overtakenSpec = DatasetSpec{Type: Uint8, Shape: []uint64{64, 64}, Chunk: []u
 func newOvertaken(t *testing.T, seed uint64) *overtaken {
 	o := &overtaken{mem: vfd.NewMem(), rng: rand.New(rand.NewPCG(seed, seed+1)), t: t}
 	w := tCreate(t, o.mem, nil)
-	ds, err := w.CreateDataset("d", overtakenSpec)
+	ds, err := w.CreateDataset(context.Background(), "d", overtakenSpec)
 	must(t, err)
 	o.data0 = randomBytes(o.rng, 64*64)
 	must(t, ds.Write(context.Background(), All(overtakenSpec.Shape), o.data0))
-	must(t, w.Close())
+	must(t, w.Close(context.Background()))
 	o.r = tOpen(t, o.mem, &Options{ReadOnly: true})
 	return o
 }
@@ -308,10 +308,10 @@ func newOvertaken(t *testing.T, seed uint64) *overtaken {
 // them.
 func (o *overtaken) rewrite() []byte {
 	w := tOpen(o.t, o.mem, nil)
-	ds, err := w.OpenDataset("d")
+	ds, err := w.OpenDataset(context.Background(), "d", nil)
 	must(o.t, err)
 	data := randomBytes(o.rng, 64*64)
 	must(o.t, ds.Write(context.Background(), All(overtakenSpec.Shape), data))
-	must(o.t, w.Close())
+	must(o.t, w.Close(context.Background()))
 	return data
 }

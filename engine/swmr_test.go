@@ -51,12 +51,12 @@ func swmrFrame(n uint64) []byte {
 
 func swmrWriter(path string) int {
 	ctx := context.Background()
-	f, err := Create(path, nil)
+	f, err := Create(ctx, path, nil)
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
-	ds, err := f.CreateDataset("frames", DatasetSpec{
+	ds, err := f.CreateDataset(ctx, "frames", DatasetSpec{
 		Type: Uint32, Shape: []uint64{0, swmrSide, swmrSide}, MaxShape: []uint64{Unlimited, swmrSide, swmrSide},
 		Chunk: []uint64{1, swmrSide, swmrSide}, Filters: []Filter{Shuffle(), Zstd(1)},
 	})
@@ -82,7 +82,7 @@ func swmrWriter(path string) int {
 			return 1
 		}
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
@@ -92,13 +92,13 @@ func swmrWriter(path string) int {
 
 func swmrReader(path string) int {
 	ctx := context.Background()
-	f, err := Open(path, &Options{ReadOnly: true})
+	f, err := Open(ctx, path, &Options{ReadOnly: true})
 	if err != nil {
 		fmt.Println("error open:", err)
 		return 1
 	}
-	defer f.Close()
-	ds, err := f.OpenDataset("frames")
+	defer f.Close(ctx)
+	ds, err := f.OpenDataset(ctx, "frames", nil)
 	if err != nil {
 		fmt.Println("error open dataset:", err)
 		return 1

@@ -41,13 +41,13 @@ func TestHarnessChecksAndKeepsDamagedFile(t *testing.T) {
 	newFile := func(tb testing.TB, o ...tOpt) (*File, *vfd.Mem) {
 		mem := vfd.NewMem()
 		f := tCreate(tb, mem, nil, o...)
-		d, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{16}})
+		d, err := f.CreateDataset(context.Background(), "d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{16}})
 		must(t, err)
 		must(t, d.Write(context.Background(), All(d.Shape()), make([]byte, 64)))
 		return f, mem
 	}
 	damage := func(f *File, mem *vfd.Mem) {
-		if err := f.Close(); err != nil {
+		if err := f.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if err := mem.Truncate(100); err != nil { // inside the superblock slots

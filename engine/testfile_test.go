@@ -48,7 +48,7 @@ type tFile struct {
 // tCreate creates a File on drv for t and checks it at cleanup.
 func tCreate(t testing.TB, drv vfd.Driver, opts *Options, o ...tOpt) *File {
 	t.Helper()
-	f, err := CreateWith(drv, opts)
+	f, err := Create(context.Background(), "", withDriver(opts, drv))
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -59,7 +59,7 @@ func tCreate(t testing.TB, drv vfd.Driver, opts *Options, o ...tOpt) *File {
 // tOpen opens a File on drv for t and checks it at cleanup.
 func tOpen(t testing.TB, drv vfd.Driver, opts *Options, o ...tOpt) *File {
 	t.Helper()
-	f, err := OpenWith(drv, opts)
+	f, err := Open(context.Background(), "", withDriver(opts, drv))
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -70,7 +70,7 @@ func tOpen(t testing.TB, drv vfd.Driver, opts *Options, o ...tOpt) *File {
 // tCreatePath creates the file at path for t and checks it at cleanup.
 func tCreatePath(t testing.TB, path string, opts *Options, o ...tOpt) *File {
 	t.Helper()
-	f, err := Create(path, opts)
+	f, err := Create(context.Background(), path, opts)
 	if err != nil {
 		t.Fatalf("create %s: %v", path, err)
 	}
@@ -81,7 +81,7 @@ func tCreatePath(t testing.TB, path string, opts *Options, o ...tOpt) *File {
 // tOpenPath opens the file at path for t and checks it at cleanup.
 func tOpenPath(t testing.TB, path string, opts *Options, o ...tOpt) *File {
 	t.Helper()
-	f, err := Open(path, opts)
+	f, err := Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatalf("open %s: %v", path, err)
 	}
@@ -111,13 +111,13 @@ func (tf *tFile) cleanup(t testing.TB) {
 		return
 	}
 	if tf.f != nil {
-		_ = tf.f.Close()
+		_ = tf.f.Close(context.Background())
 	}
 	if tf.skip != "" {
 		t.Logf("file not checked: %s", tf.skip)
 		return
 	}
-	rep, err := CheckPath(context.Background(), tf.path)
+	rep, err := Check(context.Background(), tf.path, nil)
 	if err != nil {
 		checkFailed(t, rep, err, func() ([]byte, error) { return os.ReadFile(tf.path) })
 	}
@@ -128,11 +128,11 @@ func (tf *tFile) cleanup(t testing.TB) {
 // consistent, keeping a copy of drv's bytes.
 func closeAndCheck(t testing.TB, f *File, drv vfd.Driver) {
 	t.Helper()
-	_ = f.Close()
+	_ = f.Close(context.Background())
 	if fd, ok := drv.(*vfd.Fault); ok {
 		fd.SetEnabled(false)
 	}
-	rep, err := Check(context.Background(), drv)
+	rep, err := Check(context.Background(), "", &Options{Driver: drv})
 	if err != nil {
 		checkFailed(t, rep, err, func() ([]byte, error) { return driverBytes(drv) })
 	}

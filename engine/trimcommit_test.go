@@ -22,7 +22,7 @@ func TestCommitFinishesTrimsLeftDuringIt(t *testing.T) {
 	fd.SetEnabled(false)
 	f := tCreate(t, fd, nil)
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{12, 8}, MaxShape: []uint64{12, 8}, Chunk: []uint64{4, 8}}
-	ds, err := f.CreateDataset("d", spec)
+	ds, err := f.CreateDataset(ctx, "d", spec)
 	must(t, err)
 	must(t, ds.Write(ctx, All(spec.Shape), bytes.Repeat([]byte{1}, 96)))
 	must(t, f.Flush(ctx))
@@ -56,7 +56,7 @@ func TestCommitFinishesTrimsLeftDuringIt(t *testing.T) {
 	testHookWroteBack.Store(nil)
 
 	r := tOpen(t, vfd.NewMemFrom(mem.Bytes()), nil)
-	rd, err := r.OpenDataset("d")
+	rd, err := r.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	if got := rd.Shape(); got[0] != 6 {
 		t.Fatalf("committed shape %v, want [6 8]", got)

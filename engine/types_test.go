@@ -32,7 +32,7 @@ func typeModel[T Element](t *testing.T, gen func(*rand.Rand) T, fill T) {
 	rng := rand.New(rand.NewPCG(uint64(typ), 9))
 	refs := map[string][]T{}
 	for name, spec := range specs {
-		ds, err := f.CreateDataset(name, spec)
+		ds, err := f.CreateDataset(ctx, name, spec)
 		if err != nil {
 			t.Fatalf("%v %s: %v", typ, name, err)
 		}
@@ -69,12 +69,12 @@ func typeModel[T Element](t *testing.T, gen func(*rand.Rand) T, fill T) {
 		}
 		refs[name] = ref
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	f = tOpen(t, mem, &Options{ReadOnly: true})
 	for name, ref := range refs {
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(ctx, name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,13 +144,13 @@ func TestTypesModel(t *testing.T) {
 func TestBoolBytes(t *testing.T) {
 	ctx := t.Context()
 	f := tCreate(t, vfd.NewMem(), nil)
-	if _, err := f.CreateDataset("bad", DatasetSpec{Type: Bool, Shape: []uint64{4}, Fill: []byte{2}}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.CreateDataset(ctx, "bad", DatasetSpec{Type: Bool, Shape: []uint64{4}, Fill: []byte{2}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bool fill 2: %v, want ErrInvalid", err)
 	}
 	if err := f.SetAttr(ctx, "a", RawAttr(AttrArray, Bool, []byte{0, 1, 7})); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bool attribute byte 7: %v, want ErrInvalid", err)
 	}
-	ds, err := f.CreateDataset("b", DatasetSpec{Type: Bool, Shape: []uint64{4}, Chunk: []uint64{2}})
+	ds, err := f.CreateDataset(ctx, "b", DatasetSpec{Type: Bool, Shape: []uint64{4}, Chunk: []uint64{2}})
 	must(t, err)
 	must(t, ds.Write(ctx, All([]uint64{4}), []byte{0, 1, 2, 0xff}))
 	raw := make([]byte, 4)
@@ -181,7 +181,7 @@ func TestBoolBytes(t *testing.T) {
 func TestReadSliceConverts(t *testing.T) {
 	ctx := t.Context()
 	f := tCreate(t, vfd.NewMem(), nil)
-	ds, err := f.CreateDataset("f", DatasetSpec{Type: Float64, Shape: []uint64{5}, Chunk: []uint64{2}})
+	ds, err := f.CreateDataset(ctx, "f", DatasetSpec{Type: Float64, Shape: []uint64{5}, Chunk: []uint64{2}})
 	must(t, err)
 	must(t, WriteSlice(ctx, ds, All([]uint64{5}), []float64{-1.9, 2.5, 300, math.NaN(), math.Inf(-1)}))
 	got := make([]int8, 5)
@@ -193,7 +193,7 @@ func TestReadSliceConverts(t *testing.T) {
 		t.Fatalf("strict: %v, want ErrOutOfRange", err)
 	}
 	must(t, ReadAs(ctx, ds, Box([]uint64{0}, []uint64{2}), got[:2], ConvertOptions{Strict: true}))
-	c, err := f.CreateDataset("c", DatasetSpec{Type: Complex128, Shape: []uint64{2}})
+	c, err := f.CreateDataset(ctx, "c", DatasetSpec{Type: Complex128, Shape: []uint64{2}})
 	must(t, err)
 	must(t, WriteSlice(ctx, c, All([]uint64{2}), []complex128{1 + 2i, -3i}))
 	c64 := make([]complex64, 2)
@@ -212,7 +212,7 @@ func TestAttrNewTypes(t *testing.T) {
 	ctx := t.Context()
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Bool, Shape: []uint64{3}})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Bool, Shape: []uint64{3}})
 	must(t, err)
 	vals := map[string]AttrValue{
 		"b": ScalarAttr(true), "bs": ArrayAttr([]bool{true, false, true}),
@@ -222,9 +222,9 @@ func TestAttrNewTypes(t *testing.T) {
 		must(t, f.SetAttr(ctx, n, v))
 		must(t, ds.SetAttr(ctx, n, v))
 	}
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	f = tOpen(t, mem, &Options{ReadOnly: true})
-	ds, err = f.OpenDataset("d")
+	ds, err = f.OpenDataset(ctx, "d", nil)
 	must(t, err)
 	for n, v := range vals {
 		for _, get := range []func(string) (AttrValue, error){f.Attr, ds.Attr} {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -14,10 +15,10 @@ import (
 func TestNewerVersionIsNotCorruption(t *testing.T) {
 	drv := vfd.NewMem()
 	f := tCreate(t, drv, nil, noCheck("the test rewrites the superblocks with a newer format version"))
-	if _, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}); err != nil {
+	if _, err := f.CreateDataset(context.Background(), "d", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for _, slot := range []int64{format.SlotA, format.SlotB} {
@@ -36,11 +37,11 @@ func TestNewerVersionIsNotCorruption(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := OpenWith(drv, nil)
+	_, err := Open(context.Background(), "", &Options{Driver: drv})
 	if !errors.Is(err, ErrVersion) || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("open of a newer file: %v, want ErrVersion and not ErrCorrupt", err)
 	}
-	if _, err := Check(t.Context(), drv); !errors.Is(err, ErrVersion) {
+	if _, err := Check(t.Context(), "", &Options{Driver: drv}); !errors.Is(err, ErrVersion) {
 		t.Fatalf("check of a newer file: %v, want ErrVersion", err)
 	}
 }

@@ -37,7 +37,7 @@ func TestReadsVersion4File(t *testing.T) {
 	if err := os.WriteFile(path, src, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := CheckPath(ctx, path); err != nil {
+	if _, err := Check(ctx, path, nil); err != nil {
 		t.Fatalf("check of the v4 file: %v", err)
 	}
 	want := map[string][]byte{
@@ -51,7 +51,7 @@ func TestReadsVersion4File(t *testing.T) {
 	verify := func(f *File) {
 		t.Helper()
 		for name, w := range want {
-			d, err := f.OpenDataset(name)
+			d, err := f.OpenDataset(ctx, name, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,9 +62,9 @@ func TestReadsVersion4File(t *testing.T) {
 			if !bytes.Equal(got, w) {
 				t.Fatalf("%s: contents differ", name)
 			}
-			d.Close()
+			d.Close(ctx)
 		}
-		sp, err := f.OpenDataset("sparse")
+		sp, err := f.OpenDataset(ctx, "sparse", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,8 +72,8 @@ func TestReadsVersion4File(t *testing.T) {
 		if err := sp.Read(ctx, Box([]uint64{3, 5}, []uint64{20, 30}), got); err != nil || !bytes.Equal(got, v4Data(600, 4)) {
 			t.Fatalf("sparse: %v", err)
 		}
-		sp.Close()
-		vl, err := f.OpenDataset("vlen")
+		sp.Close(ctx)
+		vl, err := f.OpenDataset(ctx, "vlen", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,17 +86,17 @@ func TestReadsVersion4File(t *testing.T) {
 				t.Fatalf("vlen element %d differs", i)
 			}
 		}
-		vl.Close()
+		vl.Close(ctx)
 	}
 	ro := tOpenPath(t, path, &Options{ReadOnly: true})
 	verify(ro)
-	if err := ro.Close(); err != nil {
+	if err := ro.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 
 	f := tOpenPath(t, path, nil)
 	for _, name := range []string{"dense", "crc", "big"} {
-		d, err := f.OpenDataset(name)
+		d, err := f.OpenDataset(ctx, name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,9 +108,9 @@ func TestReadsVersion4File(t *testing.T) {
 		if d.s.csum.Key() != 0 {
 			t.Fatalf("%s: a dataset of the v4 file got a chunk key", name)
 		}
-		d.Close()
+		d.Close(ctx)
 	}
-	nd, err := f.CreateDataset("new", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{16}, Filters: []Filter{CRC32C()}})
+	nd, err := f.CreateDataset(ctx, "new", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{16}, Filters: []Filter{CRC32C()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,10 +121,10 @@ func TestReadsVersion4File(t *testing.T) {
 	if err := nd.Write(ctx, All([]uint64{64}), want["new"]); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := CheckPath(ctx, path); err != nil {
+	if _, err := Check(ctx, path, nil); err != nil {
 		t.Fatalf("check after writing: %v", err)
 	}
 	b, err := os.ReadFile(path)

@@ -111,9 +111,10 @@ type VirtualOptions struct {
 	// source that does not exist (yet): such a source reads as fill.
 	Open func(ctx context.Context, name string, opts *Options) (*File, error)
 	// OpenURL opens a source file named by a URL (scheme://...) when Open
-	// is nil, as Open does (vfd/s3 drivers for s3:// URLs, say). Without
-	// either, such a source is an ErrIO naming it, never a missing source:
-	// this File cannot look, so it cannot say the source is not there.
+	// is nil. Without it, s3:// sources open as Open opens an s3:// path
+	// (with the virtual file's Options.S3), and a URL of another scheme is
+	// an ErrIO naming it, never a missing source: this File cannot look,
+	// so it cannot say the source is not there.
 	OpenURL func(ctx context.Context, url string, opts *Options) (*File, error)
 }
 
@@ -441,25 +442,21 @@ func (l *virtualLayout) mappings() []*vmap {
 }
 
 // CreateVirtualDataset creates a virtual dataset; it is durable after the
-// next Flush, like any dataset. name obeys the name rule (ValidateName)
-// and missing parent groups are created, as CreateDataset does. Every
+// next Flush, like any dataset. path (inside g, as CreateDataset takes
+// it) obeys the name rule (ValidateName) and missing parent groups are
+// created, as CreateDataset does. Every
 // mapping is checked first (ErrInvalid): ranks, limits, element counts,
 // source names, that no two virtual selections overlap, that every source
 // that exists now has the dataset's element type and the rank of its
 // source selection, that this File can locate the source files of
 // unlimited mappings, whose sources give the extent, and that the extent
 // they give fits a dataset. A failed call leaves the file as it was.
-func (f *File) CreateVirtualDataset(ctx context.Context, name string, spec VirtualSpec) (*Dataset, error) {
-	if err := ctx.Err(); err != nil {
+func (g *Group) CreateVirtualDataset(ctx context.Context, path string, spec VirtualSpec) (*Dataset, error) {
+	f := g.f
+	if err := f.writeCheck(ctx); err != nil {
 		return nil, err
 	}
-	if err := f.checkOpen(); err != nil {
-		return nil, err
-	}
-	if f.readOnly {
-		return nil, ErrReadOnly
-	}
-	name, err := newPath(name)
+	name, err := g.newPath(path)
 	if err != nil {
 		return nil, err
 	}
@@ -665,7 +662,7 @@ func (f *File) checkSource(ctx context.Context, name string, typ Type, m *vmap, 
 // refused anyway.
 func notVirtual(name, file string, src *Dataset) error {
 	if src.s.store.kind() == Virtual {
-		return fmt.Errorf("%w: virtual dataset %q: source %s:%s is itself virtual", ErrInvalid, name, file, src.Name())
+		return fmt.Errorf("%w: virtual dataset %q: source %s:%s is itself virtual", ErrInvalid, name, file, src.Path())
 	}
 	return nil
 }
@@ -676,11 +673,11 @@ func notVirtual(name, file string, src *Dataset) error {
 func checkSourceFits(name string, typ Type, m *vmap, file string, src *Dataset) error {
 	switch {
 	case src.s.store.kind() == Virtual:
-		return fmt.Errorf("virtual dataset %q: source %s:%s is itself virtual", name, file, src.Name())
+		return fmt.Errorf("virtual dataset %q: source %s:%s is itself virtual", name, file, src.Path())
 	case src.Type() != typ:
-		return fmt.Errorf("virtual dataset %q: source %s:%s has type %v, the virtual dataset %v", name, file, src.Name(), src.Type(), typ)
+		return fmt.Errorf("virtual dataset %q: source %s:%s has type %v, the virtual dataset %v", name, file, src.Path(), src.Type(), typ)
 	case len(src.s.maxShape) != len(m.src):
-		return fmt.Errorf("virtual dataset %q: source %s:%s has rank %d, its selection %d", name, file, src.Name(), len(src.s.maxShape), len(m.src))
+		return fmt.Errorf("virtual dataset %q: source %s:%s has rank %d, its selection %d", name, file, src.Path(), len(src.s.maxShape), len(m.src))
 	}
 	return nil
 }

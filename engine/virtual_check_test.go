@@ -14,22 +14,22 @@ func TestCheckVirtualIgnoresSources(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	c := vcache(t)
-	src, err := Create(filepath.Join(dir, "src.scc"), &Options{Cache: c, NoSync: true})
+	src, err := Create(ctx, filepath.Join(dir, "src.scc"), &Options{Cache: c, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := src.CreateDataset("a", DatasetSpec{Type: Uint32, Shape: []uint64{4, 6}, Chunk: []uint64{2, 6}})
+	a, err := src.CreateDataset(ctx, "a", DatasetSpec{Type: Uint32, Shape: []uint64{4, 6}, Chunk: []uint64{2, 6}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := WriteSlice(ctx, a, All([]uint64{4, 6}), frameData(1, 24)); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Close(); err != nil {
+	if err := src.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	vpath := filepath.Join(dir, "v.scc")
-	f, err := Create(vpath, &Options{Cache: c, NoSync: true})
+	f, err := Create(ctx, vpath, &Options{Cache: c, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,16 +39,16 @@ func TestCheckVirtualIgnoresSources(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := CheckPath(ctx, vpath); err != nil {
+	if rep, err := Check(ctx, vpath, nil); err != nil {
 		t.Fatalf("intact sources: %v %+v", err, rep)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "src.scc"), make([]byte, 8192), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := CheckPath(ctx, vpath)
+	rep, err := Check(ctx, vpath, nil)
 	if err != nil {
 		t.Fatalf("a damaged source made its virtual file fail Check: %v %+v", err, rep)
 	}

@@ -33,7 +33,7 @@ func TestVirtualCreateUnresolvedLeavesNothing(t *testing.T) {
 	}{{"plain", roundRobin(2, 2, 2, false)}, {"printf", printf}} {
 		t.Run(c.name, func(t *testing.T) {
 			mem := vfd.NewMem()
-			f, err := CreateWith(mem, nil)
+			f, err := Create(ctx, "", &Options{Driver: mem})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,25 +41,25 @@ func TestVirtualCreateUnresolvedLeavesNothing(t *testing.T) {
 			if _, err := f.CreateVirtualDataset(ctx, "v", spec); !errors.Is(err, ErrInvalid) {
 				t.Fatalf("create: %v, want ErrInvalid", err)
 			}
-			if got := f.Datasets(); len(got) != 0 {
+			if got := f.datasetNames(); len(got) != 0 {
 				t.Fatalf("a failed create left datasets %v", got)
 			}
 			if _, err := f.CreateVirtualDataset(ctx, "fixed", VirtualSpec{Type: Uint32, Shape: []uint64{2, 2}, Mappings: []VirtualMapping{{
 				Virtual: Box([]uint64{0, 0}, []uint64{2, 2}), File: "a.scc", Dataset: "x", Source: Box([]uint64{0, 0}, []uint64{2, 2})}}}); err != nil {
 				t.Fatalf("create bounded: %v", err)
 			}
-			if err := f.Close(); err != nil {
+			if err := f.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
 			missing := func(ctx context.Context, name string, opts *Options) (*File, error) {
 				return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
 			}
-			f, err = OpenWith(sharedMem{mem}, &Options{Virtual: VirtualOptions{Open: missing}})
+			f, err = Open(ctx, "", &Options{Driver: sharedMem{mem}, Virtual: VirtualOptions{Open: missing}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer f.Close()
-			if got := f.Datasets(); len(got) != 1 || got[0] != "fixed" {
+			defer f.Close(ctx)
+			if got := f.datasetNames(); len(got) != 1 || got[0] != "fixed" {
 				t.Fatalf("reopened: datasets %v, want [fixed]", got)
 			}
 			ds, err := f.CreateVirtualDataset(ctx, "v", spec)
@@ -87,7 +87,7 @@ func TestVirtualCreateNameRules(t *testing.T) {
 	must(t, g.SetAttr(ctx, "units", StringAttr("m")))
 	_, err = f.CreateGroup(ctx, "g/empty")
 	must(t, err)
-	_, err = f.CreateDataset("d", smallSpec)
+	_, err = f.CreateDataset(ctx, "d", smallSpec)
 	must(t, err)
 	for name, want := range map[string]error{
 		"g": ErrExists, "/g": ErrExists, "g/empty": ErrExists, "d": ErrExists,
@@ -104,19 +104,19 @@ func TestVirtualCreateNameRules(t *testing.T) {
 	_, err = f.CreateVirtualDataset(ctx, "g/empty/v", vspec1)
 	must(t, err)
 	must(t, f.Flush(ctx))
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 
 	f = tOpen(t, drv, nil)
-	defer f.Close()
-	if got, want := members(t, f.Root()), []Member{{"d", MemberDataset}, {"g", MemberGroup}, {"x", MemberDataset}}; !reflect.DeepEqual(got, want) {
+	defer f.Close(ctx)
+	if got, want := members(t, f.Group), []Member{{Name: "d", Kind: MemberDataset}, {Name: "g", Kind: MemberGroup}, {Name: "x", Kind: MemberDataset}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("root members %v, want %v", got, want)
 	}
-	g, err = f.OpenGroup("g")
+	g, err = f.OpenGroup(ctx, "g")
 	must(t, err)
 	if v, err := g.Attr("units"); err != nil || !v.Equal(StringAttr("m")) {
 		t.Fatalf("group attribute after reopen: %v %v", v, err)
 	}
-	e, err := f.OpenGroup("g/empty")
+	e, err := f.OpenGroup(ctx, "g/empty")
 	must(t, err)
 	if got := members(t, e); len(got) != 1 || got[0].Name != "v" {
 		t.Fatalf("members of g/empty %v", got)
@@ -161,7 +161,7 @@ func TestVirtualCreateFailLeavesNothing(t *testing.T) {
 		}
 	}
 	// A source that fails to open fails the evaluation of the extent.
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	failing := func(ctx context.Context, name string, opts *Options) (*File, error) {
 		return nil, fmt.Errorf("%w: %s: injected", ErrIO, name)
 	}
@@ -171,14 +171,14 @@ func TestVirtualCreateFailLeavesNothing(t *testing.T) {
 			t.Fatalf("failing source: %v, want ErrIO", err)
 		}
 	}
-	if got := f.Datasets(); len(got) != 0 {
+	if got := f.datasetNames(); len(got) != 0 {
 		t.Fatalf("failed creations left %v", got)
 	}
 	must(t, f.Flush(ctx))
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	f = tOpenPath(t, p, nil)
-	defer f.Close()
-	if got := members(t, f.Root()); len(got) != 0 {
+	defer f.Close(ctx)
+	if got := members(t, f.Group); len(got) != 0 {
 		t.Fatalf("after reopen: %v", got)
 	}
 	if _, err := f.CreateVirtualDataset(ctx, "g/v", unlim("s.scc", "x")); err != nil {

@@ -38,11 +38,11 @@ const vfH, vfW = 3, 4
 func (s *vfSources) add(name string, n, base, step uint64) {
 	s.t.Helper()
 	mem := vfd.NewMem()
-	f, err := CreateWith(mem, &Options{Cache: s.c})
+	f, err := Create(context.Background(), "", &Options{Driver: mem, Cache: s.c})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	ds, err := f.CreateDataset("frames", DatasetSpec{Type: Uint32, Shape: []uint64{0, vfH, vfW}, MaxShape: []uint64{Unlimited, vfH, vfW},
+	ds, err := f.CreateDataset(context.Background(), "frames", DatasetSpec{Type: Uint32, Shape: []uint64{0, vfH, vfW}, MaxShape: []uint64{Unlimited, vfH, vfW},
 		Chunk: []uint64{1, vfH, vfW}, Filters: []Filter{Shuffle(), Deflate(1)}})
 	if err != nil {
 		s.t.Fatal(err)
@@ -72,7 +72,7 @@ func (s *vfSources) append(name string, n, base, step uint64) {
 
 func (s *vfSources) close() {
 	for _, f := range s.files {
-		if err := f.Close(); err != nil {
+		if err := f.Close(context.Background()); err != nil {
 			s.t.Fatal(err)
 		}
 	}
@@ -114,11 +114,11 @@ func TestVirtualReadFaultEveryOperation(t *testing.T) {
 		vmem := vfd.NewMem()
 		plain := func(ctx context.Context, name string, opts *Options) (*File, error) {
 			if mem := src.mems[name]; mem != nil {
-				return OpenWithContext(ctx, sharedMem{mem}, opts)
+				return Open(ctx, "", withDriver(opts, sharedMem{mem}))
 			}
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
 		}
-		vf, err := CreateWith(vmem, &Options{Cache: c, Virtual: VirtualOptions{Open: plain}})
+		vf, err := Create(ctx, "", &Options{Driver: vmem, Cache: c, Virtual: VirtualOptions{Open: plain}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +137,7 @@ func TestVirtualReadFaultEveryOperation(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := vf.Close(); err != nil {
+		if err := vf.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 
@@ -160,7 +160,7 @@ func TestVirtualReadFaultEveryOperation(t *testing.T) {
 				hitMu.Unlock()
 				return vfd.Effect{Err: fmt.Errorf("%w: %s op %d: %w", vfd.ErrInjected, name, info.Seq, syscall.EIO)}
 			})
-			return OpenWithContext(ctx, vfd.NewFault(sharedMem{mem}, inj), opts)
+			return Open(ctx, "", withDriver(opts, vfd.NewFault(sharedMem{mem}, inj)))
 		}
 		injected := func() bool { return seen.Load() > n }
 		faults := 0
@@ -192,13 +192,13 @@ func TestVirtualReadFaultEveryOperation(t *testing.T) {
 		}
 		var r *File
 		try("open", func() (err error) {
-			r, err = OpenWithContext(ctx, sharedMem{vmem}, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{Open: open}})
+			r, err = Open(ctx, "", &Options{Driver: sharedMem{vmem}, Cache: c, ReadOnly: true, Virtual: VirtualOptions{Open: open}})
 			return err
 		})
 		dss := map[string]*Dataset{}
 		for _, name := range []string{"v", "p"} {
 			try("open "+name, func() (err error) {
-				dss[name], err = r.OpenDataset(name)
+				dss[name], err = r.OpenDataset(ctx, name, nil)
 				return err
 			})
 		}
@@ -241,7 +241,7 @@ func TestVirtualReadFaultEveryOperation(t *testing.T) {
 		}
 		check("v", 4*rr, id)
 		check("p", 9, pval)
-		if err := r.Close(); err != nil {
+		if err := r.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		src.close()

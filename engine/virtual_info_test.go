@@ -25,11 +25,11 @@ func TestVirtualSpecStored(t *testing.T) {
 			o = append(o, noCheck("the test overwrites it with zeros"))
 		}
 		f := tCreatePath(t, filepath.Join(dir, "w"+string(rune('0'+i))+".scc"), &Options{Cache: c, NoSync: true}, o...)
-		if _, err := f.CreateDataset("frames", DatasetSpec{Type: Uint32, Shape: []uint64{1, 4, 4},
+		if _, err := f.CreateDataset(ctx, "frames", DatasetSpec{Type: Uint32, Shape: []uint64{1, 4, 4},
 			MaxShape: []uint64{Unlimited, 4, 4}, Chunk: []uint64{1, 4, 4}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -40,7 +40,7 @@ func TestVirtualSpecStored(t *testing.T) {
 	if _, err := vf.CreateVirtualDataset(ctx, "v", spec); err != nil {
 		t.Fatal(err)
 	}
-	if err := vf.Close(); err != nil {
+	if err := vf.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Damaged, not unborn: a file of zeros has never had a superblock
@@ -49,8 +49,8 @@ func TestVirtualSpecStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := tOpenPath(t, vpath, &Options{Cache: c, ReadOnly: true})
-	defer r.Close()
-	if _, err := r.OpenDataset("v"); !errors.Is(err, ErrCorrupt) {
+	defer r.Close(ctx)
+	if _, err := r.OpenDataset(ctx, "v", nil); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("open with a damaged source: %v", err)
 	}
 	got, ok, err := r.VirtualSpec(ctx, "v")
@@ -107,7 +107,7 @@ func TestExpandBlock(t *testing.T) {
 func TestVirtualSpecBeforeCommit(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), nil)
-	if _, err := f.CreateDataset("own", DatasetSpec{Type: Uint32, Shape: []uint64{2, 6}, Chunk: []uint64{2, 6}}); err != nil {
+	if _, err := f.CreateDataset(ctx, "own", DatasetSpec{Type: Uint32, Shape: []uint64{2, 6}, Chunk: []uint64{2, 6}}); err != nil {
 		t.Fatal(err)
 	}
 	spec := VirtualSpec{Type: Uint32, Shape: []uint64{4, 6}, Mappings: []VirtualMapping{
@@ -127,13 +127,13 @@ func TestVirtualSpecBeforeCommit(t *testing.T) {
 
 // A nil driver is bad input, not a panic.
 func TestNilDriver(t *testing.T) {
-	if _, err := CreateWith(nil, nil); !errors.Is(err, ErrInvalid) {
+	if _, err := Create(context.Background(), "", &Options{Driver: nil}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("CreateWith(nil): %v", err)
 	}
-	if _, err := OpenWith(nil, nil); !errors.Is(err, ErrInvalid) {
+	if _, err := Open(context.Background(), "", &Options{Driver: nil}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("OpenWith(nil): %v", err)
 	}
-	if _, err := Check(context.Background(), nil); !errors.Is(err, ErrInvalid) {
+	if _, err := Check(context.Background(), "", &Options{Driver: nil}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Check(nil): %v", err)
 	}
 }

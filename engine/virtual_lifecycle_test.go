@@ -53,24 +53,24 @@ var lcSpec = DatasetSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint
 // holding "frames" of rows rows.
 func lcCreate(t *testing.T, path string, rows uint64, base uint32) {
 	t.Helper()
-	f, err := Create(path, &Options{NoSync: true})
+	f, err := Create(context.Background(), path, &Options{NoSync: true})
 	must(t, err)
-	ds, err := f.CreateDataset("frames", lcSpec)
+	ds, err := f.CreateDataset(context.Background(), "frames", lcSpec)
 	must(t, err)
 	lcRows(t, ds, 0, rows, base)
-	must(t, f.Close())
+	must(t, f.Close(context.Background()))
 }
 
 // lcAppend appends rows to the source at path.
 func lcAppend(t *testing.T, path string, rows uint64, base uint32) {
 	t.Helper()
-	f, err := Open(path, &Options{NoSync: true})
+	f, err := Open(context.Background(), path, &Options{NoSync: true})
 	must(t, err)
-	ds, err := f.OpenDataset("frames")
+	ds, err := f.OpenDataset(context.Background(), "frames", nil)
 	must(t, err)
 	n := ds.Shape()[0]
 	lcRows(t, ds, n, n+rows, base)
-	must(t, f.Close())
+	must(t, f.Close(context.Background()))
 }
 
 // lcColumns maps source file i's "frames" to columns [4i, 4i+4) of an
@@ -90,12 +90,12 @@ func lcColumns(files ...string) []VirtualMapping {
 // lcVirtual creates the virtual file at path with dataset "v" over ms.
 func lcVirtual(t *testing.T, path string, cols int, ms []VirtualMapping) {
 	t.Helper()
-	f, err := Create(path, &Options{NoSync: true})
+	f, err := Create(context.Background(), path, &Options{NoSync: true})
 	must(t, err)
 	_, err = f.CreateVirtualDataset(context.Background(), "v", VirtualSpec{Type: Uint32,
 		Shape: []uint64{0, uint64(cols * lcW)}, MaxShape: []uint64{Unlimited, uint64(cols * lcW)}, Fill: []byte{7, 0, 0, 0}, Mappings: ms})
 	must(t, err)
-	must(t, f.Close())
+	must(t, f.Close(context.Background()))
 }
 
 // lcView is what one reader read of a virtual dataset.
@@ -117,16 +117,16 @@ func lcRead(ds *Dataset) lcView {
 
 // lcFresh reads dataset name of the file at path as a fresh open does.
 func lcFresh(path, name string) lcView {
-	f, err := Open(path, &Options{ReadOnly: true})
+	f, err := Open(context.Background(), path, &Options{ReadOnly: true})
 	if err != nil {
 		return lcView{err: err}
 	}
-	defer f.Close()
-	ds, err := f.OpenDataset(name)
+	defer f.Close(context.Background())
+	ds, err := f.OpenDataset(context.Background(), name, nil)
 	if err != nil {
 		return lcView{err: err}
 	}
-	defer ds.Close()
+	defer ds.Close(context.Background())
 	return lcRead(ds)
 }
 
@@ -168,17 +168,17 @@ func lcFollow(t *testing.T, state string, r *File, ds *Dataset, path string) lcV
 		t.Fatalf("%s: Refresh: %v", state, err)
 	}
 	got := lcRead(ds)
-	lcSame(t, state, got, lcFresh(path, ds.Name()))
+	lcSame(t, state, got, lcFresh(path, ds.Path()))
 	return got
 }
 
 // lcOpenFollower opens the follower of the virtual file at path.
 func lcOpenFollower(t *testing.T, path, name string) (*File, *Dataset) {
 	t.Helper()
-	r, err := Open(path, &Options{ReadOnly: true})
+	r, err := Open(context.Background(), path, &Options{ReadOnly: true})
 	must(t, err)
-	t.Cleanup(func() { r.Close() })
-	ds, err := r.OpenDataset(name)
+	t.Cleanup(func() { r.Close(context.Background()) })
+	ds, err := r.OpenDataset(context.Background(), name, nil)
 	must(t, err)
 	return r, ds
 }
@@ -201,24 +201,24 @@ func TestVirtualSourceDeletedOrMoved(t *testing.T) {
 		lcFollow(t, "start", r, v, vp)
 		step := func(state string, op func(w *File)) {
 			t.Helper()
-			w, err := Open(a, &Options{NoSync: true})
+			w, err := Open(ctx, a, &Options{NoSync: true})
 			must(t, err)
 			op(w)
-			must(t, w.Close())
+			must(t, w.Close(ctx))
 			lcAppend(t, b, 1, 200)
 			lcFollow(t, state, r, v, vp)
 		}
 		step("source moved away", func(w *File) { must(t, w.Move(ctx, "frames", "old")) })
 		step("another dataset created at its name", func(w *File) {
-			ds, err := w.CreateDataset("frames", lcSpec)
+			ds, err := w.CreateDataset(ctx, "frames", lcSpec)
 			must(t, err)
 			lcRows(t, ds, 0, 3, 300)
 		})
-		step("source deleted", func(w *File) { must(t, w.Delete(ctx, "frames")) })
+		step("source deleted", func(w *File) { must(t, w.Delete(ctx, "frames", nil)) })
 		step("another dataset moved to its name", func(w *File) { must(t, w.Move(ctx, "old", "frames")) })
 		step("deleted and recreated", func(w *File) {
-			must(t, w.Delete(ctx, "frames"))
-			ds, err := w.CreateDataset("frames", lcSpec)
+			must(t, w.Delete(ctx, "frames", nil))
+			ds, err := w.CreateDataset(ctx, "frames", lcSpec)
 			must(t, err)
 			lcRows(t, ds, 0, 6, 400)
 		})
@@ -226,10 +226,10 @@ func TestVirtualSourceDeletedOrMoved(t *testing.T) {
 	t.Run("same file", func(t *testing.T) {
 		dir := t.TempDir()
 		vp := filepath.Join(dir, "v.scc")
-		w, err := Create(vp, &Options{NoSync: true})
+		w, err := Create(ctx, vp, &Options{NoSync: true})
 		must(t, err)
-		defer w.Close()
-		src, err := w.CreateDataset("frames", lcSpec)
+		defer w.Close(ctx)
+		src, err := w.CreateDataset(ctx, "frames", lcSpec)
 		must(t, err)
 		lcRows(t, src, 0, 4, 100)
 		wv, err := w.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint64{Unlimited, lcW},
@@ -249,15 +249,15 @@ func TestVirtualSourceDeletedOrMoved(t *testing.T) {
 		}
 		step("source moved away", func() { must(t, w.Move(ctx, "frames", "old")) })
 		step("another dataset created at its name", func() {
-			ds, err := w.CreateDataset("frames", lcSpec)
+			ds, err := w.CreateDataset(ctx, "frames", lcSpec)
 			must(t, err)
 			lcRows(t, ds, 0, 3, 300)
 		})
-		step("source deleted", func() { must(t, w.Delete(ctx, "frames")) })
+		step("source deleted", func() { must(t, w.Delete(ctx, "frames", nil)) })
 		step("another dataset moved to its name", func() { must(t, w.Move(ctx, "old", "frames")) })
 		step("deleted and recreated", func() {
-			must(t, w.Delete(ctx, "frames"))
-			ds, err := w.CreateDataset("frames", lcSpec)
+			must(t, w.Delete(ctx, "frames", nil))
+			ds, err := w.CreateDataset(ctx, "frames", lcSpec)
 			must(t, err)
 			lcRows(t, ds, 0, 6, 400)
 		})
@@ -317,10 +317,10 @@ func fdCount(t *testing.T) int {
 func TestVirtualSelfByPathNoLeak(t *testing.T) {
 	ctx := context.Background()
 	vp := filepath.Join(t.TempDir(), "v.scc")
-	w, err := Create(vp, &Options{NoSync: true})
+	w, err := Create(ctx, vp, &Options{NoSync: true})
 	must(t, err)
-	defer w.Close()
-	src, err := w.CreateDataset("frames", lcSpec)
+	defer w.Close(ctx)
+	src, err := w.CreateDataset(ctx, "frames", lcSpec)
 	must(t, err)
 	lcRows(t, src, 0, 2, 100)
 	// A virtual dataset whose source (by path) is virtual fails its reads
@@ -343,10 +343,10 @@ func TestVirtualSelfByPathNoLeak(t *testing.T) {
 		if got.shape[0] != n+1 {
 			t.Fatalf("refresh %d: extent %v, want %d rows", i, got.shape, n+1)
 		}
-		d, err := r.OpenDataset("bad")
+		d, err := r.OpenDataset(ctx, "bad", nil)
 		if err == nil {
 			err = lcRead(d).err
-			d.Close()
+			d.Close(ctx)
 		}
 		if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("refresh %d: the virtual dataset over a virtual source: %v, want ErrInvalid", i, err)
@@ -382,7 +382,7 @@ func TestVirtualSelfSourcedIsolated(t *testing.T) {
 	vp, a, x := filepath.Join(dir, "v.scc"), filepath.Join(dir, "a.scc"), filepath.Join(dir, "x.scc")
 	lcCreate(t, a, 2, 100)
 	lcCreate(t, x, 2, 100)
-	w, err := Create(vp, &Options{NoSync: true})
+	w, err := Create(ctx, vp, &Options{NoSync: true})
 	must(t, err)
 	for _, file := range []string{".", "", "v.scc", vp} {
 		_, err := w.CreateVirtualDataset(ctx, "self", VirtualSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint64{Unlimited, lcW},
@@ -397,17 +397,17 @@ func TestVirtualSelfSourcedIsolated(t *testing.T) {
 	_, err = w.CreateVirtualDataset(ctx, "v2", VirtualSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint64{Unlimited, lcW},
 		Mappings: lcColumns("a.scc")})
 	must(t, err)
-	must(t, w.Close())
+	must(t, w.Close(ctx))
 	r, v1 := lcOpenFollower(t, vp, "v1")
-	v2, err := r.OpenDataset("v2")
+	v2, err := r.OpenDataset(ctx, "v2", nil)
 	must(t, err)
 	// x.scc's "x" appears, virtual.
-	xf, err := Open(x, &Options{NoSync: true})
+	xf, err := Open(ctx, x, &Options{NoSync: true})
 	must(t, err)
 	_, err = xf.CreateVirtualDataset(ctx, "x", VirtualSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint64{Unlimited, lcW},
 		Mappings: lcColumns("x.scc")})
 	must(t, err)
-	must(t, xf.Close())
+	must(t, xf.Close(ctx))
 	for round := range 5 {
 		lcAppend(t, a, 1, 100)
 		got := lcFollow(t, fmt.Sprintf("round %d: v2", round), r, v2, vp)
@@ -543,7 +543,7 @@ func TestVirtualSourceLifecycleLive(t *testing.T) {
 	dir := t.TempDir()
 	a, vp := filepath.Join(dir, "a.scc"), filepath.Join(dir, "v.scc")
 	const frames = 400
-	f, err := Create(vp, &Options{NoSync: true})
+	f, err := Create(ctx, vp, &Options{NoSync: true})
 	must(t, err)
 	_, err = f.CreateVirtualDataset(ctx, "va", VirtualSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint64{Unlimited, lcW},
 		Fill: []byte{7, 0, 0, 0}, Mappings: lcColumns("a.scc")})
@@ -551,7 +551,7 @@ func TestVirtualSourceLifecycleLive(t *testing.T) {
 	_, err = f.CreateVirtualDataset(ctx, "vb", VirtualSpec{Type: Uint32, Shape: []uint64{0, vdsSide, vdsSide},
 		MaxShape: []uint64{Unlimited, vdsSide, vdsSide}, Mappings: roundRobin(1, vdsSide, vdsSide, false)})
 	must(t, err)
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "SCC_SWMR_ROLE=vds-writer", "SCC_SWMR_PATH="+filepath.Join(dir, "w0.scc"),
@@ -567,7 +567,7 @@ func TestVirtualSourceLifecycleLive(t *testing.T) {
 	}()
 
 	r, va := lcOpenFollower(t, vp, "va")
-	vb, err := r.OpenDataset("vb")
+	vb, err := r.OpenDataset(ctx, "vb", nil)
 	must(t, err)
 	stop := make(chan struct{})
 	errs := make(chan error, 4)
@@ -673,7 +673,7 @@ func TestVirtualPrintfSourceLifecycle(t *testing.T) {
 	dir := t.TempDir()
 	vp := filepath.Join(dir, "v.scc")
 	blk := func(k int) string { return filepath.Join(dir, fmt.Sprintf("p%d.scc", k)) }
-	f, err := Create(vp, &Options{NoSync: true})
+	f, err := Create(ctx, vp, &Options{NoSync: true})
 	must(t, err)
 	_, err = f.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint64{Unlimited, lcW},
 		Fill: []byte{7, 0, 0, 0}, Mappings: []VirtualMapping{{
@@ -681,7 +681,7 @@ func TestVirtualPrintfSourceLifecycle(t *testing.T) {
 			File:    "p%b.scc", Dataset: "frames", Source: Box([]uint64{0, 0}, []uint64{2, lcW}),
 		}}})
 	must(t, err)
-	must(t, f.Close())
+	must(t, f.Close(ctx))
 	r, v := lcOpenFollower(t, vp, "v")
 	steps := []struct {
 		name string

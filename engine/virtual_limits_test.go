@@ -46,19 +46,19 @@ func TestVirtualExtentOverflow(t *testing.T) {
 			drv := vfd.NewMem()
 			f := tCreate(t, drv, nil)
 			for k := range c.sources {
-				_, err := f.CreateDataset(fmt.Sprintf("s%d", k), src)
+				_, err := f.CreateDataset(ctx, fmt.Sprintf("s%d", k), src)
 				must(t, err)
 			}
 			if _, err := f.CreateVirtualDataset(ctx, "v", c.spec); !errors.Is(err, ErrInvalid) {
 				t.Fatalf("create: %v, want ErrInvalid", err)
 			}
-			if _, err := f.OpenDataset("v"); !errors.Is(err, ErrNotFound) {
+			if _, err := f.OpenDataset(ctx, "v", nil); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("a refused dataset is there: %v", err)
 			}
 			must(t, f.Flush(ctx))
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 			f = tOpen(t, drv, nil) // writable; checked at cleanup
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 		})
 	}
 	// Sources appearing later: the evaluation that would overflow fails,
@@ -66,14 +66,14 @@ func TestVirtualExtentOverflow(t *testing.T) {
 	t.Run("later", func(t *testing.T) {
 		drv := vfd.NewMem()
 		f := tCreate(t, drv, nil)
-		_, err := f.CreateDataset("s0", src)
+		_, err := f.CreateDataset(ctx, "s0", src)
 		must(t, err)
 		v, err := f.CreateVirtualDataset(ctx, "v", printf(big, big, 1))
 		must(t, err)
 		if sh := v.Shape(); sh[0] != big+1 {
 			t.Fatalf("extent %v, want [2^62+1]", sh)
 		}
-		_, err = f.CreateDataset("s1", src)
+		_, err = f.CreateDataset(ctx, "s1", src)
 		must(t, err)
 		// The refused evaluation fails that dataset's reads, not the
 		// file's Refresh (the file's other datasets keep following).
@@ -85,16 +85,16 @@ func TestVirtualExtentOverflow(t *testing.T) {
 			t.Fatalf("read: %v, want ErrInvalid saying the limit", err)
 		}
 		must(t, f.Flush(ctx))
-		must(t, f.Close())
+		must(t, f.Close(ctx))
 		for _, ro := range []bool{false, true} {
 			f = tOpen(t, drv, &Options{ReadOnly: ro})
-			if _, err := f.OpenDataset("v"); !errors.Is(err, ErrInvalid) {
+			if _, err := f.OpenDataset(ctx, "v", nil); !errors.Is(err, ErrInvalid) {
 				t.Fatalf("read-only %v: open: %v, want ErrInvalid", ro, err)
 			}
-			if _, err := f.OpenDataset("s1"); err != nil {
+			if _, err := f.OpenDataset(ctx, "s1", nil); err != nil {
 				t.Fatal(err)
 			}
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 		}
 	})
 }
@@ -108,10 +108,10 @@ func TestVirtualPrintfFarRows(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			f := tCreate(t, vfd.NewMem(), nil)
-			defer f.Close()
+			defer f.Close(ctx)
 			one := DatasetSpec{Type: Uint8, Shape: []uint64{1}, Chunk: []uint64{1}}
 			for name, val := range map[string]byte{"s0": 7, "t": 9} {
-				d, err := f.CreateDataset(name, one)
+				d, err := f.CreateDataset(ctx, name, one)
 				must(t, err)
 				must(t, d.Write(ctx, All([]uint64{1}), []byte{val}))
 			}
@@ -157,8 +157,8 @@ func TestVirtualPrintfFarRows(t *testing.T) {
 func TestVirtualBoxUnlimited(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), nil)
-	defer f.Close()
-	src, err := f.CreateDataset("src", DatasetSpec{Type: Uint8, Shape: []uint64{3, 2}, MaxShape: []uint64{Unlimited, 2}, Chunk: []uint64{2, 2}})
+	defer f.Close(ctx)
+	src, err := f.CreateDataset(ctx, "src", DatasetSpec{Type: Uint8, Shape: []uint64{3, 2}, MaxShape: []uint64{Unlimited, 2}, Chunk: []uint64{2, 2}})
 	must(t, err)
 	must(t, src.Write(ctx, All([]uint64{3, 2}), []byte{1, 2, 3, 4, 5, 6}))
 	v, err := f.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: Uint8, Shape: []uint64{0, 2}, MaxShape: []uint64{Unlimited, 2}, Mappings: []VirtualMapping{{

@@ -31,11 +31,11 @@ func vdsWriter(path string) int {
 	n, _ := strconv.Atoi(os.Getenv("SCC_VDS_WRITERS"))
 	frames, _ := strconv.Atoi(os.Getenv("SCC_VDS_FRAMES"))
 	fail := func(err error) int { fmt.Println("error", err); return 1 }
-	f, err := Create(path+".tmp", &Options{NoSync: true})
+	f, err := Create(ctx, path+".tmp", &Options{NoSync: true})
 	if err != nil {
 		return fail(err)
 	}
-	ds, err := f.CreateDataset("frames", DatasetSpec{Type: Uint32, Shape: []uint64{0, vdsSide, vdsSide},
+	ds, err := f.CreateDataset(ctx, "frames", DatasetSpec{Type: Uint32, Shape: []uint64{0, vdsSide, vdsSide},
 		MaxShape: []uint64{Unlimited, vdsSide, vdsSide}, Chunk: []uint64{1, vdsSide, vdsSide}, Filters: []Filter{Shuffle(), Deflate(1)}})
 	if err == nil {
 		err = f.Flush(ctx)
@@ -69,7 +69,7 @@ func vdsWriter(path string) int {
 		_, _ = os.Stdin.Read(make([]byte, 1))
 		return 1
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		return fail(err)
 	}
 	fmt.Println("done")
@@ -98,7 +98,7 @@ func TestVirtualWriterProcesses(t *testing.T) {
 		MaxShape: []uint64{Unlimited, vdsSide, vdsSide}, Mappings: roundRobin(nw, vdsSide, vdsSide, false)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := vf.Close(); err != nil {
+	if err := vf.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var acked [nw]atomic.Int64
@@ -161,8 +161,8 @@ func TestVirtualWriterProcesses(t *testing.T) {
 	}
 	// Follow until every writer has exited.
 	r := tOpenPath(t, vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{View: LastAvailable}})
-	defer r.Close()
-	ds, err := r.OpenDataset("v")
+	defer r.Close(ctx)
+	ds, err := r.OpenDataset(ctx, "v", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

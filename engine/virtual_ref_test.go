@@ -326,7 +326,7 @@ func TestVirtualMappingBruteForce(t *testing.T) {
 			for d := range ms {
 				ms[d], chunk[d] = Unlimited, 1+rng.Uint64N(4)
 			}
-			ds, err := f.CreateDataset(name, DatasetSpec{Type: Uint32, Shape: shape, MaxShape: ms, Chunk: chunk})
+			ds, err := f.CreateDataset(ctx, name, DatasetSpec{Type: Uint32, Shape: shape, MaxShape: ms, Chunk: chunk})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -340,7 +340,7 @@ func TestVirtualMappingBruteForce(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ds.Close()
+			ds.Close(ctx)
 			return src
 		}
 		var ms []*refMapping
@@ -408,7 +408,7 @@ func TestVirtualMappingBruteForce(t *testing.T) {
 			ms = append(ms, m)
 		}
 		for _, f := range files {
-			if err := f.Close(); err != nil {
+			if err := f.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -420,8 +420,8 @@ func TestVirtualMappingBruteForce(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", tc, err)
 		}
-		vd.Close()
-		if err := vf.Close(); err != nil {
+		vd.Close(ctx)
+		if err := vf.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for _, view := range []VirtualView{LastAvailable, FirstMissing} {
@@ -430,7 +430,7 @@ func TestVirtualMappingBruteForce(t *testing.T) {
 				gap = tc % 3
 			}
 			rf := tOpenPath(t, vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{View: view, PrintfGap: gap}})
-			ds, err := rf.OpenDataset("v")
+			ds, err := rf.OpenDataset(ctx, "v", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -480,8 +480,8 @@ func TestVirtualMappingBruteForce(t *testing.T) {
 					check(selOf(d[:]))
 				}
 			}
-			ds.Close()
-			if err := rf.Close(); err != nil {
+			ds.Close(ctx)
+			if err := rf.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -17,11 +17,11 @@ import (
 // catalog is not another file's state seen at some moment.
 func TestVirtualOwnSourceCreatedLater(t *testing.T) {
 	ctx := context.Background()
-	f, err := CreateWith(vfd.NewMem(), &Options{})
+	f, err := Create(ctx, "", &Options{Driver: vfd.NewMem()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	v, err := f.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: Uint16, Shape: []uint64{2, 4}, Fill: []byte{5, 5}, Mappings: []VirtualMapping{
 		{Virtual: Box([]uint64{0, 0}, []uint64{2, 4}), Dataset: "late", Source: Box([]uint64{0, 0}, []uint64{2, 4})},
 	}})
@@ -40,7 +40,7 @@ func TestVirtualOwnSourceCreatedLater(t *testing.T) {
 	if d := firstDiff(read(), ref.data, 2); d >= 0 {
 		t.Fatalf("before the source exists: element %d is not fill", d)
 	}
-	late, err := f.CreateDataset("late", DatasetSpec{Type: Uint16, Shape: []uint64{2, 4}, Chunk: []uint64{1, 4}})
+	late, err := f.CreateDataset(ctx, "late", DatasetSpec{Type: Uint16, Shape: []uint64{2, 4}, Chunk: []uint64{1, 4}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +86,13 @@ func TestVirtualSourceCycle(t *testing.T) {
 				_, err := f.CreateVirtualDataset(ctx, name, VirtualSpec{Type: Uint8, Shape: []uint64{4}, MaxShape: []uint64{Unlimited},
 					Mappings: []VirtualMapping{{Virtual: tc.virt, File: file, Dataset: tc.dset, Source: tc.src}}})
 				if err == nil {
-					must(t, f.Close())
+					must(t, f.Close(ctx))
 					g := tOpenPath(t, p, &Options{ReadOnly: true})
-					defer g.Close()
+					defer g.Close(ctx)
 					var d *Dataset
-					d, err = g.OpenDataset(name)
+					d, err = g.OpenDataset(ctx, name, nil)
 					if err == nil {
-						defer d.Close()
+						defer d.Close(ctx)
 						err = d.Read(ctx, Box([]uint64{0}, []uint64{4}), make([]byte, 4))
 					}
 				}

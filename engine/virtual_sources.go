@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/scc-dev/scc/vfd"
+	"github.com/scc-dev/scc/vfd/s3"
 )
 
 // virtualSources are the source files a File's virtual datasets opened:
@@ -176,7 +177,7 @@ func (sf *srcFile) open(ctx context.Context, f *File, dset string) (*Dataset, *s
 			case err != nil:
 				return nil, nil, err
 			case sameFile(sfile, f):
-				_ = sfile.Close()
+				_ = sfile.Close(ctx)
 				sf.h = &srcOpen{f: f, self: true, ds: make(map[string]srcDataset)}
 			default:
 				sf.h = &srcOpen{f: sfile, ds: make(map[string]srcDataset)}
@@ -189,7 +190,7 @@ func (sf *srcFile) open(ctx context.Context, f *File, dset string) (*Dataset, *s
 		return nil, nil, nil
 	}
 	sd, ok := h.ds[dset]
-	if ok && (sd.d.s.deleted.Load() || sd.d.Name() != sd.path) {
+	if ok && (sd.d.s.deleted.Load() || sd.d.Path() != sd.path) {
 		// Deleted or moved away, and perhaps another dataset moved or
 		// created at the name since: the name is looked up again.
 		delete(h.ds, dset)
@@ -211,7 +212,7 @@ func (sf *srcFile) open(ctx context.Context, f *File, dset string) (*Dataset, *s
 		case err != nil:
 			return nil, nil, err
 		}
-		sd = srcDataset{d: d, path: d.Name()}
+		sd = srcDataset{d: d, path: d.Path()}
 		h.ds[dset] = sd
 	}
 	h.users++
@@ -221,16 +222,18 @@ func (sf *srcFile) open(ctx context.Context, f *File, dset string) (*Dataset, *s
 // openSource opens a source file read-only, sharing the virtual file's
 // cache.
 func openSource(ctx context.Context, f *File, name string) (*File, error) {
-	opts := &Options{Cache: f.cache, ReadOnly: true, Virtual: VirtualOptions{Open: f.vopts.Open, OpenURL: f.vopts.OpenURL}}
+	opts := &Options{Cache: f.cache, ReadOnly: true, S3: f.s3opts, Virtual: VirtualOptions{Open: f.vopts.Open, OpenURL: f.vopts.OpenURL}}
 	switch {
 	case f.vopts.Open != nil:
 		return f.vopts.Open(ctx, name, opts)
 	case !strings.Contains(name, "://"):
-		return OpenContext(ctx, name, opts)
+		return Open(ctx, name, opts)
 	case f.vopts.OpenURL != nil:
 		return f.vopts.OpenURL(ctx, name, opts)
+	case s3.IsURL(name):
+		return Open(ctx, name, opts)
 	}
-	return nil, fmt.Errorf("%w: source file %s: a URL this File cannot open (VirtualOptions.OpenURL opens it)", ErrIO, name)
+	return nil, fmt.Errorf("%w: source file %s: a URL this File cannot open (s3:// opens with Options.S3; VirtualOptions.OpenURL opens others)", ErrIO, name)
 }
 
 // fileInfo is the identity of the operating-system file under f, if it
@@ -312,7 +315,7 @@ func (h *srcOpen) closeStale() {
 		return
 	}
 	for _, d := range h.stale {
-		_ = d.Close()
+		_ = d.Close(context.Background())
 	}
 	h.stale = nil
 }
@@ -321,14 +324,14 @@ func (h *srcOpen) closeStale() {
 // its file. Caller holds the srcFile's mu.
 func (h *srcOpen) close() {
 	for _, sd := range h.ds {
-		_ = sd.d.Close()
+		_ = sd.d.Close(context.Background())
 	}
 	for _, d := range h.stale {
-		_ = d.Close()
+		_ = d.Close(context.Background())
 	}
 	h.ds, h.stale = nil, nil
 	if !h.self && h.f != nil {
-		_ = h.f.Close()
+		_ = h.f.Close(context.Background())
 	}
 	h.f = nil
 }

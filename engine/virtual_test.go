@@ -56,24 +56,24 @@ func TestVirtualCreateRefusals(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	c := vcache(t)
-	src, err := Create(filepath.Join(dir, "src.scc"), &Options{Cache: c, NoSync: true})
+	src, err := Create(ctx, filepath.Join(dir, "src.scc"), &Options{Cache: c, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.CreateDataset("i16", DatasetSpec{Type: Int16, Shape: []uint64{4, 4}, Chunk: []uint64{2, 2}}); err != nil {
+	if _, err := src.CreateDataset(ctx, "i16", DatasetSpec{Type: Int16, Shape: []uint64{4, 4}, Chunk: []uint64{2, 2}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.CreateDataset("u32", DatasetSpec{Type: Uint32, Shape: []uint64{4, 4}, Chunk: []uint64{2, 2}}); err != nil {
+	if _, err := src.CreateDataset(ctx, "u32", DatasetSpec{Type: Uint32, Shape: []uint64{4, 4}, Chunk: []uint64{2, 2}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Close(); err != nil {
+	if err := src.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f, err := Create(filepath.Join(dir, "v.scc"), &Options{Cache: c, NoSync: true})
+	f, err := Create(ctx, filepath.Join(dir, "v.scc"), &Options{Cache: c, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	box := func(s, n []uint64) Selection { return Box(s, n) }
 	ok := VirtualMapping{Virtual: box([]uint64{0, 0}, []uint64{4, 4}), File: "src.scc", Dataset: "u32", Source: box([]uint64{0, 0}, []uint64{4, 4})}
 	cases := []struct {
@@ -104,7 +104,7 @@ func TestVirtualCreateRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalid", tc.what, err)
 		}
 	}
-	if names := f.Datasets(); len(names) != 0 {
+	if names := f.datasetNames(); len(names) != 0 {
 		t.Fatalf("refused creations left datasets %v", names)
 	}
 	// The valid one, to be sure the refusals were not for another reason.
@@ -134,29 +134,29 @@ func TestVirtualRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	c := vcache(t)
-	src, err := Create(filepath.Join(dir, "sub", "src.scc"), &Options{Cache: c, NoSync: true})
+	src, err := Create(ctx, filepath.Join(dir, "sub", "src.scc"), &Options{Cache: c, NoSync: true})
 	if err == nil {
 		t.Fatal("created a file in a missing directory")
 	}
 	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if src, err = Create(filepath.Join(dir, "sub", "src.scc"), &Options{Cache: c, NoSync: true}); err != nil {
+	if src, err = Create(ctx, filepath.Join(dir, "sub", "src.scc"), &Options{Cache: c, NoSync: true}); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := src.CreateDataset("a", DatasetSpec{Type: Uint32, Shape: []uint64{4, 6}, Chunk: []uint64{3, 4}})
+	a, _ := src.CreateDataset(ctx, "a", DatasetSpec{Type: Uint32, Shape: []uint64{4, 6}, Chunk: []uint64{3, 4}})
 	if err := WriteSlice(ctx, a, All([]uint64{4, 6}), frameData(1, 24)); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Close(); err != nil {
+	if err := src.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	vpath := filepath.Join(dir, "v.scc")
-	f, err := Create(vpath, &Options{Cache: c, NoSync: true})
+	f, err := Create(ctx, vpath, &Options{Cache: c, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, _ := f.CreateDataset("own", DatasetSpec{Type: Uint32, Shape: []uint64{2, 6}, Chunk: []uint64{2, 6}})
+	own, _ := f.CreateDataset(ctx, "own", DatasetSpec{Type: Uint32, Shape: []uint64{2, 6}, Chunk: []uint64{2, 6}})
 	if err := WriteSlice(ctx, own, All([]uint64{2, 6}), frameData(2, 12)); err != nil {
 		t.Fatal(err)
 	}
@@ -170,18 +170,18 @@ func TestVirtualRoundTrip(t *testing.T) {
 	if err := ds.SetAttr(ctx, "units", StringAttr("counts")); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := CheckPath(ctx, vpath); err != nil {
+	if _, err := Check(ctx, vpath, nil); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	f, err = Open(vpath, &Options{Cache: c, ReadOnly: true})
+	f, err = Open(ctx, vpath, &Options{Cache: c, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	ds, err = f.OpenDataset("v")
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "v", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,20 +216,20 @@ func TestVirtualSourceTypeLater(t *testing.T) {
 	dir := t.TempDir()
 	c := vcache(t)
 	mk := func(name string, typ Type) {
-		f, err := Create(filepath.Join(dir, name), &Options{Cache: c, NoSync: true})
+		f, err := Create(ctx, filepath.Join(dir, name), &Options{Cache: c, NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.CreateDataset("d", DatasetSpec{Type: typ, Shape: []uint64{4}, Chunk: []uint64{4}}); err != nil {
+		if _, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: typ, Shape: []uint64{4}, Chunk: []uint64{4}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	mk("b0.scc", Uint32)
 	vpath := filepath.Join(dir, "v.scc")
-	f, err := Create(vpath, &Options{Cache: c, NoSync: true})
+	f, err := Create(ctx, vpath, &Options{Cache: c, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,15 +238,15 @@ func TestVirtualSourceTypeLater(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(vpath, &Options{Cache: c, ReadOnly: true})
+	r, err := Open(ctx, vpath, &Options{Cache: c, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	ds, err := r.OpenDataset("v")
+	defer r.Close(ctx)
+	ds, err := r.OpenDataset(ctx, "v", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,29 +280,29 @@ func TestVirtualSourceFaults(t *testing.T) {
 	const h, w, frames = 4, 4, 12
 	c0 := vcache(t)
 	for i := 0; i < 2; i++ {
-		f, err := Create(filepath.Join(dir, fmt.Sprintf("w%d.scc", i)), &Options{Cache: c0, NoSync: true})
+		f, err := Create(ctx, filepath.Join(dir, fmt.Sprintf("w%d.scc", i)), &Options{Cache: c0, NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ds, _ := f.CreateDataset("frames", DatasetSpec{Type: Uint32, Shape: []uint64{frames / 2, h, w}, MaxShape: []uint64{Unlimited, h, w}, Chunk: []uint64{1, h, w}, Filters: []Filter{Shuffle(), Deflate(1)}})
+		ds, _ := f.CreateDataset(ctx, "frames", DatasetSpec{Type: Uint32, Shape: []uint64{frames / 2, h, w}, MaxShape: []uint64{Unlimited, h, w}, Chunk: []uint64{1, h, w}, Filters: []Filter{Shuffle(), Deflate(1)}})
 		for j := uint64(0); j < frames/2; j++ {
 			if err := WriteSlice(ctx, ds, Box([]uint64{j, 0, 0}, []uint64{1, h, w}), frameData(2*j+uint64(i), h*w)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	vpath := filepath.Join(dir, "v.scc")
-	f, err := Create(vpath, &Options{Cache: c0, NoSync: true})
+	f, err := Create(ctx, vpath, &Options{Cache: c0, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: Uint32, Shape: []uint64{0, h, w}, MaxShape: []uint64{Unlimited, h, w}, Mappings: roundRobin(2, h, w, false)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for n := int64(0); ; n++ {
@@ -330,17 +330,17 @@ func TestVirtualSourceFaults(t *testing.T) {
 			dmu.Lock()
 			drivers = append(drivers, drv)
 			dmu.Unlock()
-			return OpenWithContext(ctx, vfd.NewFault(drv, vfd.Fail(trig)), opts)
+			return Open(ctx, "", withDriver(opts, vfd.NewFault(drv, vfd.Fail(trig))))
 		}
 		c, err := cache.New(cache.Config{QuiescentBytes: 4 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := Open(vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{Open: open}})
+		r, err := Open(ctx, vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{Open: open}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ds, err := r.OpenDataset("v")
+		ds, err := r.OpenDataset(ctx, "v", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +349,7 @@ func TestVirtualSourceFaults(t *testing.T) {
 		err = ReadSlice(ctx, ds, All([]uint64{frames, h, w}), got)
 		armed.Store(false)
 		injected := seen.Load() > n
-		r.Close()
+		r.Close(ctx)
 		c.Close()
 		for _, d := range drivers {
 			d.Close()
@@ -393,11 +393,11 @@ func TestVirtualFollowWriters(t *testing.T) {
 	writers := make([]*File, nw)
 	dss := make([]*Dataset, nw)
 	for i := range writers {
-		f, err := Create(filepath.Join(dir, fmt.Sprintf("w%d.scc", i)), &Options{Cache: c, NoSync: true})
+		f, err := Create(ctx, filepath.Join(dir, fmt.Sprintf("w%d.scc", i)), &Options{Cache: c, NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ds, err := f.CreateDataset("frames", DatasetSpec{Type: Uint32, Shape: []uint64{0, h, w}, MaxShape: []uint64{Unlimited, h, w}, Chunk: []uint64{1, h, w}, Filters: []Filter{Shuffle(), Deflate(1)}})
+		ds, err := f.CreateDataset(ctx, "frames", DatasetSpec{Type: Uint32, Shape: []uint64{0, h, w}, MaxShape: []uint64{Unlimited, h, w}, Chunk: []uint64{1, h, w}, Filters: []Filter{Shuffle(), Deflate(1)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -407,14 +407,14 @@ func TestVirtualFollowWriters(t *testing.T) {
 		writers[i], dss[i] = f, ds
 	}
 	vpath := filepath.Join(dir, "v.scc")
-	vf, err := Create(vpath, &Options{Cache: c, NoSync: true})
+	vf, err := Create(ctx, vpath, &Options{Cache: c, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := vf.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: Uint32, Shape: []uint64{0, h, w}, MaxShape: []uint64{Unlimited, h, w}, Mappings: roundRobin(nw, h, w, false)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := vf.Close(); err != nil {
+	if err := vf.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// acked[i]: frames of writer i a Flush has made durable; started[i]:
@@ -462,13 +462,13 @@ func TestVirtualFollowWriters(t *testing.T) {
 			defer rwg.Done()
 			up := sync.OnceFunc(readersUp.Done)
 			defer up()
-			r, err := Open(vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{View: view, MaxSourceFiles: []int{0, 2}[vi]}})
+			r, err := Open(ctx, vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{View: view, MaxSourceFiles: []int{0, 2}[vi]}})
 			if err != nil {
 				errs <- err
 				return
 			}
-			defer r.Close()
-			ds, err := r.OpenDataset("v")
+			defer r.Close(ctx)
+			ds, err := r.OpenDataset(ctx, "v", nil)
 			if err != nil {
 				errs <- err
 				return
@@ -551,7 +551,7 @@ func TestVirtualFollowWriters(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range writers {
-		if err := writers[i].Close(); err != nil {
+		if err := writers[i].Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -563,12 +563,12 @@ func TestVirtualFollowWriters(t *testing.T) {
 	}
 	// After the writers closed, a last round saw everything: check it
 	// directly too.
-	r, err := Open(vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{View: FirstMissing}})
+	r, err := Open(ctx, vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{View: FirstMissing}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	ds, err := r.OpenDataset("v")
+	defer r.Close(ctx)
+	ds, err := r.OpenDataset(ctx, "v", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,36 +588,36 @@ func TestVirtualSourceLRU(t *testing.T) {
 	const ns, h = 6, 4
 	var ms []VirtualMapping
 	for i := 0; i < ns; i++ {
-		f, err := Create(filepath.Join(dir, fmt.Sprintf("s%d.scc", i)), &Options{Cache: c, NoSync: true})
+		f, err := Create(ctx, filepath.Join(dir, fmt.Sprintf("s%d.scc", i)), &Options{Cache: c, NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ds, _ := f.CreateDataset("d", DatasetSpec{Type: Uint32, Shape: []uint64{1, h}, Chunk: []uint64{1, h}})
+		ds, _ := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint32, Shape: []uint64{1, h}, Chunk: []uint64{1, h}})
 		if err := WriteSlice(ctx, ds, All([]uint64{1, h}), frameData(uint64(i), h)); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		ms = append(ms, VirtualMapping{Virtual: Box([]uint64{uint64(i), 0}, []uint64{1, h}), File: fmt.Sprintf("s%d.scc", i), Dataset: "d", Source: Box([]uint64{0, 0}, []uint64{1, h})})
 	}
 	vpath := filepath.Join(dir, "v.scc")
-	f, err := Create(vpath, &Options{Cache: c, NoSync: true})
+	f, err := Create(ctx, vpath, &Options{Cache: c, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: Uint32, Shape: []uint64{ns, h}, Mappings: ms}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{MaxSourceFiles: 2}})
+	r, err := Open(ctx, vpath, &Options{Cache: c, ReadOnly: true, Virtual: VirtualOptions{MaxSourceFiles: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	ds, err := r.OpenDataset("v")
+	defer r.Close(ctx)
+	ds, err := r.OpenDataset(ctx, "v", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

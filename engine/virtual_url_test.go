@@ -27,17 +27,17 @@ func TestVirtualURLSource(t *testing.T) {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, u)
 		}
 		opened++
-		return OpenContext(ctx, a, opts)
+		return Open(ctx, a, opts)
 	}
 	// Without OpenURL the creation itself cannot look at the source.
-	w, err := Create(vp, &Options{NoSync: true})
+	w, err := Create(ctx, vp, &Options{NoSync: true})
 	must(t, err)
 	if _, err := w.CreateVirtualDataset(ctx, "x", VirtualSpec{Type: Uint32, Shape: []uint64{0, lcW}, MaxShape: []uint64{Unlimited, lcW},
 		Mappings: lcColumns(url)}); !errors.Is(err, ErrIO) || !strings.Contains(err.Error(), "s3://bucket/a.scc") {
 		t.Fatalf("create over a URL this File cannot open: %v, want ErrIO naming it", err)
 	}
-	must(t, w.Close())
-	w, err = Create(vp, &Options{NoSync: true, Virtual: VirtualOptions{OpenURL: openURL}})
+	must(t, w.Close(ctx))
+	w, err = Create(ctx, vp, &Options{NoSync: true, Virtual: VirtualOptions{OpenURL: openURL}})
 	must(t, err)
 	for _, tc := range []struct {
 		name  string
@@ -54,7 +54,7 @@ func TestVirtualURLSource(t *testing.T) {
 		_, err := w.CreateVirtualDataset(ctx, tc.name, VirtualSpec{Type: Uint32, Shape: tc.shape, MaxShape: maxShape, Mappings: tc.ms})
 		must(t, err)
 	}
-	must(t, w.Close())
+	must(t, w.Close(ctx))
 	for _, name := range []string{"unlimited", "bounded"} {
 		v := lcFresh(vp, name)
 		if !errors.Is(v.err, ErrIO) || !strings.Contains(v.err.Error(), "s3://bucket/a.scc") {
@@ -65,7 +65,7 @@ func TestVirtualURLSource(t *testing.T) {
 	opened = 0
 	f := tOpenPath(t, vp, &Options{ReadOnly: true, Virtual: VirtualOptions{OpenURL: openURL}})
 	for _, name := range []string{"unlimited", "bounded"} {
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(ctx, name, nil)
 		must(t, err)
 		got := lcRead(ds)
 		must(t, got.err)

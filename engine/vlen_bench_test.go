@@ -68,14 +68,14 @@ func BenchmarkVlenIngest(b *testing.B) {
 		path := filepath.Join(dir, "v.scc")
 		os.Remove(path)
 		t0 := time.Now()
-		f, err := Create(path, nil)
+		f, err := Create(ctx, path, nil)
 		must(b, err)
-		ds, err := f.CreateDataset("v", DatasetSpec{Type: Uint8, Shape: []uint64{n}, Chunk: []uint64{chunk}, Layout: Vlen})
+		ds, err := f.CreateDataset(ctx, "v", DatasetSpec{Type: Uint8, Shape: []uint64{n}, Chunk: []uint64{chunk}, Layout: Vlen})
 		must(b, err)
 		for j := 0; j < n; j += batch {
 			must(b, ds.WriteStrings(ctx, Box([]uint64{uint64(j)}, []uint64{batch}), recs[j:j+batch]))
 		}
-		must(b, f.Close())
+		must(b, f.Close(ctx))
 		sccSec += time.Since(t0).Seconds()
 
 		out, err := exec.Command(py, "-c", vlenPeer, recFile, "1000", "4096", filepath.Join(dir, "v.h5")).CombinedOutput()
@@ -93,10 +93,10 @@ func BenchmarkVlenIngest(b *testing.B) {
 	b.ReportMetric(float64(n*b.N)/h5Sec, "h5py-records/s")
 	b.ReportMetric(h5Sec/sccSec, "scc/h5py")
 	// Spot-check: the file reads back.
-	f, err := Open(filepath.Join(dir, "v.scc"), &Options{ReadOnly: true})
+	f, err := Open(ctx, filepath.Join(dir, "v.scc"), &Options{ReadOnly: true})
 	must(b, err)
-	defer f.Close()
-	ds, err := f.OpenDataset("v")
+	defer f.Close(ctx)
+	ds, err := f.OpenDataset(ctx, "v", nil)
 	must(b, err)
 	got, err := ds.ReadStrings(ctx, Box([]uint64{n - 3}, []uint64{3}))
 	must(b, err)

@@ -50,7 +50,7 @@ func (r *refArray) resizeVlen(dims []uint64) {
 func (r *refArray) verifyVlen(t testing.TB, ds *Dataset) {
 	t.Helper()
 	if got := ds.Shape(); !equal(got, r.dims) {
-		t.Fatalf("%s: shape %v, model %v", ds.Name(), got, r.dims)
+		t.Fatalf("%s: shape %v, model %v", ds.Path(), got, r.dims)
 	}
 	if prod(r.dims) == 0 {
 		return
@@ -62,10 +62,10 @@ func sameVlen(t testing.TB, ds *Dataset, sel Selection, want [][]byte) {
 	t.Helper()
 	got, err := ds.ReadVlen(context.Background(), sel)
 	if err != nil {
-		t.Fatalf("%s: ReadVlen %v: %v", ds.Name(), sel.hyper(), err)
+		t.Fatalf("%s: ReadVlen %v: %v", ds.Path(), sel.hyper(), err)
 	}
 	if err := vlenDiff(got, want); err != nil {
-		t.Fatalf("%s: ReadVlen %v: %v", ds.Name(), sel.hyper(), err)
+		t.Fatalf("%s: ReadVlen %v: %v", ds.Path(), sel.hyper(), err)
 	}
 }
 
@@ -114,7 +114,7 @@ func TestVlenDifferential(t *testing.T) {
 			drv := vfd.NewMem()
 			opts := &Options{CacheConfig: cache.Config{QuiescentBytes: cfg.cache}}
 			f := tCreate(t, drv, opts)
-			ds, err := f.CreateDataset("v", cfg.spec)
+			ds, err := f.CreateDataset(ctx, "v", cfg.spec)
 			must(t, err)
 			es := cfg.spec.Type.Size()
 			ref := newVlenRef(cfg.spec.Shape, es)
@@ -144,9 +144,9 @@ func TestVlenDifferential(t *testing.T) {
 				case op < 11:
 					must(t, f.Flush(ctx))
 				default:
-					must(t, f.Close())
+					must(t, f.Close(ctx))
 					f = tOpen(t, drv, opts)
-					ds, err = f.OpenDataset("v")
+					ds, err = f.OpenDataset(ctx, "v", nil)
 					must(t, err)
 				}
 			}
@@ -163,7 +163,7 @@ func TestVlenDefrag(t *testing.T) {
 	stored := map[int]uint64{}
 	for _, pct := range []int{10, 100} {
 		f := tCreate(t, vfd.NewMem(), nil)
-		ds, err := f.CreateDataset("v", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{64}, Layout: Vlen, HeapDefragPercent: pct})
+		ds, err := f.CreateDataset(ctx, "v", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{64}, Layout: Vlen, HeapDefragPercent: pct})
 		must(t, err)
 		rng := rand.New(rand.NewPCG(1, 1))
 		ref := newVlenRef([]uint64{64}, 1)
@@ -196,7 +196,7 @@ func TestVlenDefrag(t *testing.T) {
 func TestVlenStringsAndErrors(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), nil)
-	ds, err := f.CreateDataset("names", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{2}, Layout: Vlen})
+	ds, err := f.CreateDataset(ctx, "names", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{2}, Layout: Vlen})
 	must(t, err)
 	must(t, ds.WriteStrings(ctx, All([]uint64{4}), []string{"alpha", "", "γάμμα", "d"}))
 	got, err := ds.ReadStrings(ctx, Box([]uint64{1}, []uint64{3}))
@@ -210,7 +210,7 @@ func TestVlenStringsAndErrors(t *testing.T) {
 	if err := ds.WriteVlen(ctx, All([]uint64{4}), [][]byte{nil}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("value count mismatch: %v", err)
 	}
-	i32, err := f.CreateDataset("i32", DatasetSpec{Type: Int32, Shape: []uint64{2}, Chunk: []uint64{2}, Layout: Vlen})
+	i32, err := f.CreateDataset(ctx, "i32", DatasetSpec{Type: Int32, Shape: []uint64{2}, Chunk: []uint64{2}, Layout: Vlen})
 	must(t, err)
 	if err := i32.WriteVlen(ctx, All([]uint64{2}), [][]byte{{1, 2, 3}, nil}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("3 bytes of int32: %v", err)
@@ -218,13 +218,13 @@ func TestVlenStringsAndErrors(t *testing.T) {
 	if err := i32.WriteStrings(ctx, All([]uint64{2}), []string{"a", "b"}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("strings in int32: %v", err)
 	}
-	if _, err := f.CreateDataset("bad", DatasetSpec{Type: Uint8, Shape: []uint64{2}, Chunk: []uint64{2}, Layout: Vlen, Fill: []byte{1}}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.CreateDataset(ctx, "bad", DatasetSpec{Type: Uint8, Shape: []uint64{2}, Chunk: []uint64{2}, Layout: Vlen, Fill: []byte{1}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("vlen with a fill value: %v", err)
 	}
-	if _, err := f.CreateDataset("bad2", DatasetSpec{Type: Uint8, Shape: []uint64{2}, Chunk: []uint64{2}, HeapDefragPercent: 5}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.CreateDataset(ctx, "bad2", DatasetSpec{Type: Uint8, Shape: []uint64{2}, Chunk: []uint64{2}, HeapDefragPercent: 5}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("defrag threshold on a chunked dataset: %v", err)
 	}
-	dense, err := f.CreateDataset("dense", DatasetSpec{Type: Uint8, Shape: []uint64{2}, Chunk: []uint64{2}})
+	dense, err := f.CreateDataset(ctx, "dense", DatasetSpec{Type: Uint8, Shape: []uint64{2}, Chunk: []uint64{2}})
 	must(t, err)
 	if _, err := dense.ReadVlen(ctx, All([]uint64{2})); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("ReadVlen of a dense dataset: %v", err)
@@ -237,7 +237,7 @@ func TestVlenConcurrent(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 8 << 10}})
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{40, 10}, Chunk: []uint64{5, 5}, Layout: Vlen}
-	ds, err := f.CreateDataset("v", spec)
+	ds, err := f.CreateDataset(ctx, "v", spec)
 	must(t, err)
 	ref := newVlenRef(spec.Shape, 1)
 	rng := rand.New(rand.NewPCG(4, 4))

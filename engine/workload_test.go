@@ -59,7 +59,7 @@ func defineWorkload(stream uint64, opts *Options, ops func(w *wlRun) error) work
 		snaps.record(1, w.refs)
 		o := *opts // a run must not see what an earlier one set
 		w.opts = &o
-		if w.f, err = CreateWith(drv, w.opts); err != nil {
+		if w.f, err = Create(context.Background(), "", withDriver(w.opts, drv)); err != nil {
 			return 0, err
 		}
 		w.lastAck = 1
@@ -73,7 +73,7 @@ func defineWorkload(stream uint64, opts *Options, ops func(w *wlRun) error) work
 			// The power is out from the first error on: Close must not
 			// make the outcome look better than it is, but it must
 			// release everything.
-			if cerr := w.f.Close(); err == nil {
+			if cerr := w.f.Close(context.Background()); err == nil {
 				if cerr == nil {
 					lastAck = w.f.Generation()
 				}
@@ -94,7 +94,7 @@ func defineWorkload(stream uint64, opts *Options, ops func(w *wlRun) error) work
 func (w *wlRun) create(specs map[string]DatasetSpec, names ...string) error {
 	for _, n := range names {
 		s := specs[n]
-		ds, err := w.f.CreateDataset(n, s)
+		ds, err := w.f.CreateDataset(context.Background(), n, s)
 		if err != nil {
 			return err
 		}
@@ -171,18 +171,18 @@ func (w *wlRun) writeRandom(n int) error {
 func (w *wlRun) reopen() error {
 	w.deriveVirtual()
 	w.snaps.record(w.f.Generation()+1, w.refs)
-	if err := w.f.Close(); err != nil {
+	if err := w.f.Close(context.Background()); err != nil {
 		return err
 	}
 	w.lastAck = w.f.Generation()
-	f, err := OpenWith(w.drv, w.opts)
+	f, err := Open(context.Background(), "", withDriver(w.opts, w.drv))
 	if err != nil {
 		w.f = nil
 		return err
 	}
 	w.f = f
 	for _, n := range slices.Concat(w.names, w.virtual) {
-		if w.sets[n], err = f.OpenDataset(n); err != nil {
+		if w.sets[n], err = f.OpenDataset(context.Background(), n, nil); err != nil {
 			return err
 		}
 	}

@@ -76,7 +76,7 @@ func TestWriteBackBorrowedImage(t *testing.T) {
 			h := &writeVHook{Driver: mem, frame: dwRow + format.ChunkFrameOverhead}
 			// DirectWriteBytes -1: whole-chunk writes stay in the cache too.
 			f := tCreate(t, h, &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20, DirectWriteBytes: -1}})
-			ds, err := f.CreateDataset("d", dwSpec)
+			ds, err := f.CreateDataset(ctx, "d", dwSpec)
 			must(t, err)
 			h.sum = ds.s.csum
 			ref := newRef(dwSpec.Shape, 1, nil)
@@ -118,7 +118,7 @@ func TestWriteBackBorrowedImage(t *testing.T) {
 				t.Fatalf("%d chunk frames written, %d with a checksum that does not match (at %v)", h.frames, len(h.bad), h.bad)
 			}
 			ref.verify(t, ds)
-			must(t, f.Close())
+			must(t, f.Close(ctx))
 			if len(h.bad) > 0 {
 				t.Fatalf("frames with a bad checksum at %v", h.bad)
 			}

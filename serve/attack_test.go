@@ -3,6 +3,7 @@ package serve
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -321,21 +322,21 @@ func TestPerClientBound(t *testing.T) {
 func replacedFile(t *testing.T, path string, v byte, extra string, commits int) []byte {
 	t.Helper()
 	// Not testfile.Create: the file is renamed or replaced, not kept.
-	f, err := engine.Create(path, nil)
+	f, err := engine.Create(context.Background(), path, nil)
 	require.NoError(t, err)
-	ds, err := f.CreateDataset("d", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4096}, Chunk: []uint64{4096}, Filters: []engine.Filter{engine.Zstd(1)}})
+	ds, err := f.CreateDataset(context.Background(), "d", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4096}, Chunk: []uint64{4096}, Filters: []engine.Filter{engine.Zstd(1)}})
 	require.NoError(t, err)
 	data := bytes.Repeat([]byte{v, v + 1, v + 2}, 4096/3+1)[:4096]
 	require.NoError(t, ds.Write(bg, engine.All([]uint64{4096}), data))
 	if extra != "" {
-		_, err := f.CreateDataset(extra, engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
+		_, err := f.CreateDataset(context.Background(), extra, engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
 		require.NoError(t, err)
 	}
 	for i := 0; i < commits; i++ {
 		require.NoError(t, f.SetAttr(bg, "n", engine.ScalarAttr(int64(i))))
 		require.NoError(t, f.Flush(bg))
 	}
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(context.Background()))
 	return data
 }
 
@@ -358,9 +359,9 @@ func TestFileReplacedRenamed(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f.scc")
 	a := replacedFile(t, path, 1, "", 1)
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), path, &engine.Options{ReadOnly: true})
 	require.NoError(t, err)
-	defer f.Close()
+	defer f.Close(context.Background())
 	s, err := New(bg, f, Options{Path: path, Refresh: -1, Logger: quiet()})
 	require.NoError(t, err)
 	defer s.Close()
@@ -406,9 +407,9 @@ func TestFileReplacedInPlace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "f.scc")
 			a := replacedFile(t, path, 1, "", tc.old)
-			f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+			f, err := engine.Open(context.Background(), path, &engine.Options{ReadOnly: true})
 			require.NoError(t, err)
-			defer f.Close()
+			defer f.Close(context.Background())
 			s, err := New(bg, f, Options{Path: path, Refresh: -1, Logger: quiet()})
 			require.NoError(t, err)
 			defer s.Close()

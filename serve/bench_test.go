@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,7 +26,7 @@ func BenchmarkChunks(b *testing.B) {
 	const side, chunk = 128, 32
 	path := filepath.Join(b.TempDir(), "b.scc")
 	f := testfile.Create(b, path, nil)
-	ds, err := f.CreateDataset("a", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{side, side, side},
+	ds, err := f.CreateDataset(context.Background(), "a", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{side, side, side},
 		Chunk: []uint64{chunk, chunk, chunk}, Filters: []engine.Filter{engine.Zstd(3)}})
 	require.NoError(b, err)
 	buf := make([]byte, 2*side*side*side)

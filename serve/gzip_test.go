@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -46,7 +47,7 @@ func TestGzipWhereItHelps(t *testing.T) {
 		noise[i] = byte(rng.Uint32())
 	}
 	mk := func(name string, filters []engine.Filter, data []byte, chunk uint64) {
-		ds, err := wf.CreateDataset(name, engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{uint64(len(data))}, Chunk: []uint64{chunk}, Filters: filters})
+		ds, err := wf.CreateDataset(context.Background(), name, engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{uint64(len(data))}, Chunk: []uint64{chunk}, Filters: filters})
 		require.NoError(t, err)
 		require.NoError(t, ds.Write(bg, engine.All([]uint64{uint64(len(data))}), data))
 	}
@@ -57,7 +58,7 @@ func TestGzipWhereItHelps(t *testing.T) {
 	mk("zs", []engine.Filter{engine.Zstd(1)}, pattern, n)                   // compressed by its codec
 	mk("zsnoise", []engine.Filter{engine.Zstd(1)}, noise, n)                // codec skipped, chain declares zstd
 	mk("dec", []engine.Filter{engine.Zstd(1), engine.CRC32C()}, pattern, n) // v2 has no crc32c: served decoded
-	require.NoError(t, wf.Close())
+	require.NoError(t, wf.Close(context.Background()))
 	_, s, _ := open(t, path, Options{Refresh: -1})
 
 	ident := func(key string) *http.Response {
@@ -145,11 +146,11 @@ func TestGzipWhereItHelps(t *testing.T) {
 func TestGzipRevalidationFromIndex(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gz.scc")
 	wf := testfile.Create(t, path, nil)
-	ds, err := wf.CreateDataset("a", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{8192}, Chunk: []uint64{4096}})
+	ds, err := wf.CreateDataset(context.Background(), "a", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{8192}, Chunk: []uint64{4096}})
 	require.NoError(t, err)
 	require.NoError(t, ds.Write(bg, engine.All([]uint64{8192}), make([]byte, 8192)))
 	require.NoError(t, ds.Write(bg, engine.Box([]uint64{0}, []uint64{4}), []byte{1, 2, 3, 4}))
-	require.NoError(t, wf.Close())
+	require.NoError(t, wf.Close(context.Background()))
 	_, s, _ := open(t, path, Options{Refresh: -1})
 	w := get(s, "GET", "/a/0", "Accept-Encoding", "gzip")
 	require.Equal(t, "gzip", w.Header().Get("Content-Encoding"))

@@ -3,6 +3,7 @@ package serve
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -64,7 +65,7 @@ func stderrOf(err error) string {
 // little-endian.
 func sccValues(t *testing.T, f *engine.File, name string) (*engine.Dataset, []byte) {
 	t.Helper()
-	ds, err := f.OpenDataset(name)
+	ds, err := f.OpenDataset(context.Background(), name, nil)
 	require.NoError(t, err)
 	n := ds.Type().Size()
 	for _, s := range ds.Shape() {
@@ -144,8 +145,8 @@ func TestZarrPythonReadsServedV2(t *testing.T) {
 	require.NoError(t, err, "zarr-python: %s", stderrOf(err))
 	tree := decodeTree(t, b)
 
-	assert.Equal(t, zarrAttrs(t, f.Attrs()), roundJSON(t, tree.Attributes), "root attributes")
-	g, err := f.OpenGroup("g")
+	assert.Equal(t, zarrAttrs(t, testfile.Attrs(t, f)), roundJSON(t, tree.Attributes), "root attributes")
+	g, err := f.OpenGroup(context.Background(), "g")
 	require.NoError(t, err)
 	gattrs, err := g.Attrs()
 	require.NoError(t, err)
@@ -162,8 +163,8 @@ func TestZarrPythonReadsServedV2(t *testing.T) {
 		// The v2 view names the dimensions for xarray.
 		assert.Len(t, a.Attributes[dimsAttrName], len(ds.Shape()), "%s: %s", a.Path, dimsAttrName)
 		delete(a.Attributes, dimsAttrName)
-		assert.Equal(t, zarrAttrs(t, ds.Attrs()), roundJSON(t, a.Attributes), "%s attributes", a.Path)
-		ds.Close()
+		assert.Equal(t, zarrAttrs(t, testfile.Attrs(t, ds)), roundJSON(t, a.Attributes), "%s attributes", a.Path)
+		ds.Close(context.Background())
 	}
 	for _, name := range fx.served {
 		assert.True(t, seen[name], "zarr-python does not see %s", name)
@@ -189,7 +190,7 @@ func TestZarritaReadsServedV3(t *testing.T) {
 	b, err := cmd.Output()
 	require.NoError(t, err, "zarrita: %s", stderrOf(err))
 	tree := decodeTree(t, b)
-	assert.Equal(t, testfile.JSNumbers(zarrAttrs(t, f.Attrs())), testfile.JSNumbers(roundJSON(t, tree.Attributes)), "root attributes")
+	assert.Equal(t, testfile.JSNumbers(zarrAttrs(t, testfile.Attrs(t, f))), testfile.JSNumbers(roundJSON(t, tree.Attributes)), "root attributes")
 	require.Len(t, tree.Arrays, len(fx.served))
 	for i, a := range tree.Arrays {
 		ds, want := sccValues(t, f, a.Path)
@@ -197,7 +198,7 @@ func TestZarritaReadsServedV3(t *testing.T) {
 			// zarrita 0.7 has no fixed-length bytes type.
 			if ds.Type().IsString() {
 				t.Logf("%s: zarrita cannot read it: %s", a.Path, a.Error)
-				ds.Close()
+				ds.Close(context.Background())
 				continue
 			}
 			t.Fatalf("%s: zarrita: %s", a.Path, a.Error)
@@ -206,8 +207,8 @@ func TestZarritaReadsServedV3(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(out, strconv.Itoa(i)+".bin"))
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(want, got), "%s: zarrita reads other elements than scc", a.Path)
-		assert.Equal(t, testfile.JSNumbers(zarrAttrs(t, ds.Attrs())), testfile.JSNumbers(roundJSON(t, a.Attributes)), "%s attributes", a.Path)
-		ds.Close()
+		assert.Equal(t, testfile.JSNumbers(zarrAttrs(t, testfile.Attrs(t, ds))), testfile.JSNumbers(roundJSON(t, a.Attributes)), "%s attributes", a.Path)
+		ds.Close(context.Background())
 	}
 }
 
@@ -232,8 +233,8 @@ func TestXarrayFollowsWriter(t *testing.T) {
 func followWriter(t *testing.T, script string) {
 	path := filepath.Join(t.TempDir(), "live.scc")
 	wf := testfile.Create(t, path, nil)
-	defer wf.Close()
-	ds, err := wf.CreateDataset("frames", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, 8, 8},
+	defer wf.Close(context.Background())
+	ds, err := wf.CreateDataset(context.Background(), "frames", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, 8, 8},
 		MaxShape: []uint64{engine.Unlimited, 8, 8}, Chunk: []uint64{1, 8, 8}, Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)}})
 	require.NoError(t, err)
 	require.NoError(t, wf.Flush(bg))
@@ -330,7 +331,7 @@ func TestXarrayDaskReadServed(t *testing.T) {
 			require.NoError(t, err)
 			assert.True(t, bytes.Equal(want, bin), "%s: %s reads other elements than scc", a.Path, reader)
 		}
-		assert.Equal(t, zarrAttrs(t, ds.Attrs()), roundJSON(t, a.Attributes), "%s attributes", a.Path)
-		ds.Close()
+		assert.Equal(t, zarrAttrs(t, testfile.Attrs(t, ds)), roundJSON(t, a.Attributes), "%s attributes", a.Path)
+		ds.Close(context.Background())
 	}
 }

@@ -371,7 +371,7 @@ func (s *Server) fileUsed(f *engine.File) func() {
 		}
 		s.filesMu.Unlock()
 		if closeIt && f != s.orig {
-			f.Close()
+			f.Close(context.Background())
 		}
 	}
 }
@@ -390,7 +390,7 @@ func (s *Server) fileRetired(f *engine.File) {
 	}
 	s.filesMu.Unlock()
 	if closeIt && f != s.orig {
-		f.Close()
+		f.Close(context.Background())
 	}
 }
 
@@ -425,7 +425,7 @@ func (s *Server) reopen(ctx context.Context, old *view) error {
 	if err != nil {
 		return fmt.Errorf("%w: reopen: %v", engine.ErrIO, err)
 	}
-	nf, err := engine.OpenContext(ctx, s.path, &s.openOpt)
+	nf, err := engine.Open(ctx, s.path, &s.openOpt)
 	if err != nil {
 		return fmt.Errorf("reopen %s: %w", s.path, err)
 	}

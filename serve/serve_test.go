@@ -74,7 +74,7 @@ func makeFile(t testing.TB) fixture {
 	}
 	// Incompressible: the engine skips zstd for these chunks (a filter
 	// mask), which the declared chain cannot say.
-	rnd, err := f.CreateDataset("rnd", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3000}, Chunk: []uint64{1024}, Filters: []engine.Filter{engine.Zstd(1)}})
+	rnd, err := f.CreateDataset(context.Background(), "rnd", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3000}, Chunk: []uint64{1024}, Filters: []engine.Filter{engine.Zstd(1)}})
 	require.NoError(t, err)
 	noise := make([]byte, 3000)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -86,7 +86,7 @@ func makeFile(t testing.TB) fixture {
 	fx.path = path
 	fx.served = append(fx.served, "rnd")
 	for i, d := range defs {
-		ds, err := f.CreateDataset(d.name, d.spec)
+		ds, err := f.CreateDataset(context.Background(), d.name, d.spec)
 		require.NoError(t, err, d.name)
 		require.NoError(t, ds.SetAttr(bg, "units", engine.StringAttr("K")))
 		require.NoError(t, ds.SetAttr(bg, "offsets", engine.ArrayAttr([]int64{math.MinInt64, 0, math.MaxInt64})))
@@ -136,14 +136,14 @@ func makeFile(t testing.TB) fixture {
 	// Left out: UTF-8 strings, variable-length, a name Zarr v2 reserves
 	// (the engine itself refuses Zarr's metadata keys, ".zarray" and the
 	// like, but not the rest of the ".z" prefix).
-	_, err = f.CreateDataset("utf", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{4}})
+	_, err = f.CreateDataset(context.Background(), "utf", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{4}})
 	require.NoError(t, err)
-	_, err = f.CreateDataset("vl", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}, Layout: engine.Vlen})
+	_, err = f.CreateDataset(context.Background(), "vl", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}, Layout: engine.Vlen})
 	require.NoError(t, err)
-	_, err = f.CreateDataset("g/.zfoo", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
+	_, err = f.CreateDataset(context.Background(), "g/.zfoo", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
 	require.NoError(t, err)
 	fx.skipped = []string{"utf", "vl", "g/.zfoo"}
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(context.Background()))
 	return fx
 }
 
@@ -168,9 +168,9 @@ func (l *logBuf) String() string {
 // open opens path read-only and serves it.
 func open(t testing.TB, path string, o Options) (*engine.File, *Server, *logBuf) {
 	t.Helper()
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), path, &engine.Options{ReadOnly: true})
 	require.NoError(t, err)
-	t.Cleanup(func() { f.Close() })
+	t.Cleanup(func() { f.Close(context.Background()) })
 	lb := &logBuf{}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(lb, nil))
@@ -285,9 +285,9 @@ func TestChunksAsStored(t *testing.T) {
 	fx := makeFile(t)
 	f, s2, _ := open(t, fx.path, Options{})
 	_, s3, _ := open(t, fx.path, Options{Format: 3})
-	ds, err := f.OpenDataset("zs")
+	ds, err := f.OpenDataset(context.Background(), "zs", nil)
 	require.NoError(t, err)
-	defer ds.Close()
+	defer ds.Close(context.Background())
 	raw, mask, err := ds.ReadChunkRaw(bg, []uint64{1, 2})
 	require.NoError(t, err)
 	require.Zero(t, mask)
@@ -320,9 +320,9 @@ func TestChunksAsStored(t *testing.T) {
 	}
 
 	// A chunk stored with zstd skipped is encoded with the declared zstd.
-	rnd, err := f.OpenDataset("rnd")
+	rnd, err := f.OpenDataset(context.Background(), "rnd", nil)
 	require.NoError(t, err)
-	defer rnd.Close()
+	defer rnd.Close(context.Background())
 	rraw, rmask, err := rnd.ReadChunkRaw(bg, []uint64{1})
 	require.NoError(t, err)
 	require.NotZero(t, rmask, "the engine stored the noise without zstd")
@@ -337,9 +337,9 @@ func TestChunksAsStored(t *testing.T) {
 	assert.Equal(t, want0, el0)
 
 	// Raw deflate: the stream rewrapped as zlib decodes to the chunk.
-	defl, err := f.OpenDataset("defl")
+	defl, err := f.OpenDataset(context.Background(), "defl", nil)
 	require.NoError(t, err)
-	defer defl.Close()
+	defer defl.Close(context.Background())
 	w := get(s2, "GET", "/defl/1.1")
 	require.Equal(t, http.StatusOK, w.Code)
 	zr, err := zlib.NewReader(bytes.NewReader(w.Body.Bytes()))
@@ -353,9 +353,9 @@ func TestChunksAsStored(t *testing.T) {
 	assert.Equal(t, want, el)
 
 	// crc32c in v2: decoded bytes; in v3: as stored.
-	crc, err := f.OpenDataset("g/h/crc")
+	crc, err := f.OpenDataset(context.Background(), "g/h/crc", nil)
 	require.NoError(t, err)
-	defer crc.Close()
+	defer crc.Close(context.Background())
 	craw, cmask, err := crc.ReadChunkRaw(bg, []uint64{2})
 	require.NoError(t, err)
 	cdec, err := crc.DecodeChunk(craw, cmask)
@@ -430,7 +430,7 @@ func TestHTTPSemantics(t *testing.T) {
 func TestChunkETagFromIndex(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "e.scc")
 	wf := testfile.Create(t, path, nil)
-	ds, err := wf.CreateDataset("a", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{8, 8}, Chunk: []uint64{4, 4},
+	ds, err := wf.CreateDataset(context.Background(), "a", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{8, 8}, Chunk: []uint64{4, 4},
 		Filters: []engine.Filter{engine.Zstd(1)}})
 	require.NoError(t, err)
 	frame := make([]byte, 2*4*4)
@@ -444,7 +444,7 @@ func TestChunkETagFromIndex(t *testing.T) {
 	write(1)
 	_, s, _ := open(t, path, Options{Refresh: -1})
 	stored := func() engine.StoredChunk {
-		chunks, err := ds.StoredChunks(bg)
+		chunks, err := testfile.StoredChunks(bg, ds)
 		require.NoError(t, err)
 		require.Len(t, chunks, 1)
 		return chunks[0]
@@ -556,8 +556,8 @@ func TestBusy(t *testing.T) {
 func TestLive(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "live.scc")
 	wf := testfile.Create(t, path, nil)
-	defer wf.Close()
-	ds, err := wf.CreateDataset("frames", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, 4, 4},
+	defer wf.Close(context.Background())
+	ds, err := wf.CreateDataset(context.Background(), "frames", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, 4, 4},
 		MaxShape: []uint64{engine.Unlimited, 4, 4}, Chunk: []uint64{1, 4, 4}, Filters: []engine.Filter{engine.Zstd(1)}})
 	require.NoError(t, err)
 	require.NoError(t, wf.Flush(bg))
@@ -599,9 +599,9 @@ func TestLive(t *testing.T) {
 		assert.Equal(t, http.StatusOK, w.Code, "a rewritten chunk against its old ETag")
 		assert.NotEqual(t, old, w.Header().Get("ETag"))
 		name := "new" + itoa(uint64(format))
-		nd, err := wf.CreateDataset(name, engine.DatasetSpec{Type: engine.Int8, Shape: []uint64{5}, Chunk: []uint64{5}})
+		nd, err := wf.CreateDataset(context.Background(), name, engine.DatasetSpec{Type: engine.Int8, Shape: []uint64{5}, Chunk: []uint64{5}})
 		require.NoError(t, err)
-		require.NoError(t, nd.Close())
+		require.NoError(t, nd.Close(context.Background()))
 		require.NoError(t, wf.Flush(bg))
 		key = name + "/zarr.json"
 		if format == 2 {
@@ -610,7 +610,7 @@ func TestLive(t *testing.T) {
 		}
 		getJSON(t, s, key)
 		// A deleted dataset leaves the view.
-		require.NoError(t, wf.Delete(bg, name))
+		require.NoError(t, wf.Delete(bg, name, nil))
 		require.NoError(t, wf.Flush(bg))
 		assert.Equal(t, http.StatusNotFound, get(s, "GET", "/"+key).Code, "%s after its deletion", key)
 		if format == 2 {
@@ -709,8 +709,8 @@ func TestChunkBytesBound(t *testing.T) {
 func TestDecodedThroughCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.scc")
 	wf := testfile.Create(t, path, nil)
-	defer wf.Close()
-	ds, err := wf.CreateDataset("crc", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{1000}, Chunk: []uint64{500},
+	defer wf.Close(context.Background())
+	ds, err := wf.CreateDataset(context.Background(), "crc", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{1000}, Chunk: []uint64{500},
 		Filters: []engine.Filter{engine.Zstd(1), engine.CRC32C()}}) // crc32c: v2 serves it decoded
 	require.NoError(t, err)
 	require.NoError(t, ds.Write(bg, engine.All([]uint64{1000}), bytes.Repeat([]byte{1, 2}, 1000)))
@@ -723,7 +723,7 @@ func TestDecodedThroughCache(t *testing.T) {
 	assert.Greater(t, after.Hits, before.Hits, "the second read is a cache hit")
 	assert.Equal(t, before.Misses, after.Misses)
 
-	_, err = wf.CreateDataset("other", engine.DatasetSpec{Type: engine.Int8, Shape: []uint64{4}, Chunk: []uint64{4}})
+	_, err = wf.CreateDataset(context.Background(), "other", engine.DatasetSpec{Type: engine.Int8, Shape: []uint64{4}, Chunk: []uint64{4}})
 	require.NoError(t, err)
 	require.NoError(t, wf.Flush(bg))
 	getJSON(t, s, "other/.zarray") // the view was rebuilt
@@ -786,13 +786,13 @@ func TestHTTPServer(t *testing.T) {
 func TestDimensionNamesV3(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "d.scc")
 	wf := testfile.Create(t, path, nil)
-	_, err := wf.CreateDataset("g/img", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4, 6}, Chunk: []uint64{2, 3}})
+	_, err := wf.CreateDataset(context.Background(), "g/img", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4, 6}, Chunk: []uint64{2, 3}})
 	require.NoError(t, err)
-	own, err := wf.CreateDataset("own", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4, 6}, Chunk: []uint64{2, 3}})
+	own, err := wf.CreateDataset(context.Background(), "own", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4, 6}, Chunk: []uint64{2, 3}})
 	require.NoError(t, err)
 	names := engine.RawAttr(engine.AttrArray, engine.FixedString(4, engine.NullPad, engine.ASCII), []byte("timexpos"))
 	require.NoError(t, own.SetAttr(bg, dimsAttrName, names))
-	require.NoError(t, wf.Close())
+	require.NoError(t, wf.Close(context.Background()))
 
 	for _, format := range []int{2, 3} {
 		_, s, _ := open(t, path, Options{Format: format})

@@ -115,7 +115,7 @@ func (v *view) retire() {
 
 func (v *view) close() {
 	for _, ds := range v.handles {
-		ds.Close()
+		ds.Close(context.Background())
 	}
 	if v.done != nil {
 		v.done()
@@ -182,9 +182,18 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		return put(join(path, ".zattrs"), attrs)
 	}
 
-	names := f.Datasets()
+	names, err := zarrmap.DatasetNames(f)
+	if err != nil {
+		v.close()
+		return nil, err
+	}
 	bad := zarrmap.NameErrs(names)
-	rootAttrs, skipped := attrsJSON(f.Attrs())
+	rootList, err := f.Attrs()
+	if err != nil {
+		v.close()
+		return nil, err
+	}
+	rootAttrs, skipped := attrsJSON(rootList)
 	for _, why := range skipped {
 		s.logSkip("/", why)
 	}
@@ -192,7 +201,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		return nil, err
 	}
 	groups := map[string]bool{"": true}
-	err := f.Root().WalkGroups(ctx, func(g *engine.Group, p string) (bool, error) {
+	err = walkGroups(ctx, f, func(g *engine.Group, p string) (bool, error) {
 		if err := zarrmap.NameErr(p); err != nil {
 			s.logSkip(p, "group: "+err.Error())
 			return false, nil
@@ -310,7 +319,7 @@ func join(path, key string) string {
 // openArray opens the dataset name as an array of the view, or returns
 // why Zarr cannot hold it (a nil array and no error).
 func (s *Server) openArray(ctx context.Context, name string) (*array, string, error) {
-	ds, err := s.f.OpenDatasetContext(ctx, name)
+	ds, err := s.f.OpenDataset(ctx, name, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, "", ctx.Err()
@@ -322,7 +331,7 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 	keep := false
 	defer func() {
 		if !keep {
-			ds.Close()
+			ds.Close(ctx)
 		}
 	}()
 	layout := ds.Layout()
@@ -337,7 +346,11 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 		name: name, ds: ds, typ: typ,
 		shape: ds.Shape(), chunk: ds.Chunk(), fill: ds.Fill(),
 	}
-	a.attrs, a.skippedAttrs = attrsJSON(ds.Attrs())
+	list, err := ds.Attrs()
+	if err != nil {
+		return nil, fmt.Sprintf("attributes: %v", err), nil
+	}
+	a.attrs, a.skippedAttrs = attrsJSON(list)
 	if len(a.fill) != typ.Size() {
 		a.fill = make([]byte, typ.Size())
 	}
@@ -426,4 +439,35 @@ func dimNames(name string, rank int, attrs map[string]any) []string {
 		dims[d] = fmt.Sprintf("%s_dim_%d", base, d)
 	}
 	return dims
+}
+
+// walkGroups calls fn for every group of f, a group before the groups it
+// holds, with its path without the leading '/'; fn says whether to visit
+// the groups inside it.
+func walkGroups(ctx context.Context, f *engine.File, fn func(g *engine.Group, p string) (descend bool, err error)) error {
+	var pruned []string
+	for m, err := range f.Walk() {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p := m.Path[1:]
+		if m.Kind != engine.MemberGroup || slices.ContainsFunc(pruned, func(q string) bool { return strings.HasPrefix(p, q+"/") }) {
+			continue
+		}
+		g, err := f.OpenGroup(ctx, m.Path)
+		if err != nil {
+			return fmt.Errorf("group %q: %w", p, err)
+		}
+		descend, err := fn(g, p)
+		if err != nil {
+			return err
+		}
+		if !descend {
+			pruned = append(pruned, p)
+		}
+	}
+	return nil
 }

@@ -211,13 +211,13 @@ func (s *Server) datasetInfo(ctx context.Context, v *view, name string) datasetD
 			d.Codecs = "served decoded"
 		}
 	} else {
-		o, err := v.f.OpenDatasetContext(ctx, name)
+		o, err := v.f.OpenDataset(ctx, name, nil)
 		if err != nil {
 			d.Error = "cannot be opened"
 			d.NoImage = d.Error
 			return d
 		}
-		defer o.Close()
+		defer o.Close(ctx)
 		ds = o
 	}
 	typ := ds.Type()
@@ -236,7 +236,9 @@ func (s *Server) datasetInfo(ctx context.Context, v *view, name string) datasetD
 	for _, f := range ds.Filters() {
 		d.Filters = append(d.Filters, f.String())
 	}
-	d.Attrs, _ = attrsJSON(ds.Attrs())
+	if list, err := ds.Attrs(); err == nil {
+		d.Attrs, _ = attrsJSON(list)
+	}
 	d.RawBytes = float64(typ.Size())
 	for _, n := range d.Shape {
 		d.RawBytes *= float64(n)
@@ -398,12 +400,12 @@ func (s *Server) serveSlice(w http.ResponseWriter, r *http.Request, v *view) {
 	if a := v.arrays[name]; a != nil {
 		ds = a.ds
 	} else if _, ok := v.left[name]; ok {
-		o, err := v.f.OpenDatasetContext(r.Context(), name)
+		o, err := v.f.OpenDataset(r.Context(), name, nil)
 		if err != nil {
 			http.Error(w, "no such dataset", http.StatusNotFound)
 			return
 		}
-		defer o.Close()
+		defer o.Close(context.Background())
 		ds = o
 	} else {
 		http.Error(w, "no such dataset", http.StatusNotFound)

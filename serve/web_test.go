@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"image"
@@ -28,7 +29,7 @@ func imageFile(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "img.scc")
 	f := testfile.Create(t, path, nil)
-	ds, err := f.CreateDataset("img", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3, 40, 256},
+	ds, err := f.CreateDataset(context.Background(), "img", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3, 40, 256},
 		MaxShape: []uint64{engine.Unlimited, 40, 256}, Chunk: []uint64{1, 20, 64}, Filters: []engine.Filter{engine.Zstd(1)}})
 	require.NoError(t, err)
 	buf := make([]byte, 3*40*256)
@@ -47,14 +48,14 @@ func imageFile(t testing.TB) string {
 		}
 	}
 	require.NoError(t, ds.Write(bg, engine.All([]uint64{3, 40, 256}), buf))
-	fl, err := f.CreateDataset("nan", engine.DatasetSpec{Type: engine.Float32, Shape: []uint64{2, 3}, Chunk: []uint64{2, 3}})
+	fl, err := f.CreateDataset(context.Background(), "nan", engine.DatasetSpec{Type: engine.Float32, Shape: []uint64{2, 3}, Chunk: []uint64{2, 3}})
 	require.NoError(t, err)
 	var fb []byte
 	for _, v := range []float32{-1, 0, 1, float32(math.NaN()), 3, 1} {
 		fb = binary.LittleEndian.AppendUint32(fb, math.Float32bits(v))
 	}
 	require.NoError(t, fl.Write(bg, engine.All([]uint64{2, 3}), fb))
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(context.Background()))
 	return path
 }
 
@@ -298,8 +299,8 @@ func TestWebSliceNotNumeric(t *testing.T) {
 func TestWebLive(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "live.scc")
 	wf := testfile.Create(t, path, nil)
-	defer wf.Close()
-	ds, err := wf.CreateDataset("frames", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, 4, 4},
+	defer wf.Close(context.Background())
+	ds, err := wf.CreateDataset(context.Background(), "frames", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{0, 4, 4},
 		MaxShape: []uint64{engine.Unlimited, 4, 4}, Chunk: []uint64{1, 4, 4}, Filters: []engine.Filter{engine.Zstd(1)}})
 	require.NoError(t, err)
 	require.NoError(t, wf.Flush(bg))
@@ -314,7 +315,7 @@ func TestWebLive(t *testing.T) {
 	img, hdr := slicePNG(t, s, "ds=frames&i=0,0,0")
 	assert.Equal(t, image.Rect(0, 0, 4, 4), img.Bounds())
 	assert.Equal(t, "265", hdr.Get("X-Scc-Max"))
-	_, err = wf.CreateDataset("late", engine.DatasetSpec{Type: engine.Int8, Shape: []uint64{2}, Chunk: []uint64{2}})
+	_, err = wf.CreateDataset(context.Background(), "late", engine.DatasetSpec{Type: engine.Int8, Shape: []uint64{2}, Chunk: []uint64{2}})
 	require.NoError(t, err)
 	require.NoError(t, wf.Flush(bg))
 	tr := getTree(t, s)

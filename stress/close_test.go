@@ -29,11 +29,11 @@ func TestStressCloseWhileTrimming(t *testing.T) {
 			t.Fatal(err)
 		}
 		drv := vfd.NewMem()
-		f, err := engine.CreateWith(drv, &engine.Options{Cache: c})
+		f, err := engine.Create(ctx, "", &engine.Options{Driver: drv, Cache: c})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ds, err := f.CreateDataset("d", engine.DatasetSpec{Type: engine.Uint64, Shape: []uint64{8, 32}, Chunk: []uint64{2, 4}})
+		ds, err := f.CreateDataset(ctx, "d", engine.DatasetSpec{Type: engine.Uint64, Shape: []uint64{8, 32}, Chunk: []uint64{2, 4}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,8 +44,8 @@ func TestStressCloseWhileTrimming(t *testing.T) {
 		if err := ds.Write(ctx, engine.Box([]uint64{0, 0}, []uint64{8, 32}), buf); err != nil {
 			t.Fatal(err)
 		}
-		derr := ds.Close()
-		ferr := f.Close()
+		derr := ds.Close(ctx)
+		ferr := f.Close(ctx)
 		c.Close()
 		if derr != nil || ferr != nil {
 			t.Fatalf("round %d: dataset close: %v; file close: %v", round, derr, ferr)

@@ -170,7 +170,7 @@ func newLinEnv(cfg Config, rng *rand.Rand, nRegions int, rows, cols uint64, chun
 	if cfg.Latency > 0 {
 		e.drv = vfd.NewFault(e.drv, vfd.Latency(vfd.Randomly(vfd.OpAny, 1.0/8, cfg.Seed), cfg.Latency))
 	}
-	e.f, err = engine.CreateWith(e.drv, &engine.Options{Cache: e.cache})
+	e.f, err = engine.Create(context.Background(), "", &engine.Options{Driver: e.drv, Cache: e.cache})
 	if err != nil {
 		e.close()
 		return nil, err
@@ -181,7 +181,7 @@ func newLinEnv(cfg Config, rng *rand.Rand, nRegions int, rows, cols uint64, chun
 		binary.LittleEndian.PutUint64(fill, rng.Uint64()|1<<63)
 		specFill = fill
 	}
-	e.ds, err = e.f.CreateDataset("shared", engine.DatasetSpec{
+	e.ds, err = e.f.CreateDataset(context.Background(), "shared", engine.DatasetSpec{
 		Type:    engine.Uint64,
 		Shape:   []uint64{uint64(nRegions) * rows, cols},
 		Chunk:   chunk,
@@ -202,10 +202,10 @@ func newLinEnv(cfg Config, rng *rand.Rand, nRegions int, rows, cols uint64, chun
 func (e *linEnv) close() error {
 	var err error
 	if e.ds != nil {
-		err = e.ds.Close()
+		err = e.ds.Close(context.Background())
 	}
 	if e.f != nil {
-		if cerr := e.f.Close(); err == nil {
+		if cerr := e.f.Close(context.Background()); err == nil {
 			err = cerr
 		}
 	}
@@ -555,22 +555,22 @@ func RunLastWriter(ctx context.Context, log Logger, cfg Config) (Report, error) 
 	rep.takeCacheStats(e.cache.Stats())
 	drv, c := e.drv, e.cache
 	var closeErr error
-	if err := e.ds.Close(); err != nil {
+	if err := e.ds.Close(ctx); err != nil {
 		closeErr = fmt.Errorf("close dataset: %w", err)
 	}
 	e.ds = nil
-	if err := e.f.Close(); err != nil && closeErr == nil {
+	if err := e.f.Close(ctx); err != nil && closeErr == nil {
 		closeErr = fmt.Errorf("close file: %w", err)
 	}
 	e.f = nil
 	if closeErr != nil {
 		rep.fail("%v; %s", closeErr, replay(cfg.Seed))
 	}
-	if e.f, err = engine.OpenWith(drv, &engine.Options{Cache: c}); err != nil {
+	if e.f, err = engine.Open(ctx, "", &engine.Options{Driver: drv, Cache: c}); err != nil {
 		return fail(errors.Join(err, closeErr))
 	}
 	rep.Ops.FileReopens++
-	if e.ds, err = e.f.OpenDataset("shared"); err != nil {
+	if e.ds, err = e.f.OpenDataset(ctx, "shared", nil); err != nil {
 		return fail(errors.Join(err, closeErr))
 	}
 	op, ids, err := e.read(ctx, 0, 0)

@@ -200,7 +200,7 @@ func (r *run) crashCheck(ctx context.Context, fm *fileModel, mode vfd.CrashMode,
 	img := vfd.NewMemFrom(fm.crash.CrashImage(mode, seed))
 	defer img.Close()
 	what := fmt.Sprintf("crash image (%v, seed %d) of file %d", mode, seed, fm.idx)
-	if rep, err := engine.Check(ctx, img); err != nil {
+	if rep, err := engine.Check(ctx, "", &engine.Options{Driver: img}); err != nil {
 		r.chk.bad.Add(1)
 		var problems string
 		if rep != nil {
@@ -209,17 +209,17 @@ func (r *run) crashCheck(ctx context.Context, fm *fileModel, mode vfd.CrashMode,
 		r.chk.failf("%s: engine.Check: %v %s", what, err, problems)
 		return nil
 	}
-	f, err := engine.OpenWith(img, &engine.Options{ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: r.cfg.CacheBytes}})
+	f, err := engine.Open(ctx, "", &engine.Options{Driver: img, ReadOnly: true, CacheConfig: cache.Config{QuiescentBytes: r.cfg.CacheBytes}})
 	if err != nil {
 		r.chk.bad.Add(1)
 		r.chk.failf("%s: open: %v", what, err)
 		return nil
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	fm.durMu.Lock()
 	defer fm.durMu.Unlock()
 	for _, m := range fm.ds {
-		h, err := f.OpenDataset(m.name)
+		h, err := f.OpenDataset(ctx, m.name, nil)
 		if err != nil {
 			r.chk.bad.Add(1)
 			r.chk.failf("%s: open %s: %v", what, m.name, err)
@@ -230,7 +230,7 @@ func (r *run) crashCheck(ctx context.Context, fm *fileModel, mode vfd.CrashMode,
 		if len(shape) != len(want) || !slices.Equal(shape[1:], want[1:]) || shape[0] < m.rowsCommitted || shape[0] > want[0] {
 			r.chk.bad.Add(1)
 			r.chk.failf("%s: %s has shape %v; model %v, committed rows >= %d", what, m.name, shape, want, m.rowsCommitted)
-			h.Close()
+			h.Close(ctx)
 			continue
 		}
 		if shape[0] > 0 {
@@ -248,7 +248,7 @@ func (r *run) crashCheck(ctx context.Context, fm *fileModel, mode vfd.CrashMode,
 					func(_, l uint64) uint32 { return m.acked[l].Load() })
 			}
 		}
-		h.Close()
+		h.Close(ctx)
 	}
 	return nil
 }
@@ -274,10 +274,10 @@ func (r *run) boundary(ctx context.Context, crng *rand.Rand) error {
 			case 2:
 				// The workers closed theirs: this is the last handle, so
 				// the dataset leaves the cache and comes back (warm).
-				if err := fm.handles[i].Close(); err != nil {
+				if err := fm.handles[i].Close(ctx); err != nil {
 					return fmt.Errorf("close %s: %w", m.name, err)
 				}
-				h, err := fm.f.OpenDataset(m.name)
+				h, err := fm.f.OpenDataset(ctx, m.name, nil)
 				fm.handles[i] = h
 				if err != nil {
 					return fmt.Errorf("reopen %s: %w", m.name, err)
@@ -303,17 +303,17 @@ func (r *run) reopenFile(ctx context.Context, fm *fileModel, reopen bool) error 
 			continue
 		}
 		fm.handles[i] = nil
-		if err := h.Close(); err != nil {
+		if err := h.Close(ctx); err != nil {
 			return fmt.Errorf("close %s: %w", fm.ds[i].name, err)
 		}
 	}
 	f := fm.f
 	fm.f = nil
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		return fmt.Errorf("close file %d: %w", fm.idx, err)
 	}
 	fm.setDurable()
-	if rep, err := engine.Check(ctx, fm.drv); err != nil {
+	if rep, err := engine.Check(ctx, "", &engine.Options{Driver: fm.drv}); err != nil {
 		var problems string
 		if rep != nil {
 			problems = strings.Join(rep.Problems, "; ")
@@ -323,7 +323,7 @@ func (r *run) reopenFile(ctx context.Context, fm *fileModel, reopen bool) error 
 	if !reopen {
 		return nil
 	}
-	f, err := engine.OpenWith(fm.drv, &engine.Options{Cache: r.cache})
+	f, err := engine.Open(ctx, "", &engine.Options{Driver: fm.drv, Cache: r.cache})
 	if err != nil {
 		return fmt.Errorf("reopen file %d: %w", fm.idx, err)
 	}
@@ -332,12 +332,20 @@ func (r *run) reopenFile(ctx context.Context, fm *fileModel, reopen bool) error 
 	for _, m := range fm.ds {
 		names = append(names, m.name)
 	}
-	if got := f.Datasets(); !slices.Equal(got, names) {
+	var got []string
+	for m, err := range f.Datasets() {
+		if err != nil {
+			return fmt.Errorf("list datasets of file %d: %w", fm.idx, err)
+		}
+		got = append(got, m.Path[1:])
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, names) {
 		r.chk.bad.Add(1)
 		r.chk.failf("file %d reopened with datasets %v, model %v", fm.idx, got, names)
 	}
 	for i, m := range fm.ds {
-		h, err := f.OpenDataset(m.name)
+		h, err := f.OpenDataset(ctx, m.name, nil)
 		if err != nil {
 			return fmt.Errorf("reopen %s: %w", m.name, err)
 		}

@@ -138,10 +138,10 @@ func (r *run) run(ctx context.Context) (err error) {
 			}
 			for _, h := range fm.handles {
 				if h != nil {
-					h.Close()
+					h.Close(ctx)
 				}
 			}
-			fm.f.Close()
+			fm.f.Close(ctx)
 		}
 		st := r.cache.Stats()
 		r.rep.takeCacheStats(st)
@@ -216,7 +216,7 @@ func (r *run) createFile(ctx context.Context, crng *rand.Rand, idx int) (*fileMo
 	if cfg.Latency > 0 {
 		fm.drv = vfd.NewFault(inner, vfd.Latency(vfd.Randomly(vfd.OpAny, 1.0/8, cfg.Seed+uint64(idx)), cfg.Latency))
 	}
-	f, err := engine.CreateWith(fm.drv, &engine.Options{Cache: r.cache})
+	f, err := engine.Create(ctx, "", &engine.Options{Driver: fm.drv, Cache: r.cache})
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func (r *run) createFile(ctx context.Context, crng *rand.Rand, idx int) (*fileMo
 			CacheMinBytes: []int64{0, -1, 2 << 10}[crng.IntN(3)],
 		}
 		name := fmt.Sprintf("d%02d", d)
-		ds, err := f.CreateDataset(name, spec)
+		ds, err := f.CreateDataset(ctx, name, spec)
 		if err != nil {
 			return nil, fmt.Errorf("create %s %+v: %w", name, spec, err)
 		}
@@ -359,7 +359,7 @@ func (w *worker) run(ctx context.Context, n int) (err error) {
 		for _, hs := range w.handles {
 			for _, h := range hs {
 				if h != nil {
-					if cerr := h.Close(); cerr != nil && err == nil {
+					if cerr := h.Close(ctx); cerr != nil && err == nil {
 						err = fmt.Errorf("worker %d close handle: %w", w.id, cerr)
 					}
 				}
@@ -369,7 +369,7 @@ func (w *worker) run(ctx context.Context, n int) (err error) {
 	for i, fm := range r.files {
 		w.handles[i] = make([]*engine.Dataset, len(fm.ds))
 		for j, m := range fm.ds {
-			h, err := fm.f.OpenDataset(m.name)
+			h, err := fm.f.OpenDataset(ctx, m.name, nil)
 			if err != nil {
 				return fmt.Errorf("worker %d open %s: %w", w.id, m.name, err)
 			}
@@ -396,8 +396,8 @@ func (w *worker) run(ctx context.Context, n int) (err error) {
 		case p < 93:
 			err = w.flush(ctx, fm)
 		case p < 97:
-			if err = h.Close(); err == nil {
-				w.handles[fi][di], err = fm.f.OpenDataset(m.name)
+			if err = h.Close(ctx); err == nil {
+				w.handles[fi][di], err = fm.f.OpenDataset(ctx, m.name, nil)
 			}
 			if err != nil {
 				w.handles[fi][di] = nil

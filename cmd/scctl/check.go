@@ -9,6 +9,7 @@ import (
 
 	"github.com/scc-dev/scc/bench"
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 )
 
 func init() {
@@ -119,7 +120,11 @@ func checkSources(ctx context.Context, path string) ([]checkedSource, error) {
 	defer done()
 	out := []checkedSource{}
 	byPath := map[string]int{}
-	for _, name := range f.Datasets() {
+	names, err := zarrmap.DatasetNames(f)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
 		spec, virtual, err := f.VirtualSpec(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("dataset %q: %w", name, err)

@@ -17,7 +17,7 @@ func TestCheckSwappedChunks(t *testing.T) {
 	ctx := context.Background()
 	path := t.TempDir() + "/swap.scc"
 	f := testfile.Create(t, path, nil, testfile.NoCheck("two chunks are swapped on disk on purpose"))
-	ds, err := f.CreateDataset("d", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{2, 256}, Chunk: []uint64{1, 256},
+	ds, err := f.CreateDataset(ctx, "d", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{2, 256}, Chunk: []uint64{1, 256},
 		Filters: []engine.Filter{engine.Zstd(1), engine.CRC32C()}})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestCheckSwappedChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if len(ext) != 2 || ext[0].Size != ext[1].Size {

@@ -90,16 +90,16 @@ func TestCheckSparse(t *testing.T) {
 	if code, out, stderr := runCmd(t, "check", path); code != 0 {
 		t.Fatalf("exit %d: %s %s", code, out, stderr)
 	}
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := f.OpenDataset("hits")
+	ds, err := f.OpenDataset(context.Background(), "hits", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	locs, err := ds.ChunkExtents(context.Background())
-	f.Close()
+	f.Close(context.Background())
 	if err != nil || len(locs) != 3 {
 		t.Fatalf("%d chunk extents, %v", len(locs), err)
 	}

@@ -13,11 +13,11 @@ import (
 func makeImageFile(t *testing.T) string {
 	t.Helper()
 	path := makeFile(t)
-	f, err := engine.Open(path, &engine.Options{Image: engine.ImageOptions{Generate: true}})
+	f, err := engine.Open(context.Background(), path, &engine.Options{Image: engine.ImageOptions{Generate: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -25,11 +25,11 @@ func makeImageFile(t *testing.T) string {
 
 func imageOf(t *testing.T, path string) engine.ImageInfo {
 	t.Helper()
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(context.Background())
 	return f.ImageInfo()
 }
 
@@ -45,7 +45,7 @@ func TestClearImage(t *testing.T) {
 	if imageOf(t, path).Exists {
 		t.Fatal("image still there")
 	}
-	if rep, err := engine.CheckPath(context.Background(), path); err != nil {
+	if rep, err := engine.Check(context.Background(), path, nil); err != nil {
 		t.Fatalf("%v %+v", err, rep)
 	}
 	// Again: nothing to remove, a warning, success, no change.

@@ -57,11 +57,11 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer done()
-	ds, err := f.OpenDataset(*name)
+	ds, err := f.OpenDataset(ctx, *name, nil)
 	if err != nil {
 		return err
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	shape := ds.Shape()
 	start := make([]uint64, len(shape))
 	if *startS != "" {
@@ -99,9 +99,13 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	vals := formatValues(ds.Type(), buf)
+	attrs, err := ds.Attrs()
+	if err != nil {
+		return err
+	}
 	if *asJSON {
 		out := dumpOutput{Dataset: *name, Type: ds.Type().String(), Shape: shape, Start: start, Count: count,
-			Values: make([]json.RawMessage, len(vals)), Attrs: listAttrs(ds.Attrs())}
+			Values: make([]json.RawMessage, len(vals)), Attrs: listAttrs(attrs)}
 		fillJSON(out.Values, ds.Type(), buf, vals)
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(out)
@@ -118,7 +122,7 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(w, "DATASET %q {\n", *name)
 	fmt.Fprintf(w, "   DATATYPE  %s\n", ds.Type())
 	fmt.Fprintf(w, "   DATASPACE  SIMPLE { ( %s ) / ( %s ) }\n", dims(shape), strings.Join(maxShape, ", "))
-	for _, at := range ds.Attrs() {
+	for _, at := range attrs {
 		fmt.Fprintf(w, "   ATTRIBUTE %q { %s %s }\n", at.Name, attrType(at.Value), formatAttr(at.Value))
 	}
 	fmt.Fprintf(w, "   SUBSET {\n      START ( %s );\n      COUNT ( %s );\n", dims(start), dims(count))

@@ -135,14 +135,14 @@ func TestDumpDefined(t *testing.T) {
 func TestDumpVlen(t *testing.T) {
 	path := t.TempDir() + "/vlen.scc"
 	f := testfile.Create(t, path, nil)
-	ds, err := f.CreateDataset("names", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3}, Chunk: []uint64{2}, Layout: engine.Vlen})
+	ds, err := f.CreateDataset(context.Background(), "names", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3}, Chunk: []uint64{2}, Layout: engine.Vlen})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ds.WriteStrings(context.Background(), engine.All([]uint64{3}), []string{"ab", "", `q"x`}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	code, out, stderr := runCmd(t, "dump", "--dataset", "names", path)
@@ -181,7 +181,7 @@ func TestDumpNewTypes(t *testing.T) {
 	ctx := context.Background()
 	path := t.TempDir() + "/types.scc"
 	f := testfile.Create(t, path, nil)
-	b, err := f.CreateDataset("b", engine.DatasetSpec{Type: engine.Bool, Shape: []uint64{3}})
+	b, err := f.CreateDataset(ctx, "b", engine.DatasetSpec{Type: engine.Bool, Shape: []uint64{3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,14 +191,14 @@ func TestDumpNewTypes(t *testing.T) {
 	if err := b.SetAttr(ctx, "z", engine.ScalarAttr(complex64(1-2i))); err != nil {
 		t.Fatal(err)
 	}
-	c, err := f.CreateDataset("c", engine.DatasetSpec{Type: engine.Complex128, Shape: []uint64{2}})
+	c, err := f.CreateDataset(ctx, "c", engine.DatasetSpec{Type: engine.Complex128, Shape: []uint64{2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := engine.WriteSlice(ctx, c, engine.All([]uint64{2}), []complex128{1.5 + 2i, complex(math.NaN(), math.Inf(-1))}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	code, out, stderr := runCmd(t, "dump", "--dataset", "b", path)
@@ -240,14 +240,14 @@ func TestDumpFixedStrings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := f.CreateDataset("s", engine.DatasetSpec{Type: typ, Shape: []uint64{3}, Chunk: []uint64{1}, Fill: fill})
+	s, err := f.CreateDataset(ctx, "s", engine.DatasetSpec{Type: typ, Shape: []uint64{3}, Chunk: []uint64{1}, Fill: fill})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.WriteStrings(ctx, engine.Box([]uint64{0}, []uint64{2}), []string{"héllo", "a\x00"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	code, out, stderr := runCmd(t, "dump", "--dataset", "s", path)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 	"github.com/scc-dev/scc/interop/zarr"
 	"github.com/scc-dev/scc/vfd/s3"
 )
@@ -112,12 +113,16 @@ var errRemoteSources = errors.New("the sources of an s3:// file's virtual datase
 // noOtherFileSources refuses a file with a virtual dataset that maps a
 // source in another file (errRemoteSources).
 func noOtherFileSources(ctx context.Context, path string) error {
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(ctx, path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	for _, name := range f.Datasets() {
+	defer f.Close(ctx)
+	names, err := zarrmap.DatasetNames(f)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
 		spec, ok, err := f.VirtualSpec(ctx, name)
 		if err != nil {
 			return err

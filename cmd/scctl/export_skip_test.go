@@ -18,17 +18,17 @@ func TestExportSkipsUnmappedDataset(t *testing.T) {
 	ctx := context.Background()
 	src := filepath.Join(t.TempDir(), "src.scc")
 	f := testfile.Create(t, src, nil)
-	ds, err := f.CreateDataset("ok", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{2}})
+	ds, err := f.CreateDataset(ctx, "ok", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ds.Write(ctx, engine.All([]uint64{4}), []byte{1, 2, 3, 4}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.CreateDataset("names", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{2}}); err != nil {
+	if _, err := f.CreateDataset(ctx, "names", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{2}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, format := range []string{"zarr2", "zarr3"} {

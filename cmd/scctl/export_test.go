@@ -61,14 +61,14 @@ func TestExportImportCommands(t *testing.T) {
 func addAttrs(t *testing.T, path string) {
 	t.Helper()
 	ctx := context.Background()
-	f, err := engine.Open(path, nil)
+	f, err := engine.Open(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := f.SetAttr(ctx, "origin", engine.StringAttr("test")); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := f.OpenDataset("grid")
+	ds, err := f.OpenDataset(ctx, "grid", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func addAttrs(t *testing.T, path string) {
 	if err := ds.SetAttr(ctx, "range", engine.ArrayAttr([]float64{-1, 2.5})); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

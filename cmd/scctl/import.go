@@ -65,12 +65,12 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return out.Commit(ctx)
 	}
-	f, err := engine.Create(out.Tmp, nil)
+	f, err := engine.Create(ctx, out.Tmp, nil)
 	if err != nil {
 		return err
 	}
 	rep, err := zarr.Import(ctx, src, f, zarr.Options{Workers: *workers, Verify: *verify, FollowOutsideLinks: *links})
-	if cerr := f.Close(); err == nil {
+	if cerr := f.Close(ctx); err == nil {
 		err = cerr
 	}
 	if rep != nil && (err == nil || len(rep.Skipped) > 0) {

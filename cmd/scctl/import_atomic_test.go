@@ -125,12 +125,12 @@ func TestImportForceReplaces(t *testing.T) {
 	if code, out, stderr := runCmd(t, "import", "--force", goodStore(t), old); code != 0 {
 		t.Fatalf("--force: exit %d %s%s", code, out, stderr)
 	}
-	f, err := engine.Open(old, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), old, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if got := f.Datasets(); len(got) != 1 || got[0] != "a" {
+	defer f.Close(context.Background())
+	if got := testfile.DatasetNames(t, f); len(got) != 1 || got[0] != "a" {
 		t.Fatalf("datasets after --force: %v", got)
 	}
 }

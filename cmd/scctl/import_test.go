@@ -19,7 +19,7 @@ func TestImportZlibVerify(t *testing.T) {
 	ctx := context.Background()
 	src := filepath.Join(t.TempDir(), "z.scc")
 	f := testfile.Create(t, src, nil)
-	ds, err := f.CreateDataset("z", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{4096}, Chunk: []uint64{1024},
+	ds, err := f.CreateDataset(ctx, "z", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{4096}, Chunk: []uint64{1024},
 		Filters: []engine.Filter{engine.Shuffle(), engine.Zlib(6)}})
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +31,7 @@ func TestImportZlibVerify(t *testing.T) {
 	if err := ds.Write(ctx, engine.All([]uint64{4096}), buf); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	store := filepath.Join(t.TempDir(), "store")
@@ -86,14 +86,14 @@ func TestImportSkipsCorruptArray(t *testing.T) {
 	if code, out, stderr := runCmd(t, "import", store, dst); code != 0 || !strings.Contains(out, "SKIPPED bad: ") || !strings.Contains(out, "300 is out of range") {
 		t.Fatalf("import: %d\n%s%s", code, out, stderr)
 	}
-	f, err := engine.Open(dst, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), dst, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.Datasets(); len(got) != 1 || got[0] != "good" {
+	if got := testfile.DatasetNames(t, f); len(got) != 1 || got[0] != "good" {
 		t.Errorf("datasets %v", got)
 	}
-	f.Close()
+	f.Close(context.Background())
 	strict := filepath.Join(t.TempDir(), "strict.scc")
 	if code, out, stderr := runCmd(t, "import", "--strict", store, strict); code == 0 || !strings.Contains(stderr, "--strict") {
 		t.Fatalf("import --strict: %d\n%s%s", code, out, stderr)

@@ -90,7 +90,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				cancel()
 				closeCtx = stop
 			}
-			if err := f.CloseContext(closeCtx); err != nil && (commit || !errors.Is(err, context.Canceled)) {
+			if err := f.Close(closeCtx); err != nil && (commit || !errors.Is(err, context.Canceled)) {
 				done()
 				return err
 			}
@@ -300,14 +300,14 @@ func parseFilters(s string) ([]engine.Filter, error) {
 // a dataset with it in a file in memory: the engine's rules (level ranges,
 // pipeline length) are then the CLI's with no copy of them here.
 func validFilters(fs []engine.Filter) error {
-	f, err := engine.CreateWith(vfd.NewMem(), &engine.Options{NoSync: true})
+	f, err := engine.Create(context.Background(), "", &engine.Options{Driver: vfd.NewMem(), NoSync: true})
 	if err != nil {
 		return err
 	}
-	_, err = f.CreateDataset("probe", engine.DatasetSpec{
+	_, err = f.CreateDataset(context.Background(), "probe", engine.DatasetSpec{
 		Type: engine.Uint16, Shape: []uint64{1}, Chunk: []uint64{1}, Filters: fs,
 	})
-	if cerr := f.Close(); err == nil {
+	if cerr := f.Close(context.Background()); err == nil {
 		err = cerr
 	}
 	return err

@@ -44,16 +44,16 @@ func TestIngestProcs(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
 	}
-	f, err := engine.Open(vpath, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(ctx, vpath, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	ds, err := f.OpenDataset("frames")
+	defer f.Close(ctx)
+	ds, err := f.OpenDataset(ctx, "frames", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	if ds.Layout() != engine.Virtual || fmt.Sprint(ds.Shape()) != fmt.Sprint([]uint64{procs * frames, h, w}) {
 		t.Fatalf("layout %v shape %v", ds.Layout(), ds.Shape())
 	}
@@ -70,11 +70,11 @@ func TestIngestProcs(t *testing.T) {
 	}
 	// Each writer's own file holds its frames in order.
 	for i, p := range sources {
-		sf, err := engine.Open(p, &engine.Options{ReadOnly: true})
+		sf, err := engine.Open(ctx, p, &engine.Options{ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sds, err := sf.OpenDataset("frames")
+		sds, err := sf.OpenDataset(ctx, "frames", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,8 +87,8 @@ func TestIngestProcs(t *testing.T) {
 				t.Fatalf("%s frame %d: %v", p, j, err)
 			}
 		}
-		sds.Close()
-		sf.Close()
+		sds.Close(ctx)
+		sf.Close(ctx)
 	}
 }
 

@@ -113,13 +113,13 @@ func TestIngestFailureDoesNotCommit(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%v: the interrupted ingest succeeded:\n%s", extra, out.String())
 		}
-		f, oerr := engine.Open(path, &engine.Options{ReadOnly: true})
+		f, oerr := engine.Open(ctx, path, &engine.Options{ReadOnly: true})
 		if oerr != nil {
 			t.Fatalf("%v: the file is not readable after the failure (%v): %v", extra, err, oerr)
 		}
 		testfile.CheckAtCleanup(t, path)
-		ds, gen, img := f.Datasets(), f.Generation(), f.ImageInfo()
-		f.Close()
+		ds, gen, img := testfile.DatasetNames(t, f), f.Generation(), f.ImageInfo()
+		f.Close(ctx)
 		if len(ds) != 0 || gen != 1 || img.Exists {
 			t.Fatalf("%v: after a failed ingest (%v) the file holds %v at generation %d (image %v): it was committed", extra, err, ds, gen, img.Exists)
 		}
@@ -139,12 +139,12 @@ func TestIngestImage(t *testing.T) {
 	if !strings.Contains(out, "cache image    ") || !strings.Contains(out, "written on close") {
 		t.Fatalf("summary does not report the image:\n%s", out)
 	}
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	info := f.ImageInfo()
-	f.Close()
+	f.Close(context.Background())
 	if !info.Exists || !info.Used || info.Entries == 0 {
 		t.Fatalf("image after ingest -image: %+v", info)
 	}
@@ -158,11 +158,11 @@ func TestIngestImage(t *testing.T) {
 	if code != 0 || strings.Contains(out, "cache image") {
 		t.Fatalf("exit %d: %s\n%s", code, stderr, out)
 	}
-	if f, err = engine.Open(path, &engine.Options{ReadOnly: true}); err != nil {
+	if f, err = engine.Open(context.Background(), path, &engine.Options{ReadOnly: true}); err != nil {
 		t.Fatal(err)
 	}
 	info = f.ImageInfo()
-	f.Close()
+	f.Close(context.Background())
 	if info.Exists {
 		t.Fatalf("image written without -image: %+v", info)
 	}

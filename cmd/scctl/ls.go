@@ -14,6 +14,7 @@ import (
 
 	"github.com/scc-dev/scc/bench"
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 )
 
 func init() {
@@ -143,7 +144,11 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 		return nil, err
 	}
 	defer done()
-	l := &lsFile{Path: path, Datasets: []lsDataset{}, Groups: []lsGroup{}, Attrs: listAttrs(f.Attrs())}
+	rootAttrs, err := f.Attrs()
+	if err != nil {
+		return nil, err
+	}
+	l := &lsFile{Path: path, Datasets: []lsDataset{}, Groups: []lsGroup{}, Attrs: listAttrs(rootAttrs)}
 	if info := f.ImageInfo(); info.Exists {
 		l.Image = &lsImage{Addr: info.Addr, Size: info.Size, Entries: info.Entries, FreeMap: info.FreeMap, Ignored: info.Ignored}
 	}
@@ -152,13 +157,17 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 	} else if n, ok := s3Size(ctx, path); ok {
 		l.Size = n
 	}
-	for _, name := range f.Datasets() {
+	names, err := zarrmap.DatasetNames(f)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
 		spec, virtual, serr := f.VirtualSpec(ctx, name)
 		if serr != nil {
 			return nil, fmt.Errorf("dataset %q: %w", name, serr)
 		}
 		var d lsDataset
-		ds, err := f.OpenDatasetContext(ctx, name)
+		ds, err := f.OpenDataset(ctx, name, nil)
 		switch {
 		case err != nil && virtual:
 			d = describeSpec(name, spec)
@@ -167,7 +176,7 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 			return nil, fmt.Errorf("dataset %q: %w", name, err)
 		default:
 			d, err = describe(ds)
-			ds.Close()
+			ds.Close(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("dataset %q: %w", name, err)
 			}
@@ -181,7 +190,7 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 		l.StoredLogical = addSat(l.StoredLogical, d.StoredLogicalBytes)
 		l.Datasets = append(l.Datasets, d)
 	}
-	if err := listGroups(l, f.Root()); err != nil {
+	if err := listGroups(l, f.Group); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -197,9 +206,12 @@ func listGroups(l *lsFile, root *engine.Group) error {
 	l.tree = append(l.tree, lsNode{Path: "/", Group: -1, Dataset: -1})
 	var walk func(g *engine.Group) error
 	walk = func(g *engine.Group) error {
-		ms, err := g.Members()
-		if err != nil {
-			return fmt.Errorf("group %q: %w", g.Path(), err)
+		var ms []engine.Member
+		for m, err := range g.Members() {
+			if err != nil {
+				return fmt.Errorf("group %q: %w", g.Path(), err)
+			}
+			ms = append(ms, m)
 		}
 		base := strings.TrimSuffix(g.Path(), "/")
 		for _, m := range ms {
@@ -212,7 +224,7 @@ func listGroups(l *lsFile, root *engine.Group) error {
 				l.tree = append(l.tree, lsNode{Path: p, Group: -1, Dataset: i})
 				continue
 			}
-			sub, err := g.OpenGroup(m.Name)
+			sub, err := g.OpenGroup(context.Background(), m.Name)
 			if err != nil {
 				return fmt.Errorf("group %q: %w", p, err)
 			}
@@ -277,10 +289,14 @@ func describe(ds *engine.Dataset) (lsDataset, error) {
 	if err != nil {
 		return lsDataset{}, err
 	}
+	attrs, err := ds.Attrs()
+	if err != nil {
+		return lsDataset{}, err
+	}
 	d := lsDataset{
-		Name: ds.Name(), Type: ds.Type().String(), Shape: ds.Shape(), Chunk: ds.Chunk(),
+		Name: strings.TrimPrefix(ds.Path(), "/"), Type: ds.Type().String(), Shape: ds.Shape(), Chunk: ds.Chunk(),
 		IndexKind: ds.IndexKind(), StoredChunks: st.Chunks, Filters: []string{},
-		StoredBytes: st.StoredBytes, IndexBytes: st.IndexBytes, Attrs: listAttrs(ds.Attrs()),
+		StoredBytes: st.StoredBytes, IndexBytes: st.IndexBytes, Attrs: listAttrs(attrs),
 	}
 	for _, m := range ds.MaxShape() {
 		if m == engine.Unlimited {

@@ -75,7 +75,7 @@ func makeSparseFile(t *testing.T, o ...testfile.Opt) string {
 	ctx := context.Background()
 	path := t.TempDir() + "/sparse.scc"
 	f := testfile.Create(t, path, nil, o...)
-	ds, err := f.CreateDataset("hits", engine.DatasetSpec{
+	ds, err := f.CreateDataset(ctx, "hits", engine.DatasetSpec{
 		Type: engine.Int32, Shape: []uint64{6, 8}, Chunk: []uint64{3, 4}, Layout: engine.Sparse,
 		SelectionFilters: []engine.Filter{engine.Deflate(1)}, Fill: []byte{0xff, 0xff, 0xff, 0xff},
 	})
@@ -90,7 +90,7 @@ func makeSparseFile(t *testing.T, o ...testfile.Opt) string {
 	if err := ds.Erase(ctx, engine.Box([]uint64{5, 5}, []uint64{1, 1})); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -128,14 +128,14 @@ func TestLsSparse(t *testing.T) {
 func TestLsContiguous(t *testing.T) {
 	path := t.TempDir() + "/contig.scc"
 	f := testfile.Create(t, path, nil)
-	ds, err := f.CreateDataset("table", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10, 10}})
+	ds, err := f.CreateDataset(context.Background(), "table", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10, 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ds.Write(context.Background(), engine.All([]uint64{10, 10}), make([]byte, 100)); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	code, out, stderr := runCmd(t, "ls", path)
@@ -170,27 +170,27 @@ func TestLsRecursive(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{2, 3}, Chunk: []uint64{1, 3}}
-	d, err := f.CreateDataset("entry/data/data", spec)
+	d, err := f.CreateDataset(ctx, "entry/data/data", spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := d.SetAttr(ctx, "units", engine.StringAttr("counts")); err != nil {
 		t.Fatal(err)
 	}
-	data, err := f.OpenGroup("entry/data")
+	data, err := f.OpenGroup(ctx, "entry/data")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := data.SetAttr(ctx, "gain", engine.ScalarAttr(int32(4))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.CreateDataset("a", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{5}, Chunk: []uint64{5}}); err != nil {
+	if _, err := f.CreateDataset(ctx, "a", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{5}, Chunk: []uint64{5}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.CreateGroup(ctx, "entry/empty"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	code, out, stderr := runCmd(t, "ls", "-r", path)

@@ -170,7 +170,7 @@ func makeFile(t *testing.T, o ...testfile.Opt) string {
 	ctx := context.Background()
 	path := t.TempDir() + "/small.scc"
 	f := testfile.Create(t, path, nil, o...)
-	ds, err := f.CreateDataset("frames", engine.DatasetSpec{
+	ds, err := f.CreateDataset(ctx, "frames", engine.DatasetSpec{
 		Type: engine.Uint16, Shape: []uint64{3, 4, 5}, MaxShape: []uint64{engine.Unlimited, 4, 5},
 		Chunk: []uint64{1, 4, 5}, Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)},
 	})
@@ -184,7 +184,7 @@ func makeFile(t *testing.T, o ...testfile.Opt) string {
 	if err := engine.WriteSlice(ctx, ds, engine.Box([]uint64{0, 0, 0}, []uint64{3, 4, 5}), vals); err != nil {
 		t.Fatal(err)
 	}
-	g, err := f.CreateDataset("grid", engine.DatasetSpec{
+	g, err := f.CreateDataset(ctx, "grid", engine.DatasetSpec{
 		Type: engine.Float64, Shape: []uint64{4, 6}, Chunk: []uint64{2, 3},
 		Filters: []engine.Filter{engine.Deflate(1)}, Fill: []byte{0, 0, 0, 0, 0, 0, 0xf0, 0xbf}, // -1.0
 	})
@@ -194,7 +194,7 @@ func makeFile(t *testing.T, o ...testfile.Opt) string {
 	if err := engine.WriteSlice(ctx, g, engine.Box([]uint64{0, 0}, []uint64{2, 3}), []float64{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/vfd"
@@ -17,132 +16,36 @@ import (
 
 // Every command that takes a file path takes an s3://bucket/key URL too
 // (endpoint, region and credentials from the URL's query and the AWS_*
-// environment; see package vfd/s3). These helpers route a path to the
-// local file or to the S3 driver.
+// environment; see package vfd/s3): engine.Open, Create and Check take
+// both, and open a virtual dataset's s3:// sources alike, so that every
+// command reads the same source, or fails on it alike.
 
 // openPath opens the file at path (a local path or an s3:// URL). done
-// closes the File and, for an object, its driver.
-//
-// The File's virtual datasets open s3:// sources through the S3 driver
-// too (sourceOpener), as ls and check --sources look at them, so that
-// every command reads the same source, or fails on it alike.
+// closes it.
 func openPath(ctx context.Context, path string, opts *engine.Options) (f *engine.File, done func() error, err error) {
-	opts, sources := withSourceOpener(opts)
-	if !s3.IsURL(path) {
-		f, err := engine.OpenContext(ctx, path, opts)
-		if err != nil {
-			return nil, nil, err
-		}
-		return f, sources.after(f.Close), nil
-	}
-	drv, err := s3.Open(ctx, path, &s3.Options{ReadOnly: opts != nil && opts.ReadOnly})
+	f, err = engine.Open(ctx, path, opts)
 	if err != nil {
-		return nil, nil, s3Err(err)
-	}
-	f, err = engine.OpenWithContext(ctx, drv, opts)
-	if err != nil {
-		drv.Close()
 		return nil, nil, err
 	}
-	return f, sources.after(closeBoth(f, drv)), nil
-}
-
-// sourceOpener opens the s3:// source files of a File's virtual datasets
-// (engine.VirtualOptions.OpenURL) and keeps their drivers, which the
-// engine's Files do not own, until the command is done with the File.
-type sourceOpener struct {
-	mu   sync.Mutex
-	drvs []*s3.Driver
-}
-
-// withSourceOpener returns opts with an OpenURL of a new sourceOpener,
-// unless opts has one (or an Open) already.
-func withSourceOpener(opts *engine.Options) (*engine.Options, *sourceOpener) {
-	o := engine.Options{}
-	if opts != nil {
-		o = *opts
-	}
-	so := &sourceOpener{}
-	if o.Virtual.Open == nil && o.Virtual.OpenURL == nil {
-		o.Virtual.OpenURL = so.open
-	}
-	return &o, so
-}
-
-func (so *sourceOpener) open(ctx context.Context, url string, opts *engine.Options) (*engine.File, error) {
-	if !s3.IsURL(url) {
-		return nil, fmt.Errorf("%w: source file %s: scctl opens local paths and s3:// URLs", engine.ErrIO, url)
-	}
-	drv, err := s3.Open(ctx, url, &s3.Options{ReadOnly: true})
-	if err != nil {
-		return nil, s3Err(err)
-	}
-	f, err := engine.OpenWithContext(ctx, drv, opts)
-	if err != nil {
-		drv.Close()
-		return nil, err
-	}
-	so.mu.Lock()
-	so.drvs = append(so.drvs, drv)
-	so.mu.Unlock()
-	return f, nil
-}
-
-// after runs closeFile (which closes the File and so its source Files),
-// then closes the source drivers.
-func (so *sourceOpener) after(closeFile func() error) func() error {
-	return func() error {
-		err := closeFile()
-		so.mu.Lock()
-		drvs := so.drvs
-		so.drvs = nil
-		so.mu.Unlock()
-		for _, d := range drvs {
-			if derr := d.Close(); err == nil {
-				err = derr
-			}
-		}
-		return err
-	}
+	return f, func() error { return f.Close(ctx) }, nil
 }
 
 // createPath creates the file at path (replacing what is there, as
-// engine.Create truncates).
+// engine.Create does).
 func createPath(ctx context.Context, path string, opts *engine.Options) (*engine.File, func() error, error) {
-	if !s3.IsURL(path) {
-		f, err := engine.Create(path, opts)
-		if err != nil {
-			return nil, nil, err
-		}
-		return f, f.Close, nil
-	}
-	drv, err := s3.Open(ctx, path, &s3.Options{Create: true})
+	f, err := engine.Create(ctx, path, opts)
 	if err != nil {
-		return nil, nil, s3Err(err)
-	}
-	f, err := engine.CreateWith(drv, opts)
-	if err != nil {
-		drv.Close()
 		return nil, nil, err
 	}
-	return f, closeBoth(f, drv), nil
+	return f, func() error { return f.Close(ctx) }, nil
 }
 
 // checkPath runs the consistency check on the file at path.
 func checkPath(ctx context.Context, path string) (*engine.CheckReport, error) {
-	if !s3.IsURL(path) {
-		return engine.CheckPath(ctx, path)
-	}
-	drv, err := s3.Open(ctx, path, &s3.Options{ReadOnly: true})
-	if err != nil {
-		return nil, s3Err(err)
-	}
-	defer drv.Close()
-	return engine.Check(ctx, drv)
+	return engine.Check(ctx, path, nil)
 }
 
-// pathSize is the stored size of the file at path for listings: the
-// driver's size for an object.
+// s3Size is the stored size of the object at path for listings.
 func s3Size(ctx context.Context, path string) (int64, bool) {
 	if !s3.IsURL(path) {
 		return 0, false
@@ -154,16 +57,6 @@ func s3Size(ctx context.Context, path string) (int64, bool) {
 	defer drv.Close()
 	n, err := drv.Size()
 	return n, err == nil
-}
-
-func closeBoth(f *engine.File, drv *s3.Driver) func() error {
-	return func() error {
-		err := f.Close()
-		if derr := drv.Close(); err == nil {
-			err = derr
-		}
-		return err
-	}
 }
 
 // s3Err gives an error from opening an S3 driver its engine sentinel, as

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 	"github.com/scc-dev/scc/vfd/s3/s3test"
 )
 
@@ -105,7 +106,7 @@ func TestS3ImportExportClearImage(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer done()
-		return f.Datasets()
+		return testfile.DatasetNames(t, f)
 	}
 	if ds := datasets(); len(ds) != 1 || ds[0] != "a" {
 		t.Fatalf("a failed --force import changed the object: %v", ds)

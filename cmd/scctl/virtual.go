@@ -161,7 +161,7 @@ func (sc *sourceCache) look(ctx context.Context, file, dset string) lsSource {
 	if sf == nil {
 		return src // no such file: fill
 	}
-	ds, err := sf.OpenDatasetContext(ctx, dset)
+	ds, err := sf.OpenDataset(ctx, dset, nil)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		return src
@@ -169,7 +169,7 @@ func (sc *sourceCache) look(ctx context.Context, file, dset string) lsSource {
 		src.Error = err.Error()
 		return src
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	src.Exists, src.Shape, src.Type = true, ds.Shape(), ds.Type().String()
 	return src
 }

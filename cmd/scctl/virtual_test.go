@@ -33,7 +33,7 @@ func makeVirtual(t *testing.T) (dir, vpath string) {
 		Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(1)}}
 	write := func(name string, frames []uint64) {
 		f := testfile.Create(t, filepath.Join(dir, name), &engine.Options{NoSync: true})
-		ds, err := f.CreateDataset("frames", frameSpec)
+		ds, err := f.CreateDataset(ctx, "frames", frameSpec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +49,7 @@ func makeVirtual(t *testing.T) (dir, vpath string) {
 				t.Fatal(err)
 			}
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +81,7 @@ func makeVirtual(t *testing.T) (dir, vpath string) {
 	if _, err := f.CreateVirtualDataset(ctx, "blocks", spec); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return dir, vpath
@@ -244,11 +244,11 @@ func TestCheckVirtualSources(t *testing.T) {
 	}
 	// A source of another element type is a problem too.
 	f := testfile.Create(t, bad, &engine.Options{NoSync: true})
-	if _, err := f.CreateDataset("frames", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{1, vside, vside},
+	if _, err := f.CreateDataset(context.Background(), "frames", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{1, vside, vside},
 		MaxShape: []uint64{engine.Unlimited, vside, vside}, Chunk: []uint64{1, vside, vside}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ = runCmd(t, "check", "--sources", vpath)

@@ -26,7 +26,7 @@ func TestVirtualS3SourceUnreachable(t *testing.T) {
 	// A closed local port: nothing listens there.
 	const url = "s3://bucket/src.scc?endpoint=http://127.0.0.1:1&region=us-east-1"
 	// Made while the source "does not exist", so the creation accepts it.
-	f, err := engine.Create(vpath, &engine.Options{NoSync: true, Virtual: engine.VirtualOptions{
+	f, err := engine.Create(ctx, vpath, &engine.Options{NoSync: true, Virtual: engine.VirtualOptions{
 		OpenURL: func(context.Context, string, *engine.Options) (*engine.File, error) {
 			return nil, fmt.Errorf("%w: not yet", engine.ErrNotFound)
 		}}})
@@ -38,7 +38,7 @@ func TestVirtualS3SourceUnreachable(t *testing.T) {
 			Source: engine.Box([]uint64{0, 0}, []uint64{2, 2})}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
@@ -68,7 +68,7 @@ func TestVirtualS3SourceDump(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := src.CreateDataset("frames", engine.DatasetSpec{Type: engine.Uint32, Shape: []uint64{2, 2}, Chunk: []uint64{1, 2}})
+	ds, err := src.CreateDataset(ctx, "frames", engine.DatasetSpec{Type: engine.Uint32, Shape: []uint64{2, 2}, Chunk: []uint64{1, 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +80,7 @@ func TestVirtualS3SourceDump(t *testing.T) {
 	}
 	dir := t.TempDir()
 	vpath := filepath.Join(dir, "v.scc")
-	vopts, sources := withSourceOpener(&engine.Options{NoSync: true})
-	f, err := engine.Create(vpath, vopts)
+	f, err := engine.Create(ctx, vpath, &engine.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +89,7 @@ func TestVirtualS3SourceDump(t *testing.T) {
 			Source: engine.Box([]uint64{0, 0}, []uint64{2, 2})}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := sources.after(f.Close)(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	code, out, stderr := runCmd(t, "dump", "--json", "--dataset", "v", vpath)

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"sync/atomic"
 	"testing"
 
@@ -42,7 +43,7 @@ type file struct {
 // Create creates the file at path for t and checks it at cleanup.
 func Create(t testing.TB, path string, opts *engine.Options, o ...Opt) *engine.File {
 	t.Helper()
-	f, err := engine.Create(path, opts)
+	f, err := engine.Create(context.Background(), path, opts)
 	if err != nil {
 		t.Fatalf("create %s: %v", path, err)
 	}
@@ -53,7 +54,7 @@ func Create(t testing.TB, path string, opts *engine.Options, o ...Opt) *engine.F
 // CreateWith creates a file on drv for t and checks it at cleanup.
 func CreateWith(t testing.TB, drv vfd.Driver, opts *engine.Options, o ...Opt) *engine.File {
 	t.Helper()
-	f, err := engine.CreateWith(drv, opts)
+	f, err := engine.Create(context.Background(), "", WithDriver(opts, drv))
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -79,7 +80,7 @@ func track(t testing.TB, tf *file, o []Opt) {
 func (tf *file) cleanup(t testing.TB) {
 	t.Helper()
 	if tf.f != nil {
-		_ = tf.f.Close() // a second Close is a no-op; its error is the test's business
+		_ = tf.f.Close(context.Background()) // a second Close is a no-op; its error is the test's business
 	}
 	if tf.skip != "" {
 		t.Logf("file not checked: %s", tf.skip)
@@ -90,13 +91,13 @@ func (tf *file) cleanup(t testing.TB) {
 		if fd, ok := tf.drv.(*vfd.Fault); ok {
 			fd.SetEnabled(false) // check what really reached the file
 		}
-		rep, err := engine.Check(ctx, tf.drv)
+		rep, err := engine.Check(ctx, "", &engine.Options{Driver: tf.drv})
 		if err != nil {
 			failed(t, rep, err, func() ([]byte, error) { return driverBytes(tf.drv) })
 		}
 		return
 	}
-	rep, err := engine.CheckPath(ctx, tf.path)
+	rep, err := engine.Check(ctx, tf.path, nil)
 	if err != nil {
 		failed(t, rep, err, func() ([]byte, error) { return os.ReadFile(tf.path) })
 	}
@@ -160,4 +161,52 @@ func JSNumbers(v any) any {
 		}
 	}
 	return v
+}
+
+// Attrs lists x's attributes (a File, Group or Dataset), failing the test
+// on an error.
+func Attrs(t testing.TB, x interface{ Attrs() ([]engine.Attr, error) }) []engine.Attr {
+	t.Helper()
+	as, err := x.Attrs()
+	if err != nil {
+		t.Fatalf("attributes: %v", err)
+	}
+	return as
+}
+
+// DatasetNames lists the paths of every dataset in the file, without the
+// leading '/', sorted: the names a test compares against.
+func DatasetNames(t testing.TB, f *engine.File) []string {
+	t.Helper()
+	var names []string
+	for m, err := range f.Datasets() {
+		if err != nil {
+			t.Fatalf("datasets: %v", err)
+		}
+		names = append(names, m.Path[1:])
+	}
+	sort.Strings(names)
+	return names
+}
+
+// StoredChunks collects ds.Chunks.
+func StoredChunks(ctx context.Context, ds *engine.Dataset) ([]engine.StoredChunk, error) {
+	var out []engine.StoredChunk
+	for c, err := range ds.Chunks(ctx) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// WithDriver is opts (nil: the defaults) with Driver set to drv.
+func WithDriver(opts *engine.Options, drv vfd.Driver) *engine.Options {
+	o := engine.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.Driver = drv
+	return &o
 }

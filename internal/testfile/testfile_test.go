@@ -1,6 +1,7 @@
 package testfile
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,7 +53,7 @@ func TestCleanupChecksAndKeeps(t *testing.T) {
 		if skip {
 			o = append(o, NoCheck("the test truncates the file"))
 		}
-		if err := Create(rec, path, nil, o...).Close(); err != nil {
+		if err := Create(rec, path, nil, o...).Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Truncate(path, 100); err != nil {

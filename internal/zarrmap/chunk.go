@@ -99,7 +99,7 @@ func VirtualChunk(ctx context.Context, f *engine.File, ds *engine.Dataset) []uin
 	r := len(shape)
 	var common []uint64
 	same := true
-	spec, ok, err := f.VirtualSpec(ctx, ds.Name())
+	spec, ok, err := f.VirtualSpec(ctx, ds.Path())
 	if err != nil || !ok {
 		same = false
 	}
@@ -149,16 +149,16 @@ func sourceChunk(ctx context.Context, f *engine.File, file, dset string) []uint6
 		if strings.Contains(loc, "://") {
 			return nil
 		}
-		if src, err = engine.Open(loc, &engine.Options{ReadOnly: true}); err != nil {
+		if src, err = engine.Open(ctx, loc, &engine.Options{ReadOnly: true}); err != nil {
 			return nil
 		}
-		defer src.Close()
+		defer src.Close(ctx)
 	}
-	sd, err := src.OpenDatasetContext(ctx, dset)
+	sd, err := src.OpenDataset(ctx, dset, nil)
 	if err != nil {
 		return nil
 	}
-	defer sd.Close()
+	defer sd.Close(ctx)
 	if sd.Layout() != engine.Chunked && sd.Layout() != engine.Sparse {
 		return nil
 	}

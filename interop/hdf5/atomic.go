@@ -119,22 +119,22 @@ func ImportFile(ctx context.Context, srcPath, dstPath string, opts *Options) (re
 		if err := copyFile(ctx, dstPath, tmp, st.Mode().Perm()); err != nil {
 			return rep, err
 		}
-		f, err = engine.OpenContext(ctx, tmp, nil)
+		f, err = engine.Open(ctx, tmp, nil)
 	} else {
 		if err := os.Chmod(tmp, 0o644); err != nil {
 			return rep, err
 		}
-		f, err = engine.Create(tmp, nil)
+		f, err = engine.Create(ctx, tmp, nil)
 	}
 	if err != nil {
 		return rep, err
 	}
 	rep, err = Import(ctx, srcPath, f, opts)
 	if err != nil {
-		f.Close() // the file is removed; its commit error does not matter
+		f.Close(ctx) // the file is removed; its commit error does not matter
 		return rep, err
 	}
-	if err := f.CloseContext(ctx); err != nil {
+	if err := f.Close(ctx); err != nil {
 		return rep, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -64,17 +64,17 @@ with h5py.File(sys.argv[1], "w") as f:
 		switch {
 		case err == nil:
 			completed++
-			f, err := engine.Open(out, &engine.Options{ReadOnly: true})
+			f, err := engine.Open(context.Background(), out, &engine.Options{ReadOnly: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := f.Datasets(); len(got) != 8 {
+			if got := testfile.DatasetNames(t, f); len(got) != 8 {
 				t.Fatalf("countdown %d: completed with %v", n, got)
 			}
-			f.Close()
+			f.Close(context.Background())
 			// Checked here rather than at cleanup: the next countdown
 			// imports to the same name.
-			if rep, err := engine.CheckPath(context.Background(), out); err != nil {
+			if rep, err := engine.Check(context.Background(), out, nil); err != nil {
 				t.Fatalf("countdown %d: the completed import does not check: %v (%+v)", n, err, rep)
 			}
 			os.Remove(out)
@@ -95,12 +95,12 @@ with h5py.File(sys.argv[1], "w") as f:
 	if _, err := ImportFile(context.Background(), h5path, src, nil); err != nil {
 		t.Fatal(err)
 	}
-	f, err := engine.Open(src, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), src, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	testfile.CheckAtCleanup(t, src)
-	defer f.Close()
+	defer f.Close(context.Background())
 	base = dirNames(t, dir)
 	cancelled, completed = 0, 0
 	for n := int64(0); n < 200; n += 3 {

@@ -43,8 +43,12 @@ import (
 // behind and listed in the report with the reason, and so is an attribute
 // libhdf5 cannot open or read (a damaged message), with its error.
 
-// h5Attrs maps scc attributes onto the binding's values.
-func h5Attrs(attrs []engine.Attr) ([]h5.Attr, error) {
+// h5Attrs maps scc attributes (as Attrs lists them, with its error) onto
+// the binding's values.
+func h5Attrs(attrs []engine.Attr, err error) ([]h5.Attr, error) {
+	if err != nil {
+		return nil, err
+	}
 	out := make([]h5.Attr, 0, len(attrs))
 	for _, a := range attrs {
 		v := a.Value

@@ -70,12 +70,12 @@ func TestAttrsExportReadByH5py(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	src := testfile.Create(t, filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
-	defer src.Close()
-	ds, err := src.CreateDataset("d", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{10}, Chunk: []uint64{4}, Filters: []engine.Filter{engine.Shuffle(), engine.Zlib(1)}})
+	defer src.Close(ctx)
+	ds, err := src.CreateDataset(ctx, "d", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{10}, Chunk: []uint64{4}, Filters: []engine.Filter{engine.Shuffle(), engine.Zlib(1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	for _, a := range sccTestAttrs() {
 		if err := src.SetAttr(ctx, a.Name, a.Value); err != nil {
 			t.Fatal(err)
@@ -125,7 +125,7 @@ func TestAttrsExportReadByH5py(t *testing.T) {
 
 	// And back: the same scc attributes (name order, as scc lists them).
 	dst := testfile.Create(t, filepath.Join(dir, "b.scc"), &engine.Options{NoSync: true})
-	defer dst.Close()
+	defer dst.Close(ctx)
 	rep, err := Import(ctx, h5path, dst, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -133,13 +133,13 @@ func TestAttrsExportReadByH5py(t *testing.T) {
 	if rep.RootAttrsNotImported != 0 || rep.Datasets[0].AttrsNotImported != 0 {
 		t.Fatalf("left behind: %v %v", rep.RootAttrNotes, rep.Datasets[0].AttrNotes)
 	}
-	back, err := dst.OpenDataset("d")
+	back, err := dst.OpenDataset(ctx, "d", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer back.Close()
-	sameAttrs(t, "root", src.Attrs(), dst.Attrs())
-	sameAttrs(t, "d", ds.Attrs(), back.Attrs())
+	defer back.Close(ctx)
+	sameAttrs(t, "root", testfile.Attrs(t, src), testfile.Attrs(t, dst))
+	sameAttrs(t, "d", testfile.Attrs(t, ds), testfile.Attrs(t, back))
 }
 
 func compactJSON(b json.RawMessage) string {
@@ -196,7 +196,7 @@ with h5py.File(sys.argv[1], "w") as f:
     a.create("latin1", np.bytes_(b"caf\xe9"), dtype="S4")
 `, h5path)
 	f := testfile.Create(t, filepath.Join(dir, "p.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
+	defer f.Close(ctx)
 	rep, err := Import(ctx, h5path, f, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -215,11 +215,11 @@ with h5py.File(sys.argv[1], "w") as f:
 	} else if n, _ := engine.Scalar[int32](v); n != -5 {
 		t.Errorf("n = %d", n)
 	}
-	ds, err := f.OpenDataset("d")
+	ds, err := f.OpenDataset(ctx, "d", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	strs, err := engine.FixedStringsAttr(engine.FixedString(1, engine.NullPad, engine.ASCII), "a", "b")
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ with h5py.File(sys.argv[1], "w") as f:
 		{Name: "void", Value: engine.BytesAttr([]byte{0, 0xff, 'z'})},
 		{Name: "zbe", Value: engine.ArrayAttr([]complex128{1 + 2i, -0.5i})},
 	}
-	sameAttrs(t, "d", want, ds.Attrs())
+	sameAttrs(t, "d", want, testfile.Attrs(t, ds))
 	notes := strings.Join(rep.Datasets[0].AttrNotes, "\n")
 	for _, w := range []string{"matrix: 2-dimensional", "cmpd: compound", "ref: reference", "f16: 2-byte float", "latin1: string is not valid UTF-8"} {
 		if !strings.Contains(notes, w) {
@@ -280,7 +280,7 @@ with h5py.File(sys.argv[1], "w") as f:
         at.write(np.array(vals, dtype=base.dtype))
 `, h5path)
 	f := testfile.Create(t, filepath.Join(dir, "r.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
+	defer f.Close(ctx)
 	rep, err := Import(ctx, h5path, f, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -288,11 +288,11 @@ with h5py.File(sys.argv[1], "w") as f:
 	if n := rep.Datasets[0].AttrsNotImported; n != 0 {
 		t.Fatalf("left behind: %v", rep.Datasets[0].AttrNotes)
 	}
-	ds, err := f.OpenDataset("d")
+	ds, err := f.OpenDataset(ctx, "d", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	sameAttrs(t, "d", []engine.Attr{
 		{Name: "i16be", Value: engine.ArrayAttr([]int16{math.MinInt16, math.MaxInt16})},
 		{Name: "i64", Value: engine.ArrayAttr([]int64{math.MinInt64, math.MaxInt64})},
@@ -302,7 +302,7 @@ with h5py.File(sys.argv[1], "w") as f:
 		{Name: "u64be", Value: engine.ArrayAttr([]uint64{math.MaxUint64, 1 << 63})},
 		{Name: "u8", Value: engine.ArrayAttr([]uint8{0, math.MaxUint8})},
 		{Name: "up12", Value: engine.ArrayAttr([]uint16{4095, 1})},
-	}, ds.Attrs())
+	}, testfile.Attrs(t, ds))
 }
 
 // TestAttrsReadBounded: the attributes of one object are read up to a
@@ -321,7 +321,7 @@ with h5py.File(sys.argv[1], "w", libver="latest") as f:
     d.attrs["a3"] = np.int32(7)
 `, h5path)
 	f := testfile.Create(t, filepath.Join(dir, "big.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
+	defer f.Close(ctx)
 	rep, err := Import(ctx, h5path, f, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -330,10 +330,10 @@ with h5py.File(sys.argv[1], "w", libver="latest") as f:
 	if !strings.Contains(notes, "a2: not read: the object's attributes exceed") || rep.Datasets[0].AttrsNotImported != 2 {
 		t.Fatalf("notes:\n%s", notes)
 	}
-	ds, err := f.OpenDataset("d")
+	ds, err := f.OpenDataset(ctx, "d", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ds.Close()
-	sameAttrs(t, "d", []engine.Attr{{Name: "a3", Value: engine.ScalarAttr(int32(7))}}, ds.Attrs())
+	defer ds.Close(ctx)
+	sameAttrs(t, "d", []engine.Attr{{Name: "a3", Value: engine.ScalarAttr(int32(7))}}, testfile.Attrs(t, ds))
 }

@@ -39,12 +39,12 @@ func TestAttrsBoolComplexStringsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	src := testfile.Create(t, filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
-	defer src.Close()
-	ds, err := src.CreateDataset("d", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
+	defer src.Close(ctx)
+	ds, err := src.CreateDataset(ctx, "d", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	names, err := engine.FixedStringsAttr(engine.FixedString(4, engine.NullPad, engine.ASCII), "ab", "cdef", "")
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestAttrsBoolComplexStringsRoundTrip(t *testing.T) {
 		}
 	}
 	dst := testfile.Create(t, filepath.Join(dir, "b.scc"), &engine.Options{NoSync: true})
-	defer dst.Close()
+	defer dst.Close(ctx)
 	rep, err := Import(ctx, h5path, dst, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -113,11 +113,11 @@ func TestAttrsBoolComplexStringsRoundTrip(t *testing.T) {
 	if rep.RootAttrsNotImported != 0 || rep.Datasets[0].AttrsNotImported != 0 {
 		t.Fatalf("left behind: %v %v", rep.RootAttrNotes, rep.Datasets[0].AttrNotes)
 	}
-	back, err := dst.OpenDataset("d")
+	back, err := dst.OpenDataset(ctx, "d", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer back.Close()
-	sameAttrs(t, "root", src.Attrs(), dst.Attrs())
-	sameAttrs(t, "d", ds.Attrs(), back.Attrs())
+	defer back.Close(ctx)
+	sameAttrs(t, "root", testfile.Attrs(t, src), testfile.Attrs(t, dst))
+	sameAttrs(t, "d", testfile.Attrs(t, ds), testfile.Attrs(t, back))
 }

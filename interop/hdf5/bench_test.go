@@ -73,11 +73,11 @@ func BenchmarkExportImport(b *testing.B) {
 		b.Fatalf("bad -hdf5.filters %q", *benchFilters)
 	}
 	srcPath := filepath.Join(dir, "src.scc")
-	f, err := engine.Create(srcPath, &engine.Options{NoSync: true})
+	f, err := engine.Create(ctx, srcPath, &engine.Options{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ds, err := f.CreateDataset("data", engine.DatasetSpec{Type: engine.Uint16,
+	ds, err := f.CreateDataset(ctx, "data", engine.DatasetSpec{Type: engine.Uint16,
 		Shape: []uint64{frames, rows, cols}, MaxShape: []uint64{engine.Unlimited, rows, cols},
 		Chunk: []uint64{1, rows, cols}, Filters: filters})
 	if err != nil {
@@ -96,14 +96,14 @@ func BenchmarkExportImport(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
 	logical := float64(frames * rows * cols * 2)
 	b.ResetTimer()
 	mbps := func(d time.Duration) float64 { return logical / 1e6 / d.Seconds() }
 	for n := 0; n < b.N; n++ {
-		src, err := engine.Open(srcPath, &engine.Options{ReadOnly: true})
+		src, err := engine.Open(ctx, srcPath, &engine.Options{ReadOnly: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -111,18 +111,18 @@ func BenchmarkExportImport(b *testing.B) {
 		t0, c0 := time.Now(), cpuTime()
 		erep, err := Export(ctx, src, h5path, nil)
 		exp, expCPU := time.Since(t0), cpuTime()-c0
-		src.Close()
+		src.Close(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		dst, err := engine.Create(filepath.Join(dir, fmt.Sprintf("back%d.scc", n)), &engine.Options{NoSync: true})
+		dst, err := engine.Create(ctx, filepath.Join(dir, fmt.Sprintf("back%d.scc", n)), &engine.Options{NoSync: true})
 		if err != nil {
 			b.Fatal(err)
 		}
 		t0, c0 = time.Now(), cpuTime()
 		irep, err := Import(ctx, h5path, dst, nil)
 		imp, impCPU := time.Since(t0), cpuTime()-c0
-		if cerr := dst.Close(); err == nil {
+		if cerr := dst.Close(ctx); err == nil {
 			err = cerr
 		}
 		if err != nil {

@@ -23,10 +23,10 @@ func TestConcurrentExportImport(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	src := testfile.Create(t, filepath.Join(dir, "src.scc"), &engine.Options{NoSync: true})
-	defer src.Close()
+	defer src.Close(ctx)
 	spec := engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{64, 48}, Chunk: []uint64{8, 16},
 		Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(2)}}
-	ds, err := src.CreateDataset("d", spec)
+	ds, err := src.CreateDataset(ctx, "d", spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestConcurrentExportImport(t *testing.T) {
 	if err := ds.Write(ctx, engine.Box([]uint64{0, 0}, []uint64{64, 48}), want); err != nil {
 		t.Fatal(err)
 	}
-	busy, err := src.CreateDataset("busy", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{1 << 12}, Chunk: []uint64{256}})
+	busy, err := src.CreateDataset(ctx, "busy", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{1 << 12}, Chunk: []uint64{256}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,13 +70,13 @@ func TestConcurrentExportImport(t *testing.T) {
 				return
 			}
 			path := filepath.Join(dir, fmt.Sprintf("i%d.scc", g))
-			dst, err := engine.Create(path, &engine.Options{NoSync: true})
+			dst, err := engine.Create(ctx, path, &engine.Options{NoSync: true})
 			if err != nil {
 				errs <- err
 				return
 			}
 			testfile.CheckAtCleanup(t, path)
-			defer dst.Close()
+			defer dst.Close(ctx)
 			rep, err := Import(ctx, h5path, dst, &Options{Workers: 1 + g%3})
 			if err != nil {
 				errs <- err
@@ -86,7 +86,7 @@ func TestConcurrentExportImport(t *testing.T) {
 				errs <- fmt.Errorf("import %d: %+v", g, r)
 				return
 			}
-			back, err := dst.OpenDataset("d")
+			back, err := dst.OpenDataset(ctx, "d", nil)
 			if err != nil {
 				errs <- err
 				return
@@ -117,8 +117,8 @@ func TestExportIOError(t *testing.T) {
 	fd := vfd.NewFault(vfd.NewMem())
 	fd.SetEnabled(false)
 	f := testfile.CreateWith(t, fd, nil)
-	defer f.Close()
-	ds, err := f.CreateDataset("d", engine.DatasetSpec{Type: engine.Uint32, Shape: []uint64{100}, Chunk: []uint64{10},
+	defer f.Close(ctx)
+	ds, err := f.CreateDataset(ctx, "d", engine.DatasetSpec{Type: engine.Uint32, Shape: []uint64{100}, Chunk: []uint64{10},
 		Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(1)}})
 	if err != nil {
 		t.Fatal(err)
@@ -169,17 +169,17 @@ with h5py.File(sys.argv[1], "w") as f:
 	if !errors.Is(err, engine.ErrIO) || !errors.Is(err, vfd.ErrInjected) {
 		t.Fatalf("import on a failing disk: %v", err)
 	}
-	f.Close()
+	f.Close(ctx)
 	fd.SetEnabled(false)
-	if _, err := engine.Check(ctx, mem); err != nil {
+	if _, err := engine.Check(ctx, "", &engine.Options{Driver: mem}); err != nil {
 		t.Fatalf("check after a failed import: %v", err)
 	}
-	g, err := engine.OpenWith(mem, &engine.Options{ReadOnly: true})
+	g, err := engine.Open(ctx, "", &engine.Options{Driver: mem, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
-	ds, err := g.OpenDataset("a")
+	defer g.Close(ctx)
+	ds, err := g.OpenDataset(ctx, "a", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

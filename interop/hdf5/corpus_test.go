@@ -259,13 +259,13 @@ func TestImportCorpus(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("report:\n%s", rep)
-			f, err := engine.Open(out, &engine.Options{ReadOnly: true})
+			f, err := engine.Open(ctx, out, &engine.Options{ReadOnly: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			testfile.CheckAtCleanup(t, out)
-			defer f.Close()
-			in, left := checkAttrs(t, name+" root", c.Attrs, f.Attrs(), rep.RootAttrNotes)
+			defer f.Close(ctx)
+			in, left := checkAttrs(t, name+" root", c.Attrs, testfile.Attrs(t, f), rep.RootAttrNotes)
 			attrsIn, attrsLeft = attrsIn+in, attrsLeft+left
 			reports := map[string]DatasetReport{}
 			for _, d := range rep.Datasets {
@@ -287,7 +287,7 @@ func TestImportCorpus(t *testing.T) {
 					}
 					continue
 				}
-				ds, err := f.OpenDataset(d.Name)
+				ds, err := f.OpenDataset(ctx, d.Name, nil)
 				if err != nil {
 					t.Errorf("%s: %v (skip reason %q)", d.Name, err, reasons[d.Name])
 					failed++
@@ -310,9 +310,9 @@ func TestImportCorpus(t *testing.T) {
 				} else {
 					imported++
 				}
-				in, left := checkAttrs(t, d.Name, d.Attrs, ds.Attrs(), reports[d.Name].AttrNotes)
+				in, left := checkAttrs(t, d.Name, d.Attrs, testfile.Attrs(t, ds), reports[d.Name].AttrNotes)
 				attrsIn, attrsLeft = attrsIn+in, attrsLeft+left
-				ds.Close()
+				ds.Close(ctx)
 			}
 		})
 		if !ok {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -78,11 +79,15 @@ func exportFile(ctx context.Context, src *engine.File, dstPath string, opts *Opt
 	var plans []*exportPlan
 	defer func() {
 		for _, p := range plans {
-			p.ds.Close()
+			p.ds.Close(ctx)
 		}
 	}()
+	names, err := datasetNames(src)
+	if err != nil {
+		return rep, err
+	}
 	selected := 0
-	for _, name := range src.Datasets() {
+	for _, name := range names {
 		if !opts.selected(name) {
 			continue
 		}
@@ -96,7 +101,7 @@ func exportFile(ctx context.Context, src *engine.File, dstPath string, opts *Opt
 			rep.Skipped = append(rep.Skipped, SkippedDataset{Path: name, Reason: err.Error()})
 			continue
 		}
-		ds, err := src.OpenDatasetContext(ctx, name)
+		ds, err := src.OpenDataset(ctx, name, nil)
 		if err != nil {
 			return rep, err
 		}
@@ -107,7 +112,7 @@ func exportFile(ctx context.Context, src *engine.File, dstPath string, opts *Opt
 			pending = append(pending, files...)
 		}
 		if err != nil {
-			ds.Close()
+			ds.Close(ctx)
 			return rep, err
 		}
 		plans = append(plans, p)
@@ -153,11 +158,11 @@ func exportFile(ctx context.Context, src *engine.File, dstPath string, opts *Opt
 	if err := f.WriteRootAttrs(rootAttrs); err != nil {
 		return rep, err
 	}
-	var names []string
+	var planned []string
 	for _, p := range plans {
-		names = append(names, p.ds.Name())
+		planned = append(planned, strings.TrimPrefix(p.ds.Path(), "/"))
 	}
-	if err := exportGroups(ctx, f, src.Root(), names, opts, &rep); err != nil {
+	if err := exportGroups(ctx, f, src.Group, planned, opts, &rep); err != nil {
 		return rep, err
 	}
 	for _, p := range plans {
@@ -169,7 +174,7 @@ func exportFile(ctx context.Context, src *engine.File, dstPath string, opts *Opt
 		}
 		dr, err := export(ctx, f, p, opts)
 		if err != nil {
-			return rep, fmt.Errorf("export %q: %w", p.ds.Name(), err)
+			return rep, fmt.Errorf("export %q: %w", p.ds.Path(), err)
 		}
 		rep.Datasets = append(rep.Datasets, dr)
 	}
@@ -182,7 +187,7 @@ func exportFile(ctx context.Context, src *engine.File, dstPath string, opts *Opt
 }
 
 func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
-	name := ds.Name()
+	name := strings.TrimPrefix(ds.Path(), "/")
 	if definedName(name) {
 		return nil, fmt.Errorf("%w: dataset %q: names under %q are where export records sparse datasets' defined sets", ErrUnsupported, name, DefinedPrefix)
 	}
@@ -313,7 +318,7 @@ type exported struct {
 }
 
 func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options) (DatasetReport, error) {
-	rep := DatasetReport{Name: p.ds.Name(), Path: p.path, Mode: p.mode, Reason: p.reason}
+	rep := DatasetReport{Name: strings.TrimPrefix(p.ds.Path(), "/"), Path: p.path, Mode: p.mode, Reason: p.reason}
 	hd, err := f.CreateDataset(p.path, p.spec)
 	if err != nil {
 		return rep, err
@@ -338,9 +343,12 @@ func exportDataset(ctx context.Context, f *h5.File, p *exportPlan, opts *Options
 		// far more cells than chunks. Chunks beyond the extent the HDF5
 		// dataset was created with (the scc dataset grew meanwhile) are left
 		// out.
-		stored, err := p.ds.StoredChunks(gctx)
-		if err != nil {
-			return err
+		var stored []engine.StoredChunk
+		for c, err := range p.ds.Chunks(gctx) {
+			if err != nil {
+				return err
+			}
+			stored = append(stored, c)
 		}
 	next:
 		for _, sc := range stored {
@@ -465,30 +473,57 @@ func (p *exportPlan) convert(c []uint64, data []byte, mask uint32, chunkBytes in
 // it is is left out with what it holds and named in rep.Skipped (the
 // datasets below it are, by their names), or refused under Strict.
 func exportGroups(ctx context.Context, f *h5.File, g *engine.Group, names []string, opts *Options, rep *Report) error {
-	return g.WalkGroups(ctx, func(sub *engine.Group, p string) (bool, error) {
+	var pruned []string // groups left out, with what they hold
+	for m, err := range g.Walk() {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p := m.Path[1:]
+		if m.Kind != engine.MemberGroup || slices.ContainsFunc(pruned, func(q string) bool { return strings.HasPrefix(p, q+"/") }) {
+			continue
+		}
 		if opts != nil && opts.Datasets != nil && !holdsAny(p, names) {
-			return false, nil
+			pruned = append(pruned, p)
+			continue
 		}
 		if err := nameErr(p); err != nil {
 			if opts.strict() {
-				return false, fmt.Errorf("%w: group %q (strict): %w", ErrUnsupported, p, err)
+				return fmt.Errorf("%w: group %q (strict): %w", ErrUnsupported, p, err)
 			}
 			rep.Skipped = append(rep.Skipped, SkippedDataset{Path: p, Reason: "group: " + err.Error()})
-			return false, nil
+			pruned = append(pruned, p)
+			continue
 		}
-		list, err := sub.Attrs()
+		sub, err := g.OpenGroup(ctx, m.Path)
 		if err != nil {
-			return false, fmt.Errorf("group %q: %w", p, err)
+			return fmt.Errorf("group %q: %w", p, err)
 		}
-		attrs, err := h5Attrs(list)
+		attrs, err := h5Attrs(sub.Attrs())
 		if err != nil {
-			return false, fmt.Errorf("group %q: %w", p, err)
+			return fmt.Errorf("group %q: %w", p, err)
 		}
 		if err := f.WriteGroup(p, attrs); err != nil {
-			return false, fmt.Errorf("group %q: %w", p, err)
+			return fmt.Errorf("group %q: %w", p, err)
 		}
-		return true, nil
-	})
+	}
+	return nil
+}
+
+// datasetNames lists the paths of f's datasets without the leading '/',
+// sorted: the names an export writes and a report gives.
+func datasetNames(f *engine.File) ([]string, error) {
+	var names []string
+	for m, err := range f.Datasets() {
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, m.Path[1:])
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // holdsAny reports whether group path p holds one of the named datasets.

@@ -22,7 +22,7 @@ func layoutsFile(t *testing.T, path string) *engine.File {
 	ctx := context.Background()
 	f := testfile.Create(t, path, &engine.Options{NoSync: true})
 	mk := func(name string, spec engine.DatasetSpec) *engine.Dataset {
-		ds, err := f.CreateDataset(name, spec)
+		ds, err := f.CreateDataset(ctx, name, spec)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -117,8 +117,8 @@ func engineValues(t *testing.T, f *engine.File) map[string]any {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]any{}
-	for _, name := range f.Datasets() {
-		ds, err := f.OpenDataset(name)
+	for _, name := range testfile.DatasetNames(t, f) {
+		ds, err := f.OpenDataset(ctx, name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func engineValues(t *testing.T, f *engine.File) map[string]any {
 			}
 		}
 		out[name] = e
-		ds.Close()
+		ds.Close(ctx)
 	}
 	return out
 }
@@ -224,7 +224,7 @@ func TestExportLayoutsReadByH5py(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f := layoutsFile(t, filepath.Join(dir, "src.scc"))
-	defer f.Close()
+	defer f.Close(ctx)
 	out := filepath.Join(dir, "out.h5")
 	if _, err := Export(ctx, f, out, nil); err != nil {
 		t.Fatal(err)
@@ -251,13 +251,13 @@ func TestImportBackLayouts(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f := layoutsFile(t, filepath.Join(dir, "src.scc"))
-	defer f.Close()
+	defer f.Close(ctx)
 	out := filepath.Join(dir, "out.h5")
 	if _, err := Export(ctx, f, out, nil); err != nil {
 		t.Fatal(err)
 	}
 	g := testfile.Create(t, filepath.Join(dir, "back.scc"), &engine.Options{NoSync: true})
-	defer g.Close()
+	defer g.Close(ctx)
 	rep, err := Import(ctx, out, g, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -290,8 +290,8 @@ func TestImportBackLayouts(t *testing.T) {
 		t.Errorf("imported more datasets than exported: %v", got)
 	}
 	for _, name := range []string{"sparse", "bool", "c64", "c128", "s/nullterm", "s/nullpad", "s/spacepad"} {
-		a, _ := f.OpenDataset(name)
-		b, err := g.OpenDataset(name)
+		a, _ := f.OpenDataset(ctx, name, nil)
+		b, err := g.OpenDataset(ctx, name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,8 +301,8 @@ func TestImportBackLayouts(t *testing.T) {
 		if _, err := b.Attr(DefinedAttr); err == nil {
 			t.Errorf("%s: the export's %s attribute was imported", name, DefinedAttr)
 		}
-		a.Close()
-		b.Close()
+		a.Close(ctx)
+		b.Close(ctx)
 	}
 }
 
@@ -317,11 +317,11 @@ func TestSparseBookkeepingRefusals(t *testing.T) {
 	dir := t.TempDir()
 	for i, mk := range []func(f *engine.File) error{
 		func(f *engine.File) error {
-			_, err := f.CreateDataset(DefinedPrefix+"x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{2}})
+			_, err := f.CreateDataset(ctx, DefinedPrefix+"x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{2}})
 			return err
 		},
 		func(f *engine.File) error {
-			ds, err := f.CreateDataset("x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{2}, Layout: engine.Sparse})
+			ds, err := f.CreateDataset(ctx, "x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{2}, Layout: engine.Sparse})
 			if err != nil {
 				return err
 			}
@@ -339,7 +339,7 @@ func TestSparseBookkeepingRefusals(t *testing.T) {
 		if _, err := os.Stat(out); !os.IsNotExist(err) {
 			t.Errorf("case %d: refused export left %s", i, out)
 		}
-		f.Close()
+		f.Close(ctx)
 	}
 	h5path := filepath.Join(dir, "bad.h5")
 	runPython(t, `
@@ -356,7 +356,7 @@ with h5py.File(sys.argv[1], "w") as f:
     f.create_dataset("ok", data=np.ones(8, dtype=bool), chunks=(4,))
 `, h5path)
 	g := testfile.Create(t, filepath.Join(dir, "g.scc"), &engine.Options{NoSync: true})
-	defer g.Close()
+	defer g.Close(ctx)
 	rep, err := Import(ctx, h5path, g, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +370,7 @@ with h5py.File(sys.argv[1], "w") as f:
 			t.Errorf("%s: skip reason %q, want one naming %q", path, reasons[path], want)
 		}
 	}
-	if n := g.Datasets(); len(n) != 1 || n[0] != "ok" {
+	if n := testfile.DatasetNames(t, g); len(n) != 1 || n[0] != "ok" {
 		t.Errorf("imported %v, want only ok", n)
 	}
 }

@@ -21,12 +21,12 @@ import (
 func writerFile(t *testing.T, path string, w, n int) {
 	t.Helper()
 	ctx := context.Background()
-	f, err := engine.Create(path, &engine.Options{NoSync: true})
+	f, err := engine.Create(ctx, path, &engine.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	ds, err := f.CreateDataset("frames", engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{uint64(n), 2, 3},
+	defer f.Close(ctx)
+	ds, err := f.CreateDataset(ctx, "frames", engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{uint64(n), 2, 3},
 		MaxShape: []uint64{engine.Unlimited, 2, 3}, Chunk: []uint64{1, 2, 3}})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func writerFile(t *testing.T, path string, w, n int) {
 			t.Fatal(err)
 		}
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -53,16 +53,16 @@ func i32bytes(v int32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 1
 // these mappings (int32 frames of 2x3, fill -7).
 func virtualFile(t *testing.T, path string, maps []engine.VirtualMapping) {
 	t.Helper()
-	f, err := engine.Create(path, &engine.Options{NoSync: true, Virtual: absentURLs})
+	f, err := engine.Create(context.Background(), path, &engine.Options{NoSync: true, Virtual: absentURLs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(context.Background())
 	if _, err := f.CreateVirtualDataset(context.Background(), "frames", engine.VirtualSpec{Type: engine.Int32,
 		Shape: []uint64{0, 2, 3}, MaxShape: []uint64{engine.Unlimited, 2, 3}, Fill: i32bytes(-7), Mappings: maps}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -91,16 +91,16 @@ func roundRobin(n int, file func(i int) string) []engine.VirtualMapping {
 // the file at path in a view: its shape and every element.
 func sccView(t *testing.T, path string, view engine.VirtualView) map[string]any {
 	t.Helper()
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true, Virtual: engine.VirtualOptions{View: view}})
+	f, err := engine.Open(context.Background(), path, &engine.Options{ReadOnly: true, Virtual: engine.VirtualOptions{View: view}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	ds, err := f.OpenDataset("frames")
+	defer f.Close(context.Background())
+	ds, err := f.OpenDataset(context.Background(), "frames", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ds.Close()
+	defer ds.Close(context.Background())
 	shape := ds.Shape()
 	buf := make([]byte, shape[0]*shape[1]*shape[2]*4)
 	if err := ds.Read(context.Background(), engine.Box([]uint64{0, 0, 0}, shape), buf); err != nil {
@@ -132,12 +132,12 @@ print("ok")
 func checkExport(t *testing.T, vpath, out string, views ...engine.VirtualView) Report {
 	t.Helper()
 	ctx := context.Background()
-	f, err := engine.Open(vpath, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(ctx, vpath, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := Export(ctx, f, out, nil)
-	f.Close()
+	f.Close(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,11 +290,11 @@ func TestExportVirtualSourceRefusals(t *testing.T) {
 			writerFile(t, filepath.Join(dir, "w.scc"), 3, 2)
 			vpath := filepath.Join(dir, "v.scc")
 			virtualFile(t, vpath, roundRobin(len(tc.files), func(i int) string { return tc.files[i] }))
-			f, err := engine.Open(vpath, &engine.Options{ReadOnly: true, Virtual: absentURLs})
+			f, err := engine.Open(ctx, vpath, &engine.Options{ReadOnly: true, Virtual: absentURLs})
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer f.Close()
+			defer f.Close(ctx)
 			out := filepath.Join(outDir, "v.h5")
 			switch tc.name {
 			case "output":
@@ -311,10 +311,10 @@ func TestExportVirtualSourceRefusals(t *testing.T) {
 			if ents, _ := os.ReadDir(outDir); len(ents) != 0 {
 				t.Fatalf("files left: %v", ents)
 			}
-			if g, err := engine.Open(filepath.Join(dir, "w.h5"), &engine.Options{ReadOnly: true}); err != nil {
+			if g, err := engine.Open(ctx, filepath.Join(dir, "w.h5"), &engine.Options{ReadOnly: true}); err != nil {
 				t.Fatalf("source file w.h5: %v", err)
 			} else {
-				g.Close()
+				g.Close(ctx)
 			}
 		})
 	}
@@ -331,13 +331,13 @@ func TestExportSelfPrintfAndBounded(t *testing.T) {
 	dir, outDir := t.TempDir(), t.TempDir()
 	writerFile(t, filepath.Join(dir, "w0.scc"), 9, 2)
 	vpath := filepath.Join(dir, "v.scc")
-	f, err := engine.Create(vpath, &engine.Options{NoSync: true})
+	f, err := engine.Create(ctx, vpath, &engine.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	mk := func(name string, w, n int) {
-		ds, err := f.CreateDataset(name, engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{uint64(n), 2, 3},
+		ds, err := f.CreateDataset(ctx, name, engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{uint64(n), 2, 3},
 			MaxShape: []uint64{engine.Unlimited, 2, 3}, Chunk: []uint64{1, 2, 3}})
 		if err != nil {
 			t.Fatal(err)
@@ -363,7 +363,7 @@ func TestExportSelfPrintfAndBounded(t *testing.T) {
 		}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	rep := checkExport(t, vpath, filepath.Join(outDir, "v.h5"))
@@ -390,11 +390,11 @@ func TestExportVirtualSourceDamaged(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "w1.scc"), bytes.Repeat([]byte("not an scc file "), 512), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := engine.Open(vpath, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), vpath, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(context.Background())
 	_, err = Export(context.Background(), f, filepath.Join(outDir, "v.h5"), nil)
 	if !errors.Is(err, engine.ErrCorrupt) || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "mapping 1 (w1.scc:frames)") {
 		t.Fatalf("got %v, want ErrCorrupt naming mapping 1", err)

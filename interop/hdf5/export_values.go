@@ -47,7 +47,7 @@ const slabBytes = 4 << 20
 // exportValues writes p.ds's elements through H5Dwrite.
 func exportValues(ctx context.Context, f *h5.File, p *exportPlan, opts *Options) (DatasetReport, error) {
 	ds := p.ds
-	rep := DatasetReport{Name: ds.Name(), Path: p.path, Mode: Reencoded, Reason: p.reason}
+	rep := DatasetReport{Name: strings.TrimPrefix(ds.Path(), "/"), Path: p.path, Mode: Reencoded, Reason: p.reason}
 	hd, err := f.CreateDataset(p.path, p.spec)
 	if err != nil {
 		return rep, err
@@ -208,7 +208,7 @@ func planValues(ds *engine.Dataset, p *exportPlan, opts *Options) error {
 		p.reason = "variable-length layout: written through H5Dwrite as variable-length sequences of " + p.spec.Type.String()
 	case engine.Sparse:
 		if _, err := ds.Attr(DefinedAttr); err == nil {
-			return fmt.Errorf("%w: sparse dataset %q has an attribute %q, the name export gives the attribute naming its defined set", ErrUnsupported, ds.Name(), DefinedAttr)
+			return fmt.Errorf("%w: sparse dataset %q has an attribute %q, the name export gives the attribute naming its defined set", ErrUnsupported, ds.Path(), DefinedAttr)
 		}
 		p.spec.Chunk = chunk
 		p.spec.Fill = ds.Fill()
@@ -225,7 +225,7 @@ func planValues(ds *engine.Dataset, p *exportPlan, opts *Options) error {
 	for i := range chunk {
 		if p.spec.MaxDims[i] != h5.Unlimited && chunk[i] > p.spec.MaxDims[i] {
 			return fmt.Errorf("%w: dataset %q: chunk %v exceeds the fixed max shape %v along dimension %d, which HDF5 refuses",
-				ErrUnsupported, ds.Name(), chunk, ds.MaxShape(), i)
+				ErrUnsupported, ds.Path(), chunk, ds.MaxShape(), i)
 		}
 	}
 	return nil

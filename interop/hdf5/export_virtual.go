@@ -81,7 +81,7 @@ type srcInfo struct {
 // planVirtual fills in p's HDF5 spec from the virtual dataset's stored
 // mappings and returns the source files to export beside dstPath.
 func planVirtual(ctx context.Context, src *engine.File, p *exportPlan, opts *Options, dstPath string, run *exportRun) ([]SourceFile, error) {
-	name := p.ds.Name()
+	name := strings.TrimPrefix(p.ds.Path(), "/")
 	spec, ok, err := src.VirtualSpec(ctx, name)
 	if err != nil {
 		return nil, err
@@ -147,19 +147,23 @@ func planVirtual(ctx context.Context, src *engine.File, p *exportPlan, opts *Opt
 			dset, _ := engine.ExpandBlock(m.Dataset, b)
 			var info srcInfo
 			if self {
-				if !slices.Contains(src.Datasets(), dset) {
+				names, err := datasetNames(src)
+				if err != nil {
+					return nil, err
+				}
+				if !slices.Contains(names, dset) {
 					infos = append(infos, info)
 					continue
 				}
 				if !opts.selected(dset) {
 					return nil, refuse(i, m, fmt.Sprintf("source dataset %q is not among the datasets exported", dset))
 				}
-				sd, err := src.OpenDatasetContext(ctx, dset)
+				sd, err := src.OpenDataset(ctx, dset, nil)
 				if err != nil {
 					return nil, failed(i, m, fmt.Errorf("source %q: %w", dset, err))
 				}
 				info = srcInfo{shape: sd.Shape(), typ: sd.Type()}
-				sd.Close()
+				sd.Close(ctx)
 				infos = append(infos, info)
 				continue
 			}
@@ -306,33 +310,33 @@ func statErr(path string) error {
 // dset's shape and type; a zero srcInfo (no error) when the file or the
 // dataset does not exist, as both libraries then read the fill value.
 func sourceInfo(ctx context.Context, loc, dset string) (srcInfo, error) {
-	f, err := engine.OpenContext(ctx, loc, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(ctx, loc, &engine.Options{ReadOnly: true})
 	if errors.Is(err, engine.ErrNotFound) {
 		return srcInfo{}, nil
 	}
 	if err != nil {
 		return srcInfo{}, fmt.Errorf("source file %s: %w", loc, err)
 	}
-	defer f.Close()
-	d, err := f.OpenDatasetContext(ctx, dset)
+	defer f.Close(ctx)
+	d, err := f.OpenDataset(ctx, dset, nil)
 	if errors.Is(err, engine.ErrNotFound) {
 		return srcInfo{}, nil
 	}
 	if err != nil {
 		return srcInfo{}, fmt.Errorf("source %s:%s: %w", loc, dset, err)
 	}
-	defer d.Close()
+	defer d.Close(ctx)
 	return srcInfo{shape: d.Shape(), typ: d.Type()}, nil
 }
 
 // exportSource exports the source file sf names (all its datasets) and
 // records it in run.
 func exportSource(ctx context.Context, sf SourceFile, opts *Options, run *exportRun) error {
-	f, err := engine.OpenContext(ctx, sf.Source, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(ctx, sf.Source, &engine.Options{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("source file %s: %w", sf.Source, err)
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	var sub Options
 	if opts != nil {
 		sub = *opts
@@ -389,7 +393,7 @@ func slab(start, stride, count, block []uint64) h5.Slab {
 
 // exportVirtual creates the HDF5 virtual dataset p plans.
 func exportVirtual(_ context.Context, f *h5.File, p *exportPlan, _ *Options) (DatasetReport, error) {
-	rep := DatasetReport{Name: p.ds.Name(), Path: p.path, Mode: Virtual, Reason: p.reason}
+	rep := DatasetReport{Name: strings.TrimPrefix(p.ds.Path(), "/"), Path: p.path, Mode: Virtual, Reason: p.reason}
 	hd, err := f.CreateDataset(p.path, p.spec)
 	if err != nil {
 		return rep, err

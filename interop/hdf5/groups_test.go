@@ -18,7 +18,7 @@ func TestGroupsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f := testfile.Create(t, filepath.Join(dir, "src.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
+	defer f.Close(ctx)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -28,10 +28,10 @@ func TestGroupsRoundTrip(t *testing.T) {
 	entry, err := f.CreateGroup(ctx, "entry")
 	must(err)
 	must(entry.SetAttr(ctx, "NX_class", engine.StringAttr("NXentry")))
-	ds, err := f.CreateDataset("entry/data/data", engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{2, 3}, Chunk: []uint64{1, 3}})
+	ds, err := f.CreateDataset(ctx, "entry/data/data", engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{2, 3}, Chunk: []uint64{1, 3}})
 	must(err)
 	must(engine.WriteSlice(ctx, ds, engine.All([]uint64{2, 3}), []int32{1, 2, 3, 4, 5, 6}))
-	data, err := f.OpenGroup("entry/data")
+	data, err := f.OpenGroup(ctx, "entry/data")
 	must(err)
 	must(data.SetAttr(ctx, "gain", engine.ArrayAttr([]float64{1.5, 2})))
 	empty, err := f.CreateGroup(ctx, "entry/empty")
@@ -41,7 +41,7 @@ func TestGroupsRoundTrip(t *testing.T) {
 	paths := []string{"entry", "entry/data", "entry/empty"}
 	want := map[string][]engine.Attr{}
 	for _, p := range paths {
-		g, err := f.OpenGroup(p)
+		g, err := f.OpenGroup(ctx, p)
 		must(err)
 		want[p], err = g.Attrs()
 		must(err)
@@ -67,22 +67,22 @@ func TestGroupsRoundTrip(t *testing.T) {
 	must(hf.Close())
 
 	g := testfile.Create(t, filepath.Join(dir, "back.scc"), &engine.Options{NoSync: true})
-	defer g.Close()
+	defer g.Close(ctx)
 	rep, err := Import(ctx, h5path, g, nil)
 	must(err)
 	if len(rep.GroupAttrNotes) != 0 {
 		t.Fatalf("notes %q", rep.GroupAttrNotes)
 	}
 	for _, p := range paths {
-		gg, err := g.OpenGroup(p)
+		gg, err := g.OpenGroup(ctx, p)
 		must(err)
 		got, err := gg.Attrs()
 		must(err)
 		sameAttrs(t, p, want[p], got)
 	}
-	b, err := g.OpenDataset("entry/data/data")
+	b, err := g.OpenDataset(ctx, "entry/data/data", nil)
 	must(err)
-	defer b.Close()
+	defer b.Close(ctx)
 	buf := make([]int32, 6)
 	must(engine.ReadSlice(ctx, b, engine.All([]uint64{2, 3}), buf))
 	if !slices.Equal(buf, []int32{1, 2, 3, 4, 5, 6}) {

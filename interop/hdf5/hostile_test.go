@@ -317,12 +317,12 @@ func TestImportHostile(t *testing.T) {
 			for _, s := range rep.Skipped {
 				reasons[strings.TrimPrefix(s.Path, "/")] = s.Reason
 			}
-			f, err := engine.Open(out, &engine.Options{ReadOnly: true})
+			f, err := engine.Open(ctx, out, &engine.Options{ReadOnly: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			testfile.CheckAtCleanup(t, out)
-			defer f.Close()
+			defer f.Close(ctx)
 			wantSkips := 0
 			for _, d := range c.Datasets {
 				if d.Skip != "" {
@@ -330,12 +330,12 @@ func TestImportHostile(t *testing.T) {
 					if r, ok := reasons[d.Name]; !ok || !strings.Contains(r, d.Skip) {
 						t.Errorf("%s: skip reason %q, want one naming %q", d.Name, r, d.Skip)
 					}
-					if _, err := f.OpenDataset(d.Name); !errors.Is(err, engine.ErrNotFound) {
+					if _, err := f.OpenDataset(ctx, d.Name, nil); !errors.Is(err, engine.ErrNotFound) {
 						t.Errorf("%s: skipped, yet in the file (%v)", d.Name, err)
 					}
 					continue
 				}
-				ds, err := f.OpenDataset(d.Name)
+				ds, err := f.OpenDataset(ctx, d.Name, nil)
 				if err != nil {
 					t.Fatalf("%s: %v", d.Name, err)
 				}
@@ -353,7 +353,7 @@ func TestImportHostile(t *testing.T) {
 				if !bytes.Equal(got, want) {
 					t.Errorf("%s at %v+%v: elements differ from h5py's reading", d.Name, d.Start, d.Count)
 				}
-				ds.Close()
+				ds.Close(ctx)
 			}
 			if len(rep.Skipped) != wantSkips {
 				t.Errorf("%d skipped, want %d: %v", len(rep.Skipped), wantSkips, rep.Skipped)
@@ -408,19 +408,19 @@ func TestImportIndexFallback(t *testing.T) {
 				t.Errorf("%s: %s %q, want the H5Dread fallback", d.Name, d.Mode, d.Reason)
 			}
 		}
-		f, err := engine.Open(out, &engine.Options{ReadOnly: true})
+		f, err := engine.Open(ctx, out, &engine.Options{ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		testfile.CheckAtCleanup(t, out)
-		defer f.Close()
+		defer f.Close(ctx)
 		n := 0
 		for _, d := range c.Datasets {
 			if !slices.Contains([]string{"earray1", "earray2_3d", "earray1_sparse"}, d.Name) {
 				continue
 			}
 			n++
-			ds, err := f.OpenDataset(d.Name)
+			ds, err := f.OpenDataset(ctx, d.Name, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -429,7 +429,7 @@ func TestImportIndexFallback(t *testing.T) {
 			if err := ds.Read(ctx, engine.Box(d.Start, d.Count), got); err != nil || !bytes.Equal(got, want) {
 				t.Errorf("%s: differs from h5py's reading (%v)", d.Name, err)
 			}
-			ds.Close()
+			ds.Close(ctx)
 		}
 		if n != 3 {
 			t.Fatalf("%d datasets checked", n)

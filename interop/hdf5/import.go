@@ -98,7 +98,11 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 	var plans []*importPlan
 	var problems, skips []error
 	existing := map[string]bool{}
-	for _, n := range dst.Datasets() {
+	names, err := datasetNames(dst)
+	if err != nil {
+		return rep, err
+	}
+	for _, n := range names {
 		existing[n] = true
 	}
 	selected := 0
@@ -494,7 +498,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 	if err != nil {
 		return rep, err
 	}
-	ds, err := dst.CreateDatasetContext(ctx, p.path, p.spec)
+	ds, err := dst.CreateDataset(ctx, p.path, p.spec)
 	if errors.Is(err, engine.ErrInvalid) {
 		// Nothing was created: scc refuses the dataset's shape.
 		return rep, unsupported(p.path, "scc refuses it: %v", err)
@@ -502,7 +506,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 	if err != nil {
 		return rep, err
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	if p.defined != "" {
 		// The attribute naming the defined set is the export's bookkeeping,
 		// not the dataset's.
@@ -834,7 +838,7 @@ func importGroups(ctx context.Context, f *h5.File, dst *engine.File, plans []*im
 		if opts != nil && opts.Datasets != nil && !holdsAny(p, names) || bad[p] != nil {
 			continue
 		}
-		g, err := dst.OpenGroup(p)
+		g, err := dst.OpenGroup(ctx, p)
 		if errors.Is(err, engine.ErrNotFound) {
 			g, err = dst.CreateGroup(ctx, p)
 		}

@@ -105,15 +105,15 @@ func TestImportFromH5py(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("import report:\n%s", rep)
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Reopen: Import flushed, so everything is committed.
-	f, err = engine.Open(sccPath, &engine.Options{ReadOnly: true})
+	f, err = engine.Open(ctx, sccPath, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(ctx)
 	byName := map[string]DatasetReport{}
 	for _, d := range rep.Datasets {
 		byName[d.Name] = d
@@ -136,7 +136,7 @@ func TestImportFromH5py(t *testing.T) {
 		case e.Mode != Reencoded && d.CopiedChunks != d.Chunks:
 			t.Errorf("%s: only %d of %d chunks copied raw", e.Name, d.CopiedChunks, d.Chunks)
 		}
-		ds, err := f.OpenDataset(e.Name)
+		ds, err := f.OpenDataset(ctx, e.Name, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", e.Name, err)
 		}
@@ -154,7 +154,7 @@ func TestImportFromH5py(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s: data differs from what h5py wrote", e.Name)
 		}
-		ds.Close()
+		ds.Close(ctx)
 	}
 	// h5py's attributes cross (TestAttrs covers every kind).
 	if byName["frames"].AttrsNotImported != 0 || rep.RootAttrsNotImported != 0 {
@@ -168,11 +168,11 @@ func TestImportFromH5py(t *testing.T) {
 	if sp := byName["grp/sub/sparse"]; sp.Chunks != 1 {
 		t.Errorf("sparse: %d chunks imported, want the 1 h5py stored", sp.Chunks)
 	}
-	ds, _ := f.OpenDataset("frames")
+	ds, _ := f.OpenDataset(ctx, "frames", nil)
 	if ms := ds.MaxShape(); ms[0] != engine.Unlimited || ms[1] != 23 {
 		t.Errorf("frames: max shape %v", ms)
 	}
-	ds.Close()
+	ds.Close(ctx)
 }
 
 func equalU64(a, b []uint64) bool {
@@ -210,10 +210,10 @@ func testRoundTrip(t *testing.T, compressor engine.Filter, expMode Mode) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	src := testfile.Create(t, filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
-	defer src.Close()
+	defer src.Close(ctx)
 	spec := engine.DatasetSpec{Type: engine.Float32, Shape: []uint64{33, 17}, MaxShape: []uint64{engine.Unlimited, 17},
 		Chunk: []uint64{8, 8}, Filters: []engine.Filter{engine.Shuffle(), compressor}, Fill: f32bytes(2.5)}
-	ds, err := src.CreateDataset("x/y", spec)
+	ds, err := src.CreateDataset(ctx, "x/y", spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func testRoundTrip(t *testing.T, compressor engine.Filter, expMode Mode) {
 		t.Fatalf("export report %+v", e)
 	}
 	dst := testfile.Create(t, filepath.Join(dir, "c.scc"), &engine.Options{NoSync: true})
-	defer dst.Close()
+	defer dst.Close(ctx)
 	rep, err := Import(ctx, h5path, dst, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +250,7 @@ func testRoundTrip(t *testing.T, compressor engine.Filter, expMode Mode) {
 	if d.Name != "x/y" || d.Mode != Raw || d.CopiedChunks != d.Chunks || d.Chunks != 3*3 || d.UntouchedChunks != 6 {
 		t.Fatalf("report %+v", d)
 	}
-	back, err := dst.OpenDataset("x/y")
+	back, err := dst.OpenDataset(ctx, "x/y", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,19 +327,19 @@ with h5py.File(sys.argv[1], "w") as f:
     f.create_dataset("cplx", data=np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]))
 `, h5path)
 	f := testfile.Create(t, filepath.Join(dir, "d.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
+	defer f.Close(ctx)
 	_, err := Import(ctx, h5path, f, &Options{Strict: true})
 	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"text": element type variable-length string`) || !strings.Contains(err.Error(), `"cplx": element type compound`) {
 		t.Fatalf("strict import of unsupported types: %v", err)
 	}
-	if n := f.Datasets(); len(n) != 0 {
+	if n := testfile.DatasetNames(t, f); len(n) != 0 {
 		t.Fatalf("a refused import created %v", n)
 	}
 	rep, err := Import(ctx, h5path, f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := f.Datasets(); len(n) != 2 || n[0] != "fixed" || n[1] != "ok" || len(rep.Skipped) != 2 {
+	if n := testfile.DatasetNames(t, f); len(n) != 2 || n[0] != "fixed" || n[1] != "ok" || len(rep.Skipped) != 2 {
 		t.Fatalf("partial import: datasets %v, skipped %v", n, rep.Skipped)
 	}
 	if !strings.Contains(rep.String(), "/cplx                    skipped: element type compound") {
@@ -378,7 +378,7 @@ with open(sys.argv[1], "r+b") as g:
     g.write(bytes([b[0] ^ 0x10]))
 `, h5path)
 	f := testfile.Create(t, filepath.Join(dir, "d.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
+	defer f.Close(ctx)
 	_, err := Import(ctx, h5path, f, &Options{Verify: true})
 	if !errors.Is(err, ErrHDF5) {
 		t.Fatalf("import of a damaged chunk, verifying: %v", err)
@@ -392,12 +392,12 @@ with open(sys.argv[1], "r+b") as g:
 	// fails as corrupt (its Adler-32 or DEFLATE body does not check out),
 	// never returning wrong elements.
 	g := testfile.Create(t, filepath.Join(dir, "e.scc"), &engine.Options{NoSync: true}, testfile.NoCheck("the test imports a damaged zlib chunk without verifying, which stores it as it is"))
-	defer g.Close()
+	defer g.Close(ctx)
 	rep, err := Import(ctx, h5path, g, nil)
 	if err != nil || rep.Datasets[0].UntouchedChunks != 4 {
 		t.Fatalf("import of a damaged chunk, not verifying: %v %+v", err, rep)
 	}
-	ds, err := g.OpenDataset("d")
+	ds, err := g.OpenDataset(ctx, "d", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,8 +416,8 @@ func TestExportRefusals(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f := testfile.Create(t, filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
-	if _, err := f.CreateDataset("wide", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{8}}); err != nil {
+	defer f.Close(ctx)
+	if _, err := f.CreateDataset(ctx, "wide", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{8}}); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "x.h5")
@@ -439,8 +439,8 @@ func TestExportRefusals(t *testing.T) {
 	// A virtual dataset HDF5 export cannot express (a source named by
 	// URL) is refused before a file is made, and the error names it.
 	g := testfile.Create(t, filepath.Join(dir, "b.scc"), &engine.Options{NoSync: true, Virtual: absentURLs})
-	defer g.Close()
-	if _, err := g.CreateDataset("src", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{8}, Chunk: []uint64{4}}); err != nil {
+	defer g.Close(ctx)
+	if _, err := g.CreateDataset(ctx, "src", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{8}, Chunk: []uint64{4}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.CreateVirtualDataset(ctx, "v", engine.VirtualSpec{Type: engine.Uint8, Shape: []uint64{8}, Mappings: []engine.VirtualMapping{
@@ -491,7 +491,7 @@ with h5py.File(sys.argv[1], "w") as f:
 		if err != nil {
 			t.Fatal(err)
 		}
-		ds, err := f.OpenDataset("big")
+		ds, err := f.OpenDataset(ctx, "big", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -502,7 +502,7 @@ with h5py.File(sys.argv[1], "w") as f:
 		if err := ds.Read(ctx, engine.Box([]uint64{0, 0}, []uint64{600, 1000}), got); err != nil || !bytes.Equal(got, want) {
 			t.Errorf("contiguous import differs (%v)", err)
 		}
-		f.Close()
+		f.Close(ctx)
 	}
 }
 
@@ -524,13 +524,13 @@ with h5py.File(sys.argv[1], "w") as f:
     d.resize((6,))
 `, h5path)
 	f := testfile.Create(t, filepath.Join(dir, "s.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
+	defer f.Close(ctx)
 	rep, err := Import(ctx, h5path, f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s", rep)
-	ds, err := f.OpenDataset("d")
+	ds, err := f.OpenDataset(ctx, "d", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +569,7 @@ with h5py.File(sys.argv[1], "w") as f:
         d[k*1000:(k+1)*1000] = np.arange(1000, dtype="<i2") + k % 1000
 `, h5path)
 	f := testfile.Create(t, filepath.Join(dir, "s.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
+	defer f.Close(ctx)
 	rep, err := Import(ctx, h5path, f, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -577,7 +577,7 @@ with h5py.File(sys.argv[1], "w") as f:
 	if d := rep.Datasets[0]; d.Chunks != 3 || d.CopiedChunks != 3 {
 		t.Fatalf("report %+v", d)
 	}
-	ds, err := f.OpenDataset("s")
+	ds, err := f.OpenDataset(ctx, "s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,8 +604,8 @@ func TestExportSparseHugeGrid(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	src := testfile.Create(t, filepath.Join(dir, "a.scc"), &engine.Options{NoSync: true})
-	defer src.Close()
-	ds, err := src.CreateDataset("s", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{1e12}, MaxShape: []uint64{engine.Unlimited},
+	defer src.Close(ctx)
+	ds, err := src.CreateDataset(ctx, "s", engine.DatasetSpec{Type: engine.Int16, Shape: []uint64{1e12}, MaxShape: []uint64{engine.Unlimited},
 		Chunk: []uint64{1000}, Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(1)}})
 	if err != nil {
 		t.Fatal(err)
@@ -625,11 +625,11 @@ func TestExportSparseHugeGrid(t *testing.T) {
 		t.Fatalf("export report %+v", d)
 	}
 	dst := testfile.Create(t, filepath.Join(dir, "c.scc"), &engine.Options{NoSync: true})
-	defer dst.Close()
+	defer dst.Close(ctx)
 	if _, err := Import(ctx, h5path, dst, nil); err != nil {
 		t.Fatal(err)
 	}
-	back, err := dst.OpenDataset("s")
+	back, err := dst.OpenDataset(ctx, "s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestNameRulesExportRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f := testfile.Create(t, filepath.Join(dir, "src.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
+	defer f.Close(ctx)
 	names := map[string]int{}
 	for i, c := range engine.NameRuleCases() {
 		if !c.Valid {
@@ -54,7 +54,7 @@ func TestNameRulesExportRoundTrip(t *testing.T) {
 			continue
 		}
 		names[p] = i
-		ds, err := f.CreateDataset(p, engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{2}, Chunk: []uint64{2}})
+		ds, err := f.CreateDataset(ctx, p, engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{2}, Chunk: []uint64{2}})
 		if err != nil {
 			t.Fatalf("%q: %v", p, err)
 		}
@@ -103,7 +103,7 @@ json.dump(out, sys.stdout)
 	}
 
 	back := testfile.Create(t, filepath.Join(dir, "back.scc"), &engine.Options{NoSync: true})
-	defer back.Close()
+	defer back.Close(ctx)
 	irep, err := Import(ctx, out, back, &Options{Strict: true})
 	if err != nil || len(irep.Skipped) != 0 {
 		t.Fatalf("import: %v (skipped %v)", err, irep.Skipped)
@@ -113,13 +113,13 @@ json.dump(out, sys.stdout)
 		want = append(want, name)
 	}
 	slices.Sort(want)
-	got := back.Datasets()
+	got := testfile.DatasetNames(t, back)
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("imported %q, want %q", got, want)
 	}
 	for name, i := range names {
-		ds, err := back.OpenDataset(name)
+		ds, err := back.OpenDataset(ctx, name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ json.dump(out, sys.stdout)
 		} else if s, _ := v.Str(); s != "v" {
 			t.Fatalf("%q: attribute %q", name, s)
 		}
-		ds.Close()
+		ds.Close(ctx)
 	}
 }
 
@@ -195,18 +195,18 @@ with h5py.File(sys.argv[1], "w") as f:
 	if !errors.Is(err, ErrUnsupported) || !errors.Is(err, engine.ErrInvalid) {
 		t.Fatalf("strict import: %v", err)
 	}
-	if len(g.Datasets()) != 0 {
-		t.Fatalf("a refused strict import created %q", g.Datasets())
+	if len(testfile.DatasetNames(t, g)) != 0 {
+		t.Fatalf("a refused strict import created %q", testfile.DatasetNames(t, g))
 	}
-	g.Close()
+	g.Close(ctx)
 
 	f := testfile.Create(t, filepath.Join(dir, "out.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
+	defer f.Close(ctx)
 	rep, err := Import(ctx, src, f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.Datasets(); !slices.Equal(got, []string{"ok"}) {
+	if got := testfile.DatasetNames(t, f); !slices.Equal(got, []string{"ok"}) {
 		t.Fatalf("imported %q", got)
 	}
 	// Every refused dataset, and every group with a refused name on the
@@ -241,12 +241,12 @@ with h5py.File(sys.argv[1], "w") as f:
 		t.Fatalf("group %q: %q", group, skipped[group])
 	}
 	// Attributes: the refused names are noted, quoted, and the rest set.
-	ds, err := f.OpenDataset("ok")
+	ds, err := f.OpenDataset(ctx, "ok", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ds.Close()
-	if a := ds.Attrs(); len(a) != 1 || a[0].Name != "ok" {
+	defer ds.Close(ctx)
+	if a := testfile.Attrs(t, ds); len(a) != 1 || a[0].Name != "ok" {
 		t.Fatalf("attributes %v", a)
 	}
 	for what, notes := range map[string][]string{"dataset": rep.Datasets[0].AttrNotes, "root": rep.RootAttrNotes} {
@@ -255,7 +255,7 @@ with h5py.File(sys.argv[1], "w") as f:
 			t.Fatalf("%s attribute notes %q", what, notes)
 		}
 	}
-	if a, err := f.Root().Attrs(); err != nil || len(a) != 1 || a[0].Name != "ok" {
+	if a, err := f.Group.Attrs(); err != nil || len(a) != 1 || a[0].Name != "ok" {
 		t.Fatalf("file attributes %v (%v)", a, err)
 	}
 }

@@ -104,7 +104,7 @@ func TestExportReadByH5pyAndH5dump(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f := testfile.Create(t, filepath.Join(dir, "src.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
+	defer f.Close(ctx)
 	var cases []exportCase
 	for i, typ := range engine.Types {
 		if !typ.Numeric() {
@@ -152,7 +152,7 @@ func TestExportReadByH5pyAndH5dump(t *testing.T) {
 	)
 	var exp []expectation
 	for ci, c := range cases {
-		ds, err := f.CreateDataset(c.name, c.spec)
+		ds, err := f.CreateDataset(ctx, c.name, c.spec)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -205,7 +205,7 @@ func TestExportReadByH5pyAndH5dump(t *testing.T) {
 			}
 		}
 		exp = append(exp, e)
-		ds.Close()
+		ds.Close(ctx)
 	}
 	// Export before any Flush: dirty cached chunks must be exported as
 	// written.

@@ -71,23 +71,23 @@ func TestImportUnreadableAttribute(t *testing.T) {
 	if s := rep.String(); !strings.Contains(s, "attribute not imported: ") {
 		t.Fatalf("report does not say what was left out:\n%s", s)
 	}
-	f, err := engine.Open(out, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(ctx, out, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	testfile.CheckAtCleanup(t, out)
-	defer f.Close()
-	if v, ok := attrNamed(f.Attrs(), "rootok"); !ok || v.Kind() != engine.AttrScalar {
+	defer f.Close(ctx)
+	if v, ok := attrNamed(testfile.Attrs(t, f), "rootok"); !ok || v.Kind() != engine.AttrScalar {
 		t.Errorf("root attribute: %v %v", v, ok)
 	}
-	e, err := f.OpenDataset("e")
+	e, err := f.OpenDataset(ctx, "e", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := attrNamed(e.Attrs(), "eok"); !ok {
-		t.Errorf("e's attribute left out: %v", e.Attrs())
+	if _, ok := attrNamed(testfile.Attrs(t, e), "eok"); !ok {
+		t.Errorf("e's attribute left out: %v", testfile.Attrs(t, e))
 	}
-	g, err := f.OpenGroup("g")
+	g, err := f.OpenGroup(ctx, "g")
 	if err != nil {
 		t.Fatal(err)
 	}

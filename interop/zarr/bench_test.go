@@ -1,6 +1,7 @@
 package zarr
 
 import (
+	"context"
 	"encoding/binary"
 	"flag"
 	"fmt"
@@ -46,9 +47,9 @@ func benchExportImport(b *testing.B, fname string, compressor engine.Filter) {
 		n = chunkElems
 	}
 	size := int64(n * 4)
-	f, err := engine.Create(src, &engine.Options{NoSync: true})
+	f, err := engine.Create(context.Background(), src, &engine.Options{NoSync: true})
 	must(b, err)
-	ds, err := f.CreateDataset("data", engine.DatasetSpec{
+	ds, err := f.CreateDataset(context.Background(), "data", engine.DatasetSpec{
 		Type: engine.Float32, Shape: []uint64{n}, Chunk: []uint64{chunkElems},
 		Filters: []engine.Filter{engine.Shuffle(), compressor},
 	})
@@ -64,26 +65,26 @@ func benchExportImport(b *testing.B, fname string, compressor engine.Filter) {
 		}
 		must(b, ds.Write(bg, engine.Box([]uint64{c * chunkElems}, []uint64{chunkElems}), buf))
 	}
-	must(b, f.Close())
+	must(b, f.Close(context.Background()))
 
 	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
 		store := filepath.Join(dir, fmt.Sprintf("store%d", it))
-		f, err := engine.Open(src, &engine.Options{ReadOnly: true})
+		f, err := engine.Open(context.Background(), src, &engine.Options{ReadOnly: true})
 		must(b, err)
 		t0 := time.Now()
 		rep, err := Export(bg, f, store, Options{Version: 2, Workers: *benchWorkers})
 		must(b, err)
 		exp := time.Since(t0)
-		must(b, f.Close())
+		must(b, f.Close(context.Background()))
 
 		back := filepath.Join(dir, fmt.Sprintf("back%d.scc", it))
-		g, err := engine.Create(back, &engine.Options{NoSync: true})
+		g, err := engine.Create(context.Background(), back, &engine.Options{NoSync: true})
 		must(b, err)
 		t0 = time.Now()
 		irep, err := Import(bg, store, g, Options{Workers: *benchWorkers})
 		must(b, err)
-		must(b, g.Close())
+		must(b, g.Close(context.Background()))
 		imp := time.Since(t0)
 
 		b.StopTimer()

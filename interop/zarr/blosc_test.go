@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -99,13 +100,13 @@ func TestImportV3BloscShuffleNames(t *testing.T) {
 			t.Fatalf("import %s: %v (report %+v)", store, err, rep)
 		}
 		for _, name := range names {
-			ds, err := f.OpenDataset(name)
+			ds, err := f.OpenDataset(context.Background(), name, nil)
 			must(t, err)
 			if ds.Type() != engine.Int32 || !bytes.Equal(readAll(t, ds), want) {
 				t.Fatalf("%s %s: %v values differ", store, name, ds.Type())
 			}
 		}
-		must(t, f.Close())
+		must(t, f.Close(context.Background()))
 	}
 }
 

@@ -37,7 +37,7 @@ func TestImportCorpus(t *testing.T) {
 	}
 	must(t, json.Unmarshal(out, &arrays))
 	f := testfile.Create(t, filepath.Join(dir, "corpus.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	rep, err := Import(context.Background(), store, f, Options{})
 	must(t, err)
 	skipped := map[string]string{}
@@ -72,7 +72,7 @@ func TestImportCorpus(t *testing.T) {
 			}
 			continue
 		}
-		ds, err := f.OpenDataset(a.Path)
+		ds, err := f.OpenDataset(context.Background(), a.Path, nil)
 		if err != nil {
 			failed++
 			t.Errorf("%s (%s, order %s, %s %v): not imported: %v (skipped: %q)", a.Path, a.Dtype, a.Order, a.Compressor, a.Filters, err, skipped[a.Path])
@@ -86,7 +86,7 @@ func TestImportCorpus(t *testing.T) {
 		} else {
 			imported++
 		}
-		ds.Close()
+		ds.Close(context.Background())
 	}
 	t.Logf("corpus of %d arrays: %d imported equal to zarr-python's reading, %d refused with a reason, %d failed", len(arrays), imported, refused, failed)
 	if len(rep.Skipped) != refused {
@@ -104,7 +104,7 @@ func TestZarrPythonReadsSmallZstdAndUnicode(t *testing.T) {
 	f := testfile.Create(t, src, nil)
 	const text = "Grüße, 温度 \U0001F600"
 	must(t, f.SetAttr(bg, "title", engine.StringAttr(text)))
-	ds, err := f.CreateDataset("small", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{100}, Chunk: []uint64{40},
+	ds, err := f.CreateDataset(context.Background(), "small", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{100}, Chunk: []uint64{40},
 		Filters: []engine.Filter{engine.Zstd(1)}})
 	must(t, err)
 	must(t, ds.SetAttr(bg, "unité", engine.StringAttr("°C")))
@@ -113,10 +113,10 @@ func TestZarrPythonReadsSmallZstdAndUnicode(t *testing.T) {
 		data[i] = byte(i*131 + i*i*7) // does not compress: scc keeps it raw
 	}
 	must(t, ds.Write(bg, engine.All([]uint64{100}), data))
-	must(t, f.Close())
-	f, err = engine.Open(src, &engine.Options{ReadOnly: true})
+	must(t, f.Close(context.Background()))
+	f, err = engine.Open(context.Background(), src, &engine.Options{ReadOnly: true})
 	must(t, err)
-	defer f.Close()
+	defer f.Close(context.Background())
 	store := filepath.Join(dir, "store")
 	rep, err := Export(bg, f, store, Options{})
 	must(t, err)
@@ -154,12 +154,12 @@ func TestImportDraftV3FromZarrPython(t *testing.T) {
 		t.Fatalf("corpus.py draft-v3: %v: %s", err, out)
 	}
 	f := testfile.Create(t, filepath.Join(dir, "x.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	_, err := Import(bg, store, f, Options{})
 	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"zarr_format"`) || !strings.Contains(err.Error(), "draft") {
 		t.Fatalf("draft v3 store: %v", err)
 	}
-	if ds := f.Datasets(); len(ds) != 0 {
+	if ds := testfile.DatasetNames(t, f); len(ds) != 0 {
 		t.Fatalf("datasets %v", ds)
 	}
 }
@@ -211,11 +211,11 @@ func TestImportV3Transpose(t *testing.T) {
 		if d := rep.Datasets[0]; d.Chunks != 6 || d.Reencoded != 6 || !strings.Contains(d.Why, "transpose") {
 			t.Errorf("order %v: %+v", order, d)
 		}
-		ds, err := f.OpenDataset("t")
+		ds, err := f.OpenDataset(context.Background(), "t", nil)
 		must(t, err)
 		if got := readAll(t, ds); !bytes.Equal(got, want) {
 			t.Errorf("order %v: elements differ", order)
 		}
-		must(t, f.Close())
+		must(t, f.Close(context.Background()))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -31,7 +32,10 @@ func Export(ctx context.Context, f *engine.File, dir string, o Options) (*Report
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	names := f.Datasets()
+	names, err := zarrmap.DatasetNames(f)
+	if err != nil {
+		return nil, err
+	}
 	if o.Strict {
 		if err := checkNames(names); err != nil {
 			return nil, err
@@ -115,7 +119,11 @@ func isStore(dir string) bool {
 
 func exportTo(ctx context.Context, f *engine.File, dir string, names []string, o Options) (*Report, error) {
 	v := o.version()
-	rootAttrs, err := attrsJSON(f.Attrs())
+	list, err := f.Attrs()
+	if err != nil {
+		return nil, fmt.Errorf("file attributes: %w", err)
+	}
+	rootAttrs, err := attrsJSON(list)
 	if err != nil {
 		return nil, fmt.Errorf("file attributes: %w", err)
 	}
@@ -127,7 +135,7 @@ func exportTo(ctx context.Context, f *engine.File, dir string, names []string, o
 	// Every group crosses with its attributes, empty ones too; the
 	// datasets' parents missing from the walk (none for a file holding
 	// groups) are written without attributes below.
-	if err := exportGroups(ctx, f.Root(), dir, v, groups, rep, o.Strict); err != nil {
+	if err := exportGroups(ctx, f.Group, dir, v, groups, rep, o.Strict); err != nil {
 		return nil, err
 	}
 	// A dataset Zarr cannot hold (its name, its type, an attribute) is
@@ -195,28 +203,44 @@ func noneExported(skipped []Skipped) error {
 // no Zarr path is left out with what it holds and named in rep.Skipped
 // (the datasets below it are, by their names), unless strict.
 func exportGroups(ctx context.Context, g *engine.Group, dir string, v int, done map[string]bool, rep *Report, strict bool) error {
-	return g.WalkGroups(ctx, func(sub *engine.Group, p string) (bool, error) {
+	var skipped []string // groups left out, with what they hold
+	for m, err := range g.Walk() {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p := m.Path[1:]
+		if m.Kind != engine.MemberGroup || slices.ContainsFunc(skipped, func(s string) bool { return strings.HasPrefix(p, s+"/") }) {
+			continue
+		}
 		if err := zarrmap.NameErr(p); err != nil {
 			if strict {
-				return false, fmt.Errorf("group %q: %w", p, err)
+				return fmt.Errorf("group %q: %w", p, err)
 			}
 			rep.Skipped = append(rep.Skipped, Skipped{Name: p, Reason: "group: " + err.Error(), err: err})
-			return false, nil
+			skipped = append(skipped, p)
+			continue
+		}
+		sub, err := g.OpenGroup(ctx, m.Path)
+		if err != nil {
+			return fmt.Errorf("group %q: %w", p, err)
 		}
 		list, err := sub.Attrs()
 		if err != nil {
-			return false, fmt.Errorf("group %q: %w", p, err)
+			return fmt.Errorf("group %q: %w", p, err)
 		}
 		attrs, err := attrsJSON(list)
 		if err != nil {
-			return false, fmt.Errorf("group %q attributes: %w", p, err)
+			return fmt.Errorf("group %q attributes: %w", p, err)
 		}
 		if err := writeGroup(filepath.Join(dir, filepath.FromSlash(p)), v, attrs); err != nil {
-			return false, err
+			return err
 		}
 		done[p] = true
-		return true, nil
-	})
+	}
+	return nil
 }
 
 // writeJSON writes v as JSON in ASCII: characters beyond it are escaped
@@ -251,11 +275,11 @@ func writeGroup(dir string, v int, attrs map[string]any) error {
 
 func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, workers int) (DatasetReport, error) {
 	dr := DatasetReport{Name: name}
-	ds, err := f.OpenDatasetContext(ctx, name)
+	ds, err := f.OpenDataset(ctx, name, nil)
 	if err != nil {
 		return dr, err
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	layout := ds.Layout()
 	if layout == engine.Vlen {
 		return dr, fmt.Errorf("%w: variable-length dataset (no fixed-size Zarr dtype)", ErrUnsupported)
@@ -271,7 +295,11 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 		p.Copy, p.Why = false, fmt.Sprintf("%s layout: values read and encoded", layout)
 	}
 	dr.Codecs, dr.Why = zarrmap.ChainString(p.Chain), p.Why
-	attrs, err := attrsJSON(ds.Attrs())
+	list, err := ds.Attrs()
+	if err != nil {
+		return dr, err
+	}
+	attrs, err := attrsJSON(list)
 	if err != nil {
 		return dr, err
 	}
@@ -303,7 +331,7 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	}
 	var chunks []engine.StoredChunk
 	if layout == engine.Chunked {
-		chunks, err = ds.StoredChunks(ctx)
+		chunks, err = zarrmap.Chunks(ctx, ds)
 	} else {
 		chunks, err = gridChunks(shape, chunk)
 	}

@@ -3,6 +3,7 @@
 package zarr
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -46,7 +47,7 @@ func TestImportFIFOFedPastBound(t *testing.T) {
 		}
 	}()
 	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	if _, err := Import(bg, store, f, Options{}); !errors.Is(err, ErrNotRegular) {
 		t.Fatalf("err = %v, want ErrNotRegular", err)
 	}

@@ -1,6 +1,7 @@
 package zarr
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -22,11 +23,11 @@ func TestGroupsRoundTrip(t *testing.T) {
 	entry, err := f.CreateGroup(bg, "entry")
 	must(t, err)
 	must(t, entry.SetAttr(bg, "NX_class", engine.StringAttr("NXentry")))
-	ds, err := f.CreateDataset("entry/data/data", engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{2, 3}, Chunk: []uint64{1, 3}})
+	ds, err := f.CreateDataset(context.Background(), "entry/data/data", engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{2, 3}, Chunk: []uint64{1, 3}})
 	must(t, err)
 	must(t, engine.WriteSlice(bg, ds, engine.All([]uint64{2, 3}), []int32{1, 2, 3, 4, 5, 6}))
 	must(t, ds.SetAttr(bg, "units", engine.StringAttr("counts")))
-	data, err := f.OpenGroup("entry/data")
+	data, err := f.OpenGroup(context.Background(), "entry/data")
 	must(t, err)
 	must(t, data.SetAttr(bg, "gain", engine.ArrayAttr([]float64{1.5, 2})))
 	empty, err := f.CreateGroup(bg, "entry/empty")
@@ -36,7 +37,7 @@ func TestGroupsRoundTrip(t *testing.T) {
 
 	groups := map[string][]engine.Attr{}
 	for _, p := range []string{"entry", "entry/data", "entry/empty"} {
-		g, err := f.OpenGroup(p)
+		g, err := f.OpenGroup(context.Background(), p)
 		must(t, err)
 		groups[p], err = g.Attrs()
 		must(t, err)
@@ -86,9 +87,9 @@ func TestGroupsRoundTrip(t *testing.T) {
 		if len(rep.Notes) != 0 {
 			t.Errorf("v%d import notes: %q", v, rep.Notes)
 		}
-		sameAttrs(t, "file", f.Attrs(), g.Attrs())
+		sameAttrs(t, "file", testfile.Attrs(t, f), testfile.Attrs(t, g))
 		for p, want := range groups {
-			gg, err := g.OpenGroup(p)
+			gg, err := g.OpenGroup(context.Background(), p)
 			if err != nil {
 				t.Fatalf("v%d group %s: %v", v, p, err)
 			}
@@ -96,22 +97,25 @@ func TestGroupsRoundTrip(t *testing.T) {
 			must(t, err)
 			sameAttrs(t, p, want, got)
 		}
-		members, err := g.Root().Members()
-		must(t, err)
+		var members []engine.Member
+		for m, err := range g.Members() {
+			must(t, err)
+			members = append(members, m)
+		}
 		if len(members) != 1 || members[0].Name != "entry" || members[0].Kind != engine.MemberGroup {
 			t.Fatalf("v%d root members %v", v, members)
 		}
-		b, err := g.OpenDataset("entry/data/data")
+		b, err := g.OpenDataset(context.Background(), "entry/data/data", nil)
 		must(t, err)
 		var want []byte
-		a, err := f.OpenDataset("entry/data/data")
+		a, err := f.OpenDataset(context.Background(), "entry/data/data", nil)
 		must(t, err)
 		want = readAll(t, a)
 		if string(readAll(t, b)) != string(want) {
 			t.Errorf("v%d: elements differ", v)
 		}
-		sameAttrs(t, "entry/data/data", a.Attrs(), b.Attrs())
-		must(t, g.Close())
+		sameAttrs(t, "entry/data/data", testfile.Attrs(t, a), testfile.Attrs(t, b))
+		must(t, g.Close(context.Background()))
 	}
-	must(t, f.Close())
+	must(t, f.Close(context.Background()))
 }

@@ -160,7 +160,7 @@ func TestImportHostileStores(t *testing.T) {
 			must(t, os.MkdirAll(store, 0o755))
 			c.build(t, store, outside)
 			f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
-			defer f.Close()
+			defer f.Close(context.Background())
 			ctx, cancel := context.WithCancel(bg)
 			defer cancel()
 			rep, err := Import(ctx, store, f, Options{})
@@ -188,16 +188,16 @@ func TestImportLinks(t *testing.T) {
 			if !errors.Is(err, ErrUnsafe) {
 				t.Fatalf("outside link followed by default: %v", err)
 			}
-			must(t, f.Close())
+			must(t, f.Close(context.Background()))
 			continue
 		}
 		must(t, err)
-		ds, err := f.OpenDataset("a")
+		ds, err := f.OpenDataset(context.Background(), "a", nil)
 		must(t, err)
 		if got := readAll(t, ds); string(got) != "\x03\x00\x00\x00\x04\x00\x00\x00"+chunk8 {
 			t.Fatalf("elements % x", got)
 		}
-		must(t, f.Close())
+		must(t, f.Close(context.Background()))
 	}
 }
 
@@ -251,7 +251,7 @@ func TestImportHugeGrid(t *testing.T) {
 		writeFile(t, filepath.Join(a, k), "\x01\x02\x03\x04")
 	}
 	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	rep, err := Import(bg, store, f, Options{})
 	must(t, err)
 	t.Logf("%s", rep.Summary())
@@ -268,15 +268,15 @@ func TestExportAllOrNothing(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.scc")
 	f := testfile.Create(t, src, nil)
-	ds, err := f.CreateDataset("a", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{5}})
+	ds, err := f.CreateDataset(context.Background(), "a", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{5}})
 	must(t, err)
 	must(t, ds.Write(bg, engine.All([]uint64{10}), make([]byte, 10)))
-	_, err = f.CreateDataset("z", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{5}, Layout: engine.Vlen})
+	_, err = f.CreateDataset(context.Background(), "z", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{5}, Layout: engine.Vlen})
 	must(t, err)
-	must(t, f.Close())
-	f, err = engine.Open(src, &engine.Options{ReadOnly: true})
+	must(t, f.Close(context.Background()))
+	f, err = engine.Open(context.Background(), src, &engine.Options{ReadOnly: true})
 	must(t, err)
-	defer f.Close()
+	defer f.Close(context.Background())
 	out := t.TempDir()
 	store := filepath.Join(out, "s.zarr")
 	if _, err := Export(bg, f, store, Options{Strict: true}); !errors.Is(err, ErrUnsupported) {
@@ -339,7 +339,7 @@ func TestImportDeviceChunk(t *testing.T) {
 	a := v2Array(t, store, strings.Replace(v2i4, "%s", "", 1))
 	must(t, os.Symlink("/dev/zero", filepath.Join(a, "0")))
 	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	if _, err := Import(bg, store, f, Options{FollowOutsideLinks: true}); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "device") {
 		t.Fatalf("device chunk: %v", err)
 	}
@@ -362,7 +362,7 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 		dir := t.TempDir()
 		src := filepath.Join(dir, "src.scc")
 		f := testfile.Create(t, src, nil)
-		_, err := f.CreateDataset("a", c.spec)
+		_, err := f.CreateDataset(context.Background(), "a", c.spec)
 		must(t, err)
 		store := filepath.Join(t.TempDir(), "s.zarr")
 		for _, v := range []int{2, 3} {
@@ -373,6 +373,6 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 				t.Fatalf("%s v%d: a failed export left a store (%v)", c.name, v, err)
 			}
 		}
-		must(t, f.Close())
+		must(t, f.Close(context.Background()))
 	}
 }

@@ -342,13 +342,13 @@ func groupAttrs(ctx context.Context, s *store, n node, rep *Report) ([]engine.At
 // attributes) with its attributes. A file whose names are not paths takes
 // no groups: the group's attributes are then left out and noted.
 func importGroup(ctx context.Context, f *engine.File, key string, attrs []engine.Attr, rep *Report) error {
-	g := f.Root()
+	g := f.Group
 	// A directory with no group document on the way is an implicit group
 	// (Zarr v2): it is created too, without attributes.
 	segs := strings.Split(key, "/")
 	for i := 1; key != "" && i <= len(segs); i++ {
 		p := strings.Join(segs[:i], "/")
-		sub, err := f.OpenGroup(p)
+		sub, err := f.OpenGroup(ctx, p)
 		if errors.Is(err, engine.ErrNotFound) {
 			sub, err = f.CreateGroup(ctx, p)
 		}
@@ -484,7 +484,7 @@ func importArray(ctx context.Context, s *store, f *engine.File, name, key string
 	dr := DatasetReport{Name: name, Codecs: chainString(m.chain), Notes: m.notes}
 	filters, copyOK, unwrapID, why, zlibRaw := importPlan(m)
 	dr.Why = why
-	ds, err := f.CreateDatasetContext(ctx, name, engine.DatasetSpec{
+	ds, err := f.CreateDataset(ctx, name, engine.DatasetSpec{
 		Type: m.typ, Shape: m.shape, Chunk: m.chunk, Filters: filters, Fill: m.fill,
 	})
 	if errors.Is(err, engine.ErrInvalid) {
@@ -493,7 +493,7 @@ func importArray(ctx context.Context, s *store, f *engine.File, name, key string
 	if err != nil {
 		return dr, err
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	for _, a := range m.attrs {
 		if err := ds.SetAttr(ctx, a.Name, a.Value); err != nil {
 			return dr, fmt.Errorf("attribute %q: %w", a.Name, err)

@@ -1,6 +1,7 @@
 package zarr
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -17,13 +18,13 @@ import (
 func TestExportOtherLayouts(t *testing.T) {
 	dir := t.TempDir()
 	f := testfile.Create(t, filepath.Join(dir, "src.scc"), nil)
-	defer f.Close()
-	sp, err := f.CreateDataset("sparse", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{100, 100},
+	defer f.Close(context.Background())
+	sp, err := f.CreateDataset(context.Background(), "sparse", engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{100, 100},
 		Chunk: []uint64{10, 10}, Layout: engine.Sparse, Fill: []byte{7, 0}})
 	must(t, err)
 	must(t, sp.Write(bg, engine.Box([]uint64{3, 4}, []uint64{1, 2}), []byte{1, 2, 3, 4}))
 	must(t, sp.Write(bg, engine.Box([]uint64{95, 99}, []uint64{1, 1}), []byte{5, 6}))
-	ct, err := f.CreateDataset("contig", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{30, 40}, Layout: engine.Contiguous})
+	ct, err := f.CreateDataset(context.Background(), "contig", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{30, 40}, Layout: engine.Contiguous})
 	must(t, err)
 	buf := make([]byte, 30*40)
 	for i := range buf {
@@ -47,17 +48,17 @@ func TestExportOtherLayouts(t *testing.T) {
 		_, err = Import(bg, store, g, Options{})
 		must(t, err)
 		for _, name := range []string{"sparse", "contig"} {
-			a, err := f.OpenDataset(name)
+			a, err := f.OpenDataset(context.Background(), name, nil)
 			must(t, err)
-			b, err := g.OpenDataset(name)
+			b, err := g.OpenDataset(context.Background(), name, nil)
 			must(t, err)
 			if string(readAll(t, a)) != string(readAll(t, b)) {
 				t.Fatalf("v%d %s: elements differ after export and import", v, name)
 			}
 		}
-		must(t, g.Close())
+		must(t, g.Close(context.Background()))
 	}
-	vl, err := f.CreateDataset("vlen", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}, Layout: engine.Vlen})
+	vl, err := f.CreateDataset(context.Background(), "vlen", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}, Layout: engine.Vlen})
 	must(t, err)
 	_ = vl
 	if _, err := Export(bg, f, filepath.Join(dir, "vlen-store"), Options{Version: 2, Strict: true}); !errors.Is(err, ErrUnsupported) {

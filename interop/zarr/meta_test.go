@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -94,7 +95,7 @@ func TestImportSkipsOnlyTheUnsupported(t *testing.T) {
 	writeFile(t, filepath.Join(store, "g", "zarr.json"), `{"zarr_format":3,"node_type":"group"}`)
 	writeFile(t, filepath.Join(store, "g", "shard", "zarr.json"), string(`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"int32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":[{"name":"sharding_indexed","configuration":{}}]}`))
 	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	rep, err := Import(bg, store, f, Options{})
 	must(t, err)
 	if len(rep.Datasets) != 1 || rep.Datasets[0].Name != "good" || len(rep.Skipped) != 2 ||
@@ -105,7 +106,7 @@ func TestImportSkipsOnlyTheUnsupported(t *testing.T) {
 	if s := rep.Summary(); !strings.Contains(s, "SKIPPED half: ") || !strings.Contains(s, "1 imported, 2 skipped") {
 		t.Fatalf("summary:\n%s", s)
 	}
-	if got := f.Datasets(); len(got) != 1 || got[0] != "good" {
+	if got := testfile.DatasetNames(t, f); len(got) != 1 || got[0] != "good" {
 		t.Fatalf("datasets %v", got)
 	}
 }
@@ -322,11 +323,11 @@ func TestBloscSeam(t *testing.T) {
 			if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"blosc" (cname "zstd")`) {
 				t.Fatalf("no decoder: %v", err)
 			}
-			must(t, f.Close())
+			must(t, f.Close(context.Background()))
 			continue
 		}
 		must(t, err)
-		ds, err := f.OpenDataset("b")
+		ds, err := f.OpenDataset(context.Background(), "b", nil)
 		must(t, err)
 		if got := readAll(t, ds); string(got) != "\x00\x00\x00\x00\x00\x00\x00\x00"+chunk8 || rep.Datasets[0].Reencoded != 1 {
 			t.Fatalf("elements % x, report %+v", got, rep.Datasets[0])
@@ -334,7 +335,7 @@ func TestBloscSeam(t *testing.T) {
 		if names := filterNames(ds.Filters()); names != "shuffle,zstd" {
 			t.Fatalf("stored with %s", names)
 		}
-		must(t, f.Close())
+		must(t, f.Close(context.Background()))
 	}
 }
 

@@ -1,6 +1,7 @@
 package zarr
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,11 +52,11 @@ func validNameDatasets(t *testing.T) map[string]int {
 func TestNameRulesExportRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	f := testfile.Create(t, filepath.Join(dir, "src.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	names := validNameDatasets(t)
 	var zarrOnly []string
 	for name, i := range names {
-		ds, err := f.CreateDataset(name, engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{2}, Chunk: []uint64{2}})
+		ds, err := f.CreateDataset(context.Background(), name, engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{2}, Chunk: []uint64{2}})
 		check.NoError(t, err, "%q", name)
 		check.NoError(t, ds.Write(bg, engine.All([]uint64{2}), nameCaseData(i)))
 		check.NoError(t, ds.SetAttr(bg, name[strings.LastIndex(name, "/")+1:], engine.StringAttr("v")))
@@ -80,11 +81,11 @@ func TestNameRulesExportRoundTrip(t *testing.T) {
 		check.NoError(t, err, "v%d", v)
 		check.Empty(t, irep.Skipped, "v%d", v)
 		want := slices.Sorted(maps.Keys(names))
-		got := back.Datasets()
+		got := testfile.DatasetNames(t, back)
 		slices.Sort(got)
 		check.Equal(t, want, got, "v%d", v)
 		for _, name := range want {
-			ds, err := back.OpenDataset(name)
+			ds, err := back.OpenDataset(context.Background(), name, nil)
 			check.NoError(t, err)
 			check.Equal(t, nameCaseData(names[name]), readAll(t, ds), "v%d %q", v, name)
 			base := name[strings.LastIndex(name, "/")+1:]
@@ -92,9 +93,9 @@ func TestNameRulesExportRoundTrip(t *testing.T) {
 			check.NoError(t, err, "v%d %q attribute", v, name)
 			s, _ := a.Str()
 			check.Equal(t, "v", s)
-			ds.Close()
+			ds.Close(context.Background())
 		}
-		check.NoError(t, back.Close())
+		check.NoError(t, back.Close(context.Background()))
 	}
 
 	// The readers people use find each array under its name.
@@ -220,17 +221,17 @@ func TestNameRulesImportSkips(t *testing.T) {
 		_, err := Import(bg, store, f, Options{Strict: true})
 		check.ErrorIs(t, err, ErrUnsupported, "v%d strict", v)
 		check.ErrorIs(t, err, engine.ErrInvalid, "v%d strict", v)
-		check.Empty(t, f.Datasets(), "v%d: a refused strict import wrote datasets", v)
-		check.NoError(t, f.Close())
+		check.Empty(t, testfile.DatasetNames(t, f), "v%d: a refused strict import wrote datasets", v)
+		check.NoError(t, f.Close(context.Background()))
 
 		f = testfile.Create(t, filepath.Join(dir, "out.scc"), nil)
 		rep, err := Import(bg, store, f, Options{})
 		check.NoError(t, err, "v%d", v)
-		check.Equal(t, []string{"ok"}, f.Datasets(), "v%d", v)
-		ds, err := f.OpenDataset("ok")
+		check.Equal(t, []string{"ok"}, testfile.DatasetNames(t, f), "v%d", v)
+		ds, err := f.OpenDataset(context.Background(), "ok", nil)
 		check.NoError(t, err)
 		check.Equal(t, []byte{7, 8}, readAll(t, ds))
-		got := ds.Attrs()
+		got := testfile.Attrs(t, ds)
 		check.Len(t, got, 1, "v%d: attributes %v", v, got)
 		check.Equal(t, "ok", got[0].Name)
 		notes := strings.Join(rep.Datasets[0].Notes, "\n")
@@ -251,7 +252,7 @@ func TestNameRulesImportSkips(t *testing.T) {
 		}
 		check.True(t, strings.HasPrefix(skipped[group], "group: "), "v%d: %q", v, skipped[group])
 		check.Contains(t, rep.Summary(), `SKIPPED "a\nb": `, "v%d summary", v)
-		check.NoError(t, f.Close())
+		check.NoError(t, f.Close(context.Background()))
 	}
 }
 

@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -59,7 +60,7 @@ func TestImportFillValuesAsZarrPython(t *testing.T) {
 		t.Fatalf("zarr-python read: %v: %s %s", err, b, stderr(err))
 	}
 	f := testfile.Create(t, filepath.Join(dir, "in.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	rep, err := Import(bg, store, f, Options{})
 	if err != nil || len(rep.Skipped) != 0 {
 		t.Fatalf("import: %v (report %+v)", err, rep)
@@ -67,7 +68,7 @@ func TestImportFillValuesAsZarrPython(t *testing.T) {
 	for i, name := range names {
 		want, err := os.ReadFile(filepath.Join(out, fmt.Sprint(i)+".bin"))
 		must(t, err)
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(context.Background(), name, nil)
 		must(t, err)
 		if got := readAll(t, ds); !bytes.Equal(got, want) {
 			t.Errorf("%s (fill %s): scc reads % x, zarr-python % x", name, fills[name].fill, got, want)
@@ -94,7 +95,7 @@ func TestImportSkipsCorruptArrays(t *testing.T) {
 	writeFile(t, filepath.Join(v2, "g", "nt", "zarr.json"), strings.Replace(strings.Replace(v3i4, "%s", "", 1), `"node_type":"array",`, "", 1))
 	writeFile(t, filepath.Join(v2, "g", "v3fill", "zarr.json"), strings.Replace(strings.Replace(v3i4, "%s", "", 1), `"fill_value":0`, `"fill_value":"x"`, 1))
 	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	rep, err := Import(bg, v2, f, Options{})
 	must(t, err)
 	if len(rep.Datasets) != 1 || rep.Datasets[0].Name != "good" {
@@ -114,19 +115,19 @@ func TestImportSkipsCorruptArrays(t *testing.T) {
 	if s := rep.Summary(); !strings.Contains(s, "SKIPPED fill: ") || !strings.Contains(s, "1 imported, 4 skipped") {
 		t.Fatalf("summary:\n%s", s)
 	}
-	if got := f.Datasets(); len(got) != 1 || got[0] != "good" {
+	if got := testfile.DatasetNames(t, f); len(got) != 1 || got[0] != "good" {
 		t.Fatalf("datasets %v", got)
 	}
 	// Nothing importable: the error is the skipped arrays'.
 	only := filepath.Join(root, "only")
 	v2Array(t, only, strings.Replace(strings.Replace(v2i4, "%s", "", 1), `"fill_value":0`, `"fill_value":[1]`, 1))
 	g := testfile.Create(t, filepath.Join(root, "only.scc"), nil)
-	defer g.Close()
+	defer g.Close(context.Background())
 	if _, err := Import(bg, only, g, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "a: ") {
 		t.Fatalf("import of a store of one corrupt array: %v", err)
 	}
-	if len(g.Datasets()) != 0 {
-		t.Fatalf("datasets %v", g.Datasets())
+	if len(testfile.DatasetNames(t, g)) != 0 {
+		t.Fatalf("datasets %v", testfile.DatasetNames(t, g))
 	}
 }
 
@@ -137,13 +138,13 @@ func TestImportSkipsCorruptArrays(t *testing.T) {
 func TestExportSkipsUnmappedDatasets(t *testing.T) {
 	dir := t.TempDir()
 	f := testfile.Create(t, filepath.Join(dir, "src.scc"), nil)
-	defer f.Close()
-	ok, err := f.CreateDataset("ok", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{6}, Chunk: []uint64{4}})
+	defer f.Close(context.Background())
+	ok, err := f.CreateDataset(context.Background(), "ok", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{6}, Chunk: []uint64{4}})
 	must(t, err)
 	must(t, ok.Write(bg, engine.All([]uint64{6}), []byte{1, 2, 3, 4, 5, 6}))
-	_, err = f.CreateDataset("u8", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{2}})
+	_, err = f.CreateDataset(context.Background(), "u8", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{2}})
 	must(t, err)
-	_, err = f.CreateDataset(".zfoo", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{2}})
+	_, err = f.CreateDataset(context.Background(), ".zfoo", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{2}})
 	must(t, err)
 	for _, v := range []int{2, 3} {
 		store := filepath.Join(dir, fmt.Sprintf("v%d.zarr", v))
@@ -172,12 +173,12 @@ func TestExportSkipsUnmappedDatasets(t *testing.T) {
 		g := testfile.Create(t, filepath.Join(dir, fmt.Sprintf("back%d.scc", v)), nil)
 		_, err = Import(bg, store, g, Options{})
 		must(t, err)
-		back, err := g.OpenDataset("ok")
+		back, err := g.OpenDataset(context.Background(), "ok", nil)
 		must(t, err)
 		if got := readAll(t, back); !bytes.Equal(got, []byte{1, 2, 3, 4, 5, 6}) {
 			t.Fatalf("v%d: read back % x", v, got)
 		}
-		must(t, g.Close())
+		must(t, g.Close(context.Background()))
 	}
 	zarrPython(t)
 	out := t.TempDir()
@@ -199,11 +200,11 @@ func TestImportStrict(t *testing.T) {
 	writeFile(t, filepath.Join(store, "good", "0"), chunk8)
 	writeFile(t, filepath.Join(store, "half", ".zarray"), `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f2","fill_value":0,"order":"C","filters":null,"compressor":null}`)
 	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	if _, err := Import(bg, store, f, Options{Strict: true}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"half"`) {
 		t.Fatalf("strict import: %v", err)
 	}
-	if len(f.Datasets()) != 0 {
-		t.Fatalf("a refused strict import wrote %v", f.Datasets())
+	if len(testfile.DatasetNames(t, f)) != 0 {
+		t.Fatalf("a refused strict import wrote %v", testfile.DatasetNames(t, f))
 	}
 }

@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -41,7 +42,7 @@ func makeTypedFile(t *testing.T, path string) {
 	must(t, f.SetAttr(bg, "flag", engine.ScalarAttr(true)))
 	must(t, f.SetAttr(bg, "z", engine.ArrayAttr([]complex128{1 + 2i, complex(math.Inf(1), -0.5)})))
 	for _, d := range typeDefs() {
-		ds, err := f.CreateDataset(d.name, d.spec)
+		ds, err := f.CreateDataset(context.Background(), d.name, d.spec)
 		must(t, err)
 		must(t, ds.SetAttr(bg, "mask", engine.ArrayAttr([]bool{true, false, true})))
 		must(t, ds.SetAttr(bg, "z0", engine.ScalarAttr(complex64(3-1i))))
@@ -74,7 +75,7 @@ func makeTypedFile(t *testing.T, path string) {
 			must(t, engine.WriteSlice(bg, ds, engine.Box(start, count), v))
 		}
 	}
-	must(t, f.Close())
+	must(t, f.Close(context.Background()))
 }
 
 // TestRoundTripBoolComplex: bool and complex datasets (their elements,
@@ -85,9 +86,9 @@ func TestRoundTripBoolComplex(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.scc")
 	makeTypedFile(t, src)
-	f, err := engine.Open(src, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), src, &engine.Options{ReadOnly: true})
 	must(t, err)
-	defer f.Close()
+	defer f.Close(context.Background())
 	wantMeta := map[int]map[string]string{
 		2: {"b": `"|b1" true`, "c64": `"<c8" ["1.5","-2"]`, "c128": `"<c16" ["NaN","-Infinity"]`},
 		3: {"b": `"bool" true`, "c64": `"complex64" ["1.5","-2"]`, "c128": `"complex128" ["NaN","-Infinity"]`},
@@ -113,11 +114,11 @@ func TestRoundTripBoolComplex(t *testing.T) {
 		g := testfile.Create(t, filepath.Join(dir, "back"+string(rune('0'+v))+".scc"), nil)
 		_, err = Import(bg, store, g, Options{})
 		must(t, err)
-		sameAttrs(t, "file", f.Attrs(), g.Attrs())
+		sameAttrs(t, "file", testfile.Attrs(t, f), testfile.Attrs(t, g))
 		for _, d := range typeDefs() {
-			a, err := f.OpenDataset(d.name)
+			a, err := f.OpenDataset(context.Background(), d.name, nil)
 			must(t, err)
-			b, err := g.OpenDataset(d.name)
+			b, err := g.OpenDataset(context.Background(), d.name, nil)
 			must(t, err)
 			if a.Type() != b.Type() || !bytes.Equal(a.Fill(), b.Fill()) {
 				t.Errorf("v%d %s: type %v fill %x after the round trip, want %v %x", v, d.name, b.Type(), b.Fill(), a.Type(), a.Fill())
@@ -125,9 +126,9 @@ func TestRoundTripBoolComplex(t *testing.T) {
 			if !bytes.Equal(readAll(t, a), readAll(t, b)) {
 				t.Errorf("v%d %s: elements differ after the round trip", v, d.name)
 			}
-			sameAttrs(t, d.name, a.Attrs(), b.Attrs())
+			sameAttrs(t, d.name, testfile.Attrs(t, a), testfile.Attrs(t, b))
 		}
-		must(t, g.Close())
+		must(t, g.Close(context.Background()))
 	}
 }
 
@@ -176,9 +177,9 @@ func TestZarrPythonReadsBoolComplex(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.scc")
 	makeTypedFile(t, src)
-	f, err := engine.Open(src, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), src, &engine.Options{ReadOnly: true})
 	must(t, err)
-	defer f.Close()
+	defer f.Close(context.Background())
 	store := filepath.Join(dir, "store")
 	_, err = Export(bg, f, store, Options{Version: 2})
 	must(t, err)
@@ -202,7 +203,7 @@ func TestZarrPythonReadsBoolComplex(t *testing.T) {
 	wantDtype := []string{"|b1", "<c8", "<c16"}
 	wantFill := []string{`true`, `["1.5","-2"]`, `["nan","-inf"]`}
 	for i, name := range names {
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(context.Background(), name, nil)
 		must(t, err)
 		got, err := os.ReadFile(filepath.Join(out, string(rune('0'+i))+".bin"))
 		must(t, err)
@@ -237,10 +238,10 @@ func TestImportBigEndianComplex(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(store, "c", "0"), be, 0o644))
 	must(t, os.WriteFile(filepath.Join(store, "b", "0"), []byte{1, 0, 1}, 0o644))
 	g := testfile.Create(t, filepath.Join(t.TempDir(), "g.scc"), nil)
-	defer g.Close()
+	defer g.Close(context.Background())
 	_, err := Import(bg, store, g, Options{})
 	must(t, err)
-	ds, err := g.OpenDataset("c")
+	ds, err := g.OpenDataset(context.Background(), "c", nil)
 	must(t, err)
 	got := make([]complex64, 2)
 	must(t, engine.ReadSlice(bg, ds, engine.All(ds.Shape()), got))
@@ -250,7 +251,7 @@ func TestImportBigEndianComplex(t *testing.T) {
 	if want := append(binary.LittleEndian.AppendUint32(nil, math.Float32bits(0.5)), 0, 0, 0x80, 0xff); !bytes.Equal(ds.Fill(), want) {
 		t.Errorf(">c8 fill %x, want %x", ds.Fill(), want)
 	}
-	bs, err := g.OpenDataset("b")
+	bs, err := g.OpenDataset(context.Background(), "b", nil)
 	must(t, err)
 	bv := make([]bool, 3)
 	must(t, engine.ReadSlice(bg, bs, engine.All(bs.Shape()), bv))
@@ -271,18 +272,18 @@ func TestStringsRoundTrip(t *testing.T) {
 	f := testfile.Create(t, src, nil)
 	fill, err := engine.EncodeString(typ, "ab")
 	must(t, err)
-	ds, err := f.CreateDataset("s", engine.DatasetSpec{Type: typ, Shape: []uint64{7, 3}, Chunk: []uint64{3, 2}, Fill: fill, Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)}})
+	ds, err := f.CreateDataset(context.Background(), "s", engine.DatasetSpec{Type: typ, Shape: []uint64{7, 3}, Chunk: []uint64{3, 2}, Fill: fill, Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)}})
 	must(t, err)
 	must(t, ds.WriteStrings(bg, engine.Box([]uint64{3, 0}, []uint64{4, 3}), []string{"", "x", "hello", "a\x00b", "12345", "z", "", "q", "w", "e", "r", "t"}))
 	names, err := engine.FixedStringsAttr(engine.FixedString(6, engine.SpacePad, engine.UTF8), "αβ", "x")
 	must(t, err)
 	must(t, ds.SetAttr(bg, "names", names))
 	must(t, ds.SetAttr(bg, "unit", engine.RawAttr(engine.AttrScalar, engine.FixedString(4, engine.NullTerm, engine.ASCII), []byte("ab\x00\x00"))))
-	must(t, f.Close())
-	f, err = engine.Open(src, &engine.Options{ReadOnly: true})
+	must(t, f.Close(context.Background()))
+	f, err = engine.Open(context.Background(), src, &engine.Options{ReadOnly: true})
 	must(t, err)
-	defer f.Close()
-	a, err := f.OpenDataset("s")
+	defer f.Close(context.Background())
+	a, err := f.OpenDataset(context.Background(), "s", nil)
 	must(t, err)
 	for _, v := range []int{2, 3} {
 		store := filepath.Join(dir, "store"+string(rune('0'+v)))
@@ -306,13 +307,13 @@ func TestStringsRoundTrip(t *testing.T) {
 		g := testfile.Create(t, filepath.Join(dir, "back"+string(rune('0'+v))+".scc"), nil)
 		_, err = Import(bg, store, g, Options{})
 		must(t, err)
-		b2, err := g.OpenDataset("s")
+		b2, err := g.OpenDataset(context.Background(), "s", nil)
 		must(t, err)
 		if b2.Type() != typ || !bytes.Equal(b2.Fill(), fill) || !bytes.Equal(readAll(t, a), readAll(t, b2)) {
 			t.Errorf("v%d: type %v fill %q after the round trip, or elements differ", v, b2.Type(), b2.Fill())
 		}
-		sameAttrs(t, "s", a.Attrs(), b2.Attrs())
-		must(t, g.Close())
+		sameAttrs(t, "s", testfile.Attrs(t, a), testfile.Attrs(t, b2))
+		must(t, g.Close(context.Background()))
 	}
 	zarrPython(t)
 	out := filepath.Join(dir, "out")
@@ -344,7 +345,7 @@ func TestStringsRoundTrip(t *testing.T) {
 // string, as a raw write may leave) is refused, not exported changed.
 func TestExportRefusesInexactStringAttr(t *testing.T) {
 	f := testfile.Create(t, filepath.Join(t.TempDir(), "src.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	must(t, f.SetAttr(bg, "u", engine.RawAttr(engine.AttrScalar, engine.FixedString(4, engine.NullTerm, engine.ASCII), []byte("a\x00zz"))))
 	if _, err := Export(bg, f, filepath.Join(t.TempDir(), "s.zarr"), Options{Version: 2}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "does not give back") {
 		t.Fatalf("export: %v, want ErrUnsupported", err)

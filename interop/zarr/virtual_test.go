@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -22,7 +23,7 @@ func TestExportVirtualChunkedAsSources(t *testing.T) {
 	dir := t.TempDir()
 	ext := testfile.Create(t, filepath.Join(dir, "ext.scc"), nil)
 	f := testfile.Create(t, filepath.Join(dir, "v.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	vals := func(base int) []byte {
 		var b []byte
 		for i := range 32 * 4 {
@@ -31,13 +32,13 @@ func TestExportVirtualChunkedAsSources(t *testing.T) {
 		return b
 	}
 	spec := engine.DatasetSpec{Type: engine.Uint16, Shape: []uint64{32, 4}, Chunk: []uint64{16, 4}, Filters: []engine.Filter{engine.Zstd(1)}}
-	s0, err := f.CreateDataset("s0", spec)
+	s0, err := f.CreateDataset(context.Background(), "s0", spec)
 	must(t, err)
 	must(t, s0.Write(bg, engine.All([]uint64{32, 4}), vals(0)))
-	s1, err := ext.CreateDataset("s1", spec)
+	s1, err := ext.CreateDataset(context.Background(), "s1", spec)
 	must(t, err)
 	must(t, s1.Write(bg, engine.All([]uint64{32, 4}), vals(1000)))
-	must(t, ext.Close())
+	must(t, ext.Close(context.Background()))
 	_, err = f.CreateVirtualDataset(bg, "v", engine.VirtualSpec{Type: engine.Uint16, Shape: []uint64{64, 4}, Mappings: []engine.VirtualMapping{
 		{Virtual: engine.Box([]uint64{0, 0}, []uint64{32, 4}), Dataset: "s0", Source: engine.All([]uint64{32, 4})},
 		{Virtual: engine.Box([]uint64{32, 0}, []uint64{32, 4}), File: "ext.scc", Dataset: "s1", Source: engine.All([]uint64{32, 4})},
@@ -96,7 +97,7 @@ func TestExportVirtualChunkedAsSources(t *testing.T) {
 // chunks of about virtualTargetBytes, whole along the last dimensions.
 func TestVirtualChunkFallback(t *testing.T) {
 	f := testfile.Create(t, filepath.Join(t.TempDir(), "v.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	ds, err := f.CreateVirtualDataset(bg, "v", engine.VirtualSpec{Type: engine.Float64, Shape: []uint64{1 << 20, 64}, Mappings: []engine.VirtualMapping{
 		{Virtual: engine.Box([]uint64{0, 0}, []uint64{1 << 20, 64}), File: "missing.scc", Dataset: "x", Source: engine.All([]uint64{1 << 20, 64})},
 	}})

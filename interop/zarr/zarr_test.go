@@ -52,7 +52,7 @@ func makeFile(t *testing.T, path string) {
 	must(t, f.SetAttr(bg, "weights", engine.ArrayAttr([]float32{0.5, float32(math.Inf(1)), -2})))
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, d := range defs() {
-		ds, err := f.CreateDataset(d.name, d.spec)
+		ds, err := f.CreateDataset(context.Background(), d.name, d.spec)
 		must(t, err)
 		must(t, ds.SetAttr(bg, "units", engine.StringAttr("K")))
 		must(t, ds.SetAttr(bg, "offsets", engine.ArrayAttr([]int64{math.MinInt64, 0, math.MaxInt64})))
@@ -86,7 +86,7 @@ func makeFile(t *testing.T, path string) {
 		}
 		must(t, ds.Write(bg, engine.Box(start, count), buf))
 	}
-	must(t, f.Close())
+	must(t, f.Close(context.Background()))
 }
 
 func must(t testing.TB, err error) {
@@ -127,7 +127,7 @@ func TestRoundTrip(t *testing.T) {
 	makeFile(t, src)
 	for _, v := range []int{2, 3} {
 		store := filepath.Join(dir, "store"+string(rune('0'+v)))
-		f, err := engine.Open(src, &engine.Options{ReadOnly: true})
+		f, err := engine.Open(context.Background(), src, &engine.Options{ReadOnly: true})
 		must(t, err)
 		rep, err := Export(bg, f, store, Options{Version: v})
 		must(t, err)
@@ -176,11 +176,11 @@ func TestRoundTrip(t *testing.T) {
 			}
 		}
 		sameChunkFiles(t, g, "u16zl", store, v, 12)
-		sameAttrs(t, "file", f.Attrs(), g.Attrs())
+		sameAttrs(t, "file", testfile.Attrs(t, f), testfile.Attrs(t, g))
 		for _, d := range defs() {
-			a, err := f.OpenDataset(d.name)
+			a, err := f.OpenDataset(context.Background(), d.name, nil)
 			must(t, err)
-			b, err := g.OpenDataset(d.name)
+			b, err := g.OpenDataset(context.Background(), d.name, nil)
 			must(t, err)
 			if !bytes.Equal(readAll(t, a), readAll(t, b)) {
 				t.Errorf("v%d %s: elements differ after the round trip", v, d.name)
@@ -188,17 +188,17 @@ func TestRoundTrip(t *testing.T) {
 			if !bytes.Equal(a.Fill(), b.Fill()) || a.Type() != b.Type() || !equalU(a.Chunk(), b.Chunk()) || !equalU(a.Shape(), b.Shape()) {
 				t.Errorf("v%d %s: fill/type/chunk/shape differ: %x %x %v %v", v, d.name, a.Fill(), b.Fill(), a.Chunk(), b.Chunk())
 			}
-			sameAttrs(t, d.name, a.Attrs(), b.Attrs())
-			sa, err := a.StoredChunks(bg)
+			sameAttrs(t, d.name, testfile.Attrs(t, a), testfile.Attrs(t, b))
+			sa, err := testfile.StoredChunks(bg, a)
 			must(t, err)
-			sb, err := b.StoredChunks(bg)
+			sb, err := testfile.StoredChunks(bg, b)
 			must(t, err)
 			if len(sa) != len(sb) {
 				t.Errorf("v%d %s: %d stored chunks after import, want %d", v, d.name, len(sb), len(sa))
 			}
 		}
-		must(t, g.Close())
-		must(t, f.Close())
+		must(t, g.Close(context.Background()))
+		must(t, f.Close(context.Background()))
 	}
 }
 
@@ -206,10 +206,10 @@ func TestRoundTrip(t *testing.T) {
 // byte for byte the chunk files of the store (raw copies both ways).
 func sameChunkFiles(t *testing.T, f *engine.File, name, store string, v, want int) {
 	t.Helper()
-	ds, err := f.OpenDataset(name)
+	ds, err := f.OpenDataset(context.Background(), name, nil)
 	must(t, err)
-	defer ds.Close()
-	sc, err := ds.StoredChunks(bg)
+	defer ds.Close(context.Background())
+	sc, err := testfile.StoredChunks(bg, ds)
 	must(t, err)
 	if len(sc) != want {
 		t.Fatalf("%s: %d stored chunks, want %d", name, len(sc), want)
@@ -289,15 +289,15 @@ func compareWithReader(t *testing.T, version int, jsNumbers bool, run func(store
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.scc")
 	makeFile(t, src)
-	f, err := engine.Open(src, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), src, &engine.Options{ReadOnly: true})
 	must(t, err)
-	defer f.Close()
+	defer f.Close(context.Background())
 	store := filepath.Join(dir, "store")
 	_, err = Export(bg, f, store, Options{Version: version})
 	must(t, err)
 	out := filepath.Join(dir, "out")
 	must(t, os.Mkdir(out, 0o755))
-	names := f.Datasets()
+	names := testfile.DatasetNames(t, f)
 	var res readerOut
 	raw := run(store, out, names)
 	d := json.NewDecoder(bytes.NewReader(raw))
@@ -305,7 +305,7 @@ func compareWithReader(t *testing.T, version int, jsNumbers bool, run func(store
 	if err := d.Decode(&res); err != nil {
 		t.Fatalf("reader output %q: %v", raw, err)
 	}
-	wantRoot, err := attrsJSON(f.Attrs())
+	wantRoot, err := attrsJSON(testfile.Attrs(t, f))
 	must(t, err)
 	if got, want := jsonText(res.Attributes, jsNumbers), jsonText(wantRoot, jsNumbers); got != want {
 		t.Errorf("root attributes:\n got %s\nwant %s", got, want)
@@ -314,7 +314,7 @@ func compareWithReader(t *testing.T, version int, jsNumbers bool, run func(store
 		t.Fatalf("reader saw %d arrays, want %d", len(res.Arrays), len(names))
 	}
 	for i, name := range names {
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(context.Background(), name, nil)
 		must(t, err)
 		got, err := os.ReadFile(filepath.Join(out, string(rune('0'+i))+".bin"))
 		must(t, err)
@@ -326,7 +326,7 @@ func compareWithReader(t *testing.T, version int, jsNumbers bool, run func(store
 		if !equalU(a.Shape, ds.Shape()) || !equalU(a.Chunks, ds.Chunk()) {
 			t.Errorf("%s: reader shape %v chunks %v, want %v %v", name, a.Shape, a.Chunks, ds.Shape(), ds.Chunk())
 		}
-		wantAttrs, err := attrsJSON(ds.Attrs())
+		wantAttrs, err := attrsJSON(testfile.Attrs(t, ds))
 		must(t, err)
 		if g, w := jsonText(a.Attributes, jsNumbers), jsonText(wantAttrs, jsNumbers); g != w {
 			t.Errorf("%s attributes:\n got %s\nwant %s", name, g, w)
@@ -387,7 +387,7 @@ func stderr(err error) string {
 func importWritten(t *testing.T, store, dumps string, want map[string]string) *engine.File {
 	t.Helper()
 	g := testfile.Create(t, filepath.Join(t.TempDir(), "imported.scc"), nil)
-	t.Cleanup(func() { g.Close() })
+	t.Cleanup(func() { g.Close(context.Background()) })
 	rep, err := Import(bg, store, g, Options{})
 	must(t, err)
 	t.Logf("import:\n%s", rep.Summary())
@@ -396,7 +396,7 @@ func importWritten(t *testing.T, store, dumps string, want map[string]string) *e
 		byName[d.Name] = d
 	}
 	for name, mode := range want {
-		ds, err := g.OpenDataset(name)
+		ds, err := g.OpenDataset(context.Background(), name, nil)
 		must(t, err)
 		exp, err := os.ReadFile(filepath.Join(dumps, strings.ReplaceAll(name, "/", "_")+".bin"))
 		must(t, err)
@@ -412,7 +412,7 @@ func importWritten(t *testing.T, store, dumps string, want map[string]string) *e
 			ok = d.Rewrapped == d.Chunks && d.Chunks > 0
 		case "zlibraw":
 			// Copied with no inflate, except edge chunks (padding check).
-			stored, err := ds.StoredChunks(bg)
+			stored, err := testfile.StoredChunks(bg, ds)
 			must(t, err)
 			inner := 0
 			for _, c := range stored {
@@ -466,7 +466,7 @@ func TestImportZarrPythonWritten(t *testing.T) {
 	} else if l, err := engine.Array[int64](v); err != nil || len(l) != 3 || l[2] != 3 {
 		t.Fatalf("root attribute list = %v %v", l, err)
 	}
-	ds, err := g.OpenDataset("zstd")
+	ds, err := g.OpenDataset(context.Background(), "zstd", nil)
 	must(t, err)
 	if fill := ds.Fill(); !math.IsNaN(math.Float64frombits(binary.LittleEndian.Uint64(fill))) {
 		t.Fatalf("fill %x, want NaN", fill)
@@ -516,7 +516,7 @@ func TestImportRefusesUnmappable(t *testing.T) {
 		if _, err := Import(bg, p, g, Options{}); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("%s: %v, want ErrUnsupported", name, err)
 		}
-		must(t, g.Close())
+		must(t, g.Close(context.Background()))
 	}
 	// A corrupt chunk fails the import with ErrCorrupt when verifying;
 	// without, a zlib chunk is stored uninflated and every read of it
@@ -527,14 +527,14 @@ func TestImportRefusesUnmappable(t *testing.T) {
 	if _, err := Import(bg, p, g, Options{Verify: true}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("corrupt chunk, verifying: %v, want ErrCorrupt", err)
 	}
-	must(t, g.Close())
+	must(t, g.Close(context.Background()))
 	g = testfile.Create(t, filepath.Join(dir, "corrupt2.scc"), nil, testfile.NoCheck("the test imports a damaged zlib stream without verifying, which stores it as it is"))
-	defer g.Close()
+	defer g.Close(context.Background())
 	rep, err := Import(bg, p, g, Options{})
 	if err != nil || rep.Datasets[0].Untouched != 1 {
 		t.Fatalf("corrupt zlib chunk, not verifying: %v %+v, want stored untouched", err, rep)
 	}
-	ds, err := g.OpenDataset("corrupt")
+	ds, err := g.OpenDataset(context.Background(), "corrupt", nil)
 	must(t, err)
 	if err := ds.Read(bg, engine.All(ds.Shape()), make([]byte, 16)); !errors.Is(err, engine.ErrCorrupt) {
 		t.Fatalf("read of the stored damaged stream: %v, want ErrCorrupt", err)

@@ -1,4 +1,4 @@
-package s3
+package s3_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/vfd/s3"
 	"github.com/scc-dev/scc/vfd/s3/s3test"
 )
 
@@ -131,20 +132,20 @@ func TestEngineServerKilledMidWriteEveryLayout(t *testing.T) {
 func killMidWrite(t *testing.T, seed uint64) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 41))
-	p := newProxy(t)
+	p := s3.NewProxy(t)
 	defer p.Close()
-	key := testKey(t)
-	d := mustDrv(t, key, p.Endpoint(), func(o *Options) {
+	key := s3.TestKey(t)
+	d := mustDrv(t, key, p.Endpoint(), func(o *s3.Options) {
 		create(o)
 		o.MaxRetries = 1
 	})
-	f, err := engine.CreateWith(d, &engine.Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 10}})
+	f, err := engine.Create(ctx, "", &engine.Options{Driver: d, CacheConfig: cache.Config{QuiescentBytes: 64 << 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sets := map[string]*engine.Dataset{}
 	for _, ks := range killSpecs {
-		if sets[ks.name], err = f.CreateDataset(ks.name, ks.spec); err != nil {
+		if sets[ks.name], err = f.CreateDataset(ctx, ks.name, ks.spec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -161,7 +162,7 @@ func killMidWrite(t *testing.T, seed uint64) {
 		if killed {
 			killed = false
 			p.SetFault(nil)
-			if err := testServer.Restart(); err != nil {
+			if err := s3.Server().Restart(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -210,7 +211,7 @@ func killMidWrite(t *testing.T, seed uint64) {
 			down.Lock()
 			killed = true
 			down.Unlock()
-			testServer.Kill()
+			s3.Server().Kill()
 			fl = s3test.Fault{Drop: true}
 		})
 		return fl
@@ -224,7 +225,7 @@ func killMidWrite(t *testing.T, seed uint64) {
 		}
 	}
 	revive() // the kill came after the last failed call
-	closeErr := f.Close()
+	closeErr := f.Close(ctx)
 	if closeErr == nil {
 		m.ack()
 	}
@@ -234,13 +235,13 @@ func killMidWrite(t *testing.T, seed uint64) {
 
 	r := mustDrv(t, key, "", readOnly)
 	check(t, r)
-	rf, err := engine.OpenWith(r, &engine.Options{ReadOnly: true})
+	rf, err := engine.Open(ctx, "", &engine.Options{Driver: r, ReadOnly: true})
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
-	defer rf.Close()
+	defer rf.Close(ctx)
 	for _, ks := range killSpecs {
-		ds, err := rf.OpenDataset(ks.name)
+		ds, err := rf.OpenDataset(ctx, ks.name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package s3
+package s3_test
 
 // Engine-level tests on the real MinIO server: the engine's commit protocol
 // over the driver, readers following a writer, two writers, and the fault
@@ -19,6 +19,7 @@ import (
 
 	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/vfd"
+	"github.com/scc-dev/scc/vfd/s3"
 	"github.com/scc-dev/scc/vfd/s3/s3test"
 )
 
@@ -44,16 +45,16 @@ func spec() engine.DatasetSpec {
 
 // engineDrv opens a driver on the test bucket with the engine's default
 // geometry (HeadSize = the engine's DataStart) and a small page.
-func engineDrv(t testing.TB, key, endpoint string, mut func(*Options)) (*Driver, error) {
-	o := testOpts(endpoint)
+func engineDrv(t testing.TB, key, endpoint string, mut func(*s3.Options)) (*s3.Driver, error) {
+	o := s3.TestOpts(endpoint)
 	o.PageSize = 64 << 10
 	if mut != nil {
 		mut(&o)
 	}
-	return OpenLocation(context.Background(), Location{Bucket: testBucket, Key: key}, &o)
+	return s3.OpenLocation(context.Background(), s3.Location{Bucket: s3.TestBucket, Key: key}, &o)
 }
 
-func mustDrv(t testing.TB, key, endpoint string, mut func(*Options)) *Driver {
+func mustDrv(t testing.TB, key, endpoint string, mut func(*s3.Options)) *s3.Driver {
 	t.Helper()
 	d, err := engineDrv(t, key, endpoint, mut)
 	if err != nil {
@@ -63,8 +64,8 @@ func mustDrv(t testing.TB, key, endpoint string, mut func(*Options)) *Driver {
 	return d
 }
 
-func create(o *Options)   { o.Create = true }
-func readOnly(o *Options) { o.ReadOnly = true }
+func create(o *s3.Options)   { o.Create = true }
+func readOnly(o *s3.Options) { o.ReadOnly = true }
 
 // appendRows grows ds to start+n rows and writes the model's rows.
 func appendRows(t testing.TB, ds *engine.Dataset, name string, v, start, n int) error {
@@ -80,7 +81,7 @@ func appendRows(t testing.TB, ds *engine.Dataset, name string, v, start, n int) 
 func verify(t testing.TB, f *engine.File, want map[string]int, v map[string]int) {
 	t.Helper()
 	for name, rows := range want {
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(context.Background(), name, nil)
 		if err != nil {
 			t.Fatalf("open dataset %s: %v", name, err)
 		}
@@ -99,7 +100,7 @@ func verify(t testing.TB, f *engine.File, want map[string]int, v map[string]int)
 
 func check(t testing.TB, d vfd.Driver) {
 	t.Helper()
-	if rep, err := engine.Check(context.Background(), d); err != nil {
+	if rep, err := engine.Check(context.Background(), "", &engine.Options{Driver: d}); err != nil {
 		t.Fatalf("engine check: %v (%v)", err, rep)
 	}
 }
@@ -110,8 +111,8 @@ func check(t testing.TB, d vfd.Driver) {
 // the superblock slots live in the commit object.
 func TestDefaultHeadIsTheSuperblockRegion(t *testing.T) {
 	const engineDataStart = 8192
-	if defaultHeadSize != engineDataStart {
-		t.Fatalf("defaultHeadSize %d, engine DataStart %d", defaultHeadSize, engineDataStart)
+	if s3.DefaultHeadSize != engineDataStart {
+		t.Fatalf("s3.DefaultHeadSize %d, engine DataStart %d", s3.DefaultHeadSize, engineDataStart)
 	}
 }
 
@@ -124,21 +125,21 @@ func TestEngineRoundTrip(t *testing.T) {
 }
 
 func engineRoundTrip(t *testing.T, maxDirty int64) {
-	key := testKey(t)
-	d := mustDrv(t, key, "", func(o *Options) {
+	key := s3.TestKey(t)
+	d := mustDrv(t, key, "", func(o *s3.Options) {
 		create(o)
 		if maxDirty != 0 { // small pages, so that the bound is a few of them
 			o.PageSize, o.MaxDirtyBytes = 4096, maxDirty
 		}
 	})
-	f, err := engine.CreateWith(d, nil)
+	f, err := engine.Create(context.Background(), "", &engine.Options{Driver: d})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]int{"a": 200, "b": 37, "c": 1}
 	vers := map[string]int{"a": 1, "b": 1, "c": 1}
 	for name, rows := range want {
-		ds, err := f.CreateDataset(name, spec())
+		ds, err := f.CreateDataset(context.Background(), name, spec())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,25 +150,25 @@ func engineRoundTrip(t *testing.T, maxDirty int64) {
 	if err := f.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	d2 := mustDrv(t, key, "", func(o *Options) { o.MaxDirtyBytes = maxDirty })
-	f2, err := engine.OpenWith(d2, nil)
+	d2 := mustDrv(t, key, "", func(o *s3.Options) { o.MaxDirtyBytes = maxDirty })
+	f2, err := engine.Open(context.Background(), "", &engine.Options{Driver: d2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	verify(t, f2, want, vers)
 	// Overwrite part of "a" (copy-on-write chunks over committed pages).
-	ds, _ := f2.OpenDataset("a")
+	ds, _ := f2.OpenDataset(context.Background(), "a", nil)
 	if err := ds.Write(context.Background(), engine.Box([]uint64{0, 0}, []uint64{200, cols}), rowsOf("a", 2, 0, 200)); err != nil {
 		t.Fatal(err)
 	}
 	vers["a"] = 2
-	if err := f2.Close(); err != nil {
+	if err := f2.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if maxDirty != 0 && d.Stats().Spills+d2.Stats().Spills == 0 {
@@ -176,11 +177,11 @@ func engineRoundTrip(t *testing.T, maxDirty int64) {
 	check(t, d2)
 	d2.Close()
 	r := mustDrv(t, key, "", readOnly)
-	f3, err := engine.OpenWith(r, &engine.Options{ReadOnly: true})
+	f3, err := engine.Open(context.Background(), "", &engine.Options{Driver: r, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f3.Close()
+	defer f3.Close(context.Background())
 	verify(t, f3, want, vers)
 	check(t, r)
 }
@@ -189,29 +190,29 @@ func engineRoundTrip(t *testing.T, maxDirty int64) {
 // committed file through one read-only File (and its shared cache) and
 // compare with the model.
 func TestEngineConcurrentReaders(t *testing.T) {
-	key := testKey(t)
+	key := s3.TestKey(t)
 	d := mustDrv(t, key, "", create)
-	f, err := engine.CreateWith(d, nil)
+	f, err := engine.Create(context.Background(), "", &engine.Options{Driver: d})
 	if err != nil {
 		t.Fatal(err)
 	}
 	names := []string{"x", "y", "z"}
 	for _, n := range names {
-		ds, _ := f.CreateDataset(n, spec())
+		ds, _ := f.CreateDataset(context.Background(), n, spec())
 		if err := appendRows(t, ds, n, 3, 0, 300); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	d.Close()
 	r := mustDrv(t, key, "", readOnly)
-	rf, err := engine.OpenWith(r, &engine.Options{ReadOnly: true})
+	rf, err := engine.Open(context.Background(), "", &engine.Options{Driver: r, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rf.Close()
+	defer rf.Close(context.Background())
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for g := range 16 {
@@ -221,7 +222,7 @@ func TestEngineConcurrentReaders(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(g), 1))
 			for range 20 {
 				n := names[rng.IntN(len(names))]
-				ds, err := rf.OpenDataset(n)
+				ds, err := rf.OpenDataset(context.Background(), n, nil)
 				if err != nil {
 					errs <- err
 					return
@@ -249,35 +250,35 @@ func TestEngineConcurrentReaders(t *testing.T) {
 // TestEngineSecondWriterRefused: while an engine File writes the object, a
 // second writer is refused with engine.ErrLocked; a reader is not.
 func TestEngineSecondWriterRefused(t *testing.T) {
-	key := testKey(t)
+	key := s3.TestKey(t)
 	d := mustDrv(t, key, "", create)
-	f, err := engine.CreateWith(d, nil)
+	f, err := engine.Create(context.Background(), "", &engine.Options{Driver: d})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close(context.Background())
 	if _, err := engineDrv(t, key, "", nil); !errors.Is(err, engine.ErrLocked) {
 		t.Fatalf("second writer: %v, want engine.ErrLocked", err)
 	}
 	r := mustDrv(t, key, "", readOnly)
-	rf, err := engine.OpenWith(r, &engine.Options{ReadOnly: true})
+	rf, err := engine.Open(context.Background(), "", &engine.Options{Driver: r, ReadOnly: true})
 	if err != nil {
 		t.Fatalf("reader beside a writer: %v", err)
 	}
-	rf.Close()
+	rf.Close(context.Background())
 }
 
-// TestEngineReaderFollowsWriter: a read-only File on another Driver (as on
+// TestEngineReaderFollowsWriter: a read-only File on another s3.Driver (as on
 // another machine) sees each of the writer's commits after Refresh.
 func TestEngineReaderFollowsWriter(t *testing.T) {
-	key := testKey(t)
+	key := s3.TestKey(t)
 	d := mustDrv(t, key, "", create)
-	w, err := engine.CreateWith(d, nil)
+	w, err := engine.Create(context.Background(), "", &engine.Options{Driver: d})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
-	ds, _ := w.CreateDataset("log", spec())
+	defer w.Close(context.Background())
+	ds, _ := w.CreateDataset(context.Background(), "log", spec())
 	if err := appendRows(t, ds, "log", 1, 0, 10); err != nil {
 		t.Fatal(err)
 	}
@@ -285,11 +286,11 @@ func TestEngineReaderFollowsWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := mustDrv(t, key, "", readOnly)
-	rf, err := engine.OpenWith(r, &engine.Options{ReadOnly: true})
+	rf, err := engine.Open(context.Background(), "", &engine.Options{Driver: r, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rf.Close()
+	defer rf.Close(context.Background())
 	verify(t, rf, map[string]int{"log": 10}, map[string]int{"log": 1})
 	rows := 10
 	for round := range 5 {
@@ -298,7 +299,7 @@ func TestEngineReaderFollowsWriter(t *testing.T) {
 		}
 		rows += 25
 		if round == 2 {
-			other, _ := w.CreateDataset("other", spec())
+			other, _ := w.CreateDataset(context.Background(), "other", spec())
 			if err := appendRows(t, other, "other", 1, 0, 3); err != nil {
 				t.Fatal(err)
 			}
@@ -326,9 +327,9 @@ type ingestModel struct {
 
 func (m *ingestModel) round(t testing.TB, f *engine.File, n int) error {
 	for _, name := range []string{"p", "q"} {
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(context.Background(), name, nil)
 		if errors.Is(err, engine.ErrNotFound) {
-			ds, err = f.CreateDataset(name, spec())
+			ds, err = f.CreateDataset(context.Background(), name, spec())
 		}
 		if err != nil {
 			return err
@@ -354,13 +355,13 @@ func reopenAndVerify(t testing.TB, key string, m *ingestModel) {
 	t.Helper()
 	r := mustDrv(t, key, "", readOnly)
 	check(t, r)
-	f, err := engine.OpenWith(r, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), "", &engine.Options{Driver: r, ReadOnly: true})
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
-	defer f.Close()
+	defer f.Close(context.Background())
 	for name, acked := range m.acked {
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(context.Background(), name, nil)
 		if err != nil {
 			t.Fatalf("acknowledged dataset %s: %v", name, err)
 		}
@@ -389,15 +390,15 @@ func isPagePut(r *http.Request, key string) bool {
 func TestEngineServerKilledMidCommit(t *testing.T) {
 	for _, at := range []string{"page", "commit", "commit-landed"} {
 		t.Run(at, func(t *testing.T) {
-			p := newProxy(t)
+			p := s3.NewProxy(t)
 			defer p.Close()
-			key := testKey(t)
-			d := mustDrv(t, key, p.Endpoint(), func(o *Options) {
+			key := s3.TestKey(t)
+			d := mustDrv(t, key, p.Endpoint(), func(o *s3.Options) {
 				create(o)
 				o.MaxRetries = 2
 				o.LeaseTTL = 500 * time.Millisecond
 			})
-			f, err := engine.CreateWith(d, nil)
+			f, err := engine.Create(context.Background(), "", &engine.Options{Driver: d})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -425,7 +426,7 @@ func TestEngineServerKilledMidCommit(t *testing.T) {
 						f = s3test.Fault{DropAfter: true}
 						return
 					}
-					testServer.Kill()
+					s3.Server().Kill()
 					f = s3test.Fault{Drop: true}
 				})
 				return f
@@ -435,7 +436,7 @@ func TestEngineServerKilledMidCommit(t *testing.T) {
 				// The commit landed but its answer was lost: the
 				// driver learns the outcome by reading the commit
 				// object back, so the Flush may succeed.
-				testServer.Kill()
+				s3.Server().Kill()
 			}
 			if at != "commit-landed" && err == nil {
 				t.Fatal("Flush succeeded with the server killed")
@@ -443,16 +444,16 @@ func TestEngineServerKilledMidCommit(t *testing.T) {
 			if err != nil && !errors.Is(err, engine.ErrIO) {
 				t.Fatalf("Flush with the server down: %v, want engine.ErrIO", err)
 			}
-			f.Close()
+			f.Close(context.Background())
 			d.Close()
 			p.SetFault(nil)
-			if err := testServer.Restart(); err != nil {
+			if err := s3.Server().Restart(); err != nil {
 				t.Fatal(err)
 			}
 			reopenAndVerify(t, key, m)
 			// A new writer takes over once the dead one's lease
 			// lapses, and carries on from the committed state.
-			var w *Driver
+			var w *s3.Driver
 			for deadline := time.Now().Add(10 * time.Second); ; {
 				w, err = engineDrv(t, key, "", nil)
 				if err == nil || !errors.Is(err, vfd.ErrLocked) || time.Now().After(deadline) {
@@ -464,18 +465,18 @@ func TestEngineServerKilledMidCommit(t *testing.T) {
 				t.Fatalf("writer after the crash: %v", err)
 			}
 			defer w.Close()
-			wf, err := engine.OpenWith(w, nil)
+			wf, err := engine.Open(context.Background(), "", &engine.Options{Driver: w})
 			if err != nil {
 				t.Fatal(err)
 			}
 			for name := range m.rows {
-				ds, _ := wf.OpenDataset(name)
+				ds, _ := wf.OpenDataset(context.Background(), name, nil)
 				m.rows[name] = int(ds.Shape()[0]) // the committed state's, acknowledged or later
 			}
 			if err := m.round(t, wf, 10); err != nil {
 				t.Fatalf("ingest after the takeover: %v", err)
 			}
-			if err := wf.Close(); err != nil {
+			if err := wf.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			reopenAndVerify(t, key, m)
@@ -491,17 +492,17 @@ func TestEngineServerKilledMidCommit(t *testing.T) {
 func TestEngineThroughFaultyProxy(t *testing.T) {
 	for _, retries := range []int{6, -1} {
 		t.Run(fmt.Sprintf("retries=%d", retries), func(t *testing.T) {
-			p := newProxy(t)
+			p := s3.NewProxy(t)
 			defer p.Close()
-			key := testKey(t)
+			key := s3.TestKey(t)
 			// Two pages of dirty memory: writes spill between
 			// commits, amid the faults too.
-			d := mustDrv(t, key, p.Endpoint(), func(o *Options) {
+			d := mustDrv(t, key, p.Endpoint(), func(o *s3.Options) {
 				create(o)
 				o.MaxRetries = retries
 				o.PageSize, o.MaxDirtyBytes = 4096, 8<<10
 			})
-			f, err := engine.CreateWith(d, nil)
+			f, err := engine.Create(context.Background(), "", &engine.Options{Driver: d})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -537,7 +538,7 @@ func TestEngineThroughFaultyProxy(t *testing.T) {
 			if retries > 0 && failures > 0 {
 				t.Fatalf("%d rounds failed despite retries", failures)
 			}
-			f.Close()
+			f.Close(context.Background())
 			d.Close()
 			p.SetFault(nil)
 			reopenAndVerify(t, key, m)
@@ -555,29 +556,29 @@ func TestEngineThroughFaultyProxy(t *testing.T) {
 // engine.ErrNotFound, a refused GET engine.ErrDenied, a network failure
 // engine.ErrIO — each exactly one of them, none taken for corruption.
 func TestEngineErrorsTyped(t *testing.T) {
-	p := newProxy(t)
+	p := s3.NewProxy(t)
 	defer p.Close()
-	key := testKey(t)
+	key := s3.TestKey(t)
 	d := mustDrv(t, key, "", create)
-	f, err := engine.CreateWith(d, nil)
+	f, err := engine.Create(context.Background(), "", &engine.Options{Driver: d})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, _ := f.CreateDataset("a", spec())
+	ds, _ := f.CreateDataset(context.Background(), "a", spec())
 	if err := appendRows(t, ds, "a", 1, 0, 64); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	d.Close()
-	r := mustDrv(t, key, p.Endpoint(), func(o *Options) { readOnly(o); o.MaxRetries = 1 })
-	rf, err := engine.OpenWith(r, &engine.Options{ReadOnly: true})
+	r := mustDrv(t, key, p.Endpoint(), func(o *s3.Options) { readOnly(o); o.MaxRetries = 1 })
+	rf, err := engine.Open(context.Background(), "", &engine.Options{Driver: r, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rf.Close()
-	rds, err := rf.OpenDataset("a")
+	defer rf.Close(context.Background())
+	rds, err := rf.OpenDataset(context.Background(), "a", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package s3
+package s3_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/vfd/s3"
 	"github.com/scc-dev/scc/vfd/s3/s3test"
 )
 
@@ -24,21 +25,21 @@ import (
 // failed.
 func TestEngineFailedWriteNotApplied(t *testing.T) {
 	ctx := context.Background()
-	p := newProxy(t)
+	p := s3.NewProxy(t)
 	defer p.Close()
-	key := testKey(t)
-	d := mustDrv(t, key, p.Endpoint(), func(o *Options) {
+	key := s3.TestKey(t)
+	d := mustDrv(t, key, p.Endpoint(), func(o *s3.Options) {
 		create(o)
 		o.MaxRetries = -1
 		o.PageSize, o.MaxDirtyBytes = 4096, 8<<10
 	})
-	f, err := engine.CreateWith(d, &engine.Options{CacheConfig: cache.Config{QuiescentBytes: 512 << 10}})
+	f, err := engine.Create(ctx, "", &engine.Options{Driver: d, CacheConfig: cache.Config{QuiescentBytes: 512 << 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const rowCols = 48 << 10 // int32: 192 KiB rows, above the 128 KiB bypass threshold
 	const rows = 24
-	ds, err := f.CreateDataset("rows", engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{rows, rowCols},
+	ds, err := f.CreateDataset(ctx, "rows", engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{rows, rowCols},
 		Chunk: []uint64{1, rowCols}, Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)}})
 	if err != nil {
 		t.Fatal(err)
@@ -76,17 +77,17 @@ func TestEngineFailedWriteNotApplied(t *testing.T) {
 	if err := f.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	d.Close()
 	rd := mustDrv(t, key, "", readOnly)
-	g, err := engine.OpenWith(rd, &engine.Options{ReadOnly: true})
+	g, err := engine.Open(ctx, "", &engine.Options{Driver: rd, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
-	rds, err := g.OpenDataset("rows")
+	defer g.Close(ctx)
+	rds, err := g.OpenDataset(ctx, "rows", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package s3
+package s3_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
+	"github.com/scc-dev/scc/vfd/s3"
 )
 
 // vFrameVal is the value of element e of frame g of the virtual dataset.
@@ -29,17 +31,17 @@ func vFrame(g, elems uint64) []byte {
 // server: a source that does not exist is engine.ErrNotFound (read as
 // fill), any other failure is the caller's.
 func openS3Source(ctx context.Context, name string, opts *engine.Options) (*engine.File, error) {
-	o := testOpts("")
+	o := s3.TestOpts("")
 	o.ReadOnly = true
 	o.PageSize = 64 << 10
-	d, err := Open(ctx, name, &o)
-	if errors.Is(err, ErrNotFound) {
+	d, err := s3.Open(ctx, name, &o)
+	if errors.Is(err, s3.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %w", engine.ErrNotFound, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	f, err := engine.OpenWithContext(ctx, d, opts)
+	f, err := engine.Open(ctx, "", testfile.WithDriver(opts, d))
 	if err != nil {
 		d.Close()
 		return nil, err
@@ -65,19 +67,19 @@ func TestVirtualFollowS3Race(t *testing.T) {
 	if os.Getenv("SCC_STRESS") == "long" {
 		perWriter = 150
 	}
-	prefix := testKey(t)
-	url := func(name string) string { return "s3://" + testBucket + "/" + prefix + "/" + name }
+	prefix := s3.TestKey(t)
+	url := func(name string) string { return "s3://" + s3.TestBucket + "/" + prefix + "/" + name }
 	fspec := engine.DatasetSpec{Type: engine.Uint32, Shape: []uint64{0, h, w}, MaxShape: []uint64{engine.Unlimited, h, w},
 		Chunk: []uint64{1, h, w}, Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)}}
 	writers := make([]*engine.File, nw)
 	dss := make([]*engine.Dataset, nw)
 	for i := range writers {
 		d := mustDrv(t, prefix+fmt.Sprintf("/w%d.scc", i), "", create)
-		f, err := engine.CreateWith(d, nil)
+		f, err := engine.Create(ctx, "", &engine.Options{Driver: d})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ds, err := f.CreateDataset("frames", fspec)
+		ds, err := f.CreateDataset(ctx, "frames", fspec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +99,7 @@ func TestVirtualFollowS3Race(t *testing.T) {
 		})
 	}
 	vd := mustDrv(t, prefix+"/v.scc", "", create)
-	vf, err := engine.CreateWith(vd, &engine.Options{Virtual: engine.VirtualOptions{Open: openS3Source}})
+	vf, err := engine.Create(ctx, "", &engine.Options{Driver: vd, Virtual: engine.VirtualOptions{Open: openS3Source}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestVirtualFollowS3Race(t *testing.T) {
 		MaxShape: []uint64{engine.Unlimited, h, w}, Mappings: maps}); err != nil {
 		t.Fatal(err)
 	}
-	if err := vf.Close(); err != nil {
+	if err := vf.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -155,13 +157,13 @@ func TestVirtualFollowS3Race(t *testing.T) {
 		defer wg.Done()
 		up := sync.OnceFunc(func() { close(readerUp) })
 		defer up()
-		r, err := engine.OpenWith(rd, &engine.Options{ReadOnly: true, Virtual: engine.VirtualOptions{Open: openS3Source}})
+		r, err := engine.Open(ctx, "", &engine.Options{Driver: rd, ReadOnly: true, Virtual: engine.VirtualOptions{Open: openS3Source}})
 		if err != nil {
 			errs <- err
 			return
 		}
-		defer r.Close()
-		v, err := r.OpenDataset("v")
+		defer r.Close(ctx)
+		v, err := r.OpenDataset(ctx, "v", nil)
 		if err != nil {
 			errs <- err
 			return
@@ -243,7 +245,7 @@ func TestVirtualFollowS3Race(t *testing.T) {
 		t.Error(err)
 	}
 	for _, f := range writers {
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			t.Error(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package s3
+package s3_test
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/vfd/s3"
 	"github.com/scc-dev/scc/vfd/s3/s3test"
 )
 
@@ -39,16 +40,16 @@ func vWriterMain() int {
 	i, _ := strconv.Atoi(os.Getenv("SCC_VDS_INDEX"))
 	n, _ := strconv.Atoi(os.Getenv("SCC_VDS_WRITERS"))
 	frames, _ := strconv.Atoi(os.Getenv("SCC_VDS_FRAMES"))
-	d, err := Open(ctx, os.Getenv(vWriterEnv), &Options{Endpoint: os.Getenv("SCC_S3_ENDPOINT"), Insecure: true,
+	d, err := s3.Open(ctx, os.Getenv(vWriterEnv), &s3.Options{Endpoint: os.Getenv("SCC_S3_ENDPOINT"), Insecure: true,
 		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, RetryBase: time.Millisecond, Create: true, PageSize: 64 << 10})
 	if err != nil {
 		return fail(err)
 	}
-	f, err := engine.CreateWith(d, nil)
+	f, err := engine.Create(ctx, "", &engine.Options{Driver: d})
 	if err != nil {
 		return fail(err)
 	}
-	ds, err := f.CreateDataset("frames", engine.DatasetSpec{Type: engine.Uint32, Shape: []uint64{0, vpSide, vpSide},
+	ds, err := f.CreateDataset(ctx, "frames", engine.DatasetSpec{Type: engine.Uint32, Shape: []uint64{0, vpSide, vpSide},
 		MaxShape: []uint64{engine.Unlimited, vpSide, vpSide}, Chunk: []uint64{1, vpSide, vpSide},
 		Filters: []engine.Filter{engine.Shuffle(), engine.Zstd(1)}})
 	if err == nil {
@@ -82,7 +83,7 @@ func vWriterMain() int {
 		_, _ = in.ReadString('\n')
 		return 1
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(ctx); err != nil {
 		return fail(err)
 	}
 	fmt.Println("done")
@@ -107,8 +108,8 @@ func TestVirtualWriterProcessesS3(t *testing.T) {
 	if os.Getenv("SCC_STRESS") == "long" {
 		frames = 150
 	}
-	prefix := testKey(t)
-	url := func(name string) string { return "s3://" + testBucket + "/" + prefix + "/" + name }
+	prefix := s3.TestKey(t)
+	url := func(name string) string { return "s3://" + s3.TestBucket + "/" + prefix + "/" + name }
 	var maps []engine.VirtualMapping
 	for i := 0; i < nw; i++ {
 		maps = append(maps, engine.VirtualMapping{
@@ -118,7 +119,7 @@ func TestVirtualWriterProcessesS3(t *testing.T) {
 			Source:  engine.Hyperslab([]uint64{0, 0, 0}, nil, []uint64{engine.Unlimited, 1, 1}, []uint64{1, vpSide, vpSide}),
 		})
 	}
-	vf, err := engine.CreateWith(mustDrv(t, prefix+"/v.scc", "", create), &engine.Options{Virtual: engine.VirtualOptions{Open: openS3Source}})
+	vf, err := engine.Create(ctx, "", &engine.Options{Driver: mustDrv(t, prefix+"/v.scc", "", create), Virtual: engine.VirtualOptions{Open: openS3Source}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestVirtualWriterProcessesS3(t *testing.T) {
 		MaxShape: []uint64{engine.Unlimited, vpSide, vpSide}, Mappings: maps}); err != nil {
 		t.Fatal(err)
 	}
-	if err := vf.Close(); err != nil {
+	if err := vf.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -140,7 +141,7 @@ func TestVirtualWriterProcessesS3(t *testing.T) {
 	ready := make(chan int, nw)
 	for i := 0; i < nw; i++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), vWriterEnv+"="+url(fmt.Sprintf("w%d.scc", i)), "SCC_S3_ENDPOINT="+testServer.Endpoint(),
+		cmd.Env = append(os.Environ(), vWriterEnv+"="+url(fmt.Sprintf("w%d.scc", i)), "SCC_S3_ENDPOINT="+s3.Server().Endpoint(),
 			"SCC_VDS_INDEX="+strconv.Itoa(i), "SCC_VDS_WRITERS="+strconv.Itoa(nw), "SCC_VDS_FRAMES="+strconv.Itoa(frames))
 		if i == victim {
 			cmd.Env = append(cmd.Env, "SCC_VDS_HOLD=1")
@@ -210,13 +211,12 @@ func TestVirtualWriterProcessesS3(t *testing.T) {
 		}
 	}
 
-	r, err := engine.OpenWith(mustDrv(t, prefix+"/v.scc", "", readOnly),
-		&engine.Options{ReadOnly: true, Virtual: engine.VirtualOptions{Open: openS3Source, View: engine.LastAvailable}})
+	r, err := engine.Open(ctx, "", &engine.Options{Driver: mustDrv(t, prefix+"/v.scc", "", readOnly), ReadOnly: true, Virtual: engine.VirtualOptions{Open: openS3Source, View: engine.LastAvailable}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	ds, err := r.OpenDataset("v")
+	defer r.Close(ctx)
+	ds, err := r.OpenDataset(ctx, "v", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestVirtualWriterProcessesS3(t *testing.T) {
 		if i != victim && !finished[i].Load() {
 			t.Fatalf("writer %d did not finish", i)
 		}
-		rep, err := engine.Check(ctx, mustDrv(t, fmt.Sprintf("%s/w%d.scc", prefix, i), "", readOnly))
+		rep, err := engine.Check(ctx, "", &engine.Options{Driver: mustDrv(t, fmt.Sprintf("%s/w%d.scc", prefix, i), "", readOnly)})
 		if err != nil || len(rep.Problems) > 0 {
 			t.Fatalf("writer %d's file after the run: %v %v", i, err, rep.Problems)
 		}
@@ -299,4 +299,13 @@ func TestVirtualWriterProcessesS3(t *testing.T) {
 		t.Fatalf("final extent %d, want %d (the other writers' frames)", n, nw*frames)
 	}
 	t.Logf("%d rounds, %d stale retries; the victim acknowledged %d of %d frames", rounds, stale, acked[victim].Load(), frames)
+}
+
+func init() {
+	s3.ChildMain = func() (int, bool) {
+		if os.Getenv(vWriterEnv) == "" {
+			return 0, false
+		}
+		return vWriterMain(), true
+	}
 }

@@ -101,11 +101,11 @@ func command(ctx context.Context, verb string, args []string, stdout, stderr io.
 	var err error
 	if verb == "export" {
 		var f *engine.File
-		if f, err = engine.Open(fs.Arg(0), &engine.Options{ReadOnly: true}); err != nil {
+		if f, err = engine.Open(ctx, fs.Arg(0), &engine.Options{ReadOnly: true}); err != nil {
 			return err
 		}
 		rep, err = hdf5.Export(ctx, f, fs.Arg(1), &opts)
-		if cerr := f.Close(); err == nil {
+		if cerr := f.Close(ctx); err == nil {
 			err = cerr
 		}
 	} else {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/testfile"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
@@ -25,11 +26,11 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 func TestCLI(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "a.scc")
-	f, err := engine.Create(src, nil)
+	f, err := engine.Create(context.Background(), src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := f.CreateDataset("g/x", engine.DatasetSpec{Type: engine.Uint32, Shape: []uint64{100}, Chunk: []uint64{16},
+	ds, err := f.CreateDataset(context.Background(), "g/x", engine.DatasetSpec{Type: engine.Uint32, Shape: []uint64{100}, Chunk: []uint64{16},
 		Filters: []engine.Filter{engine.Shuffle(), engine.Deflate(1)}})
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func TestCLI(t *testing.T) {
 	if err := ds.Write(context.Background(), engine.Box([]uint64{0}, []uint64{100}), buf); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h5 := filepath.Join(dir, "b.h5")
@@ -54,12 +55,12 @@ func TestCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "chunks 7 (copied 7, 0 not decoded at all)") {
 		t.Fatalf("import: exit %d\n%s%s", code, out, stderr)
 	}
-	g, err := engine.Open(back, &engine.Options{ReadOnly: true})
+	g, err := engine.Open(context.Background(), back, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
-	bd, err := g.OpenDataset("g/x")
+	defer g.Close(context.Background())
+	bd, err := g.OpenDataset(context.Background(), "g/x", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,12 +111,12 @@ func names(t *testing.T, dir string) []string {
 
 func sccDatasets(t *testing.T, path string) []string {
 	t.Helper()
-	f, err := engine.Open(path, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(context.Background(), path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	return f.Datasets()
+	defer f.Close(context.Background())
+	return testfile.DatasetNames(t, f)
 }
 
 // damagedH5 is a good dataset "a" and, after it in name order, a dataset
@@ -237,14 +238,14 @@ with h5py.File(sys.argv[1], "w") as f:
 func TestExportForce(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "a.scc")
-	f, err := engine.Create(src, nil)
+	f, err := engine.Create(context.Background(), src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.CreateDataset("x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{4}}); err != nil {
+	if _, err := f.CreateDataset(context.Background(), "x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{4}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "b.h5")
@@ -278,17 +279,17 @@ func TestExportForce(t *testing.T) {
 func TestExportSourceFiles(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	w, err := engine.Create(filepath.Join(dir, "w0.scc"), nil)
+	w, err := engine.Create(ctx, filepath.Join(dir, "w0.scc"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.CreateDataset("x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}); err != nil {
+	if _, err := w.CreateDataset(ctx, "x", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Close(); err != nil {
+	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v, err := engine.Create(filepath.Join(dir, "v.scc"), nil)
+	v, err := engine.Create(ctx, filepath.Join(dir, "v.scc"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +298,7 @@ func TestExportSourceFiles(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.Close(); err != nil {
+	if err := v.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "v.h5")
