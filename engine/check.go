@@ -57,6 +57,9 @@ type CheckReport struct {
 // returns the report and an error wrapping ErrCorrupt; a file that cannot be
 // opened returns Open's error (ErrIO, ErrVersion, ...) with its class.
 func Check(ctx context.Context, path string, opts *Options) (*CheckReport, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if opts == nil {
 		opts = &Options{}
 	}

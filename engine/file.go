@@ -26,6 +26,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine/internal/alloc"
@@ -71,6 +72,11 @@ type Options struct {
 	// resolve relative virtual sources) and may be "". The driver stays
 	// the caller's: Close does not close it.
 	Driver vfd.Driver
+	// FollowInterval is the longest File.Follow waits between two looks
+	// at the file. Zero: 10 ms for a local file (or memory), 500 ms for
+	// other drivers (an object store, where a look is a request).
+	FollowInterval time.Duration
+
 	// S3 configures the object-store driver of an s3:// path (endpoint,
 	// region, credentials, retries: vfd/s3.Options; its ReadOnly and
 	// Create are set from the call). Nil takes everything from the URL's
@@ -131,6 +137,9 @@ type File struct {
 	vopts  VirtualOptions
 	s3opts *s3.Options
 	virt   virtualSources
+
+	// followInterval is Options.FollowInterval or its default.
+	followInterval time.Duration
 
 	// indexShedBytes counts the bytes of changed index blocks writeIndexes
 	// wrote and let go (tests).
@@ -339,6 +348,7 @@ func newFile(drv vfd.Driver, opts *Options) (*File, error) {
 	}
 	f := &File{readOnly: opts.ReadOnly, noSync: opts.NoSync, cache: opts.Cache, ser: serialize.New(), vopts: opts.Virtual, s3opts: opts.S3}
 	f.Group = &Group{f: f}
+	f.followInterval = followIntervalOf(opts, drv)
 	f.img.opts = opts.Image
 	f.drv = &syncLatch{Driver: drv, f: f}
 	if f.cache == nil {

@@ -19,6 +19,9 @@ import (
 // a writer. A writable open walks every committed chunk index to rebuild
 // the free-space map, which ctx can cancel.
 func Open(ctx context.Context, path string, opts *Options) (*File, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -51,6 +54,9 @@ func Open(ctx context.Context, path string, opts *Options) (*File, error) {
 // it half made), an s3:// URL (a new object, replacing any that no writer
 // holds), or any name with Options.Driver set, whose driver must be empty.
 func Create(ctx context.Context, path string, opts *Options) (*File, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if opts == nil {
 		opts = &Options{}
 	}
