@@ -144,10 +144,10 @@ func TestLayoutCalls(t *testing.T) {
 			}
 			return nil
 		}},
-		{name: "StoredChunks", needs: chunked, run: func(ds *Dataset) error {
+		{name: "Chunks", needs: chunked, run: func(ds *Dataset) error {
 			got, err := storedChunks(ctx, ds)
 			if err == nil && (len(got) != 1 || !slices.Equal(got[0].Coords, []uint64{0})) {
-				err = fmt.Errorf("StoredChunks = %+v, want chunk [0]", got)
+				err = fmt.Errorf("Chunks = %+v, want chunk [0]", got)
 			}
 			return err
 		}},

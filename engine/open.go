@@ -25,6 +25,9 @@ func Open(ctx context.Context, path string, opts *Options) (*File, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
+	if path == "" && opts.Driver == nil {
+		return nil, errNoFile
+	}
 	switch {
 	case opts.Driver != nil:
 		f, err := openDriver(ctx, opts.Driver, opts)
@@ -60,6 +63,9 @@ func Create(ctx context.Context, path string, opts *Options) (*File, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
+	if path == "" && opts.Driver == nil {
+		return nil, errNoFile
+	}
 	switch {
 	case opts.Driver != nil:
 		f, err := createDriver(ctx, opts.Driver, opts)
@@ -87,6 +93,9 @@ func Create(ctx context.Context, path string, opts *Options) (*File, error) {
 	return createLocal(ctx, path, opts)
 }
 
+// errNoFile refuses a call naming no file: no path and no driver.
+var errNoFile = fmt.Errorf("%w: no file: give a path, an s3:// URL or Options.Driver", ErrInvalid)
+
 // s3Options is the object-store driver's configuration for an open
 // (create: a new object) under opts.
 func s3Options(opts *Options, create bool) *s3.Options {
@@ -102,6 +111,8 @@ func s3Options(opts *Options, create bool) *s3.Options {
 // for the caller: opts.Driver (kept), an s3:// object or a local file.
 func openCheckDriver(ctx context.Context, path string, opts *Options) (vfd.Driver, func(), error) {
 	switch {
+	case path == "" && opts.Driver == nil:
+		return nil, nil, errNoFile
 	case opts.Driver != nil:
 		return opts.Driver, func() {}, nil
 	case s3.IsURL(path):

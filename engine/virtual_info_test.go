@@ -128,10 +128,10 @@ func TestVirtualSpecBeforeCommit(t *testing.T) {
 // A nil driver is bad input, not a panic.
 func TestNilDriver(t *testing.T) {
 	if _, err := Create(context.Background(), "", &Options{Driver: nil}); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("CreateWith(nil): %v", err)
+		t.Fatalf("Create with no path and no driver: %v", err)
 	}
 	if _, err := Open(context.Background(), "", &Options{Driver: nil}); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("OpenWith(nil): %v", err)
+		t.Fatalf("Open with no path and no driver: %v", err)
 	}
 	if _, err := Check(context.Background(), "", &Options{Driver: nil}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Check(nil): %v", err)
