@@ -339,3 +339,71 @@ func (c *Codec) Decode(ctx context.Context, p *pool.Pool, coord []uint64, image,
 	}
 	return tasks(ctx, p, c.Grid.n, func(i int) error { return c.DecodeTo(coord, es, image, i, chunk) })
 }
+
+// The portable form of a sharded chunk is what the raw chunk calls move
+// between datasets and files: the stored image without its trailer, each
+// inner frame's trailer the plain CRC32C of its image (the unkeyed rule,
+// which names no dataset and no place; a Zarr inner chunk whose last codec
+// is crc32c). The index is the stored one.
+
+var unkeyed format.ChunkSum
+
+// Export returns the portable form of the stored image of the chunk at
+// coord, after verifying its index and every inner frame. The result is a
+// new slice; image is not changed.
+func (c *Codec) Export(coord []uint64, image []byte) ([]byte, error) {
+	n := c.IndexSize()
+	if len(image) < n {
+		return nil, corrupt("image of %d bytes for an index of %d", len(image), n)
+	}
+	es, err := c.OpenIndex(coord, image[len(image)-n:], int64(len(image)))
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte(nil), image[:len(image)-format.ChunkFrameOverhead]...)
+	for i, e := range es {
+		if e.Empty() {
+			continue
+		}
+		frame := out[e.Off : e.Off+uint64(e.Size)]
+		img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+		if err != nil {
+			return nil, fmt.Errorf("inner chunk %v: %w", c.Grid.Coord(i), err)
+		}
+		le.PutUint32(frame[len(img):], unkeyed.Sum(nil, img))
+	}
+	return out, nil
+}
+
+// Import returns the stored image of the chunk at coord whose portable
+// form is data, after checking its index and every inner frame's CRC32C,
+// with the entries of its index. The image is a pooled buffer
+// (internal/bufpool); data is not changed. The error wraps
+// format.ErrCorrupt.
+func (c *Codec) Import(coord []uint64, data []byte) ([]byte, []Entry, error) {
+	n := c.IndexSize() - format.ChunkFrameOverhead
+	if len(data) < n || int64(len(data)) > c.MaxStored() {
+		return nil, nil, corrupt("portable chunk of %d bytes (index %d, at most %d)", len(data), n, c.MaxStored())
+	}
+	end := len(data) - n
+	es, err := DecodeIndex(data[end:], c.Grid.n, uint64(end), uint64(c.MaxFrame()), c.maxMask())
+	if err != nil {
+		return nil, nil, err
+	}
+	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)[:len(data)]
+	copy(buf, data)
+	for i, e := range es {
+		if e.Empty() {
+			continue
+		}
+		frame := buf[e.Off : e.Off+uint64(e.Size)]
+		img, err := unkeyed.VerifyFrame(nil, frame)
+		if err != nil {
+			bufpool.Put(buf)
+			return nil, nil, fmt.Errorf("inner chunk %v: %w", c.Grid.Coord(i), err)
+		}
+		le.PutUint32(frame[len(img):], c.Sum.Sum(InnerKey(coord, i), img))
+	}
+	idx := c.Sum.AppendFrame(coord, buf[end:])
+	return buf[:end+len(idx)], es, nil
+}

@@ -227,3 +227,25 @@ func BenchmarkShardDecode(b *testing.B) {
 		})
 	}
 }
+
+func TestShardPortable(t *testing.T) {
+	c := testCodec(t, []uint64{8, 8}, []uint64{4, 4}, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+	d := testCodec(t, []uint64{8, 8}, []uint64{4, 4}, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+	d.Sum = format.KeyedChunkSum(99) // another dataset
+	chunk := chunkData(c, 2)
+	img, err := c.Encode(context.Background(), nil, []uint64{1, 0}, chunk)
+	require.NoError(t, err)
+	raw, err := c.Export([]uint64{1, 0}, img)
+	require.NoError(t, err)
+	assert.Len(t, raw, len(img)-format.ChunkFrameOverhead)
+	img2, _, err := d.Import([]uint64{0, 3}, raw)
+	require.NoError(t, err)
+	got := make([]byte, len(chunk))
+	require.NoError(t, d.Decode(context.Background(), nil, []uint64{0, 3}, img2, got))
+	assert.Equal(t, chunk, got)
+	raw[5] ^= 1
+	_, _, err = d.Import([]uint64{0, 3}, raw)
+	assert.ErrorIs(t, err, format.ErrCorrupt)
+	_, _, err = d.Import([]uint64{0, 3}, raw[:10])
+	assert.ErrorIs(t, err, format.ErrCorrupt)
+}
