@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
@@ -124,6 +125,9 @@ type Codec struct {
 	Sum format.ChunkSum
 	// Fill is one element of the fill value; nil means zeros.
 	Fill []byte
+	// Decoded counts the inner chunks decoded (DecodeInner calls): what a
+	// read cost, for statistics and tests.
+	Decoded atomic.Int64
 }
 
 func (c *Codec) unfiltered() bool { return c.Pipe == nil || len(c.Pipe.Specs()) == 0 }
@@ -161,10 +165,10 @@ func InnerKey(coord []uint64, i int) []uint64 {
 	return k
 }
 
-// tasks runs fn(i) for i in [0, n) on p's workers (a Group, so it may be
+// Tasks runs fn(i) for i in [0, n) on p's workers (a Group, so it may be
 // called from a task of p), or here when p is nil, in batches of about
 // equal size, and returns the first error.
-func tasks(ctx context.Context, p *pool.Pool, n int, fn func(i int) error) error {
+func Tasks(ctx context.Context, p *pool.Pool, n int, fn func(i int) error) error {
 	batches := 1
 	if p != nil {
 		batches = min(n, 4*p.Options().Workers)
@@ -208,7 +212,7 @@ func (c *Codec) Encode(ctx context.Context, p *pool.Pool, coord []uint64, chunk 
 	mf := c.MaxFrame()
 	buf := bufpool.Get(g.n*mf + c.IndexSize())
 	es := make([]Entry, g.n)
-	err := tasks(ctx, p, g.n, func(i int) error {
+	err := Tasks(ctx, p, g.n, func(i int) error {
 		if g.IsFill(chunk, i, c.Fill) {
 			es[i] = EmptyEntry
 			return nil
@@ -279,6 +283,7 @@ func (c *Codec) OpenIndex(coord []uint64, tail []byte, size int64) ([]Entry, err
 // (filter.ErrCorrupt from the pipeline).
 func (c *Codec) DecodeInner(coord []uint64, i int, e Entry, frame, dst []byte) error {
 	g := c.Grid
+	c.Decoded.Add(1)
 	img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
 	if err != nil {
 		return fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
@@ -312,7 +317,13 @@ func (c *Codec) DecodeTo(coord []uint64, es []Entry, image []byte, i int, chunk 
 		g.Fill(chunk, i, c.Fill)
 		return nil
 	}
-	frame := image[e.Off : e.Off+uint64(e.Size)]
+	return c.DecodeFrameTo(coord, i, e, image[e.Off:e.Off+uint64(e.Size)], chunk)
+}
+
+// DecodeFrameTo decodes inner chunk i, whose entry is e and frame frame,
+// into its place in the chunk buffer chunk.
+func (c *Codec) DecodeFrameTo(coord []uint64, i int, e Entry, frame, chunk []byte) error {
+	g := c.Grid
 	if dst, ok := g.InPlace(chunk, i); ok {
 		return c.DecodeInner(coord, i, e, frame, dst)
 	}
@@ -337,7 +348,7 @@ func (c *Codec) Decode(ctx context.Context, p *pool.Pool, coord []uint64, image,
 	if err != nil {
 		return err
 	}
-	return tasks(ctx, p, c.Grid.n, func(i int) error { return c.DecodeTo(coord, es, image, i, chunk) })
+	return Tasks(ctx, p, c.Grid.n, func(i int) error { return c.DecodeTo(coord, es, image, i, chunk) })
 }
 
 // The portable form of a sharded chunk is what the raw chunk calls move
