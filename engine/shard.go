@@ -383,3 +383,80 @@ func (l *shardLayout) ReadPart(coord layout.Coord, loc layout.Location, pieces [
 func (sh *shardState) parallel(n int, fn func(k int) error) error {
 	return shard.Tasks(context.Background(), sh.pool(), n, fn)
 }
+
+// shards returns the dataset's sharded chunk codec, nil when its chunks
+// are not sharded.
+func (s *dsState) shards() *shardState {
+	if l, ok := asLayout[*shardLayout](s); ok {
+		return l.sh
+	}
+	return nil
+}
+
+// Raw chunk access of a sharded dataset moves whole chunks in their
+// portable form (shard.Codec.Export): the stored image without its
+// trailer, each inner chunk's trailer its plain CRC32C, so that the bytes
+// go from one dataset or file to another, where the keyed checksums
+// differ, and inner chunks pass to other formats as they are. The filter
+// mask of a raw sharded chunk is 0 (each inner chunk has its own, in the
+// index).
+
+// export is ReadChunkRaw's bytes of the stored image of the chunk.
+func (sh *shardState) export(coord []uint64, image []byte) ([]byte, error) {
+	data, err := sh.codec.Export(coord, image)
+	if err != nil {
+		return nil, sh.errName(coord, err)
+	}
+	return data, nil
+}
+
+// importRaw checks WriteChunkRaw's bytes of the chunk at coord and returns
+// its stored image and, with decode, its decoded elements (both pooled
+// buffers). Bytes that are not a sharded chunk of the dataset are
+// ErrInvalid.
+func (sh *shardState) importRaw(coord []uint64, data []byte, mask uint32, decode bool) (image, decoded []byte, err error) {
+	if mask != 0 {
+		return nil, nil, fmt.Errorf("%w: sharded chunk with filter mask %#x (inner chunks carry their own)", ErrInvalid, mask)
+	}
+	image, _, err = sh.codec.Import(coord, data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: not a sharded chunk of %q: %v", ErrInvalid, sh.s.name, err)
+	}
+	if !decode {
+		return image, nil, nil
+	}
+	decoded = bufpool.GetFull(int(sh.s.chunkBytes))
+	if err := sh.codec.Decode(context.Background(), sh.pool(), coord, image, decoded); err != nil {
+		bufpool.Put(image)
+		bufpool.Put(decoded)
+		return nil, nil, fmt.Errorf("%w: sharded chunk does not decode: %v", ErrInvalid, err)
+	}
+	return image, decoded, nil
+}
+
+// decodePortable is DecodeChunk of a sharded chunk's portable form.
+func (sh *shardState) decodePortable(data []byte, mask uint32) ([]byte, error) {
+	if mask != 0 {
+		return nil, fmt.Errorf("%w: sharded chunk with filter mask %#x", ErrCorrupt, mask)
+	}
+	image, _, err := sh.portable.Import(nil, data)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer bufpool.Put(image)
+	out := make([]byte, sh.s.chunkBytes)
+	if err := sh.portable.Decode(context.Background(), sh.pool(), nil, image, out); err != nil {
+		return nil, classify(err)
+	}
+	return out, nil
+}
+
+// encodePortable is EncodeChunk of a sharded dataset: the portable form.
+func (sh *shardState) encodePortable(chunk []byte) ([]byte, error) {
+	img, err := sh.portable.Encode(context.Background(), sh.pool(), nil, chunk)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer bufpool.Put(img)
+	return clone(img[:len(img)-format.ChunkFrameOverhead]), nil
+}

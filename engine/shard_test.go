@@ -197,3 +197,50 @@ func TestShardDamagedInner(t *testing.T) {
 	require.NotNil(t, rep)
 	assert.Contains(t, fmt.Sprint(rep.Problems), "inner chunk [1 2]")
 }
+
+// TestShardRawChunks: raw chunk access moves whole sharded chunks between
+// datasets whose checksums are keyed differently, DecodeChunk and
+// EncodeChunk agree with them, and bytes that are not a sharded chunk are
+// refused.
+func TestShardRawChunks(t *testing.T) {
+	ctx := context.Background()
+	src, dst := vfd.NewMem(), vfd.NewMem()
+	f, ds, data := shardFile(t, src, nil, []Filter{Shuffle(), Zstd(1)})
+	defer f.Close()
+	g := tCreate(t, dst, nil)
+	defer g.Close()
+	out, err := g.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: []uint64{128, 128}, Chunk: []uint64{64, 64}, InnerChunk: []uint64{16, 16}, Filters: []Filter{Shuffle(), Zstd(1)}})
+	require.NoError(t, err)
+	for _, c := range [][]uint64{{0, 0}, {0, 1}, {1, 0}, {1, 1}} {
+		raw, mask, err := ds.ReadChunkRaw(ctx, c)
+		require.NoError(t, err)
+		assert.Zero(t, mask)
+		st, err := ds.StatChunkRaw(ctx, c)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(len(raw)), st.Size)
+		dec, err := ds.DecodeChunk(raw, mask)
+		require.NoError(t, err)
+		assert.Equal(t, shardBox(data, []uint64{c[0] * 64, c[1] * 64}, []uint64{64, 64}), dec)
+		if c[1] == 1 {
+			// Re-encoded by hand: what WriteChunkRaw takes too.
+			raw, _, err = out.EncodeChunk(dec)
+			require.NoError(t, err)
+		}
+		require.NoError(t, out.WriteChunkRaw(ctx, c, raw, 0))
+	}
+	got := make([]byte, len(data))
+	require.NoError(t, out.Read(ctx, All([]uint64{128, 128}), got))
+	assert.Equal(t, data, got)
+
+	raw, _, err := ds.ReadChunkRaw(ctx, []uint64{0, 0})
+	require.NoError(t, err)
+	raw[3] ^= 1
+	assert.ErrorIs(t, out.WriteChunkRaw(ctx, []uint64{0, 0}, raw, 0), ErrInvalid)
+	assert.ErrorIs(t, out.WriteChunkRaw(ctx, []uint64{0, 0}, raw[:20], 0), ErrInvalid)
+	raw[3] ^= 1
+	assert.ErrorIs(t, out.WriteChunkRaw(ctx, []uint64{0, 0}, raw, 1), ErrInvalid)
+	_, err = ds.DecodeChunk(raw[:len(raw)-1], 0)
+	assert.ErrorIs(t, err, ErrCorrupt)
+	require.NoError(t, out.Read(ctx, All([]uint64{128, 128}), got))
+	assert.Equal(t, data, got, "refused writes change nothing")
+}
