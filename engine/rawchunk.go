@@ -281,7 +281,7 @@ func (d *Dataset) writeRaw(ctx context.Context, coords []uint64, data []byte, fi
 	if int64(len(data))+format.ChunkFrameOverhead > s.store.maxStored() {
 		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), s.store.maxStored()-format.ChunkFrameOverhead)
 	}
-	decoded := data // verified by decoding: the chunk's elements
+	decoded := data  // verified by decoding: the chunk's elements
 	var image []byte // the stored frame, when not data and its trailer
 	sh := s.shards()
 	switch {
