@@ -244,3 +244,37 @@ func TestShardRawChunks(t *testing.T) {
 	require.NoError(t, out.Read(ctx, All([]uint64{128, 128}), got))
 	assert.Equal(t, data, got, "refused writes change nothing")
 }
+
+// shardCrashWorkload is crashWorkload over sharded datasets: writes of
+// parts of inner chunks, whole chunks, unwritten inner chunks, extent
+// changes that cut inner chunks, flushes and a close.
+var shardCrashWorkload = defineWorkload(99, &Options{CacheConfig: cache.Config{QuiescentBytes: 6 << 10}}, func(w *wlRun) error {
+	specs := map[string]DatasetSpec{
+		"ea": {Type: Uint16, Shape: []uint64{6, 10}, MaxShape: []uint64{Unlimited, 10}, Chunk: []uint64{4, 10}, InnerChunk: []uint64{2, 5}, Filters: []Filter{Shuffle(), Zstd(1)}},
+		"fa": {Type: Int32, Shape: []uint64{9, 9}, Chunk: []uint64{4, 4}, InnerChunk: []uint64{2, 2}, Fill: []byte{1, 2, 3, 4}},
+	}
+	return steps(
+		func() error { return w.create(specs, "ea", "fa") },
+		func() error { return w.writeRandom(6) },
+		w.flush,
+		func() error { return w.writeRandom(6) },
+		func() error { return w.setExtent("ea", []uint64{3, 10}) },
+		w.flush,
+		func() error { return w.setExtent("ea", []uint64{9, 10}) },
+		func() error { return w.writeRandom(6) },
+	)
+})
+
+// TestCrashAtEveryWriteSharded is TestCrashAtEveryWrite over sharded
+// datasets.
+func TestCrashAtEveryWriteSharded(t *testing.T) {
+	defer verifyNoLeaks(t)
+	crashSweep(t, shardCrashWorkload, 1)
+}
+
+// TestFaultAtEveryOperationSharded is TestFaultAtEveryOperation over
+// sharded datasets.
+func TestFaultAtEveryOperationSharded(t *testing.T) {
+	defer verifyNoLeaks(t)
+	faultSweep(t, shardCrashWorkload, 2)
+}
