@@ -321,8 +321,14 @@ func (l *shardLayout) PartBlocks(coord layout.Coord, loc layout.Location, pieces
 		// wrong with it.
 		return nil, false
 	}
+	touched := l.sh.touched(pieces)
+	if len(touched) == len(es) {
+		// Every inner chunk: the whole chunk's paths read it in one
+		// piece and decode it straight into the caller's buffer.
+		return nil, false
+	}
 	var blocks []layout.Block
-	for _, i := range l.sh.touched(pieces) {
+	for _, i := range touched {
 		if e := es[i]; !e.Empty() {
 			blocks = append(blocks, layout.Block{Off: int64(e.Off), Len: int64(e.Size)})
 		}

@@ -133,24 +133,31 @@ func (g *Grid) walk(i int, fn func(chunkOff, innerOff int)) {
 		return
 	}
 	r := len(g.chunk)
-	// Byte strides of the chunk buffer along each dimension.
-	stride := make([]int, r)
+	// Byte strides of the chunk buffer along each dimension, and the
+	// position within the inner chunk along the row dimensions; the
+	// offset follows the position by carries, without recomputing it.
+	var strideBuf, idxBuf [8]int
+	stride, idx := strideBuf[:0], idxBuf[:0]
+	if r > len(strideBuf) {
+		stride, idx = make([]int, 0, r), make([]int, 0, r)
+	}
+	stride, idx = stride[:r], idx[:r]
 	s := g.elemSize
 	for d := r - 1; d >= 0; d-- {
 		stride[d] = s
 		s *= int(g.chunk[d])
+		idx[d] = 0
 	}
-	idx := make([]uint64, r-1) // position within the inner chunk, row dims
+	off := base
 	for row := 0; row < g.rows; row++ {
-		off := base
-		for d := 0; d < r-1; d++ {
-			off += int(idx[d]) * stride[d]
-		}
 		fn(off, row*g.rowBytes)
 		for d := r - 2; d >= 0; d-- {
-			if idx[d]++; idx[d] < g.inner[d] {
+			idx[d]++
+			off += stride[d]
+			if idx[d] < int(g.inner[d]) {
 				break
 			}
+			off -= idx[d] * stride[d]
 			idx[d] = 0
 		}
 	}
