@@ -21,12 +21,12 @@ func BenchmarkShardRead(b *testing.B) {
 	data := compressibleBytesSeeded(n * n * n * 2)
 	for _, inner := range [][]uint64{nil, {32, 32, 32}} {
 		mem := vfd.NewMem()
-		f, err := CreateWith(mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20, BypassBytes: 1 << 20}})
+		f, err := Create(ctx, "", Options{Driver: mem, CacheConfig: cache.Config{QuiescentBytes: 64 << 20, BypassBytes: 1 << 20}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		dims := []uint64{n, n, n}
-		ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: dims, Chunk: dims, InnerChunk: inner, Filters: []Filter{Shuffle(), Zstd(1)}})
+		ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: dims, Chunk: dims, InnerChunk: inner, Filters: []Filter{Shuffle(), Zstd(1)}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func BenchmarkShardRead(b *testing.B) {
 				}
 			})
 		}
-		if err := f.Close(); err != nil {
+		if err := f.Close(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 // shardOf returns a sharded dataset's state (shard.go).
 func shardOf(t testing.TB, ds *Dataset) *shardState {
 	l, ok := asLayout[*shardLayout](ds.s)
-	require.True(t, ok, "dataset %q is not sharded", ds.Name())
+	require.True(t, ok, "dataset %q is not sharded", ds.Path())
 	return l.sh
 }
 
@@ -43,7 +43,7 @@ func TestShardRoundTrip(t *testing.T) {
 					if typ.Size() > 1 {
 						fill = bytes.Repeat([]byte{0xA5}, typ.Size())
 					}
-					ds, err := f.CreateDataset("d", DatasetSpec{
+					ds, err := f.CreateDataset(ctx, "d", DatasetSpec{
 						Type: typ, Shape: dims, MaxShape: []uint64{Unlimited, 40},
 						Chunk: []uint64{16, 12}, InnerChunk: []uint64{4, 6}, Filters: pipelines[pname], Fill: fill,
 					})
@@ -66,10 +66,10 @@ func TestShardRoundTrip(t *testing.T) {
 						}
 					}
 					ref.verify(t, ds)
-					require.NoError(t, f.Close())
+					require.NoError(t, f.Close(ctx))
 
 					f = tOpen(t, mem, opts)
-					ds, err = f.OpenDataset("d")
+					ds, err = f.OpenDataset(ctx, "d", nil)
 					require.NoError(t, err)
 					assert.Equal(t, []uint64{4, 6}, ds.InnerChunk())
 					ref.verify(t, ds)
@@ -79,9 +79,9 @@ func TestShardRoundTrip(t *testing.T) {
 						require.NoError(t, ds.Read(ctx, rsel, got))
 						require.True(t, bytes.Equal(got, ref.read(rsel)), "reopened read %d differs from model", i)
 					}
-					_, err = Check(ctx, mem)
+					_, err = Check(ctx, "", &Options{Driver: mem})
 					require.NoError(t, err)
-					require.NoError(t, f.Close())
+					require.NoError(t, f.Close(ctx))
 				})
 			}
 		}
@@ -96,7 +96,7 @@ func shardFile(t *testing.T, mem *vfd.Mem, opts *Options, filters []Filter, o ..
 	ctx := context.Background()
 	f := tCreate(t, mem, opts, o...)
 	dims := []uint64{128, 128}
-	ds, err := f.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: dims, Chunk: []uint64{64, 64}, InnerChunk: []uint64{16, 16}, Filters: filters})
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: dims, Chunk: []uint64{64, 64}, InnerChunk: []uint64{16, 16}, Filters: filters})
 	require.NoError(t, err)
 	data := make([]byte, 128*128*2)
 	for i := range data {
@@ -125,7 +125,7 @@ func TestShardPartReadDecodesTouched(t *testing.T) {
 	ctx := context.Background()
 	mem := vfd.NewMem()
 	f, ds, data := shardFile(t, mem, &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20, BypassBytes: 1 << 10}}, []Filter{Zstd(1)})
-	defer f.Close()
+	defer f.Close(ctx)
 	sh := shardOf(t, ds)
 	require.NoError(t, ds.Evict(ctx))
 	for _, tc := range []struct {
@@ -157,7 +157,7 @@ func TestShardDamagedInner(t *testing.T) {
 	sh := shardOf(t, ds)
 	ext, err := ds.ChunkExtents(ctx)
 	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(ctx))
 	// Damage inner chunk [1 2] of chunk [0 0]: its frame, from the index.
 	var off int64 = -1
 	for _, e := range ext {
@@ -177,8 +177,8 @@ func TestShardDamagedInner(t *testing.T) {
 	require.NoError(t, err)
 
 	f = tOpen(t, mem, opts, noCheck("damaged on purpose"))
-	defer f.Close()
-	ds, err = f.OpenDataset("d")
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "d", nil)
 	require.NoError(t, err)
 	got := make([]byte, 64*64*2)
 	err = ds.Read(ctx, Box([]uint64{0, 0}, []uint64{64, 64}), got)
@@ -192,7 +192,7 @@ func TestShardDamagedInner(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorrupt)
 	assert.Contains(t, err.Error(), "inner chunk [1 2]")
 
-	rep, err := Check(ctx, mem)
+	rep, err := Check(ctx, "", &Options{Driver: mem})
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.NotNil(t, rep)
 	assert.Contains(t, fmt.Sprint(rep.Problems), "inner chunk [1 2]")
@@ -206,10 +206,10 @@ func TestShardRawChunks(t *testing.T) {
 	ctx := context.Background()
 	src, dst := vfd.NewMem(), vfd.NewMem()
 	f, ds, data := shardFile(t, src, nil, []Filter{Shuffle(), Zstd(1)})
-	defer f.Close()
+	defer f.Close(ctx)
 	g := tCreate(t, dst, nil)
-	defer g.Close()
-	out, err := g.CreateDataset("d", DatasetSpec{Type: Uint16, Shape: []uint64{128, 128}, Chunk: []uint64{64, 64}, InnerChunk: []uint64{16, 16}, Filters: []Filter{Shuffle(), Zstd(1)}})
+	defer g.Close(ctx)
+	out, err := g.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: []uint64{128, 128}, Chunk: []uint64{64, 64}, InnerChunk: []uint64{16, 16}, Filters: []Filter{Shuffle(), Zstd(1)}})
 	require.NoError(t, err)
 	for _, c := range [][]uint64{{0, 0}, {0, 1}, {1, 0}, {1, 1}} {
 		raw, mask, err := ds.ReadChunkRaw(ctx, c)

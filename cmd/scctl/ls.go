@@ -281,7 +281,7 @@ func describe(ds *engine.Dataset) (lsDataset, error) {
 		return lsDataset{}, err
 	}
 	d := lsDataset{
-		Name: ds.Name(), Type: ds.Type().String(), Shape: ds.Shape(), Chunk: ds.Chunk(), InnerChunk: ds.InnerChunk(),
+		Name: ds.Path(), Type: ds.Type().String(), Shape: ds.Shape(), Chunk: ds.Chunk(), InnerChunk: ds.InnerChunk(),
 		IndexKind: ds.IndexKind(), StoredChunks: st.Chunks, Filters: []string{},
 		StoredBytes: st.StoredBytes, IndexBytes: st.IndexBytes, Attrs: listAttrs(ds.Attrs()),
 	}

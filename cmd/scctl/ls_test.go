@@ -280,13 +280,13 @@ func TestLsSharded(t *testing.T) {
 	ctx := context.Background()
 	path := t.TempDir() + "/sharded.scc"
 	f := testfile.Create(t, path, nil)
-	ds, err := f.CreateDataset("img", engine.DatasetSpec{
+	ds, err := f.CreateDataset(ctx, "img", engine.DatasetSpec{
 		Type: engine.Uint16, Shape: []uint64{64, 64}, Chunk: []uint64{32, 64}, InnerChunk: []uint64{8, 16},
 		Filters: []engine.Filter{engine.Zstd(1)},
 	})
 	require.NoError(t, err)
 	require.NoError(t, engine.WriteSlice(ctx, ds, engine.Box([]uint64{3, 3}, []uint64{1, 1}), []uint16{7}))
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(ctx))
 	code, out, stderr := runCmd(t, "ls", path)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "Sharded:   inner chunks {8, 16}")

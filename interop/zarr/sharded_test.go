@@ -1,6 +1,7 @@
 package zarr
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -18,7 +19,7 @@ func TestExportSharded(t *testing.T) {
 	dir := t.TempDir()
 	f := testfile.Create(t, filepath.Join(dir, "src.scc"), nil)
 	dims := []uint64{40, 24}
-	ds, err := f.CreateDataset("s", engine.DatasetSpec{Type: engine.Uint16, Shape: dims, Chunk: []uint64{16, 24}, InnerChunk: []uint64{4, 8}, Filters: []engine.Filter{engine.Zstd(1)}})
+	ds, err := f.CreateDataset(context.Background(), "s", engine.DatasetSpec{Type: engine.Uint16, Shape: dims, Chunk: []uint64{16, 24}, InnerChunk: []uint64{4, 8}, Filters: []engine.Filter{engine.Zstd(1)}})
 	require.NoError(t, err)
 	data := make([]byte, 40*24*2)
 	for i := range data {
@@ -36,12 +37,12 @@ func TestExportSharded(t *testing.T) {
 		g := testfile.Create(t, filepath.Join(dir, "back"+string(rune('0'+v))+".scc"), nil)
 		_, err = Import(bg, out, g, Options{})
 		require.NoError(t, err)
-		back, err := g.OpenDataset("s")
+		back, err := g.OpenDataset(context.Background(), "s", nil)
 		require.NoError(t, err)
 		got := make([]byte, len(data))
 		require.NoError(t, back.Read(bg, engine.All(dims), got))
 		assert.Equal(t, data, got, "v%d", v)
-		require.NoError(t, g.Close())
+		require.NoError(t, g.Close(context.Background()))
 	}
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(context.Background()))
 }
