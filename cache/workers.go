@@ -46,3 +46,8 @@ func (r poolRunner) run(ctx context.Context, n int, fn func(i int) error) error 
 	}
 	return g.Wait()
 }
+
+// Pool returns the cache's worker pool, on which a layout may run the
+// parts of one encode or decode (through a pool.Group, which nested work
+// needs), or nil when Config.Runner replaced it.
+func (c *Cache) Pool() *pool.Pool { return c.workers.pool }

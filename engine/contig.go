@@ -663,7 +663,7 @@ func (l *contigLayout) DirectTarget(loc layout.Location, p layout.Piece) ([]byte
 	if l.s.chunkBytes < directMin || loc.Size != l.s.chunkBytes {
 		return nil, 0, false
 	}
-	dst, ok := (&denseLayout{indexedStorage{l.s}}).wholeRun(p)
+	dst, ok := (&denseLayout{indexedStorage: indexedStorage{l.s}}).wholeRun(p)
 	if !ok {
 		return nil, 0, false
 	}
@@ -784,7 +784,7 @@ func (l *contigLayout) DirectSource(coord layout.Coord, p layout.Piece) ([]byte,
 	if pc, ok := p.(*piece); !ok || pc.kind != pieceData {
 		return nil, false
 	}
-	return (&denseLayout{indexedStorage{l.s}}).wholeRun(p)
+	return (&denseLayout{indexedStorage: indexedStorage{l.s}}).wholeRun(p)
 }
 
 // DirectFrame: a stored piece is its bytes, with no frame; its checksum

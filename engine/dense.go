@@ -20,7 +20,12 @@ import (
 //
 // Concurrency: the index and the allocator synchronize themselves; the
 // callbacks keep no other state, so they are safe from any goroutine.
-type denseLayout struct{ indexedStorage }
+type denseLayout struct {
+	indexedStorage
+	// sh is the sharded chunk codec (shard.go), nil when chunks are one
+	// frame each.
+	sh *shardState
+}
 
 var (
 	_ layout.Layout       = (*denseLayout)(nil)
@@ -49,7 +54,12 @@ func (l *denseLayout) ChunkDims() []uint64 { return l.s.chunk }
 // maxStored bounds a stored chunk image: filters that do not shrink a chunk
 // are skipped (the mask records it), so an image is at most the decoded size
 // plus small per-filter framing and the checksum.
-func (l *denseLayout) maxStored() int64 { return l.s.chunkBytes + 4096 + 64*32 }
+func (l *denseLayout) maxStored() int64 {
+	if l.sh != nil {
+		return l.sh.codec.MaxStored()
+	}
+	return l.s.chunkBytes + 4096 + 64*32
+}
 
 func (l *denseLayout) Lookup(ctx context.Context, coords []layout.Coord, locs []layout.Location) error {
 	x, err := l.s.idx.get(ctx)
@@ -108,6 +118,9 @@ func (l *denseLayout) Evict(_ layout.Coord, chunk layout.Chunk) {
 }
 
 func (l *denseLayout) Decode(coord layout.Coord, loc layout.Location, image []byte) (layout.Chunk, error) {
+	if l.sh != nil {
+		return l.sh.decode(coord, loc, image)
+	}
 	img, err := l.verifyImage(coord, loc, image)
 	if err != nil {
 		return nil, err
@@ -140,7 +153,7 @@ func (l *denseLayout) verifyImage(coord layout.Coord, loc layout.Location, image
 // decoded, into the caller's bytes); chunks under directMin stay on the
 // cached path, where keeping them is cheap.
 func (l *denseLayout) DecodeTarget(_ layout.Location, p layout.Piece) ([]byte, bool) {
-	if l.s.unfiltered || l.s.chunkBytes < directMin {
+	if (l.s.unfiltered && l.sh == nil) || l.s.chunkBytes < directMin {
 		return nil, false
 	}
 	return l.wholeRun(p)
@@ -150,6 +163,9 @@ func (l *denseLayout) DecodeTarget(_ layout.Location, p layout.Piece) ([]byte, b
 // (DecodeTarget): the same checks, and the pipeline writes its output
 // there.
 func (l *denseLayout) DecodeInto(coord layout.Coord, loc layout.Location, image, dst []byte) error {
+	if l.sh != nil {
+		return l.sh.decodeInto(coord, loc, image, dst)
+	}
 	img, err := l.verifyImage(coord, loc, image)
 	if err != nil {
 		return err
@@ -180,7 +196,7 @@ var _ layout.DirectDecoder = (*denseLayout)(nil)
 // on the goroutines that read them, instead of summing the image again:
 // the frame checksum covers the image without its trailer.
 func (l *denseLayout) SummedLen(loc layout.Location) int64 {
-	if !l.s.unfiltered || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
+	if !l.s.unfiltered || l.sh != nil || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
 		return -1
 	}
 	return l.s.chunkBytes
@@ -252,6 +268,9 @@ func (l *denseLayout) decodeVerified(coord layout.Coord, loc layout.Location, im
 
 func (l *denseLayout) Encode(coord layout.Coord, chunk layout.Chunk) (layout.Encoded, error) {
 	c := chunk.(*denseChunk)
+	if l.sh != nil {
+		return l.sh.encode(coord, c.buf)
+	}
 	if l.s.unfiltered {
 		// One copy, into a pooled buffer with room for the checksum: the
 		// image must not alias the chunk, which may change before it is
@@ -286,7 +305,7 @@ func (l *denseLayout) Encode(coord layout.Coord, chunk layout.Chunk) (layout.Enc
 // Filtered chunks, and buffers without room, are encoded by Encode.
 func (l *denseLayout) EncodeBorrowed(coord layout.Coord, chunk layout.Chunk) (layout.Encoded, error) {
 	c := chunk.(*denseChunk)
-	if !l.s.unfiltered || !borrowImages || cap(c.buf)-len(c.buf) < format.ChunkFrameOverhead {
+	if !l.s.unfiltered || l.sh != nil || !borrowImages || cap(c.buf)-len(c.buf) < format.ChunkFrameOverhead {
 		return l.Encode(coord, chunk)
 	}
 	img := l.s.csum.AppendFrame(coord, c.buf[:len(c.buf):cap(c.buf)])
@@ -350,7 +369,7 @@ const directMin = 64 << 10
 // Chunks under directMin stay on the cached path: for them a system call
 // costs more than the copy it saves, and keeping them is cheap.
 func (l *denseLayout) DirectTarget(loc layout.Location, p layout.Piece) ([]byte, int, bool) {
-	if !l.s.unfiltered || l.s.chunkBytes < directMin || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
+	if !l.s.unfiltered || l.sh != nil || l.s.chunkBytes < directMin || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
 		return nil, 0, false
 	}
 	dst, ok := l.wholeRun(p)
@@ -405,7 +424,7 @@ func (l *denseLayout) wholeRun(p layout.Piece) ([]byte, bool) {
 // checksum trailer: the same bytes Encode would produce, written without
 // a copy.
 func (l *denseLayout) DirectSource(_ layout.Coord, p layout.Piece) ([]byte, bool) {
-	if !l.s.unfiltered {
+	if !l.s.unfiltered || l.sh != nil {
 		return nil, false
 	}
 	return l.wholeRun(p)
@@ -471,7 +490,7 @@ var _ layout.DirectEncoder = (*denseLayout)(nil)
 // as they are); chunks under directMin stay on the cached path, where
 // keeping them is cheap.
 func (l *denseLayout) EncodeSource(_ layout.Coord, p layout.Piece) ([]byte, bool) {
-	if l.s.unfiltered || l.s.chunkBytes < directMin {
+	if (l.s.unfiltered && l.sh == nil) || l.s.chunkBytes < directMin {
 		return nil, false
 	}
 	return l.wholeRun(p)
@@ -495,7 +514,7 @@ func (l *denseLayout) EncodeFrom(coord layout.Coord, src []byte) (layout.Encoded
 // span the buffer's whole extent fold into one row, and the others are
 // walked. The conditions on the chunk are DirectTarget's.
 func (l *denseLayout) RowTarget(loc layout.Location, p layout.Piece) (layout.Rows, int, bool) {
-	if !l.s.unfiltered || l.s.chunkBytes < directMin || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
+	if !l.s.unfiltered || l.sh != nil || l.s.chunkBytes < directMin || loc.Mask != 0 || loc.Size != l.s.chunkBytes+format.ChunkFrameOverhead {
 		return layout.Rows{}, 0, false
 	}
 	pc, ok := p.(*piece)

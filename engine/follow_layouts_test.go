@@ -16,8 +16,8 @@ import (
 )
 
 // TestFollowerInterleavedLayouts: read-only Files follow a writer that
-// commits generations of dense, contiguous, sparse and variable-length
-// datasets, reading (with every read-side call of each layout) while the
+// commits generations of dense, contiguous, sparse, variable-length and
+// sharded datasets, reading (with every read-side call of each layout) while the
 // writer writes, refreshing, and closing and reopening their handles.
 // Every element the writer writes encodes the generation it belongs to, and
 // every read must return exactly the contents of the generation the
@@ -50,6 +50,9 @@ var followSets = []followDS{
 	{"contig", DatasetSpec{Type: Uint16, Shape: []uint64{160, 256}, Layout: Contiguous}},
 	{"sparse", DatasetSpec{Type: Uint16, Shape: []uint64{48, 48}, Chunk: []uint64{8, 8}, Layout: Sparse, Filters: []Filter{Zstd(1)}}},
 	{"vlen", DatasetSpec{Type: Uint8, Shape: []uint64{24, 24}, Chunk: []uint64{4, 4}, Layout: Vlen}},
+	// Chunks of 64 KiB, above the followers' BypassBytes, so that reads
+	// of part of one read only the inner chunks they touch.
+	{"sharded", DatasetSpec{Type: Uint16, Shape: []uint64{256, 256}, Chunk: []uint64{128, 256}, InnerChunk: []uint64{32, 64}, Filters: []Filter{Shuffle(), Zstd(1)}}},
 }
 
 // followModel is one generation of every dataset: fixed-size elements

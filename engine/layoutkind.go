@@ -64,10 +64,16 @@ func (s *dsState) setLayout(code uint8, params []byte) error {
 	s.code, s.layoutParams = code, params
 	switch code {
 	case layoutDense:
+		l := &denseLayout{indexedStorage: indexedStorage{s}}
+		s.store = l
 		if len(params) != 0 {
-			return fmt.Errorf("%w: dense dataset %q with layout parameters", ErrCorrupt, s.name)
+			sh, err := newShardState(s, params)
+			if err != nil {
+				return fmt.Errorf("dataset %q: %w", s.name, err)
+			}
+			l.sh = sh
+			s.store = &shardLayout{l}
 		}
-		s.store = &denseLayout{indexedStorage{s}}
 	case layoutSparse:
 		l, err := newSparseLayout(s, params)
 		if err != nil {
@@ -137,6 +143,9 @@ func (s DatasetSpec) layoutParams() []byte {
 		}
 		return encodeVlenParams(pct)
 	}
+	if s.Layout == Chunked && s.InnerChunk != nil {
+		return encodeShardParams(s.InnerChunk)
+	}
 	if s.Layout != Sparse {
 		return nil
 	}
@@ -148,6 +157,9 @@ func (s DatasetSpec) layoutParams() []byte {
 }
 
 func (s DatasetSpec) validateLayout() error {
+	if err := s.validateInner(); err != nil {
+		return err
+	}
 	if s.Layout != Vlen && s.HeapDefragPercent != 0 {
 		return fmt.Errorf("%w: HeapDefragPercent on a %v dataset", ErrInvalid, s.Layout)
 	}

@@ -186,6 +186,11 @@ func (d *Dataset) readChunkRaw(ctx context.Context, coords []uint64) (data []byt
 	if format.Trailer(image) != loc.Sum {
 		return nil, sc, fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, coords, s.name, loc.Addr)
 	}
+	if sh := s.shards(); sh != nil {
+		data, err := sh.export(coords, image)
+		sc = StoredChunk{Coords: clone(coords), Size: uint64(len(data)), Addr: uint64(loc.Addr), Sum: loc.Sum}
+		return data, sc, err
+	}
 	img, err := s.csum.VerifyFrame(coords, image)
 	if err != nil {
 		return nil, sc, fmt.Errorf("chunk %v of %q: %w", coords, s.name, classify(err))
@@ -297,8 +302,17 @@ func (d *Dataset) writeRaw(ctx context.Context, coords []uint64, data []byte, fi
 	if int64(len(data))+format.ChunkFrameOverhead > s.store.maxStored() {
 		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), s.store.maxStored()-format.ChunkFrameOverhead)
 	}
-	decoded := data // verified by decoding: the chunk's elements
+	decoded := data  // verified by decoding: the chunk's elements
+	var image []byte // the stored frame, when not data and its trailer
+	sh := s.shards()
 	switch {
+	case sh != nil:
+		var err error
+		if image, decoded, err = sh.importRaw(coords, data, filterMask, !w.undecoded); err != nil {
+			return err
+		}
+		defer bufpool.Put(image)
+		defer bufpool.Put(decoded)
 	case w.undecoded:
 		decoded = nil
 	case s.unfiltered:
@@ -348,6 +362,10 @@ func (d *Dataset) writeRaw(ctx context.Context, coords []uint64, data []byte, fi
 	}
 	// The frame is the bytes and their trailer in one pooled buffer:
 	// DirectWrite writes it before it returns and keeps no reference.
+	if image != nil {
+		err = cds.DirectWrite(ctx, layout.Coord(clone(coords)), layout.Encoded{Image: image, Sum: format.Trailer(image)})
+		return classify(err)
+	}
 	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)
 	frame := s.csum.AppendFrame(coords, append(buf[:0], data...))
 	err = cds.DirectWrite(ctx, layout.Coord(clone(coords)), layout.Encoded{Image: frame, Mask: filterMask, Sum: format.Trailer(frame)})

@@ -39,6 +39,9 @@ func (d *Dataset) DecodeChunk(data []byte, filterMask uint32) ([]byte, error) {
 	if err := d.rawLayout("DecodeChunk"); err != nil {
 		return nil, err
 	}
+	if sh := d.s.shards(); sh != nil {
+		return sh.decodePortable(data, filterMask)
+	}
 	if d.s.unfiltered {
 		if filterMask != 0 || int64(len(data)) != d.s.chunkBytes {
 			return nil, fmt.Errorf("%w: unfiltered chunk of %d bytes (mask %#x), want %d", ErrCorrupt, len(data), filterMask, d.s.chunkBytes)
@@ -58,6 +61,10 @@ func (d *Dataset) EncodeChunk(chunk []byte) (data []byte, filterMask uint32, err
 	}
 	if int64(len(chunk)) != d.s.chunkBytes {
 		return nil, 0, fmt.Errorf("%w: chunk of %d bytes, want %d", ErrInvalid, len(chunk), d.s.chunkBytes)
+	}
+	if sh := d.s.shards(); sh != nil {
+		data, err = sh.encodePortable(chunk)
+		return data, 0, err
 	}
 	if d.s.unfiltered {
 		return clone(chunk), 0, nil

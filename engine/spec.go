@@ -76,6 +76,13 @@ type DatasetSpec struct {
 	// defragmented when more than this share of it is unused. 0 means
 	// 25; only for Vlen.
 	HeapDefragPercent int
+	// InnerChunk, when set, stores every chunk sharded: as inner chunks of
+	// this shape (which divides Chunk along every dimension), each
+	// filtered and checksummed alone, with an index of their places
+	// (engine/shard.go). A read of part of a chunk then reads and decodes
+	// only the inner chunks it touches, and a whole chunk's inner chunks
+	// decode and encode on every worker. Only for Chunked.
+	InnerChunk []uint64
 }
 
 // validate checks the spec and returns it with MaxShape filled in.

@@ -28,6 +28,9 @@ type lsDataset struct {
 	Shape    []uint64 `json:"shape"`
 	MaxShape []string `json:"max_shape"` // numbers, or "unlimited"
 	Chunk    []uint64 `json:"chunk"`
+	// InnerChunk is the inner chunk shape of a dataset whose chunks are
+	// sharded (engine.DatasetSpec.InnerChunk).
+	InnerChunk []uint64 `json:"inner_chunk,omitempty"`
 	// ChunkBytes is one chunk's decoded size.
 	ChunkBytes int64    `json:"chunk_bytes"`
 	Filters    []string `json:"filters"`
@@ -294,7 +297,7 @@ func describe(ds *engine.Dataset) (lsDataset, error) {
 		return lsDataset{}, err
 	}
 	d := lsDataset{
-		Name: strings.TrimPrefix(ds.Path(), "/"), Type: ds.Type().String(), Shape: ds.Shape(), Chunk: ds.Chunk(),
+		Name: strings.TrimPrefix(ds.Path(), "/"), Type: ds.Type().String(), Shape: ds.Shape(), Chunk: ds.Chunk(), InnerChunk: ds.InnerChunk(),
 		IndexKind: ds.IndexKind(), StoredChunks: st.Chunks, Filters: []string{},
 		StoredBytes: st.StoredBytes, IndexBytes: st.IndexBytes, Attrs: listAttrs(attrs),
 	}
@@ -396,6 +399,9 @@ func printListing(w io.Writer, l *lsFile) {
 			continue
 		}
 		fmt.Fprintf(w, "    Chunks:    {%s} %s\n", dims(d.Chunk), bench.HumanBytes(d.ChunkBytes))
+		if len(d.InnerChunk) > 0 {
+			fmt.Fprintf(w, "    Sharded:   inner chunks {%s}\n", dims(d.InnerChunk))
+		}
 		fmt.Fprintf(w, "    Filters:   %s\n", filters)
 		fmt.Fprintf(w, "    Fill:      %s\n", d.Fill)
 		fmt.Fprintf(w, "    Index:     %s, %d of %d chunks stored\n", d.IndexKind, d.StoredChunks, d.GridChunks)

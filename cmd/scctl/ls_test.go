@@ -9,6 +9,8 @@ import (
 
 	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/internal/testfile"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestLs(t *testing.T) {
@@ -272,4 +274,27 @@ func TestLsNamesAndHugeSizes(t *testing.T) {
 	if strings.Contains(out, "a\nb") || strings.Contains(out, "-") && strings.Contains(out, "-8192") {
 		t.Errorf("raw name or negative size in:\n%s", out)
 	}
+}
+
+func TestLsSharded(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/sharded.scc"
+	f := testfile.Create(t, path, nil)
+	ds, err := f.CreateDataset(ctx, "img", engine.DatasetSpec{
+		Type: engine.Uint16, Shape: []uint64{64, 64}, Chunk: []uint64{32, 64}, InnerChunk: []uint64{8, 16},
+		Filters: []engine.Filter{engine.Zstd(1)},
+	})
+	require.NoError(t, err)
+	require.NoError(t, engine.WriteSlice(ctx, ds, engine.Box([]uint64{3, 3}, []uint64{1, 1}), []uint16{7}))
+	require.NoError(t, f.Close(ctx))
+	code, out, stderr := runCmd(t, "ls", path)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "Sharded:   inner chunks {8, 16}")
+	code, out, _ = runCmd(t, "ls", "--json", path)
+	require.Equal(t, 0, code)
+	var l lsFile
+	require.NoError(t, json.Unmarshal([]byte(out), &l))
+	assert.Equal(t, []uint64{8, 16}, l.Datasets[0].InnerChunk)
+	code, _, stderr = runCmd(t, "check", path)
+	assert.Equal(t, 0, code, stderr)
 }

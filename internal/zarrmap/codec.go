@@ -85,6 +85,11 @@ func PlanOf(ds *engine.Dataset, version int) Plan {
 			}
 		}
 	}
+	if p.Copy && ds.InnerChunk() != nil {
+		// The stored bytes are inner chunks and an index, not one
+		// codec chain's output: the values are read and encoded.
+		p.Copy, p.Why = false, "sharded chunks: values read and encoded"
+	}
 	return p
 }
 

@@ -234,7 +234,9 @@ func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 	// its input is then the whole (shuffled) chunk, whose size the
 	// Adler-32 needs.
 	var hf []h5.Filter
-	copyable := true
+	// A sharded chunk's stored bytes are inner chunks and an index, which
+	// no HDF5 filter reads: its chunks are decoded and encoded again.
+	copyable := ds.InnerChunk() == nil
 	hasZlib := false
 	for _, st := range stages {
 		hasZlib = hasZlib || st.name == "zlib"

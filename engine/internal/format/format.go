@@ -63,8 +63,12 @@ const (
 // parameters and a wide fill value as dataset header parts. Version 5 adds
 // the chunk key part, which keys a dataset's chunk checksums (ChunkSum):
 // a v4 reader could not verify such chunks, so it refuses the file.
+// Version 6 adds sharded chunks: a dense dataset whose LayoutParams name
+// an inner chunk shape stores each chunk as inner chunks and an index
+// (FORMAT.md "Sharded chunk"), which a v5 reader would take for one
+// frame.
 const (
-	Version    = 5
+	Version    = 6
 	MinVersion = 1
 )
 

@@ -159,7 +159,7 @@ func TestCatalogRoundTrip(t *testing.T) {
 // TestCatalogLayout pins the entry layout FORMAT.md documents.
 func TestCatalogLayout(t *testing.T) {
 	e := CatalogEntry{Name: "ab", ID: 5, HeaderAddr: DataStart, HeaderSize: 99, HeaderSum: 0xCAFEF00D}
-	want := []byte("SCCC\x05\x00\x00\x00\x01\x00\x00\x00\x02\x00ab")
+	want := []byte("SCCC\x06\x00\x00\x00\x01\x00\x00\x00\x02\x00ab")
 	want = le.AppendUint64(want, 5)
 	want = le.AppendUint64(want, DataStart)
 	want = le.AppendUint64(want, 99)
@@ -201,7 +201,7 @@ func TestDatasetHeaderLayout(t *testing.T) {
 	h := DatasetHeader{Name: "d", ID: 9, Type: TypeInt32, Shape: []uint64{4}, MaxShape: []uint64{Unlimited},
 		Chunk: []uint64{2}, Layout: LayoutDense, Filters: []byte{0xf0}, Fill: []byte{1, 0, 0, 0},
 		MinCacheBytes: -1, IndexKind: 3, IndexRoot: []byte{0xaa, 0xbb}}
-	want := []byte("SCCD\x05\x03\x01\x01")
+	want := []byte("SCCD\x06\x03\x01\x01")
 	want = le.AppendUint64(want, 9)
 	want = le.AppendUint64(want, ^uint64(0)) // -1
 	want = append(want, 3, 4)                // index kind, fill length
@@ -734,5 +734,21 @@ func TestHeaderTypeCodesByVersion(t *testing.T) {
 		if _, err := DecodeDatasetHeader(resealAs(b, Version+1)); !errors.Is(err, ErrVersion) {
 			t.Errorf("code %d sealed as v%d: %v, want ErrVersion", code, Version+1, err)
 		}
+	}
+}
+
+// TestDenseParamsNeedV6: dense layout parameters (sharded chunks) came
+// with version 6, so an older header naming them is damaged.
+func TestDenseParamsNeedV6(t *testing.T) {
+	h := DatasetHeader{Name: "d", ID: 9, Type: TypeInt32, Shape: []uint64{4}, MaxShape: []uint64{4},
+		Chunk: []uint64{4}, Layout: LayoutDense, LayoutParams: []byte{1, 2, 0, 0, 0, 0, 0, 0, 0}}
+	b := EncodeDatasetHeader(h)
+	if _, err := DecodeDatasetHeader(b); err != nil {
+		t.Fatalf("v6: %v", err)
+	}
+	b[4] = 5
+	le.PutUint32(b[len(b)-4:], Checksum(b[:len(b)-4]))
+	if _, err := DecodeDatasetHeader(b); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("v5 dense header with layout parameters: %v, want ErrCorrupt", err)
 	}
 }

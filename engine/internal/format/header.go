@@ -367,6 +367,10 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 			h.ChunkKey = le.Uint64(p.data)
 		}
 	}
+	if version < 6 && h.Layout == LayoutDense && len(h.LayoutParams) > 0 {
+		// Dense layout parameters (sharded chunks) came with version 6.
+		return DatasetHeader{}, corrupt("dataset header", "v%d dense header with layout parameters", version)
+	}
 	if sawString != (h.Type == TypeString) {
 		return DatasetHeader{}, corrupt("dataset header", "element type code %d with string type part %v", h.Type, sawString)
 	}

@@ -1,0 +1,420 @@
+package shard
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/scc-dev/scc/engine/filter"
+	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/internal/bufpool"
+	"github.com/scc-dev/scc/pool"
+)
+
+// A sharded chunk's stored image (FORMAT.md "Sharded chunk"):
+//
+//	inner chunk frames   each: filtered image, u32 trailer (Codec.InnerKey)
+//	index                N entries of EntrySize bytes, inner chunks in C order
+//	u32 trailer          the chunk checksum of the index bytes at the chunk's
+//	                     coordinates: the chunk frame's trailer, which the
+//	                     chunk index entry records
+//
+// An entry is u64 offset of the frame from the image's first byte, u32 the
+// frame's size (trailer included), u32 the filter mask of its image. An
+// inner chunk that holds only the fill value is stored as no frame, its
+// entry all ones in the offset and zeros in the rest.
+
+// EntrySize is the size of one index entry.
+const EntrySize = 16
+
+// emptyOff marks an inner chunk without a frame.
+const emptyOff = ^uint64(0)
+
+var le = binary.LittleEndian
+
+// Entry is one inner chunk's place in the image.
+type Entry struct {
+	Off  uint64
+	Size uint32
+	Mask uint32
+}
+
+// Empty reports whether the inner chunk has no frame (it reads as fill).
+func (e Entry) Empty() bool { return e.Off == emptyOff }
+
+// EmptyEntry is the entry of an inner chunk without a frame.
+var EmptyEntry = Entry{Off: emptyOff}
+
+// AppendIndex appends the index entries es to b.
+func AppendIndex(b []byte, es []Entry) []byte {
+	for _, e := range es {
+		b = le.AppendUint64(b, e.Off)
+		b = le.AppendUint32(b, e.Size)
+		b = le.AppendUint32(b, e.Mask)
+	}
+	return b
+}
+
+// DecodeIndex decodes the n entries in b and checks them before anyone
+// trusts them: every frame lies inside [0, dataEnd) (the bytes before the
+// index), is at least a trailer long and at most maxFrame, frames do not
+// overlap, masks name no filter beyond maxMask's bits, and an empty entry
+// is the canonical one. The error wraps format.ErrCorrupt. It allocates
+// only the n entries the caller's grid gives, whatever b claims.
+func DecodeIndex(b []byte, n int, dataEnd uint64, maxFrame uint64, maxMask uint32) ([]Entry, error) {
+	if n < 0 || n > MaxInner || len(b) != n*EntrySize {
+		return nil, corrupt("index of %d bytes for %d inner chunks", len(b), n)
+	}
+	es := make([]Entry, n)
+	used := 0
+	for i := range es {
+		e := Entry{Off: le.Uint64(b[i*EntrySize:]), Size: le.Uint32(b[i*EntrySize+8:]), Mask: le.Uint32(b[i*EntrySize+12:])}
+		switch {
+		case e.Off == emptyOff:
+			if e.Size != 0 || e.Mask != 0 {
+				return nil, corrupt("inner chunk %d: empty entry with size %d, mask %#x", i, e.Size, e.Mask)
+			}
+		case uint64(e.Size) < format.ChunkFrameOverhead || uint64(e.Size) > maxFrame:
+			return nil, corrupt("inner chunk %d: frame of %d bytes (%d..%d)", i, e.Size, format.ChunkFrameOverhead, maxFrame)
+		case e.Off > dataEnd || uint64(e.Size) > dataEnd-e.Off:
+			return nil, corrupt("inner chunk %d: frame [%d, +%d) outside the %d bytes before the index", i, e.Off, e.Size, dataEnd)
+		case e.Mask&^maxMask != 0:
+			return nil, corrupt("inner chunk %d: filter mask %#x names filters beyond %#x", i, e.Mask, maxMask)
+		default:
+			used++
+		}
+		es[i] = e
+	}
+	order := make([]Entry, 0, used)
+	for _, e := range es {
+		if !e.Empty() {
+			order = append(order, e)
+		}
+	}
+	slices.SortFunc(order, func(a, b Entry) int {
+		switch {
+		case a.Off < b.Off:
+			return -1
+		case a.Off > b.Off:
+			return 1
+		}
+		return 0
+	})
+	for k := 1; k < len(order); k++ {
+		if p := order[k-1]; p.Off+uint64(p.Size) > order[k].Off {
+			return nil, corrupt("inner chunks overlap at offset %d", order[k].Off)
+		}
+	}
+	return es, nil
+}
+
+func corrupt(f string, args ...any) error {
+	return fmt.Errorf("%w: sharded chunk: %s", format.ErrCorrupt, fmt.Sprintf(f, args...))
+}
+
+// Codec encodes and decodes the sharded chunks of one dataset.
+type Codec struct {
+	Grid *Grid
+	// Pipe is the dataset's filter pipeline, run on every inner chunk
+	// alone; nil (or no filters) stores inner chunks as they are.
+	Pipe *filter.Pipeline
+	// Sum is the dataset's chunk checksum rule: the index's trailer is
+	// the chunk's, an inner chunk's is bound to InnerKey.
+	Sum format.ChunkSum
+	// Fill is one element of the fill value; nil means zeros.
+	Fill []byte
+	// Decoded counts the inner chunks decoded (DecodeInner calls): what a
+	// read cost, for statistics and tests.
+	Decoded atomic.Int64
+}
+
+func (c *Codec) unfiltered() bool { return c.Pipe == nil || len(c.Pipe.Specs()) == 0 }
+
+// MaxFrame bounds one inner chunk's frame.
+func (c *Codec) MaxFrame() int {
+	n := c.Grid.innerBytes
+	if !c.unfiltered() {
+		n = c.Pipe.MaxEncoded(n)
+	}
+	return n + format.ChunkFrameOverhead
+}
+
+// IndexSize is the size of the index with its trailer.
+func (c *Codec) IndexSize() int { return c.Grid.n*EntrySize + format.ChunkFrameOverhead }
+
+// MaxStored bounds a sharded chunk's stored image.
+func (c *Codec) MaxStored() int64 { return int64(c.Grid.n)*int64(c.MaxFrame()) + int64(c.IndexSize()) }
+
+// maxMask is the widest filter mask the pipeline can record.
+func (c *Codec) maxMask() uint32 {
+	if c.unfiltered() {
+		return 0
+	}
+	return uint32(uint64(1)<<len(c.Pipe.Specs()) - 1)
+}
+
+// InnerKey is the coordinates an inner chunk's trailer is bound to: the
+// chunk's, then the inner chunk's number. One longer than any chunk's, so
+// an inner frame never passes for a chunk, nor for another inner chunk.
+func InnerKey(coord []uint64, i int) []uint64 {
+	k := make([]uint64, len(coord)+1)
+	copy(k, coord)
+	k[len(coord)] = uint64(i)
+	return k
+}
+
+// Tasks runs fn(i) for i in [0, n) on p's workers (a Group, so it may be
+// called from a task of p), or here when p is nil, in batches of about
+// equal size, and returns the first error.
+func Tasks(ctx context.Context, p *pool.Pool, n int, fn func(i int) error) error {
+	batches := 1
+	if p != nil {
+		batches = min(n, 4*p.Options().Workers)
+	}
+	if batches <= 1 {
+		for i := range n {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fn(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	g := p.Group(ctx)
+	for b := range batches {
+		lo, hi := b*n/batches, (b+1)*n/batches
+		g.Go(func() error {
+			for i := lo; i < hi; i++ {
+				if err := g.Context().Err(); err != nil {
+					return err
+				}
+				if err := fn(i); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// Encode returns the stored image of the chunk at coord whose decoded
+// bytes (C order of the whole chunk) are chunk. The inner chunks are
+// encoded on p's workers (nil: on the calling goroutine). The image is a
+// pooled buffer (internal/bufpool) starting at its first byte, owned by
+// the caller; it never aliases chunk.
+func (c *Codec) Encode(ctx context.Context, p *pool.Pool, coord []uint64, chunk []byte) ([]byte, error) {
+	g := c.Grid
+	mf := c.MaxFrame()
+	buf := bufpool.Get(g.n*mf + c.IndexSize())
+	es := make([]Entry, g.n)
+	err := Tasks(ctx, p, g.n, func(i int) error {
+		if g.IsFill(chunk, i, c.Fill) {
+			es[i] = EmptyEntry
+			return nil
+		}
+		slot := buf[i*mf : i*mf : (i+1)*mf]
+		src, ok := g.InPlace(chunk, i)
+		if !ok {
+			tmp := bufpool.Get(g.innerBytes)[:g.innerBytes]
+			defer bufpool.Put(tmp)
+			g.Extract(tmp, chunk, i)
+			src = tmp
+		}
+		var img []byte
+		var mask uint32
+		if c.unfiltered() {
+			img = append(slot, src...)
+		} else {
+			var err error
+			if img, mask, err = c.Pipe.EncodeTo(slot, src); err != nil {
+				return fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
+			}
+			if len(img) > 0 && &img[0] != &buf[i*mf] {
+				img = append(slot, img...) // not encoded in place (cannot happen with room enough)
+			}
+		}
+		img = c.Sum.AppendFrame(InnerKey(coord, i), img)
+		es[i] = Entry{Off: uint64(i * mf), Size: uint32(len(img)), Mask: mask}
+		return nil
+	})
+	if err != nil {
+		bufpool.Put(buf)
+		return nil, err
+	}
+	// Close the gaps between the slots, in order: every frame moves
+	// towards the start, so none overwrites one not yet moved.
+	end := uint64(0)
+	for i, e := range es {
+		if e.Empty() {
+			continue
+		}
+		copy(buf[end:], buf[e.Off:e.Off+uint64(e.Size)])
+		es[i].Off = end
+		end += uint64(e.Size)
+	}
+	img := AppendIndex(buf[:end], es)
+	img = c.Sum.AppendFrame(coord, img[end:])
+	return buf[:int(end)+len(img)], nil
+}
+
+// OpenIndex checks and decodes the index of the chunk at coord from the
+// image's last IndexSize bytes (tail) and the image's size. The error
+// wraps format.ErrCorrupt.
+func (c *Codec) OpenIndex(coord []uint64, tail []byte, size int64) ([]Entry, error) {
+	n := c.IndexSize()
+	if len(tail) != n || size < int64(n) {
+		return nil, corrupt("image of %d bytes for an index of %d", size, n)
+	}
+	idx, err := c.Sum.VerifyFrame(coord, tail)
+	if err != nil {
+		return nil, corrupt("index: %v", err)
+	}
+	return DecodeIndex(idx, c.Grid.n, uint64(size)-uint64(n), uint64(c.MaxFrame()), c.maxMask())
+}
+
+// DecodeInner verifies inner chunk i's frame (the chunk at coord) and
+// decodes it into dst, InnerBytes long, in the inner chunk's C order. The
+// error names the inner chunk and wraps format.ErrCorrupt for damage
+// (filter.ErrCorrupt from the pipeline).
+func (c *Codec) DecodeInner(coord []uint64, i int, e Entry, frame, dst []byte) error {
+	g := c.Grid
+	c.Decoded.Add(1)
+	img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+	if err != nil {
+		return fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
+	}
+	if c.unfiltered() {
+		if len(img) != g.innerBytes || e.Mask != 0 {
+			return fmt.Errorf("inner chunk %v: %w", g.Coord(i), corrupt("unfiltered frame of %d bytes, want %d", len(img), g.innerBytes))
+		}
+		copy(dst, img)
+		return nil
+	}
+	out, err := c.Pipe.DecodeVerifiedTo(dst[:0:g.innerBytes], img, e.Mask, g.innerBytes)
+	if err != nil {
+		return fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
+	}
+	if len(out) != g.innerBytes {
+		return fmt.Errorf("inner chunk %v: %w", g.Coord(i), corrupt("decoded %d bytes, want %d", len(out), g.innerBytes))
+	}
+	if &out[0] != &dst[0] {
+		copy(dst, out)
+	}
+	return nil
+}
+
+// DecodeTo decodes inner chunk i of the image (the chunk at coord, whose
+// index es is) into its place in the chunk buffer chunk; an empty one
+// becomes the fill value.
+func (c *Codec) DecodeTo(coord []uint64, es []Entry, image []byte, i int, chunk []byte) error {
+	g, e := c.Grid, es[i]
+	if e.Empty() {
+		g.Fill(chunk, i, c.Fill)
+		return nil
+	}
+	return c.DecodeFrameTo(coord, i, e, image[e.Off:e.Off+uint64(e.Size)], chunk)
+}
+
+// DecodeFrameTo decodes inner chunk i, whose entry is e and frame frame,
+// into its place in the chunk buffer chunk.
+func (c *Codec) DecodeFrameTo(coord []uint64, i int, e Entry, frame, chunk []byte) error {
+	g := c.Grid
+	if dst, ok := g.InPlace(chunk, i); ok {
+		return c.DecodeInner(coord, i, e, frame, dst)
+	}
+	tmp := bufpool.Get(g.innerBytes)[:g.innerBytes]
+	defer bufpool.Put(tmp)
+	if err := c.DecodeInner(coord, i, e, frame, tmp); err != nil {
+		return err
+	}
+	g.Insert(chunk, tmp, i)
+	return nil
+}
+
+// Decode decodes the stored image of the chunk at coord into chunk (the
+// whole chunk's bytes, C order), its inner chunks on p's workers (nil: on
+// the calling goroutine).
+func (c *Codec) Decode(ctx context.Context, p *pool.Pool, coord []uint64, image, chunk []byte) error {
+	n := c.IndexSize()
+	if len(image) < n {
+		return corrupt("image of %d bytes for an index of %d", len(image), n)
+	}
+	es, err := c.OpenIndex(coord, image[len(image)-n:], int64(len(image)))
+	if err != nil {
+		return err
+	}
+	return Tasks(ctx, p, c.Grid.n, func(i int) error { return c.DecodeTo(coord, es, image, i, chunk) })
+}
+
+// The portable form of a sharded chunk is what the raw chunk calls move
+// between datasets and files: the stored image without its trailer, each
+// inner frame's trailer the plain CRC32C of its image (the unkeyed rule,
+// which names no dataset and no place; a Zarr inner chunk whose last codec
+// is crc32c). The index is the stored one.
+
+var unkeyed format.ChunkSum
+
+// Export returns the portable form of the stored image of the chunk at
+// coord, after verifying its index and every inner frame. The result is a
+// new slice; image is not changed.
+func (c *Codec) Export(coord []uint64, image []byte) ([]byte, error) {
+	n := c.IndexSize()
+	if len(image) < n {
+		return nil, corrupt("image of %d bytes for an index of %d", len(image), n)
+	}
+	es, err := c.OpenIndex(coord, image[len(image)-n:], int64(len(image)))
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte(nil), image[:len(image)-format.ChunkFrameOverhead]...)
+	for i, e := range es {
+		if e.Empty() {
+			continue
+		}
+		frame := out[e.Off : e.Off+uint64(e.Size)]
+		img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+		if err != nil {
+			return nil, fmt.Errorf("inner chunk %v: %w", c.Grid.Coord(i), err)
+		}
+		le.PutUint32(frame[len(img):], unkeyed.Sum(nil, img))
+	}
+	return out, nil
+}
+
+// Import returns the stored image of the chunk at coord whose portable
+// form is data, after checking its index and every inner frame's CRC32C,
+// with the entries of its index. The image is a pooled buffer
+// (internal/bufpool); data is not changed. The error wraps
+// format.ErrCorrupt.
+func (c *Codec) Import(coord []uint64, data []byte) ([]byte, []Entry, error) {
+	n := c.IndexSize() - format.ChunkFrameOverhead
+	if len(data) < n || int64(len(data)) > c.MaxStored() {
+		return nil, nil, corrupt("portable chunk of %d bytes (index %d, at most %d)", len(data), n, c.MaxStored())
+	}
+	end := len(data) - n
+	es, err := DecodeIndex(data[end:], c.Grid.n, uint64(end), uint64(c.MaxFrame()), c.maxMask())
+	if err != nil {
+		return nil, nil, err
+	}
+	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)[:len(data)]
+	copy(buf, data)
+	for i, e := range es {
+		if e.Empty() {
+			continue
+		}
+		frame := buf[e.Off : e.Off+uint64(e.Size)]
+		img, err := unkeyed.VerifyFrame(nil, frame)
+		if err != nil {
+			bufpool.Put(buf)
+			return nil, nil, fmt.Errorf("inner chunk %v: %w", c.Grid.Coord(i), err)
+		}
+		le.PutUint32(frame[len(img):], c.Sum.Sum(InnerKey(coord, i), img))
+	}
+	idx := c.Sum.AppendFrame(coord, buf[end:])
+	return buf[:end+len(idx)], es, nil
+}

@@ -1,0 +1,251 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/scc-dev/scc/engine/filter"
+	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/pool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func testCodec(t testing.TB, chunk, inner []uint64, es int, specs []filter.Spec, fill []byte) *Codec {
+	g, err := NewGrid(chunk, inner, es)
+	require.NoError(t, err)
+	c := &Codec{Grid: g, Sum: format.KeyedChunkSum(0x5eed), Fill: fill}
+	if specs != nil {
+		c.Pipe, err = filter.NewPipeline(specs, es)
+		require.NoError(t, err)
+	}
+	return c
+}
+
+// chunkData is a chunk whose inner chunks at the listed numbers hold the
+// fill value and the others compressible data.
+func chunkData(c *Codec, fillInner ...int) []byte {
+	g := c.Grid
+	b := make([]byte, g.n*g.innerBytes)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range b {
+		b[i] = byte(r.IntN(4))
+	}
+	for _, i := range fillInner {
+		g.Fill(b, i, c.Fill)
+	}
+	return b
+}
+
+func testPool(t testing.TB) *pool.Pool {
+	p, err := pool.New(pool.Options{Workers: 4})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func TestShardRoundTrip(t *testing.T) {
+	p := testPool(t)
+	zstd := []filter.Spec{{ID: filter.Shuffle}, {ID: filter.Zstd, Level: 1}}
+	cases := []struct {
+		name         string
+		chunk, inner []uint64
+		specs        []filter.Spec
+		fill         []byte
+	}{
+		{"strided zstd", []uint64{8, 12, 10}, []uint64{4, 3, 5}, zstd, nil},
+		{"contiguous zstd", []uint64{8, 12, 10}, []uint64{2, 12, 10}, zstd, nil},
+		{"unfiltered fill", []uint64{6, 6}, []uint64{3, 2}, nil, []byte{7, 0}},
+		{"one inner", []uint64{5, 4}, []uint64{5, 4}, zstd, nil},
+		{"crc32c", []uint64{16}, []uint64{4}, []filter.Spec{{ID: filter.CRC32C}}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testCodec(t, tc.chunk, tc.inner, 2, tc.specs, tc.fill)
+			fillInner := []int{1}
+			if c.Grid.n == 1 {
+				fillInner = nil
+			}
+			chunk := chunkData(c, fillInner...)
+			coord := []uint64{3, 1}
+			for _, pl := range []*pool.Pool{nil, p} {
+				img, err := c.Encode(context.Background(), pl, coord, chunk)
+				require.NoError(t, err)
+				require.LessOrEqual(t, int64(len(img)), c.MaxStored())
+				es, err := c.OpenIndex(coord, img[len(img)-c.IndexSize():], int64(len(img)))
+				require.NoError(t, err)
+				if fillInner != nil {
+					assert.True(t, es[1].Empty(), "a fill inner chunk takes no space")
+				}
+				got := make([]byte, len(chunk))
+				require.NoError(t, c.Decode(context.Background(), pl, coord, img, got))
+				assert.Equal(t, chunk, got)
+				// One inner chunk alone.
+				for i, e := range es {
+					if e.Empty() {
+						continue
+					}
+					one := make([]byte, c.Grid.innerBytes)
+					require.NoError(t, c.DecodeInner(coord, i, e, img[e.Off:e.Off+uint64(e.Size)], one))
+					want := make([]byte, c.Grid.innerBytes)
+					c.Grid.Extract(want, chunk, i)
+					assert.Equal(t, want, one)
+				}
+				// Another chunk's coordinates do not verify.
+				assert.ErrorIs(t, c.Decode(context.Background(), pl, []uint64{3, 2}, img, got), format.ErrCorrupt)
+			}
+		})
+	}
+}
+
+func TestShardDamagedInner(t *testing.T) {
+	c := testCodec(t, []uint64{8, 8}, []uint64{4, 4}, 4, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+	chunk := chunkData(c)
+	coord := []uint64{0, 0}
+	img, err := c.Encode(context.Background(), nil, coord, chunk)
+	require.NoError(t, err)
+	es, err := c.OpenIndex(coord, img[len(img)-c.IndexSize():], int64(len(img)))
+	require.NoError(t, err)
+	img[es[2].Off+3] ^= 0x40
+	got := make([]byte, len(chunk))
+	err = c.Decode(context.Background(), nil, coord, img, got)
+	require.ErrorIs(t, err, format.ErrCorrupt)
+	assert.Contains(t, err.Error(), "inner chunk [1 0]")
+	for _, i := range []int{0, 1, 3} {
+		require.NoError(t, c.DecodeTo(coord, es, img, i, got), "inner chunk %d", i)
+	}
+	// Swapped inner frames of equal size: each trailer names its place.
+	a, b := es[0], es[1]
+	if a.Size == b.Size {
+		fa := append([]byte(nil), img[a.Off:a.Off+uint64(a.Size)]...)
+		copy(img[a.Off:], img[b.Off:b.Off+uint64(b.Size)])
+		copy(img[b.Off:], fa)
+		assert.ErrorIs(t, c.DecodeTo(coord, es, img, 0, got), format.ErrCorrupt)
+	}
+}
+
+func TestShardGrid(t *testing.T) {
+	_, err := NewGrid([]uint64{8, 8}, []uint64{3, 4}, 1)
+	assert.ErrorIs(t, err, format.ErrInvalid, "inner must divide chunk")
+	_, err = NewGrid([]uint64{8, 8}, []uint64{4}, 1)
+	assert.ErrorIs(t, err, format.ErrInvalid)
+	_, err = NewGrid([]uint64{8, 8}, []uint64{0, 4}, 1)
+	assert.ErrorIs(t, err, format.ErrInvalid)
+	_, err = NewGrid([]uint64{1 << 21, 1}, []uint64{1, 1}, 1)
+	assert.ErrorIs(t, err, format.ErrInvalid, "too many inner chunks")
+	g, err := NewGrid([]uint64{8, 9}, []uint64{4, 3}, 1)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 2, 4, 5}, g.Touched([]uint64{2, 3}, []uint64{5, 8}))
+	assert.Equal(t, []int{0}, g.Touched([]uint64{0, 0}, []uint64{0, 0}))
+	for i := range g.N() {
+		assert.Equal(t, i, g.Linear(g.Coord(i)))
+	}
+}
+
+func TestShardIndexChecks(t *testing.T) {
+	const n, end, maxFrame = 3, 100, 40
+	ok := []Entry{{Off: 0, Size: 30}, EmptyEntry, {Off: 30, Size: 40, Mask: 1}}
+	_, err := DecodeIndex(AppendIndex(nil, ok), n, end, maxFrame, 1)
+	require.NoError(t, err)
+	bad := map[string][]Entry{
+		"overlap":        {{Off: 0, Size: 31}, EmptyEntry, {Off: 30, Size: 40}},
+		"past the index": {{Off: 0, Size: 30}, EmptyEntry, {Off: 70, Size: 31}},
+		"wraps":          {{Off: ^uint64(0) - 5, Size: 30}, EmptyEntry, {Off: 30, Size: 40}},
+		"too large":      {{Off: 0, Size: 41}, EmptyEntry, {Off: 50, Size: 4}},
+		"no trailer":     {{Off: 0, Size: 3}, EmptyEntry, {Off: 30, Size: 40}},
+		"stray mask":     {{Off: 0, Size: 30}, EmptyEntry, {Off: 30, Size: 40, Mask: 2}},
+		"empty sized":    {{Off: 0, Size: 30}, {Off: ^uint64(0), Size: 4}, {Off: 30, Size: 40}},
+		"same frame":     {{Off: 0, Size: 30}, {Off: 0, Size: 30}, {Off: 30, Size: 40}},
+	}
+	for name, es := range bad {
+		_, err := DecodeIndex(AppendIndex(nil, es), n, end, maxFrame, 1)
+		assert.ErrorIs(t, err, format.ErrCorrupt, name)
+	}
+	_, err = DecodeIndex(AppendIndex(nil, ok)[:40], n, end, maxFrame, 1)
+	assert.ErrorIs(t, err, format.ErrCorrupt, "short index")
+}
+
+// FuzzShardIndex decodes hostile indexes and images: never a panic, and
+// every index that passes names frames inside the image that do not
+// overlap.
+func FuzzShardIndex(f *testing.F) {
+	c := testCodec(f, []uint64{8, 8}, []uint64{4, 4}, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+	chunk := chunkData(c, 3)
+	img, err := c.Encode(context.Background(), nil, []uint64{1, 1}, chunk)
+	require.NoError(f, err)
+	f.Add(append([]byte(nil), img...))
+	f.Add(AppendIndex(nil, []Entry{{Off: 0, Size: 30}, EmptyEntry, {Off: 30, Size: 40}, {Off: 10, Size: 30}}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) >= c.IndexSize() {
+			got := make([]byte, len(chunk))
+			err := c.Decode(context.Background(), nil, []uint64{1, 1}, b, got)
+			if err != nil && !errors.Is(err, format.ErrCorrupt) && !errors.Is(err, filter.ErrCorrupt) {
+				t.Fatalf("error %v is not corruption", err)
+			}
+		}
+		n := len(b) / EntrySize
+		es, err := DecodeIndex(b[:n*EntrySize], n, 1000, 200, 1)
+		if err != nil {
+			require.ErrorIs(t, err, format.ErrCorrupt)
+			return
+		}
+		used := map[uint64]bool{}
+		for _, e := range es {
+			if e.Empty() {
+				continue
+			}
+			require.LessOrEqual(t, e.Off+uint64(e.Size), uint64(1000))
+			for x := e.Off; x < e.Off+uint64(e.Size); x++ {
+				require.False(t, used[x], "overlap at %d", x)
+				used[x] = true
+			}
+		}
+	})
+}
+
+func BenchmarkShardDecode(b *testing.B) {
+	p := testPool(b)
+	c := testCodec(b, []uint64{64, 64, 64}, []uint64{16, 16, 16}, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+	chunk := chunkData(c)
+	img, err := c.Encode(context.Background(), nil, []uint64{0, 0, 0}, chunk)
+	require.NoError(b, err)
+	got := make([]byte, len(chunk))
+	for _, pl := range []struct {
+		name string
+		p    *pool.Pool
+	}{{"serial", nil}, {"pool", p}} {
+		b.Run(pl.name, func(b *testing.B) {
+			b.SetBytes(int64(len(chunk)))
+			for b.Loop() {
+				if err := c.Decode(context.Background(), pl.p, []uint64{0, 0, 0}, img, got); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func TestShardPortable(t *testing.T) {
+	c := testCodec(t, []uint64{8, 8}, []uint64{4, 4}, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+	d := testCodec(t, []uint64{8, 8}, []uint64{4, 4}, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+	d.Sum = format.KeyedChunkSum(99) // another dataset
+	chunk := chunkData(c, 2)
+	img, err := c.Encode(context.Background(), nil, []uint64{1, 0}, chunk)
+	require.NoError(t, err)
+	raw, err := c.Export([]uint64{1, 0}, img)
+	require.NoError(t, err)
+	assert.Len(t, raw, len(img)-format.ChunkFrameOverhead)
+	img2, _, err := d.Import([]uint64{0, 3}, raw)
+	require.NoError(t, err)
+	got := make([]byte, len(chunk))
+	require.NoError(t, d.Decode(context.Background(), nil, []uint64{0, 3}, img2, got))
+	assert.Equal(t, chunk, got)
+	raw[5] ^= 1
+	_, _, err = d.Import([]uint64{0, 3}, raw)
+	assert.ErrorIs(t, err, format.ErrCorrupt)
+	_, _, err = d.Import([]uint64{0, 3}, raw[:10])
+	assert.ErrorIs(t, err, format.ErrCorrupt)
+}
