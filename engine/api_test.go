@@ -279,3 +279,36 @@ func TestAttrValueString(t *testing.T) {
 	assert.Nil(t, raw.Value())
 	assert.Contains(t, raw.String(), "AttrValue(")
 }
+
+// A Close whose write-back fails (here: its context ended) returns the
+// error and keeps the dirty chunks for the next Flush; the next handle
+// takes the dataset's cache registration over.
+func TestDatasetCloseCancelled(t *testing.T) {
+	ctx := context.Background()
+	drv := vfd.NewMem()
+	f := tCreate(t, drv, nil)
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{8}})
+	require.NoError(t, err)
+	want := make([]byte, 64)
+	for i := range want {
+		want[i] = byte(i + 1)
+	}
+	require.NoError(t, ds.Write(ctx, All(ds.Shape()), want))
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	assert.ErrorIs(t, ds.Close(cctx), context.Canceled)
+
+	again, err := f.OpenDataset(ctx, "d", nil)
+	require.NoError(t, err, "the next handle takes the kept registration over")
+	got := make([]byte, 64)
+	require.NoError(t, again.Read(ctx, All(again.Shape()), got))
+	assert.Equal(t, want, got)
+	require.NoError(t, again.Close(ctx))
+	require.NoError(t, f.Close(ctx))
+
+	r := tOpen(t, drv, &Options{ReadOnly: true})
+	rds, err := r.OpenDataset(ctx, "d", nil)
+	require.NoError(t, err)
+	require.NoError(t, rds.Read(ctx, All(rds.Shape()), got))
+	assert.Equal(t, want, got, "the dirty chunks reached the file")
+}

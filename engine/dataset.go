@@ -477,14 +477,22 @@ func (s *dsState) acquire() (*Dataset, error) {
 		s.mu.Lock()
 	}
 	if s.mu.refs == 0 {
-		// The header's CacheMinBytes has the cache's meaning: 0 the
-		// cache's default, -1 no reservation.
-		cds, err := s.f.cfile.RegisterDataset(s.id, s.cacheLayout(), cache.DatasetOptions{MinBytes: s.minCache})
-		if err != nil {
-			return nil, classify(err)
+		// A registration a failed Close kept (its write-back failed) is
+		// taken over; otherwise the dataset registers. The header's
+		// CacheMinBytes has the cache's meaning: 0 the cache's default,
+		// -1 no reservation.
+		cds, kept := s.mu.cds, s.mu.cds != nil
+		if !kept {
+			var err error
+			cds, err = s.f.cfile.RegisterDataset(s.id, s.cacheLayout(), cache.DatasetOptions{MinBytes: s.minCache})
+			if err != nil {
+				return nil, classify(err)
+			}
 		}
 		if err := s.registerViews(); err != nil {
-			_ = cds.Unregister(context.Background())
+			if !kept {
+				_ = cds.Unregister(context.Background())
+			}
 			return nil, err
 		}
 		s.mu.cds = cds
@@ -978,6 +986,17 @@ func (d *Dataset) Close(ctx context.Context) error {
 		err := cds.Unregister(ctx)
 		if err != nil && s.f.closed.Load() {
 			return nil // the file's Close released it meanwhile
+		}
+		if err != nil {
+			// The cache keeps the dataset registered, with its dirty
+			// chunks, for the file's next Flush; the next handle takes
+			// that registration over (acquire) rather than asking for a
+			// second one of the same id.
+			s.mu.Lock()
+			if s.mu.refs == 0 && s.mu.cds == nil {
+				s.mu.cds = cds
+			}
+			s.mu.Unlock()
 		}
 		return classify(err)
 	}
