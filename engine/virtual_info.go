@@ -20,6 +20,12 @@ func (f *File) VirtualSpec(ctx context.Context, name string) (spec VirtualSpec, 
 	if err := f.checkOpen(); err != nil {
 		return VirtualSpec{}, false, err
 	}
+	if _, ok := f.lookupDataset(name); !ok {
+		// Paths resolve from the root: "/a/b" names "a/b".
+		if p, err := cleanPath(name); err == nil {
+			name = p
+		}
+	}
 	f.mu.Lock()
 	e, found := f.mu.catalog[name]
 	s, open := f.mu.open[name]
