@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"fmt"
-
-	"github.com/scc-dev/scc/cache/layout"
-)
+import "github.com/scc-dev/scc/cache/layout"
 
 // chunkedStorage is the storage of a layout whose elements are chunks the
 // shared cache holds: the layout.Layout the cache calls for them, and what
@@ -40,17 +36,3 @@ var (
 	_ chunkedStorage = (*vlenLayout)(nil)
 	_ chunkedStorage = (*contigLayout)(nil)
 )
-
-// errNoChunks refuses a call on a dataset whose layout keeps no chunks
-// (a virtual dataset) that only means something for chunks.
-var errNoChunks = fmt.Errorf("%w: the dataset keeps no chunks", ErrInvalid)
-
-// chunks returns the dataset's layout as the chunked storage the cache
-// drives; a virtual dataset has none (errNoChunks, naming the dataset and
-// its layout).
-func (s *dsState) chunks() (chunkedStorage, error) {
-	if s.chunked == nil {
-		return nil, fmt.Errorf("%w: %q is %v", errNoChunks, s.path(), s.store.kind())
-	}
-	return s.chunked, nil
-}

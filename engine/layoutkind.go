@@ -225,3 +225,17 @@ func needLayout[L storage](s *dsState, call string) (L, error) {
 	}
 	return l, nil
 }
+
+// errNoChunks refuses a call on a dataset whose layout keeps no chunks
+// (a virtual dataset) that only means something for chunks.
+var errNoChunks = fmt.Errorf("%w: the dataset keeps no chunks", ErrInvalid)
+
+// chunks returns the dataset's layout as the chunked storage the cache
+// drives; a virtual dataset has none (errNoChunks, naming the dataset and
+// its layout).
+func (s *dsState) chunks() (chunkedStorage, error) {
+	if s.chunked == nil {
+		return nil, fmt.Errorf("%w: %q is %v", errNoChunks, s.path(), s.store.kind())
+	}
+	return s.chunked, nil
+}
