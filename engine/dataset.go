@@ -526,7 +526,7 @@ func (s *dsState) acquire() (*Dataset, error) {
 func (s *dsState) registerLocked() error {
 	cs, err := s.chunks()
 	if err != nil {
-		return nil
+		return nil // a virtual dataset: nothing to register
 	}
 	// The header's CacheMinBytes has the cache's meaning: 0 the cache's
 	// default, -1 no reservation.

@@ -120,7 +120,7 @@ func (d *Dataset) Evict(ctx context.Context) error {
 	}
 	s := d.s
 	if _, err := s.chunks(); err != nil {
-		return nil
+		return nil // a virtual dataset: nothing of it in the cache
 	}
 	s.mu.Lock()
 	cds, vcds := s.mu.cds, s.mu.vcds
