@@ -23,7 +23,7 @@ func TestVirtualKeepsNoChunks(t *testing.T) {
 	f := tCreate(t, vfd.NewMem(), &Options{Cache: c})
 	all := Box([]uint64{0}, []uint64{8})
 	data := []byte{1, 2, 3, 4, 5, 6, 7, 8}
-	src, err := f.CreateDataset("src", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{4}})
+	src, err := f.CreateDataset(ctx, "src", DatasetSpec{Type: Uint8, Shape: []uint64{8}, Chunk: []uint64{4}})
 	require.NoError(t, err)
 	require.NoError(t, src.Write(ctx, all, data))
 	v, err := f.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: Uint8, Shape: []uint64{8},
@@ -41,12 +41,12 @@ func TestVirtualKeepsNoChunks(t *testing.T) {
 	assert.Equal(t, cache.DatasetStats{}, v.CacheStats(), "a virtual dataset's figures in the cache")
 	assert.NoError(t, v.Evict(ctx))
 	assert.NoError(t, v.Flush(ctx))
-	w, err := f.OpenDatasetWith(ctx, "v", DatasetOptions{CacheMinBytes: 4 << 20, Prefetch: PrefetchOff})
+	w, err := f.OpenDataset(ctx, "v", &DatasetOptions{CacheMinBytes: 4 << 20, Prefetch: PrefetchOff})
 	require.NoError(t, err)
 	assert.Equal(t, cache.DatasetStats{}, w.CacheStats(), "after options")
 	got := make([]byte, len(data))
 	require.NoError(t, w.Read(ctx, all, got))
 	assert.Equal(t, data, got)
-	require.NoError(t, w.Close())
-	require.NoError(t, v.Close())
+	require.NoError(t, w.Close(ctx))
+	require.NoError(t, v.Close(ctx))
 }

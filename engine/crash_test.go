@@ -62,7 +62,7 @@ var crashWorkload = defineWorkload(99, &Options{CacheConfig: cache.Config{Quiesc
 func verifyCommitted(t *testing.T, drv vfd.Driver, lastAck uint64, snaps snapshots) uint64 {
 	t.Helper()
 	ctx := context.Background()
-	_, err := Check(ctx, drv)
+	_, err := Check(ctx, "", &Options{Driver: drv})
 	require.NoError(t, err, "check")
 	f, err := OpenWith(drv, &Options{ReadOnly: true})
 	require.NoError(t, err, "open")

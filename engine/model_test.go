@@ -115,18 +115,18 @@ func (r *refArray) verify(t testing.TB, ds *Dataset) {
 		r.verifyVlen(t, ds)
 		return
 	}
-	require.Equal(t, r.dims, ds.Shape(), "%s: shape (want the model's)", ds.Name())
+	require.Equal(t, r.dims, ds.Shape(), "%s: shape (want the model's)", ds.Path())
 	if prod(r.dims) == 0 {
 		return
 	}
 	buf := make([]byte, len(r.data))
-	require.NoError(t, ds.Read(context.Background(), All(r.dims), buf), "%s: read all", ds.Name())
+	require.NoError(t, ds.Read(context.Background(), All(r.dims), buf), "%s: read all", ds.Path())
 	if !bytes.Equal(buf, r.data) {
 		// The first element that differs: a diff of the whole array
 		// would bury it.
 		es := r.elemSize
 		for i := 0; i < len(buf); i += es {
-			require.Equal(t, r.data[i:i+es], buf[i:i+es], "%s: element %d (want the model's)", ds.Name(), i/es)
+			require.Equal(t, r.data[i:i+es], buf[i:i+es], "%s: element %d (want the model's)", ds.Path(), i/es)
 		}
 	}
 }

@@ -51,7 +51,7 @@ func (r *refArray) resizeVlen(dims []uint64) {
 
 func (r *refArray) verifyVlen(t testing.TB, ds *Dataset) {
 	t.Helper()
-	require.Equal(t, r.dims, ds.Shape(), "%s: shape (want the model's)", ds.Name())
+	require.Equal(t, r.dims, ds.Shape(), "%s: shape (want the model's)", ds.Path())
 	if prod(r.dims) == 0 {
 		return
 	}
@@ -61,7 +61,7 @@ func (r *refArray) verifyVlen(t testing.TB, ds *Dataset) {
 func sameVlen(t testing.TB, ds *Dataset, sel Selection, want [][]byte) {
 	t.Helper()
 	got, err := ds.ReadVlen(context.Background(), sel)
-	require.NoError(t, err, "%s: ReadVlen %v", ds.Name(), sel.hyper())
+	require.NoError(t, err, "%s: ReadVlen %v", ds.Path(), sel.hyper())
 	if err := vlenDiff(got, want); err != nil {
 		t.Fatalf("%s: ReadVlen %v: %v", ds.Name(), sel.hyper(), err)
 	}

@@ -1,6 +1,7 @@
 package testfile
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func TestCleanupChecksAndKeeps(t *testing.T) {
 		if skip {
 			o = append(o, NoCheck("the test truncates the file"))
 		}
-		require.NoError(t, Create(rec, path, nil, o...).Close())
+		require.NoError(t, Create(rec, path, nil, o...).Close(context.Background()))
 		require.NoError(t, os.Truncate(path, 100))
 		rec.run()
 		if skip {
