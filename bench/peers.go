@@ -21,7 +21,8 @@ import (
 //go:embed scripts/*.py
 var scripts embed.FS
 
-// Peers says which comparison systems this machine has.
+// Peers says which comparison systems are installed where the benchmarks
+// run.
 type Peers struct {
 	// H5perf is the path of h5perf_serial (Debian hdf5-tools), "" if absent.
 	H5perf string

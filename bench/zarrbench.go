@@ -694,7 +694,8 @@ func zstdCodecFloor(c ZarrBenchConfig, rmp []byte, reps int) (codecFloor, error)
 // codecFigure sets a zstd read row's decoded bytes per CPU-second beside
 // the codec's own single-goroutine speed: how much of each core scc spends
 // on anything but the codec. The note says how fast the codec alone could
-// be on every core, which bounds any reader of this file on this machine.
+// be on all the cores the run had, which bounds any reader of the file on
+// as many cores.
 func codecFigure(r *Report, c ZarrBenchConfig, key, metric string, res zarrRow, pr *zarrPeerRow, cf codecFloor) {
 	if res.CPUSeconds <= 0 || cf.Seconds <= 0 {
 		return

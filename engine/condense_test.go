@@ -24,7 +24,9 @@ func TestCondense(t *testing.T) {
 		reqs, pieces, err := ds.s.kindRequests(sel, kind, buf)
 		must(t, err)
 		pieces[0].vals = vals
-		must(t, ds.s.cacheLayout().Gather(chunk, reqs[0].Piece))
+		cs, err := ds.s.chunks()
+		must(t, err)
+		must(t, cs.Gather(chunk, reqs[0].Piece))
 	}
 	gather(sp, c, Hyperslab([]uint64{0}, []uint64{2}, []uint64{500}, nil), pieceData, bytes.Repeat([]byte{1, 2, 3, 4}, 500), nil)
 	gather(sp, c, Box([]uint64{0}, []uint64{900}), pieceErase, nil, nil)

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/vfd"
 )
@@ -60,30 +62,19 @@ var crashWorkload = defineWorkload(99, &Options{CacheConfig: cache.Config{Quiesc
 func verifyCommitted(t *testing.T, drv vfd.Driver, lastAck uint64, snaps snapshots) uint64 {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := Check(ctx, "", &Options{Driver: drv}); err != nil {
-		t.Fatalf("check: %v", err)
-	}
+	_, err := Check(ctx, "", &Options{Driver: drv})
+	require.NoError(t, err, "check")
 	f, err := Open(ctx, "", &Options{Driver: drv, ReadOnly: true})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
+	require.NoError(t, err, "open")
 	defer f.Close(ctx)
 	gen := f.Generation()
-	if gen < lastAck {
-		t.Fatalf("reopened at generation %d, but generation %d was acknowledged", gen, lastAck)
-	}
+	require.GreaterOrEqual(t, gen, lastAck, "reopened at a generation older than the last acknowledged")
 	want, ok := snaps[gen]
-	if !ok {
-		t.Fatalf("reopened at generation %d, which no commit wrote", gen)
-	}
-	if got := f.datasetNames(); len(got) != len(want) {
-		t.Fatalf("generation %d: datasets %v, want %d", gen, got, len(want))
-	}
+	require.True(t, ok, "reopened at generation %d, which no commit wrote", gen)
+	require.Len(t, f.datasetNames(), len(want), "generation %d: datasets", gen)
 	for n, ref := range want {
 		ds, err := f.OpenDataset(ctx, n, nil)
-		if err != nil {
-			t.Fatalf("generation %d: open %s: %v", gen, n, err)
-		}
+		require.NoError(t, err, "generation %d: open %s", gen, n)
 		ref.verify(t, ds)
 		verifyDefined(t, ds, ref)
 	}
@@ -171,9 +162,8 @@ func crashSweep(t *testing.T, w workload, seed uint64) int {
 	// Count the workload's mutating operations on a clean run.
 	probe := &cutDriver{Driver: vfd.NewCrash()}
 	probe.left.Store(1 << 40)
-	if _, err := w(probe, seed, snapshots{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := w(probe, seed, snapshots{})
+	require.NoError(t, err, "the workload without a cut")
 	total := int(probe.used.Load())
 	tried := 0
 	for k := 0; k <= total; k++ {
@@ -213,9 +203,8 @@ func TestFaultAtEveryOperation(t *testing.T) {
 func faultSweep(t *testing.T, w workload, seed uint64) {
 	t.Helper()
 	probe := vfd.NewFault(vfd.NewMem())
-	if _, err := w(probe, seed, snapshots{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := w(probe, seed, snapshots{})
+	require.NoError(t, err, "the workload without a fault")
 	total := probe.Ops().Total()
 	for k := int64(0); k < total; k++ {
 		mem := vfd.NewMem()

@@ -51,11 +51,14 @@ type dsState struct {
 	// chunk keys (format.ChunkSum).
 	csum format.ChunkSum
 	idx  *lazyIndex // nil for a contiguous dataset
-	// store is the dataset's layout (storage.go). code is the header's
-	// layout code, layoutParams its LayoutParams part, carried unchanged
-	// through header rewrites. admitBytes is what admission counts per
-	// chunk of a request (the most a chunk can take in cache).
+	// store is the dataset's layout (storage.go); chunked is the same
+	// layout as the cache drives its chunks (chunkedstorage.go), nil for
+	// a virtual dataset, and read only through chunks(). code is the
+	// header's layout code, layoutParams its LayoutParams part, carried
+	// unchanged through header rewrites. admitBytes is what admission
+	// counts per chunk of a request (the most a chunk can take in cache).
 	store        storage
+	chunked      chunkedStorage
 	code         uint8
 	layoutParams []byte
 	admitBytes   int64
@@ -98,7 +101,7 @@ type dsState struct {
 		// the same address changed: see adoptLocked.
 		header []byte
 		refs   int
-		cds    *cache.Dataset // registered while refs > 0
+		cds    *cache.Dataset // registered while refs > 0; never for a virtual dataset
 		vcds   *cache.Dataset // a sparse dataset's selection view, registered with cds
 		// pendingTrims are shrinks whose edge-chunk trims could not run
 		// (see SetExtent). Until they have, the extent may not grow and no
@@ -477,28 +480,41 @@ func (s *dsState) acquire() (*Dataset, error) {
 		s.mu.Lock()
 	}
 	if s.mu.refs == 0 {
-		// A registration a failed Close kept (its write-back failed) is
-		// taken over; otherwise the dataset registers. The header's
-		// CacheMinBytes has the cache's meaning: 0 the cache's default,
-		// -1 no reservation.
-		cds, kept := s.mu.cds, s.mu.cds != nil
-		if !kept {
-			var err error
-			cds, err = s.f.cfile.RegisterDataset(s.id, s.cacheLayout(), cache.DatasetOptions{MinBytes: s.minCache})
-			if err != nil {
-				return nil, classify(err)
-			}
-		}
-		if err := s.registerViews(); err != nil {
-			if !kept {
-				_ = cds.Unregister(context.Background())
-			}
+		if err := s.registerLocked(); err != nil {
 			return nil, err
 		}
-		s.mu.cds = cds
 	}
 	s.mu.refs++
 	return &Dataset{s: s}, nil
+}
+
+// registerLocked registers the dataset's chunks with the cache, and the
+// views its layout keeps besides. A virtual dataset keeps no chunks and is
+// not registered: its reads go to its sources' registrations. Caller holds
+// s.mu.
+func (s *dsState) registerLocked() error {
+	cs, err := s.chunks()
+	if err != nil {
+		return nil // a virtual dataset: nothing to register
+	}
+	// A registration a failed Close kept (its write-back failed) is
+	// taken over; otherwise the dataset registers. The header's
+	// CacheMinBytes has the cache's meaning: 0 the cache's default, -1 no
+	// reservation.
+	cds, kept := s.mu.cds, s.mu.cds != nil
+	if !kept {
+		if cds, err = s.f.cfile.RegisterDataset(s.id, cs, cache.DatasetOptions{MinBytes: s.minCache}); err != nil {
+			return classify(err)
+		}
+	}
+	if err := cs.registerViews(); err != nil {
+		if !kept {
+			_ = cds.Unregister(context.Background())
+		}
+		return err
+	}
+	s.mu.cds = cds
+	return nil
 }
 
 // gone reports ErrDeleted once File.Delete removed the dataset. Every
@@ -513,7 +529,13 @@ func (s *dsState) gone() error {
 	return nil
 }
 
+// cacheDataset returns the dataset's registration with the cache:
+// ErrClosed once its last handle closed, errNoChunks for a virtual
+// dataset, which has none.
 func (s *dsState) cacheDataset() (*cache.Dataset, error) {
+	if _, err := s.chunks(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.cds == nil {
@@ -705,7 +727,8 @@ func (d *Dataset) storage(ctx context.Context) (Storage, error) {
 	return st, err
 }
 
-// CacheStats returns the dataset's figures in the shared cache.
+// CacheStats returns the dataset's figures in the shared cache; zero for
+// a virtual dataset, which keeps no chunks of its own there.
 func (d *Dataset) CacheStats() cache.DatasetStats {
 	cds, err := d.s.cacheDataset()
 	if err != nil {
@@ -874,7 +897,14 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 			return fmt.Errorf("%w: dataset %q: extent %v exceeds max shape %v", ErrOutOfRange, s.path(), dims, s.maxShape)
 		}
 	}
-	if err := s.store.checkExtent(dims); err != nil {
+	if s.store.kind() == Virtual {
+		return errVirtualWrite(s.name) // its extent follows its mappings
+	}
+	cs, err := s.chunks()
+	if err != nil {
+		return err
+	}
+	if err := cs.checkExtent(dims); err != nil {
 		return err
 	}
 	// The header decoder's limits (Unlimited as a current extent, more

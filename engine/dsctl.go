@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -12,7 +13,9 @@ import (
 // Options belong to the dataset, not to one handle: every handle of a
 // dataset shares its cache registration, so an open with options sets them
 // for all its handles, replacing what an earlier open set, until the last
-// handle closes; the next open starts from the stored values again.
+// handle closes; the next open starts from the stored values again. A
+// virtual dataset has no registration of its own (its reads go through its
+// sources'), so the options change nothing for it.
 type DatasetOptions struct {
 	// CacheMinBytes is the dataset's minimum reservation in the shared
 	// cache: 0 keeps the value stored at creation (DatasetSpec
@@ -47,9 +50,13 @@ func (o DatasetOptions) Validate() error {
 }
 
 // applyOptions sets o on the dataset's cache registration. The checks come
-// first, so a refused option changes nothing.
+// first, so a refused option changes nothing. A virtual dataset has no
+// registration (its reads go through its sources'): o changes nothing.
 func (s *dsState) applyOptions(o DatasetOptions) error {
 	cds, err := s.cacheDataset()
+	if errors.Is(err, errNoChunks) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -87,12 +94,16 @@ func (d *Dataset) Flush(ctx context.Context) error {
 // Evict writes back the dataset's dirty chunks, then drops its chunks from
 // the shared cache, freeing the memory for other datasets; chunks in use by
 // a request at that moment stay. It does not commit: the written chunks
-// are durable after the next Flush, like any write-back.
+// are durable after the next Flush, like any write-back. A virtual
+// dataset keeps no chunks of its own: Evict does nothing.
 func (d *Dataset) Evict(ctx context.Context) error {
 	if err := d.check(false); err != nil {
 		return err
 	}
 	s := d.s
+	if _, err := s.chunks(); err != nil {
+		return nil // a virtual dataset: nothing of it in the cache
+	}
 	s.mu.Lock()
 	cds, vcds := s.mu.cds, s.mu.vcds
 	s.mu.Unlock()
@@ -119,6 +130,9 @@ func (f *File) writeBack(ctx context.Context, only *dsState) error {
 		return f.cfile.Flush(ctx)
 	}
 	cds, err := only.cacheDataset()
+	if errors.Is(err, errNoChunks) {
+		return nil // a virtual dataset: nothing to write back
+	}
 	if err != nil {
 		return err
 	}

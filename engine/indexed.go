@@ -201,6 +201,10 @@ func (x indexedStorage) usage(ctx context.Context) (Storage, error) {
 }
 
 func (x indexedStorage) chunkExtents(ctx context.Context) ([]ChunkExtent, error) {
+	cs, err := x.s.chunks()
+	if err != nil {
+		return nil, err
+	}
 	ix, err := x.s.idx.get(ctx)
 	if err != nil {
 		return nil, err
@@ -208,7 +212,7 @@ func (x indexedStorage) chunkExtents(ctx context.Context) ([]ChunkExtent, error)
 	var out []ChunkExtent
 	var rerr error
 	err = ix.Range(ctx, func(c []uint64, e index.Entry) bool {
-		if !entryFits(e, x.s.maxStored()) {
+		if !entryFits(e, cs.maxStored()) {
 			rerr = fmt.Errorf("%w: dataset %q chunk %v index entry (addr %d, size %d) outside the file's space", ErrCorrupt, x.s.name, c, e.Addr, e.Size)
 			return false
 		}
@@ -224,6 +228,10 @@ func (x indexedStorage) chunkExtents(ctx context.Context) ([]ChunkExtent, error)
 
 func (x indexedStorage) liveExtents(ctx context.Context, live []alloc.Extent) ([]alloc.Extent, error) {
 	s := x.s
+	cs, err := s.chunks()
+	if err != nil {
+		return nil, err
+	}
 	ix, err := s.idx.get(ctx)
 	if err != nil {
 		return nil, err
@@ -237,7 +245,7 @@ func (x indexedStorage) liveExtents(ctx context.Context, live []alloc.Extent) ([
 	}
 	var rerr error
 	err = ix.Range(ctx, func(coord []uint64, ie index.Entry) bool {
-		if !entryFits(ie, s.maxStored()) {
+		if !entryFits(ie, cs.maxStored()) {
 			rerr = fmt.Errorf("%w: dataset %q chunk %v index entry (addr %d, size %d) outside the file's space", ErrCorrupt, s.name, coord, ie.Addr, ie.Size)
 			return false
 		}
@@ -258,6 +266,10 @@ func (x indexedStorage) liveExtents(ctx context.Context, live []alloc.Extent) ([
 // layout finds whole.
 func (x indexedStorage) checkStored(ctx context.Context, name string, run *checkRun) error {
 	s := x.s
+	cs, err := s.chunks()
+	if err != nil {
+		return err
+	}
 	ix, err := s.idx.get(ctx)
 	if err != nil {
 		run.problem("dataset %q index: %v", name, err)
@@ -291,7 +303,7 @@ func (x indexedStorage) checkStored(ctx context.Context, name string, run *check
 		}
 		// Bounds in uint64 first: a size or address of 2^63 or more is
 		// negative as an int64 and its end may wrap below the end of file.
-		if !entryFits(c.e, s.maxStored()) || c.e.Addr+c.e.Size > uint64(run.eof) {
+		if !entryFits(c.e, cs.maxStored()) || c.e.Addr+c.e.Size > uint64(run.eof) {
 			run.problem("dataset %q: chunk %v entry (addr %d, size %d) outside the file's space", name, c.coord, c.e.Addr, c.e.Size)
 			continue
 		}
@@ -308,12 +320,12 @@ func (x indexedStorage) checkStored(ctx context.Context, name string, run *check
 			continue
 		}
 		loc := layout.Location{Addr: int64(c.e.Addr), Size: int64(c.e.Size), Mask: c.e.Mask, Sum: c.e.Sum}
-		ch, err := s.store.Decode(c.coord, loc, img)
+		ch, err := cs.Decode(c.coord, loc, img)
 		if err != nil {
 			run.problem("dataset %q: chunk %v: %v", name, c.coord, err)
 			continue
 		}
-		if err := s.store.checkChunk(c.coord, ch, s.shape()); err != nil {
+		if err := cs.checkChunk(c.coord, ch, s.shape()); err != nil {
 			run.problem("dataset %q: %v", name, err)
 			continue
 		}

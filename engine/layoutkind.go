@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/filter"
 )
 
@@ -62,24 +61,25 @@ func knownLayout(code uint8) bool {
 // setLayout builds the dataset's layout from its header fields.
 func (s *dsState) setLayout(code uint8, params []byte) error {
 	s.code, s.layoutParams = code, params
+	var cs chunkedStorage
 	switch code {
 	case layoutDense:
 		l := &denseLayout{indexedStorage: indexedStorage{s}}
-		s.store = l
+		cs = l
 		if len(params) != 0 {
 			sh, err := newShardState(s, params)
 			if err != nil {
 				return fmt.Errorf("dataset %q: %w", s.name, err)
 			}
 			l.sh = sh
-			s.store = &shardLayout{l}
+			cs = &shardLayout{l}
 		}
 	case layoutSparse:
 		l, err := newSparseLayout(s, params)
 		if err != nil {
 			return fmt.Errorf("dataset %q: %w", s.name, err)
 		}
-		s.store = l
+		cs = l
 	case layoutContig:
 		if len(s.pipeline.Specs()) > 0 {
 			return fmt.Errorf("%w: contiguous dataset %q with filters", ErrCorrupt, s.name)
@@ -91,23 +91,24 @@ func (s *dsState) setLayout(code uint8, params []byte) error {
 		if err != nil {
 			return err
 		}
-		s.store, s.idx = l, nil
+		cs, s.idx = l, nil
 	case layoutVlen:
 		l, err := newVlenLayout(s, params)
 		if err != nil {
 			return fmt.Errorf("dataset %q: %w", s.name, err)
 		}
-		s.store = l
+		cs = l
 	case layoutVirtual:
 		l, err := newVirtualLayout(s, params)
 		if err != nil {
 			return fmt.Errorf("dataset %q: %w", s.name, err)
 		}
 		s.store, s.idx = l, nil
+		return nil // it keeps no chunks: nothing for the cache
 	default:
 		return fmt.Errorf("%w: dataset %q: layout code %d", ErrCorrupt, s.name, code)
 	}
-	s.admitBytes = s.store.admitBytes()
+	s.store, s.chunked, s.admitBytes = cs, cs, cs.admitBytes()
 	return nil
 }
 
@@ -120,16 +121,6 @@ func (s *dsState) indexKind() uint8 {
 	}
 	return uint8(x.kind())
 }
-
-// cacheLayout is the layout registered with the cache.
-func (s *dsState) cacheLayout() layout.Layout { return s.store }
-
-// maxStored bounds the stored size of one chunk.
-func (s *dsState) maxStored() int64 { return s.store.maxStored() }
-
-// registerViews registers the cache datasets a layout has besides its
-// own (a sparse dataset's selection view). Caller holds s.mu.
-func (s *dsState) registerViews() error { return s.store.registerViews() }
 
 // layoutParams is the header's LayoutParams for the spec's layout.
 func (s DatasetSpec) layoutParams() []byte {
@@ -245,4 +236,18 @@ func needLayout[L storage](s *dsState, call string) (L, error) {
 		return l, needLayouts(s, call, l.kind())
 	}
 	return l, nil
+}
+
+// errNoChunks refuses a call on a dataset whose layout keeps no chunks
+// (a virtual dataset) that only means something for chunks.
+var errNoChunks = fmt.Errorf("%w: the dataset keeps no chunks", ErrInvalid)
+
+// chunks returns the dataset's layout as the chunked storage the cache
+// drives; a virtual dataset has none (errNoChunks, naming the dataset and
+// its layout).
+func (s *dsState) chunks() (chunkedStorage, error) {
+	if s.chunked == nil {
+		return nil, fmt.Errorf("%w: %q is %v", errNoChunks, s.path(), s.store.kind())
+	}
+	return s.chunked, nil
 }

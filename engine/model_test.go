@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -114,22 +115,18 @@ func (r *refArray) verify(t testing.TB, ds *Dataset) {
 		r.verifyVlen(t, ds)
 		return
 	}
-	if got := ds.Shape(); !equal(got, r.dims) {
-		t.Fatalf("%s: shape %v, model %v", ds.Path(), got, r.dims)
-	}
+	require.Equal(t, r.dims, ds.Shape(), "%s: shape (want the model's)", ds.Path())
 	if prod(r.dims) == 0 {
 		return
 	}
 	buf := make([]byte, len(r.data))
-	if err := ds.Read(context.Background(), All(r.dims), buf); err != nil {
-		t.Fatalf("%s: read all: %v", ds.Path(), err)
-	}
+	require.NoError(t, ds.Read(context.Background(), All(r.dims), buf), "%s: read all", ds.Path())
 	if !bytes.Equal(buf, r.data) {
+		// The first element that differs: a diff of the whole array
+		// would bury it.
 		es := r.elemSize
 		for i := 0; i < len(buf); i += es {
-			if !bytes.Equal(buf[i:i+es], r.data[i:i+es]) {
-				t.Fatalf("%s: element %d is %x, model %x", ds.Path(), i/es, buf[i:i+es], r.data[i:i+es])
-			}
+			require.Equal(t, r.data[i:i+es], buf[i:i+es], "%s: element %d (want the model's)", ds.Path(), i/es)
 		}
 	}
 }
@@ -184,11 +181,11 @@ func compressibleBytes(rng *rand.Rand, n int) []byte {
 	return b
 }
 
+// must is require.NoError, for the many calls whose success is a
+// precondition of the test.
 func must(t testing.TB, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 func name(i int) string { return fmt.Sprintf("ds%02d", i) }

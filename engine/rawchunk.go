@@ -226,6 +226,10 @@ func (d *Dataset) StatChunkRaw(ctx context.Context, coords []uint64) (chunk Stor
 
 func (d *Dataset) statChunkRaw(ctx context.Context, coords []uint64) (StoredChunk, error) {
 	s := d.s
+	cs, err := s.chunks()
+	if err != nil {
+		return StoredChunk{}, err
+	}
 	reg, err := s.chunkRegion(coords)
 	if err != nil {
 		return StoredChunk{}, err
@@ -251,7 +255,7 @@ func (d *Dataset) statChunkRaw(ctx context.Context, coords []uint64) (StoredChun
 		return StoredChunk{}, classify(err)
 	case !e.Exists():
 		return StoredChunk{}, fmt.Errorf("%w: chunk %v of %q is not stored", ErrNotFound, coords, s.name)
-	case !entryFits(e, s.store.maxStored()) || e.Size < format.ChunkFrameOverhead:
+	case !entryFits(e, cs.maxStored()) || e.Size < format.ChunkFrameOverhead:
 		return StoredChunk{}, fmt.Errorf("%w: chunk %v index entry (addr %d, size %d)", ErrCorrupt, coords, e.Addr, e.Size)
 	}
 	return StoredChunk{Coords: clone(coords), Size: e.Size - format.ChunkFrameOverhead, FilterMask: e.Mask, Addr: e.Addr, Sum: e.Sum}, nil
@@ -296,11 +300,15 @@ type rawWrite struct {
 // drops any cached copy and writes the frame before it returns.
 func (d *Dataset) writeRaw(ctx context.Context, coords []uint64, data []byte, filterMask uint32, w rawWrite) error {
 	s := d.s
+	cs, err := s.chunks()
+	if err != nil {
+		return err
+	}
 	if _, err := s.chunkRegion(coords); err != nil {
 		return err
 	}
-	if int64(len(data))+format.ChunkFrameOverhead > s.store.maxStored() {
-		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), s.store.maxStored()-format.ChunkFrameOverhead)
+	if bound := cs.maxStored(); int64(len(data))+format.ChunkFrameOverhead > bound {
+		return fmt.Errorf("%w: encoded chunk of %d bytes exceeds the stored bound %d", ErrInvalid, len(data), bound-format.ChunkFrameOverhead)
 	}
 	decoded := data  // verified by decoding: the chunk's elements
 	var image []byte // the stored frame, when not data and its trailer

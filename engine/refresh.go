@@ -361,6 +361,10 @@ func (s *dsState) adopt(ctx context.Context, e format.CatalogEntry, hdr format.D
 // reopen, and a reopen would find them. A read-only file has no dirty
 // chunks, so this does no I/O.
 func (s *dsState) invalidate(ctx context.Context) error {
+	cs, err := s.chunks()
+	if err != nil {
+		return nil // a virtual dataset: nothing cached
+	}
 	s.mu.Lock()
 	if cds := s.mu.cds; cds != nil {
 		s.mu.Unlock()
@@ -369,7 +373,7 @@ func (s *dsState) invalidate(ctx context.Context) error {
 	// Detached: registered for the drop and released again, holding s.mu
 	// so that an acquire cannot register the dataset meanwhile.
 	defer s.mu.Unlock()
-	cds, err := s.f.cfile.RegisterDataset(s.id, s.cacheLayout(), cache.DatasetOptions{MinBytes: s.minCache})
+	cds, err := s.f.cfile.RegisterDataset(s.id, cs, cache.DatasetOptions{MinBytes: s.minCache})
 	if err != nil {
 		return classify(err)
 	}

@@ -3,41 +3,28 @@ package engine
 import (
 	"context"
 
-	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/alloc"
 	"github.com/scc-dev/scc/engine/internal/format"
 )
 
-// storage is a dataset's layout as the engine drives it: the layout.Layout
-// the cache calls for its chunks, and what the engine itself asks of the
-// layout around them (commit, Refresh, Check, space accounting). Every
-// layout implements it, and a dataset holds exactly one (dsState.store),
+// storage is a dataset's layout as the engine drives it around the data
+// path: commit, Refresh, Check, Delete and space accounting. Every layout
+// implements it in full, and a dataset holds exactly one (dsState.store),
 // so nothing outside a layout asks which layout a dataset has, except to
 // reach a layout's own calls through asLayout, and to refuse a call on
 // the layouts that do not serve it through needLayouts.
 //
-// Dense, sparse and variable-length datasets keep their chunks in a chunk
-// index and share that part (indexedStorage); a contiguous dataset keeps one
-// extent and no index.
+// The layouts whose elements are chunks the shared cache holds (dense,
+// sparse, variable-length, contiguous) implement chunkedStorage besides
+// (chunkedstorage.go), reached through dsState.chunks. A virtual dataset
+// keeps no chunks: its elements are its sources', and it implements this
+// interface only.
 type storage interface {
-	layout.Layout
 	// kind is the layout as the API names it.
 	kind() LayoutKind
-	// maxStored bounds the stored size of one chunk.
-	maxStored() int64
-	// admitBytes is what admission counts per chunk of a request: the
-	// most a chunk can take in cache (dsState.admitBytes keeps it).
-	admitBytes() int64
-	// registerViews registers the cache datasets the layout keeps besides
-	// its own (a sparse dataset's selection view). Caller holds s.mu.
-	registerViews() error
-	// checkChunk verifies a decoded chunk's structure beyond what Decode
-	// checks, for Check; dims is the dataset's shape.
-	checkChunk(coord []uint64, ch layout.Chunk, dims []uint64) error
-	// chunkIndex is the dataset's chunk index, if the layout keeps one.
+	// chunkIndex is the dataset's chunk index, if the layout keeps one
+	// (a contiguous dataset keeps one extent, a virtual one nothing).
 	chunkIndex() (*lazyIndex, bool)
-	// checkExtent refuses an extent the layout cannot take (SetExtent).
-	checkExtent(dims []uint64) error
 
 	// commit makes the layout's part of the dataset's state durable for a
 	// header write and returns that header's IndexRoot and, when they
@@ -66,4 +53,5 @@ var (
 	_ storage = (*sparseLayout)(nil)
 	_ storage = (*vlenLayout)(nil)
 	_ storage = (*contigLayout)(nil)
+	_ storage = (*virtualLayout)(nil)
 )

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -49,9 +51,7 @@ type tFile struct {
 func tCreate(t testing.TB, drv vfd.Driver, opts *Options, o ...tOpt) *File {
 	t.Helper()
 	f, err := Create(context.Background(), "", withDriver(opts, drv))
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
+	require.NoError(t, err, "create")
 	track(t, &tFile{f: f, drv: drv}, o)
 	return f
 }
@@ -60,9 +60,7 @@ func tCreate(t testing.TB, drv vfd.Driver, opts *Options, o ...tOpt) *File {
 func tOpen(t testing.TB, drv vfd.Driver, opts *Options, o ...tOpt) *File {
 	t.Helper()
 	f, err := Open(context.Background(), "", withDriver(opts, drv))
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
+	require.NoError(t, err, "open")
 	track(t, &tFile{f: f, drv: drv}, o)
 	return f
 }
@@ -71,9 +69,7 @@ func tOpen(t testing.TB, drv vfd.Driver, opts *Options, o ...tOpt) *File {
 func tCreatePath(t testing.TB, path string, opts *Options, o ...tOpt) *File {
 	t.Helper()
 	f, err := Create(context.Background(), path, opts)
-	if err != nil {
-		t.Fatalf("create %s: %v", path, err)
-	}
+	require.NoError(t, err, "create %s", path)
 	track(t, &tFile{f: f, path: path}, o)
 	return f
 }
@@ -82,9 +78,7 @@ func tCreatePath(t testing.TB, path string, opts *Options, o ...tOpt) *File {
 func tOpenPath(t testing.TB, path string, opts *Options, o ...tOpt) *File {
 	t.Helper()
 	f, err := Open(context.Background(), path, opts)
-	if err != nil {
-		t.Fatalf("open %s: %v", path, err)
-	}
+	require.NoError(t, err, "open %s", path)
 	track(t, &tFile{f: f, path: path}, o)
 	return f
 }

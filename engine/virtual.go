@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/alloc"
 	"github.com/scc-dev/scc/engine/internal/format"
@@ -30,9 +29,10 @@ import (
 // views).
 //
 // A virtual dataset is a layout like the others (virtualLayout implements
-// storage); it keeps no chunks of its own. A read is split by mapping
-// into reads of the source datasets, which run concurrently, each through
-// the source's own path: its serializer, the cache's admission and the
+// storage); it keeps no chunks of its own (no chunkedStorage) and is not
+// registered with the cache. A read is split by mapping into reads of the
+// source datasets, which run concurrently, each through the source's own
+// path: its serializer, the cache's admission and the
 // shared cache, since source files open with the virtual file's cache.
 // Missing sources, and the parts of a mapping beyond a source's extent,
 // read as the fill value; a source that fails to read fails the read.
@@ -412,8 +412,6 @@ type virtualLayout struct {
 	// success: every read then evaluates again first (evalExtent).
 	evalErr atomic.Pointer[error]
 }
-
-var _ storage = (*virtualLayout)(nil)
 
 func newVirtualLayout(s *dsState, params []byte) (*virtualLayout, error) {
 	maps, err := decodeVirtualMaps(params, s.maxShape)
@@ -1149,21 +1147,12 @@ func allFixed(ds []vsrcDim) bool {
 }
 
 // The storage interface: a virtual dataset stores nothing in its file
-// but its header.
+// but its header, and keeps no chunks (it implements storage, not
+// chunkedStorage).
 
 func (l *virtualLayout) kind() LayoutKind { return Virtual }
 
-func (l *virtualLayout) maxStored() int64 { return 0 }
-
-func (l *virtualLayout) admitBytes() int64 { return int64(l.s.elemSize) }
-
-func (l *virtualLayout) registerViews() error { return nil }
-
-func (l *virtualLayout) checkChunk([]uint64, layout.Chunk, []uint64) error { return nil }
-
 func (l *virtualLayout) chunkIndex() (*lazyIndex, bool) { return nil, false }
-
-func (l *virtualLayout) checkExtent([]uint64) error { return errVirtualWrite(l.s.name) }
 
 func (l *virtualLayout) commit(context.Context) (root, params []byte, err error) {
 	return nil, nil, nil
@@ -1195,42 +1184,6 @@ func (l *virtualLayout) liveExtents(_ context.Context, live []alloc.Extent) ([]a
 }
 
 func (l *virtualLayout) checkStored(context.Context, string, *checkRun) error { return nil }
-
-// The cache's callbacks: a virtual dataset is registered like any other
-// (its handles, its statistics) but never has a chunk, because its reads
-// go to the sources and its writes are refused before the cache.
-
-var errNoChunks = fmt.Errorf("%w: a virtual dataset has no chunks", ErrInvalid)
-
-func (l *virtualLayout) ChunkDims() []uint64 { return l.s.chunk }
-
-func (l *virtualLayout) Lookup(context.Context, []layout.Coord, []layout.Location) error {
-	return errNoChunks
-}
-
-func (l *virtualLayout) NewChunk(layout.Coord, bool) (layout.Chunk, error) { return nil, errNoChunks }
-
-func (l *virtualLayout) Decode(layout.Coord, layout.Location, []byte) (layout.Chunk, error) {
-	return nil, errNoChunks
-}
-
-func (l *virtualLayout) Encode(layout.Coord, layout.Chunk) (layout.Encoded, error) {
-	return layout.Encoded{}, errNoChunks
-}
-
-func (l *virtualLayout) Insert(context.Context, []layout.Insertion) error { return errNoChunks }
-
-func (l *virtualLayout) Publish(context.Context, []layout.Insertion, error) error { return errNoChunks }
-
-func (l *virtualLayout) Scatter(layout.Chunk, layout.Piece) error { return errNoChunks }
-
-func (l *virtualLayout) ScatterFill(layout.Piece) error { return errNoChunks }
-
-func (l *virtualLayout) Gather(layout.Chunk, layout.Piece) error { return errNoChunks }
-
-func (l *virtualLayout) Trim(layout.Coord, layout.Chunk, []uint64) (bool, error) {
-	return false, errNoChunks
-}
 
 // virtualDirectMin is the smallest block readBlocks reads straight into
 // the caller's buffer: below it, the cost of a source read per block

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/vfd"
 )
@@ -49,9 +51,7 @@ func (r *refArray) resizeVlen(dims []uint64) {
 
 func (r *refArray) verifyVlen(t testing.TB, ds *Dataset) {
 	t.Helper()
-	if got := ds.Shape(); !equal(got, r.dims) {
-		t.Fatalf("%s: shape %v, model %v", ds.Path(), got, r.dims)
-	}
+	require.Equal(t, r.dims, ds.Shape(), "%s: shape (want the model's)", ds.Path())
 	if prod(r.dims) == 0 {
 		return
 	}
@@ -61,9 +61,7 @@ func (r *refArray) verifyVlen(t testing.TB, ds *Dataset) {
 func sameVlen(t testing.TB, ds *Dataset, sel Selection, want [][]byte) {
 	t.Helper()
 	got, err := ds.ReadVlen(context.Background(), sel)
-	if err != nil {
-		t.Fatalf("%s: ReadVlen %v: %v", ds.Path(), sel.hyper(), err)
-	}
+	require.NoError(t, err, "%s: ReadVlen %v", ds.Path(), sel.hyper())
 	if err := vlenDiff(got, want); err != nil {
 		t.Fatalf("%s: ReadVlen %v: %v", ds.Path(), sel.hyper(), err)
 	}

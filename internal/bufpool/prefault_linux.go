@@ -67,8 +67,9 @@ func prefault(b []byte) {
 // of its page table (2.5–4 ms for 32 MiB, a third of reading one 32 MiB
 // chunk), which sampling avoids. Contents are unchanged (see prefault).
 //
-// These figures are one-off before/after runs on that VM, not a benchmark
-// here; `scctl bench zarrbench` prints the read beside its pread floor.
+// These figures are one-off before/after runs at GOMAXPROCS 2, not a
+// benchmark here; `scctl bench zarrbench` prints the read beside its pread
+// floor.
 func PopulateCold(b []byte) {
 	if len(b) < populateMin {
 		return

@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/vfd"
 )
@@ -44,9 +46,7 @@ type file struct {
 func Create(t testing.TB, path string, opts *engine.Options, o ...Opt) *engine.File {
 	t.Helper()
 	f, err := engine.Create(context.Background(), path, opts)
-	if err != nil {
-		t.Fatalf("create %s: %v", path, err)
-	}
+	require.NoError(t, err, "create %s", path)
 	track(t, &file{f: f, path: path}, o)
 	return f
 }
@@ -55,9 +55,7 @@ func Create(t testing.TB, path string, opts *engine.Options, o ...Opt) *engine.F
 func CreateWith(t testing.TB, drv vfd.Driver, opts *engine.Options, o ...Opt) *engine.File {
 	t.Helper()
 	f, err := engine.Create(context.Background(), "", WithDriver(opts, drv))
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
+	require.NoError(t, err, "create")
 	track(t, &file{f: f, drv: drv}, o)
 	return f
 }

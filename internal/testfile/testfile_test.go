@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -42,9 +45,7 @@ func TestCleanupChecksAndKeeps(t *testing.T) {
 	Create(ok, filepath.Join(dir, "ok.scc"), nil)
 	CreateWith(ok, vfd.NewMem(), nil)
 	ok.run()
-	if len(ok.errs) != 0 {
-		t.Fatalf("consistent files: %q", ok.errs)
-	}
+	require.Empty(t, ok.errs, "consistent files")
 
 	for _, skip := range []bool{false, true} {
 		path := filepath.Join(dir, fmt.Sprintf("bad-%v.scc", skip))
@@ -53,29 +54,21 @@ func TestCleanupChecksAndKeeps(t *testing.T) {
 		if skip {
 			o = append(o, NoCheck("the test truncates the file"))
 		}
-		if err := Create(rec, path, nil, o...).Close(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(path, 100); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, Create(rec, path, nil, o...).Close(context.Background()))
+		require.NoError(t, os.Truncate(path, 100))
 		rec.run()
 		if skip {
-			if len(rec.errs) != 0 || len(rec.logs) != 1 {
-				t.Fatalf("opted out: errors %q, logs %q", rec.errs, rec.logs)
-			}
+			assert.Empty(t, rec.errs, "opted out: errors")
+			assert.Len(t, rec.logs, 1, "opted out: logs")
 			continue
 		}
-		if len(rec.errs) != 1 {
-			t.Fatalf("truncated file: errors %q, want one", rec.errs)
-		}
+		require.Len(t, rec.errs, 1, "truncated file: errors")
 		m := regexp.MustCompile(`file kept at (\S+)$`).FindStringSubmatch(rec.errs[0])
-		if m == nil {
-			t.Fatalf("%q names no kept copy", rec.errs[0])
-		}
+		require.NotNil(t, m, "%q names no kept copy", rec.errs[0])
 		t.Cleanup(func() { os.Remove(m[1]) })
-		if b, err := os.ReadFile(m[1]); err != nil || len(b) != 100 || !strings.HasPrefix(m[1], os.TempDir()) {
-			t.Errorf("kept copy %s: %d bytes, %v", m[1], len(b), err)
-		}
+		assert.True(t, strings.HasPrefix(m[1], os.TempDir()), "kept copy %s outside %s", m[1], os.TempDir())
+		b, err := os.ReadFile(m[1])
+		require.NoError(t, err, "kept copy")
+		assert.Len(t, b, 100, "kept copy: the truncated file's bytes")
 	}
 }
