@@ -145,10 +145,10 @@ func (c *Cache) RestoreAdaptiveState(st AdaptiveState) error {
 		size = st.SizeBytes
 	}
 	s := c.sizes.newSizing(raw, size)
-	c.publishLocked(s, ResizeDecision{
+	c.sizes.publishLocked(s, ResizeDecision{
 		Epoch: st.Epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
 	}, old.quiescent != s.quiescent)
-	c.sizes.adaptive.reset(c, s)
+	c.sizes.reset(s)
 	c.sizes.adaptive.mu.epoch = st.Epoch
 	c.sizes.adaptive.mu.startHits -= st.OpenHits
 	c.sizes.adaptive.mu.startMisses -= st.OpenAccesses - st.OpenHits

@@ -440,7 +440,7 @@ func (c *Cache) settlePrefetch(d *Dataset, es []*entry) {
 			d.size.Add(dlt)
 			c.budget.charge(dlt)
 		}
-		c.linkLocked(e)
+		c.mu.linkLocked(e)
 	}
 	c.mu.Unlock()
 	for _, e := range es {
@@ -463,7 +463,7 @@ func (c *Cache) evictClean(need int64) {
 	var planned int64
 	round := map[*Dataset]int64{}
 	c.mu.Lock()
-	c.drainLocked()
+	c.mu.drainLocked(&c.access)
 	c.mu.pol.Nominate(func(e *entry) verdict {
 		if planned >= need {
 			return stop

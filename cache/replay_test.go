@@ -105,7 +105,7 @@ func TestReplayerSleepsAndWakes(t *testing.T) {
 		r0 := e.c.access.replay.rounds.Load()
 		e.c.mu.Lock()
 		// Window 0: every hit is recorded (no entry counts as recent).
-		e.c.access.clock.window.Store(0)
+		e.c.mu.clock.window.Store(0)
 		e.c.mu.Unlock()
 		burst()
 		waitFor(t, "a replay", func() bool { return e.c.access.replay.rounds.Load() > r0 })
