@@ -138,7 +138,7 @@ func recordPending(c *Cache, x *entry) bool {
 	found := false
 	for i := range c.access.slots.slots {
 		s := &c.access.slots.slots[i]
-		s.hold()
+		s.hold(&c.access.slots)
 		found = found || slices.Contains(s.rec, x)
 		s.e.Store(nil)
 	}
@@ -150,7 +150,7 @@ func recordsPending(c *Cache) int {
 	n := 0
 	for i := range c.access.slots.slots {
 		s := &c.access.slots.slots[i]
-		s.hold()
+		s.hold(&c.access.slots)
 		n += len(s.rec)
 		s.e.Store(nil)
 	}

@@ -97,27 +97,34 @@ func (a *accessRecording) record(e *entry) {
 }
 
 // drainLocked calls f with the buffered access records: the read slots'
-// (latch.go) and the shared buffer's (hits that took a pin). Caller holds
-// Cache.mu.
+// (latch.go) and the shared buffer's (hits that took a pin), waiting for
+// the readers that hold slots. Caller holds Cache.mu.
 func (a *accessRecording) drainLocked(f func([]*entry)) {
-	a.slots.drain(f)
+	a.drainSome(f, true)
+}
+
+// drainSome is drainLocked; without wait it passes by the slots their
+// readers keep (readSlots.drain) and reports whether it did.
+func (a *accessRecording) drainSome(f func([]*entry), wait bool) (skipped bool) {
+	skipped = a.slots.drain(f, wait)
 	a.buf.Drain(f)
+	return skipped
 }
 
 // replayOnce drains the recorded accesses into the order p and returns
-// the records it replayed.
-func (a *accessRecording) replayOnce(p *policyLock) int {
-	n := 0
+// the records it replayed. Without wait it passes by the read slots
+// their readers keep, and skipped reports that it did.
+func (a *accessRecording) replayOnce(p *policyLock, wait bool) (n int, skipped bool) {
 	p.Lock()
-	a.drainLocked(func(batch []*entry) {
+	skipped = a.drainSome(func(batch []*entry) {
 		n += len(batch)
 		p.touchLocked(batch)
-	})
+	}, wait)
 	p.Unlock()
 	if n > 0 {
 		a.replay.rounds.Add(1)
 	}
-	return n
+	return n, skipped
 }
 
 // replayer applies buffered access records to the order p (see above)
@@ -127,7 +134,10 @@ func (a *accessRecording) replayer(jobs *background, p *policyLock) {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	for {
-		if a.replayOnce(p) > 0 {
+		// Polls pass by the slots readers hold: a reader busy enough to
+		// be found in its slot again and again records more soon, and
+		// the next poll, or the waiting drain before a sleep, takes them.
+		if n, skipped := a.replayOnce(p, false); n > 0 || skipped {
 			t.Reset(replayPoll)
 			select {
 			case <-jobs.ctx.Done():
@@ -139,10 +149,11 @@ func (a *accessRecording) replayer(jobs *background, p *policyLock) {
 		}
 		// Going to sleep. A reader whose stripe reached its mark while we
 		// were polling saw sleeping clear and sent nothing; its record was
-		// appended before it looked, so the drain after the store below
-		// finds it (or the reader sees sleeping set and kicks).
+		// appended before it looked, so the drain after the store below,
+		// which waits for the slots' readers, finds it (or the reader sees
+		// sleeping set and kicks).
 		a.replay.sleeping.Store(true)
-		if a.replayOnce(p) == 0 {
+		if n, _ := a.replayOnce(p, true); n == 0 {
 			select {
 			case <-jobs.ctx.Done():
 				return
