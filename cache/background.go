@@ -26,7 +26,8 @@ type background struct {
 }
 
 // trimState is the trimmer's: it brings the cache back toward the
-// quiescent size once no request is running (Cache.trimmer).
+// quiescent size once no request is running (Cache.trimmer, which
+// evicts).
 type trimState struct {
 	// kick is a pending wake-up. Capacity 1, sent without blocking (by
 	// endOn and File.ChargeMetadata when resident bytes are over the quiescent

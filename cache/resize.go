@@ -170,28 +170,39 @@ func (c *Cache) SetConfig(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	c.sizes.adaptive.mu.Lock()
-	old := c.sizes.current()
+	s, err := c.sizes.configure(cfg)
+	if err != nil {
+		return err
+	}
+	return c.shrinkTo(ctx, s.active)
+}
+
+// configure puts cfg (validated) in force for SetConfig and returns the
+// new sizing; a field only New can set that cfg changes fails it with
+// nothing changed.
+func (z *sizer) configure(cfg Config) (*sizing, error) {
+	z.adaptive.mu.Lock()
+	old := z.current()
 	runnerGiven := cfg.Runner != nil
 	if !runnerGiven {
 		cfg.Runner = old.raw.Runner
 	}
 	if err := immutableChanged(old.raw, cfg, runnerGiven); err != nil {
-		c.sizes.adaptive.mu.Unlock()
-		return err
+		z.adaptive.mu.Unlock()
+		return nil, err
 	}
 	size := int64(-1) // what cfg asks for
 	if cfg.Adaptive.Enabled && old.raw.Adaptive.Enabled && cfg.Adaptive.InitialBytes == old.raw.Adaptive.InitialBytes {
 		size = old.quiescent
 	}
-	s := c.sizes.newSizing(cfg, size)
-	c.sizes.publishLocked(s, ResizeDecision{
-		Epoch: c.sizes.adaptive.mu.epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
+	s := z.newSizing(cfg, size)
+	z.publishLocked(s, ResizeDecision{
+		Epoch: z.adaptive.mu.epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
 	}, old.quiescent != s.quiescent)
-	c.sizes.reset(s)
-	c.sizes.adaptive.mu.Unlock()
-	c.sizes.adaptive.wakeAdaptor()
-	return c.shrinkTo(ctx, s.active)
+	z.reset(s)
+	z.adaptive.mu.Unlock()
+	z.adaptive.wakeAdaptor()
+	return s, nil
 }
 
 // shrinkTo evicts until resident bytes fit under limit (or nothing more

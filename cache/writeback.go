@@ -513,7 +513,7 @@ type wbScratch struct {
 	fileErr map[*File]error
 	done    []int
 	// encoding is the bytes of this round's images counted in
-	// budget.encoding (encodeRound), taken out once they are released.
+	// writer.encoding (encodeRound), taken out once they are released.
 	encoding atomic.Int64
 }
 
