@@ -95,7 +95,7 @@ func (c *Cache) trimmer() {
 				// No chunk can go, and metadata alone is over the
 				// quiescent size: its re-readable part can (external.go).
 				if c.budget.metadata.Load() > sz.quiescent {
-					c.shedMetadata()
+					c.budget.shedMetadata(c.registered.files, &c.stats)
 				}
 				break
 			}

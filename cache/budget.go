@@ -131,6 +131,36 @@ func (b *budget) settleBack(e *entry) {
 	}
 }
 
+// modifiedLocked records a modification of e's chunk: new size, dirty,
+// version bump, pre-encoded image invalidated (given back to pre, the
+// waste counted in st). Caller holds e.latch exclusively.
+func (b *budget) modifiedLocked(e *entry, pre *preEncodeState, st *counters) {
+	// The image's bytes are part of old; dropping it here releases them
+	// with the size update below.
+	var img int64
+	if p := e.encoded.Swap(nil); p != nil {
+		img = p.bytes()
+		pre.bytes.Add(-img)
+		st.preWasted.Add(1)
+		p.release()
+	}
+	old := e.size.Load()
+	ms := e.chunk.MemSize()
+	if ms != old {
+		e.size.Store(ms)
+		b.charge(ms - old)
+	}
+	if dd := ms - (old - img); dd != 0 {
+		e.ds.size.Add(dd) // the dataset's size never held the image
+	}
+	e.version.Add(1)
+	if !e.dirty.Swap(true) {
+		b.dirty.Add(ms)
+	} else {
+		b.dirty.Add(ms - old)
+	}
+}
+
 // tryCharge charges n bytes only if they fit under limit (the active
 // limit); background work never makes a request wait for memory.
 func (b *budget) tryCharge(n, limit int64) bool {

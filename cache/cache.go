@@ -662,7 +662,7 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		// takes the allowance below: shedding a little metadata for it
 		// would only have it read again at once.)
 		if meta := c.budget.metadata.Load(); cur+n > limit && meta > limit/2 && meta+n > limit && meta > c.budget.shedAt.Load() {
-			if c.shedMetadata() && c.budget.metadata.Load() < meta {
+			if c.budget.shedMetadata(c.registered.files, &c.stats) && c.budget.metadata.Load() < meta {
 				continue
 			}
 		}

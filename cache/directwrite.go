@@ -220,6 +220,6 @@ func writeDirectDS(ctx context.Context, st *counters, gs []*group, ins []layout.
 func (c *Cache) shedAfterDirect() {
 	limit := c.sizes.current().active
 	if meta := c.budget.metadata.Load(); c.budget.resident.Load() > limit && meta > limit/2 && meta > c.budget.shedAt.Load() {
-		c.shedMetadata()
+		c.budget.shedMetadata(c.registered.files, &c.stats)
 	}
 }

@@ -1,5 +1,7 @@
 package cache
 
+import "github.com/scc-dev/scc/lockfree"
+
 // Metadata charged from outside the cache: a container's
 // chunk index blocks stay in memory so that a hot lookup does no I/O, and
 // they are counted inside the cache's budget so that resident chunks plus
@@ -97,19 +99,19 @@ func (f *File) SetMetadataShedder(fn func()) {
 	f.shed.Store(&fn)
 }
 
-// shedMetadata runs every registered file's shedder, unless another
-// goroutine is running them: its result serves both. It reports whether
-// it ran them.
-func (c *Cache) shedMetadata() bool {
-	if c.budget.metadata.Load() <= 0 || !c.budget.shedding.CompareAndSwap(false, true) {
+// shedMetadata runs the shedder of every file of files, unless another
+// goroutine is running them: its result serves both. It counts the shed
+// in st and reports whether it ran them.
+func (b *budget) shedMetadata(files *lockfree.Registry[uint64, *File], st *counters) bool {
+	if b.metadata.Load() <= 0 || !b.shedding.CompareAndSwap(false, true) {
 		return false
 	}
 	defer func() {
-		c.budget.shedAt.Store(c.budget.metadata.Load())
-		c.budget.shedding.Store(false)
+		b.shedAt.Store(b.metadata.Load())
+		b.shedding.Store(false)
 	}()
-	c.stats.metadataSheds.Add(1)
-	c.registered.files.ForEach(func(_ uint64, f *File) bool {
+	st.metadataSheds.Add(1)
+	files.ForEach(func(_ uint64, f *File) bool {
 		if fn := f.shed.Load(); fn != nil {
 			(*fn)()
 		}

@@ -514,47 +514,17 @@ func (c *Cache) apply(o op, e *entry, r *Request) error {
 		err := l.Gather(e.chunk, r.Piece)
 		// Even a failed Gather may have changed part of the chunk: treat it
 		// as modified so nothing is silently dropped.
-		c.modifiedLocked(e)
+		c.budget.modifiedLocked(e, &c.background.preEncode, &c.stats)
 		e.unlockChunk()
 		return err
 	default:
 		e.lockChunk()
 		changed, err := l.Trim(e.coord, e.chunk, o.dims)
 		if changed || err != nil {
-			c.modifiedLocked(e)
+			c.budget.modifiedLocked(e, &c.background.preEncode, &c.stats)
 		}
 		e.unlockChunk()
 		return err
-	}
-}
-
-// modifiedLocked records a modification of e's chunk: new size, dirty,
-// version bump, pre-encoded image invalidated. Caller holds e.latch
-// exclusively.
-func (c *Cache) modifiedLocked(e *entry) {
-	// The image's bytes are part of old; dropping it here releases them
-	// with the size update below.
-	var img int64
-	if p := e.encoded.Swap(nil); p != nil {
-		img = p.bytes()
-		c.background.preEncode.bytes.Add(-img)
-		c.stats.preWasted.Add(1)
-		p.release()
-	}
-	old := e.size.Load()
-	ms := e.chunk.MemSize()
-	if ms != old {
-		e.size.Store(ms)
-		c.budget.charge(ms - old)
-	}
-	if dd := ms - (old - img); dd != 0 {
-		e.ds.size.Add(dd) // the dataset's size never held the image
-	}
-	e.version.Add(1)
-	if !e.dirty.Swap(true) {
-		c.budget.dirty.Add(ms)
-	} else {
-		c.budget.dirty.Add(ms - old)
 	}
 }
 
