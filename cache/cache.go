@@ -136,6 +136,8 @@ type Cache struct {
 	//	  Encode shared; Gather, Trim, Condense exclusive); held only while
 	//	  the entry is pinned or evicting, and nobody waits for space while
 	//	  holding a pin
+	//	Cache.access.slots.drainMu (one drain of the read slots at a time):
+	//	  taken under Cache.mu → read slots
 	//	read slots: held for one Scatter and the hit's counters, taking only
 	//	  leaf locks meanwhile, so evictors and writers may wait for them while
 	//	  holding Cache.mu or a pin

@@ -148,6 +148,7 @@ type readSlots struct {
 	// Every hit reads slots and mask; the drainer writes what follows.
 	_ [64 - 32]byte
 	// drainMu serializes readSlots.drain: it guards every slot's spare.
+	// Lock order: the table at Cache.mu.
 	drainMu sync.Mutex
 	// waits counts the yields of drains and folds that found a slot held
 	// by a reader and waited for it (tests).
