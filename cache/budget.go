@@ -3,6 +3,8 @@ package cache
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/scc-dev/scc/lockfree"
 )
 
 // budget holds the memory accounts. The counters are atomic; meta and
@@ -185,4 +187,25 @@ func (b *budget) redirty(e *entry) {
 		b.dirty.Add(e.size.Load())
 	}
 	e.latch.Unlock()
+}
+
+// shedMetadata runs the shedder of every file of files, unless another
+// goroutine is running them (the files' chunk indexes, external.go): its result serves both. It counts the shed
+// in st and reports whether it ran them.
+func (b *budget) shedMetadata(files *lockfree.Registry[uint64, *File], st *counters) bool {
+	if b.metadata.Load() <= 0 || !b.shedding.CompareAndSwap(false, true) {
+		return false
+	}
+	defer func() {
+		b.shedAt.Store(b.metadata.Load())
+		b.shedding.Store(false)
+	}()
+	st.metadataSheds.Add(1)
+	files.ForEach(func(_ uint64, f *File) bool {
+		if fn := f.shed.Load(); fn != nil {
+			(*fn)()
+		}
+		return true
+	})
+	return true
 }

@@ -1,7 +1,5 @@
 package cache
 
-import "github.com/scc-dev/scc/lockfree"
-
 // Metadata charged from outside the cache: a container's
 // chunk index blocks stay in memory so that a hot lookup does no I/O, and
 // they are counted inside the cache's budget so that resident chunks plus
@@ -97,25 +95,4 @@ func (f *File) SetMetadataShedder(fn func()) {
 		return
 	}
 	f.shed.Store(&fn)
-}
-
-// shedMetadata runs the shedder of every file of files, unless another
-// goroutine is running them: its result serves both. It counts the shed
-// in st and reports whether it ran them.
-func (b *budget) shedMetadata(files *lockfree.Registry[uint64, *File], st *counters) bool {
-	if b.metadata.Load() <= 0 || !b.shedding.CompareAndSwap(false, true) {
-		return false
-	}
-	defer func() {
-		b.shedAt.Store(b.metadata.Load())
-		b.shedding.Store(false)
-	}()
-	st.metadataSheds.Add(1)
-	files.ForEach(func(_ uint64, f *File) bool {
-		if fn := f.shed.Load(); fn != nil {
-			(*fn)()
-		}
-		return true
-	})
-	return true
 }
