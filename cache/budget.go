@@ -189,9 +189,9 @@ func (b *budget) redirty(e *entry) {
 	e.latch.Unlock()
 }
 
-// shedMetadata runs the shedder of every file of files, unless another
-// goroutine is running them (the files' chunk indexes, external.go): its result serves both. It counts the shed
-// in st and reports whether it ran them.
+// shedMetadata runs the metadata shedder of every file of files
+// (external.go), unless another goroutine is running them: its result
+// serves both. It counts the shed in st and reports whether it ran them.
 func (b *budget) shedMetadata(files *lockfree.Registry[uint64, *File], st *counters) bool {
 	if b.metadata.Load() <= 0 || !b.shedding.CompareAndSwap(false, true) {
 		return false
