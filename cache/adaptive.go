@@ -320,11 +320,7 @@ type adaptState struct {
 	// hitCheckEvery-th hit of its stripe.
 	ticks atomic.Int64
 	// depth is the deepest ghost hit of the epoch in progress.
-	depth atomic.Int64
-	// aging is set while the sizing in force ages out (adaptive_age.go);
-	// ring is guarded by Cache.mu, not by mu.
-	aging                   atomic.Bool
-	ring                    ageRing
+	depth                   atomic.Int64
 	grows, shrinks, flashes atomic.Int64
 	epochs                  atomic.Int64
 	// wake is a pending wake-up for the adaptor (configuration changed).
@@ -340,15 +336,16 @@ const adaptCheckEvery = 8
 // write per hit.
 const hitCheckEvery = 256
 
-// reset starts a new epoch at the current counts. Caller holds sizes.adaptive.mu (or
-// is New).
-func (a *adaptState) reset(c *Cache, s *sizing) {
-	a.mu.startHits = c.stats.hits(&c.access)
-	a.mu.startMisses = c.stats.hot.Load(hotMisses)
+// reset starts a new epoch at the current counts, s being the sizing in
+// force. Caller holds adaptive.mu (or is New).
+func (z *sizer) reset(s *sizing) {
+	a := &z.adaptive
+	a.mu.startHits = z.stats.hits(z.access)
+	a.mu.startMisses = z.stats.hot.Load(hotMisses)
 	a.mu.startGhost = a.ghost.hits.Load()
 	a.mu.lastTotal, a.mu.lastAccess = a.mu.startHits+a.mu.startMisses, time.Now()
 	a.depth.Store(0)
-	a.aging.Store(s.ad != nil && s.ad.ageOut > 0)
+	z.order.aging.Store(s.ad != nil && s.ad.ageOut > 0)
 	if s.ad == nil {
 		a.ghost.clear()
 	}
@@ -370,30 +367,30 @@ func (a *adaptState) tick() bool {
 // closeEpoch closes the epoch in progress if it is long enough (or, from
 // the adaptor's timer, idle) and applies its decision. It gives way at
 // once to any other size change in progress.
-func (c *Cache) closeEpoch(timer bool) {
-	if !c.sizes.adaptive.mu.TryLock() {
+func (z *sizer) closeEpoch(timer bool) {
+	if !z.adaptive.mu.TryLock() {
 		return
 	}
-	defer c.sizes.adaptive.mu.Unlock()
-	s := c.sizes.current()
+	defer z.adaptive.mu.Unlock()
+	s := z.current()
 	p := s.ad
-	if p == nil || c.closed.Load() {
+	if p == nil || z.closed.Load() {
 		return
 	}
-	hits := c.stats.hits(&c.access) - c.sizes.adaptive.mu.startHits
-	acc := hits + c.stats.hot.Load(hotMisses) - c.sizes.adaptive.mu.startMisses
-	gain := c.sizes.adaptive.ghost.hits.Load() - c.sizes.adaptive.mu.startGhost
+	hits := z.stats.hits(z.access) - z.adaptive.mu.startHits
+	acc := hits + z.stats.hot.Load(hotMisses) - z.adaptive.mu.startMisses
+	gain := z.adaptive.ghost.hits.Load() - z.adaptive.mu.startGhost
 	now := time.Now()
 	idle := false
 	if timer {
-		if total := c.sizes.adaptive.mu.startHits + c.sizes.adaptive.mu.startMisses + acc; total != c.sizes.adaptive.mu.lastTotal {
-			c.sizes.adaptive.mu.lastTotal, c.sizes.adaptive.mu.lastAccess = total, now
+		if total := z.adaptive.mu.startHits + z.adaptive.mu.startMisses + acc; total != z.adaptive.mu.lastTotal {
+			z.adaptive.mu.lastTotal, z.adaptive.mu.lastAccess = total, now
 		}
 	}
 	if acc < p.epoch {
 		// Idle: no access at all for EpochTimeout (a partial epoch's
 		// counts are dropped with it).
-		if !timer || p.timeout <= 0 || now.Sub(c.sizes.adaptive.mu.lastAccess) < p.timeout {
+		if !timer || p.timeout <= 0 || now.Sub(z.adaptive.mu.lastAccess) < p.timeout {
 			return
 		}
 		idle = true
@@ -401,34 +398,34 @@ func (c *Cache) closeEpoch(timer bool) {
 	var recent int64
 	if p.ageOut > 0 {
 		var ok bool
-		if recent, ok = c.advanceAge(p.ageOut); !ok {
+		if recent, ok = z.order.advanceAge(p.ageOut, z.access); !ok {
 			return // the policy lock is busy: close at the next look
 		}
 	}
 	if idle {
-		c.sizes.adaptive.mu.lastAccess = now // the next idle decision after another timeout
+		z.adaptive.mu.lastAccess = now // the next idle decision after another timeout
 	}
-	d := p.decide(s.quiescent, hits, acc, gain, c.sizes.adaptive.depth.Swap(0), recent, idle)
-	d.Epoch = c.sizes.adaptive.mu.epoch
-	c.sizes.adaptive.mu.epoch++
-	c.sizes.adaptive.epochs.Add(1)
-	c.sizes.adaptive.mu.startHits += hits
-	c.sizes.adaptive.mu.startMisses += acc - hits
-	c.sizes.adaptive.mu.startGhost += gain
+	d := p.decide(s.quiescent, hits, acc, gain, z.adaptive.depth.Swap(0), recent, idle)
+	d.Epoch = z.adaptive.mu.epoch
+	z.adaptive.mu.epoch++
+	z.adaptive.epochs.Add(1)
+	z.adaptive.mu.startHits += hits
+	z.adaptive.mu.startMisses += acc - hits
+	z.adaptive.mu.startGhost += gain
 	if d.NewBytes == s.quiescent {
 		return
 	}
-	ns := c.sizes.newSizing(s.raw, d.NewBytes)
+	ns := z.newSizing(s.raw, d.NewBytes)
 	if ns.quiescent == s.quiescent {
 		return // the hard cap (or the bounds) leave nothing to change
 	}
 	d.NewBytes = ns.quiescent
 	if d.NewBytes > d.OldBytes {
-		c.sizes.adaptive.grows.Add(1)
+		z.adaptive.grows.Add(1)
 	} else {
-		c.sizes.adaptive.shrinks.Add(1)
+		z.adaptive.shrinks.Add(1)
 	}
-	c.publishLocked(ns, d, true)
+	z.publishLocked(ns, d, true)
 }
 
 // decide is the policy: the new quiescent size after an epoch of acc
@@ -482,8 +479,8 @@ func (p *adaptiveParams) shrinkTo(size, target int64) int64 {
 // flashFor returns the active limit a request's missing chunks (work) are
 // split against, first growing the cache (flash increase) when they need
 // more than the active limit and adaptive sizing allows it.
-func (c *Cache) flashFor(work []*group) int64 {
-	s := c.sizes.current()
+func (z *sizer) flashFor(work []*group) int64 {
+	s := z.current()
 	if s.ad == nil || s.ad.flash == 0 || len(work) == 0 {
 		return s.active
 	}
@@ -494,32 +491,32 @@ func (c *Cache) flashFor(work []*group) int64 {
 	if need <= s.active {
 		return s.active
 	}
-	return c.flash(need)
+	return z.flash(need)
 }
 
 // flash grows the quiescent size by FlashMultiple × need. It takes sizes.adaptive.mu
 // (never held across I/O), so it waits at most for another decision's
 // arithmetic.
-func (c *Cache) flash(need int64) int64 {
-	c.sizes.adaptive.mu.Lock()
-	defer c.sizes.adaptive.mu.Unlock()
-	s := c.sizes.current()
+func (z *sizer) flash(need int64) int64 {
+	z.adaptive.mu.Lock()
+	defer z.adaptive.mu.Unlock()
+	s := z.current()
 	if s.ad == nil || need <= s.active {
 		return s.active
 	}
 	add := satMul(need, s.ad.flash)
-	ns := c.sizes.newSizing(s.raw, min(s.quiescent+add, math.MaxInt64/2))
+	ns := z.newSizing(s.raw, min(s.quiescent+add, math.MaxInt64/2))
 	if ns.quiescent <= s.quiescent {
 		return s.active
 	}
-	hits := c.stats.hits(&c.access) - c.sizes.adaptive.mu.startHits
-	acc := hits + c.stats.hot.Load(hotMisses) - c.sizes.adaptive.mu.startMisses
-	d := ResizeDecision{Epoch: c.sizes.adaptive.mu.epoch, Accesses: acc, OldBytes: s.quiescent, NewBytes: ns.quiescent, Reason: ReasonFlash}
+	hits := z.stats.hits(z.access) - z.adaptive.mu.startHits
+	acc := hits + z.stats.hot.Load(hotMisses) - z.adaptive.mu.startMisses
+	d := ResizeDecision{Epoch: z.adaptive.mu.epoch, Accesses: acc, OldBytes: s.quiescent, NewBytes: ns.quiescent, Reason: ReasonFlash}
 	if acc > 0 {
 		d.HitRate = float64(hits) / float64(acc)
 	}
-	c.sizes.adaptive.flashes.Add(1)
-	c.publishLocked(ns, d, true)
+	z.adaptive.flashes.Add(1)
+	z.publishLocked(ns, d, true)
 	return ns.active
 }
 
@@ -541,23 +538,24 @@ func adaptorPeriod(p *adaptiveParams) time.Duration {
 }
 
 // adaptor is the goroutine that closes epochs of hits only (no request
-// passes endOn) and idle epochs. startBackground starts it.
-func (c *Cache) adaptor() {
-	defer c.background.jobs.wg.Done()
+// passes endOn) and idle epochs, until jobs end. startBackground starts
+// it.
+func (z *sizer) adaptor(jobs *background) {
+	defer jobs.wg.Done()
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	defer t.Stop()
 	for {
-		if p := c.sizes.current().ad; p != nil {
+		if p := z.current().ad; p != nil {
 			t.Reset(adaptorPeriod(p))
 		}
 		select {
-		case <-c.background.jobs.ctx.Done():
+		case <-jobs.ctx.Done():
 			return
-		case <-c.sizes.adaptive.wake:
+		case <-z.adaptive.wake:
 			t.Stop()
 		case <-t.C:
-			c.closeEpoch(true)
+			z.closeEpoch(true)
 		}
 	}
 }

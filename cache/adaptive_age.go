@@ -31,56 +31,6 @@ func (r *ageRing) valid(stamp int64) bool {
 	return stamp > 0 && r.cur-(stamp-1) < ageSlots
 }
 
-// stampLocked records an access to e in the epoch in progress. Caller
-// holds Cache.mu (which guards the ring).
-func (a *adaptState) stampLocked(e *entry) {
-	// A drained record may be of an entry already unlinked (evicted):
-	// only linked entries are in the ring, so unlinking takes back all.
-	if !e.linked || !a.aging.Load() {
-		return
-	}
-	r := &a.ring
-	if e.age.epoch == r.cur+1 {
-		return
-	}
-	if r.valid(e.age.epoch) {
-		r.slots[(e.age.epoch-1)%ageSlots] -= e.age.bytes
-	}
-	sz := e.size.Load()
-	e.age = ageStamp{epoch: r.cur + 1, bytes: sz}
-	r.slots[r.cur%ageSlots] += sz
-}
-
-// unstampLocked takes a departing entry's bytes out of the ring. Caller
-// holds Cache.mu.
-func (a *adaptState) unstampLocked(e *entry) {
-	r := &a.ring
-	if r.valid(e.age.epoch) {
-		r.slots[(e.age.epoch-1)%ageSlots] -= e.age.bytes
-	}
-	e.age = ageStamp{}
-}
-
-// advanceAge closes the ring's epoch and returns the bytes of the chunks
-// accessed in the last n epochs, the closed one included. It only tries
-// c.mu (and then holds it for a drain and O(1) more): ok is false, and
-// nothing changed, when the policy lock is busy, so closing an epoch never
-// waits; the epoch closes at the next look. The caller holds c.sizes.adaptive.mu
-// (lock order: Cache.mu).
-func (c *Cache) advanceAge(n int) (recent int64, ok bool) {
-	if !c.mu.TryLock() {
-		return 0, false
-	}
-	defer c.mu.Unlock()
-	// Buffered hits stamp their entries when drained; a hot set smaller
-	// than the buffer, in a cache that never evicts, would otherwise never
-	// be drained and look unused.
-	c.drainLocked()
-	recent = c.sizes.adaptive.ring.advance(n)
-	c.access.clock.epoch.Store(c.access.clock.clock.Load()) // hits record again until stamped in this epoch
-	return recent, true
-}
-
 // advance closes the epoch in progress and returns the bytes of the
 // chunks accessed in the last n epochs, the closed one included. Caller
 // holds Cache.mu.

@@ -65,10 +65,13 @@ func (p *adaptiveParams) config() AdaptiveConfig {
 
 // AdaptiveState returns the adaptive sizing state. It waits only for a
 // size decision in progress.
-func (c *Cache) AdaptiveState() AdaptiveState {
-	c.sizes.adaptive.mu.Lock()
-	defer c.sizes.adaptive.mu.Unlock()
-	s := c.sizes.current()
+func (c *Cache) AdaptiveState() AdaptiveState { return c.sizes.state() }
+
+// state is AdaptiveState.
+func (z *sizer) state() AdaptiveState {
+	z.adaptive.mu.Lock()
+	defer z.adaptive.mu.Unlock()
+	s := z.current()
 	st := AdaptiveState{SizeBytes: s.quiescent}
 	if s.ad == nil {
 		return st
@@ -77,10 +80,10 @@ func (c *Cache) AdaptiveState() AdaptiveState {
 	// The hard cap may hold the size below MinBytes; the state records
 	// the policy's bounds, and a restore caps again.
 	st.SizeBytes = min(max(st.SizeBytes, s.ad.min), s.ad.max)
-	st.Epoch = c.sizes.adaptive.mu.epoch
-	st.OpenHits = max(c.stats.hits(&c.access)-c.sizes.adaptive.mu.startHits, 0)
-	st.OpenAccesses = st.OpenHits + max(c.stats.hot.Load(hotMisses)-c.sizes.adaptive.mu.startMisses, 0)
-	st.OpenGains = min(max(c.sizes.adaptive.ghost.hits.Load()-c.sizes.adaptive.mu.startGhost, 0), st.OpenAccesses-st.OpenHits)
+	st.Epoch = z.adaptive.mu.epoch
+	st.OpenHits = max(z.stats.hits(z.access)-z.adaptive.mu.startHits, 0)
+	st.OpenAccesses = st.OpenHits + max(z.stats.hot.Load(hotMisses)-z.adaptive.mu.startMisses, 0)
+	st.OpenGains = min(max(z.adaptive.ghost.hits.Load()-z.adaptive.mu.startGhost, 0), st.OpenAccesses-st.OpenHits)
 	return st
 }
 
@@ -125,16 +128,19 @@ func (st AdaptiveState) Validate() error {
 // its QuiescentBytes. An invalid st returns ErrAdaptiveState and changes
 // nothing. A smaller size is reached through the normal eviction path
 // (the background trimmer, then every reservation).
-func (c *Cache) RestoreAdaptiveState(st AdaptiveState) error {
-	if c.closed.Load() {
+func (c *Cache) RestoreAdaptiveState(st AdaptiveState) error { return c.sizes.restore(st) }
+
+// restore is RestoreAdaptiveState.
+func (z *sizer) restore(st AdaptiveState) error {
+	if z.closed.Load() {
 		return ErrClosed
 	}
 	if err := st.Validate(); err != nil {
 		return err
 	}
-	c.sizes.adaptive.mu.Lock()
-	defer c.sizes.adaptive.mu.Unlock()
-	old := c.sizes.current()
+	z.adaptive.mu.Lock()
+	defer z.adaptive.mu.Unlock()
+	old := z.current()
 	raw := old.raw
 	raw.Adaptive = st.Config
 	if err := raw.Validate(); err != nil {
@@ -144,16 +150,16 @@ func (c *Cache) RestoreAdaptiveState(st AdaptiveState) error {
 	if st.Config.Enabled {
 		size = st.SizeBytes
 	}
-	s := c.sizes.newSizing(raw, size)
-	c.publishLocked(s, ResizeDecision{
+	s := z.newSizing(raw, size)
+	z.publishLocked(s, ResizeDecision{
 		Epoch: st.Epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
 	}, old.quiescent != s.quiescent)
-	c.sizes.adaptive.reset(c, s)
-	c.sizes.adaptive.mu.epoch = st.Epoch
-	c.sizes.adaptive.mu.startHits -= st.OpenHits
-	c.sizes.adaptive.mu.startMisses -= st.OpenAccesses - st.OpenHits
-	c.sizes.adaptive.mu.startGhost -= st.OpenGains
-	c.sizes.adaptive.wakeAdaptor()
+	z.reset(s)
+	z.adaptive.mu.epoch = st.Epoch
+	z.adaptive.mu.startHits -= st.OpenHits
+	z.adaptive.mu.startMisses -= st.OpenAccesses - st.OpenHits
+	z.adaptive.mu.startGhost -= st.OpenGains
+	z.adaptive.wakeAdaptor()
 	return nil
 }
 

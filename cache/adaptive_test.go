@@ -244,13 +244,13 @@ func checkAgeRing(c *Cache) error {
 	defer c.mu.Unlock()
 	var want [ageSlots]int64
 	c.chunks.Range(func(_ chunkKey, e *entry) bool {
-		if e.linked && c.sizes.adaptive.ring.valid(e.age.epoch) {
+		if e.linked && c.mu.ring.valid(e.age.epoch) {
 			want[(e.age.epoch-1)%ageSlots] += e.age.bytes
 		}
 		return true
 	})
-	if want != c.sizes.adaptive.ring.slots {
-		return fmt.Errorf("age ring %v, entries say %v", c.sizes.adaptive.ring.slots, want)
+	if want != c.mu.ring.slots {
+		return fmt.Errorf("age ring %v, entries say %v", c.mu.ring.slots, want)
 	}
 	return nil
 }

@@ -579,7 +579,7 @@ func TestBackgroundConfigValidate(t *testing.T) {
 func preEncodeNow(c *Cache) int {
 	total := 0
 	for {
-		n := c.preEncodeRound(c.background.jobs.ctx)
+		n := c.background.preEncode.encodeRound(c.background.jobs.ctx)
 		if n == 0 {
 			return total
 		}

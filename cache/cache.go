@@ -39,11 +39,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/scc-dev/scc/cache/internal/policy"
 	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/lockfree"
 	"github.com/scc-dev/scc/pool"
@@ -76,13 +74,20 @@ type registry = *lockfree.Registry[uint64, *Dataset]
 // Cache is the shared chunk cache (SCC design §2.4 H5SC_t). Create it with
 // New; share it between files with RegisterFile.
 //
-// It is made of components, each a type that documents what it guards:
-// the sizes in force and adaptive sizing (sizes), the registered files and
-// datasets (registered), the encode/decode workers (workers), the memory
-// budget's accounts (budget), the cache-image entries (images), the policy
-// and its lock (mu), the access records that feed it (access), the
-// counters (stats), admission control (admission) and the background
-// jobs (background). The chunks themselves are in the chunk table.
+// It is made of components, each a type with its own fields and methods
+// in a file of its own, given the other components it works with when New
+// builds it: the sizes in force and adaptive sizing (sizes: sizer,
+// resize.go, adaptive.go), the registered files and datasets
+// (registered), the encode/decode workers (workers), the memory budget's
+// accounts (budget), the write-back of dirty chunks and the direct
+// encodes (writer, writeback.go), the cache-image entries (images), which
+// missing chunks go past the cache (intake, intake.go), the replacement
+// order and its lock (mu: policyLock, order.go), the access records that
+// feed it (access: accessRecording, replay.go), the counters (stats),
+// admission control (admission) and the background jobs (background:
+// trim, pre-encode in preencode.go, prefetch, split readers). The chunks
+// themselves are in the chunk table. Cache keeps the orchestration: the
+// requests' paths (io.go), loads, eviction and reservations.
 type Cache struct {
 	// cfg is the configuration given to New, defaults applied. The fields
 	// SetConfig may change (resize.go) are read from sizes instead.
@@ -95,10 +100,9 @@ type Cache struct {
 	registered registrations
 	workers    workers
 	budget     budget
+	writer     writer       // writeback.go
 	images     imageEntries // imageentries.go
-	// rereads remembers recently missed chunks, which a full cache (or
-	// one with Config.AdmitOnReread) keeps when read again (rereads.go).
-	rereads *rereadFilter
+	intake     intake       // intake.go: which missing chunks go past the cache
 
 	// The policy lock is written by every batch of access records; the
 	// padding keeps it off the lines of the fields every hit reads
@@ -116,7 +120,7 @@ type Cache struct {
 	// it on its line. The cache has no single chain.
 	//
 	//	Cache.sizes.adaptive.mu (sizing decisions; epoch closers take it with TryLock)
-	//	  → Cache.mu (only with TryLock, advanceAge)
+	//	  → Cache.mu (only with TryLock, policyLock.advanceAge)
 	//	  → Cache.admission.mu (limitChanged)
 	//	File.mu (registration of a file's datasets)
 	//	  → Cache.mu (Unregister's emptiness check)
@@ -124,12 +128,16 @@ type Cache struct {
 	//	         across I/O or layout callbacks)
 	//	  → entry.mu (an entry's state transitions and its waiters)
 	//	File.pf (prefetches running on a file): never taken under File.mu
+	//	Cache.background.preEncode.round (one pre-encode round at a time)
+	//	  → Cache.mu, entry.latch
 	//	entry.flushMu: taken with TryLock by flushers; a flusher waiting for a
 	//	  busy entry holds no other flushMu
 	//	entry.latch: serializes the layout callbacks on one chunk (Scatter,
 	//	  Encode shared; Gather, Trim, Condense exclusive); held only while
 	//	  the entry is pinned or evicting, and nobody waits for space while
 	//	  holding a pin
+	//	Cache.access.slots.drainMu (one drain of the read slots at a time):
+	//	  taken under Cache.mu → read slots
 	//	read slots: held for one Scatter and the hit's counters, taking only
 	//	  leaf locks meanwhile, so evictors and writers may wait for them while
 	//	  holding Cache.mu or a pin
@@ -159,29 +167,6 @@ type Cache struct {
 	closed atomic.Bool
 }
 
-// policyLock is the policy lock and the replacement order it guards
-// (Cache.mu; the lock order is written there).
-type policyLock struct {
-	sync.Mutex
-	pol policy.Policy[*entry] // policy.go
-}
-
-// sizer is the sizes in force and adaptive sizing's state.
-type sizer struct {
-	// limits holds the quiescent and active limits, bypass threshold and
-	// what derives from them (resize.go). Replaced whole by SetConfig and
-	// adaptive sizing, so a reader sees one consistent set; every
-	// replacement calls limitChanged so that admission follows.
-	limits atomic.Pointer[sizing]
-	// adaptive is adaptive sizing's state (adaptive.go); its mu
-	// serializes every size change.
-	adaptive adaptState
-	// preEncode is whether the pre-encoder runs (Config.PreEncodeBytes >
-	// 0, which SetConfig cannot change): only then do sizings have a
-	// pre-encode mark. Set once, before the first sizing.
-	preEncode bool
-}
-
 // registrations counts what is registered: the files by serial, and the
 // datasets. All atomic or lock-free; no lock.
 type registrations struct {
@@ -197,66 +182,6 @@ type registrations struct {
 type workers struct {
 	runner
 	pool *pool.Pool
-	// encodes holds a token for each image encoded straight from a
-	// caller's buffer and not yet written (directwrite_encode.go): capacity
-	// Config.Workers, so that those images never number more than the
-	// encodes the workers can run at once, however many requests write.
-	encodes chan struct{}
-}
-
-// budget holds the memory accounts. The counters are atomic; meta and
-// space have locks of their own, each guarding only its own fields.
-type budget struct {
-	resident atomic.Int64 // bytes charged: entries plus reservations in flight
-	metadata atomic.Int64 // unevictable bytes charged by ChargeMetadata (also in resident)
-	shedding atomic.Bool  // shedMetadata is running (external.go)
-	// shedAt is the metadata left by the last shed: a load sheds again
-	// only once metadata has grown past it, so that metadata that cannot
-	// be shed (dirty index blocks) does not cost every load a walk.
-	shedAt atomic.Int64
-	// meta tracks ChargeMetadata per file (external.go). Never held with
-	// Cache.mu or across I/O.
-	meta struct {
-		sync.Mutex
-		metaAccounts
-	}
-	// chunks is resident less metadata (entries, kept images and
-	// reservations: what eviction and waiting keep under the active
-	// limit), kept apart so that its peak is exact; metadata is charged
-	// on top of it and may pass the limit (reserve).
-	chunks    atomic.Int64
-	dirty     atomic.Int64 // bytes of dirty entries
-	peak      atomic.Int64 // highest resident
-	chunkPeak atomic.Int64 // highest chunks
-	inflight  atomic.Int64 // bytes reserved by sub-lists being loaded/applied
-	// encoding is the bytes of encoded images not yet written that are
-	// outside resident (Stats.EncodingBytes): direct encodes'
-	// (directwrite_encode.go) and write-back rounds' (evict.go);
-	// encodingPeak the highest it was.
-	encoding, encodingPeak atomic.Int64
-	// spaceWaiters counts requests blocked in reserve; when non-zero,
-	// unpins and reverted evictions signal space.
-	spaceWaiters atomic.Int32
-	// space wakes the requests blocked in reserve. A leaf lock.
-	space struct {
-		sync.Mutex
-		ch chan struct{} // closed (and cleared) whenever bytes are released
-	}
-}
-
-// accessRecording is how hits reach the replacement order without the
-// policy lock: lossy striped buffers and read slots hold their records
-// until the replay goroutine applies them under Cache.mu.
-type accessRecording struct {
-	buf *lockfree.Buffer[*entry]
-	// slots publish the entries that read hits copy from without pinning
-	// them, and hold those hits' counts and access records (latch.go).
-	slots readSlots
-	// slotDrops counts the access records read slots dropped (folded in
-	// by foldSlots).
-	slotDrops atomic.Int64
-	clock     accessClock // evict.go: which hits need no record
-	replay    replayState // replay.go: the goroutine that applies accesses
 }
 
 // backgroundWork is the background jobs: their goroutines' lifetime, and
@@ -286,7 +211,10 @@ func New(cfg Config) (*Cache, error) {
 	c.registered.files = lockfree.NewRegistry[uint64, *File]()
 	c.access.buf = lockfree.NewBuffer[*entry](accessStripe)
 	c.access.slots = newReadSlots()
-	c.initSizing(raw)
+	c.mu.chunks = c.chunks
+	c.sizes.sizingDeps = sizingDeps{closed: &c.closed, stats: &c.stats, access: &c.access,
+		order: &c.mu, admission: &c.admission, trim: &c.background.trim}
+	c.sizes.init(raw, cfg.PreEncodeBytes > 0)
 	if cfg.Runner != nil {
 		c.workers.runner = userRunner{cfg.Runner}
 	} else {
@@ -297,8 +225,13 @@ func New(cfg Config) (*Cache, error) {
 		c.workers.pool = p
 		c.workers.runner = poolRunner{p}
 	}
-	c.workers.encodes = make(chan struct{}, max(cfg.Workers, 1))
-	c.rereads = newRereadFilter(cfg.QuiescentBytes)
+	c.writer = writer{
+		encodes: make(chan struct{}, max(cfg.Workers, 1)),
+		workers: c.workers, budget: &c.budget, stats: &c.stats, sizes: &c.sizes,
+		order: &c.mu, pre: &c.background.preEncode,
+	}
+	c.intake = intake{rereads: newRereadFilter(cfg.QuiescentBytes), admitOnReread: cfg.AdmitOnReread,
+		directWriteBytes: cfg.DirectWriteBytes, budget: &c.budget}
 	c.mu.pol = newPolicy(cfg.Policy, cfg.PartialSecondChance == SecondChanceOn)
 	c.startBackground(cfg)
 	return c, nil
@@ -494,7 +427,7 @@ func (c *Cache) dropAllSettled(ctx context.Context, d *Dataset, discard bool) er
 		ch := c.budget.spaceWait()
 		busy, dirty := c.drop(d, discard)
 		if dirty > 0 {
-			if err := c.flushDatasets(ctx, []*Dataset{d}, true); err != nil {
+			if err := c.writer.flushDatasets(ctx, []*Dataset{d}, true); err != nil {
 				return err
 			}
 			continue
@@ -544,7 +477,7 @@ func (d *Dataset) Unregister(ctx context.Context) error {
 	if !d.registered.Load() {
 		return ErrNotRegistered
 	}
-	if err := d.c.flushDatasets(ctx, []*Dataset{d}, true); err != nil {
+	if err := d.c.writer.flushDatasets(ctx, []*Dataset{d}, true); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -603,7 +536,7 @@ func (f *File) Flush(ctx context.Context) error {
 	if f.c.closed.Load() {
 		return ErrClosed
 	}
-	return f.c.flushDatasets(ctx, f.registered(), true)
+	return f.c.writer.flushDatasets(ctx, f.registered(), true)
 }
 
 func (f *File) registered() []*Dataset {
@@ -708,99 +641,6 @@ func (c *Cache) Flush(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// --- memory accounting ------------------------------------------------------
-
-// raise sets *peak to v if v is higher.
-func raise(peak *atomic.Int64, v int64) {
-	for {
-		p := peak.Load()
-		if v <= p || peak.CompareAndSwap(p, v) {
-			return
-		}
-	}
-}
-
-// notePeak raises the peak of resident bytes to v.
-func (b *budget) notePeak(v int64) { raise(&b.peak, v) }
-
-// addChunks adds d bytes charged to resident for chunks, images or
-// reservations to their own total.
-func (b *budget) addChunks(d int64) {
-	v := b.chunks.Add(d)
-	if invariants && v < 0 {
-		broken("chunk bytes %d after adding %d", v, d)
-	}
-	if d > 0 {
-		raise(&b.chunkPeak, v)
-	}
-}
-
-// charge adds d bytes (may be negative) of chunks, images or reservations
-// to the resident total.
-func (b *budget) charge(d int64) {
-	b.addChunks(d)
-	b.chargeResident(d)
-}
-
-// chargeMetadata adds d bytes (may be negative) of metadata to the
-// resident total. Caller holds budget.meta.
-func (b *budget) chargeMetadata(d int64) {
-	b.metadata.Add(d)
-	b.chargeResident(d)
-}
-
-func (b *budget) chargeResident(d int64) {
-	v := b.resident.Add(d)
-	if invariants && v < 0 {
-		broken("resident bytes %d after charging %d", v, d)
-	}
-	if d > 0 {
-		b.notePeak(v)
-	} else if d < 0 {
-		b.signalSpace()
-	}
-}
-
-// spaceWait returns the channel closed at the next release of bytes.
-func (b *budget) spaceWait() chan struct{} {
-	b.space.Lock()
-	defer b.space.Unlock()
-	if b.space.ch == nil {
-		b.space.ch = make(chan struct{})
-	}
-	return b.space.ch
-}
-
-// signalSpace wakes the requests waiting for space.
-func (b *budget) signalSpace() {
-	b.space.Lock()
-	ch := b.space.ch
-	b.space.ch = nil
-	b.space.Unlock()
-	if ch != nil {
-		close(ch)
-	}
-}
-
-// unpin releases a pin. A request waiting for space may have found
-// nothing to evict only because this entry was pinned, so it is woken; the
-// check costs one atomic load when nobody waits.
-func (b *budget) unpin(e *entry) {
-	e.unpin()
-	if b.spaceWaiters.Load() > 0 {
-		b.signalSpace()
-	}
-}
-
-// settleBack returns an entry that was being evicted (or dropped) to the
-// resident state, and wakes space waiters for the same reason as unpin.
-func (b *budget) settleBack(e *entry) {
-	e.settle(stateResident, false)
-	if b.spaceWaiters.Load() > 0 {
-		b.signalSpace()
-	}
-}
-
 // reserve charges n bytes before a chunk is loaded or created (SCC internal API
 // size_hint), evicting (and writing dirty victims) until they fit under the
 // active limit. Memory is a promise: when nothing can be evicted the caller
@@ -824,7 +664,7 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		// takes the allowance below: shedding a little metadata for it
 		// would only have it read again at once.)
 		if meta := c.budget.metadata.Load(); cur+n > limit && meta > limit/2 && meta+n > limit && meta > c.budget.shedAt.Load() {
-			if c.shedMetadata() && c.budget.metadata.Load() < meta {
+			if c.budget.shedMetadata(c.registered.files, &c.stats) && c.budget.metadata.Load() < meta {
 				continue
 			}
 		}
@@ -867,22 +707,6 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 	}
 }
 
-// evictableNow reports whether some resident entry is idle (could be
-// evicted right now). Used only on the slow path before blocking.
-func (p *policyLock) evictableNow() bool {
-	found := false
-	p.Lock()
-	p.pol.Nominate(func(e *entry) verdict {
-		if !e.bypass && e.word.Load() == packWord(stateResident, 0) {
-			found = true
-			return stop
-		}
-		return skip
-	})
-	p.Unlock()
-	return found
-}
-
 // begin/end bracket every request that goes past the hit path, so the
 // cache knows when it is quiescent (SCC design §2.4: the active size applies
 // only while requests run; see serveHits for why hits are left out).
@@ -905,7 +729,7 @@ func (c *Cache) endOn(st lockfree.Stripe) {
 	st.Add(hotActive, -1)
 	sz := c.sizes.current()
 	if sz.ad != nil && c.sizes.adaptive.tick() {
-		c.closeEpoch(false)
+		c.sizes.closeEpoch(false)
 	}
 	// Every request ending over the quiescent size pokes the trimmer, so the
 	// last one to end always does; the trimmer decides whether the cache

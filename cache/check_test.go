@@ -114,7 +114,7 @@ func checkCache(c *Cache) error {
 	if p := c.background.preEncode.bytes.Load(); p != pre {
 		errs = append(errs, fmt.Errorf("pre-encoded bytes %d != images %d", p, pre))
 	}
-	if n, k := c.budget.encoding.Load(), len(c.workers.encodes); n != 0 || k != 0 {
+	if n, k := c.writer.encoding.Load(), len(c.writer.encodes); n != 0 || k != 0 {
 		errs = append(errs, fmt.Errorf("%d bytes of images and %d encode tokens still held at rest", n, k))
 	}
 	var dss []*Dataset

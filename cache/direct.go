@@ -47,7 +47,7 @@ import (
 // drop at once, or keep only by evicting others); a write of a whole one
 // when the chunk is not resident and either larger than BypassBytes or
 // too large for what is left under the quiescent limit (a full cache
-// would keep it only by evicting others; directWorthIt).
+// would keep it only by evicting others; intake.worthIt).
 // Other chunks above BypassBytes are loaded, served and dropped at once
 // (the fallback SCC internal API names for "Skip Cache"). A resident copy, clean
 // or dirty, always serves the request.

@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/scc-dev/scc/cache/layout"
 )
@@ -48,32 +47,6 @@ import (
 // the table go this way, and a chunk absent from the table has no
 // unpublished version.
 
-// goesDirect is the rule above for g, a chunk of n bytes in memory (its
-// size hint) that is not resident, cached being what other chunks of the
-// same request will add on the cached path. It is the one rule for both
-// halves of a round trip: a read decodes g directly (decodeDirect) and a
-// write of the whole of a filtered g encodes it from the caller's buffer
-// (directSourceOf) exactly when it holds, so that the two agree on when
-// the cache is full and on which chunks it takes in. It remembers the
-// access (rereads.go), so call it once per chunk and request.
-func (c *Cache) goesDirect(sz *sizing, g *group, n, cached int64) bool {
-	if sz.bypass == math.MaxInt64 {
-		return false
-	}
-	if n > sz.bypass {
-		return true
-	}
-	// Every miss is remembered, so that a chunk accessed again once the
-	// cache is full is kept (evicting another) rather than decoded or
-	// encoded again and again: without it a full cache would never take
-	// in a new working set.
-	again := c.rereads.missedBefore(g.key, n, sz.quiescent)
-	if c.budget.resident.Load()+cached+n > sz.quiescent || c.cfg.AdmitOnReread {
-		return !again
-	}
-	return false
-}
-
 // decodeDirect serves the groups of a read that decode directly (see
 // above) and returns the others.
 func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) ([]*group, error) {
@@ -83,7 +56,7 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 	var cached int64
 	sz := c.sizes.current()
 	for _, g := range gs {
-		if !g.loc.Exists() || !c.goesDirect(sz, g, g.hint(), cached) {
+		if !g.loc.Exists() || !c.intake.goesDirect(sz, g, g.hint(), cached) {
 			cached += g.hint()
 			rest = append(rest, g)
 			continue

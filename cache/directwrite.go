@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
@@ -20,7 +19,7 @@ import (
 // resident copy, clean or dirty, and no load or eviction in progress), one
 // request of the sub-list covers it whole (Request.Full), the layout offers
 // the caller's bytes as the image (DirectWriter), and keeping the chunk
-// cached would cost more than it saves (directWorthIt): the chunk is
+// cached would cost more than it saves (intake.worthIt): the chunk is
 // larger than Config.BypassBytes (the cached path would not keep it anyway:
 // it would be created, gathered, encoded, written and dropped at once,
 // dropBypass), or at least Config.DirectWriteBytes (64 KiB: from there on
@@ -80,7 +79,7 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 	// room for some keeps those and sends the rest direct.
 	var cached int64
 	for _, g := range gs {
-		src, ok := c.directSourceOf(sz, reqs, g, cached)
+		src, ok := c.intake.sourceOf(sz, reqs, g, cached)
 		if !ok {
 			cached += g.hint()
 			rest = append(rest, g)
@@ -129,7 +128,7 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 		if err := writeFramed(ctx, &c.stats, framed, srcs); err != nil {
 			return rest, later, err
 		}
-		if err := c.writeEncoded(ctx, encoded, srcs); err != nil {
+		if err := c.writer.writeEncoded(ctx, encoded, srcs); err != nil {
 			return rest, later, err
 		}
 		start = end
@@ -142,33 +141,6 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 type directSource struct {
 	src    []byte
 	encode bool
-}
-
-// directSourceOf returns the caller's bytes of g if g goes directly: one
-// request covers the whole chunk, and either the layout frames the bytes
-// as they are (DirectWriter) and directWorthIt holds, or it encodes them
-// (DirectEncoder) and the read side's rule holds (goesDirect): a filtered
-// chunk goes direct exactly when a read of it would be decoded without
-// being kept, so that the two halves of a round trip agree on when the
-// cache is full. A whole chunk written again soon (rereads.go) is kept
-// dirty, so that rewrites of it cost a copy rather than an encode each.
-// cached is what the groups before g left to the cached path.
-func (c *Cache) directSourceOf(sz *sizing, reqs []Request, g *group, cached int64) (directSource, bool) {
-	if !g.full || len(g.reqs) != 1 {
-		return directSource{}, false
-	}
-	l, p := g.d.lay().l, reqs[g.reqs[0]].Piece
-	if dw, ok := l.(layout.DirectWriter); ok && c.directWorthIt(sz, g.hint(), cached) {
-		if src, ok := dw.DirectSource(g.coord, p); ok && len(src) > 0 {
-			return directSource{src: src}, true
-		}
-	}
-	if de, ok := l.(layout.DirectEncoder); ok && c.goesDirect(sz, g, g.hint(), cached) {
-		if src, ok := de.EncodeSource(g.coord, p); ok && len(src) > 0 {
-			return directSource{src: src, encode: true}, true
-		}
-	}
-	return directSource{}, false
 }
 
 // writeFramed writes claimed groups of one dataset whose images are the
@@ -233,34 +205,6 @@ func writeDirectDS(ctx context.Context, st *counters, gs []*group, ins []layout.
 	return nil
 }
 
-// directWorthIt is the rule's size test for a whole unfiltered chunk of n
-// bytes (its size hint) that is not resident, cached being what other
-// chunks of the same write will add on the cached path: the chunk is above
-// the bypass threshold, at least Config.DirectWriteBytes, or admitting it
-// would take the resident bytes past the quiescent limit. Bytes above that
-// limit are only ever held for a while: the reservation evicts past the
-// active limit and the background trim evicts back to the quiescent limit
-// as soon as no request runs, so a chunk admitted there displaces another
-// (or itself) soon, and copying it into the cache buys nothing that
-// writing it now does not. A chunk below DirectWriteBytes written into a
-// cache with room stays cached (a small hot chunk rewritten again and
-// again costs a copy each time and one write at the end); a stream of
-// whole chunks larger than the cache fills it to the quiescent limit and
-// then goes straight to the file instead of thrashing it. BypassBytes -1
-// turns direct writes off with the bypass.
-func (c *Cache) directWorthIt(sz *sizing, n, cached int64) bool {
-	if sz.bypass == math.MaxInt64 {
-		return false
-	}
-	if n > sz.bypass {
-		return true
-	}
-	if m := c.cfg.DirectWriteBytes; m > 0 && n >= m {
-		return true
-	}
-	return c.budget.resident.Load()+cached+n > sz.quiescent
-}
-
 // shedAfterDirect sheds metadata (external.go) when it holds more than half
 // the active limit and the cache is over that limit.
 //
@@ -276,6 +220,6 @@ func (c *Cache) directWorthIt(sz *sizing, n, cached int64) bool {
 func (c *Cache) shedAfterDirect() {
 	limit := c.sizes.current().active
 	if meta := c.budget.metadata.Load(); c.budget.resident.Load() > limit && meta > limit/2 && meta > c.budget.shedAt.Load() {
-		c.shedMetadata()
+		c.budget.shedMetadata(c.registered.files, &c.stats)
 	}
 }

@@ -34,7 +34,7 @@ import (
 // previous image, and the error reaches the caller.
 //
 // Memory. The images are the only memory a direct encode adds, and they
-// are bounded: each holds one of Config.Workers tokens (Cache.workers.encodes)
+// are bounded: each holds one of Config.Workers tokens (Cache.writer.encodes)
 // from before its encode until its write returns, so at most
 // Config.Workers of them are in flight however many requests write
 // (Stats.EncodingBytes counts them; a write of more chunks than that goes
@@ -71,14 +71,14 @@ import (
 // (writeDirectDS). A failed round stops the write: the rounds before it
 // are written and published, its chunks and the later ones are as they
 // were (Cache.Write: each chunk holds all of its pieces or none).
-func (c *Cache) writeEncoded(ctx context.Context, gs []*group, srcs map[*group]directSource) error {
+func (w *writer) writeEncoded(ctx context.Context, gs []*group, srcs map[*group]directSource) error {
 	for len(gs) > 0 {
-		n, err := c.workers.takeEncodeTokens(ctx, len(gs))
+		n, err := w.takeEncodeTokens(ctx, len(gs))
 		if err != nil {
 			return err
 		}
-		err = c.encodeRoundDirect(ctx, gs[:n], srcs)
-		c.workers.giveEncodeTokens(n)
+		err = w.encodeRoundDirect(ctx, gs[:n], srcs)
+		w.giveEncodeTokens(n)
 		if err != nil {
 			return err
 		}
@@ -90,17 +90,17 @@ func (c *Cache) writeEncoded(ctx context.Context, gs []*group, srcs map[*group]d
 // encodeRoundDirect encodes gs from the caller's bytes on the workers and
 // writes them (writeDirectDS). Every image is given back before it
 // returns, on every path.
-func (c *Cache) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*group]directSource) error {
+func (w *writer) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*group]directSource) error {
 	enc := make([]layout.Encoded, len(gs))
 	held := make([]int64, len(gs))
 	defer func() {
 		for i := range enc {
-			c.budget.encoding.Add(-held[i])
+			w.encoding.Add(-held[i])
 			releaseImage(enc[i])
 		}
 	}()
 	de := gs[0].d.lay().l.(layout.DirectEncoder)
-	err := c.workers.run(ctx, len(gs), func(i int) (err error) {
+	err := w.workers.run(ctx, len(gs), func(i int) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("%w: EncodeFrom: %v", ErrPanic, r)
@@ -113,7 +113,7 @@ func (c *Cache) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*gr
 			return fmt.Errorf("cache: encoding chunk %v directly: %w", g.coord, err)
 		}
 		enc[i], held[i] = e, int64(cap(e.Image))
-		c.budget.noteEncoding(c.budget.encoding.Add(held[i]))
+		w.noteEncoding(w.encoding.Add(held[i]))
 		return nil
 	})
 	if err != nil {
@@ -128,10 +128,10 @@ func (c *Cache) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*gr
 		ins[i] = layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(enc[i].Image)), Mask: enc[i].Mask, Sum: enc[i].Sum}
 		parts[i] = [][]byte{enc[i].Image}
 	}
-	if err := writeDirectDS(ctx, &c.stats, gs, ins, parts); err != nil {
+	if err := writeDirectDS(ctx, w.stats, gs, ins, parts); err != nil {
 		return err
 	}
-	c.stats.directEncodes.Add(int64(len(gs)))
+	w.stats.directEncodes.Add(int64(len(gs)))
 	return nil
 }
 
@@ -139,7 +139,7 @@ func (c *Cache) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*gr
 // many: it waits for the first and takes more only while they are free,
 // so a request never holds some while it waits for others (two requests
 // each holding part of what they want would wait for each other).
-func (w *workers) takeEncodeTokens(ctx context.Context, want int) (int, error) {
+func (w *writer) takeEncodeTokens(ctx context.Context, want int) (int, error) {
 	select {
 	case w.encodes <- struct{}{}:
 	case <-ctx.Done():
@@ -157,18 +157,8 @@ func (w *workers) takeEncodeTokens(ctx context.Context, want int) (int, error) {
 	return n, nil
 }
 
-func (w *workers) giveEncodeTokens(n int) {
+func (w *writer) giveEncodeTokens(n int) {
 	for range n {
 		<-w.encodes
-	}
-}
-
-// noteEncoding records v as the encoding peak if it is one.
-func (b *budget) noteEncoding(v int64) {
-	for {
-		p := b.encodingPeak.Load()
-		if v <= p || b.encodingPeak.CompareAndSwap(p, v) {
-			return
-		}
 	}
 }

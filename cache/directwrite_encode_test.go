@@ -250,9 +250,9 @@ func TestDirectEncodeFailure(t *testing.T) {
 			t.Fatal("a failed encode allocated space")
 		}
 		st := e.c.Stats()
-		if now, _ := l.stored(layout.Coord{0, 0}); now != loc || st.Chunks != 0 || st.DirectEncodes != 1 || st.EncodingBytes != 0 || len(e.c.workers.encodes) != 0 {
+		if now, _ := l.stored(layout.Coord{0, 0}); now != loc || st.Chunks != 0 || st.DirectEncodes != 1 || st.EncodingBytes != 0 || len(e.c.writer.encodes) != 0 {
 			t.Fatalf("after a %s failure: index %+v (was %+v), %d resident, %d direct encodes, %d bytes in flight, %d tokens held",
-				tc.name, now, loc, st.Chunks, st.DirectEncodes, st.EncodingBytes, len(e.c.workers.encodes))
+				tc.name, now, loc, st.Chunks, st.DirectEncodes, st.EncodingBytes, len(e.c.writer.encodes))
 		}
 		got := make([]byte, 512)
 		must(t, e.c.Read(bg, []Request{encReq(d, l, got, 0, 0)}))

@@ -11,7 +11,7 @@ import (
 	"github.com/scc-dev/scc/cache/layout"
 )
 
-// The direct-write rule's second half (directWorthIt): chunks below the
+// The direct-write rule's second half (intake.worthIt): chunks below the
 // bypass threshold go direct once admitting them would take the cache past
 // its quiescent limit.
 

@@ -75,7 +75,7 @@ type entry struct {
 	// chunk is the decoded chunk (cache memory format). Written under latch
 	// exclusive (or before the entry becomes resident).
 	chunk layout.Chunk
-	// touchedAt is Cache.access.clock when the policy last moved this
+	// touchedAt is Cache.mu.clock when the policy last moved this
 	// entry (touchLocked; 0: never), so that a hit can tell it is near
 	// the front of the recency order already (recentlyTouched).
 	touchedAt atomic.Uint64

@@ -75,7 +75,7 @@ func (d *Dataset) prepareShrink(ctx context.Context, oldDims, newDims []uint64) 
 	c := d.c
 	// Writing back every dirty chunk of the dataset (not only those
 	// outside) keeps this to one well-tested path; shrinks are rare.
-	if err := c.flushDatasets(ctx, []*Dataset{d}, false); err != nil {
+	if err := c.writer.flushDatasets(ctx, []*Dataset{d}, false); err != nil {
 		return fmt.Errorf("cache: set extent: %w", err)
 	}
 	return d.edges(oldDims, newDims, func(batch []Request) error {
@@ -252,7 +252,7 @@ func (d *Dataset) DirectRead(ctx context.Context, coord layout.Coord) ([]byte, l
 		var err error
 		e.flushMu.Lock()
 		if e.dirty.Load() {
-			err = c.writeBack(ctx, []*entry{e}, false)
+			err = c.writer.writeBack(ctx, []*entry{e}, false)
 		}
 		e.flushMu.Unlock()
 		c.budget.unpin(e)

@@ -96,24 +96,3 @@ func (f *File) SetMetadataShedder(fn func()) {
 	}
 	f.shed.Store(&fn)
 }
-
-// shedMetadata runs every registered file's shedder, unless another
-// goroutine is running them: its result serves both. It reports whether
-// it ran them.
-func (c *Cache) shedMetadata() bool {
-	if c.budget.metadata.Load() <= 0 || !c.budget.shedding.CompareAndSwap(false, true) {
-		return false
-	}
-	defer func() {
-		c.budget.shedAt.Store(c.budget.metadata.Load())
-		c.budget.shedding.Store(false)
-	}()
-	c.stats.metadataSheds.Add(1)
-	c.registered.files.ForEach(func(_ uint64, f *File) bool {
-		if fn := f.shed.Load(); fn != nil {
-			(*fn)()
-		}
-		return true
-	})
-	return true
-}

@@ -74,10 +74,10 @@ func TestSkipRecordWindow(t *testing.T) {
 		// A replay sets the window (touchLocked computes it from the
 		// resident entries); the loads put every entry at the front once.
 		e.c.mu.Lock()
-		e.c.drainLocked()
-		e.c.touchLocked(nil)
+		e.c.mu.drainLocked(&e.c.access)
+		e.c.mu.touchLocked(nil)
 		e.c.mu.Unlock()
-		if w := e.c.access.clock.window.Load(); w != n/recentWindowDiv {
+		if w := e.c.mu.clock.window.Load(); w != n/recentWindowDiv {
 			t.Fatalf("%v: window %d, want %d", pk, w, n/recentWindowDiv)
 		}
 		newest, _ := e.c.chunks.Load(makeKey(d.serial, layout.Coord{n - 1}))
@@ -94,10 +94,10 @@ func TestSkipRecordWindow(t *testing.T) {
 		if !recordPending(e.c, oldest) {
 			t.Errorf("%v: hit on the oldest entry not recorded", pk)
 		}
-		// A new age epoch (adaptive_age.go advanceAge) makes every entry
+		// A new age epoch (policyLock.advanceAge) makes every entry
 		// not put at the front since then need a record again, however
 		// recent: the record is what stamps its age.
-		e.c.access.clock.epoch.Store(e.c.access.clock.clock.Load())
+		e.c.mu.clock.epoch.Store(e.c.mu.clock.clock.Load())
 		must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, n-1)}))
 		if !recordPending(e.c, newest) {
 			t.Errorf("%v: hit on the newest entry in a new age epoch not recorded", pk)
@@ -138,7 +138,7 @@ func recordPending(c *Cache, x *entry) bool {
 	found := false
 	for i := range c.access.slots.slots {
 		s := &c.access.slots.slots[i]
-		s.hold()
+		s.hold(&c.access.slots)
 		found = found || slices.Contains(s.rec, x)
 		s.e.Store(nil)
 	}
@@ -150,7 +150,7 @@ func recordsPending(c *Cache) int {
 	n := 0
 	for i := range c.access.slots.slots {
 		s := &c.access.slots.slots[i]
-		s.hold()
+		s.hold(&c.access.slots)
 		n += len(s.rec)
 		s.e.Store(nil)
 	}
@@ -171,7 +171,7 @@ func TestSlotRecordsOnce(t *testing.T) {
 	}
 	for round := 0; round < 2; round++ {
 		e.c.mu.Lock() // no replay while the records are counted
-		e.c.drainLocked()
+		e.c.mu.drainLocked(&e.c.access)
 		for k := 0; k < 5; k++ {
 			must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}))
 		}

@@ -366,7 +366,7 @@ func (f *File) HotChunks(ctx context.Context, fn func(HotChunk) bool) error {
 	c := f.c
 	var order []*entry
 	c.mu.Lock()
-	c.drainLocked()
+	c.mu.drainLocked(&c.access)
 	c.mu.pol.Nominate(func(e *entry) verdict {
 		if e.ds.file == f && !e.bypass {
 			order = append(order, e)

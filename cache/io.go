@@ -124,7 +124,7 @@ func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (
 // its core unless goroutines read the same chunk. A slot reader's access
 // record is deduplicated in its slot (pendingFilter, latch.go); for the
 // recency policies any hit's record is left out for an entry near the
-// front of the order (accessClock, evict.go).
+// front of the order (accessClock, order.go).
 func (c *Cache) serveHits(o op, reqs []Request) (int, error) {
 	i := 0
 	if o.kind == opRead && len(reqs) > 1 {
@@ -301,7 +301,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		n = c.slotHit(slot, e)
 		slot.e.Store(nil)
 		if n%hitCheckEvery == 0 && c.sizes.current().ad != nil {
-			c.closeEpoch(false)
+			c.sizes.closeEpoch(false)
 		}
 		return true, err
 	case o.kind == opRead && e.tryPinRead():
@@ -318,11 +318,11 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	default:
 		return false, nil
 	}
-	if !c.access.skipRecord(c.cfg.Policy, e) {
+	if !c.mu.skipRecord(c.cfg.Policy, e) {
 		c.access.record(e)
 	}
 	if n%hitCheckEvery == 0 && c.sizes.current().ad != nil {
-		c.closeEpoch(false) // adaptive.go: epochs of hits close without waiting for the adaptor
+		c.sizes.closeEpoch(false) // adaptive.go: epochs of hits close without waiting for the adaptor
 	}
 	return true, err
 }
@@ -340,7 +340,7 @@ func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
 	if e.prefetched().Load() {
 		c.background.prefetch.used(e, &c.stats)
 	}
-	if !c.access.skipRecord(c.cfg.Policy, e) && s.pending.add(e) {
+	if !c.mu.skipRecord(c.cfg.Policy, e) && s.pending.add(e) {
 		kept, ready := s.record(e)
 		if !kept {
 			s.pending.forget(e) // dropped: let it be recorded again
@@ -514,47 +514,17 @@ func (c *Cache) apply(o op, e *entry, r *Request) error {
 		err := l.Gather(e.chunk, r.Piece)
 		// Even a failed Gather may have changed part of the chunk: treat it
 		// as modified so nothing is silently dropped.
-		c.modifiedLocked(e)
+		c.budget.modifiedLocked(e, &c.background.preEncode, &c.stats)
 		e.unlockChunk()
 		return err
 	default:
 		e.lockChunk()
 		changed, err := l.Trim(e.coord, e.chunk, o.dims)
 		if changed || err != nil {
-			c.modifiedLocked(e)
+			c.budget.modifiedLocked(e, &c.background.preEncode, &c.stats)
 		}
 		e.unlockChunk()
 		return err
-	}
-}
-
-// modifiedLocked records a modification of e's chunk: new size, dirty,
-// version bump, pre-encoded image invalidated. Caller holds e.latch
-// exclusively.
-func (c *Cache) modifiedLocked(e *entry) {
-	// The image's bytes are part of old; dropping it here releases them
-	// with the size update below.
-	var img int64
-	if p := e.encoded.Swap(nil); p != nil {
-		img = p.bytes()
-		c.background.preEncode.bytes.Add(-img)
-		c.stats.preWasted.Add(1)
-		p.release()
-	}
-	old := e.size.Load()
-	ms := e.chunk.MemSize()
-	if ms != old {
-		e.size.Store(ms)
-		c.budget.charge(ms - old)
-	}
-	if dd := ms - (old - img); dd != 0 {
-		e.ds.size.Add(dd) // the dataset's size never held the image
-	}
-	e.version.Add(1)
-	if !e.dirty.Swap(true) {
-		c.budget.dirty.Add(ms)
-	} else {
-		c.budget.dirty.Add(ms - old)
 	}
 }
 
@@ -824,7 +794,7 @@ func (c *Cache) routeDirect(ctx context.Context, o op, reqs []Request, work []*g
 // other requests hold in flight. It returns later with the requests to
 // retry added.
 func (c *Cache) loadSubLists(ctx context.Context, o op, reqs []Request, work []*group, later []int) ([]int, error) {
-	s := c.flashFor(work) - c.budget.inflight.Load()
+	s := c.sizes.flashFor(work) - c.budget.inflight.Load()
 	for start := 0; start < len(work); {
 		rest := work[start:]
 		end := start + cut(s, len(rest), func(i int) int64 { return rest[i].hint() })
@@ -1159,7 +1129,7 @@ func (c *Cache) publish(mine []*group) (bypass []*entry) {
 	c.mu.Lock()
 	for _, g := range mine {
 		if !g.e.bypass {
-			c.linkLocked(g.e)
+			c.mu.linkLocked(g.e)
 		}
 	}
 	c.mu.Unlock()
@@ -1198,7 +1168,7 @@ func (c *Cache) dropBypass(ctx context.Context, o op, bypass []*entry) error {
 			dirty = append(dirty, e)
 		}
 	}
-	if err := c.writeBack(ctx, dirty, false); err != nil {
+	if err := c.writer.writeBack(ctx, dirty, false); err != nil {
 		if o.kind == opWrite {
 			c.remove(bypass)
 			return err
@@ -1206,7 +1176,7 @@ func (c *Cache) dropBypass(ctx context.Context, o op, bypass []*entry) error {
 		c.mu.Lock()
 		for _, e := range bypass {
 			e.bypass = false
-			c.linkLocked(e)
+			c.mu.linkLocked(e)
 		}
 		c.mu.Unlock()
 		for _, e := range bypass {

@@ -145,8 +145,14 @@ func (e *entry) lockChunk() {
 type readSlots struct {
 	slots []readSlot
 	mask  int
+	// Every hit reads slots and mask; the drainer writes what follows.
+	_ [64 - 32]byte
 	// drainMu serializes readSlots.drain: it guards every slot's spare.
+	// Lock order: the table at Cache.mu.
 	drainMu sync.Mutex
+	// waits counts the yields of drains and folds that found a slot held
+	// by a reader and waited for it (tests).
+	waits atomic.Int64
 }
 
 // readSlot is one published entry and its holder's counts and records,
@@ -249,12 +255,35 @@ func (rs *readSlots) enter(e *entry) *readSlot {
 }
 
 // hold takes slot s for its accounting, waiting for a reader that holds it
-// (one Scatter at most).
-func (s *readSlot) hold() {
-	for !s.e.CompareAndSwap(nil, slotHeld) {
+// (one Scatter at most). It looks before it writes: a failed CAS would
+// take the reader's line away from it on every try.
+func (s *readSlot) hold(rs *readSlots) {
+	for !s.tryHold() {
+		rs.waits.Add(1)
 		runtime.Gosched()
 	}
 }
+
+// tryHold takes slot s for its accounting if no reader holds it.
+func (s *readSlot) tryHold() bool {
+	return s.e.Load() == nil && s.e.CompareAndSwap(nil, slotHeld)
+}
+
+// holdSoon takes slot s if its reader lets it go within a few looks (a
+// reader holds it for one Scatter, then runs the rest of its request
+// without it), and reports whether it did. It never yields.
+func (s *readSlot) holdSoon() bool {
+	for range holdLooks {
+		if s.tryHold() {
+			return true
+		}
+	}
+	return false
+}
+
+// holdLooks bounds holdSoon's looks at a held slot: each is a load of the
+// reader's line, cheap next to the wait of a yield.
+const holdLooks = 64
 
 // record appends e to the held slot's records; ready is true for the
 // record that brought them to half their capacity (the replayer's mark).
@@ -296,7 +325,7 @@ func (a *accessRecording) foldSlots(st *counters) {
 	rs := &a.slots
 	for i := range rs.slots {
 		s := &rs.slots[i]
-		s.hold()
+		s.hold(rs)
 		if s.hits != 0 {
 			st.hot.AddAt(0, hotHits, s.hits)
 			s.hits = 0
@@ -310,17 +339,27 @@ func (a *accessRecording) foldSlots(st *counters) {
 	}
 }
 
-// drain calls f with every slot's records and empties them. It waits
-// for a reader holding a slot (one Scatter) rather than pass it by: the
-// replayer's sleep (replay.go) relies on a drain taking every record
+// drain calls f with every slot's records and empties them. With wait it
+// waits for a reader holding a slot (one Scatter) rather than pass it by:
+// the replayer's sleep (replay.go) relies on a drain taking every record
 // appended before it, or a reader that passed its mark while the
-// replayer polled would never wake it. f must not keep the slice.
-func (rs *readSlots) drain(f func([]*entry)) {
+// replayer polled would never wake it. Without, a slot whose reader
+// keeps it past a few looks (holdSoon) is passed by, and skipped reports
+// it: the replayer's polls drain that way, so that a reader that hits
+// without pause is never made to hand its slot's line to a drainer that
+// spins on it (at one goroutine that spin took a core and slowed every
+// hit); the poll after takes the records. f must not keep the slice.
+func (rs *readSlots) drain(f func([]*entry), wait bool) (skipped bool) {
 	rs.drainMu.Lock()
 	defer rs.drainMu.Unlock()
 	for i := range rs.slots {
 		s := &rs.slots[i]
-		s.hold()
+		if wait {
+			s.hold(rs)
+		} else if !s.holdSoon() {
+			skipped = true
+			continue
+		}
 		batch := s.rec
 		if len(batch) == 0 {
 			s.e.Store(nil)
@@ -336,6 +375,7 @@ func (rs *readSlots) drain(f func([]*entry)) {
 		clear(batch)
 		s.spare = batch[:0]
 	}
+	return skipped
 }
 
 // waitSlotReaders returns once no slot reader holds e. The caller has

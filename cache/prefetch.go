@@ -259,7 +259,7 @@ func (f *File) waitPrefetches(closing bool) {
 // them. Its phases: pick the chunks (prefetchState.coords), look them up, claim
 // table slots for those that fit (prefetchState.claim), charge the budget
 // (chargePrefetch), read and decode them (readPrefetch, decodePrefetch),
-// and make them resident (settlePrefetch). Whatever ends the job early
+// and make them resident (prefetchState.settle). Whatever ends the job early
 // removes the claimed entries, so a demand read loads them.
 func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 	d := j.d
@@ -299,7 +299,7 @@ func (c *Cache) prefetch(ctx context.Context, j prefetchJob) error {
 		c.remove(es)
 		return err
 	}
-	c.settlePrefetch(d, es)
+	c.background.prefetch.settle(d, es, &c.mu, &c.budget, &c.stats)
 	return nil
 }
 
@@ -428,28 +428,28 @@ func decodePrefetch(ctx context.Context, w workers, box *layoutBox, es []*entry,
 	})
 }
 
-// settlePrefetch charges the decoded chunks' real sizes, links them into
-// the policy, marks them prefetched (counted in the prefetch budget until
-// first used) and makes them resident.
-func (c *Cache) settlePrefetch(d *Dataset, es []*entry) {
-	c.mu.Lock()
+// settle charges the decoded chunks' real sizes to b, links them into
+// the order o, marks them prefetched (counted in the prefetch budget
+// until first used) and makes them resident, counting them in st.
+func (p *prefetchState) settle(d *Dataset, es []*entry, o *policyLock, b *budget, st *counters) {
+	o.Lock()
 	for _, e := range es {
 		ms := e.chunk.MemSize()
 		if dlt := ms - e.size.Load(); dlt != 0 {
 			e.size.Store(ms)
 			d.size.Add(dlt)
-			c.budget.charge(dlt)
+			b.charge(dlt)
 		}
-		c.linkLocked(e)
+		o.linkLocked(e)
 	}
-	c.mu.Unlock()
+	o.Unlock()
 	for _, e := range es {
 		e.prefSize = e.size.Load()
-		c.background.prefetch.bytes.Add(e.prefSize)
+		p.bytes.Add(e.prefSize)
 		e.prefetched().Store(true)
 		e.settle(stateResident, false)
 	}
-	c.stats.prefetched.Add(int64(len(es)))
+	st.prefetched.Add(int64(len(es)))
 }
 
 // evictClean frees up to need bytes by dropping idle clean chunks from the
@@ -463,7 +463,7 @@ func (c *Cache) evictClean(need int64) {
 	var planned int64
 	round := map[*Dataset]int64{}
 	c.mu.Lock()
-	c.drainLocked()
+	c.mu.drainLocked(&c.access)
 	c.mu.pol.Nominate(func(e *entry) verdict {
 		if planned >= need {
 			return stop

@@ -3,6 +3,8 @@ package cache
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/scc-dev/scc/lockfree"
 )
 
 // Replaying access records off the reading goroutine.
@@ -68,32 +70,77 @@ func (a *accessRecording) kickReplay() {
 	}
 }
 
-// replayOnce drains the access buffer into the policy and returns the
-// records it replayed.
-func (c *Cache) replayOnce() int {
-	n := 0
-	c.mu.Lock()
-	c.access.drainLocked(func(batch []*entry) {
-		n += len(batch)
-		c.touchLocked(batch)
-	})
-	c.mu.Unlock()
-	if n > 0 {
-		c.access.replay.rounds.Add(1)
-	}
-	return n
+// accessRecording is how hits reach the replacement order without the
+// policy lock: lossy striped buffers and read slots hold their records
+// until the replay goroutine applies them under Cache.mu.
+type accessRecording struct {
+	buf *lockfree.Buffer[*entry]
+	// slots publish the entries that read hits copy from without pinning
+	// them, and hold those hits' counts and access records (latch.go).
+	slots readSlots
+	// slotDrops counts the access records read slots dropped (folded in
+	// by foldSlots).
+	slotDrops atomic.Int64
+	replay    replayState // the goroutine that applies accesses
 }
 
-// replayer applies buffered access records to the policy (see above).
-func (c *Cache) replayer() {
-	defer c.background.jobs.wg.Done()
+// record notes a hit that took a pin (a write, or a read that found
+// its P's read slots taken) for the policy without taking the policy lock
+// (see policy.go): it appends e to its stripe of the shared access buffer
+// and, if that brought the stripe to its mark, wakes the replayer
+// (replay.go), which applies the records on its own goroutine. Read hits
+// that hold a read slot record in the slot instead (slotHit).
+func (a *accessRecording) record(e *entry) {
+	if _, ready := a.buf.Record(e); ready {
+		a.kickReplay()
+	}
+}
+
+// drainLocked calls f with the buffered access records: the read slots'
+// (latch.go) and the shared buffer's (hits that took a pin), waiting for
+// the readers that hold slots. Caller holds Cache.mu.
+func (a *accessRecording) drainLocked(f func([]*entry)) {
+	a.drainSome(f, true)
+}
+
+// drainSome is drainLocked; without wait it passes by the slots their
+// readers keep (readSlots.drain) and reports whether it did.
+func (a *accessRecording) drainSome(f func([]*entry), wait bool) (skipped bool) {
+	skipped = a.slots.drain(f, wait)
+	a.buf.Drain(f)
+	return skipped
+}
+
+// replayOnce drains the recorded accesses into the order p and returns
+// the records it replayed. Without wait it passes by the read slots
+// their readers keep, and skipped reports that it did.
+func (a *accessRecording) replayOnce(p *policyLock, wait bool) (n int, skipped bool) {
+	p.Lock()
+	skipped = a.drainSome(func(batch []*entry) {
+		n += len(batch)
+		p.touchLocked(batch)
+	}, wait)
+	p.Unlock()
+	if n > 0 {
+		a.replay.rounds.Add(1)
+	}
+	return n, skipped
+}
+
+// replayer applies buffered access records to the order p (see above)
+// until jobs end.
+func (a *accessRecording) replayer(jobs *background, p *policyLock) {
+	defer jobs.wg.Done()
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	for {
-		if c.replayOnce() > 0 {
+		// Polls pass by the slots readers hold: a reader busy enough to
+		// be found in its slot again and again records more soon, and
+		// the next poll, or the waiting drain before a sleep, takes them.
+		if n, skipped := a.replayOnce(p, false); n > 0 || skipped {
 			t.Reset(replayPoll)
 			select {
-			case <-c.background.jobs.ctx.Done():
+			case <-jobs.ctx.Done():
 				t.Stop()
 				return
 			case <-t.C:
@@ -102,16 +149,17 @@ func (c *Cache) replayer() {
 		}
 		// Going to sleep. A reader whose stripe reached its mark while we
 		// were polling saw sleeping clear and sent nothing; its record was
-		// appended before it looked, so the drain after the store below
-		// finds it (or the reader sees sleeping set and kicks).
-		c.access.replay.sleeping.Store(true)
-		if c.replayOnce() == 0 {
+		// appended before it looked, so the drain after the store below,
+		// which waits for the slots' readers, finds it (or the reader sees
+		// sleeping set and kicks).
+		a.replay.sleeping.Store(true)
+		if n, _ := a.replayOnce(p, true); n == 0 {
 			select {
-			case <-c.background.jobs.ctx.Done():
+			case <-jobs.ctx.Done():
 				return
-			case <-c.access.replay.kick:
+			case <-a.replay.kick:
 			}
 		}
-		c.access.replay.sleeping.Store(false)
+		a.replay.sleeping.Store(false)
 	}
 }

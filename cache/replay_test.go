@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/cache/internal/policy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestReplayOffReader: hits never apply access records themselves. With
@@ -105,7 +107,7 @@ func TestReplayerSleepsAndWakes(t *testing.T) {
 		r0 := e.c.access.replay.rounds.Load()
 		e.c.mu.Lock()
 		// Window 0: every hit is recorded (no entry counts as recent).
-		e.c.access.clock.window.Store(0)
+		e.c.mu.clock.window.Store(0)
 		e.c.mu.Unlock()
 		burst()
 		waitFor(t, "a replay", func() bool { return e.c.access.replay.rounds.Load() > r0 })
@@ -179,4 +181,43 @@ func TestReplayerRacesEvictions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplayerPassesBusySlots: a reader that hits without pause is never
+// made to wait for the replayer, nor the replayer for it: the replayer's
+// polls pass by a slot its reader keeps (readSlots.drain without wait)
+// and take its records at a later poll, so that the drains yield to a
+// held slot less than once per replay round. When every poll waited for the slot, the replayer
+// spun on the reader's line about a thousand times per round (a core
+// taken, and the reader's line pulled away on every try).
+func TestReplayerPassesBusySlots(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
+	e := newEnv(t, Config{QuiescentBytes: 64 << 20, Policy: PolicyLFU, BypassBytes: -1})
+	d, l := e.dataset(1, -1, 64)
+	const n = 1024
+	for i := 0; i < n; i++ {
+		require.NoError(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, byte(i)), uint64(i))}))
+	}
+	require.NoError(t, e.f.Flush(bg))
+	before := e.c.Stats()
+	waits0 := e.c.access.slots.waits.Load()
+	rounds0 := e.c.access.replay.rounds.Load()
+
+	// One reader, hits only, until the replayer has run many rounds
+	// under it (bounded, in case it never does).
+	const wantRounds = 40
+	buf := make([]byte, 64)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for k := 0; k < 50_000_000 && e.c.access.replay.rounds.Load()-rounds0 < wantRounds; k++ {
+		require.NoError(t, e.c.Read(bg, []Request{fullReq(d, l, buf, uint64(rng.IntN(n)))}))
+	}
+	rounds := e.c.access.replay.rounds.Load() - rounds0
+	waits := e.c.access.slots.waits.Load() - waits0
+	require.GreaterOrEqual(t, rounds, int64(wantRounds), "the replayer ran too few rounds under the reader")
+	assert.Less(t, waits, rounds, "drains yielded to a held slot %d times in %d rounds", waits, rounds)
+	s := e.c.Stats().Sub(before)
+	assert.Zero(t, s.Misses)
+	assert.Positive(t, s.Hits)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"sync/atomic"
 )
 
 // Runtime configuration (SCC requirements §4.2 "Configure Chunk Cache": get and
@@ -26,6 +27,35 @@ import (
 // by SetConfig when the new configuration changes a field that only New
 // can set.
 var ErrImmutableConfig = errors.New("cache: field cannot change on a live cache")
+
+// sizer is the sizes in force and adaptive sizing's state.
+type sizer struct {
+	// limits holds the quiescent and active limits, bypass threshold and
+	// what derives from them (resize.go). Replaced whole by SetConfig and
+	// adaptive sizing, so a reader sees one consistent set; every
+	// replacement calls limitChanged so that admission follows.
+	limits atomic.Pointer[sizing]
+	// adaptive is adaptive sizing's state (adaptive.go); its mu
+	// serializes every size change.
+	adaptive adaptState
+	// preEncode is whether the pre-encoder runs (Config.PreEncodeBytes >
+	// 0, which SetConfig cannot change): only then do sizings have a
+	// pre-encode mark. Set once, before the first sizing.
+	preEncode bool
+
+	sizingDeps
+}
+
+// sizingDeps is what sizing reads (the hit and miss counts, the order's
+// age ring) and tells (admission, the trimmer), set by New.
+type sizingDeps struct {
+	closed    *atomic.Bool // the cache's
+	stats     *counters
+	access    *accessRecording
+	order     *policyLock
+	admission *admission
+	trim      *trimState
+}
 
 // sizing is the set of sizes in force. Immutable once published.
 type sizing struct {
@@ -95,13 +125,14 @@ func (z *sizer) newSizing(raw Config, size int64) *sizing {
 	return s
 }
 
-// initSizing publishes the first sizing. Called once, from New, after
-// c.cfg is set.
-func (c *Cache) initSizing(raw Config) {
-	c.sizes.preEncode = c.cfg.PreEncodeBytes > 0
-	s := c.sizes.newSizing(raw, -1)
-	c.sizes.limits.Store(s)
-	c.sizes.adaptive.reset(c, s)
+// init publishes the first sizing of raw (validated); preEncode is
+// whether the pre-encoder runs. Called once, from New, with the
+// collaborators set.
+func (z *sizer) init(raw Config, preEncode bool) {
+	z.preEncode = preEncode
+	s := z.newSizing(raw, -1)
+	z.limits.Store(s)
+	z.reset(s)
 }
 
 // Config returns the cache's configuration as last given to New or
@@ -139,28 +170,39 @@ func (c *Cache) SetConfig(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	c.sizes.adaptive.mu.Lock()
-	old := c.sizes.current()
+	s, err := c.sizes.configure(cfg)
+	if err != nil {
+		return err
+	}
+	return c.shrinkTo(ctx, s.active)
+}
+
+// configure puts cfg (validated) in force for SetConfig and returns the
+// new sizing; a field only New can set that cfg changes fails it with
+// nothing changed.
+func (z *sizer) configure(cfg Config) (*sizing, error) {
+	z.adaptive.mu.Lock()
+	old := z.current()
 	runnerGiven := cfg.Runner != nil
 	if !runnerGiven {
 		cfg.Runner = old.raw.Runner
 	}
 	if err := immutableChanged(old.raw, cfg, runnerGiven); err != nil {
-		c.sizes.adaptive.mu.Unlock()
-		return err
+		z.adaptive.mu.Unlock()
+		return nil, err
 	}
 	size := int64(-1) // what cfg asks for
 	if cfg.Adaptive.Enabled && old.raw.Adaptive.Enabled && cfg.Adaptive.InitialBytes == old.raw.Adaptive.InitialBytes {
 		size = old.quiescent
 	}
-	s := c.sizes.newSizing(cfg, size)
-	c.publishLocked(s, ResizeDecision{
-		Epoch: c.sizes.adaptive.mu.epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
+	s := z.newSizing(cfg, size)
+	z.publishLocked(s, ResizeDecision{
+		Epoch: z.adaptive.mu.epoch, OldBytes: old.quiescent, NewBytes: s.quiescent, Reason: ReasonConfig,
 	}, old.quiescent != s.quiescent)
-	c.sizes.adaptive.reset(c, s)
-	c.sizes.adaptive.mu.Unlock()
-	c.sizes.adaptive.wakeAdaptor()
-	return c.shrinkTo(ctx, s.active)
+	z.reset(s)
+	z.adaptive.mu.Unlock()
+	z.adaptive.wakeAdaptor()
+	return s, nil
 }
 
 // shrinkTo evicts until resident bytes fit under limit (or nothing more
@@ -230,18 +272,18 @@ func sameRunner(a, b Runner) bool {
 
 // publishLocked swaps in s and tells admission; with logged it records d
 // in the decision log. A smaller quiescent size wakes the trimmer, which
-// evicts down once no request runs. Caller holds c.sizes.adaptive.mu.
-func (c *Cache) publishLocked(s *sizing, d ResizeDecision, logged bool) {
-	old := c.sizes.limits.Swap(s)
+// evicts down once no request runs. Caller holds z.adaptive.mu.
+func (z *sizer) publishLocked(s *sizing, d ResizeDecision, logged bool) {
+	old := z.limits.Swap(s)
 	if logged {
-		c.sizes.adaptive.record(d)
+		z.adaptive.record(d)
 	}
 	if old == nil || old.active != s.active {
-		c.admission.limitChanged(&c.sizes)
+		z.admission.limitChanged(z)
 	}
 	if old != nil && s.quiescent < old.quiescent {
 		select {
-		case c.background.trim.kick <- struct{}{}:
+		case z.trim.kick <- struct{}{}:
 		default:
 		}
 	}

@@ -68,7 +68,7 @@ type policySim struct {
 	// (sampleAccess, numbered as one stripe's count) reach the buffer.
 	sampled bool
 	kind    PolicyKind
-	// clock and window: Cache.access.clock's, kept by drain as touchLocked does.
+	// clock and window: Cache.mu.clock's, kept by drain as policyLock.touchLocked does.
 	clock, window uint64
 }
 
@@ -151,7 +151,7 @@ func (s *policySim) access(key uint64) (hit bool, victim uint64, evicted bool) {
 	e.linked = true
 	s.res[key] = e
 	s.p.Add(e)
-	s.clock++ // as Cache.linkLocked
+	s.clock++ // as policyLock.linkLocked
 	e.touchedAt.Store(s.clock)
 	return false, victim, evicted
 }
