@@ -73,10 +73,14 @@ tidy:
 
 # ---- HDF5 interop: the cgo module interop/hdf5 (its own go.mod), so the
 # main module stays pure Go (CGO_ENABLED=0 builds it).
-HDF5_DEPS = libhdf5-dev pkg-config hdf5-tools python3-h5py python3-numpy
+# The filter plugins decode chunks compressed by filters libhdf5 itself lacks (LZ4, BZip2,
+# Bitshuffle, LZF, Blosc, ZFP); the bridge finds them in HDF5_PLUGIN_PATH, or in Debian's
+# plugin directory when that is unset. python3-hdf5plugin lets h5py write such files in tests.
+HDF5_PLUGINS = hdf5-filter-plugin bitshuffle hdf5-plugin-lzf hdf5-filter-plugin-blosc-serial hdf5-filter-plugin-zfp-serial python3-hdf5plugin
+HDF5_DEPS = libhdf5-dev pkg-config hdf5-tools python3-h5py python3-numpy $(HDF5_PLUGINS)
 HDF5_SIZE ?= 1GiB
 
-interop-hdf5-deps: ## install libhdf5-dev and the readers the HDF5 tests use (h5dump, h5py; Debian, as root)
+interop-hdf5-deps: ## install libhdf5-dev, its filter plugins and the readers the HDF5 tests use (h5dump, h5py, hdf5plugin; Debian, as root)
 	@dpkg -s $(HDF5_DEPS) >/dev/null 2>&1 || { apt-get update && apt-get install -y --no-install-recommends $(HDF5_DEPS); }
 
 hdf5: ## build bin/scc-hdf5, the HDF5 export/import binary `scctl hdf5` runs (needs interop-hdf5-deps)

@@ -37,7 +37,14 @@
 // raw DEFLATE (RFC 1951), so those chunks are rewrapped on export: each is
 // inflated once to compute the Adler-32 (no compression runs). Pipelines
 // with no HDF5 counterpart in libhdf5 (zstd, LZ4, CRC32C) are decoded and
-// re-encoded to shuffle+deflate, and the report says so. Edge chunks are
+// re-encoded to shuffle+deflate, and the report says so. On import,
+// HDF5's zstd chunks (filter 32015, one Zstandard frame) are copied as scc
+// Zstd chunks and one-block LZ4 chunks (filter 32004) as scc LZ4 chunks
+// with only their framing changed (lz4.go), neither decoded here; chunks
+// of filters scc does not have (Bitshuffle, Blosc, BZip2, LZF, ZFP, ...)
+// are decoded by libhdf5's filter plugins (internal/h5/plugins.go: the
+// search path, and why the binding registers the plugins itself) and
+// re-encoded. Edge chunks are
 // whole chunks in both formats (HDF5 stores full-size edge chunks), so
 // they copy like any other (import decodes them once to check that their
 // padding is the fill value, as scc keeps it).
@@ -81,10 +88,11 @@ const (
 	// Raw: every stored chunk was copied byte for byte (pipelines of
 	// shuffle and zlib: scc's Zlib filter stores HDF5's deflate stream).
 	Raw Mode = "raw"
-	// Rewrapped: scc's raw Deflate chunks were exported without
-	// re-compression; only the zlib wrapper was added, which costs one
-	// inflate per chunk for the Adler-32. (Import never rewraps: HDF5's
-	// deflate becomes scc's Zlib.)
+	// Rewrapped: the compressed streams were copied with only their
+	// framing changed. On export, scc's raw Deflate chunks get the zlib
+	// wrapper, which costs one inflate per chunk for the Adler-32 (HDF5's
+	// deflate imports as scc's Zlib, unchanged); on import, HDF5's
+	// one-block LZ4 chunks get scc's LZ4 length prefix.
 	Rewrapped Mode = "rewrapped"
 	// Reencoded: chunks were decoded and encoded again, because the
 	// pipelines differ (Reason says why).

@@ -29,6 +29,9 @@ type importPlan struct {
 	// zlibDirect: the pipeline is [shuffle+]deflate, whose chunks are
 	// stored without inflating them (engine.Dataset.WriteChunkRawZlib).
 	zlibDirect bool
+	// lz4Stage is the index of a last HDF5 LZ4 stage whose chunks are
+	// reframed as scc's LZ4 images (lz4.go), -1 if none.
+	lz4Stage int
 	// defined: the companion dataset holding the defined set of a sparse
 	// dataset scc exported (DefinedAttr); the dataset is imported sparse.
 	defined string
@@ -42,8 +45,8 @@ type importPlan struct {
 // Every dataset is checked before anything is created. A dataset scc
 // cannot represent — an element type other than 1-, 2-, 4- or 8-byte
 // integers and IEEE floats of 4 or 8 bytes, a scalar or null dataspace, a
-// filter this libhdf5 cannot decode, raw data in external files, a chunk
-// larger than scc's 1 GiB limit, a grid that would have to be walked and
+// filter this libhdf5 cannot decode (no plugin) in a pipeline scc cannot
+// copy, raw data in external files, a chunk larger than scc's 1 GiB limit, a grid that would have to be walked and
 // is larger than maxGrid chunks — is left out and listed in
 // Report.Skipped with the reason; the others are imported. So is a
 // dataset (or any object) whose header libhdf5 cannot read, named with
@@ -298,6 +301,26 @@ var filterNames = map[int]string{
 	32024: "sz3", 32025: "delta-rice", 32026: "blosc2",
 }
 
+// missingFilter returns the first filter of fs this libhdf5 cannot
+// decode.
+func missingFilter(fs []h5.Filter) (h5.Filter, bool) {
+	for _, fl := range fs {
+		if !fl.Available {
+			return fl, true
+		}
+	}
+	return h5.Filter{}, false
+}
+
+// pluginPathString names the plugin search path for a refusal.
+func pluginPathString() string {
+	dirs := h5.PluginPath()
+	if len(dirs) == 0 {
+		return "an empty plugin path"
+	}
+	return strings.Join(dirs, ":")
+}
+
 func filterName(fl h5.Filter) string {
 	if n, ok := filterNames[fl.ID]; ok {
 		return fmt.Sprintf("%s (id %d)", n, fl.ID)
@@ -342,12 +365,7 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 		// file's metadata points.
 		return nil, unsupported(path, "raw data in external files")
 	}
-	for _, fl := range in.Filters {
-		if !fl.Available {
-			return nil, unsupported(path, "filter %s is not available in this libhdf5", filterName(fl))
-		}
-	}
-	p := &importPlan{path: path, info: in, mode: Raw}
+	p := &importPlan{path: path, info: in, mode: Raw, lz4Stage: -1}
 	maxShape := make([]uint64, r)
 	for i, m := range in.MaxDims {
 		if m == h5.Unlimited {
@@ -376,6 +394,18 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 				// start at 1 and only matter for encoding.
 				fs = append(fs, engine.Zlib(max(1, min(9, fl.Level))))
 				p.zlibDirect = i == len(in.Filters)-1 && (i == 0 || i == 1 && in.Filters[0].ID == h5.FilterShuffle)
+			case fl.ID == h5.FilterZstd:
+				// The zstd plugin stores one Zstandard frame with its
+				// content size (ZSTD_compress), scc's Zstd image; the
+				// level (its first client value) only matters for
+				// encoding.
+				fs = append(fs, engine.Zstd(max(-(1<<17), min(22, fl.Level))))
+			case fl.ID == h5.FilterLZ4 && i == len(in.Filters)-1:
+				// A one-block HDF5 LZ4 chunk is scc's LZ4 image but for
+				// its framing (lz4.go); only the last stage's stored
+				// bytes can be reframed.
+				fs = append(fs, engine.LZ4())
+				p.lz4Stage = i
 			default:
 				why = append(why, fmt.Sprintf("HDF5 filter %s has no scc counterpart", filterName(fl)))
 			}
@@ -394,6 +424,15 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 			p.spec.Filters = fs
 		} else {
 			reencode(strings.Join(why, "; "))
+		}
+		if p.mode == Reencoded {
+			// The chunks go through libhdf5's pipeline, which needs
+			// every filter; a copied chunk needs none of them.
+			if fl, ok := missingFilter(in.Filters); ok {
+				return nil, unsupported(path, "filter %s is not available in this libhdf5 (no plugin for it in %s)", filterName(fl), pluginPathString())
+			}
+		} else if p.lz4Stage >= 0 {
+			p.mode = Rewrapped
 		}
 	} else {
 		p.spec.Chunk = opts.chunkFor(in.Dims, in.Type.Size)
@@ -562,7 +601,8 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 	// through the engine. A raw image the engine refuses falls back to
 	// HDF5's decoder for that chunk (readBox: an HDF5 call beside the
 	// producer's, which the binding serializes).
-	var mu sync.Mutex // guards rep's counters (workers add to them)
+	var mu sync.Mutex // guards rep's counters (workers add to them) and copyWhy
+	var copyWhy error // why the first chunk that could not be copied was not
 	run := func(produce func(gctx context.Context, send func(imported) error) error) error {
 		g, gctx := errgroup.WithContext(ctx)
 		work := make(chan imported, 2*opts.workers())
@@ -583,11 +623,23 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 					copied, untouched := false, false
 					if it.image != nil {
 						var err error
-						if p.zlibDirect && it.mask == 0 && !opts.verify() {
+						lz4Framed := p.lz4Stage >= 0 && it.mask&(1<<p.lz4Stage) == 0
+						switch {
+						case lz4Framed:
+							// An image that is not one compressed block, or
+							// whose framing is damaged, goes through HDF5's
+							// decoder, which reports real damage.
+							var img []byte
+							if img, err = lz4FromHDF5(it.image, chunkBytes); err == nil {
+								err = ds.WriteChunkRaw(gctx, it.coord, img, it.mask)
+							} else {
+								err = fmt.Errorf("%w: %w", engine.ErrInvalid, err)
+							}
+						case p.zlibDirect && it.mask == 0 && !opts.verify():
 							var verified bool
 							verified, err = ds.WriteChunkRawZlib(gctx, it.coord, it.image, 0)
 							untouched = err == nil && !verified
-						} else {
+						default:
 							err = ds.WriteChunkRaw(gctx, it.coord, it.image, it.mask)
 						}
 						switch {
@@ -602,7 +654,16 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 							// the chunk, edge padding other than the fill
 							// value): HDF5's decoder, which also reports
 							// real damage.
+							copyErr := err
+							mu.Lock()
+							if copyWhy == nil {
+								copyWhy = copyErr
+							}
+							mu.Unlock()
 							if it, err = readBox(it.coord); err != nil {
+								if fl, ok := missingFilter(p.info.Filters); ok {
+									return fmt.Errorf("chunk %v: scc cannot copy it (%v) and this libhdf5 has no plugin for filter %s to decode it: %w", it.coord, copyErr, filterName(fl), err)
+								}
 								return err
 							}
 						}
@@ -675,7 +736,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 						return errIndex{err}
 					}
 				}
-				if size > 0 && size <= uint64(chunkBytes)+zlibOverhead {
+				if size > 0 && size <= uint64(chunkBytes)+max(zlibOverhead, lz4HDF5Overhead) {
 					buf := make([]byte, size)
 					mask, err := hd.ReadChunk(off, buf)
 					if err != nil {
@@ -767,7 +828,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		rep.StoredBytes = int64(st.StoredBytes)
 	}
 	if rep.Mode != Reencoded && rep.CopiedChunks < rep.Chunks {
-		rep.Reason = fmt.Sprintf("%d of %d chunks re-encoded (filters skipped in a way scc does not record, or deflate that did not shrink the chunk)", rep.Chunks-rep.CopiedChunks, rep.Chunks)
+		rep.Reason = fmt.Sprintf("%d of %d chunks re-encoded (filters skipped in a way scc does not record, deflate that did not shrink the chunk, LZ4 in several blocks, ...; the first: %v)", rep.Chunks-rep.CopiedChunks, rep.Chunks, copyWhy)
 	}
 	return rep, err
 }

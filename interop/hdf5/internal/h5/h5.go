@@ -46,6 +46,7 @@ func lock() {
 	runtime.LockOSThread()
 	lib.Lock()
 	C.scc_quiet()
+	pluginsOnce.Do(addPluginDirs)
 }
 
 func unlock() {
@@ -218,13 +219,21 @@ const (
 	FilterSzip       = 4
 	FilterNbit       = 5
 	FilterScaleOff   = 6
+	// Registered third-party filters (HDF5's filter registry), decoded by
+	// plugins.
+	FilterLZ4  = 32004
+	FilterZstd = 32015
 )
 
-// Filter is one stage of a dataset's pipeline. Level is deflate's level.
+// Filter is one stage of a dataset's pipeline. Level is deflate's level
+// (and, read side, zstd's: its first client value).
 type Filter struct {
 	ID    int
 	Level int
 	Name  string // as the file records it (read side only)
+	// Params are the filter's client data values as the file records
+	// them (read side only; at most 8 are read).
+	Params []uint
 	// Read side only: Available says this libhdf5 can decode the filter
 	// (built in or a plugin it found); Optional is H5Z_FLAG_OPTIONAL.
 	Available, Optional bool
@@ -743,11 +752,14 @@ func (d *Dataset) Info() (Info, error) {
 			return in, errorf("filter %d", i)
 		}
 		fl := Filter{ID: int(id), Name: C.GoString(&name[0])}
-		if id == C.H5Z_FILTER_DEFLATE && ncd > 0 {
-			fl.Level = int(cd[0])
+		for _, v := range cd[:min(int(ncd), len(cd))] {
+			fl.Params = append(fl.Params, uint(v))
+		}
+		if (id == C.H5Z_FILTER_DEFLATE || id == FilterZstd) && ncd > 0 {
+			fl.Level = int(int32(cd[0]))
 		}
 		fl.Optional = flags&C.H5Z_FLAG_OPTIONAL != 0
-		if C.H5Zfilter_avail(id) > 0 {
+		if C.scc_filter_registered(C.int(id)) != 0 {
 			var fcfg C.uint
 			if C.H5Zget_filter_info(id, &fcfg) >= 0 && fcfg&C.H5Z_FILTER_CONFIG_DECODE_ENABLED != 0 {
 				fl.Available = true

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <dlfcn.h>
 #include <hdf5.h>
 
 static hsize_t scc_unlimited(void) { return H5S_UNLIMITED; }
@@ -275,6 +276,55 @@ static long long scc_num_attrs(hid_t obj) {
 	H5O_info_t info;
 	if (H5Oget_info2(obj, &info, H5O_INFO_NUM_ATTRS) < 0) return -1;
 	return (long long)info.num_attrs;
+}
+
+// scc_filter_registered says whether filter id is registered with the
+// library, without the plugin search H5Zfilter_avail starts for one that
+// is not.
+static int scc_filter_registered(int id) {
+	unsigned flags;
+	if (H5Zget_filter_info((H5Z_filter_t)id, &flags) < 0) {
+		H5Eclear2(H5E_DEFAULT);
+		return 0;
+	}
+	return 1;
+}
+
+typedef int (*scc_plugin_type_fn)(void);
+typedef const void *(*scc_plugin_info_fn)(void);
+
+// scc_register_plugin loads the plugin library at path and registers the
+// filter it provides unless one of that id is registered already. It
+// returns the filter id registered, 0 if the library is not a filter
+// plugin or its filter was registered, -1 if it cannot be loaded (*why
+// says why; the caller frees it). A registered plugin stays loaded: the
+// library calls into it.
+static int scc_register_plugin(const char *path, char **why) {
+	*why = NULL;
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL) {
+		const char *e = dlerror();
+		*why = strdup(e ? e : "dlopen failed");
+		return -1;
+	}
+	scc_plugin_type_fn gt = (scc_plugin_type_fn)dlsym(h, "H5PLget_plugin_type");
+	scc_plugin_info_fn gi = (scc_plugin_info_fn)dlsym(h, "H5PLget_plugin_info");
+	if (gt == NULL || gi == NULL || gt() != H5PL_TYPE_FILTER) {
+		dlclose(h);
+		return 0;
+	}
+	const H5Z_class2_t *cls = (const H5Z_class2_t *)gi();
+	if (cls == NULL || cls->version != H5Z_CLASS_T_VERS || scc_filter_registered(cls->id)) {
+		dlclose(h);
+		return 0;
+	}
+	if (H5Zregister(cls) < 0) {
+		H5Eclear2(H5E_DEFAULT);
+		dlclose(h);
+		*why = strdup("H5Zregister failed");
+		return -1;
+	}
+	return cls->id;
 }
 
 #endif
