@@ -74,9 +74,10 @@ tidy:
 # ---- HDF5 interop: the cgo module interop/hdf5 (its own go.mod), so the
 # main module stays pure Go (CGO_ENABLED=0 builds it).
 # The filter plugins decode chunks compressed by filters libhdf5 itself lacks (LZ4, BZip2,
-# Bitshuffle, LZF, Blosc, ZFP); the bridge finds them in HDF5_PLUGIN_PATH, or in Debian's
-# plugin directory when that is unset. python3-hdf5plugin lets h5py write such files in tests.
-HDF5_PLUGINS = hdf5-filter-plugin bitshuffle hdf5-plugin-lzf hdf5-filter-plugin-blosc-serial hdf5-filter-plugin-zfp-serial python3-hdf5plugin
+# Bitshuffle and LZF from bitshuffle, Blosc, ZFP); the bridge finds them in HDF5_PLUGIN_PATH, or
+# in Debian's plugin directory when that is unset. Not hdf5-plugin-lzf: Debian 12's cannot be
+# loaded (it lacks liblzf's symbols). python3-hdf5plugin lets h5py write such files in tests.
+HDF5_PLUGINS = hdf5-filter-plugin bitshuffle hdf5-filter-plugin-blosc-serial hdf5-filter-plugin-zfp-serial python3-hdf5plugin
 HDF5_DEPS = libhdf5-dev pkg-config hdf5-tools python3-h5py python3-numpy $(HDF5_PLUGINS)
 HDF5_SIZE ?= 1GiB
 
