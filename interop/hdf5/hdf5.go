@@ -9,7 +9,9 @@
 // the current extent. Contiguous, variable-length and sparse datasets are
 // written through their values (export_values.go: contiguous as HDF5
 // contiguous, variable-length as HDF5 vlen sequences of the element type,
-// vlen of uint8 for bytes and text, sparse as chunked with the fill value
+// vlen of uint8 for bytes, variable-length strings for text marked by
+// VlenStringAttr (import_vlen.go; Import maps HDF5's variable-length
+// strings and sequences back onto scc's variable-length layout), sparse as chunked with the fill value
 // and the defined set in a companion boolean dataset). Virtual datasets
 // become HDF5 virtual datasets over the sources exported beside them:
 // sources in other scc files are exported as HDF5 files beside the output
@@ -324,8 +326,16 @@ func h5Type(t engine.Type) h5.Type {
 	return h5.Type{Class: h5.Float, Size: t.Size()}
 }
 
-// sccType maps an HDF5 type onto scc's (byte order aside).
+// sccType maps an HDF5 type onto scc's (byte order aside): for a
+// variable-length one, the element type of the scc variable-length
+// dataset (Uint8 for strings, which hold their bytes).
 func sccType(t h5.Type) (engine.Type, bool) {
+	if t.Vlen {
+		if t.Class == h5.String {
+			return engine.Uint8, true
+		}
+		t.Vlen = false
+	}
 	if t.Class == h5.String {
 		pad := map[int]engine.StrPad{h5.PadNullTerm: engine.NullTerm, h5.PadNullPad: engine.NullPad, h5.PadSpacePad: engine.SpacePad}[t.Pad]
 		cs := engine.ASCII

@@ -29,6 +29,8 @@ type importPlan struct {
 	// zlibDirect: the pipeline is [shuffle+]deflate, whose chunks are
 	// stored without inflating them (engine.Dataset.WriteChunkRawZlib).
 	zlibDirect bool
+	// vlen: variable-length elements, read through H5Dread (importVlen).
+	vlen bool
 	// lz4Stage is the index of a last HDF5 LZ4 stage whose chunks are
 	// reframed as scc's LZ4 images (lz4.go), -1 if none.
 	lz4Stage int
@@ -379,7 +381,25 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 		p.mode, p.reason, p.zlibDirect = Reencoded, why, false
 		p.spec.Filters = opts.filters()
 	}
-	if in.Layout == h5.Chunked {
+	switch {
+	case in.Type.Vlen:
+		// Variable-length elements have no chunk image scc could copy:
+		// they are read through H5Dread, one chunk-sized box at a time,
+		// onto scc's variable-length layout (empty is the fill value).
+		p.spec.Layout, p.spec.Fill, p.spec.Filters = engine.Vlen, nil, opts.filters()
+		p.mode, p.vlen = Reencoded, true
+		p.reason = fmt.Sprintf("%v: read through H5Dread onto scc's variable-length layout", in.Type)
+		if in.Layout == h5.Chunked {
+			p.spec.Chunk = in.Chunk
+			if fl, ok := missingFilter(in.Filters); ok {
+				return nil, unsupported(path, "filter %s is not available in this libhdf5 (no plugin for it in %s)", filterName(fl), pluginPathString())
+			}
+		} else {
+			// About 64 Ki elements a chunk: scc keeps 8 bytes an element
+			// beside the heap, whose size is unknown here.
+			p.spec.Chunk = opts.chunkFor(in.Dims, 16)
+		}
+	case in.Layout == h5.Chunked:
 		p.spec.Chunk = in.Chunk
 		var fs []engine.Filter
 		var why []string
@@ -434,7 +454,7 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 		} else if p.lz4Stage >= 0 {
 			p.mode = Rewrapped
 		}
-	} else {
+	default:
 		p.spec.Chunk = opts.chunkFor(in.Dims, in.Type.Size)
 		reencode(fmt.Sprintf("%s layout", map[h5.Layout]string{h5.Compact: "compact", h5.Contiguous: "contiguous"}[in.Layout]))
 		if in.Allocated && in.StorageSize > fileSize {
@@ -450,7 +470,7 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 		}
 	}
 	cells := gridCells(gridOf(p.spec.Shape, p.spec.Chunk))
-	switch walked := in.Layout != h5.Chunked || in.ChunkInfoUnreliable; {
+	switch walked := in.Layout != h5.Chunked || in.ChunkInfoUnreliable || p.vlen; {
 	case !in.Allocated:
 	case walked && cells > maxGrid:
 		return nil, unsupported(path, "its %d chunks of %v would be read one by one through H5Dread (at most %d)", cells, p.spec.Chunk, maxGrid)
@@ -551,6 +571,18 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		return rep, err
 	}
 	rep.AttrsNotImported = len(rep.AttrNotes)
+	if p.vlen {
+		if err := importVlen(ctx, hd, ds, p, &rep); err != nil {
+			return rep, err
+		}
+		if err := dst.Flush(ctx); err != nil {
+			return rep, err
+		}
+		if st, err := ds.Storage(ctx); err == nil {
+			rep.StoredBytes = int64(st.StoredBytes)
+		}
+		return rep, nil
+	}
 	if p.defined != "" {
 		if err := importSparse(ctx, f, hd, ds, p, &rep); err != nil {
 			return rep, err

@@ -27,6 +27,7 @@ package h5
 import "C"
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -119,12 +120,21 @@ type Type struct {
 	// Pad (H5T_str_t) and UTF8 (else ASCII): a String's.
 	Pad  int
 	UTF8 bool
+	// Vlen: each element is a variable-length sequence of the type the
+	// other fields describe (Class Int, Uint, Float, Bool or Complex), or
+	// for Class String a variable-length string (Size 1, UTF8).
+	Vlen bool
 	// Name says what an Other type is ("compound", "enum", "string",
 	// "reference", "non-IEEE float", ...), so that a refusal names it.
 	Name string
 }
 
 func (t Type) String() string {
+	if t.Vlen && t.Class != String {
+		b := t
+		b.Vlen = false
+		return "variable-length sequence of " + b.String()
+	}
 	end := " little-endian"
 	if t.BigEndian {
 		end = " big-endian"
@@ -147,6 +157,9 @@ func (t Type) String() string {
 		cs := "ascii"
 		if t.UTF8 {
 			cs = "utf-8"
+		}
+		if t.Vlen {
+			return fmt.Sprintf("variable-length string (%s)", cs)
 		}
 		return fmt.Sprintf("string of %d bytes (%s, pad %d)", t.Size, cs, t.Pad)
 	}
@@ -201,8 +214,15 @@ func makeType(t Type, vlen bool) (C.hid_t, error) {
 		utf8 = 1
 	}
 	v := 0
-	if vlen {
+	if vlen || t.Vlen {
 		v = 1
+	}
+	if t.Class == String && t.Vlen {
+		id := C.scc_vlen_str(C.int(utf8))
+		if id < 0 {
+			return -1, errorf("type %v", t)
+		}
+		return id, nil
 	}
 	id := C.scc_make_type(C.int(t.Class), C.size_t(t.Size), C.int(t.Pad), C.int(utf8), C.int(v))
 	if id < 0 {
@@ -662,9 +682,25 @@ func typeOf(tid C.hid_t) Type {
 			t.Class, t.Name, t.BigEndian = Complex, "", be != 0
 		}
 		C.H5Eclear2(C.H5E_DEFAULT)
+	case C.H5T_VLEN:
+		base := C.H5Tget_super(tid)
+		if base < 0 {
+			C.H5Eclear2(C.H5E_DEFAULT)
+			return Type{Class: Other, Name: "variable-length sequence", Size: t.Size}
+		}
+		bt := typeOf(base)
+		C.H5Tclose(base)
+		if bt.Class == Other || bt.Class == String || bt.Vlen {
+			return Type{Class: Other, Name: "variable-length sequence of " + bt.String(), Size: t.Size}
+		}
+		bt.Vlen = true
+		return bt
 	case C.H5T_STRING:
 		t.Class, t.Name = Other, "variable-length string"
-		if C.H5Tis_variable_str(tid) <= 0 {
+		if C.H5Tis_variable_str(tid) > 0 {
+			t.Class, t.Name, t.Size, t.Vlen = String, "", 1, true
+			t.UTF8 = C.H5Tget_cset(tid) == C.H5T_CSET_UTF8
+		} else {
 			t.Class, t.Name = String, ""
 			t.Pad = int(C.H5Tget_strpad(tid))
 			t.UTF8 = C.H5Tget_cset(tid) == C.H5T_CSET_UTF8
@@ -792,7 +828,7 @@ func (d *Dataset) Info() (Info, error) {
 	if C.H5Pfill_value_defined(dcpl, &st) < 0 {
 		return in, errorf("fill value")
 	}
-	if st != C.H5D_FILL_VALUE_UNDEFINED && in.Type.Class != Other {
+	if st != C.H5D_FILL_VALUE_UNDEFINED && in.Type.Class != Other && !in.Type.Vlen {
 		// Ask for the value in the little-endian type of the same class
 		// and size: HDF5 converts it from the dataset's byte order.
 		lt := in.Type
@@ -957,10 +993,87 @@ func (d *Dataset) WriteVlen(t Type, start, count []uint64, lens []uint64, data [
 	if len(data) > 0 {
 		p = (*C.uchar)(unsafe.Pointer(&data[0]))
 	}
+	if t.Class == String && t.Vlen {
+		if bytes.IndexByte(data, 0) >= 0 {
+			return fmt.Errorf("%w: a string of %v+%v holds NUL, which a variable-length HDF5 string cannot", ErrStringNUL, start, count)
+		}
+		if C.scc_write_vlen_strs(d.id, mt, ms, fs, C.size_t(n), (*C.size_t)(unsafe.Pointer(&lens[0])), p) < 0 {
+			return errorf("write %v+%v", start, count)
+		}
+		return nil
+	}
 	if C.scc_write_vlen(d.id, mt, ms, fs, C.size_t(n), (*C.size_t)(unsafe.Pointer(&lens[0])), C.size_t(t.Size), p) < 0 {
 		return errorf("write %v+%v", start, count)
 	}
 	return nil
+}
+
+// ErrStringNUL is a string to write as a variable-length HDF5 string (a C
+// string) that holds NUL.
+var ErrStringNUL = errors.New("hdf5: string holds NUL")
+
+// ErrTooLarge is a read whose variable-length data exceeds the bound the
+// caller gave.
+var ErrTooLarge = errors.New("hdf5: variable-length data too large")
+
+// ReadVlen reads the box [start, start+count) of a dataset of
+// variable-length sequences (or strings) of t: lens[i] base elements for
+// the i-th element in C order, their little-endian values packed in data
+// (a string's bytes without its terminating NUL). The data the library
+// would allocate is measured first (H5Dvlen_get_buf_size) and a box of
+// more than maxBytes is refused with ErrTooLarge before it is read.
+func (d *Dataset) ReadVlen(t Type, start, count []uint64, maxBytes uint64) (lens []uint64, data []byte, err error) {
+	if len(start) != d.rank || len(count) != d.rank || !t.Vlen {
+		return nil, nil, fmt.Errorf("%w: bad variable-length read arguments", ErrHDF5)
+	}
+	n := uint64(1)
+	for _, c := range count {
+		n *= c
+	}
+	if n == 0 {
+		return nil, nil, nil
+	}
+	if n > maxBytes/8+1 {
+		return nil, nil, fmt.Errorf("%w: %d elements at once", ErrTooLarge, n)
+	}
+	t.BigEndian = false
+	lock()
+	defer unlock()
+	mt, err := makeType(t, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer C.H5Tclose(mt)
+	fs, ms, err := d.boxSpaces(start, count)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer C.H5Sclose(fs)
+	defer C.H5Sclose(ms)
+	var need C.hsize_t
+	if C.H5Dvlen_get_buf_size(d.id, mt, fs, &need) < 0 {
+		return nil, nil, errorf("variable-length size of %v+%v", start, count)
+	}
+	if uint64(need) > maxBytes {
+		return nil, nil, fmt.Errorf("%w: %d bytes in %v+%v (at most %d)", ErrTooLarge, need, start, count, maxBytes)
+	}
+	lens = make([]uint64, n)
+	data = make([]byte, max(uint64(need), 1))
+	str := 0
+	if t.Class == String {
+		str = 1
+	}
+	var got C.size_t
+	rc := C.scc_read_vlen(d.id, mt, ms, fs, C.size_t(n), C.size_t(t.Size), C.int(str),
+		(*C.size_t)(unsafe.Pointer(&lens[0])), (*C.uchar)(unsafe.Pointer(&data[0])), C.size_t(len(data)), &got)
+	switch rc {
+	case 0:
+	case -2:
+		return nil, nil, fmt.Errorf("%w: %v+%v holds more than the %d bytes the library measured", ErrHDF5, start, count, need)
+	default:
+		return nil, nil, errorf("read %v+%v", start, count)
+	}
+	return lens, data[:got], nil
 }
 
 // NumAttrs reports how many attributes the dataset has.

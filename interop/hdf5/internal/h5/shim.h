@@ -156,6 +156,75 @@ static herr_t scc_write_vlen(hid_t d, hid_t mt, hid_t ms, hid_t fs, size_t n, co
 	return rc;
 }
 
+// scc_write_vlen_strs writes n strings to the selection fs of d: lens[i]
+// bytes each, packed one after the other in data, none holding NUL.
+static herr_t scc_write_vlen_strs(hid_t d, hid_t mt, hid_t ms, hid_t fs, size_t n, const size_t *lens, const unsigned char *data) {
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++) total += lens[i] + 1;
+	char **v = malloc(n * sizeof(char *));
+	char *buf = malloc(total ? total : 1);
+	if (!v || !buf) { free(v); free(buf); return -1; }
+	size_t off = 0, in = 0;
+	for (size_t i = 0; i < n; i++) {
+		v[i] = buf + off;
+		if (lens[i]) memcpy(buf + off, data + in, lens[i]);
+		buf[off + lens[i]] = 0;
+		off += lens[i] + 1;
+		in += lens[i];
+	}
+	herr_t rc = H5Dwrite(d, mt, ms, fs, H5P_DEFAULT, v);
+	free(v);
+	free(buf);
+	return rc;
+}
+
+// scc_vlen_str is a variable-length C string type in UTF-8 or ASCII.
+static hid_t scc_vlen_str(int utf8) {
+	hid_t t = H5Tcopy(H5T_C_S1);
+	if (t < 0) return -1;
+	if (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, utf8 ? H5T_CSET_UTF8 : H5T_CSET_ASCII) < 0) { H5Tclose(t); return -1; }
+	return t;
+}
+
+// scc_read_vlen reads the selection fs of d, n variable-length sequences
+// of esize-byte elements (or, str, C strings), and packs them into out
+// (cap bytes): lens[i] elements each, *got bytes in all. It returns -1 if
+// the read fails, -2 if the data exceeds cap. The library's buffers are
+// reclaimed either way.
+static herr_t scc_read_vlen(hid_t d, hid_t mt, hid_t ms, hid_t fs, size_t n, size_t esize, int str,
+                            size_t *lens, unsigned char *out, size_t cap, size_t *got) {
+	size_t each = str ? sizeof(char *) : sizeof(hvl_t);
+	void *v = calloc(n, each);
+	if (!v) return -1;
+	*got = 0;
+	if (H5Dread(d, mt, ms, fs, H5P_DEFAULT, v) < 0) { free(v); return -1; }
+	herr_t rc = 0;
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		const void *p;
+		size_t bytes;
+		if (str) {
+			const char *s = ((char **)v)[i];
+			p = s;
+			bytes = s ? strlen(s) : 0;
+			lens[i] = bytes;
+		} else {
+			hvl_t h = ((hvl_t *)v)[i];
+			p = h.p;
+			bytes = h.p ? h.len * esize : 0;
+			if (h.p && bytes / esize != h.len) { rc = -2; break; }
+			lens[i] = h.p ? h.len : 0;
+		}
+		if (bytes > cap - off) { rc = -2; break; }
+		if (bytes) memcpy(out + off, p, bytes);
+		off += bytes;
+	}
+	*got = off;
+	H5Dvlen_reclaim(mt, ms, H5P_DEFAULT, v);
+	free(v);
+	return rc;
+}
+
 // scc_quiet switches off HDF5's printing of error stacks to stderr on the
 // calling thread (a thread-safe build keeps the setting, like the error
 // stack itself, per thread): errors come back to Go as values

@@ -1,0 +1,90 @@
+package hdf5
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
+)
+
+// Variable-length data crosses onto scc's variable-length layout
+// (engine.Vlen): an HDF5 variable-length sequence of a numeric, bool or
+// complex type as a dataset of that type (big-endian values made
+// little-endian), a variable-length string (ASCII or UTF-8) as a dataset
+// of Uint8 holding each string's bytes, with the attribute VlenStringAttr
+// naming the character set, which export reads to write a variable-length
+// HDF5 string again (and which it does not write as an attribute). An
+// empty sequence is scc's fill value.
+
+// VlenStringAttr marks an scc variable-length Uint8 dataset whose elements
+// are strings: its value is the character set, "utf-8" or "ascii".
+const VlenStringAttr = "scc:vlen-string"
+
+// maxVlenBox bounds the variable-length bytes one chunk-sized box may
+// hold: scc's limit on a chunk's heap.
+const maxVlenBox = 256 << 20
+
+// importVlen copies a variable-length dataset box by box.
+func importVlen(ctx context.Context, hd *h5.Dataset, ds *engine.Dataset, p *importPlan, rep *DatasetReport) error {
+	t := p.info.Type
+	if t.Class == h5.String {
+		cs := "ascii"
+		if t.UTF8 {
+			cs = "utf-8"
+		}
+		if err := ds.SetAttr(ctx, VlenStringAttr, engine.StringAttr(cs)); err != nil {
+			return err
+		}
+	}
+	if !p.info.Allocated {
+		return nil
+	}
+	chunk, dims := p.spec.Chunk, p.spec.Shape
+	elem := uint64(t.Size)
+	var err error
+	forEachCoord(gridOf(dims, chunk), func(c []uint64) bool {
+		if err = ctx.Err(); err != nil {
+			return false
+		}
+		start, count := make([]uint64, len(c)), make([]uint64, len(c))
+		for i := range c {
+			start[i] = c[i] * chunk[i]
+			count[i] = min(chunk[i], dims[i]-start[i])
+		}
+		var lens []uint64
+		var data []byte
+		lens, data, err = hd.ReadVlen(t, start, count, maxVlenBox)
+		if errors.Is(err, h5.ErrTooLarge) {
+			err = fmt.Errorf("%w: dataset %q: %w", ErrUnsupported, p.path, err)
+		}
+		if err != nil {
+			return false
+		}
+		vals := make([][]byte, len(lens))
+		off, empty := uint64(0), true
+		for i, l := range lens {
+			n := l * elem
+			if n > uint64(len(data))-off {
+				err = fmt.Errorf("%w: dataset %q: sequence lengths exceed the data read", ErrHDF5, p.path)
+				return false
+			}
+			if n > 0 {
+				vals[i] = data[off : off+n : off+n]
+				empty = false
+			}
+			off += n
+		}
+		if empty {
+			return true // the fill value on both sides
+		}
+		if err = ds.WriteVlen(ctx, engine.Box(start, count), vals); err != nil {
+			return false
+		}
+		rep.Chunks++
+		rep.LogicalBytes += int64(len(data))
+		return true
+	})
+	return err
+}
