@@ -116,6 +116,10 @@ func importAttrs(ctx context.Context, dst attrSetter, attrs []h5.Attr, skipped [
 		v, why := sccAttr(a.Value)
 		if why == "" {
 			err := dst.SetAttr(ctx, a.Name, v)
+			if err == nil && a.ObjectRefs {
+				// The mark that the strings were object references.
+				err = dst.SetAttr(ctx, ReferenceAttr+":"+a.Name, engine.StringAttr("object"))
+			}
 			switch {
 			case err == nil:
 				continue

@@ -330,6 +330,9 @@ func h5Type(t engine.Type) h5.Type {
 // variable-length one, the element type of the scc variable-length
 // dataset (Uint8 for strings, which hold their bytes).
 func sccType(t h5.Type) (engine.Type, bool) {
+	if t.Class == h5.ObjRef {
+		return engine.Uint8, true // the paths' bytes (import_vlen.go)
+	}
 	if t.Vlen {
 		if t.Class == h5.String {
 			return engine.Uint8, true

@@ -351,6 +351,9 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 		// the element type.
 		return nil, unsupported(path, "virtual dataset (its data lives in other datasets)")
 	}
+	if in.Type.Class == h5.Other && in.Type.Name == "region reference" {
+		return nil, unsupported(path, "region references (selections of other datasets) have no scc form")
+	}
 	if in.Type.Class == h5.Other {
 		return nil, unsupported(path, "element type %v has no scc counterpart", in.Type)
 	}
@@ -382,13 +385,18 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 		p.spec.Filters = opts.filters()
 	}
 	switch {
-	case in.Type.Vlen:
-		// Variable-length elements have no chunk image scc could copy:
-		// they are read through H5Dread, one chunk-sized box at a time,
-		// onto scc's variable-length layout (empty is the fill value).
+	case in.Type.Vlen || in.Type.Class == h5.ObjRef:
+		// Variable-length elements (and object references, which become
+		// the referenced objects' paths) have no chunk image scc could
+		// copy: they are read through H5Dread, one chunk-sized box at a
+		// time, onto scc's variable-length layout (empty is the fill
+		// value).
 		p.spec.Layout, p.spec.Fill, p.spec.Filters = engine.Vlen, nil, opts.filters()
 		p.mode, p.vlen = Reencoded, true
 		p.reason = fmt.Sprintf("%v: read through H5Dread onto scc's variable-length layout", in.Type)
+		if in.Type.Class == h5.ObjRef {
+			p.reason = fmt.Sprintf("object references: imported as the referenced objects' paths (strings marked by attribute %s)", ReferenceAttr)
+		}
 		if in.Layout == h5.Chunked {
 			p.spec.Chunk = in.Chunk
 			if fl, ok := missingFilter(in.Filters); ok {

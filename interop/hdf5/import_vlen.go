@@ -18,6 +18,19 @@ import (
 // HDF5 string again (and which it does not write as an attribute). An
 // empty sequence is scc's fill value.
 
+// An HDF5 object reference crosses as the path of the object it points to
+// (absolute, as H5Rget_name gives it; the null reference as ""): a
+// dataset of references as a variable-length string dataset marked by
+// ReferenceAttr, an attribute of references as a string (scalar) or an
+// array of fixed-length strings, marked by the attribute named
+// ReferenceAttr+":"+its name on the same object. Region references (a
+// selection of another dataset) are refused and named: scc has no form
+// for a selection.
+
+// ReferenceAttr marks a dataset of strings that were HDF5 object
+// references; its value is "object".
+const ReferenceAttr = "scc:hdf5-reference"
+
 // VlenStringAttr marks an scc variable-length Uint8 dataset whose elements
 // are strings: its value is the character set, "utf-8" or "ascii".
 const VlenStringAttr = "scc:vlen-string"
@@ -29,14 +42,21 @@ const maxVlenBox = 256 << 20
 // importVlen copies a variable-length dataset box by box.
 func importVlen(ctx context.Context, hd *h5.Dataset, ds *engine.Dataset, p *importPlan, rep *DatasetReport) error {
 	t := p.info.Type
-	if t.Class == h5.String {
+	refs := t.Class == h5.ObjRef
+	if t.Class == h5.String || refs {
 		cs := "ascii"
-		if t.UTF8 {
+		if t.UTF8 || refs {
 			cs = "utf-8"
 		}
 		if err := ds.SetAttr(ctx, VlenStringAttr, engine.StringAttr(cs)); err != nil {
 			return err
 		}
+	}
+	if refs {
+		if err := ds.SetAttr(ctx, ReferenceAttr, engine.StringAttr("object")); err != nil {
+			return err
+		}
+		t.Size = 1 // the paths' bytes
 	}
 	if !p.info.Allocated {
 		return nil
@@ -55,7 +75,11 @@ func importVlen(ctx context.Context, hd *h5.Dataset, ds *engine.Dataset, p *impo
 		}
 		var lens []uint64
 		var data []byte
-		lens, data, err = hd.ReadVlen(t, start, count, maxVlenBox)
+		if refs {
+			lens, data, err = readRefBox(hd, start, count)
+		} else {
+			lens, data, err = hd.ReadVlen(t, start, count, maxVlenBox)
+		}
 		if errors.Is(err, h5.ErrTooLarge) {
 			err = fmt.Errorf("%w: dataset %q: %w", ErrUnsupported, p.path, err)
 		}
@@ -87,4 +111,27 @@ func importVlen(ctx context.Context, hd *h5.Dataset, ds *engine.Dataset, p *impo
 		return true
 	})
 	return err
+}
+
+// readRefBox reads a box of object references as the paths' bytes, in
+// ReadVlen's form.
+func readRefBox(hd *h5.Dataset, start, count []uint64) ([]uint64, []byte, error) {
+	names, err := hd.ReadObjRefs(start, count, maxVlenBox/8)
+	if err != nil {
+		return nil, nil, err
+	}
+	lens := make([]uint64, len(names))
+	var n int
+	for i, s := range names {
+		lens[i] = uint64(len(s))
+		n += len(s)
+		if n > maxVlenBox {
+			return nil, nil, fmt.Errorf("%w: paths of %v+%v exceed %d bytes", h5.ErrTooLarge, start, count, maxVlenBox)
+		}
+	}
+	data := make([]byte, 0, n)
+	for _, s := range names {
+		data = append(data, s...)
+	}
+	return lens, data, nil
 }

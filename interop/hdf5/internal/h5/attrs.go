@@ -50,6 +50,7 @@ static void scc_free_vlen_strs(size_t n, char **s) {
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"unicode/utf8"
 	"unsafe"
@@ -84,6 +85,9 @@ type AttrValue struct {
 type Attr struct {
 	Name  string
 	Value AttrValue
+	// ObjectRefs: the HDF5 attribute held object references, read as
+	// the referenced objects' paths (read side only).
+	ObjectRefs bool
 }
 
 // Skipped is an attribute ReadAttrs could not map, and why.
@@ -541,7 +545,45 @@ func readAttr(attr C.hid_t, budget uint64) (a Attr, why string, err error) {
 		a.Value = AttrValue{Kind: AttrNumeric, Type: t, Scalar: scalar, Data: data}
 		return a, "", nil
 	case C.H5T_REFERENCE:
-		return a, "reference type", nil
+		if C.H5Tequal(ftype, C.scc_ref_obj()) <= 0 {
+			if C.H5Tequal(ftype, C.scc_ref_reg()) > 0 {
+				return a, "region reference (a selection of another dataset, which scc has no form for)", nil
+			}
+			return a, "reference type", nil
+		}
+		if C.H5Sget_simple_extent_type(space) == C.H5S_NULL {
+			return a, "object references over a null dataspace", nil
+		}
+		refs := make([]C.hobj_ref_t, count)
+		if count > 0 && C.H5Aread(attr, C.scc_ref_obj(), unsafe.Pointer(&refs[0])) < 0 {
+			return a, "", errorf("read attribute %q", a.Name)
+		}
+		names, err := refNames(attr, refs)
+		if errors.Is(err, ErrTooLarge) {
+			return a, err.Error(), nil
+		}
+		if err != nil {
+			return a, "", err
+		}
+		a.ObjectRefs = true
+		if scalar {
+			a.Value = AttrValue{Kind: AttrString, Data: []byte(names[0])}
+			return a, "", nil
+		}
+		longest, total := 1, 0
+		for _, n := range names {
+			longest = max(longest, len(n))
+			total += len(n)
+		}
+		if uint64(longest)*count > MaxAttrBytes {
+			return a, fmt.Sprintf("%d object references to paths of up to %d bytes are too large", count, longest), nil
+		}
+		data := make([]byte, uint64(longest)*count)
+		for i, n := range names {
+			copy(data[i*longest:], n)
+		}
+		a.Value = AttrValue{Kind: AttrNumeric, Type: Type{Class: String, Size: longest, Pad: PadNullPad, UTF8: true}, Data: data}
+		return a, "", nil
 	case C.H5T_VLEN:
 		return a, "variable-length sequence", nil
 	case C.H5T_ARRAY:

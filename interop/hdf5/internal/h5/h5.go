@@ -103,6 +103,9 @@ const (
 	Complex Class = 5
 	// String is a fixed-length string of Size bytes (Pad, UTF8).
 	String Class = 6
+	// ObjRef is an object reference (H5T_STD_REF_OBJ): read as the
+	// referenced object's path (Dataset.ReadObjRefs).
+	ObjRef Class = 7
 )
 
 // String padding (H5T_str_t).
@@ -153,6 +156,8 @@ func (t Type) String() string {
 		return "bool (int8 enum)"
 	case Complex:
 		return fmt.Sprintf("complex%d%s", 8*t.Size, end)
+	case ObjRef:
+		return "object reference"
 	case String:
 		cs := "ascii"
 		if t.UTF8 {
@@ -695,6 +700,14 @@ func typeOf(tid C.hid_t) Type {
 		}
 		bt.Vlen = true
 		return bt
+	case C.H5T_REFERENCE:
+		t.Class, t.Name = Other, "reference"
+		switch {
+		case C.H5Tequal(tid, C.scc_ref_obj()) > 0:
+			t.Class, t.Name = ObjRef, ""
+		case C.H5Tequal(tid, C.scc_ref_reg()) > 0:
+			t.Name = "region reference"
+		}
 	case C.H5T_STRING:
 		t.Class, t.Name = Other, "variable-length string"
 		if C.H5Tis_variable_str(tid) > 0 {
@@ -828,7 +841,7 @@ func (d *Dataset) Info() (Info, error) {
 	if C.H5Pfill_value_defined(dcpl, &st) < 0 {
 		return in, errorf("fill value")
 	}
-	if st != C.H5D_FILL_VALUE_UNDEFINED && in.Type.Class != Other && !in.Type.Vlen {
+	if st != C.H5D_FILL_VALUE_UNDEFINED && in.Type.Class != Other && in.Type.Class != ObjRef && !in.Type.Vlen {
 		// Ask for the value in the little-endian type of the same class
 		// and size: HDF5 converts it from the dataset's byte order.
 		lt := in.Type
@@ -1074,6 +1087,69 @@ func (d *Dataset) ReadVlen(t Type, start, count []uint64, maxBytes uint64) (lens
 		return nil, nil, errorf("read %v+%v", start, count)
 	}
 	return lens, data[:got], nil
+}
+
+// MaxRefPath bounds the path of a referenced object.
+const MaxRefPath = 1 << 16
+
+// refNames returns the path of the object each reference points to ("" for
+// the null reference), asking the file through loc. Caller holds lib.
+func refNames(loc C.hid_t, refs []C.hobj_ref_t) ([]string, error) {
+	out := make([]string, len(refs))
+	var buf []byte
+	for i := range refs {
+		n := C.scc_ref_name(loc, &refs[i], nil, 0)
+		if n < 0 {
+			return nil, errorf("object reference %d", i)
+		}
+		if n == 0 {
+			continue
+		}
+		if n > MaxRefPath {
+			return nil, fmt.Errorf("%w: object reference %d names a path of %d bytes (at most %d)", ErrTooLarge, i, n, MaxRefPath)
+		}
+		if len(buf) < int(n)+1 {
+			buf = make([]byte, int(n)+1)
+		}
+		if C.scc_ref_name(loc, &refs[i], (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(n+1)) != n {
+			return nil, errorf("object reference %d", i)
+		}
+		out[i] = string(buf[:n])
+	}
+	return out, nil
+}
+
+// ReadObjRefs reads the box [start, start+count) of a dataset of object
+// references as the referenced objects' paths, in C order ("" for the
+// null reference). A box of more than maxElems elements is refused with
+// ErrTooLarge.
+func (d *Dataset) ReadObjRefs(start, count []uint64, maxElems uint64) ([]string, error) {
+	if len(start) != d.rank || len(count) != d.rank {
+		return nil, fmt.Errorf("%w: box rank", ErrHDF5)
+	}
+	n := uint64(1)
+	for _, c := range count {
+		n *= c
+	}
+	if n > maxElems {
+		return nil, fmt.Errorf("%w: %d references at once", ErrTooLarge, n)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	lock()
+	defer unlock()
+	fs, ms, err := d.boxSpaces(start, count)
+	if err != nil {
+		return nil, err
+	}
+	defer C.H5Sclose(fs)
+	defer C.H5Sclose(ms)
+	refs := make([]C.hobj_ref_t, n)
+	if C.H5Dread(d.id, C.scc_ref_obj(), ms, fs, C.H5P_DEFAULT, unsafe.Pointer(&refs[0])) < 0 {
+		return nil, errorf("read %v+%v", start, count)
+	}
+	return refNames(d.id, refs)
 }
 
 // NumAttrs reports how many attributes the dataset has.

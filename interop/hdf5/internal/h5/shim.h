@@ -178,6 +178,20 @@ static herr_t scc_write_vlen_strs(hid_t d, hid_t mt, hid_t ms, hid_t fs, size_t 
 	return rc;
 }
 
+static hid_t scc_ref_obj(void) { return H5T_STD_REF_OBJ; }
+static hid_t scc_ref_reg(void) { return H5T_STD_REF_DSETREG; }
+
+// scc_ref_name writes the path of the object ref points to into buf (size
+// bytes, NUL-terminated) and returns its length, -1 on failure; the null
+// reference (address 0) has the empty path.
+static ssize_t scc_ref_name(hid_t loc, const hobj_ref_t *ref, char *buf, size_t size) {
+	if (*ref == 0) {
+		if (size) buf[0] = 0;
+		return 0;
+	}
+	return H5Rget_name(loc, H5R_OBJECT, ref, buf, size);
+}
+
 // scc_vlen_str is a variable-length C string type in UTF-8 or ASCII.
 static hid_t scc_vlen_str(int utf8) {
 	hid_t t = H5Tcopy(H5T_C_S1);
