@@ -125,10 +125,23 @@ def filters(path, ds):
 case("filters", filters)
 
 def external(path, ds):
+    # Relative external names resolve against the HDF5 file's directory
+    # on import; h5py (libhdf5's default) resolves them against the
+    # working directory, made that directory here for good.
+    import os
+    os.chdir(os.path.dirname(path))
     with h5py.File(path, "w") as f:
         f.create_dataset("ext", shape=(10,), dtype="<i4", external=[(path + ".raw", 0, 40)])
         f["ext"][...] = np.arange(10)
-        skip(ds, "ext", "external")
+        good(ds, "ext")
+        f.create_dataset("rel", shape=(6,), dtype="<i2", external=[("rel.raw", 4, 6), ("rel2.raw", 0, 6)])
+        f["rel"][...] = np.arange(6) - 3
+        good(ds, "rel")
+        # The metadata must not make the import copy any file it names.
+        f.create_dataset("outside", shape=(2,), dtype="<i4", external=[("/etc/passwd", 0, 8)])
+        skip(ds, "outside", "outside the HDF5 file's directory")
+        f.create_dataset("up", shape=(2,), dtype="<i4", external=[("../up.raw", 0, 8)])
+        skip(ds, "up", "external file")
         f.create_dataset("in", data=np.arange(3, dtype="<u8"))
         good(ds, "in")
 case("external", external)

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"math"
 	"math/bits"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -48,7 +50,10 @@ type importPlan struct {
 // cannot represent — an element type other than 1-, 2-, 4- or 8-byte
 // integers and IEEE floats of 4 or 8 bytes, a scalar or null dataspace, a
 // filter this libhdf5 cannot decode (no plugin) in a pipeline scc cannot
-// copy, raw data in external files, a chunk larger than scc's 1 GiB limit, a grid that would have to be walked and
+// copy, raw data in external files outside the HDF5 file's directory
+// (checkExternal; those inside it are read through libhdf5, a relative
+// name resolved against that directory), a chunk larger than scc's 1 GiB
+// limit, a grid that would have to be walked and
 // is larger than maxGrid chunks — is left out and listed in
 // Report.Skipped with the reason; the others are imported. So is a
 // dataset (or any object) whose header libhdf5 cannot read, named with
@@ -136,7 +141,7 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 			// A link name scc refuses: left out and named, never renamed.
 			err = &skipError{path: path, reason: err.Error(), err: err}
 		} else {
-			p, err = planImport(f, path, fileSize, opts)
+			p, err = planImport(f, path, srcPath, fileSize, opts)
 		}
 		if err != nil && errors.Is(err, h5.ErrHDF5) && !errors.Is(err, ErrUnsupported) {
 			// The library cannot read what the dataset's header says (a
@@ -303,6 +308,44 @@ var filterNames = map[int]string{
 	32024: "sz3", 32025: "delta-rice", 32026: "blosc2",
 }
 
+// checkExternal admits the external raw data files of a dataset that lie
+// in the directory of the HDF5 file at srcPath or below it (symbolic
+// links resolved), as regular files; libhdf5 then reads them. A file
+// elsewhere is refused and named: the metadata of a file being imported
+// must not make the import copy whatever file it names into the scc file.
+func checkExternal(srcPath string, files []h5.ExternalFile) error {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(srcPath))
+	if err != nil {
+		return err
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for _, ef := range files {
+		name := ef.Name
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(filepath.Dir(srcPath), name)
+		}
+		real, err := filepath.EvalSymlinks(name)
+		if err != nil {
+			return fmt.Errorf("external file %q: %w", ef.Name, err)
+		}
+		if real, err = filepath.Abs(real); err != nil {
+			return err
+		}
+		if rel, err := filepath.Rel(dir, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("external file %q lies outside the HDF5 file's directory %s", ef.Name, dir)
+		}
+		if st, err := os.Stat(real); err != nil {
+			return fmt.Errorf("external file %q: %w", ef.Name, err)
+		} else if !st.Mode().IsRegular() {
+			return fmt.Errorf("external file %q is not a regular file", ef.Name)
+		}
+	}
+	return nil
+}
+
 // missingFilter returns the first filter of fs this libhdf5 cannot
 // decode.
 func missingFilter(fs []h5.Filter) (h5.Filter, bool) {
@@ -333,7 +376,7 @@ func filterName(fl h5.Filter) string {
 	return fmt.Sprintf("id %d", fl.ID)
 }
 
-func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*importPlan, error) {
+func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options) (*importPlan, error) {
 	d, err := f.OpenDataset(path)
 	if err != nil {
 		return nil, err
@@ -366,9 +409,9 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 		return nil, unsupported(path, "rank %d not in [1, %d]", r, engine.MaxRank)
 	}
 	if in.External {
-		// Importing would read files outside the HDF5 file, wherever the
-		// file's metadata points.
-		return nil, unsupported(path, "raw data in external files")
+		if err := checkExternal(srcPath, in.ExternalFiles); err != nil {
+			return nil, unsupported(path, "raw data in external files: %v", err)
+		}
 	}
 	p := &importPlan{path: path, info: in, mode: Raw, lz4Stage: -1}
 	maxShape := make([]uint64, r)

@@ -589,7 +589,7 @@ func (f *File) OpenDataset(path string) (*Dataset, error) {
 	defer C.free(unsafe.Pointer(cs))
 	lock()
 	defer unlock()
-	id := C.H5Dopen2(f.id, cs, C.H5P_DEFAULT)
+	id := C.H5Dopen2(f.id, cs, originDapl())
 	if id < 0 {
 		return nil, errorf("open dataset %s", path)
 	}
@@ -647,6 +647,10 @@ type Info struct {
 	// External: the raw data lives in external files (H5Pset_external),
 	// outside the HDF5 file.
 	External bool
+	// ExternalFiles are those files, in order, as the file names them
+	// (a relative name is resolved against the HDF5 file's directory:
+	// see originDapl).
+	ExternalFiles []ExternalFile
 	// Allocated: some storage exists for the raw data; when false, every
 	// element reads as the fill value.
 	Allocated bool
@@ -660,6 +664,47 @@ type Info struct {
 	// other chunks (H5Dread_chunk and H5Dread are right), so the chunks
 	// of such a dataset cannot be listed.
 	ChunkInfoUnreliable bool
+}
+
+// ExternalFile is one external raw data file of a dataset: Size bytes
+// from Offset (Size Unlimited: to its end).
+type ExternalFile struct {
+	Name   string
+	Offset int64
+	Size   uint64
+}
+
+// MaxExternalFiles bounds the external files a dataset may list.
+const MaxExternalFiles = 1 << 16
+
+var (
+	originOnce sync.Once
+	originID   C.hid_t = C.H5P_DEFAULT
+)
+
+// originDapl is the dataset access property list every dataset is opened
+// with: external raw data files named by a relative path are found
+// relative to the HDF5 file's directory ("${ORIGIN}"), as h5py users
+// expect, not to the process's working directory (libhdf5's default).
+// HDF5_EXTFILE_PREFIX, when set, still takes precedence. Caller holds
+// lib.
+func originDapl() C.hid_t {
+	originOnce.Do(func() {
+		id := C.H5Pcreate(C.scc_dapl_class())
+		if id < 0 {
+			C.H5Eclear2(C.H5E_DEFAULT)
+			return
+		}
+		cs := C.CString("${ORIGIN}")
+		defer C.free(unsafe.Pointer(cs))
+		if C.H5Pset_efile_prefix(id, cs) < 0 {
+			C.H5Eclear2(C.H5E_DEFAULT)
+			C.H5Pclose(id)
+			return
+		}
+		originID = id
+	})
+	return originID
 }
 
 // typeOf classifies an HDF5 type as the binding maps it. Caller holds
@@ -817,7 +862,21 @@ func (d *Dataset) Info() (Info, error) {
 		C.H5Eclear2(C.H5E_DEFAULT)
 		in.Filters = append(in.Filters, fl)
 	}
-	in.External = C.H5Pget_external_count(dcpl) > 0
+	if n := int(C.H5Pget_external_count(dcpl)); n > 0 {
+		in.External = true
+		if n > MaxExternalFiles {
+			return in, fmt.Errorf("%w: %d external raw data files (at most %d)", ErrTooLarge, n, MaxExternalFiles)
+		}
+		for i := 0; i < n; i++ {
+			var name [4096]C.char
+			var off C.off_t
+			var size C.hsize_t
+			if C.H5Pget_external(dcpl, C.uint(i), C.size_t(len(name)), &name[0], &off, &size) < 0 {
+				return in, errorf("external file %d", i)
+			}
+			in.ExternalFiles = append(in.ExternalFiles, ExternalFile{Name: C.GoString(&name[0]), Offset: int64(off), Size: uint64(size)})
+		}
+	}
 	var ss C.H5D_space_status_t
 	if C.H5Dget_space_status(d.id, &ss) < 0 {
 		return in, errorf("space status")

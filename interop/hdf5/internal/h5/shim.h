@@ -13,6 +13,7 @@
 static hsize_t scc_unlimited(void) { return H5S_UNLIMITED; }
 static hid_t scc_dcpl_class(void) { return H5P_DATASET_CREATE; }
 static hid_t scc_lcpl_class(void) { return H5P_LINK_CREATE; }
+static hid_t scc_dapl_class(void) { return H5P_DATASET_ACCESS; }
 
 // scc_le_type returns the little-endian predefined type for class (0 int,
 // 1 uint, 2 float) and size, or -1.
