@@ -26,11 +26,12 @@ import (
 // on encode and in reverse on decode; its input is the chunk's elements
 // in C order, little-endian (the "bytes" codec / a "<" dtype).
 type codec struct {
-	id       string // shuffle, zlib, gzip, zstd, lz4, crc32c, blosc
+	id       string // shuffle, zlib, gzip, zstd, lz4, crc32c, blosc, bz2, delta
 	level    int
 	elemSize int    // shuffle
 	cname    string // blosc: the frame's compressor
 	shuffle  int    // blosc: 0 none, 1 byte, 2 bit, -1 by element size
+	delta    deltaType
 }
 
 // shared is c as the mapping's codec: its encoding and its name in a
@@ -100,6 +101,14 @@ func codecFrom(id string, cfg map[string]any, elemSize int) (codec, error) {
 		if id == "crc32c" {
 			return codec{id: "crc32c"}, nil
 		}
+	case "bz2":
+		return codec{id: "bz2", level: level}, nil
+	case "delta":
+		dt, err := deltaFrom(id, cfg, elemSize)
+		if err != nil {
+			return codec{}, err
+		}
+		return codec{id: "delta", delta: dt, elemSize: elemSize}, nil
 	case "blosc":
 		cname, _ := cfg["cname"].(string)
 		if bloscDecode == nil {
@@ -115,7 +124,7 @@ func codecFrom(id string, cfg map[string]any, elemSize int) (codec, error) {
 		}
 		return codec{id: "blosc", cname: cname, shuffle: sh, level: clevel}, nil
 	}
-	return codec{}, fmt.Errorf("%w: codec %q (scc maps shuffle, zlib, gzip, zstd, lz4, crc32c, transpose)", ErrUnsupported, id)
+	return codec{}, fmt.Errorf("%w: codec %q (scc maps shuffle, zlib, gzip, zstd, lz4, crc32c, blosc, bz2, delta, transpose)", ErrUnsupported, id)
 }
 
 // bloscShuffle reads a blosc codec's shuffle: numcodecs (v2) writes an
@@ -192,6 +201,10 @@ func (c codec) decode(src []byte, max int) ([]byte, error) {
 			return nil, fmt.Errorf("%w: codec \"blosc\"", ErrUnsupported)
 		}
 		return bloscDecode(src, max)
+	case "bz2":
+		return bz2Decode(src, max)
+	case "delta":
+		return c.delta.decode(src, max)
 	case "crc32c":
 		if len(src) < 4 || len(src)-4 > max {
 			return nil, fmt.Errorf("%w: crc32c: %d bytes", ErrCorrupt, len(src))

@@ -458,6 +458,18 @@ func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why
 			filters = append(filters, engine.LZ4())
 		case "crc32c":
 			filters = append(filters, engine.CRC32C())
+		case "bz2":
+			// scc has no bzip2 stage: decoded and stored with zstd.
+			filters = append(filters, engine.Zstd(0))
+			if copy {
+				copy, why = false, "bz2 decoded and stored with zstd"
+			}
+		case "delta":
+			// An elementwise filter: decoded, the elements stored with
+			// the stages that follow it.
+			if copy {
+				copy, why = false, "delta filter decoded"
+			}
 		case "blosc":
 			// scc has no Blosc stage: decoded and stored with the stage
 			// nearest to the frame's own compressor.
