@@ -140,4 +140,3 @@ func (t deltaType) decode(src []byte, max int) ([]byte, error) {
 	}
 	return out, nil
 }
-
