@@ -51,8 +51,6 @@ func TestImportCorpus(t *testing.T) {
 			return "string"
 		case strings.HasSuffix(path, "/structured"):
 			return "structured"
-		case strings.HasSuffix(path, "/delta"):
-			return `"delta"`
 		case strings.HasSuffix(path, "/float16"):
 			return "float16"
 		case strings.Contains(path, "/blosc/") && bloscDecode == nil:

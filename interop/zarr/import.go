@@ -2,11 +2,13 @@ package zarr
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -29,7 +31,10 @@ type arrayMeta struct {
 	typ          engine.Type
 	bigEndian    bool
 	fill         []byte // nil: zero
-	chain        []codec
+	// time: the elements are numpy datetime64 or timedelta64 values,
+	// imported as Int64 marked by zarrmap.DtypeAttr.
+	time  *zarrmap.NumpyTime
+	chain []codec
 	// order, when set, says a stored chunk holds its elements with the
 	// axes permuted (the v3 transpose codec's order; Fortran order is the
 	// reversed axes): import transposes them into C order.
@@ -48,6 +53,11 @@ type arrayMeta struct {
 func (m *arrayMeta) setFill(v any, what string) error {
 	if v == nil {
 		m.notes = append(m.notes, "fill_value null: unwritten chunks read as zero")
+		return nil
+	}
+	if m.time != nil && v == "NaT" {
+		// numpy's "not a time", the smallest int64.
+		m.fill = binary.LittleEndian.AppendUint64(nil, 1<<63)
 		return nil
 	}
 	b, err := parseElem(m.typ, v)
@@ -409,6 +419,10 @@ func readArray(ctx context.Context, s *store, n node) (*arrayMeta, error) {
 	}
 	if err := m.setAttrs(raw); err != nil {
 		return nil, err
+	}
+	if m.time != nil {
+		m.attrs = slices.DeleteFunc(m.attrs, func(a engine.Attr) bool { return a.Name == zarrmap.DtypeAttr })
+		m.attrs = append(m.attrs, engine.Attr{Name: zarrmap.DtypeAttr, Value: engine.StringAttr(m.time.Mark())})
 	}
 	var err error
 	if m.grid, err = checkShape(m, what); err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 )
 
 // The metadata decoders check each document against the Zarr v2 and v3
@@ -195,7 +196,9 @@ func decodeV2Array(b []byte) (*arrayMeta, error) {
 	}
 	switch dt := z["dtype"].(type) {
 	case string:
-		if m.typ, m.bigEndian, err = parseV2Dtype(dt); err != nil {
+		if nt, be, ok := zarrmap.ParseV2Time(dt); ok {
+			m.typ, m.bigEndian, m.time = engine.Int64, be, &nt
+		} else if m.typ, m.bigEndian, err = parseV2Dtype(dt); err != nil {
 			return nil, err
 		}
 	case []any:
@@ -294,7 +297,11 @@ func decodeV3(b []byte) (node string, m *arrayMeta, attrs map[string]any, err er
 			return "", nil, nil, err
 		}
 	case map[string]any:
-		if m.typ, err = parseV3Struct(dt); err != nil {
+		name, _ := dt["name"].(string)
+		cfg, _ := dt["configuration"].(map[string]any)
+		if nt, ok := zarrmap.ParseV3Time(name, cfg); ok {
+			m.typ, m.time = engine.Int64, &nt
+		} else if m.typ, err = parseV3Struct(dt); err != nil {
 			return "", nil, nil, err
 		}
 	default:
