@@ -177,7 +177,15 @@ func (c codec) decode(src []byte, max int) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out, err := dec.DecodeAll(src, make([]byte, 0, max))
+		// The frame's content size, when it records one within the
+		// bound, sizes the output (a variable-length chunk's bound is
+		// far above its usual size); DecodeAll never grows past cap.
+		size := max
+		var h zstd.Header
+		if h.Decode(src) == nil && h.HasFCS && h.FrameContentSize <= uint64(max) {
+			size = int(h.FrameContentSize)
+		}
+		out, err := dec.DecodeAll(src, make([]byte, 0, size))
 		if err != nil || len(out) > max {
 			return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
 		}
@@ -322,7 +330,9 @@ func unwrapGzip(b []byte) (body []byte, crc, size uint32, err error) {
 // inflateChecked decodes a raw DEFLATE stream of at most max bytes into a
 // new buffer, checking the wrapper's checksum (and size, if size >= 0).
 func inflateChecked(body []byte, max int, h hash.Hash32, sum uint32, size int64) ([]byte, error) {
-	out := bytes.NewBuffer(make([]byte, 0, max))
+	// Grown past 8 MiB only as the stream fills it: the bound of a
+	// variable-length chunk is far above its usual size.
+	out := bytes.NewBuffer(make([]byte, 0, min(max, 8<<20)))
 	n, err := zarrmap.InflateTo(body, max, io.MultiWriter(out, h))
 	if err != nil {
 		return nil, err

@@ -33,7 +33,14 @@ type arrayMeta struct {
 	fill         []byte // nil: zero
 	// time: the elements are numpy datetime64 or timedelta64 values,
 	// imported as Int64 marked by zarrmap.DtypeAttr.
-	time  *zarrmap.NumpyTime
+	time *zarrmap.NumpyTime
+	// vlen: the elements are variable-length, in the format of this
+	// numcodecs codec ("vlen-utf8", "vlen-bytes"; "object" while an
+	// object array's codec is still unread); ucs4: they are numpy
+	// unicode of this many UTF-32 code points. Both import onto scc's
+	// variable-length layout (strings.go).
+	vlen  string
+	ucs4  int
 	chain []codec
 	// order, when set, says a stored chunk holds its elements with the
 	// axes permuted (the v3 transpose codec's order; Fortran order is the
@@ -54,6 +61,9 @@ func (m *arrayMeta) setFill(v any, what string) error {
 	if v == nil {
 		m.notes = append(m.notes, "fill_value null: unwritten chunks read as zero")
 		return nil
+	}
+	if m.vlen != "" || m.ucs4 > 0 {
+		return m.setStringFill(v)
 	}
 	if m.time != nil && v == "NaT" {
 		// numpy's "not a time", the smallest int64.
@@ -507,6 +517,9 @@ func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why
 }
 
 func importArray(ctx context.Context, s *store, f *engine.File, name, key string, m *arrayMeta, workers int, verify bool) (DatasetReport, error) {
+	if m.vlen != "" || m.ucs4 > 0 {
+		return importStrings(ctx, s, f, name, key, m, workers)
+	}
 	dr := DatasetReport{Name: name, Codecs: chainString(m.chain), Notes: m.notes}
 	filters, copyOK, unwrapID, why, zlibRaw := importPlan(m)
 	dr.Why = why

@@ -57,8 +57,9 @@ func TestErrorsNameTheThing(t *testing.T) {
 		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":[["a","<i4"],["b","<f8"]],"fill_value":null,"order":"C","filters":null,"compressor":null}`), false, []string{`[["a","<i4"],["b","<f8"]]`, "structured"}},
 		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f2","fill_value":0,"order":"C","filters":null,"compressor":null}`), false, []string{"float16"}},
 		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"|V4","fill_value":null,"order":"C","filters":null,"compressor":null}`), false, []string{"void"}},
-		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<U8","fill_value":"","order":"C","filters":null,"compressor":null}`), false, []string{"string"}},
+		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<U8","fill_value":"x","order":"C","filters":null,"compressor":null}`), false, []string{"fill_value", "empty string"}},
 		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"|O","fill_value":0,"order":"C","filters":null,"compressor":null}`), false, []string{"object"}},
+		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"|O","fill_value":0,"order":"C","filters":[{"id":"pickle"}],"compressor":null}`), false, []string{`"pickle"`}},
 		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<i4","fill_value":0,"order":"C","filters":null,"compressor":{"id":"lzma"}}`), false, []string{`"lzma"`}},
 	} {
 		var err error
