@@ -327,7 +327,6 @@ func importStrings(ctx context.Context, s *store, f *engine.File, name, key stri
 	return dr, nil
 }
 
-
 // exportStrings writes a variable-length dataset of Uint8 as Zarr
 // variable-length strings: text (zarrmap.VlenStringAttr) with numcodecs'
 // vlen-utf8 (v2 dtype "|O", v3 data_type "string", fill value ""), bytes
