@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
 )
 
@@ -32,8 +33,9 @@ import (
 const ReferenceAttr = "scc:hdf5-reference"
 
 // VlenStringAttr marks an scc variable-length Uint8 dataset whose elements
-// are strings: its value is the character set, "utf-8" or "ascii".
-const VlenStringAttr = "scc:vlen-string"
+// are strings: its value is the character set, "utf-8" or "ascii". The
+// Zarr bridge sets and reads the same attribute.
+const VlenStringAttr = zarrmap.VlenStringAttr
 
 // maxVlenBox bounds the variable-length bytes one chunk-sized box may
 // hold: scc's limit on a chunk's heap.
