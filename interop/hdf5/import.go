@@ -33,6 +33,9 @@ type importPlan struct {
 	zlibDirect bool
 	// vlen: variable-length elements, read through H5Dread (importVlen).
 	vlen bool
+	// virtual: an HDF5 virtual dataset, created as an scc virtual
+	// dataset of these mappings (import_virtual.go).
+	virtual *engine.VirtualSpec
 	// lz4Stage is the index of a last HDF5 LZ4 stage whose chunks are
 	// reframed as scc's LZ4 images (lz4.go), -1 if none.
 	lz4Stage int
@@ -206,6 +209,11 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 	if err := importGroups(ctx, f, dst, plans, badGroups, opts, &rep); err != nil {
 		return rep, err
 	}
+	// Virtual datasets last: their sources in this file then exist,
+	// which lets the engine check their element types.
+	slices.SortStableFunc(plans, func(a, b *importPlan) int {
+		return cmpBool(a.virtual != nil, b.virtual != nil)
+	})
 	for _, p := range plans {
 		dr, err := importDataset(ctx, f, dst, p, opts)
 		var skip *skipError
@@ -389,11 +397,6 @@ func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options
 	if in.Space != "" {
 		return nil, unsupported(path, "%s dataspace (scc datasets have at least one dimension)", in.Space)
 	}
-	if in.Layout == h5.Virtual {
-		// Checked first, so that the refusal names the layout whatever
-		// the element type.
-		return nil, unsupported(path, "virtual dataset (its data lives in other datasets)")
-	}
 	if in.Type.Class == h5.Other && in.Type.Name == "region reference" {
 		return nil, unsupported(path, "region references (selections of other datasets) have no scc form")
 	}
@@ -421,6 +424,9 @@ func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options
 		} else {
 			maxShape[i] = m
 		}
+	}
+	if in.Layout == h5.Virtual {
+		return planVirtualImport(d, p, typ, maxShape)
 	}
 	p.spec = engine.DatasetSpec{Type: typ, Shape: in.Dims, MaxShape: maxShape, Fill: in.Fill}
 	reencode := func(why string) {
@@ -603,6 +609,9 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 	attrs, skipped, err := hd.ReadAttrs()
 	if err != nil {
 		return rep, err
+	}
+	if p.virtual != nil {
+		return importVirtual(ctx, dst, p, attrs, skipped, opts, rep)
 	}
 	ds, err := dst.CreateDatasetContext(ctx, p.path, p.spec)
 	if errors.Is(err, engine.ErrInvalid) {

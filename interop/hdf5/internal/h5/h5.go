@@ -483,6 +483,114 @@ func setMapping(dcpl, vs, ss C.hid_t, m VirtualMap) error {
 	return nil
 }
 
+// MaxVirtualMaps bounds the mappings VirtualMaps reads.
+const MaxVirtualMaps = 1 << 16
+
+// VirtualMaps reads the mappings of a virtual dataset, each selection as
+// a regular hyperslab (a selection of all of a space is one block of its
+// extent); a mapping whose selection is not a regular hyperslab (points,
+// unions of slabs) is refused with ErrIrregular naming it.
+func (d *Dataset) VirtualMaps() ([]VirtualMap, error) {
+	lock()
+	defer unlock()
+	dcpl := C.H5Dget_create_plist(d.id)
+	if dcpl < 0 {
+		return nil, errorf("dcpl")
+	}
+	defer C.H5Pclose(dcpl)
+	var n C.size_t
+	if C.H5Pget_virtual_count(dcpl, &n) < 0 {
+		return nil, errorf("virtual mapping count")
+	}
+	if n > MaxVirtualMaps {
+		return nil, fmt.Errorf("%w: %d virtual mappings (at most %d)", ErrTooLarge, n, MaxVirtualMaps)
+	}
+	out := make([]VirtualMap, 0, n)
+	for i := C.size_t(0); i < n; i++ {
+		var m VirtualMap
+		vs := C.H5Pget_virtual_vspace(dcpl, i)
+		if vs < 0 {
+			return nil, errorf("virtual mapping %d: virtual selection", i)
+		}
+		var err error
+		m.Virtual, _, err = slabOf(vs)
+		C.H5Sclose(vs)
+		if err != nil {
+			return nil, fmt.Errorf("virtual mapping %d: virtual selection: %w", i, err)
+		}
+		ss := C.H5Pget_virtual_srcspace(dcpl, i)
+		if ss < 0 {
+			return nil, errorf("virtual mapping %d: source selection", i)
+		}
+		m.Source, m.SourceDims, err = slabOf(ss)
+		C.H5Sclose(ss)
+		if err != nil {
+			return nil, fmt.Errorf("virtual mapping %d: source selection: %w", i, err)
+		}
+		if m.File, err = vdsName(func(buf *C.char, size C.size_t) C.ssize_t { return C.H5Pget_virtual_filename(dcpl, i, buf, size) }); err != nil {
+			return nil, fmt.Errorf("virtual mapping %d: source file: %w", i, err)
+		}
+		if m.Dataset, err = vdsName(func(buf *C.char, size C.size_t) C.ssize_t { return C.H5Pget_virtual_dsetname(dcpl, i, buf, size) }); err != nil {
+			return nil, fmt.Errorf("virtual mapping %d: source dataset: %w", i, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// ErrIrregular is a virtual mapping's selection that is not a regular
+// hyperslab.
+var ErrIrregular = errors.New("hdf5: selection is not a regular hyperslab")
+
+// slabOf reads space's selection as a regular hyperslab, and its extent.
+// Caller holds lib.
+func slabOf(space C.hid_t) (Slab, []uint64, error) {
+	r := int(C.H5Sget_simple_extent_ndims(space))
+	if r < 0 || r > 32 {
+		return Slab{}, nil, errorf("rank")
+	}
+	dims := make([]uint64, r)
+	if r > 0 && C.H5Sget_simple_extent_dims(space, hsize(dims), nil) < 0 {
+		return Slab{}, nil, errorf("dims")
+	}
+	sl := Slab{Start: make([]uint64, r), Stride: make([]uint64, r), Count: make([]uint64, r), Block: make([]uint64, r)}
+	switch C.H5Sget_select_type(space) {
+	case C.H5S_SEL_ALL:
+		for i := range dims {
+			sl.Stride[i], sl.Count[i], sl.Block[i] = 1, 1, dims[i]
+		}
+		return sl, dims, nil
+	case C.H5S_SEL_HYPERSLABS:
+		if C.H5Sis_regular_hyperslab(space) <= 0 {
+			C.H5Eclear2(C.H5E_DEFAULT)
+			return Slab{}, nil, ErrIrregular
+		}
+		if r > 0 && C.H5Sget_regular_hyperslab(space, hsize(sl.Start), hsize(sl.Stride), hsize(sl.Count), hsize(sl.Block)) < 0 {
+			return Slab{}, nil, errorf("hyperslab")
+		}
+		return sl, dims, nil
+	}
+	return Slab{}, nil, ErrIrregular
+}
+
+// vdsName reads a mapping's file or dataset name through get (the
+// H5Pget_virtual_* calling convention: length first, then the name).
+// Caller holds lib.
+func vdsName(get func(*C.char, C.size_t) C.ssize_t) (string, error) {
+	n := get(nil, 0)
+	if n < 0 {
+		return "", errorf("name")
+	}
+	if n > 1<<16 {
+		return "", fmt.Errorf("%w: a name of %d bytes", ErrTooLarge, n)
+	}
+	buf := make([]byte, int(n)+1)
+	if get((*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf))) != n {
+		return "", errorf("name")
+	}
+	return string(buf[:n]), nil
+}
+
 // Dataset is an open dataset.
 type Dataset struct {
 	id   C.hid_t
