@@ -724,7 +724,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 							var img []byte
 							if img, err = lz4FromHDF5(it.image, chunkBytes); err == nil {
 								err = ds.WriteChunkRaw(gctx, it.coord, img, it.mask)
-							} else {
+							} else if !errors.Is(err, engine.ErrInvalid) {
 								err = fmt.Errorf("%w: %w", engine.ErrInvalid, err)
 							}
 						case p.zlibDirect && it.mask == 0 && !opts.verify():
@@ -753,8 +753,8 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 							}
 							mu.Unlock()
 							if it, err = readBox(it.coord); err != nil {
-								if fl, ok := missingFilter(p.info.Filters); ok {
-									return fmt.Errorf("chunk %v: scc cannot copy it (%v) and this libhdf5 has no plugin for filter %s to decode it: %w", it.coord, copyErr, filterName(fl), err)
+								if fl, ok := missingFilter(p.info.Filters); ok && errors.Is(err, h5.ErrHDF5) {
+									return &skipError{path: p.path, err: err, reason: fmt.Sprintf("chunk %v: scc cannot copy it (%v) and this libhdf5 has no plugin for filter %s (in %s) to decode it", it.coord, copyErr, filterName(fl), pluginPathString())}
 								}
 								return err
 							}
@@ -907,6 +907,16 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 			rep.Reason = fmt.Sprintf("chunk index not usable for direct chunk reads (%v): read through H5Dread", ie.err)
 			err = run(walk())
 		}
+	}
+	var skip *skipError
+	if errors.As(err, &skip) {
+		// A chunk that neither scc nor this libhdf5 can decode: the
+		// dataset goes, partly written as it is, and is named.
+		ds.Close()
+		if derr := dst.Delete(ctx, p.path); derr != nil {
+			return rep, fmt.Errorf("%v; removing what was imported of it: %w", err, derr)
+		}
+		return rep, err
 	}
 	if err != nil {
 		return rep, err
