@@ -90,3 +90,60 @@ func TestImportVirtual(t *testing.T) {
 	require.Len(t, skipped, 1)
 	assert.True(t, strings.HasPrefix(skipped[0], "/pts: virtual dataset"), skipped[0])
 }
+
+// TestImportVirtualUnlimited: an unlimited HDF5 mapping stays unlimited,
+// so the imported virtual dataset's extent follows its source as HDF5's
+// does: it grows when the imported source grows.
+func TestImportVirtualUnlimited(t *testing.T) {
+	needReaders(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	runPython(t, `
+import sys, h5py, numpy as np
+d = sys.argv[1]
+with h5py.File(d + "/src.h5", "w") as f:
+    ds = f.create_dataset("data", shape=(3, 4), maxshape=(None, 4), dtype="<i4", chunks=(1, 4))
+    ds[...] = np.arange(12).reshape(3, 4)
+UNL = h5py.h5s.UNLIMITED
+with h5py.File(d + "/main.h5", "w", libver="latest") as f:
+    lay = h5py.VirtualLayout(shape=(3, 4), maxshape=(None, 4), dtype="<i4")
+    src = h5py.VirtualSource("src.h5", "data", shape=(3, 4), maxshape=(None, 4))
+    lay[0:UNL, :] = src[0:UNL, :]
+    f.create_virtual_dataset("v", lay, fillvalue=-1)
+`, dir)
+	_, err := ImportFile(ctx, filepath.Join(dir, "src.h5"), filepath.Join(dir, "src.scc"), nil)
+	require.NoError(t, err)
+	_, err = ImportFile(ctx, filepath.Join(dir, "main.h5"), filepath.Join(dir, "main.scc"), nil)
+	require.NoError(t, err)
+
+	read := func() ([]uint64, []int32) {
+		f, err := engine.Open(filepath.Join(dir, "main.scc"), &engine.Options{ReadOnly: true})
+		require.NoError(t, err)
+		defer f.Close()
+		ds, err := f.OpenDataset("v")
+		require.NoError(t, err)
+		defer ds.Close()
+		assert.Equal(t, engine.Unlimited, ds.MaxShape()[0])
+		got := make([]int32, ds.Shape()[0]*ds.Shape()[1])
+		require.NoError(t, engine.ReadSlice(ctx, ds, engine.All(ds.Shape()), got))
+		return ds.Shape(), got
+	}
+	shape, got := read()
+	assert.Equal(t, []uint64{3, 4}, shape)
+	for i, v := range got {
+		assert.Equal(t, int32(i), v)
+	}
+	src, err := engine.Open(filepath.Join(dir, "src.scc"), nil)
+	require.NoError(t, err)
+	sd, err := src.OpenDataset("data")
+	require.NoError(t, err)
+	require.NoError(t, sd.SetExtent(ctx, []uint64{5, 4}))
+	require.NoError(t, engine.WriteSlice(ctx, sd, engine.Box([]uint64{3, 0}, []uint64{2, 4}), []int32{12, 13, 14, 15, 16, 17, 18, 19}))
+	sd.Close()
+	require.NoError(t, src.Close())
+	shape, got = read()
+	assert.Equal(t, []uint64{5, 4}, shape)
+	for i, v := range got {
+		assert.Equal(t, int32(i), v)
+	}
+}
