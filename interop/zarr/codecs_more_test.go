@@ -3,8 +3,10 @@ package zarr
 import (
 	"bytes"
 	"compress/bzip2"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,4 +125,44 @@ func FuzzDeltaDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestImportV3Delta: numcodecs' Delta as a v3 array-to-array codec (before
+// a big-endian bytes codec, then gzip) is undone on the elements in the
+// bytes codec's order.
+func TestImportV3Delta(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "s.zarr")
+	writeFile(t, filepath.Join(store, "zarr.json"), `{"zarr_format":3,"node_type":"group"}`)
+	writeFile(t, filepath.Join(store, "d", "zarr.json"), `{"zarr_format":3,"node_type":"array","shape":[6],"data_type":"int32",
+		"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,
+		"codecs":[{"name":"numcodecs.delta","configuration":{"dtype":"<i4"}},{"name":"bytes","configuration":{"endian":"big"}},{"name":"gzip","configuration":{"level":1}}]}`)
+	want := []int32{5, -3, 100, 100, 7, 1 << 30}
+	for c := 0; c < 2; c++ {
+		vals := make([]int32, 4)
+		copy(vals, want[4*c:min(len(want), 4*c+4)])
+		raw := make([]byte, 16)
+		prev := int32(0)
+		for i, v := range vals {
+			binary.BigEndian.PutUint32(raw[4*i:], uint32(v-prev))
+			prev = v
+		}
+		var z bytes.Buffer
+		w := gzip.NewWriter(&z)
+		_, err := w.Write(raw)
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		writeFile(t, filepath.Join(store, "d", "c", fmt.Sprint(c)), z.String())
+	}
+	f := testfile.Create(t, filepath.Join(dir, "o.scc"), nil)
+	defer f.Close()
+	rep, err := Import(bg, store, f, Options{})
+	require.NoError(t, err)
+	require.Empty(t, rep.Skipped)
+	ds, err := f.OpenDataset("d")
+	require.NoError(t, err)
+	defer ds.Close()
+	got := make([]int32, 6)
+	require.NoError(t, engine.ReadSlice(bg, ds, engine.All(ds.Shape()), got))
+	assert.Equal(t, want, got)
 }

@@ -431,6 +431,7 @@ func readArray(ctx context.Context, s *store, n node) (*arrayMeta, error) {
 		return nil, err
 	}
 	if m.time != nil {
+		m.notes = append(m.notes, fmt.Sprintf("numpy %s: imported as int64, the type in attribute %s", m.time.Mark(), zarrmap.DtypeAttr))
 		m.attrs = slices.DeleteFunc(m.attrs, func(a engine.Attr) bool { return a.Name == zarrmap.DtypeAttr })
 		m.attrs = append(m.attrs, engine.Attr{Name: zarrmap.DtypeAttr, Value: engine.StringAttr(m.time.Mark())})
 	}

@@ -454,6 +454,17 @@ func (m *arrayMeta) v3Codecs(codecs []any) error {
 			sawBytes = true
 			continue
 		}
+		if !sawBytes && name == "numcodecs.delta" && len(m.chain) == 0 && m.vlen == "" {
+			// numcodecs' Delta as an array-to-array codec: the bytes
+			// codec serializes its output, so it is undone last, on the
+			// elements in the bytes codec's order (set below).
+			cc, err := codecFrom(name, cfg, m.elemSize())
+			if err != nil {
+				return err
+			}
+			m.chain = append(m.chain, cc)
+			continue
+		}
 		if !sawBytes {
 			return fmt.Errorf("%w: codec %q before the bytes codec", ErrUnsupported, name)
 		}
@@ -462,6 +473,9 @@ func (m *arrayMeta) v3Codecs(codecs []any) error {
 			return err
 		}
 		m.chain = append(m.chain, cc)
+	}
+	if len(m.chain) > 0 && m.chain[0].id == "delta" {
+		m.chain[0].delta.bigEndian = m.bigEndian && m.chain[0].delta.size > 1
 	}
 	if !sawBytes {
 		return fmt.Errorf("%w: %s: no \"bytes\" codec (the only array-to-bytes codec scc reads, with vlen-utf8 for strings)", ErrUnsupported, what)
