@@ -90,8 +90,8 @@ hdf5: ## build bin/scc-hdf5, the HDF5 export/import binary `scctl hdf5` runs (ne
 test-hdf5: ## vet and test interop/hdf5 under -race; files are checked by h5py and h5dump (a missing reader fails)
 	cd interop/hdf5 && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
 
-fuzz-hdf5: ## run interop/hdf5's fuzz targets (the zlib wrapper inflating scc's raw deflate chunks, the LZ4 chunk reframing) for FUZZTIME each
-	cd interop/hdf5 && for t in FuzzWrapZlib FuzzLZ4FromHDF5; do $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) . || exit 1; done
+fuzz-hdf5: ## run interop/hdf5's fuzz targets (the zlib wrapper inflating scc's raw deflate chunks, the LZ4 chunk reframing, the zstd/deflate chunks decoded without a plugin) for FUZZTIME each
+	cd interop/hdf5 && for t in FuzzWrapZlib FuzzLZ4FromHDF5 FuzzDecodeChunkGo; do $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) . || exit 1; done
 
 bench-hdf5: ## export/import HDF5_SIZE of shuffle+zlib data beside h5py's copy (under flock /tmp/scc-bench.lock)
 	cd interop/hdf5 && flock /tmp/scc-bench.lock $(GO) test -run '^$$' -bench BenchmarkExportImport -benchtime 1x -timeout 30m . -args -hdf5.size $(HDF5_SIZE)

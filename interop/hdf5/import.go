@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
 )
 
@@ -677,6 +678,24 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		it.elems = make([]byte, n)
 		return it, hd.ReadBox(elemType, it.start, it.count, it.elems)
 	}
+	// goBox is readBox for a chunk libhdf5 cannot decode: its stored
+	// image decoded by decodeChunkGo.
+	goBox := func(c []uint64, img []byte, mask uint32) (imported, error) {
+		full, err := decodeChunkGo(p.info.Filters, mask, img, chunkBytes, elemType.Size)
+		if err != nil {
+			return imported{}, err
+		}
+		it := imported{coord: c, start: make([]uint64, len(c)), count: make([]uint64, len(c))}
+		n := uint64(elemType.Size)
+		for i := range c {
+			it.start[i] = c[i] * chunk[i]
+			it.count[i] = min(chunk[i], dims[i]-it.start[i])
+			n *= it.count[i]
+		}
+		it.elems = make([]byte, n)
+		zarrmap.CopyBox(full, chunk, it.elems, it.count, elemType.Size, true)
+		return it, nil
+	}
 	allFill := func(b []byte) bool {
 		for i := 0; i < len(b); i += len(fill) {
 			if !bytes.Equal(b[i:i+len(fill)], fill) {
@@ -752,11 +771,20 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 								copyWhy = copyErr
 							}
 							mu.Unlock()
-							if it, err = readBox(it.coord); err != nil {
-								if fl, ok := missingFilter(p.info.Filters); ok && errors.Is(err, h5.ErrHDF5) {
-									return &skipError{path: p.path, err: err, reason: fmt.Sprintf("chunk %v: scc cannot copy it (%v) and this libhdf5 has no plugin for filter %s (in %s) to decode it", it.coord, copyErr, filterName(fl), pluginPathString())}
+							img, mask, coord := it.image, it.mask, it.coord
+							if it, err = readBox(coord); err != nil {
+								fl, missing := missingFilter(p.info.Filters)
+								if !missing || !errors.Is(err, h5.ErrHDF5) {
+									return err
 								}
-								return err
+								// No plugin: decoded here if scc's libraries
+								// can (godecode.go), else the dataset goes.
+								if !goDecodable(p.info.Filters) {
+									return &skipError{path: p.path, err: err, reason: fmt.Sprintf("chunk %v: scc cannot copy it (%v) and this libhdf5 has no plugin for filter %s (in %s) to decode it", coord, copyErr, filterName(fl), pluginPathString())}
+								}
+								if it, err = goBox(coord, img, mask); err != nil {
+									return &skipError{path: p.path, err: err, reason: fmt.Sprintf("chunk %v: scc cannot copy it (%v) nor decode it (%v), and this libhdf5 has no plugin for filter %s (in %s)", coord, copyErr, err, filterName(fl), pluginPathString())}
+								}
 							}
 						}
 					}

@@ -1,6 +1,7 @@
 package hdf5
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -43,7 +44,7 @@ with h5py.File(path, "w") as f:
         ("lzf", a, dict(compression="lzf", shuffle=True)),
     ]:
         f.create_dataset(name, data=data, chunks=(16, 20), **kw)
-    for name, shuffle in [("zstd", False), ("zstd_shuffle", True)]:
+    for name, shuffle in [("zstd", False), ("zstd_shuffle", True), ("zstd_noise", True), ("zstd_stream", False)]:
         d = f.create_dataset(name, shape=(10, 12), dtype="<i4", chunks=(4, 12), shuffle=shuffle,
                              compression=32015, compression_opts=(5,), allow_unknown_filter=True)
         for k in range(3):
@@ -52,7 +53,7 @@ with h5py.File(path, "w") as f:
     d.id.write_direct_chunk((0,), b"not an sz stream")
 with h5py.File(path, "r") as f:
     for name in f:
-        if name in ("zstd", "zstd_shuffle", "sz"):
+        if name.startswith("zstd") or name == "sz":
             continue
         p = "%s/%s.exp" % (outdir, name)
         f[name][...].tofile(p)
@@ -62,8 +63,10 @@ json.dump(exp, open(outdir + "/exp.json", "w"))
 
 // zstdChunks writes the chunk images of a (10, 12) int32 dataset in (4,
 // 12) chunks as the zstd plugin stores them (one frame with its content
-// size, after HDF5's shuffle when shuffled) and returns the elements.
-func zstdChunks(t *testing.T, dir, name string, shuffled bool) []byte {
+// size, after HDF5's shuffle when shuffled; larger than the chunk when
+// the data is noise) or, stream, as a streaming encoder writes them (no
+// content size), and returns the elements.
+func zstdChunks(t *testing.T, dir, name string, shuffled, noisy, stream bool) []byte {
 	// ZSTD_compress, which the plugin calls, records the content size.
 	enc, err := zstd.NewWriter(nil, zstd.WithSingleSegment(true))
 	require.NoError(t, err)
@@ -71,6 +74,9 @@ func zstdChunks(t *testing.T, dir, name string, shuffled bool) []byte {
 	data := make([]byte, 10*12*4)
 	for i := 0; i < 10*12; i++ {
 		binary.LittleEndian.PutUint32(data[4*i:], uint32(i/5))
+	}
+	if noisy {
+		data = noise(len(data))
 	}
 	for k := 0; k < 3; k++ {
 		chunk := make([]byte, 4*12*4) // the edge chunk's padding is the fill value, 0
@@ -86,6 +92,15 @@ func zstdChunks(t *testing.T, dir, name string, shuffled bool) []byte {
 			chunk = s
 		}
 		img := enc.EncodeAll(chunk, nil)
+		if stream {
+			var b bytes.Buffer
+			w, err := zstd.NewWriter(&b)
+			require.NoError(t, err)
+			_, err = w.Write(chunk)
+			require.NoError(t, err)
+			require.NoError(t, w.Close())
+			img = b.Bytes()
+		}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s_%d.bin", name, k)), img, 0o644))
 	}
 	return data
@@ -96,14 +111,18 @@ func zstdChunks(t *testing.T, dir, name string, shuffled bool) []byte {
 // of them; HDF5's zstd and one-block LZ4 chunks are copied without being
 // decoded here (zstd even where no plugin decodes it: Debian has none),
 // LZ4 in smaller blocks through the plugin; a filter that no plugin
-// decodes is named in the skipped dataset's reason.
+// decodes is named in the skipped dataset's reason. zstd chunks that are
+// not in scc's form (grown by noise, or without their content size)
+// import all the same, decoded by scc's zstd library.
 func TestImportPluginFilters(t *testing.T) {
 	needReaders(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	want := map[string][]byte{
-		"zstd":         zstdChunks(t, dir, "zstd", false),
-		"zstd_shuffle": zstdChunks(t, dir, "zstd_shuffle", true),
+		"zstd":         zstdChunks(t, dir, "zstd", false, false, false),
+		"zstd_shuffle": zstdChunks(t, dir, "zstd_shuffle", true, false, false),
+		"zstd_noise":   zstdChunks(t, dir, "zstd_noise", true, true, false),
+		"zstd_stream":  zstdChunks(t, dir, "zstd_stream", false, false, true),
 	}
 	h5path := filepath.Join(dir, "in.h5")
 	runPython(t, writePlugins, h5path, dir)
@@ -124,7 +143,7 @@ func TestImportPluginFilters(t *testing.T) {
 	require.NoError(t, f.Close())
 
 	modes := map[string]Mode{
-		"zstd": Raw, "zstd_shuffle": Raw, "lz4": Rewrapped, "lz4_shuffle": Rewrapped, "lz4_blocks": Rewrapped,
+		"zstd": Raw, "zstd_shuffle": Raw, "zstd_noise": Raw, "zstd_stream": Raw, "lz4": Rewrapped, "lz4_shuffle": Rewrapped, "lz4_blocks": Rewrapped,
 		"bitshuffle": Reencoded, "blosc": Reencoded, "blosc_zstd": Reencoded, "bzip2": Reencoded, "zfp": Reencoded, "lzf": Reencoded,
 	}
 	byName := map[string]DatasetReport{}
@@ -136,6 +155,13 @@ func TestImportPluginFilters(t *testing.T) {
 		d := byName[name]
 		assert.Equal(t, m, d.Mode, name)
 		switch name {
+		case "zstd_noise":
+			// Frames larger than the chunk are not scc's form, and no
+			// plugin decodes them: decoded here (godecode.go).
+			assert.Less(t, d.CopiedChunks, d.Chunks, name)
+			assert.Equal(t, 3, d.Chunks, name)
+		case "zstd_stream":
+			assert.Zero(t, d.CopiedChunks, name)
 		case "lz4_blocks":
 			// Several LZ4 blocks a chunk are not scc's form: the plugin
 			// decodes them.
