@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"unicode/utf8"
@@ -254,6 +255,9 @@ func importStrings(ctx context.Context, s *store, f *engine.File, name, key stri
 		return dr, fmt.Errorf("%w (%w: variable-length elements in Fortran or transposed order)", errSkip, ErrUnsupported)
 	}
 	filters, _, _, _, _ := importPlan(m)
+	// A byte shuffle of variable-length data is no shuffle (and Zarr
+	// readers refuse one on strings).
+	filters = slices.DeleteFunc(filters, func(fl engine.Filter) bool { n, _ := fl.Stage(); return n == "shuffle" })
 	ds, err := f.CreateDatasetContext(ctx, name, engine.DatasetSpec{
 		Type: engine.Uint8, Shape: m.shape, Chunk: m.chunk, Filters: filters, Layout: engine.Vlen,
 	})
@@ -351,6 +355,9 @@ func exportStrings(ctx context.Context, ds *engine.Dataset, dr DatasetReport, di
 		objCodec = "vlen-utf8"
 	}
 	p := zarrmap.PlanOf(ds, v)
+	// Shuffle is for fixed-size elements: zarrita refuses it on strings,
+	// and over 1-byte elements it changes nothing.
+	p.Chain = slices.DeleteFunc(p.Chain, func(c zarrmap.Codec) bool { return c.ID == "shuffle" })
 	dr.Codecs = objCodec
 	if c := zarrmap.ChainString(p.Chain); c != "raw" {
 		dr.Codecs += "," + c

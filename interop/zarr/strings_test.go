@@ -44,7 +44,8 @@ print(json.dumps(out))
 // TestVlenStringsRoundTrip: Zarr's strings import onto scc's variable-length
 // layout with every element equal to zarr-python's reading (marked as
 // text, bytes unmarked), and export back as vlen-utf8 (vlen-bytes) strings
-// that zarr-python reads equal (v2) and that import back equal (v3).
+// that zarr-python reads equal (v2), and that zarrita reads equal and
+// that import back equal (v3).
 func TestVlenStringsRoundTrip(t *testing.T) {
 	zarrPython(t)
 	dir := t.TempDir()
@@ -116,6 +117,30 @@ print(json.dumps(out))
 	_, err = Import(bg, v3, g, Options{})
 	require.NoError(t, err)
 	read(g, "v3 round trip", true)
+
+	// zarrita reads the v3 strings too.
+	node := zarrita(t)
+	cmd := exec.Command("node", "-e", `
+const [store, ...names] = process.argv.slice(1);
+import("zarrita").then(async zarr => {
+  const { default: FS } = await import("@zarrita/storage/fs");
+  const out = {};
+  for (const n of names) {
+    const arr = await zarr.open(zarr.root(new FS(store)).resolve(n), { kind: "array" });
+    out[n] = Array.from((await zarr.get(arr)).data);
+  }
+  console.log(JSON.stringify(out));
+}).catch(e => { console.error(e); process.exit(1); });
+`, v3, "str", "obj2d", "u4", "ube")
+	cmd.Dir = node
+	b, err = cmd.Output()
+	require.NoError(t, err, stderr(err))
+	var js map[string][]string
+	require.NoError(t, json.Unmarshal(b, &js))
+	for n, w := range js {
+		assert.Equal(t, want[n], w, "zarrita: %s", n)
+	}
+	assert.Len(t, js, 4)
 }
 
 func hexOf(s string) string {
