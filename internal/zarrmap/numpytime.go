@@ -19,7 +19,9 @@ import (
 
 // DtypeAttr names the numpy type of an Int64 dataset that holds
 // datetime64 or timedelta64 values: "datetime64[<n><unit>]" or
-// "timedelta64[<n><unit>]" (n omitted when 1).
+// "timedelta64[<n><unit>]" (n omitted when 1); and of a variable-length
+// string dataset imported from numpy unicode, "<U<n>" (interop/zarr
+// writes that type again when the strings fit it).
 const DtypeAttr = "scc:numpy-dtype"
 
 // NumpyTime is a numpy datetime64 or timedelta64 type.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -278,6 +279,13 @@ func importStrings(ctx context.Context, s *store, f *engine.File, name, key stri
 			return dr, err
 		}
 	}
+	if m.ucs4 > 0 {
+		// The numpy type, which export writes again when the strings
+		// still fit it.
+		if err := ds.SetAttr(ctx, zarrmap.DtypeAttr, engine.StringAttr(fmt.Sprintf("<U%d", m.ucs4))); err != nil {
+			return dr, err
+		}
+	}
 	elems := 1
 	for _, c := range m.chunk {
 		elems *= int(c)
@@ -333,9 +341,10 @@ func importStrings(ctx context.Context, s *store, f *engine.File, name, key stri
 
 // exportStrings writes a variable-length dataset of Uint8 as Zarr
 // variable-length strings: text (zarrmap.VlenStringAttr) with numcodecs'
-// vlen-utf8 (v2 dtype "|O", v3 data_type "string", fill value ""), bytes
-// with vlen-bytes (v2 only: Zarr v3 has no core variable-length bytes
-// type). The codec chain is the dataset's pipeline's (zarrmap.PlanOf)
+// vlen-utf8 (v2 dtype "|O", v3 data_type "string", fill value ""), or in
+// v2 as the numpy unicode "<U<n>" zarrmap.DtypeAttr names when every
+// string fits it (text imported from one), bytes with vlen-bytes (v2 only: Zarr
+// v3 has no core variable-length bytes type). The codec chain is the dataset's pipeline's (zarrmap.PlanOf)
 // after the object codec. Variable-length sequences of other types have
 // no Zarr data type and are refused.
 func exportStrings(ctx context.Context, ds *engine.Dataset, dr DatasetReport, dir string, v, workers int) (DatasetReport, error) {
@@ -370,11 +379,43 @@ func exportStrings(ctx context.Context, ds *engine.Dataset, dr DatasetReport, di
 	if text {
 		delete(attrs, zarrmap.VlenStringAttr) // the data type says it
 	}
+	shape, chunk := ds.Shape(), ds.Chunk()
+	if err := ds.Evict(ctx); err != nil {
+		return dr, err
+	}
+	exts, err := ds.ChunkExtents(ctx)
+	if err != nil {
+		return dr, err
+	}
+	// numpy unicode the strings came from (import's zarrmap.DtypeAttr):
+	// written as that type again when every string still fits.
+	ucs4 := 0
+	if mark, ok := attrs[zarrmap.DtypeAttr].(string); ok && text {
+		delete(attrs, zarrmap.DtypeAttr)
+		// v2 only: v3's fixed_length_utf32 is an extension data type
+		// that zarrita, for one, does not read; v3's core "string" is.
+		if n, _, ok := parseUnicode(mark); ok && v == 2 {
+			fits, err := stringsFit(ctx, ds, exts, chunk, shape, n)
+			if err != nil {
+				return dr, err
+			}
+			if fits {
+				ucs4 = n
+				dr.Codecs = strings.TrimPrefix(strings.TrimPrefix(dr.Codecs, objCodec), ",")
+				dr.Why = fmt.Sprintf("variable-length layout: written as numpy unicode of %d code points, the type it was imported from", n)
+			} else {
+				dr.Notes = append(dr.Notes, fmt.Sprintf("a string is longer than the %s it was imported as: written as vlen-utf8", mark))
+			}
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return dr, err
 	}
-	shape, chunk := ds.Shape(), ds.Chunk()
-	if v == 2 {
+	if ucs4 > 0 {
+		if err := writeUnicodeMeta(dir, shape, chunk, ucs4, p.Chain, attrs); err != nil {
+			return dr, err
+		}
+	} else if v == 2 {
 		filters := []any{map[string]any{"id": objCodec}}
 		var comp any
 		for i, c := range p.Chain {
@@ -415,13 +456,6 @@ func exportStrings(ctx context.Context, ds *engine.Dataset, dr DatasetReport, di
 			return dr, err
 		}
 	}
-	if err := ds.Evict(ctx); err != nil {
-		return dr, err
-	}
-	exts, err := ds.ChunkExtents(ctx)
-	if err != nil {
-		return dr, err
-	}
 	elems := 1
 	for _, c := range chunk {
 		elems *= int(c)
@@ -448,8 +482,10 @@ func exportStrings(ctx context.Context, ds *engine.Dataset, dr DatasetReport, di
 				placeBox(full, vals, chunk, cnt)
 				vals = full
 			}
-			raw, err := zarrmap.EncodeVLen(vals)
-			if err != nil {
+			var raw []byte
+			if ucs4 > 0 {
+				raw = utf32Chunk(vals, ucs4)
+			} else if raw, err = zarrmap.EncodeVLen(vals); err != nil {
 				return err
 			}
 			out, err := zarrmap.EncodeChain(p.Chain, raw)
@@ -495,4 +531,66 @@ func placeBox(full, vals [][]byte, chunk, count []uint64) {
 			idx[d] = 0
 		}
 	}
+}
+
+// stringsFit says whether every stored string holds at most n code
+// points.
+func stringsFit(ctx context.Context, ds *engine.Dataset, exts []engine.ChunkExtent, chunk, shape []uint64, n int) (bool, error) {
+	for _, e := range exts {
+		start, cnt, _ := zarrmap.ChunkBox(e.Coord, chunk, shape)
+		if slices.Contains(cnt, 0) {
+			continue
+		}
+		vals, err := ds.ReadVlen(ctx, engine.Box(start, cnt))
+		if err != nil {
+			return false, err
+		}
+		for _, v := range vals {
+			if utf8.RuneCount(v) > n {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// utf32Chunk is a whole chunk of numpy unicode of n code points: each
+// string in UTF-32LE, NUL-padded.
+func utf32Chunk(vals [][]byte, n int) []byte {
+	out := make([]byte, len(vals)*4*n)
+	for i, v := range vals {
+		p := i * 4 * n
+		for _, r := range string(v) {
+			binary.LittleEndian.PutUint32(out[p:], uint32(r))
+			p += 4
+		}
+	}
+	return out
+}
+
+// writeUnicodeMeta writes the v2 metadata of a numpy unicode array of n
+// code points an element ("<U<n>"), fill value "".
+func writeUnicodeMeta(dir string, shape, chunk []uint64, n int, chain []zarrmap.Codec, attrs map[string]any) error {
+	var filters, comp any
+	if k := len(chain); k > 0 {
+		comp = chain[k-1].JSON(2)
+		if k > 1 {
+			fs := make([]any, k-1)
+			for i, c := range chain[:k-1] {
+				fs[i] = c.JSON(2)
+			}
+			filters = fs
+		}
+	}
+	meta := map[string]any{
+		"zarr_format": 2, "shape": shape, "chunks": chunk, "dtype": fmt.Sprintf("<U%d", n), "fill_value": "",
+		"order": "C", "filters": filters, "compressor": comp, "dimension_separator": ".",
+	}
+	if err := writeJSON(filepath.Join(dir, ".zarray"), meta); err != nil {
+		return err
+	}
+	if len(attrs) > 0 {
+		return writeJSON(filepath.Join(dir, ".zattrs"), attrs)
+	}
+	return nil
 }

@@ -103,7 +103,8 @@ store = sys.argv[1]
 out = {}
 for n in ("str", "obj2d", "u4", "ube", "bytes"):
     a = zarr.open_array(store + "/" + n, mode="r")
-    assert "scc:vlen-string" not in a.attrs
+    assert "scc:vlen-string" not in a.attrs and "scc:numpy-dtype" not in a.attrs
+    assert str(a.dtype) == {"u4": "<U4", "ube": "<U2"}.get(n, "object"), (n, a.dtype)
     out[n] = [(v.hex() if isinstance(v, bytes) else v) if v is not None else "" for v in a[...].ravel().tolist()]
 print(json.dumps(out))
 `, v2).Output()
