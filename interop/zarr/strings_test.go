@@ -3,8 +3,10 @@ package zarr
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -199,4 +201,37 @@ func FuzzUTF32Strings(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestUnicodeMarkTooShort: a string that outgrew the numpy unicode type
+// its dataset was imported from exports as vlen-utf8 instead, noted.
+func TestUnicodeMarkTooShort(t *testing.T) {
+	dir := t.TempDir()
+	f := testfile.Create(t, filepath.Join(dir, "a.scc"), nil)
+	defer f.Close()
+	ds, err := f.CreateDataset("s", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3}, Chunk: []uint64{2}, Layout: engine.Vlen})
+	require.NoError(t, err)
+	require.NoError(t, ds.SetAttr(bg, zarrmap.VlenStringAttr, engine.StringAttr("utf-8")))
+	require.NoError(t, ds.SetAttr(bg, zarrmap.DtypeAttr, engine.StringAttr("<U2")))
+	require.NoError(t, ds.WriteStrings(bg, engine.All([]uint64{3}), []string{"ab", "çde", ""}))
+	store := filepath.Join(dir, "s.zarr")
+	rep, err := Export(bg, f, store, Options{})
+	require.NoError(t, err)
+	require.Len(t, rep.Datasets, 1)
+	assert.Contains(t, strings.Join(rep.Datasets[0].Notes, "\n"), "longer than the <U2")
+	b, err := os.ReadFile(filepath.Join(store, "s", ".zarray"))
+	require.NoError(t, err)
+	var meta struct{ Dtype string }
+	require.NoError(t, json.Unmarshal(b, &meta))
+	assert.Equal(t, "|O", meta.Dtype)
+	g := testfile.Create(t, filepath.Join(dir, "b.scc"), nil)
+	defer g.Close()
+	_, err = Import(bg, store, g, Options{})
+	require.NoError(t, err)
+	back, err := g.OpenDataset("s")
+	require.NoError(t, err)
+	defer back.Close()
+	got, err := back.ReadStrings(bg, engine.All(back.Shape()))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ab", "çde", ""}, got)
 }
