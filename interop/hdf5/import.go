@@ -52,7 +52,11 @@ type importPlan struct {
 //
 // Every dataset is checked before anything is created. A dataset scc
 // cannot represent — an element type other than 1-, 2-, 4- or 8-byte
-// integers and IEEE floats of 4 or 8 bytes, a scalar or null dataspace, a
+// integers, IEEE floats of 4 or 8 bytes, h5py's bool and complex,
+// fixed-length strings, variable-length strings and sequences of those
+// numbers (import_vlen.go) and object references (imported as paths), a
+// region reference, a scalar or null dataspace, a virtual dataset whose
+// selections are not regular hyperslabs (import_virtual.go), a
 // filter this libhdf5 cannot decode (no plugin) in a pipeline scc cannot
 // copy, raw data in external files outside the HDF5 file's directory
 // (checkExternal; those inside it are read through libhdf5, a relative
@@ -79,9 +83,9 @@ type importPlan struct {
 // imports into a temporary file and renames it into place on success.
 //
 // Chunked datasets keep their chunk shape; their stored chunks are copied
-// without re-encoding when the filters are shuffle and deflate (HDF5's
-// deflate chunk is scc's Zlib filter's image) and the type is
-// little-endian. A [shuffle+]deflate chunk is stored without inflating it
+// without re-encoding when the filters are shuffle, deflate (HDF5's
+// deflate chunk is scc's Zlib filter's image), zstd and a last one-block
+// LZ4 (reframed, lz4.go) and the type is little-endian. A [shuffle+]deflate chunk is stored without inflating it
 // (unless opts.Verify): its zlib framing and size are checked, its
 // Adler-32 on every later read; edge chunks and other pipelines are
 // decoded once by the engine to verify them. Any other chunk — and every chunk of a
