@@ -281,11 +281,11 @@ func TestImportCorpus(t *testing.T) {
 					// variable-length data (TestImportVlenFromH5py checks
 					// such values) or skip it and say why.
 					if _, ok := reports[d.Name]; ok {
-						if ds, err := f.OpenDataset(d.Name); err != nil || ds.Layout() != engine.Vlen {
+						if ds, err := f.OpenDataset(ctx, d.Name, nil); err != nil || ds.Layout() != engine.Vlen {
 							t.Errorf("%s: imported, but not as variable-length data (%v)", d.Name, err)
 							failed++
 						} else {
-							ds.Close()
+							ds.Close(ctx)
 						}
 						continue
 					}

@@ -944,8 +944,8 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 	if errors.As(err, &skip) {
 		// A chunk that neither scc nor this libhdf5 can decode: the
 		// dataset goes, partly written as it is, and is named.
-		ds.Close()
-		if derr := dst.Delete(ctx, p.path); derr != nil {
+		ds.Close(ctx)
+		if derr := dst.Delete(ctx, p.path, nil); derr != nil {
 			return rep, fmt.Errorf("%v; removing what was imported of it: %w", err, derr)
 		}
 		return rep, err

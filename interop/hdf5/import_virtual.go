@@ -103,7 +103,7 @@ func importVirtual(ctx context.Context, dst *engine.File, p *importPlan, attrs [
 	if err != nil {
 		return rep, err
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	if rep.AttrNotes, err = importAttrs(ctx, ds, attrs, skipped, opts.strict()); err != nil {
 		return rep, err
 	}

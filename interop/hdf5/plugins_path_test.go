@@ -57,7 +57,7 @@ func pluginChild(t *testing.T) {
 	assert.True(t, strings.Contains(broken[0], "a_broken.so"), broken[0])
 	assert.Equal(t, []string{os.Getenv("HDF5_PLUGIN_PATH")}, h5.PluginPath())
 	f := testfile.Create(t, filepath.Join(t.TempDir(), "o.scc"), &engine.Options{NoSync: true})
-	defer f.Close()
+	defer f.Close(context.Background())
 	rep, err := Import(context.Background(), h5path, f, nil)
 	require.NoError(t, err)
 	// BZip2 decodes through the path's plugin; LZ4 in several blocks
@@ -66,9 +66,9 @@ func pluginChild(t *testing.T) {
 	assert.Equal(t, "b", rep.Datasets[0].Name)
 	require.Len(t, rep.Skipped, 1)
 	assert.Contains(t, rep.Skipped[0].Reason, "lz4 (id 32004)")
-	ds, err := f.OpenDataset("b")
+	ds, err := f.OpenDataset(context.Background(), "b", nil)
 	require.NoError(t, err)
-	defer ds.Close()
+	defer ds.Close(context.Background())
 	got := make([]int64, 1000)
 	require.NoError(t, engine.ReadSlice(context.Background(), ds, engine.All(ds.Shape()), got))
 	for i, v := range got {

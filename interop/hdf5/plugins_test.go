@@ -140,7 +140,7 @@ func TestImportPluginFilters(t *testing.T) {
 	rep, err := Import(ctx, h5path, f, &Options{Workers: 3})
 	require.NoError(t, err)
 	t.Logf("import report:\n%s", rep)
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(ctx))
 
 	modes := map[string]Mode{
 		"zstd": Raw, "zstd_shuffle": Raw, "zstd_noise": Raw, "zstd_stream": Raw, "lz4": Rewrapped, "lz4_shuffle": Rewrapped, "lz4_blocks": Rewrapped,
@@ -176,15 +176,15 @@ func TestImportPluginFilters(t *testing.T) {
 	assert.Contains(t, rep.Skipped[0].Reason, "sz (id 32017) is not available")
 	assert.Contains(t, rep.Skipped[0].Reason, h5.DebianPluginDir())
 
-	f, err = engine.Open(sccPath, &engine.Options{ReadOnly: true})
+	f, err = engine.Open(ctx, sccPath, &engine.Options{ReadOnly: true})
 	require.NoError(t, err)
-	defer f.Close()
+	defer f.Close(ctx)
 	for name, w := range want {
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(ctx, name, nil)
 		require.NoError(t, err, name)
 		got := make([]byte, len(w))
 		require.NoError(t, ds.Read(ctx, engine.Box(make([]uint64, 2), ds.Shape()), got), name)
 		assert.Equal(t, w, got, "%s: elements differ from h5py's", name)
-		ds.Close()
+		ds.Close(ctx)
 	}
 }

@@ -56,9 +56,9 @@ print(json.dumps(out))
 // strings as text, numbers as float64.
 func vlenValues(t *testing.T, f *engine.File, name string) []any {
 	ctx := context.Background()
-	ds, err := f.OpenDataset(name)
+	ds, err := f.OpenDataset(ctx, name, nil)
 	require.NoError(t, err, name)
-	defer ds.Close()
+	defer ds.Close(ctx)
 	require.Equal(t, engine.Vlen, ds.Layout(), name)
 	vals, err := ds.ReadVlen(ctx, engine.All(ds.Shape()))
 	require.NoError(t, err, name)
@@ -109,7 +109,7 @@ func TestImportVlenFromH5py(t *testing.T) {
 	for name, w := range want {
 		assert.Equal(t, w, vlenValues(t, f, name), name)
 	}
-	ds, err := f.OpenDataset("sparse")
+	ds, err := f.OpenDataset(ctx, "sparse", nil)
 	require.NoError(t, err)
 	v, err := ds.Attr("names")
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestImportVlenFromH5py(t *testing.T) {
 	require.NoError(t, err)
 	cs, _ := v.Str()
 	assert.Equal(t, "utf-8", cs)
-	ds.Close()
+	ds.Close(ctx)
 	v, err = f.Attr("tags")
 	require.NoError(t, err)
 	tags, err := v.Strings()
@@ -141,7 +141,7 @@ func TestImportVlenFromH5py(t *testing.T) {
 	back := filepath.Join(dir, "back.h5")
 	_, err = Export(ctx, f, back, nil)
 	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(ctx))
 	got := runPython(t, `
 import sys, json, h5py
 out = {}
@@ -170,7 +170,7 @@ func TestVlenRoundTrip(t *testing.T) {
 	want := map[string][][]byte{}
 	for _, typ := range []engine.Type{engine.Int8, engine.Uint16, engine.Int64, engine.Float32, engine.Float64, engine.Uint8} {
 		name := "v_" + typ.String()
-		ds, err := src.CreateDataset(name, engine.DatasetSpec{Type: typ, Shape: []uint64{4, 5}, MaxShape: []uint64{engine.Unlimited, 5}, Chunk: []uint64{3, 2}, Layout: engine.Vlen})
+		ds, err := src.CreateDataset(ctx, name, engine.DatasetSpec{Type: typ, Shape: []uint64{4, 5}, MaxShape: []uint64{engine.Unlimited, 5}, Chunk: []uint64{3, 2}, Layout: engine.Vlen})
 		require.NoError(t, err)
 		vals := make([][]byte, 20)
 		for i := range vals {
@@ -180,38 +180,38 @@ func TestVlenRoundTrip(t *testing.T) {
 		}
 		require.NoError(t, ds.WriteVlen(ctx, engine.All(ds.Shape()), vals))
 		want[name] = vals
-		ds.Close()
+		ds.Close(ctx)
 	}
-	ds, err := src.CreateDataset("text", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{6}, Chunk: []uint64{4}, Layout: engine.Vlen})
+	ds, err := src.CreateDataset(ctx, "text", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{6}, Chunk: []uint64{4}, Layout: engine.Vlen})
 	require.NoError(t, err)
 	require.NoError(t, ds.SetAttr(ctx, VlenStringAttr, engine.StringAttr("utf-8")))
 	require.NoError(t, ds.WriteStrings(ctx, engine.All(ds.Shape()), []string{"a", "", "ζ", "long ", "", "z"}))
-	ds.Close()
+	ds.Close(ctx)
 	require.NoError(t, src.Flush(ctx))
 
 	h5path := filepath.Join(dir, "out.h5")
 	_, err = Export(ctx, src, h5path, nil)
 	require.NoError(t, err)
-	require.NoError(t, src.Close())
+	require.NoError(t, src.Close(ctx))
 	back := filepath.Join(dir, "back.scc")
 	rep, err := ImportFile(ctx, h5path, back, nil)
 	require.NoError(t, err)
 	require.Empty(t, rep.Skipped)
-	f, err := engine.Open(back, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(ctx, back, &engine.Options{ReadOnly: true})
 	require.NoError(t, err)
-	defer f.Close()
+	defer f.Close(ctx)
 	for name, w := range want {
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(ctx, name, nil)
 		require.NoError(t, err, name)
 		assert.Equal(t, engine.Vlen, ds.Layout(), name)
 		got, err := ds.ReadVlen(ctx, engine.All(ds.Shape()))
 		require.NoError(t, err, name)
 		assert.Equal(t, w, got, name)
-		ds.Close()
+		ds.Close(ctx)
 	}
-	ds, err = f.OpenDataset("text")
+	ds, err = f.OpenDataset(ctx, "text", nil)
 	require.NoError(t, err)
-	defer ds.Close()
+	defer ds.Close(ctx)
 	s, err := ds.ReadStrings(ctx, engine.All(ds.Shape()))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "", "ζ", "long ", "", "z"}, s)

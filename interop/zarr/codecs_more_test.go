@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/bzip2"
 	"compress/gzip"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -51,7 +52,7 @@ for i, (name, (a, kw)) in enumerate(sorted(arrs.items())):
 		t.Fatalf("zarr-python: %v: %s", err, b)
 	}
 	f := testfile.Create(t, filepath.Join(dir, "in.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	rep, err := Import(bg, store, f, Options{})
 	require.NoError(t, err)
 	require.Empty(t, rep.Skipped)
@@ -60,12 +61,12 @@ for i, (name, (a, kw)) in enumerate(sorted(arrs.items())):
 	for _, name := range names {
 		want, err := os.ReadFile(filepath.Join(out, name+".bin"))
 		require.NoError(t, err)
-		ds, err := f.OpenDataset(name)
+		ds, err := f.OpenDataset(context.Background(), name, nil)
 		require.NoError(t, err, name)
 		got := make([]byte, len(want))
 		require.NoError(t, ds.Read(bg, engine.All(ds.Shape()), got), name)
 		assert.True(t, bytes.Equal(want, got), "%s: elements differ from zarr-python's", name)
-		ds.Close()
+		ds.Close(context.Background())
 	}
 }
 
@@ -155,13 +156,13 @@ func TestImportV3Delta(t *testing.T) {
 		writeFile(t, filepath.Join(store, "d", "c", fmt.Sprint(c)), z.String())
 	}
 	f := testfile.Create(t, filepath.Join(dir, "o.scc"), nil)
-	defer f.Close()
+	defer f.Close(context.Background())
 	rep, err := Import(bg, store, f, Options{})
 	require.NoError(t, err)
 	require.Empty(t, rep.Skipped)
-	ds, err := f.OpenDataset("d")
+	ds, err := f.OpenDataset(context.Background(), "d", nil)
 	require.NoError(t, err)
-	defer ds.Close()
+	defer ds.Close(context.Background())
 	got := make([]int32, 6)
 	require.NoError(t, engine.ReadSlice(bg, ds, engine.All(ds.Shape()), got))
 	assert.Equal(t, want, got)

@@ -271,7 +271,7 @@ func TestExportAllOrNothing(t *testing.T) {
 	ds, err := f.CreateDataset("a", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{5}})
 	must(t, err)
 	must(t, ds.Write(bg, engine.All([]uint64{10}), make([]byte, 10)))
-	_, err = f.CreateDataset("z", engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{10}, Chunk: []uint64{5}, Layout: engine.Vlen})
+	_, err = f.CreateDataset(context.Background(), "z", engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{10}, Chunk: []uint64{5}, Layout: engine.Vlen})
 	must(t, err)
 	must(t, f.Close())
 	f, err = engine.Open(src, &engine.Options{ReadOnly: true})

@@ -259,7 +259,7 @@ func importStrings(ctx context.Context, s *store, f *engine.File, name, key stri
 	// A byte shuffle of variable-length data is no shuffle (and Zarr
 	// readers refuse one on strings).
 	filters = slices.DeleteFunc(filters, func(fl engine.Filter) bool { n, _ := fl.Stage(); return n == "shuffle" })
-	ds, err := f.CreateDatasetContext(ctx, name, engine.DatasetSpec{
+	ds, err := f.CreateDataset(ctx, name, engine.DatasetSpec{
 		Type: engine.Uint8, Shape: m.shape, Chunk: m.chunk, Filters: filters, Layout: engine.Vlen,
 	})
 	if errors.Is(err, engine.ErrInvalid) {
@@ -268,7 +268,7 @@ func importStrings(ctx context.Context, s *store, f *engine.File, name, key stri
 	if err != nil {
 		return dr, err
 	}
-	defer ds.Close()
+	defer ds.Close(ctx)
 	for _, a := range m.attrs {
 		if err := ds.SetAttr(ctx, a.Name, a.Value); err != nil {
 			return dr, fmt.Errorf("attribute %q: %w", a.Name, err)

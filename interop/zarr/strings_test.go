@@ -1,6 +1,7 @@
 package zarr
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -62,7 +63,7 @@ func TestVlenStringsRoundTrip(t *testing.T) {
 			if v3 && name == "bytes" {
 				continue
 			}
-			ds, err := f.OpenDataset(name)
+			ds, err := f.OpenDataset(context.Background(), name, nil)
 			require.NoError(t, err, "%s: %s", what, name)
 			assert.Equal(t, engine.Vlen, ds.Layout())
 			got, err := ds.ReadStrings(bg, engine.All(ds.Shape()))
@@ -80,7 +81,7 @@ func TestVlenStringsRoundTrip(t *testing.T) {
 				assert.Equal(t, "utf-8", cs)
 			}
 			assert.Equal(t, w, got, "%s: %s", what, name)
-			ds.Close()
+			ds.Close(context.Background())
 		}
 	}
 	f := testfile.Create(t, filepath.Join(dir, "in.scc"), nil)
@@ -97,7 +98,7 @@ func TestVlenStringsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rep3.Skipped, 1, "Zarr v3 has no variable-length bytes")
 	assert.Equal(t, "bytes", rep3.Skipped[0].Name)
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(context.Background()))
 
 	b, err = exec.Command(python, "-c", `
 import sys, json, zarr
@@ -116,7 +117,7 @@ print(json.dumps(out))
 	assert.Equal(t, want, back)
 
 	g := testfile.Create(t, filepath.Join(dir, "v3.scc"), nil)
-	defer g.Close()
+	defer g.Close(context.Background())
 	_, err = Import(bg, v3, g, Options{})
 	require.NoError(t, err)
 	read(g, "v3 round trip", true)
@@ -208,8 +209,8 @@ func FuzzUTF32Strings(f *testing.F) {
 func TestUnicodeMarkTooShort(t *testing.T) {
 	dir := t.TempDir()
 	f := testfile.Create(t, filepath.Join(dir, "a.scc"), nil)
-	defer f.Close()
-	ds, err := f.CreateDataset("s", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3}, Chunk: []uint64{2}, Layout: engine.Vlen})
+	defer f.Close(context.Background())
+	ds, err := f.CreateDataset(context.Background(), "s", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{3}, Chunk: []uint64{2}, Layout: engine.Vlen})
 	require.NoError(t, err)
 	require.NoError(t, ds.SetAttr(bg, zarrmap.VlenStringAttr, engine.StringAttr("utf-8")))
 	require.NoError(t, ds.SetAttr(bg, zarrmap.DtypeAttr, engine.StringAttr("<U2")))
@@ -225,12 +226,12 @@ func TestUnicodeMarkTooShort(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &meta))
 	assert.Equal(t, "|O", meta.Dtype)
 	g := testfile.Create(t, filepath.Join(dir, "b.scc"), nil)
-	defer g.Close()
+	defer g.Close(context.Background())
 	_, err = Import(bg, store, g, Options{})
 	require.NoError(t, err)
-	back, err := g.OpenDataset("s")
+	back, err := g.OpenDataset(context.Background(), "s", nil)
 	require.NoError(t, err)
-	defer back.Close()
+	defer back.Close(context.Background())
 	got, err := back.ReadStrings(bg, engine.All(back.Shape()))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ab", "çde", ""}, got)

@@ -1,6 +1,7 @@
 package zarr
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"os/exec"
@@ -54,7 +55,7 @@ print(json.dumps(out))
 	marks := map[string]string{"when": "datetime64[ns]", "took": "timedelta64[10s]"}
 	check := func(f *engine.File, what string) {
 		for name, w := range want {
-			ds, err := f.OpenDataset(name)
+			ds, err := f.OpenDataset(context.Background(), name, nil)
 			require.NoError(t, err, what)
 			assert.Equal(t, engine.Int64, ds.Type(), what)
 			v, err := ds.Attr(zarrmap.DtypeAttr)
@@ -64,14 +65,14 @@ print(json.dumps(out))
 			got := make([]int64, ds.Shape()[0])
 			require.NoError(t, engine.ReadSlice(bg, ds, engine.All(ds.Shape()), got), what)
 			assert.Equal(t, w.Values, got, "%s: %s", what, name)
-			ds.Close()
+			ds.Close(context.Background())
 		}
 	}
 	check(f, "import")
-	ds, err := f.OpenDataset("when")
+	ds, err := f.OpenDataset(context.Background(), "when", nil)
 	require.NoError(t, err)
 	assert.Equal(t, binary.LittleEndian.AppendUint64(nil, 1<<63), ds.Fill(), "NaT fill")
-	ds.Close()
+	ds.Close(context.Background())
 
 	v2 := filepath.Join(dir, "v2.zarr")
 	_, err = Export(bg, f, v2, Options{Version: 2})
@@ -79,7 +80,7 @@ print(json.dumps(out))
 	v3 := filepath.Join(dir, "v3.zarr")
 	_, err = Export(bg, f, v3, Options{Version: 3})
 	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(context.Background()))
 	b, err = exec.Command(python, "-c", `
 import sys, json, zarr
 out = {}
@@ -98,7 +99,7 @@ print(json.dumps(out))
 	assert.Equal(t, want, back)
 
 	g := testfile.Create(t, filepath.Join(dir, "v3.scc"), nil)
-	defer g.Close()
+	defer g.Close(context.Background())
 	_, err = Import(bg, v3, g, Options{})
 	require.NoError(t, err)
 	check(g, "v3 round trip")
