@@ -73,10 +73,15 @@ tidy:
 
 # ---- HDF5 interop: the cgo module interop/hdf5 (its own go.mod), so the
 # main module stays pure Go (CGO_ENABLED=0 builds it).
-HDF5_DEPS = libhdf5-dev pkg-config hdf5-tools python3-h5py python3-numpy
+# The filter plugins decode chunks compressed by filters libhdf5 itself lacks (LZ4, BZip2,
+# Bitshuffle and LZF from bitshuffle, Blosc, ZFP); the bridge finds them in HDF5_PLUGIN_PATH, or
+# in Debian's plugin directory when that is unset. Not hdf5-plugin-lzf: Debian 12's cannot be
+# loaded (it lacks liblzf's symbols). python3-hdf5plugin lets h5py write such files in tests.
+HDF5_PLUGINS = hdf5-filter-plugin bitshuffle hdf5-filter-plugin-blosc-serial hdf5-filter-plugin-zfp-serial python3-hdf5plugin
+HDF5_DEPS = libhdf5-dev pkg-config hdf5-tools python3-h5py python3-numpy $(HDF5_PLUGINS)
 HDF5_SIZE ?= 1GiB
 
-interop-hdf5-deps: ## install libhdf5-dev and the readers the HDF5 tests use (h5dump, h5py; Debian, as root)
+interop-hdf5-deps: ## install libhdf5-dev, its filter plugins and the readers the HDF5 tests use (h5dump, h5py, hdf5plugin; Debian, as root)
 	@dpkg -s $(HDF5_DEPS) >/dev/null 2>&1 || { apt-get update && apt-get install -y --no-install-recommends $(HDF5_DEPS); }
 
 hdf5: ## build bin/scc-hdf5, the HDF5 export/import binary `scctl hdf5` runs (needs interop-hdf5-deps)
@@ -85,8 +90,8 @@ hdf5: ## build bin/scc-hdf5, the HDF5 export/import binary `scctl hdf5` runs (ne
 test-hdf5: ## vet and test interop/hdf5 under -race; files are checked by h5py and h5dump (a missing reader fails)
 	cd interop/hdf5 && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
 
-fuzz-hdf5: ## run interop/hdf5's fuzz target (the zlib wrapper inflating scc's raw deflate chunks) for FUZZTIME
-	cd interop/hdf5 && $(GO) test -run '^$$' -fuzz '^FuzzWrapZlib$$' -fuzztime $(FUZZTIME) .
+fuzz-hdf5: ## run interop/hdf5's fuzz targets (the zlib wrapper inflating scc's raw deflate chunks, the LZ4 chunk reframing, the zstd/deflate chunks decoded without a plugin) for FUZZTIME each
+	cd interop/hdf5 && for t in FuzzWrapZlib FuzzLZ4FromHDF5 FuzzDecodeChunkGo; do $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) . || exit 1; done
 
 bench-hdf5: ## export/import HDF5_SIZE of shuffle+zlib data beside h5py's copy (under flock /tmp/scc-bench.lock)
 	cd interop/hdf5 && flock /tmp/scc-bench.lock $(GO) test -run '^$$' -bench BenchmarkExportImport -benchtime 1x -timeout 30m . -args -hdf5.size $(HDF5_SIZE)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +101,48 @@ func TestImportSkipsCorruptArray(t *testing.T) {
 	}
 	if _, err := os.Stat(strict); !os.IsNotExist(err) {
 		t.Fatalf("import --strict left %s: %v", strict, err)
+	}
+}
+
+// TestImportZarrStringsAndTimes: `scctl import` brings Zarr strings
+// (vlen-utf8) onto a variable-length dataset and datetime64 as Int64 with
+// its numpy type, `scctl dump` prints the strings, and `scctl export`
+// writes both back with their Zarr types.
+func TestImportZarrStringsAndTimes(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	write := func(rel, data string) {
+		p := filepath.Join(store, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".zgroup", `{"zarr_format":2}`)
+	write("s/.zarray", `{"zarr_format":2,"shape":[3],"chunks":[3],"dtype":"|O","fill_value":"","order":"C","filters":[{"id":"vlen-utf8"}],"compressor":null}`)
+	write("s/0", "\x03\x00\x00\x00\x06\x00\x00\x00h\xc3\xa9llo\x00\x00\x00\x00\x01\x00\x00\x00z")
+	write("t/.zarray", `{"zarr_format":2,"shape":[2],"chunks":[2],"dtype":"<M8[s]","fill_value":"NaT","order":"C","filters":null,"compressor":null}`)
+	write("t/0", "\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80")
+	out := filepath.Join(t.TempDir(), "o.scc")
+	if code, stdout, stderr := runCmd(t, "import", store, out); code != 0 {
+		t.Fatalf("import: %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := runCmd(t, "dump", "--dataset", "s", out); code != 0 || !strings.Contains(stdout, `"héllo"`) || !strings.Contains(stdout, `""`) || !strings.Contains(stdout, `"z"`) {
+		t.Fatalf("dump: %d\n%s%s", code, stdout, stderr)
+	}
+	back := filepath.Join(t.TempDir(), "back")
+	if code, stdout, stderr := runCmd(t, "export", "--format", "zarr2", out, back); code != 0 {
+		t.Fatalf("export: %d\n%s%s", code, stdout, stderr)
+	}
+	for name, want := range map[string]string{"s": "|O", "t": "<M8[s]"} {
+		b, err := os.ReadFile(filepath.Join(back, name, ".zarray"))
+		var meta struct{ Dtype string }
+		if err == nil {
+			err = json.Unmarshal(b, &meta)
+		}
+		if err != nil || meta.Dtype != want {
+			t.Errorf("%s: .zarray %s (%v), want dtype %s", name, b, err, want)
+		}
 	}
 }

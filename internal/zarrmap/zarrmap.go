@@ -314,6 +314,12 @@ func ArrayMeta(version int, typ engine.Type, shape, chunk []uint64, fill []byte,
 	if err != nil {
 		return nil, err
 	}
+	if nt, ok := timeOf(typ, attrs); ok {
+		// The mark becomes the data type (numpytime.go): it is taken out
+		// of attrs, which the caller writes after.
+		dtV2, dtV3 = nt.V2(), nt.V3()
+		delete(attrs, DtypeAttr)
+	}
 	fillv := FillJSON(typ, fill)
 	if shape == nil {
 		// A rank-0 array's shape and chunks are empty lists, not null.

@@ -35,9 +35,12 @@ import (
 // lose their padding: NUL-terminated up to the first NUL, NUL- and
 // space-padded trailing padding stripped), 1-D arrays of fixed-length
 // strings as arrays of that string type (engine.FixedStringsAttr's kind),
-// and opaque scalars (any tag) as byte strings. Everything else — other
+// 1-D arrays of variable-length strings (h5py's lists of str) as arrays
+// of NULLPAD fixed-length strings as long as the longest (no string
+// loses a byte: a C string holds no NUL), and opaque scalars (any tag) as
+// byte strings. Everything else — other
 // compounds and enums, references, variable-length sequences, array
-// types, arrays of variable-length strings, values of 2 or more
+// types, values of 2 or more
 // dimensions, names or values scc refuses (an empty or over-long name, a
 // value over engine.MaxAttrValueBytes, text that is not UTF-8) — is left
 // behind and listed in the report with the reason, and so is an attribute
@@ -117,6 +120,10 @@ func importAttrs(ctx context.Context, dst attrSetter, attrs []h5.Attr, skipped [
 		v, why := sccAttr(a.Value)
 		if why == "" {
 			err := dst.SetAttr(ctx, a.Name, v)
+			if err == nil && a.ObjectRefs {
+				// The mark that the strings were object references.
+				err = dst.SetAttr(ctx, ReferenceAttr+":"+a.Name, engine.StringAttr("object"))
+			}
 			switch {
 			case err == nil:
 				continue

@@ -3,6 +3,7 @@ package hdf5
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/scc-dev/scc/engine"
@@ -17,10 +18,10 @@ import (
 //	            fill value, written in slabs of whole rows
 //	vlen        a chunked HDF5 dataset (same chunk shape, maximum
 //	            dimensions) of variable-length sequences of the element
-//	            type: vlen of uint8 for scc's byte and string datasets
-//	            (the engine keeps no mark that a Uint8 dataset holds text,
-//	            so text is exported as its bytes; h5py reads each element
-//	            as a numpy uint8 array), unfiltered
+//	            type: vlen of uint8 for scc's byte datasets (h5py reads
+//	            each element as a numpy uint8 array), a variable-length
+//	            string for a Uint8 dataset VlenStringAttr marks as text
+//	            (the engine's type keeps no such mark), unfiltered
 //	sparse      a chunked HDF5 dataset with the same chunk shape and fill
 //	            value holding every element (undefined ones as the fill),
 //	            only the chunks that hold a defined element written, and
@@ -53,7 +54,15 @@ func exportValues(ctx context.Context, f *h5.File, p *exportPlan, opts *Options)
 		return rep, err
 	}
 	defer hd.Close()
-	attrs, err := h5Attrs(ds.Attrs())
+	sattrs, err := ds.Attrs()
+	if err != nil {
+		return rep, err
+	}
+	if p.spec.Type.Vlen && p.spec.Type.Class == h5.String {
+		// The mark is the HDF5 type now, not an attribute.
+		sattrs = slices.DeleteFunc(sattrs, func(a engine.Attr) bool { return a.Name == VlenStringAttr })
+	}
+	attrs, err := h5Attrs(sattrs, nil)
 	if err != nil {
 		return rep, err
 	}
@@ -205,6 +214,9 @@ func planValues(ds *engine.Dataset, p *exportPlan, opts *Options) error {
 	case engine.Vlen:
 		p.spec.Vlen = true
 		p.spec.Chunk = chunk
+		if cs, ok := vlenStringMark(ds); ok {
+			p.spec.Type = h5.Type{Class: h5.String, Size: 1, Vlen: true, UTF8: cs == "utf-8"}
+		}
 		p.reason = "variable-length layout: written through H5Dwrite as variable-length sequences of " + p.spec.Type.String()
 	case engine.Sparse:
 		if _, err := ds.Attr(DefinedAttr); err == nil {
@@ -229,6 +241,24 @@ func planValues(ds *engine.Dataset, p *exportPlan, opts *Options) error {
 		}
 	}
 	return nil
+}
+
+// vlenStringMark returns the character set VlenStringAttr names on a
+// variable-length Uint8 dataset: its elements are exported as HDF5
+// variable-length strings.
+func vlenStringMark(ds *engine.Dataset) (string, bool) {
+	if ds.Layout() != engine.Vlen || ds.Type() != engine.Uint8 {
+		return "", false
+	}
+	v, err := ds.Attr(VlenStringAttr)
+	if err != nil {
+		return "", false
+	}
+	cs, err := v.Str()
+	if err != nil || cs != "utf-8" && cs != "ascii" {
+		return "", false
+	}
+	return cs, true
 }
 
 // definedName reports whether path is a companion dataset of a sparse

@@ -4,7 +4,9 @@ go 1.26.0
 
 require (
 	github.com/klauspost/compress v1.20.3
+	github.com/pierrec/lz4/v4 v4.1.33
 	github.com/scc-dev/scc v0.0.0
+	github.com/stretchr/testify v1.12.1
 	golang.org/x/sync v0.24.0
 )
 
@@ -20,7 +22,6 @@ require (
 	github.com/minio/md5-simd v1.1.2 // indirect
 	github.com/minio/minio-go/v7 v7.0.91 // indirect
 	github.com/panjf2000/ants/v2 v2.12.1 // indirect
-	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/puzpuzpuz/xsync/v3 v3.5.1 // indirect
 	github.com/rs/xid v1.6.0 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect

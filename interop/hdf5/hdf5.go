@@ -9,7 +9,9 @@
 // the current extent. Contiguous, variable-length and sparse datasets are
 // written through their values (export_values.go: contiguous as HDF5
 // contiguous, variable-length as HDF5 vlen sequences of the element type,
-// vlen of uint8 for bytes and text, sparse as chunked with the fill value
+// vlen of uint8 for bytes, variable-length strings for text marked by
+// VlenStringAttr (import_vlen.go; Import maps HDF5's variable-length
+// strings and sequences back onto scc's variable-length layout), sparse as chunked with the fill value
 // and the defined set in a companion boolean dataset). Virtual datasets
 // become HDF5 virtual datasets over the sources exported beside them:
 // sources in other scc files are exported as HDF5 files beside the output
@@ -37,7 +39,14 @@
 // raw DEFLATE (RFC 1951), so those chunks are rewrapped on export: each is
 // inflated once to compute the Adler-32 (no compression runs). Pipelines
 // with no HDF5 counterpart in libhdf5 (zstd, LZ4, CRC32C) are decoded and
-// re-encoded to shuffle+deflate, and the report says so. Edge chunks are
+// re-encoded to shuffle+deflate, and the report says so. On import,
+// HDF5's zstd chunks (filter 32015, one Zstandard frame) are copied as scc
+// Zstd chunks and one-block LZ4 chunks (filter 32004) as scc LZ4 chunks
+// with only their framing changed (lz4.go), neither decoded here; chunks
+// of filters scc does not have (Bitshuffle, Blosc, BZip2, LZF, ZFP, ...)
+// are decoded by libhdf5's filter plugins (internal/h5/plugins.go: the
+// search path, and why the binding registers the plugins itself) and
+// re-encoded. Edge chunks are
 // whole chunks in both formats (HDF5 stores full-size edge chunks), so
 // they copy like any other (import decodes them once to check that their
 // padding is the fill value, as scc keeps it).
@@ -81,10 +90,11 @@ const (
 	// Raw: every stored chunk was copied byte for byte (pipelines of
 	// shuffle and zlib: scc's Zlib filter stores HDF5's deflate stream).
 	Raw Mode = "raw"
-	// Rewrapped: scc's raw Deflate chunks were exported without
-	// re-compression; only the zlib wrapper was added, which costs one
-	// inflate per chunk for the Adler-32. (Import never rewraps: HDF5's
-	// deflate becomes scc's Zlib.)
+	// Rewrapped: the compressed streams were copied with only their
+	// framing changed. On export, scc's raw Deflate chunks get the zlib
+	// wrapper, which costs one inflate per chunk for the Adler-32 (HDF5's
+	// deflate imports as scc's Zlib, unchanged); on import, HDF5's
+	// one-block LZ4 chunks get scc's LZ4 length prefix.
 	Rewrapped Mode = "rewrapped"
 	// Reencoded: chunks were decoded and encoded again, because the
 	// pipelines differ (Reason says why).
@@ -316,8 +326,19 @@ func h5Type(t engine.Type) h5.Type {
 	return h5.Type{Class: h5.Float, Size: t.Size()}
 }
 
-// sccType maps an HDF5 type onto scc's (byte order aside).
+// sccType maps an HDF5 type onto scc's (byte order aside): for a
+// variable-length one, the element type of the scc variable-length
+// dataset (Uint8 for strings, which hold their bytes).
 func sccType(t h5.Type) (engine.Type, bool) {
+	if t.Class == h5.ObjRef {
+		return engine.Uint8, true // the paths' bytes (import_vlen.go)
+	}
+	if t.Vlen {
+		if t.Class == h5.String {
+			return engine.Uint8, true
+		}
+		t.Vlen = false
+	}
 	if t.Class == h5.String {
 		pad := map[int]engine.StrPad{h5.PadNullTerm: engine.NullTerm, h5.PadNullPad: engine.NullPad, h5.PadSpacePad: engine.SpacePad}[t.Pad]
 		cs := engine.ASCII

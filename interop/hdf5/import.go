@@ -8,6 +8,8 @@ import (
 	"maps"
 	"math"
 	"math/bits"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
 )
 
@@ -29,6 +32,14 @@ type importPlan struct {
 	// zlibDirect: the pipeline is [shuffle+]deflate, whose chunks are
 	// stored without inflating them (engine.Dataset.WriteChunkRawZlib).
 	zlibDirect bool
+	// vlen: variable-length elements, read through H5Dread (importVlen).
+	vlen bool
+	// virtual: an HDF5 virtual dataset, created as an scc virtual
+	// dataset of these mappings (import_virtual.go).
+	virtual *engine.VirtualSpec
+	// lz4Stage is the index of a last HDF5 LZ4 stage whose chunks are
+	// reframed as scc's LZ4 images (lz4.go), -1 if none.
+	lz4Stage int
 	// defined: the companion dataset holding the defined set of a sparse
 	// dataset scc exported (DefinedAttr); the dataset is imported sparse.
 	defined string
@@ -41,9 +52,16 @@ type importPlan struct {
 //
 // Every dataset is checked before anything is created. A dataset scc
 // cannot represent — an element type other than 1-, 2-, 4- or 8-byte
-// integers and IEEE floats of 4 or 8 bytes, a scalar or null dataspace, a
-// filter this libhdf5 cannot decode, raw data in external files, a chunk
-// larger than scc's 1 GiB limit, a grid that would have to be walked and
+// integers, IEEE floats of 4 or 8 bytes, h5py's bool and complex,
+// fixed-length strings, variable-length strings and sequences of those
+// numbers (import_vlen.go) and object references (imported as paths), a
+// region reference, a scalar or null dataspace, a virtual dataset whose
+// selections are not regular hyperslabs (import_virtual.go), a
+// filter this libhdf5 cannot decode (no plugin) in a pipeline scc cannot
+// copy, raw data in external files outside the HDF5 file's directory
+// (checkExternal; those inside it are read through libhdf5, a relative
+// name resolved against that directory), a chunk larger than scc's 1 GiB
+// limit, a grid that would have to be walked and
 // is larger than maxGrid chunks — is left out and listed in
 // Report.Skipped with the reason; the others are imported. So is a
 // dataset (or any object) whose header libhdf5 cannot read, named with
@@ -65,9 +83,9 @@ type importPlan struct {
 // imports into a temporary file and renames it into place on success.
 //
 // Chunked datasets keep their chunk shape; their stored chunks are copied
-// without re-encoding when the filters are shuffle and deflate (HDF5's
-// deflate chunk is scc's Zlib filter's image) and the type is
-// little-endian. A [shuffle+]deflate chunk is stored without inflating it
+// without re-encoding when the filters are shuffle, deflate (HDF5's
+// deflate chunk is scc's Zlib filter's image), zstd and a last one-block
+// LZ4 (reframed, lz4.go) and the type is little-endian. A [shuffle+]deflate chunk is stored without inflating it
 // (unless opts.Verify): its zlib framing and size are checked, its
 // Adler-32 on every later read; edge chunks and other pipelines are
 // decoded once by the engine to verify them. Any other chunk — and every chunk of a
@@ -135,7 +153,7 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 			// A link name scc refuses: left out and named, never renamed.
 			err = &skipError{path: path, reason: err.Error(), err: err}
 		} else {
-			p, err = planImport(f, path, fileSize, opts)
+			p, err = planImport(f, path, srcPath, fileSize, opts)
 		}
 		if err != nil && errors.Is(err, h5.ErrHDF5) && !errors.Is(err, ErrUnsupported) {
 			// The library cannot read what the dataset's header says (a
@@ -200,6 +218,11 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 	if err := importGroups(ctx, f, dst, plans, badGroups, opts, &rep); err != nil {
 		return rep, err
 	}
+	// Virtual datasets last: their sources in this file then exist,
+	// which lets the engine check their element types.
+	slices.SortStableFunc(plans, func(a, b *importPlan) int {
+		return cmpBool(a.virtual != nil, b.virtual != nil)
+	})
 	for _, p := range plans {
 		dr, err := importDataset(ctx, f, dst, p, opts)
 		var skip *skipError
@@ -302,6 +325,64 @@ var filterNames = map[int]string{
 	32024: "sz3", 32025: "delta-rice", 32026: "blosc2",
 }
 
+// checkExternal admits the external raw data files of a dataset that lie
+// in the directory of the HDF5 file at srcPath or below it (symbolic
+// links resolved), as regular files; libhdf5 then reads them. A file
+// elsewhere is refused and named: the metadata of a file being imported
+// must not make the import copy whatever file it names into the scc file.
+func checkExternal(srcPath string, files []h5.ExternalFile) error {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(srcPath))
+	if err != nil {
+		return err
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for _, ef := range files {
+		name := ef.Name
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(filepath.Dir(srcPath), name)
+		}
+		real, err := filepath.EvalSymlinks(name)
+		if err != nil {
+			return fmt.Errorf("external file %q: %w", ef.Name, err)
+		}
+		if real, err = filepath.Abs(real); err != nil {
+			return err
+		}
+		if rel, err := filepath.Rel(dir, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("external file %q lies outside the HDF5 file's directory %s", ef.Name, dir)
+		}
+		if st, err := os.Stat(real); err != nil {
+			return fmt.Errorf("external file %q: %w", ef.Name, err)
+		} else if !st.Mode().IsRegular() {
+			return fmt.Errorf("external file %q is not a regular file", ef.Name)
+		}
+	}
+	return nil
+}
+
+// missingFilter returns the first filter of fs this libhdf5 cannot
+// decode.
+func missingFilter(fs []h5.Filter) (h5.Filter, bool) {
+	for _, fl := range fs {
+		if !fl.Available {
+			return fl, true
+		}
+	}
+	return h5.Filter{}, false
+}
+
+// pluginPathString names the plugin search path for a refusal.
+func pluginPathString() string {
+	dirs := h5.PluginPath()
+	if len(dirs) == 0 {
+		return "an empty plugin path"
+	}
+	return strings.Join(dirs, ":")
+}
+
 func filterName(fl h5.Filter) string {
 	if n, ok := filterNames[fl.ID]; ok {
 		return fmt.Sprintf("%s (id %d)", n, fl.ID)
@@ -312,7 +393,7 @@ func filterName(fl h5.Filter) string {
 	return fmt.Sprintf("id %d", fl.ID)
 }
 
-func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*importPlan, error) {
+func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options) (*importPlan, error) {
 	d, err := f.OpenDataset(path)
 	if err != nil {
 		return nil, err
@@ -325,10 +406,8 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 	if in.Space != "" {
 		return nil, unsupported(path, "%s dataspace (scc datasets have at least one dimension)", in.Space)
 	}
-	if in.Layout == h5.Virtual {
-		// Checked first, so that the refusal names the layout whatever
-		// the element type.
-		return nil, unsupported(path, "virtual dataset (its data lives in other datasets)")
+	if in.Type.Class == h5.Other && in.Type.Name == "region reference" {
+		return nil, unsupported(path, "region references (selections of other datasets) have no scc form")
 	}
 	if in.Type.Class == h5.Other {
 		return nil, unsupported(path, "element type %v has no scc counterpart", in.Type)
@@ -342,16 +421,11 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 		return nil, unsupported(path, "rank %d not in [1, %d]", r, engine.MaxRank)
 	}
 	if in.External {
-		// Importing would read files outside the HDF5 file, wherever the
-		// file's metadata points.
-		return nil, unsupported(path, "raw data in external files")
-	}
-	for _, fl := range in.Filters {
-		if !fl.Available {
-			return nil, unsupported(path, "filter %s is not available in this libhdf5", filterName(fl))
+		if err := checkExternal(srcPath, in.ExternalFiles); err != nil {
+			return nil, unsupported(path, "raw data in external files: %v", err)
 		}
 	}
-	p := &importPlan{path: path, info: in, mode: Raw}
+	p := &importPlan{path: path, info: in, mode: Raw, lz4Stage: -1}
 	maxShape := make([]uint64, r)
 	for i, m := range in.MaxDims {
 		if m == h5.Unlimited {
@@ -360,12 +434,38 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 			maxShape[i] = m
 		}
 	}
+	if in.Layout == h5.Virtual {
+		return planVirtualImport(d, p, typ, maxShape)
+	}
 	p.spec = engine.DatasetSpec{Type: typ, Shape: in.Dims, MaxShape: maxShape, Fill: in.Fill}
 	reencode := func(why string) {
 		p.mode, p.reason, p.zlibDirect = Reencoded, why, false
 		p.spec.Filters = opts.filters()
 	}
-	if in.Layout == h5.Chunked {
+	switch {
+	case in.Type.Vlen || in.Type.Class == h5.ObjRef:
+		// Variable-length elements (and object references, which become
+		// the referenced objects' paths) have no chunk image scc could
+		// copy: they are read through H5Dread, one chunk-sized box at a
+		// time, onto scc's variable-length layout (empty is the fill
+		// value).
+		p.spec.Layout, p.spec.Fill, p.spec.Filters = engine.Vlen, nil, opts.filters()
+		p.mode, p.vlen = Reencoded, true
+		p.reason = fmt.Sprintf("%v: read through H5Dread onto scc's variable-length layout", in.Type)
+		if in.Type.Class == h5.ObjRef {
+			p.reason = fmt.Sprintf("object references: imported as the referenced objects' paths (strings marked by attribute %s)", ReferenceAttr)
+		}
+		if in.Layout == h5.Chunked {
+			p.spec.Chunk = in.Chunk
+			if fl, ok := missingFilter(in.Filters); ok {
+				return nil, unsupported(path, "filter %s is not available in this libhdf5 (no plugin for it in %s)", filterName(fl), pluginPathString())
+			}
+		} else {
+			// About 64 Ki elements a chunk: scc keeps 8 bytes an element
+			// beside the heap, whose size is unknown here.
+			p.spec.Chunk = opts.chunkFor(in.Dims, 16)
+		}
+	case in.Layout == h5.Chunked:
 		p.spec.Chunk = in.Chunk
 		var fs []engine.Filter
 		var why []string
@@ -380,6 +480,18 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 				// start at 1 and only matter for encoding.
 				fs = append(fs, engine.Zlib(max(1, min(9, fl.Level))))
 				p.zlibDirect = i == len(in.Filters)-1 && (i == 0 || i == 1 && in.Filters[0].ID == h5.FilterShuffle)
+			case fl.ID == h5.FilterZstd:
+				// The zstd plugin stores one Zstandard frame with its
+				// content size (ZSTD_compress), scc's Zstd image; the
+				// level (its first client value) only matters for
+				// encoding.
+				fs = append(fs, engine.Zstd(max(-(1<<17), min(22, fl.Level))))
+			case fl.ID == h5.FilterLZ4 && i == len(in.Filters)-1:
+				// A one-block HDF5 LZ4 chunk is scc's LZ4 image but for
+				// its framing (lz4.go); only the last stage's stored
+				// bytes can be reframed.
+				fs = append(fs, engine.LZ4())
+				p.lz4Stage = i
 			default:
 				why = append(why, fmt.Sprintf("HDF5 filter %s has no scc counterpart", filterName(fl)))
 			}
@@ -399,7 +511,16 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 		} else {
 			reencode(strings.Join(why, "; "))
 		}
-	} else {
+		if p.mode == Reencoded {
+			// The chunks go through libhdf5's pipeline, which needs
+			// every filter; a copied chunk needs none of them.
+			if fl, ok := missingFilter(in.Filters); ok {
+				return nil, unsupported(path, "filter %s is not available in this libhdf5 (no plugin for it in %s)", filterName(fl), pluginPathString())
+			}
+		} else if p.lz4Stage >= 0 {
+			p.mode = Rewrapped
+		}
+	default:
 		p.spec.Chunk = opts.chunkFor(in.Dims, in.Type.Size)
 		reencode(fmt.Sprintf("%s layout", map[h5.Layout]string{h5.Compact: "compact", h5.Contiguous: "contiguous"}[in.Layout]))
 		if in.Allocated && in.StorageSize > fileSize {
@@ -415,7 +536,7 @@ func planImport(f *h5.File, path string, fileSize uint64, opts *Options) (*impor
 		}
 	}
 	cells := gridCells(gridOf(p.spec.Shape, p.spec.Chunk))
-	switch walked := in.Layout != h5.Chunked || in.ChunkInfoUnreliable; {
+	switch walked := in.Layout != h5.Chunked || in.ChunkInfoUnreliable || p.vlen; {
 	case !in.Allocated:
 	case walked && cells > maxGrid:
 		return nil, unsupported(path, "its %d chunks of %v would be read one by one through H5Dread (at most %d)", cells, p.spec.Chunk, maxGrid)
@@ -498,6 +619,9 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 	if err != nil {
 		return rep, err
 	}
+	if p.virtual != nil {
+		return importVirtual(ctx, dst, p, attrs, skipped, opts, rep)
+	}
 	ds, err := dst.CreateDataset(ctx, p.path, p.spec)
 	if errors.Is(err, engine.ErrInvalid) {
 		// Nothing was created: scc refuses the dataset's shape.
@@ -516,6 +640,18 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		return rep, err
 	}
 	rep.AttrsNotImported = len(rep.AttrNotes)
+	if p.vlen {
+		if err := importVlen(ctx, hd, ds, p, &rep); err != nil {
+			return rep, err
+		}
+		if err := dst.Flush(ctx); err != nil {
+			return rep, err
+		}
+		if st, err := ds.Storage(ctx); err == nil {
+			rep.StoredBytes = int64(st.StoredBytes)
+		}
+		return rep, nil
+	}
 	if p.defined != "" {
 		if err := importSparse(ctx, f, hd, ds, p, &rep); err != nil {
 			return rep, err
@@ -550,6 +686,24 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		it.elems = make([]byte, n)
 		return it, hd.ReadBox(elemType, it.start, it.count, it.elems)
 	}
+	// goBox is readBox for a chunk libhdf5 cannot decode: its stored
+	// image decoded by decodeChunkGo.
+	goBox := func(c []uint64, img []byte, mask uint32) (imported, error) {
+		full, err := decodeChunkGo(p.info.Filters, mask, img, chunkBytes, elemType.Size)
+		if err != nil {
+			return imported{}, err
+		}
+		it := imported{coord: c, start: make([]uint64, len(c)), count: make([]uint64, len(c))}
+		n := uint64(elemType.Size)
+		for i := range c {
+			it.start[i] = c[i] * chunk[i]
+			it.count[i] = min(chunk[i], dims[i]-it.start[i])
+			n *= it.count[i]
+		}
+		it.elems = make([]byte, n)
+		zarrmap.CopyBox(full, chunk, it.elems, it.count, elemType.Size, true)
+		return it, nil
+	}
 	allFill := func(b []byte) bool {
 		for i := 0; i < len(b); i += len(fill) {
 			if !bytes.Equal(b[i:i+len(fill)], fill) {
@@ -566,7 +720,8 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 	// through the engine. A raw image the engine refuses falls back to
 	// HDF5's decoder for that chunk (readBox: an HDF5 call beside the
 	// producer's, which the binding serializes).
-	var mu sync.Mutex // guards rep's counters (workers add to them)
+	var mu sync.Mutex // guards rep's counters (workers add to them) and copyWhy
+	var copyWhy error // why the first chunk that could not be copied was not
 	run := func(produce func(gctx context.Context, send func(imported) error) error) error {
 		g, gctx := errgroup.WithContext(ctx)
 		work := make(chan imported, 2*opts.workers())
@@ -587,11 +742,23 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 					copied, untouched := false, false
 					if it.image != nil {
 						var err error
-						if p.zlibDirect && it.mask == 0 && !opts.verify() {
+						lz4Framed := p.lz4Stage >= 0 && it.mask&(1<<p.lz4Stage) == 0
+						switch {
+						case lz4Framed:
+							// An image that is not one compressed block, or
+							// whose framing is damaged, goes through HDF5's
+							// decoder, which reports real damage.
+							var img []byte
+							if img, err = lz4FromHDF5(it.image, chunkBytes); err == nil {
+								err = ds.WriteChunkRaw(gctx, it.coord, img, it.mask)
+							} else if !errors.Is(err, engine.ErrInvalid) {
+								err = fmt.Errorf("%w: %w", engine.ErrInvalid, err)
+							}
+						case p.zlibDirect && it.mask == 0 && !opts.verify():
 							var verified bool
 							verified, err = ds.WriteChunkRawZlib(gctx, it.coord, it.image, 0)
 							untouched = err == nil && !verified
-						} else {
+						default:
 							err = ds.WriteChunkRaw(gctx, it.coord, it.image, it.mask)
 						}
 						switch {
@@ -606,8 +773,26 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 							// the chunk, edge padding other than the fill
 							// value): HDF5's decoder, which also reports
 							// real damage.
-							if it, err = readBox(it.coord); err != nil {
-								return err
+							copyErr := err
+							mu.Lock()
+							if copyWhy == nil {
+								copyWhy = copyErr
+							}
+							mu.Unlock()
+							img, mask, coord := it.image, it.mask, it.coord
+							if it, err = readBox(coord); err != nil {
+								fl, missing := missingFilter(p.info.Filters)
+								if !missing || !errors.Is(err, h5.ErrHDF5) {
+									return err
+								}
+								// No plugin: decoded here if scc's libraries
+								// can (godecode.go), else the dataset goes.
+								if !goDecodable(p.info.Filters) {
+									return &skipError{path: p.path, err: err, reason: fmt.Sprintf("chunk %v: scc cannot copy it (%v) and this libhdf5 has no plugin for filter %s (in %s) to decode it", coord, copyErr, filterName(fl), pluginPathString())}
+								}
+								if it, err = goBox(coord, img, mask); err != nil {
+									return &skipError{path: p.path, err: err, reason: fmt.Sprintf("chunk %v: scc cannot copy it (%v) nor decode it (%v), and this libhdf5 has no plugin for filter %s (in %s)", coord, copyErr, err, filterName(fl), pluginPathString())}
+								}
 							}
 						}
 					}
@@ -679,7 +864,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 						return errIndex{err}
 					}
 				}
-				if size > 0 && size <= uint64(chunkBytes)+zlibOverhead {
+				if size > 0 && size <= uint64(chunkBytes)+max(zlibOverhead, lz4HDF5Overhead) {
 					buf := make([]byte, size)
 					mask, err := hd.ReadChunk(off, buf)
 					if err != nil {
@@ -759,6 +944,16 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 			err = run(walk())
 		}
 	}
+	var skip *skipError
+	if errors.As(err, &skip) {
+		// A chunk that neither scc nor this libhdf5 can decode: the
+		// dataset goes, partly written as it is, and is named.
+		ds.Close(ctx)
+		if derr := dst.Delete(ctx, p.path, nil); derr != nil {
+			return rep, fmt.Errorf("%v; removing what was imported of it: %w", err, derr)
+		}
+		return rep, err
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -771,7 +966,7 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		rep.StoredBytes = int64(st.StoredBytes)
 	}
 	if rep.Mode != Reencoded && rep.CopiedChunks < rep.Chunks {
-		rep.Reason = fmt.Sprintf("%d of %d chunks re-encoded (filters skipped in a way scc does not record, or deflate that did not shrink the chunk)", rep.Chunks-rep.CopiedChunks, rep.Chunks)
+		rep.Reason = fmt.Sprintf("%d of %d chunks re-encoded (filters skipped in a way scc does not record, deflate that did not shrink the chunk, LZ4 in several blocks, ...; the first: %v)", rep.Chunks-rep.CopiedChunks, rep.Chunks, copyWhy)
 	}
 	return rep, err
 }

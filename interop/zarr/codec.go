@@ -26,11 +26,12 @@ import (
 // on encode and in reverse on decode; its input is the chunk's elements
 // in C order, little-endian (the "bytes" codec / a "<" dtype).
 type codec struct {
-	id       string // shuffle, zlib, gzip, zstd, lz4, crc32c, blosc
+	id       string // shuffle, zlib, gzip, zstd, lz4, crc32c, blosc, bz2, delta
 	level    int
 	elemSize int    // shuffle
 	cname    string // blosc: the frame's compressor
 	shuffle  int    // blosc: 0 none, 1 byte, 2 bit, -1 by element size
+	delta    deltaType
 }
 
 // shared is c as the mapping's codec: its encoding and its name in a
@@ -100,6 +101,14 @@ func codecFrom(id string, cfg map[string]any, elemSize int) (codec, error) {
 		if id == "crc32c" {
 			return codec{id: "crc32c"}, nil
 		}
+	case "bz2":
+		return codec{id: "bz2", level: level}, nil
+	case "delta":
+		dt, err := deltaFrom(id, cfg, elemSize)
+		if err != nil {
+			return codec{}, err
+		}
+		return codec{id: "delta", delta: dt, elemSize: elemSize}, nil
 	case "blosc":
 		cname, _ := cfg["cname"].(string)
 		if bloscDecode == nil {
@@ -115,7 +124,7 @@ func codecFrom(id string, cfg map[string]any, elemSize int) (codec, error) {
 		}
 		return codec{id: "blosc", cname: cname, shuffle: sh, level: clevel}, nil
 	}
-	return codec{}, fmt.Errorf("%w: codec %q (scc maps shuffle, zlib, gzip, zstd, lz4, crc32c, transpose)", ErrUnsupported, id)
+	return codec{}, fmt.Errorf("%w: codec %q (scc maps shuffle, zlib, gzip, zstd, lz4, crc32c, blosc, bz2, delta, transpose)", ErrUnsupported, id)
 }
 
 // bloscShuffle reads a blosc codec's shuffle: numcodecs (v2) writes an
@@ -168,7 +177,15 @@ func (c codec) decode(src []byte, max int) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out, err := dec.DecodeAll(src, make([]byte, 0, max))
+		// The frame's content size, when it records one within the
+		// bound, sizes the output (a variable-length chunk's bound is
+		// far above its usual size); DecodeAll never grows past cap.
+		size := max
+		var h zstd.Header
+		if h.Decode(src) == nil && h.HasFCS && h.FrameContentSize <= uint64(max) {
+			size = int(h.FrameContentSize)
+		}
+		out, err := dec.DecodeAll(src, make([]byte, 0, size))
 		if err != nil || len(out) > max {
 			return nil, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
 		}
@@ -192,6 +209,10 @@ func (c codec) decode(src []byte, max int) ([]byte, error) {
 			return nil, fmt.Errorf("%w: codec \"blosc\"", ErrUnsupported)
 		}
 		return bloscDecode(src, max)
+	case "bz2":
+		return bz2Decode(src, max)
+	case "delta":
+		return c.delta.decode(src, max)
 	case "crc32c":
 		if len(src) < 4 || len(src)-4 > max {
 			return nil, fmt.Errorf("%w: crc32c: %d bytes", ErrCorrupt, len(src))
@@ -309,7 +330,9 @@ func unwrapGzip(b []byte) (body []byte, crc, size uint32, err error) {
 // inflateChecked decodes a raw DEFLATE stream of at most max bytes into a
 // new buffer, checking the wrapper's checksum (and size, if size >= 0).
 func inflateChecked(body []byte, max int, h hash.Hash32, sum uint32, size int64) ([]byte, error) {
-	out := bytes.NewBuffer(make([]byte, 0, max))
+	// Grown past 8 MiB only as the stream fills it: the bound of a
+	// variable-length chunk is far above its usual size.
+	out := bytes.NewBuffer(make([]byte, 0, min(max, 8<<20)))
 	n, err := zarrmap.InflateTo(body, max, io.MultiWriter(out, h))
 	if err != nil {
 		return nil, err

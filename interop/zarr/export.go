@@ -282,7 +282,7 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	defer ds.Close(ctx)
 	layout := ds.Layout()
 	if layout == engine.Vlen {
-		return dr, fmt.Errorf("%w: variable-length dataset (no fixed-size Zarr dtype)", ErrUnsupported)
+		return exportStrings(ctx, ds, dr, dir, v, workers)
 	}
 	if _, _, err := zarrmap.TypeOf(ds.Type()); err != nil {
 		return dr, err

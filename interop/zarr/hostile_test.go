@@ -271,7 +271,7 @@ func TestExportAllOrNothing(t *testing.T) {
 	ds, err := f.CreateDataset(context.Background(), "a", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{5}})
 	must(t, err)
 	must(t, ds.Write(bg, engine.All([]uint64{10}), make([]byte, 10)))
-	_, err = f.CreateDataset(context.Background(), "z", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{5}, Layout: engine.Vlen})
+	_, err = f.CreateDataset(context.Background(), "z", engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{10}, Chunk: []uint64{5}, Layout: engine.Vlen})
 	must(t, err)
 	must(t, f.Close(context.Background()))
 	f, err = engine.Open(context.Background(), src, &engine.Options{ReadOnly: true})
@@ -354,7 +354,7 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 		spec engine.DatasetSpec
 		why  string
 	}{
-		{"vlen", engine.DatasetSpec{Type: engine.Uint8, Layout: engine.Vlen, Shape: []uint64{4}, Chunk: []uint64{2}}, "variable-length"},
+		{"vlen", engine.DatasetSpec{Type: engine.Int32, Layout: engine.Vlen, Shape: []uint64{4}, Chunk: []uint64{2}}, "variable-length"},
 		{"utf-8", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{2}}, "UTF-32"},
 		{"spacepad", engine.DatasetSpec{Type: engine.FixedString(8, engine.SpacePad, engine.ASCII), Shape: []uint64{4}, Chunk: []uint64{2}}, "spacepad padding rule"},
 		{"nullterm", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullTerm, engine.ASCII), Shape: []uint64{4}, Chunk: []uint64{2}}, "nullterm padding rule"},

@@ -2,11 +2,13 @@ package zarr
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -29,7 +31,17 @@ type arrayMeta struct {
 	typ          engine.Type
 	bigEndian    bool
 	fill         []byte // nil: zero
-	chain        []codec
+	// time: the elements are numpy datetime64 or timedelta64 values,
+	// imported as Int64 marked by zarrmap.DtypeAttr.
+	time *zarrmap.NumpyTime
+	// vlen: the elements are variable-length, in the format of this
+	// numcodecs codec ("vlen-utf8", "vlen-bytes"; "object" while an
+	// object array's codec is still unread); ucs4: they are numpy
+	// unicode of this many UTF-32 code points. Both import onto scc's
+	// variable-length layout (strings.go).
+	vlen  string
+	ucs4  int
+	chain []codec
 	// order, when set, says a stored chunk holds its elements with the
 	// axes permuted (the v3 transpose codec's order; Fortran order is the
 	// reversed axes): import transposes them into C order.
@@ -48,6 +60,14 @@ type arrayMeta struct {
 func (m *arrayMeta) setFill(v any, what string) error {
 	if v == nil {
 		m.notes = append(m.notes, "fill_value null: unwritten chunks read as zero")
+		return nil
+	}
+	if m.vlen != "" || m.ucs4 > 0 {
+		return m.setStringFill(v)
+	}
+	if m.time != nil && v == "NaT" {
+		// numpy's "not a time", the smallest int64.
+		m.fill = binary.LittleEndian.AppendUint64(nil, 1<<63)
 		return nil
 	}
 	b, err := parseElem(m.typ, v)
@@ -410,6 +430,11 @@ func readArray(ctx context.Context, s *store, n node) (*arrayMeta, error) {
 	if err := m.setAttrs(raw); err != nil {
 		return nil, err
 	}
+	if m.time != nil {
+		m.notes = append(m.notes, fmt.Sprintf("numpy %s: imported as int64, the type in attribute %s", m.time.Mark(), zarrmap.DtypeAttr))
+		m.attrs = slices.DeleteFunc(m.attrs, func(a engine.Attr) bool { return a.Name == zarrmap.DtypeAttr })
+		m.attrs = append(m.attrs, engine.Attr{Name: zarrmap.DtypeAttr, Value: engine.StringAttr(m.time.Mark())})
+	}
 	var err error
 	if m.grid, err = checkShape(m, what); err != nil {
 		return nil, err
@@ -458,6 +483,18 @@ func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why
 			filters = append(filters, engine.LZ4())
 		case "crc32c":
 			filters = append(filters, engine.CRC32C())
+		case "bz2":
+			// scc has no bzip2 stage: decoded and stored with zstd.
+			filters = append(filters, engine.Zstd(0))
+			if copy {
+				copy, why = false, "bz2 decoded and stored with zstd"
+			}
+		case "delta":
+			// An elementwise filter: decoded, the elements stored with
+			// the stages that follow it.
+			if copy {
+				copy, why = false, "delta filter decoded"
+			}
 		case "blosc":
 			// scc has no Blosc stage: decoded and stored with the stage
 			// nearest to the frame's own compressor.
@@ -481,6 +518,9 @@ func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why
 }
 
 func importArray(ctx context.Context, s *store, f *engine.File, name, key string, m *arrayMeta, workers int, verify bool) (DatasetReport, error) {
+	if m.vlen != "" || m.ucs4 > 0 {
+		return importStrings(ctx, s, f, name, key, m, workers)
+	}
 	dr := DatasetReport{Name: name, Codecs: chainString(m.chain), Notes: m.notes}
 	filters, copyOK, unwrapID, why, zlibRaw := importPlan(m)
 	dr.Why = why

@@ -58,7 +58,9 @@ func TestExportOtherLayouts(t *testing.T) {
 		}
 		must(t, g.Close(context.Background()))
 	}
-	vl, err := f.CreateDataset(context.Background(), "vlen", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{4}, Chunk: []uint64{4}, Layout: engine.Vlen})
+	// Variable-length sequences of numbers have no Zarr data type (strings
+	// and bytes do: TestVlenStringsRoundTrip).
+	vl, err := f.CreateDataset(context.Background(), "vlen", engine.DatasetSpec{Type: engine.Float64, Shape: []uint64{4}, Chunk: []uint64{4}, Layout: engine.Vlen})
 	must(t, err)
 	_ = vl
 	if _, err := Export(bg, f, filepath.Join(dir, "vlen-store"), Options{Version: 2, Strict: true}); !errors.Is(err, ErrUnsupported) {

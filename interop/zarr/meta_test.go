@@ -58,9 +58,10 @@ func TestErrorsNameTheThing(t *testing.T) {
 		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":[["a","<i4"],["b","<f8"]],"fill_value":null,"order":"C","filters":null,"compressor":null}`), false, []string{`[["a","<i4"],["b","<f8"]]`, "structured"}},
 		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f2","fill_value":0,"order":"C","filters":null,"compressor":null}`), false, []string{"float16"}},
 		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"|V4","fill_value":null,"order":"C","filters":null,"compressor":null}`), false, []string{"void"}},
-		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<U8","fill_value":"","order":"C","filters":null,"compressor":null}`), false, []string{"string"}},
+		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<U8","fill_value":"x","order":"C","filters":null,"compressor":null}`), false, []string{"fill_value", "empty string"}},
 		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"|O","fill_value":0,"order":"C","filters":null,"compressor":null}`), false, []string{"object"}},
-		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<i4","fill_value":0,"order":"C","filters":null,"compressor":{"id":"bz2","level":1}}`), false, []string{`"bz2"`}},
+		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"|O","fill_value":0,"order":"C","filters":[{"id":"pickle"}],"compressor":null}`), false, []string{`"pickle"`}},
+		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<i4","fill_value":0,"order":"C","filters":null,"compressor":{"id":"lzma"}}`), false, []string{`"lzma"`}},
 	} {
 		var err error
 		if c.v3 {
@@ -223,6 +224,9 @@ func FuzzDecodeV2Array(f *testing.F) {
 	f.Add([]byte(`{"zarr_format":2,"shape":[4,6],"chunks":[2,3],"dtype":"<i4","fill_value":0,"order":"F","filters":[{"id":"shuffle","elementsize":4}],"compressor":{"id":"zlib","level":1},"dimension_separator":"/"}`))
 	f.Add([]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":">u2","fill_value":65535,"order":"C","filters":null,"compressor":{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1}}`))
 	f.Add([]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f8","fill_value":"NaN","order":"C","filters":null,"compressor":null}`))
+	f.Add([]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":">M8[10ms]","fill_value":"NaT","order":"C","filters":[{"id":"delta","dtype":">i8"}],"compressor":{"id":"bz2","level":9}}`))
+	f.Add([]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"|O","fill_value":0,"order":"C","filters":[{"id":"vlen-utf8"}],"compressor":{"id":"zstd","level":1}}`))
+	f.Add([]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<U7","fill_value":"","order":"F","filters":null,"compressor":null}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) > fuzzMax {
 			return
@@ -271,6 +275,9 @@ func FuzzDecodeAttrs(f *testing.F) {
 func FuzzDecodeV3(f *testing.F) {
 	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[4,5],"data_type":"float32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,2]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"."}},"fill_value":"NaN","codecs":[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes","configuration":{"endian":"big"}},{"name":"gzip","configuration":{"level":1}}],"attributes":{"a":[1,2.5]}}`))
 	f.Add([]byte(`{"zarr_format":3,"node_type":"group","attributes":{"x":1}}`))
+	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"string","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":"","codecs":[{"name":"vlen-utf8"},{"name":"zstd","configuration":{"level":0}}]}`))
+	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":{"name":"numpy.timedelta64","configuration":{"unit":"us","scale_factor":3}},"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":"NaT","codecs":[{"name":"bytes","configuration":{"endian":"little"}}]}`))
+	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":{"name":"fixed_length_utf32","configuration":{"length_bytes":12}},"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":"","codecs":[{"name":"bytes","configuration":{"endian":"big"}}]}`))
 	f.Add([]byte(`{"zarr_format":"https://purl.org/zarr/spec/protocol/core/3.0"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) > fuzzMax {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/zarrmap"
 )
 
 // The metadata decoders check each document against the Zarr v2 and v3
@@ -130,7 +131,7 @@ func checkShape(m *arrayMeta, what string) ([]uint64, error) {
 	if len(m.shape) > engine.MaxRank {
 		return nil, fmt.Errorf("%w: rank %d (scc datasets have rank 1..%d)", ErrUnsupported, len(m.shape), engine.MaxRank)
 	}
-	n := uint64(m.typ.Size())
+	n := uint64(m.elemSize())
 	grid := make([]uint64, len(m.shape))
 	for i, c := range m.chunk {
 		hi, lo := bits.Mul64(n, c)
@@ -195,7 +196,13 @@ func decodeV2Array(b []byte) (*arrayMeta, error) {
 	}
 	switch dt := z["dtype"].(type) {
 	case string:
-		if m.typ, m.bigEndian, err = parseV2Dtype(dt); err != nil {
+		if nt, be, ok := zarrmap.ParseV2Time(dt); ok {
+			m.typ, m.bigEndian, m.time = engine.Int64, be, &nt
+		} else if n, be, ok := parseUnicode(dt); ok {
+			m.typ, m.bigEndian, m.ucs4 = engine.Uint8, be, n
+		} else if dt == "|O" {
+			m.typ, m.vlen = engine.Uint8, "object"
+		} else if m.typ, m.bigEndian, err = parseV2Dtype(dt); err != nil {
 			return nil, err
 		}
 	case []any:
@@ -215,11 +222,23 @@ func decodeV2Array(b []byte) (*arrayMeta, error) {
 		if !ok {
 			return nil, badKey(what, "id", obj["id"], "a codec name")
 		}
-		c, err := codecFrom(id, obj, m.typ.Size())
+		if i == 0 && m.vlen == "object" {
+			// An object array's first filter is its object codec, which
+			// turns the elements into bytes.
+			if id != "vlen-utf8" && id != "vlen-bytes" {
+				return nil, fmt.Errorf("%w: object array with object codec %q (scc reads vlen-utf8 and vlen-bytes)", ErrUnsupported, id)
+			}
+			m.vlen = id
+			continue
+		}
+		c, err := codecFrom(id, obj, m.elemSize())
 		if err != nil {
 			return nil, err
 		}
 		m.chain = append(m.chain, c)
+	}
+	if m.vlen == "object" {
+		return nil, fmt.Errorf("%w: object array without an object codec", ErrUnsupported)
 	}
 	if err := m.setFill(z["fill_value"], what); err != nil {
 		return nil, err
@@ -290,11 +309,21 @@ func decodeV3(b []byte) (node string, m *arrayMeta, attrs map[string]any, err er
 	}
 	switch dt := z["data_type"].(type) {
 	case string:
-		if m.typ, err = parseV3Type(dt); err != nil {
+		if dt == "string" {
+			// zarr-python 3's variable-length UTF-8 strings (codec
+			// vlen-utf8).
+			m.typ, m.vlen = engine.Uint8, "vlen-utf8"
+		} else if m.typ, err = parseV3Type(dt); err != nil {
 			return "", nil, nil, err
 		}
 	case map[string]any:
-		if m.typ, err = parseV3Struct(dt); err != nil {
+		name, _ := dt["name"].(string)
+		cfg, _ := dt["configuration"].(map[string]any)
+		if nt, ok := zarrmap.ParseV3Time(name, cfg); ok {
+			m.typ, m.time = engine.Int64, &nt
+		} else if n, ok := v3UTF32(name, cfg); ok {
+			m.typ, m.ucs4 = engine.Uint8, n
+		} else if m.typ, err = parseV3Struct(dt); err != nil {
 			return "", nil, nil, err
 		}
 	default:
@@ -405,6 +434,9 @@ func (m *arrayMeta) v3Codecs(codecs []any) error {
 				return fmt.Errorf("%w: %s: two array-to-bytes codecs", ErrCorrupt, what)
 			}
 			sawBytes = true
+			if m.vlen != "" {
+				return fmt.Errorf("%w: %s: the bytes codec for variable-length strings", ErrCorrupt, what)
+			}
 			switch e := cfg["endian"]; e {
 			case "big":
 				m.bigEndian = swapUnit(m.typ) > 1
@@ -416,19 +448,37 @@ func (m *arrayMeta) v3Codecs(codecs []any) error {
 		case "sharding_indexed":
 			return fmt.Errorf("%w: sharding (codec \"sharding_indexed\": scc stores each chunk on its own)", ErrUnsupported)
 		case "vlen-utf8", "vlen-bytes":
-			return fmt.Errorf("%w: variable-length data (codec %q)", ErrUnsupported, name)
+			if m.vlen != name || sawBytes {
+				return fmt.Errorf("%w: codec %q for data type %v", ErrUnsupported, name, m.typ)
+			}
+			sawBytes = true
+			continue
+		}
+		if !sawBytes && name == "numcodecs.delta" && len(m.chain) == 0 && m.vlen == "" {
+			// numcodecs' Delta as an array-to-array codec: the bytes
+			// codec serializes its output, so it is undone last, on the
+			// elements in the bytes codec's order (set below).
+			cc, err := codecFrom(name, cfg, m.elemSize())
+			if err != nil {
+				return err
+			}
+			m.chain = append(m.chain, cc)
+			continue
 		}
 		if !sawBytes {
 			return fmt.Errorf("%w: codec %q before the bytes codec", ErrUnsupported, name)
 		}
-		cc, err := codecFrom(name, cfg, m.typ.Size())
+		cc, err := codecFrom(name, cfg, m.elemSize())
 		if err != nil {
 			return err
 		}
 		m.chain = append(m.chain, cc)
 	}
+	if len(m.chain) > 0 && m.chain[0].id == "delta" {
+		m.chain[0].delta.bigEndian = m.bigEndian && m.chain[0].delta.size > 1
+	}
 	if !sawBytes {
-		return fmt.Errorf("%w: %s: no \"bytes\" codec (the only array-to-bytes codec scc reads)", ErrUnsupported, what)
+		return fmt.Errorf("%w: %s: no \"bytes\" codec (the only array-to-bytes codec scc reads, with vlen-utf8 for strings)", ErrUnsupported, what)
 	}
 	return nil
 }

@@ -34,10 +34,23 @@ static herr_t scc_read_vlen_str(hid_t attr, hid_t t, char **out) {
 	*out = NULL;
 	return H5Aread(attr, t, out);
 }
+
+// scc_read_vlen_strs reads the n strings of a 1-D attribute of
+// variable-length strings into out (n pointers; the caller reclaims them
+// with scc_free_vlen_strs).
+static herr_t scc_read_vlen_strs(hid_t attr, hid_t t, size_t n, char **out) {
+	memset(out, 0, n * sizeof(char *));
+	return H5Aread(attr, t, out);
+}
+
+static void scc_free_vlen_strs(size_t n, char **s) {
+	for (size_t i = 0; i < n; i++) H5free_memory(s[i]);
+}
 */
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"unicode/utf8"
 	"unsafe"
@@ -72,6 +85,9 @@ type AttrValue struct {
 type Attr struct {
 	Name  string
 	Value AttrValue
+	// ObjectRefs: the HDF5 attribute held object references, read as
+	// the referenced objects' paths (read side only).
+	ObjectRefs bool
 }
 
 // Skipped is an attribute ReadAttrs could not map, and why.
@@ -529,7 +545,45 @@ func readAttr(attr C.hid_t, budget uint64) (a Attr, why string, err error) {
 		a.Value = AttrValue{Kind: AttrNumeric, Type: t, Scalar: scalar, Data: data}
 		return a, "", nil
 	case C.H5T_REFERENCE:
-		return a, "reference type", nil
+		if C.H5Tequal(ftype, C.scc_ref_obj()) <= 0 {
+			if C.H5Tequal(ftype, C.scc_ref_reg()) > 0 {
+				return a, "region reference (a selection of another dataset, which scc has no form for)", nil
+			}
+			return a, "reference type", nil
+		}
+		if C.H5Sget_simple_extent_type(space) == C.H5S_NULL {
+			return a, "object references over a null dataspace", nil
+		}
+		refs := make([]C.hobj_ref_t, count)
+		if count > 0 && C.H5Aread(attr, C.scc_ref_obj(), unsafe.Pointer(&refs[0])) < 0 {
+			return a, "", errorf("read attribute %q", a.Name)
+		}
+		names, err := refNames(attr, refs)
+		if errors.Is(err, ErrTooLarge) {
+			return a, err.Error(), nil
+		}
+		if err != nil {
+			return a, "", err
+		}
+		a.ObjectRefs = true
+		if scalar {
+			a.Value = AttrValue{Kind: AttrString, Data: []byte(names[0])}
+			return a, "", nil
+		}
+		longest, total := 1, 0
+		for _, n := range names {
+			longest = max(longest, len(n))
+			total += len(n)
+		}
+		if uint64(longest)*count > MaxAttrBytes {
+			return a, fmt.Sprintf("%d object references to paths of up to %d bytes are too large", count, longest), nil
+		}
+		data := make([]byte, uint64(longest)*count)
+		for i, n := range names {
+			copy(data[i*longest:], n)
+		}
+		a.Value = AttrValue{Kind: AttrNumeric, Type: Type{Class: String, Size: longest, Pad: PadNullPad, UTF8: true}, Data: data}
+		return a, "", nil
 	case C.H5T_VLEN:
 		return a, "variable-length sequence", nil
 	case C.H5T_ARRAY:
@@ -547,7 +601,7 @@ func readAttr(attr C.hid_t, budget uint64) (a Attr, why string, err error) {
 // array of its string type, bytes as stored (padding included).
 func readFixedStrings(attr, ftype, space C.hid_t, a Attr, count uint64) (Attr, string, error) {
 	if C.H5Tis_variable_str(ftype) > 0 {
-		return a, "array of variable-length strings (scc holds arrays of fixed-length strings only)", nil
+		return readVlenStrings(attr, ftype, space, a, count)
 	}
 	if C.H5Sget_simple_extent_type(space) == C.H5S_NULL {
 		return a, "strings over a null dataspace", nil
@@ -561,5 +615,69 @@ func readFixedStrings(attr, ftype, space C.hid_t, a Attr, count uint64) (Attr, s
 		return a, "", errorf("read attribute %q", a.Name)
 	}
 	a.Value = AttrValue{Kind: AttrNumeric, Type: t, Data: data}
+	return a, "", nil
+}
+
+// MaxStringLen is the longest fixed-length string an array of
+// variable-length strings becomes (scc's limit).
+const MaxStringLen = 1 << 16
+
+// readVlenStrings reads a 1-D attribute of variable-length strings as an
+// array of fixed-length strings (NULLPAD, the attribute's character set)
+// as long as the longest, which keeps every string: a C string holds no
+// NUL, so the padding cannot eat one of its bytes. An array whose fixed
+// form would exceed MaxAttrBytes, or whose longest string exceeds
+// MaxStringLen, is left out and named.
+func readVlenStrings(attr, ftype, space C.hid_t, a Attr, count uint64) (Attr, string, error) {
+	if C.H5Sget_simple_extent_type(space) == C.H5S_NULL {
+		return a, "strings over a null dataspace", nil
+	}
+	if count == 0 {
+		return a, "empty array of variable-length strings", nil
+	}
+	mt := C.scc_vlen_like(ftype)
+	if mt < 0 {
+		return a, "", errorf("attribute %q: string type", a.Name)
+	}
+	defer C.H5Tclose(mt)
+	ptrs := C.malloc(C.size_t(count) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	if ptrs == nil {
+		return a, "", fmt.Errorf("%w: attribute %q: out of memory", ErrHDF5, a.Name)
+	}
+	defer C.free(ptrs)
+	if C.scc_read_vlen_strs(attr, mt, C.size_t(count), (**C.char)(ptrs)) < 0 {
+		return a, "", errorf("read attribute %q", a.Name)
+	}
+	defer C.scc_free_vlen_strs(C.size_t(count), (**C.char)(ptrs))
+	strs := unsafe.Slice((**C.char)(ptrs), count)
+	longest := 1
+	lens := make([]int, count)
+	for i, p := range strs {
+		if p != nil {
+			lens[i] = int(C.strlen(p))
+			longest = max(longest, lens[i])
+		}
+	}
+	if longest > MaxStringLen {
+		return a, fmt.Sprintf("variable-length string of %d bytes (the longest fixed-length string is %d)", longest, MaxStringLen), nil
+	}
+	if uint64(longest)*count > MaxAttrBytes {
+		return a, fmt.Sprintf("%d variable-length strings of up to %d bytes are too large", count, longest), nil
+	}
+	data := make([]byte, uint64(longest)*count)
+	for i, p := range strs {
+		if lens[i] > 0 {
+			copy(data[i*longest:], unsafe.Slice((*byte)(unsafe.Pointer(p)), lens[i]))
+		}
+	}
+	utf := C.H5Tget_cset(ftype) == C.H5T_CSET_UTF8
+	if utf {
+		for i := range strs {
+			if !utf8.Valid(data[i*longest : i*longest+lens[i]]) {
+				return a, "string is not valid UTF-8", nil
+			}
+		}
+	}
+	a.Value = AttrValue{Kind: AttrNumeric, Type: Type{Class: String, Size: longest, Pad: PadNullPad, UTF8: utf}, Data: data}
 	return a, "", nil
 }

@@ -27,6 +27,7 @@ package h5
 import "C"
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +47,7 @@ func lock() {
 	runtime.LockOSThread()
 	lib.Lock()
 	C.scc_quiet()
+	pluginsOnce.Do(addPluginDirs)
 }
 
 func unlock() {
@@ -101,6 +103,9 @@ const (
 	Complex Class = 5
 	// String is a fixed-length string of Size bytes (Pad, UTF8).
 	String Class = 6
+	// ObjRef is an object reference (H5T_STD_REF_OBJ): read as the
+	// referenced object's path (Dataset.ReadObjRefs).
+	ObjRef Class = 7
 )
 
 // String padding (H5T_str_t).
@@ -118,12 +123,21 @@ type Type struct {
 	// Pad (H5T_str_t) and UTF8 (else ASCII): a String's.
 	Pad  int
 	UTF8 bool
+	// Vlen: each element is a variable-length sequence of the type the
+	// other fields describe (Class Int, Uint, Float, Bool or Complex), or
+	// for Class String a variable-length string (Size 1, UTF8).
+	Vlen bool
 	// Name says what an Other type is ("compound", "enum", "string",
 	// "reference", "non-IEEE float", ...), so that a refusal names it.
 	Name string
 }
 
 func (t Type) String() string {
+	if t.Vlen && t.Class != String {
+		b := t
+		b.Vlen = false
+		return "variable-length sequence of " + b.String()
+	}
 	end := " little-endian"
 	if t.BigEndian {
 		end = " big-endian"
@@ -142,10 +156,15 @@ func (t Type) String() string {
 		return "bool (int8 enum)"
 	case Complex:
 		return fmt.Sprintf("complex%d%s", 8*t.Size, end)
+	case ObjRef:
+		return "object reference"
 	case String:
 		cs := "ascii"
 		if t.UTF8 {
 			cs = "utf-8"
+		}
+		if t.Vlen {
+			return fmt.Sprintf("variable-length string (%s)", cs)
 		}
 		return fmt.Sprintf("string of %d bytes (%s, pad %d)", t.Size, cs, t.Pad)
 	}
@@ -200,8 +219,15 @@ func makeType(t Type, vlen bool) (C.hid_t, error) {
 		utf8 = 1
 	}
 	v := 0
-	if vlen {
+	if vlen || t.Vlen {
 		v = 1
+	}
+	if t.Class == String && t.Vlen {
+		id := C.scc_vlen_str(C.int(utf8))
+		if id < 0 {
+			return -1, errorf("type %v", t)
+		}
+		return id, nil
 	}
 	id := C.scc_make_type(C.int(t.Class), C.size_t(t.Size), C.int(t.Pad), C.int(utf8), C.int(v))
 	if id < 0 {
@@ -218,13 +244,21 @@ const (
 	FilterSzip       = 4
 	FilterNbit       = 5
 	FilterScaleOff   = 6
+	// Registered third-party filters (HDF5's filter registry), decoded by
+	// plugins.
+	FilterLZ4  = 32004
+	FilterZstd = 32015
 )
 
-// Filter is one stage of a dataset's pipeline. Level is deflate's level.
+// Filter is one stage of a dataset's pipeline. Level is deflate's level
+// (and, read side, zstd's: its first client value).
 type Filter struct {
 	ID    int
 	Level int
 	Name  string // as the file records it (read side only)
+	// Params are the filter's client data values as the file records
+	// them (read side only; at most 8 are read).
+	Params []uint
 	// Read side only: Available says this libhdf5 can decode the filter
 	// (built in or a plugin it found); Optional is H5Z_FLAG_OPTIONAL.
 	Available, Optional bool
@@ -449,6 +483,114 @@ func setMapping(dcpl, vs, ss C.hid_t, m VirtualMap) error {
 	return nil
 }
 
+// MaxVirtualMaps bounds the mappings VirtualMaps reads.
+const MaxVirtualMaps = 1 << 16
+
+// VirtualMaps reads the mappings of a virtual dataset, each selection as
+// a regular hyperslab (a selection of all of a space is one block of its
+// extent); a mapping whose selection is not a regular hyperslab (points,
+// unions of slabs) is refused with ErrIrregular naming it.
+func (d *Dataset) VirtualMaps() ([]VirtualMap, error) {
+	lock()
+	defer unlock()
+	dcpl := C.H5Dget_create_plist(d.id)
+	if dcpl < 0 {
+		return nil, errorf("dcpl")
+	}
+	defer C.H5Pclose(dcpl)
+	var n C.size_t
+	if C.H5Pget_virtual_count(dcpl, &n) < 0 {
+		return nil, errorf("virtual mapping count")
+	}
+	if n > MaxVirtualMaps {
+		return nil, fmt.Errorf("%w: %d virtual mappings (at most %d)", ErrTooLarge, n, MaxVirtualMaps)
+	}
+	out := make([]VirtualMap, 0, n)
+	for i := C.size_t(0); i < n; i++ {
+		var m VirtualMap
+		vs := C.H5Pget_virtual_vspace(dcpl, i)
+		if vs < 0 {
+			return nil, errorf("virtual mapping %d: virtual selection", i)
+		}
+		var err error
+		m.Virtual, _, err = slabOf(vs)
+		C.H5Sclose(vs)
+		if err != nil {
+			return nil, fmt.Errorf("virtual mapping %d: virtual selection: %w", i, err)
+		}
+		ss := C.H5Pget_virtual_srcspace(dcpl, i)
+		if ss < 0 {
+			return nil, errorf("virtual mapping %d: source selection", i)
+		}
+		m.Source, m.SourceDims, err = slabOf(ss)
+		C.H5Sclose(ss)
+		if err != nil {
+			return nil, fmt.Errorf("virtual mapping %d: source selection: %w", i, err)
+		}
+		if m.File, err = vdsName(func(buf *C.char, size C.size_t) C.ssize_t { return C.H5Pget_virtual_filename(dcpl, i, buf, size) }); err != nil {
+			return nil, fmt.Errorf("virtual mapping %d: source file: %w", i, err)
+		}
+		if m.Dataset, err = vdsName(func(buf *C.char, size C.size_t) C.ssize_t { return C.H5Pget_virtual_dsetname(dcpl, i, buf, size) }); err != nil {
+			return nil, fmt.Errorf("virtual mapping %d: source dataset: %w", i, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// ErrIrregular is a virtual mapping's selection that is not a regular
+// hyperslab.
+var ErrIrregular = errors.New("hdf5: selection is not a regular hyperslab")
+
+// slabOf reads space's selection as a regular hyperslab, and its extent.
+// Caller holds lib.
+func slabOf(space C.hid_t) (Slab, []uint64, error) {
+	r := int(C.H5Sget_simple_extent_ndims(space))
+	if r < 0 || r > 32 {
+		return Slab{}, nil, errorf("rank")
+	}
+	dims := make([]uint64, r)
+	if r > 0 && C.H5Sget_simple_extent_dims(space, hsize(dims), nil) < 0 {
+		return Slab{}, nil, errorf("dims")
+	}
+	sl := Slab{Start: make([]uint64, r), Stride: make([]uint64, r), Count: make([]uint64, r), Block: make([]uint64, r)}
+	switch C.H5Sget_select_type(space) {
+	case C.H5S_SEL_ALL:
+		for i := range dims {
+			sl.Stride[i], sl.Count[i], sl.Block[i] = 1, 1, dims[i]
+		}
+		return sl, dims, nil
+	case C.H5S_SEL_HYPERSLABS:
+		if C.H5Sis_regular_hyperslab(space) <= 0 {
+			C.H5Eclear2(C.H5E_DEFAULT)
+			return Slab{}, nil, ErrIrregular
+		}
+		if r > 0 && C.H5Sget_regular_hyperslab(space, hsize(sl.Start), hsize(sl.Stride), hsize(sl.Count), hsize(sl.Block)) < 0 {
+			return Slab{}, nil, errorf("hyperslab")
+		}
+		return sl, dims, nil
+	}
+	return Slab{}, nil, ErrIrregular
+}
+
+// vdsName reads a mapping's file or dataset name through get (the
+// H5Pget_virtual_* calling convention: length first, then the name).
+// Caller holds lib.
+func vdsName(get func(*C.char, C.size_t) C.ssize_t) (string, error) {
+	n := get(nil, 0)
+	if n < 0 {
+		return "", errorf("name")
+	}
+	if n > 1<<16 {
+		return "", fmt.Errorf("%w: a name of %d bytes", ErrTooLarge, n)
+	}
+	buf := make([]byte, int(n)+1)
+	if get((*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf))) != n {
+		return "", errorf("name")
+	}
+	return string(buf[:n]), nil
+}
+
 // Dataset is an open dataset.
 type Dataset struct {
 	id   C.hid_t
@@ -555,7 +697,7 @@ func (f *File) OpenDataset(path string) (*Dataset, error) {
 	defer C.free(unsafe.Pointer(cs))
 	lock()
 	defer unlock()
-	id := C.H5Dopen2(f.id, cs, C.H5P_DEFAULT)
+	id := C.H5Dopen2(f.id, cs, originDapl())
 	if id < 0 {
 		return nil, errorf("open dataset %s", path)
 	}
@@ -613,6 +755,10 @@ type Info struct {
 	// External: the raw data lives in external files (H5Pset_external),
 	// outside the HDF5 file.
 	External bool
+	// ExternalFiles are those files, in order, as the file names them
+	// (a relative name is resolved against the HDF5 file's directory:
+	// see originDapl).
+	ExternalFiles []ExternalFile
 	// Allocated: some storage exists for the raw data; when false, every
 	// element reads as the fill value.
 	Allocated bool
@@ -626,6 +772,47 @@ type Info struct {
 	// other chunks (H5Dread_chunk and H5Dread are right), so the chunks
 	// of such a dataset cannot be listed.
 	ChunkInfoUnreliable bool
+}
+
+// ExternalFile is one external raw data file of a dataset: Size bytes
+// from Offset (Size Unlimited: to its end).
+type ExternalFile struct {
+	Name   string
+	Offset int64
+	Size   uint64
+}
+
+// MaxExternalFiles bounds the external files a dataset may list.
+const MaxExternalFiles = 1 << 16
+
+var (
+	originOnce sync.Once
+	originID   C.hid_t = C.H5P_DEFAULT
+)
+
+// originDapl is the dataset access property list every dataset is opened
+// with: external raw data files named by a relative path are found
+// relative to the HDF5 file's directory ("${ORIGIN}"), as h5py users
+// expect, not to the process's working directory (libhdf5's default).
+// HDF5_EXTFILE_PREFIX, when set, still takes precedence. Caller holds
+// lib.
+func originDapl() C.hid_t {
+	originOnce.Do(func() {
+		id := C.H5Pcreate(C.scc_dapl_class())
+		if id < 0 {
+			C.H5Eclear2(C.H5E_DEFAULT)
+			return
+		}
+		cs := C.CString("${ORIGIN}")
+		defer C.free(unsafe.Pointer(cs))
+		if C.H5Pset_efile_prefix(id, cs) < 0 {
+			C.H5Eclear2(C.H5E_DEFAULT)
+			C.H5Pclose(id)
+			return
+		}
+		originID = id
+	})
+	return originID
 }
 
 // typeOf classifies an HDF5 type as the binding maps it. Caller holds
@@ -653,9 +840,33 @@ func typeOf(tid C.hid_t) Type {
 			t.Class, t.Name, t.BigEndian = Complex, "", be != 0
 		}
 		C.H5Eclear2(C.H5E_DEFAULT)
+	case C.H5T_VLEN:
+		base := C.H5Tget_super(tid)
+		if base < 0 {
+			C.H5Eclear2(C.H5E_DEFAULT)
+			return Type{Class: Other, Name: "variable-length sequence", Size: t.Size}
+		}
+		bt := typeOf(base)
+		C.H5Tclose(base)
+		if bt.Class == Other || bt.Class == String || bt.Vlen {
+			return Type{Class: Other, Name: "variable-length sequence of " + bt.String(), Size: t.Size}
+		}
+		bt.Vlen = true
+		return bt
+	case C.H5T_REFERENCE:
+		t.Class, t.Name = Other, "reference"
+		switch {
+		case C.H5Tequal(tid, C.scc_ref_obj()) > 0:
+			t.Class, t.Name = ObjRef, ""
+		case C.H5Tequal(tid, C.scc_ref_reg()) > 0:
+			t.Name = "region reference"
+		}
 	case C.H5T_STRING:
 		t.Class, t.Name = Other, "variable-length string"
-		if C.H5Tis_variable_str(tid) <= 0 {
+		if C.H5Tis_variable_str(tid) > 0 {
+			t.Class, t.Name, t.Size, t.Vlen = String, "", 1, true
+			t.UTF8 = C.H5Tget_cset(tid) == C.H5T_CSET_UTF8
+		} else {
 			t.Class, t.Name = String, ""
 			t.Pad = int(C.H5Tget_strpad(tid))
 			t.UTF8 = C.H5Tget_cset(tid) == C.H5T_CSET_UTF8
@@ -743,11 +954,14 @@ func (d *Dataset) Info() (Info, error) {
 			return in, errorf("filter %d", i)
 		}
 		fl := Filter{ID: int(id), Name: C.GoString(&name[0])}
-		if id == C.H5Z_FILTER_DEFLATE && ncd > 0 {
-			fl.Level = int(cd[0])
+		for _, v := range cd[:min(int(ncd), len(cd))] {
+			fl.Params = append(fl.Params, uint(v))
+		}
+		if (id == C.H5Z_FILTER_DEFLATE || id == FilterZstd) && ncd > 0 {
+			fl.Level = int(int32(cd[0]))
 		}
 		fl.Optional = flags&C.H5Z_FLAG_OPTIONAL != 0
-		if C.H5Zfilter_avail(id) > 0 {
+		if C.scc_filter_registered(C.int(id)) != 0 {
 			var fcfg C.uint
 			if C.H5Zget_filter_info(id, &fcfg) >= 0 && fcfg&C.H5Z_FILTER_CONFIG_DECODE_ENABLED != 0 {
 				fl.Available = true
@@ -756,7 +970,21 @@ func (d *Dataset) Info() (Info, error) {
 		C.H5Eclear2(C.H5E_DEFAULT)
 		in.Filters = append(in.Filters, fl)
 	}
-	in.External = C.H5Pget_external_count(dcpl) > 0
+	if n := int(C.H5Pget_external_count(dcpl)); n > 0 {
+		in.External = true
+		if n > MaxExternalFiles {
+			return in, fmt.Errorf("%w: %d external raw data files (at most %d)", ErrTooLarge, n, MaxExternalFiles)
+		}
+		for i := 0; i < n; i++ {
+			var name [4096]C.char
+			var off C.off_t
+			var size C.hsize_t
+			if C.H5Pget_external(dcpl, C.uint(i), C.size_t(len(name)), &name[0], &off, &size) < 0 {
+				return in, errorf("external file %d", i)
+			}
+			in.ExternalFiles = append(in.ExternalFiles, ExternalFile{Name: C.GoString(&name[0]), Offset: int64(off), Size: uint64(size)})
+		}
+	}
 	var ss C.H5D_space_status_t
 	if C.H5Dget_space_status(d.id, &ss) < 0 {
 		return in, errorf("space status")
@@ -780,7 +1008,7 @@ func (d *Dataset) Info() (Info, error) {
 	if C.H5Pfill_value_defined(dcpl, &st) < 0 {
 		return in, errorf("fill value")
 	}
-	if st != C.H5D_FILL_VALUE_UNDEFINED && in.Type.Class != Other {
+	if st != C.H5D_FILL_VALUE_UNDEFINED && in.Type.Class != Other && in.Type.Class != ObjRef && !in.Type.Vlen {
 		// Ask for the value in the little-endian type of the same class
 		// and size: HDF5 converts it from the dataset's byte order.
 		lt := in.Type
@@ -945,10 +1173,150 @@ func (d *Dataset) WriteVlen(t Type, start, count []uint64, lens []uint64, data [
 	if len(data) > 0 {
 		p = (*C.uchar)(unsafe.Pointer(&data[0]))
 	}
+	if t.Class == String && t.Vlen {
+		if bytes.IndexByte(data, 0) >= 0 {
+			return fmt.Errorf("%w: a string of %v+%v holds NUL, which a variable-length HDF5 string cannot", ErrStringNUL, start, count)
+		}
+		if C.scc_write_vlen_strs(d.id, mt, ms, fs, C.size_t(n), (*C.size_t)(unsafe.Pointer(&lens[0])), p) < 0 {
+			return errorf("write %v+%v", start, count)
+		}
+		return nil
+	}
 	if C.scc_write_vlen(d.id, mt, ms, fs, C.size_t(n), (*C.size_t)(unsafe.Pointer(&lens[0])), C.size_t(t.Size), p) < 0 {
 		return errorf("write %v+%v", start, count)
 	}
 	return nil
+}
+
+// ErrStringNUL is a string to write as a variable-length HDF5 string (a C
+// string) that holds NUL.
+var ErrStringNUL = errors.New("hdf5: string holds NUL")
+
+// ErrTooLarge is a read whose variable-length data exceeds the bound the
+// caller gave.
+var ErrTooLarge = errors.New("hdf5: variable-length data too large")
+
+// ReadVlen reads the box [start, start+count) of a dataset of
+// variable-length sequences (or strings) of t: lens[i] base elements for
+// the i-th element in C order, their little-endian values packed in data
+// (a string's bytes without its terminating NUL). The data the library
+// would allocate is measured first (H5Dvlen_get_buf_size) and a box of
+// more than maxBytes is refused with ErrTooLarge before it is read.
+func (d *Dataset) ReadVlen(t Type, start, count []uint64, maxBytes uint64) (lens []uint64, data []byte, err error) {
+	if len(start) != d.rank || len(count) != d.rank || !t.Vlen {
+		return nil, nil, fmt.Errorf("%w: bad variable-length read arguments", ErrHDF5)
+	}
+	n := uint64(1)
+	for _, c := range count {
+		n *= c
+	}
+	if n == 0 {
+		return nil, nil, nil
+	}
+	if n > maxBytes/8+1 {
+		return nil, nil, fmt.Errorf("%w: %d elements at once", ErrTooLarge, n)
+	}
+	t.BigEndian = false
+	lock()
+	defer unlock()
+	mt, err := makeType(t, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer C.H5Tclose(mt)
+	fs, ms, err := d.boxSpaces(start, count)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer C.H5Sclose(fs)
+	defer C.H5Sclose(ms)
+	var need C.hsize_t
+	if C.H5Dvlen_get_buf_size(d.id, mt, fs, &need) < 0 {
+		return nil, nil, errorf("variable-length size of %v+%v", start, count)
+	}
+	if uint64(need) > maxBytes {
+		return nil, nil, fmt.Errorf("%w: %d bytes in %v+%v (at most %d)", ErrTooLarge, need, start, count, maxBytes)
+	}
+	lens = make([]uint64, n)
+	data = make([]byte, max(uint64(need), 1))
+	str := 0
+	if t.Class == String {
+		str = 1
+	}
+	var got C.size_t
+	rc := C.scc_read_vlen(d.id, mt, ms, fs, C.size_t(n), C.size_t(t.Size), C.int(str),
+		(*C.size_t)(unsafe.Pointer(&lens[0])), (*C.uchar)(unsafe.Pointer(&data[0])), C.size_t(len(data)), &got)
+	switch rc {
+	case 0:
+	case -2:
+		return nil, nil, fmt.Errorf("%w: %v+%v holds more than the %d bytes the library measured", ErrHDF5, start, count, need)
+	default:
+		return nil, nil, errorf("read %v+%v", start, count)
+	}
+	return lens, data[:got], nil
+}
+
+// MaxRefPath bounds the path of a referenced object.
+const MaxRefPath = 1 << 16
+
+// refNames returns the path of the object each reference points to ("" for
+// the null reference), asking the file through loc. Caller holds lib.
+func refNames(loc C.hid_t, refs []C.hobj_ref_t) ([]string, error) {
+	out := make([]string, len(refs))
+	var buf []byte
+	for i := range refs {
+		n := C.scc_ref_name(loc, &refs[i], nil, 0)
+		if n < 0 {
+			return nil, errorf("object reference %d", i)
+		}
+		if n == 0 {
+			continue
+		}
+		if n > MaxRefPath {
+			return nil, fmt.Errorf("%w: object reference %d names a path of %d bytes (at most %d)", ErrTooLarge, i, n, MaxRefPath)
+		}
+		if len(buf) < int(n)+1 {
+			buf = make([]byte, int(n)+1)
+		}
+		if C.scc_ref_name(loc, &refs[i], (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(n+1)) != n {
+			return nil, errorf("object reference %d", i)
+		}
+		out[i] = string(buf[:n])
+	}
+	return out, nil
+}
+
+// ReadObjRefs reads the box [start, start+count) of a dataset of object
+// references as the referenced objects' paths, in C order ("" for the
+// null reference). A box of more than maxElems elements is refused with
+// ErrTooLarge.
+func (d *Dataset) ReadObjRefs(start, count []uint64, maxElems uint64) ([]string, error) {
+	if len(start) != d.rank || len(count) != d.rank {
+		return nil, fmt.Errorf("%w: box rank", ErrHDF5)
+	}
+	n := uint64(1)
+	for _, c := range count {
+		n *= c
+	}
+	if n > maxElems {
+		return nil, fmt.Errorf("%w: %d references at once", ErrTooLarge, n)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	lock()
+	defer unlock()
+	fs, ms, err := d.boxSpaces(start, count)
+	if err != nil {
+		return nil, err
+	}
+	defer C.H5Sclose(fs)
+	defer C.H5Sclose(ms)
+	refs := make([]C.hobj_ref_t, n)
+	if C.H5Dread(d.id, C.scc_ref_obj(), ms, fs, C.H5P_DEFAULT, unsafe.Pointer(&refs[0])) < 0 {
+		return nil, errorf("read %v+%v", start, count)
+	}
+	return refNames(d.id, refs)
 }
 
 // NumAttrs reports how many attributes the dataset has.

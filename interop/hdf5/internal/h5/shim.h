@@ -7,11 +7,13 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <dlfcn.h>
 #include <hdf5.h>
 
 static hsize_t scc_unlimited(void) { return H5S_UNLIMITED; }
 static hid_t scc_dcpl_class(void) { return H5P_DATASET_CREATE; }
 static hid_t scc_lcpl_class(void) { return H5P_LINK_CREATE; }
+static hid_t scc_dapl_class(void) { return H5P_DATASET_ACCESS; }
 
 // scc_le_type returns the little-endian predefined type for class (0 int,
 // 1 uint, 2 float) and size, or -1.
@@ -155,6 +157,89 @@ static herr_t scc_write_vlen(hid_t d, hid_t mt, hid_t ms, hid_t fs, size_t n, co
 	return rc;
 }
 
+// scc_write_vlen_strs writes n strings to the selection fs of d: lens[i]
+// bytes each, packed one after the other in data, none holding NUL.
+static herr_t scc_write_vlen_strs(hid_t d, hid_t mt, hid_t ms, hid_t fs, size_t n, const size_t *lens, const unsigned char *data) {
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++) total += lens[i] + 1;
+	char **v = malloc(n * sizeof(char *));
+	char *buf = malloc(total ? total : 1);
+	if (!v || !buf) { free(v); free(buf); return -1; }
+	size_t off = 0, in = 0;
+	for (size_t i = 0; i < n; i++) {
+		v[i] = buf + off;
+		if (lens[i]) memcpy(buf + off, data + in, lens[i]);
+		buf[off + lens[i]] = 0;
+		off += lens[i] + 1;
+		in += lens[i];
+	}
+	herr_t rc = H5Dwrite(d, mt, ms, fs, H5P_DEFAULT, v);
+	free(v);
+	free(buf);
+	return rc;
+}
+
+static hid_t scc_ref_obj(void) { return H5T_STD_REF_OBJ; }
+static hid_t scc_ref_reg(void) { return H5T_STD_REF_DSETREG; }
+
+// scc_ref_name writes the path of the object ref points to into buf (size
+// bytes, NUL-terminated) and returns its length, -1 on failure; the null
+// reference (address 0) has the empty path.
+static ssize_t scc_ref_name(hid_t loc, const hobj_ref_t *ref, char *buf, size_t size) {
+	if (*ref == 0) {
+		if (size) buf[0] = 0;
+		return 0;
+	}
+	return H5Rget_name(loc, H5R_OBJECT, ref, buf, size);
+}
+
+// scc_vlen_str is a variable-length C string type in UTF-8 or ASCII.
+static hid_t scc_vlen_str(int utf8) {
+	hid_t t = H5Tcopy(H5T_C_S1);
+	if (t < 0) return -1;
+	if (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, utf8 ? H5T_CSET_UTF8 : H5T_CSET_ASCII) < 0) { H5Tclose(t); return -1; }
+	return t;
+}
+
+// scc_read_vlen reads the selection fs of d, n variable-length sequences
+// of esize-byte elements (or, str, C strings), and packs them into out
+// (cap bytes): lens[i] elements each, *got bytes in all. It returns -1 if
+// the read fails, -2 if the data exceeds cap. The library's buffers are
+// reclaimed either way.
+static herr_t scc_read_vlen(hid_t d, hid_t mt, hid_t ms, hid_t fs, size_t n, size_t esize, int str,
+                            size_t *lens, unsigned char *out, size_t cap, size_t *got) {
+	size_t each = str ? sizeof(char *) : sizeof(hvl_t);
+	void *v = calloc(n, each);
+	if (!v) return -1;
+	*got = 0;
+	if (H5Dread(d, mt, ms, fs, H5P_DEFAULT, v) < 0) { free(v); return -1; }
+	herr_t rc = 0;
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		const void *p;
+		size_t bytes;
+		if (str) {
+			const char *s = ((char **)v)[i];
+			p = s;
+			bytes = s ? strlen(s) : 0;
+			lens[i] = bytes;
+		} else {
+			hvl_t h = ((hvl_t *)v)[i];
+			p = h.p;
+			bytes = h.p ? h.len * esize : 0;
+			if (h.p && bytes / esize != h.len) { rc = -2; break; }
+			lens[i] = h.p ? h.len : 0;
+		}
+		if (bytes > cap - off) { rc = -2; break; }
+		if (bytes) memcpy(out + off, p, bytes);
+		off += bytes;
+	}
+	*got = off;
+	H5Dvlen_reclaim(mt, ms, H5P_DEFAULT, v);
+	free(v);
+	return rc;
+}
+
 // scc_quiet switches off HDF5's printing of error stacks to stderr on the
 // calling thread (a thread-safe build keeps the setting, like the error
 // stack itself, per thread): errors come back to Go as values
@@ -275,6 +360,55 @@ static long long scc_num_attrs(hid_t obj) {
 	H5O_info_t info;
 	if (H5Oget_info2(obj, &info, H5O_INFO_NUM_ATTRS) < 0) return -1;
 	return (long long)info.num_attrs;
+}
+
+// scc_filter_registered says whether filter id is registered with the
+// library, without the plugin search H5Zfilter_avail starts for one that
+// is not.
+static int scc_filter_registered(int id) {
+	unsigned flags;
+	if (H5Zget_filter_info((H5Z_filter_t)id, &flags) < 0) {
+		H5Eclear2(H5E_DEFAULT);
+		return 0;
+	}
+	return 1;
+}
+
+typedef int (*scc_plugin_type_fn)(void);
+typedef const void *(*scc_plugin_info_fn)(void);
+
+// scc_register_plugin loads the plugin library at path and registers the
+// filter it provides unless one of that id is registered already. It
+// returns the filter id registered, 0 if the library is not a filter
+// plugin or its filter was registered, -1 if it cannot be loaded (*why
+// says why; the caller frees it). A registered plugin stays loaded: the
+// library calls into it.
+static int scc_register_plugin(const char *path, char **why) {
+	*why = NULL;
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL) {
+		const char *e = dlerror();
+		*why = strdup(e ? e : "dlopen failed");
+		return -1;
+	}
+	scc_plugin_type_fn gt = (scc_plugin_type_fn)dlsym(h, "H5PLget_plugin_type");
+	scc_plugin_info_fn gi = (scc_plugin_info_fn)dlsym(h, "H5PLget_plugin_info");
+	if (gt == NULL || gi == NULL || gt() != H5PL_TYPE_FILTER) {
+		dlclose(h);
+		return 0;
+	}
+	const H5Z_class2_t *cls = (const H5Z_class2_t *)gi();
+	if (cls == NULL || cls->version != H5Z_CLASS_T_VERS || scc_filter_registered(cls->id)) {
+		dlclose(h);
+		return 0;
+	}
+	if (H5Zregister(cls) < 0) {
+		H5Eclear2(H5E_DEFAULT);
+		dlclose(h);
+		*why = strdup("H5Zregister failed");
+		return -1;
+	}
+	return cls->id;
 }
 
 #endif
