@@ -48,6 +48,9 @@ type Options struct {
 	// quick one (zarrbench: the public benchmark's 1024³ array instead of
 	// 256³). Exclusive with Tiny.
 	Full bool
+	// InnerChunk is the inner chunk side of zarrbench's sharded variant
+	// (default a quarter of the chunk side: 64³ in the full run's 256³).
+	InnerChunk int
 	// Dir is where scenario files are created (and removed afterwards).
 	// Default os.TempDir().
 	Dir string
@@ -62,6 +65,9 @@ type Options struct {
 func (o Options) Validate() error {
 	if o.Quick && o.Tiny {
 		return fmt.Errorf("bench: Quick and Tiny are exclusive")
+	}
+	if o.InnerChunk < 0 {
+		return fmt.Errorf("bench: InnerChunk %d", o.InnerChunk)
 	}
 	if o.Full && (o.Tiny || o.Quick) {
 		return fmt.Errorf("bench: Full excludes Quick and Tiny")
