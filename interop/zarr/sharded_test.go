@@ -426,6 +426,21 @@ func FuzzShardIndex(f *testing.F) {
 	f.Add(append(entry(16, 4), entry(20, 4)...), uint16(2), uint64(24), true)
 	f.Add([]byte{}, uint16(0), uint64(0), false)
 	f.Fuzz(func(t *testing.T, idx []byte, n uint16, hi uint64, big bool) {
+		// The whole shard as import opens it: idx read as a shard of
+		// n%8+1 inner chunks, its index at the start or the end, with
+		// or without a crc32c.
+		sh := &shardMeta{n: int(n%8) + 1, indexAtStart: big, indexCRC: hi%2 == 0}
+		if spans, err := openShard(sh, idx, 1<<10); err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("untyped error %v", err)
+			}
+		} else {
+			for _, sp := range spans {
+				if !sp.empty() && sp.off+sp.size > uint64(len(idx)) {
+					t.Fatalf("span %+v outside %d bytes", sp, len(idx))
+				}
+			}
+		}
 		es, err := decodeShardIndex(idx, int(n), big, 0, hi, 1<<20)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
