@@ -48,6 +48,9 @@ type Options struct {
 	// quick one (zarrbench: the public benchmark's 1024³ array instead of
 	// 256³). Exclusive with Tiny.
 	Full bool
+	// InnerChunk is the inner chunk side of zarrbench's sharded variant
+	// (default a quarter of the chunk side: 64³ in the full run's 256³).
+	InnerChunk int
 	// Dir is where scenario files are created (and removed afterwards).
 	// Default os.TempDir().
 	Dir string
@@ -62,6 +65,9 @@ type Options struct {
 func (o Options) Validate() error {
 	if o.Quick && o.Tiny {
 		return fmt.Errorf("bench: Quick and Tiny are exclusive")
+	}
+	if o.InnerChunk < 0 {
+		return fmt.Errorf("bench: InnerChunk %d", o.InnerChunk)
 	}
 	if o.Full && (o.Tiny || o.Quick) {
 		return fmt.Errorf("bench: Full excludes Quick and Tiny")
@@ -276,7 +282,7 @@ func Scenarios() []Scenario {
 		{"adaptive", "adaptive cache sizing on a phase-changing trace beside fixed caches at its minimum and maximum", runAdaptive},
 		{"s3", "scan and random reads over S3 (MinIO, +10 ms per request) beside a naive one-chunk-per-GET reader", runS3},
 		{"image", "open/close round robin (Cache image RFC): read calls and time per cycle with a cache image beside without", runImage},
-		{"zarrbench", "the public Zarr benchmark (uint16 array, 256³ by default, 1024³ with --full): read_all, read_chunks at 1/2/4/8, roundtrip, raw and zstd, beside zarr-python and the pread floor, with peak RSS", runZarrBench},
+		{"zarrbench", "the public Zarr benchmark (uint16 array, 256³ by default, 1024³ with --full): read_all, read_chunks at 1/2/4/8, roundtrip, raw and zstd, beside zarr-python and the pread floor, with peak RSS; and its sharded variant (inner chunks a quarter of the chunk side, --inner-chunk), with random inner chunk reads, beside zarr-python unsharded and on inner-size chunks, zarrita on the Zarr v3 sharded export, the codec and pread floors, the published zarrs/TensorStore figures, and the file beside its export", runZarrBench},
 		{"virtual", "many writer processes, one array: ingest by N processes into N files + a virtual dataset beside one process with N goroutines, reads of the virtual dataset beside the sources directly and h5py's VDS, latency of a reader following live writers", runVirtual},
 		{"serve", "scctl serve: 1, 8 and 64 HTTP clients reading random chunks of the zarrbench array (zstd, sent as stored) beside Go's http.FileServer and python3 -m http.server on its Zarr export, and Flush-to-visible latency of a reader polling the served view", runServe},
 	}

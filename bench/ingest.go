@@ -47,6 +47,10 @@ type IngestConfig struct {
 	// Height and Width of a frame in elements (uint16). Default 256×256;
 	// at least 8 elements in all, because a frame carries its own header.
 	Height, Width int
+	// InnerHeight and InnerWidth, when set, store each frame as a
+	// sharded chunk of inner chunks of that size (engine.DatasetSpec.
+	// InnerChunk), each dividing the frame's. Default 0: unsharded.
+	InnerHeight, InnerWidth int
 	// Filters is the pipeline. Nil means shuffle + zstd level 1; use
 	// an empty non-nil slice for none.
 	Filters []engine.Filter
@@ -82,6 +86,9 @@ func (c IngestConfig) Validate() error {
 		return fmt.Errorf("bench: ingest: frames %d", c.Frames)
 	case d.Height < 1 || d.Width < 1 || d.Height*d.Width < 8 || d.Height*d.Width > 1<<28:
 		return fmt.Errorf("bench: ingest: frame %dx%d (at least 8 elements)", d.Height, d.Width)
+	case (d.InnerHeight == 0) != (d.InnerWidth == 0) || d.InnerHeight < 0 || d.InnerWidth < 0 ||
+		d.InnerHeight > 0 && (d.Height%d.InnerHeight != 0 || d.Width%d.InnerWidth != 0):
+		return fmt.Errorf("bench: ingest: inner chunk %dx%d does not divide the frame %dx%d", d.InnerHeight, d.InnerWidth, d.Height, d.Width)
 	case d.CacheBytes < 0:
 		return fmt.Errorf("bench: ingest: cache bytes %d", c.CacheBytes)
 	}
@@ -362,6 +369,12 @@ func Ingest(ctx context.Context, cfg IngestConfig) (res *IngestResult, err error
 			MaxShape: []uint64{engine.Unlimited, uint64(h), uint64(w)},
 			Chunk:    []uint64{1, uint64(h), uint64(w)},
 			Filters:  cfg.Filters,
+			InnerChunk: func() []uint64 {
+				if cfg.InnerHeight == 0 {
+					return nil
+				}
+				return []uint64{1, uint64(cfg.InnerHeight), uint64(cfg.InnerWidth)}
+			}(),
 		})
 		if err != nil {
 			return nil, err

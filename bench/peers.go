@@ -18,7 +18,7 @@ import (
 // anywhere can still run them; they are written to the scenario's temporary
 // directory before use.
 //
-//go:embed scripts/*.py
+//go:embed scripts/*.py scripts/*.mjs
 var scripts embed.FS
 
 // Peers says which comparison systems are installed where the benchmarks
@@ -33,6 +33,10 @@ type Peers struct {
 	// Go is the go command, and PeersDir the bench/peers module directory
 	// (the Go peers otter v2 and ristretto); either "" if not found.
 	Go, PeersDir string
+	// Node is the node command and Zarrita a directory whose
+	// node_modules holds zarrita (interop/zarr/testdata/node, installed
+	// by make interop-deps); either "" if not found.
+	Node, Zarrita string
 }
 
 // NoPeers is a Peers value with every peer missing.
@@ -81,7 +85,23 @@ func FindPeers(ctx context.Context) *Peers {
 		p.Go = path
 	}
 	p.PeersDir = findPeersDir()
+	if path, err := exec.LookPath("node"); err == nil {
+		p.Node = path
+		p.Zarrita = findZarrita()
+	}
 	return p
+}
+
+// findZarrita finds interop/zarr/testdata/node with zarrita installed,
+// under the roots findPeersDir searches.
+func findZarrita() string {
+	for _, r := range searchRoots() {
+		dir := filepath.Join(r, "interop", "zarr", "testdata", "node")
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "zarrita", "package.json")); err == nil {
+			return dir
+		}
+	}
+	return ""
 }
 
 // pythonModules reports the h5py and zarr versions python imports and
@@ -114,6 +134,20 @@ print(json.dumps(out))
 // above the working directory, then beside this source file (go run and go
 // test from a checkout).
 func findPeersDir() string {
+	for _, r := range searchRoots() {
+		dir := filepath.Join(r, "bench", "peers")
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module github.com/scc-dev/scc/bench/peers") {
+			return dir
+		}
+	}
+	return ""
+}
+
+// searchRoots are the directories a checkout of the repository may be
+// at: $SCC_ROOT, the working directory and its parents, and the module
+// root beside this source file.
+func searchRoots() []string {
 	var roots []string
 	if r := os.Getenv("SCC_ROOT"); r != "" {
 		roots = append(roots, r)
@@ -129,14 +163,7 @@ func findPeersDir() string {
 	if _, file, _, ok := runtime.Caller(0); ok {
 		roots = append(roots, filepath.Dir(filepath.Dir(file)))
 	}
-	for _, r := range roots {
-		dir := filepath.Join(r, "bench", "peers")
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(b), "module github.com/scc-dev/scc/bench/peers") {
-			return dir
-		}
-	}
-	return ""
+	return roots
 }
 
 // runScript runs the embedded Python script name with args and decodes the
@@ -152,10 +179,15 @@ func runScript(ctx context.Context, p *Peers, dir, name string, out any, args ..
 	}
 	cmd := exec.CommandContext(ctx, p.Python, append([]string{path}, args...)...)
 	cmd.Dir = dir
+	return runJSON(cmd, name, out)
+}
+
+// runJSON runs a peer's command and decodes the last line it prints.
+func runJSON(cmd *exec.Cmd, name string, out any) error {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w: %s", filepath.Base(p.Python), name, err, lastLines(stderr.String(), 5))
+		return fmt.Errorf("%s %s: %w: %s", filepath.Base(cmd.Path), name, err, lastLines(stderr.String(), 5))
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	last := lines[len(lines)-1]

@@ -470,6 +470,7 @@ func runZarrBench(ctx context.Context, o Options, p *Peers, r *Report) error {
 		conc int
 	}
 	reps := o.size(3, 3, 1)
+	unsharded := map[string]*zarrPeerRow{} // zarr-python's zstd rows, beside the sharded variant's
 	rows := []rowSpec{{"read_all", runtime.GOMAXPROCS(0)}, {"read_chunks", 1}, {"read_chunks", 2}, {"read_chunks", 4}, {"read_chunks", 8}, {"roundtrip", 2}}
 	for _, cd := range zarrCodecs {
 		path := filepath.Join(dir, cd.name+".scc")
@@ -558,6 +559,9 @@ func runZarrBench(ctx context.Context, o Options, p *Peers, r *Report) error {
 			if peerFailed {
 				pr = nil
 			}
+			if cd.name == "zstd" {
+				unsharded[key] = pr
+			}
 			line := fmt.Sprintf("   %-22s scc %.3f s (peak RSS %s, +%s in the row)", key, res.Seconds, rssString(res.PeakRSS), rssDelta(res))
 			if pr != nil {
 				line += fmt.Sprintf(", zarr %.3f s (peak RSS %s)", pr.Seconds, rssString(pr.MaxRSSKiB<<10))
@@ -573,7 +577,7 @@ func runZarrBench(ctx context.Context, o Options, p *Peers, r *Report) error {
 		}
 		os.Remove(path)
 	}
-	return nil
+	return runShardedZarrBench(ctx, o, p, r, c, dir, rmp, peer, unsharded)
 }
 
 // rssDelta is what a row added to the process's RSS.

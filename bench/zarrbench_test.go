@@ -45,8 +45,11 @@ func TestZarrBenchScenario(t *testing.T) {
 	c := zarrBenchSize(Options{Tiny: true})
 	elems := int64(c.Side * c.Side * c.Side)
 	// Per codec: read_all, four read_chunks rows, the round trip's copy;
-	// and the last chunk the zstd codec alone decoded.
-	if got, want := zarrVerified.Load()-before, 2*6*elems+int64(c.Chunk*c.Chunk*c.Chunk); got != want {
+	// and the last chunk the zstd codec alone decoded. The sharded
+	// variant: read_all, four read_chunks and four read_inner rows, the
+	// round trip's copy, and the last inner chunk its codec floor decoded.
+	inner := int64(shardInner(Options{}, c))
+	if got, want := zarrVerified.Load()-before, 2*6*elems+int64(c.Chunk*c.Chunk*c.Chunk)+10*elems+inner*inner*inner; got != want {
 		t.Fatalf("%d elements verified, want %d", got, want)
 	}
 	figs := map[string]Figure{}
@@ -81,6 +84,24 @@ func TestZarrBenchScenario(t *testing.T) {
 				t.Errorf("%s/floor: %+v (present %v)", key, fl, ok)
 			}
 		}
+	}
+	for _, key := range shardedKeys() {
+		f, ok := figs[key]
+		if !ok || f.SCC <= 0 || f.PeerValue != nil {
+			t.Errorf("%s: %+v (present %v)", key, f, ok)
+		}
+		if _, ok := figs[key+"/published-zarrs"]; !ok {
+			t.Errorf("%s: no published zarrs figure beside it", key)
+		}
+	}
+	// The tiny file is mostly metadata: the figure is there, its target
+	// is for the full size.
+	size, ok := figs["sharded/size"]
+	if !ok || size.Ratio == nil || size.SCC <= 0 {
+		t.Errorf("sharded file beside its Zarr export: %+v", size)
+	}
+	if _, ok := figs["sharded/read_all/bound"]; !ok {
+		t.Errorf("no read_all figure beside the codec and pread bound")
 	}
 	if !strings.Contains(strings.Join(rep.Missing, ";"), "python3") {
 		t.Errorf("missing peers %v do not name python3", rep.Missing)

@@ -12,10 +12,15 @@ frames scc writes at engine.Zstd(3), and the round trip encodes at the same
 level on both sides.
 
 usage:
-  zarrbench_peer.py gen DIR N C
-      writes DIR/raw.zarr and DIR/zstd.zarr (untimed) and prints versions.
+  zarrbench_peer.py gen DIR N C [CODEC...]
+      writes DIR/raw.zarr and DIR/zstd.zarr (untimed; only those named
+      when CODECs are given) and prints versions.
   zarrbench_peer.py read_all STORE N C
   zarrbench_peer.py read_chunks STORE N C CONCURRENCY
+  zarrbench_peer.py read_random STORE N C CONCURRENCY
+      reads every chunk alone in a random order (the same one scc's
+      read_inner row uses: a permutation fixed by its seed is not shared,
+      so the order is numpy's, seeded; any order of every chunk once).
   zarrbench_peer.py roundtrip STORE N C OUT
       times one row, then verifies every element the row produced (untimed;
       read_chunks reads every chunk again to verify it, at the same
@@ -79,7 +84,10 @@ def main():
     op = sys.argv[1]
     if op == "gen":
         d, n, c = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        only = set(sys.argv[5:])
         for name, comp in (("raw", None), ("zstd", numcodecs.Zstd(level=3))):
+            if only and name not in only:
+                continue
             a = zarr.open(zarr.DirectoryStore("%s/%s.zarr" % (d, name)), mode="w", shape=(n, n, n),
                           chunks=(c, c, c), dtype="<u2", compressor=comp, fill_value=0)
             for ci in chunk_indices(n, c):
@@ -118,6 +126,25 @@ def main():
 
         with ThreadPoolExecutor(max_workers=conc) as ex:
             list(ex.map(verify, idx))
+    elif op == "read_random":
+        conc = int(sys.argv[5])
+        order = list(idx)
+        np.random.default_rng(12).shuffle(order)
+
+        def read(ci):
+            a[sl(ci, c)]
+
+        t0 = time.perf_counter()
+        if conc == 1:
+            for ci in order:
+                read(ci)
+        else:
+            with ThreadPoolExecutor(max_workers=conc) as ex:
+                list(ex.map(read, order))
+        el = time.perf_counter() - t0
+        rss = maxrss()
+        for ci in order:
+            check(a[sl(ci, c)], ci, c)
     elif op == "roundtrip":
         out = zarr.open(zarr.DirectoryStore(sys.argv[5]), mode="w", shape=a.shape, chunks=a.chunks,
                         dtype=a.dtype, compressor=a.compressor, fill_value=0)

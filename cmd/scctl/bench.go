@@ -31,6 +31,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	page := fs.String("benchmarks", "", "write the BENCHMARKS.md page (machine, date, command, one table per scenario, analysis) to this file")
 	dir := fs.String("dir", "", "scratch directory for benchmark files (default the system temp dir); for the s3 scenario an s3://bucket/prefix to run against instead of a private MinIO")
 	noPeers := fs.Bool("no-peers", false, "run scc only, as if no peer were installed")
+	innerChunk := fs.Int("inner-chunk", 0, "zarrbench's sharded variant: the inner chunk side, dividing the chunk side (default a quarter of it: 64 in --full's 256³ chunks)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -38,7 +39,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) == 0 {
 		return usageErr("name a scenario (%s) or all", strings.Join(bench.Names(), ", "))
 	}
-	o := bench.Options{Quick: *quick, Tiny: *tiny, Full: *full, Dir: *dir, Log: stderr}
+	o := bench.Options{Quick: *quick, Tiny: *tiny, Full: *full, Dir: *dir, Log: stderr, InnerChunk: *innerChunk}
 	if *noPeers {
 		o.Peers = bench.NoPeers()
 	}

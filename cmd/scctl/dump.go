@@ -24,6 +24,10 @@ type dumpOutput struct {
 	Shape   []uint64 `json:"shape"`
 	Start   []uint64 `json:"start"`
 	Count   []uint64 `json:"count"`
+	// Chunk and InnerChunk are the chunk and inner chunk shapes of a
+	// dataset whose chunks are sharded (engine.DatasetSpec.InnerChunk).
+	Chunk      []uint64 `json:"chunk,omitempty"`
+	InnerChunk []uint64 `json:"inner_chunk,omitempty"`
 	// Values are the selected elements in C order, as JSON numbers.
 	Values []json.RawMessage `json:"values"`
 	// Attrs are the dataset's attributes.
@@ -106,6 +110,9 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *asJSON {
 		out := dumpOutput{Dataset: *name, Type: ds.Type().String(), Shape: shape, Start: start, Count: count,
 			Values: make([]json.RawMessage, len(vals)), Attrs: listAttrs(attrs)}
+		if inner := ds.InnerChunk(); inner != nil {
+			out.Chunk, out.InnerChunk = ds.Chunk(), inner
+		}
 		fillJSON(out.Values, ds.Type(), buf, vals)
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(out)
@@ -122,6 +129,10 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(w, "DATASET %q {\n", *name)
 	fmt.Fprintf(w, "   DATATYPE  %s\n", ds.Type())
 	fmt.Fprintf(w, "   DATASPACE  SIMPLE { ( %s ) / ( %s ) }\n", dims(shape), strings.Join(maxShape, ", "))
+	if inner := ds.InnerChunk(); inner != nil {
+		// h5dump's storage layout line, with the shard's inner chunks.
+		fmt.Fprintf(w, "   STORAGE_LAYOUT { CHUNKED ( %s ) SHARDED ( %s ) }\n", dims(ds.Chunk()), dims(inner))
+	}
 	for _, at := range attrs {
 		fmt.Fprintf(w, "   ATTRIBUTE %q { %s %s }\n", at.Name, attrType(at.Value), formatAttr(at.Value))
 	}

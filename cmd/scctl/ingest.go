@@ -161,6 +161,7 @@ func parseIngest(args []string, stderr io.Writer) (o ingestOpts, err error) {
 	fs.IntVar(&cfg.Readers, "readers", 2, "reader goroutines verifying every frame (0 for none)")
 	fs.IntVar(&cfg.Frames, "frames", 512, "frames per dataset")
 	frame := fs.String("frame", "256x256", "frame size HEIGHTxWIDTH in uint16 elements")
+	innerChunk := fs.String("inner-chunk", "", "store each frame as a sharded chunk of inner chunks HEIGHTxWIDTH, each dividing the frame's (default: unsharded)")
 	filters := fs.String("filter", "shuffle+zstd1", filterHelp)
 	cacheSize := fs.String("cache", "32MiB", "shared cache budget (quiescent bytes; with --adaptive the initial size)")
 	adaptive := fs.Bool("adaptive", false, "let the cache resize itself to the working set (cache.AdaptiveConfig defaults: --cache/4 .. --cache×4)")
@@ -187,7 +188,7 @@ func parseIngest(args []string, stderr io.Writer) (o ingestOpts, err error) {
 		var bad []string
 		fs.Visit(func(f *flag.Flag) {
 			switch f.Name {
-			case "datasets", "writers", "readers", "adaptive", "adaptive-max", "image", "memprofile":
+			case "datasets", "writers", "readers", "adaptive", "adaptive-max", "image", "memprofile", "inner-chunk":
 				bad = append(bad, "--"+f.Name)
 			}
 		})
@@ -209,6 +210,15 @@ func parseIngest(args []string, stderr io.Writer) (o ingestOpts, err error) {
 	}
 	if cfg.Width, err = strconv.Atoi(w); err != nil {
 		return ingestOpts{}, usageErr("--frame %q: want HEIGHTxWIDTH", *frame)
+	}
+	if *innerChunk != "" {
+		h, w, ok := strings.Cut(strings.ToLower(*innerChunk), "x")
+		if cfg.InnerHeight, err = strconv.Atoi(h); !ok || err != nil || cfg.InnerHeight < 1 {
+			return ingestOpts{}, usageErr("--inner-chunk %q: want HEIGHTxWIDTH", *innerChunk)
+		}
+		if cfg.InnerWidth, err = strconv.Atoi(w); err != nil || cfg.InnerWidth < 1 {
+			return ingestOpts{}, usageErr("--inner-chunk %q: want HEIGHTxWIDTH", *innerChunk)
+		}
 	}
 	if cfg.Filters, err = parseFilters(*filters); err != nil {
 		return ingestOpts{}, usageErr("--filter: %v", err)

@@ -35,6 +35,11 @@ type Plan struct {
 	Copy  bool   // chunks with mask 0 copy (rewrapping a last deflate stage)
 	Wrap  string // "zlib" or "gzip" when the last stage is rewrapped
 	Why   string // why not copy
+	// Inner is the inner chunk shape of a sharded dataset (nil for any
+	// other); its chunks are no chain's output (Copy is false), but its
+	// inner chunks' images are when InnerCopy (with Wrap, as Copy's).
+	Inner     []uint64
+	InnerCopy bool
 }
 
 // PlanOf maps a dataset's pipeline onto the Zarr codecs of version.
@@ -85,10 +90,13 @@ func PlanOf(ds *engine.Dataset, version int) Plan {
 			}
 		}
 	}
-	if p.Copy && ds.InnerChunk() != nil {
+	if p.Inner = ds.InnerChunk(); p.Inner != nil {
 		// The stored bytes are inner chunks and an index, not one
-		// codec chain's output: the values are read and encoded.
-		p.Copy, p.Why = false, "sharded chunks: values read and encoded"
+		// codec chain's output; each inner chunk's image is.
+		p.InnerCopy = p.Copy
+		if p.Copy {
+			p.Copy, p.Why = false, "sharded chunks (inner chunks and an index, not one codec chain's output)"
+		}
 	}
 	return p
 }

@@ -313,9 +313,18 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 		chunk = zarrmap.VirtualChunk(ctx, f, ds)
 		dr.Notes = append(dr.Notes, fmt.Sprintf("virtual dataset: Zarr chunks %v", chunk))
 	}
-	meta, err := zarrmap.ArrayMeta(v, typ, shape, chunk, ds.Fill(), p.Chain, attrs)
+	sharded := p.Inner != nil && layout == engine.Chunked
+	metaChunk := chunk
+	if sharded && v == 2 {
+		// Zarr v2 has no shards: the inner chunks are the chunks.
+		metaChunk = p.Inner
+	}
+	meta, err := zarrmap.ArrayMeta(v, typ, shape, metaChunk, ds.Fill(), p.Chain, attrs)
 	if err != nil {
 		return dr, err
+	}
+	if sharded && v == 3 {
+		meta["codecs"] = []any{zarrmap.ShardingCodec(p.Inner, p.Chain)}
 	}
 	if v == 2 {
 		if err := writeJSON(filepath.Join(dir, ".zarray"), meta); err != nil {
@@ -351,6 +360,9 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 		g.Go(func() error {
 			if err := gctx.Err(); err != nil {
 				return err
+			}
+			if sharded {
+				return exportShard(gctx, ds, p, v, dir, sc.Coords, &shardCounts{&copied, &rewrapped, &reenc, &untouched})
 			}
 			var out []byte
 			if p.Copy && sc.FilterMask == 0 {
@@ -399,10 +411,175 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	dr.Copied, dr.Rewrapped, dr.Reencoded = int(copied.Load()), int(rewrapped.Load()), int(reenc.Load())
 	dr.Untouched = int(untouched.Load())
 	dr.Bytes = int64(len(chunks)) * int64(chunkBytes)
+	if sharded {
+		dr.Why = ""
+		if dr.Reencoded > 0 {
+			dr.Why = "sharded chunks: inner chunks stored with a compressor skipped, or a pipeline that does not map, re-encoded"
+			if !p.InnerCopy {
+				dr.Why = "sharded chunks: " + p.Why
+			}
+		}
+		dr.Notes = append(dr.Notes, fmt.Sprintf("sharded: inner chunks %v", p.Inner))
+		if v == 2 {
+			dr.Notes = append(dr.Notes, fmt.Sprintf("Zarr v2 has no shards: inner chunks %v written as chunks", p.Inner))
+		}
+	}
 	if dr.Reencoded > 0 && dr.Why == "" {
 		dr.Why = "scc stored these chunks with a compressor skipped (it did not shrink them), which Zarr cannot express"
 	}
 	return dr, nil
+}
+
+// shardCounts are exportDataset's per-chunk counters.
+type shardCounts struct{ copied, rewrapped, reenc, untouched *atomic.Int64 }
+
+// exportShard writes the sharded chunk at coords: in v3 one shard of the
+// sharding_indexed codec, in v2 each inner chunk as a chunk of the inner
+// grid. An inner chunk's image goes across as it is where the pipeline
+// maps (Plan.InnerCopy; a last deflate stage rewrapped) and its filter
+// mask is 0; the others are decoded from the chunk and encoded with the
+// chain. A v3 shard whose inner chunks all go across as they are is the
+// chunk's portable form with the index rewritten: every byte before it
+// is written as read.
+func exportShard(ctx context.Context, ds *engine.Dataset, p zarrmap.Plan, v int, dir string, coords []uint64, n *shardCounts) error {
+	data, _, err := ds.ReadChunkRaw(ctx, coords)
+	if err != nil {
+		return err
+	}
+	chunk, inner, es := ds.Chunk(), p.Inner, ds.Type().Size()
+	counts := zarrmap.InnerGrid(chunk, inner)
+	total, innerBytes := 1, es
+	for d := range counts {
+		total *= int(counts[d])
+		innerBytes *= int(inner[d])
+	}
+	ins, end, err := zarrmap.SplitPortable(data, total)
+	if err != nil {
+		return fmt.Errorf("chunk %v: %w", coords, err)
+	}
+	var decoded []byte // the chunk's values, decoded once if an inner chunk needs them
+	rewrapped, reencoded := false, false
+	// encode returns inner chunk i's Zarr bytes (v3: with the crc32c
+	// codec's checksum), nil for an absent one.
+	encode := func(i int) ([]byte, error) {
+		in := ins[i]
+		if in.Frame == nil {
+			return nil, nil
+		}
+		if p.InnerCopy && in.Mask == 0 {
+			img := in.Image()
+			if p.Wrap == "" {
+				if v == 3 {
+					return in.Frame, nil
+				}
+				return img, nil
+			}
+			rewrapped = true
+			out, err := zarrmap.Rewrap(p.Wrap, img, innerBytes)
+			if err != nil {
+				return nil, fmt.Errorf("chunk %v inner chunk %v: %w", coords, zarrmap.InnerCoord(counts, i), err)
+			}
+			if v == 3 {
+				out = zarrmap.AppendCRC(out, 0)
+			}
+			return out, nil
+		}
+		reencoded = true
+		if decoded == nil {
+			if decoded, err = ds.DecodeChunk(data, 0); err != nil {
+				return nil, fmt.Errorf("chunk %v: %w", coords, err)
+			}
+		}
+		part := make([]byte, innerBytes)
+		zarrmap.InnerBox(decoded, chunk, inner, zarrmap.InnerCoord(counts, i), es, part, false)
+		out, err := zarrmap.EncodeChain(p.Chain, part)
+		if err != nil {
+			return nil, fmt.Errorf("chunk %v inner chunk %v: %w", coords, zarrmap.InnerCoord(counts, i), err)
+		}
+		if v == 3 {
+			out = zarrmap.AppendCRC(out, 0)
+		}
+		return out, nil
+	}
+	count := func() {
+		switch {
+		case reencoded:
+			n.reenc.Add(1)
+		case rewrapped:
+			n.rewrapped.Add(1)
+		default:
+			n.copied.Add(1)
+			n.untouched.Add(1) // ReadChunkRaw checks the inner frames' CRCs only
+		}
+	}
+	if v == 2 {
+		grid := make([]uint64, len(chunk))
+		shape := ds.Shape()
+		for d := range grid {
+			grid[d] = (shape[d] + inner[d] - 1) / inner[d]
+		}
+		for i := range ins {
+			q := zarrmap.InnerCoord(counts, i)
+			outside := false
+			for d := range q {
+				q[d] += coords[d] * counts[d]
+				outside = outside || q[d] >= grid[d]
+			}
+			if outside {
+				continue
+			}
+			b, err := encode(i)
+			if err != nil {
+				return err
+			}
+			if b == nil {
+				continue
+			}
+			if err := os.WriteFile(chunkPath(dir, 2, q), b, 0o644); err != nil {
+				return err
+			}
+		}
+		count()
+		return nil
+	}
+	offs, sizes := make([]uint64, total), make([]uint64, total)
+	verbatim := p.InnerCopy && p.Wrap == ""
+	for i, in := range ins {
+		offs[i], sizes[i] = zarrmap.ZarrEmpty, zarrmap.ZarrEmpty
+		if in.Frame != nil {
+			offs[i], sizes[i] = in.Off, uint64(len(in.Frame))
+			verbatim = verbatim && in.Mask == 0
+		}
+	}
+	var out []byte
+	if verbatim {
+		// The frames stay where they are; the index is written over
+		// the portable one (offsets and sizes were taken above).
+		out = zarrmap.AppendZarrIndex(data[:end:len(data)], offs, sizes)
+	} else {
+		out = make([]byte, 0, len(data)+total*8+4)
+		for i := range ins {
+			b, err := encode(i)
+			if err != nil {
+				return err
+			}
+			if b == nil {
+				continue
+			}
+			offs[i], sizes[i] = uint64(len(out)), uint64(len(b))
+			out = append(out, b...)
+		}
+		out = zarrmap.AppendZarrIndex(out, offs, sizes)
+	}
+	path := chunkPath(dir, 3, coords)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		return err
+	}
+	count()
+	return nil
 }
 
 // chunkPath is a chunk's file: v2 "i.j.k" ("." separator), v3 default

@@ -51,6 +51,9 @@ type arrayMeta struct {
 	sep     string // "." or "/"
 	attrs   []engine.Attr
 	notes   []string
+	// shard is the sharding_indexed codec of a sharded array (its
+	// chunks are shards), nil for any other.
+	shard *shardMeta
 	// badAttrs are the refusals of attribute names the engine cannot
 	// hold (left out and noted; under Options.Strict they skip the
 	// array, which fails the import).
@@ -171,7 +174,7 @@ func nodeName(s *store, key string) string {
 // before anything is trusted; a key that leads outside the store or to
 // a file that is not regular fails the import (ErrUnsafe, ErrNotRegular)
 // before any chunk is written, and so does a chunk that does not decode
-// (ErrCorrupt). An array scc cannot hold (a data type, a codec, sharding) is skipped and
+// (ErrCorrupt). An array scc cannot hold (a data type, a codec, nested sharding) is skipped and
 // named in Report.Skipped with the reason, and so is an array whose
 // metadata breaks the specification (ErrCorrupt: a fill value out of its
 // type's range); the import fails only when it skipped every array, with
@@ -520,6 +523,9 @@ func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why
 func importArray(ctx context.Context, s *store, f *engine.File, name, key string, m *arrayMeta, workers int, verify bool) (DatasetReport, error) {
 	if m.vlen != "" || m.ucs4 > 0 {
 		return importStrings(ctx, s, f, name, key, m, workers)
+	}
+	if m.shard != nil {
+		return importSharded(ctx, s, f, name, key, m, workers)
 	}
 	dr := DatasetReport{Name: name, Codecs: chainString(m.chain), Notes: m.notes}
 	filters, copyOK, unwrapID, why, zlibRaw := importPlan(m)

@@ -39,7 +39,8 @@ func TestParseElemRange(t *testing.T) {
 	}
 }
 
-// TestErrorsNameTheThing: refusals name the feature (sharding), the type's
+// TestErrorsNameTheThing: refusals name the feature (a sharding index
+// scc does not read, nested sharding), the type's
 // class, and print data types as JSON.
 func TestErrorsNameTheThing(t *testing.T) {
 	v3 := func(dt, codecs string) []byte {
@@ -51,7 +52,8 @@ func TestErrorsNameTheThing(t *testing.T) {
 		v3   bool
 		want []string
 	}{
-		{v3(`"int32"`, `[{"name":"sharding_indexed","configuration":{"chunk_shape":[1]}}]`), true, []string{"sharding", "sharding_indexed"}},
+		{v3(`"int32"`, `[{"name":"sharding_indexed","configuration":{"chunk_shape":[1],"codecs":[{"name":"bytes"}],"index_codecs":[{"name":"bytes"},{"name":"zstd"}]}}]`), true, []string{"sharding_indexed", "index codecs"}},
+		{v3(`"int32"`, `[{"name":"sharding_indexed","configuration":{"chunk_shape":[1],"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[1],"codecs":[{"name":"bytes"}],"index_codecs":[{"name":"bytes"}]}}],"index_codecs":[{"name":"bytes"}]}}]`), true, []string{"sharding inside sharding"}},
 		{v3(`"float16"`, bytesCodec), true, []string{`"float16"`, "float16;"}},
 		{v3(`"r16"`, bytesCodec), true, []string{"raw bits"}},
 		{v3(`{"name":"datetime","configuration":{"unit":"s"}}`, bytesCodec), true, []string{`{"configuration":{"unit":"s"},"name":"datetime"}`}},
@@ -278,6 +280,7 @@ func FuzzDecodeV3(f *testing.F) {
 	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"string","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":"","codecs":[{"name":"vlen-utf8"},{"name":"zstd","configuration":{"level":0}}]}`))
 	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":{"name":"numpy.timedelta64","configuration":{"unit":"us","scale_factor":3}},"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":"NaT","codecs":[{"name":"bytes","configuration":{"endian":"little"}}]}`))
 	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":{"name":"fixed_length_utf32","configuration":{"length_bytes":12}},"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":"","codecs":[{"name":"bytes","configuration":{"endian":"big"}}]}`))
+	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[8,8],"data_type":"uint16","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4,8]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[4,4],"codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":5}}],"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],"index_location":"start"}}]}`))
 	f.Add([]byte(`{"zarr_format":"https://purl.org/zarr/spec/protocol/core/3.0"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) > fuzzMax {

@@ -446,7 +446,15 @@ func (m *arrayMeta) v3Codecs(codecs []any) error {
 			}
 			continue
 		case "sharding_indexed":
-			return fmt.Errorf("%w: sharding (codec \"sharding_indexed\": scc stores each chunk on its own)", ErrUnsupported)
+			if sawBytes || m.order != nil {
+				return fmt.Errorf("%w: %s: sharding_indexed after another codec", ErrUnsupported, what)
+			}
+			sh, err := m.sharding(cfg)
+			if err != nil {
+				return err
+			}
+			m.shard, sawBytes = sh, true
+			continue
 		case "vlen-utf8", "vlen-bytes":
 			if m.vlen != name || sawBytes {
 				return fmt.Errorf("%w: codec %q for data type %v", ErrUnsupported, name, m.typ)
@@ -467,6 +475,9 @@ func (m *arrayMeta) v3Codecs(codecs []any) error {
 		}
 		if !sawBytes {
 			return fmt.Errorf("%w: codec %q before the bytes codec", ErrUnsupported, name)
+		}
+		if m.shard != nil {
+			return fmt.Errorf("%w: codec %q after sharding_indexed (scc stores the shard's bytes as they are)", ErrUnsupported, name)
 		}
 		cc, err := codecFrom(name, cfg, m.elemSize())
 		if err != nil {

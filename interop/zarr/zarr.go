@@ -58,9 +58,28 @@
 // transposed into C order on the way. Blosc chunks (zarr-python 2's
 // default) are decoded by the pure-Go decoder in internal/blosc and stored
 // with the scc stages nearest to their frame. An array using what scc
-// cannot hold (bz2, lzma, delta and other numcodecs
-// filters, sharding; fixed-length unicode, variable-length strings, float16,
-// structured types) is skipped and named in Report.Skipped.
+// cannot hold (bz2, lzma, delta and other numcodecs filters, sharding
+// inside sharding or a shard index of other codecs than bytes and crc32c;
+// fixed-length unicode, variable-length strings, float16, structured
+// types) is skipped and named in Report.Skipped.
+//
+// Sharding: a dataset whose chunks are sharded (engine.DatasetSpec.
+// InnerChunk) exports in v3 as an array of the sharding_indexed codec
+// (ZarrV3 "sharding"), the chunk being the shard: its inner codecs are the
+// pipeline's chain followed by crc32c, its index codecs bytes and crc32c
+// (the specification's default), the index at the end. Where the chain
+// maps, a shard is the chunk's raw bytes (engine.Dataset.ReadChunkRaw's
+// portable form: inner frames ending in their CRC32C) with only the index
+// rewritten, so it is exactly as large as the stored chunk; a deflate
+// stage is rewrapped per inner chunk and an inner chunk stored with a
+// compressor skipped is re-encoded. In v2, which has no shards, the inner
+// chunks are the chunks. Import reads sharding_indexed arrays (index at
+// the start or the end, with or without its crc32c; the index bounded and
+// checked before it is trusted) into sharded datasets, passing each inner
+// chunk's bytes into the portable form where its codecs map (a last
+// crc32c's checksum becomes the frame's own) and decoding the rest; a
+// damaged inner chunk fails the import with ErrCorrupt naming the shard
+// and the inner chunk.
 //
 // The store is read as hostile input (see store and the metadata
 // decoders): metadata is checked against the specifications before it is
@@ -201,7 +220,7 @@ type Skipped struct {
 type Report struct {
 	Datasets []DatasetReport
 	// Skipped lists the arrays Import could not hold (ErrUnsupported:
-	// a data type, a codec, sharding) or read (ErrCorrupt: metadata that
+	// a data type, a codec, nested sharding) or read (ErrCorrupt: metadata that
 	// breaks the specification, such as a fill value out of the data
 	// type's range), each with its reason; the other arrays are imported.
 	Skipped []Skipped
