@@ -19,6 +19,9 @@ type DatasetHeader struct {
 	// for every other type.
 	StrLen             uint32
 	StrPad, StrCharset uint8
+	// Desc is a TypeDescribed's description (version 6), whose Code is
+	// TypeDescribed; nil for every other type.
+	Desc *TypeNode
 	// Shape, MaxShape and Chunk have the same rank, 1..MaxRank.
 	// Shape[d] <= MaxShape[d]; MaxShape[d] == Unlimited for a dimension
 	// without bound; Chunk[d] >= 1.
@@ -77,7 +80,9 @@ const (
 	partWideFill     = 4 // v4: a fill value longer than the fill length byte holds
 	headerPartsV4    = 4 // the number of part tags a v4 header defines
 	partChunkKey     = 5 // v5: the chunk checksum key, u64, non-zero
-	headerParts      = 5 // the number of part tags a v5 header defines
+	headerPartsV5    = 5 // the number of part tags a v5 header defines
+	partTypeDesc     = 6 // v6: a TypeDescribed's description (EncodeType)
+	headerParts      = 6 // the number of part tags a v6 header defines
 )
 
 // chunkKeyBytes is the size of the chunk key part.
@@ -112,6 +117,9 @@ func (h DatasetHeader) parts() []part {
 	if h.ChunkKey != 0 {
 		ps = append(ps, part{partChunkKey, le.AppendUint64(nil, h.ChunkKey)})
 	}
+	if h.Type == TypeDescribed || h.Desc != nil {
+		ps = append(ps, part{partTypeDesc, EncodeType(h.Desc)})
+	}
 	return ps
 }
 
@@ -126,8 +134,11 @@ func (h DatasetHeader) inlineFill() []byte {
 // ElemSize is the size in bytes of one element: the type code's, or a
 // string's length.
 func (h DatasetHeader) ElemSize() int {
-	if h.Type == TypeString {
+	switch h.Type {
+	case TypeString:
 		return int(h.StrLen)
+	case TypeDescribed:
+		return h.Desc.ElemSize()
 	}
 	return ElemSize(h.Type)
 }
@@ -170,9 +181,20 @@ func (h DatasetHeader) validate() error {
 	} else if h.StrLen != 0 || h.StrPad != 0 || h.StrCharset != 0 {
 		return fmt.Errorf("string parameters on element type code %d", h.Type)
 	}
+	if (h.Type == TypeDescribed) != (h.Desc != nil) {
+		return fmt.Errorf("element type code %d with a type description %v", h.Type, h.Desc != nil)
+	}
+	if h.Desc != nil {
+		if h.Desc.Code != TypeDescribed {
+			return fmt.Errorf("type description of code %d", h.Desc.Code)
+		}
+		if err := ValidateType(h.Desc); err != nil {
+			return err
+		}
+	}
 	esize := h.ElemSize()
 	if esize == 0 {
-		return fmt.Errorf("element type code %d (want 1..%d)", h.Type, TypeString)
+		return fmt.Errorf("element type code %d (want 1..%d)", h.Type, TypeDescribed)
 	}
 	if h.Layout < LayoutDense || h.Layout > LayoutVirtual {
 		return fmt.Errorf("layout code %d (v2 knows %d..%d)", h.Layout, LayoutDense, LayoutVirtual)
@@ -334,6 +356,8 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 		maxTag = headerPartsV2
 	case version < 5:
 		maxTag = headerPartsV4
+	case version < 6:
+		maxTag = headerPartsV5
 	}
 	ps, err := readParts(r.b, maxTag)
 	if err != nil {
@@ -365,6 +389,12 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 				return DatasetHeader{}, corrupt("dataset header", "chunk key part of %d bytes (want %d, non-zero)", len(p.data), chunkKeyBytes)
 			}
 			h.ChunkKey = le.Uint64(p.data)
+		case partTypeDesc:
+			d, err := DecodeType(p.data)
+			if err != nil {
+				return DatasetHeader{}, corrupt("dataset header", "%v", err)
+			}
+			h.Desc = d
 		}
 	}
 	if sawString != (h.Type == TypeString) {
