@@ -410,3 +410,47 @@ func TestReadField(t *testing.T) {
 	require.NoError(t, err)
 	assert.ErrorIs(t, ReadFieldBytes(ctx, plain, All(plain.Shape()), "a", make([]byte, 2)), ErrInvalid)
 }
+
+// TestDescribedVlenAndVirtual: a variable-length dataset holds sequences
+// of a compound type, and a virtual dataset maps a compound source of the
+// same type (the Type, interned, compares equal); both read back after a
+// reopen, and a source of another type is refused.
+func TestDescribedVlenAndVirtual(t *testing.T) {
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(7, 8))
+	mem := vfd.NewMem()
+	f := tCreate(t, mem, nil)
+	vl, err := f.CreateDataset("vl", DatasetSpec{Type: tComplex, Shape: []uint64{3}, Chunk: []uint64{2}, Layout: Vlen})
+	require.NoError(t, err)
+	vals := [][]byte{randomElems(rng, tComplex, 2), nil, randomElems(rng, tComplex, 5)}
+	require.NoError(t, vl.WriteVlen(ctx, All([]uint64{3}), vals))
+	src, err := f.CreateDataset("src", DatasetSpec{Type: tRecord, Shape: []uint64{6}, Chunk: []uint64{3}})
+	require.NoError(t, err)
+	data := randomElems(rng, tRecord, 6)
+	require.NoError(t, src.Write(ctx, All([]uint64{6}), data))
+	fill := randomElems(rng, tRecord, 1)
+	_, err = f.CreateVirtualDataset(ctx, "v", VirtualSpec{Type: tRecord, Shape: []uint64{8}, Fill: fill,
+		Mappings: []VirtualMapping{{Virtual: Box([]uint64{2}, []uint64{6}), Dataset: "src", Source: All([]uint64{6})}}})
+	require.NoError(t, err)
+	_, err = f.CreateVirtualDataset(ctx, "bad", VirtualSpec{Type: tComplex, Shape: []uint64{6},
+		Mappings: []VirtualMapping{{Virtual: All([]uint64{6}), Dataset: "src", Source: All([]uint64{6})}}})
+	assert.ErrorIs(t, err, ErrInvalid)
+	require.NoError(t, f.Close())
+
+	f = tOpen(t, mem, nil)
+	vl, err = f.OpenDataset("vl")
+	require.NoError(t, err)
+	got, err := vl.ReadVlen(ctx, All([]uint64{3}))
+	require.NoError(t, err)
+	assert.Equal(t, vals[0], got[0])
+	assert.Empty(t, got[1])
+	assert.Equal(t, vals[2], got[2])
+	v, err := f.OpenDataset("v")
+	require.NoError(t, err)
+	assert.Equal(t, tRecord, v.Type())
+	buf := make([]byte, 8*tRecord.Size())
+	require.NoError(t, v.Read(ctx, All([]uint64{8}), buf))
+	assert.Equal(t, append(bytes.Repeat(fill, 2), data...), buf)
+	zi := make([]float64, 8)
+	require.NoError(t, ReadField(ctx, v, All([]uint64{8}), "z.i", zi, ConvertOptions{}))
+}
