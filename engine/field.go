@@ -24,6 +24,7 @@ func ReadFieldBytes(ctx context.Context, ds *Dataset, sel Selection, path string
 	if err != nil {
 		return fmt.Errorf("dataset %q: %w", ds.s.path(), err)
 	}
+	sel = ds.s.fit(sel)
 	n := sel.NumElements()
 	fs := ft.Size()
 	if uint64(len(out)) != n*uint64(fs) || fs > 0 && uint64(len(out))/uint64(fs) != n {
@@ -60,6 +61,7 @@ func ReadField[T Element](ctx context.Context, ds *Dataset, sel Selection, path 
 	if !canConvert(st, dt) {
 		return fmt.Errorf("%w: dataset %q: reading field %q of type %v into %v elements", ErrInvalid, ds.s.path(), path, ft, dt)
 	}
+	sel = ds.s.fit(sel)
 	n := sel.NumElements()
 	if uint64(len(out)) != n*uint64(count) {
 		return fmt.Errorf("%w: dataset %q: field %q of %d elements needs %d values, buffer has %d",

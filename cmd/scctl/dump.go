@@ -88,6 +88,9 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return usageErr("selection of more than %d elements (use --count, or raise --max)", *maxN)
 		}
 	}
+	if ds.Space() == engine.SpaceNull {
+		n = 0 // no element, not the one of an empty product
+	}
 	if *defined {
 		return dumpDefined(ctx, stdout, ds, *name, start, count, *asJSON)
 	}
@@ -117,7 +120,14 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	w := stdout
 	fmt.Fprintf(w, "DATASET %q {\n", *name)
 	fmt.Fprintf(w, "   DATATYPE  %s\n", ds.Type())
-	fmt.Fprintf(w, "   DATASPACE  SIMPLE { ( %s ) / ( %s ) }\n", dims(shape), strings.Join(maxShape, ", "))
+	switch ds.Space() {
+	case engine.SpaceScalar:
+		fmt.Fprintf(w, "   DATASPACE  SCALAR\n")
+	case engine.SpaceNull:
+		fmt.Fprintf(w, "   DATASPACE  NULL\n")
+	default:
+		fmt.Fprintf(w, "   DATASPACE  SIMPLE { ( %s ) / ( %s ) }\n", dims(shape), strings.Join(maxShape, ", "))
+	}
 	for _, at := range ds.Attrs() {
 		fmt.Fprintf(w, "   ATTRIBUTE %q { %s %s }\n", at.Name, attrType(at.Value), formatAttr(at.Value))
 	}

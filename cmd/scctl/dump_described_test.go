@@ -67,3 +67,31 @@ func TestDumpDescribedTypes(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, `"fill": "{h=-1, c=GREEN, v=[0, 0], o=0x0000, b=0x0000}"`)
 }
+
+// TestDumpScalarAndNull: scalar and null datasets print as h5dump prints
+// them (DATASPACE SCALAR with the one value, DATASPACE NULL with none),
+// and ls lists them without dimensions.
+func TestDumpScalarAndNull(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/spaces.scc"
+	f := testfile.Create(t, path, nil)
+	s, err := f.CreateDataset("s", engine.DatasetSpec{Type: engine.Int16})
+	require.NoError(t, err)
+	require.NoError(t, engine.WriteSlice(ctx, s, engine.All(nil), []int16{-12}))
+	_, err = f.CreateDataset("n", engine.DatasetSpec{Type: engine.Float64, Space: engine.SpaceNull})
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	code, out, stderr := runCmd(t, "dump", "--dataset", "s", path)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "DATASPACE  SCALAR")
+	assert.Contains(t, out, "(): -12")
+	code, out, stderr = runCmd(t, "dump", "--json", "--dataset", "s", path)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, `"values":[-12]`)
+	code, out, stderr = runCmd(t, "dump", "--dataset", "n", path)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "DATASPACE  NULL")
+	code, out, stderr = runCmd(t, "ls", path)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "int16")
+}

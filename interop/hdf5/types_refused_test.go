@@ -16,7 +16,8 @@ import (
 // TestExportRefusesUnmappedTypes: a dataset or attribute of a type the
 // export does not map (float16, bfloat16, the described types) fails the
 // export with ErrUnsupported naming it, before any file is made, in every
-// layout, rather than being written as another type.
+// layout, rather than being written as another type; so does a scalar or
+// null dataset, whose dataspace the export does not write yet.
 func TestExportRefusesUnmappedTypes(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -50,6 +51,20 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 		}
 		if _, err := Export(ctx, f, filepath.Join(dir, fmt.Sprintf("a%d.h5", i)), nil); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("attribute of %v: %v, want ErrUnsupported", ty, err)
+		}
+		f.Close()
+	}
+	for _, space := range []engine.Space{engine.SpaceScalar, engine.SpaceNull} {
+		f := testfile.Create(t, filepath.Join(dir, space.String()+".scc"), &engine.Options{NoSync: true})
+		if _, err := f.CreateDataset("d", engine.DatasetSpec{Type: engine.Int32, Space: space}); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, space.String()+".h5")
+		if _, err := Export(ctx, f, out, nil); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"d"`) {
+			t.Errorf("%v dataset: %v, want ErrUnsupported naming it", space, err)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%v: refused export left %s", space, out)
 		}
 		f.Close()
 	}

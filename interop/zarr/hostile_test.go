@@ -365,6 +365,8 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 		{"bitfield", engine.DatasetSpec{Type: engine.Bitfield(2), Shape: []uint64{4}, Chunk: []uint64{2}}, "no Zarr data type"},
 		{"array", engine.DatasetSpec{Type: engine.ArrayOf(engine.Int16, 3), Shape: []uint64{4}, Chunk: []uint64{2}}, "no Zarr data type"},
 		{"compound", engine.DatasetSpec{Type: engine.PackedCompound(engine.Field{Name: "x", Type: engine.Float64}), Shape: []uint64{4}, Layout: engine.Sparse, Chunk: []uint64{2}}, "no Zarr data type"},
+		{"scalar", engine.DatasetSpec{Type: engine.Int32}, "scalar dataspace"},
+		{"null", engine.DatasetSpec{Type: engine.Int32, Space: engine.SpaceNull}, "null dataspace"},
 	} {
 		dir := t.TempDir()
 		src := filepath.Join(dir, "src.scc")

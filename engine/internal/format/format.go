@@ -92,11 +92,11 @@ const (
 	// MaxHeaderBytes is the largest dataset header block any valid header
 	// encodes to: the longest inline fill (a string's, up to 255 bytes),
 	// the two v2 parts, v4's string type and wide fill parts, v5's chunk
-	// key and v6's type description. (A header holds a string type or a
+	// key, and v6's type description and dataspace. (A header holds a string type or a
 	// type description, never both, so this overstates by a few bytes.)
 	MaxHeaderBytes = headerFixed + MaxNameBytes + 3*8*MaxRank + maxInlineFill + MaxFilterBytes + MaxIndexRoot +
 		headerPartsV2*(partHeader+MaxPartBytes) + partHeader + stringTypeBytes + partHeader + MaxStringLen +
-		partHeader + chunkKeyBytes + partHeader + MaxTypeDescBytes + crcSize
+		partHeader + chunkKeyBytes + partHeader + MaxTypeDescBytes + partHeader + 1 + crcSize
 	// MaxCatalogBytes bounds the catalog block (about a million datasets
 	// with short names).
 	MaxCatalogBytes = 1 << 30

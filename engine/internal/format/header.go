@@ -51,6 +51,11 @@ type DatasetHeader struct {
 	// LayoutParams is the layout's own parameters (for layouts other than
 	// dense chunked: engine's layout encodings).
 	LayoutParams []byte
+	// Space (version 6) is the dataspace when it is not simple:
+	// SpaceScalar (one element, no dimensions; stored as Shape, MaxShape
+	// and Chunk [1]) or SpaceNull (no element; stored as Shape and
+	// MaxShape [0], Chunk [1]). SpaceSimple (0), and no part, otherwise.
+	Space uint8
 	// ChunkKey (version 5) keys the dataset's chunk checksums
 	// (KeyedChunkSum); 0, and no part, for the unkeyed rule of datasets
 	// written before.
@@ -82,7 +87,16 @@ const (
 	partChunkKey     = 5 // v5: the chunk checksum key, u64, non-zero
 	headerPartsV5    = 5 // the number of part tags a v5 header defines
 	partTypeDesc     = 6 // v6: a TypeDescribed's description (EncodeType)
-	headerParts      = 6 // the number of part tags a v6 header defines
+	partSpace        = 7 // v6: the dataspace when not simple, u8
+	headerParts      = 7 // the number of part tags a v6 header defines
+)
+
+// Dataspaces (DatasetHeader.Space), after HDF5's H5S_SIMPLE, H5S_SCALAR
+// and H5S_NULL.
+const (
+	SpaceSimple uint8 = 0
+	SpaceScalar uint8 = 1
+	SpaceNull   uint8 = 2
 )
 
 // chunkKeyBytes is the size of the chunk key part.
@@ -119,6 +133,9 @@ func (h DatasetHeader) parts() []part {
 	}
 	if h.Type == TypeDescribed || h.Desc != nil {
 		ps = append(ps, part{partTypeDesc, EncodeType(h.Desc)})
+	}
+	if h.Space != SpaceSimple {
+		ps = append(ps, part{partSpace, []byte{h.Space}})
 	}
 	return ps
 }
@@ -229,6 +246,22 @@ func (h DatasetHeader) validate() error {
 		if hi != 0 || elems > math.MaxInt64 {
 			return fmt.Errorf("shape %v has more than 2^63-1 elements", h.Shape)
 		}
+	}
+	switch h.Space {
+	case SpaceSimple:
+	case SpaceScalar, SpaceNull:
+		n := uint64(1)
+		if h.Space == SpaceNull {
+			n = 0
+		}
+		if r != 1 || h.Shape[0] != n || h.MaxShape[0] != n || h.Chunk[0] != 1 {
+			return fmt.Errorf("dataspace %d stored as shape %v, max shape %v, chunk %v (want [%d], [%d], [1])", h.Space, h.Shape, h.MaxShape, h.Chunk, n, n)
+		}
+		if h.Layout == LayoutVirtual {
+			return fmt.Errorf("dataspace %d of a virtual dataset", h.Space)
+		}
+	default:
+		return fmt.Errorf("dataspace code %d (want %d..%d)", h.Space, SpaceSimple, SpaceNull)
 	}
 	if len(h.Fill) != 0 && len(h.Fill) != esize {
 		return fmt.Errorf("fill value of %d bytes for %d-byte elements", len(h.Fill), esize)
@@ -389,6 +422,12 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 				return DatasetHeader{}, corrupt("dataset header", "chunk key part of %d bytes (want %d, non-zero)", len(p.data), chunkKeyBytes)
 			}
 			h.ChunkKey = le.Uint64(p.data)
+		case partSpace:
+			// Canonical: a simple dataspace is the absent part.
+			if len(p.data) != 1 || p.data[0] == SpaceSimple {
+				return DatasetHeader{}, corrupt("dataset header", "dataspace part of %d bytes (want 1, not simple)", len(p.data))
+			}
+			h.Space = p.data[0]
 		case partTypeDesc:
 			d, err := DecodeType(p.data)
 			if err != nil {

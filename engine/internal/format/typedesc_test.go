@@ -202,3 +202,35 @@ func FuzzTypeDescription(f *testing.F) {
 		}
 	})
 }
+
+// TestHeaderDataspace: scalar and null dataspaces (part 7) round-trip with
+// their stored shapes; other shapes, unknown codes, virtual layouts and a
+// v5 seal are refused.
+func TestHeaderDataspace(t *testing.T) {
+	base := func(space uint8, n uint64) DatasetHeader {
+		return DatasetHeader{Name: "s", ID: 2, Type: TypeInt32, Space: space, Shape: []uint64{n}, MaxShape: []uint64{n},
+			Chunk: []uint64{1}, Layout: LayoutContiguous}
+	}
+	for _, h := range []DatasetHeader{base(SpaceScalar, 1), base(SpaceNull, 0)} {
+		require.NoError(t, h.Validate())
+		b := EncodeDatasetHeader(h)
+		got, err := DecodeDatasetHeader(b)
+		require.NoError(t, err)
+		assert.True(t, reflect.DeepEqual(h, got))
+		_, err = DecodeDatasetHeader(resealAs(b, 5))
+		assert.True(t, errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrVersion), "%v", err)
+	}
+	scalar2 := base(SpaceScalar, 2)
+	nullMax := base(SpaceNull, 0)
+	nullMax.MaxShape = []uint64{Unlimited}
+	rank2 := base(SpaceScalar, 1)
+	rank2.Shape, rank2.MaxShape, rank2.Chunk = []uint64{1, 1}, []uint64{1, 1}, []uint64{1, 1}
+	virt := base(SpaceScalar, 1)
+	virt.Layout = LayoutVirtual
+	for name, h := range map[string]DatasetHeader{"scalar of 2": scalar2, "growable null": nullMax, "rank 2": rank2,
+		"code 3": base(3, 1), "virtual": virt} {
+		assert.ErrorIs(t, h.Validate(), ErrInvalid, name)
+		_, err := DecodeDatasetHeader(EncodeDatasetHeader(h))
+		assert.ErrorIs(t, err, ErrCorrupt, name)
+	}
+}
