@@ -164,3 +164,18 @@ func TestScalarVlenAndFollow(t *testing.T) {
 	assert.Equal(t, -1.0, x[0])
 	assert.Equal(t, SpaceScalar, rs.Space())
 }
+
+// TestScalarNotVirtual: a virtual dataset has dimensions: one without is
+// refused, and a mapping onto a scalar source is refused rather than read
+// as a rank-1 dataset.
+func TestScalarNotVirtual(t *testing.T) {
+	ctx := t.Context()
+	f := tCreate(t, vfd.NewMem(), nil)
+	_, err := f.CreateDataset("s", DatasetSpec{Type: Int8})
+	require.NoError(t, err)
+	_, err = f.CreateVirtualDataset(ctx, "v0", VirtualSpec{Type: Int8})
+	assert.ErrorIs(t, err, ErrInvalid)
+	_, err = f.CreateVirtualDataset(ctx, "v1", VirtualSpec{Type: Int8, Shape: []uint64{1},
+		Mappings: []VirtualMapping{{Virtual: All([]uint64{1}), Dataset: "s", Source: All(nil)}}})
+	assert.ErrorIs(t, err, ErrInvalid)
+}
