@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -124,7 +125,7 @@ func TestDescribedTypesInvalid(t *testing.T) {
 		assert.False(t, ty.Valid(), name)
 		assert.Equal(t, ClassInvalid, ty.Class(), name)
 		f := tCreate(t, vfd.NewMem(), nil)
-		_, err := f.CreateDataset("d", DatasetSpec{Type: ty, Shape: []uint64{4}, Chunk: []uint64{2}})
+		_, err := f.CreateDataset(context.Background(), "d", DatasetSpec{Type: ty, Shape: []uint64{4}, Chunk: []uint64{2}})
 		assert.ErrorIs(t, err, ErrInvalid, name)
 	}
 	deep := Int8
@@ -172,7 +173,7 @@ func TestDescribedDatasets(t *testing.T) {
 				f := tCreate(t, mem, nil)
 				spec.Type = ty
 				spec.Fill = randomElems(rng, ty, 1)
-				d, err := f.CreateDataset("d", spec)
+				d, err := f.CreateDataset(ctx, "d", spec)
 				require.NoError(t, err)
 				assert.Equal(t, ty, d.Type())
 				sel := Box([]uint64{1, 2}, []uint64{5, 4})
@@ -190,11 +191,11 @@ func TestDescribedDatasets(t *testing.T) {
 				}
 				read(d)
 				require.NoError(t, d.SetAttr(ctx, "same", RawAttr(AttrArray, ty, data[:2*ty.Size()])))
-				require.NoError(t, f.Close())
-				_, err = Check(ctx, mem)
+				require.NoError(t, f.Close(ctx))
+				_, err = Check(ctx, "", &Options{Driver: mem})
 				require.NoError(t, err)
 				f = tOpen(t, mem, nil)
-				d, err = f.OpenDataset("d")
+				d, err = f.OpenDataset(ctx, "d", nil)
 				require.NoError(t, err)
 				assert.Equal(t, ty, d.Type())
 				assert.Equal(t, spec.Fill, d.Fill())
@@ -216,7 +217,7 @@ func TestDescribedAttrs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	d, err := f.CreateDataset("d", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
+	d, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{4}})
 	require.NoError(t, err)
 	want := map[string]AttrValue{}
 	for i, ty := range describedTypes() {
@@ -243,10 +244,10 @@ func TestDescribedAttrs(t *testing.T) {
 	assert.ErrorIs(t, err, ErrAttrType)
 	assert.ErrorIs(t, f.SetAttr(ctx, "bad", RawAttr(AttrScalar, tBlob, []byte("1234"))), ErrInvalid)
 	assert.ErrorIs(t, f.SetAttr(ctx, "bad", RawAttr(AttrScalar, Bitfield(3), []byte("123"))), ErrInvalid)
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(ctx))
 
 	f = tOpen(t, mem, nil)
-	d, err = f.OpenDataset("d")
+	d, err = f.OpenDataset(ctx, "d", nil)
 	require.NoError(t, err)
 	for name, v := range want {
 		for _, get := range []func(string) (AttrValue, error){f.Attr, d.Attr} {
@@ -297,7 +298,7 @@ func TestReadAsHalfAndEnum(t *testing.T) {
 	f := tCreate(t, vfd.NewMem(), nil)
 	vals := []float64{0.5, -1.25, 300, 65504}
 	for _, ty := range []Type{Float16, BFloat16} {
-		d, err := f.CreateDataset(ty.String(), DatasetSpec{Type: ty, Shape: []uint64{4}, Chunk: []uint64{2}})
+		d, err := f.CreateDataset(ctx, ty.String(), DatasetSpec{Type: ty, Shape: []uint64{4}, Chunk: []uint64{2}})
 		require.NoError(t, err)
 		raw := make([]byte, 8)
 		require.NoError(t, ConvertElems(raw, ty, toBytes(vals), Float64, ConvertOptions{}))
@@ -315,7 +316,7 @@ func TestReadAsHalfAndEnum(t *testing.T) {
 		assert.ErrorIs(t, ReadAs(ctx, d, All(d.Shape()), i8, ConvertOptions{Strict: true}), ErrOutOfRange)
 		assert.ErrorIs(t, WriteSlice(ctx, d, All(d.Shape()), []uint16{1, 2, 3, 4}), ErrInvalid)
 	}
-	e, err := f.CreateDataset("e", DatasetSpec{Type: tColor, Shape: []uint64{3}, Chunk: []uint64{3}})
+	e, err := f.CreateDataset(ctx, "e", DatasetSpec{Type: tColor, Shape: []uint64{3}, Chunk: []uint64{3}})
 	require.NoError(t, err)
 	require.NoError(t, WriteSlice(ctx, e, All(e.Shape()), []int16{1, -7, 0}))
 	got := make([]int16, 3)
@@ -330,7 +331,7 @@ func TestReadAsHalfAndEnum(t *testing.T) {
 	assert.ErrorIs(t, WriteSlice(ctx, e, All(e.Shape()), []int32{1, 2, 3}), ErrInvalid)
 
 	for _, ty := range []Type{tBlob, tBits, tMat, tComplex} {
-		d, err := f.CreateDataset(fmt.Sprint("x", ty.Class()), DatasetSpec{Type: ty, Shape: []uint64{2}, Chunk: []uint64{2}})
+		d, err := f.CreateDataset(ctx, fmt.Sprint("x", ty.Class()), DatasetSpec{Type: ty, Shape: []uint64{2}, Chunk: []uint64{2}})
 		require.NoError(t, err)
 		assert.ErrorIs(t, ReadSlice(ctx, d, All(d.Shape()), make([]uint8, 2*ty.Size())), ErrInvalid, "%v", ty)
 	}
@@ -344,7 +345,7 @@ func TestReadField(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	f := tCreate(t, vfd.NewMem(), nil)
 	rows := 3*fieldMaxRead/tRecord.Size()/8 + 5
-	d, err := f.CreateDataset("rec", DatasetSpec{Type: tRecord, Shape: []uint64{uint64(rows), 8}, Chunk: []uint64{64, 8},
+	d, err := f.CreateDataset(ctx, "rec", DatasetSpec{Type: tRecord, Shape: []uint64{uint64(rows), 8}, Chunk: []uint64{64, 8},
 		Fill: randomElems(rng, tRecord, 1)})
 	require.NoError(t, err)
 	all := randomElems(rng, tRecord, rows*8)
@@ -406,7 +407,7 @@ func TestReadField(t *testing.T) {
 	assert.ErrorIs(t, ReadFieldBytes(ctx, d, one, "h", make([]byte, 3)), ErrInvalid)
 	assert.ErrorIs(t, ReadField(ctx, d, one, "name", make([]byte, 6), ConvertOptions{}), ErrInvalid)
 	assert.ErrorIs(t, ReadField(ctx, d, one, "z", make([]float64, 2), ConvertOptions{}), ErrInvalid)
-	plain, err := f.CreateDataset("plain", DatasetSpec{Type: Int8, Shape: []uint64{2}, Chunk: []uint64{2}})
+	plain, err := f.CreateDataset(ctx, "plain", DatasetSpec{Type: Int8, Shape: []uint64{2}, Chunk: []uint64{2}})
 	require.NoError(t, err)
 	assert.ErrorIs(t, ReadFieldBytes(ctx, plain, All(plain.Shape()), "a", make([]byte, 2)), ErrInvalid)
 }
@@ -420,11 +421,11 @@ func TestDescribedVlenAndVirtual(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	mem := vfd.NewMem()
 	f := tCreate(t, mem, nil)
-	vl, err := f.CreateDataset("vl", DatasetSpec{Type: tComplex, Shape: []uint64{3}, Chunk: []uint64{2}, Layout: Vlen})
+	vl, err := f.CreateDataset(ctx, "vl", DatasetSpec{Type: tComplex, Shape: []uint64{3}, Chunk: []uint64{2}, Layout: Vlen})
 	require.NoError(t, err)
 	vals := [][]byte{randomElems(rng, tComplex, 2), nil, randomElems(rng, tComplex, 5)}
 	require.NoError(t, vl.WriteVlen(ctx, All([]uint64{3}), vals))
-	src, err := f.CreateDataset("src", DatasetSpec{Type: tRecord, Shape: []uint64{6}, Chunk: []uint64{3}})
+	src, err := f.CreateDataset(ctx, "src", DatasetSpec{Type: tRecord, Shape: []uint64{6}, Chunk: []uint64{3}})
 	require.NoError(t, err)
 	data := randomElems(rng, tRecord, 6)
 	require.NoError(t, src.Write(ctx, All([]uint64{6}), data))
@@ -435,17 +436,17 @@ func TestDescribedVlenAndVirtual(t *testing.T) {
 	_, err = f.CreateVirtualDataset(ctx, "bad", VirtualSpec{Type: tComplex, Shape: []uint64{6},
 		Mappings: []VirtualMapping{{Virtual: All([]uint64{6}), Dataset: "src", Source: All([]uint64{6})}}})
 	assert.ErrorIs(t, err, ErrInvalid)
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(ctx))
 
 	f = tOpen(t, mem, nil)
-	vl, err = f.OpenDataset("vl")
+	vl, err = f.OpenDataset(ctx, "vl", nil)
 	require.NoError(t, err)
 	got, err := vl.ReadVlen(ctx, All([]uint64{3}))
 	require.NoError(t, err)
 	assert.Equal(t, vals[0], got[0])
 	assert.Empty(t, got[1])
 	assert.Equal(t, vals[2], got[2])
-	v, err := f.OpenDataset("v")
+	v, err := f.OpenDataset(ctx, "v", nil)
 	require.NoError(t, err)
 	assert.Equal(t, tRecord, v.Type())
 	buf := make([]byte, 8*tRecord.Size())

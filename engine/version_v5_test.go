@@ -23,12 +23,12 @@ func TestReadsVersion5File(t *testing.T) {
 	require.EqualValues(t, 5, src[4], "fixture superblock version")
 	path := filepath.Join(t.TempDir(), "v5.scc")
 	require.NoError(t, os.WriteFile(path, src, 0o644))
-	_, err = CheckPath(ctx, path)
+	_, err = Check(ctx, path, nil)
 	require.NoError(t, err)
 
 	verify := func(f *File) {
 		t.Helper()
-		d, err := f.OpenDataset("dense")
+		d, err := f.OpenDataset(ctx, "dense", nil)
 		require.NoError(t, err)
 		got := make([]byte, 32*32*2)
 		require.NoError(t, d.Read(ctx, All(d.Shape()), got))
@@ -43,10 +43,10 @@ func TestReadsVersion5File(t *testing.T) {
 		seed, err := Scalar[int32](a)
 		require.NoError(t, err)
 		assert.EqualValues(t, 0, seed)
-		d.Close()
+		d.Close(ctx)
 
 		for name, seed := range map[string]byte{"zstd": 1, "contig": 3, "str": 4} {
-			d, err := f.OpenDataset(name)
+			d, err := f.OpenDataset(ctx, name, nil)
 			require.NoError(t, err)
 			n := d.Type().Size()
 			for _, x := range d.Shape() {
@@ -55,14 +55,14 @@ func TestReadsVersion5File(t *testing.T) {
 			got := make([]byte, n)
 			require.NoError(t, d.Read(ctx, All(d.Shape()), got), name)
 			assert.Equal(t, v4Data(n, seed), got, name)
-			d.Close()
+			d.Close(ctx)
 		}
-		sp, err := f.OpenDataset("sparse")
+		sp, err := f.OpenDataset(ctx, "sparse", nil)
 		require.NoError(t, err)
 		got = make([]byte, 600)
 		require.NoError(t, sp.Read(ctx, Box([]uint64{3, 5}, []uint64{20, 30}), got))
 		assert.Equal(t, v4Data(600, 2), got)
-		sp.Close()
+		sp.Close(ctx)
 
 		title, err := f.Attr("title")
 		require.NoError(t, err)
@@ -82,11 +82,11 @@ func TestReadsVersion5File(t *testing.T) {
 	}
 	ro := tOpenPath(t, path, &Options{ReadOnly: true})
 	verify(ro)
-	require.NoError(t, ro.Close())
+	require.NoError(t, ro.Close(ctx))
 
 	f := tOpenPath(t, path, nil)
 	require.NoError(t, f.SetAttr(ctx, "touched", ScalarAttr(true)))
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(ctx))
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.EqualValues(t, format.Version, max(b[format.SlotA+4], b[format.SlotB+4]))

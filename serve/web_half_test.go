@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"encoding/binary"
 	"math"
 	"path/filepath"
@@ -19,7 +20,7 @@ func TestWebSliceHalf(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "half.scc")
 	f := testfile.Create(t, path, nil)
 	for name, ty := range map[string]engine.Type{"h": engine.Float16, "bf": engine.BFloat16} {
-		ds, err := f.CreateDataset(name, engine.DatasetSpec{Type: ty, Shape: []uint64{2, 3}, Chunk: []uint64{2, 3}})
+		ds, err := f.CreateDataset(context.Background(), name, engine.DatasetSpec{Type: ty, Shape: []uint64{2, 3}, Chunk: []uint64{2, 3}})
 		require.NoError(t, err)
 		var b []byte
 		for _, v := range []float64{0, 1, 2, 3, -1, math.NaN()} {
@@ -31,7 +32,7 @@ func TestWebSliceHalf(t *testing.T) {
 		}
 		require.NoError(t, ds.Write(bg, engine.All([]uint64{2, 3}), b))
 	}
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(context.Background()))
 	_, s, _ := open(t, path, Options{})
 	for _, name := range []string{"h", "bf"} {
 		img, hdr := slicePNG(t, s, "ds="+name)

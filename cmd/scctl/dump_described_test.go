@@ -33,17 +33,17 @@ func TestDumpDescribedTypes(t *testing.T) {
 			byte(v0), byte(uint16(v0) >> 8), byte(v1), byte(uint16(v1) >> 8), o0, o1, byte(b), byte(b >> 8)}
 		return e
 	}
-	d, err := f.CreateDataset("rec", engine.DatasetSpec{Type: rec, Shape: []uint64{2}, Chunk: []uint64{2},
+	d, err := f.CreateDataset(ctx, "rec", engine.DatasetSpec{Type: rec, Shape: []uint64{2}, Chunk: []uint64{2},
 		Fill: elem(-1, 1, 0, 0, 0, 0, 0)})
 	require.NoError(t, err)
 	require.NoError(t, d.Write(ctx, engine.All([]uint64{2}), append(elem(1.5, 1, -3, 4, 0xab, 0xcd, 0x0f01), elem(0.25, 7, 0, 1, 0, 1, 2)...)))
 	require.NoError(t, d.SetAttr(ctx, "col", engine.RawAttr(engine.AttrArray, color, []byte{0, 1})))
-	h, err := f.CreateDataset("half", engine.DatasetSpec{Type: engine.Float16, Shape: []uint64{3}})
+	h, err := f.CreateDataset(ctx, "half", engine.DatasetSpec{Type: engine.Float16, Shape: []uint64{3}})
 	require.NoError(t, err)
 	raw := make([]byte, 6)
 	require.NoError(t, engine.ConvertElems(raw, engine.Float16, []byte{1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x7c, 0, 0}, engine.Int32, engine.ConvertOptions{}))
 	require.NoError(t, h.Write(ctx, engine.All([]uint64{3}), raw))
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(ctx))
 
 	code, out, stderr := runCmd(t, "dump", "--dataset", "rec", path)
 	require.Equal(t, 0, code, stderr)
@@ -75,12 +75,12 @@ func TestDumpScalarAndNull(t *testing.T) {
 	ctx := context.Background()
 	path := t.TempDir() + "/spaces.scc"
 	f := testfile.Create(t, path, nil)
-	s, err := f.CreateDataset("s", engine.DatasetSpec{Type: engine.Int16})
+	s, err := f.CreateDataset(ctx, "s", engine.DatasetSpec{Type: engine.Int16})
 	require.NoError(t, err)
 	require.NoError(t, engine.WriteSlice(ctx, s, engine.All(nil), []int16{-12}))
-	_, err = f.CreateDataset("n", engine.DatasetSpec{Type: engine.Float64, Space: engine.SpaceNull})
+	_, err = f.CreateDataset(ctx, "n", engine.DatasetSpec{Type: engine.Float64, Space: engine.SpaceNull})
 	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	require.NoError(t, f.Close(ctx))
 	code, out, stderr := runCmd(t, "dump", "--dataset", "s", path)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "DATASPACE  SCALAR")

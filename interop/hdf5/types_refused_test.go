@@ -32,7 +32,7 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 			if layout == engine.Contiguous {
 				spec.Chunk = nil
 			}
-			if _, err := f.CreateDataset("d", spec); err != nil {
+			if _, err := f.CreateDataset(ctx, "d", spec); err != nil {
 				t.Fatal(err)
 			}
 			out := filepath.Join(dir, name+".h5")
@@ -43,7 +43,7 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 			if _, err := os.Stat(out); !os.IsNotExist(err) {
 				t.Errorf("%v: refused export left %s", ty, out)
 			}
-			f.Close()
+			f.Close(ctx)
 		}
 		f := testfile.Create(t, filepath.Join(dir, fmt.Sprintf("a%d.scc", i)), &engine.Options{NoSync: true})
 		if err := f.SetAttr(ctx, "v", engine.RawAttr(engine.AttrScalar, ty, make([]byte, ty.Size()))); err != nil {
@@ -52,11 +52,11 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 		if _, err := Export(ctx, f, filepath.Join(dir, fmt.Sprintf("a%d.h5", i)), nil); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("attribute of %v: %v, want ErrUnsupported", ty, err)
 		}
-		f.Close()
+		f.Close(ctx)
 	}
 	for _, space := range []engine.Space{engine.SpaceScalar, engine.SpaceNull} {
 		f := testfile.Create(t, filepath.Join(dir, space.String()+".scc"), &engine.Options{NoSync: true})
-		if _, err := f.CreateDataset("d", engine.DatasetSpec{Type: engine.Int32, Space: space}); err != nil {
+		if _, err := f.CreateDataset(ctx, "d", engine.DatasetSpec{Type: engine.Int32, Space: space}); err != nil {
 			t.Fatal(err)
 		}
 		out := filepath.Join(dir, space.String()+".h5")
@@ -66,6 +66,6 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 		if _, err := os.Stat(out); !os.IsNotExist(err) {
 			t.Errorf("%v: refused export left %s", space, out)
 		}
-		f.Close()
+		f.Close(ctx)
 	}
 }
