@@ -181,13 +181,13 @@ func Array[T Element](v AttrValue) ([]T, error) {
 // (for display and for exporters; a Bool as 0 or 1); ErrAttrType for
 // strings, bytes and the complex types, which have no float64 value.
 func (v AttrValue) Float64s() ([]float64, error) {
-	if v.kind != AttrScalar && v.kind != AttrArray || v.typ == Complex64 || v.typ == Complex128 || v.typ.IsString() {
+	if v.kind != AttrScalar && v.kind != AttrArray || !convType(v.typ).Numeric() && v.typ != Bool {
 		return nil, fmt.Errorf("%w: %s is not numeric", ErrAttrType, v.describe())
 	}
 	n, s := v.Len(), v.typ.Size()
 	out := make([]float64, n)
 	for i := range out {
-		out[i] = elemFloat(v.typ, v.data[i*s:])
+		out[i] = elemFloat(convType(v.typ), v.data[i*s:])
 	}
 	return out, nil
 }
@@ -221,6 +221,10 @@ func elemFloat(t Type, b []byte) float64 {
 		return float64(math.Float32frombits(le.Uint32(b)))
 	case Float64:
 		return math.Float64frombits(le.Uint64(b))
+	case Float16:
+		return Float16FromBits(le.Uint16(b))
+	case BFloat16:
+		return BFloat16FromBits(le.Uint16(b))
 	}
 	return 0
 }
@@ -443,7 +447,24 @@ func (s *attrSet) encoding() []byte {
 }
 
 // attrEncodedSize is what a adds to the encoding of a set that holds it.
-func attrEncodedSize(a Attr) int { return attrEntryMin - 1 + len(a.Name) + len(a.Value.data) }
+func attrEncodedSize(a Attr) int {
+	return attrEntryMin - 1 + len(a.Name) + len(attrTypeParams(a.Value.typ)) + len(a.Value.data)
+}
+
+// attrTypeParams is what follows an attribute's element type code: a
+// string type's parameters, a described type's u32 length and
+// description (format.EncodeType), nothing for the other types.
+func attrTypeParams(t Type) []byte {
+	switch {
+	case t.IsString():
+		b := binary.LittleEndian.AppendUint32(nil, uint32(t.StrLen()))
+		return append(b, uint8(t.Pad()), uint8(t.Charset()))
+	case t.IsDescribed():
+		d := format.EncodeType(typeNode(t))
+		return append(binary.LittleEndian.AppendUint32(nil, uint32(len(d))), d...)
+	}
+	return nil
+}
 
 // with returns s with name set to v (v nil: deleted); ErrInvalid when the
 // result would not encode within format.MaxPartBytes, ErrNotFound when
@@ -485,23 +506,26 @@ func (s *attrSet) with(name string, v *AttrValue) (*attrSet, error) {
 
 // Attribute encoding (FORMAT.md §5 "Attributes"), little-endian:
 //
-//	u8  version (3; 1 and 2 are read: 1 names only the types 1..10, 2
-//	    only 1..13)
+//	u8  version (4; 1 to 3 are read: 1 names only the types 1..10, 2
+//	    only 1..13, 3 only 1..14)
 //	u32 count
 //	count × { u16 name length, name, u8 kind, u8 element type (0 for
 //	          string/bytes), [type 14 only: u32 string length, u8 padding,
-//	          u8 character set], u32 value length in bytes, value }
+//	          u8 character set], [type 17 only: u32 description length,
+//	          the type description (FORMAT.md §7.1)], u32 value length in
+//	          bytes, value }
 //
 // Names strictly increase (bytewise), so the encoding is canonical. An
 // empty set encodes to nothing (the part is absent).
 const (
-	attrVersion = 3
-	// attrVersionV1 and attrVersionV2 are read, never written: the
-	// encodings before Bool and the complex types, and before the
-	// fixed-length strings, so an attribute of a later type in one is
-	// damage.
+	attrVersion = 4
+	// attrVersionV1 to attrVersionV3 are read, never written: the
+	// encodings before Bool and the complex types, before the
+	// fixed-length strings, and before float16, bfloat16 and the
+	// described types, so an attribute of a later type in one is damage.
 	attrVersionV1 = 1
 	attrVersionV2 = 2
+	attrVersionV3 = 3
 	attrFixed     = 1 + 4
 	attrEntryMin  = 2 + 1 + 1 + 1 + 4 // shortest name, empty string value
 )
@@ -512,7 +536,7 @@ func encodeAttrs(attrs []Attr) []byte {
 	}
 	n := attrFixed
 	for _, a := range attrs {
-		n += attrEntryMin - 1 + len(a.Name) + len(a.Value.data) + 6
+		n += attrEncodedSize(a)
 	}
 	b := make([]byte, 0, n)
 	b = append(b, attrVersion)
@@ -522,10 +546,7 @@ func encodeAttrs(attrs []Attr) []byte {
 		b = append(b, a.Name...)
 		t := a.Value.typ
 		b = append(b, uint8(a.Value.kind), t.Code())
-		if t.IsString() {
-			b = binary.LittleEndian.AppendUint32(b, uint32(t.StrLen()))
-			b = append(b, uint8(t.Pad()), uint8(t.Charset()))
-		}
+		b = append(b, attrTypeParams(t)...)
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(a.Value.data)))
 		b = append(b, a.Value.data...)
 	}
@@ -569,12 +590,27 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 		name := string(p[:nl])
 		kind, typ := AttrKind(p[nl]), Type(p[nl+1])
 		p = p[nl+2:]
-		if typ == stringCode && b[0] >= attrVersion {
+		if typ == stringCode && b[0] >= attrVersionV3 {
 			if len(p) < 6+4 {
 				return nil, bad("attribute %q truncated", name)
 			}
 			typ = stringCode | Type(p[4])<<8 | Type(p[5])<<16 | Type(binary.LittleEndian.Uint32(p))<<32
 			p = p[6:]
+		}
+		if typ == describedCode && b[0] >= attrVersion {
+			if len(p) < 4 || uint64(binary.LittleEndian.Uint32(p)) > uint64(len(p)-4) {
+				return nil, bad("attribute %q: type description truncated", name)
+			}
+			dl := binary.LittleEndian.Uint32(p)
+			node, err := format.DecodeType(p[4 : 4+dl])
+			if err != nil || node.Code != format.TypeDescribed {
+				return nil, bad("attribute %q: type description: %v", name, err)
+			}
+			typ = intern(node)
+			p = p[4+dl:]
+		}
+		if len(p) < 4 {
+			return nil, bad("attribute %q truncated", name)
 		}
 		vl := binary.LittleEndian.Uint32(p)
 		p = p[4:]
@@ -589,7 +625,8 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 		if err := v.validate(); err != nil {
 			return nil, bad("attribute %q: %v", name, err)
 		}
-		if b[0] == attrVersionV1 && v.typ > Float64 || b[0] == attrVersionV2 && v.typ > Complex128 {
+		if b[0] == attrVersionV1 && v.typ > Float64 || b[0] == attrVersionV2 && v.typ > Complex128 ||
+			b[0] == attrVersionV3 && v.typ.Code() > stringCode.Code() {
 			return nil, bad("attribute %q: type %v in a version %d encoding", name, v.typ, b[0])
 		}
 		if i > 0 && attrs[i-1].Name >= name {

@@ -509,6 +509,8 @@ func FuzzDecodeAttrs(f *testing.F) {
 	f.Add(encodeAttrs([]Attr{{"b", ArrayAttr([]bool{true, false})}, {"c", ScalarAttr(complex64(1 + 1i))}, {"z", ArrayAttr([]complex128{-2i})}}))
 	fs, _ := FixedStringsAttr(FixedString(4, SpacePad, UTF8), "ab", "é")
 	f.Add(encodeAttrs([]Attr{{"n", ScalarAttr(int8(1))}, {"s", fs}}))
+	f.Add(encodeAttrs([]Attr{{"c", RawAttr(AttrArray, tRecord, make([]byte, 2*tRecord.Size()))}, {"h", RawAttr(AttrScalar, Float16, []byte{0, 0x3c})},
+		{"o", RawAttr(AttrScalar, tBlob, []byte("12345"))}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeAttrs(b)
 		if err != nil {

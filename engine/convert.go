@@ -15,8 +15,13 @@ import (
 //   - floating point to integer: rounded toward zero, then saturated; +Inf
 //     gives the maximum, -Inf the minimum, NaN gives 0;
 //   - integer to floating point: the nearest value (ties to even);
-//   - float64 to float32: the nearest value, ±Inf beyond float32's range;
-//     NaN stays NaN, ±Inf stay ±Inf;
+//   - float64 to float32, and any number to float16 or bfloat16: the
+//     nearest value (ties to even, rounded once, as numpy rounds), ±Inf
+//     beyond the target's range; NaN stays NaN, ±Inf stay ±Inf; float16
+//     and bfloat16 convert to the other floats exactly;
+//   - an enum converts as its base integer type (the integers its
+//     elements hold); bitfields, opaque, array and compound types
+//     convert to nothing (ReadField reads a compound's field);
 //   - complex64 and complex128 into each other: each part as float64 and
 //     float32 convert;
 //   - Bool and the complex types convert to no other type: a bool is not a
@@ -42,8 +47,10 @@ type ConvertOptions struct {
 	Strict bool
 }
 
-// canConvert reports whether ReadAs converts elements of st to dt.
+// canConvert reports whether ReadAs converts elements of st to dt. An
+// enum converts as its base integer type, the values its elements hold.
 func canConvert(st, dt Type) bool {
+	st, dt = convType(st), convType(dt)
 	switch {
 	case !st.Valid() || !dt.Valid():
 		return false
@@ -56,9 +63,40 @@ func canConvert(st, dt Type) bool {
 	return cplx(st) && cplx(dt)
 }
 
+// convType is the type whose conversions t's elements take: an enum's
+// base integer type, else t.
+func convType(t Type) Type {
+	if t.Class() == ClassEnum {
+		return t.Base()
+	}
+	return t
+}
+
+// ConvertElems converts the little-endian elements of src (type st) into
+// dst (type dt), under ReadAs's rules (the top of convert.go) and opts.
+// It is the conversion of ReadAs for callers that hold elements as bytes,
+// and the one way into Float16 and BFloat16, which have no Go type. src
+// and dst must hold the same number of whole elements; ErrInvalid when
+// they do not or when no conversion exists between the types.
+func ConvertElems(dst []byte, dt Type, src []byte, st Type, opts ConvertOptions) error {
+	if !canConvert(st, dt) {
+		return fmt.Errorf("%w: no conversion from %v to %v", ErrInvalid, st, dt)
+	}
+	ss, ds := st.Size(), dt.Size()
+	if len(src)%ss != 0 || len(dst)%ds != 0 || len(src)/ss != len(dst)/ds {
+		return fmt.Errorf("%w: converting %d bytes of %v into %d bytes of %v", ErrInvalid, len(src), st, len(dst), dt)
+	}
+	if convType(st) == convType(dt) {
+		copy(dst, src)
+		return nil
+	}
+	return convertElems(dst, dt, src, st, opts)
+}
+
 // convertElems converts the little-endian elements of src (type st) into
 // dst (type dt, the same number of elements). canConvert(st, dt) holds.
 func convertElems(dst []byte, dt Type, src []byte, st Type, opts ConvertOptions) error {
+	st, dt = convType(st), convType(dt)
 	if st == Complex64 || st == Complex128 {
 		// Each part is a float of half the element size.
 		return convertElems(dst, partType(dt), src, partType(st), opts)
@@ -104,12 +142,17 @@ func convertOne(d []byte, dt Type, s []byte, st Type, opts ConvertOptions) error
 		return fmt.Errorf("%w: %v value %v does not fit %v", ErrOutOfRange, st, v, dt)
 	}
 	switch st {
-	case Float32, Float64:
+	case Float32, Float64, Float16, BFloat16:
 		var f float64
-		if st == Float32 {
+		switch st {
+		case Float32:
 			f = float64(math.Float32frombits(le.Uint32(s)))
-		} else {
+		case Float64:
 			f = math.Float64frombits(le.Uint64(s))
+		case Float16:
+			f = binary16.fromBits(le.Uint16(s))
+		default:
+			f = bfloat16.fromBits(le.Uint16(s))
 		}
 		switch dt {
 		case Float32:
@@ -122,6 +165,8 @@ func convertOne(d []byte, dt Type, s []byte, st Type, opts ConvertOptions) error
 		case Float64:
 			le.PutUint64(d, math.Float64bits(f))
 			return nil
+		case Float16, BFloat16:
+			return putHalf(d, dt, f, opts, outOfRange)
 		}
 		return floatToInt(d, dt, f, opts, outOfRange)
 	}
@@ -155,6 +200,15 @@ func convertOne(d []byte, dt Type, s []byte, st Type, opts ConvertOptions) error
 		}
 		le.PutUint64(d, math.Float64bits(r))
 		return nil
+	case Float16, BFloat16:
+		// Through float64, exact below 2^53; above, only bfloat16 can
+		// hold the value, and its 8 bits of precision make a second
+		// rounding matter only at exact ties of the first.
+		r := float64(u)
+		if ssigned {
+			r = float64(i)
+		}
+		return putHalf(d, dt, r, opts, outOfRange)
 	}
 	dsigned, lo, hi, umax := intRange(dt)
 	var out uint64
@@ -188,6 +242,21 @@ func convertOne(d []byte, dt Type, s []byte, st Type, opts ConvertOptions) error
 		}
 	}
 	putInt(d, dt, out)
+	return nil
+}
+
+// putHalf rounds f into the Float16 or BFloat16 dt; with Strict a finite
+// f beyond dt's range fails instead of becoming an infinity.
+func putHalf(d []byte, dt Type, f float64, opts ConvertOptions, outOfRange func(any) error) error {
+	h := binary16
+	if dt == BFloat16 {
+		h = bfloat16
+	}
+	b := h.toBits(f)
+	if opts.Strict && b&0x7fff == 0x7fff&^(1<<h.fracBits-1) && !math.IsInf(f, 0) {
+		return outOfRange(f)
+	}
+	le.PutUint16(d, b)
 	return nil
 }
 

@@ -35,6 +35,7 @@ type dsState struct {
 	appendMu sync.Mutex
 	id       uint64
 	typ      Type
+	space    Space // scalar and null datasets' storage is rank 1 (dataspace.go)
 	elemSize int
 	chunk    []uint64 // chunk shape in elements
 	maxShape []uint64
@@ -184,6 +185,7 @@ func (f *File) createDataset(ctx context.Context, name string, spec DatasetSpec)
 		Filters:       filter.EncodeSpecs(specs),
 		Fill:          clone(spec.Fill),
 		MinCacheBytes: spec.CacheMinBytes,
+		Space:         uint8(spec.Space),
 	}
 	headerType(&hdr, spec.Type)
 	g := geometry(hdr.Shape, hdr.MaxShape, hdr.Chunk)
@@ -420,6 +422,7 @@ func (f *File) newState(hdr format.DatasetHeader) (*dsState, error) {
 		name:       hdr.Name,
 		id:         hdr.ID,
 		typ:        t,
+		space:      Space(hdr.Space),
 		elemSize:   t.Size(),
 		chunk:      hdr.Chunk,
 		maxShape:   hdr.MaxShape,
@@ -564,7 +567,7 @@ func (s *dsState) header(shape []uint64, root []byte) format.DatasetHeader {
 		Layout: s.code, Filters: s.filters, Fill: s.fill,
 		MinCacheBytes: s.minCache, IndexKind: s.indexKind(), IndexRoot: root,
 		LayoutParams: s.layoutParams, Attrs: s.attrs.load().encoding(),
-		ChunkKey: s.csum.Key(),
+		ChunkKey: s.csum.Key(), Space: uint8(s.space),
 	}
 	headerType(&h, s.typ)
 	return h
@@ -653,14 +656,15 @@ func (s *dsState) setPath(p string) { s.cur.Store(&p) }
 // Type returns the element type.
 func (d *Dataset) Type() Type { return d.s.typ }
 
-// Shape returns the current extent.
-func (d *Dataset) Shape() []uint64 { return d.s.shape() }
+// Shape returns the current extent (empty for a scalar or null dataset).
+func (d *Dataset) Shape() []uint64 { return d.s.dims(d.s.shape()) }
 
-// MaxShape returns the maximum extent (Unlimited along growable dimensions).
-func (d *Dataset) MaxShape() []uint64 { return clone(d.s.maxShape) }
+// MaxShape returns the maximum extent (Unlimited along growable
+// dimensions; empty for a scalar or null dataset).
+func (d *Dataset) MaxShape() []uint64 { return d.s.dims(d.s.maxShape) }
 
-// Chunk returns the chunk shape.
-func (d *Dataset) Chunk() []uint64 { return clone(d.s.chunk) }
+// Chunk returns the chunk shape (empty for a scalar or null dataset).
+func (d *Dataset) Chunk() []uint64 { return d.s.dims(d.s.chunk) }
 
 // Fill returns the fill value's element bytes (all zero when none was set).
 func (d *Dataset) Fill() []byte {
@@ -786,6 +790,7 @@ func (d *Dataset) Write(ctx context.Context, sel Selection, buf []byte) error {
 	if err := needLayouts(d.s, "Write", fixedLayouts...); err != nil {
 		return err
 	}
+	sel = d.s.fit(sel)
 	return d.deletedDuring(d.write(ctx, sel, buf))
 }
 
@@ -823,6 +828,7 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 	if err := needLayouts(d.s, "Read", readLayouts...); err != nil {
 		return err
 	}
+	sel = d.s.fit(sel)
 	// A read writes every byte of buf; a large buf not yet in memory is
 	// mapped in one call per core first, not a fault at a time by the
 	// scatter (bufpool.PopulateCold says why and what it costs).
@@ -889,6 +895,9 @@ func (d *Dataset) SetExtent(ctx context.Context, dims []uint64) error {
 		return err
 	}
 	s := d.s
+	if s.space != SpaceSimple {
+		return fmt.Errorf("%w: dataset %q is %v: its extent does not change", ErrInvalid, s.path(), s.space)
+	}
 	if len(dims) != len(s.chunk) {
 		return fmt.Errorf("%w: extent %v has rank %d, dataset has %d", ErrInvalid, dims, len(dims), len(s.chunk))
 	}

@@ -242,7 +242,7 @@ func TestBadInput(t *testing.T) {
 	defer f.Close(ctx)
 	bad := []DatasetSpec{
 		{Type: 0, Shape: []uint64{1}, Chunk: []uint64{1}},
-		{Type: Int8, Shape: nil, Chunk: nil},
+		{Type: Int8, Shape: nil, Chunk: []uint64{1}}, // a scalar has no chunk shape
 		{Type: Int8, Shape: []uint64{4}, Chunk: []uint64{0}},
 		{Type: Int8, Shape: []uint64{4}, MaxShape: []uint64{3}, Chunk: []uint64{1}},
 		{Type: Int16, Shape: []uint64{4}, Chunk: []uint64{2}, Fill: []byte{1}},

@@ -299,7 +299,7 @@ func TestDecoderLimitsEnforcedByAPI(t *testing.T) {
 		{"2^63 elements", DatasetSpec{Type: Uint8, Shape: []uint64{1 << 62, 2}, Chunk: []uint64{1, 1}}, ErrInvalid},
 		{"unlimited current extent", DatasetSpec{Type: Uint8, Shape: []uint64{Unlimited}, MaxShape: []uint64{Unlimited}, Chunk: []uint64{1}}, ErrInvalid},
 		{"rank 33", DatasetSpec{Type: Uint8, Shape: big, Chunk: big}, ErrInvalid},
-		{"rank 0", DatasetSpec{Type: Uint8}, ErrInvalid},
+		{"rank 0 with a chunk", DatasetSpec{Type: Uint8, Chunk: []uint64{1}}, ErrInvalid}, // rank 0 alone is a scalar
 		{"chunk over 1 GiB", DatasetSpec{Type: Uint64, Shape: []uint64{1 << 28}, Chunk: []uint64{1 << 28}}, ErrInvalid},
 		{"chunk zero", DatasetSpec{Type: Uint8, Shape: []uint64{4}, Chunk: []uint64{0}}, ErrInvalid},
 		{"fill size", DatasetSpec{Type: Uint32, Shape: []uint64{4}, Chunk: []uint64{4}, Fill: []byte{1}}, ErrInvalid},

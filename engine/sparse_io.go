@@ -80,6 +80,7 @@ func (d *Dataset) Erase(ctx context.Context, sel Selection) error {
 		return err
 	}
 	s := d.s
+	sel = s.fit(sel)
 	if _, ok := asLayout[*vlenLayout](s); ok {
 		n, err := sel.hyper().CountElements()
 		if err != nil {
@@ -135,6 +136,7 @@ func (d *Dataset) DefinedElements(ctx context.Context, sel Selection) ([]uint64,
 		return nil, err
 	}
 	s := d.s
+	sel = s.fit(sel)
 	if _, ok := asLayout[*sparseLayout](s); !ok {
 		h, err := s.hold(ctx, sel, false)
 		if err != nil {
@@ -198,6 +200,7 @@ func (d *Dataset) defined(ctx context.Context, sel Selection, kind pieceKind) (p
 }
 
 func (d *Dataset) definedOnce(ctx context.Context, sel Selection, kind pieceKind) ([]uint64, []byte, error) {
+	sel = d.s.fit(sel)
 	s := d.s
 	sp, err := needLayout[*sparseLayout](s, "a defined-elements query")
 	if err != nil {

@@ -53,12 +53,17 @@ func (f Filter) String() string { return f.spec.String() }
 
 // DatasetSpec describes a dataset to create.
 type DatasetSpec struct {
-	Type     Type
-	Shape    []uint64 // current extent
+	Type Type
+	// Shape is the current extent; empty (with MaxShape and Chunk) for a
+	// scalar dataset, or for a null one with Space SpaceNull.
+	Shape    []uint64
 	MaxShape []uint64 // nil means Shape; Unlimited along growable dimensions
 	Chunk    []uint64 // chunk shape, every dimension >= 1
-	Filters  []Filter
-	Fill     []byte // fill value: nil (zero) or exactly Type.Size() bytes
+	// Space is the dataspace (dataspace.go): SpaceSimple (the zero value;
+	// a spec without dimensions is then scalar), SpaceScalar or SpaceNull.
+	Space   Space
+	Filters []Filter
+	Fill    []byte // fill value: nil (zero) or exactly Type.Size() bytes
 	// CacheMinBytes is the dataset's minimum reservation in the shared
 	// cache (SCC design min_dset_size): 0 takes the cache's default, -1 none.
 	CacheMinBytes int64
@@ -90,6 +95,10 @@ func (s DatasetSpec) validate() (DatasetSpec, error) {
 	if !s.Type.Valid() {
 		return s, fmt.Errorf("%w: element type %v", ErrInvalid, s.Type)
 	}
+	var err error
+	if s, err = s.withSpace(); err != nil {
+		return s, err
+	}
 	r := len(s.Shape)
 	if r == 0 || r > MaxRank {
 		return s, fmt.Errorf("%w: rank %d (1..%d)", ErrInvalid, r, MaxRank)
@@ -97,7 +106,6 @@ func (s DatasetSpec) validate() (DatasetSpec, error) {
 	if s.MaxShape == nil {
 		s.MaxShape = append([]uint64(nil), s.Shape...)
 	}
-	var err error
 	if s, err = s.withContiguous(); err != nil {
 		return s, err
 	}

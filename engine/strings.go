@@ -93,6 +93,7 @@ func (d *Dataset) writeFixedStrings(ctx context.Context, sel Selection, vals []s
 	if !t.IsString() {
 		return fmt.Errorf("%w: writing strings to a %v dataset", ErrInvalid, t)
 	}
+	sel = d.s.fit(sel)
 	if n := sel.NumElements(); uint64(len(vals)) != n {
 		return fmt.Errorf("%w: %d strings for a selection of %d elements", ErrInvalid, len(vals), n)
 	}
@@ -113,6 +114,7 @@ func (d *Dataset) readFixedStrings(ctx context.Context, sel Selection) ([]string
 	if !t.IsString() {
 		return nil, fmt.Errorf("%w: reading strings from a %v dataset", ErrInvalid, t)
 	}
+	sel = d.s.fit(sel)
 	n := sel.NumElements()
 	es := uint64(t.Size())
 	if n > uint64(maxInt)/es {

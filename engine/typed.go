@@ -61,9 +61,10 @@ var littleEndian = func() bool {
 }()
 
 // WriteSlice writes data (the selection's elements in C order) to ds. T
-// must be the dataset's type: writes never convert.
+// must be the dataset's type, or an enum dataset's base type: writes
+// never convert.
 func WriteSlice[T Element](ctx context.Context, ds *Dataset, sel Selection, data []T) error {
-	if TypeOf[T]() != ds.Type() {
+	if TypeOf[T]() != convType(ds.Type()) {
 		return fmt.Errorf("%w: dataset %q: writing %v elements to a %v dataset", ErrInvalid, ds.s.path(), TypeOf[T](), ds.Type())
 	}
 	return ds.Write(ctx, sel, toBytes(data))
@@ -86,7 +87,7 @@ func ReadAs[T Element](ctx context.Context, ds *Dataset, sel Selection, out []T,
 	if !canConvert(st, dt) {
 		return fmt.Errorf("%w: dataset %q: reading a %v dataset into %v elements", ErrInvalid, ds.s.path(), st, dt)
 	}
-	if dt == st {
+	if dt == convType(st) {
 		if littleEndian {
 			if err := ds.Read(ctx, sel, asBytes(out)); err != nil {
 				return err

@@ -39,14 +39,23 @@ const (
 	// complex64 (complex128) and HDF5's complex types.
 	Complex64  Type = 12
 	Complex128 Type = 13
+	// Float16 is IEEE 754 binary16 (numpy's float16, HDF5's
+	// H5T_NATIVE_FLOAT16); BFloat16 is bfloat16, the top half of a
+	// float32 (ml_dtypes' bfloat16). Go has no such types: ReadAs
+	// converts them to and from every numeric type, and
+	// Float16Bits/BFloat16Bits make their bits for writing.
+	Float16  Type = 15
+	BFloat16 Type = 16
 )
 
 // stringCode is the type code of every fixed-length string type
 // (FixedString); alone, without a length, it is not a valid type.
 const stringCode Type = 14
 
-// Types lists every element type with no parameters, in code order
-// (fixed-length strings are made with FixedString).
+// Types lists the element types with no parameters of format versions 1
+// to 5, in code order (fixed-length strings are made with FixedString).
+// Float16 and BFloat16 are not in it: code that maps every type of this
+// list onto another format maps those two separately.
 var Types = []Type{Int8, Int16, Int32, Int64, Uint8, Uint16, Uint32, Uint64, Float32, Float64, Bool, Complex64, Complex128}
 
 // StrPad is how a fixed-length string fills the bytes after its text, as
@@ -118,6 +127,10 @@ func (t Type) Code() uint8 { return uint8(t) }
 // IsString reports whether t is a fixed-length string type.
 func (t Type) IsString() bool { return t&0xff == stringCode }
 
+// IsDescribed reports whether t is an enum, opaque, bitfield, array or
+// compound type (types.go's described types).
+func (t Type) IsDescribed() bool { return t&0xff == describedCode }
+
 // StrLen, Pad and Charset report a fixed-length string type's parameters
 // (zero for other types).
 func (t Type) StrLen() int {
@@ -143,6 +156,12 @@ func (t Type) Charset() Charset {
 
 // Size reports the element size in bytes (0 for an invalid type).
 func (t Type) Size() int {
+	if t.IsDescribed() {
+		if d := t.desc(); d != nil {
+			return d.size
+		}
+		return 0
+	}
 	if t.IsString() {
 		n := t.StrLen()
 		if t>>24&0xff != 0 || t.Pad() > SpacePad || t.Charset() > UTF8 || n == 0 || n > MaxStringLen {
@@ -153,7 +172,7 @@ func (t Type) Size() int {
 	switch t {
 	case Int8, Uint8, Bool:
 		return 1
-	case Int16, Uint16:
+	case Int16, Uint16, Float16, BFloat16:
 		return 2
 	case Int32, Uint32, Float32:
 		return 4
@@ -170,12 +189,14 @@ func (t Type) Valid() bool { return t.Size() != 0 }
 
 // Numeric reports whether t is an integer or floating-point type, the
 // types ReadAs converts between.
-func (t Type) Numeric() bool { return t >= Int8 && t <= Float64 }
+func (t Type) Numeric() bool { return t >= Int8 && t <= Float64 || t == Float16 || t == BFloat16 }
 
 func (t Type) String() string {
 	names := [...]string{"", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64",
-		"bool", "complex64", "complex128"}
+		"bool", "complex64", "complex128", "", "float16", "bfloat16"}
 	switch {
+	case t.IsDescribed() && t.Valid():
+		return t.desc().String()
 	case t.IsString() && t.Valid():
 		return fmt.Sprintf("string(%d, %v, %v)", t.StrLen(), t.Pad(), t.Charset())
 	case t.Valid():
@@ -187,15 +208,21 @@ func (t Type) String() string {
 // headerType sets a header's type fields from t.
 func headerType(h *format.DatasetHeader, t Type) {
 	h.Type = t.Code()
-	if t.IsString() {
+	switch {
+	case t.IsString():
 		h.StrLen, h.StrPad, h.StrCharset = uint32(t.StrLen()), uint8(t.Pad()), uint8(t.Charset())
+	case t.IsDescribed():
+		h.Desc = typeNode(t)
 	}
 }
 
 // typeOfHeader is the type a header's fields name.
 func typeOfHeader(h format.DatasetHeader) Type {
-	if h.Type == format.TypeString {
+	switch h.Type {
+	case format.TypeString:
 		return stringCode | Type(h.StrPad)<<8 | Type(h.StrCharset)<<16 | Type(h.StrLen)<<32
+	case format.TypeDescribed:
+		return typeOfNode(h.Desc)
 	}
 	return Type(h.Type)
 }

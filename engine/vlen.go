@@ -362,6 +362,7 @@ func (l *vlenLayout) Trim(coord layout.Coord, chunk layout.Chunk, dims []uint64)
 // vlenWrite stores vals (one per selected element, in the selection's C
 // order) on a variable-length dataset (the caller has asked needLayouts).
 func (d *Dataset) vlenWrite(ctx context.Context, sel Selection, vals [][]byte) error {
+	sel = d.s.fit(sel)
 	s := d.s
 	if err := s.vlenCount(sel, vals); err != nil {
 		return err
@@ -433,6 +434,7 @@ func (d *Dataset) ReadVlen(ctx context.Context, sel Selection) ([][]byte, error)
 }
 
 func (d *Dataset) readVlen(ctx context.Context, sel Selection) ([][]byte, error) {
+	sel = d.s.fit(sel)
 	n, err := sel.hyper().CountElements()
 	if err != nil {
 		return nil, classifyIn(err, d.s.path())

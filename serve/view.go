@@ -342,6 +342,9 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 	if _, _, err := zarrmap.TypeOf(typ); err != nil {
 		return nil, err.Error(), nil
 	}
+	if sp := ds.Space(); sp != engine.SpaceSimple {
+		return nil, fmt.Sprintf("%v dataspace (not mapped onto Zarr yet)", sp), nil
+	}
 	a := &array{
 		name: name, ds: ds, typ: typ,
 		shape: ds.Shape(), chunk: ds.Chunk(), fill: ds.Fill(),

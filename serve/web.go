@@ -526,35 +526,19 @@ func pixel(f, lo, hi float64, cmap *[256]color.NRGBA) color.NRGBA {
 	return cmap[int(i)]
 }
 
-// toFloats converts little-endian elements of a numeric type to float64.
+// toFloats converts little-endian elements of a numeric type to float64
+// (exact for every numeric type but the 64-bit integers beyond 2^53,
+// which round to the nearest).
 func toFloats(t engine.Type, b []byte) []float64 {
-	sz := t.Size()
-	out := make([]float64, len(b)/sz)
+	n := len(b) / t.Size()
+	f := make([]byte, 8*n)
+	out := make([]float64, n)
+	if engine.ConvertElems(f, engine.Float64, b, t, engine.ConvertOptions{}) != nil {
+		return out // not numeric: noImage refused it before
+	}
 	le := binary.LittleEndian
 	for i := range out {
-		e := b[i*sz:]
-		switch t {
-		case engine.Int8:
-			out[i] = float64(int8(e[0]))
-		case engine.Uint8:
-			out[i] = float64(e[0])
-		case engine.Int16:
-			out[i] = float64(int16(le.Uint16(e)))
-		case engine.Uint16:
-			out[i] = float64(le.Uint16(e))
-		case engine.Int32:
-			out[i] = float64(int32(le.Uint32(e)))
-		case engine.Uint32:
-			out[i] = float64(le.Uint32(e))
-		case engine.Int64:
-			out[i] = float64(int64(le.Uint64(e)))
-		case engine.Uint64:
-			out[i] = float64(le.Uint64(e))
-		case engine.Float32:
-			out[i] = float64(math.Float32frombits(le.Uint32(e)))
-		case engine.Float64:
-			out[i] = math.Float64frombits(le.Uint64(e))
-		}
+		out[i] = math.Float64frombits(le.Uint64(f[8*i:]))
 	}
 	return out
 }

@@ -92,6 +92,9 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return usageErr("selection of more than %d elements (use --count, or raise --max)", *maxN)
 		}
 	}
+	if ds.Space() == engine.SpaceNull {
+		n = 0 // no element, not the one of an empty product
+	}
 	if *defined {
 		return dumpDefined(ctx, stdout, ds, *name, start, count, *asJSON)
 	}
@@ -128,7 +131,14 @@ func cmdDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	w := stdout
 	fmt.Fprintf(w, "DATASET %q {\n", *name)
 	fmt.Fprintf(w, "   DATATYPE  %s\n", ds.Type())
-	fmt.Fprintf(w, "   DATASPACE  SIMPLE { ( %s ) / ( %s ) }\n", dims(shape), strings.Join(maxShape, ", "))
+	switch ds.Space() {
+	case engine.SpaceScalar:
+		fmt.Fprintf(w, "   DATASPACE  SCALAR\n")
+	case engine.SpaceNull:
+		fmt.Fprintf(w, "   DATASPACE  NULL\n")
+	default:
+		fmt.Fprintf(w, "   DATASPACE  SIMPLE { ( %s ) / ( %s ) }\n", dims(shape), strings.Join(maxShape, ", "))
+	}
 	if inner := ds.InnerChunk(); inner != nil {
 		// h5dump's storage layout line, with the shard's inner chunks.
 		fmt.Fprintf(w, "   STORAGE_LAYOUT { CHUNKED ( %s ) SHARDED ( %s ) }\n", dims(ds.Chunk()), dims(inner))
@@ -184,89 +194,173 @@ func parseList(s string, rank int) ([]uint64, error) {
 	return out, nil
 }
 
-// fillJSON sets out[i] to element i of b (type t, vals its formatValues)
-// as JSON: NaN and infinities quoted (JSON has none), a bool as true or
-// false, a complex number as [real, imaginary].
+// fillJSON sets out[i] to element i of b (type t) as JSON: NaN and
+// infinities quoted (JSON has none), a bool as true or false, a complex
+// number as [real, imaginary], a string as its text, an enum as its
+// member's name, an opaque element as hex text, an array as a list and a
+// compound as an object of its fields in their order.
 func fillJSON(out []json.RawMessage, t engine.Type, b []byte, vals []string) {
+	es := t.Size()
+	for i := range vals {
+		out[i] = jsonElem(t, b[i*es:(i+1)*es])
+	}
+}
+
+// jsonElem is one element e of t as JSON (fillJSON's rules).
+func jsonElem(t engine.Type, e []byte) json.RawMessage {
 	num := func(v string) json.RawMessage {
 		if v == "NaN" || strings.HasSuffix(v, "Inf") {
 			v = strconv.Quote(v)
 		}
 		return json.RawMessage(v)
 	}
-	if t.IsString() {
-		// JSON's own escapes (a Go-quoted NUL is not JSON).
-		es := t.Size()
-		for i := range vals {
-			out[i], _ = json.Marshal(engine.DecodeString(t, b[i*es:(i+1)*es]))
+	marshal := func(v any) json.RawMessage {
+		b, _ := json.Marshal(v) // strings only: JSON's own escapes (a Go-quoted NUL is not JSON)
+		return b
+	}
+	switch t.Class() {
+	case engine.ClassString:
+		return marshal(engine.DecodeString(t, e))
+	case engine.ClassComplex:
+		pt := engine.Float32
+		if t == engine.Complex128 {
+			pt = engine.Float64
 		}
-		return
-	}
-	var parts []string
-	switch t {
-	case engine.Complex64:
-		parts = formatValues(engine.Float32, b)
-	case engine.Complex128:
-		parts = formatValues(engine.Float64, b)
-	}
-	for i, v := range vals {
-		if parts != nil {
-			out[i] = json.RawMessage("[" + string(num(parts[2*i])) + "," + string(num(parts[2*i+1])) + "]")
-		} else {
-			out[i] = num(v)
+		h := t.Size() / 2
+		return json.RawMessage("[" + string(jsonElem(pt, e[:h])) + "," + string(jsonElem(pt, e[h:])) + "]")
+	case engine.ClassEnum:
+		if name, ok := enumName(t, e); ok {
+			return marshal(name)
 		}
+		return jsonElem(t.Base(), e)
+	case engine.ClassOpaque:
+		return marshal(formatElem(t, e))
+	case engine.ClassArray:
+		bt := t.Base()
+		es := bt.Size()
+		parts := make([]string, len(e)/es)
+		for i := range parts {
+			parts[i] = string(jsonElem(bt, e[i*es:(i+1)*es]))
+		}
+		return json.RawMessage("[" + strings.Join(parts, ",") + "]")
+	case engine.ClassCompound:
+		fs := t.Fields()
+		parts := make([]string, len(fs))
+		for i, f := range fs {
+			parts[i] = string(marshal(f.Name)) + ":" + string(jsonElem(f.Type, e[f.Offset:f.Offset+f.Type.Size()]))
+		}
+		return json.RawMessage("{" + strings.Join(parts, ",") + "}")
+	case engine.ClassBitfield:
+		return json.RawMessage(strconv.FormatUint(leUint(e), 10))
 	}
+	return num(formatElem(t, e))
 }
 
 // formatValues renders little-endian elements of t as decimal strings; a
 // bool as true or false (any nonzero byte is true, as the engine's typed
 // reads take it), a complex number as real±imaginary "i" (1.5-2i, NaN+Infi),
-// a fixed-length string as its text under the type's padding rule, quoted.
+// a fixed-length string as its text under the type's padding rule, quoted;
+// an enum as its member's name (its integer when no member has it), a
+// bitfield as hex, an opaque element as hex bytes, an array as
+// [elements] in C order and a compound as {field=value, ...}.
 func formatValues(t engine.Type, b []byte) []string {
 	es := t.Size()
 	if es == 0 {
 		return nil
 	}
 	out := make([]string, len(b)/es)
-	le := binary.LittleEndian
 	for i := range out {
-		e := b[i*es : (i+1)*es]
-		if t.IsString() {
-			out[i] = strconv.Quote(engine.DecodeString(t, e))
-			continue
-		}
-		switch t {
-		case engine.Int8:
-			out[i] = strconv.FormatInt(int64(int8(e[0])), 10)
-		case engine.Uint8:
-			out[i] = strconv.FormatUint(uint64(e[0]), 10)
-		case engine.Int16:
-			out[i] = strconv.FormatInt(int64(int16(le.Uint16(e))), 10)
-		case engine.Uint16:
-			out[i] = strconv.FormatUint(uint64(le.Uint16(e)), 10)
-		case engine.Int32:
-			out[i] = strconv.FormatInt(int64(int32(le.Uint32(e))), 10)
-		case engine.Uint32:
-			out[i] = strconv.FormatUint(uint64(le.Uint32(e)), 10)
-		case engine.Int64:
-			out[i] = strconv.FormatInt(int64(le.Uint64(e)), 10)
-		case engine.Uint64:
-			out[i] = strconv.FormatUint(le.Uint64(e), 10)
-		case engine.Float32:
-			out[i] = strconv.FormatFloat(float64(math.Float32frombits(le.Uint32(e))), 'g', -1, 32)
-		case engine.Float64:
-			out[i] = strconv.FormatFloat(math.Float64frombits(le.Uint64(e)), 'g', -1, 64)
-		case engine.Bool:
-			out[i] = strconv.FormatBool(e[0] != 0)
-		case engine.Complex64:
-			c := complex(math.Float32frombits(le.Uint32(e)), math.Float32frombits(le.Uint32(e[4:])))
-			out[i] = strings.Trim(strconv.FormatComplex(complex128(c), 'g', -1, 64), "()")
-		case engine.Complex128:
-			c := complex(math.Float64frombits(le.Uint64(e)), math.Float64frombits(le.Uint64(e[8:])))
-			out[i] = strings.Trim(strconv.FormatComplex(c, 'g', -1, 128), "()")
-		}
+		out[i] = formatElem(t, b[i*es:(i+1)*es])
 	}
 	return out
+}
+
+// leUint is the little-endian unsigned integer of e (at most 8 bytes).
+func leUint(e []byte) uint64 {
+	var u uint64
+	for k := len(e) - 1; k >= 0; k-- {
+		u = u<<8 | uint64(e[k])
+	}
+	return u
+}
+
+// enumName is the name of the member of enum t whose value e holds.
+func enumName(t engine.Type, e []byte) (string, bool) {
+	u := leUint(e)
+	bits := uint(8 * len(e))
+	for _, m := range t.Members() {
+		v := uint64(m.Value)
+		if bits < 64 {
+			v &= 1<<bits - 1
+		}
+		if v == u {
+			return m.Name, true
+		}
+	}
+	return "", false
+}
+
+// formatElem renders one element e of t (formatValues's rules).
+func formatElem(t engine.Type, e []byte) string {
+	le := binary.LittleEndian
+	if t.IsString() {
+		return strconv.Quote(engine.DecodeString(t, e))
+	}
+	switch t.Class() {
+	case engine.ClassEnum:
+		if name, ok := enumName(t, e); ok {
+			return name
+		}
+		return formatElem(t.Base(), e)
+	case engine.ClassBitfield:
+		return fmt.Sprintf("0x%0*x", 2*len(e), leUint(e))
+	case engine.ClassOpaque:
+		return fmt.Sprintf("0x%x", e)
+	case engine.ClassArray:
+		return "[" + strings.Join(formatValues(t.Base(), e), ", ") + "]"
+	case engine.ClassCompound:
+		fs := t.Fields()
+		parts := make([]string, len(fs))
+		for i, f := range fs {
+			parts[i] = f.Name + "=" + formatElem(f.Type, e[f.Offset:f.Offset+f.Type.Size()])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	switch t {
+	case engine.Int8:
+		return strconv.FormatInt(int64(int8(e[0])), 10)
+	case engine.Uint8:
+		return strconv.FormatUint(uint64(e[0]), 10)
+	case engine.Int16:
+		return strconv.FormatInt(int64(int16(le.Uint16(e))), 10)
+	case engine.Uint16:
+		return strconv.FormatUint(uint64(le.Uint16(e)), 10)
+	case engine.Int32:
+		return strconv.FormatInt(int64(int32(le.Uint32(e))), 10)
+	case engine.Uint32:
+		return strconv.FormatUint(uint64(le.Uint32(e)), 10)
+	case engine.Int64:
+		return strconv.FormatInt(int64(le.Uint64(e)), 10)
+	case engine.Uint64:
+		return strconv.FormatUint(le.Uint64(e), 10)
+	case engine.Float16:
+		return strconv.FormatFloat(engine.Float16FromBits(le.Uint16(e)), 'g', -1, 32)
+	case engine.BFloat16:
+		return strconv.FormatFloat(engine.BFloat16FromBits(le.Uint16(e)), 'g', -1, 32)
+	case engine.Float32:
+		return strconv.FormatFloat(float64(math.Float32frombits(le.Uint32(e))), 'g', -1, 32)
+	case engine.Float64:
+		return strconv.FormatFloat(math.Float64frombits(le.Uint64(e)), 'g', -1, 64)
+	case engine.Bool:
+		return strconv.FormatBool(e[0] != 0)
+	case engine.Complex64:
+		c := complex(math.Float32frombits(le.Uint32(e)), math.Float32frombits(le.Uint32(e[4:])))
+		return strings.Trim(strconv.FormatComplex(complex128(c), 'g', -1, 64), "()")
+	case engine.Complex128:
+		c := complex(math.Float64frombits(le.Uint64(e)), math.Float64frombits(le.Uint64(e[8:])))
+		return strings.Trim(strconv.FormatComplex(c, 'g', -1, 128), "()")
+	}
+	return ""
 }
 
 // dumpDefined prints the defined elements of a selection and their

@@ -59,7 +59,7 @@ func h5Attrs(attrs []engine.Attr, err error) ([]h5.Attr, error) {
 		switch v.Kind() {
 		case engine.AttrScalar, engine.AttrArray:
 			t := v.Type()
-			if !t.Numeric() && t != engine.Bool && t != engine.Complex64 && t != engine.Complex128 && !t.IsString() {
+			if !h5Maps(t) {
 				return nil, fmt.Errorf("%w: attribute %q of type %v (HDF5 export takes the numeric, bool, complex and fixed-length string types)", ErrUnsupported, a.Name, t)
 			}
 			hv = h5.AttrValue{Kind: h5.AttrNumeric, Type: h5Type(v.Type()), Scalar: v.Kind() == engine.AttrScalar, Data: v.Bytes()}

@@ -191,6 +191,12 @@ func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 	if definedName(name) {
 		return nil, fmt.Errorf("%w: dataset %q: names under %q are where export records sparse datasets' defined sets", ErrUnsupported, name, DefinedPrefix)
 	}
+	if sp := ds.Space(); sp != engine.SpaceSimple {
+		return nil, fmt.Errorf("%w: dataset %q has a %v dataspace, which HDF5 export does not write yet", ErrUnsupported, name, sp)
+	}
+	if t := ds.Type(); !h5Maps(t) {
+		return nil, fmt.Errorf("%w: dataset %q of type %v (HDF5 export takes the numeric, bool, complex and fixed-length string types)", ErrUnsupported, name, t)
+	}
 	switch l := ds.Layout(); l {
 	case engine.Chunked:
 	case engine.Virtual:

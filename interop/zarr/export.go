@@ -287,6 +287,9 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	if _, _, err := zarrmap.TypeOf(ds.Type()); err != nil {
 		return dr, err
 	}
+	if sp := ds.Space(); sp != engine.SpaceSimple {
+		return dr, fmt.Errorf("%w: %v dataspace (not mapped onto Zarr yet)", ErrUnsupported, sp)
+	}
 	p := zarrmap.PlanOf(ds, v)
 	if layout != engine.Chunked {
 		// Sparse and contiguous datasets have no pipeline images to copy:

@@ -1,4 +1,4 @@
-// Package format encodes and decodes scc's on-disk container format (v5; older files read unchanged): the
+// Package format encodes and decodes scc's on-disk container format (v6; older files read unchanged): the
 // two superblock slots, the dataset catalog, dataset headers and the frame
 // around every stored chunk. FORMAT.md at the repository root is the
 // byte-by-byte specification; this package is its reference implementation.
@@ -63,7 +63,10 @@ const (
 // parameters and a wide fill value as dataset header parts. Version 5 adds
 // the chunk key part, which keys a dataset's chunk checksums (ChunkSum):
 // a v4 reader could not verify such chunks, so it refuses the file.
-// Version 6 adds sharded chunks: a dense dataset whose LayoutParams name
+// Version 6 adds float16 and bfloat16 (TypeFloat16, TypeBFloat16),
+// described types (TypeDescribed: enum, opaque, bitfield, array,
+// compound) with their description as a header part, scalar and null
+// dataspaces, and sharded chunks: a dense dataset whose LayoutParams name
 // an inner chunk shape stores each chunk as inner chunks and an index
 // (FORMAT.md "Sharded chunk"), which a v5 reader would take for one
 // frame.
@@ -92,10 +95,12 @@ const (
 	MaxChunkBytes = 1 << 30
 	// MaxHeaderBytes is the largest dataset header block any valid header
 	// encodes to: the longest inline fill (a string's, up to 255 bytes),
-	// the two v2 parts, and v4's string type and wide fill parts.
+	// the two v2 parts, v4's string type and wide fill parts, v5's chunk
+	// key, and v6's type description and dataspace. (A header holds a string type or a
+	// type description, never both, so this overstates by a few bytes.)
 	MaxHeaderBytes = headerFixed + MaxNameBytes + 3*8*MaxRank + maxInlineFill + MaxFilterBytes + MaxIndexRoot +
 		headerPartsV2*(partHeader+MaxPartBytes) + partHeader + stringTypeBytes + partHeader + MaxStringLen +
-		partHeader + chunkKeyBytes + crcSize
+		partHeader + chunkKeyBytes + partHeader + MaxTypeDescBytes + partHeader + 1 + crcSize
 	// MaxCatalogBytes bounds the catalog block (about a million datasets
 	// with short names).
 	MaxCatalogBytes = 1 << 30
@@ -126,6 +131,14 @@ const (
 	// character set are header fields (DatasetHeader.StrLen...). Version 4
 	// on.
 	TypeString uint8 = 14
+	// TypeFloat16 and TypeBFloat16 are IEEE 754 binary16 and bfloat16
+	// (the top half of a float32). Version 6 on.
+	TypeFloat16  uint8 = 15
+	TypeBFloat16 uint8 = 16
+	// TypeDescribed is a type its description spells out (TypeNode): an
+	// enum, opaque type, bitfield, array or compound; its size is the
+	// description's. Version 6 on.
+	TypeDescribed uint8 = 17
 )
 
 // String padding codes (HDF5's H5T_STR_NULLTERM, H5T_STR_NULLPAD,
@@ -153,6 +166,8 @@ func TypeVersion(t uint8) uint8 {
 		return 3
 	case t == TypeString:
 		return 4
+	case t >= TypeFloat16 && t <= TypeDescribed:
+		return 6
 	}
 	return 0
 }
@@ -161,13 +176,13 @@ func TypeVersion(t uint8) uint8 {
 const LayoutDense uint8 = 1
 
 // ElemSize reports the size in bytes of an element of type code t, or 0 for
-// an unknown code and for TypeString, whose size is its header's StrLen
-// (DatasetHeader.ElemSize).
+// an unknown code and for TypeString and TypeDescribed, whose size is
+// their parameters' (DatasetHeader.ElemSize, TypeNode.ElemSize).
 func ElemSize(t uint8) int {
 	switch t {
 	case TypeInt8, TypeUint8, TypeBool:
 		return 1
-	case TypeInt16, TypeUint16:
+	case TypeInt16, TypeUint16, TypeFloat16, TypeBFloat16:
 		return 2
 	case TypeInt32, TypeUint32, TypeFloat32:
 		return 4

@@ -646,7 +646,7 @@ func TestDocumentedConstants(t *testing.T) {
 	if got := Checksum([]byte("123456789")); got != 0xE3069283 {
 		t.Errorf("CRC32C check value %08x, FORMAT.md says e3069283", got)
 	}
-	if MaxHeaderBytes != 4229203 || headerMin != 65 || catalogMin != 16 || entryMin != 31 {
+	if MaxHeaderBytes != 5277792 || headerMin != 65 || catalogMin != 16 || entryMin != 31 {
 		t.Errorf("MaxHeaderBytes %d headerMin %d catalogMin %d entryMin %d differ from FORMAT.md",
 			MaxHeaderBytes, headerMin, catalogMin, entryMin)
 	}

@@ -144,7 +144,15 @@ func typeHeaderSeeds() [][]byte {
 	} {
 		s = append(s, EncodeDatasetHeader(h))
 	}
-	return append(s, resealAs(s[len(s)-2], 3))
+	s = append(s, resealAs(s[len(s)-2], 3))
+	// Version 6's described types and half floats, and a compound sealed
+	// as v5 (which must not decode).
+	for _, n := range sampleTypes()[:8] {
+		s = append(s, EncodeDatasetHeader(describedHeader(n)))
+	}
+	s = append(s, EncodeDatasetHeader(DatasetHeader{Name: "h", ID: 5, Type: TypeFloat16, Shape: []uint64{6}, MaxShape: []uint64{6},
+		Chunk: []uint64{3}, Layout: LayoutDense, Fill: []byte{0, 0x3c}}))
+	return append(s, resealAs(s[len(s)-3], 5))
 }
 
 // TestWriteSeedCorpus rewrites testdata/fuzz from the seeds above when
@@ -156,6 +164,8 @@ func TestWriteSeedCorpus(t *testing.T) {
 		"FuzzCatalog":       catalogSeeds(),
 		"FuzzCatalogGroups": groupSeeds(),
 		"FuzzDatasetHeader": headerSeeds(),
+		// Described types: every class, nested, and damage.
+		"FuzzTypeDescription": typeSeeds(),
 	}
 	for target, seeds := range sets {
 		dir := filepath.Join("testdata", "fuzz", target)

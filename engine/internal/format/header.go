@@ -19,6 +19,9 @@ type DatasetHeader struct {
 	// for every other type.
 	StrLen             uint32
 	StrPad, StrCharset uint8
+	// Desc is a TypeDescribed's description (version 6), whose Code is
+	// TypeDescribed; nil for every other type.
+	Desc *TypeNode
 	// Shape, MaxShape and Chunk have the same rank, 1..MaxRank.
 	// Shape[d] <= MaxShape[d]; MaxShape[d] == Unlimited for a dimension
 	// without bound; Chunk[d] >= 1.
@@ -48,6 +51,11 @@ type DatasetHeader struct {
 	// LayoutParams is the layout's own parameters (for layouts other than
 	// dense chunked: engine's layout encodings).
 	LayoutParams []byte
+	// Space (version 6) is the dataspace when it is not simple:
+	// SpaceScalar (one element, no dimensions; stored as Shape, MaxShape
+	// and Chunk [1]) or SpaceNull (no element; stored as Shape and
+	// MaxShape [0], Chunk [1]). SpaceSimple (0), and no part, otherwise.
+	Space uint8
 	// ChunkKey (version 5) keys the dataset's chunk checksums
 	// (KeyedChunkSum); 0, and no part, for the unkeyed rule of datasets
 	// written before.
@@ -77,7 +85,18 @@ const (
 	partWideFill     = 4 // v4: a fill value longer than the fill length byte holds
 	headerPartsV4    = 4 // the number of part tags a v4 header defines
 	partChunkKey     = 5 // v5: the chunk checksum key, u64, non-zero
-	headerParts      = 5 // the number of part tags a v5 header defines
+	headerPartsV5    = 5 // the number of part tags a v5 header defines
+	partTypeDesc     = 6 // v6: a TypeDescribed's description (EncodeType)
+	partSpace        = 7 // v6: the dataspace when not simple, u8
+	headerParts      = 7 // the number of part tags a v6 header defines
+)
+
+// Dataspaces (DatasetHeader.Space), after HDF5's H5S_SIMPLE, H5S_SCALAR
+// and H5S_NULL.
+const (
+	SpaceSimple uint8 = 0
+	SpaceScalar uint8 = 1
+	SpaceNull   uint8 = 2
 )
 
 // chunkKeyBytes is the size of the chunk key part.
@@ -112,6 +131,12 @@ func (h DatasetHeader) parts() []part {
 	if h.ChunkKey != 0 {
 		ps = append(ps, part{partChunkKey, le.AppendUint64(nil, h.ChunkKey)})
 	}
+	if h.Type == TypeDescribed || h.Desc != nil {
+		ps = append(ps, part{partTypeDesc, EncodeType(h.Desc)})
+	}
+	if h.Space != SpaceSimple {
+		ps = append(ps, part{partSpace, []byte{h.Space}})
+	}
 	return ps
 }
 
@@ -126,8 +151,11 @@ func (h DatasetHeader) inlineFill() []byte {
 // ElemSize is the size in bytes of one element: the type code's, or a
 // string's length.
 func (h DatasetHeader) ElemSize() int {
-	if h.Type == TypeString {
+	switch h.Type {
+	case TypeString:
 		return int(h.StrLen)
+	case TypeDescribed:
+		return h.Desc.ElemSize()
 	}
 	return ElemSize(h.Type)
 }
@@ -170,9 +198,20 @@ func (h DatasetHeader) validate() error {
 	} else if h.StrLen != 0 || h.StrPad != 0 || h.StrCharset != 0 {
 		return fmt.Errorf("string parameters on element type code %d", h.Type)
 	}
+	if (h.Type == TypeDescribed) != (h.Desc != nil) {
+		return fmt.Errorf("element type code %d with a type description %v", h.Type, h.Desc != nil)
+	}
+	if h.Desc != nil {
+		if h.Desc.Code != TypeDescribed {
+			return fmt.Errorf("type description of code %d", h.Desc.Code)
+		}
+		if err := ValidateType(h.Desc); err != nil {
+			return err
+		}
+	}
 	esize := h.ElemSize()
 	if esize == 0 {
-		return fmt.Errorf("element type code %d (want 1..%d)", h.Type, TypeString)
+		return fmt.Errorf("element type code %d (want 1..%d)", h.Type, TypeDescribed)
 	}
 	if h.Layout < LayoutDense || h.Layout > LayoutVirtual {
 		return fmt.Errorf("layout code %d (v2 knows %d..%d)", h.Layout, LayoutDense, LayoutVirtual)
@@ -207,6 +246,22 @@ func (h DatasetHeader) validate() error {
 		if hi != 0 || elems > math.MaxInt64 {
 			return fmt.Errorf("shape %v has more than 2^63-1 elements", h.Shape)
 		}
+	}
+	switch h.Space {
+	case SpaceSimple:
+	case SpaceScalar, SpaceNull:
+		n := uint64(1)
+		if h.Space == SpaceNull {
+			n = 0
+		}
+		if r != 1 || h.Shape[0] != n || h.MaxShape[0] != n || h.Chunk[0] != 1 {
+			return fmt.Errorf("dataspace %d stored as shape %v, max shape %v, chunk %v (want [%d], [%d], [1])", h.Space, h.Shape, h.MaxShape, h.Chunk, n, n)
+		}
+		if h.Layout == LayoutVirtual {
+			return fmt.Errorf("dataspace %d of a virtual dataset", h.Space)
+		}
+	default:
+		return fmt.Errorf("dataspace code %d (want %d..%d)", h.Space, SpaceSimple, SpaceNull)
 	}
 	if len(h.Fill) != 0 && len(h.Fill) != esize {
 		return fmt.Errorf("fill value of %d bytes for %d-byte elements", len(h.Fill), esize)
@@ -334,6 +389,8 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 		maxTag = headerPartsV2
 	case version < 5:
 		maxTag = headerPartsV4
+	case version < 6:
+		maxTag = headerPartsV5
 	}
 	ps, err := readParts(r.b, maxTag)
 	if err != nil {
@@ -365,6 +422,18 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 				return DatasetHeader{}, corrupt("dataset header", "chunk key part of %d bytes (want %d, non-zero)", len(p.data), chunkKeyBytes)
 			}
 			h.ChunkKey = le.Uint64(p.data)
+		case partSpace:
+			// Canonical: a simple dataspace is the absent part.
+			if len(p.data) != 1 || p.data[0] == SpaceSimple {
+				return DatasetHeader{}, corrupt("dataset header", "dataspace part of %d bytes (want 1, not simple)", len(p.data))
+			}
+			h.Space = p.data[0]
+		case partTypeDesc:
+			d, err := DecodeType(p.data)
+			if err != nil {
+				return DatasetHeader{}, corrupt("dataset header", "%v", err)
+			}
+			h.Desc = d
 		}
 	}
 	if version < 6 && h.Layout == LayoutDense && len(h.LayoutParams) > 0 {
