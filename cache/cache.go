@@ -96,6 +96,7 @@ type Cache struct {
 	workers    workers
 	budget     budget
 	images     imageEntries // imageentries.go
+	stored     storedImages // storedimages.go
 	// rereads remembers recently missed chunks, which a full cache (or
 	// one with Config.AdmitOnReread) keeps when read again (rereads.go).
 	rereads *rereadFilter
@@ -134,6 +135,8 @@ type Cache struct {
 	//	  leaf locks meanwhile, so evictors and writers may wait for them while
 	//	  holding Cache.mu or a pin
 	//	Cache.budget.meta (metadata accounts): never held with Cache.mu
+	//	File.mu → Cache.stored.mu (stored images; storedimages.go), never held
+	//	  across I/O → Cache.budget.space (an image freed)
 	//	leaf locks (nothing is taken under them, never held across I/O):
 	//	  Cache.images.mu (cache-image entries), a dataset's sequence detector
 	//	  (seqState), the space waiters' channel (Cache.budget.space), the ghost
@@ -687,6 +690,7 @@ func (f *File) unregister(ctx context.Context, discard bool) error {
 		c.registered.files.Del(f.serial)
 		f.releaseMetadata()
 		f.DropPrefetched()
+		c.stored.dropFile(f.serial)
 	}
 	f.mu.Unlock()
 	close(done)
