@@ -25,11 +25,15 @@
 // re-encoded with the declared chain). Other datasets declare no codec
 // and serve their chunks decoded. A chunk that is not stored answers 404,
 // which Zarr readers read as the fill value. Every chunk read goes
-// through the engine: a chunk served decoded is read like any read,
-// through the shared chunk cache; one served as stored is read with the
-// raw chunk API, ordered with every other request by the engine's
-// serializer, a dirty cached copy written back first. The chunk bytes
-// held for responses at once are bounded (Options.MaxChunkBytes).
+// through the engine's shared chunk cache: a chunk served decoded is read
+// like any read; one served as stored is read with
+// Dataset.ReadChunkRawShared, ordered with every other request by the
+// engine's serializer (a dirty cached copy written back first), its
+// stored frame held in the cache under the cache's budget and shared by
+// every concurrent request for it (one file read, one buffer, written to
+// each client without a copy). The bytes responses make beside the
+// cache's (chunks decoded, rewrapped, re-encoded or gzipped) are bounded
+// by Options.MaxChunkBytes.
 //
 // Live: before answering, the server refreshes the File (File.Refresh) if
 // its last refresh is older than Options.Refresh (100 ms by default), so a
@@ -105,10 +109,12 @@ type Options struct {
 	// (no bound of its own). Clients behind one proxy or NAT share an
 	// address, and so a bound.
 	MaxPerClient int
-	// MaxChunkBytes bounds the bytes of the chunks held in memory for
-	// responses at once (each counted at its decoded size, which bounds
-	// its stored one too); a request waits for room. 0 means 256 MiB. A
-	// chunk larger than the bound is served alone.
+	// MaxChunkBytes bounds the bytes of the chunks made for responses
+	// and held at once: chunks decoded, rewrapped, re-encoded or gzipped
+	// (each counted at its decoded size, which bounds the others too); a
+	// request waits for room. 0 means 256 MiB. A chunk larger than the
+	// bound is served alone. Chunks served as stored are held in the
+	// shared chunk cache instead, under its budget.
 	MaxChunkBytes int64
 	// Logger receives what the view leaves out and why, and the errors
 	// answered 500. nil means slog.Default().
