@@ -121,4 +121,3 @@ func TestFollowFileReplacedRenamed(t *testing.T) {
 	require.NoError(t, f.Close(bg))
 	goleak.VerifyNone(t, leaks)
 }
-
