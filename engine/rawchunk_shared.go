@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/scc-dev/scc/cache"
@@ -43,8 +44,15 @@ func (d *Dataset) ReadChunkRawShared(ctx context.Context, coords []uint64) (Shar
 		data, sc, err := d.readRawFollowing(ctx, coords, "ReadChunkRawShared")
 		return SharedChunk{Data: data, StoredChunk: sc}, err
 	}
-	var out SharedChunk
-	err := d.s.f.follow(ctx, func() (err error) {
+	// The first try outside follow: the closure follow takes is an
+	// allocation every request would pay, and only a follower's read
+	// that found damage needs follow's retries after a refresh (which
+	// try again from the start).
+	out, err := d.readChunkShared(ctx, coords)
+	if err == nil || !d.s.f.readOnly || !errors.Is(err, ErrCorrupt) {
+		return out, err
+	}
+	err = d.s.f.follow(ctx, func() (err error) {
 		out, err = d.readChunkShared(ctx, coords)
 		return err
 	})

@@ -23,7 +23,7 @@ var errNoChunk = errors.New("chunk not stored")
 // serveKey answers the request for key from v.
 func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key string) {
 	h := w.Header()
-	h.Set("Cache-Control", "no-cache")
+	h["Cache-Control"] = hdrNoCache
 	if key == "" {
 		s.serveWeb(w, r, v, "", true)
 		return
@@ -33,7 +33,7 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		return
 	}
 	if b := v.blobs[key]; b != nil {
-		h.Set("Content-Type", "application/json")
+		h["Content-Type"] = hdrJSON
 		serveContent(w, r, b.data, b.etag, b.mod, b.gzipped)
 		return
 	}
@@ -109,7 +109,7 @@ func (s *Server) serveShared(w http.ResponseWriter, r *http.Request, a *array, c
 		return
 	}
 	defer sc.Release()
-	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header()["Content-Type"] = hdrOctets
 	serveContent(w, r, sc.Data, storedETag(sc.StoredChunk, ""), a.mod, nil)
 }
 
@@ -228,7 +228,7 @@ func chunkETag(b []byte) string {
 // fall in one second, so If-Modified-Since and If-Unmodified-Since are
 // ignored and a date in If-Range makes a range request get the whole
 // content.
-func serveContent(w http.ResponseWriter, r *http.Request, b []byte, etag string, mod time.Time, gz gzipper) {
+func serveContent(w http.ResponseWriter, r *http.Request, b []byte, etag string, mod stamp, gz gzipper) {
 	r.Header.Del("If-Modified-Since")
 	r.Header.Del("If-Unmodified-Since")
 	if ir := r.Header.Get("If-Range"); ir != "" && !strings.HasPrefix(ir, `"`) && !strings.HasPrefix(ir, `W/"`) {
@@ -248,24 +248,49 @@ func serveContent(w http.ResponseWriter, r *http.Request, b []byte, etag string,
 			}
 		}
 	}
-	h.Set("ETag", etag)
+	// Header values set by canonical key, without Set's canonicalization;
+	// the constant ones are shared (net/http copies a response's header
+	// before writing it, and nothing appends to a value in place).
+	h["Etag"] = []string{etag}
 	if plainGet(w, r) {
 		// What ServeContent answers to a request without conditions or
 		// ranges, written in one Write: its io.Copy would flush the
 		// header with the first 512 bytes on their own and copy the
 		// rest through a buffer it allocates.
-		h.Set("Accept-Ranges", "bytes")
-		if !mod.IsZero() && !mod.Equal(time.Unix(0, 0)) {
-			h.Set("Last-Modified", mod.UTC().Format(http.TimeFormat))
+		h["Accept-Ranges"] = hdrBytes
+		if mod.hdr != nil {
+			h["Last-Modified"] = mod.hdr
 		}
-		h.Set("Content-Length", strconv.Itoa(len(b)))
+		h["Content-Length"] = []string{strconv.Itoa(len(b))}
 		w.WriteHeader(http.StatusOK)
 		if r.Method != http.MethodHead {
 			w.Write(b)
 		}
 		return
 	}
-	http.ServeContent(w, r, "", mod, bytes.NewReader(b))
+	http.ServeContent(w, r, "", mod.t, bytes.NewReader(b))
+}
+
+// Shared header values (len == cap, so that an append copies).
+var (
+	hdrBytes   = []string{"bytes"}
+	hdrNoCache = []string{"no-cache"}
+	hdrOctets  = []string{"application/octet-stream"}
+	hdrJSON    = []string{"application/json"}
+)
+
+// stamp is a modification time with its Last-Modified value, formatted
+// once for every response that sends it.
+type stamp struct {
+	t   time.Time
+	hdr []string // nil when t is unknown (zero, or the Unix epoch)
+}
+
+func stampOf(t time.Time) stamp {
+	if t.IsZero() || t.Equal(time.Unix(0, 0)) {
+		return stamp{t: t}
+	}
+	return stamp{t: t, hdr: []string{t.UTC().Format(http.TimeFormat)}}
 }
 
 // plainGet reports whether r is a GET or HEAD that ServeContent would
