@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,6 +67,11 @@ func TestStoredChunksThroughSharedCache(t *testing.T) {
 	limit := c.Stats().ActiveLimit
 	before := c.Stats()
 
+	// Heap objects, a loose bound only (the clients share the process).
+	heap := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(heap)
+	base := heap[0].Value.Uint64()
+	var peak atomic.Uint64
 	stop := make(chan struct{})
 	var over atomic.Int64
 	var sampler sync.WaitGroup
@@ -75,6 +81,10 @@ func TestStoredChunksThroughSharedCache(t *testing.T) {
 		for {
 			if r := c.Stats().ResidentBytes; r > limit {
 				over.Store(r)
+			}
+			metrics.Read(heap)
+			if v := heap[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
 			}
 			select {
 			case <-stop:
@@ -116,6 +126,7 @@ func TestStoredChunksThroughSharedCache(t *testing.T) {
 	st := c.Stats()
 	assert.Zero(t, over.Load(), "charged bytes over the active limit %d", limit)
 	assert.LessOrEqual(t, st.PeakChunkBytes, limit)
+	assert.Less(t, int64(peak.Load())-int64(base), int64(64<<20), "heap growth while 64 clients read")
 	ss := c.StoredStats()
 	assert.Equal(t, int64(clients*each), ss.Hits+ss.Loads, "every chunk request read through the cache")
 	assert.Positive(t, ss.Evicted, "a budget of a few chunks evicts")
