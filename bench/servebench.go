@@ -156,7 +156,7 @@ func runServe(ctx context.Context, o Options, p *Peers, r *Report) error {
 		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Millisecond)
 	}
 	o.logf("serve: Flush to visible over %d frames: median %.1f ms, p99 %.1f ms", len(lat), q(0.5), q(0.99))
-	note := fmt.Sprintf("%d frames, refresh bound %v, the reader polling .zarray", len(lat), serve.DefaultRefresh)
+	note := fmt.Sprintf("%d frames, the server following the writer (File.Follow), the reader polling .zarray every ms", len(lat))
 	r.add(Figure{Scenario: "serve", Key: "visible-p50", Metric: "Flush to visible in the served view, median", Unit: "ms", SCC: q(0.5), Note: note})
 	r.add(Figure{Scenario: "serve", Key: "visible-p99", Metric: "Flush to visible in the served view, p99", Unit: "ms", SCC: q(0.99), Note: note,
 		Target: &Target{Kind: "max", Value: 100}})
@@ -471,7 +471,7 @@ func flushToVisible(ctx context.Context, dir string, frames int) ([]time.Duratio
 		if err := ds.Write(ctx, engine.Box([]uint64{uint64(i), 0, 0}, []uint64{1, 64, 64}), frame); err != nil {
 			return nil, err
 		}
-		// A Flush at a random phase of the server's refresh period.
+		// A Flush at a random phase of the server's follow loop's backoff.
 		time.Sleep(time.Duration(rng.IntN(int(serve.DefaultRefresh))))
 		if err := wf.Flush(ctx); err != nil {
 			return nil, err

@@ -103,6 +103,7 @@ type Cache struct {
 	writer     writer       // writeback.go
 	images     imageEntries // imageentries.go
 	intake     intake       // intake.go: which missing chunks go past the cache
+	stored     storedImages // storedimages.go
 
 	// The policy lock is written by every batch of access records; the
 	// padding keeps it off the lines of the fields every hit reads
@@ -142,6 +143,8 @@ type Cache struct {
 	//	  leaf locks meanwhile, so evictors and writers may wait for them while
 	//	  holding Cache.mu or a pin
 	//	Cache.budget.meta (metadata accounts): never held with Cache.mu
+	//	File.mu → Cache.stored.mu (stored images; storedimages.go), never held
+	//	  across I/O → Cache.budget.space (an image freed)
 	//	leaf locks (nothing is taken under them, never held across I/O):
 	//	  Cache.images.mu (cache-image entries), a dataset's sequence detector
 	//	  (seqState), the space waiters' channel (Cache.budget.space), the ghost
@@ -620,6 +623,7 @@ func (f *File) unregister(ctx context.Context, discard bool) error {
 		c.registered.files.Del(f.serial)
 		f.releaseMetadata()
 		f.DropPrefetched()
+		c.stored.dropFile(f.serial)
 	}
 	f.mu.Unlock()
 	close(done)

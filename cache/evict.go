@@ -87,6 +87,11 @@ func (c *Cache) evict(ctx context.Context, need int64, passes int) (int64, error
 		c.budget.charge(-freed)
 		return freed, nil
 	}
+	// Then stored images nobody holds (storedimages.go): one read brings
+	// one back, with no decode.
+	if freed := c.stored.evict(need); freed > 0 {
+		return freed, nil
+	}
 	if c.registered.condensers.Load() > 0 {
 		if freed := c.mu.condense(need, &c.budget); freed >= need {
 			return freed, nil

@@ -224,42 +224,8 @@ func (d *Dataset) DirectRead(ctx context.Context, coord layout.Coord) ([]byte, l
 		return nil, layout.Location{}, err
 	}
 	defer c.end()
-	if !d.registered.Load() {
-		return nil, layout.Location{}, ErrNotRegistered
-	}
-	if len(coord) != len(d.lay().dims) {
-		return nil, layout.Location{}, fmt.Errorf("%w: coordinate rank", ErrInvalid)
-	}
-	key := makeKey(d.serial, coord)
-	for {
-		e, ok := c.chunks.Load(key)
-		if !ok {
-			break
-		}
-		pinned, ch := e.pin()
-		if !pinned {
-			if ch == nil {
-				runtime.Gosched()
-				continue
-			}
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return nil, layout.Location{}, ctx.Err()
-			}
-		}
-		var err error
-		e.flushMu.Lock()
-		if e.dirty.Load() {
-			err = c.writer.writeBack(ctx, []*entry{e}, false)
-		}
-		e.flushMu.Unlock()
-		c.budget.unpin(e)
-		if err != nil {
-			return nil, layout.Location{}, err
-		}
-		break
+	if err := d.writeBackOne(ctx, coord); err != nil {
+		return nil, layout.Location{}, err
 	}
 	locs := make([]layout.Location, 1)
 	if err := d.lay().l.Lookup(ctx, []layout.Coord{coord}, locs); err != nil {
@@ -279,6 +245,47 @@ func (d *Dataset) DirectRead(ctx context.Context, coord layout.Coord) ([]byte, l
 		return nil, loc, err
 	}
 	return buf, loc, nil
+}
+
+// writeBackOne writes the chunk's cached copy back if it is dirty, so that
+// what is stored is the latest write, for a read of the stored image.
+// Caller is inside begin/end.
+func (d *Dataset) writeBackOne(ctx context.Context, coord layout.Coord) error {
+	c := d.c
+	if !d.registered.Load() {
+		return ErrNotRegistered
+	}
+	if len(coord) != len(d.lay().dims) {
+		return fmt.Errorf("%w: coordinate rank", ErrInvalid)
+	}
+	key := makeKey(d.serial, coord)
+	for {
+		e, ok := c.chunks.Load(key)
+		if !ok {
+			return nil
+		}
+		pinned, ch := e.pin()
+		if !pinned {
+			if ch == nil {
+				runtime.Gosched()
+				continue
+			}
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		var err error
+		e.flushMu.Lock()
+		if e.dirty.Load() {
+			err = c.writer.writeBack(ctx, []*entry{e}, false)
+		}
+		e.flushMu.Unlock()
+		c.budget.unpin(e)
+		return err
+	}
 }
 
 // DirectWrite stores a raw encoded image for the chunk (SCC internal API

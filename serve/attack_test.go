@@ -289,11 +289,12 @@ func TestTraversalOverTCP(t *testing.T) {
 func TestPerClientBound(t *testing.T) {
 	fx := makeFile(t)
 	_, s, _ := open(t, fx.path, Options{MaxPerClient: 1})
-	// Hold the one slot of 192.0.2.1: a request waiting for chunk bytes.
+	// Hold the one slot of 192.0.2.1: a request waiting for the bytes
+	// of a chunk served decoded.
 	s.bytes.Acquire(bg, s.maxBytes)
 	done := make(chan int)
 	go func() {
-		r := httptestRequest("/zs/1.2", "192.0.2.1:1000")
+		r := httptestRequest("/sp/0.0", "192.0.2.1:1000")
 		w := newRecorder()
 		s.ServeHTTP(w, r)
 		done <- w.Code

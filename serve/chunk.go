@@ -23,7 +23,7 @@ var errNoChunk = errors.New("chunk not stored")
 // serveKey answers the request for key from v.
 func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key string) {
 	h := w.Header()
-	h.Set("Cache-Control", "no-cache")
+	h["Cache-Control"] = hdrNoCache
 	if key == "" {
 		s.serveWeb(w, r, v, "", true)
 		return
@@ -33,7 +33,7 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		return
 	}
 	if b := v.blobs[key]; b != nil {
-		h.Set("Content-Type", "application/json")
+		h["Content-Type"] = hdrJSON
 		serveContent(w, r, b.data, b.etag, b.mod, b.gzipped)
 		return
 	}
@@ -43,6 +43,10 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		return
 	}
 	if notModified(w, r, a, coords) {
+		return
+	}
+	if a.copy && a.wrap == "" && !a.plain {
+		s.serveShared(w, r, a, coords, key)
 		return
 	}
 	// The chunk is held whole until it is sent: its bytes count against
@@ -58,27 +62,11 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		return // the client is gone
 	}
 	defer s.bytes.Release(n)
-	data, etag, err := readServed(r.Context(), a, coords)
-	switch {
-	case err == nil:
-	case errors.Is(err, errNoChunk), errors.Is(err, engine.ErrNotFound),
-		errors.Is(err, engine.ErrOutOfRange), errors.Is(err, engine.ErrDeleted):
-		// Not stored, or outside the extent since a shrink, or a dataset
-		// deleted since the view: the reader's fill value is right.
-		http.Error(w, "chunk not stored", http.StatusNotFound)
-		return
-	case r.Context().Err() != nil:
-		return // the client is gone
-	case errors.Is(err, engine.ErrStale):
-		h.Set("Retry-After", "1")
-		http.Error(w, "the file is being rewritten faster than it can be read; retry", http.StatusServiceUnavailable)
-		return
-	default:
-		s.readFailed(err)
-		// The error names datasets and perhaps paths of the host:
-		// logged, not sent.
-		s.log.Error("zarr view: chunk read failed", "key", key, "err", err)
-		http.Error(w, "internal error", http.StatusInternalServerError)
+	data, etag, done, err := readServed(r.Context(), a, coords)
+	if done != nil {
+		defer done()
+	}
+	if !s.chunkReadOK(w, r, key, err) {
 		return
 	}
 	h.Set("Content-Type", "application/octet-stream")
@@ -87,6 +75,68 @@ func (s *Server) serveKey(w http.ResponseWriter, r *http.Request, v *view, key s
 		gzf = gzipOf(data)
 	}
 	serveContent(w, r, data, etag, a.mod, gzf)
+}
+
+// serveShared answers a chunk served as stored, byte for byte: the
+// response is written from the stored frame held in the shared chunk cache
+// (ReadChunkRawShared), which every concurrent request for the chunk
+// shares and the cache's budget bounds, so it takes none of the bound of
+// the bytes responses make (MaxChunkBytes) and copies nothing. A chunk
+// whose compressor the engine skipped is the exception: re-encoded as
+// readServed does, under that bound.
+func (s *Server) serveShared(w http.ResponseWriter, r *http.Request, a *array, coords []uint64, key string) {
+	sc, err := a.ds.ReadChunkRawShared(r.Context(), coords)
+	if !s.chunkReadOK(w, r, key, err) {
+		return
+	}
+	if sc.FilterMask != 0 {
+		// Not held while waiting for the bound: a request holding bytes
+		// of the bound may be waiting for the cache's room.
+		sc.Release()
+		n := min(int64(2*a.chunkBytes), s.maxBytes)
+		if err := s.bytes.Acquire(r.Context(), n); err != nil {
+			return
+		}
+		defer s.bytes.Release(n)
+		data, etag, done, err := readServed(r.Context(), a, coords)
+		if done != nil {
+			defer done()
+		}
+		if s.chunkReadOK(w, r, key, err) {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			serveContent(w, r, data, etag, a.mod, nil)
+		}
+		return
+	}
+	defer sc.Release()
+	w.Header()["Content-Type"] = hdrOctets
+	serveContent(w, r, sc.Data, storedETag(sc.StoredChunk, ""), a.mod, nil)
+}
+
+// chunkReadOK answers a failed chunk read (and reports false), or reports
+// true.
+func (s *Server) chunkReadOK(w http.ResponseWriter, r *http.Request, key string, err error) bool {
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, errNoChunk), errors.Is(err, engine.ErrNotFound),
+		errors.Is(err, engine.ErrOutOfRange), errors.Is(err, engine.ErrDeleted):
+		// Not stored, or outside the extent since a shrink, or a dataset
+		// deleted since the view: the reader's fill value is right.
+		http.Error(w, "chunk not stored", http.StatusNotFound)
+	case r.Context().Err() != nil:
+		// The client is gone.
+	case errors.Is(err, engine.ErrStale):
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the file is being rewritten faster than it can be read; retry", http.StatusServiceUnavailable)
+	default:
+		s.readFailed(err)
+		// The error names datasets and perhaps paths of the host:
+		// logged, not sent.
+		s.log.Error("zarr view: chunk read failed", "key", key, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+	}
+	return false
 }
 
 // notModified answers 304 to a request whose If-None-Match names the
@@ -178,7 +228,7 @@ func chunkETag(b []byte) string {
 // fall in one second, so If-Modified-Since and If-Unmodified-Since are
 // ignored and a date in If-Range makes a range request get the whole
 // content.
-func serveContent(w http.ResponseWriter, r *http.Request, b []byte, etag string, mod time.Time, gz gzipper) {
+func serveContent(w http.ResponseWriter, r *http.Request, b []byte, etag string, mod stamp, gz gzipper) {
 	r.Header.Del("If-Modified-Since")
 	r.Header.Del("If-Unmodified-Since")
 	if ir := r.Header.Get("If-Range"); ir != "" && !strings.HasPrefix(ir, `"`) && !strings.HasPrefix(ir, `W/"`) {
@@ -198,24 +248,49 @@ func serveContent(w http.ResponseWriter, r *http.Request, b []byte, etag string,
 			}
 		}
 	}
-	h.Set("ETag", etag)
+	// Header values set by canonical key, without Set's canonicalization;
+	// the constant ones are shared (net/http copies a response's header
+	// before writing it, and nothing appends to a value in place).
+	h["Etag"] = []string{etag}
 	if plainGet(w, r) {
 		// What ServeContent answers to a request without conditions or
 		// ranges, written in one Write: its io.Copy would flush the
 		// header with the first 512 bytes on their own and copy the
 		// rest through a buffer it allocates.
-		h.Set("Accept-Ranges", "bytes")
-		if !mod.IsZero() && !mod.Equal(time.Unix(0, 0)) {
-			h.Set("Last-Modified", mod.UTC().Format(http.TimeFormat))
+		h["Accept-Ranges"] = hdrBytes
+		if mod.hdr != nil {
+			h["Last-Modified"] = mod.hdr
 		}
-		h.Set("Content-Length", strconv.Itoa(len(b)))
+		h["Content-Length"] = []string{strconv.Itoa(len(b))}
 		w.WriteHeader(http.StatusOK)
 		if r.Method != http.MethodHead {
 			w.Write(b)
 		}
 		return
 	}
-	http.ServeContent(w, r, "", mod, bytes.NewReader(b))
+	http.ServeContent(w, r, "", mod.t, bytes.NewReader(b))
+}
+
+// Shared header values (len == cap, so that an append copies).
+var (
+	hdrBytes   = []string{"bytes"}
+	hdrNoCache = []string{"no-cache"}
+	hdrOctets  = []string{"application/octet-stream"}
+	hdrJSON    = []string{"application/json"}
+)
+
+// stamp is a modification time with its Last-Modified value, formatted
+// once for every response that sends it.
+type stamp struct {
+	t   time.Time
+	hdr []string // nil when t is unknown (zero, or the Unix epoch)
+}
+
+func stampOf(t time.Time) stamp {
+	if t.IsZero() || t.Equal(time.Unix(0, 0)) {
+		return stamp{t: t}
+	}
+	return stamp{t: t, hdr: []string{t.UTC().Format(http.TimeFormat)}}
 }
 
 // plainGet reports whether r is a GET or HEAD that ServeContent would
@@ -317,31 +392,37 @@ func parseCoord(s string) (uint64, bool) {
 }
 
 // readServed returns the bytes served for chunk coords of a: the stored
-// bytes when its pipeline maps onto the declared codecs (ReadChunkRaw),
-// else the chunk decoded, read through the shared chunk cache like any
-// read. errNoChunk when the chunk is not stored, or (when read decoded)
-// holds only the fill value, which the reader reads the same.
-func readServed(ctx context.Context, a *array, coords []uint64) (data []byte, etag string, err error) {
+// bytes when its pipeline maps onto the declared codecs (read through the
+// shared chunk cache with ReadChunkRawShared; done, when not nil, gives
+// them back after the response), rewrapped or re-encoded when the
+// declared chain says so, else the chunk decoded, read through the shared
+// chunk cache like any read. errNoChunk when the chunk is not stored, or
+// (when read decoded) holds only the fill value, which the reader reads
+// the same.
+func readServed(ctx context.Context, a *array, coords []uint64) (data []byte, etag string, done func(), err error) {
 	if a.copy {
-		raw, sc, err := a.ds.ReadChunkRawStored(ctx, coords)
+		sc, err := a.ds.ReadChunkRawShared(ctx, coords)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		if sc.FilterMask == 0 {
-			if a.wrap != "" {
-				raw, err = zarrmap.Rewrap(a.wrap, raw, a.chunkBytes)
+			if a.wrap == "" {
+				return sc.Data, storedETag(sc.StoredChunk, ""), sc.Release, nil
 			}
-			return raw, storedETag(sc, a.wrap), err
+			raw, err := zarrmap.Rewrap(a.wrap, sc.Data, a.chunkBytes)
+			sc.Release()
+			return raw, storedETag(sc.StoredChunk, a.wrap), nil, err
 		}
 		// A compressor the engine skipped for this chunk (it did not
 		// shrink it), which the declared chain cannot say: encoded
 		// with the chain.
-		dec, err := a.ds.DecodeChunk(raw, sc.FilterMask)
+		dec, err := a.ds.DecodeChunk(sc.Data, sc.FilterMask)
+		sc.Release()
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		data, err = zarrmap.EncodeChain(a.chain, dec)
-		return data, chunkETag(data), err
+		return data, chunkETag(data), nil, err
 	}
 	// ReadChunk needs coords inside the extent (coordsIn does not bound
 	// them); compared in chunks, since a hostile coordinate times the
@@ -349,17 +430,17 @@ func readServed(ctx context.Context, a *array, coords []uint64) (data []byte, et
 	shape := a.ds.Shape()
 	for d, c := range coords {
 		if c >= (shape[d]+a.chunk[d]-1)/a.chunk[d] {
-			return nil, "", errNoChunk
+			return nil, "", nil, errNoChunk
 		}
 	}
 	dec, err := zarrmap.ReadChunk(ctx, a.ds, shape, a.chunk, coords, a.chunkBytes)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	if zarrmap.AllFill(dec, a.fill) {
-		return nil, "", errNoChunk
+		return nil, "", nil, errNoChunk
 	}
-	return dec, chunkETag(dec), nil
+	return dec, chunkETag(dec), nil, nil
 }
 
 // readFailed notes a failed read: one that finds the file damaged or cut

@@ -25,16 +25,23 @@
 // re-encoded with the declared chain). Other datasets declare no codec
 // and serve their chunks decoded. A chunk that is not stored answers 404,
 // which Zarr readers read as the fill value. Every chunk read goes
-// through the engine: a chunk served decoded is read like any read,
-// through the shared chunk cache; one served as stored is read with the
-// raw chunk API, ordered with every other request by the engine's
-// serializer, a dirty cached copy written back first. The chunk bytes
-// held for responses at once are bounded (Options.MaxChunkBytes).
+// through the engine's shared chunk cache: a chunk served decoded is read
+// like any read; one served as stored is read with
+// Dataset.ReadChunkRawShared, ordered with every other request by the
+// engine's serializer (a dirty cached copy written back first), its
+// stored frame held in the cache under the cache's budget and shared by
+// every concurrent request for it (one file read, one buffer, written to
+// each client without a copy). The bytes responses make beside the
+// cache's (chunks decoded, rewrapped, re-encoded or gzipped) are bounded
+// by Options.MaxChunkBytes.
 //
-// Live: before answering, the server refreshes the File (File.Refresh) if
-// its last refresh is older than Options.Refresh (100 ms by default), so a
-// frame the writer Flushed is served within that bound, with the extents
-// and datasets it added. Responses carry an ETag (for a chunk served as
+// Live: by default a background loop follows the writer (File.Follow,
+// follow.go) and rebuilds the view at each commit it sees, so a frame the
+// writer Flushed is served within about the File's FollowInterval (10 ms
+// for a local file), with the extents and datasets it added, and requests
+// do no refresh work. With Options.Refresh positive the server refreshes
+// lazily instead: before answering, if its last refresh is older than
+// that bound. Responses carry an ETag (for a chunk served as
 // stored, the chunk index's record of its stored frame: checksum, address
 // and size; for other content, its hash), Last-Modified and
 // Cache-Control: no-cache, so readers revalidate instead of caching what
@@ -92,10 +99,14 @@ type Options struct {
 	Format int
 	// Token, when set, is required of every request.
 	Token string
-	// Refresh is the longest the server answers from a view of the file
-	// older than the writer's latest commit: a request arriving later
-	// than this after the last refresh refreshes first. 0 means 100 ms; a
-	// negative value never refreshes.
+	// Refresh says how the view follows the file. 0 (the default): a
+	// background loop follows the writer (File.Follow) and rebuilds the
+	// view as soon as it sees a new commit, within the File's
+	// FollowInterval (10 ms for a local file), and requests do no
+	// refresh work. A positive value refreshes lazily instead: a request
+	// arriving later than this after the last refresh refreshes first,
+	// so the view is at most this old. A negative value never refreshes
+	// but when told (Server.Refresh).
 	Refresh time.Duration
 	// MaxInFlight bounds the requests served at once; past it a request
 	// is answered 503 at once. 0 means 64.
@@ -105,10 +116,12 @@ type Options struct {
 	// (no bound of its own). Clients behind one proxy or NAT share an
 	// address, and so a bound.
 	MaxPerClient int
-	// MaxChunkBytes bounds the bytes of the chunks held in memory for
-	// responses at once (each counted at its decoded size, which bounds
-	// its stored one too); a request waits for room. 0 means 256 MiB. A
-	// chunk larger than the bound is served alone.
+	// MaxChunkBytes bounds the bytes of the chunks made for responses
+	// and held at once: chunks decoded, rewrapped, re-encoded or gzipped
+	// (each counted at its decoded size, which bounds the others too); a
+	// request waits for room. 0 means 256 MiB. A chunk larger than the
+	// bound is served alone. Chunks served as stored are held in the
+	// shared chunk cache instead, under its budget.
 	MaxChunkBytes int64
 	// Logger receives what the view leaves out and why, and the errors
 	// answered 500. nil means slog.Default().
@@ -130,7 +143,9 @@ type Options struct {
 	OpenOptions *engine.Options
 }
 
-// DefaultRefresh is the refresh bound when Options.Refresh is 0.
+// DefaultRefresh is how often a server that follows the writer
+// (Options.Refresh 0) looks whether its path names another file
+// (Options.Path), and how often it retries a refresh that failed.
 const DefaultRefresh = 100 * time.Millisecond
 
 // MaxKeyLen bounds the length of a request's path.
@@ -176,6 +191,16 @@ type Server struct {
 	epoch     time.Time
 	last      atomic.Int64
 
+	// following: the view follows the writer from the background
+	// (follow.go), and requests do no refresh work. stopFollow ends the
+	// loops, followers counts them; refollow (under refreshMu) ends the
+	// following of the File being replaced, so that the loop follows the
+	// new one.
+	following  bool
+	stopFollow context.CancelFunc
+	followers  sync.WaitGroup
+	refollow   context.CancelFunc
+
 	// mu guards cur against its replacement while a request takes a
 	// reference to it.
 	mu     sync.RWMutex
@@ -195,7 +220,8 @@ func New(ctx context.Context, f *engine.File, o Options) (*Server, error) {
 	if o.Format != 2 && o.Format != 3 {
 		return nil, fmt.Errorf("%w: Zarr format %d (want 2 or 3)", engine.ErrInvalid, o.Format)
 	}
-	if o.Refresh == 0 {
+	following := o.Refresh == 0
+	if following {
 		o.Refresh = DefaultRefresh
 	}
 	if o.MaxInFlight == 0 {
@@ -243,12 +269,19 @@ func New(ctx context.Context, f *engine.File, o Options) (*Server, error) {
 	s.cur = v
 	s.epoch = time.Now()
 	s.last.Store(0)
+	if following {
+		s.startFollowing()
+	}
 	return s, nil
 }
 
 // Close releases the view's dataset handles once the requests using them
 // are done; later requests are answered 503. The File stays open.
 func (s *Server) Close() error {
+	if s.stopFollow != nil {
+		s.stopFollow()
+		s.followers.Wait()
+	}
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
 	s.mu.Lock()
@@ -439,6 +472,9 @@ func (s *Server) reopen(ctx context.Context, old *view) error {
 	}
 	s.ident = fi
 	s.log.Info("zarr view: the file was replaced; serving the new one", "path", s.path)
+	if s.refollow != nil {
+		s.refollow() // the follow loop moves to the new file
+	}
 	return s.install(v, old, prev != s.orig)
 }
 
@@ -509,10 +545,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The refresh serves every request waiting for it: a client that
 	// goes away does not cancel it.
-	if err := s.sync(context.WithoutCancel(r.Context()), false); err != nil && !errors.Is(err, errClosed) {
-		// Serving the last view is better than failing: it is one
-		// refresh behind, and the next request tries again.
-		s.log.Warn("zarr view: refresh failed; serving the last view", "err", err)
+	if !s.following {
+		if err := s.sync(context.WithoutCancel(r.Context()), false); err != nil && !errors.Is(err, errClosed) {
+			// Serving the last view is better than failing: it is one
+			// refresh behind, and the next request tries again.
+			s.log.Warn("zarr view: refresh failed; serving the last view", "err", err)
+		}
 	}
 	v := s.acquire()
 	if v == nil {

@@ -52,7 +52,7 @@ type view struct {
 type blob struct {
 	data []byte
 	etag string
-	mod  time.Time
+	mod  stamp
 	// gz is data gzipped (nil when that does not help), made at the
 	// first request that takes gzip.
 	gzOnce sync.Once
@@ -79,7 +79,7 @@ type array struct {
 	// plain: the chunk bytes served are not compressed (no compressor
 	// declared), so gzip may shrink them on the way.
 	plain bool
-	mod   time.Time
+	mod   stamp
 	// attrs are the attributes with a Zarr form; skippedAttrs say why
 	// the others are left out.
 	attrs        map[string]any
@@ -149,7 +149,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		left:   map[string]string{},
 		done:   s.fileUsed(f),
 	}
-	now := time.Now()
+	now := stampOf(time.Now())
 	docs := map[string]any{} // v2: the consolidated metadata
 
 	put := func(key string, doc any) error {

@@ -85,7 +85,7 @@ func (s *Server) serveWeb(w http.ResponseWriter, r *http.Request, v *view, rest 
 	case ".css":
 		h.Set("Content-Type", "text/css; charset=utf-8")
 	}
-	serveContent(w, r, b, chunkETag(b), startTime, gzipOf(b))
+	serveContent(w, r, b, chunkETag(b), stampOf(startTime), gzipOf(b))
 }
 
 // startTime stands for the embedded files' modification time.
@@ -192,7 +192,7 @@ func (s *Server) serveTree(w http.ResponseWriter, r *http.Request, v *view) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	serveContent(w, r, b, chunkETag(b), time.Now(), gzipOf(b))
+	serveContent(w, r, b, chunkETag(b), stampOf(time.Now()), gzipOf(b))
 }
 
 // datasetInfo describes dataset name of v: through the view's handle when
@@ -502,7 +502,7 @@ func (s *Server) serveSlice(w http.ResponseWriter, r *http.Request, v *view) {
 	h.Set("X-Scc-Generation", strconv.FormatUint(v.gen, 10))
 	b := out.Bytes()
 	// A PNG is deflated already.
-	serveContent(w, r, b, chunkETag(b), time.Now(), nil)
+	serveContent(w, r, b, chunkETag(b), stampOf(time.Now()), nil)
 }
 
 // pixel maps f from [lo, hi] through cmap: below lo is the map's first

@@ -32,7 +32,9 @@ const shutdownGrace = 10 * time.Second
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", "[--addr HOST:PORT] [--format zarr2|zarr3] [--token T] [--insecure] FILE\n\n"+
 		"Serves FILE read-only as a Zarr store at http://HOST:PORT/, following its writer:\n"+
-		"a frame the writer Flushes is served within --refresh. Open it with, for example,\n"+
+		"a frame the writer Flushes is served within about 10 ms (a background loop follows\n"+
+		"the writer; --refresh D refreshes lazily instead, before a request when the last\n"+
+		"refresh is older than D). Open it with, for example,\n"+
 		"zarr.open_consolidated(fsspec.get_mapper(URL)) (zarr2) or zarrita's FetchStore (zarr3).\n"+
 		"The same URL in a browser shows the file's tree, statistics and a slice viewer.\n"+
 		"An address other than loopback needs --token (clients send Authorization: Bearer T,\n"+
@@ -42,7 +44,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	format := fs.String("format", "zarr2", "store format: zarr2 or zarr3")
 	token := fs.String("token", "", "require this bearer token of every request (default $SCCTL_SERVE_TOKEN)")
 	insecure := fs.Bool("insecure", false, "allow a non-loopback --addr without a token")
-	refresh := fs.Duration("refresh", serve.DefaultRefresh, "longest time a Flushed change takes to be served")
+	refresh := fs.Duration("refresh", 0, "refresh lazily, at most this often, instead of following the writer (0: follow)")
 	maxReq := fs.Int("max-requests", 64, "requests served at once; more are answered 503")
 	maxClient := fs.Int("max-per-client", 0, "requests of one client address served at once (0: --max-requests)")
 	pos, err := parse(fs, args)
@@ -65,8 +67,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *token == "" {
 		*token = os.Getenv("SCCTL_SERVE_TOKEN")
 	}
-	if *refresh <= 0 {
-		return usageErr("--refresh %v: want a positive duration", *refresh)
+	if *refresh < 0 {
+		return usageErr("--refresh %v: want 0 (follow the writer) or a positive duration", *refresh)
 	}
 	if *maxReq < 1 {
 		return usageErr("--max-requests %d: want at least 1", *maxReq)

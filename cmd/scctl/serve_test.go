@@ -99,7 +99,7 @@ func TestServeRefuses(t *testing.T) {
 		{"serve", "--addr", "0.0.0.0:0", path},
 		{"serve", "--addr", ":0", path},
 		{"serve", "--format", "zarr4", path},
-		{"serve", "--refresh", "0s", path},
+		{"serve", "--refresh", "-1s", path},
 		{"serve"},
 		{"serve", t.TempDir()},
 	} {
