@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -269,6 +270,23 @@ func TestAttrValueString(t *testing.T) {
 		{fs, `["ab" "cd"]`, []string{"ab", "cd"}},
 		{one, "xy", "xy"},
 	}
+	color := Enum(Uint8, EnumMember{Name: "RED", Value: 0}, EnumMember{Name: "GREEN", Value: 1})
+	point := Compound(12, Field{Name: "x", Offset: 0, Type: Float32}, Field{Name: "n", Offset: 4, Type: Int64})
+	pt := binary.LittleEndian.AppendUint32(nil, math.Float32bits(1.5))
+	pt = binary.LittleEndian.AppendUint64(pt, 7)
+	cases = append(cases, []struct {
+		v     AttrValue
+		str   string
+		value any
+	}{
+		{RawAttr(AttrScalar, Float16, binary.LittleEndian.AppendUint16(nil, Float16Bits(0.5))), "0.5", float32(0.5)},
+		{RawAttr(AttrArray, BFloat16, binary.LittleEndian.AppendUint16(binary.LittleEndian.AppendUint16(nil, BFloat16Bits(2)), BFloat16Bits(-1))), "[2 -1]", []any{float32(2), float32(-1)}},
+		{RawAttr(AttrScalar, color, []byte{1}), "GREEN", uint8(1)},
+		{RawAttr(AttrArray, color, []byte{0, 1, 9}), "[RED GREEN 9]", []any{uint8(0), uint8(1), uint8(9)}},
+		{RawAttr(AttrScalar, point, pt), "map[n:7 x:1.5]", map[string]any{"x": float32(1.5), "n": int64(7)}},
+		{RawAttr(AttrScalar, Opaque(2, "tag"), []byte{1, 2}), "[1 2]", []byte{1, 2}},
+		{RawAttr(AttrScalar, ArrayOf(Int16, 2), []byte{1, 0, 2, 0}), "[1 2]", []any{int16(1), int16(2)}},
+	}...)
 	for _, c := range cases {
 		assert.Equal(t, c.str, c.v.String())
 		assert.Equal(t, c.value, c.v.Value(), c.str)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,8 +12,11 @@ import (
 // attribute's text (string), a byte string ([]byte, a copy), a scalar as
 // its element's Go type (int8 ... float64, bool, complex64, complex128;
 // a fixed-length string as string) and an array as a slice of it ([]int32,
-// []string ...). The typed getters (Scalar, Array, Str) are for code that
-// knows the type.
+// []string ...). Elements of float16, bfloat16 and the described types
+// come as elemValue gives them (float32, an enum's base integer, []byte,
+// []any for an array type, map[string]any for a compound), a scalar as one
+// and an array as []any. The typed getters (Scalar, Array, Str) are for
+// code that knows the type.
 func (v AttrValue) Value() any {
 	switch v.kind {
 	case AttrString:
@@ -28,6 +32,21 @@ func (v AttrValue) Value() any {
 	case v.typ.IsString():
 		s, _ := v.Strings()
 		arr = s
+	case v.typ.Class() != ClassInvalid && v.elements() == nil:
+		// float16, bfloat16 and the described types: one Go value per
+		// element (elemValue).
+		es := v.typ.Size()
+		if es == 0 || len(v.data)%es != 0 {
+			return nil
+		}
+		out := make([]any, len(v.data)/es)
+		for i := range out {
+			out[i] = elemValue(v.typ, v.data[i*es:(i+1)*es])
+		}
+		if v.kind == AttrScalar && len(out) == 1 {
+			return out[0]
+		}
+		return out
 	default:
 		arr = v.elements()
 	}
@@ -81,6 +100,79 @@ func attrSlice[T Element](v AttrValue) []T {
 	return s
 }
 
+// elemValue is one element of type t as a Go value: a number as its Go
+// type (float16 and bfloat16 as float32), an enum as its base integer, a
+// fixed string as string, opaque and bitfield bytes as []byte, an array
+// as []any of its elements and a compound as map[string]any by field.
+func elemValue(t Type, b []byte) any {
+	switch t.Class() {
+	case ClassEnum:
+		return elemValue(t.Base(), b)
+	case ClassOpaque, ClassBitfield:
+		return append([]byte(nil), b...)
+	case ClassString:
+		return DecodeString(t, b)
+	case ClassArray:
+		et := t.Base()
+		es := et.Size()
+		out := make([]any, 0, len(b)/max(es, 1))
+		for off := 0; es > 0 && off+es <= len(b); off += es {
+			out = append(out, elemValue(et, b[off:off+es]))
+		}
+		return out
+	case ClassCompound:
+		m := make(map[string]any, len(t.Fields()))
+		for _, f := range t.Fields() {
+			if end := f.Offset + f.Type.Size(); end <= len(b) {
+				m[f.Name] = elemValue(f.Type, b[f.Offset:end])
+			}
+		}
+		return m
+	}
+	switch t {
+	case Float16:
+		return float32(Float16FromBits(binary.LittleEndian.Uint16(b)))
+	case BFloat16:
+		return float32(BFloat16FromBits(binary.LittleEndian.Uint16(b)))
+	}
+	v := AttrValue{kind: AttrScalar, typ: t, data: b}
+	if s := v.elements(); s != nil {
+		return firstOf(s)
+	}
+	return nil
+}
+
+// enumName is the name of an enum element's value, if it has one.
+func enumName(t Type, b []byte) (string, bool) {
+	var val int64
+	switch x := elemValue(t.Base(), b).(type) {
+	case int8:
+		val = int64(x)
+	case int16:
+		val = int64(x)
+	case int32:
+		val = int64(x)
+	case int64:
+		val = x
+	case uint8:
+		val = int64(x)
+	case uint16:
+		val = int64(x)
+	case uint32:
+		val = int64(x)
+	case uint64:
+		val = int64(x)
+	default:
+		return "", false
+	}
+	for _, m := range t.Members() {
+		if m.Value == val {
+			return m.Name, true
+		}
+	}
+	return "", false
+}
+
 // firstOf is the one element of a one-element slice of elements.
 func firstOf(arr any) any {
 	switch s := arr.(type) {
@@ -123,6 +215,23 @@ func (v AttrValue) String() string {
 		return string(v.data)
 	case AttrBytes:
 		return "b" + strconv.QuoteToASCII(string(v.data))
+	}
+	if v.typ.Class() == ClassEnum {
+		// An enum prints its members' names, as h5py prints the names of
+		// an enum dtype's values.
+		es := v.typ.Size()
+		var names []string
+		for off := 0; es > 0 && off+es <= len(v.data); off += es {
+			n, ok := enumName(v.typ, v.data[off:off+es])
+			if !ok {
+				n = fmt.Sprint(elemValue(v.typ.Base(), v.data[off:off+es]))
+			}
+			names = append(names, n)
+		}
+		if v.kind == AttrScalar && len(names) == 1 {
+			return names[0]
+		}
+		return "[" + strings.Join(names, " ") + "]"
 	}
 	val := v.Value()
 	switch x := val.(type) {
