@@ -19,37 +19,7 @@ import (
 // a writer. A writable open walks every committed chunk index to rebuild
 // the free-space map, which ctx can cancel.
 func Open(ctx context.Context, path string, opts *Options) (*File, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if opts == nil {
-		opts = &Options{}
-	}
-	if path == "" && opts.Driver == nil {
-		return nil, errNoFile
-	}
-	switch {
-	case opts.Driver != nil:
-		f, err := openDriver(ctx, opts.Driver, opts)
-		if err != nil {
-			return nil, err
-		}
-		f.path = path
-		return f, nil
-	case s3.IsURL(path):
-		drv, err := s3.Open(ctx, path, s3Options(opts, false))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, classify(err))
-		}
-		f, err := openDriver(ctx, drv, opts)
-		if err != nil {
-			drv.Close()
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		f.ownDrv, f.path = true, path
-		return f, nil
-	}
-	return openLocal(ctx, path, opts)
+	return start(ctx, path, opts, openDriver, openLocal, false)
 }
 
 // Create creates the file at path, replacing any file there, and opens it
@@ -57,32 +27,40 @@ func Open(ctx context.Context, path string, opts *Options) (*File, error) {
 // it half made), an s3:// URL (a new object, replacing any that no writer
 // holds), or any name with Options.Driver set, whose driver must be empty.
 func Create(ctx context.Context, path string, opts *Options) (*File, error) {
+	if opts != nil && opts.ReadOnly {
+		return nil, fmt.Errorf("%w: cannot create a read-only file", ErrInvalid)
+	}
+	return start(ctx, path, opts, createDriver, createLocal, true)
+}
+
+// start is Open and Create: onDriver makes the File on a driver (the
+// caller's, or an s3:// object's, which the File then owns), local on a
+// local path.
+func start(ctx context.Context, path string, opts *Options,
+	onDriver func(context.Context, vfd.Driver, *Options) (*File, error),
+	local func(context.Context, string, *Options) (*File, error), create bool) (*File, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if opts == nil {
 		opts = &Options{}
 	}
-	if path == "" && opts.Driver == nil {
-		return nil, errNoFile
-	}
 	switch {
 	case opts.Driver != nil:
-		f, err := createDriver(ctx, opts.Driver, opts)
+		f, err := onDriver(ctx, opts.Driver, opts)
 		if err != nil {
 			return nil, err
 		}
 		f.path = path
 		return f, nil
+	case path == "":
+		return nil, errNoFile
 	case s3.IsURL(path):
-		if opts.ReadOnly {
-			return nil, fmt.Errorf("%w: cannot create a read-only file", ErrInvalid)
-		}
-		drv, err := s3.Open(ctx, path, s3Options(opts, true))
+		drv, err := s3.Open(ctx, path, s3Options(opts, create))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, classify(err))
 		}
-		f, err := createDriver(ctx, drv, opts)
+		f, err := onDriver(ctx, drv, opts)
 		if err != nil {
 			drv.Close()
 			return nil, fmt.Errorf("%s: %w", path, err)
@@ -90,7 +68,7 @@ func Create(ctx context.Context, path string, opts *Options) (*File, error) {
 		f.ownDrv, f.path = true, path
 		return f, nil
 	}
-	return createLocal(ctx, path, opts)
+	return local(ctx, path, opts)
 }
 
 // errNoFile refuses a call naming no file: no path and no driver.

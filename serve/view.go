@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/tree"
 	"github.com/scc-dev/scc/internal/zarrmap"
 )
 
@@ -182,7 +183,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		return put(join(path, ".zattrs"), attrs)
 	}
 
-	names, err := zarrmap.DatasetNames(f)
+	names, err := tree.DatasetNames(f)
 	if err != nil {
 		v.close()
 		return nil, err
@@ -201,7 +202,7 @@ func (s *Server) build(ctx context.Context, old *view) (*view, error) {
 		return nil, err
 	}
 	groups := map[string]bool{"": true}
-	err = walkGroups(ctx, f, func(g *engine.Group, p string) (bool, error) {
+	err = tree.Groups(ctx, f.Group, func(g *engine.Group, p string) (bool, error) {
 		if err := zarrmap.NameErr(p); err != nil {
 			s.logSkip(p, "group: "+err.Error())
 			return false, nil
@@ -442,35 +443,4 @@ func dimNames(name string, rank int, attrs map[string]any) []string {
 		dims[d] = fmt.Sprintf("%s_dim_%d", base, d)
 	}
 	return dims
-}
-
-// walkGroups calls fn for every group of f, a group before the groups it
-// holds, with its path without the leading '/'; fn says whether to visit
-// the groups inside it.
-func walkGroups(ctx context.Context, f *engine.File, fn func(g *engine.Group, p string) (descend bool, err error)) error {
-	var pruned []string
-	for m, err := range f.Walk() {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		p := m.Path[1:]
-		if m.Kind != engine.MemberGroup || slices.ContainsFunc(pruned, func(q string) bool { return strings.HasPrefix(p, q+"/") }) {
-			continue
-		}
-		g, err := f.OpenGroup(ctx, m.Path)
-		if err != nil {
-			return fmt.Errorf("group %q: %w", p, err)
-		}
-		descend, err := fn(g, p)
-		if err != nil {
-			return err
-		}
-		if !descend {
-			pruned = append(pruned, p)
-		}
-	}
-	return nil
 }

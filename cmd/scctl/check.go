@@ -9,7 +9,7 @@ import (
 
 	"github.com/scc-dev/scc/bench"
 	"github.com/scc-dev/scc/engine"
-	"github.com/scc-dev/scc/internal/zarrmap"
+	"github.com/scc-dev/scc/internal/tree"
 )
 
 func init() {
@@ -120,7 +120,7 @@ func checkSources(ctx context.Context, path string) ([]checkedSource, error) {
 	defer done()
 	out := []checkedSource{}
 	byPath := map[string]int{}
-	names, err := zarrmap.DatasetNames(f)
+	names, err := tree.DatasetNames(f)
 	if err != nil {
 		return nil, err
 	}

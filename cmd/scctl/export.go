@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/scc-dev/scc/engine"
-	"github.com/scc-dev/scc/internal/zarrmap"
+	"github.com/scc-dev/scc/internal/tree"
 	"github.com/scc-dev/scc/interop/zarr"
 	"github.com/scc-dev/scc/vfd/s3"
 )
@@ -118,7 +118,7 @@ func noOtherFileSources(ctx context.Context, path string) error {
 		return err
 	}
 	defer f.Close(ctx)
-	names, err := zarrmap.DatasetNames(f)
+	names, err := tree.DatasetNames(f)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/scc-dev/scc/bench"
 	"github.com/scc-dev/scc/engine"
-	"github.com/scc-dev/scc/internal/zarrmap"
+	"github.com/scc-dev/scc/internal/tree"
 )
 
 func init() {
@@ -160,7 +160,7 @@ func listFile(ctx context.Context, path string) (*lsFile, error) {
 	} else if n, ok := s3Size(ctx, path); ok {
 		l.Size = n
 	}
-	names, err := zarrmap.DatasetNames(f)
+	names, err := tree.DatasetNames(f)
 	if err != nil {
 		return nil, err
 	}

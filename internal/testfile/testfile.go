@@ -18,13 +18,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/tree"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -176,14 +176,10 @@ func Attrs(t testing.TB, x interface{ Attrs() ([]engine.Attr, error) }) []engine
 // leading '/', sorted: the names a test compares against.
 func DatasetNames(t testing.TB, f *engine.File) []string {
 	t.Helper()
-	var names []string
-	for m, err := range f.Datasets() {
-		if err != nil {
-			t.Fatalf("datasets: %v", err)
-		}
-		names = append(names, m.Path[1:])
+	names, err := tree.DatasetNames(f)
+	if err != nil {
+		t.Fatalf("datasets: %v", err)
 	}
-	sort.Strings(names)
 	return names
 }
 

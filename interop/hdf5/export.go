@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/engine/filter"
+	"github.com/scc-dev/scc/internal/tree"
 	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
 )
 
@@ -82,7 +82,7 @@ func exportFile(ctx context.Context, src *engine.File, dstPath string, opts *Opt
 			p.ds.Close(ctx)
 		}
 	}()
-	names, err := datasetNames(src)
+	names, err := tree.DatasetNames(src)
 	if err != nil {
 		return rep, err
 	}
@@ -481,57 +481,26 @@ func (p *exportPlan) convert(c []uint64, data []byte, mask uint32, chunkBytes in
 // it is is left out with what it holds and named in rep.Skipped (the
 // datasets below it are, by their names), or refused under Strict.
 func exportGroups(ctx context.Context, f *h5.File, g *engine.Group, names []string, opts *Options, rep *Report) error {
-	var pruned []string // groups left out, with what they hold
-	for m, err := range g.Walk() {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		p := m.Path[1:]
-		if m.Kind != engine.MemberGroup || slices.ContainsFunc(pruned, func(q string) bool { return strings.HasPrefix(p, q+"/") }) {
-			continue
-		}
+	return tree.Groups(ctx, g, func(sub *engine.Group, p string) (bool, error) {
 		if opts != nil && opts.Datasets != nil && !holdsAny(p, names) {
-			pruned = append(pruned, p)
-			continue
+			return false, nil
 		}
 		if err := nameErr(p); err != nil {
 			if opts.strict() {
-				return fmt.Errorf("%w: group %q (strict): %w", ErrUnsupported, p, err)
+				return false, fmt.Errorf("%w: group %q (strict): %w", ErrUnsupported, p, err)
 			}
 			rep.Skipped = append(rep.Skipped, SkippedDataset{Path: p, Reason: "group: " + err.Error()})
-			pruned = append(pruned, p)
-			continue
-		}
-		sub, err := g.OpenGroup(ctx, m.Path)
-		if err != nil {
-			return fmt.Errorf("group %q: %w", p, err)
+			return false, nil
 		}
 		attrs, err := h5Attrs(sub.Attrs())
 		if err != nil {
-			return fmt.Errorf("group %q: %w", p, err)
+			return false, fmt.Errorf("group %q: %w", p, err)
 		}
 		if err := f.WriteGroup(p, attrs); err != nil {
-			return fmt.Errorf("group %q: %w", p, err)
+			return false, fmt.Errorf("group %q: %w", p, err)
 		}
-	}
-	return nil
-}
-
-// datasetNames lists the paths of f's datasets without the leading '/',
-// sorted: the names an export writes and a report gives.
-func datasetNames(f *engine.File) ([]string, error) {
-	var names []string
-	for m, err := range f.Datasets() {
-		if err != nil {
-			return nil, err
-		}
-		names = append(names, m.Path[1:])
-	}
-	slices.Sort(names)
-	return names, nil
+		return true, nil
+	})
 }
 
 // holdsAny reports whether group path p holds one of the named datasets.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/tree"
 	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
 )
 
@@ -147,7 +148,7 @@ func planVirtual(ctx context.Context, src *engine.File, p *exportPlan, opts *Opt
 			dset, _ := engine.ExpandBlock(m.Dataset, b)
 			var info srcInfo
 			if self {
-				names, err := datasetNames(src)
+				names, err := tree.DatasetNames(src)
 				if err != nil {
 					return nil, err
 				}

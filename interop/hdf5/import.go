@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/tree"
 	"github.com/scc-dev/scc/internal/zarrmap"
 	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
 )
@@ -116,7 +117,7 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 	var plans []*importPlan
 	var problems, skips []error
 	existing := map[string]bool{}
-	names, err := datasetNames(dst)
+	names, err := tree.DatasetNames(dst)
 	if err != nil {
 		return rep, err
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/internal/tree"
 	"github.com/scc-dev/scc/internal/zarrmap"
 )
 
@@ -32,7 +32,7 @@ func Export(ctx context.Context, f *engine.File, dir string, o Options) (*Report
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	names, err := zarrmap.DatasetNames(f)
+	names, err := tree.DatasetNames(f)
 	if err != nil {
 		return nil, err
 	}
@@ -203,44 +203,28 @@ func noneExported(skipped []Skipped) error {
 // no Zarr path is left out with what it holds and named in rep.Skipped
 // (the datasets below it are, by their names), unless strict.
 func exportGroups(ctx context.Context, g *engine.Group, dir string, v int, done map[string]bool, rep *Report, strict bool) error {
-	var skipped []string // groups left out, with what they hold
-	for m, err := range g.Walk() {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		p := m.Path[1:]
-		if m.Kind != engine.MemberGroup || slices.ContainsFunc(skipped, func(s string) bool { return strings.HasPrefix(p, s+"/") }) {
-			continue
-		}
+	return tree.Groups(ctx, g, func(sub *engine.Group, p string) (bool, error) {
 		if err := zarrmap.NameErr(p); err != nil {
 			if strict {
-				return fmt.Errorf("group %q: %w", p, err)
+				return false, fmt.Errorf("group %q: %w", p, err)
 			}
 			rep.Skipped = append(rep.Skipped, Skipped{Name: p, Reason: "group: " + err.Error(), err: err})
-			skipped = append(skipped, p)
-			continue
-		}
-		sub, err := g.OpenGroup(ctx, m.Path)
-		if err != nil {
-			return fmt.Errorf("group %q: %w", p, err)
+			return false, nil
 		}
 		list, err := sub.Attrs()
 		if err != nil {
-			return fmt.Errorf("group %q: %w", p, err)
+			return false, fmt.Errorf("group %q: %w", p, err)
 		}
 		attrs, err := attrsJSON(list)
 		if err != nil {
-			return fmt.Errorf("group %q attributes: %w", p, err)
+			return false, fmt.Errorf("group %q attributes: %w", p, err)
 		}
 		if err := writeGroup(filepath.Join(dir, filepath.FromSlash(p)), v, attrs); err != nil {
-			return err
+			return false, err
 		}
 		done[p] = true
-	}
-	return nil
+		return true, nil
+	})
 }
 
 // writeJSON writes v as JSON in ASCII: characters beyond it are escaped
