@@ -43,6 +43,10 @@ type importPlan struct {
 	// defined: the companion dataset holding the defined set of a sparse
 	// dataset scc exported (DefinedAttr); the dataset is imported sparse.
 	defined string
+	// dims and chunk are the extent and chunk shape the copy walks: the
+	// spec's, or for a scalar (null) dataset the one element (none) of
+	// its rank-1 storage, [1] ([0]) in chunks of [1].
+	dims, chunk []uint64
 }
 
 // Import creates one scc dataset in dst per HDF5 dataset of srcPath (all, or
@@ -403,8 +407,23 @@ func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options
 	if err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", path, err)
 	}
-	if in.Space != "" {
-		return nil, unsupported(path, "%s dataspace (scc datasets have at least one dimension)", in.Space)
+	space := engine.SpaceSimple
+	switch in.Space {
+	case "":
+	case "scalar", "null":
+		// Planned as the rank-1 storage of its one element (none), then
+		// given its dataspace (below).
+		space = map[string]engine.Space{"scalar": engine.SpaceScalar, "null": engine.SpaceNull}[in.Space]
+		n := uint64(1)
+		if space == engine.SpaceNull {
+			n = 0
+		}
+		in.Dims, in.MaxDims = []uint64{n}, []uint64{n}
+		if in.Layout == h5.Virtual {
+			return nil, unsupported(path, "virtual dataset over a %s dataspace (scc's virtual datasets have dimensions)", in.Space)
+		}
+	default:
+		return nil, unsupported(path, "%s dataspace", in.Space)
 	}
 	if in.Type.Class == h5.Other && in.Type.Name == "region reference" {
 		return nil, unsupported(path, "region references (selections of other datasets) have no scc form")
@@ -496,7 +515,7 @@ func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options
 				why = append(why, fmt.Sprintf("HDF5 filter %s has no scc counterpart", filterName(fl)))
 			}
 		}
-		if in.Type.BigEndian {
+		if in.Type.AnyBigEndian() {
 			why = append(why, "big-endian elements")
 		}
 		if in.ChunkInfoUnreliable && directDespiteIndex {
@@ -552,6 +571,14 @@ func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options
 	}
 	if err := planSparse(f, d, p, opts); err != nil {
 		return nil, err
+	}
+	p.dims, p.chunk = p.spec.Shape, p.spec.Chunk
+	if space != engine.SpaceSimple {
+		if p.defined != "" {
+			return nil, unsupported(path, "sparse dataset over a %s dataspace", in.Space)
+		}
+		p.spec.Space, p.spec.Shape, p.spec.MaxShape, p.spec.Chunk = space, nil, nil, nil
+		p.dims, p.chunk = in.Dims, []uint64{1}
 	}
 	return p, nil
 }
@@ -664,11 +691,11 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		}
 		return rep, nil
 	}
-	chunk, dims := p.spec.Chunk, p.spec.Shape
+	chunk, dims := p.chunk, p.dims
 	chunkBytes := ds.ChunkBytes()
 	grid := ds.ChunkGrid()
 	elemType := p.info.Type
-	elemType.BigEndian = false // memory type for HDF5 reads: little-endian
+	elemType = elemType.LittleEndian() // memory type for HDF5 reads: little-endian
 	fill := p.spec.Fill
 	if fill == nil {
 		fill = make([]byte, elemType.Size)
