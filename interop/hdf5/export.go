@@ -197,14 +197,20 @@ func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 	if sp := ds.Space(); sp != engine.SpaceSimple {
 		// HDF5 keeps a scalar or null dataset contiguous (it cannot be
 		// chunked): its one element is written through H5Dwrite.
-		switch ds.Layout() {
-		case engine.Chunked, engine.Contiguous:
-		default:
-			return nil, fmt.Errorf("%w: dataset %q: a %v dataset of the %s layout, which HDF5 export does not write", ErrUnsupported, name, sp, ds.Layout())
-		}
 		p := &exportPlan{ds: ds, path: name, deflate: -1, values: true, mode: Reencoded,
 			spec:   h5.Spec{Type: h5Type(ds.Type()), Space: sp.String(), Fill: ds.Fill()},
 			reason: fmt.Sprintf("%v dataspace: written through H5Dwrite as an HDF5 %v dataset", sp, sp)}
+		switch ds.Layout() {
+		case engine.Chunked, engine.Contiguous:
+		case engine.Vlen:
+			// h5py's scalar str is a scalar variable-length string.
+			p.spec.Vlen, p.spec.Fill = true, nil
+			if cs, ok := vlenStringMark(ds); ok {
+				p.spec.Type = h5.Type{Class: h5.String, Size: 1, Vlen: true, UTF8: cs == "utf-8"}
+			}
+		default:
+			return nil, fmt.Errorf("%w: dataset %q: a %v dataset of the %s layout, which HDF5 export does not write", ErrUnsupported, name, sp, ds.Layout())
+		}
 		return p, nil
 	}
 	switch l := ds.Layout(); l {

@@ -303,8 +303,26 @@ func (o *Options) selected(name string) bool {
 }
 
 // h5Maps reports whether h5Type maps t: every valid scc type has an HDF5
-// type (the described ones theirs, recursively).
-func h5Maps(t engine.Type) bool { return t.Valid() }
+// type (the described ones theirs, recursively) but an enum without
+// members, anywhere in it, which libhdf5 1.10 cannot take (it crashes
+// inserting one into a compound).
+func h5Maps(t engine.Type) bool {
+	switch t.Class() {
+	case engine.ClassInvalid:
+		return false
+	case engine.ClassEnum:
+		return len(t.Members()) > 0
+	case engine.ClassArray:
+		return h5Maps(t.Base())
+	case engine.ClassCompound:
+		for _, f := range t.Fields() {
+			if !h5Maps(f.Type) {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // h5Type maps an scc element type onto the binding's: the numeric types
 // onto HDF5's little-endian integers and IEEE floats (Float16 onto the

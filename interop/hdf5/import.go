@@ -56,10 +56,15 @@ type importPlan struct {
 //
 // Every dataset is checked before anything is created. A dataset scc
 // cannot represent — an element type other than 1-, 2-, 4- or 8-byte
-// integers, IEEE floats of 4 or 8 bytes, h5py's bool and complex,
-// fixed-length strings, variable-length strings and sequences of those
-// numbers (import_vlen.go) and object references (imported as paths), a
-// region reference, a scalar or null dataspace, a virtual dataset whose
+// integers, IEEE floats of 2 (binary16 as h5py writes numpy's float16,
+// or bfloat16), 4 or 8 bytes, h5py's bool and complex, fixed-length
+// strings, enums, opaque types, bitfields, array types and compounds of
+// those (nested, within engine.MaxTypeDepth and the other bounds of
+// described types; big-endian parts read as little-endian, per member),
+// variable-length strings and sequences of those numbers
+// (import_vlen.go) and object references (imported as paths), a region
+// reference, a compound with a variable-length or reference member, a
+// virtual dataset over a scalar or null dataspace, a virtual dataset whose
 // selections are not regular hyperslabs (import_virtual.go), a
 // filter this libhdf5 cannot decode (no plugin) in a pipeline scc cannot
 // copy, raw data in external files outside the HDF5 file's directory
@@ -85,6 +90,9 @@ type importPlan struct {
 // leaves dst with the datasets imported before it and the one being
 // imported partly written: ImportFile is the all-or-nothing form, which
 // imports into a temporary file and renames it into place on success.
+//
+// Scalar (H5S_SCALAR) and null (H5S_NULL) datasets become scc scalar and
+// null datasets with their fill value.
 //
 // Chunked datasets keep their chunk shape; their stored chunks are copied
 // without re-encoding when the filters are shuffle, deflate (HDF5's

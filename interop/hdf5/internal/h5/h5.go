@@ -667,7 +667,7 @@ func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
 	} else if r == 0 || len(s.MaxDims) != r || (!unchunked && len(s.Chunk) != r) {
 		return nil, fmt.Errorf("%w: dataset %s: rank mismatch", ErrHDF5, path)
 	}
-	if unchunked && (len(s.Chunk) != 0 || len(s.Filters) != 0 || s.Vlen || s.Contiguous && len(s.Virtual) > 0) {
+	if unchunked && (len(s.Chunk) != 0 || len(s.Filters) != 0 || s.Vlen && s.Space == "" || s.Contiguous && len(s.Virtual) > 0) {
 		return nil, fmt.Errorf("%w: dataset %s: a contiguous or virtual dataset has no chunks or filters", ErrHDF5, path)
 	}
 	if s.Vlen && s.Fill != nil {
@@ -1317,8 +1317,21 @@ func (d *Dataset) ReadVlen(t Type, start, count []uint64, maxBytes uint64) (lens
 	}
 	defer C.H5Sclose(fs)
 	defer C.H5Sclose(ms)
+	str := 0
+	if t.Class == String {
+		str = 1
+	}
 	var need C.hsize_t
-	if C.H5Dvlen_get_buf_size(d.id, mt, fs, &need) < 0 {
+	if d.rank == 0 {
+		// libhdf5 1.10's H5Dvlen_get_buf_size crashes on a scalar
+		// dataspace: the one element is read once to measure it.
+		var got C.size_t
+		var one C.size_t
+		if C.scc_read_vlen(d.id, mt, ms, fs, 1, C.size_t(t.Size), C.int(str), &one, nil, 0, &got) < 0 {
+			return nil, nil, errorf("variable-length size of %v+%v", start, count)
+		}
+		need = C.hsize_t(got)
+	} else if C.H5Dvlen_get_buf_size(d.id, mt, fs, &need) < 0 {
 		return nil, nil, errorf("variable-length size of %v+%v", start, count)
 	}
 	if uint64(need) > maxBytes {
@@ -1326,10 +1339,6 @@ func (d *Dataset) ReadVlen(t Type, start, count []uint64, maxBytes uint64) (lens
 	}
 	lens = make([]uint64, n)
 	data = make([]byte, max(uint64(need), 1))
-	str := 0
-	if t.Class == String {
-		str = 1
-	}
 	var got C.size_t
 	rc := C.scc_read_vlen(d.id, mt, ms, fs, C.size_t(n), C.size_t(t.Size), C.int(str),
 		(*C.size_t)(unsafe.Pointer(&lens[0])), (*C.uchar)(unsafe.Pointer(&data[0])), C.size_t(len(data)), &got)

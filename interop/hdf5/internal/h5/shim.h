@@ -203,7 +203,8 @@ static hid_t scc_vlen_str(int utf8) {
 
 // scc_read_vlen reads the selection fs of d, n variable-length sequences
 // of esize-byte elements (or, str, C strings), and packs them into out
-// (cap bytes): lens[i] elements each, *got bytes in all. It returns -1 if
+// (cap bytes): lens[i] elements each, *got bytes in all. With out NULL
+// it only measures: *got is the bytes the sequences hold. It returns -1 if
 // the read fails, -2 if the data exceeds cap. The library's buffers are
 // reclaimed either way.
 static herr_t scc_read_vlen(hid_t d, hid_t mt, hid_t ms, hid_t fs, size_t n, size_t esize, int str,
@@ -230,6 +231,7 @@ static herr_t scc_read_vlen(hid_t d, hid_t mt, hid_t ms, hid_t fs, size_t n, siz
 			if (h.p && bytes / esize != h.len) { rc = -2; break; }
 			lens[i] = h.p ? h.len : 0;
 		}
+		if (!out) { off += bytes; continue; } // measuring only
 		if (bytes > cap - off) { rc = -2; break; }
 		if (bytes) memcpy(out + off, p, bytes);
 		off += bytes;

@@ -197,9 +197,9 @@ func describedOf(tid C.hid_t, t Type, depth int, budget *int) Type {
 			return other(t, "enum of "+base.String())
 		}
 		n := int(C.H5Tget_nmembers(tid))
-		if n < 0 || n > maxTypeMembers {
+		if n < 1 || n > maxTypeMembers {
 			C.H5Eclear2(C.H5E_DEFAULT)
-			return other(t, fmt.Sprintf("enum of %d members (at most %d)", n, maxTypeMembers))
+			return other(t, fmt.Sprintf("enum of %d members (1..%d)", n, maxTypeMembers))
 		}
 		*budget -= n
 		if *budget < 0 {
@@ -352,7 +352,9 @@ func makeDescribed(t Type, depth int) (C.hid_t, error) {
 		id = C.H5Tarray_create2(base, C.uint(len(dims)), &dims[0])
 		C.H5Tclose(base)
 	case Enum:
-		if t.Base == nil || t.Base.Class != Int && t.Base.Class != Uint || len(t.Names) != len(t.Values) {
+		// (An enum without members is refused: libhdf5 1.10 crashes
+		// inserting one into a compound.)
+		if t.Base == nil || t.Base.Class != Int && t.Base.Class != Uint || len(t.Names) != len(t.Values) || len(t.Names) == 0 {
 			return -1, fmt.Errorf("%w: enum type %v", ErrHDF5, t)
 		}
 		base, err := makeType(*t.Base, false)
@@ -503,3 +505,6 @@ func allZero(b []byte) bool {
 	}
 	return true
 }
+
+// closeType closes a type built by makeType. Caller holds lib.
+func closeType(id C.hid_t) { C.H5Tclose(id) }
