@@ -339,8 +339,10 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 		return nil, "variable-length dataset (no fixed-size Zarr data type)", nil
 	}
 	typ := ds.Type()
-	if _, _, err := zarrmap.TypeOf(typ); err != nil {
+	if _, v3, err := zarrmap.TypeOf(typ); err != nil {
 		return nil, err.Error(), nil
+	} else if v3 == nil && s.version == 3 {
+		return nil, zarrmap.V3Refusal(typ).Error(), nil
 	}
 	if sp := ds.Space(); sp != engine.SpaceSimple {
 		return nil, fmt.Sprintf("%v dataspace (not mapped onto Zarr yet)", sp), nil
