@@ -1,7 +1,9 @@
 // Package h5 is a minimal cgo binding over the HDF5 C library (Debian's
 // libhdf5-dev, serial build): files, datasets with a chunked or contiguous
-// layout, simple dataspaces with unlimited maximum dimensions, the
-// little-endian integer and float types, fill values, the shuffle and
+// layout, simple, scalar and null dataspaces (unlimited maximum
+// dimensions), the integer and float types (16-bit ones included), enums,
+// opaque types, bitfields, arrays and compounds (types.go), fill values,
+// the shuffle and
 // deflate filters, direct chunk I/O (H5Dread_chunk, H5Dwrite_chunk,
 // H5Dget_chunk_info_by_coord, all present since HDF5 1.10.5; Debian 12
 // ships 1.10.8) and plain hyperslab reads and writes.
