@@ -69,7 +69,7 @@ type array struct {
 	// scalar: a scalar dataset, served as a zero-dimensional array (shape
 	// and chunk []) whose one chunk is its storage's chunk [0] of [1].
 	scalar bool
-	fill  []byte
+	fill   []byte
 	// chunkBytes is one Zarr chunk's decoded size.
 	chunkBytes int
 	// copy: chunks with filter mask 0 are served as stored (wrap names
