@@ -205,7 +205,10 @@ func TestZarrEnumScalarExport(t *testing.T) {
 	require.NoError(t, e.Write(ctx, engine.All([]uint64{3}), vals))
 	e.Close(ctx)
 	gap := engine.Compound(16, engine.Field{Name: "a", Offset: 0, Type: engine.Int32}, engine.Field{Name: "b", Offset: 8, Type: engine.Float64})
-	gd, err := f.CreateDataset(ctx, "gap", engine.DatasetSpec{Type: gap, Shape: []uint64{2}, Chunk: []uint64{2}})
+	gapFill := make([]byte, 16)
+	binary.LittleEndian.PutUint32(gapFill[0:], 42)
+	binary.LittleEndian.PutUint64(gapFill[8:], 0x4000000000000000) // 2.0
+	gd, err := f.CreateDataset(ctx, "gap", engine.DatasetSpec{Type: gap, Shape: []uint64{2}, Chunk: []uint64{2}, Fill: gapFill})
 	require.NoError(t, err)
 	gapVals := make([]byte, 32)
 	binary.LittleEndian.PutUint32(gapVals[0:], 7)
@@ -232,6 +235,9 @@ func TestZarrEnumScalarExport(t *testing.T) {
 			assert.Equal(t, base64.StdEncoding.EncodeToString(one), got["scalar"].B64)
 			// numpy's padding fields read as the gap's bytes, zeros here.
 			assert.Equal(t, base64.StdEncoding.EncodeToString(gapVals), got["gap"].B64)
+			if assert.NotNil(t, got["gap"].Fill) {
+				assert.Equal(t, base64.StdEncoding.EncodeToString(gapFill), *got["gap"].Fill, "zarr-python's fill value")
+			}
 		} else {
 			node := zarrita(t)
 			out := t.TempDir()
@@ -252,6 +258,7 @@ func TestZarrEnumScalarExport(t *testing.T) {
 			bg, err := g.OpenDataset(ctx, "gap", nil)
 			require.NoError(t, err)
 			assert.Equal(t, gap, bg.Type())
+			assert.Equal(t, gapFill, bg.Fill())
 			got := make([]byte, 32)
 			require.NoError(t, bg.Read(ctx, engine.All([]uint64{2}), got))
 			assert.Equal(t, gapVals, got)
