@@ -323,8 +323,8 @@ func (s *Server) chunkOf(v *view, key string) (*array, []uint64, bool) {
 		if a == nil {
 			return nil, nil, false
 		}
-		if len(a.shape) == 0 {
-			return a, []uint64{}, key[i+1:] == "0"
+		if a.scalar {
+			return a, []uint64{0}, key[i+1:] == "0"
 		}
 		return coordsIn(a, key[i+1:], '.')
 	}
@@ -337,8 +337,8 @@ func (s *Server) chunkOf(v *view, key string) (*array, []uint64, bool) {
 		rest := key[i+2:]
 		if rest == "" || rest[0] == '/' {
 			if a := v.arrays[key[:i]]; a != nil {
-				if len(a.shape) == 0 {
-					return a, []uint64{}, rest == ""
+				if a.scalar {
+					return a, []uint64{0}, rest == ""
 				}
 				if rest == "" {
 					return nil, nil, false
@@ -427,13 +427,16 @@ func readServed(ctx context.Context, a *array, coords []uint64) (data []byte, et
 	// ReadChunk needs coords inside the extent (coordsIn does not bound
 	// them); compared in chunks, since a hostile coordinate times the
 	// chunk size overflows.
-	shape := a.ds.Shape()
+	shape, chunk := a.ds.Shape(), a.chunk
+	if a.scalar {
+		shape, chunk = []uint64{1}, []uint64{1} // its storage
+	}
 	for d, c := range coords {
-		if c >= (shape[d]+a.chunk[d]-1)/a.chunk[d] {
+		if d >= len(shape) || c >= (shape[d]+chunk[d]-1)/chunk[d] {
 			return nil, "", nil, errNoChunk
 		}
 	}
-	dec, err := zarrmap.ReadChunk(ctx, a.ds, shape, a.chunk, coords, a.chunkBytes)
+	dec, err := zarrmap.ReadChunk(ctx, a.ds, shape, chunk, coords, a.chunkBytes)
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -67,7 +67,10 @@ type array struct {
 	typ   engine.Type
 	shape []uint64 // at the view's commit
 	chunk []uint64 // the Zarr chunk shape
-	fill  []byte
+	// scalar: a scalar dataset, served as a zero-dimensional array (shape
+	// and chunk []) whose one chunk is its storage's chunk [0] of [1].
+	scalar bool
+	fill   []byte
 	// chunkBytes is one Zarr chunk's decoded size.
 	chunkBytes int
 	// copy: chunks with filter mask 0 are served as stored (wrap names
@@ -340,15 +343,21 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 		return nil, "variable-length dataset (no fixed-size Zarr data type)", nil
 	}
 	typ := ds.Type()
-	if _, _, err := zarrmap.TypeOf(typ); err != nil {
+	if _, v3, err := zarrmap.TypeOf(typ); err != nil {
 		return nil, err.Error(), nil
+	} else if v3 == nil && s.version == 3 {
+		return nil, zarrmap.V3Refusal(typ).Error(), nil
 	}
-	if sp := ds.Space(); sp != engine.SpaceSimple {
-		return nil, fmt.Sprintf("%v dataspace (not mapped onto Zarr yet)", sp), nil
+	switch sp := ds.Space(); {
+	case sp == engine.SpaceNull:
+		return nil, "null dataspace: Zarr has no array without elements that is not an array of shape [0]", nil
+	case sp == engine.SpaceScalar && layout != engine.Chunked && layout != engine.Contiguous:
+		return nil, fmt.Sprintf("scalar dataset of the %s layout", layout), nil
 	}
 	a := &array{
 		name: name, ds: ds, typ: typ,
 		shape: ds.Shape(), chunk: ds.Chunk(), fill: ds.Fill(),
+		scalar: ds.Space() == engine.SpaceScalar,
 	}
 	list, err := ds.Attrs()
 	if err != nil {

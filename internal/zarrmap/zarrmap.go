@@ -50,15 +50,20 @@ type Dtype struct{ V2, V3 string }
 var Dtypes = map[engine.Type]Dtype{
 	engine.Int8: {"|i1", "int8"}, engine.Int16: {"<i2", "int16"}, engine.Int32: {"<i4", "int32"}, engine.Int64: {"<i8", "int64"},
 	engine.Uint8: {"|u1", "uint8"}, engine.Uint16: {"<u2", "uint16"}, engine.Uint32: {"<u4", "uint32"}, engine.Uint64: {"<u8", "uint64"},
-	engine.Float32: {"<f4", "float32"}, engine.Float64: {"<f8", "float64"},
+	engine.Float16: {"<f2", "float16"}, engine.Float32: {"<f4", "float32"}, engine.Float64: {"<f8", "float64"},
 	engine.Bool: {"|b1", "bool"}, engine.Complex64: {"<c8", "complex64"}, engine.Complex128: {"<c16", "complex128"},
 }
 
 // TypeOf returns the Zarr v2 dtype and v3 data_type of t, or an
-// ErrUnsupported error saying why t has none.
-func TypeOf(t engine.Type) (v2 string, v3 any, err error) {
+// ErrUnsupported error saying why t has none. The v2 dtype is a numpy
+// type string, or for a compound numpy's list form (structured.go); v3
+// is nil for a type only v2 holds (V3Refusal says why).
+func TypeOf(t engine.Type) (v2 any, v3 any, err error) {
 	if d, ok := Dtypes[t]; ok {
 		return d.V2, d.V3, nil
+	}
+	if t.IsDescribed() || t == engine.BFloat16 {
+		return describedDtype(t)
 	}
 	if !t.IsString() {
 		return "", nil, fmt.Errorf("%w: %v dataset (no Zarr data type)", ErrUnsupported, t)
@@ -82,7 +87,12 @@ func TypeOf(t engine.Type) (v2 string, v3 any, err error) {
 // bool; a [real, imaginary] pair of those float forms for the complex types
 // (the v3 core data types' rule, and zarr-python 2's for "<c8"/"<c16").
 func FillJSON(t engine.Type, b []byte) any {
-	if t.IsString() {
+	if t.Class() == engine.ClassEnum {
+		return FillJSON(t.Base(), b)
+	}
+	if t.IsString() || t.IsDescribed() {
+		// (zarr-python 2 writes a structured or void fill value as base64
+		// of its bytes too.)
 		// Base64 of the element's bytes (numpy "S" in zarr-python 2 and
 		// null_terminated_bytes in zarr-python 3).
 		if len(b) == 0 {
@@ -120,12 +130,15 @@ func ElemJSON(v engine.AttrValue, i int) any {
 		u = u<<8 | uint64(raw[k])
 	}
 	switch t {
-	case engine.Float32, engine.Float64:
+	case engine.Float16, engine.Float32, engine.Float64:
 		f := math.Float64frombits(u)
 		bits := 64
-		if t == engine.Float32 {
+		switch t {
+		case engine.Float32:
 			f = float64(math.Float32frombits(uint32(u)))
 			bits = 32
+		case engine.Float16:
+			f = engine.Float16FromBits(uint16(u)) // exact in a float64
 		}
 		switch {
 		case math.IsNaN(f):
@@ -313,6 +326,17 @@ func ArrayMeta(version int, typ engine.Type, shape, chunk []uint64, fill []byte,
 	dtV2, dtV3, err := TypeOf(typ)
 	if err != nil {
 		return nil, err
+	}
+	if version == 3 && dtV3 == nil {
+		return nil, V3Refusal(typ)
+	}
+	if typ.Class() == engine.ClassEnum {
+		// The names go in an attribute, which import reads to make the
+		// enum again (structured.go).
+		if attrs == nil {
+			attrs = map[string]any{}
+		}
+		attrs[EnumAttr] = EnumJSON(typ)
 	}
 	if nt, ok := timeOf(typ, attrs); ok {
 		// The mark becomes the data type (numpytime.go): it is taken out

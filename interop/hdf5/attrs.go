@@ -38,9 +38,12 @@ import (
 // 1-D arrays of variable-length strings (h5py's lists of str) as arrays
 // of NULLPAD fixed-length strings as long as the longest (no string
 // loses a byte: a C string holds no NUL), and opaque scalars (any tag) as
-// byte strings. Everything else — other
-// compounds and enums, references, variable-length sequences, array
-// types, values of 2 or more
+// byte strings (a tagged opaque keeps its type, below). Scalars and 1-D
+// arrays of float16, enums, tagged opaque types, bitfields, array types
+// and compounds (scc's described types) come in as attributes of that
+// type, little-endian, and go out as the same HDF5 types. Everything
+// else — compounds with variable-length members, references,
+// variable-length sequences, values of 2 or more
 // dimensions, names or values scc refuses (an empty or over-long name, a
 // value over engine.MaxAttrValueBytes, text that is not UTF-8) — is left
 // behind and listed in the report with the reason, and so is an attribute

@@ -191,11 +191,27 @@ func planExport(ds *engine.Dataset, opts *Options) (*exportPlan, error) {
 	if definedName(name) {
 		return nil, fmt.Errorf("%w: dataset %q: names under %q are where export records sparse datasets' defined sets", ErrUnsupported, name, DefinedPrefix)
 	}
-	if sp := ds.Space(); sp != engine.SpaceSimple {
-		return nil, fmt.Errorf("%w: dataset %q has a %v dataspace, which HDF5 export does not write yet", ErrUnsupported, name, sp)
-	}
 	if t := ds.Type(); !h5Maps(t) {
-		return nil, fmt.Errorf("%w: dataset %q of type %v (HDF5 export takes the numeric, bool, complex and fixed-length string types)", ErrUnsupported, name, t)
+		return nil, fmt.Errorf("%w: dataset %q of type %v has no HDF5 type", ErrUnsupported, name, t)
+	}
+	if sp := ds.Space(); sp != engine.SpaceSimple {
+		// HDF5 keeps a scalar or null dataset contiguous (it cannot be
+		// chunked): its one element is written through H5Dwrite.
+		p := &exportPlan{ds: ds, path: name, deflate: -1, values: true, mode: Reencoded,
+			spec:   h5.Spec{Type: h5Type(ds.Type()), Space: sp.String(), Fill: ds.Fill()},
+			reason: fmt.Sprintf("%v dataspace: written through H5Dwrite as an HDF5 %v dataset", sp, sp)}
+		switch ds.Layout() {
+		case engine.Chunked, engine.Contiguous:
+		case engine.Vlen:
+			// h5py's scalar str is a scalar variable-length string.
+			p.spec.Vlen, p.spec.Fill = true, nil
+			if cs, ok := vlenStringMark(ds); ok {
+				p.spec.Type = h5.Type{Class: h5.String, Size: 1, Vlen: true, UTF8: cs == "utf-8"}
+			}
+		default:
+			return nil, fmt.Errorf("%w: dataset %q: a %v dataset of the %s layout, which HDF5 export does not write", ErrUnsupported, name, sp, ds.Layout())
+		}
+		return p, nil
 	}
 	switch l := ds.Layout(); l {
 	case engine.Chunked:

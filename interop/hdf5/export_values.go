@@ -143,6 +143,16 @@ func exportValues(ctx context.Context, f *h5.File, p *exportPlan, opts *Options)
 		rep.Chunks++
 		return nil
 	}
+	if p.spec.Space != "" {
+		// The one element of a scalar dataset's rank-1 storage; a null
+		// dataset has none.
+		if p.spec.Space == "scalar" {
+			if err := write([]uint64{0}, []uint64{1}); err != nil {
+				return rep, err
+			}
+		}
+		return rep, hd.Close()
+	}
 	if p.spec.Contiguous {
 		// Slabs of whole rows along the first dimension.
 		row := uint64(elem)

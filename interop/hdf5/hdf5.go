@@ -302,47 +302,84 @@ func (o *Options) selected(name string) bool {
 	return false
 }
 
-// h5Maps reports whether h5Type maps t. Float16, BFloat16 and the
-// described types (enum, opaque, bitfield, array, compound) have no
-// mapping in this export yet: they are refused by name rather than
-// written as something else.
+// h5Maps reports whether h5Type maps t: every valid scc type has an HDF5
+// type (the described ones theirs, recursively) but an enum without
+// members, anywhere in it, which libhdf5 1.10 cannot take (it crashes
+// inserting one into a compound).
 func h5Maps(t engine.Type) bool {
-	switch {
-	case t.IsString():
-		return t.Valid()
-	case t == engine.Float16 || t == engine.BFloat16:
+	switch t.Class() {
+	case engine.ClassInvalid:
 		return false
+	case engine.ClassEnum:
+		return len(t.Members()) > 0
+	case engine.ClassArray:
+		return h5Maps(t.Base())
+	case engine.ClassCompound:
+		for _, f := range t.Fields() {
+			if !h5Maps(f.Type) {
+				return false
+			}
+		}
 	}
-	return t.Numeric() || t == engine.Bool || t == engine.Complex64 || t == engine.Complex128
+	return true
 }
 
 // h5Type maps an scc element type onto the binding's: the numeric types
-// onto HDF5's little-endian integers and IEEE floats, Bool onto h5py's
-// boolean (an int8 enum FALSE=0, TRUE=1), Complex64 and Complex128 onto
-// h5py's complex (a compound {r, i} of two little-endian floats), and a
-// fixed-length string onto an HDF5 fixed-length string of the same length,
-// padding and character set. All have scc's byte layout, so chunk images
-// copy between the two formats unchanged.
+// onto HDF5's little-endian integers and IEEE floats (Float16 onto the
+// 16-bit IEEE float h5py writes for numpy's float16, BFloat16 onto a
+// 16-bit float of bfloat16's fields), Bool onto h5py's boolean (an int8
+// enum FALSE=0, TRUE=1), Complex64 and Complex128 onto h5py's complex (a
+// compound {r, i} of two little-endian floats), a fixed-length string
+// onto an HDF5 fixed-length string of the same length, padding and
+// character set, and the described types onto HDF5's classes of the same
+// name (H5T_ENUM over the base integer with the same names and values,
+// H5T_OPAQUE with the tag, H5T_BITFIELD, H5T_ARRAY, H5T_COMPOUND with
+// the same member names, offsets and size). All have scc's byte layout,
+// so chunk images copy between the two formats unchanged.
 func h5Type(t engine.Type) h5.Type {
-	switch {
-	case t == engine.Int8, t == engine.Int16, t == engine.Int32, t == engine.Int64:
+	switch t.Class() {
+	case engine.ClassInteger:
+		if t >= engine.Uint8 {
+			return h5.Type{Class: h5.Uint, Size: t.Size()}
+		}
 		return h5.Type{Class: h5.Int, Size: t.Size()}
-	case t == engine.Uint8, t == engine.Uint16, t == engine.Uint32, t == engine.Uint64:
-		return h5.Type{Class: h5.Uint, Size: t.Size()}
-	case t == engine.Bool:
+	case engine.ClassBool:
 		return h5.Type{Class: h5.Bool, Size: 1}
-	case t == engine.Complex64, t == engine.Complex128:
+	case engine.ClassComplex:
 		return h5.Type{Class: h5.Complex, Size: t.Size()}
-	case t.IsString():
+	case engine.ClassString:
 		pad := map[engine.StrPad]int{engine.NullTerm: h5.PadNullTerm, engine.NullPad: h5.PadNullPad, engine.SpacePad: h5.PadSpacePad}[t.Pad()]
 		return h5.Type{Class: h5.String, Size: t.Size(), Pad: pad, UTF8: t.Charset() == engine.UTF8}
+	case engine.ClassEnum:
+		base := h5Type(t.Base())
+		ht := h5.Type{Class: h5.Enum, Size: t.Size(), Base: &base}
+		for _, m := range t.Members() {
+			ht.Names, ht.Values = append(ht.Names, m.Name), append(ht.Values, m.Value)
+		}
+		return ht
+	case engine.ClassOpaque:
+		return h5.Type{Class: h5.Opaque, Size: t.Size(), Tag: t.Tag()}
+	case engine.ClassBitfield:
+		return h5.Type{Class: h5.Bitfield, Size: t.Size()}
+	case engine.ClassArray:
+		base := h5Type(t.Base())
+		return h5.Type{Class: h5.Array, Size: t.Size(), Base: &base, Dims: t.Dims()}
+	case engine.ClassCompound:
+		ht := h5.Type{Class: h5.Compound, Size: t.Size()}
+		for _, f := range t.Fields() {
+			ht.Members = append(ht.Members, h5.Member{Name: f.Name, Offset: f.Offset, Type: h5Type(f.Type)})
+		}
+		return ht
 	}
-	return h5.Type{Class: h5.Float, Size: t.Size()}
+	return h5.Type{Class: h5.Float, Size: t.Size(), BFloat: t == engine.BFloat16}
 }
 
 // sccType maps an HDF5 type onto scc's (byte order aside): for a
 // variable-length one, the element type of the scc variable-length
-// dataset (Uint8 for strings, which hold their bytes).
+// dataset (Uint8 for strings, which hold their bytes). A described type
+// scc refuses (engine.Enum, Compound... give an invalid type: a compound
+// whose members overlap, an enum with repeated names or values, a name
+// with NUL) is not mapped.
 func sccType(t h5.Type) (engine.Type, bool) {
 	if t.Class == h5.ObjRef {
 		return engine.Uint8, true // the paths' bytes (import_vlen.go)
@@ -353,21 +390,64 @@ func sccType(t h5.Type) (engine.Type, bool) {
 		}
 		t.Vlen = false
 	}
-	if t.Class == h5.String {
+	var st engine.Type
+	switch t.Class {
+	case h5.String:
 		pad := map[int]engine.StrPad{h5.PadNullTerm: engine.NullTerm, h5.PadNullPad: engine.NullPad, h5.PadSpacePad: engine.SpacePad}[t.Pad]
 		cs := engine.ASCII
 		if t.UTF8 {
 			cs = engine.UTF8
 		}
-		st := engine.FixedString(t.Size, pad, cs)
-		return st, st.Size() == t.Size
-	}
-	for _, st := range engine.Types {
-		if ht := h5Type(st); ht.Class == t.Class && ht.Size == t.Size {
-			return st, true
+		st = engine.FixedString(t.Size, pad, cs)
+	case h5.Float:
+		switch {
+		case t.Size == 2 && t.BFloat:
+			st = engine.BFloat16
+		case t.Size == 2:
+			st = engine.Float16
+		case t.Size == 4:
+			st = engine.Float32
+		case t.Size == 8:
+			st = engine.Float64
+		}
+	case h5.Enum:
+		base, ok := sccType(*t.Base)
+		if !ok || len(t.Names) != len(t.Values) {
+			return 0, false
+		}
+		ms := make([]engine.EnumMember, len(t.Names))
+		for i, n := range t.Names {
+			ms[i] = engine.EnumMember{Name: n, Value: t.Values[i]}
+		}
+		st = engine.Enum(base, ms...)
+	case h5.Opaque:
+		st = engine.Opaque(t.Size, t.Tag)
+	case h5.Bitfield:
+		st = engine.Bitfield(t.Size)
+	case h5.Array:
+		base, ok := sccType(*t.Base)
+		if !ok {
+			return 0, false
+		}
+		st = engine.ArrayOf(base, t.Dims...)
+	case h5.Compound:
+		fs := make([]engine.Field, len(t.Members))
+		for i, m := range t.Members {
+			ft, ok := sccType(m.Type)
+			if !ok {
+				return 0, false
+			}
+			fs[i] = engine.Field{Name: m.Name, Offset: m.Offset, Type: ft}
+		}
+		st = engine.Compound(t.Size, fs...)
+	case h5.Int, h5.Uint, h5.Bool, h5.Complex:
+		for _, et := range engine.Types {
+			if ht := h5Type(et); ht.Class == t.Class && ht.Size == t.Size {
+				st = et
+			}
 		}
 	}
-	return 0, false
+	return st, st.Valid() && st.Size() == t.Size
 }
 
 // forEachCoord calls fn with every coordinate of grid in C order.

@@ -83,12 +83,10 @@ def types(path, ds):
     with h5py.File(path, "w") as f:
         f.create_dataset("good", data=a2, chunks=(7, 8), compression="gzip", shuffle=True)
         good(ds, "good")
-        f.create_dataset("cmpd", data=np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]))
+        # A compound with a variable-length member has no scc type (its
+        # elements are not of one size).
+        f.create_dataset("cmpd", (3,), dtype=[("a", "<i4"), ("s", h5py.string_dtype())])
         skip(ds, "cmpd", "compound")
-        f.create_dataset("enum", data=np.array([0, 1, 1], dtype="i1"), dtype=h5py.enum_dtype({"off": 0, "on": 1}, basetype="i1"))
-        skip(ds, "enum", "enum")
-        f.create_dataset("half", data=np.arange(5, dtype="<f2"))
-        skip(ds, "half", "float16")
         f.create_dataset("fixedstr", data=np.array([b"ab", b"cd"]))
         good(ds, "fixedstr")
         f.create_dataset("bool", data=np.array([True, False, True]))
@@ -99,15 +97,13 @@ def types(path, ds):
         good(ds, "c128be")
         f.create_dataset("refs", data=[f["good"].regionref[0:2]], dtype=h5py.regionref_dtype)
         skip(ds, "refs", "region reference")
-        f.create_dataset("scalar", data=np.int32(4))
-        skip(ds, "scalar", "scalar dataspace")
         f.create_dataset("g/also", data=np.arange(7, dtype=">f8"), chunks=(3,), fletcher32=True)
         good(ds, "g/also")
 case("types", types)
 
 def onlybad(path, ds):
     with h5py.File(path, "w") as f:
-        f.create_dataset("cmpd", data=np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]))
+        f.create_dataset("cmpd", (3,), dtype=[("a", "<i4"), ("s", h5py.string_dtype())])
 case("onlybad", onlybad, refused="compound")
 
 def filters(path, ds):

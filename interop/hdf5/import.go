@@ -44,6 +44,10 @@ type importPlan struct {
 	// defined: the companion dataset holding the defined set of a sparse
 	// dataset scc exported (DefinedAttr); the dataset is imported sparse.
 	defined string
+	// dims and chunk are the extent and chunk shape the copy walks: the
+	// spec's, or for a scalar (null) dataset the one element (none) of
+	// its rank-1 storage, [1] ([0]) in chunks of [1].
+	dims, chunk []uint64
 }
 
 // Import creates one scc dataset in dst per HDF5 dataset of srcPath (all, or
@@ -53,10 +57,15 @@ type importPlan struct {
 //
 // Every dataset is checked before anything is created. A dataset scc
 // cannot represent — an element type other than 1-, 2-, 4- or 8-byte
-// integers, IEEE floats of 4 or 8 bytes, h5py's bool and complex,
-// fixed-length strings, variable-length strings and sequences of those
-// numbers (import_vlen.go) and object references (imported as paths), a
-// region reference, a scalar or null dataspace, a virtual dataset whose
+// integers, IEEE floats of 2 (binary16 as h5py writes numpy's float16,
+// or bfloat16), 4 or 8 bytes, h5py's bool and complex, fixed-length
+// strings, enums, opaque types, bitfields, array types and compounds of
+// those (nested, within engine.MaxTypeDepth and the other bounds of
+// described types; big-endian parts read as little-endian, per member),
+// variable-length strings and sequences of those numbers
+// (import_vlen.go) and object references (imported as paths), a region
+// reference, a compound with a variable-length or reference member, a
+// virtual dataset over a scalar or null dataspace, a virtual dataset whose
 // selections are not regular hyperslabs (import_virtual.go), a
 // filter this libhdf5 cannot decode (no plugin) in a pipeline scc cannot
 // copy, raw data in external files outside the HDF5 file's directory
@@ -82,6 +91,9 @@ type importPlan struct {
 // leaves dst with the datasets imported before it and the one being
 // imported partly written: ImportFile is the all-or-nothing form, which
 // imports into a temporary file and renames it into place on success.
+//
+// Scalar (H5S_SCALAR) and null (H5S_NULL) datasets become scc scalar and
+// null datasets with their fill value.
 //
 // Chunked datasets keep their chunk shape; their stored chunks are copied
 // without re-encoding when the filters are shuffle, deflate (HDF5's
@@ -404,8 +416,23 @@ func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options
 	if err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", path, err)
 	}
-	if in.Space != "" {
-		return nil, unsupported(path, "%s dataspace (scc datasets have at least one dimension)", in.Space)
+	space := engine.SpaceSimple
+	switch in.Space {
+	case "":
+	case "scalar", "null":
+		// Planned as the rank-1 storage of its one element (none), then
+		// given its dataspace (below).
+		space = map[string]engine.Space{"scalar": engine.SpaceScalar, "null": engine.SpaceNull}[in.Space]
+		n := uint64(1)
+		if space == engine.SpaceNull {
+			n = 0
+		}
+		in.Dims, in.MaxDims = []uint64{n}, []uint64{n}
+		if in.Layout == h5.Virtual {
+			return nil, unsupported(path, "virtual dataset over a %s dataspace (scc's virtual datasets have dimensions)", in.Space)
+		}
+	default:
+		return nil, unsupported(path, "%s dataspace", in.Space)
 	}
 	if in.Type.Class == h5.Other && in.Type.Name == "region reference" {
 		return nil, unsupported(path, "region references (selections of other datasets) have no scc form")
@@ -497,7 +524,7 @@ func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options
 				why = append(why, fmt.Sprintf("HDF5 filter %s has no scc counterpart", filterName(fl)))
 			}
 		}
-		if in.Type.BigEndian {
+		if in.Type.AnyBigEndian() {
 			why = append(why, "big-endian elements")
 		}
 		if in.ChunkInfoUnreliable && directDespiteIndex {
@@ -553,6 +580,14 @@ func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options
 	}
 	if err := planSparse(f, d, p, opts); err != nil {
 		return nil, err
+	}
+	p.dims, p.chunk = p.spec.Shape, p.spec.Chunk
+	if space != engine.SpaceSimple {
+		if p.defined != "" {
+			return nil, unsupported(path, "sparse dataset over a %s dataspace", in.Space)
+		}
+		p.spec.Space, p.spec.Shape, p.spec.MaxShape, p.spec.Chunk = space, nil, nil, nil
+		p.dims, p.chunk = in.Dims, []uint64{1}
 	}
 	return p, nil
 }
@@ -665,11 +700,11 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		}
 		return rep, nil
 	}
-	chunk, dims := p.spec.Chunk, p.spec.Shape
+	chunk, dims := p.chunk, p.dims
 	chunkBytes := ds.ChunkBytes()
 	grid := ds.ChunkGrid()
 	elemType := p.info.Type
-	elemType.BigEndian = false // memory type for HDF5 reads: little-endian
+	elemType = elemType.LittleEndian() // memory type for HDF5 reads: little-endian
 	fill := p.spec.Fill
 	if fill == nil {
 		fill = make([]byte, elemType.Size)

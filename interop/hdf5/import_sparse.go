@@ -92,7 +92,7 @@ func importSparse(ctx context.Context, f *h5.File, hd *h5.Dataset, ds *engine.Da
 		return err
 	}
 	elemType := p.info.Type
-	elemType.BigEndian = false
+	elemType = elemType.LittleEndian()
 	size := uint64(elemType.Size)
 	one := func(c []uint64) error {
 		if err := ctx.Err(); err != nil {

@@ -324,7 +324,7 @@ with h5py.File(sys.argv[1], "w") as f:
     f.create_dataset("ok", data=np.arange(10, dtype="<i4"))
     f.create_dataset("regs", data=[f["ok"].regionref[0:2]], dtype=h5py.regionref_dtype)
     f.create_dataset("fixed", data=np.array([b"a", b"bc"]))
-    f.create_dataset("cplx", data=np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]))
+    f.create_dataset("cplx", (3,), dtype=[("a", "<i4"), ("s", h5py.string_dtype())])
 `, h5path)
 	f := testfile.Create(t, filepath.Join(dir, "d.scc"), &engine.Options{NoSync: true})
 	defer f.Close(ctx)

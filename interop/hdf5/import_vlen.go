@@ -63,7 +63,7 @@ func importVlen(ctx context.Context, hd *h5.Dataset, ds *engine.Dataset, p *impo
 	if !p.info.Allocated {
 		return nil
 	}
-	chunk, dims := p.spec.Chunk, p.spec.Shape
+	chunk, dims := p.chunk, p.dims
 	elem := uint64(t.Size)
 	var err error
 	forEachCoord(gridOf(dims, chunk), func(c []uint64) bool {

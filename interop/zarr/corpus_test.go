@@ -47,10 +47,6 @@ func TestImportCorpus(t *testing.T) {
 	// Why each kind of array is refused (blosc only when the decoder is unlinked).
 	refusal := func(path string) string {
 		switch {
-		case strings.HasSuffix(path, "/structured"):
-			return "structured"
-		case strings.HasSuffix(path, "/float16"):
-			return "float16"
 		case strings.Contains(path, "/blosc/") && bloscDecode == nil:
 			return "blosc"
 		}

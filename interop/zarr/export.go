@@ -266,13 +266,22 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	defer ds.Close(ctx)
 	layout := ds.Layout()
 	if layout == engine.Vlen {
+		if sp := ds.Space(); sp != engine.SpaceSimple {
+			return dr, fmt.Errorf("%w: variable-length dataset over a %v dataspace (the export writes strings of arrays with dimensions)", ErrUnsupported, sp)
+		}
 		return exportStrings(ctx, ds, dr, dir, v, workers)
 	}
-	if _, _, err := zarrmap.TypeOf(ds.Type()); err != nil {
+	if _, v3, err := zarrmap.TypeOf(ds.Type()); err != nil {
 		return dr, err
+	} else if v == 3 && v3 == nil {
+		return dr, zarrmap.V3Refusal(ds.Type())
 	}
-	if sp := ds.Space(); sp != engine.SpaceSimple {
-		return dr, fmt.Errorf("%w: %v dataspace (not mapped onto Zarr yet)", ErrUnsupported, sp)
+	scalar := ds.Space() == engine.SpaceScalar
+	switch {
+	case ds.Space() == engine.SpaceNull:
+		return dr, fmt.Errorf("%w: null dataspace: Zarr has no array without elements that is not an array of shape [0]", ErrUnsupported)
+	case scalar && (layout == engine.Virtual || layout == engine.Sparse):
+		return dr, fmt.Errorf("%w: scalar dataset of the %s layout", ErrUnsupported, layout)
 	}
 	p := zarrmap.PlanOf(ds, v)
 	if layout != engine.Chunked {
@@ -325,6 +334,11 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 	} else if err := writeJSON(filepath.Join(dir, "zarr.json"), meta); err != nil {
 		return dr, err
 	}
+	if scalar {
+		// A scalar's chunk is its storage's one chunk, [0] of shape [1]
+		// (its file is keyed as a zero-dimensional array's: chunkPath).
+		shape, chunk = []uint64{1}, []uint64{1}
+	}
 	var chunks []engine.StoredChunk
 	if layout == engine.Chunked {
 		chunks, err = zarrmap.Chunks(ctx, ds)
@@ -368,7 +382,7 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 					untouched.Add(1) // ReadChunkRaw checks the frame's CRC only
 				}
 			} else {
-				raw, err := zarrmap.ReadChunk(gctx, ds, ds.Shape(), chunk, sc.Coords, chunkBytes)
+				raw, err := zarrmap.ReadChunk(gctx, ds, shape, chunk, sc.Coords, chunkBytes)
 				if err != nil {
 					return err
 				}
@@ -382,6 +396,9 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 				reenc.Add(1)
 			}
 			path := chunkPath(dir, v, sc.Coords)
+			if scalar {
+				path = chunkPath(dir, v, nil)
+			}
 			if v == 3 {
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 					return err
@@ -578,6 +595,9 @@ func chunkPath(dir string, v int, coords []uint64) string {
 	}
 	if v == 3 {
 		return filepath.Join(append([]string{dir, "c"}, parts...)...)
+	}
+	if len(parts) == 0 {
+		return filepath.Join(dir, "0") // zarr-python 2's key of a zero-dimensional array's chunk
 	}
 	return filepath.Join(dir, strings.Join(parts, "."))
 }

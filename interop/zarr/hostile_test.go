@@ -358,14 +358,10 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 		{"utf-8", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{2}}, "UTF-32"},
 		{"spacepad", engine.DatasetSpec{Type: engine.FixedString(8, engine.SpacePad, engine.ASCII), Shape: []uint64{4}, Chunk: []uint64{2}}, "spacepad padding rule"},
 		{"nullterm", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullTerm, engine.ASCII), Shape: []uint64{4}, Chunk: []uint64{2}}, "nullterm padding rule"},
-		{"float16", engine.DatasetSpec{Type: engine.Float16, Shape: []uint64{4}, Chunk: []uint64{2}}, "float16 dataset (no Zarr data type)"},
-		{"bfloat16", engine.DatasetSpec{Type: engine.BFloat16, Shape: []uint64{4}, Layout: engine.Contiguous}, "bfloat16 dataset (no Zarr data type)"},
-		{"enum", engine.DatasetSpec{Type: engine.Enum(engine.Uint8, engine.EnumMember{Name: "a", Value: 1}), Shape: []uint64{4}, Chunk: []uint64{2}}, "no Zarr data type"},
-		{"opaque", engine.DatasetSpec{Type: engine.Opaque(3, "t"), Shape: []uint64{4}, Chunk: []uint64{2}}, "no Zarr data type"},
-		{"bitfield", engine.DatasetSpec{Type: engine.Bitfield(2), Shape: []uint64{4}, Chunk: []uint64{2}}, "no Zarr data type"},
-		{"array", engine.DatasetSpec{Type: engine.ArrayOf(engine.Int16, 3), Shape: []uint64{4}, Chunk: []uint64{2}}, "no Zarr data type"},
-		{"compound", engine.DatasetSpec{Type: engine.PackedCompound(engine.Field{Name: "x", Type: engine.Float64}), Shape: []uint64{4}, Layout: engine.Sparse, Chunk: []uint64{2}}, "no Zarr data type"},
-		{"scalar", engine.DatasetSpec{Type: engine.Int32}, "scalar dataspace"},
+		{"bfloat16", engine.DatasetSpec{Type: engine.BFloat16, Shape: []uint64{4}, Layout: engine.Contiguous}, "no bfloat16 type"},
+		{"bitfield", engine.DatasetSpec{Type: engine.Bitfield(2), Shape: []uint64{4}, Chunk: []uint64{2}}, "no bitfield type"},
+		{"array", engine.DatasetSpec{Type: engine.ArrayOf(engine.Int16, 3), Shape: []uint64{4}, Chunk: []uint64{2}}, "spreads an array type"},
+		{"enum field", engine.DatasetSpec{Type: engine.PackedCompound(engine.Field{Name: "e", Type: engine.Enum(engine.Uint8, engine.EnumMember{Name: "a", Value: 1})}), Shape: []uint64{4}, Chunk: []uint64{2}}, "is an enum"},
 		{"null", engine.DatasetSpec{Type: engine.Int32, Space: engine.SpaceNull}, "null dataspace"},
 	} {
 		dir := t.TempDir()

@@ -30,7 +30,13 @@ type arrayMeta struct {
 	chunkBytes   int      // a whole chunk decoded
 	typ          engine.Type
 	bigEndian    bool
-	fill         []byte // nil: zero
+	// swaps: the big-endian numbers of a structured dtype's element,
+	// each reversed on its own (nil: the whole element, swapUnit).
+	swaps []swapSpan
+	// scalar: a zero-dimensional array (shape []), imported as a scalar
+	// dataset over the storage of its one chunk: shape and chunk [1].
+	scalar bool
+	fill   []byte // nil: zero
 	// time: the elements are numpy datetime64 or timedelta64 values,
 	// imported as Int64 marked by zarrmap.DtypeAttr.
 	time *zarrmap.NumpyTime
@@ -76,6 +82,10 @@ func (m *arrayMeta) setFill(v any, what string) error {
 	b, err := parseElem(m.typ, v)
 	if err != nil {
 		return fmt.Errorf("%s: \"fill_value\": %w", what, err)
+	}
+	if m.swaps != nil {
+		// A structured fill is the element's bytes in the stored order.
+		b = m.swap(b)
 	}
 	m.fill = b
 	return nil
@@ -438,6 +448,21 @@ func readArray(ctx context.Context, s *store, n node) (*arrayMeta, error) {
 		m.attrs = slices.DeleteFunc(m.attrs, func(a engine.Attr) bool { return a.Name == zarrmap.DtypeAttr })
 		m.attrs = append(m.attrs, engine.Attr{Name: zarrmap.DtypeAttr, Value: engine.StringAttr(m.time.Mark())})
 	}
+	for _, a := range m.attrs {
+		// An exported enum: the integers and the names in EnumAttr.
+		if a.Name != zarrmap.EnumAttr || m.typ.Class() != engine.ClassInteger || m.time != nil {
+			continue
+		}
+		s, _ := a.Value.Str()
+		t, err := zarrmap.ParseEnum(s, m.typ)
+		if err != nil {
+			m.notes = append(m.notes, fmt.Sprintf("imported as %v, not as an enum: %v", m.typ, err))
+			break
+		}
+		m.typ = t
+		m.attrs = slices.DeleteFunc(m.attrs, func(a engine.Attr) bool { return a.Name == zarrmap.EnumAttr })
+		break
+	}
 	var err error
 	if m.grid, err = checkShape(m, what); err != nil {
 		return nil, err
@@ -530,9 +555,11 @@ func importArray(ctx context.Context, s *store, f *engine.File, name, key string
 	dr := DatasetReport{Name: name, Codecs: chainString(m.chain), Notes: m.notes}
 	filters, copyOK, unwrapID, why, zlibRaw := importPlan(m)
 	dr.Why = why
-	ds, err := f.CreateDataset(ctx, name, engine.DatasetSpec{
-		Type: m.typ, Shape: m.shape, Chunk: m.chunk, Filters: filters, Fill: m.fill,
-	})
+	spec := engine.DatasetSpec{Type: m.typ, Shape: m.shape, Chunk: m.chunk, Filters: filters, Fill: m.fill}
+	if m.scalar {
+		spec.Shape, spec.Chunk, spec.Space = nil, nil, engine.SpaceScalar
+	}
+	ds, err := f.CreateDataset(ctx, name, spec)
 	if errors.Is(err, engine.ErrInvalid) {
 		return dr, fmt.Errorf("%w (%w)", errSkip, err)
 	}
@@ -550,9 +577,11 @@ func importArray(ctx context.Context, s *store, f *engine.File, name, key string
 	// A stored chunk is at most its decoded size plus what a codec adds
 	// to incompressible data (well under 1/8, plus headers).
 	bound := int64(chunkBytes) + int64(chunkBytes)/8 + 64<<10
-	coords, err := s.listChunks(ctx, key, m, m.grid)
-	if err != nil {
-		return dr, err
+	coords := [][]uint64{{0}} // a scalar's one chunk, if it is there
+	if !m.scalar {
+		if coords, err = s.listChunks(ctx, key, m, m.grid); err != nil {
+			return dr, err
+		}
 	}
 	var copied, rewrapped, reenc, untouched, count atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
@@ -613,7 +642,7 @@ func importArray(ctx context.Context, s *store, f *engine.File, name, key string
 				return fmt.Errorf("chunk %v: %w", c, err)
 			}
 			if m.bigEndian {
-				raw = swapBytes(raw, swapUnit(m.typ))
+				raw = m.swap(raw)
 			}
 			if m.order != nil {
 				raw = untranspose(raw, m.chunk, m.order, es)
@@ -647,6 +676,15 @@ func importArray(ctx context.Context, s *store, f *engine.File, name, key string
 
 // chunkKey is the key of chunk c relative to its array.
 func chunkKey(m *arrayMeta, c []uint64) string {
+	if m.scalar {
+		// A zero-dimensional array's one chunk: "0" in v2 (zarr-python
+		// 2's key) and v3's v2 encoding, the bare prefix "c" in v3's
+		// default encoding.
+		if m.prefix != "" {
+			return m.prefix
+		}
+		return "0"
+	}
 	parts := make([]string, 0, len(c)+1)
 	if m.prefix != "" {
 		parts = append(parts, m.prefix)
@@ -655,6 +693,14 @@ func chunkKey(m *arrayMeta, c []uint64) string {
 		parts = append(parts, fmt.Sprint(x))
 	}
 	return strings.Join(parts, m.sep)
+}
+
+// swap is an element buffer of a big-endian store in little-endian order.
+func (m *arrayMeta) swap(b []byte) []byte {
+	if m.swaps != nil {
+		return swapParts(b, m.typ.Size(), m.swaps)
+	}
+	return swapBytes(b, swapUnit(m.typ))
 }
 
 func swapBytes(b []byte, es int) []byte {

@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +43,13 @@ func parseV2Dtype(s string) (engine.Type, bool, error) {
 			return stringDtype(n), false, nil
 		}
 	}
+	if len(s) >= 3 && (s[0] == '|' || s[0] == '<' || s[0] == '>') && s[1] == 'V' {
+		// numpy's void: bytes scc does not interpret.
+		n, err := strconv.Atoi(s[2:])
+		if err == nil && n >= 1 && n <= engine.MaxTypeSize && strconv.Itoa(n) == s[2:] {
+			return engine.Opaque(n, ""), false, nil
+		}
+	}
 	if len(s) >= 3 {
 		for t, d := range zarrmap.Dtypes {
 			if s[1:] == d.V2[1:] {
@@ -54,7 +62,7 @@ func parseV2Dtype(s string) (engine.Type, bool, error) {
 			}
 		}
 	}
-	return 0, false, fmt.Errorf("%w: dtype %q (%s; scc holds i1..i8, u1..u8, f4, f8, b1, c8, c16)", ErrUnsupported, s, v2DtypeClass(s))
+	return 0, false, fmt.Errorf("%w: dtype %q (%s; scc holds i1..i8, u1..u8, f2, f4, f8, b1, c8, c16, S<n>, V<n> and structured dtypes of those)", ErrUnsupported, s, v2DtypeClass(s))
 }
 
 // parseV3Struct returns the engine type of a v3 data_type object: only
@@ -78,7 +86,7 @@ func parseV3Type(s string) (engine.Type, error) {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: data_type %q (%s; scc holds int8..int64, uint8..uint64, float32, float64, bool, complex64, complex128)", ErrUnsupported, s, v3TypeClass(s))
+	return 0, fmt.Errorf("%w: data_type %q (%s; scc holds int8..int64, uint8..uint64, float16, float32, float64, bool, complex64, complex128)", ErrUnsupported, s, v3TypeClass(s))
 }
 
 // parseElem converts a JSON number or special float string to an element
@@ -87,7 +95,24 @@ func parseElem(t engine.Type, v any) ([]byte, error) {
 	if t.IsString() {
 		return bytesFill(t, v)
 	}
+	if t.IsDescribed() {
+		return describedFill(t, v)
+	}
 	switch t {
+	case engine.Float16:
+		if x, ok := v.(string); ok && strings.HasPrefix(x, "0x") { // v3: the bit pattern
+			u, err := strconv.ParseUint(x[2:], 16, 16)
+			if err != nil {
+				return nil, fmt.Errorf("%w: float %q", ErrCorrupt, x)
+			}
+			return []byte{byte(u), byte(u >> 8)}, nil
+		}
+		b, err := parseElem(engine.Float64, v)
+		if err != nil {
+			return nil, err
+		}
+		h := engine.Float16Bits(math.Float64frombits(binary.LittleEndian.Uint64(b)))
+		return []byte{byte(h), byte(h >> 8)}, nil
 	case engine.Bool:
 		// A JSON boolean (v3's rule, zarr-python's writing); a number is
 		// what some v2 writers put there, true unless zero (numpy's

@@ -198,7 +198,7 @@ func TestImportStrict(t *testing.T) {
 	writeFile(t, filepath.Join(store, ".zgroup"), `{"zarr_format":2}`)
 	writeFile(t, filepath.Join(store, "good", ".zarray"), strings.Replace(v2i4, "%s", "", 1))
 	writeFile(t, filepath.Join(store, "good", "0"), chunk8)
-	writeFile(t, filepath.Join(store, "half", ".zarray"), `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f2","fill_value":0,"order":"C","filters":null,"compressor":null}`)
+	writeFile(t, filepath.Join(store, "half", ".zarray"), `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f16","fill_value":0,"order":"C","filters":null,"compressor":null}`)
 	f := testfile.Create(t, filepath.Join(root, "out.scc"), nil)
 	defer f.Close(context.Background())
 	if _, err := Import(bg, store, f, Options{Strict: true}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"half"`) {

@@ -126,7 +126,12 @@ func checkShape(m *arrayMeta, what string) ([]uint64, error) {
 		return nil, fmt.Errorf("%w: %s: chunks %v do not match shape %v", ErrCorrupt, what, m.chunk, m.shape)
 	}
 	if len(m.shape) == 0 {
-		return nil, fmt.Errorf("%w: zero-dimensional array (scc datasets have rank 1..%d)", ErrUnsupported, engine.MaxRank)
+		// A zero-dimensional array: one element in one chunk, imported
+		// as a scalar dataset (its storage is shape and chunk [1]).
+		if m.vlen != "" || m.ucs4 > 0 || m.shard != nil {
+			return nil, fmt.Errorf("%w: zero-dimensional array of strings or shards (scc imports scalar arrays of fixed-size types)", ErrUnsupported)
+		}
+		m.scalar, m.shape, m.chunk = true, []uint64{1}, []uint64{1}
 	}
 	if len(m.shape) > engine.MaxRank {
 		return nil, fmt.Errorf("%w: rank %d (scc datasets have rank 1..%d)", ErrUnsupported, len(m.shape), engine.MaxRank)
@@ -206,7 +211,10 @@ func decodeV2Array(b []byte) (*arrayMeta, error) {
 			return nil, err
 		}
 	case []any:
-		return nil, fmt.Errorf("%w: dtype %s (structured)", ErrUnsupported, asJSON(dt))
+		if m.typ, m.swaps, err = parseStructured(dt, 0); err != nil {
+			return nil, err
+		}
+		m.bigEndian = len(m.swaps) > 0
 	default:
 		return nil, badKey(what, "dtype", dt, "a numpy type string")
 	}

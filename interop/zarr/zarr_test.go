@@ -506,9 +506,9 @@ func TestImportRefusesUnmappable(t *testing.T) {
 		return p
 	}
 	cases := map[string]string{
-		"lzma":    `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<i4","fill_value":0,"order":"C","filters":null,"compressor":{"id":"lzma"}}`,
-		"float16": `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f2","fill_value":0,"order":"C","filters":null,"compressor":null}`,
-		"scalar":  `{"zarr_format":2,"shape":[],"chunks":[],"dtype":"<i4","fill_value":0,"order":"C","filters":null,"compressor":null}`,
+		"lzma":     `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<i4","fill_value":0,"order":"C","filters":null,"compressor":{"id":"lzma"}}`,
+		"float128": `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f16","fill_value":0,"order":"C","filters":null,"compressor":null}`,
+		"scalar":   `{"zarr_format":2,"shape":[],"chunks":[],"dtype":"|O","fill_value":0,"order":"C","filters":[{"id":"vlen-utf8"}],"compressor":null}`,
 	}
 	for name, meta := range cases {
 		p := write(name, meta)

@@ -61,8 +61,8 @@ def main(store, out):
                 a[sl] = data[sl]
                 a.attrs["units"] = "K"
                 made.append(a)
-    # Odd types: bool, complex, unicode (as variable-length strings) and
-    # delta are held; the rest are refused, each alone.
+    # Odd types: bool, complex, unicode (as variable-length strings),
+    # structured (as compounds), float16 and delta are held.
     odd = root.require_group("odd")
     made.append(odd.create_dataset("complex", shape=(4,), chunks=(2,), dtype="<c8", compressor=None))
     made.append(odd.create_dataset("bool", shape=(4,), chunks=(2,), dtype="|b1", compressor=None))
@@ -75,7 +75,7 @@ def main(store, out):
     res = []
     for i, a in enumerate(made):
         dump = os.path.join(out, "%d.bin" % i)
-        if a.dtype.kind in "uifbcU":
+        if a.dtype.kind in "uifbcUV":
             with open(dump, "wb") as f:
                 f.write(le(zarr.open_array(os.path.join(store, a.path), mode="r")[...]))
         res.append({"path": a.path, "dtype": str(a.dtype), "order": a.order,

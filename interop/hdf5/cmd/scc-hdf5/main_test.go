@@ -201,7 +201,7 @@ with h5py.File(sys.argv[1], "w") as f:
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "w") as f:
     f.create_dataset("y", data=np.arange(10, dtype="<f4"))
-    f.create_dataset("z", data=np.zeros(3, dtype=[("p", "<i4"), ("q", "<f8")]))
+    f.create_dataset("z", (3,), dtype=[("p", "<i4"), ("q", h5py.string_dtype())])
 `)
 	out := filepath.Join(dir, "o.scc")
 	if code, _, stderr := runCLI(t, "import", a, out); code != 0 {

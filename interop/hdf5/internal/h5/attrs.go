@@ -231,12 +231,13 @@ func writeAttr(obj C.hid_t, a Attr) error {
 	switch v.Kind {
 	case AttrNumeric:
 		var err error
-		switch v.Type.Class {
-		case Int, Uint, Float:
+		switch c := v.Type.Class; {
+		case c == Int, c == Uint, c == Float && v.Type.Size != 2:
 			typ, err = leType(v.Type)
 		default:
 			// h5py's encodings: bool an int8 enum, complex a compound
-			// {r, i}, strings fixed-length of the type's padding.
+			// {r, i}, strings fixed-length of the type's padding, float16
+			// h5py's 16-bit float; the described types (types.go).
 			typ, err = makeType(v.Type, false)
 			closeType = true
 		}
@@ -433,30 +434,8 @@ func readAttr(attr C.hid_t, budget uint64) (a Attr, why string, err error) {
 		return a, fmt.Sprintf("not read: the object's attributes exceed %d bytes in all", MaxAttrsBytes), nil
 	}
 	switch cls := C.H5Tget_class(ftype); cls {
-	case C.H5T_INTEGER, C.H5T_FLOAT:
-		t := Type{Class: Int, Size: int(size)}
-		if cls == C.H5T_FLOAT {
-			t.Class = Float
-		} else if C.H5Tget_sign(ftype) == C.H5T_SGN_NONE {
-			t.Class = Uint
-		}
-		mt, err := leType(t)
-		if err != nil {
-			return a, fmt.Sprintf("%d-byte %s", size, map[Class]string{Int: "integer", Uint: "integer", Float: "float"}[t.Class]), nil
-		}
-		if t.Class == Float && C.H5Tequal(ftype, mt) <= 0 &&
-			C.H5Tequal(ftype, C.H5T_IEEE_F32BE) <= 0 && C.H5Tequal(ftype, C.H5T_IEEE_F64BE) <= 0 {
-			return a, "non-IEEE float", nil
-		}
-		if !scalar && C.H5Sget_simple_extent_type(space) == C.H5S_NULL {
-			return a, "numeric value over a null dataspace", nil
-		}
-		data := make([]byte, count*size)
-		if count > 0 && C.H5Aread(attr, mt, unsafe.Pointer(&data[0])) < 0 {
-			return a, "", errorf("read attribute %q", a.Name)
-		}
-		a.Value = AttrValue{Kind: AttrNumeric, Type: t, Scalar: scalar, Data: data}
-		return a, "", nil
+	case C.H5T_INTEGER, C.H5T_FLOAT, C.H5T_ENUM, C.H5T_COMPOUND, C.H5T_ARRAY, C.H5T_BITFIELD:
+		return readTyped(attr, ftype, space, a, scalar, count)
 	case C.H5T_STRING:
 		if !scalar {
 			return readFixedStrings(attr, ftype, space, a, count)
@@ -507,42 +486,22 @@ func readAttr(attr C.hid_t, budget uint64) (a Attr, why string, err error) {
 		a.Value = AttrValue{Kind: AttrString, Data: s}
 		return a, "", nil
 	case C.H5T_OPAQUE:
+		// An untagged opaque scalar is h5py's numpy.void and the byte
+		// string this binding writes: a byte string. A tagged one, or an
+		// array of opaque values, keeps its type.
+		tagged := typeOf(ftype).Tag != ""
 		switch {
-		case C.H5Sget_simple_extent_type(space) == C.H5S_NULL:
+		case C.H5Sget_simple_extent_type(space) == C.H5S_NULL && !tagged:
 			a.Value = AttrValue{Kind: AttrBytes, Data: []byte{}}
-		case scalar:
+		case scalar && !tagged:
 			data := make([]byte, size)
 			if C.H5Aread(attr, ftype, unsafe.Pointer(&data[0])) < 0 {
 				return a, "", errorf("read attribute %q", a.Name)
 			}
 			a.Value = AttrValue{Kind: AttrBytes, Data: data}
 		default:
-			return a, "array of opaque values", nil
+			return readTyped(attr, ftype, space, a, scalar, count)
 		}
-		return a, "", nil
-	case C.H5T_COMPOUND, C.H5T_ENUM:
-		// h5py's complex (a compound {r, i} of two IEEE floats) and bool
-		// (an int8 enum FALSE=0, TRUE=1), read as their little-endian
-		// scc elements; other compounds and enums have no scc type.
-		t := typeOf(ftype)
-		C.H5Eclear2(C.H5E_DEFAULT)
-		if t.Class != Complex && t.Class != Bool {
-			return a, t.Name + " type", nil
-		}
-		if C.H5Sget_simple_extent_type(space) == C.H5S_NULL {
-			return a, t.String() + " value over a null dataspace", nil
-		}
-		t.BigEndian = false
-		mt, err := makeType(t, false)
-		if err != nil {
-			return a, "", err
-		}
-		defer C.H5Tclose(mt)
-		data := make([]byte, count*uint64(t.Size))
-		if count > 0 && C.H5Aread(attr, mt, unsafe.Pointer(&data[0])) < 0 {
-			return a, "", errorf("read attribute %q", a.Name)
-		}
-		a.Value = AttrValue{Kind: AttrNumeric, Type: t, Scalar: scalar, Data: data}
 		return a, "", nil
 	case C.H5T_REFERENCE:
 		if C.H5Tequal(ftype, C.scc_ref_obj()) <= 0 {
@@ -586,15 +545,41 @@ func readAttr(attr C.hid_t, budget uint64) (a Attr, why string, err error) {
 		return a, "", nil
 	case C.H5T_VLEN:
 		return a, "variable-length sequence", nil
-	case C.H5T_ARRAY:
-		return a, "array type", nil
-	case C.H5T_BITFIELD:
-		return a, "bitfield type", nil
 	case C.H5T_TIME:
 		return a, "time type", nil
 	default:
 		return a, fmt.Sprintf("type class %d", int(cls)), nil
 	}
+}
+
+// readTyped reads a scalar or 1-D attribute of a number, h5py's bool or
+// complex, a 16-bit float or a described type (typeOf) as little-endian
+// elements, HDF5 converting the byte order (per member of a compound).
+// Caller holds lib.
+func readTyped(attr, ftype, space C.hid_t, a Attr, scalar bool, count uint64) (Attr, string, error) {
+	t := typeOf(ftype)
+	C.H5Eclear2(C.H5E_DEFAULT)
+	switch {
+	case t.Class == Other:
+		return a, t.Name + " type", nil
+	case t.Vlen || t.Class == ObjRef || t.Class == String:
+		return a, t.String() + " type", nil
+	case !scalar && C.H5Sget_simple_extent_type(space) == C.H5S_NULL:
+		return a, t.String() + " value over a null dataspace", nil
+	}
+	t = t.LittleEndian()
+	mt, err := makeType(t, false)
+	if err != nil {
+		return a, t.String() + " type", nil
+	}
+	defer C.H5Tclose(mt)
+	data := make([]byte, count*uint64(t.Size))
+	if count > 0 && C.H5Aread(attr, mt, unsafe.Pointer(&data[0])) < 0 {
+		return a, "", errorf("read attribute %q", a.Name)
+	}
+	zeroPadding(t, data)
+	a.Value = AttrValue{Kind: AttrNumeric, Type: t, Scalar: scalar, Data: data}
+	return a, "", nil
 }
 
 // readFixedStrings reads a 1-D attribute of fixed-length strings as an

@@ -1,7 +1,9 @@
 // Package h5 is a minimal cgo binding over the HDF5 C library (Debian's
 // libhdf5-dev, serial build): files, datasets with a chunked or contiguous
-// layout, simple dataspaces with unlimited maximum dimensions, the
-// little-endian integer and float types, fill values, the shuffle and
+// layout, simple, scalar and null dataspaces (unlimited maximum
+// dimensions), the integer and float types (16-bit ones included), enums,
+// opaque types, bitfields, arrays and compounds (types.go), fill values,
+// the shuffle and
 // deflate filters, direct chunk I/O (H5Dread_chunk, H5Dwrite_chunk,
 // H5Dget_chunk_info_by_coord, all present since HDF5 1.10.5; Debian 12
 // ships 1.10.8) and plain hyperslab reads and writes.
@@ -106,6 +108,14 @@ const (
 	// ObjRef is an object reference (H5T_STD_REF_OBJ): read as the
 	// referenced object's path (Dataset.ReadObjRefs).
 	ObjRef Class = 7
+	// The described classes (types.go): an enum of Base with Names and
+	// Values, an opaque type of Size bytes with Tag, a bitfield of Size
+	// bytes, an array of Base with Dims, a compound of Members.
+	Enum     Class = 8
+	Opaque   Class = 9
+	Bitfield Class = 10
+	Array    Class = 11
+	Compound Class = 12
 )
 
 // String padding (H5T_str_t).
@@ -130,6 +140,27 @@ type Type struct {
 	// Name says what an Other type is ("compound", "enum", "string",
 	// "reference", "non-IEEE float", ...), so that a refusal names it.
 	Name string
+	// BFloat: a Float of Size 2 is bfloat16 (else IEEE binary16).
+	BFloat bool
+	// Base is an Enum's integer type or an Array's element type.
+	Base *Type
+	// Names and Values are an Enum's members; a value is the member's
+	// bits as the base type holds them (sign-extended when signed).
+	Names  []string
+	Values []int64
+	// Tag is an Opaque type's tag ("" untagged).
+	Tag string
+	// Dims are an Array's dimensions.
+	Dims []int
+	// Members are a Compound's fields in their order.
+	Members []Member
+}
+
+// Member is one field of a Compound: its name, byte offset and type.
+type Member struct {
+	Name   string
+	Offset int
+	Type   Type
 }
 
 func (t Type) String() string {
@@ -151,6 +182,9 @@ func (t Type) String() string {
 	case Uint:
 		return fmt.Sprintf("uint%d%s", 8*t.Size, end)
 	case Float:
+		if t.Size == 2 && t.BFloat {
+			return "bfloat16" + end
+		}
 		return fmt.Sprintf("float%d%s", 8*t.Size, end)
 	case Bool:
 		return "bool (int8 enum)"
@@ -158,6 +192,8 @@ func (t Type) String() string {
 		return fmt.Sprintf("complex%d%s", 8*t.Size, end)
 	case ObjRef:
 		return "object reference"
+	case Enum, Opaque, Bitfield, Array, Compound:
+		return t.describedString()
 	case String:
 		cs := "ascii"
 		if t.UTF8 {
@@ -213,6 +249,18 @@ func leType(t Type) (C.hid_t, error) {
 func makeType(t Type, vlen bool) (C.hid_t, error) {
 	if t.BigEndian || t.Class == Other {
 		return -1, fmt.Errorf("%w: no type for %v", ErrHDF5, t)
+	}
+	if t.Class >= Enum || t.Class == Float && t.Size == 2 {
+		id, err := makeDescribed(t, 0)
+		if err != nil || !(vlen || t.Vlen) {
+			return id, err
+		}
+		v := C.H5Tvlen_create(id)
+		C.H5Tclose(id)
+		if v < 0 {
+			return -1, errorf("type %v", t)
+		}
+		return v, nil
 	}
 	utf8 := 0
 	if t.UTF8 {
@@ -391,6 +439,10 @@ func splitNUL(b []byte) []string {
 // Spec describes a dataset to create.
 type Spec struct {
 	Type Type // little-endian
+	// Space "scalar" or "null" makes a scalar (H5S_SCALAR) or null
+	// (H5S_NULL) dataset: no Dims, MaxDims, Chunk, Filters or Virtual;
+	// its layout is contiguous. "" is a simple dataspace.
+	Space string
 	// Vlen makes every element a variable-length sequence of Type.
 	Vlen bool
 	// Contiguous makes a contiguous dataset: MaxDims must be Dims, and
@@ -609,10 +661,15 @@ func hsize(v []uint64) *C.hsize_t {
 func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
 	r := len(s.Dims)
 	unchunked := s.Contiguous || len(s.Virtual) > 0
-	if r == 0 || len(s.MaxDims) != r || (!unchunked && len(s.Chunk) != r) {
+	if s.Space != "" {
+		if s.Space != "scalar" && s.Space != "null" || r != 0 || len(s.MaxDims) != 0 || len(s.Chunk) != 0 || len(s.Filters) != 0 || len(s.Virtual) != 0 {
+			return nil, fmt.Errorf("%w: dataset %s: a %q dataspace has no dims, chunks, filters or mappings", ErrHDF5, path, s.Space)
+		}
+		unchunked, s.Contiguous = true, true
+	} else if r == 0 || len(s.MaxDims) != r || (!unchunked && len(s.Chunk) != r) {
 		return nil, fmt.Errorf("%w: dataset %s: rank mismatch", ErrHDF5, path)
 	}
-	if unchunked && (len(s.Chunk) != 0 || len(s.Filters) != 0 || s.Vlen || s.Contiguous && len(s.Virtual) > 0) {
+	if unchunked && (len(s.Chunk) != 0 || len(s.Filters) != 0 || s.Vlen && s.Space == "" || s.Contiguous && len(s.Virtual) > 0) {
 		return nil, fmt.Errorf("%w: dataset %s: a contiguous or virtual dataset has no chunks or filters", ErrHDF5, path)
 	}
 	if s.Vlen && s.Fill != nil {
@@ -633,7 +690,15 @@ func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
 	if s.Fill != nil && len(s.Fill) != s.Type.Size {
 		return nil, fmt.Errorf("%w: fill of %d bytes for %v", ErrHDF5, len(s.Fill), s.Type)
 	}
-	space := C.H5Screate_simple(C.int(r), hsize(s.Dims), hsize(s.MaxDims))
+	var space C.hid_t
+	switch s.Space {
+	case "scalar":
+		space = C.H5Screate(C.H5S_SCALAR)
+	case "null":
+		space = C.H5Screate(C.H5S_NULL)
+	default:
+		space = C.H5Screate_simple(C.int(r), hsize(s.Dims), hsize(s.MaxDims))
+	}
 	if space < 0 {
 		return nil, errorf("dataspace %v max %v", s.Dims, s.MaxDims)
 	}
@@ -654,7 +719,11 @@ func (f *File) CreateDataset(path string, s Spec) (*Dataset, error) {
 	} else if C.H5Pset_chunk(dcpl, C.int(r), hsize(s.Chunk)) < 0 {
 		return nil, errorf("chunk %v", s.Chunk)
 	}
-	if s.Fill != nil {
+	if s.Fill != nil && !(s.Type.Class >= Enum && allZero(s.Fill)) {
+		// (A zero fill of a described type is left as HDF5's default,
+		// the same zero: h5py cannot convert a user-defined fill value
+		// of a tagged opaque or an array type into its own, so the
+		// dataset's fillvalue would not read.)
 		if C.H5Pset_fill_value(dcpl, tid, unsafe.Pointer(&s.Fill[0])) < 0 {
 			return nil, errorf("fill value")
 		}
@@ -818,6 +887,13 @@ func originDapl() C.hid_t {
 // typeOf classifies an HDF5 type as the binding maps it. Caller holds
 // lib.
 func typeOf(tid C.hid_t) Type {
+	budget := maxTypeNodes
+	return typeOfDepth(tid, 0, &budget)
+}
+
+// typeOfDepth is typeOf of a type nested depth deep in another, visiting
+// at most *budget more types in all.
+func typeOfDepth(tid C.hid_t, depth int, budget *int) Type {
 	var t Type
 	t.Size = int(C.H5Tget_size(tid))
 	switch C.H5Tget_class(tid) {
@@ -829,26 +905,31 @@ func typeOf(tid C.hid_t) Type {
 	case C.H5T_FLOAT:
 		t.Class = Float
 	case C.H5T_ENUM:
-		t.Class, t.Name = Other, "enum"
 		if C.scc_bool_enum(tid) > 0 {
-			t.Class, t.Name = Bool, ""
+			t.Class = Bool
+			break
 		}
+		return describedOf(tid, t, depth, budget)
 	case C.H5T_COMPOUND:
-		t.Class, t.Name = Other, "compound"
 		var be C.int
 		if C.scc_complex_size(tid, &be) > 0 {
-			t.Class, t.Name, t.BigEndian = Complex, "", be != 0
+			t.Class, t.BigEndian = Complex, be != 0
+			C.H5Eclear2(C.H5E_DEFAULT)
+			break
 		}
 		C.H5Eclear2(C.H5E_DEFAULT)
+		return describedOf(tid, t, depth, budget)
+	case C.H5T_OPAQUE, C.H5T_BITFIELD, C.H5T_ARRAY:
+		return describedOf(tid, t, depth, budget)
 	case C.H5T_VLEN:
 		base := C.H5Tget_super(tid)
 		if base < 0 {
 			C.H5Eclear2(C.H5E_DEFAULT)
 			return Type{Class: Other, Name: "variable-length sequence", Size: t.Size}
 		}
-		bt := typeOf(base)
+		bt := typeOfDepth(base, depth+1, budget)
 		C.H5Tclose(base)
-		if bt.Class == Other || bt.Class == String || bt.Vlen {
+		if bt.Class == Other || bt.Class == String || bt.Vlen || bt.Class >= Enum {
 			return Type{Class: Other, Name: "variable-length sequence of " + bt.String(), Size: t.Size}
 		}
 		bt.Vlen = true
@@ -887,8 +968,16 @@ func typeOf(tid C.hid_t) Type {
 		}
 	}
 	if t.Class == Float && t.Size == 2 {
-		// IEEE half precision (numpy's float16): scc has no 2-byte float.
-		t.Class, t.Name = Other, "float16"
+		// numpy's float16 as h5py writes it, or bfloat16 (scc_half_type).
+		switch C.scc_half_kind(tid) {
+		case 1:
+			return t
+		case 2:
+			t.BFloat = true
+			return t
+		}
+		t.Class, t.Name = Other, "non-IEEE 16-bit float"
+		return t
 	}
 	if t.Class == Float && C.H5Tequal(tid, C.scc_le_type(2, C.size_t(t.Size))) <= 0 &&
 		C.H5Tequal(tid, C.H5T_IEEE_F32BE) <= 0 && C.H5Tequal(tid, C.H5T_IEEE_F64BE) <= 0 {
@@ -917,10 +1006,8 @@ func (d *Dataset) Info() (Info, error) {
 	case C.H5S_SIMPLE:
 	case C.H5S_SCALAR:
 		in.Space = "scalar"
-		return in, nil
 	case C.H5S_NULL:
 		in.Space = "null"
-		return in, nil
 	default:
 		in.Space = "unknown"
 		return in, nil
@@ -1011,9 +1098,7 @@ func (d *Dataset) Info() (Info, error) {
 	if st != C.H5D_FILL_VALUE_UNDEFINED && in.Type.Class != Other && in.Type.Class != ObjRef && !in.Type.Vlen {
 		// Ask for the value in the little-endian type of the same class
 		// and size: HDF5 converts it from the dataset's byte order.
-		lt := in.Type
-		lt.BigEndian = false
-		mt, err := makeType(lt, false)
+		mt, err := makeType(in.Type.LittleEndian(), false)
 		if err != nil {
 			return in, err
 		}
@@ -1022,6 +1107,7 @@ func (d *Dataset) Info() (Info, error) {
 		if C.H5Pget_fill_value(dcpl, mt, unsafe.Pointer(&fill[0])) < 0 {
 			return in, errorf("fill value")
 		}
+		zeroPadding(in.Type, fill)
 		in.Fill = fill
 	}
 	return in, nil
@@ -1097,7 +1183,7 @@ func (d *Dataset) WriteBox(t Type, start, count []uint64, buf []byte) error {
 }
 
 func (d *Dataset) box(t Type, start, count []uint64, buf []byte, write bool) error {
-	if len(start) != d.rank || len(count) != d.rank {
+	if !d.boxRank(start, count) {
 		return fmt.Errorf("%w: box rank", ErrHDF5)
 	}
 	n := uint64(t.Size)
@@ -1132,6 +1218,9 @@ func (d *Dataset) box(t Type, start, count []uint64, buf []byte, write bool) err
 	if rc < 0 {
 		return errorf("transfer %v+%v", start, count)
 	}
+	if !write {
+		zeroPadding(t, buf)
+	}
 	return nil
 }
 
@@ -1139,7 +1228,7 @@ func (d *Dataset) box(t Type, start, count []uint64, buf []byte, write bool) err
 // variable-length sequences of t: lens[i] elements for the i-th element in
 // C order, their little-endian values packed one after the other in data.
 func (d *Dataset) WriteVlen(t Type, start, count []uint64, lens []uint64, data []byte) error {
-	if len(start) != d.rank || len(count) != d.rank {
+	if !d.boxRank(start, count) {
 		return fmt.Errorf("%w: box rank", ErrHDF5)
 	}
 	n := uint64(1)
@@ -1203,7 +1292,7 @@ var ErrTooLarge = errors.New("hdf5: variable-length data too large")
 // would allocate is measured first (H5Dvlen_get_buf_size) and a box of
 // more than maxBytes is refused with ErrTooLarge before it is read.
 func (d *Dataset) ReadVlen(t Type, start, count []uint64, maxBytes uint64) (lens []uint64, data []byte, err error) {
-	if len(start) != d.rank || len(count) != d.rank || !t.Vlen {
+	if !d.boxRank(start, count) || !t.Vlen {
 		return nil, nil, fmt.Errorf("%w: bad variable-length read arguments", ErrHDF5)
 	}
 	n := uint64(1)
@@ -1230,8 +1319,21 @@ func (d *Dataset) ReadVlen(t Type, start, count []uint64, maxBytes uint64) (lens
 	}
 	defer C.H5Sclose(fs)
 	defer C.H5Sclose(ms)
+	str := 0
+	if t.Class == String {
+		str = 1
+	}
 	var need C.hsize_t
-	if C.H5Dvlen_get_buf_size(d.id, mt, fs, &need) < 0 {
+	if d.rank == 0 {
+		// libhdf5 1.10's H5Dvlen_get_buf_size crashes on a scalar
+		// dataspace: the one element is read once to measure it.
+		var got C.size_t
+		var one C.size_t
+		if C.scc_read_vlen(d.id, mt, ms, fs, 1, C.size_t(t.Size), C.int(str), &one, nil, 0, &got) < 0 {
+			return nil, nil, errorf("variable-length size of %v+%v", start, count)
+		}
+		need = C.hsize_t(got)
+	} else if C.H5Dvlen_get_buf_size(d.id, mt, fs, &need) < 0 {
 		return nil, nil, errorf("variable-length size of %v+%v", start, count)
 	}
 	if uint64(need) > maxBytes {
@@ -1239,10 +1341,6 @@ func (d *Dataset) ReadVlen(t Type, start, count []uint64, maxBytes uint64) (lens
 	}
 	lens = make([]uint64, n)
 	data = make([]byte, max(uint64(need), 1))
-	str := 0
-	if t.Class == String {
-		str = 1
-	}
 	var got C.size_t
 	rc := C.scc_read_vlen(d.id, mt, ms, fs, C.size_t(n), C.size_t(t.Size), C.int(str),
 		(*C.size_t)(unsafe.Pointer(&lens[0])), (*C.uchar)(unsafe.Pointer(&data[0])), C.size_t(len(data)), &got)
@@ -1291,7 +1389,7 @@ func refNames(loc C.hid_t, refs []C.hobj_ref_t) ([]string, error) {
 // null reference). A box of more than maxElems elements is refused with
 // ErrTooLarge.
 func (d *Dataset) ReadObjRefs(start, count []uint64, maxElems uint64) ([]string, error) {
-	if len(start) != d.rank || len(count) != d.rank {
+	if !d.boxRank(start, count) {
 		return nil, fmt.Errorf("%w: box rank", ErrHDF5)
 	}
 	n := uint64(1)
@@ -1416,6 +1514,16 @@ func (f *File) Size() (uint64, error) {
 	return uint64(n), nil
 }
 
+// boxRank reports whether start and count are a box of the dataset: of
+// its rank, or for a scalar or null dataset (rank 0) the box [0]+[1] of
+// its one element (none).
+func (d *Dataset) boxRank(start, count []uint64) bool {
+	if d.rank == 0 {
+		return len(start) == 1 && len(count) == 1 && start[0] == 0 && count[0] <= 1
+	}
+	return len(start) == d.rank && len(count) == d.rank
+}
+
 // boxSpaces returns the file dataspace with the box [start, start+count)
 // selected and a memory dataspace of the box's shape; the caller closes
 // both. Caller holds lib.
@@ -1423,6 +1531,15 @@ func (d *Dataset) boxSpaces(start, count []uint64) (fs, ms C.hid_t, err error) {
 	fs = C.H5Dget_space(d.id)
 	if fs < 0 {
 		return -1, -1, errorf("dataspace")
+	}
+	if d.rank == 0 {
+		// A scalar dataset's one element: its whole dataspace, which
+		// selects all by default.
+		if ms = C.H5Screate(C.H5S_SCALAR); ms < 0 {
+			C.H5Sclose(fs)
+			return -1, -1, errorf("memory space")
+		}
+		return fs, ms, nil
 	}
 	if C.H5Sselect_hyperslab(fs, C.H5S_SELECT_SET, hsize(start), nil, hsize(count), nil) < 0 {
 		C.H5Sclose(fs)

@@ -203,7 +203,8 @@ static hid_t scc_vlen_str(int utf8) {
 
 // scc_read_vlen reads the selection fs of d, n variable-length sequences
 // of esize-byte elements (or, str, C strings), and packs them into out
-// (cap bytes): lens[i] elements each, *got bytes in all. It returns -1 if
+// (cap bytes): lens[i] elements each, *got bytes in all. With out NULL
+// it only measures: *got is the bytes the sequences hold. It returns -1 if
 // the read fails, -2 if the data exceeds cap. The library's buffers are
 // reclaimed either way.
 static herr_t scc_read_vlen(hid_t d, hid_t mt, hid_t ms, hid_t fs, size_t n, size_t esize, int str,
@@ -230,6 +231,7 @@ static herr_t scc_read_vlen(hid_t d, hid_t mt, hid_t ms, hid_t fs, size_t n, siz
 			if (h.p && bytes / esize != h.len) { rc = -2; break; }
 			lens[i] = h.p ? h.len : 0;
 		}
+		if (!out) { off += bytes; continue; } // measuring only
 		if (bytes > cap - off) { rc = -2; break; }
 		if (bytes) memcpy(out + off, p, bytes);
 		off += bytes;
@@ -409,6 +411,79 @@ static int scc_register_plugin(const char *path, char **why) {
 		return -1;
 	}
 	return cls->id;
+}
+
+// scc_half_type returns a new 16-bit IEEE-style float type the caller
+// closes, or -1: binary16 (bf 0) or bfloat16 (bf 1), in big-endian order
+// when be. libhdf5 1.10 has no predefined 16-bit float; h5py builds
+// numpy's float16 this way (a copy of F32LE with the fields, size and
+// exponent bias of binary16), and bfloat16 is the top half of a float32.
+static hid_t scc_half_type(int bf, int be) {
+	hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+	if (t < 0) return -1;
+	size_t epos = bf ? 7 : 10, esize = bf ? 8 : 5, msize = bf ? 7 : 10, bias = bf ? 127 : 15;
+	if (H5Tset_fields(t, 15, epos, esize, 0, msize) < 0 || H5Tset_size(t, 2) < 0 || H5Tset_ebias(t, bias) < 0 ||
+	    (be && H5Tset_order(t, H5T_ORDER_BE) < 0)) { H5Tclose(t); return -1; }
+	return t;
+}
+
+// scc_half_kind reports which 16-bit float t is: 1 binary16, 2 bfloat16,
+// 0 neither (another 2-byte float layout, which is not mapped).
+static int scc_half_kind(hid_t t) {
+	size_t spos, epos, esize, mpos, msize;
+	if (H5Tget_class(t) != H5T_FLOAT || H5Tget_size(t) != 2 || H5Tget_offset(t) != 0 || H5Tget_precision(t) != 16) return 0;
+	if (H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) < 0) return 0;
+	if (H5Tget_norm(t) != H5T_NORM_IMPLIED || spos != 15 || mpos != 0) return 0;
+	size_t bias = H5Tget_ebias(t);
+	if (epos == 10 && esize == 5 && msize == 10 && bias == 15) return 1;
+	if (epos == 7 && esize == 8 && msize == 7 && bias == 127) return 2;
+	return 0;
+}
+
+// scc_bitfield_type returns a new little-endian bitfield of size bytes.
+static hid_t scc_bitfield_type(size_t size) {
+	hid_t b;
+	switch (size) {
+	case 1: b = H5T_STD_B8LE; break;
+	case 2: b = H5T_STD_B16LE; break;
+	case 4: b = H5T_STD_B32LE; break;
+	case 8: b = H5T_STD_B64LE; break;
+	default: return -1;
+	}
+	return H5Tcopy(b);
+}
+
+// scc_opaque_type returns a new opaque type of size bytes tagged tag
+// (untagged when tag is empty, as h5py's numpy void).
+static hid_t scc_opaque_type(size_t size, const char *tag) {
+	hid_t t = H5Tcreate(H5T_OPAQUE, size);
+	if (t < 0) return -1;
+	if (tag[0] && H5Tset_tag(t, tag) < 0) { H5Tclose(t); return -1; }
+	return t;
+}
+
+// scc_member_name copies member i's name of the compound or enum t into
+// buf (size bytes) and returns its length, -1 if it cannot be read, -2
+// if it does not fit.
+static ssize_t scc_member_name(hid_t t, unsigned i, char *buf, size_t size) {
+	char *n = H5Tget_member_name(t, i);
+	if (!n) return -1;
+	size_t l = strlen(n);
+	if (l >= size) { H5free_memory(n); return -2; }
+	memcpy(buf, n, l + 1);
+	H5free_memory(n);
+	return (ssize_t)l;
+}
+
+// scc_tag copies an opaque type's tag like scc_member_name.
+static ssize_t scc_tag(hid_t t, char *buf, size_t size) {
+	char *n = H5Tget_tag(t);
+	if (!n) return -1;
+	size_t l = strlen(n);
+	if (l >= size) { H5free_memory(n); return -2; }
+	memcpy(buf, n, l + 1);
+	H5free_memory(n);
+	return (ssize_t)l;
 }
 
 #endif

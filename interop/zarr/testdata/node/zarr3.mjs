@@ -23,7 +23,9 @@ async function read(storePath, out, paths) {
   for (const [i, p] of paths.entries()) {
     const arr = await zarr.open(zarr.root(store).resolve(p), { kind: "array" });
     const chunk = await zarr.get(arr);
-    writeFileSync(join(out, `${i}.bin`), bytesOf(chunk.data));
+    // A zero-dimensional array reads as its one value.
+    const data = arr.shape.length === 0 ? scalarArray(arr.dtype, chunk) : chunk.data;
+    writeFileSync(join(out, `${i}.bin`), bytesOf(data));
     result.arrays.push({
       path: p, dtype: arr.dtype, shape: arr.shape, chunks: arr.chunks,
       attributes: arr.attrs,
@@ -54,6 +56,13 @@ async function write(storePath, out) {
     await zarr.set(arr, null, { data, shape: s.shape, stride: strides(s.shape) });
     writeFileSync(join(out, `${s.name.replaceAll("/", "_")}.bin`), bytesOf(data));
   }
+}
+
+function scalarArray(dtype, v) {
+  const ctors = { int8: Int8Array, int16: Int16Array, int32: Int32Array, int64: BigInt64Array,
+    uint8: Uint8Array, uint16: Uint16Array, uint32: Uint32Array, uint64: BigUint64Array,
+    float32: Float32Array, float64: Float64Array, bool: Uint8Array };
+  return ctors[dtype].of(typeof v === "boolean" ? Number(v) : v);
 }
 
 function strides(shape) {
