@@ -5,8 +5,13 @@ package libzstd
 /*
 #define ZSTD_STATIC_LINKING_ONLY
 #include <stddef.h>
+#ifdef SCC_SYSTEM_LIBZSTD
+#include <zstd.h>
+#include <zstd_errors.h>
+#else
 #include "upstream/zstd.h"
 #include "upstream/zstd_errors.h"
+#endif
 
 // scc_compress writes src as one frame at level into dst: content size
 // recorded, no frame checksum, and the level's own window (shrunk to the
@@ -29,6 +34,9 @@ package libzstd
 // The stage after sequences (ZSTD_c_splitAfterSequences) is left to the
 // level.
 //
+// A system libzstd older than 1.5.7 (the external_libzstd build) has no
+// such stage and no parameter to name it, hence the #ifdef.
+//
 // The speeds above are one-off runs at GOMAXPROCS 2, not a
 // benchmark here; the sizes are held by TestZstdLibzstdNoPreSplit, and
 // `scctl bench zarrbench` prints the codec's own decode speed.
@@ -41,8 +49,10 @@ static size_t scc_compress(ZSTD_CCtx *c, int level, void *dst, size_t cap, const
 	if (ZSTD_isError(r)) return r;
 	r = ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 0);
 	if (ZSTD_isError(r)) return r;
+#ifdef ZSTD_c_blockSplitterLevel
 	r = ZSTD_CCtx_setParameter(c, ZSTD_c_blockSplitterLevel, 1);
 	if (ZSTD_isError(r)) return r;
+#endif
 	return ZSTD_compress2(c, dst, cap, src, n);
 }
 */
