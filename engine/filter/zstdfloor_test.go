@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -174,4 +177,82 @@ func TestZstdSystemLibraryDecodes(t *testing.T) {
 	assert.Equal(t, src, dst[:got])
 	_, err = d.Decompress(dst[:0:len(src)/2], frame[:n])
 	assert.Error(t, err, "a destination too small fails, not overruns")
+}
+
+// BenchmarkZstdFloorParallel is the codec alone on every core: the 64
+// chunks (64³ uint16, 512 KiB, level 3) of the Zarr benchmark's quick
+// array decoded by the linked libzstd from 1, 2, 4 and 8 goroutines, each
+// into its own warm buffer, as the benchmark's read_chunks rows read them.
+// It reports decoded MB per CPU-second of the process (the read rows'
+// metric) and, past one goroutine, its ratio to one goroutine's: the floor
+// a read at that concurrency can reach on this machine, where cores share
+// caches and memory bandwidth.
+func BenchmarkZstdFloorParallel(b *testing.B) {
+	const side = 64
+	var frames [][]byte
+	size := 2 * side * side * side
+	for k := range 64 {
+		src := make([]byte, 0, size)
+		o0, o1, o2 := uint64(k/16*side), uint64(k/4%4*side), uint64(k%4*side)
+		for l0 := uint64(0); l0 < side; l0++ {
+			for l1 := uint64(0); l1 < side; l1++ {
+				base := (o1+l1)*(o1+l1)/32 + (o0+l0)*(o0+l0)*(o0+l0)
+				for l2 := uint64(0); l2 < side; l2++ {
+					src = binary.LittleEndian.AppendUint16(src, uint16(o2+l2+base))
+				}
+			}
+		}
+		dst := make([]byte, size)
+		n, err := libzstd.Compress(dst, src, 3)
+		if err != nil {
+			b.Fatal(err)
+		}
+		frames = append(frames, dst[:n])
+	}
+	var one float64
+	for _, g := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("goroutines-%d", g), func(b *testing.B) {
+			bufs := make([][]byte, g)
+			for i := range bufs {
+				bufs[i] = make([]byte, size)
+				if _, err := libzstd.Decompress(bufs[i], frames[0], true); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu := 0.0
+			for b.Loop() {
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				c0 := processCPU()
+				for i := range g {
+					wg.Go(func() {
+						for k := next.Add(1) - 1; k < int64(len(frames)); k = next.Add(1) - 1 {
+							if _, err := libzstd.Decompress(bufs[i], frames[k], true); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				cpu += processCPU() - c0
+			}
+			rate := float64(len(frames)*size*b.N) / 1e6 / cpu
+			b.ReportMetric(rate, "MB/CPU-s")
+			if g == 1 {
+				one = rate
+			} else if one > 0 {
+				b.ReportMetric(rate/one, "vs-1-goroutine")
+			}
+		})
+	}
+}
+
+// processCPU is the process's user and system CPU time in seconds.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
