@@ -7,10 +7,16 @@ BENCHTIME ?= 1x
 # default wherever a C compiler is found) inflates DEFLATE and zlib chunks
 # with libdeflate, compiled from the sources in engine/filter/internal, 2.4-3×
 # faster than the pure-Go inflater (engine/filter BenchmarkInflateLibdeflate)
-# that CGO_ENABLED=0 builds use.
+# that CGO_ENABLED=0 builds use. zstd runs with libzstd in a cgo build: the
+# copy github.com/DataDog/zstd compiles from its bundled sources, or with
+# TAGS=external_libzstd the system's (pkg-config libzstd; Debian's
+# libzstd-dev). Neither is the default by speed: engine/filter
+# BenchmarkZstdFloor decodes the same frames with both, taking turns, and
+# measured them within 0.96-1.07x of each other (libzstd 1.5.7 bundled,
+# Debian's 1.5.4), so the build needs no system package.
 TAGS      ?=
 
-.PHONY: help build test stress fuzz bench bench-peers demo lint tidy interop-deps hdf5 test-hdf5 interop-hdf5-deps bench-hdf5 fuzz-hdf5 minio minio-run
+.PHONY: help build test zstd-deps stress fuzz bench bench-peers demo lint tidy interop-deps hdf5 test-hdf5 interop-hdf5-deps bench-hdf5 fuzz-hdf5 minio minio-run
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -20,12 +26,14 @@ build: ## build every package and the scctl binary into bin/ (with cgo, DEFLATE 
 	$(GO) build -tags '$(TAGS)' $(PKGS)
 	$(GO) build -tags '$(TAGS)' -o bin/scctl ./cmd/scctl
 
-test: interop-deps interop-hdf5-deps minio ## vet, then every test under the race detector with the invariant assertions compiled in, the filters again without cgo (the pure-Go inflater), then the allocation-count and page-fault-count tests without -race (what CI runs)
+test: interop-deps interop-hdf5-deps zstd-deps minio ## vet, then every test under the race detector with the invariant assertions compiled in, the filters again without cgo (the pure-Go inflater), then the allocation-count and page-fault-count tests without -race (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags invariants $(PKGS)
 	CGO_ENABLED=0 $(GO) vet ./engine/filter/
 	$(GO) test -race -tags invariants -timeout 15m $(PKGS) # with every package's assertions of impossible state compiled in (internal/invariants)
 	CGO_ENABLED=0 $(GO) test -timeout 5m ./engine/filter/ # the pure-Go inflater; every other run links libdeflate
+	$(GO) vet -tags external_libzstd ./engine/filter/...
+	$(GO) test -tags external_libzstd -timeout 5m ./engine/filter/... # zstd with the system's libzstd (TAGS=external_libzstd) against the pure-Go codec
 	$(GO) test -count=1 -run 'Allocs|WithoutAllocation|Prefault|PopulateCold|TransientFault|EncodeInPlace' ./engine/ ./cache/ ./internal/bufpool/ ./engine/filter/ # allocation and page-fault counts skip under -race; the single-fault sweep runs every operation here, an eighth under -race
 	$(MAKE) test-hdf5
 	cd bench/peers && $(GO) vet ./... # the peers module (otter, ristretto) still builds against this tree
@@ -51,6 +59,9 @@ interop-deps: ## install the Zarr readers the interop tests use (Debian python3-
 	@/usr/bin/python3 -c 'import fsspec, aiohttp, xarray, dask' 2>/dev/null && command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-fsspec python3-aiohttp python3-xarray python3-dask chromium; } # zarr-python, xarray and dask over HTTP, and the web page in a headless chromium (serve's interop tests)
 	@test -f $(ZARR_NODE)/node_modules/zarrita/package.json || \
 	  (cd $(ZARR_NODE) && npm ci --no-audit --no-fund)
+
+zstd-deps: ## install libzstd-dev, the system libzstd a TAGS=external_libzstd build links (Debian, as root), once
+	@pkg-config --exists libzstd 2>/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libzstd-dev pkg-config; }
 
 bench-peers: ## install the comparison peers (HDF5 tools, h5py, zarr) from Debian
 	apt-get update && apt-get install -y hdf5-tools python3-h5py python3-zarr

@@ -142,6 +142,25 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 // decodeTransient decodes g's image into a chunk no entry holds, serves
 // g's pieces from it and gives it back to the layout.
 func decodeTransient(g *group, reqs []Request, image []byte, sum *directRead) error {
+	if sd, ok := g.d.lay().l.(layout.ScatterDecoder); ok {
+		// A chunk the layout streams is scattered piece by piece as it
+		// decodes; no chunk buffer is made.
+		pieces := make([]layout.Piece, len(g.reqs))
+		for j, i := range g.reqs {
+			pieces[j] = reqs[i].Piece
+		}
+		var s uint32
+		summed := sum != nil && sum.summed
+		if summed {
+			s = sum.sum
+		}
+		if done, err := sd.DecodeScatter(g.coord, g.loc, image, pieces, summed, s); done {
+			if err != nil {
+				return fmt.Errorf("cache: decoding chunk %v: %w", g.coord, err)
+			}
+			return nil
+		}
+	}
 	ch, err := decodeChunk(g, image, sum)
 	if err != nil {
 		return err

@@ -55,7 +55,7 @@ func (x indexedStorage) published(*layout.Insertion, bool) {}
 func (x indexedStorage) insert(ins []layout.Insertion, h indexHooks) error {
 	s := x.s
 	for i := range ins {
-		off, err := s.f.space.alloc(ins[i].Size)
+		off, err := s.f.space.allocFrame(ins[i].Size)
 		if err != nil {
 			for j := 0; j < i; j++ {
 				s.f.space.free(ins[j].New.Addr, ins[j].New.Size)

@@ -38,6 +38,33 @@ func (s *space) alloc(size int64) (int64, error) {
 	return s.a.Alloc(size)
 }
 
+// allocFrame places a chunk frame of size bytes: frames of at least
+// frameAlignFrom start at a multiple of frameAlign, others anywhere.
+//
+// Why: a chunk's bytes start at its frame's start, and a buffered write
+// that starts and ends inside pages of the page cache costs the kernel more
+// than the two pages it touches: on ext4, 64 pwrites of 1 MiB each at
+// offsets 26 bytes past a page boundary ran at 0.78-0.82x the same writes
+// page-aligned, and at 0.93-0.97x when only the 4-byte trailer followed
+// the aligned bytes (256 KiB frames: 0.70x unaligned against 0.79x; tmpfs:
+// no difference either way); vfd BenchmarkWriteFrameAlignment prints both
+// placements beside the raw pwrites, and on a busy 2-core machine put
+// aligned 1 MiB frames at 1.13-1.54x packed ones. The skipped bytes, less than a page per
+// frame (0.4 % of a 1 MiB chunk, 1.6 % of 256 KiB), stay free space that
+// metadata blocks and small chunks reuse. Placement is not format: readers
+// follow the index's addresses wherever they are.
+func (s *space) allocFrame(size int64) (int64, error) {
+	if size < frameAlignFrom {
+		return s.alloc(size)
+	}
+	return s.a.AllocAligned(size, frameAlign)
+}
+
+const (
+	frameAlign     = 4096
+	frameAlignFrom = 256 << 10
+)
+
 func (s *space) free(off, size int64) {
 	if size > 0 {
 		s.a.Free(off, size)

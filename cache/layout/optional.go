@@ -119,6 +119,23 @@ type SummedDecoder interface {
 	DecodeSummed(coord Coord, loc Location, image []byte, sum uint32) (Chunk, error)
 }
 
+// ScatterDecoder is implemented by layouts that can decode a chunk read
+// only to be scattered (a transient decode, cache/directdecode.go) a piece
+// at a time, scattering each decoded piece while it is in the core's cache
+// instead of decoding the whole chunk into a buffer and scattering from
+// it: for chunks larger than the caches, the scatter then reads no decoded
+// byte back from memory.
+type ScatterDecoder interface {
+	// DecodeScatter verifies the stored image read from loc (against sum,
+	// the checksum computed by pieces while it was read, when summed:
+	// SummedDecoder) and scatters the chunk into every piece, as Decode
+	// and then Scatter of each piece would. ok false means "not this
+	// image or these pieces": image is untouched and Decode is used.
+	// Otherwise it owns image as Decode does; on an error the pieces'
+	// bytes are undefined.
+	DecodeScatter(coord Coord, loc Location, image []byte, pieces []Piece, summed bool, sum uint32) (ok bool, err error)
+}
+
 // DirectDecoder is implemented by layouts whose chunks can be decoded
 // straight into the caller's buffer (the path: cache/directdecode.go).
 type DirectDecoder interface {

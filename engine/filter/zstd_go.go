@@ -2,6 +2,8 @@
 
 package filter
 
+import "fmt"
+
 // ZstdCodec names the zstd implementation this build uses (benchmark
 // reports print it): klauspost/compress without cgo; libzstd in a cgo build
 // (zstd_libzstd.go).
@@ -20,3 +22,10 @@ func zstdDecode(dst, src []byte, trusted bool) ([]byte, error) {
 // zstdDecodeOverrun: klauspost's decoder may write up to zstdOverrun past a
 // lying content size before it fails.
 const zstdDecodeOverrun = zstdOverrun
+
+// zstdStreams: the pure-Go build decodes whole chunks only.
+const zstdStreams = false
+
+func zstdDecodeStream([]byte, []byte, func([]byte) error) (int, error) {
+	return 0, fmt.Errorf("%w: zstd: no streamed decode without cgo", ErrInvalid)
+}

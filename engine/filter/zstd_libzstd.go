@@ -100,3 +100,32 @@ func zstdDecode(dst, src []byte, trusted bool) ([]byte, error) {
 	}
 	return dst[:n], nil
 }
+
+// zstdStreams: libzstd decodes a frame piece by piece (stream.go).
+const zstdStreams = true
+
+// zstdDecodeStream decodes the one frame in src (zstdWalk has checked it)
+// through piece, calling emit with each decoded piece in order, trusting
+// the frame (its checksum is not verified: the image was). When libzstd
+// cannot allocate a context it decodes the whole frame with the pure-Go
+// decoder and emits it as one piece: a slower path, not a different
+// answer.
+func zstdDecodeStream(src, piece []byte, emit func([]byte) error) (int, error) {
+	n, err := libzstd.DecompressStream(src, piece, true, emit)
+	if errors.Is(err, libzstd.ErrNoMemory) {
+		claim, _, werr := zstdWalk(src)
+		if werr != nil {
+			return 0, werr
+		}
+		out, derr := zstdDecodeGo(make([]byte, 0, claim+zstdOverrun), src, true)
+		if derr != nil {
+			return 0, derr
+		}
+		return len(out), emit(out)
+	}
+	var le *libzstd.Error
+	if errors.As(err, &le) {
+		return n, fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
+	}
+	return n, err // emit's own error, or nil
+}

@@ -438,6 +438,73 @@ func (a *Allocator) Alloc(size int64) (int64, error) {
 	return start, nil
 }
 
+// AllocAligned is Alloc for an offset that is a multiple of align (a power
+// of two): from the smallest free extent with room for size bytes at an
+// aligned offset inside it, else at the first aligned offset at or past the
+// file's free tail. The bytes skipped to reach the aligned offset stay free
+// (a later Alloc of a small block can take them).
+func (a *Allocator) AllocAligned(size, align int64) (int64, error) {
+	if size <= 0 || align <= 0 || align&(align-1) != 0 {
+		return 0, fmt.Errorf("%w: allocation of %d bytes aligned to %d", ErrInvalid, size, align)
+	}
+	if align == 1 {
+		return a.Alloc(size)
+	}
+	if size > math.MaxInt64-align {
+		return 0, fmt.Errorf("%w: %d bytes aligned to %d", ErrNoSpace, size, align)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := run{st: stFresh}
+	if a.mu.inFlight {
+		st.st = stHeld // as in Alloc
+	}
+	up := func(off int64) int64 { return (off + align - 1) &^ (align - 1) }
+	// The free extents of at least size bytes, smallest first, until one
+	// has room at an aligned offset; any of size+align-1 bytes has, so
+	// after a few misfits the walk jumps to the smallest of those (a mutex
+	// is held: no walk over every near fit).
+	found, tries := int64(-1), 0
+	a.mu.free.ascend(sizeKey{size, math.MinInt64}, func(k sizeKey, _ struct{}) bool {
+		if start := up(k.off); start-k.off <= k.size-size {
+			found = start
+			return false
+		}
+		tries++
+		return tries < 16 && k.size < size+align-1
+	})
+	if found < 0 {
+		if n := a.mu.free.ceil(sizeKey{size + align - 1, math.MinInt64}); n != nil {
+			found = up(n.key.off)
+		}
+	}
+	if found >= 0 {
+		a.setRange(found, found+size, st)
+		return found, nil
+	}
+	start := a.mu.eof
+	if last := a.mu.runs.max(); last != nil && last.val.st == stFree {
+		start = last.key
+	}
+	start = up(start)
+	if start < 0 || start > math.MaxInt64-size {
+		return 0, fmt.Errorf("%w: %d bytes at %d", ErrNoSpace, size, start)
+	}
+	if end := start + size; end > a.mu.eof {
+		grow := a.mu.eof
+		a.mu.eof = end
+		if last := a.mu.runs.max(); last != nil && last.val.st == stFree {
+			r := last.val
+			r.size += end - grow
+			a.putRun(last.key, r)
+		} else {
+			a.putRun(grow, run{size: end - grow, st: stFree})
+		}
+	}
+	a.setRange(start, start+size, st)
+	return start, nil
+}
+
 // Free returns [off, off+size) to the allocator. Fresh space is reusable at
 // once; space the committed state (or a commit in flight) may reference
 // becomes reusable at the next commit point. A bad free (see FreeChecked) is

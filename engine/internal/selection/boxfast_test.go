@@ -3,7 +3,11 @@ package selection
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestBoxFastMatchesWalk: for random single-run pieces of rank 1 to 3
@@ -53,4 +57,53 @@ func TestBoxFastMatchesWalk(t *testing.T) {
 	if boxFast(opScatter, nil, []uint64{4}, nil, []uint64{4}, [][]Run{{{Len: 1}, {Chunk: 2, Buf: 1, Len: 1}}}, 1) {
 		t.Fatal("boxFast took a two-run piece")
 	}
+}
+
+// TestScatterRangeMatchesScatter: scattering a chunk in parts cut at random
+// places (in random order) moves the same bytes as Scatter of the whole
+// chunk, for the pieces boxFast takes, and ScatterRange refuses the others.
+func TestScatterRangeMatchesScatter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 3000; i++ {
+		r := 1 + rng.IntN(3)
+		es := 1 << rng.IntN(4)
+		cd, bs := make([]uint64, r), make([]uint64, r)
+		runs := make([][]Run, r)
+		for d := 0; d < r; d++ {
+			cd[d] = 1 + rng.Uint64N(9)
+			n := 1 + rng.Uint64N(cd[d])
+			if rng.IntN(3) == 0 {
+				n = cd[d]
+			}
+			c := rng.Uint64N(cd[d] - n + 1)
+			bs[d] = n + rng.Uint64N(3)
+			if rng.IntN(3) == 0 {
+				bs[d] = n
+			}
+			b := rng.Uint64N(bs[d] - n + 1)
+			runs[d] = []Run{{Chunk: c, Buf: b, Len: n}}
+		}
+		p := &Piece{Runs: runs}
+		require.True(t, CanScatterRange(bs, cd, p, es))
+		chunk := make([]byte, int(prod(cd))*es)
+		buf := make([]byte, int(prod(bs))*es)
+		fillRand(rng, chunk)
+		fillRand(rng, buf)
+		want, got := bytes.Clone(buf), bytes.Clone(buf)
+		Scatter(want, bs, chunk, cd, p, es)
+		cuts := []int{0, len(chunk)}
+		for range rng.IntN(6) {
+			cuts = append(cuts, rng.IntN(len(chunk)+1))
+		}
+		slices.Sort(cuts)
+		order := rng.Perm(len(cuts) - 1)
+		for _, k := range order {
+			lo, hi := cuts[k], cuts[k+1]
+			require.True(t, ScatterRange(got, bs, chunk[lo:hi], uint64(lo), cd, p, es))
+		}
+		require.Equal(t, want, got, "rank %d chunk %v buf %v runs %v es %d cuts %v", r, cd, bs, runs, es, cuts)
+	}
+	two := &Piece{Runs: [][]Run{{{Len: 1}, {Chunk: 2, Buf: 1, Len: 1}}}}
+	assert.False(t, CanScatterRange([]uint64{4}, []uint64{4}, two, 1))
+	assert.False(t, ScatterRange(make([]byte, 4), []uint64{4}, make([]byte, 4), 0, []uint64{4}, two, 1))
 }

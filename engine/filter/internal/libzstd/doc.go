@@ -13,5 +13,9 @@
 // bump github.com/DataDog/zstd, copy the two headers from it over upstream/
 // and run the engine/filter tests, which hold it to the pure-Go codec.
 //
+// With the build tag external_libzstd, DataDog/zstd links the system's
+// libzstd (pkg-config libzstd) and this package compiles against its
+// headers instead of upstream/.
+//
 // Without cgo the package is empty and engine/filter uses pure Go for zstd.
 package libzstd

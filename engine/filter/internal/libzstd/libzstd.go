@@ -5,8 +5,13 @@ package libzstd
 /*
 #define ZSTD_STATIC_LINKING_ONLY
 #include <stddef.h>
+#ifdef SCC_SYSTEM_LIBZSTD
+#include <zstd.h>
+#include <zstd_errors.h>
+#else
 #include "upstream/zstd.h"
 #include "upstream/zstd_errors.h"
+#endif
 
 // scc_compress writes src as one frame at level into dst: content size
 // recorded, no frame checksum, and the level's own window (shrunk to the
@@ -29,6 +34,9 @@ package libzstd
 // The stage after sequences (ZSTD_c_splitAfterSequences) is left to the
 // level.
 //
+// A system libzstd older than 1.5.7 (the external_libzstd build) has no
+// such stage and no parameter to name it, hence the #ifdef.
+//
 // The speeds above are one-off runs at GOMAXPROCS 2, not a
 // benchmark here; the sizes are held by TestZstdLibzstdNoPreSplit, and
 // `scctl bench zarrbench` prints the codec's own decode speed.
@@ -41,9 +49,23 @@ static size_t scc_compress(ZSTD_CCtx *c, int level, void *dst, size_t cap, const
 	if (ZSTD_isError(r)) return r;
 	r = ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 0);
 	if (ZSTD_isError(r)) return r;
+#ifdef ZSTD_c_blockSplitterLevel
 	r = ZSTD_CCtx_setParameter(c, ZSTD_c_blockSplitterLevel, 1);
 	if (ZSTD_isError(r)) return r;
+#endif
 	return ZSTD_compress2(c, dst, cap, src, n);
+}
+
+// scc_stream is one step of a streamed decode: as much of src from *spos
+// as fits decoded into dst[0:cap], positions updated, libzstd's hint (0
+// once the frame is complete) or error code returned.
+static size_t scc_stream(ZSTD_DCtx *d, void *dst, size_t cap, size_t *dpos, const void *src, size_t n, size_t *spos) {
+	ZSTD_outBuffer o = {dst, cap, 0};
+	ZSTD_inBuffer i = {src, n, *spos};
+	size_t r = ZSTD_decompressStream(d, &o, &i);
+	*dpos = o.pos;
+	*spos = i.pos;
+	return r;
 }
 */
 import "C"
@@ -158,4 +180,56 @@ func Decompress(dst, src []byte, ignoreChecksum bool) (int, error) {
 		unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)))
 	dctxs[i].Put(w)
 	return result(r)
+}
+
+// DecompressStream decodes the one frame in src a piece at a time into out,
+// which it reuses, calling emit with each piece in order, and returns the
+// decoded length. libzstd keeps the frame's window in the context, so the
+// pieces can be small and stay in the core's cache for emit; the frame's
+// window should be small (the caller checks it: a window of the whole
+// content costs a context buffer of that size). A frame checksum is
+// verified unless ignoreChecksum. emit's error stops the decode and is
+// returned.
+func DecompressStream(src, out []byte, ignoreChecksum bool, emit func([]byte) error) (int, error) {
+	if len(out) == 0 {
+		return 0, &Error{Code: C.ZSTD_error_dstSize_tooSmall, Name: "no room for a piece"}
+	}
+	i := 0
+	if ignoreChecksum {
+		i = 1
+	}
+	w, _ := dctxs[i].Get().(*dctx)
+	if w == nil {
+		return 0, ErrNoMemory
+	}
+	defer dctxs[i].Put(w)
+	// A decode an earlier emit stopped left its frame half read.
+	if _, err := result(C.ZSTD_DCtx_reset(w.d, C.ZSTD_reset_session_only)); err != nil {
+		return 0, err
+	}
+	total := 0
+	var spos C.size_t
+	for {
+		var dpos C.size_t
+		before := spos
+		r := C.scc_stream(w.d, unsafe.Pointer(unsafe.SliceData(out)), C.size_t(len(out)), &dpos,
+			unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)), &spos)
+		if _, err := result(r); err != nil {
+			return total, err
+		}
+		if dpos > 0 {
+			total += int(dpos)
+			if err := emit(out[:dpos]); err != nil {
+				return total, err
+			}
+		}
+		if r == 0 {
+			return total, nil
+		}
+		if dpos == 0 && spos == before {
+			// All of src given and nothing more comes out: the frame
+			// ends early.
+			return total, &Error{Code: C.ZSTD_error_srcSize_wrong, Name: "frame truncated"}
+		}
+	}
 }

@@ -1,0 +1,5 @@
+//go:build !cgo || !linux
+
+// Package zstdsys is empty without cgo on Linux: benchmarks then skip the
+// system libzstd's row.
+package zstdsys
