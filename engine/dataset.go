@@ -29,7 +29,7 @@ type dsState struct {
 	cur  atomic.Pointer[string]
 	// deleted is set once File.Delete removed the dataset (or a Refresh
 	// found it gone): every handle's next call fails with ErrDeleted.
-	deleted  atomic.Bool
+	deleted atomic.Bool
 	// appendMu orders the Appends of this process on the dataset (each
 	// grows the extent and writes what it grew), append.go.
 	appendMu sync.Mutex
