@@ -173,7 +173,7 @@ func crashSweep(t *testing.T, w workload, seed uint64) int {
 		snaps := snapshots{}
 		lastAck, _ := w(drv, seed, snaps)
 		if lastAck == 0 {
-			continue // CreateWith never succeeded: nothing was promised
+			continue // Create never succeeded: nothing was promised
 		}
 		for _, mode := range []vfd.CrashMode{vfd.KeepSynced, vfd.RandomUnsynced} {
 			img := vfd.NewMemFrom(crash.CrashImage(mode, uint64(k)))

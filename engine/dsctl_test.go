@@ -131,10 +131,10 @@ func TestDatasetEvict(t *testing.T) {
 	}
 }
 
-// TestOpenDatasetWith: the open-time options reach the dataset's cache
+// TestOpenDatasetOptions: the open-time options reach the dataset's cache
 // registration, hold for every handle until the last one closes, and a
 // refused option leaves no handle and no change.
-func TestOpenDatasetWith(t *testing.T) {
+func TestOpenDatasetOptions(t *testing.T) {
 	ctx := context.Background()
 	f := tCreate(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20, MinBytes: 4096}})
 	spec := DatasetSpec{Type: Uint8, Shape: []uint64{64}, Chunk: []uint64{16}, CacheMinBytes: 8192}
@@ -176,13 +176,13 @@ func TestOpenDatasetWith(t *testing.T) {
 	}
 }
 
-// TestOpenDatasetWithPrefetchOff: on a cache that prefetches, a dataset
+// TestOpenDatasetOptionsPrefetchOff: on a cache that prefetches, a dataset
 // opened with PrefetchOff reads half its chunks in order and holds exactly
 // those, while the same reads of a dataset with the default bring chunks
 // ahead of the reader. The second dataset is read after the first, so by
 // the time its prefetches have landed the prefetcher has served any job
 // the first could have queued.
-func TestOpenDatasetWithPrefetchOff(t *testing.T) {
+func TestOpenDatasetOptionsPrefetchOff(t *testing.T) {
 	ctx := context.Background()
 	c, err := cache.New(cache.Config{QuiescentBytes: 4 << 20, Prefetch: true})
 	must(t, err)

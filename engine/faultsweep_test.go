@@ -681,7 +681,7 @@ func (r *tRun) close() {
 
 // faultWorkload runs the whole script on the layout's datasets on drv; it
 // returns the run, whose lastAck and cands the caller checks against the
-// file the run left, or nil when the fault made CreateWith fail.
+// file the run left, or nil when the fault made Create fail.
 func faultWorkload(t *testing.T, label string, l faultLayout, v faultVariant, drv vfd.Driver, seed uint64, errno syscall.Errno) *tRun {
 	t.Helper()
 	r := &tRun{
@@ -693,7 +693,7 @@ func faultWorkload(t *testing.T, label string, l faultLayout, v faultVariant, dr
 	r.cands.add(1, r.model)
 	f, err := Create(context.Background(), "", withDriver(r.opts, drv))
 	if r.injectedOrNil("create", err) {
-		return nil // nothing was promised; CreateWith refuses a used driver
+		return nil // nothing was promised; Create refuses a used driver
 	}
 	r.f, r.sets, r.lastAck = f, map[string]*Dataset{}, 1
 	r.createMissing()
@@ -796,7 +796,7 @@ func singleFaultSweep(t *testing.T, l faultLayout, vi int, seed uint64) {
 			label := fmt.Sprintf("%s/%s seed %d: %s at op %d/%d (%s)", l.name, v.name, seed, fk.name, k, len(kinds), op)
 			r := faultWorkload(t, label, l, v, fd, seed, fk.errno)
 			if r == nil || fd.Injected() == 0 {
-				continue // CreateWith failed, or the op at k was of a kind fk leaves alone
+				continue // Create failed, or the op at k was of a kind fk leaves alone
 			}
 			// An error no call returned is one the engine took on
 			// itself (a write it redoes at the next commit, such as an

@@ -242,7 +242,7 @@ func openLocal(ctx context.Context, path string, opts *Options) (*File, error) {
 	return f, nil
 }
 
-// testHookOpenChecked, when set (tests only), runs in OpenContext after
+// testHookOpenChecked, when set (tests only), runs in openLocal after
 // checkRegular passed, before the open.
 var testHookOpenChecked func(path string)
 

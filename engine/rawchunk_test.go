@@ -36,7 +36,7 @@ func TestRawChunkCopyBetweenDatasets(t *testing.T) {
 				ref.write(sel, buf)
 			}
 			must(t, f.Flush(ctx))
-			// A dirty chunk after the flush: StoredChunks and the raw read
+			// A dirty chunk after the flush: Chunks and the raw read
 			// must see it.
 			buf := []byte{9, 9, 9, 9}
 			must(t, src.Write(ctx, Box([]uint64{9, 6}, []uint64{1, 1}), buf))
@@ -349,7 +349,7 @@ func TestRawChunkCrashAndFault(t *testing.T) {
 }
 
 // TestReadChunkRawStored: the raw read also describes the chunk as
-// StoredChunks lists it, with the index's checksum of the stored frame,
+// Chunks yields it, with the index's checksum of the stored frame,
 // which changes when the chunk is rewritten; a chunk not stored is
 // ErrNotFound.
 func TestReadChunkRawStored(t *testing.T) {

@@ -132,7 +132,7 @@ type Options struct {
 	// creates the file anew and renames it into place), when a refresh
 	// finds the file it follows damaged or with another identity (a file
 	// created anew in place), or when a read finds it damaged. It opens
-	// the path again (engine.OpenContext with OpenOptions, read-only),
+	// the path again (engine.Open with OpenOptions, read-only),
 	// serves the new file from then on and closes the old one once no
 	// request uses it (the File given to New stays the caller's to
 	// close). Without Path a replaced file is served as it was, or, when

@@ -26,7 +26,7 @@ type checkOutput struct {
 	Sources []checkedSource `json:"sources,omitempty"`
 }
 
-// cmdCheck runs engine.CheckPath: every index entry inside the file, no two
+// cmdCheck runs engine.Check: every index entry inside the file, no two
 // live extents overlapping, no referenced space free, every checksum valid.
 // Exit status 1 when the checker finds problems or cannot read the file.
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
