@@ -44,7 +44,9 @@ import (
 // (layout.DirectReader.DirectTarget); a read of
 // part of a chunk when the chunk is not resident and larger than
 // Config.BypassBytes (the chunks the cached path would load, serve and
-// drop at once, or keep only by evicting others); a write of a whole one
+// drop at once, or keep only by evicting others), or of any size for a
+// layout whose blocks are encoded alone (layout.PartFirst: sharded
+// chunks); a write of a whole one
 // when the chunk is not resident and either larger than BypassBytes or
 // too large for what is left under the quiescent limit (a full cache
 // would keep it only by evicting others; intake.worthIt).

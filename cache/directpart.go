@@ -41,7 +41,10 @@ type partRead struct {
 // planPart returns g's part read, or nil when g does not go that way.
 func (g *group) planPart(reqs []Request, bypass int64) *partRead {
 	pr, ok := g.d.lay().l.(layout.PartReader)
-	if !ok || g.loc.SizeHint <= bypass {
+	if !ok {
+		return nil
+	}
+	if pf, first := pr.(layout.PartFirst); g.loc.SizeHint <= bypass && (!first || !pf.PartFirst()) {
 		return nil
 	}
 	pieces := make([]layout.Piece, len(g.reqs))

@@ -305,9 +305,14 @@ func (sh *shardState) touched(pieces []layout.Piece) []int {
 type shardLayout struct{ *denseLayout }
 
 var (
-	_ storage           = (*shardLayout)(nil)
-	_ layout.PartReader = (*shardLayout)(nil)
+	_ storage          = (*shardLayout)(nil)
+	_ layout.PartFirst = (*shardLayout)(nil)
 )
+
+// PartFirst: a part of a chunk that is not resident is read in part
+// whatever the chunk's size, so that a read of a few inner chunks of a
+// large sharded chunk decodes those and holds no decoded chunk.
+func (l *shardLayout) PartFirst() bool { return true }
 
 // PartBlocks reads the frames of the inner chunks the pieces touch and the
 // index, whose bytes are checked again on the read (ReadPart).

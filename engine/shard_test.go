@@ -146,6 +146,31 @@ func TestShardPartReadDecodesTouched(t *testing.T) {
 	}
 }
 
+// TestShardPartReadDefaultCache: with a cache large enough to hold the
+// chunks (the default bypass, far above a chunk's size), a small read of
+// a chunk that is not resident still reads and decodes only the inner
+// chunks it touches, each time: loading the chunk would decode all of it.
+func TestShardPartReadDefaultCache(t *testing.T) {
+	ctx := context.Background()
+	f, ds, data := shardFile(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 256 << 20}}, []Filter{Zstd(1)})
+	defer f.Close(ctx)
+	sh := shardOf(t, ds)
+	require.NoError(t, ds.Evict(ctx))
+	for range 3 {
+		before := sh.codec.Decoded.Load()
+		got := make([]byte, 2*2*2)
+		require.NoError(t, ds.Read(ctx, Box([]uint64{20, 20}, []uint64{2, 2}), got))
+		assert.Equal(t, shardBox(data, []uint64{20, 20}, []uint64{2, 2}), got)
+		assert.Equal(t, int64(1), sh.codec.Decoded.Load()-before, "one inner chunk decoded")
+	}
+	// A whole chunk still goes the whole chunk's way.
+	before := sh.codec.Decoded.Load()
+	got := make([]byte, 64*64*2)
+	require.NoError(t, ds.Read(ctx, Box([]uint64{0, 64}, []uint64{64, 64}), got))
+	assert.Equal(t, shardBox(data, []uint64{0, 64}, []uint64{64, 64}), got)
+	assert.Equal(t, int64(16), sh.codec.Decoded.Load()-before)
+}
+
 // TestShardDamagedInner: a damaged inner chunk is ErrCorrupt naming it
 // (reads of the chunk's other inner chunks still succeed), and Check
 // reports it.

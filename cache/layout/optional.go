@@ -87,6 +87,18 @@ type PartReader interface {
 	ReadPart(coord Coord, loc Location, pieces []Piece, blocks []Block, bufs [][]byte) error
 }
 
+// PartFirst is implemented by PartReaders whose blocks are units the layout
+// encodes alone (a sharded chunk's inner chunks): for them a read of part
+// of a chunk that is not resident goes in part whatever the chunk's size,
+// since loading the chunk to serve a part of it would decode all of it,
+// and caching it would hold memory a part read never needs. Other
+// PartReaders read in part only chunks larger than Config.BypassBytes.
+type PartFirst interface {
+	PartReader
+	// PartFirst reports whether the layout wants part reads first.
+	PartFirst() bool
+}
+
 // DirectWriter is implemented by layouts whose stored image of a chunk can
 // be the caller's bytes themselves, framed by small side buffers (the
 // path: cache/directwrite.go).
