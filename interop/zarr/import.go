@@ -545,6 +545,26 @@ func importPlan(m *arrayMeta) (filters []engine.Filter, copy bool, unwrapID, why
 	return filters, copy, unwrapID, why, zlibRaw && copy
 }
 
+// createArray creates the dataset an array imports into, with the array's
+// attributes: a spec the engine refuses skips the array (errSkip), any
+// other error fails the import.
+func createArray(ctx context.Context, f *engine.File, name string, spec engine.DatasetSpec, m *arrayMeta) (*engine.Dataset, error) {
+	ds, err := f.CreateDataset(ctx, name, spec)
+	if errors.Is(err, engine.ErrInvalid) {
+		return nil, fmt.Errorf("%w (%w)", errSkip, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range m.attrs {
+		if err := ds.SetAttr(ctx, a.Name, a.Value); err != nil {
+			ds.Close(ctx)
+			return nil, fmt.Errorf("attribute %q: %w", a.Name, err)
+		}
+	}
+	return ds, nil
+}
+
 func importArray(ctx context.Context, s *store, f *engine.File, name, key string, m *arrayMeta, workers int, verify bool) (DatasetReport, error) {
 	if m.vlen != "" || m.ucs4 > 0 {
 		return importStrings(ctx, s, f, name, key, m, workers)
@@ -559,19 +579,11 @@ func importArray(ctx context.Context, s *store, f *engine.File, name, key string
 	if m.scalar {
 		spec.Shape, spec.Chunk, spec.Space = nil, nil, engine.SpaceScalar
 	}
-	ds, err := f.CreateDataset(ctx, name, spec)
-	if errors.Is(err, engine.ErrInvalid) {
-		return dr, fmt.Errorf("%w (%w)", errSkip, err)
-	}
+	ds, err := createArray(ctx, f, name, spec, m)
 	if err != nil {
 		return dr, err
 	}
 	defer ds.Close(ctx)
-	for _, a := range m.attrs {
-		if err := ds.SetAttr(ctx, a.Name, a.Value); err != nil {
-			return dr, fmt.Errorf("attribute %q: %w", a.Name, err)
-		}
-	}
 	es := m.typ.Size()
 	chunkBytes := m.chunkBytes
 	// A stored chunk is at most its decoded size plus what a codec adds

@@ -221,21 +221,13 @@ func importSharded(ctx context.Context, s *store, f *engine.File, name, key stri
 	dr.Notes = append(dr.Notes, fmt.Sprintf("sharded: inner chunks %v", in.chunk))
 	filters, copyOK, unwrapID, why, dropCRC := innerFilters(sh)
 	dr.Why = why
-	ds, err := f.CreateDataset(ctx, name, engine.DatasetSpec{
+	ds, err := createArray(ctx, f, name, engine.DatasetSpec{
 		Type: m.typ, Shape: m.shape, Chunk: m.chunk, InnerChunk: in.chunk, Filters: filters, Fill: m.fill,
-	})
-	if errors.Is(err, engine.ErrInvalid) {
-		return dr, fmt.Errorf("%w (%w)", errSkip, err)
-	}
+	}, m)
 	if err != nil {
 		return dr, err
 	}
 	defer ds.Close(ctx)
-	for _, a := range m.attrs {
-		if err := ds.SetAttr(ctx, a.Name, a.Value); err != nil {
-			return dr, fmt.Errorf("attribute %q: %w", a.Name, err)
-		}
-	}
 	es := m.typ.Size()
 	innerBytes := es
 	for _, c := range in.chunk {

@@ -259,21 +259,13 @@ func importStrings(ctx context.Context, s *store, f *engine.File, name, key stri
 	// A byte shuffle of variable-length data is no shuffle (and Zarr
 	// readers refuse one on strings).
 	filters = slices.DeleteFunc(filters, func(fl engine.Filter) bool { n, _ := fl.Stage(); return n == "shuffle" })
-	ds, err := f.CreateDataset(ctx, name, engine.DatasetSpec{
+	ds, err := createArray(ctx, f, name, engine.DatasetSpec{
 		Type: engine.Uint8, Shape: m.shape, Chunk: m.chunk, Filters: filters, Layout: engine.Vlen,
-	})
-	if errors.Is(err, engine.ErrInvalid) {
-		return dr, fmt.Errorf("%w (%w)", errSkip, err)
-	}
+	}, m)
 	if err != nil {
 		return dr, err
 	}
 	defer ds.Close(ctx)
-	for _, a := range m.attrs {
-		if err := ds.SetAttr(ctx, a.Name, a.Value); err != nil {
-			return dr, fmt.Errorf("attribute %q: %w", a.Name, err)
-		}
-	}
 	if m.vlen != "vlen-bytes" {
 		if err := ds.SetAttr(ctx, zarrmap.VlenStringAttr, engine.StringAttr("utf-8")); err != nil {
 			return dr, err
