@@ -353,16 +353,17 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 		name string
 		spec engine.DatasetSpec
 		why  string
+		only int // the one version that refuses it, when the other has the type
 	}{
-		{"vlen", engine.DatasetSpec{Type: engine.Int32, Layout: engine.Vlen, Shape: []uint64{4}, Chunk: []uint64{2}}, "variable-length"},
-		{"utf-8", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{2}}, "UTF-32"},
-		{"spacepad", engine.DatasetSpec{Type: engine.FixedString(8, engine.SpacePad, engine.ASCII), Shape: []uint64{4}, Chunk: []uint64{2}}, "spacepad padding rule"},
-		{"nullterm", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullTerm, engine.ASCII), Shape: []uint64{4}, Chunk: []uint64{2}}, "nullterm padding rule"},
-		{"bfloat16", engine.DatasetSpec{Type: engine.BFloat16, Shape: []uint64{4}, Layout: engine.Contiguous}, "no bfloat16 type"},
-		{"bitfield", engine.DatasetSpec{Type: engine.Bitfield(2), Shape: []uint64{4}, Chunk: []uint64{2}}, "no bitfield type"},
-		{"array", engine.DatasetSpec{Type: engine.ArrayOf(engine.Int16, 3), Shape: []uint64{4}, Chunk: []uint64{2}}, "spreads an array type"},
-		{"enum field", engine.DatasetSpec{Type: engine.PackedCompound(engine.Field{Name: "e", Type: engine.Enum(engine.Uint8, engine.EnumMember{Name: "a", Value: 1})}), Shape: []uint64{4}, Chunk: []uint64{2}}, "is an enum"},
-		{"null", engine.DatasetSpec{Type: engine.Int32, Space: engine.SpaceNull}, "null dataspace"},
+		{"vlen", engine.DatasetSpec{Type: engine.Int32, Layout: engine.Vlen, Shape: []uint64{4}, Chunk: []uint64{2}}, "variable-length", 0},
+		{"utf-8", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{2}}, "UTF-32", 0},
+		{"spacepad", engine.DatasetSpec{Type: engine.FixedString(8, engine.SpacePad, engine.ASCII), Shape: []uint64{4}, Chunk: []uint64{2}}, "spacepad padding rule", 0},
+		{"nullterm", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullTerm, engine.ASCII), Shape: []uint64{4}, Chunk: []uint64{2}}, "nullterm padding rule", 0},
+		{"bfloat16", engine.DatasetSpec{Type: engine.BFloat16, Shape: []uint64{4}, Layout: engine.Contiguous}, "no bfloat16 type", 2},
+		{"bitfield", engine.DatasetSpec{Type: engine.Bitfield(2), Shape: []uint64{4}, Chunk: []uint64{2}}, "no bitfield type", 0},
+		{"array", engine.DatasetSpec{Type: engine.ArrayOf(engine.Int16, 3), Shape: []uint64{4}, Chunk: []uint64{2}}, "spreads an array type", 0},
+		{"enum field", engine.DatasetSpec{Type: engine.PackedCompound(engine.Field{Name: "e", Type: engine.Enum(engine.Uint8, engine.EnumMember{Name: "a", Value: 1})}), Shape: []uint64{4}, Chunk: []uint64{2}}, "is an enum", 0},
+		{"null", engine.DatasetSpec{Type: engine.Int32, Space: engine.SpaceNull}, "null dataspace", 0},
 	} {
 		dir := t.TempDir()
 		src := filepath.Join(dir, "src.scc")
@@ -371,6 +372,9 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 		must(t, err)
 		store := filepath.Join(t.TempDir(), "s.zarr")
 		for _, v := range []int{2, 3} {
+			if c.only != 0 && v != c.only {
+				continue
+			}
 			if _, err := Export(bg, f, store, Options{Version: v}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.why) {
 				t.Fatalf("%s v%d: export: %v, want ErrUnsupported saying %q", c.name, v, err, c.why)
 			}
