@@ -494,7 +494,9 @@ func (m *arrayMeta) v3Codecs(codecs []any) error {
 		m.chain = append(m.chain, cc)
 	}
 	if len(m.chain) > 0 && m.chain[0].id == "delta" {
-		m.chain[0].delta.bigEndian = m.bigEndian && m.chain[0].delta.size > 1
+		d := &m.chain[0].delta
+		d.bigEndian = m.bigEndian && d.size > 1
+		d.as.bigEndian = m.bigEndian && d.as.size > 1
 	}
 	if !sawBytes {
 		return fmt.Errorf("%w: %s: no \"bytes\" codec (the only array-to-bytes codec scc reads, with vlen-utf8 for strings)", ErrUnsupported, what)
