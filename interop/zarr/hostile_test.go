@@ -271,7 +271,7 @@ func TestExportAllOrNothing(t *testing.T) {
 	ds, err := f.CreateDataset(context.Background(), "a", engine.DatasetSpec{Type: engine.Uint8, Shape: []uint64{10}, Chunk: []uint64{5}})
 	must(t, err)
 	must(t, ds.Write(bg, engine.All([]uint64{10}), make([]byte, 10)))
-	_, err = f.CreateDataset(context.Background(), "z", engine.DatasetSpec{Type: engine.Int32, Shape: []uint64{10}, Chunk: []uint64{5}, Layout: engine.Vlen})
+	_, err = f.CreateDataset(context.Background(), "z", engine.DatasetSpec{Type: engine.Bitfield(4), Shape: []uint64{10}, Chunk: []uint64{5}})
 	must(t, err)
 	must(t, f.Close(context.Background()))
 	f, err = engine.Open(context.Background(), src, &engine.Options{ReadOnly: true})
@@ -355,7 +355,8 @@ func TestExportRefusesUnmappedTypes(t *testing.T) {
 		why  string
 		only int // the one version that refuses it, when the other has the type
 	}{
-		{"vlen", engine.DatasetSpec{Type: engine.Int32, Layout: engine.Vlen, Shape: []uint64{4}, Chunk: []uint64{2}}, "variable-length", 0},
+		{"vlen", engine.DatasetSpec{Type: engine.Int32, Layout: engine.Vlen, Shape: []uint64{4}, Chunk: []uint64{2}}, "no variable-length sequence", 3},
+		{"vlen of compounds", engine.DatasetSpec{Type: engine.PackedCompound(engine.Field{Name: "a", Type: engine.Int8}), Layout: engine.Vlen, Shape: []uint64{4}, Chunk: []uint64{2}}, "variable-length dataset of", 0},
 		{"utf-8", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullPad, engine.UTF8), Shape: []uint64{4}, Chunk: []uint64{2}}, "UTF-32", 0},
 		{"spacepad", engine.DatasetSpec{Type: engine.FixedString(8, engine.SpacePad, engine.ASCII), Shape: []uint64{4}, Chunk: []uint64{2}}, "spacepad padding rule", 0},
 		{"nullterm", engine.DatasetSpec{Type: engine.FixedString(8, engine.NullTerm, engine.ASCII), Shape: []uint64{4}, Chunk: []uint64{2}}, "nullterm padding rule", 0},
