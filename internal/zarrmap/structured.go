@@ -25,6 +25,17 @@ import (
 // [[name, value], ...]} in the members' order.
 const EnumAttr = "scc:enum"
 
+// BitfieldAttr marks an exported bitfield dataset, written as the
+// unsigned integer of its size (BitfieldBase): its value is the size in
+// bits.
+const BitfieldAttr = "scc:bitfield"
+
+// BitfieldBase is the unsigned integer type a bitfield of t's size
+// crosses as.
+func BitfieldBase(t engine.Type) engine.Type {
+	return map[int]engine.Type{1: engine.Uint8, 2: engine.Uint16, 4: engine.Uint32, 8: engine.Uint64}[t.Size()]
+}
+
 // describedDtype is TypeOf for bfloat16 and the described types.
 func describedDtype(t engine.Type) (v2 any, v3 any, err error) {
 	switch t.Class() {
@@ -44,7 +55,11 @@ func describedDtype(t engine.Type) (v2 any, v3 any, err error) {
 	case engine.ClassArray:
 		return nil, nil, fmt.Errorf("%w: %v dataset: numpy spreads an array type into the array's dimensions, so no Zarr dtype keeps it (an array type crosses as a field of a compound)", ErrUnsupported, t)
 	case engine.ClassBitfield:
-		return nil, nil, fmt.Errorf("%w: %v dataset: numpy and Zarr have no bitfield type", ErrUnsupported, t)
+		// numpy and Zarr have no bitfield type: its unsigned integer of
+		// the same size, marked by BitfieldAttr, from which import makes
+		// the bitfield again.
+		d := Dtypes[BitfieldBase(t)]
+		return d.V2, d.V3, nil
 	}
 	if t == engine.BFloat16 {
 		// A v3 extension data type (zarrs and zarr-python 3 with

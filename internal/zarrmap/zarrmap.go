@@ -108,6 +108,9 @@ func FillJSON(t engine.Type, b []byte) any {
 	if t.Class() == engine.ClassEnum {
 		return FillJSON(t.Base(), b)
 	}
+	if t.Class() == engine.ClassBitfield {
+		return FillJSON(BitfieldBase(t), b)
+	}
 	if t.IsString() || t.IsDescribed() {
 		// (zarr-python 2 writes a structured or void fill value as base64
 		// of its bytes too.)
@@ -348,13 +351,19 @@ func ArrayMeta(version int, typ engine.Type, shape, chunk []uint64, fill []byte,
 		return nil, err
 	}
 	dtV2, dtV3, _ := TypeOf(typ)
-	if typ.Class() == engine.ClassEnum {
+	switch typ.Class() {
+	case engine.ClassEnum:
 		// The names go in an attribute, which import reads to make the
 		// enum again (structured.go).
 		if attrs == nil {
 			attrs = map[string]any{}
 		}
 		attrs[EnumAttr] = EnumJSON(typ)
+	case engine.ClassBitfield:
+		if attrs == nil {
+			attrs = map[string]any{}
+		}
+		attrs[BitfieldAttr] = 8 * typ.Size()
 	}
 	if nt, ok := timeOf(typ, attrs); ok {
 		// The mark becomes the data type (numpytime.go): it is taken out

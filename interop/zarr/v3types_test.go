@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -150,4 +151,50 @@ func TestZarrV3ZarrsDataTypes(t *testing.T) {
 	_, err = Export(ctx, f, filepath.Join(dir, "v2s.zarr"), Options{Version: 2, Strict: true})
 	require.ErrorIs(t, err, ErrUnsupported)
 	assert.Contains(t, err.Error(), "bfloat16")
+}
+
+// TestZarrBitfieldRoundTrip: a bitfield dataset exports as the unsigned
+// integer of its size, marked by zarrmap.BitfieldAttr (zarr-python and
+// zarrita read the integers), and imports back as the same bitfield, fill
+// value and bits equal, in v2 and v3.
+func TestZarrBitfieldRoundTrip(t *testing.T) {
+	zarrPython(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	f := testfile.Create(t, filepath.Join(dir, "b.scc"), &engine.Options{NoSync: true})
+	defer f.Close(ctx)
+	ds, err := f.CreateDataset(ctx, "bits", engine.DatasetSpec{Type: engine.Bitfield(2), Shape: []uint64{5}, Chunk: []uint64{2}, Fill: []byte{0x0f, 0xf0}})
+	require.NoError(t, err)
+	data := []byte{1, 0, 2, 0x80, 0xff, 0xff, 0, 0, 0x34, 0x12}
+	require.NoError(t, ds.Write(ctx, engine.All([]uint64{5}), data))
+	require.NoError(t, ds.Close(ctx))
+	for _, v := range []int{2, 3} {
+		store := filepath.Join(dir, "v"+string(rune('0'+v))+".zarr")
+		_, err := Export(ctx, f, store, Options{Version: v, Strict: true})
+		require.NoError(t, err, "v%d", v)
+		g := testfile.Create(t, filepath.Join(dir, "back"+string(rune('0'+v))+".scc"), &engine.Options{NoSync: true})
+		_, err = Import(ctx, store, g, Options{Strict: true})
+		require.NoError(t, err)
+		back, err := g.OpenDataset(ctx, "bits", nil)
+		require.NoError(t, err)
+		assert.Equal(t, engine.Bitfield(2), back.Type(), "v%d", v)
+		assert.Equal(t, []byte{0x0f, 0xf0}, back.Fill(), "v%d", v)
+		assert.Equal(t, data, readAll(t, back), "v%d", v)
+		_, err = back.Attr("scc:bitfield")
+		assert.Error(t, err, "the mark is the type again, not an attribute")
+		back.Close(ctx)
+		require.NoError(t, g.Close(ctx))
+		ref := dumpRef(t, filepath.Join(store, "bits"))
+		if v == 3 {
+			out := t.TempDir()
+			b, err := exec.Command("node", filepath.Join(zarrita(t), "zarr3.mjs"), "dump", out, filepath.Join(store, "bits")).Output()
+			require.NoError(t, err, stderr(err))
+			ref = nil
+			require.NoError(t, json.Unmarshal(b, &ref))
+		}
+		require.Empty(t, ref[0].Error)
+		got, err := os.ReadFile(ref[0].Dump)
+		require.NoError(t, err)
+		assert.Equal(t, data, got, "v%d: the reader's integers", v)
+	}
 }
