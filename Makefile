@@ -16,7 +16,7 @@ BENCHTIME ?= 1x
 # Debian's 1.5.4), so the build needs no system package.
 TAGS      ?=
 
-.PHONY: help build test zstd-deps stress fuzz bench bench-peers demo lint tidy interop-deps hdf5 test-hdf5 interop-hdf5-deps bench-hdf5 fuzz-hdf5 minio minio-run
+.PHONY: help build test zstd-deps stress fuzz bench bench-peers demo lint tidy interop-deps hdf5 test-hdf5 interop-hdf5-deps bench-hdf5 fuzz-hdf5 minio minio-run corpus-zarr
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -59,6 +59,16 @@ interop-deps: ## install the Zarr readers the interop tests use (Debian python3-
 	@/usr/bin/python3 -c 'import fsspec, aiohttp, xarray, dask' 2>/dev/null && command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-fsspec python3-aiohttp python3-xarray python3-dask chromium; } # zarr-python, xarray and dask over HTTP, and the web page in a headless chromium (serve's interop tests)
 	@test -f $(ZARR_NODE)/node_modules/zarrita/package.json || \
 	  (cd $(ZARR_NODE) && npm ci --no-audit --no-fund)
+
+# The Zarr corpus measurement: every array under CORPUS read by the reference
+# reader (zarr-python 2 for v2, zarrita for v3), imported alone and compared
+# element by element; a summary table on stdout, the markdown report in
+# REPORT. Not part of `make test`: the public corpora are not in the tree.
+CORPUS ?=
+REPORT ?= corpus-zarr.md
+corpus-zarr: interop-deps ## measure the Zarr bridge on a corpus of public stores: make corpus-zarr CORPUS=dir [REPORT=corpus-zarr.md]
+	@test -n "$(CORPUS)" -a -d "$(CORPUS)" || { echo 'make corpus-zarr: CORPUS=dir names a directory of Zarr stores'; exit 2; }
+	SCC_ZARR_CORPUS=$(abspath $(CORPUS)) SCC_ZARR_CORPUS_REPORT=$(abspath $(REPORT)) $(GO) test -count=1 -timeout 60m -run '^TestZarrCorpusMeasure$$' -v ./interop/zarr/
 
 zstd-deps: ## install libzstd-dev, the system libzstd a TAGS=external_libzstd build links (Debian, as root), once
 	@pkg-config --exists libzstd 2>/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libzstd-dev pkg-config; }

@@ -343,10 +343,8 @@ func (s *Server) openArray(ctx context.Context, name string) (*array, string, er
 		return nil, "variable-length dataset (no fixed-size Zarr data type)", nil
 	}
 	typ := ds.Type()
-	if _, v3, err := zarrmap.TypeOf(typ); err != nil {
+	if _, err := zarrmap.DataType(typ, s.version); err != nil {
 		return nil, err.Error(), nil
-	} else if v3 == nil && s.version == 3 {
-		return nil, zarrmap.V3Refusal(typ).Error(), nil
 	}
 	switch sp := ds.Space(); {
 	case sp == engine.SpaceNull:

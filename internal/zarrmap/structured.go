@@ -25,6 +25,17 @@ import (
 // [[name, value], ...]} in the members' order.
 const EnumAttr = "scc:enum"
 
+// BitfieldAttr marks an exported bitfield dataset, written as the
+// unsigned integer of its size (BitfieldBase): its value is the size in
+// bits.
+const BitfieldAttr = "scc:bitfield"
+
+// BitfieldBase is the unsigned integer type a bitfield of t's size
+// crosses as.
+func BitfieldBase(t engine.Type) engine.Type {
+	return map[int]engine.Type{1: engine.Uint8, 2: engine.Uint16, 4: engine.Uint32, 8: engine.Uint64}[t.Size()]
+}
+
 // describedDtype is TypeOf for bfloat16 and the described types.
 func describedDtype(t engine.Type) (v2 any, v3 any, err error) {
 	switch t.Class() {
@@ -32,7 +43,9 @@ func describedDtype(t engine.Type) (v2 any, v3 any, err error) {
 		d := Dtypes[t.Base()]
 		return d.V2, d.V3, nil
 	case engine.ClassOpaque:
-		return fmt.Sprintf("|V%d", t.Size()), nil, nil
+		// v3's raw bits type r<N>: N/8 bytes the reader does not
+		// interpret (its tag is not kept either).
+		return fmt.Sprintf("|V%d", t.Size()), fmt.Sprintf("r%d", 8*t.Size()), nil
 	case engine.ClassCompound:
 		l, err := structDescr(t, 0)
 		if err != nil {
@@ -42,14 +55,41 @@ func describedDtype(t engine.Type) (v2 any, v3 any, err error) {
 	case engine.ClassArray:
 		return nil, nil, fmt.Errorf("%w: %v dataset: numpy spreads an array type into the array's dimensions, so no Zarr dtype keeps it (an array type crosses as a field of a compound)", ErrUnsupported, t)
 	case engine.ClassBitfield:
-		return nil, nil, fmt.Errorf("%w: %v dataset: numpy and Zarr have no bitfield type", ErrUnsupported, t)
+		// numpy and Zarr have no bitfield type: its unsigned integer of
+		// the same size, marked by BitfieldAttr, from which import makes
+		// the bitfield again.
+		d := Dtypes[BitfieldBase(t)]
+		return d.V2, d.V3, nil
 	}
-	return nil, nil, fmt.Errorf("%w: %v dataset: numpy (and so Zarr v2 and zarr-python) has no bfloat16 type", ErrUnsupported, t)
+	if t == engine.BFloat16 {
+		// A v3 extension data type (zarrs and zarr-python 3 with
+		// ml_dtypes read it); numpy's dtype strings have none.
+		return nil, "bfloat16", nil
+	}
+	return nil, nil, fmt.Errorf("%w: %v dataset (no Zarr data type)", ErrUnsupported, t)
 }
 
 // V3Refusal is why t, which Zarr v2 holds, has no Zarr v3 data type.
 func V3Refusal(t engine.Type) error {
-	return fmt.Errorf("%w: %v dataset: Zarr v3's core data types have no structured, void or opaque type (export it as Zarr v2)", ErrUnsupported, t)
+	return fmt.Errorf("%w: %v dataset: Zarr v3's data types have no structured type (export it as Zarr v2)", ErrUnsupported, t)
+}
+
+// V2Refusal is why t, which Zarr v3 holds, has no Zarr v2 dtype.
+func V2Refusal(t engine.Type) error {
+	return fmt.Errorf("%w: %v dataset: numpy (and so Zarr v2 and zarr-python 2) has no bfloat16 type (export it as Zarr v3, data type \"bfloat16\")", ErrUnsupported, t)
+}
+
+// RawBitsFill is an opaque element's fill value as Zarr v3 writes that of
+// a raw bits type r<N>: a list of its N/8 bytes.
+func RawBitsFill(t engine.Type, b []byte) any {
+	if len(b) == 0 {
+		b = make([]byte, t.Size())
+	}
+	out := make([]any, len(b))
+	for i, x := range b {
+		out[i] = json.Number(strconv.Itoa(int(x)))
+	}
+	return out
 }
 
 // structDescr is a compound's numpy list form.
@@ -85,7 +125,7 @@ func structDescr(t engine.Type, depth int) ([]any, error) {
 		case elem.Class() == engine.ClassEnum:
 			return nil, fmt.Errorf("%w: %v dataset: field %q is an enum, whose names numpy's structured dtypes cannot keep", ErrUnsupported, t, f.Name)
 		default:
-			v2, _, err := TypeOf(elem)
+			v2, err := DataType(elem, 2)
 			if err != nil {
 				return nil, fmt.Errorf("field %q: %w", f.Name, err)
 			}

@@ -57,7 +57,8 @@ var Dtypes = map[engine.Type]Dtype{
 // TypeOf returns the Zarr v2 dtype and v3 data_type of t, or an
 // ErrUnsupported error saying why t has none. The v2 dtype is a numpy
 // type string, or for a compound numpy's list form (structured.go); v3
-// is nil for a type only v2 holds (V3Refusal says why).
+// is nil for a type only v2 holds (V3Refusal says why), v2 nil for one
+// only v3 holds (bfloat16; V2Refusal). DataType picks one version's.
 func TypeOf(t engine.Type) (v2 any, v3 any, err error) {
 	if d, ok := Dtypes[t]; ok {
 		return d.V2, d.V3, nil
@@ -82,6 +83,23 @@ func TypeOf(t engine.Type) (v2 any, v3 any, err error) {
 	return fmt.Sprintf("|S%d", n), map[string]any{"name": "null_terminated_bytes", "configuration": map[string]any{"length_bytes": n}}, nil
 }
 
+// DataType is t's data type in Zarr version (TypeOf's v2 or v3), or an
+// ErrUnsupported error saying why that version has none.
+func DataType(t engine.Type, version int) (any, error) {
+	v2, v3, err := TypeOf(t)
+	switch {
+	case err != nil:
+		return nil, err
+	case version == 3 && v3 == nil:
+		return nil, V3Refusal(t)
+	case version == 3:
+		return v3, nil
+	case v2 == nil:
+		return nil, V2Refusal(t)
+	}
+	return v2, nil
+}
+
 // FillJSON is an element's fill value as Zarr metadata writes it: a JSON
 // number, or "NaN", "Infinity", "-Infinity" for floats; a JSON boolean for
 // bool; a [real, imaginary] pair of those float forms for the complex types
@@ -89,6 +107,9 @@ func TypeOf(t engine.Type) (v2 any, v3 any, err error) {
 func FillJSON(t engine.Type, b []byte) any {
 	if t.Class() == engine.ClassEnum {
 		return FillJSON(t.Base(), b)
+	}
+	if t.Class() == engine.ClassBitfield {
+		return FillJSON(BitfieldBase(t), b)
 	}
 	if t.IsString() || t.IsDescribed() {
 		// (zarr-python 2 writes a structured or void fill value as base64
@@ -130,12 +151,15 @@ func ElemJSON(v engine.AttrValue, i int) any {
 		u = u<<8 | uint64(raw[k])
 	}
 	switch t {
-	case engine.Float16, engine.Float32, engine.Float64:
+	case engine.Float16, engine.BFloat16, engine.Float32, engine.Float64:
 		f := math.Float64frombits(u)
 		bits := 64
 		switch t {
 		case engine.Float32:
 			f = float64(math.Float32frombits(uint32(u)))
+			bits = 32
+		case engine.BFloat16:
+			f = engine.BFloat16FromBits(uint16(u)) // exact in a float32
 			bits = 32
 		case engine.Float16:
 			f = engine.Float16FromBits(uint16(u)) // exact in a float64
@@ -323,20 +347,23 @@ func GroupMeta(version int, attrs map[string]any) map[string]any {
 // Elements are little-endian in C order, chunks are keyed "i.j.k" (v2)
 // or "c/i/j/k" (v3), and chain is the codec chain after the bytes codec.
 func ArrayMeta(version int, typ engine.Type, shape, chunk []uint64, fill []byte, chain []Codec, attrs map[string]any) (map[string]any, error) {
-	dtV2, dtV3, err := TypeOf(typ)
-	if err != nil {
+	if _, err := DataType(typ, version); err != nil {
 		return nil, err
 	}
-	if version == 3 && dtV3 == nil {
-		return nil, V3Refusal(typ)
-	}
-	if typ.Class() == engine.ClassEnum {
+	dtV2, dtV3, _ := TypeOf(typ)
+	switch typ.Class() {
+	case engine.ClassEnum:
 		// The names go in an attribute, which import reads to make the
 		// enum again (structured.go).
 		if attrs == nil {
 			attrs = map[string]any{}
 		}
 		attrs[EnumAttr] = EnumJSON(typ)
+	case engine.ClassBitfield:
+		if attrs == nil {
+			attrs = map[string]any{}
+		}
+		attrs[BitfieldAttr] = 8 * typ.Size()
 	}
 	if nt, ok := timeOf(typ, attrs); ok {
 		// The mark becomes the data type (numpytime.go): it is taken out
@@ -345,6 +372,9 @@ func ArrayMeta(version int, typ engine.Type, shape, chunk []uint64, fill []byte,
 		delete(attrs, DtypeAttr)
 	}
 	fillv := FillJSON(typ, fill)
+	if version == 3 && typ.Class() == engine.ClassOpaque {
+		fillv = RawBitsFill(typ, fill)
+	}
 	if shape == nil {
 		// A rank-0 array's shape and chunks are empty lists, not null.
 		shape, chunk = []uint64{}, []uint64{}

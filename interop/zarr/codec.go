@@ -264,8 +264,19 @@ func decodeChain(chain []codec, b []byte, size int) ([]byte, error) {
 	var err error
 	for i := len(chain) - 1; i >= 0; i-- {
 		// Stages after the first compressor keep at most a small framing
-		// over the chunk; bound each by the chunk size plus slack.
-		if b, err = chain[i].decode(b, size+64+len(chain)*8); err != nil {
+		// over the chunk; bound each by the chunk size plus slack, the
+		// size being that of a delta's differences below the delta.
+		n := size
+		for _, c := range chain[:i] {
+			if c.id == "delta" {
+				n = c.delta.inSize(n)
+			}
+		}
+		max := n + 64 + len(chain)*8
+		if chain[i].id == "delta" {
+			max = n
+		}
+		if b, err = chain[i].decode(b, max); err != nil {
 			return nil, err
 		}
 	}

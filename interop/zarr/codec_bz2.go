@@ -32,15 +32,23 @@ func bz2Decode(src []byte, max int) ([]byte, error) {
 }
 
 // numcodecs' Delta filter stores each element's difference from the one
-// before it (the first as it is), computed in the numpy type astype;
-// decoding is the running sum in dtype, wrapping for integers as numpy's
-// cumsum does. scc decodes the filter where dtype and astype are the
-// array's own type (the form numcodecs writes unless told otherwise);
-// other pairs change the values' type and are refused.
-type deltaType struct {
+// before it (the first as it is) in the numpy type astype, the elements
+// being of dtype (the array's type); decoding is numpy's cumsum of the
+// astype elements into dtype: integers (either kind, either width) summed
+// with 64-bit wrapping and truncated to dtype, which is dtype's own
+// wrapping sum of the sign- or zero-extended differences; floats summed
+// in the wider of the two float types and rounded to dtype element by
+// element. A pair of an integer and a float type, which numpy's cumsum
+// refuses to cast, is refused.
+type deltaElem struct {
 	kind      byte // 'i', 'u' or 'f'
 	size      int
 	bigEndian bool
+}
+
+type deltaType struct {
+	deltaElem           // dtype: the array's elements
+	as        deltaElem // astype: the stored differences
 }
 
 // deltaFrom reads a delta filter's configuration.
@@ -54,20 +62,24 @@ func deltaFrom(id string, cfg map[string]any, elemSize int) (deltaType, error) {
 	if err != nil {
 		return deltaType{}, fmt.Errorf("%w: codec %q: dtype %s", ErrUnsupported, id, asJSON(cfg["dtype"]))
 	}
-	if a, err := parseDeltaType(as); err != nil || a != t {
-		return deltaType{}, fmt.Errorf("%w: codec %q: astype %s differs from dtype %q (scc decodes the filter in the array's own type)", ErrUnsupported, id, asJSON(cfg["astype"]), dt)
+	a, err := parseDeltaType(as)
+	if err != nil {
+		return deltaType{}, fmt.Errorf("%w: codec %q: astype %s", ErrUnsupported, id, asJSON(cfg["astype"]))
+	}
+	if (a.kind == 'f') != (t.kind == 'f') {
+		return deltaType{}, fmt.Errorf("%w: codec %q: astype %q and dtype %q are not both integers or both floats (numpy's cumsum does not cast between them)", ErrUnsupported, id, as, dt)
 	}
 	if t.size != elemSize {
 		return deltaType{}, fmt.Errorf("%w: codec %q: dtype %q is not the array's %d-byte type", ErrCorrupt, id, dt, elemSize)
 	}
-	return t, nil
+	return deltaType{t, a}, nil
 }
 
-func parseDeltaType(s string) (deltaType, error) {
+func parseDeltaType(s string) (deltaElem, error) {
 	if len(s) < 3 || !strings.ContainsRune("<>|=", rune(s[0])) {
-		return deltaType{}, fmt.Errorf("dtype %q", s)
+		return deltaElem{}, fmt.Errorf("dtype %q", s)
 	}
-	var t deltaType
+	var t deltaElem
 	t.bigEndian = s[0] == '>'
 	t.kind = s[1]
 	switch s[1:] {
@@ -80,7 +92,7 @@ func parseDeltaType(s string) (deltaType, error) {
 	case "i8", "u8", "f8":
 		t.size = 8
 	default:
-		return deltaType{}, fmt.Errorf("dtype %q", s)
+		return deltaElem{}, fmt.Errorf("dtype %q", s)
 	}
 	if t.size == 1 {
 		t.bigEndian = false
@@ -88,54 +100,77 @@ func parseDeltaType(s string) (deltaType, error) {
 	return t, nil
 }
 
-// decode is the running sum of src's elements, in their byte order.
+func (e deltaElem) order() binary.ByteOrder {
+	if e.bigEndian {
+		return binary.BigEndian
+	}
+	return binary.LittleEndian
+}
+
+func (e deltaElem) get(b []byte) uint64 {
+	switch e.size {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(e.order().Uint16(b))
+	case 4:
+		return uint64(e.order().Uint32(b))
+	}
+	return e.order().Uint64(b)
+}
+
+func (e deltaElem) put(b []byte, v uint64) {
+	switch e.size {
+	case 1:
+		b[0] = byte(v)
+	case 2:
+		e.order().PutUint16(b, uint16(v))
+	case 4:
+		e.order().PutUint32(b, uint32(v))
+	default:
+		e.order().PutUint64(b, v)
+	}
+}
+
+// inSize is the bytes of the differences of out bytes of elements.
+func (t deltaType) inSize(out int) int { return out / t.size * t.as.size }
+
+// decode is the running sum of src's differences as elements of dtype,
+// into at most max bytes.
 func (t deltaType) decode(src []byte, max int) ([]byte, error) {
-	if len(src) > max || len(src)%t.size != 0 {
-		return nil, fmt.Errorf("%w: delta input of %d bytes (elements of %d, at most %d)", ErrCorrupt, len(src), t.size, max)
+	if len(src)%t.as.size != 0 || len(src)/t.as.size > max/t.size {
+		return nil, fmt.Errorf("%w: delta input of %d bytes (differences of %d bytes, at most %d elements)", ErrCorrupt, len(src), t.as.size, max/t.size)
 	}
-	var bo binary.ByteOrder = binary.LittleEndian
-	if t.bigEndian {
-		bo = binary.BigEndian
-	}
-	out := make([]byte, len(src))
-	get := func(b []byte) uint64 {
-		switch t.size {
-		case 1:
-			return uint64(b[0])
-		case 2:
-			return uint64(bo.Uint16(b))
-		case 4:
-			return uint64(bo.Uint32(b))
-		}
-		return bo.Uint64(b)
-	}
-	put := func(b []byte, v uint64) {
-		switch t.size {
-		case 1:
-			b[0] = byte(v)
-		case 2:
-			bo.PutUint16(b, uint16(v))
-		case 4:
-			bo.PutUint32(b, uint32(v))
-		default:
-			bo.PutUint64(b, v)
-		}
-	}
+	n := len(src) / t.as.size
+	out := make([]byte, n*t.size)
 	var sum uint64
 	var fsum32 float32
 	var fsum64 float64
-	for i := 0; i < len(src); i += t.size {
-		v := get(src[i:])
+	for i := 0; i < n; i++ {
+		v := t.as.get(src[i*t.as.size:])
+		o := out[i*t.size:]
 		switch {
 		case t.kind != 'f':
+			if t.as.kind == 'i' && t.as.size < 8 { // sign-extend
+				sh := 64 - 8*t.as.size
+				v = uint64(int64(v<<sh) >> sh)
+			}
 			sum += v // two's complement: the same bits for signed and unsigned
-			put(out[i:], sum)
-		case t.size == 4:
+			t.put(o, sum)
+		case t.size == 4 && t.as.size == 4:
 			fsum32 += math.Float32frombits(uint32(v))
-			put(out[i:], uint64(math.Float32bits(fsum32)))
+			t.put(o, uint64(math.Float32bits(fsum32)))
 		default:
-			fsum64 += math.Float64frombits(v)
-			put(out[i:], math.Float64bits(fsum64))
+			if t.as.size == 4 {
+				fsum64 += float64(math.Float32frombits(uint32(v)))
+			} else {
+				fsum64 += math.Float64frombits(v)
+			}
+			if t.size == 4 {
+				t.put(o, uint64(math.Float32bits(float32(fsum64))))
+			} else {
+				t.put(o, math.Float64bits(fsum64))
+			}
 		}
 	}
 	return out, nil

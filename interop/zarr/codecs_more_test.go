@@ -22,7 +22,9 @@ import (
 
 // TestImportBZ2AndDelta: arrays zarr-python writes with numcodecs' BZ2
 // compressor and Delta filter (integers of several sizes and byte orders,
-// floats) import with every element equal to zarr-python's reading.
+// floats; differences stored in another type than the elements', astype,
+// narrower and wider, signed and unsigned, wrapping) import with every
+// element equal to zarr-python's reading.
 func TestImportBZ2AndDelta(t *testing.T) {
 	zarrPython(t)
 	dir := t.TempDir()
@@ -40,6 +42,11 @@ arrs = {
     "delta_u2_be": (np.arange(1000, dtype=">u2") * 61, dict(filters=[numcodecs.Delta(dtype=">u2")], compressor=None)),
     "delta_i1": (np.arange(-100, 100, dtype="i1"), dict(filters=[numcodecs.Delta(dtype="i1")], compressor=numcodecs.BZ2())),
     "delta_f4": (np.linspace(-3, 3, 777, dtype="<f4"), dict(filters=[numcodecs.Delta(dtype="<f4")], compressor=numcodecs.Zstd())),
+    "delta_i8_as_i2": ((np.arange(3000, dtype="<i8") * 30011) % 200003 - 10**5, dict(filters=[numcodecs.Delta(dtype="<i8", astype="<i2")], compressor=numcodecs.Zlib(1))),
+    "delta_u1_as_be_i2": (np.arange(1000, dtype="u1") * 7, dict(filters=[numcodecs.Delta(dtype="u1", astype=">i2")], compressor=None)),
+    "delta_i4_as_u1": (np.arange(500, dtype="<i4") * 3 - 7, dict(filters=[numcodecs.Delta(dtype="<i4", astype="u1")], compressor=numcodecs.BZ2())),
+    "delta_f8_as_f4": (np.linspace(-1e3, 1e3, 999) ** 2, dict(filters=[numcodecs.Delta(dtype="<f8", astype="<f4")], compressor=None)),
+    "delta_f4_as_f8": (np.random.RandomState(1).randn(999).astype("<f4") * 1e3, dict(filters=[numcodecs.Delta(dtype="<f4", astype="<f8")], compressor=numcodecs.Zstd())),
 }
 for i, (name, (a, kw)) in enumerate(sorted(arrs.items())):
     kw.setdefault("chunks", 256)
@@ -56,7 +63,8 @@ for i, (name, (a, kw)) in enumerate(sorted(arrs.items())):
 	rep, err := Import(bg, store, f, Options{})
 	require.NoError(t, err)
 	require.Empty(t, rep.Skipped)
-	names := []string{"bz2", "bz2_f8", "delta_i8", "delta_u2_be", "delta_i1", "delta_f4"}
+	names := []string{"bz2", "bz2_f8", "delta_i8", "delta_u2_be", "delta_i1", "delta_f4",
+		"delta_i8_as_i2", "delta_u1_as_be_i2", "delta_i4_as_u1", "delta_f8_as_f4", "delta_f4_as_f8"}
 	assert.Len(t, rep.Datasets, len(names))
 	for _, name := range names {
 		want, err := os.ReadFile(filepath.Join(out, name+".bin"))
@@ -102,22 +110,29 @@ func FuzzBZ2Decode(f *testing.F) {
 // FuzzDeltaDecode: any input of whole elements decodes to as many bytes,
 // the running sum; others fail with ErrCorrupt.
 func FuzzDeltaDecode(f *testing.F) {
-	f.Add([]byte{1, 0, 2, 0, 3, 0}, 2, false, byte('i'))
-	f.Add([]byte{1, 2, 3}, 4, true, byte('f'))
-	f.Fuzz(func(t *testing.T, src []byte, size int, be bool, kind byte) {
-		if size != 1 && size != 2 && size != 4 && size != 8 || kind != 'i' && kind != 'u' && kind != 'f' || kind == 'f' && size < 4 {
+	f.Add([]byte{1, 0, 2, 0, 3, 0}, 2, false, byte('i'), 2, byte('i'), 1<<20)
+	f.Add([]byte{1, 2, 3}, 4, true, byte('f'), 8, byte('f'), 1<<20)
+	f.Add([]byte{1, 2, 3, 4}, 8, false, byte('u'), 1, byte('i'), 16)
+	f.Fuzz(func(t *testing.T, src []byte, size int, be bool, kind byte, asSize int, asKind byte, max int) {
+		ok := func(size int, kind byte) bool {
+			return (size == 1 || size == 2 || size == 4 || size == 8) && (kind == 'i' || kind == 'u' || kind == 'f') && (kind != 'f' || size >= 4)
+		}
+		if !ok(size, kind) || !ok(asSize, asKind) || (kind == 'f') != (asKind == 'f') || max < 0 || max > 1<<20 {
 			return
 		}
-		dt := deltaType{kind: kind, size: size, bigEndian: be}
-		out, err := dt.decode(src, 1<<20)
+		dt := deltaType{deltaElem{kind: kind, size: size, bigEndian: be}, deltaElem{kind: asKind, size: asSize, bigEndian: be}}
+		out, err := dt.decode(src, max)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v is not ErrCorrupt", err)
 			}
 			return
 		}
-		if len(out) != len(src) {
-			t.Fatalf("%d bytes from %d", len(out), len(src))
+		if len(out) > max || len(out) != len(src)/asSize*size {
+			t.Fatalf("%d bytes from %d (bound %d)", len(out), len(src), max)
+		}
+		if asSize != size {
+			return
 		}
 		if kind != 'f' && size == 2 && !be && len(src) >= 4 {
 			a, b := binary.LittleEndian.Uint16(src), binary.LittleEndian.Uint16(src[2:])

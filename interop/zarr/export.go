@@ -271,10 +271,8 @@ func exportDataset(ctx context.Context, f *engine.File, name, dir string, v, wor
 		}
 		return exportStrings(ctx, ds, dr, dir, v, workers)
 	}
-	if _, v3, err := zarrmap.TypeOf(ds.Type()); err != nil {
+	if _, err := zarrmap.DataType(ds.Type(), v); err != nil {
 		return dr, err
-	} else if v == 3 && v3 == nil {
-		return dr, zarrmap.V3Refusal(ds.Type())
 	}
 	scalar := ds.Space() == engine.SpaceScalar
 	switch {

@@ -449,6 +449,20 @@ func readArray(ctx context.Context, s *store, n node) (*arrayMeta, error) {
 		m.attrs = append(m.attrs, engine.Attr{Name: zarrmap.DtypeAttr, Value: engine.StringAttr(m.time.Mark())})
 	}
 	for _, a := range m.attrs {
+		// An exported bitfield: the unsigned integer of its size.
+		if a.Name != zarrmap.BitfieldAttr || m.time != nil {
+			continue
+		}
+		bits, err := a.Value.Float64s()
+		if bf := engine.Bitfield(m.typ.Size()); err != nil || len(bits) != 1 || bits[0] != float64(8*m.typ.Size()) || zarrmap.BitfieldBase(bf) != m.typ {
+			m.notes = append(m.notes, fmt.Sprintf("imported as %v, not as a bitfield: attribute %s is not the type's %d bits", m.typ, zarrmap.BitfieldAttr, 8*m.typ.Size()))
+			break
+		}
+		m.typ = engine.Bitfield(m.typ.Size())
+		m.attrs = slices.DeleteFunc(m.attrs, func(a engine.Attr) bool { return a.Name == zarrmap.BitfieldAttr })
+		break
+	}
+	for _, a := range m.attrs {
 		// An exported enum: the integers and the names in EnumAttr.
 		if a.Name != zarrmap.EnumAttr || m.typ.Class() != engine.ClassInteger || m.time != nil {
 			continue

@@ -80,13 +80,39 @@ func parseV3Struct(m map[string]any) (engine.Type, error) {
 	return 0, fmt.Errorf("%w: data_type %s (an extension type)", ErrUnsupported, asJSON(m))
 }
 
+// v3Aliases are the other names Zarr v3 implementations give core types
+// (zarrs' complex_float32 and complex_float64 are complex64 and
+// complex128).
+var v3Aliases = map[string]engine.Type{
+	"bfloat16": engine.BFloat16, "complex_float32": engine.Complex64, "complex_float64": engine.Complex128,
+}
+
 func parseV3Type(s string) (engine.Type, error) {
 	for t, d := range zarrmap.Dtypes {
 		if s == d.V3 {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: data_type %q (%s; scc holds int8..int64, uint8..uint64, float16, float32, float64, bool, complex64, complex128)", ErrUnsupported, s, v3TypeClass(s))
+	if t, ok := v3Aliases[s]; ok {
+		return t, nil
+	}
+	if n, ok := rawBits(s); ok {
+		return engine.Opaque(n, ""), nil
+	}
+	return 0, fmt.Errorf("%w: data_type %q (%s; scc holds int8..int64, uint8..uint64, float16, bfloat16, float32, float64, bool, complex64, complex128, r8..r%d)", ErrUnsupported, s, v3TypeClass(s), 8*engine.MaxTypeSize)
+}
+
+// rawBits reads v3's raw bits type "r<N>" (N a positive multiple of 8)
+// as its byte count.
+func rawBits(s string) (int, bool) {
+	if len(s) < 2 || s[0] != 'r' || s[1] == '0' {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s[1:])
+	if err != nil || strconv.Itoa(n) != s[1:] || n%8 != 0 || n/8 > engine.MaxTypeSize {
+		return 0, false
+	}
+	return n / 8, true
 }
 
 // parseElem converts a JSON number or special float string to an element
@@ -99,7 +125,7 @@ func parseElem(t engine.Type, v any) ([]byte, error) {
 		return describedFill(t, v)
 	}
 	switch t {
-	case engine.Float16:
+	case engine.Float16, engine.BFloat16:
 		if x, ok := v.(string); ok && strings.HasPrefix(x, "0x") { // v3: the bit pattern
 			u, err := strconv.ParseUint(x[2:], 16, 16)
 			if err != nil {
@@ -111,7 +137,11 @@ func parseElem(t engine.Type, v any) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		h := engine.Float16Bits(math.Float64frombits(binary.LittleEndian.Uint64(b)))
+		f := math.Float64frombits(binary.LittleEndian.Uint64(b))
+		h := engine.Float16Bits(f)
+		if t == engine.BFloat16 {
+			h = engine.BFloat16Bits(f)
+		}
 		return []byte{byte(h), byte(h >> 8)}, nil
 	case engine.Bool:
 		// A JSON boolean (v3's rule, zarr-python's writing); a number is

@@ -54,8 +54,8 @@ func TestErrorsNameTheThing(t *testing.T) {
 	}{
 		{v3(`"int32"`, `[{"name":"sharding_indexed","configuration":{"chunk_shape":[1],"codecs":[{"name":"bytes"}],"index_codecs":[{"name":"bytes"},{"name":"zstd"}]}}]`), true, []string{"sharding_indexed", "index codecs"}},
 		{v3(`"int32"`, `[{"name":"sharding_indexed","configuration":{"chunk_shape":[1],"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[1],"codecs":[{"name":"bytes"}],"index_codecs":[{"name":"bytes"}]}}],"index_codecs":[{"name":"bytes"}]}}]`), true, []string{"sharding inside sharding"}},
-		{v3(`"bfloat16"`, bytesCodec), true, []string{`"bfloat16"`}},
-		{v3(`"r16"`, bytesCodec), true, []string{"raw bits"}},
+		{v3(`"float8_e4m3"`, bytesCodec), true, []string{`"float8_e4m3"`}},
+		{v3(`"r12"`, bytesCodec), true, []string{"raw bits"}},
 		{v3(`{"name":"datetime","configuration":{"unit":"s"}}`, bytesCodec), true, []string{`{"configuration":{"unit":"s"},"name":"datetime"}`}},
 		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":[[["title","a"],"<i4"],["b","<f8"]],"fill_value":null,"order":"C","filters":null,"compressor":null}`), false, []string{`["title","a"]`, "structured dtype field 0"}},
 		{[]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":[["a","<i4"],["b","<f16"]],"fill_value":null,"order":"C","filters":null,"compressor":null}`), false, []string{`field "b"`, "long double"}},

@@ -226,9 +226,15 @@ func stringChunk(m *arrayMeta, b []byte, elems int) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.vlen == "json2" || m.vlen == "msgpack2" {
+		return objectChunk(m.vlen, raw, m.chunk)
+	}
 	vals, err := decodeVLen(raw, elems)
 	if err != nil {
 		return nil, err
+	}
+	if m.vlen == "vlen-array" {
+		return vals, vlenArrayElems(vals, m.typ.Size(), swapUnit(m.typ), m.bigEndian)
 	}
 	if m.vlen == "vlen-utf8" {
 		for i, v := range vals {
@@ -249,6 +255,10 @@ func importStrings(ctx context.Context, s *store, f *engine.File, name, key stri
 		dr.Why = fmt.Sprintf("numpy unicode of %d code points: imported as variable-length UTF-8 strings", m.ucs4)
 	case m.vlen == "vlen-utf8":
 		dr.Why = "variable-length UTF-8 strings: imported onto scc's variable-length layout"
+	case m.vlen == "json2" || m.vlen == "msgpack2":
+		dr.Why = m.vlen + " strings: imported onto scc's variable-length layout"
+	case m.vlen == "vlen-array":
+		dr.Why = fmt.Sprintf("variable-length sequences of %v: imported onto scc's variable-length layout", m.typ)
 	default:
 		dr.Why = "variable-length byte strings: imported onto scc's variable-length layout"
 	}
@@ -259,14 +269,18 @@ func importStrings(ctx context.Context, s *store, f *engine.File, name, key stri
 	// A byte shuffle of variable-length data is no shuffle (and Zarr
 	// readers refuse one on strings).
 	filters = slices.DeleteFunc(filters, func(fl engine.Filter) bool { n, _ := fl.Stage(); return n == "shuffle" })
+	typ := engine.Uint8
+	if m.vlen == "vlen-array" {
+		typ = m.typ
+	}
 	ds, err := createArray(ctx, f, name, engine.DatasetSpec{
-		Type: engine.Uint8, Shape: m.shape, Chunk: m.chunk, Filters: filters, Layout: engine.Vlen,
+		Type: typ, Shape: m.shape, Chunk: m.chunk, Filters: filters, Layout: engine.Vlen,
 	}, m)
 	if err != nil {
 		return dr, err
 	}
 	defer ds.Close(ctx)
-	if m.vlen != "vlen-bytes" {
+	if m.vlen != "vlen-bytes" && m.vlen != "vlen-array" {
 		if err := ds.SetAttr(ctx, zarrmap.VlenStringAttr, engine.StringAttr("utf-8")); err != nil {
 			return dr, err
 		}
@@ -336,12 +350,18 @@ func importStrings(ctx context.Context, s *store, f *engine.File, name, key stri
 // vlen-utf8 (v2 dtype "|O", v3 data_type "string", fill value ""), or in
 // v2 as the numpy unicode "<U<n>" zarrmap.DtypeAttr names when every
 // string fits it (text imported from one), bytes with vlen-bytes (v2 only: Zarr
-// v3 has no core variable-length bytes type). The codec chain is the dataset's pipeline's (zarrmap.PlanOf)
-// after the object codec. Variable-length sequences of other types have
-// no Zarr data type and are refused.
+// v3 has no core variable-length bytes type). Sequences of another
+// numeric or bool type are numcodecs' vlen-array of its dtype (v2 only:
+// Zarr v3 has no variable-length sequence type). The codec chain is the dataset's pipeline's (zarrmap.PlanOf)
+// after the object codec.
 func exportStrings(ctx context.Context, ds *engine.Dataset, dr DatasetReport, dir string, v, workers int) (DatasetReport, error) {
-	if ds.Type() != engine.Uint8 {
-		return dr, fmt.Errorf("%w: variable-length dataset of %v (Zarr holds variable-length strings and bytes only)", ErrUnsupported, ds.Type())
+	seq, isSeq := zarrmap.Dtypes[ds.Type()]
+	isSeq = isSeq && ds.Type() != engine.Uint8
+	switch {
+	case isSeq && v == 3:
+		return dr, fmt.Errorf("%w: variable-length sequences of %v (Zarr v3 has no variable-length sequence data type; Zarr v2 holds them as numcodecs' vlen-array)", ErrUnsupported, ds.Type())
+	case !isSeq && ds.Type() != engine.Uint8:
+		return dr, fmt.Errorf("%w: variable-length dataset of %v (Zarr holds variable-length strings, bytes and sequences of numbers)", ErrUnsupported, ds.Type())
 	}
 	text := false
 	if a, err := ds.Attr(zarrmap.VlenStringAttr); err == nil {
@@ -352,8 +372,11 @@ func exportStrings(ctx context.Context, ds *engine.Dataset, dr DatasetReport, di
 		return dr, fmt.Errorf("%w: variable-length bytes (Zarr v3 has no variable-length bytes data type; mark text with the attribute %s)", ErrUnsupported, zarrmap.VlenStringAttr)
 	}
 	objCodec := "vlen-bytes"
-	if text {
+	switch {
+	case text:
 		objCodec = "vlen-utf8"
+	case isSeq:
+		objCodec = "vlen-array"
 	}
 	p := zarrmap.PlanOf(ds, v)
 	// Shuffle is for fixed-size elements: zarrita refuses it on strings,
@@ -412,7 +435,11 @@ func exportStrings(ctx context.Context, ds *engine.Dataset, dr DatasetReport, di
 			return dr, err
 		}
 	} else if v == 2 {
-		filters := []any{map[string]any{"id": objCodec}}
+		oc := map[string]any{"id": objCodec}
+		if isSeq {
+			oc["dtype"] = seq.V2
+		}
+		filters := []any{oc}
 		var comp any
 		for i, c := range p.Chain {
 			if i == len(p.Chain)-1 {

@@ -157,6 +157,20 @@ func describedFill(t engine.Type, v any) ([]byte, error) {
 		if x == "0" {
 			return make([]byte, t.Size()), nil
 		}
+	case []any:
+		// v3's raw bits: a list of the element's bytes.
+		if t.Class() == engine.ClassOpaque && len(x) == t.Size() {
+			b := make([]byte, len(x))
+			for i, e := range x {
+				n, ok := e.(json.Number)
+				u, err := strconv.ParseUint(string(n), 10, 8)
+				if !ok || err != nil {
+					return nil, fmt.Errorf("%w: fill value %s: byte %d is not 0..255", ErrCorrupt, asJSON(v), i)
+				}
+				b[i] = byte(u)
+			}
+			return b, nil
+		}
 	}
 	return nil, fmt.Errorf("%w: fill value %s of a %v array", ErrCorrupt, asJSON(v), t)
 }

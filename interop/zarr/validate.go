@@ -233,8 +233,21 @@ func decodeV2Array(b []byte) (*arrayMeta, error) {
 		if i == 0 && m.vlen == "object" {
 			// An object array's first filter is its object codec, which
 			// turns the elements into bytes.
-			if id != "vlen-utf8" && id != "vlen-bytes" {
-				return nil, fmt.Errorf("%w: object array with object codec %q (scc reads vlen-utf8 and vlen-bytes)", ErrUnsupported, id)
+			switch id {
+			case "vlen-utf8", "vlen-bytes", "json2", "msgpack2":
+			case "vlen-array":
+				// Sequences of a numeric type: scc's variable-length
+				// layout of that type.
+				dt, _ := obj["dtype"].(string)
+				t, be, err := parseV2Dtype(dt)
+				if _, ok := zarrmap.Dtypes[t]; err != nil || !ok {
+					return nil, fmt.Errorf("%w: vlen-array of dtype %s (scc holds sequences of the numeric and bool types)", ErrUnsupported, asJSON(obj["dtype"]))
+				}
+				m.typ, m.bigEndian = t, be
+			case "pickle":
+				return nil, fmt.Errorf("%w: object array with object codec \"pickle\": unpickling runs whatever code the chunk names (so no reader should on data it did not write), and Python objects have no scc type", ErrUnsupported)
+			default:
+				return nil, fmt.Errorf("%w: object array with object codec %q (scc reads vlen-utf8, vlen-bytes, vlen-array, json2 and msgpack2)", ErrUnsupported, id)
 			}
 			m.vlen = id
 			continue
@@ -494,7 +507,9 @@ func (m *arrayMeta) v3Codecs(codecs []any) error {
 		m.chain = append(m.chain, cc)
 	}
 	if len(m.chain) > 0 && m.chain[0].id == "delta" {
-		m.chain[0].delta.bigEndian = m.bigEndian && m.chain[0].delta.size > 1
+		d := &m.chain[0].delta
+		d.bigEndian = m.bigEndian && d.size > 1
+		d.as.bigEndian = m.bigEndian && d.as.size > 1
 	}
 	if !sawBytes {
 		return fmt.Errorf("%w: %s: no \"bytes\" codec (the only array-to-bytes codec scc reads, with vlen-utf8 for strings)", ErrUnsupported, what)

@@ -4,6 +4,11 @@ python3-zarr; run with /usr/bin/python3), for the import corpus test.
   corpus.py STORE OUTDIR
   corpus.py draft-v3 STORE     a store in the draft of Zarr v3 zarr-python 2
                                writes (ZARR_V3_EXPERIMENTAL_API=1)
+  corpus.py dump OUTDIR ARRAY...
+                               the corpus measurement's reference reading:
+                               every Zarr v2 array directory ARRAY as
+                               zarr-python reads it, in scc's normal form
+                               (see dump below)
 
 writes one store holding nested groups of arrays in C and Fortran order,
 with zlib, zstd, lz4, gzip, blosc and no compressor, shuffle and delta
@@ -13,6 +18,7 @@ zarr-python and writes its elements (C order, little-endian) to
 OUTDIR/<i>.bin. Prints a JSON list: {path, dtype, order, compressor,
 filters, dump} per array.
 """
+import base64
 import json
 import os
 import sys
@@ -84,6 +90,77 @@ def main(store, out):
     print(json.dumps(res))
 
 
+def cover(dt, off, m):
+    if dt.fields is not None:
+        for f in dt.fields.values():
+            cover(f[0], off + f[1], m)
+    elif dt.subdtype is not None:
+        b, shp = dt.subdtype
+        for i in range(int(np.prod(shp))):
+            cover(b, off + i * b.itemsize, m)
+    elif dt.kind != "V":
+        m[off:off + dt.itemsize] = True
+
+
+def normal(a, fill):
+    """An array's elements in scc's normal form: ("bytes", little-endian C
+    order, structured padding zeroed, datetimes as their int64) or
+    ("vlen", one bytes per element: str as UTF-8, bytes as they are,
+    arrays little-endian; an object element that is None or the array's
+    fill value, as zarr-python reads unwritten elements, is the empty
+    sequence, scc's variable-length fill)."""
+    a = np.asarray(a)
+    if a.dtype.kind == "U" or a.dtype.kind == "O":
+        out = []
+        for v in a.reshape(-1):
+            if isinstance(v, str):
+                out.append(v.encode("utf-8"))
+            elif isinstance(v, (bytes, np.bytes_)):
+                out.append(bytes(v))
+            elif isinstance(v, np.ndarray):
+                out.append(le(v))
+            elif v is None or (fill is not None and not isinstance(fill, (str, bytes)) and v == fill):
+                out.append(b"")
+            else:
+                raise TypeError("object element of type %s" % type(v).__name__)
+        return "vlen", out
+    if a.dtype.kind in "Mm":
+        a = a.view("<i8") if a.dtype.byteorder != ">" else a.view(">i8")
+    a = a.astype(a.dtype.newbyteorder("<"))
+    b = np.frombuffer(np.ascontiguousarray(a).tobytes(), np.uint8).copy()
+    if a.dtype.fields is not None and b.size:
+        m = np.zeros(a.dtype.itemsize, bool)
+        cover(a.dtype, 0, m)
+        b = b.reshape(-1, a.dtype.itemsize)
+        b[:, ~m] = 0
+    return "bytes", b.tobytes()
+
+
+def dump(out, dirs):
+    """Reads every array directory with zarr-python; per array one JSON
+    record {dir, ok, error, dtype, shape, form, dump}; the dump file holds
+    the bytes, or for "vlen" one base64 line per element."""
+    res = []
+    for i, d in enumerate(dirs):
+        r = {"dir": d, "ok": False}
+        try:
+            a = zarr.open_array(d, mode="r")
+            r["dtype"] = str(a.dtype)
+            r["shape"] = list(a.shape)
+            form, data = normal(a[...], a.fill_value)
+            path = os.path.join(out, "%d.bin" % i)
+            with open(path, "wb") as f:
+                if form == "vlen":
+                    f.write(b"".join(base64.b64encode(v) + b"\n" for v in data))
+                else:
+                    f.write(data)
+            r.update(ok=True, form=form, dump=path)
+        except Exception as e:  # the reader's refusal is the measurement
+            r["error"] = "%s: %s" % (type(e).__name__, e)
+        res.append(r)
+    print(json.dumps(res))
+
+
 def draft_v3(store):
     g = zarr.open_group(store, mode="w", zarr_version=3, path="g")
     a = g.create_dataset("x", shape=(5,), chunks=(2,), dtype="<i4")
@@ -93,5 +170,7 @@ def draft_v3(store):
 if __name__ == "__main__":
     if sys.argv[1] == "draft-v3":
         draft_v3(sys.argv[2])
+    elif sys.argv[1] == "dump":
+        dump(sys.argv[2], sys.argv[3:])
     else:
         main(sys.argv[1], sys.argv[2])

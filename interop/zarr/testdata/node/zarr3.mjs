@@ -4,6 +4,10 @@
 //   node zarr3.mjs read STORE OUTDIR PATH...   each array's elements, C order
 //                                              little-endian, to OUTDIR/<i>.bin;
 //                                              metadata as JSON on stdout
+//   node zarr3.mjs dump OUTDIR ARRAY...         the corpus measurement's reference
+//                                              reading: every Zarr v3 array
+//                                              directory ARRAY in scc's normal
+//                                              form (see dump below)
 //   node zarr3.mjs write STORE OUTDIR           writes a fixed set of arrays
 //                                              with zarrita and their elements
 //                                              to OUTDIR/<name>.bin
@@ -58,6 +62,37 @@ async function write(storePath, out) {
   }
 }
 
+// dump reads every array directory with zarrita; per array one JSON record
+// {dir, ok, error, dtype, shape, form, dump}: form "bytes" is the elements
+// little-endian in C order, "vlen" one base64 line per element (strings
+// as UTF-8).
+async function dump(out, dirs) {
+  const res = [];
+  for (const [i, d] of dirs.entries()) {
+    const r = { dir: d, ok: false };
+    try {
+      const arr = await zarr.open(zarr.root(new FileSystemStore(d)), { kind: "array" });
+      r.dtype = arr.dtype;
+      r.shape = arr.shape;
+      const chunk = await zarr.get(arr);
+      const path = join(out, `${i}.bin`);
+      let data = arr.shape.length === 0 ? scalarArray(arr.dtype, chunk) : chunk.data;
+      if (Array.isArray(data)) {
+        writeFileSync(path, data.map((s) => Buffer.from(String(s), "utf8").toString("base64") + "\n").join(""));
+        r.form = "vlen";
+      } else {
+        writeFileSync(path, bytesOf(data));
+        r.form = "bytes";
+      }
+      Object.assign(r, { ok: true, dump: path });
+    } catch (e) {
+      r.error = String(e && e.message ? e.message : e);
+    }
+    res.push(r);
+  }
+  console.log(JSON.stringify(res));
+}
+
 function scalarArray(dtype, v) {
   const ctors = { int8: Int8Array, int16: Int16Array, int32: Int32Array, int64: BigInt64Array,
     uint8: Uint8Array, uint16: Uint16Array, uint32: Uint32Array, uint64: BigUint64Array,
@@ -75,4 +110,5 @@ function strides(shape) {
 const [cmd, storePath, out, ...rest] = process.argv.slice(2);
 if (cmd === "read") await read(storePath, out, rest);
 else if (cmd === "write") await write(storePath, out);
+else if (cmd === "dump") await dump(storePath, [out, ...rest]);
 else { console.error("usage: zarr3.mjs read|write STORE OUTDIR [PATH...]"); process.exit(2); }
