@@ -82,8 +82,11 @@ func importVlen(ctx context.Context, hd *h5.Dataset, ds *engine.Dataset, p *impo
 		} else {
 			lens, data, err = hd.ReadVlen(t, start, count, maxVlenBox)
 		}
-		if errors.Is(err, h5.ErrTooLarge) {
-			err = fmt.Errorf("%w: dataset %q: %w", ErrUnsupported, p.path, err)
+		switch {
+		case errors.Is(err, h5.ErrTooLarge):
+			err = &skipError{path: p.path, err: err, reason: err.Error()}
+		case errors.Is(err, h5.ErrFilter):
+			err = filterSkip(p, start, err)
 		}
 		if err != nil {
 			return false

@@ -135,8 +135,17 @@ if desc["opens"]:
                     e["kind"] = "vlen"
                     e["data"] = dump(name, vlen(vals))
                 elif base is not None and not base.hasobject:
+                    # h5py 3.7 reads a sequence of big-endian numbers into
+                    # an array of native type holding the file's bytes
+                    # (h5dump and the values' meaning agree it is wrong):
+                    # taken as the file's type here.
+                    def seq(v):
+                        v = np.asarray(v)
+                        if v.dtype != base and v.dtype.itemsize == base.itemsize and base.byteorder == ">":
+                            v = np.frombuffer(v.tobytes(), dtype=base)
+                        return fixed(np.asarray(v, dtype=base))
                     e["kind"] = "vlen"
-                    e["data"] = dump(name, vlen([fixed(np.asarray(v, dtype=base)) for v in flat]))
+                    e["data"] = dump(name, vlen([seq(v) for v in flat]))
                 elif base is not None:
                     e["kind"], e["what"] = "other", "variable-length sequences of variable-length data"
                 elif dt.names:
