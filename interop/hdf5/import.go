@@ -80,9 +80,10 @@ type importPlan struct {
 // UTF-8, ...) is left out and named with the rule, never renamed, and so
 // is an attribute whose name scc refuses (in the attribute notes). With
 // opts.Strict a skipped dataset or group fails the import before anything
-// is created (a refused attribute name fails it when met), and so does a
-// file in which every dataset would be skipped
-// (an import never succeeds with nothing). A name that already exists in
+// is created (a refused attribute name fails it when met). Without it, a
+// file in which every dataset is skipped still imports: its groups and
+// attributes, the skipped datasets named (a file libhdf5 opens is never
+// refused whole for what is in it). A name that already exists in
 // dst fails the whole import (engine.ErrExists) with dst unchanged.
 //
 // A dataset with a stored chunk that neither scc can copy nor libhdf5's
@@ -212,12 +213,8 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 	if opts != nil && opts.Datasets != nil && selected != len(opts.Datasets) {
 		return rep, fmt.Errorf("%w: some of the datasets %q are not in %s", engine.ErrNotFound, opts.Datasets, srcPath)
 	}
-	if len(skips) > 0 && (opts.strict() || len(plans) == 0) {
-		why := "strict"
-		if len(plans) == 0 {
-			why = "no dataset can be imported"
-		}
-		return rep, fmt.Errorf("import of %s: nothing imported (%s): %w", srcPath, why, errors.Join(skips...))
+	if len(skips) > 0 && opts.strict() {
+		return rep, fmt.Errorf("import of %s: nothing imported (strict): %w", srcPath, errors.Join(skips...))
 	}
 	// The root group's attributes become dst's file attributes (replacing
 	// same-named ones).
@@ -252,9 +249,6 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 			return rep, fmt.Errorf("import %q: %w", p.path, err)
 		}
 		rep.Datasets = append(rep.Datasets, dr)
-	}
-	if len(rep.Datasets) == 0 && len(rep.Skipped) > 0 {
-		return rep, fmt.Errorf("%w: import of %s: no dataset can be imported (%d skipped)", ErrUnsupported, srcPath, len(rep.Skipped))
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil

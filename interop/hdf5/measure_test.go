@@ -162,9 +162,9 @@ json.dump(desc, open(os.path.join(out, "desc.json"), "w"))
 
 // describedFile is one file as describeH5 describes it.
 type describedFile struct {
-	File     string        `json:"file"`
-	Opens    bool          `json:"opens"`
-	Error    string        `json:"error"`
+	File     string             `json:"file"`
+	Opens    bool               `json:"opens"`
+	Error    string             `json:"error"`
 	Datasets []describedDataset `json:"datasets"`
 }
 
