@@ -196,9 +196,14 @@ type measuredFile struct {
 	Opens   bool
 	Error   string // h5py's error opening it, or the bridge's refusing it whole
 	Refused bool
-	// Unread lists the datasets h5py cannot read, with h5py's error.
+	// Unread lists the datasets h5py cannot read, with h5py's error in
+	// Why and the bridge's outcome in Outcome ("imported", or skipped
+	// with its reason).
 	Unread   []measuredDataset
 	Datasets []measuredDataset
+	// AttrNotes are the bridge's notes on attributes it left out, one
+	// "object: name: reason" each.
+	AttrNotes []string
 }
 
 // measurement is the outcome over a corpus.
@@ -297,6 +302,23 @@ func measureFile(ctx context.Context, src, work string) (measuredFile, error) {
 	skipped := map[string]string{}
 	for _, s := range rep.Skipped {
 		skipped[strings.TrimPrefix(s.Path, "/")] = s.Reason
+	}
+	for i, u := range mf.Unread {
+		switch {
+		case imported[u.Name]:
+			mf.Unread[i].Outcome = "imported"
+		case skipped[u.Name] != "":
+			mf.Unread[i].Outcome = "skipped: " + skipped[u.Name]
+		}
+	}
+	for _, n := range rep.RootAttrNotes {
+		mf.AttrNotes = append(mf.AttrNotes, "/: "+n)
+	}
+	mf.AttrNotes = append(mf.AttrNotes, rep.GroupAttrNotes...)
+	for _, r := range rep.Datasets {
+		for _, n := range r.AttrNotes {
+			mf.AttrNotes = append(mf.AttrNotes, "/"+r.Name+": "+n)
+		}
 	}
 	for _, ds := range read {
 		md := measuredDataset{File: src, Name: ds.Name, Dtype: ds.Dtype}
@@ -484,13 +506,17 @@ type summary struct {
 	Files, Opens, Imported, Refused   int
 	Unread, Read, Equal, Differ, Skip int
 	Other                             int
+	// UnreadImported counts the datasets h5py cannot read that the
+	// bridge imports; Attrs the attributes it leaves out.
+	UnreadImported, Attrs int
 	// SkipReasons and RefuseReasons count datasets by the class of their
-	// reason (reasonClass).
-	SkipReasons, RefuseReasons map[string]int
+	// reason (reasonClass); UnreadReasons the datasets h5py cannot read
+	// by the bridge's outcome; AttrReasons the attributes left out.
+	SkipReasons, RefuseReasons, UnreadReasons, AttrReasons map[string]int
 }
 
 func (m measurement) summary() summary {
-	s := summary{SkipReasons: map[string]int{}, RefuseReasons: map[string]int{}}
+	s := summary{SkipReasons: map[string]int{}, RefuseReasons: map[string]int{}, UnreadReasons: map[string]int{}, AttrReasons: map[string]int{}}
 	for _, f := range m.Files {
 		s.Files++
 		if !f.Opens {
@@ -504,6 +530,20 @@ func (m measurement) summary() summary {
 			s.Imported++
 		}
 		s.Unread += len(f.Unread)
+		for _, u := range f.Unread {
+			if u.Outcome == "imported" {
+				s.UnreadImported++
+			}
+			s.UnreadReasons[reasonClass(u.Outcome)]++
+		}
+		s.Attrs += len(f.AttrNotes)
+		for _, n := range f.AttrNotes {
+			// "object: name: reason": counted by the reason.
+			if parts := strings.SplitN(n, ": ", 3); len(parts) == 3 {
+				n = parts[2]
+			}
+			s.AttrReasons[reasonClass(n)]++
+		}
 		for _, d := range f.Datasets {
 			s.Read++
 			switch d.Outcome {
@@ -570,6 +610,8 @@ func (m measurement) markdown() string {
 	fmt.Fprintf(&b, "| imported, not compared | %d | %s |\n", s.Other, pct(s.Other, s.Read))
 	fmt.Fprintf(&b, "| skipped (or in a refused file) | %d | %s |\n", s.Skip, pct(s.Skip, s.Read))
 	fmt.Fprintf(&b, "| datasets h5py cannot read | %d | |\n", s.Unread)
+	fmt.Fprintf(&b, "| of them imported by the bridge | %d | |\n", s.UnreadImported)
+	fmt.Fprintf(&b, "| attributes left out (named) | %d | |\n", s.Attrs)
 	counts := func(title string, c map[string]int) {
 		if len(c) == 0 {
 			return
@@ -587,6 +629,8 @@ func (m measurement) markdown() string {
 	}
 	counts("Datasets skipped, by reason", s.SkipReasons)
 	counts("Files refused whole, by reason", s.RefuseReasons)
+	counts("Datasets h5py cannot read, by the bridge's outcome", s.UnreadReasons)
+	counts("Attributes left out, by reason", s.AttrReasons)
 	fmt.Fprintf(&b, "\n## Files h5py does not open\n\n")
 	for _, f := range m.Files {
 		if !f.Opens {
@@ -612,7 +656,13 @@ func (m measurement) markdown() string {
 	fmt.Fprintf(&b, "\n## Datasets h5py cannot read\n\n")
 	for _, f := range m.Files {
 		for _, d := range f.Unread {
-			fmt.Fprintf(&b, "- %s: /%s (%s): %s\n", rel(f.File), mdEscape(d.Name), d.Dtype, mdEscape(d.Why))
+			fmt.Fprintf(&b, "- %s: /%s (%s): %s; the bridge: %s\n", rel(f.File), mdEscape(d.Name), d.Dtype, mdEscape(d.Why), mdEscape(d.Outcome))
+		}
+	}
+	fmt.Fprintf(&b, "\n## Attributes left out\n\n")
+	for _, f := range m.Files {
+		for _, n := range f.AttrNotes {
+			fmt.Fprintf(&b, "- %s: %s\n", rel(f.File), mdEscape(n))
 		}
 	}
 	return b.String()
