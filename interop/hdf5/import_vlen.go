@@ -11,9 +11,10 @@ import (
 )
 
 // Variable-length data crosses onto scc's variable-length layout
-// (engine.Vlen): an HDF5 variable-length sequence of a numeric, bool or
-// complex type as a dataset of that type (big-endian values made
-// little-endian), a variable-length string (ASCII or UTF-8) as a dataset
+// (engine.Vlen): an HDF5 variable-length sequence of a numeric, bool,
+// complex or described type (enum, opaque, bitfield, array, compound of
+// fixed-size members) as a dataset of that type (big-endian values made
+// little-endian, per member), a variable-length string (ASCII or UTF-8) as a dataset
 // of Uint8 holding each string's bytes, with the attribute VlenStringAttr
 // naming the character set, which export reads to write a variable-length
 // HDF5 string again (and which it does not write as an attribute). An
@@ -43,7 +44,7 @@ const maxVlenBox = 256 << 20
 
 // importVlen copies a variable-length dataset box by box.
 func importVlen(ctx context.Context, hd *h5.Dataset, ds *engine.Dataset, p *importPlan, rep *DatasetReport) error {
-	t := p.info.Type
+	t := p.info.Type.LittleEndian() // the memory type: little-endian, per member
 	refs := t.Class == h5.ObjRef
 	if t.Class == h5.String || refs {
 		cs := "ascii"

@@ -947,7 +947,12 @@ func typeOfDepth(tid C.hid_t, depth int, budget *int) Type {
 		}
 		bt := typeOfDepth(base, depth+1, budget)
 		C.H5Tclose(base)
-		if bt.Class == Other || bt.Class == String || bt.Vlen || bt.Class >= Enum {
+		// A sequence of a described type (enum, opaque, bitfield, array,
+		// compound: of fixed size, as describedOf classifies them) reads
+		// like one of numbers; a sequence of fixed-length strings has no
+		// scc form (scc's variable-length elements are sequences of
+		// values, a string is not one), nor one of sequences.
+		if bt.Class == Other || bt.Class == String || bt.Class == ObjRef || bt.Vlen {
 			return Type{Class: Other, Name: "variable-length sequence of " + bt.String(), Size: t.Size}
 		}
 		bt.Vlen = true
