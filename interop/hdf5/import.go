@@ -90,8 +90,10 @@ type importPlan struct {
 // filter pipeline decode (a filter without a plugin that the chunk did
 // not skip, a plugin that rejects the chunk: a codec version it does not
 // read, a damaged stream) is skipped when that chunk is met, what was
-// written of it removed, and named with the filter (a filter without a
-// plugin that no stored chunk needs keeps nothing out).
+// written of it removed, and named with the filter. A filter without a
+// plugin that a stored chunk needs is found with the checks, before
+// anything is created (checkMissingFilter); one that no stored chunk
+// needs keeps nothing out.
 //
 // An error after the checks (I/O, ctx ending)
 // leaves dst with the datasets imported before it and the one being
@@ -483,9 +485,10 @@ func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options
 			p.reason = fmt.Sprintf("object references: imported as the referenced objects' paths (strings marked by attribute %s)", ReferenceAttr)
 		}
 		if in.Layout == h5.Chunked {
-			// A filter without a plugin fails only the chunks that need
-			// it (filterSkip).
 			p.spec.Chunk = in.Chunk
+			if err := checkMissingFilter(d, p); err != nil {
+				return nil, err
+			}
 		} else {
 			// About 64 Ki elements a chunk: scc keeps 8 bytes an element
 			// beside the heap, whose size is unknown here.
@@ -545,6 +548,11 @@ func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options
 		// stored, imports.
 		if p.mode != Reencoded && p.lz4Stage >= 0 {
 			p.mode = Rewrapped
+		}
+		if p.mode == Reencoded {
+			if err := checkMissingFilter(d, p); err != nil {
+				return nil, err
+			}
 		}
 	default:
 		p.spec.Chunk = opts.chunkFor(in.Dims, in.Type.Size)
@@ -658,6 +666,41 @@ func filterSkip(p *importPlan, start []uint64, err error) *skipError {
 		names[i] = filterName(fl)
 	}
 	return &skipError{path: p.path, err: err, reason: fmt.Sprintf("the chunk at %v cannot be decoded by its filters %s: %v", start, strings.Join(names, ", "), err)}
+}
+
+// checkMissingFilter refuses, before anything is created, a dataset read
+// through libhdf5's pipeline whose filter has no plugin here when a stored
+// chunk needs it (its filter mask does not say the filter was skipped). A
+// dataset none of whose chunks needs it (an optional filter every chunk
+// skipped, or no chunk stored) is read without it. Past maxListChunks
+// stored chunks the question is left to the import, which skips the
+// dataset at the first chunk that needs the filter (filterSkip).
+func checkMissingFilter(d *h5.Dataset, p *importPlan) error {
+	fl, missing := missingFilter(p.info.Filters)
+	if !missing || !p.info.Allocated {
+		return nil
+	}
+	bit := uint32(0)
+	for i, f := range p.info.Filters {
+		if f.ID == fl.ID {
+			bit |= 1 << i
+		}
+	}
+	refuse := unsupported(p.path, "filter %s is not available in this libhdf5 (no plugin for it in %s)", filterName(fl), pluginPathString())
+	n, err := d.NumChunks()
+	if err != nil || n > maxListChunks {
+		return nil
+	}
+	stored, err := d.StoredChunks(context.Background(), n)
+	if err != nil {
+		return nil
+	}
+	for _, c := range stored {
+		if c.Mask&bit != bit {
+			return refuse
+		}
+	}
+	return nil
 }
 
 func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importPlan, opts *Options) (rep DatasetReport, err error) {

@@ -17,7 +17,9 @@ import (
 // for some chunks: "bad" (bzip2, whose plugin is installed) has one chunk
 // the plugin rejects; "skipped" names a filter no plugin decodes
 // (fpzip, optional) but every chunk skipped it, so libhdf5 reads them
-// all; "never" has the same filter and no chunk stored; "good" is gzip.
+// all; "never" has the same filter and no chunk stored, "needs" a chunk
+// stored through it, "vlen" variable-length sequences whose chunks all
+// skipped it; "good" is gzip.
 const writeUndecodable = `
 import sys, h5py, numpy as np, hdf5plugin
 with h5py.File(sys.argv[1], "w") as f:
@@ -26,6 +28,8 @@ with h5py.File(sys.argv[1], "w") as f:
     d.id.write_direct_chunk((10,), b"this is no bzip2 stream")
     f.create_dataset("skipped", data=np.arange(30, dtype="<i2"), chunks=(8,), compression=32014, allow_unknown_filter=True)
     f.create_dataset("never", shape=(30,), dtype="<i2", chunks=(8,), fillvalue=-4, compression=32014, allow_unknown_filter=True)
+    d = f.create_dataset("needs", shape=(4,), dtype="<f8", chunks=(4,), compression=32014, allow_unknown_filter=True)
+    d.id.write_direct_chunk((0,), b"\x00" * 9)
     f.create_dataset("vlen", data=[np.arange(n, dtype="<i4") for n in range(5)], dtype=h5py.vlen_dtype("<i4"), chunks=(5,), compression=32014, allow_unknown_filter=True)
 `
 
@@ -44,9 +48,20 @@ func TestImportChunkFilterFails(t *testing.T) {
 	rep, err := ImportFile(ctx, src, out, nil)
 	require.NoError(t, err)
 	t.Logf("report:\n%s", rep)
-	require.Len(t, rep.Skipped, 1)
-	assert.Equal(t, "/bad", rep.Skipped[0].Path)
-	assert.Contains(t, rep.Skipped[0].Reason, "the chunk at [10] cannot be decoded by its filters bzip2")
+	require.Len(t, rep.Skipped, 2)
+	assert.Equal(t, "/needs", rep.Skipped[0].Path)
+	assert.Contains(t, rep.Skipped[0].Reason, "filter fpzip (id 32014) is not available in this libhdf5")
+	assert.Equal(t, "/bad", rep.Skipped[1].Path)
+	assert.Contains(t, rep.Skipped[1].Reason, "the chunk at [10] cannot be decoded by its filters bzip2")
+
+	// Strict: the chunk that needs a filter without a plugin is found
+	// before anything is created.
+	g := testfile.Create(t, filepath.Join(dir, "strict.scc"), &engine.Options{NoSync: true})
+	defer g.Close(ctx)
+	_, err = Import(ctx, src, g, &Options{Strict: true})
+	require.ErrorIs(t, err, ErrUnsupported)
+	assert.Contains(t, err.Error(), `"needs"`)
+	assert.Empty(t, testfile.DatasetNames(t, g))
 
 	f, err := engine.Open(ctx, out, &engine.Options{ReadOnly: true})
 	require.NoError(t, err)
