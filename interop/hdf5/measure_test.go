@@ -97,7 +97,7 @@ if desc["opens"]:
             continue
         if not isinstance(obj, h5py.Dataset):
             continue
-        e = {"name": name, "dtype": str(obj.dtype), "kind": ""}
+        e = {"name": name, "dtype": "?", "kind": ""}
         try:
             e["dtype"] = obj.dtype.str if not obj.dtype.names else "compound %d" % obj.dtype.itemsize
             if obj.shape is None:
