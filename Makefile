@@ -108,9 +108,10 @@ fuzz-hdf5: ## run interop/hdf5's fuzz targets (the zlib wrapper inflating scc's 
 # corpora, not shipped): h5py's reading of every file against the bridge's
 # whole-file import. Not part of test: CI has no corpora.
 CORPUS ?=
-REPORT ?= corpus-hdf5.md
-corpus-hdf5: ## measure the HDF5 import over CORPUS=dir against h5py; summary on stdout, the full report in REPORT (default corpus-hdf5.md)
-	@test -n "$(CORPUS)" || { echo 'usage: make corpus-hdf5 CORPUS=dir [REPORT=corpus-hdf5.md]'; exit 2; }
+REPORT ?= bin/corpus-hdf5.md
+corpus-hdf5: ## measure the HDF5 import over CORPUS=dir against h5py; summary on stdout, the full report in REPORT (default bin/corpus-hdf5.md)
+	@test -n "$(CORPUS)" || { echo 'usage: make corpus-hdf5 CORPUS=dir [REPORT=bin/corpus-hdf5.md]'; exit 2; }
+	@mkdir -p $(dir $(abspath $(REPORT)))
 	cd interop/hdf5 && SCC_HDF5_CORPUS=$(abspath $(CORPUS)) SCC_HDF5_CORPUS_REPORT=$(abspath $(REPORT)) $(GO) test -count=1 -run '^TestCorpusMeasure$$' -timeout 3h
 
 bench-hdf5: ## export/import HDF5_SIZE of shuffle+zlib data beside h5py's copy (under flock /tmp/scc-bench.lock)
