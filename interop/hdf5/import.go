@@ -62,11 +62,13 @@ type importPlan struct {
 // strings, enums, opaque types, bitfields, array types and compounds of
 // those (nested, within engine.MaxTypeDepth and the other bounds of
 // described types; big-endian parts read as little-endian, per member),
-// variable-length strings and sequences of those numbers
+// variable-length strings and sequences of those types but strings
 // (import_vlen.go) and object references (imported as paths), a region
 // reference, a compound with a variable-length or reference member, a
 // virtual dataset over a scalar or null dataspace, a virtual dataset whose
-// selections are not regular hyperslabs (import_virtual.go), raw data in external files outside the HDF5 file's directory
+// selections are not regular hyperslabs (import_virtual.go), a filter
+// without a plugin here that a stored chunk needs (checkMissingFilter),
+// raw data in external files outside the HDF5 file's directory
 // (checkExternal; those inside it are read through libhdf5, a relative
 // name resolved against that directory), a chunk larger than scc's 1 GiB
 // limit, a grid that would have to be walked and
@@ -90,10 +92,9 @@ type importPlan struct {
 // filter pipeline decode (a filter without a plugin that the chunk did
 // not skip, a plugin that rejects the chunk: a codec version it does not
 // read, a damaged stream) is skipped when that chunk is met, what was
-// written of it removed, and named with the filter. A filter without a
-// plugin that a stored chunk needs is found with the checks, before
-// anything is created (checkMissingFilter); one that no stored chunk
-// needs keeps nothing out.
+// written of it removed, and named with the filter and the library's
+// error. A filter without a plugin that no stored chunk needs keeps
+// nothing out.
 //
 // An error after the checks (I/O, ctx ending)
 // leaves dst with the datasets imported before it and the one being
