@@ -25,7 +25,11 @@ import (
 // dataset of references as a variable-length string dataset marked by
 // ReferenceAttr, an attribute of references as a string (scalar) or an
 // array of fixed-length strings, marked by the attribute named
-// ReferenceAttr+":"+its name on the same object. Region references (a
+// ReferenceAttr+":"+its name on the same object. An attribute of
+// variable-length sequences of one object reference each (HDF5's
+// dimension lists, DIMENSION_LIST: the dimension scale of each
+// dimension) crosses the same way, its mark "object-sequence"; sequences
+// of other lengths are left out and named. Region references (a
 // selection of another dataset) are refused and named: scc has no form
 // for a selection.
 
