@@ -16,7 +16,7 @@ BENCHTIME ?= 1x
 # Debian's 1.5.4), so the build needs no system package.
 TAGS      ?=
 
-.PHONY: help build test zstd-deps stress fuzz bench bench-peers demo lint tidy interop-deps hdf5 test-hdf5 interop-hdf5-deps bench-hdf5 fuzz-hdf5 minio minio-run corpus-zarr
+.PHONY: help build test zstd-deps stress fuzz bench bench-peers demo lint tidy interop-deps hdf5 test-hdf5 interop-hdf5-deps bench-hdf5 fuzz-hdf5 corpus-hdf5 minio minio-run corpus-zarr
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -113,6 +113,16 @@ test-hdf5: ## vet and test interop/hdf5 under -race; files are checked by h5py a
 
 fuzz-hdf5: ## run interop/hdf5's fuzz targets (the zlib wrapper inflating scc's raw deflate chunks, the LZ4 chunk reframing, the zstd/deflate chunks decoded without a plugin) for FUZZTIME each
 	cd interop/hdf5 && for t in FuzzWrapZlib FuzzLZ4FromHDF5 FuzzDecodeChunkGo; do $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) . || exit 1; done
+
+# corpus-hdf5 measures the import over a directory of HDF5 files (public test
+# corpora, not shipped): h5py's reading of every file against the bridge's
+# whole-file import. Not part of test: CI has no corpora.
+CORPUS ?=
+REPORT ?= bin/corpus-hdf5.md
+corpus-hdf5: ## measure the HDF5 import over CORPUS=dir against h5py; summary on stdout, the full report in REPORT (default bin/corpus-hdf5.md)
+	@test -n "$(CORPUS)" || { echo 'usage: make corpus-hdf5 CORPUS=dir [REPORT=bin/corpus-hdf5.md]'; exit 2; }
+	@mkdir -p $(dir $(abspath $(REPORT)))
+	cd interop/hdf5 && SCC_HDF5_CORPUS=$(abspath $(CORPUS)) SCC_HDF5_CORPUS_REPORT=$(abspath $(REPORT)) $(GO) test -count=1 -run '^TestCorpusMeasure$$' -timeout 3h
 
 bench-hdf5: ## export/import HDF5_SIZE of shuffle+zlib data beside h5py's copy (under flock /tmp/scc-bench.lock)
 	cd interop/hdf5 && flock /tmp/scc-bench.lock $(GO) test -run '^$$' -bench BenchmarkExportImport -benchtime 1x -timeout 30m . -args -hdf5.size $(HDF5_SIZE)

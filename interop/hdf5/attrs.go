@@ -125,7 +125,11 @@ func importAttrs(ctx context.Context, dst attrSetter, attrs []h5.Attr, skipped [
 			err := dst.SetAttr(ctx, a.Name, v)
 			if err == nil && a.ObjectRefs {
 				// The mark that the strings were object references.
-				err = dst.SetAttr(ctx, ReferenceAttr+":"+a.Name, engine.StringAttr("object"))
+				mark := "object"
+				if a.RefSequences {
+					mark = "object-sequence"
+				}
+				err = dst.SetAttr(ctx, ReferenceAttr+":"+a.Name, engine.StringAttr(mark))
 			}
 			switch {
 			case err == nil:

@@ -62,13 +62,13 @@ type importPlan struct {
 // strings, enums, opaque types, bitfields, array types and compounds of
 // those (nested, within engine.MaxTypeDepth and the other bounds of
 // described types; big-endian parts read as little-endian, per member),
-// variable-length strings and sequences of those numbers
+// variable-length strings and sequences of those types but strings
 // (import_vlen.go) and object references (imported as paths), a region
 // reference, a compound with a variable-length or reference member, a
 // virtual dataset over a scalar or null dataspace, a virtual dataset whose
-// selections are not regular hyperslabs (import_virtual.go), a
-// filter this libhdf5 cannot decode (no plugin) in a pipeline scc cannot
-// copy, raw data in external files outside the HDF5 file's directory
+// selections are not regular hyperslabs (import_virtual.go), a filter
+// without a plugin here that a stored chunk needs (checkMissingFilter),
+// raw data in external files outside the HDF5 file's directory
 // (checkExternal; those inside it are read through libhdf5, a relative
 // name resolved against that directory), a chunk larger than scc's 1 GiB
 // limit, a grid that would have to be walked and
@@ -82,12 +82,21 @@ type importPlan struct {
 // UTF-8, ...) is left out and named with the rule, never renamed, and so
 // is an attribute whose name scc refuses (in the attribute notes). With
 // opts.Strict a skipped dataset or group fails the import before anything
-// is created (a refused attribute name fails it when met), and so does a
-// file in which every dataset would be skipped
-// (an import never succeeds with nothing). A name that already exists in
+// is created (a refused attribute name fails it when met). Without it, a
+// file in which every dataset is skipped still imports: its groups and
+// attributes, the skipped datasets named (a file libhdf5 opens is never
+// refused whole for what is in it). A name that already exists in
 // dst fails the whole import (engine.ErrExists) with dst unchanged.
 //
-// An error after the checks (I/O, a chunk HDF5 cannot decode, ctx ending)
+// A dataset with a stored chunk that neither scc can copy nor libhdf5's
+// filter pipeline decode (a filter without a plugin that the chunk did
+// not skip, a plugin that rejects the chunk: a codec version it does not
+// read, a damaged stream) is skipped when that chunk is met, what was
+// written of it removed, and named with the filter and the library's
+// error. A filter without a plugin that no stored chunk needs keeps
+// nothing out.
+//
+// An error after the checks (I/O, ctx ending)
 // leaves dst with the datasets imported before it and the one being
 // imported partly written: ImportFile is the all-or-nothing form, which
 // imports into a temporary file and renames it into place on success.
@@ -207,12 +216,8 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 	if opts != nil && opts.Datasets != nil && selected != len(opts.Datasets) {
 		return rep, fmt.Errorf("%w: some of the datasets %q are not in %s", engine.ErrNotFound, opts.Datasets, srcPath)
 	}
-	if len(skips) > 0 && (opts.strict() || len(plans) == 0) {
-		why := "strict"
-		if len(plans) == 0 {
-			why = "no dataset can be imported"
-		}
-		return rep, fmt.Errorf("import of %s: nothing imported (%s): %w", srcPath, why, errors.Join(skips...))
+	if len(skips) > 0 && opts.strict() {
+		return rep, fmt.Errorf("import of %s: nothing imported (strict): %w", srcPath, errors.Join(skips...))
 	}
 	// The root group's attributes become dst's file attributes (replacing
 	// same-named ones).
@@ -247,9 +252,6 @@ func Import(ctx context.Context, srcPath string, dst *engine.File, opts *Options
 			return rep, fmt.Errorf("import %q: %w", p.path, err)
 		}
 		rep.Datasets = append(rep.Datasets, dr)
-	}
-	if len(rep.Datasets) == 0 && len(rep.Skipped) > 0 {
-		return rep, fmt.Errorf("%w: import of %s: no dataset can be imported (%d skipped)", ErrUnsupported, srcPath, len(rep.Skipped))
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
@@ -485,8 +487,8 @@ func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options
 		}
 		if in.Layout == h5.Chunked {
 			p.spec.Chunk = in.Chunk
-			if fl, ok := missingFilter(in.Filters); ok {
-				return nil, unsupported(path, "filter %s is not available in this libhdf5 (no plugin for it in %s)", filterName(fl), pluginPathString())
+			if err := checkMissingFilter(d, p); err != nil {
+				return nil, err
 			}
 		} else {
 			// About 64 Ki elements a chunk: scc keeps 8 bytes an element
@@ -539,14 +541,19 @@ func planImport(f *h5.File, path, srcPath string, fileSize uint64, opts *Options
 		} else {
 			reencode(strings.Join(why, "; "))
 		}
-		if p.mode == Reencoded {
-			// The chunks go through libhdf5's pipeline, which needs
-			// every filter; a copied chunk needs none of them.
-			if fl, ok := missingFilter(in.Filters); ok {
-				return nil, unsupported(path, "filter %s is not available in this libhdf5 (no plugin for it in %s)", filterName(fl), pluginPathString())
-			}
-		} else if p.lz4Stage >= 0 {
+		// Re-encoded chunks go through libhdf5's pipeline, which needs
+		// every filter a chunk did not skip; a chunk that needs a filter
+		// without a plugin fails then, and the dataset is skipped and
+		// named with it (filterSkip). One whose chunks all skipped it
+		// (an optional filter that did not shrink them), or that has none
+		// stored, imports.
+		if p.mode != Reencoded && p.lz4Stage >= 0 {
 			p.mode = Rewrapped
+		}
+		if p.mode == Reencoded {
+			if err := checkMissingFilter(d, p); err != nil {
+				return nil, err
+			}
 		}
 	default:
 		p.spec.Chunk = opts.chunkFor(in.Dims, in.Type.Size)
@@ -644,8 +651,61 @@ type errIndex struct{ err error }
 func (e errIndex) Error() string { return e.err.Error() }
 func (e errIndex) Unwrap() error { return e.err }
 
-func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importPlan, opts *Options) (DatasetReport, error) {
-	rep := DatasetReport{Name: p.path, Path: "/" + p.path, Mode: p.mode, Reason: p.reason}
+// filterSkip is the skip of a dataset whose chunk at start the filter
+// pipeline cannot decode (err wraps h5.ErrFilter): a filter without a
+// plugin, or a plugin that fails on the chunk (a codec version it does
+// not read, a chunk it rejects). It names the filters, those without a
+// plugin first.
+func filterSkip(p *importPlan, start []uint64, err error) *skipError {
+	if fl, missing := missingFilter(p.info.Filters); missing {
+		// libhdf5's own message then tells how its plugin search failed,
+		// which may be on another plugin's library.
+		return &skipError{path: p.path, err: err, reason: fmt.Sprintf("filter %s is not available in this libhdf5 (no plugin for it in %s), and the chunk at %v needs it", filterName(fl), pluginPathString(), start)}
+	}
+	names := make([]string, len(p.info.Filters))
+	for i, fl := range p.info.Filters {
+		names[i] = filterName(fl)
+	}
+	return &skipError{path: p.path, err: err, reason: fmt.Sprintf("the chunk at %v cannot be decoded by its filters %s: %v", start, strings.Join(names, ", "), err)}
+}
+
+// checkMissingFilter refuses, before anything is created, a dataset read
+// through libhdf5's pipeline whose filter has no plugin here when a stored
+// chunk needs it (its filter mask does not say the filter was skipped). A
+// dataset none of whose chunks needs it (an optional filter every chunk
+// skipped, or no chunk stored) is read without it. Past maxListChunks
+// stored chunks the question is left to the import, which skips the
+// dataset at the first chunk that needs the filter (filterSkip).
+func checkMissingFilter(d *h5.Dataset, p *importPlan) error {
+	fl, missing := missingFilter(p.info.Filters)
+	if !missing || !p.info.Allocated {
+		return nil
+	}
+	bit := uint32(0)
+	for i, f := range p.info.Filters {
+		if f.ID == fl.ID {
+			bit |= 1 << i
+		}
+	}
+	refuse := unsupported(p.path, "filter %s is not available in this libhdf5 (no plugin for it in %s)", filterName(fl), pluginPathString())
+	n, err := d.NumChunks()
+	if err != nil || n > maxListChunks {
+		return nil
+	}
+	stored, err := d.StoredChunks(context.Background(), n)
+	if err != nil {
+		return nil
+	}
+	for _, c := range stored {
+		if c.Mask&bit != bit {
+			return refuse
+		}
+	}
+	return nil
+}
+
+func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importPlan, opts *Options) (rep DatasetReport, err error) {
+	rep = DatasetReport{Name: p.path, Path: "/" + p.path, Mode: p.mode, Reason: p.reason}
 	hd, err := f.OpenDataset(p.path)
 	if err != nil {
 		return rep, err
@@ -667,6 +727,17 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 		return rep, err
 	}
 	defer ds.Close(ctx)
+	defer func() {
+		var skip *skipError
+		if errors.As(err, &skip) {
+			// What neither scc nor this libhdf5 can decode (or hold):
+			// the dataset goes, partly written as it is, and is named.
+			ds.Close(ctx)
+			if derr := dst.Delete(ctx, p.path, nil); derr != nil {
+				err = fmt.Errorf("%v; removing what was imported of it: %w", err, derr)
+			}
+		}
+	}()
 	if p.defined != "" {
 		// The attribute naming the defined set is the export's bookkeeping,
 		// not the dataset's.
@@ -720,7 +791,11 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 			n *= it.count[i]
 		}
 		it.elems = make([]byte, n)
-		return it, hd.ReadBox(elemType, it.start, it.count, it.elems)
+		err := hd.ReadBox(elemType, it.start, it.count, it.elems)
+		if errors.Is(err, h5.ErrFilter) {
+			err = filterSkip(p, it.start, err)
+		}
+		return it, err
 	}
 	// goBox is readBox for a chunk libhdf5 cannot decode: its stored
 	// image decoded by decodeChunkGo.
@@ -979,16 +1054,6 @@ func importDataset(ctx context.Context, f *h5.File, dst *engine.File, p *importP
 			rep.Reason = fmt.Sprintf("chunk index not usable for direct chunk reads (%v): read through H5Dread", ie.err)
 			err = run(walk())
 		}
-	}
-	var skip *skipError
-	if errors.As(err, &skip) {
-		// A chunk that neither scc nor this libhdf5 can decode: the
-		// dataset goes, partly written as it is, and is named.
-		ds.Close(ctx)
-		if derr := dst.Delete(ctx, p.path, nil); derr != nil {
-			return rep, fmt.Errorf("%v; removing what was imported of it: %w", err, derr)
-		}
-		return rep, err
 	}
 	if err != nil {
 		return rep, err

@@ -357,9 +357,10 @@ with h5py.File(sys.argv[1], "w") as f:
 	}
 }
 
-// TestImportDamagedChunk: a deflated chunk damaged on disk is an error, not
+// TestImportDamagedChunk: a deflated chunk damaged on disk is never
 // silently imported data (the Adler-32 fails, and HDF5's own decoder, tried
-// next, fails too).
+// next, fails too): verifying, the dataset is skipped and named with the
+// library's error (with Strict the import fails with it).
 func TestImportDamagedChunk(t *testing.T) {
 	needReaders(t)
 	ctx := context.Background()
@@ -379,9 +380,17 @@ with open(sys.argv[1], "r+b") as g:
 `, h5path)
 	f := testfile.Create(t, filepath.Join(dir, "d.scc"), &engine.Options{NoSync: true})
 	defer f.Close(ctx)
-	_, err := Import(ctx, h5path, f, &Options{Verify: true})
+	vrep, err := Import(ctx, h5path, f, &Options{Verify: true})
+	if err != nil || len(vrep.Skipped) != 1 || vrep.Skipped[0].Path != "/d" || len(vrep.Datasets) != 0 ||
+		!strings.Contains(vrep.Skipped[0].Reason, "can't read data: inflate() failed") {
+		t.Fatalf("import of a damaged chunk, verifying: %v %+v", err, vrep)
+	}
+	if _, err := f.OpenDataset(ctx, "d", nil); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("the skipped dataset is in the file: %v", err)
+	}
+	_, err = Import(ctx, h5path, f, &Options{Verify: true, Strict: true})
 	if !errors.Is(err, ErrHDF5) {
-		t.Fatalf("import of a damaged chunk, verifying: %v", err)
+		t.Fatalf("strict import of a damaged chunk, verifying: %v", err)
 	}
 	// The error says what failed and why, not libhdf5's whole stack of
 	// internal functions.

@@ -11,9 +11,10 @@ import (
 )
 
 // Variable-length data crosses onto scc's variable-length layout
-// (engine.Vlen): an HDF5 variable-length sequence of a numeric, bool or
-// complex type as a dataset of that type (big-endian values made
-// little-endian), a variable-length string (ASCII or UTF-8) as a dataset
+// (engine.Vlen): an HDF5 variable-length sequence of a numeric, bool,
+// complex or described type (enum, opaque, bitfield, array, compound of
+// fixed-size members) as a dataset of that type (big-endian values made
+// little-endian, per member), a variable-length string (ASCII or UTF-8) as a dataset
 // of Uint8 holding each string's bytes, with the attribute VlenStringAttr
 // naming the character set, which export reads to write a variable-length
 // HDF5 string again (and which it does not write as an attribute). An
@@ -24,7 +25,11 @@ import (
 // dataset of references as a variable-length string dataset marked by
 // ReferenceAttr, an attribute of references as a string (scalar) or an
 // array of fixed-length strings, marked by the attribute named
-// ReferenceAttr+":"+its name on the same object. Region references (a
+// ReferenceAttr+":"+its name on the same object. An attribute of
+// variable-length sequences of one object reference each (HDF5's
+// dimension lists, DIMENSION_LIST: the dimension scale of each
+// dimension) crosses the same way, its mark "object-sequence"; sequences
+// of other lengths are left out and named. Region references (a
 // selection of another dataset) are refused and named: scc has no form
 // for a selection.
 
@@ -43,7 +48,7 @@ const maxVlenBox = 256 << 20
 
 // importVlen copies a variable-length dataset box by box.
 func importVlen(ctx context.Context, hd *h5.Dataset, ds *engine.Dataset, p *importPlan, rep *DatasetReport) error {
-	t := p.info.Type
+	t := p.info.Type.LittleEndian() // the memory type: little-endian, per member
 	refs := t.Class == h5.ObjRef
 	if t.Class == h5.String || refs {
 		cs := "ascii"
@@ -82,8 +87,11 @@ func importVlen(ctx context.Context, hd *h5.Dataset, ds *engine.Dataset, p *impo
 		} else {
 			lens, data, err = hd.ReadVlen(t, start, count, maxVlenBox)
 		}
-		if errors.Is(err, h5.ErrTooLarge) {
-			err = fmt.Errorf("%w: dataset %q: %w", ErrUnsupported, p.path, err)
+		switch {
+		case errors.Is(err, h5.ErrTooLarge):
+			err = &skipError{path: p.path, err: err, reason: err.Error()}
+		case errors.Is(err, h5.ErrFilter):
+			err = filterSkip(p, start, err)
 		}
 		if err != nil {
 			return false

@@ -135,17 +135,32 @@ with open(sys.argv[1], "r+b") as g:
     g.write(bytes([b[0] ^ 0x10]))
 `
 
-// TestImportAllOrNothing: an import that fails part way leaves no scc file
-// (before, the datasets imported ahead of the failure were committed and a
-// rerun failed "exists"), leaves an existing one byte for byte as it was,
-// and leaves no temporary file; an interrupted one likewise.
+// TestImportAllOrNothing: an import that fails part way (with -strict, a
+// chunk that cannot be decoded, met after another dataset was imported)
+// leaves no scc file (before, the datasets imported ahead of the failure
+// were committed and a rerun failed "exists"), leaves an existing one
+// byte for byte as it was, and leaves no temporary file; an interrupted
+// one likewise. Without -strict the damaged dataset is skipped and named.
 func TestImportAllOrNothing(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.h5")
 	writeH5(t, bad, damagedH5)
 	out := filepath.Join(dir, "out.scc")
-	if code, _, stderr := runCLI(t, "import", "-verify", bad, out); code != 1 || !strings.Contains(stderr, `"b"`) {
+	if code, _, stderr := runCLI(t, "import", "-verify", "-strict", bad, out); code != 1 || !strings.Contains(stderr, `"b"`) {
 		t.Fatalf("import of a damaged file: exit %d: %s", code, stderr)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"bad.h5"}) {
+		t.Fatalf("failed import left %v", got)
+	}
+	skipped := filepath.Join(dir, "skipped.scc")
+	if code, stdout, stderr := runCLI(t, "import", "-verify", bad, skipped); code != 0 || !strings.Contains(stdout, "b ") || !strings.Contains(stdout, "skipped: the chunk at [1024] cannot be decoded") {
+		t.Fatalf("import of a damaged file, not strict: exit %d: %s%s", code, stdout, stderr)
+	}
+	if got := sccDatasets(t, skipped); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("import of a damaged file holds %v, want [a]", got)
+	}
+	if err := os.Remove(skipped); err != nil {
+		t.Fatal(err)
 	}
 	if got := names(t, dir); !slices.Equal(got, []string{"bad.h5"}) {
 		t.Fatalf("failed import left %v", got)
@@ -164,7 +179,7 @@ with h5py.File(sys.argv[1], "w") as f:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, _, _ := runCLI(t, "import", "-verify", bad, out); code != 1 {
+	if code, _, _ := runCLI(t, "import", "-verify", "-strict", bad, out); code != 1 {
 		t.Fatalf("merge of a damaged file: exit %d", code)
 	}
 	if after, _ := os.ReadFile(out); !bytes.Equal(before, after) {

@@ -46,6 +46,36 @@ static herr_t scc_read_vlen_strs(hid_t attr, hid_t t, size_t n, char **out) {
 static void scc_free_vlen_strs(size_t n, char **s) {
 	for (size_t i = 0; i < n; i++) H5free_memory(s[i]);
 }
+
+// scc_read_vlen_refs reads the n elements of an attribute of
+// variable-length sequences of object references that each hold one
+// reference into out: 0, -1 on the library's error, -2 when a sequence
+// holds another number of references (out is then not all set).
+static int scc_read_vlen_refs(hid_t attr, hid_t space, size_t n, hobj_ref_t *out) {
+	hid_t mt = H5Tvlen_create(H5T_STD_REF_OBJ);
+	if (mt < 0) return -1;
+	hvl_t *buf = calloc(n ? n : 1, sizeof(hvl_t));
+	if (!buf) {
+		H5Tclose(mt);
+		return -1;
+	}
+	int rc = 0;
+	if (H5Aread(attr, mt, buf) < 0) {
+		rc = -1;
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			if (buf[i].len != 1 || !buf[i].p) {
+				rc = -2;
+				continue;
+			}
+			out[i] = ((hobj_ref_t *)buf[i].p)[0];
+		}
+		H5Dvlen_reclaim(mt, space, H5P_DEFAULT, buf);
+	}
+	free(buf);
+	H5Tclose(mt);
+	return rc;
+}
 */
 import "C"
 
@@ -86,8 +116,10 @@ type Attr struct {
 	Name  string
 	Value AttrValue
 	// ObjectRefs: the HDF5 attribute held object references, read as
-	// the referenced objects' paths (read side only).
-	ObjectRefs bool
+	// the referenced objects' paths (read side only). RefSequences: each
+	// reference stood alone in a variable-length sequence (HDF5's
+	// dimension lists, DIMENSION_LIST).
+	ObjectRefs, RefSequences bool
 }
 
 // Skipped is an attribute ReadAttrs could not map, and why.
@@ -517,39 +549,69 @@ func readAttr(attr C.hid_t, budget uint64) (a Attr, why string, err error) {
 		if count > 0 && C.H5Aread(attr, C.scc_ref_obj(), unsafe.Pointer(&refs[0])) < 0 {
 			return a, "", errorf("read attribute %q", a.Name)
 		}
-		names, err := refNames(attr, refs)
-		if errors.Is(err, ErrTooLarge) {
-			return a, err.Error(), nil
-		}
-		if err != nil {
-			return a, "", err
-		}
-		a.ObjectRefs = true
-		if scalar {
-			a.Value = AttrValue{Kind: AttrString, Data: []byte(names[0])}
-			return a, "", nil
-		}
-		longest, total := 1, 0
-		for _, n := range names {
-			longest = max(longest, len(n))
-			total += len(n)
-		}
-		if uint64(longest)*count > MaxAttrBytes {
-			return a, fmt.Sprintf("%d object references to paths of up to %d bytes are too large", count, longest), nil
-		}
-		data := make([]byte, uint64(longest)*count)
-		for i, n := range names {
-			copy(data[i*longest:], n)
-		}
-		a.Value = AttrValue{Kind: AttrNumeric, Type: Type{Class: String, Size: longest, Pad: PadNullPad, UTF8: true}, Data: data}
-		return a, "", nil
+		return refsValue(attr, a, refs, scalar)
 	case C.H5T_VLEN:
-		return a, "variable-length sequence", nil
+		// Sequences of one object reference each (HDF5's dimension
+		// lists: the dimension scale of each dimension) read as those
+		// references; other sequences have no scc attribute form.
+		base := C.H5Tget_super(ftype)
+		if base < 0 {
+			C.H5Eclear2(C.H5E_DEFAULT)
+			return a, "variable-length sequence", nil
+		}
+		refBase := C.H5Tequal(base, C.scc_ref_obj()) > 0
+		C.H5Tclose(base)
+		if !refBase || C.H5Sget_simple_extent_type(space) == C.H5S_NULL {
+			return a, "variable-length sequence", nil
+		}
+		refs := make([]C.hobj_ref_t, count)
+		switch C.scc_read_vlen_refs(attr, space, C.size_t(count), (*C.hobj_ref_t)(unsafe.Pointer(unsafe.SliceData(refs)))) {
+		case 0:
+		case -2:
+			return a, "variable-length sequences of object references, not each of one", nil
+		default:
+			return a, "", errorf("read attribute %q", a.Name)
+		}
+		a.RefSequences = true
+		return refsValue(attr, a, refs, scalar)
 	case C.H5T_TIME:
 		return a, "time type", nil
 	default:
 		return a, fmt.Sprintf("type class %d", int(cls)), nil
 	}
+}
+
+// refsValue is an attribute of object references as the paths of the
+// objects: a string for a scalar, fixed-length strings for an array.
+// Caller holds lib.
+func refsValue(attr C.hid_t, a Attr, refs []C.hobj_ref_t, scalar bool) (Attr, string, error) {
+	count := uint64(len(refs))
+	names, err := refNames(attr, refs)
+	if errors.Is(err, ErrTooLarge) {
+		return a, err.Error(), nil
+	}
+	if err != nil {
+		return a, "", err
+	}
+	a.ObjectRefs = true
+	if scalar {
+		a.Value = AttrValue{Kind: AttrString, Data: []byte(names[0])}
+		return a, "", nil
+	}
+	longest, total := 1, 0
+	for _, n := range names {
+		longest = max(longest, len(n))
+		total += len(n)
+	}
+	if uint64(longest)*count > MaxAttrBytes {
+		return a, fmt.Sprintf("%d object references to paths of up to %d bytes are too large", count, longest), nil
+	}
+	data := make([]byte, uint64(longest)*count)
+	for i, n := range names {
+		copy(data[i*longest:], n)
+	}
+	a.Value = AttrValue{Kind: AttrNumeric, Type: Type{Class: String, Size: longest, Pad: PadNullPad, UTF8: true}, Data: data}
+	return a, "", nil
 }
 
 // readTyped reads a scalar or 1-D attribute of a number, h5py's bool or

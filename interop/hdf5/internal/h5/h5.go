@@ -76,9 +76,16 @@ func cName(what, name string) (*C.char, error) {
 	return C.CString(name), nil
 }
 
+// ErrFilter is wrapped, beside ErrHDF5, by an error of the filter
+// pipeline: a chunk that a filter (its plugin, or a filter this library
+// does not have) could not decode. An error that went through file I/O
+// never wraps it.
+var ErrFilter = errors.New("hdf5: filter pipeline")
+
 // errorf builds an error from the library's error stack. Caller holds lib.
 func errorf(op string, args ...any) error {
-	cs := C.scc_error_string()
+	var pline C.int
+	cs := C.scc_error_string(&pline)
 	msg := ""
 	if cs != nil {
 		msg = C.GoString(cs)
@@ -87,8 +94,19 @@ func errorf(op string, args ...any) error {
 	if msg == "" {
 		msg = "failed"
 	}
+	if pline != 0 {
+		return fmt.Errorf("%w: %s: %s%w", ErrHDF5, fmt.Sprintf(op, args...), msg, filterMark)
+	}
 	return fmt.Errorf("%w: %s: %s", ErrHDF5, fmt.Sprintf(op, args...), msg)
 }
+
+// filterMark wraps ErrFilter without adding to the message.
+var filterMark = markErr{ErrFilter}
+
+type markErr struct{ err error }
+
+func (m markErr) Error() string { return "" }
+func (m markErr) Unwrap() error { return m.err }
 
 // Class is an element type's class.
 type Class int
@@ -929,7 +947,12 @@ func typeOfDepth(tid C.hid_t, depth int, budget *int) Type {
 		}
 		bt := typeOfDepth(base, depth+1, budget)
 		C.H5Tclose(base)
-		if bt.Class == Other || bt.Class == String || bt.Vlen || bt.Class >= Enum {
+		// A sequence of a described type (enum, opaque, bitfield, array,
+		// compound: of fixed size, as describedOf classifies them) reads
+		// like one of numbers; a sequence of fixed-length strings has no
+		// scc form (scc's variable-length elements are sequences of
+		// values, a string is not one), nor one of sequences.
+		if bt.Class == Other || bt.Class == String || bt.Class == ObjRef || bt.Vlen {
 			return Type{Class: Other, Name: "variable-length sequence of " + bt.String(), Size: t.Size}
 		}
 		bt.Vlen = true

@@ -270,10 +270,16 @@ static void scc_append(scc_strbuf *b, const char *s) {
 	b->buf[b->len] = 0;
 }
 
-typedef struct { const char *inner, *outer; } scc_ends;
+typedef struct { const char *inner, *outer; int pline, io; } scc_ends;
 
 static herr_t scc_walk(unsigned n, const H5E_error2_t *e, void *data) {
 	scc_ends *ends = data;
+	// The stack runs from where the error was found up to the API call:
+	// a failure of the file's I/O is found in the file driver, below any
+	// filter; a filter's failure passes through the pipeline (H5E_PLINE)
+	// above where it was found.
+	if (n == 0) ends->io = e->maj_num == H5E_IO || e->maj_num == H5E_VFL || e->maj_num == H5E_FILE;
+	if (e->maj_num == H5E_PLINE) ends->pline = 1;
 	if (!e->desc || !*e->desc) return 0;
 	if (!ends->inner) ends->inner = e->desc;
 	ends->outer = e->desc;
@@ -285,8 +291,10 @@ static herr_t scc_walk(unsigned n, const H5E_error2_t *e, void *data) {
 // internal function to where the error was found, often 700 characters of
 // repetition; the API call's description (what failed) and the innermost
 // one (why: "required filter 'lzf' is not registered") say it. The caller
-// frees the string.
-static char *scc_error_string(void) {
+// frees the string. *pline is set when the stack went through the filter
+// pipeline and not through file I/O: a chunk its filters (a plugin, or a
+// filter that is not registered) could not decode.
+static char *scc_error_string(int *pline) {
 	scc_ends ends = {0};
 	scc_strbuf b = {0};
 	H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, scc_walk, &ends);
@@ -296,6 +304,7 @@ static char *scc_error_string(void) {
 		scc_append(&b, ends.inner);
 	}
 	H5Eclear2(H5E_DEFAULT);
+	*pline = ends.pline && !ends.io;
 	return b.buf;
 }
 
