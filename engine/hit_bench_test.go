@@ -248,7 +248,7 @@ func TestInlineBoxIsTheBox(t *testing.T) {
 			start[0] = 999 // Box copied its arguments
 		}
 		var a selArrays
-		for _, got := range []selection.Hyperslab{sel.hyper(), sel.in(&a), sel.normal().slab} {
+		for _, got := range []selection.Hyperslab{sel.hyper(), sel.in(&a), *sel.normal().slab} {
 			if !slices.Equal(got.Start, want.Start) || !slices.Equal(got.Stride, want.Stride) ||
 				!slices.Equal(got.Count, want.Count) || !slices.Equal(got.Block, want.Block) {
 				t.Fatalf("rank %d: %+v, want %+v", r, got, want)

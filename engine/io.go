@@ -55,7 +55,8 @@ import (
 
 // ioScratch is one request's reusable state.
 type ioScratch struct {
-	sel      selArrays // an inline Box selection, expanded
+	sel      selArrays           // an inline Box selection, expanded
+	slab     selection.Hyperslab // over sel, the expanded selection's general form
 	lo, hi   [8]uint64
 	regions  [1]serialize.Region
 	bufShape [8]uint64
@@ -91,8 +92,12 @@ func (sc *ioScratch) put() {
 
 // expand makes an inline Box selection use sc's arrays, so building the
 // selection in the call costs no allocation (Selection).
-func (sc *ioScratch) expand(sel Selection) Selection {
-	return Selection{slab: sel.in(&sc.sel)}
+func (sc *ioScratch) expand(sel *Selection) Selection {
+	if !sel.box {
+		return *sel
+	}
+	sc.slab = sel.in(&sc.sel)
+	return Selection{slab: &sc.slab}
 }
 
 // regionInto is dsState.region into sc's arrays when the rank allows.

@@ -127,13 +127,25 @@ func (rc *rowCopy) scatter(dst, chunk []byte) {
 
 // readOne is the single-chunk read (see above). done true: the read is
 // finished with err. done false: io takes its general path, with p the
-// request built here if the chunk was not resident (empty otherwise).
-func (s *dsState) readOne(ctx context.Context, sel Selection, buf []byte, sc *ioScratch) (done bool, p prepared, err error) {
-	h := sel.hyper()
+// request built here if the chunk was not resident (empty otherwise). An
+// inline box is read as it is, never expanded into a hyperslab.
+func (s *dsState) readOne(ctx context.Context, sel *Selection, buf []byte, sc *ioScratch) (done bool, p prepared, err error) {
 	r := len(s.chunk)
-	if r == 0 || r > len(sc.coord) || len(h.Start) != r || len(h.Count) != r ||
-		len(h.Block) != r || len(h.Stride) != r {
+	if r == 0 || r > len(sc.coord) {
 		return false, prepared{}, nil
+	}
+	var start, ext []uint64
+	var exts [8]uint64
+	if sel.box {
+		if int(sel.rank) != r {
+			return false, prepared{}, nil
+		}
+		start, ext = sel.start[:r], sel.count[:r]
+	} else {
+		if sel.slab == nil || !oneBlock(sel.slab, r, &exts) {
+			return false, prepared{}, nil
+		}
+		start, ext = sel.slab.Start, exts[:r]
 	}
 	hold, ok := s.f.ser.TryFastReadDataset(s.id)
 	if !ok {
@@ -147,7 +159,7 @@ func (s *dsState) readOne(ctx context.Context, sel Selection, buf []byte, sc *io
 	// cache dataset is loaded under the hold too, as prepare does.
 	shape := s.mu.shape
 	cds := s.hot.Load()
-	if cds == nil || !sc.buildOne(h, shape, s.chunk, s.elemSize, buf, cds) {
+	if cds == nil || !sc.buildBlock(start, ext, shape, s.chunk, s.elemSize, buf, cds) {
 		return false, prepared{}, nil
 	}
 	n, err := s.f.cache.ServeResident(ctx, false, sc.one[:])
@@ -160,39 +172,66 @@ func (s *dsState) readOne(ctx context.Context, sel Selection, buf []byte, sc *io
 	return false, prepared{reqs: sc.one[:], shape: shape}, nil
 }
 
-// buildOne validates h (rank already checked against chunk) against the
-// extent and buf and, if it is one block per dimension inside one chunk,
-// builds sc.one[0] (as prepareOne does) with the copy plan sc.rows, and
-// reports true; otherwise it reports false having decided nothing.
-func (sc *ioScratch) buildOne(h selection.Hyperslab, shape, chunk []uint64, elemSize int, buf []byte, cds *cache.Dataset) bool {
-	r := len(chunk)
-	if len(shape) != r || elemSize <= 0 {
+// oneBlock reports whether h, of rank r, is one block per dimension (one
+// block, or blocks that touch) and writes the block's extent along each
+// dimension to ext.
+func oneBlock(h *selection.Hyperslab, r int, ext *[8]uint64) bool {
+	if r > len(ext) || len(h.Start) != r || len(h.Count) != r || len(h.Block) != r || len(h.Stride) != r {
 		return false
 	}
-	var off [8]uint64 // r <= len(sc.coord), checked by readOne
-	n := uint64(1)
-	full := true
 	for d := 0; d < r; d++ {
 		cnt, blk, st := h.Count[d], h.Block[d], h.Stride[d]
 		if cnt == 0 || blk == 0 || st == 0 || cnt != 1 && st != blk {
 			return false
 		}
 		hi, m := bits.Mul64(cnt, blk)
-		start := h.Start[d]
-		if hi != 0 || start >= shape[d] || m > shape[d]-start {
-			return false // overflow or outside the extent: the general path says which
+		if hi != 0 {
+			return false // overflow: the general path says so
+		}
+		ext[d] = m
+	}
+	return true
+}
+
+// buildOne validates h (rank already checked against chunk) against the
+// extent and buf and, if it is one block per dimension inside one chunk,
+// builds sc.one[0] (as prepareOne does) with the copy plan sc.rows, and
+// reports true; otherwise it reports false having decided nothing.
+func (sc *ioScratch) buildOne(h selection.Hyperslab, shape, chunk []uint64, elemSize int, buf []byte, cds *cache.Dataset) bool {
+	var ext [8]uint64
+	if !oneBlock(&h, len(chunk), &ext) {
+		return false
+	}
+	return sc.buildBlock(h.Start, ext[:len(chunk)], shape, chunk, elemSize, buf, cds)
+}
+
+// buildBlock is buildOne of the block of ext[d] elements from start[d]
+// along each dimension d (rank checked by the caller).
+func (sc *ioScratch) buildBlock(start, ext, shape, chunk []uint64, elemSize int, buf []byte, cds *cache.Dataset) bool {
+	r := len(chunk)
+	if len(shape) != r || len(start) != r || len(ext) != r || r > len(sc.coord) || elemSize <= 0 {
+		return false
+	}
+	var off [8]uint64
+	n := uint64(1)
+	full := true
+	for d := 0; d < r; d++ {
+		m, st := ext[d], start[d]
+		if m == 0 || st >= shape[d] || m > shape[d]-st {
+			return false // empty or outside the extent: the general path says which
 		}
 		cd := chunk[d]
 		var c uint64
 		if cd&(cd-1) == 0 {
-			c = start >> uint(bits.TrailingZeros64(cd))
+			c = st >> uint(bits.TrailingZeros64(cd))
 		} else {
-			c = start / cd
+			c = st / cd
 		}
-		o := start - c*cd
+		o := st - c*cd
 		if m > cd-o {
 			return false // crosses a chunk edge
 		}
+		var hi uint64
 		if hi, n = bits.Mul64(n, m); hi != 0 {
 			return false
 		}
