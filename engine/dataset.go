@@ -852,7 +852,8 @@ func (d *Dataset) read(ctx context.Context, in *Selection, buf []byte) error {
 	}
 	// A read inside one chunk (ioone.go); a miss there goes straight to
 	// the locked path with the request it built.
-	done, p, err := s.readOne(ctx, in, buf, sc)
+	var p prepared
+	done, err := s.readOne(ctx, in, buf, sc, &p)
 	if done {
 		return err
 	}

@@ -68,6 +68,11 @@ type ioScratch struct {
 	runs     [8][]selection.Run
 	runArr   [8]selection.Run
 	rows     rowCopy // the single-chunk read's copy plan (ioone.go)
+	// memo is the single-chunk request's memory of its last chunk
+	// (cache.Memo): a goroutine reading one chunk again and again finds
+	// it without the chunk table. Kept across uses of the scratch; put
+	// prunes it to a resident chunk.
+	memo cache.Memo
 	// Multi-chunk requests.
 	reqs   []cache.Request
 	pieces pieceArena // piece.go
@@ -80,6 +85,7 @@ var ioPool = sync.Pool{New: func() any { return new(ioScratch) }}
 func (sc *ioScratch) put() {
 	sc.regions[0] = serialize.Region{}
 	sc.one[0] = cache.Request{}
+	sc.memo.Prune()
 	sc.onePiece = piece{}
 	sc.pieces.reset()
 	if cap(sc.reqs) > 1024 {

@@ -126,50 +126,54 @@ func (rc *rowCopy) scatter(dst, chunk []byte) {
 }
 
 // readOne is the single-chunk read (see above). done true: the read is
-// finished with err. done false: io takes its general path, with p the
-// request built here if the chunk was not resident (empty otherwise). An
-// inline box is read as it is, never expanded into a hyperslab.
-func (s *dsState) readOne(ctx context.Context, sel *Selection, buf []byte, sc *ioScratch) (done bool, p prepared, err error) {
+// finished with err. done false: io takes its general path, with *p the
+// request built here if the chunk was not resident (left empty
+// otherwise). An inline box is read as it is, never expanded into a
+// hyperslab. (p is an out parameter, not a result: the caller's copy of a
+// returned prepared stalled on store forwarding, a tenth of a resident
+// read.)
+func (s *dsState) readOne(ctx context.Context, sel *Selection, buf []byte, sc *ioScratch, p *prepared) (done bool, err error) {
 	r := len(s.chunk)
 	if r == 0 || r > len(sc.coord) {
-		return false, prepared{}, nil
+		return false, nil
 	}
 	var start, ext []uint64
 	var exts [8]uint64
 	if sel.box {
 		if int(sel.rank) != r {
-			return false, prepared{}, nil
+			return false, nil
 		}
 		start, ext = sel.start[:r], sel.count[:r]
 	} else {
 		if sel.slab == nil || !oneBlock(sel.slab, r, &exts) {
-			return false, prepared{}, nil
+			return false, nil
 		}
 		start, ext = sel.slab.Start, exts[:r]
 	}
 	hold, ok := s.f.ser.TryFastReadDataset(s.id)
 	if !ok {
-		return false, prepared{}, nil
+		return false, nil
 	}
 	defer hold.Release()
 	if s.deleted.Load() {
-		return false, prepared{}, nil // the locked path says ErrDeleted
+		return false, nil // the locked path says ErrDeleted
 	}
 	// See io.go: the extent cannot change while the dataset is held. The
 	// cache dataset is loaded under the hold too, as prepare does.
 	shape := s.mu.shape
 	cds := s.hot.Load()
 	if cds == nil || !sc.buildBlock(start, ext, shape, s.chunk, s.elemSize, buf, cds) {
-		return false, prepared{}, nil
+		return false, nil
 	}
 	n, err := s.f.cache.ServeResident(ctx, false, sc.one[:])
 	if err != nil {
-		return true, prepared{}, classify(err)
+		return true, classify(err)
 	}
 	if n == 1 {
-		return true, prepared{}, nil
+		return true, nil
 	}
-	return false, prepared{reqs: sc.one[:], shape: shape}, nil
+	p.reqs, p.shape = sc.one[:], shape
+	return false, nil
 }
 
 // oneBlock reports whether h, of rank r, is one block per dimension (one
@@ -273,7 +277,7 @@ func (sc *ioScratch) buildBlock(start, ext, shape, chunk []uint64, elemSize int,
 	op := &sc.onePiece
 	op.p, op.buf, op.bufShape, op.rows = p, buf, sc.bufShape[:r], rc
 	rq := &sc.one[0]
-	rq.Dataset, rq.Coord, rq.Full, rq.Piece = cds, layout.Coord(p.Coord), full, op
+	rq.Dataset, rq.Coord, rq.Full, rq.Piece, rq.Memo = cds, layout.Coord(p.Coord), full, op, &sc.memo
 	return true
 }
 

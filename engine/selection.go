@@ -30,12 +30,17 @@ const maxInlineRank = 8
 // It copies start and count.
 func Box(start, count []uint64) Selection {
 	if len(start) != len(count) || len(count) > maxInlineRank {
-		return general(selection.Box(start, count)) // Validate reports a rank mismatch
+		return boxSlab(start, count)
 	}
 	s := Selection{box: true, rank: uint8(len(count))}
 	copy(s.start[:], start)
 	copy(s.count[:], count)
 	return s
+}
+
+// boxSlab is Box's general form.
+func boxSlab(start, count []uint64) Selection {
+	return general(selection.Box(start, count)) // Validate reports a rank mismatch
 }
 
 // general returns the selection of hyperslab h.
