@@ -67,7 +67,7 @@ type ioScratch struct {
 	coord    [8]uint64
 	runs     [8][]selection.Run
 	runArr   [8]selection.Run
-	rows     rowCopy // the single-chunk read's copy plan (ioone.go)
+	plan     onePlan // the single-chunk builder's request and copy plan (ioone.go)
 	// memo is the single-chunk request's memory of its last chunk
 	// (cache.Memo): a goroutine reading one chunk again and again finds
 	// it without the chunk table. Kept across uses of the scratch; put

@@ -28,17 +28,26 @@ const maxInlineRank = 8
 
 // Box selects the dense block of count[d] elements starting at start[d].
 // It copies start and count.
-func Box(start, count []uint64) Selection {
+func Box(start, count []uint64) (s Selection) {
 	if len(start) != len(count) || len(count) > maxInlineRank {
 		return boxSlab(start, count)
 	}
-	s := Selection{box: true, rank: uint8(len(count))}
-	copy(s.start[:], start)
-	copy(s.count[:], count)
+	// Into the named result, element by element: a local returned, and
+	// copy's memmove calls, were most of Box's cost for the few words a
+	// box has.
+	s.box, s.rank = true, uint8(len(count))
+	start = start[:len(count)]
+	for d := range count {
+		s.start[d&(maxInlineRank-1)] = start[d]
+		s.count[d&(maxInlineRank-1)] = count[d]
+	}
 	return s
 }
 
-// boxSlab is Box's general form.
+// boxSlab is Box's general form, kept out of Box: inlined, it doubled
+// Box's frame and the zeroing of it.
+//
+//go:noinline
 func boxSlab(start, count []uint64) Selection {
 	return general(selection.Box(start, count)) // Validate reports a rank mismatch
 }
