@@ -379,7 +379,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	case slot != nil:
 		err = lightRead(e, r)
 		n = c.slotHit(slot, e)
-		slot.e.Store(nil)
+		slot.release()
 		if n%hitCheckEvery == 0 && c.sizes.current().ad != nil {
 			c.sizes.closeEpoch(false)
 		}
