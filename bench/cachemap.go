@@ -64,6 +64,12 @@ func ParseLookupBench(out string) ([]LookupFigure, error) {
 	return figs, nil
 }
 
+// ProcessCPUSeconds is the CPU time (user + system) the process has used
+// so far, 0 where unknown: BenchmarkLookup (bench/peers) divides its
+// lookups by it too, a figure that other processes' load on a shared
+// machine moves far less than the lookups per wall second.
+func ProcessCPUSeconds() float64 { return cpuSeconds() }
+
 // MedianLookups folds the repeated runs of each implementation and
 // goroutine count (go test -count) into one figure each, in the order
 // they first appear: the median of their Mlookups/s and, separately, of
