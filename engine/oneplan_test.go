@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"testing"
+	"unsafe"
 
 	"github.com/scc-dev/scc/vfd"
 
@@ -111,4 +112,19 @@ func TestOnePlanReadsFollowTheBlock(t *testing.T) {
 			require.NoError(t, dss[i].SetExtent(ctx, []uint64{32, 32}))
 		}
 	}
+}
+
+// TestSelectionIsSmall: a Selection is passed and returned by value on
+// every Read and Write, so it holds its general form by pointer: its size
+// is the inline box's arrays and two words, not four slice headers more.
+func TestSelectionIsSmall(t *testing.T) {
+	assert.LessOrEqual(t, unsafe.Sizeof(Selection{}), uintptr(2*maxInlineRank*8+16))
+	// The general form still reads back whole, and a copy shares it.
+	sel := Hyperslab([]uint64{1, 2}, []uint64{3, 4}, []uint64{2, 2}, []uint64{1, 2})
+	cp := sel
+	assert.Equal(t, sel.hyper(), cp.hyper())
+	assert.Equal(t, []uint64{2, 4}, cp.Shape())
+	var zero Selection
+	assert.Empty(t, zero.hyper().Start)
+	assert.Empty(t, zero.Shape())
 }
