@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/scc-dev/scc/vfd"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
