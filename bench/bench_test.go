@@ -13,6 +13,7 @@ import (
 
 	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/internal/testfile"
+	"github.com/stretchr/testify/assert"
 )
 
 func TestHumanAndParseBytes(t *testing.T) {
@@ -280,6 +281,27 @@ func TestParseLookupBench(t *testing.T) {
 	if _, err := ParseLookupBench("PASS\n"); !errors.Is(err, ErrPeerOutput) {
 		t.Fatal(err)
 	}
+}
+
+// TestMedianLookups: repeated runs of one implementation and goroutine
+// count fold into their median, in the order the pairs first appear; a
+// pair run once keeps its figure.
+func TestMedianLookups(t *testing.T) {
+	figs := []LookupFigure{
+		{Impl: "scc", Goroutines: 1, Mops: 10, NsPerOp: 100},
+		{Impl: "otter", Goroutines: 1, Mops: 20, NsPerOp: 50},
+		{Impl: "scc", Goroutines: 1, Mops: 2, NsPerOp: 500}, // a run in a burst of load
+		{Impl: "scc", Goroutines: 2, Mops: 7, NsPerOp: 140},
+		{Impl: "otter", Goroutines: 1, Mops: 18, NsPerOp: 55},
+		{Impl: "scc", Goroutines: 1, Mops: 11, NsPerOp: 90},
+	}
+	got := MedianLookups(figs)
+	want := []LookupFigure{
+		{Impl: "scc", Goroutines: 1, Mops: 10, NsPerOp: 100},
+		{Impl: "otter", Goroutines: 1, Mops: 19, NsPerOp: 52.5},
+		{Impl: "scc", Goroutines: 2, Mops: 7, NsPerOp: 140},
+	}
+	assert.Equal(t, want, got)
 }
 
 func TestFigureFinish(t *testing.T) {

@@ -149,7 +149,7 @@ func TestSlotReaderHoldsChunk(t *testing.T) {
 		if rs.enter(en) != nil {
 			t.Fatalf("a new slot reader got in during %s", what)
 		}
-		slot.e.Store(nil)
+		slot.release()
 		<-done
 	}
 	// Eviction: the entry goes to evicting at once, the caller waits.
@@ -173,12 +173,12 @@ func TestSlotReaderHoldsChunk(t *testing.T) {
 	// (Stats waits for slot holders, so it is read with the slots free.)
 	before := e.c.Stats()
 	for i := range rs.slots {
-		rs.slots[i].e.Store(&entry{})
+		rs.slots[i].e.Store(slotAddr(slotHeld))
 	}
 	buf := make([]byte, 16)
 	must(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}))
 	for i := range rs.slots {
-		rs.slots[i].e.Store(nil)
+		rs.slots[i].release()
 	}
 	if !bytes.Equal(buf, pattern(16, 1)) || e.c.Stats().Sub(before).Hits != 1 {
 		t.Fatalf("read %v with every slot taken", buf)

@@ -140,7 +140,7 @@ func recordPending(c *Cache, x *entry) bool {
 		s := &c.access.slots.slots[i]
 		s.hold(&c.access.slots)
 		found = found || slices.Contains(s.rec, x)
-		s.e.Store(nil)
+		s.release()
 	}
 	return found
 }
@@ -152,7 +152,7 @@ func recordsPending(c *Cache) int {
 		s := &c.access.slots.slots[i]
 		s.hold(&c.access.slots)
 		n += len(s.rec)
-		s.e.Store(nil)
+		s.release()
 	}
 	return n
 }

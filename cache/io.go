@@ -26,6 +26,69 @@ type Request struct {
 	// second chance in eviction (SCC design §4.2).
 	Full  bool
 	Piece layout.Piece
+	// Memo, if not nil, is the caller's memory of the last chunk a hit of
+	// its found (see Memo): a hit on the chunk it names skips the chunk
+	// table. The cache reads and writes it only while serving the request.
+	Memo *Memo
+}
+
+// Memo remembers the entry of the last chunk a hit found, for a caller
+// that reads the same chunk again and again (small reads walking through
+// one chunk, a resident chunk polled): a hit on the chunk it names skips
+// the chunk table's lookup (the key's interleaving, the hash and the
+// probe, a third of a resident hit).
+//
+// Why it is safe without a lock: an entry stands for one chunk all its
+// life, and it is resident only while it is in the chunk table under that
+// chunk's key (an entry leaves the table only loading or evicting, and
+// then dies; see remove). So a memo's entry that is still resident is
+// exactly what the lookup would find, and the hit path checks residency
+// anyway (the read slot's or the pin's check, as for a looked-up entry);
+// one that is not is forgotten and the table looked up. The memo holds
+// its own copy of the coordinate it names, so that checking it reads only
+// the caller's memory.
+//
+// A Memo is not safe for concurrent use: one goroutine's request at a
+// time (the engine keeps one in each pooled request scratch). Its zero
+// value remembers nothing.
+type Memo struct {
+	e     *entry
+	d     *Dataset
+	rank  int
+	coord [8]uint64
+}
+
+// get returns the remembered entry if it is for chunk coord of d.
+func (m *Memo) get(d *Dataset, coord layout.Coord) *entry {
+	if m.e == nil || m.d != d || m.rank != len(coord) {
+		return nil
+	}
+	for i, c := range coord {
+		if m.coord[i] != c {
+			return nil
+		}
+	}
+	return m.e
+}
+
+// set remembers e, found for chunk coord of d (ranks the memo cannot hold
+// are not remembered).
+func (m *Memo) set(d *Dataset, coord layout.Coord, e *entry) {
+	if len(coord) > len(m.coord) {
+		m.e = nil
+		return
+	}
+	m.e, m.d, m.rank = e, d, len(coord)
+	copy(m.coord[:], coord)
+}
+
+// Prune drops what m remembers unless it is a resident chunk: the cache
+// holds those anyway, so a memo kept in a pool holds no chunk the cache
+// has let go of (nor, through it, its dataset).
+func (m *Memo) Prune() {
+	if m.e != nil && m.e.state() != stateResident {
+		*m = Memo{}
+	}
 }
 
 type opKind uint8
@@ -40,6 +103,10 @@ const (
 type op struct {
 	kind opKind
 	dims []uint64 // opTrim: the new extent
+	// shared: the requests are served on several goroutines at once
+	// (serveHitsParallel), which leave the callers' memos alone (two
+	// requests may share one).
+	shared bool
 }
 
 // maxStored bounds the stored image size the cache will allocate a buffer
@@ -188,7 +255,7 @@ func (c *Cache) serveHitsParallel(reqs []Request) (int, error) {
 			}
 		}()
 		for ; i < hi; i++ {
-			hit, err := c.tryHit(op{kind: opRead}, &reqs[i], i)
+			hit, err := c.tryHit(op{kind: opRead, shared: true}, &reqs[i], i)
 			if err != nil || !hit {
 				res[s] = share{i, err}
 				return nil
@@ -285,9 +352,22 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		return false, err
 	}
 	d := r.Dataset
-	e, ok := c.chunks.lookupIn(d, r.Coord)
-	if !ok {
-		return false, nil
+	var e *entry
+	memo := r.Memo
+	if o.shared {
+		memo = nil
+	}
+	if memo != nil {
+		e = memo.get(d, r.Coord)
+	}
+	if e == nil || e.state() != stateResident {
+		var ok bool
+		if e, ok = c.chunks.lookupIn(d, r.Coord); !ok {
+			return false, nil
+		}
+		if memo != nil {
+			memo.set(d, r.Coord, e)
+		}
 	}
 	var err error
 	var n int64 // this hit's number on its stripe or slot
@@ -299,7 +379,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	case slot != nil:
 		err = lightRead(e, r)
 		n = c.slotHit(slot, e)
-		slot.e.Store(nil)
+		slot.release()
 		if n%hitCheckEvery == 0 && c.sizes.current().ad != nil {
 			c.sizes.closeEpoch(false)
 		}

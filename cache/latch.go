@@ -158,7 +158,9 @@ type readSlots struct {
 // readSlot is one published entry and its holder's counts and records,
 // alone on its cache lines.
 type readSlot struct {
-	e atomic.Pointer[entry]
+	// e is the published entry's address (slotAddr), 0 when the slot is
+	// free.
+	e atomic.Uintptr
 	// Owned by the slot's holder (see above).
 	hits   int64    // cache hits not yet in Cache.stats.hot
 	seen   int64    // hits ever counted here (never folded): paces adaptive epochs
@@ -222,6 +224,22 @@ func pendingWay(e *entry) uint64 {
 // slotHeld marks a slot held for its accounting rather than for a read.
 var slotHeld = new(entry)
 
+// slotAddr is what a read slot holds for e: its address, not a pointer.
+//
+// Why: the pointer atomics (atomic.Pointer's CompareAndSwap and Store)
+// are calls into the runtime, for the GC's write barrier, where the
+// integer ones are single instructions; a slot's CAS and release were two
+// such calls on every read hit. Why it is safe: the goroutine that
+// publishes e keeps its own pointer to e until it has cleared the slot,
+// so e cannot be freed, nor its address reused by another object, while
+// a slot holds it; everyone else only compares a slot's word with the
+// address of an entry they hold themselves. (slotHeld is never freed.)
+func slotAddr(e *entry) uintptr { return uintptr(unsafe.Pointer(e)) }
+
+// release frees the held slot s (the Store that ends a hold, read or
+// accounting).
+func (s *readSlot) release() { s.e.Store(0) }
+
 // slotsPerP is the slots of one P: a goroutine preempted while holding its
 // slot leaves the next goroutine on that P another one.
 const slotsPerP = 4
@@ -234,7 +252,7 @@ func newReadSlots() readSlots {
 // enter publishes e for a read and returns its slot, held, or nil when e is
 // not resident, a writer is changing it, or the P's slots are all taken
 // (the caller falls back to a light pin). The caller releases the slot
-// with s.e.Store(nil).
+// with s.release().
 func (rs *readSlots) enter(e *entry) *readSlot {
 	if !e.slotRead().Load() {
 		e.slotRead().Store(true) // before the slot: see waitSlotReaders
@@ -242,13 +260,13 @@ func (rs *readSlots) enter(e *entry) *readSlot {
 	base := lockfree.ProcHint() * slotsPerP
 	for k := 0; k < slotsPerP; k++ {
 		s := &rs.slots[(base+k)&rs.mask]
-		if s.e.Load() != nil || !s.e.CompareAndSwap(nil, e) {
+		if s.e.Load() != 0 || !s.e.CompareAndSwap(0, slotAddr(e)) {
 			continue
 		}
 		if w := e.word.Load(); stateOf(w) == stateResident && w&writerBit == 0 {
 			return s
 		}
-		s.e.Store(nil)
+		s.release()
 		return nil
 	}
 	return nil
@@ -266,7 +284,7 @@ func (s *readSlot) hold(rs *readSlots) {
 
 // tryHold takes slot s for its accounting if no reader holds it.
 func (s *readSlot) tryHold() bool {
-	return s.e.Load() == nil && s.e.CompareAndSwap(nil, slotHeld)
+	return s.e.Load() == 0 && s.e.CompareAndSwap(0, slotAddr(slotHeld))
 }
 
 // holdSoon takes slot s if its reader lets it go within a few looks (a
@@ -335,7 +353,7 @@ func (a *accessRecording) foldSlots(st *counters) {
 			a.slotDrops.Add(s.drops)
 			s.drops = 0
 		}
-		s.e.Store(nil)
+		s.release()
 	}
 }
 
@@ -362,7 +380,7 @@ func (rs *readSlots) drain(f func([]*entry), wait bool) (skipped bool) {
 		}
 		batch := s.rec
 		if len(batch) == 0 {
-			s.e.Store(nil)
+			s.release()
 			continue
 		}
 		if s.spare == nil {
@@ -370,7 +388,7 @@ func (rs *readSlots) drain(f func([]*entry), wait bool) (skipped bool) {
 		}
 		s.rec = s.spare
 		clear(s.pending[:]) // what it remembered is in batch now
-		s.e.Store(nil)
+		s.release()
 		f(batch)
 		clear(batch)
 		s.spare = batch[:0]
@@ -395,7 +413,7 @@ func (e *entry) waitSlotReaders() {
 // the change (writer bit, evicting) that keeps new slot readers out.
 func (rs *readSlots) waitOut(e *entry) {
 	for i := range rs.slots {
-		for rs.slots[i].e.Load() == e {
+		for rs.slots[i].e.Load() == slotAddr(e) {
 			runtime.Gosched()
 		}
 	}

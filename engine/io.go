@@ -55,7 +55,8 @@ import (
 
 // ioScratch is one request's reusable state.
 type ioScratch struct {
-	sel      selArrays // an inline Box selection, expanded
+	sel      selArrays           // an inline Box selection, expanded
+	slab     selection.Hyperslab // over sel, the expanded selection's general form
 	lo, hi   [8]uint64
 	regions  [1]serialize.Region
 	bufShape [8]uint64
@@ -66,7 +67,12 @@ type ioScratch struct {
 	coord    [8]uint64
 	runs     [8][]selection.Run
 	runArr   [8]selection.Run
-	rows     rowCopy // the single-chunk read's copy plan (ioone.go)
+	plan     onePlan // the single-chunk builder's request and copy plan (ioone.go)
+	// memo is the single-chunk request's memory of its last chunk
+	// (cache.Memo): a goroutine reading one chunk again and again finds
+	// it without the chunk table. Kept across uses of the scratch; put
+	// prunes it to a resident chunk.
+	memo cache.Memo
 	// Multi-chunk requests.
 	reqs   []cache.Request
 	pieces pieceArena // piece.go
@@ -79,6 +85,7 @@ var ioPool = sync.Pool{New: func() any { return new(ioScratch) }}
 func (sc *ioScratch) put() {
 	sc.regions[0] = serialize.Region{}
 	sc.one[0] = cache.Request{}
+	sc.memo.Prune()
 	sc.onePiece = piece{}
 	sc.pieces.reset()
 	if cap(sc.reqs) > 1024 {
@@ -91,8 +98,12 @@ func (sc *ioScratch) put() {
 
 // expand makes an inline Box selection use sc's arrays, so building the
 // selection in the call costs no allocation (Selection).
-func (sc *ioScratch) expand(sel Selection) Selection {
-	return Selection{slab: sel.in(&sc.sel)}
+func (sc *ioScratch) expand(sel *Selection) Selection {
+	if !sel.box {
+		return *sel
+	}
+	sc.slab = sel.in(&sc.sel)
+	return Selection{slab: &sc.slab}
 }
 
 // regionInto is dsState.region into sc's arrays when the rank allows.

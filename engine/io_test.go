@@ -35,7 +35,7 @@ func TestOneChunkMatchesSplit(t *testing.T) {
 		}
 		s := &dsState{id: 1, chunk: chunk}
 		sc := new(ioScratch)
-		reg := s.regionInto(Selection{slab: h}, sc)
+		reg := s.regionInto(general(h), sc)
 		got := sc.oneChunk(h, chunk, reg)
 		ps, err := selection.Pieces(h, chunk)
 		if err != nil {

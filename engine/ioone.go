@@ -126,81 +126,192 @@ func (rc *rowCopy) scatter(dst, chunk []byte) {
 }
 
 // readOne is the single-chunk read (see above). done true: the read is
-// finished with err. done false: io takes its general path, with p the
-// request built here if the chunk was not resident (empty otherwise).
-func (s *dsState) readOne(ctx context.Context, sel Selection, buf []byte, sc *ioScratch) (done bool, p prepared, err error) {
-	h := sel.hyper()
+// finished with err. done false: io takes its general path, with *p the
+// request built here if the chunk was not resident (left empty
+// otherwise). An inline box is read as it is, never expanded into a
+// hyperslab. (p is an out parameter, not a result: the caller's copy of a
+// returned prepared stalled on store forwarding, a tenth of a resident
+// read.)
+func (s *dsState) readOne(ctx context.Context, sel *Selection, buf []byte, sc *ioScratch, p *prepared) (done bool, err error) {
 	r := len(s.chunk)
-	if r == 0 || r > len(sc.coord) || len(h.Start) != r || len(h.Count) != r ||
-		len(h.Block) != r || len(h.Stride) != r {
-		return false, prepared{}, nil
+	if r == 0 || r > len(sc.coord) {
+		return false, nil
+	}
+	var start, ext []uint64
+	var exts [8]uint64
+	if sel.box {
+		if int(sel.rank) != r {
+			return false, nil
+		}
+		start, ext = sel.start[:r], sel.count[:r]
+	} else {
+		if sel.slab == nil || !oneBlock(sel.slab, r, &exts) {
+			return false, nil
+		}
+		start, ext = sel.slab.Start, exts[:r]
 	}
 	hold, ok := s.f.ser.TryFastReadDataset(s.id)
 	if !ok {
-		return false, prepared{}, nil
+		return false, nil
 	}
 	defer hold.Release()
 	if s.deleted.Load() {
-		return false, prepared{}, nil // the locked path says ErrDeleted
+		return false, nil // the locked path says ErrDeleted
 	}
 	// See io.go: the extent cannot change while the dataset is held. The
 	// cache dataset is loaded under the hold too, as prepare does.
 	shape := s.mu.shape
 	cds := s.hot.Load()
-	if cds == nil || !sc.buildOne(h, shape, s.chunk, s.elemSize, buf, cds) {
-		return false, prepared{}, nil
+	if cds == nil || !sc.buildBlock(start, ext, shape, s.chunk, s.elemSize, buf, cds) {
+		return false, nil
 	}
 	n, err := s.f.cache.ServeResident(ctx, false, sc.one[:])
 	if err != nil {
-		return true, prepared{}, classify(err)
+		return true, classify(err)
 	}
 	if n == 1 {
-		return true, prepared{}, nil
+		return true, nil
 	}
-	return false, prepared{reqs: sc.one[:], shape: shape}, nil
+	p.reqs, p.shape = sc.one[:], shape
+	return false, nil
 }
 
-// buildOne validates h (rank already checked against chunk) against the
-// extent and buf and, if it is one block per dimension inside one chunk,
-// builds sc.one[0] (as prepareOne does) with the copy plan sc.rows, and
-// reports true; otherwise it reports false having decided nothing.
-func (sc *ioScratch) buildOne(h selection.Hyperslab, shape, chunk []uint64, elemSize int, buf []byte, cds *cache.Dataset) bool {
-	r := len(chunk)
-	if len(shape) != r || elemSize <= 0 {
+// oneBlock reports whether h, of rank r, is one block per dimension (one
+// block, or blocks that touch) and writes the block's extent along each
+// dimension to ext.
+func oneBlock(h *selection.Hyperslab, r int, ext *[8]uint64) bool {
+	if r > len(ext) || len(h.Start) != r || len(h.Count) != r || len(h.Block) != r || len(h.Stride) != r {
 		return false
 	}
-	var off [8]uint64 // r <= len(sc.coord), checked by readOne
-	n := uint64(1)
-	full := true
 	for d := 0; d < r; d++ {
 		cnt, blk, st := h.Count[d], h.Block[d], h.Stride[d]
 		if cnt == 0 || blk == 0 || st == 0 || cnt != 1 && st != blk {
 			return false
 		}
 		hi, m := bits.Mul64(cnt, blk)
-		start := h.Start[d]
-		if hi != 0 || start >= shape[d] || m > shape[d]-start {
-			return false // overflow or outside the extent: the general path says which
+		if hi != 0 {
+			return false // overflow: the general path says so
+		}
+		ext[d] = m
+	}
+	return true
+}
+
+// buildOne validates h (rank already checked against chunk) against the
+// extent and buf and, if it is one block per dimension inside one chunk,
+// builds sc.one[0] (as prepareOne does) with the copy plan sc.plan, and
+// reports true; otherwise it reports false having decided nothing.
+func (sc *ioScratch) buildOne(h selection.Hyperslab, shape, chunk []uint64, elemSize int, buf []byte, cds *cache.Dataset) bool {
+	var ext [8]uint64
+	if !oneBlock(&h, len(chunk), &ext) {
+		return false
+	}
+	return sc.buildBlock(h.Start, ext[:len(chunk)], shape, chunk, elemSize, buf, cds)
+}
+
+// onePlan is what buildBlock builds for a block in one chunk — the
+// chunk, the piece, the buffer's shape and the byte-level copy plan — and
+// the block it was built for. Only buildBlock writes it (the general
+// path's single-chunk cut has the scratch's other fields), so a block
+// equal to the last one, in the same dataset under the same extent, reuses
+// it as it is: a goroutine that reads the same shape at the same place
+// again (a polled box, the resident-read benchmark) builds nothing but the
+// request's pointers. The scratch comes back to the goroutine's P from
+// the pool, so the plan usually survives from one call to the next.
+type onePlan struct {
+	// The key: the cache dataset (one per dataset state), the extent and
+	// chunk slices by identity (SetExtent and adopt replace the extent,
+	// never modify it; the chunk shape is fixed), the element size, the
+	// buffer's length and the block. cds nil: no plan.
+	cds          *cache.Dataset
+	shape, chunk *uint64
+	rank         int
+	elemSize     int
+	bufLen       int
+	start, ext   [8]uint64
+	// The plan.
+	full     bool
+	coord    [8]uint64
+	bufShape [8]uint64
+	runs     [8][]selection.Run
+	runArr   [8]selection.Run
+	sel      selection.Piece
+	rows     rowCopy
+}
+
+// same reports whether the plan was built for this block.
+func (pl *onePlan) same(start, ext, shape, chunk []uint64, elemSize int, buf []byte, cds *cache.Dataset) bool {
+	r := len(chunk)
+	if pl.cds != cds || pl.rank != r || r == 0 || len(shape) != r || len(start) != r || len(ext) != r ||
+		pl.shape != &shape[0] || pl.chunk != &chunk[0] || pl.elemSize != elemSize || pl.bufLen != len(buf) {
+		return false
+	}
+	for d := 0; d < r; d++ {
+		if pl.start[d] != start[d] || pl.ext[d] != ext[d] {
+			return false
+		}
+	}
+	return true
+}
+
+// buildBlock is buildOne of the block of ext[d] elements from start[d]
+// along each dimension d (rank checked by the caller).
+func (sc *ioScratch) buildBlock(start, ext, shape, chunk []uint64, elemSize int, buf []byte, cds *cache.Dataset) bool {
+	pl := &sc.plan
+	r := len(chunk)
+	if !pl.same(start, ext, shape, chunk, elemSize, buf, cds) {
+		if !pl.build(start, ext, shape, chunk, elemSize, buf) {
+			return false
+		}
+		pl.cds, pl.shape, pl.chunk, pl.rank, pl.elemSize, pl.bufLen = cds, &shape[0], &chunk[0], r, elemSize, len(buf)
+		copy(pl.start[:], start)
+		copy(pl.ext[:], ext)
+	}
+	// Field by field: put left the rest of onePiece and one[0] zero, and
+	// whole-struct stores of them were a tenth of this function.
+	op := &sc.onePiece
+	op.p, op.buf, op.bufShape, op.rows = &pl.sel, buf, pl.bufShape[:r], &pl.rows
+	rq := &sc.one[0]
+	rq.Dataset, rq.Coord, rq.Full, rq.Piece, rq.Memo = cds, layout.Coord(pl.sel.Coord), pl.full, op, &sc.memo
+	return true
+}
+
+// build computes the plan for the block (see buildOne), dropping the key:
+// false, having built nothing usable, for a block buildOne refuses.
+func (pl *onePlan) build(start, ext, shape, chunk []uint64, elemSize int, buf []byte) bool {
+	pl.cds = nil
+	r := len(chunk)
+	if len(shape) != r || len(start) != r || len(ext) != r || r == 0 || r > len(pl.coord) || elemSize <= 0 {
+		return false
+	}
+	var off [8]uint64
+	n := uint64(1)
+	full := true
+	for d := 0; d < r; d++ {
+		m, st := ext[d], start[d]
+		if m == 0 || st >= shape[d] || m > shape[d]-st {
+			return false // empty or outside the extent: the general path says which
 		}
 		cd := chunk[d]
 		var c uint64
 		if cd&(cd-1) == 0 {
-			c = start >> uint(bits.TrailingZeros64(cd))
+			c = st >> uint(bits.TrailingZeros64(cd))
 		} else {
-			c = start / cd
+			c = st / cd
 		}
-		o := start - c*cd
+		o := st - c*cd
 		if m > cd-o {
 			return false // crosses a chunk edge
 		}
+		var hi uint64
 		if hi, n = bits.Mul64(n, m); hi != 0 {
 			return false
 		}
 		off[d] = o
-		sc.coord[d] = c
-		sc.bufShape[d] = m
-		sc.runArr[d] = selection.Run{Chunk: o, Buf: 0, Len: m}
-		sc.runs[d] = sc.runArr[d : d+1 : d+1]
+		pl.coord[d] = c
+		pl.bufShape[d] = m
+		pl.runArr[d] = selection.Run{Chunk: o, Buf: 0, Len: m}
+		pl.runs[d] = pl.runArr[d : d+1 : d+1]
 		full = full && m == cd
 	}
 	es := uint64(elemSize)
@@ -209,32 +320,27 @@ func (sc *ioScratch) buildOne(h selection.Hyperslab, shape, chunk []uint64, elem
 	}
 	// The copy plan. Chunk strides in bytes fit: a chunk's size is bounded
 	// by the header's limits (chunkBytes is an int64).
-	rc := &sc.rows
+	rc := &pl.rows
 	k := r - 1
 	stride := es // chunk bytes per step along dimension k
 	rc.c0 = off[k] * stride
-	rc.run = sc.bufShape[k] * es
-	for k > 0 && sc.bufShape[k] == chunk[k] {
+	rc.run = pl.bufShape[k] * es
+	for k > 0 && pl.bufShape[k] == chunk[k] {
 		stride *= chunk[k]
 		k--
 		rc.c0 += off[k] * stride
-		rc.run *= sc.bufShape[k]
+		rc.run *= pl.bufShape[k]
 	}
 	rc.outer = k
 	for d := k - 1; d >= 0; d-- {
 		stride *= chunk[d+1]
-		rc.count[d] = sc.bufShape[d]
+		rc.count[d] = pl.bufShape[d]
 		rc.cstep[d] = stride
 		rc.c0 += off[d] * stride
 	}
-	p := &sc.oneSel
-	p.Coord, p.Runs, p.N = sc.coord[:r], sc.runs[:r], n
-	// Field by field: put left the rest of onePiece and one[0] zero, and
-	// whole-struct stores of them were a tenth of this function.
-	op := &sc.onePiece
-	op.p, op.buf, op.bufShape, op.rows = p, buf, sc.bufShape[:r], rc
-	rq := &sc.one[0]
-	rq.Dataset, rq.Coord, rq.Full, rq.Piece = cds, layout.Coord(p.Coord), full, op
+	p := &pl.sel
+	p.Coord, p.Runs, p.N = pl.coord[:r], pl.runs[:r], n
+	pl.full = full
 	return true
 }
 
@@ -243,8 +349,8 @@ func (sc *ioScratch) buildOne(h selection.Hyperslab, shape, chunk []uint64, elem
 func (sc *ioScratch) oneRegion(id uint64, r int) serialize.Region {
 	lo, hi := sc.lo[:r], sc.hi[:r]
 	for d := range lo {
-		lo[d] = sc.coord[d]
-		hi[d] = sc.coord[d] + 1
+		lo[d] = sc.plan.coord[d]
+		hi[d] = sc.plan.coord[d] + 1
 	}
 	return serialize.Region{Dataset: id, Lo: lo, Hi: hi}
 }

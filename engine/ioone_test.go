@@ -153,13 +153,13 @@ func TestReadOneMatchesPrepareOne(t *testing.T) {
 				accepted++
 				got, want := one.one[0], ref.one[0]
 				if !slices.Equal(got.Coord, want.Coord) || got.Full != want.Full || got.Dataset != want.Dataset ||
-					one.oneSel.N != ref.oneSel.N || !slices.Equal(one.onePiece.bufShape, ref.onePiece.bufShape) ||
-					got.Piece != &one.onePiece || one.onePiece.p != &one.oneSel {
+					one.plan.sel.N != ref.plan.sel.N || !slices.Equal(one.onePiece.bufShape, ref.onePiece.bufShape) ||
+					got.Piece != &one.onePiece || one.onePiece.p != &one.plan.sel {
 					t.Fatalf("%v: request %+v, want %+v", sel.hyper(), got, want)
 				}
-				for d := range ref.oneSel.Runs {
-					if !slices.Equal(one.oneSel.Runs[d], ref.oneSel.Runs[d]) {
-						t.Fatalf("%v: runs %v, want %v", sel.hyper(), one.oneSel.Runs, ref.oneSel.Runs)
+				for d := range ref.plan.sel.Runs {
+					if !slices.Equal(one.plan.sel.Runs[d], ref.plan.sel.Runs[d]) {
+						t.Fatalf("%v: runs %v, want %v", sel.hyper(), one.plan.sel.Runs, ref.plan.sel.Runs)
 					}
 				}
 				reg := one.oneRegion(s.id, len(s.chunk))
@@ -170,13 +170,13 @@ func TestReadOneMatchesPrepareOne(t *testing.T) {
 					chunkBuf[j] = byte(r.Uint32())
 				}
 				want2 := make([]byte, len(buf))
-				selection.Scatter(want2, ref.onePiece.bufShape, chunkBuf, s.chunk, &ref.oneSel, es)
+				selection.Scatter(want2, ref.onePiece.bufShape, chunkBuf, s.chunk, &ref.plan.sel, es)
 				for j := range buf {
 					buf[j] = 0xAA
 				}
-				one.rows.scatter(buf, chunkBuf)
+				one.plan.rows.scatter(buf, chunkBuf)
 				if !bytes.Equal(buf, want2) {
-					t.Fatalf("%v (elem %d): copy plan %+v gives %x, want %x", sel.hyper(), es, one.rows, buf, want2)
+					t.Fatalf("%v (elem %d): copy plan %+v gives %x, want %x", sel.hyper(), es, one.plan.rows, buf, want2)
 				}
 			}
 			one.put()

@@ -72,12 +72,12 @@ func TestPrepareOneMatchesGeneral(t *testing.T) {
 			if ok {
 				accepted++
 				got, want := one.one[0], &gen.oneSel
-				if !slices.Equal(got.Coord, want.Coord) || got.Full != want.Full(s.chunk) || one.oneSel.N != want.N {
-					t.Fatalf("%v: request %v full %v n %d, want %v full %v n %d", sel.hyper(), got.Coord, got.Full, one.oneSel.N, want.Coord, want.Full(s.chunk), want.N)
+				if !slices.Equal(got.Coord, want.Coord) || got.Full != want.Full(s.chunk) || one.plan.sel.N != want.N {
+					t.Fatalf("%v: request %v full %v n %d, want %v full %v n %d", sel.hyper(), got.Coord, got.Full, one.plan.sel.N, want.Coord, want.Full(s.chunk), want.N)
 				}
 				for d := range want.Runs {
-					if !slices.Equal(one.oneSel.Runs[d], want.Runs[d]) {
-						t.Fatalf("%v: runs %v, want %v", sel.hyper(), one.oneSel.Runs, want.Runs)
+					if !slices.Equal(one.plan.sel.Runs[d], want.Runs[d]) {
+						t.Fatalf("%v: runs %v, want %v", sel.hyper(), one.plan.sel.Runs, want.Runs)
 					}
 				}
 				if !slices.Equal(one.onePiece.bufShape, sel.hyper().Shape()) || got.Dataset != cds {

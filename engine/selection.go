@@ -9,8 +9,10 @@ import (
 // selection's shape (Count[d]×Block[d] along dimension d), little-endian.
 type Selection struct {
 	// slab is the general form; read it through hyper or in, never
-	// directly: an inline box leaves it empty.
-	slab selection.Hyperslab
+	// directly: an inline box leaves it nil. A pointer, not the four
+	// slice headers, because a Selection is passed and returned by value
+	// on every Read and Write: the value is what the call copies.
+	slab *selection.Hyperslab
 	// A box of rank at most maxInlineRank keeps its start and count here
 	// instead of in slab (box is set), so that building one in the call
 	// (ds.Read(ctx, Box(start, count), buf)) allocates nothing: Read and
@@ -26,14 +28,40 @@ const maxInlineRank = 8
 
 // Box selects the dense block of count[d] elements starting at start[d].
 // It copies start and count.
-func Box(start, count []uint64) Selection {
+func Box(start, count []uint64) (s Selection) {
 	if len(start) != len(count) || len(count) > maxInlineRank {
-		return Selection{slab: selection.Box(start, count)} // Validate reports a rank mismatch
+		return boxSlab(start, count)
 	}
-	s := Selection{box: true, rank: uint8(len(count))}
-	copy(s.start[:], start)
-	copy(s.count[:], count)
+	// Into the named result, element by element: a local returned, and
+	// copy's memmove calls, were most of Box's cost for the few words a
+	// box has.
+	s.box, s.rank = true, uint8(len(count))
+	start = start[:len(count)]
+	for d := range count {
+		s.start[d&(maxInlineRank-1)] = start[d]
+		s.count[d&(maxInlineRank-1)] = count[d]
+	}
 	return s
+}
+
+// boxSlab is Box's general form, kept out of Box: inlined, it doubled
+// Box's frame and the zeroing of it.
+//
+//go:noinline
+func boxSlab(start, count []uint64) Selection {
+	return general(selection.Box(start, count)) // Validate reports a rank mismatch
+}
+
+// general returns the selection of hyperslab h.
+func general(h selection.Hyperslab) Selection { return Selection{slab: &h} }
+
+// slabOf is the general form's hyperslab (the empty one for a zero
+// Selection).
+func (s *Selection) slabOf() selection.Hyperslab {
+	if s.slab == nil {
+		return selection.Hyperslab{}
+	}
+	return *s.slab
 }
 
 // selArrays is the storage an inline box expands into: start, stride,
@@ -43,7 +71,7 @@ type selArrays [4][maxInlineRank]uint64
 // in returns the selection's hyperslab, expanding an inline box into a.
 func (s *Selection) in(a *selArrays) selection.Hyperslab {
 	if !s.box {
-		return s.slab
+		return s.slabOf()
 	}
 	r := int(s.rank)
 	return s.expand(a[0][:r], a[1][:r], a[2][:r], a[3][:r])
@@ -53,7 +81,7 @@ func (s *Selection) in(a *selArrays) selection.Hyperslab {
 // fresh slices.
 func (s Selection) hyper() selection.Hyperslab {
 	if !s.box {
-		return s.slab
+		return s.slabOf()
 	}
 	r := int(s.rank)
 	a := make([]uint64, 4*r)
@@ -79,7 +107,7 @@ func (s Selection) normal() Selection {
 	if !s.box {
 		return s
 	}
-	return Selection{slab: s.hyper()}
+	return general(s.hyper())
 }
 
 // Hyperslab selects, along each dimension d, count[d] blocks of block[d]
@@ -94,7 +122,7 @@ func Hyperslab(start, stride, count, block []uint64) Selection {
 	if block == nil {
 		block = ones(r)
 	}
-	return Selection{slab: selection.Hyperslab{Start: start, Stride: stride, Count: count, Block: block}}
+	return general(selection.Hyperslab{Start: start, Stride: stride, Count: count, Block: block})
 }
 
 // All selects every element of a dataset whose extent is dims.
@@ -104,7 +132,7 @@ func All(dims []uint64) Selection {
 		copy(s.count[:], dims)
 		return s
 	}
-	return Selection{slab: selection.Box(make([]uint64, len(dims)), dims)}
+	return general(selection.Box(make([]uint64, len(dims)), dims))
 }
 
 // Shape is the shape of the selection's packed buffer.
@@ -112,7 +140,7 @@ func (s Selection) Shape() []uint64 {
 	if s.box {
 		return append([]uint64(nil), s.count[:s.rank]...)
 	}
-	return s.slab.Shape()
+	return s.slabOf().Shape()
 }
 
 // NumElements is the number of selected elements.
