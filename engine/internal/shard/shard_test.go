@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
@@ -248,4 +250,46 @@ func TestShardPortable(t *testing.T) {
 	assert.ErrorIs(t, err, format.ErrCorrupt)
 	_, _, err = d.Import([]uint64{0, 3}, raw[:10])
 	assert.ErrorIs(t, err, format.ErrCorrupt)
+}
+
+// A whole chunk's inner chunks are shared among the caller and the pool's
+// workers one at a time: while one inner chunk's decode is held up, the
+// others all decode elsewhere, several at once. (Fixed batches left the
+// held-up chunk's batch-mates waiting behind it.)
+func TestShardDecodeSpreadsInnerChunks(t *testing.T) {
+	for _, workers := range []int{2, 4} {
+		p, err := pool.New(pool.Options{Workers: workers})
+		require.NoError(t, err)
+		c := testCodec(t, []uint64{16, 16, 16}, []uint64{4, 4, 4}, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+		data := chunkData(c)
+		img, err := c.Encode(context.Background(), p, []uint64{1, 2, 3}, data)
+		require.NoError(t, err)
+		n := c.Grid.N()
+		var running, most, others atomic.Int64
+		var released atomic.Bool
+		rest := make(chan struct{})
+		c.onDecode = func(i int) {
+			k := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); k > m && !most.CompareAndSwap(m, k); m = most.Load() {
+			}
+			if i == 0 {
+				select {
+				case <-rest:
+					released.Store(true)
+				case <-time.After(time.Minute): // a hang guard, not a timing
+				}
+				return
+			}
+			if others.Add(1) == int64(n-1) {
+				close(rest)
+			}
+		}
+		out := make([]byte, len(data))
+		require.NoError(t, c.Decode(context.Background(), p, []uint64{1, 2, 3}, img, out))
+		assert.Equal(t, data, out, "workers %d", workers)
+		assert.True(t, released.Load(), "workers %d: every other inner chunk decoded while the first was held", workers)
+		assert.GreaterOrEqual(t, most.Load(), int64(2), "workers %d: inner chunks decoding at once", workers)
+		require.NoError(t, p.Close())
+	}
 }
