@@ -256,6 +256,9 @@ const (
 // (filter.Pipeline.StreamsVerified) and every piece is one ScatterRange
 // takes.
 func (l *denseLayout) DecodeScatter(coord layout.Coord, loc layout.Location, image []byte, pieces []layout.Piece, summed bool, sum uint32) (bool, error) {
+	if l.sh != nil && !summed {
+		return l.sh.decodeScatter(coord, loc, image, pieces)
+	}
 	if l.sh != nil || l.s.unfiltered || l.s.chunkBytes < streamFrom || len(image) < format.ChunkFrameOverhead ||
 		!l.s.pipeline.StreamsVerified(image[:len(image)-format.ChunkFrameOverhead], loc.Mask) {
 		return false, nil
