@@ -155,7 +155,8 @@ func (sh *shardState) stale(coord []uint64, loc layout.Location) error {
 	return fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, coord, sh.s.name, loc.Addr)
 }
 
-// decode is the dense Decode of a sharded chunk.
+// decode is the dense Decode of a sharded chunk. The chunk remembers the
+// stored version it came from (shardMemo).
 func (sh *shardState) decode(coord layout.Coord, loc layout.Location, image []byte) (layout.Chunk, error) {
 	defer bufpool.Put(image)
 	if format.Trailer(image) != loc.Sum {
@@ -166,7 +167,74 @@ func (sh *shardState) decode(coord layout.Coord, loc layout.Location, image []by
 		bufpool.Put(buf)
 		return nil, sh.errName(coord, err)
 	}
-	return &denseChunk{buf: buf}, nil
+	c := &denseChunk{buf: buf}
+	c.shard.Store(&shardMemo{loc: loc})
+	return c, nil
+}
+
+// shardMemo is what a resident sharded chunk remembers of the stored
+// version it was decoded from: its place, and which inner chunks writes
+// (Gather) have changed since. Its first write-back then encodes only
+// those and copies the others' frames as stored, read again from that
+// place and verified (shardState.reuse): a write of a few elements of a
+// large chunk costs the encode of the inner chunks it touched, not of the
+// chunk. The stored image is not kept in memory meanwhile: the cache's
+// budget counts decoded chunks, and the copy is one read at write-back.
+// Later write-backs encode the whole chunk (the place of the version a
+// write-back writes is not known to the chunk). Trim, which may change
+// any inner chunk, drops the memo.
+type shardMemo struct {
+	loc layout.Location
+	mu  sync.Mutex
+	// changed[i]: inner chunk i was written since the decode; nil when
+	// none was.
+	changed []bool
+}
+
+// change marks the inner chunks a write touched, of n.
+func (m *shardMemo) change(touched []int, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.changed == nil {
+		m.changed = make([]bool, n)
+	}
+	for _, i := range touched {
+		m.changed[i] = true
+	}
+}
+
+// reuse returns what the chunk's write-back may copy as stored: the
+// stored image of the memo's version, read and checked again (its trailer
+// is the one the memo names, its index decodes), and the inner chunks
+// changed since. nil when every inner chunk (or, oddly, none: a chunk is
+// written back because something changed it) changed, or the stored image
+// cannot be had: the chunk is then encoded whole, which is always right.
+// The image is a pooled buffer the caller gives back.
+func (sh *shardState) reuse(coord layout.Coord, m *shardMemo) *shard.Reuse {
+	m.mu.Lock()
+	changed := slices.Clone(m.changed)
+	m.mu.Unlock()
+	n := 0
+	for _, c := range changed {
+		if c {
+			n++
+		}
+	}
+	if n == 0 || n == sh.codec.Grid.N() || m.loc.Size <= 0 || m.loc.Size > sh.codec.MaxStored() {
+		return nil
+	}
+	img := bufpool.GetFull(int(m.loc.Size))
+	if readFull(sh.s.f.drv, img, m.loc.Addr) != nil || format.Trailer(img) != m.loc.Sum {
+		bufpool.Put(img)
+		return nil
+	}
+	k := sh.codec.IndexSize()
+	es, err := sh.codec.OpenIndex(coord, img[len(img)-k:], int64(len(img)))
+	if err != nil {
+		bufpool.Put(img)
+		return nil
+	}
+	return &shard.Reuse{Image: img, Es: es, Changed: func(i int) bool { return i < len(changed) && changed[i] }}
 }
 
 // decodeInto is the dense DecodeInto of a sharded chunk.
@@ -184,9 +252,17 @@ func (sh *shardState) decodeInto(coord layout.Coord, loc layout.Location, image,
 	return nil
 }
 
-// encode is the dense Encode of a sharded chunk.
-func (sh *shardState) encode(coord layout.Coord, buf []byte) (layout.Encoded, error) {
-	img, err := sh.codec.Encode(context.Background(), sh.pool(), coord, buf)
+// encode is the dense Encode of a sharded chunk: the inner chunks on
+// every core, and of a chunk decoded from the file only those written
+// since (shardMemo).
+func (sh *shardState) encode(coord layout.Coord, c *denseChunk) (layout.Encoded, error) {
+	var r *shard.Reuse
+	if m := c.shard.Swap(nil); m != nil {
+		if r = sh.reuse(coord, m); r != nil {
+			defer bufpool.Put(r.Image)
+		}
+	}
+	img, err := sh.codec.EncodeReusing(context.Background(), sh.pool(), coord, c.buf, r)
 	if err != nil {
 		return layout.Encoded{}, sh.errName(coord, err)
 	}

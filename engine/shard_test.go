@@ -244,6 +244,57 @@ func TestShardBoxScatters(t *testing.T) {
 	assert.True(t, bytes.Equal(want, got), "values of the strided selection")
 }
 
+// TestShardPartialWriteEncodesTouched: a write of part of a stored
+// sharded chunk encodes, at write-back, only the inner chunks it touched;
+// the others are copied as stored, and everything reads back (and checks)
+// as written, in this file and reopened.
+func TestShardPartialWriteEncodesTouched(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20}}
+	f, ds, data := shardFile(t, mem, opts, []Filter{Shuffle(), Zstd(1)})
+	sh := shardOf(t, ds)
+	require.NoError(t, ds.Evict(ctx))
+	put := func(start, count []uint64, v byte) {
+		b := bytes.Repeat([]byte{v}, int(count[0]*count[1]*2))
+		require.NoError(t, ds.Write(ctx, Box(start, count), b))
+		for r := start[0]; r < start[0]+count[0]; r++ {
+			copy(data[(r*128+start[1])*2:], b[:count[1]*2])
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		write   func()
+		encoded int64
+	}{
+		{"one inner chunk", func() { put([]uint64{20, 20}, []uint64{2, 2}, 0x11) }, 1},
+		{"two inner chunks of one chunk, two of another", func() {
+			put([]uint64{70, 8}, []uint64{1, 16}, 0x22)
+			put([]uint64{100, 120}, []uint64{16, 4}, 0x33)
+		}, 4},
+		{"the empty inner chunk", func() { put([]uint64{3, 3}, []uint64{1, 1}, 0x44) }, 1},
+	} {
+		tc.write()
+		before := sh.codec.Encoded.Load()
+		require.NoError(t, f.Flush(ctx))
+		assert.Equal(t, tc.encoded, sh.codec.Encoded.Load()-before, "%s: inner chunks encoded", tc.name)
+		require.NoError(t, ds.Evict(ctx))
+		got := make([]byte, len(data))
+		require.NoError(t, ds.Read(ctx, All([]uint64{128, 128}), got))
+		require.True(t, bytes.Equal(data, got), "%s: values read back", tc.name)
+	}
+	require.NoError(t, f.Close(ctx))
+	_, err := Check(ctx, "", &Options{Driver: mem})
+	require.NoError(t, err)
+	f = tOpen(t, mem, opts)
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "d", nil)
+	require.NoError(t, err)
+	got := make([]byte, len(data))
+	require.NoError(t, ds.Read(ctx, All([]uint64{128, 128}), got))
+	assert.True(t, bytes.Equal(data, got), "values reopened")
+}
+
 // TestShardDamagedInner: a damaged inner chunk is ErrCorrupt naming it
 // (reads of the chunk's other inner chunks still succeed), and Check
 // reports it.

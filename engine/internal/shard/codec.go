@@ -129,6 +129,9 @@ type Codec struct {
 	// Decoded counts the inner chunks decoded (DecodeInner calls): what a
 	// read cost, for statistics and tests.
 	Decoded atomic.Int64
+	// Encoded counts the inner chunks run through the pipeline by an
+	// encode (those taken as stored, and empty ones, not).
+	Encoded atomic.Int64
 	// onDecode, when set (by tests), runs at the start of every inner
 	// chunk's decode.
 	onDecode func(i int)
@@ -285,16 +288,50 @@ func (t *tasks) fail(err error) {
 // pooled buffer (internal/bufpool) starting at its first byte, owned by
 // the caller; it never aliases chunk.
 func (c *Codec) Encode(ctx context.Context, p *pool.Pool, coord []uint64, chunk []byte) ([]byte, error) {
+	return c.EncodeReusing(ctx, p, coord, chunk, nil)
+}
+
+// Reuse is what an encode may take from the chunk's stored image instead
+// of encoding again: the image (checked: its index is Es), and which
+// inner chunks changed since it was decoded. An inner chunk that did not
+// change is copied as it is stored, its frame verified first (a frame
+// that fails is encoded from the chunk instead).
+type Reuse struct {
+	Image   []byte
+	Es      []Entry
+	Changed func(i int) bool
+}
+
+func (c *Codec) verifies(coord []uint64, i int, frame []byte) bool {
+	_, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+	return err == nil
+}
+
+// EncodeReusing is Encode taking the inner chunks that did not change from
+// r (nil: none), so that a write of part of a large chunk encodes only the
+// inner chunks it touched.
+func (c *Codec) EncodeReusing(ctx context.Context, p *pool.Pool, coord []uint64, chunk []byte, r *Reuse) ([]byte, error) {
 	g := c.Grid
 	mf := c.MaxFrame()
 	buf := bufpool.Get(g.n*mf + c.IndexSize())
 	es := make([]Entry, g.n)
 	err := Tasks(ctx, p, g.n, func(i int) error {
+		slot := buf[i*mf : i*mf : (i+1)*mf]
+		if r != nil && !r.Changed(i) {
+			if e := r.Es[i]; e.Empty() {
+				es[i] = EmptyEntry
+				return nil
+			} else if frame := r.Image[e.Off : e.Off+uint64(e.Size)]; c.verifies(coord, i, frame) {
+				es[i] = Entry{Off: uint64(i * mf), Size: e.Size, Mask: e.Mask}
+				copy(slot[:e.Size], frame)
+				return nil
+			}
+		}
 		if g.IsFill(chunk, i, c.Fill) {
 			es[i] = EmptyEntry
 			return nil
 		}
-		slot := buf[i*mf : i*mf : (i+1)*mf]
+		c.Encoded.Add(1)
 		src, ok := g.InPlace(chunk, i)
 		if !ok {
 			tmp := bufpool.Get(g.innerBytes)[:g.innerBytes]
