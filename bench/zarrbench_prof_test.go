@@ -60,6 +60,8 @@ func BenchmarkZarrBenchShardedReads(b *testing.B) {
 	for _, row := range []string{"read_chunks", "read_inner"} {
 		b.Run(row, func(b *testing.B) {
 			b.SetBytes(c.arrayBytes())
+			dest := destBufs(1, c.chunkBytes())
+			idest := destBufs(1, ic.chunkBytes())
 			for b.Loop() {
 				// A fresh cache and file each time, as every row has.
 				cc, err := cache.New(zarrCacheConfig)
@@ -75,9 +77,9 @@ func BenchmarkZarrBenchShardedReads(b *testing.B) {
 					b.Fatal(err)
 				}
 				if row == "read_chunks" {
-					err = eachChunk(ctx, c, 1, func(k int, buf []byte) error { return ds.Read(ctx, c.box(k), buf) })
+					err = eachChunk(ctx, c, dest, func(k int, buf []byte) error { return ds.Read(ctx, c.box(k), buf) })
 				} else {
-					err = eachChunk(ctx, ic, 1, func(k int, buf []byte) error { return ds.Read(ctx, ic.box(order[k]), buf) })
+					err = eachChunk(ctx, ic, idest, func(k int, buf []byte) error { return ds.Read(ctx, ic.box(order[k]), buf) })
 				}
 				if err != nil {
 					b.Fatal(err)
