@@ -293,3 +293,39 @@ func TestShardDecodeSpreadsInnerChunks(t *testing.T) {
 		require.NoError(t, p.Close())
 	}
 }
+
+// The row table and the walk copy the same bytes in and out of a chunk
+// buffer, and inner chunks of more rows than the table holds are walked.
+func TestShardGridRowTable(t *testing.T) {
+	for _, tc := range []struct {
+		chunk, inner []uint64
+		table        bool
+	}{
+		{[]uint64{8, 12, 10}, []uint64{4, 3, 5}, true},
+		{[]uint64{6, 6}, []uint64{3, 2}, true},
+		{[]uint64{4, 70000, 2}, []uint64{2, 35000, 1}, false},
+	} {
+		g, err := NewGrid(tc.chunk, tc.inner, 2)
+		require.NoError(t, err)
+		require.Equal(t, tc.table, g.rowOff != nil, "%v in %v: row table", tc.inner, tc.chunk)
+		walked := *g
+		walked.rowOff = nil
+		r := rand.New(rand.NewPCG(3, 4))
+		a, b := make([]byte, g.n*g.innerBytes), make([]byte, g.n*g.innerBytes)
+		src := make([]byte, g.innerBytes)
+		for i := range g.N() {
+			for k := range src {
+				src[k] = byte(r.Uint32())
+			}
+			g.Insert(a, src, i)
+			walked.Insert(b, src, i)
+		}
+		assert.Equal(t, b, a, "%v in %v: Insert", tc.inner, tc.chunk)
+		x, y := make([]byte, g.innerBytes), make([]byte, g.innerBytes)
+		for i := range g.N() {
+			g.Extract(x, a, i)
+			walked.Extract(y, a, i)
+			require.Equal(t, y, x, "%v in %v: Extract of %d", tc.inner, tc.chunk, i)
+		}
+	}
+}
