@@ -27,13 +27,22 @@ import (
 // What sharding changes is how a chunk is encoded and read:
 //   - a whole chunk (a cache load, a direct decode into the caller's
 //     buffer, a write-back) encodes and decodes its inner chunks on the
-//     cache's worker pool, so one large chunk uses every core;
-//   - a read of part of a chunk the cache would not keep (above
-//     Config.BypassBytes, cache/directpart.go) reads the index (kept in a
-//     small cache of its own) and then only the inner chunks the read
-//     touches, in one vector read with the index's bytes, which are
-//     checked again against the chunk index's checksum, so a stale cached
-//     index can never name bytes a writer has reused;
+//     cache's worker pool, claimed one at a time by the caller and pool
+//     helpers (shard.Tasks), so one large chunk uses every core;
+//   - a read of part of a chunk that is not resident (cache/directpart.go,
+//     layout.PartFirst) reads the index (kept in a small cache of its own)
+//     and then only the inner chunks the read touches, in one vector read
+//     with the index's bytes, which are checked again against the chunk
+//     index's checksum, so a stale kept index can never name bytes a
+//     writer has reused; each inner chunk is decoded straight into the
+//     caller's buffer when the read takes it whole, else into an inner
+//     chunk's buffer and scattered from there (serveInner): no chunk
+//     buffer is made;
+//   - a read of whole chunks the cache does not keep whose rows interleave
+//     in the caller's buffer (a box of many chunks) decodes each inner
+//     chunk into its places the same way (decodeScatter);
+//   - a write of part of a stored chunk re-encodes at write-back only the
+//     inner chunks it touched and copies the others as stored (shardMemo);
 //   - an inner chunk that holds only the fill value is stored as no bytes.
 //
 // A chunk the cache keeps is kept decoded whole, as every dense chunk, so
@@ -634,7 +643,7 @@ func (sh *shardState) decodeScatter(coord layout.Coord, loc layout.Location, ima
 		return true, sh.errName(coord, fmt.Errorf("%w: image of %d bytes for an index of %d", ErrCorrupt, len(image), n))
 	}
 	es, ok := sh.cachedIndex(coord, loc)
-	if !ok {
+	if !ok || int64(len(image)) != loc.Size {
 		var err error
 		if es, err = sh.codec.OpenIndex(coord, image[len(image)-n:], int64(len(image))); err != nil {
 			return true, sh.errName(coord, err)
