@@ -132,9 +132,9 @@ type Codec struct {
 	// Encoded counts the inner chunks run through the pipeline by an
 	// encode (those taken as stored, and empty ones, not).
 	Encoded atomic.Int64
-	// onDecode, when set (by tests), runs at the start of every inner
-	// chunk's decode.
-	onDecode func(i int)
+	// onDecode and onEncode, when set (by tests), run at the start of
+	// every inner chunk's decode and encode.
+	onDecode, onEncode func(i int)
 }
 
 func (c *Codec) unfiltered() bool { return c.Pipe == nil || len(c.Pipe.Specs()) == 0 }
@@ -332,6 +332,9 @@ func (c *Codec) EncodeReusing(ctx context.Context, p *pool.Pool, coord []uint64,
 			return nil
 		}
 		c.Encoded.Add(1)
+		if c.onEncode != nil {
+			c.onEncode(i)
+		}
 		src, ok := g.InPlace(chunk, i)
 		if !ok {
 			tmp := bufpool.Get(g.innerBytes)[:g.innerBytes]

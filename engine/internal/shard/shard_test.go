@@ -253,44 +253,57 @@ func TestShardPortable(t *testing.T) {
 }
 
 // A whole chunk's inner chunks are shared among the caller and the pool's
-// workers one at a time: while one inner chunk's decode is held up, the
-// others all decode elsewhere, several at once. (Fixed batches left the
-// held-up chunk's batch-mates waiting behind it.)
+// workers one at a time, decoding and encoding: while one inner chunk is
+// held up, the others all go elsewhere, several at once. (Fixed batches
+// of nested group tasks left the held-up chunk's batch-mates waiting
+// behind it, and ran on the caller alone when earlier groups' claimed
+// tasks still filled the pool's queue.)
 func TestShardDecodeSpreadsInnerChunks(t *testing.T) {
 	for _, workers := range []int{2, 4} {
-		p, err := pool.New(pool.Options{Workers: workers})
-		require.NoError(t, err)
-		c := testCodec(t, []uint64{16, 16, 16}, []uint64{4, 4, 4}, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
-		data := chunkData(c)
-		img, err := c.Encode(context.Background(), p, []uint64{1, 2, 3}, data)
-		require.NoError(t, err)
-		n := c.Grid.N()
-		var running, most, others atomic.Int64
-		var released atomic.Bool
-		rest := make(chan struct{})
-		c.onDecode = func(i int) {
-			k := running.Add(1)
-			defer running.Add(-1)
-			for m := most.Load(); k > m && !most.CompareAndSwap(m, k); m = most.Load() {
-			}
-			if i == 0 {
-				select {
-				case <-rest:
-					released.Store(true)
-				case <-time.After(time.Minute): // a hang guard, not a timing
+		for _, op := range []string{"decode", "encode"} {
+			p, err := pool.New(pool.Options{Workers: workers})
+			require.NoError(t, err)
+			c := testCodec(t, []uint64{16, 16, 16}, []uint64{4, 4, 4}, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+			data := chunkData(c)
+			coord := []uint64{1, 2, 3}
+			img, err := c.Encode(context.Background(), p, coord, data)
+			require.NoError(t, err)
+			n := c.Grid.N()
+			var running, most, others atomic.Int64
+			var released atomic.Bool
+			rest := make(chan struct{})
+			hook := func(i int) {
+				k := running.Add(1)
+				defer running.Add(-1)
+				for m := most.Load(); k > m && !most.CompareAndSwap(m, k); m = most.Load() {
 				}
-				return
+				if i == 0 {
+					select {
+					case <-rest:
+						released.Store(true)
+					case <-time.After(time.Minute): // a hang guard, not a timing
+					}
+					return
+				}
+				if others.Add(1) == int64(n-1) {
+					close(rest)
+				}
 			}
-			if others.Add(1) == int64(n-1) {
-				close(rest)
+			if op == "decode" {
+				c.onDecode = hook
+				out := make([]byte, len(data))
+				require.NoError(t, c.Decode(context.Background(), p, coord, img, out))
+				assert.Equal(t, data, out, "workers %d", workers)
+			} else {
+				c.onEncode = hook
+				again, err := c.Encode(context.Background(), p, coord, data)
+				require.NoError(t, err)
+				assert.Equal(t, img, again, "workers %d", workers)
 			}
+			assert.True(t, released.Load(), "workers %d, %s: every other inner chunk done while the first was held", workers, op)
+			assert.GreaterOrEqual(t, most.Load(), int64(2), "workers %d, %s: inner chunks at once", workers, op)
+			require.NoError(t, p.Close())
 		}
-		out := make([]byte, len(data))
-		require.NoError(t, c.Decode(context.Background(), p, []uint64{1, 2, 3}, img, out))
-		assert.Equal(t, data, out, "workers %d", workers)
-		assert.True(t, released.Load(), "workers %d: every other inner chunk decoded while the first was held", workers)
-		assert.GreaterOrEqual(t, most.Load(), int64(2), "workers %d: inner chunks decoding at once", workers)
-		require.NoError(t, p.Close())
 	}
 }
 
