@@ -215,8 +215,8 @@ func (m *shardMemo) change(touched []int, n int) {
 // reuse returns what the chunk's write-back may copy as stored: the
 // stored image of the memo's version, read and checked again (its trailer
 // is the one the memo names, its index decodes), and the inner chunks
-// changed since. nil when every inner chunk (or, oddly, none: a chunk is
-// written back because something changed it) changed, or the stored image
+// changed since. nil when no inner chunk is marked (the chunk changed in
+// a way Gather did not see) or every one is, or when the stored image
 // cannot be had: the chunk is then encoded whole, which is always right.
 // The image is a pooled buffer the caller gives back.
 func (sh *shardState) reuse(coord layout.Coord, m *shardMemo) *shard.Reuse {
