@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -195,9 +196,10 @@ func (sh *shardState) decode(coord layout.Coord, loc layout.Location, image []by
 type shardMemo struct {
 	loc layout.Location
 	mu  sync.Mutex
-	// changed[i]: inner chunk i was written since the decode; nil when
+	// changed has bit i set when inner chunk i was written since the
+	// decode (one bit each: a chunk holds up to shard.MaxInner); nil when
 	// none was.
-	changed []bool
+	changed []uint64
 }
 
 // change marks the inner chunks a write touched, of n.
@@ -205,10 +207,10 @@ func (m *shardMemo) change(touched []int, n int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.changed == nil {
-		m.changed = make([]bool, n)
+		m.changed = make([]uint64, (n+63)/64)
 	}
 	for _, i := range touched {
-		m.changed[i] = true
+		m.changed[i/64] |= 1 << (i % 64)
 	}
 }
 
@@ -224,10 +226,8 @@ func (sh *shardState) reuse(coord layout.Coord, m *shardMemo) *shard.Reuse {
 	changed := slices.Clone(m.changed)
 	m.mu.Unlock()
 	n := 0
-	for _, c := range changed {
-		if c {
-			n++
-		}
+	for _, w := range changed {
+		n += bits.OnesCount64(w)
 	}
 	if n == 0 || n == sh.codec.Grid.N() || m.loc.Size <= 0 || m.loc.Size > sh.codec.MaxStored() {
 		return nil
@@ -243,7 +243,7 @@ func (sh *shardState) reuse(coord layout.Coord, m *shardMemo) *shard.Reuse {
 		bufpool.Put(img)
 		return nil
 	}
-	return &shard.Reuse{Image: img, Es: es, Changed: func(i int) bool { return i < len(changed) && changed[i] }}
+	return &shard.Reuse{Image: img, Es: es, Changed: func(i int) bool { return changed[i/64]&(1<<(i%64)) != 0 }}
 }
 
 // decodeInto is the dense DecodeInto of a sharded chunk.
