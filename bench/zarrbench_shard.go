@@ -158,19 +158,25 @@ func sccShardRow(ctx context.Context, path, row string, conc int, c ZarrBenchCon
 		res.BaseRSS = procStatus("VmRSS:")
 	}
 	var verify func() error
+	ic := innerConfig(c, inner)
+	var dests [][]byte
+	if row == "read_inner" {
+		dests = destBufs(conc, ic.chunkBytes())
+	} else {
+		dests = destBufs(conc, c.chunkBytes())
+	}
 	cpu0 := cpuSeconds()
 	t0 := time.Now()
 	switch row {
 	case "read_inner":
-		ic := innerConfig(c, inner)
 		order := innerOrder(ic)
 		read := func(k int, buf []byte) error { return ds.Read(ctx, ic.box(order[k]), buf) }
-		if err := eachChunk(ctx, ic, conc, read); err != nil {
+		if err := eachChunk(ctx, ic, dests, read); err != nil {
 			return res, err
 		}
 		res.Seconds = time.Since(t0).Seconds()
 		verify = func() error {
-			return eachChunk(ctx, ic, conc, func(k int, buf []byte) error {
+			return eachChunk(ctx, ic, dests, func(k int, buf []byte) error {
 				if err := read(k, buf); err != nil {
 					return err
 				}
@@ -187,7 +193,7 @@ func sccShardRow(ctx context.Context, path, row string, conc int, c ZarrBenchCon
 		if err != nil {
 			return res, err
 		}
-		err = eachChunk(ctx, c, conc, func(k int, buf []byte) error {
+		err = eachChunk(ctx, c, dests, func(k int, buf []byte) error {
 			if err := ds.Read(ctx, c.box(k), buf); err != nil {
 				return err
 			}
@@ -201,7 +207,7 @@ func sccShardRow(ctx context.Context, path, row string, conc int, c ZarrBenchCon
 		}
 		res.Seconds = time.Since(t0).Seconds()
 		verify = func() error {
-			return eachChunk(ctx, c, 1, func(k int, buf []byte) error {
+			return eachChunk(ctx, c, dests[:1], func(k int, buf []byte) error {
 				if err := ods.Read(ctx, c.box(k), buf); err != nil {
 					return err
 				}
@@ -429,6 +435,9 @@ func runShardedZarrBench(ctx context.Context, o Options, p *Peers, r *Report, c 
 			peerName = "zarr " + peer.Version
 		}
 		note := fmt.Sprintf("%d³ array, %d³ chunks of %d³ inner chunks, best of %d, every element verified (untimed)", c.Side, c.Chunk, inner, reps)
+		if rs.row != "roundtrip" {
+			note += "; " + destNote
+		}
 		t := Figure{Scenario: "zarrbench", Key: key, Metric: metric, Unit: "s", SCC: res.Seconds, Note: note}
 		switch rs.row {
 		case "read_inner":

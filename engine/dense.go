@@ -39,7 +39,12 @@ var (
 // buffer pool (bufpool.Get) and starts at its buffer's first byte, so
 // Evict can give it back; MemSize is the whole buffer, which is what it
 // costs.
-type denseChunk struct{ buf []byte }
+type denseChunk struct {
+	buf []byte
+	// shard, for a sharded chunk decoded from the file, is what its
+	// first write-back may take as stored (shardMemo).
+	shard atomic.Pointer[shardMemo]
+}
 
 // Buffer ownership (internal/bufpool): a chunk's buffer belongs to its cache
 // entry from NewChunk or Decode until Evict, which the cache calls only for
@@ -256,6 +261,9 @@ const (
 // (filter.Pipeline.StreamsVerified) and every piece is one ScatterRange
 // takes.
 func (l *denseLayout) DecodeScatter(coord layout.Coord, loc layout.Location, image []byte, pieces []layout.Piece, summed bool, sum uint32) (bool, error) {
+	if l.sh != nil && !summed {
+		return l.sh.decodeScatter(coord, loc, image, pieces)
+	}
 	if l.sh != nil || l.s.unfiltered || l.s.chunkBytes < streamFrom || len(image) < format.ChunkFrameOverhead ||
 		!l.s.pipeline.StreamsVerified(image[:len(image)-format.ChunkFrameOverhead], loc.Mask) {
 		return false, nil
@@ -339,7 +347,7 @@ func (l *denseLayout) decodeVerified(coord layout.Coord, loc layout.Location, im
 func (l *denseLayout) Encode(coord layout.Coord, chunk layout.Chunk) (layout.Encoded, error) {
 	c := chunk.(*denseChunk)
 	if l.sh != nil {
-		return l.sh.encode(coord, c.buf)
+		return l.sh.encode(coord, c)
 	}
 	if l.s.unfiltered {
 		// One copy, into a pooled buffer with room for the checksum: the
@@ -418,11 +426,16 @@ func (l *denseLayout) ScatterFill(p layout.Piece) error {
 
 func (l *denseLayout) Gather(chunk layout.Chunk, p layout.Piece) error {
 	pc := p.(*piece)
-	selection.Gather(chunk.(*denseChunk).buf, l.s.chunk, pc.buf, pc.bufShape, pc.p, l.s.elemSize)
+	c := chunk.(*denseChunk)
+	if m := c.shard.Load(); m != nil {
+		m.change(l.sh.touched([]layout.Piece{p}), l.sh.codec.Grid.N())
+	}
+	selection.Gather(c.buf, l.s.chunk, pc.buf, pc.bufShape, pc.p, l.s.elemSize)
 	return nil
 }
 
 func (l *denseLayout) Trim(coord layout.Coord, chunk layout.Chunk, dims []uint64) (bool, error) {
+	chunk.(*denseChunk).shard.Store(nil) // every inner chunk may change
 	return selection.Trim(chunk.(*denseChunk).buf, coord, l.s.chunk, dims, l.s.elemSize, l.s.fill), nil
 }
 

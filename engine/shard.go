@@ -1,14 +1,18 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/engine/internal/selection"
 	"github.com/scc-dev/scc/engine/internal/shard"
 	"github.com/scc-dev/scc/internal/bufpool"
 	"github.com/scc-dev/scc/pool"
@@ -24,13 +28,22 @@ import (
 // What sharding changes is how a chunk is encoded and read:
 //   - a whole chunk (a cache load, a direct decode into the caller's
 //     buffer, a write-back) encodes and decodes its inner chunks on the
-//     cache's worker pool, so one large chunk uses every core;
-//   - a read of part of a chunk the cache would not keep (above
-//     Config.BypassBytes, cache/directpart.go) reads the index (kept in a
-//     small cache of its own) and then only the inner chunks the read
-//     touches, in one vector read with the index's bytes, which are
-//     checked again against the chunk index's checksum, so a stale cached
-//     index can never name bytes a writer has reused;
+//     cache's worker pool, claimed one at a time by the caller and pool
+//     helpers (shard.Tasks), so one large chunk uses every core;
+//   - a read of part of a chunk that is not resident (cache/directpart.go,
+//     layout.PartFirst) reads the index (kept in a small cache of its own)
+//     and then only the inner chunks the read touches, in one vector read
+//     with the index's bytes, which are checked again against the chunk
+//     index's checksum, so a stale kept index can never name bytes a
+//     writer has reused; each inner chunk is decoded straight into the
+//     caller's buffer when the read takes it whole, else into an inner
+//     chunk's buffer and scattered from there (serveInner): no chunk
+//     buffer is made;
+//   - a read of whole chunks the cache does not keep whose rows interleave
+//     in the caller's buffer (a box of many chunks) decodes each inner
+//     chunk into its places the same way (decodeScatter);
+//   - a write of part of a stored chunk re-encodes at write-back only the
+//     inner chunks it touched and copies the others as stored (shardMemo);
 //   - an inner chunk that holds only the fill value is stored as no bytes.
 //
 // A chunk the cache keeps is kept decoded whole, as every dense chunk, so
@@ -45,16 +58,23 @@ type shardState struct {
 	portable *shard.Codec
 	idx      struct {
 		sync.Mutex
-		m map[shardKey][]shard.Entry
+		m map[shardKey]keptIndex
 	}
 }
 
-// shardKey names one stored version of a chunk's index: the chunk and
-// the frame the chunk index names.
+// shardKey names one stored version of a chunk's index: the frame the
+// chunk index names (a place holds one chunk's image at a time; the
+// coordinates kept beside the entries tell a reused place apart), so a
+// lookup allocates nothing.
 type shardKey struct {
-	coord string
-	addr  int64
-	sum   uint32
+	addr int64
+	sum  uint32
+}
+
+// keptIndex is a kept index and the chunk it belongs to.
+type keptIndex struct {
+	coord []uint64
+	es    []shard.Entry
 }
 
 // shardIndexCache bounds the indexes kept per dataset (at most MaxInner
@@ -98,7 +118,7 @@ func newShardState(s *dsState, params []byte) (*shardState, error) {
 		sh.codec.Pipe = s.pipeline
 	}
 	sh.portable = &shard.Codec{Grid: g, Pipe: sh.codec.Pipe, Fill: s.fill}
-	sh.idx.m = make(map[shardKey][]shard.Entry)
+	sh.idx.m = make(map[shardKey]keptIndex)
 	return sh, nil
 }
 
@@ -145,7 +165,8 @@ func (sh *shardState) stale(coord []uint64, loc layout.Location) error {
 	return fmt.Errorf("%w: chunk %v of %q at %d is not the one the index names", ErrCorrupt, coord, sh.s.name, loc.Addr)
 }
 
-// decode is the dense Decode of a sharded chunk.
+// decode is the dense Decode of a sharded chunk. The chunk remembers the
+// stored version it came from (shardMemo).
 func (sh *shardState) decode(coord layout.Coord, loc layout.Location, image []byte) (layout.Chunk, error) {
 	defer bufpool.Put(image)
 	if format.Trailer(image) != loc.Sum {
@@ -156,7 +177,73 @@ func (sh *shardState) decode(coord layout.Coord, loc layout.Location, image []by
 		bufpool.Put(buf)
 		return nil, sh.errName(coord, err)
 	}
-	return &denseChunk{buf: buf}, nil
+	c := &denseChunk{buf: buf}
+	c.shard.Store(&shardMemo{loc: loc})
+	return c, nil
+}
+
+// shardMemo is what a resident sharded chunk remembers of the stored
+// version it was decoded from: its place, and which inner chunks writes
+// (Gather) have changed since. Its first write-back then encodes only
+// those and copies the others' frames as stored, read again from that
+// place and verified (shardState.reuse): a write of a few elements of a
+// large chunk costs the encode of the inner chunks it touched, not of the
+// chunk. The stored image is not kept in memory meanwhile: the cache's
+// budget counts decoded chunks, and the copy is one read at write-back.
+// Later write-backs encode the whole chunk (the place of the version a
+// write-back writes is not known to the chunk). Trim, which may change
+// any inner chunk, drops the memo.
+type shardMemo struct {
+	loc layout.Location
+	mu  sync.Mutex
+	// changed has bit i set when inner chunk i was written since the
+	// decode (one bit each: a chunk holds up to shard.MaxInner); nil when
+	// none was.
+	changed []uint64
+}
+
+// change marks the inner chunks a write touched, of n.
+func (m *shardMemo) change(touched []int, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.changed == nil {
+		m.changed = make([]uint64, (n+63)/64)
+	}
+	for _, i := range touched {
+		m.changed[i/64] |= 1 << (i % 64)
+	}
+}
+
+// reuse returns what the chunk's write-back may copy as stored: the
+// stored image of the memo's version, read and checked again (its trailer
+// is the one the memo names, its index decodes), and the inner chunks
+// changed since. nil when no inner chunk is marked (the chunk changed in
+// a way Gather did not see) or every one is, or when the stored image
+// cannot be had: the chunk is then encoded whole, which is always right.
+// The image is a pooled buffer the caller gives back.
+func (sh *shardState) reuse(coord layout.Coord, m *shardMemo) *shard.Reuse {
+	m.mu.Lock()
+	changed := slices.Clone(m.changed)
+	m.mu.Unlock()
+	n := 0
+	for _, w := range changed {
+		n += bits.OnesCount64(w)
+	}
+	if n == 0 || n == sh.codec.Grid.N() || m.loc.Size <= 0 || m.loc.Size > sh.codec.MaxStored() {
+		return nil
+	}
+	img := bufpool.GetFull(int(m.loc.Size))
+	if readFull(sh.s.f.drv, img, m.loc.Addr) != nil || format.Trailer(img) != m.loc.Sum {
+		bufpool.Put(img)
+		return nil
+	}
+	k := sh.codec.IndexSize()
+	es, err := sh.codec.OpenIndex(coord, img[len(img)-k:], int64(len(img)))
+	if err != nil {
+		bufpool.Put(img)
+		return nil
+	}
+	return &shard.Reuse{Image: img, Es: es, Changed: func(i int) bool { return changed[i/64]&(1<<(i%64)) != 0 }}
 }
 
 // decodeInto is the dense DecodeInto of a sharded chunk.
@@ -174,9 +261,17 @@ func (sh *shardState) decodeInto(coord layout.Coord, loc layout.Location, image,
 	return nil
 }
 
-// encode is the dense Encode of a sharded chunk.
-func (sh *shardState) encode(coord layout.Coord, buf []byte) (layout.Encoded, error) {
-	img, err := sh.codec.Encode(context.Background(), sh.pool(), coord, buf)
+// encode is the dense Encode of a sharded chunk: the inner chunks on
+// every core, and of a chunk decoded from the file only those written
+// since (shardMemo).
+func (sh *shardState) encode(coord layout.Coord, c *denseChunk) (layout.Encoded, error) {
+	var r *shard.Reuse
+	if m := c.shard.Swap(nil); m != nil {
+		if r = sh.reuse(coord, m); r != nil {
+			defer bufpool.Put(r.Image)
+		}
+	}
+	img, err := sh.codec.EncodeReusing(context.Background(), sh.pool(), coord, c.buf, r)
 	if err != nil {
 		return layout.Encoded{}, sh.errName(coord, err)
 	}
@@ -186,24 +281,26 @@ func (sh *shardState) encode(coord layout.Coord, buf []byte) (layout.Encoded, er
 // cachedIndex returns the index of the stored version loc of the chunk,
 // if kept.
 func (sh *shardState) cachedIndex(coord layout.Coord, loc layout.Location) ([]shard.Entry, bool) {
-	k := shardKey{coordKey(coord), loc.Addr, loc.Sum}
 	sh.idx.Lock()
 	defer sh.idx.Unlock()
-	es, ok := sh.idx.m[k]
-	return es, ok
+	kept, ok := sh.idx.m[shardKey{loc.Addr, loc.Sum}]
+	if !ok || !slices.Equal(kept.coord, coord) {
+		return nil, false
+	}
+	return kept.es, true
 }
 
 func (sh *shardState) keepIndex(coord layout.Coord, loc layout.Location, es []shard.Entry) {
-	k := shardKey{coordKey(coord), loc.Addr, loc.Sum}
+	k := shardKey{loc.Addr, loc.Sum}
 	sh.idx.Lock()
 	defer sh.idx.Unlock()
-	if len(sh.idx.m) >= shardIndexCache {
+	if _, ok := sh.idx.m[k]; !ok && len(sh.idx.m) >= shardIndexCache {
 		for old := range sh.idx.m { // any one: map order is random
 			delete(sh.idx.m, old)
 			break
 		}
 	}
-	sh.idx.m[k] = es
+	sh.idx.m[k] = keptIndex{coord: clone([]uint64(coord)), es: es}
 }
 
 // index returns the checked index of the stored version loc of the chunk:
@@ -242,61 +339,79 @@ func (sh *shardState) openIndex(coord layout.Coord, loc layout.Location, tail []
 func (sh *shardState) touched(pieces []layout.Piece) []int {
 	g := sh.codec.Grid
 	inner, counts := g.Inner(), g.Counts()
-	mark := make([]bool, g.N())
+	r := len(counts)
+	// marks[base[d]+q]: the piece's runs along dimension d meet inner
+	// chunk q there; the piece selects the product of the marked ones.
+	total := 0
+	var baseBuf, qBuf [8]int
+	base, q := baseBuf[:0], qBuf[:0]
+	if r > len(baseBuf) {
+		base, q = make([]int, 0, r), make([]int, 0, r)
+	}
+	base, q = base[:r], q[:r]
+	for d, c := range counts {
+		base[d] = total
+		total += int(c)
+	}
+	marks := make([]bool, total)
+	var out []int
 	for _, p := range pieces {
 		runs := p.(*piece).p.Runs
-		// The inner chunks along each dimension that the piece's runs
-		// meet; the piece selects their product.
-		sets := make([][]uint64, len(runs))
+		clear(marks)
+		empty := false
 		for d, rs := range runs {
-			seen := make([]bool, counts[d])
-			for _, r := range rs {
-				if r.Len == 0 {
+			hit := false
+			for _, run := range rs {
+				if run.Len == 0 {
 					continue
 				}
-				for q := r.Chunk / inner[d]; q <= (r.Chunk+r.Len-1)/inner[d] && q < counts[d]; q++ {
-					seen[q] = true
+				for k := run.Chunk / inner[d]; k <= (run.Chunk+run.Len-1)/inner[d] && k < counts[d]; k++ {
+					marks[base[d]+int(k)] = true
+					hit = true
 				}
 			}
-			for q, ok := range seen {
-				if ok {
-					sets[d] = append(sets[d], uint64(q))
-				}
-			}
-			if len(sets[d]) == 0 {
-				sets = nil
-				break
-			}
+			empty = empty || !hit
 		}
-		if sets == nil {
+		if empty {
 			continue
 		}
-		q := make([]uint64, len(sets))
-		pos := make([]int, len(sets))
+		// The marked inner chunks in C order: an odometer over the
+		// marks of each dimension.
+		for d := range q {
+			q[d] = nextMark(marks[base[d]:base[d]+int(counts[d])], 0)
+		}
 		for {
+			i := 0
 			for d := range q {
-				q[d] = sets[d][pos[d]]
+				i = i*int(counts[d]) + q[d]
 			}
-			mark[g.Linear(q)] = true
-			d := len(pos) - 1
+			out = append(out, i)
+			d := r - 1
 			for ; d >= 0; d-- {
-				if pos[d]++; pos[d] < len(sets[d]) {
+				m := marks[base[d] : base[d]+int(counts[d])]
+				if q[d] = nextMark(m, q[d]+1); q[d] < len(m) {
 					break
 				}
-				pos[d] = 0
+				q[d] = nextMark(m, 0)
 			}
 			if d < 0 {
 				break
 			}
 		}
 	}
-	var out []int
-	for i, ok := range mark {
-		if ok {
-			out = append(out, i)
-		}
+	if len(pieces) > 1 {
+		slices.Sort(out)
+		out = slices.Compact(out)
 	}
 	return out
+}
+
+// nextMark is the first k >= from with m[k] set, len(m) if none.
+func nextMark(m []bool, from int) int {
+	for from < len(m) && !m[from] {
+		from++
+	}
+	return from
 }
 
 // shardLayout is the dense layout of a sharded dataset (its callbacks are
@@ -332,7 +447,7 @@ func (l *shardLayout) PartBlocks(coord layout.Coord, loc layout.Location, pieces
 		// piece and decode it straight into the caller's buffer.
 		return nil, false
 	}
-	var blocks []layout.Block
+	blocks := make([]layout.Block, 0, len(touched)+1)
 	for _, i := range touched {
 		if e := es[i]; !e.Empty() {
 			blocks = append(blocks, layout.Block{Off: int64(e.Off), Len: int64(e.Size)})
@@ -343,9 +458,13 @@ func (l *shardLayout) PartBlocks(coord layout.Coord, loc layout.Location, pieces
 	return append(blocks, layout.Block{Off: loc.Size - n, Len: n}), true
 }
 
-// ReadPart checks the index read, decodes the inner chunks the pieces
-// touch into their places of a chunk buffer, and serves the pieces from
-// it.
+// ReadPart checks the index read and decodes the inner chunks the pieces
+// touch, each straight into the caller's buffer when a piece takes it
+// whole and in order, else into an inner chunk's buffer whose parts are
+// scattered to the pieces at once: no chunk buffer is made, and a decoded
+// byte is copied at most once. The index's bytes were read again so that
+// their checksum, the chunk index's, proves the kept index is the one of
+// this version of the chunk.
 func (l *shardLayout) ReadPart(coord layout.Coord, loc layout.Location, pieces []layout.Piece, blocks []layout.Block, bufs [][]byte) error {
 	defer func() {
 		for _, b := range bufs {
@@ -353,41 +472,198 @@ func (l *shardLayout) ReadPart(coord layout.Coord, loc layout.Location, pieces [
 		}
 	}()
 	sh := l.sh
-	es, err := sh.openIndex(coord, loc, bufs[len(bufs)-1])
-	if err != nil {
-		return err
+	tail := bufs[len(bufs)-1]
+	es, ok := sh.cachedIndex(coord, loc)
+	if !ok || format.Trailer(tail) != loc.Sum {
+		var err error
+		if es, err = sh.openIndex(coord, loc, tail); err != nil {
+			return err
+		}
 	}
-	frames := make(map[uint64][]byte, len(blocks))
-	for k, b := range blocks[:len(blocks)-1] {
-		frames[uint64(b.Off)] = bufs[k]
-	}
+	frames, fbufs := blocks[:len(blocks)-1], bufs[:len(bufs)-1]
 	touched := sh.touched(pieces)
-	buf := bufpool.GetFull(int(sh.s.chunkBytes))
-	defer bufpool.Put(buf)
 	g := sh.codec.Grid
-	err = sh.parallel(len(touched), func(k int) error {
+	err := sh.parallel(len(touched), func(k int) error {
 		i := touched[k]
 		e := es[i]
 		if e.Empty() {
-			g.Fill(buf, i, sh.codec.Fill)
-			return nil
+			return sh.serveInner(coord, i, e, nil, pieces)
 		}
-		frame, ok := frames[e.Off]
-		if !ok || len(frame) != int(e.Size) {
+		j, found := slices.BinarySearchFunc(frames, int64(e.Off), func(b layout.Block, off int64) int { return cmp.Compare(b.Off, off) })
+		if !found || len(fbufs[j]) != int(e.Size) {
 			return fmt.Errorf("%w: inner chunk %v not among the bytes read", ErrCorrupt, g.Coord(i))
 		}
-		return sh.codec.DecodeFrameTo(coord, i, e, frame, buf)
+		return sh.serveInner(coord, i, e, fbufs[j], pieces)
 	})
 	if err != nil {
 		return sh.errName(coord, err)
 	}
-	ch := &denseChunk{buf: buf}
+	return nil
+}
+
+// serveInner decodes inner chunk i (entry e, frame frame) into the
+// pieces' places: straight into the caller's buffer when one piece takes
+// the inner chunk whole as one run of it, else through a pooled inner
+// chunk buffer. An empty inner chunk is the fill value.
+func (sh *shardState) serveInner(coord layout.Coord, i int, e shard.Entry, frame []byte, pieces []layout.Piece) error {
+	g := sh.codec.Grid
+	q := g.Coord(i)
+	var subs [4]selection.Piece
+	parts := subs[:0]
+	var dst []byte
+	whole := false
 	for _, p := range pieces {
-		if err := l.Scatter(ch, p); err != nil {
-			return err
+		pc := p.(*piece)
+		sub, ok := sh.innerPiece(pc.p, q)
+		if !ok {
+			parts = append(parts, selection.Piece{})
+			continue
+		}
+		parts = append(parts, sub)
+		if len(pieces) == 1 {
+			dst, whole = innerRun(pc, &sub, g.Inner(), sh.s.elemSize)
+		}
+	}
+	if e.Empty() {
+		for k, p := range pieces {
+			if parts[k].Runs != nil {
+				pc := p.(*piece)
+				selection.FillBuf(pc.buf, pc.bufShape, &parts[k], sh.s.elemSize, sh.codec.Fill)
+			}
+		}
+		return nil
+	}
+	if whole {
+		shardInnerDirect.Add(1)
+		return sh.codec.DecodeInner(coord, i, e, frame, dst)
+	}
+	tmp := bufpool.GetFull(g.InnerBytes())
+	defer bufpool.Put(tmp)
+	if err := sh.codec.DecodeInner(coord, i, e, frame, tmp); err != nil {
+		return err
+	}
+	for k, p := range pieces {
+		if parts[k].Runs != nil {
+			pc := p.(*piece)
+			selection.Scatter(pc.buf, pc.bufShape, tmp, g.Inner(), &parts[k], sh.s.elemSize)
 		}
 	}
 	return nil
+}
+
+// Counters of the ways sharded chunks were read, for tests:
+// shardInnerDirect counts inner chunks decoded straight into a caller's
+// buffer, shardScatterDecodes whole images decoded into the pieces
+// (decodeScatter).
+var shardInnerDirect, shardScatterDecodes atomic.Int64
+
+// innerPiece is the part of p (runs in chunk coordinates) inside the
+// inner chunk at inner grid coordinates q, its runs in the inner chunk's
+// coordinates; ok false when p selects nothing there.
+func (sh *shardState) innerPiece(p *selection.Piece, q []uint64) (selection.Piece, bool) {
+	inner := sh.codec.Grid.Inner()
+	n := 0
+	for _, rs := range p.Runs {
+		n += len(rs)
+	}
+	backing := make([]selection.Run, 0, n)
+	sub := selection.Piece{Runs: make([][]selection.Run, len(p.Runs)), N: 1}
+	for d, rs := range p.Runs {
+		lo, hi := q[d]*inner[d], (q[d]+1)*inner[d]
+		start := len(backing)
+		var count uint64
+		for _, r := range rs {
+			a, b := max(r.Chunk, lo), min(r.Chunk+r.Len, hi)
+			if a >= b {
+				continue
+			}
+			backing = append(backing, selection.Run{Chunk: a - lo, Buf: r.Buf + (a - r.Chunk), Len: b - a})
+			count += b - a
+		}
+		if count == 0 {
+			return selection.Piece{}, false
+		}
+		sub.Runs[d] = backing[start:len(backing):len(backing)]
+		sub.N *= count
+	}
+	return sub, true
+}
+
+// innerRun returns the caller's bytes of the inner chunk when sub, a
+// piece's part in one inner chunk, takes all of it and its elements are
+// one run of the caller's buffer in the inner chunk's order (as
+// denseLayout.wholeRun asks of a whole chunk).
+func innerRun(pc *piece, sub *selection.Piece, inner []uint64, elemSize int) ([]byte, bool) {
+	runs, shape := sub.Runs, pc.bufShape
+	if len(shape) != len(runs) {
+		return nil, false
+	}
+	off, stride, n := uint64(0), uint64(elemSize), uint64(elemSize)
+	after := true // every dimension after d covers the buffer's extent
+	for d := len(runs) - 1; d >= 0; d-- {
+		if len(runs[d]) != 1 {
+			return nil, false
+		}
+		r := runs[d][0]
+		if r.Chunk != 0 || r.Len != inner[d] || (!after && r.Len != 1) {
+			return nil, false
+		}
+		off += r.Buf * stride
+		after = after && r.Buf == 0 && r.Len == shape[d]
+		stride *= shape[d]
+		n *= r.Len
+	}
+	end := off + n
+	if end > uint64(len(pc.buf)) || end < off {
+		return nil, false
+	}
+	return pc.buf[off:end:end], true
+}
+
+// decodeScatter is the dense DecodeScatter of a sharded chunk (a
+// transient decode: a read the cache does not keep, of a chunk's part or
+// of a box whose rows interleave in the caller's buffer): the inner chunks
+// the pieces touch decode on every core and go straight into the pieces
+// (serveInner), without a chunk buffer.
+func (sh *shardState) decodeScatter(coord layout.Coord, loc layout.Location, image []byte, pieces []layout.Piece) (bool, error) {
+	if !readPieces(pieces, pieceData) {
+		return false, nil
+	}
+	for _, p := range pieces {
+		if p.(*piece).rows != nil {
+			return false, nil
+		}
+	}
+	defer bufpool.Put(image)
+	if format.Trailer(image) != loc.Sum {
+		return true, sh.stale(coord, loc)
+	}
+	n := sh.codec.IndexSize()
+	if len(image) < n {
+		return true, sh.errName(coord, fmt.Errorf("%w: image of %d bytes for an index of %d", ErrCorrupt, len(image), n))
+	}
+	es, ok := sh.cachedIndex(coord, loc)
+	if !ok || int64(len(image)) != loc.Size {
+		var err error
+		if es, err = sh.codec.OpenIndex(coord, image[len(image)-n:], int64(len(image))); err != nil {
+			return true, sh.errName(coord, err)
+		}
+	}
+	shardScatterDecodes.Add(1)
+	touched := sh.touched(pieces)
+	err := sh.parallel(len(touched), func(k int) error {
+		i := touched[k]
+		e := es[i]
+		var frame []byte
+		if !e.Empty() {
+			frame = image[e.Off : e.Off+uint64(e.Size)]
+		}
+		return sh.serveInner(coord, i, e, frame, pieces)
+	})
+	if err != nil {
+		return true, sh.errName(coord, err)
+	}
+	return true, nil
 }
 
 // parallel runs fn over [0, n) on the cache's workers.

@@ -171,6 +171,130 @@ func TestShardPartReadDefaultCache(t *testing.T) {
 	assert.Equal(t, int64(16), sh.codec.Decoded.Load()-before)
 }
 
+// TestShardPartReadIntoCaller: a read of exactly one inner chunk into a
+// buffer of its shape decodes it straight into the caller's bytes (no
+// chunk buffer, no copy), one across inner chunks goes through an inner
+// chunk's buffer, and a part read's own bookkeeping (kept index, touched
+// inner chunks, blocks) stays a few small allocations.
+func TestShardPartReadIntoCaller(t *testing.T) {
+	ctx := context.Background()
+	f, ds, data := shardFile(t, vfd.NewMem(), &Options{CacheConfig: cache.Config{QuiescentBytes: 256 << 20}}, []Filter{Zstd(1)})
+	defer f.Close(ctx)
+	require.NoError(t, ds.Evict(ctx))
+	for _, tc := range []struct {
+		start, count []uint64
+		direct       int64
+	}{
+		{[]uint64{16, 32}, []uint64{16, 16}, 1}, // inner chunk [1 2] of chunk [0 0]
+		{[]uint64{80, 96}, []uint64{16, 16}, 1}, // inner chunk [1 2] of chunk [1 1]
+		{[]uint64{16, 24}, []uint64{16, 16}, 0}, // across two inner chunks
+		{[]uint64{16, 32}, []uint64{8, 16}, 0},  // half of one
+		{[]uint64{0, 0}, []uint64{16, 16}, 0},   // the empty one: fill
+	} {
+		before := shardInnerDirect.Load()
+		got := make([]byte, tc.count[0]*tc.count[1]*2)
+		require.NoError(t, ds.Read(ctx, Box(tc.start, tc.count), got))
+		assert.Equal(t, shardBox(data, tc.start, tc.count), got, "box %v+%v", tc.start, tc.count)
+		assert.Equal(t, tc.direct, shardInnerDirect.Load()-before, "inner chunks decoded into the caller's buffer, box %v+%v", tc.start, tc.count)
+	}
+	got := make([]byte, 16*16*2)
+	sel := Box([]uint64{16, 32}, []uint64{16, 16})
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := ds.Read(ctx, sel, got); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// 36 when the index was decoded again on every read, the frames
+	// mapped by offset and the touched inner chunks listed by sets.
+	assert.LessOrEqual(t, allocs, 28.0, "allocations of one inner chunk's read")
+}
+
+// TestShardBoxScatters: a read of whole chunks that the cache does not
+// keep, whose rows interleave in the caller's buffer (a box of several
+// chunks), decodes each chunk's inner chunks straight into their places
+// in the caller's buffer, on the cache's workers, with the empty inner
+// chunk read as the fill value, and never a whole chunk's buffer.
+func TestShardBoxScatters(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	opts := &Options{CacheConfig: cache.Config{AdmitOnReread: true}}
+	f, _, data := shardFile(t, mem, opts, []Filter{Shuffle(), Zstd(1)})
+	require.NoError(t, f.Close(ctx))
+	f = tOpen(t, mem, opts)
+	defer f.Close(ctx)
+	ds, err := f.OpenDataset(ctx, "d", nil)
+	require.NoError(t, err)
+	sh := shardOf(t, ds)
+	before, decoded := shardScatterDecodes.Load(), sh.codec.Decoded.Load()
+	got := make([]byte, len(data))
+	require.NoError(t, ds.Read(ctx, All([]uint64{128, 128}), got))
+	assert.True(t, bytes.Equal(data, got), "values of the whole array")
+	assert.Equal(t, int64(4), shardScatterDecodes.Load()-before, "chunks decoded into the pieces")
+	assert.Equal(t, int64(4*16-1), sh.codec.Decoded.Load()-decoded, "inner chunks decoded (one is empty)")
+	// A strided selection over every inner chunk of every chunk.
+	sel := Hyperslab([]uint64{1, 0}, []uint64{3, 5}, []uint64{42, 26}, nil)
+	got = make([]byte, 42*26*2)
+	require.NoError(t, ds.Read(ctx, sel, got))
+	want := make([]byte, 0, len(got))
+	for r := uint64(1); r < 1+3*42; r += 3 {
+		for c := uint64(0); c < 5*26; c += 5 {
+			want = append(want, data[(r*128+c)*2:(r*128+c)*2+2]...)
+		}
+	}
+	assert.True(t, bytes.Equal(want, got), "values of the strided selection")
+}
+
+// TestShardPartialWriteEncodesTouched: a write of part of a stored
+// sharded chunk encodes, at write-back, only the inner chunks it touched;
+// the others are copied as stored, and everything reads back (and checks)
+// as written, in this file and reopened.
+func TestShardPartialWriteEncodesTouched(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20}}
+	f, ds, data := shardFile(t, mem, opts, []Filter{Shuffle(), Zstd(1)})
+	sh := shardOf(t, ds)
+	require.NoError(t, ds.Evict(ctx))
+	put := func(start, count []uint64, v byte) {
+		b := bytes.Repeat([]byte{v}, int(count[0]*count[1]*2))
+		require.NoError(t, ds.Write(ctx, Box(start, count), b))
+		for r := start[0]; r < start[0]+count[0]; r++ {
+			copy(data[(r*128+start[1])*2:], b[:count[1]*2])
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		write   func()
+		encoded int64
+	}{
+		{"one inner chunk", func() { put([]uint64{20, 20}, []uint64{2, 2}, 0x11) }, 1},
+		{"two inner chunks of one chunk, two of another", func() {
+			put([]uint64{70, 8}, []uint64{1, 16}, 0x22)
+			put([]uint64{100, 120}, []uint64{16, 4}, 0x33)
+		}, 4},
+		{"the empty inner chunk", func() { put([]uint64{3, 3}, []uint64{1, 1}, 0x44) }, 1},
+	} {
+		tc.write()
+		before := sh.codec.Encoded.Load()
+		require.NoError(t, f.Flush(ctx))
+		assert.Equal(t, tc.encoded, sh.codec.Encoded.Load()-before, "%s: inner chunks encoded", tc.name)
+		require.NoError(t, ds.Evict(ctx))
+		got := make([]byte, len(data))
+		require.NoError(t, ds.Read(ctx, All([]uint64{128, 128}), got))
+		require.True(t, bytes.Equal(data, got), "%s: values read back", tc.name)
+	}
+	require.NoError(t, f.Close(ctx))
+	_, err := Check(ctx, "", &Options{Driver: mem})
+	require.NoError(t, err)
+	f = tOpen(t, mem, opts)
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "d", nil)
+	require.NoError(t, err)
+	got := make([]byte, len(data))
+	require.NoError(t, ds.Read(ctx, All([]uint64{128, 128}), got))
+	assert.True(t, bytes.Equal(data, got), "values reopened")
+}
+
 // TestShardDamagedInner: a damaged inner chunk is ErrCorrupt naming it
 // (reads of the chunk's other inner chunks still succeed), and Check
 // reports it.

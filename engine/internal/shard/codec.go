@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/scc-dev/scc/engine/filter"
@@ -128,6 +129,12 @@ type Codec struct {
 	// Decoded counts the inner chunks decoded (DecodeInner calls): what a
 	// read cost, for statistics and tests.
 	Decoded atomic.Int64
+	// Encoded counts the inner chunks run through the pipeline by an
+	// encode (those taken as stored, and empty ones, not).
+	Encoded atomic.Int64
+	// onDecode and onEncode, when set (by tests), run at the start of
+	// every inner chunk's decode and encode.
+	onDecode, onEncode func(i int)
 }
 
 func (c *Codec) unfiltered() bool { return c.Pipe == nil || len(c.Pipe.Specs()) == 0 }
@@ -165,15 +172,19 @@ func InnerKey(coord []uint64, i int) []uint64 {
 	return k
 }
 
-// Tasks runs fn(i) for i in [0, n) on p's workers (a Group, so it may be
-// called from a task of p), or here when p is nil, in batches of about
-// equal size, and returns the first error.
+// Tasks runs fn(i) for every i in [0, n) and returns the first error.
+// The calling goroutine takes the items one at a time, in order, and so
+// do up to Workers helpers it offers p's queue (nil p: the caller runs them
+// all). An item goes to whoever is free next, so one slow inner chunk
+// holds up no other and the last of a chunk's inner chunks are shared
+// among every core, whereas fixed batches left a core idle at the end of
+// each chunk. Tasks may be called from a task of p: helpers are offered
+// without blocking (a full queue means the workers have work enough, and
+// the caller runs the rest itself), and the caller waits only for
+// helpers already running, never for one still queued (that one finds
+// nothing left and does nothing), so nested use cannot deadlock.
 func Tasks(ctx context.Context, p *pool.Pool, n int, fn func(i int) error) error {
-	batches := 1
-	if p != nil {
-		batches = min(n, 4*p.Options().Workers)
-	}
-	if batches <= 1 {
+	if p == nil || n <= 1 {
 		for i := range n {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -184,22 +195,91 @@ func Tasks(ctx context.Context, p *pool.Pool, n int, fn func(i int) error) error
 		}
 		return nil
 	}
-	g := p.Group(ctx)
-	for b := range batches {
-		lo, hi := b*n/batches, (b+1)*n/batches
-		g.Go(func() error {
-			for i := lo; i < hi; i++ {
-				if err := g.Context().Err(); err != nil {
-					return err
-				}
-				if err := fn(i); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+	t := &tasks{ctx: ctx, n: int64(n), fn: fn}
+	t.idle.L = &t.mu
+	for range min(n-1, p.Options().Workers) {
+		if _, err := p.TrySubmit(t.help); err != nil {
+			break // full or closed: the caller runs what no helper takes
+		}
 	}
-	return g.Wait()
+	t.run()
+	t.mu.Lock()
+	t.closed = true
+	for t.active > 0 {
+		t.idle.Wait()
+	}
+	t.mu.Unlock()
+	if t.err != nil {
+		return t.err
+	}
+	return nil
+}
+
+// tasks is one Tasks call: the next item to claim and who is working.
+type tasks struct {
+	ctx  context.Context
+	n    int64
+	fn   func(i int) error
+	next atomic.Int64
+
+	mu     sync.Mutex
+	idle   sync.Cond // signalled when active drops to 0
+	active int       // helpers running
+	closed bool      // the caller is done: a helper starting now does nothing
+	err    error     // first error, under mu
+}
+
+// run claims and runs items until none is left or one failed.
+func (t *tasks) run() {
+	defer func() {
+		if r := recover(); r != nil {
+			t.fail(fmt.Errorf("%w: %v", pool.ErrPanic, r))
+		}
+	}()
+	for {
+		i := t.next.Add(1) - 1
+		if i >= t.n {
+			return
+		}
+		if err := t.ctx.Err(); err != nil {
+			t.fail(err)
+			return
+		}
+		if err := t.fn(int(i)); err != nil {
+			t.fail(err)
+			return
+		}
+	}
+}
+
+// help is a helper's task on the pool.
+func (t *tasks) help() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.active++
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		if t.active--; t.active == 0 {
+			t.idle.Broadcast()
+		}
+		t.mu.Unlock()
+	}()
+	t.run()
+	return nil
+}
+
+// fail records the first error and stops the claims.
+func (t *tasks) fail(err error) {
+	t.next.Store(t.n)
+	t.mu.Lock()
+	if t.err == nil {
+		t.err = err
+	}
+	t.mu.Unlock()
 }
 
 // Encode returns the stored image of the chunk at coord whose decoded
@@ -208,16 +288,53 @@ func Tasks(ctx context.Context, p *pool.Pool, n int, fn func(i int) error) error
 // pooled buffer (internal/bufpool) starting at its first byte, owned by
 // the caller; it never aliases chunk.
 func (c *Codec) Encode(ctx context.Context, p *pool.Pool, coord []uint64, chunk []byte) ([]byte, error) {
+	return c.EncodeReusing(ctx, p, coord, chunk, nil)
+}
+
+// Reuse is what an encode may take from the chunk's stored image instead
+// of encoding again: the image (checked: its index is Es), and which
+// inner chunks changed since it was decoded. An inner chunk that did not
+// change is copied as it is stored, its frame verified first (a frame
+// that fails is encoded from the chunk instead).
+type Reuse struct {
+	Image   []byte
+	Es      []Entry
+	Changed func(i int) bool
+}
+
+func (c *Codec) verifies(coord []uint64, i int, frame []byte) bool {
+	_, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+	return err == nil
+}
+
+// EncodeReusing is Encode taking the inner chunks that did not change from
+// r (nil: none), so that a write of part of a large chunk encodes only the
+// inner chunks it touched.
+func (c *Codec) EncodeReusing(ctx context.Context, p *pool.Pool, coord []uint64, chunk []byte, r *Reuse) ([]byte, error) {
 	g := c.Grid
 	mf := c.MaxFrame()
 	buf := bufpool.Get(g.n*mf + c.IndexSize())
 	es := make([]Entry, g.n)
 	err := Tasks(ctx, p, g.n, func(i int) error {
+		slot := buf[i*mf : i*mf : (i+1)*mf]
+		if r != nil && !r.Changed(i) {
+			if e := r.Es[i]; e.Empty() {
+				es[i] = EmptyEntry
+				return nil
+			} else if frame := r.Image[e.Off : e.Off+uint64(e.Size)]; c.verifies(coord, i, frame) {
+				es[i] = Entry{Off: uint64(i * mf), Size: e.Size, Mask: e.Mask}
+				copy(slot[:e.Size], frame)
+				return nil
+			}
+		}
 		if g.IsFill(chunk, i, c.Fill) {
 			es[i] = EmptyEntry
 			return nil
 		}
-		slot := buf[i*mf : i*mf : (i+1)*mf]
+		c.Encoded.Add(1)
+		if c.onEncode != nil {
+			c.onEncode(i)
+		}
 		src, ok := g.InPlace(chunk, i)
 		if !ok {
 			tmp := bufpool.Get(g.innerBytes)[:g.innerBytes]
@@ -284,6 +401,9 @@ func (c *Codec) OpenIndex(coord []uint64, tail []byte, size int64) ([]Entry, err
 func (c *Codec) DecodeInner(coord []uint64, i int, e Entry, frame, dst []byte) error {
 	g := c.Grid
 	c.Decoded.Add(1)
+	if c.onDecode != nil {
+		c.onDecode(i)
+	}
 	img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
 	if err != nil {
 		return fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)

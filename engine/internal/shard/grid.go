@@ -36,7 +36,17 @@ type Grid struct {
 	// contiguous: every dimension but the first spans the chunk, so an
 	// inner chunk is one run of the chunk buffer.
 	contiguous bool
+	// rowOff, when not nil, is the offset of each row of an inner chunk
+	// from its first byte in the chunk buffer, the same for every inner
+	// chunk: the copies in and out of a chunk buffer (every inner chunk of
+	// every whole-chunk decode and encode) then run as a plain loop over
+	// it instead of a walk calling a function per row.
+	rowOff []int
 }
+
+// maxRowTable bounds rowOff (8 bytes a row); inner chunks of more rows
+// are walked.
+const maxRowTable = 1 << 16
 
 // MaxInner bounds the number of inner chunks of one chunk: the index is
 // 16 bytes per inner chunk and must stay small beside the data.
@@ -75,6 +85,10 @@ func NewGrid(chunk, inner []uint64, elemSize int) (*Grid, error) {
 	g.innerBytes = int(elems) * elemSize
 	g.rowBytes = int(inner[r-1]) * elemSize
 	g.rows = g.innerBytes / g.rowBytes
+	if !g.contiguous && g.rows <= maxRowTable {
+		g.rowOff = make([]int, 0, g.rows)
+		g.walk(0, func(c, _ int) { g.rowOff = append(g.rowOff, c) })
+	}
 	return g, nil
 }
 
@@ -171,6 +185,15 @@ func (g *Grid) Extract(dst, chunk []byte, i int) {
 		copy(dst[:g.innerBytes], chunk[o:o+g.innerBytes])
 		return
 	}
+	if g.rowOff != nil {
+		c, rb := chunk[g.origin(i):], g.rowBytes
+		dst = dst[:g.innerBytes]
+		for _, o := range g.rowOff {
+			copy(dst[:rb], c[o:o+rb])
+			dst = dst[rb:]
+		}
+		return
+	}
 	g.walk(i, func(c, in int) { copy(dst[in:in+g.rowBytes], chunk[c:c+g.rowBytes]) })
 }
 
@@ -179,6 +202,15 @@ func (g *Grid) Insert(chunk, src []byte, i int) {
 	if g.contiguous {
 		o := g.origin(i)
 		copy(chunk[o:o+g.innerBytes], src[:g.innerBytes])
+		return
+	}
+	if g.rowOff != nil {
+		c, rb := chunk[g.origin(i):], g.rowBytes
+		src = src[:g.innerBytes]
+		for _, o := range g.rowOff {
+			copy(c[o:o+rb], src[:rb])
+			src = src[rb:]
+		}
 		return
 	}
 	g.walk(i, func(c, in int) { copy(chunk[c:c+g.rowBytes], src[in:in+g.rowBytes]) })

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
@@ -248,4 +250,95 @@ func TestShardPortable(t *testing.T) {
 	assert.ErrorIs(t, err, format.ErrCorrupt)
 	_, _, err = d.Import([]uint64{0, 3}, raw[:10])
 	assert.ErrorIs(t, err, format.ErrCorrupt)
+}
+
+// A whole chunk's inner chunks are shared among the caller and the pool's
+// workers one at a time, decoding and encoding: while one inner chunk is
+// held up, the others all go elsewhere, several at once. (Fixed batches
+// of nested group tasks left the held-up chunk's batch-mates waiting
+// behind it, and ran on the caller alone when earlier groups' claimed
+// tasks still filled the pool's queue.)
+func TestShardDecodeSpreadsInnerChunks(t *testing.T) {
+	for _, workers := range []int{2, 4} {
+		for _, op := range []string{"decode", "encode"} {
+			p, err := pool.New(pool.Options{Workers: workers})
+			require.NoError(t, err)
+			c := testCodec(t, []uint64{16, 16, 16}, []uint64{4, 4, 4}, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+			data := chunkData(c)
+			coord := []uint64{1, 2, 3}
+			img, err := c.Encode(context.Background(), p, coord, data)
+			require.NoError(t, err)
+			n := c.Grid.N()
+			var running, most, others atomic.Int64
+			var released atomic.Bool
+			rest := make(chan struct{})
+			hook := func(i int) {
+				k := running.Add(1)
+				defer running.Add(-1)
+				for m := most.Load(); k > m && !most.CompareAndSwap(m, k); m = most.Load() {
+				}
+				if i == 0 {
+					select {
+					case <-rest:
+						released.Store(true)
+					case <-time.After(time.Minute): // a hang guard, not a timing
+					}
+					return
+				}
+				if others.Add(1) == int64(n-1) {
+					close(rest)
+				}
+			}
+			if op == "decode" {
+				c.onDecode = hook
+				out := make([]byte, len(data))
+				require.NoError(t, c.Decode(context.Background(), p, coord, img, out))
+				assert.Equal(t, data, out, "workers %d", workers)
+			} else {
+				c.onEncode = hook
+				again, err := c.Encode(context.Background(), p, coord, data)
+				require.NoError(t, err)
+				assert.Equal(t, img, again, "workers %d", workers)
+			}
+			assert.True(t, released.Load(), "workers %d, %s: every other inner chunk done while the first was held", workers, op)
+			assert.GreaterOrEqual(t, most.Load(), int64(2), "workers %d, %s: inner chunks at once", workers, op)
+			require.NoError(t, p.Close())
+		}
+	}
+}
+
+// The row table and the walk copy the same bytes in and out of a chunk
+// buffer, and inner chunks of more rows than the table holds are walked.
+func TestShardGridRowTable(t *testing.T) {
+	for _, tc := range []struct {
+		chunk, inner []uint64
+		table        bool
+	}{
+		{[]uint64{8, 12, 10}, []uint64{4, 3, 5}, true},
+		{[]uint64{6, 6}, []uint64{3, 2}, true},
+		{[]uint64{4, 70000, 2}, []uint64{2, 35000, 1}, false},
+	} {
+		g, err := NewGrid(tc.chunk, tc.inner, 2)
+		require.NoError(t, err)
+		require.Equal(t, tc.table, g.rowOff != nil, "%v in %v: row table", tc.inner, tc.chunk)
+		walked := *g
+		walked.rowOff = nil
+		r := rand.New(rand.NewPCG(3, 4))
+		a, b := make([]byte, g.n*g.innerBytes), make([]byte, g.n*g.innerBytes)
+		src := make([]byte, g.innerBytes)
+		for i := range g.N() {
+			for k := range src {
+				src[k] = byte(r.Uint32())
+			}
+			g.Insert(a, src, i)
+			walked.Insert(b, src, i)
+		}
+		assert.Equal(t, b, a, "%v in %v: Insert", tc.inner, tc.chunk)
+		x, y := make([]byte, g.innerBytes), make([]byte, g.innerBytes)
+		for i := range g.N() {
+			g.Extract(x, a, i)
+			walked.Extract(y, a, i)
+			require.Equal(t, y, x, "%v in %v: Extract of %d", tc.inner, tc.chunk, i)
+		}
+	}
 }
