@@ -384,6 +384,20 @@ func (l *denseLayout) EncodeBorrowed(coord layout.Coord, chunk layout.Chunk) (la
 
 var _ layout.BorrowingEncoder = (*denseLayout)(nil)
 
+// WrittenBytes lets the cache write an unfiltered chunk back as soon as
+// writes in parts have filled it (layout.WriteCounter,
+// cache/completed.go): its write-back borrows the chunk's buffer
+// (EncodeBorrowed), so it needs no memory of its own.
+func (l *denseLayout) WrittenBytes(p layout.Piece) (n, whole int64, ok bool) {
+	pc, isPiece := p.(*piece)
+	if !l.s.unfiltered || l.sh != nil || !isPiece {
+		return 0, 0, false
+	}
+	return int64(pc.p.N) * int64(l.s.elemSize), l.s.chunkBytes, true
+}
+
+var _ layout.WriteCounter = (*denseLayout)(nil)
+
 // borrowImages switches EncodeBorrowed's borrowing on (tests and
 // BenchmarkWriteBackBorrowed turn it off for the copying baseline).
 var borrowImages = true
