@@ -256,15 +256,8 @@ const (
 // (filter.Pipeline.StreamsVerified) and every piece is one ScatterRange
 // takes.
 func (l *denseLayout) DecodeScatter(coord layout.Coord, loc layout.Location, image []byte, pieces []layout.Piece, summed bool, sum uint32) (bool, error) {
-	if l.sh != nil || l.s.unfiltered || l.s.chunkBytes < streamFrom || len(image) < format.ChunkFrameOverhead ||
-		!l.s.pipeline.StreamsVerified(image[:len(image)-format.ChunkFrameOverhead], loc.Mask) {
+	if _, ok := l.ScatterHold(loc, image, pieces); !ok {
 		return false, nil
-	}
-	for _, p := range pieces {
-		pc := p.(*piece)
-		if pc.rows != nil || !selection.CanScatterRange(pc.bufShape, l.s.chunk, pc.p, l.s.elemSize) {
-			return false, nil
-		}
 	}
 	var img []byte
 	var err error
@@ -291,6 +284,28 @@ func (l *denseLayout) DecodeScatter(coord layout.Coord, loc layout.Location, ima
 	streamedDecodes.Add(1)
 	return true, nil
 }
+
+// ScatterHold reports whether DecodeScatter streams image into pieces,
+// and the memory it holds meanwhile: its piece buffer and the decoder's
+// window (layout.ScatterHolder).
+func (l *denseLayout) ScatterHold(loc layout.Location, image []byte, pieces []layout.Piece) (int64, bool) {
+	if l.sh != nil || l.s.unfiltered || l.s.chunkBytes < streamFrom || len(image) < format.ChunkFrameOverhead {
+		return 0, false
+	}
+	window, ok := l.s.pipeline.StreamWindow(image[:len(image)-format.ChunkFrameOverhead], loc.Mask)
+	if !ok {
+		return 0, false
+	}
+	for _, p := range pieces {
+		pc := p.(*piece)
+		if pc.rows != nil || !selection.CanScatterRange(pc.bufShape, l.s.chunk, pc.p, l.s.elemSize) {
+			return 0, false
+		}
+	}
+	return window + streamPiece, true
+}
+
+var _ layout.ScatterHolder = (*denseLayout)(nil)
 
 // streamedDecodes counts DecodeScatter's streamed chunks (tests).
 var streamedDecodes atomic.Int64

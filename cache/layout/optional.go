@@ -161,6 +161,16 @@ type ScatterDecoder interface {
 	DecodeScatter(coord Coord, loc Location, image []byte, pieces []Piece, summed bool, sum uint32) (ok bool, err error)
 }
 
+// ScatterHolder is implemented by ScatterDecoders that tell, once the
+// image is read and before DecodeScatter runs, whether it will stream and
+// how much memory it holds meanwhile (its decoder's window and buffers), so
+// that a transient decode reserves that instead of a whole chunk.
+type ScatterHolder interface {
+	// ScatterHold reports whether DecodeScatter of image, read from loc,
+	// into pieces decodes (ok) and the bytes it holds while it does.
+	ScatterHold(loc Location, image []byte, pieces []Piece) (hold int64, ok bool)
+}
+
 // DirectDecoder is implemented by layouts whose chunks can be decoded
 // straight into the caller's buffer (the path: cache/directdecode.go).
 type DirectDecoder interface {
