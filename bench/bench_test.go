@@ -257,7 +257,9 @@ func TestH5perfSCC(t *testing.T) {
 
 // TestH5perfCPURatios: the raw ceiling's rows give the CPU time of scc's
 // write passes beside the raw writer's, pass by pass (raw/scc, like the
-// throughput ratio), which a loaded machine moves less than wall time.
+// throughput ratio), which a loaded machine moves less than wall time; the
+// CRC32C row also gives the raw writer of scc's chunk frames, the floor of
+// the format.
 func TestH5perfCPURatios(t *testing.T) {
 	got := cpuRatios(sampled{0.040, 0.050, 0.020}, sampled{0.036, 0.040, 0.020})
 	for _, want := range []string{"raw/scc 0.90×", "(0.80–1.00)", "scc 40 ms", "raw 36 ms"} {
@@ -278,6 +280,9 @@ func TestH5perfCPURatios(t *testing.T) {
 			n++
 			if !strings.Contains(f.Note, "CPU seconds per pass") {
 				t.Errorf("%s: note %q gives no CPU time", f.Key, f.Note)
+			}
+			if !strings.Contains(f.Note, "in scc's chunk frames") || !strings.Contains(f.Note, "framed raw/scc") {
+				t.Errorf("%s: note %q gives no floor of the format", f.Key, f.Note)
 			}
 		}
 	}
