@@ -251,8 +251,44 @@ func TestH5perfSCC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Bytes != 128*96 || res.WriteMBps <= 0 || res.ReadMBps <= 0 {
+	if res.Bytes != 128*96 || res.WriteMBps <= 0 || res.ReadMBps <= 0 || res.WriteCPU < 0 {
 		t.Fatalf("%+v", res)
+	}
+}
+
+// TestH5perfCPURatios: the raw ceiling's rows give the CPU time of scc's
+// write passes beside the raw writer's, pass by pass (raw/scc, like the
+// throughput ratio), which a loaded machine moves less than wall time; the
+// CRC32C row also gives the raw writer of scc's chunk frames, the floor of
+// the format.
+func TestH5perfCPURatios(t *testing.T) {
+	got := cpuRatios(sampled{0.040, 0.050, 0.020}, sampled{0.036, 0.040, 0.020})
+	for _, want := range []string{"raw/scc 0.90×", "(0.80–1.00)", "scc 40 ms", "raw 36 ms"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q does not say %q", got, want)
+		}
+	}
+	if got := cpuRatios(sampled{0.04}, nil); got != "" {
+		t.Errorf("no raw passes: %q", got)
+	}
+	rep, err := Run(context.Background(), []string{"h5perf"}, Options{Tiny: true, Dir: t.TempDir(), Peers: &Peers{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range rep.Figures {
+		if strings.HasPrefix(f.Key, "write-rawsum") {
+			n++
+			if !strings.Contains(f.Note, "CPU seconds per pass") {
+				t.Errorf("%s: note %q gives no CPU time", f.Key, f.Note)
+			}
+			if !strings.Contains(f.Note, "in scc's chunk frames") || !strings.Contains(f.Note, "framed raw/scc") {
+				t.Errorf("%s: note %q gives no floor of the format", f.Key, f.Note)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no raw ceiling rows")
 	}
 }
 

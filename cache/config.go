@@ -110,7 +110,9 @@ type Config struct {
 	// KiB to 1 MiB chunks, 1.01-1.04x at 16 KiB. Default 0 means 64 KiB; -1
 	// leaves only the bypass and
 	// full-cache rules. Ignored when direct writes are off (NoDirectWrites,
-	// BypassBytes -1). A resident or dirty copy still takes the write.
+	// BypassBytes -1). A resident or dirty copy still takes the write; a
+	// chunk this large that writes in parts completed is written back and
+	// dropped then (completed.go).
 	DirectWriteBytes int64
 	// NoDirectWrites turns the direct write path off (directwrite.go):
 	// whole-chunk writes above BypassBytes are then created, gathered,

@@ -80,31 +80,51 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 		return gs, nil
 	}
 	defer c.shedAfterDirect()
+	images, sums, err := c.readImages(cand)
+	if err != nil {
+		return nil, err
+	}
 	// Transient chunks are memory like any chunk's: the budget holds
 	// room for as many as decode at once (at most one per worker and the
 	// caller), reserved here, before any worker waits on it, and given
 	// back when the last is done; slots keeps to that number whatever the
-	// runner.
+	// runner. A chunk the layout streams (ScatterHolder, told by its image)
+	// holds its decoder's window and buffer, not the chunk: on the Zarr
+	// benchmark's 32 MiB zstd chunks about 2 MiB, so a one-call read
+	// reserves a few MiB rather than a chunk per worker, evicting nothing
+	// for it.
 	var slots chan struct{}
 	var transient, largest int64
+	var pieces [][]layout.Piece // of the transient chunks, for decodeTransient
 	for i, dst := range dsts {
-		if dst == nil {
-			transient++
-			largest = max(largest, cand[i].hint())
+		if dst != nil {
+			continue
 		}
+		if pieces == nil {
+			pieces = make([][]layout.Piece, len(cand))
+		}
+		g := cand[i]
+		pieces[i] = make([]layout.Piece, len(g.reqs))
+		for j, r := range g.reqs {
+			pieces[i][j] = reqs[r].Piece
+		}
+		hold := g.hint()
+		if sh, ok := g.d.lay().l.(layout.ScatterHolder); ok {
+			if n, ok := sh.ScatterHold(g.loc, images[i], pieces[i]); ok {
+				hold = min(n, hold)
+			}
+		}
+		transient++
+		largest = max(largest, hold)
 	}
 	if transient > 0 {
 		k := min(transient, int64(max(c.cfg.Workers, 1))+1)
 		held := k * largest
 		if err := c.reserve(ctx, held); err != nil {
-			return nil, err
+			return nil, err // the images are the collector's
 		}
 		defer c.budget.charge(-held)
 		slots = make(chan struct{}, k)
-	}
-	images, sums, err := c.readImages(cand)
-	if err != nil {
-		return nil, err
 	}
 	decode := func(i int) (err error) {
 		defer func() {
@@ -116,7 +136,7 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 		if dsts[i] == nil {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			return decodeTransient(g, reqs, images[i], sumOf(sums, i))
+			return decodeTransient(g, reqs, pieces[i], images[i], sumOf(sums, i))
 		}
 		if err := g.d.lay().l.(layout.DirectDecoder).DecodeInto(g.coord, g.loc, images[i], dsts[i]); err != nil {
 			return fmt.Errorf("cache: decoding chunk %v directly: %w", g.coord, err)
@@ -141,14 +161,10 @@ func (c *Cache) decodeDirect(ctx context.Context, reqs []Request, gs []*group) (
 
 // decodeTransient decodes g's image into a chunk no entry holds, serves
 // g's pieces from it and gives it back to the layout.
-func decodeTransient(g *group, reqs []Request, image []byte, sum *directRead) error {
+func decodeTransient(g *group, reqs []Request, pieces []layout.Piece, image []byte, sum *directRead) error {
 	if sd, ok := g.d.lay().l.(layout.ScatterDecoder); ok {
 		// A chunk the layout streams is scattered piece by piece as it
 		// decodes; no chunk buffer is made.
-		pieces := make([]layout.Piece, len(g.reqs))
-		for j, i := range g.reqs {
-			pieces[j] = reqs[i].Piece
-		}
 		var s uint32
 		summed := sum != nil && sum.summed
 		if summed {

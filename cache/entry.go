@@ -128,6 +128,12 @@ type entry struct {
 	dirty   atomic.Bool   // differs from its stored image
 	version atomic.Uint64 // bumped by every modification; lets a flush detect concurrent writes
 	bypass  bool          // set at creation: served and dropped, never resident
+	// created is set when the chunk was made in memory rather than loaded
+	// (materialize), and written counts the bytes writes have put into it
+	// since (completed.go). Guarded by latch exclusive, or by owning
+	// the entry (loading, evicting).
+	created bool
+	written int64
 
 	// Fields below are guarded by Cache.mu (the policy lock).
 	linked       bool   // on its dataset's member list and known to the policy
@@ -153,6 +159,9 @@ const (
 	// never cleared: a writer or evictor of an entry no slot reader ever
 	// held skips the scan of the read slots.
 	flagSlotRead
+	// flagComplete: writes completed the chunk and it is due to be written
+	// back and dropped (completed.go).
+	flagComplete
 )
 
 // flagBit is one bit of an entry's flags, used like an atomic.Bool.
@@ -164,6 +173,7 @@ type flagBit struct {
 func (e *entry) partial() flagBit    { return flagBit{&e.flags, flagPartial} }
 func (e *entry) prefetched() flagBit { return flagBit{&e.flags, flagPrefetched} }
 func (e *entry) slotRead() flagBit   { return flagBit{&e.flags, flagSlotRead} }
+func (e *entry) complete() flagBit   { return flagBit{&e.flags, flagComplete} }
 
 func (f flagBit) Load() bool { return f.w.Load()&f.bit != 0 }
 

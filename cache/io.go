@@ -153,7 +153,9 @@ func (c *Cache) Write(ctx context.Context, reqs []Request) error {
 // as Read (write false) or Write would, and stops at the first request
 // that is anything else (a miss, a chunk being loaded or evicted). It
 // returns how many requests it served; the caller passes the rest to Read
-// or Write. It never loads, evicts, reserves memory or blocks, so a
+// or Write. It never loads, evicts, reserves memory or blocks (but for
+// writing back a chunk its writes completed, which frees memory and
+// needs none: completed.go), so a
 // caller that admits requests against the cache's memory (the engine's
 // resource module) can skip admission for the requests it served: a hit
 // holds no memory beyond the pin it drops before returning.
@@ -395,6 +397,9 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		n = c.stats.countHit(e, &c.background.prefetch)
 		err = c.apply(o, e, r)
 		c.budget.unpin(e)
+		if e.complete().Load() {
+			c.writeCompleted([]*entry{e})
+		}
 	default:
 		return false, nil
 	}
@@ -518,6 +523,9 @@ func (c *Cache) doSlow(ctx context.Context, o op, reqs []Request, base int) erro
 			err := c.apply(o, e, &reqs[i])
 			c.budget.unpin(e)
 			c.access.record(e)
+			if e.complete().Load() {
+				c.writeCompleted([]*entry{e})
+			}
 			if err != nil {
 				return err
 			}
@@ -595,6 +603,7 @@ func (c *Cache) apply(o op, e *entry, r *Request) error {
 		// Even a failed Gather may have changed part of the chunk: treat it
 		// as modified so nothing is silently dropped.
 		c.budget.modifiedLocked(e, &c.background.preEncode, &c.stats)
+		c.noteWrite(e, r)
 		e.unlockChunk()
 		return err
 	default:
@@ -649,6 +658,7 @@ func materialize(g *group, image []byte, load bool, sum *directRead) (err error)
 		return fmt.Errorf("cache: creating chunk %v: %w", g.coord, err)
 	}
 	g.e.chunk = ch
+	g.e.created = !load // completed.go
 	return nil
 }
 
@@ -949,11 +959,16 @@ func (c *Cache) subList(ctx context.Context, o op, reqs []Request, gs []*group) 
 	if o.kind != opRead { // a read's pieces were served as its chunks were decoded
 		firstErr = c.applyGroups(ctx, o, reqs, mine)
 	}
+	var done []*entry
 	for _, g := range mine {
 		if !g.e.bypass {
 			c.budget.unpin(g.e)
+			if g.e.complete().Load() {
+				done = append(done, g.e)
+			}
 		}
 	}
+	c.writeCompleted(done) // one write-back for every chunk the request completed
 	if err := c.dropBypass(ctx, o, bypass); err != nil && firstErr == nil {
 		firstErr = err
 	}

@@ -32,7 +32,7 @@ type counters struct {
 	vectorWrites, vectorWriteBytes                     atomic.Int64
 	bypasses, spaceWaits, trimErrors, coalesced, syncs atomic.Int64
 	directWrites, directEncodes, metadataSheds         atomic.Int64
-	directDecodes                                      atomic.Int64
+	directDecodes, completedChunks                     atomic.Int64
 	preEncoded, preHits, preWasted                     atomic.Int64
 	prefetched, prefetchHits, prefetchWasted           atomic.Int64
 	// extentScans counts SetExtent scans of a dataset's cached chunks
@@ -65,6 +65,7 @@ type Stats struct {
 	DirectWrites     int64 // whole chunks written from the caller's buffer (directwrite.go)
 	DirectEncodes    int64 // of those, encoded from it (filtered chunks)
 	DirectDecodes    int64 // whole chunks decoded straight into the caller's buffer (directdecode.go)
+	CompletedChunks  int64 // chunks written back and dropped once writes in parts completed them (completed.go)
 	SpaceWaits       int64 // times a request blocked for memory
 	TrimErrors       int64 // background trims that failed to write a victim
 	MetadataSheds    int64 // times the files' metadata shedders ran (external.go)
@@ -136,6 +137,7 @@ func (s Stats) Sub(o Stats) Stats {
 	r.DirectWrites -= o.DirectWrites
 	r.DirectEncodes -= o.DirectEncodes
 	r.DirectDecodes -= o.DirectDecodes
+	r.CompletedChunks -= o.CompletedChunks
 	r.SpaceWaits -= o.SpaceWaits
 	r.TrimErrors -= o.TrimErrors
 	r.MetadataSheds -= o.MetadataSheds
@@ -186,6 +188,7 @@ func (c *Cache) Stats() Stats {
 		DirectWrites:      c.stats.directWrites.Load(),
 		DirectEncodes:     c.stats.directEncodes.Load(),
 		DirectDecodes:     c.stats.directDecodes.Load(),
+		CompletedChunks:   c.stats.completedChunks.Load(),
 		SpaceWaits:        c.stats.spaceWaits.Load(),
 		TrimErrors:        c.stats.trimErrors.Load(),
 		MetadataSheds:     c.stats.metadataSheds.Load(),

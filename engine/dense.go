@@ -264,15 +264,8 @@ func (l *denseLayout) DecodeScatter(coord layout.Coord, loc layout.Location, ima
 	if l.sh != nil && !summed {
 		return l.sh.decodeScatter(coord, loc, image, pieces)
 	}
-	if l.sh != nil || l.s.unfiltered || l.s.chunkBytes < streamFrom || len(image) < format.ChunkFrameOverhead ||
-		!l.s.pipeline.StreamsVerified(image[:len(image)-format.ChunkFrameOverhead], loc.Mask) {
+	if _, ok := l.ScatterHold(loc, image, pieces); !ok {
 		return false, nil
-	}
-	for _, p := range pieces {
-		pc := p.(*piece)
-		if pc.rows != nil || !selection.CanScatterRange(pc.bufShape, l.s.chunk, pc.p, l.s.elemSize) {
-			return false, nil
-		}
 	}
 	var img []byte
 	var err error
@@ -299,6 +292,28 @@ func (l *denseLayout) DecodeScatter(coord layout.Coord, loc layout.Location, ima
 	streamedDecodes.Add(1)
 	return true, nil
 }
+
+// ScatterHold reports whether DecodeScatter streams image into pieces,
+// and the memory it holds meanwhile: its piece buffer and the decoder's
+// window (layout.ScatterHolder).
+func (l *denseLayout) ScatterHold(loc layout.Location, image []byte, pieces []layout.Piece) (int64, bool) {
+	if l.sh != nil || l.s.unfiltered || l.s.chunkBytes < streamFrom || len(image) < format.ChunkFrameOverhead {
+		return 0, false
+	}
+	window, ok := l.s.pipeline.StreamWindow(image[:len(image)-format.ChunkFrameOverhead], loc.Mask)
+	if !ok {
+		return 0, false
+	}
+	for _, p := range pieces {
+		pc := p.(*piece)
+		if pc.rows != nil || !selection.CanScatterRange(pc.bufShape, l.s.chunk, pc.p, l.s.elemSize) {
+			return 0, false
+		}
+	}
+	return window + streamPiece, true
+}
+
+var _ layout.ScatterHolder = (*denseLayout)(nil)
 
 // streamedDecodes counts DecodeScatter's streamed chunks (tests).
 var streamedDecodes atomic.Int64
@@ -391,6 +406,20 @@ func (l *denseLayout) EncodeBorrowed(coord layout.Coord, chunk layout.Chunk) (la
 }
 
 var _ layout.BorrowingEncoder = (*denseLayout)(nil)
+
+// WrittenBytes lets the cache write an unfiltered chunk back as soon as
+// writes in parts have filled it (layout.WriteCounter,
+// cache/completed.go): its write-back borrows the chunk's buffer
+// (EncodeBorrowed), so it needs no memory of its own.
+func (l *denseLayout) WrittenBytes(p layout.Piece) (n, whole int64, ok bool) {
+	pc, isPiece := p.(*piece)
+	if !l.s.unfiltered || l.sh != nil || !isPiece {
+		return 0, 0, false
+	}
+	return int64(pc.p.N) * int64(l.s.elemSize), l.s.chunkBytes, true
+}
+
+var _ layout.WriteCounter = (*denseLayout)(nil)
 
 // borrowImages switches EncodeBorrowed's borrowing on (tests and
 // BenchmarkWriteBackBorrowed turn it off for the copying baseline).

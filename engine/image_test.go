@@ -315,15 +315,16 @@ func TestImagePrefetchedEviction(t *testing.T) {
 		t.Fatalf("flush wrote %d bytes, the datasets hold %d: prefetched entries written?", written, chunkBytes)
 	}
 	// Fill the cache with another file's chunks: the prefetched entries go.
-	// Half-chunk writes, so the chunks are cached (whole ones into a full
-	// cache would go straight to the file, directwrite.go).
+	// The first half of each chunk, so the chunks are cached (whole ones
+	// into a full cache would go straight to the file, directwrite.go, and
+	// so would chunks completed in halves, cache/completed.go).
 	other := tCreate(t, vfd.NewMem(), &Options{Cache: c})
 	ds, err := other.CreateDataset(ctx, "big", DatasetSpec{Type: Uint8, Shape: []uint64{4 << 20}, Chunk: []uint64{64 << 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	half := make([]byte, 32<<10)
-	for off := uint64(0); off < 3<<20; off += 32 << 10 {
+	for off := uint64(0); off < 3<<20; off += 64 << 10 {
 		if err := ds.Write(ctx, Box([]uint64{off}, []uint64{32 << 10}), half); err != nil {
 			t.Fatal(err)
 		}

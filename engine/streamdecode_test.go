@@ -116,3 +116,30 @@ func TestTransientReadStreamsDamaged(t *testing.T) {
 	err = d.Read(ctx, Box([]uint64{0, 0}, []uint64{2048, 4096}), make([]byte, 2*2048*4096))
 	assert.True(t, errors.Is(err, ErrCorrupt), "%v", err)
 }
+
+// A transient read of chunks the layout streams reserves what a streamed
+// decode holds (the decoder's window and piece buffer), not a chunk per
+// decode at once: the whole-array read of four 4 MiB zstd chunks (2 MiB
+// windows) on three decoders never charges the cache two chunks' worth.
+func TestTransientStreamReservesWindow(t *testing.T) {
+	if filter.ZstdCodec != "libzstd" {
+		t.Skip("zstd does not stream with this codec")
+	}
+	ctx := context.Background()
+	path, all := streamArray(t, []Filter{Zstd(3)})
+	cc, err := cache.New(cache.Config{AdmitOnReread: true, Workers: 2})
+	require.NoError(t, err)
+	defer cc.Close()
+	f, err := Open(ctx, path, &Options{Cache: cc, ReadOnly: true})
+	require.NoError(t, err)
+	defer f.Close(ctx)
+	d, err := f.OpenDataset(ctx, "a", nil)
+	require.NoError(t, err)
+	before := streamedDecodes.Load()
+	buf := make([]byte, len(all))
+	require.NoError(t, d.Read(ctx, Box([]uint64{0, 0}, []uint64{2048, 4096}), buf))
+	require.Equal(t, int64(4), streamedDecodes.Load()-before, "every chunk streamed")
+	assert.Equal(t, all, buf)
+	const chunk = 4 << 20
+	assert.Less(t, cc.Stats().PeakChunkBytes, int64(2*chunk))
+}

@@ -124,7 +124,8 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	return n, f.mapErr(err)
 }
 
-// WriteAt writes all of p at off, in calls of at most 1 MiB (writeCallMax).
+// WriteAt writes all of p at off, in calls of about 1 MiB at most
+// (writeCallMax, callLen).
 func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if f.closed.Load() {
 		return 0, ErrClosed
@@ -136,16 +137,17 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	var err error
 	for n < len(p) && err == nil {
 		var m int
-		m, err = f.f.WriteAt(p[n:n+min(len(p)-n, writeCallMax)], off+int64(n))
+		m, err = f.f.WriteAt(p[n:n+callLen(len(p)-n)], off+int64(n))
 		n += m
 		f.wrote(int64(m))
 	}
 	return n, f.mapErr(err)
 }
 
-// writeCallMax is the most bytes one write system call carries: WriteAt
-// and WriteV cut longer writes into calls of at most this size (a variable
-// only so that tests and BenchmarkWriteCallSize can change it).
+// writeCallMax is about the most bytes one write system call carries:
+// WriteAt and WriteV cut longer writes into calls of this size, a write a
+// sixteenth longer or less going in one call (callLen; a variable only so
+// that tests and BenchmarkWriteCallSize can change it).
 //
 // Why: Linux sizes the page-cache folios a write allocates from the
 // write's length, up to 2 MiB (large folios: ext4 since 6.16, xfs, ...).
@@ -165,6 +167,20 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 // 24–28 ms capped). Elsewhere the cap costs one system call per MiB, a
 // few microseconds against copying that MiB.
 var writeCallMax = 1 << 20
+
+// callLen is how many of n bytes left to write the next write call
+// carries: all of them up to writeCallMax plus a sixteenth, else
+// writeCallMax. The slack keeps a chunk frame (a chunk of writeCallMax
+// bytes and its 4-byte checksum trailer) in one call: cut at exactly
+// writeCallMax it took a second call of 4 bytes, two system calls a chunk
+// where HDF5 makes one. It asks for no larger folios: the kernel sizes
+// them from the call's length rounded down to a power of two.
+func callLen(n int) int {
+	if n <= writeCallMax+writeCallMax/16 {
+		return n
+	}
+	return writeCallMax
+}
 
 // ReadV reads every extent, one system call per run of up to 1024 adjacent
 // extents (more if the kernel transfers less than asked). The caller's slice
@@ -323,7 +339,7 @@ func (f *File) readVLoop(sorted []Extent) error {
 func (f *File) writeVLoop(sorted []Extent) error {
 	for _, e := range sorted {
 		for off := 0; off < len(e.Buf); {
-			n, err := f.f.WriteAt(e.Buf[off:off+min(len(e.Buf)-off, writeCallMax)], e.Off+int64(off))
+			n, err := f.f.WriteAt(e.Buf[off:off+callLen(len(e.Buf)-off)], e.Off+int64(off))
 			off += n
 			f.wrote(int64(n))
 			if err != nil {

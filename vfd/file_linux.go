@@ -120,11 +120,10 @@ func (f *File) preadFull(fd int, p []byte, off int64) error {
 	return nil
 }
 
-// pwriteFull writes all of p at off in calls of at most writeCallMax
-// bytes, repeating pwrite after short transfers and EINTR.
+// pwriteFull writes all of p at off in calls of callLen bytes, repeating pwrite after short transfers and EINTR.
 func (f *File) pwriteFull(fd int, p []byte, off int64) error {
 	for len(p) > 0 {
-		n, err := pwriteSys(fd, p[:min(len(p), writeCallMax)], off)
+		n, err := pwriteSys(fd, p[:callLen(len(p))], off)
 		if err == unix.EINTR {
 			continue
 		}
@@ -165,8 +164,7 @@ func (f *File) preadvFull(fd int, bufs [][]byte, off int64) error {
 	}
 }
 
-// pwritevFull writes all of bufs at off in calls of at most writeCallMax
-// bytes, repeating pwritev after short transfers and EINTR. It consumes
+// pwritevFull writes all of bufs at off in calls of callLen bytes, repeating pwritev after short transfers and EINTR. It consumes
 // bufs.
 func (f *File) pwritevFull(fd int, bufs [][]byte, off int64) error {
 	for {
@@ -177,7 +175,11 @@ func (f *File) pwritevFull(fd int, bufs [][]byte, off int64) error {
 		// This call takes bufs[:k], the last of them cut to its first cut
 		// bytes; the cut is undone before advance, which counts from the
 		// whole buffers.
-		k, cut := callPrefix(bufs, writeCallMax)
+		total := 0
+		for _, b := range bufs {
+			total += len(b)
+		}
+		k, cut := callPrefix(bufs, callLen(total))
 		last := bufs[k-1]
 		bufs[k-1] = last[:cut]
 		n, err := pwritevSys(fd, bufs[:k], off)

@@ -115,6 +115,19 @@ type DirectWriter interface {
 	DirectFrame(coord Coord, src []byte) (head, tail []byte, sum uint32)
 }
 
+// WriteCounter is implemented by layouts whose chunks a sequence of
+// partial writes can complete, and whose write-back of a chunk needs no
+// memory beyond it (the image borrows the chunk's buffer): a chunk created
+// in memory whose written bytes reach its size is written back and dropped
+// at once, as a whole-chunk write of it would have gone straight to the
+// file (cache/completed.go).
+type WriteCounter interface {
+	// WrittenBytes reports how many bytes of a chunk of whole bytes the
+	// piece p writes; ok false means "do not count this dataset's
+	// writes".
+	WrittenBytes(p Piece) (n, whole int64, ok bool)
+}
+
 // SummedDecoder is implemented by layouts whose Decode verifies a checksum
 // that can be computed by pieces (DirectSummer's SumDirect and
 // CombineDirect) over a prefix of the stored image.
@@ -146,6 +159,16 @@ type ScatterDecoder interface {
 	// Otherwise it owns image as Decode does; on an error the pieces'
 	// bytes are undefined.
 	DecodeScatter(coord Coord, loc Location, image []byte, pieces []Piece, summed bool, sum uint32) (ok bool, err error)
+}
+
+// ScatterHolder is implemented by ScatterDecoders that tell, once the
+// image is read and before DecodeScatter runs, whether it will stream and
+// how much memory it holds meanwhile (its decoder's window and buffers), so
+// that a transient decode reserves that instead of a whole chunk.
+type ScatterHolder interface {
+	// ScatterHold reports whether DecodeScatter of image, read from loc,
+	// into pieces decodes (ok) and the bytes it holds while it does.
+	ScatterHold(loc Location, image []byte, pieces []Piece) (hold int64, ok bool)
 }
 
 // DirectDecoder is implemented by layouts whose chunks can be decoded

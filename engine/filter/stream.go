@@ -27,8 +27,15 @@ const zstdStreamWindow = 8 << 20
 // of at most 8 MiB (a single-segment frame: its content). It reads the
 // frame's header only.
 func (p *Pipeline) StreamsVerified(image []byte, mask uint32) bool {
+	_, ok := p.StreamWindow(image, mask)
+	return ok
+}
+
+// StreamWindow is StreamsVerified that also returns the frame's window:
+// the memory the decoder holds while it streams.
+func (p *Pipeline) StreamWindow(image []byte, mask uint32) (int64, bool) {
 	if !zstdStreams || mask>>len(p.codecs) != 0 {
-		return false
+		return 0, false
 	}
 	applied := 0
 	for i, s := range p.specs {
@@ -36,22 +43,25 @@ func (p *Pipeline) StreamsVerified(image []byte, mask uint32) bool {
 			continue
 		}
 		if s.ID != Zstd {
-			return false
+			return 0, false
 		}
 		applied++
 	}
 	if applied != 1 {
-		return false
+		return 0, false
 	}
 	var h zstd.Header
 	if err := h.Decode(image); err != nil {
-		return false
+		return 0, false
 	}
 	window := h.WindowSize
 	if h.SingleSegment {
 		window = h.FrameContentSize // the decoder keeps all of it
 	}
-	return window <= zstdStreamWindow
+	if window > zstdStreamWindow {
+		return 0, false
+	}
+	return int64(window), true
 }
 
 // DecodeVerifiedStream is DecodeVerifiedTo for an image StreamsVerified
