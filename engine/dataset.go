@@ -467,6 +467,11 @@ func readHeader(drv vfd.Driver, e format.CatalogEntry, eof uint64) (format.Datas
 	return hdr, nil
 }
 
+// testHookCloseUnregister, when set (tests only), runs in the last
+// handle's Close between detaching the dataset's registration and
+// unregistering it.
+var testHookCloseUnregister atomic.Pointer[func()]
+
 // acquire returns a new handle, registering the dataset with the cache when
 // it was not open. Re-registering an id finds its chunks still cached (warm
 // reopen, SCC requirements §4.8).
@@ -1028,6 +1033,9 @@ func (d *Dataset) Close(ctx context.Context) error {
 		_ = vcds.Unregister(context.Background())
 	}
 	if cds != nil {
+		if h := testHookCloseUnregister.Load(); h != nil {
+			(*h)()
+		}
 		err := cds.Unregister(ctx)
 		if err != nil && s.f.closed.Load() {
 			return nil // the file's Close released it meanwhile

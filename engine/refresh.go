@@ -366,6 +366,15 @@ func (s *dsState) invalidate(ctx context.Context) error {
 		return nil // a virtual dataset: nothing cached
 	}
 	s.mu.Lock()
+	for s.mu.refs == 0 && s.mu.closing != nil {
+		// The last handle's Close is still unregistering the dataset; the
+		// cache refuses a second registration of its id until then (as
+		// acquire waits).
+		ch := s.mu.closing
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
 	if cds := s.mu.cds; cds != nil {
 		s.mu.Unlock()
 		return classify(cds.Invalidate(ctx))
