@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"github.com/scc-dev/scc/cache/layout"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestHitPathAllocs: hits spread over many resident chunks, enough that
@@ -182,4 +184,44 @@ func TestSlotRecordsOnce(t *testing.T) {
 			t.Fatalf("round %d: %d records for 6 hits on 2 entries, want 2", round, n)
 		}
 	}
+}
+
+// TestSingleRequestHitPath: a call of one request, which Cache.do hands
+// to tryHit without serveHits and checks with the inline Request.valid,
+// still gets every typed error validate gives (nil or foreign dataset,
+// wrong rank, unregistered dataset) and, valid, serves a read hit and a
+// write hit of a resident chunk as a call of several requests does.
+func TestSingleRequestHitPath(t *testing.T) {
+	e := newEnv(t, Config{QuiescentBytes: 64 << 20})
+	d, l := e.dataset(1, -1, 64)
+	other := newEnv(t, Config{QuiescentBytes: 64 << 20})
+	od, ol := other.dataset(1, -1, 64)
+	require.NoError(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, 1), 0)}))
+	before := e.c.Stats()
+
+	buf := make([]byte, 64)
+	for _, write := range []bool{false, true} {
+		call := e.c.Read
+		if write {
+			call = e.c.Write
+		}
+		nilDS := fullReq(d, l, buf, 0)
+		nilDS.Dataset = nil
+		assert.ErrorIs(t, call(bg, []Request{nilDS}), ErrInvalid, "nil dataset, write %v", write)
+		assert.ErrorIs(t, call(bg, []Request{fullReq(od, ol, buf, 0)}), ErrInvalid, "another cache's dataset, write %v", write)
+		assert.ErrorIs(t, call(bg, []Request{fullReq(d, l, buf, 0, 0)}), ErrInvalid, "rank 2 coordinate of a rank 1 dataset, write %v", write)
+	}
+
+	require.NoError(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}))
+	assert.Equal(t, pattern(64, 1), buf)
+	require.NoError(t, e.c.Write(bg, []Request{fullReq(d, l, pattern(64, 2), 0)}))
+	require.NoError(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}))
+	assert.Equal(t, pattern(64, 2), buf)
+	s := e.c.Stats().Sub(before)
+	assert.Equal(t, int64(3), s.Hits, "hits")
+	assert.Equal(t, int64(0), s.Misses, "misses")
+
+	require.NoError(t, d.Unregister(bg))
+	assert.ErrorIs(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}), ErrNotRegistered)
+	assert.ErrorIs(t, e.c.Write(bg, []Request{fullReq(d, l, buf, 0)}), ErrNotRegistered)
 }

@@ -307,7 +307,15 @@ func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
 		return err
 	}
 	i := 0
-	if o.kind == opRead || o.kind == opWrite {
+	switch {
+	case len(reqs) == 1 && (o.kind == opRead || o.kind == opWrite):
+		// One request (the usual small read): serveHits' loop and its
+		// parallel check are a frame the hit does not need.
+		hit, err := c.tryHit(o, &reqs[0], 0)
+		if hit || err != nil {
+			return err
+		}
+	case o.kind == opRead || o.kind == opWrite:
 		n, err := c.serveHits(o, reqs)
 		if err != nil {
 			return err
@@ -324,6 +332,13 @@ func (c *Cache) do(ctx context.Context, o op, reqs []Request) error {
 	err := c.doSlow(ctx, o, reqs[i:], i)
 	c.endOn(st)
 	return err
+}
+
+// valid is validate's answer for a valid request, small enough for the
+// compiler to inline into the hit path; validate builds the error.
+func (r *Request) valid(c *Cache) bool {
+	d := r.Dataset
+	return d != nil && d.c == c && d.registered.Load() && len(r.Coord) == len(d.lay().dims)
 }
 
 // validate checks request i (numbered from the caller's first request).
@@ -350,8 +365,8 @@ func (r *Request) validate(c *Cache, i int) error {
 // miss, or an entry that is loading or being evicted (doSlow waits for
 // those and counts them).
 func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
-	if err := r.validate(c, i); err != nil {
-		return false, err
+	if !r.valid(c) {
+		return false, r.validate(c, i)
 	}
 	d := r.Dataset
 	var e *entry
@@ -363,8 +378,15 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		e = memo.get(d, r.Coord)
 	}
 	if e == nil || e.state() != stateResident {
+		// chunkTable.lookupIn, by hand: too large for the compiler to
+		// inline, and a frame of its own is a few percent of a hit.
 		var ok bool
-		if e, ok = c.chunks.lookupIn(d, r.Coord); !ok {
+		if k, short := d.keys.shortKeyIn(d.serial, r.Coord); short {
+			e, ok = c.chunks.short.Load(k)
+		} else {
+			e, ok = c.chunks.long.Load(makeKey(d.serial, r.Coord))
+		}
+		if !ok {
 			return false, nil
 		}
 		if memo != nil {
@@ -379,7 +401,11 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	}
 	switch {
 	case slot != nil:
-		err = lightRead(e, r)
+		// lightRead, by hand (as lookupIn above).
+		if e.partial().Load() == r.Full {
+			e.partial().Store(!r.Full) // store only on change: keeps the line shared
+		}
+		err = e.ds.lay().l.Scatter(e.chunk, r.Piece)
 		n = c.slotHit(slot, e)
 		slot.release()
 		if n%hitCheckEvery == 0 && c.sizes.current().ad != nil {
