@@ -82,8 +82,9 @@ func (k AttrKind) String() string {
 }
 
 // AttrValue is an attribute's value. Build one with StringAttr, BytesAttr,
-// ScalarAttr or ArrayAttr; read it with the methods or the generic Scalar
-// and Array functions. Values are immutable.
+// ScalarAttr, ArrayAttr (shaped N-D by WithShape) or NullAttr; read it
+// with the methods or the generic Scalar and Array functions (an N-D
+// array's elements row-major). Values are immutable.
 type AttrValue struct {
 	kind AttrKind
 	typ  Type   // element type for AttrScalar, AttrArray and AttrNull; 0 otherwise
