@@ -65,7 +65,9 @@ interop-deps: ## install the Zarr readers the interop tests use (Debian python3-
 # element by element; a summary table on stdout, the markdown report in
 # REPORT. Not part of `make test`: the public corpora are not in the tree.
 CORPUS ?=
-REPORT ?= corpus-zarr.md
+# Each corpus target has its own default report (a target-specific value:
+# one global REPORT ?= per target would give both the first one's).
+corpus-zarr: REPORT ?= corpus-zarr.md
 corpus-zarr: interop-deps ## measure the Zarr bridge on a corpus of public stores: make corpus-zarr CORPUS=dir [REPORT=corpus-zarr.md]
 	@test -n "$(CORPUS)" -a -d "$(CORPUS)" || { echo 'make corpus-zarr: CORPUS=dir names a directory of Zarr stores'; exit 2; }
 	SCC_ZARR_CORPUS=$(abspath $(CORPUS)) SCC_ZARR_CORPUS_REPORT=$(abspath $(REPORT)) $(GO) test -count=1 -timeout 60m -run '^TestZarrCorpusMeasure$$' -v ./interop/zarr/
@@ -117,8 +119,7 @@ fuzz-hdf5: ## run interop/hdf5's fuzz targets (the zlib wrapper inflating scc's 
 # corpus-hdf5 measures the import over a directory of HDF5 files (public test
 # corpora, not shipped): h5py's reading of every file against the bridge's
 # whole-file import. Not part of test: CI has no corpora.
-CORPUS ?=
-REPORT ?= bin/corpus-hdf5.md
+corpus-hdf5: REPORT ?= bin/corpus-hdf5.md
 corpus-hdf5: ## measure the HDF5 import over CORPUS=dir against h5py; summary on stdout, the full report in REPORT (default bin/corpus-hdf5.md)
 	@test -n "$(CORPUS)" || { echo 'usage: make corpus-hdf5 CORPUS=dir [REPORT=bin/corpus-hdf5.md]'; exit 2; }
 	@mkdir -p $(dir $(abspath $(REPORT)))

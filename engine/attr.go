@@ -37,6 +37,9 @@ const (
 	// MaxAttrValueBytes bounds one attribute's value (a string's bytes, a
 	// byte string, or an array's elements times their size).
 	MaxAttrValueBytes = 64 << 10
+	// MaxAttrRank bounds the dimensions of an attribute's shape, as HDF5
+	// bounds a dataspace's rank (H5S_MAX_RANK).
+	MaxAttrRank = 32
 )
 
 // ErrAttrType is returned by the typed getters when an attribute holds a
@@ -52,7 +55,15 @@ const (
 	AttrArray  AttrKind = 2 // zero or more elements of an engine Type
 	AttrString AttrKind = 3 // UTF-8 text
 	AttrBytes  AttrKind = 4 // an opaque byte string
+	// AttrNull is an empty value with a type but no elements and no shape
+	// (HDF5's null dataspace, h5py's Empty): its Type is the element type
+	// it would hold, or 0 for text (a string attribute's type).
+	AttrNull AttrKind = 6
 )
+
+// attrKindShaped is the encoded kind of an array of 2 or more dimensions
+// (an AttrArray with a shape); the API shows it as AttrArray.
+const attrKindShaped = 5
 
 func (k AttrKind) String() string {
 	switch k {
@@ -64,17 +75,24 @@ func (k AttrKind) String() string {
 		return "string"
 	case AttrBytes:
 		return "bytes"
+	case AttrNull:
+		return "null"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // AttrValue is an attribute's value. Build one with StringAttr, BytesAttr,
-// ScalarAttr or ArrayAttr; read it with the methods or the generic Scalar
-// and Array functions. Values are immutable.
+// ScalarAttr, ArrayAttr (shaped N-D by WithShape) or NullAttr; read it
+// with the methods or the generic Scalar and Array functions (an N-D
+// array's elements row-major). Values are immutable.
 type AttrValue struct {
 	kind AttrKind
-	typ  Type   // element type for AttrScalar and AttrArray; 0 otherwise
+	typ  Type   // element type for AttrScalar, AttrArray and AttrNull; 0 otherwise
 	data []byte // the elements little-endian, the string's or the bytes' bytes
+	// dims is the shape of an AttrArray of 2 or more dimensions (row-major
+	// elements); nil for every other value, so that a 1-D array has one
+	// form and Equal can compare fields.
+	dims []uint64
 }
 
 // StringAttr is a UTF-8 string attribute.
@@ -102,6 +120,65 @@ func RawAttr(kind AttrKind, t Type, le []byte) AttrValue {
 	return AttrValue{kind: kind, typ: t, data: append([]byte{}, le...)}
 }
 
+// NullAttr is a null attribute (no elements, no shape) of element type t,
+// or of text when t is 0: HDF5's null dataspace, h5py's Empty. Set checks t.
+func NullAttr(t Type) AttrValue { return AttrValue{kind: AttrNull, typ: t} }
+
+// WithShape returns v, a scalar or an array, with the shape dims: no
+// dimensions make a scalar, one an array, more an N-D array whose elements
+// are v's in row-major order. The product of dims must be v.Len() and
+// there are at most MaxAttrRank of them; other values and shapes are
+// ErrInvalid.
+func (v AttrValue) WithShape(dims ...uint64) (AttrValue, error) {
+	if v.kind != AttrScalar && v.kind != AttrArray {
+		return AttrValue{}, fmt.Errorf("%w: a %s has no shape", ErrInvalid, v.describe())
+	}
+	if len(dims) > MaxAttrRank {
+		return AttrValue{}, fmt.Errorf("%w: attribute shape of %d dimensions (at most %d)", ErrInvalid, len(dims), MaxAttrRank)
+	}
+	if n, ok := shapeElems(dims); !ok || n != uint64(v.Len()) {
+		return AttrValue{}, fmt.Errorf("%w: shape %v for %s", ErrInvalid, dims, v.describe())
+	}
+	w := AttrValue{kind: AttrArray, typ: v.typ, data: v.data}
+	switch len(dims) {
+	case 0:
+		w.kind = AttrScalar
+	case 1:
+	default:
+		w.dims = slices.Clone(dims)
+	}
+	return w, nil
+}
+
+// shapeElems is the product of dims, false when it exceeds
+// MaxAttrValueBytes (no attribute holds more elements).
+func shapeElems(dims []uint64) (uint64, bool) {
+	if slices.Contains(dims, 0) {
+		return 0, true
+	}
+	n := uint64(1)
+	for _, d := range dims {
+		if d > MaxAttrValueBytes/n {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, true
+}
+
+// Shape is the value's dimensions: nil for a scalar (and for strings,
+// byte strings and nulls, which have none), [Len] for an array, the
+// dimensions of an N-D array (a copy).
+func (v AttrValue) Shape() []uint64 {
+	switch {
+	case v.kind != AttrArray:
+		return nil
+	case v.dims != nil:
+		return slices.Clone(v.dims)
+	}
+	return []uint64{uint64(v.Len())}
+}
+
 // Kind returns the value's kind.
 func (v AttrValue) Kind() AttrKind { return v.kind }
 
@@ -109,7 +186,7 @@ func (v AttrValue) Kind() AttrKind { return v.kind }
 func (v AttrValue) Type() Type { return v.typ }
 
 // Len is the number of elements of a scalar or array, or the number of
-// bytes of a string or byte string.
+// bytes of a string or byte string; 0 for a null.
 func (v AttrValue) Len() int {
 	if v.kind == AttrScalar || v.kind == AttrArray {
 		if s := v.typ.Size(); s > 0 {
@@ -140,9 +217,10 @@ func (v AttrValue) ByteString() ([]byte, error) {
 	return v.Bytes(), nil
 }
 
-// Equal reports whether two values are identical (kind, type and bytes).
+// Equal reports whether two values are identical (kind, type, shape and
+// bytes).
 func (v AttrValue) Equal(w AttrValue) bool {
-	return v.kind == w.kind && v.typ == w.typ && string(v.data) == string(w.data)
+	return v.kind == w.kind && v.typ == w.typ && slices.Equal(v.dims, w.dims) && string(v.data) == string(w.data)
 }
 
 func (v AttrValue) describe() string {
@@ -150,7 +228,15 @@ func (v AttrValue) describe() string {
 	case AttrScalar:
 		return v.typ.String() + " scalar"
 	case AttrArray:
+		if v.dims != nil {
+			return fmt.Sprintf("%s array of shape %v", v.typ, v.dims)
+		}
 		return fmt.Sprintf("%s array of %d", v.typ, v.Len())
+	case AttrNull:
+		if v.typ == 0 {
+			return "null string"
+		}
+		return "null " + v.typ.String()
 	}
 	return v.kind.String()
 }
@@ -262,6 +348,12 @@ func (v AttrValue) validate() error {
 		if err := v.typ.checkElems(v.data); err != nil {
 			return err
 		}
+		if v.dims != nil {
+			n, ok := shapeElems(v.dims)
+			if v.kind != AttrArray || len(v.dims) < 2 || len(v.dims) > MaxAttrRank || !ok || n != uint64(v.Len()) {
+				return fmt.Errorf("%w: shape %v for %d elements of a %s", ErrInvalid, v.dims, v.Len(), v.kind)
+			}
+		}
 	case AttrString:
 		if v.typ != 0 || !utf8.Valid(v.data) {
 			return fmt.Errorf("%w: string attribute is not valid UTF-8", ErrInvalid)
@@ -269,6 +361,10 @@ func (v AttrValue) validate() error {
 	case AttrBytes:
 		if v.typ != 0 {
 			return fmt.Errorf("%w: byte string with an element type", ErrInvalid)
+		}
+	case AttrNull:
+		if len(v.data) != 0 || v.typ != 0 && v.typ.Size() == 0 {
+			return fmt.Errorf("%w: null attribute of %d bytes, type %v", ErrInvalid, len(v.data), v.typ)
 		}
 	default:
 		return fmt.Errorf("%w: attribute kind %d (the zero AttrValue is not a value)", ErrInvalid, uint8(v.kind))
@@ -448,7 +544,11 @@ func (s *attrSet) encoding() []byte {
 
 // attrEncodedSize is what a adds to the encoding of a set that holds it.
 func attrEncodedSize(a Attr) int {
-	return attrEntryMin - 1 + len(a.Name) + len(attrTypeParams(a.Value.typ)) + len(a.Value.data)
+	n := attrEntryMin - 1 + len(a.Name) + len(attrTypeParams(a.Value.typ)) + len(a.Value.data)
+	if a.Value.dims != nil {
+		n += 1 + 8*len(a.Value.dims)
+	}
+	return n
 }
 
 // attrTypeParams is what follows an attribute's element type code: a
@@ -506,19 +606,26 @@ func (s *attrSet) with(name string, v *AttrValue) (*attrSet, error) {
 
 // Attribute encoding (FORMAT.md §5 "Attributes"), little-endian:
 //
-//	u8  version (4; 1 to 3 are read: 1 names only the types 1..10, 2
-//	    only 1..13, 3 only 1..14)
+//	u8  version (5 when some attribute has a shape of 2 or more
+//	    dimensions or is null, else 4; 1 to 3 are read: 1 names only the
+//	    types 1..10, 2 only 1..13, 3 only 1..14; only 5 has kinds 5, 6)
 //	u32 count
 //	count × { u16 name length, name, u8 kind, u8 element type (0 for
-//	          string/bytes), [type 14 only: u32 string length, u8 padding,
-//	          u8 character set], [type 17 only: u32 description length,
-//	          the type description (FORMAT.md §7.1)], u32 value length in
-//	          bytes, value }
+//	          string/bytes, and for a null of text), [type 14 only: u32
+//	          string length, u8 padding, u8 character set], [type 17 only:
+//	          u32 description length, the type description (FORMAT.md
+//	          §7.1)], [kind 5 only: u8 rank (2..32), rank × u64 dims],
+//	          u32 value length in bytes (0 for kind 6), value }
 //
-// Names strictly increase (bytewise), so the encoding is canonical. An
-// empty set encodes to nothing (the part is absent).
+// Names strictly increase (bytewise) and the version is the lowest that
+// holds the set, so the encoding is canonical; a set without shaped or
+// null attributes keeps the version-4 encoding that version-6 files hold.
+// An empty set encodes to nothing (the part is absent).
 const (
-	attrVersion = 4
+	// attrVersion is the encoding of shaped and null attributes;
+	// attrVersionV4 the one written for sets without them.
+	attrVersion   = 5
+	attrVersionV4 = 4
 	// attrVersionV1 to attrVersionV3 are read, never written: the
 	// encodings before Bool and the complex types, before the
 	// fixed-length strings, and before float16, bfloat16 and the
@@ -539,18 +646,38 @@ func encodeAttrs(attrs []Attr) []byte {
 		n += attrEncodedSize(a)
 	}
 	b := make([]byte, 0, n)
-	b = append(b, attrVersion)
+	b = append(b, attrEncodingVersion(attrs))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(attrs)))
 	for _, a := range attrs {
 		b = binary.LittleEndian.AppendUint16(b, uint16(len(a.Name)))
 		b = append(b, a.Name...)
 		t := a.Value.typ
 		b = append(b, uint8(a.Value.kind), t.Code())
+		if a.Value.dims != nil {
+			b[len(b)-2] = attrKindShaped
+		}
 		b = append(b, attrTypeParams(t)...)
+		if a.Value.dims != nil {
+			b = append(b, uint8(len(a.Value.dims)))
+			for _, d := range a.Value.dims {
+				b = binary.LittleEndian.AppendUint64(b, d)
+			}
+		}
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(a.Value.data)))
 		b = append(b, a.Value.data...)
 	}
 	return b
+}
+
+// attrEncodingVersion is the version encodeAttrs writes attrs in: the
+// lowest that holds them.
+func attrEncodingVersion(attrs []Attr) uint8 {
+	for _, a := range attrs {
+		if a.Value.dims != nil || a.Value.kind == AttrNull {
+			return attrVersion
+		}
+	}
+	return attrVersionV4
 }
 
 // decodeAttrs decodes an attribute part read from disk. Every length is
@@ -590,6 +717,9 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 		name := string(p[:nl])
 		kind, typ := AttrKind(p[nl]), Type(p[nl+1])
 		p = p[nl+2:]
+		if (kind == attrKindShaped || kind == AttrNull) && b[0] < attrVersion {
+			return nil, bad("attribute %q: kind %d in a version %d encoding", name, kind, b[0])
+		}
 		if typ == stringCode && b[0] >= attrVersionV3 {
 			if len(p) < 6+4 {
 				return nil, bad("attribute %q truncated", name)
@@ -597,7 +727,7 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 			typ = stringCode | Type(p[4])<<8 | Type(p[5])<<16 | Type(binary.LittleEndian.Uint32(p))<<32
 			p = p[6:]
 		}
-		if typ == describedCode && b[0] >= attrVersion {
+		if typ == describedCode && b[0] >= attrVersionV4 {
 			if len(p) < 4 || uint64(binary.LittleEndian.Uint32(p)) > uint64(len(p)-4) {
 				return nil, bad("attribute %q: type description truncated", name)
 			}
@@ -609,6 +739,18 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 			typ = intern(node)
 			p = p[4+dl:]
 		}
+		var dims []uint64
+		if kind == attrKindShaped {
+			if len(p) < 1 || p[0] < 2 || p[0] > MaxAttrRank || int(p[0])*8 > len(p)-1 {
+				return nil, bad("attribute %q: shape truncated or of a bad rank", name)
+			}
+			dims = make([]uint64, p[0])
+			for j := range dims {
+				dims[j] = binary.LittleEndian.Uint64(p[1+8*j:])
+			}
+			p = p[1+8*len(dims):]
+			kind = AttrArray
+		}
 		if len(p) < 4 {
 			return nil, bad("attribute %q truncated", name)
 		}
@@ -617,7 +759,7 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 		if uint64(vl) > uint64(len(p)) {
 			return nil, bad("attribute %q: value of %d bytes, %d left", name, vl, len(p))
 		}
-		v := AttrValue{kind: kind, typ: typ, data: slices.Clone(p[:vl])}
+		v := AttrValue{kind: kind, typ: typ, data: slices.Clone(p[:vl]), dims: dims}
 		p = p[vl:]
 		if err := ValidateAttrName(name); err != nil {
 			return nil, bad("attribute %d: %v", i, errors.Unwrap(err))
@@ -638,7 +780,12 @@ func decodeAttrs(b []byte) (*attrSet, error) {
 		return nil, bad("%d trailing bytes", len(p))
 	}
 	set := newAttrSet(attrs, len(b))
-	if b[0] == attrVersion {
+	switch {
+	case b[0] == attrVersion && attrEncodingVersion(attrs) != attrVersion:
+		// No writer makes it: a set without shaped or null attributes
+		// is written in version 4.
+		return nil, bad("version %d encoding without a shaped or null attribute", b[0])
+	case b[0] == attrVersionV4 || b[0] == attrVersion:
 		set.enc.b = slices.Clone(b) // canonical: what encoding would make
 	}
 	return set, nil

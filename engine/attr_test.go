@@ -511,6 +511,10 @@ func FuzzDecodeAttrs(f *testing.F) {
 	f.Add(encodeAttrs([]Attr{{"n", ScalarAttr(int8(1))}, {"s", fs}}))
 	f.Add(encodeAttrs([]Attr{{"c", RawAttr(AttrArray, tRecord, make([]byte, 2*tRecord.Size()))}, {"h", RawAttr(AttrScalar, Float16, []byte{0, 0x3c})},
 		{"o", RawAttr(AttrScalar, tBlob, []byte("12345"))}}))
+	m, _ := ArrayAttr([]int16{1, 2, 3, 4, 5, 6}).WithShape(3, 1, 2)
+	e, _ := ArrayAttr([]float32{}).WithShape(0, 4)
+	ms, _ := fs.WithShape(1, 2)
+	f.Add(encodeAttrs([]Attr{{"e", e}, {"m", m}, {"n", NullAttr(Float64)}, {"s", ms}, {"t", NullAttr(0)}, {"u", NullAttr(tColor)}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeAttrs(b)
 		if err != nil {
@@ -523,7 +527,7 @@ func FuzzDecodeAttrs(f *testing.F) {
 		// otherwise unchanged.
 		want := slices.Clone(b)
 		if len(want) > 0 {
-			want[0] = attrVersion
+			want[0] = attrEncodingVersion(s.list())
 		}
 		if enc := encodeAttrs(s.list()); string(enc) != string(want) {
 			t.Fatalf("not canonical: %x re-encodes to %x", b, enc)

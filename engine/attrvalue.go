@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -15,9 +16,18 @@ import (
 // []string ...). Elements of float16, bfloat16 and the described types
 // come as elemValue gives them (float32, an enum's base integer, []byte,
 // []any for an array type, map[string]any for a compound), a scalar as one
-// and an array as []any. The typed getters (Scalar, Array, Str) are for
-// code that knows the type.
+// and an array as []any. An N-D array is nested []any, one level per
+// dimension but the last, whose rows are the slices a 1-D array gives
+// (as JSON: nested lists); a null is nil. The typed getters (Scalar,
+// Array, Str) are for code that knows the type.
 func (v AttrValue) Value() any {
+	if v.dims != nil {
+		flat := AttrValue{kind: AttrArray, typ: v.typ, data: v.data}.Value()
+		if flat == nil {
+			return nil
+		}
+		return nestRows(reflect.ValueOf(flat), v.dims)
+	}
 	switch v.kind {
 	case AttrString:
 		return string(v.data)
@@ -57,6 +67,24 @@ func (v AttrValue) Value() any {
 		return s[0]
 	}
 	return firstOf(arr)
+}
+
+// nestRows splits flat, a slice of the product of dims elements, into
+// nested []any of dims, its last dimension as sub-slices of flat.
+func nestRows(flat reflect.Value, dims []uint64) any {
+	if len(dims) == 1 {
+		return flat.Interface()
+	}
+	n := int(dims[0])
+	out := make([]any, n)
+	step := 0
+	if n > 0 {
+		step = flat.Len() / n
+	}
+	for i := range out {
+		out[i] = nestRows(flat.Slice(i*step, (i+1)*step), dims[1:])
+	}
+	return out
 }
 
 // elements is a scalar's or array's elements as a slice of their Go type.
@@ -207,10 +235,16 @@ func firstOf(arr any) any {
 }
 
 // String formats the value as Python prints it in h5py (and scctl ls shows
-// it): text as it is, a scalar as its number, an array as [1 2 3], strings
-// of an array quoted, a byte string as b'...'.
+// it): text as it is, a scalar as its number, an array as [1 2 3], an N-D
+// array as nested lists ([[1 2] [3 4]]), strings of an array quoted, a
+// byte string as b'...', a null as h5py's Empty(dtype=dtype('float32')).
 func (v AttrValue) String() string {
+	if v.dims != nil {
+		return v.nestedString()
+	}
 	switch v.kind {
+	case AttrNull:
+		return "Empty(dtype=dtype('" + numpyName(v.typ) + "'))"
 	case AttrString:
 		return string(v.data)
 	case AttrBytes:
@@ -255,4 +289,46 @@ func (v AttrValue) String() string {
 		return "[" + strings.Join(q, " ") + "]"
 	}
 	return fmt.Sprint(val)
+}
+
+// nestedString prints an N-D array as numpy does, rows in brackets inside
+// brackets, each element as the 1-D array's String prints it.
+func (v AttrValue) nestedString() string {
+	es := v.typ.Size()
+	elems := make([]string, v.Len())
+	for i := range elems {
+		e := AttrValue{kind: AttrArray, typ: v.typ, data: v.data[i*es : (i+1)*es]}.String()
+		elems[i] = strings.TrimSuffix(strings.TrimPrefix(e, "["), "]")
+	}
+	var b strings.Builder
+	var rows func(elems []string, dims []uint64)
+	rows = func(elems []string, dims []uint64) {
+		b.WriteByte('[')
+		if len(dims) == 1 {
+			b.WriteString(strings.Join(elems, " "))
+		} else if n := int(dims[0]); n > 0 {
+			step := len(elems) / n
+			for i := 0; i < n; i++ {
+				if i > 0 {
+					b.WriteByte(' ')
+				}
+				rows(elems[i*step:(i+1)*step], dims[1:])
+			}
+		}
+		b.WriteByte(']')
+	}
+	rows(elems, v.dims)
+	return b.String()
+}
+
+// numpyName is the name numpy gives the dtype of t's elements, as h5py's
+// Empty prints it; text (type 0) is h5py's object dtype for strings.
+func numpyName(t Type) string {
+	switch {
+	case t == 0:
+		return "O"
+	case t.IsString():
+		return fmt.Sprintf("S%d", t.StrLen())
+	}
+	return t.String()
 }

@@ -266,7 +266,7 @@ func TestDescribedAttrsDecodeErrors(t *testing.T) {
 		b := encodeAttrs([]Attr{{"a", v}})
 		_, err := decodeAttrs(b)
 		require.NoError(t, err)
-		for ver := byte(1); ver < attrVersion; ver++ {
+		for ver := byte(1); ver < attrVersionV4; ver++ {
 			old := bytes.Clone(b)
 			old[0] = ver
 			_, err := decodeAttrs(old)

@@ -254,7 +254,7 @@ func TestAttrEncodingV1(t *testing.T) {
 	old[0] = attrVersionV1
 	set, err := decodeAttrs(old)
 	must(t, err)
-	if again := set.encoding(); again[0] != attrVersion || !slices.Equal(again[1:], old[1:]) {
+	if again := set.encoding(); again[0] != attrVersionV4 || !slices.Equal(again[1:], old[1:]) {
 		t.Fatalf("v1 re-encodes as %x", again)
 	}
 	for _, v := range []AttrValue{ScalarAttr(true), ScalarAttr(complex64(1)), ArrayAttr([]complex128{2})} {

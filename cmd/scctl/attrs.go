@@ -31,8 +31,14 @@ func formatAttr(v engine.AttrValue) string {
 		return "0x" + hex.EncodeToString(b)
 	case engine.AttrScalar:
 		return formatValues(v.Type(), v.Bytes())[0]
+	case engine.AttrNull:
+		// h5py's name for a value without a dataspace.
+		return "Empty"
 	}
 	vals := formatValues(v.Type(), v.Bytes())
+	if dims := v.Shape(); len(dims) > 1 {
+		return formatNested(vals, dims)
+	}
 	more := ""
 	if len(vals) > maxShown {
 		more = fmt.Sprintf(", … (%d elements)", len(vals))
@@ -41,13 +47,63 @@ func formatAttr(v engine.AttrValue) string {
 	return "[" + strings.Join(vals, ", ") + more + "]"
 }
 
-// attrType names an attribute's type as ls and dump print it.
+// formatNested renders an N-D value as nested lists, rows in brackets;
+// after maxShown elements it ends every open list with "…" and says the
+// full count.
+func formatNested(vals []string, dims []uint64) string {
+	var b strings.Builder
+	shown := 0
+	var rows func(vals []string, dims []uint64) bool
+	rows = func(vals []string, dims []uint64) bool {
+		b.WriteByte('[')
+		defer b.WriteByte(']')
+		n := int(dims[0])
+		step := 0
+		if n > 0 {
+			step = len(vals) / n
+		}
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if len(dims) > 1 {
+				if !rows(vals[i*step:(i+1)*step], dims[1:]) {
+					return false
+				}
+				continue
+			}
+			if shown == maxShown {
+				b.WriteString("…")
+				return false
+			}
+			b.WriteString(vals[i])
+			shown++
+		}
+		return true
+	}
+	if !rows(vals, dims) {
+		fmt.Fprintf(&b, " (%d elements)", len(vals))
+	}
+	return b.String()
+}
+
+// attrType names an attribute's type as ls and dump print it: an array's
+// shape in brackets, a null's type after "null".
 func attrType(v engine.AttrValue) string {
 	switch v.Kind() {
 	case engine.AttrScalar:
 		return v.Type().String()
 	case engine.AttrArray:
-		return fmt.Sprintf("%s[%d]", v.Type(), v.Len())
+		dims := make([]string, 0, 1)
+		for _, d := range v.Shape() {
+			dims = append(dims, strconv.FormatUint(d, 10))
+		}
+		return fmt.Sprintf("%s[%s]", v.Type(), strings.Join(dims, ","))
+	case engine.AttrNull:
+		if v.Type() == 0 {
+			return "null string"
+		}
+		return "null " + v.Type().String()
 	}
 	return v.Kind().String()
 }

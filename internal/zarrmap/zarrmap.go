@@ -181,9 +181,11 @@ func ElemJSON(v engine.AttrValue, i int) any {
 }
 
 // TypesKey is the attribute under which an export records the scc type of
-// each attribute whose JSON form would not say it (numbers, byte strings),
-// so that import restores the attributes exactly. Import reads it and does
-// not keep it as an attribute.
+// each attribute whose JSON form would not say it (numbers, byte strings,
+// shapes, nulls): the type's name, "T[]" for an array, "T[2,3]" for one
+// of 2 or more dimensions (nested lists), "null T" or "null" (text) for a
+// null (JSON null), so that import restores the attributes exactly. Import
+// reads it and does not keep it as an attribute.
 const TypesKey = "_scc_attr_types"
 
 // AttrsJSON converts attributes to a Zarr attribute object. An attribute
@@ -216,8 +218,22 @@ func AttrsJSON(attrs []engine.Attr, skip func(error) error) (map[string]any, err
 			for i := range list {
 				list[i] = ElemJSON(v, i)
 			}
+			if dims := v.Shape(); len(dims) > 1 {
+				// Nested lists, row-major, as numpy's tolist gives them;
+				// the shape goes in the type so that an empty dimension
+				// comes back.
+				out[a.Name] = nestJSON(list, dims)
+				types[a.Name] = v.Type().String() + ShapeSuffix(dims)
+				break
+			}
 			out[a.Name] = list
 			types[a.Name] = v.Type().String() + "[]"
+		case engine.AttrNull:
+			out[a.Name] = nil
+			types[a.Name] = NullType
+			if t := v.Type(); t != 0 {
+				types[a.Name] += " " + t.String()
+			}
 		}
 	}
 	if len(types) > 0 {
@@ -226,13 +242,44 @@ func AttrsJSON(attrs []engine.Attr, skip func(error) error) (map[string]any, err
 	return out, nil
 }
 
+// NullType is the recorded type of a null attribute of text; one of an
+// element type records "null " and the type's name. Its value is JSON null.
+const NullType = "null"
+
+// ShapeSuffix is the suffix an N-D attribute's recorded type carries:
+// its dimensions, "[2,3]".
+func ShapeSuffix(dims []uint64) string {
+	s := make([]string, len(dims))
+	for i, d := range dims {
+		s[i] = strconv.FormatUint(d, 10)
+	}
+	return "[" + strings.Join(s, ",") + "]"
+}
+
+// nestJSON splits list (the product of dims elements) into nested lists.
+func nestJSON(list []any, dims []uint64) []any {
+	if len(dims) == 1 {
+		return list
+	}
+	n := int(dims[0])
+	out := make([]any, n)
+	step := 0
+	if n > 0 {
+		step = len(list) / n
+	}
+	for i := range out {
+		out[i] = nestJSON(list[i*step:(i+1)*step], dims[1:])
+	}
+	return out
+}
+
 // attrErr is why a has no Zarr form, or nil.
 func attrErr(a engine.Attr) error {
 	if a.Name == TypesKey {
 		return fmt.Errorf("%w: attribute name %q is reserved by the export", ErrUnsupported, TypesKey)
 	}
 	v := a.Value
-	if k := v.Kind(); (k == engine.AttrScalar || k == engine.AttrArray) && !JSONType(v.Type()) {
+	if k := v.Kind(); (k == engine.AttrScalar || k == engine.AttrArray || k == engine.AttrNull && v.Type() != 0) && !JSONType(v.Type()) {
 		return fmt.Errorf("%w: attribute %q of type %v (the export maps the numeric, bool, complex and fixed-length string types)", ErrUnsupported, a.Name, v.Type())
 	}
 	if err := textExact(v); err != nil {

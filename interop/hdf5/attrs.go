@@ -9,8 +9,9 @@ import (
 	"github.com/scc-dev/scc/interop/hdf5/internal/h5"
 )
 
-// Attribute mapping. scc attributes are typed scalars and 1-D arrays of the
-// engine's element types, UTF-8 strings and byte strings; they become:
+// Attribute mapping. scc attributes are typed scalars and arrays of any
+// shape of the engine's element types, nulls, UTF-8 strings and byte
+// strings; they become:
 //
 //	scalar of T     HDF5 scalar dataspace, T's little-endian predefined type;
 //	                for bool, complex and fixed-length strings h5py's
@@ -18,7 +19,11 @@ import (
 //	                {FALSE=0, TRUE=1}, a compound {r, i} of two floats, a
 //	                fixed-length string of the type's length, padding and
 //	                character set
-//	array of T      1-D simple dataspace (length 0 allowed), same type
+//	array of T      simple dataspace of its shape (1-D, length 0 allowed,
+//	                or N-D, elements row-major), same type
+//	null of T       null dataspace of T's type (as above); a null of
+//	                text a null variable-length UTF-8 string (h5py's
+//	                Empty of str)
 //	string          scalar variable-length UTF-8 string (fixed-length,
 //	                NULLPAD, when it contains NUL, which a C string cannot
 //	                hold)
@@ -29,22 +34,24 @@ import (
 //	                the empty byte string is an opaque over a null dataspace
 //
 // Import reads those kinds back whoever wrote them: integers and IEEE
-// floats of 1, 2, 4 or 8 bytes in either byte order (scalar or 1-D),
-// h5py's bool and complex (scalar or 1-D, either byte order), scalar
+// floats of 1, 2, 4 or 8 bytes in either byte order (scalar or of any
+// shape, as every kind below that has elements; a null dataspace of any
+// of these types is a null of that type, of a variable-length string a
+// null of text),
+// h5py's bool and complex (either byte order), scalar
 // variable- and fixed-length strings in UTF-8 or ASCII as text (fixed ones
 // lose their padding: NUL-terminated up to the first NUL, NUL- and
-// space-padded trailing padding stripped), 1-D arrays of fixed-length
+// space-padded trailing padding stripped), arrays of fixed-length
 // strings as arrays of that string type (engine.FixedStringsAttr's kind),
-// 1-D arrays of variable-length strings (h5py's lists of str) as arrays
+// arrays of variable-length strings (h5py's lists of str) as arrays
 // of NULLPAD fixed-length strings as long as the longest (no string
 // loses a byte: a C string holds no NUL), and opaque scalars (any tag) as
-// byte strings (a tagged opaque keeps its type, below). Scalars and 1-D
+// byte strings (a tagged opaque keeps its type, below). Scalars and
 // arrays of float16, enums, tagged opaque types, bitfields, array types
 // and compounds (scc's described types) come in as attributes of that
 // type, little-endian, and go out as the same HDF5 types. Everything
 // else — compounds with variable-length members, references,
-// variable-length sequences, values of 2 or more
-// dimensions, names or values scc refuses (an empty or over-long name, a
+// variable-length sequences, names or values scc refuses (an empty or over-long name, a
 // value over engine.MaxAttrValueBytes, text that is not UTF-8) — is left
 // behind and listed in the report with the reason, and so is an attribute
 // libhdf5 cannot open or read (a damaged message), with its error.
@@ -66,6 +73,20 @@ func h5Attrs(attrs []engine.Attr, err error) ([]h5.Attr, error) {
 				return nil, fmt.Errorf("%w: attribute %q of type %v (HDF5 export takes the numeric, bool, complex and fixed-length string types)", ErrUnsupported, a.Name, t)
 			}
 			hv = h5.AttrValue{Kind: h5.AttrNumeric, Type: h5Type(v.Type()), Scalar: v.Kind() == engine.AttrScalar, Data: v.Bytes()}
+			if dims := v.Shape(); len(dims) > 1 {
+				hv.Dims = dims
+			}
+		case engine.AttrNull:
+			t := v.Type()
+			if t == 0 {
+				// Text: h5py's str, a variable-length UTF-8 string.
+				hv = h5.AttrValue{Kind: h5.AttrNull, Type: h5.Type{Class: h5.String, Size: 1, Vlen: true, UTF8: true}}
+				break
+			}
+			if !h5Maps(t) {
+				return nil, fmt.Errorf("%w: null attribute %q of type %v (HDF5 export takes the numeric, bool, complex and fixed-length string types)", ErrUnsupported, a.Name, t)
+			}
+			hv = h5.AttrValue{Kind: h5.AttrNull, Type: h5Type(t)}
 		case engine.AttrString:
 			hv = h5.AttrValue{Kind: h5.AttrString, Data: v.Bytes()}
 		case engine.AttrBytes:
@@ -90,7 +111,23 @@ func sccAttr(v h5.AttrValue) (engine.AttrValue, string) {
 		if v.Scalar {
 			kind = engine.AttrScalar
 		}
-		return engine.RawAttr(kind, t, v.Data), ""
+		a := engine.RawAttr(kind, t, v.Data)
+		if v.Dims != nil {
+			var err error
+			if a, err = a.WithShape(v.Dims...); err != nil {
+				return engine.AttrValue{}, err.Error()
+			}
+		}
+		return a, ""
+	case h5.AttrNull:
+		if v.Type.Class == h5.String && v.Type.Vlen {
+			return engine.NullAttr(0), ""
+		}
+		t, ok := sccType(v.Type)
+		if !ok {
+			return engine.AttrValue{}, fmt.Sprintf("null of element type %v", v.Type)
+		}
+		return engine.NullAttr(t), ""
 	case h5.AttrString:
 		return engine.StringAttr(string(v.Data)), ""
 	case h5.AttrBytes:

@@ -440,6 +440,30 @@ func attrElem(t engine.Type, v any) ([]byte, error) {
 }
 
 func jsonAttr(v any, typ string) (engine.AttrValue, error) {
+	if typ == zarrmap.NullType || strings.HasPrefix(typ, zarrmap.NullType+" ") {
+		if v != nil {
+			return engine.AttrValue{}, fmt.Errorf("typed %s but not null", typ)
+		}
+		if typ == zarrmap.NullType {
+			return engine.NullAttr(0), nil
+		}
+		t, ok := typeNamed(strings.TrimPrefix(typ, zarrmap.NullType+" "))
+		if !ok {
+			return engine.AttrValue{}, fmt.Errorf("typed %s, an unknown type", typ)
+		}
+		return engine.NullAttr(t), nil
+	}
+	if t, dims, ok := shapedType(typ); ok {
+		var le []byte
+		if err := nestedElems(t, v, dims, &le); err != nil {
+			return engine.AttrValue{}, err
+		}
+		a, err := engine.RawAttr(engine.AttrArray, t, le).WithShape(dims...)
+		if err != nil {
+			return engine.AttrValue{}, fmt.Errorf("typed %s: %v", typ, err)
+		}
+		return a, nil
+	}
 	if typ == "bytes" {
 		s, ok := v.(string)
 		if b, err := base64.StdEncoding.DecodeString(s); ok && err == nil {
@@ -510,6 +534,52 @@ func jsonAttr(v any, typ string) (engine.AttrValue, error) {
 		return engine.RawAttr(engine.AttrArray, t, le), nil
 	}
 	return engine.AttrValue{}, fmt.Errorf("%T has no scc attribute type", v)
+}
+
+// shapedType reads the recorded type of an N-D attribute, the element
+// type's name and its dimensions ("int32[2,3]", zarrmap.ShapeSuffix).
+func shapedType(typ string) (engine.Type, []uint64, bool) {
+	i := strings.LastIndexByte(typ, '[')
+	if i < 0 || !strings.HasSuffix(typ, "]") || strings.HasSuffix(typ, "[]") {
+		return 0, nil, false
+	}
+	parts := strings.Split(typ[i+1:len(typ)-1], ",")
+	if len(parts) < 2 || len(parts) > engine.MaxAttrRank {
+		return 0, nil, false
+	}
+	t, ok := typeNamed(typ[:i])
+	if !ok {
+		return 0, nil, false
+	}
+	dims := make([]uint64, len(parts))
+	for j, p := range parts {
+		d, err := strconv.ParseUint(p, 10, 64)
+		if err != nil {
+			return 0, nil, false
+		}
+		dims[j] = d
+	}
+	return t, dims, true
+}
+
+// nestedElems appends to le the elements of v, nested lists of dims,
+// row-major; a list of another length than its dimension is an error.
+func nestedElems(t engine.Type, v any, dims []uint64, le *[]byte) error {
+	if len(dims) == 0 {
+		b, err := attrElem(t, v)
+		*le = append(*le, b...)
+		return err
+	}
+	list, ok := v.([]any)
+	if !ok || uint64(len(list)) != dims[0] {
+		return fmt.Errorf("not nested lists of the recorded shape")
+	}
+	for _, x := range list {
+		if err := nestedElems(t, x, dims[1:], le); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // numberType is the type a bare JSON number imports as: int64, uint64

@@ -69,9 +69,11 @@ const (
 // dataspaces, and sharded chunks: a dense dataset whose LayoutParams name
 // an inner chunk shape stores each chunk as inner chunks and an index
 // (FORMAT.md "Sharded chunk"), which a v5 reader would take for one
-// frame.
+// frame. Version 7 adds attributes of 2 or more dimensions and null
+// attributes to the attribute encoding (its own version 5, engine/attr.go),
+// which a v6 reader would report as damage.
 const (
-	Version    = 6
+	Version    = 7
 	MinVersion = 1
 )
 

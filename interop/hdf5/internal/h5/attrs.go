@@ -93,6 +93,7 @@ const (
 	AttrNumeric AttrKind = iota + 1 // Scalar or 1-D array of a Type (any class but Other)
 	AttrString                      // UTF-8 text
 	AttrBytes                       // an opaque byte string
+	AttrNull                        // no value over a null dataspace, of Type (a variable-length String: text)
 )
 
 // AttrValue is one attribute's value.
@@ -103,11 +104,14 @@ const (
 // when it contains NUL, which a C string cannot hold); a byte string a
 // scalar opaque value of its length, untagged as h5py writes numpy.void
 // (h5py cannot convert an opaque type whose tag differs from its own), and the empty byte string an opaque of size 1 over a null
-// dataspace (HDF5 has no zero-sized opaque type).
+// dataspace (HDF5 has no zero-sized opaque type). A numeric value with
+// Dims is a simple dataspace of those dimensions (2 or more; Data
+// row-major); a null one a null dataspace of its type.
 type AttrValue struct {
 	Kind   AttrKind
-	Type   Type // AttrNumeric
-	Scalar bool // AttrNumeric: a scalar, not a 1-D array
+	Type   Type     // AttrNumeric, AttrNull
+	Scalar bool     // AttrNumeric: a scalar, not a 1-D array
+	Dims   []uint64 // AttrNumeric: the dimensions of a value of 2 or more
 	Data   []byte
 }
 
@@ -124,6 +128,10 @@ type Attr struct {
 
 // Skipped is an attribute ReadAttrs could not map, and why.
 type Skipped struct{ Name, Why string }
+
+// MaxRank is the most dimensions an attribute's value has (HDF5's
+// H5S_MAX_RANK, scc's engine.MaxAttrRank).
+const MaxRank = 32
 
 // MaxAttrBytes bounds the value ReadAttrs will read from a file: larger
 // attributes are skipped rather than allocated (the engine's own bound is
@@ -261,7 +269,7 @@ func writeAttr(obj C.hid_t, a Attr) error {
 		}
 	}()
 	switch v.Kind {
-	case AttrNumeric:
+	case AttrNumeric, AttrNull:
 		var err error
 		switch c := v.Type.Class; {
 		case c == Int, c == Uint, c == Float && v.Type.Size != 2:
@@ -276,12 +284,29 @@ func writeAttr(obj C.hid_t, a Attr) error {
 		if err != nil {
 			return err
 		}
+		if v.Kind == AttrNull {
+			if len(v.Data) != 0 {
+				return fmt.Errorf("%w: attribute %q: null with %d bytes", ErrHDF5, a.Name, len(v.Data))
+			}
+			space = C.H5Screate(C.H5S_NULL)
+			break
+		}
 		if v.Type.Size <= 0 || len(v.Data)%v.Type.Size != 0 || v.Scalar && len(v.Data) != v.Type.Size {
 			return fmt.Errorf("%w: attribute %q: %d bytes for %v", ErrHDF5, a.Name, len(v.Data), v.Type)
 		}
-		if v.Scalar {
+		switch {
+		case v.Scalar:
 			space = C.H5Screate(C.H5S_SCALAR)
-		} else {
+		case v.Dims != nil:
+			n := uint64(1)
+			for _, d := range v.Dims {
+				n *= d
+			}
+			if len(v.Dims) > MaxRank || n*uint64(v.Type.Size) != uint64(len(v.Data)) {
+				return fmt.Errorf("%w: attribute %q: shape %v for %d bytes of %v", ErrHDF5, a.Name, v.Dims, len(v.Data), v.Type)
+			}
+			space = C.H5Screate_simple(C.int(len(v.Dims)), hsize(v.Dims), nil)
+		default:
 			dims := []uint64{uint64(len(v.Data) / v.Type.Size)}
 			space = C.H5Screate_simple(1, hsize(dims), nil)
 		}
@@ -329,7 +354,7 @@ func writeAttr(obj C.hid_t, a Attr) error {
 	}
 	var rc C.herr_t
 	switch {
-	case v.Kind == AttrBytes && len(v.Data) == 0:
+	case v.Kind == AttrBytes && len(v.Data) == 0, v.Kind == AttrNull:
 		// Null dataspace: nothing to write.
 	case v.Kind == AttrString && C.H5Tis_variable_str(typ) > 0:
 		cstr = C.CString(string(v.Data))
@@ -439,32 +464,102 @@ func readAttr(attr C.hid_t, budget uint64) (a Attr, why string, err error) {
 		return a, "", errorf("attribute %q: dataspace", a.Name)
 	}
 	defer C.H5Sclose(space)
-	var count uint64 // elements; 0 for a null dataspace
+	var count uint64  // elements; 0 for a null dataspace
+	var dims []uint64 // of a value of 2 or more dimensions
 	scalar := false
+	size := uint64(C.H5Tget_size(ftype))
 	switch C.H5Sget_simple_extent_type(space) {
 	case C.H5S_SCALAR:
 		scalar, count = true, 1
 	case C.H5S_NULL:
+		return readNull(ftype, a)
 	case C.H5S_SIMPLE:
 		rank := int(C.H5Sget_simple_extent_ndims(space))
-		if rank != 1 {
-			return a, fmt.Sprintf("%d-dimensional value (scc attributes are scalars or 1-D arrays)", rank), nil
+		if rank < 1 || rank > MaxRank {
+			return a, fmt.Sprintf("dataspace of rank %d", rank), nil
 		}
-		var dim C.hsize_t
-		if C.H5Sget_simple_extent_dims(space, &dim, nil) < 0 {
+		hd := make([]C.hsize_t, rank)
+		if C.H5Sget_simple_extent_dims(space, &hd[0], nil) < 0 {
 			return a, "", errorf("attribute %q: dims", a.Name)
 		}
-		count = uint64(dim)
+		// The product is bounded as it is formed: a value over
+		// MaxAttrBytes is refused below without being allocated.
+		count = 1
+		for _, d := range hd {
+			if d == 0 {
+				count = 0
+				break
+			}
+		}
+		for _, d := range hd {
+			if count == 0 {
+				break
+			}
+			if size == 0 || uint64(d) > MaxAttrBytes/size/count {
+				return a, fmt.Sprintf("value of shape %v of %d-byte elements is too large", hd, size), nil
+			}
+			count *= uint64(d)
+		}
+		if rank > 1 {
+			dims = make([]uint64, rank)
+			for i, d := range hd {
+				dims[i] = uint64(d)
+			}
+		}
 	default:
 		return a, "unknown dataspace", nil
 	}
-	size := uint64(C.H5Tget_size(ftype))
 	if size == 0 || count > MaxAttrBytes/size {
 		return a, fmt.Sprintf("value of %d×%d bytes is too large", count, size), nil
 	}
 	if count*size > budget {
 		return a, fmt.Sprintf("not read: the object's attributes exceed %d bytes in all", MaxAttrsBytes), nil
 	}
+	if dims != nil {
+		// A value of 2 or more dimensions reads as the 1-D array of its
+		// elements (row-major, as HDF5 stores them), then takes its shape.
+		a, why, err = readValue(attr, ftype, space, a, false, count, size)
+		if why == "" && err == nil {
+			if a.Value.Kind != AttrNumeric {
+				return a, fmt.Sprintf("%d-dimensional value of kind %d", len(dims), a.Value.Kind), nil
+			}
+			a.Value.Dims = dims
+		}
+		return a, why, err
+	}
+	return readValue(attr, ftype, space, a, scalar, count, size)
+}
+
+// readNull reads an attribute over a null dataspace: its type, which
+// readTyped maps, a variable-length string (text), or an untagged opaque
+// (the empty byte string). Caller holds lib.
+func readNull(ftype C.hid_t, a Attr) (Attr, string, error) {
+	t := typeOf(ftype)
+	C.H5Eclear2(C.H5E_DEFAULT)
+	switch {
+	case t.Class == Opaque && t.Tag == "":
+		a.Value = AttrValue{Kind: AttrBytes, Data: []byte{}}
+		return a, "", nil
+	case t.Class == String && t.Vlen:
+		a.Value = AttrValue{Kind: AttrNull, Type: Type{Class: String, Size: 1, Vlen: true, UTF8: t.UTF8}}
+		return a, "", nil
+	case t.Class == Other, t.Vlen, t.Class == ObjRef:
+		return a, t.String() + " type over a null dataspace", nil
+	}
+	t = t.LittleEndian()
+	mt, err := makeType(t, false)
+	if err != nil {
+		C.H5Eclear2(C.H5E_DEFAULT)
+		return a, t.String() + " type over a null dataspace", nil
+	}
+	C.H5Tclose(mt)
+	a.Value = AttrValue{Kind: AttrNull, Type: t}
+	return a, "", nil
+}
+
+// readValue reads a scalar or the count elements of an array. Caller
+// holds lib.
+func readValue(attr, ftype, space C.hid_t, a Attr, scalar bool, count, size uint64) (Attr, string, error) {
 	switch cls := C.H5Tget_class(ftype); cls {
 	case C.H5T_INTEGER, C.H5T_FLOAT, C.H5T_ENUM, C.H5T_COMPOUND, C.H5T_ARRAY, C.H5T_BITFIELD:
 		return readTyped(attr, ftype, space, a, scalar, count)
