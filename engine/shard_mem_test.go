@@ -99,3 +99,81 @@ func TestShardKeptIndexesCharged(t *testing.T) {
 	require.NoError(t, f.Close(ctx))
 	assert.Zero(t, c.Stats().MetadataBytes, "metadata left charged after Close")
 }
+
+// TestShardReadInnerChunkRaw: raw access to one inner chunk returns its
+// pipeline output and mask (decoding to the inner chunk's values), reads
+// only that inner chunk and the index, sees a write not yet flushed, and
+// refuses an unfilled inner chunk (ErrNotFound), coordinates outside the
+// chunk (ErrInvalid) or the extent (ErrOutOfRange) and a dataset that is
+// not sharded.
+func TestShardReadInnerChunkRaw(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	cnt := vfd.NewCounting(mem)
+	f, ds, data := shardFile(t, mem, nil, []Filter{Shuffle(), Zstd(1)})
+	require.NoError(t, f.Close(ctx))
+	f = tOpen(t, cnt, &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20}})
+	defer f.Close(ctx)
+	ds, err := f.OpenDataset(ctx, "d", nil)
+	require.NoError(t, err)
+	pipe := ds.s.pipeline
+	const innerBytes = 16 * 16 * 2
+	// At most the inner chunk's frame and the index, read twice (once to
+	// keep it, once beside the frame); a dirty chunk's write-back reads
+	// what it copies as stored.
+	check := func(c, q []uint64, want []byte, clean bool) {
+		t.Helper()
+		before := cnt.Snapshot()
+		raw, mask, err := ds.ReadInnerChunkRaw(ctx, c, q)
+		require.NoError(t, err, "chunk %v inner %v", c, q)
+		if clean {
+			assert.LessOrEqual(t, cnt.Snapshot().Sub(before).BytesRead(), int64(len(raw)+4+2*shardOf(t, ds).codec.IndexSize()), "chunk %v inner %v: more than the inner chunk and the index read", c, q)
+		}
+		got, err := pipe.Decode(raw, mask, innerBytes)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "chunk %v inner %v", c, q)
+	}
+	for c0 := range uint64(2) {
+		for c1 := range uint64(2) {
+			for q0 := range uint64(4) {
+				for q1 := range uint64(4) {
+					c, q := []uint64{c0, c1}, []uint64{q0, q1}
+					if c0 == 0 && c1 == 0 && q0 == 0 && q1 == 0 {
+						_, _, err := ds.ReadInnerChunkRaw(ctx, c, q)
+						assert.ErrorIs(t, err, ErrNotFound, "the unfilled inner chunk")
+						continue
+					}
+					check(c, q, shardBox(data, []uint64{c0*64 + q0*16, c1*64 + q1*16}, []uint64{16, 16}), true)
+				}
+			}
+		}
+	}
+
+	// A write the cache holds dirty is written back first.
+	vals := make([]byte, innerBytes)
+	for i := range vals {
+		vals[i] = byte(i * 5)
+	}
+	require.NoError(t, ds.Write(ctx, Box([]uint64{64 + 32, 16}, []uint64{16, 16}), vals))
+	check([]uint64{1, 0}, []uint64{2, 1}, vals, false)
+	require.NoError(t, ds.Write(ctx, Box([]uint64{0, 0}, []uint64{16, 16}), vals))
+	check([]uint64{0, 0}, []uint64{0, 0}, vals, false)
+
+	for _, tc := range []struct {
+		c, q []uint64
+		want error
+	}{
+		{[]uint64{0, 0}, []uint64{4, 0}, ErrInvalid},
+		{[]uint64{0, 0}, []uint64{0, 4}, ErrInvalid},
+		{[]uint64{0, 0}, []uint64{0}, ErrInvalid},
+		{[]uint64{2, 0}, []uint64{0, 0}, ErrOutOfRange},
+		{[]uint64{0}, []uint64{0, 0}, ErrInvalid},
+	} {
+		_, _, err := ds.ReadInnerChunkRaw(ctx, tc.c, tc.q)
+		assert.ErrorIs(t, err, tc.want, "chunk %v inner %v", tc.c, tc.q)
+	}
+	plain, err := f.CreateDataset(ctx, "plain", DatasetSpec{Type: Uint16, Shape: []uint64{8}, Chunk: []uint64{4}})
+	require.NoError(t, err)
+	_, _, err = plain.ReadInnerChunkRaw(ctx, []uint64{0}, []uint64{0})
+	assert.ErrorIs(t, err, ErrInvalid, "a dataset that is not sharded")
+}

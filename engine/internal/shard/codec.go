@@ -428,6 +428,25 @@ func (c *Codec) DecodeInner(coord []uint64, i int, e Entry, frame, dst []byte) e
 	return nil
 }
 
+// InnerImage verifies inner chunk i's frame (the chunk at coord, entry e)
+// and returns its filtered image, a subslice of frame: what raw access to
+// one inner chunk hands out. The error names the inner chunk and wraps
+// format.ErrCorrupt.
+func (c *Codec) InnerImage(coord []uint64, i int, e Entry, frame []byte) ([]byte, error) {
+	g := c.Grid
+	if uint64(len(frame)) != uint64(e.Size) {
+		return nil, fmt.Errorf("inner chunk %v: %w", g.Coord(i), corrupt("frame of %d bytes, entry says %d", len(frame), e.Size))
+	}
+	img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+	if err != nil {
+		return nil, fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
+	}
+	if c.unfiltered() && (len(img) != g.innerBytes || e.Mask != 0) {
+		return nil, fmt.Errorf("inner chunk %v: %w", g.Coord(i), corrupt("unfiltered frame of %d bytes, want %d", len(img), g.innerBytes))
+	}
+	return img, nil
+}
+
 // DecodeTo decodes inner chunk i of the image (the chunk at coord, whose
 // index es is) into its place in the chunk buffer chunk; an empty one
 // becomes the fill value.
