@@ -487,7 +487,54 @@ func (c *Codec) Decode(ctx context.Context, p *pool.Pool, coord []uint64, image,
 	if err != nil {
 		return err
 	}
-	return Tasks(ctx, p, c.Grid.n, func(i int) error { return c.DecodeTo(coord, es, image, i, chunk) })
+	g := c.Grid
+	if g.group == 1 {
+		return Tasks(ctx, p, g.n, func(i int) error { return c.DecodeTo(coord, es, image, i, chunk) })
+	}
+	// Neighbouring inner chunks are decoded side by side into a buffer of
+	// their group's and copied into the chunk together, a row of the
+	// group at a time (groupBytes says why), by whoever decodes the
+	// group's last. The inner chunks are still claimed one at a time: a
+	// slow one holds up only its group's copy. The buffers in use at once
+	// are about one per decoder, claims going in order.
+	groups := make([]decodeGroup, g.Groups())
+	defer func() {
+		for k := range groups { // a failed decode's unfinished groups
+			if b := groups[k].buf; b != nil && groups[k].left.Load() > 0 {
+				bufpool.Put(b)
+			}
+		}
+	}()
+	ib := g.innerBytes
+	return Tasks(ctx, p, g.n, func(i int) error {
+		k, first, m := g.GroupOf(i)
+		gr := &groups[k]
+		gr.once.Do(func() {
+			gr.buf = bufpool.GetFull(m * ib)
+			gr.left.Store(int32(m))
+		})
+		j := i - first
+		dst := gr.buf[j*ib : (j+1)*ib : (j+1)*ib]
+		if e := es[i]; e.Empty() {
+			fillBytes(dst, c.Fill)
+		} else if err := c.DecodeInner(coord, i, e, image[e.Off:e.Off+uint64(e.Size)], dst); err != nil {
+			return err
+		}
+		if gr.left.Add(-1) == 0 {
+			g.InsertGroup(chunk, gr.buf, first, m)
+			bufpool.Put(gr.buf)
+		}
+		return nil
+	})
+}
+
+// decodeGroup is a group of inner chunks being decoded (Codec.Decode):
+// its buffer, made by the first of its inner chunks claimed, and how many
+// of them are still to be decoded.
+type decodeGroup struct {
+	once sync.Once
+	buf  []byte
+	left atomic.Int32
 }
 
 // The portable form of a sharded chunk is what the raw chunk calls move
