@@ -191,6 +191,9 @@ func (f *File) deleteDrained(ctx context.Context, p string, ds []format.CatalogE
 		if s.idx != nil {
 			s.idx.chargeBytes(0)
 		}
+		if sh := s.shards(); sh != nil {
+			sh.dropKept()
+		}
 	}
 	return first
 }

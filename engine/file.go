@@ -804,8 +804,8 @@ func (f *File) chargeIndex(delta int64) {
 }
 
 // shedIndexes is the file's metadata shedder (cache.File.SetMetadataShedder):
-// under memory pressure the open datasets' clean index blocks go, to be
-// read again on next use; then the changed ones are written out and go too
+// under memory pressure the open datasets' clean index blocks and kept
+// shard indexes go, to be read again on next use; then the changed ones are written out and go too
 // (writeIndexes). It waits at most for a commit's index flush, which never
 // waits for the cache.
 func (f *File) shedIndexes() {
@@ -818,6 +818,9 @@ func (f *File) shedIndexes() {
 	for _, s := range states {
 		if x, ok := s.store.chunkIndex(); ok {
 			x.dropClean()
+		}
+		if sh := s.shards(); sh != nil {
+			sh.dropKept()
 		}
 	}
 	f.writeIndexes(states)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/format"
@@ -31,9 +32,10 @@ import (
 //     cache's worker pool, claimed one at a time by the caller and pool
 //     helpers (shard.Tasks), so one large chunk uses every core;
 //   - a read of part of a chunk that is not resident (cache/directpart.go,
-//     layout.PartFirst) reads the index (kept in a small cache of its own)
-//     and then only the inner chunks the read touches, in one vector read
-//     with the index's bytes, which are checked again against the chunk
+//     layout.PartFirst) reads the index (kept in a small cache of its
+//     own, charged to the shared cache's budget as metadata) and then
+//     only the inner chunks the read touches, in one vector read with the
+//     index's bytes, which are checked again against the chunk
 //     index's checksum, so a stale kept index can never name bytes a
 //     writer has reused; each inner chunk is decoded straight into the
 //     caller's buffer when the read takes it whole, else into an inner
@@ -59,6 +61,13 @@ type shardState struct {
 	idx      struct {
 		sync.Mutex
 		m map[shardKey]keptIndex
+		// bytes is the kept indexes' memory, charged to the shared
+		// cache's budget as metadata (File.chargeIndex): an index holds
+		// up to shard.MaxInner entries, so what a dataset keeps can
+		// outgrow the chunks it describes, and the cache's promise that
+		// its resident bytes stay under its budget covers it. The
+		// file's metadata shedder drops them (dropKept).
+		bytes int64
 	}
 }
 
@@ -80,6 +89,16 @@ type keptIndex struct {
 // shardIndexCache bounds the indexes kept per dataset (at most MaxInner
 // entries each, 16 bytes an entry).
 const shardIndexCache = 256
+
+// keptIndexOverhead is what a kept index costs beside its entries: its
+// map slot, coordinates and slice headers, an estimate that keeps small
+// indexes from being charged as free.
+const keptIndexOverhead = 96
+
+// size is the memory charged for a kept index.
+func (k keptIndex) size() int64 {
+	return int64(cap(k.es))*int64(unsafe.Sizeof(shard.Entry{})) + int64(cap(k.coord))*8 + keptIndexOverhead
+}
 
 // Shard LayoutParams of a dense dataset (FORMAT.md "Sharded chunk"): u8
 // version 1, then the inner chunk shape, one u64 per dimension.
@@ -292,15 +311,50 @@ func (sh *shardState) cachedIndex(coord layout.Coord, loc layout.Location) ([]sh
 
 func (sh *shardState) keepIndex(coord layout.Coord, loc layout.Location, es []shard.Entry) {
 	k := shardKey{loc.Addr, loc.Sum}
+	kept := keptIndex{coord: clone([]uint64(coord)), es: es}
 	sh.idx.Lock()
 	defer sh.idx.Unlock()
-	if _, ok := sh.idx.m[k]; !ok && len(sh.idx.m) >= shardIndexCache {
-		for old := range sh.idx.m { // any one: map order is random
+	d := kept.size()
+	if old, ok := sh.idx.m[k]; ok {
+		d -= old.size()
+	} else if len(sh.idx.m) >= shardIndexCache {
+		for old, v := range sh.idx.m { // any one: map order is random
 			delete(sh.idx.m, old)
+			d -= v.size()
 			break
 		}
 	}
-	sh.idx.m[k] = keptIndex{coord: clone([]uint64(coord)), es: es}
+	sh.idx.m[k] = kept
+	sh.chargeKeptLocked(d)
+}
+
+// chargeKeptLocked adds d to the kept indexes' bytes and to the cache's
+// budget. Under idx's lock, so that the cache receives the differences in
+// the order they were taken (an uncharge overtaking its charge would take
+// the cache's total below zero); the cache's side never calls back into
+// the engine.
+func (sh *shardState) chargeKeptLocked(d int64) {
+	if d != 0 {
+		sh.idx.bytes += d
+		sh.s.f.chargeIndex(d)
+	}
+}
+
+// dropKept lets every kept index go and uncharges it: under memory
+// pressure (the file's metadata shedder) and when the dataset goes. A part
+// read then reads its chunk's index again.
+func (sh *shardState) dropKept() {
+	sh.idx.Lock()
+	defer sh.idx.Unlock()
+	clear(sh.idx.m)
+	sh.chargeKeptLocked(-sh.idx.bytes)
+}
+
+// keptBytes is the kept indexes' memory charged to the cache.
+func (sh *shardState) keptBytes() int64 {
+	sh.idx.Lock()
+	defer sh.idx.Unlock()
+	return sh.idx.bytes
 }
 
 // index returns the checked index of the stored version loc of the chunk:

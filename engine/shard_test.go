@@ -340,6 +340,12 @@ func TestShardDamagedInner(t *testing.T) {
 	err = ds.Read(ctx, Box([]uint64{16, 32}, []uint64{1, 1}), small[:2])
 	require.ErrorIs(t, err, ErrCorrupt)
 	assert.Contains(t, err.Error(), "inner chunk [1 2]")
+	// Raw access to the damaged inner chunk names it; its neighbours read.
+	_, _, err = ds.ReadInnerChunkRaw(ctx, []uint64{0, 0}, []uint64{1, 2})
+	require.ErrorIs(t, err, ErrCorrupt)
+	assert.Contains(t, err.Error(), "inner chunk [1 2]")
+	_, _, err = ds.ReadInnerChunkRaw(ctx, []uint64{0, 0}, []uint64{1, 1})
+	require.NoError(t, err)
 
 	rep, err := Check(ctx, "", &Options{Driver: mem})
 	require.ErrorIs(t, err, ErrCorrupt)

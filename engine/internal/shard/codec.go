@@ -428,6 +428,25 @@ func (c *Codec) DecodeInner(coord []uint64, i int, e Entry, frame, dst []byte) e
 	return nil
 }
 
+// InnerImage verifies inner chunk i's frame (the chunk at coord, entry e)
+// and returns its filtered image, a subslice of frame: what raw access to
+// one inner chunk hands out. The error names the inner chunk and wraps
+// format.ErrCorrupt.
+func (c *Codec) InnerImage(coord []uint64, i int, e Entry, frame []byte) ([]byte, error) {
+	g := c.Grid
+	if uint64(len(frame)) != uint64(e.Size) {
+		return nil, fmt.Errorf("inner chunk %v: %w", g.Coord(i), corrupt("frame of %d bytes, entry says %d", len(frame), e.Size))
+	}
+	img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+	if err != nil {
+		return nil, fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
+	}
+	if c.unfiltered() && (len(img) != g.innerBytes || e.Mask != 0) {
+		return nil, fmt.Errorf("inner chunk %v: %w", g.Coord(i), corrupt("unfiltered frame of %d bytes, want %d", len(img), g.innerBytes))
+	}
+	return img, nil
+}
+
 // DecodeTo decodes inner chunk i of the image (the chunk at coord, whose
 // index es is) into its place in the chunk buffer chunk; an empty one
 // becomes the fill value.
@@ -468,7 +487,54 @@ func (c *Codec) Decode(ctx context.Context, p *pool.Pool, coord []uint64, image,
 	if err != nil {
 		return err
 	}
-	return Tasks(ctx, p, c.Grid.n, func(i int) error { return c.DecodeTo(coord, es, image, i, chunk) })
+	g := c.Grid
+	if g.group == 1 {
+		return Tasks(ctx, p, g.n, func(i int) error { return c.DecodeTo(coord, es, image, i, chunk) })
+	}
+	// Neighbouring inner chunks are decoded side by side into a buffer of
+	// their group's and copied into the chunk together, a row of the
+	// group at a time (groupBytes says why), by whoever decodes the
+	// group's last. The inner chunks are still claimed one at a time: a
+	// slow one holds up only its group's copy. The buffers in use at once
+	// are about one per decoder, claims going in order.
+	groups := make([]decodeGroup, g.Groups())
+	defer func() {
+		for k := range groups { // a failed decode's unfinished groups
+			if b := groups[k].buf; b != nil && groups[k].left.Load() > 0 {
+				bufpool.Put(b)
+			}
+		}
+	}()
+	ib := g.innerBytes
+	return Tasks(ctx, p, g.n, func(i int) error {
+		k, first, m := g.GroupOf(i)
+		gr := &groups[k]
+		gr.once.Do(func() {
+			gr.buf = bufpool.GetFull(m * ib)
+			gr.left.Store(int32(m))
+		})
+		j := i - first
+		dst := gr.buf[j*ib : (j+1)*ib : (j+1)*ib]
+		if e := es[i]; e.Empty() {
+			fillBytes(dst, c.Fill)
+		} else if err := c.DecodeInner(coord, i, e, image[e.Off:e.Off+uint64(e.Size)], dst); err != nil {
+			return err
+		}
+		if gr.left.Add(-1) == 0 {
+			g.InsertGroup(chunk, gr.buf, first, m)
+			bufpool.Put(gr.buf)
+		}
+		return nil
+	})
+}
+
+// decodeGroup is a group of inner chunks being decoded (Codec.Decode):
+// its buffer, made by the first of its inner chunks claimed, and how many
+// of them are still to be decoded.
+type decodeGroup struct {
+	once sync.Once
+	buf  []byte
+	left atomic.Int32
 }
 
 // The portable form of a sharded chunk is what the raw chunk calls move

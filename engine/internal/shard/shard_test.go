@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -339,6 +340,59 @@ func TestShardGridRowTable(t *testing.T) {
 			g.Extract(x, a, i)
 			walked.Extract(y, a, i)
 			require.Equal(t, y, x, "%v in %v: Extract of %d", tc.inner, tc.chunk, i)
+		}
+	}
+}
+
+// A whole-chunk decode copies neighbouring inner chunks into the chunk in
+// groups: every group size, whole and partial groups at a row's end, fill
+// inner chunks among them, serial and on a pool, gives the chunk, and a
+// damaged inner chunk fails the decode naming it.
+func TestShardDecodeGroups(t *testing.T) {
+	p := testPool(t)
+	for _, tc := range []struct{ chunk, inner []uint64 }{
+		{[]uint64{8, 12, 10}, []uint64{4, 3, 2}}, // 5 along the last dimension
+		{[]uint64{6, 8}, []uint64{3, 2}},
+		{[]uint64{4, 4, 12}, []uint64{2, 2, 3}},
+	} {
+		c := testCodec(t, tc.chunk, tc.inner, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, []byte{9, 1})
+		g := c.Grid
+		require.NotNil(t, g.rowOff)
+		last := int(g.counts[len(g.counts)-1])
+		chunk := chunkData(c, 0, last-1, g.n-1)
+		coord := []uint64{2, 1}
+		img, err := c.Encode(context.Background(), nil, coord, chunk)
+		require.NoError(t, err)
+		for size := 1; size <= last; size++ {
+			g.group = size
+			seen := make([]int, g.n)
+			for k := range g.Groups() {
+				first, m := g.Group(k)
+				for j := range m {
+					seen[first+j]++
+					kk, ff, mm := g.GroupOf(first + j)
+					require.Equal(t, [3]int{k, first, m}, [3]int{kk, ff, mm}, "group of %d", first+j)
+				}
+				require.Equal(t, first/last, (first+m-1)/last, "group %d stays in one row of inner chunks", k)
+			}
+			for i, n := range seen {
+				require.Equal(t, 1, n, "%v in %v, groups of %d: inner chunk %d in %d groups", tc.inner, tc.chunk, size, i, n)
+			}
+			for _, pl := range []*pool.Pool{nil, p} {
+				got := make([]byte, len(chunk))
+				require.NoError(t, c.Decode(context.Background(), pl, coord, img, got))
+				assert.Equal(t, chunk, got, "%v in %v, groups of %d", tc.inner, tc.chunk, size)
+			}
+		}
+		// A damaged inner chunk (the second's frame) fails the decode.
+		es, err := c.OpenIndex(coord, img[len(img)-c.IndexSize():], int64(len(img)))
+		require.NoError(t, err)
+		bad := append([]byte(nil), img...)
+		bad[es[1].Off+1] ^= 0x40
+		for _, pl := range []*pool.Pool{nil, p} {
+			err = c.Decode(context.Background(), pl, coord, bad, make([]byte, len(chunk)))
+			require.ErrorIs(t, err, format.ErrCorrupt)
+			assert.Contains(t, err.Error(), fmt.Sprintf("inner chunk %v", g.Coord(1)))
 		}
 	}
 }
