@@ -159,7 +159,7 @@ func TestCatalogRoundTrip(t *testing.T) {
 // TestCatalogLayout pins the entry layout FORMAT.md documents.
 func TestCatalogLayout(t *testing.T) {
 	e := CatalogEntry{Name: "ab", ID: 5, HeaderAddr: DataStart, HeaderSize: 99, HeaderSum: 0xCAFEF00D}
-	want := []byte("SCCC\x06\x00\x00\x00\x01\x00\x00\x00\x02\x00ab")
+	want := []byte("SCCC\x07\x00\x00\x00\x01\x00\x00\x00\x02\x00ab")
 	want = le.AppendUint64(want, 5)
 	want = le.AppendUint64(want, DataStart)
 	want = le.AppendUint64(want, 99)
@@ -201,7 +201,7 @@ func TestDatasetHeaderLayout(t *testing.T) {
 	h := DatasetHeader{Name: "d", ID: 9, Type: TypeInt32, Shape: []uint64{4}, MaxShape: []uint64{Unlimited},
 		Chunk: []uint64{2}, Layout: LayoutDense, Filters: []byte{0xf0}, Fill: []byte{1, 0, 0, 0},
 		MinCacheBytes: -1, IndexKind: 3, IndexRoot: []byte{0xaa, 0xbb}}
-	want := []byte("SCCD\x06\x03\x01\x01")
+	want := []byte("SCCD\x07\x03\x01\x01")
 	want = le.AppendUint64(want, 9)
 	want = le.AppendUint64(want, ^uint64(0)) // -1
 	want = append(want, 3, 4)                // index kind, fill length
