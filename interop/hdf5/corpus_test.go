@@ -119,11 +119,8 @@ def attrs(obj):
         else:
             a = np.asarray(v)
             if a.dtype.kind in "iubc" or (a.dtype.kind == "f" and a.dtype.itemsize in (4, 8)):
-                if a.ndim > 1:
-                    out[k] = {"kind": "other"}
-                    continue
                 le = a.astype(a.dtype.newbyteorder("<"))
-                out[k] = {"kind": "num", "dtype": le.dtype.str, "scalar": a.ndim == 0, "b64": base64.b64encode(le.tobytes()).decode()}
+                out[k] = {"kind": "num", "dtype": le.dtype.str, "scalar": a.ndim == 0, "shape": list(a.shape), "b64": base64.b64encode(le.tobytes()).decode()}
             elif a.dtype.kind == "V" and a.ndim == 0:
                 out[k] = {"kind": "void", "b64": base64.b64encode(a.tobytes()).decode()}
             elif a.dtype.kind == "S" and a.ndim == 1:
@@ -154,11 +151,12 @@ json.dump(desc, open(out + "/corpus.json", "w"))
 `
 
 type corpusAttr struct {
-	Kind   string `json:"kind"`
-	Value  string `json:"value"`
-	Dtype  string `json:"dtype"`
-	Scalar bool   `json:"scalar"`
-	B64    string `json:"b64"`
+	Kind   string   `json:"kind"`
+	Value  string   `json:"value"`
+	Dtype  string   `json:"dtype"`
+	Scalar bool     `json:"scalar"`
+	Shape  []uint64 `json:"shape"`
+	B64    string   `json:"b64"`
 }
 
 type corpusFile struct {
@@ -210,7 +208,8 @@ func checkAttrs(t *testing.T, what string, want map[string]corpusAttr, got []eng
 			if w.Scalar {
 				kind = engine.AttrScalar
 			}
-			same = v.Kind() == kind && dtypeOf(v.Type()) == strings.Replace(w.Dtype, "|", "<", 1) && bytes.Equal(v.Bytes(), b)
+			same = v.Kind() == kind && dtypeOf(v.Type()) == strings.Replace(w.Dtype, "|", "<", 1) && bytes.Equal(v.Bytes(), b) &&
+				(w.Scalar || equalU64(v.Shape(), w.Shape))
 		case "str":
 			s, err := v.Str()
 			same = err == nil && s == w.Value
