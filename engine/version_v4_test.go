@@ -2,9 +2,12 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/scc-dev/scc/engine/internal/format"
 )
@@ -18,6 +21,22 @@ func v4Data(n int, seed byte) []byte {
 	return b
 }
 
+// oldVersionFixture copies testdata/v<version>.scc, a file an earlier
+// scc wrote at that format version, into a temporary directory, checks its
+// superblock's version and that Check passes, and returns the copy's path.
+func oldVersionFixture(t *testing.T, version byte) string {
+	t.Helper()
+	name := fmt.Sprintf("v%d.scc", version)
+	src, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	require.Equal(t, version, src[4], "fixture superblock version")
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, src, 0o644))
+	_, err = Check(t.Context(), path, nil)
+	require.NoError(t, err, "check of the v%d file", version)
+	return path
+}
+
 // TestReadsVersion4File: testdata/v4.scc was written by scc at format
 // version 4 (the program in testdata/v4.scc.go.txt), before chunk keys:
 // its chunk frames carry the unkeyed CRC32C trailer. It reads and checks
@@ -26,20 +45,7 @@ func v4Data(n int, seed byte) []byte {
 // reads back and checks after reopening.
 func TestReadsVersion4File(t *testing.T) {
 	ctx := t.Context()
-	src, err := os.ReadFile(filepath.Join("testdata", "v4.scc"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if src[4] != 4 {
-		t.Fatalf("fixture superblock version %d, want 4", src[4])
-	}
-	path := filepath.Join(t.TempDir(), "v4.scc")
-	if err := os.WriteFile(path, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Check(ctx, path, nil); err != nil {
-		t.Fatalf("check of the v4 file: %v", err)
-	}
+	path := oldVersionFixture(t, 4)
 	want := map[string][]byte{
 		"dense": v4Data(64*64, 0),
 		"zstd":  v4Data(64*32*2, 1),

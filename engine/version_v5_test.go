@@ -2,7 +2,6 @@ package engine
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,13 +17,7 @@ import (
 // version without changing what was there.
 func TestReadsVersion5File(t *testing.T) {
 	ctx := t.Context()
-	src, err := os.ReadFile(filepath.Join("testdata", "v5.scc"))
-	require.NoError(t, err)
-	require.EqualValues(t, 5, src[4], "fixture superblock version")
-	path := filepath.Join(t.TempDir(), "v5.scc")
-	require.NoError(t, os.WriteFile(path, src, 0o644))
-	_, err = Check(ctx, path, nil)
-	require.NoError(t, err)
+	path := oldVersionFixture(t, 5)
 
 	verify := func(f *File) {
 		t.Helper()

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,13 +18,7 @@ import (
 // its version-4 encoding.
 func TestReadsVersion6File(t *testing.T) {
 	ctx := t.Context()
-	src, err := os.ReadFile(filepath.Join("testdata", "v6.scc"))
-	require.NoError(t, err)
-	require.EqualValues(t, 6, src[4], "fixture superblock version")
-	path := filepath.Join(t.TempDir(), "v6.scc")
-	require.NoError(t, os.WriteFile(path, src, 0o644))
-	_, err = Check(ctx, path, nil)
-	require.NoError(t, err)
+	path := oldVersionFixture(t, 6)
 
 	verify := func(f *File) {
 		t.Helper()
