@@ -120,34 +120,12 @@ def main():
         rss = maxrss()
         for ci in idx:
             check(v[sl(ci, c)], ci, c)
-    elif op == "read_chunks":
-        conc = int(sys.argv[5])
-        bufs = dests(conc, (c, c, c))
-
-        def read(ci):
-            b = bufs.get()
-            a.get_basic_selection(sl(ci, c), out=b)
-            bufs.put(b)
-
-        t0 = time.perf_counter()
-        if conc == 1:
-            for ci in idx:
-                read(ci)
-        else:
-            with ThreadPoolExecutor(max_workers=conc) as ex:
-                list(ex.map(read, idx))
-        el = time.perf_counter() - t0
-        rss = maxrss()
-
-        def verify(ci):
-            check(a[sl(ci, c)], ci, c)
-
-        with ThreadPoolExecutor(max_workers=conc) as ex:
-            list(ex.map(verify, idx))
-    elif op == "read_random":
+    elif op in ("read_chunks", "read_random"):
+        # read_random reads the same chunks one by one in a shuffled order.
         conc = int(sys.argv[5])
         order = list(idx)
-        np.random.default_rng(12).shuffle(order)
+        if op == "read_random":
+            np.random.default_rng(12).shuffle(order)
         bufs = dests(conc, (c, c, c))
 
         def read(ci):
@@ -164,8 +142,12 @@ def main():
                 list(ex.map(read, order))
         el = time.perf_counter() - t0
         rss = maxrss()
-        for ci in order:
+
+        def verify(ci):
             check(a[sl(ci, c)], ci, c)
+
+        with ThreadPoolExecutor(max_workers=conc) as ex:
+            list(ex.map(verify, order))
     elif op == "roundtrip":
         out = zarr.open(zarr.DirectoryStore(sys.argv[5]), mode="w", shape=a.shape, chunks=a.chunks,
                         dtype=a.dtype, compressor=a.compressor, fill_value=0)
