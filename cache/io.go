@@ -36,7 +36,7 @@ type Request struct {
 // that reads the same chunk again and again (small reads walking through
 // one chunk, a resident chunk polled): a hit on the chunk it names skips
 // the chunk table's lookup (the key's interleaving, the hash and the
-// probe, a third of a resident hit).
+// probe).
 //
 // Why it is safe without a lock: an entry stands for one chunk all its
 // life, and it is resident only while it is in the chunk table under that
