@@ -1,5 +1,7 @@
 package selection
 
+import "github.com/scc-dev/scc/internal/memcopy"
+
 // boxFast is walk for the commonest pieces — rank 1 to 3 with one run per
 // dimension, what a Box inside a chunk or a whole chunk inside a larger
 // box gives — and reports false for anything else. walk sets up
@@ -14,6 +16,10 @@ func boxFast(op kernelOp, buf []byte, bufShape []uint64, chunk []byte, chunkDims
 	g, ok := boxGeometry(bufShape, chunkDims, runs, elemSize)
 	if !ok {
 		return false
+	}
+	if op == opScatter && streams(buf) {
+		g.scatterStreaming(buf, chunk)
+		return true
 	}
 	b, c := g.b, g.c
 	for planes := g.planes; planes > 0; planes-- {
@@ -31,6 +37,29 @@ func boxFast(op kernelOp, buf []byte, bufShape []uint64, chunk []byte, chunkDims
 		c += g.cPlane
 	}
 	return true
+}
+
+// streams reports whether a scatter into buf streams its rows
+// (memcopy.Stream): a buffer larger than the last-level cache share is not
+// read back before its lines are evicted, so allocating them in the cache
+// on the way only doubles the memory traffic. The hit path's small reads
+// never stream.
+func streams(buf []byte) bool { return len(buf) >= memcopy.StreamFrom }
+
+// scatterStreaming is boxFast's scatter with streaming stores.
+func (g *box) scatterStreaming(buf, chunk []byte) {
+	b, c := g.b, g.c
+	for planes := g.planes; planes > 0; planes-- {
+		pb, pc := b, c
+		for i := g.rows; i > 0; i-- {
+			memcopy.Stream(buf[pb:pb+g.n], chunk[pc:pc+g.n])
+			pb += g.bRow
+			pc += g.cRow
+		}
+		b += g.bPlane
+		c += g.cPlane
+	}
+	memcopy.Fence()
 }
 
 // box is a boxFast piece's copy plan: planes of rows of n bytes, the first
@@ -110,6 +139,7 @@ func ScatterRange(dst []byte, bufShape []uint64, part []byte, off uint64, chunkD
 	}
 	// Planes and rows before the part are skipped by arithmetic, not
 	// walked: a chunk streams in many parts.
+	stream := streams(dst)
 	p0 := uint64(0)
 	if g.cPlane > 0 && off > g.c {
 		p0 = min((off-g.c)/g.cPlane, g.planes)
@@ -127,9 +157,16 @@ func ScatterRange(dst []byte, bufShape []uint64, part []byte, off uint64, chunkD
 		for r, rc := r0, pc+r0*g.cRow; r < g.rows && rc < end; r, rc, pb = r+1, rc+g.cRow, pb+g.bRow {
 			lo, hi := max(rc, off), min(rc+g.n, end)
 			if lo < hi {
-				copy(dst[pb+lo-rc:pb+hi-rc], part[lo-off:hi-off])
+				if stream {
+					memcopy.Stream(dst[pb+lo-rc:pb+hi-rc], part[lo-off:hi-off])
+				} else {
+					copy(dst[pb+lo-rc:pb+hi-rc], part[lo-off:hi-off])
+				}
 			}
 		}
+	}
+	if stream {
+		memcopy.Fence()
 	}
 	return true
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/scc-dev/scc/internal/memcopy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -106,4 +107,42 @@ func TestScatterRangeMatchesScatter(t *testing.T) {
 	two := &Piece{Runs: [][]Run{{{Len: 1}, {Chunk: 2, Buf: 1, Len: 1}}}}
 	assert.False(t, CanScatterRange([]uint64{4}, []uint64{4}, two, 1))
 	assert.False(t, ScatterRange(make([]byte, 4), []uint64{4}, make([]byte, 4), 0, []uint64{4}, two, 1))
+}
+
+// TestStreamedScatterMatchesWalk: a scatter into a buffer of at least
+// memcopy.StreamFrom bytes, which streams its rows, moves the same bytes
+// as walk, whole and in parts, for boxes whose rows start at any
+// alignment and run across the streaming thresholds.
+func TestStreamedScatterMatchesWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := 0; i < 12; i++ {
+		es := 1 << rng.IntN(4)
+		cd := []uint64{2 + rng.Uint64N(4), 3 + rng.Uint64N(5), 1 + rng.Uint64N(300)}
+		// The buffer's rows are long enough for it to reach StreamFrom.
+		row := uint64(memcopy.StreamFrom)/(uint64(es)*8*8) + 1
+		bs := []uint64{8, 8, row}
+		runs := make([][]Run, 3)
+		for d := range 3 {
+			n := 1 + rng.Uint64N(cd[d])
+			c := rng.Uint64N(cd[d] - n + 1)
+			b := rng.Uint64N(bs[d] - n + 1)
+			runs[d] = []Run{{Chunk: c, Buf: b, Len: n}}
+		}
+		chunk := make([]byte, int(prod(cd))*es)
+		buf := make([]byte, int(prod(bs))*es)
+		require.GreaterOrEqual(t, len(buf), memcopy.StreamFrom)
+		fillRand(rng, chunk)
+		fillRand(rng, buf[:4096])
+		want, got, parts := bytes.Clone(buf), bytes.Clone(buf), bytes.Clone(buf)
+		walk(opScatter, want, bs, chunk, cd, runs, es, fillValue{})
+		require.True(t, boxFast(opScatter, got, bs, chunk, cd, runs, es))
+		p := &Piece{Runs: runs}
+		for lo := 0; lo < len(chunk); lo += 97 {
+			hi := min(lo+97, len(chunk))
+			require.True(t, ScatterRange(parts, bs, chunk[lo:hi], uint64(lo), cd, p, es))
+		}
+		if !bytes.Equal(want, got) || !bytes.Equal(want, parts) {
+			t.Fatalf("chunk %v buf %v runs %v es %d: streamed scatter differs from walk", cd, bs, runs, es)
+		}
+	}
 }
