@@ -284,3 +284,37 @@ func TestShardWritersRaceFlush(t *testing.T) {
 	require.NoError(t, err)
 	ref.verify(t, ds)
 }
+
+// shardMemoCrashWorkload is shardCrashWorkload with chunks that stay
+// resident: several write-backs of each chunk, each re-encoding the
+// inner chunks written since the one before and copying the others from
+// the version it committed, a shrink that trims them and a close.
+var shardMemoCrashWorkload = defineWorkload(11, &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 10}}, func(w *wlRun) error {
+	specs := map[string]DatasetSpec{
+		"s": {Type: Uint16, Shape: []uint64{12, 16}, MaxShape: []uint64{Unlimited, 16}, Chunk: []uint64{4, 16}, InnerChunk: []uint64{2, 4}, Filters: []Filter{Shuffle(), Zstd(1)}},
+	}
+	write := func() error { return w.writeRandom(3) }
+	return steps(
+		func() error { return w.create(specs, "s") },
+		write, w.flush,
+		write, w.flush,
+		write, w.flush,
+		func() error { return w.setExtent("s", []uint64{7, 16}) },
+		write, w.flush,
+		write,
+	)
+})
+
+// TestShardMemoCrashAtEveryWrite is TestCrashAtEveryWrite over
+// shardMemoCrashWorkload.
+func TestShardMemoCrashAtEveryWrite(t *testing.T) {
+	defer verifyNoLeaks(t)
+	crashSweep(t, shardMemoCrashWorkload, 1)
+}
+
+// TestShardMemoFaultAtEveryOperation is TestFaultAtEveryOperation over
+// shardMemoCrashWorkload.
+func TestShardMemoFaultAtEveryOperation(t *testing.T) {
+	defer verifyNoLeaks(t)
+	faultSweep(t, shardMemoCrashWorkload, 2)
+}
