@@ -318,3 +318,60 @@ func TestShardMemoFaultAtEveryOperation(t *testing.T) {
 	defer verifyNoLeaks(t)
 	faultSweep(t, shardMemoCrashWorkload, 2)
 }
+
+// TestShardMemoMoveDeleteImage: a moved dataset's resident chunks keep
+// following their write-backs; a dataset deleted and created again under
+// its name starts from its own chunks (nothing of the deleted one's
+// memos); a file reopened from its cache image, whose chunks load from
+// the image's copies, encodes only what is written since. Each flush
+// encodes the inner chunks written before it, and the values are the
+// model's, resident and reopened.
+func TestShardMemoMoveDeleteImage(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20, PreEncodeBytes: -1}, Image: ImageOptions{Generate: true}}
+	f, ds, ref := memoFile(t, mem, opts)
+	rng := rand.New(rand.NewPCG(8, 9))
+	cycle := func(label string, ds *Dataset, ref *refArray) {
+		t.Helper()
+		sh := shardOf(t, ds)
+		for k := range 3 {
+			touched := map[[2]uint64]bool{}
+			memoWrite(t, rng, ds, ref, touched)
+			before := sh.codec.Encoded.Load()
+			require.NoError(t, f.Flush(ctx))
+			assert.Equal(t, int64(len(touched)), sh.codec.Encoded.Load()-before, "%s, flush %d: inner chunks encoded", label, k)
+			ref.verify(t, ds)
+		}
+	}
+	cycle("written", ds, ref)
+	require.NoError(t, f.Move(ctx, "d", "e"))
+	ds, err := f.OpenDataset(ctx, "e", nil)
+	require.NoError(t, err)
+	cycle("moved", ds, ref)
+	require.NoError(t, ds.Close(ctx))
+	require.NoError(t, f.Delete(ctx, "e", nil))
+	ds, err = f.CreateDataset(ctx, "e", memoSpec)
+	require.NoError(t, err)
+	ref = newRef(memoSpec.Shape, 2, nil)
+	b := nonzero(rng, len(ref.data))
+	require.NoError(t, ds.Write(ctx, All(memoSpec.Shape), b))
+	ref.write(All(memoSpec.Shape), b)
+	require.NoError(t, f.Flush(ctx))
+	cycle("created again", ds, ref)
+	require.NoError(t, f.Close(ctx))
+	f = tOpen(t, mem, opts)
+	require.True(t, f.ImageInfo().Used, "the reopen uses the cache image")
+	ds, err = f.OpenDataset(ctx, "e", nil)
+	require.NoError(t, err)
+	ref.verify(t, ds)
+	cycle("reopened from the image", ds, ref)
+	require.NoError(t, f.Close(ctx))
+	_, err = Check(ctx, "", &Options{Driver: mem})
+	require.NoError(t, err)
+	f = tOpen(t, mem, &Options{})
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "e", nil)
+	require.NoError(t, err)
+	ref.verify(t, ds)
+}
