@@ -75,6 +75,10 @@ type pendingEncode struct {
 // one forgotten only means its commit leaves the base as it was.
 const maxPendingEncodes = 4
 
+// shardReuse switches the copying of unchanged inner chunks on
+// (BenchmarkShardWriteFlush turns it off for the whole-chunk baseline).
+var shardReuse = true
+
 // shardTags numbers encodes (layout.Encoded.Tag); 0 is none.
 var shardTags atomic.Uint64
 
@@ -174,6 +178,9 @@ func (c *denseChunk) memo() *shardMemo {
 // be had: the chunk is then encoded whole, which is always right. The
 // image is a pooled buffer the caller gives back.
 func (sh *shardState) reuse(coord layout.Coord, base layout.Location, changed []uint64) *shard.Reuse {
+	if !shardReuse {
+		return nil
+	}
 	n := 0
 	for _, w := range changed {
 		n += bits.OnesCount64(w)
