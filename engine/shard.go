@@ -70,6 +70,9 @@ type shardState struct {
 		// file's metadata shedder drops them (dropKept).
 		bytes int64
 	}
+	// lost counts the dataset's Publishes that failed after their images
+	// were written (shardLayout.Publish, shardmemo.go).
+	lost atomic.Uint64
 }
 
 // shardKey names one stored version of a chunk's index: the frame the

@@ -37,14 +37,16 @@ import (
 // committed image was encoded (encodes and commits of a chunk exclude its
 // writes: the cache holds its latch). A write-back that fails, or whose
 // image is superseded or never written, is never reported: the base stays,
-// and its marks keep gathering the union of every write since. The base's
-// place may be given back and reused once the index names a later version
-// (a write-back published but not reported): the image read there is used
+// and its marks keep gathering the union of every write since. The base
+// stays the version the index names, so its place is not given back: a
+// commit the memo cannot place (an encode it no longer follows) drops the
+// base, and so does, for every chunk of the dataset, a Publish that failed
+// after the images were written (shardLayout.Publish: it may have named
+// some of them in the index unreported), so that the next write-back of
+// each encodes whole. The image read from the base's place is still used
 // only when its trailer is the base's and its index decodes, and a frame
-// only when it verifies as that inner chunk of that chunk; anything written
-// there since is another chunk's (it does not verify), metadata (neither)
-// or a later version of this chunk, which agrees with the base on every
-// inner chunk not marked. Whatever fails is encoded from the chunk.
+// only when it verifies as that inner chunk of that chunk; whatever fails
+// is encoded from the chunk.
 //
 // What changes a chunk other than Gather drops the memo: a Trim (which may
 // change any inner chunk), and everything that replaces the stored chunk
@@ -53,6 +55,9 @@ import (
 type shardMemo struct {
 	loc layout.Location // the base; Size 0: none, the chunk is encoded whole
 	mu  sync.Mutex
+	// lost is shardState.lost when the base was set: a base set before a
+	// failed Publish is not used.
+	lost uint64
 	// changed has bit i set when inner chunk i was written since the
 	// base (one bit each: a chunk holds up to shard.MaxInner); nil when
 	// none was.
@@ -108,9 +113,10 @@ func (m *shardMemo) change(touched []int, n int) {
 }
 
 // begin starts following an encode of the chunk's current contents: it
-// returns the encode's tag, the base and the inner chunks changed since
-// (a copy).
-func (m *shardMemo) begin() (tag uint64, base layout.Location, changed []uint64) {
+// returns the encode's tag, the base (none if set before the dataset's
+// failed Publish numbered lost) and the inner chunks changed since (a
+// copy).
+func (m *shardMemo) begin(lost uint64) (tag uint64, base layout.Location, changed []uint64) {
 	tag = shardTags.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -118,6 +124,9 @@ func (m *shardMemo) begin() (tag uint64, base layout.Location, changed []uint64)
 		m.pending = slices.Delete(m.pending, 0, 1)
 	}
 	m.pending = append(m.pending, pendingEncode{tag: tag})
+	if m.lost != lost {
+		return tag, layout.Location{}, nil
+	}
 	return tag, m.loc, slices.Clone(m.changed)
 }
 
@@ -128,18 +137,20 @@ func (m *shardMemo) forget(tag uint64) {
 	m.pending = slices.DeleteFunc(m.pending, func(p pendingEncode) bool { return p.tag == tag })
 }
 
-// commit makes the version encoded as tag, now stored at loc, the base.
-// The encodes begun before it are over (the cache publishes a chunk's
-// versions in the order they were encoded); a tag the memo does not
-// follow leaves the base as it was, which stays right (shardMemo).
-func (m *shardMemo) commit(tag uint64, loc layout.Location) {
+// commit makes the version encoded as tag, now stored at loc, the base,
+// as of the dataset's failed Publishes numbered lost. The encodes begun
+// before it are over (the cache publishes a chunk's versions in the order
+// they were encoded). A tag the memo does not follow drops the base: the
+// index no longer names it, and what was written since is not known.
+func (m *shardMemo) commit(tag uint64, loc layout.Location, lost uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := slices.IndexFunc(m.pending, func(p pendingEncode) bool { return p.tag == tag })
 	if tag == 0 || k < 0 {
+		m.loc, m.changed = layout.Location{}, nil
 		return
 	}
-	m.loc, m.changed = loc, m.pending[k].since
+	m.loc, m.changed, m.lost = loc, m.pending[k].since, lost
 	m.pending = slices.Clone(m.pending[k+1:])
 }
 
@@ -151,11 +162,23 @@ func (l *shardLayout) Committed(_ layout.Coord, chunk layout.Chunk, enc layout.E
 		return
 	}
 	if m := c.shard.Load(); m != nil {
-		m.commit(enc.Tag, loc)
+		m.commit(enc.Tag, loc, l.sh.lost.Load())
 	}
 }
 
 var _ layout.Committer = (*shardLayout)(nil)
+
+// Publish is the dense Publish, noting a failure after the images were
+// written (shardState.lost): the index may then name some of them, which
+// the cache does not report, and the places of the versions the memos
+// name may be given back.
+func (l *shardLayout) Publish(ctx context.Context, ins []layout.Insertion, writeErr error) error {
+	err := l.denseLayout.Publish(ctx, ins, writeErr)
+	if err != nil && writeErr == nil {
+		l.sh.lost.Add(1)
+	}
+	return err
+}
 
 // memo returns the chunk's memo, made (without a base) if it has none.
 // Concurrent encodes (a write-back's and one ahead of it) may both make
@@ -209,7 +232,7 @@ func (sh *shardState) reuse(coord layout.Coord, base layout.Location, changed []
 // The image's tag lets the memo learn when it is committed.
 func (sh *shardState) encode(coord layout.Coord, c *denseChunk) (layout.Encoded, error) {
 	m := c.memo()
-	tag, base, changed := m.begin()
+	tag, base, changed := m.begin(sh.lost.Load())
 	r := sh.reuse(coord, base, changed)
 	if r != nil {
 		defer bufpool.Put(r.Image)

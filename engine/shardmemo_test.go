@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/cache"
+	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -374,4 +375,56 @@ func TestShardMemoMoveDeleteImage(t *testing.T) {
 	ds, err = f.OpenDataset(ctx, "e", nil)
 	require.NoError(t, err)
 	ref.verify(t, ds)
+}
+
+// TestShardFailedPublishDropsBases: a Publish of the dataset that fails
+// after its images were written (here, an insertion the index refuses)
+// may have named images the cache does not report, so every chunk's next
+// write-back encodes whole; the ones after it copy again.
+func TestShardFailedPublishDropsBases(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	opts := &Options{CacheConfig: cache.Config{QuiescentBytes: 64 << 20, PreEncodeBytes: -1}}
+	f, ds, ref := memoFile(t, mem, opts)
+	sh := shardOf(t, ds)
+	l, ok := asLayout[*shardLayout](ds.s)
+	require.True(t, ok)
+	rng := rand.New(rand.NewPCG(10, 11))
+	// fresh holds the chunks written back since the failure.
+	fresh := map[[2]uint64]bool{}
+	cycle := func(label string) {
+		t.Helper()
+		touched := map[[2]uint64]bool{}
+		memoWrite(t, rng, ds, ref, touched)
+		want, whole := int64(0), map[[2]uint64]bool{}
+		for k := range touched {
+			if c := [2]uint64{k[0] / 4, k[1] / 4}; fresh[c] {
+				want++
+			} else if !whole[c] {
+				whole[c] = true
+				want += 16
+			}
+		}
+		before := sh.codec.Encoded.Load()
+		require.NoError(t, f.Flush(ctx))
+		assert.Equal(t, want, sh.codec.Encoded.Load()-before, "%s: inner chunks encoded", label)
+		ref.verify(t, ds)
+		for c := range whole {
+			fresh[c] = true
+		}
+	}
+	for c := range 4 {
+		fresh[[2]uint64{uint64(c / 2), uint64(c % 2)}] = true
+	}
+	cycle("before")
+	ins := []layout.Insertion{{Coord: layout.Coord{99, 99}, Size: 64}}
+	require.NoError(t, l.Insert(ctx, ins))
+	require.Error(t, l.Publish(ctx, ins, nil), "an insertion outside the index")
+	clear(fresh)
+	for k := range 12 {
+		cycle(fmt.Sprintf("after the failed publish, flush %d", k))
+	}
+	require.NoError(t, f.Close(ctx))
+	_, err := Check(ctx, "", &Options{Driver: mem})
+	require.NoError(t, err)
 }
