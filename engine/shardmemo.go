@@ -77,7 +77,8 @@ type pendingEncode struct {
 // maxPendingEncodes bounds the encodes a memo follows. The cache has at
 // most one write-back of a chunk in flight, beside a kept image encoded
 // ahead of it (cache/preencode.go) and images made for a cache image;
-// one forgotten only means its commit leaves the base as it was.
+// the commit of one forgotten only costs the next write-back a whole
+// encode.
 const maxPendingEncodes = 4
 
 // shardReuse switches the copying of unchanged inner chunks on
@@ -87,9 +88,9 @@ var shardReuse = true
 // shardTags numbers encodes (layout.Encoded.Tag); 0 is none.
 var shardTags atomic.Uint64
 
-// mark sets the bits of touched in b, a bitset of n bits (allocated if
+// markInner sets the bits of touched in b, a bitset of n bits (allocated if
 // nil), and returns it.
-func mark(b []uint64, touched []int, n int) []uint64 {
+func markInner(b []uint64, touched []int, n int) []uint64 {
 	if b == nil {
 		b = make([]uint64, (n+63)/64)
 	}
@@ -106,9 +107,9 @@ func (m *shardMemo) change(touched []int, n int) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.changed = mark(m.changed, touched, n)
+	m.changed = markInner(m.changed, touched, n)
 	for k := range m.pending {
-		m.pending[k].since = mark(m.pending[k].since, touched, n)
+		m.pending[k].since = markInner(m.pending[k].since, touched, n)
 	}
 }
 
