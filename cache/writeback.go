@@ -471,15 +471,19 @@ func publishRound(ctx context.Context, es []*entry, sc *wbScratch, errs []error)
 	return errs
 }
 
-// markWritten counts the chunks of sc.done as flushed and marks clean
-// those whose version is still the one written, dropping their kept
-// images; a chunk changed meanwhile stays dirty.
+// markWritten counts the chunks of sc.done as flushed, tells a
+// Committer where each one's image now lives, and marks clean those whose
+// version is still the one written, dropping their kept images; a chunk
+// changed meanwhile stays dirty.
 func (w *writer) markWritten(es []*entry, sc *wbScratch) {
 	for _, i := range sc.done {
 		e := es[i]
 		w.stats.bytesFlushed.Add(int64(len(sc.enc[i].Image)))
 		w.stats.chunksFlushed.Add(1)
 		e.latch.Lock()
+		if c, ok := e.ds.lay().l.(layout.Committer); ok {
+			c.Committed(e.coord, e.chunk, sc.enc[i], e.loc)
+		}
 		if e.version.Load() == sc.ver[i] {
 			// Written: a kept image has served its purpose.
 			w.pre.dropImageLocked(e, w.budget)

@@ -82,6 +82,12 @@ var faultLayouts = []faultLayout{
 		{"vlen", DatasetSpec{Type: Uint8, Shape: []uint64{8, 6}, MaxShape: []uint64{Unlimited, 6}, Chunk: []uint64{2, 3}, Layout: Vlen,
 			Filters: []Filter{Zstd(1)}, HeapDefragPercent: 30}},
 	}},
+	// Chunks of 3x2 inner chunks: partial writes re-encode some of them
+	// and copy the others from the version stored before (shardMemo).
+	{"sharded", 512, []fSpec{
+		{"sharded", DatasetSpec{Type: Uint16, Shape: []uint64{6, 12}, MaxShape: []uint64{Unlimited, 12}, Chunk: []uint64{4, 12}, InnerChunk: []uint64{2, 4},
+			Filters: []Filter{Shuffle(), Zstd(1)}}},
+	}},
 }
 
 // faultVariant is how the workload's file is opened, given the layout's

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -44,8 +43,10 @@ import (
 //   - a read of whole chunks the cache does not keep whose rows interleave
 //     in the caller's buffer (a box of many chunks) decodes each inner
 //     chunk into its places the same way (decodeScatter);
-//   - a write of part of a stored chunk re-encodes at write-back only the
-//     inner chunks it touched and copies the others as stored (shardMemo);
+//   - a write of part of a chunk re-encodes at write-back only the inner
+//     chunks written since the stored version the chunk last matched
+//     (decoded from or written back as) and copies the others as stored
+//     (shardMemo, shardmemo.go);
 //   - an inner chunk that holds only the fill value is stored as no bytes.
 //
 // A chunk the cache keeps is kept decoded whole, as every dense chunk, so
@@ -69,6 +70,9 @@ type shardState struct {
 		// file's metadata shedder drops them (dropKept).
 		bytes int64
 	}
+	// lost counts the dataset's Publishes that failed after their images
+	// were written (shardLayout.Publish, shardmemo.go).
+	lost atomic.Uint64
 }
 
 // shardKey names one stored version of a chunk's index: the frame the
@@ -201,70 +205,6 @@ func (sh *shardState) decode(coord layout.Coord, loc layout.Location, image []by
 	return c, nil
 }
 
-// shardMemo is what a resident sharded chunk remembers of the stored
-// version it was decoded from: its place, and which inner chunks writes
-// (Gather) have changed since. Its first write-back then encodes only
-// those and copies the others' frames as stored, read again from that
-// place and verified (shardState.reuse): a write of a few elements of a
-// large chunk costs the encode of the inner chunks it touched, not of the
-// chunk. The stored image is not kept in memory meanwhile: the cache's
-// budget counts decoded chunks, and the copy is one read at write-back.
-// Later write-backs encode the whole chunk (the place of the version a
-// write-back writes is not known to the chunk). Trim, which may change
-// any inner chunk, drops the memo.
-type shardMemo struct {
-	loc layout.Location
-	mu  sync.Mutex
-	// changed has bit i set when inner chunk i was written since the
-	// decode (one bit each: a chunk holds up to shard.MaxInner); nil when
-	// none was.
-	changed []uint64
-}
-
-// change marks the inner chunks a write touched, of n.
-func (m *shardMemo) change(touched []int, n int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.changed == nil {
-		m.changed = make([]uint64, (n+63)/64)
-	}
-	for _, i := range touched {
-		m.changed[i/64] |= 1 << (i % 64)
-	}
-}
-
-// reuse returns what the chunk's write-back may copy as stored: the
-// stored image of the memo's version, read and checked again (its trailer
-// is the one the memo names, its index decodes), and the inner chunks
-// changed since. nil when no inner chunk is marked (the chunk changed in
-// a way Gather did not see) or every one is, or when the stored image
-// cannot be had: the chunk is then encoded whole, which is always right.
-// The image is a pooled buffer the caller gives back.
-func (sh *shardState) reuse(coord layout.Coord, m *shardMemo) *shard.Reuse {
-	m.mu.Lock()
-	changed := slices.Clone(m.changed)
-	m.mu.Unlock()
-	n := 0
-	for _, w := range changed {
-		n += bits.OnesCount64(w)
-	}
-	if n == 0 || n == sh.codec.Grid.N() || m.loc.Size <= 0 || m.loc.Size > sh.codec.MaxStored() {
-		return nil
-	}
-	img := bufpool.GetFull(int(m.loc.Size))
-	if readFull(sh.s.f.drv, img, m.loc.Addr) != nil || format.Trailer(img) != m.loc.Sum {
-		bufpool.Put(img)
-		return nil
-	}
-	k := sh.codec.IndexSize()
-	es, err := sh.codec.OpenIndex(coord, img[len(img)-k:], int64(len(img)))
-	if err != nil {
-		bufpool.Put(img)
-		return nil
-	}
-	return &shard.Reuse{Image: img, Es: es, Changed: func(i int) bool { return changed[i/64]&(1<<(i%64)) != 0 }}
-}
-
 // decodeInto is the dense DecodeInto of a sharded chunk.
 func (sh *shardState) decodeInto(coord layout.Coord, loc layout.Location, image, dst []byte) error {
 	defer bufpool.Put(image)
@@ -278,23 +218,6 @@ func (sh *shardState) decodeInto(coord layout.Coord, loc layout.Location, image,
 		return sh.errName(coord, err)
 	}
 	return nil
-}
-
-// encode is the dense Encode of a sharded chunk: the inner chunks on
-// every core, and of a chunk decoded from the file only those written
-// since (shardMemo).
-func (sh *shardState) encode(coord layout.Coord, c *denseChunk) (layout.Encoded, error) {
-	var r *shard.Reuse
-	if m := c.shard.Swap(nil); m != nil {
-		if r = sh.reuse(coord, m); r != nil {
-			defer bufpool.Put(r.Image)
-		}
-	}
-	img, err := sh.codec.EncodeReusing(context.Background(), sh.pool(), coord, c.buf, r)
-	if err != nil {
-		return layout.Encoded{}, sh.errName(coord, err)
-	}
-	return layout.Encoded{Image: img, Sum: format.Trailer(img), Pooled: true}, nil
 }
 
 // cachedIndex returns the index of the stored version loc of the chunk,

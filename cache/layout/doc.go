@@ -87,6 +87,12 @@
 //	                        buffer, so an in-place variant saves nothing.
 //	insert                → Layout.Insert (allocate) + Layout.Publish
 //	                        (index): all but the read-only selection view.
+//	                        Optional Committer: the cache tells the layout
+//	                        where a chunk's written image now lives, and
+//	                        which encode it was (Encoded.Tag), so that the
+//	                        next write-back of the chunk can copy what did
+//	                        not change from it: dense sharded chunks
+//	                        (engine/shardmemo.go).
 //	selection_read,       → one pair here, because the file layer has vector
 //	vector_read             I/O only (vfd.Driver.ReadV): the layout names
 //	                        the bytes, the cache reads every chunk of a

@@ -51,6 +51,9 @@ type Encoded struct {
 	// (internal/bufpool.Get): the cache owns it and gives it back with
 	// bufpool.Put once it is written or dropped.
 	Pooled bool
+	// Tag is the layout's name for this encode, opaque to the cache,
+	// which hands the image back with it once committed (Committer).
+	Tag uint64
 }
 
 // Insertion is one chunk handed to Layout.Insert and then Layout.Publish:

@@ -31,6 +31,20 @@ type BorrowingEncoder interface {
 	EncodeBorrowed(coord Coord, chunk Chunk) (Encoded, error)
 }
 
+// Committer is implemented by layouts whose chunks remember which stored
+// version of them they match, so that a write-back can take from it what
+// did not change (a sharded chunk re-encodes only the inner chunks
+// written since). The cache calls Committed once a write-back's image of
+// chunk (enc, as Encode or EncodeBorrowed returned it, Tag included) is
+// written and published at loc, whether or not the chunk changed since it
+// was encoded, holding the chunk's latch exclusively. An image whose
+// Insert, write or Publish failed, or that was encoded and never written
+// (a kept image of a version that changed, an image made for a cache
+// image), is never reported.
+type Committer interface {
+	Committed(coord Coord, chunk Chunk, enc Encoded, loc Location)
+}
+
 // The interfaces below are the optional paths around the cache: a layout
 // that implements one lets the cache read or write its chunks without
 // making them resident, or checksum them by pieces. Each path is
