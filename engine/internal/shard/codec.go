@@ -132,6 +132,9 @@ type Codec struct {
 	// Encoded counts the inner chunks run through the pipeline by an
 	// encode (those taken as stored, and empty ones, not).
 	Encoded atomic.Int64
+	// Scratch is the decoded bytes the codec's decodes hold beside their
+	// destinations at this moment (Decode says how many).
+	Scratch atomic.Int64
 	// onDecode and onEncode, when set (by tests), run at the start of
 	// every inner chunk's decode and encode.
 	onDecode, onEncode func(i int)
@@ -466,8 +469,8 @@ func (c *Codec) DecodeFrameTo(coord []uint64, i int, e Entry, frame, chunk []byt
 	if dst, ok := g.InPlace(chunk, i); ok {
 		return c.DecodeInner(coord, i, e, frame, dst)
 	}
-	tmp := bufpool.Get(g.innerBytes)[:g.innerBytes]
-	defer bufpool.Put(tmp)
+	tmp := c.scratch()
+	defer c.unscratch(tmp)
 	if err := c.DecodeInner(coord, i, e, frame, tmp); err != nil {
 		return err
 	}
@@ -475,9 +478,30 @@ func (c *Codec) DecodeFrameTo(coord []uint64, i int, e Entry, frame, chunk []byt
 	return nil
 }
 
+// scratch returns a buffer of one inner chunk for a decode whose inner
+// chunk is not one run of the chunk; unscratch gives it back. Scratch
+// counts the bytes held.
+func (c *Codec) scratch() []byte {
+	n := c.Grid.innerBytes
+	c.Scratch.Add(int64(n))
+	return bufpool.GetFull(n)[:n] // its full capacity, or Put would drop it
+}
+
+func (c *Codec) unscratch(b []byte) {
+	c.Scratch.Add(-int64(len(b)))
+	bufpool.Put(b)
+}
+
 // Decode decodes the stored image of the chunk at coord into chunk (the
 // whole chunk's bytes, C order), its inner chunks on p's workers (nil: on
 // the calling goroutine).
+//
+// An inner chunk whose bytes are not one run of the chunk is decoded into
+// a buffer of one inner chunk, which stays in the decoding core's cache,
+// and copied into place from there (Grid.Insert: with stores that bypass
+// the caches when the chunk is large). Each decoder holds one such buffer
+// at a time and no more: the scratch of a whole-chunk decode is one inner
+// chunk per core, however large the chunk.
 func (c *Codec) Decode(ctx context.Context, p *pool.Pool, coord []uint64, image, chunk []byte) error {
 	n := c.IndexSize()
 	if len(image) < n {
@@ -487,54 +511,7 @@ func (c *Codec) Decode(ctx context.Context, p *pool.Pool, coord []uint64, image,
 	if err != nil {
 		return err
 	}
-	g := c.Grid
-	if g.group == 1 {
-		return Tasks(ctx, p, g.n, func(i int) error { return c.DecodeTo(coord, es, image, i, chunk) })
-	}
-	// Neighbouring inner chunks are decoded side by side into a buffer of
-	// their group's and copied into the chunk together, a row of the
-	// group at a time (groupBytes says why), by whoever decodes the
-	// group's last. The inner chunks are still claimed one at a time: a
-	// slow one holds up only its group's copy. The buffers in use at once
-	// are about one per decoder, claims going in order.
-	groups := make([]decodeGroup, g.Groups())
-	defer func() {
-		for k := range groups { // a failed decode's unfinished groups
-			if b := groups[k].buf; b != nil && groups[k].left.Load() > 0 {
-				bufpool.Put(b)
-			}
-		}
-	}()
-	ib := g.innerBytes
-	return Tasks(ctx, p, g.n, func(i int) error {
-		k, first, m := g.GroupOf(i)
-		gr := &groups[k]
-		gr.once.Do(func() {
-			gr.buf = bufpool.GetFull(m * ib)
-			gr.left.Store(int32(m))
-		})
-		j := i - first
-		dst := gr.buf[j*ib : (j+1)*ib : (j+1)*ib]
-		if e := es[i]; e.Empty() {
-			fillBytes(dst, c.Fill)
-		} else if err := c.DecodeInner(coord, i, e, image[e.Off:e.Off+uint64(e.Size)], dst); err != nil {
-			return err
-		}
-		if gr.left.Add(-1) == 0 {
-			g.InsertGroup(chunk, gr.buf, first, m)
-			bufpool.Put(gr.buf)
-		}
-		return nil
-	})
-}
-
-// decodeGroup is a group of inner chunks being decoded (Codec.Decode):
-// its buffer, made by the first of its inner chunks claimed, and how many
-// of them are still to be decoded.
-type decodeGroup struct {
-	once sync.Once
-	buf  []byte
-	left atomic.Int32
+	return Tasks(ctx, p, c.Grid.n, func(i int) error { return c.DecodeTo(coord, es, image, i, chunk) })
 }
 
 // The portable form of a sharded chunk is what the raw chunk calls move
