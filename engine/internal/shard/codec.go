@@ -330,20 +330,23 @@ func (c *Codec) EncodeReusing(ctx context.Context, p *pool.Pool, coord []uint64,
 				return nil
 			}
 		}
-		if g.IsFill(chunk, i, c.Fill) {
-			es[i] = EmptyEntry
-			return nil
-		}
-		c.Encoded.Add(1)
-		if c.onEncode != nil {
-			c.onEncode(i)
-		}
+		// Gathered first and checked for the fill value after, in one
+		// run: a check of the strided rows in place would read them a
+		// second time.
 		src, ok := g.InPlace(chunk, i)
 		if !ok {
 			tmp := bufpool.Get(g.innerBytes)[:g.innerBytes]
 			defer bufpool.Put(tmp)
 			g.Extract(tmp, chunk, i)
 			src = tmp
+		}
+		if isFill(src, c.Fill) {
+			es[i] = EmptyEntry
+			return nil
+		}
+		c.Encoded.Add(1)
+		if c.onEncode != nil {
+			c.onEncode(i)
 		}
 		var img []byte
 		var mask uint32

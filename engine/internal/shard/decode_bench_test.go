@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/scc-dev/scc/engine/filter"
+	"github.com/scc-dev/scc/internal/bufpool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -96,4 +97,52 @@ func cpuTime() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// BenchmarkShardEncodeZarr encodes the Zarr benchmark's sharded chunk (as
+// BenchmarkShardDecodeZarr) on one goroutine: "sharded" is the codec's
+// whole-chunk encode (each inner chunk gathered from its strided rows,
+// encoded, checksummed, the frames closed up and the index appended),
+// "inner-frames" its baseline, the codec alone encoding the same inner
+// chunks already gathered into one buffer each.
+func BenchmarkShardEncodeZarr(b *testing.B) {
+	specs := []filter.Spec{{ID: filter.Zstd, Level: 3}}
+	c := testCodec(b, []uint64{256, 256, 256}, []uint64{64, 64, 64}, 2, specs, nil)
+	chunk := zarrChunkAt(256, 1, 2, 1)
+	g := c.Grid
+	inner := make([][]byte, g.n)
+	for i := range inner {
+		inner[i] = make([]byte, g.innerBytes)
+		g.Extract(inner[i], chunk, i)
+	}
+	out := make([]byte, 0, c.MaxFrame())
+	for _, mode := range []struct {
+		name   string
+		encode func() error
+	}{
+		{"inner-frames", func() error {
+			for _, in := range inner {
+				if _, _, err := c.Pipe.EncodeTo(out, in); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"sharded", func() error {
+			img, err := c.Encode(context.Background(), nil, []uint64{0, 0, 0}, chunk)
+			bufpool.Put(img)
+			return err
+		}},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			b.SetBytes(int64(len(chunk)))
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if err := mode.encode(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
+		})
+	}
 }

@@ -43,8 +43,10 @@ type Grid struct {
 	// every whole-chunk decode and encode) then run as a plain loop over
 	// it instead of a walk calling a function per row.
 	rowOff []int
-	// streams: Insert may write a large chunk's rows with non-temporal
-	// stores (insertStreamed).
+	// streams: the rows are whole 64-byte steps, on an architecture with
+	// the row copies of scatter_amd64.s: Insert may write a large chunk's
+	// rows with non-temporal stores (insertStreamed), Extract gathers
+	// rows in one call.
 	streams bool
 }
 
@@ -193,6 +195,13 @@ func (g *Grid) Extract(dst, chunk []byte, i int) {
 	if g.rowOff != nil {
 		c, rb := chunk[g.origin(i):], g.rowBytes
 		dst = dst[:g.innerBytes]
+		if g.streams && len(chunk) >= g.n*g.innerBytes {
+			// Rows of whole 64-byte steps: one call for all of them
+			// rather than a copy per row (an encode gathers every inner
+			// chunk of the chunk so).
+			gatherRows(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(c)), g.rowOff, rb)
+			return
+		}
 		for _, o := range g.rowOff {
 			copy(dst[:rb], c[o:o+rb])
 			dst = dst[rb:]

@@ -11,3 +11,9 @@ const haveStreamStores = true
 //
 //go:noescape
 func scatterRowsNT(dst, src unsafe.Pointer, off []int, rb int)
+
+// gatherRows copies len(off) rows of rb bytes (a multiple of 64) from
+// src+off[k] to dst, one after the other.
+//
+//go:noescape
+func gatherRows(dst, src unsafe.Pointer, off []int, rb int)

@@ -346,7 +346,8 @@ func TestShardGridRowTable(t *testing.T) {
 
 // A large chunk's inner chunks are written with non-temporal stores where
 // the architecture has them, the same bytes as the ordinary copy; a chunk
-// buffer that is not 16-byte aligned takes the ordinary copy.
+// buffer that is not 16-byte aligned takes the ordinary copy. Rows of whole
+// 64-byte steps are gathered in one call, the same bytes as the walk.
 func TestShardGridInsertStreamed(t *testing.T) {
 	g, err := NewGrid([]uint64{16, 512, 1024}, []uint64{8, 64, 64}, 1)
 	require.NoError(t, err)
@@ -372,6 +373,13 @@ func TestShardGridInsertStreamed(t *testing.T) {
 			walked.Insert(want, src, i)
 		}
 		require.Equal(t, want, got, "shift %d", shift)
+	}
+	// Extract gathers the rows in one call; the same bytes as the walk.
+	x, y := make([]byte, g.innerBytes), make([]byte, g.innerBytes)
+	for i := range g.N() {
+		g.Extract(x, want, i)
+		walked.Extract(y, want, i)
+		require.Equal(t, y, x, "Extract of %d", i)
 	}
 }
 
