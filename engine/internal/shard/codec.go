@@ -138,6 +138,9 @@ type Codec struct {
 	// onDecode and onEncode, when set (by tests), run at the start of
 	// every inner chunk's decode and encode.
 	onDecode, onEncode func(i int)
+	// stream, when from is set (by tests), replaces streamFrom and
+	// streamPiece.
+	stream struct{ from, piece int }
 }
 
 func (c *Codec) unfiltered() bool { return c.Pipe == nil || len(c.Pipe.Specs()) == 0 }
@@ -472,12 +475,67 @@ func (c *Codec) DecodeFrameTo(coord []uint64, i int, e Entry, frame, chunk []byt
 	if dst, ok := g.InPlace(chunk, i); ok {
 		return c.DecodeInner(coord, i, e, frame, dst)
 	}
+	from, piece := c.streaming()
+	if g.innerBytes >= from && !c.unfiltered() && len(frame) >= format.ChunkFrameOverhead &&
+		c.Pipe.StreamsVerified(frame[:len(frame)-format.ChunkFrameOverhead], e.Mask) {
+		return c.decodeStreamed(coord, i, e, frame, chunk, piece)
+	}
 	tmp := c.scratch()
 	defer c.unscratch(tmp)
 	if err := c.DecodeInner(coord, i, e, frame, tmp); err != nil {
 		return err
 	}
 	g.Insert(chunk, tmp, i)
+	return nil
+}
+
+// A large inner chunk (streamFrom bytes or more) that is not one run of
+// the chunk is decoded a piece of streamPiece bytes at a time, each piece
+// copied into its rows while it is in the core's cache: its decoder holds
+// the piece and the frame's window (libzstd's, at most 8 MiB,
+// filter.StreamWindow), not the inner chunk, so the scratch of a
+// whole-chunk decode stays small whatever the inner chunk shape. Smaller
+// inner chunks are decoded whole into a scratch buffer (which stays in the
+// core's cache), which costs less than the stream's extra copy out of the
+// decoder's window (BenchmarkShardDecodeZarr's comment).
+const (
+	streamFrom  = 4 << 20
+	streamPiece = 128 << 10
+)
+
+// streaming returns the smallest inner chunk decoded as a stream and the
+// piece it is decoded through (tests set smaller ones).
+func (c *Codec) streaming() (from, piece int) {
+	if c.stream.from > 0 {
+		return c.stream.from, c.stream.piece
+	}
+	return streamFrom, streamPiece
+}
+
+// decodeStreamed is DecodeInner of a large inner chunk, streamed into its
+// place in the chunk buffer through a piece buffer.
+func (c *Codec) decodeStreamed(coord []uint64, i int, e Entry, frame, chunk []byte, piece int) error {
+	g := c.Grid
+	c.Decoded.Add(1)
+	c.Scratch.Add(int64(piece))
+	buf := bufpool.GetFull(piece)
+	defer func() {
+		bufpool.Put(buf)
+		c.Scratch.Add(-int64(piece))
+	}()
+	if c.onDecode != nil {
+		c.onDecode(i)
+	}
+	img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+	if err != nil {
+		return fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
+	}
+	err = c.Pipe.DecodeVerifiedStream(img, e.Mask, g.innerBytes, buf[:piece], func(off int, b []byte) {
+		g.InsertRange(chunk, b, i, off)
+	})
+	if err != nil {
+		return fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
+	}
 	return nil
 }
 
@@ -502,9 +560,13 @@ func (c *Codec) unscratch(b []byte) {
 // An inner chunk whose bytes are not one run of the chunk is decoded into
 // a buffer of one inner chunk, which stays in the decoding core's cache,
 // and copied into place from there (Grid.Insert: with stores that bypass
-// the caches when the chunk is large). Each decoder holds one such buffer
-// at a time and no more: the scratch of a whole-chunk decode is one inner
-// chunk per core, however large the chunk.
+// the caches when the chunk is large); an inner chunk of streamFrom bytes
+// or more is streamed into place through a piece of streamPiece bytes
+// instead. Each decoder holds one such buffer at a time and no more: the
+// scratch of a whole-chunk decode (Scratch) is at most one inner chunk
+// under 4 MiB, or one 128 KiB piece, per core, however large the chunk,
+// where a buffer of neighbouring inner chunks per core held up to 2 MiB
+// each outside the cache's memory budget.
 func (c *Codec) Decode(ctx context.Context, p *pool.Pool, coord []uint64, image, chunk []byte) error {
 	n := c.IndexSize()
 	if len(image) < n {

@@ -233,7 +233,37 @@ func (g *Grid) Insert(chunk, src []byte, i int) {
 	g.walk(i, func(c, in int) { copy(chunk[c:c+g.rowBytes], src[in:in+g.rowBytes]) })
 }
 
-// streamFrom is the smallest chunk buffer whose inner chunks Insert
+// InsertRange copies b, bytes [off, off+len(b)) of inner chunk i in its C
+// order, into their places in the chunk buffer: a streamed decode's piece,
+// which may begin and end inside a row.
+func (g *Grid) InsertRange(chunk, b []byte, i, off int) {
+	base, rb := g.origin(i), g.rowBytes
+	for len(b) > 0 {
+		r, p := off/rb, off%rb
+		n := min(rb-p, len(b))
+		o := base + g.rowAt(r) + p
+		copy(chunk[o:o+n], b[:n])
+		b, off = b[n:], off+n
+	}
+}
+
+// rowAt is the offset of an inner chunk's row r (C order) from its first
+// byte in the chunk buffer.
+func (g *Grid) rowAt(r int) int {
+	if g.rowOff != nil {
+		return g.rowOff[r]
+	}
+	last := len(g.chunk) - 1
+	off, stride := 0, g.elemSize*int(g.chunk[last])
+	for d := last - 1; d >= 0; d-- {
+		off += r % int(g.inner[d]) * stride
+		r /= int(g.inner[d])
+		stride *= int(g.chunk[d])
+	}
+	return off
+}
+
+// insertStreamFrom is the smallest chunk buffer whose inner chunks Insert
 // writes with non-temporal stores.
 //
 // Why: an inner chunk's rows are short runs strided through the chunk (a
@@ -247,13 +277,13 @@ func (g *Grid) Insert(chunk, src []byte, i int) {
 // chunk (BenchmarkShardDecodeZarr) spends its time in the codec. Below
 // this size the chunk may well stay in the caches for whoever reads it
 // next, which stores around them would spoil.
-const streamFrom = 8 << 20
+const insertStreamFrom = 8 << 20
 
 // insertStreamed is Insert with non-temporal stores, for a large chunk
 // buffer whose rows can take them (16-byte aligned, in runs of 64
 // bytes); false when it did nothing.
 func (g *Grid) insertStreamed(chunk, src []byte, i int) bool {
-	if !g.streams || g.rowOff == nil || len(chunk) < streamFrom || len(chunk) < g.n*g.innerBytes || len(src) < g.innerBytes ||
+	if !g.streams || g.rowOff == nil || len(chunk) < insertStreamFrom || len(chunk) < g.n*g.innerBytes || len(src) < g.innerBytes ||
 		uintptr(unsafe.Pointer(unsafe.SliceData(chunk)))%16 != 0 {
 		return false
 	}

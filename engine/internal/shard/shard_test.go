@@ -351,7 +351,7 @@ func TestShardGridRowTable(t *testing.T) {
 func TestShardGridInsertStreamed(t *testing.T) {
 	g, err := NewGrid([]uint64{16, 512, 1024}, []uint64{8, 64, 64}, 1)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, g.n*g.innerBytes, streamFrom)
+	require.GreaterOrEqual(t, g.n*g.innerBytes, insertStreamFrom)
 	require.Equal(t, haveStreamStores, g.streams)
 	walked := *g
 	walked.rowOff, walked.streams = nil, false
@@ -442,5 +442,57 @@ func TestShardDecodeScratch(t *testing.T) {
 			assert.Contains(t, err.Error(), fmt.Sprintf("inner chunk %v", g.Coord(1)))
 			assert.Zero(t, c.Scratch.Load(), "%v in %v: scratch held after a failed decode", tc.inner, tc.chunk)
 		}
+	}
+}
+
+// A large inner chunk that is not one run of the chunk is streamed into
+// its place through a piece buffer: the decode gives the chunk (pieces
+// beginning and ending inside rows, inner chunks with and without a row
+// table, fill inner chunks among them), holds one piece per decoder and
+// never an inner chunk, and a damaged inner chunk fails naming it.
+func TestShardDecodeStreamed(t *testing.T) {
+	const workers, piece = 4, 999
+	p := testPool(t)
+	for _, tc := range []struct{ chunk, inner []uint64 }{
+		{[]uint64{8, 48, 40}, []uint64{4, 24, 20}},
+		{[]uint64{4, 70000, 2}, []uint64{2, 35000, 1}}, // rows beyond the table
+	} {
+		c := testCodec(t, tc.chunk, tc.inner, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+		g := c.Grid
+		require.Greater(t, g.innerBytes, piece)
+		c.stream.from, c.stream.piece = 1, piece
+		chunk := chunkData(c, 1)
+		coord := []uint64{0, 3}
+		img, err := c.Encode(context.Background(), nil, coord, chunk)
+		require.NoError(t, err)
+		var peak atomic.Int64
+		c.onDecode = func(int) {
+			for s := c.Scratch.Load(); s > peak.Load(); {
+				if peak.CompareAndSwap(peak.Load(), s) {
+					break
+				}
+			}
+		}
+		for _, pl := range []*pool.Pool{nil, p} {
+			peak.Store(0)
+			decoders := int64(1)
+			if pl != nil {
+				decoders = workers + 1
+			}
+			got := make([]byte, len(chunk))
+			require.NoError(t, c.Decode(context.Background(), pl, coord, img, got))
+			assert.Equal(t, chunk, got, "%v in %v", tc.inner, tc.chunk)
+			assert.Positive(t, peak.Load(), "%v in %v: the gauge saw the pieces", tc.inner, tc.chunk)
+			assert.LessOrEqual(t, peak.Load(), decoders*piece, "%v in %v: scratch of %d decoders", tc.inner, tc.chunk, decoders)
+			assert.Zero(t, c.Scratch.Load())
+		}
+		es, err := c.OpenIndex(coord, img[len(img)-c.IndexSize():], int64(len(img)))
+		require.NoError(t, err)
+		bad := append([]byte(nil), img...)
+		bad[es[2].Off+uint64(es[2].Size/2)] ^= 0x40
+		err = c.Decode(context.Background(), p, coord, bad, make([]byte, len(chunk)))
+		require.ErrorIs(t, err, format.ErrCorrupt)
+		assert.Contains(t, err.Error(), fmt.Sprintf("inner chunk %v", g.Coord(2)))
+		assert.Zero(t, c.Scratch.Load())
 	}
 }
