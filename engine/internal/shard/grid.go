@@ -279,6 +279,35 @@ func (g *Grid) rowAt(r int) int {
 // next, which stores around them would spoil.
 const insertStreamFrom = 8 << 20
 
+// CopyRows copies len(off) rows of rb bytes, one after the other in src,
+// to dst[off[k]:]: an inner chunk decoded whole, into its strided place in
+// a caller's buffer. As Insert, it writes a large buffer (insertStreamFrom
+// or more) with non-temporal stores when the architecture has them and
+// the rows take them (whole 64-byte steps, 16-byte aligned); else it
+// copies row by row. A row outside dst panics, as copy would.
+func CopyRows(dst, src []byte, off []int, rb int) {
+	src = src[:len(off)*rb]
+	if haveStreamStores && rb > 0 && rb%64 == 0 && len(dst) >= insertStreamFrom &&
+		uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%16 == 0 && rowsFit(off, rb, len(dst)) {
+		scatterRowsNT(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), off, rb)
+		return
+	}
+	for k, o := range off {
+		copy(dst[o:o+rb], src[k*rb:(k+1)*rb])
+	}
+}
+
+// rowsFit reports whether every row [o, o+rb) lies in [0, n) at a 16-byte
+// aligned offset.
+func rowsFit(off []int, rb, n int) bool {
+	for _, o := range off {
+		if o < 0 || o > n-rb || o%16 != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // insertStreamed is Insert with non-temporal stores, for a large chunk
 // buffer whose rows can take them (16-byte aligned, in runs of 64
 // bytes); false when it did nothing.
