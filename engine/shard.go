@@ -43,7 +43,9 @@ import (
 //     buffer is made;
 //   - a read of whole chunks the cache does not keep whose rows interleave
 //     in the caller's buffer (a box of many chunks) decodes each inner
-//     chunk into its places the same way (decodeScatter);
+//     chunk into its places the same way (decodeScatter), an inner chunk
+//     the box takes whole copied by a table of its rows' places, as a
+//     whole chunk's decode copies it into a chunk (shard.CopyRows);
 //   - a write of part of a stored chunk re-encodes at write-back only the
 //     inner chunks it touched and copies the others as stored (shardMemo);
 //   - an inner chunk that holds only the fill value is stored as no bytes.
