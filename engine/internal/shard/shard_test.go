@@ -465,6 +465,14 @@ func TestShardDecodeStreamed(t *testing.T) {
 		coord := []uint64{0, 3}
 		img, err := c.Encode(context.Background(), nil, coord, chunk)
 		require.NoError(t, err)
+		es, err := c.OpenIndex(coord, img[len(img)-c.IndexSize():], int64(len(img)))
+		require.NoError(t, err)
+		// A build whose zstd does not stream (CGO_ENABLED=0) decodes an
+		// inner chunk whole.
+		held := int64(piece)
+		if !c.Pipe.StreamsVerified(img[es[2].Off:es[2].Off+uint64(es[2].Size)-format.ChunkFrameOverhead], es[2].Mask) {
+			held = int64(g.innerBytes)
+		}
 		var peak atomic.Int64
 		c.onDecode = func(int) {
 			for s := c.Scratch.Load(); s > peak.Load(); {
@@ -483,11 +491,9 @@ func TestShardDecodeStreamed(t *testing.T) {
 			require.NoError(t, c.Decode(context.Background(), pl, coord, img, got))
 			assert.Equal(t, chunk, got, "%v in %v", tc.inner, tc.chunk)
 			assert.Positive(t, peak.Load(), "%v in %v: the gauge saw the pieces", tc.inner, tc.chunk)
-			assert.LessOrEqual(t, peak.Load(), decoders*piece, "%v in %v: scratch of %d decoders", tc.inner, tc.chunk, decoders)
+			assert.LessOrEqual(t, peak.Load(), decoders*held, "%v in %v: scratch of %d decoders", tc.inner, tc.chunk, decoders)
 			assert.Zero(t, c.Scratch.Load())
 		}
-		es, err := c.OpenIndex(coord, img[len(img)-c.IndexSize():], int64(len(img)))
-		require.NoError(t, err)
 		bad := append([]byte(nil), img...)
 		bad[es[2].Off+uint64(es[2].Size/2)] ^= 0x40
 		err = c.Decode(context.Background(), p, coord, bad, make([]byte, len(chunk)))
