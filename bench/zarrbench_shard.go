@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -9,10 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/engine"
+	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/interop/zarr"
 )
 
@@ -336,12 +340,13 @@ func runShardedZarrBench(ctx context.Context, o Options, p *Peers, r *Report, c 
 	}
 
 	reps := o.size(3, 3, 1)
-	cf, err := zstdCodecFloor(ic, rmp, reps)
+	cores := runtime.GOMAXPROCS(0)
+	cf, allCores, err := shardCodecFloor(ic, rmp, reps, cores)
 	if err != nil {
 		return fmt.Errorf("zstd codec floor of the inner chunks: %w", err)
 	}
-	cores := runtime.GOMAXPROCS(0)
-	o.logf("   zstd codec alone on the inner chunks: %.3f s on one goroutine; on %d cores at best %.3f s", cf.Seconds, cores, cf.Seconds/float64(cores))
+	codecNote := fmt.Sprintf("codec alone on the same %d³ frames %.3f s on 1 goroutine, %.3f s on all %d cores", inner, cf.Seconds, allCores, cores)
+	o.logf("   zstd %s (perfect scaling would be %.3f s)", codecNote, cf.Seconds/float64(cores))
 
 	// zarrita, the JavaScript reader, reads the export's shards.
 	var zr *zarrPeerRow
@@ -457,7 +462,6 @@ func runShardedZarrBench(ctx context.Context, o Options, p *Peers, r *Report, c 
 				t.Target = &Target{Kind: "ratio", Value: 1.5}
 			}
 		}
-		r.add(t)
 		line := fmt.Sprintf("   %-24s scc %.3f s (peak RSS %s, +%s in the row)", key, res.Seconds, rssString(res.PeakRSS), rssDelta(res))
 		if t.PeerValue != nil {
 			line += fmt.Sprintf(", %s %.3f s", t.Peer, *t.PeerValue)
@@ -465,9 +469,17 @@ func runShardedZarrBench(ctx context.Context, o Options, p *Peers, r *Report, c 
 		if floor > 0 {
 			line += fmt.Sprintf(", pread floor %.3f s", floor)
 		}
+		if rs.row != "roundtrip" {
+			// The codec's own floor beside every read row, measured in
+			// this run: a target below it cannot be met on this
+			// machine's cores whatever the reader does.
+			line += fmt.Sprintf(", codec floor %.3f s on 1 goroutine, %.3f s on %d cores", cf.Seconds, allCores, cores)
+			t.Note += "; " + codecNote
+		}
 		if rs.row == "read_all" && zr != nil {
 			line += fmt.Sprintf(", zarrita on the export %.3f s", zr.Seconds)
 		}
+		r.add(t)
 		o.logf("%s", line)
 		if floor > 0 {
 			f := Figure{Scenario: "zarrbench", Key: key + "/floor", Metric: metric + ", beside pread of the same file",
@@ -479,11 +491,11 @@ func runShardedZarrBench(ctx context.Context, o Options, p *Peers, r *Report, c 
 			// Within 1.3× of what neither the disk nor the codec can
 			// beat: the larger of the pread floor and the codec alone
 			// on every core.
-			best := max(floor, cf.Seconds/float64(cores))
+			best := max(floor, allCores)
 			r.add(Figure{Scenario: "zarrbench", Key: key + "/bound", Metric: metric + ", beside max(codec alone on every core, pread floor)",
-				Unit: "s", SCC: res.Seconds, Peer: "max(codec floor / cores, pread floor)", PeerValue: ptr(best),
+				Unit: "s", SCC: res.Seconds, Peer: "max(codec floor on all cores, pread floor)", PeerValue: ptr(best),
 				Target: &Target{Kind: "ratio", Value: 1 / 1.3},
-				Note:   fmt.Sprintf("codec alone %.3f s on one goroutine, %d cores; pread floor %.3f s", cf.Seconds, cores, floor)})
+				Note:   fmt.Sprintf("%s; pread floor %.3f s", codecNote, floor)})
 			if zr != nil {
 				r.add(Figure{Scenario: "zarrbench", Key: key + "/zarrita", Metric: metric + ", beside zarrita reading the file's Zarr v3 sharded export",
 					Unit: "s", SCC: res.Seconds, Peer: "zarrita (node), zarr.get of the whole array", PeerValue: ptr(zr.Seconds),
@@ -519,4 +531,88 @@ func shardedKeys() []string {
 		out = append(out, "sharded/"+row)
 	}
 	return out
+}
+
+// shardCodecFloor is the codec alone on the inner chunks' frames (c is
+// the workload seen as chunks of the inner size): what zstdCodecFloor
+// measures, each frame decoded into a reused buffer on one goroutine, and
+// the same frames on cores goroutines at once, each with its buffer,
+// taking the next frame as it is free: the most a reader of the sharded
+// chunks could decode on this machine, memory bandwidth and all. Best of
+// reps each.
+func shardCodecFloor(c ZarrBenchConfig, rmp []byte, reps, cores int) (one codecFloor, all float64, err error) {
+	pl, err := filter.NewPipeline([]filter.Spec{{ID: filter.Zstd, Level: 3}}, 2)
+	if err != nil {
+		return codecFloor{}, 0, err
+	}
+	n := c.chunks()
+	frames := make([][]byte, n)
+	masks := make([]uint32, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, cores)
+	// Across workers: the frames are the one-time cost (4,096 of them at
+	// full size), not measured.
+	run := func(work func(buf []byte, k int) error) {
+		next.Store(0)
+		for w := range cores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, c.chunkBytes())
+				for {
+					k := int(next.Add(1) - 1)
+					if k >= n {
+						return
+					}
+					if err := work(buf, k); err != nil {
+						errs[w] = err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	run(func(buf []byte, k int) error {
+		fillZarrChunk(buf, rmp, c, k)
+		var err error
+		frames[k], masks[k], err = pl.Encode(buf)
+		return err
+	})
+	if err := errors.Join(errs...); err != nil {
+		return codecFloor{}, 0, err
+	}
+	decode := func(buf []byte, k int) error {
+		out, err := pl.DecodeVerifiedTo(buf, frames[k], masks[k], len(buf))
+		if err == nil && len(out) != len(buf) {
+			err = fmt.Errorf("decoded %d bytes, want %d", len(out), len(buf))
+		}
+		return err
+	}
+	buf := make([]byte, c.chunkBytes())
+	for rep := range reps {
+		t0 := time.Now()
+		for k := range frames {
+			if err := decode(buf, k); err != nil {
+				return codecFloor{}, 0, err
+			}
+		}
+		if el := time.Since(t0).Seconds(); rep == 0 || el < one.Seconds {
+			one.Seconds = el
+		}
+		t0 = time.Now()
+		run(decode)
+		if err := errors.Join(errs...); err != nil {
+			return codecFloor{}, 0, err
+		}
+		if el := time.Since(t0).Seconds(); rep == 0 || el < all {
+			all = el
+		}
+	}
+	// The last chunk decoded is checked, so the loops decoded real data.
+	if err := verifyZarrChunk(buf, rmp, c, n-1); err != nil {
+		return codecFloor{}, 0, err
+	}
+	return one, all, nil
 }

@@ -93,6 +93,12 @@ func TestZarrBenchScenario(t *testing.T) {
 		if _, ok := figs[key+"/published-zarrs"]; !ok {
 			t.Errorf("%s: no published zarrs figure beside it", key)
 		}
+		// Every read row carries the codec's floor on the same inner
+		// frames, on one goroutine and on all cores, measured in the run.
+		if want := !strings.HasSuffix(key, "roundtrip"); strings.Contains(f.Note, "on all ") != want ||
+			strings.Contains(f.Note, "codec alone on the same") != want {
+			t.Errorf("%s: note %q, codec floor on all cores wanted %v", key, f.Note, want)
+		}
 	}
 	// The tiny file is mostly metadata: the figure is there, its target
 	// is for the full size.

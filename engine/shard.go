@@ -42,7 +42,9 @@ import (
 //     buffer is made;
 //   - a read of whole chunks the cache does not keep whose rows interleave
 //     in the caller's buffer (a box of many chunks) decodes each inner
-//     chunk into its places the same way (decodeScatter);
+//     chunk into its places the same way (decodeScatter), an inner chunk
+//     the box takes whole copied by a table of its rows' places, as a
+//     whole chunk's decode copies it into a chunk (shard.CopyRows);
 //   - a write of part of a chunk re-encodes at write-back only the inner
 //     chunks written since the stored version the chunk last matched
 //     (decoded from or written back as) and copies the others as stored
@@ -59,7 +61,10 @@ type shardState struct {
 	// portable is the codec of the raw chunk calls' form (the unkeyed
 	// rule, shard.Codec.Export).
 	portable *shard.Codec
-	idx      struct {
+	// rows is the row table of the last caller's buffer shape whose
+	// pieces took inner chunks whole (innerRows).
+	rows atomic.Pointer[rowTable]
+	idx  struct {
 		sync.Mutex
 		m map[shardKey]keptIndex
 		// bytes is the kept indexes' memory, charged to the shared
@@ -519,6 +524,18 @@ func (sh *shardState) serveInner(coord layout.Coord, i int, e shard.Entry, frame
 	if err := sh.codec.DecodeInner(coord, i, e, frame, tmp); err != nil {
 		return err
 	}
+	if len(pieces) == 1 {
+		// One piece takes the inner chunk whole, its rows strided in the
+		// caller's buffer (a read of many chunks in one box): copied as
+		// a whole chunk's decode copies them (shard.CopyRows), by a
+		// table of the rows' places kept for the buffer's shape.
+		pc := pieces[0].(*piece)
+		if base, off, ok := sh.innerRows(pc, &parts[0]); ok {
+			shardInnerRows.Add(1)
+			shard.CopyRows(pc.buf[base:], tmp, off, int(g.Inner()[len(g.Inner())-1])*sh.s.elemSize)
+			return nil
+		}
+	}
 	for k, p := range pieces {
 		if parts[k].Runs != nil {
 			pc := p.(*piece)
@@ -530,9 +547,75 @@ func (sh *shardState) serveInner(coord layout.Coord, i int, e shard.Entry, frame
 
 // Counters of the ways sharded chunks were read, for tests:
 // shardInnerDirect counts inner chunks decoded straight into a caller's
-// buffer, shardScatterDecodes whole images decoded into the pieces
+// buffer, shardInnerRows those copied into it by rows (innerRows),
+// shardScatterDecodes whole images decoded into the pieces
 // (decodeScatter).
-var shardInnerDirect, shardScatterDecodes atomic.Int64
+var shardInnerDirect, shardInnerRows, shardScatterDecodes atomic.Int64
+
+// innerRows returns, when sub (a piece's part in one inner chunk) takes
+// all of the inner chunk, the byte offset in the caller's buffer of its
+// first element and the offsets from there of each of its rows (C order),
+// the same for every inner chunk the piece takes whole: computed once per
+// buffer shape and kept.
+func (sh *shardState) innerRows(pc *piece, sub *selection.Piece) (int, []int, bool) {
+	inner := sh.codec.Grid.Inner()
+	r := len(inner)
+	if len(pc.bufShape) != r || len(sub.Runs) != r {
+		return 0, nil, false
+	}
+	var strideBuf [8]int
+	stride := strideBuf[:0]
+	if r > len(strideBuf) {
+		stride = make([]int, 0, r)
+	}
+	stride = stride[:r]
+	s := sh.s.elemSize
+	for d := r - 1; d >= 0; d-- {
+		stride[d] = s
+		s *= int(pc.bufShape[d])
+	}
+	base := 0
+	for d, rs := range sub.Runs {
+		if len(rs) != 1 || rs[0].Chunk != 0 || rs[0].Len != inner[d] {
+			return 0, nil, false
+		}
+		base += int(rs[0].Buf) * stride[d]
+	}
+	if t := sh.rows.Load(); t != nil && slices.Equal(t.stride, stride) {
+		return base, t.off, true
+	}
+	rows := sh.codec.Grid.InnerBytes() / (int(inner[r-1]) * sh.s.elemSize)
+	if rows > maxInnerRows {
+		return 0, nil, false
+	}
+	off := make([]int, 0, rows)
+	idx := make([]int, r)
+	o := 0
+	for range rows {
+		off = append(off, o)
+		for d := r - 2; d >= 0; d-- {
+			idx[d]++
+			o += stride[d]
+			if idx[d] < int(inner[d]) {
+				break
+			}
+			o -= idx[d] * stride[d]
+			idx[d] = 0
+		}
+	}
+	sh.rows.Store(&rowTable{stride: slices.Clone(stride), off: off})
+	return base, off, true
+}
+
+// rowTable is the row offsets of an inner chunk in a caller's buffer of
+// the given byte strides (innerRows).
+type rowTable struct {
+	stride, off []int
+}
+
+// maxInnerRows bounds a kept row table (8 bytes a row); inner chunks of
+// more rows are scattered the general way.
+const maxInnerRows = 1 << 13
 
 // innerPiece is the part of p (runs in chunk coordinates) inside the
 // inner chunk at inner grid coordinates q, its runs in the inner chunk's

@@ -225,16 +225,19 @@ func TestShardBoxScatters(t *testing.T) {
 	ds, err := f.OpenDataset(ctx, "d", nil)
 	require.NoError(t, err)
 	sh := shardOf(t, ds)
-	before, decoded := shardScatterDecodes.Load(), sh.codec.Decoded.Load()
+	before, decoded, rows := shardScatterDecodes.Load(), sh.codec.Decoded.Load(), shardInnerRows.Load()
 	got := make([]byte, len(data))
 	require.NoError(t, ds.Read(ctx, All([]uint64{128, 128}), got))
 	assert.True(t, bytes.Equal(data, got), "values of the whole array")
 	assert.Equal(t, int64(4), shardScatterDecodes.Load()-before, "chunks decoded into the pieces")
 	assert.Equal(t, int64(4*16-1), sh.codec.Decoded.Load()-decoded, "inner chunks decoded (one is empty)")
+	assert.Equal(t, int64(4*16-1), shardInnerRows.Load()-rows, "inner chunks copied into the box by rows")
 	// A strided selection over every inner chunk of every chunk.
 	sel := Hyperslab([]uint64{1, 0}, []uint64{3, 5}, []uint64{42, 26}, nil)
 	got = make([]byte, 42*26*2)
+	rows = shardInnerRows.Load()
 	require.NoError(t, ds.Read(ctx, sel, got))
+	assert.Equal(t, rows, shardInnerRows.Load(), "a strided selection takes no inner chunk whole")
 	want := make([]byte, 0, len(got))
 	for r := uint64(1); r < 1+3*42; r += 3 {
 		for c := uint64(0); c < 5*26; c += 5 {
@@ -242,6 +245,34 @@ func TestShardBoxScatters(t *testing.T) {
 		}
 	}
 	assert.True(t, bytes.Equal(want, got), "values of the strided selection")
+}
+
+// TestShardBoxRowsLarge: a box of whole chunks into a buffer large enough
+// for its inner chunks' rows to be written around the caches
+// (shard.CopyRows) reads the same values, from every worker at once.
+func TestShardBoxRowsLarge(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	opts := &Options{CacheConfig: cache.Config{AdmitOnReread: true}}
+	f := tCreate(t, mem, opts)
+	dims := []uint64{1024, 4096}
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: dims, Chunk: []uint64{512, 2048}, InnerChunk: []uint64{64, 32}, Filters: []Filter{Zstd(1)}})
+	require.NoError(t, err)
+	data := make([]byte, 1024*4096*2)
+	for i := range data {
+		data[i] = byte(i/3 + i/8191)
+	}
+	require.NoError(t, ds.Write(ctx, All(dims), data))
+	require.NoError(t, f.Close(ctx))
+	f = tOpen(t, mem, opts)
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "d", nil)
+	require.NoError(t, err)
+	rows := shardInnerRows.Load()
+	got := make([]byte, len(data))
+	require.NoError(t, ds.Read(ctx, All(dims), got))
+	assert.True(t, bytes.Equal(data, got), "values of the whole array")
+	assert.Equal(t, int64(4*(512/64)*(2048/32)), shardInnerRows.Load()-rows, "inner chunks copied into the box by rows")
 }
 
 // TestShardPartialWriteEncodesTouched: a write of part of a stored

@@ -132,9 +132,15 @@ type Codec struct {
 	// Encoded counts the inner chunks run through the pipeline by an
 	// encode (those taken as stored, and empty ones, not).
 	Encoded atomic.Int64
+	// Scratch is the decoded bytes the codec's decodes hold beside their
+	// destinations at this moment (Decode says how many).
+	Scratch atomic.Int64
 	// onDecode and onEncode, when set (by tests), run at the start of
 	// every inner chunk's decode and encode.
 	onDecode, onEncode func(i int)
+	// stream, when from is set (by tests), replaces streamFrom and
+	// streamPiece.
+	stream struct{ from, piece int }
 }
 
 func (c *Codec) unfiltered() bool { return c.Pipe == nil || len(c.Pipe.Specs()) == 0 }
@@ -327,20 +333,23 @@ func (c *Codec) EncodeReusing(ctx context.Context, p *pool.Pool, coord []uint64,
 				return nil
 			}
 		}
-		if g.IsFill(chunk, i, c.Fill) {
-			es[i] = EmptyEntry
-			return nil
-		}
-		c.Encoded.Add(1)
-		if c.onEncode != nil {
-			c.onEncode(i)
-		}
+		// Gathered first and checked for the fill value after, in one
+		// run: a check of the strided rows in place would read them a
+		// second time.
 		src, ok := g.InPlace(chunk, i)
 		if !ok {
 			tmp := bufpool.Get(g.innerBytes)[:g.innerBytes]
 			defer bufpool.Put(tmp)
 			g.Extract(tmp, chunk, i)
 			src = tmp
+		}
+		if isFill(src, c.Fill) {
+			es[i] = EmptyEntry
+			return nil
+		}
+		c.Encoded.Add(1)
+		if c.onEncode != nil {
+			c.onEncode(i)
 		}
 		var img []byte
 		var mask uint32
@@ -466,8 +475,13 @@ func (c *Codec) DecodeFrameTo(coord []uint64, i int, e Entry, frame, chunk []byt
 	if dst, ok := g.InPlace(chunk, i); ok {
 		return c.DecodeInner(coord, i, e, frame, dst)
 	}
-	tmp := bufpool.Get(g.innerBytes)[:g.innerBytes]
-	defer bufpool.Put(tmp)
+	from, piece := c.streaming()
+	if g.innerBytes >= from && !c.unfiltered() && len(frame) >= format.ChunkFrameOverhead &&
+		c.Pipe.StreamsVerified(frame[:len(frame)-format.ChunkFrameOverhead], e.Mask) {
+		return c.decodeStreamed(coord, i, e, frame, chunk, piece)
+	}
+	tmp := c.scratch()
+	defer c.unscratch(tmp)
 	if err := c.DecodeInner(coord, i, e, frame, tmp); err != nil {
 		return err
 	}
@@ -475,9 +489,84 @@ func (c *Codec) DecodeFrameTo(coord []uint64, i int, e Entry, frame, chunk []byt
 	return nil
 }
 
+// A large inner chunk (streamFrom bytes or more) that is not one run of
+// the chunk is decoded a piece of streamPiece bytes at a time, each piece
+// copied into its rows while it is in the core's cache: its decoder holds
+// the piece and the frame's window (libzstd's, at most 8 MiB,
+// filter.StreamWindow), not the inner chunk, so the scratch of a
+// whole-chunk decode stays small whatever the inner chunk shape. Smaller
+// inner chunks are decoded whole into a scratch buffer (which stays in the
+// core's cache), which costs less than the stream's extra copy out of the
+// decoder's window (BenchmarkShardDecodeZarr's comment).
+const (
+	streamFrom  = 4 << 20
+	streamPiece = 128 << 10
+)
+
+// streaming returns the smallest inner chunk decoded as a stream and the
+// piece it is decoded through (tests set smaller ones).
+func (c *Codec) streaming() (from, piece int) {
+	if c.stream.from > 0 {
+		return c.stream.from, c.stream.piece
+	}
+	return streamFrom, streamPiece
+}
+
+// decodeStreamed is DecodeInner of a large inner chunk, streamed into its
+// place in the chunk buffer through a piece buffer.
+func (c *Codec) decodeStreamed(coord []uint64, i int, e Entry, frame, chunk []byte, piece int) error {
+	g := c.Grid
+	c.Decoded.Add(1)
+	c.Scratch.Add(int64(piece))
+	buf := bufpool.GetFull(piece)
+	defer func() {
+		bufpool.Put(buf)
+		c.Scratch.Add(-int64(piece))
+	}()
+	if c.onDecode != nil {
+		c.onDecode(i)
+	}
+	img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+	if err != nil {
+		return fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
+	}
+	err = c.Pipe.DecodeVerifiedStream(img, e.Mask, g.innerBytes, buf[:piece], func(off int, b []byte) {
+		g.InsertRange(chunk, b, i, off)
+	})
+	if err != nil {
+		return fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
+	}
+	return nil
+}
+
+// scratch returns a buffer of one inner chunk for a decode whose inner
+// chunk is not one run of the chunk; unscratch gives it back. Scratch
+// counts the bytes held.
+func (c *Codec) scratch() []byte {
+	n := c.Grid.innerBytes
+	c.Scratch.Add(int64(n))
+	return bufpool.GetFull(n)[:n] // its full capacity, or Put would drop it
+}
+
+func (c *Codec) unscratch(b []byte) {
+	c.Scratch.Add(-int64(len(b)))
+	bufpool.Put(b)
+}
+
 // Decode decodes the stored image of the chunk at coord into chunk (the
 // whole chunk's bytes, C order), its inner chunks on p's workers (nil: on
 // the calling goroutine).
+//
+// An inner chunk whose bytes are not one run of the chunk is decoded into
+// a buffer of one inner chunk, which stays in the decoding core's cache,
+// and copied into place from there (Grid.Insert: with stores that bypass
+// the caches when the chunk is large); an inner chunk of streamFrom bytes
+// or more is streamed into place through a piece of streamPiece bytes
+// instead. Each decoder holds one such buffer at a time and no more: the
+// scratch of a whole-chunk decode (Scratch) is at most one inner chunk
+// under 4 MiB, or one 128 KiB piece, per core, however large the chunk,
+// where a buffer of neighbouring inner chunks per core held up to 2 MiB
+// each outside the cache's memory budget.
 func (c *Codec) Decode(ctx context.Context, p *pool.Pool, coord []uint64, image, chunk []byte) error {
 	n := c.IndexSize()
 	if len(image) < n {
@@ -487,54 +576,7 @@ func (c *Codec) Decode(ctx context.Context, p *pool.Pool, coord []uint64, image,
 	if err != nil {
 		return err
 	}
-	g := c.Grid
-	if g.group == 1 {
-		return Tasks(ctx, p, g.n, func(i int) error { return c.DecodeTo(coord, es, image, i, chunk) })
-	}
-	// Neighbouring inner chunks are decoded side by side into a buffer of
-	// their group's and copied into the chunk together, a row of the
-	// group at a time (groupBytes says why), by whoever decodes the
-	// group's last. The inner chunks are still claimed one at a time: a
-	// slow one holds up only its group's copy. The buffers in use at once
-	// are about one per decoder, claims going in order.
-	groups := make([]decodeGroup, g.Groups())
-	defer func() {
-		for k := range groups { // a failed decode's unfinished groups
-			if b := groups[k].buf; b != nil && groups[k].left.Load() > 0 {
-				bufpool.Put(b)
-			}
-		}
-	}()
-	ib := g.innerBytes
-	return Tasks(ctx, p, g.n, func(i int) error {
-		k, first, m := g.GroupOf(i)
-		gr := &groups[k]
-		gr.once.Do(func() {
-			gr.buf = bufpool.GetFull(m * ib)
-			gr.left.Store(int32(m))
-		})
-		j := i - first
-		dst := gr.buf[j*ib : (j+1)*ib : (j+1)*ib]
-		if e := es[i]; e.Empty() {
-			fillBytes(dst, c.Fill)
-		} else if err := c.DecodeInner(coord, i, e, image[e.Off:e.Off+uint64(e.Size)], dst); err != nil {
-			return err
-		}
-		if gr.left.Add(-1) == 0 {
-			g.InsertGroup(chunk, gr.buf, first, m)
-			bufpool.Put(gr.buf)
-		}
-		return nil
-	})
-}
-
-// decodeGroup is a group of inner chunks being decoded (Codec.Decode):
-// its buffer, made by the first of its inner chunks claimed, and how many
-// of them are still to be decoded.
-type decodeGroup struct {
-	once sync.Once
-	buf  []byte
-	left atomic.Int32
+	return Tasks(ctx, p, c.Grid.n, func(i int) error { return c.DecodeTo(coord, es, image, i, chunk) })
 }
 
 // The portable form of a sharded chunk is what the raw chunk calls move

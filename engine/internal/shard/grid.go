@@ -17,6 +17,7 @@ package shard
 import (
 	"fmt"
 	"math/bits"
+	"unsafe"
 
 	"github.com/scc-dev/scc/engine/internal/format"
 )
@@ -42,23 +43,12 @@ type Grid struct {
 	// every whole-chunk decode and encode) then run as a plain loop over
 	// it instead of a walk calling a function per row.
 	rowOff []int
-	// group is the number of inner chunks, neighbours along the last
-	// dimension, a whole-chunk decode takes at once (Codec.Decode), 1 when
-	// it takes them one at a time.
-	group int
+	// streams: the rows are whole 64-byte steps, on an architecture with
+	// the row copies of scatter_amd64.s: Insert may write a large chunk's
+	// rows with non-temporal stores (insertStreamed), Extract gathers
+	// rows in one call.
+	streams bool
 }
-
-// groupBytes bounds the decoded bytes of a group of inner chunks.
-//
-// Why groups: an inner chunk's rows are strided in the chunk buffer (a
-// 64³ inner chunk of a 256³ chunk: rows of 128 bytes, 512 bytes apart),
-// and copying one inner chunk at a time wrote the chunk buffer in those
-// short strided runs, which the memory system takes at about half the
-// speed of a sequential write. The inner chunks of a group lie side by
-// side in every row, so a group's copy writes the chunk buffer in runs of
-// the group's width (the whole row when the group spans the chunk).
-// BenchmarkGridInsert measures both.
-const groupBytes = 2 << 20
 
 // maxRowTable bounds rowOff (8 bytes a row); inner chunks of more rows
 // are walked.
@@ -105,10 +95,7 @@ func NewGrid(chunk, inner []uint64, elemSize int) (*Grid, error) {
 		g.rowOff = make([]int, 0, g.rows)
 		g.walk(0, func(c, _ int) { g.rowOff = append(g.rowOff, c) })
 	}
-	g.group = 1
-	if g.rowOff != nil {
-		g.group = int(min(g.counts[r-1], uint64(max(1, groupBytes/g.innerBytes))))
-	}
+	g.streams = haveStreamStores && g.rowOff != nil && g.rowBytes%64 == 0
 	return g, nil
 }
 
@@ -208,6 +195,13 @@ func (g *Grid) Extract(dst, chunk []byte, i int) {
 	if g.rowOff != nil {
 		c, rb := chunk[g.origin(i):], g.rowBytes
 		dst = dst[:g.innerBytes]
+		if g.streams && len(chunk) >= g.n*g.innerBytes {
+			// Rows of whole 64-byte steps: one call for all of them
+			// rather than a copy per row (an encode gathers every inner
+			// chunk of the chunk so).
+			gatherRows(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(c)), g.rowOff, rb)
+			return
+		}
 		for _, o := range g.rowOff {
 			copy(dst[:rb], c[o:o+rb])
 			dst = dst[rb:]
@@ -219,6 +213,9 @@ func (g *Grid) Extract(dst, chunk []byte, i int) {
 
 // Insert copies src, inner chunk i in its C order, into the chunk buffer.
 func (g *Grid) Insert(chunk, src []byte, i int) {
+	if g.insertStreamed(chunk, src, i) {
+		return
+	}
 	if g.contiguous {
 		o := g.origin(i)
 		copy(chunk[o:o+g.innerBytes], src[:g.innerBytes])
@@ -236,50 +233,91 @@ func (g *Grid) Insert(chunk, src []byte, i int) {
 	g.walk(i, func(c, in int) { copy(chunk[c:c+g.rowBytes], src[in:in+g.rowBytes]) })
 }
 
-// Groups is the number of groups of inner chunks a whole-chunk decode
-// takes (Group gives each).
-func (g *Grid) Groups() int {
-	last := int(g.counts[len(g.counts)-1])
-	return g.n / last * ((last + g.group - 1) / g.group)
+// InsertRange copies b, bytes [off, off+len(b)) of inner chunk i in its C
+// order, into their places in the chunk buffer: a streamed decode's piece,
+// which may begin and end inside a row.
+func (g *Grid) InsertRange(chunk, b []byte, i, off int) {
+	base, rb := g.origin(i), g.rowBytes
+	for len(b) > 0 {
+		r, p := off/rb, off%rb
+		n := min(rb-p, len(b))
+		o := base + g.rowAt(r) + p
+		copy(chunk[o:o+n], b[:n])
+		b, off = b[n:], off+n
+	}
 }
 
-// Group returns the first inner chunk of group k and how many it holds:
-// neighbours along the last dimension, in one row of inner chunks.
-func (g *Grid) Group(k int) (first, m int) {
-	last := int(g.counts[len(g.counts)-1])
-	per := (last + g.group - 1) / g.group
-	j := k % per * g.group
-	return k/per*last + j, min(g.group, last-j)
+// rowAt is the offset of an inner chunk's row r (C order) from its first
+// byte in the chunk buffer.
+func (g *Grid) rowAt(r int) int {
+	if g.rowOff != nil {
+		return g.rowOff[r]
+	}
+	last := len(g.chunk) - 1
+	off, stride := 0, g.elemSize*int(g.chunk[last])
+	for d := last - 1; d >= 0; d-- {
+		off += r % int(g.inner[d]) * stride
+		r /= int(g.inner[d])
+		stride *= int(g.chunk[d])
+	}
+	return off
 }
 
-// GroupOf returns the group of inner chunk i, the group's first inner
-// chunk and how many it holds.
-func (g *Grid) GroupOf(i int) (k, first, m int) {
-	last := int(g.counts[len(g.counts)-1])
-	per := (last + g.group - 1) / g.group
-	row, j := i/last, i%last/g.group
-	k = row*per + j
-	first, m = g.Group(k)
-	return k, first, m
-}
+// insertStreamFrom is the smallest chunk buffer whose inner chunks Insert
+// writes with non-temporal stores.
+//
+// Why: an inner chunk's rows are short runs strided through the chunk (a
+// 64³ uint16 inner chunk of a 256³ chunk: 4,096 rows of 128 bytes, 512
+// bytes apart), and ordinary stores read every line of them from memory
+// before writing it (a chunk this large does not stay in the caches), so
+// the copy into place cost a whole-chunk decode as much as a third of the
+// codec's own time. Stores that bypass the caches write whole lines
+// without reading them: BenchmarkGridInsert's streamed copy runs about 4x
+// as fast as the ordinary one, and the decode of the Zarr benchmark's
+// chunk (BenchmarkShardDecodeZarr) spends its time in the codec. Below
+// this size the chunk may well stay in the caches for whoever reads it
+// next, which stores around them would spoil.
+const insertStreamFrom = 8 << 20
 
-// InsertGroup copies src, the m inner chunks of a group from first on,
-// each in its C order one after the other, into their places in the chunk
-// buffer, a row of the group at a time.
-func (g *Grid) InsertGroup(chunk, src []byte, first, m int) {
-	if m == 1 || g.rowOff == nil {
-		for j := range m {
-			g.Insert(chunk, src[j*g.innerBytes:], first+j)
-		}
+// CopyRows copies len(off) rows of rb bytes, one after the other in src,
+// to dst[off[k]:]: an inner chunk decoded whole, into its strided place in
+// a caller's buffer. As Insert, it writes a large buffer (insertStreamFrom
+// or more) with non-temporal stores when the architecture has them and
+// the rows take them (whole 64-byte steps, 16-byte aligned); else it
+// copies row by row. A row outside dst panics, as copy would.
+func CopyRows(dst, src []byte, off []int, rb int) {
+	src = src[:len(off)*rb]
+	if haveStreamStores && rb > 0 && rb%64 == 0 && len(dst) >= insertStreamFrom &&
+		uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%16 == 0 && rowsFit(off, rb, len(dst)) {
+		scatterRowsNT(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), off, rb)
 		return
 	}
-	c, rb, ib := chunk[g.origin(first):], g.rowBytes, g.innerBytes
-	for r, o := range g.rowOff {
-		row := c[o : o+m*rb]
-		for j := range m {
-			copy(row[j*rb:(j+1)*rb], src[j*ib+r*rb:])
+	for k, o := range off {
+		copy(dst[o:o+rb], src[k*rb:(k+1)*rb])
+	}
+}
+
+// rowsFit reports whether every row [o, o+rb) lies in [0, n) at a 16-byte
+// aligned offset.
+func rowsFit(off []int, rb, n int) bool {
+	for _, o := range off {
+		if o < 0 || o > n-rb || o%16 != 0 {
+			return false
 		}
 	}
+	return true
+}
+
+// insertStreamed is Insert with non-temporal stores, for a large chunk
+// buffer whose rows can take them (16-byte aligned, in runs of 64
+// bytes); false when it did nothing.
+func (g *Grid) insertStreamed(chunk, src []byte, i int) bool {
+	if !g.streams || g.rowOff == nil || len(chunk) < insertStreamFrom || len(chunk) < g.n*g.innerBytes || len(src) < g.innerBytes ||
+		uintptr(unsafe.Pointer(unsafe.SliceData(chunk)))%16 != 0 {
+		return false
+	}
+	scatterRowsNT(unsafe.Pointer(&chunk[g.origin(i)]), unsafe.Pointer(unsafe.SliceData(src)), g.rowOff, g.rowBytes)
+	return true
 }
 
 // InPlace returns inner chunk i's bytes of the chunk buffer when they are

@@ -344,44 +344,91 @@ func TestShardGridRowTable(t *testing.T) {
 	}
 }
 
-// A whole-chunk decode copies neighbouring inner chunks into the chunk in
-// groups: every group size, whole and partial groups at a row's end, fill
-// inner chunks among them, serial and on a pool, gives the chunk, and a
-// damaged inner chunk fails the decode naming it.
-func TestShardDecodeGroups(t *testing.T) {
+// A large chunk's inner chunks are written with non-temporal stores where
+// the architecture has them, the same bytes as the ordinary copy; a chunk
+// buffer that is not 16-byte aligned takes the ordinary copy. Rows of whole
+// 64-byte steps are gathered in one call, the same bytes as the walk.
+func TestShardGridInsertStreamed(t *testing.T) {
+	g, err := NewGrid([]uint64{16, 512, 1024}, []uint64{8, 64, 64}, 1)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, g.n*g.innerBytes, insertStreamFrom)
+	require.Equal(t, haveStreamStores, g.streams)
+	walked := *g
+	walked.rowOff, walked.streams = nil, false
+	r := rand.New(rand.NewPCG(5, 6))
+	n := g.n * g.innerBytes
+	want := make([]byte, n)
+	backing := make([]byte, n+16)
+	for _, shift := range []int{0, 8} {
+		got := backing[shift : shift+n]
+		src := make([]byte, g.innerBytes)
+		for i := range g.N() {
+			for k := range src {
+				src[k] = byte(r.Uint32())
+			}
+			assert.Equal(t, haveStreamStores && shift == 0, g.insertStreamed(got, src, i), "inner chunk %d, shift %d", i, shift)
+			if shift != 0 {
+				g.Insert(got, src, i)
+			}
+			walked.Insert(want, src, i)
+		}
+		require.Equal(t, want, got, "shift %d", shift)
+	}
+	// Extract gathers the rows in one call; the same bytes as the walk.
+	x, y := make([]byte, g.innerBytes), make([]byte, g.innerBytes)
+	for i := range g.N() {
+		g.Extract(x, want, i)
+		walked.Extract(y, want, i)
+		require.Equal(t, y, x, "Extract of %d", i)
+	}
+}
+
+// A whole-chunk decode holds one inner chunk's scratch per decoder at a
+// time, never a buffer of several (a chunk's worth of inner chunks side by
+// side sat outside the cache's memory budget), and none once done, failed
+// or not; fill inner chunks among the others, serial and on a pool, give
+// the chunk, and a damaged inner chunk fails the decode naming it.
+func TestShardDecodeScratch(t *testing.T) {
+	const workers = 4
 	p := testPool(t)
 	for _, tc := range []struct{ chunk, inner []uint64 }{
-		{[]uint64{8, 12, 10}, []uint64{4, 3, 2}}, // 5 along the last dimension
+		{[]uint64{8, 12, 10}, []uint64{4, 3, 2}},
 		{[]uint64{6, 8}, []uint64{3, 2}},
 		{[]uint64{4, 4, 12}, []uint64{2, 2, 3}},
+		{[]uint64{8, 12, 10}, []uint64{2, 12, 10}}, // contiguous: no scratch
 	} {
 		c := testCodec(t, tc.chunk, tc.inner, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, []byte{9, 1})
 		g := c.Grid
-		require.NotNil(t, g.rowOff)
 		last := int(g.counts[len(g.counts)-1])
 		chunk := chunkData(c, 0, last-1, g.n-1)
 		coord := []uint64{2, 1}
 		img, err := c.Encode(context.Background(), nil, coord, chunk)
 		require.NoError(t, err)
-		for size := 1; size <= last; size++ {
-			g.group = size
-			seen := make([]int, g.n)
-			for k := range g.Groups() {
-				first, m := g.Group(k)
-				for j := range m {
-					seen[first+j]++
-					kk, ff, mm := g.GroupOf(first + j)
-					require.Equal(t, [3]int{k, first, m}, [3]int{kk, ff, mm}, "group of %d", first+j)
+		var peak atomic.Int64
+		c.onDecode = func(int) {
+			for s := c.Scratch.Load(); s > peak.Load(); {
+				if peak.CompareAndSwap(peak.Load(), s) {
+					break
 				}
-				require.Equal(t, first/last, (first+m-1)/last, "group %d stays in one row of inner chunks", k)
 			}
-			for i, n := range seen {
-				require.Equal(t, 1, n, "%v in %v, groups of %d: inner chunk %d in %d groups", tc.inner, tc.chunk, size, i, n)
+		}
+		for _, pl := range []*pool.Pool{nil, p} {
+			peak.Store(0)
+			decoders := int64(1)
+			if pl != nil {
+				decoders = workers + 1
 			}
-			for _, pl := range []*pool.Pool{nil, p} {
-				got := make([]byte, len(chunk))
-				require.NoError(t, c.Decode(context.Background(), pl, coord, img, got))
-				assert.Equal(t, chunk, got, "%v in %v, groups of %d", tc.inner, tc.chunk, size)
+			got := make([]byte, len(chunk))
+			require.NoError(t, c.Decode(context.Background(), pl, coord, img, got))
+			assert.Equal(t, chunk, got, "%v in %v", tc.inner, tc.chunk)
+			assert.Zero(t, c.Scratch.Load(), "%v in %v: scratch held after the decode", tc.inner, tc.chunk)
+			want := decoders * int64(g.innerBytes)
+			if g.contiguous {
+				want = 0
+			}
+			assert.LessOrEqual(t, peak.Load(), want, "%v in %v: scratch of %d decoders", tc.inner, tc.chunk, decoders)
+			if !g.contiguous {
+				assert.Positive(t, peak.Load(), "%v in %v: the gauge saw the scratch", tc.inner, tc.chunk)
 			}
 		}
 		// A damaged inner chunk (the second's frame) fails the decode.
@@ -393,6 +440,65 @@ func TestShardDecodeGroups(t *testing.T) {
 			err = c.Decode(context.Background(), pl, coord, bad, make([]byte, len(chunk)))
 			require.ErrorIs(t, err, format.ErrCorrupt)
 			assert.Contains(t, err.Error(), fmt.Sprintf("inner chunk %v", g.Coord(1)))
+			assert.Zero(t, c.Scratch.Load(), "%v in %v: scratch held after a failed decode", tc.inner, tc.chunk)
 		}
+	}
+}
+
+// A large inner chunk that is not one run of the chunk is streamed into
+// its place through a piece buffer: the decode gives the chunk (pieces
+// beginning and ending inside rows, inner chunks with and without a row
+// table, fill inner chunks among them), holds one piece per decoder and
+// never an inner chunk, and a damaged inner chunk fails naming it.
+func TestShardDecodeStreamed(t *testing.T) {
+	const workers, piece = 4, 999
+	p := testPool(t)
+	for _, tc := range []struct{ chunk, inner []uint64 }{
+		{[]uint64{8, 48, 40}, []uint64{4, 24, 20}},
+		{[]uint64{4, 70000, 2}, []uint64{2, 35000, 1}}, // rows beyond the table
+	} {
+		c := testCodec(t, tc.chunk, tc.inner, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+		g := c.Grid
+		require.Greater(t, g.innerBytes, piece)
+		c.stream.from, c.stream.piece = 1, piece
+		chunk := chunkData(c, 1)
+		coord := []uint64{0, 3}
+		img, err := c.Encode(context.Background(), nil, coord, chunk)
+		require.NoError(t, err)
+		es, err := c.OpenIndex(coord, img[len(img)-c.IndexSize():], int64(len(img)))
+		require.NoError(t, err)
+		// A build whose zstd does not stream (CGO_ENABLED=0) decodes an
+		// inner chunk whole.
+		held := int64(piece)
+		if !c.Pipe.StreamsVerified(img[es[2].Off:es[2].Off+uint64(es[2].Size)-format.ChunkFrameOverhead], es[2].Mask) {
+			held = int64(g.innerBytes)
+		}
+		var peak atomic.Int64
+		c.onDecode = func(int) {
+			for s := c.Scratch.Load(); s > peak.Load(); {
+				if peak.CompareAndSwap(peak.Load(), s) {
+					break
+				}
+			}
+		}
+		for _, pl := range []*pool.Pool{nil, p} {
+			peak.Store(0)
+			decoders := int64(1)
+			if pl != nil {
+				decoders = workers + 1
+			}
+			got := make([]byte, len(chunk))
+			require.NoError(t, c.Decode(context.Background(), pl, coord, img, got))
+			assert.Equal(t, chunk, got, "%v in %v", tc.inner, tc.chunk)
+			assert.Positive(t, peak.Load(), "%v in %v: the gauge saw the pieces", tc.inner, tc.chunk)
+			assert.LessOrEqual(t, peak.Load(), decoders*held, "%v in %v: scratch of %d decoders", tc.inner, tc.chunk, decoders)
+			assert.Zero(t, c.Scratch.Load())
+		}
+		bad := append([]byte(nil), img...)
+		bad[es[2].Off+uint64(es[2].Size/2)] ^= 0x40
+		err = c.Decode(context.Background(), p, coord, bad, make([]byte, len(chunk)))
+		require.ErrorIs(t, err, format.ErrCorrupt)
+		assert.Contains(t, err.Error(), fmt.Sprintf("inner chunk %v", g.Coord(2)))
+		assert.Zero(t, c.Scratch.Load())
 	}
 }
