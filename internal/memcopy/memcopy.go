@@ -15,11 +15,13 @@
 // Non-temporal stores are weakly ordered: a goroutine that streamed bytes
 // calls Fence before anything that publishes them to another goroutine (a
 // channel send, an unlock, a return to a caller who hands the buffer on).
-// Where the CPU has no such stores (other architectures, amd64 without
-// AVX2), Stream is copy and Fence does nothing.
+// On other architectures Stream is copy, StreamRows and GatherRows decline
+// (the caller copies row by row) and Fence does nothing.
 //
 // The functions are safe for concurrent use on disjoint destinations.
 package memcopy
+
+import "unsafe"
 
 // StreamFrom is the destination size from which a scatter streams: half
 // the last-level cache of a typical server core complex (32 MiB here), so
@@ -38,7 +40,7 @@ const minStream = 128
 // goroutine.
 func Stream(dst, src []byte) int {
 	n := min(len(dst), len(src))
-	if !haveStream || n < minStream {
+	if !HaveStream || n < minStream {
 		return copy(dst, src[:n])
 	}
 	streamCopy(dst[:n], src[:n])
@@ -48,7 +50,53 @@ func Stream(dst, src []byte) int {
 // Fence orders the non-temporal stores made so far before any later
 // store of the calling goroutine.
 func Fence() {
-	if haveStream {
+	if HaveStream {
 		fence()
 	}
+}
+
+// StreamRows copies len(off) rows of rb bytes, one after the other in
+// src, to dst[off[k]:] with non-temporal stores, and fences them: the
+// rows of a small block (an inner chunk) into their strided places in a
+// large buffer, in one call rather than a copy per row. It reports false,
+// copying nothing, unless the architecture has the stores and the rows
+// take them: rb a positive multiple of 64, every row inside dst at a
+// 16-byte aligned address, src holding every row.
+func StreamRows(dst, src []byte, off []int, rb int) bool {
+	if !HaveStream || !rowsFit(dst, src, off, rb) {
+		return false
+	}
+	scatterRows(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), off, rb)
+	return true
+}
+
+// GatherRows copies len(off) rows of rb bytes from src[off[k]:] into dst,
+// one after the other (ordinary stores: the gathered block is read next),
+// in one call. It reports false, copying nothing, where StreamRows would
+// (with src the strided side).
+func GatherRows(dst, src []byte, off []int, rb int) bool {
+	if !HaveStream || !rowsFit(src, dst, off, rb) {
+		return false
+	}
+	gatherRows(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), off, rb)
+	return true
+}
+
+// rowsFit checks the row calls' preconditions: strided holds every row
+// [o, o+rb) at a 16-byte aligned address, packed holds them all one after
+// the other. The assembly trusts them, so nothing else may skip this.
+func rowsFit(strided, packed []byte, off []int, rb int) bool {
+	if rb <= 0 || rb%64 != 0 || len(off) == 0 || len(packed)/rb < len(off) {
+		return false
+	}
+	if uintptr(unsafe.Pointer(unsafe.SliceData(strided)))%16 != 0 {
+		return false
+	}
+	last := len(strided) - rb
+	for _, o := range off {
+		if o < 0 || o > last || o%16 != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestStreamCopies checks Stream against copy at every alignment of both
@@ -96,5 +97,60 @@ func BenchmarkScatterRows(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestRowsMatchCopy: StreamRows and GatherRows move the bytes a copy per
+// row moves, and decline (copying nothing) rows they cannot take: short
+// or ragged rows, unaligned or out-of-range places, a short packed side.
+func TestRowsMatchCopy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, rb := range []int{64, 128, 512} {
+		rows := 1 + rng.IntN(40)
+		off := make([]int, rows)
+		o := 16 * rng.IntN(2)
+		for k := range off {
+			off[k] = o
+			o += rb + 16*rng.IntN(3)
+		}
+		strided := make([]byte, off[rows-1]+rb+48)
+		packed := make([]byte, rows*rb)
+		for i := range packed {
+			packed[i] = byte(rng.Uint32())
+		}
+		want := bytes.Clone(strided)
+		for k, o := range off {
+			copy(want[o:o+rb], packed[k*rb:])
+		}
+		if !HaveStream {
+			assert.False(t, StreamRows(strided, packed, off, rb))
+			continue
+		}
+		// A heap buffer of 64 bytes or more is 16-byte aligned.
+		require.True(t, StreamRows(strided, packed, off, rb))
+		assert.Equal(t, want, strided)
+		back := make([]byte, len(packed))
+		require.True(t, GatherRows(back, strided, off, rb))
+		assert.Equal(t, packed, back)
+
+		untouched := make([]byte, len(strided))
+		for _, bad := range []struct {
+			name   string
+			dst    []byte
+			off    []int
+			rb     int
+			packed []byte
+		}{
+			{"ragged row", untouched, off, rb - 16, packed},
+			{"unaligned place", untouched, append([]int{8}, off[1:]...), rb, packed},
+			{"unaligned buffer", untouched[1:], off, rb, packed},
+			{"row past the end", untouched[:off[rows-1]+rb-1], off, rb, packed},
+			{"negative place", untouched, append([]int{-16}, off[1:]...), rb, packed},
+			{"short packed side", untouched, off, rb, packed[:len(packed)-1]},
+		} {
+			assert.False(t, StreamRows(bad.dst, bad.packed, bad.off, bad.rb), bad.name)
+			assert.False(t, GatherRows(bytes.Clone(bad.packed), bad.dst, bad.off, bad.rb), bad.name)
+		}
+		assert.Equal(t, make([]byte, len(untouched)), untouched, "a declined call wrote")
 	}
 }

@@ -17,9 +17,9 @@ package shard
 import (
 	"fmt"
 	"math/bits"
-	"unsafe"
 
 	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/internal/memcopy"
 )
 
 // Grid is the division of a chunk into inner chunks: the inner chunk shape
@@ -44,7 +44,7 @@ type Grid struct {
 	// it instead of a walk calling a function per row.
 	rowOff []int
 	// streams: the rows are whole 64-byte steps, on an architecture with
-	// the row copies of scatter_amd64.s: Insert may write a large chunk's
+	// memcopy's row copies: Insert may write a large chunk's
 	// rows with non-temporal stores (insertStreamed), Extract gathers
 	// rows in one call.
 	streams bool
@@ -95,7 +95,7 @@ func NewGrid(chunk, inner []uint64, elemSize int) (*Grid, error) {
 		g.rowOff = make([]int, 0, g.rows)
 		g.walk(0, func(c, _ int) { g.rowOff = append(g.rowOff, c) })
 	}
-	g.streams = haveStreamStores && g.rowOff != nil && g.rowBytes%64 == 0
+	g.streams = memcopy.HaveStream && g.rowOff != nil && g.rowBytes%64 == 0
 	return g, nil
 }
 
@@ -195,11 +195,10 @@ func (g *Grid) Extract(dst, chunk []byte, i int) {
 	if g.rowOff != nil {
 		c, rb := chunk[g.origin(i):], g.rowBytes
 		dst = dst[:g.innerBytes]
-		if g.streams && len(chunk) >= g.n*g.innerBytes {
+		if g.streams && memcopy.GatherRows(dst, c, g.rowOff, rb) {
 			// Rows of whole 64-byte steps: one call for all of them
 			// rather than a copy per row (an encode gathers every inner
 			// chunk of the chunk so).
-			gatherRows(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(c)), g.rowOff, rb)
 			return
 		}
 		for _, o := range g.rowOff {
@@ -287,9 +286,7 @@ const insertStreamFrom = 8 << 20
 // copies row by row. A row outside dst panics, as copy would.
 func CopyRows(dst, src []byte, off []int, rb int) {
 	src = src[:len(off)*rb]
-	if haveStreamStores && rb > 0 && rb%64 == 0 && len(dst) >= insertStreamFrom &&
-		uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%16 == 0 && rowsFit(off, rb, len(dst)) {
-		scatterRowsNT(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), off, rb)
+	if len(dst) >= insertStreamFrom && memcopy.StreamRows(dst, src, off, rb) {
 		return
 	}
 	for k, o := range off {
@@ -297,27 +294,14 @@ func CopyRows(dst, src []byte, off []int, rb int) {
 	}
 }
 
-// rowsFit reports whether every row [o, o+rb) lies in [0, n) at a 16-byte
-// aligned offset.
-func rowsFit(off []int, rb, n int) bool {
-	for _, o := range off {
-		if o < 0 || o > n-rb || o%16 != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // insertStreamed is Insert with non-temporal stores, for a large chunk
 // buffer whose rows can take them (16-byte aligned, in runs of 64
 // bytes); false when it did nothing.
 func (g *Grid) insertStreamed(chunk, src []byte, i int) bool {
-	if !g.streams || g.rowOff == nil || len(chunk) < insertStreamFrom || len(chunk) < g.n*g.innerBytes || len(src) < g.innerBytes ||
-		uintptr(unsafe.Pointer(unsafe.SliceData(chunk)))%16 != 0 {
+	if !g.streams || len(chunk) < insertStreamFrom || len(chunk) < g.n*g.innerBytes {
 		return false
 	}
-	scatterRowsNT(unsafe.Pointer(&chunk[g.origin(i)]), unsafe.Pointer(unsafe.SliceData(src)), g.rowOff, g.rowBytes)
-	return true
+	return memcopy.StreamRows(chunk[g.origin(i):], src, g.rowOff, g.rowBytes)
 }
 
 // InPlace returns inner chunk i's bytes of the chunk buffer when they are

@@ -11,6 +11,7 @@ import (
 
 	"github.com/scc-dev/scc/engine/filter"
 	"github.com/scc-dev/scc/engine/internal/format"
+	"github.com/scc-dev/scc/internal/memcopy"
 	"github.com/scc-dev/scc/pool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -352,7 +353,7 @@ func TestShardGridInsertStreamed(t *testing.T) {
 	g, err := NewGrid([]uint64{16, 512, 1024}, []uint64{8, 64, 64}, 1)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, g.n*g.innerBytes, insertStreamFrom)
-	require.Equal(t, haveStreamStores, g.streams)
+	require.Equal(t, memcopy.HaveStream, g.streams)
 	walked := *g
 	walked.rowOff, walked.streams = nil, false
 	r := rand.New(rand.NewPCG(5, 6))
@@ -366,7 +367,7 @@ func TestShardGridInsertStreamed(t *testing.T) {
 			for k := range src {
 				src[k] = byte(r.Uint32())
 			}
-			assert.Equal(t, haveStreamStores && shift == 0, g.insertStreamed(got, src, i), "inner chunk %d, shift %d", i, shift)
+			assert.Equal(t, memcopy.HaveStream && shift == 0, g.insertStreamed(got, src, i), "inner chunk %d, shift %d", i, shift)
 			if shift != 0 {
 				g.Insert(got, src, i)
 			}
