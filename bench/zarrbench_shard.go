@@ -169,6 +169,7 @@ func sccShardRow(ctx context.Context, path, row string, conc int, c ZarrBenchCon
 	} else {
 		dests = destBufs(conc, c.chunkBytes())
 	}
+	runtime.GC() // as sccZarrRow: earlier rows' garbage is not this row's work
 	cpu0 := cpuSeconds()
 	t0 := time.Now()
 	switch row {
