@@ -261,7 +261,10 @@ const (
 // (filter.Pipeline.StreamsVerified) and every piece is one ScatterRange
 // takes.
 func (l *denseLayout) DecodeScatter(coord layout.Coord, loc layout.Location, image []byte, pieces []layout.Piece, summed bool, sum uint32) (bool, error) {
-	if l.sh != nil && !summed {
+	if l.sh != nil {
+		if summed { // never (SummedLen): a sharded image's trailer is its index's
+			return false, nil
+		}
 		return l.sh.decodeScatter(coord, loc, image, pieces)
 	}
 	if _, ok := l.ScatterHold(loc, image, pieces); !ok {
@@ -295,9 +298,13 @@ func (l *denseLayout) DecodeScatter(coord layout.Coord, loc layout.Location, ima
 
 // ScatterHold reports whether DecodeScatter streams image into pieces,
 // and the memory it holds meanwhile: its piece buffer and the decoder's
-// window (layout.ScatterHolder).
+// window, or a sharded chunk's inner chunk scratch (scatterHold)
+// (layout.ScatterHolder).
 func (l *denseLayout) ScatterHold(loc layout.Location, image []byte, pieces []layout.Piece) (int64, bool) {
-	if l.sh != nil || l.s.unfiltered || l.s.chunkBytes < streamFrom || len(image) < format.ChunkFrameOverhead {
+	if l.sh != nil {
+		return l.sh.scatterHold(pieces)
+	}
+	if l.s.unfiltered || l.s.chunkBytes < streamFrom || len(image) < format.ChunkFrameOverhead {
 		return 0, false
 	}
 	window, ok := l.s.pipeline.StreamWindow(image[:len(image)-format.ChunkFrameOverhead], loc.Mask)

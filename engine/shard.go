@@ -686,13 +686,8 @@ func innerRun(pc *piece, sub *selection.Piece, inner []uint64, elemSize int) ([]
 // the pieces touch decode on every core and go straight into the pieces
 // (serveInner), without a chunk buffer.
 func (sh *shardState) decodeScatter(coord layout.Coord, loc layout.Location, image []byte, pieces []layout.Piece) (bool, error) {
-	if !readPieces(pieces, pieceData) {
+	if !scatters(pieces) {
 		return false, nil
-	}
-	for _, p := range pieces {
-		if p.(*piece).rows != nil {
-			return false, nil
-		}
 	}
 	defer bufpool.Put(image)
 	if format.Trailer(image) != loc.Sum {
@@ -724,6 +719,35 @@ func (sh *shardState) decodeScatter(coord layout.Coord, loc layout.Location, ima
 		return true, sh.errName(coord, err)
 	}
 	return true, nil
+}
+
+// scatters reports whether decodeScatter takes the pieces.
+func scatters(pieces []layout.Piece) bool {
+	if !readPieces(pieces, pieceData) {
+		return false
+	}
+	for _, p := range pieces {
+		if p.(*piece).rows != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// scatterHold is a sharded chunk's ScatterHold: decodeScatter decodes its
+// inner chunks on the caller and at most the pool's workers at once, each
+// into one inner chunk's scratch (serveInner), and never holds the chunk,
+// so a one-call read of many large sharded chunks reserves a few inner
+// chunks per decoding chunk rather than the chunk.
+func (sh *shardState) scatterHold(pieces []layout.Piece) (int64, bool) {
+	if !scatters(pieces) {
+		return 0, false
+	}
+	decoders := int64(1)
+	if p := sh.pool(); p != nil {
+		decoders += int64(p.Options().Workers)
+	}
+	return decoders * int64(sh.codec.Grid.InnerBytes()), true
 }
 
 // parallel runs fn over [0, n) on the cache's workers.

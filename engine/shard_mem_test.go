@@ -177,3 +177,44 @@ func TestShardReadInnerChunkRaw(t *testing.T) {
 	_, _, err = plain.ReadInnerChunkRaw(ctx, []uint64{0}, []uint64{0})
 	assert.ErrorIs(t, err, ErrInvalid, "a dataset that is not sharded")
 }
+
+// TestShardBoxReservesInnerScratch: a one-call read of large sharded
+// chunks that the cache does not keep reserves what their decodes hold,
+// a few inner chunks each (scatterHold), not a chunk per decoding chunk:
+// the cache's peak stays under one chunk while every chunk is scattered
+// into the box.
+func TestShardBoxReservesInnerScratch(t *testing.T) {
+	ctx := context.Background()
+	mem := vfd.NewMem()
+	dims := []uint64{4096, 2048}
+	f := tCreate(t, mem, nil)
+	ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint16, Shape: dims, Chunk: []uint64{2048, 1024},
+		InnerChunk: []uint64{128, 1024}, Filters: []Filter{Zstd(1)}})
+	require.NoError(t, err)
+	data := make([]byte, 4096*2048*2)
+	for i := range data {
+		data[i] = byte(i/7 + i/4096)
+	}
+	require.NoError(t, ds.Write(ctx, All(dims), data))
+	require.NoError(t, f.Close(ctx))
+
+	cc, err := cache.New(cache.Config{AdmitOnReread: true, Workers: 2})
+	require.NoError(t, err)
+	defer cc.Close()
+	f = tOpen(t, mem, &Options{ReadOnly: true, Cache: cc})
+	defer f.Close(ctx)
+	ds, err = f.OpenDataset(ctx, "d", nil)
+	require.NoError(t, err)
+	before := shardScatterDecodes.Load()
+	// A box that is not the chunks' own rows: each chunk scatters.
+	got := make([]byte, 4096*2000*2)
+	require.NoError(t, ds.Read(ctx, Box([]uint64{0, 0}, []uint64{4096, 2000}), got))
+	assert.Equal(t, int64(4), shardScatterDecodes.Load()-before, "every chunk scattered into the box")
+	for r := range 4096 {
+		if !assert.Equal(t, data[r*4096:r*4096+4000], got[r*4000:(r+1)*4000], "row %d", r) {
+			break
+		}
+	}
+	const chunk = 2048 * 1024 * 2
+	assert.Less(t, cc.Stats().PeakChunkBytes, int64(chunk), "peak of the cache's chunk bytes")
+}
