@@ -114,40 +114,19 @@ func H5perfSCC(ctx context.Context, c H5perfConfig) (*H5perfResult, error) {
 	h5perfPattern(want, 0)
 
 	t0, c0 := time.Now(), cpuSeconds()
-	f, err := engine.Create(ctx, path, &engine.Options{NoSync: c.NoSync})
-	if err != nil {
-		return nil, err
-	}
-	ds, err := f.CreateDataset(ctx, "perf", engine.DatasetSpec{
-		Type: engine.Uint8, Shape: c.Dims[:], Chunk: c.Chunk[:],
-	})
-	if err != nil {
-		f.Close(ctx)
-		return nil, err
-	}
-	for bi := uint64(0); bi < nb[0]*nb[1]; bi++ {
-		if err := ds.Write(ctx, box(bi), buf); err != nil {
-			f.Close(ctx)
-			return nil, err
-		}
-	}
-	if err := f.Flush(ctx); err != nil {
-		f.Close(ctx)
-		return nil, err
-	}
-	if err := f.Close(ctx); err != nil {
+	if err := h5perfWrite(ctx, c, path, buf, box, nb[0]*nb[1]); err != nil {
 		return nil, err
 	}
 	res.WriteMBps = mibps(res.Bytes, time.Since(t0))
 	res.WriteCPU = cpuSeconds() - c0
 
 	t0 = time.Now()
-	f, err = engine.Open(ctx, path, &engine.Options{ReadOnly: true})
+	f, err := engine.Open(ctx, path, &engine.Options{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close(ctx)
-	ds, err = f.OpenDataset(ctx, "perf", nil)
+	ds, err := f.OpenDataset(ctx, "perf", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +147,33 @@ func H5perfSCC(ctx context.Context, c H5perfConfig) (*H5perfResult, error) {
 	}
 	res.ReadMBps = mibps(res.Bytes, time.Since(t0))
 	return res, nil
+}
+
+// h5perfWrite is the write phase of H5perfSCC: create the file at path,
+// write buf to each of the n blocks box names, Flush and Close.
+func h5perfWrite(ctx context.Context, c H5perfConfig, path string, buf []byte, box func(uint64) engine.Selection, n uint64) error {
+	f, err := engine.Create(ctx, path, &engine.Options{NoSync: c.NoSync})
+	if err != nil {
+		return err
+	}
+	ds, err := f.CreateDataset(ctx, "perf", engine.DatasetSpec{
+		Type: engine.Uint8, Shape: c.Dims[:], Chunk: c.Chunk[:],
+	})
+	if err != nil {
+		f.Close(ctx)
+		return err
+	}
+	for bi := uint64(0); bi < n; bi++ {
+		if err := ds.Write(ctx, box(bi), buf); err != nil {
+			f.Close(ctx)
+			return err
+		}
+	}
+	if err := f.Flush(ctx); err != nil {
+		f.Close(ctx)
+		return err
+	}
+	return f.Close(ctx)
 }
 
 // H5perfRawWrite writes the workload's bytes as raw pwrites of one chunk
