@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/vfd"
 )
 
@@ -94,4 +95,78 @@ func TestLazyFillPartialChunks(t *testing.T) {
 	ds, err = f.OpenDataset(ctx, "d", nil)
 	require.NoError(t, err)
 	ref.verify(t, ds)
+}
+
+// lazyFillWorkload writes 128 KiB chunks of uint16 with a fill value in
+// quarters (chunks completed and written back as they fill), in single
+// quarters (left unfilled until Flush encodes them) and in strided
+// selections, with flushes, an extent change and a close between.
+var lazyFillWorkload = lazyFillWorkloadStats(nil)
+
+// lazyFillWorkloadStats is lazyFillWorkload, storing in st the cache's
+// statistics before its close when st is not nil.
+func lazyFillWorkloadStats(st *cache.Stats) workload {
+	return defineWorkload(46, &Options{}, func(w *wlRun) error {
+		if st != nil {
+			w.beforeClose = func(f *File) { *st = f.Cache().Stats() }
+		}
+		const side = 256
+		specs := map[string]DatasetSpec{
+			"q": {Type: Uint16, Shape: []uint64{side, 4 * side}, Chunk: []uint64{side, side}, Fill: []byte{3, 1}},
+		}
+		quarter := func(c, k uint64) func() error {
+			return func() error {
+				h := uint64(side / 2)
+				sel := Box([]uint64{(k / 2) * h, c*side + (k%2)*h}, []uint64{h, h})
+				buf := randomBytes(w.rng, int(sel.NumElements())*2)
+				if err := w.sets["q"].Write(w.ctx, sel, buf); err != nil {
+					return err
+				}
+				w.refs["q"].write(sel, buf)
+				return nil
+			}
+		}
+		random := func() error {
+			sel := randomSelection(w.rng, w.refs["q"].dims)
+			buf := randomBytes(w.rng, int(sel.NumElements())*2)
+			if err := w.sets["q"].Write(w.ctx, sel, buf); err != nil {
+				return err
+			}
+			w.refs["q"].write(sel, buf)
+			return nil
+		}
+		return steps(
+			func() error { return w.create(specs, "q") },
+			quarter(0, 0), quarter(0, 1), quarter(0, 2), quarter(0, 3), // completed
+			quarter(1, 3), // unfilled until the flush
+			w.flush,
+			quarter(2, 0), quarter(2, 2), random,
+			quarter(2, 1), quarter(2, 3),
+			w.flush,
+			quarter(3, 1), random,
+			func() error { return w.setExtent("q", []uint64{side - 5, 4 * side}) },
+			w.flush,
+			quarter(1, 0),
+		)
+	})
+}
+
+// TestLazyFillFaultAtEveryOperation: with the file failing from each of
+// the workload's operations on, an injected error reaches the caller (a
+// completed chunk's failed write-back leaves it dirty for Flush, which
+// reports it), and the file holds the last committed state.
+func TestLazyFillFaultAtEveryOperation(t *testing.T) {
+	var st cache.Stats
+	fill0 := chunkFillBytes.Load()
+	_, err := lazyFillWorkloadStats(&st)(vfd.NewMem(), 1, snapshots{})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, st.CompletedChunks, int64(2), "chunks completed and written back")
+	require.Positive(t, chunkFillBytes.Load()-fill0, "chunks filled in part")
+	faultSweep(t, lazyFillWorkload, 1)
+}
+
+// TestLazyFillCrashAtEveryWrite: a crash at each mutating operation
+// leaves a committed state.
+func TestLazyFillCrashAtEveryWrite(t *testing.T) {
+	crashSweep(t, lazyFillWorkload, 1)
 }
