@@ -14,7 +14,9 @@ import (
 // and quarter chunks, beside the raw pwrite + CRC32C of the same bytes in
 // scc's frames (framed), for profiles (-cpuprofile). SCC_BENCH_DIR puts
 // the files elsewhere (/dev/shm for tmpfs). raw-ratio is the raw writer's
-// CPU time over scc's, measured in the same run.
+// CPU time over scc's, measured in the same run; gather-ratio, for quarter
+// chunks, that of the raw writer that first assembles each chunk from its
+// transfers (h5perfRawGather).
 func BenchmarkH5perfWrite(b *testing.B) {
 	ctx := context.Background()
 	dir := os.Getenv("SCC_BENCH_DIR")
@@ -41,26 +43,51 @@ func BenchmarkH5perfWrite(b *testing.B) {
 			path := filepath.Join(dir, "h5perf-bench.scc")
 			defer os.Remove(path)
 			b.SetBytes(int64(c.Dims[0] * c.Dims[1]))
-			var sccCPU, rawCPU float64
+			var sccCPU, rawCPU, gatherCPU, rawWall float64
 			for b.Loop() {
 				os.Remove(path)
+				if os.Getenv("SCC_BENCH_RAWFIRST") != "" {
+					b.StopTimer()
+					_, cpu, err := h5perfRawWrite(ctx, c, true, true)
+					if err != nil {
+						b.Fatal(err)
+					}
+					rawCPU += cpu
+					b.StartTimer()
+				}
 				c0 := cpuSeconds()
 				if err := h5perfWrite(ctx, c, path, buf, box, nb[0]*nb[1]); err != nil {
 					b.Fatal(err)
 				}
 				sccCPU += cpuSeconds() - c0
 				b.StopTimer()
-				_, cpu, err := h5perfRawWrite(ctx, c, true, true)
-				if err != nil {
-					b.Fatal(err)
+				if os.Getenv("SCC_BENCH_RAWFIRST") == "" {
+					v, cpu, err := h5perfRawWrite(ctx, c, true, true)
+					if err != nil {
+						b.Fatal(err)
+					}
+					rawCPU += cpu
+					rawWall += float64(c.Dims[0]*c.Dims[1]) / (1 << 20) / v
 				}
-				rawCPU += cpu
+				if c.gathers() {
+					_, cpu, err := h5perfRawGather(ctx, c)
+					if err != nil {
+						b.Fatal(err)
+					}
+					gatherCPU += cpu
+				}
 				b.StartTimer()
 			}
 			if sccCPU > 0 {
 				b.ReportMetric(rawCPU/sccCPU, "raw-ratio")
 				b.ReportMetric(sccCPU/float64(b.N)*1e3, "scc-cpu-ms")
 				b.ReportMetric(rawCPU/float64(b.N)*1e3, "raw-cpu-ms")
+				if rawWall > 0 {
+					b.ReportMetric(rawWall/float64(b.N)*1e3, "raw-wall-ms")
+				}
+				if gatherCPU > 0 {
+					b.ReportMetric(gatherCPU/sccCPU, "gather-ratio")
+				}
 			}
 		})
 	}
