@@ -14,6 +14,7 @@ import (
 	"github.com/scc-dev/scc/engine"
 	"github.com/scc-dev/scc/internal/testfile"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestHumanAndParseBytes(t *testing.T) {
@@ -290,6 +291,31 @@ func TestH5perfCPURatios(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no raw ceiling rows")
 	}
+}
+
+// TestH5perfGatherFloor: a row whose transfers are parts of chunks is
+// also given beside the framed raw writer that first assembles each chunk
+// from its transfers (the floor of partial-chunk writes); whole-chunk rows
+// are not, and the gathering writer refuses them.
+func TestH5perfGatherFloor(t *testing.T) {
+	rep, err := Run(context.Background(), []string{"h5perf"}, Options{Tiny: true, Dir: t.TempDir(), Peers: &Peers{}})
+	require.NoError(t, err)
+	var keys []string
+	for _, f := range rep.Figures {
+		if strings.HasPrefix(f.Key, "write-rawgather-") {
+			keys = append(keys, f.Key)
+			assert.Contains(t, f.Note, "CPU seconds per pass")
+			require.NotNil(t, f.PeerValue)
+			assert.Positive(t, *f.PeerValue)
+		}
+	}
+	assert.Contains(t, keys, "write-rawgather--e256x256-x32x32-c64x64")
+	for _, k := range keys {
+		assert.NotContains(t, k, "-x64x64-", "a whole-chunk row has no gather floor")
+	}
+	whole := H5perfConfig{Dims: [2]uint64{256, 256}, Transfer: [2]uint64{64, 64}, Chunk: [2]uint64{64, 64}, Dir: t.TempDir()}
+	_, _, err = h5perfRawGather(context.Background(), whole)
+	assert.Error(t, err)
 }
 
 const lookupSample = `goos: linux

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/vfd"
@@ -71,8 +72,8 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 	if c.cfg.NoDirectWrites {
 		return gs, nil, nil
 	}
-	var cand []*group
-	var srcs map[*group]directSource
+	sc := directScratchPool.Get().(*directScratch)
+	defer sc.put()
 	sz := c.sizes.current()
 	// cached is what the groups left to the cached path will add to the
 	// resident bytes, so that one write of many chunks into a cache with
@@ -85,21 +86,26 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 			rest = append(rest, g)
 			continue
 		}
-		if srcs == nil {
-			srcs = map[*group]directSource{}
-		}
-		srcs[g] = src
-		cand = append(cand, g)
+		sc.cand, sc.candSrc = append(sc.cand, g), append(sc.candSrc, src)
 	}
-	if len(cand) == 0 {
+	if len(sc.cand) == 0 {
 		return gs, nil, nil
 	}
-	mine, later := c.claim(cand)
+	mine, later := c.claim(sc.cand)
 	if len(mine) == 0 {
 		return rest, later, nil
 	}
 	defer c.shedAfterDirect() // after the remove below
 	defer c.remove(entriesOf(mine))
+	// claim keeps the order of cand: pair each claimed group with its
+	// source.
+	srcs := sc.candSrc[:0] // overwrites only entries already read
+	for i, j := 0, 0; i < len(mine); j++ {
+		if sc.cand[j] == mine[i] {
+			srcs = append(srcs, sc.candSrc[j])
+			i++
+		}
+	}
 	var stale []*group
 	for _, g := range mine {
 		if g.d.relocs.Load() != g.epoch {
@@ -117,18 +123,19 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 		for end < len(mine) && mine[end].d == mine[start].d {
 			end++
 		}
-		var framed, encoded []*group
-		for _, g := range mine[start:end] {
-			if srcs[g].encode {
-				encoded = append(encoded, g)
+		sc.framed, sc.framedSrc = sc.framed[:0], sc.framedSrc[:0]
+		sc.encoded, sc.encodedSrc = sc.encoded[:0], sc.encodedSrc[:0]
+		for k := start; k < end; k++ {
+			if srcs[k].encode {
+				sc.encoded, sc.encodedSrc = append(sc.encoded, mine[k]), append(sc.encodedSrc, srcs[k])
 			} else {
-				framed = append(framed, g)
+				sc.framed, sc.framedSrc = append(sc.framed, mine[k]), append(sc.framedSrc, srcs[k])
 			}
 		}
-		if err := writeFramed(ctx, &c.stats, framed, srcs); err != nil {
+		if err := writeFramed(ctx, &c.stats, sc.framed, sc.framedSrc, sc); err != nil {
 			return rest, later, err
 		}
-		if err := c.writer.writeEncoded(ctx, encoded, srcs); err != nil {
+		if err := c.writer.writeEncoded(ctx, sc.encoded, sc.encodedSrc); err != nil {
 			return rest, later, err
 		}
 		start = end
@@ -143,28 +150,64 @@ type directSource struct {
 	encode bool
 }
 
+// directScratch is a direct write's working set, pooled: a stream of
+// whole-chunk writes makes no garbage per chunk for its lists.
+type directScratch struct {
+	cand            []*group
+	candSrc         []directSource // candSrc[i] is cand[i]'s
+	framed, encoded []*group
+	framedSrc       []directSource
+	encodedSrc      []directSource
+	ins             []layout.Insertion
+	parts           [][]byte // per chunk, its frame's parts end to end
+	exts            []vfd.Extent
+}
+
+var directScratchPool = sync.Pool{New: func() any { return new(directScratch) }}
+
+// put drops every reference (groups, the caller's bytes) and pools s,
+// unless a huge write grew it.
+func (s *directScratch) put() {
+	if cap(s.cand) > 4096 || cap(s.exts) > 3*4096 {
+		return
+	}
+	clear(s.cand[:cap(s.cand)])
+	clear(s.candSrc[:cap(s.candSrc)])
+	clear(s.framed[:cap(s.framed)])
+	clear(s.framedSrc[:cap(s.framedSrc)])
+	clear(s.encoded[:cap(s.encoded)])
+	clear(s.encodedSrc[:cap(s.encodedSrc)])
+	clear(s.ins[:cap(s.ins)])
+	clear(s.parts[:cap(s.parts)])
+	clear(s.exts[:cap(s.exts)])
+	s.cand, s.candSrc, s.framed, s.framedSrc = s.cand[:0], s.candSrc[:0], s.framed[:0], s.framedSrc[:0]
+	s.encoded, s.encodedSrc, s.ins, s.parts, s.exts = s.encoded[:0], s.encodedSrc[:0], s.ins[:0], s.parts[:0], s.exts[:0]
+	directScratchPool.Put(s)
+}
+
 // writeFramed writes claimed groups of one dataset whose images are the
-// caller's bytes in the layout's frame (DirectWriter), counting in st.
-func writeFramed(ctx context.Context, st *counters, gs []*group, srcs map[*group]directSource) error {
+// caller's bytes in the layout's frame (DirectWriter), srcs[i] being
+// gs[i]'s, counting in st.
+func writeFramed(ctx context.Context, st *counters, gs []*group, srcs []directSource, sc *directScratch) error {
 	if len(gs) == 0 {
 		return nil
 	}
 	dw := gs[0].d.lay().l.(layout.DirectWriter)
-	ins := make([]layout.Insertion, len(gs))
-	parts := make([][][]byte, len(gs))
+	sc.ins, sc.parts = sc.ins[:0], sc.parts[:0]
 	for i, g := range gs {
-		src := srcs[g].src
+		src := srcs[i].src
 		head, tail, sum := dw.DirectFrame(g.coord, src)
-		parts[i] = [][]byte{head, src, tail}
-		ins[i] = layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(head) + len(src) + len(tail)), Sum: sum}
+		sc.parts = append(sc.parts, head, src, tail)
+		sc.ins = append(sc.ins, layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(head) + len(src) + len(tail)), Sum: sum})
 	}
-	return writeDirectDS(ctx, st, gs, ins, parts)
+	return writeDirectDS(ctx, st, gs, sc.ins, sc.parts, 3, sc)
 }
 
 // writeDirectDS is steps 3-5 of writeDirect for claimed groups of one
-// dataset: ins[i] describes gs[i]'s new image, which is parts[i] end to
-// end. The writes are counted in st.
-func writeDirectDS(ctx context.Context, st *counters, gs []*group, ins []layout.Insertion, parts [][][]byte) error {
+// dataset: ins[i] describes gs[i]'s new image, which is
+// parts[i*per:(i+1)*per] end to end. The writes are counted in st; sc
+// lends the extent list.
+func writeDirectDS(ctx context.Context, st *counters, gs []*group, ins []layout.Insertion, parts [][]byte, per int, sc *directScratch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -173,11 +216,11 @@ func writeDirectDS(ctx context.Context, st *counters, gs []*group, ins []layout.
 	if err := l.Insert(ctx, ins); err != nil {
 		return fmt.Errorf("cache: Layout.Insert: %w", err)
 	}
-	exts := make([]vfd.Extent, 0, 3*len(gs))
+	exts := sc.exts[:0]
 	var n int64
 	for i := range gs {
 		off := ins[i].New.Addr
-		for _, b := range parts[i] {
+		for _, b := range parts[i*per : (i+1)*per] {
 			if len(b) > 0 {
 				exts = append(exts, vfd.Extent{Off: off, Buf: b})
 				off += int64(len(b))
@@ -185,6 +228,7 @@ func writeDirectDS(ctx context.Context, st *counters, gs []*group, ins []layout.
 			}
 		}
 	}
+	sc.exts = exts
 	st.vectorWrites.Add(1)
 	st.vectorWriteBytes.Add(n)
 	werr := d.file.drv.WriteV(exts)

@@ -71,26 +71,26 @@ import (
 // (writeDirectDS). A failed round stops the write: the rounds before it
 // are written and published, its chunks and the later ones are as they
 // were (Cache.Write: each chunk holds all of its pieces or none).
-func (w *writer) writeEncoded(ctx context.Context, gs []*group, srcs map[*group]directSource) error {
+func (w *writer) writeEncoded(ctx context.Context, gs []*group, srcs []directSource) error {
 	for len(gs) > 0 {
 		n, err := w.takeEncodeTokens(ctx, len(gs))
 		if err != nil {
 			return err
 		}
-		err = w.encodeRoundDirect(ctx, gs[:n], srcs)
+		err = w.encodeRoundDirect(ctx, gs[:n], srcs[:n])
 		w.giveEncodeTokens(n)
 		if err != nil {
 			return err
 		}
-		gs = gs[n:]
+		gs, srcs = gs[n:], srcs[n:]
 	}
 	return nil
 }
 
-// encodeRoundDirect encodes gs from the caller's bytes on the workers and
-// writes them (writeDirectDS). Every image is given back before it
-// returns, on every path.
-func (w *writer) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*group]directSource) error {
+// encodeRoundDirect encodes gs from the caller's bytes (srcs[i] is
+// gs[i]'s) on the workers and writes them (writeDirectDS). Every image is
+// given back before it returns, on every path.
+func (w *writer) encodeRoundDirect(ctx context.Context, gs []*group, srcs []directSource) error {
 	enc := make([]layout.Encoded, len(gs))
 	held := make([]int64, len(gs))
 	defer func() {
@@ -107,7 +107,7 @@ func (w *writer) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*g
 			}
 		}()
 		g := gs[i]
-		e, err := de.EncodeFrom(g.coord, srcs[g].src)
+		e, err := de.EncodeFrom(g.coord, srcs[i].src)
 		if err != nil {
 			releaseImage(e)
 			return fmt.Errorf("cache: encoding chunk %v directly: %w", g.coord, err)
@@ -122,13 +122,13 @@ func (w *writer) encodeRoundDirect(ctx context.Context, gs []*group, srcs map[*g
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ins := make([]layout.Insertion, len(gs))
-	parts := make([][][]byte, len(gs))
+	sc := directScratchPool.Get().(*directScratch)
+	defer sc.put()
 	for i, g := range gs {
-		ins[i] = layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(enc[i].Image)), Mask: enc[i].Mask, Sum: enc[i].Sum}
-		parts[i] = [][]byte{enc[i].Image}
+		sc.ins = append(sc.ins, layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(enc[i].Image)), Mask: enc[i].Mask, Sum: enc[i].Sum})
+		sc.parts = append(sc.parts, enc[i].Image)
 	}
-	if err := writeDirectDS(ctx, w.stats, gs, ins, parts); err != nil {
+	if err := writeDirectDS(ctx, w.stats, gs, sc.ins, sc.parts, 1, sc); err != nil {
 		return err
 	}
 	w.stats.directEncodes.Add(int64(len(gs)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/scc-dev/scc/cache"
@@ -44,6 +45,15 @@ type denseChunk struct {
 	// shard, for a sharded chunk decoded from the file, is what its
 	// first write-back may take as stored (shardMemo).
 	shard atomic.Pointer[shardMemo]
+	// unfilled says buf holds the fill value only inside written
+	// (selection.FillOutside), the boxes gathered since a write that
+	// did not cover the chunk created it: the rest of buf is whatever a
+	// recycled buffer held until filled (denseLayout.ready). Gather,
+	// which runs alone on a chunk, adds to written; the callbacks that
+	// read the chunk, which may run together, fill it under fillMu.
+	unfilled atomic.Bool
+	fillMu   sync.Mutex
+	written  []uint64
 }
 
 // Buffer ownership (internal/bufpool): a chunk's buffer belongs to its cache
@@ -95,7 +105,48 @@ func (l *denseLayout) Lookup(ctx context.Context, coords []layout.Coord, locs []
 func (l *denseLayout) memSize() int64 { return int64(bufpool.Cap(int(l.s.chunkBytes))) }
 
 func (l *denseLayout) NewChunk(_ layout.Coord, fill bool) (layout.Chunk, error) {
+	if fill && l.sh == nil && l.s.chunkBytes >= lazyFillMin {
+		// Filled when first read or encoded, and then only where the
+		// writes meanwhile did not go: writes in parts that cover the
+		// chunk (h5perf's quarter-chunk transfers, rows of an image)
+		// leave nothing to fill, where a fill now would be a pass over
+		// memory they overwrite at once.
+		c := &denseChunk{buf: bufpool.GetFull(int(l.s.chunkBytes))}
+		c.unfilled.Store(true)
+		return c, nil
+	}
+	if fill {
+		chunkFillBytes.Add(l.s.chunkBytes)
+	}
 	return &denseChunk{buf: newChunkBuf(l.s, fill)}, nil
+}
+
+// lazyFillMin is the smallest chunk whose fill is deferred (NewChunk): in
+// smaller ones the fill costs less than the bookkeeping.
+const lazyFillMin = 64 << 10
+
+// lazyFillBoxes bounds the boxes a chunk remembers while unfilled (written):
+// a chunk written in more parts is filled outside them at the next one.
+const lazyFillBoxes = 64
+
+// chunkFillBytes counts the bytes of new chunks set to the fill value
+// (tests).
+var chunkFillBytes atomic.Int64
+
+// ready fills an unfilled chunk (denseChunk.unfilled) outside the boxes
+// written since it was created, before anything reads it.
+func (l *denseLayout) ready(c *denseChunk) {
+	if !c.unfilled.Load() {
+		return
+	}
+	c.fillMu.Lock()
+	if c.unfilled.Load() {
+		n := selection.FillOutside(c.buf, l.s.chunk, c.written, l.s.elemSize, l.s.fill)
+		chunkFillBytes.Add(int64(n))
+		c.written = nil
+		c.unfilled.Store(false)
+	}
+	c.fillMu.Unlock()
 }
 
 // newChunkBuf returns a pooled buffer for one new chunk of s; with fill,
@@ -368,6 +419,7 @@ func (l *denseLayout) decodeVerified(coord layout.Coord, loc layout.Location, im
 
 func (l *denseLayout) Encode(coord layout.Coord, chunk layout.Chunk) (layout.Encoded, error) {
 	c := chunk.(*denseChunk)
+	l.ready(c)
 	if l.sh != nil {
 		return l.sh.encode(coord, c)
 	}
@@ -408,6 +460,7 @@ func (l *denseLayout) EncodeBorrowed(coord layout.Coord, chunk layout.Chunk) (la
 	if !l.s.unfiltered || l.sh != nil || !borrowImages || cap(c.buf)-len(c.buf) < format.ChunkFrameOverhead {
 		return l.Encode(coord, chunk)
 	}
+	l.ready(c)
 	img := l.s.csum.AppendFrame(coord, c.buf[:len(c.buf):cap(c.buf)])
 	return layout.Encoded{Image: img, Sum: format.Trailer(img)}, nil
 }
@@ -446,6 +499,7 @@ func (l *denseLayout) sizeHint(uint32) int64 { return l.memSize() }
 
 func (l *denseLayout) Scatter(chunk layout.Chunk, p layout.Piece) error {
 	pc := p.(*piece)
+	l.ready(chunk.(*denseChunk))
 	if pc.rows != nil {
 		pc.rows.scatter(pc.buf, chunk.(*denseChunk).buf)
 		return nil
@@ -466,11 +520,23 @@ func (l *denseLayout) Gather(chunk layout.Chunk, p layout.Piece) error {
 	if m := c.shard.Load(); m != nil {
 		m.change(l.sh.touched([]layout.Piece{p}), l.sh.codec.Grid.N())
 	}
+	if c.unfilled.Load() {
+		c.fillMu.Lock()
+		ok := len(c.written) < lazyFillBoxes*2*len(l.s.chunk)
+		if ok {
+			c.written, ok = selection.AppendBox(c.written, pc.p, len(l.s.chunk))
+		}
+		c.fillMu.Unlock()
+		if !ok {
+			l.ready(c) // not a box, or too many: fill the rest now
+		}
+	}
 	selection.Gather(c.buf, l.s.chunk, pc.buf, pc.bufShape, pc.p, l.s.elemSize)
 	return nil
 }
 
 func (l *denseLayout) Trim(coord layout.Coord, chunk layout.Chunk, dims []uint64) (bool, error) {
+	l.ready(chunk.(*denseChunk))
 	chunk.(*denseChunk).shard.Store(nil) // every inner chunk may change
 	return selection.Trim(chunk.(*denseChunk).buf, coord, l.s.chunk, dims, l.s.elemSize, l.s.fill), nil
 }
