@@ -118,7 +118,8 @@ func TestEntryHotLine(t *testing.T) {
 	hot := map[string]uintptr{
 		"word":      unsafe.Offsetof(e.word) + unsafe.Sizeof(e.word),
 		"ds":        unsafe.Offsetof(e.ds) + unsafe.Sizeof(e.ds),
-		"chunk":     unsafe.Offsetof(e.chunk) + unsafe.Sizeof(e.chunk),
+		"flat":      unsafe.Offsetof(e.flat) + unsafe.Sizeof(e.flat),
+		"flatLen":   unsafe.Offsetof(e.flatLen) + unsafe.Sizeof(e.flatLen),
 		"touchedAt": unsafe.Offsetof(e.touchedAt) + unsafe.Sizeof(e.touchedAt),
 		"flags":     unsafe.Offsetof(e.flags) + unsafe.Sizeof(e.flags),
 		// the chunk table compares a short key here (entrytable.go)

@@ -405,7 +405,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 		if e.partial().Load() == r.Full {
 			e.partial().Store(!r.Full) // store only on change: keeps the line shared
 		}
-		err = e.ds.lay().l.Scatter(e.chunk, r.Piece)
+		err = e.scatter(e.ds.lay(), r.Piece)
 		n = c.slotHit(slot, e)
 		slot.release()
 		if n%hitCheckEvery == 0 && c.sizes.current().ad != nil {
@@ -482,7 +482,7 @@ func lightRead(e *entry, r *Request) error {
 	if e.partial().Load() == r.Full {
 		e.partial().Store(!r.Full) // store only on change: keeps the line shared
 	}
-	return e.ds.lay().l.Scatter(e.chunk, r.Piece)
+	return e.scatter(e.ds.lay(), r.Piece)
 }
 
 // doSlow is the general path: misses, coalescing with loads and evictions
@@ -683,7 +683,7 @@ func materialize(g *group, image []byte, load bool, sum *directRead) (err error)
 	} else if ch, err = g.d.lay().l.NewChunk(g.coord, !g.full); err != nil {
 		return fmt.Errorf("cache: creating chunk %v: %w", g.coord, err)
 	}
-	g.e.chunk = ch
+	g.e.setChunk(g.d.lay().l, ch)
 	g.e.created = !load // completed.go
 	return nil
 }
