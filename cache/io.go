@@ -451,14 +451,8 @@ func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
 	if e.prefetched().Load() {
 		c.background.prefetch.used(e, &c.stats)
 	}
-	if !c.mu.skipRecord(c.cfg.Policy, e) && s.pending.add(e) {
-		kept, ready := s.record(e)
-		if !kept {
-			s.pending.forget(e) // dropped: let it be recorded again
-		}
-		if ready {
-			c.access.kickReplay()
-		}
+	if !c.mu.skipRecord(c.cfg.Policy, e) && s.note(e) {
+		c.access.kickReplay()
 	}
 	return s.seen
 }
