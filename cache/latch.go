@@ -310,11 +310,19 @@ const holdLooks = 64
 // nothing else: the filter's hashing and its two stores, which would
 // remember e only to forget it again, are work for a record that is not
 // kept, and they made the filter forget the entry e's place held.
+//
+// Small enough to inline: a hit whose record waits (a hot chunk read
+// again and again) costs no call; the rest is noteNew.
 func (s *readSlot) note(e *entry) (ready bool) {
-	p := &s.pending[pendingWay(e)] // e's place in the filter
-	if *p == e {
+	if s.pending[pendingWay(e)] == e {
 		return false // its record waits: nothing to add, nothing dropped
 	}
+	return s.noteNew(e)
+}
+
+// noteNew is note for an entry not remembered as pending.
+func (s *readSlot) noteNew(e *entry) (ready bool) {
+	p := &s.pending[pendingWay(e)] // e's place in the filter
 	if s.rec != nil && len(s.rec) == cap(s.rec) {
 		s.drops++
 		return false
