@@ -186,7 +186,17 @@ func (l *memLayout) Insert(_ context.Context, ins []layout.Insertion) error {
 func (l *memLayout) Publish(context.Context, []layout.Insertion, error) error { return nil }
 
 func (l *memLayout) Scatter(c layout.Chunk, p layout.Piece) error {
-	copy(p.(*lookupPiece).dst, c.(*memChunk).b)
+	return l.ScatterFlat(c.(*memChunk).b, p)
+}
+
+// FlatBytes and ScatterFlat make the layout a layout.FlatScatterer, as
+// the engine's dense layouts are: a hit copies out of the buffer whose
+// address the cache keeps in its entry, as the peers copy out of the
+// slice their nodes hold, without loading the chunk's header.
+func (l *memLayout) FlatBytes(c layout.Chunk) []byte { return c.(*memChunk).b }
+
+func (l *memLayout) ScatterFlat(b []byte, p layout.Piece) error {
+	copy(p.(*lookupPiece).dst, b)
 	return nil
 }
 

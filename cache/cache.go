@@ -328,7 +328,7 @@ func (f *File) RegisterDataset(id uint64, l layout.Layout, o DatasetOptions) (*D
 	if f.mu.closed || f.mu.unreg != nil {
 		return nil, ErrClosed
 	}
-	box := &layoutBox{l: l, dims: dims}
+	box := newLayoutBox(l, dims)
 	if d, ok := f.datasets.Get(id); ok {
 		if d.registered.Load() {
 			return nil, fmt.Errorf("%w: id %d", ErrExists, id)

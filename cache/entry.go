@@ -1,8 +1,10 @@
 package cache
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/lockfree"
@@ -72,9 +74,12 @@ type entry struct {
 	// entry is never evicted.
 	word atomic.Uint64
 	ds   *Dataset
-	// chunk is the decoded chunk (cache memory format). Written under latch
-	// exclusive (or before the entry becomes resident).
-	chunk layout.Chunk
+	// flat is the first byte of the chunk's buffer when its layout keeps
+	// one (layout.FlatScatterer), nil otherwise, and flatLen its length: a
+	// read hit copies out of it without loading the chunk's header, a
+	// line of its own elsewhere (the chunk's struct). Set with chunk
+	// (setChunk), under the same rules.
+	flat unsafe.Pointer
 	// touchedAt is Cache.mu.clock when the policy last moved this
 	// entry (touchLocked; 0: never), so that a hit can tell it is near
 	// the front of the recency order already (recentlyTouched).
@@ -83,12 +88,18 @@ type entry struct {
 	// flagPrefetched, flagSlotRead), read and written through the
 	// accessors partial(), prefetched() and slotRead() like atomic.Bools:
 	// one word instead of three keeps them and key.k on the first line.
-	flags atomic.Uint32
+	flags   atomic.Uint32
+	flatLen uint32
 
-	// key names the chunk; its short form (key.k) ends the first line,
+	// key names the chunk; its short form (key.k) is on the first line,
 	// where the chunk table compares it before the hit reads word
 	// (entrytable.go).
-	key   chunkKey
+	key chunkKey
+	// chunk is the decoded chunk (cache memory format). Written under latch
+	// exclusive (or before the entry becomes resident), through setChunk.
+	// A hit reads it only for a layout without flat buffers: it starts
+	// the second line.
+	chunk layout.Chunk
 	coord layout.Coord
 
 	mu struct {
@@ -133,10 +144,13 @@ type entry struct {
 	// since (completed.go). Guarded by latch exclusive, or by owning
 	// the entry (loading, evicting).
 	created bool
+	// linked: on its dataset's member list and known to the policy.
+	// Guarded by Cache.mu like the fields below; kept here, in the
+	// padding after created, so that the entry stays in its size class.
+	linked  bool
 	written int64
 
 	// Fields below are guarded by Cache.mu (the policy lock).
-	linked       bool   // on its dataset's member list and known to the policy
 	mnext, mprev *entry // dataset member list
 	pnext, pprev *entry // policy order list
 	counter      int32  // policy counter (SCC design §2.2 chunk_counter)
@@ -144,6 +158,33 @@ type entry struct {
 	// age is adaptive sizing's record of the epoch of the last access
 	// (adaptive_age.go).
 	age ageStamp
+}
+
+// setChunk makes ch, made or decoded by l, the entry's chunk (nil: none),
+// and keeps its flat buffer's address if l has one (layout.FlatScatterer).
+// The caller may change the chunk: it owns the entry (loading, evicting)
+// or holds the latch exclusively (lockChunk).
+func (e *entry) setChunk(l layout.Layout, ch layout.Chunk) {
+	e.chunk = ch
+	e.flat, e.flatLen = nil, 0
+	if ch == nil {
+		return
+	}
+	if fs, ok := l.(layout.FlatScatterer); ok {
+		if b := fs.FlatBytes(ch); len(b) > 0 && len(b) <= math.MaxUint32 {
+			e.flat, e.flatLen = unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b))
+		}
+	}
+}
+
+// scatter runs the layout's Scatter of piece p out of the entry's chunk,
+// through the flat buffer when the entry has one (setChunk) and box's
+// layout takes it. The caller holds the chunk as Scatter requires.
+func (e *entry) scatter(box *layoutBox, p layout.Piece) error {
+	if e.flat != nil && box.flat != nil {
+		return box.flat.ScatterFlat(unsafe.Slice((*byte)(e.flat), e.flatLen), p)
+	}
+	return box.l.Scatter(e.chunk, p)
 }
 
 // Bits of entry.flags.
@@ -406,6 +447,13 @@ type Dataset struct {
 type layoutBox struct {
 	l    layout.Layout
 	dims []uint64
+	// flat is l as a layout.FlatScatterer, nil if it is not one.
+	flat layout.FlatScatterer
+}
+
+func newLayoutBox(l layout.Layout, dims []uint64) *layoutBox {
+	fs, _ := l.(layout.FlatScatterer)
+	return &layoutBox{l: l, dims: dims, flat: fs}
 }
 
 func (d *Dataset) lay() *layoutBox { return d.layout.Load() }

@@ -57,7 +57,7 @@ func (c *Cache) remove(es []*entry) {
 		if ev, ok := e.ds.lay().l.(layout.Evicter); ok && e.chunk != nil {
 			ev.Evict(e.coord, e.chunk)
 		}
-		e.chunk = nil
+		e.setChunk(nil, nil)
 		e.settle(stateDead, false)
 	}
 	for _, d := range expire {

@@ -118,7 +118,8 @@ func TestEntryHotLine(t *testing.T) {
 	hot := map[string]uintptr{
 		"word":      unsafe.Offsetof(e.word) + unsafe.Sizeof(e.word),
 		"ds":        unsafe.Offsetof(e.ds) + unsafe.Sizeof(e.ds),
-		"chunk":     unsafe.Offsetof(e.chunk) + unsafe.Sizeof(e.chunk),
+		"flat":      unsafe.Offsetof(e.flat) + unsafe.Sizeof(e.flat),
+		"flatLen":   unsafe.Offsetof(e.flatLen) + unsafe.Sizeof(e.flatLen),
 		"touchedAt": unsafe.Offsetof(e.touchedAt) + unsafe.Sizeof(e.touchedAt),
 		"flags":     unsafe.Offsetof(e.flags) + unsafe.Sizeof(e.flags),
 		// the chunk table compares a short key here (entrytable.go)
@@ -224,4 +225,29 @@ func TestSingleRequestHitPath(t *testing.T) {
 	require.NoError(t, d.Unregister(bg))
 	assert.ErrorIs(t, e.c.Read(bg, []Request{fullReq(d, l, buf, 0)}), ErrNotRegistered)
 	assert.ErrorIs(t, e.c.Write(bg, []Request{fullReq(d, l, buf, 0)}), ErrNotRegistered)
+}
+
+// TestFullSlotDropsOnly: a read slot whose records are full (the replayer
+// behind) drops a hit's record counting it, and leaves its filter as it
+// was: the entry it remembered in that place is still remembered.
+func TestFullSlotDropsOnly(t *testing.T) {
+	defer func(n int) { accessStripe = n }(accessStripe)
+	accessStripe = 2
+	var s readSlot
+	a, b := new(entry), new(entry)
+	assert.True(t, s.note(a), "the record at half the capacity is the mark")
+	assert.False(t, s.note(b))
+	require.Len(t, s.rec, cap(s.rec), "full")
+	// x falls in a's place of the filter.
+	var x *entry
+	for x == nil || pendingWay(x) != pendingWay(a) {
+		x = new(entry)
+	}
+	before := s.pending
+	assert.False(t, s.note(x))
+	assert.EqualValues(t, 1, s.drops)
+	assert.Equal(t, before, s.pending, "a full slot's filter is left alone")
+	assert.False(t, s.note(a), "a is still pending")
+	assert.EqualValues(t, 1, s.drops)
+	assert.Equal(t, []*entry{a, b}, s.rec)
 }

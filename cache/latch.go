@@ -303,6 +303,38 @@ func (s *readSlot) holdSoon() bool {
 // reader's line, cheap next to the wait of a yield.
 const holdLooks = 64
 
+// note records an access to e in the held slot unless its record waits
+// there already (pendingFilter), and reports whether the record brought
+// the slot to the replayer's mark (record). A full slot (a replayer that
+// has not kept up: hits on every core, none spare) counts the drop and
+// nothing else: the filter's hashing and its two stores, which would
+// remember e only to forget it again, are work for a record that is not
+// kept, and they made the filter forget the entry e's place held.
+//
+// Small enough to inline: a hit whose record waits (a hot chunk read
+// again and again) costs no call; the rest is noteNew.
+func (s *readSlot) note(e *entry) (ready bool) {
+	if s.pending[pendingWay(e)] == e {
+		return false // its record waits: nothing to add, nothing dropped
+	}
+	return s.noteNew(e)
+}
+
+// noteNew is note for an entry not remembered as pending.
+func (s *readSlot) noteNew(e *entry) (ready bool) {
+	p := &s.pending[pendingWay(e)] // e's place in the filter
+	if s.rec != nil && len(s.rec) == cap(s.rec) {
+		s.drops++
+		return false
+	}
+	*p = e
+	kept, ready := s.record(e)
+	if !kept {
+		s.pending.forget(e) // dropped: let it be recorded again
+	}
+	return ready
+}
+
 // record appends e to the held slot's records; ready is true for the
 // record that brought them to half their capacity (the replayer's mark).
 // A full slot drops the record and reports kept false.

@@ -252,7 +252,7 @@ func (p *policyLock) condense(need int64, b *budget) int64 {
 			e.lockChunk() // replaces e.chunk: keep light readers out
 			old := e.size.Load()
 			if nc := cd.Condense(e.coord, e.chunk); nc != nil {
-				e.chunk = nc
+				e.setChunk(e.ds.lay().l, nc)
 				ms := nc.MemSize()
 				if img := e.encoded.Load(); img != nil {
 					ms += img.bytes() // the image stays charged

@@ -423,7 +423,7 @@ func decodePrefetch(ctx context.Context, w workers, box *layoutBox, es []*entry,
 		if err == nil && ch == nil {
 			err = fmt.Errorf("%w: layout returned a nil chunk", ErrInvalid)
 		}
-		e.chunk = ch
+		e.setChunk(box.l, ch)
 		return err
 	})
 }

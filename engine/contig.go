@@ -389,10 +389,26 @@ func (l *contigLayout) Publish(_ context.Context, ins []layout.Insertion, writeE
 }
 
 func (l *contigLayout) Scatter(chunk layout.Chunk, p layout.Piece) error {
-	pc := p.(*piece)
-	selection.Scatter(pc.buf, pc.bufShape, chunk.(*denseChunk).buf, l.s.chunk, pc.p, l.s.elemSize)
+	return l.ScatterFlat(chunk.(*denseChunk).buf, p)
+}
+
+// FlatBytes is the chunk's buffer (layout.FlatScatterer), fixed from
+// NewChunk or Decode to Evict as for the dense layout.
+func (l *contigLayout) FlatBytes(chunk layout.Chunk) []byte {
+	if c, ok := chunk.(*denseChunk); ok {
+		return c.buf
+	}
 	return nil
 }
+
+// ScatterFlat is Scatter out of the chunk buffer buf.
+func (l *contigLayout) ScatterFlat(buf []byte, p layout.Piece) error {
+	pc := p.(*piece)
+	selection.Scatter(pc.buf, pc.bufShape, buf, l.s.chunk, pc.p, l.s.elemSize)
+	return nil
+}
+
+var _ layout.FlatScatterer = (*contigLayout)(nil)
 
 func (l *contigLayout) ScatterFill(p layout.Piece) error {
 	pc := p.(*piece)

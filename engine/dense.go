@@ -498,15 +498,36 @@ func (l *denseLayout) Publish(ctx context.Context, ins []layout.Insertion, write
 func (l *denseLayout) sizeHint(uint32) int64 { return l.memSize() }
 
 func (l *denseLayout) Scatter(chunk layout.Chunk, p layout.Piece) error {
-	pc := p.(*piece)
-	l.ready(chunk.(*denseChunk))
-	if pc.rows != nil {
-		pc.rows.scatter(pc.buf, chunk.(*denseChunk).buf)
-		return nil
+	c := chunk.(*denseChunk)
+	l.ready(c)
+	return l.ScatterFlat(c.buf, p)
+}
+
+// FlatBytes is the chunk's buffer (layout.FlatScatterer): a dense chunk's
+// buffer is fixed from NewChunk or Decode to Evict. A chunk whose fill is
+// still deferred (denseChunk.unfilled) has none to offer: the cache asks
+// once, when it installs the chunk, and a hit on the bytes it returned
+// would skip the fill that Scatter makes first. Such a chunk is read
+// through Scatter for as long as it stays resident.
+func (l *denseLayout) FlatBytes(chunk layout.Chunk) []byte {
+	if c, ok := chunk.(*denseChunk); ok && !c.unfilled.Load() {
+		return c.buf
 	}
-	selection.Scatter(pc.buf, pc.bufShape, chunk.(*denseChunk).buf, l.s.chunk, pc.p, l.s.elemSize)
 	return nil
 }
+
+// ScatterFlat is Scatter out of the chunk buffer buf.
+func (l *denseLayout) ScatterFlat(buf []byte, p layout.Piece) error {
+	pc := p.(*piece)
+	if pc.rows != nil {
+		pc.rows.scatter(pc.buf, buf)
+		return nil
+	}
+	selection.Scatter(pc.buf, pc.bufShape, buf, l.s.chunk, pc.p, l.s.elemSize)
+	return nil
+}
+
+var _ layout.FlatScatterer = (*denseLayout)(nil)
 
 func (l *denseLayout) ScatterFill(p layout.Piece) error {
 	pc := p.(*piece)

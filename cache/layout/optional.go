@@ -14,6 +14,24 @@ type Condenser interface {
 	Condense(coord Coord, chunk Chunk) Chunk
 }
 
+// FlatScatterer is implemented by layouts whose chunks keep their
+// elements in one byte buffer that stays the same from the chunk's making
+// to its eviction (Gather, Trim and writes change its bytes in place,
+// never the buffer; Condense returns a new chunk). The cache asks
+// FlatBytes once when it installs a chunk (made, decoded, or condensed)
+// and keeps the buffer's address on the line of its chunk table entry
+// that every hit reads anyway; a read hit then calls ScatterFlat with
+// those bytes instead of Scatter with the chunk, and never loads the
+// chunk's own header, which with many resident chunks is one more cache
+// miss per hit. ScatterFlat(FlatBytes(c), p) must do exactly what
+// Scatter(c, p) does, under the same contract (the latch rules, the
+// buffer never recycled while it runs). FlatBytes returns nil for a chunk
+// without such a buffer; the cache then calls Scatter.
+type FlatScatterer interface {
+	FlatBytes(chunk Chunk) []byte
+	ScatterFlat(b []byte, p Piece) error
+}
+
 // BorrowingEncoder is implemented by layouts whose disk image of a chunk
 // can be the chunk's own memory (an unfiltered dense chunk and a checksum
 // trailer written into its buffer's spare capacity): write-back then sends
