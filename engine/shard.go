@@ -96,7 +96,7 @@ type keptIndex struct {
 }
 
 // shardIndexCache bounds the indexes kept per dataset (at most MaxInner
-// entries each, 16 bytes an entry).
+// entries each).
 const shardIndexCache = 256
 
 // keptIndexOverhead is what a kept index costs beside its entries: its
@@ -110,8 +110,15 @@ func (k keptIndex) size() int64 {
 }
 
 // Shard LayoutParams of a dense dataset (FORMAT.md "Sharded chunk"): u8
-// version 1, then the inner chunk shape, one u64 per dimension.
-const shardParamsVersion = 1
+// version, then the inner chunk shape, one u64 per dimension. Version 2
+// (format version 8) records each inner frame's checksum in its index
+// entry (shard.Codec.FrameSums), so a chunk's trailer changes whenever any
+// frame's content does; version 1 (formats 6 and 7) does not, and its
+// datasets keep it. New datasets are created with version 2.
+const (
+	shardParamsV1      = 1
+	shardParamsVersion = 2
+)
 
 func encodeShardParams(inner []uint64) []byte {
 	b := []byte{shardParamsVersion}
@@ -121,19 +128,21 @@ func encodeShardParams(inner []uint64) []byte {
 	return b
 }
 
-func decodeShardParams(b []byte, rank int) ([]uint64, error) {
-	if len(b) != 1+8*rank || b[0] != shardParamsVersion {
-		return nil, fmt.Errorf("%w: sharded chunk parameters of %d bytes (version %d) for rank %d", ErrCorrupt, len(b), b[0], rank)
+// decodeShardParams returns the inner chunk shape and whether index
+// entries carry frame sums.
+func decodeShardParams(b []byte, rank int) ([]uint64, bool, error) {
+	if len(b) != 1+8*rank || (b[0] != shardParamsV1 && b[0] != shardParamsVersion) {
+		return nil, false, fmt.Errorf("%w: sharded chunk parameters of %d bytes (version %d) for rank %d", ErrCorrupt, len(b), b[0], rank)
 	}
 	inner := make([]uint64, rank)
 	for d := range inner {
 		inner[d] = binary.LittleEndian.Uint64(b[1+8*d:])
 	}
-	return inner, nil
+	return inner, b[0] == shardParamsVersion, nil
 }
 
 func newShardState(s *dsState, params []byte) (*shardState, error) {
-	inner, err := decodeShardParams(params, len(s.chunk))
+	inner, sums, err := decodeShardParams(params, len(s.chunk))
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +150,7 @@ func newShardState(s *dsState, params []byte) (*shardState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	sh := &shardState{s: s, codec: &shard.Codec{Grid: g, Sum: s.csum, Fill: s.fill}}
+	sh := &shardState{s: s, codec: &shard.Codec{Grid: g, Sum: s.csum, Fill: s.fill, FrameSums: sums}}
 	if !s.unfiltered {
 		sh.codec.Pipe = s.pipeline
 	}

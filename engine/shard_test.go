@@ -344,7 +344,7 @@ func TestShardDamagedInner(t *testing.T) {
 		if e.Coord[0] == 0 && e.Coord[1] == 0 {
 			img := mem.Bytes()[e.Off : e.Off+e.Size]
 			tail := img[len(img)-sh.codec.IndexSize():]
-			ent := tail[(1*4+2)*shard.EntrySize:]
+			ent := tail[(1*4+2)*shard.EntrySizeSums:]
 			off = e.Off + int64(binary.LittleEndian.Uint64(ent)) + 5
 		}
 	}

@@ -71,9 +71,12 @@ const (
 // (FORMAT.md "Sharded chunk"), which a v5 reader would take for one
 // frame. Version 7 adds attributes of 2 or more dimensions and null
 // attributes to the attribute encoding (its own version 5, engine/attr.go),
-// which a v6 reader would report as damage.
+// which a v6 reader would report as damage. Version 8 adds sharded chunks
+// whose index entries carry their inner frames' checksums (dense
+// LayoutParams version 2), which a v7 reader would take for a damaged
+// index.
 const (
-	Version    = 7
+	Version    = 8
 	MinVersion = 1
 )
 

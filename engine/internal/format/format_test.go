@@ -159,7 +159,7 @@ func TestCatalogRoundTrip(t *testing.T) {
 // TestCatalogLayout pins the entry layout FORMAT.md documents.
 func TestCatalogLayout(t *testing.T) {
 	e := CatalogEntry{Name: "ab", ID: 5, HeaderAddr: DataStart, HeaderSize: 99, HeaderSum: 0xCAFEF00D}
-	want := []byte("SCCC\x07\x00\x00\x00\x01\x00\x00\x00\x02\x00ab")
+	want := []byte("SCCC\x08\x00\x00\x00\x01\x00\x00\x00\x02\x00ab")
 	want = le.AppendUint64(want, 5)
 	want = le.AppendUint64(want, DataStart)
 	want = le.AppendUint64(want, 99)
@@ -201,7 +201,7 @@ func TestDatasetHeaderLayout(t *testing.T) {
 	h := DatasetHeader{Name: "d", ID: 9, Type: TypeInt32, Shape: []uint64{4}, MaxShape: []uint64{Unlimited},
 		Chunk: []uint64{2}, Layout: LayoutDense, Filters: []byte{0xf0}, Fill: []byte{1, 0, 0, 0},
 		MinCacheBytes: -1, IndexKind: 3, IndexRoot: []byte{0xaa, 0xbb}}
-	want := []byte("SCCD\x07\x03\x01\x01")
+	want := []byte("SCCD\x08\x03\x01\x01")
 	want = le.AppendUint64(want, 9)
 	want = le.AppendUint64(want, ^uint64(0)) // -1
 	want = append(want, 3, 4)                // index kind, fill length
@@ -750,5 +750,29 @@ func TestDenseParamsNeedV6(t *testing.T) {
 	le.PutUint32(b[len(b)-4:], Checksum(b[:len(b)-4]))
 	if _, err := DecodeDatasetHeader(b); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("v5 dense header with layout parameters: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestDenseParamsV2NeedV8: dense layout parameters of version 2 (sharded
+// index entries with their frames' checksums) came with version 8, so a
+// v6 or v7 header naming them is damaged, and version 1 stays valid there.
+func TestDenseParamsV2NeedV8(t *testing.T) {
+	for _, pv := range []byte{1, 2} {
+		h := DatasetHeader{Name: "d", ID: 9, Type: TypeInt32, Shape: []uint64{4}, MaxShape: []uint64{4},
+			Chunk: []uint64{4}, Layout: LayoutDense, LayoutParams: []byte{pv, 2, 0, 0, 0, 0, 0, 0, 0}}
+		b := EncodeDatasetHeader(h)
+		if _, err := DecodeDatasetHeader(b); err != nil {
+			t.Fatalf("params v%d in a v%d header: %v", pv, Version, err)
+		}
+		for _, v := range []byte{6, 7} {
+			b[4] = v
+			le.PutUint32(b[len(b)-4:], Checksum(b[:len(b)-4]))
+			_, err := DecodeDatasetHeader(b)
+			if pv == 1 && err != nil {
+				t.Errorf("params v1 in a v%d header: %v", v, err)
+			} else if pv == 2 && !errors.Is(err, ErrCorrupt) {
+				t.Errorf("params v2 in a v%d header: %v, want ErrCorrupt", v, err)
+			}
+		}
 	}
 }

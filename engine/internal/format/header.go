@@ -440,6 +440,12 @@ func DecodeDatasetHeader(b []byte) (DatasetHeader, error) {
 		// Dense layout parameters (sharded chunks) came with version 6.
 		return DatasetHeader{}, corrupt("dataset header", "v%d dense header with layout parameters", version)
 	}
+	if version < 8 && h.Layout == LayoutDense && len(h.LayoutParams) > 0 && h.LayoutParams[0] >= 2 {
+		// Sharded chunks whose index entries carry their frames'
+		// checksums (dense layout parameters version 2) came with
+		// version 8.
+		return DatasetHeader{}, corrupt("dataset header", "v%d dense header with layout parameters version %d", version, h.LayoutParams[0])
+	}
 	if sawString != (h.Type == TypeString) {
 		return DatasetHeader{}, corrupt("dataset header", "element type code %d with string type part %v", h.Type, sawString)
 	}

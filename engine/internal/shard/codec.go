@@ -23,12 +23,25 @@ import (
 //	                     chunk index entry records
 //
 // An entry is u64 offset of the frame from the image's first byte, u32 the
-// frame's size (trailer included), u32 the filter mask of its image. An
-// inner chunk that holds only the fill value is stored as no frame, its
-// entry all ones in the offset and zeros in the rest.
+// frame's size (trailer included), u32 the filter mask of its image, and,
+// in the form with frame sums (Codec.FrameSums, LayoutParams version 2),
+// u32 the frame's own trailer. An inner chunk that holds only the fill
+// value is stored as no frame, its entry all ones in the offset and zeros
+// in the rest.
+//
+// The frame sums make the index's checksum, the chunk's trailer, cover
+// every frame's content: without them two versions of a chunk whose inner
+// frames have the same sizes (always, unfiltered) share a trailer, and a
+// reader that fell behind its writer could not tell that the writer reused
+// the place it reads.
 
-// EntrySize is the size of one index entry.
-const EntrySize = 16
+// EntrySize is the size of one index entry without frame sums (the
+// portable form's, and the stored one of datasets of LayoutParams
+// version 1); EntrySizeSums with them.
+const (
+	EntrySize     = 16
+	EntrySizeSums = 20
+)
 
 // emptyOff marks an inner chunk without a frame.
 const emptyOff = ^uint64(0)
@@ -40,6 +53,9 @@ type Entry struct {
 	Off  uint64
 	Size uint32
 	Mask uint32
+	// Sum is the frame's trailer, recorded in the index with frame sums
+	// (0 for an empty entry, and in the form without them).
+	Sum uint32
 }
 
 // Empty reports whether the inner chunk has no frame (it reads as fill).
@@ -48,34 +64,51 @@ func (e Entry) Empty() bool { return e.Off == emptyOff }
 // EmptyEntry is the entry of an inner chunk without a frame.
 var EmptyEntry = Entry{Off: emptyOff}
 
-// AppendIndex appends the index entries es to b.
-func AppendIndex(b []byte, es []Entry) []byte {
+// AppendIndex appends the index entries es to b, with their frame sums
+// when sums is set.
+func AppendIndex(b []byte, es []Entry, sums bool) []byte {
 	for _, e := range es {
 		b = le.AppendUint64(b, e.Off)
 		b = le.AppendUint32(b, e.Size)
 		b = le.AppendUint32(b, e.Mask)
+		if sums {
+			b = le.AppendUint32(b, e.Sum)
+		}
 	}
 	return b
 }
 
-// DecodeIndex decodes the n entries in b and checks them before anyone
+func entrySize(sums bool) int {
+	if sums {
+		return EntrySizeSums
+	}
+	return EntrySize
+}
+
+// DecodeIndex decodes the n entries in b (with frame sums when sums is
+// set) and checks them before anyone
 // trusts them: every frame lies inside [0, dataEnd) (the bytes before the
 // index), is at least a trailer long and at most maxFrame, frames do not
 // overlap, masks name no filter beyond maxMask's bits, and an empty entry
 // is the canonical one. The error wraps format.ErrCorrupt. It allocates
 // only the n entries the caller's grid gives, whatever b claims.
-func DecodeIndex(b []byte, n int, dataEnd uint64, maxFrame uint64, maxMask uint32) ([]Entry, error) {
-	if n < 0 || n > MaxInner || len(b) != n*EntrySize {
+func DecodeIndex(b []byte, n int, sums bool, dataEnd uint64, maxFrame uint64, maxMask uint32) ([]Entry, error) {
+	es := entrySize(sums)
+	if n < 0 || n > MaxInner || len(b) != n*es {
 		return nil, corrupt("index of %d bytes for %d inner chunks", len(b), n)
 	}
-	es := make([]Entry, n)
+	out := make([]Entry, n)
 	used := 0
-	for i := range es {
-		e := Entry{Off: le.Uint64(b[i*EntrySize:]), Size: le.Uint32(b[i*EntrySize+8:]), Mask: le.Uint32(b[i*EntrySize+12:])}
+	for i := range out {
+		p := b[i*es:]
+		e := Entry{Off: le.Uint64(p), Size: le.Uint32(p[8:]), Mask: le.Uint32(p[12:])}
+		if sums {
+			e.Sum = le.Uint32(p[16:])
+		}
 		switch {
 		case e.Off == emptyOff:
-			if e.Size != 0 || e.Mask != 0 {
-				return nil, corrupt("inner chunk %d: empty entry with size %d, mask %#x", i, e.Size, e.Mask)
+			if e.Size != 0 || e.Mask != 0 || e.Sum != 0 {
+				return nil, corrupt("inner chunk %d: empty entry with size %d, mask %#x, sum %#x", i, e.Size, e.Mask, e.Sum)
 			}
 		case uint64(e.Size) < format.ChunkFrameOverhead || uint64(e.Size) > maxFrame:
 			return nil, corrupt("inner chunk %d: frame of %d bytes (%d..%d)", i, e.Size, format.ChunkFrameOverhead, maxFrame)
@@ -86,10 +119,10 @@ func DecodeIndex(b []byte, n int, dataEnd uint64, maxFrame uint64, maxMask uint3
 		default:
 			used++
 		}
-		es[i] = e
+		out[i] = e
 	}
 	order := make([]Entry, 0, used)
-	for _, e := range es {
+	for _, e := range out {
 		if !e.Empty() {
 			order = append(order, e)
 		}
@@ -108,7 +141,7 @@ func DecodeIndex(b []byte, n int, dataEnd uint64, maxFrame uint64, maxMask uint3
 			return nil, corrupt("inner chunks overlap at offset %d", order[k].Off)
 		}
 	}
-	return es, nil
+	return out, nil
 }
 
 func corrupt(f string, args ...any) error {
@@ -126,6 +159,10 @@ type Codec struct {
 	Sum format.ChunkSum
 	// Fill is one element of the fill value; nil means zeros.
 	Fill []byte
+	// FrameSums stores each inner frame's trailer in its index entry
+	// (LayoutParams version 2), so that the chunk's trailer covers the
+	// frames' contents; a frame read is checked against its entry's.
+	FrameSums bool
 	// Decoded counts the inner chunks decoded (DecodeInner calls): what a
 	// read cost, for statistics and tests.
 	Decoded atomic.Int64
@@ -155,7 +192,16 @@ func (c *Codec) MaxFrame() int {
 }
 
 // IndexSize is the size of the index with its trailer.
-func (c *Codec) IndexSize() int { return c.Grid.n*EntrySize + format.ChunkFrameOverhead }
+func (c *Codec) IndexSize() int { return c.Grid.n*entrySize(c.FrameSums) + format.ChunkFrameOverhead }
+
+// portableIndex is the size of the portable form's index (no frame sums,
+// no trailer).
+func (c *Codec) portableIndex() int { return c.Grid.n * EntrySize }
+
+// MaxPortable bounds a sharded chunk's portable form.
+func (c *Codec) MaxPortable() int64 {
+	return int64(c.Grid.n)*int64(c.MaxFrame()) + int64(c.portableIndex())
+}
 
 // MaxStored bounds a sharded chunk's stored image.
 func (c *Codec) MaxStored() int64 { return int64(c.Grid.n)*int64(c.MaxFrame()) + int64(c.IndexSize()) }
@@ -308,9 +354,21 @@ type Reuse struct {
 	Changed func(i int) bool
 }
 
-func (c *Codec) verifies(coord []uint64, i int, frame []byte) bool {
-	_, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+func (c *Codec) verifies(coord []uint64, i int, e Entry, frame []byte) bool {
+	_, err := c.verifyFrame(coord, i, e, frame)
 	return err == nil
+}
+
+// verifyFrame verifies inner chunk i's frame (entry e) and returns its
+// image: its trailer at the inner chunk's coordinates and, with frame
+// sums, the trailer the index records, so a frame of another version of
+// the chunk than the index's is corruption even where the sizes agree.
+// The error names no inner chunk.
+func (c *Codec) verifyFrame(coord []uint64, i int, e Entry, frame []byte) ([]byte, error) {
+	if c.FrameSums && format.Trailer(frame) != e.Sum {
+		return nil, corrupt("frame's checksum %#x is not the %#x its index entry records", format.Trailer(frame), e.Sum)
+	}
+	return c.Sum.VerifyFrame(InnerKey(coord, i), frame)
 }
 
 // EncodeReusing is Encode taking the inner chunks that did not change from
@@ -327,8 +385,8 @@ func (c *Codec) EncodeReusing(ctx context.Context, p *pool.Pool, coord []uint64,
 			if e := r.Es[i]; e.Empty() {
 				es[i] = EmptyEntry
 				return nil
-			} else if frame := r.Image[e.Off : e.Off+uint64(e.Size)]; c.verifies(coord, i, frame) {
-				es[i] = Entry{Off: uint64(i * mf), Size: e.Size, Mask: e.Mask}
+			} else if frame := r.Image[e.Off : e.Off+uint64(e.Size)]; c.verifies(coord, i, e, frame) {
+				es[i] = Entry{Off: uint64(i * mf), Size: e.Size, Mask: e.Mask, Sum: format.Trailer(frame)}
 				copy(slot[:e.Size], frame)
 				return nil
 			}
@@ -365,7 +423,7 @@ func (c *Codec) EncodeReusing(ctx context.Context, p *pool.Pool, coord []uint64,
 			}
 		}
 		img = c.Sum.AppendFrame(InnerKey(coord, i), img)
-		es[i] = Entry{Off: uint64(i * mf), Size: uint32(len(img)), Mask: mask}
+		es[i] = Entry{Off: uint64(i * mf), Size: uint32(len(img)), Mask: mask, Sum: format.Trailer(img)}
 		return nil
 	})
 	if err != nil {
@@ -383,7 +441,12 @@ func (c *Codec) EncodeReusing(ctx context.Context, p *pool.Pool, coord []uint64,
 		es[i].Off = end
 		end += uint64(e.Size)
 	}
-	img := AppendIndex(buf[:end], es)
+	if !c.FrameSums {
+		for i := range es {
+			es[i].Sum = 0
+		}
+	}
+	img := AppendIndex(buf[:end], es, c.FrameSums)
 	img = c.Sum.AppendFrame(coord, img[end:])
 	return buf[:int(end)+len(img)], nil
 }
@@ -400,7 +463,7 @@ func (c *Codec) OpenIndex(coord []uint64, tail []byte, size int64) ([]Entry, err
 	if err != nil {
 		return nil, corrupt("index: %v", err)
 	}
-	return DecodeIndex(idx, c.Grid.n, uint64(size)-uint64(n), uint64(c.MaxFrame()), c.maxMask())
+	return DecodeIndex(idx, c.Grid.n, c.FrameSums, uint64(size)-uint64(n), uint64(c.MaxFrame()), c.maxMask())
 }
 
 // DecodeInner verifies inner chunk i's frame (the chunk at coord) and
@@ -413,7 +476,7 @@ func (c *Codec) DecodeInner(coord []uint64, i int, e Entry, frame, dst []byte) e
 	if c.onDecode != nil {
 		c.onDecode(i)
 	}
-	img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+	img, err := c.verifyFrame(coord, i, e, frame)
 	if err != nil {
 		return fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
 	}
@@ -446,7 +509,7 @@ func (c *Codec) InnerImage(coord []uint64, i int, e Entry, frame []byte) ([]byte
 	if uint64(len(frame)) != uint64(e.Size) {
 		return nil, fmt.Errorf("inner chunk %v: %w", g.Coord(i), corrupt("frame of %d bytes, entry says %d", len(frame), e.Size))
 	}
-	img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+	img, err := c.verifyFrame(coord, i, e, frame)
 	if err != nil {
 		return nil, fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
 	}
@@ -526,7 +589,7 @@ func (c *Codec) decodeStreamed(coord []uint64, i int, e Entry, frame, chunk []by
 	if c.onDecode != nil {
 		c.onDecode(i)
 	}
-	img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+	img, err := c.verifyFrame(coord, i, e, frame)
 	if err != nil {
 		return fmt.Errorf("inner chunk %v: %w", g.Coord(i), err)
 	}
@@ -583,7 +646,9 @@ func (c *Codec) Decode(ctx context.Context, p *pool.Pool, coord []uint64, image,
 // between datasets and files: the stored image without its trailer, each
 // inner frame's trailer the plain CRC32C of its image (the unkeyed rule,
 // which names no dataset and no place; a Zarr inner chunk whose last codec
-// is crc32c). The index is the stored one.
+// is crc32c), and the index in its form without frame sums, which the
+// frames' CRC32C trailers make redundant there. The frames keep their
+// stored places, which come before the index in both forms.
 
 var unkeyed format.ChunkSum
 
@@ -599,19 +664,21 @@ func (c *Codec) Export(coord []uint64, image []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := append([]byte(nil), image[:len(image)-format.ChunkFrameOverhead]...)
+	end := len(image) - n
+	out := make([]byte, end, end+c.portableIndex())
+	copy(out, image[:end])
 	for i, e := range es {
 		if e.Empty() {
 			continue
 		}
 		frame := out[e.Off : e.Off+uint64(e.Size)]
-		img, err := c.Sum.VerifyFrame(InnerKey(coord, i), frame)
+		img, err := c.verifyFrame(coord, i, e, frame)
 		if err != nil {
 			return nil, fmt.Errorf("inner chunk %v: %w", c.Grid.Coord(i), err)
 		}
 		le.PutUint32(frame[len(img):], unkeyed.Sum(nil, img))
 	}
-	return out, nil
+	return AppendIndex(out, es, false), nil
 }
 
 // Import returns the stored image of the chunk at coord whose portable
@@ -620,17 +687,17 @@ func (c *Codec) Export(coord []uint64, image []byte) ([]byte, error) {
 // (internal/bufpool); data is not changed. The error wraps
 // format.ErrCorrupt.
 func (c *Codec) Import(coord []uint64, data []byte) ([]byte, []Entry, error) {
-	n := c.IndexSize() - format.ChunkFrameOverhead
-	if len(data) < n || int64(len(data)) > c.MaxStored() {
-		return nil, nil, corrupt("portable chunk of %d bytes (index %d, at most %d)", len(data), n, c.MaxStored())
+	n := c.portableIndex()
+	if len(data) < n || int64(len(data)) > c.MaxPortable() {
+		return nil, nil, corrupt("portable chunk of %d bytes (index %d, at most %d)", len(data), n, c.MaxPortable())
 	}
 	end := len(data) - n
-	es, err := DecodeIndex(data[end:], c.Grid.n, uint64(end), uint64(c.MaxFrame()), c.maxMask())
+	es, err := DecodeIndex(data[end:], c.Grid.n, false, uint64(end), uint64(c.MaxFrame()), c.maxMask())
 	if err != nil {
 		return nil, nil, err
 	}
-	buf := bufpool.Get(len(data) + format.ChunkFrameOverhead)[:len(data)]
-	copy(buf, data)
+	buf := bufpool.Get(end + c.IndexSize())[:end]
+	copy(buf, data[:end])
 	for i, e := range es {
 		if e.Empty() {
 			continue
@@ -641,8 +708,13 @@ func (c *Codec) Import(coord []uint64, data []byte) ([]byte, []Entry, error) {
 			bufpool.Put(buf)
 			return nil, nil, fmt.Errorf("inner chunk %v: %w", c.Grid.Coord(i), err)
 		}
-		le.PutUint32(frame[len(img):], c.Sum.Sum(InnerKey(coord, i), img))
+		sum := c.Sum.Sum(InnerKey(coord, i), img)
+		le.PutUint32(frame[len(img):], sum)
+		if c.FrameSums {
+			es[i].Sum = sum
+		}
 	}
-	idx := c.Sum.AppendFrame(coord, buf[end:])
+	idx := AppendIndex(buf, es, c.FrameSums)
+	idx = c.Sum.AppendFrame(coord, idx[end:])
 	return buf[:end+len(idx)], es, nil
 }

@@ -20,7 +20,7 @@ import (
 func testCodec(t testing.TB, chunk, inner []uint64, es int, specs []filter.Spec, fill []byte) *Codec {
 	g, err := NewGrid(chunk, inner, es)
 	require.NoError(t, err)
-	c := &Codec{Grid: g, Sum: format.KeyedChunkSum(0x5eed), Fill: fill}
+	c := &Codec{Grid: g, Sum: format.KeyedChunkSum(0x5eed), Fill: fill, FrameSums: true}
 	if specs != nil {
 		c.Pipe, err = filter.NewPipeline(specs, es)
 		require.NoError(t, err)
@@ -149,10 +149,21 @@ func TestShardGrid(t *testing.T) {
 }
 
 func TestShardIndexChecks(t *testing.T) {
+	for _, sums := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sums=%v", sums), func(t *testing.T) { testShardIndexChecks(t, sums) })
+	}
+}
+
+func testShardIndexChecks(t *testing.T, sums bool) {
 	const n, end, maxFrame = 3, 100, 40
 	ok := []Entry{{Off: 0, Size: 30}, EmptyEntry, {Off: 30, Size: 40, Mask: 1}}
-	_, err := DecodeIndex(AppendIndex(nil, ok), n, end, maxFrame, 1)
+	if sums {
+		ok[0].Sum, ok[2].Sum = 0xdeadbeef, 7
+	}
+	got, err := DecodeIndex(AppendIndex(nil, ok, sums), n, sums, end, maxFrame, 1)
 	require.NoError(t, err)
+	assert.Equal(t, ok, got)
+	assert.Len(t, AppendIndex(nil, ok, sums), n*entrySize(sums))
 	bad := map[string][]Entry{
 		"overlap":        {{Off: 0, Size: 31}, EmptyEntry, {Off: 30, Size: 40}},
 		"past the index": {{Off: 0, Size: 30}, EmptyEntry, {Off: 70, Size: 31}},
@@ -163,48 +174,63 @@ func TestShardIndexChecks(t *testing.T) {
 		"empty sized":    {{Off: 0, Size: 30}, {Off: ^uint64(0), Size: 4}, {Off: 30, Size: 40}},
 		"same frame":     {{Off: 0, Size: 30}, {Off: 0, Size: 30}, {Off: 30, Size: 40}},
 	}
+	if sums {
+		bad["empty summed"] = []Entry{{Off: 0, Size: 30}, {Off: ^uint64(0), Sum: 1}, {Off: 30, Size: 40}}
+	}
 	for name, es := range bad {
-		_, err := DecodeIndex(AppendIndex(nil, es), n, end, maxFrame, 1)
+		_, err := DecodeIndex(AppendIndex(nil, es, sums), n, sums, end, maxFrame, 1)
 		assert.ErrorIs(t, err, format.ErrCorrupt, name)
 	}
-	_, err = DecodeIndex(AppendIndex(nil, ok)[:40], n, end, maxFrame, 1)
+	_, err = DecodeIndex(AppendIndex(nil, ok, sums)[:40], n, sums, end, maxFrame, 1)
 	assert.ErrorIs(t, err, format.ErrCorrupt, "short index")
+	_, err = DecodeIndex(AppendIndex(nil, ok, !sums), n, sums, end, maxFrame, 1)
+	assert.ErrorIs(t, err, format.ErrCorrupt, "the other entry size")
 }
 
 // FuzzShardIndex decodes hostile indexes and images: never a panic, and
 // every index that passes names frames inside the image that do not
 // overlap.
+// Both entry forms are tried on every input.
 func FuzzShardIndex(f *testing.F) {
 	c := testCodec(f, []uint64{8, 8}, []uint64{4, 4}, 2, []filter.Spec{{ID: filter.Zstd, Level: 1}}, nil)
+	v1 := &Codec{Grid: c.Grid, Pipe: c.Pipe, Sum: c.Sum}
 	chunk := chunkData(c, 3)
-	img, err := c.Encode(context.Background(), nil, []uint64{1, 1}, chunk)
-	require.NoError(f, err)
-	f.Add(append([]byte(nil), img...))
-	f.Add(AppendIndex(nil, []Entry{{Off: 0, Size: 30}, EmptyEntry, {Off: 30, Size: 40}, {Off: 10, Size: 30}}))
+	for _, c := range []*Codec{c, v1} {
+		img, err := c.Encode(context.Background(), nil, []uint64{1, 1}, chunk)
+		require.NoError(f, err)
+		f.Add(append([]byte(nil), img...))
+	}
+	es := []Entry{{Off: 0, Size: 30, Sum: 9}, EmptyEntry, {Off: 30, Size: 40, Sum: 1}, {Off: 10, Size: 30}}
+	f.Add(AppendIndex(nil, es, false))
+	f.Add(AppendIndex(nil, es, true))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if len(b) >= c.IndexSize() {
-			got := make([]byte, len(chunk))
-			err := c.Decode(context.Background(), nil, []uint64{1, 1}, b, got)
-			if err != nil && !errors.Is(err, format.ErrCorrupt) && !errors.Is(err, filter.ErrCorrupt) {
-				t.Fatalf("error %v is not corruption", err)
+		for _, c := range []*Codec{c, v1} {
+			if len(b) >= c.IndexSize() {
+				got := make([]byte, len(chunk))
+				err := c.Decode(context.Background(), nil, []uint64{1, 1}, b, got)
+				if err != nil && !errors.Is(err, format.ErrCorrupt) && !errors.Is(err, filter.ErrCorrupt) {
+					t.Fatalf("error %v is not corruption", err)
+				}
 			}
-		}
-		n := len(b) / EntrySize
-		es, err := DecodeIndex(b[:n*EntrySize], n, 1000, 200, 1)
-		if err != nil {
-			require.ErrorIs(t, err, format.ErrCorrupt)
-			return
-		}
-		used := map[uint64]bool{}
-		for _, e := range es {
-			if e.Empty() {
+			size := entrySize(c.FrameSums)
+			n := len(b) / size
+			es, err := DecodeIndex(b[:n*size], n, c.FrameSums, 1000, 200, 1)
+			if err != nil {
+				require.ErrorIs(t, err, format.ErrCorrupt)
 				continue
 			}
-			require.LessOrEqual(t, e.Off+uint64(e.Size), uint64(1000))
-			for x := e.Off; x < e.Off+uint64(e.Size); x++ {
-				require.False(t, used[x], "overlap at %d", x)
-				used[x] = true
+			used := map[uint64]bool{}
+			for _, e := range es {
+				if e.Empty() {
+					require.Zero(t, e.Sum)
+					continue
+				}
+				require.LessOrEqual(t, e.Off+uint64(e.Size), uint64(1000))
+				for x := e.Off; x < e.Off+uint64(e.Size); x++ {
+					require.False(t, used[x], "overlap at %d", x)
+					used[x] = true
+				}
 			}
 		}
 	})
@@ -241,12 +267,25 @@ func TestShardPortable(t *testing.T) {
 	require.NoError(t, err)
 	raw, err := c.Export([]uint64{1, 0}, img)
 	require.NoError(t, err)
-	assert.Len(t, raw, len(img)-format.ChunkFrameOverhead)
+	// The portable index has no frame sums: 4 bytes fewer an entry.
+	assert.Len(t, raw, len(img)-format.ChunkFrameOverhead-4*c.Grid.N())
 	img2, _, err := d.Import([]uint64{0, 3}, raw)
 	require.NoError(t, err)
 	got := make([]byte, len(chunk))
 	require.NoError(t, d.Decode(context.Background(), nil, []uint64{0, 3}, img2, got))
 	assert.Equal(t, chunk, got)
+	// A dataset without frame sums has the same portable form, and takes
+	// and gives the other's.
+	v1 := &Codec{Grid: d.Grid, Pipe: d.Pipe, Sum: format.KeyedChunkSum(7)}
+	img3, _, err := v1.Import([]uint64{2, 2}, raw)
+	require.NoError(t, err)
+	assert.Len(t, img3, len(raw)+format.ChunkFrameOverhead)
+	clear(got)
+	require.NoError(t, v1.Decode(context.Background(), nil, []uint64{2, 2}, img3, got))
+	assert.Equal(t, chunk, got)
+	raw3, err := v1.Export([]uint64{2, 2}, img3)
+	require.NoError(t, err)
+	assert.Equal(t, raw, raw3)
 	raw[5] ^= 1
 	_, _, err = d.Import([]uint64{0, 3}, raw)
 	assert.ErrorIs(t, err, format.ErrCorrupt)
@@ -501,5 +540,59 @@ func TestShardDecodeStreamed(t *testing.T) {
 		require.ErrorIs(t, err, format.ErrCorrupt)
 		assert.Contains(t, err.Error(), fmt.Sprintf("inner chunk %v", g.Coord(2)))
 		assert.Zero(t, c.Scratch.Load())
+	}
+}
+
+// With frame sums, the index's checksum (the chunk's trailer) covers every
+// inner frame's content: two versions of a chunk whose frames have the same
+// sizes get different trailers, and an index of one version with the
+// frames of another is corruption naming the inner chunk, never the other
+// version's values. Without them (datasets of LayoutParams version 1) both
+// versions share the trailer.
+func TestShardTrailerCoversFrames(t *testing.T) {
+	coord := []uint64{1, 2}
+	for _, specs := range [][]filter.Spec{nil, {{ID: filter.Zstd, Level: 1}}} {
+		c := testCodec(t, []uint64{8, 8}, []uint64{4, 4}, 2, specs, []byte{0xff, 0xff})
+		v1 := &Codec{Grid: c.Grid, Pipe: c.Pipe, Sum: c.Sum, Fill: c.Fill}
+		a := chunkData(c)
+		b := append([]byte(nil), a...)
+		b[0] ^= 1 // one element of inner chunk 0; the same sizes unfiltered
+		for _, sums := range []bool{false, true} {
+			cc := v1
+			if sums {
+				cc = c
+			}
+			imgA, err := cc.Encode(context.Background(), nil, coord, a)
+			require.NoError(t, err)
+			imgB, err := cc.Encode(context.Background(), nil, coord, b)
+			require.NoError(t, err)
+			if len(imgA) != len(imgB) {
+				continue // zstd may differ in size: nothing to show
+			}
+			n := cc.IndexSize()
+			if !sums {
+				assert.Equal(t, format.Trailer(imgA), format.Trailer(imgB), "specs %v: without frame sums the trailers agree", specs)
+				continue
+			}
+			assert.NotEqual(t, format.Trailer(imgA), format.Trailer(imgB), "specs %v: frame sums set the versions apart", specs)
+			// B's frames under A's index: what a reader that fell behind
+			// reads where the writer reused A's place.
+			mixed := append(append([]byte(nil), imgB[:len(imgB)-n]...), imgA[len(imgA)-n:]...)
+			got := make([]byte, len(a))
+			err = cc.Decode(context.Background(), nil, coord, mixed, got)
+			require.ErrorIs(t, err, format.ErrCorrupt, "specs %v", specs)
+			assert.Contains(t, err.Error(), "inner chunk [0 0]")
+			es, err := cc.OpenIndex(coord, mixed[len(mixed)-n:], int64(len(mixed)))
+			require.NoError(t, err)
+			e := es[0]
+			_, err = cc.InnerImage(coord, 0, e, mixed[e.Off:e.Off+uint64(e.Size)])
+			assert.ErrorIs(t, err, format.ErrCorrupt)
+			assert.ErrorIs(t, cc.DecodeInner(coord, 0, e, mixed[e.Off:e.Off+uint64(e.Size)], make([]byte, cc.Grid.InnerBytes())), format.ErrCorrupt)
+			_, err = cc.Export(coord, mixed)
+			assert.ErrorIs(t, err, format.ErrCorrupt)
+			// The other inner chunks stay readable.
+			e = es[1]
+			assert.NoError(t, cc.DecodeInner(coord, 1, e, mixed[e.Off:e.Off+uint64(e.Size)], make([]byte, cc.Grid.InnerBytes())))
+		}
 	}
 }
