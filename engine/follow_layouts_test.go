@@ -53,6 +53,9 @@ var followSets = []followDS{
 	// Chunks of 64 KiB, above the followers' BypassBytes, so that reads
 	// of part of one read only the inner chunks they touch.
 	{"sharded", DatasetSpec{Type: Uint16, Shape: []uint64{256, 256}, Chunk: []uint64{128, 256}, InnerChunk: []uint64{32, 64}, Filters: []Filter{Shuffle(), Zstd(1)}}},
+	// Unfiltered: every version of a chunk has the same frame sizes, so
+	// only the frames' checksums in the index tell a reused place apart.
+	{"sharded-raw", DatasetSpec{Type: Uint16, Shape: []uint64{128, 128}, Chunk: []uint64{64, 128}, InnerChunk: []uint64{32, 32}}},
 }
 
 // followModel is one generation of every dataset: fixed-size elements
