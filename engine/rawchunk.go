@@ -94,10 +94,13 @@ func (d *Dataset) storedChunks(ctx context.Context) ([]StoredChunk, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
+	sh := s.shards()
 	var out []StoredChunk
 	err = x.Range(ctx, func(c []uint64, e index.Entry) bool {
 		size := e.Size
-		if size >= format.ChunkFrameOverhead {
+		if sh != nil {
+			size = uint64(sh.codec.PortableSize(int64(size)))
+		} else if size >= format.ChunkFrameOverhead {
 			size -= format.ChunkFrameOverhead
 		}
 		out = append(out, StoredChunk{Coords: clone(c), Size: size, FilterMask: e.Mask, Addr: e.Addr, Sum: e.Sum})
@@ -258,7 +261,11 @@ func (d *Dataset) statChunkRaw(ctx context.Context, coords []uint64) (StoredChun
 	case !entryFits(e, cs.maxStored()) || e.Size < format.ChunkFrameOverhead:
 		return StoredChunk{}, fmt.Errorf("%w: chunk %v index entry (addr %d, size %d)", ErrCorrupt, coords, e.Addr, e.Size)
 	}
-	return StoredChunk{Coords: clone(coords), Size: e.Size - format.ChunkFrameOverhead, FilterMask: e.Mask, Addr: e.Addr, Sum: e.Sum}, nil
+	size := e.Size - format.ChunkFrameOverhead
+	if sh := s.shards(); sh != nil {
+		size = uint64(sh.codec.PortableSize(int64(e.Size)))
+	}
+	return StoredChunk{Coords: clone(coords), Size: size, FilterMask: e.Mask, Addr: e.Addr, Sum: e.Sum}, nil
 }
 
 // WriteChunkRaw stores data, the filter pipeline's output for the whole

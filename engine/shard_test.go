@@ -464,3 +464,27 @@ func TestFaultAtEveryOperationSharded(t *testing.T) {
 	defer verifyNoLeaks(t)
 	faultSweep(t, shardCrashWorkload, 2)
 }
+
+// TestShardStoredChunkSize: a sharded chunk's StoredChunk.Size, from the
+// chunk index (Chunks, StatChunkRaw) or from the read, is the length of
+// the portable form ReadChunkRaw returns, whose index entries are shorter
+// than the stored ones.
+func TestShardStoredChunkSize(t *testing.T) {
+	ctx := context.Background()
+	for _, filters := range [][]Filter{nil, {Zstd(1)}} {
+		f, ds, _ := shardFile(t, vfd.NewMem(), nil, filters)
+		listed, err := storedChunks(ctx, ds)
+		require.NoError(t, err)
+		require.NotEmpty(t, listed)
+		for _, sc := range listed {
+			data, read, err := ds.ReadChunkRawStored(ctx, sc.Coords)
+			require.NoError(t, err)
+			assert.EqualValues(t, len(data), sc.Size, "chunk %v listed", sc.Coords)
+			assert.EqualValues(t, len(data), read.Size, "chunk %v read", sc.Coords)
+			stat, err := ds.StatChunkRaw(ctx, sc.Coords)
+			require.NoError(t, err)
+			assert.EqualValues(t, len(data), stat.Size, "chunk %v stat", sc.Coords)
+		}
+		require.NoError(t, f.Close(ctx))
+	}
+}

@@ -198,6 +198,12 @@ func (c *Codec) IndexSize() int { return c.Grid.n*entrySize(c.FrameSums) + forma
 // no trailer).
 func (c *Codec) portableIndex() int { return c.Grid.n * EntrySize }
 
+// PortableSize is the size of the portable form of a stored image of
+// stored bytes (0 for one too short to hold an index).
+func (c *Codec) PortableSize(stored int64) int64 {
+	return max(0, stored-int64(c.IndexSize())) + int64(c.portableIndex())
+}
+
 // MaxPortable bounds a sharded chunk's portable form.
 func (c *Codec) MaxPortable() int64 {
 	return int64(c.Grid.n)*int64(c.MaxFrame()) + int64(c.portableIndex())
