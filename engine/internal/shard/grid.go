@@ -7,8 +7,8 @@
 //
 // The stored form follows Zarr v3's sharding_indexed codec with its index
 // at the end (ZarrV3 "sharding"): inner chunks in C order of the inner
-// grid, then one 16-byte entry per inner chunk, then a checksum of the
-// entries. An inner chunk's bytes are its filtered image and a 4-byte
+// grid, then one entry per inner chunk (16 bytes, or 20 with the frame's
+// checksum: Codec.FrameSums), then a checksum of the entries. An inner chunk's bytes are its filtered image and a 4-byte
 // trailer, so the filtered image of an inner chunk is a Zarr inner chunk
 // of the same codecs as it is, and a Zarr shard is made by rewriting the
 // index alone.
@@ -55,7 +55,8 @@ type Grid struct {
 const maxRowTable = 1 << 16
 
 // MaxInner bounds the number of inner chunks of one chunk: the index is
-// 16 bytes per inner chunk and must stay small beside the data.
+// 16 or 20 bytes per inner chunk (EntrySize, EntrySizeSums), at most 20
+// MiB, and must stay small beside the data.
 const MaxInner = 1 << 20
 
 // NewGrid checks that inner divides chunk and returns their grid. An
