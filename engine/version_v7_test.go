@@ -15,7 +15,8 @@ import (
 // entries carried their frames' checksums. Its sharded datasets (one
 // unfiltered, one zstd) read as written, in whole and in part, and keep
 // their 16-byte index entries when a later writer rewrites a chunk of
-// them, while the superblock moves to the current version.
+// them, while the superblock moves to the current version and a sharded
+// dataset created then has entries with frame sums.
 func TestReadsVersion7File(t *testing.T) {
 	ctx := t.Context()
 	path := oldVersionFixture(t, 7)
@@ -63,6 +64,11 @@ func TestReadsVersion7File(t *testing.T) {
 		require.NoError(t, d.Write(ctx, Box([]uint64{7, 0}, []uint64{1, 1}), []byte{0x55, 0}))
 		require.NoError(t, d.Close(ctx))
 	}
+	// A sharded dataset created now has the entries with frame sums.
+	nd, err := f.CreateDataset(ctx, "new", DatasetSpec{Type: Int16, Shape: []uint64{8, 8}, Chunk: []uint64{4, 8}, InnerChunk: []uint64{2, 4}})
+	require.NoError(t, err)
+	require.NoError(t, nd.Write(ctx, All(nd.Shape()), want("new")))
+	require.NoError(t, nd.Close(ctx))
 	require.NoError(t, f.Close(ctx))
 
 	b, err := os.ReadFile(path)
@@ -74,4 +80,11 @@ func TestReadsVersion7File(t *testing.T) {
 	require.NoError(t, err)
 	defer f.Close(ctx)
 	verify(f, true)
+	nd, err = f.OpenDataset(ctx, "new", nil)
+	require.NoError(t, err)
+	defer nd.Close(ctx)
+	assert.True(t, nd.s.shards().codec.FrameSums)
+	got := make([]byte, 8*8*2)
+	require.NoError(t, nd.Read(ctx, All(nd.Shape()), got))
+	assert.Equal(t, want("new"), got)
 }
