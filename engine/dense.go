@@ -121,8 +121,9 @@ func (l *denseLayout) NewChunk(_ layout.Coord, fill bool) (layout.Chunk, error) 
 	return &denseChunk{buf: newChunkBuf(l.s, fill)}, nil
 }
 
-// lazyFillMin is the smallest chunk whose fill is deferred (NewChunk): in
-// smaller ones the fill costs less than the bookkeeping.
+// lazyFillMin is the smallest chunk whose fill is deferred (NewChunk): 16
+// pages, below which the deferral's box list and lock are not worth
+// setting up (a choice, not a measured crossover).
 const lazyFillMin = 64 << 10
 
 // lazyFillBoxes bounds the boxes a chunk remembers while unfilled (written):
@@ -543,8 +544,9 @@ func (l *denseLayout) Gather(chunk layout.Chunk, p layout.Piece) error {
 	}
 	if c.unfilled.Load() {
 		c.fillMu.Lock()
-		ok := len(c.written) < lazyFillBoxes*2*len(l.s.chunk)
-		if ok {
+		// Filled meanwhile (a reader's ready): nothing more to note.
+		ok := !c.unfilled.Load() || len(c.written) < lazyFillBoxes*2*len(l.s.chunk)
+		if ok && c.unfilled.Load() {
 			c.written, ok = selection.AppendBox(c.written, pc.p, len(l.s.chunk))
 		}
 		c.fillMu.Unlock()
