@@ -249,8 +249,8 @@ type testDriver struct {
 	vfd.Driver
 	failWrite, failSync, failRead atomic.Bool
 	readVs, writeVs, syncs        atomic.Int64
-	readExts                      atomic.Int64 // extents read by ReadV
-	failReadAt                    atomic.Int64 // if > 0, the ReadV call of that number and later ones fail
+	readExts                      atomic.Int64  // extents read by ReadV
+	failReadAt                    atomic.Int64  // if > 0, the ReadV call of that number and later ones fail
 	writeGate                     chan struct{} // if non-nil, WriteV waits for a token
 }
 
