@@ -190,11 +190,13 @@ func (d *directDecodes) run(ctx context.Context) error {
 		return err
 	}
 	d.k = min(d.transient, int64(max(c.cfg.Workers, 1))+1)
+	seen := false // a transient chunk in the first batch
 	for _, im := range first {
 		d.slot = max(d.slot, im.hold)
+		seen = seen || d.dsts[im.i] == nil
 	}
 	if d.transient > 0 {
-		if d.slot == 0 {
+		if !seen {
 			// No transient chunk in the first batch: reserve for the
 			// first one the stream meets, by its hint (its hold is at
 			// most that); the rest of the rule holds.
@@ -265,51 +267,38 @@ func (d *directDecodes) read(b [2]int) ([]readImage, error) {
 // stream decodes the images of first and of the batches rest on the
 // workers while one goroutine reads rest.
 func (d *directDecodes) stream(ctx context.Context, first []readImage, rest [][2]int) error {
+	// The first batch's holds are at most d.slot (run sets it from them),
+	// so none of its chunks is deferred.
+	if len(rest) == 0 {
+		// All read already (the common read of a few chunks): no reader.
+		if len(first) == 1 {
+			return d.decode(first[0])
+		}
+		return d.c.workers.run(ctx, len(first), func(i int) error { return d.decode(first[i]) })
+	}
 	n := len(first)
 	for _, b := range rest {
 		n += b[1] - b[0]
 	}
 	d.ready = make(chan readImage, max(len(first), d.c.cfg.Workers+1))
 	for _, im := range first {
-		d.offer(im)
+		d.ready <- im
 	}
-	if len(rest) == 0 {
-		close(d.ready)
-	} else {
-		d.stop, d.done = make(chan struct{}), make(chan struct{})
-		go d.reader(ctx, rest)
-	}
-	take := func(int) error {
+	d.stop, d.done = make(chan struct{}), make(chan struct{})
+	go d.reader(ctx, rest)
+	err := d.c.workers.run(ctx, n, func(int) error {
 		im, ok := <-d.ready
 		if !ok {
 			return nil // deferred, or the reader failed: told below
 		}
 		return d.decode(im)
-	}
-	var err error
-	if n == 1 {
-		err = take(0)
-	} else {
-		err = d.c.workers.run(ctx, n, take)
-	}
-	if d.done != nil {
-		close(d.stop)
-		<-d.done
-	}
+	})
+	close(d.stop)
+	<-d.done
 	if err == nil {
 		err = d.readErr
 	}
 	return err
-}
-
-// offer sends im to the decoders, or keeps it for after the stream when
-// it holds more than a decoder reserved.
-func (d *directDecodes) offer(im readImage) {
-	if im.hold > d.slot {
-		d.deferred = append(d.deferred, im)
-		return
-	}
-	d.ready <- im
 }
 
 // reader reads the batches and sends their images to the decoders until
