@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -151,4 +152,55 @@ func (d *failWriteOnce) WriteV(e []vfd.Extent) error {
 		return fmt.Errorf("test: %w", syscall.EIO)
 	}
 	return d.Driver.WriteV(e)
+}
+
+// Many goroutines write rows and Flush, over and over, while the file is
+// closed under them: every Flush returns nil or ErrClosed, and after a
+// crash every row version whose Flush returned nil (or a later one) is in
+// the file (run under -race).
+func TestConcurrentFlushesRaceClose(t *testing.T) {
+	ctx := context.Background()
+	crash := vfd.NewCrash()
+	f := tCreate(t, crash, nil, noCheck("closed under its writers"))
+	const writers, rounds = 8, 40
+	ds, err := f.CreateDataset(ctx, "a", DatasetSpec{Type: Uint8, Shape: []uint64{writers, 32}, Chunk: []uint64{1, 32}})
+	require.NoError(t, err)
+	require.NoError(t, f.Flush(ctx))
+	durable := make([]int, writers) // last round whose Flush returned nil, -1 none
+	var wg sync.WaitGroup
+	for w := range writers {
+		durable[w] = -1
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				err := ds.Write(ctx, Box([]uint64{uint64(w), 0}, []uint64{1, 32}), bytes.Repeat([]byte{byte(1 + r)}, 32))
+				if err == nil {
+					err = f.Flush(ctx)
+				}
+				if err != nil {
+					if !errors.Is(err, ErrClosed) {
+						t.Errorf("writer %d round %d: %v", w, r, err)
+					}
+					return
+				}
+				durable[w] = r
+			}
+		}()
+	}
+	time.Sleep(2 * time.Millisecond)
+	closeErr := f.Close(ctx)
+	wg.Wait()
+	require.NoError(t, closeErr)
+	t.Logf("rounds made durable by each writer before Close: %v", durable)
+	g := tOpen(t, vfd.NewMemFrom(crash.CrashImage(vfd.KeepSynced, 1)), &Options{ReadOnly: true})
+	gds, err := g.OpenDataset(ctx, "a", nil)
+	require.NoError(t, err)
+	got := make([]byte, writers*32)
+	require.NoError(t, gds.Read(ctx, All([]uint64{writers, 32}), got))
+	for w := range writers {
+		v := int(got[w*32]) - 1 // the round the file holds, -1 none
+		assert.GreaterOrEqual(t, v, durable[w], "writer %d: file holds round %d, Flush acknowledged round %d", w, v, durable[w])
+		assert.Equal(t, bytes.Repeat([]byte{got[w*32]}, 32), got[w*32:(w+1)*32], "writer %d: a torn row", w)
+	}
 }
