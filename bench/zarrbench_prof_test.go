@@ -44,8 +44,8 @@ func BenchmarkZarrBenchSharded(b *testing.B) {
 }
 
 // BenchmarkZarrBenchShardedReads is the timed part of the sharded
-// read_chunks and read_inner rows alone (no verification), one goroutine,
-// on the array of BenchmarkZarrBenchSharded, for profiles.
+// read_all, read_chunks and read_inner rows alone (no verification), one
+// goroutine, on the array of BenchmarkZarrBenchSharded, for profiles.
 func BenchmarkZarrBenchShardedReads(b *testing.B) {
 	ctx := context.Background()
 	c := ZarrBenchConfig{Side: 512, Chunk: 256}
@@ -57,11 +57,13 @@ func BenchmarkZarrBenchShardedReads(b *testing.B) {
 	}
 	ic := innerConfig(c, inner)
 	order := innerOrder(ic)
-	for _, row := range []string{"read_chunks", "read_inner"} {
+	for _, row := range []string{"read_all", "read_chunks", "read_inner"} {
 		b.Run(row, func(b *testing.B) {
 			b.SetBytes(c.arrayBytes())
+			all := destBufs(1, int(c.arrayBytes()))[0]
 			dest := destBufs(1, c.chunkBytes())
 			idest := destBufs(1, ic.chunkBytes())
+			cpu0 := cpuSeconds()
 			for b.Loop() {
 				// A fresh cache and file each time, as every row has.
 				cc, err := cache.New(zarrCacheConfig)
@@ -76,9 +78,13 @@ func BenchmarkZarrBenchShardedReads(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if row == "read_chunks" {
+				switch row {
+				case "read_all":
+					n := uint64(c.Side)
+					err = ds.Read(ctx, engine.Box([]uint64{0, 0, 0}, []uint64{n, n, n}), all)
+				case "read_chunks":
 					err = eachChunk(ctx, c, dest, func(k int, buf []byte) error { return ds.Read(ctx, c.box(k), buf) })
-				} else {
+				default:
 					err = eachChunk(ctx, ic, idest, func(k int, buf []byte) error { return ds.Read(ctx, ic.box(order[k]), buf) })
 				}
 				if err != nil {
@@ -87,6 +93,7 @@ func BenchmarkZarrBenchShardedReads(b *testing.B) {
 				f.Close(ctx)
 				cc.Close()
 			}
+			b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N)*1e3, "cpu-ms/op")
 		})
 	}
 }

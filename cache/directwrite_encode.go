@@ -53,7 +53,8 @@ import (
 // each chunk once never is, and R requests passing that check at once
 // take the resident bytes at most R chunks past it (R×C); every other chunk is decoded into, or encoded
 // from, the caller's buffer: a direct decode holds the stored image it
-// reads until decoded (at most E per request), a direct encode its image
+// reads until decoded (at most 2×(W+1) images and two read batches per
+// request, directdecode.go), a direct encode its image
 // until written (at most W at once). The Flush that ends the copy writes
 // the dirty chunks (at most Q of them) in rounds of at most A/8 bytes of
 // chunks (writeBackRounds), whose images take the second term. Stats

@@ -249,14 +249,17 @@ type testDriver struct {
 	vfd.Driver
 	failWrite, failSync, failRead atomic.Bool
 	readVs, writeVs, syncs        atomic.Int64
+	readExts                      atomic.Int64  // extents read by ReadV
+	failReadAt                    atomic.Int64  // if > 0, the ReadV call of that number and later ones fail
 	writeGate                     chan struct{} // if non-nil, WriteV waits for a token
 }
 
 var errDisk = errors.New("test: disk error")
 
 func (d *testDriver) ReadV(e []vfd.Extent) error {
-	d.readVs.Add(1)
-	if d.failRead.Load() {
+	n := d.readVs.Add(1)
+	d.readExts.Add(int64(len(e)))
+	if at := d.failReadAt.Load(); d.failRead.Load() || (at > 0 && n >= at) {
 		return errDisk
 	}
 	return d.Driver.ReadV(e)

@@ -112,6 +112,11 @@ type File struct {
 	// commitMu serializes commits (Flush, Close) and a read-only file's
 	// Refresh. Lock order: the table after File.
 	commitMu sync.Mutex
+	// flushes lets concurrent File.Flush calls share a commit (Flush).
+	flushes struct {
+		asked   atomic.Uint64 // Flush calls so far: each takes the next number
+		covered uint64        // under commitMu: every Flush numbered up to this is durable
+	}
 	// sb is the last committed superblock, an immutable snapshot replaced
 	// (under commitMu) by each commit or refresh, so that readers such as
 	// OpenDataset and Generation never wait behind a commit's syncs.
@@ -535,6 +540,13 @@ func (f *File) writeFull(p []byte, off int64) error {
 // After a failed sync the file refuses further commits (the kernel may have
 // dropped the pages it failed to write, and a later successful sync would
 // not prove otherwise); reopen it to get its last committed state.
+//
+// Concurrent Flush calls share commits: a Flush that waits while another
+// commit runs is answered by the next successful commit that begins after
+// it was called (whose snapshot holds every write acknowledged before the
+// call), so N goroutines flushing at once cost two commits, not N, each
+// with its syncs. A commit that fails answers nobody but its own caller:
+// the others commit for themselves.
 func (f *File) Flush(ctx context.Context) error {
 	if err := f.checkOpen(); err != nil {
 		return err
@@ -542,8 +554,26 @@ func (f *File) Flush(ctx context.Context) error {
 	if f.readOnly {
 		return nil
 	}
-	return classify(f.commit(ctx, nil))
+	ticket := f.flushes.asked.Add(1)
+	if err := f.drainRetired(ctx); err != nil {
+		return err
+	}
+	f.commitMu.Lock()
+	defer f.commitMu.Unlock()
+	if f.flushes.covered >= ticket && shareFlushes {
+		return nil // a commit begun after this call succeeded meanwhile
+	}
+	begun := f.flushes.asked.Load()
+	if err := f.commitLocked(ctx, nil); err != nil {
+		return classify(err)
+	}
+	f.flushes.covered = begun
+	return nil
 }
+
+// shareFlushes turns the sharing of commits by concurrent Flush calls off
+// when false (BenchmarkConcurrentFlush compares).
+var shareFlushes = true
 
 // commit writes a new generation of the file. With only nil it first
 // writes back every dirty chunk of the file (File.Flush, Close); with only
