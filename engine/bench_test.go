@@ -205,6 +205,54 @@ func BenchmarkDirectWriteBytes(b *testing.B) {
 	}
 }
 
+// BenchmarkLateSum writes 64 MiB of whole unfiltered chunks directly
+// (NoSync, tmpfs when there is one) with each chunk's checksum computed
+// beside its write by a helper (cache.Config.LateSumBytes, latesum.go) and
+// before it on the writing goroutine, chunk size by chunk size: the
+// "ratio" metric (late over before) is what sets LateSumBytes' default.
+func BenchmarkLateSum(b *testing.B) {
+	ctx := context.Background()
+	const total = 64 << 20
+	path := filepath.Join(tmpfsDir(b), "ls.scc")
+	for _, side := range []uint64{256, 362, 512, 724, 1024, 2048} { // 64 KiB .. 4 MiB
+		chunk := side * side
+		b.Run(fmt.Sprintf("chunk=%dKiB", chunk>>10), func(b *testing.B) {
+			data := make([]byte, chunk)
+			for i := range data {
+				data[i] = byte(i * 7)
+			}
+			n := uint64(total) / chunk
+			write := func(late int64) time.Duration {
+				f, err := Create(ctx, path, &Options{NoSync: true, CacheConfig: cache.Config{LateSumBytes: late}})
+				must(b, err)
+				ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{n * side, side}, Chunk: []uint64{side, side}})
+				must(b, err)
+				t0 := time.Now()
+				for r := uint64(0); r < n; r++ {
+					must(b, ds.Write(ctx, Box([]uint64{r * side, 0}, []uint64{side, side}), data))
+				}
+				el := time.Since(t0)
+				if st := f.Cache().Stats(); st.DirectWrites != int64(n) {
+					b.Fatalf("%d direct writes of %d", st.DirectWrites, n)
+				}
+				must(b, f.Close(ctx))
+				must(b, os.Remove(path))
+				return el
+			}
+			var lT, sT time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				lT += write(1)
+				sT += write(-1)
+			}
+			mb := float64(total) * float64(b.N) / 1e6
+			b.ReportMetric(mb/lT.Seconds(), "late-MB/s")
+			b.ReportMetric(mb/sT.Seconds(), "before-MB/s")
+			b.ReportMetric(sT.Seconds()/lT.Seconds(), "ratio")
+		})
+	}
+}
+
 // tmpfsDir returns a directory on tmpfs (/dev/shm) where there is one,
 // else the test's temporary directory; it is removed after the test.
 func tmpfsDir(tb testing.TB) string {

@@ -645,6 +645,21 @@ func (l *denseLayout) DirectFrame(coord layout.Coord, src []byte) (head, tail []
 	return nil, binary.LittleEndian.AppendUint32(make([]byte, 0, format.ChunkFrameOverhead), sum), sum
 }
 
+// DirectFrameLate and SealFrame let the checksum of a large chunk be
+// computed while its bytes are written (cache/latesum.go): the frame is
+// the same, its trailer filled once the sum is known.
+func (l *denseLayout) DirectFrameLate(layout.Coord, []byte) (head, tail []byte) {
+	return nil, make([]byte, format.ChunkFrameOverhead)
+}
+
+func (l *denseLayout) SealFrame(coord layout.Coord, src, tail []byte) uint32 {
+	sum := l.s.csum.Sum(coord, src)
+	binary.LittleEndian.PutUint32(tail, sum)
+	return sum
+}
+
+var _ layout.LateFramer = (*denseLayout)(nil)
+
 // VerifyDirect checks a chunk read directly into the caller's buffer: the
 // trailer must be the index's checksum and the checksum of the bytes read.
 // On a mismatch the read fails with ErrCorrupt and the caller's buffer holds

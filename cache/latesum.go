@@ -1,0 +1,125 @@
+package cache
+
+import (
+	"sync/atomic"
+
+	"github.com/scc-dev/scc/cache/layout"
+)
+
+// Checksums beside the write. A direct write of a whole chunk
+// (directwrite.go) used to compute the chunk's checksum (DirectFrame) and
+// then write head, bytes and tail in one vector write, both on the
+// caller's goroutine: a 1 MiB chunk cost CRC(1 MiB) + pwrite(1 MiB) on one
+// core while, for a writer on one goroutine, the other cores idled. On
+// tmpfs the checksum alone was a fifth of that time.
+//
+// For a layout whose frame can carry its checksum late
+// (layout.LateFramer) and chunks of at least Config.LateSumBytes, the
+// write is made in two: the caller hands the chunks' checksums to an idle
+// split-read helper (splitread.go: a fixed set of goroutines, one of which
+// polls for the next job for a while after each, so a stream of writes
+// hands out its next job without waking anything), calls Insert and
+// writes every chunk's head and bytes in one vector write while the
+// helper sums them, then writes the tails, which carry the checksums, in
+// a second vector write, and publishes. The extra write of the tails (a
+// few bytes per chunk) is what the overlap costs; below LateSumBytes it
+// costs more than it saves and the frame is computed first, in one write.
+//
+// The caller never waits for a helper that has not begun: once its bytes
+// are written it takes back a job the helper has not started (a parked
+// helper can take tens of microseconds to wake) and sums the chunks
+// itself, so a write is never slower than summing after the write; a job
+// no helper was free for is summed the same way. Either way the write is
+// made in the same two steps, so what reaches the file, in which order,
+// does not depend on the helpers.
+//
+// What directwrite.go guarantees holds: the new space is Inserted first
+// (copy on write) and Published only after both writes returned, with the
+// sums set in the Insertions; a failed write of the bytes skips the tails
+// and, like a failed write of the tails, publishes as failed and returns
+// the error. The caller's bytes are only read (by the caller's write and
+// the sum) and no goroutine reads them once writeFramed returns: every
+// path, failures included, takes the job back or waits for the helper
+// that began it.
+
+// defaultLateSumBytes is Config.LateSumBytes's default.
+const defaultLateSumBytes = 256 << 10
+
+// seal is one chunk's checksum to compute: SealFrame(coord, src, tail)
+// and its result.
+type seal struct {
+	coord     layout.Coord
+	src, tail []byte
+	sum       uint32
+}
+
+// The states of a sealJob.
+const (
+	sealWaiting int32 = iota // handed out (or not yet), nobody has begun
+	sealHelper               // the helper took it: it signals done when over
+	sealCaller               // the caller took it back
+)
+
+// sealJob is the checksums of one direct write, owned by the write's
+// scratch (directScratch) and reused while no helper can still hold it.
+type sealJob struct {
+	lf    layout.LateFramer
+	seals []seal
+	state atomic.Int32
+	done  chan struct{} // capacity 1: the helper finished the seals
+}
+
+func newSealJob() *sealJob { return &sealJob{done: make(chan struct{}, 1)} }
+
+// run computes every seal of j.
+func (j *sealJob) run() {
+	for i := range j.seals {
+		x := &j.seals[i]
+		x.sum = j.lf.SealFrame(x.coord, x.src, x.tail)
+	}
+}
+
+// runSeal runs the write's checksums handed to h, unless their writer took
+// them back, and puts h back among the idle helpers.
+func (h *splitHelper) runSeal() {
+	j := h.seal
+	h.seal = nil
+	if j.state.CompareAndSwap(sealWaiting, sealHelper) {
+		j.run()
+		j.done <- struct{}{}
+	}
+	h.idle <- h
+}
+
+// handOut gives j to an idle helper, starting the helpers if need be; it
+// reports whether one took it (false: no helper is free, or the cache is
+// closed).
+func (s *splitState) handOut(j *sealJob) bool {
+	if !s.started.Load() && !s.startHelpers() {
+		return false
+	}
+	select {
+	case h := <-s.idle:
+		h.seal = j
+		h.work <- struct{}{}
+		s.seals.Add(1)
+		return true
+	default:
+		return false
+	}
+}
+
+// finish returns once nobody computes j's sums any more: a job no helper
+// has begun is taken back, and its sums computed here when compute is
+// set; one a helper began is waited for (its sums are then computed,
+// whatever compute). It reports whether j was taken back.
+func (j *sealJob) finish(compute bool) (takenBack bool) {
+	if j.state.CompareAndSwap(sealWaiting, sealCaller) {
+		if compute {
+			j.run()
+		}
+		return true
+	}
+	<-j.done
+	return false
+}
