@@ -207,9 +207,10 @@ func BenchmarkDirectWriteBytes(b *testing.B) {
 
 // BenchmarkLateSum writes 64 MiB of whole unfiltered chunks directly
 // (NoSync, tmpfs when there is one) with each chunk's checksum computed
-// beside its write by a helper (cache.Config.LateSumBytes, latesum.go) and
-// before it on the writing goroutine, chunk size by chunk size: the
-// "ratio" metric (late over before) is what sets LateSumBytes' default.
+// beside its write (cache.Config.LateSumBytes, cache/latesum.go) and
+// before it on the writing goroutine, passes of both interleaved, chunk
+// size by chunk size: "ratio" (beside over before) is what sets
+// LateSumBytes' default, on a machine with a core to spare.
 func BenchmarkLateSum(b *testing.B) {
 	ctx := context.Background()
 	const total = 64 << 20
@@ -246,7 +247,7 @@ func BenchmarkLateSum(b *testing.B) {
 				sT += write(-1)
 			}
 			mb := float64(total) * float64(b.N) / 1e6
-			b.ReportMetric(mb/lT.Seconds(), "late-MB/s")
+			b.ReportMetric(mb/lT.Seconds(), "beside-MB/s")
 			b.ReportMetric(mb/sT.Seconds(), "before-MB/s")
 			b.ReportMetric(sT.Seconds()/lT.Seconds(), "ratio")
 		})
