@@ -162,10 +162,9 @@ type directScratch struct {
 	parts           [][]byte // per chunk, its frame's parts end to end
 	exts            []vfd.Extent
 	tails           []vfd.Extent // the tails written after the sums (latesum.go)
-	// job is the checksums of a write that computes them beside it
-	// (latesum.go); nil when none is made yet or the last one may still
-	// be held by a helper.
-	job *sealJob
+	// seals holds the checksums of a write that computes them beside it
+	// (latesum.go).
+	seals sealSlot
 }
 
 var directScratchPool = sync.Pool{New: func() any { return new(directScratch) }}
@@ -176,10 +175,7 @@ func (s *directScratch) put() {
 	if cap(s.cand) > 4096 || cap(s.exts) > 3*4096 {
 		return
 	}
-	if s.job != nil {
-		clear(s.job.seals[:cap(s.job.seals)])
-		s.job.seals, s.job.lf = s.job.seals[:0], nil
-	}
+	s.seals.reset()
 	clear(s.tails[:cap(s.tails)])
 	s.tails = s.tails[:0]
 	clear(s.cand[:cap(s.cand)])
@@ -219,20 +215,6 @@ func writeFramed(ctx context.Context, st *counters, sp *splitState, gs []*group,
 	return writeDirectDS(ctx, st, gs, sc.ins, sc.parts, 3, sc, nil)
 }
 
-// release is done with j, finished (takenBack: sealJob.finish's
-// result): a job its helper finished is sc's again, one taken back from a
-// helper that may still look at its state (never at its seals) drops the
-// caller's bytes now.
-func (sc *directScratch) release(j *sealJob, takenBack bool) {
-	switch {
-	case !takenBack:
-		sc.job = j
-	case sc.job != j:
-		clear(j.seals)
-		j.lf = nil
-	}
-}
-
 // lateWorth reports whether every chunk of srcs is at least min bytes,
 // large enough for its checksum to be computed beside its write
 // (latesum.go).
@@ -251,26 +233,16 @@ func writeLate(ctx context.Context, st *counters, sp *splitState, lf layout.Late
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	j := sc.job
-	if j == nil {
-		j = newSealJob()
-		sc.job = j
-	}
-	j.state.Store(sealWaiting)
-	j.lf, j.seals = lf, j.seals[:0]
+	j := sc.seals.take()
 	sc.ins, sc.parts = sc.ins[:0], sc.parts[:0]
 	for i, g := range gs {
 		src := srcs[i].src
 		head, tail := lf.DirectFrameLate(g.coord, src)
 		sc.parts = append(sc.parts, head, src, tail)
 		sc.ins = append(sc.ins, layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(head) + len(src) + len(tail))})
-		j.seals = append(j.seals, seal{coord: g.coord, src: src, tail: tail})
+		j.seals = append(j.seals, seal{lf: lf, coord: g.coord, src: src, tail: tail})
 	}
-	if sp.handOut(j) {
-		// A helper holds j until it is done with it or sees it taken
-		// back: writeDirectDS gives it back to sc in the first case only.
-		sc.job = nil
-	}
+	sc.seals.handOut(sp, j)
 	return writeDirectDS(ctx, st, gs, sc.ins, sc.parts, 3, sc, j)
 }
 
@@ -284,7 +256,7 @@ func writeLate(ctx context.Context, st *counters, sp *splitState, lf layout.Late
 func writeDirectDS(ctx context.Context, st *counters, gs []*group, ins []layout.Insertion, parts [][]byte, per int, sc *directScratch, j *sealJob) error {
 	if err := ctx.Err(); err != nil {
 		if j != nil {
-			sc.release(j, j.finish(false))
+			sc.seals.release(j, j.finish(false))
 		}
 		return err
 	}
@@ -292,7 +264,7 @@ func writeDirectDS(ctx context.Context, st *counters, gs []*group, ins []layout.
 	l := d.lay().l
 	if err := l.Insert(ctx, ins); err != nil {
 		if j != nil {
-			sc.release(j, j.finish(false))
+			sc.seals.release(j, j.finish(false))
 		}
 		return fmt.Errorf("cache: Layout.Insert: %w", err)
 	}
@@ -329,7 +301,7 @@ func writeDirectDS(ctx context.Context, st *counters, gs []*group, ins []layout.
 				werr = d.file.drv.WriteV(tails)
 			}
 		}
-		sc.release(j, takenBack)
+		sc.seals.release(j, takenBack)
 	}
 	if werr != nil {
 		werr = fmt.Errorf("cache: writing %d chunks directly: %w", len(gs), werr)

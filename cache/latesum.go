@@ -45,9 +45,10 @@ import (
 // defaultLateSumBytes is Config.LateSumBytes's default.
 const defaultLateSumBytes = 256 << 10
 
-// seal is one chunk's checksum to compute: SealFrame(coord, src, tail)
-// and its result.
+// seal is one chunk's checksum to compute: lf.SealFrame(coord, src,
+// tail) and its result.
 type seal struct {
+	lf        layout.LateFramer
 	coord     layout.Coord
 	src, tail []byte
 	sum       uint32
@@ -63,7 +64,6 @@ const (
 // sealJob is the checksums of one direct write, owned by the write's
 // scratch (directScratch) and reused while no helper can still hold it.
 type sealJob struct {
-	lf    layout.LateFramer
 	seals []seal
 	state atomic.Int32
 	done  chan struct{} // capacity 1: the helper finished the seals
@@ -75,7 +75,7 @@ func newSealJob() *sealJob { return &sealJob{done: make(chan struct{}, 1)} }
 func (j *sealJob) run() {
 	for i := range j.seals {
 		x := &j.seals[i]
-		x.sum = j.lf.SealFrame(x.coord, x.src, x.tail)
+		x.sum = x.lf.SealFrame(x.coord, x.src, x.tail)
 	}
 }
 
@@ -122,4 +122,52 @@ func (j *sealJob) finish(compute bool) (takenBack bool) {
 	}
 	<-j.done
 	return false
+}
+
+// sealSlot is a scratch's sealJob, reused from write to write while no
+// helper can still hold it.
+type sealSlot struct{ job *sealJob }
+
+// take returns the slot's job, emptied (a new one if the last may still
+// be held).
+func (s *sealSlot) take() *sealJob {
+	j := s.job
+	if j == nil {
+		j = newSealJob()
+		s.job = j
+	}
+	j.state.Store(sealWaiting)
+	j.seals = j.seals[:0]
+	return j
+}
+
+// handOut gives j, taken from s, to one of sp's helpers if one is free.
+func (s *sealSlot) handOut(sp *splitState, j *sealJob) {
+	if sp != nil && sp.handOut(j) {
+		// The helper holds j until it is done with it or sees it taken
+		// back: release gives it back to s in the first case only.
+		s.job = nil
+	}
+}
+
+// release is done with j, finished (takenBack: sealJob.finish's result):
+// a job its helper finished is s's again; one taken back from a helper
+// that may still look at its state (never at its seals) drops the
+// caller's bytes now. Every seal's sum must have been read before.
+func (s *sealSlot) release(j *sealJob, takenBack bool) {
+	switch {
+	case !takenBack:
+		s.job = j
+	case s.job != j:
+		clear(j.seals)
+	}
+}
+
+// reset drops the caller's bytes from the slot's job (its scratch is
+// pooled).
+func (s *sealSlot) reset() {
+	if s.job != nil {
+		clear(s.job.seals[:cap(s.job.seals)])
+		s.job.seals = s.job.seals[:0]
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -203,4 +204,104 @@ func TestDirectWriteLateSumCrashAndFault(t *testing.T) {
 // while another goroutine flushes.
 func TestDirectWriteLateSumConcurrentDifferential(t *testing.T) {
 	directConcurrentDifferential(t, dwRow, lateOpts(1))
+}
+
+// tailsOnly counts the vector writes of calls made only of 4-byte
+// extents: the trailers written after their chunks' bytes.
+func tailsOnly(calls [][]vfd.Extent) int {
+	n := 0
+	for _, c := range calls {
+		only := true
+		for _, x := range c {
+			only = only && len(x.Buf) == 4
+		}
+		if only {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLateSumWriteBack: a chunk completed in memory by quarter-chunk
+// writes (cache/completed.go), at or above the threshold, is written back
+// with its checksum computed beside the write, its trailer written after
+// its bytes; below, in one write. The index's checksums are the bytes',
+// the file checks clean and reads back. A failed trailer write keeps the
+// chunk dirty (the Write still succeeds: its bytes are in the cache), and
+// the next Flush writes it.
+func TestLateSumWriteBack(t *testing.T) {
+	ctx := context.Background()
+	const side, rows, cols = 64, 128, 256 // 4 KiB chunks, 2×4 of them
+	spec := DatasetSpec{Type: Uint8, Shape: []uint64{rows, cols}, Chunk: []uint64{side, side}}
+	opts := func(late int64) *Options {
+		return &Options{CacheConfig: cache.Config{QuiescentBytes: 1 << 20, DirectWriteBytes: side * side, LateSumBytes: late}}
+	}
+	for _, above := range []bool{true, false} {
+		t.Run(fmt.Sprintf("late=%v", above), func(t *testing.T) {
+			late := int64(side * side)
+			if !above {
+				late++
+			}
+			mem := vfd.NewMem()
+			rec := &recDriver{Driver: mem}
+			f := tCreate(t, rec, opts(late))
+			ds, err := f.CreateDataset(ctx, "d", spec)
+			require.NoError(t, err)
+			rec.record(true)
+			want := cwQuarters(t, ctx, ds, rows, cols, side, nil)
+			calls := rec.record(false)
+			st := f.Cache().Stats()
+			require.EqualValues(t, 8, st.ChunksFlushed, "every chunk written back once complete")
+			if above {
+				assert.Equal(t, 8, tailsOnly(calls), "a trailer write per write-back")
+			} else {
+				assert.Zero(t, tailsOnly(calls))
+				assert.Zero(t, st.LateSums)
+			}
+			checkDenseSums(t, ds, mem)
+			got := make([]byte, rows*cols)
+			require.NoError(t, ds.Read(ctx, All(spec.Shape), got))
+			assert.Equal(t, want, got)
+			require.NoError(t, f.Close(ctx))
+			ref := newRef(spec.Shape, 1, nil)
+			ref.write(All(spec.Shape), want)
+			checkReopen(t, mem, "d", ref)
+		})
+	}
+	t.Run("trailer write fails", func(t *testing.T) {
+		defer verifyNoLeaks(t)
+		mem := vfd.NewMem()
+		fd := vfd.NewFault(mem)
+		f := tCreate(t, fd, opts(side*side))
+		ds, err := f.CreateDataset(ctx, "d", spec)
+		require.NoError(t, err)
+		// Fail the second WriteV from the fourth box on: the trailers of
+		// the first chunk's write-back.
+		var at atomic.Int64
+		at.Store(-1)
+		fd.Add(vfd.InjectorFunc(func(info vfd.OpInfo) vfd.Effect {
+			if info.Op != vfd.OpWriteV || info.Index != at.Load() {
+				return vfd.Effect{}
+			}
+			return vfd.Effect{Err: fmt.Errorf("%w: %w", vfd.ErrInjected, syscall.EIO)}
+		}))
+		want := cwQuarters(t, ctx, ds, rows, cols, side, func(box int) {
+			if box == 2 { // the next box completes chunk 0
+				at.Store(fd.Ops()[vfd.OpWriteV] + 1)
+			}
+		})
+		require.EqualValues(t, 1, fd.Injected())
+		st := f.Cache().Stats()
+		assert.EqualValues(t, 7, st.ChunksFlushed, "the failed write-back is not counted")
+		assert.Positive(t, st.DirtyBytes, "the chunk whose trailer failed stays dirty")
+		got := make([]byte, rows*cols)
+		require.NoError(t, ds.Read(ctx, All(spec.Shape), got))
+		assert.Equal(t, want, got)
+		require.NoError(t, f.Flush(ctx))
+		checkDenseSums(t, ds, mem)
+		require.NoError(t, f.Close(ctx))
+		ref := newRef(spec.Shape, 1, nil)
+		ref.write(All(spec.Shape), want)
+		checkReopen(t, mem, "d", ref)
+	})
 }

@@ -174,6 +174,22 @@ type LateFramer interface {
 	SealFrame(coord Coord, src, tail []byte) (sum uint32)
 }
 
+// LateBorrower is implemented by BorrowingEncoders whose borrowed image
+// can be written before the checksum it ends with is known, as a
+// LateFramer's frame is (the path: cache/latesum.go, write-back).
+type LateBorrower interface {
+	BorrowingEncoder
+	LateFramer
+	// EncodeBorrowedLate is EncodeBorrowed without the checksum: with ok,
+	// the image's last tail bytes are undefined until SealFrame(coord,
+	// image[:len(image)-tail], image[len(image)-tail:]) fills them, and
+	// SealFrame's result is the image's Sum. Without ok, enc is complete
+	// (EncodeBorrowed's or Encode's). The cache calls it under
+	// EncodeBorrowed's rules, and SealFrame while it still holds the
+	// chunk's latch shared.
+	EncodeBorrowedLate(coord Coord, chunk Chunk) (enc Encoded, tail int, ok bool, err error)
+}
+
 // WriteCounter is implemented by layouts whose chunks a sequence of
 // partial writes can complete, and whose write-back of a chunk needs no
 // memory beyond it (the image borrows the chunk's buffer): a chunk created
