@@ -51,7 +51,10 @@ import (
 //  3. Layout.Insert allocates new space (copy on write: the chunk's
 //     committed image is never overwritten).
 //  4. One WriteV per dataset writes header, caller's bytes and trailer
-//     (adjacent extents; vfd.File coalesces them into one pwritev).
+//     (adjacent extents; vfd.File coalesces them into one pwritev). For
+//     chunks of at least Config.LateSumBytes of a LateFramer, the
+//     checksums are computed while the bytes are written and the
+//     trailers go in a second WriteV once they are known (latesum.go).
 //  5. Layout.Publish records the new image in the index, which becomes
 //     dirty exactly as after the write-back of an evicted dirty chunk: it
 //     is committed by the next Flush, and Flush semantics do not change.

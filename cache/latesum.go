@@ -33,6 +33,15 @@ import (
 // made in the same two steps, so what reaches the file, in which order,
 // does not depend on the helpers.
 //
+// Write-back (writeback.go) does the same for a large chunk whose image
+// borrows its buffer (layout.LateBorrower: an unfiltered dense chunk
+// completed in memory by writes in parts, completed.go, or flushed):
+// encodeRound leaves its trailer unsealed, and writeImages writes every
+// image's bytes, has the helper seal them meanwhile, then writes the
+// trailers and, with sync, syncs after them. The chunk's latch stays held
+// shared until then, as for any borrowed image, so the bytes summed are
+// the bytes written.
+//
 // What directwrite.go guarantees holds: the new space is Inserted first
 // (copy on write) and Published only after both writes returned, with the
 // sums set in the Insertions; a failed write of the bytes skips the tails
