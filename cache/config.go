@@ -119,11 +119,11 @@ type Config struct {
 	// checksum late (layout.LateFramer), has the checksums computed by a
 	// helper goroutine (splitread.go's, on a core likely idle) while the
 	// caller writes the chunks' bytes, and writes their tails after them
-	// in a second vector write. Default 0 means 256 KiB (see
-	// defaultLateSumBytes); -1 computes every checksum before the write,
-	// on the writing goroutine. No helper runs when GOMAXPROCS is 1; the
-	// write is then still made in two, the checksums computed by the caller
-	// in between.
+	// in a second vector write; the write-back of a chunk whose image
+	// borrows its buffer (layout.LateBorrower) does the same. Default 0
+	// means 1 MiB (see defaultLateSumBytes); -1 computes every checksum
+	// before the write, on the writing goroutine, and so does GOMAXPROCS
+	// 1.
 	LateSumBytes int64
 	// NoDirectWrites turns the direct write path off (directwrite.go):
 	// whole-chunk writes above BypassBytes are then created, gathered,

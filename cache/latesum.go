@@ -16,22 +16,27 @@ import (
 // For a layout whose frame can carry its checksum late
 // (layout.LateFramer) and chunks of at least Config.LateSumBytes, the
 // write is made in two: the caller hands the chunks' checksums to an idle
-// split-read helper (splitread.go: a fixed set of goroutines, one of which
-// polls for the next job for a while after each, so a stream of writes
-// hands out its next job without waking anything), calls Insert and
-// writes every chunk's head and bytes in one vector write while the
-// helper sums them, then writes the tails, which carry the checksums, in
-// a second vector write, and publishes. The extra write of the tails (a
-// few bytes per chunk) is what the overlap costs; below LateSumBytes it
-// costs more than it saves and the frame is computed first, in one write.
+// split-read helper (splitread.go: a fixed set of goroutines, none when
+// GOMAXPROCS is 1), calls Insert and writes every chunk's head and bytes
+// in one vector write while the helper sums them, then writes the tails,
+// which carry the checksums, in a second vector write, and publishes.
 //
 // The caller never waits for a helper that has not begun: once its bytes
 // are written it takes back a job the helper has not started (a parked
 // helper can take tens of microseconds to wake) and sums the chunks
-// itself, so a write is never slower than summing after the write; a job
-// no helper was free for is summed the same way. Either way the write is
-// made in the same two steps, so what reaches the file, in which order,
-// does not depend on the helpers.
+// itself; a job no helper was free for is summed the same way. Either way
+// the write is made in the same two steps, so what reaches the file, in
+// which order, does not depend on the helpers.
+//
+// Cost and threshold. The overlap costs the helper's wake-up (a futex
+// wake on the writer's side) and the extra write of the tails, some
+// 10-20 µs a write on a 2-core virtual machine, against a checksum of
+// about 40 µs per MiB: engine BenchmarkLateSum (64 MiB of whole chunks,
+// NoSync, tmpfs, GOMAXPROCS 2, a loaded machine) measured beside/before
+// 0.69-0.72x at 64-128 KiB chunks, 0.81-0.87x at 256-512 KiB, 0.96-1.1x
+// at 1 MiB and 1.05-1.09x at 4 MiB, hence 1 MiB. A helper polling for the
+// next job after a seal (as after a read share) made it worse: see
+// splitHelper.job.
 //
 // Write-back (writeback.go) does the same for a large chunk whose image
 // borrows its buffer (layout.LateBorrower: an unfiltered dense chunk
@@ -52,7 +57,7 @@ import (
 // that began it.
 
 // defaultLateSumBytes is Config.LateSumBytes's default.
-const defaultLateSumBytes = 256 << 10
+const defaultLateSumBytes = 1 << 20
 
 // seal is one chunk's checksum to compute: lf.SealFrame(coord, src,
 // tail) and its result.
