@@ -22,7 +22,9 @@ type sealer struct {
 	began chan struct{}
 }
 
-func (s *sealer) DirectFrameLate(layout.Coord, []byte) (head, tail []byte) { return nil, make([]byte, 4) }
+func (s *sealer) DirectFrameLate(layout.Coord, []byte) (head, tail []byte) {
+	return nil, make([]byte, 4)
+}
 
 func (s *sealer) SealFrame(_ layout.Coord, src, tail []byte) uint32 {
 	if s.gate != nil {
