@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -304,4 +305,82 @@ func TestLateSumWriteBack(t *testing.T) {
 		ref.write(All(spec.Shape), want)
 		checkReopen(t, mem, "d", ref)
 	})
+}
+
+// TestLateSumManyWritersFlushing: many goroutines write whole chunks
+// directly, each chunk's checksum computed beside its write by the
+// helper they share (or by the writer that finds it busy), while another
+// goroutine flushes: every chunk reads back as last written, its index
+// checksum is its bytes', and the file reopens and checks clean. Run
+// under -race.
+func TestLateSumManyWritersFlushing(t *testing.T) {
+	defer verifyNoLeaks(t)
+	ctx := context.Background()
+	const writers, rowsEach, writes = 8, 2, 40
+	spec := DatasetSpec{Type: Uint8, Shape: []uint64{writers * rowsEach, dwRow}, Chunk: []uint64{1, dwRow}}
+	mem := vfd.NewMem()
+	f := tCreate(t, mem, lateOpts(1))
+	ds, err := f.CreateDataset(ctx, "d", spec)
+	require.NoError(t, err)
+	last := make([][]byte, writers*rowsEach)
+	stop := make(chan struct{})
+	flushed := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				flushed <- nil
+				return
+			default:
+			}
+			if err := f.Flush(ctx); err != nil {
+				flushed <- err
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range writes {
+				r := uint64(w*rowsEach + i%rowsEach)
+				n := uint64(1 + i%2) // one chunk, or both of this writer's
+				if n == 2 {
+					r = uint64(w * rowsEach)
+				}
+				buf := pattern(int(n)*dwRow, byte(w*writes+i))
+				if err := ds.Write(ctx, Box([]uint64{r, 0}, []uint64{n, dwRow}), buf); err != nil {
+					errs <- err
+					return
+				}
+				for k := range n {
+					last[r+k] = buf[k*dwRow : (k+1)*dwRow]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	require.NoError(t, <-flushed)
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	st := f.Cache().Stats()
+	require.EqualValues(t, writers*writes*3/2, st.DirectWrites, "every chunk written directly")
+	if runtime.GOMAXPROCS(0) > 1 {
+		assert.Positive(t, st.LateSums)
+	}
+	ref := newRef(spec.Shape, 1, nil)
+	for r, b := range last {
+		ref.write(Box([]uint64{uint64(r), 0}, []uint64{1, dwRow}), b)
+	}
+	ref.verify(t, ds)
+	require.NoError(t, f.Flush(ctx))
+	checkDenseSums(t, ds, mem)
+	require.NoError(t, f.Close(ctx))
+	checkReopen(t, mem, "d", ref)
 }
