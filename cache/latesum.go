@@ -31,13 +31,18 @@ import (
 // Cost and threshold. The overlap costs the helper's wake-up (a futex
 // wake on the writer's side) and the extra write of the tails, some
 // 10-20 µs a write on a 2-core virtual machine, against a checksum of
-// about 40 µs per MiB: engine BenchmarkLateSum (64 MiB of whole chunks,
-// NoSync, tmpfs, GOMAXPROCS 2, a loaded machine) measured beside/before
-// 0.69-0.72x at 64-128 KiB chunks, 0.81-0.87x at 256-512 KiB, 0.96-1.1x
-// at 1 MiB and 1.05-1.09x at 4 MiB, hence 1 MiB. A helper polling for the
-// next job after a seal (as after a read share) made it worse: see
+// about 40 µs per MiB, and it pays only where the helper's core is idle:
+// the handing out is gated as a split read is (fewer requests running
+// than cores), but load from other processes is not seen. engine
+// BenchmarkLateSum (64 MiB of whole chunks, NoSync, tmpfs, GOMAXPROCS 2,
+// beside/before) measured on a shared machine at load 2.6: 0.69-0.72x at
+// 64-128 KiB chunks, 0.81-0.87x at 256-512 KiB, 0.96-1.1x at 1 MiB,
+// 1.05-1.09x at 4 MiB; at load 5 (no idle core): 0.87-0.90x at 512 KiB,
+// 0.91-0.93x at 1 MiB, 0.97-0.98x at 4 MiB. Hence 1 MiB, the size from
+// which it pays when a core is free. A helper polling for the next job
+// after a seal (as after a read share) made it worse: see
 // splitHelper.job.
-//
+
 // Write-back (writeback.go) does the same for a large chunk whose image
 // borrows its buffer (layout.LateBorrower: an unfiltered dense chunk
 // completed in memory by writes in parts, completed.go, or flushed):
@@ -106,9 +111,13 @@ func (h *splitHelper) runSeal() {
 }
 
 // handOut gives j to an idle helper, starting the helpers if need be; it
-// reports whether one took it (false: no helper is free, or the cache is
-// closed).
+// reports whether one took it (false: as many requests run as there are
+// cores, so none is idle to sum beside the write, as for a split read; no
+// helper is free; or the cache is closed).
 func (s *splitState) handOut(j *sealJob) bool {
+	if s.stats.hot.Load(hotActive) >= int64(s.procs) {
+		return false
+	}
 	if !s.started.Load() && !s.startHelpers() {
 		return false
 	}

@@ -41,7 +41,7 @@ func (s *sealer) SealFrame(_ layout.Coord, src, tail []byte) uint32 {
 func testSplit(t *testing.T) (s *splitState, stop func()) {
 	t.Helper()
 	s = &splitState{}
-	var st counters
+	st := newCounters()
 	var closed atomic.Bool
 	bg := &background{}
 	bg.ctx, bg.cancel = context.WithCancel(context.Background())
