@@ -210,14 +210,23 @@ func BenchmarkDirectWriteBytes(b *testing.B) {
 // beside its write (cache.Config.LateSumBytes, cache/latesum.go) and
 // before it on the writing goroutine, passes of both interleaved, chunk
 // size by chunk size: "ratio" (beside over before) is what sets
-// LateSumBytes' default, on a machine with a core to spare.
+// LateSumBytes' default, on a machine with a core to spare. The quarter
+// rows write each chunk in four quarter-chunk boxes, so that it is
+// completed in memory and written back (cache/completed.go).
 func BenchmarkLateSum(b *testing.B) {
 	ctx := context.Background()
 	const total = 64 << 20
 	path := filepath.Join(tmpfsDir(b), "ls.scc")
-	for _, side := range []uint64{256, 362, 512, 724, 1024, 2048} { // 64 KiB .. 4 MiB
-		chunk := side * side
-		b.Run(fmt.Sprintf("chunk=%dKiB", chunk>>10), func(b *testing.B) {
+	for _, row := range []struct {
+		side    uint64
+		quarter bool
+	}{{256, false}, {362, false}, {512, false}, {724, false}, {1024, false}, {2048, false}, {1024, true}, {2048, true}} { // 64 KiB .. 4 MiB
+		side, chunk := row.side, row.side*row.side
+		name := fmt.Sprintf("chunk=%dKiB", chunk>>10)
+		if row.quarter {
+			name = fmt.Sprintf("quarters/chunk=%dKiB", chunk>>10)
+		}
+		b.Run(name, func(b *testing.B) {
 			data := make([]byte, chunk)
 			for i := range data {
 				data[i] = byte(i * 7)
@@ -229,12 +238,21 @@ func BenchmarkLateSum(b *testing.B) {
 				ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{n * side, side}, Chunk: []uint64{side, side}})
 				must(b, err)
 				t0 := time.Now()
+				h := side / 2
 				for r := uint64(0); r < n; r++ {
-					must(b, ds.Write(ctx, Box([]uint64{r * side, 0}, []uint64{side, side}), data))
+					if !row.quarter {
+						must(b, ds.Write(ctx, Box([]uint64{r * side, 0}, []uint64{side, side}), data))
+						continue
+					}
+					for q := uint64(0); q < 4; q++ {
+						must(b, ds.Write(ctx, Box([]uint64{r*side + q/2*h, q % 2 * h}, []uint64{h, h}), data[:h*h]))
+					}
 				}
 				el := time.Since(t0)
-				if st := f.Cache().Stats(); st.DirectWrites != int64(n) {
+				if st := f.Cache().Stats(); !row.quarter && st.DirectWrites != int64(n) {
 					b.Fatalf("%d direct writes of %d", st.DirectWrites, n)
+				} else if row.quarter && st.ChunksFlushed != int64(n) {
+					b.Fatalf("%d chunks written back of %d", st.ChunksFlushed, n)
 				}
 				must(b, f.Close(ctx))
 				must(b, os.Remove(path))
