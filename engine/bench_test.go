@@ -206,7 +206,7 @@ func BenchmarkDirectWriteBytes(b *testing.B) {
 }
 
 // BenchmarkLateSum writes 64 MiB of whole unfiltered chunks directly
-// (NoSync, tmpfs when there is one) with each chunk's checksum computed
+// (NoSync, tmpfs when there is one, else or with SCC_BENCH_DIR there) with each chunk's checksum computed
 // beside its write (cache.Config.LateSumBytes, cache/latesum.go) and
 // before it on the writing goroutine, passes of both interleaved, chunk
 // size by chunk size: "ratio" (beside over before) is what sets
@@ -216,7 +216,11 @@ func BenchmarkDirectWriteBytes(b *testing.B) {
 func BenchmarkLateSum(b *testing.B) {
 	ctx := context.Background()
 	const total = 64 << 20
-	path := filepath.Join(tmpfsDir(b), "ls.scc")
+	dir := os.Getenv("SCC_BENCH_DIR") // a disk's directory, for its rows
+	if dir == "" {
+		dir = tmpfsDir(b)
+	}
+	path := filepath.Join(dir, "ls.scc")
 	for _, row := range []struct {
 		side    uint64
 		quarter bool
