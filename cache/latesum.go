@@ -37,11 +37,14 @@ import (
 // BenchmarkLateSum (64 MiB of whole chunks, NoSync, tmpfs, GOMAXPROCS 2,
 // beside/before) measured on a shared machine at load 2.6: 0.69-0.72x at
 // 64-128 KiB chunks, 0.81-0.87x at 256-512 KiB, 0.96-1.1x at 1 MiB,
-// 1.05-1.09x at 4 MiB; at load 5 (no idle core): 0.87-0.90x at 512 KiB,
-// 0.91-0.93x at 1 MiB, 0.97-0.98x at 4 MiB. Hence 1 MiB, the size from
-// which it pays when a core is free. A helper polling for the next job
-// after a seal (as after a read share) made it worse: see
-// splitHelper.job.
+// 1.05-1.09x at 4 MiB; at load 4-5 (no idle core): 0.83-0.90x at 512 KiB,
+// 0.91-0.93x at 1 MiB, 0.91-0.98x at 4 MiB. On ext4 (SCC_BENCH_DIR) in a
+// moment when a core was free: 1.14-1.15x at 1 MiB, 1.15-1.20x at 4 MiB,
+// the checksum's whole share of the write; the same minute with the
+// helpers off (the two writes, the checksum summed between them) measured
+// 0.96-1.0x, the cost of the shape. Hence 1 MiB, the size from which it
+// pays when a core is free. A helper polling for the next job after a
+// seal (as after a read share) made it worse: see splitHelper.job.
 
 // Write-back (writeback.go) does the same for a large chunk whose image
 // borrows its buffer (layout.LateBorrower: an unfiltered dense chunk
