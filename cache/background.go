@@ -61,6 +61,7 @@ func (c *Cache) startBackground(cfg Config) {
 		go c.prefetcher()
 	}
 	c.background.split.start(cfg, &c.stats, &c.background.jobs, &c.closed) // the split readers' helpers (splitread.go)
+	c.writer.split = &c.background.split                                   // they also sum large write-backs (latesum.go)
 }
 
 // trimmer brings the cache back toward the quiescent size once no request

@@ -114,6 +114,17 @@ type Config struct {
 	// chunk this large that writes in parts completed is written back and
 	// dropped then (completed.go).
 	DirectWriteBytes int64
+	// LateSumBytes: a direct write (directwrite.go) of whole chunks of at
+	// least this many bytes each, of a layout whose frame can carry its
+	// checksum late (layout.LateFramer), has the checksums computed by a
+	// helper goroutine (splitread.go's, on a core likely idle) while the
+	// caller writes the chunks' bytes, and writes their tails after them
+	// in a second vector write; the write-back of a chunk whose image
+	// borrows its buffer (layout.LateBorrower) does the same. Default 0
+	// means 1 MiB (see defaultLateSumBytes); -1 computes every checksum
+	// before the write, on the writing goroutine, and so does GOMAXPROCS
+	// 1.
+	LateSumBytes int64
 	// NoDirectWrites turns the direct write path off (directwrite.go):
 	// whole-chunk writes above BypassBytes are then created, gathered,
 	// encoded, written and dropped like any bypassed chunk, and smaller
@@ -239,6 +250,12 @@ func (c Config) withDefaults() Config {
 		c.PrefetchChunks = 4
 	}
 	switch {
+	case c.LateSumBytes == 0:
+		c.LateSumBytes = defaultLateSumBytes
+	case c.LateSumBytes < 0:
+		c.LateSumBytes = 0
+	}
+	switch {
 	case c.SplitReadBytes == 0:
 		c.SplitReadBytes = defaultSplitReadBytes
 	case c.SplitReadBytes < 0:
@@ -273,6 +290,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: PrefetchBytes %d < 0", ErrInvalidConfig, c.PrefetchBytes)
 	case c.PrefetchChunks < 0 || c.PrefetchChunks > 1<<16:
 		return fmt.Errorf("%w: PrefetchChunks %d", ErrInvalidConfig, c.PrefetchChunks)
+	case c.LateSumBytes < -1:
+		return fmt.Errorf("%w: LateSumBytes %d < -1", ErrInvalidConfig, c.LateSumBytes)
 	case c.SplitReadBytes < -1:
 		return fmt.Errorf("%w: SplitReadBytes %d < -1", ErrInvalidConfig, c.SplitReadBytes)
 	case c.MaxMemoryBytes < 0:

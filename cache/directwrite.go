@@ -51,7 +51,10 @@ import (
 //  3. Layout.Insert allocates new space (copy on write: the chunk's
 //     committed image is never overwritten).
 //  4. One WriteV per dataset writes header, caller's bytes and trailer
-//     (adjacent extents; vfd.File coalesces them into one pwritev).
+//     (adjacent extents; vfd.File coalesces them into one pwritev). For
+//     chunks of at least Config.LateSumBytes of a LateFramer, the
+//     checksums are computed while the bytes are written and the
+//     trailers go in a second WriteV once they are known (latesum.go).
 //  5. Layout.Publish records the new image in the index, which becomes
 //     dirty exactly as after the write-back of an evicted dirty chunk: it
 //     is committed by the next Flush, and Flush semantics do not change.
@@ -132,7 +135,7 @@ func (c *Cache) writeDirect(ctx context.Context, reqs []Request, gs []*group) (r
 				sc.framed, sc.framedSrc = append(sc.framed, mine[k]), append(sc.framedSrc, srcs[k])
 			}
 		}
-		if err := writeFramed(ctx, &c.stats, sc.framed, sc.framedSrc, sc); err != nil {
+		if err := writeFramed(ctx, &c.stats, &c.background.split, sc.framed, sc.framedSrc, sc); err != nil {
 			return rest, later, err
 		}
 		if err := c.writer.writeEncoded(ctx, sc.encoded, sc.encodedSrc); err != nil {
@@ -161,6 +164,10 @@ type directScratch struct {
 	ins             []layout.Insertion
 	parts           [][]byte // per chunk, its frame's parts end to end
 	exts            []vfd.Extent
+	tails           []vfd.Extent // the tails written after the sums (latesum.go)
+	// seals holds the checksums of a write that computes them beside it
+	// (latesum.go).
+	seals sealSlot
 }
 
 var directScratchPool = sync.Pool{New: func() any { return new(directScratch) }}
@@ -171,6 +178,9 @@ func (s *directScratch) put() {
 	if cap(s.cand) > 4096 || cap(s.exts) > 3*4096 {
 		return
 	}
+	s.seals.reset()
+	clear(s.tails[:cap(s.tails)])
+	s.tails = s.tails[:0]
 	clear(s.cand[:cap(s.cand)])
 	clear(s.candSrc[:cap(s.candSrc)])
 	clear(s.framed[:cap(s.framed)])
@@ -187,12 +197,17 @@ func (s *directScratch) put() {
 
 // writeFramed writes claimed groups of one dataset whose images are the
 // caller's bytes in the layout's frame (DirectWriter), srcs[i] being
-// gs[i]'s, counting in st.
-func writeFramed(ctx context.Context, st *counters, gs []*group, srcs []directSource, sc *directScratch) error {
+// gs[i]'s, counting in st; large chunks of a LateFramer have their
+// checksums computed beside the write, by one of sp's helpers when one is
+// free (latesum.go).
+func writeFramed(ctx context.Context, st *counters, sp *splitState, gs []*group, srcs []directSource, sc *directScratch) error {
 	if len(gs) == 0 {
 		return nil
 	}
 	dw := gs[0].d.lay().l.(layout.DirectWriter)
+	if lf, ok := dw.(layout.LateFramer); ok && sp.sumMin > 0 && lateWorth(srcs, sp.sumMin) {
+		return writeLate(ctx, st, sp, lf, gs, srcs, sc)
+	}
 	sc.ins, sc.parts = sc.ins[:0], sc.parts[:0]
 	for i, g := range gs {
 		src := srcs[i].src
@@ -200,38 +215,97 @@ func writeFramed(ctx context.Context, st *counters, gs []*group, srcs []directSo
 		sc.parts = append(sc.parts, head, src, tail)
 		sc.ins = append(sc.ins, layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(head) + len(src) + len(tail)), Sum: sum})
 	}
-	return writeDirectDS(ctx, st, gs, sc.ins, sc.parts, 3, sc)
+	return writeDirectDS(ctx, st, gs, sc.ins, sc.parts, 3, sc, nil)
+}
+
+// lateWorth reports whether every chunk of srcs is at least min bytes,
+// large enough for its checksum to be computed beside its write
+// (latesum.go).
+func lateWorth(srcs []directSource, min int64) bool {
+	for _, s := range srcs {
+		if int64(len(s.src)) < min {
+			return false
+		}
+	}
+	return true
+}
+
+// writeLate is writeFramed for chunks whose checksums are computed while
+// their bytes are written (latesum.go).
+func writeLate(ctx context.Context, st *counters, sp *splitState, lf layout.LateFramer, gs []*group, srcs []directSource, sc *directScratch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	j := sc.seals.take()
+	sc.ins, sc.parts = sc.ins[:0], sc.parts[:0]
+	for i, g := range gs {
+		src := srcs[i].src
+		head, tail := lf.DirectFrameLate(g.coord, src)
+		sc.parts = append(sc.parts, head, src, tail)
+		sc.ins = append(sc.ins, layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(head) + len(src) + len(tail))})
+		j.seals = append(j.seals, seal{lf: lf, coord: g.coord, src: src, tail: tail})
+	}
+	sc.seals.handOut(sp, j)
+	return writeDirectDS(ctx, st, gs, sc.ins, sc.parts, 3, sc, j)
 }
 
 // writeDirectDS is steps 3-5 of writeDirect for claimed groups of one
 // dataset: ins[i] describes gs[i]'s new image, which is
 // parts[i*per:(i+1)*per] end to end. The writes are counted in st; sc
-// lends the extent list.
-func writeDirectDS(ctx context.Context, st *counters, gs []*group, ins []layout.Insertion, parts [][]byte, per int, sc *directScratch) error {
+// lends the extent lists. With j (latesum.go), each image's last part is
+// its tail, whose bytes j's seals fill: the other parts are written
+// first, then j is finished and the tails written, and the sums go into
+// ins before Publish. Whatever fails, j is finished before the return.
+func writeDirectDS(ctx context.Context, st *counters, gs []*group, ins []layout.Insertion, parts [][]byte, per int, sc *directScratch, j *sealJob) error {
 	if err := ctx.Err(); err != nil {
+		if j != nil {
+			sc.seals.release(j, j.finish(false))
+		}
 		return err
 	}
 	d := gs[0].d
 	l := d.lay().l
 	if err := l.Insert(ctx, ins); err != nil {
+		if j != nil {
+			sc.seals.release(j, j.finish(false))
+		}
 		return fmt.Errorf("cache: Layout.Insert: %w", err)
 	}
-	exts := sc.exts[:0]
+	exts, tails := sc.exts[:0], sc.tails[:0]
 	var n int64
 	for i := range gs {
 		off := ins[i].New.Addr
-		for _, b := range parts[i*per : (i+1)*per] {
+		for k, b := range parts[i*per : (i+1)*per] {
 			if len(b) > 0 {
-				exts = append(exts, vfd.Extent{Off: off, Buf: b})
+				if j != nil && k == per-1 {
+					tails = append(tails, vfd.Extent{Off: off, Buf: b})
+				} else {
+					exts = append(exts, vfd.Extent{Off: off, Buf: b})
+				}
 				off += int64(len(b))
 				n += int64(len(b))
 			}
 		}
 	}
-	sc.exts = exts
+	sc.exts, sc.tails = exts, tails
 	st.vectorWrites.Add(1)
 	st.vectorWriteBytes.Add(n)
 	werr := d.file.drv.WriteV(exts)
+	if j != nil {
+		// The helper may be reading the caller's bytes: finish j even
+		// when the write failed, then write the tails it filled.
+		takenBack := j.finish(werr == nil)
+		if werr == nil {
+			for i := range ins {
+				ins[i].Sum, ins[i].New.Sum = j.seals[i].sum, j.seals[i].sum
+			}
+			if len(tails) > 0 {
+				st.vectorWrites.Add(1)
+				werr = d.file.drv.WriteV(tails)
+			}
+		}
+		sc.seals.release(j, takenBack)
+	}
 	if werr != nil {
 		werr = fmt.Errorf("cache: writing %d chunks directly: %w", len(gs), werr)
 	}

@@ -129,7 +129,7 @@ func (w *writer) encodeRoundDirect(ctx context.Context, gs []*group, srcs []dire
 		sc.ins = append(sc.ins, layout.Insertion{Coord: g.coord, Old: g.loc, Size: int64(len(enc[i].Image)), Mask: enc[i].Mask, Sum: enc[i].Sum})
 		sc.parts = append(sc.parts, enc[i].Image)
 	}
-	if err := writeDirectDS(ctx, w.stats, gs, sc.ins, sc.parts, 1, sc); err != nil {
+	if err := writeDirectDS(ctx, w.stats, gs, sc.ins, sc.parts, 1, sc, nil); err != nil {
 		return err
 	}
 	w.stats.directEncodes.Add(int64(len(gs)))

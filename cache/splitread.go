@@ -91,6 +91,10 @@ type splitState struct {
 	// after New.
 	min      int64
 	procs, n int
+	// sumMin is Config.LateSumBytes with defaults applied (0: off): the
+	// helpers also compute the checksums of large direct writes
+	// (latesum.go). Fixed after New.
+	sumMin int64
 	// started is set once the helpers run. They start with the first
 	// read that splits (startHelpers), so a cache that never reads large
 	// chunks directly runs none.
@@ -107,6 +111,8 @@ type splitState struct {
 	helpers []*splitHelper
 	// reads counts reads split, shares the shares helpers read.
 	reads, shares atomic.Int64
+	// seals counts direct writes whose checksums a helper took (latesum.go).
+	seals atomic.Int64
 	// The rest of the cache that split reads use, set by start: the
 	// counters (vector reads, requests running), the background jobs'
 	// lifetime the helpers run in, and the cache's closed flag.
@@ -122,6 +128,11 @@ type splitHelper struct {
 	drv  vfd.Driver
 	exts []vfd.Extent
 	sums []pieceSum // pieces of exts to sum once read
+	// seal, when set, is a direct write's checksums to compute instead
+	// of a share to read (latesum.go); such a job is not answered on
+	// done, and the helper puts itself back on idle once it is over.
+	seal *sealJob
+	idle chan *splitHelper
 	// work carries a job (capacity 1: the send never blocks); done its
 	// result (capacity 1).
 	work chan struct{}
@@ -136,8 +147,15 @@ type splitHelper struct {
 func (s *splitState) start(cfg Config, st *counters, jobs *background, closed *atomic.Bool) {
 	s.stats, s.jobs, s.closed = st, jobs, closed
 	s.procs = runtime.GOMAXPROCS(0)
-	if n := min(s.procs-1, maxSplitHelpers); cfg.SplitReadBytes > 0 && n > 0 {
+	n := min(s.procs-1, maxSplitHelpers)
+	if n <= 0 {
+		return
+	}
+	if cfg.SplitReadBytes > 0 {
 		s.min, s.n = cfg.SplitReadBytes, n
+	}
+	if cfg.LateSumBytes > 0 {
+		s.sumMin, s.n = cfg.LateSumBytes, n
 	}
 }
 
@@ -154,7 +172,7 @@ func (s *splitState) startHelpers() bool {
 	}
 	s.idle = make(chan *splitHelper, s.n)
 	for range s.n {
-		h := &splitHelper{work: make(chan struct{}, 1), done: make(chan error, 1), exited: make(chan struct{})}
+		h := &splitHelper{work: make(chan struct{}, 1), done: make(chan error, 1), exited: make(chan struct{}), idle: s.idle}
 		s.helpers = append(s.helpers, h)
 		s.idle <- h
 		s.jobs.wg.Add(1)
@@ -171,9 +189,7 @@ func (h *splitHelper) serve(jobs *background) {
 	for {
 		select {
 		case <-h.work:
-			h.done <- h.run()
-			for h.linger() {
-				h.done <- h.run()
+			for h.job() && h.linger() {
 			}
 		case <-jobs.ctx.Done():
 			return
@@ -204,6 +220,23 @@ func (h *splitHelper) linger() bool {
 		}
 		runtime.Gosched()
 	}
+}
+
+// job runs the job handed to h: a direct write's checksums, or a share
+// to read, answered on done. It reports whether h should linger for the
+// next job: after a share, not after checksums (latesum.go: a writer
+// never waits for a helper to wake, and a helper polling with Gosched
+// while the writer is in a long pwrite keeps a run queue busy, so the
+// runtime hands the writer's P away and the writer, back from the
+// system call, queues for one: 10-30 % slower writes of 1-4 MiB chunks
+// measured with the linger, engine BenchmarkLateSum).
+func (h *splitHelper) job() bool {
+	if h.seal != nil {
+		h.runSeal()
+		return false
+	}
+	h.done <- h.run()
+	return true
 }
 
 // run reads h's share and sums its pieces.

@@ -78,6 +78,7 @@ type Stats struct {
 	PrefetchWasted   int64 // prefetched chunks dropped before any use
 	SplitReads       int64 // direct reads split among helper goroutines (splitread.go)
 	SplitShares      int64 // shares of those read by helpers
+	LateSums         int64 // direct writes whose checksums were handed to a helper (latesum.go)
 	// Adaptive sizing (adaptive.go).
 	AdaptiveEpochs int64 // epochs closed
 	Resizes        int64 // size changes recorded in the decision log (all reasons, SetConfig included)
@@ -150,6 +151,7 @@ func (s Stats) Sub(o Stats) Stats {
 	r.PrefetchWasted -= o.PrefetchWasted
 	r.SplitReads -= o.SplitReads
 	r.SplitShares -= o.SplitShares
+	r.LateSums -= o.LateSums
 	r.AdaptiveEpochs -= o.AdaptiveEpochs
 	r.Resizes -= o.Resizes
 	r.ResizeGrows -= o.ResizeGrows
@@ -201,6 +203,7 @@ func (c *Cache) Stats() Stats {
 		PrefetchWasted:    c.stats.prefetchWasted.Load(),
 		SplitReads:        c.background.split.reads.Load(),
 		SplitShares:       c.background.split.shares.Load(),
+		LateSums:          c.background.split.seals.Load(),
 		PreEncodedBytes:   c.background.preEncode.bytes.Load(),
 		PrefetchBytes:     c.background.prefetch.bytes.Load(),
 		ResidentBytes:     c.budget.resident.Load(),

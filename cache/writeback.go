@@ -38,6 +38,9 @@ type writer struct {
 	sizes   *sizer
 	order   *policyLock
 	pre     *preEncodeState
+	// split's helpers compute the checksums of large borrowed images
+	// while they are written (latesum.go); set by startBackground.
+	split *splitState
 }
 
 // noteEncoding records v as the encoding peak if it is one.
@@ -305,7 +308,7 @@ func (w *writer) writeBack(ctx context.Context, es []*entry, sync bool) error {
 		return err
 	}
 	errs := allocateRound(ctx, es, sc)
-	writeImages(sc, w.stats, sync)
+	writeImages(sc, w.stats, w.split, sync)
 	sc.unlatch(es) // the images are written (or failed): the chunks may change
 	for _, err := range sc.fileErr {
 		errs = append(errs, err)
@@ -345,7 +348,19 @@ func (w *writer) encodeRound(ctx context.Context, es []*entry, sc *wbScratch) er
 			return nil
 		}
 		l := e.ds.lay().l
-		if b, ok := l.(layout.BorrowingEncoder); ok {
+		if lb, ok := l.(layout.LateBorrower); ok && w.split != nil && w.split.sumMin > 0 && e.size.Load() >= w.split.sumMin {
+			// e.size (memory) bounds the image's bytes from above: the
+			// image itself tells whether they reach the threshold.
+			var tail int
+			enc[i], tail, ok, err = lb.EncodeBorrowedLate(e.coord, e.chunk)
+			if n := len(enc[i].Image) - tail; ok && int64(n) < w.split.sumMin {
+				enc[i].Sum = lb.SealFrame(e.coord, enc[i].Image[:n], enc[i].Image[n:])
+			} else if ok {
+				sc.late[i] = tail + 1
+			}
+			keep = err == nil && !enc[i].Pooled
+			held[i] = keep
+		} else if b, ok := l.(layout.BorrowingEncoder); ok {
 			enc[i], err = b.EncodeBorrowed(e.coord, e.chunk)
 			keep = err == nil && !enc[i].Pooled // a pooled image is a copy
 			held[i] = keep
@@ -394,9 +409,14 @@ func allocateRound(ctx context.Context, es []*entry, sc *wbScratch) []error {
 
 // writeImages writes every allocated image with one WriteV per file (and
 // a Sync after it when sync is set), recording each file's error in
-// sc.fileErr, and counts the writes in st.
-func writeImages(sc *wbScratch, st *counters, sync bool) {
+// sc.fileErr, and counts the writes in st. Images whose checksums are
+// computed beside the write (sc.late) go in two: their bytes with the
+// others, then, once sp's helper or this goroutine has sealed them
+// (latesum.go), their tails in a second WriteV per file; their sums then
+// go into enc and the insertions.
+func writeImages(sc *wbScratch, st *counters, sp *splitState, sync bool) {
 	enc, byFile := sc.enc, sc.byFile
+	var j *sealJob
 	for _, d := range sc.order {
 		ins, ok := sc.insOf[d]
 		if !ok {
@@ -407,14 +427,57 @@ func writeImages(sc *wbScratch, st *counters, sync bool) {
 			sc.files = append(sc.files, f)
 		}
 		for k, i := range sc.byDS[d] {
-			if len(enc[i].Image) > 0 {
-				byFile[f] = append(byFile[f], vfd.Extent{Off: ins[k].New.Addr, Buf: enc[i].Image})
+			img := enc[i].Image
+			if t := sc.late[i] - 1; t >= 0 {
+				if j == nil {
+					j = sc.seals.take()
+				}
+				body := img[:len(img)-t]
+				j.seals = append(j.seals, seal{lf: d.lay().l.(layout.LateFramer), coord: ins[k].Coord, src: body, tail: img[len(body):]})
+				sc.sealOf = append(sc.sealOf, sealRef{d: d, k: k, i: i})
+				if t > 0 {
+					sc.tailOf[f] = append(sc.tailOf[f], vfd.Extent{Off: ins[k].New.Addr + int64(len(body)), Buf: img[len(body):]})
+				}
+				img = body
+			}
+			if len(img) > 0 {
+				byFile[f] = append(byFile[f], vfd.Extent{Off: ins[k].New.Addr, Buf: img})
 			}
 		}
 	}
+	if j != nil {
+		sc.seals.handOut(sp, j)
+		writeFiles(sc, st, byFile, false)
+		takenBack := j.finish(true)
+		for n, r := range sc.sealOf {
+			sum := j.seals[n].sum
+			enc[r.i].Sum = sum
+			in := &sc.insOf[r.d][r.k]
+			in.Sum, in.New.Sum = sum, sum
+		}
+		sc.seals.release(j, takenBack)
+		writeFiles(sc, st, sc.tailOf, sync)
+		return
+	}
+	writeFiles(sc, st, byFile, sync)
+}
+
+// writeFiles writes each file's extents of byFile (in sc.files) with one
+// WriteV, unless the file failed already (sc.fileErr), records a failure
+// in sc.fileErr, and syncs the file after the write when sync is set.
+func writeFiles(sc *wbScratch, st *counters, byFile map[*File][]vfd.Extent, sync bool) {
 	for _, f := range sc.files {
+		if sc.fileErr[f] != nil {
+			continue
+		}
 		exts := byFile[f]
 		if len(exts) == 0 {
+			if sync && len(sc.byFile[f]) > 0 {
+				st.syncs.Add(1)
+				if err := f.drv.Sync(); err != nil {
+					sc.fileErr[f] = fmt.Errorf("cache: sync: %w", err)
+				}
+			}
 			continue
 		}
 		var n int64
@@ -516,6 +579,14 @@ type wbScratch struct {
 	files   []*File
 	fileErr map[*File]error
 	done    []int
+	// late[i] is 1 + the length of the tail of enc[i] to be sealed beside
+	// the write (EncodeBorrowedLate), 0 for a complete image; seals, sealOf
+	// (per seal, its image) and tailOf (per file, the tails' extents)
+	// carry them through writeImages (latesum.go).
+	late   []int
+	seals  sealSlot
+	sealOf []sealRef
+	tailOf map[*File][]vfd.Extent
 	// encoding is the bytes of this round's images counted in
 	// writer.encoding (encodeRound), taken out once they are released.
 	encoding atomic.Int64
@@ -527,15 +598,25 @@ var wbScratchPool = sync.Pool{New: func() any {
 		insOf:   map[*Dataset][]layout.Insertion{},
 		byFile:  map[*File][]vfd.Extent{},
 		fileErr: map[*File]error{},
+		tailOf:  map[*File][]vfd.Extent{},
 	}
 }}
+
+// sealRef names the image of a seal of writeImages: entry i, insertion k
+// of dataset d.
+type sealRef struct {
+	d    *Dataset
+	k, i int
+}
 
 // size readies s for n entries.
 func (s *wbScratch) size(n int) {
 	if cap(s.enc) < n {
 		s.enc, s.ver, s.pre, s.held = make([]layout.Encoded, n), make([]uint64, n), make([]*preImage, n), make([]bool, n)
+		s.late = make([]int, n)
 	}
-	s.enc, s.ver, s.pre, s.held = s.enc[:n], s.ver[:n], s.pre[:n], s.held[:n]
+	s.enc, s.ver, s.pre, s.held, s.late = s.enc[:n], s.ver[:n], s.pre[:n], s.held[:n], s.late[:n]
+	clear(s.late)
 }
 
 // unlatch releases the latches held for borrowed images (held).
@@ -578,5 +659,9 @@ func (s *wbScratch) put() {
 	s.files = s.files[:0]
 	clear(s.fileErr)
 	s.done = s.done[:0]
+	clear(s.tailOf)
+	clear(s.sealOf[:cap(s.sealOf)])
+	s.sealOf = s.sealOf[:0]
+	s.seals.reset()
 	wbScratchPool.Put(s)
 }

@@ -205,6 +205,77 @@ func BenchmarkDirectWriteBytes(b *testing.B) {
 	}
 }
 
+// BenchmarkLateSum writes 64 MiB of whole unfiltered chunks directly
+// (NoSync, tmpfs when there is one, else or with SCC_BENCH_DIR there) with each chunk's checksum computed
+// beside its write (cache.Config.LateSumBytes, cache/latesum.go) and
+// before it on the writing goroutine, passes of both interleaved, chunk
+// size by chunk size: "ratio" (beside over before) is what sets
+// LateSumBytes' default, on a machine with a core to spare. The quarter
+// rows write each chunk in four quarter-chunk boxes, so that it is
+// completed in memory and written back (cache/completed.go).
+func BenchmarkLateSum(b *testing.B) {
+	ctx := context.Background()
+	const total = 64 << 20
+	dir := os.Getenv("SCC_BENCH_DIR") // a disk's directory, for its rows
+	if dir == "" {
+		dir = tmpfsDir(b)
+	}
+	path := filepath.Join(dir, "ls.scc")
+	for _, row := range []struct {
+		side    uint64
+		quarter bool
+	}{{256, false}, {362, false}, {512, false}, {724, false}, {1024, false}, {2048, false}, {1024, true}, {2048, true}} { // 64 KiB .. 4 MiB
+		side, chunk := row.side, row.side*row.side
+		name := fmt.Sprintf("chunk=%dKiB", chunk>>10)
+		if row.quarter {
+			name = fmt.Sprintf("quarters/chunk=%dKiB", chunk>>10)
+		}
+		b.Run(name, func(b *testing.B) {
+			data := make([]byte, chunk)
+			for i := range data {
+				data[i] = byte(i * 7)
+			}
+			n := uint64(total) / chunk
+			write := func(late int64) time.Duration {
+				f, err := Create(ctx, path, &Options{NoSync: true, CacheConfig: cache.Config{LateSumBytes: late}})
+				must(b, err)
+				ds, err := f.CreateDataset(ctx, "d", DatasetSpec{Type: Uint8, Shape: []uint64{n * side, side}, Chunk: []uint64{side, side}})
+				must(b, err)
+				t0 := time.Now()
+				h := side / 2
+				for r := uint64(0); r < n; r++ {
+					if !row.quarter {
+						must(b, ds.Write(ctx, Box([]uint64{r * side, 0}, []uint64{side, side}), data))
+						continue
+					}
+					for q := uint64(0); q < 4; q++ {
+						must(b, ds.Write(ctx, Box([]uint64{r*side + q/2*h, q % 2 * h}, []uint64{h, h}), data[:h*h]))
+					}
+				}
+				el := time.Since(t0)
+				if st := f.Cache().Stats(); !row.quarter && st.DirectWrites != int64(n) {
+					b.Fatalf("%d direct writes of %d", st.DirectWrites, n)
+				} else if row.quarter && st.ChunksFlushed != int64(n) {
+					b.Fatalf("%d chunks written back of %d", st.ChunksFlushed, n)
+				}
+				must(b, f.Close(ctx))
+				must(b, os.Remove(path))
+				return el
+			}
+			var lT, sT time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				lT += write(1)
+				sT += write(-1)
+			}
+			mb := float64(total) * float64(b.N) / 1e6
+			b.ReportMetric(mb/lT.Seconds(), "beside-MB/s")
+			b.ReportMetric(mb/sT.Seconds(), "before-MB/s")
+			b.ReportMetric(sT.Seconds()/lT.Seconds(), "ratio")
+		})
+	}
+}
+
 // tmpfsDir returns a directory on tmpfs (/dev/shm) where there is one,
 // else the test's temporary directory; it is removed after the test.
 func tmpfsDir(tb testing.TB) string {

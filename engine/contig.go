@@ -808,3 +808,11 @@ func (l *contigLayout) DirectSource(coord layout.Coord, p layout.Piece) ([]byte,
 func (l *contigLayout) DirectFrame(_ layout.Coord, src []byte) (head, tail []byte, sum uint32) {
 	return nil, nil, format.Checksum(src)
 }
+
+// DirectFrameLate and SealFrame: with no frame, a late checksum only
+// waits for Publish (cache/latesum.go).
+func (l *contigLayout) DirectFrameLate(layout.Coord, []byte) (head, tail []byte) { return nil, nil }
+
+func (l *contigLayout) SealFrame(_ layout.Coord, src, _ []byte) uint32 { return format.Checksum(src) }
+
+var _ layout.LateFramer = (*contigLayout)(nil)

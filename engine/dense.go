@@ -468,6 +468,21 @@ func (l *denseLayout) EncodeBorrowed(coord layout.Coord, chunk layout.Chunk) (la
 
 var _ layout.BorrowingEncoder = (*denseLayout)(nil)
 
+// EncodeBorrowedLate is EncodeBorrowed with the trailer left for
+// SealFrame (layout.LateBorrower): a large chunk completed in memory is
+// then checksummed while it is written back (cache/latesum.go).
+func (l *denseLayout) EncodeBorrowedLate(coord layout.Coord, chunk layout.Chunk) (layout.Encoded, int, bool, error) {
+	c := chunk.(*denseChunk)
+	if !l.s.unfiltered || l.sh != nil || !borrowImages || cap(c.buf)-len(c.buf) < format.ChunkFrameOverhead {
+		enc, err := l.Encode(coord, chunk)
+		return enc, 0, false, err
+	}
+	l.ready(c)
+	return layout.Encoded{Image: c.buf[: len(c.buf)+format.ChunkFrameOverhead : cap(c.buf)]}, format.ChunkFrameOverhead, true, nil
+}
+
+var _ layout.LateBorrower = (*denseLayout)(nil)
+
 // WrittenBytes lets the cache write an unfiltered chunk back as soon as
 // writes in parts have filled it (layout.WriteCounter,
 // cache/completed.go): its write-back borrows the chunk's buffer
@@ -644,6 +659,21 @@ func (l *denseLayout) DirectFrame(coord layout.Coord, src []byte) (head, tail []
 	sum = l.s.csum.Sum(coord, src)
 	return nil, binary.LittleEndian.AppendUint32(make([]byte, 0, format.ChunkFrameOverhead), sum), sum
 }
+
+// DirectFrameLate and SealFrame let the checksum of a large chunk be
+// computed while its bytes are written (cache/latesum.go): the frame is
+// the same, its trailer filled once the sum is known.
+func (l *denseLayout) DirectFrameLate(layout.Coord, []byte) (head, tail []byte) {
+	return nil, make([]byte, format.ChunkFrameOverhead)
+}
+
+func (l *denseLayout) SealFrame(coord layout.Coord, src, tail []byte) uint32 {
+	sum := l.s.csum.Sum(coord, src)
+	binary.LittleEndian.PutUint32(tail, sum)
+	return sum
+}
+
+var _ layout.LateFramer = (*denseLayout)(nil)
 
 // VerifyDirect checks a chunk read directly into the caller's buffer: the
 // trailer must be the index's checksum and the checksum of the bytes read.

@@ -313,7 +313,12 @@ var directWorkload = directWorkloadOf(dwRow)
 // only because the cache is full (directFullCols). If st is not nil, it
 // receives the cache's statistics before the close.
 func directWorkloadChunks(st *cache.Stats, cols uint64) workload {
-	return defineWorkload(7, dwOpts(), func(w *wlRun) error {
+	return directWorkloadOpts(st, cols, dwOpts())
+}
+
+// directWorkloadOpts is directWorkloadChunks under opts.
+func directWorkloadOpts(st *cache.Stats, cols uint64, opts *Options) workload {
+	return defineWorkload(7, opts, func(w *wlRun) error {
 		if st != nil {
 			w.beforeClose = func(f *File) { *st = f.Cache().Stats() }
 		}

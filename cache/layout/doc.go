@@ -113,6 +113,9 @@
 //	vector_write            unfiltered chunks and contig pieces go from the
 //	                        caller's buffer to newly allocated space
 //	                        (cache/directwrite.go; contig: the working extent);
+//	                        optional LateFramer: the checksum of a large
+//	                        one is computed on another core while its
+//	                        bytes are written (dense, contig);
 //	                        optional DirectEncoder: dense filtered chunks
 //	                        are encoded from the caller's buffer
 //	                        (cache/directwrite_encode.go). Part

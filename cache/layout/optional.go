@@ -147,6 +147,49 @@ type DirectWriter interface {
 	DirectFrame(coord Coord, src []byte) (head, tail []byte, sum uint32)
 }
 
+// LateFramer is implemented by DirectWriters whose frame can be laid out
+// before the checksum it carries is known (the path: cache/directwrite.go,
+// "Checksums beside the write"): for a large chunk the cache computes the
+// checksum on another core while it writes head and src, and writes the
+// tail, which carries the checksum, once it is known. A DirectWriter that
+// does not implement it has its frame computed by DirectFrame, before the
+// write, on the writing goroutine.
+//
+// The cache calls Insert for such a chunk with Insertion.Sum 0 and sets
+// Sum and New.Sum to SealFrame's sum before it calls Publish (which it
+// calls only after head, src and tail are all written, or one of those
+// writes failed).
+type LateFramer interface {
+	DirectWriter
+	// DirectFrameLate returns the frame around src as DirectFrame would,
+	// without computing src's checksum: head is final, and tail has its
+	// final length but its bytes are undefined until SealFrame fills them.
+	// A tail may be empty (the checksum goes to the index only).
+	DirectFrameLate(coord Coord, src []byte) (head, tail []byte)
+	// SealFrame computes src's checksum, writes it into tail (as
+	// DirectFrameLate returned it) where the frame carries it, and returns
+	// what DirectFrame would have returned as sum for the same frame. It
+	// only reads src, and may run on any goroutine, while head and src
+	// are being written.
+	SealFrame(coord Coord, src, tail []byte) (sum uint32)
+}
+
+// LateBorrower is implemented by BorrowingEncoders whose borrowed image
+// can be written before the checksum it ends with is known, as a
+// LateFramer's frame is (the path: cache/latesum.go, write-back).
+type LateBorrower interface {
+	BorrowingEncoder
+	LateFramer
+	// EncodeBorrowedLate is EncodeBorrowed without the checksum: with ok,
+	// the image's last tail bytes are undefined until SealFrame(coord,
+	// image[:len(image)-tail], image[len(image)-tail:]) fills them, and
+	// SealFrame's result is the image's Sum. Without ok, enc is complete
+	// (EncodeBorrowed's or Encode's). The cache calls it under
+	// EncodeBorrowed's rules, and SealFrame while it still holds the
+	// chunk's latch shared.
+	EncodeBorrowedLate(coord Coord, chunk Chunk) (enc Encoded, tail int, ok bool, err error)
+}
+
 // WriteCounter is implemented by layouts whose chunks a sequence of
 // partial writes can complete, and whose write-back of a chunk needs no
 // memory beyond it (the image borrows the chunk's buffer): a chunk created
