@@ -850,7 +850,7 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 // selection were a third of the call.
 func (d *Dataset) read(ctx context.Context, in *Selection, buf []byte) error {
 	s := d.s
-	sc := ioPool.Get().(*ioScratch)
+	sc := getScratch()
 	defer sc.put()
 	if l, ok := s.store.(*virtualLayout); ok {
 		return l.read(ctx, sc.expand(in), buf)
@@ -879,7 +879,7 @@ func (d *Dataset) read(ctx context.Context, in *Selection, buf []byte) error {
 // itself against overlapping requests (io.go).
 func (d *Dataset) write(ctx context.Context, sel Selection, buf []byte) error {
 	s := d.s
-	sc := ioPool.Get().(*ioScratch)
+	sc := getScratch()
 	defer sc.put()
 	sel = sc.expand(&sel)
 	sc.regions[0] = s.regionInto(sel, sc)

@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/scc-dev/scc/cache"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// takeScratchSlots takes every free P slot (as getScratch would) and
+// returns a function that gives them back.
+func takeScratchSlots(t *testing.T) (release func()) {
+	t.Helper()
+	var taken []*scratchSlot
+	for i := range ioSlots {
+		s := &ioSlots[i]
+		if s.busy.CompareAndSwap(0, 1) {
+			taken = append(taken, s)
+		}
+	}
+	return func() {
+		for _, s := range taken {
+			s.busy.Store(0)
+		}
+	}
+}
+
+// TestScratchFromItsP: a call's scratch is its P's while that one is
+// free, and the pool's when it is taken; put gives each back where it
+// came from, so no P's scratch stays taken after a read or a write.
+func TestScratchFromItsP(t *testing.T) {
+	sc := getScratch()
+	require.NotNil(t, sc)
+	home := sc.home
+	// A P's scratch is not handed out twice: with every slot taken, the
+	// scratch comes from the pool.
+	release := takeScratchSlots(t)
+	other := getScratch()
+	assert.Nil(t, other.home, "a scratch from the pool while every P's is taken")
+	other.put()
+	release()
+	sc.put()
+	if home != nil {
+		assert.Zero(t, home.busy.Load(), "put gives the P's scratch back")
+	}
+
+	fx := newResidentReadFixture(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, rrBox*rrBox)
+			for i := 0; i < 2000; i++ {
+				if err := fx.ds.Read(ctx, Box([]uint64{rrAt, rrAt}, []uint64{rrBox, rrBox}), buf); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%100 == 0 {
+					if err := fx.ds.Write(ctx, Box([]uint64{rrAt, rrAt}, []uint64{rrBox, rrBox}), buf); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range ioSlots {
+		assert.Zero(t, ioSlots[i].busy.Load(), "P %d's scratch still taken", i)
+	}
+}
+
+// TestScratchForgetsClosedFile: after File.Close no P's scratch keeps the
+// closed file's cache dataset (its single-chunk plan) or chunk (its memo)
+// reachable, whether the scratch was free at the Close or in use.
+func TestScratchForgetsClosedFile(t *testing.T) {
+	fx := newResidentReadFixture(t)
+	ctx := context.Background()
+	buf := make([]byte, rrBox*rrBox)
+	require.NoError(t, fx.ds.Read(ctx, fx.sel, buf))
+	cds := fx.ds.s.hot.Load()
+	require.NotNil(t, cds)
+	// kept reports whether a free P's scratch keeps cds in its plan or
+	// anything in its memo, taking each as getScratch does.
+	kept := func() (plan, memo bool) {
+		for i := range ioSlots {
+			s := &ioSlots[i]
+			if !s.busy.CompareAndSwap(0, 1) {
+				continue
+			}
+			if s.sc != nil {
+				plan = plan || s.sc.plan.cds == cds
+				memo = memo || s.sc.memo != cache.Memo{}
+			}
+			s.busy.Store(0)
+		}
+		return plan, memo
+	}
+	plan, memo := kept()
+	require.True(t, plan && memo, "the read's plan and memo are kept in its P's scratch")
+	// One scratch in use across the Close: it forgets when given back.
+	inUse := getScratch()
+	if inUse.home != nil {
+		inUse.plan.cds = cds
+	}
+	require.NoError(t, fx.f.Close(ctx))
+	inUse.put()
+	plan, memo = kept()
+	assert.False(t, plan, "a P's scratch keeps the closed file's cache dataset")
+	assert.False(t, memo, "a P's scratch keeps a chunk of the closed file")
+}
