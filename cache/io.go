@@ -171,6 +171,15 @@ func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	if len(reqs) == 1 {
+		// One request (the engine's single-chunk read): serveHits' loop
+		// and its parallel check are a frame the hit does not need, as
+		// in do.
+		if hit, err := c.tryHit(o, &reqs[0], 0); !hit || err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}
 	return c.serveHits(o, reqs)
 }
 

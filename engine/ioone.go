@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"math/bits"
+	"unsafe"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/cache/layout"
@@ -66,30 +67,12 @@ func (rc *rowCopy) scatter(dst, chunk []byte) {
 		return
 	case 1:
 		step := rc.cstep[0]
-		b := uint64(0)
-		switch n { // short rows as fixed-size moves, not memmove calls
-		case 4:
-			for i := rc.count[0]; i > 0; i-- {
-				*(*[4]byte)(dst[b:]) = *(*[4]byte)(chunk[c:])
-				b += n
-				c += step
+		if n == 4 || n == 8 || n == 16 {
+			if rc.shortRows(dst, chunk) {
+				return
 			}
-			return
-		case 8:
-			for i := rc.count[0]; i > 0; i-- {
-				*(*[8]byte)(dst[b:]) = *(*[8]byte)(chunk[c:])
-				b += n
-				c += step
-			}
-			return
-		case 16:
-			for i := rc.count[0]; i > 0; i-- {
-				*(*[16]byte)(dst[b:]) = *(*[16]byte)(chunk[c:])
-				b += n
-				c += step
-			}
-			return
 		}
+		b := uint64(0)
 		for i := rc.count[0]; i > 0; i-- {
 			copy(dst[b:b+n], chunk[c:c+n])
 			b += n
@@ -123,6 +106,52 @@ func (rc *rowCopy) scatter(dst, chunk []byte) {
 			return
 		}
 	}
+}
+
+// shortRows is scatter's walk of one outer dimension for rows of 4, 8 or
+// 16 bytes, as fixed-size moves rather than memmove calls, with the
+// bounds checked once for the whole walk (its last row's ends) rather
+// than twice a row: for the few bytes of a short row the checks were
+// most of the loop. It reports false, having copied nothing, when the
+// walk does not fit dst and chunk (scatter's checked loop then panics as
+// any out-of-range copy does).
+func (rc *rowCopy) shortRows(dst, chunk []byte) bool {
+	n, c, step, cnt := rc.run, rc.c0, rc.cstep[0], rc.count[0]
+	if cnt == 0 {
+		return true
+	}
+	hi, total := bits.Mul64(n, cnt)
+	hi2, span := bits.Mul64(step, cnt-1)
+	last := c + span
+	if hi != 0 || hi2 != 0 || last < c || total > uint64(len(dst)) || last > uint64(len(chunk)) || n > uint64(len(chunk))-last {
+		return false
+	}
+	d, s := unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(chunk))
+	// Offsets, not advancing pointers: every pointer formed is inside
+	// its slice (a pointer one past the last row would not be).
+	b := uintptr(0)
+	o := uintptr(c)
+	switch n {
+	case 4:
+		for i := cnt; i > 0; i-- {
+			*(*[4]byte)(unsafe.Add(d, b)) = *(*[4]byte)(unsafe.Add(s, o))
+			b += 4
+			o += uintptr(step)
+		}
+	case 8:
+		for i := cnt; i > 0; i-- {
+			*(*[8]byte)(unsafe.Add(d, b)) = *(*[8]byte)(unsafe.Add(s, o))
+			b += 8
+			o += uintptr(step)
+		}
+	default:
+		for i := cnt; i > 0; i-- {
+			*(*[16]byte)(unsafe.Add(d, b)) = *(*[16]byte)(unsafe.Add(s, o))
+			b += 16
+			o += uintptr(step)
+		}
+	}
+	return true
 }
 
 // readOne is the single-chunk read (see above). done true: the read is

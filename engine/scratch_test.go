@@ -114,3 +114,30 @@ func TestScratchForgetsClosedFile(t *testing.T) {
 	assert.False(t, plan, "a P's scratch keeps the closed file's cache dataset")
 	assert.False(t, memo, "a P's scratch keeps a chunk of the closed file")
 }
+
+// TestShortRowsBounds: the short-row copy checks the whole walk before
+// it copies: a walk whose last row ends past the chunk or the buffer
+// copies nothing and says so, one that fits copies every row.
+func TestShortRowsBounds(t *testing.T) {
+	chunk := make([]byte, 64)
+	for i := range chunk {
+		chunk[i] = byte(i)
+	}
+	for _, n := range []uint64{4, 8, 16} {
+		rc := rowCopy{c0: 2, run: n, outer: 1}
+		rc.count[0], rc.cstep[0] = 3, 20
+		dst := make([]byte, 3*n)
+		fits := 2+2*20+n <= uint64(len(chunk))
+		require.Equal(t, fits, rc.shortRows(dst, chunk), "run %d", n)
+		if fits {
+			for r := uint64(0); r < 3; r++ {
+				assert.Equal(t, chunk[2+r*20:2+r*20+n], dst[r*n:(r+1)*n], "run %d row %d", n, r)
+			}
+		}
+		assert.False(t, rc.shortRows(dst[:3*n-1], chunk), "run %d: buffer one byte short", n)
+		assert.False(t, rc.shortRows(dst, chunk[:2+2*20+n-1]), "run %d: chunk one byte short", n)
+		huge := rc
+		huge.cstep[0] = 1 << 63 // the walk's span overflows
+		assert.False(t, huge.shortRows(dst, chunk), "run %d: overflowing step", n)
+	}
+}
