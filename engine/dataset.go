@@ -840,7 +840,13 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 	// mapped in one call per core first, not a fault at a time by the
 	// scatter (bufpool.PopulateCold says why and what it costs).
 	bufpool.PopulateCold(buf)
-	return d.deletedDuring(d.s.f.follow(ctx, func() error { return d.read(ctx, &sel, buf) }))
+	// File.follow, its first try run here (followAfter).
+	f := d.s.f
+	gen := f.Generation()
+	if err := d.read(ctx, &sel, buf); err != nil {
+		return d.deletedDuring(f.followAfter(ctx, gen, err, func() error { return d.read(ctx, &sel, buf) }))
+	}
+	return d.deletedDuring(nil)
 }
 
 // read runs one Read (of a layout it serves); see io.go for the path and

@@ -79,6 +79,13 @@ type ioScratch struct {
 	// Multi-chunk requests.
 	reqs   []cache.Request
 	pieces pieceArena // piece.go
+	// planReq: one[0] and onePiece hold the request buildBlock built
+	// from plan, but for onePiece.buf, which put cleared. Set by a
+	// single-chunk read that the hit served (readOne), so that the next
+	// one of the same plan stores only its buffer; cleared by buildBlock
+	// as it starts, so a call that goes on to any other path leaves the
+	// request for put to zero.
+	planReq bool
 	// home is the P's slot this scratch belongs to (getScratch); nil for
 	// the pool's.
 	home *scratchSlot
@@ -153,15 +160,22 @@ func forgetScratches() {
 func (sc *ioScratch) forget() {
 	sc.plan = onePlan{}
 	sc.memo = cache.Memo{}
+	sc.one[0] = cache.Request{}
+	sc.onePiece = piece{}
+	sc.planReq = false
 }
 
 // put drops every reference to the caller's buffer and data, then
 // gives sc back to its P's slot or to the pool.
 func (sc *ioScratch) put() {
 	sc.regions[0] = serialize.Region{}
-	sc.one[0] = cache.Request{}
+	if sc.planReq {
+		sc.onePiece.buf = nil // the rest is the plan's and sc's own
+	} else {
+		sc.one[0] = cache.Request{}
+		sc.onePiece = piece{}
+	}
 	sc.memo.Prune()
-	sc.onePiece = piece{}
 	sc.pieces.reset()
 	if cap(sc.reqs) > 1024 {
 		sc.reqs = nil // do not keep the slice of a huge request

@@ -199,6 +199,7 @@ func (s *dsState) readOne(ctx context.Context, sel *Selection, buf []byte, sc *i
 		return true, classify(err)
 	}
 	if n == 1 {
+		sc.planReq = true // put keeps the request for the next read of the plan
 		return true, nil
 	}
 	p.reqs, p.shape = sc.one[:], shape
@@ -288,6 +289,8 @@ func (pl *onePlan) same(start, ext, shape, chunk []uint64, elemSize int, buf []b
 func (sc *ioScratch) buildBlock(start, ext, shape, chunk []uint64, elemSize int, buf []byte, cds *cache.Dataset) bool {
 	pl := &sc.plan
 	r := len(chunk)
+	kept := sc.planReq // the request of this plan is in place but for buf
+	sc.planReq = false
 	if !pl.same(start, ext, shape, chunk, elemSize, buf, cds) {
 		if !pl.build(start, ext, shape, chunk, elemSize, buf) {
 			return false
@@ -295,10 +298,15 @@ func (sc *ioScratch) buildBlock(start, ext, shape, chunk []uint64, elemSize int,
 		pl.cds, pl.shape, pl.chunk, pl.rank, pl.elemSize, pl.bufLen = cds, &shape[0], &chunk[0], r, elemSize, len(buf)
 		copy(pl.start[:], start)
 		copy(pl.ext[:], ext)
+		kept = false
+	}
+	op := &sc.onePiece
+	if kept {
+		op.buf = buf
+		return true
 	}
 	// Field by field: put left the rest of onePiece and one[0] zero, and
 	// whole-struct stores of them were a tenth of this function.
-	op := &sc.onePiece
 	op.p, op.buf, op.bufShape, op.rows = &pl.sel, buf, pl.bufShape[:r], &pl.rows
 	rq := &sc.one[0]
 	rq.Dataset, rq.Coord, rq.Full, rq.Piece, rq.Memo = cds, layout.Coord(pl.sel.Coord), pl.full, op, &sc.memo

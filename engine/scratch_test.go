@@ -94,7 +94,7 @@ func TestScratchForgetsClosedFile(t *testing.T) {
 				continue
 			}
 			if s.sc != nil {
-				plan = plan || s.sc.plan.cds == cds
+				plan = plan || s.sc.plan.cds == cds || s.sc.one[0].Dataset == cds
 				memo = memo || s.sc.memo != cache.Memo{}
 			}
 			s.busy.Store(0)
@@ -139,5 +139,31 @@ func TestShortRowsBounds(t *testing.T) {
 		huge := rc
 		huge.cstep[0] = 1 << 63 // the walk's span overflows
 		assert.False(t, huge.shortRows(dst, chunk), "run %d: overflowing step", n)
+	}
+}
+
+// TestKeptRequestTakesEachBuffer: reads of one box repeated into
+// different buffers (the request kept from one read to the next, but for
+// its buffer) fill each buffer, and no P's scratch keeps a caller's
+// buffer after the call.
+func TestKeptRequestTakesEachBuffer(t *testing.T) {
+	fx := newResidentReadFixture(t)
+	ctx := context.Background()
+	want := make([]byte, rrBox*rrBox)
+	copyBox(want, fx.chunk)
+	for i := 0; i < 50; i++ {
+		buf := make([]byte, rrBox*rrBox)
+		require.NoError(t, fx.ds.Read(ctx, Box([]uint64{rrAt, rrAt}, []uint64{rrBox, rrBox}), buf))
+		require.Equal(t, want, buf, "read %d", i)
+		for p := range ioSlots {
+			s := &ioSlots[p]
+			if !s.busy.CompareAndSwap(0, 1) {
+				continue
+			}
+			if s.sc != nil {
+				assert.Nil(t, s.sc.onePiece.buf, "P %d's scratch keeps the caller's buffer", p)
+			}
+			s.busy.Store(0)
+		}
 	}
 }
