@@ -80,12 +80,17 @@ type ioScratch struct {
 	reqs   []cache.Request
 	pieces pieceArena // piece.go
 	// planReq: one[0] and onePiece hold the request buildBlock built
-	// from plan, but for onePiece.buf, which put cleared. Set by a
-	// single-chunk read that the hit served (readOne), so that the next
-	// one of the same plan stores only its buffer; cleared by buildBlock
-	// as it starts, so a call that goes on to any other path leaves the
-	// request for put to zero.
+	// from plan, but for onePiece.buf, which put cleared; the next
+	// single-chunk read of the same plan stores only its buffer. Set by
+	// put when the call's single-chunk read was served by the hit
+	// (hitReq); cleared by buildBlock as it starts and by anything else
+	// that writes one[0] (oneChunk).
 	planReq bool
+	// hitReq: this call's single-chunk read was served by the hit
+	// (readOne) on the request buildBlock built; put reads and clears
+	// it. A call that did anything else leaves it clear, and put zeroes
+	// the request, whoever wrote it.
+	hitReq bool
 	// home is the P's slot this scratch belongs to (getScratch); nil for
 	// the pool's.
 	home *scratchSlot
@@ -162,13 +167,14 @@ func (sc *ioScratch) forget() {
 	sc.memo = cache.Memo{}
 	sc.one[0] = cache.Request{}
 	sc.onePiece = piece{}
-	sc.planReq = false
+	sc.planReq, sc.hitReq = false, false
 }
 
 // put drops every reference to the caller's buffer and data, then
 // gives sc back to its P's slot or to the pool.
 func (sc *ioScratch) put() {
 	sc.regions[0] = serialize.Region{}
+	sc.planReq, sc.hitReq = sc.hitReq, false
 	if sc.planReq {
 		sc.onePiece.buf = nil // the rest is the plan's and sc's own
 	} else {
@@ -264,6 +270,7 @@ func (s *dsState) prepare(sel Selection, buf []byte, sc *ioScratch) (reqs []cach
 		bufShape[d] = h.Count[d] * h.Block[d]
 	}
 	if sc.oneChunk(h, s.chunk, sc.regions[0]) {
+		sc.planReq = false // one[0] is not the plan's request any more
 		sc.onePiece = piece{p: &sc.oneSel, buf: buf, bufShape: bufShape}
 		sc.one[0] = cache.Request{
 			Dataset: cds,

@@ -199,7 +199,7 @@ func (s *dsState) readOne(ctx context.Context, sel *Selection, buf []byte, sc *i
 		return true, classify(err)
 	}
 	if n == 1 {
-		sc.planReq = true // put keeps the request for the next read of the plan
+		sc.hitReq = true // put keeps the request for the next read of the plan
 		return true, nil
 	}
 	p.reqs, p.shape = sc.one[:], shape

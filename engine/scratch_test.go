@@ -167,3 +167,52 @@ func TestKeptRequestTakesEachBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptRequestNotReusedAfterOtherPath: a scratch whose request was
+// kept by a single-chunk read (the hit served it) and then used by a call
+// that took another path writing its request (the general path's one
+// chunk, of another dataset) does not serve the next single-chunk read of
+// the first plan from that other request: the read gets its own
+// dataset's bytes.
+func TestKeptRequestNotReusedAfterOtherPath(t *testing.T) {
+	fx := newResidentReadFixture(t)
+	ctx := context.Background()
+	other, err := fx.f.CreateDataset(ctx, "other", DatasetSpec{Type: Uint8, Shape: []uint64{rrChunk, rrChunk}, Chunk: []uint64{rrChunk, rrChunk}})
+	require.NoError(t, err)
+	ones := make([]byte, rrChunk*rrChunk)
+	for i := range ones {
+		ones[i] = 0xEE
+	}
+	require.NoError(t, other.Write(ctx, All([]uint64{rrChunk, rrChunk}), ones))
+	require.NoError(t, other.Read(ctx, Box([]uint64{0, 0}, []uint64{1, 1}), make([]byte, 1)))
+
+	want := make([]byte, rrBox*rrBox)
+	copyBox(want, fx.chunk)
+	sc := &ioScratch{home: &scratchSlot{epoch: scratchEpoch.Load()}} // a P's scratch, given back to a slot of its own
+	use := func(f func()) {
+		sc.home.busy.Store(1)
+		f()
+		sc.put()
+	}
+	readOne := func() []byte {
+		buf := make([]byte, rrBox*rrBox)
+		use(func() {
+			var p prepared
+			done, err := fx.ds.s.readOne(ctx, &fx.sel, buf, sc, &p)
+			require.NoError(t, err)
+			require.True(t, done, "the single-chunk read of a resident chunk is served by the hit")
+		})
+		return buf
+	}
+	require.Equal(t, want, readOne())
+	require.True(t, sc.planReq, "the hit's request is kept")
+	// The general path's single-chunk request of the other dataset, in
+	// the same scratch.
+	use(func() {
+		reqs, err := other.s.prepare(Box([]uint64{0, 0}, []uint64{2, 2}), make([]byte, 4), sc)
+		require.NoError(t, err)
+		require.Len(t, reqs, 1)
+	})
+	assert.False(t, sc.planReq, "a request the general path wrote is not kept")
+	assert.Equal(t, want, readOne(), "the single-chunk read reads its own dataset")
+}
