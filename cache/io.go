@@ -50,7 +50,7 @@ type Request struct {
 // the caller's memory.
 //
 // A Memo is not safe for concurrent use: one goroutine's request at a
-// time (the engine keeps one in each pooled request scratch). Its zero
+// time (the engine keeps one in each request scratch). Its zero
 // value remembers nothing.
 type Memo struct {
 	e     *entry
