@@ -173,21 +173,24 @@ func (sc *ioScratch) forget() {
 // put drops every reference to the caller's buffer and data, then
 // gives sc back to its P's slot or to the pool.
 func (sc *ioScratch) put() {
-	sc.regions[0] = serialize.Region{}
 	sc.planReq, sc.hitReq = sc.hitReq, false
 	if sc.planReq {
+		// A single-chunk read the hit served: the request is kept, and
+		// the call wrote nothing else of sc (the region, the pieces and
+		// the requests of the general path are as the last put left them).
 		sc.onePiece.buf = nil // the rest is the plan's and sc's own
 	} else {
+		sc.regions[0] = serialize.Region{}
 		sc.one[0] = cache.Request{}
 		sc.onePiece = piece{}
+		sc.pieces.reset()
+		if cap(sc.reqs) > 1024 {
+			sc.reqs = nil // do not keep the slice of a huge request
+		}
+		clear(sc.reqs)
+		sc.reqs = sc.reqs[:0]
 	}
 	sc.memo.Prune()
-	sc.pieces.reset()
-	if cap(sc.reqs) > 1024 {
-		sc.reqs = nil // do not keep the slice of a huge request
-	}
-	clear(sc.reqs)
-	sc.reqs = sc.reqs[:0]
 	if s := sc.home; s != nil {
 		if e := scratchEpoch.Load(); s.epoch != e {
 			sc.forget()

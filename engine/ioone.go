@@ -167,17 +167,19 @@ func (s *dsState) readOne(ctx context.Context, sel *Selection, buf []byte, sc *i
 		return false, nil
 	}
 	var start, ext []uint64
-	var exts [8]uint64
 	if sel.box {
 		if int(sel.rank) != r {
 			return false, nil
 		}
 		start, ext = sel.start[:r], sel.count[:r]
 	} else {
-		if sel.slab == nil || !oneBlock(sel.slab, r, &exts) {
+		// The block's extents go to sc.coord, free until buildBlock's
+		// plan (which has its own) is built: an array here would be
+		// zeroed on every call, the inline box's too.
+		if sel.slab == nil || !oneBlock(sel.slab, r, &sc.coord) {
 			return false, nil
 		}
-		start, ext = sel.slab.Start, exts[:r]
+		start, ext = sel.slab.Start, sc.coord[:r]
 	}
 	hold, ok := s.f.ser.TryFastReadDataset(s.id)
 	if !ok {
