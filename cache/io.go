@@ -50,7 +50,7 @@ type Request struct {
 // the caller's memory.
 //
 // A Memo is not safe for concurrent use: one goroutine's request at a
-// time (the engine keeps one in each pooled request scratch). Its zero
+// time (the engine keeps one in each request scratch). Its zero
 // value remembers nothing.
 type Memo struct {
 	e     *entry
@@ -170,6 +170,15 @@ func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
+	}
+	if len(reqs) == 1 {
+		// One request (the engine's single-chunk read): serveHits' loop
+		// and its parallel check are a frame the hit does not need, as
+		// in do.
+		if hit, err := c.tryHit(o, &reqs[0], 0); !hit || err != nil {
+			return 0, err
+		}
+		return 1, nil
 	}
 	return c.serveHits(o, reqs)
 }

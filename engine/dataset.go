@@ -840,7 +840,13 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 	// mapped in one call per core first, not a fault at a time by the
 	// scatter (bufpool.PopulateCold says why and what it costs).
 	bufpool.PopulateCold(buf)
-	return d.deletedDuring(d.s.f.follow(ctx, func() error { return d.read(ctx, &sel, buf) }))
+	// File.follow, its first try run here (followAfter).
+	f := d.s.f
+	gen := f.Generation()
+	if err := d.read(ctx, &sel, buf); err != nil {
+		return d.deletedDuring(f.followAfter(ctx, gen, err, func() error { return d.read(ctx, &sel, buf) }))
+	}
+	return d.deletedDuring(nil)
 }
 
 // read runs one Read (of a layout it serves); see io.go for the path and
@@ -850,7 +856,7 @@ func (d *Dataset) Read(ctx context.Context, sel Selection, buf []byte) error {
 // selection were a third of the call.
 func (d *Dataset) read(ctx context.Context, in *Selection, buf []byte) error {
 	s := d.s
-	sc := ioPool.Get().(*ioScratch)
+	sc := getScratch()
 	defer sc.put()
 	if l, ok := s.store.(*virtualLayout); ok {
 		return l.read(ctx, sc.expand(in), buf)
@@ -879,7 +885,7 @@ func (d *Dataset) read(ctx context.Context, in *Selection, buf []byte) error {
 // itself against overlapping requests (io.go).
 func (d *Dataset) write(ctx context.Context, sel Selection, buf []byte) error {
 	s := d.s
-	sc := ioPool.Get().(*ioScratch)
+	sc := getScratch()
 	defer sc.put()
 	sel = sc.expand(&sel)
 	sc.regions[0] = s.regionInto(sel, sc)

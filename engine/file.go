@@ -781,6 +781,7 @@ func (f *File) Close(ctx context.Context) error {
 	if rerr := f.release(); err == nil {
 		err = rerr
 	}
+	forgetScratches() // what the Ps' scratches keep may be this file's
 	return classify(err)
 }
 

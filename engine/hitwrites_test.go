@@ -18,7 +18,7 @@ var poolType = reflect.TypeOf((*sync.Pool)(nil)).Elem()
 // of the structures every reader of the dataset reads — the File, the
 // Dataset and its state, the serializer with its shards — only memory of
 // its own P (the serializer's reader count, the cache's read slot, the
-// pooled scratch), so that readers on several cores never pass a written
+// P's scratch), so that readers on several cores never pass a written
 // line between them. (The cache's side is TestHitWritesNoSharedMemory,
 // which can keep the cache's replayer out. A store that leaves a value as
 // it was does not show here.)

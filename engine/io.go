@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/cache/layout"
 	"github.com/scc-dev/scc/engine/internal/selection"
+	"github.com/scc-dev/scc/lockfree"
 	"github.com/scc-dev/scc/serialize"
 )
 
@@ -50,8 +52,9 @@ import (
 //
 // Allocation: the per-request state (the serializer's region, the
 // per-chunk request and its piece, the packed-buffer shape) lives in an
-// ioScratch from a sync.Pool. A selection inside one chunk is cut without
-// selection.Split (oneChunk); larger ones use Split and clone the pieces.
+// ioScratch, its P's (getScratch) or one from a sync.Pool. A selection
+// inside one chunk is cut without selection.Split (oneChunk); larger ones
+// use Split and clone the pieces.
 
 // ioScratch is one request's reusable state.
 type ioScratch struct {
@@ -76,23 +79,126 @@ type ioScratch struct {
 	// Multi-chunk requests.
 	reqs   []cache.Request
 	pieces pieceArena // piece.go
+	// planReq: one[0] and onePiece hold the request buildBlock built
+	// from plan, but for onePiece.buf, which put cleared; the next
+	// single-chunk read of the same plan stores only its buffer. Set by
+	// put when the call's single-chunk read was served by the hit
+	// (hitReq); cleared by buildBlock as it starts and by anything else
+	// that writes one[0] (oneChunk).
+	planReq bool
+	// hitReq: this call's single-chunk read was served by the hit
+	// (readOne) on the request buildBlock built; put reads and clears
+	// it. A call that did anything else leaves it clear, and put zeroes
+	// the request, whoever wrote it.
+	hitReq bool
+	// home is the P's slot this scratch belongs to (getScratch); nil for
+	// the pool's.
+	home *scratchSlot
 }
 
 var ioPool = sync.Pool{New: func() any { return new(ioScratch) }}
 
-// put drops every reference to the caller's buffer and data, then
-// returns sc to the pool.
-func (sc *ioScratch) put() {
-	sc.regions[0] = serialize.Region{}
-	sc.one[0] = cache.Request{}
-	sc.memo.Prune()
-	sc.onePiece = piece{}
-	sc.pieces.reset()
-	if cap(sc.reqs) > 1024 {
-		sc.reqs = nil // do not keep the slice of a huge request
+// Per-P scratches: each P has one ioScratch of its own, taken with one CAS
+// of a flag on the P's line and given back with one store; the pool
+// serves a call that finds its P's scratch taken (a goroutine preempted
+// holding it, a virtual dataset's read of its sources inside its own).
+//
+// Why not the pool alone: a resident read is a few dozen nanoseconds, and
+// sync.Pool's Get and Put (pinning the P twice, the per-P pool's lookup,
+// Put's store into it) were about a tenth of one, twice what the flag
+// costs. The P's scratch also keeps its single-chunk plan (onePlan) and
+// memo from one call to the next, as the pool's usually did.
+//
+// What a P's scratch keeps between calls — the plan's cache dataset and
+// extent, the memo's entry — would keep a closed file's cache structures
+// reachable, which the pool's collection at GC did not: File.Close makes
+// every P's scratch forget them (forgetScratches).
+type scratchSlot struct {
+	busy atomic.Uint32
+	// Owned by whoever holds busy (the CAS from 0 and the store of 0
+	// order the holders' plain accesses, as a mutex would).
+	sc *ioScratch
+	// epoch is scratchEpoch when sc last forgot what it keeps.
+	epoch uint64
+	_     [64 - 24]byte
+}
+
+var (
+	ioSlots = make([]scratchSlot, lockfree.Stripes())
+	// scratchEpoch counts forgetScratches calls: a scratch given back
+	// under an older epoch forgets what it keeps (put).
+	scratchEpoch atomic.Uint64
+)
+
+// getScratch returns the calling P's scratch if it is free, else one from
+// the pool. The caller gives it back with put.
+func getScratch() *ioScratch {
+	s := &ioSlots[lockfree.ProcHint()&(len(ioSlots)-1)]
+	if s.busy.Load() == 0 && s.busy.CompareAndSwap(0, 1) {
+		if s.sc == nil {
+			s.sc = &ioScratch{home: s}
+		}
+		return s.sc
 	}
-	clear(sc.reqs)
-	sc.reqs = sc.reqs[:0]
+	return ioPool.Get().(*ioScratch)
+}
+
+// forgetScratches makes every P's scratch drop what it keeps between
+// calls: at once for a free one, at its put for one in use.
+func forgetScratches() {
+	e := scratchEpoch.Add(1)
+	for i := range ioSlots {
+		s := &ioSlots[i]
+		if !s.busy.CompareAndSwap(0, 1) {
+			continue // its holder's put sees the new epoch
+		}
+		if s.sc != nil && s.epoch != e {
+			s.sc.forget()
+		}
+		s.epoch = e
+		s.busy.Store(0)
+	}
+}
+
+// forget drops the references sc keeps between calls (the plan's key and
+// the memo): the next single-chunk read builds its plan again.
+func (sc *ioScratch) forget() {
+	sc.plan = onePlan{}
+	sc.memo = cache.Memo{}
+	sc.one[0] = cache.Request{}
+	sc.onePiece = piece{}
+	sc.planReq, sc.hitReq = false, false
+}
+
+// put drops every reference to the caller's buffer and data, then
+// gives sc back to its P's slot or to the pool.
+func (sc *ioScratch) put() {
+	sc.planReq, sc.hitReq = sc.hitReq, false
+	if sc.planReq {
+		// A single-chunk read the hit served: the request is kept, and
+		// the call wrote nothing else of sc (the region, the pieces and
+		// the requests of the general path are as the last put left them).
+		sc.onePiece.buf = nil // the rest is the plan's and sc's own
+	} else {
+		sc.regions[0] = serialize.Region{}
+		sc.one[0] = cache.Request{}
+		sc.onePiece = piece{}
+		sc.pieces.reset()
+		if cap(sc.reqs) > 1024 {
+			sc.reqs = nil // do not keep the slice of a huge request
+		}
+		clear(sc.reqs)
+		sc.reqs = sc.reqs[:0]
+	}
+	sc.memo.Prune()
+	if s := sc.home; s != nil {
+		if e := scratchEpoch.Load(); s.epoch != e {
+			sc.forget()
+			s.epoch = e
+		}
+		s.busy.Store(0)
+		return
+	}
 	ioPool.Put(sc)
 }
 
@@ -167,6 +273,7 @@ func (s *dsState) prepare(sel Selection, buf []byte, sc *ioScratch) (reqs []cach
 		bufShape[d] = h.Count[d] * h.Block[d]
 	}
 	if sc.oneChunk(h, s.chunk, sc.regions[0]) {
+		sc.planReq = false // one[0] is not the plan's request any more
 		sc.onePiece = piece{p: &sc.oneSel, buf: buf, bufShape: bufShape}
 		sc.one[0] = cache.Request{
 			Dataset: cds,

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"math/bits"
+	"unsafe"
 
 	"github.com/scc-dev/scc/cache"
 	"github.com/scc-dev/scc/cache/layout"
@@ -66,30 +67,12 @@ func (rc *rowCopy) scatter(dst, chunk []byte) {
 		return
 	case 1:
 		step := rc.cstep[0]
-		b := uint64(0)
-		switch n { // short rows as fixed-size moves, not memmove calls
-		case 4:
-			for i := rc.count[0]; i > 0; i-- {
-				*(*[4]byte)(dst[b:]) = *(*[4]byte)(chunk[c:])
-				b += n
-				c += step
+		if n == 4 || n == 8 || n == 16 {
+			if rc.shortRows(dst, chunk) {
+				return
 			}
-			return
-		case 8:
-			for i := rc.count[0]; i > 0; i-- {
-				*(*[8]byte)(dst[b:]) = *(*[8]byte)(chunk[c:])
-				b += n
-				c += step
-			}
-			return
-		case 16:
-			for i := rc.count[0]; i > 0; i-- {
-				*(*[16]byte)(dst[b:]) = *(*[16]byte)(chunk[c:])
-				b += n
-				c += step
-			}
-			return
 		}
+		b := uint64(0)
 		for i := rc.count[0]; i > 0; i-- {
 			copy(dst[b:b+n], chunk[c:c+n])
 			b += n
@@ -125,6 +108,52 @@ func (rc *rowCopy) scatter(dst, chunk []byte) {
 	}
 }
 
+// shortRows is scatter's walk of one outer dimension for rows of 4, 8 or
+// 16 bytes, as fixed-size moves rather than memmove calls, with the
+// bounds checked once for the whole walk (its last row's ends) rather
+// than twice a row: for the few bytes of a short row the checks were
+// most of the loop. It reports false, having copied nothing, when the
+// walk does not fit dst and chunk (scatter's checked loop then panics as
+// any out-of-range copy does).
+func (rc *rowCopy) shortRows(dst, chunk []byte) bool {
+	n, c, step, cnt := rc.run, rc.c0, rc.cstep[0], rc.count[0]
+	if cnt == 0 {
+		return true
+	}
+	hi, total := bits.Mul64(n, cnt)
+	hi2, span := bits.Mul64(step, cnt-1)
+	last := c + span
+	if hi != 0 || hi2 != 0 || last < c || total > uint64(len(dst)) || last > uint64(len(chunk)) || n > uint64(len(chunk))-last {
+		return false
+	}
+	d, s := unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(chunk))
+	// Offsets, not advancing pointers: every pointer formed is inside
+	// its slice (a pointer one past the last row would not be).
+	b := uintptr(0)
+	o := uintptr(c)
+	switch n {
+	case 4:
+		for i := cnt; i > 0; i-- {
+			*(*[4]byte)(unsafe.Add(d, b)) = *(*[4]byte)(unsafe.Add(s, o))
+			b += 4
+			o += uintptr(step)
+		}
+	case 8:
+		for i := cnt; i > 0; i-- {
+			*(*[8]byte)(unsafe.Add(d, b)) = *(*[8]byte)(unsafe.Add(s, o))
+			b += 8
+			o += uintptr(step)
+		}
+	default:
+		for i := cnt; i > 0; i-- {
+			*(*[16]byte)(unsafe.Add(d, b)) = *(*[16]byte)(unsafe.Add(s, o))
+			b += 16
+			o += uintptr(step)
+		}
+	}
+	return true
+}
+
 // readOne is the single-chunk read (see above). done true: the read is
 // finished with err. done false: io takes its general path, with *p the
 // request built here if the chunk was not resident (left empty
@@ -138,17 +167,19 @@ func (s *dsState) readOne(ctx context.Context, sel *Selection, buf []byte, sc *i
 		return false, nil
 	}
 	var start, ext []uint64
-	var exts [8]uint64
 	if sel.box {
 		if int(sel.rank) != r {
 			return false, nil
 		}
 		start, ext = sel.start[:r], sel.count[:r]
 	} else {
-		if sel.slab == nil || !oneBlock(sel.slab, r, &exts) {
+		// The block's extents go to sc.coord, free until buildBlock's
+		// plan (which has its own) is built: an array here would be
+		// zeroed on every call, the inline box's too.
+		if sel.slab == nil || !oneBlock(sel.slab, r, &sc.coord) {
 			return false, nil
 		}
-		start, ext = sel.slab.Start, exts[:r]
+		start, ext = sel.slab.Start, sc.coord[:r]
 	}
 	hold, ok := s.f.ser.TryFastReadDataset(s.id)
 	if !ok {
@@ -170,6 +201,7 @@ func (s *dsState) readOne(ctx context.Context, sel *Selection, buf []byte, sc *i
 		return true, classify(err)
 	}
 	if n == 1 {
+		sc.hitReq = true // put keeps the request for the next read of the plan
 		return true, nil
 	}
 	p.reqs, p.shape = sc.one[:], shape
@@ -259,6 +291,8 @@ func (pl *onePlan) same(start, ext, shape, chunk []uint64, elemSize int, buf []b
 func (sc *ioScratch) buildBlock(start, ext, shape, chunk []uint64, elemSize int, buf []byte, cds *cache.Dataset) bool {
 	pl := &sc.plan
 	r := len(chunk)
+	kept := sc.planReq // the request of this plan is in place but for buf
+	sc.planReq = false
 	if !pl.same(start, ext, shape, chunk, elemSize, buf, cds) {
 		if !pl.build(start, ext, shape, chunk, elemSize, buf) {
 			return false
@@ -266,10 +300,15 @@ func (sc *ioScratch) buildBlock(start, ext, shape, chunk []uint64, elemSize int,
 		pl.cds, pl.shape, pl.chunk, pl.rank, pl.elemSize, pl.bufLen = cds, &shape[0], &chunk[0], r, elemSize, len(buf)
 		copy(pl.start[:], start)
 		copy(pl.ext[:], ext)
+		kept = false
+	}
+	op := &sc.onePiece
+	if kept {
+		op.buf = buf
+		return true
 	}
 	// Field by field: put left the rest of onePiece and one[0] zero, and
 	// whole-struct stores of them were a tenth of this function.
-	op := &sc.onePiece
 	op.p, op.buf, op.bufShape, op.rows = &pl.sel, buf, pl.bufShape[:r], &pl.rows
 	rq := &sc.one[0]
 	rq.Dataset, rq.Coord, rq.Full, rq.Piece, rq.Memo = cds, layout.Coord(pl.sel.Coord), pl.full, op, &sc.memo

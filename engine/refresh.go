@@ -105,9 +105,23 @@ func (f *File) refreshFile(ctx context.Context) error {
 // Refresh may have moved the File on meanwhile, and the superblock on disk
 // is then no newer than the File although it is newer than what op read.
 func (f *File) follow(ctx context.Context, op func() error) error {
+	gen := f.Generation()
+	return f.followAfter(ctx, gen, op(), op)
+}
+
+// followAfter is follow for a caller that ran op's first try itself,
+// at generation gen, with result err: Dataset.Read, whose resident reads
+// then cost no closure and no frame of follow's. It runs the retries
+// follow would.
+func (f *File) followAfter(ctx context.Context, gen uint64, err error, op func() error) error {
+	if err == nil {
+		return nil
+	}
 	for try := 0; ; try++ {
-		gen := f.Generation()
-		err := op()
+		if try > 0 {
+			gen = f.Generation()
+			err = op()
+		}
 		if h := testHookFollowFailed.Load(); h != nil && err != nil {
 			(*h)()
 		}

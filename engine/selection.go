@@ -16,7 +16,7 @@ type Selection struct {
 	// A box of rank at most maxInlineRank keeps its start and count here
 	// instead of in slab (box is set), so that building one in the call
 	// (ds.Read(ctx, Box(start, count), buf)) allocates nothing: Read and
-	// Write expand it into their pooled scratch (in), other calls into
+	// Write expand it into their request scratch (in), other calls into
 	// fresh slices (hyper).
 	box          bool
 	rank         uint8

@@ -70,10 +70,17 @@ func prefault(b []byte) {
 // These figures are one-off before/after runs at GOMAXPROCS 2, not a
 // benchmark here; `scctl bench zarrbench` prints the read beside its pread
 // floor.
+//
+// The length test is all a small buffer (a read of a few elements) pays:
+// it inlines into the caller, the rest is populateCold.
 func PopulateCold(b []byte) {
-	if len(b) < populateMin {
-		return
+	if len(b) >= populateMin {
+		populateCold(b)
 	}
+}
+
+// populateCold is PopulateCold of a buffer past populateMin.
+func populateCold(b []byte) {
 	ps := os.Getpagesize()
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	start := int((p+uintptr(ps)-1)&^uintptr(ps-1) - p)
