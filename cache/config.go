@@ -120,7 +120,8 @@ type Config struct {
 	// helper goroutine (splitread.go's, on a core likely idle) while the
 	// caller writes the chunks' bytes, and writes their tails after them
 	// in a second vector write; the write-back of a chunk whose image
-	// borrows its buffer (layout.LateBorrower) does the same. Default 0
+	// borrows its buffer (layout.LateBorrower) does the same from four
+	// times this size (latesum.go says why). Default 0
 	// means 1 MiB (see defaultLateSumBytes); -1 computes every checksum
 	// before the write, on the writing goroutine, and so does GOMAXPROCS
 	// 1.

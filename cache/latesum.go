@@ -42,9 +42,12 @@ import (
 // moment when a core was free: 1.14-1.15x at 1 MiB, 1.15-1.20x at 4 MiB,
 // the checksum's whole share of the write; the same minute with the
 // helpers off (the two writes, the checksum summed between them) measured
-// 0.96-1.0x, the cost of the shape. Hence 1 MiB, the size from which it
-// pays when a core is free. A helper polling for the next job after a
-// seal (as after a read share) made it worse: see splitHelper.job.
+// 0.96-1.0x, the cost of the shape. On the quiet machine (nothing else
+// running): 0.75x at 64 KiB, 0.81-0.90x at 128 KiB, 0.85-0.93x at 256 KiB,
+// 1.06-1.08x at 512 KiB, 1.08-1.11x at 1 MiB, 1.05-1.06x at 4 MiB, tmpfs
+// and ext4 alike. Hence 1 MiB, the size from which it pays when a core is
+// free. A helper polling for the next job after a seal (as after a read
+// share) made it worse: see splitHelper.job.
 
 // Write-back (writeback.go) does the same for a large chunk whose image
 // borrows its buffer (layout.LateBorrower: an unfiltered dense chunk
@@ -54,6 +57,11 @@ import (
 // trailers and, with sync, syncs after them. The chunk's latch stays held
 // shared until then, as for any borrowed image, so the bytes summed are
 // the bytes written.
+//
+// A write-back pays for the overlap from a larger chunk, four times
+// Config.LateSumBytes (lateWriteBackMin): the quiet machine's BenchmarkLateSum quarter rows
+// (each chunk written in four parts, then written back) measured 0.84-0.85x
+// at 1 MiB and 1.03-1.06x at 4 MiB, tmpfs and ext4 alike.
 //
 // What directwrite.go guarantees holds: the new space is Inserted first
 // (copy on write) and Published only after both writes returned, with the
@@ -66,6 +74,11 @@ import (
 
 // defaultLateSumBytes is Config.LateSumBytes's default.
 const defaultLateSumBytes = 1 << 20
+
+// lateWriteBackMin is the smallest image a write-back checksums beside
+// its write, given Config.LateSumBytes: four times it (4 MiB by default;
+// see above).
+func lateWriteBackMin(sumMin int64) int64 { return 4 * sumMin }
 
 // seal is one chunk's checksum to compute: lf.SealFrame(coord, src,
 // tail) and its result.

@@ -348,12 +348,12 @@ func (w *writer) encodeRound(ctx context.Context, es []*entry, sc *wbScratch) er
 			return nil
 		}
 		l := e.ds.lay().l
-		if lb, ok := l.(layout.LateBorrower); ok && w.split != nil && w.split.sumMin > 0 && e.size.Load() >= w.split.sumMin {
+		if lb, ok := l.(layout.LateBorrower); ok && w.split != nil && w.split.sumMin > 0 && e.size.Load() >= lateWriteBackMin(w.split.sumMin) {
 			// e.size (memory) bounds the image's bytes from above: the
 			// image itself tells whether they reach the threshold.
 			var tail int
 			enc[i], tail, ok, err = lb.EncodeBorrowedLate(e.coord, e.chunk)
-			if n := len(enc[i].Image) - tail; ok && int64(n) < w.split.sumMin {
+			if n := len(enc[i].Image) - tail; ok && int64(n) < lateWriteBackMin(w.split.sumMin) {
 				enc[i].Sum = lb.SealFrame(e.coord, enc[i].Image[:n], enc[i].Image[n:])
 			} else if ok {
 				sc.late[i] = tail + 1

@@ -239,7 +239,8 @@ func TestLateSumWriteBack(t *testing.T) {
 	}
 	for _, above := range []bool{true, false} {
 		t.Run(fmt.Sprintf("late=%v", above), func(t *testing.T) {
-			late := int64(side * side)
+			// A write-back overlaps from four times LateSumBytes.
+			late := int64(side * side / 4)
 			if !above {
 				late++
 			}
@@ -273,7 +274,7 @@ func TestLateSumWriteBack(t *testing.T) {
 		defer verifyNoLeaks(t)
 		mem := vfd.NewMem()
 		fd := vfd.NewFault(mem)
-		f := tCreate(t, fd, opts(side*side))
+		f := tCreate(t, fd, opts(side*side/4))
 		ds, err := f.CreateDataset(ctx, "d", spec)
 		require.NoError(t, err)
 		// Fail the second WriteV from the fourth box on: the trailers of
