@@ -531,12 +531,12 @@ func TestRunAllWithoutPeers(t *testing.T) {
 		if f.Scenario == "seqread" || f.Scenario == "s3" || f.Scenario == "image" || (f.Scenario == "adaptive" && f.Key != "hit-gap") ||
 			(f.Scenario == "h5perf" && strings.HasPrefix(f.Key, "write-raw")) ||
 			(f.Scenario == "zarrbench" && (strings.HasSuffix(f.Key, "/floor") || strings.HasSuffix(f.Key, "/percore") ||
-				strings.HasSuffix(f.Key, "/bound") || strings.Contains(f.Key, "/published-") || f.Key == "sharded/size")) ||
+				strings.HasSuffix(f.Key, "/bound") || strings.HasSuffix(f.Key, "/placed") || strings.Contains(f.Key, "/published-") || f.Key == "sharded/size")) ||
 			(f.Scenario == "virtual" && (strings.HasPrefix(f.Key, "ingest-") || strings.HasPrefix(f.Key, "read-"))) ||
 			(f.Scenario == "serve" && strings.HasSuffix(f.Key, "-go")) {
 			// Their baselines (raw pread; the naive S3 reader; scc without
 			// an image; fixed-size caches; h5perf's raw pwrite ceiling; the
-			// zstd codec alone; one process writing one file, the sources
+			// zstd codec alone, also placing what it decodes; one process writing one file, the sources
 			// read directly; Go's file server over the exported store; the
 			// sharded file's own Zarr export; figures published elsewhere)
 			// are measured in process or fixed, not peers.
