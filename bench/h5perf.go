@@ -196,21 +196,12 @@ func H5perfRawWrite(ctx context.Context, c H5perfConfig, sum bool) (float64, err
 // between frames cost it 10-20 % of CPU beside one contiguous run of
 // 1 MiB-aligned writes.
 func h5perfRawWrite(ctx context.Context, c H5perfConfig, sum, framed bool) (mbps, cpu float64, err error) {
-	if err := c.Validate(); err != nil {
-		return 0, 0, err
-	}
-	dir := c.Dir
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	fh, err := os.CreateTemp(dir, "scc-h5perf-raw-*")
+	fh, total, chunk, err := c.rawFile("raw")
 	if err != nil {
 		return 0, 0, err
 	}
 	defer os.Remove(fh.Name())
 	defer fh.Close()
-	total := int64(c.Dims[0] * c.Dims[1])
-	chunk := min(int64(c.Chunk[0]*c.Chunk[1]), total)
 	buf := make([]byte, chunk+4)
 	h5perfPattern(buf[:chunk], 0)
 	castagnoli := crc32.MakeTable(crc32.Castagnoli)
@@ -250,21 +241,12 @@ func h5perfRawWrite(ctx context.Context, c H5perfConfig, sum, framed bool) (mbps
 // chunks, cache/latesum.go), which on an idle second core can pass the
 // serial pwrite + CRC32C.
 func h5perfRawOverlap(ctx context.Context, c H5perfConfig) (mbps, cpu float64, err error) {
-	if err := c.Validate(); err != nil {
-		return 0, 0, err
-	}
-	dir := c.Dir
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	fh, err := os.CreateTemp(dir, "scc-h5perf-overlap-*")
+	fh, total, chunk, err := c.rawFile("overlap")
 	if err != nil {
 		return 0, 0, err
 	}
 	defer os.Remove(fh.Name())
 	defer fh.Close()
-	total := int64(c.Dims[0] * c.Dims[1])
-	chunk := min(int64(c.Chunk[0]*c.Chunk[1]), total)
 	buf := make([]byte, chunk)
 	h5perfPattern(buf, 0)
 	castagnoli := crc32.MakeTable(crc32.Castagnoli)
@@ -302,6 +284,24 @@ func h5perfRawOverlap(ctx context.Context, c H5perfConfig) (mbps, cpu float64, e
 	return mibps(total, time.Since(t0)), cpuSeconds() - c0, nil
 }
 
+// rawFile validates c and creates the temporary file of a raw floor
+// (named for what it writes) in c.Dir, returning the workload's total
+// bytes and its chunk's.
+func (c H5perfConfig) rawFile(what string) (fh *os.File, total, chunk int64, err error) {
+	if err := c.Validate(); err != nil {
+		return nil, 0, 0, err
+	}
+	dir := c.Dir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	if fh, err = os.CreateTemp(dir, "scc-h5perf-"+what+"-*"); err != nil {
+		return nil, 0, 0, err
+	}
+	total = int64(c.Dims[0] * c.Dims[1])
+	return fh, total, min(int64(c.Chunk[0]*c.Chunk[1]), total), nil
+}
+
 // gathers reports whether c's transfers are smaller than its chunks and
 // tile them: each chunk is written in several calls.
 func (c H5perfConfig) gathers() bool {
@@ -322,17 +322,12 @@ func h5perfRawGather(ctx context.Context, c H5perfConfig) (mbps, cpu float64, er
 	if !c.gathers() {
 		return 0, 0, fmt.Errorf("bench: h5perf: transfer %v does not tile chunk %v", c.Transfer, c.Chunk)
 	}
-	dir := c.Dir
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	fh, err := os.CreateTemp(dir, "scc-h5perf-gather-*")
+	fh, total, _, err := c.rawFile("gather")
 	if err != nil {
 		return 0, 0, err
 	}
 	defer os.Remove(fh.Name())
 	defer fh.Close()
-	total := int64(c.Dims[0] * c.Dims[1])
 	chunk := int64(c.Chunk[0] * c.Chunk[1])
 	src := make([]byte, c.Transfer[0]*c.Transfer[1])
 	h5perfPattern(src, 0)
