@@ -691,12 +691,17 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		if freed > 0 {
 			continue
 		}
+		if h := testHookNothingEvicted; h != nil {
+			h()
+		}
 		// Nothing evictable now: wait for bytes to be released or entries
 		// to become evictable. Register first, then take the channel, then
-		// look again, so that no release after the look can be missed.
+		// look again, so that no release after the look can be missed: a
+		// stored image released before the registration signals nobody,
+		// so the look covers the stored images as well as the chunks.
 		c.budget.spaceWaiters.Add(1)
 		wait := c.budget.spaceWait()
-		if c.budget.resident.Load() != cur || c.mu.evictableNow() {
+		if c.budget.resident.Load() != cur || c.mu.evictableNow() || c.stored.evictableNow() {
 			c.budget.spaceWaiters.Add(-1)
 			continue
 		}
@@ -710,6 +715,10 @@ func (c *Cache) reserve(ctx context.Context, n int64) error {
 		c.budget.spaceWaiters.Add(-1)
 	}
 }
+
+// testHookNothingEvicted, when set (tests only), runs in reserve after an
+// eviction that freed nothing, before the request registers as a waiter.
+var testHookNothingEvicted func()
 
 // begin/end bracket every request that goes past the hit path, so the
 // cache knows when it is quiescent (SCC design §2.4: the active size applies

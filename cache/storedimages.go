@@ -311,6 +311,23 @@ func (s *storedImages) evict(need int64) int64 {
 	return freed
 }
 
+// evictableNow reports whether evict would free an image now (one that
+// nobody references).
+func (s *storedImages) evictableNow() bool {
+	if s.bytes.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := &s.mu.head
+	for im := h.prev; im != h; im = im.prev {
+		if im.refs == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // dropFile drops every image of the file with serial f (its
 // unregistration); referenced ones are freed by their last Release.
 func (s *storedImages) dropFile(f uint64) {
