@@ -214,7 +214,6 @@ func New(cfg Config) (*Cache, error) {
 	c.registered.files = lockfree.NewRegistry[uint64, *File]()
 	c.access.buf = lockfree.NewBuffer[*entry](accessStripe)
 	c.access.slots = newReadSlots()
-	c.mu.chunks = c.chunks
 	c.sizes.sizingDeps = sizingDeps{closed: &c.closed, stats: &c.stats, access: &c.access,
 		order: &c.mu, admission: &c.admission, trim: &c.background.trim}
 	c.sizes.init(raw, cfg.PreEncodeBytes > 0)

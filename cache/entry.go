@@ -80,10 +80,6 @@ type entry struct {
 	// line of its own elsewhere (the chunk's struct). Set with chunk
 	// (setChunk), under the same rules.
 	flat unsafe.Pointer
-	// touchedAt is Cache.mu.clock when the policy last moved this
-	// entry (touchLocked; 0: never), so that a hit can tell it is near
-	// the front of the recency order already (recentlyTouched).
-	touchedAt atomic.Uint64
 	// flags holds the entry's one-bit states (flagPartial,
 	// flagPrefetched, flagSlotRead), read and written through the
 	// accessors partial(), prefetched() and slotRead() like atomic.Bools:

@@ -201,9 +201,9 @@ func (c *Cache) ServeResident(ctx context.Context, write bool, reqs []Request) (
 // stripe of the caller's P of c.stats.hot and of the dataset's counters
 // (lockfree.Counters). Either way the lines a hit writes are private to
 // its core unless goroutines read the same chunk. A slot reader's access
-// record is deduplicated in its slot (pendingFilter, latch.go); for the
-// recency policies any hit's record is left out for an entry near the
-// front of the order (accessClock, order.go).
+// record is deduplicated in its slot (pendingFilter, latch.go). Nothing
+// the replayer writes when it applies the records is on the lines a hit
+// reads (order.go, touchLocked).
 func (c *Cache) serveHits(o op, reqs []Request) (int, error) {
 	i := 0
 	if o.kind == opRead && len(reqs) > 1 {
@@ -445,9 +445,7 @@ func (c *Cache) tryHit(o op, r *Request, i int) (bool, error) {
 	default:
 		return false, nil
 	}
-	if !c.mu.skipRecord(c.cfg.Policy, e) {
-		c.access.record(e)
-	}
+	c.access.record(e)
 	if n%hitCheckEvery == 0 && c.sizes.current().ad != nil {
 		c.sizes.closeEpoch(false) // adaptive.go: epochs of hits close without waiting for the adaptor
 	}
@@ -467,7 +465,7 @@ func (c *Cache) slotHit(s *readSlot, e *entry) int64 {
 	if e.prefetched().Load() {
 		c.background.prefetch.used(e, &c.stats)
 	}
-	if !c.mu.skipRecord(c.cfg.Policy, e) && s.note(e) {
+	if s.note(e) {
 		c.access.kickReplay()
 	}
 	return s.seen

@@ -10,21 +10,16 @@ import (
 
 // policyLock is the replacement order: the policy lock (Cache.mu; the
 // cache's lock order is written at that declaration), the policy it
-// guards, the datasets' member lists, the clock that tells the hit path
-// which hits the order need not hear about, and adaptive sizing's age
-// ring. Everything here but the clock's words and aging is guarded by
-// the lock; those are written under it and read without it.
+// guards, the datasets' member lists and adaptive sizing's age ring.
+// Everything here but aging is guarded by the lock; aging is written
+// under it and read without it.
 type policyLock struct {
 	sync.Mutex
 	pol policy.Policy[*entry] // policy.go
-	// clock counts the entries put at the front (accessClock).
-	clock accessClock
 	// aging is set while the sizing in force ages out (adaptive_age.go):
 	// then every access the order applies stamps its entry in ring.
 	aging atomic.Bool
 	ring  ageRing
-	// chunks is the chunk table, whose size sets the clock's window.
-	chunks *chunkTable
 }
 
 // linkLocked makes a freshly loaded entry known to its dataset and the
@@ -38,7 +33,6 @@ func (p *policyLock) linkLocked(e *entry) {
 	d.members = e
 	e.linked = true
 	p.pol.Add(e)
-	e.touchedAt.Store(p.clock.clock.Add(1)) // at the front, as after a touch
 	p.stampLocked(e)
 }
 
@@ -69,78 +63,31 @@ func (p *policyLock) drainLocked(a *accessRecording) {
 }
 
 // touchLocked applies a batch of access records. Caller holds p.
+//
+// What it writes: the policy's own fields of each entry (its list links,
+// counters, visited bit: lines after the first) and, while the sizing ages
+// out, the entry's age stamp; never the entry's first line, which every
+// hit reads (entry.go). A write there from the replayer's core takes the
+// line away from the cores that read the chunk, and their next hit on it
+// waits for the line to come back: when the recency policies stamped each
+// replayed entry with a clock on that line (so that a hit near the front
+// of the order could leave its record out), that stamp cost more than
+// every record it saved. bench/peers' BenchmarkLookup (4,096 resident
+// 64-byte chunks, 2-core EPYC VM), stamped beside not stamped: uniform
+// keys 17-21 against 24-25 Mlookups/s at 1 goroutine, 46-48 against 49
+// at 2; Zipf(1.1) keys 21 against 25.5 at 1 goroutine, 48.5 against 53
+// at 2. Every hit is recorded now, once per replay and entry as far as
+// its read slot remembers (pendingFilter), and replays are lossy
+// (latch.go): the order is the policy's exact order up to the records
+// dropped when the replayer falls behind.
 func (p *policyLock) touchLocked(batch []*entry) {
 	stamp := p.aging.Load()
-	clock := p.clock.clock.Load()
 	for _, e := range batch {
 		p.pol.Touch(e)
-		clock++
-		e.touchedAt.Store(clock)
 		if stamp {
 			p.stampLocked(e)
 		}
 	}
-	p.clock.clock.Store(clock)
-	p.clock.window.Store(uint64(p.chunks.Len()) / recentWindowDiv)
-}
-
-// accessClock tells the hit path which hits the recency policies need
-// not hear about.
-//
-// Why: recording is the largest single item of a hit — the buffer's stripe
-// lock, and, when the batch is replayed, the policy's list move, which
-// writes the lines of the entry and its two neighbours. An LRU order needs
-// no record of a hit on an entry that the policy put at the front (a
-// touch, or its load) only a few such moves ago: it is still near the
-// front, and the record would move it at most window places. So for the
-// LRU policies (two-stage LRU, LRU) a hit on an entry put at the front
-// within the last window moves is not recorded: the order stays exact up
-// to window positions (a quarter of the resident entries) at the end that
-// is not evicted, and a hot set smaller than that costs no record at all.
-// MRU evicts from the front, where those positions are the ones that
-// count, and the frequency policies (LFU, SIEVE's visited bit, S3-FIFO's
-// 2-bit counts) count hits: they record every one.
-//
-// The window: on the traces of trace_test.go (the /smp rows), LRU fed this
-// way loses at most 0.16 points of hit ratio against LRU fed every hit at
-// a quarter, 0.6 at a half (which TestPolicyHitRatios, allowing 0.5,
-// rejects). Under uniform access over N resident entries a hit finds its
-// entry within the window about 1-e^(-1/4) ≈ 22 % of the time; under
-// skewed access (the usual case) most hits do.
-//
-// Both words are written once per replayed batch (touchLocked) or load
-// (linkLocked), under the policy lock, and read by every hit: the padding
-// keeps them off the lines of the fields around them.
-type accessClock struct {
-	_      [64]byte
-	clock  atomic.Uint64 // entries put at the front so far (touchLocked, linkLocked)
-	window atomic.Uint64 // moves within which a touched entry needs no record
-	// epoch is clock when adaptive sizing's age epoch in progress began
-	// (advanceAge): a record also stamps the entry's age
-	// (adaptive_age.go), so an entry not put at the front since then is
-	// recorded however recent, or it would look unused to the age-out.
-	epoch atomic.Uint64
-	_     [40]byte
-}
-
-// recentWindowDiv: window = resident entries / recentWindowDiv.
-const recentWindowDiv = 4
-
-// recentlyTouched reports whether an entry touched at clock at is still
-// within window moves of the front at clock now (0: never touched), and
-// was touched after clock since.
-func recentlyTouched(now, at, window, since uint64) bool {
-	return at != 0 && at > since && now-at < window
-}
-
-// skipRecord reports whether the hit path may leave out the access
-// record of a hit on e under policy k (see accessClock). Takes no lock.
-func (p *policyLock) skipRecord(k PolicyKind, e *entry) bool {
-	switch k {
-	case PolicyTwoStageLRU, PolicyLRU:
-		return recentlyTouched(p.clock.clock.Load(), e.touchedAt.Load(), p.clock.window.Load(), p.clock.epoch.Load())
-	}
-	return false
 }
 
 // stampLocked records an access to e in the age epoch in progress.
@@ -188,9 +135,7 @@ func (p *policyLock) advanceAge(n int, a *accessRecording) (recent int64, ok boo
 	// than the buffer, in a cache that never evicts, would otherwise never
 	// be drained and look unused.
 	p.drainLocked(a)
-	recent = p.ring.advance(n)
-	p.clock.epoch.Store(p.clock.clock.Load()) // hits record again until stamped in this epoch
-	return recent, true
+	return p.ring.advance(n), true
 }
 
 // evictableNow reports whether some resident entry is idle (could be

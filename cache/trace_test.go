@@ -64,21 +64,7 @@ type policySim struct {
 	buffered bool
 	pending  []*entry
 	filter   pendingFilter
-	// sampled, with buffered: only the hits the cache's hit path records
-	// (sampleAccess, numbered as one stripe's count) reach the buffer.
-	sampled bool
 	kind    PolicyKind
-	// clock and window: Cache.mu.clock's, kept by drain as policyLock.touchLocked does.
-	clock, window uint64
-}
-
-// skipRecord is accessRecording.skipRecord on the simulation's clock.
-func (s *policySim) skipRecord(e *entry) bool {
-	switch s.kind {
-	case PolicyTwoStageLRU, PolicyLRU:
-		return recentlyTouched(s.clock, e.touchedAt.Load(), s.window, 0)
-	}
-	return false
 }
 
 const simDrainAt = 64 // records per drain, as lockfree.NewBuffer(64) in New
@@ -109,10 +95,7 @@ func (s *policySim) datasetOf(key uint64) *Dataset {
 func (s *policySim) drain() {
 	for _, e := range s.pending {
 		s.p.Touch(e)
-		s.clock++
-		e.touchedAt.Store(s.clock)
 	}
-	s.window = uint64(len(s.res)) / recentWindowDiv
 	clear(s.pending)
 	s.pending = s.pending[:0]
 	clear(s.filter[:])
@@ -125,8 +108,6 @@ func (s *policySim) access(key uint64) (hit bool, victim uint64, evicted bool) {
 		s.hits++
 		if !s.buffered {
 			s.p.Touch(e)
-		} else if s.sampled && s.skipRecord(e) {
-			// not recorded, as in Cache.tryHit
 		} else if s.filter.add(e) {
 			s.pending = append(s.pending, e)
 			if len(s.pending) >= simDrainAt {
@@ -151,8 +132,6 @@ func (s *policySim) access(key uint64) (hit bool, victim uint64, evicted bool) {
 	e.linked = true
 	s.res[key] = e
 	s.p.Add(e)
-	s.clock++ // as policyLock.linkLocked
-	e.touchedAt.Store(s.clock)
 	return false, victim, evicted
 }
 
@@ -385,34 +364,28 @@ type simPolicy struct {
 	kind     PolicyKind
 	datasets int
 	buffered bool
-	sampled  bool // with buffered: the hit path's sampling (sampleAccess)
 }
 
 // newSim returns the policySim of p for a cache of capacity entries.
 func (p simPolicy) newSim(capacity int) *policySim {
 	s := newPolicySim(p.kind, capacity, p.datasets, p.buffered)
-	s.sampled = p.sampled
 	return s
 }
 
 var simPolicies = []simPolicy{
-	{"2sLRU/1ds", PolicyTwoStageLRU, 1, false, false},
-	{"2sLRU/4ds", PolicyTwoStageLRU, 4, false, false},
-	{"LRU", PolicyLRU, 1, false, false},
-	{"MRU", PolicyMRU, 1, false, false},
-	{"LFU", PolicyLFU, 1, false, false},
-	{"random", PolicyRandom, 1, false, false},
-	{"SIEVE", PolicySIEVE, 1, false, false},
-	{"S3-FIFO", PolicyS3FIFO, 1, false, false},
+	{"2sLRU/1ds", PolicyTwoStageLRU, 1, false},
+	{"2sLRU/4ds", PolicyTwoStageLRU, 4, false},
+	{"LRU", PolicyLRU, 1, false},
+	{"MRU", PolicyMRU, 1, false},
+	{"LFU", PolicyLFU, 1, false},
+	{"random", PolicyRandom, 1, false},
+	{"SIEVE", PolicySIEVE, 1, false},
+	{"S3-FIFO", PolicyS3FIFO, 1, false},
 	// The same policies with accesses arriving as the cache's hit path
 	// delivers them (one record per entry per drain).
-	{"LRU/buf", PolicyLRU, 1, true, false},
-	{"S3-FIFO/buf", PolicyS3FIFO, 1, true, false},
-	// ... and leaving out the records the hit path leaves out
-	// (accessRecording.skipRecord), as the cache runs them.
-	{"LRU/smp", PolicyLRU, 1, true, true},
-	{"2sLRU/4ds/smp", PolicyTwoStageLRU, 4, true, true},
-	{"S3-FIFO/smp", PolicyS3FIFO, 1, true, true},
+	{"LRU/buf", PolicyLRU, 1, true},
+	{"2sLRU/4ds/buf", PolicyTwoStageLRU, 4, true},
+	{"S3-FIFO/buf", PolicyS3FIFO, 1, true},
 }
 
 // traceCase is one row: a trace at one cache size.
@@ -558,9 +531,9 @@ func column(pols []simPolicy, name string) int {
 //     least 10 points on scan+hot), and so does SIEVE;
 //   - MRU beats LRU on a loop slightly larger than the cache (LRU gets
 //     nothing there);
-//   - LRU fed as the cache's hit path feeds it, leaving out the records
-//     of hits near the front (accessRecording.skipRecord), stays within half a
-//     point of LRU fed every hit.
+//   - LRU fed as the cache's hit path feeds it (one record per entry
+//     between replays, applied in batches) stays within half a point of
+//     LRU fed every hit as it happens.
 //
 // Prefixes keep it quick; SCC_STRESS=long (TestPolicyHitRatiosStress) runs
 // the whole ARC traces.
@@ -610,13 +583,13 @@ func checkHitRatios(t *testing.T, synthN, arcLimit int, long bool) {
 	lru, mru := column(simPolicies, "LRU"), column(simPolicies, "MRU")
 	s3, sieve := column(simPolicies, "S3-FIFO"), column(simPolicies, "SIEVE")
 	s3buf := column(simPolicies, "S3-FIFO/buf")
-	lruBuf, lruSmp := column(simPolicies, "LRU/buf"), column(simPolicies, "LRU/smp")
+	lruBuf := column(simPolicies, "LRU/buf")
 	for _, r := range rs {
-		// The records the hit path leaves out (accessRecording.skipRecord) cost the
-		// recency order at most a window's worth of positions: the hit
-		// ratio stays within half a point of recording every hit.
-		if r.ratios[lruSmp] < r.ratios[lruBuf]-0.005 {
-			t.Errorf("%s/%d: LRU without the skipped records %.4f, with every record %.4f", r.trace, r.capacity, r.ratios[lruSmp], r.ratios[lruBuf])
+		// Batched, deduplicated records move an entry to the front up to
+		// one batch late: the hit ratio stays within half a point of
+		// applying every hit at once.
+		if r.ratios[lruBuf] < r.ratios[lru]-0.005 {
+			t.Errorf("%s/%d: LRU fed as the hit path feeds it %.4f, fed every hit %.4f", r.trace, r.capacity, r.ratios[lruBuf], r.ratios[lru])
 		}
 		switch r.trace {
 		case "scan+hot":
