@@ -117,11 +117,11 @@ func TestReplayLeavesHitLine(t *testing.T) {
 func TestEntryHotLine(t *testing.T) {
 	var e entry
 	hot := map[string]uintptr{
-		"word":      unsafe.Offsetof(e.word) + unsafe.Sizeof(e.word),
-		"ds":        unsafe.Offsetof(e.ds) + unsafe.Sizeof(e.ds),
-		"flat":      unsafe.Offsetof(e.flat) + unsafe.Sizeof(e.flat),
-		"flatLen":   unsafe.Offsetof(e.flatLen) + unsafe.Sizeof(e.flatLen),
-		"flags":     unsafe.Offsetof(e.flags) + unsafe.Sizeof(e.flags),
+		"word":    unsafe.Offsetof(e.word) + unsafe.Sizeof(e.word),
+		"ds":      unsafe.Offsetof(e.ds) + unsafe.Sizeof(e.ds),
+		"flat":    unsafe.Offsetof(e.flat) + unsafe.Sizeof(e.flat),
+		"flatLen": unsafe.Offsetof(e.flatLen) + unsafe.Sizeof(e.flatLen),
+		"flags":   unsafe.Offsetof(e.flags) + unsafe.Sizeof(e.flags),
 		// the chunk table compares a short key here (entrytable.go)
 		"key.k": unsafe.Offsetof(e.key) + unsafe.Offsetof(e.key.k) + unsafe.Sizeof(e.key.k),
 	}

@@ -64,7 +64,7 @@ type policySim struct {
 	buffered bool
 	pending  []*entry
 	filter   pendingFilter
-	kind    PolicyKind
+	kind     PolicyKind
 }
 
 const simDrainAt = 64 // records per drain, as lockfree.NewBuffer(64) in New
