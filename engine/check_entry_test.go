@@ -20,6 +20,7 @@ func TestCheckHugeIndexEntry(t *testing.T) {
 			{Addr: format.DataStart, Size: 1 << 63, Sum: 1, Mask: 1},
 			{Addr: format.DataStart, Size: ^uint64(0), Sum: 1, Mask: 1},
 			{Addr: 1<<63 - 8, Size: 64, Sum: 1, Mask: 1},
+			{Addr: 1<<63 - 83, Size: 83, Sum: 1, Mask: 1}, // ends at 2^63: one past any offset
 			{Addr: ^uint64(0) - 8, Size: 64, Sum: 1, Mask: 1},
 			{Addr: 1 << 63, Size: 64, Sum: 1, Mask: 1},
 		} {

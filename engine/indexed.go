@@ -335,11 +335,14 @@ func (x indexedStorage) checkStored(ctx context.Context, name string, run *check
 }
 
 // entryFits reports whether an existing index entry names a frame a file
-// can hold: at most maxStored bytes, from DataStart on, ending below 2^63.
-// Addresses and sizes are u64 on disk; every bound is taken in uint64,
-// since one converted to int64 first turns negative and passes a signed
-// bound, and Addr+Size may wrap.
+// can hold: at most maxStored bytes, from DataStart on, its end
+// (Addr+Size, exclusive) at most 2^63-1, the largest offset a driver
+// takes (vfd: an extent whose end does not fit an int64 is ErrInvalid,
+// which a read would report as the caller's mistake rather than the
+// file's). Addresses and sizes are u64 on disk; every bound is taken in
+// uint64, since one converted to int64 first turns negative and passes a
+// signed bound, and Addr+Size may wrap.
 func entryFits(e index.Entry, maxStored int64) bool {
-	const limit = 1 << 63
-	return e.Size <= uint64(maxStored) && e.Addr >= format.DataStart && e.Addr < limit && e.Size <= limit-e.Addr
+	const maxEnd = 1<<63 - 1
+	return e.Size <= uint64(maxStored) && e.Addr >= format.DataStart && e.Addr <= maxEnd && e.Size <= maxEnd-e.Addr
 }
