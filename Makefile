@@ -113,8 +113,8 @@ hdf5: ## build bin/scc-hdf5, the HDF5 export/import binary `scctl hdf5` runs (ne
 test-hdf5: ## vet and test interop/hdf5 under -race; files are checked by h5py and h5dump (a missing reader fails)
 	cd interop/hdf5 && $(GO) vet ./... && $(GO) test -race -timeout 10m ./...
 
-fuzz-hdf5: ## run interop/hdf5's fuzz targets (the zlib wrapper inflating scc's raw deflate chunks, the LZ4 chunk reframing, the zstd/deflate chunks decoded without a plugin) for FUZZTIME each
-	cd interop/hdf5 && for t in FuzzWrapZlib FuzzLZ4FromHDF5 FuzzDecodeChunkGo; do $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) . || exit 1; done
+fuzz-hdf5: ## run every fuzz target of interop/hdf5 (the zlib wrapper inflating scc's raw deflate chunks, the LZ4 chunk reframing, the zstd/deflate chunks decoded without a plugin, the type mapping both ways) for FUZZTIME each
+	cd interop/hdf5 && for p in $$($(GO) list ./...); do for t in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$p || exit 1; done; done
 
 # corpus-hdf5 measures the import over a directory of HDF5 files (public test
 # corpora, not shipped): h5py's reading of every file against the bridge's
