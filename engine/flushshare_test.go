@@ -82,11 +82,7 @@ func TestConcurrentFlushesShareCommits(t *testing.T) {
 	}
 	assert.Equal(t, gen0+2, f.Generation(), "commits for eight concurrent Flush calls")
 
-	g := tOpen(t, vfd.NewMemFrom(crash.CrashImage(vfd.KeepSynced, 1)), &Options{ReadOnly: true})
-	gds, err := g.OpenDataset(ctx, "a", nil)
-	require.NoError(t, err)
-	got := make([]byte, n*64)
-	require.NoError(t, gds.Read(ctx, All([]uint64{n, 64}), got))
+	got := readSyncedA(t, crash, n, 64)
 	for k := range n {
 		assert.Equal(t, row(k), got[k*64:(k+1)*64], "row %d after a crash", k)
 	}
@@ -126,11 +122,7 @@ func TestSharedFlushFailureIsOwn(t *testing.T) {
 	assert.ErrorIs(t, first, syscall.EIO, "the failed commit's caller")
 	require.NoError(t, second, "the Flush that waited behind the failed commit commits for itself")
 
-	g := tOpen(t, vfd.NewMemFrom(crash.CrashImage(vfd.KeepSynced, 1)), &Options{ReadOnly: true})
-	gds, err := g.OpenDataset(ctx, "a", nil)
-	require.NoError(t, err)
-	got := make([]byte, 2*64)
-	require.NoError(t, gds.Read(ctx, All([]uint64{2, 64}), got))
+	got := readSyncedA(t, crash, 2, 64)
 	assert.Equal(t, bytes.Repeat([]byte{6}, 64), got[64:], "the second writer's row after a crash")
 }
 
@@ -193,14 +185,23 @@ func TestConcurrentFlushesRaceClose(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, closeErr)
 	t.Logf("rounds made durable by each writer before Close: %v", durable)
-	g := tOpen(t, vfd.NewMemFrom(crash.CrashImage(vfd.KeepSynced, 1)), &Options{ReadOnly: true})
-	gds, err := g.OpenDataset(ctx, "a", nil)
-	require.NoError(t, err)
-	got := make([]byte, writers*32)
-	require.NoError(t, gds.Read(ctx, All([]uint64{writers, 32}), got))
+	got := readSyncedA(t, crash, writers, 32)
 	for w := range writers {
 		v := int(got[w*32]) - 1 // the round the file holds, -1 none
 		assert.GreaterOrEqual(t, v, durable[w], "writer %d: file holds round %d, Flush acknowledged round %d", w, v, durable[w])
 		assert.Equal(t, bytes.Repeat([]byte{got[w*32]}, 32), got[w*32:(w+1)*32], "writer %d: a torn row", w)
 	}
+}
+
+// readSyncedA opens what a crash would leave of crash's file (only its
+// synced bytes) read-only and returns the whole of its rows × cols
+// uint8 dataset "a".
+func readSyncedA(t *testing.T, crash *vfd.Crash, rows, cols int) []byte {
+	t.Helper()
+	g := tOpen(t, vfd.NewMemFrom(crash.CrashImage(vfd.KeepSynced, 1)), &Options{ReadOnly: true})
+	ds, err := g.OpenDataset(t.Context(), "a", nil)
+	require.NoError(t, err)
+	got := make([]byte, rows*cols)
+	require.NoError(t, ds.Read(t.Context(), All([]uint64{uint64(rows), uint64(cols)}), got))
+	return got
 }
